@@ -1,0 +1,48 @@
+# metacan_pipeline: the two commands of the README are `make run` and `make test`.
+# Both create the virtual environment when it is missing (or pyproject.toml changed).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.metacan-installed
+
+# llama-cpp-python compiles from source (about 5 minutes here). It is built once per machine into a
+# wheelhouse keyed by its version and build flags, so every later set-up (a fresh clone included)
+# installs it in seconds. AMX and AVX-512 are off: on this machine kind the CPU reports AMX but the
+# kernel does not grant it to processes, and a native build crashes (ldtilecfg, general protection fault).
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-$(LLAMA_VERSION)-avx2-noamx
+
+.PHONY: setup run test dev bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if ! ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+		echo "Building llama-cpp-python $(LLAMA_VERSION) once for this machine (about 5 minutes)..."; \
+		mkdir -p $(WHEELHOUSE); \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+			$(BIN)/pip wheel --quiet --no-deps --no-cache-dir -w $(WHEELHOUSE) llama-cpp-python==$(LLAMA_VERSION); \
+	fi
+	$(BIN)/pip install --quiet --disable-pip-version-check --find-links $(WHEELHOUSE) -e '.[dev]'
+	@touch $(STAMP)
+
+## Materialize the whole asset graph on ../shared/data/openalex with the embedded Gemma teacher.
+run: $(STAMP)
+	$(BIN)/metacan run
+
+## Run the test suite (real DuckDB, real llama.cpp server, real Dagster executor).
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+## The Dagster UI over workspace.yaml, on the same instance folder as `make run`.
+dev: $(STAMP)
+	mkdir -p data/dagster_home && DAGSTER_HOME=$$(pwd)/data/dagster_home $(BIN)/dagster dev -w workspace.yaml
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_frame.py
+
+clean:
+	rm -rf data/warehouse data/site data/models data/metacan.duckdb data/metacan.duckdb.lock data/logs

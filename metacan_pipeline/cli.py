@@ -1,0 +1,116 @@
+"""The ``metacan`` command: run the whole graph in-process and print what it produced.
+
+``metacan run`` materializes every asset and check on the configured inputs (the embedded Gemma
+teacher by default) and then prints the summary; ``metacan summary`` prints it again. Runs are
+recorded in the Dagster instance under ``$DAGSTER_HOME`` (default ``<data dir>/dagster_home``), so
+``dagster dev`` over the same folder shows them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(add_completion=False, help="metacan_pipeline: map Canadian meta-research from OpenAlex.")
+
+
+def _instance(data_dir: str):
+    import dagster as dg
+
+    home = os.environ.get("DAGSTER_HOME") or str(Path(data_dir, "dagster_home").resolve())
+    os.environ["DAGSTER_HOME"] = home
+    Path(home).mkdir(parents=True, exist_ok=True)
+    dagster_yaml = Path(home) / "dagster.yaml"
+    if not dagster_yaml.exists():
+        dagster_yaml.write_text("telemetry:\n  enabled: false\n")
+    return dg.DagsterInstance.get()
+
+
+def summary_text(data_dir: str, run_id: str | None = None) -> str:
+    """The post-run summary: frame by route, labels by teacher and status, predictions, pages."""
+    from .storage import MetacanStorage
+
+    st = MetacanStorage(data_dir=data_dir)
+    lines = []
+    with st.connect(read_only=True) as con:
+        n, aff, fund, venue, about, blind = con.execute(
+            "SELECT count(*), count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue),"
+            " count(*) FILTER (about_ca), count(*) FILTER (invisible_to_affiliation_only) FROM frame").fetchone()
+        q = con.execute("SELECT count(*) FROM openalex_quarantine").fetchone()[0]
+        w = con.execute("SELECT count(*) FROM openalex_works").fetchone()[0]
+        lines.append(f"Frame: {n} works admitted of {w} unique OpenAlex works read ({q} records quarantined)")
+        lines.append(f"  by route: ca_aff {aff} | ca_fund {fund} | ca_venue {venue} | about_ca {about} | invisible to affiliation-only {blind}")
+        lines.append("Direct labels (current teacher configurations):")
+        for teacher in ("gemma", "codex"):
+            rows = con.execute(f"SELECT status, source, count(*) FROM direct_labels_{teacher} GROUP BY ALL ORDER BY ALL").fetchall()
+            parts = ", ".join(f"{s} ({src}) {c}" for s, src, c in rows) or "none"
+            lines.append(f"  {teacher}: {parts}")
+        if run_id:
+            calls = con.execute("SELECT teacher, count(*), coalesce(avg(latency_s), 0) FROM teacher_calls WHERE run_id = ? GROUP BY ALL ORDER BY ALL",
+                                [run_id]).fetchall()
+            total = sum(c for _, c, _ in calls)
+            detail = ", ".join(f"{t} {c} ({s:.2f} s/call)" for t, c, s in calls)
+            lines.append(f"Teacher calls in this run: {total}" + (f" ({detail})" if detail else " (every label reused from the label store)"))
+        p, cand, cons, mv = con.execute(
+            "SELECT count(*), count(*) FILTER (len(candidate_categories) > 0), count(*) FILTER (len(consensus_categories) > 0),"
+            " any_value(model_version) FROM predictions").fetchone()
+        gated, heads = con.execute("SELECT count(*) FILTER (gate_passed), count(*) FROM student_heads WHERE teacher = 'codex'").fetchone()
+        lines.append(f"Predictions: {p} works scored by {mv}; {cand} with a candidate category, {cons} with a consensus category;"
+                     f" {gated} of {heads} codex heads pass the support gate (the rest carry scores, no decision)")
+        ms = con.execute("SELECT validation_status, count(*) FROM machine_scores GROUP BY ALL").fetchall()
+        lines.append("Machine scores: " + ", ".join(f"{s} {c}" for s, c in ms))
+        first = con.execute("SELECT id FROM frame ORDER BY about_ca DESC, has_abstract DESC, id LIMIT 1").fetchone()
+    pages = st.site_dir / "works"
+    lines.append(f"Pages: {len(list(pages.glob('*.html')))} in {pages}")
+    lines.append(f"Index: {st.site_dir / 'index.html'}")
+    if first:
+        lines.append(f"Open one: {pages / (first[0] + '.html')}")
+    return "\n".join(lines)
+
+
+@app.command()
+def run(
+    data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data)."),
+    openalex_dir: str = typer.Option(None, help="OpenAlex input folder (default $METACAN_OPENALEX_DIR or ../shared/data/openalex)."),
+) -> None:
+    """Materialize the whole asset graph (checks included) in-process, then print the summary."""
+    if data_dir:
+        os.environ["METACAN_DATA_DIR"] = data_dir
+    if openalex_dir:
+        os.environ["METACAN_OPENALEX_DIR"] = openalex_dir
+    from .definitions import build_resources, defs
+    from .storage import default_data_dir
+
+    data = default_data_dir()
+    instance = _instance(data)
+    job = defs.resolve_job_def("metacan_all")
+    t0 = time.monotonic()
+    result = job.execute_in_process(instance=instance, resources=build_resources(), raise_on_error=False)
+    elapsed = time.monotonic() - t0
+    if not result.success:
+        failed = [e.step_key for e in result.all_events if e.is_step_failure]
+        typer.echo(f"Run {result.run_id} FAILED after {elapsed:.0f}s at step(s) {failed}; see the log above or `dagster dev` "
+                   f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']}).", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"\nRun {result.run_id} succeeded in {elapsed:.0f}s.")
+    typer.echo(summary_text(data, result.run_id))
+
+
+@app.command()
+def summary(data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data).")) -> None:
+    """Print what the last run produced (frame, labels, predictions, pages)."""
+    from .storage import default_data_dir
+
+    typer.echo(summary_text(data_dir or default_data_dir()))
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

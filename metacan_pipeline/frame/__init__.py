@@ -1,0 +1,1 @@
+"""The frame of Canada-linked works: routes, lexicon, pinned entity lists (SPEC section 2)."""

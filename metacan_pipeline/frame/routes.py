@@ -1,0 +1,164 @@
+"""Routes, admission and sampling-frame flags of SPEC section 2, one work row at a time.
+
+Input rows are ``openalex_works`` rows (:data:`metacan_pipeline.openalex.works.WORKS_SCHEMA`);
+output rows are ``frame`` rows (:data:`FRAME_SCHEMA`) or None when the work is not admitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from .entities import EntityLists
+from .lexicon import LEXICON_VERSION, about_ca_fires, evidence_hits
+from .lexicon import LexiconHit
+
+MIN_TITLE_CHARS = 11  # SPEC section 2: titles of 10 characters or fewer leave the sampling frame
+
+_NAMED = pa.struct([("id", pa.string()), ("name", pa.string())])
+
+FRAME_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("doi", pa.string()),
+        ("title", pa.string()),
+        ("title_text", pa.string()),
+        ("publication_year", pa.int32()),
+        ("language", pa.string()),
+        ("type", pa.string()),
+        ("is_paratext", pa.bool_()),
+        ("is_retracted", pa.bool_()),
+        ("cited_by_count", pa.int64()),
+        ("venue_id", pa.string()),
+        ("venue_name", pa.string()),
+        ("topic", pa.string()),
+        ("field", pa.string()),
+        ("updated_date", pa.string()),
+        ("ca_aff", pa.bool_()),
+        ("ca_fund", pa.bool_()),
+        ("ca_venue", pa.bool_()),
+        ("about_ca", pa.bool_()),
+        ("invisible_to_affiliation_only", pa.bool_()),
+        ("ca_aff_evidence", pa.list_(pa.string())),
+        ("ca_fund_evidence", pa.list_(pa.string())),
+        ("ca_venue_evidence", pa.list_(pa.string())),
+        ("about_ca_evidence", pa.list_(pa.string())),
+        ("route_key", pa.string()),
+        ("in_sampling_frame", pa.bool_()),
+        ("sampling_frame_exclusion", pa.string()),
+        ("has_abstract", pa.bool_()),
+        ("is_authors_truncated", pa.bool_()),
+        ("ca_institutions", pa.list_(pa.string())),
+        ("funder_names", pa.list_(pa.string())),
+        ("keywords", pa.list_(pa.string())),
+        ("source_file", pa.string()),
+        ("source_locator", pa.string()),
+        ("entity_list_versions", pa.string()),
+        ("lexicon_version", pa.string()),
+        ("frame_build_id", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class AdmissionRule:
+    """SPEC section 2 admission: year range (inclusive) and a non-empty title."""
+
+    year_min: int = 2000
+    year_max: int = 2025
+
+
+def route_key(row: dict) -> str:
+    """The route combination as a stable stratum-friendly key, e.g. ``ca_aff+ca_fund``."""
+    return "+".join(r for r in ("ca_aff", "ca_fund", "ca_venue", "about_ca") if row[r]) or "none"
+
+
+def frame_row(work: dict, entities: EntityLists, rule: AdmissionRule) -> tuple[dict | None, str]:
+    """The frame row for one work, or ``(None, reason)`` when it is not admitted.
+
+    Reasons: ``no_title``, ``year_out_of_range``, ``no_route``. Evidence lists say which field and
+    which entity fired each route (e.g. ``institution I123 University of Toronto (country_code CA)``).
+    """
+    aff_ev: list[str] = []
+    ca_institutions: list[str] = []
+    for inst in work["institutions"] or []:
+        cc = (inst.get("country_code") or "").upper()
+        pinned = inst.get("id") in entities.institutions
+        if cc == "CA" or pinned:
+            why = "country_code CA" if cc == "CA" else "pinned Canadian institution list"
+            aff_ev.append(f"institution {inst.get('id') or '(unresolved)'} {inst.get('name') or ''} ({why})".replace("  ", " "))
+            if inst.get("name"):
+                ca_institutions.append(inst["name"])
+    if "CA" in (work["author_countries"] or []):
+        aff_ev.append("authorships[].countries contains CA")
+    fund_ev = [
+        f"funder {f['id']} {entities.funders.get(f['id']) or f.get('name') or ''} (via {f['via']})".strip()
+        for f in (work["funders"] or [])
+        if f["id"] in entities.funders
+    ]
+    venue_ev = (
+        [f"source {work['venue_id']} {entities.sources[work['venue_id']] or ''} (pinned Canadian source list)".strip()]
+        if work["venue_id"] in entities.sources
+        else []
+    )
+    hits = [LexiconHit(h["term"], h["tier"], h["field"]) for h in (work["lexicon_hits"] or [])]
+    about = about_ca_fires({h.tier for h in hits})
+    about_ev = [f"tier {h.tier} '{h.term}' in {h.field}" for h in evidence_hits(hits)] if about else []
+
+    title_text = (work["title_text"] or "").strip()
+    if not title_text:
+        return None, "no_title"
+    year = work["publication_year"]
+    if year is None or not (rule.year_min <= year <= rule.year_max):
+        return None, "year_out_of_range"
+    row = {
+        "ca_aff": bool(aff_ev),
+        "ca_fund": bool(fund_ev),
+        "ca_venue": bool(venue_ev),
+        "about_ca": about,
+    }
+    if not any(row.values()):
+        return None, "no_route"
+    exclusion = None
+    if work["is_paratext"]:
+        exclusion = "paratext"
+    elif len(title_text) < MIN_TITLE_CHARS:
+        exclusion = "short_title"
+    row.update(
+        {
+            "id": work["id"],
+            "doi": work["doi"],
+            "title": work["title"],
+            "title_text": title_text,
+            "publication_year": year,
+            "language": work["language"],
+            "type": work["type"],
+            "is_paratext": work["is_paratext"],
+            "is_retracted": work["is_retracted"],
+            "cited_by_count": work["cited_by_count"],
+            "venue_id": work["venue_id"],
+            "venue_name": work["venue_name"],
+            "topic": work["topic"],
+            "field": work["field"],
+            "updated_date": work["updated_date"],
+            "invisible_to_affiliation_only": not row["ca_aff"],
+            "ca_aff_evidence": aff_ev,
+            "ca_fund_evidence": fund_ev,
+            "ca_venue_evidence": venue_ev,
+            "about_ca_evidence": about_ev,
+            "in_sampling_frame": exclusion is None,
+            "sampling_frame_exclusion": exclusion,
+            "has_abstract": work["has_abstract"],
+            "is_authors_truncated": work["is_authors_truncated"],
+            "ca_institutions": sorted(set(ca_institutions)),
+            "funder_names": [f.get("name") or f["id"] for f in (work["funders"] or [])],
+            "keywords": work["keywords"],
+            "source_file": work["source_file"],
+            "source_locator": work["source_locator"],
+            "entity_list_versions": ";".join(f"{k}={v}" for k, v in sorted(entities.versions.items())),
+            "lexicon_version": LEXICON_VERSION,
+        }
+    )
+    row["route_key"] = route_key(row)
+    return row, "admitted"

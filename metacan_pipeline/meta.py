@@ -1,0 +1,46 @@
+"""Asset metadata that users read in the Dagster UI: row count, column schema, markdown preview."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+
+
+def column_schema(schema: pa.Schema) -> dg.TableSchema:
+    """``dagster/column_schema`` value for an Arrow schema."""
+    return dg.TableSchema(columns=[dg.TableColumn(f.name, str(f.type)) for f in schema])
+
+
+def markdown_preview(rows: list[dict], columns: list[str], limit: int = 10) -> dg.MetadataValue:
+    """A small markdown table of the first ``limit`` rows (values cut to 60 characters)."""
+    def cell(v: Any) -> str:
+        s = "" if v is None else str(v)
+        s = s.replace("|", "\\|").replace("\n", " ")
+        return s if len(s) <= 60 else s[:57] + "..."
+
+    head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+    body = "".join("| " + " | ".join(cell(r.get(c)) for c in columns) + " |\n" for r in rows[:limit])
+    return dg.MetadataValue.md(head + body if rows else "_(no rows)_")
+
+
+def table_metadata(schema: pa.Schema, row_count: int, preview: list[dict] | None = None,
+                   preview_columns: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    """Standard table metadata (STYLE: row count, column schema, a preview) plus ``extra``."""
+    md: dict[str, Any] = {
+        "dagster/row_count": row_count,
+        "dagster/column_schema": column_schema(schema),
+    }
+    if preview is not None:
+        md["preview"] = markdown_preview(preview, preview_columns or [f.name for f in schema][:6])
+    md.update(extra)
+    return md
+
+
+def counts_markdown(counts: dict[str, int], key: str = "value", value: str = "count") -> dg.MetadataValue:
+    """A two-column markdown table of counts, largest first."""
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return dg.MetadataValue.md(
+        f"| {key} | {value} |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows) if rows else "_(none)_"
+    )

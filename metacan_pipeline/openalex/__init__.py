@@ -1,0 +1,1 @@
+"""OpenAlex inputs: file readers for every record shape, work JSON to typed rows, abstracts."""

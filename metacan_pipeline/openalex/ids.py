@@ -1,0 +1,32 @@
+"""OpenAlex id normalisation (SPEC section 2: ids are stored in the short form ``W123``)."""
+
+from __future__ import annotations
+
+import re
+
+_ID_RE = re.compile(r"^(?:https?://openalex\.org/)?([A-Za-z])(\d+)$")
+WORK_ID_RE = re.compile(r"^W\d+$")
+
+
+def short_id(value: object) -> str | None:
+    """``"https://openalex.org/W123"`` or ``"w123"`` -> ``"W123"``; None for anything else.
+
+    Source: OpenAlex docs, "Entity ids" (an id is an URL whose last segment is a letter and digits).
+    """
+    if not isinstance(value, str):
+        return None
+    m = _ID_RE.match(value.strip())
+    if not m:
+        return None
+    return m.group(1).upper() + m.group(2)
+
+
+def entity_kind(value: object) -> str | None:
+    """The entity letter of an id (``W`` work, ``F`` funder, ``S`` source, ``I`` institution, ...)."""
+    sid = short_id(value)
+    return sid[0] if sid else None
+
+
+def is_work_id(value: str) -> bool:
+    """True for a short work id (``^W\\d+$``); used before an id becomes a file name or URL."""
+    return bool(WORK_ID_RE.match(value))

@@ -1,0 +1,38 @@
+"""Re-read input records by their pointer (``source_file``, ``source_locator``) to get abstracts.
+
+Abstracts are never stored (SPEC section 2); record views and pages that need the text re-read the
+input record it came from, each file once per call.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+from .abstract import deinvert
+from .reader import Record, iter_file
+
+
+def load_abstracts(root: Path, pointers: Iterable[tuple[str, str, str]]) -> dict[str, str | None]:
+    """``{work_id: abstract text or None}`` for ``(work_id, source_file, source_locator)`` pointers.
+
+    A file that has gone missing since ingestion yields None for its works (the caller says "the
+    abstract could not be read"), never an exception.
+    """
+    wanted: dict[str, dict[str, str]] = defaultdict(dict)
+    for work_id, source_file, locator in pointers:
+        wanted[source_file][locator] = work_id
+    out: dict[str, str | None] = {}
+    for source_file, by_locator in wanted.items():
+        path = root / source_file
+        if not path.exists():
+            for wid in by_locator.values():
+                out[wid] = None
+            continue
+        for item in iter_file(path, root):
+            if isinstance(item, Record) and item.locator in by_locator:
+                out[by_locator[item.locator]] = deinvert(item.data.get("abstract_inverted_index"))
+        for wid in by_locator.values():
+            out.setdefault(wid, None)
+    return out

@@ -1,0 +1,163 @@
+"""Read OpenAlex records from local files in every shape they come in.
+
+Shapes (all present in ../shared/data/openalex; see its SOURCES.md):
+
+- API list pages ``{"meta": ..., "results": [...]}`` (OpenAlex docs: "Paging");
+- single entity JSON (``GET /works/{id}``);
+- plain JSON lists (a ``select=`` dump);
+- archived responses ``{"request": ..., "payload": <any of the above>}``;
+- JSON Lines, plain or gzip, as in the snapshot layout ``data/<entity>/updated_date=*/part_*.gz``
+  (OpenAlex docs: "Download the snapshot").
+
+Every record comes out as a :class:`Record` (the parsed dict plus where it came from); anything
+unusable comes out as a :class:`Quarantined` row naming file, line and reason, and reading goes on.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .ids import entity_kind
+
+#: File names that are never records (manifests, merged-id CSVs, notes).
+_SKIP_SUFFIXES = (".md", ".csv.gz", ".csv", ".txt")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One parsed OpenAlex entity record.
+
+    ``locator`` says where inside the file it sat (``line 12``, ``results[3]``, ``payload``);
+    ``line`` is the 1-based line number for JSON Lines input, else None.
+    """
+
+    data: dict
+    source_file: str
+    locator: str
+    line: int | None
+    kind: str  # entity letter: W, F, S, I, A, G, ...
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A record that could not be used, with the reason (SPEC: bad input is never silently lost)."""
+
+    source_file: str
+    locator: str
+    line: int | None
+    reason: str
+    excerpt: str
+
+
+QUARANTINE_COLUMNS = ("source_file", "locator", "line", "reason", "excerpt")
+
+
+def discover_files(root: Path) -> list[Path]:
+    """Every record-bearing file under ``root`` (recursively), sorted for a stable order.
+
+    Takes ``*.json``, ``*.jsonl``, ``*.jsonl.gz``, ``*.json.gz`` and snapshot parts ``part_*.gz``;
+    skips manifests, merged-id CSVs and notes. Raises FileNotFoundError naming ``root`` if it does
+    not exist.
+    """
+    if not root.exists():
+        raise FileNotFoundError(
+            f"OpenAlex input folder {root} does not exist: set METACAN_OPENALEX_DIR (or the "
+            f"openalex_input_dir config) to a folder of OpenAlex JSON / JSON Lines / snapshot files"
+        )
+    out = []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or p.name == "manifest" or p.name.endswith(_SKIP_SUFFIXES):
+            continue
+        if p.suffix in (".json", ".jsonl", ".gz"):
+            out.append(p)
+    return out
+
+
+def _excerpt(text: str | bytes, n: int = 200) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    return text[:n]
+
+
+def _classify(obj: object, source: str, locator: str, line: int | None) -> Record | Quarantined:
+    if not isinstance(obj, dict):
+        return Quarantined(source, locator, line, f"record is a JSON {type(obj).__name__}, not an object", _excerpt(json.dumps(obj))[:200])
+    kind = entity_kind(obj.get("id"))
+    if kind is None:
+        reason = "missing id" if not obj.get("id") else f"unrecognised id {obj.get('id')!r}"
+        return Quarantined(source, locator, line, reason, _excerpt(json.dumps(obj, ensure_ascii=False)))
+    return Record(obj, source, locator, line, kind)
+
+
+def _iter_json_document(doc: object, source: str, prefix: str = "") -> Iterator[Record | Quarantined]:
+    if isinstance(doc, list):
+        for i, obj in enumerate(doc):
+            yield _classify(obj, source, f"{prefix}[{i}]", None)
+    elif isinstance(doc, dict):
+        if "payload" in doc and "request" in doc:
+            yield from _iter_json_document(doc["payload"], source, f"{prefix}payload")
+        elif "results" in doc and isinstance(doc["results"], list):
+            for i, obj in enumerate(doc["results"]):
+                yield _classify(obj, source, f"{prefix}{'.' if prefix else ''}results[{i}]", None)
+        elif "meta" in doc and "group_by" in doc:
+            return  # a group_by response: counts only, no records
+        else:
+            yield _classify(doc, source, prefix or "document", None)
+    else:
+        yield Quarantined(source, prefix or "document", None, f"document is a JSON {type(doc).__name__}", _excerpt(str(doc)))
+
+
+def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    lineno = 0
+    try:
+        with opener(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    yield Quarantined(source, f"line {lineno}", lineno, f"unparseable JSON: {exc}", _excerpt(raw))
+                    continue
+                yield _classify(obj, source, f"line {lineno}", lineno)
+    except (EOFError, OSError, zlib.error) as exc:
+        yield Quarantined(
+            source, f"after line {lineno}", lineno + 1,
+            f"file unreadable after line {lineno} ({type(exc).__name__}: {exc}); truncated or corrupt "
+            f"gzip? re-download this part", "",
+        )
+
+
+def iter_file(path: Path, root: Path | None = None) -> Iterator[Record | Quarantined]:
+    """Records and quarantine rows of one file; never raises for bad content.
+
+    ``source_file`` in the output is relative to ``root`` when given. A ``.json`` file that does not
+    parse as one document is retried as JSON Lines (some tools write ``.json`` line by line).
+    """
+    source = str(path.relative_to(root)) if root else str(path)
+    if path.suffix in (".gz", ".jsonl"):
+        yield from _iter_json_lines(path, source)
+        return
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        yield Quarantined(source, "document", None, f"cannot read file: {exc}", "")
+        return
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        yield from _iter_json_lines(path, source)
+        return
+    yield from _iter_json_document(doc, source)
+
+
+def iter_records(root: Path) -> Iterator[Record | Quarantined]:
+    """Every record and quarantine row under ``root``, file by file (see :func:`discover_files`)."""
+    for path in discover_files(root):
+        yield from iter_file(path, root)

@@ -1,0 +1,1 @@
+"""Sample design: strata, selection probabilities, design weights (SPEC section 5)."""

@@ -1,0 +1,155 @@
+"""Where things live on disk: Parquet tables, the DuckDB catalog, published outputs.
+
+Layout under ``data_dir`` (default ``data/``, or ``$METACAN_DATA_DIR``), ARCHITECTURE "Storage":
+
+- ``warehouse/<table>/part-*.parquet``: large tables, each written into a temporary folder and renamed
+  into place, so a crash never leaves half a table.
+- ``metacan.duckdb``: the query engine; holds the small append-only tables (teacher calls and labels)
+  and one view per Parquet table, so ``SELECT * FROM frame`` works in any DuckDB client.
+- ``site/``: published work records (JSON) and pages (HTML).
+- ``logs/``: logs of the embedded teacher server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+from filelock import FileLock
+from pydantic import Field
+
+DEFAULT_DATA_DIR = "data"
+
+
+def default_data_dir() -> str:
+    """The data folder: ``$METACAN_DATA_DIR`` when set, else ``data`` (relative to the working dir)."""
+    return os.environ.get("METACAN_DATA_DIR", DEFAULT_DATA_DIR)
+
+
+class MetacanStorage(dg.ConfigurableResource):
+    """Parquet tables and the DuckDB catalog under one data folder (ARCHITECTURE "Storage").
+
+    DuckDB allows one writing process per file: every write goes through :meth:`connect`, which
+    holds a file lock for the (short) transaction, and no HTTP or LLM work happens inside it.
+    """
+
+    data_dir: str = Field(default=DEFAULT_DATA_DIR, description="Folder for the warehouse, the DuckDB file and the published site.")
+
+    # ---- paths -------------------------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return Path(self.data_dir).resolve()
+
+    @property
+    def warehouse(self) -> Path:
+        return self.root / "warehouse"
+
+    @property
+    def duckdb_path(self) -> Path:
+        return self.root / "metacan.duckdb"
+
+    @property
+    def site_dir(self) -> Path:
+        return self.root / "site"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    def table_dir(self, name: str) -> Path:
+        return self.warehouse / name
+
+    def has_table(self, name: str) -> bool:
+        return any(self.table_dir(name).glob("*.parquet"))
+
+    # ---- Parquet -----------------------------------------------------------------------------
+    def write_table(
+        self,
+        name: str,
+        batches: pa.Table | Iterable[pa.Table | pa.RecordBatch],
+        schema: pa.Schema | None = None,
+    ) -> int:
+        """Write a table atomically as ``warehouse/<name>/part-*.parquet``; returns its row count.
+
+        ``batches`` is a whole :class:`pyarrow.Table` or an iterable of tables/record batches (one
+        file per element, so memory stays at one batch). An empty input writes one empty file with
+        ``schema`` so readers still see the columns. The previous version is replaced only after the
+        new one is complete (rename of a sibling temporary folder).
+        """
+        target = self.table_dir(name)
+        tmp = target.parent / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir(parents=True, exist_ok=True)
+        rows = 0
+        parts = 0
+        items = [batches] if isinstance(batches, pa.Table) else batches
+        try:
+            for item in items:
+                table = item if isinstance(item, pa.Table) else pa.Table.from_batches([item])
+                if schema is not None:
+                    table = table.cast(schema)
+                if table.num_rows == 0 and parts > 0:
+                    continue
+                pq.write_table(table, tmp / f"part-{parts:05d}.parquet", compression="zstd")
+                rows += table.num_rows
+                parts += 1
+            if parts == 0:
+                if schema is None:
+                    raise ValueError(f"table {name!r}: no rows and no schema given")
+                pq.write_table(schema.empty_table(), tmp / "part-00000.parquet")
+            old = target.parent / f".{name}.old-{uuid.uuid4().hex[:8]}"
+            if target.exists():
+                target.rename(old)
+            tmp.rename(target)
+            shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.refresh_view(name)
+        return rows
+
+    def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
+        """Read a whole warehouse table. Raises FileNotFoundError naming the asset to materialize."""
+        self.require(name)
+        return pq.read_table(self.table_dir(name), columns=columns)
+
+    def iter_batches(self, name: str, batch_size: int = 50_000, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """Stream a warehouse table in record batches (flat memory for frame-sized tables)."""
+        self.require(name)
+        for path in sorted(self.table_dir(name).glob("*.parquet")):
+            yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=columns)
+
+    def require(self, name: str) -> None:
+        if not self.has_table(name):
+            raise FileNotFoundError(
+                f"table {name!r} not found under {self.warehouse}: materialize the asset {name!r} first "
+                f"(Dagster UI, or `metacan run`)"
+            )
+
+    # ---- DuckDB ------------------------------------------------------------------------------
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A DuckDB connection to ``metacan.duckdb`` under a cross-process file lock.
+
+        Keep the ``with`` block short: it serialises every writer of the catalog.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.duckdb_path) + ".lock"):
+            con = duckdb.connect(str(self.duckdb_path), read_only=read_only and self.duckdb_path.exists())
+            try:
+                yield con
+            finally:
+                con.close()
+
+    def refresh_view(self, name: str) -> None:
+        """(Re)create the DuckDB view ``<name>`` over ``warehouse/<name>/*.parquet``."""
+        pattern = str(self.table_dir(name) / "*.parquet").replace("'", "''")
+        with self.connect() as con:
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM read_parquet(\'{pattern}\')')

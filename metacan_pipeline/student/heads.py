@@ -1,0 +1,118 @@
+"""Student heads: TF-IDF + logistic regression per target (SPEC section 6, simplest honest form).
+
+A *head* maps the title-only text of a work to a score (binary targets) or a probability vector in
+vocabulary order (categorical targets). A head whose training labels hold a single class cannot be
+fitted; it becomes a *constant head* that returns the (design-weighted) training rate and says so in
+``status``: it ranks nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import average_precision_score, roc_auc_score
+from sklearn.model_selection import GroupKFold
+
+PARAMS = {"tfidf": {"ngram_range": (1, 2), "min_df": 1, "sublinear_tf": True, "max_features": 200_000},
+          "logreg": {"C": 4.0, "max_iter": 2000}}
+
+
+def make_vectorizer() -> TfidfVectorizer:
+    return TfidfVectorizer(**PARAMS["tfidf"])
+
+
+@dataclass
+class BinaryHead:
+    """A fitted binary head; ``model`` is None for a constant head (``rate`` is then its score)."""
+
+    target: str
+    status: str
+    rate: float
+    n_train: int
+    positives: int
+    model: LogisticRegression | None = None
+    metrics: dict = field(default_factory=dict)
+
+    def score(self, X) -> np.ndarray:
+        if self.model is None:
+            return np.full(X.shape[0], self.rate, dtype=float)
+        return self.model.predict_proba(X)[:, 1]
+
+
+@dataclass
+class CategoricalHead:
+    """A fitted categorical head over ``classes`` (the full vocabulary, in order)."""
+
+    target: str
+    status: str
+    classes: tuple[str, ...]
+    prior: np.ndarray
+    n_train: int
+    model: LogisticRegression | None = None
+
+    def score(self, X) -> np.ndarray:
+        if self.model is None:
+            return np.tile(self.prior, (X.shape[0], 1))
+        probs = self.model.predict_proba(X)
+        out = np.zeros((X.shape[0], len(self.classes)))
+        for j, cls in enumerate(self.model.classes_):
+            out[:, self.classes.index(cls)] = probs[:, j]
+        return out
+
+
+def weighted_rate(y: np.ndarray, w: np.ndarray) -> float:
+    """Hajek estimate of a rate: sum(w*y) / sum(w) (SPEC section 5); 0 when there is no weight."""
+    total = float(w.sum())
+    return float((w * y).sum() / total) if total > 0 else 0.0
+
+
+def kish_ess(w: np.ndarray) -> float:
+    """Kish effective sample size (sum w)^2 / sum w^2; 0 for no weights."""
+    s2 = float((w ** 2).sum())
+    return float(w.sum() ** 2 / s2) if s2 > 0 else 0.0
+
+
+def grouped_cv_metrics(X, y: np.ndarray, groups: list[str], w: np.ndarray, folds: int = 5) -> dict:
+    """AP and AUROC under grouped cross-validation (groups = venues), or the reason they are absent."""
+    pos = int(y.sum())
+    n_groups = len(set(groups))
+    if pos < 2 or pos == len(y) or n_groups < 2:
+        return {"ap": None, "auroc": None, "cv": f"not evaluated: {pos} positives of {len(y)} in {n_groups} venue groups"}
+    k = min(folds, n_groups)
+    oof = np.full(len(y), np.nan)
+    for train, test in GroupKFold(n_splits=k).split(X, y, groups):
+        if len(set(y[train])) < 2:
+            oof[test] = weighted_rate(y[train], w[train])
+            continue
+        m = LogisticRegression(**PARAMS["logreg"]).fit(X[train], y[train], sample_weight=w[train])
+        oof[test] = m.predict_proba(X[test])[:, 1]
+    return {"ap": float(average_precision_score(y, oof, sample_weight=w)),
+            "auroc": float(roc_auc_score(y, oof, sample_weight=w)), "cv": f"{k}-fold grouped by venue"}
+
+
+def fit_binary(target: str, X, y: np.ndarray, w: np.ndarray, groups: list[str]) -> BinaryHead:
+    """Fit one binary head with design weights ``w``; constant head when ``y`` has one class."""
+    pos = int(y.sum())
+    rate = weighted_rate(y, w)
+    if len(y) == 0 or pos == 0 or pos == len(y):
+        return BinaryHead(target, f"constant: {pos} positives of {len(y)} labels (one class, cannot fit)", rate, len(y), pos,
+                          metrics={"ap": None, "auroc": None, "cv": "not evaluated: one class"})
+    model = LogisticRegression(**PARAMS["logreg"]).fit(X, y, sample_weight=w)
+    return BinaryHead(target, "trained", rate, len(y), pos, model, grouped_cv_metrics(X, y, groups, w))
+
+
+def fit_categorical(target: str, classes: tuple[str, ...], X, values: list[str | None], w: np.ndarray) -> CategoricalHead:
+    """Fit one categorical head on the works with a non-null value; constant head with < 2 classes."""
+    keep = [i for i, v in enumerate(values) if v is not None]
+    vals = [values[i] for i in keep]
+    prior = np.zeros(len(classes))
+    for i in keep:
+        prior[classes.index(values[i])] += w[i]
+    prior = prior / prior.sum() if prior.sum() > 0 else np.full(len(classes), 1.0 / len(classes))
+    if len(set(vals)) < 2:
+        return CategoricalHead(target, f"constant: {len(set(vals))} class(es) among {len(vals)} labels", classes, prior, len(vals))
+    model = LogisticRegression(**PARAMS["logreg"]).fit(X[keep], vals, sample_weight=w[keep])
+    return CategoricalHead(target, "trained", classes, prior, len(vals), model)

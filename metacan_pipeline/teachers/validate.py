@@ -1,0 +1,163 @@
+"""Validation of teacher replies against SPEC sections 3 and 4.
+
+A direct label is one JSON object per work: ``id, categories, domain, study_design, genre,
+about_ca_system, about_ca_topic, confidence, reason``. A reply that breaks a rule raises
+:class:`InvalidLabel` with the rule it broke; the caller retries and then records a failure. Nothing
+is ever filled in: a missing value is an error, not a default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..vocab import (
+    CATEGORIES, CONFIDENCES, DOMAINS, GENRES, INSUFFICIENT_PAYLOAD, REASON_MAX_CHARS, STUDY_DESIGNS,
+)
+
+LABEL_FIELDS = (
+    "id", "categories", "domain", "study_design", "genre", "about_ca_system", "about_ca_topic",
+    "confidence", "reason",
+)
+
+
+class InvalidLabel(ValueError):
+    """A teacher reply that breaks a SPEC section 3/4 rule; the message names the rule and value."""
+
+
+@dataclass(frozen=True)
+class DirectLabel:
+    """One validated direct label (SPEC section 4); ``categories`` in vocabulary order."""
+
+    id: str
+    categories: tuple[str, ...]
+    domain: str | None
+    study_design: str
+    genre: str
+    about_ca_system: bool
+    about_ca_topic: bool
+    confidence: str
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["categories"] = list(self.categories)
+        return d
+
+
+def _enum(obj: dict, key: str, vocab: tuple[str, ...], nullable: bool = False) -> str | None:
+    if key not in obj:
+        raise InvalidLabel(f"missing field {key!r}")
+    v = obj[key]
+    if v is None and nullable:
+        return None
+    if not isinstance(v, str) or v not in vocab:
+        raise InvalidLabel(f"{key}={v!r} is not in the vocabulary {list(vocab)}")
+    return v
+
+
+def _bool(obj: dict, key: str) -> bool:
+    if key not in obj:
+        raise InvalidLabel(f"missing field {key!r}")
+    v = obj[key]
+    if not isinstance(v, bool):
+        raise InvalidLabel(f"{key}={v!r} is not a boolean")
+    return v
+
+
+def validate_label(obj: Any, expected_id: str) -> DirectLabel:
+    """Validate one reply object for the work ``expected_id`` and normalise it.
+
+    Rules (SPEC sections 3-4): the id equals the request's; every value in its vocabulary;
+    ``insufficient_payload`` only alone; a substantive domain only with ``metaresearch`` (a
+    ``not_metaresearch`` domain without it is normalised to null; with it, it is an error).
+    Normalisations: duplicate categories removed, categories put in vocabulary order, reason cut
+    to 400 characters. Raises :class:`InvalidLabel`.
+    """
+    if not isinstance(obj, dict):
+        raise InvalidLabel(f"reply is a JSON {type(obj).__name__}, not an object")
+    if obj.get("id") != expected_id:
+        raise InvalidLabel(f"reply id {obj.get('id')!r} differs from the requested id {expected_id!r}")
+    cats = obj.get("categories")
+    if not isinstance(cats, list):
+        raise InvalidLabel(f"categories={cats!r} is not a list")
+    for c in cats:
+        if c not in CATEGORIES:
+            raise InvalidLabel(f"category {c!r} is not in the vocabulary")
+    categories = tuple(c for c in CATEGORIES if c in set(cats))
+    if INSUFFICIENT_PAYLOAD in categories and len(categories) > 1:
+        raise InvalidLabel(f"insufficient_payload must be the only category, got {list(categories)}")
+    domain = _enum(obj, "domain", DOMAINS, nullable=True)
+    if "metaresearch" in categories:
+        if domain == "not_metaresearch":
+            raise InvalidLabel("domain 'not_metaresearch' contradicts category 'metaresearch'")
+    elif domain == "not_metaresearch":
+        domain = None
+    elif domain is not None:
+        raise InvalidLabel(f"domain {domain!r} given without the category 'metaresearch'")
+    reason = obj.get("reason")
+    if not isinstance(reason, str):
+        raise InvalidLabel(f"reason={reason!r} is not a string")
+    return DirectLabel(
+        id=expected_id,
+        categories=categories,
+        domain=domain,
+        study_design=_enum(obj, "study_design", STUDY_DESIGNS),  # type: ignore[arg-type]
+        genre=_enum(obj, "genre", GENRES),  # type: ignore[arg-type]
+        about_ca_system=_bool(obj, "about_ca_system"),
+        about_ca_topic=_bool(obj, "about_ca_topic"),
+        confidence=_enum(obj, "confidence", CONFIDENCES),  # type: ignore[arg-type]
+        reason=reason.strip()[:REASON_MAX_CHARS],
+    )
+
+
+def _label_object(work_id: str, categories: dict, domain: dict, reason_max_chars: int) -> dict:
+    return {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "enum": [work_id]},
+            "categories": categories,
+            "domain": domain,
+            "study_design": {"type": "string", "enum": list(STUDY_DESIGNS)},
+            "genre": {"type": "string", "enum": list(GENRES)},
+            "about_ca_system": {"type": "boolean"},
+            "about_ca_topic": {"type": "boolean"},
+            "confidence": {"type": "string", "enum": list(CONFIDENCES)},
+            "reason": {"type": "string", "maxLength": reason_max_chars},
+        },
+        "required": list(LABEL_FIELDS),
+        "additionalProperties": False,
+    }
+
+
+def reply_schema(work_id: str, reason_max_chars: int = 100, rules_in_grammar: bool = False) -> dict:
+    """JSON schema that constrains a reply for one work (OpenAI ``json_schema`` / llama.cpp grammar).
+
+    Arrays are bounded (``maxItems``) because small models otherwise repeat items; the id is pinned
+    to the requested one with an enum. Property order is generation order for llama.cpp.
+
+    With ``rules_in_grammar`` (llama.cpp, which turns any schema into a grammar) the reply is a union
+    of three shapes so that the SPEC section 3 rules cannot be broken while generating: categories
+    without ``metaresearch`` and a null domain; categories led by ``metaresearch`` and a substantive
+    domain; ``insufficient_payload`` alone. OpenAI's strict mode allows no root union, so there the
+    plain shape is sent and :func:`validate_label` enforces the rules.
+    """
+    if not rules_in_grammar:
+        return _label_object(
+            work_id,
+            {"type": "array", "items": {"type": "string", "enum": list(CATEGORIES)}, "maxItems": 3},
+            {"anyOf": [{"type": "string", "enum": list(DOMAINS[1:])}, {"type": "null"}]},
+            reason_max_chars,
+        )
+    others = [c for c in CATEGORIES if c not in ("metaresearch", INSUFFICIENT_PAYLOAD)]
+    other = {"type": "string", "enum": others}
+    led_by_meta = {"anyOf": [
+        {"type": "array", "prefixItems": [{"const": "metaresearch"}]},
+        {"type": "array", "prefixItems": [{"const": "metaresearch"}, other]},
+        {"type": "array", "prefixItems": [{"const": "metaresearch"}, other, other]},
+    ]}
+    return {"anyOf": [
+        _label_object(work_id, {"type": "array", "items": other, "maxItems": 3}, {"type": "null"}, reason_max_chars),
+        _label_object(work_id, led_by_meta, {"type": "string", "enum": list(DOMAINS[1:])}, reason_max_chars),
+        _label_object(work_id, {"type": "array", "prefixItems": [{"const": INSUFFICIENT_PAYLOAD}]}, {"type": "null"}, reason_max_chars),
+    ]}

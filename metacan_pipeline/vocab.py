@@ -1,0 +1,92 @@
+"""The label vocabularies of SPEC section 3: the single source of every label name and order.
+
+Every score array in the pipeline is ordered as the tuples below. Nothing else in the package may
+spell a category, domain, study design or genre by hand.
+"""
+
+from __future__ import annotations
+
+CATEGORIES: tuple[str, ...] = (
+    "metaresearch",
+    "metaepi_narrow",
+    "metaepi_broad",
+    "bibliometrics",
+    "sts",
+    "scholarly_communication",
+    "open_science",
+    "research_integrity",
+    "insufficient_payload",
+)
+
+CATEGORY_DISPLAY: dict[str, str] = {
+    "metaresearch": "Metaresearch",
+    "metaepi_narrow": "Meta-epidemiology (narrow)",
+    "metaepi_broad": "Meta-epidemiology (broad)",
+    "bibliometrics": "Bibliometrics",
+    "sts": "Science and technology studies",
+    "scholarly_communication": "Scholarly communication",
+    "open_science": "Open science",
+    "research_integrity": "Research integrity",
+    "insufficient_payload": "Insufficient payload (model declined to judge)",
+}
+
+DOMAINS: tuple[str, ...] = (
+    "not_metaresearch",
+    "methods",
+    "reporting",
+    "reproducibility",
+    "evaluation",
+    "incentives",
+)
+
+STUDY_DESIGNS: tuple[str, ...] = (
+    "randomized_trial",
+    "nonrandomized_trial",
+    "observational",
+    "systematic_review",
+    "meta_analysis",
+    "case_report",
+    "qualitative",
+    "simulation_or_modeling",
+    "bench_or_experimental",
+    "theoretical_or_conceptual",
+    "not_applicable",
+    "design_other",
+)
+
+GENRES: tuple[str, ...] = (
+    "empirical",
+    "review",
+    "methods",
+    "commentary",
+    "editorial",
+    "protocol",
+    "dataset",
+    "software",
+    "other",
+)
+
+CONFIDENCES: tuple[str, ...] = ("high", "medium", "low")
+
+ABOUT_CA_TARGETS: tuple[str, ...] = ("about_ca_system", "about_ca_topic")
+
+#: The 11 binary student targets of SPEC section 6: 9 categories then the 2 about_ca flags.
+BINARY_TARGETS: tuple[str, ...] = CATEGORIES + ABOUT_CA_TARGETS
+
+#: The 3 categorical student targets of SPEC section 6 with their class order.
+CATEGORICAL_TARGETS: dict[str, tuple[str, ...]] = {
+    "domain": DOMAINS,
+    "study_design": STUDY_DESIGNS,
+    "genre": GENRES,
+}
+
+INSUFFICIENT_PAYLOAD = "insufficient_payload"
+REASON_MAX_CHARS = 400
+
+#: SPEC section 2: the four routes, in display order.
+ROUTES: tuple[str, ...] = ("ca_aff", "ca_fund", "ca_venue", "about_ca")
+
+#: SPEC section 6/7 status strings. They ship verbatim.
+PREDICTION_STATUS = "machine_predicted_unvalidated"
+SCORE_ONLY_IMMATURE = "score_only:v0-immature-baseline"
+SCORE_ONLY_MATURE = "score_only:mature"

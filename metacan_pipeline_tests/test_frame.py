@@ -1,0 +1,93 @@
+import dagster as dg
+import duckdb
+import pytest
+
+from metacan_pipeline.definitions import build_resources
+from metacan_pipeline.frame.assets import canadian_entities, frame, frame_ids_unique, frame_routes_have_evidence, openalex_works
+from metacan_pipeline.frame.entities import EntityLists
+from metacan_pipeline.frame.lexicon import about_ca_fires, find_hits
+from metacan_pipeline.frame.routes import AdmissionRule, frame_row
+
+
+def _work(**kw):
+    base = dict(id="W1", doi=None, title="A long enough title", title_text="A long enough title", publication_year=2020,
+                language="en", type="article", is_paratext=False, is_retracted=False, cited_by_count=0, venue_id=None,
+                venue_name=None, topic=None, field=None, updated_date=None, institutions=[], author_countries=[], funders=[],
+                keywords=[], is_authors_truncated=False, has_abstract=False, lexicon_hits=[], source_file="f", source_locator="l")
+    base.update(kw)
+    return base
+
+
+ENTITIES = EntityLists(funders={"F1": "NSERC"}, sources={"S1": "Télescope"}, institutions={"I9": "Soquem"},
+                       versions={"funder": "funders@x", "source": "sources@x", "institution": "institutions@x"})
+
+
+def test_routes_and_evidence():
+    row, why = frame_row(_work(institutions=[{"id": "I5", "name": "McGill University", "country_code": "CA"}]), ENTITIES, AdmissionRule())
+    assert why == "admitted" and row["ca_aff"] and not row["invisible_to_affiliation_only"]
+    assert row["ca_aff_evidence"] == ["institution I5 McGill University (country_code CA)"]
+    row, _ = frame_row(_work(author_countries=["CA"]), ENTITIES, AdmissionRule())
+    assert row["ca_aff_evidence"] == ["authorships[].countries contains CA"]
+    row, _ = frame_row(_work(funders=[{"id": "F1", "name": None, "via": "grants.funder"}]), ENTITIES, AdmissionRule())
+    assert row["ca_fund"] and row["invisible_to_affiliation_only"] and row["route_key"] == "ca_fund"
+    assert row["ca_fund_evidence"] == ["funder F1 NSERC (via grants.funder)"]
+    row, _ = frame_row(_work(venue_id="S1"), ENTITIES, AdmissionRule())
+    assert row["ca_venue"] and row["ca_venue_evidence"][0].startswith("source S1 Télescope")
+    row, _ = frame_row(_work(institutions=[{"id": "I9", "name": "Soquem", "country_code": None}]), ENTITIES, AdmissionRule())
+    assert row["ca_aff"], "an institution on the pinned list counts even when the record lacks its country"
+
+
+def test_admission_filter_and_sampling_flags():
+    ca = dict(author_countries=["CA"])
+    assert frame_row(_work(**ca, title_text="  "), ENTITIES, AdmissionRule()) == (None, "no_title")
+    assert frame_row(_work(**ca, publication_year=1999), ENTITIES, AdmissionRule()) == (None, "year_out_of_range")
+    assert frame_row(_work(), ENTITIES, AdmissionRule()) == (None, "no_route")
+    row, _ = frame_row(_work(**ca, title_text="Erratum 1"), ENTITIES, AdmissionRule())
+    assert row["in_sampling_frame"] is False and row["sampling_frame_exclusion"] == "short_title"
+    row, _ = frame_row(_work(**ca, is_paratext=True), ENTITIES, AdmissionRule())
+    assert row["sampling_frame_exclusion"] == "paratext"
+    row, _ = frame_row(_work(**ca, title_text="Exactly 11c"), ENTITIES, AdmissionRule())
+    assert row["in_sampling_frame"] is True
+
+
+def test_lexicon_tiers():
+    hits = find_hits({"title": "Water quality in London, Ontario", "abstract": None, "keywords": ""})
+    assert {(h.term, h.tier) for h in hits} == {("London", "C"), ("Ontario", "A")}
+    assert about_ca_fires({h.tier for h in hits})
+    only_c = find_hits({"title": "Air pollution in London and Victoria", "abstract": None, "keywords": ""})
+    assert {h.tier for h in only_c} == {"C"} and not about_ca_fires({"C"})
+    assert find_hits({"title": "Canadaville and Ontarian", "abstract": None, "keywords": ""}) == []
+    assert {h.term for h in find_hits({"title": "Les Premières Nations du Québec", "abstract": None, "keywords": ""})} == {"Premières Nations", "Québec"}
+
+
+@pytest.fixture()
+def ingested(tmp_path, openalex_dir):
+    resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
+    result = dg.materialize([openalex_works, canadian_entities, frame, frame_ids_unique, frame_routes_have_evidence],
+                            resources=resources, instance=dg.DagsterInstance.ephemeral())
+    assert result.success
+    return tmp_path / "data", result
+
+
+def test_ingestion_on_the_real_records(ingested):
+    data, result = ingested
+    con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM openalex_works").fetchone()[0] == 866
+    # W3108703640 appears twice on one page: the newest updated_date wins
+    upd = con.execute("SELECT updated_date FROM openalex_works WHERE id = 'W3108703640'").fetchall()
+    assert len(upd) == 1 and upd[0][0] == "2024-10-02T07:01:33.612862"  # the other copy says 2024-08-22
+    # W2741809807 is in 5 files; the newest version wins
+    assert con.execute("SELECT updated_date FROM openalex_works WHERE id='W2741809807'").fetchone()[0].startswith("2025-10")
+    ents = dict(con.execute("SELECT kind, count(*) FROM canadian_entities GROUP BY kind").fetchall())
+    assert ents == {"funder": 4, "source": 3, "institution": 35}
+    lme4 = con.execute("SELECT ca_aff, ca_fund, ca_fund_evidence, has_abstract, title_text FROM frame WHERE id='W1951724000'").fetchone()
+    assert lme4[0] and lme4[1] and "F4320334593" in lme4[2][0] and lme4[3]
+    assert lme4[4] == "Fitting Linear Mixed-Effects Models Using lme4"
+    n_aff, n_fund = con.execute("SELECT count(*) FILTER (ca_aff), count(*) FILTER (ca_fund) FROM frame").fetchone()
+    assert n_aff == 29 and n_fund == 1
+    cols = [r[0] for r in con.execute("DESCRIBE frame").fetchall()]
+    assert "has_abstract" in cols and not any("abstract" in c and c != "has_abstract" for c in cols)
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"frame_ids_unique": True, "frame_routes_have_evidence": True}
+    md = result.asset_materializations_for_node("frame")[0].metadata
+    assert md["dagster/row_count"].value == con.execute("SELECT count(*) FROM frame").fetchone()[0]

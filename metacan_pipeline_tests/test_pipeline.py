@@ -1,0 +1,82 @@
+"""The whole chain on real records with the real embedded teacher and Dagster's executor.
+
+Slow by nature (llama.cpp on 2 cores): one run on a few real files, then a second run that must make
+zero teacher calls.
+"""
+
+import json
+
+import dagster as dg
+import duckdb
+import pytest
+
+from metacan_pipeline.definitions import build_resources, defs
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, request):
+    small_input = request.getfixturevalue("small_input_module")
+    data = tmp_path_factory.mktemp("pipeline") / "data"
+    job = defs.resolve_job_def("metacan_all")
+    instance = dg.DagsterInstance.ephemeral()
+    first = job.execute_in_process(resources=build_resources(str(data), str(small_input)), instance=instance)
+    second = job.execute_in_process(resources=build_resources(str(data), str(small_input)), instance=instance)
+    return data, first, second
+
+
+@pytest.fixture(scope="module")
+def small_input_module(tmp_path_factory, openalex_dir):
+    import shutil
+
+    from .conftest import SMALL_INPUT_FILES
+
+    dest = tmp_path_factory.mktemp("input") / "openalex"
+    dest.mkdir()
+    for name in SMALL_INPUT_FILES:
+        shutil.copy(openalex_dir / name, dest / name)
+    return dest
+
+
+def test_first_run_covers_every_frame_work(two_runs):
+    data, first, _ = two_runs
+    assert first.success
+    con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
+    frame_ids = {r[0] for r in con.execute("SELECT id FROM frame").fetchall()}
+    assert {"W1951724000", "W2997681568", "W2741809807"} <= frame_ids
+    routes = con.execute("SELECT count(*) FILTER (ca_aff), count(*) FILTER (ca_fund) FROM frame").fetchone()
+    assert routes[0] >= 3 and routes[1] == 1
+    # every frame work has a gemma label or an explicit failure row
+    gemma = dict(con.execute("SELECT work_id, status FROM direct_labels_gemma").fetchall())
+    assert set(gemma) == frame_ids and set(gemma.values()) <= {"labelled", "failed"}
+    calls = con.execute("SELECT count(*) FROM teacher_calls WHERE run_id = ?", [first.run_id]).fetchone()[0]
+    assert calls >= len(frame_ids)
+    # the codex teacher saw the title_abstract view of the sampled works only
+    codex_views = {r[0] for r in con.execute("SELECT record_view FROM direct_labels_codex").fetchall()}
+    sampled = {r[0] for r in con.execute("SELECT id FROM sample_design WHERE in_sample").fetchall()}
+    assert codex_views == {"title_abstract"} and {r[0] for r in con.execute("SELECT work_id FROM direct_labels_codex").fetchall()} == sampled
+    req = json.loads(con.execute("SELECT request_json FROM teacher_calls WHERE teacher = 'codex' LIMIT 1").fetchone()[0])
+    assert '"abstract"' in req["messages"][-1]["content"]
+    # every prediction is unvalidated, every machine score score_only
+    assert con.execute("SELECT DISTINCT prediction_status FROM predictions").fetchall() == [("machine_predicted_unvalidated",)]
+    assert con.execute("SELECT DISTINCT validation_status FROM machine_scores").fetchall() == [("score_only:v0-immature-baseline",)]
+    assert all(e.passed for e in first.get_asset_check_evaluations())
+    # a record and a page per frame work, the title's markup rendered as text
+    for wid in frame_ids:
+        assert (data / "site" / "records" / f"{wid}.json").exists()
+    lme4 = (data / "site" / "works" / "W1951724000.html").read_text()
+    assert "Fitting Linear Mixed-Effects Models Using lme4</h1>" in lme4 and "<b>" not in lme4
+    assert "W1951724000.html" in (data / "site" / "index.html").read_text()
+
+
+def test_second_run_makes_zero_teacher_calls(two_runs):
+    data, first, second = two_runs
+    assert second.success
+    con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM teacher_calls WHERE run_id = ?", [second.run_id]).fetchone()[0] == 0
+    md = second.asset_materializations_for_node("direct_labels_gemma")[0].metadata
+    assert md["teacher_calls_this_run"].value == 0 and md["reused_from_store"].value == md["dagster/row_count"].value
+    # append-only: one stored outcome per work and teacher, not two
+    dup = con.execute("SELECT count(*) FROM (SELECT work_id, teacher FROM teacher_labels GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]
+    assert dup == 0
+    pages = second.asset_materializations_for_node("work_pages")[0].metadata
+    assert pages["pages_written"].value == 0

@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from metacan_pipeline.sampling.design import draw_sample
+from metacan_pipeline.student.calibration import quota_calibrate, support_gate, threshold_uncertainty
+from metacan_pipeline.student.heads import kish_ess, weighted_rate
+
+
+def _rows(n, route="ca_aff", abstract=True, start=0):
+    return [{"id": f"W{i}", "route_key": route, "has_abstract": abstract} for i in range(start, start + n)]
+
+
+def test_design_partitions_and_every_pi_positive():
+    rows = _rows(100) + _rows(7, "ca_fund", start=100) + _rows(1, "about_ca", False, start=200)
+    d = draw_sample(rows, fraction=0.1, min_per_stratum=1, salt="s")
+    assert len(d) == len(rows)
+    sizes = {r["stratum"]: r["stratum_size"] for r in d}
+    assert sum(sizes.values()) == len(rows)
+    assert all(r["selection_probability"] > 0 for r in d)
+    by = {r["stratum"]: r for r in d}
+    assert by["ca_aff|abstract"]["stratum_sample_size"] == 10 and by["ca_aff|abstract"]["design_weight"] == 10.0
+    assert by["ca_fund|abstract"]["stratum_sample_size"] == 1 and by["ca_fund|abstract"]["selection_probability"] == pytest.approx(1 / 7)
+    assert by["about_ca|no_abstract"]["design_weight"] == 1.0
+    assert sum(r["in_sample"] for r in d) == 12
+    # deterministic for a salt, different for another
+    again = draw_sample(list(reversed(rows)), 0.1, 1, "s")
+    assert {r["id"] for r in d if r["in_sample"]} == {r["id"] for r in again if r["in_sample"]}
+    other = draw_sample(rows, 0.1, 1, "other-salt")
+    assert {r["id"] for r in d if r["in_sample"]} != {r["id"] for r in other if r["in_sample"]}
+
+
+@pytest.mark.parametrize("fraction, minimum", [(0.0, 1), (1.5, 1), (0.2, 0)])
+def test_design_refuses_settings_that_allow_pi_zero(fraction, minimum):
+    with pytest.raises(ValueError):
+        draw_sample(_rows(5), fraction, minimum, "s")
+
+
+def test_quota_calibration_takes_top_k_with_id_tiebreak():
+    ids = ["W3", "W1", "W2", "W4"]
+    q = quota_calibrate(ids, np.array([0.9, 0.5, 0.5, 0.1]), rate=0.5)
+    assert q.k == 2 and q.positive_ids == {"W3", "W1"} and q.boundary_id == "W1" and q.threshold == 0.5
+    assert quota_calibrate(ids, np.array([0.9, 0.5, 0.5, 0.1]), rate=0.1).k == 0
+
+
+def test_support_gate_and_kish():
+    w = np.array([1.0] * 10 + [10.0])
+    assert kish_ess(w) == pytest.approx(400 / 110)
+    assert weighted_rate(np.array([1, 0, 0]), np.array([2.0, 1.0, 1.0])) == 0.5
+    g = support_gate(25, 19, 12.0)
+    assert not g.passed and "codex positives 19 < 20" in g.reason
+    assert support_gate(20, 20, 10.0).passed
+
+
+def test_threshold_uncertainty():
+    assert threshold_uncertainty(0.2, 0.2) == 1.0
+    assert threshold_uncertainty(0.1, 0.2) == pytest.approx(0.5)
+    assert threshold_uncertainty(0.6, 0.2) == pytest.approx(0.5)
+    assert threshold_uncertainty(1.0, 0.2) == 0.0
