@@ -60,7 +60,8 @@ QUARANTINE_COLUMNS = ("source_file", "locator", "line", "reason", "excerpt")
 def discover_files(root: Path) -> list[Path]:
     """Every record-bearing file under ``root`` (recursively), sorted for a stable order.
 
-    Takes ``*.json``, ``*.jsonl``, ``*.jsonl.gz``, ``*.json.gz`` and snapshot parts ``part_*.gz``;
+    Takes ``*.json``, ``*.json.gz`` (one document each), ``*.jsonl``, ``*.jsonl.gz`` and snapshot parts
+    ``part_*.gz`` (JSON Lines);
     skips manifests, merged-id CSVs and notes. Raises FileNotFoundError naming ``root`` if it does
     not exist.
     """
@@ -141,12 +142,13 @@ def iter_file(path: Path, root: Path | None = None) -> Iterator[Record | Quarant
     parse as one document is retried as JSON Lines (some tools write ``.json`` line by line).
     """
     source = str(path.relative_to(root)) if root else str(path)
-    if path.suffix in (".gz", ".jsonl"):
+    is_document = path.name.endswith((".json", ".json.gz"))
+    if not is_document:
         yield from _iter_json_lines(path, source)
         return
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError, zlib.error) as exc:
         yield Quarantined(source, "document", None, f"cannot read file: {exc}", "")
         return
     try:

@@ -1,0 +1,291 @@
+"""Frame-build scale benchmark: works/s and peak RSS of the frame build against a bare DuckDB scan.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_frame.py [--sizes 250000 1000000] [--scratch /tmp/metacan-bench]
+                                              [--variants count,arrow] [--repeat-baseline]
+
+For each size N: make (or reuse) the scale input ``<scratch>/works_<N>`` with make_scale_input.py
+(real OpenAlex work records under fresh ids, snapshot layout), then run, one after the other in this
+benchmark process's lifetime (the machines are noisy, so the ratio is always against a baseline
+measured minutes apart on the same parts):
+
+- ``baseline``: ``SELECT count(*) FROM read_json('<parts glob>', format='newline_delimited',
+  compression='gzip')`` -- the issue's "bare DuckDB read_json scan". This is the ratio's denominator.
+- ``arrow`` (optional, ``--variants count,arrow``): ``SELECT * FROM read_json(...)`` pulled as Arrow
+  record batches, i.e. every column materialised; reported, not used for the ratio.
+- ``frame``: ``dg.materialize([openalex_works, canadian_entities, frame])`` on an ephemeral instance,
+  fresh data folder ``<scratch>/run_<N>/data``.
+
+Each stage runs in its own fresh child process (``python bench_frame.py --_stage ...``) so peak RSS is
+not contaminated by earlier stages: the parent reads the child's ``ru_maxrss`` from ``os.wait4`` (the
+child plus any children it waited for) and polls ``/proc/<pid>/status`` VmRSS every 0.2 s for a time
+series (which, matched with the Dagster step times, gives the peak per asset). Stage seconds are
+measured inside the child around the work itself (interpreter start and imports excluded);
+works/s = N / seconds. Load average is recorded before and after each stage.
+
+Targets (issue): frame works/s >= 0.7 x baseline works/s; frame peak RSS < 2048 MiB at 1,000,000 works
+and not above its 250,000 figure. Output: a table per size on stdout and ``benchmarks/out/frame_<N>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+OUT = HERE / "out"
+TARGET_RATIO = 0.7
+TARGET_RSS_MIB = 2048
+
+
+# ------------------------------------------------------------------------------------------------
+# stages (run inside a child process)
+# ------------------------------------------------------------------------------------------------
+def _parts_glob(input_dir: Path) -> str:
+    return str(input_dir / "data" / "works" / "updated_date=*" / "part_*.gz").replace("'", "''")
+
+
+def _vm(field: str) -> int:
+    """``VmHWM``/``VmRSS`` of this process in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return -1
+
+
+def stage_baseline(input_dir: Path, variant: str) -> dict:
+    import duckdb
+
+    src = f"read_json('{_parts_glob(input_dir)}', format='newline_delimited', compression='gzip')"
+    con = duckdb.connect()
+    t0 = time.perf_counter()
+    if variant == "count":
+        query = f"SELECT count(*) FROM {src}"
+        rows = con.execute(query).fetchone()[0]
+    elif variant == "arrow":
+        query = f"SELECT * FROM {src}"
+        rows = 0
+        for batch in con.execute(query).to_arrow_reader(50_000):
+            rows += batch.num_rows
+    else:
+        raise ValueError(variant)
+    secs = time.perf_counter() - t0
+    return {"query": query, "rows": rows, "seconds": secs, "duckdb_version": duckdb.__version__,
+            "threads": con.execute("SELECT current_setting('threads')").fetchone()[0],
+            "memory_limit": con.execute("SELECT current_setting('memory_limit')").fetchone()[0]}
+
+
+def stage_frame(input_dir: Path, data_dir: Path) -> dict:
+    sys.path.insert(0, str(REPO))
+    import dagster as dg
+
+    from metacan_pipeline.definitions import build_resources
+    from metacan_pipeline.frame.assets import canadian_entities, frame, openalex_works
+
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+    data_dir.mkdir(parents=True)
+    instance = dg.DagsterInstance.ephemeral()
+    t0 = time.perf_counter()
+    wall0 = time.time()
+    result = dg.materialize([openalex_works, canadian_entities, frame], resources=build_resources(str(data_dir), str(input_dir)),
+                            instance=instance)
+    secs = time.perf_counter() - t0
+    steps: dict[str, dict] = {}
+    for entry in instance.all_logs(result.run_id):
+        ev = entry.dagster_event
+        if ev is None or not ev.step_key:
+            continue
+        if ev.event_type_value == "STEP_START":
+            steps.setdefault(ev.step_key, {})["start"] = entry.timestamp
+        elif ev.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
+            steps.setdefault(ev.step_key, {})["end"] = entry.timestamp
+            steps[ev.step_key]["status"] = ev.event_type_value
+    meta = {}
+    for mat in result.get_asset_materialization_events():
+        m = mat.materialization
+        keep = ("dagster/row_count", "rows", "work_records_read", "duplicates_dropped", "quarantined", "works_read",
+                "funders", "sources", "institutions", "files_read")
+        meta[m.asset_key.to_user_string()] = {k: getattr(v, "value", v) for k, v in m.metadata.items() if k in keep}
+    return {"success": result.success, "seconds": secs, "wall_start": wall0, "steps": steps, "asset_metadata": meta}
+
+
+def run_stage_in_child(args: argparse.Namespace) -> None:
+    if args._stage == "frame":
+        res = stage_frame(Path(args.input), Path(args.data))
+    else:
+        res = stage_baseline(Path(args.input), args._stage)
+    res["vm_hwm_kib"] = _vm("VmHWM")
+    Path(args.result).write_text(json.dumps(res, default=str))
+
+
+# ------------------------------------------------------------------------------------------------
+# parent: spawn, sample, collect
+# ------------------------------------------------------------------------------------------------
+def _loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _read_rss_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def spawn_stage(stage: str, input_dir: Path, data_dir: Path, scratch: Path) -> dict:
+    """Run one stage in a fresh child; returns its result plus ru_maxrss, sampled RSS and load."""
+    result_file = scratch / f".stage-{stage}-{os.getpid()}.json"
+    result_file.unlink(missing_ok=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--_stage", stage, "--input", str(input_dir),
+           "--data", str(data_dir), "--result", str(result_file)]
+    load_before = _loadavg()
+    t0 = time.time()
+    log_path = scratch / f"{input_dir.name}.{stage}.log"  # the child's Dagster/DuckDB output
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT)
+    samples: list[tuple[float, int]] = []
+    done = threading.Event()
+
+    def sampler() -> None:
+        while not done.is_set():
+            kib = _read_rss_kib(proc.pid)
+            if kib is not None:
+                samples.append((time.time(), kib))
+            done.wait(0.2)
+
+    th = threading.Thread(target=sampler, daemon=True)
+    th.start()
+    _, status, rusage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done.set()
+    th.join()
+    log.close()
+    wall = time.time() - t0
+    if proc.returncode != 0 or not result_file.exists():
+        raise SystemExit(f"stage {stage} failed with exit code {proc.returncode} (log: {log_path}): {' '.join(cmd)}")
+    res = json.loads(result_file.read_text())
+    result_file.unlink()
+    res.update({
+        "stage": stage,
+        "log": str(log_path),
+        "wall_seconds_incl_startup": wall,
+        "ru_maxrss_mib": rusage.ru_maxrss / 1024,  # Linux: KiB
+        "vm_hwm_mib": res.pop("vm_hwm_kib") / 1024,
+        "sampled_peak_rss_mib": max((k for _, k in samples), default=0) / 1024,
+        "load_before": load_before,
+        "load_after": _loadavg(),
+        "user_cpu_seconds": rusage.ru_utime,
+        "sys_cpu_seconds": rusage.ru_stime,
+    })
+    if stage == "frame":
+        for step, st in res.get("steps", {}).items():
+            if "start" in st and "end" in st:
+                st["seconds"] = st["end"] - st["start"]
+                inside = [k for t, k in samples if st["start"] <= t <= st["end"]]
+                st["sampled_peak_rss_mib"] = max(inside, default=0) / 1024
+        res["rss_samples_mib"] = [(round(t - t0, 1), round(k / 1024)) for t, k in samples[:: max(1, len(samples) // 400)]]
+    return res
+
+
+def bench_size(n: int, scratch: Path, variants: list[str], repeat_baseline: bool) -> dict:
+    sys.path.insert(0, str(HERE))
+    from make_scale_input import make_scale_input
+
+    input_dir = scratch / f"works_{n}"
+    data_dir = scratch / f"run_{n}" / "data"
+    gen = make_scale_input(n, input_dir)
+    out: dict = {"works": n, "input": gen, "machine": {"nproc": os.cpu_count(), "load_at_start": _loadavg()}, "stages": {}}
+    order = [v for v in variants if v != "count"]
+    stages = ["count"] + order + ["frame"] + (["count"] if repeat_baseline else [])
+    for i, stage in enumerate(stages):
+        key = stage if stage not in out["stages"] else f"{stage}_after"
+        print(f"[{n}] stage {key} (load {_loadavg()}) ...", file=sys.stderr, flush=True)
+        res = spawn_stage(stage, input_dir, data_dir, scratch)
+        if stage != "frame" and res["rows"] != n:
+            raise SystemExit(f"baseline counted {res['rows']} rows, expected {n}")
+        res["works_per_s"] = n / res["seconds"]
+        out["stages"][key] = res
+        print(f"[{n}] stage {key}: {res['seconds']:.1f} s, {res['works_per_s']:.0f} works/s, peak RSS "
+              f"{res['ru_maxrss_mib']:.0f} MiB (load {res['load_before']} -> {res['load_after']})", file=sys.stderr, flush=True)
+    st = out["stages"]
+    base_runs = [st["count"]["works_per_s"]] + ([st["count_after"]["works_per_s"]] if "count_after" in st else [])
+    baseline = sum(base_runs) / len(base_runs)
+    frame = st["frame"]
+    out["baseline_works_per_s"] = baseline
+    out["frame_works_per_s"] = frame["works_per_s"]
+    out["ratio_frame_over_baseline"] = frame["works_per_s"] / baseline
+    out["frame_peak_rss_mib"] = frame["ru_maxrss_mib"]
+    out["targets"] = {"ratio_min": TARGET_RATIO, "frame_rss_max_mib": TARGET_RSS_MIB,
+                      "ratio_met": out["ratio_frame_over_baseline"] >= TARGET_RATIO,
+                      "rss_under_2GiB": frame["ru_maxrss_mib"] < TARGET_RSS_MIB}
+    return out
+
+
+def print_table(r: dict) -> None:
+    n = r["works"]
+    st = r["stages"]
+    print(f"\n=== frame build benchmark: {n:,} works ({r['input']['parts']} parts, {r['input']['bytes'] / 2**30:.2f} GiB gzip) ===")
+    print(f"{'stage':<34}{'seconds':>9}{'works/s':>10}{'vs base':>9}{'peak RSS MiB':>14}  load before -> after")
+    base = r["baseline_works_per_s"]
+    labels = {"count": "baseline: read_json count(*)", "count_after": "baseline again (after frame)",
+              "arrow": "variant: read_json SELECT * Arrow", "frame": "frame build (3 assets)"}
+    for key, s in st.items():
+        print(f"{labels.get(key, key):<34}{s['seconds']:>9.1f}{s['works_per_s']:>10.0f}{s['works_per_s'] / base:>9.3f}"
+              f"{s['ru_maxrss_mib']:>14.0f}  {s['load_before']} -> {s['load_after']}")
+    for step, s in st["frame"].get("steps", {}).items():
+        if "seconds" in s:
+            print(f"{'  step ' + step:<34}{s['seconds']:>9.1f}{n / s['seconds']:>10.0f}{'':>9}{s['sampled_peak_rss_mib']:>14.0f}  (sampled)")
+    t = r["targets"]
+    print(f"ratio frame/baseline = {r['ratio_frame_over_baseline']:.3f} (target >= {TARGET_RATIO}: {'MET' if t['ratio_met'] else 'MISSED'}); "
+          f"frame peak RSS = {r['frame_peak_rss_mib']:.0f} MiB (target < {TARGET_RSS_MIB}: {'MET' if t['rss_under_2GiB'] else 'MISSED'})")
+    if "rss_vs_smaller" in r:
+        print(f"frame peak RSS vs {r['rss_vs_smaller']['size']:,} works: {r['rss_vs_smaller']['mib']:.0f} MiB -> "
+              f"{r['frame_peak_rss_mib']:.0f} MiB ({'MET' if r['rss_vs_smaller']['not_higher'] else 'MISSED'}: not higher)")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[250_000, 1_000_000])
+    ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-bench"))
+    ap.add_argument("--variants", default="count", help="comma list of baseline variants: count (always), arrow")
+    ap.add_argument("--repeat-baseline", action="store_true", help="run the count baseline again after the frame build; ratio uses the mean")
+    ap.add_argument("--_stage", help=argparse.SUPPRESS)
+    ap.add_argument("--input", help=argparse.SUPPRESS)
+    ap.add_argument("--data", help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args._stage:
+        run_stage_in_child(args)
+        return
+    args.scratch.mkdir(parents=True, exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    for n in args.sizes:
+        r = bench_size(n, args.scratch, variants, args.repeat_baseline)
+        smaller = sorted(p for p in OUT.glob("frame_*.json") if int(p.stem.split("_")[1]) < n)
+        if smaller:
+            prev = json.loads(max(smaller, key=lambda p: int(p.stem.split("_")[1])).read_text())
+            r["rss_vs_smaller"] = {"size": prev["works"], "mib": prev["frame_peak_rss_mib"],
+                                   "not_higher": r["frame_peak_rss_mib"] <= prev["frame_peak_rss_mib"]}
+        (OUT / f"frame_{n}.json").write_text(json.dumps(r, indent=2, default=str))
+        print_table(r)
+        print(f"wrote {OUT / f'frame_{n}.json'}")
+
+
+if __name__ == "__main__":
+    main()

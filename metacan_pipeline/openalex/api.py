@@ -1,0 +1,207 @@
+"""OpenAlex API client: cursor paging, retries, budgets and a byte-for-byte archive of every page.
+
+OpenAlex docs: "Paging" (``cursor=*`` until ``meta.next_cursor`` is null, ``per-page`` up to 200),
+"Rate limits and authentication" (``api_key`` parameter; 429 with ``Retry-After``), and the usage-based
+pricing that reports ``meta.cost_usd`` per response.
+
+Every response body is archived gzip-compressed as ``{"request": {...}, "retrieved_at_utc": ...,
+"payload": <the JSON as received>}`` (the shape of the archived files in ../shared/data/openalex, so
+the frame reader reads an archive folder directly). The archive is keyed by query and cursor: a page
+already archived is read back instead of being bought again, so a resumed or repeated harvest makes
+no call for pages it has. The API key is sent but never logged or archived.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from tenacity import RetryCallState, retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+DEFAULT_BASE_URL = "https://api.openalex.org"
+
+
+class BudgetExhausted(RuntimeError):
+    """The per-day call or cost budget is spent; the message says where to resume."""
+
+
+class TransientHTTPError(Exception):
+    """429, 5xx, timeout or dropped connection: retried with backoff (Retry-After honoured)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass
+class Budget:
+    """Per-day limits, persisted in ``<archive>/budget-<date>.json`` so separate runs share them."""
+
+    max_calls: int = 10_000
+    max_cost_usd: float = 10.0
+
+
+def _wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    base = wait_random_exponential(multiplier=0.5, max=60)(state)
+    if isinstance(exc, TransientHTTPError) and exc.retry_after is not None:
+        return max(base, exc.retry_after)
+    return base
+
+
+class OpenAlexClient:
+    """Harvests ``/works`` (or another entity list) with cursor paging; thread-safe across queries.
+
+    ``api_key_env`` names the environment variable holding the key (absent = anonymous).
+    Raises :class:`BudgetExhausted` before a call that would exceed the day's budget, and
+    ``httpx.HTTPStatusError`` for a non-retryable status (e.g. 400 for a bad filter).
+    """
+
+    def __init__(self, archive_dir: Path, *, base_url: str = DEFAULT_BASE_URL, api_key_env: str = "OPENALEX_API_KEY",
+                 per_page: int = 200, budget: Budget | None = None, max_attempts: int = 6, timeout_s: float = 60.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.archive_dir = Path(archive_dir)
+        self.per_page = per_page
+        self.budget = budget or Budget()
+        self.max_attempts = max_attempts
+        self._api_key = os.environ.get(api_key_env, "") if api_key_env else ""
+        self.http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
+        self._lock = threading.Lock()
+        self.calls_made = 0
+        self.pages_from_archive = 0
+        self._led: dict | None = None
+        self._led_day: str | None = None
+
+    def close(self) -> None:
+        self.http.close()
+
+    # ---- budget ------------------------------------------------------------------------------
+    def _ledger_path(self) -> Path:
+        return self.archive_dir / f"budget-{dt.date.today().isoformat()}.json"
+
+    def _ledger(self) -> dict:
+        """Today's ledger, read from disk once per day and then kept in memory (written on every change)."""
+        day = dt.date.today().isoformat()
+        if self._led is None or self._led_day != day:
+            p = self._ledger_path()
+            self._led = json.loads(p.read_text()) if p.exists() else {"calls": 0, "cost_usd": 0.0}
+            self._led_day = day
+        return self._led
+
+    def _save_ledger(self) -> None:
+        self.archive_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self._ledger_path().with_suffix(f".{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(self._led))
+        tmp.replace(self._ledger_path())
+
+    def _charge(self, cost: float, resume_hint: str) -> None:
+        with self._lock:
+            led = self._ledger()
+            if led["calls"] + 1 > self.budget.max_calls or led["cost_usd"] + cost > self.budget.max_cost_usd:
+                raise BudgetExhausted(
+                    f"OpenAlex budget for {dt.date.today()} spent ({led['calls']} calls, ${led['cost_usd']:.4f}; limits "
+                    f"{self.budget.max_calls} calls, ${self.budget.max_cost_usd}); resume later at {resume_hint}"
+                )
+            led["calls"] += 1
+            led["cost_usd"] += cost
+            self._save_ledger()
+            self.calls_made += 1
+
+    # ---- one page ----------------------------------------------------------------------------
+    def _get(self, endpoint: str, params: dict) -> httpx.Response:
+        @retry(retry=retry_if_exception(lambda e: isinstance(e, TransientHTTPError)), stop=stop_after_attempt(self.max_attempts),
+               wait=_wait, reraise=True)
+        def attempt() -> httpx.Response:
+            self._charge(0.0, f"endpoint {endpoint} cursor {params.get('cursor')!r}")
+            sent = dict(params, api_key=self._api_key) if self._api_key else params
+            try:
+                resp = self.http.get(endpoint, params=sent)
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                raise TransientHTTPError(f"{type(exc).__name__} on {endpoint}") from None
+            if resp.status_code == 429 or resp.status_code >= 500:
+                ra = resp.headers.get("Retry-After")
+                try:
+                    after = float(ra) if ra is not None else None
+                except ValueError:
+                    after = None
+                raise TransientHTTPError(f"HTTP {resp.status_code} on {endpoint}", after)
+            resp.raise_for_status()
+            return resp
+
+        return attempt()
+
+    def _archive_path(self, query_key: str, cursor: str) -> Path:
+        return self.archive_dir / "pages" / query_key / (hashlib.sha256(cursor.encode()).hexdigest()[:20] + ".json.gz")
+
+    def fetch_page(self, endpoint: str, params: dict, query_key: str) -> dict:
+        """One page: from the archive if it is there, else from the API (then archived atomically)."""
+        path = self._archive_path(query_key, params.get("cursor", ""))
+        if path.exists():
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                self.pages_from_archive += 1
+                return json.load(fh)["payload"]
+        resp = self._get(endpoint, params)
+        payload = resp.json()
+        cost = float((payload.get("meta") or {}).get("cost_usd") or 0.0)
+        if cost:
+            with self._lock:
+                self._ledger()["cost_usd"] += cost
+                self._save_ledger()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+        envelope = ('{"request": ' + json.dumps({"endpoint": endpoint, "params": params}) +
+                    ', "retrieved_at_utc": ' + json.dumps(dt.datetime.now(dt.timezone.utc).isoformat()) +
+                    ', "payload": ' + resp.text + "}")
+        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as fh:
+            fh.write(envelope)
+        tmp.replace(path)
+        return payload
+
+    # ---- a whole query -----------------------------------------------------------------------
+    def iter_pages(self, filter_: str, *, endpoint: str = "/works", select: str | None = None) -> Iterator[dict]:
+        """Every page of ``filter_`` by cursor paging (``cursor=*`` until ``next_cursor`` is null)."""
+        params = {"filter": filter_, "per-page": self.per_page, "cursor": "*"}
+        if select:
+            params["select"] = select
+        query_key = hashlib.sha256(json.dumps([endpoint, filter_, select, self.per_page]).encode()).hexdigest()[:16]
+        while True:
+            try:
+                payload = self.fetch_page(endpoint, params, query_key)
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code == 400 and self.per_page > 100 and params["cursor"] == "*":
+                    self.per_page = 100  # a server that refuses 200 per page gets 100
+                    yield from self.iter_pages(filter_, endpoint=endpoint, select=select)
+                    return
+                raise
+            yield payload
+            nxt = (payload.get("meta") or {}).get("next_cursor")
+            if not nxt or not payload.get("results"):
+                return
+            params = dict(params, cursor=nxt)
+
+
+def or_groups(ids: list[str], size: int = 100) -> list[str]:
+    """``a|b|c`` OR-groups of at most ``size`` ids (OpenAlex allows up to 100 values per filter)."""
+    return ["|".join(ids[i:i + size]) for i in range(0, len(ids), size)]
+
+
+def route_filters(funder_ids: list[str], source_ids: list[str], from_updated_date: str | None = None) -> list[str]:
+    """One filter per route (SPEC section 2): affiliation by institution country and by author country,
+    funders (current ``funders.id`` and ``awards.funder_id``) and venues in OR-groups of 100, optionally
+    restricted to an incremental window (``from_updated_date``)."""
+    filters = ["authorships.institutions.country_code:ca", "authorships.countries:ca"]
+    filters += [f"funders.id:{g}" for g in or_groups(funder_ids)]
+    filters += [f"awards.funder_id:{g}" for g in or_groups(funder_ids)]
+    filters += [f"primary_location.source.id:{g}" for g in or_groups(source_ids)]
+    if from_updated_date:
+        filters = [f"{f},from_updated_date:{from_updated_date}" for f in filters]
+    return filters

@@ -1,0 +1,69 @@
+"""`metacan fetch` against a real HTTP server on loopback, then the frame build on its archive."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import dagster as dg
+import duckdb
+from typer.testing import CliRunner
+
+from metacan_pipeline.cli import app
+from metacan_pipeline.definitions import build_resources
+from metacan_pipeline.frame.assets import canadian_entities, frame, openalex_works
+
+
+def _serve(routes):
+    hits = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            url = urlparse(self.path)
+            q = parse_qs(url.query)
+            hits.append((url.path, q.get("filter", [""])[0], q.get("cursor", [""])[0]))
+            results = routes(url.path, q.get("filter", [""])[0])
+            body = json.dumps({"meta": {"count": len(results), "next_cursor": None, "cost_usd": 0.0001}, "results": results}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, hits
+
+
+def test_fetch_archives_routes_and_the_frame_reads_the_archive(tmp_path, openalex_dir):
+    nserc = json.loads((openalex_dir / "choxos__MetaCan__funder_NSERC_F4320334593.json").read_text())["payload"]["results"][0]
+    lme4 = json.loads((openalex_dir / "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json").read_text())["payload"]["results"][0]
+
+    def routes(path, flt):
+        if path == "/funders":
+            return [nserc]
+        if path == "/works" and flt.startswith("funders.id:F4320334593"):
+            return [lme4]
+        return []
+
+    server, hits = _serve(routes)
+    out = tmp_path / "archive"
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        res = CliRunner().invoke(app, ["fetch", "--out", str(out), "--base-url", base, "--api-key-env", ""])
+        assert res.exit_code == 0, res.output
+        assert "funders: 1 Canadian" in res.output and "funders.id:F4320334593: 1 works" in res.output
+        n_hits = len(hits)
+        again = CliRunner().invoke(app, ["fetch", "--out", str(out), "--base-url", base, "--api-key-env", ""])
+        assert again.exit_code == 0 and len(hits) == n_hits and "0 calls made" in again.output
+        budget = CliRunner().invoke(app, ["fetch", "--out", str(tmp_path / "b"), "--base-url", base, "--api-key-env", "", "--max-calls", "2"])
+        assert budget.exit_code == 3 and "resume later at" in budget.output
+    finally:
+        server.shutdown()
+    resources = build_resources(str(tmp_path / "data"), str(out / "pages"))
+    assert dg.materialize([openalex_works, canadian_entities, frame], resources=resources, instance=dg.DagsterInstance.ephemeral()).success
+    con = duckdb.connect(str(tmp_path / "data" / "metacan.duckdb"), read_only=True)
+    assert con.execute("SELECT id, ca_fund FROM frame").fetchall() == [("W1951724000", True)]

@@ -1,0 +1,94 @@
+"""OpenAlex API client failure cases (MockTransport: a real server cannot be made to fail on cue)."""
+
+import gzip
+import json
+
+import httpx
+import pytest
+
+from metacan_pipeline.openalex.api import Budget, BudgetExhausted, OpenAlexClient, or_groups, route_filters
+from metacan_pipeline.openalex.reader import Record, iter_records
+
+
+@pytest.fixture()
+def real_results(openalex_dir):
+    return json.loads((openalex_dir / "rkrug__openalexPro__pipeline_chunk_1_page_1.json").read_text())["results"]
+
+
+def _pages(results, per_page):
+    chunks = [results[i:i + per_page] for i in range(0, len(results), per_page)]
+    return {("*" if i == 0 else f"c{i}"): {"meta": {"count": len(results), "next_cursor": f"c{i + 1}" if i + 1 < len(chunks) else None,
+                                                     "cost_usd": 0.0001}, "results": chunk}
+            for i, chunk in enumerate(chunks)}
+
+
+def _client(tmp_path, handler, **kw):
+    return OpenAlexClient(tmp_path / "archive", transport=httpx.MockTransport(handler), **kw)
+
+
+def test_cursor_paging_archives_each_page_once_and_replays_offline(tmp_path, real_results, monkeypatch):
+    monkeypatch.setenv("OPENALEX_API_KEY", "secret-key-123")
+    pages = _pages(real_results, 20)
+    seen = []
+
+    def handler(req):
+        seen.append(dict(req.url.params))
+        return httpx.Response(200, json=pages[req.url.params["cursor"]])
+
+    client = _client(tmp_path, handler, per_page=20)
+    got = [r["id"] for p in client.iter_pages("authorships.countries:ca") for r in p["results"]]
+    assert got == [r["id"] for r in real_results] and len(seen) == 3 and client.calls_made == 3
+    assert all(s["api_key"] == "secret-key-123" and s["per-page"] == "20" for s in seen)
+    archived = sorted((tmp_path / "archive" / "pages").rglob("*.json.gz"))
+    assert len(archived) == 3
+    blob = b"".join(gzip.decompress(p.read_bytes()) for p in archived)
+    assert b"secret-key-123" not in blob and b'"retrieved_at_utc"' in blob
+    # the archive is readable by the frame reader, record for record
+    ids = [r.data["id"] for r in iter_records(tmp_path / "archive" / "pages") if isinstance(r, Record)]
+    assert sorted(ids) == sorted(r["id"] for r in real_results)
+    # a second harvest buys nothing
+    again = _client(tmp_path, lambda req: pytest.fail("no call expected"), per_page=20)
+    assert sum(len(p["results"]) for p in again.iter_pages("authorships.countries:ca")) == len(real_results)
+    assert again.calls_made == 0 and again.pages_from_archive == 3
+
+
+def test_500_three_times_then_200(tmp_path, real_results, monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    statuses = iter([500, 500, 500, 200])
+
+    def handler(req):
+        code = next(statuses)
+        return httpx.Response(code, json=_pages(real_results, 200)["*"] if code == 200 else {"error": "x"})
+
+    client = _client(tmp_path, handler)
+    pages = list(client.iter_pages("authorships.countries:ca"))
+    assert len(pages) == 1 and client.calls_made == 4
+    assert len(list((tmp_path / "archive" / "pages").rglob("*.json.gz"))) == 1
+
+
+def test_429_retry_after_is_honoured(tmp_path, real_results, monkeypatch):
+    sleeps = []
+    monkeypatch.setattr("time.sleep", lambda s: sleeps.append(s))
+    statuses = iter([429, 200])
+    client = _client(tmp_path, lambda req: httpx.Response(429, headers={"Retry-After": "3"}) if next(statuses) == 429
+                     else httpx.Response(200, json=_pages(real_results, 200)["*"]))
+    list(client.iter_pages("x:y"))
+    assert sleeps and sleeps[0] >= 3
+
+
+def test_429_storm_longer_than_the_budget_stops_cleanly(tmp_path, monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    client = _client(tmp_path, lambda req: httpx.Response(429, headers={"Retry-After": "1"}), budget=Budget(max_calls=5), max_attempts=50)
+    with pytest.raises(BudgetExhausted, match=r"resume later at endpoint /works cursor '\*'"):
+        list(client.iter_pages("x:y"))
+    assert client.calls_made == 5
+    assert not list((tmp_path / "archive").rglob("*.json.gz"))
+
+
+def test_filters_per_route():
+    ids = [f"F{i}" for i in range(250)]
+    assert [len(g.split("|")) for g in or_groups(ids)] == [100, 100, 50]
+    f = route_filters(ids, ["S1"], from_updated_date="2026-11-23")
+    assert f[0] == "authorships.institutions.country_code:ca,from_updated_date:2026-11-23"
+    assert sum(x.startswith("funders.id:") for x in f) == 3 and sum(x.startswith("awards.funder_id:") for x in f) == 3
+    assert f[-1].startswith("primary_location.source.id:S1")
