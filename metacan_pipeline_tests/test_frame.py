@@ -91,3 +91,19 @@ def test_ingestion_on_the_real_records(ingested):
     assert checks == {"frame_ids_unique": True, "frame_routes_have_evidence": True}
     md = result.asset_materializations_for_node("frame")[0].metadata
     assert md["dagster/row_count"].value == con.execute("SELECT count(*) FROM frame").fetchone()[0]
+
+
+def test_an_input_without_canadian_works_fails_with_a_clear_message(tmp_path, openalex_dir):
+    import shutil
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    shutil.copy(openalex_dir / "Mearman__Academic-Explorer__work_W3209445140.json", inp)  # a software release, not Canadian
+    (inp / "broken.jsonl").write_text('{"id": "https://openalex.org/W5", "title": "x"}\n{oops\n')
+    result = dg.materialize([openalex_works, canadian_entities, frame], resources=build_resources(str(tmp_path / "data"), str(inp)),
+                            instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    assert not result.success
+    failure = [e for e in result.all_events if e.is_step_failure][0]
+    assert "the frame is empty" in failure.step_failure_data.error.message and "METACAN_OPENALEX_DIR" in failure.step_failure_data.error.message
+    md = result.asset_materializations_for_node("openalex_works")[0].metadata
+    assert md["quarantined"].value == 1 and md["dagster/row_count"].value == 2

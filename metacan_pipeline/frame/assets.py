@@ -217,6 +217,13 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
         preview = con.execute(
             "SELECT id, title_text, publication_year, route_key, in_sampling_frame FROM frame ORDER BY id LIMIT 10"
         ).to_arrow_table().to_pylist()
+    if n == 0:
+        raise dg.Failure(
+            description=(f"the frame is empty: none of the {sum(outcomes.values())} works read is Canada-linked with a title "
+                         f"and a publication year in {config.year_min}-{config.year_max} (outcomes {dict(outcomes)}). Check the "
+                         f"input folder (METACAN_OPENALEX_DIR) and the year range (frame config)."),
+            allow_retries=False,
+        )
     by_route = dict(zip(("ca_aff", "ca_fund", "ca_venue", "about_ca"), stats[:4]))
     context.log.info(f"frame: {n} works admitted; by route {by_route}; outcomes {dict(outcomes)}")
     return dg.MaterializeResult(
