@@ -2,18 +2,19 @@
 
 
 import datetime as dt
+import os
 import shutil
 import uuid
 from collections import Counter
 
 import dagster as dg
 import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from ..meta import counts_markdown, table_metadata
-from ..openalex.reader import QUARANTINE_COLUMNS, Quarantined, Record, discover_files, iter_file, iter_records
-from ..openalex.works import WORKS_SCHEMA, work_row
+from ..openalex.reader import Record, discover_files, iter_records
+from ..openalex.staging import stage_files
+from ..openalex.works import WORKS_SCHEMA
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
 from .entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
@@ -22,7 +23,12 @@ from .routes import FRAME_SCHEMA, AdmissionRule, frame_row
 QUARANTINE_SCHEMA = pa.schema(
     [("source_file", pa.string()), ("locator", pa.string()), ("line", pa.int64()), ("reason", pa.string()), ("excerpt", pa.string())]
 )
-_STAGE_ROWS = 20_000
+
+
+class IngestConfig(dg.Config):
+    """Parallelism of the OpenAlex read: worker processes (0 = one per CPU core)."""
+
+    workers: int = 0
 
 
 class FrameConfig(dg.Config):
@@ -56,7 +62,7 @@ def _merged_work_ids(root) -> set[str]:
     code_version="1",
     owners=["team:metacan"],
 )
-def openalex_works(context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles) -> dg.MaterializeResult:
+def openalex_works(context: dg.AssetExecutionContext, config: IngestConfig, storage: MetacanStorage, openalex: OpenAlexFiles) -> dg.MaterializeResult:
     """Every OpenAlex work record under the input folder, one row per work id (newest wins).
 
     Reads all shapes (API pages, single works, plain lists, archived ``{request, payload}`` files,
@@ -72,38 +78,23 @@ def openalex_works(context: dg.AssetExecutionContext, storage: MetacanStorage, o
     stage = storage.warehouse / f".stage-openalex_works-{uuid.uuid4().hex[:8]}"
     stage.mkdir(parents=True)
     quarantine: list[dict] = []
-    buf: list[dict] = []
-    n_parts = 0
-    read = Counter()
-
-    def flush() -> None:
-        nonlocal n_parts, buf
-        if buf:
-            pq.write_table(pa.Table.from_pylist(buf, schema=WORKS_SCHEMA), stage / f"s{n_parts:05d}.parquet")
-            n_parts += 1
-            buf = []
-
+    read: Counter[str] = Counter()
+    workers = config.workers or os.cpu_count() or 1
     try:
-        for path in tqdm(files, desc="openalex_works: files", unit="file", disable=None):
-            for item in iter_file(path, root):
-                if isinstance(item, Quarantined):
-                    quarantine.append({k: getattr(item, k) for k in QUARANTINE_COLUMNS})
-                    read["quarantined"] += 1
-                    continue
-                read[f"entity {item.kind}"] += 1
-                if item.kind == "W":
-                    buf.append(work_row(item))
-                    if len(buf) >= _STAGE_ROWS:
-                        flush()
-        flush()
+        for staged in tqdm(stage_files(files, root, stage, workers), total=len(files), desc="openalex_works: files", unit="file", disable=None):
+            quarantine.extend(staged.quarantine)
+            read.update(staged.counts)
+            if staged.fallback_reason:
+                context.log.info(f"{staged.source_file}: read on the exact path ({staged.fallback_reason})")
         merged = _merged_work_ids(root)
-        n_work_records = read["entity W"]
-        if n_parts == 0:
+        n_work_records = read["W"]
+        if not any(stage.glob("*.parquet")):
             rows = storage.write_table("openalex_works", [], schema=WORKS_SCHEMA)
         else:
             import duckdb
 
-            con = duckdb.connect()
+            con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(stage / "spill"),
+                                         "preserve_insertion_order": False})
             con.execute("CREATE TEMP TABLE merged(id VARCHAR)")
             if merged:
                 con.executemany("INSERT INTO merged VALUES (?)", [[m] for m in merged])
@@ -137,7 +128,10 @@ def openalex_works(context: dg.AssetExecutionContext, storage: MetacanStorage, o
             merged_ids_applied=len(merged),
             quarantined=len(quarantine),
             quarantined_by_reason=counts_markdown(dict(by_reason), "reason"),
-            records_by_entity=counts_markdown({k: v for k, v in read.items() if k.startswith("entity")}, "entity"),
+            records_by_entity=counts_markdown({k: v for k, v in read.items() if len(k) == 1}, "entity"),
+            files_on_fast_path=read["fast_path_files"],
+            files_on_exact_path=read["exact_path_files"],
+            workers=workers,
         )
     )
 
@@ -154,7 +148,8 @@ def canadian_entities(context: dg.AssetExecutionContext, storage: MetacanStorage
     source_file, list_version).
     """
     built_on = dt.date.today().isoformat()
-    records = (r for r in iter_records(openalex.root) if isinstance(r, Record) and r.kind != "W")
+    snapshot_dirs = {"funders", "sources", "institutions"}
+    records = (r for r in iter_records(openalex.root, snapshot_dirs) if isinstance(r, Record) and r.kind != "W")
     rows = canadian_entity_rows(records, built_on)
     n = storage.write_table("canadian_entities", pa.Table.from_pylist(rows, schema=ENTITY_SCHEMA))
     by_kind = Counter(r["kind"] for r in rows)

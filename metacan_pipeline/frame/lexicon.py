@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-LEXICON_VERSION = "about-ca-lexicon-v1"
+LEXICON_VERSION = "about-ca-lexicon-v2"
 
 TIER_A: tuple[str, ...] = (
     "Canada", "Canadian", "Canadians", "Canadien", "Canadienne", "Canadiens", "Canadiennes",
@@ -42,21 +42,28 @@ TIER_C: tuple[str, ...] = (
 )
 
 
-def _compile(terms: tuple[str, ...]) -> re.Pattern[str]:
-    alternatives = sorted((re.escape(t) for t in terms), key=len, reverse=True)
-    return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)", re.IGNORECASE)
+_WORD = re.compile(r"\w+")
 
 
-_TIERS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("A", _compile(TIER_A)),
-    ("B", _compile(TIER_B)),
-    ("C", _compile(TIER_C)),
-)
+def _tokens(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+def _build_index() -> tuple[dict[tuple[str, ...], tuple[str, str]], int]:
+    index: dict[tuple[str, ...], tuple[str, str]] = {}
+    for tier, terms in (("C", TIER_C), ("B", TIER_B), ("A", TIER_A)):  # A wins if a term were in two tiers
+        for term in terms:
+            index[tuple(_tokens(term))] = (tier, term)
+    return index, max(len(k) for k in index)
+
+
+_INDEX, _MAX_N = _build_index()
+_FIRST = {k[0] for k in _INDEX}
 
 
 @dataclass(frozen=True)
 class LexiconHit:
-    """One lexicon match: the matched text as written, its tier and the field it was found in."""
+    """One lexicon match: the lexicon term (as the lexicon spells it), its tier and the field."""
 
     term: str
     tier: str
@@ -64,19 +71,49 @@ class LexiconHit:
 
 
 def find_hits(fields: dict[str, str | None]) -> list[LexiconHit]:
-    """All distinct lexicon hits over ``{"title": ..., "abstract": ..., "keywords": ...}``."""
-    seen: set[tuple[str, str, str]] = set()
+    """All distinct lexicon hits over ``{"title": ..., "abstract": ..., "keywords": ...}``.
+
+    Word boundaries are Unicode word tokens (``\\w+``, case-folded): a term matches a run of whole
+    tokens, so "Canadaville" does not match "Canada" and "Colombie-Britannique" matches across its
+    hyphen; the longest term starting at a token wins. One linear pass per field (a set lookup per
+    token, n-grams only where a term can start), so the cost does not grow with the lexicon.
+    """
+    seen: set[tuple[str, str]] = set()
     hits: list[LexiconHit] = []
     for field, text in fields.items():
         if not text:
             continue
-        for tier, pattern in _TIERS:
-            for m in pattern.finditer(text):
-                key = (m.group(0).lower(), tier, field)
-                if key not in seen:
-                    seen.add(key)
-                    hits.append(LexiconHit(m.group(0), tier, field))
+        words = _WORD.findall(text.casefold())
+        for i, w in enumerate(words):
+            if w not in _FIRST:
+                continue
+            for n in range(min(_MAX_N, len(words) - i), 0, -1):
+                found = _INDEX.get(tuple(words[i:i + n]))
+                if found is not None:
+                    tier, term = found
+                    if (term, field) not in seen:
+                        seen.add((term, field))
+                        hits.append(LexiconHit(term, tier, field))
+                    break
     return hits
+
+
+#: Tokens too common to flag a record for the full abstract scan (they only occur inside longer terms).
+_COMMON = {"new", "first", "island", "university", "of", "du", "de", "des", "et", "the", "and", "saint", "st", "s",
+           "prince", "red", "bay", "health", "statistics", "foundation", "for", "innovation", "fonds", "recherche"}
+
+
+def prefilter_pattern() -> str:
+    """An RE2/regex pattern of the distinctive lexicon tokens, for a cheap pre-scan of raw text.
+
+    Every term of every tier contains at least one such token, so a text with no match cannot hold
+    a lexicon hit (a superset filter: the exact match is :func:`find_hits`).
+    """
+    tokens = set()
+    for term in _INDEX:
+        distinctive = [t for t in term if t not in _COMMON]
+        tokens.update(distinctive or term)
+    return r"\b(" + "|".join(sorted(re.escape(t) for t in tokens)) + r")\b"
 
 
 def about_ca_fires(tiers: set[str]) -> bool:

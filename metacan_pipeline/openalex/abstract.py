@@ -38,23 +38,28 @@ def markup_to_text(value: str | None) -> str:
 def deinvert(index: dict[str, list[int]] | None) -> str | None:
     """Abstract text from an inverted index, or None when there is none.
 
-    Tokens are placed by sorting positions (gaps are allowed: the highest position + 1 may exceed the
+    Tokens are placed by position (gaps are allowed: the highest position + 1 may exceed the
     number of tokens); empty tokens are skipped; a leading ``Abstract`` label is dropped; HTML
     fragments are reduced to their text. Malformed entries (non-list positions) are ignored.
     """
     if not index or not isinstance(index, dict):
         return None
-    placed: list[tuple[int, str]] = []
-    for token, positions in index.items():
-        if not isinstance(positions, list):
-            continue
-        for pos in positions:
-            if isinstance(pos, int):
-                placed.append((pos, token))
-    if not placed:
-        return None
-    placed.sort()
-    words = [tok for _, tok in placed if tok and tok.strip()]
+    try:  # the well-formed case, at C speed
+        count = sum(map(len, index.values()))
+        top = max(map(max, filter(None, index.values())), default=-1)
+        if top < 0 or top >= 4 * count + 64 or min(map(min, filter(None, index.values()))) < 0:
+            raise ValueError("sparse positions")
+        slots: list[str | None] = [None] * (top + 1)
+        for token, positions in index.items():
+            for pos in positions:
+                slots[pos] = token
+        ordered = slots
+    except (TypeError, ValueError, IndexError):  # malformed, negative or hostile positions: sort the valid ones
+        ordered = [t for _, t in sorted((p, t) for t, ps in index.items() if isinstance(ps, list) for p in ps
+                                        if isinstance(p, int) and p >= 0)]
+        if not ordered:
+            return None
+    words = [tok for tok in ordered if tok and tok.strip()]
     if words and words[0].strip().lower().rstrip(":.") == "abstract" and len(words) > 1:
         words = words[1:]
     text = markup_to_text(" ".join(words))

@@ -18,6 +18,8 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+
+import orjson
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,13 +59,14 @@ class Quarantined:
 QUARANTINE_COLUMNS = ("source_file", "locator", "line", "reason", "excerpt")
 
 
-def discover_files(root: Path) -> list[Path]:
+def discover_files(root: Path, snapshot_entities: set[str] | None = None) -> list[Path]:
     """Every record-bearing file under ``root`` (recursively), sorted for a stable order.
 
     Takes ``*.json``, ``*.json.gz`` (one document each), ``*.jsonl``, ``*.jsonl.gz`` and snapshot parts
     ``part_*.gz`` (JSON Lines);
-    skips manifests, merged-id CSVs and notes. Raises FileNotFoundError naming ``root`` if it does
-    not exist.
+    skips manifests, merged-id CSVs and notes. With ``snapshot_entities`` (e.g. ``{"funders"}``) snapshot
+    parts of other entities (``data/<entity>/updated_date=*/``) are skipped, so reading the entity
+    lists never parses the works. Raises FileNotFoundError naming ``root`` if it does not exist.
     """
     if not root.exists():
         raise FileNotFoundError(
@@ -73,6 +76,8 @@ def discover_files(root: Path) -> list[Path]:
     out = []
     for p in sorted(root.rglob("*")):
         if not p.is_file() or p.name == "manifest" or p.name.endswith(_SKIP_SUFFIXES):
+            continue
+        if snapshot_entities is not None and p.parent.name.startswith("updated_date=") and p.parent.parent.name not in snapshot_entities:
             continue
         if p.suffix in (".json", ".jsonl", ".gz"):
             out.append(p)
@@ -122,8 +127,8 @@ def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
                 if not raw.strip():
                     continue
                 try:
-                    obj = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    obj = orjson.loads(raw)
+                except orjson.JSONDecodeError as exc:
                     yield Quarantined(source, f"line {lineno}", lineno, f"unparseable JSON: {exc}", _excerpt(raw))
                     continue
                 yield _classify(obj, source, f"line {lineno}", lineno)
@@ -152,14 +157,14 @@ def iter_file(path: Path, root: Path | None = None) -> Iterator[Record | Quarant
         yield Quarantined(source, "document", None, f"cannot read file: {exc}", "")
         return
     try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         yield from _iter_json_lines(path, source)
         return
     yield from _iter_json_document(doc, source)
 
 
-def iter_records(root: Path) -> Iterator[Record | Quarantined]:
+def iter_records(root: Path, snapshot_entities: set[str] | None = None) -> Iterator[Record | Quarantined]:
     """Every record and quarantine row under ``root``, file by file (see :func:`discover_files`)."""
-    for path in discover_files(root):
+    for path in discover_files(root, snapshot_entities):
         yield from iter_file(path, root)

@@ -90,11 +90,13 @@ def _keywords(w: dict) -> list[str]:
     return [n for n in names if isinstance(n, str) and n]
 
 
-def work_row(rec: Record) -> dict:
+def work_row(rec: Record, abstract: tuple[bool, str | None] | None = None) -> dict:
     """The typed row for one work record (schema :data:`WORKS_SCHEMA`).
 
     Never raises on missing or oddly typed fields: a missing field is a null. The caller has
-    already ensured the record has a work id.
+    already ensured the record has a work id. ``abstract`` = ``(has_abstract, text)`` lets a caller
+    that already knows them skip the de-inversion (the DuckDB fast path passes ``text=None`` when no
+    lexicon token occurs in the abstract at all).
     """
     w = rec.data
     title = w.get("title") if isinstance(w.get("title"), str) else w.get("display_name")
@@ -116,9 +118,13 @@ def work_row(rec: Record) -> dict:
     source = _get(w, "primary_location", "source") or {}
     topic = _get(w, "primary_topic", "display_name")
     field = _get(w, "primary_topic", "field", "display_name")
-    abstract = deinvert(w.get("abstract_inverted_index"))
+    if abstract is None:
+        text = deinvert(w.get("abstract_inverted_index"))
+        has_abstract = text is not None
+    else:
+        has_abstract, text = abstract
     keywords = _keywords(w)
-    hits = find_hits({"title": title_text, "abstract": abstract, "keywords": "; ".join(keywords)})
+    hits = find_hits({"title": title_text, "abstract": text, "keywords": "; ".join(keywords)})
     doi = w.get("doi") if isinstance(w.get("doi"), str) else None
     return {
         "id": short_id(w.get("id")),
@@ -143,7 +149,7 @@ def work_row(rec: Record) -> dict:
         "keywords": keywords,
         "is_authors_truncated": bool(w.get("is_authors_truncated")),
         "n_authorships": len(authorships),
-        "has_abstract": abstract is not None,
+        "has_abstract": has_abstract,
         "lexicon_hits": [{"term": h.term, "tier": h.tier, "field": h.field} for h in hits],
         "source_file": rec.source_file,
         "source_locator": rec.locator,

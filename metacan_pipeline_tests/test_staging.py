@@ -1,0 +1,45 @@
+"""The DuckDB fast path and the exact Python path stage identical rows; bad files fall back."""
+
+import gzip
+import json
+
+import pyarrow.parquet as pq
+
+from metacan_pipeline.openalex.staging import stage_file
+
+from .conftest import SNAPSHOT
+
+
+def _stage(path, root, tmp_path, name, fast):
+    out = tmp_path / name
+    out.mkdir()
+    staged = stage_file(str(path), str(root), str(out), 0, fast=fast)
+    rows = pq.read_table(out).sort_by("id").to_pylist() if any(out.glob("*.parquet")) else []
+    return staged, rows
+
+
+def test_fast_and_exact_paths_agree_on_the_real_snapshot_part(tmp_path):
+    part = next(SNAPSHOT.glob("data/works/updated_date=*/part_000.gz"))
+    fast, fast_rows = _stage(part, SNAPSHOT, tmp_path, "fast", True)
+    exact, exact_rows = _stage(part, SNAPSHOT, tmp_path, "exact", False)
+    assert fast.counts["fast_path_files"] == 1 and fast.fallback_reason is None
+    assert len(fast_rows) == 27 and fast_rows == exact_rows
+    # the snapshot's hive-style folder name must not leak into updated_date
+    assert {r["updated_date"] for r in fast_rows} != {"2023-05-16"}
+
+
+def test_entity_parts_are_counted_not_staged_as_works(tmp_path):
+    part = next(SNAPSHOT.glob("data/institutions/updated_date=*/part_000.gz"))
+    staged, rows = _stage(part, SNAPSHOT, tmp_path, "inst", True)
+    assert rows == [] and staged.counts["I"] == 678
+
+
+def test_a_bad_line_sends_the_file_to_the_exact_path(tmp_path, openalex_dir):
+    work = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
+    part = tmp_path / "part_000.gz"
+    with gzip.open(part, "wt") as fh:
+        fh.write(json.dumps(work) + "\n{not json\n" + json.dumps({**work, "id": "https://openalex.org/W1"}) + "\n")
+    staged, rows = _stage(part, tmp_path, tmp_path, "out", True)
+    assert staged.counts["exact_path_files"] == 1 and staged.fallback_reason
+    assert [r["id"] for r in rows] == ["W1", "W2741809807"]
+    assert [(q["line"], q["reason"].split(":")[0]) for q in staged.quarantine] == [(2, "unparseable JSON")]
