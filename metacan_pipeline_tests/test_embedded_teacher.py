@@ -38,3 +38,36 @@ def test_server_labels_and_stops(tmp_path):
         raise AssertionError("server still answers after stop()")
     except httpx.TransportError:
         pass
+
+
+def test_server_dies_with_the_process_that_started_it(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys; from metacan_pipeline.teachers.server import EmbeddedLlamaServer; "
+            f"s = EmbeddedLlamaServer(log_dir={str(tmp_path)!r}); print(s.base_url(), flush=True); "
+            "print(s._proc.proc.pid, flush=True); import time; time.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    url = parent.stdout.readline().strip()
+    server_pid = int(parent.stdout.readline())
+    assert httpx.get(f"{url}/models").status_code == 200
+    os.kill(parent.pid, signal.SIGKILL)  # no atexit, no teardown: only the kernel can clean up
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            break
+        try:
+            if open(f"/proc/{server_pid}/stat").read().split()[2] == "Z":
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(server_pid, signal.SIGKILL)
+        raise AssertionError("the llama.cpp server outlived the process that started it")

