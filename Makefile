@@ -41,8 +41,11 @@ test: $(STAMP)
 dev: $(STAMP)
 	mkdir -p data/dagster_home && DAGSTER_HOME=$$(pwd)/data/dagster_home $(BIN)/dagster dev -w workspace.yaml
 
+## Benchmarks (ratios against a baseline run in the same process): frame build at 250k and 1M works,
+## OpenAlex API client on loopback. The scale inputs (about 5 GB) go to /tmp/metacan-bench.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_frame.py
+	$(BIN)/python benchmarks/bench_frame.py --sizes 250000 1000000
+	$(BIN)/python benchmarks/bench_api.py
 
 clean:
 	rm -rf data/warehouse data/site data/models data/metacan.duckdb data/metacan.duckdb.lock data/logs

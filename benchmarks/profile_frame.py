@@ -30,6 +30,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("n", type=int, nargs="?", default=50_000)
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-bench"))
+    ap.add_argument("--stage-file", action="store_true",
+                    help="profile metacan_pipeline.openalex.staging.stage_file on the first works part, in this process "
+                         "(the work a staging worker process does; cProfile cannot see into the worker pool)")
     args = ap.parse_args()
     from make_scale_input import make_scale_input
 
@@ -38,6 +41,19 @@ def main() -> None:
     data_dir = args.scratch / f"profile_{args.n}" / "data"
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
+    if args.stage_file:
+        from metacan_pipeline.openalex.staging import stage_file
+
+        part = sorted((input_dir / "data" / "works").glob("updated_date=*/part_*.gz"))[0]
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.enable()
+        staged = stage_file(str(part), str(input_dir), str(data_dir), 0)
+        prof.disable()
+        secs = time.perf_counter() - t0
+        print(f"stage_file({part.name}): {secs:.1f} s under cProfile, counts {dict(staged.counts)}, fallback {staged.fallback_reason}")
+        _report(prof, HERE / "out" / f"profile_stage_file_{args.n}.pstats")
+        return
 
     import dagster as dg
 
@@ -51,10 +67,14 @@ def main() -> None:
                          instance=dg.DagsterInstance.ephemeral())
     prof.disable()
     secs = time.perf_counter() - t0
-    out = HERE / "out"
-    out.mkdir(exist_ok=True)
-    prof.dump_stats(out / f"profile_{args.n}.pstats")
-    print(f"materialize success={res.success}: {secs:.1f} s under cProfile for {args.n} works")
+    print(f"materialize success={res.success}: {secs:.1f} s under cProfile for {args.n} works "
+          f"(worker processes, if any, are not profiled: use --stage-file)")
+    _report(prof, HERE / "out" / f"profile_{args.n}.pstats")
+
+
+def _report(prof: cProfile.Profile, path: Path) -> None:
+    path.parent.mkdir(exist_ok=True)
+    prof.dump_stats(path)
     for key in ("tottime", "cumulative"):
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats(key).print_stats(30)

@@ -107,3 +107,16 @@ def test_an_input_without_canadian_works_fails_with_a_clear_message(tmp_path, op
     assert "the frame is empty" in failure.step_failure_data.error.message and "METACAN_OPENALEX_DIR" in failure.step_failure_data.error.message
     md = result.asset_materializations_for_node("openalex_works")[0].metadata
     assert md["quarantined"].value == 1 and md["dagster/row_count"].value == 2
+
+
+def test_frame_build_id_is_stable_until_an_input_changes(tmp_path, small_input):
+    def build():
+        res = dg.materialize([openalex_works, canadian_entities, frame], resources=build_resources(str(tmp_path / "data"), str(small_input)),
+                             instance=dg.DagsterInstance.ephemeral())
+        return res.asset_materializations_for_node("frame")[0].metadata["frame_build_id"].value
+
+    first, second = build(), build()
+    assert first == second and first.startswith("frame-")
+    target = small_input / "Mearman__Academic-Explorer__work_W2741809807.json"
+    target.write_text(target.read_text() + "\n")
+    assert build() != first

@@ -2,6 +2,8 @@
 
 
 import datetime as dt
+import hashlib
+import json
 import os
 import shutil
 import uuid
@@ -18,8 +20,15 @@ from ..openalex.works import WORKS_SCHEMA
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
 from .entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
+from .lexicon import LEXICON_VERSION
 from .routes import FRAME_SCHEMA, AdmissionRule, frame_row
 
+FRAME_CODE_VERSION = "frame-v1"
+
+INPUTS_SCHEMA = pa.schema(
+    [("source_file", pa.string()), ("bytes", pa.int64()), ("mtime_ns", pa.int64()), ("work_records", pa.int64()),
+     ("quarantined", pa.int64()), ("read_path", pa.string())]
+)
 QUARANTINE_SCHEMA = pa.schema(
     [("source_file", pa.string()), ("locator", pa.string()), ("line", pa.int64()), ("reason", pa.string()), ("excerpt", pa.string())]
 )
@@ -36,6 +45,16 @@ class FrameConfig(dg.Config):
 
     year_min: int = 2000
     year_max: int = 2025
+
+
+def frame_build_id(inputs: list[dict], versions: dict[str, str], rule: AdmissionRule) -> str:
+    """``frame-<12 hex>`` over the input files (path, size, mtime), entity-list versions, lexicon
+    version and admission rule: the same inputs give the same id, so an unchanged re-run changes no
+    published record; any change gives a new one (SPEC section 9 lineage: "which frame build")."""
+    payload = json.dumps({"inputs": sorted((i["source_file"], i["bytes"], i["mtime_ns"]) for i in inputs),
+                          "entities": versions, "lexicon": LEXICON_VERSION, "rule": [rule.year_min, rule.year_max],
+                          "code": FRAME_CODE_VERSION}, sort_keys=True)
+    return "frame-" + hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
 def _reason_class(reason: str) -> str:
@@ -70,7 +89,9 @@ def openalex_works(context: dg.AssetExecutionContext, config: IngestConfig, stor
     staging typed rows in Parquet so memory stays at one batch. Deduplicates by id keeping the newest
     ``updated_date`` (ties: last file in sort order) and drops ids listed in ``merged_ids/works``.
     Bad records (unparseable line, missing id, non-object, truncated gzip) go to the table
-    ``openalex_quarantine`` with file, line/locator and reason; the run goes on.
+    ``openalex_quarantine`` with file, line/locator and reason; the run goes on. The table
+    ``openalex_inputs`` lists every file read (size, mtime, records, reader path): the frame build id
+    is derived from it.
     Output: ``warehouse/openalex_works`` (schema ``WORKS_SCHEMA``; no abstract text).
     """
     root = openalex.root
@@ -78,12 +99,16 @@ def openalex_works(context: dg.AssetExecutionContext, config: IngestConfig, stor
     stage = storage.warehouse / f".stage-openalex_works-{uuid.uuid4().hex[:8]}"
     stage.mkdir(parents=True)
     quarantine: list[dict] = []
+    inputs: list[dict] = []
     read: Counter[str] = Counter()
     workers = config.workers or os.cpu_count() or 1
     try:
         for staged in tqdm(stage_files(files, root, stage, workers), total=len(files), desc="openalex_works: files", unit="file", disable=None):
             quarantine.extend(staged.quarantine)
             read.update(staged.counts)
+            inputs.append({"source_file": staged.source_file, "bytes": staged.bytes, "mtime_ns": staged.mtime_ns,
+                           "work_records": staged.counts["W"], "quarantined": staged.counts["quarantined"],
+                           "read_path": "duckdb" if staged.counts["fast_path_files"] else "python"})
             if staged.fallback_reason:
                 context.log.info(f"{staged.source_file}: read on the exact path ({staged.fallback_reason})")
         merged = _merged_work_ids(root)
@@ -98,21 +123,24 @@ def openalex_works(context: dg.AssetExecutionContext, config: IngestConfig, stor
             con.execute("CREATE TEMP TABLE merged(id VARCHAR)")
             if merged:
                 con.executemany("INSERT INTO merged VALUES (?)", [[m] for m in merged])
-            reader = con.execute(
-                f"""
+            staged = f"read_parquet('{stage}/*.parquet')"
+            n_rows, n_ids = con.execute(f"SELECT count(*), count(DISTINCT id) FROM {staged}").fetchone()
+            if n_rows == n_ids:  # the usual snapshot case: no window, no sort, flat memory
+                query = f"SELECT * FROM {staged} WHERE id NOT IN (SELECT id FROM merged)"
+            else:
+                query = f"""
                 SELECT * EXCLUDE (rn) FROM (
                   SELECT *, row_number() OVER (
                     PARTITION BY id ORDER BY updated_date DESC NULLS LAST, source_file DESC, source_locator DESC) AS rn
-                  FROM read_parquet('{stage}/*.parquet')
-                ) WHERE rn = 1 AND id NOT IN (SELECT id FROM merged)
-                ORDER BY id
-                """
-            ).to_arrow_reader(50_000)
+                  FROM {staged}
+                ) WHERE rn = 1 AND id NOT IN (SELECT id FROM merged)"""
+            reader = con.execute(query).to_arrow_reader(50_000)
             rows = storage.write_table("openalex_works", reader, schema=WORKS_SCHEMA)
             con.close()
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     storage.write_table("openalex_quarantine", pa.Table.from_pylist(quarantine, schema=QUARANTINE_SCHEMA))
+    storage.write_table("openalex_inputs", pa.Table.from_pylist(sorted(inputs, key=lambda r: r["source_file"]), schema=INPUTS_SCHEMA))
     by_reason = Counter(_reason_class(q["reason"]) for q in quarantine)
     context.log.info(
         f"openalex_works: {len(files)} files, {n_work_records} work records -> {rows} unique works; "
@@ -184,24 +212,46 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
     sampling-frame flags (paratext and titles of 10 characters or fewer stay in the frame, flagged),
     ``has_abstract`` (no abstract text is stored), the entity-list versions and lexicon version used.
     Admission: ``year_min <= publication_year <= year_max``, non-empty title, at least one route.
-    Streams ``openalex_works`` in batches. Output: ``warehouse/frame`` plus the DuckDB view ``frame``.
+    Streams ``openalex_works`` in batches; DuckDB first drops the works on which no route can fire.
+    Output: ``warehouse/frame`` plus the DuckDB view ``frame``.
     """
     entities = EntityLists.from_table(storage.read_table("canadian_entities"))
     rule = AdmissionRule(config.year_min, config.year_max)
+    build_id = frame_build_id(storage.read_table("openalex_inputs", ["source_file", "bytes", "mtime_ns"]).to_pylist(),
+                              entities.versions, rule)
     outcomes: Counter[str] = Counter()
 
+    import duckdb
+
+    works_glob = str(storage.table_dir("openalex_works") / "*.parquet").replace("'", "''")
+    con = duckdb.connect(config={"memory_limit": "1GB", "preserve_insertion_order": False})
+    total = con.execute(f"SELECT count(*) FROM read_parquet('{works_glob}')").fetchone()[0]
+    # Only works on which some route can fire become Python rows (about 5% of a snapshot); frame_row
+    # then decides routes, evidence and admission exactly.
+    candidates = con.execute(
+        f"""SELECT * FROM read_parquet('{works_glob}') WHERE
+              list_contains(author_countries, 'CA')
+              OR len(list_filter(institutions, i -> i.country_code = 'CA' OR list_contains($inst, i.id))) > 0
+              OR len(list_filter(funders, f -> list_contains($funders, f.id))) > 0
+              OR list_contains($sources, venue_id)
+              OR len(list_filter(lexicon_hits, h -> h.tier IN ('A', 'B'))) > 0""",
+        {"inst": list(entities.institutions), "funders": list(entities.funders), "sources": list(entities.sources)},
+    ).to_arrow_reader(20_000)
+
     def batches():
-        for batch in storage.iter_batches("openalex_works", batch_size=20_000):
+        for batch in candidates:
             out = []
             for work in batch.to_pylist():
                 row, outcome = frame_row(work, entities, rule)
                 outcomes[outcome] += 1
                 if row is not None:
-                    row["frame_build_id"] = context.run.run_id
+                    row["frame_build_id"] = build_id
                     out.append(row)
             yield pa.Table.from_pylist(out, schema=FRAME_SCHEMA)
 
     n = storage.write_table("frame", batches(), schema=FRAME_SCHEMA)
+    con.close()
+    outcomes["no_route"] += total - sum(outcomes.values())
     with storage.connect() as con:
         stats = con.execute(
             """SELECT count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue),
@@ -232,6 +282,7 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
             with_abstract=stats[6],
             outcomes=counts_markdown(dict(outcomes), "outcome"),
             entity_list_versions=dg.MetadataValue.json(entities.versions),
+            frame_build_id=build_id,
         )
     )
 

@@ -51,16 +51,19 @@ class EntityLists:
         return cls(pick("funder"), pick("source"), pick("institution"), versions)
 
 
-def list_version(kind: str, ids: Iterable[str], built_on: str) -> str:
-    """``<kind>s@<YYYY-MM-DD>#<8 hex of the sorted ids>``: same ids -> same hash, any change -> new."""
+def list_version(kind: str, ids: Iterable[str], data_date: str) -> str:
+    """``<kind>s@<YYYY-MM-DD>#<8 hex of the sorted ids>``: the date is the newest ``updated_date`` of the
+    list's records (the data's date, so an unchanged list keeps its version); the hash changes with
+    any change of ids."""
     digest = hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:8]
-    return f"{kind}s@{built_on}#{digest}"
+    return f"{kind}s@{data_date}#{digest}"
 
 
 def canadian_entity_rows(records: Iterable[Record], built_on: str) -> list[dict]:
     """Rows of :data:`ENTITY_SCHEMA` for every funder/source/institution record with country CA.
 
-    A record seen several times keeps its newest ``updated_date``.
+    A record seen several times keeps its newest ``updated_date``. ``built_on`` dates a list whose
+    records carry no ``updated_date``.
     """
     best: dict[tuple[str, str], dict] = {}
     for rec in records:
@@ -85,7 +88,8 @@ def canadian_entity_rows(records: Iterable[Record], built_on: str) -> list[dict]
     rows = sorted(best.values(), key=lambda r: (r["kind"], r["id"]))
     for kind in KIND_NAMES.values():
         ids = [r["id"] for r in rows if r["kind"] == kind]
-        version = list_version(kind, ids, built_on)
+        dates = [str(r["updated_date"])[:10] for r in rows if r["kind"] == kind and r["updated_date"]]
+        version = list_version(kind, ids, max(dates, default=built_on))
         for r in rows:
             if r["kind"] == kind:
                 r["list_version"] = version

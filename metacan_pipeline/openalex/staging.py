@@ -98,16 +98,19 @@ class StagedFile:
     quarantine: list[dict] = field(default_factory=list)
     chunks: int = 0
     fallback_reason: str | None = None
+    bytes: int = 0
+    mtime_ns: int = 0
 
 
-def stage_file(path: str, root: str, stage_dir: str, index: int, rows_per_chunk: int = 20_000, fast: bool = True) -> StagedFile:
+def stage_file(path: str, root: str, stage_dir: str, index: int, rows_per_chunk: int = 10_000, fast: bool = True) -> StagedFile:
     """Parse one file and write its work rows as Parquet chunks; never raises for bad content.
 
     Note: on the fast path a work's locator is its record ordinal (``line N``), which equals the line
     number in snapshot parts (no blank lines); the exact path counts physical lines.
     """
     p, r = Path(path), Path(root)
-    out = StagedFile(str(p.relative_to(r)))
+    st = p.stat()
+    out = StagedFile(str(p.relative_to(r)), bytes=st.st_size, mtime_ns=st.st_mtime_ns)
     buf: list[dict] = []
 
     def flush() -> None:
@@ -127,7 +130,7 @@ def stage_file(path: str, root: str, stage_dir: str, index: int, rows_per_chunk:
         except _NeedsExactPath as exc:
             for chunk in Path(stage_dir).glob(f"f{index:06d}-*.parquet"):
                 chunk.unlink()
-            out = StagedFile(out.source_file)
+            out = StagedFile(out.source_file, bytes=st.st_size, mtime_ns=st.st_mtime_ns)
             out.counts["exact_path_files"] += 1
             out.fallback_reason = str(exc)[:300]
             buf = []

@@ -63,7 +63,7 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
     for w in frame_rows:
         wid = _safe_id(w["id"])
         lineage = {
-            "frame_build_run_id": w["frame_build_id"],
+            "frame_build": w["frame_build_id"],
             "input_record": f"{w['source_file']} @ {w['source_locator']}",
             "entity_list_versions": w["entity_list_versions"],
             "lexicon_version": w["lexicon_version"],
@@ -112,9 +112,9 @@ def work_pages(context: dg.AssetExecutionContext, storage: MetacanStorage, opena
     abstracts = load_abstracts(openalex.root, [(wid, p["source_file"], p["source_locator"]) for wid, p in frame_ptr.items() if p["has_abstract"]])
     heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
     codex_heads = [h for h in heads if h["teacher"] == "codex"]
-    n_codex = codex_heads[0]["n_train"] if codex_heads else 0
-    ctx = {"n_codex_labels": max((h["n_train"] for h in codex_heads), default=n_codex),
-           "gated_heads": sum(1 for h in codex_heads if h["gate_passed"]), "total_heads": len(codex_heads)}
+    ctx = {"n_codex_labels": max((h["n_train"] for h in codex_heads), default=0),
+           "gated_heads": sum(1 for h in codex_heads if h["gate_passed"]), "total_heads": len(codex_heads),
+           "constant_heads": {(h["teacher"], h["target"]) for h in heads if h["status"].startswith("constant")}}
     env = environment()
     works_dir = storage.site_dir / "works"
     written = 0

@@ -42,7 +42,8 @@ def abstract_note(record: dict, abstract: str | None, source: str) -> str:
 
 
 def render_work(env: Environment, record: dict, abstract: str | None, source: str, context: dict) -> str:
-    """One work page. ``context`` holds build-level facts: n_codex_labels, gated_heads, total_heads."""
+    """One work page. ``context`` holds build-level facts: n_codex_labels, gated_heads, total_heads and
+    constant_heads (a set of ``(teacher, target)`` whose head could not be fitted)."""
     return env.get_template("work.html.j2").render(
         r=record, abstract=abstract, abstract_note=abstract_note(record, abstract, source),
         card=classification_card(record),
@@ -50,6 +51,7 @@ def render_work(env: Environment, record: dict, abstract: str | None, source: st
         routes=ROUTE_LABELS, display=CATEGORY_DISPLAY, categories=CATEGORIES, prediction_status=PREDICTION_STATUS,
         version=__version__, built_at=None, n_codex_labels=context["n_codex_labels"],
         gated_heads=context["gated_heads"], total_heads=context["total_heads"],
+        constant_heads=context.get("constant_heads", set()),
     )
 
 
