@@ -26,10 +26,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..frame.lexicon import prefilter_pattern
-from .abstract import deinvert
-from .ids import entity_kind
-from .reader import QUARANTINE_COLUMNS, Quarantined, Record, iter_file
+from ..frame.lexicon import find_hits, prefilter_pattern
+from .abstract import deinvert, markup_to_text
+from .reader import QUARANTINE_COLUMNS, Quarantined, iter_file
 from .works import WORKS_SCHEMA, work_row
 
 #: The fields of a work record the frame reads (OpenAlex docs, "Work object"); DuckDB skips the rest.
@@ -53,36 +52,101 @@ class _NeedsExactPath(Exception):
     """The fast path cannot take this file whole; the Python reader will."""
 
 
-def _fast_rows(path: Path, source: str, batch_rows: int, counts: Counter) -> Iterator[list[dict]]:
+_FAST_SQL = """
+WITH raw AS (
+  SELECT *, row_number() OVER () AS _line,
+         upper(regexp_extract(trim(id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)) AS _sid
+  FROM read_json($path, format='newline_delimited', compression='auto_detect', hive_partitioning=false, columns=COLUMNS)
+), typed AS (
+  SELECT *,
+    list_transform(flatten(list_transform(coalesce(authorships, []), lambda a: coalesce(a.institutions, []))),
+      lambda i: {'id': nullif(upper(regexp_extract(trim(i.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)), ''),
+                 'name': i.display_name, 'country_code': i.country_code}) AS _insts,
+    list_concat(
+      list_transform(coalesce(funders, []), lambda f: {'id': nullif(upper(regexp_extract(trim(f.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)), ''),
+                                                        'name': f.display_name, 'via': 'funders.id'}),
+      list_transform(coalesce(awards, []), lambda f: {'id': nullif(upper(regexp_extract(trim(f.funder_id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)), ''),
+                                                       'name': f.funder_display_name, 'via': 'awards.funder_id'}),
+      list_transform(coalesce(grants, []), lambda f: {'id': nullif(upper(regexp_extract(trim(f.funder), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)), ''),
+                                                       'name': f.funder_display_name, 'via': 'grants.funder'})) AS _funds,
+    list_filter(list_transform(coalesce(keywords, []), lambda k: k.display_name), lambda x: x IS NOT NULL AND x <> '') AS _kw
+  FROM raw
+), keyed AS (
+  SELECT *,
+    list_transform(_insts, lambda x: coalesce(x.id, 'unresolved:' || coalesce(x.name, 'None'))) AS _ikeys,
+    list_filter(_funds, lambda x: x.id IS NOT NULL) AS _funds_ok
+  FROM typed
+)
+SELECT
+  _sid AS id, _line,
+  doi,
+  coalesce(title, display_name) AS title,
+  CAST(publication_year AS INTEGER) AS publication_year,
+  publication_date, updated_date, language, type,
+  coalesce(is_paratext, false) AS is_paratext,
+  coalesce(is_retracted, false) AS is_retracted,
+  cited_by_count,
+  nullif(upper(regexp_extract(trim(primary_location.source.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)), '') AS venue_id,
+  primary_location.source.display_name AS venue_name,
+  primary_topic.display_name AS topic,
+  primary_topic.field.display_name AS field,
+  list_filter(_insts, lambda x, i: list_position(_ikeys, _ikeys[i]) = i) AS institutions,
+  list_sort(list_distinct(list_transform(list_filter(flatten(list_transform(coalesce(authorships, []), lambda a: coalesce(a.countries, []))),
+                                                     lambda c: c IS NOT NULL), lambda c: upper(c)))) AS author_countries,
+  list_filter(_funds_ok, lambda x, i: list_position(list_transform(_funds_ok, lambda y: y.id), x.id) = i) AS funders,
+  _kw AS keywords,
+  coalesce(is_authors_truncated, false) AS is_authors_truncated,
+  CAST(len(coalesce(authorships, [])) AS INTEGER) AS n_authorships,
+  coalesce(abstract_inverted_index::VARCHAR NOT IN ('null', '{}'), false) AS has_abstract,
+  regexp_matches(lower(coalesce(title, display_name, '') || ' ' || array_to_string(_kw, '; ')), $pattern) AS _text_flag,
+  CASE WHEN regexp_matches(lower(abstract_inverted_index::VARCHAR), $pattern) THEN abstract_inverted_index::VARCHAR END AS _abstract_json
+FROM keyed
+"""
+
+
+def _fast_tables(path: Path, source: str, batch_rows: int, counts: Counter) -> Iterator[pa.Table]:
+    """Typed work rows of one JSON Lines file, computed by DuckDB; Python only adds ``title_text``
+    and, for the few works whose text contains a lexicon token, ``lexicon_hits``."""
     import duckdb
+    import pyarrow.compute as pc
 
     columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in FAST_COLUMNS.items()) + "}"
     con = duckdb.connect(config={"threads": 1, "memory_limit": "512MB"})
     try:
-        rel = con.execute(
-            f"""SELECT * EXCLUDE (abstract_inverted_index),
-                       coalesce(abstract_inverted_index::VARCHAR NOT IN ('null', '{{}}'), false) AS _has_abstract,
-                       CASE WHEN regexp_matches(lower(abstract_inverted_index::VARCHAR), ?)
-                            THEN abstract_inverted_index::VARCHAR END AS _abstract_json
-                FROM read_json(?, format='newline_delimited', compression='auto_detect', hive_partitioning=false, columns={columns})""",
-            [prefilter_pattern(), str(path)],
-        )
-        line = 0
-        for batch in rel.to_arrow_reader(batch_rows):
-            rows = []
-            for data in batch.to_pylist():
-                line += 1
-                kind = entity_kind(data["id"])
-                if kind is None:
-                    raise _NeedsExactPath(f"record without a valid id at line {line}")
-                counts[kind] += 1
-                if kind != "W":
-                    continue
-                has_abstract = data.pop("_has_abstract")
-                raw = data.pop("_abstract_json")
-                text = deinvert(orjson.loads(raw)) if raw else None
-                rows.append(work_row(Record(data, source, f"line {line}", line, "W"), abstract=(has_abstract, text)))
-            yield rows
+        reader = con.execute(_FAST_SQL.replace("COLUMNS", columns), {"path": str(path), "pattern": prefilter_pattern()}).to_arrow_reader(batch_rows)
+        for batch in reader:
+            ids = batch.column("id")
+            if pc.any(pc.equal(ids, "")).as_py() or ids.null_count:
+                bad = pc.index(pc.fill_null(ids, ""), "").as_py()
+                raise _NeedsExactPath(f"record without a valid id at line {batch.column('_line')[bad].as_py()}")
+            kinds = pc.utf8_slice_codeunits(ids, 0, 1)
+            for kind, n in zip(*pc.value_counts(kinds).flatten()):
+                counts[kind.as_py()] += n.as_py()
+            batch = pa.Table.from_batches([batch]).filter(pc.equal(kinds, "W"))
+            if batch.num_rows == 0:
+                continue
+            titles = batch.column("title").to_pylist()
+            title_text = [markup_to_text(t) for t in titles]
+            hits: list[list[dict]] = [[] for _ in titles]
+            flags = batch.column("_text_flag").to_pylist()
+            abstracts = batch.column("_abstract_json").to_pylist()
+            keywords = None
+            for i, (flag, raw) in enumerate(zip(flags, abstracts)):
+                if flag or raw:
+                    if keywords is None:
+                        keywords = batch.column("keywords").to_pylist()
+                    text = deinvert(orjson.loads(raw)) if raw else None
+                    found = find_hits({"title": title_text[i], "abstract": text, "keywords": "; ".join(keywords[i] or [])})
+                    hits[i] = [{"term": h.term, "tier": h.tier, "field": h.field} for h in found]
+            lines = batch.column("_line").to_pylist()
+            n = batch.num_rows
+            yield pa.table({
+                **{f.name: batch.column(f.name) for f in WORKS_SCHEMA if f.name in batch.column_names},
+                "title_text": pa.array(title_text, pa.string()),
+                "lexicon_hits": pa.array(hits, WORKS_SCHEMA.field("lexicon_hits").type),
+                "source_file": pa.array([source] * n, pa.string()),
+                "source_locator": pa.array([f"line {x}" for x in lines], pa.string()),
+            }).select([f.name for f in WORKS_SCHEMA]).cast(WORKS_SCHEMA)
     except duckdb.Error as exc:
         raise _NeedsExactPath(str(exc)) from None
     finally:
@@ -122,9 +186,9 @@ def stage_file(path: str, root: str, stage_dir: str, index: int, rows_per_chunk:
 
     if fast and p.name.endswith((".gz", ".jsonl")) and not p.name.endswith(".json.gz"):
         try:
-            for rows in _fast_rows(p, out.source_file, rows_per_chunk, out.counts):
-                buf.extend(rows)
-                flush()
+            for table in _fast_tables(p, out.source_file, rows_per_chunk, out.counts):
+                pq.write_table(table, Path(stage_dir) / f"f{index:06d}-{out.chunks:04d}.parquet")
+                out.chunks += 1
             out.counts["fast_path_files"] += 1
             return out
         except _NeedsExactPath as exc:
