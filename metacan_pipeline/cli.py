@@ -124,7 +124,7 @@ def fetch(
     bought again, so an interrupted harvest resumes where it stopped. The archive is a valid input
     folder for the frame (``METACAN_OPENALEX_DIR=<out>/pages make run``).
     """
-    from .openalex.api import Budget, BudgetExhausted, OpenAlexClient, route_filters
+    from .openalex.api import Budget, BudgetExhausted, OpenAlexClient, OpenAlexError, route_filters
     from .openalex.ids import short_id
 
     client = OpenAlexClient(Path(out), base_url=base_url, api_key_env=api_key_env, per_page=per_page,
@@ -141,6 +141,9 @@ def fetch(
     except BudgetExhausted as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(3)
+    except OpenAlexError as exc:
+        typer.echo(f"OpenAlex harvest stopped: {exc}", err=True)
+        raise typer.Exit(4)
     finally:
         client.close()
     typer.echo(f"{client.calls_made} calls made, {client.pages_from_archive} pages read back from the archive {out}")

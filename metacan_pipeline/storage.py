@@ -29,6 +29,11 @@ from pydantic import Field
 DEFAULT_DATA_DIR = "data"
 
 
+def sql_literal(value: str) -> str:
+    """A SQL string literal for DuckDB (quotes doubled), for paths in statements that take no parameters."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def default_data_dir() -> str:
     """The data folder: ``$METACAN_DATA_DIR`` when set, else ``data`` (relative to the working dir)."""
     return os.environ.get("METACAN_DATA_DIR", DEFAULT_DATA_DIR)
@@ -150,6 +155,6 @@ class MetacanStorage(dg.ConfigurableResource):
 
     def refresh_view(self, name: str) -> None:
         """(Re)create the DuckDB view ``<name>`` over ``warehouse/<name>/*.parquet``."""
-        pattern = str(self.table_dir(name) / "*.parquet").replace("'", "''")
+        pattern = sql_literal(str(self.table_dir(name) / "*.parquet"))
         with self.connect() as con:
-            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM read_parquet(\'{pattern}\')')
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM read_parquet({pattern})')

@@ -120,3 +120,20 @@ def test_frame_build_id_is_stable_until_an_input_changes(tmp_path, small_input):
     target = small_input / "Mearman__Academic-Explorer__work_W2741809807.json"
     target.write_text(target.read_text() + "\n")
     assert build() != first
+
+
+def test_file_names_are_read_case_insensitively_and_unsupported_files_are_reported(tmp_path, openalex_dir):
+    import shutil
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    shutil.copy(openalex_dir / "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json", inp / "UP.JSON")
+    shutil.copy(openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json", inp / "a[1].json")
+    (inp / "x.json.bz2").write_bytes(b"BZh9")
+    result = dg.materialize([openalex_works, canadian_entities, frame], resources=build_resources(str(tmp_path / "data"), str(inp)),
+                            instance=dg.DagsterInstance.ephemeral())
+    assert result.success
+    con = duckdb.connect(str(tmp_path / "data" / "metacan.duckdb"), read_only=True)
+    assert sorted(r[0] for r in con.execute("SELECT id FROM openalex_works").fetchall()) == ["W1951724000", "W2741809807"]
+    assert con.execute("SELECT source_file, reason FROM openalex_quarantine").fetchall() == [
+        ("x.json.bz2", "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines)")]

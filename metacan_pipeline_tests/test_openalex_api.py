@@ -92,3 +92,31 @@ def test_filters_per_route():
     assert f[0] == "authorships.institutions.country_code:ca,from_updated_date:2026-11-23"
     assert sum(x.startswith("funders.id:") for x in f) == 3 and sum(x.startswith("awards.funder_id:") for x in f) == 3
     assert f[-1].startswith("primary_location.source.id:S1")
+
+
+def test_a_repeating_cursor_stops_with_a_clear_error(tmp_path):
+    from metacan_pipeline.openalex.api import OpenAlexError
+
+    page = {"meta": {"next_cursor": "SAME"}, "results": [{"id": "https://openalex.org/W1"}]}
+    client = _client(tmp_path, lambda req: httpx.Response(200, json=page))
+    with pytest.raises(OpenAlexError, match="cursor loop"):
+        list(client.iter_pages("x:y"))
+    assert client.calls_made == 2
+
+
+def test_errors_never_carry_the_api_key(tmp_path, monkeypatch):
+    from metacan_pipeline.openalex.api import OpenAlexError
+
+    monkeypatch.setenv("OPENALEX_API_KEY", "SECRET-KEY-123")
+    client = _client(tmp_path, lambda req: httpx.Response(403, text="forbidden"))
+    with pytest.raises(OpenAlexError) as info:
+        list(client.iter_pages("x:y"))
+    assert "403" in str(info.value) and "SECRET-KEY-123" not in str(info.value)
+
+
+def test_retry_after_dates_and_caps():
+    from metacan_pipeline.openalex.api import MAX_RETRY_AFTER_S, _retry_after
+
+    assert _retry_after("7") == 7.0 and _retry_after("86400") == MAX_RETRY_AFTER_S and _retry_after("nan") is None
+    assert 0 <= _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") <= 1  # a past date: retry now
+    assert _retry_after("soon") is None

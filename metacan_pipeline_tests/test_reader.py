@@ -66,8 +66,10 @@ def test_deinversion_handles_gaps_and_leading_label(openalex_dir: Path):
 def test_markup_to_text_and_ids():
     assert markup_to_text("Using<b>lme4</b>") == "Usinglme4"
     assert markup_to_text("<i>Planck</i> 2018 results") == "Planck 2018 results"
-    assert markup_to_text("<script>alert(1)</script>x &lt; y") == "alert(1)x < y"
+    assert markup_to_text("<script>alert(1)</script>x &lt; y") == "alert(1) x < y"
+    assert markup_to_text("Effect<br>Ontario") == "Effect Ontario" and markup_to_text("H<sub>2</sub>O") == "H2O"
     assert short_id("https://openalex.org/w123") == "W123"
     assert short_id("F4320334593") == "F4320334593"
     assert short_id("https://example.org/W1") is None
     assert is_work_id("W1") and not is_work_id("W1/../x") and not is_work_id("../W1")
+    assert not is_work_id("W\u0661") and not is_work_id("W1\n") and short_id("W" + "1" * 20) is None

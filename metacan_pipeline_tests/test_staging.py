@@ -64,3 +64,35 @@ def test_fast_and_exact_paths_agree_on_every_real_work_record(tmp_path, openalex
     mismatches = [(a["id"], k) for a, b in zip(fast_rows, exact_rows) for k in a if a[k] != b[k]]
     assert mismatches == []
     assert sum(bool(r["lexicon_hits"]) for r in fast_rows) > 20
+
+
+def test_blank_lines_do_not_shift_abstract_pointers(tmp_path, openalex_dir):
+    """A work's pointer must lead back to its own record, whichever reader staged it."""
+    from metacan_pipeline.openalex.lookup import load_abstracts
+
+    base = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
+    works = [{**base, "id": f"https://openalex.org/W{i}", "abstract_inverted_index": {f"Abstract-of-W{i}": [0]}} for i in (1, 2, 3)]
+    part = tmp_path / "b.jsonl"
+    part.write_text(json.dumps(works[0]) + "\n\n" + json.dumps(works[1]) + "\n   \n" + json.dumps(works[2]) + "\n")
+    for fast in (True, False):
+        _, rows = _stage(part, tmp_path, tmp_path, f"out-{fast}", fast)
+        got = load_abstracts(tmp_path, [(r["id"], r["source_file"], r["source_locator"]) for r in rows])
+        assert got == {"W1": "Abstract-of-W1", "W2": "Abstract-of-W2", "W3": "Abstract-of-W3"}
+
+
+def test_hostile_values_do_not_stop_the_read(tmp_path, openalex_dir):
+    base = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
+    odd = [
+        {**base, "id": "https://openalex.org/W1", "cited_by_count": 9223372036854775813, "publication_year": 1099511627776},
+        {**base, "id": "https://openalex.org/W2", "publication_year": 2025.5, "title": 123, "abstract_inverted_index": []},
+        {**base, "id": "https://openalex.org/W3", "authorships": [{"countries": "CA", "institutions": [None]}]},
+    ]
+    part = tmp_path / "odd.jsonl"
+    part.write_text("\n".join(json.dumps(w) for w in odd) + "\n")
+    results = [_stage(part, tmp_path, tmp_path, f"out-{fast}", fast)[1] for fast in (True, False)]
+    assert results[0] == results[1]
+    rows = {r["id"]: r for r in results[0]}
+    assert rows["W1"]["cited_by_count"] is None and rows["W1"]["publication_year"] is None
+    assert rows["W2"]["publication_year"] is None and rows["W2"]["has_abstract"] is False
+    assert rows["W2"]["title"] == base["display_name"]
+    assert rows["W3"]["author_countries"] == ["CA"]

@@ -14,11 +14,12 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from ..meta import counts_markdown, table_metadata
-from ..openalex.reader import Record, discover_files, iter_records
+from ..openalex.reader import Record, discover, iter_records
 from ..openalex.staging import stage_files
 from ..openalex.works import WORKS_SCHEMA
 from ..resources import OpenAlexFiles
-from ..storage import MetacanStorage
+from ..storage import MetacanStorage, sql_literal
+from ..openalex.ids import short_id
 from .entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
 from .lexicon import LEXICON_VERSION
 from .routes import FRAME_SCHEMA, AdmissionRule, frame_row
@@ -68,11 +69,21 @@ def _merged_work_ids(root) -> set[str]:
     files = sorted(root.rglob("merged_ids/works/*.csv*"))
     if not files:
         return set()
-    rel = duckdb.sql(
-        "SELECT DISTINCT id FROM read_csv(?, header=true, columns={'merge_date':'VARCHAR','id':'VARCHAR','merge_into_id':'VARCHAR'})",
-        params=[[str(f) for f in files]],
-    )
-    return {r[0] for r in rel.fetchall()}
+    out: set[str] = set()
+    for f in files:
+        try:
+            rows = duckdb.execute(
+                "SELECT DISTINCT id FROM read_csv(?, header=true, columns={'merge_date':'VARCHAR','id':'VARCHAR','merge_into_id':'VARCHAR'})",
+                [str(f)],
+            ).fetchall()
+        except duckdb.Error as exc:
+            raise dg.Failure(
+                description=f"merged-id file {f} is unreadable ({str(exc).splitlines()[0]}); it must be a (gzip) CSV with the "
+                            f"header merge_date,id,merge_into_id as in the OpenAlex snapshot: re-download it or remove it",
+                allow_retries=False,
+            ) from None
+        out.update(short_id(r[0]) or r[0] for r in rows if r[0])
+    return out
 
 
 @dg.asset(
@@ -87,7 +98,8 @@ def openalex_works(context: dg.AssetExecutionContext, config: IngestConfig, stor
     Reads all shapes (API pages, single works, plain lists, archived ``{request, payload}`` files,
     JSON Lines and the snapshot's ``updated_date=*/part_*.gz``), old and current schemas; file by file,
     staging typed rows in Parquet so memory stays at one batch. Deduplicates by id keeping the newest
-    ``updated_date`` (ties: last file in sort order) and drops ids listed in ``merged_ids/works``.
+    ``updated_date`` (ties: the later file in sort order, then the later record in the file) and drops
+    ids listed in ``merged_ids/works``.
     Bad records (unparseable line, missing id, non-object, truncated gzip) go to the table
     ``openalex_quarantine`` with file, line/locator and reason; the run goes on. The table
     ``openalex_inputs`` lists every file read (size, mtime, records, reader path): the frame build id
@@ -95,10 +107,14 @@ def openalex_works(context: dg.AssetExecutionContext, config: IngestConfig, stor
     Output: ``warehouse/openalex_works`` (schema ``WORKS_SCHEMA``; no abstract text).
     """
     root = openalex.root
-    files = discover_files(root)
+    files, unsupported = discover(root)
     stage = storage.warehouse / f".stage-openalex_works-{uuid.uuid4().hex[:8]}"
     stage.mkdir(parents=True)
-    quarantine: list[dict] = []
+    quarantine: list[dict] = [
+        {"source_file": str(p.relative_to(root)), "locator": "file", "line": None, "excerpt": "",
+         "reason": "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines)"}
+        for p in unsupported
+    ]
     inputs: list[dict] = []
     read: Counter[str] = Counter()
     workers = config.workers or os.cpu_count() or 1
@@ -123,7 +139,7 @@ def openalex_works(context: dg.AssetExecutionContext, config: IngestConfig, stor
             con.execute("CREATE TEMP TABLE merged(id VARCHAR)")
             if merged:
                 con.executemany("INSERT INTO merged VALUES (?)", [[m] for m in merged])
-            staged = f"read_parquet('{stage}/*.parquet')"
+            staged = f"read_parquet({sql_literal(str(stage / '*.parquet'))})"
             n_rows, n_ids = con.execute(f"SELECT count(*), count(DISTINCT id) FROM {staged}").fetchone()
             if n_rows == n_ids:  # the usual snapshot case: no window, no sort, flat memory
                 query = f"SELECT * FROM {staged} WHERE id NOT IN (SELECT id FROM merged)"
@@ -131,7 +147,8 @@ def openalex_works(context: dg.AssetExecutionContext, config: IngestConfig, stor
                 query = f"""
                 SELECT * EXCLUDE (rn) FROM (
                   SELECT *, row_number() OVER (
-                    PARTITION BY id ORDER BY updated_date DESC NULLS LAST, source_file DESC, source_locator DESC) AS rn
+                    PARTITION BY id ORDER BY updated_date DESC NULLS LAST, source_file DESC,
+                      TRY_CAST(regexp_extract(source_locator, '([0-9]+)[^0-9]*$', 1) AS BIGINT) DESC NULLS LAST) AS rn
                   FROM {staged}
                 ) WHERE rn = 1 AND id NOT IN (SELECT id FROM merged)"""
             reader = con.execute(query).to_arrow_reader(50_000)
@@ -223,13 +240,13 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
 
     import duckdb
 
-    works_glob = str(storage.table_dir("openalex_works") / "*.parquet").replace("'", "''")
     con = duckdb.connect(config={"memory_limit": "1GB", "preserve_insertion_order": False})
-    total = con.execute(f"SELECT count(*) FROM read_parquet('{works_glob}')").fetchone()[0]
+    works = f"read_parquet({sql_literal(str(storage.table_dir('openalex_works') / '*.parquet'))})"
+    total = con.execute(f"SELECT count(*) FROM {works}").fetchone()[0]
     # Only works on which some route can fire become Python rows (about 5% of a snapshot); frame_row
     # then decides routes, evidence and admission exactly.
     candidates = con.execute(
-        f"""SELECT * FROM read_parquet('{works_glob}') WHERE
+        f"""SELECT * FROM {works} WHERE
               list_contains(author_countries, 'CA')
               OR len(list_filter(institutions, i -> i.country_code = 'CA' OR list_contains($inst, i.id))) > 0
               OR len(list_filter(funders, f -> list_contains($funders, f.id))) > 0

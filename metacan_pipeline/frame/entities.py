@@ -73,12 +73,14 @@ def canadian_entity_rows(records: Iterable[Record], built_on: str) -> list[dict]
         if str(rec.data.get("country_code") or "").upper() != "CA":
             continue
         eid = short_id(rec.data.get("id"))
+        updated = rec.data.get("updated_date") or rec.data.get("updated")
+        name = rec.data.get("display_name")
         row = {
             "kind": kind,
             "id": eid,
-            "display_name": rec.data.get("display_name"),
+            "display_name": name if isinstance(name, str) else None,
             "country_code": "CA",
-            "updated_date": rec.data.get("updated_date") or rec.data.get("updated"),
+            "updated_date": str(updated) if updated is not None else None,
             "source_file": rec.source_file,
         }
         key = (kind, eid)

@@ -10,10 +10,24 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 
+#: Inline tags whose boundaries are not word boundaries (``H<sub>2</sub>O`` stays "H2O"); any other
+#: tag (``<br>``, ``<p>``, ``<jats:p>``) separates words.
+_INLINE = {"i", "b", "em", "strong", "sub", "sup", "u", "small", "span", "a", "sc", "tt", "font",
+           "jats:italic", "jats:bold", "jats:sub", "jats:sup", "jats:sc", "mml:mi", "mml:mn", "mml:mo"}
+
+
 class _TextOnly(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag not in _INLINE:
+            self.parts.append(" ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in _INLINE:
+            self.parts.append(" ")
 
     def handle_data(self, data: str) -> None:
         self.parts.append(data)

@@ -14,6 +14,7 @@ no call for pages it has. The API key is sent but never logged or archived.
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import gzip
 import hashlib
 import json
@@ -34,6 +35,11 @@ class BudgetExhausted(RuntimeError):
     """The per-day call or cost budget is spent; the message says where to resume."""
 
 
+class OpenAlexError(RuntimeError):
+    """A non-retryable answer (4xx, a page that is not an OpenAlex list, a cursor loop); the message
+    names endpoint and cursor and never the API key."""
+
+
 class TransientHTTPError(Exception):
     """429, 5xx, timeout or dropped connection: retried with backoff (Retry-After honoured)."""
 
@@ -50,6 +56,30 @@ class Budget:
     max_cost_usd: float = 10.0
 
 
+MAX_RETRY_AFTER_S = 300.0
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), capped at 5 minutes."""
+    if not value:
+        return None
+    try:
+        secs = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when is None:
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        secs = (when - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    if secs != secs:  # NaN
+        return None
+    return min(max(secs, 0.0), MAX_RETRY_AFTER_S)
+
+
 def _wait(state: RetryCallState) -> float:
     exc = state.outcome.exception() if state.outcome else None
     base = wait_random_exponential(multiplier=0.5, max=60)(state)
@@ -63,7 +93,7 @@ class OpenAlexClient:
 
     ``api_key_env`` names the environment variable holding the key (absent = anonymous).
     Raises :class:`BudgetExhausted` before a call that would exceed the day's budget, and
-    ``httpx.HTTPStatusError`` for a non-retryable status (e.g. 400 for a bad filter).
+    :class:`OpenAlexError` for a non-retryable answer (e.g. 400 for a bad filter, a cursor loop).
     """
 
     def __init__(self, archive_dir: Path, *, base_url: str = DEFAULT_BASE_URL, api_key_env: str = "OPENALEX_API_KEY",
@@ -128,13 +158,16 @@ class OpenAlexClient:
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 raise TransientHTTPError(f"{type(exc).__name__} on {endpoint}") from None
             if resp.status_code == 429 or resp.status_code >= 500:
-                ra = resp.headers.get("Retry-After")
-                try:
-                    after = float(ra) if ra is not None else None
-                except ValueError:
-                    after = None
-                raise TransientHTTPError(f"HTTP {resp.status_code} on {endpoint}", after)
-            resp.raise_for_status()
+                raise TransientHTTPError(f"HTTP {resp.status_code} on {endpoint}", _retry_after(resp.headers.get("Retry-After")))
+            if resp.status_code >= 400:
+                raise OpenAlexError(f"HTTP {resp.status_code} from {endpoint} with {params} (API key not shown): {resp.text[:300]}")
+            try:
+                payload = resp.json()
+            except ValueError:
+                raise TransientHTTPError(f"{endpoint} answered {resp.status_code} with a body that is not JSON") from None
+            if not isinstance(payload, dict) or not isinstance(payload.get("results", []), list) \
+                    or not isinstance(payload.get("meta") or {}, dict):
+                raise OpenAlexError(f"{endpoint} with {params} answered a JSON {type(payload).__name__} that is not an OpenAlex list page")
             return resp
 
         return attempt()
@@ -151,7 +184,10 @@ class OpenAlexClient:
                 return json.load(fh)["payload"]
         resp = self._get(endpoint, params)
         payload = resp.json()
-        cost = float((payload.get("meta") or {}).get("cost_usd") or 0.0)
+        try:
+            cost = float((payload.get("meta") or {}).get("cost_usd") or 0.0)
+        except (TypeError, ValueError):
+            cost = 0.0  # an unreadable cost is not charged; the page is still archived
         if cost:
             with self._lock:
                 self._ledger()["cost_usd"] += cost
@@ -173,11 +209,12 @@ class OpenAlexClient:
         if select:
             params["select"] = select
         query_key = hashlib.sha256(json.dumps([endpoint, filter_, select, self.per_page]).encode()).hexdigest()[:16]
+        seen = {"*"}
         while True:
             try:
                 payload = self.fetch_page(endpoint, params, query_key)
-            except httpx.HTTPStatusError as exc:
-                if exc.response.status_code == 400 and self.per_page > 100 and params["cursor"] == "*":
+            except OpenAlexError as exc:
+                if " 400 " in str(exc) and self.per_page > 100 and params["cursor"] == "*":
                     self.per_page = 100  # a server that refuses 200 per page gets 100
                     yield from self.iter_pages(filter_, endpoint=endpoint, select=select)
                     return
@@ -186,6 +223,10 @@ class OpenAlexClient:
             nxt = (payload.get("meta") or {}).get("next_cursor")
             if not nxt or not payload.get("results"):
                 return
+            if nxt in seen:
+                raise OpenAlexError(f"cursor loop on {endpoint} filter {filter_!r}: next_cursor {nxt!r} was already fetched; "
+                                    f"stopping (the archive keeps the {len(seen)} pages read)")
+            seen.add(nxt)
             params = dict(params, cursor=nxt)
 
 

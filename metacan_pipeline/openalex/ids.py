@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import re
 
-_ID_RE = re.compile(r"^(?:https?://openalex\.org/)?([A-Za-z])(\d+)$")
-WORK_ID_RE = re.compile(r"^W\d+$")
+_ID_RE = re.compile(r"(?:https?://openalex\.org/)?([A-Za-z])([0-9]{1,19})")
+WORK_ID_RE = re.compile(r"W[0-9]{1,19}")
 
 
 def short_id(value: object) -> str | None:
-    """``"https://openalex.org/W123"`` or ``"w123"`` -> ``"W123"``; None for anything else.
+    """``"https://openalex.org/W123"`` or ``"w123"`` -> ``"W123"``; None for anything else (digits are
+    ASCII, at most 19 of them, so an id always fits a file name and a BIGINT).
 
     Source: OpenAlex docs, "Entity ids" (an id is an URL whose last segment is a letter and digits).
     """
     if not isinstance(value, str):
         return None
-    m = _ID_RE.match(value.strip())
+    m = _ID_RE.fullmatch(value.strip())
     if not m:
         return None
     return m.group(1).upper() + m.group(2)
@@ -28,5 +29,5 @@ def entity_kind(value: object) -> str | None:
 
 
 def is_work_id(value: str) -> bool:
-    """True for a short work id (``^W\\d+$``); used before an id becomes a file name or URL."""
-    return bool(WORK_ID_RE.match(value))
+    """True for a short work id (``W`` + 1-19 ASCII digits); used before an id becomes a file name or URL."""
+    return isinstance(value, str) and WORK_ID_RE.fullmatch(value) is not None

@@ -26,8 +26,11 @@ from pathlib import Path
 
 from .ids import entity_kind
 
-#: File names that are never records (manifests, merged-id CSVs, notes).
-_SKIP_SUFFIXES = (".md", ".csv.gz", ".csv", ".txt")
+#: File names that are never records (manifests, merged-id CSVs, notes, the API client's budget ledger).
+_SKIP_SUFFIXES = (".md", ".csv.gz", ".csv", ".txt", ".tmp")
+_DOCUMENT_SUFFIXES = (".json", ".json.gz")
+_LINES_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".gz")
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -62,26 +65,32 @@ QUARANTINE_COLUMNS = ("source_file", "locator", "line", "reason", "excerpt")
 def discover_files(root: Path, snapshot_entities: set[str] | None = None) -> list[Path]:
     """Every record-bearing file under ``root`` (recursively), sorted for a stable order.
 
-    Takes ``*.json``, ``*.json.gz`` (one document each), ``*.jsonl``, ``*.jsonl.gz`` and snapshot parts
-    ``part_*.gz`` (JSON Lines);
+    Takes ``*.json``, ``*.json.gz`` (one document each), ``*.jsonl``, ``*.ndjson`` (optionally ``.gz``)
+    and snapshot parts ``part_*.gz`` (JSON Lines), suffixes in any case;
     skips manifests, merged-id CSVs and notes. With ``snapshot_entities`` (e.g. ``{"funders"}``) snapshot
     parts of other entities (``data/<entity>/updated_date=*/``) are skipped, so reading the entity
     lists never parses the works. Raises FileNotFoundError naming ``root`` if it does not exist.
     """
+    return discover(root, snapshot_entities)[0]
+
+
+def discover(root: Path, snapshot_entities: set[str] | None = None) -> tuple[list[Path], list[Path]]:
+    """``(record files, unsupported files)`` under ``root``: see :func:`discover_files`. Unsupported
+    files (e.g. ``.bz2``, no extension) are returned so the caller can report them, never dropped silently."""
     if not root.exists():
         raise FileNotFoundError(
             f"OpenAlex input folder {root} does not exist: set METACAN_OPENALEX_DIR (or the "
             f"openalex_input_dir config) to a folder of OpenAlex JSON / JSON Lines / snapshot files"
         )
-    out = []
+    out, unsupported = [], []
     for p in sorted(root.rglob("*")):
-        if not p.is_file() or p.name == "manifest" or p.name.endswith(_SKIP_SUFFIXES):
+        name = p.name.lower()
+        if not p.is_file() or name == "manifest" or name.endswith(_SKIP_SUFFIXES) or (name.startswith("budget-") and name.endswith(".json")):
             continue
         if snapshot_entities is not None and p.parent.name.startswith("updated_date=") and p.parent.parent.name not in snapshot_entities:
             continue
-        if p.suffix in (".json", ".jsonl", ".gz"):
-            out.append(p)
-    return out
+        (out if name.endswith(_DOCUMENT_SUFFIXES + _LINES_SUFFIXES) else unsupported).append(p)
+    return out, unsupported
 
 
 def _excerpt(text: str | bytes, n: int = 200) -> str:
@@ -119,19 +128,25 @@ def _iter_json_document(doc: object, source: str, prefix: str = "") -> Iterator[
 
 
 def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
-    opener = gzip.open if path.suffix == ".gz" else open
+    """Records of a JSON Lines file. A record's locator is ``record N`` (N counts non-blank lines, as
+    DuckDB's reader does); quarantine rows name the physical ``line``."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
     lineno = 0
+    ordinal = 0
     try:
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
+                if lineno == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM):]
                 if not raw.strip():
                     continue
+                ordinal += 1
                 try:
                     obj = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
                     yield Quarantined(source, f"line {lineno}", lineno, f"unparseable JSON: {exc}", _excerpt(raw))
                     continue
-                yield _classify(obj, source, f"line {lineno}", lineno)
+                yield _classify(obj, source, f"record {ordinal}", lineno)
     except (EOFError, OSError, zlib.error) as exc:
         yield Quarantined(
             source, f"after line {lineno}", lineno + 1,
@@ -147,19 +162,29 @@ def iter_file(path: Path, root: Path | None = None) -> Iterator[Record | Quarant
     parse as one document is retried as JSON Lines (some tools write ``.json`` line by line).
     """
     source = str(path.relative_to(root)) if root else str(path)
-    is_document = path.name.endswith((".json", ".json.gz"))
-    if not is_document:
+    if not path.name.lower().endswith(_DOCUMENT_SUFFIXES):
         yield from _iter_json_lines(path, source)
         return
     try:
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        raw = gzip.decompress(path.read_bytes()) if path.name.lower().endswith(".gz") else path.read_bytes()
     except (OSError, EOFError, zlib.error) as exc:
-        yield Quarantined(source, "document", None, f"cannot read file: {exc}", "")
+        yield Quarantined(source, "document", None, f"cannot read file: {exc}; re-download it", "")
+        return
+    raw = raw[len(_BOM):] if raw.startswith(_BOM) else raw
+    if not raw.strip():
         return
     try:
         doc = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        yield from _iter_json_lines(path, source)
+    except orjson.JSONDecodeError as exc:
+        first = raw.lstrip().split(b"\n", 1)[0]
+        try:
+            line_ok = isinstance(orjson.loads(first), dict) and b"\n" in raw.strip()
+        except orjson.JSONDecodeError:
+            line_ok = False
+        if line_ok:  # JSON Lines saved as .json
+            yield from _iter_json_lines(path, source)
+        else:
+            yield Quarantined(source, "document", None, f"not valid JSON: {exc}; fix or re-download the file", _excerpt(raw))
         return
     yield from _iter_json_document(doc, source)
 

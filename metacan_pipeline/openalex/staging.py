@@ -33,7 +33,7 @@ from .works import WORKS_SCHEMA, work_row
 
 #: The fields of a work record the frame reads (OpenAlex docs, "Work object"); DuckDB skips the rest.
 FAST_COLUMNS = {
-    "id": "VARCHAR", "doi": "VARCHAR", "title": "VARCHAR", "display_name": "VARCHAR", "publication_year": "BIGINT",
+    "id": "VARCHAR", "doi": "VARCHAR", "title": "JSON", "display_name": "JSON", "publication_year": "DOUBLE",
     "publication_date": "VARCHAR", "updated_date": "VARCHAR", "language": "VARCHAR", "type": "VARCHAR",
     "is_paratext": "BOOLEAN", "is_retracted": "BOOLEAN", "cited_by_count": "BIGINT",
     "primary_location": "STRUCT(source STRUCT(id VARCHAR, display_name VARCHAR))",
@@ -55,19 +55,19 @@ class _NeedsExactPath(Exception):
 _FAST_SQL = """
 WITH raw AS (
   SELECT *, row_number() OVER () AS _line,
-         upper(regexp_extract(trim(id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)) AS _sid
+         upper(regexp_extract(trim(id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)) AS _sid
   FROM read_json($path, format='newline_delimited', compression='auto_detect', hive_partitioning=false, columns=COLUMNS)
 ), typed AS (
   SELECT *,
     list_transform(flatten(list_transform(coalesce(authorships, []), lambda a: coalesce(a.institutions, []))),
-      lambda i: {'id': nullif(upper(regexp_extract(trim(i.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)), ''),
+      lambda i: {'id': nullif(upper(regexp_extract(trim(i.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''),
                  'name': i.display_name, 'country_code': i.country_code}) AS _insts,
     list_concat(
-      list_transform(coalesce(funders, []), lambda f: {'id': nullif(upper(regexp_extract(trim(f.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)), ''),
+      list_transform(coalesce(funders, []), lambda f: {'id': nullif(upper(regexp_extract(trim(f.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''),
                                                         'name': f.display_name, 'via': 'funders.id'}),
-      list_transform(coalesce(awards, []), lambda f: {'id': nullif(upper(regexp_extract(trim(f.funder_id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)), ''),
+      list_transform(coalesce(awards, []), lambda f: {'id': nullif(upper(regexp_extract(trim(f.funder_id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''),
                                                        'name': f.funder_display_name, 'via': 'awards.funder_id'}),
-      list_transform(coalesce(grants, []), lambda f: {'id': nullif(upper(regexp_extract(trim(f.funder), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)), ''),
+      list_transform(coalesce(grants, []), lambda f: {'id': nullif(upper(regexp_extract(trim(f.funder), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''),
                                                        'name': f.funder_display_name, 'via': 'grants.funder'})) AS _funds,
     list_filter(list_transform(coalesce(keywords, []), lambda k: k.display_name), lambda x: x IS NOT NULL AND x <> '') AS _kw
   FROM raw
@@ -80,13 +80,13 @@ WITH raw AS (
 SELECT
   _sid AS id, _line,
   doi,
-  coalesce(title, display_name) AS title,
-  CAST(publication_year AS INTEGER) AS publication_year,
+  CASE WHEN json_type(title) = 'VARCHAR' THEN title ->> '$' WHEN json_type(display_name) = 'VARCHAR' THEN display_name ->> '$' END AS title,
+  CASE WHEN publication_year = floor(publication_year) AND abs(publication_year) < 100000 THEN CAST(publication_year AS INTEGER) END AS publication_year,
   publication_date, updated_date, language, type,
   coalesce(is_paratext, false) AS is_paratext,
   coalesce(is_retracted, false) AS is_retracted,
   cited_by_count,
-  nullif(upper(regexp_extract(trim(primary_location.source.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]+)$', 2)), '') AS venue_id,
+  nullif(upper(regexp_extract(trim(primary_location.source.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), '') AS venue_id,
   primary_location.source.display_name AS venue_name,
   primary_topic.display_name AS topic,
   primary_topic.field.display_name AS field,
@@ -97,8 +97,8 @@ SELECT
   _kw AS keywords,
   coalesce(is_authors_truncated, false) AS is_authors_truncated,
   CAST(len(coalesce(authorships, [])) AS INTEGER) AS n_authorships,
-  coalesce(abstract_inverted_index::VARCHAR NOT IN ('null', '{}'), false) AS has_abstract,
-  regexp_matches(lower(coalesce(title, display_name, '') || ' ' || array_to_string(_kw, '; ')), $pattern) AS _text_flag,
+  coalesce(json_type(abstract_inverted_index) = 'OBJECT' AND abstract_inverted_index::VARCHAR <> '{}', false) AS has_abstract,
+  regexp_matches(lower(coalesce(title ->> '$', '') || ' ' || coalesce(display_name ->> '$', '') || ' ' || array_to_string(_kw, '; ')), $pattern) AS _text_flag,
   CASE WHEN regexp_matches(lower(abstract_inverted_index::VARCHAR), $pattern) THEN abstract_inverted_index::VARCHAR END AS _abstract_json
 FROM keyed
 """
@@ -118,7 +118,7 @@ def _fast_tables(path: Path, source: str, batch_rows: int, counts: Counter) -> I
             ids = batch.column("id")
             if pc.any(pc.equal(ids, "")).as_py() or ids.null_count:
                 bad = pc.index(pc.fill_null(ids, ""), "").as_py()
-                raise _NeedsExactPath(f"record without a valid id at line {batch.column('_line')[bad].as_py()}")
+                raise _NeedsExactPath(f"record {batch.column('_line')[bad].as_py()} has no valid work id")
             kinds = pc.utf8_slice_codeunits(ids, 0, 1)
             for kind, n in zip(*pc.value_counts(kinds).flatten()):
                 counts[kind.as_py()] += n.as_py()
@@ -145,7 +145,7 @@ def _fast_tables(path: Path, source: str, batch_rows: int, counts: Counter) -> I
                 "title_text": pa.array(title_text, pa.string()),
                 "lexicon_hits": pa.array(hits, WORKS_SCHEMA.field("lexicon_hits").type),
                 "source_file": pa.array([source] * n, pa.string()),
-                "source_locator": pa.array([f"line {x}" for x in lines], pa.string()),
+                "source_locator": pa.array([f"record {x}" for x in lines], pa.string()),
             }).select([f.name for f in WORKS_SCHEMA]).cast(WORKS_SCHEMA)
     except duckdb.Error as exc:
         raise _NeedsExactPath(str(exc)) from None
@@ -169,8 +169,8 @@ class StagedFile:
 def stage_file(path: str, root: str, stage_dir: str, index: int, rows_per_chunk: int = 10_000, fast: bool = True) -> StagedFile:
     """Parse one file and write its work rows as Parquet chunks; never raises for bad content.
 
-    Note: on the fast path a work's locator is its record ordinal (``line N``), which equals the line
-    number in snapshot parts (no blank lines); the exact path counts physical lines.
+    Both paths locate a JSON Lines work as ``record N`` (N counts non-blank lines); quarantine rows
+    name the physical line.
     """
     p, r = Path(path), Path(root)
     st = p.stat()
@@ -184,7 +184,9 @@ def stage_file(path: str, root: str, stage_dir: str, index: int, rows_per_chunk:
             out.chunks += 1
             buf = []
 
-    if fast and p.name.endswith((".gz", ".jsonl")) and not p.name.endswith(".json.gz"):
+    name = p.name.lower()
+    lines_file = name.endswith((".gz", ".jsonl", ".ndjson")) and not name.endswith(".json.gz")
+    if fast and lines_file and not any(c in str(p) for c in "*?[]{}"):  # DuckDB would read a name with these as a glob
         try:
             for table in _fast_tables(p, out.source_file, rows_per_chunk, out.counts):
                 pq.write_table(table, Path(stage_dir) / f"f{index:06d}-{out.chunks:04d}.parquet")

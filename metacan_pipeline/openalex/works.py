@@ -61,11 +61,24 @@ def _get(d: Any, *path: str) -> Any:
     return d
 
 
-def _as_int(v: Any) -> int | None:
-    try:
-        return int(v) if v is not None and not isinstance(v, bool) else None
-    except (TypeError, ValueError):
+def _as_int(v: Any, limit: int = 2**62) -> int | None:
+    """An integral number (or a string of one) within +-limit, else None: 2025.5, "2020abc", True
+    and 10**30 are not years or counts."""
+    if isinstance(v, bool) or v is None:
         return None
+    if isinstance(v, float):
+        if not v.is_integer():
+            return None
+        v = int(v)
+    try:
+        out = int(v)
+    except (TypeError, ValueError):
+        try:
+            f = float(v)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return int(f) if f.is_integer() and abs(f) < limit else None
+    return out if abs(out) < limit else None
 
 
 def _funders(w: dict) -> list[dict]:
@@ -112,15 +125,17 @@ def work_row(rec: Record, abstract: tuple[bool, str | None] | None = None) -> di
             institutions.setdefault(
                 key, {"id": iid, "name": _get(inst, "display_name"), "country_code": _get(inst, "country_code")}
             )
-        for c in (_get(a, "countries") or []):
+        raw_countries = _get(a, "countries") or []
+        for c in ([raw_countries] if isinstance(raw_countries, str) else raw_countries):
             if isinstance(c, str):
                 countries.add(c.upper())
     source = _get(w, "primary_location", "source") or {}
     topic = _get(w, "primary_topic", "display_name")
     field = _get(w, "primary_topic", "field", "display_name")
     if abstract is None:
-        text = deinvert(w.get("abstract_inverted_index"))
-        has_abstract = text is not None
+        index = w.get("abstract_inverted_index")
+        text = deinvert(index)
+        has_abstract = isinstance(index, dict) and len(index) > 0
     else:
         has_abstract, text = abstract
     keywords = _keywords(w)
@@ -131,7 +146,7 @@ def work_row(rec: Record, abstract: tuple[bool, str | None] | None = None) -> di
         "doi": doi,
         "title": title,
         "title_text": title_text,
-        "publication_year": _as_int(w.get("publication_year")),
+        "publication_year": _as_int(w.get("publication_year"), limit=100_000),
         "publication_date": w.get("publication_date") if isinstance(w.get("publication_date"), str) else None,
         "updated_date": w.get("updated_date") if isinstance(w.get("updated_date"), str) else None,
         "language": w.get("language") if isinstance(w.get("language"), str) else None,

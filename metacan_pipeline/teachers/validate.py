@@ -71,8 +71,9 @@ def validate_label(obj: Any, expected_id: str) -> DirectLabel:
     Rules (SPEC sections 3-4): the id equals the request's; every value in its vocabulary;
     ``insufficient_payload`` only alone; a substantive domain only with ``metaresearch`` (a
     ``not_metaresearch`` domain without it is normalised to null; with it, it is an error).
-    Normalisations: duplicate categories removed, categories put in vocabulary order, reason cut
-    to 400 characters. Raises :class:`InvalidLabel`.
+    Normalisations: duplicate categories removed, categories put in vocabulary order, control and
+    format characters removed from the reason, reason cut to 400 characters (an empty reason is an
+    error). Raises :class:`InvalidLabel`.
     """
     if not isinstance(obj, dict):
         raise InvalidLabel(f"reply is a JSON {type(obj).__name__}, not an object")
@@ -98,6 +99,9 @@ def validate_label(obj: Any, expected_id: str) -> DirectLabel:
     reason = obj.get("reason")
     if not isinstance(reason, str):
         raise InvalidLabel(f"reason={reason!r} is not a string")
+    reason = "".join(ch for ch in reason if ch.isprintable() or ch in "\n\t").strip()
+    if not reason:
+        raise InvalidLabel("reason is empty")
     return DirectLabel(
         id=expected_id,
         categories=categories,
