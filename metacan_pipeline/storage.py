@@ -120,6 +120,16 @@ class MetacanStorage(dg.ConfigurableResource):
         self.refresh_view(name)
         return rows
 
+    def adopt_table(self, name: str, folder: Path) -> None:
+        """Make ``folder`` (Parquet files on the same file system) the table ``name``, atomically."""
+        target = self.table_dir(name)
+        old = target.parent / f".{name}.old-{uuid.uuid4().hex[:8]}"
+        if target.exists():
+            target.rename(old)
+        folder.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+        self.refresh_view(name)
+
     def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """Read a whole warehouse table. Raises FileNotFoundError naming the asset to materialize."""
         self.require(name)

@@ -140,20 +140,23 @@ def openalex_works(context: dg.AssetExecutionContext, config: IngestConfig, stor
             if merged:
                 con.executemany("INSERT INTO merged VALUES (?)", [[m] for m in merged])
             staged = f"read_parquet({sql_literal(str(stage / '*.parquet'))})"
-            n_rows, n_ids = con.execute(f"SELECT count(*), count(DISTINCT id) FROM {staged}").fetchone()
-            if n_rows == n_ids:  # the usual snapshot case: no window, no sort, flat memory
-                query = f"SELECT * FROM {staged} WHERE id NOT IN (SELECT id FROM merged)"
+            n_rows, n_ids, n_merged = con.execute(
+                f"SELECT count(*), count(DISTINCT id), count(*) FILTER (id IN (SELECT id FROM merged)) FROM {staged}").fetchone()
+            if n_rows == n_ids and n_merged == 0:  # the usual snapshot case: the staged files are the table
+                con.close()
+                shutil.rmtree(stage / "spill", ignore_errors=True)
+                storage.adopt_table("openalex_works", stage)
+                rows = n_rows
             else:
-                query = f"""
-                SELECT * EXCLUDE (rn) FROM (
-                  SELECT *, row_number() OVER (
-                    PARTITION BY id ORDER BY updated_date DESC NULLS LAST, source_file DESC,
-                      TRY_CAST(regexp_extract(source_locator, '([0-9]+)[^0-9]*$', 1) AS BIGINT) DESC NULLS LAST) AS rn
-                  FROM {staged}
-                ) WHERE rn = 1 AND id NOT IN (SELECT id FROM merged)"""
-            reader = con.execute(query).to_arrow_reader(50_000)
-            rows = storage.write_table("openalex_works", reader, schema=WORKS_SCHEMA)
-            con.close()
+                reader = con.execute(f"""
+                    SELECT * EXCLUDE (rn) FROM (
+                      SELECT *, row_number() OVER (
+                        PARTITION BY id ORDER BY updated_date DESC NULLS LAST, source_file DESC,
+                          TRY_CAST(regexp_extract(source_locator, '([0-9]+)[^0-9]*$', 1) AS BIGINT) DESC NULLS LAST) AS rn
+                      FROM {staged}
+                    ) WHERE rn = 1 AND id NOT IN (SELECT id FROM merged)""").to_arrow_reader(50_000)
+                rows = storage.write_table("openalex_works", reader, schema=WORKS_SCHEMA)
+                con.close()
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     storage.write_table("openalex_quarantine", pa.Table.from_pylist(quarantine, schema=QUARANTINE_SCHEMA))
