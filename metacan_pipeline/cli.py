@@ -63,7 +63,9 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
                      f" {gated} of {heads} codex heads pass the support gate (the rest carry scores, no decision)")
         ms = con.execute("SELECT validation_status, count(*) FROM machine_scores GROUP BY ALL").fetchall()
         lines.append("Machine scores: " + ", ".join(f"{s} {c}" for s, c in ms))
-        first = con.execute("SELECT id FROM frame ORDER BY about_ca DESC, has_abstract DESC, id LIMIT 1").fetchone()
+        first = con.execute(  # a work with the most routes and an abstract: the fullest page
+            "SELECT id FROM frame ORDER BY ca_aff::INT + ca_fund::INT + ca_venue::INT + about_ca::INT DESC, has_abstract DESC,"
+            " in_sampling_frame DESC, id LIMIT 1").fetchone()
     pages = st.site_dir / "works"
     lines.append(f"Pages: {len(list(pages.glob('*.html')))} in {pages}")
     lines.append(f"Index: {st.site_dir / 'index.html'}")
