@@ -244,22 +244,28 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
     import duckdb
 
     con = duckdb.connect(config={"memory_limit": "1GB", "preserve_insertion_order": False})
-    works = f"read_parquet({sql_literal(str(storage.table_dir('openalex_works') / '*.parquet'))})"
-    total = con.execute(f"SELECT count(*) FROM {works}").fetchone()[0]
-    # Only works on which some route can fire become Python rows (about 5% of a snapshot); frame_row
-    # then decides routes, evidence and admission exactly.
-    candidates = con.execute(
-        f"""SELECT * FROM {works} WHERE
-              list_contains(author_countries, 'CA')
-              OR len(list_filter(institutions, i -> i.country_code = 'CA' OR list_contains($inst, i.id))) > 0
-              OR len(list_filter(funders, f -> list_contains($funders, f.id))) > 0
-              OR list_contains($sources, venue_id)
-              OR len(list_filter(lexicon_hits, h -> h.tier IN ('A', 'B'))) > 0""",
-        {"inst": list(entities.institutions), "funders": list(entities.funders), "sources": list(entities.sources)},
-    ).to_arrow_reader(20_000)
+    params = {"inst": list(entities.institutions), "funders": list(entities.funders), "sources": list(entities.sources)}
+    files = sorted(storage.table_dir("openalex_works").glob("*.parquet"))
+    total = 0
+
+    def candidates():
+        """Works on which some route can fire (about 5% of a snapshot), one staged file at a time so
+        memory stays at one file; frame_row then decides routes, evidence and admission exactly."""
+        nonlocal total
+        for f in files:
+            total += con.execute(f"SELECT count(*) FROM read_parquet({sql_literal(str(f))})").fetchone()[0]
+            yield from con.execute(
+                f"""SELECT * FROM read_parquet({sql_literal(str(f))}) WHERE
+                      list_contains(author_countries, 'CA')
+                      OR len(list_filter(institutions, i -> i.country_code = 'CA' OR list_contains($inst, i.id))) > 0
+                      OR len(list_filter(funders, f -> list_contains($funders, f.id))) > 0
+                      OR list_contains($sources, venue_id)
+                      OR len(list_filter(lexicon_hits, h -> h.tier IN ('A', 'B'))) > 0""",
+                params,
+            ).to_arrow_reader(20_000)
 
     def batches():
-        for batch in candidates:
+        for batch in candidates():
             out = []
             for work in batch.to_pylist():
                 row, outcome = frame_row(work, entities, rule)
