@@ -16,7 +16,6 @@ from .lexicon import LexiconHit
 
 MIN_TITLE_CHARS = 11  # SPEC section 2: titles of 10 characters or fewer leave the sampling frame
 
-_NAMED = pa.struct([("id", pa.string()), ("name", pa.string())])
 
 FRAME_SCHEMA = pa.schema(
     [

@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path

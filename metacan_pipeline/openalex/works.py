@@ -16,7 +16,6 @@ from .abstract import deinvert, markup_to_text
 from .ids import short_id
 from .reader import Record
 
-_NAMED = pa.struct([("id", pa.string()), ("name", pa.string())])
 _INSTITUTION = pa.struct([("id", pa.string()), ("name", pa.string()), ("country_code", pa.string())])
 _FUNDER = pa.struct([("id", pa.string()), ("name", pa.string()), ("via", pa.string())])
 _HIT = pa.struct([("term", pa.string()), ("tier", pa.string()), ("field", pa.string())])

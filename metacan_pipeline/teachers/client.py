@@ -197,7 +197,7 @@ class TeacherClient:
                 rec.error = last_error
                 continue
             try:
-                obj = json.loads(content)
+                obj = json.loads(content, strict=False)  # control characters inside strings: the reason is cleaned later
             except json.JSONDecodeError as exc:
                 last_error = f"reply is not valid JSON ({exc.msg} at char {exc.pos})"
                 rec.error = last_error
