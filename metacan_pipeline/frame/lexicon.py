@@ -98,22 +98,43 @@ def find_hits(fields: dict[str, str | None]) -> list[LexiconHit]:
     return hits
 
 
-#: Tokens too common to flag a record for the full abstract scan (they only occur inside longer terms).
+def _alternation(tokens: set[str]) -> str:
+    return r"\b(" + "|".join(sorted(re.escape(t) for t in tokens)) + r")\b" if tokens else r"\b\B"
+
+
+#: Words too common to stand for a term in the pre-scan (a term made only of them keeps them all).
 _COMMON = {"new", "first", "island", "university", "of", "du", "de", "des", "et", "the", "and", "saint", "st", "s",
            "prince", "red", "bay", "health", "statistics", "foundation", "for", "innovation", "fonds", "recherche"}
 
 
 def prefilter_pattern() -> str:
-    """An RE2/regex pattern of the distinctive lexicon tokens, for a cheap pre-scan of raw text.
-
-    Every term of every tier contains at least one such token, so a text with no match cannot hold
-    a lexicon hit (a superset filter: the exact match is :func:`find_hits`).
-    """
-    tokens = set()
+    """An RE2/regex pattern with at least one word of every lexicon term (its uncommon words): a text
+    with no match holds no lexicon hit."""
+    words: set[str] = set()
     for term in _INDEX:
-        distinctive = [t for t in term if t not in _COMMON]
-        tokens.update(distinctive or term)
-    return r"\b(" + "|".join(sorted(re.escape(t) for t in tokens)) + r")\b"
+        words.update([t for t in term if t not in _COMMON] or term)
+    return _alternation(words)
+
+
+_SINGLE = {k[0] for k, (tier, _) in _INDEX.items() if tier != "C" and len(k) == 1}
+_MULTI = [frozenset(k) for k, (tier, _) in _INDEX.items() if tier != "C" and len(k) > 1]
+_TIER_C_WORDS = {t for k, (tier, _) in _INDEX.items() if tier == "C" for t in k}
+_TIER_A_WORDS = {t for k, (tier, _) in _INDEX.items() if tier == "A" for t in k}
+
+
+def text_may_count(raw_lower: str, context: str) -> bool:
+    """Whether the lower-cased raw text (e.g. an abstract's inverted-index JSON) may hold a hit that
+    counts as evidence (:func:`evidence_hits`), given the title and keywords ``context``.
+
+    A superset test, cheap next to de-inverting an abstract: a one-word tier A/B term needs its word;
+    a multi-word term needs all its words (in any order: an inverted index keeps no adjacency in its
+    JSON); a tier C term counts only with a tier A word in ``context`` (one in the text itself is
+    already a tier A hit).
+    """
+    words = set(_WORD.findall(raw_lower))
+    if words & _SINGLE or any(req <= words for req in _MULTI):
+        return True
+    return bool(words & _TIER_C_WORDS) and bool(_TIER_A_WORDS.intersection(_WORD.findall(context.casefold())))
 
 
 def about_ca_fires(tiers: set[str]) -> bool:

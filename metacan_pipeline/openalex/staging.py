@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..frame.lexicon import find_hits, prefilter_pattern
+from ..frame.lexicon import evidence_hits, find_hits, prefilter_pattern, text_may_count
 from .abstract import deinvert, markup_to_text
 from .reader import QUARANTINE_COLUMNS, Quarantined, iter_file
 from .works import WORKS_SCHEMA, work_row
@@ -97,9 +97,10 @@ SELECT
   _kw AS keywords,
   coalesce(is_authors_truncated, false) AS is_authors_truncated,
   CAST(len(coalesce(authorships, [])) AS INTEGER) AS n_authorships,
-  coalesce(json_type(abstract_inverted_index) = 'OBJECT' AND abstract_inverted_index::VARCHAR <> '{}', false) AS has_abstract,
+  coalesce(starts_with(abstract_inverted_index::VARCHAR, '{') AND abstract_inverted_index::VARCHAR <> '{}', false) AS has_abstract,
   regexp_matches(lower(coalesce(title ->> '$', '') || ' ' || coalesce(display_name ->> '$', '') || ' ' || array_to_string(_kw, '; ')), $pattern) AS _text_flag,
-  CASE WHEN regexp_matches(lower(abstract_inverted_index::VARCHAR), $pattern) THEN abstract_inverted_index::VARCHAR END AS _abstract_json
+  CASE WHEN starts_with(abstract_inverted_index::VARCHAR, '{') AND regexp_matches(lower(abstract_inverted_index::VARCHAR), $pattern)
+       THEN abstract_inverted_index::VARCHAR END AS _abstract_json
 FROM keyed
 """
 
@@ -135,9 +136,10 @@ def _fast_tables(path: Path, source: str, batch_rows: int, counts: Counter) -> I
                 if flag or raw:
                     if keywords is None:
                         keywords = batch.column("keywords").to_pylist()
-                    text = deinvert(orjson.loads(raw)) if raw else None
+                    context = f"{title_text[i]} {'; '.join(keywords[i] or [])}"
+                    text = deinvert(orjson.loads(raw)) if raw and text_may_count(raw.lower(), context) else None
                     found = find_hits({"title": title_text[i], "abstract": text, "keywords": "; ".join(keywords[i] or [])})
-                    hits[i] = [{"term": h.term, "tier": h.tier, "field": h.field} for h in found]
+                    hits[i] = [{"term": h.term, "tier": h.tier, "field": h.field} for h in evidence_hits(found)]
             lines = batch.column("_line").to_pylist()
             n = batch.num_rows
             yield pa.table({

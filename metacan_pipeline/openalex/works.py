@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..frame.lexicon import find_hits
+from ..frame.lexicon import evidence_hits, find_hits
 from .abstract import deinvert, markup_to_text
 from .ids import short_id
 from .reader import Record
@@ -138,7 +138,7 @@ def work_row(rec: Record, abstract: tuple[bool, str | None] | None = None) -> di
     else:
         has_abstract, text = abstract
     keywords = _keywords(w)
-    hits = find_hits({"title": title_text, "abstract": text, "keywords": "; ".join(keywords)})
+    hits = evidence_hits(find_hits({"title": title_text, "abstract": text, "keywords": "; ".join(keywords)}))
     doi = w.get("doi") if isinstance(w.get("doi"), str) else None
     return {
         "id": short_id(w.get("id")),
