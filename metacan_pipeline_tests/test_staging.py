@@ -96,3 +96,14 @@ def test_hostile_values_do_not_stop_the_read(tmp_path, openalex_dir):
     assert rows["W2"]["publication_year"] is None and rows["W2"]["has_abstract"] is False
     assert rows["W2"]["title"] == base["display_name"]
     assert rows["W3"]["author_countries"] == ["CA"]
+
+
+def test_accented_lexicon_words_are_found_on_both_readers(tmp_path, openalex_dir):
+    base = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
+    work = {**base, "id": "https://openalex.org/W77", "title": "Tides", "keywords": [],
+            "abstract_inverted_index": {"Tides": [0], "of": [1], "Île-du-Prince-Édouard.": [2]}}
+    part = tmp_path / "acc.jsonl"
+    part.write_text(json.dumps(work, ensure_ascii=False) + "\n")
+    results = [_stage(part, tmp_path, tmp_path, f"out-{fast}", fast)[1] for fast in (True, False)]
+    assert results[0] == results[1]
+    assert [h["term"] for h in results[0][0]["lexicon_hits"]] == ["Île-du-Prince-Édouard"]

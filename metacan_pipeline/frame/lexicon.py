@@ -108,12 +108,14 @@ _COMMON = {"new", "first", "island", "university", "of", "du", "de", "des", "et"
 
 
 def prefilter_pattern() -> str:
-    """An RE2/regex pattern with at least one word of every lexicon term (its uncommon words): a text
-    with no match holds no lexicon hit."""
+    """An RE2 pattern (DuckDB) with at least one word of every lexicon term (its uncommon words): a
+    text with no match holds no lexicon hit. Word boundaries are Unicode letters and digits (RE2's
+    ``\\b`` is ASCII-only and would miss "île" or "écosse")."""
     words: set[str] = set()
     for term in _INDEX:
         words.update([t for t in term if t not in _COMMON] or term)
-    return _alternation(words)
+    edge = r"[^\p{L}\p{N}_]"
+    return f"(^|{edge})(" + "|".join(sorted(re.escape(t) for t in words)) + f")({edge}|$)"
 
 
 _SINGLE = {k[0] for k, (tier, _) in _INDEX.items() if tier != "C" and len(k) == 1}
