@@ -83,7 +83,7 @@ def find_hits(fields: dict[str, str | None]) -> list[LexiconHit]:
     for field, text in fields.items():
         if not text:
             continue
-        words = _WORD.findall(text.casefold())
+        words = _tokens(text)
         for i, w in enumerate(words):
             if w not in _FIRST:
                 continue
@@ -96,10 +96,6 @@ def find_hits(fields: dict[str, str | None]) -> list[LexiconHit]:
                         hits.append(LexiconHit(term, tier, field))
                     break
     return hits
-
-
-def _alternation(tokens: set[str]) -> str:
-    return r"\b(" + "|".join(sorted(re.escape(t) for t in tokens)) + r")\b" if tokens else r"\b\B"
 
 
 #: Words too common to stand for a term in the pre-scan (a term made only of them keeps them all).
@@ -136,7 +132,7 @@ def text_may_count(raw_lower: str, context: str) -> bool:
     words = set(_WORD.findall(raw_lower))
     if words & _SINGLE or any(req <= words for req in _MULTI):
         return True
-    return bool(words & _TIER_C_WORDS) and bool(_TIER_A_WORDS.intersection(_WORD.findall(context.casefold())))
+    return bool(words & _TIER_C_WORDS) and bool(_TIER_A_WORDS.intersection(_tokens(context)))
 
 
 def about_ca_fires(tiers: set[str]) -> bool:
