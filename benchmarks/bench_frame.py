@@ -14,7 +14,8 @@ measured minutes apart on the same parts):
   compression='gzip')`` -- the issue's "bare DuckDB read_json scan". This is the ratio's denominator.
 - ``arrow`` (optional, ``--variants count,arrow``): ``SELECT * FROM read_json(...)`` pulled as Arrow
   record batches, i.e. every column materialised; reported, not used for the ratio.
-- ``frame``: ``dg.materialize([openalex_works, canadian_entities, frame])`` on an ephemeral instance,
+- ``frame``: ``openalex_inventory`` + ``canadian_entities``, then ``frame_parts`` over every partition + ``frame``
+  (one run each, as ``metacan run`` does) on an ephemeral instance,
   fresh data folder ``<scratch>/run_<N>/data``.
 
 Each stage runs in its own fresh child process (``python bench_frame.py --_stage ...``) so peak memory is
@@ -90,8 +91,8 @@ def stage_frame(input_dir: Path, data_dir: Path) -> dict:
     sys.path.insert(0, str(REPO))
     import dagster as dg
 
-    from metacan_pipeline.definitions import build_resources
-    from metacan_pipeline.frame.assets import canadian_entities, frame, openalex_works
+    from metacan_pipeline.definitions import all_partitions_run_tags, build_resources
+    from metacan_pipeline.frame.assets import canadian_entities, frame, frame_parts, openalex_inventory
 
     if data_dir.exists():
         shutil.rmtree(data_dir)
@@ -99,11 +100,13 @@ def stage_frame(input_dir: Path, data_dir: Path) -> dict:
     instance = dg.DagsterInstance.ephemeral()
     t0 = time.perf_counter()
     wall0 = time.time()
-    result = dg.materialize([openalex_works, canadian_entities, frame], resources=build_resources(str(data_dir), str(input_dir)),
-                            instance=instance)
+    resources = build_resources(str(data_dir), str(input_dir))
+    first = dg.materialize([openalex_inventory, canadian_entities], resources=resources, instance=instance)
+    result = dg.materialize([frame_parts, frame], resources=resources, instance=instance, tags=all_partitions_run_tags(instance))
     secs = time.perf_counter() - t0
+    result_ids = [first.run_id, result.run_id]
     steps: dict[str, dict] = {}
-    for entry in instance.all_logs(result.run_id):
+    for entry in (e for rid in result_ids for e in instance.all_logs(rid)):
         ev = entry.dagster_event
         if ev is None or not ev.step_key:
             continue
@@ -113,12 +116,12 @@ def stage_frame(input_dir: Path, data_dir: Path) -> dict:
             steps.setdefault(ev.step_key, {})["end"] = entry.timestamp
             steps[ev.step_key]["status"] = ev.event_type_value
     meta = {}
-    for mat in result.get_asset_materialization_events():
+    for mat in first.get_asset_materialization_events() + result.get_asset_materialization_events():
         m = mat.materialization
-        keep = ("dagster/row_count", "rows", "work_records_read", "duplicates_dropped", "quarantined", "works_read",
-                "funders", "sources", "institutions", "files_read")
+        keep = ("dagster/row_count", "rows", "work_records_read", "records_read", "routed_works", "parts_built", "quarantined",
+                "works_read", "funders", "sources", "institutions", "files_present")
         meta[m.asset_key.to_user_string()] = {k: getattr(v, "value", v) for k, v in m.metadata.items() if k in keep}
-    return {"success": result.success, "seconds": secs, "wall_start": wall0, "steps": steps, "asset_metadata": meta}
+    return {"success": first.success and result.success, "seconds": secs, "wall_start": wall0, "steps": steps, "asset_metadata": meta}
 
 
 def run_stage_in_child(args: argparse.Namespace) -> None:

@@ -41,8 +41,8 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
             "SELECT count(*), count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue),"
             " count(*) FILTER (about_ca), count(*) FILTER (invisible_to_affiliation_only) FROM frame").fetchone()
         q = con.execute("SELECT count(*) FROM openalex_quarantine").fetchone()[0]
-        w = con.execute("SELECT count(*) FROM openalex_works").fetchone()[0]
-        lines.append(f"Frame: {n} works admitted of {w} unique OpenAlex works read ({q} records quarantined)")
+        parts, w = con.execute("SELECT count(*), sum(work_records) FROM frame_build_manifest").fetchone()
+        lines.append(f"Frame: {n} works admitted of {w} OpenAlex work records read from {parts} files ({q} records quarantined)")
         lines.append(f"  by route: ca_aff {aff} | ca_fund {fund} | ca_venue {venue} | about_ca {about} | invisible to affiliation-only {blind}")
         lines.append("Direct labels (current teacher configurations):")
         for teacher in ("gemma", "codex"):
@@ -84,14 +84,14 @@ def run(
         os.environ["METACAN_DATA_DIR"] = data_dir
     if openalex_dir:
         os.environ["METACAN_OPENALEX_DIR"] = openalex_dir
-    from .definitions import build_resources, defs
+    from .definitions import build_resources, materialize_in_process
     from .storage import default_data_dir
 
     data = default_data_dir()
     instance = _instance(data)
-    job = defs.resolve_job_def("metacan_all")
+    resources = build_resources()
     t0 = time.monotonic()
-    result = job.execute_in_process(instance=instance, resources=build_resources(), raise_on_error=False)
+    result = materialize_in_process(instance, resources)
     elapsed = time.monotonic() - t0
     if not result.success:
         failed = [e.step_key for e in result.all_events if e.is_step_failure]

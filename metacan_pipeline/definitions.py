@@ -14,7 +14,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from .frame.assets import canadian_entities, frame, frame_ids_unique, frame_routes_have_evidence, openalex_works
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+from .frame.assets import (
+    canadian_entities, frame, frame_build_manifest_covers_snapshot, frame_ids_unique, frame_parts, frame_routes_have_evidence,
+    frame_stores_no_abstract_text, openalex_inventory, openalex_partitions,
+)
 from .publish.assets import records_may_ship, work_pages, work_records
 from .resources import OpenAlexFiles, default_openalex_dir
 from .sampling.assets import sample_design, sample_design_partitions_frame
@@ -25,19 +30,64 @@ from .teachers.server import EmbeddedLlamaServer
 from .teachers.settings import TeacherSettings
 
 ALL_ASSETS = [
-    openalex_works, canadian_entities, frame, sample_design, direct_labels_gemma, direct_labels_codex,
+    openalex_inventory, canadian_entities, frame_parts, frame, sample_design, direct_labels_gemma, direct_labels_codex,
     student_heads, predictions, machine_scores, work_records, work_pages,
 ]
-ALL_CHECKS = [frame_ids_unique, frame_routes_have_evidence, sample_design_partitions_frame, gemma_covers_frame, records_may_ship]
+ALL_CHECKS = [
+    frame_ids_unique, frame_routes_have_evidence, frame_stores_no_abstract_text, frame_build_manifest_covers_snapshot,
+    sample_design_partitions_frame, gemma_covers_frame, records_may_ship,
+]
 
 #: The main job: the whole asset graph, checks included (blocking checks stop what is downstream).
+#: Partitioned by ``openalex_partitions`` through ``frame_parts``: run it over the range of every
+#: partition (``metacan run`` does, after ``frame_refresh`` has registered them).
 metacan_all = dg.define_asset_job("metacan_all", selection=dg.AssetSelection.all(),
                                   description="Materialize the whole graph: frame -> direct labels -> student -> records and pages.")
-#: The frame refresh: ingestion only (entities, works, frame).
-frame_refresh = dg.define_asset_job("frame_refresh", selection=dg.AssetSelection.groups("ingestion"),
-                                    description="Re-read the OpenAlex inputs and rebuild the frame.")
-weekly_frame_refresh = dg.ScheduleDefinition(name="weekly_frame_refresh", job=frame_refresh, cron_schedule="0 3 * * 1", execution_timezone="America/Toronto",
+#: The frame refresh: take stock of the inputs (registers new partitions) and rebuild the entity lists.
+frame_refresh = dg.define_asset_job("frame_refresh", selection=dg.AssetSelection.assets(openalex_inventory, canadian_entities),
+                                    description="Take stock of the OpenAlex inputs and rebuild the Canadian entity lists; "
+                                                "the sensor frame_build_after_refresh then builds the new parts and the frame.")
+#: Build the parts of the given partitions (already built ones are skipped unread) and merge the frame.
+frame_build = dg.define_asset_job("frame_build", selection=dg.AssetSelection.assets(frame_parts, frame),
+                                  description="Build unbuilt frame parts and merge the frame (run over a partition range).")
+#: Everything after ``frame_refresh``, over a range of partitions (what ``metacan run`` runs second).
+metacan_build = dg.define_asset_job(
+    "metacan_build", selection=dg.AssetSelection.all() - dg.AssetSelection.assets(openalex_inventory, canadian_entities),
+    description="Everything downstream of frame_refresh: frame parts, frame, direct labels, student, records and pages.")
+weekly_frame_refresh = dg.ScheduleDefinition(name="weekly_frame_refresh", job=frame_refresh, cron_schedule="0 3 * * 1",
+                                             execution_timezone="America/Toronto",
                                              description="Weekly frame refresh, Mondays 03:00 Toronto time.")
+
+
+def all_partitions_run_tags(instance: dg.DagsterInstance) -> dict[str, str]:
+    """Run tags that select every registered ``openalex_partitions`` key as one range (a single-run
+    backfill: ``frame_parts`` gets them all and builds their files in parallel)."""
+    keys = instance.get_dynamic_partitions(openalex_partitions.name)
+    if not keys:
+        raise ValueError("no openalex_partitions registered yet: materialize openalex_inventory first (job frame_refresh)")
+    return {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
+
+
+@dg.asset_sensor(asset_key=openalex_inventory.key, job=frame_build, minimum_interval_seconds=60,
+                 default_status=dg.DefaultSensorStatus.RUNNING,
+                 description="After each inventory, build the parts not built yet (all partitions, one run) and merge the frame.")
+def frame_build_after_refresh(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
+    """One ``frame_build`` run per ``openalex_inventory`` materialization, over every partition;
+    finished parts are skipped without being read, so only new or changed files cost time."""
+    yield dg.RunRequest(run_key=asset_event.run_id, tags=all_partitions_run_tags(context.instance))
+
+
+def materialize_in_process(instance: dg.DagsterInstance, resources: dict, through: str = "all") -> dg.ExecuteInProcessResult:
+    """Materialize the graph in this process as the UI would: ``frame_refresh`` (the inventory
+    registers the partitions, the entity lists), then one run over every partition of the rest:
+    all assets when ``through="all"``, the frame's parts and the frame when ``through="frame"``
+    (checks included). Returns the last run's result (the first one's if it failed); never raises
+    for a failed step (``raise_on_error=False``: read ``result.success``)."""
+    first = defs.resolve_job_def("frame_refresh").execute_in_process(instance=instance, resources=resources, raise_on_error=False)
+    if not first.success:
+        return first
+    job = defs.resolve_job_def("frame_build" if through == "frame" else "metacan_build")
+    return job.execute_in_process(instance=instance, resources=resources, raise_on_error=False, tags=all_partitions_run_tags(instance))
 
 
 def build_resources(data_dir: str | None = None, openalex_dir: str | None = None) -> dict:
@@ -45,7 +95,7 @@ def build_resources(data_dir: str | None = None, openalex_dir: str | None = None
     data = data_dir or default_data_dir()
     return {
         "storage": MetacanStorage(data_dir=data),
-        "openalex": OpenAlexFiles(input_dir=openalex_dir or default_openalex_dir()),
+        "openalex": OpenAlexFiles(input_dir=openalex_dir or default_openalex_dir(), api_archive_dir=str(Path(data) / "openalex_api")),
         "teacher_gemma": TeacherSettings.from_env("gemma", record_view="title_only", coverage="all"),
         "teacher_codex": TeacherSettings.from_env("codex", record_view="title_abstract", coverage="sample"),
         "llm_server": EmbeddedLlamaServer(log_dir=str(Path(data) / "logs")),
@@ -55,8 +105,9 @@ def build_resources(data_dir: str | None = None, openalex_dir: str | None = None
 defs = dg.Definitions(
     assets=ALL_ASSETS,
     asset_checks=ALL_CHECKS,
-    jobs=[metacan_all, frame_refresh],
+    jobs=[metacan_all, metacan_build, frame_refresh, frame_build],
     schedules=[weekly_frame_refresh],
+    sensors=[frame_build_after_refresh],
     resources=build_resources(),
     # One process per run: DuckDB takes one writer per file, and both teachers share one embedded server.
     executor=dg.in_process_executor,

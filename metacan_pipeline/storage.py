@@ -167,4 +167,4 @@ class MetacanStorage(dg.ConfigurableResource):
         """(Re)create the DuckDB view ``<name>`` over ``warehouse/<name>/*.parquet``."""
         pattern = sql_literal(str(self.table_dir(name) / "*.parquet"))
         with self.connect() as con:
-            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM read_parquet({pattern})')
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM read_parquet({pattern}, hive_partitioning=false)')

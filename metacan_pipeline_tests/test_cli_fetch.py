@@ -10,8 +10,7 @@ import duckdb
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
-from metacan_pipeline.definitions import build_resources
-from metacan_pipeline.frame.assets import canadian_entities, frame, openalex_works
+from metacan_pipeline.definitions import build_resources, materialize_in_process
 
 
 def _serve(routes):
@@ -64,6 +63,6 @@ def test_fetch_archives_routes_and_the_frame_reads_the_archive(tmp_path, openale
     finally:
         server.shutdown()
     resources = build_resources(str(tmp_path / "data"), str(out / "pages"))
-    assert dg.materialize([openalex_works, canadian_entities, frame], resources=resources, instance=dg.DagsterInstance.ephemeral()).success
+    assert materialize_in_process(dg.DagsterInstance.ephemeral(), resources, through="frame").success
     con = duckdb.connect(str(tmp_path / "data" / "metacan.duckdb"), read_only=True)
     assert con.execute("SELECT id, ca_fund FROM frame").fetchall() == [("W1951724000", True)]

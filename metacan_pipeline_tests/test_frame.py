@@ -2,8 +2,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from metacan_pipeline.definitions import build_resources
-from metacan_pipeline.frame.assets import canadian_entities, frame, frame_ids_unique, frame_routes_have_evidence, openalex_works
+from metacan_pipeline.definitions import build_resources, materialize_in_process
 from metacan_pipeline.frame.entities import EntityLists
 from metacan_pipeline.frame.lexicon import about_ca_fires, find_hits
 from metacan_pipeline.frame.routes import AdmissionRule, frame_row
@@ -60,11 +59,13 @@ def test_lexicon_tiers():
     assert {h.term for h in find_hits({"title": "Les Premières Nations du Québec", "abstract": None, "keywords": ""})} == {"Premières Nations", "Québec"}
 
 
+def _build(data, inp, **kw):
+    return materialize_in_process(dg.DagsterInstance.ephemeral(), build_resources(str(data), str(inp)), through="frame", **kw)
+
+
 @pytest.fixture()
 def ingested(tmp_path, openalex_dir):
-    resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
-    result = dg.materialize([openalex_works, canadian_entities, frame, frame_ids_unique, frame_routes_have_evidence],
-                            resources=resources, instance=dg.DagsterInstance.ephemeral())
+    result = _build(tmp_path / "data", openalex_dir)
     assert result.success
     return tmp_path / "data", result
 
@@ -72,25 +73,31 @@ def ingested(tmp_path, openalex_dir):
 def test_ingestion_on_the_real_records(ingested):
     data, result = ingested
     con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
-    assert con.execute("SELECT count(*) FROM openalex_works").fetchone()[0] == 866
-    # W3108703640 appears twice on one page: the newest updated_date wins
-    upd = con.execute("SELECT updated_date FROM openalex_works WHERE id = 'W3108703640'").fetchall()
-    assert len(upd) == 1 and upd[0][0] == "2024-10-02T07:01:33.612862"  # the other copy says 2024-08-22
+    md = result.asset_materializations_for_node("frame")[0].metadata
+    assert md["works_read"].value == 866 and md["work_records_read"].value == 889
     # W2741809807 is in 5 files; the newest version wins
-    assert con.execute("SELECT updated_date FROM openalex_works WHERE id='W2741809807'").fetchone()[0].startswith("2025-10")
+    assert con.execute("SELECT updated_date FROM frame WHERE id='W2741809807'").fetchone()[0].startswith("2025-10")
     ents = dict(con.execute("SELECT kind, count(*) FROM canadian_entities GROUP BY kind").fetchall())
     assert ents == {"funder": 4, "source": 3, "institution": 35}
     lme4 = con.execute("SELECT ca_aff, ca_fund, ca_fund_evidence, has_abstract, title_text FROM frame WHERE id='W1951724000'").fetchone()
     assert lme4[0] and lme4[1] and "F4320334593" in lme4[2][0] and lme4[3]
     assert lme4[4] == "Fitting Linear Mixed-Effects Models Using lme4"
-    n_aff, n_fund = con.execute("SELECT count(*) FILTER (ca_aff), count(*) FILTER (ca_fund) FROM frame").fetchone()
-    assert n_aff == 29 and n_fund == 1
+    n, n_aff, n_fund, n_about, blind = con.execute(
+        "SELECT count(*), count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (about_ca),"
+        " count(*) FILTER (invisible_to_affiliation_only) FROM frame").fetchone()
+    assert (n, n_aff, n_fund, n_about, blind) == (44, 29, 1, 17, 15)
     cols = [r[0] for r in con.execute("DESCRIBE frame").fetchall()]
     assert "has_abstract" in cols and not any("abstract" in c and c != "has_abstract" for c in cols)
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {"frame_ids_unique": True, "frame_routes_have_evidence": True}
-    md = result.asset_materializations_for_node("frame")[0].metadata
-    assert md["dagster/row_count"].value == con.execute("SELECT count(*) FROM frame").fetchone()[0]
+    # the snapshot sample's manifest lists 465 parts of which 1 is here: a warning, not a failure
+    assert checks == {"frame_ids_unique": True, "frame_routes_have_evidence": True, "frame_stores_no_abstract_text": True,
+                      "frame_build_manifest_covers_snapshot": False}
+    assert md["dagster/row_count"].value == n and md["parts_done"].value == 39
+    manifest = con.execute("SELECT source_file, manifest_record_count, records_read, count_check, read_path FROM frame_build_manifest "
+                           "WHERE partition_key = 'updated_date=2023-05-16'").fetchall()
+    assert manifest == [("max-planck-innovation-competition__go-openalex__snapshot_sample/data/works/updated_date=2023-05-16/part_000.gz",
+                         27, 27, "ok", "duckdb")]
+    assert con.execute("SELECT count(*) FROM openalex_inventory WHERE manifest_status = 'missing_locally'").fetchone()[0] == 464
 
 
 def test_an_input_without_canadian_works_fails_with_a_clear_message(tmp_path, openalex_dir):
@@ -100,26 +107,29 @@ def test_an_input_without_canadian_works_fails_with_a_clear_message(tmp_path, op
     inp.mkdir()
     shutil.copy(openalex_dir / "Mearman__Academic-Explorer__work_W3209445140.json", inp)  # a software release, not Canadian
     (inp / "broken.jsonl").write_text('{"id": "https://openalex.org/W5", "title": "x"}\n{oops\n')
-    result = dg.materialize([openalex_works, canadian_entities, frame], resources=build_resources(str(tmp_path / "data"), str(inp)),
-                            instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    result = _build(tmp_path / "data", inp)
     assert not result.success
     failure = [e for e in result.all_events if e.is_step_failure][0]
     assert "the frame is empty" in failure.step_failure_data.error.message and "METACAN_OPENALEX_DIR" in failure.step_failure_data.error.message
-    md = result.asset_materializations_for_node("openalex_works")[0].metadata
-    assert md["quarantined"].value == 1 and md["dagster/row_count"].value == 2
+    md = result.asset_materializations_for_node("frame_parts")[0].metadata
+    assert md["work_records_read"].value == 2 and "unparseable JSON" in md["quarantined_by_reason"].value
 
 
 def test_frame_build_id_is_stable_until_an_input_changes(tmp_path, small_input):
     def build():
-        res = dg.materialize([openalex_works, canadian_entities, frame], resources=build_resources(str(tmp_path / "data"), str(small_input)),
-                             instance=dg.DagsterInstance.ephemeral())
-        return res.asset_materializations_for_node("frame")[0].metadata["frame_build_id"].value
+        return _build(tmp_path / "data", small_input)
 
-    first, second = build(), build()
-    assert first == second and first.startswith("frame-")
+    first = build()
+    second = build()
+    fid = lambda r: r.asset_materializations_for_node("frame")[0].metadata["frame_build_id"].value  # noqa: E731
+    assert fid(first) == fid(second) and fid(first).startswith("frame-")
+    parts = lambda r: r.asset_materializations_for_node("frame_parts")[0].metadata  # noqa: E731
+    assert parts(first)["parts_built"].value == len(list(small_input.iterdir()))
+    assert parts(second)["parts_built"].value == 0  # a finished part is never read twice
     target = small_input / "Mearman__Academic-Explorer__work_W2741809807.json"
     target.write_text(target.read_text() + "\n")
-    assert build() != first
+    third = build()
+    assert fid(third) != fid(first) and parts(third)["parts_built"].value == 1
 
 
 def test_file_names_are_read_case_insensitively_and_unsupported_files_are_reported(tmp_path, openalex_dir):
@@ -130,10 +140,9 @@ def test_file_names_are_read_case_insensitively_and_unsupported_files_are_report
     shutil.copy(openalex_dir / "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json", inp / "UP.JSON")
     shutil.copy(openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json", inp / "a[1].json")
     (inp / "x.json.bz2").write_bytes(b"BZh9")
-    result = dg.materialize([openalex_works, canadian_entities, frame], resources=build_resources(str(tmp_path / "data"), str(inp)),
-                            instance=dg.DagsterInstance.ephemeral())
+    result = _build(tmp_path / "data", inp)
     assert result.success
     con = duckdb.connect(str(tmp_path / "data" / "metacan.duckdb"), read_only=True)
-    assert sorted(r[0] for r in con.execute("SELECT id FROM openalex_works").fetchall()) == ["W1951724000", "W2741809807"]
+    assert con.execute("SELECT sum(work_records) FROM frame_build_manifest").fetchone()[0] == 2
     assert con.execute("SELECT source_file, reason FROM openalex_quarantine").fetchall() == [
         ("x.json.bz2", "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines)")]

@@ -10,17 +10,17 @@ import dagster as dg
 import duckdb
 import pytest
 
-from metacan_pipeline.definitions import build_resources, defs
+from metacan_pipeline.definitions import build_resources, materialize_in_process
 
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory, request):
     small_input = request.getfixturevalue("small_input_module")
     data = tmp_path_factory.mktemp("pipeline") / "data"
-    job = defs.resolve_job_def("metacan_all")
     instance = dg.DagsterInstance.ephemeral()
-    first = job.execute_in_process(resources=build_resources(str(data), str(small_input)), instance=instance)
-    second = job.execute_in_process(resources=build_resources(str(data), str(small_input)), instance=instance)
+    first = materialize_in_process(instance, build_resources(str(data), str(small_input)))
+    second = materialize_in_process(instance, build_resources(str(data), str(small_input)))
+    assert first.success and second.success
     return data, first, second
 
 

@@ -1,73 +1,89 @@
-"""The DuckDB fast path and the exact Python path stage identical rows; bad files fall back."""
+"""The DuckDB fast path and the exact Python path build identical parts; bad files fall back."""
 
 import gzip
 import json
 
+import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from metacan_pipeline.openalex.staging import stage_file
+from metacan_pipeline.frame.entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
+from metacan_pipeline.frame.parts import PartJob, build_part, part_dir
+from metacan_pipeline.openalex.reader import Record, iter_records
 
 from .conftest import SNAPSHOT
 
 
-def _stage(path, root, tmp_path, name, fast):
-    out = tmp_path / name
-    out.mkdir()
-    staged = stage_file(str(path), str(root), str(out), 0, fast=fast)
-    rows = pq.read_table(out).sort_by("id").to_pylist() if any(out.glob("*.parquet")) else []
-    return staged, rows
+@pytest.fixture(scope="module")
+def entities(openalex_dir):
+    """The real pinned Canadian lists (4 funders, 3 sources, 35 institutions), so the fast path's
+    structural pre-filter is exercised against real ids."""
+    recs = (r for r in iter_records(openalex_dir, {"funders", "sources", "institutions"}) if isinstance(r, Record) and r.kind != "W")
+    return EntityLists.from_table(pa.Table.from_pylist(canadian_entity_rows(recs, "2026-01-01"), schema=ENTITY_SCHEMA))
 
 
-def test_fast_and_exact_paths_agree_on_the_real_snapshot_part(tmp_path):
+def _stage(path, root, tmp_path, name, fast, entities):
+    """Build one part; returns (manifest row, routed rows, index rows, quarantine rows)."""
+    st = path.stat()
+    job = PartJob(str(path), str(path.relative_to(root)), "p", st.st_size, st.st_mtime_ns, None, "no_manifest")
+    row = build_part(job, str(tmp_path / name), entities, "key", "run", fast=fast)
+    d = part_dir(tmp_path / name, "p", job.source_file)
+    key = lambda r: (r["id"], r["source_locator"])  # noqa: E731
+    read = lambda f: sorted(pq.read_table(d / f).to_pylist(), key=key) if f != "quarantine.parquet" else pq.read_table(d / f).to_pylist()  # noqa: E731
+    return row, read("routed.parquet"), read("index.parquet"), read("quarantine.parquet")
+
+
+def test_fast_and_exact_paths_agree_on_the_real_snapshot_part(tmp_path, entities):
     part = next(SNAPSHOT.glob("data/works/updated_date=*/part_000.gz"))
-    fast, fast_rows = _stage(part, SNAPSHOT, tmp_path, "fast", True)
-    exact, exact_rows = _stage(part, SNAPSHOT, tmp_path, "exact", False)
-    assert fast.counts["fast_path_files"] == 1 and fast.fallback_reason is None
-    assert len(fast_rows) == 27 and fast_rows == exact_rows
+    fast = _stage(part, SNAPSHOT, tmp_path, "fast", True, entities)
+    exact = _stage(part, SNAPSHOT, tmp_path, "exact", False, entities)
+    assert fast[0]["read_path"] == "duckdb" and fast[0]["fallback_reason"] is None and exact[0]["read_path"] == "python"
+    assert fast[0]["records_read"] == fast[0]["work_records"] == 27
+    assert fast[1:] == exact[1:] and len(fast[2]) == 27
     # the snapshot's hive-style folder name must not leak into updated_date
-    assert {r["updated_date"] for r in fast_rows} != {"2023-05-16"}
+    assert {r["updated_date"] for r in fast[2]} != {"2023-05-16"}
 
 
-def test_entity_parts_are_counted_not_staged_as_works(tmp_path):
+def test_entity_parts_are_counted_not_read_as_works(tmp_path, entities):
     part = next(SNAPSHOT.glob("data/institutions/updated_date=*/part_000.gz"))
-    staged, rows = _stage(part, SNAPSHOT, tmp_path, "inst", True)
-    assert rows == [] and staged.counts["I"] == 678
+    row, routed, index, _ = _stage(part, SNAPSHOT, tmp_path, "inst", True, entities)
+    assert routed == [] and index == [] and row["records_read"] == 678 and row["work_records"] == 0
 
 
-def test_a_bad_line_sends_the_file_to_the_exact_path(tmp_path, openalex_dir):
+def test_a_bad_line_sends_the_file_to_the_exact_path(tmp_path, openalex_dir, entities):
     work = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
     part = tmp_path / "part_000.gz"
     with gzip.open(part, "wt") as fh:
         fh.write(json.dumps(work) + "\n{not json\n" + json.dumps({**work, "id": "https://openalex.org/W1"}) + "\n")
-    staged, rows = _stage(part, tmp_path, tmp_path, "out", True)
-    assert staged.counts["exact_path_files"] == 1 and staged.fallback_reason
-    assert [r["id"] for r in rows] == ["W1", "W2741809807"]
-    assert [(q["line"], q["reason"].split(":")[0]) for q in staged.quarantine] == [(2, "unparseable JSON")]
+    row, routed, index, quarantine = _stage(part, tmp_path, tmp_path, "out", True, entities)
+    assert row["read_path"] == "python" and row["fallback_reason"]
+    assert [r["id"] for r in index] == ["W1", "W2741809807"] and [r["id"] for r in routed] == ["W1", "W2741809807"]
+    assert [(q["line"], q["reason"].split(":")[0]) for q in quarantine] == [(2, "unparseable JSON")]
+    assert row["records_read"] == 3 and row["quarantined"] == 1
 
 
-def test_fast_and_exact_paths_agree_on_every_real_work_record(tmp_path, openalex_dir):
+def test_fast_and_exact_paths_agree_on_every_real_work_record(tmp_path, openalex_dir, entities):
     """All 889 real work records (old and current schemas, null titles, inline markup, truncated
-    author lists, duplicates) written as one JSON Lines part: both readers must stage the same rows."""
-    from metacan_pipeline.openalex.reader import Record, iter_records
-
+    author lists, duplicates) written as one JSON Lines part: both readers must build the same part,
+    so the fast path's pre-filter drops no work on which a route fires."""
     part = tmp_path / "part_000.gz"
     with gzip.open(part, "wt", encoding="utf-8") as fh:
         for rec in iter_records(openalex_dir):
             if isinstance(rec, Record) and rec.kind == "W":
                 fh.write(json.dumps(rec.data, ensure_ascii=False) + "\n")
-    fast, fast_rows = _stage(part, tmp_path, tmp_path, "fast", True)
-    exact, exact_rows = _stage(part, tmp_path, tmp_path, "exact", False)
-    assert fast.counts["fast_path_files"] == 1, fast.fallback_reason
-    key = lambda r: (r["id"], int(r["source_locator"].split()[1]))  # noqa: E731
-    fast_rows, exact_rows = sorted(fast_rows, key=key), sorted(exact_rows, key=key)
-    assert len(fast_rows) == len(exact_rows) == 889
-    mismatches = [(a["id"], k) for a, b in zip(fast_rows, exact_rows) for k in a if a[k] != b[k]]
-    assert mismatches == []
-    assert sum(bool(r["lexicon_hits"]) for r in fast_rows) == 20  # works with evidence-relevant lexicon hits
+    fast = _stage(part, tmp_path, tmp_path, "fast", True, entities)
+    exact = _stage(part, tmp_path, tmp_path, "exact", False, entities)
+    assert fast[0]["read_path"] == "duckdb", fast[0]["fallback_reason"]
+    assert len(fast[2]) == len(exact[2]) == 889 and fast[2] == exact[2]
+    mismatches = [(a["id"], k) for a, b in zip(fast[1], exact[1]) for k in a if a[k] != b[k]]
+    assert len(fast[1]) == len(exact[1]) and mismatches == []
+    routes = lambda rows: {k: sum(r[k] for r in rows) for k in ("ca_aff", "ca_fund", "ca_venue", "about_ca")}  # noqa: E731
+    # every route the data supports fires on both paths (duplicates of a work are still separate records here)
+    assert routes(fast[1]) == routes(exact[1]) and routes(fast[1])["ca_aff"] > 0 and routes(fast[1])["about_ca"] > 0
 
 
-def test_blank_lines_do_not_shift_abstract_pointers(tmp_path, openalex_dir):
-    """A work's pointer must lead back to its own record, whichever reader staged it."""
+def test_blank_lines_do_not_shift_abstract_pointers(tmp_path, openalex_dir, entities):
+    """A work's pointer must lead back to its own record, whichever reader read it."""
     from metacan_pipeline.openalex.lookup import load_abstracts
 
     base = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
@@ -75,12 +91,13 @@ def test_blank_lines_do_not_shift_abstract_pointers(tmp_path, openalex_dir):
     part = tmp_path / "b.jsonl"
     part.write_text(json.dumps(works[0]) + "\n\n" + json.dumps(works[1]) + "\n   \n" + json.dumps(works[2]) + "\n")
     for fast in (True, False):
-        _, rows = _stage(part, tmp_path, tmp_path, f"out-{fast}", fast)
-        got = load_abstracts(tmp_path, [(r["id"], r["source_file"], r["source_locator"]) for r in rows])
+        _, routed, index, _ = _stage(part, tmp_path, tmp_path, f"out-{fast}", fast, entities)
+        assert [(r["id"], r["source_locator"]) for r in routed] == [(r["id"], r["source_locator"]) for r in index]
+        got = load_abstracts(lambda sf: tmp_path / sf, [(r["id"], r["source_file"], r["source_locator"]) for r in index])
         assert got == {"W1": "Abstract-of-W1", "W2": "Abstract-of-W2", "W3": "Abstract-of-W3"}
 
 
-def test_hostile_values_do_not_stop_the_read(tmp_path, openalex_dir):
+def test_hostile_values_do_not_stop_the_read(tmp_path, openalex_dir, entities):
     base = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
     odd = [
         {**base, "id": "https://openalex.org/W1", "cited_by_count": 9223372036854775813, "publication_year": 1099511627776},
@@ -89,21 +106,21 @@ def test_hostile_values_do_not_stop_the_read(tmp_path, openalex_dir):
     ]
     part = tmp_path / "odd.jsonl"
     part.write_text("\n".join(json.dumps(w) for w in odd) + "\n")
-    results = [_stage(part, tmp_path, tmp_path, f"out-{fast}", fast)[1] for fast in (True, False)]
+    results = [_stage(part, tmp_path, tmp_path, f"out-{fast}", fast, entities)[1] for fast in (True, False)]
     assert results[0] == results[1]
     rows = {r["id"]: r for r in results[0]}
     assert rows["W1"]["cited_by_count"] is None and rows["W1"]["publication_year"] is None
     assert rows["W2"]["publication_year"] is None and rows["W2"]["has_abstract"] is False
     assert rows["W2"]["title"] == base["display_name"]
-    assert rows["W3"]["author_countries"] == ["CA"]
+    assert rows["W3"]["ca_aff_evidence"] == ["authorships[].countries contains CA"]
 
 
-def test_accented_lexicon_words_are_found_on_both_readers(tmp_path, openalex_dir):
+def test_accented_lexicon_words_are_found_on_both_readers(tmp_path, openalex_dir, entities):
     base = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
-    work = {**base, "id": "https://openalex.org/W77", "title": "Tides", "keywords": [],
+    work = {**base, "id": "https://openalex.org/W77", "title": "Tides", "keywords": [], "authorships": [],
             "abstract_inverted_index": {"Tides": [0], "of": [1], "Île-du-Prince-Édouard.": [2]}}
     part = tmp_path / "acc.jsonl"
     part.write_text(json.dumps(work, ensure_ascii=False) + "\n")
-    results = [_stage(part, tmp_path, tmp_path, f"out-{fast}", fast)[1] for fast in (True, False)]
+    results = [_stage(part, tmp_path, tmp_path, f"out-{fast}", fast, entities)[1] for fast in (True, False)]
     assert results[0] == results[1]
-    assert [h["term"] for h in results[0][0]["lexicon_hits"]] == ["Île-du-Prince-Édouard"]
+    assert results[0][0]["about_ca_evidence"] == ["tier A 'Île-du-Prince-Édouard' in abstract"]

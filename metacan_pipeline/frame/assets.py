@@ -1,42 +1,48 @@
-"""Ingestion assets: ``openalex_works``, ``canadian_entities``, ``frame`` and the frame's checks."""
+"""Ingestion assets: ``openalex_inventory``, ``canadian_entities``, ``frame_parts`` (partitioned),
+``frame``, and the frame's checks (SPEC section 2; issue 3: frame ingestion at OpenAlex scale).
 
+A frame build reads each input file once into a part (:mod:`metacan_pipeline.frame.parts`):
+``frame_parts`` builds the parts of the selected partitions in parallel worker processes and skips the
+parts already built; ``frame`` merges every part into the frame (newest version of a work wins,
+merged and deleted ids removed, admission filter applied), which takes seconds.
+"""
 
 import datetime as dt
 import hashlib
 import json
-import os
-import shutil
-import uuid
+import warnings
 from collections import Counter
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from ..meta import counts_markdown, table_metadata
-from ..openalex.reader import Record, discover, iter_records
-from ..openalex.staging import stage_files
-from ..openalex.works import WORKS_SCHEMA
+from ..meta import counts_markdown, markdown_preview, table_metadata
+from ..openalex.ids import short_id
+from ..openalex.inventory import INVENTORY_SCHEMA, take_inventory
+from ..openalex.reader import Record, iter_records
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage, sql_literal
-from ..openalex.ids import short_id
 from .entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
 from .lexicon import LEXICON_VERSION
-from .routes import FRAME_SCHEMA, AdmissionRule, frame_row
+from .parts import MANIFEST_SCHEMA, QUARANTINE_SCHEMA, PartJob, build_key, build_parts, default_workers, finished, part_dir
+from .routes import FRAME_SCHEMA, AdmissionRule
 
-FRAME_CODE_VERSION = "frame-v1"
+FRAME_CODE_VERSION = "frame-v2"
+# BackfillPolicy is "beta" in Dagster 1.13; we pin the version, so the warning only adds noise to every run's log.
+warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
 
-INPUTS_SCHEMA = pa.schema(
-    [("source_file", pa.string()), ("bytes", pa.int64()), ("mtime_ns", pa.int64()), ("work_records", pa.int64()),
-     ("quarantined", pa.int64()), ("read_path", pa.string())]
-)
-QUARANTINE_SCHEMA = pa.schema(
-    [("source_file", pa.string()), ("locator", pa.string()), ("line", pa.int64()), ("reason", pa.string()), ("excerpt", pa.string())]
-)
+#: The frame's partitions: one per snapshot ``updated_date=`` folder, plus ``files`` for every other
+#: input file. Registered by ``openalex_inventory`` as it finds them.
+openalex_partitions = dg.DynamicPartitionsDefinition(name="openalex_partitions")
+
+BUILD_MANIFEST_SCHEMA = pa.schema(list(MANIFEST_SCHEMA) + [pa.field("admitted", pa.int64())])
 
 
 class IngestConfig(dg.Config):
-    """Parallelism of the OpenAlex read: worker processes (0 = one per CPU core)."""
+    """Parallelism of the part builds: worker processes (0 = one per CPU core)."""
 
     workers: int = 0
 
@@ -48,13 +54,14 @@ class FrameConfig(dg.Config):
     year_max: int = 2025
 
 
-def frame_build_id(inputs: list[dict], versions: dict[str, str], rule: AdmissionRule) -> str:
-    """``frame-<12 hex>`` over the input files (path, size, mtime), entity-list versions, lexicon
-    version and admission rule: the same inputs give the same id, so an unchanged re-run changes no
-    published record; any change gives a new one (SPEC section 9 lineage: "which frame build")."""
-    payload = json.dumps({"inputs": sorted((i["source_file"], i["bytes"], i["mtime_ns"]) for i in inputs),
+def frame_build_id(parts: list[dict], versions: dict[str, str], rule: AdmissionRule, merged_files: list[str]) -> str:
+    """``frame-<12 hex>`` over the parts used (file and sha256), the entity-list versions, the lexicon
+    version, the admission rule and the merged-id files: the same inputs give the same id, so an
+    unchanged re-run changes no published record; any change gives a new one (SPEC section 9 lineage:
+    "which frame build")."""
+    payload = json.dumps({"parts": sorted((p["source_file"], p["sha256"]) for p in parts),
                           "entities": versions, "lexicon": LEXICON_VERSION, "rule": [rule.year_min, rule.year_max],
-                          "code": FRAME_CODE_VERSION}, sort_keys=True)
+                          "merged": sorted(merged_files), "code": FRAME_CODE_VERSION}, sort_keys=True)
     return "frame-" + hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
@@ -62,18 +69,18 @@ def _reason_class(reason: str) -> str:
     return reason.split(":")[0].split("(")[0].strip()
 
 
-def _merged_work_ids(root) -> set[str]:
-    """Old ids from ``data/merged_ids/works/*.csv.gz`` (OpenAlex snapshot docs: merged entities)."""
+def _removed_work_ids(root: Path) -> tuple[dict[str, str], list[str]]:
+    """``({old id: merged into, or '' when deleted}, files read)`` from ``merged_ids/works/*.csv[.gz]``
+    (OpenAlex snapshot docs, "Merged entities": columns ``merge_date,id,merge_into_id``). A row
+    with an empty ``merge_into_id`` is a deletion. Raises dg.Failure naming an unreadable file."""
     import duckdb
 
-    files = sorted(root.rglob("merged_ids/works/*.csv*"))
-    if not files:
-        return set()
-    out: set[str] = set()
+    files = sorted(p for p in root.rglob("merged_ids/works/*") if p.name.lower().endswith((".csv", ".csv.gz")))
+    out: dict[str, str] = {}
     for f in files:
         try:
             rows = duckdb.execute(
-                "SELECT DISTINCT id FROM read_csv(?, header=true, columns={'merge_date':'VARCHAR','id':'VARCHAR','merge_into_id':'VARCHAR'})",
+                "SELECT id, merge_into_id FROM read_csv(?, header=true, columns={'merge_date':'VARCHAR','id':'VARCHAR','merge_into_id':'VARCHAR'})",
                 [str(f)],
             ).fetchall()
         except duckdb.Error as exc:
@@ -82,106 +89,73 @@ def _merged_work_ids(root) -> set[str]:
                             f"header merge_date,id,merge_into_id as in the OpenAlex snapshot: re-download it or remove it",
                 allow_retries=False,
             ) from None
-        out.update(short_id(r[0]) or r[0] for r in rows if r[0])
-    return out
+        for old, new in rows:
+            if old:
+                out[short_id(old) or old] = short_id(new) or ""
+    return out, [str(f.relative_to(root)) for f in files]
 
 
-@dg.asset(
-    group_name="ingestion",
-    kinds={"python", "parquet"},
-    code_version="1",
-    owners=["team:metacan"],
-)
-def openalex_works(context: dg.AssetExecutionContext, config: IngestConfig, storage: MetacanStorage, openalex: OpenAlexFiles) -> dg.MaterializeResult:
-    """Every OpenAlex work record under the input folder, one row per work id (newest wins).
+def _part_jobs(storage: MetacanStorage, openalex: OpenAlexFiles, keys: set[str] | None = None) -> list[PartJob]:
+    rows = storage.read_table("openalex_inventory").to_pylist()
+    return [PartJob(str(openalex.path_of(r["source_file"])), r["source_file"], r["partition_key"], r["bytes"], r["mtime_ns"],
+                    r["manifest_record_count"], "no_manifest" if r["manifest_status"] == "not_snapshot" else r["manifest_status"])
+            for r in rows if r["present"] and r["manifest_status"] != "unsupported" and (keys is None or r["partition_key"] in keys)]
 
-    Reads all shapes (API pages, single works, plain lists, archived ``{request, payload}`` files,
-    JSON Lines and the snapshot's ``updated_date=*/part_*.gz``), old and current schemas; file by file,
-    staging typed rows in Parquet so memory stays at one batch. Deduplicates by id keeping the newest
-    ``updated_date`` (ties: the later file in sort order, then the later record in the file) and drops
-    ids listed in ``merged_ids/works``.
-    Bad records (unparseable line, missing id, non-object, truncated gzip) go to the table
-    ``openalex_quarantine`` with file, line/locator and reason; the run goes on. The table
-    ``openalex_inputs`` lists every file read (size, mtime, records, reader path): the frame build id
-    is derived from it.
-    Output: ``warehouse/openalex_works`` (schema ``WORKS_SCHEMA``; no abstract text).
+
+@dg.asset(group_name="ingestion", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"])
+def openalex_inventory(context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles) -> dg.MaterializeResult:
+    """Every work-bearing file under the OpenAlex input folder, by frame partition, checked against
+    the snapshot manifests (OpenAlex docs, "Download the snapshot").
+
+    Registers one ``openalex_partitions`` key per snapshot ``updated_date=`` folder present (and
+    ``files`` for the other files) and removes keys whose files are gone. A partition whose parts
+    are not all listed in its manifest, or whose manifest lists parts that are not here, is
+    incomplete: it is still read (nothing is lost) and the ``frame`` check
+    ``frame_build_manifest_covers_snapshot`` warns. Unsupported files are listed, never skipped
+    silently. Output: ``warehouse/openalex_inventory`` (:data:`INVENTORY_SCHEMA`).
     """
-    root = openalex.root
-    files, unsupported = discover(root)
-    stage = storage.warehouse / f".stage-openalex_works-{uuid.uuid4().hex[:8]}"
-    stage.mkdir(parents=True)
-    quarantine: list[dict] = [
-        {"source_file": str(p.relative_to(root)), "locator": "file", "line": None, "excerpt": "",
-         "reason": "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines)"}
-        for p in unsupported
+    inv = take_inventory(openalex.root, openalex.api_root)
+    rows = inv.rows + [
+        {"partition_key": "files", "source_file": name, "present": True, "bytes": p.stat().st_size,
+         "mtime_ns": p.stat().st_mtime_ns, "manifest_record_count": None, "manifest_status": "unsupported", "manifest_file": None}
+        for name, p in inv.unsupported
     ]
-    inputs: list[dict] = []
-    read: Counter[str] = Counter()
-    workers = config.workers or os.cpu_count() or 1
-    try:
-        for staged in tqdm(stage_files(files, root, stage, workers), total=len(files), desc="openalex_works: files", unit="file", disable=None):
-            quarantine.extend(staged.quarantine)
-            read.update(staged.counts)
-            inputs.append({"source_file": staged.source_file, "bytes": staged.bytes, "mtime_ns": staged.mtime_ns,
-                           "work_records": staged.counts["W"], "quarantined": staged.counts["quarantined"],
-                           "read_path": "duckdb" if staged.counts["fast_path_files"] else "python"})
-            if staged.fallback_reason:
-                context.log.info(f"{staged.source_file}: read on the exact path ({staged.fallback_reason})")
-        merged = _merged_work_ids(root)
-        n_work_records = read["W"]
-        if not any(stage.glob("*.parquet")):
-            rows = storage.write_table("openalex_works", [], schema=WORKS_SCHEMA)
-        else:
-            import duckdb
-
-            con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(stage / "spill"),
-                                         "preserve_insertion_order": False})
-            con.execute("CREATE TEMP TABLE merged(id VARCHAR)")
-            if merged:
-                con.executemany("INSERT INTO merged VALUES (?)", [[m] for m in merged])
-            staged = f"read_parquet({sql_literal(str(stage / '*.parquet'))})"
-            n_rows, n_ids, n_merged = con.execute(
-                f"SELECT count(*), count(DISTINCT id), count(*) FILTER (id IN (SELECT id FROM merged)) FROM {staged}").fetchone()
-            if n_rows == n_ids and n_merged == 0:  # the usual snapshot case: the staged files are the table
-                con.close()
-                shutil.rmtree(stage / "spill", ignore_errors=True)
-                storage.adopt_table("openalex_works", stage)
-                rows = n_rows
-            else:
-                reader = con.execute(f"""
-                    SELECT * EXCLUDE (rn) FROM (
-                      SELECT *, row_number() OVER (
-                        PARTITION BY id ORDER BY updated_date DESC NULLS LAST, source_file DESC,
-                          TRY_CAST(regexp_extract(source_locator, '([0-9]+)[^0-9]*$', 1) AS BIGINT) DESC NULLS LAST) AS rn
-                      FROM {staged}
-                    ) WHERE rn = 1 AND id NOT IN (SELECT id FROM merged)""").to_arrow_reader(50_000)
-                rows = storage.write_table("openalex_works", reader, schema=WORKS_SCHEMA)
-                con.close()
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    storage.write_table("openalex_quarantine", pa.Table.from_pylist(quarantine, schema=QUARANTINE_SCHEMA))
-    storage.write_table("openalex_inputs", pa.Table.from_pylist(sorted(inputs, key=lambda r: r["source_file"]), schema=INPUTS_SCHEMA))
-    by_reason = Counter(_reason_class(q["reason"]) for q in quarantine)
-    context.log.info(
-        f"openalex_works: {len(files)} files, {n_work_records} work records -> {rows} unique works; "
-        f"{len(quarantine)} quarantined ({dict(by_reason)}); {len(merged)} merged ids applied"
-    )
-    preview = storage.read_table("openalex_works", ["id", "title_text", "publication_year", "updated_date", "source_file"]).slice(0, 10).to_pylist()
-    return dg.MaterializeResult(
-        metadata=table_metadata(
-            WORKS_SCHEMA, rows, preview, ["id", "title_text", "publication_year", "updated_date", "source_file"],
-            files_read=len(files),
-            work_records_read=n_work_records,
-            duplicates_dropped=n_work_records - rows,
-            merged_ids_applied=len(merged),
-            quarantined=len(quarantine),
-            quarantined_by_reason=counts_markdown(dict(by_reason), "reason"),
-            records_by_entity=counts_markdown({k: v for k, v in read.items() if len(k) == 1}, "entity"),
-            files_on_fast_path=read["fast_path_files"],
-            files_on_exact_path=read["exact_path_files"],
-            workers=workers,
-        )
-    )
+    storage.write_table("openalex_inventory", pa.Table.from_pylist(rows, schema=INVENTORY_SCHEMA))
+    keys = inv.partition_keys()
+    known = set(context.instance.get_dynamic_partitions(openalex_partitions.name))
+    new = [k for k in keys if k not in known]
+    gone = sorted(known - set(keys))
+    if new:
+        context.instance.add_dynamic_partitions(openalex_partitions.name, new)
+    for k in gone:
+        context.instance.delete_dynamic_partition(openalex_partitions.name, k)
+    for err in inv.manifest_errors:
+        context.log.warning(err)
+    incomplete = inv.incomplete_partitions()
+    if incomplete:
+        context.log.warning(f"{len(incomplete)} snapshot partition(s) incomplete (read anyway): "
+                            + "; ".join(f"{k}: {why}" for k, why in list(incomplete.items())[:10]))
+    for name, _ in inv.unsupported:
+        context.log.warning(f"not read: {name} (unsupported file type; OpenAlex input must be .json, "
+                            f".json.gz, .jsonl, .ndjson or .gz JSON Lines)")
+    present = inv.present()
+    missing = [r for r in inv.rows if r["manifest_status"] == "missing_locally"]
+    by_key = Counter(r["partition_key"] for r in present)
+    context.log.info(f"openalex_inventory: {len(present)} files in {len(keys)} partitions ({len(new)} new, {len(gone)} removed); "
+                     f"{len(missing)} manifest parts not here; {len(incomplete)} incomplete partitions")
+    return dg.MaterializeResult(metadata=table_metadata(
+        INVENTORY_SCHEMA, len(rows), present, ["partition_key", "source_file", "bytes", "manifest_status"],
+        files_present=len(present),
+        bytes_present=sum(r["bytes"] for r in present),
+        partitions=len(keys),
+        partitions_added=dg.MetadataValue.json(new),
+        partitions_removed=dg.MetadataValue.json(gone),
+        files_by_partition=counts_markdown(dict(by_key), "partition", "files"),
+        manifest_parts_not_here=len(missing),
+        incomplete_partitions=dg.MetadataValue.md("".join(f"- `{k}`: {why}\n" for k, why in incomplete.items()) or "_(none)_"),
+        manifest_errors=dg.MetadataValue.json(inv.manifest_errors),
+        unsupported_files=dg.MetadataValue.json([name for name, _ in inv.unsupported]),
+    ))
 
 
 @dg.asset(group_name="ingestion", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"])
@@ -217,96 +191,210 @@ def canadian_entities(context: dg.AssetExecutionContext, storage: MetacanStorage
     )
 
 
+
+
 @dg.asset(
     group_name="ingestion",
-    kinds={"python", "parquet", "duckdb"},
+    kinds={"python", "duckdb", "parquet"},
     code_version="1",
     owners=["team:metacan"],
-    deps=[openalex_works, canadian_entities],
+    partitions_def=openalex_partitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=[openalex_inventory, canadian_entities],
 )
-def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: MetacanStorage) -> dg.MaterializeResult:
+def frame_parts(context: dg.AssetExecutionContext, config: IngestConfig, storage: MetacanStorage, openalex: OpenAlexFiles) -> dg.MaterializeResult:
+    """The frame's parts for the selected partitions: each input file read once into its routed
+    works, its id index, its quarantine rows and its build-manifest row
+    (:mod:`metacan_pipeline.frame.parts`).
+
+    A backfill of many partitions runs as one run whose files are built ``workers`` at a time,
+    largest first. A part already built with the same build key (file size and mtime, entity-list
+    versions, lexicon and code version) is skipped without being read, so an interrupted build
+    resumes at the first unfinished part. Each part's record count is checked against its snapshot
+    manifest entry; a mismatch is logged and recorded (``count_check``), never fatal.
+    Output: ``warehouse/frame_parts/<partition>/<part>/``.
+    """
+    keys = set(context.partition_keys)
+    entities = EntityLists.from_table(storage.read_table("canadian_entities"))
+    jobs = _part_jobs(storage, openalex, keys)
+    parts_root = storage.table_dir("frame_parts")
+    todo, skipped = [], []
+    for job in jobs:
+        key = build_key(job, entities)
+        done = finished(parts_root, job, key)
+        (skipped.append(done) if done else todo.append((job, key)))
+    if not jobs:
+        context.log.warning(f"no input files in partition(s) {sorted(keys)}: materialize openalex_inventory to refresh the partitions")
+    workers = default_workers(config.workers)
+    context.log.info(f"frame_parts: {len(jobs)} files in {len(keys)} partition(s); {len(skipped)} already built, {len(todo)} to build "
+                     f"with {workers} worker(s)")
+    built: list[dict] = []
+    progress = tqdm(total=sum(j.bytes for j, _ in todo), desc="frame_parts", unit="B", unit_scale=True, disable=None)
+    for row in build_parts(todo, parts_root, entities, context.run.run_id, workers):
+        built.append(row)
+        progress.update(row["bytes"])
+        msg = (f"{row['source_file']}: {row['records_read']} records, {row['work_records']} works, {row['routed']} routed, "
+               f"{row['quarantined']} quarantined, {row['seconds']:.1f}s via {row['read_path']} ({len(built)}/{len(todo)})")
+        if row["fallback_reason"]:
+            msg += f"; exact path because {row['fallback_reason']}"
+        context.log.info(msg)
+        if row["count_check"] == "mismatch":
+            context.log.warning(f"{row['source_file']}: the snapshot manifest lists {row['manifest_record_count']} records, "
+                                f"{row['records_read']} were read (truncated or replaced part? re-download it)")
+    progress.close()
+    quarantine = Counter()
+    for row in built:
+        if row["quarantined"]:
+            q = pq.read_table(part_dir(parts_root, row["partition_key"], row["source_file"]) / "quarantine.parquet", columns=["reason"])
+            quarantine.update(_reason_class(r) for r in q.column("reason").to_pylist())
+    rows = skipped + built
+    mismatches = [r for r in rows if r["count_check"] == "mismatch"]
+    return dg.MaterializeResult(metadata={
+        "partitions": len(keys),
+        "parts": len(rows),
+        "parts_built": len(built),
+        "parts_already_built": len(skipped),
+        "records_read": sum(r["records_read"] for r in rows),
+        "work_records_read": sum(r["work_records"] for r in rows),
+        "routed_works": sum(r["routed"] for r in rows),
+        "quarantined_by_reason": counts_markdown(dict(quarantine), "reason"),
+        "count_mismatches": dg.MetadataValue.md("".join(
+            f"- `{r['source_file']}`: manifest {r['manifest_record_count']}, read {r['records_read']}\n" for r in mismatches) or "_(none)_"),
+        "build_seconds": round(sum(r["seconds"] for r in built), 1),
+        "workers": workers,
+    })
+
+
+@dg.asset(
+    group_name="ingestion",
+    kinds={"duckdb", "parquet"},
+    code_version="2",
+    owners=["team:metacan"],
+    deps=[frame_parts, openalex_inventory, canadian_entities],
+)
+def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: MetacanStorage, openalex: OpenAlexFiles) -> dg.MaterializeResult:
     """The frame of Canada-linked works with their routes and evidence (SPEC section 2 in full).
 
-    One row per admitted work: the four routes (``ca_aff``, ``ca_fund``, ``ca_venue``,
-    ``about_ca``) with the evidence that fired each, ``invisible_to_affiliation_only``, the
-    sampling-frame flags (paratext and titles of 10 characters or fewer stay in the frame, flagged),
-    ``has_abstract`` (no abstract text is stored), the entity-list versions and lexicon version used.
-    Admission: ``year_min <= publication_year <= year_max``, non-empty title, at least one route.
-    Streams ``openalex_works`` in batches; DuckDB first drops the works on which no route can fire.
-    Output: ``warehouse/frame`` plus the DuckDB view ``frame``.
+    Merges the parts of every file in the inventory: per work id the newest version wins (newest
+    ``updated_date``, then the later file in sort order, then the later record in the file); ids in
+    ``merged_ids/works`` (merged, or deleted when ``merge_into_id`` is empty) are removed; a work
+    whose newest version has no route leaves the frame; the admission filter (``year_min <=
+    publication_year <= year_max``, non-empty title) is applied. One row per admitted work: the four
+    routes with their evidence, ``invisible_to_affiliation_only``, the sampling-frame flags,
+    ``has_abstract`` (no abstract text), the entity-list and lexicon versions, ``frame_build_id``.
+    Also writes ``openalex_quarantine`` (every bad record, file, line, reason) and
+    ``frame_build_manifest`` (one row per part, with its admitted count).
+    Raises dg.Failure naming the partitions to materialize when a part is not built, and when the
+    frame is empty. Output: ``warehouse/frame`` plus the DuckDB view ``frame``.
     """
-    entities = EntityLists.from_table(storage.read_table("canadian_entities"))
-    rule = AdmissionRule(config.year_min, config.year_max)
-    build_id = frame_build_id(storage.read_table("openalex_inputs", ["source_file", "bytes", "mtime_ns"]).to_pylist(),
-                              entities.versions, rule)
-    outcomes: Counter[str] = Counter()
-
     import duckdb
 
-    con = duckdb.connect(config={"memory_limit": "1GB", "preserve_insertion_order": False})
-    params = {"inst": list(entities.institutions), "funders": list(entities.funders), "sources": list(entities.sources)}
-    files = sorted(storage.table_dir("openalex_works").glob("*.parquet"))
-    total = 0
-
-    def candidates():
-        """Works on which some route can fire (about 5% of a snapshot), one staged file at a time so
-        memory stays at one file; frame_row then decides routes, evidence and admission exactly."""
-        nonlocal total
-        for f in files:
-            total += con.execute(f"SELECT count(*) FROM read_parquet({sql_literal(str(f))})").fetchone()[0]
-            yield from con.execute(
-                f"""SELECT * FROM read_parquet({sql_literal(str(f))}) WHERE
-                      list_contains(author_countries, 'CA')
-                      OR len(list_filter(institutions, i -> i.country_code = 'CA' OR list_contains($inst, i.id))) > 0
-                      OR len(list_filter(funders, f -> list_contains($funders, f.id))) > 0
-                      OR list_contains($sources, venue_id)
-                      OR len(list_filter(lexicon_hits, h -> h.tier IN ('A', 'B'))) > 0""",
-                params,
-            ).to_arrow_reader(20_000)
-
-    def batches():
-        for batch in candidates():
-            out = []
-            for work in batch.to_pylist():
-                row, outcome = frame_row(work, entities, rule)
-                outcomes[outcome] += 1
-                if row is not None:
-                    row["frame_build_id"] = build_id
-                    out.append(row)
-            yield pa.Table.from_pylist(out, schema=FRAME_SCHEMA)
-
-    n = storage.write_table("frame", batches(), schema=FRAME_SCHEMA)
-    con.close()
-    outcomes["no_route"] += total - sum(outcomes.values())
+    entities = EntityLists.from_table(storage.read_table("canadian_entities"))
+    rule = AdmissionRule(config.year_min, config.year_max)
+    parts_root = storage.table_dir("frame_parts")
+    jobs = _part_jobs(storage, openalex)
+    manifest, unbuilt = [], []
+    for job in jobs:
+        row = finished(parts_root, job, build_key(job, entities))
+        (manifest.append(row) if row else unbuilt.append(job))
+    if unbuilt:
+        keys = sorted({j.partition_key for j in unbuilt})
+        raise dg.Failure(description=(
+            f"{len(unbuilt)} input file(s) have no finished part for the current inputs and entity lists, in partition(s) "
+            f"{keys[:10]}{' ...' if len(keys) > 10 else ''} (e.g. {unbuilt[0].source_file}): materialize frame_parts for "
+            f"those partitions first (Dagster UI: frame_parts > Materialize > select the partitions; or `metacan run`)."),
+            allow_retries=False)
+    removed, merged_files = _removed_work_ids(openalex.root)
+    build_id = frame_build_id(manifest, entities.versions, rule, merged_files)
+    dirs = [part_dir(parts_root, r["partition_key"], r["source_file"]) for r in manifest]
+    if not dirs:
+        raise dg.Failure(description=f"no OpenAlex input files under {openalex.root}: point METACAN_OPENALEX_DIR at a folder of "
+                                     f"OpenAlex files and materialize openalex_inventory", allow_retries=False)
+    con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(storage.warehouse / ".spill-frame"),
+                                 "preserve_insertion_order": False})
+    try:
+        con.execute("CREATE TEMP TABLE removed(id VARCHAR)")
+        if removed:
+            con.executemany("INSERT INTO removed VALUES (?)", [[i] for i in removed])
+        for view, name in (("routed", "routed.parquet"), ("idx", "index.parquet")):  # a view takes no parameters
+            files = ", ".join(sql_literal(str(d / name)) for d in dirs)
+            con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM read_parquet([{files}], hive_partitioning=false)")
+        con.execute("""
+            CREATE TEMP TABLE newest AS
+            SELECT id, source_file, source_locator FROM (
+              SELECT id, source_file, source_locator, row_number() OVER (
+                PARTITION BY id ORDER BY updated_date DESC NULLS LAST, source_file DESC, ordinal DESC NULLS LAST) AS rn
+              FROM idx WHERE id IN (SELECT id FROM routed)) WHERE rn = 1""")
+        con.execute("""
+            CREATE TEMP TABLE outcome AS
+            SELECT r.id, r.source_file, r.source_locator,
+              CASE WHEN n.id IS NULL THEN 'superseded'
+                   WHEN r.id IN (SELECT id FROM removed) THEN 'merged_or_deleted'
+                   WHEN coalesce(r.title_text, '') = '' THEN 'no_title'
+                   WHEN r.publication_year IS NULL OR r.publication_year NOT BETWEEN $min AND $max THEN 'year_out_of_range'
+                   ELSE 'admitted' END AS outcome
+            FROM routed r LEFT JOIN newest n USING (id, source_file, source_locator)""",
+                    {"min": rule.year_min, "max": rule.year_max})
+        n_records, n_unique = con.execute("SELECT count(*), count(DISTINCT id) FROM idx").fetchone()
+        outcomes = dict(con.execute("SELECT outcome, count(*) FROM outcome WHERE outcome <> 'superseded' GROUP BY ALL").fetchall())
+        outcomes["newest_version_has_no_route"] = con.execute(
+            "SELECT count(*) FROM newest n WHERE NOT EXISTS (SELECT 1 FROM routed r WHERE r.id = n.id AND r.source_file = n.source_file "
+            "AND r.source_locator = n.source_locator)").fetchone()[0]
+        outcomes["no_route"] = n_unique - con.execute("SELECT count(DISTINCT id) FROM routed").fetchone()[0]
+        admitted_by_file = dict(con.execute("SELECT source_file, count(*) FROM outcome WHERE outcome = 'admitted' GROUP BY ALL").fetchall())
+        reader = con.execute(
+            f"""SELECT r.*, $build_id AS frame_build_id FROM routed r
+                JOIN outcome o USING (id, source_file, source_locator) WHERE o.outcome = 'admitted' ORDER BY r.id""",
+            {"build_id": build_id}).to_arrow_reader(50_000)
+        n = storage.write_table("frame", reader, schema=FRAME_SCHEMA)
+        quarantine = con.execute("SELECT * FROM read_parquet(?, hive_partitioning=false)", [[str(d / "quarantine.parquet") for d in dirs]]).to_arrow_table()
+    finally:
+        con.close()
+    unsupported = [r for r in storage.read_table("openalex_inventory").to_pylist() if r["manifest_status"] == "unsupported"]
+    quarantine = pa.concat_tables([quarantine.cast(QUARANTINE_SCHEMA), pa.Table.from_pylist([
+        {"source_file": r["source_file"], "locator": "file", "line": None, "excerpt": "",
+         "reason": "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines)"}
+        for r in unsupported], schema=QUARANTINE_SCHEMA)])
+    storage.write_table("openalex_quarantine", quarantine)
+    storage.write_table("frame_build_manifest", pa.Table.from_pylist(
+        sorted(({**r, "admitted": admitted_by_file.get(r["source_file"], 0)} for r in manifest), key=lambda r: r["source_file"]),
+        schema=BUILD_MANIFEST_SCHEMA))
+    by_reason = Counter(_reason_class(r) for r in quarantine.column("reason").to_pylist())
+    if n == 0:
+        raise dg.Failure(
+            description=(f"the frame is empty: none of the {n_unique} works read is Canada-linked with a title "
+                         f"and a publication year in {config.year_min}-{config.year_max} (outcomes {outcomes}). Check the "
+                         f"input folder (METACAN_OPENALEX_DIR) and the year range (frame config)."),
+            allow_retries=False,
+        )
     with storage.connect() as con:
         stats = con.execute(
             """SELECT count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue),
                       count(*) FILTER (about_ca), count(*) FILTER (invisible_to_affiliation_only),
                       count(*) FILTER (in_sampling_frame), count(*) FILTER (has_abstract)
-               FROM frame"""
-        ).fetchone()
+               FROM frame""").fetchone()
         preview = con.execute(
-            "SELECT id, title_text, publication_year, route_key, in_sampling_frame FROM frame ORDER BY id LIMIT 10"
-        ).to_arrow_table().to_pylist()
-    if n == 0:
-        raise dg.Failure(
-            description=(f"the frame is empty: none of the {sum(outcomes.values())} works read is Canada-linked with a title "
-                         f"and a publication year in {config.year_min}-{config.year_max} (outcomes {dict(outcomes)}). Check the "
-                         f"input folder (METACAN_OPENALEX_DIR) and the year range (frame config)."),
-            allow_retries=False,
-        )
+            "SELECT id, title_text, publication_year, route_key, in_sampling_frame FROM frame ORDER BY id LIMIT 10").to_arrow_table().to_pylist()
     by_route = dict(zip(("ca_aff", "ca_fund", "ca_venue", "about_ca"), stats[:4]))
-    context.log.info(f"frame: {n} works admitted; by route {by_route}; outcomes {dict(outcomes)}")
+    context.log.info(f"frame: {n} works admitted of {n_unique} unique works ({n_records} work records) in {len(manifest)} parts; "
+                     f"by route {by_route}; outcomes {outcomes}; {len(quarantine)} quarantined ({dict(by_reason)}); "
+                     f"{len(removed)} merged/deleted ids")
     return dg.MaterializeResult(
         metadata=table_metadata(
             FRAME_SCHEMA, n, preview, ["id", "title_text", "publication_year", "route_key", "in_sampling_frame"],
-            works_read=sum(outcomes.values()),
+            works_read=n_unique,
+            work_records_read=n_records,
             admitted_by_route=counts_markdown(by_route, "route"),
             affiliation_blind=stats[4],
-            affiliation_blind_share=round(stats[4] / n, 4) if n else 0.0,
+            affiliation_blind_share=round(stats[4] / n, 4),
             in_sampling_frame=stats[5],
             with_abstract=stats[6],
-            outcomes=counts_markdown(dict(outcomes), "outcome"),
+            outcomes=counts_markdown(outcomes, "outcome"),
+            quarantined=len(quarantine),
+            quarantined_by_reason=counts_markdown(dict(by_reason), "reason"),
+            parts_done=len(manifest),
+            count_mismatches=sum(1 for r in manifest if r["count_check"] == "mismatch"),
+            merged_or_deleted_ids=len(removed),
             entity_list_versions=dg.MetadataValue.json(entities.versions),
             frame_build_id=build_id,
         )
@@ -321,9 +409,9 @@ def frame_ids_unique(storage: MetacanStorage) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=not dups, metadata={"duplicate_ids": dg.MetadataValue.json([d[0] for d in dups])})
 
 
-@dg.asset_check(asset=frame, blocking=True, description="Every frame row has a route, evidence for each true route, and no abstract column.")
+@dg.asset_check(asset=frame, blocking=True, description="Every frame row has a route and evidence for each true route.")
 def frame_routes_have_evidence(storage: MetacanStorage) -> dg.AssetCheckResult:
-    """Fails when a row has no true route, a true route without evidence, or an abstract column exists."""
+    """Fails when a row has no true route or a true route without evidence; lists up to 10 ids."""
     with storage.connect() as con:
         bad = con.execute(
             """SELECT id FROM frame WHERE NOT (ca_aff OR ca_fund OR ca_venue OR about_ca)
@@ -331,10 +419,47 @@ def frame_routes_have_evidence(storage: MetacanStorage) -> dg.AssetCheckResult:
                  OR (ca_venue AND len(ca_venue_evidence) = 0) OR (about_ca AND len(about_ca_evidence) = 0)
                ORDER BY id LIMIT 10"""
         ).fetchall()
-        cols = [r[0] for r in con.execute("DESCRIBE frame").fetchall()]
-    abstract_cols = [c for c in cols if "abstract" in c and c != "has_abstract"]
+    return dg.AssetCheckResult(passed=not bad, metadata={"rows_without_route_evidence": dg.MetadataValue.json([b[0] for b in bad])})
+
+
+@dg.asset_check(asset=frame, blocking=True, description="No abstract text is stored in the frame or its parts (SPEC section 2).")
+def frame_stores_no_abstract_text(storage: MetacanStorage) -> dg.AssetCheckResult:
+    """Fails when the frame, or the routed rows of any part, has a column holding abstract text
+    (any column whose name mentions ``abstract`` other than the boolean ``has_abstract``)."""
+    def offenders(schema: pa.Schema) -> list[str]:
+        return [f.name for f in schema if "abstract" in f.name.lower() and not (f.name == "has_abstract" and pa.types.is_boolean(f.type))]
+
+    found = {"frame": offenders(pq.read_schema(next(storage.table_dir("frame").glob("*.parquet"))))}
+    for f in sorted(storage.table_dir("frame_parts").glob("*/*/routed.parquet")):
+        if bad := offenders(pq.read_schema(f)):
+            found[str(f.relative_to(storage.warehouse))] = bad
+    found = {k: v for k, v in found.items() if v}
+    return dg.AssetCheckResult(passed=not found, metadata={"abstract_columns": dg.MetadataValue.json(found)})
+
+
+@dg.asset_check(asset=frame, blocking=False, description="The build manifest covers every part the snapshot manifests list (warning).")
+def frame_build_manifest_covers_snapshot(storage: MetacanStorage) -> dg.AssetCheckResult:
+    """Warns (severity WARN, never blocks) when a part listed in a snapshot manifest is not here or
+    not built, when a part's record count disagrees with its manifest entry, or when a snapshot
+    partition has parts no manifest lists. Metadata lists each gap (up to 20 of each kind)."""
+    with storage.connect() as con:
+        missing = con.execute("SELECT source_file FROM openalex_inventory WHERE manifest_status = 'missing_locally' ORDER BY 1").fetchall()
+        unlisted = con.execute("SELECT source_file, manifest_status FROM openalex_inventory "
+                               "WHERE manifest_status IN ('not_in_manifest', 'no_manifest') ORDER BY 1").fetchall()
+        mismatch = con.execute("SELECT source_file, manifest_record_count, records_read FROM frame_build_manifest "
+                               "WHERE count_check = 'mismatch' ORDER BY 1").fetchall()
+        built = con.execute("SELECT count(*) FROM frame_build_manifest WHERE count_check = 'ok'").fetchone()[0]
+    gaps = len(missing) + len(unlisted) + len(mismatch)
     return dg.AssetCheckResult(
-        passed=not bad and not abstract_cols,
-        metadata={"rows_without_route_evidence": dg.MetadataValue.json([b[0] for b in bad]),
-                  "abstract_columns": dg.MetadataValue.json(abstract_cols)},
+        passed=gaps == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=(f"{built} manifest-listed parts built with matching counts; {len(missing)} listed parts not here; "
+                     f"{len(unlisted)} parts not covered by a manifest; {len(mismatch)} count mismatches"),
+        metadata={
+            "parts_built_and_counted": built,
+            "listed_parts_not_here": len(missing),
+            "listed_parts_not_here_sample": dg.MetadataValue.json([m[0] for m in missing[:20]]),
+            "parts_not_in_a_manifest": dg.MetadataValue.json([f"{u[0]} ({u[1]})" for u in unlisted[:20]]),
+            "count_mismatches": dg.MetadataValue.json([f"{m[0]}: manifest {m[1]}, read {m[2]}" for m in mismatch[:20]]),
+        },
     )

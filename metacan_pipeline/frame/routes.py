@@ -73,11 +73,36 @@ def route_key(row: dict) -> str:
     return "+".join(r for r in ("ca_aff", "ca_fund", "ca_venue", "about_ca") if row[r]) or "none"
 
 
+def admission_outcome(row: dict, rule: AdmissionRule) -> str:
+    """``admitted``, ``no_title`` or ``year_out_of_range`` for a routed row (SPEC section 2 admission);
+    the ``frame`` asset applies the same test in SQL when it merges the parts."""
+    if not (row["title_text"] or "").strip():
+        return "no_title"
+    year = row["publication_year"]
+    if year is None or not (rule.year_min <= year <= rule.year_max):
+        return "year_out_of_range"
+    return "admitted"
+
+
 def frame_row(work: dict, entities: EntityLists, rule: AdmissionRule) -> tuple[dict | None, str]:
     """The frame row for one work, or ``(None, reason)`` when it is not admitted.
 
-    Reasons: ``no_title``, ``year_out_of_range``, ``no_route``. Evidence lists say which field and
-    which entity fired each route (e.g. ``institution I123 University of Toronto (country_code CA)``).
+    Reasons: ``no_route``, ``no_title``, ``year_out_of_range``: :func:`route_row` then
+    :func:`admission_outcome`.
+    """
+    row = route_row(work, entities)
+    if row is None:
+        return None, "no_route"
+    outcome = admission_outcome(row, rule)
+    return (row, outcome) if outcome == "admitted" else (None, outcome)
+
+
+def route_row(work: dict, entities: EntityLists) -> dict | None:
+    """The routed row for one work (``FRAME_SCHEMA`` without ``frame_build_id``), or None when no
+    route fires. Admission (title, year range) is not applied here: see :func:`admission_outcome`.
+
+    Evidence lists say which field and which entity fired each route (e.g. ``institution I123
+    University of Toronto (country_code CA)``).
     """
     aff_ev: list[str] = []
     ca_institutions: list[str] = []
@@ -106,11 +131,6 @@ def frame_row(work: dict, entities: EntityLists, rule: AdmissionRule) -> tuple[d
     about_ev = [f"tier {h.tier} '{h.term}' in {h.field}" for h in evidence_hits(hits)] if about else []
 
     title_text = (work["title_text"] or "").strip()
-    if not title_text:
-        return None, "no_title"
-    year = work["publication_year"]
-    if year is None or not (rule.year_min <= year <= rule.year_max):
-        return None, "year_out_of_range"
     row = {
         "ca_aff": bool(aff_ev),
         "ca_fund": bool(fund_ev),
@@ -118,7 +138,7 @@ def frame_row(work: dict, entities: EntityLists, rule: AdmissionRule) -> tuple[d
         "about_ca": about,
     }
     if not any(row.values()):
-        return None, "no_route"
+        return None
     exclusion = None
     if work["is_paratext"]:
         exclusion = "paratext"
@@ -130,7 +150,7 @@ def frame_row(work: dict, entities: EntityLists, rule: AdmissionRule) -> tuple[d
             "doi": work["doi"],
             "title": work["title"],
             "title_text": title_text,
-            "publication_year": year,
+            "publication_year": work["publication_year"],
             "language": work["language"],
             "type": work["type"],
             "is_paratext": work["is_paratext"],
@@ -160,4 +180,4 @@ def frame_row(work: dict, entities: EntityLists, rule: AdmissionRule) -> tuple[d
         }
     )
     row["route_key"] = route_key(row)
-    return row, "admitted"
+    return row

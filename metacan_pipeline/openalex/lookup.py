@@ -7,15 +7,16 @@ input record it came from, each file once per call.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .abstract import deinvert
 from .reader import Record, iter_file
 
 
-def load_abstracts(root: Path, pointers: Iterable[tuple[str, str, str]]) -> dict[str, str | None]:
-    """``{work_id: abstract text or None}`` for ``(work_id, source_file, source_locator)`` pointers.
+def load_abstracts(path_of: Callable[[str], Path], pointers: Iterable[tuple[str, str, str]]) -> dict[str, str | None]:
+    """``{work_id: abstract text or None}`` for ``(work_id, source_file, source_locator)`` pointers;
+    ``path_of`` maps a ``source_file`` to its file (:meth:`metacan_pipeline.resources.OpenAlexFiles.path_of`).
 
     A file that has gone missing since ingestion yields None for its works (the caller says "the
     abstract could not be read"), never an exception.
@@ -25,12 +26,12 @@ def load_abstracts(root: Path, pointers: Iterable[tuple[str, str, str]]) -> dict
         wanted[source_file][locator] = work_id
     out: dict[str, str | None] = {}
     for source_file, by_locator in wanted.items():
-        path = root / source_file
+        path = path_of(source_file)
         if not path.exists():
             for wid in by_locator.values():
                 out[wid] = None
             continue
-        for item in iter_file(path, root):
+        for item in iter_file(path, source=source_file):
             if isinstance(item, Record) and item.locator in by_locator:
                 out[by_locator[item.locator]] = deinvert(item.data.get("abstract_inverted_index"))
         for wid in by_locator.values():

@@ -155,13 +155,13 @@ def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
         )
 
 
-def iter_file(path: Path, root: Path | None = None) -> Iterator[Record | Quarantined]:
+def iter_file(path: Path, root: Path | None = None, source: str | None = None) -> Iterator[Record | Quarantined]:
     """Records and quarantine rows of one file; never raises for bad content.
 
-    ``source_file`` in the output is relative to ``root`` when given. A ``.json`` file that does not
+    ``source_file`` in the output is ``source`` when given, else relative to ``root`` when given. A ``.json`` file that does not
     parse as one document is retried as JSON Lines (some tools write ``.json`` line by line).
     """
-    source = str(path.relative_to(root)) if root else str(path)
+    source = source or (str(path.relative_to(root)) if root else str(path))
     if not path.name.lower().endswith(_DOCUMENT_SUFFIXES):
         yield from _iter_json_lines(path, source)
         return

@@ -1,35 +1,39 @@
-"""Stage OpenAlex files as typed Parquet rows, one file per task, in parallel worker processes.
+"""Read one OpenAlex input file as the frame needs it: an id index of every work and the typed rows
+of the works on which a route can fire.
 
-Used by the ``openalex_works`` asset. Each task parses one input file (a snapshot part, an API page,
-...), writes its work rows to ``<stage>/f<index>-<chunk>.parquet`` (at most ``rows_per_chunk`` rows in
-memory) and returns its quarantine rows and record counts. Workers import only this module's light
-dependencies, never Dagster.
+Used by :mod:`metacan_pipeline.frame.parts` (one task per file, in worker processes). Workers import
+only this module's light dependencies, never Dagster.
 
 JSON Lines files (snapshot parts) take a fast path: DuckDB's ``read_json`` with an explicit column
 list parses only the fields the frame needs (the rest of a record, most of its bytes, is skipped in
-C++), and an RE2 pre-scan of the raw abstract index decides whether the abstract needs de-inverting
-for the lexicon at all. A file the fast path cannot take whole (a parse error, a truncated gzip, a
-record without an id, a value of the wrong type) is re-read on the exact Python path, which
-quarantines the bad records with their line numbers. Both paths produce identical rows.
+C++), decides in SQL which works can be on a structural route (affiliation, funder, venue against the
+pinned entity lists), and an RE2 pre-scan of title, keywords and raw abstract index decides which
+works need the lexicon at all. Python sees only those candidates (a few percent of a snapshot). A
+file the fast path cannot take whole (a parse error, a truncated gzip, a record without an id, a value
+of the wrong type) is re-read on the exact Python path, which quarantines the bad records with their
+line numbers. Both paths produce identical rows (a test proves it on every real work record).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import orjson
+import re
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..frame.lexicon import evidence_hits, find_hits, prefilter_pattern, text_may_count
 from .abstract import deinvert, markup_to_text
 from .reader import QUARANTINE_COLUMNS, Quarantined, iter_file
-from .works import WORKS_SCHEMA, work_row
+from .works import work_row
+
+#: One row per work record read (every work, routed or not): what the frame merge needs to let the
+#: newest version of a work win across files (SPEC section 2: a work appears once).
+INDEX_SCHEMA = pa.schema([("id", pa.string()), ("updated_date", pa.string()), ("source_file", pa.string()),
+                          ("source_locator", pa.string()), ("ordinal", pa.int64())])
 
 #: The fields of a work record the frame reads (OpenAlex docs, "Work object"); DuckDB skips the rest.
 FAST_COLUMNS = {
@@ -74,7 +78,9 @@ WITH raw AS (
 ), keyed AS (
   SELECT *,
     list_transform(_insts, lambda x: coalesce(x.id, 'unresolved:' || coalesce(x.name, 'None'))) AS _ikeys,
-    list_filter(_funds, lambda x: x.id IS NOT NULL) AS _funds_ok
+    list_filter(_funds, lambda x: x.id IS NOT NULL) AS _funds_ok,
+    list_transform(list_filter(flatten(list_transform(coalesce(authorships, []), lambda a: coalesce(a.countries, []))),
+                               lambda c: c IS NOT NULL), lambda c: upper(c)) AS author_countries_raw
   FROM typed
 )
 SELECT
@@ -91,30 +97,59 @@ SELECT
   primary_topic.display_name AS topic,
   primary_topic.field.display_name AS field,
   list_filter(_insts, lambda x, i: list_position(_ikeys, _ikeys[i]) = i) AS institutions,
-  list_sort(list_distinct(list_transform(list_filter(flatten(list_transform(coalesce(authorships, []), lambda a: coalesce(a.countries, []))),
-                                                     lambda c: c IS NOT NULL), lambda c: upper(c)))) AS author_countries,
+  list_sort(list_distinct(author_countries_raw)) AS author_countries,
   list_filter(_funds_ok, lambda x, i: list_position(list_transform(_funds_ok, lambda y: y.id), x.id) = i) AS funders,
   _kw AS keywords,
   coalesce(is_authors_truncated, false) AS is_authors_truncated,
   CAST(len(coalesce(authorships, [])) AS INTEGER) AS n_authorships,
   coalesce(starts_with(abstract_inverted_index::VARCHAR, '{') AND abstract_inverted_index::VARCHAR <> '{}', false) AS has_abstract,
+  (list_contains(author_countries_raw, 'CA')
+   OR len(list_filter(_insts, lambda i: upper(i.country_code) = 'CA' OR list_contains($inst, i.id))) > 0
+   OR len(list_filter(_funds_ok, lambda f: list_contains($funders, f.id))) > 0
+   OR list_contains($sources, nullif(upper(regexp_extract(trim(primary_location.source.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''))) AS _structural,
   regexp_matches(lower(coalesce(title ->> '$', '') || ' ' || coalesce(display_name ->> '$', '') || ' ' || array_to_string(_kw, '; ')), $pattern) AS _text_flag,
   CASE WHEN starts_with(abstract_inverted_index::VARCHAR, '{') AND regexp_matches(lower(abstract_inverted_index::VARCHAR), $pattern)
        THEN abstract_inverted_index::VARCHAR END AS _abstract_json
 FROM keyed
 """
 
+@dataclass
+class ReadStats:
+    """What reading one file found: records by entity letter, quarantine rows, reader path."""
 
-def _fast_tables(path: Path, source: str, batch_rows: int, counts: Counter) -> Iterator[pa.Table]:
-    """Typed work rows of one JSON Lines file, computed by DuckDB; Python only adds ``title_text``
-    and, for the few works whose text contains a lexicon token, ``lexicon_hits``."""
+    counts: Counter = field(default_factory=Counter)
+    quarantine: list[dict] = field(default_factory=list)
+    read_path: str = "python"
+    fallback_reason: str | None = None
+
+
+@dataclass
+class WorkBatch:
+    """One batch of a file: the id index of all its works and the typed rows (``WORKS_SCHEMA`` dicts)
+    of the candidates, the works on which some route may fire."""
+
+    index: pa.Table
+    candidates: list[dict]
+
+
+def _ordinal(locator: str) -> int | None:
+    m = re.search(r"([0-9]+)[^0-9]*$", locator)
+    return int(m.group(1)) if m else None
+
+
+def _fast_batches(path: Path, source: str, entity_ids: dict[str, list[str]], batch_rows: int, stats: ReadStats) -> Iterator[WorkBatch]:
     import duckdb
     import pyarrow.compute as pc
 
     columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in FAST_COLUMNS.items()) + "}"
     con = duckdb.connect(config={"threads": 1, "memory_limit": "512MB"})
+    params = {"path": str(path), "pattern": prefilter_pattern(),
+              "inst": entity_ids["institution"], "funders": entity_ids["funder"], "sources": entity_ids["source"]}
     try:
-        reader = con.execute(_FAST_SQL.replace("COLUMNS", columns), {"path": str(path), "pattern": prefilter_pattern()}).to_arrow_reader(batch_rows)
+        sql = _FAST_SQL.replace("COLUMNS", columns)
+        for name in ("inst", "funders", "sources"):
+            sql = sql.replace(f"${name}", f"${name}::VARCHAR[]")
+        reader = con.execute(sql, params).to_arrow_reader(batch_rows)
         for batch in reader:
             ids = batch.column("id")
             if pc.any(pc.equal(ids, "")).as_py() or ids.null_count:
@@ -122,107 +157,88 @@ def _fast_tables(path: Path, source: str, batch_rows: int, counts: Counter) -> I
                 raise _NeedsExactPath(f"record {batch.column('_line')[bad].as_py()} has no valid work id")
             kinds = pc.utf8_slice_codeunits(ids, 0, 1)
             for kind, n in zip(*pc.value_counts(kinds).flatten()):
-                counts[kind.as_py()] += n.as_py()
-            batch = pa.Table.from_batches([batch]).filter(pc.equal(kinds, "W"))
-            if batch.num_rows == 0:
+                stats.counts[kind.as_py()] += n.as_py()
+            table = pa.Table.from_batches([batch]).filter(pc.equal(kinds, "W"))
+            if table.num_rows == 0:
                 continue
-            titles = batch.column("title").to_pylist()
-            title_text = [markup_to_text(t) for t in titles]
-            hits: list[list[dict]] = [[] for _ in titles]
-            flags = batch.column("_text_flag").to_pylist()
-            abstracts = batch.column("_abstract_json").to_pylist()
-            keywords = None
-            for i, (flag, raw) in enumerate(zip(flags, abstracts)):
-                if flag or raw:
-                    if keywords is None:
-                        keywords = batch.column("keywords").to_pylist()
-                    context = f"{title_text[i]} {'; '.join(keywords[i] or [])}"
-                    text = deinvert(orjson.loads(raw)) if raw and text_may_count(raw.lower(), context) else None
-                    found = find_hits({"title": title_text[i], "abstract": text, "keywords": "; ".join(keywords[i] or [])})
-                    hits[i] = [{"term": h.term, "tier": h.tier, "field": h.field} for h in evidence_hits(found)]
-            lines = batch.column("_line").to_pylist()
-            n = batch.num_rows
-            yield pa.table({
-                **{f.name: batch.column(f.name) for f in WORKS_SCHEMA if f.name in batch.column_names},
-                "title_text": pa.array(title_text, pa.string()),
-                "lexicon_hits": pa.array(hits, WORKS_SCHEMA.field("lexicon_hits").type),
-                "source_file": pa.array([source] * n, pa.string()),
-                "source_locator": pa.array([f"record {x}" for x in lines], pa.string()),
-            }).select([f.name for f in WORKS_SCHEMA]).cast(WORKS_SCHEMA)
+            lines = table.column("_line")
+            index = pa.table({
+                "id": table.column("id"), "updated_date": table.column("updated_date"),
+                "source_file": pa.array([source] * table.num_rows, pa.string()),
+                "source_locator": pc.binary_join_element_wise("record ", pc.cast(lines, pa.string()), ""),
+                "ordinal": pc.cast(lines, pa.int64()),
+            })
+            keep = pc.or_(pc.or_(table.column("_structural"), table.column("_text_flag")), pc.is_valid(table.column("_abstract_json")))
+            cand = table.filter(pc.fill_null(keep, True)).to_pylist()
+            for w in cand:
+                title_text = markup_to_text(w["title"])
+                hits: list[dict] = []
+                raw = w.pop("_abstract_json")
+                if w.pop("_text_flag") or raw:
+                    kw = "; ".join(w["keywords"] or [])
+                    text = deinvert(orjson.loads(raw)) if raw and text_may_count(raw.lower(), f"{title_text} {kw}") else None
+                    found = find_hits({"title": title_text, "abstract": text, "keywords": kw})
+                    hits = [{"term": h.term, "tier": h.tier, "field": h.field} for h in evidence_hits(found)]
+                w["title_text"] = title_text
+                w["lexicon_hits"] = hits
+                w["source_file"] = source
+                w["source_locator"] = f"record {w.pop('_line')}"
+                w.pop("_structural", None)
+            yield WorkBatch(index, cand)
     except duckdb.Error as exc:
         raise _NeedsExactPath(str(exc)) from None
     finally:
         con.close()
 
 
-@dataclass
-class StagedFile:
-    """What one file yielded: counts by entity letter, quarantine rows, Parquet chunks written."""
+def _exact_batches(path: Path, source: str, batch_rows: int, stats: ReadStats) -> Iterator[WorkBatch]:
+    rows: list[dict] = []
 
-    source_file: str
-    counts: Counter = field(default_factory=Counter)
-    quarantine: list[dict] = field(default_factory=list)
-    chunks: int = 0
-    fallback_reason: str | None = None
-    bytes: int = 0
-    mtime_ns: int = 0
+    def flush() -> WorkBatch:
+        index = pa.table({
+            "id": [r["id"] for r in rows], "updated_date": [r["updated_date"] for r in rows],
+            "source_file": [r["source_file"] for r in rows], "source_locator": [r["source_locator"] for r in rows],
+            "ordinal": [_ordinal(r["source_locator"]) for r in rows],
+        }, schema=INDEX_SCHEMA)
+        return WorkBatch(index, list(rows))
 
-
-def stage_file(path: str, root: str, stage_dir: str, index: int, rows_per_chunk: int = 10_000, fast: bool = True) -> StagedFile:
-    """Parse one file and write its work rows as Parquet chunks; never raises for bad content.
-
-    Both paths locate a JSON Lines work as ``record N`` (N counts non-blank lines); quarantine rows
-    name the physical line.
-    """
-    p, r = Path(path), Path(root)
-    st = p.stat()
-    out = StagedFile(str(p.relative_to(r)), bytes=st.st_size, mtime_ns=st.st_mtime_ns)
-    buf: list[dict] = []
-
-    def flush() -> None:
-        nonlocal buf
-        if buf:
-            pq.write_table(pa.Table.from_pylist(buf, schema=WORKS_SCHEMA), Path(stage_dir) / f"f{index:06d}-{out.chunks:04d}.parquet")
-            out.chunks += 1
-            buf = []
-
-    name = p.name.lower()
-    lines_file = name.endswith((".gz", ".jsonl", ".ndjson")) and not name.endswith(".json.gz")
-    if fast and lines_file and not any(c in str(p) for c in "*?[]{}"):  # DuckDB would read a name with these as a glob
-        try:
-            for table in _fast_tables(p, out.source_file, rows_per_chunk, out.counts):
-                pq.write_table(table, Path(stage_dir) / f"f{index:06d}-{out.chunks:04d}.parquet")
-                out.chunks += 1
-            out.counts["fast_path_files"] += 1
-            return out
-        except _NeedsExactPath as exc:
-            for chunk in Path(stage_dir).glob(f"f{index:06d}-*.parquet"):
-                chunk.unlink()
-            out = StagedFile(out.source_file, bytes=st.st_size, mtime_ns=st.st_mtime_ns)
-            out.counts["exact_path_files"] += 1
-            out.fallback_reason = str(exc)[:300]
-            buf = []
-    for item in iter_file(p, r):
+    for item in iter_file(path, source=source):
         if isinstance(item, Quarantined):
-            out.quarantine.append({k: getattr(item, k) for k in QUARANTINE_COLUMNS})
-            out.counts["quarantined"] += 1
+            stats.quarantine.append({k: getattr(item, k) for k in QUARANTINE_COLUMNS})
+            stats.counts["quarantined"] += 1
             continue
-        out.counts[item.kind] += 1
+        stats.counts[item.kind] += 1
         if item.kind == "W":
-            buf.append(work_row(item))
-            if len(buf) >= rows_per_chunk:
-                flush()
-    flush()
-    return out
+            rows.append(work_row(item))
+            if len(rows) >= batch_rows:
+                yield flush()
+                rows = []
+    if rows:
+        yield flush()
 
 
-def stage_files(files: list[Path], root: Path, stage_dir: Path, workers: int, fast: bool = True) -> Iterator[StagedFile]:
-    """Stage every file, ``workers`` at a time (1 = in this process); results in submission order."""
-    if workers <= 1 or len(files) <= 1:
-        for i, f in enumerate(files):
-            yield stage_file(str(f), str(root), str(stage_dir), i, fast=fast)
-        return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = [pool.submit(stage_file, str(f), str(root), str(stage_dir), i, fast=fast) for i, f in enumerate(files)]
-        for fut in futures:
-            yield fut.result()
+def read_work_batches(path: Path, source: str, entity_ids: dict[str, list[str]], stats: ReadStats,
+                      batch_rows: int = 20_000, fast: bool = True) -> Iterator[WorkBatch]:
+    """The works of one file in batches, named ``source`` in their rows; never raises for bad content
+    (bad records land in ``stats.quarantine``).
+
+    ``entity_ids`` maps ``institution``/``funder``/``source`` to the pinned Canadian ids. On the
+    fast path the candidates are the works with a structural route or a possible lexicon hit; on
+    the exact path every work is a candidate (the routing decides). Both paths locate a JSON Lines
+    work as ``record N`` (N counts non-blank lines); quarantine rows name the physical line. If the
+    fast path fails part-way, the batches it yielded are superseded: the caller must discard them
+    when ``stats.read_path`` turns to ``python`` (see :func:`metacan_pipeline.frame.parts.build_part`).
+    """
+    name = path.name.lower()
+    lines_file = name.endswith((".gz", ".jsonl", ".ndjson")) and not name.endswith(".json.gz")
+    if fast and lines_file and not any(c in str(path) for c in "*?[]{}"):  # DuckDB would read a name with these as a glob
+        try:
+            stats.read_path = "duckdb"
+            yield from _fast_batches(path, source, entity_ids, batch_rows, stats)
+            return
+        except _NeedsExactPath as exc:
+            stats.counts.clear()
+            stats.read_path = "python"
+            stats.fallback_reason = str(exc)[:300]
+            yield None  # tells the caller to drop what it has from this file
+    yield from _exact_batches(path, source, batch_rows, stats)

@@ -109,7 +109,7 @@ def work_pages(context: dg.AssetExecutionContext, storage: MetacanStorage, opena
     """
     records = [json.loads(t) for b in storage.iter_batches("work_records", columns=["record_json"]) for t in b.column("record_json").to_pylist()]
     frame_ptr = {r["id"]: r for r in storage.read_table("frame", ["id", "source_file", "source_locator", "has_abstract"]).to_pylist()}
-    abstracts = load_abstracts(openalex.root, [(wid, p["source_file"], p["source_locator"]) for wid, p in frame_ptr.items() if p["has_abstract"]])
+    abstracts = load_abstracts(openalex.path_of, [(wid, p["source_file"], p["source_locator"]) for wid, p in frame_ptr.items() if p["has_abstract"]])
     heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
     codex_heads = [h for h in heads if h["teacher"] == "codex"]
     ctx = {"n_codex_labels": max((h["n_train"] for h in codex_heads), default=0),

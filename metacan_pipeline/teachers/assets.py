@@ -59,7 +59,7 @@ def label_works(context: dg.AssetExecutionContext, storage: MetacanStorage, open
     run_id = context.run.run_id
     abstracts: dict[str, str | None] = {}
     if teacher.record_view == "title_abstract":
-        abstracts = load_abstracts(openalex.root, [(w["id"], w["source_file"], w["source_locator"]) for w in works if w["has_abstract"]])
+        abstracts = load_abstracts(openalex.path_of, [(w["id"], w["source_file"], w["source_locator"]) for w in works if w["has_abstract"]])
     views = {w["id"]: record_view(w, teacher.record_view, abstracts.get(w["id"])) for w in works}
     hashes = {wid: view_hash(v) for wid, v in views.items()}
     with storage.connect() as con:

@@ -1,0 +1,187 @@
+"""A frame build, one input file (a "part") at a time: its routed works, its id index, its quarantine
+rows and its build-manifest row, written together and atomically.
+
+Layout, under ``warehouse/frame_parts/<partition key>/<part token>/``: ``routed.parquet`` (frame rows
+of every work on which a route fires, before the admission filter; :data:`ROUTED_SCHEMA`),
+``index.parquet`` (every work read: id, updated_date, where; for newest-wins across parts),
+``quarantine.parquet`` and ``manifest.json`` (the build-manifest row, :data:`MANIFEST_SCHEMA`). The
+folder is assembled under a temporary name and renamed into place, so a part is either finished or
+absent: an interrupted build resumes at the first unfinished part and never reads a finished part
+twice (its ``build_key`` = file path, size, mtime, entity-list versions, lexicon and code version).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..openalex.reader import QUARANTINE_COLUMNS
+from ..openalex.staging import INDEX_SCHEMA, ReadStats, read_work_batches
+from .entities import EntityLists
+from .lexicon import LEXICON_VERSION
+from .routes import FRAME_SCHEMA, route_row
+
+PART_CODE_VERSION = "part-v1"
+
+#: Frame rows before admission (no ``frame_build_id`` yet: the merge stamps it).
+ROUTED_SCHEMA = pa.schema([f for f in FRAME_SCHEMA if f.name != "frame_build_id"])
+QUARANTINE_SCHEMA = pa.schema(
+    [("source_file", pa.string()), ("locator", pa.string()), ("line", pa.int64()), ("reason", pa.string()), ("excerpt", pa.string())]
+)
+#: One row per finished part (the build manifest of issue 3).
+MANIFEST_SCHEMA = pa.schema([
+    ("partition_key", pa.string()), ("source_file", pa.string()), ("bytes", pa.int64()), ("mtime_ns", pa.int64()),
+    ("sha256", pa.string()), ("build_key", pa.string()),
+    ("manifest_record_count", pa.int64()),  # what the snapshot manifest lists for this part (null: not listed)
+    ("records_read", pa.int64()),  # records of any entity plus unreadable lines
+    ("work_records", pa.int64()), ("routed", pa.int64()), ("quarantined", pa.int64()),
+    ("count_check", pa.string()),  # ok | mismatch | not_in_manifest | no_manifest
+    ("read_path", pa.string()), ("fallback_reason", pa.string()),
+    ("started_at", pa.string()), ("finished_at", pa.string()), ("seconds", pa.float64()), ("run_id", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class PartJob:
+    """One file to build: where it is, which partition it belongs to, what the manifest says of it."""
+
+    path: str
+    source_file: str
+    partition_key: str
+    bytes: int
+    mtime_ns: int
+    manifest_record_count: int | None
+    manifest_status: str  # listed | not_in_manifest | no_manifest
+
+
+def build_key(job: PartJob, entities: EntityLists) -> str:
+    """The identity of a finished part: same key, same output (so it is never read again)."""
+    payload = json.dumps([job.source_file, job.bytes, job.mtime_ns, sorted(entities.versions.items()),
+                          LEXICON_VERSION, PART_CODE_VERSION])
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def part_dir(parts_root: Path, partition_key: str, source_file: str) -> Path:
+    """``<parts_root>/<partition key>/<16 hex of the file path>``."""
+    return Path(parts_root) / partition_key / hashlib.sha256(source_file.encode()).hexdigest()[:16]
+
+
+def finished(parts_root: Path, job: PartJob, key: str) -> dict | None:
+    """The manifest row of ``job`` if it is built with ``key``, else None."""
+    mf = part_dir(parts_root, job.partition_key, job.source_file) / "manifest.json"
+    try:
+        row = json.loads(mf.read_text())
+    except (OSError, ValueError):
+        return None
+    return row if row.get("build_key") == key else None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def build_part(job: PartJob, parts_root: str, entities: EntityLists, key: str, run_id: str,
+               batch_rows: int = 20_000, fast: bool = True) -> dict:
+    """Read one file and write its part folder; returns its manifest row. Never raises for bad
+    content (bad records are quarantine rows); raises OSError only if the output cannot be written."""
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.perf_counter()
+    final = part_dir(Path(parts_root), job.partition_key, job.source_file)
+    tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True)
+    try:
+        stats = ReadStats()
+        entity_ids = {"institution": sorted(entities.institutions), "funder": sorted(entities.funders), "source": sorted(entities.sources)}
+        writers: dict[str, pq.ParquetWriter] = {}
+
+        def write(name: str, table: pa.Table) -> None:
+            if name not in writers:
+                writers[name] = pq.ParquetWriter(tmp / f"{name}.parquet", table.schema, compression="zstd")
+            writers[name].write_table(table)
+
+        routed = 0
+        for batch in read_work_batches(Path(job.path), job.source_file, entity_ids, stats, batch_rows, fast):
+            if batch is None:  # the fast path gave up part-way: start the file again on the exact path
+                for w in writers.values():
+                    w.close()
+                writers.clear()
+                for f in tmp.glob("*.parquet"):
+                    f.unlink()
+                routed = 0
+                continue
+            write("index", batch.index.cast(INDEX_SCHEMA))
+            rows = [r for r in (route_row(w, entities) for w in batch.candidates) if r is not None]
+            if rows:
+                write("routed", pa.Table.from_pylist(rows, schema=ROUTED_SCHEMA))
+                routed += len(rows)
+        for w in writers.values():
+            w.close()
+        for name, schema in (("index", INDEX_SCHEMA), ("routed", ROUTED_SCHEMA)):
+            if not (tmp / f"{name}.parquet").exists():
+                pq.write_table(schema.empty_table(), tmp / f"{name}.parquet")
+        pq.write_table(pa.Table.from_pylist([{k: q[k] for k in QUARANTINE_COLUMNS} for q in stats.quarantine], schema=QUARANTINE_SCHEMA),
+                       tmp / "quarantine.parquet")
+        records_read = sum(v for k, v in stats.counts.items() if len(k) == 1) + stats.counts["quarantined"]
+        if job.manifest_status != "listed":
+            count_check = job.manifest_status
+        else:
+            count_check = "ok" if records_read == job.manifest_record_count else "mismatch"
+        row = {
+            "partition_key": job.partition_key, "source_file": job.source_file, "bytes": job.bytes, "mtime_ns": job.mtime_ns,
+            "sha256": _sha256(Path(job.path)), "build_key": key, "manifest_record_count": job.manifest_record_count,
+            "records_read": records_read, "work_records": stats.counts["W"], "routed": routed,
+            "quarantined": stats.counts["quarantined"], "count_check": count_check, "read_path": stats.read_path,
+            "fallback_reason": stats.fallback_reason, "started_at": started.isoformat(timespec="seconds"),
+            "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(time.perf_counter() - t0, 3), "run_id": run_id,
+        }
+        (tmp / "manifest.json").write_text(json.dumps(row))
+        if final.exists():  # a stale build of this file (other key): replaced only now that the new one is whole
+            shutil.rmtree(final)
+        tmp.rename(final)
+        return row
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def build_parts(jobs: list[tuple[PartJob, str]], parts_root: Path, entities: EntityLists, run_id: str,
+                workers: int, fast: bool = True) -> Iterator[dict]:
+    """Build every ``(job, key)``, ``workers`` at a time (1 = in this process), largest file first so
+    the last busy worker is not left with the biggest part; yields manifest rows as parts finish."""
+    order = sorted(jobs, key=lambda jk: -jk[0].bytes)
+    for stale in {part_dir(parts_root, j.partition_key, j.source_file).parent for j, _ in order}:
+        for tmp in stale.glob(".tmp-*") if stale.exists() else []:  # left by a killed build
+            shutil.rmtree(tmp, ignore_errors=True)
+    if workers <= 1 or len(order) <= 1:
+        for job, key in order:
+            yield build_part(job, str(parts_root), entities, key, run_id, fast=fast)
+        return
+    with ProcessPoolExecutor(max_workers=min(workers, len(order)), mp_context=mp.get_context("spawn")) as pool:
+        pending = {pool.submit(build_part, job, str(parts_root), entities, key, run_id, fast=fast) for job, key in order}
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+
+
+def default_workers(configured: int) -> int:
+    """``configured``, or one per CPU core when 0."""
+    return configured or os.cpu_count() or 1

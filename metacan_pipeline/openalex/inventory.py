@@ -1,0 +1,147 @@
+"""What an OpenAlex input folder holds, by frame partition, checked against the snapshot manifests.
+
+OpenAlex docs, "Download the snapshot" / "Snapshot data format": works come as
+``data/works/updated_date=YYYY-MM-DD/part_NNN.gz`` with a ``data/works/manifest`` (Redshift-style
+JSON: ``entries[].url`` and ``entries[].meta.record_count``) written after the parts; merged works as
+``data/merged_ids/works/*.csv.gz``.
+
+Partition keys (the frame's Dagster partitions, :data:`metacan_pipeline.frame.assets.openalex_partitions`):
+a snapshot part belongs to its ``updated_date=YYYY-MM-DD`` folder; a page of the API archive to its
+refresh window folder (``window=<from>_<to>``, source files prefixed ``api/``); every other file
+(API pages, archives, single works, JSON Lines) belongs to ``files``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from ..resources import API_PREFIX
+from .reader import discover
+
+LOCAL_FILES_KEY = "files"
+_PART_IN_URL = re.compile(r"(updated_date=[^/]+/part_[^/]+)$")
+
+#: One row per file: present ones with size and mtime, and manifest entries with no local file.
+INVENTORY_SCHEMA = pa.schema([
+    ("partition_key", pa.string()), ("source_file", pa.string()), ("present", pa.bool_()),
+    ("bytes", pa.int64()), ("mtime_ns", pa.int64()),
+    ("manifest_record_count", pa.int64()),
+    ("manifest_status", pa.string()),  # listed | not_in_manifest | no_manifest | missing_locally | not_snapshot
+    ("manifest_file", pa.string()),
+])
+
+
+def partition_key(path: Path) -> str:
+    """``updated_date=YYYY-MM-DD`` for a snapshot works part, ``window=...`` for a page archived by an
+    API refresh, else ``files``."""
+    parent = path.parent
+    if parent.name.startswith("updated_date=") and parent.parent.name == "works":
+        return parent.name
+    for folder in path.parents:
+        if folder.name.startswith("window="):
+            return folder.name
+    return LOCAL_FILES_KEY
+
+
+@dataclass
+class Inventory:
+    """Rows of :data:`INVENTORY_SCHEMA`, unsupported files and manifest problems."""
+
+    rows: list[dict] = field(default_factory=list)
+    unsupported: list[tuple[str, Path]] = field(default_factory=list)  # (source_file, path)
+    manifest_errors: list[str] = field(default_factory=list)
+
+    def present(self) -> list[dict]:
+        return [r for r in self.rows if r["present"]]
+
+    def partition_keys(self) -> list[str]:
+        """Keys with at least one present file, in sorted order (``files`` first)."""
+        return sorted({r["partition_key"] for r in self.present()}, key=lambda k: (k != LOCAL_FILES_KEY, k))
+
+    def incomplete_partitions(self) -> dict[str, str]:
+        """Snapshot partitions that are not whole, with why (listed parts missing, or not in the manifest)."""
+        out: dict[str, str] = {}
+        for r in self.rows:
+            if r["partition_key"] == LOCAL_FILES_KEY:
+                continue
+            if r["manifest_status"] == "missing_locally":
+                out.setdefault(r["partition_key"], "the manifest lists parts that are not here")
+            elif r["manifest_status"] in ("not_in_manifest", "no_manifest"):
+                out[r["partition_key"]] = ("no manifest covers it" if r["manifest_status"] == "no_manifest"
+                                           else "parts not in the manifest (written after it, or a partial download)")
+        return out
+
+
+def _read_manifest(path: Path, root: Path, errors: list[str]) -> dict[str, int] | None:
+    """``{relative part path: record_count}`` of one manifest, or None (with an error) if unreadable."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        entries = doc["entries"]
+        out = {}
+        for e in entries:
+            m = _PART_IN_URL.search(str(e["url"]))
+            if not m:
+                raise ValueError(f"entry url {e['url']!r} does not end in updated_date=.../part_...")
+            count = e["meta"]["record_count"]
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"entry {e['url']!r} has record_count {count!r}")
+            out[str((path.parent / m.group(1)).relative_to(root))] = count
+        return out
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        errors.append(f"{path.relative_to(root)}: unreadable snapshot manifest ({type(exc).__name__}: {exc}); its partitions are "
+                      f"treated as having no manifest. Re-download it from s3://openalex/data/works/manifest.")
+        return None
+
+
+def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
+    """Every work-bearing file under ``root`` (and the API archive ``api_root``, when it exists) with
+    its partition key and manifest status.
+
+    Snapshot parts of other entities (``data/funders/...``) are left to the entity lists. Raises
+    FileNotFoundError naming ``root`` if it does not exist (from :func:`discover`).
+    """
+    files, unsupported = discover(root, snapshot_entities={"works"})
+    inv = Inventory(unsupported=[(str(p.relative_to(root)), p) for p in unsupported])
+    manifests: dict[Path, dict[str, int] | None] = {}
+    for mf in sorted(root.rglob("manifest")):
+        if mf.is_file() and mf.parent.name == "works":
+            manifests[mf.parent] = _read_manifest(mf, root, inv.manifest_errors)
+    seen: set[str] = set()
+    for p in files:
+        rel = str(p.relative_to(root))
+        key = partition_key(p)
+        st = p.stat()
+        row = {"partition_key": key, "source_file": rel, "present": True, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
+               "manifest_record_count": None, "manifest_status": "not_snapshot", "manifest_file": None}
+        if key != LOCAL_FILES_KEY:
+            works_dir = p.parent.parent
+            listing = manifests.get(works_dir)
+            row["manifest_file"] = str((works_dir / "manifest").relative_to(root)) if works_dir in manifests else None
+            if listing is None:
+                row["manifest_status"] = "no_manifest"
+            elif rel in listing:
+                row["manifest_status"], row["manifest_record_count"] = "listed", listing[rel]
+            else:
+                row["manifest_status"] = "not_in_manifest"
+        seen.add(rel)
+        inv.rows.append(row)
+    if api_root is not None and api_root.exists():
+        api_files, api_unsupported = discover(api_root)
+        inv.unsupported += [(API_PREFIX + str(p.relative_to(api_root)), p) for p in api_unsupported]
+        for p in api_files:
+            st = p.stat()
+            inv.rows.append({"partition_key": partition_key(p), "source_file": API_PREFIX + str(p.relative_to(api_root)), "present": True,
+                             "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "manifest_record_count": None,
+                             "manifest_status": "not_snapshot", "manifest_file": None})
+    for works_dir, listing in manifests.items():
+        for rel, count in sorted((listing or {}).items()):
+            if rel not in seen:
+                inv.rows.append({"partition_key": Path(rel).parent.name, "source_file": rel, "present": False, "bytes": None,
+                                 "mtime_ns": None, "manifest_record_count": count, "manifest_status": "missing_locally",
+                                 "manifest_file": str((works_dir / "manifest").relative_to(root))})
+    return inv
