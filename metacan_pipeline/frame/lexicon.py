@@ -43,6 +43,9 @@ TIER_C: tuple[str, ...] = (
 
 
 _WORD = re.compile(r"\w+")
+#: Runs of letters: a coarser split than :data:`_WORD` (it also splits at digits and "_"), used only
+#: by the superset test :func:`text_may_count`, where it skips the numbers of an inverted index's JSON.
+_LETTERS = re.compile(r"[^\W\d_]+")
 
 
 def _tokens(text: str) -> list[str]:
@@ -129,7 +132,7 @@ def text_may_count(raw_lower: str, context: str) -> bool:
     JSON); a tier C term counts only with a tier A word in ``context`` (one in the text itself is
     already a tier A hit).
     """
-    words = set(_WORD.findall(raw_lower))
+    words = set(_LETTERS.findall(raw_lower))
     if words & _SINGLE or any(req <= words for req in _MULTI):
         return True
     return bool(words & _TIER_C_WORDS) and bool(_TIER_A_WORDS.intersection(_tokens(context)))

@@ -16,9 +16,11 @@ line numbers. Both paths produce identical rows (a test proves it on every real 
 
 from __future__ import annotations
 
+import queue
 import re
+import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,6 +139,48 @@ def _ordinal(locator: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+_DONE = object()
+
+
+def _prefetched(batches: Iterable, depth: int = 2) -> Iterator:
+    """``batches`` pulled by a background thread, ``depth`` ahead: DuckDB parses the next batch (it
+    releases the GIL) while this thread does the Python half of the current one, so a part uses a
+    second core when one is free (e.g. the last part of a build). Errors surface in the consumer;
+    a consumer that stops early stops the thread before the generator returns."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def pump() -> None:
+        try:
+            for item in batches:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(_DONE)
+        except BaseException as exc:  # handed to the consumer, raised there
+            q.put(exc)
+
+    thread = threading.Thread(target=pump, name="duckdb-prefetch", daemon=True)
+    thread.start()
+    try:
+        while (item := q.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a pump waiting on a full queue, then let it finish
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                thread.join(0.05)
+
+
 def _fast_batches(path: Path, source: str, entity_ids: dict[str, list[str]], batch_rows: int, stats: ReadStats) -> Iterator[WorkBatch]:
     import duckdb
     import pyarrow.compute as pc
@@ -145,12 +189,13 @@ def _fast_batches(path: Path, source: str, entity_ids: dict[str, list[str]], bat
     con = duckdb.connect(config={"threads": 1, "memory_limit": "512MB"})
     params = {"path": str(path), "pattern": prefilter_pattern(),
               "inst": entity_ids["institution"], "funders": entity_ids["funder"], "sources": entity_ids["source"]}
+    batches = None
     try:
         sql = _FAST_SQL.replace("COLUMNS", columns)
         for name in ("inst", "funders", "sources"):
             sql = sql.replace(f"${name}", f"${name}::VARCHAR[]")
-        reader = con.execute(sql, params).to_arrow_reader(batch_rows)
-        for batch in reader:
+        batches = _prefetched(con.execute(sql, params).to_arrow_reader(batch_rows))
+        for batch in batches:
             ids = batch.column("id")
             if pc.any(pc.equal(ids, "")).as_py() or ids.null_count:
                 bad = pc.index(pc.fill_null(ids, ""), "").as_py()
@@ -188,6 +233,8 @@ def _fast_batches(path: Path, source: str, entity_ids: dict[str, list[str]], bat
     except duckdb.Error as exc:
         raise _NeedsExactPath(str(exc)) from None
     finally:
+        if batches is not None:
+            batches.close()  # stops the prefetch thread before its connection closes
         con.close()
 
 
