@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from filelock import FileLock
 
 from ..openalex.reader import QUARANTINE_COLUMNS
 from ..openalex.staging import INDEX_SCHEMA, ReadStats, read_work_batches
@@ -100,11 +101,21 @@ def _sha256(path: Path) -> str:
 def build_part(job: PartJob, parts_root: str, entities: EntityLists, key: str, run_id: str,
                batch_rows: int = 20_000, fast: bool = True) -> dict:
     """Read one file and write its part folder; returns its manifest row. Never raises for bad
-    content (bad records are quarantine rows); raises OSError only if the output cannot be written."""
+    content (bad records are quarantine rows); raises OSError only if the output cannot be written.
+
+    Holds a lock file per part while it builds, so two runs that reach the same part (say the
+    sensor's and a manual one) build it once: the second finds it finished and returns its row."""
+    final = part_dir(Path(parts_root), job.partition_key, job.source_file)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(final.parent / f".{final.name}.lock")):
+        done = finished(Path(parts_root), job, key)
+        return done if done is not None else _build_part_locked(job, final, entities, key, run_id, batch_rows, fast)
+
+
+def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: str, run_id: str, batch_rows: int, fast: bool) -> dict:
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.perf_counter()
-    final = part_dir(Path(parts_root), job.partition_key, job.source_file)
-    tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
         stats = ReadStats()
@@ -167,9 +178,10 @@ def build_parts(jobs: list[tuple[PartJob, str]], parts_root: Path, entities: Ent
     """Build every ``(job, key)``, ``workers`` at a time (1 = in this process), largest file first so
     the last busy worker is not left with the biggest part; yields manifest rows as parts finish."""
     order = sorted(jobs, key=lambda jk: -jk[0].bytes)
-    for stale in {part_dir(parts_root, j.partition_key, j.source_file).parent for j, _ in order}:
-        for tmp in stale.glob(".tmp-*") if stale.exists() else []:  # left by a killed build
-            shutil.rmtree(tmp, ignore_errors=True)
+    for folder in {part_dir(parts_root, j.partition_key, j.source_file).parent for j, _ in order}:
+        for tmp in folder.glob(".tmp-*") if folder.exists() else []:
+            if not _pid_alive(tmp.name.split("-")[2]):  # left by a killed build, not by a live one
+                shutil.rmtree(tmp, ignore_errors=True)
     if workers <= 1 or len(order) <= 1:
         for job, key in order:
             yield build_part(job, str(parts_root), entities, key, run_id, fast=fast)
@@ -180,6 +192,16 @@ def build_parts(jobs: list[tuple[PartJob, str]], parts_root: Path, entities: Ent
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
                 yield fut.result()
+
+
+def _pid_alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def default_workers(configured: int) -> int:
