@@ -124,3 +124,30 @@ def test_accented_lexicon_words_are_found_on_both_readers(tmp_path, openalex_dir
     results = [_stage(part, tmp_path, tmp_path, f"out-{fast}", fast, entities)[1] for fast in (True, False)]
     assert results[0] == results[1]
     assert results[0][0]["about_ca_evidence"] == ["tier A 'Île-du-Prince-Édouard' in abstract"]
+
+
+def test_character_references_and_tier_c_context_agree_on_both_readers(tmp_path, openalex_dir, entities):
+    """SQL cannot decode ``&eacute;`` or ``&nbsp;``; markup_to_text does. The fast path's pre-scan must
+    still send such works to Python, and a tier C word must count only with a tier A word nearby."""
+    base = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
+    base = {**base, "authorships": [], "keywords": [], "abstract_inverted_index": None}
+    works = [
+        {**base, "id": "https://openalex.org/W11", "title": "Health care in Qu&eacute;bec"},
+        {**base, "id": "https://openalex.org/W12", "title": "Tides", "abstract_inverted_index": {"Schools": [0], "in": [1], "Qu&eacute;bec": [2]}},
+        {**base, "id": "https://openalex.org/W13", "title": "Tides", "abstract_inverted_index": {"Health": [0], "of": [1], "First&nbsp;Nations": [2]}},
+        {**base, "id": "https://openalex.org/W14", "title": "Canada and its rivers", "abstract_inverted_index": {"In": [0], "Regina": [1]}},
+        {**base, "id": "https://openalex.org/W15", "title": "Rivers", "abstract_inverted_index": {"In": [0], "Regina": [1]}},
+        {**base, "id": "https://openalex.org/W16", "title": "Tides", "abstract_inverted_index": {"Nord": [0], "Territoires-du-Nord-Ouest": [1]}},
+    ]
+    part = tmp_path / "refs.jsonl"
+    part.write_text("\n".join(json.dumps(w, ensure_ascii=False) for w in works) + "\n")
+    fast, exact = (_stage(part, tmp_path, tmp_path, f"out-{f}", f, entities) for f in (True, False))
+    assert fast[0]["read_path"] == "duckdb" and fast[1] == exact[1]
+    evidence = {r["id"]: r["about_ca_evidence"] for r in fast[1]}
+    assert evidence == {
+        "W11": ["tier A 'Québec' in title"],
+        "W12": ["tier A 'Québec' in abstract"],
+        "W13": ["tier A 'First Nations' in abstract"],
+        "W14": ["tier A 'Canada' in title", "tier C 'Regina' in abstract"],
+        "W16": ["tier A 'Territoires du Nord-Ouest' in abstract"],
+    }  # W15: a tier C word alone is no evidence

@@ -43,9 +43,6 @@ TIER_C: tuple[str, ...] = (
 
 
 _WORD = re.compile(r"\w+")
-#: Runs of letters: a coarser split than :data:`_WORD` (it also splits at digits and "_"), used only
-#: by the superset test :func:`text_may_count`, where it skips the numbers of an inverted index's JSON.
-_LETTERS = re.compile(r"[^\W\d_]+")
 
 
 def _tokens(text: str) -> list[str]:
@@ -117,25 +114,84 @@ def prefilter_pattern() -> str:
     return f"(^|{edge})(" + "|".join(sorted(re.escape(t) for t in words)) + f")({edge}|$)"
 
 
-_SINGLE = {k[0] for k, (tier, _) in _INDEX.items() if tier != "C" and len(k) == 1}
-_MULTI = [frozenset(k) for k, (tier, _) in _INDEX.items() if tier != "C" and len(k) > 1]
-_TIER_C_WORDS = {t for k, (tier, _) in _INDEX.items() if tier == "C" for t in k}
-_TIER_A_WORDS = {t for k, (tier, _) in _INDEX.items() if tier == "A" for t in k}
+#: An HTML/XML character reference (``&eacute;``, ``&#233;``, ``&nbsp;``): markup_to_text decodes these,
+#: SQL cannot, so the pre-scan reads a text holding one both ways (reference as a word break, and as
+#: one unknown letter).
+_ENTITY = r"&[#a-zA-Z0-9]+;"
+_UNKNOWN = "ǂ"  # a letter (Unicode Lo) that no lexicon word holds: stands for any non-ASCII letter or reference
 
 
-def text_may_count(raw_lower: str, context: str) -> bool:
-    """Whether the lower-cased raw text (e.g. an abstract's inverted-index JSON) may hold a hit that
-    counts as evidence (:func:`evidence_hits`), given the title and keywords ``context``.
+def _fold(word: str) -> str:
+    return "".join(c if ord(c) < 128 else _UNKNOWN for c in word)
 
-    A superset test, cheap next to de-inverting an abstract: a one-word tier A/B term needs its word;
-    a multi-word term needs all its words (in any order: an inverted index keeps no adjacency in its
-    JSON); a tier C term counts only with a tier A word in ``context`` (one in the text itself is
-    already a tier A hit).
+
+def _sql_list(items) -> str:
+    return "[" + ", ".join("'" + i.replace("'", "''") + "'" for i in items) + "]::VARCHAR[]"
+
+
+def _sql_lists(lists) -> str:
+    return "[" + ", ".join(_sql_list(x) for x in lists) + "]::VARCHAR[][]"
+
+
+def _prescan_parts() -> tuple[str, list[str], list[list[str]], list[list[str]]]:
+    """(RE2 alternation of every lexicon word, one-word A/B terms, multi-word A/B terms, tier C
+    terms), the words folded as :func:`abstract_words_sql` folds the text."""
+    tiers = {tier: [sorted(set(k)) for k, (t, _) in _INDEX.items() if t == tier] for tier in "ABC"}
+    words = sorted({w for reqs in tiers.values() for req in reqs for w in req}, key=lambda w: (-len(w), w))
+    alternation = "|".join("".join(f"[{re.escape(c)}{_UNKNOWN}]" if ord(c) >= 128 else re.escape(c) for c in w) for w in words)
+    single = [_fold(r[0]) for t in "AB" for r in tiers[t] if len(r) == 1]
+    multi = [[_fold(w) for w in r] for t in "AB" for r in tiers[t] if len(r) > 1]
+    tier_c = [[_fold(w) for w in r] for r in tiers["C"]]
+    return alternation, single, multi, tier_c
+
+
+def abstract_words_sql(raw: str) -> str:
+    """A DuckDB expression over the raw text ``raw`` (a SQL expression, e.g. an abstract's
+    inverted-index JSON as VARCHAR): the distinct lexicon words that start a word of the text,
+    folded (every non-ASCII letter and every character reference becomes one placeholder letter),
+    or NULL when the text cannot hold a lexicon hit at all (no :func:`prefilter_pattern` match and no
+    character reference).
+
+    A superset of the lexicon words present as whole words: word starts follow what is not a Unicode
+    letter, digit or "_" (as Python's ``\\w``), and the words are tried longest first, so a word
+    present whole is always found (a longer alternative cannot match inside it); a word that merely
+    starts a longer one ("canadianism") is found too, which costs a needless de-inversion, never a
+    missed hit. (Matching the trailing edge as well would consume the edge that the next word needs.)
+    A text with a character reference is read three ways: as is, with each reference as a word break
+    (markup_to_text decodes ``&nbsp;`` to a space) and with each reference as one letter.
     """
-    words = set(_LETTERS.findall(raw_lower))
-    if words & _SINGLE or any(req <= words for req in _MULTI):
-        return True
-    return bool(words & _TIER_C_WORDS) and bool(_TIER_A_WORDS.intersection(_tokens(context)))
+    alternation = _prescan_parts()[0]
+    edge = r"[^\p{L}\p{N}_]"
+    low = f"lower({raw})"
+
+    def found(text: str) -> str:
+        return (f"list_transform(regexp_extract_all({text}, '(^|{edge})({alternation})', 2), "
+                f"w -> regexp_replace(w, '[^\\x00-\\x7F]', '{_UNKNOWN}', 'g'))")
+
+    spaced = f"regexp_replace({low}, '{_ENTITY}', ' ', 'g')"
+    folded = f"regexp_replace({low}, '{_ENTITY}', '{_UNKNOWN}', 'g')"
+    return (f"CASE WHEN regexp_matches({raw}, '{_ENTITY}') THEN list_distinct(flatten([{found(low)}, {found(spaced)}, {found(folded)}])) "
+            f"WHEN regexp_matches({low}, '{prefilter_pattern()}') THEN list_distinct({found(low)}) END")
+
+
+def abstract_may_count_sql(words: str, context: str) -> str:
+    """A DuckDB boolean over ``words`` (the column computed by :func:`abstract_words_sql`) and the
+    title and keywords in ``context``: may the text hold a hit that counts as evidence
+    (:func:`evidence_hits`)? A superset test, so that Python de-inverts only the abstracts that may
+    count: a one-word tier A/B term needs its word, a multi-word term all its words (in any order: an
+    inverted index keeps no adjacency in its JSON), a tier C term its words plus a tier A word (or any
+    markup) in ``context``.
+    """
+    _, single, multi, tier_c = _prescan_parts()
+    edge = r"[^\p{L}\p{N}_]"
+    tier_a = "|".join(sorted(re.escape(t) for t in _TIER_A_WORDS))
+    ctx_a = f"(regexp_matches(lower({context}), '(^|{edge})({tier_a})({edge}|$)') OR regexp_matches({context}, '[<&]'))"
+    return (f"CASE WHEN {words} IS NULL THEN false WHEN list_has_any({words}, {_sql_list(single)}) "
+            f"OR len(list_filter({_sql_lists(multi)}, r -> list_has_all({words}, r))) > 0 THEN true "
+            f"WHEN len(list_filter({_sql_lists(tier_c)}, r -> list_has_all({words}, r))) > 0 THEN {ctx_a} ELSE false END")
+
+
+_TIER_A_WORDS = {t for k, (tier, _) in _INDEX.items() if tier == "A" for t in k}
 
 
 def about_ca_fires(tiers: set[str]) -> bool:

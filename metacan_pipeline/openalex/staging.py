@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 
-from ..frame.lexicon import evidence_hits, find_hits, prefilter_pattern, text_may_count
+from ..frame.lexicon import abstract_may_count_sql, abstract_words_sql, evidence_hits, find_hits, prefilter_pattern
 from .abstract import deinvert, markup_to_text
 from .reader import QUARANTINE_COLUMNS, Quarantined, iter_file
 from .works import work_row
@@ -82,7 +82,9 @@ WITH raw AS (
     list_transform(_insts, lambda x: coalesce(x.id, 'unresolved:' || coalesce(x.name, 'None'))) AS _ikeys,
     list_filter(_funds, lambda x: x.id IS NOT NULL) AS _funds_ok,
     list_transform(list_filter(flatten(list_transform(coalesce(authorships, []), lambda a: coalesce(a.countries, []))),
-                               lambda c: c IS NOT NULL), lambda c: upper(c)) AS author_countries_raw
+                               lambda c: c IS NOT NULL), lambda c: upper(c)) AS author_countries_raw,
+    coalesce(title ->> '$', '') || ' ' || coalesce(display_name ->> '$', '') || ' ' || array_to_string(_kw, '; ') AS _context,
+    CASE WHEN starts_with(abstract_inverted_index::VARCHAR, '{') THEN ABSTRACT_WORDS END AS _abs_words
   FROM typed
 )
 SELECT
@@ -109,9 +111,8 @@ SELECT
    OR len(list_filter(_insts, lambda i: upper(i.country_code) = 'CA' OR list_contains($inst, i.id))) > 0
    OR len(list_filter(_funds_ok, lambda f: list_contains($funders, f.id))) > 0
    OR list_contains($sources, nullif(upper(regexp_extract(trim(primary_location.source.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''))) AS _structural,
-  regexp_matches(lower(coalesce(title ->> '$', '') || ' ' || coalesce(display_name ->> '$', '') || ' ' || array_to_string(_kw, '; ')), $pattern) AS _text_flag,
-  CASE WHEN starts_with(abstract_inverted_index::VARCHAR, '{') AND regexp_matches(lower(abstract_inverted_index::VARCHAR), $pattern)
-       THEN abstract_inverted_index::VARCHAR END AS _abstract_json
+  regexp_matches(lower(_context), $pattern) OR regexp_matches(_context, '&[#a-zA-Z0-9]+;') AS _text_flag,
+  CASE WHEN starts_with(abstract_inverted_index::VARCHAR, '{') AND ABSTRACT_MAY_COUNT THEN abstract_inverted_index::VARCHAR END AS _abstract_json
 FROM keyed
 """
 
@@ -191,7 +192,8 @@ def _fast_batches(path: Path, source: str, entity_ids: dict[str, list[str]], bat
               "inst": entity_ids["institution"], "funders": entity_ids["funder"], "sources": entity_ids["source"]}
     batches = None
     try:
-        sql = _FAST_SQL.replace("COLUMNS", columns)
+        sql = (_FAST_SQL.replace("COLUMNS", columns).replace("ABSTRACT_WORDS", abstract_words_sql("abstract_inverted_index::VARCHAR"))
+               .replace("ABSTRACT_MAY_COUNT", abstract_may_count_sql("_abs_words", "_context")))
         for name in ("inst", "funders", "sources"):
             sql = sql.replace(f"${name}", f"${name}::VARCHAR[]")
         batches = _prefetched(con.execute(sql, params).to_arrow_reader(batch_rows))
@@ -221,7 +223,7 @@ def _fast_batches(path: Path, source: str, entity_ids: dict[str, list[str]], bat
                 raw = w.pop("_abstract_json")
                 if w.pop("_text_flag") or raw:
                     kw = "; ".join(w["keywords"] or [])
-                    text = deinvert(orjson.loads(raw)) if raw and text_may_count(raw.lower(), f"{title_text} {kw}") else None
+                    text = deinvert(orjson.loads(raw)) if raw else None
                     found = find_hits({"title": title_text, "abstract": text, "keywords": kw})
                     hits = [{"term": h.term, "tier": h.tier, "field": h.field} for h in evidence_hits(found)]
                 w["title_text"] = title_text
