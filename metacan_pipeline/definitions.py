@@ -6,6 +6,8 @@ from the environment when this module is imported:
 - ``METACAN_DATA_DIR`` (default ``data``): warehouse, DuckDB file, site, logs.
 - ``METACAN_OPENALEX_DIR`` (default ``../shared/data/openalex``): the OpenAlex input files.
 - ``METACAN_<GEMMA|CODEX>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION``: teachers.
+- ``METACAN_OPENALEX_API_URL`` and ``OPENALEX_API_KEY``: the OpenAlex API for ``openalex_api_refresh``
+  (job ``api_refresh``, schedule ``weekly_api_refresh``, stopped by default: it buys API calls).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import dagster as dg
 
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+from .frame.api_refresh import openalex_api_refresh
 from .frame.assets import (
     canadian_entities, frame, frame_build_manifest_covers_snapshot, frame_ids_unique, frame_parts, frame_routes_have_evidence,
     frame_stores_no_abstract_text, openalex_inventory, openalex_partitions,
@@ -30,7 +33,7 @@ from .teachers.server import EmbeddedLlamaServer
 from .teachers.settings import TeacherSettings
 
 ALL_ASSETS = [
-    openalex_inventory, canadian_entities, frame_parts, frame, sample_design, direct_labels_gemma, direct_labels_codex,
+    openalex_api_refresh, openalex_inventory, canadian_entities, frame_parts, frame, sample_design, direct_labels_gemma, direct_labels_codex,
     student_heads, predictions, machine_scores, work_records, work_pages,
 ]
 ALL_CHECKS = [
@@ -38,11 +41,16 @@ ALL_CHECKS = [
     sample_design_partitions_frame, gemma_covers_frame, records_may_ship,
 ]
 
-#: The main job: the whole asset graph, checks included (blocking checks stop what is downstream).
+#: The API refresh buys OpenAlex calls: it runs only in its own job (``api_refresh``), never as part
+#: of ``metacan run``, ``make run``, the tests or the offline jobs below.
+API_REFRESH = dg.AssetSelection.assets(openalex_api_refresh)
+
+#: The main job: the whole offline asset graph, checks included (blocking checks stop what is downstream).
 #: Partitioned by ``openalex_partitions`` through ``frame_parts``: run it over the range of every
 #: partition (``metacan run`` does, after ``frame_refresh`` has registered them).
-metacan_all = dg.define_asset_job("metacan_all", selection=dg.AssetSelection.all(),
-                                  description="Materialize the whole graph: frame -> direct labels -> student -> records and pages.")
+metacan_all = dg.define_asset_job("metacan_all", selection=dg.AssetSelection.all() - API_REFRESH,
+                                  description="Materialize the whole graph but the API refresh: frame -> direct labels -> "
+                                              "student -> records and pages.")
 #: The frame refresh: take stock of the inputs (registers new partitions) and rebuild the entity lists.
 frame_refresh = dg.define_asset_job("frame_refresh", selection=dg.AssetSelection.assets(openalex_inventory, canadian_entities),
                                     description="Take stock of the OpenAlex inputs and rebuild the Canadian entity lists; "
@@ -52,8 +60,20 @@ frame_build = dg.define_asset_job("frame_build", selection=dg.AssetSelection.ass
                                   description="Build unbuilt frame parts and merge the frame (run over a partition range).")
 #: Everything after ``frame_refresh``, over a range of partitions (what ``metacan run`` runs second).
 metacan_build = dg.define_asset_job(
-    "metacan_build", selection=dg.AssetSelection.all() - dg.AssetSelection.assets(openalex_inventory, canadian_entities),
+    "metacan_build", selection=dg.AssetSelection.all() - API_REFRESH - dg.AssetSelection.assets(openalex_inventory, canadian_entities),
     description="Everything downstream of frame_refresh: frame parts, frame, direct labels, student, records and pages.")
+#: The API refresh: harvest the next updated_date window (needs canadian_entities), then take stock,
+#: which registers the window's partition; the sensor frame_build_after_refresh builds it and merges the frame.
+api_refresh = dg.define_asset_job(
+    "api_refresh", selection=dg.AssetSelection.assets(openalex_api_refresh, openalex_inventory),
+    description="Harvest the OpenAlex API for the works updated since the last completed window (buys API calls), then "
+                "take stock of the inputs; the sensor frame_build_after_refresh then builds the window's parts and merges the frame.")
+weekly_api_refresh = dg.ScheduleDefinition(
+    name="weekly_api_refresh", job=api_refresh, cron_schedule="0 4 * * 1", execution_timezone="America/Toronto",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Weekly OpenAlex API refresh, Mondays 04:00 Toronto time (after weekly_frame_refresh). Stopped by default "
+                "because it buys API calls: start it once OPENALEX_API_KEY is set and the per-day budget "
+                "(openalex_api_refresh config max_calls / max_cost_usd) suits you.")
 weekly_frame_refresh = dg.ScheduleDefinition(name="weekly_frame_refresh", job=frame_refresh, cron_schedule="0 3 * * 1",
                                              execution_timezone="America/Toronto",
                                              description="Weekly frame refresh, Mondays 03:00 Toronto time.")
@@ -105,8 +125,8 @@ def build_resources(data_dir: str | None = None, openalex_dir: str | None = None
 defs = dg.Definitions(
     assets=ALL_ASSETS,
     asset_checks=ALL_CHECKS,
-    jobs=[metacan_all, metacan_build, frame_refresh, frame_build],
-    schedules=[weekly_frame_refresh],
+    jobs=[metacan_all, metacan_build, frame_refresh, frame_build, api_refresh],
+    schedules=[weekly_frame_refresh, weekly_api_refresh],
     sensors=[frame_build_after_refresh],
     resources=build_resources(),
     # One process per run: DuckDB takes one writer per file, and both teachers share one embedded server.

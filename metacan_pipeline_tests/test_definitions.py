@@ -10,7 +10,7 @@ def test_definitions_load():
     assert specs["frame"].group_name == "ingestion" and specs["work_pages"].group_name == "publishing"
     for spec in specs.values():
         assert spec.description and len(spec.description) > 80, f"{spec.key} needs a real docstring"
-    assert len(specs) == len(ALL_ASSETS) == 12
+    assert len(specs) == len(ALL_ASSETS) == 13
     assert specs["frame_parts"].partitions_def.name == "openalex_partitions"
 
 
@@ -24,8 +24,27 @@ def test_blocking_checks_guard_what_ships():
     assert {n for n, c in checks.items() if not c.blocking} == {"frame_build_manifest_covers_snapshot"}
 
 
+def _job_assets(name):
+    return {k.to_user_string() for k in defs.resolve_job_def(name).asset_layer.executable_asset_keys}
+
+
 def test_main_job_and_weekly_refresh_schedule():
-    job = defs.resolve_job_def("metacan_all")
-    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {a.key.to_user_string() for a in ALL_ASSETS}
+    assert _job_assets("metacan_all") == {a.key.to_user_string() for a in ALL_ASSETS} - {"openalex_api_refresh"}
     schedule = defs.resolve_schedule_def("weekly_frame_refresh")
     assert schedule.cron_schedule == "0 3 * * 1" and schedule.job_name == "frame_refresh"
+
+
+def test_api_refresh_runs_only_in_its_own_job_and_stopped_schedule():
+    # it buys API calls: never part of `metacan run` (frame_refresh + metacan_build / frame_build) or the main job
+    for job in ("metacan_all", "metacan_build", "frame_refresh", "frame_build"):
+        assert "openalex_api_refresh" not in _job_assets(job), job
+    assert _job_assets("frame_refresh") == {"openalex_inventory", "canadian_entities"}
+    assert _job_assets("api_refresh") == {"openalex_api_refresh", "openalex_inventory"}
+    schedule = defs.resolve_schedule_def("weekly_api_refresh")
+    assert schedule.cron_schedule == "0 4 * * 1" and schedule.execution_timezone == "America/Toronto"
+    assert schedule.job_name == "api_refresh" and schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert "buys API calls" in schedule.description
+    graph = defs.resolve_asset_graph()
+    assert dg.AssetKey("openalex_api_refresh") in graph.get(dg.AssetKey("openalex_inventory")).parent_keys
+    assert graph.get(dg.AssetKey("openalex_api_refresh")).parent_keys == {dg.AssetKey("canadian_entities")}
+    assert graph.get(dg.AssetKey("openalex_api_refresh")).group_name == "ingestion"

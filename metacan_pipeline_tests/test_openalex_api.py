@@ -92,6 +92,9 @@ def test_filters_per_route():
     assert f[0] == "authorships.institutions.country_code:ca,from_updated_date:2026-11-23"
     assert sum(x.startswith("funders.id:") for x in f) == 3 and sum(x.startswith("awards.funder_id:") for x in f) == 3
     assert f[-1].startswith("primary_location.source.id:S1")
+    w = route_filters(ids, [], from_updated_date="2026-11-23", to_updated_date="2026-11-30")
+    assert w[1] == "authorships.countries:ca,from_updated_date:2026-11-23,to_updated_date:2026-11-30"
+    assert not any(x.startswith("primary_location.source.id:") for x in w)  # no pinned source, no venue query
 
 
 def test_a_repeating_cursor_stops_with_a_clear_error(tmp_path):
@@ -120,3 +123,26 @@ def test_retry_after_dates_and_caps():
     assert _retry_after("7") == 7.0 and _retry_after("86400") == MAX_RETRY_AFTER_S and _retry_after("nan") is None
     assert 0 <= _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") <= 1  # a past date: retry now
     assert _retry_after("soon") is None
+
+
+def test_ledger_dir_shares_one_budget_across_archives(tmp_path):
+    page = {"meta": {"next_cursor": None, "cost_usd": 0.25}, "results": [{"id": "https://openalex.org/W1"}]}
+    handler = lambda req: httpx.Response(200, json=page)  # noqa: E731
+    ledger = tmp_path / "api"
+    a = OpenAlexClient(ledger / "window=a", ledger_dir=ledger, transport=httpx.MockTransport(handler), budget=Budget(max_calls=1))
+    list(a.iter_pages("x:y"))
+    assert a.cost_usd == 0.25 and len(list(ledger.glob("budget-*.json"))) == 1 and not list((ledger / "window=a").glob("budget-*"))
+    b = OpenAlexClient(ledger / "window=b", ledger_dir=ledger, transport=httpx.MockTransport(handler), budget=Budget(max_calls=1))
+    with pytest.raises(BudgetExhausted, match="resume later at"):
+        list(b.iter_pages("x:y"))
+
+
+def test_httpx_request_log_lines_mask_the_api_key(tmp_path, monkeypatch, caplog):
+    import logging
+
+    monkeypatch.setenv("OPENALEX_API_KEY", "SECRET-KEY-456")
+    caplog.set_level(logging.DEBUG)
+    page = {"meta": {"next_cursor": None}, "results": []}
+    client = _client(tmp_path, lambda req: httpx.Response(200, json=page))
+    list(client.iter_pages("x:y"))
+    assert "HTTP Request" in caplog.text and "SECRET-KEY-456" not in caplog.text

@@ -34,8 +34,9 @@ FRAME_CODE_VERSION = "frame-v2"
 # BackfillPolicy is "beta" in Dagster 1.13; we pin the version, so the warning only adds noise to every run's log.
 warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
 
-#: The frame's partitions: one per snapshot ``updated_date=`` folder, plus ``files`` for every other
-#: input file. Registered by ``openalex_inventory`` as it finds them.
+#: The frame's partitions: one per snapshot ``updated_date=`` folder, one per API refresh window
+#: (``window=<from>_<to>``), plus ``files`` for every other input file. Registered by
+#: ``openalex_inventory`` as it finds them.
 openalex_partitions = dg.DynamicPartitionsDefinition(name="openalex_partitions")
 
 BUILD_MANIFEST_SCHEMA = pa.schema(list(MANIFEST_SCHEMA) + [pa.field("admitted", pa.int64())])
@@ -102,13 +103,19 @@ def _part_jobs(storage: MetacanStorage, openalex: OpenAlexFiles, keys: set[str] 
             for r in rows if r["present"] and r["manifest_status"] != "unsupported" and (keys is None or r["partition_key"] in keys)]
 
 
-@dg.asset(group_name="ingestion", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"])
-def openalex_inventory(context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles) -> dg.MaterializeResult:
-    """Every work-bearing file under the OpenAlex input folder, by frame partition, checked against
-    the snapshot manifests (OpenAlex docs, "Download the snapshot").
+#: ``openalex_inventory`` also lists the API archive that ``openalex_api_refresh`` (frame/api_refresh.py,
+#: which imports this module) writes: a dependency by key, for lineage, without an import cycle.
+API_REFRESH_KEY = dg.AssetKey("openalex_api_refresh")
 
-    Registers one ``openalex_partitions`` key per snapshot ``updated_date=`` folder present (and
-    ``files`` for the other files) and removes keys whose files are gone. A partition whose parts
+
+@dg.asset(group_name="ingestion", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"], deps=[API_REFRESH_KEY])
+def openalex_inventory(context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles) -> dg.MaterializeResult:
+    """Every work-bearing file under the OpenAlex input folder and the API archive, by frame
+    partition, checked against the snapshot manifests (OpenAlex docs, "Download the snapshot").
+
+    Registers one ``openalex_partitions`` key per snapshot ``updated_date=`` folder present, one per
+    API refresh window folder (``window=<from>_<to>``, written by ``openalex_api_refresh``) and
+    ``files`` for the other files, and removes keys whose files are gone. A partition whose parts
     are not all listed in its manifest, or whose manifest lists parts that are not here, is
     incomplete: it is still read (nothing is lost) and the ``frame`` check
     ``frame_build_manifest_covers_snapshot`` warns. Unsupported files are listed, never skipped

@@ -8,7 +8,8 @@ Every response body is archived gzip-compressed as ``{"request": {...}, "retriev
 "payload": <the JSON as received>}`` (the shape of the archived files in ../shared/data/openalex, so
 the frame reader reads an archive folder directly). The archive is keyed by query and cursor: a page
 already archived is read back instead of being bought again, so a resumed or repeated harvest makes
-no call for pages it has. The API key is sent but never logged or archived.
+no call for pages it has. The API key is sent but never logged or archived: it is not part of the
+archived request, and a filter on the ``httpx`` logger masks it in the request lines httpx logs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import email.utils
 import gzip
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -79,6 +81,28 @@ def _retry_after(value: str | None) -> float | None:
     return min(max(secs, 0.0), MAX_RETRY_AFTER_S)
 
 
+class _MaskApiKeys(logging.Filter):
+    """Masks the API keys of live clients in ``httpx`` log records (httpx logs each request URL,
+    query string included, at INFO)."""
+
+    def __init__(self) -> None:
+        super().__init__("metacan-mask-api-keys")
+        self.keys: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.keys:
+            msg = record.getMessage()
+            if any(k in msg for k in self.keys):
+                for k in self.keys:
+                    msg = msg.replace(k, "***")
+                record.msg, record.args = msg, None
+        return True
+
+
+_MASK = _MaskApiKeys()
+logging.getLogger("httpx").addFilter(_MASK)
+
+
 def _wait(state: RetryCallState) -> float:
     exc = state.outcome.exception() if state.outcome else None
     base = wait_random_exponential(multiplier=0.5, max=60)(state)
@@ -91,22 +115,28 @@ class OpenAlexClient:
     """Harvests ``/works`` (or another entity list) with cursor paging; thread-safe across queries.
 
     ``api_key_env`` names the environment variable holding the key (absent = anonymous).
+    ``ledger_dir`` is where the per-day budget ledger lives (default ``archive_dir``): harvests that
+    archive into different folders but point at one ``ledger_dir`` share one daily budget.
     Raises :class:`BudgetExhausted` before a call that would exceed the day's budget, and
     :class:`OpenAlexError` for a non-retryable answer (e.g. 400 for a bad filter, a cursor loop).
     """
 
     def __init__(self, archive_dir: Path, *, base_url: str = DEFAULT_BASE_URL, api_key_env: str = "OPENALEX_API_KEY",
                  per_page: int = 200, budget: Budget | None = None, max_attempts: int = 6, timeout_s: float = 60.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None, ledger_dir: Path | None = None) -> None:
         self.archive_dir = Path(archive_dir)
+        self.ledger_dir = Path(ledger_dir) if ledger_dir is not None else self.archive_dir
         self.per_page = per_page
         self.budget = budget or Budget()
         self.max_attempts = max_attempts
         self._api_key = os.environ.get(api_key_env, "") if api_key_env else ""
+        if self._api_key:
+            _MASK.keys.add(self._api_key)
         self.http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
         self._lock = threading.Lock()
         self.calls_made = 0
         self.pages_from_archive = 0
+        self.cost_usd = 0.0  # meta.cost_usd of the pages this client bought
         self._led: dict | None = None
         self._led_day: str | None = None
 
@@ -115,7 +145,7 @@ class OpenAlexClient:
 
     # ---- budget ------------------------------------------------------------------------------
     def _ledger_path(self) -> Path:
-        return self.archive_dir / f"budget-{dt.date.today().isoformat()}.json"
+        return self.ledger_dir / f"budget-{dt.date.today().isoformat()}.json"
 
     def _ledger(self) -> dict:
         """Today's ledger, read from disk once per day and then kept in memory (written on every change)."""
@@ -127,7 +157,7 @@ class OpenAlexClient:
         return self._led
 
     def _save_ledger(self) -> None:
-        self.archive_dir.mkdir(parents=True, exist_ok=True)
+        self.ledger_dir.mkdir(parents=True, exist_ok=True)
         tmp = self._ledger_path().with_suffix(f".{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(self._led))
         tmp.replace(self._ledger_path())
@@ -191,6 +221,7 @@ class OpenAlexClient:
             with self._lock:
                 self._ledger()["cost_usd"] += cost
                 self._save_ledger()
+                self.cost_usd += cost
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
         envelope = ('{"request": ' + json.dumps({"endpoint": endpoint, "params": params}) +
@@ -234,14 +265,18 @@ def or_groups(ids: list[str], size: int = 100) -> list[str]:
     return ["|".join(ids[i:i + size]) for i in range(0, len(ids), size)]
 
 
-def route_filters(funder_ids: list[str], source_ids: list[str], from_updated_date: str | None = None) -> list[str]:
+def route_filters(funder_ids: list[str], source_ids: list[str], from_updated_date: str | None = None,
+                  to_updated_date: str | None = None) -> list[str]:
     """One filter per route (SPEC section 2): affiliation by institution country and by author country,
     funders (current ``funders.id`` and ``awards.funder_id``) and venues in OR-groups of 100, optionally
-    restricted to an incremental window (``from_updated_date``)."""
+    restricted to an incremental window of ``updated_date`` (OpenAlex docs, "Filter works":
+    ``from_updated_date`` and ``to_updated_date``, ``YYYY-MM-DD``, both ends inclusive)."""
     filters = ["authorships.institutions.country_code:ca", "authorships.countries:ca"]
     filters += [f"funders.id:{g}" for g in or_groups(funder_ids)]
     filters += [f"awards.funder_id:{g}" for g in or_groups(funder_ids)]
     filters += [f"primary_location.source.id:{g}" for g in or_groups(source_ids)]
     if from_updated_date:
         filters = [f"{f},from_updated_date:{from_updated_date}" for f in filters]
+    if to_updated_date:
+        filters = [f"{f},to_updated_date:{to_updated_date}" for f in filters]
     return filters

@@ -67,7 +67,7 @@ class Inventory:
         """Snapshot partitions that are not whole, with why (listed parts missing, or not in the manifest)."""
         out: dict[str, str] = {}
         for r in self.rows:
-            if r["partition_key"] == LOCAL_FILES_KEY:
+            if not r["partition_key"].startswith("updated_date="):
                 continue
             if r["manifest_status"] == "missing_locally":
                 out.setdefault(r["partition_key"], "the manifest lists parts that are not here")
@@ -118,7 +118,7 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
         st = p.stat()
         row = {"partition_key": key, "source_file": rel, "present": True, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
                "manifest_record_count": None, "manifest_status": "not_snapshot", "manifest_file": None}
-        if key != LOCAL_FILES_KEY:
+        if key.startswith("updated_date="):  # a snapshot part: check it against its manifest
             works_dir = p.parent.parent
             listing = manifests.get(works_dir)
             row["manifest_file"] = str((works_dir / "manifest").relative_to(root)) if works_dir in manifests else None

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from .ids import entity_kind
 
-#: File names that are never records (manifests, merged-id CSVs, notes, the API client's budget ledger).
+#: File names that are never records (manifests, merged-id CSVs, notes, the API client's budget ledger;
+#: also ``window=*/window.json``, an API refresh window's completion marker).
 _SKIP_SUFFIXES = (".md", ".csv.gz", ".csv", ".txt", ".tmp")
 _DOCUMENT_SUFFIXES = (".json", ".json.gz")
 _LINES_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".gz")
@@ -86,6 +87,8 @@ def discover(root: Path, snapshot_entities: set[str] | None = None) -> tuple[lis
     for p in sorted(root.rglob("*")):
         name = p.name.lower()
         if not p.is_file() or name == "manifest" or name.endswith(_SKIP_SUFFIXES) or (name.startswith("budget-") and name.endswith(".json")):
+            continue
+        if name == "window.json" and p.parent.name.startswith("window="):  # an API refresh window's completion marker
             continue
         if snapshot_entities is not None and p.parent.name.startswith("updated_date=") and p.parent.parent.name not in snapshot_entities:
             continue

@@ -1,0 +1,149 @@
+"""The weekly OpenAlex API refresh (issue 3): harvest one ``updated_date`` window into the API archive.
+
+The window's pages land in ``<api archive>/window=<from>_<to>/``; ``openalex_inventory`` then lists
+them under the partition key ``window=<from>_<to>``, the sensor ``frame_build_after_refresh`` builds
+that partition's parts and merges the frame (newest ``updated_date`` of a work wins across snapshot
+parts and windows). See :mod:`metacan_pipeline.openalex.windows` for the layout and window rules.
+"""
+
+import datetime as dt
+import os
+
+import dagster as dg
+from pydantic import Field
+
+from ..openalex.api import DEFAULT_BASE_URL, Budget, BudgetExhausted, OpenAlexClient, OpenAlexError, route_filters
+from ..openalex.windows import next_window, read_marker, write_marker
+from ..resources import OpenAlexFiles
+from ..storage import MetacanStorage
+from .assets import canadian_entities
+
+#: Environment override of the API base URL (a mirror, a proxy, or a loopback server in tests).
+API_URL_ENV = "METACAN_OPENALEX_API_URL"
+
+
+class ApiRefreshConfig(dg.Config):
+    """One refresh window and its limits. Dates are ``YYYY-MM-DD`` (UTC days, both ends inclusive)."""
+
+    from_updated_date: str | None = Field(default=None, description=(
+        "Start of the window. Default: resume the oldest incomplete window if there is one, else the 'to' date of the "
+        "last completed window in the API archive, else 7 days before to_updated_date."))
+    to_updated_date: str | None = Field(default=None, description="End of the window. Default: today (UTC).")
+    base_url: str | None = Field(default=None, description=f"OpenAlex API root. Default: ${API_URL_ENV} or {DEFAULT_BASE_URL}.")
+    api_key_env: str = Field(default="OPENALEX_API_KEY", description="Environment variable holding the API key (never logged).")
+    per_page: int = Field(default=200, description="Results per page (100 is used if the server refuses 200).")
+    max_calls: int = Field(default=10_000, description="Per-day call budget, shared by every window (ledger at the archive root).")
+    max_cost_usd: float = Field(default=5.0, description="Per-day cost budget in USD (sum of meta.cost_usd), shared by every window.")
+
+
+@dg.asset(
+    group_name="ingestion",
+    kinds={"python", "openalex"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=[canadian_entities],
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS),
+)
+def openalex_api_refresh(context: dg.AssetExecutionContext, config: ApiRefreshConfig, storage: MetacanStorage,
+                         openalex: OpenAlexFiles) -> dg.MaterializeResult:
+    """Harvest the works updated in one window from the OpenAlex API, one query per route, into
+    ``<api archive>/window=<from>_<to>/`` (every page archived gzip-compressed; a page already there
+    is read back, never bought again).
+
+    Queries (OpenAlex docs, "Filter works"; SPEC section 2): ``authorships.institutions.country_code:ca``,
+    ``authorships.countries:ca``, ``funders.id`` and ``awards.funder_id`` over the pinned Canadian funders,
+    ``primary_location.source.id`` over the pinned Canadian sources (OR-groups of 100, from the
+    ``canadian_entities`` table), each with ``from_updated_date`` and ``to_updated_date``. Paging is by
+    cursor (OpenAlex docs, "Paging"); the API key is sent as ``api_key`` (docs, "Rate limits and
+    authentication") and never logged, archived or put in metadata.
+
+    The window: see :class:`ApiRefreshConfig` (default = from the last completed window's ``to`` to
+    today; an incomplete window is resumed first). When every query is read to its end,
+    ``window.json`` (from, to, completed_at, calls made, pages, works, cost_usd) is written atomically:
+    without it the window is incomplete and is resumed by the next run.
+
+    Merged and deleted works: the API offers no list of them. A merged-away id answers a single-entity
+    GET with a 301 redirect to the id it was merged into (docs, "Get single entities: Merged entity
+    IDs") and simply stops appearing in list queries; merged and deleted ids are published only as the
+    snapshot's ``merged_ids/works/*.csv.gz`` files, which ``frame`` applies. A work whose newer version
+    has lost every Canadian route is removed from the frame only when that version reaches an input
+    (a later window or snapshot part): a route query does not return it once it no longer matches.
+
+    Errors (dg.Failure, not retried): the ``canadian_entities`` table is missing (materialize it first);
+    no API archive folder is configured; a malformed window; the day's budget is spent (the message
+    names the window to resume and how); a non-retryable OpenAlex answer (4xx, cursor loop).
+    Transient HTTP errors are retried by the client (tenacity, Retry-After honoured).
+    Metadata: window, queries, pages, works, calls made, pages from archive, cost.
+    """
+    api_root = openalex.api_root
+    if api_root is None:
+        raise dg.Failure(description="no API archive folder configured (OpenAlexFiles.api_archive_dir is empty): set it, e.g. "
+                                     "to <data dir>/openalex_api as definitions.build_resources does", allow_retries=False)
+    if not storage.has_table("canadian_entities"):
+        raise dg.Failure(description=f"the canadian_entities table is missing under {storage.warehouse}: materialize the asset "
+                                     f"canadian_entities first (job frame_refresh), then re-run openalex_api_refresh",
+                         allow_retries=False)
+    entities = storage.read_table("canadian_entities", columns=["kind", "id"]).to_pylist()
+    funders = sorted({r["id"] for r in entities if r["kind"] == "funder"})
+    sources = sorted({r["id"] for r in entities if r["kind"] == "source"})
+    try:
+        window, why = next_window(api_root, dt.datetime.now(dt.timezone.utc).date(), config.from_updated_date, config.to_updated_date)
+    except ValueError as exc:
+        raise dg.Failure(description=f"openalex_api_refresh config: {exc}", allow_retries=False) from None
+    folder = window.folder(api_root)
+    already = read_marker(folder)
+    filters = route_filters(funders, sources, window.from_date, window.to_date)
+    context.log.info(f"openalex_api_refresh: window {window.name} ({why}){'; already complete, replaying its archive' if already else ''}; "
+                     f"{len(filters)} queries over {len(funders)} funders and {len(sources)} sources")
+    client = OpenAlexClient(folder, ledger_dir=api_root, base_url=config.base_url or os.environ.get(API_URL_ENV) or DEFAULT_BASE_URL,
+                            api_key_env=config.api_key_env, per_page=config.per_page,
+                            budget=Budget(max_calls=config.max_calls, max_cost_usd=config.max_cost_usd))
+    pages, works, cost = 0, set(), 0.0
+    try:
+        for f in filters:
+            n = 0
+            for page in client.iter_pages(f):
+                pages += 1
+                n += len(page["results"])
+                works.update(r.get("id") for r in page["results"] if isinstance(r, dict))
+                try:
+                    cost += float((page.get("meta") or {}).get("cost_usd") or 0.0)
+                except (TypeError, ValueError):
+                    pass
+            context.log.info(f"{f[:100]}{'...' if len(f) > 100 else ''}: {n} works")
+    except BudgetExhausted as exc:
+        raise dg.Failure(
+            description=(f"window {window.name} is incomplete (no window.json): {exc}. To resume it, re-run openalex_api_refresh "
+                         f"(job api_refresh) once the budget allows (tomorrow, or with a larger max_calls / max_cost_usd) with "
+                         f"from_updated_date={window.from_date} and to_updated_date={window.to_date}, or with neither: the default "
+                         f"window resumes the oldest incomplete one. The {client.calls_made} pages bought in this run are archived "
+                         f"in {folder} and will not be bought again."),
+            metadata={"window": window.name, "calls_made": client.calls_made, "pages_from_archive": client.pages_from_archive},
+            allow_retries=False) from None
+    except OpenAlexError as exc:
+        raise dg.Failure(description=f"window {window.name} stopped (incomplete, resumable): {exc}", allow_retries=False) from None
+    finally:
+        client.close()
+    if not already:  # a replay of a complete window leaves its marker as it was
+        # calls_made: by the run that completed the window; pages, works and cost_usd: the whole window,
+        # including pages bought by earlier, interrupted runs (their meta.cost_usd is archived with them)
+        write_marker(folder, {"from": window.from_date, "to": window.to_date,
+                              "completed_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                              "calls_made": client.calls_made, "pages": pages, "works": len(works), "cost_usd": round(cost, 6),
+                              "queries": len(filters)})
+    context.log.info(f"openalex_api_refresh: window {window.name} complete: {len(works)} works in {pages} pages; "
+                     f"{client.calls_made} calls made, {client.pages_from_archive} pages read back from the archive, ${cost:.4f}")
+    return dg.MaterializeResult(metadata={
+        "window": window.name,
+        "from_updated_date": window.from_date,
+        "to_updated_date": window.to_date,
+        "window_choice": why,
+        "queries": len(filters),
+        "pages": pages,
+        "works": len(works),
+        "calls_made": client.calls_made,
+        "pages_from_archive": client.pages_from_archive,
+        "cost_usd": round(cost, 6),
+        "cost_usd_this_run": round(client.cost_usd, 6),
+        "archive": dg.MetadataValue.path(str(folder)),
+    })

@@ -1,0 +1,117 @@
+"""API refresh windows: one archive folder per ``updated_date`` window, and which window comes next.
+
+Layout under the API archive root (``OpenAlexFiles.api_archive_dir``)::
+
+    budget-<YYYY-MM-DD>.json                 the per-day call/cost ledger, shared by every window
+    window=<from>_<to>/pages/<query>/<hash>.json.gz   archived pages (OpenAlexClient)
+    window=<from>_<to>/window.json           written last, atomically: the window is complete
+
+A window covers works whose ``updated_date`` is in ``[from, to]``, both ends inclusive (OpenAlex docs,
+"Filter works": ``from_updated_date`` / ``to_updated_date``). Consecutive windows share their boundary
+day on purpose: a work updated on day ``to`` after the harvest ran is picked up by the next window, and
+the overlap costs nothing but a few duplicate records (the frame keeps the newest version of a work).
+A window folder without ``window.json`` is incomplete (a harvest stopped by the budget or an error):
+it is resumed, never skipped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+WINDOW_PREFIX = "window="
+MARKER = "window.json"
+#: The first window, when no window is complete yet, reaches this many days back.
+FIRST_WINDOW_DAYS = 7
+
+
+@dataclass(frozen=True)
+class Window:
+    """An inclusive ``updated_date`` window (ISO dates ``YYYY-MM-DD``)."""
+
+    from_date: str
+    to_date: str
+
+    @property
+    def name(self) -> str:
+        """The folder name and the frame's partition key: ``window=<from>_<to>``."""
+        return f"{WINDOW_PREFIX}{self.from_date}_{self.to_date}"
+
+    def folder(self, api_root: Path) -> Path:
+        return Path(api_root) / self.name
+
+
+def parse_date(value: str, what: str) -> dt.date:
+    """An ISO date, or ValueError naming ``what`` (the config field) and the expected form."""
+    try:
+        return dt.date.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}={value!r} is not a date of the form YYYY-MM-DD") from None
+
+
+def read_marker(folder: Path) -> dict | None:
+    """The ``window.json`` of a window folder, or None when the window is incomplete (or unreadable)."""
+    try:
+        doc = json.loads((Path(folder) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("from") and doc.get("to") else None
+
+
+def windows_on_disk(api_root: Path) -> tuple[list[dict], list[Window]]:
+    """``(completed markers sorted by to, incomplete windows sorted by from)`` under ``api_root``.
+    Folders whose name is not ``window=<date>_<date>`` are ignored."""
+    done, open_ = [], []
+    root = Path(api_root)
+    if not root.exists():
+        return [], []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(WINDOW_PREFIX)):
+        try:
+            f, t = folder.name[len(WINDOW_PREFIX):].split("_")
+            w = Window(parse_date(f, "from").isoformat(), parse_date(t, "to").isoformat())
+        except ValueError:
+            continue
+        marker = read_marker(folder)
+        (done.append(marker) if marker else open_.append(w))
+    return sorted(done, key=lambda m: (m["to"], m["from"])), sorted(open_, key=lambda w: (w.from_date, w.to_date))
+
+
+def next_window(api_root: Path, today: dt.date, from_date: str | None = None, to_date: str | None = None) -> tuple[Window, str]:
+    """The window to harvest and why (a sentence for the log).
+
+    Given dates win. Otherwise: the oldest incomplete window that ends after the last completed one is
+    resumed as it is (same folder, same queries, so its archived pages are reused); else the window runs
+    from the last completed window's ``to`` (or ``FIRST_WINDOW_DAYS`` before ``to`` when none is
+    complete) to ``to_date`` or ``today``. Raises ValueError for a malformed date or ``from > to``.
+    """
+    done, open_ = windows_on_disk(api_root)
+    last_to = done[-1]["to"] if done else None
+    if from_date is None and to_date is None:
+        pending = [w for w in open_ if last_to is None or w.to_date > last_to]
+        if pending:
+            w = pending[0]
+            return w, f"resuming the incomplete window {w.name} (no window.json yet)"
+    to = parse_date(to_date, "to_updated_date") if to_date else today
+    if from_date:
+        frm, why = parse_date(from_date, "from_updated_date"), "from_updated_date as configured"
+    elif last_to:
+        frm, why = dt.date.fromisoformat(last_to), f"from the end of the last completed window ({done[-1]['from']}_{last_to})"
+    else:
+        frm, why = to - dt.timedelta(days=FIRST_WINDOW_DAYS), f"no completed window yet: the {FIRST_WINDOW_DAYS} days before {to}"
+    if frm > to:
+        raise ValueError(f"from_updated_date {frm} is after to_updated_date {to}: a window needs from <= to")
+    return Window(frm.isoformat(), to.isoformat()), why
+
+
+def write_marker(folder: Path, doc: dict) -> Path:
+    """Write ``window.json`` atomically (temporary file, then rename): present means complete."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{MARKER}.{uuid.uuid4().hex}.tmp"
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, folder / MARKER)
+    return folder / MARKER
