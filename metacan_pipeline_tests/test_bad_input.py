@@ -119,7 +119,7 @@ class BadBuild:
         ca = sorted(k for k, w in works.items() if _is_canadian(w) and k not in (LME4, REPRO))
         filler = iter(sorted(k for k, w in works.items() if not _is_canadian(w)))
         assert len(ca) >= 22
-        W = lambda k, **kw: {**works[k], **kw}  # noqa: E731
+        W = lambda k, **kw: {**works[k], **kw}
         counts: dict[str, int] = {}
 
         # a good part (DuckDB fast path), with one work whose author list OpenAlex cut at 100
@@ -355,7 +355,7 @@ def test_an_interrupted_build_resumes_at_the_first_unfinished_part(tmp_path, cle
     assert 1 <= len(before) < total, f"the kill must fall between two parts: {len(before)} of {total} finished"
     assert not (data / "warehouse" / "frame").exists()
 
-    instance, result = _build(data, clean_input)
+    _, result = _build(data, clean_input)
     assert result.success
     md = _md(result, "frame_parts")
     assert (md["parts_built"], md["parts_already_built"]) == (total - len(before), len(before))
