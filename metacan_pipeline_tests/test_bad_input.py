@@ -220,11 +220,10 @@ def test_a_truncated_gzip_part_keeps_the_records_before_the_cut(bad):
     assert q[0][:2] == (f"after line {n}", n + 1)
     assert q[0][2].startswith(f"file unreadable after line {n} (EOFError") and "truncated or corrupt gzip" in q[0][2]
     m = bad.manifest(bad.cut)
-    assert (m["manifest_record_count"], m["records_read"], m["work_records"], m["quarantined"], m["count_check"]) == (
-        20, n + 1, n, 1, "mismatch")
+    assert (m["manifest_record_count"], m["work_records"], m["quarantined"], m["count_check"]) == (20, n, 1, "mismatch")
     assert m["read_path"] == "python" and m["fallback_reason"]  # DuckDB could not take the cut file whole
     check = _check(bad.result, "frame_build_manifest_covers_snapshot")
-    assert f"{bad.cut}: manifest 20, read {n + 1}" in check.metadata["count_mismatches"].value
+    assert any(x.startswith(f"{bad.cut}: manifest 20, read ") for x in check.metadata["count_mismatches"].value)
 
 
 def test_a_non_json_line_is_quarantined_with_its_physical_line_number(bad):
@@ -273,8 +272,8 @@ def test_a_manifest_count_that_disagrees_is_a_warning_and_the_frame_still_builds
     assert any(w.startswith(f"{bad.count_off}: the snapshot manifest lists 7 records, 5 were read") for w in warnings), warnings
     check = _check(bad.result, "frame_build_manifest_covers_snapshot")
     assert check.passed is False and check.severity == dg.AssetCheckSeverity.WARN
-    assert sorted(check.metadata["count_mismatches"].value) == sorted(
-        [f"{bad.count_off}: manifest 7, read 5", f"{bad.cut}: manifest 20, read {len(bad.cut_kept) + 1}"])
+    listed = check.metadata["count_mismatches"].value
+    assert len(listed) == 2 and f"{bad.count_off}: manifest 7, read 5" in listed and any(x.startswith(f"{bad.cut}: ") for x in listed)
     assert bad.manifest(bad.good)["count_check"] == "ok"
 
 
@@ -385,3 +384,64 @@ def test_an_unchanged_input_is_not_read_again(tmp_path, clean_input):
     assert (md["parts_built"], md["parts_already_built"], md["records_read"]) == (0, len(stamps), _md(first, "frame_parts")["records_read"])
     assert {p: (p.stat().st_mtime_ns, p.read_text()) for p in root.glob("*/*/manifest.json")} == stamps
     assert _md(second, "frame")["frame_build_id"] == _md(first, "frame")["frame_build_id"]
+
+
+# ---- known bugs in the readers (metacan_pipeline/openalex/staging.py, metacan_pipeline/frame/parts.py) ----
+def _flushed_gzip(records: list[dict]) -> tuple[bytes, list[int]]:
+    """A gzip stream flushed after every line (as streaming writers do), and the byte offset where each line ends."""
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    out, ends = b"", []
+    for r in records:
+        out += c.compress(json.dumps(r, ensure_ascii=False).encode() + b"\n") + c.flush(zlib.Z_SYNC_FLUSH)
+        ends.append(len(out))
+    return out + c.flush(), ends
+
+
+@pytest.fixture(scope="module")
+def cut_build(tmp_path_factory, openalex_dir, real_works):
+    """Two listed 8-record parts, both cut: one right after its 5th line's flush point, one inside its last line."""
+    tmp = tmp_path_factory.mktemp("cuts")
+    inp = tmp / "in"
+    _copy_funders(openalex_dir, inp)
+    ca = sorted(k for k, w in real_works.items() if _is_canadian(w))
+    parts = {"at_line_end": ca[:8], "in_last_line": ca[8:16]}
+    counts = {}
+    for n, (name, ids) in enumerate(parts.items()):
+        stream, ends = _flushed_gzip([real_works[k] for k in ids])
+        cut = ends[4] if name == "at_line_end" else (ends[6] + ends[7]) // 2
+        rel = _write_part(inp, "2025-07-01", n, [])
+        (inp / rel).write_bytes(stream[:cut])
+        assert _complete_lines(stream[:cut]) == (5 if name == "at_line_end" else 7)
+        parts[name] = rel
+        counts[rel] = 8
+    _write_manifest(inp, counts)
+    _, result = _build(tmp / "data", inp)
+    assert result.success
+    con = duckdb.connect(str(tmp / "data" / "metacan.duckdb"), read_only=True)
+    yield parts, con
+    con.close()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "staging.py fast path: DuckDB's read_json does not detect a truncated gzip stream whose cut falls at a line "
+    "boundary (e.g. after a flush point); it returns the whole lines before the cut without error, so the file never "
+    "falls back to the exact path and gets no quarantine row (the exact path reports 'truncated or corrupt gzip')"))
+def test_a_gzip_cut_at_a_line_boundary_is_quarantined(cut_build):
+    parts, con = cut_build
+    rel = parts["at_line_end"]
+    m = con.execute("SELECT work_records, count_check, read_path FROM frame_build_manifest WHERE source_file = ?", [rel]).fetchone()
+    assert m[:2] == (5, "mismatch")  # the records before the cut are kept; the count check alone notices
+    q = con.execute("SELECT reason FROM openalex_quarantine WHERE source_file = ?", [rel]).fetchall()
+    assert len(q) == 1 and "truncated or corrupt gzip" in q[0][0], (m, q)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "parts.py counts the reader's file-level 'file unreadable after line N' row in records_read, so a part that lost "
+    "exactly its last record reads as N-1 records + 1 and its count_check is 'ok' against the manifest's N"))
+def test_a_part_that_lost_only_its_last_record_fails_the_count_check(cut_build):
+    parts, con = cut_build
+    rel = parts["in_last_line"]
+    m = con.execute("SELECT work_records, quarantined, records_read, count_check FROM frame_build_manifest WHERE source_file = ?",
+                    [rel]).fetchone()
+    assert m[:2] == (7, 1)  # 7 whole records and the truncation row
+    assert m[2:] == (7, "mismatch")
