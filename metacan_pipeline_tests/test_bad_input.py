@@ -77,9 +77,11 @@ def _write_part(root: Path, date: str, n: int, records: list) -> str:
     return rel
 
 
-def _write_manifest(root: Path, counts: dict[str, int]) -> None:
-    """``data/works/manifest`` as OpenAlex writes it (Redshift-style JSON: url, content_length, record_count)."""
-    entries = [{"url": f"s3://openalex/{rel}", "meta": {"content_length": (root / rel).stat().st_size, "record_count": n}}
+def _write_manifest(root: Path, counts: dict[str, int], sizes: dict[str, int] | None = None) -> None:
+    """``data/works/manifest`` as OpenAlex writes it (Redshift-style JSON: url, content_length, record_count);
+    ``sizes`` gives the content_length of parts cut after the manifest was written (default: the file's size)."""
+    sizes = sizes or {}
+    entries = [{"url": f"s3://openalex/{rel}", "meta": {"content_length": sizes.get(rel, (root / rel).stat().st_size), "record_count": n}}
                for rel, n in counts.items()]
     (root / "data" / "works" / "manifest").write_text(json.dumps({"entries": entries}, indent=2))
 
@@ -102,6 +104,11 @@ def _build(data: Path, inp: Path, instance: dg.DagsterInstance | None = None):
 
 def _md(result, node: str) -> dict:
     return {k: v.value for k, v in result.asset_materializations_for_node(node)[0].metadata.items()}
+
+
+def _warnings(instance: dg.DagsterInstance) -> list[str]:
+    """Every warning logged by every run of ``instance`` (the inventory's run and the build's)."""
+    return [e.user_message for run in instance.get_runs() for e in instance.all_logs(run.run_id) if e.level == logging.WARNING]
 
 
 def _check(result, name: str):
@@ -161,7 +168,8 @@ class BadBuild:
         # a snapshot partition folder the manifest does not list (e.g. written after it)
         self.unlisted_ids = [ca[19], ca[20], ca[21]]
         self.unlisted = _write_part(self.inp, "2025-04-01", 0, [W(k) for k in self.unlisted_ids])
-        _write_manifest(self.inp, counts)
+        self.cut_bytes = (len(whole) // 2, len(whole))
+        _write_manifest(self.inp, counts, {self.cut: len(whole)})
 
         # an API page holding one work twice with different updated_date; the newer one first
         newer = W(REPRO)
@@ -224,6 +232,12 @@ def test_a_truncated_gzip_part_keeps_the_records_before_the_cut(bad):
     assert m["read_path"] == "python" and m["fallback_reason"]  # DuckDB could not take the cut file whole
     check = _check(bad.result, "frame_build_manifest_covers_snapshot")
     assert any(x.startswith(f"{bad.cut}: manifest 20, read ") for x in check.metadata["count_mismatches"].value)
+    # the inventory sees the cut before any part is read: the part is smaller than the manifest's content_length
+    here, listed = bad.cut_bytes
+    assert bad.q("SELECT bytes, manifest_bytes FROM openalex_inventory WHERE source_file = ?", bad.cut) == [(here, listed)]
+    assert check.metadata["size_mismatches"].value == [f"{bad.cut}: {here} bytes, manifest {listed}"]
+    assert f"{bad.cut}: {here} bytes here, the snapshot manifest lists {listed} (truncated or replaced download? re-download it); " \
+           "read anyway" in _warnings(bad.instance)
 
 
 def test_a_non_json_line_is_quarantined_with_its_physical_line_number(bad):
@@ -268,7 +282,7 @@ def test_a_manifest_count_that_disagrees_is_a_warning_and_the_frame_still_builds
     assert (m["manifest_record_count"], m["records_read"], m["quarantined"], m["count_check"], m["read_path"]) == (
         7, 5, 0, "mismatch", "duckdb")
     assert {r[0] for r in bad.q("SELECT id FROM frame WHERE source_file = ?", bad.count_off)} == set(bad.count_off_ids) & bad.expected_in_frame
-    warnings = [e.user_message for e in bad.instance.all_logs(bad.result.run_id) if e.level == logging.WARNING]
+    warnings = _warnings(bad.instance)
     assert any(w.startswith(f"{bad.count_off}: the snapshot manifest lists 7 records, 5 were read") for w in warnings), warnings
     check = _check(bad.result, "frame_build_manifest_covers_snapshot")
     assert check.passed is False and check.severity == dg.AssetCheckSeverity.WARN
@@ -405,7 +419,7 @@ def cut_build(tmp_path_factory, openalex_dir, real_works):
     _copy_funders(openalex_dir, inp)
     ca = sorted(k for k, w in real_works.items() if _is_canadian(w))
     parts = {"at_line_end": ca[:8], "in_last_line": ca[8:16]}
-    counts = {}
+    counts, sizes = {}, {}
     for n, (name, ids) in enumerate(parts.items()):
         stream, ends = _flushed_gzip([real_works[k] for k in ids])
         cut = ends[4] if name == "at_line_end" else (ends[6] + ends[7]) // 2
@@ -413,12 +427,12 @@ def cut_build(tmp_path_factory, openalex_dir, real_works):
         (inp / rel).write_bytes(stream[:cut])
         assert _complete_lines(stream[:cut]) == (5 if name == "at_line_end" else 7)
         parts[name] = rel
-        counts[rel] = 8
-    _write_manifest(inp, counts)
+        counts[rel], sizes[rel] = 8, len(stream)
+    _write_manifest(inp, counts, sizes)
     _, result = _build(tmp / "data", inp)
     assert result.success
     con = duckdb.connect(str(tmp / "data" / "metacan.duckdb"), read_only=True)
-    yield parts, con
+    yield parts, con, result
     con.close()
 
 
@@ -427,7 +441,7 @@ def cut_build(tmp_path_factory, openalex_dir, real_works):
     "boundary (e.g. after a flush point); it returns the whole lines before the cut without error, so the file never "
     "falls back to the exact path and gets no quarantine row (the exact path reports 'truncated or corrupt gzip')"))
 def test_a_gzip_cut_at_a_line_boundary_is_quarantined(cut_build):
-    parts, con = cut_build
+    parts, con, _ = cut_build
     rel = parts["at_line_end"]
     m = con.execute("SELECT work_records, count_check, read_path FROM frame_build_manifest WHERE source_file = ?", [rel]).fetchone()
     assert m[:2] == (5, "mismatch")  # the records before the cut are kept; the count check alone notices
@@ -439,9 +453,18 @@ def test_a_gzip_cut_at_a_line_boundary_is_quarantined(cut_build):
     "parts.py counts the reader's file-level 'file unreadable after line N' row in records_read, so a part that lost "
     "exactly its last record reads as N-1 records + 1 and its count_check is 'ok' against the manifest's N"))
 def test_a_part_that_lost_only_its_last_record_fails_the_count_check(cut_build):
-    parts, con = cut_build
+    parts, con, _ = cut_build
     rel = parts["in_last_line"]
     m = con.execute("SELECT work_records, quarantined, records_read, count_check FROM frame_build_manifest WHERE source_file = ?",
                     [rel]).fetchone()
     assert m[:2] == (7, 1)  # 7 whole records and the truncation row
     assert m[2:] == (7, "mismatch")
+
+
+def test_both_cut_parts_are_still_flagged_by_their_size(cut_build):
+    """Whatever the readers miss, the inventory compares each listed part with the manifest's content_length."""
+    parts, con, result = cut_build
+    resized = dict(con.execute("SELECT source_file, manifest_bytes - bytes FROM openalex_inventory WHERE bytes <> manifest_bytes").fetchall())
+    assert set(resized) == set(parts.values()) and all(d > 0 for d in resized.values())
+    check = _check(result, "frame_build_manifest_covers_snapshot")
+    assert check.passed is False and check.severity == dg.AssetCheckSeverity.WARN and len(check.metadata["size_mismatches"].value) == 2
