@@ -191,7 +191,7 @@ class BadBuild:
         return pq.read_table(part_dir(self.data / "warehouse" / "frame_parts", key, rel) / name).to_pylist()
 
     def manifest(self, rel: str) -> dict:
-        rows = self.con.execute("SELECT * FROM frame_build_manifest WHERE source_file = ?", [rel]).fetch_arrow_table().to_pylist()
+        rows = self.con.execute("SELECT * FROM frame_build_manifest WHERE source_file = ?", [rel]).to_arrow_table().to_pylist()
         assert len(rows) == 1
         return rows[0]
 
