@@ -55,14 +55,17 @@ def test_cursor_paging_archives_each_page_once_and_replays_offline(tmp_path, rea
 def test_500_three_times_then_200(tmp_path, real_results, monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)
     statuses = iter([500, 500, 500, 200])
+    requests = []
 
     def handler(req):
+        requests.append(req.url.params["cursor"])
         code = next(statuses)
         return httpx.Response(code, json=_pages(real_results, 200)["*"] if code == 200 else {"error": "x"})
 
     client = _client(tmp_path, handler)
     pages = list(client.iter_pages("authorships.countries:ca"))
-    assert len(pages) == 1 and client.calls_made == 4
+    assert len(pages) == 1 and client.calls_made == 4 and requests == ["*"] * 4
+    assert [r["id"] for r in pages[0]["results"]] == [r["id"] for r in real_results]
     assert len(list((tmp_path / "archive" / "pages").rglob("*.json.gz"))) == 1
 
 
@@ -83,6 +86,36 @@ def test_429_storm_longer_than_the_budget_stops_cleanly(tmp_path, monkeypatch):
         list(client.iter_pages("x:y"))
     assert client.calls_made == 5
     assert not list((tmp_path / "archive").rglob("*.json.gz"))
+
+
+def test_a_429_storm_on_a_later_page_names_its_cursor_and_the_resume_buys_no_page_twice(tmp_path, real_results, monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    pages = _pages(real_results, 20)  # cursors *, c1, c2
+    requests = []
+
+    def storm(req):
+        requests.append(req.url.params["cursor"])
+        if req.url.params["cursor"] == "*":
+            return httpx.Response(200, json=pages["*"])
+        return httpx.Response(429, headers={"Retry-After": "1"})
+
+    client = _client(tmp_path, storm, per_page=20, budget=Budget(max_calls=4), max_attempts=50)
+    got = []
+    with pytest.raises(BudgetExhausted, match=r"spent \(4 calls.*resume later at endpoint /works cursor 'c1'"):
+        for page in client.iter_pages("authorships.countries:ca"):
+            got.append(page)
+    assert len(got) == 1 and requests == ["*", "c1", "c1", "c1"]
+    archive = tmp_path / "archive" / "pages"
+    assert len(list(archive.rglob("*.json.gz"))) == 1
+
+    # resumed (a later day, or a larger budget): the archived first page is read back, not bought again
+    requests.clear()
+    resumed = _client(tmp_path, lambda req: requests.append(req.url.params["cursor"]) or httpx.Response(200, json=pages[req.url.params["cursor"]]),
+                      per_page=20, budget=Budget(max_calls=10))
+    ids = [r["id"] for p in resumed.iter_pages("authorships.countries:ca") for r in p["results"]]
+    assert ids == [r["id"] for r in real_results]
+    assert requests == ["c1", "c2"] and resumed.pages_from_archive == 1 and resumed.calls_made == 2
+    assert len(list(archive.rglob("*.json.gz"))) == 3  # each page archived once
 
 
 def test_filters_per_route():

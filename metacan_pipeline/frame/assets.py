@@ -118,13 +118,15 @@ def openalex_inventory(context: dg.AssetExecutionContext, storage: MetacanStorag
     ``files`` for the other files, and removes keys whose files are gone. A partition whose parts
     are not all listed in its manifest, or whose manifest lists parts that are not here, is
     incomplete: it is still read (nothing is lost) and the ``frame`` check
-    ``frame_build_manifest_covers_snapshot`` warns. Unsupported files are listed, never skipped
+    ``frame_build_manifest_covers_snapshot`` warns. A listed part whose size is not the manifest's
+    ``content_length`` (a cut or replaced download) is logged as a warning and the check warns too. Unsupported files are listed, never skipped
     silently. Output: ``warehouse/openalex_inventory`` (:data:`INVENTORY_SCHEMA`).
     """
     inv = take_inventory(openalex.root, openalex.api_root)
     rows = inv.rows + [
         {"partition_key": "files", "source_file": name, "present": True, "bytes": p.stat().st_size,
-         "mtime_ns": p.stat().st_mtime_ns, "manifest_record_count": None, "manifest_status": "unsupported", "manifest_file": None}
+         "mtime_ns": p.stat().st_mtime_ns, "manifest_record_count": None, "manifest_bytes": None, "manifest_status": "unsupported",
+         "manifest_file": None}
         for name, p in inv.unsupported
     ]
     storage.write_table("openalex_inventory", pa.Table.from_pylist(rows, schema=INVENTORY_SCHEMA))
@@ -142,6 +144,10 @@ def openalex_inventory(context: dg.AssetExecutionContext, storage: MetacanStorag
     if incomplete:
         context.log.warning(f"{len(incomplete)} snapshot partition(s) incomplete (read anyway): "
                             + "; ".join(f"{k}: {why}" for k, why in list(incomplete.items())[:10]))
+    resized = inv.size_mismatches()
+    for r in resized:
+        context.log.warning(f"{r['source_file']}: {r['bytes']} bytes here, the snapshot manifest lists {r['manifest_bytes']} "
+                            f"(truncated or replaced download? re-download it); read anyway")
     for name, _ in inv.unsupported:
         context.log.warning(f"not read: {name} (unsupported file type; OpenAlex input must be .json, "
                             f".json.gz, .jsonl, .ndjson or .gz JSON Lines)")
@@ -159,6 +165,7 @@ def openalex_inventory(context: dg.AssetExecutionContext, storage: MetacanStorag
         partitions_removed=dg.MetadataValue.json(gone),
         files_by_partition=counts_markdown(dict(by_key), "partition", "files"),
         manifest_parts_not_here=len(missing),
+        size_mismatches=dg.MetadataValue.json([f"{r['source_file']}: {r['bytes']} bytes, manifest {r['manifest_bytes']}" for r in resized]),
         incomplete_partitions=dg.MetadataValue.md("".join(f"- `{k}`: {why}\n" for k, why in incomplete.items()) or "_(none)_"),
         manifest_errors=dg.MetadataValue.json(inv.manifest_errors),
         unsupported_files=dg.MetadataValue.json([name for name, _ in inv.unsupported]),
@@ -447,7 +454,7 @@ def frame_stores_no_abstract_text(storage: MetacanStorage) -> dg.AssetCheckResul
 @dg.asset_check(asset=frame, blocking=False, description="The build manifest covers every part the snapshot manifests list (warning).")
 def frame_build_manifest_covers_snapshot(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Warns (severity WARN, never blocks) when a part listed in a snapshot manifest is not here or
-    not built, when a part's record count disagrees with its manifest entry, or when a snapshot
+    not built, when a part's record count or size disagrees with its manifest entry, or when a snapshot
     partition has parts no manifest lists. Metadata lists each gap (up to 20 of each kind)."""
     with storage.connect() as con:
         missing = con.execute("SELECT source_file FROM openalex_inventory WHERE manifest_status = 'missing_locally' ORDER BY 1").fetchall()
@@ -455,18 +462,22 @@ def frame_build_manifest_covers_snapshot(storage: MetacanStorage) -> dg.AssetChe
                                "WHERE manifest_status IN ('not_in_manifest', 'no_manifest') ORDER BY 1").fetchall()
         mismatch = con.execute("SELECT source_file, manifest_record_count, records_read FROM frame_build_manifest "
                                "WHERE count_check = 'mismatch' ORDER BY 1").fetchall()
+        resized = con.execute("SELECT source_file, bytes, manifest_bytes FROM openalex_inventory WHERE present "
+                              "AND manifest_status = 'listed' AND bytes <> manifest_bytes ORDER BY 1").fetchall()
         built = con.execute("SELECT count(*) FROM frame_build_manifest WHERE count_check = 'ok'").fetchone()[0]
-    gaps = len(missing) + len(unlisted) + len(mismatch)
+    gaps = len(missing) + len(unlisted) + len(mismatch) + len(resized)
     return dg.AssetCheckResult(
         passed=gaps == 0,
         severity=dg.AssetCheckSeverity.WARN,
         description=(f"{built} manifest-listed parts built with matching counts; {len(missing)} listed parts not here; "
-                     f"{len(unlisted)} parts not covered by a manifest; {len(mismatch)} count mismatches"),
+                     f"{len(unlisted)} parts not covered by a manifest; {len(mismatch)} count mismatches; "
+                     f"{len(resized)} size mismatches"),
         metadata={
             "parts_built_and_counted": built,
             "listed_parts_not_here": len(missing),
             "listed_parts_not_here_sample": dg.MetadataValue.json([m[0] for m in missing[:20]]),
             "parts_not_in_a_manifest": dg.MetadataValue.json([f"{u[0]} ({u[1]})" for u in unlisted[:20]]),
             "count_mismatches": dg.MetadataValue.json([f"{m[0]}: manifest {m[1]}, read {m[2]}" for m in mismatch[:20]]),
+            "size_mismatches": dg.MetadataValue.json([f"{m[0]}: {m[1]} bytes, manifest {m[2]}" for m in resized[:20]]),
         },
     )

@@ -2,7 +2,8 @@
 
 OpenAlex docs, "Download the snapshot" / "Snapshot data format": works come as
 ``data/works/updated_date=YYYY-MM-DD/part_NNN.gz`` with a ``data/works/manifest`` (Redshift-style
-JSON: ``entries[].url`` and ``entries[].meta.record_count``) written after the parts; merged works as
+JSON: ``entries[].url``, ``entries[].meta.record_count`` and ``entries[].meta.content_length``, the part's
+size in bytes) written after the parts; merged works as
 ``data/merged_ids/works/*.csv.gz``.
 
 Partition keys (the frame's Dagster partitions, :data:`metacan_pipeline.frame.assets.openalex_partitions`):
@@ -31,6 +32,7 @@ INVENTORY_SCHEMA = pa.schema([
     ("partition_key", pa.string()), ("source_file", pa.string()), ("present", pa.bool_()),
     ("bytes", pa.int64()), ("mtime_ns", pa.int64()),
     ("manifest_record_count", pa.int64()),
+    ("manifest_bytes", pa.int64()),  # the manifest's content_length for a listed part (a present part of another size is cut or replaced)
     ("manifest_status", pa.string()),  # listed | not_in_manifest | no_manifest | missing_locally | not_snapshot
     ("manifest_file", pa.string()),
 ])
@@ -63,6 +65,12 @@ class Inventory:
         """Keys with at least one present file, in sorted order (``files`` first)."""
         return sorted({r["partition_key"] for r in self.present()}, key=lambda k: (k != LOCAL_FILES_KEY, k))
 
+    def size_mismatches(self) -> list[dict]:
+        """Present parts listed in a manifest whose size is not the manifest's ``content_length``
+        (a truncated or replaced download, whatever its records say)."""
+        return [r for r in self.rows if r["present"] and r["manifest_status"] == "listed" and r["manifest_bytes"] is not None
+                and r["bytes"] != r["manifest_bytes"]]
+
     def incomplete_partitions(self) -> dict[str, str]:
         """Snapshot partitions that are not whole, with why (listed parts missing, or not in the manifest)."""
         out: dict[str, str] = {}
@@ -77,8 +85,9 @@ class Inventory:
         return out
 
 
-def _read_manifest(path: Path, root: Path, errors: list[str]) -> dict[str, int] | None:
-    """``{relative part path: record_count}`` of one manifest, or None (with an error) if unreadable."""
+def _read_manifest(path: Path, root: Path, errors: list[str]) -> dict[str, tuple[int, int | None]] | None:
+    """``{relative part path: (record_count, content_length or None)}`` of one manifest, or None (with an
+    error) if unreadable."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
         entries = doc["entries"]
@@ -90,7 +99,10 @@ def _read_manifest(path: Path, root: Path, errors: list[str]) -> dict[str, int] 
             count = e["meta"]["record_count"]
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise ValueError(f"entry {e['url']!r} has record_count {count!r}")
-            out[str((path.parent / m.group(1)).relative_to(root))] = count
+            size = e["meta"].get("content_length")
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+                raise ValueError(f"entry {e['url']!r} has content_length {size!r}")
+            out[str((path.parent / m.group(1)).relative_to(root))] = (count, size)
         return out
     except (OSError, ValueError, KeyError, TypeError) as exc:
         errors.append(f"{path.relative_to(root)}: unreadable snapshot manifest ({type(exc).__name__}: {exc}); its partitions are "
@@ -107,7 +119,7 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
     """
     files, unsupported = discover(root, snapshot_entities={"works"})
     inv = Inventory(unsupported=[(str(p.relative_to(root)), p) for p in unsupported])
-    manifests: dict[Path, dict[str, int] | None] = {}
+    manifests: dict[Path, dict[str, tuple[int, int | None]] | None] = {}
     for mf in sorted(root.rglob("manifest")):
         if mf.is_file() and mf.parent.name == "works":
             manifests[mf.parent] = _read_manifest(mf, root, inv.manifest_errors)
@@ -117,7 +129,7 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
         key = partition_key(p)
         st = p.stat()
         row = {"partition_key": key, "source_file": rel, "present": True, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
-               "manifest_record_count": None, "manifest_status": "not_snapshot", "manifest_file": None}
+               "manifest_record_count": None, "manifest_bytes": None, "manifest_status": "not_snapshot", "manifest_file": None}
         if key.startswith("updated_date="):  # a snapshot part: check it against its manifest
             works_dir = p.parent.parent
             listing = manifests.get(works_dir)
@@ -125,7 +137,8 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
             if listing is None:
                 row["manifest_status"] = "no_manifest"
             elif rel in listing:
-                row["manifest_status"], row["manifest_record_count"] = "listed", listing[rel]
+                row["manifest_status"] = "listed"
+                row["manifest_record_count"], row["manifest_bytes"] = listing[rel]
             else:
                 row["manifest_status"] = "not_in_manifest"
         seen.add(rel)
@@ -136,12 +149,12 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
         for p in api_files:
             st = p.stat()
             inv.rows.append({"partition_key": partition_key(p), "source_file": API_PREFIX + str(p.relative_to(api_root)), "present": True,
-                             "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "manifest_record_count": None,
+                             "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "manifest_record_count": None, "manifest_bytes": None,
                              "manifest_status": "not_snapshot", "manifest_file": None})
     for works_dir, listing in manifests.items():
-        for rel, count in sorted((listing or {}).items()):
+        for rel, (count, size) in sorted((listing or {}).items()):
             if rel not in seen:
                 inv.rows.append({"partition_key": Path(rel).parent.name, "source_file": rel, "present": False, "bytes": None,
-                                 "mtime_ns": None, "manifest_record_count": count, "manifest_status": "missing_locally",
+                                 "mtime_ns": None, "manifest_record_count": count, "manifest_bytes": size, "manifest_status": "missing_locally",
                                  "manifest_file": str((works_dir / "manifest").relative_to(root))})
     return inv
