@@ -436,10 +436,6 @@ def cut_build(tmp_path_factory, openalex_dir, real_works):
     con.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "staging.py fast path: DuckDB's read_json does not detect a truncated gzip stream whose cut falls at a line "
-    "boundary (e.g. after a flush point); it returns the whole lines before the cut without error, so the file never "
-    "falls back to the exact path and gets no quarantine row (the exact path reports 'truncated or corrupt gzip')"))
 def test_a_gzip_cut_at_a_line_boundary_is_quarantined(cut_build):
     parts, con, _ = cut_build
     rel = parts["at_line_end"]
@@ -449,9 +445,6 @@ def test_a_gzip_cut_at_a_line_boundary_is_quarantined(cut_build):
     assert len(q) == 1 and "truncated or corrupt gzip" in q[0][0], (m, q)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "parts.py counts the reader's file-level 'file unreadable after line N' row in records_read, so a part that lost "
-    "exactly its last record reads as N-1 records + 1 and its count_check is 'ok' against the manifest's N"))
 def test_a_part_that_lost_only_its_last_record_fails_the_count_check(cut_build):
     parts, con, _ = cut_build
     rel = parts["in_last_line"]

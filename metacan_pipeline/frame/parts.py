@@ -104,10 +104,13 @@ def build_part(job: PartJob, parts_root: str, entities: EntityLists, key: str, r
     content (bad records are quarantine rows); raises OSError only if the output cannot be written.
 
     Holds a lock file per part while it builds, so two runs that reach the same part (say the
-    sensor's and a manual one) build it once: the second finds it finished and returns its row."""
+    sensor's and a manual one) build it once: the second finds it finished and returns its row.
+    Under the lock, temporary folders of this part left by a killed build are removed."""
     final = part_dir(Path(parts_root), job.partition_key, job.source_file)
     final.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(final.parent / f".{final.name}.lock")):
+        for stale in final.parent.glob(f".tmp-{final.name}-*"):  # left by a killed build: no live builder holds the lock
+            shutil.rmtree(stale, ignore_errors=True)
         done = finished(Path(parts_root), job, key)
         return done if done is not None else _build_part_locked(job, final, entities, key, run_id, batch_rows, fast)
 
@@ -115,7 +118,7 @@ def build_part(job: PartJob, parts_root: str, entities: EntityLists, key: str, r
 def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: str, run_id: str, batch_rows: int, fast: bool) -> dict:
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.perf_counter()
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
         stats = ReadStats()
@@ -128,7 +131,8 @@ def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: st
             writers[name].write_table(table)
 
         routed = 0
-        for batch in read_work_batches(Path(job.path), job.source_file, entity_ids, stats, batch_rows, fast):
+        for batch in read_work_batches(Path(job.path), job.source_file, entity_ids, stats, batch_rows, fast,
+                                       expected_records=job.manifest_record_count):
             if batch is None:  # the fast path gave up part-way: start the file again on the exact path
                 for w in writers.values():
                     w.close()
@@ -149,7 +153,7 @@ def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: st
                 pq.write_table(schema.empty_table(), tmp / f"{name}.parquet")
         pq.write_table(pa.Table.from_pylist([{k: q[k] for k in QUARANTINE_COLUMNS} for q in stats.quarantine], schema=QUARANTINE_SCHEMA),
                        tmp / "quarantine.parquet")
-        records_read = sum(v for k, v in stats.counts.items() if len(k) == 1) + stats.counts["quarantined"]
+        records_read = sum(v for k, v in stats.counts.items() if len(k) == 1) + stats.counts["quarantined"] - stats.counts["file_errors"]
         if job.manifest_status != "listed":
             count_check = job.manifest_status
         else:
@@ -178,10 +182,6 @@ def build_parts(jobs: list[tuple[PartJob, str]], parts_root: Path, entities: Ent
     """Build every ``(job, key)``, ``workers`` at a time (1 = in this process), largest file first so
     the last busy worker is not left with the biggest part; yields manifest rows as parts finish."""
     order = sorted(jobs, key=lambda jk: -jk[0].bytes)
-    for folder in {part_dir(parts_root, j.partition_key, j.source_file).parent for j, _ in order}:
-        for tmp in folder.glob(".tmp-*") if folder.exists() else []:
-            if not _pid_alive(tmp.name.split("-")[2]):  # left by a killed build, not by a live one
-                shutil.rmtree(tmp, ignore_errors=True)
     if workers <= 1 or len(order) <= 1:
         for job, key in order:
             yield build_part(job, str(parts_root), entities, key, run_id, fast=fast)
@@ -192,16 +192,6 @@ def build_parts(jobs: list[tuple[PartJob, str]], parts_root: Path, entities: Ent
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
                 yield fut.result()
-
-
-def _pid_alive(pid: str) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def default_workers(configured: int) -> int:

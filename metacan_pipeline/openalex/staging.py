@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import queue
 import re
+import zlib
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -255,6 +256,8 @@ def _exact_batches(path: Path, source: str, batch_rows: int, stats: ReadStats) -
         if isinstance(item, Quarantined):
             stats.quarantine.append({k: getattr(item, k) for k in QUARANTINE_COLUMNS})
             stats.counts["quarantined"] += 1
+            if item.locator == "document" or item.locator.startswith("after line"):
+                stats.counts["file_errors"] += 1  # the file, not a record: not counted as a record read
             continue
         stats.counts[item.kind] += 1
         if item.kind == "W":
@@ -266,8 +269,32 @@ def _exact_batches(path: Path, source: str, batch_rows: int, stats: ReadStats) -
         yield flush()
 
 
+def gzip_is_complete(path: Path) -> bool:
+    """Whether every gzip member of ``path`` ends with its end-of-stream marker and trailer (zlib,
+    output discarded). DuckDB's reader returns the whole lines of a gzip file cut at a line boundary
+    without an error; this is how such a cut is noticed when no manifest count can tell."""
+    d = zlib.decompressobj(wbits=47)  # 32 + 15: gzip header, maximum window
+    fed = False  # the current member has started but not ended
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                while chunk:
+                    fed = True
+                    d.decompress(chunk, 1 << 22)
+                    while d.unconsumed_tail:
+                        d.decompress(d.unconsumed_tail, 1 << 22)
+                    if not d.eof:
+                        break
+                    chunk, d, fed = d.unused_data, zlib.decompressobj(wbits=47), False
+                    if chunk and not chunk.strip(b"\0"):  # zero padding after the last member
+                        return True
+    except zlib.error:
+        return False
+    return not fed
+
+
 def read_work_batches(path: Path, source: str, entity_ids: dict[str, list[str]], stats: ReadStats,
-                      batch_rows: int = 20_000, fast: bool = True) -> Iterator[WorkBatch]:
+                      batch_rows: int = 20_000, fast: bool = True, expected_records: int | None = None) -> Iterator[WorkBatch]:
     """The works of one file in batches, named ``source`` in their rows; never raises for bad content
     (bad records land in ``stats.quarantine``).
 
@@ -275,8 +302,13 @@ def read_work_batches(path: Path, source: str, entity_ids: dict[str, list[str]],
     fast path the candidates are the works with a structural route or a possible lexicon hit; on
     the exact path every work is a candidate (the routing decides). Both paths locate a JSON Lines
     work as ``record N`` (N counts non-blank lines); quarantine rows name the physical line. If the
-    fast path fails part-way, the batches it yielded are superseded: the caller must discard them
-    when ``stats.read_path`` turns to ``python`` (see :func:`metacan_pipeline.frame.parts.build_part`).
+    fast path fails part-way, it yields None: the batches it yielded before are superseded and the
+    exact path's follow (see :func:`metacan_pipeline.frame.parts.build_part`).
+
+    ``expected_records`` is the snapshot manifest's count for the file, if any: when the fast path
+    read another number of records from a gzip file, the gzip stream is checked to its end
+    (:func:`gzip_is_complete`), since DuckDB does not report a cut at a line boundary; a cut file is
+    re-read on the exact path, which quarantines the cut.
     """
     name = path.name.lower()
     lines_file = name.endswith((".gz", ".jsonl", ".ndjson")) and not name.endswith(".json.gz")
@@ -284,6 +316,9 @@ def read_work_batches(path: Path, source: str, entity_ids: dict[str, list[str]],
         try:
             stats.read_path = "duckdb"
             yield from _fast_batches(path, source, entity_ids, batch_rows, stats)
+            read = sum(v for k, v in stats.counts.items() if len(k) == 1)
+            if name.endswith(".gz") and read != expected_records and not gzip_is_complete(path):
+                raise _NeedsExactPath(f"gzip stream ends early after {read} records (cut at a line boundary)")
             return
         except _NeedsExactPath as exc:
             stats.counts.clear()
