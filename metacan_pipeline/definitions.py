@@ -74,9 +74,11 @@ weekly_api_refresh = dg.ScheduleDefinition(
     description="Weekly OpenAlex API refresh, Mondays 04:00 Toronto time (after weekly_frame_refresh). Stopped by default "
                 "because it buys API calls: start it once OPENALEX_API_KEY is set and the per-day budget "
                 "(openalex_api_refresh config max_calls / max_cost_usd) suits you.")
-weekly_frame_refresh = dg.ScheduleDefinition(name="weekly_frame_refresh", job=frame_refresh, cron_schedule="0 3 * * 1",
-                                             execution_timezone="America/Toronto",
-                                             description="Weekly frame refresh, Mondays 03:00 Toronto time.")
+weekly_frame_refresh = dg.ScheduleDefinition(
+    name="weekly_frame_refresh", job=frame_refresh, cron_schedule="0 3 * * 1", execution_timezone="America/Toronto",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Weekly frame refresh, Mondays 03:00 Toronto time: takes stock of the input folders (offline, free); the sensor "
+                "frame_build_after_refresh then builds the new parts and merges the frame. Runs while the Dagster daemon runs.")
 
 
 def all_partitions_run_tags(instance: dg.DagsterInstance) -> dict[str, str]:

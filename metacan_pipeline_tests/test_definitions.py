@@ -32,6 +32,9 @@ def test_main_job_and_weekly_refresh_schedule():
     assert _job_assets("metacan_all") == {a.key.to_user_string() for a in ALL_ASSETS} - {"openalex_api_refresh"}
     schedule = defs.resolve_schedule_def("weekly_frame_refresh")
     assert schedule.cron_schedule == "0 3 * * 1" and schedule.job_name == "frame_refresh"
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING  # offline and free: users rely on it
+    sensor = defs.resolve_sensor_def("frame_build_after_refresh")
+    assert sensor.job_name == "frame_build" and sensor.default_status == dg.DefaultSensorStatus.RUNNING
 
 
 def test_api_refresh_runs_only_in_its_own_job_and_stopped_schedule():
