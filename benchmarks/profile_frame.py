@@ -1,13 +1,15 @@
-"""Profile the frame build (cProfile) on a small scale input, to see where its time goes.
+"""Profile one frame part build (cProfile) on the scale input, to see where a worker's time goes.
 
 Usage::
 
     .venv/bin/python benchmarks/profile_frame.py [N=50000] [--scratch /tmp/metacan-bench]
 
-Makes (or reuses) ``<scratch>/works_<N>`` with make_scale_input.py, materializes
-``openalex_works``, ``canadian_entities`` and ``frame`` under cProfile in this process, writes
-``benchmarks/out/profile_<N>.pstats`` and prints the top functions by own time and by cumulative time.
-cProfile adds overhead to every Python call (roughly 1.5-2x here), so read shares, not absolute seconds.
+Makes (or reuses) ``<scratch>/works_<N>`` with make_scale_input.py, builds the Canadian entity lists
+from it, then runs :func:`metacan_pipeline.frame.parts.build_part` on its first works part in this
+process under cProfile (what one ``frame_parts`` worker process does per file; cProfile cannot see
+into the worker pool), writes ``benchmarks/out/profile_part_<N>.pstats`` and prints the top functions
+by own time and by cumulative time, plus the CPU seconds of the build (all threads: DuckDB's scan runs
+in a prefetch thread). cProfile adds overhead to every Python call, so read shares, not absolute seconds.
 """
 
 from __future__ import annotations
@@ -30,56 +32,41 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("n", type=int, nargs="?", default=50_000)
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-bench"))
-    ap.add_argument("--stage-file", action="store_true",
-                    help="profile metacan_pipeline.openalex.staging.stage_file on the first works part, in this process "
-                         "(the work a staging worker process does; cProfile cannot see into the worker pool)")
     args = ap.parse_args()
+    import pyarrow as pa
     from make_scale_input import make_scale_input
+
+    from metacan_pipeline.frame.entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
+    from metacan_pipeline.frame.parts import PartJob, build_part
+    from metacan_pipeline.openalex.reader import Record, iter_records
 
     input_dir = args.scratch / f"works_{args.n}"
     make_scale_input(args.n, input_dir)
-    data_dir = args.scratch / f"profile_{args.n}" / "data"
-    shutil.rmtree(data_dir, ignore_errors=True)
-    data_dir.mkdir(parents=True)
-    if args.stage_file:
-        from metacan_pipeline.openalex.staging import stage_file
+    out = args.scratch / f"profile_{args.n}"
+    shutil.rmtree(out, ignore_errors=True)
+    records = (r for r in iter_records(input_dir, {"funders", "sources", "institutions"}) if isinstance(r, Record) and r.kind != "W")
+    entities = EntityLists.from_table(pa.Table.from_pylist(canadian_entity_rows(records, "2026-01-01"), schema=ENTITY_SCHEMA))
+    from metacan_pipeline.openalex.inventory import take_inventory
 
-        part = sorted((input_dir / "data" / "works").glob("updated_date=*/part_*.gz"))[0]
-        prof = cProfile.Profile()
-        t0 = time.perf_counter()
-        prof.enable()
-        staged = stage_file(str(part), str(input_dir), str(data_dir), 0)
-        prof.disable()
-        secs = time.perf_counter() - t0
-        print(f"stage_file({part.name}): {secs:.1f} s under cProfile, counts {dict(staged.counts)}, fallback {staged.fallback_reason}")
-        _report(prof, HERE / "out" / f"profile_stage_file_{args.n}.pstats")
-        return
-
-    import dagster as dg
-
-    from metacan_pipeline.definitions import build_resources
-    from metacan_pipeline.frame.assets import canadian_entities, frame, openalex_works
-
+    listed = next(r for r in take_inventory(input_dir).present() if r["manifest_status"] == "listed")  # as a snapshot part is read
+    part = input_dir / listed["source_file"]
+    job = PartJob(str(part), listed["source_file"], listed["partition_key"], listed["bytes"], listed["mtime_ns"],
+                  listed["manifest_record_count"], "listed")
     prof = cProfile.Profile()
-    t0 = time.perf_counter()
+    cpu0, t0 = time.process_time(), time.perf_counter()
     prof.enable()
-    res = dg.materialize([openalex_works, canadian_entities, frame], resources=build_resources(str(data_dir), str(input_dir)),
-                         instance=dg.DagsterInstance.ephemeral())
+    row = build_part(job, str(out), entities, "profile", "profile")
     prof.disable()
-    secs = time.perf_counter() - t0
-    print(f"materialize success={res.success}: {secs:.1f} s under cProfile for {args.n} works "
-          f"(worker processes, if any, are not profiled: use --stage-file)")
-    _report(prof, HERE / "out" / f"profile_{args.n}.pstats")
-
-
-def _report(prof: cProfile.Profile, path: Path) -> None:
+    print(f"build_part({job.source_file}): {time.perf_counter() - t0:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU under "
+          f"cProfile; {row['work_records']} works, {row['routed']} routed, read via {row['read_path']}")
+    path = HERE / "out" / f"profile_part_{args.n}.pstats"
     path.parent.mkdir(exist_ok=True)
     prof.dump_stats(path)
     for key in ("tottime", "cumulative"):
         s = io.StringIO()
-        pstats.Stats(prof, stream=s).sort_stats(key).print_stats(30)
-        print(f"\n----- top 30 by {key} -----")
-        print("\n".join(s.getvalue().splitlines()[6:40]))
+        pstats.Stats(prof, stream=s).sort_stats(key).print_stats(25)
+        print(f"\n----- top 25 by {key} -----")
+        print("\n".join(s.getvalue().splitlines()[6:35]))
 
 
 if __name__ == "__main__":
