@@ -123,6 +123,12 @@ def openalex_inventory(context: dg.AssetExecutionContext, storage: MetacanStorag
     silently. Output: ``warehouse/openalex_inventory`` (:data:`INVENTORY_SCHEMA`).
     """
     inv = take_inventory(openalex.root, openalex.api_root)
+    if not inv.present():  # an empty (or unmounted) folder: fail before any partition key is removed
+        raise dg.Failure(description=(
+            f"no OpenAlex input files under {openalex.root}"
+            + (f" (only unsupported files, e.g. {inv.unsupported[0][0]})" if inv.unsupported else "")
+            + f" nor in the API archive {openalex.api_root}: point METACAN_OPENALEX_DIR (the openalex resource's input_dir) "
+              f"at a folder of OpenAlex .json / .json.gz / .jsonl / .ndjson / snapshot part_*.gz files"), allow_retries=False)
     rows = inv.rows + [
         {"partition_key": "files", "source_file": name, "present": True, "bytes": p.stat().st_size,
          "mtime_ns": p.stat().st_mtime_ns, "manifest_record_count": None, "manifest_bytes": None, "manifest_status": "unsupported",
