@@ -81,7 +81,7 @@ def discover(root: Path, snapshot_entities: set[str] | None = None) -> tuple[lis
     if not root.exists():
         raise FileNotFoundError(
             f"OpenAlex input folder {root} does not exist: set METACAN_OPENALEX_DIR (or the "
-            f"openalex_input_dir config) to a folder of OpenAlex JSON / JSON Lines / snapshot files"
+            f"input_dir of the openalex resource) to a folder of OpenAlex JSON / JSON Lines / snapshot files"
         )
     out, unsupported = [], []
     for p in sorted(root.rglob("*")):
