@@ -38,3 +38,33 @@ def test_an_empty_input_folder_fails_the_inventory_naming_the_folder(tmp_path):
     assert "no OpenAlex input files" in msg and str(inp) in msg and "METACAN_OPENALEX_DIR" in msg
     # no materialization of the inventory: the sensor does not fire, no partition key is removed
     assert instance.get_latest_materialization_event(dg.AssetKey("openalex_inventory")) is None
+
+
+@pytest.mark.parametrize("change", ["rewritten", "gone"])
+def test_a_file_changed_after_the_inventory_is_not_built_under_its_old_key(tmp_path, openalex_dir, real_works, change):
+    """The inventory lists a part; before frame_build reads it, it is rewritten (other works, other
+    size) or removed. The build must not record the new content under the old size and mtime (a part
+    that would never be read again if the old file came back with its old mtime, as ``aws s3 sync``
+    restores it) and must say what to do; a frame_refresh + frame_build then picks the file up."""
+    ca = _ca(real_works)
+    inp, data = tmp_path / "in", tmp_path / "data"
+    _copy_funders(openalex_dir, inp)
+    _write_part(inp, "2025-01-01", 0, [real_works[k] for k in ca[:2]])
+    changed = _write_part(inp, "2025-01-01", 1, [real_works[k] for k in ca[2:4]])
+    instance, resources = dg.DagsterInstance.ephemeral(), build_resources(str(data), str(inp))
+    assert defs.resolve_job_def("frame_refresh").execute_in_process(instance=instance, resources=resources).success
+    if change == "rewritten":
+        _write_part(inp, "2025-01-01", 1, [real_works[k] for k in ca[4:7]])
+    else:
+        (inp / changed).unlink()
+    build = defs.resolve_job_def("frame_build").execute_in_process(
+        instance=instance, resources=resources, raise_on_error=False, tags=all_partitions_run_tags(instance))
+    assert not build.success
+    [msg] = _failure_messages(build)
+    assert changed in msg and "changed since openalex_inventory" in msg and "frame_refresh" in msg
+    assert not list((data / "warehouse" / "frame_parts").glob("updated_date=2025-01-01/*/manifest.json"))[1:]  # only the unchanged part
+    again = materialize_in_process(instance, resources, through="frame")
+    assert again.success
+    with duckdb.connect(str(data / "metacan.duckdb"), read_only=True) as con:
+        frame_ids = {r[0] for r in con.execute("SELECT id FROM frame").fetchall()}
+    assert frame_ids == set(ca[:2]) | (set(ca[4:7]) if change == "rewritten" else set())

@@ -27,7 +27,7 @@ from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage, sql_literal
 from .entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
 from .lexicon import LEXICON_VERSION
-from .parts import MANIFEST_SCHEMA, QUARANTINE_SCHEMA, PartJob, build_key, build_parts, default_workers, finished, part_dir
+from .parts import MANIFEST_SCHEMA, QUARANTINE_SCHEMA, InputChanged, PartJob, build_key, build_parts, default_workers, finished, part_dir
 from .routes import FRAME_SCHEMA, AdmissionRule
 
 FRAME_CODE_VERSION = "frame-v2"
@@ -250,17 +250,20 @@ def frame_parts(context: dg.AssetExecutionContext, config: IngestConfig, storage
                      f"with {workers} worker(s)")
     built: list[dict] = []
     progress = tqdm(total=sum(j.bytes for j, _ in todo), desc="frame_parts", unit="B", unit_scale=True, disable=None)
-    for row in build_parts(todo, parts_root, entities, context.run.run_id, workers):
-        built.append(row)
-        progress.update(row["bytes"])
-        msg = (f"{row['source_file']}: {row['records_read']} records, {row['work_records']} works, {row['routed']} routed, "
-               f"{row['quarantined']} quarantined, {row['seconds']:.1f}s via {row['read_path']} ({len(built)}/{len(todo)})")
-        if row["fallback_reason"]:
-            msg += f"; exact path because {row['fallback_reason']}"
-        context.log.info(msg)
-        if row["count_check"] == "mismatch":
-            context.log.warning(f"{row['source_file']}: the snapshot manifest lists {row['manifest_record_count']} records, "
-                                f"{row['records_read']} were read (truncated or replaced part? re-download it)")
+    try:
+        for row in build_parts(todo, parts_root, entities, context.run.run_id, workers):
+            built.append(row)
+            progress.update(row["bytes"])
+            msg = (f"{row['source_file']}: {row['records_read']} records, {row['work_records']} works, {row['routed']} routed, "
+                   f"{row['quarantined']} quarantined, {row['seconds']:.1f}s via {row['read_path']} ({len(built)}/{len(todo)})")
+            if row["fallback_reason"]:
+                msg += f"; exact path because {row['fallback_reason']}"
+            context.log.info(msg)
+            if row["count_check"] == "mismatch":
+                context.log.warning(f"{row['source_file']}: the snapshot manifest lists {row['manifest_record_count']} records, "
+                                    f"{row['records_read']} were read (truncated or replaced part? re-download it)")
+    except InputChanged as exc:  # parts finished before it are kept; a re-run after frame_refresh builds the rest
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
     progress.close()
     quarantine = Counter()
     for row in built:
