@@ -16,6 +16,7 @@ import duckdb
 import pytest
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs, materialize_in_process
+from metacan_pipeline.openalex.staging import ReadStats, read_work_batches
 
 from .test_bad_input import _copy_funders, _is_canadian, _write_part, real_works  # noqa: F401 (a fixture)
 
@@ -68,3 +69,22 @@ def test_a_file_changed_after_the_inventory_is_not_built_under_its_old_key(tmp_p
     with duckdb.connect(str(data / "metacan.duckdb"), read_only=True) as con:
         frame_ids = {r[0] for r in con.execute("SELECT id FROM frame").fetchall()}
     assert frame_ids == set(ca[:2]) | (set(ca[4:7]) if change == "rewritten" else set())
+
+
+@pytest.mark.parametrize("name", ["part_000.gz", "works.jsonl.gz", "page.json.gz"])
+def test_an_empty_gz_file_is_quarantined_not_read_as_no_records(tmp_path, name):
+    """A 0-byte ``.gz`` is no gzip stream (an empty one is 20 bytes): an interrupted download, whose
+    works would otherwise vanish without a trace when no manifest covers the file."""
+    path = tmp_path / "data" / "works" / "updated_date=2025-01-01" / name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    stats = ReadStats()
+    assert [b for b in read_work_batches(path, name, {"institution": [], "funder": [], "source": []}, stats) if b is not None] == []
+    [q] = stats.quarantine
+    assert q["source_file"] == name and "empty file" in q["reason"] and "re-download" in q["reason"]
+    assert stats.counts["file_errors"] == 1  # the file, not a record: not counted as a record read
+    # a real gzip of nothing is still read quietly as an empty part
+    path.write_bytes(gzip.compress(b""))
+    stats = ReadStats()
+    assert [b for b in read_work_batches(path, name, {"institution": [], "funder": [], "source": []}, stats) if b is not None] == []
+    assert stats.quarantine == []

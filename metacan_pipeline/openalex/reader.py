@@ -136,6 +136,10 @@ def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     lineno = 0
     ordinal = 0
+    if opener is gzip.open and path.exists() and path.stat().st_size == 0:  # gzip.open reads 0 bytes as an empty stream
+        yield Quarantined(source, "after line 0", 1, "file unreadable after line 0 (empty file: 0 bytes, no gzip stream); "
+                                                     "an interrupted download? re-download this part", "")
+        return
     try:
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
@@ -169,7 +173,11 @@ def iter_file(path: Path, root: Path | None = None, source: str | None = None) -
         yield from _iter_json_lines(path, source)
         return
     try:
-        raw = gzip.decompress(path.read_bytes()) if path.name.lower().endswith(".gz") else path.read_bytes()
+        raw = path.read_bytes()
+        if path.name.lower().endswith(".gz"):
+            if not raw:  # gzip.decompress reads 0 bytes as an empty stream
+                raise EOFError("empty file: 0 bytes, no gzip stream; an interrupted download?")
+            raw = gzip.decompress(raw)
     except (OSError, EOFError, zlib.error) as exc:
         yield Quarantined(source, "document", None, f"cannot read file: {exc}; re-download it", "")
         return
