@@ -17,6 +17,7 @@ import pytest
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs, materialize_in_process
 from metacan_pipeline.openalex.staging import ReadStats, read_work_batches
+from metacan_pipeline.frame.assets import _removed_work_ids
 
 from .test_bad_input import _copy_funders, _is_canadian, _write_part, real_works  # noqa: F401 (a fixture)
 
@@ -88,3 +89,21 @@ def test_an_empty_gz_file_is_quarantined_not_read_as_no_records(tmp_path, name):
     stats = ReadStats()
     assert [b for b in read_work_batches(path, name, {"institution": [], "funder": [], "source": []}, stats) if b is not None] == []
     assert stats.quarantine == []
+
+
+@pytest.mark.parametrize("header", ["id,merge_into_id,merge_date", "date,old,new", None])
+def test_a_merged_ids_file_with_another_header_fails_naming_the_file(tmp_path, header):
+    """read_csv with explicit columns renames by position: a file whose columns are in another order
+    removed the merge targets (W2) instead of the merged ids (W1), and a file without header lost its
+    first merge. The header must be the snapshot's, or the frame fails naming the file."""
+    f = tmp_path / "data" / "merged_ids" / "works" / "2025-01-01.csv.gz"
+    f.parent.mkdir(parents=True)
+    row = {"merge_date": "2025-01-01", "id": "W1", "merge_into_id": "W2"}
+    cols = (header or "merge_date,id,merge_into_id").split(",")
+    body = "".join(f"{','.join(row.get(c, v) for c, v in zip(cols, ('2025-01-01', 'W1', 'W2')))}\n" for _ in range(1))
+    f.write_bytes(gzip.compress(((header + "\n") if header else "").encode() + body.encode()))
+    with pytest.raises(dg.Failure) as err:
+        _removed_work_ids(tmp_path)
+    assert "2025-01-01.csv.gz" in err.value.description and "merge_date,id,merge_into_id" in err.value.description
+    f.write_bytes(gzip.compress(b"merge_date,id,merge_into_id\n2025-01-01,https://openalex.org/W1,W2\n2025-01-02,W3,\n"))
+    assert _removed_work_ids(tmp_path) == ({"W1": "W2", "W3": ""}, ["data/merged_ids/works/2025-01-01.csv.gz"])

@@ -8,6 +8,7 @@ merged and deleted ids removed, admission filter applied), which takes seconds.
 """
 
 import datetime as dt
+import gzip
 import hashlib
 import json
 import warnings
@@ -79,6 +80,17 @@ def _removed_work_ids(root: Path) -> tuple[dict[str, str], list[str]]:
     files = sorted(p for p in root.rglob("merged_ids/works/*") if p.name.lower().endswith((".csv", ".csv.gz")))
     out: dict[str, str] = {}
     for f in files:
+        try:  # read_csv with explicit columns renames by position: check the header first
+            with (gzip.open if f.name.lower().endswith(".gz") else open)(f, "rb") as fh:
+                header = fh.readline().decode("utf-8-sig", errors="replace").strip().lower().replace(" ", "")
+        except (OSError, EOFError) as exc:
+            header, why = None, f"is unreadable ({exc})"
+        if header != "merge_date,id,merge_into_id":
+            raise dg.Failure(
+                description=f"merged-id file {f} " + (why if header is None else f"has the header {header[:100]!r}, so its columns "
+                            "would be misread") + "; it must be a (gzip) CSV with the header merge_date,id,merge_into_id as in the "
+                            "OpenAlex snapshot: re-download it or remove it",
+                allow_retries=False)
         try:
             rows = duckdb.execute(
                 "SELECT id, merge_into_id FROM read_csv(?, header=true, columns={'merge_date':'VARCHAR','id':'VARCHAR','merge_into_id':'VARCHAR'})",
