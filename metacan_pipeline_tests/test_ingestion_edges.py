@@ -107,3 +107,17 @@ def test_a_merged_ids_file_with_another_header_fails_naming_the_file(tmp_path, h
     assert "2025-01-01.csv.gz" in err.value.description and "merge_date,id,merge_into_id" in err.value.description
     f.write_bytes(gzip.compress(b"merge_date,id,merge_into_id\n2025-01-01,https://openalex.org/W1,W2\n2025-01-02,W3,\n"))
     assert _removed_work_ids(tmp_path) == ({"W1": "W2", "W3": ""}, ["data/merged_ids/works/2025-01-01.csv.gz"])
+
+
+def test_an_api_page_gzipped_as_a_snapshot_part_is_read_not_lost(tmp_path, real_works):
+    """``{meta, results}`` on one line, gzip-compressed and named ``part_000.gz``: each result is a
+    work (before, the whole page was one 'missing id' quarantine row and its works were lost)."""
+    ids = _ca(real_works)[:2]
+    path = tmp_path / "data" / "works" / "updated_date=2025-01-01" / "part_000.gz"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(gzip.compress(json.dumps({"meta": {"count": 2}, "results": [real_works[k] for k in ids]}).encode()))
+    stats = ReadStats()
+    batches = [b for b in read_work_batches(path, "p", {"institution": [], "funder": [], "source": []}, stats) if b is not None]
+    assert [r for b in batches for r in b.index.column("id").to_pylist()] == ids
+    assert stats.quarantine == [] and stats.counts["W"] == 2
+    assert [r["source_locator"] for b in batches for r in b.candidates] == ["record 1.results[0]", "record 1.results[1]"]

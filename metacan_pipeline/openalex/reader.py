@@ -132,7 +132,9 @@ def _iter_json_document(doc: object, source: str, prefix: str = "") -> Iterator[
 
 def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
     """Records of a JSON Lines file. A record's locator is ``record N`` (N counts non-blank lines, as
-    DuckDB's reader does); quarantine rows name the physical ``line``."""
+    DuckDB's reader does); quarantine rows name the physical ``line``. A line holding an API page
+    (``{meta, results}``, e.g. a page gzipped and named ``part_000.gz``) gives its results, located
+    ``record N.results[i]``."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     lineno = 0
     ordinal = 0
@@ -152,6 +154,9 @@ def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
                     obj = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
                     yield Quarantined(source, f"line {lineno}", lineno, f"unparseable JSON: {exc}", _excerpt(raw))
+                    continue
+                if isinstance(obj, dict) and "id" not in obj and isinstance(obj.get("results"), list):  # an API page on one line
+                    yield from _iter_json_document(obj, source, f"record {ordinal}")
                     continue
                 yield _classify(obj, source, f"record {ordinal}", lineno)
     except (EOFError, OSError, zlib.error) as exc:
