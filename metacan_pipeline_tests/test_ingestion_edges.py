@@ -6,6 +6,7 @@ snapshot layout where it matters, as in ``test_bad_input``.
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 import logging
@@ -18,6 +19,7 @@ import pytest
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs, materialize_in_process
 from metacan_pipeline.openalex.staging import ReadStats, read_work_batches
 from metacan_pipeline.frame.assets import _removed_work_ids
+from metacan_pipeline.openalex.windows import Window, next_window
 
 from .test_bad_input import _copy_funders, _is_canadian, _write_part, real_works  # noqa: F401 (a fixture)
 
@@ -121,3 +123,12 @@ def test_an_api_page_gzipped_as_a_snapshot_part_is_read_not_lost(tmp_path, real_
     assert [r for b in batches for r in b.index.column("id").to_pylist()] == ids
     assert stats.quarantine == [] and stats.counts["W"] == 2
     assert [r["source_locator"] for b in batches for r in b.candidates] == ["record 1.results[0]", "record 1.results[1]"]
+
+
+def test_an_api_refresh_window_cannot_end_after_today(tmp_path):
+    """A window ending in the future would be marked complete with that end; every later default window
+    starts at it (from > today) and fails, and the works updated in between are never harvested."""
+    today = dt.date(2026, 11, 30)
+    with pytest.raises(ValueError, match="to_updated_date 2026-12-31 is after today"):
+        next_window(tmp_path, today, "2026-11-25", "2026-12-31")
+    assert next_window(tmp_path, today, "2026-11-25", "2026-11-30")[0] == Window("2026-11-25", "2026-11-30")
