@@ -8,6 +8,7 @@ merged and deleted ids removed, admission filter applied), which takes seconds.
 """
 
 import datetime as dt
+import gzip
 import hashlib
 import json
 import warnings
@@ -27,7 +28,7 @@ from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage, sql_literal
 from .entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
 from .lexicon import LEXICON_VERSION
-from .parts import MANIFEST_SCHEMA, QUARANTINE_SCHEMA, PartJob, build_key, build_parts, default_workers, finished, part_dir
+from .parts import MANIFEST_SCHEMA, QUARANTINE_SCHEMA, InputChanged, PartJob, build_key, build_parts, default_workers, finished, part_dir
 from .routes import FRAME_SCHEMA, AdmissionRule
 
 FRAME_CODE_VERSION = "frame-v2"
@@ -79,6 +80,17 @@ def _removed_work_ids(root: Path) -> tuple[dict[str, str], list[str]]:
     files = sorted(p for p in root.rglob("merged_ids/works/*") if p.name.lower().endswith((".csv", ".csv.gz")))
     out: dict[str, str] = {}
     for f in files:
+        try:  # read_csv with explicit columns renames by position: check the header first
+            with (gzip.open if f.name.lower().endswith(".gz") else open)(f, "rb") as fh:
+                header = fh.readline().decode("utf-8-sig", errors="replace").strip().lower().replace(" ", "")
+        except (OSError, EOFError) as exc:
+            header, why = None, f"is unreadable ({exc})"
+        if header != "merge_date,id,merge_into_id":
+            raise dg.Failure(
+                description=f"merged-id file {f} " + (why if header is None else f"has the header {header[:100]!r}, so its columns "
+                            "would be misread") + "; it must be a (gzip) CSV with the header merge_date,id,merge_into_id as in the "
+                            "OpenAlex snapshot: re-download it or remove it",
+                allow_retries=False)
         try:
             rows = duckdb.execute(
                 "SELECT id, merge_into_id FROM read_csv(?, header=true, columns={'merge_date':'VARCHAR','id':'VARCHAR','merge_into_id':'VARCHAR'})",
@@ -123,6 +135,12 @@ def openalex_inventory(context: dg.AssetExecutionContext, storage: MetacanStorag
     silently. Output: ``warehouse/openalex_inventory`` (:data:`INVENTORY_SCHEMA`).
     """
     inv = take_inventory(openalex.root, openalex.api_root)
+    if not inv.present():  # an empty (or unmounted) folder: fail before any partition key is removed
+        raise dg.Failure(description=(
+            f"no OpenAlex input files under {openalex.root}"
+            + (f" (only unsupported files, e.g. {inv.unsupported[0][0]})" if inv.unsupported else "")
+            + f" nor in the API archive {openalex.api_root}: point METACAN_OPENALEX_DIR (the openalex resource's input_dir) "
+              f"at a folder of OpenAlex .json / .json.gz / .jsonl / .ndjson / snapshot part_*.gz files"), allow_retries=False)
     rows = inv.rows + [
         {"partition_key": "files", "source_file": name, "present": True, "bytes": p.stat().st_size,
          "mtime_ns": p.stat().st_mtime_ns, "manifest_record_count": None, "manifest_bytes": None, "manifest_status": "unsupported",
@@ -244,17 +262,20 @@ def frame_parts(context: dg.AssetExecutionContext, config: IngestConfig, storage
                      f"with {workers} worker(s)")
     built: list[dict] = []
     progress = tqdm(total=sum(j.bytes for j, _ in todo), desc="frame_parts", unit="B", unit_scale=True, disable=None)
-    for row in build_parts(todo, parts_root, entities, context.run.run_id, workers):
-        built.append(row)
-        progress.update(row["bytes"])
-        msg = (f"{row['source_file']}: {row['records_read']} records, {row['work_records']} works, {row['routed']} routed, "
-               f"{row['quarantined']} quarantined, {row['seconds']:.1f}s via {row['read_path']} ({len(built)}/{len(todo)})")
-        if row["fallback_reason"]:
-            msg += f"; exact path because {row['fallback_reason']}"
-        context.log.info(msg)
-        if row["count_check"] == "mismatch":
-            context.log.warning(f"{row['source_file']}: the snapshot manifest lists {row['manifest_record_count']} records, "
-                                f"{row['records_read']} were read (truncated or replaced part? re-download it)")
+    try:
+        for row in build_parts(todo, parts_root, entities, context.run.run_id, workers):
+            built.append(row)
+            progress.update(row["bytes"])
+            msg = (f"{row['source_file']}: {row['records_read']} records, {row['work_records']} works, {row['routed']} routed, "
+                   f"{row['quarantined']} quarantined, {row['seconds']:.1f}s via {row['read_path']} ({len(built)}/{len(todo)})")
+            if row["fallback_reason"]:
+                msg += f"; exact path because {row['fallback_reason']}"
+            context.log.info(msg)
+            if row["count_check"] == "mismatch":
+                context.log.warning(f"{row['source_file']}: the snapshot manifest lists {row['manifest_record_count']} records, "
+                                    f"{row['records_read']} were read (truncated or replaced part? re-download it)")
+    except InputChanged as exc:  # parts finished before it are kept; a re-run after frame_refresh builds the rest
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
     progress.close()
     quarantine = Counter()
     for row in built:

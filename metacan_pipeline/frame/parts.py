@@ -68,6 +68,25 @@ class PartJob:
     manifest_status: str  # listed | not_in_manifest | no_manifest
 
 
+class InputChanged(Exception):
+    """The file is not the one ``openalex_inventory`` took stock of (rewritten, resized or gone since)."""
+
+
+def _check_unchanged(job: PartJob, when: str) -> None:
+    """Raise :class:`InputChanged` unless ``job.path`` still has the size and mtime of the inventory:
+    a part is kept under a build key made of them, so it must hold exactly that file."""
+    try:
+        st = os.stat(job.path)
+        now = f"{st.st_size} bytes, mtime_ns {st.st_mtime_ns}"
+    except FileNotFoundError:
+        st, now = None, "gone"
+    if st is None or (st.st_size, st.st_mtime_ns) != (job.bytes, job.mtime_ns):
+        raise InputChanged(
+            f"{job.source_file} changed since openalex_inventory took stock of it{when} ({job.bytes} bytes, mtime_ns "
+            f"{job.mtime_ns}; now {now}), so its part was not built: re-run the job frame_refresh (openalex_inventory), "
+            f"then frame_build (the sensor frame_build_after_refresh does it); parts already built are not read again.")
+
+
 def build_key(job: PartJob, entities: EntityLists) -> str:
     """The identity of a finished part: same key, same output (so it is never read again)."""
     payload = json.dumps([job.source_file, job.bytes, job.mtime_ns, sorted(entities.versions.items()),
@@ -118,6 +137,7 @@ def build_part(job: PartJob, parts_root: str, entities: EntityLists, key: str, r
 def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: str, run_id: str, batch_rows: int, fast: bool) -> dict:
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.perf_counter()
+    _check_unchanged(job, "")
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
@@ -168,6 +188,7 @@ def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: st
             "seconds": round(time.perf_counter() - t0, 3), "run_id": run_id,
         }
         (tmp / "manifest.json").write_text(json.dumps(row))
+        _check_unchanged(job, " (while its part was being read)")
         if final.exists():  # a stale build of this file (other key): replaced only now that the new one is whole
             shutil.rmtree(final)
         tmp.rename(final)

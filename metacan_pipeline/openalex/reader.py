@@ -81,7 +81,7 @@ def discover(root: Path, snapshot_entities: set[str] | None = None) -> tuple[lis
     if not root.exists():
         raise FileNotFoundError(
             f"OpenAlex input folder {root} does not exist: set METACAN_OPENALEX_DIR (or the "
-            f"openalex_input_dir config) to a folder of OpenAlex JSON / JSON Lines / snapshot files"
+            f"input_dir of the openalex resource) to a folder of OpenAlex JSON / JSON Lines / snapshot files"
         )
     out, unsupported = [], []
     for p in sorted(root.rglob("*")):
@@ -132,10 +132,16 @@ def _iter_json_document(doc: object, source: str, prefix: str = "") -> Iterator[
 
 def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
     """Records of a JSON Lines file. A record's locator is ``record N`` (N counts non-blank lines, as
-    DuckDB's reader does); quarantine rows name the physical ``line``."""
+    DuckDB's reader does); quarantine rows name the physical ``line``. A line holding an API page
+    (``{meta, results}``, e.g. a page gzipped and named ``part_000.gz``) gives its results, located
+    ``record N.results[i]``."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     lineno = 0
     ordinal = 0
+    if opener is gzip.open and path.exists() and path.stat().st_size == 0:  # gzip.open reads 0 bytes as an empty stream
+        yield Quarantined(source, "after line 0", 1, "file unreadable after line 0 (empty file: 0 bytes, no gzip stream); "
+                                                     "an interrupted download? re-download this part", "")
+        return
     try:
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
@@ -148,6 +154,9 @@ def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
                     obj = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
                     yield Quarantined(source, f"line {lineno}", lineno, f"unparseable JSON: {exc}", _excerpt(raw))
+                    continue
+                if isinstance(obj, dict) and "id" not in obj and isinstance(obj.get("results"), list):  # an API page on one line
+                    yield from _iter_json_document(obj, source, f"record {ordinal}")
                     continue
                 yield _classify(obj, source, f"record {ordinal}", lineno)
     except (EOFError, OSError, zlib.error) as exc:
@@ -169,7 +178,11 @@ def iter_file(path: Path, root: Path | None = None, source: str | None = None) -
         yield from _iter_json_lines(path, source)
         return
     try:
-        raw = gzip.decompress(path.read_bytes()) if path.name.lower().endswith(".gz") else path.read_bytes()
+        raw = path.read_bytes()
+        if path.name.lower().endswith(".gz"):
+            if not raw:  # gzip.decompress reads 0 bytes as an empty stream
+                raise EOFError("empty file: 0 bytes, no gzip stream; an interrupted download?")
+            raw = gzip.decompress(raw)
     except (OSError, EOFError, zlib.error) as exc:
         yield Quarantined(source, "document", None, f"cannot read file: {exc}; re-download it", "")
         return

@@ -86,7 +86,7 @@ def next_window(api_root: Path, today: dt.date, from_date: str | None = None, to
     Given dates win. Otherwise: the oldest incomplete window that ends after the last completed one is
     resumed as it is (same folder, same queries, so its archived pages are reused); else the window runs
     from the last completed window's ``to`` (or ``FIRST_WINDOW_DAYS`` before ``to`` when none is
-    complete) to ``to_date`` or ``today``. Raises ValueError for a malformed date or ``from > to``.
+    complete) to ``to_date`` or ``today``. Raises ValueError for a malformed date, ``from > to`` or ``to`` after ``today``.
     """
     done, open_ = windows_on_disk(api_root)
     last_to = done[-1]["to"] if done else None
@@ -96,6 +96,8 @@ def next_window(api_root: Path, today: dt.date, from_date: str | None = None, to
             w = pending[0]
             return w, f"resuming the incomplete window {w.name} (no window.json yet)"
     to = parse_date(to_date, "to_updated_date") if to_date else today
+    if to > today:  # marked complete, it would make every later default window start after today
+        raise ValueError(f"to_updated_date {to} is after today ({today}, UTC): a window cannot end in the future")
     if from_date:
         frm, why = parse_date(from_date, "from_updated_date"), "from_updated_date as configured"
     elif last_to:
