@@ -39,7 +39,8 @@ test: $(STAMP)
 
 ## The Dagster UI over workspace.yaml, on the same instance folder as `make run`.
 dev: $(STAMP)
-	mkdir -p data/dagster_home && DAGSTER_HOME=$$(pwd)/data/dagster_home $(BIN)/dagster dev -w workspace.yaml
+	@home="$${DAGSTER_HOME:-$${METACAN_DATA_DIR:-data}/dagster_home}"; mkdir -p "$$home" && home="$$(cd "$$home" && pwd)" && \
+		echo "Dagster instance: $$home (the one metacan run uses)" && DAGSTER_HOME="$$home" $(BIN)/dagster dev -w workspace.yaml
 
 ## Benchmarks (ratios against a baseline run in the same process): frame build at 250k and 1M works,
 ## OpenAlex API client on loopback. The scale inputs (about 5 GB) go to /tmp/metacan-bench.

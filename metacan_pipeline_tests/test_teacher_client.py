@@ -104,3 +104,29 @@ def test_prompt_versions_are_files():
     with pytest.raises(FileNotFoundError, match="v999"):
         load_prompt("v999")
     assert build_messages("R", VIEW)[0] == {"role": "system", "content": "R"}
+
+
+def test_a_failure_of_the_endpoint_is_asked_again_but_an_invalid_reply_is_not(monkeypatch):
+    """A timeout says nothing about the work: the next run must ask again, and its newer outcome counts;
+    a reply that stayed invalid after the re-asks is final for its label key (no money spent twice)."""
+    import duckdb
+
+    from metacan_pipeline.teachers.store import LabelKey, append_outcome, current_labels_sql, existing_keys
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+
+    def timeout(req):
+        raise httpx.ReadTimeout("timed out", request=req)
+
+    con = duckdb.connect()
+    key = lambda w: LabelKey(w, "gemma", "m", "v1", "vh")  # noqa: E731
+    down = _client(timeout).label(VIEW)
+    invalid = _client(lambda req: _reply('{"id": "W1", "categ')).label(VIEW)
+    assert down.status == invalid.status == "failed" and down.error.startswith("endpoint unavailable")
+    append_outcome(con, key("W1"), "title_only", down, "run-1")
+    append_outcome(con, key("W2"), "title_only", invalid, "run-1")
+    assert existing_keys(con, "gemma", "m", "v1") == {("W2", "vh")}  # W1 is asked again, W2 is not
+    append_outcome(con, key("W1"), "title_only", _client(lambda req: _reply(GOOD)).label(VIEW), "run-2")
+    assert existing_keys(con, "gemma", "m", "v1") == {("W1", "vh"), ("W2", "vh")}
+    current = dict(con.execute(f"SELECT work_id, status FROM ({current_labels_sql()})", ["gemma", "m", "v1"]).fetchall())
+    assert current == {"W1": "labelled", "W2": "failed"}

@@ -61,6 +61,11 @@ class LabelOutcome:
         return "labelled" if self.label is not None else "failed"
 
 
+#: The error prefix of a failure that says nothing about the work (the endpoint did not answer): such a
+#: failure is stored, and the next run asks again (:func:`metacan_pipeline.teachers.store.existing_keys`).
+UNAVAILABLE = "endpoint unavailable"
+
+
 class _Transient(Exception):
     """A failure worth retrying at the transport level (429, 5xx, timeout, dropped connection)."""
 
@@ -182,7 +187,7 @@ class TeacherClient:
             try:
                 rec, payload = self._post(body, calls)
             except (_Transient, RetryError) as exc:
-                return LabelOutcome(None, f"endpoint unavailable after {self.max_transport_attempts} attempts: {exc}", calls)
+                return LabelOutcome(None, f"{UNAVAILABLE} after {self.max_transport_attempts} attempts: {exc}", calls)
             if rec.error:
                 last_error = rec.error
                 continue

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from .client import LabelOutcome
+from .client import UNAVAILABLE, LabelOutcome
 
 DDL = """
 CREATE TABLE IF NOT EXISTS teacher_calls (
@@ -55,11 +55,16 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def existing_keys(con: duckdb.DuckDBPyConnection, teacher: str, model: str, prompt_version: str) -> set[tuple[str, str]]:
-    """``{(work_id, view_hash)}`` already stored (labelled or failed) for this teacher configuration."""
+    """``{(work_id, view_hash)}`` that need no call for this teacher configuration: labelled, or failed
+    for a reason about the work (a reply that stayed invalid after the re-asks: asking the same model
+    the same thing again would cost money and repeat the failure). A failure because the endpoint did
+    not answer (timeouts, connection errors, 429/5xx after every retry) is not final: the next run asks
+    again, and its outcome, newer, is the one that counts (:func:`current_labels_sql`)."""
     ensure_tables(con)
     rows = con.execute(
-        "SELECT DISTINCT work_id, view_hash FROM teacher_labels WHERE teacher=? AND model=? AND prompt_version=?",
-        [teacher, model, prompt_version],
+        "SELECT DISTINCT work_id, view_hash FROM teacher_labels WHERE teacher=? AND model=? AND prompt_version=? "
+        "AND NOT (status = 'failed' AND starts_with(coalesce(error, ''), ?))",
+        [teacher, model, prompt_version, UNAVAILABLE],
     ).fetchall()
     return {(r[0], r[1]) for r in rows}
 
