@@ -9,8 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
-import logging
-from pathlib import Path
 
 import dagster as dg
 import duckdb

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from ..meta import counts_markdown, markdown_preview, table_metadata
+from ..meta import counts_markdown, table_metadata
 from ..openalex.ids import short_id
 from ..openalex.inventory import INVENTORY_SCHEMA, take_inventory
 from ..openalex.reader import Record, iter_records
@@ -378,7 +378,7 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
         outcomes["no_route"] = n_unique - con.execute("SELECT count(DISTINCT id) FROM routed").fetchone()[0]
         admitted_by_file = dict(con.execute("SELECT source_file, count(*) FROM outcome WHERE outcome = 'admitted' GROUP BY ALL").fetchall())
         reader = con.execute(
-            f"""SELECT r.*, $build_id AS frame_build_id FROM routed r
+            """SELECT r.*, $build_id AS frame_build_id FROM routed r
                 JOIN outcome o USING (id, source_file, source_locator) WHERE o.outcome = 'admitted' ORDER BY r.id""",
             {"build_id": build_id}).to_arrow_reader(50_000)
         n = storage.write_table("frame", reader, schema=FRAME_SCHEMA)
