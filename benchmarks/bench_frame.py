@@ -57,12 +57,16 @@ def _parts_glob(input_dir: Path) -> str:
     return str(input_dir / "data" / "works" / "updated_date=*" / "part_*.gz").replace("'", "''")
 
 
-def _vm(field: str) -> int:
-    """``VmHWM``/``VmRSS`` of this process in KiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return -1
+def _proc_kib(path: str, field: str) -> int | None:
+    """A ``<field>: <n> kB`` value of a /proc file (``status``, ``smaps_rollup``), or None if unreadable."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
 
 
 def stage_baseline(input_dir: Path, variant: str) -> dict:
@@ -129,7 +133,7 @@ def run_stage_in_child(args: argparse.Namespace) -> None:
         res = stage_frame(Path(args.input), Path(args.data))
     else:
         res = stage_baseline(Path(args.input), args._stage)
-    res["vm_hwm_kib"] = _vm("VmHWM")
+    res["vm_hwm_kib"] = _proc_kib("/proc/self/status", "VmHWM") or -1
     Path(args.result).write_text(json.dumps(res, default=str))
 
 
@@ -138,17 +142,6 @@ def run_stage_in_child(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------------------------
 def _loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def _read_rss_kib(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 def _descendants(pid: int) -> list[int]:
@@ -171,26 +164,14 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _read_pss_kib(pid: int) -> int:
-    """Proportional set size (shared pages split between their users), from smaps_rollup."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def _tree_rss_kib(pid: int) -> tuple[int, int, int, int] | None:
     """(RSS of pid, summed RSS of pid and all its descendants, number of descendants, summed PSS) in KiB."""
-    own = _read_rss_kib(pid)
+    own = _proc_kib(f"/proc/{pid}/status", "VmRSS")
     if own is None:
         return None
     kids = _descendants(pid)
-    pss = sum(_read_pss_kib(p) for p in [pid, *kids])
-    return own, own + sum(_read_rss_kib(k) or 0 for k in kids), len(kids), pss
+    pss = sum(_proc_kib(f"/proc/{p}/smaps_rollup", "Pss") or 0 for p in [pid, *kids])
+    return own, own + sum(_proc_kib(f"/proc/{k}/status", "VmRSS") or 0 for k in kids), len(kids), pss
 
 
 def spawn_stage(stage: str, input_dir: Path, data_dir: Path, scratch: Path) -> dict:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -42,3 +47,36 @@ def small_input(tmp_path: Path, openalex_dir: Path) -> Path:
     for name in SMALL_INPUT_FILES:
         shutil.copy(openalex_dir / name, dest / name)
     return dest
+
+
+class LoopbackOpenAlex:
+    """A real HTTP server on loopback answering OpenAlex list pages: ``answer(path, query)`` gives the
+    ``results`` of one page (``query``: the request's parameters, one value each); every page is the
+    last one (``next_cursor`` null) and costs $0.0001. ``hits`` holds the query of every request."""
+
+    def __init__(self, answer: Callable[[str, dict[str, str]], list[dict]]) -> None:
+        self.hits: list[dict[str, str]] = []
+        hits = self.hits
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                url = urlparse(self.path)
+                q = {k: v[0] for k, v in parse_qs(url.query).items()}
+                hits.append(q)
+                results = answer(url.path, q)
+                body = json.dumps({"meta": {"count": len(results), "next_cursor": None, "cost_usd": 0.0001}, "results": results}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def shutdown(self) -> None:
+        self.server.shutdown()

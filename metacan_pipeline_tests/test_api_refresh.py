@@ -11,9 +11,6 @@ import gzip
 import json
 import logging
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import dagster as dg
 import duckdb
@@ -21,6 +18,8 @@ import pytest
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs
 from metacan_pipeline.openalex.windows import Window, next_window, write_marker
+
+from .conftest import LoopbackOpenAlex
 
 KEY = "sk-test-SECRET-4242"
 FUNDER_FILES = ("choxos__MetaCan__funder_CIHR_F4320334506.json", "choxos__MetaCan__funder_NSERC_F4320334593.json",
@@ -32,43 +31,25 @@ def _day(offset: int) -> str:
     return (TODAY + dt.timedelta(days=offset)).isoformat()
 
 
-class FakeOpenAlex:
+class FakeOpenAlex(LoopbackOpenAlex):
     """``/works`` answers by (route of the filter, from_updated_date); one page per query, with a cost."""
 
     def __init__(self) -> None:
         self.served: dict[tuple[str, str], list[dict]] = {}
-        self.hits: list[dict] = []
 
-        outer = self
+        def answer(path: str, q: dict[str, str]) -> list[dict]:
+            parts = dict(p.split(":", 1) for p in q.get("filter", "").split(","))
+            route = q.get("filter", "").split(":", 1)[0]
+            return self.served.get((route, parts.get("from_updated_date", "")), []) if path == "/works" else []
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):
-                url = urlparse(self.path)
-                q = {k: v[0] for k, v in parse_qs(url.query).items()}
-                outer.hits.append(q)
-                parts = dict(p.split(":", 1) for p in q.get("filter", "").split(","))
-                route = q.get("filter", "").split(":", 1)[0]
-                results = outer.served.get((route, parts.get("from_updated_date", "")), []) if url.path == "/works" else []
-                body = json.dumps({"meta": {"count": len(results), "next_cursor": None, "cost_usd": 0.0001}, "results": results}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        super().__init__(answer)
 
 
 @pytest.fixture()
 def api():
     fake = FakeOpenAlex()
     yield fake
-    fake.server.shutdown()
+    fake.shutdown()
 
 
 @pytest.fixture()

@@ -1,9 +1,6 @@
 """`metacan fetch` against a real HTTP server on loopback, then the frame build on its archive."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import dagster as dg
 import duckdb
@@ -12,29 +9,7 @@ from typer.testing import CliRunner
 from metacan_pipeline.cli import app
 from metacan_pipeline.definitions import build_resources, materialize_in_process
 
-
-def _serve(routes):
-    hits = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            url = urlparse(self.path)
-            q = parse_qs(url.query)
-            hits.append((url.path, q.get("filter", [""])[0], q.get("cursor", [""])[0]))
-            results = routes(url.path, q.get("filter", [""])[0])
-            body = json.dumps({"meta": {"count": len(results), "next_cursor": None, "cost_usd": 0.0001}, "results": results}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, hits
+from .conftest import LoopbackOpenAlex
 
 
 def test_fetch_archives_routes_and_the_frame_reads_the_archive(tmp_path, openalex_dir):
@@ -48,9 +23,10 @@ def test_fetch_archives_routes_and_the_frame_reads_the_archive(tmp_path, openale
             return [lme4]
         return []
 
-    server, hits = _serve(routes)
+    server = LoopbackOpenAlex(lambda path, q: routes(path, q.get("filter", "")))
+    hits = server.hits
     out = tmp_path / "archive"
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    base = server.base_url
     try:
         res = CliRunner().invoke(app, ["fetch", "--out", str(out), "--base-url", base, "--api-key-env", ""])
         assert res.exit_code == 0, res.output
