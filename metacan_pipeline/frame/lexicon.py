@@ -98,6 +98,9 @@ def find_hits(fields: dict[str, str | None]) -> list[LexiconHit]:
     return hits
 
 
+#: A word edge in RE2 (DuckDB): not a Unicode letter, digit or "_", as Python's ``\w`` (RE2's ``\b`` is ASCII-only).
+_EDGE = r"[^\p{L}\p{N}_]"
+
 #: Words too common to stand for a term in the pre-scan (a term made only of them keeps them all).
 _COMMON = {"new", "first", "island", "university", "of", "du", "de", "des", "et", "the", "and", "saint", "st", "s",
            "prince", "red", "bay", "health", "statistics", "foundation", "for", "innovation", "fonds", "recherche"}
@@ -110,8 +113,7 @@ def prefilter_pattern() -> str:
     words: set[str] = set()
     for term in _INDEX:
         words.update([t for t in term if t not in _COMMON] or term)
-    edge = r"[^\p{L}\p{N}_]"
-    return f"(^|{edge})(" + "|".join(sorted(re.escape(t) for t in words)) + f")({edge}|$)"
+    return f"(^|{_EDGE})(" + "|".join(sorted(re.escape(t) for t in words)) + f")({_EDGE}|$)"
 
 
 #: An HTML/XML character reference (``&eacute;``, ``&#233;``, ``&nbsp;``): markup_to_text decodes these,
@@ -161,11 +163,10 @@ def abstract_words_sql(raw: str) -> str:
     (markup_to_text decodes ``&nbsp;`` to a space) and with each reference as one letter.
     """
     alternation = _prescan_parts()[0]
-    edge = r"[^\p{L}\p{N}_]"
     low = f"lower({raw})"
 
     def found(text: str) -> str:
-        return (f"list_transform(regexp_extract_all({text}, '(^|{edge})({alternation})', 2), "
+        return (f"list_transform(regexp_extract_all({text}, '(^|{_EDGE})({alternation})', 2), "
                 f"w -> regexp_replace(w, '[^\\x00-\\x7F]', '{_UNKNOWN}', 'g'))")
 
     spaced = f"regexp_replace({low}, '{_ENTITY}', ' ', 'g')"
@@ -183,9 +184,8 @@ def abstract_may_count_sql(words: str, context: str) -> str:
     markup) in ``context``.
     """
     _, single, multi, tier_c = _prescan_parts()
-    edge = r"[^\p{L}\p{N}_]"
     tier_a = "|".join(sorted(re.escape(t) for t in _TIER_A_WORDS))
-    ctx_a = f"(regexp_matches(lower({context}), '(^|{edge})({tier_a})({edge}|$)') OR regexp_matches({context}, '[<&]'))"
+    ctx_a = f"(regexp_matches(lower({context}), '(^|{_EDGE})({tier_a})({_EDGE}|$)') OR regexp_matches({context}, '[<&]'))"
     return (f"CASE WHEN {words} IS NULL THEN false WHEN list_has_any({words}, {_sql_list(single)}) "
             f"OR len(list_filter({_sql_lists(multi)}, r -> list_has_all({words}, r))) > 0 THEN true "
             f"WHEN len(list_filter({_sql_lists(tier_c)}, r -> list_has_all({words}, r))) > 0 THEN {ctx_a} ELSE false END")

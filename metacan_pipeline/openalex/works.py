@@ -1,4 +1,4 @@
-"""OpenAlex work JSON -> one typed row of the ``openalex_works`` table.
+"""OpenAlex work JSON -> one typed work row (:data:`WORKS_SCHEMA`: the shape the frame's routing reads).
 
 Handles the old schema (``grants[].funder``, ``concepts``, no ``funders``) and the current one
 (``funders[]``, ``awards[].funder_id``); OpenAlex docs, "Work object". The abstract text is used
@@ -102,13 +102,12 @@ def _keywords(w: dict) -> list[str]:
     return [n for n in names if isinstance(n, str) and n]
 
 
-def work_row(rec: Record, abstract: tuple[bool, str | None] | None = None) -> dict:
+def work_row(rec: Record) -> dict:
     """The typed row for one work record (schema :data:`WORKS_SCHEMA`).
 
     Never raises on missing or oddly typed fields: a missing field is a null. The caller has
-    already ensured the record has a work id. ``abstract`` = ``(has_abstract, text)`` lets a caller
-    that already knows them skip the de-inversion (the DuckDB fast path passes ``text=None`` when no
-    lexicon token occurs in the abstract at all).
+    already ensured the record has a work id. This is the exact path; the DuckDB fast path of
+    :mod:`metacan_pipeline.openalex.staging` builds the same rows in SQL (a test proves they agree).
     """
     w = rec.data
     title = w.get("title") if isinstance(w.get("title"), str) else w.get("display_name")
@@ -131,12 +130,9 @@ def work_row(rec: Record, abstract: tuple[bool, str | None] | None = None) -> di
     source = _get(w, "primary_location", "source") or {}
     topic = _get(w, "primary_topic", "display_name")
     field = _get(w, "primary_topic", "field", "display_name")
-    if abstract is None:
-        index = w.get("abstract_inverted_index")
-        text = deinvert(index)
-        has_abstract = isinstance(index, dict) and len(index) > 0
-    else:
-        has_abstract, text = abstract
+    index = w.get("abstract_inverted_index")
+    text = deinvert(index)
+    has_abstract = isinstance(index, dict) and len(index) > 0
     keywords = _keywords(w)
     hits = evidence_hits(find_hits({"title": title_text, "abstract": text, "keywords": "; ".join(keywords)}))
     doi = w.get("doi") if isinstance(w.get("doi"), str) else None
