@@ -173,7 +173,7 @@ def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: st
                 pq.write_table(schema.empty_table(), tmp / f"{name}.parquet")
         pq.write_table(pa.Table.from_pylist([{k: q[k] for k in QUARANTINE_COLUMNS} for q in stats.quarantine], schema=QUARANTINE_SCHEMA),
                        tmp / "quarantine.parquet")
-        records_read = sum(v for k, v in stats.counts.items() if len(k) == 1) + stats.counts["quarantined"] - stats.counts["file_errors"]
+        records_read = stats.records_read
         if job.manifest_status != "listed":
             count_check = job.manifest_status
         else:

@@ -126,6 +126,12 @@ class ReadStats:
     read_path: str = "python"
     fallback_reason: str | None = None
 
+    @property
+    def records_read(self) -> int:
+        """Records of any entity plus unreadable records (a snapshot manifest's ``record_count`` counts
+        these); a file-level error (a cut gzip, an unreadable document) is not a record."""
+        return sum(v for k, v in self.counts.items() if len(k) == 1) + self.counts["quarantined"] - self.counts["file_errors"]
+
 
 @dataclass
 class WorkBatch:
@@ -316,9 +322,8 @@ def read_work_batches(path: Path, source: str, entity_ids: dict[str, list[str]],
         try:
             stats.read_path = "duckdb"
             yield from _fast_batches(path, source, entity_ids, batch_rows, stats)
-            read = sum(v for k, v in stats.counts.items() if len(k) == 1)
-            if name.endswith(".gz") and read != expected_records and not gzip_is_complete(path):
-                raise _NeedsExactPath(f"gzip stream ends early after {read} records (cut at a line boundary)")
+            if name.endswith(".gz") and stats.records_read != expected_records and not gzip_is_complete(path):
+                raise _NeedsExactPath(f"gzip stream ends early after {stats.records_read} records (cut at a line boundary)")
             return
         except _NeedsExactPath as exc:
             stats.counts.clear()
