@@ -5,7 +5,9 @@ from the environment when this module is imported:
 
 - ``METACAN_DATA_DIR`` (default ``data``): warehouse, DuckDB file, site, logs.
 - ``METACAN_OPENALEX_DIR`` (default ``../shared/data/openalex``): the OpenAlex input files.
-- ``METACAN_<GEMMA|CODEX>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION``: teachers.
+- ``METACAN_TEACHERS_FILE`` (default: the packaged ``teachers/teachers.toml``): the teacher registry, one
+  ``direct_labels_<name>`` asset per teacher; ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` /
+  ``_PROMPT_VERSION`` override a teacher's endpoint.
 - ``METACAN_OPENALEX_API_URL`` and ``OPENALEX_API_KEY``: the OpenAlex API for ``openalex_api_refresh``
   (job ``api_refresh``, schedule ``weekly_api_refresh``, stopped by default: it buys API calls).
 """
@@ -28,17 +30,16 @@ from .resources import OpenAlexFiles, default_openalex_dir
 from .sampling.assets import sample_design, sample_design_partitions_frame
 from .storage import MetacanStorage, default_data_dir
 from .student.assets import machine_scores, predictions, student_heads
-from .teachers.assets import direct_labels_codex, direct_labels_gemma, gemma_covers_frame
+from .teachers.assets import TEACHER_ASSETS, TEACHER_CHECKS
 from .teachers.server import EmbeddedLlamaServer
-from .teachers.settings import TeacherSettings
 
 ALL_ASSETS = [
-    openalex_api_refresh, openalex_inventory, canadian_entities, frame_parts, frame, sample_design, direct_labels_gemma, direct_labels_codex,
+    openalex_api_refresh, openalex_inventory, canadian_entities, frame_parts, frame, sample_design, *TEACHER_ASSETS.values(),
     student_heads, predictions, machine_scores, work_records, work_pages,
 ]
 ALL_CHECKS = [
     frame_ids_unique, frame_routes_have_evidence, frame_stores_no_abstract_text, frame_build_manifest_covers_snapshot,
-    sample_design_partitions_frame, gemma_covers_frame, records_may_ship,
+    sample_design_partitions_frame, *TEACHER_CHECKS, records_may_ship,
 ]
 
 #: The API refresh buys OpenAlex calls: it runs only in its own job (``api_refresh``), never as part
@@ -118,8 +119,6 @@ def build_resources(data_dir: str | None = None, openalex_dir: str | None = None
     return {
         "storage": MetacanStorage(data_dir=data),
         "openalex": OpenAlexFiles(input_dir=openalex_dir or default_openalex_dir(), api_archive_dir=str(Path(data) / "openalex_api")),
-        "teacher_gemma": TeacherSettings.from_env("gemma", record_view="title_only", coverage="all"),
-        "teacher_codex": TeacherSettings.from_env("codex", record_view="title_abstract", coverage="sample"),
         "llm_server": EmbeddedLlamaServer(log_dir=str(Path(data) / "logs")),
     }
 

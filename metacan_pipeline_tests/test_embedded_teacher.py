@@ -1,8 +1,11 @@
 """The embedded llama.cpp server, started for real: lifecycle and schema-constrained labels."""
 
+import asyncio
+
 import httpx
 
-from metacan_pipeline.teachers.client import TeacherClient, load_prompt
+from metacan_pipeline.teachers.client import TeacherClient
+from metacan_pipeline.teachers.rubric import load_prompt
 from metacan_pipeline.teachers.server import EMBEDDED_MODEL_ALIAS, EmbeddedLlamaServer
 from metacan_pipeline.teachers.views import record_view
 
@@ -19,16 +22,25 @@ def test_server_labels_and_stops(tmp_path):
     url = server.base_url()
     try:
         assert httpx.get(f"{url}/models").json()["data"][0]["id"] == EMBEDDED_MODEL_ALIAS
-        client = TeacherClient(url, EMBEDDED_MODEL_ALIAS, load_prompt("v1"), system_role=False)
-        outcomes = [client.label(record_view(w, "title_only")) for w in WORKS]
-        client.close()
+        calls = []
+        client = TeacherClient(url, EMBEDDED_MODEL_ALIAS, load_prompt("v2"), structured="json_object_schema", system_role=False,
+                               on_call=calls.append)
+
+        async def go():
+            try:
+                return await client.label([record_view(w, "title_only") for w in WORKS])
+            finally:
+                await client.aclose()
+
+        outcomes = asyncio.run(go())
     finally:
         server.stop()
+    # one call for both works; the grammar pins each id in order, so the reply is valid (a failure would carry its cause)
+    assert len(calls) == 1 and calls[0].work_ids == ["W101", "W102"]
     for w, out in zip(WORKS, outcomes):
-        # the grammar makes every reply valid; a failure would carry its cause
         assert out.status == "labelled", out.error
-        assert out.label.id == w["id"]
-        assert out.calls[-1].prompt_tokens > 400  # the rubric reached the model (Gemma has no system role)
+        assert out.label.id == w["id"] and out.call_id == calls[0].call_id
+    assert calls[0].prompt_tokens > 800  # the rubric reached the model (Gemma has no system role)
     # the injected instruction did not change the schema: the reply still has every field, id pinned
     assert set(outcomes[0].label.as_dict()) == {"id", "categories", "domain", "study_design", "genre", "about_ca_system",
                                                 "about_ca_topic", "confidence", "reason"}

@@ -4,13 +4,12 @@ Slow by nature (llama.cpp on 2 cores): one run on a few real files, then a secon
 zero teacher calls.
 """
 
-import json
-
 import dagster as dg
 import duckdb
 import pytest
 
 from metacan_pipeline.definitions import build_resources, materialize_in_process
+from metacan_pipeline.teachers.archive import read_archive
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +47,22 @@ def test_first_run_covers_every_frame_work(two_runs):
     # every frame work has a gemma label or an explicit failure row
     gemma = dict(con.execute("SELECT work_id, status FROM direct_labels_gemma").fetchall())
     assert set(gemma) == frame_ids and set(gemma.values()) <= {"labelled", "failed"}
-    calls = con.execute("SELECT count(*) FROM teacher_calls WHERE run_id = ?", [first.run_id]).fetchone()[0]
-    assert calls >= len(frame_ids)
+    # batched calls: every sent work is in some call of this run, and each label points to a stored call
+    sent = {r[0] for r in con.execute("SELECT DISTINCT unnest(work_ids) FROM teacher_calls WHERE run_id = ? AND teacher = 'gemma'",
+                                      [first.run_id]).fetchall()}
+    in_sampling_frame = {r[0] for r in con.execute("SELECT id FROM frame WHERE in_sampling_frame").fetchall()}
+    assert sent == in_sampling_frame
+    orphans = con.execute("SELECT count(*) FROM direct_labels_gemma WHERE source = 'teacher_call' "
+                          "AND call_id NOT IN (SELECT call_id FROM teacher_calls)").fetchone()[0]
+    assert orphans == 0
     # the codex teacher saw the title_abstract view of the sampled works only
     codex_views = {r[0] for r in con.execute("SELECT record_view FROM direct_labels_codex").fetchall()}
     sampled = {r[0] for r in con.execute("SELECT id FROM sample_design WHERE in_sample").fetchall()}
     assert codex_views == {"title_abstract"} and {r[0] for r in con.execute("SELECT work_id FROM direct_labels_codex").fetchall()} == sampled
-    req = json.loads(con.execute("SELECT request_json FROM teacher_calls WHERE teacher = 'codex' LIMIT 1").fetchone()[0])
-    assert '"abstract"' in req["messages"][-1]["content"]
+    # the request and raw reply are in the compressed archive, at the line the call row names
+    path, line = con.execute("SELECT archive_path, archive_line FROM teacher_calls WHERE teacher = 'codex' LIMIT 1").fetchone()
+    event = list(read_archive(data / path))[line - 1]
+    assert event["kind"] == "call" and '"abstract"' in event["request"]["messages"][-1]["content"] and event["response"]
     # every prediction is unvalidated, every machine score score_only
     assert con.execute("SELECT DISTINCT prediction_status FROM predictions").fetchall() == [("machine_predicted_unvalidated",)]
     assert con.execute("SELECT DISTINCT validation_status FROM machine_scores").fetchall() == [("score_only:v0-immature-baseline",)]

@@ -1,12 +1,21 @@
-"""The direct-label assets ``direct_labels_gemma`` and ``direct_labels_codex`` (SPEC section 4)."""
+"""The direct-label assets, one per teacher of the registry (SPEC section 4).
 
+:func:`direct_labels_asset` turns a :class:`~.registry.TeacherSpec` into the asset
+``direct_labels_<name>``; :func:`label_works` is the labelling itself, usable without Dagster (the
+benchmark calls it): reuse what the label store holds, give works outside the sampling frame their rule
+label, send the rest in batches of ``works_per_call`` with ``concurrency`` calls in flight, archive
+and store every call and outcome as it happens, and export the teacher's current labels.
+"""
 
-import datetime as dt
+import asyncio
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import dagster as dg
+import httpx
 import pyarrow as pa
 from tqdm import tqdm
 
@@ -17,169 +26,297 @@ from ..resources import OpenAlexFiles
 from ..sampling.assets import sample_design
 from ..storage import MetacanStorage
 from ..vocab import CATEGORIES, INSUFFICIENT_PAYLOAD
+from .archive import LabelWriter, recover
+from .client import CallRecord, LabelOutcome, TeacherClient
+from .registry import TeacherRunConfig, TeacherSpec, load_registry
+from .rubric import Prompt, load_prompt
 from .server import EmbeddedLlamaServer
-from .settings import TeacherSettings
-from .store import LabelKey, append_outcome, current_labels_sql, ensure_tables, existing_keys
+from .store import LABELS_SCHEMA, current_labels_sql, ensure_tables, existing_keys, now_utc, append_rows
 from .views import record_view, view_hash
-
-LABELS_SCHEMA = pa.schema(
-    [
-        ("work_id", pa.string()), ("teacher", pa.string()), ("model", pa.string()), ("prompt_version", pa.string()),
-        ("record_view", pa.string()), ("view_hash", pa.string()), ("status", pa.string()),
-        ("categories", pa.list_(pa.string())), ("domain", pa.string()), ("study_design", pa.string()), ("genre", pa.string()),
-        ("about_ca_system", pa.bool_()), ("about_ca_topic", pa.bool_()), ("confidence", pa.string()), ("reason", pa.string()),
-        ("error", pa.string()), ("attempts", pa.int32()), ("call_id", pa.string()), ("label_id", pa.string()),
-        ("run_id", pa.string()), ("source", pa.string()), ("created_at", pa.timestamp("us")),
-    ]
-)
 
 _FRAME_RULE_REASON = "Not sent to a teacher: outside the sampling frame ({why}); SPEC section 2 gives such works insufficient_payload only."
 
-
-def _frame_rule_label(con, key: LabelKey, record_view_name: str, why: str, run_id: str) -> None:
-    """Record the SPEC section 2 rule outcome for a work outside the sampling frame (no model call)."""
-    ensure_tables(con)
-    con.execute(
-        "INSERT INTO teacher_labels (label_id, work_id, teacher, model, prompt_version, record_view, view_hash, status, categories,"
-        " reason, attempts, run_id, source, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        [uuid.uuid4().hex, key.work_id, key.teacher, key.model, key.prompt_version, record_view_name, key.view_hash, "labelled",
-         [INSUFFICIENT_PAYLOAD], _FRAME_RULE_REASON.format(why=why), 0, run_id, "frame_rule",
-         dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)],
-    )
+BATCHES_DDL = "CREATE TABLE IF NOT EXISTS label_batches (batch VARCHAR, work_id VARCHAR, added_at TIMESTAMP, source VARCHAR)"
 
 
-def label_works(context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles,
-                teacher: TeacherSettings, server: EmbeddedLlamaServer, works: list[dict]) -> dg.MaterializeResult:
-    """Label ``works`` (frame rows) with ``teacher``, reusing stored labels; write its label table.
+@dataclass
+class LabelRunStats:
+    """What one labelling run did (shown as asset metadata and in the CLI summary)."""
 
-    Each outcome is committed as soon as it exists, so a killed run resumes where it stopped. Output:
-    ``warehouse/direct_labels_<teacher>``: one row per work with the stored outcome for the current
-    (model, prompt version, view) (schema :data:`LABELS_SCHEMA`).
+    works: int = 0
+    reused: int = 0
+    rule_labels: int = 0
+    to_send: int = 0
+    deferred: int = 0
+    sent: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    outcomes: Counter = field(default_factory=Counter)
+    failures: Counter = field(default_factory=Counter)
+    structured_output: str | None = None
+    recovered: dict = field(default_factory=dict)
+    view_hashes: dict[str, str] = field(default_factory=dict)
+
+
+class _Progress:
+    """A tqdm bar (shown on a terminal) plus a log line every ``every_s`` seconds: works done of total,
+    calls, tokens, running cost and ETA."""
+
+    def __init__(self, teacher: str, total: int, stats: LabelRunStats, log, every_s: float = 15.0) -> None:
+        self.teacher, self.total, self.stats, self.log, self.every_s = teacher, total, stats, log, every_s
+        self.bar = tqdm(total=total, desc=f"teacher {teacher}", unit="work", disable=None)
+        self.t0 = self.last = time.monotonic()
+        self.done = 0
+
+    def line(self) -> str:
+        s, elapsed = self.stats, time.monotonic() - self.t0
+        eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        return (f"teacher {self.teacher}: {self.done}/{self.total} works, {s.calls} calls, "
+                f"{s.prompt_tokens + s.completion_tokens} tokens, ${s.cost_usd:.4f}, {elapsed:.0f}s elapsed, ETA {eta:.0f}s")
+
+    def update(self, works: int) -> None:
+        self.done += works
+        self.bar.update(works)
+        self.bar.set_postfix(calls=self.stats.calls, tokens=self.stats.prompt_tokens + self.stats.completion_tokens,
+                             cost=f"${self.stats.cost_usd:.4f}", refresh=False)
+        now = time.monotonic()
+        if now - self.last >= self.every_s or self.done == self.total:
+            self.last = now
+            self.log.info(self.line())
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
+    """The frame rows a teacher covers: ``all`` (every frame work), ``sample`` (``in_sample`` in
+    ``sample_design``, SPEC section 5), ``batch:<name>`` (the ids of that batch in ``label_batches``;
+    ids not in the frame are ignored). Raises FileNotFoundError naming the asset to materialize first."""
+    works = storage.read_table("frame").to_pylist()
+    if spec.coverage == "all":
+        return works
+    if spec.coverage == "sample":
+        wanted = {r["id"] for r in storage.read_table("sample_design", ["id", "in_sample"]).to_pylist() if r["in_sample"]}
+    else:
+        with storage.connect() as con:
+            con.execute(BATCHES_DDL)
+            wanted = {r[0] for r in con.execute("SELECT work_id FROM label_batches WHERE batch = ?", [spec.coverage[6:]]).fetchall()}
+    return [w for w in works if w["id"] in wanted]
+
+
+def _label_row(spec: TeacherSpec, prompt: Prompt, work_id: str, vhash: str, run_id: str, *, status: str, label=None,
+               error: str | None = None, call_id: str | None = None, attempts: int = 0, source: str = "teacher_call",
+               categories: list[str] | None = None, reason: str | None = None) -> dict:
+    row = {"label_id": uuid.uuid4().hex, "work_id": work_id, "teacher": spec.name, "model": spec.model,
+           "prompt_version": prompt.version, "prompt_sha": prompt.sha, "record_view": spec.record_view, "view_hash": vhash,
+           "status": status, "categories": categories, "reason": reason, "error": error, "attempts": attempts, "call_id": call_id,
+           "run_id": run_id, "source": source, "created_at": now_utc()}
+    if label is not None:
+        row.update(label.as_dict())
+        row.pop("id", None)
+    return row
+
+
+async def _send(client: TeacherClient, batches: list[list[dict]], concurrency: int, progress: _Progress) -> None:
+    queue: asyncio.Queue[list[dict]] = asyncio.Queue()
+    for b in batches:
+        queue.put_nowait(b)
+
+    async def worker() -> None:
+        while True:
+            try:
+                batch = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            await client.label(batch)
+            progress.update(len(batch))
+
+    workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(batches)) or 1)]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for w in workers:
+            w.cancel()
+        await client.aclose()
+
+
+def label_works(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *, run_id: str, log,
+                base_url: Callable[[], str], abstracts: Callable[[list[dict]], dict[str, str | None]] | None = None,
+                max_works: int = 0, transport: httpx.AsyncBaseTransport | None = None) -> LabelRunStats:
+    """Label ``works`` (frame rows) with ``spec``; returns what was done.
+
+    ``base_url`` is called only when some work must be sent (so a fully cached run never starts the
+    embedded server); ``abstracts`` loads ``{id: abstract}`` for the ``title_abstract`` view;
+    ``max_works`` > 0 sends at most that many works (the rest wait for the next run). Every call and
+    outcome is archived and stored as it happens (:class:`~.archive.LabelWriter`), so a run killed at
+    any point repeats no finished call when resumed. Raises
+    :class:`~.client.EndpointConfigurationError` when the endpoint refuses the model or key.
     """
-    run_id = context.run.run_id
-    abstracts: dict[str, str | None] = {}
-    if teacher.record_view == "title_abstract":
-        abstracts = load_abstracts(openalex.path_of, [(w["id"], w["source_file"], w["source_locator"]) for w in works if w["has_abstract"]])
-    views = {w["id"]: record_view(w, teacher.record_view, abstracts.get(w["id"])) for w in works}
-    hashes = {wid: view_hash(v) for wid, v in views.items()}
-    with storage.connect() as con:
-        done = existing_keys(con, teacher.name, teacher.model, teacher.prompt_version)
-        todo = [w for w in works if (w["id"], hashes[w["id"]]) not in done]
-        rule_works = [w for w in todo if not w["in_sampling_frame"]]
-        for w in rule_works:
-            _frame_rule_label(con, LabelKey(w["id"], teacher.name, teacher.model, teacher.prompt_version, hashes[w["id"]]),
-                              teacher.record_view, w["sampling_frame_exclusion"], run_id)
-    to_call = [w for w in todo if w["in_sampling_frame"]]
-    reused = len(works) - len(todo)
-    context.log.info(
-        f"teacher {teacher.name}: {len(works)} works, {reused} reused from the label store, {len(rule_works)} outside the "
-        f"sampling frame (rule label), {len(to_call)} to send to {teacher.base_url or 'the embedded server'}"
-    )
-    calls = 0
-    latencies: list[float] = []
-    outcomes: Counter[str] = Counter()
-    tokens = 0
-    if to_call:
-        client = teacher.client(server, context.log)
-        t_start = time.monotonic()
-        try:
-            for i, w in enumerate(tqdm(to_call, desc=f"teacher {teacher.name}", unit="work", disable=None), start=1):
-                t0 = time.monotonic()
-                outcome = client.label(views[w["id"]])
-                latencies.append(time.monotonic() - t0)
-                calls += len(outcome.calls)
-                tokens += sum((c.prompt_tokens or 0) + (c.completion_tokens or 0) for c in outcome.calls)
-                outcomes[outcome.status] += 1
-                if outcome.error:
-                    context.log.warning(f"teacher {teacher.name}: {w['id']} failed: {outcome.error}")
-                key = LabelKey(w["id"], teacher.name, teacher.model, teacher.prompt_version, hashes[w["id"]])
-                with storage.connect() as con:
-                    append_outcome(con, key, teacher.record_view, outcome, run_id)
-                if i % 10 == 0 or i == len(to_call):
-                    elapsed = time.monotonic() - t_start
-                    eta = elapsed / i * (len(to_call) - i)
-                    context.log.info(f"teacher {teacher.name}: {i}/{len(to_call)} works, {calls} calls, {tokens} tokens, "
-                                     f"{elapsed:.0f}s elapsed, ETA {eta:.0f}s")
-        finally:
-            client.close()
-    table = _export_labels(storage, teacher, [(w["id"], hashes[w["id"]]) for w in works])
-    rows = table.to_pylist()
-    status = Counter(r["status"] for r in rows)
-    cats = Counter(c for r in rows for c in (r["categories"] or []))
-    cats["(none: not meta-research)"] = sum(1 for r in rows if r["status"] == "labelled" and not r["categories"])
-    mean_s = sum(latencies) / len(latencies) if latencies else None
-    context.log.info(f"teacher {teacher.name}: {calls} teacher calls this run; status {dict(status)}"
-                     + (f"; {mean_s:.2f} s per work" if mean_s else ""))
-    return dg.MaterializeResult(
-        metadata=table_metadata(
-            LABELS_SCHEMA, table.num_rows, rows, ["work_id", "status", "categories", "genre", "confidence", "error"],
-            teacher=teacher.name, model=teacher.model, prompt_version=teacher.prompt_version, record_view=teacher.record_view,
-            endpoint=teacher.base_url or "embedded llama.cpp server",
-            teacher_calls_this_run=calls, works_sent_this_run=len(to_call), reused_from_store=reused,
-            rule_labels_this_run=len(rule_works), tokens_this_run=tokens,
-            seconds_per_work_this_run=dg.MetadataValue.float(round(mean_s, 3)) if mean_s else dg.MetadataValue.null(),
-            labels_by_status=counts_markdown(dict(status), "status"),
-            labels_by_category=counts_markdown({c: cats[c] for c in (*CATEGORIES, "(none: not meta-research)") if cats[c]}, "category"),
-        )
-    )
-
-
-def _export_labels(storage: MetacanStorage, teacher: TeacherSettings, keys: list[tuple[str, str]]) -> pa.Table:
+    stats = LabelRunStats(works=len(works))
+    stats.recovered = recover(storage, log)
+    prompt = load_prompt(spec.prompt_version)
+    texts = abstracts(works) if spec.record_view == "title_abstract" and abstracts else {}
+    views = {w["id"]: record_view(w, spec.record_view, texts.get(w["id"])) for w in works}
+    hashes = stats.view_hashes = {wid: view_hash(v) for wid, v in views.items()}
     with storage.connect() as con:
         ensure_tables(con)
-        con.execute("CREATE TEMP TABLE wanted(work_id VARCHAR, view_hash VARCHAR)")
-        if keys:
-            con.executemany("INSERT INTO wanted VALUES (?, ?)", [list(k) for k in keys])
-        table = con.execute(
-            f"SELECT l.* FROM ({current_labels_sql()}) l JOIN wanted USING (work_id, view_hash) ORDER BY work_id",
-            [teacher.name, teacher.model, teacher.prompt_version],
-        ).to_arrow_table()
-    cols = [f.name for f in LABELS_SCHEMA]
-    table = table.select(cols).cast(LABELS_SCHEMA)
-    storage.write_table(f"direct_labels_{teacher.name}", table, schema=LABELS_SCHEMA)
+        done = existing_keys(con, spec.name, spec.model, prompt.version, prompt.sha)
+    todo = [w for w in works if (w["id"], hashes[w["id"]]) not in done]
+    rule = [w for w in todo if not w["in_sampling_frame"]]
+    if rule:
+        with storage.connect() as con:
+            append_rows(con, [], [_label_row(spec, prompt, w["id"], hashes[w["id"]], run_id, status="labelled", source="frame_rule",
+                                             categories=[INSUFFICIENT_PAYLOAD], reason=_FRAME_RULE_REASON.format(why=w["sampling_frame_exclusion"]))
+                                  for w in rule])
+    to_call = [w for w in todo if w["in_sampling_frame"]]
+    stats.reused, stats.rule_labels, stats.to_send = len(works) - len(todo), len(rule), len(to_call)
+    if max_works and len(to_call) > max_works:
+        stats.deferred = len(to_call) - max_works
+        to_call = to_call[:max_works]
+    log.info(f"teacher {spec.name}: {len(works)} works, {stats.reused} reused from the label store, {len(rule)} outside the sampling "
+             f"frame (rule label), {len(to_call)} to send in calls of {spec.works_per_call} to {spec.base_url or 'the embedded server'}"
+             + (f", {stats.deferred} deferred by max_works" if stats.deferred else ""))
+    if to_call:
+        t0 = time.monotonic()
+        with LabelWriter(storage, spec.name, run_id) as writer:
+            def on_call(rec: CallRecord) -> None:
+                cost = spec.cost_usd(rec.prompt_tokens, rec.completion_tokens)
+                stats.calls += 1
+                stats.prompt_tokens += rec.prompt_tokens or 0
+                stats.completion_tokens += rec.completion_tokens or 0
+                stats.cost_usd += cost
+                writer.add_call({"call_id": rec.call_id, "run_id": run_id, "teacher": spec.name, "model": spec.model,
+                                 "prompt_version": prompt.version, "prompt_sha": prompt.sha, "record_view": spec.record_view,
+                                 "work_ids": rec.work_ids, "n_works": len(rec.work_ids), "request_hash": rec.request_hash,
+                                 "http_status": rec.http_status, "error": rec.error, "latency_s": rec.latency_s,
+                                 "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens, "cost_usd": cost,
+                                 "logprob_mean": rec.logprob_mean, "created_at": rec.started_at}, rec.request, rec.response_text)
+
+            def on_outcome(out: LabelOutcome) -> None:
+                stats.outcomes[out.status] += 1
+                if out.error:
+                    stats.failures[out.error.split(":")[0][:80]] += 1
+                    log.warning(f"teacher {spec.name}: {out.work_id} failed: {out.error[:300]}")
+                writer.add_label(_label_row(spec, prompt, out.work_id, hashes[out.work_id], run_id, status=out.status, label=out.label,
+                                            error=out.error, call_id=out.call_id, attempts=out.attempts))
+
+            client = TeacherClient(
+                base_url(), spec.model, prompt, api_key=spec.api_key(),
+                structured=("json_object_schema" if spec.embedded else "auto") if spec.structured_output == "auto" else spec.structured_output,
+                system_role=spec.system_role == "yes" or (spec.system_role == "auto" and not spec.embedded), logprobs=spec.logprobs,
+                temperature=spec.temperature, max_tokens_per_work=spec.max_tokens_per_work, timeout_s=spec.timeout_s,
+                max_invalid_retries=spec.max_invalid_retries, max_transport_attempts=spec.max_transport_attempts,
+                max_connections=max(spec.concurrency, 1), transport=transport, on_call=on_call, on_outcome=on_outcome)
+            batches = [[views[w["id"]] for w in to_call[i:i + spec.works_per_call]] for i in range(0, len(to_call), spec.works_per_call)]
+            progress = _Progress(spec.name, len(to_call), stats, log)
+            try:
+                asyncio.run(_send(client, batches, spec.concurrency, progress))
+            finally:
+                progress.close()
+                stats.structured_output = client.structured
+        stats.sent, stats.seconds = len(to_call), time.monotonic() - t0
+    return stats
+
+
+def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[str, str]) -> pa.Table:
+    """Write ``warehouse/direct_labels_<name>``: for each ``{work_id: view hash}``, the newest stored
+    outcome of the current configuration (model, prompt version and SHA) for that record view (schema
+    :data:`~.store.LABELS_SCHEMA`). A work without one (deferred by ``max_works``) has no row."""
+    prompt = load_prompt(spec.prompt_version)
+    wanted = pa.table({"work_id": list(view_hashes), "view_hash": list(view_hashes.values())})  # noqa: F841
+    with storage.connect() as con:
+        ensure_tables(con)
+        table = con.execute(f"SELECT l.* FROM ({current_labels_sql()}) l SEMI JOIN wanted USING (work_id, view_hash) ORDER BY work_id",
+                            [spec.name, spec.model, prompt.version, prompt.sha]).to_arrow_table()
+    table = table.select([f.name for f in LABELS_SCHEMA]).cast(LABELS_SCHEMA)
+    storage.write_table(f"direct_labels_{spec.name}", table, schema=LABELS_SCHEMA)
     return table
 
 
 _TEACHER_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+_COVERAGE_TEXT = {"all": "every frame work", "sample": "the design-weighted sample (sample_design.in_sample, SPEC section 5)"}
 
 
-@dg.asset(group_name="labeling", kinds={"python", "duckdb"}, code_version="1", owners=["team:metacan"], deps=[frame],
-          retry_policy=_TEACHER_RETRY)
-def direct_labels_gemma(context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles,
-                        teacher_gemma: TeacherSettings, llm_server: EmbeddedLlamaServer) -> dg.MaterializeResult:
-    """Direct labels from the cheap teacher ``gemma`` on every frame work, title-only view (SPEC section 4).
+def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
+    """The asset ``direct_labels_<name>`` for one registry teacher (SPEC section 4).
 
-    Works outside the sampling frame get ``insufficient_payload`` by rule without a call. Labels are
-    stored append-only in DuckDB (``teacher_labels``, ``teacher_calls``) and reused: a second run makes
-    zero teacher calls for unchanged works. A failed label is recorded as ``failed`` with its cause
-    (unknown, never a negative). Output table: ``warehouse/direct_labels_gemma``.
+    Output table ``warehouse/direct_labels_<name>``: one row per covered work with the stored outcome of
+    the current configuration (schema :data:`~.store.LABELS_SCHEMA`; ``status`` labelled or failed, a
+    failure is unknown, never a negative). Launchpad config: :class:`~.registry.TeacherRunConfig`.
     """
-    works = storage.read_table("frame").to_pylist()
-    return label_works(context, storage, openalex, teacher_gemma, llm_server, works)
+    coverage = _COVERAGE_TEXT.get(spec.coverage, f"the works of batch {spec.coverage[6:]!r} (table label_batches)")
+    deps = [frame] + ([sample_design] if spec.coverage == "sample" else [])
+
+    @dg.asset(name=f"direct_labels_{spec.name}", group_name="labeling", kinds={"python", "duckdb"}, code_version="2",
+              owners=["team:metacan"], deps=deps, retry_policy=_TEACHER_RETRY,
+              description=f"Direct labels from teacher {spec.name!r} ({spec.model} at {spec.base_url or 'the embedded llama.cpp server'}, "
+                          f"prompt {spec.prompt_version}, {spec.record_view} view, {spec.works_per_call} works per call) on {coverage}. "
+                          "Stored labels are reused; works outside the sampling frame get insufficient_payload by rule without a call.")
+    def _asset(context: dg.AssetExecutionContext, config: TeacherRunConfig, storage: MetacanStorage, openalex: OpenAlexFiles,
+               llm_server: EmbeddedLlamaServer) -> dg.MaterializeResult:
+        run_spec = config.apply(spec)
+        works = select_works(storage, run_spec)
+
+        def abstracts(rows: list[dict]) -> dict[str, str | None]:
+            return load_abstracts(openalex.path_of, [(w["id"], w["source_file"], w["source_locator"]) for w in rows if w["has_abstract"]])
+
+        stats = label_works(storage, run_spec, works, run_id=context.run.run_id, log=context.log,
+                            base_url=lambda: run_spec.base_url or llm_server.base_url(context.log), abstracts=abstracts,
+                            max_works=config.max_works)
+        table = export_labels(storage, run_spec, stats.view_hashes)
+        return dg.MaterializeResult(metadata=_metadata(run_spec, table, stats))
+
+    return _asset
 
 
-@dg.asset(group_name="labeling", kinds={"python", "duckdb"}, code_version="1", owners=["team:metacan"], deps=[frame, sample_design],
-          retry_policy=_TEACHER_RETRY)
-def direct_labels_codex(context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles,
-                        teacher_codex: TeacherSettings, llm_server: EmbeddedLlamaServer) -> dg.MaterializeResult:
-    """Direct labels from the strong teacher ``codex`` on the design-weighted sample, title+abstract view.
+def _metadata(spec: TeacherSpec, table: pa.Table, stats: LabelRunStats) -> dict:
+    rows = table.to_pylist()
+    status = Counter(r["status"] for r in rows)
+    cats = Counter(c for r in rows for c in (r["categories"] or []))
+    cats["(none: not meta-research)"] = sum(1 for r in rows if r["status"] == "labelled" and not r["categories"])
+    per_work = stats.seconds / stats.sent if stats.sent else None
+    return table_metadata(
+        LABELS_SCHEMA, table.num_rows, rows, ["work_id", "status", "categories", "genre", "confidence", "error"],
+        teacher=spec.name, model=spec.model, prompt_version=spec.prompt_version, record_view=spec.record_view, coverage=spec.coverage,
+        endpoint=spec.base_url or "embedded llama.cpp server", works_per_call=spec.works_per_call, concurrency=spec.concurrency,
+        structured_output=stats.structured_output or "(no call)", works_covered=stats.works,
+        teacher_calls_this_run=stats.calls, works_sent_this_run=stats.sent, reused_from_store=stats.reused,
+        rule_labels_this_run=stats.rule_labels, deferred_by_max_works=stats.deferred,
+        tokens_this_run=stats.prompt_tokens + stats.completion_tokens, cost_usd_this_run=dg.MetadataValue.float(round(stats.cost_usd, 6)),
+        seconds_per_work_this_run=dg.MetadataValue.float(round(per_work, 3)) if per_work else dg.MetadataValue.null(),
+        works_missing_a_label=stats.works - table.num_rows,
+        recovered_from_killed_runs=dg.MetadataValue.json(stats.recovered),
+        failures_this_run=counts_markdown(dict(stats.failures), "cause"),
+        labels_by_status=counts_markdown(dict(status), "status"),
+        labels_by_category=counts_markdown({c: cats[c] for c in (*CATEGORIES, "(none: not meta-research)") if cats[c]}, "category"),
+    )
 
-    Covers the works with ``in_sample`` in ``sample_design`` (SPEC section 5); the abstract is
-    re-read from the input record and never stored. By default it points at the same embedded model
-    as ``gemma``: the point is that two teachers with different coverage and views share one code
-    path. Output table: ``warehouse/direct_labels_codex``.
-    """
-    sampled = {r["id"] for r in storage.read_table("sample_design", ["id", "in_sample"]).to_pylist() if r["in_sample"]}
-    works = [w for w in storage.read_table("frame").to_pylist() if w["id"] in sampled]
-    return label_works(context, storage, openalex, teacher_codex, llm_server, works)
+
+def covers_check(spec: TeacherSpec, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    """Blocking check ``<name>_covers_its_works``: every work the teacher covers has a row (a label or an
+    explicit failure) in ``direct_labels_<name>``; a work deferred by ``max_works`` fails it."""
+
+    @dg.asset_check(asset=asset, name=f"{spec.name}_covers_its_works", blocking=spec.coverage == "all",
+                    description=f"Every work teacher {spec.name} covers ({spec.coverage}) has a label or an explicit failure row.")
+    def _check(storage: MetacanStorage) -> dg.AssetCheckResult:
+        covered = {w["id"] for w in select_works(storage, spec)}
+        labelled = storage.read_table(f"direct_labels_{spec.name}", ["work_id", "status"]).to_pylist()
+        have = {r["work_id"] for r in labelled}
+        missing = sorted(covered - have)
+        return dg.AssetCheckResult(passed=not missing, metadata={
+            "works_covered": len(covered), "works_without_label_or_failure": len(missing),
+            "first_missing": dg.MetadataValue.json(missing[:20]),
+            "failed_labels": sum(1 for r in labelled if r["status"] == "failed")})
+
+    return _check
 
 
-@dg.asset_check(asset=direct_labels_gemma, blocking=True, description="Every frame work has a gemma label or an explicit failure row.")
-def gemma_covers_frame(storage: MetacanStorage) -> dg.AssetCheckResult:
-    """Fails when a frame work has no row in ``direct_labels_gemma`` (SPEC section 4 coverage: all)."""
-    with storage.connect() as con:
-        missing = con.execute(
-            "SELECT id FROM frame WHERE id NOT IN (SELECT work_id FROM direct_labels_gemma) ORDER BY id LIMIT 20").fetchall()
-        failed = con.execute("SELECT count(*) FROM direct_labels_gemma WHERE status = 'failed'").fetchone()[0]
-    return dg.AssetCheckResult(passed=not missing, metadata={"works_without_label_or_failure": dg.MetadataValue.json([m[0] for m in missing]),
-                                                           "failed_labels": failed})
+#: The registry as loaded when the definitions load (``METACAN_TEACHERS_FILE``), and its assets.
+TEACHERS: dict[str, TeacherSpec] = load_registry()
+TEACHER_ASSETS: dict[str, dg.AssetsDefinition] = {name: direct_labels_asset(spec) for name, spec in TEACHERS.items()}
+TEACHER_CHECKS = [covers_check(spec, TEACHER_ASSETS[name]) for name, spec in TEACHERS.items()]
+direct_labels_gemma = TEACHER_ASSETS["gemma"]
+direct_labels_codex = TEACHER_ASSETS["codex"]

@@ -1,215 +1,318 @@
-"""OpenAI-compatible chat client for teachers (SPEC section 4).
+"""Async OpenAI-compatible chat client for teachers (SPEC section 4).
 
-One call per work: the rubric as the system message, the record view as delimited data, a reply
-constrained by a JSON schema. Transport failures (timeouts, dropped connections, 429, 5xx) are
-retried with exponential backoff and jitter by tenacity; a reply that parses but breaks a rule is
-retried ``max_invalid_retries`` times and then reported as a failure with its cause. Every HTTP call,
-successful or not, is returned as a :class:`CallRecord` for the audit trail.
+One call labels a batch of works: the rubric, the works as delimited JSON data, and a reply constrained
+the way the server supports it. The reply is validated strictly (:func:`validate_batch`); a batch whose
+reply fails is split in halves and asked again, down to single works, so one bad work never costs the
+batch; a single work whose reply stays invalid after ``max_invalid_retries`` re-asks is a failure with
+its cause. Transport failures (timeouts, dropped connections, 429, 5xx) are retried with exponential
+backoff and jitter by tenacity, honouring ``Retry-After``; when every attempt fails, the works are
+failures that start with :data:`UNAVAILABLE` and the next run asks again.
+
+Every HTTP call, successful or not, is reported to ``on_call`` as a :class:`CallRecord` and every final
+outcome to ``on_outcome`` as a :class:`LabelOutcome` the moment it exists (the label store archives
+them, :mod:`.archive`); a label points to the call whose reply produced it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.resources import files
 
 import httpx
-from tenacity import RetryError, retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import AsyncRetrying, RetryError, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from .validate import DirectLabel, InvalidLabel, reply_schema, validate_label
+from .rubric import Prompt
+from .store import UNAVAILABLE, now_utc
+from .validate import DirectLabel, InvalidLabel, batch_reply_schema, validate_label
 from .views import canonical_json
 
+#: Structured-output modes, strictest first: OpenAI/vLLM ``json_schema``; llama.cpp ``json_object`` with a
+#: schema (turned into a grammar); plain JSON asked for in words only.
 STRUCTURED_MODES = ("json_schema", "json_object_schema", "none")
-
-
-def load_prompt(version: str) -> str:
-    """The rubric text of a prompt version (``teachers/prompts/<version>.md``); FileNotFoundError names it."""
-    path = files("metacan_pipeline.teachers").joinpath("prompts", f"{version}.md")
-    if not path.is_file():
-        raise FileNotFoundError(f"prompt version {version!r} not found at {path}: add teachers/prompts/{version}.md")
-    return path.read_text(encoding="utf-8")
 
 
 @dataclass
 class CallRecord:
-    """One HTTP call to a teacher endpoint, as archived in ``teacher_calls``."""
+    """One HTTP call to a teacher endpoint (``teacher_calls`` row plus the bodies for the archive)."""
 
     call_id: str
+    work_ids: list[str]
+    request: dict
     request_hash: str
-    request_json: str
-    response_text: str | None
-    http_status: int | None
-    error: str | None
-    latency_s: float
-    prompt_tokens: int | None
-    completion_tokens: int | None
+    started_at: object
+    response_text: str | None = None
+    http_status: int | None = None
+    error: str | None = None
+    latency_s: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    logprob_mean: float | None = None
 
 
 @dataclass
 class LabelOutcome:
-    """A validated label, or a failure with its cause; plus every call that was made."""
+    """The final outcome for one work: a validated label, or a failure with its cause."""
 
+    work_id: str
     label: DirectLabel | None
     error: str | None
-    calls: list[CallRecord] = field(default_factory=list)
+    call_id: str | None
+    attempts: int = 1
 
     @property
     def status(self) -> str:
         return "labelled" if self.label is not None else "failed"
 
 
-#: The error prefix of a failure that says nothing about the work (the endpoint did not answer): such a
-#: failure is stored, and the next run asks again (:func:`metacan_pipeline.teachers.store.existing_keys`).
-UNAVAILABLE = "endpoint unavailable"
+class EndpointConfigurationError(RuntimeError):
+    """The endpoint refused the request for a reason no retry fixes (401/403/404): a wrong URL, model or key."""
 
 
 class _Transient(Exception):
-    """A failure worth retrying at the transport level (429, 5xx, timeout, dropped connection)."""
-
-    def __init__(self, message: str, record: CallRecord, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.record = record
-        self.retry_after = retry_after
+    def __init__(self, record: CallRecord, retry_after: float | None = None) -> None:
+        super().__init__(record.error)
+        self.record, self.retry_after = record, retry_after
 
 
-def build_messages(rubric: str, view: dict, system_role: bool = True) -> list[dict]:
-    """Rubric + the record as delimited JSON data (untrusted text) + the request.
+class _FormatRefused(Exception):
+    """HTTP 400 naming response_format: the server does not support this structured-output mode."""
 
-    With ``system_role`` the rubric is the system message; without it (Gemma's chat template has no
-    system role, and llama.cpp drops such a message) it opens the user message instead.
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+
+
+def validate_batch(content: str, ids: list[str]) -> dict[str, DirectLabel]:
+    """Parse and validate one reply for the works ``ids``; raises :class:`InvalidLabel` with the cause.
+
+    The reply is ``{"labels": [...]}`` (a bare list is accepted, and a bare label object when one work
+    was asked; a Markdown code fence around the JSON is removed). Rules: the reply's id set equals the
+    request's (a rewritten, missing or extra id is an error, naming them), an exact duplicate label is
+    dropped, two different labels for one id are an error, every label valid (:func:`validate_label`).
     """
-    record = ("<record>\n" + json.dumps(view, ensure_ascii=False) + "\n</record>\n"
-              f"Reply with the JSON object for id {view['id']}.")
-    if system_role:
-        return [{"role": "system", "content": rubric}, {"role": "user", "content": record}]
-    return [{"role": "user", "content": rubric + "\n\n" + record}]
+    m = _FENCE.match(content)
+    text = m.group(1) if m else content
+    try:
+        obj = json.loads(text, strict=False)  # control characters inside strings: the reason is cleaned later
+    except json.JSONDecodeError as exc:
+        raise InvalidLabel(f"reply is not valid JSON ({exc.msg} at char {exc.pos} of {len(text)})") from None
+    if isinstance(obj, dict) and "labels" in obj:
+        items = obj["labels"]
+    elif isinstance(obj, list):
+        items = obj
+    elif isinstance(obj, dict) and len(ids) == 1 and "id" in obj:
+        items = [obj]
+    else:
+        raise InvalidLabel(f"reply is a JSON {type(obj).__name__} without a 'labels' list")
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise InvalidLabel("'labels' is not a list of objects")
+    by_id: dict[str, dict] = {}
+    for item in items:
+        wid = item.get("id")
+        if wid in by_id and by_id[wid] != item:
+            raise InvalidLabel(f"two different labels for id {wid!r}")
+        by_id[wid] = item
+    asked = set(ids)
+    extra, missing = [i for i in by_id if i not in asked], [i for i in ids if i not in by_id]
+    if extra or missing:
+        raise InvalidLabel(f"reply ids differ from the request: not asked {extra[:5]}, missing {missing[:5]}")
+    out: dict[str, DirectLabel] = {}
+    for wid in ids:
+        try:
+            out[wid] = validate_label(by_id[wid], wid)
+        except InvalidLabel as exc:
+            raise InvalidLabel(f"{wid}: {exc}") from None
+    return out
 
 
 def response_format(mode: str, schema: dict) -> dict | None:
     """The ``response_format`` field for a structured-output mode (see :data:`STRUCTURED_MODES`)."""
-    if mode == "json_schema":  # OpenAI and vLLM
-        return {"type": "json_schema", "json_schema": {"name": "direct_label", "schema": schema, "strict": True}}
-    if mode == "json_object_schema":  # llama-cpp-python server: schema -> grammar
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "direct_labels", "schema": schema, "strict": True}}
+    if mode == "json_object_schema":
         return {"type": "json_object", "schema": schema}
     if mode == "none":
         return None
     raise ValueError(f"unknown structured output mode {mode!r}; expected one of {STRUCTURED_MODES}")
 
 
-class TeacherClient:
-    """Synchronous client for one teacher endpoint.
+def _retry_after(resp: httpx.Response) -> float | None:
+    value = resp.headers.get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
 
-    ``base_url`` ends in ``/v1``; ``api_key`` may be empty (local servers). Raises nothing for
-    model misbehaviour: :meth:`label` returns a :class:`LabelOutcome`.
+
+class TeacherClient:
+    """Async client for one teacher endpoint (``base_url`` ends in ``/v1``).
+
+    ``structured="auto"`` tries ``json_schema``, then ``json_object_schema``, then plain JSON, moving on
+    when the server answers HTTP 400 about ``response_format`` (the choice is kept for the client's life).
+    Raises :class:`EndpointConfigurationError` for 401/403/404; never raises for model misbehaviour.
     """
 
-    def __init__(self, base_url: str, model: str, rubric: str, *, api_key: str = "", structured: str = "json_object_schema",
-                 temperature: float = 0.0, max_tokens: int = 320, timeout_s: float = 120.0, max_invalid_retries: int = 2,
-                 max_transport_attempts: int = 4, system_role: bool = True, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, base_url: str, model: str, prompt: Prompt, *, api_key: str = "", structured: str = "auto",
+                 system_role: bool = True, logprobs: bool = False, temperature: float = 0.0, max_tokens_per_work: int = 160,
+                 timeout_s: float = 300.0, max_invalid_retries: int = 2, max_transport_attempts: int = 6, max_connections: int = 64,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 on_call: Callable[[CallRecord], None] | None = None, on_outcome: Callable[[LabelOutcome], None] | None = None) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport)
-        self.model, self.rubric, self.structured = model, rubric, structured
-        self.temperature, self.max_tokens = temperature, max_tokens
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self.http = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport, limits=limits)
+        self.model, self.prompt, self.system_role, self.logprobs = model, prompt, system_role, logprobs
+        self.temperature, self.max_tokens_per_work = temperature, max_tokens_per_work
         self.max_invalid_retries, self.max_transport_attempts = max_invalid_retries, max_transport_attempts
-        self.system_role = system_role
-        response_format(structured, {})  # validate the mode early
+        if structured != "auto":
+            response_format(structured, {})  # validate the name early
+        self.modes = list(STRUCTURED_MODES) if structured == "auto" else [structured]
+        self.on_call = on_call or (lambda rec: None)
+        self.on_outcome = on_outcome or (lambda out: None)
 
-    def close(self) -> None:
-        self.http.close()
+    @property
+    def structured(self) -> str:
+        """The structured-output mode in use."""
+        return self.modes[0]
 
-    def _post_once(self, body: dict) -> tuple[CallRecord, dict]:
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    # ---- one HTTP call ------------------------------------------------------------------------
+    def _body(self, views: list[dict], temperature: float, seed: int) -> dict:
+        ids = [v["id"] for v in views]
+        body = {"model": self.model, "messages": self.prompt.messages(views, self.system_role), "temperature": temperature,
+                "max_tokens": 64 + self.max_tokens_per_work * len(views), "seed": seed}
+        rf = response_format(self.structured, batch_reply_schema(ids, rules_in_grammar=self.structured == "json_object_schema"))
+        if rf is not None:
+            body["response_format"] = rf
+        if self.logprobs:
+            body["logprobs"] = True
+        return body
+
+    async def _post_once(self, views: list[dict], temperature: float, seed: int) -> tuple[CallRecord, str | None]:
+        """One POST; returns the record and the reply content (None when there is none). Raises
+        :class:`_Transient`, :class:`_FormatRefused` or :class:`EndpointConfigurationError`."""
+        body = self._body(views, temperature, seed)
         raw = canonical_json(body)
-        rec = CallRecord(uuid.uuid4().hex, hashlib.sha256(raw.encode()).hexdigest()[:16], raw, None, None, None, 0.0, None, None)
+        rec = CallRecord(uuid.uuid4().hex, [v["id"] for v in views], body, hashlib.sha256(raw.encode()).hexdigest()[:16], now_utc())
         t0 = time.monotonic()
         try:
-            resp = self.http.post("/chat/completions", content=raw, headers={"Content-Type": "application/json"})
+            resp = await self.http.post("/chat/completions", content=raw.encode(), headers={"Content-Type": "application/json"})
         except (httpx.TimeoutException, httpx.TransportError) as exc:
-            rec.latency_s = time.monotonic() - t0
-            rec.error = f"{type(exc).__name__}: {exc}"
-            raise _Transient(rec.error, rec) from exc
-        rec.latency_s = time.monotonic() - t0
-        rec.http_status = resp.status_code
-        rec.response_text = resp.text
+            rec.latency_s, rec.error = time.monotonic() - t0, f"{type(exc).__name__}: {exc}".rstrip(": ")
+            self.on_call(rec)
+            raise _Transient(rec) from exc
+        rec.latency_s, rec.http_status, rec.response_text = time.monotonic() - t0, resp.status_code, resp.text
         if resp.status_code == 429 or resp.status_code >= 500:
             rec.error = f"HTTP {resp.status_code}"
-            ra = resp.headers.get("Retry-After")
-            raise _Transient(rec.error, rec, float(ra) if ra and ra.replace(".", "", 1).isdigit() else None)
+            self.on_call(rec)
+            raise _Transient(rec, _retry_after(resp))
+        if resp.status_code in (401, 403, 404):
+            rec.error = f"HTTP {resp.status_code}: {resp.text[:300]}"
+            self.on_call(rec)
+            raise EndpointConfigurationError(f"teacher endpoint {self.http.base_url} refused model {self.model!r}: {rec.error} "
+                                             "(check base_url, model and the API key variable)")
+        if resp.status_code == 400 and len(self.modes) > 1 and re.search(r"response_format|json_schema|schema|grammar", resp.text, re.I):
+            rec.error = f"HTTP 400: structured output {self.structured!r} refused; trying {self.modes[1]!r}"
+            self.on_call(rec)
+            raise _FormatRefused(rec.error)
+        content = None
         if resp.status_code >= 400:
             rec.error = f"HTTP {resp.status_code}: {resp.text[:300]}"
-            return rec, {}
+        else:
+            try:
+                payload = resp.json()
+                usage = payload.get("usage") or {}
+                rec.prompt_tokens, rec.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+                choice = payload["choices"][0]
+                message = choice.get("message") or {}
+                if message.get("refusal"):
+                    rec.error = f"refusal: {str(message['refusal'])[:200]}"
+                elif choice.get("finish_reason") == "length":
+                    rec.error = f"reply cut at max_tokens ({body['max_tokens']}): truncated JSON"
+                else:
+                    content = message.get("content")
+                    if content is None or not str(content).strip():
+                        rec.error, content = "empty reply", None
+                lp = (choice.get("logprobs") or {}).get("content") or []
+                vals = [t["logprob"] for t in lp if isinstance(t, dict) and isinstance(t.get("logprob"), (int, float))]
+                rec.logprob_mean = sum(vals) / len(vals) if vals else None
+            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                rec.error = "endpoint returned a body that is not an OpenAI chat completion"
+        if content is None:
+            self.on_call(rec)  # a reply with content is reported once validated (its verdict is part of the record)
+        return rec, content
+
+    async def _ask(self, views: list[dict], temperature: float, seed: int) -> tuple[CallRecord, dict[str, DirectLabel] | None]:
+        """One logical request, transport retries included. Returns the last call and the validated labels,
+        or None with ``record.error`` set. Raises :class:`RetryError` when the endpoint never answered."""
+        while True:
+            try:
+                async for attempt in AsyncRetrying(retry=retry_if_exception_type(_Transient), stop=stop_after_attempt(self.max_transport_attempts),
+                                                   wait=self._wait, reraise=False):
+                    with attempt:
+                        rec, content = await self._post_once(views, temperature, seed)
+                break
+            except _FormatRefused:
+                self.modes.pop(0)
+        if content is None:
+            return rec, None
         try:
-            payload = resp.json()
-        except json.JSONDecodeError:
-            rec.error = "endpoint returned non-JSON body"
-            return rec, {}
-        usage = payload.get("usage") or {}
-        rec.prompt_tokens, rec.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        return rec, payload
+            labels = validate_batch(content, [v["id"] for v in views])
+        except InvalidLabel as exc:
+            rec.error, labels = f"invalid reply: {exc}", None
+        self.on_call(rec)
+        return rec, labels
 
-    def _post(self, body: dict, calls: list[CallRecord]) -> tuple[CallRecord, dict]:
-        def _wait(state) -> float:
-            exc = state.outcome.exception()
-            base = wait_random_exponential(multiplier=0.5, max=30)(state)
-            return max(base, exc.retry_after or 0.0) if isinstance(exc, _Transient) else base
+    @staticmethod
+    def _wait(state) -> float:
+        base = wait_random_exponential(multiplier=0.5, max=30)(state)
+        exc = state.outcome.exception() if state.outcome else None
+        return max(base, exc.retry_after or 0.0) if isinstance(exc, _Transient) else base
 
-        @retry(retry=retry_if_exception(lambda e: isinstance(e, _Transient)), stop=stop_after_attempt(self.max_transport_attempts),
-               wait=_wait, reraise=True)
-        def attempt() -> tuple[CallRecord, dict]:
-            try:
-                return self._post_once(body)
-            except _Transient as exc:
-                calls.append(exc.record)
-                raise
+    # ---- a batch of works ------------------------------------------------------------------
+    async def label(self, views: list[dict]) -> list[LabelOutcome]:
+        """Label ``views`` (record views with distinct ids), splitting on invalid replies; returns one
+        outcome per view, in order. Outcomes are also reported to ``on_outcome`` as they become final."""
+        attempts: dict[str, int] = {v["id"]: 0 for v in views}
+        out: dict[str, LabelOutcome] = {}
+        await self._label_group(views, attempts, out)
+        return [out[v["id"]] for v in views]
 
-        rec, payload = attempt()
-        calls.append(rec)
-        return rec, payload
+    def _final(self, out: dict[str, LabelOutcome], outcome: LabelOutcome) -> None:
+        out[outcome.work_id] = outcome
+        self.on_outcome(outcome)
 
-    def label(self, view: dict) -> LabelOutcome:
-        """Ask for, validate and return one work's direct label (see module doc for retries)."""
-        schema = reply_schema(view["id"], rules_in_grammar=self.structured == "json_object_schema")
-        calls: list[CallRecord] = []
-        last_error = "no attempt made"
-        for attempt in range(self.max_invalid_retries + 1):
-            body = {
-                "model": self.model,
-                "messages": build_messages(self.rubric, view, self.system_role),
-                "temperature": self.temperature if attempt == 0 else max(self.temperature, 0.7),
-                "max_tokens": self.max_tokens,
-                "seed": attempt,
-            }
-            rf = response_format(self.structured, schema)
-            if rf is not None:
-                body["response_format"] = rf
+    async def _label_group(self, views: list[dict], attempts: dict[str, int], out: dict[str, LabelOutcome]) -> None:
+        tries = 1 if len(views) > 1 else self.max_invalid_retries + 1
+        rec = None
+        for k in range(tries):
+            for v in views:
+                attempts[v["id"]] += 1
+            temperature = self.temperature if k == 0 else max(self.temperature, 0.7)
             try:
-                rec, payload = self._post(body, calls)
-            except (_Transient, RetryError) as exc:
-                return LabelOutcome(None, f"{UNAVAILABLE} after {self.max_transport_attempts} attempts: {exc}", calls)
-            if rec.error:
-                last_error = rec.error
-                continue
-            try:
-                content = payload["choices"][0]["message"]["content"]
-            except (KeyError, IndexError, TypeError):
-                last_error = "reply has no choices[0].message.content"
-                rec.error = last_error
-                continue
-            if not content or not content.strip():
-                last_error = "empty reply"
-                rec.error = last_error
-                continue
-            try:
-                obj = json.loads(content, strict=False)  # control characters inside strings: the reason is cleaned later
-            except json.JSONDecodeError as exc:
-                last_error = f"reply is not valid JSON ({exc.msg} at char {exc.pos})"
-                rec.error = last_error
-                continue
-            try:
-                return LabelOutcome(validate_label(obj, view["id"]), None, calls)
-            except InvalidLabel as exc:
-                last_error = f"invalid label: {exc}"
-                rec.error = last_error
-        return LabelOutcome(None, f"{last_error} (after {self.max_invalid_retries + 1} attempts)", calls)
+                rec, labels = await self._ask(views, temperature, seed=k)
+            except RetryError as exc:
+                last = exc.last_attempt.exception()
+                last_rec = last.record if isinstance(last, _Transient) else None
+                cause = last_rec.error if last_rec else str(last)
+                for v in views:
+                    self._final(out, LabelOutcome(v["id"], None, f"{UNAVAILABLE} after {self.max_transport_attempts} attempts: {cause}",
+                                                  last_rec.call_id if last_rec else None, attempts[v["id"]]))
+                return
+            if labels is not None:
+                for v in views:
+                    self._final(out, LabelOutcome(v["id"], labels[v["id"]], None, rec.call_id, attempts[v["id"]]))
+                return
+        if len(views) > 1:
+            half = len(views) // 2
+            await self._label_group(views[:half], attempts, out)
+            await self._label_group(views[half:], attempts, out)
+            return
+        wid = views[0]["id"]
+        self._final(out, LabelOutcome(wid, None, f"{rec.error} (after {attempts[wid]} attempts)", rec.call_id, attempts[wid]))

@@ -139,7 +139,7 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
 
     model_path: str = Field(default="", description="GGUF file; empty = the Gemma 3 270M of the PyPI package.")
     n_threads: int = Field(default=2, description="CPU threads for llama.cpp.")
-    n_ctx: int = Field(default=4096, description="Context window in tokens.")
+    n_ctx: int = Field(default=8192, description="Context window in tokens (a call of 25 title-only works needs about 6,000).")
     chat_format: str = Field(default="gemma", description="llama-cpp-python chat format (the GGUF carries no template).")
     startup_timeout_s: float = Field(default=180.0, description="Seconds to wait for /v1/models.")
     log_dir: str = Field(default="data/logs", description="Where the server log goes.")

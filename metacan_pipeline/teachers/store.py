@@ -124,29 +124,19 @@ def now_utc() -> dt.datetime:
 
 def append_rows(con: duckdb.DuckDBPyConnection, calls: list[dict[str, Any]], labels: list[dict[str, Any]]) -> None:
     """Insert call and label rows (dicts keyed by column name; absent columns are NULL) in one
-    transaction. Call rows whose ``call_id`` is already stored are skipped (a recovered archive replayed
-    twice counts no call or cost twice); label rows of such calls are skipped with them."""
+    transaction. Rows whose ``call_id`` / ``label_id`` is already stored are skipped: a recovered archive
+    replayed twice counts no call, label or cost twice."""
     con.execute("BEGIN")
     try:
-        known: set[str] = set()
-        if calls:
-            ids = pa.table({"call_id": [c["call_id"] for c in calls]})
-            known = {r[0] for r in con.execute("SELECT call_id FROM teacher_calls JOIN ids USING (call_id)").fetchall()}
-            new_calls = [c for c in calls if c["call_id"] not in known]
-            if new_calls:
-                _insert(con, "teacher_calls", CALLS_SCHEMA, new_calls)
-        new_labels = [lab for lab in labels if lab.get("call_id") not in known or lab.get("call_id") is None]
-        if new_labels:
-            _insert(con, "teacher_labels", LABELS_SCHEMA, new_labels)
+        for name, schema, key, rows in (("teacher_calls", CALLS_SCHEMA, "call_id", calls), ("teacher_labels", LABELS_SCHEMA, "label_id", labels)):
+            if not rows:
+                continue
+            batch = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)  # noqa: F841
+            con.execute(f"INSERT INTO {name} SELECT * FROM batch ANTI JOIN {name} USING ({key})")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-
-
-def _insert(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
-    batch = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)  # noqa: F841
-    con.execute(f"INSERT INTO {name} SELECT * FROM batch")
 
 
 def current_labels_sql() -> str:

@@ -165,3 +165,21 @@ def reply_schema(work_id: str, reason_max_chars: int = 100, rules_in_grammar: bo
         _label_object(work_id, led_by_meta, {"type": "string", "enum": list(DOMAINS[1:])}, reason_max_chars),
         _label_object(work_id, {"type": "array", "prefixItems": [{"const": INSUFFICIENT_PAYLOAD}]}, {"type": "null"}, reason_max_chars),
     ]}
+
+
+def batch_reply_schema(work_ids: list[str], reason_max_chars: int = 100, rules_in_grammar: bool = False) -> dict:
+    """JSON schema of a reply for a batch of works: ``{"labels": [label, ...]}``.
+
+    With ``rules_in_grammar`` (llama.cpp) the list is a tuple (``prefixItems``): the i-th label's id is
+    pinned to the i-th requested id, so the grammar cannot produce a rewritten, missing or extra id. For
+    OpenAI ``json_schema`` (strict mode has no tuples) every label's id is one of the requested ids and
+    :func:`metacan_pipeline.teachers.client.validate_batch` checks the set.
+    """
+    if rules_in_grammar:
+        labels = {"type": "array", "prefixItems": [reply_schema(w, reason_max_chars, True) for w in work_ids],
+                  "minItems": len(work_ids), "maxItems": len(work_ids)}
+    else:
+        item = reply_schema(work_ids[0] if work_ids else "", reason_max_chars, False)
+        item["properties"]["id"] = {"type": "string", "enum": list(work_ids)}
+        labels = {"type": "array", "items": item}
+    return {"type": "object", "properties": {"labels": labels}, "required": ["labels"], "additionalProperties": False}

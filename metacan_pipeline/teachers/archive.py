@@ -1,0 +1,182 @@
+"""The audit trail of teacher calls: compressed archive files, written ahead of DuckDB (SPEC section 4).
+
+Each labelling run of a teacher writes one archive file
+``<data>/teacher_archive/<teacher>/<YYYY-MM-DD>/<run id>-<8 hex>.jsonl.gz``: one JSON line per event,
+gzip-flushed as soon as it is written, so a process killed with ``kill -9`` loses nothing it had
+finished (a truncated gzip stream is read up to its last flush):
+
+- ``{"kind": "call", "row": <teacher_calls row>, "request": <request body>, "response": <raw reply text>}``
+- ``{"kind": "label", "row": <teacher_labels row>}``
+
+:class:`LabelWriter` also buffers the rows and inserts them into DuckDB every ``flush_s`` seconds (or
+``flush_rows`` rows) and when it closes, then records the file as complete in ``teacher_archives``.
+:func:`recover` replays any archive file that is not complete and whose writer is gone (a killed run)
+into DuckDB before the next run looks up what is already labelled: inserts are keyed by call id and
+label id, so a replay counts no call and no cost twice.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+import uuid
+import zlib
+from pathlib import Path
+from typing import Any, Iterator
+
+from filelock import FileLock, Timeout
+
+from ..storage import MetacanStorage
+from .store import append_rows, ensure_tables, now_utc
+
+ARCHIVE_DIR = "teacher_archive"
+
+ARCHIVES_DDL = """CREATE TABLE IF NOT EXISTS teacher_archives (
+  archive_path VARCHAR PRIMARY KEY, teacher VARCHAR, run_id VARCHAR, lines BIGINT, calls BIGINT, labels BIGINT,
+  recovered BOOLEAN, closed_at TIMESTAMP)"""
+
+
+def _jsonable(v: Any) -> Any:
+    return v.isoformat() if hasattr(v, "isoformat") else v
+
+
+def read_archive(path: Path) -> Iterator[dict]:
+    """The events of one archive file, in order; a stream cut by a crash ends at its last complete line."""
+    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    pending = b""
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            try:
+                pending += decomp.decompress(chunk)
+            except zlib.error:
+                break
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    yield json.loads(line)
+
+
+class LabelWriter:
+    """Archive every call and outcome of one run of one teacher, then store them in DuckDB in batches.
+
+    Use as a context manager; :meth:`add_call` and :meth:`add_label` take the ``teacher_calls`` /
+    ``teacher_labels`` row dicts (:mod:`.store`).
+    """
+
+    def __init__(self, storage: MetacanStorage, teacher: str, run_id: str, flush_s: float = 2.0, flush_rows: int = 5000) -> None:
+        self.storage, self.teacher, self.run_id = storage, teacher, run_id
+        day = now_utc().strftime("%Y-%m-%d")
+        self.rel = f"{ARCHIVE_DIR}/{teacher}/{day}/{run_id}-{uuid.uuid4().hex[:8]}.jsonl.gz"
+        self.path = storage.root / self.rel
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock = FileLock(str(self.path) + ".lock")
+        self.lock.acquire()
+        self.gz = gzip.open(self.path, "wb", compresslevel=6)
+        self.lines = self.n_calls = self.n_labels = 0
+        self.calls: list[dict] = []
+        self.labels: list[dict] = []
+        self.flush_s, self.flush_rows = flush_s, flush_rows
+        self.last_flush = time.monotonic()
+
+    def __enter__(self) -> "LabelWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, event: dict) -> None:
+        self.gz.write(json.dumps(event, ensure_ascii=False, default=_jsonable).encode() + b"\n")
+        self.gz.flush()  # zlib sync flush + write: survives the process being killed
+        self.lines += 1
+
+    def add_call(self, row: dict, request: dict, response: str | None) -> None:
+        row = {**row, "archive_path": self.rel, "archive_line": self.lines + 1}
+        self._write({"kind": "call", "row": row, "request": request, "response": response})
+        self.calls.append(row)
+        self.n_calls += 1
+        self._maybe_flush()
+
+    def add_label(self, row: dict) -> None:
+        self._write({"kind": "label", "row": row})
+        self.labels.append(row)
+        self.n_labels += 1
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        if len(self.calls) + len(self.labels) >= self.flush_rows or time.monotonic() - self.last_flush >= self.flush_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Insert the buffered rows into DuckDB (one short transaction under the catalog lock)."""
+        if self.calls or self.labels:
+            with self.storage.connect() as con:
+                append_rows(con, self.calls, self.labels)
+            self.calls, self.labels = [], []
+        self.last_flush = time.monotonic()
+
+    def close(self) -> None:
+        """Flush, close the archive file, and record it as complete."""
+        if self.gz.closed:
+            return
+        self.gz.close()
+        self.flush()
+        with self.storage.connect() as con:
+            con.execute(ARCHIVES_DDL)
+            con.execute("INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?)",
+                        [self.rel, self.teacher, self.run_id, self.lines, self.n_calls, self.n_labels, False, now_utc()])
+        self.lock.release()
+
+
+def _parse_times(row: dict) -> dict:
+    from datetime import datetime
+
+    for k in ("created_at",):
+        if isinstance(row.get(k), str):
+            row[k] = datetime.fromisoformat(row[k])
+    return row
+
+
+def recover(storage: MetacanStorage, log=None) -> dict[str, int]:
+    """Replay archive files of runs that died before closing them into DuckDB; returns counts
+    ``{"files", "calls", "labels"}`` of what was replayed. A file whose writer still holds its lock (a
+    live run) is left alone."""
+    root = storage.root / ARCHIVE_DIR
+    found = {"files": 0, "calls": 0, "labels": 0}
+    if not root.is_dir():
+        return found
+    with storage.connect() as con:
+        ensure_tables(con)
+        con.execute(ARCHIVES_DDL)
+        done = {r[0] for r in con.execute("SELECT archive_path FROM teacher_archives").fetchall()}
+    for path in sorted(root.rglob("*.jsonl.gz")):
+        rel = path.relative_to(storage.root).as_posix()
+        if rel in done:
+            continue
+        lock = FileLock(str(path) + ".lock")
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            continue
+        try:
+            calls, labels = [], []
+            for ev in read_archive(path):
+                if ev.get("kind") == "call":
+                    calls.append(_parse_times(ev["row"]))
+                elif ev.get("kind") == "label":
+                    labels.append(_parse_times(ev["row"]))
+            with storage.connect() as con:
+                before = con.execute("SELECT (SELECT count(*) FROM teacher_calls), (SELECT count(*) FROM teacher_labels)").fetchone()
+                append_rows(con, calls, labels)
+                after = con.execute("SELECT (SELECT count(*) FROM teacher_calls), (SELECT count(*) FROM teacher_labels)").fetchone()
+                run_id = calls[0]["run_id"] if calls else (labels[0]["run_id"] if labels else None)
+                con.execute("INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?)",
+                            [rel, path.parts[-3], run_id, len(calls) + len(labels), len(calls), len(labels), True, now_utc()])
+            found["files"] += 1
+            found["calls"] += after[0] - before[0]
+            found["labels"] += after[1] - before[1]
+            if log:
+                log.info(f"recovered {after[0] - before[0]} calls and {after[1] - before[1]} labels from {rel} (a run that did not finish)")
+        finally:
+            lock.release()
+    return found

@@ -1,0 +1,147 @@
+"""The teacher registry (SPEC section 4): which teachers exist and how each is called.
+
+The registry is a TOML file: the packaged ``teachers/teachers.toml`` unless ``METACAN_TEACHERS_FILE``
+names another. Each ``[teachers.<name>]`` table is one :class:`TeacherSpec`; every teacher becomes a
+``direct_labels_<name>`` asset when the definitions load. On top of the file, the environment may
+override a teacher's endpoint without editing it (``METACAN_<NAME>_BASE_URL``, ``_MODEL``,
+``_API_KEY_ENV``, ``_PROMPT_VERSION``), and a run may override more from the Dagster launchpad
+(:class:`TeacherRunConfig`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from importlib.resources import files
+from pathlib import Path
+from typing import Literal
+
+import dagster as dg
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .server import EMBEDDED_MODEL_ALIAS
+
+#: The two roles the hybrid student is built on (SPEC section 6): both must be in every registry.
+REQUIRED_TEACHERS = ("gemma", "codex")
+MAX_WORKS_PER_CALL = 25
+
+
+class TeacherSpec(BaseModel):
+    """One teacher: an OpenAI-compatible endpoint + model + prompt version + record view + coverage.
+
+    Prices are USD per 1,000 tokens; ``concurrency`` is the number of calls in flight.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    base_url: str = ""
+    model: str = EMBEDDED_MODEL_ALIAS
+    api_key_env: str = ""
+    prompt_version: str = "v2"
+    record_view: Literal["title_only", "title_abstract"] = "title_only"
+    coverage: str = "all"
+    works_per_call: int = Field(default=1, ge=1, le=MAX_WORKS_PER_CALL)
+    concurrency: int = Field(default=1, ge=1, le=256)
+    price_input_per_1k: float = Field(default=0.0, ge=0)
+    price_output_per_1k: float = Field(default=0.0, ge=0)
+    structured_output: Literal["auto", "json_schema", "json_object_schema", "none"] = "auto"
+    system_role: Literal["auto", "yes", "no"] = "auto"
+    logprobs: bool = False
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens_per_work: int = Field(default=160, ge=32)
+    timeout_s: float = Field(default=300.0, gt=0)
+    max_invalid_retries: int = Field(default=2, ge=0, le=5)
+    max_transport_attempts: int = Field(default=6, ge=1, le=20)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", v):
+            raise ValueError(f"teacher name {v!r} must be lower-case letters, digits and _ (it becomes an asset name)")
+        return v
+
+    @field_validator("coverage")
+    @classmethod
+    def _coverage(cls, v: str) -> str:
+        if v not in ("all", "sample") and not re.fullmatch(r"batch:[A-Za-z0-9_.-]+", v):
+            raise ValueError(f"coverage {v!r}: expected all, sample or batch:<name>")
+        return v
+
+    @property
+    def embedded(self) -> bool:
+        """True when calls go to the embedded llama.cpp server."""
+        return not self.base_url
+
+    def cost_usd(self, prompt_tokens: int | None, completion_tokens: int | None) -> float:
+        """The price of one call from its token counts (USD)."""
+        return ((prompt_tokens or 0) * self.price_input_per_1k + (completion_tokens or 0) * self.price_output_per_1k) / 1000.0
+
+    def api_key(self) -> str:
+        """The key from ``api_key_env``; raises ValueError naming the variable when it is unset."""
+        if not self.api_key_env:
+            return ""
+        key = os.environ.get(self.api_key_env, "")
+        if not key:
+            raise ValueError(f"teacher {self.name!r}: environment variable {self.api_key_env} (api_key_env) is not set")
+        return key
+
+
+class TeacherRunConfig(dg.Config):
+    """Launchpad overrides for one labelling run (empty or 0 = the registry's value)."""
+
+    base_url: str = Field(default="", description="OpenAI-compatible base URL ending in /v1 (overrides the registry).")
+    model: str = Field(default="", description="Model name (part of the label key).")
+    works_per_call: int = Field(default=0, description="Works per call, 1-25.")
+    concurrency: int = Field(default=0, description="Calls in flight.")
+    max_works: int = Field(default=0, description="Send at most this many works this run (a budget); the rest wait for the next run.")
+
+    def apply(self, spec: TeacherSpec) -> TeacherSpec:
+        """``spec`` with this run's overrides (validated again)."""
+        changes = {k: v for k, v in {"base_url": self.base_url, "model": self.model, "works_per_call": self.works_per_call,
+                                     "concurrency": self.concurrency}.items() if v}
+        return TeacherSpec(**{**spec.model_dump(), **changes}) if changes else spec
+
+
+def default_registry_path() -> Path:
+    """``$METACAN_TEACHERS_FILE``, else the packaged ``teachers/teachers.toml``."""
+    env = os.environ.get("METACAN_TEACHERS_FILE")
+    return Path(env) if env else Path(str(files("metacan_pipeline.teachers").joinpath("teachers.toml")))
+
+
+def load_registry(path: str | Path | None = None, environ: dict[str, str] | None = None) -> dict[str, TeacherSpec]:
+    """``{name: TeacherSpec}`` from the registry file plus ``METACAN_<NAME>_*`` overrides, in file order.
+
+    Raises ValueError naming the file and the field for a malformed registry, a view or coverage out of
+    vocabulary, or a missing ``gemma``/``codex`` teacher; FileNotFoundError for a missing file.
+    """
+    path = Path(path) if path else default_registry_path()
+    env = os.environ if environ is None else environ
+    if not path.is_file():
+        raise FileNotFoundError(f"teacher registry {path} not found (METACAN_TEACHERS_FILE): copy metacan_pipeline/teachers/teachers.toml")
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"teacher registry {path}: not valid TOML ({exc})") from exc
+    tables = doc.get("teachers")
+    if not isinstance(tables, dict) or not tables:
+        raise ValueError(f"teacher registry {path}: no [teachers.<name>] tables")
+    out: dict[str, TeacherSpec] = {}
+    for name, fields in tables.items():
+        if not isinstance(fields, dict):
+            raise ValueError(f"teacher registry {path}: teachers.{name} is not a table")
+        merged = dict(fields)
+        for key in ("base_url", "model", "api_key_env", "prompt_version"):
+            value = env.get(f"METACAN_{name.upper()}_{key.upper()}")
+            if value is not None:
+                merged[key] = value
+        try:
+            out[name] = TeacherSpec(name=name, **merged)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"teacher registry {path}: teachers.{name}: {problems}") from exc
+    missing = [t for t in REQUIRED_TEACHERS if t not in out]
+    if missing:
+        raise ValueError(f"teacher registry {path}: teachers {missing} are missing; the student needs both gemma (census) and codex (sample)")
+    return out
