@@ -23,16 +23,20 @@ weight ``w`` (SPEC section 5, Hajek): ``p_o = sum w [a = b] / sum w`` and ``p_a(
 is the weighted one); it is undefined (None here) when both sides use one and the same value throughout.
 """
 
-from __future__ import annotations
-
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import dagster as dg
+import pyarrow as pa
 from sklearn.metrics import cohen_kappa_score
 
+from ..meta import column_schema, table_metadata
+from ..storage import MetacanStorage
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES, INSUFFICIENT_PAYLOAD
+from .import_assets import imported_labels
 
 CATEGORY_SET = "category_set"
 HEADS: tuple[str, ...] = BINARY_TARGETS + tuple(CATEGORICAL_TARGETS) + (CATEGORY_SET,)
@@ -157,3 +161,160 @@ def compare(labels_a: Mapping[str, Mapping[str, Any]], labels_b: Mapping[str, Ma
         disagreements += [(w, head, _text(x), _text(y)) for w, x, y in zip(works, a, b) if x != y]
     disagreements.sort(key=lambda r: (r[0], HEADS.index(r[1])))
     return results, disagreements
+
+
+# ---- the teacher_agreement asset --------------------------------------------------------------------
+
+AGREEMENT_SCHEMA = pa.schema([
+    ("pair", pa.string()), ("head", pa.string()), ("n", pa.int64()), ("agreement", pa.float64()), ("kappa", pa.float64()),
+    ("n_weighted", pa.float64()), ("weighted_agreement", pa.float64()), ("weighted_kappa", pa.float64()),
+    ("n_with_weight", pa.int64()), ("config_a", pa.string()), ("config_b", pa.string()), ("weights", pa.string()),
+])
+DISAGREEMENTS_SCHEMA = pa.schema([
+    ("pair", pa.string()), ("work_id", pa.string()), ("head", pa.string()), ("value_a", pa.string()), ("value_b", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    """A teacher configuration (the label-store key) and where its current labels were read:
+    ``kind`` ``registry`` (table ``direct_labels_<name>``) or ``import`` (table ``imported_labels``)."""
+
+    teacher: str
+    model: str | None
+    prompt_version: str | None
+    prompt_sha: str | None
+    kind: str
+
+    @property
+    def key(self) -> tuple:
+        return (self.teacher, self.model, self.prompt_version, self.prompt_sha)
+
+    def describe(self) -> str:
+        return f"{self.teacher} | {self.model} | {self.prompt_version} | {self.prompt_sha} ({self.kind})"
+
+
+def _current(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
+    """``{config key: {work_id: newest row}}``, keeping only works whose newest row is labelled."""
+    newest: dict[tuple, dict[str, dict]] = {}
+    for r in sorted(rows, key=lambda r: (r.get("created_at") is not None, r.get("created_at") or 0, r.get("label_id") or "")):
+        if r.get("work_id") is not None:
+            newest.setdefault((r["teacher"], r.get("model"), r.get("prompt_version"), r.get("prompt_sha")), {})[r["work_id"]] = r
+    return {k: {w: r for w, r in v.items() if r.get("status") == "labelled"} for k, v in newest.items()}
+
+
+def _load(storage: MetacanStorage) -> tuple[list[TeacherConfig], dict[tuple, dict[str, dict]], dict[str, float], dict[str, dict[str, float]], dict[tuple, set[str]]]:
+    configs: list[TeacherConfig] = []
+    labels: dict[tuple, dict[str, dict]] = {}
+    tables = [("registry", p.name) for p in sorted(storage.warehouse.glob("direct_labels_*")) if storage.has_table(p.name)]
+    if storage.has_table("imported_labels"):
+        tables.append(("import", "imported_labels"))
+    for kind, name in tables:
+        for key, works in _current(storage.read_table(name).to_pylist()).items():
+            if key not in labels:
+                configs.append(TeacherConfig(*key, kind=kind))
+                labels[key] = works
+    sample_w: dict[str, float] = {}
+    if storage.has_table("sample_design"):
+        t = storage.read_table("sample_design", ["id", "design_weight"])
+        sample_w = dict(zip(t.column("id").to_pylist(), t.column("design_weight").to_pylist()))
+    imported_w: dict[str, dict[str, float]] = {}
+    sources: dict[tuple, set[str]] = {}
+    with storage.connect() as con:
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema='main'").fetchall()}
+        if "imported_design" in present:
+            for source, work, weight in con.execute("SELECT source, work_id, design_weight FROM imported_design").fetchall():
+                imported_w.setdefault(source, {})[work] = weight
+        if "label_imports" in present:
+            for *key, source in con.execute("SELECT DISTINCT teacher, model, prompt_version, prompt_sha, source FROM label_imports").fetchall():
+                sources.setdefault(tuple(key), set()).add(source)
+    return configs, labels, sample_w, imported_w, sources
+
+
+def pair_weights(a: TeacherConfig, b: TeacherConfig, sample_w: Mapping[str, float], imported_w: Mapping[str, Mapping[str, float]],
+                 sources: Mapping[tuple, set[str]]) -> tuple[dict[str, float | None], str]:
+    """The design weights for comparing ``a`` and ``b`` and which design they come from.
+
+    Two imported configurations use the design of their sources (``imported_design``; a work given two
+    different weights by those sources gets none); a pair with a registry teacher uses the frame's
+    ``sample_design.design_weight`` (SPEC section 5), since registry teachers label the frame's sample.
+    """
+    if a.kind == b.kind == "import":
+        names = sorted(sources.get(a.key, set()) | sources.get(b.key, set()))
+        weights: dict[str, float | None] = {}
+        for name in names:
+            for work, w in imported_w.get(name, {}).items():
+                weights[work] = w if weights.get(work, w) == w else None
+        return weights, "imported_design: " + ("; ".join(names) or "(no source)")
+    return dict(sample_w), "sample_design"
+
+
+def _fmt(v: float | None, digits: int = 4) -> str:
+    return "" if v is None else f"{v:.{digits}f}"
+
+
+def _pair_md(rows: list[dict]) -> dg.MetadataValue:
+    shown = [r for r in rows if r["n"] > 0]
+    skipped = [r["head"] for r in rows if r["n"] == 0]
+    md = "| head | n | agreement | kappa | n_weighted | weighted agreement | weighted kappa |\n|---|---|---|---|---|---|---|\n"
+    md += "".join(f"| {r['head']} | {r['n']} | {_fmt(r['agreement'])} | {_fmt(r['kappa'])} | {_fmt(r['n_weighted'], 1)} | "
+                  f"{_fmt(r['weighted_agreement'])} | {_fmt(r['weighted_kappa'])} |\n" for r in shown)
+    if not shown:
+        md = "_No work labelled by both on any head._\n"
+    if rows:
+        md += f"\nWeights: {rows[0]['weights']}.\n"
+    if skipped:
+        md += f"\nNot comparable (a side gives no value): {', '.join(skipped)}.\n"
+    return dg.MetadataValue.md(md)
+
+
+@dg.asset(group_name="labeling", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"],
+          deps=[imported_labels, dg.AssetKey("sample_design")])
+def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+    """Agreement of every pair of teacher configurations on the works both labelled (status ``labelled``).
+
+    Configurations: each registry teacher's current one (what ``warehouse/direct_labels_<name>`` holds:
+    teacher, model, prompt version, prompt SHA; found by globbing the warehouse) and every imported one
+    (``warehouse/imported_labels``). Per pair and head (:data:`HEADS`, rules in the module docstring):
+    ``n`` works compared, raw agreement and Cohen's kappa, and the design-weighted ones with ``n_weighted``
+    (the sum of design weights, an estimated population size) over the ``n_with_weight`` works that have
+    a weight (:func:`pair_weights`). Tables: ``teacher_agreement`` (:data:`AGREEMENT_SCHEMA`, one row per
+    pair and head, ``n`` = 0 and nulls where a head is not comparable) and ``teacher_disagreements``
+    (:data:`DISAGREEMENTS_SCHEMA`, one row per work and head where the two differ). Nothing to compare
+    (fewer than two configurations, no shared work) is not an error: empty tables and a note.
+    """
+    configs, labels, sample_w, imported_w, sources = _load(storage)
+    names = Counter(c.teacher for c in configs)
+    short = {c.key: c.teacher if names[c.teacher] == 1 else f"{c.teacher}@{c.model}/{c.prompt_version}/{(c.prompt_sha or '')[:8]}"
+             for c in configs}
+    configs.sort(key=lambda c: short[c.key])
+    rows: list[dict] = []
+    diffs: list[dict] = []
+    per_pair: dict[str, list[dict]] = {}
+    for i, a in enumerate(configs):
+        for b in configs[i + 1:]:
+            pair = f"{short[a.key]} vs {short[b.key]}"
+            weights, design = pair_weights(a, b, sample_w, imported_w, sources)
+            heads, disagreements = compare(labels[a.key], labels[b.key], weights)
+            per_pair[pair] = [{"pair": pair, **h.__dict__, "config_a": a.describe(), "config_b": b.describe(), "weights": design}
+                              for h in heads]
+            rows += per_pair[pair]
+            diffs += [{"pair": pair, "work_id": w, "head": h, "value_a": x, "value_b": y} for w, h, x, y in disagreements]
+    n = storage.write_table("teacher_agreement", pa.Table.from_pylist(rows, schema=AGREEMENT_SCHEMA), schema=AGREEMENT_SCHEMA)
+    n_diff = storage.write_table("teacher_disagreements", pa.Table.from_pylist(diffs, schema=DISAGREEMENTS_SCHEMA), schema=DISAGREEMENTS_SCHEMA)
+    if len(configs) < 2:
+        note = (f"Nothing to compare: {len(configs)} teacher configuration(s) with labels "
+                f"({', '.join(c.describe() for c in configs) or 'none'}); materialize direct_labels_* or imported_labels.")
+    elif not any(r["n"] for r in rows):
+        note = "Nothing to compare: no pair of teacher configurations labelled a common work."
+    else:
+        note = f"{len(per_pair)} pair(s) of {len(configs)} teacher configurations compared."
+    context.log.info(note)
+    return dg.MaterializeResult(metadata=table_metadata(
+        AGREEMENT_SCHEMA, n, [r for r in rows if r["n"]][:10], ["pair", "head", "n", "agreement", "kappa", "weighted_kappa"],
+        note=note,
+        configurations=dg.MetadataValue.md("".join(f"- {c.describe()}: {len(labels[c.key])} labelled works\n" for c in configs) or "_(none)_"),
+        disagreements_row_count=n_diff,
+        disagreements_column_schema=column_schema(DISAGREEMENTS_SCHEMA),
+        **{f"pair: {p}": _pair_md(r) for p, r in per_pair.items()},
+    ))
