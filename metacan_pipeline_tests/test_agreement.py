@@ -12,7 +12,7 @@ import pytest
 
 from metacan_pipeline.sampling.design import DESIGN_SCHEMA
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.teachers.agreement import HEADS, agreement, compare, head_values, kappa, teacher_agreement
+from metacan_pipeline.teachers.agreement import HEADS, agreement, head_values, kappa, teacher_agreement
 from metacan_pipeline.teachers.import_assets import imported_labels
 from metacan_pipeline.teachers.store import LABELS_SCHEMA, now_utc
 
@@ -177,7 +177,7 @@ def test_registry_and_imported_teachers_are_all_paired(tmp_path: Path):
     by_pair = {r["pair"]: r for r in rows}
     # Two configurations of one teacher name are told apart by model / prompt version / prompt SHA.
     assert len(by_pair) == 3 and all(p.count("ext@m/") >= 1 for p in by_pair)
-    imported_pair = [r for r in rows if "gemma" not in r["pair"]][0]
+    imported_pair = next(r for r in rows if "gemma" not in r["pair"])
     assert imported_pair["weights"] == "imported_design: s" and imported_pair["n_weighted"] == 4.0  # 1/0.5 twice
     assert all(r["weights"] == "sample_design" and r["n_with_weight"] == 0 for r in rows if "gemma" in r["pair"])
     # gemma says W2 is not metaresearch, ext says it is: 1 of 2 agree.

@@ -214,6 +214,8 @@ def test_imported_labels_asset(tmp_path: Path, pilot_dir: Path):
     assert "external.json" in md["files_already_imported"] and md["dagster/row_count"] == 1290 + 1928 + 2
     with MetacanStorage(data_dir=str(tmp_path / "data")).connect() as con:
         assert con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 1290 + 1928 + 2
+    # A run without sources still publishes every current imported label of the store.
+    assert metadata(materialize(tmp_path, {"pilot_dirs": []}), "imported_labels")["dagster/row_count"] == 1290 + 1928 + 2
 
 
 def test_missing_default_pilot_folder_is_skipped_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -280,7 +280,9 @@ def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage
     (the sum of design weights, an estimated population size) over the ``n_with_weight`` works that have
     a weight (:func:`pair_weights`). Tables: ``teacher_agreement`` (:data:`AGREEMENT_SCHEMA`, one row per
     pair and head, ``n`` = 0 and nulls where a head is not comparable) and ``teacher_disagreements``
-    (:data:`DISAGREEMENTS_SCHEMA`, one row per work and head where the two differ). Nothing to compare
+    (:data:`DISAGREEMENTS_SCHEMA`, one row per work and head where the two differ; ``value_a`` is the
+    first-named configuration's). Pairs are named ``<a> vs <b>`` in name order, by teacher name, or by
+    ``teacher@model/prompt_version/prompt_sha[:8]`` when one name has several configurations. Nothing to compare
     (fewer than two configurations, no shared work) is not an error: empty tables and a note.
     """
     configs, labels, sample_w, imported_w, sources = _load(storage)

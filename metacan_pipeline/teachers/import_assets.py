@@ -9,7 +9,7 @@ from pydantic import Field
 
 from ..meta import counts_markdown, markdown_preview, table_metadata
 from ..storage import MetacanStorage
-from .imports import ImportReport, ImportSpec, current_imported_sql, import_file, import_records
+from .imports import ImportReport, ImportSpec, current_imported_sql, ensure_import_tables, import_file, import_records
 from .pilot import pilot_imports
 from .store import LABELS_SCHEMA
 
@@ -71,7 +71,7 @@ def imported_labels(context: dg.AssetExecutionContext, config: ImportedLabelsCon
     ``teacher_labels`` row, ``failed`` with its cause when invalid; design information goes to the DuckDB
     table ``imported_design``; a file already imported (same SHA-256, same teacher configuration) adds
     nothing. Output table ``warehouse/imported_labels``: the current imported label per teacher
-    configuration and work (columns of ``teacher_labels``). Raises FileNotFoundError for a configured
+    configuration and work, from this and every earlier import (columns of ``teacher_labels``). Raises FileNotFoundError for a configured
     file or pilot folder that does not exist, ValueError for a file that is not JSON / JSON Lines.
     """
     run_id = context.run.run_id
@@ -100,8 +100,8 @@ def imported_labels(context: dg.AssetExecutionContext, config: ImportedLabelsCon
             if not Path(f.path).is_file():
                 raise FileNotFoundError(f"label file {f.path!r} (imported_labels config files) does not exist")
             reports.append(import_file(con, Path(f.path), _spec(f), run_id))
-        table = con.execute(f"SELECT * FROM ({current_imported_sql()}) ORDER BY teacher, model, prompt_version, work_id").to_arrow_table() \
-            if reports else LABELS_SCHEMA.empty_table()
+        ensure_import_tables(con)
+        table = con.execute(f"SELECT * FROM ({current_imported_sql()}) ORDER BY teacher, model, prompt_version, work_id").to_arrow_table()
     table = table.select(LABELS_SCHEMA.names).cast(LABELS_SCHEMA)
     n = storage.write_table("imported_labels", table, schema=LABELS_SCHEMA)
     new = [f"{r.teacher}: {f}" for r in reports if not r.already_imported for f, _ in r.files]

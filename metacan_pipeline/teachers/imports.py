@@ -209,8 +209,8 @@ def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Se
 
     Writes ``teacher_labels`` rows (labelled or failed, ``source='import'``), one ``label_imports`` row per
     file of ``records`` and the ``imported_design`` rows. Idempotent: nothing is written when every file
-    (by SHA-256) is already recorded for this configuration. Raises ValueError for an ``absent`` name
-    that is not a label field (:func:`~.validate.validate_label`).
+    (by SHA-256) is already recorded for this configuration, and a record whose (work, view hash) is
+    stored for it is skipped. Invalid records are not raised: they are failed rows (see the report).
     """
     ensure_import_tables(con)
     teacher, model, prompt_version, prompt_sha = spec.config
