@@ -203,7 +203,12 @@ def _current(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
     return {k: {w: r for w, r in v.items() if r.get("status") == "labelled"} for k, v in newest.items()}
 
 
-def _load(storage: MetacanStorage) -> tuple[list[TeacherConfig], dict[tuple, dict[str, dict]], dict[str, float], dict[str, dict[str, float]], dict[tuple, set[str]]]:
+Loaded = tuple[list[TeacherConfig], dict[tuple, dict[str, dict]], dict[str, float], dict[str, dict[str, float]], dict[tuple, set[str]]]
+
+
+def _load(storage: MetacanStorage) -> Loaded:
+    """Configurations, their current labelled rows by work, sample_design weights, imported_design weights
+    by source, and the sources of each imported configuration (``label_imports``)."""
     configs: list[TeacherConfig] = []
     labels: dict[tuple, dict[str, dict]] = {}
     tables = [("registry", p.name) for p in sorted(storage.warehouse.glob("direct_labels_*")) if storage.has_table(p.name)]
