@@ -27,17 +27,22 @@ class InvalidLabel(ValueError):
 
 @dataclass(frozen=True)
 class DirectLabel:
-    """One validated direct label (SPEC section 4); ``categories`` in vocabulary order."""
+    """One validated direct label (SPEC section 4); ``categories`` in vocabulary order.
+
+    A field is None when the label's source never provides it (``absent`` in :func:`validate_label`,
+    e.g. an imported screener without a study design), and ``domain`` is also None without
+    ``metaresearch``. None is unknown, never a negative.
+    """
 
     id: str
     categories: tuple[str, ...]
     domain: str | None
-    study_design: str
-    genre: str
-    about_ca_system: bool
-    about_ca_topic: bool
-    confidence: str
-    reason: str
+    study_design: str | None
+    genre: str | None
+    about_ca_system: bool | None
+    about_ca_topic: bool | None
+    confidence: str | None
+    reason: str | None
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -65,7 +70,7 @@ def _bool(obj: dict, key: str) -> bool:
     return v
 
 
-def validate_label(obj: Any, expected_id: str) -> DirectLabel:
+def validate_label(obj: Any, expected_id: str, *, absent: frozenset[str] = frozenset()) -> DirectLabel:
     """Validate one reply object for the work ``expected_id`` and normalise it.
 
     Rules (SPEC sections 3-4): the id equals the request's; every value in its vocabulary;
@@ -74,11 +79,24 @@ def validate_label(obj: Any, expected_id: str) -> DirectLabel:
     Normalisations: duplicate categories removed, categories put in vocabulary order, control and
     format characters removed from the reason, reason cut to 400 characters (an empty reason is an
     error). Raises :class:`InvalidLabel`.
+
+    ``absent`` names the fields the label's source never provides (labels imported from elsewhere,
+    SPEC section 4: e.g. ``domain``, ``study_design``, ``about_ca_topic``, ``reason`` for a screener
+    that had no such field). Such a field must be missing or null in ``obj`` (a value there is an
+    error: the source was declared not to give it) and is None in the result; the domain rule applies
+    only when ``domain`` is not absent. Every field present is validated as above. ``id`` and
+    ``categories`` cannot be absent (ValueError), nor can a name outside ``LABEL_FIELDS``.
     """
+    bad = set(absent) - (set(LABEL_FIELDS) - {"id", "categories"})
+    if bad:
+        raise ValueError(f"absent={sorted(bad)}: only {list(LABEL_FIELDS[2:])} can be absent")
     if not isinstance(obj, dict):
         raise InvalidLabel(f"reply is a JSON {type(obj).__name__}, not an object")
     if obj.get("id") != expected_id:
         raise InvalidLabel(f"reply id {obj.get('id')!r} differs from the requested id {expected_id!r}")
+    for key in sorted(absent):
+        if obj.get(key) is not None:
+            raise InvalidLabel(f"{key}={obj[key]!r} is given although the source is declared not to provide {key!r}")
     cats = obj.get("categories")
     if not isinstance(cats, list):
         raise InvalidLabel(f"categories={cats!r} is not a list")
@@ -88,7 +106,7 @@ def validate_label(obj: Any, expected_id: str) -> DirectLabel:
     categories = tuple(c for c in CATEGORIES if c in set(cats))
     if INSUFFICIENT_PAYLOAD in categories and len(categories) > 1:
         raise InvalidLabel(f"insufficient_payload must be the only category, got {list(categories)}")
-    domain = _enum(obj, "domain", DOMAINS, nullable=True)
+    domain = None if "domain" in absent else _enum(obj, "domain", DOMAINS, nullable=True)
     if "metaresearch" in categories:
         if domain == "not_metaresearch":
             raise InvalidLabel("domain 'not_metaresearch' contradicts category 'metaresearch'")
@@ -96,22 +114,22 @@ def validate_label(obj: Any, expected_id: str) -> DirectLabel:
         domain = None
     elif domain is not None:
         raise InvalidLabel(f"domain {domain!r} given without the category 'metaresearch'")
-    reason = obj.get("reason")
+    reason = "" if "reason" in absent else obj.get("reason")
     if not isinstance(reason, str):
         raise InvalidLabel(f"reason={reason!r} is not a string")
     reason = "".join(ch for ch in reason if ch.isprintable() or ch in "\n\t").strip()
-    if not reason:
+    if not reason and "reason" not in absent:
         raise InvalidLabel("reason is empty")
     return DirectLabel(
         id=expected_id,
         categories=categories,
         domain=domain,
-        study_design=_enum(obj, "study_design", STUDY_DESIGNS),  # type: ignore[arg-type]
-        genre=_enum(obj, "genre", GENRES),  # type: ignore[arg-type]
-        about_ca_system=_bool(obj, "about_ca_system"),
-        about_ca_topic=_bool(obj, "about_ca_topic"),
-        confidence=_enum(obj, "confidence", CONFIDENCES),  # type: ignore[arg-type]
-        reason=reason.strip()[:REASON_MAX_CHARS],
+        study_design=None if "study_design" in absent else _enum(obj, "study_design", STUDY_DESIGNS),
+        genre=None if "genre" in absent else _enum(obj, "genre", GENRES),
+        about_ca_system=None if "about_ca_system" in absent else _bool(obj, "about_ca_system"),
+        about_ca_topic=None if "about_ca_topic" in absent else _bool(obj, "about_ca_topic"),
+        confidence=None if "confidence" in absent else _enum(obj, "confidence", CONFIDENCES),
+        reason=reason.strip()[:REASON_MAX_CHARS] or None,
     )
 
 

@@ -1,0 +1,327 @@
+"""Agreement between teacher configurations: Cohen's kappa per head, raw and design-weighted.
+
+Heads (SPEC section 6): the 11 binary heads (9 categories, ``about_ca_system``, ``about_ca_topic``), the
+3 categorical heads (``domain``, ``study_design``, ``genre``) and ``category_set`` (exact agreement on
+the whole category list). A work is compared on a head only when both labels give it a value
+(:func:`head_values`); a missing value is unknown, never a negative (SPEC section 4). Explicitly:
+
+- only ``labelled`` rows are compared: a ``failed`` label (and a work one side never labelled) is
+  unknown on every head, so the work is not among the ``n`` of any head;
+- an ``insufficient_payload`` label (the teacher declined to judge, SPEC section 3) is compared on the
+  ``insufficient_payload`` head (True) and on ``category_set``; every other head is unknown for it,
+  since a declined judgment says nothing about metaresearch, domain or genre;
+- a field the label's source never provides (``absent`` in the import's ``source_ref``) and a category
+  it cannot express (``undecided_categories``, e.g. every category but ``metaresearch`` for the pilot
+  screeners) are unknown; ``category_set`` is unknown when any category is undecided;
+- ``domain`` is null in a label without ``metaresearch`` (SPEC section 3); when the source gives domains
+  that null is the class ``not_metaresearch`` (the first class of the domain head), else unknown.
+
+Kappa (Cohen 1960): ``(p_o - p_e) / (1 - p_e)`` with observed agreement ``p_o`` and chance agreement
+``p_e = sum_k p_a(k) p_b(k)`` from the two marginals. Design-weighted: every work counts with its design
+weight ``w`` (SPEC section 5, Hajek): ``p_o = sum w [a = b] / sum w`` and ``p_a(k) = sum w [a = k] / sum w``.
+``sklearn.metrics.cohen_kappa_score(..., sample_weight=w)`` computes exactly this (its confusion matrix
+is the weighted one); it is undefined (None here) when both sides use one and the same value throughout.
+"""
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+from sklearn.metrics import cohen_kappa_score
+
+from ..meta import column_schema, table_metadata
+from ..storage import MetacanStorage
+from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES, INSUFFICIENT_PAYLOAD
+from .import_assets import imported_labels
+
+CATEGORY_SET = "category_set"
+HEADS: tuple[str, ...] = BINARY_TARGETS + tuple(CATEGORICAL_TARGETS) + (CATEGORY_SET,)
+NO_CATEGORY = "(none)"
+"""``category_set`` value of an empty category list ("not meta-research")."""
+
+
+def agreement(a: Sequence[Any], b: Sequence[Any], weights: Sequence[float] | None = None) -> float | None:
+    """Share of positions where ``a[i] == b[i]``, each counted with ``weights[i]`` (default 1).
+
+    Shapes: three sequences of one length. Returns None when there is nothing to compare (no position, or
+    the weights sum to 0).
+    """
+    w = [1.0] * len(a) if weights is None else [float(x) for x in weights]
+    if len(a) != len(b) or len(a) != len(w):
+        raise ValueError(f"agreement: lengths differ (a {len(a)}, b {len(b)}, weights {len(w)})")
+    total = sum(w)
+    if not a or total <= 0:
+        return None
+    return sum(wi for ai, bi, wi in zip(a, b, w) if ai == bi) / total
+
+
+def kappa(a: Sequence[Any], b: Sequence[Any], weights: Sequence[float] | None = None) -> float | None:
+    """Cohen's kappa of two raters' values (module docstring), design-weighted with ``weights``.
+
+    Values are any hashable labels (booleans, class names). Returns None when undefined: no position,
+    or both raters give one and the same value everywhere (``p_e = 1``). Computed by
+    ``sklearn.metrics.cohen_kappa_score`` (``sample_weight`` = the design weights).
+    """
+    if len(a) != len(b) or (weights is not None and len(weights) != len(a)):
+        raise ValueError(f"kappa: lengths differ (a {len(a)}, b {len(b)}, weights {None if weights is None else len(weights)})")
+    if not a or len(set(a) | set(b)) < 2:
+        return None
+    # sklearn sorts the labels: give it strings so that booleans and class names sort alike.
+    return float(cohen_kappa_score([str(x) for x in a], [str(x) for x in b], sample_weight=weights))
+
+
+def _ref(label: Mapping[str, Any]) -> dict[str, Any]:
+    ref = label.get("source_ref")
+    if isinstance(ref, str) and ref:
+        try:
+            ref = json.loads(ref)
+        except json.JSONDecodeError:
+            return {}
+    return ref if isinstance(ref, dict) else {}
+
+
+def head_values(label: Mapping[str, Any]) -> dict[str, Any]:
+    """The value of every head in :data:`HEADS` for one stored label row (columns of
+    ``teacher_labels``: ``status``, ``categories``, ``domain``, ..., optional ``source_ref``), None where
+    unknown (rules in the module docstring). Binary heads are booleans, the others strings.
+    """
+    values: dict[str, Any] = dict.fromkeys(HEADS)
+    if label.get("status") != "labelled":
+        return values
+    ref = _ref(label)
+    absent = set(ref.get("absent") or ())
+    undecided = set(ref.get("undecided_categories") or ())
+    cats = set(label.get("categories") or ())
+    declined = INSUFFICIENT_PAYLOAD in cats
+    for c in CATEGORIES:
+        if c not in undecided and (not declined or c == INSUFFICIENT_PAYLOAD):
+            values[c] = c in cats
+    if not undecided:
+        values[CATEGORY_SET] = ",".join(c for c in CATEGORIES if c in cats) or NO_CATEGORY
+    if declined:
+        return values
+    for key in ("about_ca_system", "about_ca_topic", "study_design", "genre"):
+        values[key] = None if key in absent else label.get(key)
+    if "domain" not in absent:
+        if label.get("domain") is not None:
+            values["domain"] = label["domain"]
+        elif values["metaresearch"] is False:
+            values["domain"] = CATEGORICAL_TARGETS["domain"][0]  # not_metaresearch
+    return values
+
+
+@dataclass(frozen=True)
+class HeadAgreement:
+    """Agreement of two configurations on one head: ``n`` works compared, raw ``agreement`` and
+    ``kappa``; ``n_with_weight`` of them carry a design weight, ``n_weighted`` is the sum of those weights
+    (the population they stand for) and ``weighted_agreement`` / ``weighted_kappa`` use them."""
+
+    head: str
+    n: int
+    agreement: float | None
+    kappa: float | None
+    n_with_weight: int
+    n_weighted: float
+    weighted_agreement: float | None
+    weighted_kappa: float | None
+
+
+def _text(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def compare(labels_a: Mapping[str, Mapping[str, Any]], labels_b: Mapping[str, Mapping[str, Any]],
+            weights: Mapping[str, float | None] | None = None) -> tuple[list[HeadAgreement], list[tuple[str, str, str, str]]]:
+    """Compare two configurations' labels (``{work_id: label row}``) on every head of :data:`HEADS`.
+
+    ``weights``: ``{work_id: design weight}``; works without one (or with a weight <= 0) count in the raw
+    figures only. Returns one :class:`HeadAgreement` per head (in :data:`HEADS` order, ``n`` = 0 when
+    nothing is comparable) and the disagreements ``(work_id, head, value_a, value_b)`` sorted by work id
+    and head order (booleans as ``true``/``false``).
+    """
+    weights = weights or {}
+    common = sorted(set(labels_a) & set(labels_b))
+    va = {w: head_values(labels_a[w]) for w in common}
+    vb = {w: head_values(labels_b[w]) for w in common}
+    results: list[HeadAgreement] = []
+    disagreements: list[tuple[str, str, str, str]] = []
+    for head in HEADS:
+        works = [w for w in common if va[w][head] is not None and vb[w][head] is not None]
+        a = [va[w][head] for w in works]
+        b = [vb[w][head] for w in works]
+        weighted = [(x, y, weights[w]) for w, x, y in zip(works, a, b) if (weights.get(w) or 0) > 0]
+        wa, wb, ww = ([t[i] for t in weighted] for i in range(3))
+        results.append(HeadAgreement(
+            head=head, n=len(works), agreement=agreement(a, b), kappa=kappa(a, b), n_with_weight=len(weighted),
+            n_weighted=float(sum(ww)), weighted_agreement=agreement(wa, wb, ww), weighted_kappa=kappa(wa, wb, ww)))
+        disagreements += [(w, head, _text(x), _text(y)) for w, x, y in zip(works, a, b) if x != y]
+    disagreements.sort(key=lambda r: (r[0], HEADS.index(r[1])))
+    return results, disagreements
+
+
+# ---- the teacher_agreement asset --------------------------------------------------------------------
+
+AGREEMENT_SCHEMA = pa.schema([
+    ("pair", pa.string()), ("head", pa.string()), ("n", pa.int64()), ("agreement", pa.float64()), ("kappa", pa.float64()),
+    ("n_weighted", pa.float64()), ("weighted_agreement", pa.float64()), ("weighted_kappa", pa.float64()),
+    ("n_with_weight", pa.int64()), ("config_a", pa.string()), ("config_b", pa.string()), ("weights", pa.string()),
+])
+DISAGREEMENTS_SCHEMA = pa.schema([
+    ("pair", pa.string()), ("work_id", pa.string()), ("head", pa.string()), ("value_a", pa.string()), ("value_b", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    """A teacher configuration (the label-store key) and where its current labels were read:
+    ``kind`` ``registry`` (table ``direct_labels_<name>``) or ``import`` (table ``imported_labels``)."""
+
+    teacher: str
+    model: str | None
+    prompt_version: str | None
+    prompt_sha: str | None
+    kind: str
+
+    @property
+    def key(self) -> tuple:
+        return (self.teacher, self.model, self.prompt_version, self.prompt_sha)
+
+    def describe(self) -> str:
+        return f"{self.teacher} | {self.model} | {self.prompt_version} | {self.prompt_sha} ({self.kind})"
+
+
+def _current(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
+    """``{config key: {work_id: newest row}}``, keeping only works whose newest row is labelled."""
+    newest: dict[tuple, dict[str, dict]] = {}
+    for r in sorted(rows, key=lambda r: (r.get("created_at") is not None, r.get("created_at") or 0, r.get("label_id") or "")):
+        if r.get("work_id") is not None:
+            newest.setdefault((r["teacher"], r.get("model"), r.get("prompt_version"), r.get("prompt_sha")), {})[r["work_id"]] = r
+    return {k: {w: r for w, r in v.items() if r.get("status") == "labelled"} for k, v in newest.items()}
+
+
+Loaded = tuple[list[TeacherConfig], dict[tuple, dict[str, dict]], dict[str, float], dict[str, dict[str, float]], dict[tuple, set[str]]]
+
+
+def _load(storage: MetacanStorage) -> Loaded:
+    """Configurations, their current labelled rows by work, sample_design weights, imported_design weights
+    by source, and the sources of each imported configuration (``label_imports``)."""
+    configs: list[TeacherConfig] = []
+    labels: dict[tuple, dict[str, dict]] = {}
+    tables = [("registry", p.name) for p in sorted(storage.warehouse.glob("direct_labels_*")) if storage.has_table(p.name)]
+    if storage.has_table("imported_labels"):
+        tables.append(("import", "imported_labels"))
+    for kind, name in tables:
+        for key, works in _current(storage.read_table(name).to_pylist()).items():
+            if key not in labels:
+                configs.append(TeacherConfig(*key, kind=kind))
+                labels[key] = works
+    sample_w: dict[str, float] = {}
+    if storage.has_table("sample_design"):
+        t = storage.read_table("sample_design", ["id", "design_weight"])
+        sample_w = dict(zip(t.column("id").to_pylist(), t.column("design_weight").to_pylist()))
+    imported_w: dict[str, dict[str, float]] = {}
+    sources: dict[tuple, set[str]] = {}
+    with storage.connect() as con:
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema='main'").fetchall()}
+        if "imported_design" in present:
+            for source, work, weight in con.execute("SELECT source, work_id, design_weight FROM imported_design").fetchall():
+                imported_w.setdefault(source, {})[work] = weight
+        if "label_imports" in present:
+            for *key, source in con.execute("SELECT DISTINCT teacher, model, prompt_version, prompt_sha, source FROM label_imports").fetchall():
+                sources.setdefault(tuple(key), set()).add(source)
+    return configs, labels, sample_w, imported_w, sources
+
+
+def pair_weights(a: TeacherConfig, b: TeacherConfig, sample_w: Mapping[str, float], imported_w: Mapping[str, Mapping[str, float]],
+                 sources: Mapping[tuple, set[str]]) -> tuple[dict[str, float | None], str]:
+    """The design weights for comparing ``a`` and ``b`` and which design they come from.
+
+    Two imported configurations use the design of their sources (``imported_design``; a work given two
+    different weights by those sources gets none); a pair with a registry teacher uses the frame's
+    ``sample_design.design_weight`` (SPEC section 5), since registry teachers label the frame's sample.
+    """
+    if a.kind == b.kind == "import":
+        names = sorted(sources.get(a.key, set()) | sources.get(b.key, set()))
+        weights: dict[str, float | None] = {}
+        for name in names:
+            for work, w in imported_w.get(name, {}).items():
+                weights[work] = w if weights.get(work, w) == w else None
+        return weights, "imported_design: " + ("; ".join(names) or "(no source)")
+    return dict(sample_w), "sample_design"
+
+
+def _fmt(v: float | None, digits: int = 4) -> str:
+    return "" if v is None else f"{v:.{digits}f}"
+
+
+def _pair_md(rows: list[dict]) -> dg.MetadataValue:
+    shown = [r for r in rows if r["n"] > 0]
+    skipped = [r["head"] for r in rows if r["n"] == 0]
+    md = "| head | n | agreement | kappa | n_weighted | weighted agreement | weighted kappa |\n|---|---|---|---|---|---|---|\n"
+    md += "".join(f"| {r['head']} | {r['n']} | {_fmt(r['agreement'])} | {_fmt(r['kappa'])} | {_fmt(r['n_weighted'], 1)} | "
+                  f"{_fmt(r['weighted_agreement'])} | {_fmt(r['weighted_kappa'])} |\n" for r in shown)
+    if not shown:
+        md = "_No work labelled by both on any head._\n"
+    if rows:
+        md += f"\nWeights: {rows[0]['weights']}.\n"
+    if skipped:
+        md += f"\nNot comparable (a side gives no value): {', '.join(skipped)}.\n"
+    return dg.MetadataValue.md(md)
+
+
+@dg.asset(group_name="labeling", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"],
+          deps=[imported_labels, dg.AssetKey("sample_design")])
+def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+    """Agreement of every pair of teacher configurations on the works both labelled (status ``labelled``).
+
+    Configurations: each registry teacher's current one (what ``warehouse/direct_labels_<name>`` holds:
+    teacher, model, prompt version, prompt SHA; found by globbing the warehouse) and every imported one
+    (``warehouse/imported_labels``). Per pair and head (:data:`HEADS`, rules in the module docstring):
+    ``n`` works compared, raw agreement and Cohen's kappa, and the design-weighted ones with ``n_weighted``
+    (the sum of design weights, an estimated population size) over the ``n_with_weight`` works that have
+    a weight (:func:`pair_weights`). Tables: ``teacher_agreement`` (:data:`AGREEMENT_SCHEMA`, one row per
+    pair and head, ``n`` = 0 and nulls where a head is not comparable) and ``teacher_disagreements``
+    (:data:`DISAGREEMENTS_SCHEMA`, one row per work and head where the two differ; ``value_a`` is the
+    first-named configuration's). Pairs are named ``<a> vs <b>`` in name order, by teacher name, or by
+    ``teacher@model/prompt_version/prompt_sha[:8]`` when one name has several configurations. Nothing to compare
+    (fewer than two configurations, no shared work) is not an error: empty tables and a note.
+    """
+    configs, labels, sample_w, imported_w, sources = _load(storage)
+    names = Counter(c.teacher for c in configs)
+    short = {c.key: c.teacher if names[c.teacher] == 1 else f"{c.teacher}@{c.model}/{c.prompt_version}/{(c.prompt_sha or '')[:8]}"
+             for c in configs}
+    configs.sort(key=lambda c: short[c.key])
+    rows: list[dict] = []
+    diffs: list[dict] = []
+    per_pair: dict[str, list[dict]] = {}
+    for i, a in enumerate(configs):
+        for b in configs[i + 1:]:
+            pair = f"{short[a.key]} vs {short[b.key]}"
+            weights, design = pair_weights(a, b, sample_w, imported_w, sources)
+            heads, disagreements = compare(labels[a.key], labels[b.key], weights)
+            per_pair[pair] = [{"pair": pair, **h.__dict__, "config_a": a.describe(), "config_b": b.describe(), "weights": design}
+                              for h in heads]
+            rows += per_pair[pair]
+            diffs += [{"pair": pair, "work_id": w, "head": h, "value_a": x, "value_b": y} for w, h, x, y in disagreements]
+    n = storage.write_table("teacher_agreement", pa.Table.from_pylist(rows, schema=AGREEMENT_SCHEMA), schema=AGREEMENT_SCHEMA)
+    n_diff = storage.write_table("teacher_disagreements", pa.Table.from_pylist(diffs, schema=DISAGREEMENTS_SCHEMA), schema=DISAGREEMENTS_SCHEMA)
+    if len(configs) < 2:
+        note = (f"Nothing to compare: {len(configs)} teacher configuration(s) with labels "
+                f"({', '.join(c.describe() for c in configs) or 'none'}); materialize direct_labels_* or imported_labels.")
+    elif not any(r["n"] for r in rows):
+        note = "Nothing to compare: no pair of teacher configurations labelled a common work."
+    else:
+        note = f"{len(per_pair)} pair(s) of {len(configs)} teacher configurations compared."
+    context.log.info(note)
+    return dg.MaterializeResult(metadata=table_metadata(
+        AGREEMENT_SCHEMA, n, [r for r in rows if r["n"]][:10], ["pair", "head", "n", "agreement", "kappa", "weighted_kappa"],
+        note=note,
+        configurations=dg.MetadataValue.md("".join(f"- {c.describe()}: {len(labels[c.key])} labelled works\n" for c in configs) or "_(none)_"),
+        disagreements_row_count=n_diff,
+        disagreements_column_schema=column_schema(DISAGREEMENTS_SCHEMA),
+        **{f"pair: {p}": _pair_md(r) for p, r in per_pair.items()},
+    ))
