@@ -36,6 +36,7 @@ from sklearn.metrics import cohen_kappa_score
 from ..meta import column_schema, table_metadata
 from ..storage import MetacanStorage
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES, INSUFFICIENT_PAYLOAD
+from .assets import TEACHER_ASSETS
 from .import_assets import imported_labels
 
 CATEGORY_SET = "category_set"
@@ -274,7 +275,7 @@ def _pair_md(rows: list[dict]) -> dg.MetadataValue:
 
 
 @dg.asset(group_name="labeling", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"],
-          deps=[imported_labels, dg.AssetKey("sample_design")])
+          deps=[imported_labels, dg.AssetKey("sample_design"), *TEACHER_ASSETS.values()])
 def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """Agreement of every pair of teacher configurations on the works both labelled (status ``labelled``).
 
