@@ -15,14 +15,13 @@ them, :mod:`.archive`); a label points to the call whose reply produced it.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 from tenacity import AsyncRetrying, RetryError, retry_if_exception_type, stop_after_attempt, wait_random_exponential

@@ -25,6 +25,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from .rubric import prompt_lock
+
 UNAVAILABLE = "endpoint unavailable"
 """The error prefix of a failure that says nothing about the work (the endpoint did not answer): such a
 failure is stored, and the next run asks again (:func:`existing_keys`)."""
@@ -83,8 +85,8 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, 
 
     First layout: ``teacher_calls`` held request and reply bodies (it is renamed ``teacher_calls_v1`` and
     kept; its rows stay readable), ``teacher_labels`` lacked ``prompt_sha`` and ``source_ref`` (added;
-    ``legacy_prompt_shas`` maps a prompt version to the SHA of its unchanged, locked text so that old
-    labels keep their key).
+    ``legacy_prompt_shas``, by default the prompt lock, maps a prompt version to the SHA of its unchanged,
+    locked text so that old labels keep their key).
     """
     calls = _columns(con, "teacher_calls")
     if calls and "request_json" in calls:
@@ -99,7 +101,7 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, 
         shared = [f.name for f in LABELS_SCHEMA if f.name in old]
         con.execute(f"INSERT INTO teacher_labels ({', '.join(shared)}) SELECT {', '.join(shared)} FROM teacher_labels_old")
         con.execute("DROP TABLE teacher_labels_old")
-        for version, sha in (legacy_prompt_shas or {}).items():
+        for version, sha in (prompt_lock() if legacy_prompt_shas is None else legacy_prompt_shas).items():
             con.execute("UPDATE teacher_labels SET prompt_sha = ? WHERE prompt_sha IS NULL AND prompt_version = ?", [sha, version])
 
 
