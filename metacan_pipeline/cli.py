@@ -45,16 +45,25 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
         lines.append(f"Frame: {n} works admitted of {w} OpenAlex work records read from {parts} files ({q} records quarantined)")
         lines.append(f"  by route: ca_aff {aff} | ca_fund {fund} | ca_venue {venue} | about_ca {about} | invisible to affiliation-only {blind}")
         lines.append("Direct labels (current teacher configurations):")
-        for teacher in ("gemma", "codex"):
-            rows = con.execute(f"SELECT status, source, count(*) FROM direct_labels_{teacher} GROUP BY ALL ORDER BY ALL").fetchall()
+        teachers = [r[0].removeprefix("direct_labels_") for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE view_name LIKE 'direct_labels_%' ORDER BY view_name").fetchall()]
+        for teacher in teachers:
+            rows = con.execute(f'SELECT status, source, count(*) FROM "direct_labels_{teacher}" GROUP BY ALL ORDER BY ALL').fetchall()
             parts = ", ".join(f"{s} ({src}) {c}" for s, src, c in rows) or "none"
             lines.append(f"  {teacher}: {parts}")
         if run_id:
-            calls = con.execute("SELECT teacher, count(*), coalesce(avg(latency_s), 0) FROM teacher_calls WHERE run_id = ? GROUP BY ALL ORDER BY ALL",
-                                [run_id]).fetchall()
-            total = sum(c for _, c, _ in calls)
-            detail = ", ".join(f"{t} {c} ({s:.2f} s/call)" for t, c, s in calls)
+            calls = con.execute("SELECT teacher, count(*), sum(n_works), coalesce(avg(latency_s), 0), coalesce(sum(prompt_tokens + completion_tokens), 0),"
+                                " coalesce(sum(cost_usd), 0) FROM teacher_calls WHERE run_id = ? GROUP BY ALL ORDER BY ALL", [run_id]).fetchall()
+            total = sum(c[1] for c in calls)
+            detail = ", ".join(f"{t} {c} calls for {w} works ({s:.2f} s/call, {tok} tokens, ${usd:.4f})" for t, c, w, s, tok, usd in calls)
             lines.append(f"Teacher calls in this run: {total}" + (f" ({detail})" if detail else " (every label reused from the label store)"))
+        if "teacher_agreement" in {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}:
+            for pair, n, agree, kappa, wagree, wkappa in con.execute(
+                    "SELECT pair, n, agreement, kappa, weighted_agreement, weighted_kappa FROM teacher_agreement "
+                    "WHERE head = 'metaresearch' AND n > 0 ORDER BY pair").fetchall():
+                fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+                lines.append(f"Agreement {pair} on metaresearch: {n} works, agreement {fmt(agree)}, kappa {fmt(kappa)};"
+                             f" design-weighted {fmt(wagree)}, kappa {fmt(wkappa)}")
         p, cand, cons, mv = con.execute(
             "SELECT count(*), count(*) FILTER (len(candidate_categories) > 0), count(*) FILTER (len(consensus_categories) > 0),"
             " any_value(model_version) FROM predictions").fetchone()
@@ -108,6 +117,40 @@ def summary(data_dir: str = typer.Option(None, help="Output folder (default $MET
     from .storage import default_data_dir
 
     typer.echo(summary_text(data_dir or default_data_dir()))
+
+
+@app.command("import-labels")
+def import_labels(
+    path: Path = typer.Argument(..., exists=True, dir_okay=False, help="Labels in our schema (SPEC section 4): a JSON array or JSON Lines."),
+    teacher: str = typer.Option(..., help="Teacher name to store them under (not a registry teacher's name)."),
+    model: str = typer.Option(..., help="Model that produced them."),
+    prompt_version: str = typer.Option(..., help="Prompt or rubric version they were produced under."),
+    record_view: str = typer.Option("title_abstract", help="What the labeller saw."),
+    source: str = typer.Option(..., help="Where they come from (who, when, which study)."),
+    absent: list[str] = typer.Option([], help="A label field the source never provides (repeat the option)."),
+    data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data)."),
+) -> None:
+    """Import labels produced elsewhere into the label store, validated like a teacher's replies.
+
+    Invalid records become failed rows with their cause; importing the same file again adds nothing.
+    Materialize ``teacher_agreement`` afterwards to compare them with the other teachers.
+    """
+    from .storage import MetacanStorage, default_data_dir
+    from .teachers.imports import ImportSpec, import_file
+    from .teachers.store import ensure_tables
+
+    spec = ImportSpec(teacher=teacher, model=model, prompt_version=prompt_version, record_view=record_view, source=source,
+                      absent=frozenset(absent))
+    with MetacanStorage(data_dir=data_dir or default_data_dir()).connect() as con:
+        ensure_tables(con)
+        report = import_file(con, path, spec, run_id=None)
+    if report.already_imported:
+        typer.echo(f"{path}: already imported for {teacher}; nothing added")
+        return
+    typer.echo(f"{path}: {report.labelled} labelled, {report.failed} failed (invalid), {report.existing} already stored, "
+               f"{len(report.duplicates)} duplicate ids skipped")
+    for file, index, work_id, cause in report.invalid[:20]:
+        typer.echo(f"  record {index} ({work_id or 'no id'}): {cause}", err=True)
 
 
 @app.command()
