@@ -67,7 +67,7 @@ def _labels(req, **change):
 def _run(handler, views, **kw):
     calls, outcomes = [], []
     client = TeacherClient("http://teacher.test/v1", "m", load_prompt("v2"), transport=httpx.MockTransport(handler),
-                           on_call=calls.append, on_outcome=outcomes.append, **kw)
+                           on_call=calls.append, on_outcomes=outcomes.extend, **kw)
 
     async def go():
         try:

@@ -35,7 +35,12 @@ from sklearn.metrics import cohen_kappa_score
 
 from ..meta import column_schema, table_metadata
 from ..storage import MetacanStorage
-from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES, INSUFFICIENT_PAYLOAD
+from ..vocab import (
+    BINARY_TARGETS,
+    CATEGORICAL_TARGETS,
+    CATEGORIES,
+    INSUFFICIENT_PAYLOAD,
+)
 from .assets import TEACHER_ASSETS
 from .import_assets import imported_labels
 

@@ -18,13 +18,14 @@ label id, so a replay counts no call and no cost twice.
 from __future__ import annotations
 
 import gzip
-import json
-import time
+import threading
 import uuid
 import zlib
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
+import orjson
 from filelock import FileLock, Timeout
 
 from ..storage import MetacanStorage
@@ -35,10 +36,6 @@ ARCHIVE_DIR = "teacher_archive"
 ARCHIVES_DDL = """CREATE TABLE IF NOT EXISTS teacher_archives (
   archive_path VARCHAR PRIMARY KEY, teacher VARCHAR, run_id VARCHAR, lines BIGINT, calls BIGINT, labels BIGINT,
   recovered BOOLEAN, closed_at TIMESTAMP)"""
-
-
-def _jsonable(v: Any) -> Any:
-    return v.isoformat() if hasattr(v, "isoformat") else v
 
 
 def read_archive(path: Path) -> Iterator[dict]:
@@ -54,30 +51,36 @@ def read_archive(path: Path) -> Iterator[dict]:
             *lines, pending = pending.split(b"\n")
             for line in lines:
                 if line.strip():
-                    yield json.loads(line)
+                    yield orjson.loads(line)
 
 
 class LabelWriter:
     """Archive every call and outcome of one run of one teacher, then store them in DuckDB in batches.
 
-    Use as a context manager; :meth:`add_call` and :meth:`add_label` take the ``teacher_calls`` /
-    ``teacher_labels`` row dicts (:mod:`.store`).
+    Use as a context manager; :meth:`add_call` and :meth:`add_labels` take ``teacher_calls`` /
+    ``teacher_labels`` row dicts (:mod:`.store`). The archive is written in the caller's thread (so an
+    event is on disk before the caller moves on); DuckDB inserts run in a background thread every
+    ``flush_s`` seconds so that the event loop sending calls never waits for the catalog. An insert that
+    fails is raised again by the next :meth:`add_call` or by :meth:`close`.
     """
 
-    def __init__(self, storage: MetacanStorage, teacher: str, run_id: str, flush_s: float = 2.0, flush_rows: int = 5000) -> None:
-        self.storage, self.teacher, self.run_id = storage, teacher, run_id
+    def __init__(self, storage: MetacanStorage, teacher: str, run_id: str, flush_s: float = 2.0) -> None:
+        self.storage, self.teacher, self.run_id, self.flush_s = storage, teacher, run_id, flush_s
         day = now_utc().strftime("%Y-%m-%d")
         self.rel = f"{ARCHIVE_DIR}/{teacher}/{day}/{run_id}-{uuid.uuid4().hex[:8]}.jsonl.gz"
         self.path = storage.root / self.rel
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = FileLock(str(self.path) + ".lock")
         self.lock.acquire()
-        self.gz = gzip.open(self.path, "wb", compresslevel=6)
+        self.gz = gzip.open(self.path, "wb", compresslevel=1)  # the event loop writes it: speed over size
         self.lines = self.n_calls = self.n_labels = 0
         self.calls: list[dict] = []
         self.labels: list[dict] = []
-        self.flush_s, self.flush_rows = flush_s, flush_rows
-        self.last_flush = time.monotonic()
+        self._buffer_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._flush_loop, name=f"label-writer-{teacher}", daemon=True)
+        self._thread.start()
 
     def __enter__(self) -> "LabelWriter":
         return self
@@ -85,41 +88,53 @@ class LabelWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self, event: dict) -> None:
-        self.gz.write(json.dumps(event, ensure_ascii=False, default=_jsonable).encode() + b"\n")
-        self.gz.flush()  # zlib sync flush + write: survives the process being killed
-        self.lines += 1
+    def _write(self, events: list[dict]) -> None:
+        self.gz.write(b"".join(orjson.dumps(e) + b"\n" for e in events))
+        self.gz.flush()  # zlib sync flush + write: on disk (in the OS) even if the process is killed next
+        self.lines += len(events)
 
     def add_call(self, row: dict, request: dict, response: str | None) -> None:
+        """Archive one call (its request and raw reply) and queue its ``teacher_calls`` row."""
+        if self._error:
+            raise self._error
         row = {**row, "archive_path": self.rel, "archive_line": self.lines + 1}
-        self._write({"kind": "call", "row": row, "request": request, "response": response})
-        self.calls.append(row)
+        self._write([{"kind": "call", "row": row, "request": request, "response": response}])
+        with self._buffer_lock:
+            self.calls.append(row)
         self.n_calls += 1
-        self._maybe_flush()
 
-    def add_label(self, row: dict) -> None:
-        self._write({"kind": "label", "row": row})
-        self.labels.append(row)
-        self.n_labels += 1
-        self._maybe_flush()
-
-    def _maybe_flush(self) -> None:
-        if len(self.calls) + len(self.labels) >= self.flush_rows or time.monotonic() - self.last_flush >= self.flush_s:
-            self.flush()
+    def add_labels(self, rows: list[dict]) -> None:
+        """Archive final outcomes (one flush for all) and queue their ``teacher_labels`` rows."""
+        self._write([{"kind": "label", "row": r} for r in rows])
+        with self._buffer_lock:
+            self.labels.extend(rows)
+        self.n_labels += len(rows)
 
     def flush(self) -> None:
-        """Insert the buffered rows into DuckDB (one short transaction under the catalog lock)."""
-        if self.calls or self.labels:
+        """Insert the queued rows into DuckDB (one short transaction under the catalog lock)."""
+        with self._buffer_lock:
+            calls, labels, self.calls, self.labels = self.calls, self.labels, [], []
+        if calls or labels:
             with self.storage.connect() as con:
-                append_rows(con, self.calls, self.labels)
-            self.calls, self.labels = [], []
-        self.last_flush = time.monotonic()
+                append_rows(con, calls, labels)
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(self.flush_s):
+            try:
+                self.flush()
+            except BaseException as exc:  # re-raised in the caller's thread
+                self._error = exc
+                return
 
     def close(self) -> None:
-        """Flush, close the archive file, and record it as complete."""
+        """Stop the background inserts, flush, close the archive file, and record it as complete."""
         if self.gz.closed:
             return
+        self._stop.set()
+        self._thread.join()
         self.gz.close()
+        if self._error:
+            raise self._error
         self.flush()
         with self.storage.connect() as con:
             con.execute(ARCHIVES_DDL)
@@ -129,11 +144,8 @@ class LabelWriter:
 
 
 def _parse_times(row: dict) -> dict:
-    from datetime import datetime
-
-    for k in ("created_at",):
-        if isinstance(row.get(k), str):
-            row[k] = datetime.fromisoformat(row[k])
+    if isinstance(row.get("created_at"), str):
+        row["created_at"] = datetime.fromisoformat(row["created_at"])
     return row
 
 

@@ -31,7 +31,14 @@ from .client import CallRecord, LabelOutcome, TeacherClient
 from .registry import TeacherRunConfig, TeacherSpec, load_registry
 from .rubric import Prompt, load_prompt
 from .server import EmbeddedLlamaServer
-from .store import LABELS_SCHEMA, current_labels_sql, ensure_tables, existing_keys, now_utc, append_rows
+from .store import (
+    LABELS_SCHEMA,
+    append_rows,
+    current_labels_sql,
+    ensure_tables,
+    existing_keys,
+    now_utc,
+)
 from .views import record_view, view_hash
 
 _FRAME_RULE_REASON = "Not sent to a teacher: outside the sampling frame ({why}); SPEC section 2 gives such works insufficient_payload only."
@@ -134,7 +141,9 @@ async def _send(client: TeacherClient, batches: list[list[dict]], concurrency: i
             await client.label(batch)
             progress.update(len(batch))
 
-    workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(batches)) or 1)]
+    # Twice as many batches in progress as calls in flight (the client's connection pool bounds those): while
+    # one reply is validated and stored, another batch's request, already built, takes the free connection.
+    workers = [asyncio.create_task(worker()) for _ in range(min(2 * concurrency, len(batches)) or 1)]
     try:
         await asyncio.gather(*workers)
     finally:
@@ -195,13 +204,14 @@ def label_works(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *
                                  "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens, "cost_usd": cost,
                                  "logprob_mean": rec.logprob_mean, "created_at": rec.started_at}, rec.request, rec.response_text)
 
-            def on_outcome(out: LabelOutcome) -> None:
-                stats.outcomes[out.status] += 1
-                if out.error:
-                    stats.failures[out.error.split(":")[0][:80]] += 1
-                    log.warning(f"teacher {spec.name}: {out.work_id} failed: {out.error[:300]}")
-                writer.add_label(_label_row(spec, prompt, out.work_id, hashes[out.work_id], run_id, status=out.status, label=out.label,
-                                            error=out.error, call_id=out.call_id, attempts=out.attempts))
+            def on_outcomes(outs: list[LabelOutcome]) -> None:
+                for out in outs:
+                    stats.outcomes[out.status] += 1
+                    if out.error:
+                        stats.failures[out.error.split(":")[0][:80]] += 1
+                        log.warning(f"teacher {spec.name}: {out.work_id} failed: {out.error[:300]}")
+                writer.add_labels([_label_row(spec, prompt, o.work_id, hashes[o.work_id], run_id, status=o.status, label=o.label,
+                                              error=o.error, call_id=o.call_id, attempts=o.attempts) for o in outs])
 
             client = TeacherClient(
                 base_url(), spec.model, prompt, api_key=spec.api_key(),
@@ -209,7 +219,7 @@ def label_works(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *
                 system_role=spec.system_role == "yes" or (spec.system_role == "auto" and not spec.embedded), logprobs=spec.logprobs,
                 temperature=spec.temperature, max_tokens_per_work=spec.max_tokens_per_work, timeout_s=spec.timeout_s,
                 max_invalid_retries=spec.max_invalid_retries, max_transport_attempts=spec.max_transport_attempts,
-                max_connections=max(spec.concurrency, 1), transport=transport, on_call=on_call, on_outcome=on_outcome)
+                concurrency=spec.concurrency, transport=transport, on_call=on_call, on_outcomes=on_outcomes)
             batches = [[views[w["id"]] for w in to_call[i:i + spec.works_per_call]] for i in range(0, len(to_call), spec.works_per_call)]
             progress = _Progress(spec.name, len(to_call), stats, log)
             try:

@@ -8,28 +8,37 @@ its cause. Transport failures (timeouts, dropped connections, 429, 5xx) are retr
 backoff and jitter by tenacity, honouring ``Retry-After``; when every attempt fails, the works are
 failures that start with :data:`UNAVAILABLE` and the next run asks again.
 
-Every HTTP call, successful or not, is reported to ``on_call`` as a :class:`CallRecord` and every final
-outcome to ``on_outcome`` as a :class:`LabelOutcome` the moment it exists (the label store archives
+Every HTTP call, successful or not, is reported to ``on_call`` as a :class:`CallRecord` and the final
+outcomes of each call to ``on_outcomes`` as :class:`LabelOutcome` objects the moment they exist (the label store archives
 them, :mod:`.archive`); a label points to the call whose reply produced it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import ssl
 import re
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import certifi
 import httpx
-from tenacity import AsyncRetrying, RetryError, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+import orjson
+from tenacity import (
+    AsyncRetrying,
+    RetryError,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from .rubric import Prompt
 from .store import UNAVAILABLE, now_utc
 from .validate import DirectLabel, InvalidLabel, batch_reply_schema, validate_label
-from .views import canonical_json
 
 #: Structured-output modes, strictest first: OpenAI/vLLM ``json_schema``; llama.cpp ``json_object`` with a
 #: schema (turned into a grammar); plain JSON asked for in words only.
@@ -158,12 +167,19 @@ class TeacherClient:
 
     def __init__(self, base_url: str, model: str, prompt: Prompt, *, api_key: str = "", structured: str = "auto",
                  system_role: bool = True, logprobs: bool = False, temperature: float = 0.0, max_tokens_per_work: int = 160,
-                 timeout_s: float = 300.0, max_invalid_retries: int = 2, max_transport_attempts: int = 6, max_connections: int = 64,
+                 timeout_s: float = 300.0, max_invalid_retries: int = 2, max_transport_attempts: int = 6, concurrency: int = 1,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 on_call: Callable[[CallRecord], None] | None = None, on_outcome: Callable[[LabelOutcome], None] | None = None) -> None:
+                 on_call: Callable[[CallRecord], None] | None = None,
+                 on_outcomes: Callable[[list[LabelOutcome]], None] | None = None) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self.http = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport, limits=limits)
+        # One single-connection AsyncClient per call in flight: httpcore's pool scans every connection for
+        # every request, which made one shared 32-connection client the bottleneck on a fast endpoint.
+        self.base_url = base_url.rstrip("/")
+        tls = ssl.create_default_context(cafile=certifi.where())  # one context for all: loading the CA file costs 20 ms each
+        self._clients = [httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s, transport=transport, verify=tls,
+                                           limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+                         for _ in range(max(1, concurrency))]
+        self._free: asyncio.Queue[httpx.AsyncClient] | None = None
         self.model, self.prompt, self.system_role, self.logprobs = model, prompt, system_role, logprobs
         self.temperature, self.max_tokens_per_work = temperature, max_tokens_per_work
         self.max_invalid_retries, self.max_transport_attempts = max_invalid_retries, max_transport_attempts
@@ -171,7 +187,7 @@ class TeacherClient:
             response_format(structured, {})  # validate the name early
         self.modes = list(STRUCTURED_MODES) if structured == "auto" else [structured]
         self.on_call = on_call or (lambda rec: None)
-        self.on_outcome = on_outcome or (lambda out: None)
+        self.on_outcomes = on_outcomes or (lambda outs: None)
 
     @property
     def structured(self) -> str:
@@ -179,7 +195,20 @@ class TeacherClient:
         return self.modes[0]
 
     async def aclose(self) -> None:
-        await self.http.aclose()
+        for http in self._clients:
+            await http.aclose()
+
+    async def _post(self, raw: bytes) -> httpx.Response:
+        """POST on a free connection; at most ``concurrency`` requests are in flight."""
+        if self._free is None:  # created inside the running loop
+            self._free = asyncio.Queue()
+            for http in self._clients:
+                self._free.put_nowait(http)
+        http = await self._free.get()
+        try:
+            return await http.post("/chat/completions", content=raw, headers={"Content-Type": "application/json"})
+        finally:
+            self._free.put_nowait(http)
 
     # ---- one HTTP call ------------------------------------------------------------------------
     def _body(self, views: list[dict], temperature: float, seed: int) -> dict:
@@ -197,11 +226,11 @@ class TeacherClient:
         """One POST; returns the record and the reply content (None when there is none). Raises
         :class:`_Transient`, :class:`_FormatRefused` or :class:`EndpointConfigurationError`."""
         body = self._body(views, temperature, seed)
-        raw = canonical_json(body)
-        rec = CallRecord(uuid.uuid4().hex, [v["id"] for v in views], body, hashlib.sha256(raw.encode()).hexdigest()[:16], now_utc())
+        raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)  # canonical: the request hash names the exact bytes sent
+        rec = CallRecord(uuid.uuid4().hex, [v["id"] for v in views], body, hashlib.sha256(raw).hexdigest()[:16], now_utc())
         t0 = time.monotonic()
         try:
-            resp = await self.http.post("/chat/completions", content=raw.encode(), headers={"Content-Type": "application/json"})
+            resp = await self._post(raw)
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             rec.latency_s, rec.error = time.monotonic() - t0, f"{type(exc).__name__}: {exc}".rstrip(": ")
             self.on_call(rec)
@@ -214,7 +243,7 @@ class TeacherClient:
         if resp.status_code in (401, 403, 404):
             rec.error = f"HTTP {resp.status_code}: {resp.text[:300]}"
             self.on_call(rec)
-            raise EndpointConfigurationError(f"teacher endpoint {self.http.base_url} refused model {self.model!r}: {rec.error} "
+            raise EndpointConfigurationError(f"teacher endpoint {self.base_url} refused model {self.model!r}: {rec.error} "
                                              "(check base_url, model and the API key variable)")
         if resp.status_code == 400 and len(self.modes) > 1 and re.search(r"response_format|json_schema|schema|grammar", resp.text, re.I):
             rec.error = f"HTTP 400: structured output {self.structured!r} refused; trying {self.modes[1]!r}"
@@ -277,15 +306,16 @@ class TeacherClient:
     # ---- a batch of works ------------------------------------------------------------------
     async def label(self, views: list[dict]) -> list[LabelOutcome]:
         """Label ``views`` (record views with distinct ids), splitting on invalid replies; returns one
-        outcome per view, in order. Outcomes are also reported to ``on_outcome`` as they become final."""
+        outcome per view, in order. Outcomes are also reported to ``on_outcomes`` as they become final."""
         attempts: dict[str, int] = {v["id"]: 0 for v in views}
         out: dict[str, LabelOutcome] = {}
         await self._label_group(views, attempts, out)
         return [out[v["id"]] for v in views]
 
-    def _final(self, out: dict[str, LabelOutcome], outcome: LabelOutcome) -> None:
-        out[outcome.work_id] = outcome
-        self.on_outcome(outcome)
+    def _final(self, out: dict[str, LabelOutcome], outcomes: list[LabelOutcome]) -> None:
+        for o in outcomes:
+            out[o.work_id] = o
+        self.on_outcomes(outcomes)
 
     async def _label_group(self, views: list[dict], attempts: dict[str, int], out: dict[str, LabelOutcome]) -> None:
         tries = 1 if len(views) > 1 else self.max_invalid_retries + 1
@@ -300,13 +330,11 @@ class TeacherClient:
                 last = exc.last_attempt.exception()
                 last_rec = last.record if isinstance(last, _Transient) else None
                 cause = last_rec.error if last_rec else str(last)
-                for v in views:
-                    self._final(out, LabelOutcome(v["id"], None, f"{UNAVAILABLE} after {self.max_transport_attempts} attempts: {cause}",
-                                                  last_rec.call_id if last_rec else None, attempts[v["id"]]))
+                self._final(out, [LabelOutcome(v["id"], None, f"{UNAVAILABLE} after {self.max_transport_attempts} attempts: {cause}",
+                                               last_rec.call_id if last_rec else None, attempts[v["id"]]) for v in views])
                 return
             if labels is not None:
-                for v in views:
-                    self._final(out, LabelOutcome(v["id"], labels[v["id"]], None, rec.call_id, attempts[v["id"]]))
+                self._final(out, [LabelOutcome(v["id"], labels[v["id"]], None, rec.call_id, attempts[v["id"]]) for v in views])
                 return
         if len(views) > 1:
             half = len(views) // 2
@@ -314,4 +342,4 @@ class TeacherClient:
             await self._label_group(views[half:], attempts, out)
             return
         wid = views[0]["id"]
-        self._final(out, LabelOutcome(wid, None, f"{rec.error} (after {attempts[wid]} attempts)", rec.call_id, attempts[wid]))
+        self._final(out, [LabelOutcome(wid, None, f"{rec.error} (after {attempts[wid]} attempts)", rec.call_id, attempts[wid])])

@@ -9,7 +9,14 @@ from pydantic import Field
 
 from ..meta import counts_markdown, markdown_preview, table_metadata
 from ..storage import MetacanStorage
-from .imports import ImportReport, ImportSpec, current_imported_sql, ensure_import_tables, import_file, import_records
+from .imports import (
+    ImportReport,
+    ImportSpec,
+    current_imported_sql,
+    ensure_import_tables,
+    import_file,
+    import_records,
+)
 from .pilot import pilot_imports
 from .store import LABELS_SCHEMA
 

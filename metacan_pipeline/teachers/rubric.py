@@ -10,10 +10,11 @@ instructions exactly. ``prompts/versions.toml`` locks the SHA of every published
 from __future__ import annotations
 
 import hashlib
-import json
 import tomllib
 from dataclasses import dataclass
 from importlib.resources import files
+
+import orjson
 
 USER_MARKER = "---- user ----"
 
@@ -34,7 +35,7 @@ class Prompt:
         ``\\u003e``) and newlines cannot occur in a JSON line, so no title or abstract can close the
         data block or open a new one: untrusted text stays data.
         """
-        lines = "\n".join(json.dumps(v, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e") for v in views)
+        lines = "\n".join(orjson.dumps(v).decode().replace("<", "\\u003c").replace(">", "\\u003e") for v in views)
         user = self.user_template.format(n=len(views), records=lines)
         if system_role:
             return [{"role": "system", "content": self.rubric}, {"role": "user", "content": user}]

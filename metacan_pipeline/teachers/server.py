@@ -25,7 +25,6 @@ import dagster as dg
 import httpx
 from pydantic import Field, PrivateAttr
 
-
 EMBEDDED_MODEL_ALIAS = "gemma-3-270m-it-q4_k_m"
 
 

@@ -8,11 +8,17 @@ is ever filled in: a missing value is an error, not a default.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ..vocab import (
-    CATEGORIES, CONFIDENCES, DOMAINS, GENRES, INSUFFICIENT_PAYLOAD, REASON_MAX_CHARS, STUDY_DESIGNS,
+    CATEGORIES,
+    CONFIDENCES,
+    DOMAINS,
+    GENRES,
+    INSUFFICIENT_PAYLOAD,
+    REASON_MAX_CHARS,
+    STUDY_DESIGNS,
 )
 
 LABEL_FIELDS = (
@@ -45,9 +51,9 @@ class DirectLabel:
     reason: str | None
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["categories"] = list(self.categories)
-        return d
+        return {"id": self.id, "categories": list(self.categories), "domain": self.domain, "study_design": self.study_design,
+                "genre": self.genre, "about_ca_system": self.about_ca_system, "about_ca_topic": self.about_ca_topic,
+                "confidence": self.confidence, "reason": self.reason}
 
 
 def _enum(obj: dict, key: str, vocab: tuple[str, ...], nullable: bool = False) -> str | None:
@@ -117,7 +123,9 @@ def validate_label(obj: Any, expected_id: str, *, absent: frozenset[str] = froze
     reason = "" if "reason" in absent else obj.get("reason")
     if not isinstance(reason, str):
         raise InvalidLabel(f"reason={reason!r} is not a string")
-    reason = "".join(ch for ch in reason if ch.isprintable() or ch in "\n\t").strip()
+    if not reason.isprintable():  # rare: drop control and format characters, keep newlines and tabs
+        reason = "".join(ch for ch in reason if ch.isprintable() or ch in "\n\t")
+    reason = reason.strip()
     if not reason and "reason" not in absent:
         raise InvalidLabel("reason is empty")
     return DirectLabel(
