@@ -43,11 +43,12 @@ dev: $(STAMP)
 		echo "Dagster instance: $$home (the one metacan run uses)" && DAGSTER_HOME="$$home" $(BIN)/dagster dev -w workspace.yaml
 
 ## Benchmarks (ratios against a baseline run in the same process): frame build at 250k and 1M works,
-## OpenAlex API client on loopback, stub teacher throughput. The scale inputs (about 5 GB) go to /tmp/metacan-bench.
+## OpenAlex API client on loopback, teacher client against a stub server, the embedded Gemma per view and batch size. The scale inputs (about 5 GB) go to /tmp/metacan-bench.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_frame.py --sizes 250000 1000000
 	$(BIN)/python benchmarks/bench_api.py
-	$(BIN)/python benchmarks/bench_teacher.py --latency-ms 0 20
+	$(BIN)/python benchmarks/bench_teacher.py
+	$(BIN)/python benchmarks/bench_gemma.py
 
 clean:
 	rm -rf data/warehouse data/site data/models data/metacan.duckdb data/metacan.duckdb.lock data/logs
