@@ -153,7 +153,7 @@ def _label_object(work_id: str, categories: dict, domain: dict, reason_max_chars
             "about_ca_system": {"type": "boolean"},
             "about_ca_topic": {"type": "boolean"},
             "confidence": {"type": "string", "enum": list(CONFIDENCES)},
-            "reason": {"type": "string", "maxLength": reason_max_chars},
+            "reason": {"type": "string", "minLength": 1, "maxLength": reason_max_chars},
         },
         "required": list(LABEL_FIELDS),
         "additionalProperties": False,
