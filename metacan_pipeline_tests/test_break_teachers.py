@@ -30,6 +30,7 @@ import pytest
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.archive import ARCHIVE_DIR
 from metacan_pipeline.teachers.assets import export_labels, label_works, select_works
+from metacan_pipeline.teachers.client import EndpointConfigurationError
 from metacan_pipeline.teachers.imports import ImportSpec, current_imported_sql, import_file
 from metacan_pipeline.teachers.registry import TeacherSpec, load_registry
 from metacan_pipeline.teachers.store import ensure_tables
@@ -172,40 +173,51 @@ def test_an_endpoint_answering_html_does_not_fail_every_work_for_good(tmp_path):
 # 3. LOST PAID REPLIES: one exception in one batch aborts the run and drops the calls in flight
 # =====================================================================================================
 class ForbidOne(httpx.AsyncBaseTransport):
-    """In front of the real stub: HTTP 403 for any call carrying ``marker`` (a WAF / content filter that
-    blocks one title), everything else forwarded."""
+    """In front of the real stub: HTTP ``status`` for any call carrying ``marker`` (a WAF / content filter
+    that blocks one title with 403; a gateway that answers 401 mid-run), everything else forwarded."""
 
-    def __init__(self, marker: bytes) -> None:
-        self.inner, self.marker = httpx.AsyncHTTPTransport(), marker
+    def __init__(self, marker: bytes, status: int) -> None:
+        self.inner, self.marker, self.status = httpx.AsyncHTTPTransport(), marker, status
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
         if self.marker in body:
             await asyncio.sleep(0.05)
-            return httpx.Response(403, text="Forbidden: request blocked by firewall rule 942100 (SQL injection)")
+            return httpx.Response(self.status, text="Forbidden: request blocked by firewall rule 942100 (SQL injection)")
         return await self.inner.handle_async_request(request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
 
-def test_a_run_stopped_by_one_batch_keeps_the_replies_already_paid_for(tmp_path):
-    """Concurrency 4, one work's title trips a 403 (here a WAF rule; an EndpointConfigurationError).
-    Expected: the calls already in flight are awaited and stored before the run stops: every reply the
-    endpoint answered (and billed) is in teacher_calls and the archive. Seen: asyncio.gather raises on the
-    first error and the other workers are cancelled: the stub answered 3 more calls with HTTP 200 that are
-    nowhere in the store; the next run buys them again (and stops again at the same work, for ever)."""
+@pytest.mark.parametrize("status", [403, 401])
+def test_a_run_stopped_by_one_batch_keeps_the_replies_already_paid_for(tmp_path, status):
+    """Concurrency 4, one work's call gets an HTTP error. 403 (a filter on one title) is about that request:
+    the work fails with a cause that is not final and the run goes on. 401 (the key refused) stops the run:
+    no new batch is taken, and the calls already in flight are awaited and stored before the error is
+    raised, so every reply the endpoint answered (and billed) is in teacher_calls and the archive (found:
+    asyncio.gather cancelled them, and the next run bought them again)."""
     storage = MetacanStorage(data_dir=str(tmp_path))
     rows = frame_rows(12)
     rows[1]["title_text"] = "1' OR '1'='1 -- a study of SQL injection reporting"
     with run_stub(latency_ms=600) as (url, _):
         spec = spec_for(url, works_per_call=1, concurrency=4)
-        with pytest.raises(Exception) as err:
-            label_works(storage, spec, rows, run_id="r1", log=LOG, base_url=lambda: url, transport=ForbidOne(b"OR '1'='1"))
+        run = lambda: label_works(storage, spec, rows, run_id="r1", log=LOG, base_url=lambda: url,  # noqa: E731
+                                  transport=ForbidOne(b"OR '1'='1", status))
+        if status == 401:
+            with pytest.raises(EndpointConfigurationError, match="HTTP 401"):
+                run()
+        else:
+            stats = run()
+            assert stats.outcomes == {"labelled": 11, "failed": 1}
         time.sleep(1.5)  # let the stub finish answering what it was asked
         answered = stats_of(url)["status"]["200"]
-    stored = ro(tmp_path).execute("SELECT count(*) FROM teacher_calls WHERE http_status = 200").fetchone()[0]
-    assert stored == answered, f"run stopped by {type(err.value).__name__}; the stub answered {answered} calls with 200, {stored} are stored"
+    con = ro(tmp_path)
+    stored = con.execute("SELECT count(*) FROM teacher_calls WHERE http_status = 200").fetchone()[0]
+    assert stored == answered, f"HTTP {status}: the stub answered {answered} calls with 200, {stored} are stored"
+    if status == 403:
+        error = con.execute("SELECT error FROM teacher_labels WHERE work_id = ?", [rows[1]["id"]]).fetchone()[0]
+        assert error.startswith("endpoint error: HTTP 403")  # not final: the next run asks again
 
 
 @pytest.mark.parametrize("content, what", [

@@ -127,14 +127,24 @@ def test_one_bad_work_is_split_out_and_never_costs_the_batch():
     (lambda req: _reply(_labels(req, categories=["metascience"])), "category 'metascience' is not in the vocabulary"),
     (lambda req: _reply(""), "empty reply"),
     (lambda req: _reply(None, refusal="I can't help with that"), "refusal: I can't help with that"),
-    (lambda req: httpx.Response(200, text="<html>gateway</html>"), "not an OpenAI chat completion"),
-    (lambda req: httpx.Response(400, json={"error": {"message": "context length exceeded"}}), "HTTP 400"),
 ])
 def test_every_kind_of_bad_reply_is_a_failure_with_its_cause_and_nothing_is_fabricated(reply, cause):
     out, calls, outcomes, _ = _run(reply, _views(1), structured="json_object_schema")
     assert out[0].status == "failed" and out[0].label is None and cause in out[0].error, out[0].error
     assert len(calls) == 3 and all(c.error for c in calls)  # asked 3 times, every call archived with its cause
     assert len(outcomes) == 1
+
+
+@pytest.mark.parametrize("reply, cause, calls_made", [
+    (lambda req: httpx.Response(200, text="<html>gateway</html>"), "endpoint error: endpoint returned a body that is not an OpenAI chat completion", 1),
+    (lambda req: httpx.Response(400, json={"error": {"message": "context length exceeded"}}), "endpoint error: HTTP 400", 3),
+])
+def test_an_endpoint_error_is_not_a_verdict_on_the_works(reply, cause, calls_made):
+    """An HTTP error or a non-chat body says nothing about the works: no re-ask of the same request, a 400
+    (maybe the request's size) splits the batch, and the failures are not final (the next run asks again)."""
+    out, calls, _, _ = _run(reply, _views(2), structured="json_object_schema")
+    assert all(o.status == "failed" and o.error.startswith(cause) for o in out), [o.error for o in out]
+    assert len(calls) == calls_made  # HTML: one call for both works; 400: the pair, then each work alone
 
 
 def test_429_burst_and_5xx_are_retried_with_retry_after(_no_backoff):

@@ -154,3 +154,19 @@ def test_a_labelling_process_killed_with_sigkill_resumes_without_buying_a_finish
     assert served_total - 2 <= stored <= served_total and served_before - stored <= 2
     per_work = con.execute("SELECT work_id, count(*) FILTER (status = 'labelled') FROM teacher_labels GROUP BY ALL").fetchall()
     assert len(per_work) == 60 and {c for _, c in per_work} == {1}
+
+
+def test_an_endpoint_that_fails_batch_after_batch_stops_the_run_and_the_rest_waits(tmp_path):
+    """503 for every call: after MAX_FAILED_BATCHES_IN_A_ROW batches the run stops taking batches and raises
+    (the asset fails, Dagster retries it); the works never sent have no row and are asked next run."""
+    from metacan_pipeline.teachers.assets import MAX_FAILED_BATCHES_IN_A_ROW
+    from metacan_pipeline.teachers.client import EndpointUnavailableError
+
+    storage = MetacanStorage(data_dir=str(tmp_path))
+    down = httpx.MockTransport(lambda req: httpx.Response(503, text="upstream down"))
+    spec = spec_for("http://down.invalid/v1", works_per_call=2, concurrency=1, max_transport_attempts=1)
+    with pytest.raises(EndpointUnavailableError, match="8 batches in a row failed at the endpoint .*HTTP 503.*12 batches not sent") as err:
+        label_works(storage, spec, frame_rows(40), run_id="r1", log=LOG, base_url=lambda: "http://down.invalid/v1", transport=down)
+    assert MAX_FAILED_BATCHES_IN_A_ROW == 8 and err.value.stats.sent == 16 and err.value.stats.calls == 8
+    con = store(tmp_path)
+    assert con.execute("SELECT count(*), count(*) FILTER (starts_with(error, 'endpoint unavailable')) FROM teacher_labels").fetchone() == (16, 16)

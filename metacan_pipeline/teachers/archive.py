@@ -35,11 +35,12 @@ ARCHIVE_DIR = "teacher_archive"
 
 ARCHIVES_DDL = """CREATE TABLE IF NOT EXISTS teacher_archives (
   archive_path VARCHAR PRIMARY KEY, teacher VARCHAR, run_id VARCHAR, lines BIGINT, calls BIGINT, labels BIGINT,
-  recovered BOOLEAN, closed_at TIMESTAMP)"""
+  recovered BOOLEAN, closed_at TIMESTAMP, note VARCHAR)"""
 
 
-def read_archive(path: Path) -> Iterator[dict]:
-    """The events of one archive file, in order; a stream cut by a crash ends at its last complete line."""
+def read_archive(path: Path, damaged: list[str] | None = None) -> Iterator[dict]:
+    """The events of one archive file, in order; a stream cut by a crash ends at its last complete line.
+    A line that is not a JSON object is skipped and described in ``damaged`` (when given)."""
     decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
     pending = b""
     with open(path, "rb") as fh:
@@ -50,8 +51,16 @@ def read_archive(path: Path) -> Iterator[dict]:
                 break
             *lines, pending = pending.split(b"\n")
             for line in lines:
-                if line.strip():
-                    yield orjson.loads(line)
+                if not line.strip():
+                    continue
+                try:
+                    event = orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    event = exc
+                if isinstance(event, dict):
+                    yield event
+                elif damaged is not None:
+                    damaged.append(f"a line that is not a JSON object ({str(event)[:80]})")
 
 
 class LabelWriter:
@@ -138,23 +147,40 @@ class LabelWriter:
         self.flush()
         with self.storage.connect() as con:
             con.execute(ARCHIVES_DDL)
-            con.execute("INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?)",
-                        [self.rel, self.teacher, self.run_id, self.lines, self.n_calls, self.n_labels, False, now_utc()])
+            con.execute("INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?,?)",
+                        [self.rel, self.teacher, self.run_id, self.lines, self.n_calls, self.n_labels, False, now_utc(), None])
         self.lock.release()
 
 
-def _parse_times(row: dict) -> dict:
-    if isinstance(row.get("created_at"), str):
-        row["created_at"] = datetime.fromisoformat(row["created_at"])
-    return row
+def _event_rows(path: Path) -> tuple[list[dict], list[dict], list[str]]:
+    """The call and label rows of one archive file, and what could not be read (a damaged line, an event
+    without its row, a row without its id or with a bad time)."""
+    damaged: list[str] = []
+    calls, labels = [], []
+    for ev in read_archive(path, damaged):
+        row, kind = ev.get("row"), ev.get("kind")
+        key = {"call": "call_id", "label": "label_id"}.get(kind)
+        if key is None or not isinstance(row, dict) or not isinstance(row.get(key), str):
+            damaged.append(f"a {kind or 'kind-less'} event without its row or {key or 'id'}")
+            continue
+        try:
+            if isinstance(row.get("created_at"), str):
+                row["created_at"] = datetime.fromisoformat(row["created_at"])
+        except ValueError:
+            damaged.append(f"{key} {row[key]}: created_at {row['created_at']!r} is not a time")
+            continue
+        (calls if kind == "call" else labels).append(row)
+    return calls, labels, damaged
 
 
 def recover(storage: MetacanStorage, log=None) -> dict[str, int]:
     """Replay archive files of runs that died before closing them into DuckDB; returns counts
-    ``{"files", "calls", "labels"}`` of what was replayed. A file whose writer still holds its lock (a
-    live run) is left alone."""
+    ``{"files", "calls", "labels", "damaged"}``. A file whose writer still holds its lock (a live run)
+    is left alone. A damaged line is skipped and the rest of its file replayed; a file that cannot be
+    stored at all is recorded with the cause (``teacher_archives.note``) and not tried again. Neither
+    stops the run: one bad file never blocks a teacher."""
     root = storage.root / ARCHIVE_DIR
-    found = {"files": 0, "calls": 0, "labels": 0}
+    found = {"files": 0, "calls": 0, "labels": 0, "damaged": 0}
     if not root.is_dir():
         return found
     with storage.connect() as con:
@@ -171,24 +197,26 @@ def recover(storage: MetacanStorage, log=None) -> dict[str, int]:
         except Timeout:
             continue
         try:
-            calls, labels = [], []
-            for ev in read_archive(path):
-                if ev.get("kind") == "call":
-                    calls.append(_parse_times(ev["row"]))
-                elif ev.get("kind") == "label":
-                    labels.append(_parse_times(ev["row"]))
+            calls, labels, damaged = _event_rows(path)
+            note = f"{len(damaged)} damaged: {'; '.join(damaged[:3])}" if damaged else None
             with storage.connect() as con:
                 before = con.execute("SELECT (SELECT count(*) FROM teacher_calls), (SELECT count(*) FROM teacher_labels)").fetchone()
-                append_rows(con, calls, labels)
+                try:
+                    append_rows(con, calls, labels)
+                except Exception as exc:  # noqa: BLE001 - recorded and reported, never blocks the run
+                    note = f"not stored: {type(exc).__name__}: {str(exc)[:300]}"
                 after = con.execute("SELECT (SELECT count(*) FROM teacher_calls), (SELECT count(*) FROM teacher_labels)").fetchone()
-                run_id = calls[0]["run_id"] if calls else (labels[0]["run_id"] if labels else None)
-                con.execute("INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?)",
-                            [rel, path.parts[-3], run_id, len(calls) + len(labels), len(calls), len(labels), True, now_utc()])
+                run_id = calls[0].get("run_id") if calls else (labels[0].get("run_id") if labels else None)
+                con.execute("INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?,?)",
+                            [rel, path.parts[-3], run_id, len(calls) + len(labels), len(calls), len(labels), True, now_utc(), note])
             found["files"] += 1
             found["calls"] += after[0] - before[0]
             found["labels"] += after[1] - before[1]
+            found["damaged"] += len(damaged) + (1 if note and note.startswith("not stored") else 0)
             if log:
                 log.info(f"recovered {after[0] - before[0]} calls and {after[1] - before[1]} labels from {rel} (a run that did not finish)")
+                if note:
+                    log.warning(f"teacher archive {rel}: {note}")
         finally:
             lock.release()
     return found

@@ -10,13 +10,14 @@ and store every call and outcome as it happens, and export the teacher's current
 import asyncio
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import dagster as dg
 import httpx
 import pyarrow as pa
+from filelock import FileLock, Timeout
 from tqdm import tqdm
 
 from ..frame.assets import frame
@@ -27,12 +28,13 @@ from ..sampling.assets import sample_design
 from ..storage import MetacanStorage
 from ..vocab import CATEGORIES, INSUFFICIENT_PAYLOAD
 from .archive import LabelWriter, recover
-from .client import CallRecord, LabelOutcome, TeacherClient
+from .client import CallRecord, EndpointConfigurationError, EndpointUnavailableError, LabelOutcome, TeacherClient
 from .registry import TeacherRunConfig, TeacherSpec, load_registry
 from .rubric import Prompt, load_prompt
 from .server import EmbeddedLlamaServer
 from .store import (
     LABELS_SCHEMA,
+    NOT_FINAL,
     append_rows,
     current_labels_sql,
     ensure_tables,
@@ -101,7 +103,8 @@ class _Progress:
 def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
     """The frame rows a teacher covers: ``all`` (every frame work), ``sample`` (``in_sample`` in
     ``sample_design``, SPEC section 5), ``batch:<name>`` (the ids of that batch in ``label_batches``;
-    ids not in the frame are ignored). Raises FileNotFoundError naming the asset to materialize first."""
+    ids not in the frame are ignored). Raises FileNotFoundError naming the asset to materialize first, and
+    ValueError for a batch that has no works."""
     works = storage.read_table("frame").to_pylist()
     if spec.coverage == "all":
         return works
@@ -111,6 +114,9 @@ def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
         with storage.connect() as con:
             con.execute(BATCHES_DDL)
             wanted = {r[0] for r in con.execute("SELECT work_id FROM label_batches WHERE batch = ?", [spec.coverage[6:]]).fetchall()}
+        if not wanted:
+            raise ValueError(f"teacher {spec.name}: coverage {spec.coverage!r} names a batch with no works in the DuckDB table "
+                             f"label_batches; load it first (INSERT INTO label_batches (batch, work_id, added_at, source) ...)")
     return [w for w in works if w["id"] in wanted]
 
 
@@ -127,29 +133,46 @@ def _label_row(spec: TeacherSpec, prompt: Prompt, work_id: str, vhash: str, run_
     return row
 
 
-async def _send(client: TeacherClient, batches: list[list[dict]], concurrency: int, progress: _Progress) -> None:
-    queue: asyncio.Queue[list[dict]] = asyncio.Queue()
-    for b in batches:
-        queue.put_nowait(b)
+#: Batches in a row whose every work failed for a reason that is not about the work (:data:`~.store.NOT_FINAL`)
+#: after which a run stops taking new batches: an endpoint that is down or misconfigured costs a few calls.
+MAX_FAILED_BATCHES_IN_A_ROW = 8
+
+
+async def _send(client: TeacherClient, batches: list[list[dict]], concurrency: int, progress: _Progress) -> BaseException | None:
+    """Send ``batches`` with ``concurrency`` workers. Returns the error that stopped the run early, or None.
+
+    A stop (a configuration error such as HTTP 401, or :data:`MAX_FAILED_BATCHES_IN_A_ROW` batches lost
+    to the endpoint) ends the taking of new batches; calls in flight finish and are stored first, so no
+    reply already paid for is lost. Works never sent have no outcome: the next run asks for them.
+    """
+    queue = deque(batches)
+    stop: list[BaseException] = []
+    streak = 0
 
     async def worker() -> None:
-        while True:
+        nonlocal streak
+        while queue and not stop:
+            batch = queue.popleft()
             try:
-                batch = queue.get_nowait()
-            except asyncio.QueueEmpty:
+                outcomes = await client.label(batch)
+            except EndpointConfigurationError as exc:
+                stop.append(exc)
                 return
-            await client.label(batch)
             progress.update(len(batch))
+            if all(o.error is not None and o.error.startswith(NOT_FINAL) for o in outcomes):
+                streak += 1
+                if streak >= MAX_FAILED_BATCHES_IN_A_ROW and queue and not stop:
+                    stop.append(EndpointUnavailableError(
+                        f"{streak} batches in a row failed at the endpoint ({outcomes[0].error[:300]}); stopped with "
+                        f"{len(queue)} batches not sent: they are asked for by the next run"))
+            else:
+                streak = 0
 
-    # Twice as many batches in progress as calls in flight (the client's connection pool bounds those): while
-    # one reply is validated and stored, another batch's request, already built, takes the free connection.
-    workers = [asyncio.create_task(worker()) for _ in range(min(2 * concurrency, len(batches)) or 1)]
     try:
-        await asyncio.gather(*workers)
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(batches)) or 1)))
     finally:
-        for w in workers:
-            w.cancel()
         await client.aclose()
+    return stop[0] if stop else None
 
 
 def label_works(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *, run_id: str, log,
@@ -162,8 +185,32 @@ def label_works(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *
     ``max_works`` > 0 sends at most that many works (the rest wait for the next run). Every call and
     outcome is archived and stored as it happens (:class:`~.archive.LabelWriter`), so a run killed at
     any point repeats no finished call when resumed. Raises
-    :class:`~.client.EndpointConfigurationError` when the endpoint refuses the model or key.
+    :class:`~.client.EndpointConfigurationError` (the endpoint refuses the model or key) or
+    :class:`~.client.EndpointUnavailableError` (batch after batch failed at the endpoint), in both cases
+    after every call made is stored; ValueError for a negative ``max_works``.
+
+    One run per teacher at a time on a data folder (a file lock): a second run waits for the first and
+    then finds its labels stored, so no work is bought twice.
     """
+    if max_works < 0:
+        raise ValueError(f"max_works={max_works}: expected 0 (no limit) or a positive number of works")
+    storage.root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(storage.root / f".teacher-{spec.name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info(f"teacher {spec.name}: another run is labelling with this teacher on {storage.root}; waiting for it to finish")
+        lock.acquire()
+    try:
+        return _label_works_locked(storage, spec, works, run_id=run_id, log=log, base_url=base_url, abstracts=abstracts,
+                                   max_works=max_works, transport=transport)
+    finally:
+        lock.release()
+
+
+def _label_works_locked(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *, run_id: str, log,
+                        base_url: Callable[[], str], abstracts: Callable[[list[dict]], dict[str, str | None]] | None,
+                        max_works: int, transport: httpx.AsyncBaseTransport | None) -> LabelRunStats:
     stats = LabelRunStats(works=len(works))
     stats.recovered = recover(storage, log)
     prompt = load_prompt(spec.prompt_version)
@@ -188,7 +235,9 @@ def label_works(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *
     log.info(f"teacher {spec.name}: {len(works)} works, {stats.reused} reused from the label store, {len(rule)} outside the sampling "
              f"frame (rule label), {len(to_call)} to send in calls of {spec.works_per_call} to {spec.base_url or 'the embedded server'}"
              + (f", {stats.deferred} deferred by max_works" if stats.deferred else ""))
+    stopped: BaseException | None = None
     if to_call:
+        api_key = spec.api_key()
         t0 = time.monotonic()
         with LabelWriter(storage, spec.name, run_id) as writer:
             def on_call(rec: CallRecord) -> None:
@@ -214,7 +263,7 @@ def label_works(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *
                                               error=o.error, call_id=o.call_id, attempts=o.attempts) for o in outs])
 
             client = TeacherClient(
-                base_url(), spec.model, prompt, api_key=spec.api_key(),
+                base_url(), spec.model, prompt, api_key=api_key,
                 structured=("json_object_schema" if spec.embedded else "auto") if spec.structured_output == "auto" else spec.structured_output,
                 system_role=spec.system_role == "yes" or (spec.system_role == "auto" and not spec.embedded), logprobs=spec.logprobs,
                 temperature=spec.temperature, max_tokens_per_work=spec.max_tokens_per_work, timeout_s=spec.timeout_s,
@@ -223,11 +272,14 @@ def label_works(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *
             batches = [[views[w["id"]] for w in to_call[i:i + spec.works_per_call]] for i in range(0, len(to_call), spec.works_per_call)]
             progress = _Progress(spec.name, len(to_call), stats, log)
             try:
-                asyncio.run(_send(client, batches, spec.concurrency, progress))
+                stopped = asyncio.run(_send(client, batches, spec.concurrency, progress))
             finally:
                 progress.close()
                 stats.structured_output = client.structured
-        stats.sent, stats.seconds = len(to_call), time.monotonic() - t0
+        stats.sent, stats.seconds = progress.done, time.monotonic() - t0
+    if stopped is not None:
+        stopped.stats = stats  # what was done and stored before the stop
+        raise stopped
     return stats
 
 

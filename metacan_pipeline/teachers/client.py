@@ -37,7 +37,7 @@ from tenacity import (
 )
 
 from .rubric import Prompt
-from .store import UNAVAILABLE, now_utc
+from .store import ENDPOINT_ERROR, UNAVAILABLE, now_utc
 from .validate import DirectLabel, InvalidLabel, batch_reply_schema, validate_label
 
 #: Structured-output modes, strictest first: OpenAI/vLLM ``json_schema``; llama.cpp ``json_object`` with a
@@ -82,6 +82,10 @@ class EndpointConfigurationError(RuntimeError):
     """The endpoint refused the request for a reason no retry fixes (401/403/404): a wrong URL, model or key."""
 
 
+class EndpointUnavailableError(RuntimeError):
+    """The endpoint failed batch after batch (down, or answering errors): the run stopped sending."""
+
+
 class _Transient(Exception):
     def __init__(self, record: CallRecord, retry_after: float | None = None) -> None:
         super().__init__(record.error)
@@ -90,6 +94,26 @@ class _Transient(Exception):
 
 class _FormatRefused(Exception):
     """HTTP 400 naming response_format: the server does not support this structured-output mode."""
+
+
+#: An HTTP error that may depend on the request's size (too long, filtered): a batch is split, not dropped.
+_REQUEST_SIZE_STATUSES = (400, 403, 413, 422)
+
+
+def _token_count(value: object) -> int | None:
+    """A token count from ``usage`` if it is a plausible one (a non-negative int below 2**53), else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+        return None
+    return value
+
+
+def _text(content: object) -> str | None:
+    """The reply text: a string, or the text parts of a list of content parts; None for anything else."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in content):
+        return "".join(p["text"] for p in content)
+    return None
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
@@ -122,6 +146,8 @@ def validate_batch(content: str, ids: list[str]) -> dict[str, DirectLabel]:
     by_id: dict[str, dict] = {}
     for item in items:
         wid = item.get("id")
+        if not isinstance(wid, str):
+            raise InvalidLabel(f"a label's id is {wid!r}, not a string")
         if wid in by_id and by_id[wid] != item:
             raise InvalidLabel(f"two different labels for id {wid!r}")
         by_id[wid] = item
@@ -182,7 +208,7 @@ class TeacherClient:
         self._free: asyncio.Queue[httpx.AsyncClient] | None = None
         self.model, self.prompt, self.system_role, self.logprobs = model, prompt, system_role, logprobs
         self.temperature, self.max_tokens_per_work = temperature, max_tokens_per_work
-        self.max_invalid_retries, self.max_transport_attempts = max_invalid_retries, max_transport_attempts
+        self.max_invalid_retries, self.max_transport_attempts, self.timeout_s = max_invalid_retries, max_transport_attempts, timeout_s
         if structured != "auto":
             response_format(structured, {})  # validate the name early
         self.modes = list(STRUCTURED_MODES) if structured == "auto" else [structured]
@@ -222,17 +248,23 @@ class TeacherClient:
             body["logprobs"] = True
         return body
 
-    async def _post_once(self, views: list[dict], temperature: float, seed: int) -> tuple[CallRecord, str | None]:
-        """One POST; returns the record and the reply content (None when there is none). Raises
-        :class:`_Transient`, :class:`_FormatRefused` or :class:`EndpointConfigurationError`."""
+    async def _post_once(self, views: list[dict], temperature: float, seed: int) -> tuple[CallRecord, str | None, str]:
+        """One POST. Returns the record, the reply content (None when there is none) and what the call
+        says: ``reply`` (content to validate), ``verdict`` (the model answered without a usable label:
+        refusal, cut at max_tokens, empty) or ``endpoint`` (an HTTP error or a body that is not a chat
+        completion: nothing about the works). Raises :class:`_Transient`, :class:`_FormatRefused` or
+        :class:`EndpointConfigurationError`."""
         body = self._body(views, temperature, seed)
+        mode = self.structured
         raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)  # canonical: the request hash names the exact bytes sent
         rec = CallRecord(uuid.uuid4().hex, [v["id"] for v in views], body, hashlib.sha256(raw).hexdigest()[:16], now_utc())
         t0 = time.monotonic()
         try:
-            resp = await self._post(raw)
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
-            rec.latency_s, rec.error = time.monotonic() - t0, f"{type(exc).__name__}: {exc}".rstrip(": ")
+            async with asyncio.timeout(self.timeout_s):  # the whole call, not each read
+                resp = await self._post(raw)
+        except (TimeoutError, httpx.TimeoutException, httpx.TransportError) as exc:
+            detail = f"{type(exc).__name__}: {exc}".rstrip(": ") if not isinstance(exc, TimeoutError) else f"no reply within {self.timeout_s:g} s"
+            rec.latency_s, rec.error = time.monotonic() - t0, detail
             self.on_call(rec)
             raise _Transient(rec) from exc
         rec.latency_s, rec.http_status, rec.response_text = time.monotonic() - t0, resp.status_code, resp.text
@@ -240,68 +272,79 @@ class TeacherClient:
             rec.error = f"HTTP {resp.status_code}"
             self.on_call(rec)
             raise _Transient(rec, _retry_after(resp))
-        if resp.status_code in (401, 403, 404):
+        if resp.status_code in (401, 404):
             rec.error = f"HTTP {resp.status_code}: {resp.text[:300]}"
             self.on_call(rec)
             raise EndpointConfigurationError(f"teacher endpoint {self.base_url} refused model {self.model!r}: {rec.error} "
                                              "(check base_url, model and the API key variable)")
-        if resp.status_code == 400 and len(self.modes) > 1 and re.search(r"response_format|json_schema|schema|grammar", resp.text, re.I):
-            rec.error = f"HTTP 400: structured output {self.structured!r} refused; trying {self.modes[1]!r}"
+        if resp.status_code == 400 and re.search(r"response_format|json_schema|schema|grammar", resp.text, re.I) and mode in self.modes[:-1]:
+            rec.error = f"HTTP 400: structured output {mode!r} refused; trying the next mode"
             self.on_call(rec)
+            if self.modes[0] == mode:  # calls in flight refused together move one step, not one each
+                self.modes.pop(0)
             raise _FormatRefused(rec.error)
-        content = None
         if resp.status_code >= 400:
             rec.error = f"HTTP {resp.status_code}: {resp.text[:300]}"
-        else:
-            try:
-                payload = resp.json()
-                usage = payload.get("usage") or {}
-                rec.prompt_tokens, rec.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
-                choice = payload["choices"][0]
-                message = choice.get("message") or {}
-                if message.get("refusal"):
-                    rec.error = f"refusal: {str(message['refusal'])[:200]}"
-                elif choice.get("finish_reason") == "length":
-                    rec.error = f"reply cut at max_tokens ({body['max_tokens']}): truncated JSON"
-                else:
-                    content = message.get("content")
-                    if content is None or not str(content).strip():
-                        rec.error, content = "empty reply", None
-                lp = (choice.get("logprobs") or {}).get("content") or []
-                vals = [t["logprob"] for t in lp if isinstance(t, dict) and isinstance(t.get("logprob"), (int, float))]
-                rec.logprob_mean = sum(vals) / len(vals) if vals else None
-            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-                rec.error = "endpoint returned a body that is not an OpenAI chat completion"
-        if content is None:
-            self.on_call(rec)  # a reply with content is reported once validated (its verdict is part of the record)
-        return rec, content
+            self.on_call(rec)
+            return rec, None, "endpoint"
+        try:
+            payload = resp.json()
+            choice = payload["choices"][0]
+            message = choice.get("message") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            rec.error = "endpoint returned a body that is not an OpenAI chat completion"
+            self.on_call(rec)
+            return rec, None, "endpoint"
+        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        rec.prompt_tokens, rec.completion_tokens = _token_count(usage.get("prompt_tokens")), _token_count(usage.get("completion_tokens"))
+        lp = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
+        vals = [t["logprob"] for t in lp or [] if isinstance(t, dict) and isinstance(t.get("logprob"), (int, float))]
+        rec.logprob_mean = sum(vals) / len(vals) if vals else None
+        content = _text(message.get("content"))
+        if message.get("refusal"):
+            rec.error = f"refusal: {str(message['refusal'])[:200]}"
+        elif choice.get("finish_reason") == "length":
+            rec.error = f"reply cut at max_tokens ({body['max_tokens']}): truncated JSON"
+        elif content is None and message.get("content") is not None:
+            rec.error = f"reply content is a JSON {type(message['content']).__name__}, not text"
+        elif content is None or not content.strip():
+            rec.error = "empty reply"
+        if rec.error:
+            self.on_call(rec)
+            return rec, None, "verdict"
+        return rec, content, "reply"  # reported once validated: the verdict is part of the record
 
-    async def _ask(self, views: list[dict], temperature: float, seed: int) -> tuple[CallRecord, dict[str, DirectLabel] | None]:
-        """One logical request, transport retries included. Returns the last call and the validated labels,
-        or None with ``record.error`` set. Raises :class:`RetryError` when the endpoint never answered."""
+    async def _ask(self, views: list[dict], temperature: float, seed: int) -> tuple[CallRecord, dict[str, DirectLabel] | None, str]:
+        """One logical request, transport retries included: the last call, the validated labels (or None
+        with ``record.error`` set) and the kind (see :meth:`_post_once`; ``invalid`` for a reply that
+        failed validation). Raises :class:`RetryError` when the endpoint never answered."""
         while True:
             try:
                 async for attempt in AsyncRetrying(retry=retry_if_exception_type(_Transient), stop=stop_after_attempt(self.max_transport_attempts),
                                                    wait=self._wait, reraise=False):
                     with attempt:
-                        rec, content = await self._post_once(views, temperature, seed)
+                        rec, content, kind = await self._post_once(views, temperature, seed)
                 break
             except _FormatRefused:
-                self.modes.pop(0)
+                continue
         if content is None:
-            return rec, None
+            return rec, None, kind
+        labels = None
         try:
             labels = validate_batch(content, [v["id"] for v in views])
         except InvalidLabel as exc:
-            rec.error, labels = f"invalid reply: {exc}", None
-        self.on_call(rec)
-        return rec, labels
+            rec.error, kind = f"invalid reply: {exc}", "invalid"
+        finally:
+            self.on_call(rec)
+        return rec, labels, kind
 
-    @staticmethod
-    def _wait(state) -> float:
+    def _wait(self, state) -> float:
+        """Exponential backoff with jitter, at least the server's ``Retry-After``, at most ``timeout_s``
+        (and 60 s): a quota that resets tomorrow ends the attempts, the next run asks again."""
         base = wait_random_exponential(multiplier=0.5, max=30)(state)
         exc = state.outcome.exception() if state.outcome else None
-        return max(base, exc.retry_after or 0.0) if isinstance(exc, _Transient) else base
+        wanted = max(base, exc.retry_after or 0.0) if isinstance(exc, _Transient) else base
+        return min(wanted, self.timeout_s, 60.0)
 
     # ---- a batch of works ------------------------------------------------------------------
     async def label(self, views: list[dict]) -> list[LabelOutcome]:
@@ -319,13 +362,13 @@ class TeacherClient:
 
     async def _label_group(self, views: list[dict], attempts: dict[str, int], out: dict[str, LabelOutcome]) -> None:
         tries = 1 if len(views) > 1 else self.max_invalid_retries + 1
-        rec = None
+        rec, kind = None, None
         for k in range(tries):
             for v in views:
                 attempts[v["id"]] += 1
             temperature = self.temperature if k == 0 else max(self.temperature, 0.7)
             try:
-                rec, labels = await self._ask(views, temperature, seed=k)
+                rec, labels, kind = await self._ask(views, temperature, seed=k)
             except RetryError as exc:
                 last = exc.last_attempt.exception()
                 last_rec = last.record if isinstance(last, _Transient) else None
@@ -336,10 +379,13 @@ class TeacherClient:
             if labels is not None:
                 self._final(out, [LabelOutcome(v["id"], labels[v["id"]], None, rec.call_id, attempts[v["id"]]) for v in views])
                 return
-        if len(views) > 1:
+            if kind == "endpoint":
+                break  # the same request again would get the same answer
+        if len(views) > 1 and (kind != "endpoint" or rec.http_status in _REQUEST_SIZE_STATUSES):
             half = len(views) // 2
             await self._label_group(views[:half], attempts, out)
             await self._label_group(views[half:], attempts, out)
             return
-        wid = views[0]["id"]
-        self._final(out, [LabelOutcome(wid, None, f"{rec.error} (after {attempts[wid]} attempts)", rec.call_id, attempts[wid])])
+        prefix = f"{ENDPOINT_ERROR}: " if kind == "endpoint" else ""
+        self._final(out, [LabelOutcome(v["id"], None, f"{prefix}{rec.error} (after {attempts[v['id']]} attempts)", rec.call_id,
+                                       attempts[v["id"]]) for v in views])

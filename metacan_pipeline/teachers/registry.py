@@ -33,7 +33,7 @@ class TeacherSpec(BaseModel):
     Prices are USD per 1,000 tokens; ``concurrency`` is the number of calls in flight.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     name: str
     base_url: str = ""
@@ -44,14 +44,14 @@ class TeacherSpec(BaseModel):
     coverage: str = "all"
     works_per_call: int = Field(default=1, ge=1, le=MAX_WORKS_PER_CALL)
     concurrency: int = Field(default=1, ge=1, le=256)
-    price_input_per_1k: float = Field(default=0.0, ge=0)
-    price_output_per_1k: float = Field(default=0.0, ge=0)
+    price_input_per_1k: float = Field(default=0.0, ge=0, strict=False)  # TOML 0 (an integer) is a price too
+    price_output_per_1k: float = Field(default=0.0, ge=0, strict=False)
     structured_output: Literal["auto", "json_schema", "json_object_schema", "none"] = "auto"
     system_role: Literal["auto", "yes", "no"] = "auto"
     logprobs: bool = False
-    temperature: float = Field(default=0.0, ge=0, le=2)
+    temperature: float = Field(default=0.0, ge=0, le=2, strict=False)
     max_tokens_per_work: int = Field(default=160, ge=32)
-    timeout_s: float = Field(default=300.0, gt=0)
+    timeout_s: float = Field(default=300.0, gt=0, le=3600, strict=False)
     max_invalid_retries: int = Field(default=2, ge=0, le=5)
     max_transport_attempts: int = Field(default=6, ge=1, le=20)
 
@@ -95,7 +95,7 @@ class TeacherRunConfig(dg.Config):
     model: str = Field(default="", description="Model name (part of the label key).")
     works_per_call: int = Field(default=0, description="Works per call, 1-25.")
     concurrency: int = Field(default=0, description="Calls in flight.")
-    max_works: int = Field(default=0, description="Send at most this many works this run (a budget); the rest wait for the next run.")
+    max_works: int = Field(default=0, ge=0, description="Send at most this many works this run (a budget; 0 = no limit); the rest wait for the next run.")
 
     def apply(self, spec: TeacherSpec) -> TeacherSpec:
         """``spec`` with this run's overrides (validated again)."""
@@ -131,6 +131,9 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
     for name, fields in tables.items():
         if not isinstance(fields, dict):
             raise ValueError(f"teacher registry {path}: teachers.{name} is not a table")
+        if "name" in fields:
+            raise ValueError(f"teacher registry {path}: teachers.{name} has a 'name' key; the table's name is the teacher's name "
+                             f"([teachers.{fields['name']}] to call it {fields['name']!r})")
         merged = dict(fields)
         for key in ("base_url", "model", "api_key_env", "prompt_version"):
             value = env.get(f"METACAN_{name.upper()}_{key.upper()}")

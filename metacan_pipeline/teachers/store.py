@@ -28,8 +28,12 @@ import pyarrow as pa
 from .rubric import prompt_lock
 
 UNAVAILABLE = "endpoint unavailable"
-"""The error prefix of a failure that says nothing about the work (the endpoint did not answer): such a
-failure is stored, and the next run asks again (:func:`existing_keys`)."""
+"""The error prefix of a failure because the endpoint did not answer (timeouts, refused connections,
+429/5xx after every retry): stored, and the next run asks again (:func:`existing_keys`)."""
+ENDPOINT_ERROR = "endpoint error"
+"""The error prefix of a failure because the endpoint answered with an HTTP error or a body that is not a
+chat completion: it says nothing about the work either, so the next run asks again too."""
+NOT_FINAL = (UNAVAILABLE, ENDPOINT_ERROR)
 
 CALLS_SCHEMA = pa.schema([
     ("call_id", pa.string()), ("run_id", pa.string()), ("teacher", pa.string()), ("model", pa.string()),
@@ -108,13 +112,14 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, 
 def existing_keys(con: duckdb.DuckDBPyConnection, teacher: str, model: str, prompt_version: str, prompt_sha: str) -> set[tuple[str, str]]:
     """``{(work_id, view_hash)}`` that need no call for this teacher configuration: labelled, or failed
     for a reason about the work (a reply that stayed invalid after the re-asks: asking the same model
-    the same thing again would cost money and repeat the failure). A failure because the endpoint did
-    not answer (timeouts, connection errors, 429/5xx after every retry) is not final: the next run asks
-    again, and its outcome, newer, is the one that counts (:func:`current_labels_sql`)."""
+    the same thing again would cost money and repeat the failure). A failure that says nothing about the
+    work (:data:`NOT_FINAL`: the endpoint did not answer, or answered an HTTP error or a non-chat body)
+    is not final: the next run asks again, and its outcome, newer, is the one that counts
+    (:func:`current_labels_sql`)."""
     rows = con.execute(
         "SELECT DISTINCT work_id, view_hash FROM teacher_labels WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=? "
-        "AND NOT (status = 'failed' AND starts_with(coalesce(error, ''), ?))",
-        [teacher, model, prompt_version, prompt_sha, UNAVAILABLE],
+        "AND NOT (status = 'failed' AND (starts_with(coalesce(error, ''), ?) OR starts_with(coalesce(error, ''), ?)))",
+        [teacher, model, prompt_version, prompt_sha, *NOT_FINAL],
     ).fetchall()
     return set(rows)
 
