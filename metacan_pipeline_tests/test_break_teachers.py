@@ -13,7 +13,6 @@ import asyncio
 import gzip
 import json
 import logging
-import os
 import socket
 import subprocess
 import sys
@@ -33,7 +32,6 @@ from metacan_pipeline.teachers.assets import export_labels, label_works, select_
 from metacan_pipeline.teachers.client import EndpointConfigurationError
 from metacan_pipeline.teachers.imports import ImportSpec, current_imported_sql, import_file
 from metacan_pipeline.teachers.registry import TeacherSpec, load_registry
-from metacan_pipeline.teachers.store import ensure_tables
 
 from .stub_teacher import parse_records, run_stub, stub_label
 from .test_teacher_faults import frame_rows, spec_for
