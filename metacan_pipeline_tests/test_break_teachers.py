@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import hashlib
 import json
 import logging
 import socket
@@ -466,18 +467,27 @@ def test_a_label_file_reverted_to_an_earlier_version_wins_again(tmp_path):
     assert got == ["metaresearch"], f"the file says metaresearch; imported_labels says {got}"
 
 
-@pytest.mark.parametrize("wid", ["W1 ", " W1", "https://openalex.org/W1", "W1\n"])
+@pytest.mark.parametrize("wid", ["W1 ", " W1", "https://openalex.org/W1", "W1\n", "w1", "A1", "https://openalex.org/A1"])
 def test_an_imported_id_that_names_no_work_is_not_stored_as_a_good_label(tmp_path, wid):
     """Ids with stray whitespace or in OpenAlex URL form. Expected: normalised to ``W1`` or a failed row
     saying the id is not a work id. Seen: a ``labelled`` row for a work id no frame work has: it joins
-    nothing (agreement, student) and nobody is told."""
+    nothing (agreement, student) and nobody is told.
+
+    Decision (imports.py docstring, "ids"): the OpenAlex URL form is normalised (it is the id OpenAlex
+    publishes); whitespace around an id is refused, not trimmed (a padded or split key is the mark of a
+    broken export, which a silent trim would hide). A refused id is a failed row with work_id NULL (only
+    work ids go in work_id) and the raw id in the cause."""
     path = tmp_path / "labels.jsonl"
     path.write_text(json.dumps(_label(wid, True)) + "\n")
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
     import_file(con, path, IMPORT_SPEC, "r")
-    rows = con.execute("SELECT work_id, status FROM teacher_labels").fetchall()
+    rows = con.execute("SELECT work_id, status, error FROM teacher_labels").fetchall()
     con.close()
-    assert rows in ([("W1", "labelled")], [(wid, "failed")]) or rows[0][1] == "failed", f"stored {rows}"
+    if wid == "https://openalex.org/W1":
+        assert [r[:2] for r in rows] == [("W1", "labelled")], f"stored {rows}"
+    else:
+        assert [r[:2] for r in rows] == [(None, "failed")], f"stored {rows}"
+        assert repr(wid) in rows[0][2] and ("whitespace" in rows[0][2] or "not an OpenAlex work id" in rows[0][2]), rows[0][2]
 
 
 def test_a_json_object_file_is_refused_with_a_clear_error(tmp_path):
@@ -486,16 +496,22 @@ def test_a_json_object_file_is_refused_with_a_clear_error(tmp_path):
     broken array. Seen: read as JSON Lines: every line of the pretty-print becomes a failed row without a
     work id ("not JSON"), stored for good and shown in imported_labels."""
     path = tmp_path / "labels.json"
-    path.write_text(json.dumps({"labels": [_label("W1", True), _label("W2", False)]}, indent=2))
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
-    try:
-        report = import_file(con, path, IMPORT_SPEC, "r")
-    except ValueError:
-        return
-    finally:
+    # Pretty-printed (whole and cut short), and the one-line reply form.
+    for text in (json.dumps({"labels": [_label("W1", True), _label("W2", False)]}, indent=2),
+                 json.dumps({"labels": [_label("W1", True), _label("W2", False)]}, indent=2)[:-40],
+                 json.dumps({"labels": [_label("W1", True)]})):
+        path.write_text(text)
+        try:
+            report = import_file(con, path, IMPORT_SPEC, "r")
+        except ValueError as exc:
+            assert str(path) in str(exc) and "JSON array" in str(exc) and "JSON Lines" in str(exc), str(exc)
+            continue
         stored = con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0]
         con.close()
-    pytest.fail(f"imported as {report.failed} failed rows ({stored} stored rows), first cause: {report.invalid[0][3]}")
+        pytest.fail(f"imported as {report.failed} failed rows ({stored} stored rows), first cause: {report.invalid[0][3]}")
+    assert con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'teacher_labels'").fetchone()[0] == 0
+    con.close()
 
 
 def test_an_empty_label_file_is_reported(tmp_path):
@@ -506,7 +522,17 @@ def test_an_empty_label_file_is_reported(tmp_path):
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
     try:
         report = import_file(con, path, IMPORT_SPEC, "r")
-    except ValueError:
+    except ValueError as exc:
+        # The decision (imports.py docstring): an empty file is refused, naming the file; '[]' is the
+        # explicit "no labels", recorded in label_imports with 0 rows.
+        assert str(path) in str(exc) and "empty" in str(exc), str(exc)
+        empty = tmp_path / "none.json"
+        empty.write_text("[]")
+        report = import_file(con, empty, IMPORT_SPEC, "r")
+        assert report.files == [(str(empty), hashlib.sha256(b"[]").hexdigest())] and not report.already_imported
+        assert con.execute("SELECT file, rows FROM label_imports").fetchall() == [(str(empty), 0)]
+        assert import_file(con, empty, IMPORT_SPEC, "r").already_imported
+        assert con.execute("SELECT count(*) FROM label_imports").fetchone()[0] == 1
         return
     finally:
         con.close()

@@ -122,6 +122,49 @@ def test_file_import_failed_rows_duplicates_and_reimport(tmp_path: Path):
                        ("ext", "ext-v2", "W1", "labelled"), ("ext", "ext-v2", "W4", "labelled")]
 
 
+def test_a_later_import_wins_and_label_imports_counts_each_row_once(tmp_path: Path):
+    # v1 -> v2 (W1 corrected, W2 unchanged) -> v3 == v1 -> v3 again. Each record is compared with the
+    # current row of its work: v3 makes v1's W1 current again; the same file twice stores nothing.
+    path = tmp_path / "labels.json"
+    con = duckdb.connect(str(tmp_path / "db.duckdb"))
+    w2 = {**GOOD, "id": "W2", "categories": [], "domain": None}
+    versions = [[GOOD, w2], [{**GOOD, "categories": [], "domain": None}, w2], [GOOD, w2], [GOOD, w2]]
+    reports = []
+    for i, records in enumerate(versions):
+        path.write_text(json.dumps(records))
+        reports.append(import_file(con, path, SPEC, f"run-{i}"))
+    assert [(r.labelled, r.existing, r.already_imported) for r in reports] == [(2, 0, False), (1, 1, False), (1, 1, False), (0, 2, True)]
+    current = dict(con.execute(f"SELECT work_id, categories FROM ({current_imported_sql()})").fetchall())
+    assert current == {"W1": ["metaresearch"], "W2": []}
+    # label_imports: v1, v2, v3 (v1's content again, recorded as a re-import with the 1 row it stored);
+    # the no-op 4th import is not recorded. Its rows add up to the stored rows.
+    assert con.execute("SELECT run_id, rows FROM label_imports ORDER BY imported_at").fetchall() == [("run-0", 2), ("run-1", 1), ("run-2", 1)]
+    assert con.execute("SELECT sum(rows) FROM label_imports").fetchone()[0] == con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 4
+
+    # A correction that keeps the given view_hash (the labeller saw the same thing) is still a new label.
+    given = tmp_path / "given.jsonl"
+    for cats, domain in ((["metaresearch"], "reporting"), ([], None)):
+        given.write_text(json.dumps({**GOOD, "id": "W7", "categories": cats, "domain": domain, "view_hash": "feedbeef"}) + "\n")
+        assert import_file(con, given, SPEC, "run-g").labelled == 1
+    assert con.execute(f"SELECT categories FROM ({current_imported_sql()}) WHERE work_id = 'W7'").fetchone()[0] == []
+
+
+def test_file_format_errors_name_the_file(tmp_path: Path):
+    con = duckdb.connect(str(tmp_path / "db.duckdb"))
+    for name, text, says in (("empty.jsonl", "  \n\n", "empty"), ("obj.json", json.dumps(GOOD, indent=2), "one JSON object"),
+                             ("scalar.json", "[1, 2", "not a JSON array"), ("csv.csv", "id,categories\nW1,metaresearch\n", "not JSON Lines")):
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(ValueError, match=says) as exc:
+            import_file(con, path, SPEC, "run-1")
+        assert str(path) in str(exc.value) and "JSON Lines" in str(exc.value)
+    # A one-line JSON Lines file is still one record, and a URL-form id is stored in the short form.
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps({**GOOD, "id": "https://openalex.org/W9"}))
+    assert import_file(con, one, SPEC, "run-1").labelled == 1
+    assert con.execute("SELECT work_id, status FROM teacher_labels").fetchall() == [("W9", "labelled")]
+
+
 def test_prompt_text_keys_the_labels():
     spec = ImportSpec("ext", "m", "v1", "title_only", "s", prompt_text="Label this work.")
     assert spec.prompt_sha == hashlib.sha256(b"Label this work.").hexdigest()[:16]

@@ -75,11 +75,15 @@ def imported_labels(context: dg.AssetExecutionContext, config: ImportedLabelsCon
 
     Sources (:class:`ImportedLabelsConfig`): the MetaCan pilot folder (teachers ``pilot_a`` and ``pilot_b``,
     mapping in :mod:`.pilot`) and label files in our schema (:mod:`.imports`). Every record becomes a
-    ``teacher_labels`` row, ``failed`` with its cause when invalid; design information goes to the DuckDB
-    table ``imported_design``; a file already imported (same SHA-256, same teacher configuration) adds
-    nothing. Output table ``warehouse/imported_labels``: the current imported label per teacher
-    configuration and work, from this and every earlier import (columns of ``teacher_labels``). Raises FileNotFoundError for a configured
-    file or pilot folder that does not exist, ValueError for a file that is not JSON / JSON Lines.
+    ``teacher_labels`` row, ``failed`` with its cause when invalid (an id that is not ``W123`` or
+    ``https://openalex.org/W123`` included); design information goes to the DuckDB table
+    ``imported_design``. A later import wins: a record equal to the current imported row of its work
+    adds nothing (so a file imported again adds nothing, and a file reverted to an earlier version makes
+    that version current again). Output table ``warehouse/imported_labels``: the current imported label
+    per teacher configuration and work, from this and every earlier import (columns of
+    ``teacher_labels``). Raises FileNotFoundError for a configured file or pilot folder that does not
+    exist, ValueError naming the file for a file that is empty or not a JSON array / JSON Lines (e.g. one
+    JSON object).
     """
     run_id = context.run.run_id
     notes: list[str] = []

@@ -11,16 +11,36 @@ provides (``absent``, see :func:`~.validate.validate_label`).
 Outcome, in the label store of :mod:`.store` (``source = 'import'``):
 
 - every record becomes one ``teacher_labels`` row: ``labelled``, or ``failed`` with the cause in
-  ``error`` (a record that is not JSON, has no id, or breaks a SPEC section 3/4 rule); nothing is
-  dropped and nothing filled in. A second record of the same id in one import is not stored: the first
-  wins and the rest are reported (:attr:`ImportReport.duplicates`).
+  ``error`` (a record that is not JSON, has no id or an id that names no work, or breaks a SPEC section
+  3/4 rule); nothing is dropped and nothing filled in. A second record of the same id in one import is
+  not stored: the first wins and the rest are reported (:attr:`ImportReport.duplicates`).
+- ids: the short form ``W123`` (SPEC section 2) is stored; the OpenAlex URL form
+  ``https://openalex.org/W123`` is normalised to it (:func:`~metacan_pipeline.openalex.ids.short_id`).
+  Anything else, including an id with leading or trailing whitespace, is a ``failed`` row with
+  ``work_id`` NULL (the raw id is in the cause and in ``source_ref``): a key that does not match
+  exactly is what a broken export looks like (a padded CSV cell, a value split across lines), and
+  trimming it silently would hide that from whoever produced the file, while the URL form is the id
+  OpenAlex itself publishes, so a file made from OpenAlex data legitimately has it.
 - ``prompt_sha`` = 16 hex of SHA-256 of ``"import:" + prompt_version`` (or of the prompt text when one is
   given); ``view_hash`` = the record's ``view_hash`` or 16 hex of SHA-256 of the canonical JSON of the
   source record; ``source_ref`` = JSON ``{file, sha256, index, original, absent, undecided_categories}``.
+- a later import wins: a record is skipped (:attr:`ImportReport.existing`) only when the row it would
+  become equals the CURRENT (newest, :func:`current_imported_sql`) imported row of its work for the same
+  teacher configuration (same view hash, record view, status, label fields, cause of failure, original
+  values, ``absent`` and ``undecided_categories``); a record without a work id is skipped when a row of
+  the same file content (SHA-256) and index is stored. A skipped record whose design differs from the
+  stored one still updates ``imported_design``.
+  Re-importing the same content therefore adds nothing, and a file changed and then reverted to an
+  earlier version makes that version's labels current again.
 - ``label_imports`` (file, sha256, teacher, model, prompt_version, prompt_sha, source, rows,
-  imported_at, run_id): an import whose files (by content SHA-256) are all recorded for the same teacher
-  configuration is skipped whole; otherwise a record whose (work, view hash) is already stored for that
-  configuration is skipped. Re-importing the same content therefore adds nothing.
+  imported_at, run_id) records what was imported: one row per file of an import whose content (SHA-256)
+  is new for the teacher configuration, or from which the import stored rows; ``rows`` is the number of
+  ``teacher_labels`` rows stored from that file by that import (so the ``rows`` of a configuration add up
+  to its imported rows; a re-import that stores something is a new row with what it stored, a re-import
+  that stores nothing is not recorded and reports :attr:`ImportReport.already_imported`). A file with no
+  records (``[]``) is recorded with 0 rows.
+- an empty file (no bytes, or whitespace only) is refused with ValueError naming it: it is what a failed
+  export leaves, and an import that "succeeds" with nothing would hide that; ``[]`` says "no labels".
 - ``imported_design`` (source, work_id, stratum, sel_prob, design_weight): the design information per
   work; a later import of the same source and work replaces it.
 """
@@ -40,12 +60,18 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from ..openalex.ids import is_work_id, short_id
 from ..vocab import CATEGORIES
 from .store import append_rows, ensure_tables, now_utc
 from .validate import LABEL_FIELDS, InvalidLabel, validate_label
 
 SOURCE = "import"
 DESIGN_KEYS = ("stratum", "sel_prob", "design_weight")
+OPENALEX_URL_PREFIXES = ("https://openalex.org/", "http://openalex.org/")
+CONTENT_FIELDS = ("view_hash", "record_view", "status", "categories", "domain", "study_design", "genre", "about_ca_system",
+                  "about_ca_topic", "confidence", "reason")
+"""Columns of a ``teacher_labels`` row that say what the label is (the rest is provenance: ids, run, time)."""
+EXPECTED = "give a JSON array of label objects ('[]' for none) or JSON Lines (one label object per line)"
 
 LABEL_IMPORTS_DDL = """
 CREATE TABLE IF NOT EXISTS label_imports (
@@ -119,11 +145,14 @@ class SourceRecord:
 class ImportReport:
     """What one import did. ``invalid``: ``(file, index, work_id or None, cause)`` of every failed row
     written; ``duplicates``: ``(work_id, file, index)`` of records not stored because an earlier record
-    of the same id won; ``existing``: records skipped because their (work, view hash) was stored before."""
+    of the same id won; ``existing``: records skipped because they equal the current stored row of their
+    work (module docstring)."""
 
     teacher: str
     files: list[tuple[str, str]]
     already_imported: bool = False
+    """True when every file's content was imported before for this configuration and nothing was stored
+    (no label row, no design change)."""
     labelled: int = 0
     failed: int = 0
     existing: int = 0
@@ -146,20 +175,46 @@ def read_label_file(path: Path) -> list[SourceRecord]:
     """The records of a JSON array or JSON Lines file (detected by the first non-blank character ``[``).
 
     A JSON Lines line that is not JSON becomes a record with ``error`` (blank lines are skipped). Raises
-    ValueError naming the file when a JSON array file does not parse or holds something else than an
-    array, and FileNotFoundError when the file is missing.
+    ValueError naming the file and saying what is expected when the file is empty (no bytes or
+    whitespace only: a failed export; ``[]`` is the file with no labels), is not UTF-8, is a JSON array
+    file that does not parse or holds something else than an array, holds one JSON object (e.g. a
+    pretty-printed object or a teacher reply ``{"labels": [...]}``) rather than a label per line, or has
+    no line holding a JSON object (not JSON Lines at all); FileNotFoundError when the file is missing.
     """
+    return _read_label_file(path)[1]
+
+
+def _read_label_file(path: Path) -> tuple[str, list[SourceRecord]]:
+    """``(sha256, records)`` of :func:`read_label_file`."""
     raw = path.read_bytes()
     sha = hashlib.sha256(raw).hexdigest()
-    text = raw.decode("utf-8-sig")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc}); {EXPECTED}") from exc
+    if not text.strip():
+        raise ValueError(f"{path}: the file is empty ({len(raw)} bytes, no records; a failed export?); {EXPECTED}")
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not a JSON array ({exc}); give a JSON array or JSON Lines file") from exc
-        return [SourceRecord(str(path), sha, i, item, item) for i, item in enumerate(items)]
+            raise ValueError(f"{path}: not a JSON array ({exc}); {EXPECTED}") from exc
+        if not isinstance(items, list):
+            raise ValueError(f"{path}: holds a JSON {type(items).__name__}, not an array; {EXPECTED}")
+        return sha, [SourceRecord(str(path), sha, i, item, item) for i, item in enumerate(items)]
+    lines = text.splitlines()
+    nonblank = sum(1 for line in lines if line.strip())
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    # One object over several lines, or on one line but shaped as a reply ({"labels": [...]}, no id).
+    if isinstance(whole, dict) and (nonblank > 1 or ("id" not in whole and isinstance(whole.get("labels"), list))):
+        keys = ", ".join(repr(k) for k in list(whole)[:5]) + (", ..." if len(whole) > 5 else "")
+        raise ValueError(f"{path}: holds one JSON object (keys {keys}) over {nonblank} line(s), not a JSON array or JSON Lines; {EXPECTED}")
     records: list[SourceRecord] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    objects = 0
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -167,8 +222,12 @@ def read_label_file(path: Path) -> list[SourceRecord]:
         except json.JSONDecodeError as exc:
             records.append(SourceRecord(str(path), sha, len(records), line, None, f"not JSON: {exc}", lineno))
             continue
+        objects += isinstance(item, dict)
         records.append(SourceRecord(str(path), sha, len(records), item, item, None, lineno))
-    return records
+    if not objects:
+        raise ValueError(f"{path}: none of its {nonblank} non-blank line(s) is a JSON object, so it is not JSON Lines "
+                         f"(a truncated or pretty-printed JSON document?); {EXPECTED}")
+    return sha, records
 
 
 def ensure_import_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -204,35 +263,75 @@ def _view_hash(rec: SourceRecord) -> str:
     return hashlib.sha256(canonical_json(rec.original).encode()).hexdigest()[:16]
 
 
-def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Sequence[SourceRecord], run_id: str | None) -> ImportReport:
+def work_id_of(value: Any) -> tuple[str | None, str | None]:
+    """``(work_id, None)`` for an id naming a work, ``(None, cause)`` otherwise (module docstring, "ids").
+
+    ``"W123"`` and ``"https://openalex.org/W123"`` name ``W123``; an id with leading or trailing
+    whitespace, another entity's id (``A123``), a lower-case ``w123`` or anything else does not.
+    """
+    if not isinstance(value, str) or not value:
+        return None, f"the record has no string id (id={value!r})"
+    if value != value.strip():
+        return None, f"id={value!r} has leading or trailing whitespace; an id must be exactly W + digits (e.g. 'W123')"
+    work_id = (short_id(value) or value) if value.startswith(OPENALEX_URL_PREFIXES) else value
+    if not is_work_id(work_id):
+        return None, f"id={value!r} is not an OpenAlex work id (W + digits, e.g. 'W123' or 'https://openalex.org/W123')"
+    return work_id, None
+
+
+def _where(file: str, index: int, line: int | None) -> str:
+    return f"{file} record {index}" + (f" (line {line})" if line is not None else "")
+
+
+def _content(row: dict[str, Any], ref: dict[str, Any]) -> str:
+    """What a row says, without its provenance: :data:`CONTENT_FIELDS`, the cause of a failure without
+    the location prefix, and the original values and declared ``absent`` / ``undecided_categories``."""
+    error = row.get("error")
+    prefix = _where(ref.get("file", ""), ref.get("index", -1), ref.get("line")) + ": "
+    if isinstance(error, str) and error.startswith(prefix):
+        error = error[len(prefix):]
+    return canonical_json({**{k: row.get(k) for k in CONTENT_FIELDS}, "error": error, "original": ref.get("original"),
+                           "absent": ref.get("absent"), "undecided_categories": ref.get("undecided_categories")})
+
+
+def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Sequence[SourceRecord], run_id: str | None,
+                   files: Sequence[tuple[str, str]] | None = None) -> ImportReport:
     """Validate ``records`` as labels of ``spec``'s teacher configuration and store them (module docstring).
 
-    Writes ``teacher_labels`` rows (labelled or failed, ``source='import'``), one ``label_imports`` row per
-    file of ``records`` and the ``imported_design`` rows. Idempotent: nothing is written when every file
-    (by SHA-256) is already recorded for this configuration, and a record whose (work, view hash) is
-    stored for it is skipped. Invalid records are not raised: they are failed rows (see the report).
+    ``files``: the ``(file, sha256)`` the import covers, by default those of ``records`` (give them to
+    record a file without records). Writes ``teacher_labels`` rows (labelled or failed,
+    ``source='import'``), the ``label_imports`` rows and the ``imported_design`` rows. A later import
+    wins; idempotent: a record equal to the current stored row of its work is skipped, so importing the
+    same content again stores nothing (and is reported ``already_imported``). Invalid records are not
+    raised: they are failed rows (see the report).
     """
     ensure_import_tables(con)
     teacher, model, prompt_version, prompt_sha = spec.config
-    files = list(dict.fromkeys((r.file, r.sha256) for r in records))
+    cfg = [teacher, model, prompt_version, prompt_sha]
+    files = list(dict.fromkeys(files if files is not None else ((r.file, r.sha256) for r in records)))
     report = ImportReport(teacher=teacher, files=files)
     done = {row[0] for row in con.execute(
-        "SELECT DISTINCT sha256 FROM label_imports WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=?",
-        [teacher, model, prompt_version, prompt_sha]).fetchall()}
-    if files and all(sha in done for _, sha in files):
-        report.already_imported = True
-        return report
-    stored = set(con.execute(
-        "SELECT work_id, view_hash FROM teacher_labels WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=? AND source=?",
-        [teacher, model, prompt_version, prompt_sha, SOURCE]).fetchall())
+        "SELECT DISTINCT sha256 FROM label_imports WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=?", cfg).fetchall()}
+    current: dict[str, str] = {}  # work id -> content of its current row
+    placed: set[tuple[str, int]] = set()  # (file sha256, index) of stored rows without a work id
+    for row in con.execute(
+            f"SELECT * FROM ({current_imported_sql()}) WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=?",
+            cfg).to_arrow_table().to_pylist():
+        ref = json.loads(row["source_ref"]) if row["source_ref"] else {}
+        if row["work_id"] is not None:
+            current[row["work_id"]] = _content(row, ref)
+        else:
+            placed.add((ref.get("sha256"), ref.get("index")))
+    stored_design = {r[0]: tuple(r[1:]) for r in con.execute(
+        "SELECT work_id, stratum, sel_prob, design_weight FROM imported_design WHERE source = ?", [spec.source]).fetchall()}
     created = now_utc()
     seen: dict[str, SourceRecord] = {}
     rows: list[dict[str, Any]] = []
     design: dict[str, tuple] = {}
-    per_file: Counter[str] = Counter()
+    per_file: Counter[tuple[str, str]] = Counter()
     for rec in records:
-        work_id = rec.label.get("id") if isinstance(rec.label, dict) else None
-        work_id = work_id if isinstance(work_id, str) and work_id else None
+        raw_id = rec.label.get("id") if isinstance(rec.label, dict) else None
+        work_id, id_error = work_id_of(raw_id)
         if work_id is not None and work_id in seen:
             report.duplicates.append((work_id, rec.file, rec.index))
             continue
@@ -245,20 +344,18 @@ def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Se
         }
         error = rec.error
         view_hash = None
+        work_design = None
         if error is None:
             try:
-                if work_id is None:
-                    raise InvalidLabel(f"the record has no string id (id={rec.label.get('id') if isinstance(rec.label, dict) else None!r})")
+                if id_error is not None:
+                    raise InvalidLabel(id_error)
                 view_hash = _view_hash(rec)
-                lab = validate_label(rec.label, work_id, absent=spec.absent)
+                lab = validate_label({**rec.label, "id": work_id}, work_id, absent=spec.absent)
                 work_design = _design(rec.label)
             except InvalidLabel as exc:
                 error = str(exc)
         if view_hash is None and error is not None:
             view_hash = hashlib.sha256(canonical_json(rec.original).encode()).hexdigest()[:16]
-        if work_id is not None and (work_id, view_hash) in stored:
-            report.existing += 1
-            continue
         row["view_hash"] = view_hash
         ref = {"file": rec.file, "sha256": rec.sha256, "index": rec.index, "original": rec.original,
                "absent": sorted(spec.absent), "undecided_categories": sorted(spec.undecided_categories)}
@@ -266,17 +363,27 @@ def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Se
             ref["line"] = rec.line
         row["source_ref"] = canonical_json(ref)
         if error is not None:
-            where = f"{rec.file} record {rec.index}" + (f" (line {rec.line})" if rec.line is not None else "")
-            row.update(status="failed", error=f"{where}: {error}")
+            row.update(status="failed", error=f"{_where(rec.file, rec.index, rec.line)}: {error}")
+        else:
+            row.update(status="labelled", **{k: v for k, v in lab.as_dict().items() if k != "id"})
+        if work_id is None:
+            unchanged = (rec.sha256, rec.index) in placed
+        else:
+            unchanged = current.get(work_id) == _content(row, ref)
+        if unchanged:
+            report.existing += 1
+            if work_design is not None and stored_design.get(work_id) != work_design:
+                design[work_id] = work_design  # type: ignore[index] (the label is unchanged, its design is not)
+            continue
+        if error is not None:
             report.failed += 1
             report.invalid.append((rec.file, rec.index, work_id, error))
         else:
-            row.update(status="labelled", **{k: v for k, v in lab.as_dict().items() if k != "id"})
             report.labelled += 1
             if work_design is not None:
                 design[work_id] = work_design  # type: ignore[index]
         rows.append(row)
-        per_file[rec.sha256] += 1
+        per_file[(rec.file, rec.sha256)] += 1
     append_rows(con, [], rows)
     if design:
         batch = pa.table({  # noqa: F841 (read by DuckDB below)
@@ -285,15 +392,20 @@ def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Se
             "design_weight": [d[2] for d in design.values()]})
         con.execute("INSERT OR REPLACE INTO imported_design SELECT source, work_id, stratum, sel_prob, design_weight FROM batch")
     report.design_rows = len(design)
+    report.already_imported = bool(files) and not rows and not design and all(sha in done for _, sha in files)
     for file, sha in files:
-        con.execute("INSERT INTO label_imports VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    [file, sha, teacher, model, prompt_version, prompt_sha, spec.source, per_file[sha], created, run_id])
+        if sha not in done or per_file[(file, sha)]:
+            con.execute("INSERT INTO label_imports VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        [file, sha, teacher, model, prompt_version, prompt_sha, spec.source, per_file[(file, sha)], created, run_id])
     return report
 
 
 def import_file(con: duckdb.DuckDBPyConnection, path: Path, spec: ImportSpec, run_id: str | None) -> ImportReport:
-    """Read ``path`` (:func:`read_label_file`) and import its records (:func:`import_records`)."""
-    return import_records(con, spec, read_label_file(path), run_id)
+    """Read ``path`` (:func:`read_label_file`; raises ValueError for an empty file or one that is not a JSON
+    array or JSON Lines) and import its records (:func:`import_records`); a file without records (``[]``)
+    is recorded in ``label_imports`` with 0 rows."""
+    sha, records = _read_label_file(path)
+    return import_records(con, spec, records, run_id, files=[(str(path), sha)])
 
 
 def current_imported_sql() -> str:
