@@ -147,7 +147,7 @@ def import_labels(
     if report.already_imported:
         typer.echo(f"{path}: already imported for {teacher}; nothing added")
         return
-    typer.echo(f"{path}: {report.labelled} labelled, {report.failed} failed (invalid), {report.existing} already stored, "
+    typer.echo(f"{path}: {report.labelled} labelled, {report.failed} failed (invalid), {report.existing} unchanged (already the current label), "
                f"{len(report.duplicates)} duplicate ids skipped")
     for file, index, work_id, cause in report.invalid[:20]:
         typer.echo(f"  record {index} ({work_id or 'no id'}): {cause}", err=True)
