@@ -45,8 +45,10 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
         lines.append(f"Frame: {n} works admitted of {w} OpenAlex work records read from {parts} files ({q} records quarantined)")
         lines.append(f"  by route: ca_aff {aff} | ca_fund {fund} | ca_venue {venue} | about_ca {about} | invisible to affiliation-only {blind}")
         lines.append("Direct labels (current teacher configurations):")
-        teachers = [r[0].removeprefix("direct_labels_") for r in con.execute(
-            "SELECT view_name FROM duckdb_views() WHERE view_name LIKE 'direct_labels_%' ORDER BY view_name").fetchall()]
+        from .teachers.registry import load_registry
+
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        teachers = [t for t in load_registry() if f"direct_labels_{t}" in views]
         for teacher in teachers:
             rows = con.execute(f'SELECT status, source, count(*) FROM "direct_labels_{teacher}" GROUP BY ALL ORDER BY ALL').fetchall()
             parts = ", ".join(f"{s} ({src}) {c}" for s, src, c in rows) or "none"
@@ -139,6 +141,12 @@ def import_labels(
     from .teachers.imports import ImportSpec, import_file
     from .teachers.store import ensure_tables
 
+    from .teachers.registry import load_registry
+
+    if teacher in load_registry():
+        typer.echo(f"--teacher {teacher}: that is a registry teacher's name; imported labels need a name of their own "
+                   f"(e.g. {teacher}_external), so that they never mix with the labels the registry teacher buys", err=True)
+        raise typer.Exit(2)
     spec = ImportSpec(teacher=teacher, model=model, prompt_version=prompt_version, record_view=record_view, source=source,
                       absent=frozenset(absent))
     with MetacanStorage(data_dir=data_dir or default_data_dir()).connect() as con:
@@ -150,7 +158,7 @@ def import_labels(
     typer.echo(f"{path}: {report.labelled} labelled, {report.failed} failed (invalid), {report.existing} unchanged (already the current label), "
                f"{len(report.duplicates)} duplicate ids skipped")
     for file, index, work_id, cause in report.invalid[:20]:
-        typer.echo(f"  record {index} ({work_id or 'no id'}): {cause}", err=True)
+        typer.echo(f"  record {index + 1} of {Path(file).name} ({work_id or 'no id'}): {cause}", err=True)
 
 
 @app.command()

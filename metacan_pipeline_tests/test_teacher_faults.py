@@ -170,3 +170,27 @@ def test_an_endpoint_that_fails_batch_after_batch_stops_the_run_and_the_rest_wai
     assert MAX_FAILED_BATCHES_IN_A_ROW == 8 and err.value.stats.sent == 16 and err.value.stats.calls == 8
     con = store(tmp_path)
     assert con.execute("SELECT count(*), count(*) FILTER (starts_with(error, 'endpoint unavailable')) FROM teacher_labels").fetchone() == (16, 16)
+
+
+def test_latency_is_time_on_the_wire_not_the_wait_for_a_connection(tmp_path):
+    """concurrency 1 and several batches: each call's latency_s is the stub's ~200 ms, not the time a
+    batch waited for the one connection (a fresh user saw one 504 s "call" in a run of 56 s calls)."""
+    storage = MetacanStorage(data_dir=str(tmp_path))
+    with run_stub(latency_ms=200) as (url, _):
+        label_works(storage, spec_for(url, works_per_call=2, concurrency=1), frame_rows(8), run_id="r1", log=LOG, base_url=lambda: url)
+    latencies = [r[0] for r in store(tmp_path).execute("SELECT latency_s FROM teacher_calls").fetchall()]
+    assert len(latencies) == 4 and all(0.2 <= s < 0.6 for s in latencies), latencies
+
+
+def test_import_labels_refuses_a_registry_teachers_name(tmp_path):
+    from typer.testing import CliRunner
+
+    from metacan_pipeline.cli import app
+
+    labels = tmp_path / "l.jsonl"
+    labels.write_text('{"id": "W1", "categories": [], "domain": null, "study_design": "observational", "genre": "empirical", '
+                      '"about_ca_system": false, "about_ca_topic": false, "confidence": "high", "reason": "x"}\n')
+    result = CliRunner().invoke(app, ["import-labels", str(labels), "--teacher", "gemma", "--model", "m", "--prompt-version", "p",
+                                      "--source", "s", "--data-dir", str(tmp_path / "data")])
+    assert result.exit_code == 2 and "registry teacher's name" in result.output
+    assert not (tmp_path / "data" / "metacan.duckdb").exists()

@@ -150,6 +150,7 @@ class LabelWriter:
             con.execute("INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?,?)",
                         [self.rel, self.teacher, self.run_id, self.lines, self.n_calls, self.n_labels, False, now_utc(), None])
         self.lock.release()
+        Path(self.lock.lock_file).unlink(missing_ok=True)  # the file is complete and recorded: nobody locks it again
 
 
 def _event_rows(path: Path) -> tuple[list[dict], list[dict], list[str]]:

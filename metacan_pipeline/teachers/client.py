@@ -224,16 +224,21 @@ class TeacherClient:
         for http in self._clients:
             await http.aclose()
 
-    async def _post(self, raw: bytes) -> httpx.Response:
-        """POST on a free connection; at most ``concurrency`` requests are in flight."""
+    async def _post(self, raw: bytes, rec: CallRecord) -> httpx.Response:
+        """POST on a free connection (at most ``concurrency`` requests are in flight); ``timeout_s`` bounds
+        the whole call and ``rec.latency_s`` is its time on the wire, the wait for a connection excluded.
+        Raises TimeoutError or httpx's transport errors."""
         if self._free is None:  # created inside the running loop
             self._free = asyncio.Queue()
             for http in self._clients:
                 self._free.put_nowait(http)
         http = await self._free.get()
+        t0 = time.monotonic()
         try:
-            return await http.post("/chat/completions", content=raw, headers={"Content-Type": "application/json"})
+            async with asyncio.timeout(self.timeout_s):  # the whole call, not each read
+                return await http.post("/chat/completions", content=raw, headers={"Content-Type": "application/json"})
         finally:
+            rec.latency_s = time.monotonic() - t0
             self._free.put_nowait(http)
 
     # ---- one HTTP call ------------------------------------------------------------------------
@@ -258,16 +263,13 @@ class TeacherClient:
         mode = self.structured
         raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)  # canonical: the request hash names the exact bytes sent
         rec = CallRecord(uuid.uuid4().hex, [v["id"] for v in views], body, hashlib.sha256(raw).hexdigest()[:16], now_utc())
-        t0 = time.monotonic()
         try:
-            async with asyncio.timeout(self.timeout_s):  # the whole call, not each read
-                resp = await self._post(raw)
+            resp = await self._post(raw, rec)
         except (TimeoutError, httpx.TimeoutException, httpx.TransportError) as exc:
-            detail = f"{type(exc).__name__}: {exc}".rstrip(": ") if not isinstance(exc, TimeoutError) else f"no reply within {self.timeout_s:g} s"
-            rec.latency_s, rec.error = time.monotonic() - t0, detail
+            rec.error = f"{type(exc).__name__}: {exc}".rstrip(": ") if not isinstance(exc, TimeoutError) else f"no reply within {self.timeout_s:g} s"
             self.on_call(rec)
             raise _Transient(rec) from exc
-        rec.latency_s, rec.http_status, rec.response_text = time.monotonic() - t0, resp.status_code, resp.text
+        rec.http_status, rec.response_text = resp.status_code, resp.text
         if resp.status_code == 429 or resp.status_code >= 500:
             rec.error = f"HTTP {resp.status_code}"
             self.on_call(rec)

@@ -18,6 +18,7 @@ from .imports import (
     import_records,
 )
 from .pilot import pilot_imports
+from .registry import load_registry
 from .store import LABELS_SCHEMA
 
 PILOT_DIR_ENV = "METACAN_PILOT_DIR"
@@ -54,6 +55,9 @@ class ImportedLabelsConfig(dg.Config):
 
 
 def _spec(f: LabelFile) -> ImportSpec:
+    if f.teacher in load_registry():
+        raise ValueError(f"import of {f.path}: teacher {f.teacher!r} is a registry teacher; imported labels need a name of their own "
+                         f"(e.g. {f.teacher}_external) so that they never mix with the labels the registry teacher buys")
     return ImportSpec(teacher=f.teacher, model=f.model, prompt_version=f.prompt_version, record_view=f.record_view,
                       source=f.source, absent=frozenset(f.absent), undecided_categories=frozenset(f.undecided_categories),
                       prompt_text=f.prompt_text)
