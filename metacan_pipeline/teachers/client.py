@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import ssl
 import re
+import ssl
 import time
 import uuid
 from collections.abc import Callable
@@ -188,7 +188,8 @@ class TeacherClient:
 
     ``structured="auto"`` tries ``json_schema``, then ``json_object_schema``, then plain JSON, moving on
     when the server answers HTTP 400 about ``response_format`` (the choice is kept for the client's life).
-    Raises :class:`EndpointConfigurationError` for 401/403/404; never raises for model misbehaviour.
+    Raises :class:`EndpointConfigurationError` for 401/404; never raises for model misbehaviour or other
+    endpoint errors (they become failures with their cause).
     """
 
     def __init__(self, base_url: str, model: str, prompt: Prompt, *, api_key: str = "", structured: str = "auto",

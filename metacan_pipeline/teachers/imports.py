@@ -64,6 +64,7 @@ from ..openalex.ids import is_work_id, short_id
 from ..vocab import CATEGORIES
 from .store import append_rows, ensure_tables, now_utc
 from .validate import LABEL_FIELDS, InvalidLabel, validate_label
+from .views import canonical_json
 
 SOURCE = "import"
 DESIGN_KEYS = ("stratum", "sel_prob", "design_weight")
@@ -159,11 +160,6 @@ class ImportReport:
     design_rows: int = 0
     invalid: list[tuple[str, int, str | None, str]] = field(default_factory=list)
     duplicates: list[tuple[str, str, int]] = field(default_factory=list)
-
-
-def canonical_json(value: Any) -> str:
-    """Key-sorted, compact, UTF-8 JSON: the text hashed for a record's ``view_hash``."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def file_sha256(path: Path) -> str:

@@ -37,6 +37,7 @@ def record_view(work: dict, view: str, abstract: str | None = None) -> dict:
 
 
 def canonical_json(obj: object) -> str:
+    """Key-sorted, compact, UTF-8 JSON: the text a view hash (and an imported record's hash) is taken over."""
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
