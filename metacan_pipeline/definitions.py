@@ -30,6 +30,7 @@ from .resources import OpenAlexFiles, default_openalex_dir
 from .sampling.assets import sample_design, sample_design_partitions_frame
 from .storage import MetacanStorage, default_data_dir
 from .student.assets import machine_scores, predictions, student_heads
+from .student.prevalence import prevalence
 from .teachers.agreement import teacher_agreement
 from .teachers.assets import TEACHER_ASSETS, TEACHER_CHECKS
 from .teachers.import_assets import imported_labels
@@ -37,7 +38,7 @@ from .teachers.server import EmbeddedLlamaServer
 
 ALL_ASSETS = [
     openalex_api_refresh, openalex_inventory, canadian_entities, frame_parts, frame, sample_design, *TEACHER_ASSETS.values(),
-    imported_labels, teacher_agreement, student_heads, predictions, machine_scores, work_records, work_pages,
+    imported_labels, teacher_agreement, student_heads, predictions, prevalence, machine_scores, work_records, work_pages,
 ]
 ALL_CHECKS = [
     frame_ids_unique, frame_routes_have_evidence, frame_stores_no_abstract_text, frame_build_manifest_covers_snapshot,

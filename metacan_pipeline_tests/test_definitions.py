@@ -10,7 +10,7 @@ def test_definitions_load():
     assert specs["frame"].group_name == "ingestion" and specs["work_pages"].group_name == "publishing"
     for spec in specs.values():
         assert spec.description and len(spec.description) > 80, f"{spec.key} needs a real docstring"
-    assert len(specs) == len(ALL_ASSETS) == 15
+    assert len(specs) == len(ALL_ASSETS) == 16
     assert specs["frame_parts"].partitions_def.name == "openalex_partitions"
 
 

@@ -1,0 +1,193 @@
+"""Prevalence per category: design-weighted teacher rates with a design-based 95% CI, classify-and-count,
+and the range obtained by swapping which teacher is called the screener (issue 5, SPEC sections 5-6).
+
+Estimator (SPEC section 5, Hajek): for a teacher's labelled works with design weights ``w`` (1 / selection
+probability) in strata ``h``, ``p = sum w y / sum w``. Its variance is the stratified linearisation
+(Taylor) variance of a ratio: with ``u_hi = w_hi (y_hi - p) / N`` (``N = sum w``),
+``var(p) = sum_h (1 - f_h) n_h / (n_h - 1) sum_i (u_hi - mean_h u)^2``, where ``f_h = n_h / N_h`` is the
+sampling fraction (``N_h`` = the stratum's weight total), so a census stratum adds nothing and a stratum
+with one labelled work cannot add (it is counted in ``strata_single``). The 95% CI is ``p +- 1.96 se``,
+clipped to [0, 1]. A head a label leaves unknown (a failed label, insufficient_payload, a category the
+source cannot express: :func:`metacan_pipeline.teachers.agreement.head_values`) is left out, never
+counted negative.
+"""
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dagster as dg
+import pyarrow as pa
+
+from ..meta import table_metadata
+from ..storage import MetacanStorage
+from ..teachers.agreement import head_values
+from ..teachers.assets import TEACHER_ASSETS, TEACHERS
+from ..teachers.import_assets import imported_labels
+from ..vocab import CATEGORIES
+from .assets import predictions
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A design-weighted rate: ``n`` works, ``n_weighted`` their weight total, ``rate`` in [0, 1], its
+    standard error and 95% CI; ``strata_single``: strata with one labelled work (no variance from them)."""
+
+    n: int
+    n_weighted: float
+    rate: float | None
+    se: float | None
+    ci_low: float | None
+    ci_high: float | None
+    strata_single: int
+
+
+def stratified_rate(y: Sequence[bool | int], w: Sequence[float], strata: Sequence[str]) -> Estimate:
+    """Hajek rate of ``y`` with weights ``w`` and its stratified linearisation variance (module doc).
+    Inputs are parallel sequences; raises ValueError for unequal lengths or a weight that is not > 0."""
+    if not len(y) == len(w) == len(strata):
+        raise ValueError(f"y, w and strata differ in length ({len(y)}, {len(w)}, {len(strata)})")
+    if any(not (x > 0 and math.isfinite(x)) for x in w):
+        raise ValueError("every design weight must be finite and > 0 (SPEC section 5: no selection probability 0)")
+    n = len(y)
+    total = float(sum(w))
+    if n == 0:
+        return Estimate(0, 0.0, None, None, None, None, 0)
+    p = sum(wi * float(yi) for yi, wi in zip(y, w)) / total
+    groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for yi, wi, h in zip(y, w, strata):
+        groups[h].append((wi * (float(yi) - p) / total, wi))
+    var, single = 0.0, 0
+    for members in groups.values():
+        nh = len(members)
+        if nh < 2:
+            single += 1
+            continue
+        fh = min(1.0, nh / sum(wi for _, wi in members))
+        mean = sum(u for u, _ in members) / nh
+        var += (1 - fh) * nh / (nh - 1) * sum((u - mean) ** 2 for u, _ in members)
+    se = math.sqrt(var)
+    return Estimate(n, total, p, se, max(0.0, p - Z95 * se), min(1.0, p + Z95 * se), single)
+
+
+# ---- the asset -------------------------------------------------------------------------------------
+PREVALENCE_SCHEMA = pa.schema([
+    ("population", pa.string()), ("category", pa.string()), ("method", pa.string()), ("teacher", pa.string()),
+    ("n", pa.int64()), ("n_weighted", pa.float64()), ("rate", pa.float64()), ("se", pa.float64()),
+    ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("strata_single", pa.int64()), ("design", pa.string()),
+])
+
+
+def _teacher_rows(labels: list[dict], weights: dict[str, tuple[str, float]]) -> dict[str, Estimate]:
+    """``{category: Estimate}`` for one teacher's current labelled rows, weighted by ``weights``
+    (``{work_id: (stratum, weight)}``); works without a weight are left out."""
+    out = {}
+    for c in CATEGORIES:
+        y, w, h = [], [], []
+        for r in labels:
+            v = head_values(r).get(c)
+            if v is None or r["work_id"] not in weights:
+                continue
+            stratum, weight = weights[r["work_id"]]
+            y.append(v), w.append(weight), h.append(stratum)
+        out[c] = stratified_rate(y, w, h)
+    return out
+
+
+def _current(rows: list[dict]) -> list[dict]:
+    newest: dict[str, dict] = {}
+    for r in sorted(rows, key=lambda r: (str(r.get("created_at")), r.get("label_id") or "")):
+        if r.get("work_id"):
+            newest[r["work_id"]] = r
+    return list(newest.values())
+
+
+@dg.asset(group_name="scoring", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"],
+          deps=[predictions, imported_labels, *TEACHER_ASSETS.values()])
+def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+    """Prevalence per category (issue 5, SPEC sections 5-6). Rows of table ``prevalence``
+    (:data:`PREVALENCE_SCHEMA`), one per population, category and method:
+
+    - ``design_weighted_teacher_rate``: each teacher's rate with a design-based 95% CI
+      (:func:`stratified_rate`). Population ``frame``: a teacher covering all works is a census of the
+      frame (weight 1, one stratum, no sampling variance); a sample teacher uses ``sample_design``
+      (stratum, design weight). Population ``import:<source>``: imported teachers with their source's
+      ``imported_design`` (e.g. the MetaCan pilot's strata and weights).
+    - ``classify_and_count``: the share of frame works whose ``predictions.candidate_categories`` (and,
+      method ``classify_and_count_consensus``, ``consensus_categories``) holds the category; no CI.
+    - ``screener_swap_range``: per population, the lowest and highest teacher rate (``ci_low`` /
+      ``ci_high`` hold the range, ``rate`` its midpoint): what changes when another teacher is called
+      the screener, the honest uncertainty the original system reported.
+    """
+    rows: list[dict] = []
+    frame_ids = storage.read_table("frame", ["id"]).column("id").to_pylist()
+    design = {}
+    if storage.has_table("sample_design"):
+        sd = storage.read_table("sample_design", ["id", "stratum", "design_weight", "in_sample"]).to_pylist()
+        design = {r["id"]: (r["stratum"], r["design_weight"]) for r in sd if r["in_sample"]}
+    census = {wid: ("census", 1.0) for wid in frame_ids}
+    for name, spec in TEACHERS.items():
+        if spec.coverage not in ("all", "sample") or not storage.has_table(f"direct_labels_{name}"):
+            continue
+        weights, how = (census, "census of the frame") if spec.coverage == "all" else (design, "sample_design")
+        for c, e in _teacher_rows(_current(storage.read_table(f"direct_labels_{name}").to_pylist()), weights).items():
+            rows.append({"population": "frame", "category": c, "method": "design_weighted_teacher_rate", "teacher": name,
+                         **e.__dict__, "design": how})
+    if storage.has_table("imported_labels"):
+        imported = storage.read_table("imported_labels").to_pylist()
+        with storage.connect() as con:
+            present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            idesign = con.execute("SELECT source, work_id, stratum, design_weight FROM imported_design").fetchall() \
+                if "imported_design" in present else []
+            sources = con.execute("SELECT DISTINCT teacher, source FROM label_imports ORDER BY ALL").fetchall() \
+                if "label_imports" in present else []
+        by_source: dict[str, dict[str, tuple[str, float]]] = defaultdict(dict)
+        for source, wid, stratum, weight in idesign:
+            if weight:
+                by_source[source][wid] = (stratum or "(none)", weight)
+        source_of = {teacher: source for teacher, source in sources if source in by_source}
+        for teacher in sorted({r["teacher"] for r in imported}):
+            labels = _current([r for r in imported if r["teacher"] == teacher])
+            source = source_of.get(teacher)
+            if source is None:
+                continue
+            for c, e in _teacher_rows(labels, by_source[source]).items():
+                if e.n:
+                    rows.append({"population": f"import:{source}", "category": c, "method": "design_weighted_teacher_rate",
+                                 "teacher": teacher, **e.__dict__, "design": f"imported_design: {source}"})
+    if storage.has_table("predictions"):
+        preds = storage.read_table("predictions", ["id", "candidate_categories", "consensus_categories"]).to_pylist()
+        for c in CATEGORIES:
+            for col, method in (("candidate_categories", "classify_and_count"), ("consensus_categories", "classify_and_count_consensus")):
+                k = sum(1 for p in preds if c in (p[col] or []))
+                rows.append({"population": "frame", "category": c, "method": method, "teacher": None, "n": len(preds),
+                             "n_weighted": float(len(preds)), "rate": k / len(preds) if preds else None, "se": None, "ci_low": None,
+                             "ci_high": None, "strata_single": 0, "design": "every frame work scored once"})
+    rates: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in rows:
+        if r["method"] == "design_weighted_teacher_rate" and r["rate"] is not None:
+            rates[(r["population"], r["category"])].append(r["rate"])
+    for (population, c), values in sorted(rates.items()):
+        if len(values) > 1:
+            rows.append({"population": population, "category": c, "method": "screener_swap_range", "teacher": None,
+                         "n": len(values), "n_weighted": None, "rate": (min(values) + max(values)) / 2, "se": None,
+                         "ci_low": min(values), "ci_high": max(values), "strata_single": 0, "design": "teacher rates above"})
+    table = pa.Table.from_pylist(rows, schema=PREVALENCE_SCHEMA)
+    storage.write_table("prevalence", table, schema=PREVALENCE_SCHEMA)
+
+    def fmt(r: dict) -> str:
+        if r["rate"] is None:
+            return "n/a"
+        if r["method"] == "screener_swap_range":
+            return f"{r['ci_low']:.4f} to {r['ci_high']:.4f}"
+        return f"{r['rate']:.4f}" + (f" [{r['ci_low']:.4f}, {r['ci_high']:.4f}]" if r["ci_low"] is not None else "")
+
+    md = "| population | category | method | teacher | n | rate [95% CI] |\n|---|---|---|---|---|---|\n" + "".join(
+        f"| {r['population']} | {r['category']} | {r['method']} | {r['teacher'] or ''} | {r['n']} | {fmt(r)} |\n"
+        for r in rows if r["category"] == "metaresearch")
+    context.log.info(f"prevalence: {len(rows)} rows over {len({r['population'] for r in rows})} populations")
+    return dg.MaterializeResult(metadata=table_metadata(PREVALENCE_SCHEMA, table.num_rows, rows[:10], None,
+                                                        metaresearch=dg.MetadataValue.md(md)))
