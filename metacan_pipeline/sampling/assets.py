@@ -5,32 +5,53 @@ from collections import Counter
 
 import dagster as dg
 import pyarrow as pa
+from pydantic import Field
 
 from ..frame.assets import frame
 from ..meta import counts_markdown, table_metadata
 from ..storage import MetacanStorage
-from .design import DESIGN_SCHEMA, draw_sample
+from .design import DESIGN_SCHEMA, META_SIGNALS, EnrichmentRule, StrataSpec, draw_sample
+
+
+class EnrichmentStratumConfig(dg.Config):
+    """An enrichment stratum (:class:`~.design.EnrichmentRule`): title regex and/or venue ids, its own fraction."""
+
+    name: str
+    title_pattern: str = ""
+    venue_ids: list[str] = []
+    fraction: float = 1.0
 
 
 class SampleDesignConfig(dg.Config):
-    """Sample size and hash salt; a new salt draws a new sample."""
+    """Sample size, strata and hash salt; a new salt draws a new sample (SPEC section 5)."""
 
-    fraction: float = 0.3
-    min_per_stratum: int = 1
+    fraction: float = Field(default=0.3, description="Share of each ordinary stratum drawn, in (0, 1].")
+    min_per_stratum: int = Field(default=1, description="At least this many per stratum (>= 1: every pi > 0).")
     salt: str = "metacan-sample-v1"
+    stratify_by: list[str] = Field(default=["route", "abstract"], description="Dimensions of the ordinary strata: route, language, abstract.")
+    enrichment: list[EnrichmentStratumConfig] = Field(
+        default=[{"name": META_SIGNALS.name, "title_pattern": META_SIGNALS.title_pattern, "venue_ids": [], "fraction": META_SIGNALS.fraction}],
+        description="Enrichment strata, first match wins (default: titles with meta-research vocabulary, all sampled).")
+
+    def strata_spec(self) -> StrataSpec:
+        """The :class:`~.design.StrataSpec` of this config (ValueError names a bad dimension, pattern or fraction)."""
+        rules = [EnrichmentStratumConfig(**e) if isinstance(e, dict) else e for e in self.enrichment]  # a default stays a dict
+        return StrataSpec(tuple(self.stratify_by), tuple(EnrichmentRule(e.name, e.title_pattern, tuple(e.venue_ids), e.fraction)
+                                                         for e in rules))
 
 
 @dg.asset(group_name="labeling", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"], deps=[frame])
 def sample_design(context: dg.AssetExecutionContext, config: SampleDesignConfig, storage: MetacanStorage) -> dg.MaterializeResult:
     """Strata, selection probabilities and design weights over the sampling frame (SPEC section 5).
 
-    One row per sampling-frame work (``in_sampling_frame``): stratum (route combination x abstract
-    availability), N_h, n_h, salted-hash rank, ``selection_probability = n_h / N_h``,
+    One row per sampling-frame work (``in_sampling_frame``): stratum (enrichment strata by title or
+    venue first, then route combination x abstract availability by default; config ``stratify_by`` and
+    ``enrichment``), N_h, n_h, salted-hash rank, ``selection_probability = n_h / N_h``,
     ``design_weight = 1 / pi`` and ``in_sample``. The ``codex`` teacher labels the works in the sample.
     """
-    rows = storage.read_table("frame", ["id", "route_key", "has_abstract", "in_sampling_frame"]).to_pylist()
-    eligible = [r for r in rows if r["in_sampling_frame"]]
-    design = draw_sample(eligible, config.fraction, config.min_per_stratum, config.salt)
+    rows = storage.read_table("frame", ["id", "route_key", "has_abstract", "language", "title_text", "venue_id", "in_sampling_frame"]).to_pylist()
+    eligible = [r for r in rows if r["in_sampling_frame"]]  # filter first, then sample (never the other way round)
+    design = draw_sample(eligible, config.fraction, config.min_per_stratum, config.salt, config.strata_spec())
     n = storage.write_table("sample_design", pa.Table.from_pylist(design, schema=DESIGN_SCHEMA))
     sizes = {r["stratum"]: r["stratum_size"] for r in design}
     sampled = Counter(r["stratum"] for r in design if r["in_sample"])

@@ -1,16 +1,22 @@
 """Stratified sample design over the sampling frame (SPEC section 5).
 
-Strata partition the sampling frame (frame rows with ``in_sampling_frame``): here the route
-combination crossed with abstract availability. Within a stratum works are ordered by a salted
-SHA-256 of the id and the first ``n_h`` are taken, ``n_h = max(min_per_stratum, round(fraction *
-N_h))`` capped at ``N_h``; ``pi = n_h / N_h`` and ``design_weight = 1 / pi``. Every stratum gets at
-least one draw, so no work has selection probability 0. The sample is drawn after the frame filter.
+Strata partition the sampling frame (frame rows with ``in_sampling_frame``), from configuration
+(:class:`StrataSpec`): first the enrichment strata, in order (a work whose title matches a rule's
+pattern, or whose venue is in its list, belongs to the first such rule's stratum ``enrich:<name>``
+and is sampled at that rule's fraction: the oversampling of likely positives the original system
+used), then every other work by the chosen dimensions (``route`` combination, ``language``,
+``abstract`` availability). Within a stratum works are ordered by a salted SHA-256 of the id and the
+first ``n_h`` are taken, ``n_h = max(min_per_stratum, round(fraction_h * N_h))`` capped at ``N_h``;
+``pi = n_h / N_h`` and ``design_weight = 1 / pi``. Every stratum gets at least one draw, so no work has
+selection probability 0. The sample is drawn after the frame filter.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -33,16 +39,69 @@ def salted_hash(work_id: str, salt: str) -> str:
     return hashlib.sha256(f"{salt}:{work_id}".encode()).hexdigest()
 
 
-def stratum_of(row: dict) -> str:
-    """``<route combination>|abstract`` or ``...|no_abstract``."""
-    return f"{row['route_key']}|{'abstract' if row['has_abstract'] else 'no_abstract'}"
+DIMENSIONS = ("route", "language", "abstract")
 
 
-def draw_sample(rows: list[dict], fraction: float, min_per_stratum: int, salt: str) -> list[dict]:
+@dataclass(frozen=True)
+class EnrichmentRule:
+    """An enrichment stratum ``enrich:<name>``: works whose ``title_text`` matches ``title_pattern`` (a
+    case-insensitive regular expression) or whose ``venue_id`` is in ``venue_ids``, sampled at ``fraction``."""
+
+    name: str
+    title_pattern: str = ""
+    venue_ids: tuple[str, ...] = ()
+    fraction: float = 1.0
+
+
+@dataclass(frozen=True)
+class StrataSpec:
+    """How strata are formed: enrichment rules first (first match wins), then ``dimensions`` (a subset of
+    :data:`DIMENSIONS`, in order)."""
+
+    dimensions: tuple[str, ...] = ("route", "abstract")
+    enrichment: tuple[EnrichmentRule, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        bad = [d for d in self.dimensions if d not in DIMENSIONS]
+        if bad:
+            raise ValueError(f"stratify_by {bad} unknown; expected a subset of {list(DIMENSIONS)}")
+        for rule in self.enrichment:
+            if not 0 < rule.fraction <= 1:
+                raise ValueError(f"enrichment stratum {rule.name!r}: fraction {rule.fraction} not in (0, 1]")
+            if not rule.title_pattern and not rule.venue_ids:
+                raise ValueError(f"enrichment stratum {rule.name!r} has neither a title_pattern nor venue_ids: it would be empty")
+            try:
+                re.compile(rule.title_pattern)
+            except re.error as exc:
+                raise ValueError(f"enrichment stratum {rule.name!r}: title_pattern is not a regular expression ({exc})") from exc
+
+
+#: Title signals of meta-research vocabulary (SPEC section 3's categories), used to oversample likely positives.
+META_SIGNALS = EnrichmentRule(
+    "meta_signal",
+    r"meta-?research|meta-?science|research (integrity|misconduct|practice|waste|funding|evaluation)|reproducib|replicat|"
+    r"peer review|preprint|open (access|science|data)|data sharing|preregist|publication bias|reporting (quality|guideline)|"
+    r"bibliometri|scientometri|citation|retract|questionable research|p-hacking|spin\b|trial registr",
+    fraction=1.0)
+
+
+def stratum_of(row: dict, spec: StrataSpec = StrataSpec()) -> str:
+    """The stratum name of a frame row under ``spec``, e.g. ``enrich:meta_signal`` or ``ca_aff|abstract``."""
+    for rule in spec.enrichment:
+        if (rule.venue_ids and row.get("venue_id") in rule.venue_ids) or (
+                rule.title_pattern and re.search(rule.title_pattern, row.get("title_text") or "", re.I)):
+            return f"enrich:{rule.name}"
+    parts = {"route": row["route_key"], "language": row.get("language") or "unknown_language",
+             "abstract": "abstract" if row["has_abstract"] else "no_abstract"}
+    return "|".join(parts[d] for d in spec.dimensions) or "all"
+
+
+def draw_sample(rows: list[dict], fraction: float, min_per_stratum: int, salt: str, spec: StrataSpec = StrataSpec()) -> list[dict]:
     """Design rows (:data:`DESIGN_SCHEMA`) for every sampling-frame row in ``rows``.
 
-    ``rows`` need ``id``, ``route_key``, ``has_abstract``. Raises ValueError for a fraction outside
-    (0, 1] or ``min_per_stratum < 1`` (either would give some work selection probability 0).
+    ``rows`` need ``id``, ``route_key``, ``has_abstract`` (and ``language``, ``title_text``, ``venue_id``
+    when ``spec`` uses them). Raises ValueError for a fraction outside (0, 1] or ``min_per_stratum < 1``
+    (either would give some work selection probability 0).
     """
     if not 0 < fraction <= 1:
         raise ValueError(f"sample fraction must be in (0, 1], got {fraction}")
@@ -50,12 +109,13 @@ def draw_sample(rows: list[dict], fraction: float, min_per_stratum: int, salt: s
         raise ValueError(f"min_per_stratum must be >= 1 so that every pi > 0, got {min_per_stratum}")
     strata: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
-        strata[stratum_of(r)].append(r)
+        strata[stratum_of(r, spec)].append(r)
+    fractions = {f"enrich:{rule.name}": rule.fraction for rule in spec.enrichment}
     out = []
     for stratum, members in sorted(strata.items()):
         members = sorted(members, key=lambda r: (salted_hash(r["id"], salt), r["id"]))
         big_n = len(members)
-        n = min(big_n, max(min_per_stratum, round(fraction * big_n)))
+        n = min(big_n, max(min_per_stratum, round(fractions.get(stratum, fraction) * big_n)))
         pi = n / big_n
         for rank, r in enumerate(members):
             out.append(
