@@ -30,6 +30,7 @@ from .resources import OpenAlexFiles, default_openalex_dir
 from .sampling.assets import sample_design, sample_design_partitions_frame
 from .storage import MetacanStorage, default_data_dir
 from .student.assets import machine_scores, predictions, student_heads
+from .student.checks import PREDICTION_CHECKS
 from .student.prevalence import prevalence
 from .teachers.agreement import teacher_agreement
 from .teachers.assets import TEACHER_ASSETS, TEACHER_CHECKS
@@ -42,7 +43,7 @@ ALL_ASSETS = [
 ]
 ALL_CHECKS = [
     frame_ids_unique, frame_routes_have_evidence, frame_stores_no_abstract_text, frame_build_manifest_covers_snapshot,
-    sample_design_partitions_frame, *TEACHER_CHECKS, records_may_ship,
+    sample_design_partitions_frame, *TEACHER_CHECKS, *PREDICTION_CHECKS, records_may_ship,
 ]
 
 #: The API refresh buys OpenAlex calls: it runs only in its own job (``api_refresh``), never as part

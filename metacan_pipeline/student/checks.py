@@ -1,0 +1,92 @@
+"""Blocking checks on ``predictions`` (issue 5): scores in [0, 1], every frame work scored exactly once,
+no decision on a head that failed the support gate (SPEC section 6).
+
+Each check is a plain function over a DuckDB connection (tested on its own) wrapped as a Dagster asset
+check; a failure blocks ``work_records`` and everything downstream.
+"""
+
+import dagster as dg
+import duckdb
+
+from ..storage import MetacanStorage
+from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
+from .assets import predictions
+
+_LIST_SCORES = ["category_scores_codex", "category_scores_gemma"] + [f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in ("codex", "gemma")]
+_SCALAR_SCORES = [f"{t}_score_{s}" for t in ABOUT_CA_TARGETS for s in ("codex", "gemma")] + [
+    "teacher_disagreement_score", "threshold_uncertainty_score"]
+
+
+def scores_out_of_range(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """``{column: rows with a score outside [0, 1] or NaN}`` for every score column of ``predictions``
+    (lists: any element); columns with none are left out. NULL scalars are allowed (a head with no score)."""
+    bad = {}
+    for col in _LIST_SCORES:
+        n = con.execute(f"SELECT count(*) FROM predictions WHERE len(list_filter({col}, x -> x IS NULL OR isnan(x) OR x < 0 OR x > 1)) > 0"
+                        ).fetchone()[0]
+        if n:
+            bad[col] = n
+    for col in _SCALAR_SCORES:
+        n = con.execute(f"SELECT count(*) FROM predictions WHERE {col} IS NOT NULL AND (isnan({col}) OR {col} < 0 OR {col} > 1)").fetchone()[0]
+        if n:
+            bad[col] = n
+    return bad
+
+
+def coverage_problems(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Frame works not scored, ids scored more than once, and scored ids not in the frame."""
+    return dict(zip(("frame_works_not_scored", "ids_scored_twice", "scored_ids_not_in_frame"), con.execute("""
+        SELECT (SELECT count(*) FROM frame WHERE id NOT IN (SELECT id FROM predictions)),
+               (SELECT count(*) FROM (SELECT id FROM predictions GROUP BY id HAVING count(*) > 1)),
+               (SELECT count(*) FROM predictions WHERE id NOT IN (SELECT id FROM frame))""").fetchone()))
+
+
+def decisions_without_gate(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """``{head: rows}`` where ``predictions`` carries a codex decision for a head whose codex head did not
+    pass the support gate (``student_heads`` of the same model version): the category in
+    ``consensus_categories``, or in ``candidate_categories`` without a gemma direct label for it; an
+    about_ca consensus; a categorical codex value."""
+    ungated = {r[0] for r in con.execute("""
+        SELECT h.target FROM student_heads h WHERE h.teacher = 'codex' AND NOT coalesce(h.gate_passed, false)
+          AND h.model_version IN (SELECT DISTINCT model_version FROM predictions)""").fetchall()}
+    bad = {}
+    for head in sorted(ungated):
+        if head in CATEGORIES:
+            sql = f"""SELECT count(*) FROM predictions p LEFT JOIN direct_labels_gemma g ON g.work_id = p.id
+                      WHERE list_contains(p.consensus_categories, '{head}')
+                         OR (list_contains(p.candidate_categories, '{head}') AND NOT coalesce(list_contains(g.categories, '{head}'), false))"""
+        elif head in ABOUT_CA_TARGETS:
+            sql = f"SELECT count(*) FROM predictions WHERE coalesce({head}_consensus, false)"
+        else:
+            sql = f"SELECT count(*) FROM predictions WHERE {head}_codex IS NOT NULL"
+        n = con.execute(sql).fetchone()[0]
+        if n:
+            bad[head] = n
+    return bad
+
+
+@dg.asset_check(asset=predictions, blocking=True, description="Every score in predictions lies in [0, 1] (no NaN).")
+def predictions_scores_in_unit_interval(storage: MetacanStorage) -> dg.AssetCheckResult:
+    """Fails when any score column of ``predictions`` has a value outside [0, 1] or NaN (:func:`scores_out_of_range`)."""
+    with storage.connect() as con:
+        bad = scores_out_of_range(con)
+    return dg.AssetCheckResult(passed=not bad, metadata={"rows_out_of_range_by_column": dg.MetadataValue.json(bad)})
+
+
+@dg.asset_check(asset=predictions, blocking=True, description="Every frame work is scored exactly once, and nothing else is.")
+def predictions_score_every_frame_work_once(storage: MetacanStorage) -> dg.AssetCheckResult:
+    """Fails on a frame work without a prediction, an id scored twice, or a prediction for a work not in the frame."""
+    with storage.connect() as con:
+        problems = coverage_problems(con)
+    return dg.AssetCheckResult(passed=not any(problems.values()), metadata=problems)
+
+
+@dg.asset_check(asset=predictions, blocking=True, description="No codex decision on a head that failed the support gate (SPEC section 6).")
+def predictions_no_decision_without_gate(storage: MetacanStorage) -> dg.AssetCheckResult:
+    """Fails when a head that failed the support gate still decides something (:func:`decisions_without_gate`)."""
+    with storage.connect() as con:
+        bad = decisions_without_gate(con)
+    return dg.AssetCheckResult(passed=not bad, metadata={"rows_with_a_decision_by_ungated_head": dg.MetadataValue.json(bad)})
+
+
+PREDICTION_CHECKS = [predictions_scores_in_unit_interval, predictions_score_every_frame_work_once, predictions_no_decision_without_gate]
