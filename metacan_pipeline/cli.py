@@ -66,6 +66,19 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
                 fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
                 lines.append(f"Agreement {pair} on metaresearch: {n} works, agreement {fmt(agree)}, kappa {fmt(kappa)};"
                              f" design-weighted {fmt(wagree)}, kappa {fmt(wkappa)}")
+        if "prevalence" in views:
+            parts = []
+            for population, method, teacher, rate, lo, hi in con.execute(
+                    "SELECT population, method, teacher, rate, ci_low, ci_high FROM prevalence WHERE category = 'metaresearch' "
+                    "AND rate IS NOT NULL ORDER BY population, method, teacher").fetchall():
+                what = teacher or method.replace("_", " ")
+                if method == "screener_swap_range":
+                    parts.append(f"{population} screener swap {lo:.4f}-{hi:.4f}")
+                elif lo is not None:
+                    parts.append(f"{population} {what} {rate:.4f} [{lo:.4f}, {hi:.4f}]")
+                else:
+                    parts.append(f"{population} {what} {rate:.4f}")
+            lines.append("Prevalence of metaresearch: " + "; ".join(parts))
         p, cand, cons, mv = con.execute(
             "SELECT count(*), count(*) FILTER (len(candidate_categories) > 0), count(*) FILTER (len(consensus_categories) > 0),"
             " any_value(model_version) FROM predictions").fetchone()

@@ -156,7 +156,7 @@ def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg
                 continue
             for c, e in _teacher_rows(labels, by_source[source]).items():
                 if e.n:
-                    rows.append({"population": f"import:{source}", "category": c, "method": "design_weighted_teacher_rate",
+                    rows.append({"population": f"import:{source.split(' (')[0]}", "category": c, "method": "design_weighted_teacher_rate",
                                  "teacher": teacher, **e.__dict__, "design": f"imported_design: {source}"})
     if storage.has_table("predictions"):
         preds = storage.read_table("predictions", ["id", "candidate_categories", "consensus_categories"]).to_pylist()
