@@ -55,7 +55,6 @@ class LabelRunStats:
     works: int = 0
     reused: int = 0
     rule_labels: int = 0
-    to_send: int = 0
     deferred: int = 0
     sent: int = 0
     calls: int = 0
@@ -228,7 +227,7 @@ def _label_works_locked(storage: MetacanStorage, spec: TeacherSpec, works: list[
                                              categories=[INSUFFICIENT_PAYLOAD], reason=_FRAME_RULE_REASON.format(why=w["sampling_frame_exclusion"]))
                                   for w in rule])
     to_call = [w for w in todo if w["in_sampling_frame"]]
-    stats.reused, stats.rule_labels, stats.to_send = len(works) - len(todo), len(rule), len(to_call)
+    stats.reused, stats.rule_labels = len(works) - len(todo), len(rule)
     if max_works and len(to_call) > max_works:
         stats.deferred = len(to_call) - max_works
         to_call = to_call[:max_works]
