@@ -219,6 +219,18 @@ def test_a_run_stopped_by_one_batch_keeps_the_replies_already_paid_for(tmp_path,
         assert error.startswith("endpoint error: HTTP 403")  # not final: the next run asks again
 
 
+def _label_two_through_mock(tmp_path, handler, works_per_call: int, what: str):
+    """Label two works through ``handler`` (MockTransport, no re-asks); a crash fails the test with what was stored."""
+    mock = Counting(handler)
+    try:
+        return label_works(MetacanStorage(data_dir=str(tmp_path)),
+                           spec_for("http://m.invalid/v1", works_per_call=works_per_call, concurrency=1, max_invalid_retries=0),
+                           frame_rows(2), run_id="r1", log=LOG, base_url=lambda: "http://m.invalid/v1", transport=httpx.MockTransport(mock))
+    except Exception as exc:  # noqa: BLE001
+        stored = ro(tmp_path).execute("SELECT count(*) FROM teacher_calls").fetchone()[0]
+        pytest.fail(f"{what}: crashed with {type(exc).__name__}: {exc}; {mock.n} calls made, {stored} stored")
+
+
 @pytest.mark.parametrize("content, what", [
     ([{"type": "text", "text": "{\"labels\": []}"}], "content as a list of parts"),
     ({"labels": []}, "content as a JSON object, not a string"),
@@ -228,15 +240,7 @@ def test_a_reply_whose_content_is_not_a_string_is_a_failure_not_a_crash(tmp_path
     failure with a cause ("content is not a string"), or the text of the parts; the call stored with its
     cost. Seen: TypeError from re.match deep in validate_batch, the run dies, and the call (paid) is not in
     teacher_calls (on_call runs only after validation)."""
-    storage = MetacanStorage(data_dir=str(tmp_path))
-    mock = Counting(lambda req: httpx.Response(200, json=completion(content)))
-    try:
-        stats = label_works(storage, spec_for("http://m.invalid/v1", works_per_call=1, concurrency=1, max_invalid_retries=0),
-                            frame_rows(2), run_id="r1", log=LOG, base_url=lambda: "http://m.invalid/v1",
-                            transport=httpx.MockTransport(mock))
-    except Exception as exc:  # noqa: BLE001
-        stored = ro(tmp_path).execute("SELECT count(*) FROM teacher_calls").fetchone()[0]
-        pytest.fail(f"{what}: crashed with {type(exc).__name__}: {exc}; {mock.n} calls made, {stored} stored")
+    stats = _label_two_through_mock(tmp_path, lambda req: httpx.Response(200, json=completion(content)), works_per_call=1, what=what)
     assert stats.outcomes == {"failed": 2}
 
 
@@ -244,20 +248,11 @@ def test_a_label_whose_id_is_not_a_string_is_an_invalid_reply_not_a_crash(tmp_pa
     """A model that writes ``"id": ["W1000"]`` (or an object). Expected: InvalidLabel "id is not a string",
     split and re-ask like any bad reply. Seen: TypeError "unhashable type: 'list'" in validate_batch
     (``wid in by_id``), the whole run dies, the call is not stored."""
-    storage = MetacanStorage(data_dir=str(tmp_path))
-
     def handler(req):
         labels = [{**stub_label(r["id"]), "id": [r["id"]]} for r in records_of(req)]
         return httpx.Response(200, json=completion(json.dumps({"labels": labels})))
 
-    mock = Counting(handler)
-    try:
-        stats = label_works(storage, spec_for("http://m.invalid/v1", works_per_call=2, concurrency=1, max_invalid_retries=0),
-                            frame_rows(2), run_id="r1", log=LOG, base_url=lambda: "http://m.invalid/v1",
-                            transport=httpx.MockTransport(mock))
-    except Exception as exc:  # noqa: BLE001
-        stored = ro(tmp_path).execute("SELECT count(*) FROM teacher_calls").fetchone()[0]
-        pytest.fail(f"crashed with {type(exc).__name__}: {exc}; {mock.n} calls made, {stored} stored")
+    stats = _label_two_through_mock(tmp_path, handler, works_per_call=2, what="a non-string id")
     assert stats.outcomes == {"failed": 2}
 
 
