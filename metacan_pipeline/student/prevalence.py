@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..meta import table_metadata
 from ..storage import MetacanStorage
-from ..teachers.agreement import head_values
+from ..teachers.agreement import current_labelled, head_values
 from ..teachers.assets import TEACHER_ASSETS, TEACHERS
 from ..teachers.import_assets import imported_labels
 from ..vocab import CATEGORIES
@@ -84,25 +84,17 @@ PREVALENCE_SCHEMA = pa.schema([
 def _teacher_rows(labels: list[dict], weights: dict[str, tuple[str, float]]) -> dict[str, Estimate]:
     """``{category: Estimate}`` for one teacher's current labelled rows, weighted by ``weights``
     (``{work_id: (stratum, weight)}``); works without a weight are left out."""
+    values = [(head_values(r), weights[r["work_id"]]) for r in labels if r["work_id"] in weights]
     out = {}
     for c in CATEGORIES:
-        y, w, h = [], [], []
-        for r in labels:
-            v = head_values(r).get(c)
-            if v is None or r["work_id"] not in weights:
-                continue
-            stratum, weight = weights[r["work_id"]]
-            y.append(v), w.append(weight), h.append(stratum)
-        out[c] = stratified_rate(y, w, h)
+        known = [(v[c], stratum, weight) for v, (stratum, weight) in values if v[c] is not None]
+        out[c] = stratified_rate([k[0] for k in known], [k[2] for k in known], [k[1] for k in known])
     return out
 
 
 def _current(rows: list[dict]) -> list[dict]:
-    newest: dict[str, dict] = {}
-    for r in sorted(rows, key=lambda r: (str(r.get("created_at")), r.get("label_id") or "")):
-        if r.get("work_id"):
-            newest[r["work_id"]] = r
-    return list(newest.values())
+    """The newest labelled row per work (:func:`~metacan_pipeline.teachers.agreement.current_labelled`)."""
+    return [r for works in current_labelled(rows).values() for r in works.values()]
 
 
 @dg.asset(group_name="scoring", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"],
@@ -159,13 +151,15 @@ def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg
                     rows.append({"population": f"import:{source.split(' (')[0]}", "category": c, "method": "design_weighted_teacher_rate",
                                  "teacher": teacher, **e.__dict__, "design": f"imported_design: {source}"})
     if storage.has_table("predictions"):
-        preds = storage.read_table("predictions", ["id", "candidate_categories", "consensus_categories"]).to_pylist()
+        with storage.connect() as con:
+            n_preds = con.execute("SELECT count(*) FROM predictions").fetchone()[0]
+            counts = {(col, c): k for col in ("candidate_categories", "consensus_categories") for c, k in con.execute(
+                f"SELECT c, count(*) FROM (SELECT unnest({col}) c FROM predictions) GROUP BY c").fetchall()}
         for c in CATEGORIES:
             for col, method in (("candidate_categories", "classify_and_count"), ("consensus_categories", "classify_and_count_consensus")):
-                k = sum(1 for p in preds if c in (p[col] or []))
-                rows.append({"population": "frame", "category": c, "method": method, "teacher": None, "n": len(preds),
-                             "n_weighted": float(len(preds)), "rate": k / len(preds) if preds else None, "se": None, "ci_low": None,
-                             "ci_high": None, "strata_single": 0, "design": "every frame work scored once"})
+                rows.append({"population": "frame", "category": c, "method": method, "teacher": None, "n": n_preds,
+                             "n_weighted": float(n_preds), "rate": counts.get((col, c), 0) / n_preds if n_preds else None, "se": None,
+                             "ci_low": None, "ci_high": None, "strata_single": 0, "design": "every frame work scored once"})
     rates: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in rows:
         if r["method"] == "design_weighted_teacher_rate" and r["rate"] is not None:

@@ -200,7 +200,7 @@ class TeacherConfig:
         return f"{self.teacher} | {self.model} | {self.prompt_version} | {self.prompt_sha} ({self.kind})"
 
 
-def _current(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
+def current_labelled(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
     """``{config key: {work_id: newest row}}``, keeping only works whose newest row is labelled."""
     newest: dict[tuple, dict[str, dict]] = {}
     for r in sorted(rows, key=lambda r: (r.get("created_at") is not None, r.get("created_at") or 0, r.get("label_id") or "")):
@@ -221,7 +221,7 @@ def _load(storage: MetacanStorage) -> Loaded:
     if storage.has_table("imported_labels"):
         tables.append(("import", "imported_labels"))
     for kind, name in tables:
-        for key, works in _current(storage.read_table(name).to_pylist()).items():
+        for key, works in current_labelled(storage.read_table(name).to_pylist()).items():
             if key not in labels:
                 configs.append(TeacherConfig(*key, kind=kind))
                 labels[key] = works
