@@ -65,6 +65,7 @@ from ..vocab import CATEGORIES
 from .store import append_rows, ensure_tables, now_utc
 from .validate import LABEL_FIELDS, InvalidLabel, validate_label
 from .views import canonical_json
+from .views import view_hash as hash_of_view
 
 SOURCE = "import"
 DESIGN_KEYS = ("stratum", "sel_prob", "design_weight")
@@ -256,7 +257,7 @@ def _view_hash(rec: SourceRecord) -> str:
         if not isinstance(given, str) or not given.strip():
             raise InvalidLabel(f"view_hash={given!r} is not a non-empty string")
         return given
-    return hashlib.sha256(canonical_json(rec.original).encode()).hexdigest()[:16]
+    return hash_of_view(rec.original)
 
 
 def work_id_of(value: Any) -> tuple[str | None, str | None]:
@@ -351,7 +352,7 @@ def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Se
             except InvalidLabel as exc:
                 error = str(exc)
         if view_hash is None and error is not None:
-            view_hash = hashlib.sha256(canonical_json(rec.original).encode()).hexdigest()[:16]
+            view_hash = hash_of_view(rec.original)
         row["view_hash"] = view_hash
         ref = {"file": rec.file, "sha256": rec.sha256, "index": rec.index, "original": rec.original,
                "absent": sorted(spec.absent), "undecided_categories": sorted(spec.undecided_categories)}
