@@ -19,8 +19,8 @@ from ..vocab import (
     BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES, PREDICTION_STATUS, SCORE_ONLY_IMMATURE,
 )
 from .calibration import quota_calibrate, support_gate, threshold_uncertainty
-from .features import student_text
-from .heads import PARAMS, fit_binary, fit_categorical, kish_ess, make_vectorizer
+from .features import make_features, student_text
+from .heads import PARAMS, fit_binary, fit_categorical, kish_ess
 
 STUDENT_CODE_VERSION = "student-v1"
 MODEL_MAJOR = 0
@@ -80,7 +80,7 @@ def student_heads(context: dg.AssetExecutionContext, storage: MetacanStorage) ->
     weights = {r["id"]: r["design_weight"] for r in storage.read_table("sample_design", ["id", "design_weight"]).to_pylist()}
     labels = {t: [r for r in _training_rows(storage, t) if r["work_id"] in texts] for t in TEACHERS}
     model_version = model_version_for(labels, weights)
-    vectorizer = make_vectorizer().fit([texts[r["id"]] for r in frame_rows] or [""])
+    vectorizer = make_features().fit([texts[r["id"]] for r in frame_rows] or [""])
     heads: dict[str, dict] = {}
     for teacher in TEACHERS:
         rows = labels[teacher]
@@ -255,7 +255,7 @@ def machine_scores(context: dg.AssetExecutionContext, storage: MetacanStorage) -
     texts = {r["id"]: student_text(r) for r in frame_rows}
     venue = {r["id"]: r["venue_id"] or f"no-venue:{r['id']}" for r in frame_rows}
     weights = {r["id"]: r["design_weight"] for r in storage.read_table("sample_design", ["id", "design_weight"]).to_pylist()}
-    vectorizer = make_vectorizer().fit(list(texts.values()) or [""])
+    vectorizer = make_features().fit(list(texts.values()) or [""])
     X_all = vectorizer.transform([texts[r["id"]] for r in frame_rows])
     arm_scores, arm_status = {}, {}
     for teacher in TEACHERS:

@@ -11,17 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score, roc_auc_score
 from sklearn.model_selection import GroupKFold
 
-PARAMS = {"tfidf": {"ngram_range": (1, 2), "min_df": 1, "sublinear_tf": True, "max_features": 200_000},
-          "logreg": {"C": 4.0, "max_iter": 2000}}
+from .features import TFIDF_PARAMS
 
-
-def make_vectorizer() -> TfidfVectorizer:
-    return TfidfVectorizer(**PARAMS["tfidf"])
+PARAMS = {"tfidf": TFIDF_PARAMS, "logreg": {"C": 4.0, "max_iter": 2000}}
 
 
 @dataclass
