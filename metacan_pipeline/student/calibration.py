@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
+import duckdb
+
+from ..storage import sql_literal
 
 MIN_POSITIVES = 20  # SPEC section 6: both teachers need >= 20 positives on a head
 MIN_KISH_ESS = 10.0  # SPEC section 6: Kish ESS of the positive weights >= 10
@@ -34,35 +36,52 @@ def support_gate(gemma_positives: int, codex_positives: int, kish_ess_positive: 
                       "passed" if not fails else "scores only, no decision: " + "; ".join(fails))
 
 
+def double_sql(x: float) -> str:
+    """A DuckDB DOUBLE literal equal to ``x`` bit for bit (a bare ``0.1`` would be a DECIMAL)."""
+    return f"'{float(x)!r}'::DOUBLE"
+
+
 @dataclass(frozen=True)
 class Quota:
-    """Result of quota calibration for one head: ``k`` positives, the threshold and boundary work."""
+    """Quota calibration of one head: ``k`` positives of ``n`` scored, the threshold and boundary work."""
 
+    target: str
+    rate: float
+    n: int
     k: int
     threshold: float | None
     boundary_id: str | None
-    positive_ids: frozenset[str]
+
+    def decides_sql(self, score: str, id_col: str = "id") -> str:
+        """A DuckDB boolean expression that is true exactly for the top ``k`` works by (score desc, id asc)."""
+        if self.k == 0 or self.threshold is None:
+            return "false"
+        t = double_sql(self.threshold)
+        return f"({score} > {t} OR ({score} = {t} AND {id_col} <= {sql_literal(self.boundary_id)}))"
+
+    def as_dict(self) -> dict:
+        return {"target": self.target, "rate": self.rate, "n": self.n, "k": self.k, "threshold": self.threshold,
+                "boundary_id": self.boundary_id}
 
 
-def quota_calibrate(ids: list[str], scores: np.ndarray, rate: float) -> Quota:
-    """``k = round(rate * n)``; the top k works by (score desc, id asc) are positive (SPEC section 6).
-
-    The threshold is the k-th work's score and the boundary id that work's id (None when k = 0).
+def quota_calibrate(con: duckdb.DuckDBPyConnection, relation: str, score: str, rate: float, target: str = "") -> Quota:
+    """``k = round(rate x n)`` over the ``n`` rows of ``relation``; the top k by (``score`` desc, ``id``
+    asc) are decided positive (SPEC section 6). Returns the k-th work's score as the threshold and its id
+    as the boundary (None when k = 0). Runs in DuckDB: a top-N, never the frame in Python memory.
     """
-    n = len(ids)
-    k = int(round(rate * n))
-    k = max(0, min(k, n))
+    n = con.execute(f"SELECT count(*) FROM {relation}").fetchone()[0]
+    k = max(0, min(round(rate * n), n))
     if k == 0:
-        return Quota(0, None, None, frozenset())
-    order = sorted(range(n), key=lambda i: (-float(scores[i]), ids[i]))
-    top = order[:k]
-    b = top[-1]
-    return Quota(k, float(scores[b]), ids[b], frozenset(ids[i] for i in top))
+        return Quota(target, rate, n, 0, None, None)
+    thr, bid = con.execute(f"SELECT {score}, id FROM {relation} ORDER BY {score} DESC, id ASC LIMIT 1 OFFSET {k - 1}").fetchone()
+    return Quota(target, rate, n, k, float(thr), bid)
 
 
-def threshold_uncertainty(score: float, threshold: float) -> float:
-    """clamp01(1 - |s - t| / (t if s < t else 1 - t)) (SPEC section 6); 1 at the threshold."""
-    denom = threshold if score < threshold else 1.0 - threshold
-    if denom <= 0:
-        return 1.0 if score == threshold else 0.0
-    return float(min(1.0, max(0.0, 1.0 - abs(score - threshold) / denom)))
+def threshold_uncertainty_sql(score: str, threshold: float) -> str:
+    """DuckDB expression of clamp01(1 - |s - t| / (t if s < t else 1 - t)) (SPEC section 6): 1 at the
+    threshold, falling linearly to 0 at 0 (below) or at 1 (above)."""
+    t, ts = float(threshold), double_sql(threshold)
+    below = f"greatest(0.0, least(1.0, 1.0 - abs({score} - {ts}) / {ts}))" if t > 0 else "0.0"
+    above = (f"greatest(0.0, least(1.0, 1.0 - abs({score} - {ts}) / (1.0 - {ts})))" if t < 1
+             else f"CASE WHEN {score} = {ts} THEN 1.0 ELSE 0.0 END")
+    return f"(CASE WHEN {score} < {ts} THEN {below} ELSE {above} END)"

@@ -8,7 +8,7 @@ fitted; it becomes a *constant head* that returns the (design-weighted) training
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -30,7 +30,6 @@ class BinaryHead:
     n_train: int
     positives: int
     model: LogisticRegression | None = None
-    metrics: dict = field(default_factory=dict)
 
     def score(self, X) -> np.ndarray:
         if self.model is None:
@@ -89,15 +88,14 @@ def grouped_cv_metrics(X, y: np.ndarray, groups: list[str], w: np.ndarray, folds
             "auroc": float(roc_auc_score(y, oof, sample_weight=w)), "cv": f"{k}-fold grouped by venue"}
 
 
-def fit_binary(target: str, X, y: np.ndarray, w: np.ndarray, groups: list[str]) -> BinaryHead:
-    """Fit one binary head with design weights ``w``; constant head when ``y`` has one class."""
+def fit_binary(target: str, X, y: np.ndarray, w: np.ndarray) -> BinaryHead:
+    """Fit one binary head with weights ``w``; a constant head when ``y`` has one class."""
     pos = int(y.sum())
     rate = weighted_rate(y, w)
     if len(y) == 0 or pos == 0 or pos == len(y):
-        return BinaryHead(target, f"constant: {pos} positives of {len(y)} labels (one class, cannot fit)", rate, len(y), pos,
-                          metrics={"ap": None, "auroc": None, "cv": "not evaluated: one class"})
+        return BinaryHead(target, f"constant: {pos} positives of {len(y)} labels (one class, cannot fit)", rate, len(y), pos)
     model = LogisticRegression(**PARAMS["logreg"]).fit(X, y, sample_weight=w)
-    return BinaryHead(target, "trained", rate, len(y), pos, model, grouped_cv_metrics(X, y, groups, w))
+    return BinaryHead(target, "trained", rate, len(y), pos, model)
 
 
 def fit_categorical(target: str, classes: tuple[str, ...], X, values: list[str | None], w: np.ndarray) -> CategoricalHead:

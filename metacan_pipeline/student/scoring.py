@@ -1,0 +1,157 @@
+"""Scoring the frame in batches, and the hybrid predictions as one DuckDB query (SPEC section 6).
+
+Memory stays flat in the frame's size: the frame is read in record batches of ``batch_size`` works,
+each batch's texts are vectorised and scored by every head, and the scores are written as one Parquet
+file per batch (``warehouse/<scores table>``). Quota thresholds, decisions and the derived scores are
+then computed by DuckDB over those files (top-N queries and a streaming join with the gemma direct
+labels), and the predictions streamed back out batch by batch. Nothing frame-sized is held in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tqdm import tqdm
+
+from ..storage import MetacanStorage, sql_literal
+from ..vocab import (
+    ABOUT_CA_TARGETS,
+    BINARY_TARGETS,
+    CATEGORICAL_TARGETS,
+    CATEGORIES,
+    PREDICTION_STATUS,
+)
+from .calibration import Quota, threshold_uncertainty_sql
+from .features import STUDENT_FIELDS
+from .holdout import venue_held_out, venue_key
+
+BATCH_SIZE = 50_000
+
+
+def student_texts(batch: pa.RecordBatch | pa.Table) -> list[str]:
+    """The title-only text of every row of ``batch`` (columns :data:`~.features.STUDENT_FIELDS`), equal to
+    :func:`~.features.student_text` row by row, built by Arrow's string kernels instead of Python."""
+    cols = [pc.fill_null(pc.cast(batch.column(f), pa.string()), "") for f in STUDENT_FIELDS]
+    return pc.binary_join_element_wise(*cols, " | ").to_pylist()
+
+
+def score_column(teacher: str, target: str) -> str:
+    """Column name of a binary head's score in a scores table: ``<teacher>__<target>``."""
+    return f"{teacher}__{target}"
+
+
+def _list_column(probs: np.ndarray) -> pa.Array:
+    flat = pa.array(probs.astype(np.float64).ravel())
+    return pa.FixedSizeListArray.from_arrays(flat, probs.shape[1]).cast(pa.list_(pa.float64()))
+
+
+def score_batches(storage: MetacanStorage, bundle: dict, batch_size: int = BATCH_SIZE, progress: bool = True,
+                  log=None) -> Iterator[pa.RecordBatch]:
+    """Score every frame work with every head of ``bundle`` (``vectorizer``, ``heads`` {teacher: {target: head}}).
+
+    Yields record batches with ``id``, a float64 score column per binary head (:func:`score_column`),
+    and per categorical head ``<teacher>__<target>`` (list of class probabilities, vocabulary order) and
+    ``<teacher>__<target>__argmax`` (the most probable class), and ``held_out`` (the work's venue is in
+    the student's holdout, :func:`~.holdout.venue_held_out`).
+    """
+    n_total = pq_rows(storage, "frame")
+    bar = tqdm(total=n_total, unit="works", desc="student scoring", disable=not progress, mininterval=1.0)
+    done = 0
+    for batch in storage.iter_batches("frame", batch_size=batch_size, columns=["id", "venue_id", *STUDENT_FIELDS]):
+        X = bundle["vectorizer"].transform(student_texts(batch))
+        cols = {"id": batch.column("id"), "held_out": pa.array(
+            [venue_held_out(venue_key(w, v)) for w, v in zip(batch.column("id").to_pylist(), batch.column("venue_id").to_pylist())],
+            pa.bool_())}
+        for teacher, heads in bundle["heads"].items():
+            for target, head in heads.items():
+                s = head.score(X)
+                if target in CATEGORICAL_TARGETS:
+                    cols[score_column(teacher, target)] = _list_column(s)
+                    classes = np.array(CATEGORICAL_TARGETS[target], dtype=object)
+                    cols[f"{score_column(teacher, target)}__argmax"] = pa.array(classes[s.argmax(axis=1)].tolist(), pa.string())
+                else:
+                    cols[score_column(teacher, target)] = pa.array(np.asarray(s, dtype=np.float64))
+        done += batch.num_rows
+        bar.update(batch.num_rows)
+        if log is not None:
+            log.info(f"student scoring: {done:,} of {n_total:,} works")
+        yield pa.RecordBatch.from_pydict(cols)
+    bar.close()
+
+
+def pq_rows(storage: MetacanStorage, table: str) -> int:
+    """Row count of a warehouse table from its Parquet footers (no data read)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in storage.table_dir(table).glob("*.parquet"))
+
+
+def scratch_connection(storage: MetacanStorage) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection (2 threads, spills to ``data/tmp``) with views over the warehouse
+    tables the predictions read; it takes no lock on the catalog file."""
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    con.execute(f"SET temp_directory = {sql_literal(str(storage.root / 'tmp'))}")
+    for name in ("student_scores", "direct_labels_gemma", "frame"):
+        if storage.has_table(name):
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))})")
+    return con
+
+
+#: The work has a labelled gemma direct label (a failed or missing label is unknown, never a negative).
+G_OK = "coalesce(g.g_ok, false)"
+
+
+def _gemma_says(target: str) -> str:
+    """DuckDB boolean: gemma's direct label asserts ``target`` (false when there is no labelled label)."""
+    if target in CATEGORIES:
+        return f"coalesce({G_OK} AND list_contains(g.categories, {sql_literal(target)}), false)"
+    return f"coalesce({G_OK} AND g.{target}, false)"
+
+
+def predictions_sql(model_version: str, quotas: dict[str, Quota], gated: dict[str, bool]) -> str:
+    """The DuckDB query that turns ``student_scores`` and ``direct_labels_gemma`` into ``predictions``.
+
+    ``quotas``: the quota of every gated binary codex head; ``gated``: the support-gate result of every
+    head (categorical heads get a codex value only when gated). Columns and meanings: SPEC section 6,
+    schema :data:`~.assets.PRED_SCHEMA`.
+    """
+    def codex(t: str) -> str:
+        return quotas[t].decides_sql(f's."{score_column("codex", t)}"', "s.id") if t in quotas else "false"
+
+    cand = ", ".join(f"CASE WHEN {codex(c)} OR {_gemma_says(c)} THEN {sql_literal(c)} END" for c in CATEGORIES)
+    cons = ", ".join(f"CASE WHEN {codex(c)} AND {_gemma_says(c)} THEN {sql_literal(c)} END" for c in CATEGORIES)
+    cols = [
+        "s.id AS id", f"{sql_literal(model_version)} AS model_version",
+        f"list_filter([{cand}], x -> x IS NOT NULL) AS candidate_categories",
+        f"list_filter([{cons}], x -> x IS NOT NULL) AS consensus_categories",
+        *(f"[{', '.join(f's.{score_column(t, c)}' for c in CATEGORIES)}] AS category_scores_{t}" for t in ("codex", "gemma")),
+    ]
+    for t in ABOUT_CA_TARGETS:
+        cols += [f"({codex(t)} OR {_gemma_says(t)}) AS {t}_candidate", f"({codex(t)} AND {_gemma_says(t)}) AS {t}_consensus"]
+    for t in ABOUT_CA_TARGETS:
+        cols += [f"s.{score_column('codex', t)} AS {t}_score_codex", f"s.{score_column('gemma', t)} AS {t}_score_gemma"]
+    for t in CATEGORICAL_TARGETS:
+        codex_val = f"s.{score_column('codex', t)}__argmax" if gated.get(t) else "NULL::VARCHAR"
+        gemma_val = f"CASE WHEN {G_OK} THEN g.{t} END"
+        cols += [f"s.{score_column('codex', t)} AS {t}_scores_codex", f"s.{score_column('gemma', t)} AS {t}_scores_gemma",
+                 f"{codex_val} AS {t}_codex", f"{gemma_val} AS {t}_gemma", f"{gemma_val} AS {t}_candidate",
+                 f"CASE WHEN {gemma_val} IS NOT NULL AND {codex_val} = {gemma_val} THEN {gemma_val} END AS {t}_consensus"]
+    disagreement = ", ".join(f"abs(s.{score_column('codex', t)} - {_gemma_says(t)}::INT)" for t in BINARY_TARGETS)
+    uncertainty = [threshold_uncertainty_sql(f"s.{score_column('codex', t)}", q.threshold) for t, q in quotas.items() if q.threshold is not None]
+    cols += [
+        f"CASE WHEN {G_OK} THEN greatest({disagreement}) END AS teacher_disagreement_score",
+        (f"greatest({', '.join(uncertainty)})" if len(uncertainty) > 1 else (uncertainty[0] if uncertainty else "0.0"))
+        + " AS threshold_uncertainty_score",
+        f"{sql_literal(PREDICTION_STATUS)} AS prediction_status",
+        "coalesce(g.status, 'missing') AS gemma_label_status",
+    ]
+    return (
+        "WITH g AS (SELECT *, status = 'labelled' AS g_ok FROM direct_labels_gemma "
+        "QUALIFY row_number() OVER (PARTITION BY work_id ORDER BY created_at DESC) = 1) "
+        f"SELECT {', '.join(cols)} FROM student_scores s LEFT JOIN g ON g.work_id = s.id"
+    )
