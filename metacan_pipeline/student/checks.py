@@ -1,5 +1,6 @@
-"""Blocking checks on ``predictions`` (issue 5): scores in [0, 1], every frame work scored exactly once,
-no decision on a head that failed the support gate (SPEC section 6).
+"""Blocking checks on ``predictions`` and ``student_heads`` (issue 5): scores in [0, 1], every frame work
+scored exactly once, no decision on a head that failed the support gate (SPEC section 6), and the
+holdout disjoint from training.
 
 Each check is a plain function over a DuckDB connection (tested on its own) wrapped as a Dagster asset
 check; a failure blocks ``work_records`` and everything downstream.
@@ -10,7 +11,8 @@ import duckdb
 
 from ..storage import MetacanStorage
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
-from .assets import predictions
+from .assets import predictions, student_heads
+from .holdout import HOLDOUT_DDL, venue_held_out
 
 _LIST_SCORES = ["category_scores_codex", "category_scores_gemma"] + [f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in ("codex", "gemma")]
 _SCALAR_SCORES = [f"{t}_score_{s}" for t in ABOUT_CA_TARGETS for s in ("codex", "gemma")] + [
@@ -89,4 +91,27 @@ def predictions_no_decision_without_gate(storage: MetacanStorage) -> dg.AssetChe
     return dg.AssetCheckResult(passed=not bad, metadata={"rows_with_a_decision_by_ungated_head": dg.MetadataValue.json(bad)})
 
 
-PREDICTION_CHECKS = [predictions_scores_in_unit_interval, predictions_score_every_frame_work_once, predictions_no_decision_without_gate]
+def holdout_leaks(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Training rows of the current ``student_training_set`` that touch the holdout: works of the frozen
+    set (``student_holdout``), and works whose venue the holdout rule holds out (:func:`~.holdout.venue_held_out`,
+    checked in Python over the distinct training venues)."""
+    con.execute(HOLDOUT_DDL)
+    in_frozen = con.execute("SELECT count(*) FROM student_training_set t SEMI JOIN student_holdout h ON h.work_id = t.work_id").fetchone()[0]
+    venues = [r[0] for r in con.execute("SELECT DISTINCT venue_key FROM student_training_set").fetchall()]
+    held = [v for v in venues if venue_held_out(v)]
+    in_venue = con.execute("SELECT count(*) FROM student_training_set WHERE list_contains(?, venue_key)", [held]).fetchone()[0] if held else 0
+    return {"training_rows_in_frozen_holdout": in_frozen, "training_rows_in_held_out_venues": in_venue}
+
+
+@dg.asset_check(asset=student_heads, blocking=True, description="The holdout never reaches training (issue 5; SPEC section 6).")
+def student_holdout_disjoint_from_training(storage: MetacanStorage) -> dg.AssetCheckResult:
+    """Fails when a work of the frozen holdout, or of a held-out venue, is among the works that trained the
+    current model version's heads (:func:`holdout_leaks`): the leak that once showed AP 0.969 for an honest 0.152."""
+    with storage.connect() as con:
+        leaks = holdout_leaks(con)
+        n_train = con.execute("SELECT count(*) FROM student_training_set").fetchone()[0]
+    return dg.AssetCheckResult(passed=not any(leaks.values()), metadata={**leaks, "training_rows": n_train})
+
+
+PREDICTION_CHECKS = [predictions_scores_in_unit_interval, predictions_score_every_frame_work_once, predictions_no_decision_without_gate,
+                     student_holdout_disjoint_from_training]
