@@ -70,6 +70,7 @@ def test_markup_and_script_in_titles_and_abstracts_render_as_text(openalex_dir):
     assert "Venue &lt;script&gt;" in html and "&lt;b&gt;markup&lt;/b&gt;" in html  # other fields escaped
     assert "How this classification was reached" in html and "<details>" in html
     assert "direct label · gemma" in html and "badge\">machine prediction" not in html
+    assert "Training rounds run: 1 · maturity gate not passed" in html
 
 
 def test_ship_violations_and_card_precedence(openalex_dir):

@@ -149,3 +149,29 @@ def test_a_store_of_the_first_layout_is_migrated_without_loss():
     assert con.execute("SELECT categories FROM teacher_labels").fetchone()[0] == ["sts"]
     ensure_tables(con)  # idempotent
     assert con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 1
+
+
+def test_sample_plus_batch_coverage_labels_the_sample_and_the_proposed_batch(tmp_path):
+    """``sample+batch:active_learning``: codex labels its sample and what machine_scores rounds propose."""
+    import pyarrow as pa
+
+    from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.teachers.assets import BATCHES_DDL, select_works
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    storage.write_table("frame", pa.table({"id": [f"W{i}" for i in range(6)]}))
+    storage.write_table("sample_design", pa.table({"id": [f"W{i}" for i in range(6)], "in_sample": [True, True, False, False, False, False]}))
+    base = load_registry(environ={})["codex"]
+    both = base.model_copy(update={"coverage": "sample+batch:active_learning"})
+    only = base.model_copy(update={"coverage": "batch:active_learning"})
+    assert type(base).model_validate(both.model_dump()).batch == "active_learning" and both.covers_sample and not only.covers_sample
+    assert [w["id"] for w in select_works(storage, both)] == ["W0", "W1"]  # no batch yet: the sample alone
+    with pytest.raises(ValueError, match="names a batch with no works"):
+        select_works(storage, only)
+    with storage.connect() as con:
+        con.execute(BATCHES_DDL)
+        con.execute("INSERT INTO label_batches VALUES ('active_learning', 'W4', now(), 'test'), ('other', 'W5', now(), 'test')")
+    assert [w["id"] for w in select_works(storage, both)] == ["W0", "W1", "W4"]
+    assert [w["id"] for w in select_works(storage, only)] == ["W4"]
+    with pytest.raises(ValueError, match="sample\\+batch:<name>"):
+        type(base).model_validate({**base.model_dump(), "coverage": "batch+sample:x"})

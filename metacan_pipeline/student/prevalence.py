@@ -122,8 +122,9 @@ def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg
         design = {r["id"]: (r["stratum"], r["design_weight"]) for r in sd if r["in_sample"]}
     census = {wid: ("census", 1.0) for wid in frame_ids}
     for name, spec in TEACHERS.items():
-        if spec.coverage not in ("all", "sample") or not storage.has_table(f"direct_labels_{name}"):
+        if (spec.coverage != "all" and not spec.covers_sample) or not storage.has_table(f"direct_labels_{name}"):
             continue
+        # a sample+batch teacher: its batch labels carry no design weight and are left out of the rate
         weights, how = (census, "census of the frame") if spec.coverage == "all" else (design, "sample_design")
         for c, e in _teacher_rows(_current(storage.read_table(f"direct_labels_{name}").to_pylist()), weights).items():
             rows.append({"population": "frame", "category": c, "method": "design_weighted_teacher_rate", "teacher": name,

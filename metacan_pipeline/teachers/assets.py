@@ -102,20 +102,24 @@ class _Progress:
 def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
     """The frame rows a teacher covers: ``all`` (every frame work), ``sample`` (``in_sample`` in
     ``sample_design``, SPEC section 5), ``batch:<name>`` (the ids of that batch in ``label_batches``;
-    ids not in the frame are ignored). Raises FileNotFoundError naming the asset to materialize first, and
-    ValueError for a batch that has no works."""
+    ids not in the frame are ignored), ``sample+batch:<name>`` (both: the sample teacher labelling the
+    batches that ``machine_scores`` rounds propose). Raises FileNotFoundError naming the asset to
+    materialize first, and ValueError for a ``batch:<name>`` coverage whose batch has no works."""
     works = storage.read_table("frame").to_pylist()
     if spec.coverage == "all":
         return works
-    if spec.coverage == "sample":
-        wanted = {r["id"] for r in storage.read_table("sample_design", ["id", "in_sample"]).to_pylist() if r["in_sample"]}
-    else:
+    wanted: set[str] = set()
+    if spec.covers_sample:
+        wanted |= {r["id"] for r in storage.read_table("sample_design", ["id", "in_sample"]).to_pylist() if r["in_sample"]}
+    if spec.batch is not None:
         with storage.connect() as con:
             con.execute(BATCHES_DDL)
-            wanted = {r[0] for r in con.execute("SELECT work_id FROM label_batches WHERE batch = ?", [spec.coverage[6:]]).fetchall()}
-        if not wanted:
+            batch = {r[0] for r in con.execute("SELECT work_id FROM label_batches WHERE batch = ?", [spec.batch]).fetchall()}
+        if not batch and not spec.covers_sample:
             raise ValueError(f"teacher {spec.name}: coverage {spec.coverage!r} names a batch with no works in the DuckDB table "
-                             f"label_batches; load it first (INSERT INTO label_batches (batch, work_id, added_at, source) ...)")
+                             f"label_batches; load it first (INSERT INTO label_batches (batch, work_id, added_at, source) ...), "
+                             f"or let machine_scores propose batch 'active_learning'")
+        wanted |= batch
     return [w for w in works if w["id"] in wanted]
 
 
@@ -308,8 +312,9 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
     the current configuration (schema :data:`~.store.LABELS_SCHEMA`; ``status`` labelled or failed, a
     failure is unknown, never a negative). Launchpad config: :class:`~.registry.TeacherRunConfig`.
     """
-    coverage = _COVERAGE_TEXT.get(spec.coverage, f"the works of batch {spec.coverage[6:]!r} (table label_batches)")
-    deps = [frame] + ([sample_design] if spec.coverage == "sample" else [])
+    coverage = _COVERAGE_TEXT.get(spec.coverage, ("the design-weighted sample and " if spec.covers_sample else "")
+                                  + f"the works of batch {spec.batch!r} (table label_batches)")
+    deps = [frame] + ([sample_design] if spec.covers_sample else [])
 
     @dg.asset(name=f"direct_labels_{spec.name}", group_name="labeling", kinds={"python", "duckdb"}, code_version="2",
               owners=["team:metacan"], deps=deps, retry_policy=_TEACHER_RETRY,

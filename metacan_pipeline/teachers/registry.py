@@ -65,9 +65,19 @@ class TeacherSpec(BaseModel):
     @field_validator("coverage")
     @classmethod
     def _coverage(cls, v: str) -> str:
-        if v not in ("all", "sample") and not re.fullmatch(r"batch:[A-Za-z0-9_.-]+", v):
-            raise ValueError(f"coverage {v!r}: expected all, sample or batch:<name>")
+        if v not in ("all", "sample") and not re.fullmatch(r"(sample\+)?batch:[A-Za-z0-9_.-]+", v):
+            raise ValueError(f"coverage {v!r}: expected all, sample, batch:<name> or sample+batch:<name>")
         return v
+
+    @property
+    def batch(self) -> str | None:
+        """The ``label_batches`` batch this teacher covers (``batch:<name>`` or ``sample+batch:<name>``), or None."""
+        return self.coverage.split("batch:", 1)[1] if "batch:" in self.coverage else None
+
+    @property
+    def covers_sample(self) -> bool:
+        """True when the teacher covers the design-weighted sample (``sample`` or ``sample+batch:<name>``)."""
+        return self.coverage.startswith("sample")
 
     @property
     def embedded(self) -> bool:
