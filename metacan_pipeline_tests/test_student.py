@@ -265,6 +265,9 @@ def test_maturity_gate_needs_five_still_rounds_on_the_frozen_holdout():
 
 def test_machine_scores_rounds_count_only_new_labels_and_propose_fresh_batches(storage):
     frame = write_inputs(storage)
+    design = storage.read_table("sample_design").to_pylist()
+    outside = {r["id"] for r in design[1::4]}  # out of the sampling frame: a rule label, never a teacher call
+    storage.write_table("sample_design", pa.Table.from_pylist([r for r in design if r["id"] not in outside]))
     md1 = run(storage, machine_scores).asset_materializations_for_node("machine_scores")[0].metadata
     assert md1["rounds_run"].value == 1 and md1["new_round"].value is True
     ms = storage.read_table("machine_scores").to_pylist()
@@ -274,7 +277,7 @@ def test_machine_scores_rounds_count_only_new_labels_and_propose_fresh_batches(s
     codex_labelled = {r["work_id"] for r in storage.read_table("direct_labels_codex").to_pylist()}
     batch1 = _sql(storage, f"SELECT work_id, source FROM label_batches WHERE batch = '{ACTIVE_BATCH}'")
     ids1 = {w for w, _ in batch1}
-    assert len(batch1) == len(ids1) == 25 and not ids1 & held and not ids1 & codex_labelled
+    assert len(batch1) == len(ids1) == 25 and not ids1 & held and not ids1 & codex_labelled and not ids1 & outside
     assert {s.split(": ")[1] for _, s in batch1} == {"largest arm spread", "closest to 0.5", "random sentinel"}
 
     md2 = run(storage, machine_scores).asset_materializations_for_node("machine_scores")[0].metadata

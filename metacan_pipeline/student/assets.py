@@ -20,6 +20,7 @@ from pydantic import Field
 from .. import __version__
 from ..meta import counts_markdown, table_metadata
 from ..storage import MetacanStorage
+from ..sampling.assets import sample_design
 from ..teachers.assets import direct_labels_codex, direct_labels_gemma
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, quota_calibrate, support_gate
@@ -161,7 +162,7 @@ def _png_markdown(png: bytes, alt: str) -> dg.MetadataValue:
 
 
 @dg.asset(group_name="scoring", kinds={"python", "scikitlearn", "parquet"}, code_version="2", owners=["team:metacan"],
-          deps=[direct_labels_gemma, direct_labels_codex])
+          deps=[direct_labels_gemma, direct_labels_codex, sample_design])
 def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, storage: MetacanStorage) -> dg.MaterializeResult:
     """Per teacher, 11 binary and 3 categorical student heads on the title-only view (SPEC section 6).
 
@@ -371,7 +372,7 @@ def _machine_batches(storage: MetacanStorage, bundle: dict, status: str, note: s
 
 
 @dg.asset(group_name="scoring", kinds={"python", "scikitlearn", "parquet"}, code_version="2", owners=["team:metacan"],
-          deps=[direct_labels_gemma, direct_labels_codex])
+          deps=[direct_labels_gemma, direct_labels_codex, sample_design])
 def machine_scores(context: dg.AssetExecutionContext, config: MachineRoundConfig, storage: MetacanStorage) -> dg.MaterializeResult:
     """Active-learning student scores; each materialization with new teacher labels is one round (SPEC section 7).
 
@@ -420,7 +421,8 @@ def machine_scores(context: dg.AssetExecutionContext, config: MachineRoundConfig
         glob = str(storage.table_dir("machine_scores") / "*.parquet")
         sizes = (config.next_batch_spread, config.next_batch_uncertain, config.next_batch_sentinels)
         with storage.connect() as con:
-            proposed = propose_next_batch(con, glob, labelled, round_no, sizes, salt=signature)
+            proposed = propose_next_batch(con, glob, str(storage.table_dir("sample_design") / "*.parquet"), labelled, round_no, sizes,
+                                          salt=signature)
             if proposed:
                 con.executemany(f"INSERT INTO label_batches VALUES ('{ACTIVE_BATCH}', ?, now(), ?)",
                                 [(p[0], f"machine_scores round {round_no}: {p[1]}") for p in proposed])

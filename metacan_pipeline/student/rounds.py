@@ -21,7 +21,7 @@ same, current labels. The *maturity gate* passes when, for every arm:
 Passing means "stopped moving", not "right": rows then carry ``score_only:mature``, otherwise
 ``score_only:v0-immature-baseline``; neither ever yields a category label (SPEC section 8).
 
-Each new round proposes the next teacher batch from a fresh reservoir (frame works outside the
+Each new round proposes the next teacher batch from a fresh reservoir (sampling-frame works outside the
 held-out venues that codex, the sample-covering teacher, has not labelled and no earlier round
 proposed; gemma covers every work already): the largest
 arm spread, the scores closest to 0.5 (mean of the arms), and random sentinels (salted hash order),
@@ -154,9 +154,12 @@ def round_history(storage: MetacanStorage) -> dict[int, dict[str, dict[str, floa
     return out
 
 
-def propose_next_batch(con, machine_scores_glob: str, labelled: pa.Table, round_no: int, sizes: tuple[int, int, int],
-                       salt: str) -> list[tuple[str, str, float, float, float]]:
+def propose_next_batch(con, machine_scores_glob: str, sampling_frame_glob: str, labelled: pa.Table, round_no: int,
+                       sizes: tuple[int, int, int], salt: str) -> list[tuple[str, str, float, float, float]]:
     """The next teacher batch from the fresh reservoir: ``sizes`` = (largest spread, closest to 0.5, sentinels).
+
+    The reservoir: works of the sampling frame (``sample_design``: a work outside it gets a rule label,
+    not a teacher call) outside the held-out venues, not yet labelled, never proposed before.
 
     ``labelled``: Arrow table of work ids (column ``id``) the batch's teacher (codex) already labelled. Reads the
     scores with DuckDB; returns (work_id, reason, score_codex, score_gemma, score_spread) rows.
@@ -166,6 +169,7 @@ def propose_next_batch(con, machine_scores_glob: str, labelled: pa.Table, round_
     con.execute(f"""CREATE OR REPLACE TEMP VIEW reservoir AS SELECT id, score_codex, score_gemma, score_spread
         FROM read_parquet('{machine_scores_glob}') m
         WHERE NOT held_out AND id NOT IN (SELECT id FROM labelled_ids)
+          AND id IN (SELECT id FROM read_parquet('{sampling_frame_glob}'))
           AND id NOT IN (SELECT work_id FROM label_batches WHERE batch = '{ACTIVE_BATCH}')""")
     n_spread, n_uncertain, n_sentinel = sizes
     picked: list[tuple] = []
