@@ -85,8 +85,15 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
         gated, heads = con.execute("SELECT count(*) FILTER (gate_passed), count(*) FROM student_heads WHERE teacher = 'codex'").fetchone()
         lines.append(f"Predictions: {p} works scored by {mv}; {cand} with a candidate category, {cons} with a consensus category;"
                      f" {gated} of {heads} codex heads pass the support gate (the rest carry scores, no decision)")
-        ms = con.execute("SELECT validation_status, count(*) FROM machine_scores GROUP BY ALL").fetchall()
-        lines.append("Machine scores: " + ", ".join(f"{s} {c}" for s, c in ms))
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        holdout = con.execute("SELECT count(*) FROM student_holdout").fetchone()[0] if "student_holdout" in tables else 0
+        metrics = con.execute("SELECT teacher, holdout_n, holdout_positives, ap, auroc FROM student_heads WHERE target = 'metaresearch' "
+                              "ORDER BY teacher").fetchall()
+        fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+        lines.append(f"Student holdout: {holdout} frame works of held-out venues (frozen); metaresearch heads on its labelled works: "
+                     + "; ".join(f"{t} n={n} positives={pos} AP {fmt(ap)} AUROC {fmt(auc)}" for t, n, pos, ap, auc in metrics))
+        ms = con.execute("SELECT validation_status, any_value(rounds_run), count(*) FROM machine_scores GROUP BY ALL").fetchall()
+        lines.append("Machine scores: " + ", ".join(f"{s} {c} (after {r} round{'s' if r != 1 else ''})" for s, r, c in ms))
         first = con.execute(  # a work with the most routes and an abstract: the fullest page
             "SELECT id FROM frame ORDER BY ca_aff::INT + ca_fund::INT + ca_venue::INT + about_ca::INT DESC, has_abstract DESC,"
             " in_sampling_frame DESC, id LIMIT 1").fetchone()
