@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -220,6 +221,44 @@ def fetch(
     finally:
         client.close()
     typer.echo(f"{client.calls_made} calls made, {client.pages_from_archive} pages read back from the archive {out}")
+
+
+@app.command("evaluate-pilot")
+def evaluate_pilot_command(
+    features: Annotated[list[str] | None, typer.Option(help="Feature backend: tfidf or minilm (repeat for both). Default tfidf.")] = None,
+    labels: Annotated[list[str] | None, typer.Option(help="Screener: a (claude-sonnet-4-6) or b (gpt-5.6-sol) (repeat for both). Default both.")] = None,
+    works: Annotated[str, typer.Option(help="joined: the labels_joined.json works (design-weighted); all: every work screener b labelled (unweighted).")] = "joined",
+    unweighted: Annotated[bool, typer.Option(help="Ignore the design weights (fit and metrics).")] = False,
+    folds: Annotated[int, typer.Option(help="Grouped CV folds (fewer if fewer groups).")] = 5,
+    pilot_dir: Annotated[str | None, typer.Option(help="MetaCan pilot folder (default $METACAN_PILOT_DIR or ../shared/data/metacan_pilot).")] = None,
+) -> None:
+    """AP and AUROC of the student's metaresearch head trained on the MetaCan pilot labels, under grouped CV.
+
+    One line per screener x feature backend; see metacan_pipeline/student/pilot_eval.py for how the
+    pilot's fields map to ours (labels, title-only text, groups, design weights).
+    """
+    from .student.pilot_eval import evaluate_pilot, format_table, pilot_works
+    from .teachers.import_assets import default_pilot_dir
+
+    folder = Path(pilot_dir or default_pilot_dir())
+    if not folder.is_dir():
+        typer.echo(f"pilot folder {folder.resolve()} not found: pass --pilot-dir or set $METACAN_PILOT_DIR", err=True)
+        raise typer.Exit(2)
+    results = []
+    try:
+        for screener in labels or ["a", "b"]:
+            for kind in features or ["tfidf"]:
+                results.append(evaluate_pilot(folder, kind, screener, works, weighted=False if unweighted else None, folds=folds))
+    except (ValueError, ImportError) as exc:
+        typer.echo(f"evaluate-pilot: {exc}", err=True)
+        raise typer.Exit(2)
+    _, dropped = pilot_works(folder)
+    typer.echo(format_table(results))
+    r = results[0]
+    typer.echo(f"\npos.rate: (weighted) share of positives, AP's chance level. Groups: {r.without_venue} of {r.n} works name no venue "
+               f"(no pilot work record does) and are grouped by title: {r.in_shared_groups} works share a title group, the rest are "
+               f"groups of one. Left out: {dropped['no_text_a']} works labelled by a and {dropped['no_text_b']} by b without saved "
+               f"text, {dropped['empty_title']} with an empty title, {dropped['failed_labels']} label records that failed conversion.")
 
 
 def main() -> None:  # pragma: no cover - console entry
