@@ -314,3 +314,20 @@ def test_machine_scores_mature_after_five_still_rounds(storage):
     rows = storage.read_table("machine_scores").to_pylist()
     assert {(r["validation_status"], r["rounds_run"], r["maturity_gate_passed"]) for r in rows} == {(SCORE_ONLY_MATURE, 5, True)}
     assert "stopped moving" in rows[0]["note"] and "never assert a category" in rows[0]["note"]
+
+
+def test_student_heads_on_the_minilm_backend(storage):
+    """The sentence-embedding variant is a launchpad choice: same heads, a different version, real embeddings."""
+    write_inputs(storage)
+    tfidf = run(storage, student_heads).asset_materializations_for_node("student_heads")[0].metadata
+    result = dg.materialize([student_heads], resources={"storage": storage},
+                            run_config={"ops": {"student_heads": {"config": {"features": "minilm"}}}})
+    md = result.asset_materializations_for_node("student_heads")[0].metadata
+    assert md["feature_backend"].value == "minilm" and md["model_version"].value != tfidf["model_version"].value
+    bundle = joblib.load(model_path(storage, md["model_version"].value))
+    assert bundle["heads"]["gemma"]["metaresearch"].model.coef_.shape == (1, 384)
+    rows = {(r["teacher"], r["target"]): r for r in storage.read_table("student_heads").to_pylist()}
+    assert rows[("gemma", "metaresearch")]["auroc"] > 0.95  # separable titles, unseen venues
+    with pytest.raises(Exception, match="student feature backend 'bert'"):
+        dg.materialize([student_heads], resources={"storage": storage},
+                       run_config={"ops": {"student_heads": {"config": {"features": "bert"}}}})
