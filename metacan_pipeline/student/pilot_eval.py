@@ -199,7 +199,7 @@ def evaluate_pilot(folder: Path | str, features: str = "tfidf", screener: str = 
     t0 = time.perf_counter()
     X = backend.fit(texts).transform(texts)
     t1 = time.perf_counter()
-    metrics = grouped_cv_metrics(X, y, groups, wts, folds)
+    metrics = grouped_cv_metrics(X, y, groups, wts, folds, group_name="title")
     t2 = time.perf_counter()
     sizes = Counter(groups)
     return PilotEvaluation(
