@@ -353,9 +353,10 @@ def _tier_label(tier) -> int | None:
 def frame1k_works(folder: Path) -> tuple[list[Frame1kWork], dict[str, int]]:
     """The frame1k works (``<folder>/frame1k/chunks/chunk_*.json``, in file order) with every arm's label,
     and counts of what was left out: ``empty_title`` (works dropped), per arm ``failed_<arm>`` (a tier
-    outside OUT/T1/T2/T3), ``unlabelled_<arm>`` (no label for the work), ``unpaired_labels`` (label
-    records whose id is in no chunk) and ``contested_without_verdict`` (r1 arms disagree about scope and
-    there is no verdict: no ``adjudicated`` label).
+    outside OUT/T1/T2/T3; for ``adjudicated``, a verdict's tier), ``unlabelled_<arm>`` (no label for the
+    work), ``unpaired_labels`` (label records whose id is in no chunk), ``contested_without_verdict``
+    (the r1 arms disagree about scope and there is no verdict) and ``unadjudicated_incomplete`` (no
+    verdict and an r1 arm without a usable label); the last two get no ``adjudicated`` label.
 
     Raises FileNotFoundError without chunk files, ValueError naming a file that is not JSON.
     """
