@@ -73,6 +73,7 @@ def test_tfidf_head_on_screener_a_beats_chance_with_venue_groups_kept_in_one_fol
     r = evaluate_pilot(pilot, features="tfidf", screener="a")
     assert (r.n, r.positives, r.groups, r.folds, r.without_venue, r.in_shared_groups) == (793, 58, 790, 5, 793, 6)
     assert r.weighted and r.positive_rate == pytest.approx(0.0106, abs=0.0002)  # the pilot's design-weighted prevalence
+    assert r.cv == "5-fold grouped by title"  # no pilot work names a venue (module docstring)
     assert r.ap == pytest.approx(0.250, abs=0.02) and r.ap > 10 * r.positive_rate
     assert r.auroc == pytest.approx(0.823, abs=0.02) and r.auroc > 0.5
     # the folds grouped_cv_metrics used: each group (a venue, here a title) lies in one fold

@@ -70,22 +70,33 @@ def kish_ess(w: np.ndarray) -> float:
     return float(w.sum() ** 2 / s2) if s2 > 0 else 0.0
 
 
-def grouped_cv_metrics(X, y: np.ndarray, groups: list[str], w: np.ndarray, folds: int = 5) -> dict:
-    """AP and AUROC under grouped cross-validation (groups = venues), or the reason they are absent."""
+def grouped_cv_metrics(X, y: np.ndarray, groups: list[str], w: np.ndarray, folds: int = 5, *, group_name: str = "venue") -> dict:
+    """AP and AUROC under grouped cross-validation (``GroupKFold`` with ``min(folds, groups)`` folds), or
+    the reason they are absent (fewer than 2 positives, no negative, fewer than 2 groups).
+
+    ``groups`` are the CV groups (every group lies in one test fold), venues unless a caller groups
+    otherwise; ``group_name`` names them in the ``cv`` description. ``fold_positives``: positives in
+    each test fold, in fold order (empty when not evaluated). A fold whose training part holds one class
+    scores its test works with the training rate.
+    """
     pos = int(y.sum())
     n_groups = len(set(groups))
     if pos < 2 or pos == len(y) or n_groups < 2:
-        return {"ap": None, "auroc": None, "cv": f"not evaluated: {pos} positives of {len(y)} in {n_groups} venue groups"}
+        return {"ap": None, "auroc": None, "fold_positives": [],
+                "cv": f"not evaluated: {pos} positives of {len(y)} in {n_groups} {group_name} groups"}
     k = min(folds, n_groups)
     oof = np.full(len(y), np.nan)
+    fold_positives = []
     for train, test in GroupKFold(n_splits=k).split(X, y, groups):
+        fold_positives.append(int(y[test].sum()))
         if len(set(y[train])) < 2:
             oof[test] = weighted_rate(y[train], w[train])
             continue
         m = LogisticRegression(**PARAMS["logreg"]).fit(X[train], y[train], sample_weight=w[train])
         oof[test] = m.predict_proba(X[test])[:, 1]
     return {"ap": float(average_precision_score(y, oof, sample_weight=w)),
-            "auroc": float(roc_auc_score(y, oof, sample_weight=w)), "cv": f"{k}-fold grouped by venue"}
+            "auroc": float(roc_auc_score(y, oof, sample_weight=w)), "fold_positives": fold_positives,
+            "cv": f"{k}-fold grouped by {group_name}"}
 
 
 def fit_binary(target: str, X, y: np.ndarray, w: np.ndarray) -> BinaryHead:
