@@ -434,8 +434,13 @@ def machine_scores(context: dg.AssetExecutionContext, config: MachineRoundConfig
                      f"{status}; gate: {gate.reason}; {len(proposed)} works proposed for the next teacher batch")
     with storage.connect() as con:
         rounds_md = con.execute("SELECT round, created_at, training_labels, maturity_gate_passed, proposed FROM machine_rounds ORDER BY round").fetchall()
+    with duckdb.connect() as con:
+        preview = con.execute("SELECT id, score_gemma, score_codex, score_spread, validation_status FROM read_parquet(?) "
+                              "ORDER BY score_spread DESC, id LIMIT 10", [str(storage.table_dir("machine_scores") / "*.parquet")]
+                              ).to_arrow_table().to_pylist()
     return dg.MaterializeResult(metadata={
-        "dagster/row_count": n, "rounds_run": round_no, "new_round": new_round, "validation_status": status,
+        **table_metadata(MACHINE_SCHEMA, n, preview, ["id", "score_gemma", "score_codex", "score_spread", "validation_status"]),
+        "rounds_run": round_no, "new_round": new_round, "validation_status": status,
         "maturity_gate_passed": gate.passed, "maturity_gate_reason": gate.reason, "frozen_holdout_works": len(holdout),
         "arms": dg.MetadataValue.json({a: bundle["heads"][a]["metaresearch"].status for a in ARMS}),
         "gate_series": dg.MetadataValue.json(gate.series),
