@@ -41,8 +41,9 @@ and ``ru_maxrss`` the parent records as bench_frame.py does:
 
 - ``train``: in one process, the bare scikit-learn loop (TfidfVectorizer with the same parameters
   fitted on the same texts, then one LogisticRegression per head, same parameters, same rows, labels and
-  weights), then ``train_bundle``, then the bare loop again; ratio = train_bundle / mean(bare). Also one
-  binary fit and one 12-class fit timed alone.
+  weights, BLAS threads as the machine sets them), then ``train_bundle``, then the bare loop again;
+  ratio = train_bundle / mean(bare). Then the bare loop once more with BLAS on one thread (as
+  ``heads.fit_logreg`` fits), and one binary fit and one 12-class fit timed alone.
 - ``score_baseline`` (at the largest size, before and after): the N texts held in memory (read and
   joined before the clock starts), then ``bundle["vectorizer"].transform(texts)`` and every head's
   ``score(X)``: the bare scikit-learn cost of the same heads, no Parquet, no DuckDB.
@@ -387,15 +388,18 @@ def prepare(scratch: Path, sizes: list[int], train_works: int, titles_mode: str)
 # ------------------------------------------------------------------------------------------------
 # stages (run inside a child process)
 # ------------------------------------------------------------------------------------------------
-def _sklearn_heads(labels: dict, texts: dict, w: dict) -> dict:
-    """The bare scikit-learn work of train_bundle: the same vectorizer and one LogisticRegression per head."""
+def _sklearn_heads(labels: dict, texts: dict, w: dict, blas_threads: int | None = None) -> dict:
+    """The bare scikit-learn work of train_bundle: the same vectorizer and one LogisticRegression per head
+    (BLAS threads as the machine sets them, or ``blas_threads``)."""
     import numpy as np
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_limits
 
     from metacan_pipeline.student.heads import PARAMS
     from metacan_pipeline.vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 
+    limits = threadpool_limits(limits=blas_threads, user_api="blas")
     t0 = time.perf_counter()
     vec = TfidfVectorizer(**{**PARAMS["tfidf"], "dtype": np.float32}).fit(sorted({texts[r["work_id"]] for t in labels for r in labels[t]}))
     fits = 0
@@ -411,7 +415,9 @@ def _sklearn_heads(labels: dict, texts: dict, w: dict) -> dict:
             LogisticRegression(**PARAMS["logreg"]).fit(X[keep], np.array([r[t] for r in rows], dtype=object)[keep].astype(str),
                                                        sample_weight=w[teacher][keep])
             fits += 1
-    return {"seconds": time.perf_counter() - t0, "fits": fits, "features": len(vec.vocabulary_)}
+    secs = time.perf_counter() - t0
+    limits.restore_original_limits()
+    return {"seconds": secs, "fits": fits, "features": len(vec.vocabulary_), "blas_threads": blas_threads or "default"}
 
 
 def stage_train(train_file: Path, bundle_file: Path) -> dict:
@@ -444,7 +450,9 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
     _say(f"  train_bundle: {res['train_bundle_seconds']:.1f} s")
     res["baseline_after"] = _sklearn_heads(labels, texts, train_w)
     _say(f"  bare sklearn loop again: {res['baseline_after']['seconds']:.1f} s")
-    # one fit of each kind alone, on the codex matrix
+    res["baseline_one_blas_thread"] = _sklearn_heads(labels, texts, train_w, blas_threads=1)
+    _say(f"  bare sklearn loop, BLAS on one thread: {res['baseline_one_blas_thread']['seconds']:.1f} s")
+    # one fit of each kind alone, on the codex matrix (BLAS threads as the machine sets them)
     vec = TfidfVectorizer(**{**PARAMS["tfidf"], "dtype": np.float32}).fit(sorted(set(texts.values())))
     X = vec.transform([texts[r["work_id"]] for r in labels["codex"]])
     y = np.array([target_value(r, "metaepi_broad") for r in labels["codex"]])
@@ -658,7 +666,8 @@ def print_table(r: dict) -> None:
         n = t["train_works"]["gemma"]
         for label, s in (("train baseline: bare sklearn loop", t["baseline"]["seconds"]),
                          ("train_bundle (2 teachers x 14 heads)", t["train_bundle_seconds"]),
-                         ("train baseline again", t["baseline_after"]["seconds"])):
+                         ("train baseline again", t["baseline_after"]["seconds"]),
+                         ("variant: bare loop, BLAS on one thread", t["baseline_one_blas_thread"]["seconds"])):
             print(f"{label:<46}{n:>10,}{s:>9.1f}{n / s:>10.0f}{s / base:>9.2f}{t['peak_rss_mib']:>14.0f}  {t['load_before']} -> {t['load_after']}")
         print(f"  one binary LR fit {t['one_binary_fit_seconds']:.2f} s, one 12-class fit {t['one_categorical_fit_seconds']:.2f} s; "
               f"{t['heads_trained']} of 28 heads trained; {t['features']:,} TF-IDF features; gated binary heads: {t['gated_binary']}")
@@ -746,7 +755,9 @@ def main(argv: list[str] | None = None) -> None:
         r["train_ratio_vs_baseline"] = t["train_bundle_seconds"] / base
         r["verdicts"].append(f"train_bundle on {t['train_works']['gemma']:,} labelled works: {t['train_bundle_seconds']:.1f} s "
                              f"(target < {TARGET_TRAIN_S:.0f} s: {'MET' if t['train_bundle_seconds'] < TARGET_TRAIN_S else 'MISSED'}); "
-                             f"{r['train_ratio_vs_baseline']:.2f} x the bare sklearn loop ({base:.1f} s)")
+                             f"{r['train_ratio_vs_baseline']:.2f} x the bare sklearn loop ({base:.1f} s), "
+                             f"{t['train_bundle_seconds'] / t['baseline_one_blas_thread']['seconds']:.2f} x the bare loop on one BLAS thread "
+                             f"({t['baseline_one_blas_thread']['seconds']:.1f} s)")
     score_keys = sorted((k for k in st if k.startswith("score_") and not k.startswith("score_baseline")), key=lambda k: st[k]["rows"])
     if score_keys:
         big = st[score_keys[-1]]

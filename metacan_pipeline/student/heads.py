@@ -14,10 +14,24 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score, roc_auc_score
 from sklearn.model_selection import GroupKFold
+from threadpoolctl import threadpool_limits
 
 from .features import TFIDF_PARAMS
 
 PARAMS = {"tfidf": TFIDF_PARAMS, "logreg": {"C": 4.0, "max_iter": 2000}}
+
+
+def fit_logreg(X, y, w) -> LogisticRegression:
+    """``LogisticRegression(**PARAMS["logreg"]).fit(X, y, sample_weight=w)`` with BLAS held to one thread.
+
+    The lbfgs solver (SciPy's L-BFGS-B) spends most of a fit in BLAS vector operations over the
+    coefficients (10^5 to 10^6 of them); OpenBLAS threads them, and on a 2-core machine shared with
+    other work its spinning threads made each fit 2-9x slower (benchmarks/bench_student.py; SciPy
+    issues 22438, 23191, 26137). One thread also makes a fit independent of the machine's core count:
+    a threaded multinomial fit's coefficients change in the last bits with the number of BLAS threads.
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        return LogisticRegression(**PARAMS["logreg"]).fit(X, y, sample_weight=w)
 
 
 @dataclass
@@ -92,7 +106,7 @@ def grouped_cv_metrics(X, y: np.ndarray, groups: list[str], w: np.ndarray, folds
         if len(set(y[train])) < 2:
             oof[test] = weighted_rate(y[train], w[train])
             continue
-        m = LogisticRegression(**PARAMS["logreg"]).fit(X[train], y[train], sample_weight=w[train])
+        m = fit_logreg(X[train], y[train], w[train])
         oof[test] = m.predict_proba(X[test])[:, 1]
     return {"ap": float(average_precision_score(y, oof, sample_weight=w)),
             "auroc": float(roc_auc_score(y, oof, sample_weight=w)), "fold_positives": fold_positives,
@@ -105,7 +119,7 @@ def fit_binary(target: str, X, y: np.ndarray, w: np.ndarray) -> BinaryHead:
     rate = weighted_rate(y, w)
     if len(y) == 0 or pos == 0 or pos == len(y):
         return BinaryHead(target, f"constant: {pos} positives of {len(y)} labels (one class, cannot fit)", rate, len(y), pos)
-    model = LogisticRegression(**PARAMS["logreg"]).fit(X, y, sample_weight=w)
+    model = fit_logreg(X, y, w)
     return BinaryHead(target, "trained", rate, len(y), pos, model)
 
 
@@ -119,5 +133,5 @@ def fit_categorical(target: str, classes: tuple[str, ...], X, values: list[str |
     prior = prior / prior.sum() if prior.sum() > 0 else np.full(len(classes), 1.0 / len(classes))
     if len(set(vals)) < 2:
         return CategoricalHead(target, f"constant: {len(set(vals))} class(es) among {len(vals)} labels", classes, prior, len(vals))
-    model = LogisticRegression(**PARAMS["logreg"]).fit(X[keep], vals, sample_weight=w[keep])
+    model = fit_logreg(X[keep], vals, w[keep])
     return CategoricalHead(target, "trained", classes, prior, len(vals), model)
