@@ -26,7 +26,14 @@ from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, quota_calibrate, support_gate
 from .evaluation import binary_metrics, categorical_metrics, reliability_png
 from .features import FEATURE_KINDS, STUDENT_FIELDS, make_features
-from .heads import PARAMS, fit_binary, fit_categorical, kish_ess, weighted_rate
+from .heads import (
+    PARAMS,
+    fit_binary,
+    fit_categorical,
+    kish_ess,
+    run_fits,
+    weighted_rate,
+)
 from .holdout import HOLDOUT_VERSION, freeze_holdout, venue_held_out, venue_key
 from .models import load_published, model_path, publish
 from .rounds import (
@@ -119,24 +126,30 @@ def _frame_venues(storage: MetacanStorage):
 
 def train_bundle(model_version: str, feature_kind: str, train: dict[str, list[dict]], texts: dict[str, str],
                  weights: dict[str, np.ndarray]) -> dict:
-    """Fit the feature backend on the training texts and every head of both teachers.
+    """Fit the feature backend on the training texts and every head of both teachers (the heads side by
+    side in worker processes when the training set is large enough to pay: :func:`~.heads.run_fits`).
 
     ``train[teacher]``: training label rows (never a holdout work); ``weights[teacher]``: one training
     weight per row. Returns the bundle that :func:`~.models.publish` stores.
     """
     train_texts = sorted({texts[r["work_id"]] for t in TEACHERS for r in train[t]})
     vectorizer = make_features(feature_kind).fit(train_texts or [""])
-    heads: dict[str, dict] = {}
+    fits: dict[tuple[str, str], tuple] = {}  # (teacher, target) -> (fit function, arguments), in head order
     for teacher in TEACHERS:
         rows, w = train[teacher], weights[teacher]
         X = vectorizer.transform([texts[r["work_id"]] for r in rows])
-        heads[teacher] = {}
         for target in BINARY_TARGETS:
             idx = [i for i, r in enumerate(rows) if target_value(r, target) is not None]
             y = np.array([target_value(rows[i], target) for i in idx], dtype=int)
-            heads[teacher][target] = fit_binary(target, X[idx], y, w[idx])
+            fits[teacher, target] = (fit_binary, (target, X[idx], y, w[idx]))
         for target, classes in CATEGORICAL_TARGETS.items():
-            heads[teacher][target] = fit_categorical(target, classes, X, [r.get(target) for r in rows], w)
+            fits[teacher, target] = (fit_categorical, (target, classes, X, [r.get(target) for r in rows], w))
+    # the multi-class fits take most of the time: hand them out first
+    order = sorted(fits, key=lambda k: k[1] not in CATEGORICAL_TARGETS)
+    fitted = dict(zip(order, run_fits([fits[k] for k in order], sum(len(train[t]) for t in TEACHERS))))
+    heads: dict[str, dict] = {teacher: {} for teacher in TEACHERS}
+    for teacher, target in fits:
+        heads[teacher][target] = fitted[teacher, target]
     return {"model_version": model_version, "feature_kind": feature_kind, "vectorizer": vectorizer, "heads": heads,
             "training_ids": {t: [r["work_id"] for r in train[t]] for t in TEACHERS}, "holdout_version": HOLDOUT_VERSION}
 

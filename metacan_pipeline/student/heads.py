@@ -8,6 +8,8 @@ fitted; it becomes a *constant head* that returns the (design-weighted) training
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +34,24 @@ def fit_logreg(X, y, w) -> LogisticRegression:
     """
     with threadpool_limits(limits=1, user_api="blas"):
         return LogisticRegression(**PARAMS["logreg"]).fit(X, y, sample_weight=w)
+
+
+#: Worker processes that fit heads side by side (each fit uses one core: :func:`fit_logreg`).
+FIT_WORKERS = max(1, min(6, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
+#: Fewer training labels than this (all heads together) are fitted in this process: starting the
+#: workers (about a second) would cost more than they save.
+PARALLEL_MIN_LABELS = 2_000
+
+
+def run_fits(fits: Sequence[tuple[Callable, tuple]], labels: int) -> list:
+    """``[fn(*args) for fn, args in fits]``, in :data:`FIT_WORKERS` worker processes (joblib's loky)
+    when there are at least :data:`PARALLEL_MIN_LABELS` ``labels``. Every fit is deterministic (lbfgs,
+    one BLAS thread), so the result is the same either way; give the longest fits first."""
+    if FIT_WORKERS == 1 or labels < PARALLEL_MIN_LABELS or len(fits) < 2:
+        return [fn(*args) for fn, args in fits]
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=min(FIT_WORKERS, len(fits)), backend="loky")(delayed(fn)(*args) for fn, args in fits)
 
 
 @dataclass
