@@ -309,9 +309,8 @@ def _gemma_table(lab: dict, ids: list[str], start: int):
 
 
 def _recipe(n_max: int, train_works: int, titles_mode: str, src_rows: int) -> dict:
-    own = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
     return {"recipe": RECIPE_VERSION, "n_max": n_max, "train_works": train_works, "titles": titles_mode, "source_frame_rows": src_rows,
-            "seed": SEED, "script_sha": own}
+            "seed": SEED}
 
 
 def prepare(scratch: Path, sizes: list[int], train_works: int, titles_mode: str) -> dict:
