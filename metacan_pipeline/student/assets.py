@@ -52,7 +52,7 @@ from .rounds import (
 )
 from .scoring import (
     BATCH_SIZE,
-    predictions_sql,
+    prediction_batches,
     score_batches,
     scratch_connection,
     student_texts,
@@ -322,8 +322,8 @@ def write_predictions(storage: MetacanStorage, bundle: dict, batch_size: int = B
                        "rate": rates[t], "n": n_scored, **({k: v for k, v in quotas[t].as_dict().items() if k in ("k", "threshold", "boundary_id")}
                                                          if t in quotas else {"k": None, "threshold": None, "boundary_id": None})}
                       for t in BINARY_TARGETS]
-        reader = con.execute(predictions_sql(model_version, quotas, {t: g.passed for t, g in gates.items()})).to_arrow_reader(batch_size)
-        n = storage.write_table("predictions", reader, schema=PRED_SCHEMA)
+        n = storage.write_table("predictions", prediction_batches(con, storage, model_version, quotas, {t: g.passed for t, g in gates.items()},
+                                                                 batch_size), schema=PRED_SCHEMA)
     storage.write_table("prediction_thresholds", pa.Table.from_pylist(thresholds, schema=THRESHOLDS_SCHEMA))
     return n, thresholds
 

@@ -1,10 +1,11 @@
-"""Scoring the frame in batches, and the hybrid predictions as one DuckDB query (SPEC section 6).
+"""Scoring the frame in batches, and the hybrid predictions as one DuckDB query per batch (SPEC section 6).
 
 Memory stays flat in the frame's size: the frame is read in record batches of ``batch_size`` works,
 each batch's texts are vectorised and scored by every head, and the scores are written as one Parquet
 file per batch (``warehouse/<scores table>``). Quota thresholds, decisions and the derived scores are
-then computed by DuckDB over those files (top-N queries and a streaming join with the gemma direct
-labels), and the predictions streamed back out batch by batch. Nothing frame-sized is held in Python.
+then computed by DuckDB over those files (top-N queries, and per scores file a join with the gemma
+direct labels of its id range), and the predictions streamed back out batch by batch. Nothing
+frame-sized is held in Python or in DuckDB.
 """
 
 from __future__ import annotations
@@ -113,12 +114,15 @@ def _gemma_says(target: str) -> str:
     return f"coalesce({G_OK} AND g.{target}, false)"
 
 
-def predictions_sql(model_version: str, quotas: dict[str, Quota], gated: dict[str, bool]) -> str:
+def predictions_sql(model_version: str, quotas: dict[str, Quota], gated: dict[str, bool], scores: str = "student_scores",
+                    id_range: tuple[str, str] | None = None) -> str:
     """The DuckDB query that turns ``student_scores`` and ``direct_labels_gemma`` into ``predictions``.
 
     ``quotas``: the quota of every gated binary codex head; ``gated``: the support-gate result of every
     head (categorical heads get a codex value only when gated). Columns and meanings: SPEC section 6,
-    schema :data:`~.assets.PRED_SCHEMA`.
+    schema :data:`~.assets.PRED_SCHEMA`. ``scores``: the relation of scores to predict (a part of
+    ``student_scores``); ``id_range``: (lowest, highest) id in it, so that only the gemma labels of that
+    range enter the join (the join's memory is then one part's labels, not the frame's).
     """
     def codex(t: str) -> str:
         return quotas[t].decides_sql(f's."{score_column("codex", t)}"', "s.id") if t in quotas else "false"
@@ -150,8 +154,28 @@ def predictions_sql(model_version: str, quotas: dict[str, Quota], gated: dict[st
         f"{sql_literal(PREDICTION_STATUS)} AS prediction_status",
         "coalesce(g.status, 'missing') AS gemma_label_status",
     ]
+    where = f"WHERE work_id BETWEEN {sql_literal(id_range[0])} AND {sql_literal(id_range[1])} " if id_range else ""
     return (
-        "WITH g AS (SELECT *, status = 'labelled' AS g_ok FROM direct_labels_gemma "
+        f"WITH g AS (SELECT *, status = 'labelled' AS g_ok FROM direct_labels_gemma {where}"
         "QUALIFY row_number() OVER (PARTITION BY work_id ORDER BY created_at DESC) = 1) "
-        f"SELECT {', '.join(cols)} FROM student_scores s LEFT JOIN g ON g.work_id = s.id"
+        f"SELECT {', '.join(cols)} FROM {scores} s LEFT JOIN g ON g.work_id = s.id"
     )
+
+
+def prediction_batches(con: duckdb.DuckDBPyConnection, storage: MetacanStorage, model_version: str, quotas: dict[str, Quota],
+                       gated: dict[str, bool], batch_size: int = BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+    """``predictions`` as record batches: :func:`predictions_sql` run once per ``student_scores`` file (one
+    scoring batch, in file order), each joined with the gemma labels of its own id range only.
+
+    The same rows as the single query over every file (whose row order was never defined either: DuckDB's
+    two-thread join emits rows nearly, not exactly, in score order). Memory stays one batch of works: one
+    query over the whole frame held every gemma label in the join's hash table, about 230 MiB per million
+    labelled works (benchmarks/bench_student.py). The frame is written in id order, so each file's range
+    holds about one batch of labels.
+    """
+    for path in sorted(storage.table_dir("student_scores").glob("*.parquet")):
+        src = f"read_parquet({sql_literal(str(path))})"
+        lo, hi = con.execute(f"SELECT min(id), max(id) FROM {src}").fetchone()
+        if lo is None:
+            continue
+        yield from con.execute(predictions_sql(model_version, quotas, gated, src, (lo, hi))).to_arrow_reader(batch_size)
