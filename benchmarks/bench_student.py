@@ -27,10 +27,12 @@ Usage::
 - Labels, derived from title keywords: each binary target has keyword phrases inserted at a fixed rate
   (research_integrity 0.15% and insufficient_payload 0.1%, so both fall under the support gate's 20
   positives at 10,000 works; the others 0.5%-8%); each teacher's label is the keyword truth with
-  independent noise (gemma: 10% false negatives, 0.3% false positives; codex 5% / 0.2%); categorical
+  independent noise (gemma: 10% false negatives and false positives at 10% of the target's rate;
+  codex 5% / 5%, so the rare targets stay rare in both teachers' labels); categorical
   values (domain, study_design, genre) follow their own keywords, 85% kept by each teacher, 3% null.
   gemma labels every frame work (coverage ``all``: table ``direct_labels_gemma`` of N rows, 2% failed
-  calls, 2% older duplicate labels that the predictions query must drop); codex labels the training works
+  calls, and 2% older duplicate labels that the predictions query must drop, which export_labels never
+  writes: a little more work than the real table); codex labels the training works
   with design weights 10/20/50/100 from four strata (coverage ``sample``).
 - The bundle: ``train_bundle`` on those labels; ``bundle["gates"]`` and ``bundle["rates"]`` exactly as
   ``student_heads`` derives them (``_gates`` and the design-weighted codex rate).
@@ -85,7 +87,7 @@ from bench_frame import _git_state, _loadavg, _proc_kib, _tree_rss_kib
 
 PILOT = (REPO / ".." / "shared" / "data" / "metacan_pilot").resolve()
 SOURCE_WORKS = 50_000  # scale input of the real frame rows (make_scale_input.py)
-RECIPE_VERSION = "bench-student-v1"  # bump when the generator changes: cached inputs are rebuilt
+RECIPE_VERSION = "bench-student-v2"  # bump when the generator changes: cached inputs are rebuilt
 SEED = 20251130
 TARGET_SCORE_S = 120.0
 TARGET_TRAIN_S = 60.0
@@ -114,7 +116,7 @@ CATEGORICAL_KEYWORDS: dict[str, dict[str, tuple[float, str]]] = {
     "genre": {"review": (0.05, "a narrative review"), "protocol": (0.01, "study protocol"), "dataset": (0.01, "a dataset"),
               "software": (0.01, "an R package"), "commentary": (0.02, "commentary"), "editorial": (0.01, "editorial")},
 }
-NOISE = {"gemma": (0.10, 0.003), "codex": (0.05, 0.002)}  # (false negative, false positive) per binary target
+NOISE = {"gemma": (0.10, 0.10), "codex": (0.05, 0.05)}  # (false negative rate, false positives as a share of the target's rate)
 STRATUM_WEIGHTS = (10.0, 20.0, 50.0, 100.0)  # codex design weights 1/pi, stratum = work index mod 4
 
 
@@ -237,7 +239,7 @@ def teacher_labels(works: dict, teacher: str, n: int) -> dict:
     for t, y in works["truth"].items():
         y = y[:n]
         r = rng.random(n)
-        bits[t] = np.where(y, r >= fn, r < fp)
+        bits[t] = np.where(y, r >= fn, r < fp * BINARY_KEYWORDS[t][0])
     cats = [[] for _ in range(n)]
     for c in CATEGORIES:
         for i in np.flatnonzero(bits[c]):
