@@ -8,6 +8,7 @@ quota-calibrated decisions, candidate and consensus in DuckDB.
 """
 
 import base64
+import datetime as dt
 import hashlib
 import json
 
@@ -25,7 +26,7 @@ from ..teachers.assets import direct_labels_codex, direct_labels_gemma
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, quota_calibrate, support_gate
 from .evaluation import binary_metrics, categorical_metrics, reliability_png
-from .features import FEATURE_KINDS, STUDENT_FIELDS, make_features
+from .features import FEATURE_KINDS, STUDENT_FIELDS, make_features, transform
 from .heads import (
     PARAMS,
     fit_binary,
@@ -93,7 +94,11 @@ def target_value(label: dict, target: str) -> int | None:
 def teacher_call_labels(storage: MetacanStorage, teacher: str) -> list[dict]:
     """Labelled teacher-call rows of one teacher (rule labels, imports and failures are not training data)."""
     rows = storage.read_table(f"direct_labels_{teacher}").to_pylist()
-    return [r for r in rows if r["status"] == "labelled" and r["source"] == "teacher_call"]
+    newest: dict[str, dict] = {}  # one label per work, the newest (as predictions read gemma's): a work counts once
+    for r in sorted(rows, key=lambda r: (r["created_at"] or dt.datetime.min, r["label_id"] or "")):
+        if r["status"] == "labelled" and r["source"] == "teacher_call":
+            newest[r["work_id"]] = r
+    return [r for r in rows if newest.get(r["work_id"]) is r]  # the table's order (the fits depend on row order)
 
 
 def model_version_for(labels: dict[str, list[dict]], weights: dict[str, float], feature_kind: str) -> str:
@@ -133,11 +138,15 @@ def train_bundle(model_version: str, feature_kind: str, train: dict[str, list[di
     weight per row. Returns the bundle that :func:`~.models.publish` stores.
     """
     train_texts = sorted({texts[r["work_id"]] for t in TEACHERS for r in train[t]})
-    vectorizer = make_features(feature_kind).fit(train_texts or [""])
+    if not train_texts:
+        raise ValueError("student_heads: nothing to train on: no labelled teacher call of a frame work outside the holdout in "
+                         f"{', '.join(f'direct_labels_{t}' for t in TEACHERS)} (is the frame empty, or did every call fail?); "
+                         "materialize frame and the teachers first")
+    vectorizer = make_features(feature_kind).fit(train_texts)
     fits: dict[tuple[str, str], tuple] = {}  # (teacher, target) -> (fit function, arguments), in head order
     for teacher in TEACHERS:
         rows, w = train[teacher], weights[teacher]
-        X = vectorizer.transform([texts[r["work_id"]] for r in rows])
+        X = transform(vectorizer, [texts[r["work_id"]] for r in rows])
         for target in BINARY_TARGETS:
             idx = [i for i, r in enumerate(rows) if target_value(r, target) is not None]
             y = np.array([target_value(rows[i], target) for i in idx], dtype=int)
@@ -198,6 +207,11 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     """
     run_id = context.run.run_id
     design = {r["id"]: r for r in storage.read_table("sample_design", ["id", "in_sample", "design_weight"]).to_pylist()}
+    bad = sorted(w for w, r in design.items() if r["in_sample"] and not (r["design_weight"] is not None and np.isfinite(r["design_weight"])
+                                                                       and r["design_weight"] > 0))
+    if bad:
+        raise ValueError(f"sample_design: {len(bad)} in-sample work(s) without a valid design_weight (NULL, NaN or <= 0; SPEC section 5: "
+                         f"1/pi), e.g. {bad[:5]}: re-materialize sample_design")
     weights = {wid: r["design_weight"] for wid, r in design.items()}
     labels = {t: teacher_call_labels(storage, t) for t in TEACHERS}
     labels["codex"] = [r for r in labels["codex"] if design.get(r["work_id"], {}).get("in_sample")]
@@ -212,12 +226,17 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     bundle = load_published(storage, model_version)
     reused = bundle is not None
     if bundle is None:
-        train = {t: [r for r in labels[t] if not venue_held_out(frame_info[r["work_id"]]["venue_key"])] for t in TEACHERS}
+        # out of training: the frozen set (even when a work's venue changed since) and every held-out venue
+        train = {t: [r for r in labels[t] if r["work_id"] not in holdout and not venue_held_out(frame_info[r["work_id"]]["venue_key"])]
+                 for t in TEACHERS}
         train_w = {t: np.array([weights.get(r["work_id"], 1.0) if t == "codex" else 1.0 for r in train[t]]) for t in TEACHERS}
         bundle = train_bundle(model_version, config.features, train, texts, train_w)
         bundle["gates"] = _gates(labels, weights, bundle["heads"])
         codex_w = np.array([weights.get(r["work_id"], 1.0) for r in labels["codex"]])
-        bundle["rates"] = {t: weighted_rate(np.array([target_value(r, t) or 0 for r in labels["codex"]]), codex_w) for t in BINARY_TARGETS}
+        # the rate over the labels that carry the target (an absent about_ca value is unknown, not a 0)
+        known = {t: np.array([target_value(r, t) is not None for r in labels["codex"]], dtype=bool) for t in BINARY_TARGETS}
+        bundle["rates"] = {t: weighted_rate(np.array([target_value(r, t) or 0 for r in labels["codex"]])[known[t]], codex_w[known[t]])
+                           if len(codex_w) else 0.0 for t in BINARY_TARGETS}
         publish(storage, bundle, kind="hybrid", run_id=run_id, feature_kind=config.features,
                 summary={"training_labels": {t: len(v) for t, v in train.items()}, "holdout_version": HOLDOUT_VERSION})
     else:
@@ -402,8 +421,8 @@ def machine_scores(context: dg.AssetExecutionContext, config: MachineRoundConfig
     labels = {a: teacher_call_labels(storage, a) for a in ARMS}
     frame_info = frame_rows_for(storage, {r["work_id"] for a in ARMS for r in labels[a]})
     holdout, _ = freeze_holdout(storage, _frame_venues(storage), run_id)
-    train = {a: [r for r in labels[a] if r["work_id"] in frame_info and not venue_held_out(frame_info[r["work_id"]]["venue_key"])]
-             for a in ARMS}
+    train = {a: [r for r in labels[a] if r["work_id"] in frame_info and r["work_id"] not in holdout
+                 and not venue_held_out(frame_info[r["work_id"]]["venue_key"])] for a in ARMS}
     signature = training_signature(train)
     with storage.connect() as con:
         for ddl in (ROUNDS_DDL, ROUND_SCORES_DDL, PROPOSALS_DDL):

@@ -43,3 +43,8 @@ def make_features(kind: str = "tfidf"):
 
         return MiniLMEncoder()
     raise ValueError(f"student feature backend {kind!r}: expected one of {', '.join(FEATURE_KINDS)}")
+
+
+def transform(vectorizer, texts: list[str]):
+    """``vectorizer.transform(texts)``, also for no texts (a matrix of 0 rows: scikit-learn refuses an empty list)."""
+    return vectorizer.transform(texts) if texts else vectorizer.transform([""])[:0]

@@ -40,10 +40,10 @@ import pyarrow as pa
 from scipy.stats import spearmanr
 from sklearn.metrics import average_precision_score
 
-from ..storage import MetacanStorage
+from ..storage import MetacanStorage, sql_literal
 from ..teachers.assets import BATCHES_DDL
 from ..vocab import SCORE_ONLY_IMMATURE, SCORE_ONLY_MATURE
-from .features import make_features
+from .features import make_features, transform
 from .heads import fit_binary
 
 ARMS = ("codex", "gemma")
@@ -82,12 +82,16 @@ def training_signature(train: dict[str, list[dict]]) -> str:
 
 def fit_arms(train: dict[str, list[dict]], texts: dict[str, str]) -> dict:
     """A scoring bundle (:func:`~.scoring.score_batches`) with one TF-IDF + logistic-regression arm per teacher."""
-    vectorizer = make_features("tfidf").fit(sorted({texts[r["work_id"]] for a in ARMS for r in train[a]}) or [""])
+    train_texts = sorted({texts[r["work_id"]] for a in ARMS for r in train[a]})
+    if not train_texts:
+        raise ValueError("machine_scores: nothing to train on: no labelled teacher call of a frame work outside the holdout in "
+                         f"{', '.join(f'direct_labels_{a}' for a in ARMS)}; materialize frame and the teachers first")
+    vectorizer = make_features("tfidf").fit(train_texts)
     heads = {}
     for arm in ARMS:
         rows = train[arm]
         y = np.array([int("metaresearch" in (r["categories"] or [])) for r in rows], dtype=int)
-        heads[arm] = {"metaresearch": fit_binary("metaresearch", vectorizer.transform([texts[r["work_id"]] for r in rows]),
+        heads[arm] = {"metaresearch": fit_binary("metaresearch", transform(vectorizer, [texts[r["work_id"]] for r in rows]),
                                                  y, np.ones(len(rows)))}
     return {"vectorizer": vectorizer, "heads": heads}
 
@@ -167,9 +171,9 @@ def propose_next_batch(con, machine_scores_glob: str, sampling_frame_glob: str, 
     con.register("labelled_ids", labelled)
     con.execute(BATCHES_DDL)
     con.execute(f"""CREATE OR REPLACE TEMP VIEW reservoir AS SELECT id, score_codex, score_gemma, score_spread
-        FROM read_parquet('{machine_scores_glob}') m
+        FROM read_parquet({sql_literal(machine_scores_glob)}) m
         WHERE NOT held_out AND id NOT IN (SELECT id FROM labelled_ids)
-          AND id IN (SELECT id FROM read_parquet('{sampling_frame_glob}'))
+          AND id IN (SELECT id FROM read_parquet({sql_literal(sampling_frame_glob)}))
           AND id NOT IN (SELECT work_id FROM label_batches WHERE batch = '{ACTIVE_BATCH}')""")
     n_spread, n_uncertain, n_sentinel = sizes
     picked: list[tuple] = []

@@ -145,7 +145,9 @@ def predictions_sql(model_version: str, quotas: dict[str, Quota], gated: dict[st
         cols += [f"s.{score_column('codex', t)} AS {t}_scores_codex", f"s.{score_column('gemma', t)} AS {t}_scores_gemma",
                  f"{codex_val} AS {t}_codex", f"{gemma_val} AS {t}_gemma", f"{gemma_val} AS {t}_candidate",
                  f"CASE WHEN {gemma_val} IS NOT NULL AND {codex_val} = {gemma_val} THEN {gemma_val} END AS {t}_consensus"]
-    disagreement = ", ".join(f"abs(s.{score_column('codex', t)} - {_gemma_says(t)}::INT)" for t in BINARY_TARGETS)
+    # an absent (NULL) gemma about_ca value is unknown, not a 0: greatest() skips the NULL term
+    disagreement = ", ".join(f"abs(s.{score_column('codex', t)} - {_gemma_says(t) if t in CATEGORIES else 'g.' + t}::INT)"
+                             for t in BINARY_TARGETS)
     uncertainty = [threshold_uncertainty_sql(f"s.{score_column('codex', t)}", q.threshold) for t, q in quotas.items() if q.threshold is not None]
     cols += [
         f"CASE WHEN {G_OK} THEN greatest({disagreement}) END AS teacher_disagreement_score",
