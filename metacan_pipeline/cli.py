@@ -37,6 +37,9 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
 
     st = MetacanStorage(data_dir=data_dir)
     lines = []
+    if not st.duckdb_path.exists() or not st.has_table("frame"):
+        return (f"Nothing to summarise in {st.root}: no frame has been built there yet. Run `make run` (or `metacan run`), "
+                f"or pass --data-dir (or set METACAN_DATA_DIR) to the folder of an earlier run.")
     with st.connect(read_only=True) as con:
         n, aff, fund, venue, about, blind = con.execute(
             "SELECT count(*), count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue),"
@@ -139,7 +142,10 @@ def summary(data_dir: str = typer.Option(None, help="Output folder (default $MET
     """Print what the last run produced (frame, labels, predictions, pages)."""
     from .storage import default_data_dir
 
-    typer.echo(summary_text(data_dir or default_data_dir()))
+    text = summary_text(data_dir or default_data_dir())
+    typer.echo(text)
+    if text.startswith("Nothing to summarise"):
+        raise typer.Exit(1)
 
 
 @app.command("import-labels")

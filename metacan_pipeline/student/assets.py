@@ -455,13 +455,22 @@ def machine_scores(context: dg.AssetExecutionContext, config: MachineRoundConfig
         with storage.connect() as con:
             proposed = propose_next_batch(con, glob, str(storage.table_dir("sample_design") / "*.parquet"), labelled, round_no, sizes,
                                           salt=signature)
-            if proposed:
-                con.executemany(f"INSERT INTO label_batches VALUES ('{ACTIVE_BATCH}', ?, now(), ?)",
-                                [(p[0], f"machine_scores round {round_no}: {p[1]}") for p in proposed])
-                con.executemany("INSERT INTO machine_round_proposals VALUES (?, ?, ?, ?, ?, ?)", [(round_no, *p) for p in proposed])
-            con.execute("INSERT INTO machine_rounds VALUES (?, ?, now(), ?, ?, ?, ?, ?, ?)",
-                        [round_no, run_id, signature, json.dumps({a: len(train[a]) for a in ARMS}), json.dumps(gate.series),
-                         gate.passed, gate.reason, len(proposed)])
+            # the round and its proposals land together or not at all: a concurrent run that recorded the same
+            # round first makes this insert fail on the primary key before any proposal is written twice
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute("INSERT INTO machine_rounds VALUES (?, ?, now(), ?, ?, ?, ?, ?, ?)",
+                            [round_no, run_id, signature, json.dumps({a: len(train[a]) for a in ARMS}), json.dumps(gate.series),
+                             gate.passed, gate.reason, len(proposed)])
+                if proposed:
+                    con.executemany(f"INSERT INTO label_batches VALUES ('{ACTIVE_BATCH}', ?, now(), ?)",
+                                    [(p[0], f"machine_scores round {round_no}: {p[1]}") for p in proposed])
+                    con.executemany("INSERT INTO machine_round_proposals VALUES (?, ?, ?, ?, ?, ?)", [(round_no, *p) for p in proposed])
+                con.execute("COMMIT")
+            except duckdb.ConstraintException as exc:
+                con.execute("ROLLBACK")
+                raise RuntimeError(f"machine_scores: round {round_no} was recorded by another run while this one trained; "
+                                   "materialize machine_scores again (it re-scores and adds a round only for new labels)") from exc
     context.log.info(f"machine_scores: {n} works, round {round_no} ({'new' if new_round else 'no new teacher labels: not a new round'}), "
                      f"{status}; gate: {gate.reason}; {len(proposed)} works proposed for the next teacher batch")
     with storage.connect() as con:
