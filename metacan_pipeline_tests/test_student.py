@@ -8,7 +8,6 @@ Python against the DuckDB quota, the SPEC formulas against the stored columns).
 
 import datetime as dt
 import hashlib
-import uuid
 
 import dagster as dg
 import joblib
@@ -56,7 +55,8 @@ def _frame_rows():
 
 def _label(teacher: str, wid: str, title: str, flip: bool = False) -> dict:
     meta = ("meta-research" in title.lower() or "integrity" in title.lower()) != flip
-    return {"label_id": uuid.uuid4().hex, "work_id": wid, "teacher": teacher, "model": "m", "prompt_version": "v2",
+    label_id = hashlib.sha256(f"{teacher}:{wid}:{flip}".encode()).hexdigest()[:32]  # deterministic: sentinels hash the labels
+    return {"label_id": label_id, "work_id": wid, "teacher": teacher, "model": "m", "prompt_version": "v2",
             "prompt_sha": "x", "record_view": "title_only", "view_hash": "h", "status": "labelled",
             "categories": ["metaresearch"] + (["research_integrity"] if "integrity" in title.lower() else []) if meta else [],
             "domain": "reproducibility" if meta else None, "study_design": "observational" if meta else "bench_or_experimental",
