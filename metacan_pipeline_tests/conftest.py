@@ -80,3 +80,22 @@ class LoopbackOpenAlex:
 
     def shutdown(self) -> None:
         self.server.shutdown()
+
+
+@pytest.fixture()
+def recorded_folds(monkeypatch):
+    """Every split that heads.grouped_cv_metrics makes: (train indices, test indices, groups)."""
+    from sklearn.model_selection import GroupKFold
+
+    from metacan_pipeline.student import heads
+
+    seen: list[tuple] = []  # (train indices, test indices, groups) per split
+
+    class RecordingGroupKFold(GroupKFold):
+        def split(self, X, y=None, groups=None):
+            for train, test in super().split(X, y, groups):
+                seen.append((train, test, list(groups)))
+                yield train, test
+
+    monkeypatch.setattr(heads, "GroupKFold", RecordingGroupKFold)
+    return seen

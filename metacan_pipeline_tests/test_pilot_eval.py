@@ -6,14 +6,11 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 
-import numpy as np
 import pytest
-from sklearn.model_selection import GroupKFold
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
 from metacan_pipeline.openalex.abstract import markup_to_text
-from metacan_pipeline.student import heads
 from metacan_pipeline.student.pilot_eval import evaluate_pilot, pilot_works
 
 from .conftest import SHARED
@@ -26,21 +23,6 @@ def pilot():
     if not (PILOT / "labels_joined.json").exists():
         pytest.fail(f"real data not found at {PILOT}: the tests need ../shared/data beside the checkout")
     return PILOT
-
-
-@pytest.fixture()
-def recorded_folds(monkeypatch):
-    """Every split that heads.grouped_cv_metrics makes: (train indices, test indices, groups)."""
-    seen: list[tuple[np.ndarray, np.ndarray, list[str]]] = []
-
-    class RecordingGroupKFold(GroupKFold):
-        def split(self, X, y=None, groups=None):
-            for train, test in super().split(X, y, groups):
-                seen.append((train, test, list(groups)))
-                yield train, test
-
-    monkeypatch.setattr(heads, "GroupKFold", RecordingGroupKFold)
-    return seen
 
 
 def test_pilot_works_map_title_only_text_groups_labels_and_weights(pilot):

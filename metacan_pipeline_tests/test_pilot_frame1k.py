@@ -8,7 +8,6 @@ import shutil
 
 import numpy as np
 import pytest
-from sklearn.model_selection import GroupKFold
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
@@ -42,21 +41,6 @@ def pilot():
 @pytest.fixture(scope="module")
 def records(pilot):
     return {r["id"]: r for p in sorted((FRAME1K / "chunks").glob("chunk_*.json")) for r in json.loads(p.read_text(encoding="utf-8"))}
-
-
-@pytest.fixture()
-def recorded_folds(monkeypatch):
-    """Every split that heads.grouped_cv_metrics makes: (train indices, test indices, groups)."""
-    seen: list[tuple[np.ndarray, np.ndarray, list[str]]] = []
-
-    class RecordingGroupKFold(GroupKFold):
-        def split(self, X, y=None, groups=None):
-            for train, test in super().split(X, y, groups):
-                seen.append((train, test, list(groups)))
-                yield train, test
-
-    monkeypatch.setattr(heads, "GroupKFold", RecordingGroupKFold)
-    return seen
 
 
 def test_frame1k_works_text_groups_and_labels(pilot, records):
