@@ -269,13 +269,15 @@ def evaluate_pilot(folder: Path | str, features: str = "tfidf", screener: str = 
         ap=metrics["ap"], auroc=metrics["auroc"], cv=metrics["cv"], feature_seconds=t1 - t0, cv_seconds=t2 - t1)
 
 
+def fmt(v: float | None) -> str:
+    """A metric with 3 decimals, or ``n/a`` when it could not be computed."""
+    return "n/a" if v is None else f"{v:.3f}"
+
+
 def format_table(results: list[PilotEvaluation]) -> str:
     """The results as a fixed-width text table, one line per evaluation."""
     head = (f"{'screener':<8} {'works':<6} {'features':<8} {'n':>5} {'pos':>4} {'pos.rate':>8} {'groups':>6} {'folds':>5} "
             f"{'weights':<7} {'AP':>6} {'AUROC':>6} {'feat s':>7} {'cv s':>6}")
-    def fmt(v: float | None) -> str:
-        return "n/a" if v is None else f"{v:.3f}"
-
     lines = [head, "-" * len(head)]
     for r in results:
         lines.append(f"{r.screener:<8} {r.works:<6} {r.features:<8} {r.n:>5} {r.positives:>4} {r.positive_rate:>8.4f} {r.groups:>6} "
@@ -472,9 +474,6 @@ def format_frame1k_table(results: list[Frame1kEvaluation]) -> str:
     seconds (computed once for an earlier line) are in parentheses."""
     head = (f"{'arm':<11} {'features':<8} {'n':>4} {'pos':>4} {'pos.rate':>8} {'groups':>6} {'venues':>6} {'no-venue':>8} "
             f"{'folds':>5} {'test pos/fold':<14} {'AP':>6} {'AUROC':>6} {'feat s':>7} {'cv s':>6}")
-
-    def fmt(v: float | None) -> str:
-        return "n/a" if v is None else f"{v:.3f}"
 
     lines = [head, "-" * len(head)]
     for r in results:
