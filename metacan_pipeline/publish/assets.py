@@ -15,7 +15,7 @@ from ..openalex.lookup import load_abstracts
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
 from ..student.assets import machine_scores, predictions
-from .pages import environment, index_row, render_index, render_work
+from .pages import environment, index_row, render_index, render_work, write_static
 from .records import build_record, ship_violations
 
 RECORDS_SCHEMA = pa.schema([("id", pa.string()), ("record_json", pa.string()), ("record_hash", pa.string())])
@@ -129,9 +129,9 @@ def work_pages(context: dg.AssetExecutionContext, storage: MetacanStorage, opena
         kinds[row["classification"].split(":")[0].split(" (")[0]] += 1
         index_rows.append(row)
     index_rows.sort(key=lambda r: (-(r["year"] or 0), r["id"]))
-    model_version = next((r["prediction"]["model_version"] for r in records if r.get("prediction")), None)
     index_path = storage.site_dir / "index.html"
-    _write_if_changed(index_path, render_index(env, index_rows, model_version))
+    _write_if_changed(index_path, render_index(env, index_rows))
+    write_static(storage.site_dir)
     example = works_dir / f"{index_rows[0]['id']}.html" if index_rows else index_path
     context.log.info(f"work_pages: {len(records)} pages ({written} written or changed) in {works_dir}; index {index_path}")
     return dg.MaterializeResult(metadata={

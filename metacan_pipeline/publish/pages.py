@@ -2,17 +2,28 @@
 
 Every value from OpenAlex or a model (titles with inline markup, abstracts, names, reasons) is
 escaped by Jinja2's autoescape; titles are first reduced to their text, so ``<i>Planck</i>`` shows
-as "Planck" and a ``<script>`` in a title can never run. The pages also forbid scripts outright
-through a Content-Security-Policy.
+as "Planck" and a ``<script>`` in a title can never run. The work pages also forbid scripts outright
+through a Content-Security-Policy; the index allows one script, its own ``index.js`` (``script-src
+'self'``), which reads the rows from an inert JSON block and writes them with textContent only.
+
+Layout (issue 6): ``index.html`` and ``index.js`` at the site root, a work's page at
+``works/<model_version>/<id>.html`` (:func:`page_path`), so a page's permalink pins its model version.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
+from collections import Counter
+from importlib import resources
+from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from .. import __version__
+from ..openalex.ids import is_work_id
 from ..vocab import CATEGORIES, CATEGORY_DISPLAY, PREDICTION_STATUS
 from .records import classification_card
 
@@ -55,20 +66,121 @@ def render_work(env: Environment, record: dict, abstract: str | None, source: st
     )
 
 
+# ------------------------------------------------------------------------------------------------
+# where a page lives, and the index
+# ------------------------------------------------------------------------------------------------
+UNSCORED = "unscored"  # the folder of works that have no prediction (so no model version) in this build
+# A model version becomes a folder name: letters, digits, ".", "_", "-", starting with a letter or digit
+# (so never "." or ".."), at most 128 characters.
+_VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+INDEX_FIELDS = ("id", "title", "year", "routes", "source", "mode", "model_version", "classification", "href")
+INDEX_MAX_ROWS = 500  # the index table shows at most this many matches (index.js reads it from data-max-rows)
+STATIC_FILES = ("index.js",)  # copied next to index.html by write_static; index.html.j2's CSP allows them ('self')
+
+
+def model_version_of(record: dict) -> str | None:
+    """The model version a work's page shows: its prediction's ``model_version`` (None: no prediction).
+
+    It is the page's version whatever the Classification card shows first (a directly labelled work's
+    page still shows that prediction under "How this classification was reached").
+    """
+    return (record.get("prediction") or {}).get("model_version") or None
+
+
+def _page_folder(version: str | None, wid: str) -> str:
+    if version is None:
+        return UNSCORED
+    if not isinstance(version, str) or version == UNSCORED or not _VERSION_RE.fullmatch(version):
+        raise ValueError(f"refusing to publish {wid} under model version {version!r}: a version becomes a folder name and "
+                         f"must match ^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$ and not be {UNSCORED!r}")
+    return version
+
+
+def page_path(record: dict) -> str:
+    """The page of a work relative to the site root: ``works/<model_version>/<id>.html``
+    (``works/unscored/<id>.html`` when the work has no prediction), so a page's permalink pins the
+    model version it shows (issue 6).
+
+    Raises ValueError naming the value when the id is not a short work id (``^W\\d+$``,
+    openalex.ids.is_work_id) or the model version is not a safe folder name (see ``_VERSION_RE``;
+    ``unscored`` is reserved).
+    """
+    wid = record.get("id")
+    if not is_work_id(wid):
+        raise ValueError(f"refusing to publish work id {wid!r}: ids must match ^W\\d+$")
+    return f"works/{_page_folder(model_version_of(record), wid)}/{wid}.html"
+
+
 def index_row(record: dict) -> dict:
+    """One row of the index (fields ``INDEX_FIELDS``), from a published record.
+
+    - ``title``: the title text ("" when OpenAlex has none); ``year``: int or None;
+    - ``routes``: the route keys that admitted the work, among ca_aff, ca_fund, ca_venue, about_ca;
+    - ``source``: "direct" (a direct teacher or rule label is shown first), "classifier" (a consensus or
+      candidate prediction) or "none" (not classified yet); ``mode``: "consensus" | "candidate" for
+      the classifier, None otherwise (SPEC section 8: direct labels and predictions never share a badge);
+    - ``model_version``: the version the page shows (None: no prediction); ``classification``: short
+      human text; ``href``: :func:`page_path`.
+    """
     card = classification_card(record)
-    if card["kind"] == "direct":
+    kind = card["kind"]
+    if kind == "direct":
         cls = "; ".join(f"direct label ({l['teacher']}): " + (", ".join(CATEGORY_DISPLAY[c] for c in l["categories"]) or "not meta-research")
                         for l in card["labels"])
-    elif card["kind"] == "none":
+    elif kind == "none":
         cls = "not classified yet"
     else:
-        cls = f"{card['kind']} prediction: " + ", ".join(CATEGORY_DISPLAY[c] for c in card["categories"])
-    return {"id": record["id"], "title": record["title"], "year": record["year"],
-            "routes": [r for r, _ in ROUTE_LABELS if record["routes"][r]], "classification": cls}
+        cls = f"{kind} prediction: " + ", ".join(CATEGORY_DISPLAY[c] for c in card["categories"])
+    return {"id": record["id"], "title": record["title"] or "", "year": record["year"],
+            "routes": [r for r, _ in ROUTE_LABELS if record["routes"][r]],
+            "source": {"direct": "direct", "none": "none"}.get(kind, "classifier"),
+            "mode": kind if kind in ("consensus", "candidate") else None,
+            "model_version": model_version_of(record), "classification": cls, "href": page_path(record)}
 
 
-def render_index(env: Environment, rows: list[dict], model_version: str | None) -> str:
+def index_json(rows: list[dict]) -> str:
+    """The rows as the JSON text embedded in index.html: ``{"fields": INDEX_FIELDS, "rows": [[...], ...]}``
+    (one array per row, in field order: about half the bytes of one object per row).
+
+    ``<``, ``>``, ``&``, U+2028 and U+2029 are written as ``\\uXXXX`` escapes (still the same JSON), so a
+    title holding ``</script>`` or ``<!--`` cannot end or alter the ``<script type="application/json">``
+    block it sits in.
+    """
+    text = json.dumps({"fields": INDEX_FIELDS, "rows": [[r[f] for f in INDEX_FIELDS] for r in rows]},
+                      ensure_ascii=False, separators=(",", ":"))
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text
+
+
+def render_index(env: Environment, rows: list[dict], *, built_at: str | None = None) -> str:
+    """``index.html``: search by title or id and filters (route, year, source, mode, classifier version)
+    over every row of :func:`index_row`, run by ``index.js`` (copy it next to index.html with
+    :func:`write_static`). Rows are embedded as JSON (:func:`index_json`), so the index works from
+    file:// with no request. ``built_at`` defaults to the current UTC minute."""
+    versions = Counter(r["model_version"] or UNSCORED for r in rows)
+    years = sorted({r["year"] for r in rows if r["year"] is not None}, reverse=True)
     return env.get_template("index.html.j2").render(
-        works=rows, model_version=model_version or "(none)", version=__version__,
-        built_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+        n_works=len(rows), data=Markup(index_json(rows)), routes=ROUTE_LABELS, max_rows=INDEX_MAX_ROWS,
+        years=years, unknown_year=any(r["year"] is None for r in rows), unscored=UNSCORED,
+        versions=sorted(versions.items(), key=lambda kv: (kv[0] == UNSCORED, kv[0])), version=__version__,
+        built_at=built_at or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def write_static(site_dir: Path) -> list[Path]:
+    """Copy the index's static files (``static/index.js``, shipped as package data) to ``site_dir``,
+    each only when its bytes differ from what is there; returns the paths written."""
+    written = []
+    static = resources.files("metacan_pipeline.publish").joinpath("static")
+    site_dir = Path(site_dir)
+    for name in STATIC_FILES:
+        data = static.joinpath(name).read_bytes()
+        dest = site_dir / name
+        if dest.exists() and dest.read_bytes() == data:
+            continue
+        site_dir.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(dest)
+        written.append(dest)
+    return written

@@ -1,0 +1,296 @@
+"""The static index (issue 6): page paths that pin the model version, index rows, the embedded JSON
+block, and search/filters run by static/index.js.
+
+The filter logic is the real index.js, run under Node when ``node`` is installed; the whole page is
+driven in headless Chromium (Playwright, from file://) when /usr/bin/chromium exists and Playwright
+imports. Either is skipped, with the reason, when its tool is missing.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from metacan_pipeline.publish.pages import (INDEX_FIELDS, environment, index_json, index_row, page_path, render_index,
+                                            render_work, write_static)
+from metacan_pipeline.publish.records import build_record
+from metacan_pipeline_tests.test_publish import _frame_row, _label, _machine, _prediction
+
+INDEX_JS = Path(__file__).resolve().parents[1] / "metacan_pipeline" / "publish" / "static" / "index.js"
+BREAKOUT = "</script><script>alert(1)</script>"
+V1, V2 = "metacan-v3-hybrid-931329e0061c", "metacan-v4-hybrid-0123456789ab"
+DATA_RE = re.compile(r'<script type="application/json" id="works-data"[^>]*>(.*?)</script>', re.S)
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def _with_prediction(record: dict, version: str, consensus: list[str], candidate: list[str]) -> dict:
+    pred = _prediction(record["id"])
+    pred.update(model_version=version, consensus_categories=consensus, candidate_categories=candidate)
+    record["prediction"] = {k: v for k, v in pred.items() if k not in ("id", "gemma_label_status")}
+    return record
+
+
+@pytest.fixture()
+def records(openalex_dir) -> list[dict]:
+    """Four works, one per kind of classification, built from one real frame row:
+    W1 direct label (and a V1 prediction), W2 consensus V1 (title tries to break out of the data block),
+    W12 candidate V2 with no year, W123 not classified (no prediction: unscored)."""
+    row = _frame_row(openalex_dir)
+    base = build_record(row, [], None, _machine(row["id"]), {})
+    base["routes"] = {k: False for k in base["routes"]}
+
+    def work(wid, title, year, routes):
+        r = copy.deepcopy(base)
+        r.update(id=wid, title=title, year=year)
+        r["routes"].update({k: True for k in routes})
+        return r
+
+    w1 = _with_prediction(work("W1", "Peer review in Canadian journals", 2020, ["ca_aff"]), V1, [], ["sts"])
+    w1["direct_labels"] = build_record(row, [_label("W1", "gemma", ["metaresearch"])], None, None, {})["direct_labels"]
+    w2 = _with_prediction(work("W2", f"{BREAKOUT} soil <!-- bacteria \u2028 & co", 2019, ["ca_fund"]), V1, ["sts"], ["sts"])
+    w12 = _with_prediction(work("W12", "Open data mandates", None, ["ca_venue", "about_ca"]), V2, [], ["open_science"])
+    w123 = work("W123", "Reproducibility of W1 studies", 2020, ["about_ca"])
+    return [w1, w2, w12, w123]
+
+
+# ------------------------------------------------------------------------------------------------
+# page paths and rows (Python side)
+# ------------------------------------------------------------------------------------------------
+def test_page_path_pins_the_model_version(records):
+    assert page_path(records[0]) == f"works/{V1}/W1.html"
+    assert page_path(records[2]) == f"works/{V2}/W12.html"
+    assert page_path(records[3]) == "works/unscored/W123.html"
+
+
+@pytest.mark.parametrize("bad_id", ["../W1", "W1/../../x", "w1", "X1", "W", "W1.html", "", None, 123, "W1 "])
+def test_page_path_rejects_bad_ids(records, bad_id):
+    record = dict(records[3], id=bad_id)
+    with pytest.raises(ValueError, match=re.escape(repr(bad_id))):
+        page_path(record)
+
+
+@pytest.mark.parametrize("bad_version", ["..", ".", ".hidden", "a/b", "../../etc", "v 1", "unscored", "x" * 129,
+                                         "<script>", "v1\n", "é-v1", 7])
+def test_page_path_rejects_bad_model_versions(records, bad_version):
+    record = copy.deepcopy(records[0])
+    record["prediction"]["model_version"] = bad_version
+    with pytest.raises(ValueError, match=re.escape(repr(bad_version))):
+        page_path(record)
+
+
+def test_index_rows_say_source_mode_and_version(records):
+    rows = {r["id"]: r for r in map(index_row, records)}
+    assert set(rows["W1"]) == set(INDEX_FIELDS)
+    assert (rows["W1"]["source"], rows["W1"]["mode"], rows["W1"]["model_version"]) == ("direct", None, V1)
+    assert rows["W1"]["classification"] == "direct label (gemma): Metaresearch"
+    assert (rows["W2"]["source"], rows["W2"]["mode"]) == ("classifier", "consensus")
+    assert rows["W2"]["classification"] == "consensus prediction: Science and technology studies"
+    assert (rows["W12"]["source"], rows["W12"]["mode"], rows["W12"]["year"]) == ("classifier", "candidate", None)
+    assert rows["W12"]["routes"] == ["ca_venue", "about_ca"]
+    assert rows["W123"] == {"id": "W123", "title": "Reproducibility of W1 studies", "year": 2020, "routes": ["about_ca"],
+                            "source": "none", "mode": None, "model_version": None, "classification": "not classified yet",
+                            "href": "works/unscored/W123.html"}
+    assert all(r["href"] == page_path(rec) for r, rec in zip(map(index_row, records), records))
+
+
+# ------------------------------------------------------------------------------------------------
+# the page
+# ------------------------------------------------------------------------------------------------
+def _data_block(html: str) -> str:
+    blocks = DATA_RE.findall(html)
+    assert len(blocks) == 1
+    return blocks[0]
+
+
+def test_embedded_json_parses_back_to_the_rows(records):
+    rows = [index_row(r) for r in records]
+    html = render_index(environment(), rows, built_at="2026-01-01 00:00 UTC")
+    data = json.loads(_data_block(html))
+    assert data["fields"] == list(INDEX_FIELDS)
+    assert [dict(zip(data["fields"], values)) for values in data["rows"]] == rows
+    assert _data_block(html) == index_json(rows)
+
+
+def test_a_title_cannot_break_out_of_the_data_block(records):
+    html = render_index(environment(), [index_row(r) for r in records], built_at="x")
+    block = _data_block(html)
+    for ch in ("<", ">", "&", "\u2028", "\u2029"):
+        assert ch not in block
+    assert "\\u003c/script\\u003e\\u003cscript\\u003ealert(1)" in block
+    # exactly two scripts: the inert data block and index.js (loaded from the site root, no inline code)
+    assert html.count("<script") == 2 and html.count("</script>") == 2
+    assert '<script src="index.js" defer></script>' in html
+    assert BREAKOUT not in html
+
+
+class _Controls(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.labels, self.th_without_scope, self.csp = [], set(), 0, None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag in ("input", "select"):
+            self.ids.append(a.get("id"))
+        elif tag == "label":
+            self.labels.add(a.get("for"))
+        elif tag == "th" and "scope" not in a:
+            self.th_without_scope += 1
+        elif tag == "meta" and a.get("http-equiv") == "Content-Security-Policy":
+            self.csp = a["content"]
+
+
+def test_index_controls_are_labelled_and_only_the_index_may_run_its_script(records):
+    rows = [index_row(r) for r in records]
+    html = render_index(environment(), rows, built_at="x")
+    page = _Controls()
+    page.feed(html)
+    assert page.ids == ["q", "f-route", "f-year", "f-source", "f-mode", "f-version"]
+    assert set(page.ids) <= page.labels and page.th_without_scope == 0
+    assert page.csp == "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src 'self'"
+    assert 'role="status" aria-live="polite"' in html and "<noscript>" in html and 'href="records/"' in html
+    # the filter choices are the values present: years (newest first, then unknown) and versions (unscored last)
+    assert re.findall(r'<option value="(\d{4}|unknown)">', html) == ["2020", "2019", "unknown"]
+    assert re.findall(r'<option value="(metacan[^"]*|unscored)">', html) == [V1, V2, "unscored"]
+    work = _Controls()
+    work.feed(render_work(environment(), records[1], None, "f", {"n_codex_labels": 0, "gated_heads": 0, "total_heads": 0}))
+    assert work.csp == "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'"
+
+
+def test_write_static_copies_index_js_once(tmp_path):
+    site = tmp_path / "site"
+    assert write_static(site) == [site / "index.js"]
+    assert (site / "index.js").read_bytes() == INDEX_JS.read_bytes()
+    assert write_static(site) == []  # unchanged: nothing rewritten
+
+
+# ------------------------------------------------------------------------------------------------
+# search and filters: index.js itself
+# ------------------------------------------------------------------------------------------------
+# (filters, ids expected in row order W1, W2, W12, W123)
+CASES = [
+    ({}, ["W1", "W2", "W12", "W123"]),
+    ({"q": "peer"}, ["W1"]),
+    ({"q": "  PEER Review "}, ["W1"]),
+    ({"q": "w12"}, ["W12"]),  # an id query matches that work, not W123
+    ({"q": "W1"}, ["W1", "W123"]),  # ... and titles that contain it
+    ({"q": "https://openalex.org/W2"}, ["W2"]),
+    ({"q": BREAKOUT}, ["W2"]),
+    ({"q": "nothing like this"}, []),
+    ({"route": "ca_fund"}, ["W2"]),
+    ({"route": "about_ca"}, ["W12", "W123"]),
+    ({"year": "2020"}, ["W1", "W123"]),
+    ({"year": "unknown"}, ["W12"]),
+    ({"source": "direct"}, ["W1"]),
+    ({"source": "classifier"}, ["W2", "W12"]),
+    ({"source": "none"}, ["W123"]),
+    ({"mode": "consensus"}, ["W2"]),
+    ({"mode": "candidate"}, ["W12"]),
+    ({"version": V1}, ["W1", "W2"]),
+    ({"version": "unscored"}, ["W123"]),
+    ({"source": "classifier", "year": "2019", "version": V1, "route": "ca_fund"}, ["W2"]),
+    ({"source": "direct", "mode": "consensus"}, []),
+]
+
+NODE_DRIVER = """
+const api = require(process.argv[1]);
+let input = "";
+process.stdin.on("data", (c) => { input += c; });
+process.stdin.on("end", () => {
+  const { block, cases } = JSON.parse(input);
+  const rows = api.decode(JSON.parse(block), "unscored");
+  const out = cases.map((f) => api.filterRows(rows, f).map((r) => r.id));
+  process.stdout.write(JSON.stringify({ out, count: [api.countText(2, 4), api.countText(1234, 56789), api.countText(1, 1)] }));
+});
+"""
+
+
+def test_index_js_filters_under_node(records):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: index.js filters are exercised only in the browser test")
+    html = render_index(environment(), [index_row(r) for r in records], built_at="x")
+    payload = json.dumps({"block": _data_block(html), "cases": [f for f, _ in CASES]})
+    done = subprocess.run([node, "-e", NODE_DRIVER, str(INDEX_JS)], input=payload, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["out"] == [ids for _, ids in CASES]
+    assert result["count"] == ["2 of 4 works", "1,234 of 56,789 works", "1 of 1 work"]
+
+
+def _playwright():
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed")
+    try:
+        from playwright.sync_api import expect, sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed")
+    return sync_playwright, expect
+
+
+def test_index_in_a_real_browser_from_file_url(tmp_path, records):
+    sync_playwright, expect = _playwright()
+    site = tmp_path / "site"
+    site.mkdir()
+    rows = [index_row(r) for r in records]
+    (site / "index.html").write_text(render_index(environment(), rows, built_at="x"), encoding="utf-8")
+    write_static(site)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            problems: list[str] = []
+            page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.on("dialog", lambda d: (problems.append(f"dialog {d.message}"), d.dismiss()))
+            page.goto((site / "index.html").as_uri())
+            count, body = page.locator("#count"), page.locator("#results-body tr")
+            expect(count).to_have_text("4 of 4 works")  # index.js ran under script-src 'self' from file://
+            expect(body).to_have_count(4)
+            expect(page.locator("#results-body a").first).to_have_attribute("href", f"works/{V1}/W1.html")
+            expect(page.locator("#results-body a", has_text=BREAKOUT)).to_have_count(1)  # the title, as text
+            page.fill("#q", "w12")
+            expect(count).to_have_text("1 of 4 works")
+            expect(body.first).to_contain_text("Open data mandates")
+            page.fill("#q", "")
+            page.select_option("#f-source", "classifier")
+            page.select_option("#f-year", "2019")
+            expect(count).to_have_text("1 of 4 works")
+            expect(body.first).to_contain_text("(W2)")
+            page.select_option("#f-year", "")
+            page.select_option("#f-version", V2)
+            expect(count).to_have_text("1 of 4 works")
+            page.click("button[type=reset]")
+            expect(count).to_have_text("4 of 4 works")
+            assert problems == []
+        finally:
+            browser.close()
+
+
+def test_index_shows_at_most_max_rows_in_a_real_browser(tmp_path, records):
+    sync_playwright, expect = _playwright()
+    site = tmp_path / "site"
+    site.mkdir()
+    row = index_row(records[3])
+    rows = [dict(row, id=f"W{i}", href=f"works/unscored/W{i}.html") for i in range(1, 1202)]
+    (site / "index.html").write_text(render_index(environment(), rows, built_at="x"), encoding="utf-8")
+    write_static(site)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto((site / "index.html").as_uri())
+            expect(page.locator("#count")).to_have_text("1,201 of 1,201 works")
+            expect(page.locator("#results-body tr")).to_have_count(500)
+            expect(page.locator("#more")).to_contain_text("first 500 of 1,201 matches")
+        finally:
+            browser.close()
