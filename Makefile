@@ -45,14 +45,16 @@ dev: $(STAMP)
 
 ## Benchmarks (ratios against a baseline run in the same process): frame build at 250k and 1M works,
 ## OpenAlex API client on loopback, teacher client against a stub server, the embedded Gemma per view and batch size, the student
-## (train_bundle on 10,000 labelled works; write_predictions on 100,000 and 1,000,000 frame works). The scale inputs (about 5 GB)
-## go to /tmp/metacan-bench, the student's (about 1 GB) to /tmp/metacan-bench-student.
+## (train_bundle on 10,000 labelled works; write_predictions on 100,000 and 1,000,000 frame works), the work pages (render_work
+## on 20,000 records without abstracts, against json.dumps of the same records). The scale inputs (about 5 GB)
+## go to /tmp/metacan-bench, the student's (about 1 GB) to /tmp/metacan-bench-student; the pages and records (about 300 MB) to a temporary folder, removed after.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_frame.py --sizes 250000 1000000
 	$(BIN)/python benchmarks/bench_api.py
 	$(BIN)/python benchmarks/bench_teacher.py
 	$(BIN)/python benchmarks/bench_gemma.py
 	$(BIN)/python benchmarks/bench_student.py --sizes 100000 1000000
+	$(BIN)/python benchmarks/bench_pages.py --works 20000
 
 clean:
 	rm -rf data/warehouse data/site data/models data/metacan.duckdb data/metacan.duckdb.lock data/logs

@@ -1,0 +1,289 @@
+"""Work-page rendering throughput (issue 6, "Benchmark: at least 1,000 pages/s rendered without abstracts").
+
+Builds ``--works`` synthetic published records (default 20,000) from one real frame row (the first
+work of ../shared/data/openalex/choxos__MetaCan__works_funders_ca_*.json through ``work_row`` and
+``frame_row``, as test_publish.py does), each with a fresh id ``W5<9 digits>``, a synthetic title, year
+and routes, and a mix of classifications: 25% a direct gemma label plus a prediction, 35% a consensus
+prediction, 25% candidate only, 15% nothing (no prediction, page under ``works/unscored/``). Predictions
+use two model versions, so pages land in three folders. Then measures, one after the other in this
+process (nothing else in between):
+
+- ``baseline``: ``json.dumps`` of every record written to ``<scratch>/records/<id>.json``: the cost of
+  writing the JSON records, the floor any page writer pays;
+- ``pages``: ``render_work(env, record, None, ...)`` (abstract None: no input record re-read) for every
+  record, each page written to ``<scratch>/site/<page_path(record)>``; render and write seconds are
+  also summed apart;
+- ``baseline_after``: the baseline again (load on this shared machine drifts); ratio = pages seconds /
+  mean of the two baselines;
+- ``index``: ``index_row`` for every record and ``render_index`` over the rows (size of index.html).
+
+Files are written with one ``Path.write_text`` each (no compare-before-write), the same writer for
+both; the scratch folder is a fresh temporary folder, removed at the end unless ``--keep``.
+Figure to beat (printed, not asserted): pages >= 1,000 pages/s. ``--profile`` also runs cProfile over
+the render of the first ``--profile-works`` records (no writes) and prints the top functions by own
+time and by cumulative time, and writes ``benchmarks/out/profile_pages.pstats``.
+
+Usage: .venv/bin/python benchmarks/bench_pages.py [--works 20000] [--scratch DIR] [--keep]
+                                                  [--profile] [--profile-works 2000] [--out benchmarks/out/pages.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import cProfile
+import io
+import json
+import os
+import pstats
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+OUT = HERE / "out"
+SHARED = REPO.parent / "shared" / "data" / "openalex"
+SOURCE_FILE = "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json"
+TARGET_PAGES_PER_S = 1000.0
+VERSIONS = ("metacan-v3-hybrid-931329e0061c", "metacan-v4-hybrid-0123456789ab")
+_WORDS = ("reporting quality of randomized trials in Canadian journals data sharing peer review reproducibility "
+          "soil bacteria Alberta cohort study of diabetes outcomes Ontario preprints retractions citation analysis "
+          "nursing workforce survey machine learning for crop yield prediction open access mandates").split()
+
+sys.path.insert(0, str(REPO))  # this checkout's metacan_pipeline, not the editable install's
+sys.path.insert(1, str(HERE))
+from bench_frame import _git_state, _loadavg  # noqa: E402
+
+
+def _say(*a) -> None:
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# inputs
+# ------------------------------------------------------------------------------------------------
+def real_frame_row() -> dict:
+    """The frame row of the first work of SOURCE_FILE (a real Canadian-funded work, admitted)."""
+    from metacan_pipeline.frame.entities import EntityLists
+    from metacan_pipeline.frame.routes import AdmissionRule, frame_row
+    from metacan_pipeline.openalex.reader import Record
+    from metacan_pipeline.openalex.works import work_row
+
+    data = json.loads((SHARED / SOURCE_FILE).read_text())["payload"]["results"][0]
+    entities = EntityLists({}, {}, {}, {"funder": "f", "source": "s", "institution": "i"})
+    row, why = frame_row(work_row(Record(data, SOURCE_FILE, "payload.results[0]", None, "W")), entities, AdmissionRule())
+    if why != "admitted":
+        raise SystemExit(f"{SOURCE_FILE}: the first work was not admitted ({why}); the benchmark needs a frame row")
+    row["frame_build_id"] = "bench-pages"
+    return row
+
+
+def _label(wid: str, categories: list[str]) -> dict:
+    return {"work_id": wid, "teacher": "gemma", "model": "gemma-3-270m-q4_k_m", "prompt_version": "v2", "record_view": "title_only",
+            "status": "labelled", "categories": categories, "domain": None, "study_design": "observational", "genre": "empirical",
+            "about_ca_system": False, "about_ca_topic": False, "confidence": "medium", "reason": "The title names a survey of peer review.",
+            "error": None, "call_id": f"c-{wid}", "source": "teacher_call", "created_at": None}
+
+
+def _prediction(wid: str, version: str, consensus: list[str], candidate: list[str], rng: random.Random) -> dict:
+    from metacan_pipeline.vocab import CATEGORICAL_TARGETS, CATEGORIES, PREDICTION_STATUS
+
+    row = {"id": wid, "model_version": version, "candidate_categories": candidate, "consensus_categories": consensus,
+           "category_scores_codex": [round(rng.random(), 4) for _ in CATEGORIES],
+           "category_scores_gemma": [round(rng.random(), 4) for _ in CATEGORIES],
+           "teacher_disagreement_score": rng.random(), "threshold_uncertainty_score": rng.random(),
+           "prediction_status": PREDICTION_STATUS, "gemma_label_status": "labelled"}
+    for t in ("about_ca_system", "about_ca_topic"):
+        row.update({f"{t}_candidate": False, f"{t}_consensus": False, f"{t}_score_codex": 0.1, f"{t}_score_gemma": 0.1})
+    for t, classes in CATEGORICAL_TARGETS.items():
+        row.update({f"{t}_scores_codex": [1 / len(classes)] * len(classes), f"{t}_scores_gemma": [1 / len(classes)] * len(classes),
+                    f"{t}_codex": None, f"{t}_gemma": None, f"{t}_candidate": None, f"{t}_consensus": None})
+    return row
+
+
+def _machine(wid: str, rng: random.Random) -> dict:
+    from metacan_pipeline.vocab import SCORE_ONLY_IMMATURE
+
+    g, c = rng.random(), rng.random()
+    return {"id": wid, "score_gemma": g, "score_codex": c, "score_spread": abs(g - c), "validation_status": SCORE_ONLY_IMMATURE,
+            "provisional": True, "baseline": True, "maturity_gate_passed": False, "rounds_run": 2, "arm_status": "x",
+            "note": "Scores rank; they never assert a category."}
+
+
+def make_records(n: int, seed: int = 20260106) -> list[dict]:
+    """``n`` published records (records.build_record) around one real frame row; see the module docstring."""
+    from metacan_pipeline.publish.records import build_record
+    from metacan_pipeline.vocab import CATEGORIES
+
+    rng = random.Random(seed)
+    base = real_frame_row()
+    cats = [c for c in CATEGORIES if c != "insufficient_payload"]
+    out = []
+    for i in range(n):
+        wid = f"W5{i:09d}"
+        w = copy.copy(base)
+        w.update(id=wid, title_text=" ".join(rng.choices(_WORDS, k=rng.randint(6, 18))).capitalize(),
+                 publication_year=rng.randint(1995, 2025), cited_by_count=rng.randint(0, 500))
+        w.update({r: rng.random() < p for r, p in (("ca_aff", 0.8), ("ca_fund", 0.4), ("ca_venue", 0.1), ("about_ca", 0.2))})
+        u = rng.random()
+        some = rng.sample(cats, rng.randint(1, 3))
+        version = VERSIONS[i % 2]
+        if u < 0.25:
+            labels, pred = [_label(wid, some[:1])], _prediction(wid, version, [], some, rng)
+        elif u < 0.60:
+            labels, pred = [], _prediction(wid, version, some[:1], some, rng)
+        elif u < 0.85:
+            labels, pred = [], _prediction(wid, version, [], some, rng)
+        else:
+            labels, pred = [], None
+        lineage = {"frame_build": "bench-pages", "input_record": f"{SOURCE_FILE} @ payload.results[0]",
+                   "entity_list_versions": "f; s; i", "lexicon_version": "bench",
+                   "teacher_calls": "; ".join(f"gemma: {l['model']} prompt v2 call {l['call_id']} run r" for l in labels) or "none",
+                   "model_version": pred["model_version"] if pred else None}
+        out.append(build_record(w, labels, pred, _machine(wid, rng) if pred else None, lineage))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# measurements
+# ------------------------------------------------------------------------------------------------
+CONTEXT = {"n_codex_labels": 10_348, "gated_heads": 9, "total_heads": 14, "constant_heads": {("codex", "insufficient_payload")}}
+SOURCE = f"{SOURCE_FILE} @ payload.results[0]"
+
+
+def run_baseline(records: list[dict], dest: Path) -> dict:
+    """json.dumps of every record (as work_records writes them), one file each; returns seconds and bytes."""
+    dest.mkdir(parents=True, exist_ok=True)
+    n_bytes = 0
+    t0 = time.perf_counter()
+    for rec in records:
+        text = json.dumps(rec, ensure_ascii=False, default=str)
+        (dest / f"{rec['id']}.json").write_text(text, encoding="utf-8")
+        n_bytes += len(text)
+    return {"seconds": time.perf_counter() - t0, "chars": n_bytes}
+
+
+def run_pages(records: list[dict], site: Path) -> dict:
+    """render_work (abstract None) of every record, written to site/page_path(record); returns seconds
+    (total, render alone, write alone) and characters written."""
+    from metacan_pipeline.publish.pages import environment, page_path, render_work
+
+    env = environment()
+    render_work(env, records[0], None, SOURCE, CONTEXT)  # compile the templates before the clock starts
+    paths = [site / page_path(rec) for rec in records]
+    for folder in {p.parent for p in paths}:
+        folder.mkdir(parents=True, exist_ok=True)
+    render_s = write_s = 0.0
+    n_chars = 0
+    clock = time.perf_counter
+    t0 = clock()
+    for rec, path in zip(records, paths):
+        a = clock()
+        html = render_work(env, rec, None, SOURCE, CONTEXT)
+        b = clock()
+        path.write_text(html, encoding="utf-8")
+        write_s += clock() - b
+        render_s += b - a
+        n_chars += len(html)
+    return {"seconds": clock() - t0, "render_seconds": render_s, "write_seconds": write_s, "chars": n_chars,
+            "folders": sorted(str(f.relative_to(site)) for f in {p.parent for p in paths})}
+
+
+def run_index(records: list[dict], site: Path) -> dict:
+    from metacan_pipeline.publish.pages import environment, index_row, render_index, write_static
+
+    env = environment()
+    t0 = time.perf_counter()
+    rows = [index_row(r) for r in records]
+    t1 = time.perf_counter()
+    html = render_index(env, rows, built_at="bench")
+    t2 = time.perf_counter()
+    (site / "index.html").write_text(html, encoding="utf-8")
+    write_static(site)
+    return {"index_row_seconds": t1 - t0, "render_index_seconds": t2 - t1, "index_bytes": len(html.encode()),
+            "bytes_per_work": len(html.encode()) / max(1, len(records))}
+
+
+def profile_render(records: list[dict], top: int = 18) -> str:
+    from metacan_pipeline.publish.pages import environment, render_work
+
+    env = environment()
+    render_work(env, records[0], None, SOURCE, CONTEXT)
+    prof = cProfile.Profile()
+    prof.enable()
+    for rec in records:
+        render_work(env, rec, None, SOURCE, CONTEXT)
+    prof.disable()
+    OUT.mkdir(parents=True, exist_ok=True)
+    prof.dump_stats(OUT / "profile_pages.pstats")
+    buf = io.StringIO()
+    st = pstats.Stats(prof, stream=buf).strip_dirs()
+    st.sort_stats("tottime").print_stats(top)
+    st.sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--works", type=int, default=20_000)
+    ap.add_argument("--scratch", type=Path, default=None, help="parent of the fresh scratch folder (default: the system temporary folder)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder (pages, records, index.html)")
+    ap.add_argument("--profile", action="store_true", help="cProfile the render of the first --profile-works records")
+    ap.add_argument("--profile-works", type=int, default=2000)
+    ap.add_argument("--out", type=Path, default=OUT / "pages.json")
+    args = ap.parse_args(argv)
+    import metacan_pipeline
+
+    scratch = Path(tempfile.mkdtemp(prefix="metacan-bench-pages-", dir=args.scratch))
+    r: dict = {"command": " ".join([sys.executable, *sys.argv]), "package": metacan_pipeline.__file__, "code": _git_state(),
+               "machine": {"nproc": os.cpu_count(), "load_at_start": _loadavg()}, "works": args.works, "scratch": str(scratch)}
+    try:
+        t0 = time.perf_counter()
+        records = make_records(args.works)
+        r["make_records_seconds"] = time.perf_counter() - t0
+        _say(f"{args.works:,} records built in {r['make_records_seconds']:.1f} s; scratch {scratch} (load {_loadavg()})")
+        r["baseline"] = run_baseline(records, scratch / "records_1")
+        _say(f"baseline: {r['baseline']['seconds']:.2f} s (load {_loadavg()})")
+        r["pages"] = run_pages(records, scratch / "site")
+        _say(f"pages: {r['pages']['seconds']:.2f} s (load {_loadavg()})")
+        r["baseline_after"] = run_baseline(records, scratch / "records_2")
+        r["index"] = run_index(records, scratch / "site")
+        r["machine"]["load_at_end"] = _loadavg()
+        if args.profile:
+            r["profile"] = profile_render(records[:args.profile_works])
+    finally:
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    n = args.works
+    base_s = (r["baseline"]["seconds"] + r["baseline_after"]["seconds"]) / 2
+    p = r["pages"]
+    r["pages_per_s"] = n / p["seconds"]
+    r["render_only_pages_per_s"] = n / p["render_seconds"]
+    r["baseline_records_per_s"] = n / base_s
+    r["ratio_pages_vs_baseline"] = p["seconds"] / base_s
+    r["meets_target"] = r["pages_per_s"] >= TARGET_PAGES_PER_S
+    ix = r["index"]
+    print(f"works: {n:,} ({', '.join(p['folders'])}); load {r['machine']['load_at_start']} -> {r['machine']['load_at_end']}")
+    print(f"baseline  json.dumps + write of the records: {r['baseline']['seconds']:.2f} s / {r['baseline_after']['seconds']:.2f} s "
+          f"(before / after) = {r['baseline_records_per_s']:,.0f} records/s, {r['baseline']['chars'] / n:,.0f} chars each")
+    print(f"pages     render_work (no abstract) + write:   {p['seconds']:.2f} s = {r['pages_per_s']:,.0f} pages/s "
+          f"(render {p['render_seconds']:.2f} s = {r['render_only_pages_per_s']:,.0f} pages/s, write {p['write_seconds']:.2f} s), "
+          f"{p['chars'] / n:,.0f} chars each")
+    print(f"ratio     pages seconds / baseline seconds: {r['ratio_pages_vs_baseline']:.2f}x")
+    print(f"index     index_row x {n:,}: {ix['index_row_seconds']:.2f} s; render_index: {ix['render_index_seconds']:.2f} s; "
+          f"index.html {ix['index_bytes'] / 1e6:.1f} MB ({ix['bytes_per_work']:.0f} bytes per work)")
+    print(f"target    >= {TARGET_PAGES_PER_S:,.0f} pages/s: {'met' if r['meets_target'] else 'NOT met'} ({r['pages_per_s']:,.0f} pages/s)")
+    if args.profile:
+        print(r["profile"])
+    OUT.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(r, indent=2, default=str))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
