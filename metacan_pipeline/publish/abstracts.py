@@ -1,0 +1,298 @@
+"""Live abstracts for the published pages (issue 6, "Abstracts, live").
+
+Abstracts are fetched from the OpenAlex API when a page is rendered, held in a bounded in-memory
+cache with a time-to-live, and never written to disk or to the database (SPEC section 2: abstracts
+are not stored). Each page says honestly what it knows: the abstract, "OpenAlex has no abstract for
+this work", "OpenAlex returned no record for this id", or "the fetch failed just now" (see
+:class:`Abstract`).
+
+One request per batch of at most 50 work ids::
+
+    GET {base_url}/works?filter=ids.openalex:W1|W2|...&select=id,abstract_inverted_index&per_page=50
+        [&api_key=...][&mailto=...]
+
+OpenAlex docs used:
+
+- "Filter works" (docs.openalex.org/api-entities/works/filter-works): ``ids.openalex`` (alias
+  ``openalex``) is "the OpenAlex ID for a work"; short ids (``W123``) are accepted.
+- "Filter entity lists", section "Addition (OR)"
+  (docs.openalex.org/how-to-use-the-api/get-lists-of-entities/filter-entity-lists): values separated
+  by ``|`` are OR-ed, "particularly useful when you want to retrieve many records by ID all at once";
+  "You can combine up to 50 values for a given filter in this way" (the newer guide at
+  developers.openalex.org/guides/filtering allows 100; 50 is within both).
+- "Select fields" (docs.openalex.org/how-to-use-the-api/get-lists-of-entities/select-fields):
+  ``select`` limits the returned root-level fields, here to ``id`` and ``abstract_inverted_index``.
+- "Page through results" (developers.openalex.org/guides/page-through-results): ``per_page``
+  defaults to 25 and ranges 1-100, so a 50-id batch without ``per_page`` would come back half empty.
+- "Work object", ``abstract_inverted_index``: the abstract as ``{token: [positions]}``, or null when
+  OpenAlex has no abstract; rebuilt by :func:`metacan_pipeline.openalex.abstract.deinvert`.
+- "Rate limits and authentication": ``api_key`` parameter; 429 with ``Retry-After``.
+
+Failures: transport errors, timeouts, 429 and 5xx are retried (tenacity, at most ``max_attempts``
+requests per batch, Retry-After honoured up to ``retry_after_max_s``); another 4xx or a body that is
+not the expected JSON fails the batch at once. Failed answers are never cached, so the next fetch
+tries again. After ``breaker_after`` consecutive failed batches the rest of that fetch is not sent.
+The API key is sent but never logged nor put in an error message (the ``httpx`` log filter of
+:mod:`metacan_pipeline.openalex.api` masks it in request lines).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import httpx
+from cachetools import TTLCache
+from tenacity import RetryCallState, retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+from tqdm import tqdm
+
+from ..openalex.abstract import deinvert, tidy_abstract
+from ..openalex.api import _MASK, DEFAULT_BASE_URL, TransientHTTPError, _retry_after
+from ..openalex.ids import is_work_id, short_id
+
+log = logging.getLogger(__name__)
+
+#: Most ids OR-ed in one filter (OpenAlex docs, "Filter entity lists": up to 50 values per filter).
+MAX_BATCH = 50
+#: The only fields asked for (OpenAlex docs, "Select fields").
+SELECT = "id,abstract_inverted_index"
+#: The filter that matches works by OpenAlex id (OpenAlex docs, "Filter works": ``ids.openalex``).
+ID_FILTER = "ids.openalex"
+
+STATUSES = ("ok", "none", "missing", "failed")
+
+
+@dataclass(frozen=True)
+class Abstract:
+    """What OpenAlex said about one work's abstract.
+
+    ``status``:
+      - ``"ok"``: ``text`` holds the de-inverted abstract (plain text, markup removed; escape it when
+        rendering);
+      - ``"none"``: OpenAlex has the work and no abstract (``abstract_inverted_index`` null or empty);
+      - ``"missing"``: OpenAlex returned no record for this id (unknown, deleted or merged away);
+      - ``"failed"``: the fetch failed just now; ``error`` says why (HTTP status, timeout, parse
+        problem, or ``not attempted: OpenAlex unreachable (N consecutive batches failed)``).
+
+    ``text`` is set only for ``"ok"`` and ``error`` only for ``"failed"``. ``fetched_at`` is the UTC
+    time the answer arrived (or the failure happened); a cached answer keeps its original time.
+    """
+
+    work_id: str
+    status: str
+    text: str | None
+    error: str | None
+    fetched_at: dt.datetime
+
+
+class _BatchFailed(Exception):
+    """A batch that will not succeed now (retries spent, a 4xx, an unreadable body)."""
+
+
+class AbstractFetcher:
+    """Fetches abstracts of OpenAlex works in batches, with a bounded TTL cache; one per page build.
+
+    ``base_url``: API root; default ``$METACAN_OPENALEX_API_URL`` (``API_URL_ENV`` of
+    :mod:`metacan_pipeline.frame.api_refresh`) or ``https://api.openalex.org``.
+    ``batch_size``: ids per request, 1 to 50 (ValueError otherwise).
+    ``cache_size``: most answers held (0 disables the cache); ``ttl_seconds``: how long an answer is
+    served from the cache, in seconds of ``clock`` (``time.monotonic`` by default; injectable for tests).
+    ``timeout_s``: per-request httpx timeout in seconds. ``max_attempts``: requests per batch at most,
+    retries included. ``breaker_after``: consecutive failed batches after which the rest of a
+    :meth:`fetch` is not sent (0 disables). ``retry_wait_max_s``: cap of the exponential backoff
+    between retries; ``retry_after_max_s``: cap on a server's Retry-After, both in seconds.
+    ``api_key_env``: environment variable holding the API key (absent or empty: no key).
+    ``mailto``: sent as the ``mailto`` parameter when given. ``transport``: an httpx transport (tests).
+
+    Attributes: ``calls`` counts HTTP requests sent since construction (retries included);
+    ``cache`` is the :class:`cachetools.TTLCache` (``work_id -> Abstract``), in memory only.
+    Thread-safe: the cache and the counter are guarded by a lock.
+    """
+
+    def __init__(self, base_url: str | None = None, *, batch_size: int = MAX_BATCH, cache_size: int = 10_000,
+                 ttl_seconds: float = 3600, timeout_s: float = 10.0, max_attempts: int = 3, breaker_after: int = 2,
+                 api_key_env: str = "OPENALEX_API_KEY", mailto: str | None = None,
+                 transport: httpx.BaseTransport | None = None, clock: Callable[[], float] = time.monotonic,
+                 retry_wait_max_s: float = 8.0, retry_after_max_s: float = 30.0) -> None:
+        if not 1 <= batch_size <= MAX_BATCH:
+            raise ValueError(f"batch_size must be 1..{MAX_BATCH} (OpenAlex ORs at most {MAX_BATCH} values in one filter), got {batch_size}")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        if cache_size < 0 or ttl_seconds <= 0:
+            raise ValueError(f"cache_size must be >= 0 and ttl_seconds > 0, got {cache_size} and {ttl_seconds}")
+        if base_url is None:
+            from ..frame.api_refresh import API_URL_ENV  # imported here: that module loads Dagster assets
+
+            base_url = os.environ.get(API_URL_ENV) or DEFAULT_BASE_URL
+        self.base_url = base_url
+        self.batch_size = batch_size
+        self.max_attempts = max_attempts
+        self.breaker_after = breaker_after
+        self.timeout_s = timeout_s
+        self.mailto = mailto
+        self.retry_wait_max_s = retry_wait_max_s
+        self.retry_after_max_s = retry_after_max_s
+        self._api_key = os.environ.get(api_key_env, "") if api_key_env else ""
+        if self._api_key:
+            _MASK.keys.add(self._api_key)
+        self.cache: TTLCache[str, Abstract] | None = TTLCache(maxsize=cache_size, ttl=ttl_seconds, timer=clock) if cache_size else None
+        self.calls = 0
+        self._lock = threading.Lock()
+        self.http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Closes the HTTP client (the cache stays readable)."""
+        self.http.close()
+
+    def __enter__(self) -> AbstractFetcher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- public ------------------------------------------------------------------------------
+    def fetch(self, work_ids: Iterable[str], progress: bool = False) -> dict[str, Abstract]:
+        """``{work_id: Abstract}`` with one entry per distinct id, in first-seen order.
+
+        ``work_ids``: short work ids (``W123``); every one is checked before any request and a bad one
+        (a full URL, an empty string, anything but ``W`` and 1-19 ASCII digits) raises ValueError
+        naming it; a bare string raises TypeError. Cached answers cost no request; the others go in
+        batches of ``batch_size``, one GET each (retries aside). Never raises for network or server
+        trouble: those works come back with status ``"failed"``. ``progress`` shows a tqdm bar over
+        the batches.
+        """
+        if isinstance(work_ids, (str, bytes)):
+            raise TypeError("work_ids must be an iterable of work ids, not a single string")
+        ids = list(dict.fromkeys(work_ids))
+        for wid in ids:
+            if not is_work_id(wid):
+                raise ValueError(f"not a short OpenAlex work id (W followed by digits): {wid!r}")
+        out: dict[str, Abstract] = {}
+        todo: list[str] = []
+        with self._lock:
+            for wid in ids:
+                hit = self.cache.get(wid) if self.cache is not None else None
+                if hit is None:
+                    todo.append(wid)
+                else:
+                    out[wid] = hit
+        batches = [todo[i:i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
+        failed_in_a_row = 0
+        with tqdm(total=len(batches), desc="abstracts", unit="batch", disable=not progress) as bar:
+            for batch in batches:
+                if self.breaker_after and failed_in_a_row >= self.breaker_after:
+                    now = _utcnow()
+                    why = f"not attempted: OpenAlex unreachable ({failed_in_a_row} consecutive batches failed)"
+                    for wid in batch:
+                        out[wid] = Abstract(wid, "failed", None, why, now)
+                    bar.update(1)
+                    continue
+                answers = self._fetch_batch(batch)
+                failed_in_a_row = failed_in_a_row + 1 if all(a.status == "failed" for a in answers.values()) else 0
+                with self._lock:
+                    for wid, ans in answers.items():
+                        if ans.status != "failed" and self.cache is not None:
+                            self.cache[wid] = ans
+                out.update(answers)
+                bar.update(1)
+        return {wid: out[wid] for wid in ids}
+
+    # ---- one batch ---------------------------------------------------------------------------
+    def _fetch_batch(self, batch: list[str]) -> dict[str, Abstract]:
+        """Answers for one batch: never raises for network or server trouble."""
+        try:
+            payload = self._get(batch)
+        except _BatchFailed as exc:
+            now = _utcnow()
+            log.warning("abstracts: batch of %d works failed: %s", len(batch), exc)
+            return {wid: Abstract(wid, "failed", None, str(exc), now) for wid in batch}
+        now = _utcnow()
+        records: dict[str, dict] = {}
+        for rec in payload["results"]:
+            wid = short_id(rec.get("id")) if isinstance(rec, dict) else None
+            if wid is not None and wid not in records:
+                records[wid] = rec
+        meta = payload.get("meta")
+        count = meta.get("count") if isinstance(meta, dict) else None
+        truncated = isinstance(count, int) and not isinstance(count, bool) and count > len(payload["results"])
+        out: dict[str, Abstract] = {}
+        for wid in batch:
+            rec = records.get(wid)
+            if rec is None:
+                if truncated:  # the server holds more than it sent: absence proves nothing
+                    out[wid] = Abstract(wid, "failed", None, f"OpenAlex answered {len(payload['results'])} of "
+                                        f"{count} matching records; this one was not among them", now)
+                else:
+                    out[wid] = Abstract(wid, "missing", None, None, now)
+                continue
+            text = tidy_abstract(deinvert(rec.get("abstract_inverted_index")))
+            out[wid] = Abstract(wid, "ok", text, None, now) if text else Abstract(wid, "none", None, None, now)
+        return out
+
+    def _params(self, batch: list[str]) -> dict[str, str | int]:
+        params: dict[str, str | int] = {"filter": f"{ID_FILTER}:" + "|".join(batch), "select": SELECT,
+                                        "per_page": self.batch_size}
+        if self.mailto:
+            params["mailto"] = self.mailto
+        if self._api_key:
+            params["api_key"] = self._api_key
+        return params
+
+    def _mask(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _wait(self, state: RetryCallState) -> float:
+        """Exponential backoff with jitter (capped at ``retry_wait_max_s``), at least the server's
+        Retry-After (capped at ``retry_after_max_s``)."""
+        exc = state.outcome.exception() if state.outcome else None
+        base = wait_random_exponential(multiplier=0.5, max=self.retry_wait_max_s)(state) if self.retry_wait_max_s > 0 else 0.0
+        if isinstance(exc, TransientHTTPError) and exc.retry_after is not None:
+            return max(base, min(exc.retry_after, self.retry_after_max_s))
+        return base
+
+    def _get(self, batch: list[str]) -> dict:
+        """The JSON page for one batch, or :class:`_BatchFailed` naming the HTTP status or parse problem."""
+        params = self._params(batch)
+        attempts = 0
+
+        @retry(retry=retry_if_exception_type(TransientHTTPError), stop=stop_after_attempt(self.max_attempts),
+               wait=self._wait, reraise=True)
+        def attempt() -> dict:
+            nonlocal attempts
+            attempts += 1
+            with self._lock:
+                self.calls += 1
+            try:
+                resp = self.http.get("/works", params=params)
+            except httpx.TimeoutException as exc:
+                raise TransientHTTPError(f"timeout ({type(exc).__name__}, limit {self.timeout_s:g} s)") from None
+            except httpx.TransportError as exc:
+                raise TransientHTTPError(f"{type(exc).__name__}: {self._mask(str(exc))[:200]}") from None
+            code = resp.status_code
+            if code == 429 or code >= 500:
+                raise TransientHTTPError(f"HTTP {code}", _retry_after(resp.headers.get("Retry-After")))
+            if not 200 <= code < 300:
+                raise _BatchFailed(f"HTTP {code} from OpenAlex /works (not retried): {self._mask(resp.text)[:200]}")
+            try:
+                payload = resp.json()
+            except ValueError as exc:
+                raise _BatchFailed(f"OpenAlex /works answered HTTP {code} with a body that is not JSON ({exc})") from None
+            if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
+                raise _BatchFailed(f"OpenAlex /works answered HTTP {code} with JSON that is not a list page "
+                                   f"(no 'results' list; got a {type(payload).__name__})")
+            return payload
+
+        try:
+            return attempt()
+        except TransientHTTPError as exc:
+            raise _BatchFailed(f"{exc} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})") from None
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)

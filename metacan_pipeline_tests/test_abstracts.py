@@ -1,0 +1,424 @@
+"""Live abstracts (issue 6, "Abstracts, live"): publish/abstracts.py against a real loopback stub of
+OpenAlex /works that answers from real records of ../shared/data/openalex, httpx.MockTransport for the
+failures a real server cannot easily produce, and deinvert on the real abstract quirks (SOURCES.md,
+"Abstract quirks")."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from functools import lru_cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import httpx
+import pytest
+
+from metacan_pipeline.openalex.abstract import deinvert, tidy_abstract
+from metacan_pipeline.publish.abstracts import Abstract, AbstractFetcher
+
+from .conftest import OPENALEX
+
+#: Real files holding every quirk the tests name (ids in the comments of the tests below).
+REAL_FILES = (
+    "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json",  # W1951724000 lme4: "R.", "(REML)", "formula,"
+    "Mearman__Academic-Explorer__work_W2241997964.json",  # a position gap
+    "Mearman__Academic-Explorer__work_W2612755892.json",  # abstract_inverted_index null
+    "Mearman__Academic-Explorer__works_page1_per50.json",
+    "Mearman__Academic-Explorer__works_from2023_per50.json",  # JATS paragraphs (W1637437975)
+    "Mearman__Academic-Explorer__works_pub2020-2023_per50.json",  # "&amp;gt;1" (W3131055609)
+    "rkrug__openalexPro__json_files_page_1.json",  # <h2>Abstract</h2>, <title>Abstract</title>, "p&lt;0.05", ABSTRACT
+    "rkrug__openalexPro__pipeline_chunk_1_page_1.json",  # "Abstract:", "AbstractConservation"
+    "rkrug__openalexPro__pipeline_chunk_3_page_1.json",  # an empty token (W1926314100)
+)
+
+LME4 = ("Maximum likelihood or restricted maximum likelihood (REML) estimates of the parameters in linear mixed-effects "
+        "models can be determined using the lmer function in the lme4 package for R. As for most model-fitting functions "
+        "in R, the model is described in an lmer call by a formula, in this case including both fixed- and random-effects "
+        "terms. The formula and data together determine a numerical representation of the model from which the profiled "
+        "deviance or the profiled REML criterion can be evaluated as a function of some of the model parameters. The "
+        "appropriate criterion is optimized, using one of the constrained optimization functions in R, to provide the "
+        "parameter estimates. We describe the structure of the model, the steps in evaluating the profiled deviance or "
+        "REML criterion, and the structure of classes or types that represents such a model. Sufficient detail is "
+        "included to allow specialization of these structures by users who wish to write functions to fit specialized "
+        "linear mixed models, such as models incorporating pedigrees or smoothing splines, that are not easily "
+        "expressible in the formula language used by lmer.")
+
+
+def _works_of(obj) -> list:
+    if isinstance(obj, list):
+        return obj
+    if isinstance(obj, dict):
+        if "payload" in obj:
+            return _works_of(obj["payload"])
+        if "results" in obj:
+            return obj["results"] or []
+        if "id" in obj:
+            return [obj]
+    return []
+
+
+@lru_cache(maxsize=1)
+def real_works() -> dict[str, dict]:
+    """``{short id: real record}`` for the real works of REAL_FILES (first copy of a duplicated id)."""
+    if not OPENALEX.exists():
+        pytest.fail(f"real data not found at {OPENALEX}: the tests need ../shared/data beside the checkout")
+    out: dict[str, dict] = {}
+    for name in REAL_FILES:
+        for rec in _works_of(json.loads((OPENALEX / name).read_text())):
+            if isinstance(rec, dict) and "abstract_inverted_index" in rec and str(rec.get("id", "")).startswith("https://openalex.org/W"):
+                out.setdefault(rec["id"].rsplit("/", 1)[1], rec)
+    return out
+
+
+def _index(wid: str):
+    return real_works()[wid]["abstract_inverted_index"]
+
+
+# ---- a real HTTP stub of OpenAlex /works ------------------------------------------------------------
+class StubOpenAlex:
+    """A loopback HTTP server answering ``GET /works`` like OpenAlex for the id filter: ``ids.openalex``
+    (or its alias ``openalex``) with up to 50 ``|``-separated values (more, or another filter: 400),
+    ``select`` honoured, ``per_page``/``per-page`` defaulting to 25 (max 100), ``meta.count`` the number
+    of matches. ``hits`` holds each request's query (one value per parameter)."""
+
+    def __init__(self, records: dict[str, dict]) -> None:
+        self.records = records
+        self.hits: list[dict[str, str]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code: int, payload: dict) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                url = urlparse(self.path)
+                q = {k: v[0] for k, v in parse_qs(url.query).items()}
+                stub.hits.append(q)
+                if url.path != "/works":
+                    return self._send(404, {"error": "not found"})
+                name, _, values = q.get("filter", "").partition(":")
+                ids = values.split("|") if values else []
+                if name not in ("ids.openalex", "openalex") or not ids or len(ids) > 50:
+                    return self._send(400, {"error": "Invalid query parameters error.", "message": f"bad filter {name!r}"})
+                per_page = int(q.get("per_page", q.get("per-page", 25)))
+                fields = q["select"].split(",") if "select" in q else None
+                found = [stub.records[i] for i in sorted(set(ids), reverse=True) if i in stub.records]
+                results = [{k: r.get(k) for k in fields} if fields else r for r in found[:per_page]]
+                self._send(200, {"meta": {"count": len(found), "per_page": per_page, "page": 1}, "results": results})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def shutdown(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture()
+def stub():
+    s = StubOpenAlex(real_works())
+    yield s
+    s.shutdown()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _ids_for_bulk(n_real: int) -> list[str]:
+    """Real ids: lme4 first, the null-abstract work, the gap work, then other real works up to n_real."""
+    head = ["W1951724000", "W2612755892", "W2241997964"]
+    rest = [w for w in sorted(real_works()) if w not in head]
+    return head + rest[: n_real - len(head)]
+
+
+# ---- batching, select, per_page, cache -----------------------------------------------------------
+def test_120_ids_cost_3_calls_with_the_documented_query(stub):
+    ids = _ids_for_bulk(119) + ["W9999999999999"]  # the last one is no OpenAlex work
+    assert len(set(ids)) == 120 and "W9999999999999" not in real_works()
+    with AbstractFetcher(stub.base_url, clock=FakeClock()) as f:
+        got = f.fetch(ids)
+    assert f.calls == 3 and len(stub.hits) == 3  # <= 1 call per 50 works
+    for q in stub.hits:
+        name, _, values = q["filter"].partition(":")
+        assert name == "ids.openalex" and 1 <= len(values.split("|")) <= 50
+        assert q["select"] == "id,abstract_inverted_index"
+        assert int(q["per_page"]) >= 50
+        assert "api_key" not in q and "mailto" not in q
+    assert [len(q["filter"].split("|")) for q in stub.hits] == [50, 50, 20]
+    assert sorted(w for q in stub.hits for w in q["filter"].partition(":")[2].split("|")) == sorted(ids)
+    assert list(got) == ids  # one entry per id, in order
+    assert got["W1951724000"] == Abstract("W1951724000", "ok", LME4, None, got["W1951724000"].fetched_at)
+    assert got["W1951724000"].fetched_at.tzinfo == dt.timezone.utc
+    assert got["W2612755892"].status == "none" and got["W2612755892"].text is None  # real record, index null
+    assert got["W9999999999999"] == Abstract("W9999999999999", "missing", None, None, got["W9999999999999"].fetched_at)
+    expected = {w: ("none" if not real_works()[w]["abstract_inverted_index"] else "ok") for w in ids[:-1]}
+    assert {w: got[w].status for w in ids[:-1]} == expected
+    assert sum(s == "none" for s in expected.values()) >= 5  # the sample really holds works without abstract
+    assert all(a.error is None for a in got.values())
+
+
+def test_cache_serves_repeats_until_the_ttl_passes(stub):
+    clock = FakeClock()
+    ids = _ids_for_bulk(60)
+    with AbstractFetcher(stub.base_url, ttl_seconds=600, clock=clock) as f:
+        first = f.fetch(ids)
+        assert f.calls == 2
+        clock.now += 599
+        again = f.fetch(ids)
+        assert f.calls == 2 and again == first  # nothing sent; same answers, same fetched_at
+        part = f.fetch(ids[:10] + ["W9999999999999"])  # only the unseen id costs a call
+        assert f.calls == 3 and len(stub.hits[-1]["filter"].split("|")) == 1
+        assert part["W9999999999999"].status == "missing"
+        clock.now += 2  # past the TTL of the first answers
+        later = f.fetch(ids)
+        assert f.calls == 5
+        assert later["W1951724000"].text == LME4 and later["W1951724000"].fetched_at > first["W1951724000"].fetched_at
+
+
+def test_cache_is_bounded(stub):
+    with AbstractFetcher(stub.base_url, cache_size=10, clock=FakeClock()) as f:
+        got = f.fetch(_ids_for_bulk(30))
+        assert f.calls == 1 and len(got) == 30
+        assert len(f.cache) <= 10
+        assert f.cache.maxsize == 10
+
+
+def test_default_base_url_comes_from_the_environment(stub, monkeypatch):
+    from metacan_pipeline.frame.api_refresh import API_URL_ENV
+
+    monkeypatch.setenv(API_URL_ENV, stub.base_url)
+    with AbstractFetcher(clock=FakeClock()) as f:
+        assert f.base_url == stub.base_url
+        got = f.fetch(["W2241997964"], progress=True)
+    assert got["W2241997964"].status == "ok" and f.calls == 1
+
+
+def test_small_batches_and_per_page_follow_batch_size(stub):
+    with AbstractFetcher(stub.base_url, batch_size=7, clock=FakeClock()) as f:
+        got = f.fetch(_ids_for_bulk(20))
+    assert f.calls == 3 and [int(q["per_page"]) for q in stub.hits] == [7, 7, 7]
+    assert all(a.status in ("ok", "none") for a in got.values())
+    with pytest.raises(ValueError, match="batch_size"):
+        AbstractFetcher(stub.base_url, batch_size=51)
+    with pytest.raises(ValueError, match="batch_size"):
+        AbstractFetcher(stub.base_url, batch_size=0)
+
+
+def test_api_key_and_mailto_are_sent_and_the_key_never_shows(monkeypatch):
+    monkeypatch.setenv("METACAN_TEST_OA_KEY", "sekret-key-123")
+    seen: list[httpx.URL] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url)
+        return httpx.Response(403, text=f"forbidden: {request.url}")  # a server that echoes the URL
+
+    with AbstractFetcher("https://api.test", api_key_env="METACAN_TEST_OA_KEY", mailto="team@example.org",
+                         transport=httpx.MockTransport(handler)) as f:
+        got = f.fetch(["W1"])
+    assert seen[0].params["api_key"] == "sekret-key-123" and seen[0].params["mailto"] == "team@example.org"
+    assert got["W1"].status == "failed" and "HTTP 403" in got["W1"].error
+    assert "sekret-key-123" not in got["W1"].error and "***" in got["W1"].error
+
+
+# ---- failures (httpx.MockTransport) --------------------------------------------------------------
+def _ok_page(request: httpx.Request) -> httpx.Response:
+    ids = request.url.params["filter"].partition(":")[2].split("|")
+    return httpx.Response(200, json={"meta": {"count": len(ids)}, "results": [
+        {"id": f"https://openalex.org/{w}", "abstract_inverted_index": {"Abstract": [0], "Text": [1], f"of {w}.": [2]}} for w in ids]})
+
+
+def _scripted(*steps):
+    """A MockTransport handler answering with steps[i] on the i-th request (the last step repeats)."""
+    n = {"i": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        step = steps[min(n["i"], len(steps) - 1)]
+        n["i"] += 1
+        if isinstance(step, Exception):
+            raise step
+        return step(request) if callable(step) else step
+
+    return handler
+
+
+def _fetcher(handler, **kw) -> AbstractFetcher:
+    kw.setdefault("retry_wait_max_s", 0)
+    return AbstractFetcher("https://api.test", transport=httpx.MockTransport(handler), clock=FakeClock(), **kw)
+
+
+def test_500_then_200_is_retried():
+    f = _fetcher(_scripted(httpx.Response(500, text="oops"), _ok_page))
+    got = f.fetch(["W11", "W12"])
+    assert f.calls == 2
+    assert got["W11"].status == "ok" and got["W11"].text == "Text of W11."
+
+
+def test_429_with_retry_after_is_retried_and_capped():
+    f = _fetcher(_scripted(httpx.Response(429, headers={"Retry-After": "0"}), _ok_page))
+    assert f.fetch(["W5"])["W5"].status == "ok" and f.calls == 2
+    # a Retry-After of 1000 s is capped (here at 10 ms): the fetch does not wait 1000 s
+    f = _fetcher(_scripted(httpx.Response(429, headers={"Retry-After": "1000"}), _ok_page), retry_after_max_s=0.01)
+    assert f.fetch(["W5"])["W5"].status == "ok" and f.calls == 2
+
+
+def test_503_on_every_attempt_fails_after_max_attempts():
+    f = _fetcher(_scripted(httpx.Response(503)), max_attempts=4)
+    got = f.fetch(["W7"])
+    assert f.calls == 4
+    assert got["W7"].status == "failed" and got["W7"].text is None
+    assert got["W7"].error == "HTTP 503 (gave up after 4 attempts)"
+
+
+def test_unreachable_server_trips_the_breaker():
+    ids = [f"W{i}" for i in range(1, 11)]  # 5 batches of 2
+    f = _fetcher(_scripted(httpx.ConnectError("connection refused")), batch_size=2, max_attempts=3, breaker_after=2)
+    got = f.fetch(ids)
+    assert f.calls == 2 * 3  # two batches tried 3 times each; the other three batches never sent
+    assert all(a.status == "failed" and a.text is None for a in got.values()) and list(got) == ids
+    for wid in ids[:4]:
+        assert got[wid].error.startswith("ConnectError: connection refused") and "3 attempts" in got[wid].error
+    for wid in ids[4:]:
+        assert got[wid].error == "not attempted: OpenAlex unreachable (2 consecutive batches failed)"
+    assert len(f.cache) == 0
+
+
+def test_timeouts_fail_the_batch():
+    f = _fetcher(_scripted(httpx.ReadTimeout("read timed out")), max_attempts=2, timeout_s=0.5)
+    got = f.fetch(["W3"])
+    assert f.calls == 2 and got["W3"].status == "failed"
+    assert got["W3"].error == "timeout (ReadTimeout, limit 0.5 s) (gave up after 2 attempts)"
+
+
+def test_a_success_resets_the_breaker():
+    ids = [f"W{i}" for i in range(1, 9)]  # 4 batches of 2: fail, ok, fail, ok
+    f = _fetcher(_scripted(httpx.Response(400), _ok_page, httpx.Response(400), _ok_page), batch_size=2, breaker_after=2)
+    got = f.fetch(ids)
+    assert f.calls == 4
+    assert [got[w].status for w in ids] == ["failed", "failed", "ok", "ok", "failed", "failed", "ok", "ok"]
+
+
+def test_invalid_json_and_400_are_not_retried():
+    f = _fetcher(_scripted(httpx.Response(200, text="<html>proxy error</html>")))
+    got = f.fetch(["W8"])
+    assert f.calls == 1 and got["W8"].status == "failed" and "not JSON" in got["W8"].error
+    f = _fetcher(_scripted(httpx.Response(200, json=[{"id": "https://openalex.org/W8"}])))
+    got = f.fetch(["W8"])
+    assert f.calls == 1 and got["W8"].status == "failed" and "not a list page" in got["W8"].error
+    f = _fetcher(_scripted(httpx.Response(400, json={"error": "Invalid query parameters error."})))
+    got = f.fetch(["W8"])
+    assert f.calls == 1 and got["W8"].status == "failed"
+    assert got["W8"].error.startswith("HTTP 400 from OpenAlex /works (not retried)")
+
+
+def test_failures_are_not_cached():
+    f = _fetcher(_scripted(httpx.Response(400), _ok_page))
+    assert f.fetch(["W9", "W10"])["W9"].status == "failed"
+    assert len(f.cache) == 0
+    got = f.fetch(["W9", "W10"])  # tried again, now answered
+    assert f.calls == 2 and got["W9"].status == "ok" and got["W10"].text == "Text of W10."
+    f.fetch(["W9", "W10"])
+    assert f.calls == 2  # and now cached
+
+
+def test_a_truncated_answer_is_a_failure_not_a_missing_work():
+    def short_page(request: httpx.Request) -> httpx.Response:  # a server that ignores per_page and sends 1 of 3
+        return httpx.Response(200, json={"meta": {"count": 3}, "results": [
+            {"id": "https://openalex.org/W1", "abstract_inverted_index": None}]})
+
+    got = _fetcher(short_page).fetch(["W1", "W2", "W3"])
+    assert got["W1"].status == "none"
+    assert got["W2"].status == got["W3"].status == "failed" and "1 of 3" in got["W2"].error
+
+
+def test_bad_ids_raise_before_any_call():
+    requests: list[httpx.Request] = []
+
+    def handler(request):
+        requests.append(request)
+        return _ok_page(request)
+
+    f = _fetcher(handler)
+    for bad in ("W12; DROP", "https://openalex.org/W1", "", "w1", "W1\n", "A123", None):
+        with pytest.raises(ValueError) as err:
+            f.fetch(["W1", bad])
+        assert repr(bad) in str(err.value)
+    with pytest.raises(TypeError):
+        f.fetch("W1")
+    assert requests == [] and f.calls == 0
+
+
+# ---- de-inversion on the real quirks -------------------------------------------------------------
+def test_deinvert_punctuation_bearing_tokens_real_lme4():
+    idx = _index("W1951724000")
+    assert {"R.", "(REML)", "formula,"} <= set(idx)
+    assert deinvert(idx) == LME4 and len(LME4.split()) == sum(map(len, idx.values()))
+
+
+def test_deinvert_position_gap_real():
+    idx = _index("W2241997964")  # positions 0..214 with 81 absent
+    positions = sorted(p for ps in idx.values() for p in ps)
+    assert 81 not in positions and positions[-1] + 1 == len(positions) + 1
+    text = deinvert(idx)
+    assert "record the world we live in." in text and " monuments. In " in text  # positions 80 and 82, adjacent
+    assert len(text.split()) == len(positions)
+
+
+def test_deinvert_html_fragments_and_entities_real():
+    anopheles = tidy_abstract(deinvert(_index("W4390096338")))  # "<h2>Abstract</h2>" "The" ... "<i>Anopheles"
+    assert anopheles.startswith("The encroachment and rapid spread of Anopheles stephensi across Africa")
+    assert "<" not in anopheles and "Abstract" not in anopheles[:20]
+    assert deinvert(_index("W4394648045")).startswith("New antimalarial drug candidates")  # "<title>Abstract</title>"
+    jats = deinvert(_index("W1637437975"))  # "<JATS1:p>The" ... "Edition.</JATS1:p>" "<JATS1:p>Volume"
+    assert jats.startswith("The wholly updated Revised Standard Edition") and "previous Standard Edition. Volume VIII" in jats
+    assert "JATS" not in jats
+    assert "p<0.05 in each case." in deinvert(_index("W2807229659"))  # "p&lt;0.05"
+    twice = _index("W3131055609")  # "&amp;gt;1": escaped twice at the source
+    assert "installed &gt;1 million times" in deinvert(twice)
+    assert "installed >1 million times via Bioconda." in tidy_abstract(deinvert(twice))
+    assert deinvert({"<p>Using": [0], "<i>lme4</i>": [1], "&amp;": [2], "R</p>": [3]}) == "Using lme4 & R"
+
+
+def test_deinvert_leading_abstract_label_real():
+    assert deinvert(_index("W2153248255")).startswith("Antibody responses against proteins")  # "ABSTRACT"
+    assert deinvert(_index("W4323311997")).startswith("In the pivotal phase 3 efficacy trial")  # "ABSTRACT."
+    assert deinvert(_index("W2142541574")).startswith("I reviewed some of the financial mechanisms")  # "Abstract:"
+    glued = deinvert(_index("W4250667698"))  # "AbstractConservation": the label glued to the first word
+    assert glued.startswith("AbstractConservation") and tidy_abstract(glued).startswith("Conservation methods often")
+    assert tidy_abstract("AbstractAbstractThis paper") == "This paper" and tidy_abstract("AbstractA survey") == "A survey"
+    assert tidy_abstract("Abstraction matters") == "Abstraction matters" and tidy_abstract(None) is None
+    assert deinvert({"Abstract": [0]}) == "Abstract"  # a lone label is all there is: kept
+    assert deinvert({"Abstract": [0, 2], "—": [1], "Abstract-based": [3], "art.": [4]}) == "Abstract-based art."
+    assert deinvert({"Abstract": [0, 1], "Results": [2]}) == "Results"
+
+
+def test_deinvert_empty_tokens_and_empty_mappings():
+    text = deinvert(_index("W1926314100"))  # holds the token ""
+    assert "  " not in text and text.startswith("The Vth World Parks Congress")
+    assert deinvert({"": [0], " ": [1], "\n": [2]}) is None
+    for nothing in (None, {}, [], "text", {"a": []}, {"a": None}):
+        assert deinvert(nothing) is None
+
+
+def test_deinvert_hostile_positions():
+    assert deinvert({"late": [-1], "first": [0], "second": [1]}) == "first second"  # negative: dropped
+    assert deinvert({"far": [10**15], "near": [0]}) == "near far"  # huge: sorted, no huge buffer
+    assert deinvert({"far": [2**70]}) == "far"
+    assert deinvert({"half": [1.5], "nan": [float("nan")], "str": ["2"], "ok": [0], "none": [None]}) == "ok"
+    assert deinvert({"scalar": 3, "list": [0], "dict": {"0": 1}}) == "list"  # non-list positions: ignored
+    assert deinvert({"b": [1, 10**9], "a": [0]}) == "a b b"  # sparse: order kept
