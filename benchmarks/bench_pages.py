@@ -140,10 +140,16 @@ def make_records(n: int, seed: int = 20260106) -> list[dict]:
             labels, pred = [], _prediction(wid, version, [], some, rng)
         else:
             labels, pred = [], None
-        lineage = {"frame_build": "bench-pages", "input_record": f"{SOURCE_FILE} @ payload.results[0]",
-                   "entity_list_versions": "f; s; i", "lexicon_version": "bench",
-                   "teacher_calls": "; ".join(f"gemma: {l['model']} prompt v2 call {l['call_id']} run r" for l in labels) or "none",
-                   "model_version": pred["model_version"] if pred else None}
+        lineage = {"frame_build_id": "bench-pages", "frame_run_id": "r-frame", "input_kind": "input_file",
+                   "source_file": SOURCE_FILE, "source_locator": "payload.results[0]", "part_run_id": "r-frame",
+                   "entity_list_versions": "funder=f;institution=i;source=s", "lexicon_version": "bench",
+                   "teacher_calls": [{"teacher": "gemma", "model": l["model"], "prompt_version": "v2", "prompt_sha": "0" * 64,
+                                      "record_view": "title_only", "label_status": "labelled", "source": "teacher_call",
+                                      "call_id": l["call_id"], "request_hash": "f" * 64, "called_at": "2026-11-30T12:00:00Z",
+                                      "run_id": "r-labels", "archive": "archive/gemma.jsonl.gz#L1"} for l in labels],
+                   "model_version": pred["model_version"] if pred else None, "student_run_id": "r-student" if pred else None,
+                   "machine_round": 1 if pred else None, "machine_scores_run_id": "r-student" if pred else None,
+                   "machine_validation_status": "score_only:v0-immature-baseline" if pred else None}
         out.append(build_record(w, labels, pred, _machine(wid, rng) if pred else None, lineage))
     return out
 
@@ -152,7 +158,6 @@ def make_records(n: int, seed: int = 20260106) -> list[dict]:
 # measurements
 # ------------------------------------------------------------------------------------------------
 CONTEXT = {"n_codex_labels": 10_348, "gated_heads": 9, "total_heads": 14, "constant_heads": {("codex", "insufficient_payload")}}
-SOURCE = f"{SOURCE_FILE} @ payload.results[0]"
 
 
 def run_baseline(records: list[dict], dest: Path) -> dict:
@@ -173,7 +178,7 @@ def run_pages(records: list[dict], site: Path) -> dict:
     from metacan_pipeline.publish.pages import environment, page_path, render_work
 
     env = environment()
-    render_work(env, records[0], None, SOURCE, CONTEXT)  # compile the templates before the clock starts
+    render_work(env, records[0], None, CONTEXT)  # compile the templates before the clock starts
     paths = [site / page_path(rec) for rec in records]
     for folder in {p.parent for p in paths}:
         folder.mkdir(parents=True, exist_ok=True)
@@ -183,7 +188,7 @@ def run_pages(records: list[dict], site: Path) -> dict:
     t0 = clock()
     for rec, path in zip(records, paths):
         a = clock()
-        html = render_work(env, rec, None, SOURCE, CONTEXT)
+        html = render_work(env, rec, None, CONTEXT)
         b = clock()
         path.write_text(html, encoding="utf-8")
         write_s += clock() - b
@@ -212,11 +217,11 @@ def profile_render(records: list[dict], top: int = 18) -> str:
     from metacan_pipeline.publish.pages import environment, render_work
 
     env = environment()
-    render_work(env, records[0], None, SOURCE, CONTEXT)
+    render_work(env, records[0], None, CONTEXT)
     prof = cProfile.Profile()
     prof.enable()
     for rec in records:
-        render_work(env, rec, None, SOURCE, CONTEXT)
+        render_work(env, rec, None, CONTEXT)
     prof.disable()
     OUT.mkdir(parents=True, exist_ok=True)
     prof.dump_stats(OUT / "profile_pages.pstats")

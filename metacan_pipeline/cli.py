@@ -137,6 +137,78 @@ def run(
     typer.echo(summary_text(data, result.run_id))
 
 
+def lineage_text(row: dict) -> str:
+    """A ``work_lineage`` row (see :mod:`metacan_pipeline.publish.lineage`) as the lines ``metacan lineage`` prints."""
+    source = "archived API response" if row["input_kind"] == "archived_api_response" else "input part"
+    lines = [
+        f"{row['id']}",
+        f"  frame build        {row['frame_build_id']} (Dagster run {row['frame_run_id'] or 'not recorded'})",
+        f"  {source:<18} {row['source_file']} @ {row['source_locator']} (read by run {row['part_run_id'] or 'not recorded'})",
+        f"  entity lists       {row['entity_list_versions'] or 'not recorded'}",
+        f"  lexicon            {row['lexicon_version'] or 'not recorded'}",
+        f"  student model      {row['model_version'] or 'none'}" + (f" (trained by run {row['student_run_id']})" if row["student_run_id"] else ""),
+        "  machine scores     " + (f"round {row['machine_round']} (run {row['machine_scores_run_id']}, {row['machine_validation_status']})"
+                                    if row["machine_round"] is not None else "none"),
+        f"  teacher calls      {len(row['teacher_calls'])}",
+    ]
+    for c in row["teacher_calls"]:
+        lines.append(f"    {c['teacher']:<8} {c['model']} prompt {c['prompt_version']} {c['label_status']}"
+                     f"{'' if c['source'] in (None, 'teacher_call') else ' (' + c['source'] + ')'}"
+                     f" call {c['call_id'] or 'none'} request {c['request_hash'] or 'none'} at {c['called_at'] or '?'}"
+                     f" run {c['run_id'] or '?'}" + (f" archive {c['archive']}" if c.get("archive") else ""))
+    if row.get("page_path"):
+        lines.append(f"  page               {row['page_path']} (rendered {row['rendered_at']} by run {row['page_run_id']})")
+    return "\n".join(lines)
+
+
+@app.command()
+def lineage(
+    work_ids: Annotated[list[str], typer.Argument(help="OpenAlex work ids (W followed by digits), e.g. W2741809807.")],
+    data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per work) instead of text."),
+) -> None:
+    """Print what produced each number a work's page shows: frame build, input record, entity lists, every
+    teacher call (model, prompt version, request hash, time), the model version and each stage's run."""
+    import json
+
+    import duckdb
+
+    from .openalex.ids import is_work_id
+    from .publish.lineage import lineage_of
+    from .storage import default_data_dir
+
+    bad = [w for w in work_ids if not is_work_id(w)]
+    if bad:
+        typer.echo(f"not a work id: {', '.join(repr(b) for b in bad)}; give ids like W2741809807 (W followed by digits)", err=True)
+        raise typer.Exit(2)
+    db = Path(data_dir or default_data_dir(), "metacan.duckdb")
+    if not db.exists():
+        typer.echo(f"no database at {db}: run `metacan run` (or materialize work_records in the Dagster UI) first", err=True)
+        raise typer.Exit(1)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        views = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "work_lineage" not in views:
+            typer.echo(f"{db} has no work_lineage table yet: materialize work_records (`metacan run`) first", err=True)
+            raise typer.Exit(1)
+        missing = 0
+        for wid in work_ids:
+            row = lineage_of(con, wid)
+            if row is None:
+                typer.echo(f"{wid}: not in the frame of {db}", err=True)
+                missing += 1
+                continue
+            if "page_manifest" in views:
+                page = con.execute("SELECT page_path, rendered_at, run_id FROM page_manifest WHERE id = ?", [wid]).fetchone()
+                if page:
+                    row.update(page_path=page[0], rendered_at=str(page[1]), page_run_id=page[2])
+            typer.echo(json.dumps(row, default=str) if as_json else lineage_text(row))
+    finally:
+        con.close()
+    if missing:
+        raise typer.Exit(1)
+
+
 @app.command()
 def summary(data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data).")) -> None:
     """Print what the last run produced (frame, labels, predictions, pages)."""

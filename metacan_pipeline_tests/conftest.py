@@ -99,3 +99,13 @@ def recorded_folds(monkeypatch):
 
     monkeypatch.setattr(heads, "GroupKFold", RecordingGroupKFold)
     return seen
+
+
+@pytest.fixture()
+def openalex_api():
+    """A real loopback stub of OpenAlex ``GET /works`` serving real records (``.base_url``, ``.hits``)."""
+    from .openalex_stub import StubOpenAlex, real_works
+
+    stub = StubOpenAlex(real_works())
+    yield stub
+    stub.shutdown()

@@ -162,7 +162,7 @@ def test_index_controls_are_labelled_and_only_the_index_may_run_its_script(recor
     assert re.findall(r'<option value="(\d{4}|unknown)">', html) == ["2020", "2019", "unknown"]
     assert re.findall(r'<option value="(metacan[^"]*|unscored)">', html) == [V1, V2, "unscored"]
     work = _Controls()
-    work.feed(render_work(environment(), records[1], None, "f", {"n_codex_labels": 0, "gated_heads": 0, "total_heads": 0}))
+    work.feed(render_work(environment(), records[1], None, {"n_codex_labels": 0, "gated_heads": 0, "total_heads": 0}))
     assert work.csp == "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'"
 
 

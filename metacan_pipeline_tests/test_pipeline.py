@@ -4,9 +4,16 @@ Slow by nature (llama.cpp on 2 cores): one run on a few real files, then a secon
 zero teacher calls.
 """
 
+import json
+
 import dagster as dg
 import duckdb
 import pytest
+from typer.testing import CliRunner
+
+from metacan_pipeline.cli import app
+from metacan_pipeline.publish.lineage import lineage_of
+from metacan_pipeline.publish.records import record_validator
 
 from metacan_pipeline.definitions import build_resources, materialize_in_process
 from metacan_pipeline.teachers.archive import read_archive
@@ -70,9 +77,52 @@ def test_first_run_covers_every_frame_work(two_runs):
     # a record and a page per frame work, the title's markup rendered as text
     for wid in frame_ids:
         assert (data / "site" / "records" / f"{wid}.json").exists()
-    lme4 = (data / "site" / "works" / "W1951724000.html").read_text()
+    model_version = con.execute("SELECT DISTINCT model_version FROM predictions").fetchone()[0]
+    lme4 = (data / "site" / "works" / model_version / "W1951724000.html").read_text()
     assert "Fitting Linear Mixed-Effects Models Using lme4</h1>" in lme4 and "<b>" not in lme4
-    assert "W1951724000.html" in (data / "site" / "index.html").read_text()
+    assert f"works/{model_version}/W1951724000.html" in (data / "site" / "index.html").read_text()
+    assert f"classifier version <code>{model_version}</code>" in lme4
+
+
+def test_every_record_matches_the_json_schema(two_runs):
+    data, _, _ = two_runs
+    validator = record_validator()
+    records = [json.loads(p.read_text()) for p in sorted((data / "site" / "records").glob("W*.json"))]
+    con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
+    assert len(records) == con.execute("SELECT count(*) FROM frame").fetchone()[0] > 0
+    errors = [f"{r['id']}: {e.json_path}: {e.message}" for r in records for e in validator.iter_errors(r)]
+    assert errors == []
+    # the schema is not vacuous: a record that breaks a rule fails it
+    broken = json.loads(json.dumps(records[0]))
+    broken["machine_scores"]["categories"] = ["metaresearch"]
+    broken["routes"]["ca_aff"] = "yes"
+    assert len(list(validator.iter_errors(broken))) == 2
+
+
+def test_lineage_names_every_teacher_call_and_stage_run(two_runs, capsys):
+    data, first, _ = two_runs
+    con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
+    row = lineage_of(con, "W1951724000")
+    calls = {c["teacher"]: c for c in row["teacher_calls"]}
+    gemma_call = con.execute("SELECT l.call_id, c.request_hash, c.model, c.prompt_version FROM direct_labels_gemma l "
+                             "JOIN teacher_calls c USING (call_id) WHERE l.work_id = 'W1951724000'").fetchone()
+    assert (calls["gemma"]["call_id"], calls["gemma"]["request_hash"], calls["gemma"]["model"], calls["gemma"]["prompt_version"]) == gemma_call
+    assert calls["gemma"]["run_id"] == first.run_id and calls["gemma"]["called_at"].endswith("Z")
+    assert row["frame_run_id"] == first.run_id and row["part_run_id"] == first.run_id
+    assert row["input_kind"] == "input_file" and row["source_file"].endswith(".json") and row["source_locator"]
+    assert row["model_version"] == con.execute("SELECT model_version FROM predictions WHERE id = 'W1951724000'").fetchone()[0]
+    assert row["student_run_id"] == first.run_id and row["machine_round"] >= 1
+    record = json.loads((data / "site" / "records" / "W1951724000.json").read_text())
+    assert record["lineage"]["teacher_calls"][0]["request_hash"] == row["teacher_calls"][0]["request_hash"]
+    # the command prints the same, and refuses what is not a work id before touching anything
+    runner = CliRunner()
+    out = runner.invoke(app, ["lineage", "W1951724000", "--data-dir", str(data)])
+    assert out.exit_code == 0, out.output
+    assert f"request {gemma_call[1]}" in out.output and row["frame_build_id"] in out.output and "page               works/" in out.output
+    bad = runner.invoke(app, ["lineage", "W1/../../etc", "--data-dir", str(data)])
+    assert bad.exit_code == 2 and "not a work id" in bad.output
+    absent = runner.invoke(app, ["lineage", "W1", "--data-dir", str(data)])
+    assert absent.exit_code == 1 and "not in the frame" in absent.output
 
 
 def test_second_run_makes_zero_teacher_calls(two_runs):
@@ -86,4 +136,6 @@ def test_second_run_makes_zero_teacher_calls(two_runs):
     dup = con.execute("SELECT count(*) FROM (SELECT work_id, teacher FROM teacher_labels GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]
     assert dup == 0
     pages = second.asset_materializations_for_node("work_pages")[0].metadata
-    assert pages["pages_written"].value == 0
+    assert pages["pages_rendered"].value == 0 and pages["pages_unchanged"].value == pages["dagster/row_count"].value > 0
+    records = second.asset_materializations_for_node("work_records")[0].metadata
+    assert records["records_written"].value == 0

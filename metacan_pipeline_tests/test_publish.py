@@ -1,5 +1,6 @@
 """Records, pages and the SPEC section 8 blocking check, on real DuckDB/Parquet and Dagster's executor."""
 
+import datetime as dt
 import json
 
 import dagster as dg
@@ -11,9 +12,10 @@ from metacan_pipeline.frame.entities import EntityLists
 from metacan_pipeline.frame.routes import FRAME_SCHEMA, AdmissionRule, frame_row
 from metacan_pipeline.openalex.reader import Record
 from metacan_pipeline.openalex.works import work_row
-from metacan_pipeline.publish.assets import records_may_ship, work_pages, work_records
-from metacan_pipeline.publish.pages import environment, render_work
-from metacan_pipeline.publish.records import build_record, classification_card, ship_violations
+from metacan_pipeline.publish.assets import PagesConfig, records_may_ship, work_pages, work_records
+from metacan_pipeline.publish.abstracts import Abstract
+from metacan_pipeline.publish.pages import environment, page_path, render_work
+from metacan_pipeline.publish.records import build_record, classification_card, record_validator, ship_violations
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
 from metacan_pipeline.teachers.assets import LABELS_SCHEMA
@@ -59,23 +61,62 @@ def _machine(wid):
             "note": "Scores rank; they never assert a category."}
 
 
+CTX = {"n_codex_labels": 0, "gated_heads": 0, "total_heads": 14}
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
+
+
 def test_markup_and_script_in_titles_and_abstracts_render_as_text(openalex_dir):
     row = _frame_row(openalex_dir, title=f"Using <b>lme4</b> {XSS}")
     row["venue_name"] = f"Venue {XSS}"
-    record = build_record(row, [_label(row["id"], "gemma", ["metaresearch"])], _prediction(row["id"]), _machine(row["id"]), {"k": XSS})
-    html = render_work(environment(), record, f"An abstract with <b>markup</b> {XSS}", "file @ x",
-                       {"n_codex_labels": 0, "gated_heads": 0, "total_heads": 14})
+    record = build_record(row, [_label(row["id"], "gemma", ["metaresearch"])], _prediction(row["id"]), _machine(row["id"]), None)
+    html = render_work(environment(), record, Abstract(row["id"], "ok", f"An abstract with <b>markup</b> {XSS}", None, NOW), CTX)
     assert "<script" not in html and "<img" not in html and "<b>" not in html
     assert "Using lme4 alert(&#34;x&#34;)" in html  # the title's markup reduced to text
     assert "Venue &lt;script&gt;" in html and "&lt;b&gt;markup&lt;/b&gt;" in html  # other fields escaped
     assert "How this classification was reached" in html and "<details>" in html
     assert "direct label · gemma" in html and "badge\">machine prediction" not in html
     assert "Training rounds run: 1 · maturity gate not passed" in html
+    assert "classifier version <code>metacan-v0-hybrid-000000000000</code>" in html
+    assert 'href="../../works/metacan-v0-hybrid-000000000000/W' in html and 'href="../../index.html"' in html
+
+
+@pytest.mark.parametrize(("abstract", "has_abstract", "expected"), [
+    (None, True, "Abstracts were not fetched for this build"),
+    ("none", False, "its record carried no abstract_inverted_index"),
+    ("none", True, "OpenAlex has no abstract for this work (asked at"),
+    ("missing", True, "OpenAlex returned no record for this id"),
+    ("failed", True, "could not be fetched from OpenAlex just now (2026-11-30 12:00 UTC): HTTP 503"),
+    ("ok", True, "Fetched live from OpenAlex at 2026-11-30 12:00 UTC and de-inverted. Abstracts are not stored"),
+])
+def test_page_says_honestly_what_happened_to_the_abstract(openalex_dir, abstract, has_abstract, expected):
+    row = _frame_row(openalex_dir)
+    row["has_abstract"] = has_abstract
+    record = build_record(row, [], _prediction(row["id"]), _machine(row["id"]), None)
+    value = None
+    if abstract is not None:
+        asked = None if (abstract == "none" and not has_abstract) else NOW
+        value = Abstract(row["id"], abstract, "The text." if abstract == "ok" else None,
+                         "HTTP 503" if abstract == "failed" else None, asked)
+    html = render_work(environment(), record, value, CTX)
+    assert expected in html
+    assert ("<p>The text.</p>" in html) == (abstract == "ok")
+
+
+def test_page_path_refuses_ids_and_versions_that_are_not_names(openalex_dir):
+    row = _frame_row(openalex_dir)
+    record = build_record(row, [], None, None, None)
+    assert page_path(record) == f"works/unscored/{row['id']}.html"
+    for wid in ("W1/../../x", "../W1", "W", "w12", "W1\n"):
+        with pytest.raises(ValueError, match="refusing to publish work id"):
+            page_path({**record, "id": wid})
+    for version in ("..", ".hidden", "a/b", "v 1", "x" * 129, "unscored"):
+        with pytest.raises(ValueError, match="under model version"):
+            page_path({**record, "prediction": {"model_version": version}})
 
 
 def test_ship_violations_and_card_precedence(openalex_dir):
     row = _frame_row(openalex_dir)
-    good = build_record(row, [_label(row["id"], "gemma", [])], _prediction(row["id"]), _machine(row["id"]), {})
+    good = build_record(row, [_label(row["id"], "gemma", [])], _prediction(row["id"]), _machine(row["id"]), None)
     assert ship_violations(good) == []
     assert classification_card(good)["kind"] == "direct"
     bad = json.loads(json.dumps(good))
@@ -84,9 +125,9 @@ def test_ship_violations_and_card_precedence(openalex_dir):
     bad["prediction"]["candidate_categories"] = ["sts"]
     bad["prediction"]["prediction_status"] = None
     assert len(ship_violations(bad)) == 3
-    nothing = build_record(row, [], None, None, {})
+    nothing = build_record(row, [], None, None, None)
     assert classification_card(nothing) == {"kind": "none"}
-    html = render_work(environment(), nothing, None, "f", {"n_codex_labels": 0, "gated_heads": 0, "total_heads": 0})
+    html = render_work(environment(), nothing, None, CTX)
     assert "Not classified yet" in html and "absence is not a negative" in html.lower()
 
 
@@ -106,33 +147,66 @@ def _write_world(storage: MetacanStorage, openalex_dir, machine_extra=None):
     return row["id"]
 
 
+def _pages_run(resources, api, **config):
+    run_config = dg.RunConfig({"work_pages": PagesConfig(openalex_api_url=api.base_url, **config)})
+    return dg.materialize([work_records, records_may_ship, work_pages], resources=resources, run_config=run_config,
+                          instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+
+
 @pytest.mark.parametrize("violating", [False, True])
-def test_blocking_check_stops_pages(tmp_path, openalex_dir, violating):
+def test_blocking_check_stops_pages(tmp_path, openalex_dir, openalex_api, violating):
     resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
     storage = resources["storage"]
     wid = _write_world(storage, openalex_dir, {"categories": ["metaresearch"]} if violating else None)
-    result = dg.materialize([work_records, records_may_ship, work_pages], resources=resources,
-                            instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    result = _pages_run(resources, openalex_api)
     evals = result.get_asset_check_evaluations()
     assert [e.passed for e in evals] == [not violating]
-    page = storage.site_dir / "works" / f"{wid}.html"
+    page = storage.site_dir / "works" / "metacan-v0-hybrid-000000000000" / f"{wid}.html"
     materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     if violating:
         assert not result.success
         assert evals[0].metadata["violating_records"].value == 1
+        assert any("schema" in v and "machine_scores" in v for v in evals[0].metadata["violations"].value)
         assert "work_pages" not in materialized and not page.exists()
+        assert openalex_api.hits == []
     else:
         assert result.success and materialized == {"work_records", "work_pages"}
-        assert page.exists() and (storage.site_dir / "index.html").exists()
+        assert page.exists() and (storage.site_dir / "index.html").exists() and (storage.site_dir / "index.js").exists()
         record = json.loads((storage.site_dir / "records" / f"{wid}.json").read_text())
-        seed_fields = {"id", "doi", "title", "year", "lang", "type", "venue", "topic", "field", "cited_by", "is_retracted",
-                       "has_abstract", "ca_institutions", "funders", "keywords", "routes", "retraction", "screen",
-                       "direct_labels", "prediction", "machine_scores"}
-        assert seed_fields <= set(record)
+        assert list(record_validator().iter_errors(record)) == []
         assert record["routes"]["ca_aff"] is True and record["machine_scores"]["validation_status"] == SCORE_ONLY_IMMATURE
-        # the abstract was re-read from the input record, never stored
+        # the abstract was fetched live from (a loopback stub of) OpenAlex in one call, and never stored
         assert "Maximum likelihood or restricted maximum likelihood" in page.read_text()
-        # a second render with nothing changed writes no page
-        again = dg.materialize([work_records, records_may_ship, work_pages], resources=resources, instance=dg.DagsterInstance.ephemeral())
+        assert len(openalex_api.hits) == 1 and openalex_api.hits[0]["filter"] == f"ids.openalex:{wid}"
+        md = result.asset_materializations_for_node("work_pages")[0].metadata
+        assert md["pages_rendered"].value == 1 and md["openalex_abstract_calls"].value == 1
+        with storage.connect(read_only=True) as con:
+            assert con.execute("SELECT abstract_status FROM page_manifest").fetchall() == [("ok",)]
+        # a second render with nothing changed writes no page and asks OpenAlex nothing
+        before = page.stat().st_mtime_ns
+        again = _pages_run(resources, openalex_api)
         md = again.asset_materializations_for_node("work_pages")[0].metadata
-        assert md["pages_written"].value == 0
+        assert md["pages_rendered"].value == 0 and md["pages_unchanged"].value == 1 and md["index_rewritten"].value is False
+        assert len(openalex_api.hits) == 1 and page.stat().st_mtime_ns == before
+
+
+def test_pages_rerender_only_changed_records_and_say_when_the_fetch_failed(tmp_path, openalex_dir, openalex_api):
+    """Incremental rendering: a changed label re-renders that page only; an unreachable OpenAlex gives an
+    honest 'could not be fetched just now' page, re-tried only when asked."""
+    resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
+    storage = resources["storage"]
+    wid = _write_world(storage, openalex_dir)
+    page = storage.site_dir / "works" / "metacan-v0-hybrid-000000000000" / f"{wid}.html"
+    dead = type("Dead", (), {"base_url": "http://127.0.0.1:9"})()  # discard port: connection refused
+    assert _pages_run(resources, dead).success
+    assert "could not be fetched from OpenAlex just now" in page.read_text()
+    # unchanged record, default config: not re-rendered, the failure stays visible
+    md = _pages_run(resources, openalex_api).asset_materializations_for_node("work_pages")[0].metadata
+    assert md["pages_rendered"].value == 0 and openalex_api.hits == []
+    # asked to retry failed fetches: re-rendered with the abstract
+    md = _pages_run(resources, openalex_api, retry_failed_abstracts=True).asset_materializations_for_node("work_pages")[0].metadata
+    assert md["pages_rendered"].value == 1 and "Maximum likelihood" in page.read_text()
+    # a changed direct label changes the record: that page is rendered again
+    storage.write_table("direct_labels_gemma", pa.Table.from_pylist([_label(wid, "gemma", ["open_science"])], schema=LABELS_SCHEMA))
+    md = _pages_run(resources, openalex_api).asset_materializations_for_node("work_pages")[0].metadata
+    assert md["pages_rendered"].value == 1 and "Open science" in page.read_text()

@@ -56,6 +56,11 @@ class FrameConfig(dg.Config):
     year_max: int = 2025
 
 
+#: One row per distinct frame build: the Dagster run that first produced it (per-work lineage, SPEC section 9).
+FRAME_BUILDS_DDL = """CREATE TABLE IF NOT EXISTS frame_builds (
+    frame_build_id VARCHAR PRIMARY KEY, run_id VARCHAR, built_at TIMESTAMP, works BIGINT, parts BIGINT)"""
+
+
 def frame_build_id(parts: list[dict], versions: dict[str, str], rule: AdmissionRule, merged_files: list[str]) -> str:
     """``frame-<12 hex>`` over the parts used (file and sha256), the entity-list versions, the lexicon
     version, the admission rule and the merged-id files: the same inputs give the same id, so an
@@ -403,6 +408,10 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
             allow_retries=False,
         )
     with storage.connect() as con:
+        con.execute(FRAME_BUILDS_DDL)
+        # the first run that produced this build id (a re-run over unchanged parts yields the same id and keeps it)
+        con.execute("INSERT INTO frame_builds VALUES (?, ?, now(), ?, ?) ON CONFLICT DO NOTHING",
+                    [build_id, context.run.run_id, n, len(manifest)])
         stats = con.execute(
             """SELECT count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue),
                       count(*) FILTER (about_ca), count(*) FILTER (invisible_to_affiliation_only),

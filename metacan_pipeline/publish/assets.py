@@ -1,34 +1,46 @@
-"""Publishing assets: ``work_records`` (JSON), the SPEC section 8 blocking check, ``work_pages`` (HTML)."""
+"""Publishing assets: ``work_records`` (JSON + ``work_lineage``), the blocking check ``records_may_ship``, ``work_pages`` (HTML)."""
 
 
+import datetime as dt
 import hashlib
 import json
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
+from pydantic import Field
+from tqdm import tqdm
 
+from ..frame.api_refresh import API_URL_ENV
 from ..meta import counts_markdown, table_metadata
+from ..openalex.api import DEFAULT_BASE_URL
 from ..openalex.ids import is_work_id
-from ..openalex.lookup import load_abstracts
-from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
 from ..student.assets import machine_scores, predictions
-from .pages import environment, index_row, render_index, render_work, write_static
-from .records import build_record, ship_violations
+from ..teachers.assets import TEACHERS
+from .abstracts import Abstract, AbstractFetcher
+from .lineage import build_lineage, lineage_record
+from .pages import environment, index_row, page_path, render_index, render_work, write_static
+from .records import SCHEMA_PATH, build_record, record_validator, ship_violations
 
 RECORDS_SCHEMA = pa.schema([("id", pa.string()), ("record_json", pa.string()), ("record_hash", pa.string())])
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a sibling temporary file and a rename (no half-written page)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
 
 
 def _write_if_changed(path: Path, text: str) -> bool:
     """Write ``text`` to ``path`` only when it differs from what is there; True when written."""
     if path.exists() and path.read_text(encoding="utf-8") == text:
         return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    _write_atomic(path, text)
     return True
 
 
@@ -39,104 +51,181 @@ def _safe_id(work_id: str) -> str:
     return work_id
 
 
-@dg.asset(group_name="publishing", kinds={"python", "json"}, code_version="1", owners=["team:metacan"],
+@dg.asset(group_name="publishing", kinds={"python", "json"}, code_version="2", owners=["team:metacan"],
           deps=[predictions, machine_scores])
 def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
-    """One JSON record per frame work with the field names of seeds/004 (SPEC section 9).
+    """One JSON record per frame work with the field names of seeds/004 (SPEC section 9), and its lineage.
 
     Fields: bibliographic record, routes and their evidence, retraction, the direct labels of every
-    teacher (with source and status), the hybrid prediction, the machine scores, and lineage (frame
-    build, input file and locator, entity-list and lexicon versions, teacher call ids, model
-    version). Written to ``data/site/records/<id>.json`` (only when changed) and to the table
-    ``work_records`` that the blocking check reads.
+    registry teacher (with source and status), the hybrid prediction, the machine scores, and
+    ``lineage`` (:mod:`.lineage`: frame build and its run, input part or archived API response,
+    entity-list and lexicon versions, every teacher call with model, prompt version, request hash and
+    time, the model version and the run of each stage). Every record validates against
+    ``publish/work_record.schema.json`` (the blocking check ``records_may_ship`` enforces it).
+
+    Writes the table ``work_lineage`` (one row per work), the table ``work_records`` (id, record JSON,
+    ``record_hash`` = SHA-256/16 of the JSON text) and ``data/site/records/<id>.json``, the latter only
+    for records whose hash changed since the previous materialization (or whose file is missing).
     """
-    frame_rows = storage.read_table("frame").to_pylist()
+    label_tables = [f"direct_labels_{t}" for t in TEACHERS]
+    build_lineage(storage, label_tables)
+    lineage = {r["id"]: r for r in storage.read_table("work_lineage").to_pylist()}
     labels: dict[str, list[dict]] = defaultdict(list)
-    for teacher in ("gemma", "codex"):
-        if storage.has_table(f"direct_labels_{teacher}"):
-            for l in storage.read_table(f"direct_labels_{teacher}").to_pylist():
+    for table in label_tables:
+        if storage.has_table(table):
+            for l in storage.read_table(table).to_pylist():
                 labels[l["work_id"]].append(l)
     preds = {p["id"]: p for p in storage.read_table("predictions").to_pylist()}
     machine = {m["id"]: m for m in storage.read_table("machine_scores").to_pylist()}
+    previous = ({r["id"]: r["record_hash"] for r in storage.read_table("work_records", ["id", "record_hash"]).to_pylist()}
+                if storage.has_table("work_records") else {})
     out, written = [], 0
     rec_dir = storage.site_dir / "records"
-    for w in frame_rows:
+    rec_dir.mkdir(parents=True, exist_ok=True)
+    for w in storage.read_table("frame").to_pylist():
         wid = _safe_id(w["id"])
-        lineage = {
-            "frame_build": w["frame_build_id"],
-            "input_record": f"{w['source_file']} @ {w['source_locator']}",
-            "entity_list_versions": w["entity_list_versions"],
-            "lexicon_version": w["lexicon_version"],
-            "teacher_calls": "; ".join(f"{l['teacher']}: {l['model']} prompt {l['prompt_version']} call {l['call_id'] or 'none (rule)'} run {l['run_id']}"
-                                       for l in sorted(labels[wid], key=lambda l: l["teacher"])) or "none",
-            "model_version": (preds.get(wid) or {}).get("model_version"),
-        }
-        record = build_record(w, labels[wid], preds.get(wid), machine.get(wid), lineage)
-        text = json.dumps(record, ensure_ascii=False, sort_keys=False, default=str)
-        written += _write_if_changed(rec_dir / f"{wid}.json", text)
-        out.append({"id": wid, "record_json": text, "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16]})
+        record = build_record(w, labels[wid], preds.get(wid), machine.get(wid), lineage_record(lineage.get(wid)))
+        text = json.dumps(record, ensure_ascii=False, default=str)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        path = rec_dir / f"{wid}.json"
+        if previous.get(wid) != digest or not path.exists():
+            _write_atomic(path, text)
+            written += 1
+        out.append({"id": wid, "record_json": text, "record_hash": digest})
     n = storage.write_table("work_records", pa.Table.from_pylist(out, schema=RECORDS_SCHEMA))
-    context.log.info(f"work_records: {n} records ({written} written or changed) in {rec_dir}")
-    return dg.MaterializeResult(metadata=table_metadata(RECORDS_SCHEMA, n, out, ["id", "record_hash"],
-                                                        records_dir=str(rec_dir), records_written=written))
+    context.log.info(f"work_records: {n} records ({written} new or changed) in {rec_dir}")
+    return dg.MaterializeResult(metadata=table_metadata(
+        RECORDS_SCHEMA, n, out, ["id", "record_hash"], records_dir=dg.MetadataValue.path(str(rec_dir)),
+        records_written=written, records_unchanged=n - written,
+        lineage_table="work_lineage", json_schema=dg.MetadataValue.path(str(SCHEMA_PATH))))
 
 
 @dg.asset_check(asset=work_records, blocking=True,
-                description="SPEC section 8: no score_only row carries a category; every category carries source and status.")
+                description="SPEC sections 8 and 9: every record matches the JSON Schema; no score_only row carries a category; "
+                            "every category carries source and status.")
 def records_may_ship(storage: MetacanStorage) -> dg.AssetCheckResult:
-    """Fails (and, being blocking, stops ``work_pages``) when any record breaks SPEC section 8.
+    """Fails (and, being blocking, stops ``work_pages``) when any record breaks SPEC section 8 or the schema.
 
-    Metadata lists the number of violating records and up to 20 violations with the work id.
+    Each record is validated against ``publish/work_record.schema.json`` (JSON Schema 2020-12) and
+    :func:`.records.ship_violations`. Metadata: the number of violating records and up to 20
+    violations, each naming the work id and the field.
     """
+    validator = record_validator()
     violations: list[str] = []
-    bad = 0
+    bad = checked = 0
     for batch in storage.iter_batches("work_records", columns=["record_json"]):
         for text in batch.column("record_json").to_pylist():
-            v = ship_violations(json.loads(text))
+            record = json.loads(text)
+            v = ship_violations(record) + [f"{record.get('id')}: schema: {e.json_path}: {e.message[:200]}"
+                                           for e in validator.iter_errors(record)]
+            checked += 1
             bad += bool(v)
             violations.extend(v)
-    return dg.AssetCheckResult(passed=bad == 0, metadata={"violating_records": bad,
+    return dg.AssetCheckResult(passed=bad == 0, metadata={"records_checked": checked, "violating_records": bad,
                                                           "violations": dg.MetadataValue.json(violations[:20])})
 
 
-@dg.asset(group_name="publishing", kinds={"python", "html"}, code_version="1", owners=["team:metacan"], deps=[work_records])
-def work_pages(context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles) -> dg.MaterializeResult:
-    """One HTML page per frame work plus ``index.html`` (SPEC section 9; sections of seeds/000).
+class PagesConfig(dg.Config):
+    """Run configuration of ``work_pages`` (Dagster launchpad: ``ops: work_pages: config:``)."""
 
-    Jinja2 with autoescaping; the abstract is de-inverted from the input record the frame points to
-    (never stored) with a note on its source; a page is rewritten only when its HTML changed.
-    Output: ``data/site/works/<id>.html`` and ``data/site/index.html``.
-    """
-    records = [json.loads(t) for b in storage.iter_batches("work_records", columns=["record_json"]) for t in b.column("record_json").to_pylist()]
-    frame_ptr = {r["id"]: r for r in storage.read_table("frame", ["id", "source_file", "source_locator", "has_abstract"]).to_pylist()}
-    abstracts = load_abstracts(openalex.path_of, [(wid, p["source_file"], p["source_locator"]) for wid, p in frame_ptr.items() if p["has_abstract"]])
+    fetch_abstracts: bool = Field(default=True, description=(
+        "Fetch abstracts live from the OpenAlex API while rendering (batched, cached in memory, never stored). "
+        "False: pages say abstracts were not fetched."))
+    openalex_api_url: str = Field(default="", description=f"OpenAlex API root for abstracts. Empty: ${API_URL_ENV} or {DEFAULT_BASE_URL}.")
+    retry_failed_abstracts: bool = Field(default=False, description=(
+        "Also re-render pages whose abstract fetch failed last time (their record is unchanged)."))
+    rerender_all: bool = Field(default=False, description="Render every page, changed or not (e.g. after a template change).")
+
+
+PAGE_MANIFEST_DDL = """CREATE TABLE IF NOT EXISTS page_manifest (
+    id VARCHAR PRIMARY KEY, record_hash VARCHAR, page_path VARCHAR, abstract_status VARCHAR, rendered_at TIMESTAMP, run_id VARCHAR)"""
+_CHUNK = 2000
+
+
+def _page_context(storage: MetacanStorage) -> dict:
     heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
     codex_heads = [h for h in heads if h["teacher"] == "codex"]
-    ctx = {"n_codex_labels": max((h["n_train"] for h in codex_heads), default=0),
-           "gated_heads": sum(1 for h in codex_heads if h["gate_passed"]), "total_heads": len(codex_heads),
-           "constant_heads": {(h["teacher"], h["target"]) for h in heads if h["status"].startswith("constant")}}
+    return {"n_codex_labels": max((h["n_train"] for h in codex_heads), default=0),
+            "gated_heads": sum(1 for h in codex_heads if h["gate_passed"]), "total_heads": len(codex_heads),
+            "constant_heads": {(h["teacher"], h["target"]) for h in heads if h["status"].startswith("constant")}}
+
+
+@dg.asset(group_name="publishing", kinds={"python", "html"}, code_version="2", owners=["team:metacan"], deps=[work_records])
+def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: MetacanStorage) -> dg.MaterializeResult:
+    """One HTML page per frame work at ``data/site/works/<model_version>/<id>.html``, plus ``data/site/index.html``.
+
+    SPEC section 9, the sections of seeds/000 (Jinja2 with autoescape; no script on work pages).
+    Incremental: a page is rendered only when its record's hash differs from the one it was last
+    rendered from (table ``page_manifest``), its file is missing, or the config asks for it; a re-run
+    with nothing changed writes no page. Abstracts of the works rendered are fetched live from the
+    OpenAlex API in batches of 50 ids (:class:`.abstracts.AbstractFetcher`), held in memory only;
+    the page says whether the work has no abstract or the fetch failed just now. Pages are written in
+    chunks of 2,000 and ``page_manifest`` is updated after each, so an interrupted run resumes.
+    The index (search and filters, :func:`.pages.render_index`) is rewritten when its content changed.
+    """
+    started = time.perf_counter()
+    records = {}
+    for b in storage.iter_batches("work_records", columns=["id", "record_json", "record_hash"]):
+        for wid, text, digest in zip(b.column("id").to_pylist(), b.column("record_json").to_pylist(), b.column("record_hash").to_pylist()):
+            records[_safe_id(wid)] = (text, digest)
+    with storage.connect() as con:
+        con.execute(PAGE_MANIFEST_DDL)
+        manifest = {r[0]: (r[1], r[2], r[3]) for r in con.execute("SELECT id, record_hash, page_path, abstract_status FROM page_manifest").fetchall()}
+    todo = []
+    for wid, (text, digest) in records.items():
+        last = manifest.get(wid)
+        if (config.rerender_all or last is None or last[0] != digest or not (storage.site_dir / last[1]).exists()
+                or (config.retry_failed_abstracts and last[2] == "failed")):
+            todo.append(wid)
     env = environment()
-    works_dir = storage.site_dir / "works"
-    written = 0
-    kinds: Counter[str] = Counter()
-    index_rows = []
-    for rec in records:
-        wid = _safe_id(rec["id"])
-        ptr = frame_ptr.get(wid, {})
-        html = render_work(env, rec, abstracts.get(wid), f"{ptr.get('source_file')} @ {ptr.get('source_locator')}", ctx)
-        written += _write_if_changed(works_dir / f"{wid}.html", html)
-        row = index_row(rec)
-        kinds[row["classification"].split(":")[0].split(" (")[0]] += 1
-        index_rows.append(row)
+    rendered_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)  # UTC, as page_manifest stores it
+    page_ctx = {**_page_context(storage), "page_run_id": context.run.run_id, "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC"}
+    statuses: Counter[str] = Counter()
+    fetcher = AbstractFetcher(config.openalex_api_url or None) if config.fetch_abstracts else None
+    try:
+        with tqdm(total=len(todo), desc="work pages", unit="page", mininterval=5, disable=not todo) as bar:
+            for start in range(0, len(todo), _CHUNK):
+                chunk = [(wid, json.loads(records[wid][0])) for wid in todo[start:start + _CHUNK]]
+                abstracts = {}
+                if fetcher is not None:
+                    abstracts = fetcher.fetch([wid for wid, rec in chunk if rec["has_abstract"]])
+                rows = []
+                for wid, rec in chunk:
+                    abstract = abstracts.get(wid) if fetcher is not None else None
+                    if fetcher is not None and abstract is None:  # the frame saw no abstract: no call for it
+                        abstract = Abstract(wid, "none", None, None, None)
+                    path = page_path(rec)
+                    _write_atomic(storage.site_dir / path, render_work(env, rec, abstract, page_ctx))
+                    status = abstract.status if abstract is not None else "off"
+                    statuses[status] += 1
+                    rows.append((wid, records[wid][1], path, status, rendered_at, context.run.run_id))
+                with storage.connect() as con:
+                    con.execute(PAGE_MANIFEST_DDL)
+                    con.executemany("INSERT OR REPLACE INTO page_manifest VALUES (?, ?, ?, ?, ?, ?)", rows)
+                bar.update(len(chunk))
+    finally:
+        if fetcher is not None:
+            fetcher.close()
+    index_rows = [index_row(json.loads(text)) for text, _ in records.values()]
     index_rows.sort(key=lambda r: (-(r["year"] or 0), r["id"]))
+    versions = Counter(r["model_version"] for r in index_rows if r.get("model_version"))
     index_path = storage.site_dir / "index.html"
-    _write_if_changed(index_path, render_index(env, index_rows))
+    with storage.connect(read_only=True) as con:  # the index says when its newest page was rendered: unchanged pages, unchanged index
+        newest = con.execute("SELECT max(rendered_at) FROM page_manifest").fetchone()[0]
+    index_written = _write_if_changed(index_path, render_index(env, index_rows, built_at=f"{newest:%Y-%m-%d %H:%M} UTC" if newest else None))
     write_static(storage.site_dir)
-    example = works_dir / f"{index_rows[0]['id']}.html" if index_rows else index_path
-    context.log.info(f"work_pages: {len(records)} pages ({written} written or changed) in {works_dir}; index {index_path}")
+    seconds = time.perf_counter() - started
+    kinds = Counter(f"{r['source']}" + (f" ({r['mode']})" if r.get("mode") else "") for r in index_rows)
+    example = storage.site_dir / page_path(json.loads(records[todo[0]][0])) if todo else index_path
+    calls = fetcher.calls if fetcher is not None else 0
+    context.log.info(f"work_pages: {len(todo)} of {len(records)} pages rendered ({len(records) - len(todo)} unchanged) in {seconds:.1f}s; "
+                     f"abstracts {dict(statuses)} with {calls} OpenAlex call(s); index {index_path}")
     return dg.MaterializeResult(metadata={
-        "dagster/row_count": len(records), "pages_dir": str(works_dir), "pages_written": written,
-        "index": dg.MetadataValue.path(str(index_path)), "example_page": dg.MetadataValue.path(str(example)),
-        "pages_by_classification": counts_markdown(dict(kinds), "classification"),
-        "abstracts_rendered": sum(1 for v in abstracts.values() if v),
+        "dagster/row_count": len(records), "pages_rendered": len(todo), "pages_unchanged": len(records) - len(todo),
+        "seconds": round(seconds, 2), "pages_dir": dg.MetadataValue.path(str(storage.site_dir / "works")),
+        "index": dg.MetadataValue.path(str(index_path)), "index_rewritten": index_written,
+        "example_page": dg.MetadataValue.path(str(example)),
+        "abstracts_by_status": counts_markdown(dict(statuses), "abstract"), "openalex_abstract_calls": calls,
+        "works_by_classification_source": counts_markdown(dict(kinds), "source"),
+        "model_versions": counts_markdown(dict(versions), "model_version"),
     })

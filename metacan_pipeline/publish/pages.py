@@ -25,16 +25,29 @@ from markupsafe import Markup
 from .. import __version__
 from ..openalex.ids import is_work_id
 from ..vocab import CATEGORIES, CATEGORY_DISPLAY, PREDICTION_STATUS
+from .abstracts import Abstract
 from .records import classification_card
+
+_NOT_FETCHED = {"status": "off"}
 
 ROUTE_LABELS = (("ca_aff", "Canadian affiliation"), ("ca_fund", "Canadian funder"), ("ca_venue", "Canadian venue"),
                 ("about_ca", "About Canada"))
 
-ABSTRACT_NOTE = ("De-inverted from the abstract_inverted_index of the OpenAlex record this build read ({source}). "
-                 "Abstracts are not stored in the frame database: they are most of the bytes of a work record, "
-                 "so pages re-read them from the input record.")
-NO_ABSTRACT_NOTE = "OpenAlex has no abstract for this work (the record carries no abstract_inverted_index)."
-UNREADABLE_NOTE = "The record says an abstract exists, but the input record could not be re-read just now ({source})."
+#: Why the abstract is fetched at render time and never stored (SPEC section 9); shown under every abstract.
+ABSTRACT_REASON = ("Abstracts are not stored in this database: the inverted indexes are most of the bytes of an OpenAlex "
+                   "work record, and a page needs the text only when it is rendered.")
+
+
+def _score(value, missing: str = "n/a") -> str:
+    """A probability as shown on pages: three decimals, or ``missing`` for None."""
+    return missing if value is None else f"{value:.3f}"
+
+
+def _utc(value) -> str:
+    """A datetime as ``YYYY-MM-DD HH:MM UTC`` (other values as text)."""
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return "" if value is None else str(value)
 
 
 def environment() -> Environment:
@@ -43,32 +56,11 @@ def environment() -> Environment:
                       autoescape=select_autoescape(enabled_extensions=("html", "j2"), default_for_string=True, default=True),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["display_names"] = lambda cats: [CATEGORY_DISPLAY.get(c, c) for c in (cats or [])]
+    env.filters["score"] = _score
+    env.filters["utc"] = _utc
     return env
 
 
-def abstract_note(record: dict, abstract: str | None, source: str) -> str:
-    if abstract:
-        return ABSTRACT_NOTE.format(source=source)
-    return UNREADABLE_NOTE.format(source=source) if record["has_abstract"] else NO_ABSTRACT_NOTE
-
-
-def render_work(env: Environment, record: dict, abstract: str | None, source: str, context: dict) -> str:
-    """One work page. ``context`` holds build-level facts: n_codex_labels, gated_heads, total_heads and
-    constant_heads (a set of ``(teacher, target)`` whose head could not be fitted)."""
-    return env.get_template("work.html.j2").render(
-        r=record, abstract=abstract, abstract_note=abstract_note(record, abstract, source),
-        card=classification_card(record),
-        failed_labels=[l for l in record["direct_labels"] if l["status"] == "failed"],
-        routes=ROUTE_LABELS, display=CATEGORY_DISPLAY, categories=CATEGORIES, prediction_status=PREDICTION_STATUS,
-        version=__version__, built_at=None, n_codex_labels=context["n_codex_labels"],
-        gated_heads=context["gated_heads"], total_heads=context["total_heads"],
-        constant_heads=context.get("constant_heads", set()),
-    )
-
-
-# ------------------------------------------------------------------------------------------------
-# where a page lives, and the index
-# ------------------------------------------------------------------------------------------------
 UNSCORED = "unscored"  # the folder of works that have no prediction (so no model version) in this build
 # A model version becomes a folder name: letters, digits, ".", "_", "-", starting with a letter or digit
 # (so never "." or ".."), at most 128 characters.
@@ -109,6 +101,29 @@ def page_path(record: dict) -> str:
     if not is_work_id(wid):
         raise ValueError(f"refusing to publish work id {wid!r}: ids must match ^W\\d+$")
     return f"works/{_page_folder(model_version_of(record), wid)}/{wid}.html"
+
+
+def render_work(env: Environment, record: dict, abstract: Abstract | None, context: dict) -> str:
+    """One work page (the sections of seeds/000; SPEC sections 8 and 9) as an HTML string.
+
+    ``abstract`` is the live fetch result (:class:`.abstracts.Abstract`; None = fetching is off).
+    ``context`` holds build-level facts: ``n_codex_labels``, ``gated_heads``, ``total_heads``,
+    ``constant_heads`` (a set of ``(teacher, target)`` whose head could not be fitted), and optionally
+    ``rendered_at`` and ``page_run_id`` (shown in the lineage section). The page's permalink and its
+    model version come from :func:`page_path` (ValueError for an id or version that may not become a path).
+    """
+    permalink = page_path(record)
+    return env.get_template("work.html.j2").render(
+        r=record, abstract=abstract or _NOT_FETCHED, abstract_reason=ABSTRACT_REASON,
+        card=classification_card(record),
+        failed_labels=[l for l in record["direct_labels"] if l["status"] == "failed"],
+        routes=ROUTE_LABELS, display=CATEGORY_DISPLAY, categories=CATEGORIES, prediction_status=PREDICTION_STATUS,
+        version=__version__, built_at=None, n_codex_labels=context["n_codex_labels"],
+        gated_heads=context["gated_heads"], total_heads=context["total_heads"],
+        constant_heads=context.get("constant_heads", set()),
+        model_version=model_version_of(record) or UNSCORED, permalink=permalink, root="../" * permalink.count("/"),
+        rendered_at=context.get("rendered_at", "now"), page_run_id=context.get("page_run_id", "none"),
+    )
 
 
 def index_row(record: dict) -> dict:

@@ -7,9 +7,17 @@ asset check enforces on every record before any page is rendered.
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from jsonschema import Draft202012Validator
+
 from ..vocab import PREDICTION_STATUS
+
+#: JSON Schema (2020-12) of a published record: the seed 004 fields, route evidence, lineage.
+SCHEMA_PATH = Path(__file__).with_name("work_record.schema.json")
 
 DIRECT_LABEL_STATUS = "direct_label_unvalidated"
 _LABEL_KEYS = ("categories", "domain", "study_design", "genre", "about_ca_system", "about_ca_topic", "confidence", "reason")
@@ -17,6 +25,14 @@ _LABEL_KEYS = ("categories", "domain", "study_design", "genre", "about_ca_system
 
 def _join(values: list[str] | None) -> str:
     return "; ".join(v for v in (values or []) if v)
+
+
+@lru_cache(maxsize=1)
+def record_validator() -> Draft202012Validator:
+    """A validator for ``work_record.schema.json`` (raises jsonschema's SchemaError if the file is broken)."""
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
 
 
 def direct_label_entry(label: dict) -> dict:

@@ -1,0 +1,140 @@
+"""Per-work lineage: what produced each number a work's page shows (SPEC section 9, "Per work, lineage").
+
+One row per frame work in the warehouse table ``work_lineage`` (a DuckDB view of the same name), built in
+DuckDB from tables the pipeline already keeps:
+
+- the frame build (``frame.frame_build_id``) and the Dagster run that first produced it (``frame_builds``);
+- the input the record came from: an input file (a snapshot part, a JSON page) or an archived OpenAlex API
+  response (``source_file`` under ``api/``), its locator (line or JSON path), and the ``frame_parts`` run that
+  read it (``frame_build_manifest.run_id``);
+- the entity-list and lexicon versions the routes were computed with;
+- every teacher call behind the work's direct labels (teacher, model, prompt version and SHA-256, the
+  request hash, the call time, the call id, the run, the archived reply's file and line), from the
+  ``direct_labels_<teacher>`` tables joined to ``teacher_calls``; rule labels (no call) and imported labels
+  appear with ``call_id`` null and their ``source``;
+- the student ``model_version`` of the prediction and the run that trained it (``model_versions.run_id``);
+- the machine-score round shown and the run that computed it (``machine_rounds``).
+
+Run ids name the run that produced the content, not the last run that re-materialized an unchanged asset,
+so an unchanged work keeps an unchanged lineage (and its page is not rewritten).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ..storage import MetacanStorage, sql_literal
+
+TEACHER_CALL_TYPE = pa.struct([
+    ("teacher", pa.string()), ("model", pa.string()), ("prompt_version", pa.string()), ("prompt_sha", pa.string()),
+    ("record_view", pa.string()), ("label_status", pa.string()), ("source", pa.string()), ("call_id", pa.string()),
+    ("request_hash", pa.string()), ("called_at", pa.string()), ("run_id", pa.string()), ("archive", pa.string()),
+])
+
+LINEAGE_SCHEMA = pa.schema([
+    ("id", pa.string()), ("frame_build_id", pa.string()), ("frame_run_id", pa.string()),
+    ("input_kind", pa.string()), ("source_file", pa.string()), ("source_locator", pa.string()), ("part_run_id", pa.string()),
+    ("entity_list_versions", pa.string()), ("lexicon_version", pa.string()),
+    ("teacher_calls", pa.list_(TEACHER_CALL_TYPE)),
+    ("model_version", pa.string()), ("student_run_id", pa.string()),
+    ("machine_round", pa.int32()), ("machine_scores_run_id", pa.string()), ("machine_validation_status", pa.string()),
+])
+
+#: Empty stand-ins for tables an older or partial data folder may not have yet (DuckDB catalog tables).
+_OPTIONAL_TABLES = {
+    "frame_builds": "frame_build_id VARCHAR, run_id VARCHAR",
+    "frame_build_manifest": "source_file VARCHAR, run_id VARCHAR",
+    "teacher_calls": "call_id VARCHAR, request_hash VARCHAR, created_at TIMESTAMP, archive_path VARCHAR, archive_line BIGINT",
+    "predictions": "id VARCHAR, model_version VARCHAR",
+    "model_versions": "model_version VARCHAR, run_id VARCHAR",
+    "machine_scores": "id VARCHAR, rounds_run INTEGER, validation_status VARCHAR",
+    "machine_rounds": "round INTEGER, run_id VARCHAR",
+}
+_LABEL_COLUMNS = "work_id, teacher, model, prompt_version, prompt_sha, record_view, status, source, call_id, run_id, created_at"
+
+
+def lineage_sql(present: set[str], label_tables: list[str]) -> str:
+    """The SELECT that yields ``LINEAGE_SCHEMA`` rows ordered by id; ``present`` = relations in the catalog."""
+    missing = [f"CREATE OR REPLACE TEMP TABLE {t} ({cols})" for t, cols in _OPTIONAL_TABLES.items() if t not in present]
+    labels = " UNION ALL ".join(f"SELECT {_LABEL_COLUMNS} FROM {t}" for t in label_tables if t in present)
+    if not labels:
+        labels = f"SELECT {', '.join('NULL::TIMESTAMP' if c == 'created_at' else 'NULL::VARCHAR' for c in _LABEL_COLUMNS.split(', '))} WHERE false"
+    query = f"""
+    WITH labels AS ({labels}),
+    calls AS (
+      SELECT l.work_id, list(struct_pack(
+          teacher := l.teacher, model := l.model, prompt_version := l.prompt_version, prompt_sha := l.prompt_sha,
+          record_view := l.record_view, label_status := l.status, source := l.source, call_id := l.call_id,
+          request_hash := c.request_hash,
+          called_at := strftime(coalesce(c.created_at, l.created_at), '%Y-%m-%dT%H:%M:%SZ'),
+          run_id := l.run_id,
+          archive := CASE WHEN c.archive_path IS NULL THEN NULL ELSE c.archive_path || '#L' || c.archive_line END)
+        ORDER BY l.teacher, l.created_at) AS teacher_calls
+      FROM labels l LEFT JOIN teacher_calls c ON c.call_id = l.call_id
+      GROUP BY l.work_id)
+    SELECT f.id, f.frame_build_id, b.run_id AS frame_run_id,
+           CASE WHEN f.source_file LIKE 'api/%' THEN 'archived_api_response' ELSE 'input_file' END AS input_kind,
+           f.source_file, f.source_locator, m.run_id AS part_run_id, f.entity_list_versions, f.lexicon_version,
+           coalesce(k.teacher_calls, []) AS teacher_calls,
+           p.model_version, mv.run_id AS student_run_id,
+           ms.rounds_run::INTEGER AS machine_round, r.run_id AS machine_scores_run_id, ms.validation_status AS machine_validation_status
+    FROM frame f
+    LEFT JOIN frame_builds b USING (frame_build_id)
+    LEFT JOIN (SELECT source_file, any_value(run_id) AS run_id FROM frame_build_manifest GROUP BY ALL) m USING (source_file)
+    LEFT JOIN calls k ON k.work_id = f.id
+    LEFT JOIN predictions p ON p.id = f.id
+    LEFT JOIN model_versions mv ON mv.model_version = p.model_version
+    LEFT JOIN machine_scores ms ON ms.id = f.id
+    LEFT JOIN machine_rounds r ON r.round = ms.rounds_run
+    ORDER BY f.id"""
+    return ";\n".join(missing + [query])
+
+
+def build_lineage(storage: MetacanStorage, label_tables: list[str]) -> int:
+    """(Re)write the ``work_lineage`` table from the frame and the tables above; returns its row count.
+
+    ``label_tables`` are the direct-label tables to read (``direct_labels_<teacher>``, absent ones
+    skipped). DuckDB streams the result to Parquet (``COPY``) and the folder replaces the previous table
+    atomically, so memory stays flat on a frame of millions of works. Raises FileNotFoundError when the
+    frame has not been materialized.
+    """
+    storage.require("frame")
+    tmp = storage.warehouse / f".work_lineage.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True)
+    try:
+        with storage.connect() as con:
+            present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            *setup, query = lineage_sql(present, label_tables).split(";\n")
+            for stmt in setup:
+                con.execute(stmt)
+            con.execute(f"COPY ({query}) TO {sql_literal(str(tmp / 'part-00000.parquet'))} (FORMAT parquet, COMPRESSION zstd)")
+            n = con.execute(f"SELECT count(*) FROM read_parquet({sql_literal(str(tmp / 'part-00000.parquet'))})").fetchone()[0]
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    storage.adopt_table("work_lineage", tmp)
+    return n
+
+
+def lineage_of(con: duckdb.DuckDBPyConnection, work_id: str) -> dict[str, Any] | None:
+    """The ``work_lineage`` row of one work as a dict (teacher calls as a list of dicts), or None."""
+    cur = con.execute("SELECT * FROM work_lineage WHERE id = ?", [work_id])
+    row = cur.fetchone()
+    if row is None:
+        return None
+    return dict(zip([d[0] for d in cur.description], row))
+
+
+def lineage_record(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``lineage`` object of a published record (the row without ``id``, JSON-ready)."""
+    if row is None:
+        return None
+    out = {k: v for k, v in row.items() if k != "id"}
+    out["teacher_calls"] = [dict(c) for c in out.get("teacher_calls") or []]
+    return json.loads(json.dumps(out, default=str))
