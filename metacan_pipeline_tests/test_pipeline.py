@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
 from metacan_pipeline.publish.lineage import lineage_of
-from metacan_pipeline.publish.records import record_validator
+from metacan_pipeline.publish.records import schema_violation
 
 from metacan_pipeline.definitions import build_resources, materialize_in_process
 from metacan_pipeline.teachers.archive import read_archive
@@ -86,17 +86,14 @@ def test_first_run_covers_every_frame_work(two_runs):
 
 def test_every_record_matches_the_json_schema(two_runs):
     data, _, _ = two_runs
-    validator = record_validator()
     records = [json.loads(p.read_text()) for p in sorted((data / "site" / "records").glob("W*.json"))]
     con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
     assert len(records) == con.execute("SELECT count(*) FROM frame").fetchone()[0] > 0
-    errors = [f"{r['id']}: {e.json_path}: {e.message}" for r in records for e in validator.iter_errors(r)]
-    assert errors == []
+    assert [v for v in map(schema_violation, records) if v] == []
     # the schema is not vacuous: a record that breaks a rule fails it
     broken = json.loads(json.dumps(records[0]))
-    broken["machine_scores"]["categories"] = ["metaresearch"]
     broken["routes"]["ca_aff"] = "yes"
-    assert len(list(validator.iter_errors(broken))) == 2
+    assert "ca_aff must be boolean" in schema_violation(broken)
 
 
 def test_lineage_names_every_teacher_call_and_stage_run(two_runs, capsys):

@@ -15,11 +15,11 @@ from metacan_pipeline.openalex.works import work_row
 from metacan_pipeline.publish.assets import PagesConfig, records_may_ship, work_pages, work_records
 from metacan_pipeline.publish.abstracts import Abstract
 from metacan_pipeline.publish.pages import environment, page_path, render_work
-from metacan_pipeline.publish.records import build_record, classification_card, record_validator, ship_violations
+from metacan_pipeline.publish.records import SCHEMA_PATH, build_record, classification_card, schema_violation, ship_violations
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
 from metacan_pipeline.teachers.assets import LABELS_SCHEMA
-from metacan_pipeline.vocab import CATEGORICAL_TARGETS, PREDICTION_STATUS, SCORE_ONLY_IMMATURE
+from metacan_pipeline.vocab import CATEGORICAL_TARGETS, CATEGORIES, GENRES, PREDICTION_STATUS, SCORE_ONLY_IMMATURE, STUDY_DESIGNS
 
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 ENTITIES = EntityLists({}, {}, {}, {"funder": "f", "source": "s", "institution": "i"})
@@ -102,6 +102,40 @@ def test_page_says_honestly_what_happened_to_the_abstract(openalex_dir, abstract
     assert ("<p>The text.</p>" in html) == (abstract == "ok")
 
 
+def test_schema_vocabularies_are_the_spec_vocabularies_and_it_rejects_what_may_not_ship(openalex_dir):
+    schema = json.loads(SCHEMA_PATH.read_text())
+    label = schema["properties"]["direct_labels"]["items"]["properties"]
+    assert label["categories"]["items"]["enum"] == list(CATEGORIES)
+    assert label["study_design"]["enum"][:-1] == list(STUDY_DESIGNS) and label["genre"]["enum"][:-1] == list(GENRES)
+    pred = schema["properties"]["prediction"]["properties"]
+    assert set(pred) == set(PRED_SCHEMA.names) - {"id", "gemma_label_status"}
+    row = _frame_row(openalex_dir)
+    lineage = {"frame_build_id": "b", "frame_run_id": "r", "input_kind": "input_file", "source_file": "f.json",
+               "source_locator": "payload.results[0]", "part_run_id": "r", "entity_list_versions": "funder=f", "lexicon_version": "l",
+               "teacher_calls": [{"teacher": "gemma", "model": "m", "prompt_version": "v1", "prompt_sha": "s", "record_view": "title_only",
+                                  "label_status": "labelled", "source": "teacher_call", "call_id": "c1", "request_hash": "h",
+                                  "called_at": "2026-11-30T12:00:00Z", "run_id": "r", "archive": None}],
+               "model_version": "metacan-v0-hybrid-000000000000", "student_run_id": "r", "machine_round": 1,
+               "machine_scores_run_id": "r", "machine_validation_status": SCORE_ONLY_IMMATURE}
+    good = json.loads(json.dumps(build_record(row, [_label(row["id"], "gemma", ["sts"])], _prediction(row["id"]), _machine(row["id"]), lineage)))
+    assert schema_violation(good) is None
+    breaks = {
+        "machine_scores": lambda r: r["machine_scores"].update(categories=["metaresearch"]),
+        "ca_aff must be boolean": lambda r: r["routes"].update(ca_aff="yes"),
+        "id must match pattern": lambda r: r.update(id="W1/../x"),
+        "categories": lambda r: r["direct_labels"][0].update(categories=["not_a_category"]),
+        "prediction_status": lambda r: r["prediction"].update(prediction_status="validated"),
+        "category_scores_codex": lambda r: r["prediction"].update(category_scores_codex=[0.1] * 8),
+        "validation_status": lambda r: r["machine_scores"].update(validation_status="mature"),
+        "request_hash": lambda r: r["lineage"]["teacher_calls"][0].pop("request_hash"),
+    }
+    for expected, breaker in breaks.items():
+        bad = json.loads(json.dumps(good))
+        breaker(bad)
+        message = schema_violation(bad)
+        assert message is not None and expected in message, (expected, message)
+
+
 def test_page_path_refuses_ids_and_versions_that_are_not_names(openalex_dir):
     row = _frame_row(openalex_dir)
     record = build_record(row, [], None, None, None)
@@ -173,7 +207,7 @@ def test_blocking_check_stops_pages(tmp_path, openalex_dir, openalex_api, violat
         assert result.success and materialized == {"work_records", "work_pages"}
         assert page.exists() and (storage.site_dir / "index.html").exists() and (storage.site_dir / "index.js").exists()
         record = json.loads((storage.site_dir / "records" / f"{wid}.json").read_text())
-        assert list(record_validator().iter_errors(record)) == []
+        assert schema_violation(record) is None
         assert record["routes"]["ca_aff"] is True and record["machine_scores"]["validation_status"] == SCORE_ONLY_IMMATURE
         # the abstract was fetched live from (a loopback stub of) OpenAlex in one call, and never stored
         assert "Maximum likelihood or restricted maximum likelihood" in page.read_text()
