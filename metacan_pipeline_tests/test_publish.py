@@ -244,3 +244,28 @@ def test_pages_rerender_only_changed_records_and_say_when_the_fetch_failed(tmp_p
     storage.write_table("direct_labels_gemma", pa.Table.from_pylist([_label(wid, "gemma", ["open_science"])], schema=LABELS_SCHEMA))
     md = _pages_run(resources, openalex_api).asset_materializations_for_node("work_pages")[0].metadata
     assert md["pages_rendered"].value == 1 and "Open science" in page.read_text()
+
+
+def test_pages_ask_openalex_once_per_50_works(tmp_path, openalex_dir, openalex_api):
+    """120 frame works with abstracts: the pages asset sends 3 batched calls (50, 50, 20 ids), not 120."""
+    from .openalex_stub import real_works
+
+    resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
+    storage = resources["storage"]
+    ids = sorted(real_works())[:120]
+    rows = [{**_frame_row(openalex_dir), "id": wid, "has_abstract": True} for wid in ids]
+    storage.write_table("frame", pa.Table.from_pylist(rows, schema=FRAME_SCHEMA))
+    storage.write_table("direct_labels_gemma", pa.Table.from_pylist([], schema=LABELS_SCHEMA))
+    storage.write_table("predictions", pa.Table.from_pylist([_prediction(w) for w in ids], schema=PRED_SCHEMA))
+    storage.write_table("student_heads", pa.Table.from_pylist([], schema=HEADS_SCHEMA))
+    storage.write_table("machine_scores", pa.Table.from_pylist([_machine(w) for w in ids], schema=MACHINE_SCHEMA))
+    result = _pages_run(resources, openalex_api)
+    assert result.success
+    sizes = [len(h["filter"].split(":", 1)[1].split("|")) for h in openalex_api.hits]
+    assert sizes == [50, 50, 20] and all(h["select"] == "id,abstract_inverted_index" for h in openalex_api.hits)
+    md = result.asset_materializations_for_node("work_pages")[0].metadata
+    assert md["pages_rendered"].value == 120 and md["openalex_abstract_calls"].value == 3
+    with storage.connect(read_only=True) as con:
+        statuses = dict(con.execute("SELECT abstract_status, count(*) FROM page_manifest GROUP BY ALL").fetchall())
+    with_text = sum(1 for w in ids if real_works()[w].get("abstract_inverted_index"))
+    assert statuses.get("ok", 0) == with_text and sum(statuses.values()) == 120
