@@ -99,3 +99,20 @@ def recorded_folds(monkeypatch):
 
     monkeypatch.setattr(heads, "GroupKFold", RecordingGroupKFold)
     return seen
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium driven by Playwright (metacan_pipeline_tests/browser.py); one per test module.
+    Fails, never skips, when chromium or playwright is missing: `make setup` installs both."""
+    from .browser import launch_chromium, start_playwright
+
+    playwright = start_playwright()
+    try:
+        chromium = launch_chromium(playwright)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+    finally:
+        playwright.stop()
