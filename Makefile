@@ -14,9 +14,24 @@ LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-$(LLAMA_VERSION)-avx2-noamx
 
-.PHONY: setup run test dev bench clean
+.PHONY: setup browser run test dev bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) browser
+
+## Debian's Chromium, which the browser tests drive through Playwright (executable_path /usr/bin/chromium).
+## Playwright's own browser download (`playwright install`) is never used: its servers are out of reach here.
+CHROMIUM := /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { \
+		if [ "$$(id -u)" = 0 ]; then sudo=; \
+		elif command -v sudo >/dev/null 2>&1; then sudo=sudo; \
+		else echo "make setup: $(CHROMIUM) is missing and this user cannot install it; as root run: apt-get install chromium" >&2; exit 1; fi; \
+		command -v apt-get >/dev/null 2>&1 || { echo "make setup: $(CHROMIUM) is missing and there is no apt-get; install Debian's chromium package" >&2; exit 1; }; \
+		echo "Installing Debian's chromium for the browser tests (apt-get)..."; \
+		$$sudo apt-get update -qq && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o Dpkg::Use-Pty=0 chromium >/dev/null && \
+		test -x $(CHROMIUM) || { echo "make setup: installing chromium with apt-get failed (see above), or gave no $(CHROMIUM)" >&2; exit 1; }; \
+	}
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,8 +48,8 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/metacan run
 
-## Run the test suite (real DuckDB, real llama.cpp server, real Dagster executor).
-test: $(STAMP)
+## Run the test suite (real DuckDB, real llama.cpp server, real Dagster executor, `dagster dev` in headless Chromium).
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 ## The Dagster UI over workspace.yaml, on the same instance folder as `make run`.

@@ -109,3 +109,20 @@ def openalex_api():
     stub = StubOpenAlex(real_works())
     yield stub
     stub.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium driven by Playwright (metacan_pipeline_tests/browser.py); one per test module.
+    Fails, never skips, when chromium or playwright is missing: `make setup` installs both."""
+    from .browser import launch_chromium, start_playwright
+
+    playwright = start_playwright()
+    try:
+        chromium = launch_chromium(playwright)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+    finally:
+        playwright.stop()
