@@ -54,9 +54,7 @@ test: $(STAMP) browser
 
 ## The Dagster UI over workspace.yaml, on the same instance folder as `make run`.
 dev: $(STAMP)
-	@home="$${DAGSTER_HOME:-$${METACAN_DATA_DIR:-data}/dagster_home}"; mkdir -p "$$home" && home="$$(cd "$$home" && pwd)" && \
-		{ test -f "$$home/dagster.yaml" || printf 'telemetry:\n  enabled: false\n' > "$$home/dagster.yaml"; } && \
-		echo "Dagster instance: $$home (the one metacan run uses)" && DAGSTER_HOME="$$home" $(BIN)/dagster dev -w workspace.yaml
+	$(BIN)/metacan dev
 
 ## Benchmarks (ratios against a baseline run in the same process): frame build at 250k and 1M works,
 ## OpenAlex API client on loopback, teacher client against a stub server, the embedded Gemma per view and batch size, the student

@@ -19,16 +19,42 @@ import typer
 app = typer.Typer(add_completion=False, help="metacan_pipeline: map Canadian meta-research from OpenAlex.")
 
 
-def _instance(data_dir: str):
-    import dagster as dg
+#: The instance settings a new DAGSTER_HOME gets: no telemetry (no calls out), and one run at a time: the
+#: sensor frame_build_after_refresh starts a frame_build run after each inventory, which must not build the
+#: frame beside a run the user launched, and DuckDB takes one writer per file.
+DAGSTER_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  runs:\n    max_concurrent_runs: 1\n"
 
+
+def instance_home(data_dir: str) -> str:
+    """``$DAGSTER_HOME``, or ``<data_dir>/dagster_home``, created with :data:`DAGSTER_YAML` when new; sets the variable."""
     home = os.environ.get("DAGSTER_HOME") or str(Path(data_dir, "dagster_home").resolve())
     os.environ["DAGSTER_HOME"] = home
     Path(home).mkdir(parents=True, exist_ok=True)
     dagster_yaml = Path(home) / "dagster.yaml"
     if not dagster_yaml.exists():
-        dagster_yaml.write_text("telemetry:\n  enabled: false\n")
+        dagster_yaml.write_text(DAGSTER_YAML)
+    return home
+
+
+def _instance(data_dir: str):
+    import dagster as dg
+
+    instance_home(data_dir)
     return dg.DagsterInstance.get()
+
+
+@app.command()
+def dev(
+    data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data)."),
+    port: int = typer.Option(3000, help="Port of the Dagster UI."),
+) -> None:
+    """Start the Dagster UI (``dagster dev -w workspace.yaml``) on the instance ``metacan run`` uses."""
+    from .storage import default_data_dir
+
+    home = instance_home(data_dir or default_data_dir())
+    typer.echo(f"Dagster instance: {home} (the one metacan run uses); UI on http://localhost:{port}")
+    dagster = Path(sys.executable).with_name("dagster")
+    os.execv(str(dagster), [str(dagster), "dev", "-w", "workspace.yaml", "-p", str(port)])
 
 
 def summary_text(data_dir: str, run_id: str | None = None) -> str:

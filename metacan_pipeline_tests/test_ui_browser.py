@@ -26,6 +26,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from metacan_pipeline.cli import DAGSTER_YAML
+
 from .browser import REPO, PageWatch, artifacts_dir
 from .stub_teacher import DEFAULT_MODEL, _die_with_parent, run_stub
 
@@ -165,23 +167,23 @@ class GraphQL:
         return out or [f"(no error events; logsForRun answered {logs.get('__typename')})"]
 
 
-def _env(tmp_path: Path, data: Path, openalex: Path, teachers: Path) -> dict[str, str]:
+def _env(tmp_path: Path, data: Path, openalex: Path, teachers: Path, openalex_api_url: str) -> dict[str, str]:
     home = tmp_path / "dagster_home"
     home.mkdir()
     # Telemetry off (no calls out); one run at a time, since the asset sensor frame_build_after_refresh
     # starts a frame_build run after each inventory, and it would otherwise build the frame beside ours.
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nconcurrency:\n  runs:\n    max_concurrent_runs: 1\n")
+    (home / "dagster.yaml").write_text(DAGSTER_YAML)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("METACAN_", "DAGSTER_"))}
     env.update(DAGSTER_HOME=str(home), METACAN_DATA_DIR=str(data), METACAN_OPENALEX_DIR=str(openalex),
-               METACAN_TEACHERS_FILE=str(teachers), PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
+               METACAN_TEACHERS_FILE=str(teachers), METACAN_OPENALEX_API_URL=openalex_api_url, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
     return env
 
 
-def test_dagster_ui_materializes_the_graph_and_shows_it(tmp_path, small_input, browser):
+def test_dagster_ui_materializes_the_graph_and_shows_it(tmp_path, small_input, browser, openalex_api):
     artifacts = artifacts_dir()
     data = tmp_path / "data"
     with run_stub() as (stub_url, _):
-        env = _env(tmp_path, data, small_input, _registry(tmp_path / "teachers.toml", stub_url))
+        env = _env(tmp_path, data, small_input, _registry(tmp_path / "teachers.toml", stub_url), openalex_api.base_url)
         with dagster_dev(env, tmp_path / "dagster_dev.log") as url:
             gql = GraphQL(url)
             gql.wait(gql.launch("frame_refresh"), "frame_refresh")
@@ -253,15 +255,33 @@ def _student_plot(page, url: str, shot: Path) -> None:
 
 
 def _work_page(browser, data: Path, shot: Path) -> None:
-    """One published work page, opened from disk as a reader would (file://)."""
-    pages = sorted((data / "site").glob("**/W*.html"))
-    assert pages, f"no work page under {data / 'site'}"
+    """The lme4 work page, opened from disk as a reader would (file://): its abstract came live from (a
+    loopback stub of) OpenAlex, and its two collapsed sections open from the keyboard (Tab to the
+    summary, Enter), as a reader without a mouse would open them."""
+    pages = sorted((data / "site").glob("works/*/W1951724000.html"))
+    assert len(pages) == 1, f"no single lme4 page under {data / 'site'}: {pages}"
     path = pages[0]
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     watch = PageWatch().attach(page)
     try:
         page.goto(path.as_uri(), wait_until="load")
-        assert path.stem in page.inner_text("body"), f"{path.name} does not show its work id"
+        text = page.inner_text("body")
+        assert "W1951724000" in text and "Maximum likelihood or restricted maximum likelihood" in text
+        assert "Fetched live from OpenAlex" in text
+        summaries = page.locator("summary")
+        assert summaries.count() == 2
+        for i in range(summaries.count()):
+            for _ in range(60):  # Tab through the page's links until the summary has the focus
+                page.keyboard.press("Tab")
+                if page.evaluate("i => document.activeElement === document.querySelectorAll('summary')[i]", i):
+                    break
+            else:
+                raise AssertionError(f"summary {i} never takes the keyboard focus")
+            assert page.evaluate("i => document.querySelectorAll('details')[i].open", i) is False
+            page.keyboard.press("Enter")
+            assert page.evaluate("i => document.querySelectorAll('details')[i].open", i) is True
+        text = page.inner_text("body")
+        assert "Distilled classifier scores by category" in text and "Teacher calls behind the direct labels" in text
         page.screenshot(path=str(shot), full_page=True)
     finally:
         page.close()

@@ -13,13 +13,15 @@ payload code, and the payload shows on the page as the literal text it is.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 
 import pytest
 
 from metacan_pipeline.openalex.abstract import markup_to_text
-from metacan_pipeline.publish.pages import environment, index_row, render_index, render_work
+from metacan_pipeline.publish.abstracts import Abstract
+from metacan_pipeline.publish.pages import environment, index_row, render_index, render_work, write_static
 from metacan_pipeline.publish.records import build_record
 
 from .browser import PageWatch
@@ -61,9 +63,17 @@ def _records(openalex_dir: Path) -> tuple[list[dict], dict[str, str]]:
         wid = row["id"]
         gemma = {**_label(wid, "gemma", ["metaresearch"]), "reason": f"Reason {ALL}", "model": f"model {ALL}"}
         codex = {**_label(wid, "codex", None, status="failed"), "error": f"Error {ALL}", "reason": None}
-        prediction = {**_prediction(wid), "model_version": f"v0 {ALL}"}
+        prediction = _prediction(wid)  # a model version that is not a folder name is refused (test_publish)
         machine = {**_machine(wid), "note": f"Note {ALL}"}
-        records.append(build_record(row, [gemma, codex], prediction, machine, {"frame_build_id": f"build {ALL}"}))
+        call = {"teacher": "gemma", "model": f"model {ALL}", "prompt_version": f"prompt {ALL}", "prompt_sha": "s",
+                "record_view": "title_only", "label_status": "labelled", "source": f"source {ALL}", "call_id": f"call {ALL}",
+                "request_hash": f"hash {ALL}", "called_at": f"time {ALL}", "run_id": f"run {ALL}", "archive": None}
+        lineage = {"frame_build_id": f"build {ALL}", "frame_run_id": f"run {ALL}", "input_kind": "input_file",
+                   "source_file": f"file {ALL}", "source_locator": f"locator {ALL}", "part_run_id": f"run {ALL}",
+                   "entity_list_versions": f"lists {ALL}", "lexicon_version": f"lexicon {ALL}", "teacher_calls": [call],
+                   "model_version": prediction["model_version"], "student_run_id": f"run {ALL}", "machine_round": 1,
+                   "machine_scores_run_id": f"run {ALL}", "machine_validation_status": f"status {ALL}"}
+        records.append(build_record(row, [gemma, codex], prediction, machine, lineage))
         abstracts[wid] = f"Abstract {ALL}"
     return records, abstracts
 
@@ -72,9 +82,11 @@ def render_pages(records: list[dict], abstracts: dict[str, str]) -> tuple[dict[s
     """The only call of the page renderers in this file: ``({work id: work page HTML}, index HTML)``.
     Adapt it here when their signatures change."""
     env = environment()
-    context = {"n_codex_labels": 1, "gated_heads": 0, "total_heads": 14, "constant_heads": set()}
-    works = {r["id"]: render_work(env, r, abstracts.get(r["id"]), f"input {ALL} @ payload.results[0]", context) for r in records}
-    index = render_index(env, [index_row(r) for r in records], f"model {ALL}")
+    context = {"n_codex_labels": 1, "gated_heads": 0, "total_heads": 14, "constant_heads": set(),
+               "rendered_at": f"at {ALL}", "page_run_id": f"run {ALL}"}
+    now = dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc)
+    works = {r["id"]: render_work(env, r, Abstract(r["id"], "ok", abstracts[r["id"]], None, now), context) for r in records}
+    index = render_index(env, [index_row(r) for r in records], built_at=f"built {ALL}")
     return works, index
 
 
@@ -108,6 +120,8 @@ def script_traces(browser, path: Path) -> tuple[list[str], str, str]:
         page.wait_for_timeout(300)  # late handlers (an image's onerror, a deferred script)
         page.mouse.move(5, 5)
         page.mouse.move(400, 300)  # hover over the page, for onmouseover payloads
+        page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")  # collapsed sections too
+        page.wait_for_timeout(100)
         traces = page.evaluate(_DOM_TRACES)
         traces += [f"dialog opened: {d}" for d in watch.dialogs]
         traces += [f"console error: {e}" for e in watch.console_errors]
@@ -140,8 +154,9 @@ def test_payloads_render_inert_and_literal(tmp_path, openalex_dir, browser, csp)
         assert expected_title in text and expected_title in title, f"{path.name}: title {expected_title!r} is not shown as text"
         for payload in PAYLOADS:  # verbatim fields: venue, funders, keywords, institutions, evidence, reason, abstract...
             assert payload in text, f"{path.name}: payload {payload!r} is not shown as text"
-        for field in (f"Abstract {ALL}", f"Reason {ALL}", f"Venue {ALL}", f"Error {ALL}"):
+        for field in (f"Abstract {ALL}", f"Reason {ALL}", f"Venue {ALL}", f"Error {ALL}", f"model {ALL}", f"build {ALL}"):
             assert field in text, f"{path.name}: {field[:20]!r}... is not shown verbatim"
+    write_static(tmp_path)  # index.js next to index.html, as work_pages writes it
     path = _write(tmp_path / "index.html", index, csp)
     traces, text, _ = script_traces(browser, path)
     assert traces == [], f"index.html: {traces}"
