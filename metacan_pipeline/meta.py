@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import io
 from typing import Any
 
 import dagster as dg
@@ -44,3 +46,31 @@ def counts_markdown(counts: dict[str, int], key: str = "value", value: str = "co
     return dg.MetadataValue.md(
         f"| {key} | {value} |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows) if rows else "_(none)_"
     )
+
+
+def png_markdown(png: bytes, alt: str) -> dg.MetadataValue:
+    """A PNG as markdown metadata (a data: URL), which the Dagster UI shows as an image."""
+    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})")
+
+
+def frame_plot_png(by_year: dict[int, dict[str, int]], title: str) -> bytes:
+    """A PNG of frame works per publication year, one line per route (a work counts once per route it
+    took). ``by_year`` maps year -> {route: works}. Matplotlib's Agg backend (no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5, 3.6), dpi=90)
+    ax = fig.add_subplot()
+    years = sorted(by_year)
+    routes = sorted({r for counts in by_year.values() for r in counts})
+    for route, marker in zip(routes, "osD^v<>"):
+        ax.plot(years, [by_year[y].get(route, 0) for y in years], marker=marker, linewidth=1.2, label=route)
+    ax.set_xlabel("publication year")
+    ax.set_ylabel("frame works")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()

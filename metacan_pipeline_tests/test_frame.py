@@ -93,6 +93,11 @@ def test_ingestion_on_the_real_records(ingested):
     assert checks == {"frame_ids_unique": True, "frame_routes_have_evidence": True, "frame_stores_no_abstract_text": True,
                       "frame_build_manifest_covers_snapshot": False}
     assert md["dagster/row_count"].value == n and md["parts_done"].value == 39
+    assert md["works_by_year_and_route"].value.startswith("![frame works per year by route](data:image/png;base64,iVBOR")
+    parts_md = result.asset_materializations_for_node("frame_parts")[0].metadata
+    routed = con.execute("SELECT count(*) FROM read_parquet(?)", [str(data / "warehouse" / "frame_parts" / "**" / "routed.parquet")]).fetchone()[0]
+    assert parts_md["dagster/row_count"].value == routed >= n
+    assert "invisible_to_affiliation_only" in [c.name for c in parts_md["dagster/column_schema"].value.columns]
     manifest = con.execute("SELECT source_file, manifest_record_count, records_read, count_check, read_path FROM frame_build_manifest "
                            "WHERE partition_key = 'updated_date=2023-05-16'").fetchall()
     assert manifest == [("max-planck-innovation-competition__go-openalex__snapshot_sample/data/works/updated_date=2023-05-16/part_000.gz",

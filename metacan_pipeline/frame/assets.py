@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from ..meta import counts_markdown, table_metadata
+from ..meta import counts_markdown, frame_plot_png, markdown_preview, png_markdown, table_metadata
 from ..openalex.ids import short_id
 from ..openalex.inventory import INVENTORY_SCHEMA, take_inventory
 from ..openalex.reader import Record, iter_records
@@ -28,7 +28,7 @@ from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage, sql_literal
 from .entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
 from .lexicon import LEXICON_VERSION
-from .parts import MANIFEST_SCHEMA, QUARANTINE_SCHEMA, InputChanged, PartJob, build_key, build_parts, default_workers, finished, part_dir
+from .parts import MANIFEST_SCHEMA, QUARANTINE_SCHEMA, ROUTED_SCHEMA, InputChanged, PartJob, build_key, build_parts, default_workers, finished, part_dir
 from .routes import FRAME_SCHEMA, AdmissionRule
 
 FRAME_CODE_VERSION = "frame-v2"
@@ -289,14 +289,19 @@ def frame_parts(context: dg.AssetExecutionContext, config: IngestConfig, storage
             quarantine.update(_reason_class(r) for r in q.column("reason").to_pylist())
     rows = skipped + built
     mismatches = [r for r in rows if r["count_check"] == "mismatch"]
+    routed = sum(r["routed"] for r in rows)
     return dg.MaterializeResult(metadata={
+        # the rows these partitions hold: routed works (candidates for the frame), in ROUTED_SCHEMA
+        **table_metadata(ROUTED_SCHEMA, routed),
+        "parts_preview": markdown_preview(sorted(rows, key=lambda r: r["source_file"]),
+                                          ["source_file", "records_read", "work_records", "routed", "quarantined", "read_path"]),
         "partitions": len(keys),
         "parts": len(rows),
         "parts_built": len(built),
         "parts_already_built": len(skipped),
         "records_read": sum(r["records_read"] for r in rows),
         "work_records_read": sum(r["work_records"] for r in rows),
-        "routed_works": sum(r["routed"] for r in rows),
+        "routed_works": routed,
         "quarantined_by_reason": counts_markdown(dict(quarantine), "reason"),
         "count_mismatches": dg.MetadataValue.md("".join(
             f"- `{r['source_file']}`: manifest {r['manifest_record_count']}, read {r['records_read']}\n" for r in mismatches) or "_(none)_"),
@@ -419,6 +424,11 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
                FROM frame""").fetchone()
         preview = con.execute(
             "SELECT id, title_text, publication_year, route_key, in_sampling_frame FROM frame ORDER BY id LIMIT 10").to_arrow_table().to_pylist()
+        by_year: dict[int, dict[str, int]] = {}
+        for year, *counts in con.execute(
+                "SELECT publication_year, count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue), "
+                "count(*) FILTER (about_ca) FROM frame GROUP BY ALL ORDER BY 1").fetchall():
+            by_year[year] = dict(zip(("ca_aff", "ca_fund", "ca_venue", "about_ca"), counts))
     by_route = dict(zip(("ca_aff", "ca_fund", "ca_venue", "about_ca"), stats[:4]))
     context.log.info(f"frame: {n} works admitted of {n_unique} unique works ({n_records} work records) in {len(manifest)} parts; "
                      f"by route {by_route}; outcomes {outcomes}; {len(quarantine)} quarantined ({dict(by_reason)}); "
@@ -441,6 +451,8 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
             merged_or_deleted_ids=len(removed),
             entity_list_versions=dg.MetadataValue.json(entities.versions),
             frame_build_id=build_id,
+            works_by_year_and_route=png_markdown(frame_plot_png(by_year, f"frame {build_id}: works per year by route"),
+                                                 "frame works per year by route"),
         )
     )
 

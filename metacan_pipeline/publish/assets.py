@@ -136,6 +136,10 @@ class PagesConfig(dg.Config):
     rerender_all: bool = Field(default=False, description="Render every page, changed or not (e.g. after a template change).")
 
 
+#: One row per work page: the record hash it was rendered from (incremental rendering), where it is, what
+#: happened to its abstract (ok | none | missing | failed | off), when and by which run.
+PAGE_MANIFEST_SCHEMA = pa.schema([("id", pa.string()), ("record_hash", pa.string()), ("page_path", pa.string()),
+                                  ("abstract_status", pa.string()), ("rendered_at", pa.timestamp("s")), ("run_id", pa.string())])
 PAGE_MANIFEST_DDL = """CREATE TABLE IF NOT EXISTS page_manifest (
     id VARCHAR PRIMARY KEY, record_hash VARCHAR, page_path VARCHAR, abstract_status VARCHAR, rendered_at TIMESTAMP, run_id VARCHAR)"""
 _CHUNK = 2000
@@ -177,6 +181,7 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
                 or (config.retry_failed_abstracts and last[2] == "failed")):
             todo.append(wid)
     env = environment()
+    preview: list[dict] = []  # the first pages rendered by this run, for the UI
     rendered_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)  # UTC, as page_manifest stores it
     page_ctx = {**_page_context(storage), "page_run_id": context.run.run_id, "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC"}
     statuses: Counter[str] = Counter()
@@ -198,6 +203,8 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
                     status = abstract.status if abstract is not None else "off"
                     statuses[status] += 1
                     rows.append((wid, records[wid][1], path, status, rendered_at, context.run.run_id))
+                    if len(preview) < 10:
+                        preview.append(dict(zip(PAGE_MANIFEST_SCHEMA.names, rows[-1])))
                 with storage.connect() as con:
                     con.execute(PAGE_MANIFEST_DDL)
                     con.executemany("INSERT OR REPLACE INTO page_manifest VALUES (?, ?, ?, ?, ?, ?)", rows)
@@ -220,7 +227,8 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     context.log.info(f"work_pages: {len(todo)} of {len(records)} pages rendered ({len(records) - len(todo)} unchanged) in {seconds:.1f}s; "
                      f"abstracts {dict(statuses)} with {calls} OpenAlex call(s); index {index_path}")
     return dg.MaterializeResult(metadata={
-        "dagster/row_count": len(records), "pages_rendered": len(todo), "pages_unchanged": len(records) - len(todo),
+        **table_metadata(PAGE_MANIFEST_SCHEMA, len(records), preview, ["id", "page_path", "abstract_status", "run_id"]),
+        "pages_rendered": len(todo), "pages_unchanged": len(records) - len(todo),
         "seconds": round(seconds, 2), "pages_dir": dg.MetadataValue.path(str(storage.site_dir / "works")),
         "index": dg.MetadataValue.path(str(index_path)), "index_rewritten": index_written,
         "example_page": dg.MetadataValue.path(str(example)),

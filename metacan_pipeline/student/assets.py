@@ -7,7 +7,6 @@ excluding every work of a held-out venue (:mod:`.holdout`), evaluates them on th
 quota-calibrated decisions, candidate and consensus in DuckDB.
 """
 
-import base64
 import datetime as dt
 import hashlib
 import json
@@ -19,7 +18,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from .. import __version__
-from ..meta import counts_markdown, table_metadata
+from ..meta import counts_markdown, png_markdown, table_metadata
 from ..storage import MetacanStorage
 from ..sampling.assets import sample_design
 from ..teachers.assets import direct_labels_codex, direct_labels_gemma
@@ -179,10 +178,6 @@ def _gates(labels: dict[str, list[dict]], weights: dict[str, float], heads: dict
     return gates
 
 
-def _png_markdown(png: bytes, alt: str) -> dg.MetadataValue:
-    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})")
-
-
 @dg.asset(group_name="scoring", kinds={"python", "scikitlearn", "parquet"}, code_version="2", owners=["team:metacan"],
           deps=[direct_labels_gemma, direct_labels_codex, sample_design])
 def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, storage: MetacanStorage) -> dg.MaterializeResult:
@@ -283,7 +278,7 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     for teacher in TEACHERS:
         png = reliability_png(curves[teacher], f"{teacher} heads on the frozen holdout, {model_version}")
         (report_dir / f"reliability_{teacher}.png").write_bytes(png)
-        plots[f"reliability_plot_{teacher}"] = _png_markdown(png, f"reliability of the {teacher} heads")
+        plots[f"reliability_plot_{teacher}"] = png_markdown(png, f"reliability of the {teacher} heads")
     gated = [t for t, g in gates.items() if g.passed]
     context.log.info(f"student_heads {model_version} ({'reused' if reused else 'trained'}, {bundle['feature_kind']}): "
                      f"{len(bundle['training_ids']['gemma'])} gemma / {len(bundle['training_ids']['codex'])} codex training labels, "
