@@ -5,10 +5,11 @@ import datetime as dt
 import hashlib
 import json
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import pyarrow as pa
 from pydantic import Field
 from tqdm import tqdm
@@ -17,7 +18,7 @@ from ..frame.api_refresh import API_URL_ENV
 from ..meta import counts_markdown, table_metadata
 from ..openalex.api import DEFAULT_BASE_URL
 from ..openalex.ids import is_work_id
-from ..storage import MetacanStorage
+from ..storage import MetacanStorage, sql_literal
 from ..student.assets import machine_scores, predictions
 from ..teachers.assets import TEACHERS
 from .abstracts import Abstract, AbstractFetcher
@@ -69,35 +70,66 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
     """
     label_tables = [f"direct_labels_{t}" for t in TEACHERS]
     build_lineage(storage, label_tables)
-    lineage = {r["id"]: r for r in storage.read_table("work_lineage").to_pylist()}
-    labels: dict[str, list[dict]] = defaultdict(list)
-    for table in label_tables:
-        if storage.has_table(table):
-            for l in storage.read_table(table).to_pylist():
-                labels[l["work_id"]].append(l)
-    preds = {p["id"]: p for p in storage.read_table("predictions").to_pylist()}
-    machine = {m["id"]: m for m in storage.read_table("machine_scores").to_pylist()}
     previous = ({r["id"]: r["record_hash"] for r in storage.read_table("work_records", ["id", "record_hash"]).to_pylist()}
                 if storage.has_table("work_records") else {})
-    out, written = [], 0
     rec_dir = storage.site_dir / "records"
     rec_dir.mkdir(parents=True, exist_ok=True)
-    for w in storage.read_table("frame").to_pylist():
-        wid = _safe_id(w["id"])
-        record = build_record(w, labels[wid], preds.get(wid), machine.get(wid), lineage_record(lineage.get(wid)))
-        text = json.dumps(record, ensure_ascii=False, default=str)
-        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        path = rec_dir / f"{wid}.json"
-        if previous.get(wid) != digest or not path.exists():
-            _write_atomic(path, text)
-            written += 1
-        out.append({"id": wid, "record_json": text, "record_hash": digest})
-    n = storage.write_table("work_records", pa.Table.from_pylist(out, schema=RECORDS_SCHEMA))
+    written = 0
+    preview: list[dict] = []
+
+    def batches():
+        nonlocal written
+        for rows in _record_inputs(storage, [t for t in label_tables if storage.has_table(t)]):
+            out = []
+            for row in rows:
+                wid = _safe_id(row["work"]["id"])
+                record = build_record(row["work"], row["labels"], row["pred"], row["machine"], lineage_record(row["lineage"]))
+                text = json.dumps(record, ensure_ascii=False, default=str)
+                digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+                path = rec_dir / f"{wid}.json"
+                if previous.get(wid) != digest or not path.exists():
+                    _write_atomic(path, text)
+                    written += 1
+                out.append({"id": wid, "record_json": text, "record_hash": digest})
+            preview.extend(out[: 10 - len(preview)])
+            yield pa.Table.from_pylist(out, schema=RECORDS_SCHEMA)
+
+    n = storage.write_table("work_records", batches(), schema=RECORDS_SCHEMA)
     context.log.info(f"work_records: {n} records ({written} new or changed) in {rec_dir}")
     return dg.MaterializeResult(metadata=table_metadata(
-        RECORDS_SCHEMA, n, out, ["id", "record_hash"], records_dir=dg.MetadataValue.path(str(rec_dir)),
+        RECORDS_SCHEMA, n, preview, ["id", "record_hash"], records_dir=dg.MetadataValue.path(str(rec_dir)),
         records_written=written, records_unchanged=n - written,
         lineage_table="work_lineage", json_schema=dg.MetadataValue.path(str(SCHEMA_PATH))))
+
+
+def _record_inputs(storage: MetacanStorage, label_tables: list[str], batch_rows: int = 5000):
+    """Everything one record is built from, one dict per frame work in id order, in lists of ``batch_rows``:
+    ``{"work": frame row, "labels": [direct label rows], "pred": prediction row or None, "machine": machine
+    score row or None, "lineage": work_lineage row}``. One DuckDB query over the Parquet tables (its own
+    in-memory connection, so no catalog lock is held), streamed: memory stays at one batch."""
+    def table(name: str) -> str:
+        return f"read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))}, hive_partitioning=false)"
+
+    labels = " UNION ALL BY NAME ".join(f"SELECT * FROM {table(t)}" for t in label_tables)
+    label_cte = (f"labels AS (SELECT work_id, list(l ORDER BY l.teacher) AS labels FROM ({labels}) l GROUP BY work_id)"
+                 if labels else "labels AS (SELECT NULL::VARCHAR AS work_id, [] AS labels WHERE false)")
+    con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": str(storage.warehouse / ".spill-records")})
+    try:
+        reader = con.execute(f"""
+            WITH {label_cte}
+            SELECT f AS work, coalesce(lb.labels, []) AS labels,
+                   CASE WHEN p.id IS NULL THEN NULL ELSE p END AS pred,
+                   CASE WHEN m.id IS NULL THEN NULL ELSE m END AS machine, g AS lineage
+            FROM {table("frame")} f
+            LEFT JOIN {table("predictions")} p ON p.id = f.id
+            LEFT JOIN {table("machine_scores")} m ON m.id = f.id
+            LEFT JOIN {table("work_lineage")} g ON g.id = f.id
+            LEFT JOIN labels lb ON lb.work_id = f.id
+            ORDER BY f.id""").to_arrow_reader(batch_rows)
+        for batch in reader:
+            yield batch.to_pylist()
+    finally:
+        con.close()
 
 
 @dg.asset_check(asset=work_records, blocking=True,
@@ -162,57 +194,71 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     rendered from (table ``page_manifest``), its file is missing, or the config asks for it; a re-run
     with nothing changed writes no page. Abstracts of the works rendered are fetched live from the
     OpenAlex API in batches of 50 ids (:class:`.abstracts.AbstractFetcher`), held in memory only;
-    the page says whether the work has no abstract or the fetch failed just now. Pages are written in
-    chunks of 2,000 and ``page_manifest`` is updated after each, so an interrupted run resumes.
+    the page says whether the work has no abstract or the fetch failed just now. Records are streamed;
+    pages are written in chunks of about 2,000 and ``page_manifest`` is updated after each, so an
+    interrupted run resumes.
     The index (search and filters, :func:`.pages.render_index`) is rewritten when its content changed.
     """
     started = time.perf_counter()
-    records = {}
-    for b in storage.iter_batches("work_records", columns=["id", "record_json", "record_hash"]):
-        for wid, text, digest in zip(b.column("id").to_pylist(), b.column("record_json").to_pylist(), b.column("record_hash").to_pylist()):
-            records[_safe_id(wid)] = (text, digest)
+    hashes: dict[str, str] = {}
+    for b in storage.iter_batches("work_records", columns=["id", "record_hash"]):
+        hashes.update(zip(b.column("id").to_pylist(), b.column("record_hash").to_pylist()))
     with storage.connect() as con:
         con.execute(PAGE_MANIFEST_DDL)
         manifest = {r[0]: (r[1], r[2], r[3]) for r in con.execute("SELECT id, record_hash, page_path, abstract_status FROM page_manifest").fetchall()}
-    todo = []
-    for wid, (text, digest) in records.items():
+    todo = set()
+    for wid, digest in hashes.items():
         last = manifest.get(wid)
         if (config.rerender_all or last is None or last[0] != digest or not (storage.site_dir / last[1]).exists()
                 or (config.retry_failed_abstracts and last[2] == "failed")):
-            todo.append(wid)
+            todo.add(_safe_id(wid))
     env = environment()
     preview: list[dict] = []  # the first pages rendered by this run, for the UI
     rendered_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)  # UTC, as page_manifest stores it
     page_ctx = {**_page_context(storage), "page_run_id": context.run.run_id, "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC"}
     statuses: Counter[str] = Counter()
     fetcher = AbstractFetcher(config.openalex_api_url or None) if config.fetch_abstracts else None
-    try:
+
+    def render(chunk: list[tuple[str, dict]]) -> None:
+        """Fetch the chunk's abstracts (batches of 50), write its pages, then record them in page_manifest."""
+        abstracts = fetcher.fetch([wid for wid, rec in chunk if rec["has_abstract"]]) if fetcher is not None else {}
+        rows = []
+        for wid, rec in chunk:
+            abstract = abstracts.get(wid) if fetcher is not None else None
+            if fetcher is not None and abstract is None:  # the frame saw no abstract: no call for it
+                abstract = Abstract(wid, "none", None, None, None)
+            path = page_path(rec)
+            _write_atomic(storage.site_dir / path, render_work(env, rec, abstract, page_ctx))
+            status = abstract.status if abstract is not None else "off"
+            statuses[status] += 1
+            rows.append((wid, hashes[wid], path, status, rendered_at, context.run.run_id))
+            if len(preview) < 10:
+                preview.append(dict(zip(PAGE_MANIFEST_SCHEMA.names, rows[-1])))
+        rendered = pa.Table.from_pylist([dict(zip(PAGE_MANIFEST_SCHEMA.names, r)) for r in rows], schema=PAGE_MANIFEST_SCHEMA)
+        with storage.connect() as con:  # one set-based upsert (executemany would cost a statement per page)
+            con.execute(PAGE_MANIFEST_DDL)
+            con.register("rendered", rendered)
+            con.execute("INSERT OR REPLACE INTO page_manifest SELECT * FROM rendered")
+        bar.update(len(chunk))
+
+    index_rows = []
+    pending: list[tuple[str, dict]] = []
+    try:  # records are streamed: memory holds one Parquet batch, one chunk of pages and the index rows
         with tqdm(total=len(todo), desc="work pages", unit="page", mininterval=5, disable=not todo) as bar:
-            for start in range(0, len(todo), _CHUNK):
-                chunk = [(wid, json.loads(records[wid][0])) for wid in todo[start:start + _CHUNK]]
-                abstracts = {}
-                if fetcher is not None:
-                    abstracts = fetcher.fetch([wid for wid, rec in chunk if rec["has_abstract"]])
-                rows = []
-                for wid, rec in chunk:
-                    abstract = abstracts.get(wid) if fetcher is not None else None
-                    if fetcher is not None and abstract is None:  # the frame saw no abstract: no call for it
-                        abstract = Abstract(wid, "none", None, None, None)
-                    path = page_path(rec)
-                    _write_atomic(storage.site_dir / path, render_work(env, rec, abstract, page_ctx))
-                    status = abstract.status if abstract is not None else "off"
-                    statuses[status] += 1
-                    rows.append((wid, records[wid][1], path, status, rendered_at, context.run.run_id))
-                    if len(preview) < 10:
-                        preview.append(dict(zip(PAGE_MANIFEST_SCHEMA.names, rows[-1])))
-                with storage.connect() as con:
-                    con.execute(PAGE_MANIFEST_DDL)
-                    con.executemany("INSERT OR REPLACE INTO page_manifest VALUES (?, ?, ?, ?, ?, ?)", rows)
-                bar.update(len(chunk))
+            for b in storage.iter_batches("work_records", batch_size=_CHUNK, columns=["id", "record_json"]):
+                for wid, text in zip(b.column("id").to_pylist(), b.column("record_json").to_pylist()):
+                    rec = json.loads(text)
+                    index_rows.append(index_row(rec))
+                    if wid in todo:
+                        pending.append((wid, rec))
+                if len(pending) >= _CHUNK:
+                    render(pending)
+                    pending = []
+            if pending:
+                render(pending)
     finally:
         if fetcher is not None:
             fetcher.close()
-    index_rows = [index_row(json.loads(text)) for text, _ in records.values()]
     index_rows.sort(key=lambda r: (-(r["year"] or 0), r["id"]))
     versions = Counter(r["model_version"] for r in index_rows if r.get("model_version"))
     index_path = storage.site_dir / "index.html"
@@ -222,13 +268,13 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     write_static(storage.site_dir)
     seconds = time.perf_counter() - started
     kinds = Counter(f"{r['source']}" + (f" ({r['mode']})" if r.get("mode") else "") for r in index_rows)
-    example = storage.site_dir / page_path(json.loads(records[todo[0]][0])) if todo else index_path
+    example = storage.site_dir / preview[0]["page_path"] if preview else index_path
     calls = fetcher.calls if fetcher is not None else 0
-    context.log.info(f"work_pages: {len(todo)} of {len(records)} pages rendered ({len(records) - len(todo)} unchanged) in {seconds:.1f}s; "
+    context.log.info(f"work_pages: {len(todo)} of {len(hashes)} pages rendered ({len(hashes) - len(todo)} unchanged) in {seconds:.1f}s; "
                      f"abstracts {dict(statuses)} with {calls} OpenAlex call(s); index {index_path}")
     return dg.MaterializeResult(metadata={
-        **table_metadata(PAGE_MANIFEST_SCHEMA, len(records), preview, ["id", "page_path", "abstract_status", "run_id"]),
-        "pages_rendered": len(todo), "pages_unchanged": len(records) - len(todo),
+        **table_metadata(PAGE_MANIFEST_SCHEMA, len(hashes), preview, ["id", "page_path", "abstract_status", "run_id"]),
+        "pages_rendered": len(todo), "pages_unchanged": len(hashes) - len(todo),
         "seconds": round(seconds, 2), "pages_dir": dg.MetadataValue.path(str(storage.site_dir / "works")),
         "index": dg.MetadataValue.path(str(index_path)), "index_rewritten": index_written,
         "example_page": dg.MetadataValue.path(str(example)),

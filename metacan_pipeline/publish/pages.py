@@ -54,7 +54,7 @@ def environment() -> Environment:
     """The Jinja2 environment (package templates, autoescape on for .j2 HTML templates)."""
     env = Environment(loader=PackageLoader("metacan_pipeline.publish", "templates"),
                       autoescape=select_autoescape(enabled_extensions=("html", "j2"), default_for_string=True, default=True),
-                      trim_blocks=True, lstrip_blocks=True)
+                      trim_blocks=True, lstrip_blocks=True, auto_reload=False)
     env.filters["display_names"] = lambda cats: [CATEGORY_DISPLAY.get(c, c) for c in (cats or [])]
     env.filters["score"] = _score
     env.filters["utc"] = _utc
