@@ -1,9 +1,9 @@
 """The static index (issue 6): page paths that pin the model version, index rows, the embedded JSON
 block, and search/filters run by static/index.js.
 
-The filter logic is the real index.js, run under Node when ``node`` is installed; the whole page is
-driven in headless Chromium (Playwright, from file://) when /usr/bin/chromium exists and Playwright
-imports. Either is skipped, with the reason, when its tool is missing.
+The filter logic is the real index.js, run under Node when ``node`` is installed (skipped, with the
+reason, otherwise); the whole page is driven in headless Chromium (Playwright, from file://) through
+the shared ``browser`` fixture, which fails when ``make setup`` has not installed it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from metacan_pipeline.publish.pages import (INDEX_FIELDS, environment, index_json, index_row, page_path, render_index,
                                             render_work, write_static)
@@ -27,9 +28,6 @@ INDEX_JS = Path(__file__).resolve().parents[1] / "metacan_pipeline" / "publish" 
 BREAKOUT = "</script><script>alert(1)</script>"
 V1, V2 = "metacan-v3-hybrid-931329e0061c", "metacan-v4-hybrid-0123456789ab"
 DATA_RE = re.compile(r'<script type="application/json" id="works-data"[^>]*>(.*?)</script>', re.S)
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 
 
 def _with_prediction(record: dict, version: str, consensus: list[str], candidate: list[str]) -> dict:
@@ -227,70 +225,54 @@ def test_index_js_filters_under_node(records):
     assert result["count"] == ["2 of 4 works", "1,234 of 56,789 works", "1 of 1 work"]
 
 
-def _playwright():
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is not installed")
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed")
-    return sync_playwright, expect
-
-
-def test_index_in_a_real_browser_from_file_url(tmp_path, records):
-    sync_playwright, expect = _playwright()
+def test_index_in_a_real_browser_from_file_url(tmp_path, records, browser):
     site = tmp_path / "site"
     site.mkdir()
     rows = [index_row(r) for r in records]
     (site / "index.html").write_text(render_index(environment(), rows, built_at="x"), encoding="utf-8")
     write_static(site)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            problems: list[str] = []
-            page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: problems.append(str(e)))
-            page.on("dialog", lambda d: (problems.append(f"dialog {d.message}"), d.dismiss()))
-            page.goto((site / "index.html").as_uri())
-            count, body = page.locator("#count"), page.locator("#results-body tr")
-            expect(count).to_have_text("4 of 4 works")  # index.js ran under script-src 'self' from file://
-            expect(body).to_have_count(4)
-            expect(page.locator("#results-body a").first).to_have_attribute("href", f"works/{V1}/W1.html")
-            expect(page.locator("#results-body a", has_text=BREAKOUT)).to_have_count(1)  # the title, as text
-            page.fill("#q", "w12")
-            expect(count).to_have_text("1 of 4 works")
-            expect(body.first).to_contain_text("Open data mandates")
-            page.fill("#q", "")
-            page.select_option("#f-source", "classifier")
-            page.select_option("#f-year", "2019")
-            expect(count).to_have_text("1 of 4 works")
-            expect(body.first).to_contain_text("(W2)")
-            page.select_option("#f-year", "")
-            page.select_option("#f-version", V2)
-            expect(count).to_have_text("1 of 4 works")
-            page.click("button[type=reset]")
-            expect(count).to_have_text("4 of 4 works")
-            assert problems == []
-        finally:
-            browser.close()
+    page = browser.new_page()
+    try:
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.on("dialog", lambda d: (problems.append(f"dialog {d.message}"), d.dismiss()))
+        page.goto((site / "index.html").as_uri())
+        count, body = page.locator("#count"), page.locator("#results-body tr")
+        expect(count).to_have_text("4 of 4 works")  # index.js ran under script-src 'self' from file://
+        expect(body).to_have_count(4)
+        expect(page.locator("#results-body a").first).to_have_attribute("href", f"works/{V1}/W1.html")
+        expect(page.locator("#results-body a", has_text=BREAKOUT)).to_have_count(1)  # the title, as text
+        page.fill("#q", "w12")
+        expect(count).to_have_text("1 of 4 works")
+        expect(body.first).to_contain_text("Open data mandates")
+        page.fill("#q", "")
+        page.select_option("#f-source", "classifier")
+        page.select_option("#f-year", "2019")
+        expect(count).to_have_text("1 of 4 works")
+        expect(body.first).to_contain_text("(W2)")
+        page.select_option("#f-year", "")
+        page.select_option("#f-version", V2)
+        expect(count).to_have_text("1 of 4 works")
+        page.click("button[type=reset]")
+        expect(count).to_have_text("4 of 4 works")
+        assert problems == []
+    finally:
+        page.close()
 
 
-def test_index_shows_at_most_max_rows_in_a_real_browser(tmp_path, records):
-    sync_playwright, expect = _playwright()
+def test_index_shows_at_most_max_rows_in_a_real_browser(tmp_path, records, browser):
     site = tmp_path / "site"
     site.mkdir()
     row = index_row(records[3])
     rows = [dict(row, id=f"W{i}", href=f"works/unscored/W{i}.html") for i in range(1, 1202)]
     (site / "index.html").write_text(render_index(environment(), rows, built_at="x"), encoding="utf-8")
     write_static(site)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.goto((site / "index.html").as_uri())
-            expect(page.locator("#count")).to_have_text("1,201 of 1,201 works")
-            expect(page.locator("#results-body tr")).to_have_count(500)
-            expect(page.locator("#more")).to_contain_text("first 500 of 1,201 matches")
-        finally:
-            browser.close()
+    page = browser.new_page()
+    try:
+        page.goto((site / "index.html").as_uri())
+        expect(page.locator("#count")).to_have_text("1,201 of 1,201 works")
+        expect(page.locator("#results-body tr")).to_have_count(500)
+        expect(page.locator("#more")).to_contain_text("first 500 of 1,201 matches")
+    finally:
+        page.close()
