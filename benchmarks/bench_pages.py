@@ -16,6 +16,8 @@ process (nothing else in between):
 - ``baseline_after``: the baseline again (load on this shared machine drifts); ratio = pages seconds /
   mean of the two baselines;
 - ``index``: ``index_row`` for every record and ``render_index`` over the rows (size of index.html);
+- ``check``: what the blocking check ``records_may_ship`` does per record (JSON Schema through
+  fastjsonschema, then the SPEC section 8 rules), on the records as parsed JSON;
 - ``asset``: the ``work_pages`` asset itself through Dagster's executor (``fetch_abstracts: false``) over
   the same records stored as the ``work_records`` table: streaming, page_manifest upserts, the index;
   then again with nothing changed (it must render no page).
@@ -235,6 +237,17 @@ def profile_render(records: list[dict], top: int = 18) -> str:
     return buf.getvalue()
 
 
+def run_check(records: list[dict]) -> dict:
+    """schema_violation + ship_violations over every record (as JSON round-trips it); seconds and violations."""
+    from metacan_pipeline.publish.records import schema_violation, ship_violations
+
+    parsed = [json.loads(json.dumps(r, default=str)) for r in records]
+    schema_violation(parsed[0])  # compile the schema before the clock starts
+    t0 = time.perf_counter()
+    bad = sum(1 for r in parsed if schema_violation(r) or ship_violations(r))
+    return {"seconds": time.perf_counter() - t0, "violating": bad}
+
+
 def run_asset(records: list[dict], data: Path) -> dict:
     """The work_pages asset on ``records`` (as the work_records table), twice; seconds and pages rendered."""
     import hashlib
@@ -287,6 +300,7 @@ def main(argv: list[str] | None = None) -> None:
         _say(f"pages: {r['pages']['seconds']:.2f} s (load {_loadavg()})")
         r["baseline_after"] = run_baseline(records, scratch / "records_2")
         r["index"] = run_index(records, scratch / "site")
+        r["check"] = run_check(records)
         r["asset"] = run_asset(records, scratch / "asset_data")
         _say(f"asset: {r['asset']['first']['seconds']:.2f} s, unchanged re-run {r['asset']['unchanged']['seconds']:.2f} s (load {_loadavg()})")
         r["machine"]["load_at_end"] = _loadavg()
@@ -313,6 +327,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ratio     pages seconds / baseline seconds: {r['ratio_pages_vs_baseline']:.2f}x")
     print(f"index     index_row x {n:,}: {ix['index_row_seconds']:.2f} s; render_index: {ix['render_index_seconds']:.2f} s; "
           f"index.html {ix['index_bytes'] / 1e6:.1f} MB ({ix['bytes_per_work']:.0f} bytes per work)")
+    c = r["check"]
+    print(f"check     records_may_ship per record (schema + SPEC section 8): {n / c['seconds']:,.0f} records/s, {c['violating']} violating")
     a = r["asset"]
     r["asset_pages_per_s"] = a["first"]["pages_rendered"] / a["first"]["asset_seconds"]
     print(f"asset     work_pages (Dagster, no abstracts): {a['first']['pages_rendered']:,} pages in {a['first']['asset_seconds']:.2f} s "
