@@ -31,7 +31,8 @@ OpenAlex docs used:
 Failures: transport errors, timeouts, 429 and 5xx are retried (tenacity, at most ``max_attempts``
 requests per batch, Retry-After honoured up to ``retry_after_max_s``); another 4xx or a body that is
 not the expected JSON fails the batch at once. Failed answers are never cached, so the next fetch
-tries again. After ``breaker_after`` consecutive failed batches the rest of that fetch is not sent.
+tries again. After ``breaker_after`` consecutive failed batches nothing more is sent by this fetcher
+(one fetcher serves one page build). ``timeout_s`` bounds each request in all, not each read.
 The API key is sent but never logged nor put in an error message (the ``httpx`` log filter of
 :mod:`metacan_pipeline.openalex.api` masks it in request lines).
 """
@@ -102,9 +103,9 @@ class AbstractFetcher:
     ``batch_size``: ids per request, 1 to 50 (ValueError otherwise).
     ``cache_size``: most answers held (0 disables the cache); ``ttl_seconds``: how long an answer is
     served from the cache, in seconds of ``clock`` (``time.monotonic`` by default; injectable for tests).
-    ``timeout_s``: per-request httpx timeout in seconds. ``max_attempts``: requests per batch at most,
-    retries included. ``breaker_after``: consecutive failed batches after which the rest of a
-    :meth:`fetch` is not sent (0 disables). ``retry_wait_max_s``: cap of the exponential backoff
+    ``timeout_s``: seconds one request may take in all (connect, and reading the whole answer).
+    ``max_attempts``: requests per batch at most, retries included. ``breaker_after``: consecutive failed
+    batches after which this fetcher sends nothing more, in this or a later :meth:`fetch` (0 disables). ``retry_wait_max_s``: cap of the exponential backoff
     between retries; ``retry_after_max_s``: cap on a server's Retry-After, both in seconds.
     ``api_key_env``: environment variable holding the API key (absent or empty: no key).
     ``mailto``: sent as the ``mailto`` parameter when given. ``transport``: an httpx transport (tests).
@@ -142,6 +143,9 @@ class AbstractFetcher:
             _MASK.keys.add(self._api_key)
         self.cache: TTLCache[str, Abstract] | None = TTLCache(maxsize=cache_size, ttl=ttl_seconds, timer=clock) if cache_size else None
         self.calls = 0
+        #: consecutive failed batches over this fetcher's life: the breaker holds across fetch() calls (a page
+        #: build calls fetch() once per chunk); a batch that gets any answer resets it
+        self.failed_in_a_row = 0
         self._lock = threading.Lock()
         self.http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
 
@@ -183,18 +187,17 @@ class AbstractFetcher:
                 else:
                     out[wid] = hit
         batches = [todo[i:i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
-        failed_in_a_row = 0
         with tqdm(total=len(batches), desc="abstracts", unit="batch", disable=not progress) as bar:
             for batch in batches:
-                if self.breaker_after and failed_in_a_row >= self.breaker_after:
+                if self.breaker_after and self.failed_in_a_row >= self.breaker_after:
                     now = _utcnow()
-                    why = f"not attempted: OpenAlex unreachable ({failed_in_a_row} consecutive batches failed)"
+                    why = f"not attempted: OpenAlex unreachable ({self.failed_in_a_row} consecutive batches failed)"
                     for wid in batch:
                         out[wid] = Abstract(wid, "failed", None, why, now)
                     bar.update(1)
                     continue
                 answers = self._fetch_batch(batch)
-                failed_in_a_row = failed_in_a_row + 1 if all(a.status == "failed" for a in answers.values()) else 0
+                self.failed_in_a_row = self.failed_in_a_row + 1 if all(a.status == "failed" for a in answers.values()) else 0
                 with self._lock:
                     for wid, ans in answers.items():
                         if ans.status != "failed" and self.cache is not None:
@@ -216,8 +219,8 @@ class AbstractFetcher:
         records: dict[str, dict] = {}
         for rec in payload["results"]:
             wid = short_id(rec.get("id")) if isinstance(rec, dict) else None
-            if wid is not None and wid not in records:
-                records[wid] = rec
+            if wid is not None and (wid not in records or not records[wid].get("abstract_inverted_index")):
+                records[wid] = rec  # a duplicate result only replaces one without an abstract
         meta = payload.get("meta")
         count = meta.get("count") if isinstance(meta, dict) else None
         truncated = isinstance(count, int) and not isinstance(count, bool) and count > len(payload["results"])
@@ -231,7 +234,12 @@ class AbstractFetcher:
                 else:
                     out[wid] = Abstract(wid, "missing", None, None, now)
                 continue
-            text = tidy_abstract(deinvert(rec.get("abstract_inverted_index")))
+            index = rec.get("abstract_inverted_index")
+            if index is not None and index != {} and not _readable(index):
+                out[wid] = Abstract(wid, "failed", None, "OpenAlex sent an abstract_inverted_index that cannot be read "
+                                    f"(a {type(index).__name__} without token -> [positions] entries)", now)
+                continue
+            text = tidy_abstract(deinvert(index))
             out[wid] = Abstract(wid, "ok", text, None, now) if text else Abstract(wid, "none", None, None, now)
         return out
 
@@ -269,11 +277,13 @@ class AbstractFetcher:
             with self._lock:
                 self.calls += 1
             try:
-                resp = self.http.get("/works", params=params)
+                resp = self._get_within_deadline(params)
             except httpx.TimeoutException as exc:
                 raise TransientHTTPError(f"timeout ({type(exc).__name__}, limit {self.timeout_s:g} s)") from None
             except httpx.TransportError as exc:
                 raise TransientHTTPError(f"{type(exc).__name__}: {self._mask(str(exc))[:200]}") from None
+            except httpx.HTTPError as exc:  # e.g. a body that does not decode as its Content-Encoding says
+                raise _BatchFailed(f"{type(exc).__name__}: {self._mask(str(exc))[:200]}") from None
             code = resp.status_code
             if code == 429 or code >= 500:
                 raise TransientHTTPError(f"HTTP {code}", _retry_after(resp.headers.get("Retry-After")))
@@ -281,7 +291,7 @@ class AbstractFetcher:
                 raise _BatchFailed(f"HTTP {code} from OpenAlex /works (not retried): {self._mask(resp.text)[:200]}")
             try:
                 payload = resp.json()
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested deeper than the parser goes
                 raise _BatchFailed(f"OpenAlex /works answered HTTP {code} with a body that is not JSON ({exc})") from None
             if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
                 raise _BatchFailed(f"OpenAlex /works answered HTTP {code} with JSON that is not a list page "
@@ -292,6 +302,27 @@ class AbstractFetcher:
             return attempt()
         except TransientHTTPError as exc:
             raise _BatchFailed(f"{exc} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})") from None
+
+
+    def _get_within_deadline(self, params: dict) -> httpx.Response:
+        """GET /works, read in chunks, given up (``httpx.ReadTimeout``) once ``timeout_s`` has passed in all:
+        httpx's own timeout bounds each read, so a server trickling a byte at a time would otherwise hold
+        the page build without limit."""
+        deadline = time.monotonic() + self.timeout_s
+        with self.http.stream("GET", "/works", params=params) as resp:
+            body = bytearray()
+            for chunk in resp.iter_bytes():
+                body.extend(chunk)
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout(f"the answer took longer than {self.timeout_s:g} s in all", request=resp.request)
+            headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in ("content-encoding", "content-length")]
+            return httpx.Response(resp.status_code, headers=headers, content=bytes(body), request=resp.request)  # decoded already
+
+
+def _readable(index: object) -> bool:
+    """True when an inverted index has at least one ``token -> [int positions]`` entry (bools are not ints)."""
+    return isinstance(index, dict) and any(
+        isinstance(ps, list) and any(isinstance(p, int) and not isinstance(p, bool) for p in ps) for ps in index.values())
 
 
 def _utcnow() -> dt.datetime:
