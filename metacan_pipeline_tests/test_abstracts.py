@@ -6,6 +6,9 @@ failures a real server cannot easily produce, and deinvert on the real abstract 
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -13,7 +16,7 @@ import pytest
 from metacan_pipeline.openalex.abstract import deinvert, tidy_abstract
 from metacan_pipeline.publish.abstracts import Abstract, AbstractFetcher
 
-from .openalex_stub import StubOpenAlex, real_index as _index, real_works
+from .openalex_stub import real_index as _index, real_works
 
 LME4 = ("Maximum likelihood or restricted maximum likelihood (REML) estimates of the parameters in linear mixed-effects "
         "models can be determined using the lmer function in the lme4 package for R. As for most model-fitting functions "
@@ -323,3 +326,66 @@ def test_deinvert_hostile_positions():
     assert deinvert({"half": [1.5], "nan": [float("nan")], "str": ["2"], "ok": [0], "none": [None]}) == "ok"
     assert deinvert({"scalar": 3, "list": [0], "dict": {"0": 1}}) == "list"  # non-list positions: ignored
     assert deinvert({"b": [1, 10**9], "a": [0]}) == "a b b"  # sparse: order kept
+
+
+# ---- hostile answers (found by trying to break the fetcher) ---------------------------------------
+@pytest.mark.parametrize(("headers", "body"), [
+    ({}, b"[" * 100_000 + b"]" * 100_000),  # deeper than the JSON parser goes: RecursionError
+    ({"Content-Encoding": "gzip"}, b'{"results": []}'),  # not gzip: httpx.DecodingError
+], ids=["nested-json", "bad-content-encoding"])
+def test_hostile_bodies_fail_the_batch_and_never_escape_fetch(headers, body):
+    respond = lambda request: httpx.Response(200, headers=headers, stream=httpx.ByteStream(body))  # noqa: E731
+    got = _fetcher(respond, max_attempts=1).fetch(["W1", "W2"])
+    assert {a.status for a in got.values()} == {"failed"} and all(a.error for a in got.values())
+
+
+def test_unreadable_inverted_indexes_are_failures_not_missing_abstracts():
+    bodies = {"W1": ["a", "list"], "W2": {"Text": ["0", "1"]}, "W3": {"Text": [True]}, "W4": None, "W5": {"Fine.": [0]}}
+    page = httpx.Response(200, json={"meta": {"count": 6}, "results": [
+        {"id": f"https://openalex.org/{w}", "abstract_inverted_index": idx} for w, idx in bodies.items()]
+        + [{"id": "https://openalex.org/W5", "abstract_inverted_index": None}]})  # a duplicate result without one
+    got = _fetcher(_scripted(page)).fetch(list(bodies))
+    assert {w: a.status for w, a in got.items()} == {"W1": "failed", "W2": "failed", "W3": "failed", "W4": "none", "W5": "ok"}
+    assert "cannot be read" in got["W1"].error and got["W5"].text == "Fine."
+
+
+def test_a_trickling_server_is_cut_off_at_the_timeout():
+    """timeout_s bounds the whole request: httpx's own timeout is per read, and a byte every 0.3 s never trips it."""
+    body = b'{"meta": {"count": 0}, "results": []}'
+
+    class Trickle(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.3)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        t0 = time.monotonic()
+        with AbstractFetcher(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=1.0, max_attempts=1) as f:
+            got = f.fetch(["W1"])
+        assert time.monotonic() - t0 < 3 and got["W1"].status == "failed" and "timeout" in got["W1"].error
+    finally:
+        server.shutdown()
+
+
+def test_the_breaker_holds_across_the_fetch_calls_of_one_build():
+    """work_pages calls fetch() once per chunk: an OpenAlex refusing everything costs breaker_after batches
+    of max_attempts requests for the whole build, not per chunk."""
+    f = _fetcher(_scripted(httpx.Response(429, headers={"Retry-After": "0"})), retry_after_max_s=0)
+    for chunk in range(5):
+        got = f.fetch([f"W{chunk * 2000 + i + 1}" for i in range(2000)])
+        assert {a.status for a in got.values()} == {"failed"}
+    assert f.calls == 2 * 3 and "not attempted: OpenAlex unreachable" in got["W10000"].error
