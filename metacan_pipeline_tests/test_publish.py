@@ -14,7 +14,7 @@ from metacan_pipeline.openalex.reader import Record
 from metacan_pipeline.openalex.works import work_row
 from metacan_pipeline.publish.assets import PagesConfig, records_may_ship, work_pages, work_records
 from metacan_pipeline.publish.abstracts import Abstract
-from metacan_pipeline.publish.pages import environment, page_path, render_work
+from metacan_pipeline.publish.pages import environment, index_row, page_path, render_work
 from metacan_pipeline.publish.records import SCHEMA_PATH, build_record, classification_card, schema_violation, ship_violations
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
@@ -128,7 +128,10 @@ def test_schema_vocabularies_are_the_spec_vocabularies_and_it_rejects_what_may_n
         "category_scores_codex": lambda r: r["prediction"].update(category_scores_codex=[0.1] * 8),
         "validation_status": lambda r: r["machine_scores"].update(validation_status="mature"),
         "request_hash": lambda r: r["lineage"]["teacher_calls"][0].pop("request_hash"),
+        "model_version must match pattern": lambda r: r["prediction"].update(model_version=".."),
     }
+    for version in ("unscored", ".hidden", "-x", "x" * 129, "a/b"):  # what page_path refuses, the schema refuses
+        assert "model_version must match pattern" in schema_violation({**good, "prediction": {**good["prediction"], "model_version": version}})
     for expected, breaker in breaks.items():
         bad = json.loads(json.dumps(good))
         breaker(bad)
@@ -163,6 +166,12 @@ def test_ship_violations_and_card_precedence(openalex_dir):
     assert classification_card(nothing) == {"kind": "none"}
     html = render_work(environment(), nothing, None, CTX)
     assert "Not classified yet" in html and "absence is not a negative" in html.lower()
+    # scored, and no category called on either side: a machine prediction, never "not classified yet"
+    scored = build_record(row, [], _prediction(row["id"]), _machine(row["id"]), None)
+    assert classification_card(scored) == {"kind": "no_category", "categories": [], "model_version": "metacan-v0-hybrid-000000000000"}
+    html = render_work(environment(), scored, None, CTX)
+    assert "Machine prediction (no category)" in html and "Not classified yet" not in html
+    assert (index_row(scored)["source"], index_row(scored)["mode"]) == ("classifier", None)
 
 
 def _write_world(storage: MetacanStorage, openalex_dir, machine_extra=None):
@@ -202,6 +211,7 @@ def test_blocking_check_stops_pages(tmp_path, openalex_dir, openalex_api, violat
         assert evals[0].metadata["violating_records"].value == 1
         assert any("schema" in v and "machine_scores" in v for v in evals[0].metadata["violations"].value)
         assert "work_pages" not in materialized and not page.exists()
+        assert not (storage.site_dir / "records" / f"{wid}.json").exists()  # nothing the check refused is published
         assert openalex_api.hits == []
     else:
         assert result.success and materialized == {"work_records", "work_pages"}
@@ -269,3 +279,43 @@ def test_pages_ask_openalex_once_per_50_works(tmp_path, openalex_dir, openalex_a
         statuses = dict(con.execute("SELECT abstract_status, count(*) FROM page_manifest GROUP BY ALL").fetchall())
     with_text = sum(1 for w in ids if real_works()[w].get("abstract_inverted_index"))
     assert statuses.get("ok", 0) == with_text and sum(statuses.values()) == 120
+
+
+def test_the_site_follows_the_frame_and_the_renderer(tmp_path, openalex_dir, openalex_api, monkeypatch):
+    """A work that leaves the frame leaves the site; a manifest row whose path was tampered with does not
+    hide a missing page; a changed template re-renders every page; a duplicated work stops the records."""
+    from metacan_pipeline.publish import assets
+
+    resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
+    storage = resources["storage"]
+    first = _frame_row(openalex_dir)
+    second = {**first, "id": "W2"}
+    storage.write_table("frame", pa.Table.from_pylist([first, second], schema=FRAME_SCHEMA))
+    storage.write_table("direct_labels_gemma", pa.Table.from_pylist([], schema=LABELS_SCHEMA))
+    storage.write_table("predictions", pa.Table.from_pylist([_prediction(first["id"]), _prediction("W2")], schema=PRED_SCHEMA))
+    storage.write_table("student_heads", pa.Table.from_pylist([], schema=HEADS_SCHEMA))
+    storage.write_table("machine_scores", pa.Table.from_pylist([_machine(first["id"]), _machine("W2")], schema=MACHINE_SCHEMA))
+    pages = lambda **cfg: _pages_run(resources, openalex_api, **cfg).asset_materializations_for_node("work_pages")[0].metadata  # noqa: E731
+    assert pages()["pages_rendered"].value == 2
+    site = storage.site_dir
+    w2_page = site / "works" / "metacan-v0-hybrid-000000000000" / "W2.html"
+    assert w2_page.exists() and (site / "records" / "W2.json").exists()
+    # a manifest path pointing at another existing file, and the real page deleted: rendered again
+    with storage.connect() as con:
+        con.execute("UPDATE page_manifest SET page_path = '../../../../etc/passwd' WHERE id = 'W2'")
+    w2_page.unlink()
+    assert pages()["pages_rendered"].value == 1 and w2_page.exists()
+    # the renderer changed (a template edit): every page is rendered again without being asked
+    monkeypatch.setattr(assets, "renderer_fingerprint", lambda: "a-new-template")
+    assert pages()["pages_rendered"].value == 2
+    # W2 leaves the frame: its record and page go, the index forgets it
+    storage.write_table("frame", pa.Table.from_pylist([first], schema=FRAME_SCHEMA))
+    md = pages()
+    assert md["pages_withdrawn"].value == 1 and md["pages_rendered"].value == 0
+    assert not w2_page.exists() and not (site / "records" / "W2.json").exists() and "W2.html" not in (site / "index.html").read_text()
+    # the same work twice: the records stop with its id, and the site keeps what it had
+    storage.write_table("frame", pa.Table.from_pylist([first, first], schema=FRAME_SCHEMA))
+    result = _pages_run(resources, openalex_api)
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert not result.success and f"work {first['id']} appears twice" in failure
+    assert (site / "records" / f"{first['id']}.json").exists()

@@ -4,6 +4,7 @@
 import datetime as dt
 import hashlib
 import json
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,6 +15,7 @@ import pyarrow as pa
 from pydantic import Field
 from tqdm import tqdm
 
+from .. import __version__
 from ..frame.api_refresh import API_URL_ENV
 from ..meta import counts_markdown, table_metadata
 from ..openalex.api import DEFAULT_BASE_URL
@@ -26,6 +28,7 @@ from .lineage import build_lineage, lineage_record
 from .pages import environment, index_row, page_path, render_index, render_work, write_static
 from .records import SCHEMA_PATH, build_record, schema_violation, ship_violations
 
+_HERE = Path(__file__).resolve().parent
 RECORDS_SCHEMA = pa.schema([("id", pa.string()), ("record_json", pa.string()), ("record_hash", pa.string())])
 
 
@@ -64,41 +67,46 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
     time, the model version and the run of each stage). Every record validates against
     ``publish/work_record.schema.json`` (the blocking check ``records_may_ship`` enforces it).
 
-    Writes the table ``work_lineage`` (one row per work), the table ``work_records`` (id, record JSON,
-    ``record_hash`` = SHA-256/16 of the JSON text) and ``data/site/records/<id>.json``, the latter only
-    for records whose hash changed since the previous materialization (or whose file is missing).
+    Writes the table ``work_lineage`` (one row per work) and the table ``work_records`` (id, record JSON,
+    ``record_hash`` = SHA-256/16 of the JSON text). Nothing reaches ``data/site`` here: ``work_pages``
+    publishes a record's file with its page, after the blocking check has passed.
+    Raises ``dg.Failure`` naming the id when the frame holds one work twice or an id that is not ``^W\\d+$``.
     """
     label_tables = [f"direct_labels_{t}" for t in TEACHERS]
     build_lineage(storage, label_tables)
     previous = ({r["id"]: r["record_hash"] for r in storage.read_table("work_records", ["id", "record_hash"]).to_pylist()}
                 if storage.has_table("work_records") else {})
-    rec_dir = storage.site_dir / "records"
-    rec_dir.mkdir(parents=True, exist_ok=True)
-    written = 0
+    changed = 0
     preview: list[dict] = []
 
     def batches():
-        nonlocal written
+        nonlocal changed
+        last = None
         for rows in _record_inputs(storage, [t for t in label_tables if storage.has_table(t)]):
             out = []
             for row in rows:
-                wid = _safe_id(row["work"]["id"])
+                wid = row["work"]["id"]
+                if not is_work_id(wid):
+                    raise dg.Failure(description=f"the frame holds the work id {wid!r}, which is not ^W\\d+$: no record is "
+                                                 f"written; rebuild the frame (its check frame_ids_unique and the reader refuse such ids)",
+                                     allow_retries=False)
+                if wid == last:  # rows come ordered by id: a repeat is a duplicate (frame or a table joined to it)
+                    raise dg.Failure(description=f"work {wid} appears twice among the records' inputs (frame, predictions, "
+                                                 f"machine_scores or work_lineage): no record is written; re-materialize the frame "
+                                                 f"and the scoring assets so that each holds one row per work", allow_retries=False)
+                last = wid
                 record = build_record(row["work"], row["labels"], row["pred"], row["machine"], lineage_record(row["lineage"]))
                 text = json.dumps(record, ensure_ascii=False, default=str)
                 digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-                path = rec_dir / f"{wid}.json"
-                if previous.get(wid) != digest or not path.exists():
-                    _write_atomic(path, text)
-                    written += 1
+                changed += previous.get(wid) != digest
                 out.append({"id": wid, "record_json": text, "record_hash": digest})
             preview.extend(out[: 10 - len(preview)])
             yield pa.Table.from_pylist(out, schema=RECORDS_SCHEMA)
 
     n = storage.write_table("work_records", batches(), schema=RECORDS_SCHEMA)
-    context.log.info(f"work_records: {n} records ({written} new or changed) in {rec_dir}")
+    context.log.info(f"work_records: {n} records ({changed} new or changed since the last materialization)")
     return dg.MaterializeResult(metadata=table_metadata(
-        RECORDS_SCHEMA, n, preview, ["id", "record_hash"], records_dir=dg.MetadataValue.path(str(rec_dir)),
-        records_written=written, records_unchanged=n - written,
+        RECORDS_SCHEMA, n, preview, ["id", "record_hash"], records_changed=changed, records_unchanged=n - changed,
         lineage_table="work_lineage", json_schema=dg.MetadataValue.path(str(SCHEMA_PATH))))
 
 
@@ -170,11 +178,51 @@ class PagesConfig(dg.Config):
 
 #: One row per work page: the record hash it was rendered from (incremental rendering), where it is, what
 #: happened to its abstract (ok | none | missing | failed | off), when and by which run.
-PAGE_MANIFEST_SCHEMA = pa.schema([("id", pa.string()), ("record_hash", pa.string()), ("page_path", pa.string()),
-                                  ("abstract_status", pa.string()), ("rendered_at", pa.timestamp("s")), ("run_id", pa.string())])
-PAGE_MANIFEST_DDL = """CREATE TABLE IF NOT EXISTS page_manifest (
-    id VARCHAR PRIMARY KEY, record_hash VARCHAR, page_path VARCHAR, abstract_status VARCHAR, rendered_at TIMESTAMP, run_id VARCHAR)"""
+PAGE_MANIFEST_SCHEMA = pa.schema([("id", pa.string()), ("record_hash", pa.string()), ("renderer", pa.string()),
+                                  ("page_path", pa.string()), ("abstract_status", pa.string()), ("rendered_at", pa.timestamp("s")),
+                                  ("run_id", pa.string())])
+PAGE_MANIFEST_DDL = f"""CREATE TABLE IF NOT EXISTS page_manifest (
+    {", ".join(f"{f.name} {'TIMESTAMP' if f.name == 'rendered_at' else 'VARCHAR'}{' PRIMARY KEY' if f.name == 'id' else ''}"
+               for f in PAGE_MANIFEST_SCHEMA)})"""
 _CHUNK = 2000
+
+
+def renderer_fingerprint() -> str:
+    """SHA-256 (16 hex) of what turns a record into a page: the templates, the static files, the package
+    version. Stored with each page, so a changed template re-renders every page without being asked."""
+    digest = hashlib.sha256(__version__.encode())
+    for folder in (_HERE / "templates", _HERE / "static"):
+        for path in sorted(folder.iterdir()):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _page_path_ok(wid: str, page: str | None) -> bool:
+    """True when a stored page path is what :func:`.pages.page_path` makes: ``works/<version>/<id>.html``."""
+    return bool(page) and re.fullmatch(rf"works/[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}/{wid}\.html", page) is not None
+
+
+def _published(storage: MetacanStorage, wid: str, page: str | None) -> bool:
+    """True when the work's record file and the page the manifest names both exist; a manifest path
+    that :func:`_page_path_ok` refuses counts as missing (the page is rendered again)."""
+    return (_page_path_ok(wid, page) and (storage.site_dir / page).exists()
+            and (storage.site_dir / "records" / f"{wid}.json").exists())
+
+
+def _withdraw(storage: MetacanStorage, gone: dict[str, str | None]) -> int:
+    """Remove the record file and current page of works that left the frame, and their manifest rows.
+    Pages of earlier model versions stay where they are: their permalinks were published."""
+    if not gone:
+        return 0
+    for wid, page in gone.items():
+        if is_work_id(wid):
+            (storage.site_dir / "records" / f"{wid}.json").unlink(missing_ok=True)
+            if _page_path_ok(wid, page):
+                (storage.site_dir / page).unlink(missing_ok=True)
+    with storage.connect() as con:
+        con.register("gone", pa.table({"id": list(gone)}))
+        con.execute("DELETE FROM page_manifest WHERE id IN (SELECT id FROM gone)")
+    return len(gone)
 
 
 def _page_context(storage: MetacanStorage) -> dict:
@@ -203,15 +251,18 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     hashes: dict[str, str] = {}
     for b in storage.iter_batches("work_records", columns=["id", "record_hash"]):
         hashes.update(zip(b.column("id").to_pylist(), b.column("record_hash").to_pylist()))
+    renderer = renderer_fingerprint()
     with storage.connect() as con:
         con.execute(PAGE_MANIFEST_DDL)
-        manifest = {r[0]: (r[1], r[2], r[3]) for r in con.execute("SELECT id, record_hash, page_path, abstract_status FROM page_manifest").fetchall()}
+        manifest = {r[0]: r[1:] for r in con.execute(
+            "SELECT id, record_hash, renderer, page_path, abstract_status FROM page_manifest").fetchall()}
     todo = set()
     for wid, digest in hashes.items():
-        last = manifest.get(wid)
-        if (config.rerender_all or last is None or last[0] != digest or not (storage.site_dir / last[1]).exists()
-                or (config.retry_failed_abstracts and last[2] == "failed")):
-            todo.add(_safe_id(wid))
+        last = manifest.get(_safe_id(wid))
+        if (config.rerender_all or last is None or last[0] != digest or last[1] != renderer
+                or not _published(storage, wid, last[2]) or (config.retry_failed_abstracts and last[3] == "failed")):
+            todo.add(wid)
+    withdrawn = _withdraw(storage, {wid: last[2] for wid, last in manifest.items() if wid not in hashes})
     env = environment()
     preview: list[dict] = []  # the first pages rendered by this run, for the UI
     rendered_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)  # UTC, as page_manifest stores it
@@ -219,30 +270,32 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     statuses: Counter[str] = Counter()
     fetcher = AbstractFetcher(config.openalex_api_url or None) if config.fetch_abstracts else None
 
-    def render(chunk: list[tuple[str, dict]]) -> None:
-        """Fetch the chunk's abstracts (batches of 50), write its pages, then record them in page_manifest."""
-        abstracts = fetcher.fetch([wid for wid, rec in chunk if rec["has_abstract"]]) if fetcher is not None else {}
+    def render(chunk: list[tuple[str, dict, str]]) -> None:
+        """Fetch the chunk's abstracts (batches of 50), write its records and pages, then note them in page_manifest."""
+        abstracts = fetcher.fetch([wid for wid, rec, _ in chunk if rec["has_abstract"]]) if fetcher is not None else {}
         rows = []
-        for wid, rec in chunk:
+        for wid, rec, text in chunk:
             abstract = abstracts.get(wid) if fetcher is not None else None
             if fetcher is not None and abstract is None:  # the frame saw no abstract: no call for it
                 abstract = Abstract(wid, "none", None, None, None)
             path = page_path(rec)
+            _write_atomic(storage.site_dir / "records" / f"{wid}.json", text)
             _write_atomic(storage.site_dir / path, render_work(env, rec, abstract, page_ctx))
             status = abstract.status if abstract is not None else "off"
             statuses[status] += 1
-            rows.append((wid, hashes[wid], path, status, rendered_at, context.run.run_id))
+            rows.append((wid, hashes[wid], renderer, path, status, rendered_at, context.run.run_id))
             if len(preview) < 10:
                 preview.append(dict(zip(PAGE_MANIFEST_SCHEMA.names, rows[-1])))
         rendered = pa.Table.from_pylist([dict(zip(PAGE_MANIFEST_SCHEMA.names, r)) for r in rows], schema=PAGE_MANIFEST_SCHEMA)
         with storage.connect() as con:  # one set-based upsert (executemany would cost a statement per page)
             con.execute(PAGE_MANIFEST_DDL)
             con.register("rendered", rendered)
-            con.execute("INSERT OR REPLACE INTO page_manifest SELECT * FROM rendered")
+            con.execute(f"INSERT OR REPLACE INTO page_manifest ({', '.join(PAGE_MANIFEST_SCHEMA.names)}) "
+                        f"SELECT {', '.join(PAGE_MANIFEST_SCHEMA.names)} FROM rendered")
         bar.update(len(chunk))
 
     index_rows = []
-    pending: list[tuple[str, dict]] = []
+    pending: list[tuple[str, dict, str]] = []
     try:  # records are streamed: memory holds one Parquet batch, one chunk of pages and the index rows
         with tqdm(total=len(todo), desc="work pages", unit="page", mininterval=5, disable=not todo) as bar:
             for b in storage.iter_batches("work_records", batch_size=_CHUNK, columns=["id", "record_json"]):
@@ -250,7 +303,7 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
                     rec = json.loads(text)
                     index_rows.append(index_row(rec))
                     if wid in todo:
-                        pending.append((wid, rec))
+                        pending.append((wid, rec, text))
                 if len(pending) >= _CHUNK:
                     render(pending)
                     pending = []
@@ -274,7 +327,8 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
                      f"abstracts {dict(statuses)} with {calls} OpenAlex call(s); index {index_path}")
     return dg.MaterializeResult(metadata={
         **table_metadata(PAGE_MANIFEST_SCHEMA, len(hashes), preview, ["id", "page_path", "abstract_status", "run_id"]),
-        "pages_rendered": len(todo), "pages_unchanged": len(hashes) - len(todo),
+        "pages_rendered": len(todo), "pages_unchanged": len(hashes) - len(todo), "pages_withdrawn": withdrawn,
+        "renderer": renderer,
         "seconds": round(seconds, 2), "pages_dir": dg.MetadataValue.path(str(storage.site_dir / "works")),
         "index": dg.MetadataValue.path(str(index_path)), "index_rewritten": index_written,
         "example_page": dg.MetadataValue.path(str(example)),

@@ -132,8 +132,8 @@ def index_row(record: dict) -> dict:
     - ``title``: the title text ("" when OpenAlex has none); ``year``: int or None;
     - ``routes``: the route keys that admitted the work, among ca_aff, ca_fund, ca_venue, about_ca;
     - ``source``: "direct" (a direct teacher or rule label is shown first), "classifier" (a consensus or
-      candidate prediction) or "none" (not classified yet); ``mode``: "consensus" | "candidate" for
-      the classifier, None otherwise (SPEC section 8: direct labels and predictions never share a badge);
+      candidate prediction, or a prediction with no category) or "none" (not classified yet); ``mode``:
+      "consensus" | "candidate" for a classifier call with categories, None otherwise (SPEC section 8: direct labels and predictions never share a badge);
     - ``model_version``: the version the page shows (None: no prediction); ``classification``: short
       human text; ``href``: :func:`page_path`.
     """
@@ -144,6 +144,8 @@ def index_row(record: dict) -> dict:
                         for l in card["labels"])
     elif kind == "none":
         cls = "not classified yet"
+    elif kind == "no_category":
+        cls = "prediction: no category"
     else:
         cls = f"{kind} prediction: " + ", ".join(CATEGORY_DISPLAY[c] for c in card["categories"])
     return {"id": record["id"], "title": record["title"] or "", "year": record["year"],

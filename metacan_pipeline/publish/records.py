@@ -132,7 +132,10 @@ def ship_violations(record: dict) -> list[str]:
 def classification_card(record: dict) -> dict[str, Any]:
     """What the Classification card shows, by precedence: direct labels, then consensus, then candidate.
 
-    Returns ``{"kind": "direct"|"consensus"|"candidate"|"none", "categories": [...], "source": ...}``.
+    Returns ``{"kind": "direct"|"consensus"|"candidate"|"no_category"|"none", ...}``: ``labels`` for
+    direct, ``categories`` and ``model_version`` for the prediction kinds. ``no_category``: the
+    classifier scored the work and called none of the categories on either side (a machine output,
+    unvalidated, not a judgement that it is not meta-research).
     An empty category list from a labelled direct label means "not meta-research" (a judgement);
     no label and no prediction at all means "not classified yet" (absence is not a negative).
     """
@@ -147,4 +150,6 @@ def classification_card(record: dict) -> dict[str, Any]:
     rule = [l for l in record.get("direct_labels") or [] if l["status"] == "labelled"]
     if rule:
         return {"kind": "direct", "labels": rule}
+    if record.get("prediction"):
+        return {"kind": "no_category", "categories": [], "model_version": pred.get("model_version")}
     return {"kind": "none"}
