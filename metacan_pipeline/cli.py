@@ -124,14 +124,17 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
                      + "; ".join(f"{t} n={n} positives={pos} AP {fmt(ap)} AUROC {fmt(auc)}" for t, n, pos, ap, auc in metrics))
         ms = con.execute("SELECT validation_status, any_value(rounds_run), count(*) FROM machine_scores GROUP BY ALL").fetchall()
         lines.append("Machine scores: " + ", ".join(f"{s} {c} (after {r} round{'s' if r != 1 else ''})" for s, r, c in ms))
-        first = con.execute(  # a work with the most routes and an abstract: the fullest page
-            "SELECT id FROM frame ORDER BY ca_aff::INT + ca_fund::INT + ca_venue::INT + about_ca::INT DESC, has_abstract DESC,"
-            " in_sampling_frame DESC, id LIMIT 1").fetchone()
-    pages = st.site_dir / "works"
-    lines.append(f"Pages: {len(list(pages.glob('*.html')))} in {pages}")
+        first = pages = None
+        if "page_manifest" in tables:
+            pages = con.execute("SELECT count(*), count(DISTINCT split_part(page_path, '/', 2)) FROM page_manifest").fetchone()
+            first = con.execute(  # a work with the most routes and an abstract: the fullest page
+                "SELECT m.page_path FROM frame f JOIN page_manifest m USING (id) ORDER BY ca_aff::INT + ca_fund::INT + ca_venue::INT "
+                "+ about_ca::INT DESC, has_abstract DESC, in_sampling_frame DESC, id LIMIT 1").fetchone()
+    if pages:
+        lines.append(f"Pages: {pages[0]} in {st.site_dir / 'works'} ({pages[1]} model-version folder{'s' if pages[1] != 1 else ''})")
     lines.append(f"Index: {st.site_dir / 'index.html'}")
     if first:
-        lines.append(f"Open one: {pages / (first[0] + '.html')}")
+        lines.append(f"Open one: {st.site_dir / first[0]}")
     return "\n".join(lines)
 
 
@@ -173,44 +176,28 @@ def lineage_text(row: dict) -> str:
         f"  entity lists       {row['entity_list_versions'] or 'not recorded'}",
         f"  lexicon            {row['lexicon_version'] or 'not recorded'}",
         f"  student model      {row['model_version'] or 'none'}" + (f" (trained by run {row['student_run_id']})" if row["student_run_id"] else ""),
-        "  machine scores     " + (f"round {row['machine_round']} (run {row['machine_scores_run_id']}, {row['machine_validation_status']})"
+        "  machine scores     " + (f"round {row['machine_round']} (run {row['machine_scores_run_id'] or 'not recorded'}, {row['machine_validation_status']})"
                                     if row["machine_round"] is not None else "none"),
         f"  teacher calls      {len(row['teacher_calls'])}",
     ]
     for c in row["teacher_calls"]:
-        lines.append(f"    {c['teacher']:<8} {c['model']} prompt {c['prompt_version']} {c['label_status']}"
+        lines.append(f"    {c['teacher'] or '?':<8} {c['model']} prompt {c['prompt_version']} {c['label_status']}"
                      f"{'' if c['source'] in (None, 'teacher_call') else ' (' + c['source'] + ')'}"
                      f" call {c['call_id'] or 'none'} request {c['request_hash'] or 'none'} at {c['called_at'] or '?'}"
                      f" run {c['run_id'] or '?'}" + (f" archive {c['archive']}" if c.get("archive") else ""))
     if row.get("page_path"):
-        lines.append(f"  page               {row['page_path']} (rendered {row['rendered_at']} by run {row['page_run_id']})")
+        lines.append(f"  page               {row['page_path']} (rendered {row['rendered_at']} UTC by run {row['page_run_id']})")
     return "\n".join(lines)
 
 
-@app.command()
-def lineage(
-    work_ids: Annotated[list[str], typer.Argument(help="OpenAlex work ids (W followed by digits), e.g. W2741809807.")],
-    data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per work) instead of text."),
-) -> None:
-    """Print what produced each number a work's page shows: frame build, input record, entity lists, every
-    teacher call (model, prompt version, request hash, time), the model version and each stage's run."""
+def _print_lineage(db: Path, work_ids: list[str], as_json: bool) -> int:
+    """Print the lineage of each id from ``db`` (read-only); returns how many ids are not in the frame."""
     import json
 
     import duckdb
 
-    from .openalex.ids import is_work_id
     from .publish.lineage import lineage_of
-    from .storage import default_data_dir
 
-    bad = [w for w in work_ids if not is_work_id(w)]
-    if bad:
-        typer.echo(f"not a work id: {', '.join(repr(b) for b in bad)}; give ids like W2741809807 (W followed by digits)", err=True)
-        raise typer.Exit(2)
-    db = Path(data_dir or default_data_dir(), "metacan.duckdb")
-    if not db.exists():
-        typer.echo(f"no database at {db}: run `metacan run` (or materialize work_records in the Dagster UI) first", err=True)
-        raise typer.Exit(1)
     con = duckdb.connect(str(db), read_only=True)
     try:
         views = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
@@ -229,8 +216,38 @@ def lineage(
                 if page:
                     row.update(page_path=page[0], rendered_at=str(page[1]), page_run_id=page[2])
             typer.echo(json.dumps(row, default=str) if as_json else lineage_text(row))
+        return missing
     finally:
         con.close()
+
+
+@app.command()
+def lineage(
+    work_ids: Annotated[list[str], typer.Argument(help="OpenAlex work ids (W followed by digits), e.g. W2741809807.")],
+    data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (one object per work) instead of text."),
+) -> None:
+    """Print what produced each number a work's page shows: frame build, input record, entity lists, every
+    teacher call (model, prompt version, request hash, time), the model version and each stage's run."""
+    import duckdb
+
+    from .openalex.ids import is_work_id
+    from .storage import default_data_dir
+
+    bad = [w for w in work_ids if not is_work_id(w)]
+    if bad:
+        typer.echo(f"not a work id: {', '.join(repr(b) for b in bad)}; give ids like W2741809807 (W followed by digits)", err=True)
+        raise typer.Exit(2)
+    db = Path(data_dir or default_data_dir(), "metacan.duckdb")
+    if not db.exists():
+        typer.echo(f"no database at {db}: run `metacan run` (or materialize work_records in the Dagster UI) first", err=True)
+        raise typer.Exit(1)
+    try:
+        missing = _print_lineage(db, work_ids, as_json)
+    except duckdb.Error as exc:  # held by a writing run, unreadable, or a table's files gone
+        typer.echo(f"cannot read the lineage from {db}: {str(exc).splitlines()[0]}. If a run is writing the database, try again "
+                   f"when it ends; otherwise re-materialize work_records (`metacan run`).", err=True)
+        raise typer.Exit(1) from None
     if missing:
         raise typer.Exit(1)
 

@@ -9,7 +9,8 @@ from the environment when this module is imported:
   ``direct_labels_<name>`` asset per teacher; ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` /
   ``_PROMPT_VERSION`` override a teacher's endpoint.
 - ``METACAN_OPENALEX_API_URL`` and ``OPENALEX_API_KEY``: the OpenAlex API for ``openalex_api_refresh``
-  (job ``api_refresh``, schedule ``weekly_api_refresh``, stopped by default: it buys API calls).
+  (job ``api_refresh``, schedule ``weekly_api_refresh``, stopped by default: it buys API calls) and for the
+  abstracts ``work_pages`` fetches live.
 """
 
 from __future__ import annotations

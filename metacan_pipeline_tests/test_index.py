@@ -276,3 +276,20 @@ def test_index_shows_at_most_max_rows_in_a_real_browser(tmp_path, records, brows
         expect(page.locator("#more")).to_contain_text("first 500 of 1,201 matches")
     finally:
         page.close()
+
+
+def test_index_search_folds_accents_and_case_under_node():
+    """What a reader types finds the title however it is encoded: "resume" finds a decomposed "Résumé",
+    "istanbul" finds "İstanbul" (JavaScript lower-cases İ to i + a combining dot)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    titles = {"W1": "Re\u0301sume\u0301 of peer review", "W2": "\u0130stanbul cohort", "W3": "R\u00e9sum\u00e9 (composed)"}
+    rows = [[dict(id=w, title=t, year=2020, routes=[], source="none", mode=None, model_version=None, classification="",
+                  href=f"works/unscored/{w}.html")[f] for f in INDEX_FIELDS] for w, t in titles.items()]
+    cases = [{"q": "resume"}, {"q": "RÉSUMÉ"}, {"q": "istanbul"}, {"q": "İstanbul"}]
+    driver = NODE_DRIVER.replace("count: [api.countText(2, 4), api.countText(1234, 56789), api.countText(1, 1)]", "count: []")
+    payload = json.dumps({"block": json.dumps({"fields": list(INDEX_FIELDS), "rows": rows}), "cases": cases})
+    done = subprocess.run([node, "-e", driver, str(INDEX_JS)], input=payload, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["out"] == [["W1", "W3"], ["W1", "W3"], ["W2"], ["W2"]]

@@ -5,13 +5,14 @@ zero teacher calls.
 """
 
 import json
+from pathlib import Path
 
 import dagster as dg
 import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from metacan_pipeline.cli import app
+from metacan_pipeline.cli import app, summary_text
 from metacan_pipeline.publish.lineage import lineage_of
 from metacan_pipeline.publish.records import schema_violation
 
@@ -96,6 +97,10 @@ def test_every_record_matches_the_json_schema(two_runs):
     assert "ca_aff must be boolean" in schema_violation(broken)
 
 
+def row_count(con, table: str) -> int:
+    return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
 def test_lineage_names_every_teacher_call_and_stage_run(two_runs, capsys):
     data, first, _ = two_runs
     con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
@@ -120,6 +125,18 @@ def test_lineage_names_every_teacher_call_and_stage_run(two_runs, capsys):
     assert bad.exit_code == 2 and "not a work id" in bad.output
     absent = runner.invoke(app, ["lineage", "W1", "--data-dir", str(data)])
     assert absent.exit_code == 1 and "not in the frame" in absent.output
+    # the summary names a page that exists
+    text = summary_text(str(data))
+    assert f"Pages: {row_count(con, 'frame')} in" in text
+    assert Path(text.split("Open one: ")[1].strip()).is_file()
+    con.close()
+    writer = duckdb.connect(str(data / "metacan.duckdb"))  # a connection that conflicts with the command's read-only one
+    try:
+        busy = runner.invoke(app, ["lineage", "W1951724000", "--data-dir", str(data)])
+    finally:
+        writer.close()
+    assert busy.exit_code == 1 and "cannot read the lineage from" in busy.output and busy.exception is not None
+    assert isinstance(busy.exception, SystemExit)  # a clear message and exit 1, not a traceback
 
 
 def test_second_run_makes_zero_teacher_calls(two_runs):

@@ -166,6 +166,11 @@ def test_ship_violations_and_card_precedence(openalex_dir):
     assert classification_card(nothing) == {"kind": "none"}
     html = render_work(environment(), nothing, None, CTX)
     assert "Not classified yet" in html and "absence is not a negative" in html.lower()
+    # a rule label (out of the sampling frame, no model call) is a direct label: it comes before a candidate prediction
+    rule = {**_label(row["id"], "gemma", ["insufficient_payload"]), "source": "frame_rule", "call_id": None}
+    candidate = {**_prediction(row["id"]), "candidate_categories": ["sts"]}
+    card = classification_card(build_record(row, [rule], candidate, _machine(row["id"]), None))
+    assert card["kind"] == "direct" and card["labels"][0]["source"] == "frame_rule"
     # scored, and no category called on either side: a machine prediction, never "not classified yet"
     scored = build_record(row, [], _prediction(row["id"]), _machine(row["id"]), None)
     assert classification_card(scored) == {"kind": "no_category", "categories": [], "model_version": "metacan-v0-hybrid-000000000000"}

@@ -172,7 +172,8 @@ class PagesConfig(dg.Config):
         "False: pages say abstracts were not fetched."))
     openalex_api_url: str = Field(default="", description=f"OpenAlex API root for abstracts. Empty: ${API_URL_ENV} or {DEFAULT_BASE_URL}.")
     retry_failed_abstracts: bool = Field(default=False, description=(
-        "Also re-render pages whose abstract fetch failed last time (their record is unchanged)."))
+        "Also re-render pages whose record is unchanged but whose abstract is not shown because the fetch failed "
+        "or was off last time (e.g. once the API is reachable again)."))
     rerender_all: bool = Field(default=False, description="Render every page, changed or not (e.g. after a template change).")
 
 
@@ -260,7 +261,7 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     for wid, digest in hashes.items():
         last = manifest.get(_safe_id(wid))
         if (config.rerender_all or last is None or last[0] != digest or last[1] != renderer
-                or not _published(storage, wid, last[2]) or (config.retry_failed_abstracts and last[3] == "failed")):
+                or not _published(storage, wid, last[2]) or (config.retry_failed_abstracts and config.fetch_abstracts and last[3] in ("failed", "off"))):
             todo.add(wid)
     withdrawn = _withdraw(storage, {wid: last[2] for wid, last in manifest.items() if wid not in hashes})
     env = environment()

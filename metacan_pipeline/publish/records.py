@@ -139,7 +139,7 @@ def classification_card(record: dict) -> dict[str, Any]:
     An empty category list from a labelled direct label means "not meta-research" (a judgement);
     no label and no prediction at all means "not classified yet" (absence is not a negative).
     """
-    labelled = [l for l in record.get("direct_labels") or [] if l["status"] == "labelled" and l.get("source") == "teacher_call"]
+    labelled = [l for l in record.get("direct_labels") or [] if l["status"] == "labelled"]  # teacher calls and rule labels
     if labelled:
         return {"kind": "direct", "labels": labelled}
     pred = record.get("prediction") or {}
@@ -147,9 +147,6 @@ def classification_card(record: dict) -> dict[str, Any]:
         return {"kind": "consensus", "categories": pred["consensus_categories"], "model_version": pred.get("model_version")}
     if pred.get("candidate_categories"):
         return {"kind": "candidate", "categories": pred["candidate_categories"], "model_version": pred.get("model_version")}
-    rule = [l for l in record.get("direct_labels") or [] if l["status"] == "labelled"]
-    if rule:
-        return {"kind": "direct", "labels": rule}
     if record.get("prediction"):
         return {"kind": "no_category", "categories": [], "model_version": pred.get("model_version")}
     return {"kind": "none"}

@@ -27,13 +27,19 @@
   // what page_path() produces; anything else is not linked (defence in depth, the rows are ours)
   var HREF_RE = /^works\/[A-Za-z0-9][A-Za-z0-9._-]*\/W[0-9]{1,19}\.html$/;
 
-  /** {fields: [...], rows: [[...], ...]} -> a list of row objects (plus a lower-cased title to search). */
+  /** Text as search compares it: compatibility-decomposed (NFKD), combining marks dropped, lower-cased,
+   * so "resume" finds "Résumé" (composed or not) and "istanbul" finds "İstanbul". */
+  function fold(text) {
+    return String(text || "").normalize("NFKD").replace(/[\u0300-\u036f]/g, "").toLowerCase();
+  }
+
+  /** {fields: [...], rows: [[...], ...]} -> a list of row objects (plus a folded title to search). */
   function decode(data, unscored) {
     var fields = data.fields, out = new Array(data.rows.length);
     for (var i = 0; i < data.rows.length; i++) {
       var values = data.rows[i], row = {};
       for (var j = 0; j < fields.length; j++) row[fields[j]] = values[j];
-      row.titleKey = String(row.title || "").toLowerCase();
+      row.titleKey = fold(row.title);
       row.versionKey = row.model_version || unscored;
       row.yearKey = row.year === null || row.year === undefined ? "unknown" : String(row.year);
       out[i] = row;
@@ -41,11 +47,11 @@
     return out;
   }
 
-  /** The search box's text -> {text: lower-cased text, id: "W123" when the text is an id, else null}. */
+  /** The search box's text -> {text: folded text, id: "W123" when the text is an id, else null}. */
   function parseQuery(q) {
     var text = String(q || "").trim();
     var m = ID_RE.exec(text);
-    return { text: text.toLowerCase(), id: m ? m[1].toUpperCase() : null };
+    return { text: fold(text), id: m ? m[1].toUpperCase() : null };
   }
 
   /** Rows matching every filter. f: {q, route, year, source, mode, version}; "" (or missing) = any.
