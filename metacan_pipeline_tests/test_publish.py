@@ -119,6 +119,7 @@ def test_schema_vocabularies_are_the_spec_vocabularies_and_it_rejects_what_may_n
                "machine_scores_run_id": "r", "machine_validation_status": SCORE_ONLY_IMMATURE}
     good = json.loads(json.dumps(build_record(row, [_label(row["id"], "gemma", ["sts"])], _prediction(row["id"]), _machine(row["id"]), lineage)))
     assert schema_violation(good) is None
+    assert schema_violation({**good, "prediction": None, "machine_scores": None}) is None  # a work nothing scored yet
     breaks = {
         "machine_scores": lambda r: r["machine_scores"].update(categories=["metaresearch"]),
         "ca_aff must be boolean": lambda r: r["routes"].update(ca_aff="yes"),
