@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
-import io
 from typing import Any
 
 import dagster as dg
 import pyarrow as pa
+
+from .plots import new_figure, png_bytes
 
 
 def column_schema(schema: pa.Schema) -> dg.TableSchema:
@@ -56,12 +57,7 @@ def png_markdown(png: bytes, alt: str) -> dg.MetadataValue:
 def frame_plot_png(by_year: dict[int, dict[str, int]], title: str) -> bytes:
     """A PNG of frame works per publication year, one line per route (a work counts once per route it
     took). ``by_year`` maps year -> {route: works}. Matplotlib's Agg backend (no display)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.5, 3.6), dpi=90)
+    fig = new_figure((6.5, 3.6))
     ax = fig.add_subplot()
     years = sorted(by_year)
     routes = sorted({r for counts in by_year.values() for r in counts})
@@ -71,6 +67,4 @@ def frame_plot_png(by_year: dict[int, dict[str, int]], title: str) -> bytes:
     ax.set_ylabel("frame works")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    return buf.getvalue()
+    return png_bytes(fig)

@@ -59,8 +59,9 @@ _OPTIONAL_TABLES = {
 _LABEL_COLUMNS = "work_id, teacher, model, prompt_version, prompt_sha, record_view, status, source, call_id, run_id, created_at"
 
 
-def lineage_sql(present: set[str], label_tables: list[str]) -> str:
-    """The SELECT that yields ``LINEAGE_SCHEMA`` rows ordered by id; ``present`` = relations in the catalog."""
+def lineage_sql(present: set[str], label_tables: list[str]) -> tuple[list[str], str]:
+    """``(set-up statements, the SELECT that yields LINEAGE_SCHEMA rows ordered by id)``; ``present`` = the
+    relations in the catalog (the set-up makes empty stand-ins for the optional ones that are absent)."""
     missing = [f"CREATE OR REPLACE TEMP TABLE {t} ({cols})" for t, cols in _OPTIONAL_TABLES.items() if t not in present]
     labels = " UNION ALL ".join(f"SELECT {_LABEL_COLUMNS} FROM {t}" for t in label_tables if t in present)
     if not labels:
@@ -93,7 +94,7 @@ def lineage_sql(present: set[str], label_tables: list[str]) -> str:
     LEFT JOIN machine_scores ms ON ms.id = f.id
     LEFT JOIN machine_rounds r ON r.round = ms.rounds_run
     ORDER BY f.id"""
-    return ";\n".join(missing + [query])
+    return missing, query
 
 
 def build_lineage(storage: MetacanStorage, label_tables: list[str]) -> int:
@@ -110,11 +111,11 @@ def build_lineage(storage: MetacanStorage, label_tables: list[str]) -> int:
     try:
         with storage.connect() as con:
             present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-            *setup, query = lineage_sql(present, label_tables).split(";\n")
+            setup, query = lineage_sql(present, label_tables)
             for stmt in setup:
                 con.execute(stmt)
-            con.execute(f"COPY ({query}) TO {sql_literal(str(tmp / 'part-00000.parquet'))} (FORMAT parquet, COMPRESSION zstd)")
-            n = con.execute(f"SELECT count(*) FROM read_parquet({sql_literal(str(tmp / 'part-00000.parquet'))})").fetchone()[0]
+            n = con.execute(f"COPY ({query}) TO {sql_literal(str(tmp / 'part-00000.parquet'))} "
+                            "(FORMAT parquet, COMPRESSION zstd)").fetchone()[0]  # COPY answers the rows it wrote
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

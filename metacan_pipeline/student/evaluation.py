@@ -11,10 +11,10 @@ the figures estimate the frame, not the sample); gemma heads are unweighted (a c
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 from sklearn.metrics import average_precision_score, roc_auc_score
+
+from ..plots import new_figure, png_bytes
 
 ECE_BINS = 10
 
@@ -80,12 +80,7 @@ def categorical_metrics(values: list[str], probs: np.ndarray, classes: tuple[str
 def reliability_png(curves: dict[str, list[dict]], title: str) -> bytes:
     """A PNG reliability diagram: one line per head (mean score vs positive rate per bin, marker size
     by bin weight) and the diagonal of perfect calibration. ``curves`` maps head name -> bins."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5.5, 5), dpi=90)
+    fig = new_figure((5.5, 5))
     ax = fig.add_subplot()
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfectly calibrated")
     markers = "osD^v<>ph*"
@@ -100,6 +95,4 @@ def reliability_png(curves: dict[str, list[dict]], title: str) -> bytes:
     ax.set_ylabel("teacher positive rate in bin (holdout)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    return buf.getvalue()
+    return png_bytes(fig)
