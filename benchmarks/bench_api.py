@@ -41,8 +41,9 @@ def make_server(results: list[dict], pages: int, storm: float, seed: int = 7):
     bodies = {}
     for i in range(pages):
         nxt = f"p{i + 1}" if i + 1 < pages else None
-        bodies["*" if i == 0 else f"p{i}"] = json.dumps({"meta": {"count": pages * len(results), "next_cursor": nxt, "cost_usd": 0.0},
-                                                         "results": results}).encode()
+        bodies["*" if i == 0 else f"p{i}"] = json.dumps(
+            {"meta": {"count": pages * len(results), "next_cursor": nxt, "cost_usd": 0.0}, "results": results}
+        ).encode()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -88,7 +89,9 @@ def bare(base: str, queries: int, concurrency: int) -> int:
 
 
 def harvest(base: str, archive: Path, queries: int, concurrency: int) -> tuple[int, OpenAlexClient]:
-    client = OpenAlexClient(archive, base_url=base, api_key_env="", budget=Budget(max_calls=10**6, max_cost_usd=1e9), max_attempts=20)
+    client = OpenAlexClient(
+        archive, base_url=base, api_key_env="", budget=Budget(max_calls=10**6, max_cost_usd=1e9), max_attempts=20
+    )
 
     def one(qi: int) -> int:
         return sum(1 for _ in client.iter_pages(f"q{qi}"))
@@ -111,21 +114,35 @@ def main() -> None:
     try:
         server, _ = make_server(results, args.pages, storm=0.0)
         base = f"http://127.0.0.1:{server.server_address[1]}"
-        t0 = time.perf_counter(); n_bare = bare(base, args.queries, args.concurrency); t_bare = time.perf_counter() - t0
-        t0 = time.perf_counter(); n_cli, cli = harvest(base, scratch / "a", args.queries, args.concurrency); t_cli = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        n_bare = bare(base, args.queries, args.concurrency)
+        t_bare = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        n_cli, cli = harvest(base, scratch / "a", args.queries, args.concurrency)
+        t_cli = time.perf_counter() - t0
         server.shutdown()
         storm_server, stats = make_server(results, args.pages, storm=0.3)
         base = f"http://127.0.0.1:{storm_server.server_address[1]}"
-        t0 = time.perf_counter(); n_storm, scli = harvest(base, scratch / "b", args.queries, args.concurrency); t_storm = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        n_storm, scli = harvest(base, scratch / "b", args.queries, args.concurrency)
+        t_storm = time.perf_counter() - t0
         storm_server.shutdown()
         files = list((scratch / "b" / "pages").rglob("*.json.gz"))
-        print(f"pages per run: {expected} ({args.queries} queries x {args.pages} pages x {len(results)} works), concurrency {args.concurrency}")
+        print(
+            f"pages per run: {expected} ({args.queries} queries x {args.pages} pages x {len(results)} works), concurrency {args.concurrency}"
+        )
         print(f"baseline bare httpx   : {n_bare / t_bare:8.1f} pages/s")
-        print(f"OpenAlexClient        : {n_cli / t_cli:8.1f} pages/s   ratio to baseline {n_cli / t_cli / (n_bare / t_bare):.2f}")
-        print(f"under a 429 storm     : {n_storm / t_storm:8.1f} pages/s   ({stats['429']} x 429, {stats['ok']} x 200; "
-              f"{scli.calls_made} calls)")
-        print(f"storm archive         : {len(files)} files for {expected} pages, unique: {len({str(f.relative_to(scratch)) for f in files}) == len(files)}; "
-              f"every page exactly once: {len(files) == expected == n_storm}")
+        print(
+            f"OpenAlexClient        : {n_cli / t_cli:8.1f} pages/s   ratio to baseline {n_cli / t_cli / (n_bare / t_bare):.2f}"
+        )
+        print(
+            f"under a 429 storm     : {n_storm / t_storm:8.1f} pages/s   ({stats['429']} x 429, {stats['ok']} x 200; "
+            f"{scli.calls_made} calls)"
+        )
+        print(
+            f"storm archive         : {len(files)} files for {expected} pages, unique: {len({str(f.relative_to(scratch)) for f in files}) == len(files)}; "
+            f"every page exactly once: {len(files) == expected == n_storm}"
+        )
         assert len(files) == expected == n_storm and n_cli == expected == n_bare
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -86,9 +86,14 @@ def stage_baseline(input_dir: Path, variant: str) -> dict:
     else:
         raise ValueError(variant)
     secs = time.perf_counter() - t0
-    return {"query": query, "rows": rows, "seconds": secs, "duckdb_version": duckdb.__version__,
-            "threads": con.execute("SELECT current_setting('threads')").fetchone()[0],
-            "memory_limit": con.execute("SELECT current_setting('memory_limit')").fetchone()[0]}
+    return {
+        "query": query,
+        "rows": rows,
+        "seconds": secs,
+        "duckdb_version": duckdb.__version__,
+        "threads": con.execute("SELECT current_setting('threads')").fetchone()[0],
+        "memory_limit": con.execute("SELECT current_setting('memory_limit')").fetchone()[0],
+    }
 
 
 def stage_frame(input_dir: Path, data_dir: Path) -> dict:
@@ -106,7 +111,9 @@ def stage_frame(input_dir: Path, data_dir: Path) -> dict:
     wall0 = time.time()
     resources = build_resources(str(data_dir), str(input_dir))
     first = dg.materialize([openalex_inventory, canadian_entities], resources=resources, instance=instance)
-    result = dg.materialize([frame_parts, frame], resources=resources, instance=instance, tags=all_partitions_run_tags(instance))
+    result = dg.materialize(
+        [frame_parts, frame], resources=resources, instance=instance, tags=all_partitions_run_tags(instance)
+    )
     secs = time.perf_counter() - t0
     result_ids = [first.run_id, result.run_id]
     steps: dict[str, dict] = {}
@@ -122,10 +129,28 @@ def stage_frame(input_dir: Path, data_dir: Path) -> dict:
     meta = {}
     for mat in first.get_asset_materialization_events() + result.get_asset_materialization_events():
         m = mat.materialization
-        keep = ("dagster/row_count", "rows", "work_records_read", "records_read", "routed_works", "parts_built", "quarantined",
-                "works_read", "funders", "sources", "institutions", "files_present")
+        keep = (
+            "dagster/row_count",
+            "rows",
+            "work_records_read",
+            "records_read",
+            "routed_works",
+            "parts_built",
+            "quarantined",
+            "works_read",
+            "funders",
+            "sources",
+            "institutions",
+            "files_present",
+        )
         meta[m.asset_key.to_user_string()] = {k: getattr(v, "value", v) for k, v in m.metadata.items() if k in keep}
-    return {"success": first.success and result.success, "seconds": secs, "wall_start": wall0, "steps": steps, "asset_metadata": meta}
+    return {
+        "success": first.success and result.success,
+        "seconds": secs,
+        "wall_start": wall0,
+        "steps": steps,
+        "asset_metadata": meta,
+    }
 
 
 def run_stage_in_child(args: argparse.Namespace) -> None:
@@ -178,8 +203,18 @@ def spawn_stage(stage: str, input_dir: Path, data_dir: Path, scratch: Path) -> d
     """Run one stage in a fresh child; returns its result plus ru_maxrss, sampled RSS and load."""
     result_file = scratch / f".stage-{stage}-{os.getpid()}.json"
     result_file.unlink(missing_ok=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--_stage", stage, "--input", str(input_dir),
-           "--data", str(data_dir), "--result", str(result_file)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--_stage",
+        stage,
+        "--input",
+        str(input_dir),
+        "--data",
+        str(data_dir),
+        "--result",
+        str(result_file),
+    ]
     load_before = _loadavg()
     t0 = time.time()
     log_path = scratch / f"{input_dir.name}.{stage}.log"  # the child's Dagster/DuckDB output
@@ -213,41 +248,50 @@ def spawn_stage(stage: str, input_dir: Path, data_dir: Path, scratch: Path) -> d
         raise SystemExit(f"stage {stage} failed with exit code {proc.returncode} (log: {log_path}): {' '.join(cmd)}")
     res = json.loads(result_file.read_text())
     result_file.unlink()
-    res.update({
-        "stage": stage,
-        "log": str(log_path),
-        "wall_seconds_incl_startup": wall,
-        # ru_maxrss from wait4 = the largest single process among the child and its waited-for descendants
-        "ru_maxrss_mib": rusage.ru_maxrss / 1024,  # Linux: KiB
-        "vm_hwm_mib": res.pop("vm_hwm_kib") / 1024,  # the child process alone
-        "sampled_own_peak_rss_mib": own_peak[0] / 1024,
-        # peak of the RSS summed over the child and all its live descendants (worker processes), 0.2 s sampling
-        "sampled_tree_peak_rss_mib": max((k for _, k in samples), default=0) / 1024,
-        "sampled_tree_peak_pss_mib": pss_peak[0] / 1024,  # same, counting shared pages once
-        "max_processes": max_procs[0],
-        "load_before": load_before,
-        "load_after": _loadavg(),
-        "user_cpu_seconds": rusage.ru_utime,
-        "sys_cpu_seconds": rusage.ru_stime,
-    })
+    res.update(
+        {
+            "stage": stage,
+            "log": str(log_path),
+            "wall_seconds_incl_startup": wall,
+            # ru_maxrss from wait4 = the largest single process among the child and its waited-for descendants
+            "ru_maxrss_mib": rusage.ru_maxrss / 1024,  # Linux: KiB
+            "vm_hwm_mib": res.pop("vm_hwm_kib") / 1024,  # the child process alone
+            "sampled_own_peak_rss_mib": own_peak[0] / 1024,
+            # peak of the RSS summed over the child and all its live descendants (worker processes), 0.2 s sampling
+            "sampled_tree_peak_rss_mib": max((k for _, k in samples), default=0) / 1024,
+            "sampled_tree_peak_pss_mib": pss_peak[0] / 1024,  # same, counting shared pages once
+            "max_processes": max_procs[0],
+            "load_before": load_before,
+            "load_after": _loadavg(),
+            "user_cpu_seconds": rusage.ru_utime,
+            "sys_cpu_seconds": rusage.ru_stime,
+        }
+    )
     if stage == "frame":
         for step, st in res.get("steps", {}).items():
             if "start" in st and "end" in st:
                 st["seconds"] = st["end"] - st["start"]
                 inside = [k for t, k in samples if st["start"] <= t <= st["end"]]
                 st["sampled_tree_peak_rss_mib"] = max(inside, default=0) / 1024
-        res["rss_samples_mib"] = [(round(t - t0, 1), round(k / 1024)) for t, k in samples[:: max(1, len(samples) // 400)]]
+        res["rss_samples_mib"] = [
+            (round(t - t0, 1), round(k / 1024)) for t, k in samples[:: max(1, len(samples) // 400)]
+        ]
     return res
 
 
 def _git_state() -> dict:
     """The commit measured (the frame build is imported from this checkout) and whether it had local edits."""
+
     def git(*a: str) -> str:
         try:
             return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True, timeout=30).stdout.strip()
         except OSError:
             return ""
-    return {"head": git("rev-parse", "HEAD"), "dirty_pipeline_files": git("status", "--short", "--", "metacan_pipeline").splitlines()}
+
+    return {
+        "head": git("rev-parse", "HEAD"),
+        "dirty_pipeline_files": git("status", "--short", "--", "metacan_pipeline").splitlines(),
+    }
 
 
 def bench_size(n: int, scratch: Path, variants: list[str], repeat_baseline: bool) -> dict:
@@ -257,8 +301,13 @@ def bench_size(n: int, scratch: Path, variants: list[str], repeat_baseline: bool
     input_dir = scratch / f"works_{n}"
     data_dir = scratch / f"run_{n}" / "data"
     gen = make_scale_input(n, input_dir)
-    out: dict = {"works": n, "input": gen, "machine": {"nproc": os.cpu_count(), "load_at_start": _loadavg()},
-                 "code": _git_state(), "stages": {}}
+    out: dict = {
+        "works": n,
+        "input": gen,
+        "machine": {"nproc": os.cpu_count(), "load_at_start": _loadavg()},
+        "code": _git_state(),
+        "stages": {},
+    }
     order = [v for v in variants if v != "count"]
     stages = ["count"] + order + ["frame"] + (["count"] if repeat_baseline else [])
     for i, stage in enumerate(stages):
@@ -270,8 +319,12 @@ def bench_size(n: int, scratch: Path, variants: list[str], repeat_baseline: bool
         res["works_per_s"] = n / res["seconds"]
         res["peak_rss_mib"] = max(res["ru_maxrss_mib"], res["sampled_tree_peak_rss_mib"])
         out["stages"][key] = res
-        print(f"[{n}] stage {key}: {res['seconds']:.1f} s, {res['works_per_s']:.0f} works/s, peak RSS "
-              f"{res['peak_rss_mib']:.0f} MiB (largest process {res['ru_maxrss_mib']:.0f}, {res['max_processes']} processes) (load {res['load_before']} -> {res['load_after']})", file=sys.stderr, flush=True)
+        print(
+            f"[{n}] stage {key}: {res['seconds']:.1f} s, {res['works_per_s']:.0f} works/s, peak RSS "
+            f"{res['peak_rss_mib']:.0f} MiB (largest process {res['ru_maxrss_mib']:.0f}, {res['max_processes']} processes) (load {res['load_before']} -> {res['load_after']})",
+            file=sys.stderr,
+            flush=True,
+        )
     st = out["stages"]
     base_runs = [st["count"]["works_per_s"]] + ([st["count_after"]["works_per_s"]] if "count_after" in st else [])
     baseline = sum(base_runs) / len(base_runs)
@@ -280,35 +333,56 @@ def bench_size(n: int, scratch: Path, variants: list[str], repeat_baseline: bool
     out["frame_works_per_s"] = frame["works_per_s"]
     out["ratio_frame_over_baseline"] = frame["works_per_s"] / baseline
     out["frame_peak_rss_mib"] = frame["peak_rss_mib"]
-    out["targets"] = {"ratio_min": TARGET_RATIO, "frame_rss_max_mib": TARGET_RSS_MIB,
-                      "ratio_met": out["ratio_frame_over_baseline"] >= TARGET_RATIO,
-                      "rss_under_2GiB": frame["peak_rss_mib"] < TARGET_RSS_MIB}
+    out["targets"] = {
+        "ratio_min": TARGET_RATIO,
+        "frame_rss_max_mib": TARGET_RSS_MIB,
+        "ratio_met": out["ratio_frame_over_baseline"] >= TARGET_RATIO,
+        "rss_under_2GiB": frame["peak_rss_mib"] < TARGET_RSS_MIB,
+    }
     return out
 
 
 def print_table(r: dict) -> None:
     n = r["works"]
     st = r["stages"]
-    print(f"\n=== frame build benchmark: {n:,} works ({r['input']['parts']} parts, {r['input']['bytes'] / 2**30:.2f} GiB gzip); "
-          f"code {r['code']['head'][:7]}{' +local edits' if r['code']['dirty_pipeline_files'] else ''} ===")
-    print(f"{'stage':<34}{'seconds':>9}{'works/s':>10}{'vs base':>9}{'peak RSS MiB':>14}{'PSS MiB':>9}{'procs':>6}  load before -> after")
+    print(
+        f"\n=== frame build benchmark: {n:,} works ({r['input']['parts']} parts, {r['input']['bytes'] / 2**30:.2f} GiB gzip); "
+        f"code {r['code']['head'][:7]}{' +local edits' if r['code']['dirty_pipeline_files'] else ''} ==="
+    )
+    print(
+        f"{'stage':<34}{'seconds':>9}{'works/s':>10}{'vs base':>9}{'peak RSS MiB':>14}{'PSS MiB':>9}{'procs':>6}  load before -> after"
+    )
     base = r["baseline_works_per_s"]
-    labels = {"count": "baseline: read_json count(*)", "count_after": "baseline again (after frame)",
-              "arrow": "variant: read_json SELECT * Arrow", "frame": "frame build (3 assets)"}
+    labels = {
+        "count": "baseline: read_json count(*)",
+        "count_after": "baseline again (after frame)",
+        "arrow": "variant: read_json SELECT * Arrow",
+        "frame": "frame build (3 assets)",
+    }
     for key, s in st.items():
-        print(f"{labels.get(key, key):<34}{s['seconds']:>9.1f}{s['works_per_s']:>10.0f}{s['works_per_s'] / base:>9.3f}"
-              f"{s['peak_rss_mib']:>14.0f}{s['sampled_tree_peak_pss_mib']:>9.0f}{s['max_processes']:>6}  {s['load_before']} -> {s['load_after']}")
+        print(
+            f"{labels.get(key, key):<34}{s['seconds']:>9.1f}{s['works_per_s']:>10.0f}{s['works_per_s'] / base:>9.3f}"
+            f"{s['peak_rss_mib']:>14.0f}{s['sampled_tree_peak_pss_mib']:>9.0f}{s['max_processes']:>6}  {s['load_before']} -> {s['load_after']}"
+        )
     for step, s in st["frame"].get("steps", {}).items():
         if "seconds" in s:
-            print(f"{'  step ' + step:<34}{s['seconds']:>9.1f}{n / s['seconds']:>10.0f}{'':>9}{s['sampled_tree_peak_rss_mib']:>14.0f}  (sampled)")
+            print(
+                f"{'  step ' + step:<34}{s['seconds']:>9.1f}{n / s['seconds']:>10.0f}{'':>9}{s['sampled_tree_peak_rss_mib']:>14.0f}  (sampled)"
+            )
     t = r["targets"]
-    print("peak RSS = max(largest single process from wait4 ru_maxrss, RSS summed over the stage's process tree sampled every 0.2 s); "
-          "PSS = the tree's summed proportional set size (shared pages counted once)")
-    print(f"ratio frame/baseline = {r['ratio_frame_over_baseline']:.3f} (target >= {TARGET_RATIO}: {'MET' if t['ratio_met'] else 'MISSED'}); "
-          f"frame peak RSS = {r['frame_peak_rss_mib']:.0f} MiB (target < {TARGET_RSS_MIB}: {'MET' if t['rss_under_2GiB'] else 'MISSED'})")
+    print(
+        "peak RSS = max(largest single process from wait4 ru_maxrss, RSS summed over the stage's process tree sampled every 0.2 s); "
+        "PSS = the tree's summed proportional set size (shared pages counted once)"
+    )
+    print(
+        f"ratio frame/baseline = {r['ratio_frame_over_baseline']:.3f} (target >= {TARGET_RATIO}: {'MET' if t['ratio_met'] else 'MISSED'}); "
+        f"frame peak RSS = {r['frame_peak_rss_mib']:.0f} MiB (target < {TARGET_RSS_MIB}: {'MET' if t['rss_under_2GiB'] else 'MISSED'})"
+    )
     if "rss_vs_smaller" in r:
-        print(f"frame peak RSS vs {r['rss_vs_smaller']['size']:,} works: {r['rss_vs_smaller']['mib']:.0f} MiB -> "
-              f"{r['frame_peak_rss_mib']:.0f} MiB ({'MET' if r['rss_vs_smaller']['not_higher'] else 'MISSED'}: not higher)")
+        print(
+            f"frame peak RSS vs {r['rss_vs_smaller']['size']:,} works: {r['rss_vs_smaller']['mib']:.0f} MiB -> "
+            f"{r['frame_peak_rss_mib']:.0f} MiB ({'MET' if r['rss_vs_smaller']['not_higher'] else 'MISSED'}: not higher)"
+        )
     sys.stdout.flush()
 
 
@@ -317,7 +391,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[250_000, 1_000_000])
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-bench"))
     ap.add_argument("--variants", default="count", help="comma list of baseline variants: count (always), arrow")
-    ap.add_argument("--repeat-baseline", action="store_true", help="run the count baseline again after the frame build; ratio uses the mean")
+    ap.add_argument(
+        "--repeat-baseline",
+        action="store_true",
+        help="run the count baseline again after the frame build; ratio uses the mean",
+    )
     ap.add_argument("--_stage", help=argparse.SUPPRESS)
     ap.add_argument("--input", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
@@ -334,8 +412,11 @@ def main(argv: list[str] | None = None) -> None:
         smaller = sorted(p for p in OUT.glob("frame_*.json") if int(p.stem.split("_")[1]) < n)
         if smaller:
             prev = json.loads(max(smaller, key=lambda p: int(p.stem.split("_")[1])).read_text())
-            r["rss_vs_smaller"] = {"size": prev["works"], "mib": prev["frame_peak_rss_mib"],
-                                   "not_higher": r["frame_peak_rss_mib"] <= prev["frame_peak_rss_mib"]}
+            r["rss_vs_smaller"] = {
+                "size": prev["works"],
+                "mib": prev["frame_peak_rss_mib"],
+                "not_higher": r["frame_peak_rss_mib"] <= prev["frame_peak_rss_mib"],
+            }
         (OUT / f"frame_{n}.json").write_text(json.dumps(r, indent=2, default=str))
         print_table(r)
         print(f"wrote {OUT / f'frame_{n}.json'}")

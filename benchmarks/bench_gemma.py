@@ -27,8 +27,12 @@ sys.path.insert(0, str(REPO))
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 10, 25], help="works per call, title_only view")
-    ap.add_argument("--abstract-sizes", type=int, nargs="+", default=[1, 2, 5], help="works per call, title_abstract view")
-    ap.add_argument("--works", type=int, default=10, help="works labelled per configuration (at least one call's worth)")
+    ap.add_argument(
+        "--abstract-sizes", type=int, nargs="+", default=[1, 2, 5], help="works per call, title_abstract view"
+    )
+    ap.add_argument(
+        "--works", type=int, default=10, help="works labelled per configuration (at least one call's worth)"
+    )
     ap.add_argument("--openalex-dir", default=str(REPO.parent / "shared" / "data" / "openalex"))
     args = ap.parse_args()
 
@@ -45,35 +49,50 @@ def main() -> None:
     log = logging.getLogger("bench_gemma")
     with tempfile.TemporaryDirectory(prefix="bench-gemma-") as tmp:
         data = Path(tmp) / "data"
-        result = materialize_in_process(dg.DagsterInstance.ephemeral(), build_resources(str(data), args.openalex_dir), through="frame")
+        result = materialize_in_process(
+            dg.DagsterInstance.ephemeral(), build_resources(str(data), args.openalex_dir), through="frame"
+        )
         assert result.success, "frame build failed"
-        frame = [w for w in MetacanStorage(data_dir=str(data)).read_table("frame").to_pylist() if w["in_sampling_frame"]]
+        frame = [
+            w for w in MetacanStorage(data_dir=str(data)).read_table("frame").to_pylist() if w["in_sampling_frame"]
+        ]
         files = OpenAlexFiles(input_dir=args.openalex_dir, api_archive_dir=str(data / "openalex_api"))
 
         def abstracts(rows):
-            return load_abstracts(files.path_of, [(w["id"], w["source_file"], w["source_locator"]) for w in rows if w["has_abstract"]])
+            return load_abstracts(
+                files.path_of, [(w["id"], w["source_file"], w["source_locator"]) for w in rows if w["has_abstract"]]
+            )
 
         gemma = load_registry(environ={})["gemma"]
         server = EmbeddedLlamaServer(log_dir=str(Path(tmp) / "logs"))
         url = server.base_url(log)
-        print(f"{len(frame)} works in the sampling frame; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; server {server.n_threads} "
-              f"threads, n_ctx {server.n_ctx}; prompt {gemma.prompt_version}")
-        print(f"{'view':15s} {'per call':>8s} {'works':>5s} {'calls':>5s} {'seconds':>8s} {'works/s':>8s} {'s/work':>7s} "
-              f"{'s/call':>7s} {'prompt tok/call':>15s} {'compl tok/call':>14s} {'labelled':>8s} {'failed':>6s}")
+        print(
+            f"{len(frame)} works in the sampling frame; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; server {server.n_threads} "
+            f"threads, n_ctx {server.n_ctx}; prompt {gemma.prompt_version}"
+        )
+        print(
+            f"{'view':15s} {'per call':>8s} {'works':>5s} {'calls':>5s} {'seconds':>8s} {'works/s':>8s} {'s/work':>7s} "
+            f"{'s/call':>7s} {'prompt tok/call':>15s} {'compl tok/call':>14s} {'labelled':>8s} {'failed':>6s}"
+        )
         try:
             plan = [("title_only", n) for n in args.sizes] + [("title_abstract", n) for n in args.abstract_sizes]
             for view, n in plan:
                 pool = [w for w in frame if view == "title_only" or w["has_abstract"]]
-                works = pool[:max(args.works, n)]
+                works = pool[: max(args.works, n)]
                 spec = gemma.model_copy(update={"record_view": view, "works_per_call": n, "concurrency": 1})
                 storage = MetacanStorage(data_dir=str(Path(tmp) / f"store-{view}-{n}"))
                 t0 = time.perf_counter()
-                stats = label_works(storage, spec, works, run_id=f"bench-{view}-{n}", log=log, base_url=lambda: url, abstracts=abstracts)
+                stats = label_works(
+                    storage, spec, works, run_id=f"bench-{view}-{n}", log=log, base_url=lambda: url, abstracts=abstracts
+                )
                 seconds = time.perf_counter() - t0
                 calls = max(stats.calls, 1)
-                print(f"{view:15s} {n:8d} {len(works):5d} {stats.calls:5d} {seconds:8.1f} {len(works) / seconds:8.3f} "
-                      f"{seconds / len(works):7.2f} {seconds / calls:7.2f} {stats.prompt_tokens / calls:15.0f} "
-                      f"{stats.completion_tokens / calls:14.0f} {stats.outcomes['labelled']:8d} {stats.outcomes['failed']:6d}", flush=True)
+                print(
+                    f"{view:15s} {n:8d} {len(works):5d} {stats.calls:5d} {seconds:8.1f} {len(works) / seconds:8.3f} "
+                    f"{seconds / len(works):7.2f} {seconds / calls:7.2f} {stats.prompt_tokens / calls:15.0f} "
+                    f"{stats.completion_tokens / calls:14.0f} {stats.outcomes['labelled']:8d} {stats.outcomes['failed']:6d}",
+                    flush=True,
+                )
         finally:
             server.stop()
 

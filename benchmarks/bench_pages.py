@@ -55,9 +55,11 @@ SHARED = REPO.parent / "shared" / "data" / "openalex"
 SOURCE_FILE = "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json"
 TARGET_PAGES_PER_S = 1000.0
 VERSIONS = ("metacan-v3-hybrid-931329e0061c", "metacan-v4-hybrid-0123456789ab")
-_WORDS = ("reporting quality of randomized trials in Canadian journals data sharing peer review reproducibility "
-          "soil bacteria Alberta cohort study of diabetes outcomes Ontario preprints retractions citation analysis "
-          "nursing workforce survey machine learning for crop yield prediction open access mandates").split()
+_WORDS = (
+    "reporting quality of randomized trials in Canadian journals data sharing peer review reproducibility "
+    "soil bacteria Alberta cohort study of diabetes outcomes Ontario preprints retractions citation analysis "
+    "nursing workforce survey machine learning for crop yield prediction open access mandates"
+).split()
 
 sys.path.insert(0, str(REPO))  # this checkout's metacan_pipeline, not the editable install's
 sys.path.insert(1, str(HERE))
@@ -80,7 +82,9 @@ def real_frame_row() -> dict:
 
     data = json.loads((SHARED / SOURCE_FILE).read_text())["payload"]["results"][0]
     entities = EntityLists({}, {}, {}, {"funder": "f", "source": "s", "institution": "i"})
-    row, why = frame_row(work_row(Record(data, SOURCE_FILE, "payload.results[0]", None, "W")), entities, AdmissionRule())
+    row, why = frame_row(
+        work_row(Record(data, SOURCE_FILE, "payload.results[0]", None, "W")), entities, AdmissionRule()
+    )
     if why != "admitted":
         raise SystemExit(f"{SOURCE_FILE}: the first work was not admitted ({why}); the benchmark needs a frame row")
     row["frame_build_id"] = "bench-pages"
@@ -88,25 +92,56 @@ def real_frame_row() -> dict:
 
 
 def _label(wid: str, categories: list[str]) -> dict:
-    return {"work_id": wid, "teacher": "gemma", "model": "gemma-3-270m-q4_k_m", "prompt_version": "v2", "record_view": "title_only",
-            "status": "labelled", "categories": categories, "domain": None, "study_design": "observational", "genre": "empirical",
-            "about_ca_system": False, "about_ca_topic": False, "confidence": "medium", "reason": "The title names a survey of peer review.",
-            "error": None, "call_id": f"c-{wid}", "source": "teacher_call", "created_at": None}
+    return {
+        "work_id": wid,
+        "teacher": "gemma",
+        "model": "gemma-3-270m-q4_k_m",
+        "prompt_version": "v2",
+        "record_view": "title_only",
+        "status": "labelled",
+        "categories": categories,
+        "domain": None,
+        "study_design": "observational",
+        "genre": "empirical",
+        "about_ca_system": False,
+        "about_ca_topic": False,
+        "confidence": "medium",
+        "reason": "The title names a survey of peer review.",
+        "error": None,
+        "call_id": f"c-{wid}",
+        "source": "teacher_call",
+        "created_at": None,
+    }
 
 
 def _prediction(wid: str, version: str, consensus: list[str], candidate: list[str], rng: random.Random) -> dict:
     from metacan_pipeline.vocab import CATEGORICAL_TARGETS, CATEGORIES, PREDICTION_STATUS
 
-    row = {"id": wid, "model_version": version, "candidate_categories": candidate, "consensus_categories": consensus,
-           "category_scores_codex": [round(rng.random(), 4) for _ in CATEGORIES],
-           "category_scores_gemma": [round(rng.random(), 4) for _ in CATEGORIES],
-           "teacher_disagreement_score": rng.random(), "threshold_uncertainty_score": rng.random(),
-           "prediction_status": PREDICTION_STATUS, "gemma_label_status": "labelled"}
+    row = {
+        "id": wid,
+        "model_version": version,
+        "candidate_categories": candidate,
+        "consensus_categories": consensus,
+        "category_scores_codex": [round(rng.random(), 4) for _ in CATEGORIES],
+        "category_scores_gemma": [round(rng.random(), 4) for _ in CATEGORIES],
+        "teacher_disagreement_score": rng.random(),
+        "threshold_uncertainty_score": rng.random(),
+        "prediction_status": PREDICTION_STATUS,
+        "gemma_label_status": "labelled",
+    }
     for t in ("about_ca_system", "about_ca_topic"):
         row.update({f"{t}_candidate": False, f"{t}_consensus": False, f"{t}_score_codex": 0.1, f"{t}_score_gemma": 0.1})
     for t, classes in CATEGORICAL_TARGETS.items():
-        row.update({f"{t}_scores_codex": [1 / len(classes)] * len(classes), f"{t}_scores_gemma": [1 / len(classes)] * len(classes),
-                    f"{t}_codex": None, f"{t}_gemma": None, f"{t}_candidate": None, f"{t}_consensus": None})
+        row.update(
+            {
+                f"{t}_scores_codex": [1 / len(classes)] * len(classes),
+                f"{t}_scores_gemma": [1 / len(classes)] * len(classes),
+                f"{t}_codex": None,
+                f"{t}_gemma": None,
+                f"{t}_candidate": None,
+                f"{t}_consensus": None,
+            }
+        )
     return row
 
 
@@ -114,9 +149,19 @@ def _machine(wid: str, rng: random.Random) -> dict:
     from metacan_pipeline.vocab import SCORE_ONLY_IMMATURE
 
     g, c = rng.random(), rng.random()
-    return {"id": wid, "score_gemma": g, "score_codex": c, "score_spread": abs(g - c), "validation_status": SCORE_ONLY_IMMATURE,
-            "provisional": True, "baseline": True, "maturity_gate_passed": False, "rounds_run": 2, "arm_status": "x",
-            "note": "Scores rank; they never assert a category."}
+    return {
+        "id": wid,
+        "score_gemma": g,
+        "score_codex": c,
+        "score_spread": abs(g - c),
+        "validation_status": SCORE_ONLY_IMMATURE,
+        "provisional": True,
+        "baseline": True,
+        "maturity_gate_passed": False,
+        "rounds_run": 2,
+        "arm_status": "x",
+        "note": "Scores rank; they never assert a category.",
+    }
 
 
 def make_records(n: int, seed: int = 20260106) -> list[dict]:
@@ -131,9 +176,15 @@ def make_records(n: int, seed: int = 20260106) -> list[dict]:
     for i in range(n):
         wid = f"W5{i:09d}"
         w = copy.copy(base)
-        w.update(id=wid, title_text=" ".join(rng.choices(_WORDS, k=rng.randint(6, 18))).capitalize(),
-                 publication_year=rng.randint(1995, 2025), cited_by_count=rng.randint(0, 500))
-        w.update({r: rng.random() < p for r, p in (("ca_aff", 0.8), ("ca_fund", 0.4), ("ca_venue", 0.1), ("about_ca", 0.2))})
+        w.update(
+            id=wid,
+            title_text=" ".join(rng.choices(_WORDS, k=rng.randint(6, 18))).capitalize(),
+            publication_year=rng.randint(1995, 2025),
+            cited_by_count=rng.randint(0, 500),
+        )
+        w.update(
+            {r: rng.random() < p for r, p in (("ca_aff", 0.8), ("ca_fund", 0.4), ("ca_venue", 0.1), ("about_ca", 0.2))}
+        )
         u = rng.random()
         some = rng.sample(cats, rng.randint(1, 3))
         version = VERSIONS[i % 2]
@@ -145,16 +196,38 @@ def make_records(n: int, seed: int = 20260106) -> list[dict]:
             labels, pred = [], _prediction(wid, version, [], some, rng)
         else:
             labels, pred = [], None
-        lineage = {"frame_build_id": "bench-pages", "frame_run_id": "r-frame", "input_kind": "input_file",
-                   "source_file": SOURCE_FILE, "source_locator": "payload.results[0]", "part_run_id": "r-frame",
-                   "entity_list_versions": "funder=f;institution=i;source=s", "lexicon_version": "bench",
-                   "teacher_calls": [{"teacher": "gemma", "model": l["model"], "prompt_version": "v2", "prompt_sha": "0" * 64,
-                                      "record_view": "title_only", "label_status": "labelled", "source": "teacher_call",
-                                      "call_id": l["call_id"], "request_hash": "f" * 64, "called_at": "2026-11-30T12:00:00Z",
-                                      "run_id": "r-labels", "archive": "archive/gemma.jsonl.gz#L1"} for l in labels],
-                   "model_version": pred["model_version"] if pred else None, "student_run_id": "r-student" if pred else None,
-                   "machine_round": 1 if pred else None, "machine_scores_run_id": "r-student" if pred else None,
-                   "machine_validation_status": "score_only:v0-immature-baseline" if pred else None}
+        lineage = {
+            "frame_build_id": "bench-pages",
+            "frame_run_id": "r-frame",
+            "input_kind": "input_file",
+            "source_file": SOURCE_FILE,
+            "source_locator": "payload.results[0]",
+            "part_run_id": "r-frame",
+            "entity_list_versions": "funder=f;institution=i;source=s",
+            "lexicon_version": "bench",
+            "teacher_calls": [
+                {
+                    "teacher": "gemma",
+                    "model": l["model"],
+                    "prompt_version": "v2",
+                    "prompt_sha": "0" * 64,
+                    "record_view": "title_only",
+                    "label_status": "labelled",
+                    "source": "teacher_call",
+                    "call_id": l["call_id"],
+                    "request_hash": "f" * 64,
+                    "called_at": "2026-11-30T12:00:00Z",
+                    "run_id": "r-labels",
+                    "archive": "archive/gemma.jsonl.gz#L1",
+                }
+                for l in labels
+            ],
+            "model_version": pred["model_version"] if pred else None,
+            "student_run_id": "r-student" if pred else None,
+            "machine_round": 1 if pred else None,
+            "machine_scores_run_id": "r-student" if pred else None,
+            "machine_validation_status": "score_only:v0-immature-baseline" if pred else None,
+        }
         out.append(build_record(w, labels, pred, _machine(wid, rng) if pred else None, lineage))
     return out
 
@@ -162,7 +235,12 @@ def make_records(n: int, seed: int = 20260106) -> list[dict]:
 # ------------------------------------------------------------------------------------------------
 # measurements
 # ------------------------------------------------------------------------------------------------
-CONTEXT = {"n_codex_labels": 10_348, "gated_heads": 9, "total_heads": 14, "constant_heads": {("codex", "insufficient_payload")}}
+CONTEXT = {
+    "n_codex_labels": 10_348,
+    "gated_heads": 9,
+    "total_heads": 14,
+    "constant_heads": {("codex", "insufficient_payload")},
+}
 
 
 def run_baseline(records: list[dict], dest: Path) -> dict:
@@ -199,8 +277,13 @@ def run_pages(records: list[dict], site: Path) -> dict:
         write_s += clock() - b
         render_s += b - a
         n_chars += len(html)
-    return {"seconds": clock() - t0, "render_seconds": render_s, "write_seconds": write_s, "chars": n_chars,
-            "folders": sorted(str(f.relative_to(site)) for f in {p.parent for p in paths})}
+    return {
+        "seconds": clock() - t0,
+        "render_seconds": render_s,
+        "write_seconds": write_s,
+        "chars": n_chars,
+        "folders": sorted(str(f.relative_to(site)) for f in {p.parent for p in paths}),
+    }
 
 
 def run_index(records: list[dict], site: Path) -> dict:
@@ -214,8 +297,12 @@ def run_index(records: list[dict], site: Path) -> dict:
     t2 = time.perf_counter()
     (site / "index.html").write_text(html, encoding="utf-8")
     write_static(site)
-    return {"index_row_seconds": t1 - t0, "render_index_seconds": t2 - t1, "index_bytes": len(html.encode()),
-            "bytes_per_work": len(html.encode()) / max(1, len(records))}
+    return {
+        "index_row_seconds": t1 - t0,
+        "render_index_seconds": t2 - t1,
+        "index_bytes": len(html.encode()),
+        "bytes_per_work": len(html.encode()) / max(1, len(records)),
+    }
 
 
 def profile_render(records: list[dict], top: int = 18) -> str:
@@ -262,23 +349,37 @@ def run_asset(records: list[dict], data: Path) -> dict:
     rows = []
     for rec in records:
         text = json.dumps(rec, ensure_ascii=False, default=str)
-        rows.append({"id": rec["id"], "record_json": text, "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16]})
+        rows.append(
+            {"id": rec["id"], "record_json": text, "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
+        )
     storage.write_table("work_records", pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA))
     out = {}
     for name in ("first", "unchanged"):
         t0 = time.perf_counter()
-        result = dg.materialize([work_pages], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral(),
-                                run_config=dg.RunConfig({"work_pages": PagesConfig(fetch_abstracts=False)}))
+        result = dg.materialize(
+            [work_pages],
+            resources={"storage": storage},
+            instance=dg.DagsterInstance.ephemeral(),
+            run_config=dg.RunConfig({"work_pages": PagesConfig(fetch_abstracts=False)}),
+        )
         md = result.asset_materializations_for_node("work_pages")[0].metadata
-        out[name] = {"seconds": time.perf_counter() - t0, "pages_rendered": md["pages_rendered"].value,
-                     "asset_seconds": md["seconds"].value}
+        out[name] = {
+            "seconds": time.perf_counter() - t0,
+            "pages_rendered": md["pages_rendered"].value,
+            "asset_seconds": md["seconds"].value,
+        }
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--works", type=int, default=20_000)
-    ap.add_argument("--scratch", type=Path, default=None, help="parent of the fresh scratch folder (default: the system temporary folder)")
+    ap.add_argument(
+        "--scratch",
+        type=Path,
+        default=None,
+        help="parent of the fresh scratch folder (default: the system temporary folder)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder (pages, records, index.html)")
     ap.add_argument("--profile", action="store_true", help="cProfile the render of the first --profile-works records")
     ap.add_argument("--profile-works", type=int, default=2000)
@@ -287,13 +388,21 @@ def main(argv: list[str] | None = None) -> None:
     import metacan_pipeline
 
     scratch = Path(tempfile.mkdtemp(prefix="metacan-bench-pages-", dir=args.scratch))
-    r: dict = {"command": " ".join([sys.executable, *sys.argv]), "package": metacan_pipeline.__file__, "code": _git_state(),
-               "machine": {"nproc": os.cpu_count(), "load_at_start": _loadavg()}, "works": args.works, "scratch": str(scratch)}
+    r: dict = {
+        "command": " ".join([sys.executable, *sys.argv]),
+        "package": metacan_pipeline.__file__,
+        "code": _git_state(),
+        "machine": {"nproc": os.cpu_count(), "load_at_start": _loadavg()},
+        "works": args.works,
+        "scratch": str(scratch),
+    }
     try:
         t0 = time.perf_counter()
         records = make_records(args.works)
         r["make_records_seconds"] = time.perf_counter() - t0
-        _say(f"{args.works:,} records built in {r['make_records_seconds']:.1f} s; scratch {scratch} (load {_loadavg()})")
+        _say(
+            f"{args.works:,} records built in {r['make_records_seconds']:.1f} s; scratch {scratch} (load {_loadavg()})"
+        )
         r["baseline"] = run_baseline(records, scratch / "records_1")
         _say(f"baseline: {r['baseline']['seconds']:.2f} s (load {_loadavg()})")
         r["pages"] = run_pages(records, scratch / "site")
@@ -302,10 +411,12 @@ def main(argv: list[str] | None = None) -> None:
         r["index"] = run_index(records, scratch / "site")
         r["check"] = run_check(records)
         r["asset"] = run_asset(records, scratch / "asset_data")
-        _say(f"asset: {r['asset']['first']['seconds']:.2f} s, unchanged re-run {r['asset']['unchanged']['seconds']:.2f} s (load {_loadavg()})")
+        _say(
+            f"asset: {r['asset']['first']['seconds']:.2f} s, unchanged re-run {r['asset']['unchanged']['seconds']:.2f} s (load {_loadavg()})"
+        )
         r["machine"]["load_at_end"] = _loadavg()
         if args.profile:
-            r["profile"] = profile_render(records[:args.profile_works])
+            r["profile"] = profile_render(records[: args.profile_works])
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -318,25 +429,39 @@ def main(argv: list[str] | None = None) -> None:
     r["baseline_records_per_s"] = n / base_s
     r["ratio_pages_vs_baseline"] = p["seconds"] / base_s
     ix = r["index"]
-    print(f"works: {n:,} ({', '.join(p['folders'])}); load {r['machine']['load_at_start']} -> {r['machine']['load_at_end']}")
-    print(f"baseline  json.dumps + write of the records: {r['baseline']['seconds']:.2f} s / {r['baseline_after']['seconds']:.2f} s "
-          f"(before / after) = {r['baseline_records_per_s']:,.0f} records/s, {r['baseline']['chars'] / n:,.0f} chars each")
-    print(f"pages     render_work (no abstract) + write:   {p['seconds']:.2f} s = {r['pages_per_s']:,.0f} pages/s "
-          f"(render {p['render_seconds']:.2f} s = {r['render_only_pages_per_s']:,.0f} pages/s, write {p['write_seconds']:.2f} s), "
-          f"{p['chars'] / n:,.0f} chars each")
+    print(
+        f"works: {n:,} ({', '.join(p['folders'])}); load {r['machine']['load_at_start']} -> {r['machine']['load_at_end']}"
+    )
+    print(
+        f"baseline  json.dumps + write of the records: {r['baseline']['seconds']:.2f} s / {r['baseline_after']['seconds']:.2f} s "
+        f"(before / after) = {r['baseline_records_per_s']:,.0f} records/s, {r['baseline']['chars'] / n:,.0f} chars each"
+    )
+    print(
+        f"pages     render_work (no abstract) + write:   {p['seconds']:.2f} s = {r['pages_per_s']:,.0f} pages/s "
+        f"(render {p['render_seconds']:.2f} s = {r['render_only_pages_per_s']:,.0f} pages/s, write {p['write_seconds']:.2f} s), "
+        f"{p['chars'] / n:,.0f} chars each"
+    )
     print(f"ratio     pages seconds / baseline seconds: {r['ratio_pages_vs_baseline']:.2f}x")
-    print(f"index     index_row x {n:,}: {ix['index_row_seconds']:.2f} s; render_index: {ix['render_index_seconds']:.2f} s; "
-          f"index.html {ix['index_bytes'] / 1e6:.1f} MB ({ix['bytes_per_work']:.0f} bytes per work)")
+    print(
+        f"index     index_row x {n:,}: {ix['index_row_seconds']:.2f} s; render_index: {ix['render_index_seconds']:.2f} s; "
+        f"index.html {ix['index_bytes'] / 1e6:.1f} MB ({ix['bytes_per_work']:.0f} bytes per work)"
+    )
     c = r["check"]
-    print(f"check     records_may_ship per record (schema + SPEC section 8): {n / c['seconds']:,.0f} records/s, {c['violating']} violating")
+    print(
+        f"check     records_may_ship per record (schema + SPEC section 8): {n / c['seconds']:,.0f} records/s, {c['violating']} violating"
+    )
     a = r["asset"]
     r["asset_pages_per_s"] = a["first"]["pages_rendered"] / a["first"]["asset_seconds"]
-    print(f"asset     work_pages (Dagster, no abstracts): {a['first']['pages_rendered']:,} pages in {a['first']['asset_seconds']:.2f} s "
-          f"= {r['asset_pages_per_s']:,.0f} pages/s ({a['first']['seconds']:.2f} s with the run's overhead); "
-          f"unchanged re-run: {a['unchanged']['pages_rendered']} pages in {a['unchanged']['asset_seconds']:.2f} s")
+    print(
+        f"asset     work_pages (Dagster, no abstracts): {a['first']['pages_rendered']:,} pages in {a['first']['asset_seconds']:.2f} s "
+        f"= {r['asset_pages_per_s']:,.0f} pages/s ({a['first']['seconds']:.2f} s with the run's overhead); "
+        f"unchanged re-run: {a['unchanged']['pages_rendered']} pages in {a['unchanged']['asset_seconds']:.2f} s"
+    )
     r["meets_target"] = min(r["pages_per_s"], r["asset_pages_per_s"]) >= TARGET_PAGES_PER_S
-    print(f"target    >= {TARGET_PAGES_PER_S:,.0f} pages/s: {'met' if r['meets_target'] else 'NOT met'} "
-          f"(render_work + write {r['pages_per_s']:,.0f} pages/s; the work_pages asset {r['asset_pages_per_s']:,.0f} pages/s)")
+    print(
+        f"target    >= {TARGET_PAGES_PER_S:,.0f} pages/s: {'met' if r['meets_target'] else 'NOT met'} "
+        f"(render_work + write {r['pages_per_s']:,.0f} pages/s; the work_pages asset {r['asset_pages_per_s']:,.0f} pages/s)"
+    )
     if args.profile:
         print(r["profile"])
     OUT.mkdir(parents=True, exist_ok=True)

@@ -94,7 +94,10 @@ TARGET_TRAIN_S = 60.0
 
 # keyword phrases per binary target and the share of works that carry one (the label truth)
 BINARY_KEYWORDS: dict[str, tuple[float, tuple[str, ...]]] = {
-    "metaresearch": (0.04, ("meta-research", "research on research", "reporting quality of trials", "reproducibility of findings")),
+    "metaresearch": (
+        0.04,
+        ("meta-research", "research on research", "reporting quality of trials", "reproducibility of findings"),
+    ),
     "metaepi_narrow": (0.01, ("meta-epidemiological study", "meta-epidemiology of trial effect sizes")),
     "metaepi_broad": (0.06, ("systematic review", "meta-analysis", "umbrella review")),
     "bibliometrics": (0.03, ("bibliometric analysis", "citation analysis", "scientometric study")),
@@ -107,16 +110,34 @@ BINARY_KEYWORDS: dict[str, tuple[float, tuple[str, ...]]] = {
     "about_ca_topic": (0.08, ("Canada", "Quebec", "First Nations communities", "British Columbia")),
 }
 CATEGORICAL_KEYWORDS: dict[str, dict[str, tuple[float, str]]] = {
-    "domain": {"methods": (0.02, "statistical methods"), "reporting": (0.015, "reporting guidelines"),
-               "reproducibility": (0.01, "replication study"), "evaluation": (0.01, "research assessment"),
-               "incentives": (0.005, "academic incentives")},
-    "study_design": {"randomized_trial": (0.03, "randomized controlled trial"), "observational": (0.08, "cohort study"),
-                     "case_report": (0.02, "case report"), "qualitative": (0.03, "qualitative interview study"),
-                     "simulation_or_modeling": (0.02, "simulation model"), "bench_or_experimental": (0.04, "in vitro experiment")},
-    "genre": {"review": (0.05, "a narrative review"), "protocol": (0.01, "study protocol"), "dataset": (0.01, "a dataset"),
-              "software": (0.01, "an R package"), "commentary": (0.02, "commentary"), "editorial": (0.01, "editorial")},
+    "domain": {
+        "methods": (0.02, "statistical methods"),
+        "reporting": (0.015, "reporting guidelines"),
+        "reproducibility": (0.01, "replication study"),
+        "evaluation": (0.01, "research assessment"),
+        "incentives": (0.005, "academic incentives"),
+    },
+    "study_design": {
+        "randomized_trial": (0.03, "randomized controlled trial"),
+        "observational": (0.08, "cohort study"),
+        "case_report": (0.02, "case report"),
+        "qualitative": (0.03, "qualitative interview study"),
+        "simulation_or_modeling": (0.02, "simulation model"),
+        "bench_or_experimental": (0.04, "in vitro experiment"),
+    },
+    "genre": {
+        "review": (0.05, "a narrative review"),
+        "protocol": (0.01, "study protocol"),
+        "dataset": (0.01, "a dataset"),
+        "software": (0.01, "an R package"),
+        "commentary": (0.02, "commentary"),
+        "editorial": (0.01, "editorial"),
+    },
 }
-NOISE = {"gemma": (0.10, 0.10), "codex": (0.05, 0.05)}  # (false negative rate, false positives as a share of the target's rate)
+NOISE = {
+    "gemma": (0.10, 0.10),
+    "codex": (0.05, 0.05),
+}  # (false negative rate, false positives as a share of the target's rate)
 STRATUM_WEIGHTS = (10.0, 20.0, 50.0, 100.0)  # codex design weights 1/pi, stratum = work index mod 4
 
 
@@ -138,8 +159,20 @@ def real_frame(scratch: Path) -> Path:
     input_dir = scratch / f"works_{SOURCE_WORKS}"
     make_scale_input(SOURCE_WORKS, input_dir, quiet=True)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--_stage", "framesrc", "--input", str(input_dir),
-                    "--data", str(data_dir)], cwd=str(REPO), check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--_stage",
+            "framesrc",
+            "--input",
+            str(input_dir),
+            "--data",
+            str(data_dir),
+        ],
+        cwd=str(REPO),
+        check=True,
+    )
     done.write_text(json.dumps({"seconds": time.perf_counter() - t0}))
     return data_dir / "warehouse" / "frame"
 
@@ -210,9 +243,9 @@ def synth_works(n: int, titles_mode: str, real_titles: list[str]) -> dict:
         if titles_mode == "repeat":
             title = real_titles[i % len(real_titles)]
         elif truth["insufficient_payload"][i]:
-            title = " ".join(wa[start:start + 2])
+            title = " ".join(wa[start : start + 2])
         else:
-            parts = list(wa[start:ends[i]])
+            parts = list(wa[start : ends[i]])
             for j, t in enumerate(bin_targets):
                 phrases = BINARY_KEYWORDS[t][1]
                 if truth[t][i] and phrases:
@@ -258,9 +291,19 @@ def teacher_labels(works: dict, teacher: str, n: int) -> dict:
 def _label_dicts(lab: dict, ids: list[str], teacher: str) -> list[dict]:
     from metacan_pipeline.vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS
 
-    return [{"work_id": wid, "label_id": f"{teacher}-{wid}", "teacher": teacher, "status": "labelled", "source": "teacher_call",
-             "categories": lab["categories"][i], **{t: bool(lab[t][i]) for t in ABOUT_CA_TARGETS},
-             **{t: lab[t][i] for t in CATEGORICAL_TARGETS}} for i, wid in enumerate(ids)]
+    return [
+        {
+            "work_id": wid,
+            "label_id": f"{teacher}-{wid}",
+            "teacher": teacher,
+            "status": "labelled",
+            "source": "teacher_call",
+            "categories": lab["categories"][i],
+            **{t: bool(lab[t][i]) for t in ABOUT_CA_TARGETS},
+            **{t: lab[t][i] for t in CATEGORICAL_TARGETS},
+        }
+        for i, wid in enumerate(ids)
+    ]
 
 
 def _gemma_table(lab: dict, ids: list[str], start: int):
@@ -288,31 +331,57 @@ def _gemma_table(lab: dict, ids: list[str], start: int):
         return vals
 
     cols = {
-        "label_id": [f"g-{w}" for w in ids], "work_id": ids, "teacher": ["gemma"] * n, "model": ["gemma-3-270m-it-q4_k_m"] * n,
-        "prompt_version": ["v1"] * n, "prompt_sha": ["0" * 16] * n, "record_view": ["title_only"] * n,
-        "view_hash": [f"{p:016x}" for p in pos], "status": status.tolist(),
-        "categories": col(lab["categories"], failed), "domain": col(lab["domain"], failed),
-        "study_design": col(lab["study_design"], failed), "genre": col(lab["genre"], failed),
-        "about_ca_system": col(lab["about_ca_system"].tolist(), failed), "about_ca_topic": col(lab["about_ca_topic"].tolist(), failed),
-        "confidence": col(["high"] * n, failed), "reason": col(["keyword label (benchmark)"] * n, failed),
-        "error": [("schema: no label" if f else None) for f in failed], "attempts": [1] * n, "call_id": [f"c{p // 8}" for p in pos],
-        "run_id": ["bench"] * n, "source": ["teacher_call"] * n, "source_ref": [None] * n,
+        "label_id": [f"g-{w}" for w in ids],
+        "work_id": ids,
+        "teacher": ["gemma"] * n,
+        "model": ["gemma-3-270m-it-q4_k_m"] * n,
+        "prompt_version": ["v1"] * n,
+        "prompt_sha": ["0" * 16] * n,
+        "record_view": ["title_only"] * n,
+        "view_hash": [f"{p:016x}" for p in pos],
+        "status": status.tolist(),
+        "categories": col(lab["categories"], failed),
+        "domain": col(lab["domain"], failed),
+        "study_design": col(lab["study_design"], failed),
+        "genre": col(lab["genre"], failed),
+        "about_ca_system": col(lab["about_ca_system"].tolist(), failed),
+        "about_ca_topic": col(lab["about_ca_topic"].tolist(), failed),
+        "confidence": col(["high"] * n, failed),
+        "reason": col(["keyword label (benchmark)"] * n, failed),
+        "error": [("schema: no label" if f else None) for f in failed],
+        "attempts": [1] * n,
+        "call_id": [f"c{p // 8}" for p in pos],
+        "run_id": ["bench"] * n,
+        "source": ["teacher_call"] * n,
+        "source_ref": [None] * n,
         "created_at": [base + dt.timedelta(seconds=int(p)) for p in pos],
     }
     table = pa.table(cols, schema=LABELS_SCHEMA)
     if dup.any():
         old = table.filter(pa.array(dup))
-        old = old.set_column(old.schema.get_field_index("created_at"), "created_at",
-                             pa.array([base - dt.timedelta(days=30)] * old.num_rows, pa.timestamp("us")))
-        old = old.set_column(old.schema.get_field_index("label_id"), "label_id",
-                             pa.array([f"g-old-{w}" for w in old.column("work_id").to_pylist()]))
+        old = old.set_column(
+            old.schema.get_field_index("created_at"),
+            "created_at",
+            pa.array([base - dt.timedelta(days=30)] * old.num_rows, pa.timestamp("us")),
+        )
+        old = old.set_column(
+            old.schema.get_field_index("label_id"),
+            "label_id",
+            pa.array([f"g-old-{w}" for w in old.column("work_id").to_pylist()]),
+        )
         table = pa.concat_tables([table, old])
     return table
 
 
 def _recipe(n_max: int, train_works: int, titles_mode: str, src_rows: int) -> dict:
-    return {"recipe": RECIPE_VERSION, "n_max": n_max, "train_works": train_works, "titles": titles_mode, "source_frame_rows": src_rows,
-            "seed": SEED}
+    return {
+        "recipe": RECIPE_VERSION,
+        "n_max": n_max,
+        "train_works": train_works,
+        "titles": titles_mode,
+        "source_frame_rows": src_rows,
+        "seed": SEED,
+    }
 
 
 def prepare(scratch: Path, sizes: list[int], train_works: int, titles_mode: str) -> dict:
@@ -328,8 +397,14 @@ def prepare(scratch: Path, sizes: list[int], train_works: int, titles_mode: str)
     n_max = max(sizes)
     recipe = _recipe(n_max, train_works, titles_mode, src.num_rows)
     tag = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
-    info = {"source_frame": str(src_dir), "source_frame_rows": src.num_rows,
-            "source_frame_distinct_titles": len(set(src.column("title_text").to_pylist())), "recipe": recipe, "tag": tag, "frames": {}}
+    info = {
+        "source_frame": str(src_dir),
+        "source_frame_rows": src.num_rows,
+        "source_frame_distinct_titles": len(set(src.column("title_text").to_pylist())),
+        "recipe": recipe,
+        "tag": tag,
+        "frames": {},
+    }
     train_file = scratch / f"train_{tag}.pkl"
     ready = {n: scratch / f"score_{n}" / "READY.json" for n in sizes}
     if train_file.exists() and all(p.exists() and json.loads(p.read_text()).get("tag") == tag for p in ready.values()):
@@ -367,19 +442,34 @@ def prepare(scratch: Path, sizes: list[int], train_works: int, titles_mode: str)
 
         rows = storage.write_table("frame", frame_parts())
         g_rows = storage.write_table("direct_labels_gemma", gemma_parts())
-        meta = {"tag": tag, "works": rows, "gemma_label_rows": g_rows, "data_dir": str(data), "seconds": time.perf_counter() - t1}
+        meta = {
+            "tag": tag,
+            "works": rows,
+            "gemma_label_rows": g_rows,
+            "data_dir": str(data),
+            "seconds": time.perf_counter() - t1,
+        }
         (scratch / f"score_{n}" / "READY.json").write_text(json.dumps(meta))
         info["frames"][n] = meta
-        _say(f"bench_student: wrote the {n:,}-work frame and {g_rows:,} gemma labels under {data} in {meta['seconds']:.1f} s")
+        _say(
+            f"bench_student: wrote the {n:,}-work frame and {g_rows:,} gemma labels under {data} in {meta['seconds']:.1f} s"
+        )
     # training set: the first train_works frame works, labelled by both teachers (codex with design weights)
     storage = MetacanStorage(data_dir=str(scratch / f"score_{min(sizes)}" / "data"))
-    head = next(storage.iter_batches("frame", batch_size=train_works, columns=["id", "venue_id", "title_text", "venue_name", "topic",
-                                                                                  "field", "type", "language"]))
+    head = next(
+        storage.iter_batches(
+            "frame",
+            batch_size=train_works,
+            columns=["id", "venue_id", "title_text", "venue_name", "topic", "field", "type", "language"],
+        )
+    )
     texts = dict(zip(head.column("id").to_pylist(), student_texts(head)))
     tids = ids[:train_works]
     codex = teacher_labels(works, "codex", train_works)
-    labels = {"gemma": _label_dicts({k: v[:train_works] for k, v in gemma.items()}, tids, "gemma"),
-              "codex": _label_dicts(codex, tids, "codex")}
+    labels = {
+        "gemma": _label_dicts({k: v[:train_works] for k, v in gemma.items()}, tids, "gemma"),
+        "codex": _label_dicts(codex, tids, "codex"),
+    }
     weights = {wid: STRATUM_WEIGHTS[i % len(STRATUM_WEIGHTS)] for i, wid in enumerate(tids)}
     train_file.write_bytes(pickle.dumps({"labels": labels, "texts": texts, "weights": weights}))
     info["train_file"] = str(train_file)
@@ -402,19 +492,24 @@ def _sklearn_heads(labels: dict, texts: dict, w: dict, blas_threads: int | None 
 
     limits = threadpool_limits(limits=blas_threads, user_api="blas")
     t0 = time.perf_counter()
-    vec = TfidfVectorizer(**{**PARAMS["tfidf"], "dtype": np.float32}).fit(sorted({texts[r["work_id"]] for t in labels for r in labels[t]}))
+    vec = TfidfVectorizer(**{**PARAMS["tfidf"], "dtype": np.float32}).fit(
+        sorted({texts[r["work_id"]] for t in labels for r in labels[t]})
+    )
     fits = 0
     for teacher, rows in labels.items():
         X = vec.transform([texts[r["work_id"]] for r in rows])
-        Y = np.array([[c in r["categories"] for c in CATEGORIES] + [r[t] for t in ABOUT_CA_TARGETS] for r in rows], dtype=int)
+        Y = np.array(
+            [[c in r["categories"] for c in CATEGORIES] + [r[t] for t in ABOUT_CA_TARGETS] for r in rows], dtype=int
+        )
         for j in range(Y.shape[1]):
             if 0 < Y[:, j].sum() < len(rows):
                 LogisticRegression(**PARAMS["logreg"]).fit(X, Y[:, j], sample_weight=w[teacher])
                 fits += 1
         for t in CATEGORICAL_TARGETS:
             keep = np.array([r[t] is not None for r in rows])
-            LogisticRegression(**PARAMS["logreg"]).fit(X[keep], np.array([r[t] for r in rows], dtype=object)[keep].astype(str),
-                                                       sample_weight=w[teacher][keep])
+            LogisticRegression(**PARAMS["logreg"]).fit(
+                X[keep], np.array([r[t] for r in rows], dtype=object)[keep].astype(str), sample_weight=w[teacher][keep]
+            )
             fits += 1
     secs = time.perf_counter() - t0
     limits.restore_original_limits()
@@ -440,10 +535,14 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
 
     d = pickle.loads(train_file.read_bytes())
     labels, texts, weights = d["labels"], d["texts"], d["weights"]
-    train_w = {t: np.array([weights.get(r["work_id"], 1.0) if t == "codex" else 1.0 for r in labels[t]]) for t in TEACHERS}
+    train_w = {
+        t: np.array([weights.get(r["work_id"], 1.0) if t == "codex" else 1.0 for r in labels[t]]) for t in TEACHERS
+    }
     res: dict = {"package": metacan_pipeline.__file__, "train_works": {t: len(v) for t, v in labels.items()}}
     res["baseline"] = _sklearn_heads(labels, texts, train_w)
-    _say(f"  bare sklearn loop: {res['baseline']['seconds']:.1f} s ({res['baseline']['fits']} fits, {res['baseline']['features']} features)")
+    _say(
+        f"  bare sklearn loop: {res['baseline']['seconds']:.1f} s ({res['baseline']['fits']} fits, {res['baseline']['features']} features)"
+    )
     model_version = model_version_for(labels, weights, "tfidf")
     t0 = time.perf_counter()
     bundle = train_bundle(model_version, "tfidf", labels, texts, train_w)
@@ -462,7 +561,9 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
     res["one_binary_fit_seconds"] = time.perf_counter() - t0
     keep = [i for i, r in enumerate(labels["codex"]) if r["study_design"] is not None]
     t0 = time.perf_counter()
-    LogisticRegression(**PARAMS["logreg"]).fit(X[keep], [labels["codex"][i]["study_design"] for i in keep], sample_weight=train_w["codex"][keep])
+    LogisticRegression(**PARAMS["logreg"]).fit(
+        X[keep], [labels["codex"][i]["study_design"] for i in keep], sample_weight=train_w["codex"][keep]
+    )
     res["one_categorical_fit_seconds"] = time.perf_counter() - t0
     heads = bundle["heads"]
     res["heads"] = {t: {h: heads[t][h].status for h in heads[t]} for t in heads}
@@ -471,9 +572,19 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
     # as student_heads: the support gate over every label of both teachers, and the design-weighted codex rates
     bundle["gates"] = _gates(labels, weights, heads)
     codex_w = np.array([weights.get(r["work_id"], 1.0) for r in labels["codex"]])
-    bundle["rates"] = {t: weighted_rate(np.array([target_value(r, t) or 0 for r in labels["codex"]]), codex_w) for t in BINARY_TARGETS}
-    res["gates"] = {t: {"passed": g.passed, "gemma_positives": g.gemma_positives, "codex_positives": g.codex_positives,
-                        "kish_ess": round(g.kish_ess_positive, 1), "reason": g.reason} for t, g in bundle["gates"].items()}
+    bundle["rates"] = {
+        t: weighted_rate(np.array([target_value(r, t) or 0 for r in labels["codex"]]), codex_w) for t in BINARY_TARGETS
+    }
+    res["gates"] = {
+        t: {
+            "passed": g.passed,
+            "gemma_positives": g.gemma_positives,
+            "codex_positives": g.codex_positives,
+            "kish_ess": round(g.kish_ess_positive, 1),
+            "reason": g.reason,
+        }
+        for t, g in bundle["gates"].items()
+    }
     res["rates"] = bundle["rates"]
     res["gated_binary"] = [t for t in BINARY_TARGETS if bundle["gates"][t].passed]
     res["gated_categorical"] = [t for t in CATEGORICAL_TARGETS if bundle["gates"][t].passed]
@@ -505,8 +616,15 @@ def stage_score_baseline(data_dir: Path, bundle_file: Path) -> dict:
         for head in heads.values():
             out.append(head.score(X))
     secs = time.perf_counter() - t0
-    return {"package": metacan_pipeline.__file__, "rows": len(texts), "seconds": secs, "transform_seconds": t_vec,
-            "heads_seconds": secs - t_vec, "nnz_per_row": X.nnz / max(1, X.shape[0]), "heads": len(out)}
+    return {
+        "package": metacan_pipeline.__file__,
+        "rows": len(texts),
+        "seconds": secs,
+        "transform_seconds": t_vec,
+        "heads_seconds": secs - t_vec,
+        "nnz_per_row": X.nnz / max(1, X.shape[0]),
+        "heads": len(out),
+    }
 
 
 def stage_score(data_dir: Path, bundle_file: Path, profile_to: str | None) -> dict:
@@ -581,10 +699,20 @@ def stage_score(data_dir: Path, bundle_file: Path, profile_to: str | None) -> di
         "thresholds_and_rest": t0 + secs - pr["end"],
         "batches": len(batch_log),
     }
-    files = {t: sum(p.stat().st_size for p in storage.table_dir(t).glob("*.parquet")) for t in ("student_scores", "predictions")}
+    files = {
+        t: sum(p.stat().st_size for p in storage.table_dir(t).glob("*.parquet"))
+        for t in ("student_scores", "predictions")
+    }
     pred_rows = sum(pq.ParquetFile(p).metadata.num_rows for p in storage.table_dir("predictions").glob("*.parquet"))
-    return {"package": metacan_pipeline.__file__, "rows": n, "predictions_rows": pred_rows, "seconds": secs, "breakdown": breakdown,
-            "bytes": files, "thresholds": thresholds}
+    return {
+        "package": metacan_pipeline.__file__,
+        "rows": n,
+        "predictions_rows": pred_rows,
+        "seconds": secs,
+        "breakdown": breakdown,
+        "bytes": files,
+        "thresholds": thresholds,
+    }
 
 
 def run_stage_in_child(args: argparse.Namespace) -> None:
@@ -638,57 +766,88 @@ def spawn(stage: str, key: str, scratch: Path, extra: list[str]) -> dict:
         raise SystemExit(f"stage {key} failed with exit code {proc.returncode} (log: {log_path}): {' '.join(cmd)}")
     res = json.loads(result_file.read_text())
     result_file.unlink()
-    res.update({
-        "stage": stage, "log": str(log_path), "wall_seconds_incl_startup": time.time() - t0,
-        "ru_maxrss_mib": rusage.ru_maxrss / 1024, "vm_hwm_mib": res.pop("vm_hwm_kib") / 1024,
-        "sampled_tree_peak_rss_mib": max((k for _, k in samples), default=0) / 1024,
-        "load_before": load_before, "load_after": _loadavg(),
-        "user_cpu_seconds": rusage.ru_utime, "sys_cpu_seconds": rusage.ru_stime,
-        "rss_samples_mib": [(round(t - t0, 1), round(k / 1024)) for t, k in samples[:: max(1, len(samples) // 300)]],
-    })
+    res.update(
+        {
+            "stage": stage,
+            "log": str(log_path),
+            "wall_seconds_incl_startup": time.time() - t0,
+            "ru_maxrss_mib": rusage.ru_maxrss / 1024,
+            "vm_hwm_mib": res.pop("vm_hwm_kib") / 1024,
+            "sampled_tree_peak_rss_mib": max((k for _, k in samples), default=0) / 1024,
+            "load_before": load_before,
+            "load_after": _loadavg(),
+            "user_cpu_seconds": rusage.ru_utime,
+            "sys_cpu_seconds": rusage.ru_stime,
+            "rss_samples_mib": [
+                (round(t - t0, 1), round(k / 1024)) for t, k in samples[:: max(1, len(samples) // 300)]
+            ],
+        }
+    )
     res["peak_rss_mib"] = max(res["ru_maxrss_mib"], res["sampled_tree_peak_rss_mib"])
     return res
 
 
 def print_table(r: dict) -> None:
     code = r["code"]
-    print(f"\n=== student benchmark: code {code['head'][:7]}{' +local edits' if code['dirty_pipeline_files'] else ''} "
-          f"(branch {r['branch']}), package {r['package']} ===")
+    print(
+        f"\n=== student benchmark: code {code['head'][:7]}{' +local edits' if code['dirty_pipeline_files'] else ''} "
+        f"(branch {r['branch']}), package {r['package']} ==="
+    )
     print(f"command: {r['command']}")
-    print(f"machine: {r['machine']['nproc']} cores, load at start {r['machine']['load_at_start']}, at end {r['machine'].get('load_at_end')}")
+    print(
+        f"machine: {r['machine']['nproc']} cores, load at start {r['machine']['load_at_start']}, at end {r['machine'].get('load_at_end')}"
+    )
     inp = r["inputs"]
-    print(f"inputs: {inp['source_frame_rows']:,} real frame rows ({inp['source_frame_distinct_titles']} distinct titles) from a "
-          f"{SOURCE_WORKS:,}-work scale input, repeated with fresh ids; titles: {inp['recipe']['titles']}")
-    print(f"{'stage':<46}{'works':>10}{'seconds':>9}{'works/s':>10}{'vs base':>9}{'peak RSS MiB':>14}  load before -> after")
+    print(
+        f"inputs: {inp['source_frame_rows']:,} real frame rows ({inp['source_frame_distinct_titles']} distinct titles) from a "
+        f"{SOURCE_WORKS:,}-work scale input, repeated with fresh ids; titles: {inp['recipe']['titles']}"
+    )
+    print(
+        f"{'stage':<46}{'works':>10}{'seconds':>9}{'works/s':>10}{'vs base':>9}{'peak RSS MiB':>14}  load before -> after"
+    )
     st = r["stages"]
     if "train" in st:
         t = st["train"]
         base = (t["baseline"]["seconds"] + t["baseline_after"]["seconds"]) / 2
         n = t["train_works"]["gemma"]
-        for label, s in (("train baseline: bare sklearn loop", t["baseline"]["seconds"]),
-                         ("train_bundle (2 teachers x 14 heads)", t["train_bundle_seconds"]),
-                         ("train baseline again", t["baseline_after"]["seconds"]),
-                         ("variant: bare loop, BLAS on one thread", t["baseline_one_blas_thread"]["seconds"])):
-            print(f"{label:<46}{n:>10,}{s:>9.1f}{n / s:>10.0f}{s / base:>9.2f}{t['peak_rss_mib']:>14.0f}  {t['load_before']} -> {t['load_after']}")
-        print(f"  one binary LR fit {t['one_binary_fit_seconds']:.2f} s, one 12-class fit {t['one_categorical_fit_seconds']:.2f} s; "
-              f"{t['heads_trained']} of 28 heads trained; {t['features']:,} TF-IDF features; gated binary heads: {t['gated_binary']}")
+        for label, s in (
+            ("train baseline: bare sklearn loop", t["baseline"]["seconds"]),
+            ("train_bundle (2 teachers x 14 heads)", t["train_bundle_seconds"]),
+            ("train baseline again", t["baseline_after"]["seconds"]),
+            ("variant: bare loop, BLAS on one thread", t["baseline_one_blas_thread"]["seconds"]),
+        ):
+            print(
+                f"{label:<46}{n:>10,}{s:>9.1f}{n / s:>10.0f}{s / base:>9.2f}{t['peak_rss_mib']:>14.0f}  {t['load_before']} -> {t['load_after']}"
+            )
+        print(
+            f"  one binary LR fit {t['one_binary_fit_seconds']:.2f} s, one 12-class fit {t['one_categorical_fit_seconds']:.2f} s; "
+            f"{t['heads_trained']} of 28 heads trained; {t['features']:,} TF-IDF features; gated binary heads: {t['gated_binary']}"
+        )
     base_keys = [k for k in st if k.startswith("score_baseline")]
     sbase = sum(st[k]["seconds"] for k in base_keys) / len(base_keys) if base_keys else None
     for k, s in st.items():
         if k == "train":
             continue
-        label = {"score_baseline": "score baseline: transform + 28 heads in memory",
-                 "score_baseline_after": "score baseline again"}.get(k, f"write_predictions ({s['rows']:,} works)")
+        label = {
+            "score_baseline": "score baseline: transform + 28 heads in memory",
+            "score_baseline_after": "score baseline again",
+        }.get(k, f"write_predictions ({s['rows']:,} works)")
         vs = f"{s['seconds'] / sbase:>9.2f}" if sbase and s["rows"] == r["stages"][base_keys[0]]["rows"] else f"{'':>9}"
-        print(f"{label:<46}{s['rows']:>10,}{s['seconds']:>9.1f}{s['rows'] / s['seconds']:>10.0f}{vs}{s['peak_rss_mib']:>14.0f}  "
-              f"{s['load_before']} -> {s['load_after']}")
+        print(
+            f"{label:<46}{s['rows']:>10,}{s['seconds']:>9.1f}{s['rows'] / s['seconds']:>10.0f}{vs}{s['peak_rss_mib']:>14.0f}  "
+            f"{s['load_before']} -> {s['load_after']}"
+        )
         if "breakdown" in s:
             b = s["breakdown"]
-            print(f"    scoring {b['student_scores_scoring']:.1f} s + scores Parquet {b['student_scores_parquet_writes']:.1f} s; "
-                  f"quotas {b['quotas_and_count']:.1f} s; predictions query {b['predictions_query']:.1f} s + Parquet "
-                  f"{b['predictions_parquet_writes']:.1f} s; rest {b['thresholds_and_rest']:.1f} s")
-    print("ratios: against the mean of the baseline runs of this benchmark run (train: same process; score: same input, fresh child). "
-          "peak RSS = max(wait4 ru_maxrss, RSS summed over the child's process tree sampled every 0.2 s)")
+            print(
+                f"    scoring {b['student_scores_scoring']:.1f} s + scores Parquet {b['student_scores_parquet_writes']:.1f} s; "
+                f"quotas {b['quotas_and_count']:.1f} s; predictions query {b['predictions_query']:.1f} s + Parquet "
+                f"{b['predictions_parquet_writes']:.1f} s; rest {b['thresholds_and_rest']:.1f} s"
+            )
+    print(
+        "ratios: against the mean of the baseline runs of this benchmark run (train: same process; score: same input, fresh child). "
+        "peak RSS = max(wait4 ru_maxrss, RSS summed over the child's process tree sampled every 0.2 s)"
+    )
     for line in r["verdicts"]:
         print(line)
     sys.stdout.flush()
@@ -699,7 +858,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--train-works", type=int, default=10_000)
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-bench-student"))
-    ap.add_argument("--stages", default="train,score", help="comma list: train, score (score needs a bundle from train)")
+    ap.add_argument(
+        "--stages", default="train,score", help="comma list: train, score (score needs a bundle from train)"
+    )
     ap.add_argument("--titles", choices=("synthetic", "repeat"), default="synthetic")
     ap.add_argument("--no-repeat-baseline", action="store_true", help="run each baseline once, not before and after")
     ap.add_argument("--profile", action="store_true", help="cProfile the largest write_predictions run")
@@ -716,10 +877,19 @@ def main(argv: list[str] | None = None) -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     OUT.mkdir(parents=True, exist_ok=True)
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    branch = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True).stdout.strip()
-    r: dict = {"command": " ".join([sys.executable, *sys.argv]) if argv is None else " ".join(["bench_student.py", *argv]),
-               "cwd": os.getcwd(), "package": metacan_pipeline.__file__, "branch": branch, "code": _git_state(),
-               "machine": {"nproc": os.cpu_count(), "load_at_start": _loadavg()}, "stages": {}, "verdicts": []}
+    branch = subprocess.run(
+        ["git", "rev-parse", "--abbrev-ref", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+    r: dict = {
+        "command": " ".join([sys.executable, *sys.argv]) if argv is None else " ".join(["bench_student.py", *argv]),
+        "cwd": os.getcwd(),
+        "package": metacan_pipeline.__file__,
+        "branch": branch,
+        "code": _git_state(),
+        "machine": {"nproc": os.cpu_count(), "load_at_start": _loadavg()},
+        "stages": {},
+        "verdicts": [],
+    }
     t0 = time.perf_counter()
     r["inputs"] = prepare(scratch, args.sizes, args.train_works, args.titles)
     r["inputs"]["prepare_seconds"] = time.perf_counter() - t0
@@ -727,7 +897,9 @@ def main(argv: list[str] | None = None) -> None:
     bundle_file = scratch / f"bundle_{tag}.joblib"
     if "train" in stages:
         _say(f"stage train ({args.train_works:,} labelled works, load {_loadavg()}) ...")
-        r["stages"]["train"] = spawn("train", "train", scratch, ["--input", r["inputs"]["train_file"], "--bundle", str(bundle_file)])
+        r["stages"]["train"] = spawn(
+            "train", "train", scratch, ["--input", r["inputs"]["train_file"], "--bundle", str(bundle_file)]
+        )
     elif not bundle_file.exists():
         raise SystemExit(f"{bundle_file} is missing: run with --stages train,score first")
     if "score" in stages:
@@ -746,34 +918,44 @@ def main(argv: list[str] | None = None) -> None:
             if res["rows"] != n:
                 raise SystemExit(f"stage {key} scored {res['rows']} works, expected {n}")
             r["stages"][key] = res
-            _say(f"stage {key}: {res['seconds']:.1f} s, {n / res['seconds']:.0f} works/s, peak RSS {res['peak_rss_mib']:.0f} MiB "
-                 f"(load {res['load_before']} -> {res['load_after']})")
+            _say(
+                f"stage {key}: {res['seconds']:.1f} s, {n / res['seconds']:.0f} works/s, peak RSS {res['peak_rss_mib']:.0f} MiB "
+                f"(load {res['load_before']} -> {res['load_after']})"
+            )
     r["machine"]["load_at_end"] = _loadavg()
     st = r["stages"]
     if "train" in st:
         t = st["train"]
         base = (t["baseline"]["seconds"] + t["baseline_after"]["seconds"]) / 2
         r["train_ratio_vs_baseline"] = t["train_bundle_seconds"] / base
-        r["verdicts"].append(f"train_bundle on {t['train_works']['gemma']:,} labelled works: {t['train_bundle_seconds']:.1f} s "
-                             f"(target < {TARGET_TRAIN_S:.0f} s: {'MET' if t['train_bundle_seconds'] < TARGET_TRAIN_S else 'MISSED'}); "
-                             f"{r['train_ratio_vs_baseline']:.2f} x the bare sklearn loop ({base:.1f} s), "
-                             f"{t['train_bundle_seconds'] / t['baseline_one_blas_thread']['seconds']:.2f} x the bare loop on one BLAS thread "
-                             f"({t['baseline_one_blas_thread']['seconds']:.1f} s)")
-    score_keys = sorted((k for k in st if k.startswith("score_") and not k.startswith("score_baseline")), key=lambda k: st[k]["rows"])
+        r["verdicts"].append(
+            f"train_bundle on {t['train_works']['gemma']:,} labelled works: {t['train_bundle_seconds']:.1f} s "
+            f"(target < {TARGET_TRAIN_S:.0f} s: {'MET' if t['train_bundle_seconds'] < TARGET_TRAIN_S else 'MISSED'}); "
+            f"{r['train_ratio_vs_baseline']:.2f} x the bare sklearn loop ({base:.1f} s), "
+            f"{t['train_bundle_seconds'] / t['baseline_one_blas_thread']['seconds']:.2f} x the bare loop on one BLAS thread "
+            f"({t['baseline_one_blas_thread']['seconds']:.1f} s)"
+        )
+    score_keys = sorted(
+        (k for k in st if k.startswith("score_") and not k.startswith("score_baseline")), key=lambda k: st[k]["rows"]
+    )
     if score_keys:
         big = st[score_keys[-1]]
         base_keys = [k for k in st if k.startswith("score_baseline")]
         sbase = sum(st[k]["seconds"] for k in base_keys) / len(base_keys)
         r["score_ratio_vs_baseline"] = big["seconds"] / sbase
-        r["verdicts"].append(f"write_predictions on {big['rows']:,} works: {big['seconds']:.1f} s, {big['rows'] / big['seconds']:.0f} works/s "
-                             f"(target < {TARGET_SCORE_S:.0f} s: {'MET' if big['seconds'] < TARGET_SCORE_S else 'MISSED'}); "
-                             f"{r['score_ratio_vs_baseline']:.2f} x the bare transform + heads ({sbase:.1f} s)")
+        r["verdicts"].append(
+            f"write_predictions on {big['rows']:,} works: {big['seconds']:.1f} s, {big['rows'] / big['seconds']:.0f} works/s "
+            f"(target < {TARGET_SCORE_S:.0f} s: {'MET' if big['seconds'] < TARGET_SCORE_S else 'MISSED'}); "
+            f"{r['score_ratio_vs_baseline']:.2f} x the bare transform + heads ({sbase:.1f} s)"
+        )
         if len(score_keys) > 1:
             small = st[score_keys[0]]
             r["rss_ratio_big_over_small"] = big["peak_rss_mib"] / small["peak_rss_mib"]
-            r["verdicts"].append(f"peak RSS of write_predictions: {small['rows']:,} works {small['peak_rss_mib']:.0f} MiB, "
-                                 f"{big['rows']:,} works {big['peak_rss_mib']:.0f} MiB (ratio {r['rss_ratio_big_over_small']:.2f}; "
-                                 f"flat means about 1)")
+            r["verdicts"].append(
+                f"peak RSS of write_predictions: {small['rows']:,} works {small['peak_rss_mib']:.0f} MiB, "
+                f"{big['rows']:,} works {big['peak_rss_mib']:.0f} MiB (ratio {r['rss_ratio_big_over_small']:.2f}; "
+                f"flat means about 1)"
+            )
     args.out.write_text(json.dumps(r, indent=2, default=str))
     print_table(r)
     print(f"wrote {args.out}")

@@ -49,9 +49,11 @@ sys.path.insert(0, str(REPO))  # this checkout's metacan_pipeline_tests, not the
 from metacan_pipeline_tests.stub_teacher import run_stub  # noqa: E402
 
 RUBRIC = (REPO / "metacan_pipeline" / "teachers" / "prompts" / "v2.md").read_text()
-_WORDS = ("reporting quality of randomized trials in Canadian journals data sharing peer review reproducibility "
-          "soil bacteria Alberta cohort study of diabetes outcomes Ontario preprints retractions citation analysis "
-          "nursing workforce survey machine learning for crop yield prediction open access mandates").split()
+_WORDS = (
+    "reporting quality of randomized trials in Canadian journals data sharing peer review reproducibility "
+    "soil bacteria Alberta cohort study of diabetes outcomes Ontario preprints retractions citation analysis "
+    "nursing workforce survey machine learning for crop yield prediction open access mandates"
+).split()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -60,21 +62,37 @@ _WORDS = ("reporting quality of randomized trials in Canadian journals data shar
 def make_works(n: int, seed: int = 11) -> list[dict]:
     """``n`` synthetic title-only record views (the shape of teachers.views.record_view), ids W1..Wn."""
     rng = random.Random(seed)
-    return [{"id": f"W{4_000_000_000 + i}", "title": " ".join(rng.choices(_WORDS, k=rng.randint(6, 18))).capitalize(),
-             "year": rng.randint(1990, 2025), "language": "en", "type": "article",
-             "venue": rng.choice(("Canadian Medical Association Journal", "PLOS ONE", None)),
-             "topic": rng.choice(("Meta-analysis and systematic reviews", "Soil microbiology", None)),
-             "field": rng.choice(("Medicine", "Agricultural and Biological Sciences", None))} for i in range(n)]
+    return [
+        {
+            "id": f"W{4_000_000_000 + i}",
+            "title": " ".join(rng.choices(_WORDS, k=rng.randint(6, 18))).capitalize(),
+            "year": rng.randint(1990, 2025),
+            "language": "en",
+            "type": "article",
+            "venue": rng.choice(("Canadian Medical Association Journal", "PLOS ONE", None)),
+            "topic": rng.choice(("Meta-analysis and systematic reviews", "Soil microbiology", None)),
+            "field": rng.choice(("Medicine", "Agricultural and Biological Sciences", None)),
+        }
+        for i in range(n)
+    ]
 
 
 def request_body(batch: list[dict], model: str = "stub-teacher") -> bytes:
     """One chat request of the batched protocol (``<`` and ``>`` escaped inside records)."""
     lines = "\n".join(orjson.dumps(w).decode().replace("<", "\\u003c").replace(">", "\\u003e") for w in batch)
-    user = (f"Label each of the {len(batch)} records below. Reply with one JSON object {{\"labels\": [...]}}, "
-            f"one label per record, in order.\n<records>\n{lines}\n</records>")
-    return orjson.dumps({"model": model, "temperature": 0, "max_tokens": 120 * len(batch),
-                         "response_format": {"type": "json_object"},
-                         "messages": [{"role": "system", "content": RUBRIC}, {"role": "user", "content": user}]})
+    user = (
+        f'Label each of the {len(batch)} records below. Reply with one JSON object {{"labels": [...]}}, '
+        f"one label per record, in order.\n<records>\n{lines}\n</records>"
+    )
+    return orjson.dumps(
+        {
+            "model": model,
+            "temperature": 0,
+            "max_tokens": 120 * len(batch),
+            "response_format": {"type": "json_object"},
+            "messages": [{"role": "system", "content": RUBRIC}, {"role": "user", "content": user}],
+        }
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -85,6 +103,7 @@ async def _post_all(base_url: str, bodies: list[bytes], concurrency: int) -> dic
     it = iter(bodies)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60) as client:
+
         async def worker() -> None:
             for body in it:  # one shared iterator: each body is sent once
                 r = await client.post("/chat/completions", content=body, headers={"content-type": "application/json"})
@@ -97,7 +116,7 @@ async def _post_all(base_url: str, bodies: list[bytes], concurrency: int) -> dic
 
 def run_baseline(base_url: str, works: list[dict], concurrency: int, works_per_call: int) -> float:
     """Bare httpx over prebuilt bodies (built before the clock starts); returns wall seconds."""
-    bodies = [request_body(works[i:i + works_per_call]) for i in range(0, len(works), works_per_call)]
+    bodies = [request_body(works[i : i + works_per_call]) for i in range(0, len(works), works_per_call)]
     t0 = time.perf_counter()
     statuses = asyncio.run(_post_all(base_url, bodies, concurrency))
     seconds = time.perf_counter() - t0
@@ -115,11 +134,13 @@ async def _raw_post_all(base_url: str, bodies: list[bytes], concurrency: int) ->
     async def worker() -> None:
         reader, writer = await asyncio.open_connection(u.hostname, u.port)
         for body in it:
-            writer.write(b"POST %b HTTP/1.1\r\nhost: %b\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%b"
-                         % (path, u.netloc.encode(), len(body), body))
+            writer.write(
+                b"POST %b HTTP/1.1\r\nhost: %b\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%b"
+                % (path, u.netloc.encode(), len(body), body)
+            )
             head = await reader.readuntil(b"\r\n\r\n")
             at = head.lower().index(b"content-length:") + 15
-            await reader.readexactly(int(head[at:head.index(b"\r\n", at)]))
+            await reader.readexactly(int(head[at : head.index(b"\r\n", at)]))
             status = int(head[9:12])
             statuses[status] = statuses.get(status, 0) + 1
         writer.close()
@@ -132,7 +153,7 @@ def run_capacity(base_url: str, works: list[dict], concurrency: int, works_per_c
     """The stub's own throughput: prebuilt bodies, ``rounds`` times, over raw sockets; returns wall seconds."""
     import uvloop
 
-    bodies = [request_body(works[i:i + works_per_call]) for i in range(0, len(works), works_per_call)] * rounds
+    bodies = [request_body(works[i : i + works_per_call]) for i in range(0, len(works), works_per_call)] * rounds
     t0 = time.perf_counter()
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         statuses = runner.run(_raw_post_all(base_url, bodies, concurrency))
@@ -144,9 +165,22 @@ def run_capacity(base_url: str, works: list[dict], concurrency: int, works_per_c
 
 def frame_rows(works: list[dict]) -> list[dict]:
     """The synthetic views as frame rows (the columns :func:`metacan_pipeline.teachers.views.record_view` reads)."""
-    return [{"id": w["id"], "title_text": w["title"], "publication_year": w["year"], "language": w["language"], "type": w["type"],
-             "venue_name": w["venue"], "topic": w["topic"], "field": w["field"], "in_sampling_frame": True,
-             "sampling_frame_exclusion": None, "has_abstract": False} for w in works]
+    return [
+        {
+            "id": w["id"],
+            "title_text": w["title"],
+            "publication_year": w["year"],
+            "language": w["language"],
+            "type": w["type"],
+            "venue_name": w["venue"],
+            "topic": w["topic"],
+            "field": w["field"],
+            "in_sampling_frame": True,
+            "sampling_frame_exclusion": None,
+            "has_abstract": False,
+        }
+        for w in works
+    ]
 
 
 def _label_run(storage, spec, rows: list[dict], run_id: str):
@@ -154,7 +188,9 @@ def _label_run(storage, spec, rows: list[dict], run_id: str):
 
     from metacan_pipeline.teachers.assets import export_labels, label_works
 
-    stats = label_works(storage, spec, rows, run_id=run_id, log=logging.getLogger("bench"), base_url=lambda: spec.base_url)
+    stats = label_works(
+        storage, spec, rows, run_id=run_id, log=logging.getLogger("bench"), base_url=lambda: spec.base_url
+    )
     export_labels(storage, spec, stats.view_hashes)
     return stats
 
@@ -173,8 +209,15 @@ def run_client(base_url: str, works: list[dict], concurrency: int, works_per_cal
     from metacan_pipeline.teachers.registry import TeacherSpec
 
     rows = frame_rows(works)
-    spec = TeacherSpec(name="bench", base_url=base_url, model="stub-teacher", works_per_call=works_per_call, concurrency=concurrency,
-                       structured_output="json_schema", system_role="yes")
+    spec = TeacherSpec(
+        name="bench",
+        base_url=base_url,
+        model="stub-teacher",
+        works_per_call=works_per_call,
+        concurrency=concurrency,
+        structured_output="json_schema",
+        system_role="yes",
+    )
     with tempfile.TemporaryDirectory(prefix="bench-teacher-") as tmp:
         storage = MetacanStorage(data_dir=tmp)
         stats = _label_run(storage, spec, rows, "bench-run-1")
@@ -194,8 +237,15 @@ def run_cached(base_url: str, n: int, works_per_call: int = 25, concurrency: int
     from metacan_pipeline.teachers.registry import TeacherSpec
 
     rows = frame_rows(make_works(n, seed=5))
-    spec = TeacherSpec(name="bench", base_url=base_url, model="stub-teacher", works_per_call=works_per_call, concurrency=concurrency,
-                       structured_output="json_schema", system_role="yes")
+    spec = TeacherSpec(
+        name="bench",
+        base_url=base_url,
+        model="stub-teacher",
+        works_per_call=works_per_call,
+        concurrency=concurrency,
+        structured_output="json_schema",
+        system_role="yes",
+    )
     with tempfile.TemporaryDirectory(prefix="bench-teacher-") as tmp:
         storage = MetacanStorage(data_dir=tmp)
         t0 = time.perf_counter()
@@ -206,7 +256,13 @@ def run_cached(base_url: str, n: int, works_per_call: int = 25, concurrency: int
         seconds = time.perf_counter() - t0
     if second.calls or second.reused != n or first.outcomes != {"labelled": n}:
         raise RuntimeError(f"cached: second run made {second.calls} calls, reused {second.reused} of {n}")
-    return {"works": n, "fill_seconds": fill, "fill_works_per_s": n / fill, "seconds": seconds, "works_per_s": n / seconds}
+    return {
+        "works": n,
+        "fill_seconds": fill,
+        "fill_works_per_s": n / fill,
+        "seconds": seconds,
+        "works_per_s": n / seconds,
+    }
 
 
 # ------------------------------------------------------------------------------------------------
@@ -239,8 +295,9 @@ def _self_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def measure(name: str, fn, base_url: str, pid: int, works: list[dict], concurrency: int, works_per_call: int,
-            rounds: int = 1) -> dict:
+def measure(
+    name: str, fn, base_url: str, pid: int, works: list[dict], concurrency: int, works_per_call: int, rounds: int = 1
+) -> dict:
     """Run ``fn`` (which sends ``rounds`` x the works) against the stub; figures from its own seconds."""
     stats_url = base_url.removesuffix("/v1") + "/stats"
     calls0 = httpx.get(stats_url).json()["calls"]
@@ -253,9 +310,16 @@ def measure(name: str, fn, base_url: str, pid: int, works: list[dict], concurren
     stub_cpu, self_cpu = _tree_cpu_s(pid) - stub0, _self_cpu_s() - self0
     calls = httpx.get(stats_url).json()["calls"] - calls0
     n_calls = rounds * -(-len(works) // works_per_call)
-    return {"name": name, "seconds": seconds, "calls": n_calls, "calls_per_s": n_calls / seconds,
-            "works_per_s": rounds * len(works) / seconds, "stub_cores": stub_cpu / wall, "bench_cores": self_cpu / wall,
-            "stub_calls": calls}
+    return {
+        "name": name,
+        "seconds": seconds,
+        "calls": n_calls,
+        "calls_per_s": n_calls / seconds,
+        "works_per_s": rounds * len(works) / seconds,
+        "stub_cores": stub_cpu / wall,
+        "bench_cores": self_cpu / wall,
+        "stub_calls": calls,
+    }
 
 
 def main() -> None:
@@ -263,29 +327,43 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=1000, help="chat calls per measurement")
     ap.add_argument("--works-per-call", type=int, default=25)
     ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 250.0, 1000.0], help="stub latency per call; one stub each")
+    ap.add_argument(
+        "--latency-ms", type=float, nargs="+", default=[0.0, 250.0, 1000.0], help="stub latency per call; one stub each"
+    )
     ap.add_argument("--workers", type=int, default=1, help="stub worker processes")
-    ap.add_argument("--capacity-rounds", type=int, default=1, help="the capacity row sends the calls this many times (0: skip)")
-    ap.add_argument("--cached-works", type=int, default=100_000, help="works of the fully cached re-run measurement (0: skip)")
+    ap.add_argument(
+        "--capacity-rounds", type=int, default=1, help="the capacity row sends the calls this many times (0: skip)"
+    )
+    ap.add_argument(
+        "--cached-works", type=int, default=100_000, help="works of the fully cached re-run measurement (0: skip)"
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
     works = make_works(args.calls * args.works_per_call)
     results = []
-    print(f"{args.calls} calls x {args.works_per_call} works, concurrency {args.concurrency}, stub workers {args.workers}, "
-          f"{os.cpu_count()} CPUs, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"{args.calls} calls x {args.works_per_call} works, concurrency {args.concurrency}, stub workers {args.workers}, "
+        f"{os.cpu_count()} CPUs, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     for latency in args.latency_ms:
         plan = [("baseline bare httpx", run_baseline, 1), ("client run_client", run_client, 1)]
         if args.capacity_rounds:
-            plan.insert(0, ("stub capacity (raw)", partial(run_capacity, rounds=args.capacity_rounds), args.capacity_rounds))
+            plan.insert(
+                0, ("stub capacity (raw)", partial(run_capacity, rounds=args.capacity_rounds), args.capacity_rounds)
+            )
         with run_stub(latency_ms=latency, workers=args.workers) as (base_url, proc):
             warm = make_works(2 * args.concurrency * args.works_per_call, seed=99)
             run_baseline(base_url, warm, args.concurrency, args.works_per_call)
-            rows = [measure(name, fn, base_url, proc.pid, works, args.concurrency, args.works_per_call, rounds)
-                    for name, fn, rounds in plan]
+            rows = [
+                measure(name, fn, base_url, proc.pid, works, args.concurrency, args.works_per_call, rounds)
+                for name, fn, rounds in plan
+            ]
         bound = args.concurrency / (latency / 1000) if latency else float("inf")
         print(f"\nstub latency {latency:g} ms (no client can exceed C/L = {bound:.0f} calls/s)")
-        print(f"  {'':22s} {'calls/s':>9s} {'works/s':>9s} {'wall s':>7s} {'stub cores':>10s} {'bench cores':>11s} "
-              f"{'stub calls':>10s} {'/httpx':>7s} {'/stub':>6s}")
+        print(
+            f"  {'':22s} {'calls/s':>9s} {'works/s':>9s} {'wall s':>7s} {'stub cores':>10s} {'bench cores':>11s} "
+            f"{'stub calls':>10s} {'/httpx':>7s} {'/stub':>6s}"
+        )
         base = next(r for r in rows if r["name"].startswith("baseline"))
         cap = next((r for r in rows if r["name"].startswith("stub capacity")), None)
         for r in rows:
@@ -294,23 +372,35 @@ def main() -> None:
                 continue
             if r["stub_calls"] != r["calls"] and r is not rows[-1]:  # the client may retry; the bare loaders never do
                 raise RuntimeError(f"{r['name']}: the stub saw {r['stub_calls']} calls, expected {r['calls']}")
-            of_httpx = f"{r['works_per_s'] / base['works_per_s']:7.2f}" if r["name"].startswith(("client", "baseline")) else "      -"
+            of_httpx = (
+                f"{r['works_per_s'] / base['works_per_s']:7.2f}"
+                if r["name"].startswith(("client", "baseline"))
+                else "      -"
+            )
             of_stub = f"{r['works_per_s'] / cap['works_per_s']:6.3f}" if cap and r is not cap else "     -"
-            print(f"  {r['name']:22s} {r['calls_per_s']:9.1f} {r['works_per_s']:9.1f} {r['seconds']:7.2f} "
-                  f"{r['stub_cores']:10.2f} {r['bench_cores']:11.2f} {r['stub_calls']:10d} {of_httpx} {of_stub}")
+            print(
+                f"  {r['name']:22s} {r['calls_per_s']:9.1f} {r['works_per_s']:9.1f} {r['seconds']:7.2f} "
+                f"{r['stub_cores']:10.2f} {r['bench_cores']:11.2f} {r['stub_calls']:10d} {of_httpx} {of_stub}"
+            )
         results.append({"latency_ms": latency, "rows": rows})
     if args.cached_works:
         with run_stub(latency_ms=0) as (base_url, _):
             cached = run_cached(base_url, args.cached_works)
-        print(f"\nfully cached re-run: {cached['works']} works in {cached['seconds']:.2f} s = {cached['works_per_s']:.0f} works/s, 0 calls "
-              f"(target >= 20,000; first run through the stub at latency 0: {cached['fill_works_per_s']:.0f} works/s)")
+        print(
+            f"\nfully cached re-run: {cached['works']} works in {cached['seconds']:.2f} s = {cached['works_per_s']:.0f} works/s, 0 calls "
+            f"(target >= 20,000; first run through the stub at latency 0: {cached['fill_works_per_s']:.0f} works/s)"
+        )
         results.append({"cached": cached})
-    print(f"\n/httpx = works/s over the bare-httpx baseline, /stub = over the stub's own throughput (its capacity row), same stub;"
-          f" the issue's figure to beat is client /stub >= 0.9 at concurrency 32. load after: "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"\n/httpx = works/s over the bare-httpx baseline, /stub = over the stub's own throughput (its capacity row), same stub;"
+        f" the issue's figure to beat is client /stub >= 0.9 at concurrency 32. load after: "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1))
+        args.json.write_text(
+            json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1)
+        )
 
 
 if __name__ == "__main__":

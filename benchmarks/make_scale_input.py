@@ -148,8 +148,15 @@ def _write_entities(source: Path, out: Path) -> dict[str, int]:
     return counts
 
 
-def make_scale_input(n: int, out_dir: Path, source: Path = DEFAULT_SOURCE, per_part: int = 50_000, procs: int = 2,
-                     force: bool = False, quiet: bool = False) -> dict:
+def make_scale_input(
+    n: int,
+    out_dir: Path,
+    source: Path = DEFAULT_SOURCE,
+    per_part: int = 50_000,
+    procs: int = 2,
+    force: bool = False,
+    quiet: bool = False,
+) -> dict:
     """Create (or reuse) the scale input; returns a summary dict (works, parts, bytes, seconds, reused)."""
     out_dir = Path(out_dir).resolve()
     works_dir = out_dir / "data" / "works"
@@ -158,8 +165,15 @@ def make_scale_input(n: int, out_dir: Path, source: Path = DEFAULT_SOURCE, per_p
         doc = json.loads((works_dir / "manifest").read_text())
         entity_counts = _write_entities(source, out_dir)  # tiny; always rewritten
         say(f"make_scale_input: {works_dir / 'manifest'} is complete for {n} works; skipping the works")
-        return {"works": n, "parts": len(doc["entries"]), "bytes": doc["meta"]["content_length"], "seconds": 0.0,
-                "reused": True, "entities": entity_counts, "out_dir": str(out_dir)}
+        return {
+            "works": n,
+            "parts": len(doc["entries"]),
+            "bytes": doc["meta"]["content_length"],
+            "seconds": 0.0,
+            "reused": True,
+            "entities": entity_counts,
+            "out_dir": str(out_dir),
+        }
     t0 = time.perf_counter()
     if (out_dir / "data").exists():
         shutil.rmtree(out_dir / "data")
@@ -172,7 +186,9 @@ def make_scale_input(n: int, out_dir: Path, source: Path = DEFAULT_SOURCE, per_p
         d = works_dir / f"updated_date={UPDATED_DATES[k % len(UPDATED_DATES)]}"
         d.mkdir(parents=True, exist_ok=True)
         jobs.append((str(d / f"part_{k // len(UPDATED_DATES):03d}.gz"), start, count))
-    say(f"make_scale_input: {len(templates)} distinct work records -> {n} works in {n_parts} parts under {works_dir} ({procs} procs)")
+    say(
+        f"make_scale_input: {len(templates)} distinct work records -> {n} works in {n_parts} parts under {works_dir} ({procs} procs)"
+    )
     results = []
     if procs > 1 and n_parts > 1:
         ctx = mp.get_context("fork")
@@ -193,16 +209,31 @@ def make_scale_input(n: int, out_dir: Path, source: Path = DEFAULT_SOURCE, per_p
         _, size, count = by_path[path]
         rel = Path(path).relative_to(out_dir).as_posix()
         entries.append({"url": f"s3://openalex/{rel}", "meta": {"content_length": size, "record_count": count}})
-    manifest = {"entries": entries, "meta": {"content_length": sum(e["meta"]["content_length"] for e in entries),
-                                             "record_count": sum(e["meta"]["record_count"] for e in entries)}}
+    manifest = {
+        "entries": entries,
+        "meta": {
+            "content_length": sum(e["meta"]["content_length"] for e in entries),
+            "record_count": sum(e["meta"]["record_count"] for e in entries),
+        },
+    }
     tmp = works_dir / "manifest.tmp"
     tmp.write_text(json.dumps(manifest, indent=2))
     os.replace(tmp, works_dir / "manifest")  # last: its presence marks a complete input
     secs = time.perf_counter() - t0
-    say(f"make_scale_input: {n} works, {manifest['meta']['content_length'] / 2**30:.2f} GiB gzip, "
-        f"entities {entity_counts}, {secs:.1f} s")
-    return {"works": n, "parts": len(entries), "bytes": manifest["meta"]["content_length"], "seconds": round(secs, 2),
-            "reused": False, "distinct_templates": len(templates), "entities": entity_counts, "out_dir": str(out_dir)}
+    say(
+        f"make_scale_input: {n} works, {manifest['meta']['content_length'] / 2**30:.2f} GiB gzip, "
+        f"entities {entity_counts}, {secs:.1f} s"
+    )
+    return {
+        "works": n,
+        "parts": len(entries),
+        "bytes": manifest["meta"]["content_length"],
+        "seconds": round(secs, 2),
+        "reused": False,
+        "distinct_templates": len(templates),
+        "entities": entity_counts,
+        "out_dir": str(out_dir),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

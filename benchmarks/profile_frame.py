@@ -44,21 +44,38 @@ def main() -> None:
     make_scale_input(args.n, input_dir)
     out = args.scratch / f"profile_{args.n}"
     shutil.rmtree(out, ignore_errors=True)
-    records = (r for r in iter_records(input_dir, {"funders", "sources", "institutions"}) if isinstance(r, Record) and r.kind != "W")
-    entities = EntityLists.from_table(pa.Table.from_pylist(canadian_entity_rows(records, "2026-01-01"), schema=ENTITY_SCHEMA))
+    records = (
+        r
+        for r in iter_records(input_dir, {"funders", "sources", "institutions"})
+        if isinstance(r, Record) and r.kind != "W"
+    )
+    entities = EntityLists.from_table(
+        pa.Table.from_pylist(canadian_entity_rows(records, "2026-01-01"), schema=ENTITY_SCHEMA)
+    )
     from metacan_pipeline.openalex.inventory import take_inventory
 
-    listed = next(r for r in take_inventory(input_dir).present() if r["manifest_status"] == "listed")  # as a snapshot part is read
+    listed = next(
+        r for r in take_inventory(input_dir).present() if r["manifest_status"] == "listed"
+    )  # as a snapshot part is read
     part = input_dir / listed["source_file"]
-    job = PartJob(str(part), listed["source_file"], listed["partition_key"], listed["bytes"], listed["mtime_ns"],
-                  listed["manifest_record_count"], "listed")
+    job = PartJob(
+        str(part),
+        listed["source_file"],
+        listed["partition_key"],
+        listed["bytes"],
+        listed["mtime_ns"],
+        listed["manifest_record_count"],
+        "listed",
+    )
     prof = cProfile.Profile()
     cpu0, t0 = time.process_time(), time.perf_counter()
     prof.enable()
     row = build_part(job, str(out), entities, "profile", "profile")
     prof.disable()
-    print(f"build_part({job.source_file}): {time.perf_counter() - t0:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU under "
-          f"cProfile; {row['work_records']} works, {row['routed']} routed, read via {row['read_path']}")
+    print(
+        f"build_part({job.source_file}): {time.perf_counter() - t0:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU under "
+        f"cProfile; {row['work_records']} works, {row['routed']} routed, read via {row['read_path']}"
+    )
     path = HERE / "out" / f"profile_part_{args.n}.pstats"
     path.parent.mkdir(exist_ok=True)
     prof.dump_stats(path)

@@ -64,43 +64,65 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
     st = MetacanStorage(data_dir=data_dir)
     lines = []
     if not st.duckdb_path.exists() or not st.has_table("frame"):
-        return (f"Nothing to summarise in {st.root}: no frame has been built there yet. Run `make run` (or `metacan run`), "
-                f"or pass --data-dir (or set METACAN_DATA_DIR) to the folder of an earlier run.")
+        return (
+            f"Nothing to summarise in {st.root}: no frame has been built there yet. Run `make run` (or `metacan run`), "
+            f"or pass --data-dir (or set METACAN_DATA_DIR) to the folder of an earlier run."
+        )
     with st.connect(read_only=True) as con:
         n, aff, fund, venue, about, blind = con.execute(
             "SELECT count(*), count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue),"
-            " count(*) FILTER (about_ca), count(*) FILTER (invisible_to_affiliation_only) FROM frame").fetchone()
+            " count(*) FILTER (about_ca), count(*) FILTER (invisible_to_affiliation_only) FROM frame"
+        ).fetchone()
         q = con.execute("SELECT count(*) FROM openalex_quarantine").fetchone()[0]
         parts, w = con.execute("SELECT count(*), sum(work_records) FROM frame_build_manifest").fetchone()
-        lines.append(f"Frame: {n} works admitted of {w} OpenAlex work records read from {parts} files ({q} records quarantined)")
-        lines.append(f"  by route: ca_aff {aff} | ca_fund {fund} | ca_venue {venue} | about_ca {about} | invisible to affiliation-only {blind}")
+        lines.append(
+            f"Frame: {n} works admitted of {w} OpenAlex work records read from {parts} files ({q} records quarantined)"
+        )
+        lines.append(
+            f"  by route: ca_aff {aff} | ca_fund {fund} | ca_venue {venue} | about_ca {about} | invisible to affiliation-only {blind}"
+        )
         lines.append("Direct labels (current teacher configurations):")
         from .teachers.registry import load_registry
 
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
         teachers = [t for t in load_registry() if f"direct_labels_{t}" in views]
         for teacher in teachers:
-            rows = con.execute(f'SELECT status, source, count(*) FROM "direct_labels_{teacher}" GROUP BY ALL ORDER BY ALL').fetchall()
+            rows = con.execute(
+                f'SELECT status, source, count(*) FROM "direct_labels_{teacher}" GROUP BY ALL ORDER BY ALL'
+            ).fetchall()
             parts = ", ".join(f"{s} ({src}) {c}" for s, src, c in rows) or "none"
             lines.append(f"  {teacher}: {parts}")
         if run_id:
-            calls = con.execute("SELECT teacher, count(*), sum(n_works), coalesce(avg(latency_s), 0), coalesce(sum(prompt_tokens + completion_tokens), 0),"
-                                " coalesce(sum(cost_usd), 0) FROM teacher_calls WHERE run_id = ? GROUP BY ALL ORDER BY ALL", [run_id]).fetchall()
+            calls = con.execute(
+                "SELECT teacher, count(*), sum(n_works), coalesce(avg(latency_s), 0), coalesce(sum(prompt_tokens + completion_tokens), 0),"
+                " coalesce(sum(cost_usd), 0) FROM teacher_calls WHERE run_id = ? GROUP BY ALL ORDER BY ALL",
+                [run_id],
+            ).fetchall()
             total = sum(c[1] for c in calls)
-            detail = ", ".join(f"{t} {c} calls for {w} works ({s:.2f} s/call, {tok} tokens, ${usd:.4f})" for t, c, w, s, tok, usd in calls)
-            lines.append(f"Teacher calls in this run: {total}" + (f" ({detail})" if detail else " (every label reused from the label store)"))
+            detail = ", ".join(
+                f"{t} {c} calls for {w} works ({s:.2f} s/call, {tok} tokens, ${usd:.4f})"
+                for t, c, w, s, tok, usd in calls
+            )
+            lines.append(
+                f"Teacher calls in this run: {total}"
+                + (f" ({detail})" if detail else " (every label reused from the label store)")
+            )
         if "teacher_agreement" in {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}:
             for pair, n, agree, kappa, wagree, wkappa in con.execute(
-                    "SELECT pair, n, agreement, kappa, weighted_agreement, weighted_kappa FROM teacher_agreement "
-                    "WHERE head = 'metaresearch' AND n > 0 ORDER BY pair").fetchall():
+                "SELECT pair, n, agreement, kappa, weighted_agreement, weighted_kappa FROM teacher_agreement "
+                "WHERE head = 'metaresearch' AND n > 0 ORDER BY pair"
+            ).fetchall():
                 fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-                lines.append(f"Agreement {pair} on metaresearch: {n} works, agreement {fmt(agree)}, kappa {fmt(kappa)};"
-                             f" design-weighted {fmt(wagree)}, kappa {fmt(wkappa)}")
+                lines.append(
+                    f"Agreement {pair} on metaresearch: {n} works, agreement {fmt(agree)}, kappa {fmt(kappa)};"
+                    f" design-weighted {fmt(wagree)}, kappa {fmt(wkappa)}"
+                )
         if "prevalence" in views:
             parts = []
             for population, method, teacher, rate, lo, hi in con.execute(
-                    "SELECT population, method, teacher, rate, ci_low, ci_high FROM prevalence WHERE category = 'metaresearch' "
-                    "AND rate IS NOT NULL ORDER BY population, method, teacher").fetchall():
+                "SELECT population, method, teacher, rate, ci_low, ci_high FROM prevalence WHERE category = 'metaresearch' "
+                "AND rate IS NOT NULL ORDER BY population, method, teacher"
+            ).fetchall():
                 what = teacher or method.replace("_", " ")
                 if method == "screener_swap_range":
                     parts.append(f"{population} screener swap {lo:.4f}-{hi:.4f}")
@@ -111,27 +133,47 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
             lines.append("Prevalence of metaresearch: " + "; ".join(parts))
         p, cand, cons, mv = con.execute(
             "SELECT count(*), count(*) FILTER (len(candidate_categories) > 0), count(*) FILTER (len(consensus_categories) > 0),"
-            " any_value(model_version) FROM predictions").fetchone()
-        gated, heads = con.execute("SELECT count(*) FILTER (gate_passed), count(*) FROM student_heads WHERE teacher = 'codex'").fetchone()
-        lines.append(f"Predictions: {p} works scored by {mv}; {cand} with a candidate category, {cons} with a consensus category;"
-                     f" {gated} of {heads} codex heads pass the support gate (the rest carry scores, no decision)")
+            " any_value(model_version) FROM predictions"
+        ).fetchone()
+        gated, heads = con.execute(
+            "SELECT count(*) FILTER (gate_passed), count(*) FROM student_heads WHERE teacher = 'codex'"
+        ).fetchone()
+        lines.append(
+            f"Predictions: {p} works scored by {mv}; {cand} with a candidate category, {cons} with a consensus category;"
+            f" {gated} of {heads} codex heads pass the support gate (the rest carry scores, no decision)"
+        )
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        holdout = con.execute("SELECT count(*) FROM student_holdout").fetchone()[0] if "student_holdout" in tables else 0
-        metrics = con.execute("SELECT teacher, holdout_n, holdout_positives, ap, auroc FROM student_heads WHERE target = 'metaresearch' "
-                              "ORDER BY teacher").fetchall()
+        holdout = (
+            con.execute("SELECT count(*) FROM student_holdout").fetchone()[0] if "student_holdout" in tables else 0
+        )
+        metrics = con.execute(
+            "SELECT teacher, holdout_n, holdout_positives, ap, auroc FROM student_heads WHERE target = 'metaresearch' "
+            "ORDER BY teacher"
+        ).fetchall()
         fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-        lines.append(f"Student holdout: {holdout} frame works of held-out venues (frozen); metaresearch heads on its labelled works: "
-                     + "; ".join(f"{t} n={n} positives={pos} AP {fmt(ap)} AUROC {fmt(auc)}" for t, n, pos, ap, auc in metrics))
-        ms = con.execute("SELECT validation_status, any_value(rounds_run), count(*) FROM machine_scores GROUP BY ALL").fetchall()
-        lines.append("Machine scores: " + ", ".join(f"{s} {c} (after {r} round{'s' if r != 1 else ''})" for s, r, c in ms))
+        lines.append(
+            f"Student holdout: {holdout} frame works of held-out venues (frozen); metaresearch heads on its labelled works: "
+            + "; ".join(f"{t} n={n} positives={pos} AP {fmt(ap)} AUROC {fmt(auc)}" for t, n, pos, ap, auc in metrics)
+        )
+        ms = con.execute(
+            "SELECT validation_status, any_value(rounds_run), count(*) FROM machine_scores GROUP BY ALL"
+        ).fetchall()
+        lines.append(
+            "Machine scores: " + ", ".join(f"{s} {c} (after {r} round{'s' if r != 1 else ''})" for s, r, c in ms)
+        )
         first = pages = None
         if "page_manifest" in tables:
-            pages = con.execute("SELECT count(*), count(DISTINCT split_part(page_path, '/', 2)) FROM page_manifest").fetchone()
+            pages = con.execute(
+                "SELECT count(*), count(DISTINCT split_part(page_path, '/', 2)) FROM page_manifest"
+            ).fetchone()
             first = con.execute(  # a work with the most routes and an abstract: the fullest page
                 "SELECT m.page_path FROM frame f JOIN page_manifest m USING (id) ORDER BY ca_aff::INT + ca_fund::INT + ca_venue::INT "
-                "+ about_ca::INT DESC, has_abstract DESC, in_sampling_frame DESC, id LIMIT 1").fetchone()
+                "+ about_ca::INT DESC, has_abstract DESC, in_sampling_frame DESC, id LIMIT 1"
+            ).fetchone()
     if pages:
-        lines.append(f"Pages: {pages[0]} in {st.site_dir / 'works'} ({pages[1]} model-version folder{'s' if pages[1] != 1 else ''})")
+        lines.append(
+            f"Pages: {pages[0]} in {st.site_dir / 'works'} ({pages[1]} model-version folder{'s' if pages[1] != 1 else ''})"
+        )
     lines.append(f"Index: {st.site_dir / 'index.html'}")
     if first:
         lines.append(f"Open one: {st.site_dir / first[0]}")
@@ -141,7 +183,9 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
 @app.command()
 def run(
     data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data)."),
-    openalex_dir: str = typer.Option(None, help="OpenAlex input folder (default $METACAN_OPENALEX_DIR or ../shared/data/openalex)."),
+    openalex_dir: str = typer.Option(
+        None, help="OpenAlex input folder (default $METACAN_OPENALEX_DIR or ../shared/data/openalex)."
+    ),
 ) -> None:
     """Materialize the whole asset graph (checks included) in-process, then print the summary."""
     if data_dir:
@@ -159,8 +203,11 @@ def run(
     elapsed = time.monotonic() - t0
     if not result.success:
         failed = [e.step_key for e in result.all_events if e.is_step_failure]
-        typer.echo(f"Run {result.run_id} FAILED after {elapsed:.0f}s at step(s) {failed}; see the log above or `dagster dev` "
-                   f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']}).", err=True)
+        typer.echo(
+            f"Run {result.run_id} FAILED after {elapsed:.0f}s at step(s) {failed}; see the log above or `dagster dev` "
+            f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']}).",
+            err=True,
+        )
         raise typer.Exit(1)
     typer.echo(f"\nRun {result.run_id} succeeded in {elapsed:.0f}s.")
     typer.echo(summary_text(data, result.run_id))
@@ -175,18 +222,27 @@ def lineage_text(row: dict) -> str:
         f"  {source:<18} {row['source_file']} @ {row['source_locator']} (read by run {row['part_run_id'] or 'not recorded'})",
         f"  entity lists       {row['entity_list_versions'] or 'not recorded'}",
         f"  lexicon            {row['lexicon_version'] or 'not recorded'}",
-        f"  student model      {row['model_version'] or 'none'}" + (f" (trained by run {row['student_run_id']})" if row["student_run_id"] else ""),
-        "  machine scores     " + (f"round {row['machine_round']} (run {row['machine_scores_run_id'] or 'not recorded'}, {row['machine_validation_status']})"
-                                    if row["machine_round"] is not None else "none"),
+        f"  student model      {row['model_version'] or 'none'}"
+        + (f" (trained by run {row['student_run_id']})" if row["student_run_id"] else ""),
+        "  machine scores     "
+        + (
+            f"round {row['machine_round']} (run {row['machine_scores_run_id'] or 'not recorded'}, {row['machine_validation_status']})"
+            if row["machine_round"] is not None
+            else "none"
+        ),
         f"  teacher calls      {len(row['teacher_calls'])}",
     ]
     for c in row["teacher_calls"]:
-        lines.append(f"    {c['teacher'] or '?':<8} {c['model']} prompt {c['prompt_version']} {c['label_status']}"
-                     f"{'' if c['source'] in (None, 'teacher_call') else ' (' + c['source'] + ')'}"
-                     f" call {c['call_id'] or 'none'} request {c['request_hash'] or 'none'} at {c['called_at'] or '?'}"
-                     f" run {c['run_id'] or '?'}" + (f" archive {c['archive']}" if c.get("archive") else ""))
+        lines.append(
+            f"    {c['teacher'] or '?':<8} {c['model']} prompt {c['prompt_version']} {c['label_status']}"
+            f"{'' if c['source'] in (None, 'teacher_call') else ' (' + c['source'] + ')'}"
+            f" call {c['call_id'] or 'none'} request {c['request_hash'] or 'none'} at {c['called_at'] or '?'}"
+            f" run {c['run_id'] or '?'}" + (f" archive {c['archive']}" if c.get("archive") else "")
+        )
     if row.get("page_path"):
-        lines.append(f"  page               {row['page_path']} (rendered {row['rendered_at']} UTC by run {row['page_run_id']})")
+        lines.append(
+            f"  page               {row['page_path']} (rendered {row['rendered_at']} UTC by run {row['page_run_id']})"
+        )
     return "\n".join(lines)
 
 
@@ -212,7 +268,9 @@ def _print_lineage(db: Path, work_ids: list[str], as_json: bool) -> int:
                 missing += 1
                 continue
             if "page_manifest" in views:
-                page = con.execute("SELECT page_path, rendered_at, run_id FROM page_manifest WHERE id = ?", [wid]).fetchone()
+                page = con.execute(
+                    "SELECT page_path, rendered_at, run_id FROM page_manifest WHERE id = ?", [wid]
+                ).fetchone()
                 if page:
                     row.update(page_path=page[0], rendered_at=str(page[1]), page_run_id=page[2])
             typer.echo(json.dumps(row, default=str) if as_json else lineage_text(row))
@@ -236,17 +294,25 @@ def lineage(
 
     bad = [w for w in work_ids if not is_work_id(w)]
     if bad:
-        typer.echo(f"not a work id: {', '.join(repr(b) for b in bad)}; give ids like W2741809807 (W followed by digits)", err=True)
+        typer.echo(
+            f"not a work id: {', '.join(repr(b) for b in bad)}; give ids like W2741809807 (W followed by digits)",
+            err=True,
+        )
         raise typer.Exit(2)
     db = Path(data_dir or default_data_dir(), "metacan.duckdb")
     if not db.exists():
-        typer.echo(f"no database at {db}: run `metacan run` (or materialize work_records in the Dagster UI) first", err=True)
+        typer.echo(
+            f"no database at {db}: run `metacan run` (or materialize work_records in the Dagster UI) first", err=True
+        )
         raise typer.Exit(1)
     try:
         missing = _print_lineage(db, work_ids, as_json)
     except duckdb.Error as exc:  # held by a writing run, unreadable, or a table's files gone
-        typer.echo(f"cannot read the lineage from {db}: {str(exc).splitlines()[0]}. If a run is writing the database, try again "
-                   f"when it ends; otherwise re-materialize work_records (`metacan run`).", err=True)
+        typer.echo(
+            f"cannot read the lineage from {db}: {str(exc).splitlines()[0]}. If a run is writing the database, try again "
+            f"when it ends; otherwise re-materialize work_records (`metacan run`).",
+            err=True,
+        )
         raise typer.Exit(1) from None
     if missing:
         raise typer.Exit(1)
@@ -265,7 +331,9 @@ def summary(data_dir: str = typer.Option(None, help="Output folder (default $MET
 
 @app.command("import-labels")
 def import_labels(
-    path: Path = typer.Argument(..., exists=True, dir_okay=False, help="Labels in our schema (SPEC section 4): a JSON array or JSON Lines."),
+    path: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, help="Labels in our schema (SPEC section 4): a JSON array or JSON Lines."
+    ),
     teacher: str = typer.Option(..., help="Teacher name to store them under (not a registry teacher's name)."),
     model: str = typer.Option(..., help="Model that produced them."),
     prompt_version: str = typer.Option(..., help="Prompt or rubric version they were produced under."),
@@ -281,24 +349,34 @@ def import_labels(
     """
     from .storage import MetacanStorage, default_data_dir
     from .teachers.imports import ImportSpec, import_file
+    from .teachers.registry import load_registry
     from .teachers.store import ensure_tables
 
-    from .teachers.registry import load_registry
-
     if teacher in load_registry():
-        typer.echo(f"--teacher {teacher}: that is a registry teacher's name; imported labels need a name of their own "
-                   f"(e.g. {teacher}_external), so that they never mix with the labels the registry teacher buys", err=True)
+        typer.echo(
+            f"--teacher {teacher}: that is a registry teacher's name; imported labels need a name of their own "
+            f"(e.g. {teacher}_external), so that they never mix with the labels the registry teacher buys",
+            err=True,
+        )
         raise typer.Exit(2)
-    spec = ImportSpec(teacher=teacher, model=model, prompt_version=prompt_version, record_view=record_view, source=source,
-                      absent=frozenset(absent))
+    spec = ImportSpec(
+        teacher=teacher,
+        model=model,
+        prompt_version=prompt_version,
+        record_view=record_view,
+        source=source,
+        absent=frozenset(absent),
+    )
     with MetacanStorage(data_dir=data_dir or default_data_dir()).connect() as con:
         ensure_tables(con)
         report = import_file(con, path, spec, run_id=None)
     if report.already_imported:
         typer.echo(f"{path}: already imported for {teacher}; nothing added")
         return
-    typer.echo(f"{path}: {report.labelled} labelled, {report.failed} failed (invalid), {report.existing} unchanged (already the current label), "
-               f"{len(report.duplicates)} duplicate ids skipped")
+    typer.echo(
+        f"{path}: {report.labelled} labelled, {report.failed} failed (invalid), {report.existing} unchanged (already the current label), "
+        f"{len(report.duplicates)} duplicate ids skipped"
+    )
     for file, index, work_id, cause in report.invalid[:20]:
         typer.echo(f"  record {index + 1} of {Path(file).name} ({work_id or 'no id'}): {cause}", err=True)
 
@@ -306,9 +384,13 @@ def import_labels(
 @app.command()
 def fetch(
     out: str = typer.Option(..., help="Archive folder; point METACAN_OPENALEX_DIR at it afterwards."),
-    from_updated_date: str = typer.Option(None, help="Only works updated since this date (YYYY-MM-DD): an incremental window."),
+    from_updated_date: str = typer.Option(
+        None, help="Only works updated since this date (YYYY-MM-DD): an incremental window."
+    ),
     base_url: str = typer.Option("https://api.openalex.org", help="OpenAlex API base URL."),
-    api_key_env: str = typer.Option("OPENALEX_API_KEY", help="Environment variable holding the API key (never logged)."),
+    api_key_env: str = typer.Option(
+        "OPENALEX_API_KEY", help="Environment variable holding the API key (never logged)."
+    ),
     per_page: int = typer.Option(200, help="Results per page (100 is used if the server refuses 200)."),
     max_calls: int = typer.Option(10_000, help="Per-day call budget, shared by all runs on this archive."),
     max_cost_usd: float = typer.Option(5.0, help="Per-day cost budget in USD (meta.cost_usd)."),
@@ -322,12 +404,21 @@ def fetch(
     from .openalex.api import Budget, BudgetExhausted, OpenAlexClient, OpenAlexError, route_filters
     from .openalex.ids import short_id
 
-    client = OpenAlexClient(Path(out), base_url=base_url, api_key_env=api_key_env, per_page=per_page,
-                            budget=Budget(max_calls=max_calls, max_cost_usd=max_cost_usd))
+    client = OpenAlexClient(
+        Path(out),
+        base_url=base_url,
+        api_key_env=api_key_env,
+        per_page=per_page,
+        budget=Budget(max_calls=max_calls, max_cost_usd=max_cost_usd),
+    )
     try:
         ids: dict[str, list[str]] = {}
         for entity in ("funders", "sources", "institutions"):
-            found = (short_id(r.get("id")) for p in client.iter_pages("country_code:ca", endpoint=f"/{entity}") for r in p["results"])
+            found = (
+                short_id(r.get("id"))
+                for p in client.iter_pages("country_code:ca", endpoint=f"/{entity}")
+                for r in p["results"]
+            )
             ids[entity] = [i for i in found if i]
             typer.echo(f"{entity}: {len(ids[entity])} Canadian")
         for f in route_filters(ids["funders"], ids["sources"], from_updated_date):
@@ -346,17 +437,44 @@ def fetch(
 
 @app.command("evaluate-pilot")
 def evaluate_pilot_command(
-    features: Annotated[list[str] | None, typer.Option(help="Feature backend: tfidf or minilm (repeat for both). Default tfidf.")] = None,
-    labels: Annotated[list[str] | None, typer.Option(
-        help="Whose labels (repeat for several). Set screening: a (claude-sonnet-4-6) or b (gpt-5.6-sol), default both. "
-             "Set frame1k: opus_r1, codex_r1, grok_r1 or adjudicated, default all four.")] = None,
-    pilot_set: Annotated[str, typer.Option("--set", help="screening: the earlier two-screener pilot (no venues: groups are titles); "
-                                                         "frame1k: the three-arm sample whose works name their venue (groups are venues).")] = "screening",
-    works: Annotated[str | None, typer.Option(help="Set screening only. joined: the labels_joined.json works (design-weighted, default); "
-                                                   "all: every work screener b labelled (unweighted).")] = None,
-    unweighted: Annotated[bool, typer.Option(help="Ignore the design weights (fit and metrics). frame1k has none.")] = False,
-    folds: Annotated[int, typer.Option(help="Grouped CV folds (fewer if fewer groups; for frame1k also if fewer venue groups hold a positive).")] = 5,
-    pilot_dir: Annotated[str | None, typer.Option(help="MetaCan pilot folder (default $METACAN_PILOT_DIR or ../shared/data/metacan_pilot).")] = None,
+    features: Annotated[
+        list[str] | None, typer.Option(help="Feature backend: tfidf or minilm (repeat for both). Default tfidf.")
+    ] = None,
+    labels: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Whose labels (repeat for several). Set screening: a (claude-sonnet-4-6) or b (gpt-5.6-sol), default both. "
+            "Set frame1k: opus_r1, codex_r1, grok_r1 or adjudicated, default all four."
+        ),
+    ] = None,
+    pilot_set: Annotated[
+        str,
+        typer.Option(
+            "--set",
+            help="screening: the earlier two-screener pilot (no venues: groups are titles); "
+            "frame1k: the three-arm sample whose works name their venue (groups are venues).",
+        ),
+    ] = "screening",
+    works: Annotated[
+        str | None,
+        typer.Option(
+            help="Set screening only. joined: the labels_joined.json works (design-weighted, default); "
+            "all: every work screener b labelled (unweighted)."
+        ),
+    ] = None,
+    unweighted: Annotated[
+        bool, typer.Option(help="Ignore the design weights (fit and metrics). frame1k has none.")
+    ] = False,
+    folds: Annotated[
+        int,
+        typer.Option(
+            help="Grouped CV folds (fewer if fewer groups; for frame1k also if fewer venue groups hold a positive)."
+        ),
+    ] = 5,
+    pilot_dir: Annotated[
+        str | None,
+        typer.Option(help="MetaCan pilot folder (default $METACAN_PILOT_DIR or ../shared/data/metacan_pilot)."),
+    ] = None,
 ) -> None:
     """AP and AUROC of the student's metaresearch head trained on the MetaCan pilot labels, under grouped CV.
 
@@ -375,7 +493,10 @@ def evaluate_pilot_command(
         raise typer.Exit(2)
     if pilot_set == "frame1k":
         if works is not None:
-            typer.echo("evaluate-pilot: --works applies to --set screening only (frame1k evaluates all its 750 works)", err=True)
+            typer.echo(
+                "evaluate-pilot: --works applies to --set screening only (frame1k evaluates all its 750 works)",
+                err=True,
+            )
             raise typer.Exit(2)
         _evaluate_frame1k(folder, features or ["tfidf"], labels, folds)
         return
@@ -386,17 +507,21 @@ def evaluate_pilot_command(
     try:
         for screener in labels or ["a", "b"]:
             for kind in features or ["tfidf"]:
-                results.append(evaluate_pilot(folder, kind, screener, works, weighted=False if unweighted else None, folds=folds))
+                results.append(
+                    evaluate_pilot(folder, kind, screener, works, weighted=False if unweighted else None, folds=folds)
+                )
     except (ValueError, ImportError) as exc:
         typer.echo(f"evaluate-pilot: {exc}", err=True)
         raise typer.Exit(2)
     _, dropped = pilot_works(folder)
     typer.echo(format_table(results))
     r = results[0]
-    typer.echo(f"\npos.rate: (weighted) share of positives, AP's chance level. Groups: {r.without_venue} of {r.n} works name no venue "
-               f"(no pilot work record does) and are grouped by title: {r.in_shared_groups} works share a title group, the rest are "
-               f"groups of one. Left out: {dropped['no_text_a']} works labelled by a and {dropped['no_text_b']} by b without saved "
-               f"text, {dropped['empty_title']} with an empty title, {dropped['failed_labels']} label records that failed conversion.")
+    typer.echo(
+        f"\npos.rate: (weighted) share of positives, AP's chance level. Groups: {r.without_venue} of {r.n} works name no venue "
+        f"(no pilot work record does) and are grouped by title: {r.in_shared_groups} works share a title group, the rest are "
+        f"groups of one. Left out: {dropped['no_text_a']} works labelled by a and {dropped['no_text_b']} by b without saved "
+        f"text, {dropped['empty_title']} with an empty title, {dropped['failed_labels']} label records that failed conversion."
+    )
 
 
 def _evaluate_frame1k(folder: Path, features: list[str], labels: list[str] | None, folds: int) -> None:
@@ -414,10 +539,12 @@ def _evaluate_frame1k(folder: Path, features: list[str], labels: list[str] | Non
     typer.echo(format_frame1k_table(results))
     r = results[0]
     left = ", ".join(f"{k} {v}" for k, v in dropped.items() if v) or "nothing"
-    typer.echo(f"\nframe1k: {len(works)} works, unweighted (the files carry no selection probabilities); pos.rate: share of positives, "
-               f"AP's chance level. CV grouped by venue: {r.venues} venues + {r.without_venue} works without a venue (one group each) "
-               f"= {r.groups} groups; every venue in one test fold. Text: title | venue | topic | field | type | language, no abstract. "
-               f"Feature seconds in parentheses: the matrix was computed once for an earlier line and reused. Left out: {left}.")
+    typer.echo(
+        f"\nframe1k: {len(works)} works, unweighted (the files carry no selection probabilities); pos.rate: share of positives, "
+        f"AP's chance level. CV grouped by venue: {r.venues} venues + {r.without_venue} works without a venue (one group each) "
+        f"= {r.groups} groups; every venue in one test fold. Text: title | venue | topic | field | type | language, no abstract. "
+        f"Feature seconds in parentheses: the matrix was computed once for an earlier line and reused. Left out: {left}."
+    )
     for r in results:
         if r.note:
             typer.echo(f"{r.arm} / {r.features}: {r.note}")

@@ -18,13 +18,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
-
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from .frame.api_refresh import openalex_api_refresh
 from .frame.assets import (
-    canadian_entities, frame, frame_build_manifest_covers_snapshot, frame_ids_unique, frame_parts, frame_routes_have_evidence,
-    frame_stores_no_abstract_text, openalex_inventory, openalex_partitions,
+    canadian_entities,
+    frame,
+    frame_build_manifest_covers_snapshot,
+    frame_ids_unique,
+    frame_parts,
+    frame_routes_have_evidence,
+    frame_stores_no_abstract_text,
+    openalex_inventory,
+    openalex_partitions,
 )
 from .publish.assets import records_may_ship, work_pages, work_records
 from .resources import OpenAlexFiles, default_openalex_dir
@@ -39,12 +45,31 @@ from .teachers.import_assets import imported_labels
 from .teachers.server import EmbeddedLlamaServer
 
 ALL_ASSETS = [
-    openalex_api_refresh, openalex_inventory, canadian_entities, frame_parts, frame, sample_design, *TEACHER_ASSETS.values(),
-    imported_labels, teacher_agreement, student_heads, predictions, prevalence, machine_scores, work_records, work_pages,
+    openalex_api_refresh,
+    openalex_inventory,
+    canadian_entities,
+    frame_parts,
+    frame,
+    sample_design,
+    *TEACHER_ASSETS.values(),
+    imported_labels,
+    teacher_agreement,
+    student_heads,
+    predictions,
+    prevalence,
+    machine_scores,
+    work_records,
+    work_pages,
 ]
 ALL_CHECKS = [
-    frame_ids_unique, frame_routes_have_evidence, frame_stores_no_abstract_text, frame_build_manifest_covers_snapshot,
-    sample_design_partitions_frame, *TEACHER_CHECKS, *PREDICTION_CHECKS, records_may_ship,
+    frame_ids_unique,
+    frame_routes_have_evidence,
+    frame_stores_no_abstract_text,
+    frame_build_manifest_covers_snapshot,
+    sample_design_partitions_frame,
+    *TEACHER_CHECKS,
+    *PREDICTION_CHECKS,
+    records_may_ship,
 ]
 
 #: The API refresh buys OpenAlex calls: it runs only in its own job (``api_refresh``), never as part
@@ -54,37 +79,58 @@ API_REFRESH = dg.AssetSelection.assets(openalex_api_refresh)
 #: The main job: the whole offline asset graph, checks included (blocking checks stop what is downstream).
 #: Partitioned by ``openalex_partitions`` through ``frame_parts``: run it over the range of every
 #: partition (``metacan run`` does, after ``frame_refresh`` has registered them).
-metacan_all = dg.define_asset_job("metacan_all", selection=dg.AssetSelection.all() - API_REFRESH,
-                                  description="Materialize the whole graph but the API refresh: frame -> direct labels -> "
-                                              "student -> records and pages.")
+metacan_all = dg.define_asset_job(
+    "metacan_all",
+    selection=dg.AssetSelection.all() - API_REFRESH,
+    description="Materialize the whole graph but the API refresh: frame -> direct labels -> "
+    "student -> records and pages.",
+)
 #: The frame refresh: take stock of the inputs (registers new partitions) and rebuild the entity lists.
-frame_refresh = dg.define_asset_job("frame_refresh", selection=dg.AssetSelection.assets(openalex_inventory, canadian_entities),
-                                    description="Take stock of the OpenAlex inputs and rebuild the Canadian entity lists; "
-                                                "the sensor frame_build_after_refresh then builds the new parts and the frame.")
+frame_refresh = dg.define_asset_job(
+    "frame_refresh",
+    selection=dg.AssetSelection.assets(openalex_inventory, canadian_entities),
+    description="Take stock of the OpenAlex inputs and rebuild the Canadian entity lists; "
+    "the sensor frame_build_after_refresh then builds the new parts and the frame.",
+)
 #: Build the parts of the given partitions (already built ones are skipped unread) and merge the frame.
-frame_build = dg.define_asset_job("frame_build", selection=dg.AssetSelection.assets(frame_parts, frame),
-                                  description="Build unbuilt frame parts and merge the frame (run over a partition range).")
+frame_build = dg.define_asset_job(
+    "frame_build",
+    selection=dg.AssetSelection.assets(frame_parts, frame),
+    description="Build unbuilt frame parts and merge the frame (run over a partition range).",
+)
 #: Everything after ``frame_refresh``, over a range of partitions (what ``metacan run`` runs second).
 metacan_build = dg.define_asset_job(
-    "metacan_build", selection=dg.AssetSelection.all() - API_REFRESH - dg.AssetSelection.assets(openalex_inventory, canadian_entities),
-    description="Everything downstream of frame_refresh: frame parts, frame, direct labels, student, records and pages.")
+    "metacan_build",
+    selection=dg.AssetSelection.all() - API_REFRESH - dg.AssetSelection.assets(openalex_inventory, canadian_entities),
+    description="Everything downstream of frame_refresh: frame parts, frame, direct labels, student, records and pages.",
+)
 #: The API refresh: harvest the next updated_date window (needs canadian_entities), then take stock,
 #: which registers the window's partition; the sensor frame_build_after_refresh builds it and merges the frame.
 api_refresh = dg.define_asset_job(
-    "api_refresh", selection=dg.AssetSelection.assets(openalex_api_refresh, openalex_inventory),
+    "api_refresh",
+    selection=dg.AssetSelection.assets(openalex_api_refresh, openalex_inventory),
     description="Harvest the OpenAlex API for the works updated since the last completed window (buys API calls), then "
-                "take stock of the inputs; the sensor frame_build_after_refresh then builds the window's parts and merges the frame.")
+    "take stock of the inputs; the sensor frame_build_after_refresh then builds the window's parts and merges the frame.",
+)
 weekly_api_refresh = dg.ScheduleDefinition(
-    name="weekly_api_refresh", job=api_refresh, cron_schedule="0 4 * * 1", execution_timezone="America/Toronto",
+    name="weekly_api_refresh",
+    job=api_refresh,
+    cron_schedule="0 4 * * 1",
+    execution_timezone="America/Toronto",
     default_status=dg.DefaultScheduleStatus.STOPPED,
     description="Weekly OpenAlex API refresh, Mondays 04:00 Toronto time (after weekly_frame_refresh). Stopped by default "
-                "because it buys API calls: start it once OPENALEX_API_KEY is set and the per-day budget "
-                "(openalex_api_refresh config max_calls / max_cost_usd) suits you.")
+    "because it buys API calls: start it once OPENALEX_API_KEY is set and the per-day budget "
+    "(openalex_api_refresh config max_calls / max_cost_usd) suits you.",
+)
 weekly_frame_refresh = dg.ScheduleDefinition(
-    name="weekly_frame_refresh", job=frame_refresh, cron_schedule="0 3 * * 1", execution_timezone="America/Toronto",
+    name="weekly_frame_refresh",
+    job=frame_refresh,
+    cron_schedule="0 3 * * 1",
+    execution_timezone="America/Toronto",
     default_status=dg.DefaultScheduleStatus.RUNNING,
     description="Weekly frame refresh, Mondays 03:00 Toronto time: takes stock of the input folders (offline, free); the sensor "
-                "frame_build_after_refresh then builds the new parts and merges the frame. Runs while the Dagster daemon runs.")
+    "frame_build_after_refresh then builds the new parts and merges the frame. Runs while the Dagster daemon runs.",
+)
 
 
 def all_partitions_run_tags(instance: dg.DagsterInstance) -> dict[str, str]:
@@ -92,30 +138,42 @@ def all_partitions_run_tags(instance: dg.DagsterInstance) -> dict[str, str]:
     backfill: ``frame_parts`` gets them all and builds their files in parallel)."""
     keys = instance.get_dynamic_partitions(openalex_partitions.name)
     if not keys:
-        raise ValueError("no openalex_partitions registered yet: materialize openalex_inventory first (job frame_refresh)")
+        raise ValueError(
+            "no openalex_partitions registered yet: materialize openalex_inventory first (job frame_refresh)"
+        )
     return {ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]}
 
 
-@dg.asset_sensor(asset_key=openalex_inventory.key, job=frame_build, minimum_interval_seconds=60,
-                 default_status=dg.DefaultSensorStatus.RUNNING,
-                 description="After each inventory, build the parts not built yet (all partitions, one run) and merge the frame.")
+@dg.asset_sensor(
+    asset_key=openalex_inventory.key,
+    job=frame_build,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="After each inventory, build the parts not built yet (all partitions, one run) and merge the frame.",
+)
 def frame_build_after_refresh(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
     """One ``frame_build`` run per ``openalex_inventory`` materialization, over every partition;
     finished parts are skipped without being read, so only new or changed files cost time."""
     yield dg.RunRequest(run_key=asset_event.run_id, tags=all_partitions_run_tags(context.instance))
 
 
-def materialize_in_process(instance: dg.DagsterInstance, resources: dict, through: str = "all") -> dg.ExecuteInProcessResult:
+def materialize_in_process(
+    instance: dg.DagsterInstance, resources: dict, through: str = "all"
+) -> dg.ExecuteInProcessResult:
     """Materialize the graph in this process as the UI would: ``frame_refresh`` (the inventory
     registers the partitions, the entity lists), then one run over every partition of the rest:
     all assets when ``through="all"``, the frame's parts and the frame when ``through="frame"``
     (checks included). Returns the last run's result (the first one's if it failed); never raises
     for a failed step (``raise_on_error=False``: read ``result.success``)."""
-    first = defs.resolve_job_def("frame_refresh").execute_in_process(instance=instance, resources=resources, raise_on_error=False)
+    first = defs.resolve_job_def("frame_refresh").execute_in_process(
+        instance=instance, resources=resources, raise_on_error=False
+    )
     if not first.success:
         return first
     job = defs.resolve_job_def("frame_build" if through == "frame" else "metacan_build")
-    return job.execute_in_process(instance=instance, resources=resources, raise_on_error=False, tags=all_partitions_run_tags(instance))
+    return job.execute_in_process(
+        instance=instance, resources=resources, raise_on_error=False, tags=all_partitions_run_tags(instance)
+    )
 
 
 def build_resources(data_dir: str | None = None, openalex_dir: str | None = None) -> dict:
@@ -123,7 +181,9 @@ def build_resources(data_dir: str | None = None, openalex_dir: str | None = None
     data = data_dir or default_data_dir()
     return {
         "storage": MetacanStorage(data_dir=data),
-        "openalex": OpenAlexFiles(input_dir=openalex_dir or default_openalex_dir(), api_archive_dir=str(Path(data) / "openalex_api")),
+        "openalex": OpenAlexFiles(
+            input_dir=openalex_dir or default_openalex_dir(), api_archive_dir=str(Path(data) / "openalex_api")
+        ),
         "llm_server": EmbeddedLlamaServer(log_dir=str(Path(data) / "logs")),
     }
 

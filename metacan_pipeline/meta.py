@@ -18,6 +18,7 @@ def column_schema(schema: pa.Schema) -> dg.TableSchema:
 
 def markdown_preview(rows: list[dict], columns: list[str], limit: int = 10) -> dg.MetadataValue:
     """A small markdown table of the first ``limit`` rows (values cut to 60 characters)."""
+
     def cell(v: Any) -> str:
         s = "" if v is None else str(v)
         s = s.replace("|", "\\|").replace("\n", " ")
@@ -28,8 +29,13 @@ def markdown_preview(rows: list[dict], columns: list[str], limit: int = 10) -> d
     return dg.MetadataValue.md(head + body if rows else "_(no rows)_")
 
 
-def table_metadata(schema: pa.Schema, row_count: int, preview: list[dict] | None = None,
-                   preview_columns: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+def table_metadata(
+    schema: pa.Schema,
+    row_count: int,
+    preview: list[dict] | None = None,
+    preview_columns: list[str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """Standard table metadata (STYLE: row count, column schema, a preview) plus ``extra``."""
     md: dict[str, Any] = {
         "dagster/row_count": row_count,

@@ -23,9 +23,13 @@ class OpenAlexFiles(dg.ConfigurableResource):
     JSON Lines, snapshot layout). Default ``$METACAN_OPENALEX_DIR`` or ``../shared/data/openalex``."""
 
     input_dir: str = Field(default=DEFAULT_OPENALEX_DIR, description="Folder of OpenAlex JSON/JSONL/snapshot files.")
-    api_archive_dir: str = Field(default="", description=(
-        "Folder of archived OpenAlex API pages written by the API refresh (one window=<from>_<to> folder per refresh); "
-        "read as part of the input, under the source_file prefix 'api/'. Empty: no API archive."))
+    api_archive_dir: str = Field(
+        default="",
+        description=(
+            "Folder of archived OpenAlex API pages written by the API refresh (one window=<from>_<to> folder per refresh); "
+            "read as part of the input, under the source_file prefix 'api/'. Empty: no API archive."
+        ),
+    )
 
     @property
     def root(self) -> Path:
@@ -38,5 +42,5 @@ class OpenAlexFiles(dg.ConfigurableResource):
     def path_of(self, source_file: str) -> Path:
         """The file behind a ``source_file`` as the frame records it (``api/...`` = the API archive)."""
         if source_file.startswith(API_PREFIX) and self.api_root is not None:
-            return self.api_root / source_file[len(API_PREFIX):]
+            return self.api_root / source_file[len(API_PREFIX) :]
         return self.root / source_file

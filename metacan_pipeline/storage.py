@@ -46,7 +46,9 @@ class MetacanStorage(dg.ConfigurableResource):
     holds a file lock for the (short) transaction, and no HTTP or LLM work happens inside it.
     """
 
-    data_dir: str = Field(default=DEFAULT_DATA_DIR, description="Folder for the warehouse, the DuckDB file and the published site.")
+    data_dir: str = Field(
+        default=DEFAULT_DATA_DIR, description="Folder for the warehouse, the DuckDB file and the published site."
+    )
 
     # ---- paths -------------------------------------------------------------------------------
     @property
@@ -135,7 +137,9 @@ class MetacanStorage(dg.ConfigurableResource):
         self.require(name)
         return pq.read_table(self.table_dir(name), columns=columns)
 
-    def iter_batches(self, name: str, batch_size: int = 50_000, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    def iter_batches(
+        self, name: str, batch_size: int = 50_000, columns: list[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
         """Stream a warehouse table in record batches (flat memory for frame-sized tables)."""
         self.require(name)
         for path in sorted(self.table_dir(name).glob("*.parquet")):
@@ -167,4 +171,6 @@ class MetacanStorage(dg.ConfigurableResource):
         """(Re)create the DuckDB view ``<name>`` over ``warehouse/<name>/*.parquet``."""
         pattern = sql_literal(str(self.table_dir(name) / "*.parquet"))
         with self.connect() as con:
-            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM read_parquet({pattern}, hive_partitioning=false)')
+            con.execute(
+                f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM read_parquet({pattern}, hive_partitioning=false)'
+            )

@@ -21,8 +21,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 #: --headless is Playwright's (headless=True); --user-data-dir too (a new empty folder per launch).
-CHROMIUM_FLAGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync")
+CHROMIUM_FLAGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 
 
 def artifacts_dir() -> Path:
@@ -35,8 +42,11 @@ def artifacts_dir() -> Path:
 def launch_chromium(playwright):
     """A headless Chromium from /usr/bin/chromium; fails (never skips) when it is not installed."""
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} not found: the browser tests need Debian's chromium package; `make setup` installs it "
-                    f"(apt-get install chromium)", pytrace=False)
+        pytest.fail(
+            f"{CHROMIUM} not found: the browser tests need Debian's chromium package; `make setup` installs it "
+            f"(apt-get install chromium)",
+            pytrace=False,
+        )
     return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=list(CHROMIUM_FLAGS))
 
 
@@ -45,8 +55,10 @@ def start_playwright():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("the Python package playwright is not installed: `make setup` installs it (the dev extra of pyproject.toml)",
-                    pytrace=False)
+        pytest.fail(
+            "the Python package playwright is not installed: `make setup` installs it (the dev extra of pyproject.toml)",
+            pytrace=False,
+        )
     return sync_playwright().start()
 
 
@@ -58,7 +70,7 @@ class PageWatch:
     console_errors: list[str] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
 
-    def attach(self, page) -> "PageWatch":
+    def attach(self, page) -> PageWatch:
         def on_dialog(dialog):
             self.dialogs.append(f"{dialog.type}: {dialog.message}")
             dialog.dismiss()

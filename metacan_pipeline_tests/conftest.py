@@ -67,7 +67,9 @@ class LoopbackOpenAlex:
                 q = {k: v[0] for k, v in parse_qs(url.query).items()}
                 hits.append(q)
                 results = answer(url.path, q)
-                body = json.dumps({"meta": {"count": len(results), "next_cursor": None, "cost_usd": 0.0001}, "results": results}).encode()
+                body = json.dumps(
+                    {"meta": {"count": len(results), "next_cursor": None, "cost_usd": 0.0001}, "results": results}
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

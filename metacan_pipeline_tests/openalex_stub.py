@@ -28,6 +28,7 @@ REAL_FILES = (
     "rkrug__openalexPro__pipeline_chunk_3_page_1.json",  # an empty token (W1926314100)
 )
 
+
 def _works_of(obj) -> list:
     if isinstance(obj, list):
         return obj
@@ -49,7 +50,11 @@ def real_works() -> dict[str, dict]:
     out: dict[str, dict] = {}
     for name in REAL_FILES:
         for rec in _works_of(json.loads((OPENALEX / name).read_text())):
-            if isinstance(rec, dict) and "abstract_inverted_index" in rec and str(rec.get("id", "")).startswith("https://openalex.org/W"):
+            if (
+                isinstance(rec, dict)
+                and "abstract_inverted_index" in rec
+                and str(rec.get("id", "")).startswith("https://openalex.org/W")
+            ):
                 out.setdefault(rec["id"].rsplit("/", 1)[1], rec)
     return out
 
@@ -92,7 +97,9 @@ class StubOpenAlex:
                 name, _, values = q.get("filter", "").partition(":")
                 ids = values.split("|") if values else []
                 if name not in ("ids.openalex", "openalex") or not ids or len(ids) > 50:
-                    return self._send(400, {"error": "Invalid query parameters error.", "message": f"bad filter {name!r}"})
+                    return self._send(
+                        400, {"error": "Invalid query parameters error.", "message": f"bad filter {name!r}"}
+                    )
                 per_page = int(q.get("per_page", q.get("per-page", 25)))
                 fields = q["select"].split(",") if "select" in q else None
                 found = [stub.records[i] for i in sorted(set(ids), reverse=True) if i in stub.records]

@@ -64,7 +64,12 @@ from pathlib import Path
 import orjson
 
 from metacan_pipeline.vocab import (
-    CATEGORIES, CONFIDENCES, DOMAINS, GENRES, INSUFFICIENT_PAYLOAD, STUDY_DESIGNS,
+    CATEGORIES,
+    CONFIDENCES,
+    DOMAINS,
+    GENRES,
+    INSUFFICIENT_PAYLOAD,
+    STUDY_DESIGNS,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -135,8 +140,16 @@ def stub_label(work_id: str) -> dict:
 # counters shared by the workers
 # ------------------------------------------------------------------------------------------------
 COUNTERS: tuple[str, ...] = (
-    "calls", "works", "works_received", "prompt_tokens", "completion_tokens",
-    "http_200", "http_400", "http_429", "http_500", "dropped",
+    "calls",
+    "works",
+    "works_received",
+    "prompt_tokens",
+    "completion_tokens",
+    "http_200",
+    "http_400",
+    "http_429",
+    "http_500",
+    "dropped",
 ) + tuple(f"fault_{m}" for m in FAULT_MODES)
 _IX = {name: i for i, name in enumerate(COUNTERS)}
 _HEADER_CELLS, _SLOT_CELLS, _MAX_SLOTS = 8, 32, 64  # header: [0] next slot, [1] 429 tickets taken
@@ -186,12 +199,22 @@ class Counters:
 
     def snapshot(self) -> dict:
         slots = min(self.cells[0], _MAX_SLOTS)
-        tot = {name: sum(self.cells[_HEADER_CELLS + s * _SLOT_CELLS + i] for s in range(slots)) for name, i in _IX.items()}
+        tot = {
+            name: sum(self.cells[_HEADER_CELLS + s * _SLOT_CELLS + i] for s in range(slots)) for name, i in _IX.items()
+        }
         return {
-            "calls": tot["calls"], "works": tot["works"], "works_received": tot["works_received"],
-            "prompt_tokens": tot["prompt_tokens"], "completion_tokens": tot["completion_tokens"],
-            "status": {"200": tot["http_200"], "400": tot["http_400"], "429": tot["http_429"],
-                       "500": tot["http_500"], "dropped": tot["dropped"]},
+            "calls": tot["calls"],
+            "works": tot["works"],
+            "works_received": tot["works_received"],
+            "prompt_tokens": tot["prompt_tokens"],
+            "completion_tokens": tot["completion_tokens"],
+            "status": {
+                "200": tot["http_200"],
+                "400": tot["http_400"],
+                "429": tot["http_429"],
+                "500": tot["http_500"],
+                "dropped": tot["dropped"],
+            },
             "faults": {m: tot[f"fault_{m}"] for m in FAULT_MODES},
             "workers_started": self.cells[0],
         }
@@ -243,7 +266,7 @@ def parse_records(messages) -> tuple[list[dict], int]:
     if open_ is None:
         raise BadRequest("the last user message has no line '<records>' before '</records>'")
     records = []
-    for n, line in enumerate(lines[open_ + 1:close], 1):
+    for n, line in enumerate(lines[open_ + 1 : close], 1):
         if not line.strip():
             continue
         try:
@@ -274,9 +297,19 @@ def _error_body(message: str, kind: str) -> bytes:
 
 
 def _logprobs(content: str) -> dict:
-    toks = [content[i:i + 4] for i in range(0, min(len(content), 32), 4)]
-    return {"content": [{"token": t, "logprob": -(zlib.crc32(t.encode()) % 1000) / 1000.0, "bytes": list(t.encode()),
-                         "top_logprobs": []} for t in toks], "refusal": None}
+    toks = [content[i : i + 4] for i in range(0, min(len(content), 32), 4)]
+    return {
+        "content": [
+            {
+                "token": t,
+                "logprob": -(zlib.crc32(t.encode()) % 1000) / 1000.0,
+                "bytes": list(t.encode()),
+                "top_logprobs": [],
+            }
+            for t in toks
+        ],
+        "refusal": None,
+    }
 
 
 async def _send(send, status: int, body: bytes, extra: list | None = None) -> None:
@@ -306,8 +339,12 @@ class StubTeacher:
         self.counters = Counters(state_path)
         self._latency_s = options.latency_ms / 1000.0
         self._seq = 0
-        self._models = orjson.dumps({"object": "list", "data": [
-            {"id": options.model, "object": "model", "created": 0, "owned_by": "metacan-stub"}]})
+        self._models = orjson.dumps(
+            {
+                "object": "list",
+                "data": [{"id": options.model, "object": "model", "created": 0, "owned_by": "metacan-stub"}],
+            }
+        )
 
     async def __call__(self, scope, receive, send) -> None:
         kind = scope["type"]
@@ -338,7 +375,9 @@ class StubTeacher:
             return
         if c.take_429_ticket(opt.burst_429):
             c.add("http_429")
-            await _send(send, 429, _error_body("rate limited (stub burst)", "rate_limit_error"), [(b"retry-after", b"0")])
+            await _send(
+                send, 429, _error_body("rate limited (stub burst)", "rate_limit_error"), [(b"retry-after", b"0")]
+            )
             return
         try:
             req = orjson.loads(raw)
@@ -411,14 +450,19 @@ class StubTeacher:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": req.get("model") or opt.model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": refusal},
-                "logprobs": _logprobs(content) if req.get("logprobs") is True and content is not None else None,
-                "finish_reason": finish,
-            }],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": refusal},
+                    "logprobs": _logprobs(content) if req.get("logprobs") is True and content is not None else None,
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }
         c.add("http_200")
         c.add("works", len(records))
@@ -479,10 +523,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args(argv)
-    options = StubOptions(model=args.model, latency_ms=args.latency_ms, burst_429=args.burst_429,
-                          reject_json_schema=args.reject_json_schema, honour_max_tokens=args.honour_max_tokens)
-    common = dict(host=args.host, port=args.port, loop="uvloop", http="httptools", lifespan="off", access_log=False,
-                  log_level=args.log_level, timeout_graceful_shutdown=2, backlog=4096)
+    options = StubOptions(
+        model=args.model,
+        latency_ms=args.latency_ms,
+        burst_429=args.burst_429,
+        reject_json_schema=args.reject_json_schema,
+        honour_max_tokens=args.honour_max_tokens,
+    )
+    common = dict(
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="off",
+        access_log=False,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=2,
+        backlog=4096,
+    )
     state_path = None
     if args.workers <= 1:
         config = uvicorn.Config(StubTeacher(options), **common)
@@ -490,7 +548,9 @@ def main(argv: list[str] | None = None) -> None:
         fd, state_path = tempfile.mkstemp(prefix="metacan-stub-", suffix=".counters")
         os.ftruncate(fd, STATE_BYTES)
         os.close(fd)
-        os.environ[_ENV] = json.dumps({"options": asdict(options), "state_path": state_path, "supervisor_pid": os.getpid()})
+        os.environ[_ENV] = json.dumps(
+            {"options": asdict(options), "state_path": state_path, "supervisor_pid": os.getpid()}
+        )
         config = uvicorn.Config(f"{MODULE}:_worker_app", factory=True, workers=args.workers, **common)
     sock = config.bind_socket()
     sock.listen(config.backlog)  # listening from here on: connections queue until a worker accepts
@@ -511,7 +571,16 @@ def main(argv: list[str] | None = None) -> None:
 # ------------------------------------------------------------------------------------------------
 # the subprocess context manager
 # ------------------------------------------------------------------------------------------------
-_RUN_OPTIONS = {"model", "latency_ms", "burst_429", "reject_json_schema", "honour_max_tokens", "workers", "host", "log_level"}
+_RUN_OPTIONS = {
+    "model",
+    "latency_ms",
+    "burst_429",
+    "reject_json_schema",
+    "honour_max_tokens",
+    "workers",
+    "host",
+    "log_level",
+}
 
 
 class StubStartError(RuntimeError):
@@ -541,8 +610,14 @@ def run_stub(startup_timeout_s: float = 30.0, **options) -> Iterator[tuple[str, 
             argv += [flag, str(value)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+    )
     try:
         deadline = time.monotonic() + startup_timeout_s
         base_url = None

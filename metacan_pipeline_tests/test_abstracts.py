@@ -16,19 +16,22 @@ import pytest
 from metacan_pipeline.openalex.abstract import deinvert, tidy_abstract
 from metacan_pipeline.publish.abstracts import Abstract, AbstractFetcher
 
-from .openalex_stub import real_index as _index, real_works
+from .openalex_stub import real_index as _index
+from .openalex_stub import real_works
 
-LME4 = ("Maximum likelihood or restricted maximum likelihood (REML) estimates of the parameters in linear mixed-effects "
-        "models can be determined using the lmer function in the lme4 package for R. As for most model-fitting functions "
-        "in R, the model is described in an lmer call by a formula, in this case including both fixed- and random-effects "
-        "terms. The formula and data together determine a numerical representation of the model from which the profiled "
-        "deviance or the profiled REML criterion can be evaluated as a function of some of the model parameters. The "
-        "appropriate criterion is optimized, using one of the constrained optimization functions in R, to provide the "
-        "parameter estimates. We describe the structure of the model, the steps in evaluating the profiled deviance or "
-        "REML criterion, and the structure of classes or types that represents such a model. Sufficient detail is "
-        "included to allow specialization of these structures by users who wish to write functions to fit specialized "
-        "linear mixed models, such as models incorporating pedigrees or smoothing splines, that are not easily "
-        "expressible in the formula language used by lmer.")
+LME4 = (
+    "Maximum likelihood or restricted maximum likelihood (REML) estimates of the parameters in linear mixed-effects "
+    "models can be determined using the lmer function in the lme4 package for R. As for most model-fitting functions "
+    "in R, the model is described in an lmer call by a formula, in this case including both fixed- and random-effects "
+    "terms. The formula and data together determine a numerical representation of the model from which the profiled "
+    "deviance or the profiled REML criterion can be evaluated as a function of some of the model parameters. The "
+    "appropriate criterion is optimized, using one of the constrained optimization functions in R, to provide the "
+    "parameter estimates. We describe the structure of the model, the steps in evaluating the profiled deviance or "
+    "REML criterion, and the structure of classes or types that represents such a model. Sufficient detail is "
+    "included to allow specialization of these structures by users who wish to write functions to fit specialized "
+    "linear mixed models, such as models incorporating pedigrees or smoothing splines, that are not easily "
+    "expressible in the formula language used by lmer."
+)
 
 
 @pytest.fixture()
@@ -68,7 +71,7 @@ def test_120_ids_cost_3_calls_with_the_documented_query(stub):
     assert sorted(w for q in stub.hits for w in q["filter"].partition(":")[2].split("|")) == sorted(ids)
     assert list(got) == ids  # one entry per id, in order
     assert got["W1951724000"] == Abstract("W1951724000", "ok", LME4, None, got["W1951724000"].fetched_at)
-    assert got["W1951724000"].fetched_at.tzinfo == dt.timezone.utc
+    assert got["W1951724000"].fetched_at.tzinfo == dt.UTC
     assert got["W2612755892"].status == "none" and got["W2612755892"].text is None  # real record, index null
     assert got["W9999999999999"] == Abstract("W9999999999999", "missing", None, None, got["W9999999999999"].fetched_at)
     expected = {w: ("none" if not real_works()[w]["abstract_inverted_index"] else "ok") for w in ids[:-1]}
@@ -132,8 +135,12 @@ def test_api_key_and_mailto_are_sent_and_the_key_never_shows(monkeypatch):
         seen.append(request.url)
         return httpx.Response(403, text=f"forbidden: {request.url}")  # a server that echoes the URL
 
-    with AbstractFetcher("https://api.test", api_key_env="METACAN_TEST_OA_KEY", mailto="team@example.org",
-                         transport=httpx.MockTransport(handler)) as f:
+    with AbstractFetcher(
+        "https://api.test",
+        api_key_env="METACAN_TEST_OA_KEY",
+        mailto="team@example.org",
+        transport=httpx.MockTransport(handler),
+    ) as f:
         got = f.fetch(["W1"])
     assert seen[0].params["api_key"] == "sekret-key-123" and seen[0].params["mailto"] == "team@example.org"
     assert got["W1"].status == "failed" and "HTTP 403" in got["W1"].error
@@ -143,8 +150,19 @@ def test_api_key_and_mailto_are_sent_and_the_key_never_shows(monkeypatch):
 # ---- failures (httpx.MockTransport) --------------------------------------------------------------
 def _ok_page(request: httpx.Request) -> httpx.Response:
     ids = request.url.params["filter"].partition(":")[2].split("|")
-    return httpx.Response(200, json={"meta": {"count": len(ids)}, "results": [
-        {"id": f"https://openalex.org/{w}", "abstract_inverted_index": {"Abstract": [0], "Text": [1], f"of {w}.": [2]}} for w in ids]})
+    return httpx.Response(
+        200,
+        json={
+            "meta": {"count": len(ids)},
+            "results": [
+                {
+                    "id": f"https://openalex.org/{w}",
+                    "abstract_inverted_index": {"Abstract": [0], "Text": [1], f"of {w}.": [2]},
+                }
+                for w in ids
+            ],
+        },
+    )
 
 
 def _scripted(*steps):
@@ -242,8 +260,13 @@ def test_failures_are_not_cached():
 
 def test_a_truncated_answer_is_a_failure_not_a_missing_work():
     def short_page(request: httpx.Request) -> httpx.Response:  # a server that ignores per_page and sends 1 of 3
-        return httpx.Response(200, json={"meta": {"count": 3}, "results": [
-            {"id": "https://openalex.org/W1", "abstract_inverted_index": None}]})
+        return httpx.Response(
+            200,
+            json={
+                "meta": {"count": 3},
+                "results": [{"id": "https://openalex.org/W1", "abstract_inverted_index": None}],
+            },
+        )
 
     got = _fetcher(short_page).fetch(["W1", "W2", "W3"])
     assert got["W1"].status == "none"
@@ -289,7 +312,10 @@ def test_deinvert_html_fragments_and_entities_real():
     assert "<" not in anopheles and "Abstract" not in anopheles[:20]
     assert deinvert(_index("W4394648045")).startswith("New antimalarial drug candidates")  # "<title>Abstract</title>"
     jats = deinvert(_index("W1637437975"))  # "<JATS1:p>The" ... "Edition.</JATS1:p>" "<JATS1:p>Volume"
-    assert jats.startswith("The wholly updated Revised Standard Edition") and "previous Standard Edition. Volume VIII" in jats
+    assert (
+        jats.startswith("The wholly updated Revised Standard Edition")
+        and "previous Standard Edition. Volume VIII" in jats
+    )
     assert "JATS" not in jats
     assert "p<0.05 in each case." in deinvert(_index("W2807229659"))  # "p&lt;0.05"
     twice = _index("W3131055609")  # "&amp;gt;1": escaped twice at the source
@@ -304,7 +330,9 @@ def test_deinvert_leading_abstract_label_real():
     assert deinvert(_index("W2142541574")).startswith("I reviewed some of the financial mechanisms")  # "Abstract:"
     glued = deinvert(_index("W4250667698"))  # "AbstractConservation": the label glued to the first word
     assert glued.startswith("AbstractConservation") and tidy_abstract(glued).startswith("Conservation methods often")
-    assert tidy_abstract("AbstractAbstractThis paper") == "This paper" and tidy_abstract("AbstractA survey") == "A survey"
+    assert (
+        tidy_abstract("AbstractAbstractThis paper") == "This paper" and tidy_abstract("AbstractA survey") == "A survey"
+    )
     assert tidy_abstract("Abstraction matters") == "Abstraction matters" and tidy_abstract(None) is None
     assert deinvert({"Abstract": [0]}) == "Abstract"  # a lone label is all there is: kept
     assert deinvert({"Abstract": [0, 2], "—": [1], "Abstract-based": [3], "art.": [4]}) == "Abstract-based art."
@@ -329,10 +357,14 @@ def test_deinvert_hostile_positions():
 
 
 # ---- hostile answers (found by trying to break the fetcher) ---------------------------------------
-@pytest.mark.parametrize(("headers", "body"), [
-    ({}, b"[" * 100_000 + b"]" * 100_000),  # deeper than the JSON parser goes: RecursionError
-    ({"Content-Encoding": "gzip"}, b'{"results": []}'),  # not gzip: httpx.DecodingError
-], ids=["nested-json", "bad-content-encoding"])
+@pytest.mark.parametrize(
+    ("headers", "body"),
+    [
+        ({}, b"[" * 100_000 + b"]" * 100_000),  # deeper than the JSON parser goes: RecursionError
+        ({"Content-Encoding": "gzip"}, b'{"results": []}'),  # not gzip: httpx.DecodingError
+    ],
+    ids=["nested-json", "bad-content-encoding"],
+)
 def test_hostile_bodies_fail_the_batch_and_never_escape_fetch(headers, body):
     respond = lambda request: httpx.Response(200, headers=headers, stream=httpx.ByteStream(body))  # noqa: E731
     got = _fetcher(respond, max_attempts=1).fetch(["W1", "W2"])
@@ -341,11 +373,24 @@ def test_hostile_bodies_fail_the_batch_and_never_escape_fetch(headers, body):
 
 def test_unreadable_inverted_indexes_are_failures_not_missing_abstracts():
     bodies = {"W1": ["a", "list"], "W2": {"Text": ["0", "1"]}, "W3": {"Text": [True]}, "W4": None, "W5": {"Fine.": [0]}}
-    page = httpx.Response(200, json={"meta": {"count": 6}, "results": [
-        {"id": f"https://openalex.org/{w}", "abstract_inverted_index": idx} for w, idx in bodies.items()]
-        + [{"id": "https://openalex.org/W5", "abstract_inverted_index": None}]})  # a duplicate result without one
+    page = httpx.Response(
+        200,
+        json={
+            "meta": {"count": 6},
+            "results": [
+                {"id": f"https://openalex.org/{w}", "abstract_inverted_index": idx} for w, idx in bodies.items()
+            ]
+            + [{"id": "https://openalex.org/W5", "abstract_inverted_index": None}],
+        },
+    )  # a duplicate result without one
     got = _fetcher(_scripted(page)).fetch(list(bodies))
-    assert {w: a.status for w, a in got.items()} == {"W1": "failed", "W2": "failed", "W3": "failed", "W4": "none", "W5": "ok"}
+    assert {w: a.status for w, a in got.items()} == {
+        "W1": "failed",
+        "W2": "failed",
+        "W3": "failed",
+        "W4": "none",
+        "W5": "ok",
+    }
     assert "cannot be read" in got["W1"].error and got["W5"].text == "Fine."
 
 
@@ -363,7 +408,7 @@ def test_a_trickling_server_is_cut_off_at_the_timeout():
             self.end_headers()
             try:
                 for i in range(len(body)):
-                    self.wfile.write(body[i:i + 1])
+                    self.wfile.write(body[i : i + 1])
                     self.wfile.flush()
                     time.sleep(0.3)
             except (BrokenPipeError, ConnectionResetError):

@@ -23,6 +23,7 @@ T, F = True, False
 
 # ---- kappa -------------------------------------------------------------------------------------------
 
+
 def test_kappa_binary_by_hand():
     a = [T, T, T, F, F, F]
     b = [T, T, F, F, F, T]
@@ -55,6 +56,7 @@ def test_kappa_categorical_and_undefined():
 
 # ---- head rules --------------------------------------------------------------------------------------
 
+
 def label(**kw) -> dict:
     row = {"status": "labelled", **{k: v for k, v in GOOD.items() if k != "id"}}
     row.update(kw)
@@ -63,7 +65,13 @@ def label(**kw) -> dict:
 
 def test_head_values_unknowns():
     v = head_values(label())
-    assert (v["metaresearch"], v["sts"], v["insufficient_payload"], v["domain"], v["category_set"]) == (T, F, F, "reporting", "metaresearch")
+    assert (v["metaresearch"], v["sts"], v["insufficient_payload"], v["domain"], v["category_set"]) == (
+        T,
+        F,
+        F,
+        "reporting",
+        "metaresearch",
+    )
     assert len(v) == len(HEADS) == 15
     # Failed: unknown on every head.
     assert set(head_values({"status": "failed", "error": "x"}).values()) == {None}
@@ -76,15 +84,32 @@ def test_head_values_unknowns():
     # An import with absent fields and undecided categories (the pilot screeners): only what they decide.
     ref = json.dumps({"absent": ["domain", "genre"], "undecided_categories": ["sts", "open_science"]})
     v = head_values(label(categories=[], domain=None, genre=None, source_ref=ref))
-    assert (v["metaresearch"], v["sts"], v["open_science"], v["domain"], v["genre"], v["category_set"]) == (F, None, None, None, None, None)
+    assert (v["metaresearch"], v["sts"], v["open_science"], v["domain"], v["genre"], v["category_set"]) == (
+        F,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 # ---- the asset on registry tables --------------------------------------------------------------------
 
+
 def _labels(teacher: str, rows: list[dict]) -> pa.Table:
-    base = {"teacher": teacher, "model": f"{teacher}-model", "prompt_version": "v1", "prompt_sha": "0123456789abcdef",
-            "record_view": "title_only", "source": "teacher_call", "created_at": now_utc()}
-    return pa.Table.from_pylist([{**base, "label_id": f"{teacher}-{r['work_id']}", **r} for r in rows], schema=LABELS_SCHEMA)
+    base = {
+        "teacher": teacher,
+        "model": f"{teacher}-model",
+        "prompt_version": "v1",
+        "prompt_sha": "0123456789abcdef",
+        "record_view": "title_only",
+        "source": "teacher_call",
+        "created_at": now_utc(),
+    }
+    return pa.Table.from_pylist(
+        [{**base, "label_id": f"{teacher}-{r['work_id']}", **r} for r in rows], schema=LABELS_SCHEMA
+    )
 
 
 def _row(work_id: str, categories: list[str], domain: str | None = None, status: str = "labelled") -> dict:
@@ -95,13 +120,39 @@ def _row(work_id: str, categories: list[str], domain: str | None = None, status:
 
 def test_registry_pairs_with_sample_design_weights(tmp_path: Path):
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
-    storage.write_table("direct_labels_gemma", _labels("gemma", [
-        _row("W1", ["metaresearch"], "methods"), _row("W2", []), _row("W3", ["insufficient_payload"]), _row("W4", [], status="failed")]))
-    storage.write_table("direct_labels_codex", _labels("codex", [
-        _row("W1", ["metaresearch", "open_science"], "reporting"), _row("W2", []), _row("W3", []), _row("W4", ["metaresearch"], "methods")]))
-    design = [{"id": "W1", "design_weight": 2.0}, {"id": "W2", "design_weight": 6.0}, {"id": "W4", "design_weight": 1.0}]
+    storage.write_table(
+        "direct_labels_gemma",
+        _labels(
+            "gemma",
+            [
+                _row("W1", ["metaresearch"], "methods"),
+                _row("W2", []),
+                _row("W3", ["insufficient_payload"]),
+                _row("W4", [], status="failed"),
+            ],
+        ),
+    )
+    storage.write_table(
+        "direct_labels_codex",
+        _labels(
+            "codex",
+            [
+                _row("W1", ["metaresearch", "open_science"], "reporting"),
+                _row("W2", []),
+                _row("W3", []),
+                _row("W4", ["metaresearch"], "methods"),
+            ],
+        ),
+    )
+    design = [
+        {"id": "W1", "design_weight": 2.0},
+        {"id": "W2", "design_weight": 6.0},
+        {"id": "W4", "design_weight": 1.0},
+    ]
     storage.write_table("sample_design", pa.Table.from_pylist(design, schema=DESIGN_SCHEMA))
-    result = dg.materialize([teacher_agreement], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize(
+        [teacher_agreement], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral()
+    )
     assert result.success
     rows = {r["head"]: r for r in storage.read_table("teacher_agreement").to_pylist()}
     assert {r["pair"] for r in rows.values()} == {"codex vs gemma"} and rows["domain"]["weights"] == "sample_design"
@@ -120,10 +171,17 @@ def test_registry_pairs_with_sample_design_weights(tmp_path: Path):
     assert d["weighted_kappa"] == pytest.approx(3 / 7)
     assert rows["category_set"]["n"] == 3 and rows["category_set"]["agreement"] == pytest.approx(1 / 3)
     assert rows["study_design"]["kappa"] is None and rows["study_design"]["agreement"] == 1.0  # both 'observational'
-    diffs = [(r["work_id"], r["head"], r["value_a"], r["value_b"]) for r in storage.read_table("teacher_disagreements").to_pylist()]
-    assert diffs == [("W1", "open_science", "true", "false"), ("W1", "domain", "reporting", "methods"),
-                     ("W1", "category_set", "metaresearch,open_science", "metaresearch"),
-                     ("W3", "insufficient_payload", "false", "true"), ("W3", "category_set", "(none)", "insufficient_payload")]
+    diffs = [
+        (r["work_id"], r["head"], r["value_a"], r["value_b"])
+        for r in storage.read_table("teacher_disagreements").to_pylist()
+    ]
+    assert diffs == [
+        ("W1", "open_science", "true", "false"),
+        ("W1", "domain", "reporting", "methods"),
+        ("W1", "category_set", "metaresearch,open_science", "metaresearch"),
+        ("W3", "insufficient_payload", "false", "true"),
+        ("W3", "category_set", "(none)", "insufficient_payload"),
+    ]
     md = metadata(result, "teacher_agreement")
     assert md["dagster/row_count"] == len(HEADS) and md["disagreements_row_count"] == 5
     assert "| domain | 2 | 0.5000 | 0.3333 | 8.0 | 0.7500 | 0.4286 |" in md["pair: codex vs gemma"]
@@ -131,7 +189,9 @@ def test_registry_pairs_with_sample_design_weights(tmp_path: Path):
 
 def test_nothing_to_compare_is_not_an_error(tmp_path: Path):
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
-    result = dg.materialize([teacher_agreement], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize(
+        [teacher_agreement], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral()
+    )
     assert result.success
     md = metadata(result, "teacher_agreement")
     assert md["dagster/row_count"] == 0 and md["note"].startswith("Nothing to compare: 0 teacher configuration(s)")
@@ -139,6 +199,7 @@ def test_nothing_to_compare_is_not_an_error(tmp_path: Path):
 
 
 # ---- the MetaCan pilot: SOURCES.md's published figures ------------------------------------------------
+
 
 def test_pilot_a_vs_pilot_b_reproduces_the_published_agreement(tmp_path: Path):
     result = materialize(tmp_path, {"pilot_dirs": [str(PILOT)]})
@@ -158,20 +219,36 @@ def test_pilot_a_vs_pilot_b_reproduces_the_published_agreement(tmp_path: Path):
     published = {r["id"]: r for r in json.loads((PILOT / "disagreements.json").read_text())}
     diffs = storage.read_table("teacher_disagreements").to_pylist()
     assert {d["work_id"] for d in diffs} == set(published) and len(diffs) == 44
-    assert all((d["value_a"], d["value_b"]) == (str(published[d["work_id"]]["in_a"]).lower(), str(published[d["work_id"]]["in_b"]).lower())
-               for d in diffs)
+    assert all(
+        (d["value_a"], d["value_b"])
+        == (str(published[d["work_id"]]["in_a"]).lower(), str(published[d["work_id"]]["in_b"]).lower())
+        for d in diffs
+    )
     assert sum(d["value_a"] == "true" for d in diffs) == 7
 
 
 def test_registry_and_imported_teachers_are_all_paired(tmp_path: Path):
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
-    storage.write_table("direct_labels_gemma", _labels("gemma", [_row("W1", ["metaresearch"], "methods"), _row("W2", [])]))
+    storage.write_table(
+        "direct_labels_gemma", _labels("gemma", [_row("W1", ["metaresearch"], "methods"), _row("W2", [])])
+    )
     ext = tmp_path / "ext.jsonl"
     ext.write_text("\n".join(json.dumps({**GOOD, "id": w, "sel_prob": 0.5}) for w in ("W1", "W2")))
-    spec = {"path": str(ext), "teacher": "ext", "model": "m", "prompt_version": "v1", "record_view": "title_abstract", "source": "s"}
+    spec = {
+        "path": str(ext),
+        "teacher": "ext",
+        "model": "m",
+        "prompt_version": "v1",
+        "record_view": "title_abstract",
+        "source": "s",
+    }
     config = {"pilot_dirs": [], "files": [spec, {**spec, "prompt_version": "v2"}]}
-    result = dg.materialize([imported_labels, teacher_agreement], resources={"storage": storage},
-                            run_config={"ops": {"imported_labels": {"config": config}}}, instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize(
+        [imported_labels, teacher_agreement],
+        resources={"storage": storage},
+        run_config={"ops": {"imported_labels": {"config": config}}},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     assert result.success
     rows = [r for r in storage.read_table("teacher_agreement").to_pylist() if r["head"] == "metaresearch"]
     by_pair = {r["pair"]: r for r in rows}

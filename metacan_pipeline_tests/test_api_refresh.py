@@ -22,9 +22,13 @@ from metacan_pipeline.openalex.windows import Window, next_window, write_marker
 from .conftest import LoopbackOpenAlex
 
 KEY = "sk-test-SECRET-4242"
-FUNDER_FILES = ("choxos__MetaCan__funder_CIHR_F4320334506.json", "choxos__MetaCan__funder_NSERC_F4320334593.json",
-                "choxos__MetaCan__funder_SSHRC_F4320334617.json", "choxos__MetaCan__funder_CFI_F4320319952.json")
-TODAY = dt.datetime.now(dt.timezone.utc).date()
+FUNDER_FILES = (
+    "choxos__MetaCan__funder_CIHR_F4320334506.json",
+    "choxos__MetaCan__funder_NSERC_F4320334593.json",
+    "choxos__MetaCan__funder_SSHRC_F4320334617.json",
+    "choxos__MetaCan__funder_CFI_F4320319952.json",
+)
+TODAY = dt.datetime.now(dt.UTC).date()
 
 
 def _day(offset: int) -> str:
@@ -68,13 +72,17 @@ def setup(tmp_path, openalex_dir, monkeypatch):
 
 def _refresh(instance, resources, base_url, **cfg):
     return defs.resolve_job_def("api_refresh").execute_in_process(
-        instance=instance, resources=resources, raise_on_error=False,
-        run_config={"ops": {"openalex_api_refresh": {"config": {"base_url": base_url, **cfg}}}})
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
+        run_config={"ops": {"openalex_api_refresh": {"config": {"base_url": base_url, **cfg}}}},
+    )
 
 
 def _build(instance, resources):
-    res = defs.resolve_job_def("frame_build").execute_in_process(instance=instance, resources=resources, raise_on_error=False,
-                                                                tags=all_partitions_run_tags(instance))
+    res = defs.resolve_job_def("frame_build").execute_in_process(
+        instance=instance, resources=resources, raise_on_error=False, tags=all_partitions_run_tags(instance)
+    )
     assert res.success
     return res
 
@@ -90,7 +98,9 @@ def _meta(result):
 
 
 def _works(openalex_dir):
-    lme4 = json.loads((openalex_dir / "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json").read_text())["payload"]["results"][0]
+    lme4 = json.loads((openalex_dir / "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json").read_text())[
+        "payload"
+    ]["results"][0]
     repro = json.loads((openalex_dir / "choxos__MetaCan__works_ca_reproducibility_3406695ce49cc852.json").read_text())
     repro = repro.get("payload", repro)["results"][0]
     return lme4, repro
@@ -105,10 +115,21 @@ def test_weekly_windows_upsert_newest_and_drop_a_work_that_lost_its_route(setup,
     instance, resources, data = setup
     lme4, repro = _works(openalex_dir)
     v1 = dict(lme4, updated_date=_day(-25) + "T08:00:00.000000")
-    v2 = dict(lme4, updated_date=_day(-2) + "T08:00:00.000000", title="Fitting Linear Mixed-Effects Models, revised",
-              display_name="Fitting Linear Mixed-Effects Models, revised")
+    v2 = dict(
+        lme4,
+        updated_date=_day(-2) + "T08:00:00.000000",
+        title="Fitting Linear Mixed-Effects Models, revised",
+        display_name="Fitting Linear Mixed-Effects Models, revised",
+    )
     # the newest version lost every Canadian route (funders and awards gone, no CA author, no lexicon hit)
-    v3 = dict(copy.deepcopy(v2), updated_date=_day(0) + "T00:30:00.000000", funders=[], awards=[], abstract_inverted_index=None, keywords=[])
+    v3 = dict(
+        copy.deepcopy(v2),
+        updated_date=_day(0) + "T00:30:00.000000",
+        funders=[],
+        awards=[],
+        abstract_inverted_index=None,
+        keywords=[],
+    )
     for a in v3["authorships"]:
         a.update(countries=[], institutions=[])
     w1 = (_day(-30), _day(-23))
@@ -119,18 +140,30 @@ def test_weekly_windows_upsert_newest_and_drop_a_work_that_lost_its_route(setup,
     r1 = _refresh(instance, resources, api.base_url, from_updated_date=w1[0], to_updated_date=w1[1])
     assert r1.success
     m1 = _meta(r1)
-    assert m1["window"] == f"window={w1[0]}_{w1[1]}" and m1["queries"] == 4 and m1["works"] == 2 and m1["calls_made"] == 4
-    assert all(h["api_key"] == KEY and f"from_updated_date:{w1[0]},to_updated_date:{w1[1]}" in h["filter"] for h in api.hits)
+    assert (
+        m1["window"] == f"window={w1[0]}_{w1[1]}" and m1["queries"] == 4 and m1["works"] == 2 and m1["calls_made"] == 4
+    )
+    assert all(
+        h["api_key"] == KEY and f"from_updated_date:{w1[0]},to_updated_date:{w1[1]}" in h["filter"] for h in api.hits
+    )
     marker = json.loads((data / "openalex_api" / m1["window"] / "window.json").read_text())
     assert marker["from"] == w1[0] and marker["to"] == w1[1] and marker["pages"] == 4 and marker["calls_made"] == 4
     assert f"window={w1[0]}_{w1[1]}" in instance.get_dynamic_partitions("openalex_partitions")
     _build(instance, resources)
-    assert [(i, ca_aff, ca_fund) for i, _, ca_aff, ca_fund in _frame(data)] == [("W1951724000", True, True), ("W2997681568", True, False)]
+    assert [(i, ca_aff, ca_fund) for i, _, ca_aff, ca_fund in _frame(data)] == [
+        ("W1951724000", True, True),
+        ("W2997681568", True, False),
+    ]
 
     # (d) a re-run of a completed window buys nothing
     n = len(api.hits)
     again = _refresh(instance, resources, api.base_url, from_updated_date=w1[0], to_updated_date=w1[1])
-    assert again.success and len(api.hits) == n and _meta(again)["calls_made"] == 0 and _meta(again)["pages_from_archive"] == 4
+    assert (
+        again.success
+        and len(api.hits) == n
+        and _meta(again)["calls_made"] == 0
+        and _meta(again)["pages_from_archive"] == 4
+    )
 
     # (b) + (e) the default window runs from the last completed window's `to` to today; the newer version wins
     api.served[("funders.id", w1[1])] = [v2]
@@ -139,7 +172,10 @@ def test_weekly_windows_upsert_newest_and_drop_a_work_that_lost_its_route(setup,
     assert all(f"from_updated_date:{w1[1]},to_updated_date:{_day(0)}" in h["filter"] for h in api.hits[n:])
     _build(instance, resources)
     rows = _frame(data)
-    assert [r[:2] for r in rows] == [("W1951724000", "Fitting Linear Mixed-Effects Models, revised"), ("W2997681568", repro["title"])]
+    assert [r[:2] for r in rows] == [
+        ("W1951724000", "Fitting Linear Mixed-Effects Models, revised"),
+        ("W2997681568", repro["title"]),
+    ]
 
     # (c) a newer version without any Canadian route, in a later window, takes the work out of the frame
     api.served[("funders.id", _day(0))] = [v3]
@@ -179,7 +215,12 @@ def test_budget_exhaustion_stops_the_window_and_a_rerun_buys_only_the_missing_pa
     assert json.loads(next((data / "openalex_api").glob("budget-*.json")).read_text())["calls"] == 2
     done = _refresh(instance, resources, api.base_url, max_calls=100)
     m = _meta(done)
-    assert done.success and m["window"] == f"window={w[0]}_{w[1]}" and m["calls_made"] == 2 and m["pages_from_archive"] == 2
+    assert (
+        done.success
+        and m["window"] == f"window={w[0]}_{w[1]}"
+        and m["calls_made"] == 2
+        and m["pages_from_archive"] == 2
+    )
     assert len(api.hits) == 4 and len({h["filter"] for h in api.hits}) == 4  # no page bought twice
     marker = json.loads((folder / "window.json").read_text())
     assert marker["pages"] == 4 and marker["works"] == 2 and marker["cost_usd"] == pytest.approx(0.0004)
@@ -195,7 +236,10 @@ def test_refresh_without_entity_lists_names_the_asset_to_materialize(tmp_path):
 
 def test_next_window_rules(tmp_path):
     today = dt.date(2026, 11, 30)
-    assert next_window(tmp_path / "none", today) == (Window("2026-11-23", "2026-11-30"), next_window(tmp_path / "none", today)[1])
+    assert next_window(tmp_path / "none", today) == (
+        Window("2026-11-23", "2026-11-30"),
+        next_window(tmp_path / "none", today)[1],
+    )
     write_marker(Window("2026-11-09", "2026-11-16").folder(tmp_path), {"from": "2026-11-09", "to": "2026-11-16"})
     assert next_window(tmp_path, today)[0] == Window("2026-11-16", "2026-11-30")
     # an incomplete window after the last completed one is resumed as it is; an older one is ignored

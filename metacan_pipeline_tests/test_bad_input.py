@@ -47,8 +47,12 @@ PYTHON = str(Path(sys.executable))
 # ---- real records ---------------------------------------------------------------------------------
 def _is_canadian(w: dict) -> bool:
     """A work the frame must admit on its own: a Canadian author country, a title, a year in 2000-2025."""
-    return (any("CA" in (a.get("countries") or []) for a in w.get("authorships") or []) and isinstance(w.get("title"), str)
-            and bool(w["title"].strip()) and 2000 <= (w.get("publication_year") or 0) <= 2025)
+    return (
+        any("CA" in (a.get("countries") or []) for a in w.get("authorships") or [])
+        and isinstance(w.get("title"), str)
+        and bool(w["title"].strip())
+        and 2000 <= (w.get("publication_year") or 0) <= 2025
+    )
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +85,13 @@ def _write_manifest(root: Path, counts: dict[str, int], sizes: dict[str, int] | 
     """``data/works/manifest`` as OpenAlex writes it (Redshift-style JSON: url, content_length, record_count);
     ``sizes`` gives the content_length of parts cut after the manifest was written (default: the file's size)."""
     sizes = sizes or {}
-    entries = [{"url": f"s3://openalex/{rel}", "meta": {"content_length": sizes.get(rel, (root / rel).stat().st_size), "record_count": n}}
-               for rel, n in counts.items()]
+    entries = [
+        {
+            "url": f"s3://openalex/{rel}",
+            "meta": {"content_length": sizes.get(rel, (root / rel).stat().st_size), "record_count": n},
+        }
+        for rel, n in counts.items()
+    ]
     (root / "data" / "works" / "manifest").write_text(json.dumps({"entries": entries}, indent=2))
 
 
@@ -108,7 +117,12 @@ def _md(result, node: str) -> dict:
 
 def _warnings(instance: dg.DagsterInstance) -> list[str]:
     """Every warning logged by every run of ``instance`` (the inventory's run and the build's)."""
-    return [e.user_message for run in instance.get_runs() for e in instance.all_logs(run.run_id) if e.level == logging.WARNING]
+    return [
+        e.user_message
+        for run in instance.get_runs()
+        for e in instance.all_logs(run.run_id)
+        if e.level == logging.WARNING
+    ]
 
 
 def _check(result, name: str):
@@ -138,12 +152,14 @@ class BadBuild:
         counts[self.good] = len(good)
 
         # a part cut in the middle of its gzip stream; the manifest lists all its 20 records
-        cut_ids = [x for pair in zip(ca[4:12], [next(filler) for _ in range(8)]) for x in pair] + [next(filler) for _ in range(4)]
+        cut_ids = [x for pair in zip(ca[4:12], [next(filler) for _ in range(8)]) for x in pair] + [
+            next(filler) for _ in range(4)
+        ]
         self.cut = _write_part(self.inp, "2025-01-01", 1, [W(k) for k in cut_ids])
         whole = (self.inp / self.cut).read_bytes()
         (self.inp / self.cut).write_bytes(whole[: len(whole) // 2])
         self.cut_kept = cut_ids[: _complete_lines(whole[: len(whole) // 2])]
-        self.cut_lost = cut_ids[len(self.cut_kept):]
+        self.cut_lost = cut_ids[len(self.cut_kept) :]
         assert 2 <= len(self.cut_kept) <= 16, "the cut must fall inside the part"
         counts[self.cut] = len(cut_ids)
 
@@ -154,11 +170,21 @@ class BadBuild:
         no_title = W(ca[14], title=None, display_name=None)
         self.truncated_authors_exact = ca[15]
         cut100b = W(ca[15], authorships=(works[ca[15]]["authorships"] + authors)[:100], is_authors_truncated=True)
-        self.mixed_records = [W(ca[12]), "", W(ca[13]), '{"id": "https://openalex.org/W1", "title": "cut here', no_id, no_title, cut100b,
-                              W(next(filler))]
+        self.mixed_records = [
+            W(ca[12]),
+            "",
+            W(ca[13]),
+            '{"id": "https://openalex.org/W1", "title": "cut here',
+            no_id,
+            no_title,
+            cut100b,
+            W(next(filler)),
+        ]
         self.mixed = _write_part(self.inp, "2025-02-01", 0, self.mixed_records)
         self.mixed_ok = [ca[12], ca[13], ca[15]]
-        counts[self.mixed] = sum(1 for r in self.mixed_records if r != "")  # the manifest counts records, not blank lines
+        counts[self.mixed] = sum(
+            1 for r in self.mixed_records if r != ""
+        )  # the manifest counts records, not blank lines
 
         # a whole part whose manifest entry claims 2 records more than it holds
         self.count_off_ids = [ca[16], next(filler), ca[17], ca[18], next(filler)]
@@ -176,10 +202,24 @@ class BadBuild:
         older = W(REPRO, updated_date="2024-03-01T00:00:00", cited_by_count=1, title="An older title of the same work")
         assert newer["updated_date"] > older["updated_date"] and newer["cited_by_count"] != 1
         self.newer = newer
-        (self.inp / "api_page_dup.json").write_text(json.dumps({"meta": {"count": 2, "next_cursor": None}, "results": [newer, older]}))
+        (self.inp / "api_page_dup.json").write_text(
+            json.dumps({"meta": {"count": 2, "next_cursor": None}, "results": [newer, older]})
+        )
 
-        self.expected_in_frame = {LME4, REPRO, ca[0], ca[1], ca[2], ca[3], *(k for k in self.cut_kept if k in ca), *self.mixed_ok,
-                                  ca[16], ca[17], ca[18], *self.unlisted_ids}
+        self.expected_in_frame = {
+            LME4,
+            REPRO,
+            ca[0],
+            ca[1],
+            ca[2],
+            ca[3],
+            *(k for k in self.cut_kept if k in ca),
+            *self.mixed_ok,
+            ca[16],
+            ca[17],
+            ca[18],
+            *self.unlisted_ids,
+        }
         self.instance, self.result = _build(self.data, self.inp)
         self.con = duckdb.connect(str(self.data / "metacan.duckdb"), read_only=True)
 
@@ -191,7 +231,11 @@ class BadBuild:
         return pq.read_table(part_dir(self.data / "warehouse" / "frame_parts", key, rel) / name).to_pylist()
 
     def manifest(self, rel: str) -> dict:
-        rows = self.con.execute("SELECT * FROM frame_build_manifest WHERE source_file = ?", [rel]).to_arrow_table().to_pylist()
+        rows = (
+            self.con.execute("SELECT * FROM frame_build_manifest WHERE source_file = ?", [rel])
+            .to_arrow_table()
+            .to_pylist()
+        )
         assert len(rows) == 1
         return rows[0]
 
@@ -209,12 +253,15 @@ def test_the_build_succeeds_and_admits_every_canadian_work_it_could_read(bad):
     assert bad.expected_in_frame <= frame_ids
     assert bad.no_title not in frame_ids and not (set(bad.cut_lost) & frame_ids)
     checks = {e.check_name: (e.passed, e.severity) for e in bad.result.get_asset_check_evaluations()}
-    assert checks == {"frame_ids_unique": (True, dg.AssetCheckSeverity.ERROR),
-                      "frame_routes_have_evidence": (True, dg.AssetCheckSeverity.ERROR),
-                      "frame_stores_no_abstract_text": (True, dg.AssetCheckSeverity.ERROR),
-                      "frame_build_manifest_covers_snapshot": (False, dg.AssetCheckSeverity.WARN)}
+    assert checks == {
+        "frame_ids_unique": (True, dg.AssetCheckSeverity.ERROR),
+        "frame_routes_have_evidence": (True, dg.AssetCheckSeverity.ERROR),
+        "frame_stores_no_abstract_text": (True, dg.AssetCheckSeverity.ERROR),
+        "frame_build_manifest_covers_snapshot": (False, dg.AssetCheckSeverity.WARN),
+    }
     assert bad.q("SELECT ca_fund, ca_fund_evidence FROM frame WHERE id = ?", LME4) == [
-        (True, ["funder F4320334593 Natural Sciences and Engineering Research Council of Canada (via funders.id)"])]
+        (True, ["funder F4320334593 Natural Sciences and Engineering Research Council of Canada (via funders.id)"])
+    ]
 
 
 def test_a_truncated_gzip_part_keeps_the_records_before_the_cut(bad):
@@ -234,16 +281,25 @@ def test_a_truncated_gzip_part_keeps_the_records_before_the_cut(bad):
     assert any(x.startswith(f"{bad.cut}: manifest 20, read ") for x in check.metadata["count_mismatches"].value)
     # the inventory sees the cut before any part is read: the part is smaller than the manifest's content_length
     here, listed = bad.cut_bytes
-    assert bad.q("SELECT bytes, manifest_bytes FROM openalex_inventory WHERE source_file = ?", bad.cut) == [(here, listed)]
+    assert bad.q("SELECT bytes, manifest_bytes FROM openalex_inventory WHERE source_file = ?", bad.cut) == [
+        (here, listed)
+    ]
     assert check.metadata["size_mismatches"].value == [f"{bad.cut}: {here} bytes, manifest {listed}"]
-    assert f"{bad.cut}: {here} bytes here, the snapshot manifest lists {listed} (truncated or replaced download? re-download it); " \
-           "read anyway" in _warnings(bad.instance)
+    assert (
+        f"{bad.cut}: {here} bytes here, the snapshot manifest lists {listed} (truncated or replaced download? re-download it); "
+        "read anyway" in _warnings(bad.instance)
+    )
 
 
 def test_a_non_json_line_is_quarantined_with_its_physical_line_number(bad):
-    q = bad.q("SELECT locator, line, reason, excerpt FROM openalex_quarantine WHERE source_file = ? ORDER BY line", bad.mixed)
+    q = bad.q(
+        "SELECT locator, line, reason, excerpt FROM openalex_quarantine WHERE source_file = ? ORDER BY line", bad.mixed
+    )
     # line 2 is blank: the bad line is the 4th physical line (the 3rd record)
-    assert [(r[0], r[1], r[2].split(":")[0]) for r in q] == [("line 4", 4, "unparseable JSON"), ("record 4", 5, "missing id")]
+    assert [(r[0], r[1], r[2].split(":")[0]) for r in q] == [
+        ("line 4", 4, "unparseable JSON"),
+        ("record 4", 5, "missing id"),
+    ]
     assert q[0][3].startswith('{"id": "https://openalex.org/W1", "title": "cut here')
     index = [r["id"] for r in bad.part(bad.mixed, "index.parquet")]
     assert index == [*bad.mixed_ok[:2], bad.no_title, bad.truncated_authors_exact, index[-1]] and len(index) == 5
@@ -255,9 +311,13 @@ def test_a_non_json_line_is_quarantined_with_its_physical_line_number(bad):
 
 def test_a_record_without_id_is_quarantined_and_a_work_without_title_is_not_admitted(bad):
     q = bad.q("SELECT line, reason, excerpt FROM openalex_quarantine WHERE reason = 'missing id'")
-    assert len(q) == 1 and q[0][0] == 5 and q[0][2].startswith(json.dumps({"title": bad.mixed_records[4]["title"]})[:-1])
+    assert (
+        len(q) == 1 and q[0][0] == 5 and q[0][2].startswith(json.dumps({"title": bad.mixed_records[4]["title"]})[:-1])
+    )
     routed = {r["id"]: r for r in bad.part(bad.mixed, "routed.parquet")}
-    assert routed[bad.no_title]["title"] is None and not routed[bad.no_title]["title_text"]  # routed (Canadian), no title
+    assert (
+        routed[bad.no_title]["title"] is None and not routed[bad.no_title]["title_text"]
+    )  # routed (Canadian), no title
     assert bad.q("SELECT count(*) FROM frame WHERE id = ?", bad.no_title) == [(0,)]
     outcomes = _md(bad.result, "frame")["outcomes"]
     assert "| no_title | 1 |" in outcomes
@@ -271,28 +331,52 @@ def test_one_id_twice_in_one_api_page_keeps_the_newer_version(bad):
 
 
 def test_authorships_cut_at_100_are_flagged_in_the_frame(bad):
-    rows = dict(bad.q("SELECT id, is_authors_truncated FROM frame WHERE id IN (?, ?, ?)",
-                      bad.truncated_authors, bad.truncated_authors_exact, LME4))
+    rows = dict(
+        bad.q(
+            "SELECT id, is_authors_truncated FROM frame WHERE id IN (?, ?, ?)",
+            bad.truncated_authors,
+            bad.truncated_authors_exact,
+            LME4,
+        )
+    )
     assert rows == {bad.truncated_authors: True, bad.truncated_authors_exact: True, LME4: False}
-    assert bad.manifest(bad.good)["read_path"] == "duckdb" and bad.manifest(bad.mixed)["read_path"] == "python"  # both readers
+    assert (
+        bad.manifest(bad.good)["read_path"] == "duckdb" and bad.manifest(bad.mixed)["read_path"] == "python"
+    )  # both readers
 
 
 def test_a_manifest_count_that_disagrees_is_a_warning_and_the_frame_still_builds(bad):
     m = bad.manifest(bad.count_off)
     assert (m["manifest_record_count"], m["records_read"], m["quarantined"], m["count_check"], m["read_path"]) == (
-        7, 5, 0, "mismatch", "duckdb")
-    assert {r[0] for r in bad.q("SELECT id FROM frame WHERE source_file = ?", bad.count_off)} == set(bad.count_off_ids) & bad.expected_in_frame
+        7,
+        5,
+        0,
+        "mismatch",
+        "duckdb",
+    )
+    assert {r[0] for r in bad.q("SELECT id FROM frame WHERE source_file = ?", bad.count_off)} == set(
+        bad.count_off_ids
+    ) & bad.expected_in_frame
     warnings = _warnings(bad.instance)
-    assert any(w.startswith(f"{bad.count_off}: the snapshot manifest lists 7 records, 5 were read") for w in warnings), warnings
+    assert any(
+        w.startswith(f"{bad.count_off}: the snapshot manifest lists 7 records, 5 were read") for w in warnings
+    ), warnings
     check = _check(bad.result, "frame_build_manifest_covers_snapshot")
     assert check.passed is False and check.severity == dg.AssetCheckSeverity.WARN
     listed = check.metadata["count_mismatches"].value
-    assert len(listed) == 2 and f"{bad.count_off}: manifest 7, read 5" in listed and any(x.startswith(f"{bad.cut}: ") for x in listed)
+    assert (
+        len(listed) == 2
+        and f"{bad.count_off}: manifest 7, read 5" in listed
+        and any(x.startswith(f"{bad.cut}: ") for x in listed)
+    )
     assert bad.manifest(bad.good)["count_check"] == "ok"
 
 
 def test_a_partition_folder_the_manifest_does_not_list_is_still_read(bad):
-    inv = bad.q("SELECT partition_key, manifest_status, manifest_record_count FROM openalex_inventory WHERE source_file = ?", bad.unlisted)
+    inv = bad.q(
+        "SELECT partition_key, manifest_status, manifest_record_count FROM openalex_inventory WHERE source_file = ?",
+        bad.unlisted,
+    )
     assert inv == [("updated_date=2025-04-01", "not_in_manifest", None)]
     m = bad.manifest(bad.unlisted)
     assert (m["count_check"], m["records_read"], m["work_records"]) == ("not_in_manifest", 3, 3)
@@ -309,8 +393,13 @@ def clean_input(tmp_path_factory, openalex_dir, real_works) -> Path:
     inp = tmp_path_factory.mktemp("clean") / "in"
     _copy_funders(openalex_dir, inp)
     ids = sorted(real_works)
-    sizes = {"2025-05-01": ids * 2, "2025-05-02": ids[:200], "2025-05-03": ids[200:260], "2025-05-04": ids[260:275],
-             "2025-05-05": ids[275:278]}
+    sizes = {
+        "2025-05-01": ids * 2,
+        "2025-05-02": ids[:200],
+        "2025-05-03": ids[200:260],
+        "2025-05-04": ids[260:275],
+        "2025-05-05": ids[275:278],
+    }
     counts = {_write_part(inp, date, 0, [real_works[k] for k in part]): len(part) for date, part in sizes.items()}
     _write_manifest(inp, counts)
     return inp
@@ -327,7 +416,11 @@ def clean_build(tmp_path_factory, clean_input):
 def _manifests(data: Path) -> dict[str, str]:
     """``{part folder: manifest.json text}`` of every finished part."""
     root = data / "warehouse" / "frame_parts"
-    return {str(p.parent.relative_to(root)): p.read_text() for p in root.glob("*/*/manifest.json") if not p.parent.name.startswith(".")}
+    return {
+        str(p.parent.relative_to(root)): p.read_text()
+        for p in root.glob("*/*/manifest.json")
+        if not p.parent.name.startswith(".")
+    }
 
 
 def _frame(data: Path) -> list[dict]:
@@ -343,12 +436,19 @@ def test_a_clean_snapshot_passes_the_manifest_check(clean_build):
 
 def test_an_interrupted_build_resumes_at_the_first_unfinished_part(tmp_path, clean_input, clean_build):
     data = tmp_path / "data"
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); import dagster as dg; "
-              "from metacan_pipeline.definitions import build_resources, materialize_in_process; "
-              "r = materialize_in_process(dg.DagsterInstance.ephemeral(), build_resources(sys.argv[2], sys.argv[3]), through='frame'); "
-              "sys.exit(0 if r.success else 1)")
-    proc = subprocess.Popen([PYTHON, "-c", script, str(REPO), str(data), str(clean_input)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import dagster as dg; "
+        "from metacan_pipeline.definitions import build_resources, materialize_in_process; "
+        "r = materialize_in_process(dg.DagsterInstance.ephemeral(), build_resources(sys.argv[2], sys.argv[3]), through='frame'); "
+        "sys.exit(0 if r.success else 1)"
+    )
+    proc = subprocess.Popen(
+        [PYTHON, "-c", script, str(REPO), str(data), str(clean_input)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not _manifests(data):
@@ -395,7 +495,11 @@ def test_an_unchanged_input_is_not_read_again(tmp_path, clean_input):
     _, second = _build(data, clean_input)
     assert second.success
     md = _md(second, "frame_parts")
-    assert (md["parts_built"], md["parts_already_built"], md["records_read"]) == (0, len(stamps), _md(first, "frame_parts")["records_read"])
+    assert (md["parts_built"], md["parts_already_built"], md["records_read"]) == (
+        0,
+        len(stamps),
+        _md(first, "frame_parts")["records_read"],
+    )
     assert {p: (p.stat().st_mtime_ns, p.read_text()) for p in root.glob("*/*/manifest.json")} == stamps
     assert _md(second, "frame")["frame_build_id"] == _md(first, "frame")["frame_build_id"]
 
@@ -439,7 +543,9 @@ def cut_build(tmp_path_factory, openalex_dir, real_works):
 def test_a_gzip_cut_at_a_line_boundary_is_quarantined(cut_build):
     parts, con, _ = cut_build
     rel = parts["at_line_end"]
-    m = con.execute("SELECT work_records, count_check, read_path FROM frame_build_manifest WHERE source_file = ?", [rel]).fetchone()
+    m = con.execute(
+        "SELECT work_records, count_check, read_path FROM frame_build_manifest WHERE source_file = ?", [rel]
+    ).fetchone()
     assert m[:2] == (5, "mismatch")  # the records before the cut are kept; the count check alone notices
     q = con.execute("SELECT reason FROM openalex_quarantine WHERE source_file = ?", [rel]).fetchall()
     assert len(q) == 1 and "truncated or corrupt gzip" in q[0][0], (m, q)
@@ -448,8 +554,10 @@ def test_a_gzip_cut_at_a_line_boundary_is_quarantined(cut_build):
 def test_a_part_that_lost_only_its_last_record_fails_the_count_check(cut_build):
     parts, con, _ = cut_build
     rel = parts["in_last_line"]
-    m = con.execute("SELECT work_records, quarantined, records_read, count_check FROM frame_build_manifest WHERE source_file = ?",
-                    [rel]).fetchone()
+    m = con.execute(
+        "SELECT work_records, quarantined, records_read, count_check FROM frame_build_manifest WHERE source_file = ?",
+        [rel],
+    ).fetchone()
     assert m[:2] == (7, 1)  # 7 whole records and the truncation row
     assert m[2:] == (7, "mismatch")
 
@@ -457,7 +565,15 @@ def test_a_part_that_lost_only_its_last_record_fails_the_count_check(cut_build):
 def test_both_cut_parts_are_still_flagged_by_their_size(cut_build):
     """Whatever the readers miss, the inventory compares each listed part with the manifest's content_length."""
     parts, con, result = cut_build
-    resized = dict(con.execute("SELECT source_file, manifest_bytes - bytes FROM openalex_inventory WHERE bytes <> manifest_bytes").fetchall())
+    resized = dict(
+        con.execute(
+            "SELECT source_file, manifest_bytes - bytes FROM openalex_inventory WHERE bytes <> manifest_bytes"
+        ).fetchall()
+    )
     assert set(resized) == set(parts.values()) and all(d > 0 for d in resized.values())
     check = _check(result, "frame_build_manifest_covers_snapshot")
-    assert check.passed is False and check.severity == dg.AssetCheckSeverity.WARN and len(check.metadata["size_mismatches"].value) == 2
+    assert (
+        check.passed is False
+        and check.severity == dg.AssetCheckSeverity.WARN
+        and len(check.metadata["size_mismatches"].value) == 2
+    )

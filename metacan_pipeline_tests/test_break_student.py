@@ -71,7 +71,9 @@ def _move_holdout_works(storage, n=3) -> list[str]:
     """Give ``n`` frozen-holdout works a venue the holdout rule does not hold out (OpenAlex re-assigns a
     source, or a work without a venue gets one), and add a new gemma label so the student retrains."""
     held = sorted(r[0] for r in _sql(storage, "SELECT work_id FROM student_holdout"))
-    free = next(f"https://openalex.org/S{k}" for k in range(9000, 10000) if not venue_held_out(f"https://openalex.org/S{k}"))
+    free = next(
+        f"https://openalex.org/S{k}" for k in range(9000, 10000) if not venue_held_out(f"https://openalex.org/S{k}")
+    )
     moved = held[:n]
     frame = storage.read_table("frame").to_pylist()
     for r in frame:
@@ -120,7 +122,7 @@ def test_absent_about_ca_labels_do_not_deflate_the_quota_rate(storage):
     run(storage, student_heads, predictions)
     known = [r["about_ca_topic"] for r in codex if r["about_ca_topic"] is not None]
     true_rate = sum(known) / len(known)  # equal design weights
-    (rate, k), = _sql(storage, "SELECT rate, k FROM prediction_thresholds WHERE target = 'about_ca_topic'")
+    ((rate, k),) = _sql(storage, "SELECT rate, k FROM prediction_thresholds WHERE target = 'about_ca_topic'")
     assert rate == pytest.approx(true_rate) and k == round(true_rate * N_WORKS)
 
 
@@ -160,8 +162,11 @@ def test_duplicate_labels_of_one_work_do_not_pass_the_support_gate(storage):
         rows += [{**r, "label_id": uuid.uuid4().hex} for r in rows if r["work_id"] in keep]
         _write_labels(storage, teacher, rows)
     run(storage, student_heads)
-    (positives, passed, reason), = _sql(storage, "SELECT positives, gate_passed, gate_reason FROM student_heads "
-                                                 "WHERE teacher = 'codex' AND target = 'research_integrity'")
+    ((positives, passed, reason),) = _sql(
+        storage,
+        "SELECT positives, gate_passed, gate_reason FROM student_heads "
+        "WHERE teacher = 'codex' AND target = 'research_integrity'",
+    )
     assert positives == 12 and passed is False and "codex positives 12 < 20" in reason
 
 
@@ -216,7 +221,10 @@ def test_work_ids_with_quotes_and_non_ascii_are_decided_by_score_then_id(storage
     """Ids with a quote and non-ASCII characters reach the quota SQL as literals: the decisions must still
     be exactly the top k by (score desc, id asc)."""
     frame = write_inputs(storage)
-    rename = {r["id"]: f"W{r['id'][1:]}" + ("O'Brien" if i % 3 == 0 else "é" if i % 3 == 1 else "") for i, r in enumerate(frame)}
+    rename = {
+        r["id"]: f"W{r['id'][1:]}" + ("O'Brien" if i % 3 == 0 else "é" if i % 3 == 1 else "")
+        for i, r in enumerate(frame)
+    }
     for name in ("frame", "sample_design"):
         t = storage.read_table(name).to_pylist()
         for r in t:
@@ -229,7 +237,7 @@ def test_work_ids_with_quotes_and_non_ascii_are_decided_by_score_then_id(storage
         _write_labels(storage, teacher, rows)
     run(storage, student_heads, predictions)
     scores = {r["id"]: r["codex__metaresearch"] for r in storage.read_table("student_scores").to_pylist()}
-    (k, boundary), = _sql(storage, "SELECT k, boundary_id FROM prediction_thresholds WHERE target = 'metaresearch'")
+    ((k, boundary),) = _sql(storage, "SELECT k, boundary_id FROM prediction_thresholds WHERE target = 'metaresearch'")
     order = sorted(scores, key=lambda w: (-scores[w], w.encode()))
     assert boundary == order[k - 1]
     gemma = {r["work_id"]: r["categories"] for r in _labels(storage, "gemma")}

@@ -51,9 +51,14 @@ def ro(tmp_path) -> duckdb.DuckDBPyConnection:
 
 
 def completion(content, usage=None, finish="stop") -> dict:
-    return {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
-            "usage": usage if usage is not None else {"prompt_tokens": 100, "completion_tokens": 50}}
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+        "usage": usage if usage is not None else {"prompt_tokens": 100, "completion_tokens": 50},
+    }
 
 
 def records_of(request: httpx.Request) -> list[dict]:
@@ -112,15 +117,29 @@ def test_two_concurrent_runs_of_one_teacher_do_not_buy_a_work_twice(tmp_path):
     works the first has in flight). Seen: both runs read the store before either wrote a label, both send
     all 40 works: every call, token and dollar is spent twice and every work gets two labelled rows."""
     with run_stub(latency_ms=150) as (url, _):
-        kids = [subprocess.Popen([sys.executable, "-c", TWIN_SCRIPT, url, str(tmp_path), me, other], cwd=REPO,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for me, other in (("ready-a", "ready-b"), ("ready-b", "ready-a"))]
+        kids = [
+            subprocess.Popen(
+                [sys.executable, "-c", TWIN_SCRIPT, url, str(tmp_path), me, other],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for me, other in (("ready-a", "ready-b"), ("ready-b", "ready-a"))
+        ]
         outs = [k.communicate(timeout=120) for k in kids]
         assert all(k.returncode == 0 for k in kids), outs
         works_bought = stats_of(url)["works"]
-    per_work = ro(tmp_path).execute("SELECT max(n) FROM (SELECT work_id, count(*) n FROM teacher_labels "
-                                    "WHERE status = 'labelled' GROUP BY ALL)").fetchone()[0]
-    assert works_bought == 40 and per_work == 1, f"40 works, {works_bought} bought; up to {per_work} labelled rows per work"
+    per_work = (
+        ro(tmp_path)
+        .execute(
+            "SELECT max(n) FROM (SELECT work_id, count(*) n FROM teacher_labels WHERE status = 'labelled' GROUP BY ALL)"
+        )
+        .fetchone()[0]
+    )
+    assert works_bought == 40 and per_work == 1, (
+        f"40 works, {works_bought} bought; up to {per_work} labelled rows per work"
+    )
 
 
 # =====================================================================================================
@@ -136,8 +155,14 @@ def test_a_misconfigured_structured_output_does_not_fail_every_work_for_good(tmp
     storage = MetacanStorage(data_dir=str(tmp_path))
     rows = frame_rows(8)
     with run_stub(reject_json_schema=True) as (url, _):
-        first = label_works(storage, spec_for(url, works_per_call=4, concurrency=1, structured_output="json_schema"), rows,
-                            run_id="r1", log=LOG, base_url=lambda: url)
+        first = label_works(
+            storage,
+            spec_for(url, works_per_call=4, concurrency=1, structured_output="json_schema"),
+            rows,
+            run_id="r1",
+            log=LOG,
+            base_url=lambda: url,
+        )
         calls_first = stats_of(url)["calls"]
         fixed = spec_for(url, works_per_call=4, concurrency=1, structured_output="auto")
         second = label_works(storage, fixed, rows, run_id="r2", log=LOG, base_url=lambda: url)
@@ -145,7 +170,8 @@ def test_a_misconfigured_structured_output_does_not_fail_every_work_for_good(tmp
     status = table.column("status").to_pylist()
     assert status.count("labelled") == 8, (
         f"first run: {first.outcomes} in {calls_first} calls for 8 works; after the fix: sent {second.sent}, "
-        f"reused {second.reused}; stored {status.count('failed')} failed, e.g. {table.column('error')[0]}")
+        f"reused {second.reused}; stored {status.count('failed')} failed, e.g. {table.column('error')[0]}"
+    )
 
 
 def test_an_endpoint_answering_html_does_not_fail_every_work_for_good(tmp_path):
@@ -156,16 +182,28 @@ def test_an_endpoint_answering_html_does_not_fail_every_work_for_good(tmp_path):
     the right URL sends nothing (base_url is not part of the key)."""
     storage = MetacanStorage(data_dir=str(tmp_path))
     rows = frame_rows(6)
-    html = Counting(lambda req: httpx.Response(200, text="<!doctype html><html><body>Sign in</body></html>",
-                                               headers={"content-type": "text/html"}))
-    first = label_works(storage, spec_for("http://portal.invalid/v1", works_per_call=3, concurrency=1), rows, run_id="r1", log=LOG,
-                        base_url=lambda: "http://portal.invalid/v1", transport=httpx.MockTransport(html))
+    html = Counting(
+        lambda req: httpx.Response(
+            200, text="<!doctype html><html><body>Sign in</body></html>", headers={"content-type": "text/html"}
+        )
+    )
+    first = label_works(
+        storage,
+        spec_for("http://portal.invalid/v1", works_per_call=3, concurrency=1),
+        rows,
+        run_id="r1",
+        log=LOG,
+        base_url=lambda: "http://portal.invalid/v1",
+        transport=httpx.MockTransport(html),
+    )
     with run_stub() as (url, _):
-        second = label_works(storage, spec_for(url, works_per_call=3, concurrency=1), rows, run_id="r2", log=LOG,
-                             base_url=lambda: url)
+        second = label_works(
+            storage, spec_for(url, works_per_call=3, concurrency=1), rows, run_id="r2", log=LOG, base_url=lambda: url
+        )
     assert second.outcomes.get("labelled") == 6, (
         f"HTML endpoint: {html.n} calls for 6 works, outcomes {dict(first.outcomes)}; then the right endpoint: "
-        f"sent {second.sent}, reused {second.reused} (the works stay failed for good)")
+        f"sent {second.sent}, reused {second.reused} (the works stay failed for good)"
+    )
 
 
 # =====================================================================================================
@@ -182,7 +220,9 @@ class ForbidOne(httpx.AsyncBaseTransport):
         body = await request.aread()
         if self.marker in body:
             await asyncio.sleep(0.05)
-            return httpx.Response(self.status, text="Forbidden: request blocked by firewall rule 942100 (SQL injection)")
+            return httpx.Response(
+                self.status, text="Forbidden: request blocked by firewall rule 942100 (SQL injection)"
+            )
         return await self.inner.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -201,8 +241,15 @@ def test_a_run_stopped_by_one_batch_keeps_the_replies_already_paid_for(tmp_path,
     rows[1]["title_text"] = "1' OR '1'='1 -- a study of SQL injection reporting"
     with run_stub(latency_ms=600) as (url, _):
         spec = spec_for(url, works_per_call=1, concurrency=4)
-        run = lambda: label_works(storage, spec, rows, run_id="r1", log=LOG, base_url=lambda: url,  # noqa: E731
-                                  transport=ForbidOne(b"OR '1'='1", status))
+        run = lambda: label_works(
+            storage,
+            spec,
+            rows,
+            run_id="r1",
+            log=LOG,
+            base_url=lambda: url,  # noqa: E731
+            transport=ForbidOne(b"OR '1'='1", status),
+        )
         if status == 401:
             with pytest.raises(EndpointConfigurationError, match="HTTP 401"):
                 run()
@@ -223,24 +270,35 @@ def _label_two_through_mock(tmp_path, handler, works_per_call: int, what: str):
     """Label two works through ``handler`` (MockTransport, no re-asks); a crash fails the test with what was stored."""
     mock = Counting(handler)
     try:
-        return label_works(MetacanStorage(data_dir=str(tmp_path)),
-                           spec_for("http://m.invalid/v1", works_per_call=works_per_call, concurrency=1, max_invalid_retries=0),
-                           frame_rows(2), run_id="r1", log=LOG, base_url=lambda: "http://m.invalid/v1", transport=httpx.MockTransport(mock))
+        return label_works(
+            MetacanStorage(data_dir=str(tmp_path)),
+            spec_for("http://m.invalid/v1", works_per_call=works_per_call, concurrency=1, max_invalid_retries=0),
+            frame_rows(2),
+            run_id="r1",
+            log=LOG,
+            base_url=lambda: "http://m.invalid/v1",
+            transport=httpx.MockTransport(mock),
+        )
     except Exception as exc:  # noqa: BLE001
         stored = ro(tmp_path).execute("SELECT count(*) FROM teacher_calls").fetchone()[0]
         pytest.fail(f"{what}: crashed with {type(exc).__name__}: {exc}; {mock.n} calls made, {stored} stored")
 
 
-@pytest.mark.parametrize("content, what", [
-    ([{"type": "text", "text": "{\"labels\": []}"}], "content as a list of parts"),
-    ({"labels": []}, "content as a JSON object, not a string"),
-])
+@pytest.mark.parametrize(
+    "content, what",
+    [
+        ([{"type": "text", "text": '{"labels": []}'}], "content as a list of parts"),
+        ({"labels": []}, "content as a JSON object, not a string"),
+    ],
+)
 def test_a_reply_whose_content_is_not_a_string_is_a_failure_not_a_crash(tmp_path, content, what):
     """Some OpenAI-compatible servers return ``message.content`` as a list of content parts. Expected: a
     failure with a cause ("content is not a string"), or the text of the parts; the call stored with its
     cost. Seen: TypeError from re.match deep in validate_batch, the run dies, and the call (paid) is not in
     teacher_calls (on_call runs only after validation)."""
-    stats = _label_two_through_mock(tmp_path, lambda req: httpx.Response(200, json=completion(content)), works_per_call=1, what=what)
+    stats = _label_two_through_mock(
+        tmp_path, lambda req: httpx.Response(200, json=completion(content)), works_per_call=1, what=what
+    )
     assert stats.outcomes == {"failed": 2}
 
 
@@ -248,6 +306,7 @@ def test_a_label_whose_id_is_not_a_string_is_an_invalid_reply_not_a_crash(tmp_pa
     """A model that writes ``"id": ["W1000"]`` (or an object). Expected: InvalidLabel "id is not a string",
     split and re-ask like any bad reply. Seen: TypeError "unhashable type: 'list'" in validate_batch
     (``wid in by_id``), the whole run dies, the call is not stored."""
+
     def handler(req):
         labels = [{**stub_label(r["id"]), "id": [r["id"]]} for r in records_of(req)]
         return httpx.Response(200, json=completion(json.dumps({"labels": labels})))
@@ -259,10 +318,13 @@ def test_a_label_whose_id_is_not_a_string_is_an_invalid_reply_not_a_crash(tmp_pa
 # =====================================================================================================
 # 4. POISONED STORE: one bad value bricks every later run (recover() replays it and crashes again)
 # =====================================================================================================
-@pytest.mark.parametrize("usage", [
-    {"prompt_tokens": 2**63, "completion_tokens": 10},
-    {"prompt_tokens": "120", "completion_tokens": "10"},
-])
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": 2**63, "completion_tokens": 10},
+        {"prompt_tokens": "120", "completion_tokens": "10"},
+    ],
+)
 def test_a_bad_usage_block_does_not_crash_the_run_or_poison_later_runs(tmp_path, usage):
     """``usage`` with a token count that is not a 64-bit signed integer (a buggy proxy, a string).
     Expected: the count is dropped (NULL) or the call recorded with an error; the run goes on; and a
@@ -276,13 +338,21 @@ def test_a_bad_usage_block_does_not_crash_the_run_or_poison_later_runs(tmp_path,
         def reply(req):
             labels = [stub_label(r["id"]) for r in records_of(req)]
             return httpx.Response(200, json=completion(json.dumps({"labels": labels}), usage=usage if bad else None))
+
         return reply
 
     errors = []
     for run, bad in (("r1 (bad usage)", True), ("r2 (healthy endpoint)", False)):
         try:
-            label_works(storage, spec_for("http://m.invalid/v1", works_per_call=2, concurrency=1), frame_rows(4), run_id=run[:2],
-                        log=LOG, base_url=lambda: "http://m.invalid/v1", transport=httpx.MockTransport(handler(bad)))
+            label_works(
+                storage,
+                spec_for("http://m.invalid/v1", works_per_call=2, concurrency=1),
+                frame_rows(4),
+                run_id=run[:2],
+                log=LOG,
+                base_url=lambda: "http://m.invalid/v1",
+                transport=httpx.MockTransport(handler(bad)),
+            )
         except Exception as exc:  # noqa: BLE001
             errors.append(f"{run}: {type(exc).__name__}: {exc}")
     assert not errors, errors
@@ -295,19 +365,31 @@ def _write_archive(storage: MetacanStorage, teacher: str, name: str, payload: by
     return path
 
 
-@pytest.mark.parametrize("bad_line", [
-    b"\x8b\x1f\x00garbage-after-bit-rot\n",
-    b'{"kind": "call"}\n',
-    b'{"kind": "label", "row": {"label_id": "L1", "created_at": "yesterday"}}\n',
-])
+@pytest.mark.parametrize(
+    "bad_line",
+    [
+        b"\x8b\x1f\x00garbage-after-bit-rot\n",
+        b'{"kind": "call"}\n',
+        b'{"kind": "label", "row": {"label_id": "L1", "created_at": "yesterday"}}\n',
+    ],
+)
 def test_a_damaged_archive_file_does_not_stop_every_teacher(tmp_path, bad_line):
     """One damaged file in data/teacher_archive (a line that decodes to garbage, an event without its row,
     a row with a bad timestamp). Expected: recover() reports the file (and what it could read) and the run
     goes on. Seen: recover() raises (orjson.JSONDecodeError / KeyError / ValueError without a file name)
     before any work is looked up, for every teacher, on every run, until someone finds and deletes the file."""
     storage = MetacanStorage(data_dir=str(tmp_path))
-    good = {"kind": "label", "row": {"label_id": "L0", "work_id": "W1", "teacher": "other", "status": "failed",
-                                     "error": "x", "created_at": "2026-12-01T00:00:00"}}
+    good = {
+        "kind": "label",
+        "row": {
+            "label_id": "L0",
+            "work_id": "W1",
+            "teacher": "other",
+            "status": "failed",
+            "error": "x",
+            "created_at": "2026-12-01T00:00:00",
+        },
+    }
     _write_archive(storage, "other", "dead-run-0000.jsonl.gz", orjson.dumps(good) + b"\n" + bad_line)
     with run_stub() as (url, _):
         try:
@@ -327,8 +409,12 @@ def test_a_huge_retry_after_does_not_park_the_run(tmp_path):
     storage = MetacanStorage(data_dir=str(tmp_path))
     mock = httpx.MockTransport(lambda req: httpx.Response(429, headers={"Retry-After": "86400"}, text="quota"))
     spec = spec_for("http://m.invalid/v1", works_per_call=2, concurrency=1, max_transport_attempts=2, timeout_s=5)
-    done, result = run_in_thread(lambda: label_works(storage, spec, frame_rows(2), run_id="r1", log=LOG,
-                                                     base_url=lambda: "http://m.invalid/v1", transport=mock), timeout_s=10)
+    done, result = run_in_thread(
+        lambda: label_works(
+            storage, spec, frame_rows(2), run_id="r1", log=LOG, base_url=lambda: "http://m.invalid/v1", transport=mock
+        ),
+        timeout_s=10,
+    )
     assert done, "label_works still sleeping after 10 s (it waits the full Retry-After: 86400 s)"
     assert not isinstance(result, BaseException) and result.outcomes == {"failed": 2}
 
@@ -353,7 +439,7 @@ def _trickle_server(seconds_per_byte: float) -> tuple[str, socket.socket]:
             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body))
             for i in range(len(body)):
                 try:
-                    conn.sendall(body[i:i + 1])
+                    conn.sendall(body[i : i + 1])
                 except OSError:
                     return
                 time.sleep(seconds_per_byte)
@@ -379,8 +465,9 @@ def test_timeout_s_bounds_a_whole_call_not_each_read(tmp_path):
     url, srv = _trickle_server(0.2)
     spec = spec_for(url, works_per_call=1, concurrency=1, max_transport_attempts=1, timeout_s=1)
     try:
-        done, result = run_in_thread(lambda: label_works(storage, spec, frame_rows(1), run_id="r1", log=LOG, base_url=lambda: url),
-                                     timeout_s=8)
+        done, result = run_in_thread(
+            lambda: label_works(storage, spec, frame_rows(1), run_id="r1", log=LOG, base_url=lambda: url), timeout_s=8
+        )
     finally:
         srv.close()
     assert done, "one call with timeout_s=1 still running after 8 s"
@@ -396,8 +483,14 @@ def test_concurrent_refusals_of_json_schema_fall_back_one_step_not_two(tmp_path)
     teacher runs on "none" (plain JSON asked for in words), which costs invalid replies and re-asks."""
     storage = MetacanStorage(data_dir=str(tmp_path))
     with run_stub(reject_json_schema=True, latency_ms=50) as (url, _):
-        stats = label_works(storage, spec_for(url, works_per_call=1, concurrency=4, structured_output="auto"), frame_rows(8),
-                            run_id="r1", log=LOG, base_url=lambda: url)
+        stats = label_works(
+            storage,
+            spec_for(url, works_per_call=1, concurrency=4, structured_output="auto"),
+            frame_rows(8),
+            run_id="r1",
+            log=LOG,
+            base_url=lambda: url,
+        )
     assert stats.structured_output == "json_object_schema", f"settled on {stats.structured_output!r}"
 
 
@@ -408,7 +501,9 @@ def test_a_negative_max_works_is_not_a_budget_bypass(tmp_path):
     storage = MetacanStorage(data_dir=str(tmp_path))
     with run_stub() as (url, _):
         try:
-            stats = label_works(storage, spec_for(url), frame_rows(10), run_id="r1", log=LOG, base_url=lambda: url, max_works=-1)
+            stats = label_works(
+                storage, spec_for(url), frame_rows(10), run_id="r1", log=LOG, base_url=lambda: url, max_works=-1
+            )
         except ValueError:
             return
     assert stats.sent == 0, f"max_works=-1: sent {stats.sent} of 10 works, deferred {stats.deferred}"
@@ -435,9 +530,17 @@ IMPORT_SPEC = ImportSpec(teacher="ext", model="m", prompt_version="p1", record_v
 
 
 def _label(wid: str, meta: bool) -> dict:
-    return {"id": wid, "categories": ["metaresearch"] if meta else [], "domain": "methods" if meta else None,
-            "study_design": "observational", "genre": "empirical", "about_ca_system": False, "about_ca_topic": False,
-            "confidence": "high", "reason": "r"}
+    return {
+        "id": wid,
+        "categories": ["metaresearch"] if meta else [],
+        "domain": "methods" if meta else None,
+        "study_design": "observational",
+        "genre": "empirical",
+        "about_ca_system": False,
+        "about_ca_topic": False,
+        "confidence": "high",
+        "reason": "r",
+    }
 
 
 def _current_import(tmp_path, wid):
@@ -462,7 +565,9 @@ def test_a_label_file_reverted_to_an_earlier_version_wins_again(tmp_path):
     assert got == ["metaresearch"], f"the file says metaresearch; imported_labels says {got}"
 
 
-@pytest.mark.parametrize("wid", ["W1 ", " W1", "https://openalex.org/W1", "W1\n", "w1", "A1", "https://openalex.org/A1"])
+@pytest.mark.parametrize(
+    "wid", ["W1 ", " W1", "https://openalex.org/W1", "W1\n", "w1", "A1", "https://openalex.org/A1"]
+)
 def test_an_imported_id_that_names_no_work_is_not_stored_as_a_good_label(tmp_path, wid):
     """Ids with stray whitespace or in OpenAlex URL form. Expected: normalised to ``W1`` or a failed row
     saying the id is not a work id. Seen: a ``labelled`` row for a work id no frame work has: it joins
@@ -482,7 +587,9 @@ def test_an_imported_id_that_names_no_work_is_not_stored_as_a_good_label(tmp_pat
         assert [r[:2] for r in rows] == [("W1", "labelled")], f"stored {rows}"
     else:
         assert [r[:2] for r in rows] == [(None, "failed")], f"stored {rows}"
-        assert repr(wid) in rows[0][2] and ("whitespace" in rows[0][2] or "not an OpenAlex work id" in rows[0][2]), rows[0][2]
+        assert repr(wid) in rows[0][2] and ("whitespace" in rows[0][2] or "not an OpenAlex work id" in rows[0][2]), (
+            rows[0][2]
+        )
 
 
 def test_a_json_object_file_is_refused_with_a_clear_error(tmp_path):
@@ -493,9 +600,11 @@ def test_a_json_object_file_is_refused_with_a_clear_error(tmp_path):
     path = tmp_path / "labels.json"
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
     # Pretty-printed (whole and cut short), and the one-line reply form.
-    for text in (json.dumps({"labels": [_label("W1", True), _label("W2", False)]}, indent=2),
-                 json.dumps({"labels": [_label("W1", True), _label("W2", False)]}, indent=2)[:-40],
-                 json.dumps({"labels": [_label("W1", True)]})):
+    for text in (
+        json.dumps({"labels": [_label("W1", True), _label("W2", False)]}, indent=2),
+        json.dumps({"labels": [_label("W1", True), _label("W2", False)]}, indent=2)[:-40],
+        json.dumps({"labels": [_label("W1", True)]}),
+    ):
         path.write_text(text)
         try:
             report = import_file(con, path, IMPORT_SPEC, "r")
@@ -504,8 +613,13 @@ def test_a_json_object_file_is_refused_with_a_clear_error(tmp_path):
             continue
         stored = con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0]
         con.close()
-        pytest.fail(f"imported as {report.failed} failed rows ({stored} stored rows), first cause: {report.invalid[0][3]}")
-    assert con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'teacher_labels'").fetchone()[0] == 0
+        pytest.fail(
+            f"imported as {report.failed} failed rows ({stored} stored rows), first cause: {report.invalid[0][3]}"
+        )
+    assert (
+        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'teacher_labels'").fetchone()[0]
+        == 0
+    )
     con.close()
 
 
@@ -531,14 +645,16 @@ def test_an_empty_label_file_is_reported(tmp_path):
         return
     finally:
         con.close()
-    assert report.files, f"empty file: report.files = {report.files}, labelled {report.labelled}, failed {report.failed}"
+    assert report.files, (
+        f"empty file: report.files = {report.files}, labelled {report.labelled}, failed {report.failed}"
+    )
 
 
 # =====================================================================================================
 # 8. REGISTRY
 # =====================================================================================================
 def _registry(tmp_path, extra: str) -> Path:
-    text = ('[teachers.gemma]\n\n[teachers.codex]\ncoverage = "sample"\n\n' + extra)
+    text = '[teachers.gemma]\n\n[teachers.codex]\ncoverage = "sample"\n\n' + extra
     path = tmp_path / "teachers.toml"
     path.write_text(text)
     return path

@@ -13,8 +13,12 @@ from .conftest import LoopbackOpenAlex
 
 
 def test_fetch_archives_routes_and_the_frame_reads_the_archive(tmp_path, openalex_dir):
-    nserc = json.loads((openalex_dir / "choxos__MetaCan__funder_NSERC_F4320334593.json").read_text())["payload"]["results"][0]
-    lme4 = json.loads((openalex_dir / "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json").read_text())["payload"]["results"][0]
+    nserc = json.loads((openalex_dir / "choxos__MetaCan__funder_NSERC_F4320334593.json").read_text())["payload"][
+        "results"
+    ][0]
+    lme4 = json.loads((openalex_dir / "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json").read_text())[
+        "payload"
+    ]["results"][0]
 
     def routes(path, flt):
         if path == "/funders":
@@ -34,7 +38,9 @@ def test_fetch_archives_routes_and_the_frame_reads_the_archive(tmp_path, openale
         n_hits = len(hits)
         again = CliRunner().invoke(app, ["fetch", "--out", str(out), "--base-url", base, "--api-key-env", ""])
         assert again.exit_code == 0 and len(hits) == n_hits and "0 calls made" in again.output
-        budget = CliRunner().invoke(app, ["fetch", "--out", str(tmp_path / "b"), "--base-url", base, "--api-key-env", "", "--max-calls", "2"])
+        budget = CliRunner().invoke(
+            app, ["fetch", "--out", str(tmp_path / "b"), "--base-url", base, "--api-key-env", "", "--max-calls", "2"]
+        )
         assert budget.exit_code == 3 and "resume later at" in budget.output
     finally:
         server.shutdown()

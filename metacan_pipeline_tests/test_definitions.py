@@ -17,13 +17,28 @@ def test_definitions_load():
 def test_blocking_checks_guard_what_ships():
     graph = defs.resolve_asset_graph()
     checks = {k.name: graph.get_check_spec(k) for k in graph.asset_check_keys}
-    assert set(checks) == {"frame_ids_unique", "frame_routes_have_evidence", "frame_stores_no_abstract_text",
-                           "frame_build_manifest_covers_snapshot", "sample_design_partitions_frame", "gemma_covers_its_works", "codex_covers_its_works", "records_may_ship",
-                           "predictions_scores_in_unit_interval", "predictions_score_every_frame_work_once", "predictions_no_decision_without_gate",
-                           "student_holdout_disjoint_from_training"}
-    assert checks["records_may_ship"].blocking and checks["records_may_ship"].asset_key.to_user_string() == "work_records"
+    assert set(checks) == {
+        "frame_ids_unique",
+        "frame_routes_have_evidence",
+        "frame_stores_no_abstract_text",
+        "frame_build_manifest_covers_snapshot",
+        "sample_design_partitions_frame",
+        "gemma_covers_its_works",
+        "codex_covers_its_works",
+        "records_may_ship",
+        "predictions_scores_in_unit_interval",
+        "predictions_score_every_frame_work_once",
+        "predictions_no_decision_without_gate",
+        "student_holdout_disjoint_from_training",
+    }
+    assert (
+        checks["records_may_ship"].blocking and checks["records_may_ship"].asset_key.to_user_string() == "work_records"
+    )
     # every check blocks what is downstream except the manifest coverage warning and the sample teacher's coverage (a budget may defer works)
-    assert {n for n, c in checks.items() if not c.blocking} == {"frame_build_manifest_covers_snapshot", "codex_covers_its_works"}
+    assert {n for n, c in checks.items() if not c.blocking} == {
+        "frame_build_manifest_covers_snapshot",
+        "codex_covers_its_works",
+    }
 
 
 def _job_assets(name):

@@ -15,7 +15,13 @@ import pytest
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.agreement import kappa, teacher_agreement
 from metacan_pipeline.teachers.import_assets import imported_labels
-from metacan_pipeline.teachers.imports import ImportSpec, canonical_json, current_imported_sql, import_file, import_records
+from metacan_pipeline.teachers.imports import (
+    ImportSpec,
+    canonical_json,
+    current_imported_sql,
+    import_file,
+    import_records,
+)
 from metacan_pipeline.teachers.pilot import pilot_imports
 from metacan_pipeline.teachers.validate import InvalidLabel, validate_label
 
@@ -23,9 +29,20 @@ from .conftest import SHARED
 
 PILOT = SHARED / "data" / "metacan_pilot"
 
-GOOD = {"id": "W1", "categories": ["metaresearch"], "domain": "reporting", "study_design": "observational", "genre": "empirical",
-        "about_ca_system": False, "about_ca_topic": True, "confidence": "high", "reason": "Audits reporting of trials."}
-SPEC = ImportSpec(teacher="ext", model="some-model", prompt_version="ext-v1", record_view="title_abstract", source="test file")
+GOOD = {
+    "id": "W1",
+    "categories": ["metaresearch"],
+    "domain": "reporting",
+    "study_design": "observational",
+    "genre": "empirical",
+    "about_ca_system": False,
+    "about_ca_topic": True,
+    "confidence": "high",
+    "reason": "Audits reporting of trials.",
+}
+SPEC = ImportSpec(
+    teacher="ext", model="some-model", prompt_version="ext-v1", record_view="title_abstract", source="test file"
+)
 
 
 @pytest.fixture(scope="session")
@@ -36,8 +53,12 @@ def pilot_dir() -> Path:
 
 
 def materialize(tmp_path: Path, config: dict | None = None) -> dg.ExecuteInProcessResult:
-    return dg.materialize([imported_labels, teacher_agreement], resources={"storage": MetacanStorage(data_dir=str(tmp_path / "data"))},
-                          run_config={"ops": {"imported_labels": {"config": config or {}}}}, instance=dg.DagsterInstance.ephemeral())
+    return dg.materialize(
+        [imported_labels, teacher_agreement],
+        resources={"storage": MetacanStorage(data_dir=str(tmp_path / "data"))},
+        run_config={"ops": {"imported_labels": {"config": config or {}}}},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
 
 
 def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
@@ -47,9 +68,13 @@ def metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict:
 
 # ---- validate_label(absent=...) ----------------------------------------------------------------------
 
+
 def test_absent_fields_are_none_and_must_not_be_given():
-    lab = validate_label({"id": "W1", "categories": ["metaresearch"], "confidence": "low", "genre": None}, "W1",
-                         absent=frozenset({"domain", "study_design", "genre", "about_ca_system", "about_ca_topic", "reason"}))
+    lab = validate_label(
+        {"id": "W1", "categories": ["metaresearch"], "confidence": "low", "genre": None},
+        "W1",
+        absent=frozenset({"domain", "study_design", "genre", "about_ca_system", "about_ca_topic", "reason"}),
+    )
     assert (lab.categories, lab.confidence) == (("metaresearch",), "low")
     assert [lab.domain, lab.study_design, lab.genre, lab.about_ca_system, lab.about_ca_topic, lab.reason] == [None] * 6
     with pytest.raises(InvalidLabel, match="declared not to provide 'study_design'"):
@@ -72,12 +97,13 @@ def test_domain_rule_only_when_domain_is_given():
 
 # ---- imports.py --------------------------------------------------------------------------------------
 
+
 def test_file_import_failed_rows_duplicates_and_reimport(tmp_path: Path):
     lines = [
-        json.dumps({**GOOD, "sel_prob": 0.25, "stratum": "s1"}),                    # 0: valid, design weight 1/0.25
-        json.dumps({**GOOD, "id": "W2", "genre": "poem", "view_hash": "abc123"}),   # 1: invalid genre -> failed row
-        "{not json",                                                                 # 2: not JSON -> failed row, no work id
-        json.dumps({**GOOD, "reason": "second opinion"}),                           # 3: duplicate of W1 -> reported, not stored
+        json.dumps({**GOOD, "sel_prob": 0.25, "stratum": "s1"}),  # 0: valid, design weight 1/0.25
+        json.dumps({**GOOD, "id": "W2", "genre": "poem", "view_hash": "abc123"}),  # 1: invalid genre -> failed row
+        "{not json",  # 2: not JSON -> failed row, no work id
+        json.dumps({**GOOD, "reason": "second opinion"}),  # 3: duplicate of W1 -> reported, not stored
         json.dumps({**GOOD, "id": "W3", "categories": ["insufficient_payload", "sts"]}),  # 4: rule broken -> failed row
     ]
     path = tmp_path / "labels.jsonl"
@@ -85,11 +111,22 @@ def test_file_import_failed_rows_duplicates_and_reimport(tmp_path: Path):
     con = duckdb.connect(str(tmp_path / "db.duckdb"))
     report = import_file(con, path, SPEC, "run-1")
     assert (report.labelled, report.failed, report.duplicates) == (1, 3, [("W1", str(path), 3)])
-    rows = {r["work_id"]: r for r in con.execute("SELECT * FROM teacher_labels ORDER BY work_id").to_arrow_table().to_pylist()}
+    rows = {
+        r["work_id"]: r
+        for r in con.execute("SELECT * FROM teacher_labels ORDER BY work_id").to_arrow_table().to_pylist()
+    }
     assert set(rows) == {"W1", "W2", "W3", None}
-    assert all(r["source"] == "import" and r["prompt_sha"] == hashlib.sha256(b"import:ext-v1").hexdigest()[:16] for r in rows.values())
+    assert all(
+        r["source"] == "import" and r["prompt_sha"] == hashlib.sha256(b"import:ext-v1").hexdigest()[:16]
+        for r in rows.values()
+    )
     w1 = rows["W1"]
-    assert (w1["status"], w1["categories"], w1["domain"], w1["reason"]) == ("labelled", ["metaresearch"], "reporting", GOOD["reason"])
+    assert (w1["status"], w1["categories"], w1["domain"], w1["reason"]) == (
+        "labelled",
+        ["metaresearch"],
+        "reporting",
+        GOOD["reason"],
+    )
     original = {**GOOD, "sel_prob": 0.25, "stratum": "s1"}
     assert w1["view_hash"] == hashlib.sha256(canonical_json(original).encode()).hexdigest()[:16]
     ref = json.loads(w1["source_ref"])
@@ -100,7 +137,9 @@ def test_file_import_failed_rows_duplicates_and_reimport(tmp_path: Path):
     assert "not JSON" in rows[None]["error"] and "record 2 (line 3)" in rows[None]["error"]
     assert "insufficient_payload must be the only category" in rows["W3"]["error"]
     assert con.execute("SELECT * FROM imported_design").fetchall() == [("test file", "W1", "s1", 0.25, 4.0)]
-    assert con.execute("SELECT file, teacher, rows, run_id FROM label_imports").fetchall() == [(str(path), "ext", 4, "run-1")]
+    assert con.execute("SELECT file, teacher, rows, run_id FROM label_imports").fetchall() == [
+        (str(path), "ext", 4, "run-1")
+    ]
 
     # Same content again, also under another name: nothing is added.
     copy = tmp_path / "copy.json"
@@ -116,10 +155,18 @@ def test_file_import_failed_rows_duplicates_and_reimport(tmp_path: Path):
     assert (r.existing, r.labelled) == (1, 1)
     other = import_file(con, more, ImportSpec("ext", "some-model", "ext-v2", "title_abstract", "test file"), "run-3")
     assert other.labelled == 2
-    current = con.execute(f"SELECT teacher, prompt_version, work_id, status FROM ({current_imported_sql()}) ORDER BY ALL").fetchall()
-    assert current == [("ext", "ext-v1", "W1", "labelled"), ("ext", "ext-v1", "W2", "failed"),
-                       ("ext", "ext-v1", "W3", "failed"), ("ext", "ext-v1", "W4", "labelled"), ("ext", "ext-v1", None, "failed"),
-                       ("ext", "ext-v2", "W1", "labelled"), ("ext", "ext-v2", "W4", "labelled")]
+    current = con.execute(
+        f"SELECT teacher, prompt_version, work_id, status FROM ({current_imported_sql()}) ORDER BY ALL"
+    ).fetchall()
+    assert current == [
+        ("ext", "ext-v1", "W1", "labelled"),
+        ("ext", "ext-v1", "W2", "failed"),
+        ("ext", "ext-v1", "W3", "failed"),
+        ("ext", "ext-v1", "W4", "labelled"),
+        ("ext", "ext-v1", None, "failed"),
+        ("ext", "ext-v2", "W1", "labelled"),
+        ("ext", "ext-v2", "W4", "labelled"),
+    ]
 
 
 def test_a_later_import_wins_and_label_imports_counts_each_row_once(tmp_path: Path):
@@ -133,26 +180,45 @@ def test_a_later_import_wins_and_label_imports_counts_each_row_once(tmp_path: Pa
     for i, records in enumerate(versions):
         path.write_text(json.dumps(records))
         reports.append(import_file(con, path, SPEC, f"run-{i}"))
-    assert [(r.labelled, r.existing, r.already_imported) for r in reports] == [(2, 0, False), (1, 1, False), (1, 1, False), (0, 2, True)]
+    assert [(r.labelled, r.existing, r.already_imported) for r in reports] == [
+        (2, 0, False),
+        (1, 1, False),
+        (1, 1, False),
+        (0, 2, True),
+    ]
     current = dict(con.execute(f"SELECT work_id, categories FROM ({current_imported_sql()})").fetchall())
     assert current == {"W1": ["metaresearch"], "W2": []}
     # label_imports: v1, v2, v3 (v1's content again, recorded as a re-import with the 1 row it stored);
     # the no-op 4th import is not recorded. Its rows add up to the stored rows.
-    assert con.execute("SELECT run_id, rows FROM label_imports ORDER BY imported_at").fetchall() == [("run-0", 2), ("run-1", 1), ("run-2", 1)]
-    assert con.execute("SELECT sum(rows) FROM label_imports").fetchone()[0] == con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 4
+    assert con.execute("SELECT run_id, rows FROM label_imports ORDER BY imported_at").fetchall() == [
+        ("run-0", 2),
+        ("run-1", 1),
+        ("run-2", 1),
+    ]
+    assert (
+        con.execute("SELECT sum(rows) FROM label_imports").fetchone()[0]
+        == con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0]
+        == 4
+    )
 
     # A correction that keeps the given view_hash (the labeller saw the same thing) is still a new label.
     given = tmp_path / "given.jsonl"
     for cats, domain in ((["metaresearch"], "reporting"), ([], None)):
-        given.write_text(json.dumps({**GOOD, "id": "W7", "categories": cats, "domain": domain, "view_hash": "feedbeef"}) + "\n")
+        given.write_text(
+            json.dumps({**GOOD, "id": "W7", "categories": cats, "domain": domain, "view_hash": "feedbeef"}) + "\n"
+        )
         assert import_file(con, given, SPEC, "run-g").labelled == 1
     assert con.execute(f"SELECT categories FROM ({current_imported_sql()}) WHERE work_id = 'W7'").fetchone()[0] == []
 
 
 def test_file_format_errors_name_the_file(tmp_path: Path):
     con = duckdb.connect(str(tmp_path / "db.duckdb"))
-    for name, text, says in (("empty.jsonl", "  \n\n", "empty"), ("obj.json", json.dumps(GOOD, indent=2), "one JSON object"),
-                             ("scalar.json", "[1, 2", "not a JSON array"), ("csv.csv", "id,categories\nW1,metaresearch\n", "not JSON Lines")):
+    for name, text, says in (
+        ("empty.jsonl", "  \n\n", "empty"),
+        ("obj.json", json.dumps(GOOD, indent=2), "one JSON object"),
+        ("scalar.json", "[1, 2", "not a JSON array"),
+        ("csv.csv", "id,categories\nW1,metaresearch\n", "not JSON Lines"),
+    ):
         path = tmp_path / name
         path.write_text(text)
         with pytest.raises(ValueError, match=says) as exc:
@@ -174,6 +240,7 @@ def test_prompt_text_keys_the_labels():
 
 # ---- the MetaCan pilot -------------------------------------------------------------------------------
 
+
 def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):
     joined = json.loads((pilot_dir / "labels_joined.json").read_text())
     con = duckdb.connect(str(tmp_path / "db.duckdb"))
@@ -182,7 +249,10 @@ def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):
     # SOURCES.md: 1290 double-screened works; 1435 codex labels of 1432 works (3 works in two files); the
     # 496 joined works without a codex label take tier_b from labels_joined.
     assert [(r.teacher, r.labelled, r.failed, len(r.duplicates)) for r in reports] == [
-        ("pilot_a", 1290, 0, 0), ("pilot_b", 1432, 0, 3), ("pilot_b", 496, 0, 0)]
+        ("pilot_a", 1290, 0, 0),
+        ("pilot_b", 1432, 0, 3),
+        ("pilot_b", 496, 0, 0),
+    ]
     assert sorted(w for w, _, _ in reports[1].duplicates) == ["W1940863920", "W1974733467", "W2902615448"]
     # The duplicate kept is the stratified run's (codex/chunk_16.json pairs with chunks_b/chunk_16.json).
     rows = con.execute(f"SELECT * FROM ({current_imported_sql()})").to_arrow_table().to_pylist()
@@ -190,7 +260,9 @@ def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):
     a = {r["work_id"]: r for r in rows if r["teacher"] == "pilot_a"}
     assert json.loads(b["W2902615448"]["source_ref"])["file"].endswith("codex/chunk_16.json")
     assert (len(a), len(b)) == (1290, 1928)
-    assert {r["model"] for r in a.values()} == {"claude-sonnet-4-6"} and {r["model"] for r in b.values()} == {"gpt-5.6-sol"}
+    assert {r["model"] for r in a.values()} == {"claude-sonnet-4-6"} and {r["model"] for r in b.values()} == {
+        "gpt-5.6-sol"
+    }
     assert {r["prompt_version"] for r in rows} == {"pilot-rubric-v1.0"}
 
     # B's tier on the joined works: from the codex file for 794 works, from labels_joined for 496; equal to tier_b.
@@ -209,19 +281,30 @@ def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):
     # about_ca (-> about_ca_system) and why (-> reason).
     assert all(r["genre"] is None and r["reason"] is None and r["about_ca_system"] is None for r in a.values())
     codex_b = [r for r in b.values() if "/codex/" in json.loads(r["source_ref"])["file"]]
-    assert len(codex_b) == 1432 and all(r["genre"] and r["reason"] and r["about_ca_system"] is not None for r in codex_b)
+    assert len(codex_b) == 1432 and all(
+        r["genre"] and r["reason"] and r["about_ca_system"] is not None for r in codex_b
+    )
     assert all(r["domain"] is None and r["study_design"] is None and r["about_ca_topic"] is None for r in rows)
     # Genre mapping of the 1432 stored codex labels (SOURCES.md over 1435 labels: empirical 1099,
     # conceptual 148, other 77, editorial/commentary 70, infrastructure/announcement 22, policy 19).
     originals = Counter(json.loads(r["source_ref"])["original"]["genre"] for r in codex_b)
     genres = Counter(r["genre"] for r in codex_b)
-    assert genres == {"empirical": originals["empirical"], "commentary": originals["editorial/commentary"] + originals["policy"],
-                      "other": originals["conceptual"] + originals["other"] + originals["infrastructure/announcement"]}
+    assert genres == {
+        "empirical": originals["empirical"],
+        "commentary": originals["editorial/commentary"] + originals["policy"],
+        "other": originals["conceptual"] + originals["other"] + originals["infrastructure/announcement"],
+    }
     assert sum(r["about_ca_system"] for r in codex_b) == 6
     # Design: 1290 works; settled_out 600 at sel_prob 0.1249, weight 8.005 as published.
-    design = con.execute("SELECT stratum, sel_prob, design_weight, count(*) FROM imported_design GROUP BY ALL ORDER BY ALL").fetchall()
-    assert design == [("boundary", 1.0, 1.0, 599), ("paratext", 1.0, 1.0, 33), ("positive", 1.0, 1.0, 58),
-                      ("settled_out", 0.1249, 8.005, 600)]
+    design = con.execute(
+        "SELECT stratum, sel_prob, design_weight, count(*) FROM imported_design GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    assert design == [
+        ("boundary", 1.0, 1.0, 599),
+        ("paratext", 1.0, 1.0, 33),
+        ("positive", 1.0, 1.0, 58),
+        ("settled_out", 0.1249, 8.005, 600),
+    ]
     # SOURCES.md: exact 4-tier agreement 0.934, Cohen kappa 0.583, from the original values kept in source_ref.
     tiers_a = [json.loads(a[r["id"]]["source_ref"])["original"]["tier_a"] for r in joined]
     tiers_b = [r["tier_b"] for r in joined]
@@ -236,16 +319,29 @@ def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):
 def test_imported_labels_asset(tmp_path: Path, pilot_dir: Path):
     bad = tmp_path / "external.json"
     bad.write_text(json.dumps([{**GOOD, "id": "W105148950"}, {**GOOD, "id": "W108330266", "confidence": "certain"}]))
-    config = {"pilot_dirs": [str(pilot_dir)], "files": [{
-        "path": str(bad), "teacher": "ext", "model": "some-model", "prompt_version": "ext-v1", "record_view": "title_abstract",
-        "source": "a test file"}]}
+    config = {
+        "pilot_dirs": [str(pilot_dir)],
+        "files": [
+            {
+                "path": str(bad),
+                "teacher": "ext",
+                "model": "some-model",
+                "prompt_version": "ext-v1",
+                "record_view": "title_abstract",
+                "source": "a test file",
+            }
+        ],
+    }
     result = materialize(tmp_path, config)
     assert result.success
     md = metadata(result, "imported_labels")
     assert md["dagster/row_count"] == 1290 + 1928 + 2
     assert "| pilot_b / labelled | 1928 |" in md["rows_by_teacher_and_status"]
     assert "| ext / failed | 1 |" in md["rows_by_teacher_and_status"]
-    assert "confidence='certain' is not in the vocabulary" in md["invalid_records"] and "W108330266" in md["invalid_records"]
+    assert (
+        "confidence='certain' is not in the vocabulary" in md["invalid_records"]
+        and "W108330266" in md["invalid_records"]
+    )
     assert md["failed_this_run"] == 1 and "external.json" in md["files_imported_this_run"]
     table = MetacanStorage(data_dir=str(tmp_path / "data")).read_table("imported_labels").to_pylist()
     [failed] = [r for r in table if r["status"] == "failed"]
@@ -258,7 +354,9 @@ def test_imported_labels_asset(tmp_path: Path, pilot_dir: Path):
     with MetacanStorage(data_dir=str(tmp_path / "data")).connect() as con:
         assert con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 1290 + 1928 + 2
     # A run without sources still publishes every current imported label of the store.
-    assert metadata(materialize(tmp_path, {"pilot_dirs": []}), "imported_labels")["dagster/row_count"] == 1290 + 1928 + 2
+    assert (
+        metadata(materialize(tmp_path, {"pilot_dirs": []}), "imported_labels")["dagster/row_count"] == 1290 + 1928 + 2
+    )
 
 
 def test_missing_default_pilot_folder_is_skipped_with_a_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

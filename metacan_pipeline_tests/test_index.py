@@ -19,8 +19,16 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from metacan_pipeline.publish.pages import (INDEX_FIELDS, environment, index_json, index_row, page_path, render_index,
-                                            render_work, write_static)
+from metacan_pipeline.publish.pages import (
+    INDEX_FIELDS,
+    environment,
+    index_json,
+    index_row,
+    page_path,
+    render_index,
+    render_work,
+    write_static,
+)
 from metacan_pipeline.publish.records import build_record
 from metacan_pipeline_tests.test_publish import _frame_row, _label, _machine, _prediction
 
@@ -54,7 +62,9 @@ def records(openalex_dir) -> list[dict]:
 
     w1 = _with_prediction(work("W1", "Peer review in Canadian journals", 2020, ["ca_aff"]), V1, [], ["sts"])
     w1["direct_labels"] = build_record(row, [_label("W1", "gemma", ["metaresearch"])], None, None, {})["direct_labels"]
-    w2 = _with_prediction(work("W2", f"{BREAKOUT} soil <!-- bacteria \u2028 & co", 2019, ["ca_fund"]), V1, ["sts"], ["sts"])
+    w2 = _with_prediction(
+        work("W2", f"{BREAKOUT} soil <!-- bacteria \u2028 & co", 2019, ["ca_fund"]), V1, ["sts"], ["sts"]
+    )
     w12 = _with_prediction(work("W12", "Open data mandates", None, ["ca_venue", "about_ca"]), V2, [], ["open_science"])
     w123 = work("W123", "Reproducibility of W1 studies", 2020, ["about_ca"])
     return [w1, w2, w12, w123]
@@ -76,8 +86,10 @@ def test_page_path_rejects_bad_ids(records, bad_id):
         page_path(record)
 
 
-@pytest.mark.parametrize("bad_version", ["..", ".", ".hidden", "a/b", "../../etc", "v 1", "unscored", "x" * 129,
-                                         "<script>", "v1\n", "é-v1", 7])
+@pytest.mark.parametrize(
+    "bad_version",
+    ["..", ".", ".hidden", "a/b", "../../etc", "v 1", "unscored", "x" * 129, "<script>", "v1\n", "é-v1", 7],
+)
 def test_page_path_rejects_bad_model_versions(records, bad_version):
     record = copy.deepcopy(records[0])
     record["prediction"]["model_version"] = bad_version
@@ -94,9 +106,17 @@ def test_index_rows_say_source_mode_and_version(records):
     assert rows["W2"]["classification"] == "consensus prediction: Science and technology studies"
     assert (rows["W12"]["source"], rows["W12"]["mode"], rows["W12"]["year"]) == ("classifier", "candidate", None)
     assert rows["W12"]["routes"] == ["ca_venue", "about_ca"]
-    assert rows["W123"] == {"id": "W123", "title": "Reproducibility of W1 studies", "year": 2020, "routes": ["about_ca"],
-                            "source": "none", "mode": None, "model_version": None, "classification": "not classified yet",
-                            "href": "works/unscored/W123.html"}
+    assert rows["W123"] == {
+        "id": "W123",
+        "title": "Reproducibility of W1 studies",
+        "year": 2020,
+        "routes": ["about_ca"],
+        "source": "none",
+        "mode": None,
+        "model_version": None,
+        "classification": "not classified yet",
+        "href": "works/unscored/W123.html",
+    }
     assert all(r["href"] == page_path(rec) for r, rec in zip(map(index_row, records), records))
 
 
@@ -218,7 +238,9 @@ def test_index_js_filters_under_node(records):
         pytest.skip("node is not installed: index.js filters are exercised only in the browser test")
     html = render_index(environment(), [index_row(r) for r in records], built_at="x")
     payload = json.dumps({"block": _data_block(html), "cases": [f for f, _ in CASES]})
-    done = subprocess.run([node, "-e", NODE_DRIVER, str(INDEX_JS)], input=payload, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [node, "-e", NODE_DRIVER, str(INDEX_JS)], input=payload, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["out"] == [ids for _, ids in CASES]
@@ -284,12 +306,35 @@ def test_index_search_folds_accents_and_case_under_node():
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
-    titles = {"W1": "Re\u0301sume\u0301 of peer review", "W2": "\u0130stanbul cohort", "W3": "R\u00e9sum\u00e9 (composed)"}
-    rows = [[dict(id=w, title=t, year=2020, routes=[], source="none", mode=None, model_version=None, classification="",
-                  href=f"works/unscored/{w}.html")[f] for f in INDEX_FIELDS] for w, t in titles.items()]
+    titles = {
+        "W1": "Re\u0301sume\u0301 of peer review",
+        "W2": "\u0130stanbul cohort",
+        "W3": "R\u00e9sum\u00e9 (composed)",
+    }
+    rows = [
+        [
+            dict(
+                id=w,
+                title=t,
+                year=2020,
+                routes=[],
+                source="none",
+                mode=None,
+                model_version=None,
+                classification="",
+                href=f"works/unscored/{w}.html",
+            )[f]
+            for f in INDEX_FIELDS
+        ]
+        for w, t in titles.items()
+    ]
     cases = [{"q": "resume"}, {"q": "RÉSUMÉ"}, {"q": "istanbul"}, {"q": "İstanbul"}]
-    driver = NODE_DRIVER.replace("count: [api.countText(2, 4), api.countText(1234, 56789), api.countText(1, 1)]", "count: []")
+    driver = NODE_DRIVER.replace(
+        "count: [api.countText(2, 4), api.countText(1234, 56789), api.countText(1, 1)]", "count: []"
+    )
     payload = json.dumps({"block": json.dumps({"fields": list(INDEX_FIELDS), "rows": rows}), "cases": cases})
-    done = subprocess.run([node, "-e", driver, str(INDEX_JS)], input=payload, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [node, "-e", driver, str(INDEX_JS)], input=payload, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["out"] == [["W1", "W3"], ["W1", "W3"], ["W2"], ["W2"]]

@@ -15,8 +15,8 @@ import duckdb
 import pytest
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs, materialize_in_process
-from metacan_pipeline.openalex.staging import ReadStats, read_work_batches
 from metacan_pipeline.frame.assets import _removed_work_ids
+from metacan_pipeline.openalex.staging import ReadStats, read_work_batches
 from metacan_pipeline.openalex.windows import Window, next_window
 
 from .test_bad_input import _copy_funders, _is_canadian, _write_part, real_works  # noqa: F401 (a fixture)
@@ -60,11 +60,14 @@ def test_a_file_changed_after_the_inventory_is_not_built_under_its_old_key(tmp_p
     else:
         (inp / changed).unlink()
     build = defs.resolve_job_def("frame_build").execute_in_process(
-        instance=instance, resources=resources, raise_on_error=False, tags=all_partitions_run_tags(instance))
+        instance=instance, resources=resources, raise_on_error=False, tags=all_partitions_run_tags(instance)
+    )
     assert not build.success
     [msg] = _failure_messages(build)
     assert changed in msg and "changed since openalex_inventory" in msg and "frame_refresh" in msg
-    assert not list((data / "warehouse" / "frame_parts").glob("updated_date=2025-01-01/*/manifest.json"))[1:]  # only the unchanged part
+    assert not list((data / "warehouse" / "frame_parts").glob("updated_date=2025-01-01/*/manifest.json"))[
+        1:
+    ]  # only the unchanged part
     again = materialize_in_process(instance, resources, through="frame")
     assert again.success
     with duckdb.connect(str(data / "metacan.duckdb"), read_only=True) as con:
@@ -80,14 +83,22 @@ def test_an_empty_gz_file_is_quarantined_not_read_as_no_records(tmp_path, name):
     path.parent.mkdir(parents=True)
     path.write_bytes(b"")
     stats = ReadStats()
-    assert [b for b in read_work_batches(path, name, {"institution": [], "funder": [], "source": []}, stats) if b is not None] == []
+    assert [
+        b
+        for b in read_work_batches(path, name, {"institution": [], "funder": [], "source": []}, stats)
+        if b is not None
+    ] == []
     [q] = stats.quarantine
     assert q["source_file"] == name and "empty file" in q["reason"] and "re-download" in q["reason"]
     assert stats.counts["file_errors"] == 1  # the file, not a record: not counted as a record read
     # a real gzip of nothing is still read quietly as an empty part
     path.write_bytes(gzip.compress(b""))
     stats = ReadStats()
-    assert [b for b in read_work_batches(path, name, {"institution": [], "funder": [], "source": []}, stats) if b is not None] == []
+    assert [
+        b
+        for b in read_work_batches(path, name, {"institution": [], "funder": [], "source": []}, stats)
+        if b is not None
+    ] == []
     assert stats.quarantine == []
 
 
@@ -105,7 +116,9 @@ def test_a_merged_ids_file_with_another_header_fails_naming_the_file(tmp_path, h
     with pytest.raises(dg.Failure) as err:
         _removed_work_ids(tmp_path)
     assert "2025-01-01.csv.gz" in err.value.description and "merge_date,id,merge_into_id" in err.value.description
-    f.write_bytes(gzip.compress(b"merge_date,id,merge_into_id\n2025-01-01,https://openalex.org/W1,W2\n2025-01-02,W3,\n"))
+    f.write_bytes(
+        gzip.compress(b"merge_date,id,merge_into_id\n2025-01-01,https://openalex.org/W1,W2\n2025-01-02,W3,\n")
+    )
     assert _removed_work_ids(tmp_path) == ({"W1": "W2", "W3": ""}, ["data/merged_ids/works/2025-01-01.csv.gz"])
 
 
@@ -115,12 +128,19 @@ def test_an_api_page_gzipped_as_a_snapshot_part_is_read_not_lost(tmp_path, real_
     ids = _ca(real_works)[:2]
     path = tmp_path / "data" / "works" / "updated_date=2025-01-01" / "part_000.gz"
     path.parent.mkdir(parents=True)
-    path.write_bytes(gzip.compress(json.dumps({"meta": {"count": 2}, "results": [real_works[k] for k in ids]}).encode()))
+    path.write_bytes(
+        gzip.compress(json.dumps({"meta": {"count": 2}, "results": [real_works[k] for k in ids]}).encode())
+    )
     stats = ReadStats()
-    batches = [b for b in read_work_batches(path, "p", {"institution": [], "funder": [], "source": []}, stats) if b is not None]
+    batches = [
+        b for b in read_work_batches(path, "p", {"institution": [], "funder": [], "source": []}, stats) if b is not None
+    ]
     assert [r for b in batches for r in b.index.column("id").to_pylist()] == ids
     assert stats.quarantine == [] and stats.counts["W"] == 2
-    assert [r["source_locator"] for b in batches for r in b.candidates] == ["record 1.results[0]", "record 1.results[1]"]
+    assert [r["source_locator"] for b in batches for r in b.candidates] == [
+        "record 1.results[0]",
+        "record 1.results[1]",
+    ]
 
 
 def test_an_api_refresh_window_cannot_end_after_today(tmp_path):

@@ -16,10 +16,18 @@ def real_results(openalex_dir):
 
 
 def _pages(results, per_page):
-    chunks = [results[i:i + per_page] for i in range(0, len(results), per_page)]
-    return {("*" if i == 0 else f"c{i}"): {"meta": {"count": len(results), "next_cursor": f"c{i + 1}" if i + 1 < len(chunks) else None,
-                                                     "cost_usd": 0.0001}, "results": chunk}
-            for i, chunk in enumerate(chunks)}
+    chunks = [results[i : i + per_page] for i in range(0, len(results), per_page)]
+    return {
+        ("*" if i == 0 else f"c{i}"): {
+            "meta": {
+                "count": len(results),
+                "next_cursor": f"c{i + 1}" if i + 1 < len(chunks) else None,
+                "cost_usd": 0.0001,
+            },
+            "results": chunk,
+        }
+        for i, chunk in enumerate(chunks)
+    }
 
 
 def _client(tmp_path, handler, **kw):
@@ -73,22 +81,35 @@ def test_429_retry_after_is_honoured(tmp_path, real_results, monkeypatch):
     sleeps = []
     monkeypatch.setattr("time.sleep", lambda s: sleeps.append(s))
     statuses = iter([429, 200])
-    client = _client(tmp_path, lambda req: httpx.Response(429, headers={"Retry-After": "3"}) if next(statuses) == 429
-                     else httpx.Response(200, json=_pages(real_results, 200)["*"]))
+    client = _client(
+        tmp_path,
+        lambda req: (
+            httpx.Response(429, headers={"Retry-After": "3"})
+            if next(statuses) == 429
+            else httpx.Response(200, json=_pages(real_results, 200)["*"])
+        ),
+    )
     list(client.iter_pages("x:y"))
     assert sleeps and sleeps[0] >= 3
 
 
 def test_429_storm_longer_than_the_budget_stops_cleanly(tmp_path, monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)
-    client = _client(tmp_path, lambda req: httpx.Response(429, headers={"Retry-After": "1"}), budget=Budget(max_calls=5), max_attempts=50)
+    client = _client(
+        tmp_path,
+        lambda req: httpx.Response(429, headers={"Retry-After": "1"}),
+        budget=Budget(max_calls=5),
+        max_attempts=50,
+    )
     with pytest.raises(BudgetExhausted, match=r"resume later at endpoint /works cursor '\*'"):
         list(client.iter_pages("x:y"))
     assert client.calls_made == 5
     assert not list((tmp_path / "archive").rglob("*.json.gz"))
 
 
-def test_a_429_storm_on_a_later_page_names_its_cursor_and_the_resume_buys_no_page_twice(tmp_path, real_results, monkeypatch):
+def test_a_429_storm_on_a_later_page_names_its_cursor_and_the_resume_buys_no_page_twice(
+    tmp_path, real_results, monkeypatch
+):
     monkeypatch.setattr("time.sleep", lambda s: None)
     pages = _pages(real_results, 20)  # cursors *, c1, c2
     requests = []
@@ -110,8 +131,14 @@ def test_a_429_storm_on_a_later_page_names_its_cursor_and_the_resume_buys_no_pag
 
     # resumed (a later day, or a larger budget): the archived first page is read back, not bought again
     requests.clear()
-    resumed = _client(tmp_path, lambda req: requests.append(req.url.params["cursor"]) or httpx.Response(200, json=pages[req.url.params["cursor"]]),
-                      per_page=20, budget=Budget(max_calls=10))
+    resumed = _client(
+        tmp_path,
+        lambda req: (
+            requests.append(req.url.params["cursor"]) or httpx.Response(200, json=pages[req.url.params["cursor"]])
+        ),
+        per_page=20,
+        budget=Budget(max_calls=10),
+    )
     ids = [r["id"] for p in resumed.iter_pages("authorships.countries:ca") for r in p["results"]]
     assert ids == [r["id"] for r in real_results]
     assert requests == ["c1", "c2"] and resumed.pages_from_archive == 1 and resumed.calls_made == 2
@@ -162,10 +189,18 @@ def test_ledger_dir_shares_one_budget_across_archives(tmp_path):
     page = {"meta": {"next_cursor": None, "cost_usd": 0.25}, "results": [{"id": "https://openalex.org/W1"}]}
     handler = lambda req: httpx.Response(200, json=page)  # noqa: E731
     ledger = tmp_path / "api"
-    a = OpenAlexClient(ledger / "window=a", ledger_dir=ledger, transport=httpx.MockTransport(handler), budget=Budget(max_calls=1))
+    a = OpenAlexClient(
+        ledger / "window=a", ledger_dir=ledger, transport=httpx.MockTransport(handler), budget=Budget(max_calls=1)
+    )
     list(a.iter_pages("x:y"))
-    assert a.cost_usd == 0.25 and len(list(ledger.glob("budget-*.json"))) == 1 and not list((ledger / "window=a").glob("budget-*"))
-    b = OpenAlexClient(ledger / "window=b", ledger_dir=ledger, transport=httpx.MockTransport(handler), budget=Budget(max_calls=1))
+    assert (
+        a.cost_usd == 0.25
+        and len(list(ledger.glob("budget-*.json"))) == 1
+        and not list((ledger / "window=a").glob("budget-*"))
+    )
+    b = OpenAlexClient(
+        ledger / "window=b", ledger_dir=ledger, transport=httpx.MockTransport(handler), budget=Budget(max_calls=1)
+    )
     with pytest.raises(BudgetExhausted, match="resume later at"):
         list(b.iter_pages("x:y"))
 

@@ -40,8 +40,10 @@ def test_pilot_works_map_title_only_text_groups_labels_and_weights(pilot):
         assert w.group.startswith("title:")  # no pilot work record names a venue
     assert sum(originals[w.id]["abstract"][-60:] in w.text for w in with_abstract) == 0
     marked = next(w for w in works if w.id == "W1493387337")  # title with <sup>*</sup>, reduced as the frame does
-    assert marked.text.startswith("National representation in the anaesthesia literature: a bibliometric analysis of highly cited "
-                                  "anaesthesia journals * |")
+    assert marked.text.startswith(
+        "National representation in the anaesthesia literature: a bibliometric analysis of highly cited "
+        "anaesthesia journals * |"
+    )
     assert (marked.y_a, marked.y_b, marked.stratum, marked.weight) == (1, 1, "positive", 1.0)
     joined = [w for w in works if w.stratum is not None]
     assert Counter(w.stratum for w in joined) == {"boundary": 598, "settled_out": 104, "positive": 58, "paratext": 33}

@@ -40,7 +40,11 @@ def pilot():
 
 @pytest.fixture(scope="module")
 def records(pilot):
-    return {r["id"]: r for p in sorted((FRAME1K / "chunks").glob("chunk_*.json")) for r in json.loads(p.read_text(encoding="utf-8"))}
+    return {
+        r["id"]: r
+        for p in sorted((FRAME1K / "chunks").glob("chunk_*.json"))
+        for r in json.loads(p.read_text(encoding="utf-8"))
+    }
 
 
 def test_frame1k_works_text_groups_and_labels(pilot, records):
@@ -48,19 +52,34 @@ def test_frame1k_works_text_groups_and_labels(pilot, records):
     assert len(works) == 750 and set(dropped.values()) == {0}
     for w in works:  # exactly title | venue | topic | field | type | language: no abstract, year, affiliation, funder
         rec = records[w.id]
-        assert w.text == " | ".join([markup_to_text(rec["title"]), rec.get("venue") or "", rec.get("topic") or "",
-                                     rec.get("field") or "", rec["type"], rec["lang"]])
+        assert w.text == " | ".join(
+            [
+                markup_to_text(rec["title"]),
+                rec.get("venue") or "",
+                rec.get("topic") or "",
+                rec.get("field") or "",
+                rec["type"],
+                rec["lang"],
+            ]
+        )
         assert w.group == (rec["venue"] if rec.get("venue") else f"no-venue:{w.id}")
     assert sum(w.venue is None for w in works) == 44 and len({w.venue for w in works if w.venue}) == 548
     assert len({w.group for w in works}) == 592
     assert {a: sum(w.labels[a] for w in works) for a in FRAME1K_ARMS} == {a: m[0] for a, m in MEASURED.items()}
     # the labels are the tiers T1/T2 of each arm's file
     for arm in R1_ARMS:
-        tiers = {r["id"]: r["tier"] for p in sorted((FRAME1K / arm).glob("labels_*.json")) for r in json.loads(p.read_text(encoding="utf-8"))}
+        tiers = {
+            r["id"]: r["tier"]
+            for p in sorted((FRAME1K / arm).glob("labels_*.json"))
+            for r in json.loads(p.read_text(encoding="utf-8"))
+        }
         assert {w.id: w.labels[arm] for w in works} == {i: int(t in ("T1", "T2")) for i, t in tiers.items()}
     # adjudicated: the verdict where there is one (24 works), else the arms' unanimous scope
-    verdicts = {v["id"]: v["tier"] for p in sorted((FRAME1K / "adjudication").glob("verdict_*.json"))
-                for v in json.loads(p.read_text(encoding="utf-8"))}
+    verdicts = {
+        v["id"]: v["tier"]
+        for p in sorted((FRAME1K / "adjudication").glob("verdict_*.json"))
+        for v in json.loads(p.read_text(encoding="utf-8"))
+    }
     judged = [w for w in works if w.id in verdicts]
     assert len(judged) == 24 and all(w.labels["adjudicated"] == int(verdicts[w.id] in ("T1", "T2")) for w in judged)
     assert sum(len({w.labels[a] for a in R1_ARMS}) > 1 for w in judged) == 23
@@ -68,8 +87,10 @@ def test_frame1k_works_text_groups_and_labels(pilot, records):
         if w.id not in verdicts:
             assert len({w.labels[a] for a in R1_ARMS}) == 1 and w.labels["adjudicated"] == w.labels["opus_r1"]
     marked = next(w for w in works if w.id == "W2592716210")
-    assert marked.text == ("Les droits linguistiques au Canada | Revue de droit Université de Sherbrooke | "
-                           "Legal Language and Interpretation | Social Sciences | article | fr")
+    assert marked.text == (
+        "Les droits linguistiques au Canada | Revue de droit Université de Sherbrooke | "
+        "Legal Language and Interpretation | Social Sciences | article | fr"
+    )
 
 
 def test_no_abstract_text_reaches_the_student(pilot, records, tmp_path, monkeypatch):
@@ -112,7 +133,14 @@ def test_no_abstract_text_reaches_the_student(pilot, records, tmp_path, monkeypa
 def test_tfidf_head_by_venue_folds(pilot, arm, recorded_folds):
     pos, pos_groups, per_fold, ap, auroc, _, _ = MEASURED[arm]
     r = evaluate_frame1k(pilot, "tfidf", arm)
-    assert (r.n, r.positives, r.groups, r.venues, r.without_venue, r.positive_groups) == (750, pos, 592, 548, 44, pos_groups)
+    assert (r.n, r.positives, r.groups, r.venues, r.without_venue, r.positive_groups) == (
+        750,
+        pos,
+        592,
+        548,
+        44,
+        pos_groups,
+    )
     assert (r.folds, r.fold_positives, r.cv, r.note) == (5, per_fold, "5-fold grouped by venue", "")
     assert r.positive_rate == pytest.approx(pos / 750)
     assert r.ap == pytest.approx(ap, abs=0.02) and r.auroc == pytest.approx(auroc, abs=0.02)
@@ -149,7 +177,12 @@ def test_fewer_folds_when_fewer_venue_groups_hold_a_positive(pilot):
 def test_grouped_cv_metrics_names_its_groups():
     X = np.eye(4)
     out = heads.grouped_cv_metrics(X, np.array([1, 0, 0, 0]), ["a", "b", "c", "d"], np.ones(4))
-    assert out == {"ap": None, "auroc": None, "fold_positives": [], "cv": "not evaluated: 1 positives of 4 in 4 venue groups"}
+    assert out == {
+        "ap": None,
+        "auroc": None,
+        "fold_positives": [],
+        "cv": "not evaluated: 1 positives of 4 in 4 venue groups",
+    }
     out = heads.grouped_cv_metrics(X, np.array([1, 0, 0, 0]), ["a", "b", "c", "d"], np.ones(4), group_name="title")
     assert out["cv"].endswith("in 4 title groups")
 
@@ -164,15 +197,32 @@ def test_bad_arguments_are_refused(pilot, tmp_path):
 
 
 def test_cli_prints_the_frame1k_table(pilot):
-    res = CliRunner().invoke(app, ["evaluate-pilot", "--set", "frame1k", "--labels", "grok_r1", "--labels", "adjudicated",
-                                   "--features", "tfidf", "--pilot-dir", str(pilot)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "evaluate-pilot",
+            "--set",
+            "frame1k",
+            "--labels",
+            "grok_r1",
+            "--labels",
+            "adjudicated",
+            "--features",
+            "tfidf",
+            "--pilot-dir",
+            str(pilot),
+        ],
+    )
     assert res.exit_code == 0, res.output
     line = next(x for x in res.output.splitlines() if x.startswith("grok_r1 "))
     assert line.split()[:10] == ["grok_r1", "tfidf", "750", "14", "0.0187", "592", "548", "44", "5", "3/4/2/2/3"]
     assert any(x.startswith("adjudicated ") for x in res.output.splitlines())
     assert "548 venues + 44 works without a venue (one group each) = 592 groups" in res.output
     assert "Left out: nothing" in res.output
-    for args, message in ((["--works", "all"], "--works applies to --set screening only"), (["--labels", "a"], "frame1k arm 'a'"),
-                          (["--set", "other"], "expected one of screening, frame1k")):
+    for args, message in (
+        (["--works", "all"], "--works applies to --set screening only"),
+        (["--labels", "a"], "frame1k arm 'a'"),
+        (["--set", "other"], "expected one of screening, frame1k"),
+    ):
         bad = CliRunner().invoke(app, ["evaluate-pilot", "--set", "frame1k", *args, "--pilot-dir", str(pilot)])
         assert bad.exit_code == 2 and message in bad.output, bad.output

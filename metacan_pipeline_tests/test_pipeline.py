@@ -13,10 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app, summary_text
+from metacan_pipeline.definitions import build_resources, materialize_in_process
 from metacan_pipeline.publish.lineage import lineage_of
 from metacan_pipeline.publish.records import schema_violation
-
-from metacan_pipeline.definitions import build_resources, materialize_in_process
 from metacan_pipeline.teachers.archive import read_archive
 
 
@@ -56,24 +55,39 @@ def test_first_run_covers_every_frame_work(two_runs):
     gemma = dict(con.execute("SELECT work_id, status FROM direct_labels_gemma").fetchall())
     assert set(gemma) == frame_ids and set(gemma.values()) <= {"labelled", "failed"}
     # batched calls: every sent work is in some call of this run, and each label points to a stored call
-    sent = {r[0] for r in con.execute("SELECT DISTINCT unnest(work_ids) FROM teacher_calls WHERE run_id = ? AND teacher = 'gemma'",
-                                      [first.run_id]).fetchall()}
+    sent = {
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT unnest(work_ids) FROM teacher_calls WHERE run_id = ? AND teacher = 'gemma'", [first.run_id]
+        ).fetchall()
+    }
     in_sampling_frame = {r[0] for r in con.execute("SELECT id FROM frame WHERE in_sampling_frame").fetchall()}
     assert sent == in_sampling_frame
-    orphans = con.execute("SELECT count(*) FROM direct_labels_gemma WHERE source = 'teacher_call' "
-                          "AND call_id NOT IN (SELECT call_id FROM teacher_calls)").fetchone()[0]
+    orphans = con.execute(
+        "SELECT count(*) FROM direct_labels_gemma WHERE source = 'teacher_call' "
+        "AND call_id NOT IN (SELECT call_id FROM teacher_calls)"
+    ).fetchone()[0]
     assert orphans == 0
     # the codex teacher saw the title_abstract view of the sampled works only
     codex_views = {r[0] for r in con.execute("SELECT record_view FROM direct_labels_codex").fetchall()}
     sampled = {r[0] for r in con.execute("SELECT id FROM sample_design WHERE in_sample").fetchall()}
-    assert codex_views == {"title_abstract"} and {r[0] for r in con.execute("SELECT work_id FROM direct_labels_codex").fetchall()} == sampled
+    assert (
+        codex_views == {"title_abstract"}
+        and {r[0] for r in con.execute("SELECT work_id FROM direct_labels_codex").fetchall()} == sampled
+    )
     # the request and raw reply are in the compressed archive, at the line the call row names
-    path, line = con.execute("SELECT archive_path, archive_line FROM teacher_calls WHERE teacher = 'codex' LIMIT 1").fetchone()
+    path, line = con.execute(
+        "SELECT archive_path, archive_line FROM teacher_calls WHERE teacher = 'codex' LIMIT 1"
+    ).fetchone()
     event = list(read_archive(data / path))[line - 1]
     assert event["kind"] == "call" and '"abstract"' in event["request"]["messages"][-1]["content"] and event["response"]
     # every prediction is unvalidated, every machine score score_only
-    assert con.execute("SELECT DISTINCT prediction_status FROM predictions").fetchall() == [("machine_predicted_unvalidated",)]
-    assert con.execute("SELECT DISTINCT validation_status FROM machine_scores").fetchall() == [("score_only:v0-immature-baseline",)]
+    assert con.execute("SELECT DISTINCT prediction_status FROM predictions").fetchall() == [
+        ("machine_predicted_unvalidated",)
+    ]
+    assert con.execute("SELECT DISTINCT validation_status FROM machine_scores").fetchall() == [
+        ("score_only:v0-immature-baseline",)
+    ]
     assert all(e.passed for e in first.get_asset_check_evaluations())
     # a record and a page per frame work, the title's markup rendered as text
     for wid in frame_ids:
@@ -106,13 +120,23 @@ def test_lineage_names_every_teacher_call_and_stage_run(two_runs, capsys):
     con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
     row = lineage_of(con, "W1951724000")
     calls = {c["teacher"]: c for c in row["teacher_calls"]}
-    gemma_call = con.execute("SELECT l.call_id, c.request_hash, c.model, c.prompt_version FROM direct_labels_gemma l "
-                             "JOIN teacher_calls c USING (call_id) WHERE l.work_id = 'W1951724000'").fetchone()
-    assert (calls["gemma"]["call_id"], calls["gemma"]["request_hash"], calls["gemma"]["model"], calls["gemma"]["prompt_version"]) == gemma_call
+    gemma_call = con.execute(
+        "SELECT l.call_id, c.request_hash, c.model, c.prompt_version FROM direct_labels_gemma l "
+        "JOIN teacher_calls c USING (call_id) WHERE l.work_id = 'W1951724000'"
+    ).fetchone()
+    assert (
+        calls["gemma"]["call_id"],
+        calls["gemma"]["request_hash"],
+        calls["gemma"]["model"],
+        calls["gemma"]["prompt_version"],
+    ) == gemma_call
     assert calls["gemma"]["run_id"] == first.run_id and calls["gemma"]["called_at"].endswith("Z")
     assert row["frame_run_id"] == first.run_id and row["part_run_id"] == first.run_id
     assert row["input_kind"] == "input_file" and row["source_file"].endswith(".json") and row["source_locator"]
-    assert row["model_version"] == con.execute("SELECT model_version FROM predictions WHERE id = 'W1951724000'").fetchone()[0]
+    assert (
+        row["model_version"]
+        == con.execute("SELECT model_version FROM predictions WHERE id = 'W1951724000'").fetchone()[0]
+    )
     assert row["student_run_id"] == first.run_id and row["machine_round"] >= 1
     record = json.loads((data / "site" / "records" / "W1951724000.json").read_text())
     assert record["lineage"]["teacher_calls"][0]["request_hash"] == row["teacher_calls"][0]["request_hash"]
@@ -120,7 +144,11 @@ def test_lineage_names_every_teacher_call_and_stage_run(two_runs, capsys):
     runner = CliRunner()
     out = runner.invoke(app, ["lineage", "W1951724000", "--data-dir", str(data)])
     assert out.exit_code == 0, out.output
-    assert f"request {gemma_call[1]}" in out.output and row["frame_build_id"] in out.output and "page               works/" in out.output
+    assert (
+        f"request {gemma_call[1]}" in out.output
+        and row["frame_build_id"] in out.output
+        and "page               works/" in out.output
+    )
     bad = runner.invoke(app, ["lineage", "W1/../../etc", "--data-dir", str(data)])
     assert bad.exit_code == 2 and "not a work id" in bad.output
     absent = runner.invoke(app, ["lineage", "W1", "--data-dir", str(data)])
@@ -130,7 +158,9 @@ def test_lineage_names_every_teacher_call_and_stage_run(two_runs, capsys):
     assert f"Pages: {row_count(con, 'frame')} in" in text
     assert Path(text.split("Open one: ")[1].strip()).is_file()
     con.close()
-    writer = duckdb.connect(str(data / "metacan.duckdb"))  # a connection that conflicts with the command's read-only one
+    writer = duckdb.connect(
+        str(data / "metacan.duckdb")
+    )  # a connection that conflicts with the command's read-only one
     try:
         busy = runner.invoke(app, ["lineage", "W1951724000", "--data-dir", str(data)])
     finally:
@@ -147,7 +177,9 @@ def test_second_run_makes_zero_teacher_calls(two_runs):
     md = second.asset_materializations_for_node("direct_labels_gemma")[0].metadata
     assert md["teacher_calls_this_run"].value == 0 and md["reused_from_store"].value == md["dagster/row_count"].value
     # append-only: one stored outcome per work and teacher, not two
-    dup = con.execute("SELECT count(*) FROM (SELECT work_id, teacher FROM teacher_labels GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]
+    dup = con.execute(
+        "SELECT count(*) FROM (SELECT work_id, teacher FROM teacher_labels GROUP BY ALL HAVING count(*) > 1)"
+    ).fetchone()[0]
     assert dup == 0
     pages = second.asset_materializations_for_node("work_pages")[0].metadata
     assert pages["pages_rendered"].value == 0 and pages["pages_unchanged"].value == pages["dagster/row_count"].value > 0

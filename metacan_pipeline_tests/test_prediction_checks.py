@@ -11,9 +11,19 @@ from metacan_pipeline.vocab import CATEGORICAL_TARGETS, CATEGORIES
 
 def _pred(wid: str, candidate: list[str], consensus: list[str] | None = None, score: float = 0.4) -> dict:
     row = {f.name: None for f in PRED_SCHEMA}
-    row.update({"id": wid, "model_version": "mv", "candidate_categories": candidate, "consensus_categories": consensus or [],
-                "category_scores_codex": [score] * len(CATEGORIES), "category_scores_gemma": [0.1] * len(CATEGORIES),
-                "teacher_disagreement_score": 0.6, "threshold_uncertainty_score": 0.0, "prediction_status": "machine_predicted_unvalidated"})
+    row.update(
+        {
+            "id": wid,
+            "model_version": "mv",
+            "candidate_categories": candidate,
+            "consensus_categories": consensus or [],
+            "category_scores_codex": [score] * len(CATEGORIES),
+            "category_scores_gemma": [0.1] * len(CATEGORIES),
+            "teacher_disagreement_score": 0.6,
+            "threshold_uncertainty_score": 0.0,
+            "prediction_status": "machine_predicted_unvalidated",
+        }
+    )
     for t, classes in CATEGORICAL_TARGETS.items():
         row[f"{t}_scores_codex"] = [1 / len(classes)] * len(classes)
     return row
@@ -23,8 +33,14 @@ def _con(preds: list[dict]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     predictions = pa.Table.from_pylist(preds, schema=PRED_SCHEMA)  # noqa: F841
     frame = pa.table({"id": ["W1", "W2", "W3"]})  # noqa: F841
-    student_heads = pa.table({"model_version": ["mv", "mv", "mv"], "teacher": ["codex", "codex", "gemma"],  # noqa: F841
-                              "target": ["metaresearch", "genre", "metaresearch"], "gate_passed": [False, False, None]})
+    student_heads = pa.table(
+        {
+            "model_version": ["mv", "mv", "mv"],
+            "teacher": ["codex", "codex", "gemma"],  # noqa: F841
+            "target": ["metaresearch", "genre", "metaresearch"],
+            "gate_passed": [False, False, None],
+        }
+    )
     direct_labels_gemma = pa.table({"work_id": ["W1", "W2", "W3"], "categories": [["metaresearch"], [], []]})  # noqa: F841
     for name in ("predictions", "frame", "student_heads", "direct_labels_gemma"):
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM {name}")
@@ -41,9 +57,12 @@ def test_good_predictions_pass_every_check():
 
 
 def test_each_kind_of_bad_prediction_is_named():
-    bad = [_pred("W1", ["metaresearch"], consensus=["metaresearch"], score=1.5),  # consensus by an ungated head, score > 1
-           _pred("W2", ["metaresearch"]),  # candidate without a gemma label: a codex decision by an ungated head
-           _pred("W2", []), _pred("W9", [])]  # W2 twice, W9 not in the frame, W3 missing
+    bad = [
+        _pred("W1", ["metaresearch"], consensus=["metaresearch"], score=1.5),  # consensus by an ungated head, score > 1
+        _pred("W2", ["metaresearch"]),  # candidate without a gemma label: a codex decision by an ungated head
+        _pred("W2", []),
+        _pred("W9", []),
+    ]  # W2 twice, W9 not in the frame, W3 missing
     bad[2]["threshold_uncertainty_score"] = float("nan")
     bad[3]["genre_codex"] = "review"  # a categorical codex value from an ungated head
     con = _con(bad)

@@ -33,14 +33,30 @@ def test_the_pilot_screeners_published_prevalence_and_the_swap_range(tmp_path):
     import pyarrow as pa
 
     storage.write_table("frame", pa.table({"id": pa.array([], pa.string())}))
-    run_config = dg.RunConfig({"imported_labels": ImportedLabelsConfig(pilot_dirs=[str(SHARED / "data" / "metacan_pilot")])})
-    result = dg.materialize([imported_labels, prevalence], resources=resources, run_config=run_config,
-                            selection=[imported_labels.key, prevalence.key], raise_on_error=True)
+    run_config = dg.RunConfig(
+        {"imported_labels": ImportedLabelsConfig(pilot_dirs=[str(SHARED / "data" / "metacan_pilot")])}
+    )
+    result = dg.materialize(
+        [imported_labels, prevalence],
+        resources=resources,
+        run_config=run_config,
+        selection=[imported_labels.key, prevalence.key],
+        raise_on_error=True,
+    )
     assert result.success
-    rows = {(r["teacher"], r["method"]): r for r in storage.read_table("prevalence").to_pylist() if r["category"] == "metaresearch"}
+    rows = {
+        (r["teacher"], r["method"]): r
+        for r in storage.read_table("prevalence").to_pylist()
+        if r["category"] == "metaresearch"
+    }
     a, b = rows[("pilot_a", "design_weighted_teacher_rate")], rows[("pilot_b", "design_weighted_teacher_rate")]
     # SOURCES.md: design-weighted in-scope prevalence A 0.0106, B 0.0237 (1,290 double-screened works, weights sum 5,493)
-    assert round(a["rate"], 4) == 0.0106 and round(b["rate"], 4) == 0.0237 and a["n"] == 1290 and round(a["n_weighted"]) == 5493
+    assert (
+        round(a["rate"], 4) == 0.0106
+        and round(b["rate"], 4) == 0.0237
+        and a["n"] == 1290
+        and round(a["n_weighted"]) == 5493
+    )
     # A's in-scope works all sit in strata taken whole (selection probability 1): no sampling variance; B's do not
     assert a["se"] == pytest.approx(0, abs=1e-12) and 0.002 < b["se"] < 0.005 and b["ci_low"] < 0.0237 < b["ci_high"]
     swap = rows[(None, "screener_swap_range")]

@@ -12,82 +12,155 @@ from metacan_pipeline.frame.entities import EntityLists
 from metacan_pipeline.frame.routes import FRAME_SCHEMA, AdmissionRule, frame_row
 from metacan_pipeline.openalex.reader import Record
 from metacan_pipeline.openalex.works import work_row
-from metacan_pipeline.publish.assets import PagesConfig, records_may_ship, work_pages, work_records
 from metacan_pipeline.publish.abstracts import Abstract
+from metacan_pipeline.publish.assets import PagesConfig, records_may_ship, work_pages, work_records
 from metacan_pipeline.publish.pages import environment, index_row, page_path, render_work
-from metacan_pipeline.publish.records import SCHEMA_PATH, build_record, classification_card, schema_violation, ship_violations
+from metacan_pipeline.publish.records import (
+    SCHEMA_PATH,
+    build_record,
+    classification_card,
+    schema_violation,
+    ship_violations,
+)
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
 from metacan_pipeline.teachers.assets import LABELS_SCHEMA
-from metacan_pipeline.vocab import CATEGORICAL_TARGETS, CATEGORIES, GENRES, PREDICTION_STATUS, SCORE_ONLY_IMMATURE, STUDY_DESIGNS
+from metacan_pipeline.vocab import (
+    CATEGORICAL_TARGETS,
+    CATEGORIES,
+    GENRES,
+    PREDICTION_STATUS,
+    SCORE_ONLY_IMMATURE,
+    STUDY_DESIGNS,
+)
 
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 ENTITIES = EntityLists({}, {}, {}, {"funder": "f", "source": "s", "institution": "i"})
 
 
 def _frame_row(openalex_dir, **overrides):
-    data = json.loads((openalex_dir / "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json").read_text())["payload"]["results"][0]
+    data = json.loads((openalex_dir / "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json").read_text())[
+        "payload"
+    ]["results"][0]
     data = {**data, **overrides}
-    row, why = frame_row(work_row(Record(data, "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json", "payload.results[0]", None, "W")),
-                         ENTITIES, AdmissionRule())
+    row, why = frame_row(
+        work_row(
+            Record(data, "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json", "payload.results[0]", None, "W")
+        ),
+        ENTITIES,
+        AdmissionRule(),
+    )
     assert why == "admitted"
     row["frame_build_id"] = "test-run"
     return row
 
 
 def _label(wid, teacher, categories, status="labelled"):
-    return {"work_id": wid, "teacher": teacher, "model": "m", "prompt_version": "v1", "record_view": "title_only",
-            "view_hash": "h", "status": status, "categories": categories, "domain": None, "study_design": "observational",
-            "genre": "empirical", "about_ca_system": False, "about_ca_topic": False, "confidence": "low",
-            "reason": f"because {XSS}", "error": None, "attempts": 1, "call_id": "c1", "label_id": "l1", "run_id": "r",
-            "source": "teacher_call", "created_at": None}
+    return {
+        "work_id": wid,
+        "teacher": teacher,
+        "model": "m",
+        "prompt_version": "v1",
+        "record_view": "title_only",
+        "view_hash": "h",
+        "status": status,
+        "categories": categories,
+        "domain": None,
+        "study_design": "observational",
+        "genre": "empirical",
+        "about_ca_system": False,
+        "about_ca_topic": False,
+        "confidence": "low",
+        "reason": f"because {XSS}",
+        "error": None,
+        "attempts": 1,
+        "call_id": "c1",
+        "label_id": "l1",
+        "run_id": "r",
+        "source": "teacher_call",
+        "created_at": None,
+    }
 
 
 def _prediction(wid):
-    row = {"id": wid, "model_version": "metacan-v0-hybrid-000000000000", "candidate_categories": [], "consensus_categories": [],
-           "category_scores_codex": [0.1] * 9, "category_scores_gemma": [0.2] * 9, "teacher_disagreement_score": 0.9,
-           "threshold_uncertainty_score": 0.0, "prediction_status": PREDICTION_STATUS, "gemma_label_status": "labelled"}
+    row = {
+        "id": wid,
+        "model_version": "metacan-v0-hybrid-000000000000",
+        "candidate_categories": [],
+        "consensus_categories": [],
+        "category_scores_codex": [0.1] * 9,
+        "category_scores_gemma": [0.2] * 9,
+        "teacher_disagreement_score": 0.9,
+        "threshold_uncertainty_score": 0.0,
+        "prediction_status": PREDICTION_STATUS,
+        "gemma_label_status": "labelled",
+    }
     for t in ("about_ca_system", "about_ca_topic"):
         row.update({f"{t}_candidate": False, f"{t}_consensus": False, f"{t}_score_codex": 0.1, f"{t}_score_gemma": 0.1})
     for t, classes in CATEGORICAL_TARGETS.items():
-        row.update({f"{t}_scores_codex": [1 / len(classes)] * len(classes), f"{t}_scores_gemma": [1 / len(classes)] * len(classes),
-                    f"{t}_codex": None, f"{t}_gemma": None, f"{t}_candidate": None, f"{t}_consensus": None})
+        row.update(
+            {
+                f"{t}_scores_codex": [1 / len(classes)] * len(classes),
+                f"{t}_scores_gemma": [1 / len(classes)] * len(classes),
+                f"{t}_codex": None,
+                f"{t}_gemma": None,
+                f"{t}_candidate": None,
+                f"{t}_consensus": None,
+            }
+        )
     return row
 
 
 def _machine(wid):
-    return {"id": wid, "score_gemma": 0.3, "score_codex": 0.1, "score_spread": 0.2, "validation_status": SCORE_ONLY_IMMATURE,
-            "provisional": True, "baseline": True, "maturity_gate_passed": False, "rounds_run": 1, "arm_status": "x",
-            "note": "Scores rank; they never assert a category."}
+    return {
+        "id": wid,
+        "score_gemma": 0.3,
+        "score_codex": 0.1,
+        "score_spread": 0.2,
+        "validation_status": SCORE_ONLY_IMMATURE,
+        "provisional": True,
+        "baseline": True,
+        "maturity_gate_passed": False,
+        "rounds_run": 1,
+        "arm_status": "x",
+        "note": "Scores rank; they never assert a category.",
+    }
 
 
 CTX = {"n_codex_labels": 0, "gated_heads": 0, "total_heads": 14}
-NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
 
 def test_markup_and_script_in_titles_and_abstracts_render_as_text(openalex_dir):
     row = _frame_row(openalex_dir, title=f"Using <b>lme4</b> {XSS}")
     row["venue_name"] = f"Venue {XSS}"
-    record = build_record(row, [_label(row["id"], "gemma", ["metaresearch"])], _prediction(row["id"]), _machine(row["id"]), None)
-    html = render_work(environment(), record, Abstract(row["id"], "ok", f"An abstract with <b>markup</b> {XSS}", None, NOW), CTX)
+    record = build_record(
+        row, [_label(row["id"], "gemma", ["metaresearch"])], _prediction(row["id"]), _machine(row["id"]), None
+    )
+    html = render_work(
+        environment(), record, Abstract(row["id"], "ok", f"An abstract with <b>markup</b> {XSS}", None, NOW), CTX
+    )
     assert "<script" not in html and "<img" not in html and "<b>" not in html
     assert "Using lme4 alert(&#34;x&#34;)" in html  # the title's markup reduced to text
     assert "Venue &lt;script&gt;" in html and "&lt;b&gt;markup&lt;/b&gt;" in html  # other fields escaped
     assert "How this classification was reached" in html and "<details>" in html
-    assert "direct label · gemma" in html and "badge\">machine prediction" not in html
+    assert "direct label · gemma" in html and 'badge">machine prediction' not in html
     assert "Training rounds run: 1 · maturity gate not passed" in html
     assert "classifier version <code>metacan-v0-hybrid-000000000000</code>" in html
     assert 'href="../../works/metacan-v0-hybrid-000000000000/W' in html and 'href="../../index.html"' in html
 
 
-@pytest.mark.parametrize(("abstract", "has_abstract", "expected"), [
-    (None, True, "Abstracts were not fetched for this build"),
-    ("none", False, "its record carried no abstract_inverted_index"),
-    ("none", True, "OpenAlex has no abstract for this work (asked at"),
-    ("missing", True, "OpenAlex returned no record for this id"),
-    ("failed", True, "could not be fetched from OpenAlex just now (2026-11-30 12:00 UTC): HTTP 503"),
-    ("ok", True, "Fetched live from OpenAlex at 2026-11-30 12:00 UTC and de-inverted. Abstracts are not stored"),
-])
+@pytest.mark.parametrize(
+    ("abstract", "has_abstract", "expected"),
+    [
+        (None, True, "Abstracts were not fetched for this build"),
+        ("none", False, "its record carried no abstract_inverted_index"),
+        ("none", True, "OpenAlex has no abstract for this work (asked at"),
+        ("missing", True, "OpenAlex returned no record for this id"),
+        ("failed", True, "could not be fetched from OpenAlex just now (2026-11-30 12:00 UTC): HTTP 503"),
+        ("ok", True, "Fetched live from OpenAlex at 2026-11-30 12:00 UTC and de-inverted. Abstracts are not stored"),
+    ],
+)
 def test_page_says_honestly_what_happened_to_the_abstract(openalex_dir, abstract, has_abstract, expected):
     row = _frame_row(openalex_dir)
     row["has_abstract"] = has_abstract
@@ -95,8 +168,13 @@ def test_page_says_honestly_what_happened_to_the_abstract(openalex_dir, abstract
     value = None
     if abstract is not None:
         asked = None if (abstract == "none" and not has_abstract) else NOW
-        value = Abstract(row["id"], abstract, "The text." if abstract == "ok" else None,
-                         "HTTP 503" if abstract == "failed" else None, asked)
+        value = Abstract(
+            row["id"],
+            abstract,
+            "The text." if abstract == "ok" else None,
+            "HTTP 503" if abstract == "failed" else None,
+            asked,
+        )
     html = render_work(environment(), record, value, CTX)
     assert expected in html
     assert ("<p>The text.</p>" in html) == (abstract == "ok")
@@ -110,14 +188,44 @@ def test_schema_vocabularies_are_the_spec_vocabularies_and_it_rejects_what_may_n
     pred = schema["properties"]["prediction"]["properties"]
     assert set(pred) == set(PRED_SCHEMA.names) - {"id", "gemma_label_status"}
     row = _frame_row(openalex_dir)
-    lineage = {"frame_build_id": "b", "frame_run_id": "r", "input_kind": "input_file", "source_file": "f.json",
-               "source_locator": "payload.results[0]", "part_run_id": "r", "entity_list_versions": "funder=f", "lexicon_version": "l",
-               "teacher_calls": [{"teacher": "gemma", "model": "m", "prompt_version": "v1", "prompt_sha": "s", "record_view": "title_only",
-                                  "label_status": "labelled", "source": "teacher_call", "call_id": "c1", "request_hash": "h",
-                                  "called_at": "2026-11-30T12:00:00Z", "run_id": "r", "archive": None}],
-               "model_version": "metacan-v0-hybrid-000000000000", "student_run_id": "r", "machine_round": 1,
-               "machine_scores_run_id": "r", "machine_validation_status": SCORE_ONLY_IMMATURE}
-    good = json.loads(json.dumps(build_record(row, [_label(row["id"], "gemma", ["sts"])], _prediction(row["id"]), _machine(row["id"]), lineage)))
+    lineage = {
+        "frame_build_id": "b",
+        "frame_run_id": "r",
+        "input_kind": "input_file",
+        "source_file": "f.json",
+        "source_locator": "payload.results[0]",
+        "part_run_id": "r",
+        "entity_list_versions": "funder=f",
+        "lexicon_version": "l",
+        "teacher_calls": [
+            {
+                "teacher": "gemma",
+                "model": "m",
+                "prompt_version": "v1",
+                "prompt_sha": "s",
+                "record_view": "title_only",
+                "label_status": "labelled",
+                "source": "teacher_call",
+                "call_id": "c1",
+                "request_hash": "h",
+                "called_at": "2026-11-30T12:00:00Z",
+                "run_id": "r",
+                "archive": None,
+            }
+        ],
+        "model_version": "metacan-v0-hybrid-000000000000",
+        "student_run_id": "r",
+        "machine_round": 1,
+        "machine_scores_run_id": "r",
+        "machine_validation_status": SCORE_ONLY_IMMATURE,
+    }
+    good = json.loads(
+        json.dumps(
+            build_record(
+                row, [_label(row["id"], "gemma", ["sts"])], _prediction(row["id"]), _machine(row["id"]), lineage
+            )
+        )
+    )
     assert schema_violation(good) is None
     assert schema_violation({**good, "prediction": None, "machine_scores": None}) is None  # a work nothing scored yet
     breaks = {
@@ -132,7 +240,9 @@ def test_schema_vocabularies_are_the_spec_vocabularies_and_it_rejects_what_may_n
         "model_version must match pattern": lambda r: r["prediction"].update(model_version=".."),
     }
     for version in ("unscored", ".hidden", "-x", "x" * 129, "a/b"):  # what page_path refuses, the schema refuses
-        assert "model_version must match pattern" in schema_violation({**good, "prediction": {**good["prediction"], "model_version": version}})
+        assert "model_version must match pattern" in schema_violation(
+            {**good, "prediction": {**good["prediction"], "model_version": version}}
+        )
     for expected, breaker in breaks.items():
         bad = json.loads(json.dumps(good))
         breaker(bad)
@@ -174,7 +284,11 @@ def test_ship_violations_and_card_precedence(openalex_dir):
     assert card["kind"] == "direct" and card["labels"][0]["source"] == "frame_rule"
     # scored, and no category called on either side: a machine prediction, never "not classified yet"
     scored = build_record(row, [], _prediction(row["id"]), _machine(row["id"]), None)
-    assert classification_card(scored) == {"kind": "no_category", "categories": [], "model_version": "metacan-v0-hybrid-000000000000"}
+    assert classification_card(scored) == {
+        "kind": "no_category",
+        "categories": [],
+        "model_version": "metacan-v0-hybrid-000000000000",
+    }
     html = render_work(environment(), scored, None, CTX)
     assert "Machine prediction (no category)" in html and "Not classified yet" not in html
     assert (index_row(scored)["source"], index_row(scored)["mode"]) == ("classifier", None)
@@ -183,7 +297,9 @@ def test_ship_violations_and_card_precedence(openalex_dir):
 def _write_world(storage: MetacanStorage, openalex_dir, machine_extra=None):
     row = _frame_row(openalex_dir)
     storage.write_table("frame", pa.Table.from_pylist([row], schema=FRAME_SCHEMA))
-    storage.write_table("direct_labels_gemma", pa.Table.from_pylist([_label(row["id"], "gemma", ["sts"])], schema=LABELS_SCHEMA))
+    storage.write_table(
+        "direct_labels_gemma", pa.Table.from_pylist([_label(row["id"], "gemma", ["sts"])], schema=LABELS_SCHEMA)
+    )
     storage.write_table("direct_labels_codex", pa.Table.from_pylist([], schema=LABELS_SCHEMA))
     storage.write_table("predictions", pa.Table.from_pylist([_prediction(row["id"])], schema=PRED_SCHEMA))
     storage.write_table("student_heads", pa.Table.from_pylist([], schema=HEADS_SCHEMA))
@@ -198,8 +314,13 @@ def _write_world(storage: MetacanStorage, openalex_dir, machine_extra=None):
 
 def _pages_run(resources, api, **config):
     run_config = dg.RunConfig({"work_pages": PagesConfig(openalex_api_url=api.base_url, **config)})
-    return dg.materialize([work_records, records_may_ship, work_pages], resources=resources, run_config=run_config,
-                          instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    return dg.materialize(
+        [work_records, records_may_ship, work_pages],
+        resources=resources,
+        run_config=run_config,
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
 
 
 @pytest.mark.parametrize("violating", [False, True])
@@ -224,7 +345,9 @@ def test_blocking_check_stops_pages(tmp_path, openalex_dir, openalex_api, violat
         assert page.exists() and (storage.site_dir / "index.html").exists() and (storage.site_dir / "index.js").exists()
         record = json.loads((storage.site_dir / "records" / f"{wid}.json").read_text())
         assert schema_violation(record) is None
-        assert record["routes"]["ca_aff"] is True and record["machine_scores"]["validation_status"] == SCORE_ONLY_IMMATURE
+        assert (
+            record["routes"]["ca_aff"] is True and record["machine_scores"]["validation_status"] == SCORE_ONLY_IMMATURE
+        )
         # the abstract was fetched live from (a loopback stub of) OpenAlex in one call, and never stored
         assert "Maximum likelihood or restricted maximum likelihood" in page.read_text()
         assert len(openalex_api.hits) == 1 and openalex_api.hits[0]["filter"] == f"ids.openalex:{wid}"
@@ -236,7 +359,11 @@ def test_blocking_check_stops_pages(tmp_path, openalex_dir, openalex_api, violat
         before = page.stat().st_mtime_ns
         again = _pages_run(resources, openalex_api)
         md = again.asset_materializations_for_node("work_pages")[0].metadata
-        assert md["pages_rendered"].value == 0 and md["pages_unchanged"].value == 1 and md["index_rewritten"].value is False
+        assert (
+            md["pages_rendered"].value == 0
+            and md["pages_unchanged"].value == 1
+            and md["index_rewritten"].value is False
+        )
         assert len(openalex_api.hits) == 1 and page.stat().st_mtime_ns == before
 
 
@@ -254,10 +381,16 @@ def test_pages_rerender_only_changed_records_and_say_when_the_fetch_failed(tmp_p
     md = _pages_run(resources, openalex_api).asset_materializations_for_node("work_pages")[0].metadata
     assert md["pages_rendered"].value == 0 and openalex_api.hits == []
     # asked to retry failed fetches: re-rendered with the abstract
-    md = _pages_run(resources, openalex_api, retry_failed_abstracts=True).asset_materializations_for_node("work_pages")[0].metadata
+    md = (
+        _pages_run(resources, openalex_api, retry_failed_abstracts=True)
+        .asset_materializations_for_node("work_pages")[0]
+        .metadata
+    )
     assert md["pages_rendered"].value == 1 and "Maximum likelihood" in page.read_text()
     # a changed direct label changes the record: that page is rendered again
-    storage.write_table("direct_labels_gemma", pa.Table.from_pylist([_label(wid, "gemma", ["open_science"])], schema=LABELS_SCHEMA))
+    storage.write_table(
+        "direct_labels_gemma", pa.Table.from_pylist([_label(wid, "gemma", ["open_science"])], schema=LABELS_SCHEMA)
+    )
     md = _pages_run(resources, openalex_api).asset_materializations_for_node("work_pages")[0].metadata
     assert md["pages_rendered"].value == 1 and "Open science" in page.read_text()
 
@@ -298,10 +431,16 @@ def test_the_site_follows_the_frame_and_the_renderer(tmp_path, openalex_dir, ope
     second = {**first, "id": "W2"}
     storage.write_table("frame", pa.Table.from_pylist([first, second], schema=FRAME_SCHEMA))
     storage.write_table("direct_labels_gemma", pa.Table.from_pylist([], schema=LABELS_SCHEMA))
-    storage.write_table("predictions", pa.Table.from_pylist([_prediction(first["id"]), _prediction("W2")], schema=PRED_SCHEMA))
+    storage.write_table(
+        "predictions", pa.Table.from_pylist([_prediction(first["id"]), _prediction("W2")], schema=PRED_SCHEMA)
+    )
     storage.write_table("student_heads", pa.Table.from_pylist([], schema=HEADS_SCHEMA))
-    storage.write_table("machine_scores", pa.Table.from_pylist([_machine(first["id"]), _machine("W2")], schema=MACHINE_SCHEMA))
-    pages = lambda **cfg: _pages_run(resources, openalex_api, **cfg).asset_materializations_for_node("work_pages")[0].metadata  # noqa: E731
+    storage.write_table(
+        "machine_scores", pa.Table.from_pylist([_machine(first["id"]), _machine("W2")], schema=MACHINE_SCHEMA)
+    )
+    pages = lambda **cfg: (
+        _pages_run(resources, openalex_api, **cfg).asset_materializations_for_node("work_pages")[0].metadata
+    )  # noqa: E731
     assert pages()["pages_rendered"].value == 2
     site = storage.site_dir
     w2_page = site / "works" / "metacan-v0-hybrid-000000000000" / "W2.html"
@@ -318,7 +457,11 @@ def test_the_site_follows_the_frame_and_the_renderer(tmp_path, openalex_dir, ope
     storage.write_table("frame", pa.Table.from_pylist([first], schema=FRAME_SCHEMA))
     md = pages()
     assert md["pages_withdrawn"].value == 1 and md["pages_rendered"].value == 0
-    assert not w2_page.exists() and not (site / "records" / "W2.json").exists() and "W2.html" not in (site / "index.html").read_text()
+    assert (
+        not w2_page.exists()
+        and not (site / "records" / "W2.json").exists()
+        and "W2.html" not in (site / "index.html").read_text()
+    )
     # the same work twice: the records stop with its id, and the site keeps what it had
     storage.write_table("frame", pa.Table.from_pylist([first, first], schema=FRAME_SCHEMA))
     result = _pages_run(resources, openalex_api)

@@ -28,15 +28,23 @@ def test_reads_every_real_shape(openalex_dir):
 
 def test_bad_lines_are_quarantined_and_reading_goes_on(tmp_path: Path):
     part = tmp_path / "part_000.gz"
-    lines = [json.dumps({"id": "https://openalex.org/W1", "title": "ok"}), "{not json", json.dumps({"title": "no id"}),
-             json.dumps([1, 2]), json.dumps({"id": "https://openalex.org/W2", "title": "also ok"})]
+    lines = [
+        json.dumps({"id": "https://openalex.org/W1", "title": "ok"}),
+        "{not json",
+        json.dumps({"title": "no id"}),
+        json.dumps([1, 2]),
+        json.dumps({"id": "https://openalex.org/W2", "title": "also ok"}),
+    ]
     with gzip.open(part, "wt") as fh:
         fh.write("\n".join(lines) + "\n")
     items = list(iter_file(part, tmp_path))
     assert [short_id(i.data["id"]) for i in items if isinstance(i, Record)] == ["W1", "W2"]
     q = [i for i in items if isinstance(i, Quarantined)]
     assert [(x.line, x.reason.split(":")[0]) for x in q] == [
-        (2, "unparseable JSON"), (3, "missing id"), (4, "record is a JSON list, not an object")]
+        (2, "unparseable JSON"),
+        (3, "missing id"),
+        (4, "record is a JSON list, not an object"),
+    ]
     assert q[0].source_file == "part_000.gz"
 
 

@@ -21,7 +21,9 @@ def test_design_partitions_and_every_pi_positive():
     assert all(r["selection_probability"] > 0 for r in d)
     by = {r["stratum"]: r for r in d}
     assert by["ca_aff|abstract"]["stratum_sample_size"] == 10 and by["ca_aff|abstract"]["design_weight"] == 10.0
-    assert by["ca_fund|abstract"]["stratum_sample_size"] == 1 and by["ca_fund|abstract"]["selection_probability"] == pytest.approx(1 / 7)
+    assert by["ca_fund|abstract"]["stratum_sample_size"] == 1 and by["ca_fund|abstract"][
+        "selection_probability"
+    ] == pytest.approx(1 / 7)
     assert by["about_ca|no_abstract"]["design_weight"] == 1.0
     assert sum(r["in_sample"] for r in d) == 12
     # deterministic for a salt, different for another
@@ -32,9 +34,17 @@ def test_design_partitions_and_every_pi_positive():
 
 
 def test_configured_strata_enrichment_first_then_dimensions():
-    rows = [{"id": f"W{i}", "route_key": "ca_aff", "has_abstract": True, "language": "fr" if i % 2 else "en",
-             "title_text": "Publication bias in Canadian trials" if i < 4 else f"Soil study {i}", "venue_id": "S9" if i == 10 else "S1"}
-            for i in range(40)]
+    rows = [
+        {
+            "id": f"W{i}",
+            "route_key": "ca_aff",
+            "has_abstract": True,
+            "language": "fr" if i % 2 else "en",
+            "title_text": "Publication bias in Canadian trials" if i < 4 else f"Soil study {i}",
+            "venue_id": "S9" if i == 10 else "S1",
+        }
+        for i in range(40)
+    ]
     spec = StrataSpec(("route", "language"), (META_SIGNALS, EnrichmentRule("venue", venue_ids=("S9",), fraction=1.0)))
     d = draw_sample(rows, fraction=0.25, min_per_stratum=1, salt="s", spec=spec)
     sizes = {r["stratum"]: r["stratum_size"] for r in d}
@@ -42,7 +52,9 @@ def test_configured_strata_enrichment_first_then_dimensions():
     assert sizes == {"enrich:meta_signal": 4, "enrich:venue": 1, "ca_aff|en": 17, "ca_aff|fr": 18}
     assert sum(sizes.values()) == len(rows) and all(r["selection_probability"] > 0 for r in d)
     by = {r["stratum"]: r for r in d}
-    assert by["enrich:meta_signal"]["design_weight"] == 1.0 and by["ca_aff|en"]["stratum_sample_size"] == 4  # round(0.25 x 17)
+    assert (
+        by["enrich:meta_signal"]["design_weight"] == 1.0 and by["ca_aff|en"]["stratum_sample_size"] == 4
+    )  # round(0.25 x 17)
     with pytest.raises(ValueError, match="stratify_by \\['venue'\\] unknown"):
         StrataSpec(("venue",))
     with pytest.raises(ValueError, match="neither a title_pattern nor venue_ids"):
@@ -92,10 +104,21 @@ def test_support_gate_and_kish():
     assert support_gate(20, 20, 10.0).passed
 
 
-@pytest.mark.parametrize("s, t, expected", [
-    (0.2, 0.2, 1.0), (0.1, 0.2, 0.5), (0.6, 0.2, 0.5), (1.0, 0.2, 0.0), (0.0, 0.2, 0.0),
-    (0.9, 0.8, 0.5), (0.0, 0.0, 1.0), (0.5, 0.0, 0.5), (1.0, 1.0, 1.0), (0.5, 1.0, 0.5),
-])
+@pytest.mark.parametrize(
+    "s, t, expected",
+    [
+        (0.2, 0.2, 1.0),
+        (0.1, 0.2, 0.5),
+        (0.6, 0.2, 0.5),
+        (1.0, 0.2, 0.0),
+        (0.0, 0.2, 0.0),
+        (0.9, 0.8, 0.5),
+        (0.0, 0.0, 1.0),
+        (0.5, 0.0, 0.5),
+        (1.0, 1.0, 1.0),
+        (0.5, 1.0, 0.5),
+    ],
+)
 def test_threshold_uncertainty(s, t, expected):
     """SPEC section 6: clamp01(1 - |s - t| / (t if s < t else 1 - t)), including thresholds at 0 and 1."""
     got = duckdb.sql(f"SELECT {threshold_uncertainty_sql(repr(s) + '::DOUBLE', t)}").fetchone()[0]

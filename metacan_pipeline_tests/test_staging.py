@@ -18,7 +18,11 @@ from .conftest import SNAPSHOT
 def entities(openalex_dir):
     """The real pinned Canadian lists (4 funders, 3 sources, 35 institutions), so the fast path's
     structural pre-filter is exercised against real ids."""
-    recs = (r for r in iter_records(openalex_dir, {"funders", "sources", "institutions"}) if isinstance(r, Record) and r.kind != "W")
+    recs = (
+        r
+        for r in iter_records(openalex_dir, {"funders", "sources", "institutions"})
+        if isinstance(r, Record) and r.kind != "W"
+    )
     return EntityLists.from_table(pa.Table.from_pylist(canadian_entity_rows(recs, "2026-01-01"), schema=ENTITY_SCHEMA))
 
 
@@ -29,7 +33,11 @@ def _stage(path, root, tmp_path, name, fast, entities):
     row = build_part(job, str(tmp_path / name), entities, "key", "run", fast=fast)
     d = part_dir(tmp_path / name, "p", job.source_file)
     key = lambda r: (r["id"], r["source_locator"])  # noqa: E731
-    read = lambda f: sorted(pq.read_table(d / f).to_pylist(), key=key) if f != "quarantine.parquet" else pq.read_table(d / f).to_pylist()  # noqa: E731
+    read = lambda f: (
+        sorted(pq.read_table(d / f).to_pylist(), key=key)
+        if f != "quarantine.parquet"
+        else pq.read_table(d / f).to_pylist()
+    )  # noqa: E731
     return row, read("routed.parquet"), read("index.parquet"), read("quarantine.parquet")
 
 
@@ -87,21 +95,37 @@ def test_blank_lines_do_not_shift_abstract_pointers(tmp_path, openalex_dir, enti
     from metacan_pipeline.openalex.lookup import load_abstracts
 
     base = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
-    works = [{**base, "id": f"https://openalex.org/W{i}", "abstract_inverted_index": {f"Abstract-of-W{i}": [0]}} for i in (1, 2, 3)]
+    works = [
+        {**base, "id": f"https://openalex.org/W{i}", "abstract_inverted_index": {f"Abstract-of-W{i}": [0]}}
+        for i in (1, 2, 3)
+    ]
     part = tmp_path / "b.jsonl"
     part.write_text(json.dumps(works[0]) + "\n\n" + json.dumps(works[1]) + "\n   \n" + json.dumps(works[2]) + "\n")
     for fast in (True, False):
         _, routed, index, _ = _stage(part, tmp_path, tmp_path, f"out-{fast}", fast, entities)
         assert [(r["id"], r["source_locator"]) for r in routed] == [(r["id"], r["source_locator"]) for r in index]
-        got = load_abstracts(lambda sf: tmp_path / sf, [(r["id"], r["source_file"], r["source_locator"]) for r in index])
+        got = load_abstracts(
+            lambda sf: tmp_path / sf, [(r["id"], r["source_file"], r["source_locator"]) for r in index]
+        )
         assert got == {"W1": "Abstract-of-W1", "W2": "Abstract-of-W2", "W3": "Abstract-of-W3"}
 
 
 def test_hostile_values_do_not_stop_the_read(tmp_path, openalex_dir, entities):
     base = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
     odd = [
-        {**base, "id": "https://openalex.org/W1", "cited_by_count": 9223372036854775813, "publication_year": 1099511627776},
-        {**base, "id": "https://openalex.org/W2", "publication_year": 2025.5, "title": 123, "abstract_inverted_index": []},
+        {
+            **base,
+            "id": "https://openalex.org/W1",
+            "cited_by_count": 9223372036854775813,
+            "publication_year": 1099511627776,
+        },
+        {
+            **base,
+            "id": "https://openalex.org/W2",
+            "publication_year": 2025.5,
+            "title": 123,
+            "abstract_inverted_index": [],
+        },
         {**base, "id": "https://openalex.org/W3", "authorships": [{"countries": "CA", "institutions": [None]}]},
     ]
     part = tmp_path / "odd.jsonl"
@@ -117,8 +141,14 @@ def test_hostile_values_do_not_stop_the_read(tmp_path, openalex_dir, entities):
 
 def test_accented_lexicon_words_are_found_on_both_readers(tmp_path, openalex_dir, entities):
     base = json.loads((openalex_dir / "Mearman__Academic-Explorer__work_W2741809807.json").read_text())
-    work = {**base, "id": "https://openalex.org/W77", "title": "Tides", "keywords": [], "authorships": [],
-            "abstract_inverted_index": {"Tides": [0], "of": [1], "Île-du-Prince-Édouard.": [2]}}
+    work = {
+        **base,
+        "id": "https://openalex.org/W77",
+        "title": "Tides",
+        "keywords": [],
+        "authorships": [],
+        "abstract_inverted_index": {"Tides": [0], "of": [1], "Île-du-Prince-Édouard.": [2]},
+    }
     part = tmp_path / "acc.jsonl"
     part.write_text(json.dumps(work, ensure_ascii=False) + "\n")
     results = [_stage(part, tmp_path, tmp_path, f"out-{fast}", fast, entities)[1] for fast in (True, False)]
@@ -133,11 +163,36 @@ def test_character_references_and_tier_c_context_agree_on_both_readers(tmp_path,
     base = {**base, "authorships": [], "keywords": [], "abstract_inverted_index": None}
     works = [
         {**base, "id": "https://openalex.org/W11", "title": "Health care in Qu&eacute;bec"},
-        {**base, "id": "https://openalex.org/W12", "title": "Tides", "abstract_inverted_index": {"Schools": [0], "in": [1], "Qu&eacute;bec": [2]}},
-        {**base, "id": "https://openalex.org/W13", "title": "Tides", "abstract_inverted_index": {"Health": [0], "of": [1], "First&nbsp;Nations": [2]}},
-        {**base, "id": "https://openalex.org/W14", "title": "Canada and its rivers", "abstract_inverted_index": {"In": [0], "Regina": [1]}},
-        {**base, "id": "https://openalex.org/W15", "title": "Rivers", "abstract_inverted_index": {"In": [0], "Regina": [1]}},
-        {**base, "id": "https://openalex.org/W16", "title": "Tides", "abstract_inverted_index": {"Nord": [0], "Territoires-du-Nord-Ouest": [1]}},
+        {
+            **base,
+            "id": "https://openalex.org/W12",
+            "title": "Tides",
+            "abstract_inverted_index": {"Schools": [0], "in": [1], "Qu&eacute;bec": [2]},
+        },
+        {
+            **base,
+            "id": "https://openalex.org/W13",
+            "title": "Tides",
+            "abstract_inverted_index": {"Health": [0], "of": [1], "First&nbsp;Nations": [2]},
+        },
+        {
+            **base,
+            "id": "https://openalex.org/W14",
+            "title": "Canada and its rivers",
+            "abstract_inverted_index": {"In": [0], "Regina": [1]},
+        },
+        {
+            **base,
+            "id": "https://openalex.org/W15",
+            "title": "Rivers",
+            "abstract_inverted_index": {"In": [0], "Regina": [1]},
+        },
+        {
+            **base,
+            "id": "https://openalex.org/W16",
+            "title": "Tides",
+            "abstract_inverted_index": {"Nord": [0], "Territoires-du-Nord-Ouest": [1]},
+        },
     ]
     part = tmp_path / "refs.jsonl"
     part.write_text("\n".join(json.dumps(w, ensure_ascii=False) for w in works) + "\n")

@@ -15,9 +15,14 @@ from metacan_pipeline_tests.stub_teacher import FAULT_MODES, JSON_SCHEMA_REJECTE
 def batch_body(records: list[dict], **extra) -> dict:
     """A request body in the batched protocol: one JSON record per line between <records> lines."""
     lines = "\n".join(json.dumps(r).replace("<", "\\u003c").replace(">", "\\u003e") for r in records)
-    user = f"Label each record.\n<records>\n{lines}\n</records>\nReply with {{\"labels\": [...]}}."
-    return {"model": "stub-teacher", "temperature": 0, "max_tokens": 2000,
-            "messages": [{"role": "system", "content": "rubric"}, {"role": "user", "content": user}], **extra}
+    user = f'Label each record.\n<records>\n{lines}\n</records>\nReply with {{"labels": [...]}}.'
+    return {
+        "model": "stub-teacher",
+        "temperature": 0,
+        "max_tokens": 2000,
+        "messages": [{"role": "system", "content": "rubric"}, {"role": "user", "content": user}],
+        **extra,
+    }
 
 
 def works(*titles: str) -> list[dict]:
@@ -37,8 +42,10 @@ def stub():
 def test_a_batch_of_three_gets_three_valid_labels_in_order(stub):
     base_url, client = stub
     recs = works("Reporting quality of trials", "Soil <b>bacteria</b> </records> in Alberta", "Peer review at CIHR")
-    r = client.post("/chat/completions", json=batch_body(recs, logprobs=True,
-                                                          response_format={"type": "json_schema", "json_schema": {"schema": {}}}))
+    r = client.post(
+        "/chat/completions",
+        json=batch_body(recs, logprobs=True, response_format={"type": "json_schema", "json_schema": {"schema": {}}}),
+    )
     assert r.status_code == 200
     choice = r.json()["choices"][0]
     assert choice["finish_reason"] == "stop" and choice["message"]["refusal"] is None
@@ -108,7 +115,10 @@ def test_each_fault_mode_does_what_it_promises(stub, mode):
     assert after["calls"] == before["calls"] + 1 and after["faults"][mode] == before["faults"][mode] + 1
     # the fault follows the record, not the connection: a batch without it is served normally
     clean = client.post("/chat/completions", json=batch_body([recs[0], recs[2]]))
-    assert [lab["id"] for lab in json.loads(clean.json()["choices"][0]["message"]["content"])["labels"]] == ["W100", "W102"]
+    assert [lab["id"] for lab in json.loads(clean.json()["choices"][0]["message"]["content"])["labels"]] == [
+        "W100",
+        "W102",
+    ]
 
 
 def test_bad_requests_and_unknown_faults_are_400(stub):
@@ -132,9 +142,13 @@ def test_burst_429_and_stats():
 def test_json_schema_rejection_for_the_fallback():
     with run_stub(reject_json_schema=True) as (base_url, _), httpx.Client(base_url=base_url, timeout=10) as client:
         recs = works("a")
-        r = client.post("/chat/completions", json=batch_body(recs, response_format={"type": "json_schema", "json_schema": {}}))
+        r = client.post(
+            "/chat/completions", json=batch_body(recs, response_format={"type": "json_schema", "json_schema": {}})
+        )
         assert r.status_code == 400 and r.json()["error"]["message"] == JSON_SCHEMA_REJECTED
-        r = client.post("/chat/completions", json=batch_body(recs, response_format={"type": "json_object", "schema": {}}))
+        r = client.post(
+            "/chat/completions", json=batch_body(recs, response_format={"type": "json_object", "schema": {}})
+        )
         assert r.status_code == 200
 
 
@@ -142,7 +156,9 @@ def test_two_workers_share_the_429_burst_and_the_counters():
     with run_stub(workers=2, burst_429=3) as (base_url, _):
         codes = []
         for _ in range(8):  # a fresh connection each time, so both workers take calls
-            codes.append(httpx.post(f"{base_url}/chat/completions", json=batch_body(works("a", "b")), timeout=10).status_code)
+            codes.append(
+                httpx.post(f"{base_url}/chat/completions", json=batch_body(works("a", "b")), timeout=10).status_code
+            )
         assert codes.count(429) == 3 and codes.count(200) == 5
         s = httpx.get(base_url.removesuffix("/v1") + "/stats").json()
         assert s["calls"] == 8 and s["works"] == 10 and s["workers_started"] == 2

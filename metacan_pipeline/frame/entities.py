@@ -42,7 +42,7 @@ class EntityLists:
     versions: dict[str, str]
 
     @classmethod
-    def from_table(cls, table: pa.Table) -> "EntityLists":
+    def from_table(cls, table: pa.Table) -> EntityLists:
         rows = table.to_pylist()
         pick = lambda k: {r["id"]: r["display_name"] for r in rows if r["kind"] == k}  # noqa: E731
         versions = {r["kind"]: r["list_version"] for r in rows}

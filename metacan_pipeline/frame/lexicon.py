@@ -14,31 +14,119 @@ from dataclasses import dataclass
 LEXICON_VERSION = "about-ca-lexicon-v2"
 
 TIER_A: tuple[str, ...] = (
-    "Canada", "Canadian", "Canadians", "Canadien", "Canadienne", "Canadiens", "Canadiennes",
-    "Ontario", "Quebec", "Québec", "Québécois", "British Columbia", "Colombie-Britannique",
-    "Alberta", "Saskatchewan", "Manitoba", "Nova Scotia", "Nouvelle-Écosse", "New Brunswick",
-    "Nouveau-Brunswick", "Prince Edward Island", "Île-du-Prince-Édouard", "Newfoundland",
-    "Terre-Neuve", "Terre-Neuve-et-Labrador", "Yukon", "Northwest Territories",
-    "Territoires du Nord-Ouest", "Nunavut", "First Nations", "Premières Nations", "Inuit",
-    "Métis", "Metis",
+    "Canada",
+    "Canadian",
+    "Canadians",
+    "Canadien",
+    "Canadienne",
+    "Canadiens",
+    "Canadiennes",
+    "Ontario",
+    "Quebec",
+    "Québec",
+    "Québécois",
+    "British Columbia",
+    "Colombie-Britannique",
+    "Alberta",
+    "Saskatchewan",
+    "Manitoba",
+    "Nova Scotia",
+    "Nouvelle-Écosse",
+    "New Brunswick",
+    "Nouveau-Brunswick",
+    "Prince Edward Island",
+    "Île-du-Prince-Édouard",
+    "Newfoundland",
+    "Terre-Neuve",
+    "Terre-Neuve-et-Labrador",
+    "Yukon",
+    "Northwest Territories",
+    "Territoires du Nord-Ouest",
+    "Nunavut",
+    "First Nations",
+    "Premières Nations",
+    "Inuit",
+    "Métis",
+    "Metis",
 )
 
 TIER_B: tuple[str, ...] = (
-    "Toronto", "Vancouver", "Ottawa", "Calgary", "Edmonton", "Winnipeg",
-    "Saskatoon", "Gatineau", "Iqaluit", "Yellowknife", "Nunavik", "Thunder Bay", "Lethbridge",
-    "Fredericton", "Charlottetown", "Moncton", "Sherbrooke", "Trois-Rivières", "Mississauga",
-    "Guelph", "Saguenay", "Rimouski", "Kamloops", "Nanaimo", "St. John's, Newfoundland",
-    "CIHR", "NSERC", "SSHRC", "CRSNG", "CRSH", "IRSC", "Statistics Canada", "Statistique Canada",
-    "Health Canada", "Santé Canada", "McGill", "McMaster", "Dalhousie", "Université Laval",
-    "Université de Montréal", "University of Toronto", "Simon Fraser University",
-    "University of British Columbia", "Memorial University", "Queen's University",
-    "Canada Foundation for Innovation", "Fonds de recherche du Québec", "Mitacs", "TRIUMF",
+    "Toronto",
+    "Vancouver",
+    "Ottawa",
+    "Calgary",
+    "Edmonton",
+    "Winnipeg",
+    "Saskatoon",
+    "Gatineau",
+    "Iqaluit",
+    "Yellowknife",
+    "Nunavik",
+    "Thunder Bay",
+    "Lethbridge",
+    "Fredericton",
+    "Charlottetown",
+    "Moncton",
+    "Sherbrooke",
+    "Trois-Rivières",
+    "Mississauga",
+    "Guelph",
+    "Saguenay",
+    "Rimouski",
+    "Kamloops",
+    "Nanaimo",
+    "St. John's, Newfoundland",
+    "CIHR",
+    "NSERC",
+    "SSHRC",
+    "CRSNG",
+    "CRSH",
+    "IRSC",
+    "Statistics Canada",
+    "Statistique Canada",
+    "Health Canada",
+    "Santé Canada",
+    "McGill",
+    "McMaster",
+    "Dalhousie",
+    "Université Laval",
+    "Université de Montréal",
+    "University of Toronto",
+    "Simon Fraser University",
+    "University of British Columbia",
+    "Memorial University",
+    "Queen's University",
+    "Canada Foundation for Innovation",
+    "Fonds de recherche du Québec",
+    "Mitacs",
+    "TRIUMF",
 )
 
 TIER_C: tuple[str, ...] = (
-    "London", "Victoria", "Regina", "Montreal", "Montréal", "Waterloo", "Delta", "Windsor", "Hamilton", "Kingston",
-    "Halifax", "Labrador", "Richmond", "Surrey", "Burlington", "Cambridge", "Peterborough",
-    "Sudbury", "Whitehorse", "Saint John", "Red Deer", "Prince George", "Cree", "Niagara",
+    "London",
+    "Victoria",
+    "Regina",
+    "Montreal",
+    "Montréal",
+    "Waterloo",
+    "Delta",
+    "Windsor",
+    "Hamilton",
+    "Kingston",
+    "Halifax",
+    "Labrador",
+    "Richmond",
+    "Surrey",
+    "Burlington",
+    "Cambridge",
+    "Peterborough",
+    "Sudbury",
+    "Whitehorse",
+    "Saint John",
+    "Red Deer",
+    "Prince George",
+    "Cree",
+    "Niagara",
 )
 
 
@@ -88,7 +176,7 @@ def find_hits(fields: dict[str, str | None]) -> list[LexiconHit]:
             if w not in _FIRST:
                 continue
             for n in range(min(_MAX_N, len(words) - i), 0, -1):
-                found = _INDEX.get(tuple(words[i:i + n]))
+                found = _INDEX.get(tuple(words[i : i + n]))
                 if found is not None:
                     tier, term = found
                     if (term, field) not in seen:
@@ -102,8 +190,32 @@ def find_hits(fields: dict[str, str | None]) -> list[LexiconHit]:
 _EDGE = r"[^\p{L}\p{N}_]"
 
 #: Words too common to stand for a term in the pre-scan (a term made only of them keeps them all).
-_COMMON = {"new", "first", "island", "university", "of", "du", "de", "des", "et", "the", "and", "saint", "st", "s",
-           "prince", "red", "bay", "health", "statistics", "foundation", "for", "innovation", "fonds", "recherche"}
+_COMMON = {
+    "new",
+    "first",
+    "island",
+    "university",
+    "of",
+    "du",
+    "de",
+    "des",
+    "et",
+    "the",
+    "and",
+    "saint",
+    "st",
+    "s",
+    "prince",
+    "red",
+    "bay",
+    "health",
+    "statistics",
+    "foundation",
+    "for",
+    "innovation",
+    "fonds",
+    "recherche",
+}
 
 
 def prefilter_pattern() -> str:
@@ -140,7 +252,9 @@ def _prescan_parts() -> tuple[str, list[str], list[list[str]], list[list[str]]]:
     terms), the words folded as :func:`abstract_words_sql` folds the text."""
     tiers = {tier: [sorted(set(k)) for k, (t, _) in _INDEX.items() if t == tier] for tier in "ABC"}
     words = sorted({w for reqs in tiers.values() for req in reqs for w in req}, key=lambda w: (-len(w), w))
-    alternation = "|".join("".join(f"[{re.escape(c)}{_UNKNOWN}]" if ord(c) >= 128 else re.escape(c) for c in w) for w in words)
+    alternation = "|".join(
+        "".join(f"[{re.escape(c)}{_UNKNOWN}]" if ord(c) >= 128 else re.escape(c) for c in w) for w in words
+    )
     single = [_fold(r[0]) for t in "AB" for r in tiers[t] if len(r) == 1]
     multi = [[_fold(w) for w in r] for t in "AB" for r in tiers[t] if len(r) > 1]
     tier_c = [[_fold(w) for w in r] for r in tiers["C"]]
@@ -166,13 +280,17 @@ def abstract_words_sql(raw: str) -> str:
     low = f"lower({raw})"
 
     def found(text: str) -> str:
-        return (f"list_transform(regexp_extract_all({text}, '(^|{_EDGE})({alternation})', 2), "
-                f"w -> regexp_replace(w, '[^\\x00-\\x7F]', '{_UNKNOWN}', 'g'))")
+        return (
+            f"list_transform(regexp_extract_all({text}, '(^|{_EDGE})({alternation})', 2), "
+            f"w -> regexp_replace(w, '[^\\x00-\\x7F]', '{_UNKNOWN}', 'g'))"
+        )
 
     spaced = f"regexp_replace({low}, '{_ENTITY}', ' ', 'g')"
     folded = f"regexp_replace({low}, '{_ENTITY}', '{_UNKNOWN}', 'g')"
-    return (f"CASE WHEN regexp_matches({raw}, '{_ENTITY}') THEN list_distinct(flatten([{found(low)}, {found(spaced)}, {found(folded)}])) "
-            f"WHEN regexp_matches({low}, '{prefilter_pattern()}') THEN list_distinct({found(low)}) END")
+    return (
+        f"CASE WHEN regexp_matches({raw}, '{_ENTITY}') THEN list_distinct(flatten([{found(low)}, {found(spaced)}, {found(folded)}])) "
+        f"WHEN regexp_matches({low}, '{prefilter_pattern()}') THEN list_distinct({found(low)}) END"
+    )
 
 
 def abstract_may_count_sql(words: str, context: str) -> str:
@@ -185,10 +303,14 @@ def abstract_may_count_sql(words: str, context: str) -> str:
     """
     _, single, multi, tier_c = _prescan_parts()
     tier_a = "|".join(sorted(re.escape(t) for t in _TIER_A_WORDS))
-    ctx_a = f"(regexp_matches(lower({context}), '(^|{_EDGE})({tier_a})({_EDGE}|$)') OR regexp_matches({context}, '[<&]'))"
-    return (f"CASE WHEN {words} IS NULL THEN false WHEN list_has_any({words}, {_sql_list(single)}) "
-            f"OR len(list_filter({_sql_lists(multi)}, r -> list_has_all({words}, r))) > 0 THEN true "
-            f"WHEN len(list_filter({_sql_lists(tier_c)}, r -> list_has_all({words}, r))) > 0 THEN {ctx_a} ELSE false END")
+    ctx_a = (
+        f"(regexp_matches(lower({context}), '(^|{_EDGE})({tier_a})({_EDGE}|$)') OR regexp_matches({context}, '[<&]'))"
+    )
+    return (
+        f"CASE WHEN {words} IS NULL THEN false WHEN list_has_any({words}, {_sql_list(single)}) "
+        f"OR len(list_filter({_sql_lists(multi)}, r -> list_has_all({words}, r))) > 0 THEN true "
+        f"WHEN len(list_filter({_sql_lists(tier_c)}, r -> list_has_all({words}, r))) > 0 THEN {ctx_a} ELSE false END"
+    )
 
 
 _TIER_A_WORDS = {t for k, (tier, _) in _INDEX.items() if tier == "A" for t in k}

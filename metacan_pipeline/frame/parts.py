@@ -40,19 +40,37 @@ PART_CODE_VERSION = "part-v1"
 #: Frame rows before admission (no ``frame_build_id`` yet: the merge stamps it).
 ROUTED_SCHEMA = pa.schema([f for f in FRAME_SCHEMA if f.name != "frame_build_id"])
 QUARANTINE_SCHEMA = pa.schema(
-    [("source_file", pa.string()), ("locator", pa.string()), ("line", pa.int64()), ("reason", pa.string()), ("excerpt", pa.string())]
+    [
+        ("source_file", pa.string()),
+        ("locator", pa.string()),
+        ("line", pa.int64()),
+        ("reason", pa.string()),
+        ("excerpt", pa.string()),
+    ]
 )
 #: One row per finished part (the build manifest of issue 3).
-MANIFEST_SCHEMA = pa.schema([
-    ("partition_key", pa.string()), ("source_file", pa.string()), ("bytes", pa.int64()), ("mtime_ns", pa.int64()),
-    ("sha256", pa.string()), ("build_key", pa.string()),
-    ("manifest_record_count", pa.int64()),  # what the snapshot manifest lists for this part (null: not listed)
-    ("records_read", pa.int64()),  # records of any entity plus unreadable lines
-    ("work_records", pa.int64()), ("routed", pa.int64()), ("quarantined", pa.int64()),
-    ("count_check", pa.string()),  # ok | mismatch | not_in_manifest | no_manifest
-    ("read_path", pa.string()), ("fallback_reason", pa.string()),
-    ("started_at", pa.string()), ("finished_at", pa.string()), ("seconds", pa.float64()), ("run_id", pa.string()),
-])
+MANIFEST_SCHEMA = pa.schema(
+    [
+        ("partition_key", pa.string()),
+        ("source_file", pa.string()),
+        ("bytes", pa.int64()),
+        ("mtime_ns", pa.int64()),
+        ("sha256", pa.string()),
+        ("build_key", pa.string()),
+        ("manifest_record_count", pa.int64()),  # what the snapshot manifest lists for this part (null: not listed)
+        ("records_read", pa.int64()),  # records of any entity plus unreadable lines
+        ("work_records", pa.int64()),
+        ("routed", pa.int64()),
+        ("quarantined", pa.int64()),
+        ("count_check", pa.string()),  # ok | mismatch | not_in_manifest | no_manifest
+        ("read_path", pa.string()),
+        ("fallback_reason", pa.string()),
+        ("started_at", pa.string()),
+        ("finished_at", pa.string()),
+        ("seconds", pa.float64()),
+        ("run_id", pa.string()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -84,13 +102,22 @@ def _check_unchanged(job: PartJob, when: str) -> None:
         raise InputChanged(
             f"{job.source_file} changed since openalex_inventory took stock of it{when} ({job.bytes} bytes, mtime_ns "
             f"{job.mtime_ns}; now {now}), so its part was not built: re-run the job frame_refresh (openalex_inventory), "
-            f"then frame_build (the sensor frame_build_after_refresh does it); parts already built are not read again.")
+            f"then frame_build (the sensor frame_build_after_refresh does it); parts already built are not read again."
+        )
 
 
 def build_key(job: PartJob, entities: EntityLists) -> str:
     """The identity of a finished part: same key, same output (so it is never read again)."""
-    payload = json.dumps([job.source_file, job.bytes, job.mtime_ns, sorted(entities.versions.items()),
-                          LEXICON_VERSION, PART_CODE_VERSION])
+    payload = json.dumps(
+        [
+            job.source_file,
+            job.bytes,
+            job.mtime_ns,
+            sorted(entities.versions.items()),
+            LEXICON_VERSION,
+            PART_CODE_VERSION,
+        ]
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -117,8 +144,15 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def build_part(job: PartJob, parts_root: str, entities: EntityLists, key: str, run_id: str,
-               batch_rows: int = 20_000, fast: bool = True) -> dict:
+def build_part(
+    job: PartJob,
+    parts_root: str,
+    entities: EntityLists,
+    key: str,
+    run_id: str,
+    batch_rows: int = 20_000,
+    fast: bool = True,
+) -> dict:
     """Read one file and write its part folder; returns its manifest row. Never raises for bad
     content (bad records are quarantine rows); raises OSError only if the output cannot be written.
 
@@ -128,21 +162,29 @@ def build_part(job: PartJob, parts_root: str, entities: EntityLists, key: str, r
     final = part_dir(Path(parts_root), job.partition_key, job.source_file)
     final.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(final.parent / f".{final.name}.lock")):
-        for stale in final.parent.glob(f".tmp-{final.name}-*"):  # left by a killed build: no live builder holds the lock
+        for stale in final.parent.glob(
+            f".tmp-{final.name}-*"
+        ):  # left by a killed build: no live builder holds the lock
             shutil.rmtree(stale, ignore_errors=True)
         done = finished(Path(parts_root), job, key)
         return done if done is not None else _build_part_locked(job, final, entities, key, run_id, batch_rows, fast)
 
 
-def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: str, run_id: str, batch_rows: int, fast: bool) -> dict:
-    started = dt.datetime.now(dt.timezone.utc)
+def _build_part_locked(
+    job: PartJob, final: Path, entities: EntityLists, key: str, run_id: str, batch_rows: int, fast: bool
+) -> dict:
+    started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
     _check_unchanged(job, "")
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
         stats = ReadStats()
-        entity_ids = {"institution": sorted(entities.institutions), "funder": sorted(entities.funders), "source": sorted(entities.sources)}
+        entity_ids = {
+            "institution": sorted(entities.institutions),
+            "funder": sorted(entities.funders),
+            "source": sorted(entities.sources),
+        }
         writers: dict[str, pq.ParquetWriter] = {}
 
         def write(name: str, table: pa.Table) -> None:
@@ -151,8 +193,15 @@ def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: st
             writers[name].write_table(table)
 
         routed = 0
-        for batch in read_work_batches(Path(job.path), job.source_file, entity_ids, stats, batch_rows, fast,
-                                       expected_records=job.manifest_record_count):
+        for batch in read_work_batches(
+            Path(job.path),
+            job.source_file,
+            entity_ids,
+            stats,
+            batch_rows,
+            fast,
+            expected_records=job.manifest_record_count,
+        ):
             if batch is None:  # the fast path gave up part-way: start the file again on the exact path
                 for w in writers.values():
                     w.close()
@@ -171,21 +220,36 @@ def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: st
         for name, schema in (("index", INDEX_SCHEMA), ("routed", ROUTED_SCHEMA)):
             if not (tmp / f"{name}.parquet").exists():
                 pq.write_table(schema.empty_table(), tmp / f"{name}.parquet")
-        pq.write_table(pa.Table.from_pylist([{k: q[k] for k in QUARANTINE_COLUMNS} for q in stats.quarantine], schema=QUARANTINE_SCHEMA),
-                       tmp / "quarantine.parquet")
+        pq.write_table(
+            pa.Table.from_pylist(
+                [{k: q[k] for k in QUARANTINE_COLUMNS} for q in stats.quarantine], schema=QUARANTINE_SCHEMA
+            ),
+            tmp / "quarantine.parquet",
+        )
         records_read = stats.records_read
         if job.manifest_status != "listed":
             count_check = job.manifest_status
         else:
             count_check = "ok" if records_read == job.manifest_record_count else "mismatch"
         row = {
-            "partition_key": job.partition_key, "source_file": job.source_file, "bytes": job.bytes, "mtime_ns": job.mtime_ns,
-            "sha256": _sha256(Path(job.path)), "build_key": key, "manifest_record_count": job.manifest_record_count,
-            "records_read": records_read, "work_records": stats.counts["W"], "routed": routed,
-            "quarantined": stats.counts["quarantined"], "count_check": count_check, "read_path": stats.read_path,
-            "fallback_reason": stats.fallback_reason, "started_at": started.isoformat(timespec="seconds"),
-            "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "seconds": round(time.perf_counter() - t0, 3), "run_id": run_id,
+            "partition_key": job.partition_key,
+            "source_file": job.source_file,
+            "bytes": job.bytes,
+            "mtime_ns": job.mtime_ns,
+            "sha256": _sha256(Path(job.path)),
+            "build_key": key,
+            "manifest_record_count": job.manifest_record_count,
+            "records_read": records_read,
+            "work_records": stats.counts["W"],
+            "routed": routed,
+            "quarantined": stats.counts["quarantined"],
+            "count_check": count_check,
+            "read_path": stats.read_path,
+            "fallback_reason": stats.fallback_reason,
+            "started_at": started.isoformat(timespec="seconds"),
+            "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "seconds": round(time.perf_counter() - t0, 3),
+            "run_id": run_id,
         }
         (tmp / "manifest.json").write_text(json.dumps(row))
         _check_unchanged(job, " (while its part was being read)")
@@ -198,8 +262,14 @@ def _build_part_locked(job: PartJob, final: Path, entities: EntityLists, key: st
         raise
 
 
-def build_parts(jobs: list[tuple[PartJob, str]], parts_root: Path, entities: EntityLists, run_id: str,
-                workers: int, fast: bool = True) -> Iterator[dict]:
+def build_parts(
+    jobs: list[tuple[PartJob, str]],
+    parts_root: Path,
+    entities: EntityLists,
+    run_id: str,
+    workers: int,
+    fast: bool = True,
+) -> Iterator[dict]:
     """Build every ``(job, key)``, ``workers`` at a time (1 = in this process), largest file first so
     the last busy worker is not left with the biggest part; yields manifest rows as parts finish."""
     order = sorted(jobs, key=lambda jk: -jk[0].bytes)
@@ -208,7 +278,9 @@ def build_parts(jobs: list[tuple[PartJob, str]], parts_root: Path, entities: Ent
             yield build_part(job, str(parts_root), entities, key, run_id, fast=fast)
         return
     with ProcessPoolExecutor(max_workers=min(workers, len(order)), mp_context=mp.get_context("spawn")) as pool:
-        pending = {pool.submit(build_part, job, str(parts_root), entities, key, run_id, fast=fast) for job, key in order}
+        pending = {
+            pool.submit(build_part, job, str(parts_root), entities, key, run_id, fast=fast) for job, key in order
+        }
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:

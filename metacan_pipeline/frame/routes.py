@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from .entities import EntityLists
-from .lexicon import LEXICON_VERSION, about_ca_fires, evidence_hits
-from .lexicon import LexiconHit
+from .lexicon import LEXICON_VERSION, LexiconHit, about_ca_fires, evidence_hits
 
 MIN_TITLE_CHARS = 11  # SPEC section 2: titles of 10 characters or fewer leave the sampling frame
 
@@ -112,7 +111,9 @@ def route_row(work: dict, entities: EntityLists) -> dict | None:
         pinned = inst.get("id") in entities.institutions
         if cc == "CA" or pinned:
             why = "country_code CA" if cc == "CA" else "pinned Canadian institution list"
-            aff_ev.append(f"institution {inst.get('id') or '(unresolved)'} {inst.get('name') or ''} ({why})".replace("  ", " "))
+            aff_ev.append(
+                f"institution {inst.get('id') or '(unresolved)'} {inst.get('name') or ''} ({why})".replace("  ", " ")
+            )
             if inst.get("name"):
                 ca_institutions.append(inst["name"])
     if "CA" in (work["author_countries"] or []):

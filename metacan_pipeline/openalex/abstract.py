@@ -11,11 +11,31 @@ import html
 import re
 from html.parser import HTMLParser
 
-
 #: Inline tags whose boundaries are not word boundaries (``H<sub>2</sub>O`` stays "H2O"); any other
 #: tag (``<br>``, ``<p>``, ``<jats:p>``) separates words.
-_INLINE = {"i", "b", "em", "strong", "sub", "sup", "u", "small", "span", "a", "sc", "tt", "font",
-           "jats:italic", "jats:bold", "jats:sub", "jats:sup", "jats:sc", "mml:mi", "mml:mn", "mml:mo"}
+_INLINE = {
+    "i",
+    "b",
+    "em",
+    "strong",
+    "sub",
+    "sup",
+    "u",
+    "small",
+    "span",
+    "a",
+    "sc",
+    "tt",
+    "font",
+    "jats:italic",
+    "jats:bold",
+    "jats:sub",
+    "jats:sup",
+    "jats:sc",
+    "mml:mi",
+    "mml:mn",
+    "mml:mo",
+}
 
 
 class _TextOnly(HTMLParser):
@@ -82,8 +102,12 @@ def deinvert(index: dict[str, list[int]] | None) -> str | None:
                 slots[pos] = token
         ordered = slots
     except (TypeError, ValueError, IndexError):  # malformed, negative or hostile positions: sort the valid ones
-        ordered = [t for _, t in sorted((p, t) for t, ps in index.items() if isinstance(ps, list) for p in ps
-                                        if isinstance(p, int) and p >= 0)]
+        ordered = [
+            t
+            for _, t in sorted(
+                (p, t) for t, ps in index.items() if isinstance(ps, list) for p in ps if isinstance(p, int) and p >= 0
+            )
+        ]
         if not ordered:
             return None
     words = [tok for tok in ordered if isinstance(tok, str) and tok.strip()]

@@ -74,8 +74,8 @@ def _retry_after(value: str | None) -> float | None:
         if when is None:
             return None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.timezone.utc)
-        secs = (when - dt.datetime.now(dt.timezone.utc)).total_seconds()
+            when = when.replace(tzinfo=dt.UTC)
+        secs = (when - dt.datetime.now(dt.UTC)).total_seconds()
     if secs != secs:  # NaN
         return None
     return min(max(secs, 0.0), MAX_RETRY_AFTER_S)
@@ -121,9 +121,19 @@ class OpenAlexClient:
     :class:`OpenAlexError` for a non-retryable answer (e.g. 400 for a bad filter, a cursor loop).
     """
 
-    def __init__(self, archive_dir: Path, *, base_url: str = DEFAULT_BASE_URL, api_key_env: str = "OPENALEX_API_KEY",
-                 per_page: int = 200, budget: Budget | None = None, max_attempts: int = 6, timeout_s: float = 60.0,
-                 transport: httpx.BaseTransport | None = None, ledger_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        archive_dir: Path,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key_env: str = "OPENALEX_API_KEY",
+        per_page: int = 200,
+        budget: Budget | None = None,
+        max_attempts: int = 6,
+        timeout_s: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+        ledger_dir: Path | None = None,
+    ) -> None:
         self.archive_dir = Path(archive_dir)
         self.ledger_dir = Path(ledger_dir) if ledger_dir is not None else self.archive_dir
         self.per_page = per_page
@@ -177,8 +187,12 @@ class OpenAlexClient:
 
     # ---- one page ----------------------------------------------------------------------------
     def _get(self, endpoint: str, params: dict) -> httpx.Response:
-        @retry(retry=retry_if_exception(lambda e: isinstance(e, TransientHTTPError)), stop=stop_after_attempt(self.max_attempts),
-               wait=_wait, reraise=True)
+        @retry(
+            retry=retry_if_exception(lambda e: isinstance(e, TransientHTTPError)),
+            stop=stop_after_attempt(self.max_attempts),
+            wait=_wait,
+            reraise=True,
+        )
         def attempt() -> httpx.Response:
             self._charge(0.0, f"endpoint {endpoint} cursor {params.get('cursor')!r}")
             sent = dict(params, api_key=self._api_key) if self._api_key else params
@@ -187,16 +201,27 @@ class OpenAlexClient:
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 raise TransientHTTPError(f"{type(exc).__name__} on {endpoint}") from None
             if resp.status_code == 429 or resp.status_code >= 500:
-                raise TransientHTTPError(f"HTTP {resp.status_code} on {endpoint}", _retry_after(resp.headers.get("Retry-After")))
+                raise TransientHTTPError(
+                    f"HTTP {resp.status_code} on {endpoint}", _retry_after(resp.headers.get("Retry-After"))
+                )
             if resp.status_code >= 400:
-                raise OpenAlexError(f"HTTP {resp.status_code} from {endpoint} with {params} (API key not shown): {resp.text[:300]}")
+                raise OpenAlexError(
+                    f"HTTP {resp.status_code} from {endpoint} with {params} (API key not shown): {resp.text[:300]}"
+                )
             try:
                 payload = resp.json()
             except ValueError:
-                raise TransientHTTPError(f"{endpoint} answered {resp.status_code} with a body that is not JSON") from None
-            if not isinstance(payload, dict) or not isinstance(payload.get("results", []), list) \
-                    or not isinstance(payload.get("meta") or {}, dict):
-                raise OpenAlexError(f"{endpoint} with {params} answered a JSON {type(payload).__name__} that is not an OpenAlex list page")
+                raise TransientHTTPError(
+                    f"{endpoint} answered {resp.status_code} with a body that is not JSON"
+                ) from None
+            if (
+                not isinstance(payload, dict)
+                or not isinstance(payload.get("results", []), list)
+                or not isinstance(payload.get("meta") or {}, dict)
+            ):
+                raise OpenAlexError(
+                    f"{endpoint} with {params} answered a JSON {type(payload).__name__} that is not an OpenAlex list page"
+                )
             return resp
 
         return attempt()
@@ -224,9 +249,15 @@ class OpenAlexClient:
                 self.cost_usd += cost
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
-        envelope = ('{"request": ' + json.dumps({"endpoint": endpoint, "params": params}) +
-                    ', "retrieved_at_utc": ' + json.dumps(dt.datetime.now(dt.timezone.utc).isoformat()) +
-                    ', "payload": ' + resp.text + "}")
+        envelope = (
+            '{"request": '
+            + json.dumps({"endpoint": endpoint, "params": params})
+            + ', "retrieved_at_utc": '
+            + json.dumps(dt.datetime.now(dt.UTC).isoformat())
+            + ', "payload": '
+            + resp.text
+            + "}"
+        )
         with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as fh:
             fh.write(envelope)
         tmp.replace(path)
@@ -254,19 +285,25 @@ class OpenAlexClient:
             if not nxt or not payload.get("results"):
                 return
             if nxt in seen:
-                raise OpenAlexError(f"cursor loop on {endpoint} filter {filter_!r}: next_cursor {nxt!r} was already fetched; "
-                                    f"stopping (the archive keeps the {len(seen)} pages read)")
+                raise OpenAlexError(
+                    f"cursor loop on {endpoint} filter {filter_!r}: next_cursor {nxt!r} was already fetched; "
+                    f"stopping (the archive keeps the {len(seen)} pages read)"
+                )
             seen.add(nxt)
             params = dict(params, cursor=nxt)
 
 
 def or_groups(ids: list[str], size: int = 100) -> list[str]:
     """``a|b|c`` OR-groups of at most ``size`` ids (OpenAlex allows up to 100 values per filter)."""
-    return ["|".join(ids[i:i + size]) for i in range(0, len(ids), size)]
+    return ["|".join(ids[i : i + size]) for i in range(0, len(ids), size)]
 
 
-def route_filters(funder_ids: list[str], source_ids: list[str], from_updated_date: str | None = None,
-                  to_updated_date: str | None = None) -> list[str]:
+def route_filters(
+    funder_ids: list[str],
+    source_ids: list[str],
+    from_updated_date: str | None = None,
+    to_updated_date: str | None = None,
+) -> list[str]:
     """One filter per route (SPEC section 2): affiliation by institution country and by author country,
     funders (current ``funders.id`` and ``awards.funder_id``) and venues in OR-groups of 100, optionally
     restricted to an incremental window of ``updated_date`` (OpenAlex docs, "Filter works":

@@ -28,14 +28,22 @@ LOCAL_FILES_KEY = "files"
 _PART_IN_URL = re.compile(r"(updated_date=[^/]+/part_[^/]+)$")
 
 #: One row per file: present ones with size and mtime, and manifest entries with no local file.
-INVENTORY_SCHEMA = pa.schema([
-    ("partition_key", pa.string()), ("source_file", pa.string()), ("present", pa.bool_()),
-    ("bytes", pa.int64()), ("mtime_ns", pa.int64()),
-    ("manifest_record_count", pa.int64()),
-    ("manifest_bytes", pa.int64()),  # the manifest's content_length for a listed part (a present part of another size is cut or replaced)
-    ("manifest_status", pa.string()),  # listed | not_in_manifest | no_manifest | missing_locally | not_snapshot
-    ("manifest_file", pa.string()),
-])
+INVENTORY_SCHEMA = pa.schema(
+    [
+        ("partition_key", pa.string()),
+        ("source_file", pa.string()),
+        ("present", pa.bool_()),
+        ("bytes", pa.int64()),
+        ("mtime_ns", pa.int64()),
+        ("manifest_record_count", pa.int64()),
+        (
+            "manifest_bytes",
+            pa.int64(),
+        ),  # the manifest's content_length for a listed part (a present part of another size is cut or replaced)
+        ("manifest_status", pa.string()),  # listed | not_in_manifest | no_manifest | missing_locally | not_snapshot
+        ("manifest_file", pa.string()),
+    ]
+)
 
 
 def partition_key(path: Path) -> str:
@@ -68,8 +76,14 @@ class Inventory:
     def size_mismatches(self) -> list[dict]:
         """Present parts listed in a manifest whose size is not the manifest's ``content_length``
         (a truncated or replaced download, whatever its records say)."""
-        return [r for r in self.rows if r["present"] and r["manifest_status"] == "listed" and r["manifest_bytes"] is not None
-                and r["bytes"] != r["manifest_bytes"]]
+        return [
+            r
+            for r in self.rows
+            if r["present"]
+            and r["manifest_status"] == "listed"
+            and r["manifest_bytes"] is not None
+            and r["bytes"] != r["manifest_bytes"]
+        ]
 
     def incomplete_partitions(self) -> dict[str, str]:
         """Snapshot partitions that are not whole, with why (listed parts missing, or not in the manifest)."""
@@ -80,8 +94,11 @@ class Inventory:
             if r["manifest_status"] == "missing_locally":
                 out.setdefault(r["partition_key"], "the manifest lists parts that are not here")
             elif r["manifest_status"] in ("not_in_manifest", "no_manifest"):
-                out[r["partition_key"]] = ("no manifest covers it" if r["manifest_status"] == "no_manifest"
-                                           else "parts not in the manifest (written after it, or a partial download)")
+                out[r["partition_key"]] = (
+                    "no manifest covers it"
+                    if r["manifest_status"] == "no_manifest"
+                    else "parts not in the manifest (written after it, or a partial download)"
+                )
         return out
 
 
@@ -105,8 +122,10 @@ def _read_manifest(path: Path, root: Path, errors: list[str]) -> dict[str, tuple
             out[str((path.parent / m.group(1)).relative_to(root))] = (count, size)
         return out
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        errors.append(f"{path.relative_to(root)}: unreadable snapshot manifest ({type(exc).__name__}: {exc}); its partitions are "
-                      f"treated as having no manifest. Re-download it from s3://openalex/data/works/manifest.")
+        errors.append(
+            f"{path.relative_to(root)}: unreadable snapshot manifest ({type(exc).__name__}: {exc}); its partitions are "
+            f"treated as having no manifest. Re-download it from s3://openalex/data/works/manifest."
+        )
         return None
 
 
@@ -128,8 +147,17 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
         rel = str(p.relative_to(root))
         key = partition_key(p)
         st = p.stat()
-        row = {"partition_key": key, "source_file": rel, "present": True, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
-               "manifest_record_count": None, "manifest_bytes": None, "manifest_status": "not_snapshot", "manifest_file": None}
+        row = {
+            "partition_key": key,
+            "source_file": rel,
+            "present": True,
+            "bytes": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "manifest_record_count": None,
+            "manifest_bytes": None,
+            "manifest_status": "not_snapshot",
+            "manifest_file": None,
+        }
         if key.startswith("updated_date="):  # a snapshot part: check it against its manifest
             works_dir = p.parent.parent
             listing = manifests.get(works_dir)
@@ -148,13 +176,33 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
         inv.unsupported += [(API_PREFIX + str(p.relative_to(api_root)), p) for p in api_unsupported]
         for p in api_files:
             st = p.stat()
-            inv.rows.append({"partition_key": partition_key(p), "source_file": API_PREFIX + str(p.relative_to(api_root)), "present": True,
-                             "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "manifest_record_count": None, "manifest_bytes": None,
-                             "manifest_status": "not_snapshot", "manifest_file": None})
+            inv.rows.append(
+                {
+                    "partition_key": partition_key(p),
+                    "source_file": API_PREFIX + str(p.relative_to(api_root)),
+                    "present": True,
+                    "bytes": st.st_size,
+                    "mtime_ns": st.st_mtime_ns,
+                    "manifest_record_count": None,
+                    "manifest_bytes": None,
+                    "manifest_status": "not_snapshot",
+                    "manifest_file": None,
+                }
+            )
     for works_dir, listing in manifests.items():
         for rel, (count, size) in sorted((listing or {}).items()):
             if rel not in seen:
-                inv.rows.append({"partition_key": Path(rel).parent.name, "source_file": rel, "present": False, "bytes": None,
-                                 "mtime_ns": None, "manifest_record_count": count, "manifest_bytes": size, "manifest_status": "missing_locally",
-                                 "manifest_file": str((works_dir / "manifest").relative_to(root))})
+                inv.rows.append(
+                    {
+                        "partition_key": Path(rel).parent.name,
+                        "source_file": rel,
+                        "present": False,
+                        "bytes": None,
+                        "mtime_ns": None,
+                        "manifest_record_count": count,
+                        "manifest_bytes": size,
+                        "manifest_status": "missing_locally",
+                        "manifest_file": str((works_dir / "manifest").relative_to(root)),
+                    }
+                )
     return inv

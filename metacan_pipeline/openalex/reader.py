@@ -18,11 +18,11 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-
-import orjson
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import orjson
 
 from .ids import entity_kind
 
@@ -86,11 +86,20 @@ def discover(root: Path, snapshot_entities: set[str] | None = None) -> tuple[lis
     out, unsupported = [], []
     for p in sorted(root.rglob("*")):
         name = p.name.lower()
-        if not p.is_file() or name == "manifest" or name.endswith(_SKIP_SUFFIXES) or (name.startswith("budget-") and name.endswith(".json")):
+        if (
+            not p.is_file()
+            or name == "manifest"
+            or name.endswith(_SKIP_SUFFIXES)
+            or (name.startswith("budget-") and name.endswith(".json"))
+        ):
             continue
         if name == "window.json" and p.parent.name.startswith("window="):  # an API refresh window's completion marker
             continue
-        if snapshot_entities is not None and p.parent.name.startswith("updated_date=") and p.parent.parent.name not in snapshot_entities:
+        if (
+            snapshot_entities is not None
+            and p.parent.name.startswith("updated_date=")
+            and p.parent.parent.name not in snapshot_entities
+        ):
             continue
         (out if name.endswith(_DOCUMENT_SUFFIXES + _LINES_SUFFIXES) else unsupported).append(p)
     return out, unsupported
@@ -104,7 +113,13 @@ def _excerpt(text: str | bytes, n: int = 200) -> str:
 
 def _classify(obj: object, source: str, locator: str, line: int | None) -> Record | Quarantined:
     if not isinstance(obj, dict):
-        return Quarantined(source, locator, line, f"record is a JSON {type(obj).__name__}, not an object", _excerpt(json.dumps(obj))[:200])
+        return Quarantined(
+            source,
+            locator,
+            line,
+            f"record is a JSON {type(obj).__name__}, not an object",
+            _excerpt(json.dumps(obj))[:200],
+        )
     kind = entity_kind(obj.get("id"))
     if kind is None:
         reason = "missing id" if not obj.get("id") else f"unrecognised id {obj.get('id')!r}"
@@ -127,7 +142,9 @@ def _iter_json_document(doc: object, source: str, prefix: str = "") -> Iterator[
         else:
             yield _classify(doc, source, prefix or "document", None)
     else:
-        yield Quarantined(source, prefix or "document", None, f"document is a JSON {type(doc).__name__}", _excerpt(str(doc)))
+        yield Quarantined(
+            source, prefix or "document", None, f"document is a JSON {type(doc).__name__}", _excerpt(str(doc))
+        )
 
 
 def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
@@ -139,14 +156,20 @@ def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
     lineno = 0
     ordinal = 0
     if opener is gzip.open and path.exists() and path.stat().st_size == 0:  # gzip.open reads 0 bytes as an empty stream
-        yield Quarantined(source, "after line 0", 1, "file unreadable after line 0 (empty file: 0 bytes, no gzip stream); "
-                                                     "an interrupted download? re-download this part", "")
+        yield Quarantined(
+            source,
+            "after line 0",
+            1,
+            "file unreadable after line 0 (empty file: 0 bytes, no gzip stream); "
+            "an interrupted download? re-download this part",
+            "",
+        )
         return
     try:
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
                 if lineno == 1 and raw.startswith(_BOM):
-                    raw = raw[len(_BOM):]
+                    raw = raw[len(_BOM) :]
                 if not raw.strip():
                     continue
                 ordinal += 1
@@ -155,15 +178,20 @@ def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
                 except orjson.JSONDecodeError as exc:
                     yield Quarantined(source, f"line {lineno}", lineno, f"unparseable JSON: {exc}", _excerpt(raw))
                     continue
-                if isinstance(obj, dict) and "id" not in obj and isinstance(obj.get("results"), list):  # an API page on one line
+                if (
+                    isinstance(obj, dict) and "id" not in obj and isinstance(obj.get("results"), list)
+                ):  # an API page on one line
                     yield from _iter_json_document(obj, source, f"record {ordinal}")
                     continue
                 yield _classify(obj, source, f"record {ordinal}", lineno)
     except (EOFError, OSError, zlib.error) as exc:
         yield Quarantined(
-            source, f"after line {lineno}", lineno + 1,
+            source,
+            f"after line {lineno}",
+            lineno + 1,
             f"file unreadable after line {lineno} ({type(exc).__name__}: {exc}); truncated or corrupt "
-            f"gzip? re-download this part", "",
+            f"gzip? re-download this part",
+            "",
         )
 
 
@@ -186,7 +214,7 @@ def iter_file(path: Path, root: Path | None = None, source: str | None = None) -
     except (OSError, EOFError, zlib.error) as exc:
         yield Quarantined(source, "document", None, f"cannot read file: {exc}; re-download it", "")
         return
-    raw = raw[len(_BOM):] if raw.startswith(_BOM) else raw
+    raw = raw[len(_BOM) :] if raw.startswith(_BOM) else raw
     if not raw.strip():
         return
     try:
@@ -200,7 +228,9 @@ def iter_file(path: Path, root: Path | None = None, source: str | None = None) -
         if line_ok:  # JSON Lines saved as .json
             yield from _iter_json_lines(path, source)
         else:
-            yield Quarantined(source, "document", None, f"not valid JSON: {exc}; fix or re-download the file", _excerpt(raw))
+            yield Quarantined(
+                source, "document", None, f"not valid JSON: {exc}; fix or re-download the file", _excerpt(raw)
+            )
         return
     yield from _iter_json_document(doc, source)
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import queue
 import re
-import zlib
 import threading
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,14 +35,30 @@ from .works import work_row
 
 #: One row per work record read (every work, routed or not): what the frame merge needs to let the
 #: newest version of a work win across files (SPEC section 2: a work appears once).
-INDEX_SCHEMA = pa.schema([("id", pa.string()), ("updated_date", pa.string()), ("source_file", pa.string()),
-                          ("source_locator", pa.string()), ("ordinal", pa.int64())])
+INDEX_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("updated_date", pa.string()),
+        ("source_file", pa.string()),
+        ("source_locator", pa.string()),
+        ("ordinal", pa.int64()),
+    ]
+)
 
 #: The fields of a work record the frame reads (OpenAlex docs, "Work object"); DuckDB skips the rest.
 FAST_COLUMNS = {
-    "id": "VARCHAR", "doi": "VARCHAR", "title": "JSON", "display_name": "JSON", "publication_year": "DOUBLE",
-    "publication_date": "VARCHAR", "updated_date": "VARCHAR", "language": "VARCHAR", "type": "VARCHAR",
-    "is_paratext": "BOOLEAN", "is_retracted": "BOOLEAN", "cited_by_count": "BIGINT",
+    "id": "VARCHAR",
+    "doi": "VARCHAR",
+    "title": "JSON",
+    "display_name": "JSON",
+    "publication_year": "DOUBLE",
+    "publication_date": "VARCHAR",
+    "updated_date": "VARCHAR",
+    "language": "VARCHAR",
+    "type": "VARCHAR",
+    "is_paratext": "BOOLEAN",
+    "is_retracted": "BOOLEAN",
+    "cited_by_count": "BIGINT",
     "primary_location": "STRUCT(source STRUCT(id VARCHAR, display_name VARCHAR))",
     "primary_topic": "STRUCT(display_name VARCHAR, field STRUCT(display_name VARCHAR))",
     "authorships": "STRUCT(countries VARCHAR[], institutions STRUCT(id VARCHAR, display_name VARCHAR, country_code VARCHAR)[])[]",
@@ -117,6 +133,7 @@ SELECT
 FROM keyed
 """
 
+
 @dataclass
 class ReadStats:
     """What reading one file found: records by entity letter, quarantine rows, reader path."""
@@ -130,7 +147,11 @@ class ReadStats:
     def records_read(self) -> int:
         """Records of any entity plus unreadable records (a snapshot manifest's ``record_count`` counts
         these); a file-level error (a cut gzip, an unreadable document) is not a record."""
-        return sum(v for k, v in self.counts.items() if len(k) == 1) + self.counts["quarantined"] - self.counts["file_errors"]
+        return (
+            sum(v for k, v in self.counts.items() if len(k) == 1)
+            + self.counts["quarantined"]
+            - self.counts["file_errors"]
+        )
 
 
 @dataclass
@@ -189,18 +210,28 @@ def _prefetched(batches: Iterable, depth: int = 2) -> Iterator:
                 thread.join(0.05)
 
 
-def _fast_batches(path: Path, source: str, entity_ids: dict[str, list[str]], batch_rows: int, stats: ReadStats) -> Iterator[WorkBatch]:
+def _fast_batches(
+    path: Path, source: str, entity_ids: dict[str, list[str]], batch_rows: int, stats: ReadStats
+) -> Iterator[WorkBatch]:
     import duckdb
     import pyarrow.compute as pc
 
     columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in FAST_COLUMNS.items()) + "}"
     con = duckdb.connect(config={"threads": 1, "memory_limit": "512MB"})
-    params = {"path": str(path), "pattern": prefilter_pattern(),
-              "inst": entity_ids["institution"], "funders": entity_ids["funder"], "sources": entity_ids["source"]}
+    params = {
+        "path": str(path),
+        "pattern": prefilter_pattern(),
+        "inst": entity_ids["institution"],
+        "funders": entity_ids["funder"],
+        "sources": entity_ids["source"],
+    }
     batches = None
     try:
-        sql = (_FAST_SQL.replace("COLUMNS", columns).replace("ABSTRACT_WORDS", abstract_words_sql("abstract_inverted_index::VARCHAR"))
-               .replace("ABSTRACT_MAY_COUNT", abstract_may_count_sql("_abs_words", "_context")))
+        sql = (
+            _FAST_SQL.replace("COLUMNS", columns)
+            .replace("ABSTRACT_WORDS", abstract_words_sql("abstract_inverted_index::VARCHAR"))
+            .replace("ABSTRACT_MAY_COUNT", abstract_may_count_sql("_abs_words", "_context"))
+        )
         for name in ("inst", "funders", "sources"):
             sql = sql.replace(f"${name}", f"${name}::VARCHAR[]")
         batches = _prefetched(con.execute(sql, params).to_arrow_reader(batch_rows))
@@ -216,13 +247,19 @@ def _fast_batches(path: Path, source: str, entity_ids: dict[str, list[str]], bat
             if table.num_rows == 0:
                 continue
             lines = table.column("_line")
-            index = pa.table({
-                "id": table.column("id"), "updated_date": table.column("updated_date"),
-                "source_file": pa.array([source] * table.num_rows, pa.string()),
-                "source_locator": pc.binary_join_element_wise("record ", pc.cast(lines, pa.string()), ""),
-                "ordinal": pc.cast(lines, pa.int64()),
-            })
-            keep = pc.or_(pc.or_(table.column("_structural"), table.column("_text_flag")), pc.is_valid(table.column("_abstract_json")))
+            index = pa.table(
+                {
+                    "id": table.column("id"),
+                    "updated_date": table.column("updated_date"),
+                    "source_file": pa.array([source] * table.num_rows, pa.string()),
+                    "source_locator": pc.binary_join_element_wise("record ", pc.cast(lines, pa.string()), ""),
+                    "ordinal": pc.cast(lines, pa.int64()),
+                }
+            )
+            keep = pc.or_(
+                pc.or_(table.column("_structural"), table.column("_text_flag")),
+                pc.is_valid(table.column("_abstract_json")),
+            )
             cand = table.filter(pc.fill_null(keep, True)).to_pylist()
             for w in cand:
                 title_text = markup_to_text(w["title"])
@@ -251,11 +288,16 @@ def _exact_batches(path: Path, source: str, batch_rows: int, stats: ReadStats) -
     rows: list[dict] = []
 
     def flush() -> WorkBatch:
-        index = pa.table({
-            "id": [r["id"] for r in rows], "updated_date": [r["updated_date"] for r in rows],
-            "source_file": [r["source_file"] for r in rows], "source_locator": [r["source_locator"] for r in rows],
-            "ordinal": [_ordinal(r["source_locator"]) for r in rows],
-        }, schema=INDEX_SCHEMA)
+        index = pa.table(
+            {
+                "id": [r["id"] for r in rows],
+                "updated_date": [r["updated_date"] for r in rows],
+                "source_file": [r["source_file"] for r in rows],
+                "source_locator": [r["source_locator"] for r in rows],
+                "ordinal": [_ordinal(r["source_locator"]) for r in rows],
+            },
+            schema=INDEX_SCHEMA,
+        )
         return WorkBatch(index, list(rows))
 
     for item in iter_file(path, source=source):
@@ -299,8 +341,15 @@ def gzip_is_complete(path: Path) -> bool:
     return not fed
 
 
-def read_work_batches(path: Path, source: str, entity_ids: dict[str, list[str]], stats: ReadStats,
-                      batch_rows: int = 20_000, fast: bool = True, expected_records: int | None = None) -> Iterator[WorkBatch]:
+def read_work_batches(
+    path: Path,
+    source: str,
+    entity_ids: dict[str, list[str]],
+    stats: ReadStats,
+    batch_rows: int = 20_000,
+    fast: bool = True,
+    expected_records: int | None = None,
+) -> Iterator[WorkBatch]:
     """The works of one file in batches, named ``source`` in their rows; never raises for bad content
     (bad records land in ``stats.quarantine``).
 
@@ -318,12 +367,16 @@ def read_work_batches(path: Path, source: str, entity_ids: dict[str, list[str]],
     """
     name = path.name.lower()
     lines_file = name.endswith((".gz", ".jsonl", ".ndjson")) and not name.endswith(".json.gz")
-    if fast and lines_file and not any(c in str(path) for c in "*?[]{}"):  # DuckDB would read a name with these as a glob
+    if (
+        fast and lines_file and not any(c in str(path) for c in "*?[]{}")
+    ):  # DuckDB would read a name with these as a glob
         try:
             stats.read_path = "duckdb"
             yield from _fast_batches(path, source, entity_ids, batch_rows, stats)
             if name.endswith(".gz") and stats.records_read != expected_records and not gzip_is_complete(path):
-                raise _NeedsExactPath(f"gzip stream ends early after {stats.records_read} records (cut at a line boundary)")
+                raise _NeedsExactPath(
+                    f"gzip stream ends early after {stats.records_read} records (cut at a line boundary)"
+                )
             return
         except _NeedsExactPath as exc:
             stats.counts.clear()

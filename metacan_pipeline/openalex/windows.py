@@ -71,7 +71,7 @@ def windows_on_disk(api_root: Path) -> tuple[list[dict], list[Window]]:
         return [], []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(WINDOW_PREFIX)):
         try:
-            f, t = folder.name[len(WINDOW_PREFIX):].split("_")
+            f, t = folder.name[len(WINDOW_PREFIX) :].split("_")
             w = Window(parse_date(f, "from").isoformat(), parse_date(t, "to").isoformat())
         except ValueError:
             continue
@@ -80,7 +80,9 @@ def windows_on_disk(api_root: Path) -> tuple[list[dict], list[Window]]:
     return sorted(done, key=lambda m: (m["to"], m["from"])), sorted(open_, key=lambda w: (w.from_date, w.to_date))
 
 
-def next_window(api_root: Path, today: dt.date, from_date: str | None = None, to_date: str | None = None) -> tuple[Window, str]:
+def next_window(
+    api_root: Path, today: dt.date, from_date: str | None = None, to_date: str | None = None
+) -> tuple[Window, str]:
     """The window to harvest and why (a sentence for the log).
 
     Given dates win. Otherwise: the oldest incomplete window that ends after the last completed one is
@@ -101,9 +103,15 @@ def next_window(api_root: Path, today: dt.date, from_date: str | None = None, to
     if from_date:
         frm, why = parse_date(from_date, "from_updated_date"), "from_updated_date as configured"
     elif last_to:
-        frm, why = dt.date.fromisoformat(last_to), f"from the end of the last completed window ({done[-1]['from']}_{last_to})"
+        frm, why = (
+            dt.date.fromisoformat(last_to),
+            f"from the end of the last completed window ({done[-1]['from']}_{last_to})",
+        )
     else:
-        frm, why = to - dt.timedelta(days=FIRST_WINDOW_DAYS), f"no completed window yet: the {FIRST_WINDOW_DAYS} days before {to}"
+        frm, why = (
+            to - dt.timedelta(days=FIRST_WINDOW_DAYS),
+            f"no completed window yet: the {FIRST_WINDOW_DAYS} days before {to}",
+        )
     if frm > to:
         raise ValueError(f"from_updated_date {frm} is after to_updated_date {to}: a window needs from <= to")
     return Window(frm.isoformat(), to.isoformat()), why

@@ -117,14 +117,14 @@ def work_row(rec: Record) -> dict:
     countries: set[str] = set()
     authorships = w.get("authorships") or []
     for a in authorships:
-        for inst in (_get(a, "institutions") or []):
+        for inst in _get(a, "institutions") or []:
             iid = short_id(_get(inst, "id"))
             key = iid or f"unresolved:{_get(inst, 'display_name')}"
             institutions.setdefault(
                 key, {"id": iid, "name": _get(inst, "display_name"), "country_code": _get(inst, "country_code")}
             )
         raw_countries = _get(a, "countries") or []
-        for c in ([raw_countries] if isinstance(raw_countries, str) else raw_countries):
+        for c in [raw_countries] if isinstance(raw_countries, str) else raw_countries:
             if isinstance(c, str):
                 countries.add(c.upper())
     source = _get(w, "primary_location", "source") or {}

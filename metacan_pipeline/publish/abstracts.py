@@ -115,13 +115,27 @@ class AbstractFetcher:
     Thread-safe: the cache and the counter are guarded by a lock.
     """
 
-    def __init__(self, base_url: str | None = None, *, batch_size: int = MAX_BATCH, cache_size: int = 10_000,
-                 ttl_seconds: float = 3600, timeout_s: float = 10.0, max_attempts: int = 3, breaker_after: int = 2,
-                 api_key_env: str = "OPENALEX_API_KEY", mailto: str | None = None,
-                 transport: httpx.BaseTransport | None = None, clock: Callable[[], float] = time.monotonic,
-                 retry_wait_max_s: float = 8.0, retry_after_max_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        batch_size: int = MAX_BATCH,
+        cache_size: int = 10_000,
+        ttl_seconds: float = 3600,
+        timeout_s: float = 10.0,
+        max_attempts: int = 3,
+        breaker_after: int = 2,
+        api_key_env: str = "OPENALEX_API_KEY",
+        mailto: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        retry_wait_max_s: float = 8.0,
+        retry_after_max_s: float = 30.0,
+    ) -> None:
         if not 1 <= batch_size <= MAX_BATCH:
-            raise ValueError(f"batch_size must be 1..{MAX_BATCH} (OpenAlex ORs at most {MAX_BATCH} values in one filter), got {batch_size}")
+            raise ValueError(
+                f"batch_size must be 1..{MAX_BATCH} (OpenAlex ORs at most {MAX_BATCH} values in one filter), got {batch_size}"
+            )
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         if cache_size < 0 or ttl_seconds <= 0:
@@ -141,7 +155,9 @@ class AbstractFetcher:
         self._api_key = os.environ.get(api_key_env, "") if api_key_env else ""
         if self._api_key:
             _MASK.keys.add(self._api_key)
-        self.cache: TTLCache[str, Abstract] | None = TTLCache(maxsize=cache_size, ttl=ttl_seconds, timer=clock) if cache_size else None
+        self.cache: TTLCache[str, Abstract] | None = (
+            TTLCache(maxsize=cache_size, ttl=ttl_seconds, timer=clock) if cache_size else None
+        )
         self.calls = 0
         #: consecutive failed batches over this fetcher's life: the breaker holds across fetch() calls (a page
         #: build calls fetch() once per chunk); a batch that gets any answer resets it
@@ -186,7 +202,7 @@ class AbstractFetcher:
                     todo.append(wid)
                 else:
                     out[wid] = hit
-        batches = [todo[i:i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
+        batches = [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
         with tqdm(total=len(batches), desc="abstracts", unit="batch", disable=not progress) as bar:
             for batch in batches:
                 if self.breaker_after and self.failed_in_a_row >= self.breaker_after:
@@ -197,7 +213,9 @@ class AbstractFetcher:
                     bar.update(1)
                     continue
                 answers = self._fetch_batch(batch)
-                self.failed_in_a_row = self.failed_in_a_row + 1 if all(a.status == "failed" for a in answers.values()) else 0
+                self.failed_in_a_row = (
+                    self.failed_in_a_row + 1 if all(a.status == "failed" for a in answers.values()) else 0
+                )
                 with self._lock:
                     for wid, ans in answers.items():
                         if ans.status != "failed" and self.cache is not None:
@@ -229,23 +247,38 @@ class AbstractFetcher:
             rec = records.get(wid)
             if rec is None:
                 if truncated:  # the server holds more than it sent: absence proves nothing
-                    out[wid] = Abstract(wid, "failed", None, f"OpenAlex answered {len(payload['results'])} of "
-                                        f"{count} matching records; this one was not among them", now)
+                    out[wid] = Abstract(
+                        wid,
+                        "failed",
+                        None,
+                        f"OpenAlex answered {len(payload['results'])} of "
+                        f"{count} matching records; this one was not among them",
+                        now,
+                    )
                 else:
                     out[wid] = Abstract(wid, "missing", None, None, now)
                 continue
             index = rec.get("abstract_inverted_index")
             if index is not None and index != {} and not _readable(index):
-                out[wid] = Abstract(wid, "failed", None, "OpenAlex sent an abstract_inverted_index that cannot be read "
-                                    f"(a {type(index).__name__} without token -> [positions] entries)", now)
+                out[wid] = Abstract(
+                    wid,
+                    "failed",
+                    None,
+                    "OpenAlex sent an abstract_inverted_index that cannot be read "
+                    f"(a {type(index).__name__} without token -> [positions] entries)",
+                    now,
+                )
                 continue
             text = tidy_abstract(deinvert(index))
             out[wid] = Abstract(wid, "ok", text, None, now) if text else Abstract(wid, "none", None, None, now)
         return out
 
     def _params(self, batch: list[str]) -> dict[str, str | int]:
-        params: dict[str, str | int] = {"filter": f"{ID_FILTER}:" + "|".join(batch), "select": SELECT,
-                                        "per_page": self.batch_size}
+        params: dict[str, str | int] = {
+            "filter": f"{ID_FILTER}:" + "|".join(batch),
+            "select": SELECT,
+            "per_page": self.batch_size,
+        }
         if self.mailto:
             params["mailto"] = self.mailto
         if self._api_key:
@@ -259,7 +292,11 @@ class AbstractFetcher:
         """Exponential backoff with jitter (capped at ``retry_wait_max_s``), at least the server's
         Retry-After (capped at ``retry_after_max_s``)."""
         exc = state.outcome.exception() if state.outcome else None
-        base = wait_random_exponential(multiplier=0.5, max=self.retry_wait_max_s)(state) if self.retry_wait_max_s > 0 else 0.0
+        base = (
+            wait_random_exponential(multiplier=0.5, max=self.retry_wait_max_s)(state)
+            if self.retry_wait_max_s > 0
+            else 0.0
+        )
         if isinstance(exc, TransientHTTPError) and exc.retry_after is not None:
             return max(base, min(exc.retry_after, self.retry_after_max_s))
         return base
@@ -269,8 +306,12 @@ class AbstractFetcher:
         params = self._params(batch)
         attempts = 0
 
-        @retry(retry=retry_if_exception_type(TransientHTTPError), stop=stop_after_attempt(self.max_attempts),
-               wait=self._wait, reraise=True)
+        @retry(
+            retry=retry_if_exception_type(TransientHTTPError),
+            stop=stop_after_attempt(self.max_attempts),
+            wait=self._wait,
+            reraise=True,
+        )
         def attempt() -> dict:
             nonlocal attempts
             attempts += 1
@@ -292,17 +333,20 @@ class AbstractFetcher:
             try:
                 payload = resp.json()
             except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested deeper than the parser goes
-                raise _BatchFailed(f"OpenAlex /works answered HTTP {code} with a body that is not JSON ({exc})") from None
+                raise _BatchFailed(
+                    f"OpenAlex /works answered HTTP {code} with a body that is not JSON ({exc})"
+                ) from None
             if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
-                raise _BatchFailed(f"OpenAlex /works answered HTTP {code} with JSON that is not a list page "
-                                   f"(no 'results' list; got a {type(payload).__name__})")
+                raise _BatchFailed(
+                    f"OpenAlex /works answered HTTP {code} with JSON that is not a list page "
+                    f"(no 'results' list; got a {type(payload).__name__})"
+                )
             return payload
 
         try:
             return attempt()
         except TransientHTTPError as exc:
             raise _BatchFailed(f"{exc} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})") from None
-
 
     def _get_within_deadline(self, params: dict) -> httpx.Response:
         """GET /works, read in chunks, given up (``httpx.ReadTimeout``) once ``timeout_s`` has passed in all:
@@ -314,16 +358,24 @@ class AbstractFetcher:
             for chunk in resp.iter_bytes():
                 body.extend(chunk)
                 if time.monotonic() > deadline:
-                    raise httpx.ReadTimeout(f"the answer took longer than {self.timeout_s:g} s in all", request=resp.request)
-            headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in ("content-encoding", "content-length")]
-            return httpx.Response(resp.status_code, headers=headers, content=bytes(body), request=resp.request)  # decoded already
+                    raise httpx.ReadTimeout(
+                        f"the answer took longer than {self.timeout_s:g} s in all", request=resp.request
+                    )
+            headers = [
+                (k, v) for k, v in resp.headers.items() if k.lower() not in ("content-encoding", "content-length")
+            ]
+            return httpx.Response(
+                resp.status_code, headers=headers, content=bytes(body), request=resp.request
+            )  # decoded already
 
 
 def _readable(index: object) -> bool:
     """True when an inverted index has at least one ``token -> [int positions]`` entry (bools are not ints)."""
     return isinstance(index, dict) and any(
-        isinstance(ps, list) and any(isinstance(p, int) and not isinstance(p, bool) for p in ps) for ps in index.values())
+        isinstance(ps, list) and any(isinstance(p, int) and not isinstance(p, bool) for p in ps)
+        for ps in index.values()
+    )
 
 
 def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)

@@ -1,6 +1,5 @@
 """Publishing assets: ``work_records`` (JSON + ``work_lineage``), the blocking check ``records_may_ship``, ``work_pages`` (HTML)."""
 
-
 import datetime as dt
 import hashlib
 import json
@@ -55,8 +54,13 @@ def _safe_id(work_id: str) -> str:
     return work_id
 
 
-@dg.asset(group_name="publishing", kinds={"python", "json"}, code_version="2", owners=["team:metacan"],
-          deps=[predictions, machine_scores])
+@dg.asset(
+    group_name="publishing",
+    kinds={"python", "json"},
+    code_version="2",
+    owners=["team:metacan"],
+    deps=[predictions, machine_scores],
+)
 def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """One JSON record per frame work with the field names of seeds/004 (SPEC section 9), and its lineage.
 
@@ -74,8 +78,11 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
     """
     label_tables = [f"direct_labels_{t}" for t in TEACHERS]
     build_lineage(storage, label_tables)
-    previous = ({r["id"]: r["record_hash"] for r in storage.read_table("work_records", ["id", "record_hash"]).to_pylist()}
-                if storage.has_table("work_records") else {})
+    previous = (
+        {r["id"]: r["record_hash"] for r in storage.read_table("work_records", ["id", "record_hash"]).to_pylist()}
+        if storage.has_table("work_records")
+        else {}
+    )
     changed = 0
     preview: list[dict] = []
 
@@ -87,15 +94,22 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
             for row in rows:
                 wid = row["work"]["id"]
                 if not is_work_id(wid):
-                    raise dg.Failure(description=f"the frame holds the work id {wid!r}, which is not ^W\\d+$: no record is "
-                                                 f"written; rebuild the frame (its check frame_ids_unique and the reader refuse such ids)",
-                                     allow_retries=False)
+                    raise dg.Failure(
+                        description=f"the frame holds the work id {wid!r}, which is not ^W\\d+$: no record is "
+                        f"written; rebuild the frame (its check frame_ids_unique and the reader refuse such ids)",
+                        allow_retries=False,
+                    )
                 if wid == last:  # rows come ordered by id: a repeat is a duplicate (frame or a table joined to it)
-                    raise dg.Failure(description=f"work {wid} appears twice among the records' inputs (frame, predictions, "
-                                                 f"machine_scores or work_lineage): no record is written; re-materialize the frame "
-                                                 f"and the scoring assets so that each holds one row per work", allow_retries=False)
+                    raise dg.Failure(
+                        description=f"work {wid} appears twice among the records' inputs (frame, predictions, "
+                        f"machine_scores or work_lineage): no record is written; re-materialize the frame "
+                        f"and the scoring assets so that each holds one row per work",
+                        allow_retries=False,
+                    )
                 last = wid
-                record = build_record(row["work"], row["labels"], row["pred"], row["machine"], lineage_record(row["lineage"]))
+                record = build_record(
+                    row["work"], row["labels"], row["pred"], row["machine"], lineage_record(row["lineage"])
+                )
                 text = json.dumps(record, ensure_ascii=False, default=str)
                 digest = hashlib.sha256(text.encode()).hexdigest()[:16]
                 changed += previous.get(wid) != digest
@@ -105,9 +119,18 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
 
     n = storage.write_table("work_records", batches(), schema=RECORDS_SCHEMA)
     context.log.info(f"work_records: {n} records ({changed} new or changed since the last materialization)")
-    return dg.MaterializeResult(metadata=table_metadata(
-        RECORDS_SCHEMA, n, preview, ["id", "record_hash"], records_changed=changed, records_unchanged=n - changed,
-        lineage_table="work_lineage", json_schema=dg.MetadataValue.path(str(SCHEMA_PATH))))
+    return dg.MaterializeResult(
+        metadata=table_metadata(
+            RECORDS_SCHEMA,
+            n,
+            preview,
+            ["id", "record_hash"],
+            records_changed=changed,
+            records_unchanged=n - changed,
+            lineage_table="work_lineage",
+            json_schema=dg.MetadataValue.path(str(SCHEMA_PATH)),
+        )
+    )
 
 
 def _record_inputs(storage: MetacanStorage, label_tables: list[str], batch_rows: int = 5000):
@@ -115,12 +138,16 @@ def _record_inputs(storage: MetacanStorage, label_tables: list[str], batch_rows:
     ``{"work": frame row, "labels": [direct label rows], "pred": prediction row or None, "machine": machine
     score row or None, "lineage": work_lineage row}``. One DuckDB query over the Parquet tables (its own
     in-memory connection, so no catalog lock is held), streamed: memory stays at one batch."""
+
     def table(name: str) -> str:
         return f"read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))}, hive_partitioning=false)"
 
     labels = " UNION ALL BY NAME ".join(f"SELECT * FROM {table(t)}" for t in label_tables)
-    label_cte = (f"labels AS (SELECT work_id, list(l ORDER BY l.teacher) AS labels FROM ({labels}) l GROUP BY work_id)"
-                 if labels else "labels AS (SELECT NULL::VARCHAR AS work_id, [] AS labels WHERE false)")
+    label_cte = (
+        f"labels AS (SELECT work_id, list(l ORDER BY l.teacher) AS labels FROM ({labels}) l GROUP BY work_id)"
+        if labels
+        else "labels AS (SELECT NULL::VARCHAR AS work_id, [] AS labels WHERE false)"
+    )
     con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": str(storage.warehouse / ".spill-records")})
     try:
         reader = con.execute(f"""
@@ -140,9 +167,12 @@ def _record_inputs(storage: MetacanStorage, label_tables: list[str], batch_rows:
         con.close()
 
 
-@dg.asset_check(asset=work_records, blocking=True,
-                description="SPEC sections 8 and 9: every record matches the JSON Schema; no score_only row carries a category; "
-                            "every category carries source and status.")
+@dg.asset_check(
+    asset=work_records,
+    blocking=True,
+    description="SPEC sections 8 and 9: every record matches the JSON Schema; no score_only row carries a category; "
+    "every category carries source and status.",
+)
 def records_may_ship(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Fails (and, being blocking, stops ``work_pages``) when any record breaks SPEC section 8 or the schema.
 
@@ -160,31 +190,61 @@ def records_may_ship(storage: MetacanStorage) -> dg.AssetCheckResult:
             checked += 1
             bad += bool(v)
             violations.extend(v)
-    return dg.AssetCheckResult(passed=bad == 0, metadata={"records_checked": checked, "violating_records": bad,
-                                                          "violations": dg.MetadataValue.json(violations[:20])})
+    return dg.AssetCheckResult(
+        passed=bad == 0,
+        metadata={
+            "records_checked": checked,
+            "violating_records": bad,
+            "violations": dg.MetadataValue.json(violations[:20]),
+        },
+    )
 
 
 class PagesConfig(dg.Config):
     """Run configuration of ``work_pages`` (Dagster launchpad: ``ops: work_pages: config:``)."""
 
-    fetch_abstracts: bool = Field(default=True, description=(
-        "Fetch abstracts live from the OpenAlex API while rendering (batched, cached in memory, never stored). "
-        "False: pages say abstracts were not fetched."))
-    openalex_api_url: str = Field(default="", description=f"OpenAlex API root for abstracts. Empty: ${API_URL_ENV} or {DEFAULT_BASE_URL}.")
-    retry_failed_abstracts: bool = Field(default=False, description=(
-        "Also re-render pages whose record is unchanged but whose abstract is not shown because the fetch failed "
-        "or was off last time (e.g. once the API is reachable again)."))
-    rerender_all: bool = Field(default=False, description="Render every page, changed or not (e.g. after a template change).")
+    fetch_abstracts: bool = Field(
+        default=True,
+        description=(
+            "Fetch abstracts live from the OpenAlex API while rendering (batched, cached in memory, never stored). "
+            "False: pages say abstracts were not fetched."
+        ),
+    )
+    openalex_api_url: str = Field(
+        default="", description=f"OpenAlex API root for abstracts. Empty: ${API_URL_ENV} or {DEFAULT_BASE_URL}."
+    )
+    retry_failed_abstracts: bool = Field(
+        default=False,
+        description=(
+            "Also re-render pages whose record is unchanged but whose abstract is not shown because the fetch failed "
+            "or was off last time (e.g. once the API is reachable again)."
+        ),
+    )
+    rerender_all: bool = Field(
+        default=False, description="Render every page, changed or not (e.g. after a template change)."
+    )
 
 
 #: One row per work page: the record hash it was rendered from (incremental rendering), where it is, what
 #: happened to its abstract (ok | none | missing | failed | off), when and by which run.
-PAGE_MANIFEST_SCHEMA = pa.schema([("id", pa.string()), ("record_hash", pa.string()), ("renderer", pa.string()),
-                                  ("page_path", pa.string()), ("abstract_status", pa.string()), ("rendered_at", pa.timestamp("s")),
-                                  ("run_id", pa.string())])
+PAGE_MANIFEST_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("record_hash", pa.string()),
+        ("renderer", pa.string()),
+        ("page_path", pa.string()),
+        ("abstract_status", pa.string()),
+        ("rendered_at", pa.timestamp("s")),
+        ("run_id", pa.string()),
+    ]
+)
 PAGE_MANIFEST_DDL = f"""CREATE TABLE IF NOT EXISTS page_manifest (
-    {", ".join(f"{f.name} {'TIMESTAMP' if f.name == 'rendered_at' else 'VARCHAR'}{' PRIMARY KEY' if f.name == 'id' else ''}"
-               for f in PAGE_MANIFEST_SCHEMA)})"""
+    {
+    ", ".join(
+        f"{f.name} {'TIMESTAMP' if f.name == 'rendered_at' else 'VARCHAR'}{' PRIMARY KEY' if f.name == 'id' else ''}"
+        for f in PAGE_MANIFEST_SCHEMA
+    )
+})"""
 _CHUNK = 2000
 
 
@@ -206,8 +266,11 @@ def _page_path_ok(wid: str, page: str | None) -> bool:
 def _published(storage: MetacanStorage, wid: str, page: str | None) -> bool:
     """True when the work's record file and the page the manifest names both exist; a manifest path
     that :func:`_page_path_ok` refuses counts as missing (the page is rendered again)."""
-    return (_page_path_ok(wid, page) and (storage.site_dir / page).exists()
-            and (storage.site_dir / "records" / f"{wid}.json").exists())
+    return (
+        _page_path_ok(wid, page)
+        and (storage.site_dir / page).exists()
+        and (storage.site_dir / "records" / f"{wid}.json").exists()
+    )
 
 
 def _withdraw(storage: MetacanStorage, gone: dict[str, str | None]) -> int:
@@ -229,12 +292,17 @@ def _withdraw(storage: MetacanStorage, gone: dict[str, str | None]) -> int:
 def _page_context(storage: MetacanStorage) -> dict:
     heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
     codex_heads = [h for h in heads if h["teacher"] == "codex"]
-    return {"n_codex_labels": max((h["n_train"] for h in codex_heads), default=0),
-            "gated_heads": sum(1 for h in codex_heads if h["gate_passed"]), "total_heads": len(codex_heads),
-            "constant_heads": {(h["teacher"], h["target"]) for h in heads if h["status"].startswith("constant")}}
+    return {
+        "n_codex_labels": max((h["n_train"] for h in codex_heads), default=0),
+        "gated_heads": sum(1 for h in codex_heads if h["gate_passed"]),
+        "total_heads": len(codex_heads),
+        "constant_heads": {(h["teacher"], h["target"]) for h in heads if h["status"].startswith("constant")},
+    }
 
 
-@dg.asset(group_name="publishing", kinds={"python", "html"}, code_version="2", owners=["team:metacan"], deps=[work_records])
+@dg.asset(
+    group_name="publishing", kinds={"python", "html"}, code_version="2", owners=["team:metacan"], deps=[work_records]
+)
 def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: MetacanStorage) -> dg.MaterializeResult:
     """One HTML page per frame work at ``data/site/works/<model_version>/<id>.html``, plus ``data/site/index.html``.
 
@@ -255,19 +323,35 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     renderer = renderer_fingerprint()
     with storage.connect() as con:
         con.execute(PAGE_MANIFEST_DDL)
-        manifest = {r[0]: r[1:] for r in con.execute(
-            "SELECT id, record_hash, renderer, page_path, abstract_status FROM page_manifest").fetchall()}
+        manifest = {
+            r[0]: r[1:]
+            for r in con.execute(
+                "SELECT id, record_hash, renderer, page_path, abstract_status FROM page_manifest"
+            ).fetchall()
+        }
     todo = set()
     for wid, digest in hashes.items():
         last = manifest.get(_safe_id(wid))
-        if (config.rerender_all or last is None or last[0] != digest or last[1] != renderer
-                or not _published(storage, wid, last[2]) or (config.retry_failed_abstracts and config.fetch_abstracts and last[3] in ("failed", "off"))):
+        if (
+            config.rerender_all
+            or last is None
+            or last[0] != digest
+            or last[1] != renderer
+            or not _published(storage, wid, last[2])
+            or (config.retry_failed_abstracts and config.fetch_abstracts and last[3] in ("failed", "off"))
+        ):
             todo.add(wid)
     withdrawn = _withdraw(storage, {wid: last[2] for wid, last in manifest.items() if wid not in hashes})
     env = environment()
     preview: list[dict] = []  # the first pages rendered by this run, for the UI
-    rendered_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)  # UTC, as page_manifest stores it
-    page_ctx = {**_page_context(storage), "page_run_id": context.run.run_id, "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC"}
+    rendered_at = dt.datetime.now(dt.UTC).replace(
+        tzinfo=None, microsecond=0
+    )  # UTC, as page_manifest stores it
+    page_ctx = {
+        **_page_context(storage),
+        "page_run_id": context.run.run_id,
+        "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC",
+    }
     statuses: Counter[str] = Counter()
     fetcher = AbstractFetcher(config.openalex_api_url or None) if config.fetch_abstracts else None
 
@@ -287,12 +371,16 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
             rows.append((wid, hashes[wid], renderer, path, status, rendered_at, context.run.run_id))
             if len(preview) < 10:
                 preview.append(dict(zip(PAGE_MANIFEST_SCHEMA.names, rows[-1])))
-        rendered = pa.Table.from_pylist([dict(zip(PAGE_MANIFEST_SCHEMA.names, r)) for r in rows], schema=PAGE_MANIFEST_SCHEMA)
+        rendered = pa.Table.from_pylist(
+            [dict(zip(PAGE_MANIFEST_SCHEMA.names, r)) for r in rows], schema=PAGE_MANIFEST_SCHEMA
+        )
         with storage.connect() as con:  # one set-based upsert (executemany would cost a statement per page)
             con.execute(PAGE_MANIFEST_DDL)
             con.register("rendered", rendered)
-            con.execute(f"INSERT OR REPLACE INTO page_manifest ({', '.join(PAGE_MANIFEST_SCHEMA.names)}) "
-                        f"SELECT {', '.join(PAGE_MANIFEST_SCHEMA.names)} FROM rendered")
+            con.execute(
+                f"INSERT OR REPLACE INTO page_manifest ({', '.join(PAGE_MANIFEST_SCHEMA.names)}) "
+                f"SELECT {', '.join(PAGE_MANIFEST_SCHEMA.names)} FROM rendered"
+            )
         bar.update(len(chunk))
 
     index_rows = []
@@ -316,24 +404,39 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     index_rows.sort(key=lambda r: (-(r["year"] or 0), r["id"]))
     versions = Counter(r["model_version"] for r in index_rows if r.get("model_version"))
     index_path = storage.site_dir / "index.html"
-    with storage.connect(read_only=True) as con:  # the index says when its newest page was rendered: unchanged pages, unchanged index
+    with storage.connect(
+        read_only=True
+    ) as con:  # the index says when its newest page was rendered: unchanged pages, unchanged index
         newest = con.execute("SELECT max(rendered_at) FROM page_manifest").fetchone()[0]
-    index_written = _write_if_changed(index_path, render_index(env, index_rows, built_at=f"{newest:%Y-%m-%d %H:%M} UTC" if newest else None))
+    index_written = _write_if_changed(
+        index_path, render_index(env, index_rows, built_at=f"{newest:%Y-%m-%d %H:%M} UTC" if newest else None)
+    )
     write_static(storage.site_dir)
     seconds = time.perf_counter() - started
     kinds = Counter(f"{r['source']}" + (f" ({r['mode']})" if r.get("mode") else "") for r in index_rows)
     example = storage.site_dir / preview[0]["page_path"] if preview else index_path
     calls = fetcher.calls if fetcher is not None else 0
-    context.log.info(f"work_pages: {len(todo)} of {len(hashes)} pages rendered ({len(hashes) - len(todo)} unchanged) in {seconds:.1f}s; "
-                     f"abstracts {dict(statuses)} with {calls} OpenAlex call(s); index {index_path}")
-    return dg.MaterializeResult(metadata={
-        **table_metadata(PAGE_MANIFEST_SCHEMA, len(hashes), preview, ["id", "page_path", "abstract_status", "run_id"]),
-        "pages_rendered": len(todo), "pages_unchanged": len(hashes) - len(todo), "pages_withdrawn": withdrawn,
-        "renderer": renderer,
-        "seconds": round(seconds, 2), "pages_dir": dg.MetadataValue.path(str(storage.site_dir / "works")),
-        "index": dg.MetadataValue.path(str(index_path)), "index_rewritten": index_written,
-        "example_page": dg.MetadataValue.path(str(example)),
-        "abstracts_by_status": counts_markdown(dict(statuses), "abstract"), "openalex_abstract_calls": calls,
-        "works_by_classification_source": counts_markdown(dict(kinds), "source"),
-        "model_versions": counts_markdown(dict(versions), "model_version"),
-    })
+    context.log.info(
+        f"work_pages: {len(todo)} of {len(hashes)} pages rendered ({len(hashes) - len(todo)} unchanged) in {seconds:.1f}s; "
+        f"abstracts {dict(statuses)} with {calls} OpenAlex call(s); index {index_path}"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            **table_metadata(
+                PAGE_MANIFEST_SCHEMA, len(hashes), preview, ["id", "page_path", "abstract_status", "run_id"]
+            ),
+            "pages_rendered": len(todo),
+            "pages_unchanged": len(hashes) - len(todo),
+            "pages_withdrawn": withdrawn,
+            "renderer": renderer,
+            "seconds": round(seconds, 2),
+            "pages_dir": dg.MetadataValue.path(str(storage.site_dir / "works")),
+            "index": dg.MetadataValue.path(str(index_path)),
+            "index_rewritten": index_written,
+            "example_page": dg.MetadataValue.path(str(example)),
+            "abstracts_by_status": counts_markdown(dict(statuses), "abstract"),
+            "openalex_abstract_calls": calls,
+            "works_by_classification_source": counts_markdown(dict(kinds), "source"),
+            "model_versions": counts_markdown(dict(versions), "model_version"),
+        }
+    )

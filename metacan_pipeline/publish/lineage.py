@@ -31,20 +31,42 @@ import pyarrow as pa
 
 from ..storage import MetacanStorage, sql_literal
 
-TEACHER_CALL_TYPE = pa.struct([
-    ("teacher", pa.string()), ("model", pa.string()), ("prompt_version", pa.string()), ("prompt_sha", pa.string()),
-    ("record_view", pa.string()), ("label_status", pa.string()), ("source", pa.string()), ("call_id", pa.string()),
-    ("request_hash", pa.string()), ("called_at", pa.string()), ("run_id", pa.string()), ("archive", pa.string()),
-])
+TEACHER_CALL_TYPE = pa.struct(
+    [
+        ("teacher", pa.string()),
+        ("model", pa.string()),
+        ("prompt_version", pa.string()),
+        ("prompt_sha", pa.string()),
+        ("record_view", pa.string()),
+        ("label_status", pa.string()),
+        ("source", pa.string()),
+        ("call_id", pa.string()),
+        ("request_hash", pa.string()),
+        ("called_at", pa.string()),
+        ("run_id", pa.string()),
+        ("archive", pa.string()),
+    ]
+)
 
-LINEAGE_SCHEMA = pa.schema([
-    ("id", pa.string()), ("frame_build_id", pa.string()), ("frame_run_id", pa.string()),
-    ("input_kind", pa.string()), ("source_file", pa.string()), ("source_locator", pa.string()), ("part_run_id", pa.string()),
-    ("entity_list_versions", pa.string()), ("lexicon_version", pa.string()),
-    ("teacher_calls", pa.list_(TEACHER_CALL_TYPE)),
-    ("model_version", pa.string()), ("student_run_id", pa.string()),
-    ("machine_round", pa.int32()), ("machine_scores_run_id", pa.string()), ("machine_validation_status", pa.string()),
-])
+LINEAGE_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("frame_build_id", pa.string()),
+        ("frame_run_id", pa.string()),
+        ("input_kind", pa.string()),
+        ("source_file", pa.string()),
+        ("source_locator", pa.string()),
+        ("part_run_id", pa.string()),
+        ("entity_list_versions", pa.string()),
+        ("lexicon_version", pa.string()),
+        ("teacher_calls", pa.list_(TEACHER_CALL_TYPE)),
+        ("model_version", pa.string()),
+        ("student_run_id", pa.string()),
+        ("machine_round", pa.int32()),
+        ("machine_scores_run_id", pa.string()),
+        ("machine_validation_status", pa.string()),
+    ]
+)
 
 #: Empty stand-ins for tables an older or partial data folder may not have yet (DuckDB catalog tables).
 _OPTIONAL_TABLES = {
@@ -56,7 +78,9 @@ _OPTIONAL_TABLES = {
     "machine_scores": "id VARCHAR, rounds_run INTEGER, validation_status VARCHAR",
     "machine_rounds": "round INTEGER, run_id VARCHAR",
 }
-_LABEL_COLUMNS = "work_id, teacher, model, prompt_version, prompt_sha, record_view, status, source, call_id, run_id, created_at"
+_LABEL_COLUMNS = (
+    "work_id, teacher, model, prompt_version, prompt_sha, record_view, status, source, call_id, run_id, created_at"
+)
 
 
 def lineage_sql(present: set[str], label_tables: list[str]) -> tuple[list[str], str]:
@@ -114,8 +138,9 @@ def build_lineage(storage: MetacanStorage, label_tables: list[str]) -> int:
             setup, query = lineage_sql(present, label_tables)
             for stmt in setup:
                 con.execute(stmt)
-            n = con.execute(f"COPY ({query}) TO {sql_literal(str(tmp / 'part-00000.parquet'))} "
-                            "(FORMAT parquet, COMPRESSION zstd)").fetchone()[0]  # COPY answers the rows it wrote
+            n = con.execute(
+                f"COPY ({query}) TO {sql_literal(str(tmp / 'part-00000.parquet'))} (FORMAT parquet, COMPRESSION zstd)"
+            ).fetchone()[0]  # COPY answers the rows it wrote
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -30,12 +30,18 @@ from .records import classification_card
 
 _NOT_FETCHED = {"status": "off"}
 
-ROUTE_LABELS = (("ca_aff", "Canadian affiliation"), ("ca_fund", "Canadian funder"), ("ca_venue", "Canadian venue"),
-                ("about_ca", "About Canada"))
+ROUTE_LABELS = (
+    ("ca_aff", "Canadian affiliation"),
+    ("ca_fund", "Canadian funder"),
+    ("ca_venue", "Canadian venue"),
+    ("about_ca", "About Canada"),
+)
 
 #: Why the abstract is fetched at render time and never stored (SPEC section 9); shown under every abstract.
-ABSTRACT_REASON = ("Abstracts are not stored in this database: the inverted indexes are most of the bytes of an OpenAlex "
-                   "work record, and a page needs the text only when it is rendered.")
+ABSTRACT_REASON = (
+    "Abstracts are not stored in this database: the inverted indexes are most of the bytes of an OpenAlex "
+    "work record, and a page needs the text only when it is rendered."
+)
 
 
 def _score(value, missing: str = "n/a") -> str:
@@ -46,15 +52,19 @@ def _score(value, missing: str = "n/a") -> str:
 def _utc(value) -> str:
     """A datetime as ``YYYY-MM-DD HH:MM UTC`` (other values as text)."""
     if isinstance(value, dt.datetime):
-        return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return "" if value is None else str(value)
 
 
 def environment() -> Environment:
     """The Jinja2 environment (package templates, autoescape on for .j2 HTML templates)."""
-    env = Environment(loader=PackageLoader("metacan_pipeline.publish", "templates"),
-                      autoescape=select_autoescape(enabled_extensions=("html", "j2"), default_for_string=True, default=True),
-                      trim_blocks=True, lstrip_blocks=True, auto_reload=False)
+    env = Environment(
+        loader=PackageLoader("metacan_pipeline.publish", "templates"),
+        autoescape=select_autoescape(enabled_extensions=("html", "j2"), default_for_string=True, default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
     env.filters["display_names"] = lambda cats: [CATEGORY_DISPLAY.get(c, c) for c in (cats or [])]
     env.filters["score"] = _score
     env.filters["utc"] = _utc
@@ -83,8 +93,10 @@ def _page_folder(version: str | None, wid: str) -> str:
     if version is None:
         return UNSCORED
     if not isinstance(version, str) or version == UNSCORED or not _VERSION_RE.fullmatch(version):
-        raise ValueError(f"refusing to publish {wid} under model version {version!r}: a version becomes a folder name and "
-                         f"must match ^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$ and not be {UNSCORED!r}")
+        raise ValueError(
+            f"refusing to publish {wid} under model version {version!r}: a version becomes a folder name and "
+            f"must match ^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$ and not be {UNSCORED!r}"
+        )
     return version
 
 
@@ -114,15 +126,26 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
     """
     permalink = page_path(record)
     return env.get_template("work.html.j2").render(
-        r=record, abstract=abstract or _NOT_FETCHED, abstract_reason=ABSTRACT_REASON,
+        r=record,
+        abstract=abstract or _NOT_FETCHED,
+        abstract_reason=ABSTRACT_REASON,
         card=classification_card(record),
         failed_labels=[l for l in record["direct_labels"] if l["status"] == "failed"],
-        routes=ROUTE_LABELS, display=CATEGORY_DISPLAY, categories=CATEGORIES, prediction_status=PREDICTION_STATUS,
-        version=__version__, built_at=None, n_codex_labels=context["n_codex_labels"],
-        gated_heads=context["gated_heads"], total_heads=context["total_heads"],
+        routes=ROUTE_LABELS,
+        display=CATEGORY_DISPLAY,
+        categories=CATEGORIES,
+        prediction_status=PREDICTION_STATUS,
+        version=__version__,
+        built_at=None,
+        n_codex_labels=context["n_codex_labels"],
+        gated_heads=context["gated_heads"],
+        total_heads=context["total_heads"],
         constant_heads=context.get("constant_heads", set()),
-        model_version=model_version_of(record) or UNSCORED, permalink=permalink, root="../" * permalink.count("/"),
-        rendered_at=context.get("rendered_at", "now"), page_run_id=context.get("page_run_id", "none"),
+        model_version=model_version_of(record) or UNSCORED,
+        permalink=permalink,
+        root="../" * permalink.count("/"),
+        rendered_at=context.get("rendered_at", "now"),
+        page_run_id=context.get("page_run_id", "none"),
     )
 
 
@@ -140,19 +163,28 @@ def index_row(record: dict) -> dict:
     card = classification_card(record)
     kind = card["kind"]
     if kind == "direct":
-        cls = "; ".join(f"direct label ({l['teacher']}): " + (", ".join(CATEGORY_DISPLAY[c] for c in l["categories"]) or "not meta-research")
-                        for l in card["labels"])
+        cls = "; ".join(
+            f"direct label ({l['teacher']}): "
+            + (", ".join(CATEGORY_DISPLAY[c] for c in l["categories"]) or "not meta-research")
+            for l in card["labels"]
+        )
     elif kind == "none":
         cls = "not classified yet"
     elif kind == "no_category":
         cls = "prediction: no category"
     else:
         cls = f"{kind} prediction: " + ", ".join(CATEGORY_DISPLAY[c] for c in card["categories"])
-    return {"id": record["id"], "title": record["title"] or "", "year": record["year"],
-            "routes": [r for r, _ in ROUTE_LABELS if record["routes"][r]],
-            "source": {"direct": "direct", "none": "none"}.get(kind, "classifier"),
-            "mode": kind if kind in ("consensus", "candidate") else None,
-            "model_version": model_version_of(record), "classification": cls, "href": page_path(record)}
+    return {
+        "id": record["id"],
+        "title": record["title"] or "",
+        "year": record["year"],
+        "routes": [r for r, _ in ROUTE_LABELS if record["routes"][r]],
+        "source": {"direct": "direct", "none": "none"}.get(kind, "classifier"),
+        "mode": kind if kind in ("consensus", "candidate") else None,
+        "model_version": model_version_of(record),
+        "classification": cls,
+        "href": page_path(record),
+    }
 
 
 def index_json(rows: list[dict]) -> str:
@@ -163,8 +195,11 @@ def index_json(rows: list[dict]) -> str:
     title holding ``</script>`` or ``<!--`` cannot end or alter the ``<script type="application/json">``
     block it sits in.
     """
-    text = json.dumps({"fields": INDEX_FIELDS, "rows": [[r[f] for f in INDEX_FIELDS] for r in rows]},
-                      ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(
+        {"fields": INDEX_FIELDS, "rows": [[r[f] for f in INDEX_FIELDS] for r in rows]},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
     for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(ch, esc)
     return text
@@ -178,10 +213,17 @@ def render_index(env: Environment, rows: list[dict], *, built_at: str | None = N
     versions = Counter(r["model_version"] or UNSCORED for r in rows)
     years = sorted({r["year"] for r in rows if r["year"] is not None}, reverse=True)
     return env.get_template("index.html.j2").render(
-        n_works=len(rows), data=Markup(index_json(rows)), routes=ROUTE_LABELS, max_rows=INDEX_MAX_ROWS,
-        years=years, unknown_year=any(r["year"] is None for r in rows), unscored=UNSCORED,
-        versions=sorted(versions.items(), key=lambda kv: (kv[0] == UNSCORED, kv[0])), version=__version__,
-        built_at=built_at or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+        n_works=len(rows),
+        data=Markup(index_json(rows)),
+        routes=ROUTE_LABELS,
+        max_rows=INDEX_MAX_ROWS,
+        years=years,
+        unknown_year=any(r["year"] is None for r in rows),
+        unscored=UNSCORED,
+        versions=sorted(versions.items(), key=lambda kv: (kv[0] == UNSCORED, kv[0])),
+        version=__version__,
+        built_at=built_at or dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    )
 
 
 def write_static(site_dir: Path) -> list[Path]:

@@ -20,7 +20,16 @@ from ..vocab import PREDICTION_STATUS
 SCHEMA_PATH = Path(__file__).with_name("work_record.schema.json")
 
 DIRECT_LABEL_STATUS = "direct_label_unvalidated"
-_LABEL_KEYS = ("categories", "domain", "study_design", "genre", "about_ca_system", "about_ca_topic", "confidence", "reason")
+_LABEL_KEYS = (
+    "categories",
+    "domain",
+    "study_design",
+    "genre",
+    "about_ca_system",
+    "about_ca_topic",
+    "confidence",
+    "reason",
+)
 
 
 def _join(values: list[str] | None) -> str:
@@ -49,10 +58,15 @@ def schema_violation(record: dict) -> str | None:
 def direct_label_entry(label: dict) -> dict:
     """One entry of ``direct_labels``: the label with its source (teacher, model, prompt) and status."""
     entry = {
-        "teacher": label["teacher"], "model": label["model"], "prompt_version": label["prompt_version"],
-        "record_view": label["record_view"], "status": label["status"],
+        "teacher": label["teacher"],
+        "model": label["model"],
+        "prompt_version": label["prompt_version"],
+        "record_view": label["record_view"],
+        "status": label["status"],
         "label_status": DIRECT_LABEL_STATUS if label["status"] == "labelled" else None,
-        "source": label.get("source"), "error": label.get("error"), "call_id": label.get("call_id"),
+        "source": label.get("source"),
+        "error": label.get("error"),
+        "call_id": label.get("call_id"),
         "labelled_at": str(label["created_at"]) if label.get("created_at") is not None else None,
     }
     for k in _LABEL_KEYS:
@@ -87,16 +101,24 @@ def build_record(work: dict, labels: list[dict], prediction: dict | None, machin
         "funders": _join(work["funder_names"]),
         "keywords": _join(work["keywords"]),
         "routes": {
-            "ca_aff": work["ca_aff"], "ca_fund": work["ca_fund"], "ca_venue": work["ca_venue"],
-            "about_ca": work["about_ca"], "invisible_to_affiliation_only": work["invisible_to_affiliation_only"],
+            "ca_aff": work["ca_aff"],
+            "ca_fund": work["ca_fund"],
+            "ca_venue": work["ca_venue"],
+            "about_ca": work["about_ca"],
+            "invisible_to_affiliation_only": work["invisible_to_affiliation_only"],
         },
         "route_evidence": {
-            "ca_aff": list(work["ca_aff_evidence"] or []), "ca_fund": list(work["ca_fund_evidence"] or []),
-            "ca_venue": list(work["ca_venue_evidence"] or []), "about_ca": list(work["about_ca_evidence"] or []),
+            "ca_aff": list(work["ca_aff_evidence"] or []),
+            "ca_fund": list(work["ca_fund_evidence"] or []),
+            "ca_venue": list(work["ca_venue_evidence"] or []),
+            "about_ca": list(work["about_ca_evidence"] or []),
         },
         "retraction": {"is_retracted": True, "source": "OpenAlex is_retracted"} if work["is_retracted"] else None,
         "screen": None,
-        "sampling_frame": {"in_sampling_frame": work["in_sampling_frame"], "exclusion": work["sampling_frame_exclusion"]},
+        "sampling_frame": {
+            "in_sampling_frame": work["in_sampling_frame"],
+            "exclusion": work["sampling_frame_exclusion"],
+        },
         "direct_labels": [direct_label_entry(l) for l in sorted(labels, key=lambda l: l["teacher"])],
         "prediction": pred,
         "machine_scores": ms,
@@ -139,14 +161,24 @@ def classification_card(record: dict) -> dict[str, Any]:
     An empty category list from a labelled direct label means "not meta-research" (a judgement);
     no label and no prediction at all means "not classified yet" (absence is not a negative).
     """
-    labelled = [l for l in record.get("direct_labels") or [] if l["status"] == "labelled"]  # teacher calls and rule labels
+    labelled = [
+        l for l in record.get("direct_labels") or [] if l["status"] == "labelled"
+    ]  # teacher calls and rule labels
     if labelled:
         return {"kind": "direct", "labels": labelled}
     pred = record.get("prediction") or {}
     if pred.get("consensus_categories"):
-        return {"kind": "consensus", "categories": pred["consensus_categories"], "model_version": pred.get("model_version")}
+        return {
+            "kind": "consensus",
+            "categories": pred["consensus_categories"],
+            "model_version": pred.get("model_version"),
+        }
     if pred.get("candidate_categories"):
-        return {"kind": "candidate", "categories": pred["candidate_categories"], "model_version": pred.get("model_version")}
+        return {
+            "kind": "candidate",
+            "categories": pred["candidate_categories"],
+            "model_version": pred.get("model_version"),
+        }
     if record.get("prediction"):
         return {"kind": "no_category", "categories": [], "model_version": pred.get("model_version")}
     return {"kind": "none"}

@@ -1,6 +1,5 @@
 """The ``sample_design`` asset and its blocking check (SPEC section 5)."""
 
-
 from collections import Counter
 
 import dagster as dg
@@ -28,20 +27,36 @@ class SampleDesignConfig(dg.Config):
     fraction: float = Field(default=0.3, description="Share of each ordinary stratum drawn, in (0, 1].")
     min_per_stratum: int = Field(default=1, description="At least this many per stratum (>= 1: every pi > 0).")
     salt: str = "metacan-sample-v1"
-    stratify_by: list[str] = Field(default=["route", "abstract"], description="Dimensions of the ordinary strata: route, language, abstract.")
+    stratify_by: list[str] = Field(
+        default=["route", "abstract"], description="Dimensions of the ordinary strata: route, language, abstract."
+    )
     enrichment: list[EnrichmentStratumConfig] = Field(
-        default=[{"name": META_SIGNALS.name, "title_pattern": META_SIGNALS.title_pattern, "venue_ids": [], "fraction": META_SIGNALS.fraction}],
-        description="Enrichment strata, first match wins (default: titles with meta-research vocabulary, all sampled).")
+        default=[
+            {
+                "name": META_SIGNALS.name,
+                "title_pattern": META_SIGNALS.title_pattern,
+                "venue_ids": [],
+                "fraction": META_SIGNALS.fraction,
+            }
+        ],
+        description="Enrichment strata, first match wins (default: titles with meta-research vocabulary, all sampled).",
+    )
 
     def strata_spec(self) -> StrataSpec:
         """The :class:`~.design.StrataSpec` of this config (ValueError names a bad dimension, pattern or fraction)."""
-        rules = [EnrichmentStratumConfig(**e) if isinstance(e, dict) else e for e in self.enrichment]  # a default stays a dict
-        return StrataSpec(tuple(self.stratify_by), tuple(EnrichmentRule(e.name, e.title_pattern, tuple(e.venue_ids), e.fraction)
-                                                         for e in rules))
+        rules = [
+            EnrichmentStratumConfig(**e) if isinstance(e, dict) else e for e in self.enrichment
+        ]  # a default stays a dict
+        return StrataSpec(
+            tuple(self.stratify_by),
+            tuple(EnrichmentRule(e.name, e.title_pattern, tuple(e.venue_ids), e.fraction) for e in rules),
+        )
 
 
 @dg.asset(group_name="labeling", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"], deps=[frame])
-def sample_design(context: dg.AssetExecutionContext, config: SampleDesignConfig, storage: MetacanStorage) -> dg.MaterializeResult:
+def sample_design(
+    context: dg.AssetExecutionContext, config: SampleDesignConfig, storage: MetacanStorage
+) -> dg.MaterializeResult:
     """Strata, selection probabilities and design weights over the sampling frame (SPEC section 5).
 
     One row per sampling-frame work (``in_sampling_frame``): stratum (enrichment strata by title or
@@ -49,16 +64,23 @@ def sample_design(context: dg.AssetExecutionContext, config: SampleDesignConfig,
     ``enrichment``), N_h, n_h, salted-hash rank, ``selection_probability = n_h / N_h``,
     ``design_weight = 1 / pi`` and ``in_sample``. The ``codex`` teacher labels the works in the sample.
     """
-    rows = storage.read_table("frame", ["id", "route_key", "has_abstract", "language", "title_text", "venue_id", "in_sampling_frame"]).to_pylist()
+    rows = storage.read_table(
+        "frame", ["id", "route_key", "has_abstract", "language", "title_text", "venue_id", "in_sampling_frame"]
+    ).to_pylist()
     eligible = [r for r in rows if r["in_sampling_frame"]]  # filter first, then sample (never the other way round)
     design = draw_sample(eligible, config.fraction, config.min_per_stratum, config.salt, config.strata_spec())
     n = storage.write_table("sample_design", pa.Table.from_pylist(design, schema=DESIGN_SCHEMA))
     sizes = {r["stratum"]: r["stratum_size"] for r in design}
     sampled = Counter(r["stratum"] for r in design if r["in_sample"])
-    context.log.info(f"sample_design: {n} sampling-frame works in {len(sizes)} strata; {sum(sampled.values())} in the sample")
+    context.log.info(
+        f"sample_design: {n} sampling-frame works in {len(sizes)} strata; {sum(sampled.values())} in the sample"
+    )
     return dg.MaterializeResult(
         metadata=table_metadata(
-            DESIGN_SCHEMA, n, [r for r in design if r["in_sample"]], ["id", "stratum", "selection_probability", "design_weight"],
+            DESIGN_SCHEMA,
+            n,
+            [r for r in design if r["in_sample"]],
+            ["id", "stratum", "selection_probability", "design_weight"],
             strata=len(sizes),
             sample_size=sum(sampled.values()),
             stratum_sizes=counts_markdown(sizes, "stratum", "N_h"),
@@ -67,7 +89,11 @@ def sample_design(context: dg.AssetExecutionContext, config: SampleDesignConfig,
     )
 
 
-@dg.asset_check(asset=sample_design, blocking=True, description="Strata partition the sampling frame and every pi > 0 (SPEC section 5).")
+@dg.asset_check(
+    asset=sample_design,
+    blocking=True,
+    description="Strata partition the sampling frame and every pi > 0 (SPEC section 5).",
+)
 def sample_design_partitions_frame(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Fails when stratum sizes do not sum to the sampling-frame size, or any pi is 0 or NULL."""
     with storage.connect() as con:
@@ -80,5 +106,10 @@ def sample_design_partitions_frame(storage: MetacanStorage) -> dg.AssetCheckResu
     strata_sum = strata_sum or 0
     return dg.AssetCheckResult(
         passed=frame_n == design_n == strata_sum and bad_pi == 0,
-        metadata={"sampling_frame_size": frame_n, "design_rows": design_n, "sum_of_stratum_sizes": strata_sum, "rows_with_pi_not_positive": bad_pi},
+        metadata={
+            "sampling_frame_size": frame_n,
+            "design_rows": design_n,
+            "sum_of_stratum_sizes": strata_sum,
+            "rows_with_pi_not_positive": bad_pi,
+        },
     )

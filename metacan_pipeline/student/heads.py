@@ -37,7 +37,9 @@ def fit_logreg(X, y, w) -> LogisticRegression:
 
 
 #: Worker processes that fit heads side by side (each fit uses one core: :func:`fit_logreg`).
-FIT_WORKERS = max(1, min(6, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
+FIT_WORKERS = max(
+    1, min(6, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+)
 #: Fewer training labels than this (all heads together) are fitted in this process: starting the
 #: workers (about a second) would cost more than they save.
 PARALLEL_MIN_LABELS = 2_000
@@ -100,11 +102,13 @@ def weighted_rate(y: np.ndarray, w: np.ndarray) -> float:
 
 def kish_ess(w: np.ndarray) -> float:
     """Kish effective sample size (sum w)^2 / sum w^2; 0 for no weights."""
-    s2 = float((w ** 2).sum())
+    s2 = float((w**2).sum())
     return float(w.sum() ** 2 / s2) if s2 > 0 else 0.0
 
 
-def grouped_cv_metrics(X, y: np.ndarray, groups: list[str], w: np.ndarray, folds: int = 5, *, group_name: str = "venue") -> dict:
+def grouped_cv_metrics(
+    X, y: np.ndarray, groups: list[str], w: np.ndarray, folds: int = 5, *, group_name: str = "venue"
+) -> dict:
     """AP and AUROC under grouped cross-validation (``GroupKFold`` with ``min(folds, groups)`` folds), or
     the reason they are absent (fewer than 2 positives, no negative, fewer than 2 groups).
 
@@ -116,8 +120,12 @@ def grouped_cv_metrics(X, y: np.ndarray, groups: list[str], w: np.ndarray, folds
     pos = int(y.sum())
     n_groups = len(set(groups))
     if pos < 2 or pos == len(y) or n_groups < 2:
-        return {"ap": None, "auroc": None, "fold_positives": [],
-                "cv": f"not evaluated: {pos} positives of {len(y)} in {n_groups} {group_name} groups"}
+        return {
+            "ap": None,
+            "auroc": None,
+            "fold_positives": [],
+            "cv": f"not evaluated: {pos} positives of {len(y)} in {n_groups} {group_name} groups",
+        }
     k = min(folds, n_groups)
     oof = np.full(len(y), np.nan)
     fold_positives = []
@@ -128,9 +136,12 @@ def grouped_cv_metrics(X, y: np.ndarray, groups: list[str], w: np.ndarray, folds
             continue
         m = fit_logreg(X[train], y[train], w[train])
         oof[test] = m.predict_proba(X[test])[:, 1]
-    return {"ap": float(average_precision_score(y, oof, sample_weight=w)),
-            "auroc": float(roc_auc_score(y, oof, sample_weight=w)), "fold_positives": fold_positives,
-            "cv": f"{k}-fold grouped by {group_name}"}
+    return {
+        "ap": float(average_precision_score(y, oof, sample_weight=w)),
+        "auroc": float(roc_auc_score(y, oof, sample_weight=w)),
+        "fold_positives": fold_positives,
+        "cv": f"{k}-fold grouped by {group_name}",
+    }
 
 
 def fit_binary(target: str, X, y: np.ndarray, w: np.ndarray) -> BinaryHead:
@@ -138,12 +149,16 @@ def fit_binary(target: str, X, y: np.ndarray, w: np.ndarray) -> BinaryHead:
     pos = int(y.sum())
     rate = weighted_rate(y, w)
     if len(y) == 0 or pos == 0 or pos == len(y):
-        return BinaryHead(target, f"constant: {pos} positives of {len(y)} labels (one class, cannot fit)", rate, len(y), pos)
+        return BinaryHead(
+            target, f"constant: {pos} positives of {len(y)} labels (one class, cannot fit)", rate, len(y), pos
+        )
     model = fit_logreg(X, y, w)
     return BinaryHead(target, "trained", rate, len(y), pos, model)
 
 
-def fit_categorical(target: str, classes: tuple[str, ...], X, values: list[str | None], w: np.ndarray) -> CategoricalHead:
+def fit_categorical(
+    target: str, classes: tuple[str, ...], X, values: list[str | None], w: np.ndarray
+) -> CategoricalHead:
     """Fit one categorical head on the works with a non-null value; constant head with < 2 classes."""
     keep = [i for i, v in enumerate(values) if v is not None]
     vals = [values[i] for i in keep]
@@ -152,6 +167,8 @@ def fit_categorical(target: str, classes: tuple[str, ...], X, values: list[str |
         prior[classes.index(values[i])] += w[i]
     prior = prior / prior.sum() if prior.sum() > 0 else np.full(len(classes), 1.0 / len(classes))
     if len(set(vals)) < 2:
-        return CategoricalHead(target, f"constant: {len(set(vals))} class(es) among {len(vals)} labels", classes, prior, len(vals))
+        return CategoricalHead(
+            target, f"constant: {len(set(vals))} class(es) among {len(vals)} labels", classes, prior, len(vals)
+        )
     model = fit_logreg(X[keep], vals, w[keep])
     return CategoricalHead(target, "trained", classes, prior, len(vals), model)

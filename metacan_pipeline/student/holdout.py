@@ -45,7 +45,9 @@ def venue_held_out(key: str) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < HOLDOUT_FRACTION
 
 
-def freeze_holdout(storage: MetacanStorage, frame_rows: Iterable[tuple[str, str | None]], run_id: str) -> tuple[set[str], bool]:
+def freeze_holdout(
+    storage: MetacanStorage, frame_rows: Iterable[tuple[str, str | None]], run_id: str
+) -> tuple[set[str], bool]:
     """The frozen holdout's work ids, defining it from ``frame_rows`` ((work id, venue id) pairs) when
     the table ``student_holdout`` is empty. Returns ``(ids, newly_frozen)``.
 
@@ -58,10 +60,13 @@ def freeze_holdout(storage: MetacanStorage, frame_rows: Iterable[tuple[str, str 
             raise ValueError(
                 f"student_holdout in {storage.duckdb_path} was frozen under {versions}, the code defines {HOLDOUT_VERSION!r}: "
                 f"metrics across the two are not comparable. To start the holdout again on purpose, DROP TABLE student_holdout "
-                f"(every later metric then starts a new series)")
+                f"(every later metric then starts a new series)"
+            )
         if versions:
             return {r[0] for r in con.execute("SELECT work_id FROM student_holdout").fetchall()}, False
-        rows = [(wid, key, HOLDOUT_VERSION, run_id) for wid, vid in frame_rows if venue_held_out(key := venue_key(wid, vid))]
+        rows = [
+            (wid, key, HOLDOUT_VERSION, run_id) for wid, vid in frame_rows if venue_held_out(key := venue_key(wid, vid))
+        ]
         if rows:
             con.executemany("INSERT INTO student_holdout VALUES (?, ?, ?, now(), ?)", rows)
         return {r[0] for r in rows}, True

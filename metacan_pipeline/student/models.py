@@ -48,17 +48,23 @@ def load_published(storage: MetacanStorage, model_version: str) -> dict | None:
     """
     with storage.connect() as con:
         con.execute(MODEL_VERSIONS_DDL)
-        row = con.execute("SELECT file, file_sha256 FROM model_versions WHERE model_version = ?", [model_version]).fetchone()
+        row = con.execute(
+            "SELECT file, file_sha256 FROM model_versions WHERE model_version = ?", [model_version]
+        ).fetchone()
     if row is None:
         return None
     path = Path(row[0])
     if not path.exists():
-        raise ModelVersionError(f"model version {model_version} is registered in model_versions but its file {path} is missing; "
-                                f"a published version is immutable and is not rebuilt under the same name: restore the file "
-                                f"(from a backup of {path.parent}) or delete its row from model_versions on purpose")
+        raise ModelVersionError(
+            f"model version {model_version} is registered in model_versions but its file {path} is missing; "
+            f"a published version is immutable and is not rebuilt under the same name: restore the file "
+            f"(from a backup of {path.parent}) or delete its row from model_versions on purpose"
+        )
     if (sha := _sha256(path)) != row[1]:
-        raise ModelVersionError(f"model version {model_version}: {path} has SHA-256 {sha}, registered {row[1]}: the file was "
-                                f"altered after publication; restore the original")
+        raise ModelVersionError(
+            f"model version {model_version}: {path} has SHA-256 {sha}, registered {row[1]}: the file was "
+            f"altered after publication; restore the original"
+        )
     return joblib.load(path)
 
 
@@ -72,6 +78,8 @@ def publish(storage: MetacanStorage, bundle: dict, *, kind: str, run_id: str, fe
     tmp.replace(path)
     with storage.connect() as con:
         con.execute(MODEL_VERSIONS_DDL)
-        con.execute("INSERT INTO model_versions VALUES (?, ?, now(), ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    [version, kind, run_id, str(path), _sha256(path), feature_kind, json.dumps(summary, default=str)])
+        con.execute(
+            "INSERT INTO model_versions VALUES (?, ?, now(), ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [version, kind, run_id, str(path), _sha256(path), feature_kind, json.dumps(summary, default=str)],
+        )
     return path

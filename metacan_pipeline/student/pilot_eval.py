@@ -122,7 +122,10 @@ from .features import make_features, student_text
 from .heads import grouped_cv_metrics, weighted_rate
 from .holdout import venue_key
 
-SCREENERS = {"a": "claude-sonnet-4-6 (labels_joined.json tier_a)", "b": "gpt-5.6-sol, Codex (codex/ tier, else labels_joined.json tier_b)"}
+SCREENERS = {
+    "a": "claude-sonnet-4-6 (labels_joined.json tier_a)",
+    "b": "gpt-5.6-sol, Codex (codex/ tier, else labels_joined.json tier_b)",
+}
 WORK_SETS = ("joined", "all")
 
 
@@ -192,12 +195,16 @@ def pilot_works(folder: Path) -> tuple[list[PilotWork], dict[str, int]]:
     texts: dict[str, dict] = {}
     files = sorted(folder.glob("chunks/chunk_*.json")) + sorted(folder.glob("chunks_b/chunk_*.json"))
     if not files:
-        raise FileNotFoundError(f"{folder}: no chunks/chunk_*.json or chunks_b/chunk_*.json work files (see the folder's SOURCES.md)")
+        raise FileNotFoundError(
+            f"{folder}: no chunks/chunk_*.json or chunks_b/chunk_*.json work files (see the folder's SOURCES.md)"
+        )
     for path in files:
         try:
             records = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON ({exc}); the pilot folder should hold the files listed in its SOURCES.md") from exc
+            raise ValueError(
+                f"{path}: not JSON ({exc}); the pilot folder should hold the files listed in its SOURCES.md"
+            ) from exc
         for rec in records:
             texts.setdefault(rec["id"], rec)
 
@@ -210,20 +217,36 @@ def pilot_works(folder: Path) -> tuple[list[PilotWork], dict[str, int]]:
     for wid in sorted(with_text & (set(y_a) | set(y_b))):
         rec = texts[wid]
         title = markup_to_text(rec.get("title"))
-        row = {"title_text": title, "venue_name": rec.get("venue"), "topic": rec.get("topic"), "field": rec.get("field"),
-               "type": rec.get("type"), "language": rec.get("lang")}
+        row = {
+            "title_text": title,
+            "venue_name": rec.get("venue"),
+            "topic": rec.get("topic"),
+            "field": rec.get("field"),
+            "type": rec.get("type"),
+            "language": rec.get("lang"),
+        }
         venue = (rec.get("venue") or "").strip()
         group = f"venue:{venue}" if venue else "title:" + " ".join(title.casefold().split())
         s, w = stratum.get(wid, (None, None))
         weight = None if s is None else w * n_all[s] / n_text[s]
         works.append(PilotWork(wid, student_text(row), group, y_a.get(wid), y_b.get(wid), s, weight))
-    dropped = {"no_text_a": sum(1 for i in y_a if i not in texts), "no_text_b": sum(1 for i in y_b if i not in texts),
-               "empty_title": len(empty), "failed_labels": failed}
+    dropped = {
+        "no_text_a": sum(1 for i in y_a if i not in texts),
+        "no_text_b": sum(1 for i in y_b if i not in texts),
+        "empty_title": len(empty),
+        "failed_labels": failed,
+    }
     return works, dropped
 
 
-def evaluate_pilot(folder: Path | str, features: str = "tfidf", screener: str = "a", works: str = "joined",
-                   weighted: bool | None = None, folds: int = 5) -> PilotEvaluation:
+def evaluate_pilot(
+    folder: Path | str,
+    features: str = "tfidf",
+    screener: str = "a",
+    works: str = "joined",
+    weighted: bool | None = None,
+    folds: int = 5,
+) -> PilotEvaluation:
     """Train and evaluate the student's ``metaresearch`` head on one pilot screener's labels under grouped
     cross-validation (SPEC section 6; mapping, groups and weights in the module docstring).
 
@@ -242,10 +265,14 @@ def evaluate_pilot(folder: Path | str, features: str = "tfidf", screener: str = 
     if works not in WORK_SETS:
         raise ValueError(f"works {works!r}: expected one of {', '.join(WORK_SETS)}")
     if works == "all" and screener != "b":
-        raise ValueError("works 'all' is screener b's set (screener a's labels exist only for labels_joined.json works): use works='joined'")
+        raise ValueError(
+            "works 'all' is screener b's set (screener a's labels exist only for labels_joined.json works): use works='joined'"
+        )
     weighted = (works == "joined") if weighted is None else weighted
     if weighted and works == "all":
-        raise ValueError("works 'all' has no design weights (638 random-sample works are outside labels_joined.json): use weighted=False")
+        raise ValueError(
+            "works 'all' has no design weights (638 random-sample works are outside labels_joined.json): use weighted=False"
+        )
     backend = make_features(features)  # ValueError / ImportError before any work is read
     pool, _ = pilot_works(Path(folder))
     label = "y_a" if screener == "a" else "y_b"
@@ -262,11 +289,23 @@ def evaluate_pilot(folder: Path | str, features: str = "tfidf", screener: str = 
     t2 = time.perf_counter()
     sizes = Counter(groups)
     return PilotEvaluation(
-        screener=screener, features=features, works=works, weighted=weighted, n=len(chosen), positives=int(y.sum()),
-        positive_rate=weighted_rate(y, wts), groups=len(sizes), folds=min(folds, len(sizes)),
+        screener=screener,
+        features=features,
+        works=works,
+        weighted=weighted,
+        n=len(chosen),
+        positives=int(y.sum()),
+        positive_rate=weighted_rate(y, wts),
+        groups=len(sizes),
+        folds=min(folds, len(sizes)),
         without_venue=sum(1 for g in groups if not g.startswith("venue:")),
         in_shared_groups=sum(1 for g in groups if sizes[g] > 1),
-        ap=metrics["ap"], auroc=metrics["auroc"], cv=metrics["cv"], feature_seconds=t1 - t0, cv_seconds=t2 - t1)
+        ap=metrics["ap"],
+        auroc=metrics["auroc"],
+        cv=metrics["cv"],
+        feature_seconds=t1 - t0,
+        cv_seconds=t2 - t1,
+    )
 
 
 def fmt(v: float | None) -> str:
@@ -276,13 +315,17 @@ def fmt(v: float | None) -> str:
 
 def format_table(results: list[PilotEvaluation]) -> str:
     """The results as a fixed-width text table, one line per evaluation."""
-    head = (f"{'screener':<8} {'works':<6} {'features':<8} {'n':>5} {'pos':>4} {'pos.rate':>8} {'groups':>6} {'folds':>5} "
-            f"{'weights':<7} {'AP':>6} {'AUROC':>6} {'feat s':>7} {'cv s':>6}")
+    head = (
+        f"{'screener':<8} {'works':<6} {'features':<8} {'n':>5} {'pos':>4} {'pos.rate':>8} {'groups':>6} {'folds':>5} "
+        f"{'weights':<7} {'AP':>6} {'AUROC':>6} {'feat s':>7} {'cv s':>6}"
+    )
     lines = [head, "-" * len(head)]
     for r in results:
-        lines.append(f"{r.screener:<8} {r.works:<6} {r.features:<8} {r.n:>5} {r.positives:>4} {r.positive_rate:>8.4f} {r.groups:>6} "
-                     f"{r.folds:>5} {'design' if r.weighted else 'none':<7} {fmt(r.ap):>6} {fmt(r.auroc):>6} "
-                     f"{r.feature_seconds:>7.1f} {r.cv_seconds:>6.1f}")
+        lines.append(
+            f"{r.screener:<8} {r.works:<6} {r.features:<8} {r.n:>5} {r.positives:>4} {r.positive_rate:>8.4f} {r.groups:>6} "
+            f"{r.folds:>5} {'design' if r.weighted else 'none':<7} {fmt(r.ap):>6} {fmt(r.auroc):>6} "
+            f"{r.feature_seconds:>7.1f} {r.cv_seconds:>6.1f}"
+        )
     return "\n".join(lines)
 
 
@@ -344,7 +387,9 @@ def _read_json(path: Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc}); the pilot folder should hold the files listed in its SOURCES.md") from exc
+        raise ValueError(
+            f"{path}: not JSON ({exc}); the pilot folder should hold the files listed in its SOURCES.md"
+        ) from exc
 
 
 def _tier_label(tier) -> int | None:
@@ -376,7 +421,9 @@ def frame1k_works(folder: Path) -> tuple[list[Frame1kWork], dict[str, int]]:
             label_path = root / arm / path.name.replace("chunk_", "labels_")
             for lab in _read_json(label_path) if label_path.exists() else []:
                 labels[arm][lab["id"]] = _tier_label(lab.get("tier"))
-    verdicts = {v["id"]: v.get("tier") for p in sorted((root / "adjudication").glob("verdict_*.json")) for v in _read_json(p)}
+    verdicts = {
+        v["id"]: v.get("tier") for p in sorted((root / "adjudication").glob("verdict_*.json")) for v in _read_json(p)
+    }
     for wid in records:
         votes = [labels[arm].get(wid) for arm in R1_ARMS]
         if wid in verdicts:
@@ -396,10 +443,23 @@ def frame1k_works(folder: Path) -> tuple[list[Frame1kWork], dict[str, int]]:
             dropped["empty_title"] += 1
             continue
         venue = (rec.get("venue") or "").strip() or None
-        row = {"title_text": title, "venue_name": venue, "topic": rec.get("topic"), "field": rec.get("field"),
-               "type": rec.get("type"), "language": rec.get("lang")}
-        works.append(Frame1kWork(wid, student_text(row), venue_key(wid, venue), venue,
-                                 {arm: labels[arm].get(wid) for arm in FRAME1K_ARMS}))
+        row = {
+            "title_text": title,
+            "venue_name": venue,
+            "topic": rec.get("topic"),
+            "field": rec.get("field"),
+            "type": rec.get("type"),
+            "language": rec.get("lang"),
+        }
+        works.append(
+            Frame1kWork(
+                wid,
+                student_text(row),
+                venue_key(wid, venue),
+                venue,
+                {arm: labels[arm].get(wid) for arm in FRAME1K_ARMS},
+            )
+        )
     for arm in FRAME1K_ARMS:
         if arm in R1_ARMS:
             dropped[f"unlabelled_{arm}"] = sum(1 for i in records if i not in labels[arm])
@@ -429,7 +489,9 @@ def _frame1k_matrix(features: str, texts: tuple[str, ...], backend) -> tuple[obj
     return X, seconds, False
 
 
-def evaluate_frame1k(folder: Path | str, features: str = "tfidf", arm: str = "adjudicated", folds: int = 5) -> Frame1kEvaluation:
+def evaluate_frame1k(
+    folder: Path | str, features: str = "tfidf", arm: str = "adjudicated", folds: int = 5
+) -> Frame1kEvaluation:
     """Train and evaluate the student's ``metaresearch`` head on one frame1k arm's labels under
     cross-validation grouped by venue (mapping in the module docstring, section frame1k).
 
@@ -453,7 +515,10 @@ def evaluate_frame1k(folder: Path | str, features: str = "tfidf", arm: str = "ad
     positive_groups = len({g for g, v in zip(groups, y) if v})
     k, note = min(folds, len(sizes)), ""
     if 2 <= positive_groups < k:
-        k, note = positive_groups, f"{positive_groups} venue groups hold a positive: {positive_groups} folds instead of {folds}"
+        k, note = (
+            positive_groups,
+            f"{positive_groups} venue groups hold a positive: {positive_groups} folds instead of {folds}",
+        )
 
     X, feature_seconds, reused = _frame1k_matrix(features, tuple(texts), backend)
     t1 = time.perf_counter()
@@ -462,24 +527,42 @@ def evaluate_frame1k(folder: Path | str, features: str = "tfidf", arm: str = "ad
     if metrics["ap"] is None:
         note = metrics["cv"]
     return Frame1kEvaluation(
-        arm=arm, features=features, n=len(chosen), positives=int(y.sum()), positive_rate=weighted_rate(y, wts),
-        groups=len(sizes), venues=len({w.venue for w in chosen if w.venue}), without_venue=sum(1 for w in chosen if w.venue is None),
-        positive_groups=positive_groups, folds=len(metrics["fold_positives"]), fold_positives=metrics["fold_positives"],
-        ap=metrics["ap"], auroc=metrics["auroc"], cv=metrics["cv"], note=note, feature_seconds=feature_seconds,
-        features_reused=reused, cv_seconds=t2 - t1)
+        arm=arm,
+        features=features,
+        n=len(chosen),
+        positives=int(y.sum()),
+        positive_rate=weighted_rate(y, wts),
+        groups=len(sizes),
+        venues=len({w.venue for w in chosen if w.venue}),
+        without_venue=sum(1 for w in chosen if w.venue is None),
+        positive_groups=positive_groups,
+        folds=len(metrics["fold_positives"]),
+        fold_positives=metrics["fold_positives"],
+        ap=metrics["ap"],
+        auroc=metrics["auroc"],
+        cv=metrics["cv"],
+        note=note,
+        feature_seconds=feature_seconds,
+        features_reused=reused,
+        cv_seconds=t2 - t1,
+    )
 
 
 def format_frame1k_table(results: list[Frame1kEvaluation]) -> str:
     """frame1k results as a fixed-width text table, one line per arm x backend; a reused feature matrix's
     seconds (computed once for an earlier line) are in parentheses."""
-    head = (f"{'arm':<11} {'features':<8} {'n':>4} {'pos':>4} {'pos.rate':>8} {'groups':>6} {'venues':>6} {'no-venue':>8} "
-            f"{'folds':>5} {'test pos/fold':<14} {'AP':>6} {'AUROC':>6} {'feat s':>7} {'cv s':>6}")
+    head = (
+        f"{'arm':<11} {'features':<8} {'n':>4} {'pos':>4} {'pos.rate':>8} {'groups':>6} {'venues':>6} {'no-venue':>8} "
+        f"{'folds':>5} {'test pos/fold':<14} {'AP':>6} {'AUROC':>6} {'feat s':>7} {'cv s':>6}"
+    )
 
     lines = [head, "-" * len(head)]
     for r in results:
         per_fold = "/".join(map(str, r.fold_positives)) or "-"
         feat = f"({r.feature_seconds:.1f})" if r.features_reused else f"{r.feature_seconds:.1f}"
-        lines.append(f"{r.arm:<11} {r.features:<8} {r.n:>4} {r.positives:>4} {r.positive_rate:>8.4f} {r.groups:>6} {r.venues:>6} "
-                     f"{r.without_venue:>8} {r.folds:>5} {per_fold:<14} {fmt(r.ap):>6} {fmt(r.auroc):>6} "
-                     f"{feat:>7} {r.cv_seconds:>6.1f}")
+        lines.append(
+            f"{r.arm:<11} {r.features:<8} {r.n:>4} {r.positives:>4} {r.positive_rate:>8.4f} {r.groups:>6} {r.venues:>6} "
+            f"{r.without_venue:>8} {r.folds:>5} {per_fold:<14} {fmt(r.ap):>6} {fmt(r.auroc):>6} "
+            f"{feat:>7} {r.cv_seconds:>6.1f}"
+        )
     return "\n".join(lines)

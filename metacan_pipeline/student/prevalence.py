@@ -74,11 +74,22 @@ def stratified_rate(y: Sequence[bool | int], w: Sequence[float], strata: Sequenc
 
 
 # ---- the asset -------------------------------------------------------------------------------------
-PREVALENCE_SCHEMA = pa.schema([
-    ("population", pa.string()), ("category", pa.string()), ("method", pa.string()), ("teacher", pa.string()),
-    ("n", pa.int64()), ("n_weighted", pa.float64()), ("rate", pa.float64()), ("se", pa.float64()),
-    ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("strata_single", pa.int64()), ("design", pa.string()),
-])
+PREVALENCE_SCHEMA = pa.schema(
+    [
+        ("population", pa.string()),
+        ("category", pa.string()),
+        ("method", pa.string()),
+        ("teacher", pa.string()),
+        ("n", pa.int64()),
+        ("n_weighted", pa.float64()),
+        ("rate", pa.float64()),
+        ("se", pa.float64()),
+        ("ci_low", pa.float64()),
+        ("ci_high", pa.float64()),
+        ("strata_single", pa.int64()),
+        ("design", pa.string()),
+    ]
+)
 
 
 def _teacher_rows(labels: list[dict], weights: dict[str, tuple[str, float]]) -> dict[str, Estimate]:
@@ -97,8 +108,13 @@ def _current(rows: list[dict]) -> list[dict]:
     return [r for works in current_labelled(rows).values() for r in works.values()]
 
 
-@dg.asset(group_name="scoring", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"],
-          deps=[predictions, imported_labels, *TEACHER_ASSETS.values()])
+@dg.asset(
+    group_name="scoring",
+    kinds={"python", "parquet"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=[predictions, imported_labels, *TEACHER_ASSETS.values()],
+)
 def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """Prevalence per category (issue 5, SPEC sections 5-6). Rows of table ``prevalence``
     (:data:`PREVALENCE_SCHEMA`), one per population, category and method:
@@ -127,16 +143,30 @@ def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg
         # a sample+batch teacher: its batch labels carry no design weight and are left out of the rate
         weights, how = (census, "census of the frame") if spec.coverage == "all" else (design, "sample_design")
         for c, e in _teacher_rows(_current(storage.read_table(f"direct_labels_{name}").to_pylist()), weights).items():
-            rows.append({"population": "frame", "category": c, "method": "design_weighted_teacher_rate", "teacher": name,
-                         **e.__dict__, "design": how})
+            rows.append(
+                {
+                    "population": "frame",
+                    "category": c,
+                    "method": "design_weighted_teacher_rate",
+                    "teacher": name,
+                    **e.__dict__,
+                    "design": how,
+                }
+            )
     if storage.has_table("imported_labels"):
         imported = storage.read_table("imported_labels").to_pylist()
         with storage.connect() as con:
             present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-            idesign = con.execute("SELECT source, work_id, stratum, design_weight FROM imported_design").fetchall() \
-                if "imported_design" in present else []
-            sources = con.execute("SELECT DISTINCT teacher, source FROM label_imports ORDER BY ALL").fetchall() \
-                if "label_imports" in present else []
+            idesign = (
+                con.execute("SELECT source, work_id, stratum, design_weight FROM imported_design").fetchall()
+                if "imported_design" in present
+                else []
+            )
+            sources = (
+                con.execute("SELECT DISTINCT teacher, source FROM label_imports ORDER BY ALL").fetchall()
+                if "label_imports" in present
+                else []
+            )
         by_source: dict[str, dict[str, tuple[str, float]]] = defaultdict(dict)
         for source, wid, stratum, weight in idesign:
             if weight:
@@ -149,27 +179,69 @@ def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg
                 continue
             for c, e in _teacher_rows(labels, by_source[source]).items():
                 if e.n:
-                    rows.append({"population": f"import:{source.split(' (')[0]}", "category": c, "method": "design_weighted_teacher_rate",
-                                 "teacher": teacher, **e.__dict__, "design": f"imported_design: {source}"})
+                    rows.append(
+                        {
+                            "population": f"import:{source.split(' (')[0]}",
+                            "category": c,
+                            "method": "design_weighted_teacher_rate",
+                            "teacher": teacher,
+                            **e.__dict__,
+                            "design": f"imported_design: {source}",
+                        }
+                    )
     if storage.has_table("predictions"):
         with storage.connect() as con:
             n_preds = con.execute("SELECT count(*) FROM predictions").fetchone()[0]
-            counts = {(col, c): k for col in ("candidate_categories", "consensus_categories") for c, k in con.execute(
-                f"SELECT c, count(*) FROM (SELECT unnest({col}) c FROM predictions) GROUP BY c").fetchall()}
+            counts = {
+                (col, c): k
+                for col in ("candidate_categories", "consensus_categories")
+                for c, k in con.execute(
+                    f"SELECT c, count(*) FROM (SELECT unnest({col}) c FROM predictions) GROUP BY c"
+                ).fetchall()
+            }
         for c in CATEGORIES:
-            for col, method in (("candidate_categories", "classify_and_count"), ("consensus_categories", "classify_and_count_consensus")):
-                rows.append({"population": "frame", "category": c, "method": method, "teacher": None, "n": n_preds,
-                             "n_weighted": float(n_preds), "rate": counts.get((col, c), 0) / n_preds if n_preds else None, "se": None,
-                             "ci_low": None, "ci_high": None, "strata_single": 0, "design": "every frame work scored once"})
+            for col, method in (
+                ("candidate_categories", "classify_and_count"),
+                ("consensus_categories", "classify_and_count_consensus"),
+            ):
+                rows.append(
+                    {
+                        "population": "frame",
+                        "category": c,
+                        "method": method,
+                        "teacher": None,
+                        "n": n_preds,
+                        "n_weighted": float(n_preds),
+                        "rate": counts.get((col, c), 0) / n_preds if n_preds else None,
+                        "se": None,
+                        "ci_low": None,
+                        "ci_high": None,
+                        "strata_single": 0,
+                        "design": "every frame work scored once",
+                    }
+                )
     rates: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in rows:
         if r["method"] == "design_weighted_teacher_rate" and r["rate"] is not None:
             rates[(r["population"], r["category"])].append(r["rate"])
     for (population, c), values in sorted(rates.items()):
         if len(values) > 1:
-            rows.append({"population": population, "category": c, "method": "screener_swap_range", "teacher": None,
-                         "n": len(values), "n_weighted": None, "rate": (min(values) + max(values)) / 2, "se": None,
-                         "ci_low": min(values), "ci_high": max(values), "strata_single": 0, "design": "teacher rates above"})
+            rows.append(
+                {
+                    "population": population,
+                    "category": c,
+                    "method": "screener_swap_range",
+                    "teacher": None,
+                    "n": len(values),
+                    "n_weighted": None,
+                    "rate": (min(values) + max(values)) / 2,
+                    "se": None,
+                    "ci_low": min(values),
+                    "ci_high": max(values),
+                    "strata_single": 0,
+                    "design": "teacher rates above",
+                }
+            )
     table = pa.Table.from_pylist(rows, schema=PREVALENCE_SCHEMA)
     storage.write_table("prevalence", table, schema=PREVALENCE_SCHEMA)
 
@@ -182,7 +254,12 @@ def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg
 
     md = "| population | category | method | teacher | n | rate [95% CI] |\n|---|---|---|---|---|---|\n" + "".join(
         f"| {r['population']} | {r['category']} | {r['method']} | {r['teacher'] or ''} | {r['n']} | {fmt(r)} |\n"
-        for r in rows if r["category"] == "metaresearch")
+        for r in rows
+        if r["category"] == "metaresearch"
+    )
     context.log.info(f"prevalence: {len(rows)} rows over {len({r['population'] for r in rows})} populations")
-    return dg.MaterializeResult(metadata=table_metadata(PREVALENCE_SCHEMA, table.num_rows, rows[:10], None,
-                                                        metaresearch=dg.MetadataValue.md(md)))
+    return dg.MaterializeResult(
+        metadata=table_metadata(
+            PREVALENCE_SCHEMA, table.num_rows, rows[:10], None, metaresearch=dg.MetadataValue.md(md)
+        )
+    )

@@ -55,20 +55,36 @@ CHURN_MAX, RHO_MIN, STABLE_ROUNDS = 0.05, 0.98, 3  # SPEC section 7
 ROUNDS_DDL = """CREATE TABLE IF NOT EXISTS machine_rounds (
     round INTEGER PRIMARY KEY, run_id VARCHAR, created_at TIMESTAMP, training_signature VARCHAR,
     training_labels JSON, metrics JSON, maturity_gate_passed BOOLEAN, gate_reason VARCHAR, proposed INTEGER)"""
-ROUND_SCORES_DDL = "CREATE TABLE IF NOT EXISTS machine_round_scores (round INTEGER, arm VARCHAR, work_id VARCHAR, score DOUBLE)"
+ROUND_SCORES_DDL = (
+    "CREATE TABLE IF NOT EXISTS machine_round_scores (round INTEGER, arm VARCHAR, work_id VARCHAR, score DOUBLE)"
+)
 PROPOSALS_DDL = """CREATE TABLE IF NOT EXISTS machine_round_proposals (
     round INTEGER, work_id VARCHAR, reason VARCHAR, score_codex DOUBLE, score_gemma DOUBLE, score_spread DOUBLE)"""
 
 MACHINE_SCHEMA = pa.schema(
-    [("id", pa.string()), ("score_gemma", pa.float64()), ("score_codex", pa.float64()), ("score_spread", pa.float64()),
-     ("validation_status", pa.string()), ("provisional", pa.bool_()), ("baseline", pa.bool_()),
-     ("maturity_gate_passed", pa.bool_()), ("rounds_run", pa.int32()), ("arm_status", pa.string()), ("note", pa.string()),
-     ("held_out", pa.bool_())]
+    [
+        ("id", pa.string()),
+        ("score_gemma", pa.float64()),
+        ("score_codex", pa.float64()),
+        ("score_spread", pa.float64()),
+        ("validation_status", pa.string()),
+        ("provisional", pa.bool_()),
+        ("baseline", pa.bool_()),
+        ("maturity_gate_passed", pa.bool_()),
+        ("rounds_run", pa.int32()),
+        ("arm_status", pa.string()),
+        ("note", pa.string()),
+        ("held_out", pa.bool_()),
+    ]
 )
-NOTE_IMMATURE = ("Baseline scores from an immature model (maturity gate not passed after {rounds} training round{s}: {reason}). "
-                 "Scores rank; they never assert a category.")
-NOTE_MATURE = ("The maturity gate passed after {rounds} training rounds: the scores stopped moving on the frozen holdout, "
-               "which does not make them right. Scores rank; they never assert a category.")
+NOTE_IMMATURE = (
+    "Baseline scores from an immature model (maturity gate not passed after {rounds} training round{s}: {reason}). "
+    "Scores rank; they never assert a category."
+)
+NOTE_MATURE = (
+    "The maturity gate passed after {rounds} training rounds: the scores stopped moving on the frozen holdout, "
+    "which does not make them right. Scores rank; they never assert a category."
+)
 
 
 def training_signature(train: dict[str, list[dict]]) -> str:
@@ -84,15 +100,20 @@ def fit_arms(train: dict[str, list[dict]], texts: dict[str, str]) -> dict:
     """A scoring bundle (:func:`~.scoring.score_batches`) with one TF-IDF + logistic-regression arm per teacher."""
     train_texts = sorted({texts[r["work_id"]] for a in ARMS for r in train[a]})
     if not train_texts:
-        raise ValueError("machine_scores: nothing to train on: no labelled teacher call of a frame work outside the holdout in "
-                         f"{', '.join(f'direct_labels_{a}' for a in ARMS)}; materialize frame and the teachers first")
+        raise ValueError(
+            "machine_scores: nothing to train on: no labelled teacher call of a frame work outside the holdout in "
+            f"{', '.join(f'direct_labels_{a}' for a in ARMS)}; materialize frame and the teachers first"
+        )
     vectorizer = make_features("tfidf").fit(train_texts)
     heads = {}
     for arm in ARMS:
         rows = train[arm]
         y = np.array([int("metaresearch" in (r["categories"] or [])) for r in rows], dtype=int)
-        heads[arm] = {"metaresearch": fit_binary("metaresearch", transform(vectorizer, [texts[r["work_id"]] for r in rows]),
-                                                 y, np.ones(len(rows)))}
+        heads[arm] = {
+            "metaresearch": fit_binary(
+                "metaresearch", transform(vectorizer, [texts[r["work_id"]] for r in rows]), y, np.ones(len(rows))
+            )
+        }
     return {"vectorizer": vectorizer, "heads": heads}
 
 
@@ -126,7 +147,10 @@ def maturity_gate(history: dict[int, dict[str, dict[str, float]]], labels: dict[
                 prev = history[rounds[i - 1]].get(arm, {})
                 common = sorted(set(sc) & set(prev))
                 k = round(float(np.mean(list(lab.values()))) * len(common)) if lab else 0
-                p_now, p_prev = _positive_set({w: sc[w] for w in common}, k), _positive_set({w: prev[w] for w in common}, k)
+                p_now, p_prev = (
+                    _positive_set({w: sc[w] for w in common}, k),
+                    _positive_set({w: prev[w] for w in common}, k),
+                )
                 union = p_now | p_prev
                 churn.append(len(p_now ^ p_prev) / len(union) if union else 0.0)
                 a, b = [sc[w] for w in common], [prev[w] for w in common]
@@ -137,9 +161,13 @@ def maturity_gate(history: dict[int, dict[str, dict[str, float]]], labels: dict[
             continue
         first, last = ap[-AP_WINDOW], ap[-1]
         if first is None or last is None or first <= 0:
-            fails.append(f"{arm}: AP not evaluable on the frozen holdout (needs positive and negative teacher labels there)")
+            fails.append(
+                f"{arm}: AP not evaluable on the frozen holdout (needs positive and negative teacher labels there)"
+            )
         elif (last - first) / first >= AP_GAIN_MAX:
-            fails.append(f"{arm}: AP gain {(last - first) / first:.1%} over the last {AP_WINDOW} rounds >= {AP_GAIN_MAX:.0%}")
+            fails.append(
+                f"{arm}: AP gain {(last - first) / first:.1%} over the last {AP_WINDOW} rounds >= {AP_GAIN_MAX:.0%}"
+            )
         if any(c is None or c >= CHURN_MAX for c in churn[-STABLE_ROUNDS:]):
             fails.append(f"{arm}: churn of the positive set not < {CHURN_MAX} for {STABLE_ROUNDS} rounds running")
         if any(x is None or x <= RHO_MIN for x in rho[-STABLE_ROUNDS:]):
@@ -158,8 +186,15 @@ def round_history(storage: MetacanStorage) -> dict[int, dict[str, dict[str, floa
     return out
 
 
-def propose_next_batch(con, machine_scores_glob: str, sampling_frame_glob: str, labelled: pa.Table, round_no: int,
-                       sizes: tuple[int, int, int], salt: str) -> list[tuple[str, str, float, float, float]]:
+def propose_next_batch(
+    con,
+    machine_scores_glob: str,
+    sampling_frame_glob: str,
+    labelled: pa.Table,
+    round_no: int,
+    sizes: tuple[int, int, int],
+    salt: str,
+) -> list[tuple[str, str, float, float, float]]:
     """The next teacher batch from the fresh reservoir: ``sizes`` = (largest spread, closest to 0.5, sentinels).
 
     The reservoir: works of the sampling frame (``sample_design``: a work outside it gets a rule label,
@@ -185,8 +220,10 @@ def propose_next_batch(con, machine_scores_glob: str, sampling_frame_glob: str, 
     for reason, order in queries:
         taken = [p[0] for p in picked]
         con.register("taken_ids", pa.table({"id": pa.array(taken, pa.string())}))
-        rows = con.execute(f"SELECT id, score_codex, score_gemma, score_spread FROM reservoir "
-                           f"WHERE id NOT IN (SELECT id FROM taken_ids) {order}").fetchall()
+        rows = con.execute(
+            f"SELECT id, score_codex, score_gemma, score_spread FROM reservoir "
+            f"WHERE id NOT IN (SELECT id FROM taken_ids) {order}"
+        ).fetchall()
         picked += [(wid, reason, c, g, s) for wid, c, g, s in rows]
     return picked
 

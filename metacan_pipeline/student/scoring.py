@@ -50,8 +50,9 @@ def _list_column(probs: np.ndarray) -> pa.Array:
     return pa.FixedSizeListArray.from_arrays(flat, probs.shape[1]).cast(pa.list_(pa.float64()))
 
 
-def score_batches(storage: MetacanStorage, bundle: dict, batch_size: int = BATCH_SIZE, progress: bool = True,
-                  log=None) -> Iterator[pa.RecordBatch]:
+def score_batches(
+    storage: MetacanStorage, bundle: dict, batch_size: int = BATCH_SIZE, progress: bool = True, log=None
+) -> Iterator[pa.RecordBatch]:
     """Score every frame work with every head of ``bundle`` (``vectorizer``, ``heads`` {teacher: {target: head}}).
 
     Yields record batches with ``id``, a float64 score column per binary head (:func:`score_column`),
@@ -64,16 +65,25 @@ def score_batches(storage: MetacanStorage, bundle: dict, batch_size: int = BATCH
     done = 0
     for batch in storage.iter_batches("frame", batch_size=batch_size, columns=["id", "venue_id", *STUDENT_FIELDS]):
         X = bundle["vectorizer"].transform(student_texts(batch))
-        cols = {"id": batch.column("id"), "held_out": pa.array(
-            [venue_held_out(venue_key(w, v)) for w, v in zip(batch.column("id").to_pylist(), batch.column("venue_id").to_pylist())],
-            pa.bool_())}
+        cols = {
+            "id": batch.column("id"),
+            "held_out": pa.array(
+                [
+                    venue_held_out(venue_key(w, v))
+                    for w, v in zip(batch.column("id").to_pylist(), batch.column("venue_id").to_pylist())
+                ],
+                pa.bool_(),
+            ),
+        }
         for teacher, heads in bundle["heads"].items():
             for target, head in heads.items():
                 s = head.score(X)
                 if target in CATEGORICAL_TARGETS:
                     cols[score_column(teacher, target)] = _list_column(s)
                     classes = np.array(CATEGORICAL_TARGETS[target], dtype=object)
-                    cols[f"{score_column(teacher, target)}__argmax"] = pa.array(classes[s.argmax(axis=1)].tolist(), pa.string())
+                    cols[f"{score_column(teacher, target)}__argmax"] = pa.array(
+                        classes[s.argmax(axis=1)].tolist(), pa.string()
+                    )
                 else:
                     cols[score_column(teacher, target)] = pa.array(np.asarray(s, dtype=np.float64))
         done += batch.num_rows
@@ -99,7 +109,9 @@ def scratch_connection(storage: MetacanStorage) -> duckdb.DuckDBPyConnection:
     con.execute(f"SET temp_directory = {sql_literal(str(storage.root / 'tmp'))}")
     for name in ("student_scores", "direct_labels_gemma", "frame"):
         if storage.has_table(name):
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))})")
+            con.execute(
+                f"CREATE VIEW {name} AS SELECT * FROM read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))})"
+            )
     return con
 
 
@@ -114,8 +126,13 @@ def _gemma_says(target: str) -> str:
     return f"coalesce({G_OK} AND g.{target}, false)"
 
 
-def predictions_sql(model_version: str, quotas: dict[str, Quota], gated: dict[str, bool], scores: str = "student_scores",
-                    id_range: tuple[str, str] | None = None) -> str:
+def predictions_sql(
+    model_version: str,
+    quotas: dict[str, Quota],
+    gated: dict[str, bool],
+    scores: str = "student_scores",
+    id_range: tuple[str, str] | None = None,
+) -> str:
     """The DuckDB query that turns ``student_scores`` and ``direct_labels_gemma`` into ``predictions``.
 
     ``quotas``: the quota of every gated binary codex head; ``gated``: the support-gate result of every
@@ -124,31 +141,50 @@ def predictions_sql(model_version: str, quotas: dict[str, Quota], gated: dict[st
     ``student_scores``); ``id_range``: (lowest, highest) id in it, so that only the gemma labels of that
     range enter the join (the join's memory is then one part's labels, not the frame's).
     """
+
     def codex(t: str) -> str:
         return quotas[t].decides_sql(f's."{score_column("codex", t)}"', "s.id") if t in quotas else "false"
 
     cand = ", ".join(f"CASE WHEN {codex(c)} OR {_gemma_says(c)} THEN {sql_literal(c)} END" for c in CATEGORIES)
     cons = ", ".join(f"CASE WHEN {codex(c)} AND {_gemma_says(c)} THEN {sql_literal(c)} END" for c in CATEGORIES)
     cols = [
-        "s.id AS id", f"{sql_literal(model_version)} AS model_version",
+        "s.id AS id",
+        f"{sql_literal(model_version)} AS model_version",
         f"list_filter([{cand}], x -> x IS NOT NULL) AS candidate_categories",
         f"list_filter([{cons}], x -> x IS NOT NULL) AS consensus_categories",
-        *(f"[{', '.join(f's.{score_column(t, c)}' for c in CATEGORIES)}] AS category_scores_{t}" for t in ("codex", "gemma")),
+        *(
+            f"[{', '.join(f's.{score_column(t, c)}' for c in CATEGORIES)}] AS category_scores_{t}"
+            for t in ("codex", "gemma")
+        ),
     ]
     for t in ABOUT_CA_TARGETS:
-        cols += [f"({codex(t)} OR {_gemma_says(t)}) AS {t}_candidate", f"({codex(t)} AND {_gemma_says(t)}) AS {t}_consensus"]
+        cols += [
+            f"({codex(t)} OR {_gemma_says(t)}) AS {t}_candidate",
+            f"({codex(t)} AND {_gemma_says(t)}) AS {t}_consensus",
+        ]
     for t in ABOUT_CA_TARGETS:
         cols += [f"s.{score_column('codex', t)} AS {t}_score_codex", f"s.{score_column('gemma', t)} AS {t}_score_gemma"]
     for t in CATEGORICAL_TARGETS:
         codex_val = f"s.{score_column('codex', t)}__argmax" if gated.get(t) else "NULL::VARCHAR"
         gemma_val = f"CASE WHEN {G_OK} THEN g.{t} END"
-        cols += [f"s.{score_column('codex', t)} AS {t}_scores_codex", f"s.{score_column('gemma', t)} AS {t}_scores_gemma",
-                 f"{codex_val} AS {t}_codex", f"{gemma_val} AS {t}_gemma", f"{gemma_val} AS {t}_candidate",
-                 f"CASE WHEN {gemma_val} IS NOT NULL AND {codex_val} = {gemma_val} THEN {gemma_val} END AS {t}_consensus"]
+        cols += [
+            f"s.{score_column('codex', t)} AS {t}_scores_codex",
+            f"s.{score_column('gemma', t)} AS {t}_scores_gemma",
+            f"{codex_val} AS {t}_codex",
+            f"{gemma_val} AS {t}_gemma",
+            f"{gemma_val} AS {t}_candidate",
+            f"CASE WHEN {gemma_val} IS NOT NULL AND {codex_val} = {gemma_val} THEN {gemma_val} END AS {t}_consensus",
+        ]
     # an absent (NULL) gemma about_ca value is unknown, not a 0: greatest() skips the NULL term
-    disagreement = ", ".join(f"abs(s.{score_column('codex', t)} - {_gemma_says(t) if t in CATEGORIES else 'g.' + t}::INT)"
-                             for t in BINARY_TARGETS)
-    uncertainty = [threshold_uncertainty_sql(f"s.{score_column('codex', t)}", q.threshold) for t, q in quotas.items() if q.threshold is not None]
+    disagreement = ", ".join(
+        f"abs(s.{score_column('codex', t)} - {_gemma_says(t) if t in CATEGORIES else 'g.' + t}::INT)"
+        for t in BINARY_TARGETS
+    )
+    uncertainty = [
+        threshold_uncertainty_sql(f"s.{score_column('codex', t)}", q.threshold)
+        for t, q in quotas.items()
+        if q.threshold is not None
+    ]
     cols += [
         f"CASE WHEN {G_OK} THEN greatest({disagreement}) END AS teacher_disagreement_score",
         (f"greatest({', '.join(uncertainty)})" if len(uncertainty) > 1 else (uncertainty[0] if uncertainty else "0.0"))
@@ -164,8 +200,14 @@ def predictions_sql(model_version: str, quotas: dict[str, Quota], gated: dict[st
     )
 
 
-def prediction_batches(con: duckdb.DuckDBPyConnection, storage: MetacanStorage, model_version: str, quotas: dict[str, Quota],
-                       gated: dict[str, bool], batch_size: int = BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+def prediction_batches(
+    con: duckdb.DuckDBPyConnection,
+    storage: MetacanStorage,
+    model_version: str,
+    quotas: dict[str, Quota],
+    gated: dict[str, bool],
+    batch_size: int = BATCH_SIZE,
+) -> Iterator[pa.RecordBatch]:
     """``predictions`` as record batches: :func:`predictions_sql` run once per ``student_scores`` file (one
     scoring batch, in file order), each joined with the gemma labels of its own id range only.
 

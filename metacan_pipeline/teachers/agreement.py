@@ -73,7 +73,9 @@ def kappa(a: Sequence[Any], b: Sequence[Any], weights: Sequence[float] | None = 
     ``sklearn.metrics.cohen_kappa_score`` (``sample_weight`` = the design weights).
     """
     if len(a) != len(b) or (weights is not None and len(weights) != len(a)):
-        raise ValueError(f"kappa: lengths differ (a {len(a)}, b {len(b)}, weights {None if weights is None else len(weights)})")
+        raise ValueError(
+            f"kappa: lengths differ (a {len(a)}, b {len(b)}, weights {None if weights is None else len(weights)})"
+        )
     if not a or len(set(a) | set(b)) < 2:
         return None
     # sklearn sorts the labels: give it strings so that booleans and class names sort alike.
@@ -140,8 +142,11 @@ def _text(v: Any) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
-def compare(labels_a: Mapping[str, Mapping[str, Any]], labels_b: Mapping[str, Mapping[str, Any]],
-            weights: Mapping[str, float | None] | None = None) -> tuple[list[HeadAgreement], list[tuple[str, str, str, str]]]:
+def compare(
+    labels_a: Mapping[str, Mapping[str, Any]],
+    labels_b: Mapping[str, Mapping[str, Any]],
+    weights: Mapping[str, float | None] | None = None,
+) -> tuple[list[HeadAgreement], list[tuple[str, str, str, str]]]:
     """Compare two configurations' labels (``{work_id: label row}``) on every head of :data:`HEADS`.
 
     ``weights``: ``{work_id: design weight}``; works without one (or with a weight <= 0) count in the raw
@@ -161,9 +166,18 @@ def compare(labels_a: Mapping[str, Mapping[str, Any]], labels_b: Mapping[str, Ma
         b = [vb[w][head] for w in works]
         weighted = [(x, y, weights[w]) for w, x, y in zip(works, a, b) if (weights.get(w) or 0) > 0]
         wa, wb, ww = ([t[i] for t in weighted] for i in range(3))
-        results.append(HeadAgreement(
-            head=head, n=len(works), agreement=agreement(a, b), kappa=kappa(a, b), n_with_weight=len(weighted),
-            n_weighted=float(sum(ww)), weighted_agreement=agreement(wa, wb, ww), weighted_kappa=kappa(wa, wb, ww)))
+        results.append(
+            HeadAgreement(
+                head=head,
+                n=len(works),
+                agreement=agreement(a, b),
+                kappa=kappa(a, b),
+                n_with_weight=len(weighted),
+                n_weighted=float(sum(ww)),
+                weighted_agreement=agreement(wa, wb, ww),
+                weighted_kappa=kappa(wa, wb, ww),
+            )
+        )
         disagreements += [(w, head, _text(x), _text(y)) for w, x, y in zip(works, a, b) if x != y]
     disagreements.sort(key=lambda r: (r[0], HEADS.index(r[1])))
     return results, disagreements
@@ -171,14 +185,31 @@ def compare(labels_a: Mapping[str, Mapping[str, Any]], labels_b: Mapping[str, Ma
 
 # ---- the teacher_agreement asset --------------------------------------------------------------------
 
-AGREEMENT_SCHEMA = pa.schema([
-    ("pair", pa.string()), ("head", pa.string()), ("n", pa.int64()), ("agreement", pa.float64()), ("kappa", pa.float64()),
-    ("n_weighted", pa.float64()), ("weighted_agreement", pa.float64()), ("weighted_kappa", pa.float64()),
-    ("n_with_weight", pa.int64()), ("config_a", pa.string()), ("config_b", pa.string()), ("weights", pa.string()),
-])
-DISAGREEMENTS_SCHEMA = pa.schema([
-    ("pair", pa.string()), ("work_id", pa.string()), ("head", pa.string()), ("value_a", pa.string()), ("value_b", pa.string()),
-])
+AGREEMENT_SCHEMA = pa.schema(
+    [
+        ("pair", pa.string()),
+        ("head", pa.string()),
+        ("n", pa.int64()),
+        ("agreement", pa.float64()),
+        ("kappa", pa.float64()),
+        ("n_weighted", pa.float64()),
+        ("weighted_agreement", pa.float64()),
+        ("weighted_kappa", pa.float64()),
+        ("n_with_weight", pa.int64()),
+        ("config_a", pa.string()),
+        ("config_b", pa.string()),
+        ("weights", pa.string()),
+    ]
+)
+DISAGREEMENTS_SCHEMA = pa.schema(
+    [
+        ("pair", pa.string()),
+        ("work_id", pa.string()),
+        ("head", pa.string()),
+        ("value_a", pa.string()),
+        ("value_b", pa.string()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -203,13 +234,23 @@ class TeacherConfig:
 def current_labelled(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
     """``{config key: {work_id: newest row}}``, keeping only works whose newest row is labelled."""
     newest: dict[tuple, dict[str, dict]] = {}
-    for r in sorted(rows, key=lambda r: (r.get("created_at") is not None, r.get("created_at") or 0, r.get("label_id") or "")):
+    for r in sorted(
+        rows, key=lambda r: (r.get("created_at") is not None, r.get("created_at") or 0, r.get("label_id") or "")
+    ):
         if r.get("work_id") is not None:
-            newest.setdefault((r["teacher"], r.get("model"), r.get("prompt_version"), r.get("prompt_sha")), {})[r["work_id"]] = r
+            newest.setdefault((r["teacher"], r.get("model"), r.get("prompt_version"), r.get("prompt_sha")), {})[
+                r["work_id"]
+            ] = r
     return {k: {w: r for w, r in v.items() if r.get("status") == "labelled"} for k, v in newest.items()}
 
 
-Loaded = tuple[list[TeacherConfig], dict[tuple, dict[str, dict]], dict[str, float], dict[str, dict[str, float]], dict[tuple, set[str]]]
+Loaded = tuple[
+    list[TeacherConfig],
+    dict[tuple, dict[str, dict]],
+    dict[str, float],
+    dict[str, dict[str, float]],
+    dict[tuple, set[str]],
+]
 
 
 def _load(storage: MetacanStorage) -> Loaded:
@@ -217,7 +258,9 @@ def _load(storage: MetacanStorage) -> Loaded:
     by source, and the sources of each imported configuration (``label_imports``)."""
     configs: list[TeacherConfig] = []
     labels: dict[tuple, dict[str, dict]] = {}
-    tables = [("registry", p.name) for p in sorted(storage.warehouse.glob("direct_labels_*")) if storage.has_table(p.name)]
+    tables = [
+        ("registry", p.name) for p in sorted(storage.warehouse.glob("direct_labels_*")) if storage.has_table(p.name)
+    ]
     if storage.has_table("imported_labels"):
         tables.append(("import", "imported_labels"))
     for kind, name in tables:
@@ -232,18 +275,32 @@ def _load(storage: MetacanStorage) -> Loaded:
     imported_w: dict[str, dict[str, float]] = {}
     sources: dict[tuple, set[str]] = {}
     with storage.connect() as con:
-        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema='main'").fetchall()}
+        present = {
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema='main'"
+            ).fetchall()
+        }
         if "imported_design" in present:
-            for source, work, weight in con.execute("SELECT source, work_id, design_weight FROM imported_design").fetchall():
+            for source, work, weight in con.execute(
+                "SELECT source, work_id, design_weight FROM imported_design"
+            ).fetchall():
                 imported_w.setdefault(source, {})[work] = weight
         if "label_imports" in present:
-            for *key, source in con.execute("SELECT DISTINCT teacher, model, prompt_version, prompt_sha, source FROM label_imports").fetchall():
+            for *key, source in con.execute(
+                "SELECT DISTINCT teacher, model, prompt_version, prompt_sha, source FROM label_imports"
+            ).fetchall():
                 sources.setdefault(tuple(key), set()).add(source)
     return configs, labels, sample_w, imported_w, sources
 
 
-def pair_weights(a: TeacherConfig, b: TeacherConfig, sample_w: Mapping[str, float], imported_w: Mapping[str, Mapping[str, float]],
-                 sources: Mapping[tuple, set[str]]) -> tuple[dict[str, float | None], str]:
+def pair_weights(
+    a: TeacherConfig,
+    b: TeacherConfig,
+    sample_w: Mapping[str, float],
+    imported_w: Mapping[str, Mapping[str, float]],
+    sources: Mapping[tuple, set[str]],
+) -> tuple[dict[str, float | None], str]:
     """The design weights for comparing ``a`` and ``b`` and which design they come from.
 
     Two imported configurations use the design of their sources (``imported_design``; a work given two
@@ -268,8 +325,11 @@ def _pair_md(rows: list[dict]) -> dg.MetadataValue:
     shown = [r for r in rows if r["n"] > 0]
     skipped = [r["head"] for r in rows if r["n"] == 0]
     md = "| head | n | agreement | kappa | n_weighted | weighted agreement | weighted kappa |\n|---|---|---|---|---|---|---|\n"
-    md += "".join(f"| {r['head']} | {r['n']} | {_fmt(r['agreement'])} | {_fmt(r['kappa'])} | {_fmt(r['n_weighted'], 1)} | "
-                  f"{_fmt(r['weighted_agreement'])} | {_fmt(r['weighted_kappa'])} |\n" for r in shown)
+    md += "".join(
+        f"| {r['head']} | {r['n']} | {_fmt(r['agreement'])} | {_fmt(r['kappa'])} | {_fmt(r['n_weighted'], 1)} | "
+        f"{_fmt(r['weighted_agreement'])} | {_fmt(r['weighted_kappa'])} |\n"
+        for r in shown
+    )
     if not shown:
         md = "_No work labelled by both on any head._\n"
     if rows:
@@ -279,8 +339,13 @@ def _pair_md(rows: list[dict]) -> dg.MetadataValue:
     return dg.MetadataValue.md(md)
 
 
-@dg.asset(group_name="labeling", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"],
-          deps=[imported_labels, dg.AssetKey("sample_design"), *TEACHER_ASSETS.values()])
+@dg.asset(
+    group_name="labeling",
+    kinds={"python", "parquet"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=[imported_labels, dg.AssetKey("sample_design"), *TEACHER_ASSETS.values()],
+)
 def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """Agreement of every pair of teacher configurations on the works both labelled (status ``labelled``).
 
@@ -298,36 +363,57 @@ def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage
     """
     configs, labels, sample_w, imported_w, sources = _load(storage)
     names = Counter(c.teacher for c in configs)
-    short = {c.key: c.teacher if names[c.teacher] == 1 else f"{c.teacher}@{c.model}/{c.prompt_version}/{(c.prompt_sha or '')[:8]}"
-             for c in configs}
+    short = {
+        c.key: c.teacher
+        if names[c.teacher] == 1
+        else f"{c.teacher}@{c.model}/{c.prompt_version}/{(c.prompt_sha or '')[:8]}"
+        for c in configs
+    }
     configs.sort(key=lambda c: short[c.key])
     rows: list[dict] = []
     diffs: list[dict] = []
     per_pair: dict[str, list[dict]] = {}
     for i, a in enumerate(configs):
-        for b in configs[i + 1:]:
+        for b in configs[i + 1 :]:
             pair = f"{short[a.key]} vs {short[b.key]}"
             weights, design = pair_weights(a, b, sample_w, imported_w, sources)
             heads, disagreements = compare(labels[a.key], labels[b.key], weights)
-            per_pair[pair] = [{"pair": pair, **h.__dict__, "config_a": a.describe(), "config_b": b.describe(), "weights": design}
-                              for h in heads]
+            per_pair[pair] = [
+                {"pair": pair, **h.__dict__, "config_a": a.describe(), "config_b": b.describe(), "weights": design}
+                for h in heads
+            ]
             rows += per_pair[pair]
-            diffs += [{"pair": pair, "work_id": w, "head": h, "value_a": x, "value_b": y} for w, h, x, y in disagreements]
-    n = storage.write_table("teacher_agreement", pa.Table.from_pylist(rows, schema=AGREEMENT_SCHEMA), schema=AGREEMENT_SCHEMA)
-    n_diff = storage.write_table("teacher_disagreements", pa.Table.from_pylist(diffs, schema=DISAGREEMENTS_SCHEMA), schema=DISAGREEMENTS_SCHEMA)
+            diffs += [
+                {"pair": pair, "work_id": w, "head": h, "value_a": x, "value_b": y} for w, h, x, y in disagreements
+            ]
+    n = storage.write_table(
+        "teacher_agreement", pa.Table.from_pylist(rows, schema=AGREEMENT_SCHEMA), schema=AGREEMENT_SCHEMA
+    )
+    n_diff = storage.write_table(
+        "teacher_disagreements", pa.Table.from_pylist(diffs, schema=DISAGREEMENTS_SCHEMA), schema=DISAGREEMENTS_SCHEMA
+    )
     if len(configs) < 2:
-        note = (f"Nothing to compare: {len(configs)} teacher configuration(s) with labels "
-                f"({', '.join(c.describe() for c in configs) or 'none'}); materialize direct_labels_* or imported_labels.")
+        note = (
+            f"Nothing to compare: {len(configs)} teacher configuration(s) with labels "
+            f"({', '.join(c.describe() for c in configs) or 'none'}); materialize direct_labels_* or imported_labels."
+        )
     elif not any(r["n"] for r in rows):
         note = "Nothing to compare: no pair of teacher configurations labelled a common work."
     else:
         note = f"{len(per_pair)} pair(s) of {len(configs)} teacher configurations compared."
     context.log.info(note)
-    return dg.MaterializeResult(metadata=table_metadata(
-        AGREEMENT_SCHEMA, n, [r for r in rows if r["n"]][:10], ["pair", "head", "n", "agreement", "kappa", "weighted_kappa"],
-        note=note,
-        configurations=dg.MetadataValue.md("".join(f"- {c.describe()}: {len(labels[c.key])} labelled works\n" for c in configs) or "_(none)_"),
-        disagreements_row_count=n_diff,
-        disagreements_column_schema=column_schema(DISAGREEMENTS_SCHEMA),
-        **{f"pair: {p}": _pair_md(r) for p, r in per_pair.items()},
-    ))
+    return dg.MaterializeResult(
+        metadata=table_metadata(
+            AGREEMENT_SCHEMA,
+            n,
+            [r for r in rows if r["n"]][:10],
+            ["pair", "head", "n", "agreement", "kappa", "weighted_kappa"],
+            note=note,
+            configurations=dg.MetadataValue.md(
+                "".join(f"- {c.describe()}: {len(labels[c.key])} labelled works\n" for c in configs) or "_(none)_"
+            ),
+            disagreements_row_count=n_diff,
+            disagreements_column_schema=column_schema(DISAGREEMENTS_SCHEMA),
+            **{f"pair: {p}": _pair_md(r) for p, r in per_pair.items()},
+        )
+    )

@@ -21,9 +21,9 @@ import gzip
 import threading
 import uuid
 import zlib
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 import orjson
 from filelock import FileLock, Timeout
@@ -91,7 +91,7 @@ class LabelWriter:
         self._thread = threading.Thread(target=self._flush_loop, name=f"label-writer-{teacher}", daemon=True)
         self._thread.start()
 
-    def __enter__(self) -> "LabelWriter":
+    def __enter__(self) -> LabelWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -147,8 +147,10 @@ class LabelWriter:
         self.flush()
         with self.storage.connect() as con:
             con.execute(ARCHIVES_DDL)
-            con.execute("INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?,?)",
-                        [self.rel, self.teacher, self.run_id, self.lines, self.n_calls, self.n_labels, False, now_utc(), None])
+            con.execute(
+                "INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?,?)",
+                [self.rel, self.teacher, self.run_id, self.lines, self.n_calls, self.n_labels, False, now_utc(), None],
+            )
         self.lock.release()
         Path(self.lock.lock_file).unlink(missing_ok=True)  # the file is complete and recorded: nobody locks it again
 
@@ -201,21 +203,39 @@ def recover(storage: MetacanStorage, log=None) -> dict[str, int]:
             calls, labels, damaged = _event_rows(path)
             note = f"{len(damaged)} damaged: {'; '.join(damaged[:3])}" if damaged else None
             with storage.connect() as con:
-                before = con.execute("SELECT (SELECT count(*) FROM teacher_calls), (SELECT count(*) FROM teacher_labels)").fetchone()
+                before = con.execute(
+                    "SELECT (SELECT count(*) FROM teacher_calls), (SELECT count(*) FROM teacher_labels)"
+                ).fetchone()
                 try:
                     append_rows(con, calls, labels)
                 except Exception as exc:  # noqa: BLE001 - recorded and reported, never blocks the run
                     note = f"not stored: {type(exc).__name__}: {str(exc)[:300]}"
-                after = con.execute("SELECT (SELECT count(*) FROM teacher_calls), (SELECT count(*) FROM teacher_labels)").fetchone()
+                after = con.execute(
+                    "SELECT (SELECT count(*) FROM teacher_calls), (SELECT count(*) FROM teacher_labels)"
+                ).fetchone()
                 run_id = calls[0].get("run_id") if calls else (labels[0].get("run_id") if labels else None)
-                con.execute("INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?,?)",
-                            [rel, path.parts[-3], run_id, len(calls) + len(labels), len(calls), len(labels), True, now_utc(), note])
+                con.execute(
+                    "INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?,?)",
+                    [
+                        rel,
+                        path.parts[-3],
+                        run_id,
+                        len(calls) + len(labels),
+                        len(calls),
+                        len(labels),
+                        True,
+                        now_utc(),
+                        note,
+                    ],
+                )
             found["files"] += 1
             found["calls"] += after[0] - before[0]
             found["labels"] += after[1] - before[1]
             found["damaged"] += len(damaged) + (1 if note and note.startswith("not stored") else 0)
             if log:
-                log.info(f"recovered {after[0] - before[0]} calls and {after[1] - before[1]} labels from {rel} (a run that did not finish)")
+                log.info(
+                    f"recovered {after[0] - before[0]} calls and {after[1] - before[1]} labels from {rel} (a run that did not finish)"
+                )
                 if note:
                     log.warning(f"teacher archive {rel}: {note}")
         finally:

@@ -45,7 +45,9 @@ from .views import record_view, view_hash
 
 _FRAME_RULE_REASON = "Not sent to a teacher: outside the sampling frame ({why}); SPEC section 2 gives such works insufficient_payload only."
 
-BATCHES_DDL = "CREATE TABLE IF NOT EXISTS label_batches (batch VARCHAR, work_id VARCHAR, added_at TIMESTAMP, source VARCHAR)"
+BATCHES_DDL = (
+    "CREATE TABLE IF NOT EXISTS label_batches (batch VARCHAR, work_id VARCHAR, added_at TIMESTAMP, source VARCHAR)"
+)
 
 
 @dataclass
@@ -82,14 +84,20 @@ class _Progress:
     def line(self) -> str:
         s, elapsed = self.stats, time.monotonic() - self.t0
         eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
-        return (f"teacher {self.teacher}: {self.done}/{self.total} works, {s.calls} calls, "
-                f"{s.prompt_tokens + s.completion_tokens} tokens, ${s.cost_usd:.4f}, {elapsed:.0f}s elapsed, ETA {eta:.0f}s")
+        return (
+            f"teacher {self.teacher}: {self.done}/{self.total} works, {s.calls} calls, "
+            f"{s.prompt_tokens + s.completion_tokens} tokens, ${s.cost_usd:.4f}, {elapsed:.0f}s elapsed, ETA {eta:.0f}s"
+        )
 
     def update(self, works: int) -> None:
         self.done += works
         self.bar.update(works)
-        self.bar.set_postfix(calls=self.stats.calls, tokens=self.stats.prompt_tokens + self.stats.completion_tokens,
-                             cost=f"${self.stats.cost_usd:.4f}", refresh=False)
+        self.bar.set_postfix(
+            calls=self.stats.calls,
+            tokens=self.stats.prompt_tokens + self.stats.completion_tokens,
+            cost=f"${self.stats.cost_usd:.4f}",
+            refresh=False,
+        )
         now = time.monotonic()
         if now - self.last >= self.every_s or self.done == self.total:
             self.last = now
@@ -110,26 +118,60 @@ def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
         return works
     wanted: set[str] = set()
     if spec.covers_sample:
-        wanted |= {r["id"] for r in storage.read_table("sample_design", ["id", "in_sample"]).to_pylist() if r["in_sample"]}
+        wanted |= {
+            r["id"] for r in storage.read_table("sample_design", ["id", "in_sample"]).to_pylist() if r["in_sample"]
+        }
     if spec.batch is not None:
         with storage.connect() as con:
             con.execute(BATCHES_DDL)
-            batch = {r[0] for r in con.execute("SELECT work_id FROM label_batches WHERE batch = ?", [spec.batch]).fetchall()}
+            batch = {
+                r[0] for r in con.execute("SELECT work_id FROM label_batches WHERE batch = ?", [spec.batch]).fetchall()
+            }
         if not batch and not spec.covers_sample:
-            raise ValueError(f"teacher {spec.name}: coverage {spec.coverage!r} names a batch with no works in the DuckDB table "
-                             f"label_batches; load it first (INSERT INTO label_batches (batch, work_id, added_at, source) ...), "
-                             f"or let machine_scores propose batch 'active_learning'")
+            raise ValueError(
+                f"teacher {spec.name}: coverage {spec.coverage!r} names a batch with no works in the DuckDB table "
+                f"label_batches; load it first (INSERT INTO label_batches (batch, work_id, added_at, source) ...), "
+                f"or let machine_scores propose batch 'active_learning'"
+            )
         wanted |= batch
     return [w for w in works if w["id"] in wanted]
 
 
-def _label_row(spec: TeacherSpec, prompt: Prompt, work_id: str, vhash: str, run_id: str, *, status: str, label=None,
-               error: str | None = None, call_id: str | None = None, attempts: int = 0, source: str = "teacher_call",
-               categories: list[str] | None = None, reason: str | None = None) -> dict:
-    row = {"label_id": uuid.uuid4().hex, "work_id": work_id, "teacher": spec.name, "model": spec.model,
-           "prompt_version": prompt.version, "prompt_sha": prompt.sha, "record_view": spec.record_view, "view_hash": vhash,
-           "status": status, "categories": categories, "reason": reason, "error": error, "attempts": attempts, "call_id": call_id,
-           "run_id": run_id, "source": source, "created_at": now_utc()}
+def _label_row(
+    spec: TeacherSpec,
+    prompt: Prompt,
+    work_id: str,
+    vhash: str,
+    run_id: str,
+    *,
+    status: str,
+    label=None,
+    error: str | None = None,
+    call_id: str | None = None,
+    attempts: int = 0,
+    source: str = "teacher_call",
+    categories: list[str] | None = None,
+    reason: str | None = None,
+) -> dict:
+    row = {
+        "label_id": uuid.uuid4().hex,
+        "work_id": work_id,
+        "teacher": spec.name,
+        "model": spec.model,
+        "prompt_version": prompt.version,
+        "prompt_sha": prompt.sha,
+        "record_view": spec.record_view,
+        "view_hash": vhash,
+        "status": status,
+        "categories": categories,
+        "reason": reason,
+        "error": error,
+        "attempts": attempts,
+        "call_id": call_id,
+        "run_id": run_id,
+        "source": source,
+        "created_at": now_utc(),
+    }
     if label is not None:
         row.update(label.as_dict())
         row.pop("id", None)
@@ -141,7 +183,9 @@ def _label_row(spec: TeacherSpec, prompt: Prompt, work_id: str, vhash: str, run_
 MAX_FAILED_BATCHES_IN_A_ROW = 8
 
 
-async def _send(client: TeacherClient, batches: list[list[dict]], concurrency: int, progress: _Progress) -> BaseException | None:
+async def _send(
+    client: TeacherClient, batches: list[list[dict]], concurrency: int, progress: _Progress
+) -> BaseException | None:
     """Send ``batches`` with ``concurrency`` workers. Returns the error that stopped the run early, or None.
 
     A stop (a configuration error such as HTTP 401, or :data:`MAX_FAILED_BATCHES_IN_A_ROW` batches lost
@@ -165,9 +209,12 @@ async def _send(client: TeacherClient, batches: list[list[dict]], concurrency: i
             if all(o.error is not None and o.error.startswith(NOT_FINAL) for o in outcomes):
                 streak += 1
                 if streak >= MAX_FAILED_BATCHES_IN_A_ROW and queue and not stop:
-                    stop.append(EndpointUnavailableError(
-                        f"{streak} batches in a row failed at the endpoint ({outcomes[0].error[:300]}); stopped with "
-                        f"{len(queue)} batches not sent: they are asked for by the next run"))
+                    stop.append(
+                        EndpointUnavailableError(
+                            f"{streak} batches in a row failed at the endpoint ({outcomes[0].error[:300]}); stopped with "
+                            f"{len(queue)} batches not sent: they are asked for by the next run"
+                        )
+                    )
             else:
                 streak = 0
 
@@ -178,9 +225,18 @@ async def _send(client: TeacherClient, batches: list[list[dict]], concurrency: i
     return stop[0] if stop else None
 
 
-def label_works(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *, run_id: str, log,
-                base_url: Callable[[], str], abstracts: Callable[[list[dict]], dict[str, str | None]] | None = None,
-                max_works: int = 0, transport: httpx.AsyncBaseTransport | None = None) -> LabelRunStats:
+def label_works(
+    storage: MetacanStorage,
+    spec: TeacherSpec,
+    works: list[dict],
+    *,
+    run_id: str,
+    log,
+    base_url: Callable[[], str],
+    abstracts: Callable[[list[dict]], dict[str, str | None]] | None = None,
+    max_works: int = 0,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> LabelRunStats:
     """Label ``works`` (frame rows) with ``spec``; returns what was done.
 
     ``base_url`` is called only when some work must be sent (so a fully cached run never starts the
@@ -202,18 +258,38 @@ def label_works(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        log.info(f"teacher {spec.name}: another run is labelling with this teacher on {storage.root}; waiting for it to finish")
+        log.info(
+            f"teacher {spec.name}: another run is labelling with this teacher on {storage.root}; waiting for it to finish"
+        )
         lock.acquire()
     try:
-        return _label_works_locked(storage, spec, works, run_id=run_id, log=log, base_url=base_url, abstracts=abstracts,
-                                   max_works=max_works, transport=transport)
+        return _label_works_locked(
+            storage,
+            spec,
+            works,
+            run_id=run_id,
+            log=log,
+            base_url=base_url,
+            abstracts=abstracts,
+            max_works=max_works,
+            transport=transport,
+        )
     finally:
         lock.release()
 
 
-def _label_works_locked(storage: MetacanStorage, spec: TeacherSpec, works: list[dict], *, run_id: str, log,
-                        base_url: Callable[[], str], abstracts: Callable[[list[dict]], dict[str, str | None]] | None,
-                        max_works: int, transport: httpx.AsyncBaseTransport | None) -> LabelRunStats:
+def _label_works_locked(
+    storage: MetacanStorage,
+    spec: TeacherSpec,
+    works: list[dict],
+    *,
+    run_id: str,
+    log,
+    base_url: Callable[[], str],
+    abstracts: Callable[[list[dict]], dict[str, str | None]] | None,
+    max_works: int,
+    transport: httpx.AsyncBaseTransport | None,
+) -> LabelRunStats:
     stats = LabelRunStats(works=len(works))
     stats.recovered = recover(storage, log)
     prompt = load_prompt(spec.prompt_version)
@@ -227,34 +303,70 @@ def _label_works_locked(storage: MetacanStorage, spec: TeacherSpec, works: list[
     rule = [w for w in todo if not w["in_sampling_frame"]]
     if rule:
         with storage.connect() as con:
-            append_rows(con, [], [_label_row(spec, prompt, w["id"], hashes[w["id"]], run_id, status="labelled", source="frame_rule",
-                                             categories=[INSUFFICIENT_PAYLOAD], reason=_FRAME_RULE_REASON.format(why=w["sampling_frame_exclusion"]))
-                                  for w in rule])
+            append_rows(
+                con,
+                [],
+                [
+                    _label_row(
+                        spec,
+                        prompt,
+                        w["id"],
+                        hashes[w["id"]],
+                        run_id,
+                        status="labelled",
+                        source="frame_rule",
+                        categories=[INSUFFICIENT_PAYLOAD],
+                        reason=_FRAME_RULE_REASON.format(why=w["sampling_frame_exclusion"]),
+                    )
+                    for w in rule
+                ],
+            )
     to_call = [w for w in todo if w["in_sampling_frame"]]
     stats.reused, stats.rule_labels = len(works) - len(todo), len(rule)
     if max_works and len(to_call) > max_works:
         stats.deferred = len(to_call) - max_works
         to_call = to_call[:max_works]
-    log.info(f"teacher {spec.name}: {len(works)} works, {stats.reused} reused from the label store, {len(rule)} outside the sampling "
-             f"frame (rule label), {len(to_call)} to send in calls of {spec.works_per_call} to {spec.base_url or 'the embedded server'}"
-             + (f", {stats.deferred} deferred by max_works" if stats.deferred else ""))
+    log.info(
+        f"teacher {spec.name}: {len(works)} works, {stats.reused} reused from the label store, {len(rule)} outside the sampling "
+        f"frame (rule label), {len(to_call)} to send in calls of {spec.works_per_call} to {spec.base_url or 'the embedded server'}"
+        + (f", {stats.deferred} deferred by max_works" if stats.deferred else "")
+    )
     stopped: BaseException | None = None
     if to_call:
         api_key = spec.api_key()
         t0 = time.monotonic()
         with LabelWriter(storage, spec.name, run_id) as writer:
+
             def on_call(rec: CallRecord) -> None:
                 cost = spec.cost_usd(rec.prompt_tokens, rec.completion_tokens)
                 stats.calls += 1
                 stats.prompt_tokens += rec.prompt_tokens or 0
                 stats.completion_tokens += rec.completion_tokens or 0
                 stats.cost_usd += cost
-                writer.add_call({"call_id": rec.call_id, "run_id": run_id, "teacher": spec.name, "model": spec.model,
-                                 "prompt_version": prompt.version, "prompt_sha": prompt.sha, "record_view": spec.record_view,
-                                 "work_ids": rec.work_ids, "n_works": len(rec.work_ids), "request_hash": rec.request_hash,
-                                 "http_status": rec.http_status, "error": rec.error, "latency_s": rec.latency_s,
-                                 "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens, "cost_usd": cost,
-                                 "logprob_mean": rec.logprob_mean, "created_at": rec.started_at}, rec.request, rec.response_text)
+                writer.add_call(
+                    {
+                        "call_id": rec.call_id,
+                        "run_id": run_id,
+                        "teacher": spec.name,
+                        "model": spec.model,
+                        "prompt_version": prompt.version,
+                        "prompt_sha": prompt.sha,
+                        "record_view": spec.record_view,
+                        "work_ids": rec.work_ids,
+                        "n_works": len(rec.work_ids),
+                        "request_hash": rec.request_hash,
+                        "http_status": rec.http_status,
+                        "error": rec.error,
+                        "latency_s": rec.latency_s,
+                        "prompt_tokens": rec.prompt_tokens,
+                        "completion_tokens": rec.completion_tokens,
+                        "cost_usd": cost,
+                        "logprob_mean": rec.logprob_mean,
+                        "created_at": rec.started_at,
+                    },
+                    rec.request,
+                    rec.response_text,
+                )
 
             def on_outcomes(outs: list[LabelOutcome]) -> None:
                 for out in outs:
@@ -262,17 +374,48 @@ def _label_works_locked(storage: MetacanStorage, spec: TeacherSpec, works: list[
                     if out.error:
                         stats.failures[out.error.split(":")[0][:80]] += 1
                         log.warning(f"teacher {spec.name}: {out.work_id} failed: {out.error[:300]}")
-                writer.add_labels([_label_row(spec, prompt, o.work_id, hashes[o.work_id], run_id, status=o.status, label=o.label,
-                                              error=o.error, call_id=o.call_id, attempts=o.attempts) for o in outs])
+                writer.add_labels(
+                    [
+                        _label_row(
+                            spec,
+                            prompt,
+                            o.work_id,
+                            hashes[o.work_id],
+                            run_id,
+                            status=o.status,
+                            label=o.label,
+                            error=o.error,
+                            call_id=o.call_id,
+                            attempts=o.attempts,
+                        )
+                        for o in outs
+                    ]
+                )
 
             client = TeacherClient(
-                base_url(), spec.model, prompt, api_key=api_key,
-                structured=("json_object_schema" if spec.embedded else "auto") if spec.structured_output == "auto" else spec.structured_output,
-                system_role=spec.system_role == "yes" or (spec.system_role == "auto" and not spec.embedded), logprobs=spec.logprobs,
-                temperature=spec.temperature, max_tokens_per_work=spec.max_tokens_per_work, timeout_s=spec.timeout_s,
-                max_invalid_retries=spec.max_invalid_retries, max_transport_attempts=spec.max_transport_attempts,
-                concurrency=spec.concurrency, transport=transport, on_call=on_call, on_outcomes=on_outcomes)
-            batches = [[views[w["id"]] for w in to_call[i:i + spec.works_per_call]] for i in range(0, len(to_call), spec.works_per_call)]
+                base_url(),
+                spec.model,
+                prompt,
+                api_key=api_key,
+                structured=("json_object_schema" if spec.embedded else "auto")
+                if spec.structured_output == "auto"
+                else spec.structured_output,
+                system_role=spec.system_role == "yes" or (spec.system_role == "auto" and not spec.embedded),
+                logprobs=spec.logprobs,
+                temperature=spec.temperature,
+                max_tokens_per_work=spec.max_tokens_per_work,
+                timeout_s=spec.timeout_s,
+                max_invalid_retries=spec.max_invalid_retries,
+                max_transport_attempts=spec.max_transport_attempts,
+                concurrency=spec.concurrency,
+                transport=transport,
+                on_call=on_call,
+                on_outcomes=on_outcomes,
+            )
+            batches = [
+                [views[w["id"]] for w in to_call[i : i + spec.works_per_call]]
+                for i in range(0, len(to_call), spec.works_per_call)
+            ]
             progress = _Progress(spec.name, len(to_call), stats, log)
             try:
                 stopped = asyncio.run(_send(client, batches, spec.concurrency, progress))
@@ -294,15 +437,20 @@ def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[
     wanted = pa.table({"work_id": list(view_hashes), "view_hash": list(view_hashes.values())})  # noqa: F841
     with storage.connect() as con:
         ensure_tables(con)
-        table = con.execute(f"SELECT l.* FROM ({current_labels_sql()}) l SEMI JOIN wanted USING (work_id, view_hash) ORDER BY work_id",
-                            [spec.name, spec.model, prompt.version, prompt.sha]).to_arrow_table()
+        table = con.execute(
+            f"SELECT l.* FROM ({current_labels_sql()}) l SEMI JOIN wanted USING (work_id, view_hash) ORDER BY work_id",
+            [spec.name, spec.model, prompt.version, prompt.sha],
+        ).to_arrow_table()
     table = table.select([f.name for f in LABELS_SCHEMA]).cast(LABELS_SCHEMA)
     storage.write_table(f"direct_labels_{spec.name}", table, schema=LABELS_SCHEMA)
     return table
 
 
 _TEACHER_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
-_COVERAGE_TEXT = {"all": "every frame work", "sample": "the design-weighted sample (sample_design.in_sample, SPEC section 5)"}
+_COVERAGE_TEXT = {
+    "all": "every frame work",
+    "sample": "the design-weighted sample (sample_design.in_sample, SPEC section 5)",
+}
 
 
 def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
@@ -312,26 +460,50 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
     the current configuration (schema :data:`~.store.LABELS_SCHEMA`; ``status`` labelled or failed, a
     failure is unknown, never a negative). Launchpad config: :class:`~.registry.TeacherRunConfig`.
     """
-    coverage = _COVERAGE_TEXT.get(spec.coverage, ("the design-weighted sample and " if spec.covers_sample else "")
-                                  + f"the works of batch {spec.batch!r} (table label_batches)")
+    coverage = _COVERAGE_TEXT.get(
+        spec.coverage,
+        ("the design-weighted sample and " if spec.covers_sample else "")
+        + f"the works of batch {spec.batch!r} (table label_batches)",
+    )
     deps = [frame] + ([sample_design] if spec.covers_sample else [])
 
-    @dg.asset(name=f"direct_labels_{spec.name}", group_name="labeling", kinds={"python", "duckdb"}, code_version="2",
-              owners=["team:metacan"], deps=deps, retry_policy=_TEACHER_RETRY,
-              description=f"Direct labels from teacher {spec.name!r} ({spec.model} at {spec.base_url or 'the embedded llama.cpp server'}, "
-                          f"prompt {spec.prompt_version}, {spec.record_view} view, {spec.works_per_call} works per call) on {coverage}. "
-                          "Stored labels are reused; works outside the sampling frame get insufficient_payload by rule without a call.")
-    def _asset(context: dg.AssetExecutionContext, config: TeacherRunConfig, storage: MetacanStorage, openalex: OpenAlexFiles,
-               llm_server: EmbeddedLlamaServer) -> dg.MaterializeResult:
+    @dg.asset(
+        name=f"direct_labels_{spec.name}",
+        group_name="labeling",
+        kinds={"python", "duckdb"},
+        code_version="2",
+        owners=["team:metacan"],
+        deps=deps,
+        retry_policy=_TEACHER_RETRY,
+        description=f"Direct labels from teacher {spec.name!r} ({spec.model} at {spec.base_url or 'the embedded llama.cpp server'}, "
+        f"prompt {spec.prompt_version}, {spec.record_view} view, {spec.works_per_call} works per call) on {coverage}. "
+        "Stored labels are reused; works outside the sampling frame get insufficient_payload by rule without a call.",
+    )
+    def _asset(
+        context: dg.AssetExecutionContext,
+        config: TeacherRunConfig,
+        storage: MetacanStorage,
+        openalex: OpenAlexFiles,
+        llm_server: EmbeddedLlamaServer,
+    ) -> dg.MaterializeResult:
         run_spec = config.apply(spec)
         works = select_works(storage, run_spec)
 
         def abstracts(rows: list[dict]) -> dict[str, str | None]:
-            return load_abstracts(openalex.path_of, [(w["id"], w["source_file"], w["source_locator"]) for w in rows if w["has_abstract"]])
+            return load_abstracts(
+                openalex.path_of, [(w["id"], w["source_file"], w["source_locator"]) for w in rows if w["has_abstract"]]
+            )
 
-        stats = label_works(storage, run_spec, works, run_id=context.run.run_id, log=context.log,
-                            base_url=lambda: run_spec.base_url or llm_server.base_url(context.log), abstracts=abstracts,
-                            max_works=config.max_works)
+        stats = label_works(
+            storage,
+            run_spec,
+            works,
+            run_id=context.run.run_id,
+            log=context.log,
+            base_url=lambda: run_spec.base_url or llm_server.base_url(context.log),
+            abstracts=abstracts,
+            max_works=config.max_works,
+        )
         table = export_labels(storage, run_spec, stats.view_hashes)
         return dg.MaterializeResult(metadata=_metadata(run_spec, table, stats))
 
@@ -345,19 +517,35 @@ def _metadata(spec: TeacherSpec, table: pa.Table, stats: LabelRunStats) -> dict:
     cats["(none: not meta-research)"] = sum(1 for r in rows if r["status"] == "labelled" and not r["categories"])
     per_work = stats.seconds / stats.sent if stats.sent else None
     return table_metadata(
-        LABELS_SCHEMA, table.num_rows, rows, ["work_id", "status", "categories", "genre", "confidence", "error"],
-        teacher=spec.name, model=spec.model, prompt_version=spec.prompt_version, record_view=spec.record_view, coverage=spec.coverage,
-        endpoint=spec.base_url or "embedded llama.cpp server", works_per_call=spec.works_per_call, concurrency=spec.concurrency,
-        structured_output=stats.structured_output or "(no call)", works_covered=stats.works,
-        teacher_calls_this_run=stats.calls, works_sent_this_run=stats.sent, reused_from_store=stats.reused,
-        rule_labels_this_run=stats.rule_labels, deferred_by_max_works=stats.deferred,
-        tokens_this_run=stats.prompt_tokens + stats.completion_tokens, cost_usd_this_run=dg.MetadataValue.float(round(stats.cost_usd, 6)),
+        LABELS_SCHEMA,
+        table.num_rows,
+        rows,
+        ["work_id", "status", "categories", "genre", "confidence", "error"],
+        teacher=spec.name,
+        model=spec.model,
+        prompt_version=spec.prompt_version,
+        record_view=spec.record_view,
+        coverage=spec.coverage,
+        endpoint=spec.base_url or "embedded llama.cpp server",
+        works_per_call=spec.works_per_call,
+        concurrency=spec.concurrency,
+        structured_output=stats.structured_output or "(no call)",
+        works_covered=stats.works,
+        teacher_calls_this_run=stats.calls,
+        works_sent_this_run=stats.sent,
+        reused_from_store=stats.reused,
+        rule_labels_this_run=stats.rule_labels,
+        deferred_by_max_works=stats.deferred,
+        tokens_this_run=stats.prompt_tokens + stats.completion_tokens,
+        cost_usd_this_run=dg.MetadataValue.float(round(stats.cost_usd, 6)),
         seconds_per_work_this_run=dg.MetadataValue.float(round(per_work, 3)) if per_work else dg.MetadataValue.null(),
         works_missing_a_label=stats.works - table.num_rows,
         recovered_from_killed_runs=dg.MetadataValue.json(stats.recovered),
         failures_this_run=counts_markdown(dict(stats.failures), "cause"),
         labels_by_status=counts_markdown(dict(status), "status"),
-        labels_by_category=counts_markdown({c: cats[c] for c in (*CATEGORIES, "(none: not meta-research)") if cats[c]}, "category"),
+        labels_by_category=counts_markdown(
+            {c: cats[c] for c in (*CATEGORIES, "(none: not meta-research)") if cats[c]}, "category"
+        ),
     )
 
 
@@ -365,17 +553,26 @@ def covers_check(spec: TeacherSpec, asset: dg.AssetsDefinition) -> dg.AssetCheck
     """Blocking check ``<name>_covers_its_works``: every work the teacher covers has a row (a label or an
     explicit failure) in ``direct_labels_<name>``; a work deferred by ``max_works`` fails it."""
 
-    @dg.asset_check(asset=asset, name=f"{spec.name}_covers_its_works", blocking=spec.coverage == "all",
-                    description=f"Every work teacher {spec.name} covers ({spec.coverage}) has a label or an explicit failure row.")
+    @dg.asset_check(
+        asset=asset,
+        name=f"{spec.name}_covers_its_works",
+        blocking=spec.coverage == "all",
+        description=f"Every work teacher {spec.name} covers ({spec.coverage}) has a label or an explicit failure row.",
+    )
     def _check(storage: MetacanStorage) -> dg.AssetCheckResult:
         covered = {w["id"] for w in select_works(storage, spec)}
         labelled = storage.read_table(f"direct_labels_{spec.name}", ["work_id", "status"]).to_pylist()
         have = {r["work_id"] for r in labelled}
         missing = sorted(covered - have)
-        return dg.AssetCheckResult(passed=not missing, metadata={
-            "works_covered": len(covered), "works_without_label_or_failure": len(missing),
-            "first_missing": dg.MetadataValue.json(missing[:20]),
-            "failed_labels": sum(1 for r in labelled if r["status"] == "failed")})
+        return dg.AssetCheckResult(
+            passed=not missing,
+            metadata={
+                "works_covered": len(covered),
+                "works_without_label_or_failure": len(missing),
+                "first_missing": dg.MetadataValue.json(missing[:20]),
+                "failed_labels": sum(1 for r in labelled if r["status"] == "failed"),
+            },
+        )
 
     return _check
 

@@ -111,7 +111,11 @@ def _text(content: object) -> str | None:
     """The reply text: a string, or the text parts of a list of content parts; None for anything else."""
     if isinstance(content, str):
         return content
-    if isinstance(content, list) and content and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in content):
+    if (
+        isinstance(content, list)
+        and content
+        and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in content)
+    ):
         return "".join(p["text"] for p in content)
     return None
 
@@ -192,24 +196,52 @@ class TeacherClient:
     endpoint errors (they become failures with their cause).
     """
 
-    def __init__(self, base_url: str, model: str, prompt: Prompt, *, api_key: str = "", structured: str = "auto",
-                 system_role: bool = True, logprobs: bool = False, temperature: float = 0.0, max_tokens_per_work: int = 160,
-                 timeout_s: float = 300.0, max_invalid_retries: int = 2, max_transport_attempts: int = 6, concurrency: int = 1,
-                 transport: httpx.AsyncBaseTransport | None = None,
-                 on_call: Callable[[CallRecord], None] | None = None,
-                 on_outcomes: Callable[[list[LabelOutcome]], None] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        prompt: Prompt,
+        *,
+        api_key: str = "",
+        structured: str = "auto",
+        system_role: bool = True,
+        logprobs: bool = False,
+        temperature: float = 0.0,
+        max_tokens_per_work: int = 160,
+        timeout_s: float = 300.0,
+        max_invalid_retries: int = 2,
+        max_transport_attempts: int = 6,
+        concurrency: int = 1,
+        transport: httpx.AsyncBaseTransport | None = None,
+        on_call: Callable[[CallRecord], None] | None = None,
+        on_outcomes: Callable[[list[LabelOutcome]], None] | None = None,
+    ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # One single-connection AsyncClient per call in flight: httpcore's pool scans every connection for
         # every request, which made one shared 32-connection client the bottleneck on a fast endpoint.
         self.base_url = base_url.rstrip("/")
-        tls = ssl.create_default_context(cafile=certifi.where())  # one context for all: loading the CA file costs 20 ms each
-        self._clients = [httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s, transport=transport, verify=tls,
-                                           limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
-                         for _ in range(max(1, concurrency))]
+        tls = ssl.create_default_context(
+            cafile=certifi.where()
+        )  # one context for all: loading the CA file costs 20 ms each
+        self._clients = [
+            httpx.AsyncClient(
+                base_url=self.base_url,
+                headers=headers,
+                timeout=timeout_s,
+                transport=transport,
+                verify=tls,
+                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            )
+            for _ in range(max(1, concurrency))
+        ]
         self._free: asyncio.Queue[httpx.AsyncClient] | None = None
         self.model, self.prompt, self.system_role, self.logprobs = model, prompt, system_role, logprobs
         self.temperature, self.max_tokens_per_work = temperature, max_tokens_per_work
-        self.max_invalid_retries, self.max_transport_attempts, self.timeout_s = max_invalid_retries, max_transport_attempts, timeout_s
+        self.max_invalid_retries, self.max_transport_attempts, self.timeout_s = (
+            max_invalid_retries,
+            max_transport_attempts,
+            timeout_s,
+        )
         if structured != "auto":
             response_format(structured, {})  # validate the name early
         self.modes = list(STRUCTURED_MODES) if structured == "auto" else [structured]
@@ -245,9 +277,16 @@ class TeacherClient:
     # ---- one HTTP call ------------------------------------------------------------------------
     def _body(self, views: list[dict], temperature: float, seed: int) -> dict:
         ids = [v["id"] for v in views]
-        body = {"model": self.model, "messages": self.prompt.messages(views, self.system_role), "temperature": temperature,
-                "max_tokens": 64 + self.max_tokens_per_work * len(views), "seed": seed}
-        rf = response_format(self.structured, batch_reply_schema(ids, rules_in_grammar=self.structured == "json_object_schema"))
+        body = {
+            "model": self.model,
+            "messages": self.prompt.messages(views, self.system_role),
+            "temperature": temperature,
+            "max_tokens": 64 + self.max_tokens_per_work * len(views),
+            "seed": seed,
+        }
+        rf = response_format(
+            self.structured, batch_reply_schema(ids, rules_in_grammar=self.structured == "json_object_schema")
+        )
         if rf is not None:
             body["response_format"] = rf
         if self.logprobs:
@@ -263,11 +302,17 @@ class TeacherClient:
         body = self._body(views, temperature, seed)
         mode = self.structured
         raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)  # canonical: the request hash names the exact bytes sent
-        rec = CallRecord(uuid.uuid4().hex, [v["id"] for v in views], body, hashlib.sha256(raw).hexdigest()[:16], now_utc())
+        rec = CallRecord(
+            uuid.uuid4().hex, [v["id"] for v in views], body, hashlib.sha256(raw).hexdigest()[:16], now_utc()
+        )
         try:
             resp = await self._post(raw, rec)
         except (TimeoutError, httpx.TimeoutException, httpx.TransportError) as exc:
-            rec.error = f"{type(exc).__name__}: {exc}".rstrip(": ") if not isinstance(exc, TimeoutError) else f"no reply within {self.timeout_s:g} s"
+            rec.error = (
+                f"{type(exc).__name__}: {exc}".rstrip(": ")
+                if not isinstance(exc, TimeoutError)
+                else f"no reply within {self.timeout_s:g} s"
+            )
             self.on_call(rec)
             raise _Transient(rec) from exc
         rec.http_status, rec.response_text = resp.status_code, resp.text
@@ -278,9 +323,15 @@ class TeacherClient:
         if resp.status_code in (401, 404):
             rec.error = f"HTTP {resp.status_code}: {resp.text[:300]}"
             self.on_call(rec)
-            raise EndpointConfigurationError(f"teacher endpoint {self.base_url} refused model {self.model!r}: {rec.error} "
-                                             "(check base_url, model and the API key variable)")
-        if resp.status_code == 400 and re.search(r"response_format|json_schema|schema|grammar", resp.text, re.I) and mode in self.modes[:-1]:
+            raise EndpointConfigurationError(
+                f"teacher endpoint {self.base_url} refused model {self.model!r}: {rec.error} "
+                "(check base_url, model and the API key variable)"
+            )
+        if (
+            resp.status_code == 400
+            and re.search(r"response_format|json_schema|schema|grammar", resp.text, re.I)
+            and mode in self.modes[:-1]
+        ):
             rec.error = f"HTTP 400: structured output {mode!r} refused; trying the next mode"
             self.on_call(rec)
             if self.modes[0] == mode:  # calls in flight refused together move one step, not one each
@@ -299,7 +350,10 @@ class TeacherClient:
             self.on_call(rec)
             return rec, None, "endpoint"
         usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
-        rec.prompt_tokens, rec.completion_tokens = _token_count(usage.get("prompt_tokens")), _token_count(usage.get("completion_tokens"))
+        rec.prompt_tokens, rec.completion_tokens = (
+            _token_count(usage.get("prompt_tokens")),
+            _token_count(usage.get("completion_tokens")),
+        )
         lp = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
         vals = [t["logprob"] for t in lp or [] if isinstance(t, dict) and isinstance(t.get("logprob"), (int, float))]
         rec.logprob_mean = sum(vals) / len(vals) if vals else None
@@ -317,14 +371,20 @@ class TeacherClient:
             return rec, None, "verdict"
         return rec, content, "reply"  # reported once validated: the verdict is part of the record
 
-    async def _ask(self, views: list[dict], temperature: float, seed: int) -> tuple[CallRecord, dict[str, DirectLabel] | None, str]:
+    async def _ask(
+        self, views: list[dict], temperature: float, seed: int
+    ) -> tuple[CallRecord, dict[str, DirectLabel] | None, str]:
         """One logical request, transport retries included: the last call, the validated labels (or None
         with ``record.error`` set) and the kind (see :meth:`_post_once`; ``invalid`` for a reply that
         failed validation). Raises :class:`RetryError` when the endpoint never answered."""
         while True:
             try:
-                async for attempt in AsyncRetrying(retry=retry_if_exception_type(_Transient), stop=stop_after_attempt(self.max_transport_attempts),
-                                                   wait=self._wait, reraise=False):
+                async for attempt in AsyncRetrying(
+                    retry=retry_if_exception_type(_Transient),
+                    stop=stop_after_attempt(self.max_transport_attempts),
+                    wait=self._wait,
+                    reraise=False,
+                ):
                     with attempt:
                         rec, content, kind = await self._post_once(views, temperature, seed)
                 break
@@ -376,11 +436,24 @@ class TeacherClient:
                 last = exc.last_attempt.exception()
                 last_rec = last.record if isinstance(last, _Transient) else None
                 cause = last_rec.error if last_rec else str(last)
-                self._final(out, [LabelOutcome(v["id"], None, f"{UNAVAILABLE} after {self.max_transport_attempts} attempts: {cause}",
-                                               last_rec.call_id if last_rec else None, attempts[v["id"]]) for v in views])
+                self._final(
+                    out,
+                    [
+                        LabelOutcome(
+                            v["id"],
+                            None,
+                            f"{UNAVAILABLE} after {self.max_transport_attempts} attempts: {cause}",
+                            last_rec.call_id if last_rec else None,
+                            attempts[v["id"]],
+                        )
+                        for v in views
+                    ],
+                )
                 return
             if labels is not None:
-                self._final(out, [LabelOutcome(v["id"], labels[v["id"]], None, rec.call_id, attempts[v["id"]]) for v in views])
+                self._final(
+                    out, [LabelOutcome(v["id"], labels[v["id"]], None, rec.call_id, attempts[v["id"]]) for v in views]
+                )
                 return
             if kind == "endpoint":
                 break  # the same request again would get the same answer
@@ -390,5 +463,16 @@ class TeacherClient:
             await self._label_group(views[half:], attempts, out)
             return
         prefix = f"{ENDPOINT_ERROR}: " if kind == "endpoint" else ""
-        self._final(out, [LabelOutcome(v["id"], None, f"{prefix}{rec.error} (after {attempts[v['id']]} attempts)", rec.call_id,
-                                       attempts[v["id"]]) for v in views])
+        self._final(
+            out,
+            [
+                LabelOutcome(
+                    v["id"],
+                    None,
+                    f"{prefix}{rec.error} (after {attempts[v['id']]} attempts)",
+                    rec.call_id,
+                    attempts[v["id"]],
+                )
+                for v in views
+            ],
+        )

@@ -40,27 +40,46 @@ class LabelFile(dg.Config):
     prompt_version: str = Field(description="Prompt / rubric version they were produced under.")
     record_view: str = Field(description="What the labeller saw (e.g. 'title_abstract').")
     source: str = Field(description="Where the file comes from (who, when, which study); also keys imported_design.")
-    absent: list[str] = Field(default=[], description="Label fields the source never provides (e.g. ['domain', 'study_design']).")
-    undecided_categories: list[str] = Field(default=[], description="Categories the source's vocabulary cannot express.")
-    prompt_text: str | None = Field(default=None, description="The prompt text, when known: its SHA-256 keys the labels.")
+    absent: list[str] = Field(
+        default=[], description="Label fields the source never provides (e.g. ['domain', 'study_design'])."
+    )
+    undecided_categories: list[str] = Field(
+        default=[], description="Categories the source's vocabulary cannot express."
+    )
+    prompt_text: str | None = Field(
+        default=None, description="The prompt text, when known: its SHA-256 keys the labels."
+    )
 
 
 class ImportedLabelsConfig(dg.Config):
     """Import sources: MetaCan pilot folders (converted by :mod:`.pilot`) and label files in our schema."""
 
-    pilot_dirs: list[str] | None = Field(default=None, description=(
-        f"MetaCan pilot folders (labels_joined.json, codex/). Default: [${PILOT_DIR_ENV} or {DEFAULT_PILOT_DIR}], "
-        "skipped with a note when that folder does not exist; [] for none. A folder named here must exist."))
+    pilot_dirs: list[str] | None = Field(
+        default=None,
+        description=(
+            f"MetaCan pilot folders (labels_joined.json, codex/). Default: [${PILOT_DIR_ENV} or {DEFAULT_PILOT_DIR}], "
+            "skipped with a note when that folder does not exist; [] for none. A folder named here must exist."
+        ),
+    )
     files: list[LabelFile] = Field(default=[], description="Label files in our schema (JSON array or JSON Lines).")
 
 
 def _spec(f: LabelFile) -> ImportSpec:
     if f.teacher in load_registry():
-        raise ValueError(f"import of {f.path}: teacher {f.teacher!r} is a registry teacher; imported labels need a name of their own "
-                         f"(e.g. {f.teacher}_external) so that they never mix with the labels the registry teacher buys")
-    return ImportSpec(teacher=f.teacher, model=f.model, prompt_version=f.prompt_version, record_view=f.record_view,
-                      source=f.source, absent=frozenset(f.absent), undecided_categories=frozenset(f.undecided_categories),
-                      prompt_text=f.prompt_text)
+        raise ValueError(
+            f"import of {f.path}: teacher {f.teacher!r} is a registry teacher; imported labels need a name of their own "
+            f"(e.g. {f.teacher}_external) so that they never mix with the labels the registry teacher buys"
+        )
+    return ImportSpec(
+        teacher=f.teacher,
+        model=f.model,
+        prompt_version=f.prompt_version,
+        record_view=f.record_view,
+        source=f.source,
+        absent=frozenset(f.absent),
+        undecided_categories=frozenset(f.undecided_categories),
+        prompt_text=f.prompt_text,
+    )
 
 
 def _list_md(items: list[str]) -> dg.MetadataValue:
@@ -68,13 +87,18 @@ def _list_md(items: list[str]) -> dg.MetadataValue:
 
 
 def _invalid_md(reports: list[ImportReport]) -> dg.MetadataValue:
-    rows = [{"teacher": r.teacher, "file": Path(f).name, "index": i, "work_id": w, "cause": cause}
-            for r in reports for f, i, w, cause in r.invalid]
+    rows = [
+        {"teacher": r.teacher, "file": Path(f).name, "index": i, "work_id": w, "cause": cause}
+        for r in reports
+        for f, i, w, cause in r.invalid
+    ]
     return markdown_preview(rows, ["teacher", "file", "index", "work_id", "cause"], limit=50)
 
 
 @dg.asset(group_name="labeling", kinds={"python", "duckdb"}, code_version="1", owners=["team:metacan"])
-def imported_labels(context: dg.AssetExecutionContext, config: ImportedLabelsConfig, storage: MetacanStorage) -> dg.MaterializeResult:
+def imported_labels(
+    context: dg.AssetExecutionContext, config: ImportedLabelsConfig, storage: MetacanStorage
+) -> dg.MaterializeResult:
     """Direct labels produced elsewhere, validated like teacher replies and stored with ``source='import'``.
 
     Sources (:class:`ImportedLabelsConfig`): the MetaCan pilot folder (teachers ``pilot_a`` and ``pilot_b``,
@@ -99,7 +123,9 @@ def imported_labels(context: dg.AssetExecutionContext, config: ImportedLabelsCon
             pilot_dirs = [str(folder)]
         else:
             pilot_dirs = []
-            notes.append(f"pilot folder {folder.resolve()} not found (set ${PILOT_DIR_ENV}): the MetaCan pilot labels were not imported")
+            notes.append(
+                f"pilot folder {folder.resolve()} not found (set ${PILOT_DIR_ENV}): the MetaCan pilot labels were not imported"
+            )
             context.log.info(notes[-1])
     for d in pilot_dirs:
         if not Path(d).is_dir():
@@ -116,24 +142,43 @@ def imported_labels(context: dg.AssetExecutionContext, config: ImportedLabelsCon
                 raise FileNotFoundError(f"label file {f.path!r} (imported_labels config files) does not exist")
             reports.append(import_file(con, Path(f.path), _spec(f), run_id))
         ensure_import_tables(con)
-        table = con.execute(f"SELECT * FROM ({current_imported_sql()}) ORDER BY teacher, model, prompt_version, work_id").to_arrow_table()
+        table = con.execute(
+            f"SELECT * FROM ({current_imported_sql()}) ORDER BY teacher, model, prompt_version, work_id"
+        ).to_arrow_table()
     table = table.select(LABELS_SCHEMA.names).cast(LABELS_SCHEMA)
     n = storage.write_table("imported_labels", table, schema=LABELS_SCHEMA)
     new = [f"{r.teacher}: {f}" for r in reports if not r.already_imported for f, _ in r.files]
     old = [f"{r.teacher}: {f}" for r in reports if r.already_imported for f, _ in r.files]
-    by_status = Counter(f"{t} / {s}" for t, s in zip(table.column("teacher").to_pylist(), table.column("status").to_pylist()))
+    by_status = Counter(
+        f"{t} / {s}" for t, s in zip(table.column("teacher").to_pylist(), table.column("status").to_pylist())
+    )
     for r in reports:
-        context.log.info(f"import {r.teacher}: {len(r.files)} file(s), " + ("already imported" if r.already_imported else
-                         f"{r.labelled} labelled, {r.failed} failed, {r.existing} already stored, {len(r.duplicates)} duplicates"))
-    return dg.MaterializeResult(metadata=table_metadata(
-        LABELS_SCHEMA, n, table.slice(0, 10).to_pylist(), ["work_id", "teacher", "model", "status", "categories", "error"],
-        rows_by_teacher_and_status=counts_markdown(dict(by_status), "teacher / status", "rows"),
-        files_imported_this_run=_list_md(new),
-        files_already_imported=_list_md(old),
-        labelled_this_run=sum(r.labelled for r in reports),
-        failed_this_run=sum(r.failed for r in reports),
-        invalid_records=_invalid_md(reports),
-        duplicate_ids_not_stored=dg.MetadataValue.md("".join(
-            f"- {r.teacher}: `{w}` at {Path(f).name} record {i}\n" for r in reports for w, f, i in r.duplicates) or "_(none)_"),
-        notes=dg.MetadataValue.md("".join(f"- {n}\n" for n in notes) or "_(none)_"),
-    ))
+        context.log.info(
+            f"import {r.teacher}: {len(r.files)} file(s), "
+            + (
+                "already imported"
+                if r.already_imported
+                else f"{r.labelled} labelled, {r.failed} failed, {r.existing} already stored, {len(r.duplicates)} duplicates"
+            )
+        )
+    return dg.MaterializeResult(
+        metadata=table_metadata(
+            LABELS_SCHEMA,
+            n,
+            table.slice(0, 10).to_pylist(),
+            ["work_id", "teacher", "model", "status", "categories", "error"],
+            rows_by_teacher_and_status=counts_markdown(dict(by_status), "teacher / status", "rows"),
+            files_imported_this_run=_list_md(new),
+            files_already_imported=_list_md(old),
+            labelled_this_run=sum(r.labelled for r in reports),
+            failed_this_run=sum(r.failed for r in reports),
+            invalid_records=_invalid_md(reports),
+            duplicate_ids_not_stored=dg.MetadataValue.md(
+                "".join(
+                    f"- {r.teacher}: `{w}` at {Path(f).name} record {i}\n" for r in reports for w, f, i in r.duplicates
+                )
+                or "_(none)_"
+            ),
+            notes=dg.MetadataValue.md("".join(f"- {n}\n" for n in notes) or "_(none)_"),
+        )
+    )

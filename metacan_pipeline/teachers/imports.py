@@ -70,8 +70,19 @@ from .views import view_hash as hash_of_view
 SOURCE = "import"
 DESIGN_KEYS = ("stratum", "sel_prob", "design_weight")
 OPENALEX_URL_PREFIXES = ("https://openalex.org/", "http://openalex.org/")
-CONTENT_FIELDS = ("view_hash", "record_view", "status", "categories", "domain", "study_design", "genre", "about_ca_system",
-                  "about_ca_topic", "confidence", "reason")
+CONTENT_FIELDS = (
+    "view_hash",
+    "record_view",
+    "status",
+    "categories",
+    "domain",
+    "study_design",
+    "genre",
+    "about_ca_system",
+    "about_ca_topic",
+    "confidence",
+    "reason",
+)
 """Columns of a ``teacher_labels`` row that say what the label is (the rest is provenance: ids, run, time)."""
 EXPECTED = "give a JSON array of label objects ('[]' for none) or JSON Lines (one label object per line)"
 
@@ -109,10 +120,14 @@ class ImportSpec:
     def __post_init__(self) -> None:
         bad = set(self.undecided_categories) - set(CATEGORIES)
         if bad:
-            raise ValueError(f"import {self.teacher!r}: undecided_categories {sorted(bad)} are not categories {list(CATEGORIES)}")
+            raise ValueError(
+                f"import {self.teacher!r}: undecided_categories {sorted(bad)} are not categories {list(CATEGORIES)}"
+            )
         bad = set(self.absent) - set(LABEL_FIELDS[2:])
         if bad:
-            raise ValueError(f"import {self.teacher!r}: absent {sorted(bad)} are not label fields that can be absent {list(LABEL_FIELDS[2:])}")
+            raise ValueError(
+                f"import {self.teacher!r}: absent {sorted(bad)} are not label fields that can be absent {list(LABEL_FIELDS[2:])}"
+            )
 
     @property
     def prompt_sha(self) -> str:
@@ -208,7 +223,9 @@ def _read_label_file(path: Path) -> tuple[str, list[SourceRecord]]:
     # One object over several lines, or on one line but shaped as a reply ({"labels": [...]}, no id).
     if isinstance(whole, dict) and (nonblank > 1 or ("id" not in whole and isinstance(whole.get("labels"), list))):
         keys = ", ".join(repr(k) for k in list(whole)[:5]) + (", ..." if len(whole) > 5 else "")
-        raise ValueError(f"{path}: holds one JSON object (keys {keys}) over {nonblank} line(s), not a JSON array or JSON Lines; {EXPECTED}")
+        raise ValueError(
+            f"{path}: holds one JSON object (keys {keys}) over {nonblank} line(s), not a JSON array or JSON Lines; {EXPECTED}"
+        )
     records: list[SourceRecord] = []
     objects = 0
     for lineno, line in enumerate(lines, start=1):
@@ -222,8 +239,10 @@ def _read_label_file(path: Path) -> tuple[str, list[SourceRecord]]:
         objects += isinstance(item, dict)
         records.append(SourceRecord(str(path), sha, len(records), item, item, None, lineno))
     if not objects:
-        raise ValueError(f"{path}: none of its {nonblank} non-blank line(s) is a JSON object, so it is not JSON Lines "
-                         f"(a truncated or pretty-printed JSON document?); {EXPECTED}")
+        raise ValueError(
+            f"{path}: none of its {nonblank} non-blank line(s) is a JSON object, so it is not JSON Lines "
+            f"(a truncated or pretty-printed JSON document?); {EXPECTED}"
+        )
     return sha, records
 
 
@@ -286,13 +305,25 @@ def _content(row: dict[str, Any], ref: dict[str, Any]) -> str:
     error = row.get("error")
     prefix = _where(ref.get("file", ""), ref.get("index", -1), ref.get("line")) + ": "
     if isinstance(error, str) and error.startswith(prefix):
-        error = error[len(prefix):]
-    return canonical_json({**{k: row.get(k) for k in CONTENT_FIELDS}, "error": error, "original": ref.get("original"),
-                           "absent": ref.get("absent"), "undecided_categories": ref.get("undecided_categories")})
+        error = error[len(prefix) :]
+    return canonical_json(
+        {
+            **{k: row.get(k) for k in CONTENT_FIELDS},
+            "error": error,
+            "original": ref.get("original"),
+            "absent": ref.get("absent"),
+            "undecided_categories": ref.get("undecided_categories"),
+        }
+    )
 
 
-def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Sequence[SourceRecord], run_id: str | None,
-                   files: Sequence[tuple[str, str]] | None = None) -> ImportReport:
+def import_records(
+    con: duckdb.DuckDBPyConnection,
+    spec: ImportSpec,
+    records: Sequence[SourceRecord],
+    run_id: str | None,
+    files: Sequence[tuple[str, str]] | None = None,
+) -> ImportReport:
     """Validate ``records`` as labels of ``spec``'s teacher configuration and store them (module docstring).
 
     ``files``: the ``(file, sha256)`` the import covers, by default those of ``records`` (give them to
@@ -307,20 +338,34 @@ def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Se
     cfg = [teacher, model, prompt_version, prompt_sha]
     files = list(dict.fromkeys(files if files is not None else ((r.file, r.sha256) for r in records)))
     report = ImportReport(teacher=teacher, files=files)
-    done = {row[0] for row in con.execute(
-        "SELECT DISTINCT sha256 FROM label_imports WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=?", cfg).fetchall()}
+    done = {
+        row[0]
+        for row in con.execute(
+            "SELECT DISTINCT sha256 FROM label_imports WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=?",
+            cfg,
+        ).fetchall()
+    }
     current: dict[str, str] = {}  # work id -> content of its current row
     placed: set[tuple[str, int]] = set()  # (file sha256, index) of stored rows without a work id
-    for row in con.execute(
+    for row in (
+        con.execute(
             f"SELECT * FROM ({current_imported_sql()}) WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=?",
-            cfg).to_arrow_table().to_pylist():
+            cfg,
+        )
+        .to_arrow_table()
+        .to_pylist()
+    ):
         ref = json.loads(row["source_ref"]) if row["source_ref"] else {}
         if row["work_id"] is not None:
             current[row["work_id"]] = _content(row, ref)
         else:
             placed.add((ref.get("sha256"), ref.get("index")))
-    stored_design = {r[0]: tuple(r[1:]) for r in con.execute(
-        "SELECT work_id, stratum, sel_prob, design_weight FROM imported_design WHERE source = ?", [spec.source]).fetchall()}
+    stored_design = {
+        r[0]: tuple(r[1:])
+        for r in con.execute(
+            "SELECT work_id, stratum, sel_prob, design_weight FROM imported_design WHERE source = ?", [spec.source]
+        ).fetchall()
+    }
     created = now_utc()
     seen: dict[str, SourceRecord] = {}
     rows: list[dict[str, Any]] = []
@@ -335,8 +380,16 @@ def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Se
         if work_id is not None:
             seen[work_id] = rec
         row: dict[str, Any] = {
-            "label_id": uuid.uuid4().hex, "work_id": work_id, "teacher": teacher, "model": model, "prompt_version": prompt_version,
-            "prompt_sha": prompt_sha, "record_view": spec.record_view, "attempts": 0, "run_id": run_id, "source": SOURCE,
+            "label_id": uuid.uuid4().hex,
+            "work_id": work_id,
+            "teacher": teacher,
+            "model": model,
+            "prompt_version": prompt_version,
+            "prompt_sha": prompt_sha,
+            "record_view": spec.record_view,
+            "attempts": 0,
+            "run_id": run_id,
+            "source": SOURCE,
             "created_at": created,
         }
         error = rec.error
@@ -354,8 +407,14 @@ def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Se
         if view_hash is None and error is not None:
             view_hash = hash_of_view(rec.original)
         row["view_hash"] = view_hash
-        ref = {"file": rec.file, "sha256": rec.sha256, "index": rec.index, "original": rec.original,
-               "absent": sorted(spec.absent), "undecided_categories": sorted(spec.undecided_categories)}
+        ref = {
+            "file": rec.file,
+            "sha256": rec.sha256,
+            "index": rec.index,
+            "original": rec.original,
+            "absent": sorted(spec.absent),
+            "undecided_categories": sorted(spec.undecided_categories),
+        }
         if rec.line is not None:
             ref["line"] = rec.line
         row["source_ref"] = canonical_json(ref)
@@ -383,17 +442,37 @@ def import_records(con: duckdb.DuckDBPyConnection, spec: ImportSpec, records: Se
         per_file[(rec.file, rec.sha256)] += 1
     append_rows(con, [], rows)
     if design:
-        batch = pa.table({  # noqa: F841 (read by DuckDB below)
-            "source": [spec.source] * len(design), "work_id": list(design),
-            "stratum": [d[0] for d in design.values()], "sel_prob": [d[1] for d in design.values()],
-            "design_weight": [d[2] for d in design.values()]})
-        con.execute("INSERT OR REPLACE INTO imported_design SELECT source, work_id, stratum, sel_prob, design_weight FROM batch")
+        batch = pa.table(
+            {  # noqa: F841 (read by DuckDB below)
+                "source": [spec.source] * len(design),
+                "work_id": list(design),
+                "stratum": [d[0] for d in design.values()],
+                "sel_prob": [d[1] for d in design.values()],
+                "design_weight": [d[2] for d in design.values()],
+            }
+        )
+        con.execute(
+            "INSERT OR REPLACE INTO imported_design SELECT source, work_id, stratum, sel_prob, design_weight FROM batch"
+        )
     report.design_rows = len(design)
     report.already_imported = bool(files) and not rows and not design and all(sha in done for _, sha in files)
     for file, sha in files:
         if sha not in done or per_file[(file, sha)]:
-            con.execute("INSERT INTO label_imports VALUES (?,?,?,?,?,?,?,?,?,?)",
-                        [file, sha, teacher, model, prompt_version, prompt_sha, spec.source, per_file[(file, sha)], created, run_id])
+            con.execute(
+                "INSERT INTO label_imports VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [
+                    file,
+                    sha,
+                    teacher,
+                    model,
+                    prompt_version,
+                    prompt_sha,
+                    spec.source,
+                    per_file[(file, sha)],
+                    created,
+                    run_id,
+                ],
+            )
     return report
 
 

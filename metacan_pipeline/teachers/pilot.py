@@ -69,8 +69,12 @@ MODEL_B = "gpt-5.6-sol"
 
 TIER_CATEGORIES: dict[str, list[str]] = {"T1": ["metaresearch"], "T2": ["metaresearch"], "T3": [], "OUT": []}
 GENRES_V1: dict[str, str] = {
-    "empirical": "empirical", "conceptual": "other", "editorial/commentary": "commentary", "policy": "commentary",
-    "infrastructure/announcement": "other", "other": "other",
+    "empirical": "empirical",
+    "conceptual": "other",
+    "editorial/commentary": "commentary",
+    "policy": "commentary",
+    "infrastructure/announcement": "other",
+    "other": "other",
 }
 UNDECIDED = frozenset(c for c in CATEGORIES if c != "metaresearch")
 ABSENT_JOINED = frozenset({"domain", "study_design", "genre", "about_ca_system", "about_ca_topic", "reason"})
@@ -78,8 +82,15 @@ ABSENT_CODEX = frozenset({"domain", "study_design", "about_ca_topic"})
 
 
 def _spec(teacher: str, model: str, absent: frozenset[str]) -> ImportSpec:
-    return ImportSpec(teacher=teacher, model=model, prompt_version=PROMPT_VERSION, record_view=RECORD_VIEW, source=PILOT_SOURCE,
-                      absent=absent, undecided_categories=UNDECIDED)
+    return ImportSpec(
+        teacher=teacher,
+        model=model,
+        prompt_version=PROMPT_VERSION,
+        record_view=RECORD_VIEW,
+        source=PILOT_SOURCE,
+        absent=absent,
+        undecided_categories=UNDECIDED,
+    )
 
 
 SPEC_A = _spec("pilot_a", MODEL_A, ABSENT_JOINED)
@@ -115,7 +126,9 @@ def _read(path: Path) -> tuple[str, list]:
     try:
         return file_sha256(path), json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc}); the pilot folder should hold the files listed in its SOURCES.md") from exc
+        raise ValueError(
+            f"{path}: not JSON ({exc}); the pilot folder should hold the files listed in its SOURCES.md"
+        ) from exc
 
 
 def pilot_imports(folder: Path) -> list[PilotImport]:
@@ -127,14 +140,25 @@ def pilot_imports(folder: Path) -> list[PilotImport]:
     """
     joined_path = folder / "labels_joined.json"
     if not joined_path.exists():
-        raise FileNotFoundError(f"{joined_path} not found: the MetaCan pilot folder needs labels_joined.json (see its SOURCES.md)")
+        raise FileNotFoundError(
+            f"{joined_path} not found: the MetaCan pilot folder needs labels_joined.json (see its SOURCES.md)"
+        )
     joined_sha, joined = _read(joined_path)
     by_id = {r.get("id"): r for r in joined if isinstance(r, dict)}
 
     a = PilotImport(SPEC_A, [])
     for i, rec in enumerate(joined):
         label, error = _convert(rec, "tier_a", "conf_a") if isinstance(rec, dict) else ({}, "not a JSON object")
-        a.records.append(SourceRecord(str(joined_path), joined_sha, i, rec, {**label, **_design(rec if isinstance(rec, dict) else None)}, error))
+        a.records.append(
+            SourceRecord(
+                str(joined_path),
+                joined_sha,
+                i,
+                rec,
+                {**label, **_design(rec if isinstance(rec, dict) else None)},
+                error,
+            )
+        )
 
     def paired(path: Path) -> bool:
         twin = folder / "chunks_b" / path.name
@@ -159,12 +183,17 @@ def pilot_imports(folder: Path) -> list[PilotImport]:
                 error = f"genre={genre!r} has no mapping (pilot v1 genres: {list(GENRES_V1)})"
             label.update(genre=GENRES_V1.get(genre), about_ca_system=rec.get("about_ca"), reason=rec.get("why"))
             twin = by_id.get(rec.get("id"))
-            if twin is not None and (twin.get("tier_b"), twin.get("conf_b")) != (rec.get("tier"), rec.get("confidence")):
+            if twin is not None and (twin.get("tier_b"), twin.get("conf_b")) != (
+                rec.get("tier"),
+                rec.get("confidence"),
+            ):
                 mismatched += 1
             b.records.append(SourceRecord(str(path), sha, i, rec, {**label, **_design(twin)}, error))
             coded.add(rec.get("id"))
-    b.notes.append(f"{len(codex_files)} codex files, {len(b.records)} labels of {len(coded)} works; "
-                   f"{mismatched} differ from labels_joined tier_b/conf_b")
+    b.notes.append(
+        f"{len(codex_files)} codex files, {len(b.records)} labels of {len(coded)} works; "
+        f"{mismatched} differ from labels_joined tier_b/conf_b"
+    )
 
     rest = PilotImport(SPEC_B_JOINED, [])
     for i, rec in enumerate(joined):

@@ -86,7 +86,9 @@ class TeacherSpec(BaseModel):
 
     def cost_usd(self, prompt_tokens: int | None, completion_tokens: int | None) -> float:
         """The price of one call from its token counts (USD)."""
-        return ((prompt_tokens or 0) * self.price_input_per_1k + (completion_tokens or 0) * self.price_output_per_1k) / 1000.0
+        return (
+            (prompt_tokens or 0) * self.price_input_per_1k + (completion_tokens or 0) * self.price_output_per_1k
+        ) / 1000.0
 
     def api_key(self) -> str:
         """The key from ``api_key_env``; raises ValueError naming the variable when it is unset."""
@@ -105,12 +107,24 @@ class TeacherRunConfig(dg.Config):
     model: str = Field(default="", description="Model name (part of the label key).")
     works_per_call: int = Field(default=0, description="Works per call, 1-25.")
     concurrency: int = Field(default=0, description="Calls in flight.")
-    max_works: int = Field(default=0, ge=0, description="Send at most this many works this run (a budget; 0 = no limit); the rest wait for the next run.")
+    max_works: int = Field(
+        default=0,
+        ge=0,
+        description="Send at most this many works this run (a budget; 0 = no limit); the rest wait for the next run.",
+    )
 
     def apply(self, spec: TeacherSpec) -> TeacherSpec:
         """``spec`` with this run's overrides (validated again)."""
-        changes = {k: v for k, v in {"base_url": self.base_url, "model": self.model, "works_per_call": self.works_per_call,
-                                     "concurrency": self.concurrency}.items() if v}
+        changes = {
+            k: v
+            for k, v in {
+                "base_url": self.base_url,
+                "model": self.model,
+                "works_per_call": self.works_per_call,
+                "concurrency": self.concurrency,
+            }.items()
+            if v
+        }
         return TeacherSpec(**{**spec.model_dump(), **changes}) if changes else spec
 
 
@@ -129,7 +143,9 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
     path = Path(path) if path else default_registry_path()
     env = os.environ if environ is None else environ
     if not path.is_file():
-        raise FileNotFoundError(f"teacher registry {path} not found (METACAN_TEACHERS_FILE): copy metacan_pipeline/teachers/teachers.toml")
+        raise FileNotFoundError(
+            f"teacher registry {path} not found (METACAN_TEACHERS_FILE): copy metacan_pipeline/teachers/teachers.toml"
+        )
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -142,8 +158,10 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
         if not isinstance(fields, dict):
             raise ValueError(f"teacher registry {path}: teachers.{name} is not a table")
         if "name" in fields:
-            raise ValueError(f"teacher registry {path}: teachers.{name} has a 'name' key; the table's name is the teacher's name "
-                             f"([teachers.{fields['name']}] to call it {fields['name']!r})")
+            raise ValueError(
+                f"teacher registry {path}: teachers.{name} has a 'name' key; the table's name is the teacher's name "
+                f"([teachers.{fields['name']}] to call it {fields['name']!r})"
+            )
         merged = dict(fields)
         for key in ("base_url", "model", "api_key_env", "prompt_version"):
             value = env.get(f"METACAN_{name.upper()}_{key.upper()}")
@@ -156,5 +174,7 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
             raise ValueError(f"teacher registry {path}: teachers.{name}: {problems}") from exc
     missing = [t for t in REQUIRED_TEACHERS if t not in out]
     if missing:
-        raise ValueError(f"teacher registry {path}: teachers {missing} are missing; the student needs both gemma (census) and codex (sample)")
+        raise ValueError(
+            f"teacher registry {path}: teachers {missing} are missing; the student needs both gemma (census) and codex (sample)"
+        )
     return out

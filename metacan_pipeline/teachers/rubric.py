@@ -61,10 +61,14 @@ def load_prompt(version: str) -> Prompt:
     sha = hashlib.sha256(raw).hexdigest()[:16]
     locked = prompt_lock().get(version)
     if locked is not None and locked != sha:
-        raise ValueError(f"prompt {version} at {path} has SHA {sha} but versions.toml locks it at {locked}: a published prompt "
-                         f"is never edited; save the change as a new version (a new file and a new line in versions.toml)")
+        raise ValueError(
+            f"prompt {version} at {path} has SHA {sha} but versions.toml locks it at {locked}: a published prompt "
+            f"is never edited; save the change as a new version (a new file and a new line in versions.toml)"
+        )
     text = raw.decode("utf-8")
     if USER_MARKER not in text:
-        raise ValueError(f"prompt {version} has no {USER_MARKER!r} section: it predates batched calls and cannot be sent; use v2 or later")
+        raise ValueError(
+            f"prompt {version} has no {USER_MARKER!r} section: it predates batched calls and cannot be sent; use v2 or later"
+        )
     rubric, template = text.split(USER_MARKER, 1)
     return Prompt(version, sha, rubric.strip(), template.strip())

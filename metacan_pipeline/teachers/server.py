@@ -60,8 +60,16 @@ class EmbeddedServerError(RuntimeError):
 class LlamaServerProcess:
     """One running ``llama_cpp.server`` process (start, wait until ready, stop)."""
 
-    def __init__(self, model_path: Path, n_threads: int, n_ctx: int, log_path: Path, alias: str, chat_format: str) -> None:
-        self.model_path, self.n_threads, self.n_ctx, self.log_path, self.alias = model_path, n_threads, n_ctx, log_path, alias
+    def __init__(
+        self, model_path: Path, n_threads: int, n_ctx: int, log_path: Path, alias: str, chat_format: str
+    ) -> None:
+        self.model_path, self.n_threads, self.n_ctx, self.log_path, self.alias = (
+            model_path,
+            n_threads,
+            n_ctx,
+            log_path,
+            alias,
+        )
         self.chat_format = chat_format
         self.port = free_loopback_port()
         self.proc: subprocess.Popen | None = None
@@ -73,17 +81,36 @@ class LlamaServerProcess:
     def start(self, timeout_s: float) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(self.model_path), "--model_alias", self.alias,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--n_threads", str(self.n_threads), "--n_ctx", str(self.n_ctx),
-            "--chat_format", self.chat_format, "--verbose", "false",
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(self.model_path),
+            "--model_alias",
+            self.alias,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_threads",
+            str(self.n_threads),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--chat_format",
+            self.chat_format,
+            "--verbose",
+            "false",
         ]
         log = open(self.log_path, "ab")
         log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(cmd)}\n".encode())
         log.flush()
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -98,7 +125,9 @@ class LlamaServerProcess:
                 pass
             time.sleep(0.25)
         self.stop()
-        raise EmbeddedServerError(f"llama.cpp server did not answer /v1/models within {timeout_s:.0f}s; log {self.log_path}:\n{self.log_tail()}")
+        raise EmbeddedServerError(
+            f"llama.cpp server did not answer /v1/models within {timeout_s:.0f}s; log {self.log_path}:\n{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -138,8 +167,12 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
 
     model_path: str = Field(default="", description="GGUF file; empty = the Gemma 3 270M of the PyPI package.")
     n_threads: int = Field(default=2, description="CPU threads for llama.cpp.")
-    n_ctx: int = Field(default=8192, description="Context window in tokens (a call of 25 title-only works needs about 6,000).")
-    chat_format: str = Field(default="gemma", description="llama-cpp-python chat format (the GGUF carries no template).")
+    n_ctx: int = Field(
+        default=8192, description="Context window in tokens (a call of 25 title-only works needs about 6,000)."
+    )
+    chat_format: str = Field(
+        default="gemma", description="llama-cpp-python chat format (the GGUF carries no template)."
+    )
     startup_timeout_s: float = Field(default=180.0, description="Seconds to wait for /v1/models.")
     log_dir: str = Field(default="data/logs", description="Where the server log goes.")
 
@@ -148,14 +181,22 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
     def base_url(self, log=None) -> str:
         if self._proc is None or self._proc.proc is None or self._proc.proc.poll() is not None:
             path = Path(self.model_path) if self.model_path else embedded_model_path()
-            proc = LlamaServerProcess(path, self.n_threads, self.n_ctx, Path(self.log_dir) / "llama_server.log",
-                                      EMBEDDED_MODEL_ALIAS, self.chat_format)
+            proc = LlamaServerProcess(
+                path,
+                self.n_threads,
+                self.n_ctx,
+                Path(self.log_dir) / "llama_server.log",
+                EMBEDDED_MODEL_ALIAS,
+                self.chat_format,
+            )
             t0 = time.monotonic()
             proc.start(self.startup_timeout_s)
             _RUNNING.append(proc)
             self._proc = proc
             if log is not None:
-                log.info(f"embedded llama.cpp server up at {proc.base_url} in {time.monotonic() - t0:.1f}s (log {proc.log_path})")
+                log.info(
+                    f"embedded llama.cpp server up at {proc.base_url} in {time.monotonic() - t0:.1f}s (log {proc.log_path})"
+                )
         return self._proc.base_url
 
     @property

@@ -35,26 +35,69 @@ ENDPOINT_ERROR = "endpoint error"
 chat completion: it says nothing about the work either, so the next run asks again too."""
 NOT_FINAL = (UNAVAILABLE, ENDPOINT_ERROR)
 
-CALLS_SCHEMA = pa.schema([
-    ("call_id", pa.string()), ("run_id", pa.string()), ("teacher", pa.string()), ("model", pa.string()),
-    ("prompt_version", pa.string()), ("prompt_sha", pa.string()), ("record_view", pa.string()),
-    ("work_ids", pa.list_(pa.string())), ("n_works", pa.int32()), ("request_hash", pa.string()),
-    ("http_status", pa.int32()), ("error", pa.string()), ("latency_s", pa.float64()), ("prompt_tokens", pa.int64()),
-    ("completion_tokens", pa.int64()), ("cost_usd", pa.float64()), ("logprob_mean", pa.float64()),
-    ("archive_path", pa.string()), ("archive_line", pa.int64()), ("created_at", pa.timestamp("us")),
-])
+CALLS_SCHEMA = pa.schema(
+    [
+        ("call_id", pa.string()),
+        ("run_id", pa.string()),
+        ("teacher", pa.string()),
+        ("model", pa.string()),
+        ("prompt_version", pa.string()),
+        ("prompt_sha", pa.string()),
+        ("record_view", pa.string()),
+        ("work_ids", pa.list_(pa.string())),
+        ("n_works", pa.int32()),
+        ("request_hash", pa.string()),
+        ("http_status", pa.int32()),
+        ("error", pa.string()),
+        ("latency_s", pa.float64()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("logprob_mean", pa.float64()),
+        ("archive_path", pa.string()),
+        ("archive_line", pa.int64()),
+        ("created_at", pa.timestamp("us")),
+    ]
+)
 
-LABELS_SCHEMA = pa.schema([
-    ("label_id", pa.string()), ("work_id", pa.string()), ("teacher", pa.string()), ("model", pa.string()),
-    ("prompt_version", pa.string()), ("prompt_sha", pa.string()), ("record_view", pa.string()), ("view_hash", pa.string()),
-    ("status", pa.string()), ("categories", pa.list_(pa.string())), ("domain", pa.string()), ("study_design", pa.string()),
-    ("genre", pa.string()), ("about_ca_system", pa.bool_()), ("about_ca_topic", pa.bool_()), ("confidence", pa.string()),
-    ("reason", pa.string()), ("error", pa.string()), ("attempts", pa.int32()), ("call_id", pa.string()), ("run_id", pa.string()),
-    ("source", pa.string()), ("source_ref", pa.string()), ("created_at", pa.timestamp("us")),
-])
+LABELS_SCHEMA = pa.schema(
+    [
+        ("label_id", pa.string()),
+        ("work_id", pa.string()),
+        ("teacher", pa.string()),
+        ("model", pa.string()),
+        ("prompt_version", pa.string()),
+        ("prompt_sha", pa.string()),
+        ("record_view", pa.string()),
+        ("view_hash", pa.string()),
+        ("status", pa.string()),
+        ("categories", pa.list_(pa.string())),
+        ("domain", pa.string()),
+        ("study_design", pa.string()),
+        ("genre", pa.string()),
+        ("about_ca_system", pa.bool_()),
+        ("about_ca_topic", pa.bool_()),
+        ("confidence", pa.string()),
+        ("reason", pa.string()),
+        ("error", pa.string()),
+        ("attempts", pa.int32()),
+        ("call_id", pa.string()),
+        ("run_id", pa.string()),
+        ("source", pa.string()),
+        ("source_ref", pa.string()),
+        ("created_at", pa.timestamp("us")),
+    ]
+)
 
-_SQL_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
-              pa.timestamp("us"): "TIMESTAMP", pa.list_(pa.string()): "VARCHAR[]"}
+_SQL_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN",
+    pa.timestamp("us"): "TIMESTAMP",
+    pa.list_(pa.string()): "VARCHAR[]",
+}
 
 
 def _ddl(name: str, schema: pa.Schema, key: str) -> str:
@@ -79,9 +122,13 @@ class LabelKey:
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
-    return [r[0] for r in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND table_schema = 'main' ORDER BY ordinal_position",
-        [table]).fetchall()]
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND table_schema = 'main' ORDER BY ordinal_position",
+            [table],
+        ).fetchall()
+    ]
 
 
 def ensure_tables(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, str] | None = None) -> None:
@@ -103,13 +150,20 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, 
         con.execute("ALTER TABLE teacher_labels RENAME TO teacher_labels_old")
         con.execute(_ddl("teacher_labels", LABELS_SCHEMA, "label_id"))
         shared = [f.name for f in LABELS_SCHEMA if f.name in old]
-        con.execute(f"INSERT INTO teacher_labels ({', '.join(shared)}) SELECT {', '.join(shared)} FROM teacher_labels_old")
+        con.execute(
+            f"INSERT INTO teacher_labels ({', '.join(shared)}) SELECT {', '.join(shared)} FROM teacher_labels_old"
+        )
         con.execute("DROP TABLE teacher_labels_old")
         for version, sha in (prompt_lock() if legacy_prompt_shas is None else legacy_prompt_shas).items():
-            con.execute("UPDATE teacher_labels SET prompt_sha = ? WHERE prompt_sha IS NULL AND prompt_version = ?", [sha, version])
+            con.execute(
+                "UPDATE teacher_labels SET prompt_sha = ? WHERE prompt_sha IS NULL AND prompt_version = ?",
+                [sha, version],
+            )
 
 
-def existing_keys(con: duckdb.DuckDBPyConnection, teacher: str, model: str, prompt_version: str, prompt_sha: str) -> set[tuple[str, str]]:
+def existing_keys(
+    con: duckdb.DuckDBPyConnection, teacher: str, model: str, prompt_version: str, prompt_sha: str
+) -> set[tuple[str, str]]:
     """``{(work_id, view_hash)}`` that need no call for this teacher configuration: labelled, or failed
     for a reason about the work (a reply that stayed invalid after the re-asks: asking the same model
     the same thing again would cost money and repeat the failure). A failure that says nothing about the
@@ -126,7 +180,7 @@ def existing_keys(con: duckdb.DuckDBPyConnection, teacher: str, model: str, prom
 
 def now_utc() -> dt.datetime:
     """The current UTC time without tzinfo (DuckDB ``TIMESTAMP``)."""
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def append_rows(con: duckdb.DuckDBPyConnection, calls: list[dict[str, Any]], labels: list[dict[str, Any]]) -> None:
@@ -135,7 +189,10 @@ def append_rows(con: duckdb.DuckDBPyConnection, calls: list[dict[str, Any]], lab
     replayed twice counts no call, label or cost twice."""
     con.execute("BEGIN")
     try:
-        for name, schema, key, rows in (("teacher_calls", CALLS_SCHEMA, "call_id", calls), ("teacher_labels", LABELS_SCHEMA, "label_id", labels)):
+        for name, schema, key, rows in (
+            ("teacher_calls", CALLS_SCHEMA, "call_id", calls),
+            ("teacher_labels", LABELS_SCHEMA, "label_id", labels),
+        ):
             if not rows:
                 continue
             batch = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)  # noqa: F841

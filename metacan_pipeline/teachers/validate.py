@@ -22,8 +22,15 @@ from ..vocab import (
 )
 
 LABEL_FIELDS = (
-    "id", "categories", "domain", "study_design", "genre", "about_ca_system", "about_ca_topic",
-    "confidence", "reason",
+    "id",
+    "categories",
+    "domain",
+    "study_design",
+    "genre",
+    "about_ca_system",
+    "about_ca_topic",
+    "confidence",
+    "reason",
 )
 
 
@@ -51,9 +58,17 @@ class DirectLabel:
     reason: str | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "categories": list(self.categories), "domain": self.domain, "study_design": self.study_design,
-                "genre": self.genre, "about_ca_system": self.about_ca_system, "about_ca_topic": self.about_ca_topic,
-                "confidence": self.confidence, "reason": self.reason}
+        return {
+            "id": self.id,
+            "categories": list(self.categories),
+            "domain": self.domain,
+            "study_design": self.study_design,
+            "genre": self.genre,
+            "about_ca_system": self.about_ca_system,
+            "about_ca_topic": self.about_ca_topic,
+            "confidence": self.confidence,
+            "reason": self.reason,
+        }
 
 
 def _enum(obj: dict, key: str, vocab: tuple[str, ...], nullable: bool = False) -> str | None:
@@ -181,16 +196,27 @@ def reply_schema(work_id: str, reason_max_chars: int = 100, rules_in_grammar: bo
         )
     others = [c for c in CATEGORIES if c not in ("metaresearch", INSUFFICIENT_PAYLOAD)]
     other = {"type": "string", "enum": others}
-    led_by_meta = {"anyOf": [
-        {"type": "array", "prefixItems": [{"const": "metaresearch"}]},
-        {"type": "array", "prefixItems": [{"const": "metaresearch"}, other]},
-        {"type": "array", "prefixItems": [{"const": "metaresearch"}, other, other]},
-    ]}
-    return {"anyOf": [
-        _label_object(work_id, {"type": "array", "items": other, "maxItems": 3}, {"type": "null"}, reason_max_chars),
-        _label_object(work_id, led_by_meta, {"type": "string", "enum": list(DOMAINS[1:])}, reason_max_chars),
-        _label_object(work_id, {"type": "array", "prefixItems": [{"const": INSUFFICIENT_PAYLOAD}]}, {"type": "null"}, reason_max_chars),
-    ]}
+    led_by_meta = {
+        "anyOf": [
+            {"type": "array", "prefixItems": [{"const": "metaresearch"}]},
+            {"type": "array", "prefixItems": [{"const": "metaresearch"}, other]},
+            {"type": "array", "prefixItems": [{"const": "metaresearch"}, other, other]},
+        ]
+    }
+    return {
+        "anyOf": [
+            _label_object(
+                work_id, {"type": "array", "items": other, "maxItems": 3}, {"type": "null"}, reason_max_chars
+            ),
+            _label_object(work_id, led_by_meta, {"type": "string", "enum": list(DOMAINS[1:])}, reason_max_chars),
+            _label_object(
+                work_id,
+                {"type": "array", "prefixItems": [{"const": INSUFFICIENT_PAYLOAD}]},
+                {"type": "null"},
+                reason_max_chars,
+            ),
+        ]
+    }
 
 
 def batch_reply_schema(work_ids: list[str], reason_max_chars: int = 100, rules_in_grammar: bool = False) -> dict:
@@ -202,8 +228,12 @@ def batch_reply_schema(work_ids: list[str], reason_max_chars: int = 100, rules_i
     :func:`metacan_pipeline.teachers.client.validate_batch` checks the set.
     """
     if rules_in_grammar:
-        labels = {"type": "array", "prefixItems": [reply_schema(w, reason_max_chars, True) for w in work_ids],
-                  "minItems": len(work_ids), "maxItems": len(work_ids)}
+        labels = {
+            "type": "array",
+            "prefixItems": [reply_schema(w, reason_max_chars, True) for w in work_ids],
+            "minItems": len(work_ids),
+            "maxItems": len(work_ids),
+        }
     else:
         item = reply_schema(work_ids[0] if work_ids else "", reason_max_chars, False)
         item["properties"]["id"] = {"type": "string", "enum": list(work_ids)}
