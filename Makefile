@@ -14,7 +14,7 @@ LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-$(LLAMA_VERSION)-avx2-noamx
 
-.PHONY: setup browser run test dev bench clean
+.PHONY: setup browser run test test-fast lint dev bench clean
 
 setup: $(STAMP) browser
 
@@ -48,9 +48,18 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/metacan run
 
+## The formatter and the linter (configured in pyproject.toml); `make test` runs them first, so CI enforces them.
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
 ## Run the test suite (real DuckDB, real llama.cpp server, real Dagster executor, `dagster dev` in headless Chromium).
-test: $(STAMP) browser
+test: $(STAMP) browser lint
 	$(BIN)/python -m pytest -q
+
+## The tests without the browser, LLM and slow ones (markers in pyproject.toml), for a quick loop while editing.
+test-fast: $(STAMP) lint
+	$(BIN)/python -m pytest -q -m "not browser and not llm and not slow"
 
 ## The Dagster UI over workspace.yaml, on the same instance folder as `make run`.
 dev: $(STAMP)

@@ -268,7 +268,7 @@ def spawn_stage(stage: str, input_dir: Path, data_dir: Path, scratch: Path) -> d
         }
     )
     if stage == "frame":
-        for step, st in res.get("steps", {}).items():
+        for _step, st in res.get("steps", {}).items():
             if "start" in st and "end" in st:
                 st["seconds"] = st["end"] - st["start"]
                 inside = [k for t, k in samples if st["start"] <= t <= st["end"]]
@@ -310,7 +310,7 @@ def bench_size(n: int, scratch: Path, variants: list[str], repeat_baseline: bool
     }
     order = [v for v in variants if v != "count"]
     stages = ["count"] + order + ["frame"] + (["count"] if repeat_baseline else [])
-    for i, stage in enumerate(stages):
+    for _i, stage in enumerate(stages):
         key = stage if stage not in out["stages"] else f"{stage}_after"
         print(f"[{n}] stage {key} (load {_loadavg()}) ...", file=sys.stderr, flush=True)
         res = spawn_stage(stage, input_dir, data_dir, scratch)

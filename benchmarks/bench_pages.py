@@ -208,19 +208,19 @@ def make_records(n: int, seed: int = 20260106) -> list[dict]:
             "teacher_calls": [
                 {
                     "teacher": "gemma",
-                    "model": l["model"],
+                    "model": lab["model"],
                     "prompt_version": "v2",
                     "prompt_sha": "0" * 64,
                     "record_view": "title_only",
                     "label_status": "labelled",
                     "source": "teacher_call",
-                    "call_id": l["call_id"],
+                    "call_id": lab["call_id"],
                     "request_hash": "f" * 64,
                     "called_at": "2026-11-30T12:00:00Z",
                     "run_id": "r-labels",
                     "archive": "archive/gemma.jsonl.gz#L1",
                 }
-                for l in labels
+                for lab in labels
             ],
             "model_version": pred["model_version"] if pred else None,
             "student_run_id": "r-student" if pred else None,
@@ -269,7 +269,7 @@ def run_pages(records: list[dict], site: Path) -> dict:
     n_chars = 0
     clock = time.perf_counter
     t0 = clock()
-    for rec, path in zip(records, paths):
+    for rec, path in zip(records, paths, strict=False):
         a = clock()
         html = render_work(env, rec, None, CONTEXT)
         b = clock()

@@ -83,7 +83,7 @@ if str(HERE) not in sys.path:
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench_frame import _git_state, _loadavg, _proc_kib, _tree_rss_kib
+from bench_frame import _git_state, _loadavg, _proc_kib, _tree_rss_kib  # noqa: E402 (after the sys.path set-up above)
 
 PILOT = (REPO / ".." / "shared" / "data" / "metacan_pilot").resolve()
 SOURCE_WORKS = 50_000  # scale input of the real frame rows (make_scale_input.py)
@@ -231,11 +231,11 @@ def synth_works(n: int, titles_mode: str, real_titles: list[str]) -> dict:
             vals[hit] = cls
             lo = lo + rate
         cat_truth[t] = vals
-    cat_truth["domain"][(cat_truth["domain"] == None) & ~truth["metaresearch"]] = "not_metaresearch"
-    cat_truth["domain"][cat_truth["domain"] == None] = "methods"
-    cat_truth["study_design"][cat_truth["study_design"] == None] = "not_applicable"
+    cat_truth["domain"][np.equal(cat_truth["domain"], None) & ~truth["metaresearch"]] = "not_metaresearch"
+    cat_truth["domain"][np.equal(cat_truth["domain"], None)] = "methods"
+    cat_truth["study_design"][np.equal(cat_truth["study_design"], None)] = "not_applicable"
     cat_truth["study_design"][truth["metaepi_broad"]] = "systematic_review"
-    cat_truth["genre"][cat_truth["genre"] == None] = "empirical"
+    cat_truth["genre"][np.equal(cat_truth["genre"], None)] = "empirical"
     titles = []
     start = 0
     bin_targets = list(BINARY_TARGETS)
@@ -327,7 +327,7 @@ def _gemma_table(lab: dict, ids: list[str], start: int):
     def col(values, mask_null=None):
         vals = list(values)
         if mask_null is not None:
-            vals = [None if m else v for v, m in zip(vals, mask_null)]
+            vals = [None if m else v for v, m in zip(vals, mask_null, strict=False)]
         return vals
 
     cols = {
@@ -463,7 +463,7 @@ def prepare(scratch: Path, sizes: list[int], train_works: int, titles_mode: str)
             columns=["id", "venue_id", "title_text", "venue_name", "topic", "field", "type", "language"],
         )
     )
-    texts = dict(zip(head.column("id").to_pylist(), student_texts(head)))
+    texts = dict(zip(head.column("id").to_pylist(), student_texts(head), strict=False))
     tids = ids[:train_works]
     codex = teacher_labels(works, "codex", train_works)
     labels = {

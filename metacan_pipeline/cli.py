@@ -426,10 +426,10 @@ def fetch(
             typer.echo(f"{f[:90]}{'...' if len(f) > 90 else ''}: {n} works")
     except BudgetExhausted as exc:
         typer.echo(str(exc), err=True)
-        raise typer.Exit(3)
+        raise typer.Exit(3) from None
     except OpenAlexError as exc:
         typer.echo(f"OpenAlex harvest stopped: {exc}", err=True)
-        raise typer.Exit(4)
+        raise typer.Exit(4) from None
     finally:
         client.close()
     typer.echo(f"{client.calls_made} calls made, {client.pages_from_archive} pages read back from the archive {out}")
@@ -512,7 +512,7 @@ def evaluate_pilot_command(
                 )
     except (ValueError, ImportError) as exc:
         typer.echo(f"evaluate-pilot: {exc}", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     _, dropped = pilot_works(folder)
     typer.echo(format_table(results))
     r = results[0]
@@ -534,7 +534,7 @@ def _evaluate_frame1k(folder: Path, features: list[str], labels: list[str] | Non
                 results.append(evaluate_frame1k(folder, kind, arm, folds=folds))
     except (ValueError, ImportError, FileNotFoundError) as exc:
         typer.echo(f"evaluate-pilot: {exc}", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     works, dropped = frame1k_works(folder)
     typer.echo(format_frame1k_table(results))
     r = results[0]

@@ -67,7 +67,7 @@ def frame_plot_png(by_year: dict[int, dict[str, int]], title: str) -> bytes:
     ax = fig.add_subplot()
     years = sorted(by_year)
     routes = sorted({r for counts in by_year.values() for r in counts})
-    for route, marker in zip(routes, "osD^v<>"):
+    for route, marker in zip(routes, "osD^v<>", strict=False):
         ax.plot(years, [by_year[y].get(route, 0) for y in years], marker=marker, linewidth=1.2, label=route)
     ax.set_xlabel("publication year")
     ax.set_ylabel("frame works")

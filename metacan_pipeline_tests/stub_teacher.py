@@ -418,7 +418,7 @@ class StubTeacher:
             return
 
         labels = []
-        for rec, fs in zip(records, faults):
+        for rec, fs in zip(records, faults, strict=False):
             if "missing_id" in fs:
                 continue
             label = stub_label(rec["id"])

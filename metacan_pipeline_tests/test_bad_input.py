@@ -152,7 +152,7 @@ class BadBuild:
         counts[self.good] = len(good)
 
         # a part cut in the middle of its gzip stream; the manifest lists all its 20 records
-        cut_ids = [x for pair in zip(ca[4:12], [next(filler) for _ in range(8)]) for x in pair] + [
+        cut_ids = [x for pair in zip(ca[4:12], [next(filler) for _ in range(8)], strict=False) for x in pair] + [
             next(filler) for _ in range(4)
         ]
         self.cut = _write_part(self.inp, "2025-01-01", 1, [W(k) for k in cut_ids])

@@ -59,7 +59,7 @@ def test_server_labels_and_stops(tmp_path):
         server.stop()
     # one call for both works; the grammar pins each id in order, so the reply is valid (a failure would carry its cause)
     assert len(calls) == 1 and calls[0].work_ids == ["W101", "W102"]
-    for w, out in zip(WORKS, outcomes):
+    for w, out in zip(WORKS, outcomes, strict=False):
         assert out.status == "labelled", out.error
         assert out.label.id == w["id"] and out.call_id == calls[0].call_id
     assert calls[0].prompt_tokens > 800  # the rubric reached the model (Gemma has no system role)

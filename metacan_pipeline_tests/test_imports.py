@@ -308,7 +308,7 @@ def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):
     # SOURCES.md: exact 4-tier agreement 0.934, Cohen kappa 0.583, from the original values kept in source_ref.
     tiers_a = [json.loads(a[r["id"]]["source_ref"])["original"]["tier_a"] for r in joined]
     tiers_b = [r["tier_b"] for r in joined]
-    assert round(sum(x == y for x, y in zip(tiers_a, tiers_b)) / len(joined), 3) == 0.934
+    assert round(sum(x == y for x, y in zip(tiers_a, tiers_b, strict=False)) / len(joined), 3) == 0.934
     assert round(kappa(tiers_a, tiers_b), 3) == 0.583
 
     again = [import_records(con, imp.spec, imp.records, "run-2") for imp in pilot_imports(pilot_dir)]

@@ -111,7 +111,9 @@ def test_a_merged_ids_file_with_another_header_fails_naming_the_file(tmp_path, h
     f.parent.mkdir(parents=True)
     row = {"merge_date": "2025-01-01", "id": "W1", "merge_into_id": "W2"}
     cols = (header or "merge_date,id,merge_into_id").split(",")
-    body = "".join(f"{','.join(row.get(c, v) for c, v in zip(cols, ('2025-01-01', 'W1', 'W2')))}\n" for _ in range(1))
+    body = "".join(
+        f"{','.join(row.get(c, v) for c, v in zip(cols, ('2025-01-01', 'W1', 'W2'), strict=False))}\n" for _ in range(1)
+    )
     f.write_bytes(gzip.compress(((header + "\n") if header else "").encode() + body.encode()))
     with pytest.raises(dg.Failure) as err:
         _removed_work_ids(tmp_path)

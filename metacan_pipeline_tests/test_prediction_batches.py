@@ -79,7 +79,9 @@ def test_per_file_predictions_equal_the_single_query(tmp_path):
         unlabelled
         and {
             w
-            for w, s in zip(parts.column("id").to_pylist(), parts.column("gemma_label_status").to_pylist())
+            for w, s in zip(
+                parts.column("id").to_pylist(), parts.column("gemma_label_status").to_pylist(), strict=False
+            )
             if s == "missing"
         }
         == unlabelled

@@ -33,7 +33,7 @@ def _con(preds: list[dict]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     predictions = pa.Table.from_pylist(preds, schema=PRED_SCHEMA)  # noqa: F841
     frame = pa.table({"id": ["W1", "W2", "W3"]})  # noqa: F841
-    student_heads = pa.table(
+    pa.table(
         {
             "model_version": ["mv", "mv", "mv"],
             "teacher": ["codex", "codex", "gemma"],  # noqa: F841

@@ -83,7 +83,7 @@ def test_fast_and_exact_paths_agree_on_every_real_work_record(tmp_path, openalex
     exact = _stage(part, tmp_path, tmp_path, "exact", False, entities)
     assert fast[0]["read_path"] == "duckdb", fast[0]["fallback_reason"]
     assert len(fast[2]) == len(exact[2]) == 889 and fast[2] == exact[2]
-    mismatches = [(a["id"], k) for a, b in zip(fast[1], exact[1]) for k in a if a[k] != b[k]]
+    mismatches = [(a["id"], k) for a, b in zip(fast[1], exact[1], strict=False) for k in a if a[k] != b[k]]
     assert len(fast[1]) == len(exact[1]) and mismatches == []
     routes = lambda rows: {k: sum(r[k] for r in rows) for k in ("ca_aff", "ca_fund", "ca_venue", "about_ca")}  # noqa: E731
     # every route the data supports fires on both paths (duplicates of a work are still separate records here)

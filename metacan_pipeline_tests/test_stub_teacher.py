@@ -51,7 +51,7 @@ def test_a_batch_of_three_gets_three_valid_labels_in_order(stub):
     assert choice["finish_reason"] == "stop" and choice["message"]["refusal"] is None
     labels = json.loads(choice["message"]["content"])["labels"]
     assert [lab["id"] for lab in labels] == [w["id"] for w in recs]
-    for lab, w in zip(labels, recs):
+    for lab, w in zip(labels, recs, strict=False):
         assert set(lab) == set(LABEL_FIELDS)
         validate_label(lab, w["id"])  # raises on any rule break
         assert lab == stub_label(w["id"])  # deterministic

@@ -296,7 +296,9 @@ def test_predictions_follow_spec_section_6(storage):
             int(gemma[wid]["about_ca_topic"]),
         ]
         c_s = p["category_scores_codex"] + [p["about_ca_system_score_codex"], p["about_ca_topic_score_codex"]]
-        assert p["teacher_disagreement_score"] == pytest.approx(max(abs(a - b) for a, b in zip(c_s, g_bin)))
+        assert p["teacher_disagreement_score"] == pytest.approx(
+            max(abs(a - b) for a, b in zip(c_s, g_bin, strict=False))
+        )
         s_meta, thr = scores[wid]["codex__metaresearch"], t["threshold"]
         tu = [
             max(

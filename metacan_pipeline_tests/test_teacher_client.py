@@ -132,7 +132,7 @@ def test_a_batch_is_one_call_and_every_label_points_to_it():
 def test_one_bad_work_is_split_out_and_never_costs_the_batch():
     def handler(req):
         body = _labels(req)
-        for lab, rec in zip(body["labels"], _records(req)):
+        for lab, rec in zip(body["labels"], _records(req), strict=False):
             if rec["title"] == "BAD":
                 lab["genre"] = "novel"
         return _reply(body)

@@ -578,8 +578,8 @@ def frame(
             "SELECT publication_year, count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue), "
             "count(*) FILTER (about_ca) FROM frame GROUP BY ALL ORDER BY 1"
         ).fetchall():
-            by_year[year] = dict(zip(("ca_aff", "ca_fund", "ca_venue", "about_ca"), counts))
-    by_route = dict(zip(("ca_aff", "ca_fund", "ca_venue", "about_ca"), stats[:4]))
+            by_year[year] = dict(zip(("ca_aff", "ca_fund", "ca_venue", "about_ca"), counts, strict=False))
+    by_route = dict(zip(("ca_aff", "ca_fund", "ca_venue", "about_ca"), stats[:4], strict=False))
     context.log.info(
         f"frame: {n} works admitted of {n_unique} unique works ({n_records} work records) in {len(manifest)} parts; "
         f"by route {by_route}; outcomes {outcomes}; {len(quarantine)} quarantined ({dict(by_reason)}); "

@@ -241,7 +241,7 @@ def _fast_batches(
                 bad = pc.index(pc.fill_null(ids, ""), "").as_py()
                 raise _NeedsExactPath(f"record {batch.column('_line')[bad].as_py()} has no valid work id")
             kinds = pc.utf8_slice_codeunits(ids, 0, 1)
-            for kind, n in zip(*pc.value_counts(kinds).flatten()):
+            for kind, n in zip(*pc.value_counts(kinds).flatten(), strict=False):
                 stats.counts[kind.as_py()] += n.as_py()
             table = pa.Table.from_batches([batch]).filter(pc.equal(kinds, "W"))
             if table.num_rows == 0:

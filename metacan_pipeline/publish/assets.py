@@ -319,7 +319,7 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     started = time.perf_counter()
     hashes: dict[str, str] = {}
     for b in storage.iter_batches("work_records", columns=["id", "record_hash"]):
-        hashes.update(zip(b.column("id").to_pylist(), b.column("record_hash").to_pylist()))
+        hashes.update(zip(b.column("id").to_pylist(), b.column("record_hash").to_pylist(), strict=False))
     renderer = renderer_fingerprint()
     with storage.connect() as con:
         con.execute(PAGE_MANIFEST_DDL)
@@ -344,9 +344,7 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     withdrawn = _withdraw(storage, {wid: last[2] for wid, last in manifest.items() if wid not in hashes})
     env = environment()
     preview: list[dict] = []  # the first pages rendered by this run, for the UI
-    rendered_at = dt.datetime.now(dt.UTC).replace(
-        tzinfo=None, microsecond=0
-    )  # UTC, as page_manifest stores it
+    rendered_at = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)  # UTC, as page_manifest stores it
     page_ctx = {
         **_page_context(storage),
         "page_run_id": context.run.run_id,
@@ -370,9 +368,9 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
             statuses[status] += 1
             rows.append((wid, hashes[wid], renderer, path, status, rendered_at, context.run.run_id))
             if len(preview) < 10:
-                preview.append(dict(zip(PAGE_MANIFEST_SCHEMA.names, rows[-1])))
+                preview.append(dict(zip(PAGE_MANIFEST_SCHEMA.names, rows[-1], strict=False)))
         rendered = pa.Table.from_pylist(
-            [dict(zip(PAGE_MANIFEST_SCHEMA.names, r)) for r in rows], schema=PAGE_MANIFEST_SCHEMA
+            [dict(zip(PAGE_MANIFEST_SCHEMA.names, r, strict=False)) for r in rows], schema=PAGE_MANIFEST_SCHEMA
         )
         with storage.connect() as con:  # one set-based upsert (executemany would cost a statement per page)
             con.execute(PAGE_MANIFEST_DDL)
@@ -388,7 +386,7 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     try:  # records are streamed: memory holds one Parquet batch, one chunk of pages and the index rows
         with tqdm(total=len(todo), desc="work pages", unit="page", mininterval=5, disable=not todo) as bar:
             for b in storage.iter_batches("work_records", batch_size=_CHUNK, columns=["id", "record_json"]):
-                for wid, text in zip(b.column("id").to_pylist(), b.column("record_json").to_pylist()):
+                for wid, text in zip(b.column("id").to_pylist(), b.column("record_json").to_pylist(), strict=False):
                     rec = json.loads(text)
                     index_rows.append(index_row(rec))
                     if wid in todo:

@@ -154,7 +154,7 @@ def lineage_of(con: duckdb.DuckDBPyConnection, work_id: str) -> dict[str, Any] |
     row = cur.fetchone()
     if row is None:
         return None
-    return dict(zip([d[0] for d in cur.description], row))
+    return dict(zip([d[0] for d in cur.description], row, strict=False))
 
 
 def lineage_record(row: dict[str, Any] | None) -> dict[str, Any] | None:

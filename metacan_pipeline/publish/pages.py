@@ -130,7 +130,7 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         abstract=abstract or _NOT_FETCHED,
         abstract_reason=ABSTRACT_REASON,
         card=classification_card(record),
-        failed_labels=[l for l in record["direct_labels"] if l["status"] == "failed"],
+        failed_labels=[label for label in record["direct_labels"] if label["status"] == "failed"],
         routes=ROUTE_LABELS,
         display=CATEGORY_DISPLAY,
         categories=CATEGORIES,
@@ -164,9 +164,9 @@ def index_row(record: dict) -> dict:
     kind = card["kind"]
     if kind == "direct":
         cls = "; ".join(
-            f"direct label ({l['teacher']}): "
-            + (", ".join(CATEGORY_DISPLAY[c] for c in l["categories"]) or "not meta-research")
-            for l in card["labels"]
+            f"direct label ({label['teacher']}): "
+            + (", ".join(CATEGORY_DISPLAY[c] for c in label["categories"]) or "not meta-research")
+            for label in card["labels"]
         )
     elif kind == "none":
         cls = "not classified yet"

@@ -119,7 +119,7 @@ def build_record(work: dict, labels: list[dict], prediction: dict | None, machin
             "in_sampling_frame": work["in_sampling_frame"],
             "exclusion": work["sampling_frame_exclusion"],
         },
-        "direct_labels": [direct_label_entry(l) for l in sorted(labels, key=lambda l: l["teacher"])],
+        "direct_labels": [direct_label_entry(label) for label in sorted(labels, key=lambda label: label["teacher"])],
         "prediction": pred,
         "machine_scores": ms,
         "lineage": lineage,
@@ -162,7 +162,7 @@ def classification_card(record: dict) -> dict[str, Any]:
     no label and no prediction at all means "not classified yet" (absence is not a negative).
     """
     labelled = [
-        l for l in record.get("direct_labels") or [] if l["status"] == "labelled"
+        label for label in record.get("direct_labels") or [] if label["status"] == "labelled"
     ]  # teacher calls and rule labels
     if labelled:
         return {"kind": "direct", "labels": labelled}

@@ -145,13 +145,15 @@ def frame_rows_for(storage: MetacanStorage, ids: set[str]) -> dict[str, dict]:
     texts = student_texts(table)
     return {
         wid: {"venue_key": venue_key(wid, vid), "text": t}
-        for wid, vid, t in zip(table.column("id").to_pylist(), table.column("venue_id").to_pylist(), texts)
+        for wid, vid, t in zip(
+            table.column("id").to_pylist(), table.column("venue_id").to_pylist(), texts, strict=False
+        )
     }
 
 
 def _frame_venues(storage: MetacanStorage):
     for b in storage.iter_batches("frame", columns=["id", "venue_id"]):
-        yield from zip(b.column("id").to_pylist(), b.column("venue_id").to_pylist())
+        yield from zip(b.column("id").to_pylist(), b.column("venue_id").to_pylist(), strict=False)
 
 
 def train_bundle(
@@ -187,7 +189,7 @@ def train_bundle(
             fits[teacher, target] = (fit_categorical, (target, classes, X, [r.get(target) for r in rows], w))
     # the multi-class fits take most of the time: hand them out first
     order = sorted(fits, key=lambda k: k[1] not in CATEGORICAL_TARGETS)
-    fitted = dict(zip(order, run_fits([fits[k] for k in order], sum(len(train[t]) for t in TEACHERS))))
+    fitted = dict(zip(order, run_fits([fits[k] for k in order], sum(len(train[t]) for t in TEACHERS)), strict=False))
     heads: dict[str, dict] = {teacher: {} for teacher in TEACHERS}
     for teacher, target in fits:
         heads[teacher][target] = fitted[teacher, target]
@@ -674,7 +676,7 @@ def machine_scores(
         rows = [
             (round_no, a, w, float(s))
             for a in ARMS
-            for w, s in zip(hold_ids, bundle["heads"][a]["metaresearch"].score(X) if hold_ids else [])
+            for w, s in zip(hold_ids, bundle["heads"][a]["metaresearch"].score(X) if hold_ids else [], strict=False)
         ]
         with storage.connect() as con:
             con.execute(ROUND_SCORES_DDL)

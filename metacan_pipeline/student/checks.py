@@ -51,6 +51,7 @@ def coverage_problems(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         SELECT (SELECT count(*) FROM frame WHERE id NOT IN (SELECT id FROM predictions)),
                (SELECT count(*) FROM (SELECT id FROM predictions GROUP BY id HAVING count(*) > 1)),
                (SELECT count(*) FROM predictions WHERE id NOT IN (SELECT id FROM frame))""").fetchone(),
+            strict=False,
         )
     )
 

@@ -83,7 +83,7 @@ def categorical_metrics(
     if not values:
         return {"n": 0, "accuracy": None, "ece": None, "note": "not evaluated: no labelled work in the holdout"}
     top = probs.argmax(axis=1)
-    correct = np.array([classes[t] == v for t, v in zip(top, values)], dtype=int)
+    correct = np.array([classes[t] == v for t, v in zip(top, values, strict=False)], dtype=int)
     return {
         "n": len(values),
         "accuracy": float((w * correct).sum() / w.sum()),

@@ -512,7 +512,7 @@ def evaluate_frame1k(
     wts = np.ones(len(chosen))
     groups = [w.group for w in chosen]
     sizes = Counter(groups)
-    positive_groups = len({g for g, v in zip(groups, y) if v})
+    positive_groups = len({g for g, v in zip(groups, y, strict=False) if v})
     k, note = min(folds, len(sizes)), ""
     if 2 <= positive_groups < k:
         k, note = (

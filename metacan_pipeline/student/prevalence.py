@@ -56,9 +56,9 @@ def stratified_rate(y: Sequence[bool | int], w: Sequence[float], strata: Sequenc
     total = float(sum(w))
     if n == 0:
         return Estimate(0, 0.0, None, None, None, None, 0)
-    p = sum(wi * float(yi) for yi, wi in zip(y, w)) / total
+    p = sum(wi * float(yi) for yi, wi in zip(y, w, strict=False)) / total
     groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for yi, wi, h in zip(y, w, strata):
+    for yi, wi, h in zip(y, w, strata, strict=False):
         groups[h].append((wi * (float(yi) - p) / total, wi))
     var, single = 0.0, 0
     for members in groups.values():
@@ -115,7 +115,7 @@ def _current(rows: list[dict]) -> list[dict]:
     owners=["team:metacan"],
     deps=[predictions, imported_labels, *TEACHER_ASSETS.values()],
 )
-def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:  # noqa: C901 (issue 13: to be split into named steps)
     """Prevalence per category (issue 5, SPEC sections 5-6). Rows of table ``prevalence``
     (:data:`PREVALENCE_SCHEMA`), one per population, category and method:
 

@@ -70,7 +70,7 @@ def score_batches(
             "held_out": pa.array(
                 [
                     venue_held_out(venue_key(w, v))
-                    for w, v in zip(batch.column("id").to_pylist(), batch.column("venue_id").to_pylist())
+                    for w, v in zip(batch.column("id").to_pylist(), batch.column("venue_id").to_pylist(), strict=False)
                 ],
                 pa.bool_(),
             ),

@@ -62,7 +62,7 @@ def agreement(a: Sequence[Any], b: Sequence[Any], weights: Sequence[float] | Non
     total = sum(w)
     if not a or total <= 0:
         return None
-    return sum(wi for ai, bi, wi in zip(a, b, w) if ai == bi) / total
+    return sum(wi for ai, bi, wi in zip(a, b, w, strict=False) if ai == bi) / total
 
 
 def kappa(a: Sequence[Any], b: Sequence[Any], weights: Sequence[float] | None = None) -> float | None:
@@ -164,7 +164,7 @@ def compare(
         works = [w for w in common if va[w][head] is not None and vb[w][head] is not None]
         a = [va[w][head] for w in works]
         b = [vb[w][head] for w in works]
-        weighted = [(x, y, weights[w]) for w, x, y in zip(works, a, b) if (weights.get(w) or 0) > 0]
+        weighted = [(x, y, weights[w]) for w, x, y in zip(works, a, b, strict=False) if (weights.get(w) or 0) > 0]
         wa, wb, ww = ([t[i] for t in weighted] for i in range(3))
         results.append(
             HeadAgreement(
@@ -178,7 +178,7 @@ def compare(
                 weighted_kappa=kappa(wa, wb, ww),
             )
         )
-        disagreements += [(w, head, _text(x), _text(y)) for w, x, y in zip(works, a, b) if x != y]
+        disagreements += [(w, head, _text(x), _text(y)) for w, x, y in zip(works, a, b, strict=False) if x != y]
     disagreements.sort(key=lambda r: (r[0], HEADS.index(r[1])))
     return results, disagreements
 
@@ -271,7 +271,7 @@ def _load(storage: MetacanStorage) -> Loaded:
     sample_w: dict[str, float] = {}
     if storage.has_table("sample_design"):
         t = storage.read_table("sample_design", ["id", "design_weight"])
-        sample_w = dict(zip(t.column("id").to_pylist(), t.column("design_weight").to_pylist()))
+        sample_w = dict(zip(t.column("id").to_pylist(), t.column("design_weight").to_pylist(), strict=False))
     imported_w: dict[str, dict[str, float]] = {}
     sources: dict[tuple, set[str]] = {}
     with storage.connect() as con:

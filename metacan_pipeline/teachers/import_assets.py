@@ -150,7 +150,8 @@ def imported_labels(
     new = [f"{r.teacher}: {f}" for r in reports if not r.already_imported for f, _ in r.files]
     old = [f"{r.teacher}: {f}" for r in reports if r.already_imported for f, _ in r.files]
     by_status = Counter(
-        f"{t} / {s}" for t, s in zip(table.column("teacher").to_pylist(), table.column("status").to_pylist())
+        f"{t} / {s}"
+        for t, s in zip(table.column("teacher").to_pylist(), table.column("status").to_pylist(), strict=False)
     )
     for r in reports:
         context.log.info(

@@ -317,7 +317,7 @@ def _content(row: dict[str, Any], ref: dict[str, Any]) -> str:
     )
 
 
-def import_records(
+def import_records(  # noqa: C901 (issue 13: to be split into named steps)
     con: duckdb.DuckDBPyConnection,
     spec: ImportSpec,
     records: Sequence[SourceRecord],
@@ -442,7 +442,7 @@ def import_records(
         per_file[(rec.file, rec.sha256)] += 1
     append_rows(con, [], rows)
     if design:
-        batch = pa.table(
+        pa.table(
             {  # noqa: F841 (read by DuckDB below)
                 "source": [spec.source] * len(design),
                 "work_id": list(design),

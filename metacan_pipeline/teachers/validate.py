@@ -91,7 +91,7 @@ def _bool(obj: dict, key: str) -> bool:
     return v
 
 
-def validate_label(obj: Any, expected_id: str, *, absent: frozenset[str] = frozenset()) -> DirectLabel:
+def validate_label(obj: Any, expected_id: str, *, absent: frozenset[str] = frozenset()) -> DirectLabel:  # noqa: C901 (one rule per SPEC clause, in SPEC order)
     """Validate one reply object for the work ``expected_id`` and normalise it.
 
     Rules (SPEC sections 3-4): the id equals the request's; every value in its vocabulary;
