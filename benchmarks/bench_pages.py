@@ -342,8 +342,9 @@ def run_asset(records: list[dict], data: Path) -> dict:
     import dagster as dg
     import pyarrow as pa
 
-    from metacan_pipeline.publish.assets import RECORDS_SCHEMA, PagesConfig, work_pages
+    from metacan_pipeline.publish.assets import PagesConfig, work_pages
     from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.tables.publish import RECORDS_SCHEMA
 
     storage = MetacanStorage(data_dir=str(data))
     rows = []

@@ -314,7 +314,7 @@ def _gemma_table(lab: dict, ids: list[str], start: int):
     import numpy as np
     import pyarrow as pa
 
-    from metacan_pipeline.teachers.store import LABELS_SCHEMA
+    from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 
     n = len(ids)
     rng = np.random.default_rng(SEED + 3 + start)

@@ -36,9 +36,10 @@ def main() -> None:
     import pyarrow as pa
     from make_scale_input import make_scale_input
 
-    from metacan_pipeline.frame.entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
+    from metacan_pipeline.frame.entities import EntityLists, canadian_entity_rows
     from metacan_pipeline.frame.parts import PartJob, build_part
     from metacan_pipeline.openalex.reader import Record, iter_records
+    from metacan_pipeline.tables.frame import ENTITY_SCHEMA
 
     input_dir = args.scratch / f"works_{args.n}"
     make_scale_input(args.n, input_dir)

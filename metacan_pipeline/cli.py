@@ -16,6 +16,8 @@ from typing import Annotated
 
 import typer
 
+from . import settings
+
 app = typer.Typer(add_completion=False, help="metacan_pipeline: map Canadian meta-research from OpenAlex.")
 
 
@@ -27,8 +29,8 @@ DAGSTER_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  runs:\n    max_con
 
 def instance_home(data_dir: str) -> str:
     """``$DAGSTER_HOME``, or ``<data_dir>/dagster_home``, created with :data:`DAGSTER_YAML` when new; sets the variable."""
-    home = os.environ.get("DAGSTER_HOME") or str(Path(data_dir, "dagster_home").resolve())
-    os.environ["DAGSTER_HOME"] = home
+    home = settings.dagster_home(data_dir)
+    settings.export(settings.DAGSTER_HOME_ENV, home)
     Path(home).mkdir(parents=True, exist_ok=True)
     dagster_yaml = Path(home) / "dagster.yaml"
     if not dagster_yaml.exists():
@@ -189,9 +191,9 @@ def run(
 ) -> None:
     """Materialize the whole asset graph (checks included) in-process, then print the summary."""
     if data_dir:
-        os.environ["METACAN_DATA_DIR"] = data_dir
+        settings.export(settings.DATA_DIR_ENV, data_dir)
     if openalex_dir:
-        os.environ["METACAN_OPENALEX_DIR"] = openalex_dir
+        settings.export(settings.OPENALEX_DIR_ENV, openalex_dir)
     from .definitions import build_resources, materialize_in_process
     from .storage import default_data_dir
 
@@ -205,7 +207,7 @@ def run(
         failed = [e.step_key for e in result.all_events if e.is_step_failure]
         typer.echo(
             f"Run {result.run_id} FAILED after {elapsed:.0f}s at step(s) {failed}; see the log above or `dagster dev` "
-            f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']}).",
+            f"(DAGSTER_HOME={settings.dagster_home(data)}).",
             err=True,
         )
         raise typer.Exit(1)
@@ -350,7 +352,6 @@ def import_labels(
     from .storage import MetacanStorage, default_data_dir
     from .teachers.imports import ImportSpec, import_file
     from .teachers.registry import load_registry
-    from .teachers.store import ensure_tables
 
     if teacher in load_registry():
         typer.echo(
@@ -368,7 +369,6 @@ def import_labels(
         absent=frozenset(absent),
     )
     with MetacanStorage(data_dir=data_dir or default_data_dir()).connect() as con:
-        ensure_tables(con)
         report = import_file(con, path, spec, run_id=None)
     if report.already_imported:
         typer.echo(f"{path}: already imported for {teacher}; nothing added")

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
+from . import settings
+
 #: The real records the project ships against (../shared/data/openalex beside the checkout).
-DEFAULT_OPENALEX_DIR = "../shared/data/openalex"
+DEFAULT_OPENALEX_DIR = settings.DEFAULT_OPENALEX_DIR
 #: ``source_file`` prefix of the files in the API archive.
 API_PREFIX = "api/"
 
 
 def default_openalex_dir() -> str:
-    return os.environ.get("METACAN_OPENALEX_DIR", DEFAULT_OPENALEX_DIR)
+    return settings.openalex_dir()
 
 
 class OpenAlexFiles(dg.ConfigurableResource):

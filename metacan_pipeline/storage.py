@@ -12,7 +12,6 @@ Layout under ``data_dir`` (default ``data/``, or ``$METACAN_DATA_DIR``), ARCHITE
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
 from collections.abc import Iterable, Iterator
@@ -26,7 +25,10 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 from pydantic import Field
 
-DEFAULT_DATA_DIR = "data"
+from . import settings
+from .tables import create_tables, duckdb_table_names
+
+DEFAULT_DATA_DIR = settings.DEFAULT_DATA_DIR
 
 
 def sql_literal(value: str) -> str:
@@ -35,8 +37,19 @@ def sql_literal(value: str) -> str:
 
 
 def default_data_dir() -> str:
-    """The data folder: ``$METACAN_DATA_DIR`` when set, else ``data`` (relative to the working dir)."""
-    return os.environ.get("METACAN_DATA_DIR", DEFAULT_DATA_DIR)
+    """The data folder: ``$METACAN_DATA_DIR`` when set, else ``data`` (:func:`metacan_pipeline.settings.data_dir`)."""
+    return settings.data_dir()
+
+
+def _create_tables_once(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the catalog's DuckDB tables unless they all exist (one cheap query on later connections)."""
+    names = duckdb_table_names()
+    have = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name IN (SELECT unnest(?))",
+        [names],
+    ).fetchone()[0]
+    if have < len(names):
+        create_tables(con)
 
 
 class MetacanStorage(dg.ConfigurableResource):
@@ -157,12 +170,17 @@ class MetacanStorage(dg.ConfigurableResource):
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A DuckDB connection to ``metacan.duckdb`` under a cross-process file lock.
 
-        Keep the ``with`` block short: it serialises every writer of the catalog.
+        Keep the ``with`` block short: it serialises every writer of the catalog. The first writing
+        connection of this process to a database file creates every DuckDB table of the catalog
+        (:func:`metacan_pipeline.tables.create_tables`).
         """
         self.root.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.duckdb_path) + ".lock"):
-            con = duckdb.connect(str(self.duckdb_path), read_only=read_only and self.duckdb_path.exists())
+            read_only = read_only and self.duckdb_path.exists()
+            con = duckdb.connect(str(self.duckdb_path), read_only=read_only)
             try:
+                if not read_only:
+                    _create_tables_once(con)
                 yield con
             finally:
                 con.close()

@@ -107,7 +107,7 @@ def test_cache_is_bounded(stub):
 
 
 def test_default_base_url_comes_from_the_environment(stub, monkeypatch):
-    from metacan_pipeline.frame.api_refresh import API_URL_ENV
+    from metacan_pipeline.settings import API_URL_ENV
 
     monkeypatch.setenv(API_URL_ENV, stub.base_url)
     with AbstractFetcher(clock=FakeClock()) as f:

@@ -10,11 +10,12 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
-from metacan_pipeline.sampling.design import DESIGN_SCHEMA
 from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.tables.sampling import DESIGN_SCHEMA
+from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.teachers.agreement import HEADS, agreement, head_values, kappa, teacher_agreement
 from metacan_pipeline.teachers.import_assets import imported_labels
-from metacan_pipeline.teachers.store import LABELS_SCHEMA, now_utc
+from metacan_pipeline.teachers.store import now_utc
 
 from .test_imports import GOOD, PILOT, materialize, metadata
 

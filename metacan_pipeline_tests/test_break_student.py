@@ -13,7 +13,7 @@ import pytest
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import machine_scores, predictions, student_heads
 from metacan_pipeline.student.holdout import venue_held_out, venue_key
-from metacan_pipeline.teachers.store import LABELS_SCHEMA
+from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 
 from .test_student import N_WORKS, _sql, run, write_inputs
 

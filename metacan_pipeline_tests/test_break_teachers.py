@@ -28,6 +28,7 @@ import pyarrow as pa
 import pytest
 
 from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.tables import create_tables
 from metacan_pipeline.teachers.archive import ARCHIVE_DIR
 from metacan_pipeline.teachers.assets import export_labels, label_works, select_works
 from metacan_pipeline.teachers.client import EndpointConfigurationError
@@ -545,6 +546,7 @@ def _label(wid: str, meta: bool) -> dict:
 
 def _current_import(tmp_path, wid):
     with duckdb.connect(str(tmp_path / "metacan.duckdb")) as con:
+        create_tables(con)
         return con.execute(f"SELECT categories FROM ({current_imported_sql()}) WHERE work_id = ?", [wid]).fetchone()
 
 
@@ -556,6 +558,7 @@ def test_a_label_file_reverted_to_an_earlier_version_wins_again(tmp_path):
     label, which the file no longer contains."""
     path = tmp_path / "labels.json"
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
+    create_tables(con)
     for meta in (True, False, True):
         path.write_text(json.dumps([_label("W1", meta), _label("W2", False)]))
         import_file(con, path, IMPORT_SPEC, "r")
@@ -580,6 +583,7 @@ def test_an_imported_id_that_names_no_work_is_not_stored_as_a_good_label(tmp_pat
     path = tmp_path / "labels.jsonl"
     path.write_text(json.dumps(_label(wid, True)) + "\n")
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
+    create_tables(con)
     import_file(con, path, IMPORT_SPEC, "r")
     rows = con.execute("SELECT work_id, status, error FROM teacher_labels").fetchall()
     con.close()
@@ -599,6 +603,7 @@ def test_a_json_object_file_is_refused_with_a_clear_error(tmp_path):
     work id ("not JSON"), stored for good and shown in imported_labels."""
     path = tmp_path / "labels.json"
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
+    create_tables(con)
     # Pretty-printed (whole and cut short), and the one-line reply form.
     for text in (
         json.dumps({"labels": [_label("W1", True), _label("W2", False)]}, indent=2),
@@ -629,6 +634,7 @@ def test_an_empty_label_file_is_reported(tmp_path):
     path = tmp_path / "labels.jsonl"
     path.write_text("")
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
+    create_tables(con)
     try:
         report = import_file(con, path, IMPORT_SPEC, "r")
     except ValueError as exc:

@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.tables import create_tables
 from metacan_pipeline.teachers.agreement import kappa, teacher_agreement
 from metacan_pipeline.teachers.import_assets import imported_labels
 from metacan_pipeline.teachers.imports import (
@@ -109,6 +110,7 @@ def test_file_import_failed_rows_duplicates_and_reimport(tmp_path: Path):
     path = tmp_path / "labels.jsonl"
     path.write_text("\n".join(lines) + "\n")
     con = duckdb.connect(str(tmp_path / "db.duckdb"))
+    create_tables(con)
     report = import_file(con, path, SPEC, "run-1")
     assert (report.labelled, report.failed, report.duplicates) == (1, 3, [("W1", str(path), 3)])
     rows = {
@@ -174,6 +176,7 @@ def test_a_later_import_wins_and_label_imports_counts_each_row_once(tmp_path: Pa
     # current row of its work: v3 makes v1's W1 current again; the same file twice stores nothing.
     path = tmp_path / "labels.json"
     con = duckdb.connect(str(tmp_path / "db.duckdb"))
+    create_tables(con)
     w2 = {**GOOD, "id": "W2", "categories": [], "domain": None}
     versions = [[GOOD, w2], [{**GOOD, "categories": [], "domain": None}, w2], [GOOD, w2], [GOOD, w2]]
     reports = []
@@ -213,6 +216,7 @@ def test_a_later_import_wins_and_label_imports_counts_each_row_once(tmp_path: Pa
 
 def test_file_format_errors_name_the_file(tmp_path: Path):
     con = duckdb.connect(str(tmp_path / "db.duckdb"))
+    create_tables(con)
     for name, text, says in (
         ("empty.jsonl", "  \n\n", "empty"),
         ("obj.json", json.dumps(GOOD, indent=2), "one JSON object"),
@@ -244,6 +248,7 @@ def test_prompt_text_keys_the_labels():
 def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):
     joined = json.loads((pilot_dir / "labels_joined.json").read_text())
     con = duckdb.connect(str(tmp_path / "db.duckdb"))
+    create_tables(con)
     imports = pilot_imports(pilot_dir)
     reports = [import_records(con, imp.spec, imp.records, "run-1") for imp in imports]
     # SOURCES.md: 1290 double-screened works; 1435 codex labels of 1432 works (3 works in two files); the

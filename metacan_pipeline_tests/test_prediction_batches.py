@@ -15,7 +15,7 @@ from metacan_pipeline.student.scoring import (
     predictions_sql,
     scratch_connection,
 )
-from metacan_pipeline.teachers.store import LABELS_SCHEMA
+from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 
 

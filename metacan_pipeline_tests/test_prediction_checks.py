@@ -4,8 +4,8 @@ each kind of bad row (score out of range, a work scored twice or not at all, a d
 import duckdb
 import pyarrow as pa
 
-from metacan_pipeline.student.assets import PRED_SCHEMA
 from metacan_pipeline.student.checks import coverage_problems, decisions_without_gate, scores_out_of_range
+from metacan_pipeline.tables.student import PRED_SCHEMA
 from metacan_pipeline.vocab import CATEGORICAL_TARGETS, CATEGORIES
 
 
@@ -33,10 +33,10 @@ def _con(preds: list[dict]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     predictions = pa.Table.from_pylist(preds, schema=PRED_SCHEMA)  # noqa: F841
     frame = pa.table({"id": ["W1", "W2", "W3"]})  # noqa: F841
-    pa.table(
+    student_heads = pa.table(  # noqa: F841
         {
             "model_version": ["mv", "mv", "mv"],
-            "teacher": ["codex", "codex", "gemma"],  # noqa: F841
+            "teacher": ["codex", "codex", "gemma"],
             "target": ["metaresearch", "genre", "metaresearch"],
             "gate_passed": [False, False, None],
         }

@@ -9,7 +9,7 @@ import pytest
 
 from metacan_pipeline.definitions import build_resources
 from metacan_pipeline.frame.entities import EntityLists
-from metacan_pipeline.frame.routes import FRAME_SCHEMA, AdmissionRule, frame_row
+from metacan_pipeline.frame.routes import AdmissionRule, frame_row
 from metacan_pipeline.openalex.reader import Record
 from metacan_pipeline.openalex.works import work_row
 from metacan_pipeline.publish.abstracts import Abstract
@@ -23,8 +23,9 @@ from metacan_pipeline.publish.records import (
     ship_violations,
 )
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.student.assets import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
-from metacan_pipeline.teachers.assets import LABELS_SCHEMA
+from metacan_pipeline.tables.frame import FRAME_SCHEMA
+from metacan_pipeline.tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
+from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.vocab import (
     CATEGORICAL_TARGETS,
     CATEGORIES,

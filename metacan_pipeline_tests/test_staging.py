@@ -7,9 +7,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from metacan_pipeline.frame.entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
+from metacan_pipeline.frame.entities import EntityLists, canadian_entity_rows
 from metacan_pipeline.frame.parts import PartJob, build_part, part_dir
 from metacan_pipeline.openalex.reader import Record, iter_records
+from metacan_pipeline.tables.frame import ENTITY_SCHEMA
 
 from .conftest import SNAPSHOT
 

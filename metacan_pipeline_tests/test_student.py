@@ -27,7 +27,7 @@ from metacan_pipeline.student.holdout import HOLDOUT_FRACTION, venue_held_out, v
 from metacan_pipeline.student.models import model_path
 from metacan_pipeline.student.rounds import ACTIVE_BATCH, maturity_gate
 from metacan_pipeline.student.scoring import student_texts
-from metacan_pipeline.teachers.store import LABELS_SCHEMA
+from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.vocab import (
     CATEGORIES,
     PREDICTION_STATUS,

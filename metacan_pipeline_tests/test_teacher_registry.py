@@ -9,9 +9,10 @@ from importlib.resources import files
 import duckdb
 import pytest
 
+from metacan_pipeline.tables import create_tables
 from metacan_pipeline.teachers.registry import TeacherRunConfig, load_registry
 from metacan_pipeline.teachers.rubric import USER_MARKER, load_prompt, prompt_lock
-from metacan_pipeline.teachers.store import append_rows, current_labels_sql, ensure_tables, existing_keys
+from metacan_pipeline.teachers.store import append_rows, current_labels_sql, existing_keys
 
 EXTRA = """
 [teachers.llama70b]
@@ -103,8 +104,15 @@ def test_a_bad_registry_names_the_file_and_the_field(tmp_path, extra, message):
 def test_the_registry_needs_both_roles(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text("[teachers.gemma]\n")
-    with pytest.raises(ValueError, match=r"\['codex'\] are missing"):
+    with pytest.raises(ValueError, match=r"no \[teachers.<name>\] table: \{'sample': 'codex'\}"):
         load_registry(path, environ={})
+    path.write_text('[roles]\ncensus = "gemma"\n\n[teachers.gemma]\n')
+    with pytest.raises(ValueError, match=r"\[roles\] must name one teacher for each of \['census', 'sample'\]"):
+        load_registry(path, environ={})
+    path.write_text('[roles]\ncensus = "a"\nsample = "b"\n\n[teachers.a]\n\n[teachers.b]\n')
+    from metacan_pipeline.teachers.registry import load_roles
+
+    assert load_roles(path) == {"census": "a", "sample": "b"}
 
 
 def test_every_prompt_matches_its_lock_and_v1_cannot_be_sent():
@@ -145,7 +153,7 @@ def _label(wid, status="labelled", error=None, sha="s1", label_id=None, created=
 
 def test_an_unavailable_endpoint_is_asked_again_an_invalid_reply_is_not_and_a_new_prompt_text_is_a_new_key():
     con = duckdb.connect()
-    ensure_tables(con)
+    create_tables(con)
     append_rows(
         con,
         [],
@@ -186,12 +194,12 @@ def test_a_store_of_the_first_layout_is_migrated_without_loss():
         "INSERT INTO teacher_labels (label_id, work_id, teacher, model, prompt_version, view_hash, status, categories) "
         "VALUES ('L0', 'W9', 'gemma', 'm', 'v1', 'vh', 'labelled', ['sts'])"
     )
-    ensure_tables(con, legacy_prompt_shas={"v1": prompt_lock()["v1"]})
+    create_tables(con, legacy_prompt_shas={"v1": prompt_lock()["v1"]})
     assert con.execute("SELECT response_text FROM teacher_calls_v1").fetchone()[0] == "reply"
     assert con.execute("SELECT count(*) FROM teacher_calls").fetchone()[0] == 0
     assert existing_keys(con, "gemma", "m", "v1", prompt_lock()["v1"]) == {("W9", "vh")}
     assert con.execute("SELECT categories FROM teacher_labels").fetchone()[0] == ["sts"]
-    ensure_tables(con)  # idempotent
+    create_tables(con)  # idempotent
     assert con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 1
 
 
@@ -200,7 +208,7 @@ def test_sample_plus_batch_coverage_labels_the_sample_and_the_proposed_batch(tmp
     import pyarrow as pa
 
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers.assets import BATCHES_DDL, select_works
+    from metacan_pipeline.teachers.assets import select_works
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     storage.write_table("frame", pa.table({"id": [f"W{i}" for i in range(6)]}))
@@ -220,7 +228,6 @@ def test_sample_plus_batch_coverage_labels_the_sample_and_the_proposed_batch(tmp
     with pytest.raises(ValueError, match="names a batch with no works"):
         select_works(storage, only)
     with storage.connect() as con:
-        con.execute(BATCHES_DDL)
         con.execute(
             "INSERT INTO label_batches VALUES ('active_learning', 'W4', now(), 'test'), ('other', 'W5', now(), 'test')"
         )

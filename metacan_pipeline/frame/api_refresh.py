@@ -7,11 +7,11 @@ parts and windows). See :mod:`metacan_pipeline.openalex.windows` for the layout 
 """
 
 import datetime as dt
-import os
 
 import dagster as dg
 from pydantic import Field
 
+from .. import settings
 from ..openalex.api import DEFAULT_BASE_URL, Budget, BudgetExhausted, OpenAlexClient, OpenAlexError, route_filters
 from ..openalex.windows import next_window, read_marker, write_marker
 from ..resources import OpenAlexFiles
@@ -19,7 +19,7 @@ from ..storage import MetacanStorage
 from .assets import canadian_entities
 
 #: Environment override of the API base URL (a mirror, a proxy, or a loopback server in tests).
-API_URL_ENV = "METACAN_OPENALEX_API_URL"
+API_URL_ENV = settings.API_URL_ENV
 
 
 class ApiRefreshConfig(dg.Config):
@@ -120,7 +120,7 @@ def openalex_api_refresh(
     client = OpenAlexClient(
         folder,
         ledger_dir=api_root,
-        base_url=config.base_url or os.environ.get(API_URL_ENV) or DEFAULT_BASE_URL,
+        base_url=settings.openalex_api_url(config.base_url),
         api_key_env=config.api_key_env,
         per_page=config.per_page,
         budget=Budget(max_calls=config.max_calls, max_cost_usd=config.max_cost_usd),

@@ -22,25 +22,16 @@ from tqdm import tqdm
 
 from ..meta import counts_markdown, frame_plot_png, markdown_preview, png_markdown, table_metadata
 from ..openalex.ids import short_id
-from ..openalex.inventory import INVENTORY_SCHEMA, take_inventory
+from ..openalex.inventory import take_inventory
 from ..openalex.reader import Record, iter_records
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage, sql_literal
-from .entities import ENTITY_SCHEMA, EntityLists, canadian_entity_rows
+from ..tables.frame import BUILD_MANIFEST_SCHEMA, ENTITY_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEMA, ROUTED_SCHEMA
+from ..tables.openalex import INVENTORY_SCHEMA
+from .entities import EntityLists, canadian_entity_rows
 from .lexicon import LEXICON_VERSION
-from .parts import (
-    MANIFEST_SCHEMA,
-    QUARANTINE_SCHEMA,
-    ROUTED_SCHEMA,
-    InputChanged,
-    PartJob,
-    build_key,
-    build_parts,
-    default_workers,
-    finished,
-    part_dir,
-)
-from .routes import FRAME_SCHEMA, AdmissionRule
+from .parts import InputChanged, PartJob, build_key, build_parts, default_workers, finished, part_dir
+from .routes import AdmissionRule
 
 FRAME_CODE_VERSION = "frame-v2"
 # BackfillPolicy is "beta" in Dagster 1.13; we pin the version, so the warning only adds noise to every run's log.
@@ -50,8 +41,6 @@ warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", categor
 #: (``window=<from>_<to>``), plus ``files`` for every other input file. Registered by
 #: ``openalex_inventory`` as it finds them.
 openalex_partitions = dg.DynamicPartitionsDefinition(name="openalex_partitions")
-
-BUILD_MANIFEST_SCHEMA = pa.schema(list(MANIFEST_SCHEMA) + [pa.field("admitted", pa.int64())])
 
 
 class IngestConfig(dg.Config):
@@ -68,8 +57,6 @@ class FrameConfig(dg.Config):
 
 
 #: One row per distinct frame build: the Dagster run that first produced it (per-work lineage, SPEC section 9).
-FRAME_BUILDS_DDL = """CREATE TABLE IF NOT EXISTS frame_builds (
-    frame_build_id VARCHAR PRIMARY KEY, run_id VARCHAR, built_at TIMESTAMP, works BIGINT, parts BIGINT)"""
 
 
 def frame_build_id(parts: list[dict], versions: dict[str, str], rule: AdmissionRule, merged_files: list[str]) -> str:
@@ -554,7 +541,6 @@ def frame(
             allow_retries=False,
         )
     with storage.connect() as con:
-        con.execute(FRAME_BUILDS_DDL)
         # the first run that produced this build id (a re-run over unchanged parts yields the same id and keeps it)
         con.execute(
             "INSERT INTO frame_builds VALUES (?, ?, now(), ?, ?) ON CONFLICT DO NOTHING",

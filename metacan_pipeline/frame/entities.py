@@ -19,18 +19,6 @@ from ..openalex.reader import Record
 
 KIND_NAMES = {"F": "funder", "S": "source", "I": "institution"}
 
-ENTITY_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("id", pa.string()),
-        ("display_name", pa.string()),
-        ("country_code", pa.string()),
-        ("updated_date", pa.string()),
-        ("source_file", pa.string()),
-        ("list_version", pa.string()),
-    ]
-)
-
 
 @dataclass(frozen=True)
 class EntityLists:

@@ -30,47 +30,17 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 
 from ..openalex.reader import QUARANTINE_COLUMNS
-from ..openalex.staging import INDEX_SCHEMA, ReadStats, read_work_batches
+from ..openalex.staging import ReadStats, read_work_batches
+from ..tables.frame import QUARANTINE_SCHEMA, ROUTED_SCHEMA
+from ..tables.openalex import INDEX_SCHEMA
 from .entities import EntityLists
 from .lexicon import LEXICON_VERSION
-from .routes import FRAME_SCHEMA, route_row
+from .routes import route_row
 
 PART_CODE_VERSION = "part-v1"
 
 #: Frame rows before admission (no ``frame_build_id`` yet: the merge stamps it).
-ROUTED_SCHEMA = pa.schema([f for f in FRAME_SCHEMA if f.name != "frame_build_id"])
-QUARANTINE_SCHEMA = pa.schema(
-    [
-        ("source_file", pa.string()),
-        ("locator", pa.string()),
-        ("line", pa.int64()),
-        ("reason", pa.string()),
-        ("excerpt", pa.string()),
-    ]
-)
 #: One row per finished part (the build manifest of issue 3).
-MANIFEST_SCHEMA = pa.schema(
-    [
-        ("partition_key", pa.string()),
-        ("source_file", pa.string()),
-        ("bytes", pa.int64()),
-        ("mtime_ns", pa.int64()),
-        ("sha256", pa.string()),
-        ("build_key", pa.string()),
-        ("manifest_record_count", pa.int64()),  # what the snapshot manifest lists for this part (null: not listed)
-        ("records_read", pa.int64()),  # records of any entity plus unreadable lines
-        ("work_records", pa.int64()),
-        ("routed", pa.int64()),
-        ("quarantined", pa.int64()),
-        ("count_check", pa.string()),  # ok | mismatch | not_in_manifest | no_manifest
-        ("read_path", pa.string()),
-        ("fallback_reason", pa.string()),
-        ("started_at", pa.string()),
-        ("finished_at", pa.string()),
-        ("seconds", pa.float64()),
-        ("run_id", pa.string()),
-    ]
-)
 
 
 @dataclass(frozen=True)

@@ -9,55 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow as pa
-
 from .entities import EntityLists
 from .lexicon import LEXICON_VERSION, LexiconHit, about_ca_fires, evidence_hits
 
 MIN_TITLE_CHARS = 11  # SPEC section 2: titles of 10 characters or fewer leave the sampling frame
-
-
-FRAME_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("doi", pa.string()),
-        ("title", pa.string()),
-        ("title_text", pa.string()),
-        ("publication_year", pa.int32()),
-        ("language", pa.string()),
-        ("type", pa.string()),
-        ("is_paratext", pa.bool_()),
-        ("is_retracted", pa.bool_()),
-        ("cited_by_count", pa.int64()),
-        ("venue_id", pa.string()),
-        ("venue_name", pa.string()),
-        ("topic", pa.string()),
-        ("field", pa.string()),
-        ("updated_date", pa.string()),
-        ("ca_aff", pa.bool_()),
-        ("ca_fund", pa.bool_()),
-        ("ca_venue", pa.bool_()),
-        ("about_ca", pa.bool_()),
-        ("invisible_to_affiliation_only", pa.bool_()),
-        ("ca_aff_evidence", pa.list_(pa.string())),
-        ("ca_fund_evidence", pa.list_(pa.string())),
-        ("ca_venue_evidence", pa.list_(pa.string())),
-        ("about_ca_evidence", pa.list_(pa.string())),
-        ("route_key", pa.string()),
-        ("in_sampling_frame", pa.bool_()),
-        ("sampling_frame_exclusion", pa.string()),
-        ("has_abstract", pa.bool_()),
-        ("is_authors_truncated", pa.bool_()),
-        ("ca_institutions", pa.list_(pa.string())),
-        ("funder_names", pa.list_(pa.string())),
-        ("keywords", pa.list_(pa.string())),
-        ("source_file", pa.string()),
-        ("source_locator", pa.string()),
-        ("entity_list_versions", pa.string()),
-        ("lexicon_version", pa.string()),
-        ("frame_build_id", pa.string()),
-    ]
-)
 
 
 @dataclass(frozen=True)

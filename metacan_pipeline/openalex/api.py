@@ -15,12 +15,9 @@ archived request, and a filter on the ``httpx`` logger masks it in the request l
 from __future__ import annotations
 
 import datetime as dt
-import email.utils
 import gzip
 import hashlib
 import json
-import logging
-import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +25,9 @@ from pathlib import Path
 
 import httpx
 from tenacity import RetryCallState, retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from .. import settings
+from ..http import mask_secret, retry_after_seconds
 
 DEFAULT_BASE_URL = "https://api.openalex.org"
 
@@ -55,52 +55,6 @@ class Budget:
 
     max_calls: int = 10_000
     max_cost_usd: float = 10.0
-
-
-MAX_RETRY_AFTER_S = 300.0
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date), capped at 5 minutes."""
-    if not value:
-        return None
-    try:
-        secs = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when is None:
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.UTC)
-        secs = (when - dt.datetime.now(dt.UTC)).total_seconds()
-    if secs != secs:  # NaN
-        return None
-    return min(max(secs, 0.0), MAX_RETRY_AFTER_S)
-
-
-class _MaskApiKeys(logging.Filter):
-    """Masks the API keys of live clients in ``httpx`` log records (httpx logs each request URL,
-    query string included, at INFO)."""
-
-    def __init__(self) -> None:
-        super().__init__("metacan-mask-api-keys")
-        self.keys: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.keys:
-            msg = record.getMessage()
-            if any(k in msg for k in self.keys):
-                for k in self.keys:
-                    msg = msg.replace(k, "***")
-                record.msg, record.args = msg, None
-        return True
-
-
-_MASK = _MaskApiKeys()
-logging.getLogger("httpx").addFilter(_MASK)
 
 
 def _wait(state: RetryCallState) -> float:
@@ -139,9 +93,8 @@ class OpenAlexClient:
         self.per_page = per_page
         self.budget = budget or Budget()
         self.max_attempts = max_attempts
-        self._api_key = os.environ.get(api_key_env, "") if api_key_env else ""
-        if self._api_key:
-            _MASK.keys.add(self._api_key)
+        self._api_key = settings.secret(api_key_env)
+        mask_secret(self._api_key)
         self.http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
         self._lock = threading.Lock()
         self.calls_made = 0
@@ -202,7 +155,7 @@ class OpenAlexClient:
                 raise TransientHTTPError(f"{type(exc).__name__} on {endpoint}") from None
             if resp.status_code == 429 or resp.status_code >= 500:
                 raise TransientHTTPError(
-                    f"HTTP {resp.status_code} on {endpoint}", _retry_after(resp.headers.get("Retry-After"))
+                    f"HTTP {resp.status_code} on {endpoint}", retry_after_seconds(resp.headers.get("Retry-After"))
                 )
             if resp.status_code >= 400:
                 raise OpenAlexError(

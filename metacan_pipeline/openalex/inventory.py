@@ -19,33 +19,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-
 from ..resources import API_PREFIX
 from .reader import discover
 
 LOCAL_FILES_KEY = "files"
 _PART_IN_URL = re.compile(r"(updated_date=[^/]+/part_[^/]+)$")
 
+
 #: One row per file: present ones with size and mtime, and manifest entries with no local file.
-INVENTORY_SCHEMA = pa.schema(
-    [
-        ("partition_key", pa.string()),
-        ("source_file", pa.string()),
-        ("present", pa.bool_()),
-        ("bytes", pa.int64()),
-        ("mtime_ns", pa.int64()),
-        ("manifest_record_count", pa.int64()),
-        (
-            "manifest_bytes",
-            pa.int64(),
-        ),  # the manifest's content_length for a listed part (a present part of another size is cut or replaced)
-        ("manifest_status", pa.string()),  # listed | not_in_manifest | no_manifest | missing_locally | not_snapshot
-        ("manifest_file", pa.string()),
-    ]
-)
-
-
 def partition_key(path: Path) -> str:
     """``updated_date=YYYY-MM-DD`` for a snapshot works part, ``window=...`` for a page archived by an
     API refresh, else ``files``."""

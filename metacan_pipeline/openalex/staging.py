@@ -29,21 +29,13 @@ import orjson
 import pyarrow as pa
 
 from ..frame.lexicon import abstract_may_count_sql, abstract_words_sql, evidence_hits, find_hits, prefilter_pattern
+from ..tables.openalex import INDEX_SCHEMA
 from .abstract import deinvert, markup_to_text
 from .reader import QUARANTINE_COLUMNS, Quarantined, iter_file
 from .works import work_row
 
 #: One row per work record read (every work, routed or not): what the frame merge needs to let the
 #: newest version of a work win across files (SPEC section 2: a work appears once).
-INDEX_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("updated_date", pa.string()),
-        ("source_file", pa.string()),
-        ("source_locator", pa.string()),
-        ("ordinal", pa.int64()),
-    ]
-)
 
 #: The fields of a work record the frame reads (OpenAlex docs, "Work object"); DuckDB skips the rest.
 FAST_COLUMNS = {

@@ -9,47 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from ..frame.lexicon import evidence_hits, find_hits
 from .abstract import deinvert, markup_to_text
 from .ids import short_id
 from .reader import Record
-
-_INSTITUTION = pa.struct([("id", pa.string()), ("name", pa.string()), ("country_code", pa.string())])
-_FUNDER = pa.struct([("id", pa.string()), ("name", pa.string()), ("via", pa.string())])
-_HIT = pa.struct([("term", pa.string()), ("tier", pa.string()), ("field", pa.string())])
-
-WORKS_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("doi", pa.string()),
-        ("title", pa.string()),  # as OpenAlex has it, inline markup included
-        ("title_text", pa.string()),  # markup reduced to text
-        ("publication_year", pa.int32()),
-        ("publication_date", pa.string()),
-        ("updated_date", pa.string()),
-        ("language", pa.string()),
-        ("type", pa.string()),
-        ("is_paratext", pa.bool_()),
-        ("is_retracted", pa.bool_()),
-        ("cited_by_count", pa.int64()),
-        ("venue_id", pa.string()),
-        ("venue_name", pa.string()),
-        ("topic", pa.string()),
-        ("field", pa.string()),
-        ("institutions", pa.list_(_INSTITUTION)),
-        ("author_countries", pa.list_(pa.string())),
-        ("funders", pa.list_(_FUNDER)),
-        ("keywords", pa.list_(pa.string())),
-        ("is_authors_truncated", pa.bool_()),
-        ("n_authorships", pa.int32()),
-        ("has_abstract", pa.bool_()),
-        ("lexicon_hits", pa.list_(_HIT)),
-        ("source_file", pa.string()),
-        ("source_locator", pa.string()),
-    ]
-)
 
 
 def _get(d: Any, *path: str) -> Any:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -52,8 +51,10 @@ from cachetools import TTLCache
 from tenacity import RetryCallState, retry, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 from tqdm import tqdm
 
+from .. import settings
+from ..http import mask_secret, retry_after_seconds
 from ..openalex.abstract import deinvert, tidy_abstract
-from ..openalex.api import _MASK, DEFAULT_BASE_URL, TransientHTTPError, _retry_after
+from ..openalex.api import TransientHTTPError
 from ..openalex.ids import is_work_id, short_id
 
 log = logging.getLogger(__name__)
@@ -98,8 +99,8 @@ class _BatchFailed(Exception):
 class AbstractFetcher:
     """Fetches abstracts of OpenAlex works in batches, with a bounded TTL cache; one per page build.
 
-    ``base_url``: API root; default ``$METACAN_OPENALEX_API_URL`` (``API_URL_ENV`` of
-    :mod:`metacan_pipeline.frame.api_refresh`) or ``https://api.openalex.org``.
+    ``base_url``: API root; default ``$METACAN_OPENALEX_API_URL`` or ``https://api.openalex.org``
+    (:func:`metacan_pipeline.settings.openalex_api_url`).
     ``batch_size``: ids per request, 1 to 50 (ValueError otherwise).
     ``cache_size``: most answers held (0 disables the cache); ``ttl_seconds``: how long an answer is
     served from the cache, in seconds of ``clock`` (``time.monotonic`` by default; injectable for tests).
@@ -141,9 +142,7 @@ class AbstractFetcher:
         if cache_size < 0 or ttl_seconds <= 0:
             raise ValueError(f"cache_size must be >= 0 and ttl_seconds > 0, got {cache_size} and {ttl_seconds}")
         if base_url is None:
-            from ..frame.api_refresh import API_URL_ENV  # imported here: that module loads Dagster assets
-
-            base_url = os.environ.get(API_URL_ENV) or DEFAULT_BASE_URL
+            base_url = settings.openalex_api_url()
         self.base_url = base_url
         self.batch_size = batch_size
         self.max_attempts = max_attempts
@@ -152,9 +151,8 @@ class AbstractFetcher:
         self.mailto = mailto
         self.retry_wait_max_s = retry_wait_max_s
         self.retry_after_max_s = retry_after_max_s
-        self._api_key = os.environ.get(api_key_env, "") if api_key_env else ""
-        if self._api_key:
-            _MASK.keys.add(self._api_key)
+        self._api_key = settings.secret(api_key_env)
+        mask_secret(self._api_key)
         self.cache: TTLCache[str, Abstract] | None = (
             TTLCache(maxsize=cache_size, ttl=ttl_seconds, timer=clock) if cache_size else None
         )
@@ -298,7 +296,7 @@ class AbstractFetcher:
             else 0.0
         )
         if isinstance(exc, TransientHTTPError) and exc.retry_after is not None:
-            return max(base, min(exc.retry_after, self.retry_after_max_s))
+            return max(base, exc.retry_after)
         return base
 
     def _get(self, batch: list[str]) -> dict:
@@ -327,7 +325,9 @@ class AbstractFetcher:
                 raise _BatchFailed(f"{type(exc).__name__}: {self._mask(str(exc))[:200]}") from None
             code = resp.status_code
             if code == 429 or code >= 500:
-                raise TransientHTTPError(f"HTTP {code}", _retry_after(resp.headers.get("Retry-After")))
+                raise TransientHTTPError(
+                    f"HTTP {code}", retry_after_seconds(resp.headers.get("Retry-After"), self.retry_after_max_s)
+                )
             if not 200 <= code < 300:
                 raise _BatchFailed(f"HTTP {code} from OpenAlex /works (not retried): {self._mask(resp.text)[:200]}")
             try:

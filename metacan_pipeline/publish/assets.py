@@ -15,12 +15,13 @@ from pydantic import Field
 from tqdm import tqdm
 
 from .. import __version__
-from ..frame.api_refresh import API_URL_ENV
 from ..meta import counts_markdown, table_metadata
 from ..openalex.api import DEFAULT_BASE_URL
 from ..openalex.ids import is_work_id
+from ..settings import API_URL_ENV
 from ..storage import MetacanStorage, sql_literal
 from ..student.assets import machine_scores, predictions
+from ..tables.publish import PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
 from ..teachers.assets import TEACHERS
 from .abstracts import Abstract, AbstractFetcher
 from .lineage import build_lineage, lineage_record
@@ -28,7 +29,6 @@ from .pages import environment, index_row, page_path, render_index, render_work,
 from .records import SCHEMA_PATH, build_record, schema_violation, ship_violations
 
 _HERE = Path(__file__).resolve().parent
-RECORDS_SCHEMA = pa.schema([("id", pa.string()), ("record_json", pa.string()), ("record_hash", pa.string())])
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -227,24 +227,6 @@ class PagesConfig(dg.Config):
 
 #: One row per work page: the record hash it was rendered from (incremental rendering), where it is, what
 #: happened to its abstract (ok | none | missing | failed | off), when and by which run.
-PAGE_MANIFEST_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("record_hash", pa.string()),
-        ("renderer", pa.string()),
-        ("page_path", pa.string()),
-        ("abstract_status", pa.string()),
-        ("rendered_at", pa.timestamp("s")),
-        ("run_id", pa.string()),
-    ]
-)
-PAGE_MANIFEST_DDL = f"""CREATE TABLE IF NOT EXISTS page_manifest (
-    {
-    ", ".join(
-        f"{f.name} {'TIMESTAMP' if f.name == 'rendered_at' else 'VARCHAR'}{' PRIMARY KEY' if f.name == 'id' else ''}"
-        for f in PAGE_MANIFEST_SCHEMA
-    )
-})"""
 _CHUNK = 2000
 
 
@@ -322,7 +304,6 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
         hashes.update(zip(b.column("id").to_pylist(), b.column("record_hash").to_pylist(), strict=False))
     renderer = renderer_fingerprint()
     with storage.connect() as con:
-        con.execute(PAGE_MANIFEST_DDL)
         manifest = {
             r[0]: r[1:]
             for r in con.execute(
@@ -373,7 +354,6 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
             [dict(zip(PAGE_MANIFEST_SCHEMA.names, r, strict=False)) for r in rows], schema=PAGE_MANIFEST_SCHEMA
         )
         with storage.connect() as con:  # one set-based upsert (executemany would cost a statement per page)
-            con.execute(PAGE_MANIFEST_DDL)
             con.register("rendered", rendered)
             con.execute(
                 f"INSERT OR REPLACE INTO page_manifest ({', '.join(PAGE_MANIFEST_SCHEMA.names)}) "

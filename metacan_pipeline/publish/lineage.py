@@ -27,46 +27,8 @@ import uuid
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from ..storage import MetacanStorage, sql_literal
-
-TEACHER_CALL_TYPE = pa.struct(
-    [
-        ("teacher", pa.string()),
-        ("model", pa.string()),
-        ("prompt_version", pa.string()),
-        ("prompt_sha", pa.string()),
-        ("record_view", pa.string()),
-        ("label_status", pa.string()),
-        ("source", pa.string()),
-        ("call_id", pa.string()),
-        ("request_hash", pa.string()),
-        ("called_at", pa.string()),
-        ("run_id", pa.string()),
-        ("archive", pa.string()),
-    ]
-)
-
-LINEAGE_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("frame_build_id", pa.string()),
-        ("frame_run_id", pa.string()),
-        ("input_kind", pa.string()),
-        ("source_file", pa.string()),
-        ("source_locator", pa.string()),
-        ("part_run_id", pa.string()),
-        ("entity_list_versions", pa.string()),
-        ("lexicon_version", pa.string()),
-        ("teacher_calls", pa.list_(TEACHER_CALL_TYPE)),
-        ("model_version", pa.string()),
-        ("student_run_id", pa.string()),
-        ("machine_round", pa.int32()),
-        ("machine_scores_run_id", pa.string()),
-        ("machine_validation_status", pa.string()),
-    ]
-)
 
 #: Empty stand-ins for tables an older or partial data folder may not have yet (DuckDB catalog tables).
 _OPTIONAL_TABLES = {

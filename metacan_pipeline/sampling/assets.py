@@ -9,7 +9,8 @@ from pydantic import Field
 from ..frame.assets import frame
 from ..meta import counts_markdown, table_metadata
 from ..storage import MetacanStorage
-from .design import DESIGN_SCHEMA, META_SIGNALS, EnrichmentRule, StrataSpec, draw_sample
+from ..tables.sampling import DESIGN_SCHEMA
+from .design import META_SIGNALS, EnrichmentRule, StrataSpec, draw_sample
 
 
 class EnrichmentStratumConfig(dg.Config):

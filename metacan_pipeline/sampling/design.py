@@ -18,21 +18,6 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-
-DESIGN_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("stratum", pa.string()),
-        ("stratum_size", pa.int64()),
-        ("stratum_sample_size", pa.int64()),
-        ("hash_rank", pa.int64()),
-        ("selection_probability", pa.float64()),
-        ("design_weight", pa.float64()),
-        ("in_sample", pa.bool_()),
-    ]
-)
-
 
 def salted_hash(work_id: str, salt: str) -> str:
     """Hex SHA-256 of ``salt:id``: a stable, unpredictable order within a stratum."""

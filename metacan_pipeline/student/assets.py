@@ -21,6 +21,7 @@ from .. import __version__
 from ..meta import counts_markdown, png_markdown, table_metadata
 from ..sampling.assets import sample_design
 from ..storage import MetacanStorage
+from ..tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA, THRESHOLDS_SCHEMA, TRAINING_SET_SCHEMA
 from ..teachers.assets import direct_labels_codex, direct_labels_gemma
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, quota_calibrate, support_gate
@@ -39,10 +40,6 @@ from .models import load_published, model_path, publish
 from .rounds import (
     ACTIVE_BATCH,
     ARMS,
-    MACHINE_SCHEMA,
-    PROPOSALS_DDL,
-    ROUND_SCORES_DDL,
-    ROUNDS_DDL,
     fit_arms,
     maturity_gate,
     propose_next_batch,
@@ -71,35 +68,6 @@ class StudentConfig(dg.Config):
         description=f"Feature backend of every head: one of {', '.join(FEATURE_KINDS)} "
         "(tfidf: word 1-2 gram TF-IDF; minilm: all-MiniLM-L6-v2 sentence embeddings).",
     )
-
-
-HEADS_SCHEMA = pa.schema(
-    [
-        ("model_version", pa.string()),
-        ("teacher", pa.string()),
-        ("target", pa.string()),
-        ("kind", pa.string()),
-        ("status", pa.string()),
-        ("labels", pa.int64()),
-        ("positives", pa.int64()),
-        ("n_train", pa.int64()),
-        ("train_positives", pa.int64()),
-        ("weighted_rate", pa.float64()),
-        ("kish_ess_positive", pa.float64()),
-        ("holdout_n", pa.int64()),
-        ("holdout_positives", pa.int64()),
-        ("ap", pa.float64()),
-        ("auroc", pa.float64()),
-        ("ece", pa.float64()),
-        ("accuracy", pa.float64()),
-        ("metric_note", pa.string()),
-        ("gate_passed", pa.bool_()),
-        ("gate_reason", pa.string()),
-    ]
-)
-TRAINING_SET_SCHEMA = pa.schema(
-    [("model_version", pa.string()), ("teacher", pa.string()), ("work_id", pa.string()), ("venue_key", pa.string())]
-)
 
 
 def target_value(label: dict, target: str) -> int | None:
@@ -424,59 +392,6 @@ def student_heads(
     )
 
 
-PRED_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("model_version", pa.string()),
-        ("candidate_categories", pa.list_(pa.string())),
-        ("consensus_categories", pa.list_(pa.string())),
-        ("category_scores_codex", pa.list_(pa.float64())),
-        ("category_scores_gemma", pa.list_(pa.float64())),
-    ]
-    + [
-        pa.field(f"{t}_{s}", pa.bool_())
-        for t in ("about_ca_system", "about_ca_topic")
-        for s in ("candidate", "consensus")
-    ]
-    + [
-        pa.field(f"{t}_score_{s}", pa.float64())
-        for t in ("about_ca_system", "about_ca_topic")
-        for s in ("codex", "gemma")
-    ]
-    + [
-        f
-        for t in CATEGORICAL_TARGETS
-        for f in (
-            pa.field(f"{t}_scores_codex", pa.list_(pa.float64())),
-            pa.field(f"{t}_scores_gemma", pa.list_(pa.float64())),
-            pa.field(f"{t}_codex", pa.string()),
-            pa.field(f"{t}_gemma", pa.string()),
-            pa.field(f"{t}_candidate", pa.string()),
-            pa.field(f"{t}_consensus", pa.string()),
-        )
-    ]
-    + [
-        pa.field("teacher_disagreement_score", pa.float64()),
-        pa.field("threshold_uncertainty_score", pa.float64()),
-        pa.field("prediction_status", pa.string()),
-        pa.field("gemma_label_status", pa.string()),
-    ]
-)
-THRESHOLDS_SCHEMA = pa.schema(
-    [
-        ("model_version", pa.string()),
-        ("target", pa.string()),
-        ("gate_passed", pa.bool_()),
-        ("gate_reason", pa.string()),
-        ("rate", pa.float64()),
-        ("n", pa.int64()),
-        ("k", pa.int64()),
-        ("threshold", pa.float64()),
-        ("boundary_id", pa.string()),
-    ]
-)
-
-
 def current_model_version(storage: MetacanStorage) -> str:
     """The model version of the last ``student_heads`` materialization. Raises ValueError when there is none."""
     rows = storage.read_table("student_heads", ["model_version"]).column("model_version").unique().to_pylist()
@@ -661,8 +576,6 @@ def machine_scores(
     }
     signature = training_signature(train)
     with storage.connect() as con:
-        for ddl in (ROUNDS_DDL, ROUND_SCORES_DDL, PROPOSALS_DDL):
-            con.execute(ddl)
         last = con.execute(
             "SELECT round, training_signature FROM machine_rounds ORDER BY round DESC LIMIT 1"
         ).fetchone()
@@ -679,7 +592,6 @@ def machine_scores(
             for w, s in zip(hold_ids, bundle["heads"][a]["metaresearch"].score(X) if hold_ids else [], strict=False)
         ]
         with storage.connect() as con:
-            con.execute(ROUND_SCORES_DDL)
             con.execute("DELETE FROM machine_round_scores WHERE round = ?", [round_no])
             if rows:
                 con.executemany("INSERT INTO machine_round_scores VALUES (?, ?, ?, ?)", rows)

@@ -12,7 +12,7 @@ import duckdb
 from ..storage import MetacanStorage
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .assets import predictions, student_heads
-from .holdout import HOLDOUT_DDL, venue_held_out
+from .holdout import venue_held_out
 
 _LIST_SCORES = ["category_scores_codex", "category_scores_gemma"] + [
     f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in ("codex", "gemma")
@@ -119,7 +119,6 @@ def holdout_leaks(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Training rows of the current ``student_training_set`` that touch the holdout: works of the frozen
     set (``student_holdout``), and works whose venue the holdout rule holds out (:func:`~.holdout.venue_held_out`,
     checked in Python over the distinct training venues)."""
-    con.execute(HOLDOUT_DDL)
     in_frozen = con.execute(
         "SELECT count(*) FROM student_training_set t SEMI JOIN student_holdout h ON h.work_id = t.work_id"
     ).fetchone()[0]

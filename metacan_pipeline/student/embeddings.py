@@ -17,11 +17,12 @@ CUDA build.
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from .. import settings
 
 #: Dimension of an embedding (all-MiniLM-L6-v2 ``word_embedding_dimension``).
 DIM = 384
@@ -126,8 +127,7 @@ class MiniLMEncoder:
     def _load(self):
         if self._model is None:
             path = model_path()
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            settings.hub_offline()
             try:
                 import torch
                 from sentence_transformers import SentenceTransformer

@@ -29,9 +29,6 @@ HOLDOUT_FRACTION = 0.2
 HOLDOUT_SALT = "metacan-student-holdout"
 HOLDOUT_VERSION = f"venue-sha256-{HOLDOUT_SALT}-{HOLDOUT_FRACTION}"
 
-HOLDOUT_DDL = """CREATE TABLE IF NOT EXISTS student_holdout (
-    work_id VARCHAR PRIMARY KEY, venue_key VARCHAR, holdout_version VARCHAR, frozen_at TIMESTAMP, run_id VARCHAR)"""
-
 
 def venue_key(work_id: str, venue_id: str | None) -> str:
     """The grouping key of a work: its OpenAlex source id, or ``no-venue:<work id>`` when it has none."""
@@ -54,7 +51,6 @@ def freeze_holdout(
     Raises ValueError when the stored set was frozen under another :data:`HOLDOUT_VERSION`.
     """
     with storage.connect() as con:
-        con.execute(HOLDOUT_DDL)
         versions = [r[0] for r in con.execute("SELECT DISTINCT holdout_version FROM student_holdout").fetchall()]
         if versions and versions != [HOLDOUT_VERSION]:
             raise ValueError(

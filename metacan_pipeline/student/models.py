@@ -19,10 +19,6 @@ import joblib
 
 from ..storage import MetacanStorage
 
-MODEL_VERSIONS_DDL = """CREATE TABLE IF NOT EXISTS model_versions (
-    model_version VARCHAR PRIMARY KEY, kind VARCHAR, created_at TIMESTAMP, run_id VARCHAR, file VARCHAR,
-    file_sha256 VARCHAR, feature_kind VARCHAR, summary JSON)"""
-
 
 class ModelVersionError(RuntimeError):
     """A published model version's file is missing or was altered."""
@@ -47,7 +43,6 @@ def load_published(storage: MetacanStorage, model_version: str) -> dict | None:
     Raises ModelVersionError when the registered file is missing or its bytes changed.
     """
     with storage.connect() as con:
-        con.execute(MODEL_VERSIONS_DDL)
         row = con.execute(
             "SELECT file, file_sha256 FROM model_versions WHERE model_version = ?", [model_version]
         ).fetchone()
@@ -77,7 +72,6 @@ def publish(storage: MetacanStorage, bundle: dict, *, kind: str, run_id: str, fe
     joblib.dump(bundle, tmp)
     tmp.replace(path)
     with storage.connect() as con:
-        con.execute(MODEL_VERSIONS_DDL)
         con.execute(
             "INSERT INTO model_versions VALUES (?, ?, now(), ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             [version, kind, run_id, str(path), _sha256(path), feature_kind, json.dumps(summary, default=str)],

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..meta import table_metadata
 from ..storage import MetacanStorage
+from ..tables.student import PREVALENCE_SCHEMA
 from ..teachers.agreement import current_labelled, head_values
 from ..teachers.assets import TEACHER_ASSETS, TEACHERS
 from ..teachers.import_assets import imported_labels
@@ -74,22 +75,6 @@ def stratified_rate(y: Sequence[bool | int], w: Sequence[float], strata: Sequenc
 
 
 # ---- the asset -------------------------------------------------------------------------------------
-PREVALENCE_SCHEMA = pa.schema(
-    [
-        ("population", pa.string()),
-        ("category", pa.string()),
-        ("method", pa.string()),
-        ("teacher", pa.string()),
-        ("n", pa.int64()),
-        ("n_weighted", pa.float64()),
-        ("rate", pa.float64()),
-        ("se", pa.float64()),
-        ("ci_low", pa.float64()),
-        ("ci_high", pa.float64()),
-        ("strata_single", pa.int64()),
-        ("design", pa.string()),
-    ]
-)
 
 
 def _teacher_rows(labels: list[dict], weights: dict[str, tuple[str, float]]) -> dict[str, Estimate]:

@@ -41,7 +41,6 @@ from scipy.stats import spearmanr
 from sklearn.metrics import average_precision_score
 
 from ..storage import MetacanStorage, sql_literal
-from ..teachers.assets import BATCHES_DDL
 from ..vocab import SCORE_ONLY_IMMATURE, SCORE_ONLY_MATURE
 from .features import make_features, transform
 from .heads import fit_binary
@@ -52,31 +51,7 @@ ROUNDS_CODE_VERSION = "machine-rounds-v1"
 AP_GAIN_MAX, AP_WINDOW = 0.02, 5  # SPEC section 7
 CHURN_MAX, RHO_MIN, STABLE_ROUNDS = 0.05, 0.98, 3  # SPEC section 7
 
-ROUNDS_DDL = """CREATE TABLE IF NOT EXISTS machine_rounds (
-    round INTEGER PRIMARY KEY, run_id VARCHAR, created_at TIMESTAMP, training_signature VARCHAR,
-    training_labels JSON, metrics JSON, maturity_gate_passed BOOLEAN, gate_reason VARCHAR, proposed INTEGER)"""
-ROUND_SCORES_DDL = (
-    "CREATE TABLE IF NOT EXISTS machine_round_scores (round INTEGER, arm VARCHAR, work_id VARCHAR, score DOUBLE)"
-)
-PROPOSALS_DDL = """CREATE TABLE IF NOT EXISTS machine_round_proposals (
-    round INTEGER, work_id VARCHAR, reason VARCHAR, score_codex DOUBLE, score_gemma DOUBLE, score_spread DOUBLE)"""
 
-MACHINE_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("score_gemma", pa.float64()),
-        ("score_codex", pa.float64()),
-        ("score_spread", pa.float64()),
-        ("validation_status", pa.string()),
-        ("provisional", pa.bool_()),
-        ("baseline", pa.bool_()),
-        ("maturity_gate_passed", pa.bool_()),
-        ("rounds_run", pa.int32()),
-        ("arm_status", pa.string()),
-        ("note", pa.string()),
-        ("held_out", pa.bool_()),
-    ]
-)
 NOTE_IMMATURE = (
     "Baseline scores from an immature model (maturity gate not passed after {rounds} training round{s}: {reason}). "
     "Scores rank; they never assert a category."
@@ -178,7 +153,6 @@ def maturity_gate(history: dict[int, dict[str, dict[str, float]]], labels: dict[
 def round_history(storage: MetacanStorage) -> dict[int, dict[str, dict[str, float]]]:
     """Every stored round's frozen-holdout scores: {round: {arm: {work_id: score}}}."""
     with storage.connect() as con:
-        con.execute(ROUND_SCORES_DDL)
         rows = con.execute("SELECT round, arm, work_id, score FROM machine_round_scores").fetchall()
     out: dict[int, dict[str, dict[str, float]]] = {}
     for r, arm, wid, s in rows:
@@ -204,7 +178,6 @@ def propose_next_batch(
     scores with DuckDB; returns (work_id, reason, score_codex, score_gemma, score_spread) rows.
     """
     con.register("labelled_ids", labelled)
-    con.execute(BATCHES_DDL)
     con.execute(f"""CREATE OR REPLACE TEMP VIEW reservoir AS SELECT id, score_codex, score_gemma, score_spread
         FROM read_parquet({sql_literal(machine_scores_glob)}) m
         WHERE NOT held_out AND id NOT IN (SELECT id FROM labelled_ids)

@@ -35,6 +35,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from ..meta import column_schema, table_metadata
 from ..storage import MetacanStorage
+from ..tables.teachers import AGREEMENT_SCHEMA, DISAGREEMENTS_SCHEMA
 from ..vocab import (
     BINARY_TARGETS,
     CATEGORICAL_TARGETS,
@@ -184,32 +185,6 @@ def compare(
 
 
 # ---- the teacher_agreement asset --------------------------------------------------------------------
-
-AGREEMENT_SCHEMA = pa.schema(
-    [
-        ("pair", pa.string()),
-        ("head", pa.string()),
-        ("n", pa.int64()),
-        ("agreement", pa.float64()),
-        ("kappa", pa.float64()),
-        ("n_weighted", pa.float64()),
-        ("weighted_agreement", pa.float64()),
-        ("weighted_kappa", pa.float64()),
-        ("n_with_weight", pa.int64()),
-        ("config_a", pa.string()),
-        ("config_b", pa.string()),
-        ("weights", pa.string()),
-    ]
-)
-DISAGREEMENTS_SCHEMA = pa.schema(
-    [
-        ("pair", pa.string()),
-        ("work_id", pa.string()),
-        ("head", pa.string()),
-        ("value_a", pa.string()),
-        ("value_b", pa.string()),
-    ]
-)
 
 
 @dataclass(frozen=True)

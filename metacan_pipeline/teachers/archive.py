@@ -29,13 +29,9 @@ import orjson
 from filelock import FileLock, Timeout
 
 from ..storage import MetacanStorage
-from .store import append_rows, ensure_tables, now_utc
+from .store import append_rows, now_utc
 
 ARCHIVE_DIR = "teacher_archive"
-
-ARCHIVES_DDL = """CREATE TABLE IF NOT EXISTS teacher_archives (
-  archive_path VARCHAR PRIMARY KEY, teacher VARCHAR, run_id VARCHAR, lines BIGINT, calls BIGINT, labels BIGINT,
-  recovered BOOLEAN, closed_at TIMESTAMP, note VARCHAR)"""
 
 
 def read_archive(path: Path, damaged: list[str] | None = None) -> Iterator[dict]:
@@ -146,7 +142,6 @@ class LabelWriter:
             raise self._error
         self.flush()
         with self.storage.connect() as con:
-            con.execute(ARCHIVES_DDL)
             con.execute(
                 "INSERT OR REPLACE INTO teacher_archives VALUES (?,?,?,?,?,?,?,?,?)",
                 [self.rel, self.teacher, self.run_id, self.lines, self.n_calls, self.n_labels, False, now_utc(), None],
@@ -187,8 +182,6 @@ def recover(storage: MetacanStorage, log=None) -> dict[str, int]:
     if not root.is_dir():
         return found
     with storage.connect() as con:
-        ensure_tables(con)
-        con.execute(ARCHIVES_DDL)
         done = {r[0] for r in con.execute("SELECT archive_path FROM teacher_archives").fetchall()}
     for path in sorted(root.rglob("*.jsonl.gz")):
         rel = path.relative_to(storage.root).as_posix()

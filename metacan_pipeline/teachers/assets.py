@@ -26,28 +26,17 @@ from ..openalex.lookup import load_abstracts
 from ..resources import OpenAlexFiles
 from ..sampling.assets import sample_design
 from ..storage import MetacanStorage
+from ..tables.teachers import LABELS_SCHEMA
 from ..vocab import CATEGORIES, INSUFFICIENT_PAYLOAD
 from .archive import LabelWriter, recover
 from .client import CallRecord, EndpointConfigurationError, EndpointUnavailableError, LabelOutcome, TeacherClient
 from .registry import TeacherRunConfig, TeacherSpec, load_registry
 from .rubric import Prompt, load_prompt
 from .server import EmbeddedLlamaServer
-from .store import (
-    LABELS_SCHEMA,
-    NOT_FINAL,
-    append_rows,
-    current_labels_sql,
-    ensure_tables,
-    existing_keys,
-    now_utc,
-)
+from .store import NOT_FINAL, append_rows, current_labels_sql, existing_keys, now_utc
 from .views import record_view, view_hash
 
 _FRAME_RULE_REASON = "Not sent to a teacher: outside the sampling frame ({why}); SPEC section 2 gives such works insufficient_payload only."
-
-BATCHES_DDL = (
-    "CREATE TABLE IF NOT EXISTS label_batches (batch VARCHAR, work_id VARCHAR, added_at TIMESTAMP, source VARCHAR)"
-)
 
 
 @dataclass
@@ -123,7 +112,6 @@ def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
         }
     if spec.batch is not None:
         with storage.connect() as con:
-            con.execute(BATCHES_DDL)
             batch = {
                 r[0] for r in con.execute("SELECT work_id FROM label_batches WHERE batch = ?", [spec.batch]).fetchall()
             }
@@ -297,7 +285,6 @@ def _label_works_locked(
     views = {w["id"]: record_view(w, spec.record_view, texts.get(w["id"])) for w in works}
     hashes = stats.view_hashes = {wid: view_hash(v) for wid, v in views.items()}
     with storage.connect() as con:
-        ensure_tables(con)
         done = existing_keys(con, spec.name, spec.model, prompt.version, prompt.sha)
     todo = [w for w in works if (w["id"], hashes[w["id"]]) not in done]
     rule = [w for w in todo if not w["in_sampling_frame"]]
@@ -436,7 +423,6 @@ def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[
     prompt = load_prompt(spec.prompt_version)
     wanted = pa.table({"work_id": list(view_hashes), "view_hash": list(view_hashes.values())})  # noqa: F841
     with storage.connect() as con:
-        ensure_tables(con)
         table = con.execute(
             f"SELECT l.* FROM ({current_labels_sql()}) l SEMI JOIN wanted USING (work_id, view_hash) ORDER BY work_id",
             [spec.name, spec.model, prompt.version, prompt.sha],

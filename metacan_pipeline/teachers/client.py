@@ -36,6 +36,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from ..http import retry_after_seconds
 from .rubric import Prompt
 from .store import ENDPOINT_ERROR, UNAVAILABLE, now_utc
 from .validate import DirectLabel, InvalidLabel, batch_reply_schema, validate_label
@@ -179,14 +180,6 @@ def response_format(mode: str, schema: dict) -> dict | None:
     raise ValueError(f"unknown structured output mode {mode!r}; expected one of {STRUCTURED_MODES}")
 
 
-def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("Retry-After")
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None
-
-
 class TeacherClient:
     """Async client for one teacher endpoint (``base_url`` ends in ``/v1``).
 
@@ -319,7 +312,7 @@ class TeacherClient:
         if resp.status_code == 429 or resp.status_code >= 500:
             rec.error = f"HTTP {resp.status_code}"
             self.on_call(rec)
-            raise _Transient(rec, _retry_after(resp))
+            raise _Transient(rec, retry_after_seconds(resp.headers.get("Retry-After"), min(self.timeout_s, 60.0)))
         if resp.status_code in (401, 404):
             rec.error = f"HTTP {resp.status_code}: {resp.text[:300]}"
             self.on_call(rec)

@@ -1,34 +1,32 @@
 """The ``imported_labels`` asset: direct labels produced elsewhere, imported into the label store (SPEC section 4)."""
 
-import os
 from collections import Counter
 from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
+from .. import settings
 from ..meta import counts_markdown, markdown_preview, table_metadata
 from ..storage import MetacanStorage
+from ..tables.teachers import LABELS_SCHEMA
 from .imports import (
     ImportReport,
     ImportSpec,
     current_imported_sql,
-    ensure_import_tables,
     import_file,
     import_records,
 )
 from .pilot import pilot_imports
 from .registry import load_registry
-from .store import LABELS_SCHEMA
 
-PILOT_DIR_ENV = "METACAN_PILOT_DIR"
-DEFAULT_PILOT_DIR = "../shared/data/metacan_pilot"
+PILOT_DIR_ENV, DEFAULT_PILOT_DIR = settings.PILOT_DIR_ENV, settings.DEFAULT_PILOT_DIR
 
 
 def default_pilot_dir() -> str:
     """The MetaCan pilot folder: ``$METACAN_PILOT_DIR`` or ``../shared/data/metacan_pilot`` (relative to the
     working directory, like the OpenAlex input folder)."""
-    return os.environ.get(PILOT_DIR_ENV, DEFAULT_PILOT_DIR)
+    return settings.pilot_dir()
 
 
 class LabelFile(dg.Config):
@@ -141,7 +139,6 @@ def imported_labels(
             if not Path(f.path).is_file():
                 raise FileNotFoundError(f"label file {f.path!r} (imported_labels config files) does not exist")
             reports.append(import_file(con, Path(f.path), _spec(f), run_id))
-        ensure_import_tables(con)
         table = con.execute(
             f"SELECT * FROM ({current_imported_sql()}) ORDER BY teacher, model, prompt_version, work_id"
         ).to_arrow_table()

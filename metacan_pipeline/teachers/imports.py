@@ -62,7 +62,7 @@ import pyarrow as pa
 
 from ..openalex.ids import is_work_id, short_id
 from ..vocab import CATEGORIES
-from .store import append_rows, ensure_tables, now_utc
+from .store import append_rows, now_utc
 from .validate import LABEL_FIELDS, InvalidLabel, validate_label
 from .views import canonical_json
 from .views import view_hash as hash_of_view
@@ -85,16 +85,6 @@ CONTENT_FIELDS = (
 )
 """Columns of a ``teacher_labels`` row that say what the label is (the rest is provenance: ids, run, time)."""
 EXPECTED = "give a JSON array of label objects ('[]' for none) or JSON Lines (one label object per line)"
-
-LABEL_IMPORTS_DDL = """
-CREATE TABLE IF NOT EXISTS label_imports (
-  file VARCHAR, sha256 VARCHAR, teacher VARCHAR, model VARCHAR, prompt_version VARCHAR, prompt_sha VARCHAR,
-  source VARCHAR, rows BIGINT, imported_at TIMESTAMP, run_id VARCHAR)
-"""
-IMPORTED_DESIGN_DDL = """
-CREATE TABLE IF NOT EXISTS imported_design (
-  source VARCHAR, work_id VARCHAR, stratum VARCHAR, sel_prob DOUBLE, design_weight DOUBLE, PRIMARY KEY (source, work_id))
-"""
 
 
 @dataclass(frozen=True)
@@ -246,13 +236,6 @@ def _read_label_file(path: Path) -> tuple[str, list[SourceRecord]]:
     return sha, records
 
 
-def ensure_import_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the label store tables (:func:`.store.ensure_tables`), ``label_imports`` and ``imported_design``."""
-    ensure_tables(con)
-    con.execute(LABEL_IMPORTS_DDL)
-    con.execute(IMPORTED_DESIGN_DDL)
-
-
 def _design(obj: dict) -> tuple[str | None, float | None, float | None] | None:
     """``(stratum, sel_prob, design_weight)`` of a record, None without any; raises InvalidLabel."""
     if not any(obj.get(k) is not None for k in DESIGN_KEYS):
@@ -333,7 +316,6 @@ def import_records(  # noqa: C901 (issue 13: to be split into named steps)
     same content again stores nothing (and is reported ``already_imported``). Invalid records are not
     raised: they are failed rows (see the report).
     """
-    ensure_import_tables(con)
     teacher, model, prompt_version, prompt_sha = spec.config
     cfg = [teacher, model, prompt_version, prompt_sha]
     files = list(dict.fromkeys(files if files is not None else ((r.file, r.sha256) for r in records)))
@@ -442,8 +424,8 @@ def import_records(  # noqa: C901 (issue 13: to be split into named steps)
         per_file[(rec.file, rec.sha256)] += 1
     append_rows(con, [], rows)
     if design:
-        pa.table(
-            {  # noqa: F841 (read by DuckDB below)
+        batch = pa.table(  # noqa: F841 (read by DuckDB below, by name)
+            {
                 "source": [spec.source] * len(design),
                 "work_id": list(design),
                 "stratum": [d[0] for d in design.values()],

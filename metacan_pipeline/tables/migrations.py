@@ -1,0 +1,50 @@
+"""In-place migrations of a DuckDB store written by an earlier layout, run by :func:`create_tables`
+before any table is created. Nothing is lost: old rows are kept or copied."""
+
+from __future__ import annotations
+
+import duckdb
+
+
+def columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    """The columns of ``table`` in the main schema, in order (empty when it does not exist)."""
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND table_schema = 'main' "
+            "ORDER BY ordinal_position",
+            [table],
+        ).fetchall()
+    ]
+
+
+def migrate(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, str] | None = None) -> None:
+    """Migrate the label store of the first layout (issue 4).
+
+    ``teacher_calls`` held request and reply bodies: it is renamed ``teacher_calls_v1`` and kept (its rows
+    stay readable). ``teacher_labels`` lacked ``prompt_sha`` and ``source_ref``: it is rebuilt in the
+    catalog's layout with every row copied, and ``legacy_prompt_shas`` (by default the prompt lock of
+    :mod:`metacan_pipeline.teachers.rubric`) maps a prompt version to the SHA of its unchanged, locked
+    text, so old labels keep their key.
+    """
+    from . import catalog
+
+    if "request_json" in columns(con, "teacher_calls"):
+        con.execute("ALTER TABLE teacher_calls RENAME TO teacher_calls_v1")
+    old = columns(con, "teacher_labels")
+    if not old or (old[-1] == "created_at" and "prompt_sha" in old):
+        return
+    labels = catalog()["teacher_labels"]
+    con.execute("ALTER TABLE teacher_labels RENAME TO teacher_labels_old")
+    con.execute(labels.ddl())
+    shared = [f.name for f in labels.schema if f.name in old]
+    con.execute(f"INSERT INTO teacher_labels ({', '.join(shared)}) SELECT {', '.join(shared)} FROM teacher_labels_old")
+    con.execute("DROP TABLE teacher_labels_old")
+    if legacy_prompt_shas is None:
+        from ..teachers.rubric import prompt_lock  # only a store of the first layout needs the lock
+
+        legacy_prompt_shas = prompt_lock()
+    for version, sha in legacy_prompt_shas.items():
+        con.execute(
+            "UPDATE teacher_labels SET prompt_sha = ? WHERE prompt_sha IS NULL AND prompt_version = ?", [sha, version]
+        )
