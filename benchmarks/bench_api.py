@@ -28,10 +28,11 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import httpx
+from _common import REPO, machine_line
 
 from metacan_pipeline.openalex.api import Budget, OpenAlexClient
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "openalex"
+SHARED = REPO.parent / "shared" / "data" / "openalex"
 
 
 def make_server(results: list[dict], pages: int, storm: float, seed: int = 7):
@@ -129,7 +130,8 @@ def main() -> None:
         storm_server.shutdown()
         files = list((scratch / "b" / "pages").rglob("*.json.gz"))
         print(
-            f"pages per run: {expected} ({args.queries} queries x {args.pages} pages x {len(results)} works), concurrency {args.concurrency}"
+            f"pages per run: {expected} ({args.queries} queries x {args.pages} pages x {len(results)} works), concurrency {args.concurrency}; "
+            f"{machine_line()}"
         )
         print(f"baseline bare httpx   : {n_bare / t_bare:8.1f} pages/s")
         print(

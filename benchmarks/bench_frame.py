@@ -35,17 +35,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-OUT = HERE / "out"
+from _common import (
+    OUT,
+    add_child_args,
+    code_label,
+    git_state,
+    loadavg,
+    machine,
+    mean,
+    run_stage,
+    say,
+    thin_samples,
+    verdict,
+    write_child_result,
+    write_json,
+)
+
 TARGET_RATIO = 0.7
 TARGET_RSS_MIB = 2048
 
@@ -55,18 +65,6 @@ TARGET_RSS_MIB = 2048
 # ------------------------------------------------------------------------------------------------
 def _parts_glob(input_dir: Path) -> str:
     return str(input_dir / "data" / "works" / "updated_date=*" / "part_*.gz").replace("'", "''")
-
-
-def _proc_kib(path: str, field: str) -> int | None:
-    """A ``<field>: <n> kB`` value of a /proc file (``status``, ``smaps_rollup``), or None if unreadable."""
-    try:
-        with open(path) as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 def stage_baseline(input_dir: Path, variant: str) -> dict:
@@ -97,7 +95,6 @@ def stage_baseline(input_dir: Path, variant: str) -> dict:
 
 
 def stage_frame(input_dir: Path, data_dir: Path) -> dict:
-    sys.path.insert(0, str(REPO))
     import dagster as dg
 
     from metacan_pipeline.definitions import all_partitions_run_tags, build_resources
@@ -158,144 +155,29 @@ def run_stage_in_child(args: argparse.Namespace) -> None:
         res = stage_frame(Path(args.input), Path(args.data))
     else:
         res = stage_baseline(Path(args.input), args._stage)
-    res["vm_hwm_kib"] = _proc_kib("/proc/self/status", "VmHWM") or -1
-    Path(args.result).write_text(json.dumps(res, default=str))
+    write_child_result(res, args.result)
 
 
 # ------------------------------------------------------------------------------------------------
 # parent: spawn, sample, collect
 # ------------------------------------------------------------------------------------------------
-def _loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (from /proc/*/stat parent ids)."""
-    children: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _tree_rss_kib(pid: int) -> tuple[int, int, int, int] | None:
-    """(RSS of pid, summed RSS of pid and all its descendants, number of descendants, summed PSS) in KiB."""
-    own = _proc_kib(f"/proc/{pid}/status", "VmRSS")
-    if own is None:
-        return None
-    kids = _descendants(pid)
-    pss = sum(_proc_kib(f"/proc/{p}/smaps_rollup", "Pss") or 0 for p in [pid, *kids])
-    return own, own + sum(_proc_kib(f"/proc/{k}/status", "VmRSS") or 0 for k in kids), len(kids), pss
-
-
 def spawn_stage(stage: str, input_dir: Path, data_dir: Path, scratch: Path) -> dict:
-    """Run one stage in a fresh child; returns its result plus ru_maxrss, sampled RSS and load."""
-    result_file = scratch / f".stage-{stage}-{os.getpid()}.json"
-    result_file.unlink(missing_ok=True)
-    cmd = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--_stage",
-        stage,
-        "--input",
-        str(input_dir),
-        "--data",
-        str(data_dir),
-        "--result",
-        str(result_file),
-    ]
-    load_before = _loadavg()
-    t0 = time.time()
+    """Run one stage in a fresh child (_common.run_stage); the frame stage also gets each Dagster step's
+    seconds and sampled tree peak RSS, and its RSS samples."""
+    extra = ["--input", str(input_dir), "--data", str(data_dir)]
     log_path = scratch / f"{input_dir.name}.{stage}.log"  # the child's Dagster/DuckDB output
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT)
-    samples: list[tuple[float, int]] = []  # (time, RSS summed over the child's process tree)
-    own_peak = [0]
-    pss_peak = [0]
-    max_procs = [1]
-    done = threading.Event()
-
-    def sampler() -> None:
-        while not done.is_set():
-            got = _tree_rss_kib(proc.pid)
-            if got is not None:
-                samples.append((time.time(), got[1]))
-                own_peak[0] = max(own_peak[0], got[0])
-                pss_peak[0] = max(pss_peak[0], got[3])
-                max_procs[0] = max(max_procs[0], 1 + got[2])
-            done.wait(0.2)
-
-    th = threading.Thread(target=sampler, daemon=True)
-    th.start()
-    _, status, rusage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    done.set()
-    th.join()
-    log.close()
-    wall = time.time() - t0
-    if proc.returncode != 0 or not result_file.exists():
-        raise SystemExit(f"stage {stage} failed with exit code {proc.returncode} (log: {log_path}): {' '.join(cmd)}")
-    res = json.loads(result_file.read_text())
-    result_file.unlink()
-    res.update(
-        {
-            "stage": stage,
-            "log": str(log_path),
-            "wall_seconds_incl_startup": wall,
-            # ru_maxrss from wait4 = the largest single process among the child and its waited-for descendants
-            "ru_maxrss_mib": rusage.ru_maxrss / 1024,  # Linux: KiB
-            "vm_hwm_mib": res.pop("vm_hwm_kib") / 1024,  # the child process alone
-            "sampled_own_peak_rss_mib": own_peak[0] / 1024,
-            # peak of the RSS summed over the child and all its live descendants (worker processes), 0.2 s sampling
-            "sampled_tree_peak_rss_mib": max((k for _, k in samples), default=0) / 1024,
-            "sampled_tree_peak_pss_mib": pss_peak[0] / 1024,  # same, counting shared pages once
-            "max_processes": max_procs[0],
-            "load_before": load_before,
-            "load_after": _loadavg(),
-            "user_cpu_seconds": rusage.ru_utime,
-            "sys_cpu_seconds": rusage.ru_stime,
-        }
-    )
+    res, samples, t0 = run_stage(Path(__file__), stage, stage, scratch, extra, log_path)
     if stage == "frame":
-        for _step, st in res.get("steps", {}).items():
+        for st in res.get("steps", {}).values():
             if "start" in st and "end" in st:
                 st["seconds"] = st["end"] - st["start"]
                 inside = [k for t, k in samples if st["start"] <= t <= st["end"]]
                 st["sampled_tree_peak_rss_mib"] = max(inside, default=0) / 1024
-        res["rss_samples_mib"] = [
-            (round(t - t0, 1), round(k / 1024)) for t, k in samples[:: max(1, len(samples) // 400)]
-        ]
+        res["rss_samples_mib"] = thin_samples(samples, t0, 400)
     return res
 
 
-def _git_state() -> dict:
-    """The commit measured (the frame build is imported from this checkout) and whether it had local edits."""
-
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True, timeout=30).stdout.strip()
-        except OSError:
-            return ""
-
-    return {
-        "head": git("rev-parse", "HEAD"),
-        "dirty_pipeline_files": git("status", "--short", "--", "metacan_pipeline").splitlines(),
-    }
-
-
 def bench_size(n: int, scratch: Path, variants: list[str], repeat_baseline: bool) -> dict:
-    sys.path.insert(0, str(HERE))
     from make_scale_input import make_scale_input
 
     input_dir = scratch / f"works_{n}"
@@ -304,30 +186,26 @@ def bench_size(n: int, scratch: Path, variants: list[str], repeat_baseline: bool
     out: dict = {
         "works": n,
         "input": gen,
-        "machine": {"nproc": os.cpu_count(), "load_at_start": _loadavg()},
-        "code": _git_state(),
+        "machine": machine(),
+        "code": git_state(),
         "stages": {},
     }
     order = [v for v in variants if v != "count"]
     stages = ["count"] + order + ["frame"] + (["count"] if repeat_baseline else [])
     for _i, stage in enumerate(stages):
         key = stage if stage not in out["stages"] else f"{stage}_after"
-        print(f"[{n}] stage {key} (load {_loadavg()}) ...", file=sys.stderr, flush=True)
+        say(f"[{n}] stage {key} (load {loadavg()}) ...")
         res = spawn_stage(stage, input_dir, data_dir, scratch)
         if stage != "frame" and res["rows"] != n:
             raise SystemExit(f"baseline counted {res['rows']} rows, expected {n}")
         res["works_per_s"] = n / res["seconds"]
-        res["peak_rss_mib"] = max(res["ru_maxrss_mib"], res["sampled_tree_peak_rss_mib"])
         out["stages"][key] = res
-        print(
+        say(
             f"[{n}] stage {key}: {res['seconds']:.1f} s, {res['works_per_s']:.0f} works/s, peak RSS "
-            f"{res['peak_rss_mib']:.0f} MiB (largest process {res['ru_maxrss_mib']:.0f}, {res['max_processes']} processes) (load {res['load_before']} -> {res['load_after']})",
-            file=sys.stderr,
-            flush=True,
+            f"{res['peak_rss_mib']:.0f} MiB (largest process {res['ru_maxrss_mib']:.0f}, {res['max_processes']} processes) (load {res['load_before']} -> {res['load_after']})"
         )
     st = out["stages"]
-    base_runs = [st["count"]["works_per_s"]] + ([st["count_after"]["works_per_s"]] if "count_after" in st else [])
-    baseline = sum(base_runs) / len(base_runs)
+    baseline = mean(st[k]["works_per_s"] for k in ("count", "count_after") if k in st)
     frame = st["frame"]
     out["baseline_works_per_s"] = baseline
     out["frame_works_per_s"] = frame["works_per_s"]
@@ -347,7 +225,7 @@ def print_table(r: dict) -> None:
     st = r["stages"]
     print(
         f"\n=== frame build benchmark: {n:,} works ({r['input']['parts']} parts, {r['input']['bytes'] / 2**30:.2f} GiB gzip); "
-        f"code {r['code']['head'][:7]}{' +local edits' if r['code']['dirty_pipeline_files'] else ''} ==="
+        f"code {code_label(r['code'])}; {r['machine']['nproc']} cores ({r['machine']['cpu_model']}) ==="
     )
     print(
         f"{'stage':<34}{'seconds':>9}{'works/s':>10}{'vs base':>9}{'peak RSS MiB':>14}{'PSS MiB':>9}{'procs':>6}  load before -> after"
@@ -375,13 +253,13 @@ def print_table(r: dict) -> None:
         "PSS = the tree's summed proportional set size (shared pages counted once)"
     )
     print(
-        f"ratio frame/baseline = {r['ratio_frame_over_baseline']:.3f} (target >= {TARGET_RATIO}: {'MET' if t['ratio_met'] else 'MISSED'}); "
-        f"frame peak RSS = {r['frame_peak_rss_mib']:.0f} MiB (target < {TARGET_RSS_MIB}: {'MET' if t['rss_under_2GiB'] else 'MISSED'})"
+        f"ratio frame/baseline = {r['ratio_frame_over_baseline']:.3f} (target >= {TARGET_RATIO}: {verdict(t['ratio_met'])}); "
+        f"frame peak RSS = {r['frame_peak_rss_mib']:.0f} MiB (target < {TARGET_RSS_MIB}: {verdict(t['rss_under_2GiB'])})"
     )
     if "rss_vs_smaller" in r:
         print(
             f"frame peak RSS vs {r['rss_vs_smaller']['size']:,} works: {r['rss_vs_smaller']['mib']:.0f} MiB -> "
-            f"{r['frame_peak_rss_mib']:.0f} MiB ({'MET' if r['rss_vs_smaller']['not_higher'] else 'MISSED'}: not higher)"
+            f"{r['frame_peak_rss_mib']:.0f} MiB ({verdict(r['rss_vs_smaller']['not_higher'])}: not higher)"
         )
     sys.stdout.flush()
 
@@ -396,16 +274,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="run the count baseline again after the frame build; ratio uses the mean",
     )
-    ap.add_argument("--_stage", help=argparse.SUPPRESS)
-    ap.add_argument("--input", help=argparse.SUPPRESS)
-    ap.add_argument("--data", help=argparse.SUPPRESS)
-    ap.add_argument("--result", help=argparse.SUPPRESS)
+    add_child_args(ap, ("input", "data"))
     args = ap.parse_args(argv)
     if args._stage:
         run_stage_in_child(args)
         return
     args.scratch.mkdir(parents=True, exist_ok=True)
-    OUT.mkdir(parents=True, exist_ok=True)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     for n in args.sizes:
         r = bench_size(n, args.scratch, variants, args.repeat_baseline)
@@ -417,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
                 "mib": prev["frame_peak_rss_mib"],
                 "not_higher": r["frame_peak_rss_mib"] <= prev["frame_peak_rss_mib"],
             }
-        (OUT / f"frame_{n}.json").write_text(json.dumps(r, indent=2, default=str))
+        write_json(OUT / f"frame_{n}.json", r)
         print_table(r)
         print(f"wrote {OUT / f'frame_{n}.json'}")
 

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from _common import REPO, machine_line
 
 
 def main() -> None:
@@ -67,7 +64,7 @@ def main() -> None:
         server = EmbeddedLlamaServer(log_dir=str(Path(tmp) / "logs"))
         url = server.base_url(log)
         print(
-            f"{len(frame)} works in the sampling frame; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; server {server.n_threads} "
+            f"{len(frame)} works in the sampling frame; {machine_line()}; server {server.n_threads} "
             f"threads, n_ctx {server.n_ctx}; prompt {gemma.prompt_version}"
         )
         print(

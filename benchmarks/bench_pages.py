@@ -35,201 +35,20 @@ Usage: .venv/bin/python benchmarks/bench_pages.py [--works 20000] [--scratch DIR
 from __future__ import annotations
 
 import argparse
-import copy
 import cProfile
 import io
 import json
-import os
 import pstats
-import random
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-OUT = HERE / "out"
-SHARED = REPO.parent / "shared" / "data" / "openalex"
-SOURCE_FILE = "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json"
+from _common import OUT, git_state, loadavg, machine, mean, say, verdict, write_json
+from pages_records import make_records
+
 TARGET_PAGES_PER_S = 1000.0
-VERSIONS = ("metacan-v3-hybrid-931329e0061c", "metacan-v4-hybrid-0123456789ab")
-_WORDS = (
-    "reporting quality of randomized trials in Canadian journals data sharing peer review reproducibility "
-    "soil bacteria Alberta cohort study of diabetes outcomes Ontario preprints retractions citation analysis "
-    "nursing workforce survey machine learning for crop yield prediction open access mandates"
-).split()
-
-sys.path.insert(0, str(REPO))  # this checkout's metacan_pipeline, not the editable install's
-sys.path.insert(1, str(HERE))
-from bench_frame import _git_state, _loadavg  # noqa: E402
-
-
-def _say(*a) -> None:
-    print(*a, file=sys.stderr, flush=True)
-
-
-# ------------------------------------------------------------------------------------------------
-# inputs
-# ------------------------------------------------------------------------------------------------
-def real_frame_row() -> dict:
-    """The frame row of the first work of SOURCE_FILE (a real Canadian-funded work, admitted)."""
-    from metacan_pipeline.frame.entities import EntityLists
-    from metacan_pipeline.frame.routes import AdmissionRule, frame_row
-    from metacan_pipeline.openalex.reader import Record
-    from metacan_pipeline.openalex.works import work_row
-
-    data = json.loads((SHARED / SOURCE_FILE).read_text())["payload"]["results"][0]
-    entities = EntityLists({}, {}, {}, {"funder": "f", "source": "s", "institution": "i"})
-    row, why = frame_row(
-        work_row(Record(data, SOURCE_FILE, "payload.results[0]", None, "W")), entities, AdmissionRule()
-    )
-    if why != "admitted":
-        raise SystemExit(f"{SOURCE_FILE}: the first work was not admitted ({why}); the benchmark needs a frame row")
-    row["frame_build_id"] = "bench-pages"
-    return row
-
-
-def _label(wid: str, categories: list[str]) -> dict:
-    return {
-        "work_id": wid,
-        "teacher": "gemma",
-        "model": "gemma-3-270m-q4_k_m",
-        "prompt_version": "v2",
-        "record_view": "title_only",
-        "status": "labelled",
-        "categories": categories,
-        "domain": None,
-        "study_design": "observational",
-        "genre": "empirical",
-        "about_ca_system": False,
-        "about_ca_topic": False,
-        "confidence": "medium",
-        "reason": "The title names a survey of peer review.",
-        "error": None,
-        "call_id": f"c-{wid}",
-        "source": "teacher_call",
-        "created_at": None,
-    }
-
-
-def _prediction(wid: str, version: str, consensus: list[str], candidate: list[str], rng: random.Random) -> dict:
-    from metacan_pipeline.vocab import CATEGORICAL_TARGETS, CATEGORIES, PREDICTION_STATUS
-
-    row = {
-        "id": wid,
-        "model_version": version,
-        "candidate_categories": candidate,
-        "consensus_categories": consensus,
-        "category_scores_codex": [round(rng.random(), 4) for _ in CATEGORIES],
-        "category_scores_gemma": [round(rng.random(), 4) for _ in CATEGORIES],
-        "teacher_disagreement_score": rng.random(),
-        "threshold_uncertainty_score": rng.random(),
-        "prediction_status": PREDICTION_STATUS,
-        "gemma_label_status": "labelled",
-    }
-    for t in ("about_ca_system", "about_ca_topic"):
-        row.update({f"{t}_candidate": False, f"{t}_consensus": False, f"{t}_score_codex": 0.1, f"{t}_score_gemma": 0.1})
-    for t, classes in CATEGORICAL_TARGETS.items():
-        row.update(
-            {
-                f"{t}_scores_codex": [1 / len(classes)] * len(classes),
-                f"{t}_scores_gemma": [1 / len(classes)] * len(classes),
-                f"{t}_codex": None,
-                f"{t}_gemma": None,
-                f"{t}_candidate": None,
-                f"{t}_consensus": None,
-            }
-        )
-    return row
-
-
-def _machine(wid: str, rng: random.Random) -> dict:
-    from metacan_pipeline.vocab import SCORE_ONLY_IMMATURE
-
-    g, c = rng.random(), rng.random()
-    return {
-        "id": wid,
-        "score_gemma": g,
-        "score_codex": c,
-        "score_spread": abs(g - c),
-        "validation_status": SCORE_ONLY_IMMATURE,
-        "provisional": True,
-        "baseline": True,
-        "maturity_gate_passed": False,
-        "rounds_run": 2,
-        "arm_status": "x",
-        "note": "Scores rank; they never assert a category.",
-    }
-
-
-def make_records(n: int, seed: int = 20260106) -> list[dict]:
-    """``n`` published records (records.build_record) around one real frame row; see the module docstring."""
-    from metacan_pipeline.publish.records import build_record
-    from metacan_pipeline.vocab import CATEGORIES
-
-    rng = random.Random(seed)
-    base = real_frame_row()
-    cats = [c for c in CATEGORIES if c != "insufficient_payload"]
-    out = []
-    for i in range(n):
-        wid = f"W5{i:09d}"
-        w = copy.copy(base)
-        w.update(
-            id=wid,
-            title_text=" ".join(rng.choices(_WORDS, k=rng.randint(6, 18))).capitalize(),
-            publication_year=rng.randint(1995, 2025),
-            cited_by_count=rng.randint(0, 500),
-        )
-        w.update(
-            {r: rng.random() < p for r, p in (("ca_aff", 0.8), ("ca_fund", 0.4), ("ca_venue", 0.1), ("about_ca", 0.2))}
-        )
-        u = rng.random()
-        some = rng.sample(cats, rng.randint(1, 3))
-        version = VERSIONS[i % 2]
-        if u < 0.25:
-            labels, pred = [_label(wid, some[:1])], _prediction(wid, version, [], some, rng)
-        elif u < 0.60:
-            labels, pred = [], _prediction(wid, version, some[:1], some, rng)
-        elif u < 0.85:
-            labels, pred = [], _prediction(wid, version, [], some, rng)
-        else:
-            labels, pred = [], None
-        lineage = {
-            "frame_build_id": "bench-pages",
-            "frame_run_id": "r-frame",
-            "input_kind": "input_file",
-            "source_file": SOURCE_FILE,
-            "source_locator": "payload.results[0]",
-            "part_run_id": "r-frame",
-            "entity_list_versions": "funder=f;institution=i;source=s",
-            "lexicon_version": "bench",
-            "teacher_calls": [
-                {
-                    "teacher": "gemma",
-                    "model": lab["model"],
-                    "prompt_version": "v2",
-                    "prompt_sha": "0" * 64,
-                    "record_view": "title_only",
-                    "label_status": "labelled",
-                    "source": "teacher_call",
-                    "call_id": lab["call_id"],
-                    "request_hash": "f" * 64,
-                    "called_at": "2026-11-30T12:00:00Z",
-                    "run_id": "r-labels",
-                    "archive": "archive/gemma.jsonl.gz#L1",
-                }
-                for lab in labels
-            ],
-            "model_version": pred["model_version"] if pred else None,
-            "student_run_id": "r-student" if pred else None,
-            "machine_round": 1 if pred else None,
-            "machine_scores_run_id": "r-student" if pred else None,
-            "machine_validation_status": "score_only:v0-immature-baseline" if pred else None,
-        }
-        out.append(build_record(w, labels, pred, _machine(wid, rng) if pred else None, lineage))
-    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -392,8 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     r: dict = {
         "command": " ".join([sys.executable, *sys.argv]),
         "package": metacan_pipeline.__file__,
-        "code": _git_state(),
-        "machine": {"nproc": os.cpu_count(), "load_at_start": _loadavg()},
+        "code": git_state(),
+        "machine": machine(),
         "works": args.works,
         "scratch": str(scratch),
     }
@@ -401,21 +220,19 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         records = make_records(args.works)
         r["make_records_seconds"] = time.perf_counter() - t0
-        _say(
-            f"{args.works:,} records built in {r['make_records_seconds']:.1f} s; scratch {scratch} (load {_loadavg()})"
-        )
+        say(f"{args.works:,} records built in {r['make_records_seconds']:.1f} s; scratch {scratch} (load {loadavg()})")
         r["baseline"] = run_baseline(records, scratch / "records_1")
-        _say(f"baseline: {r['baseline']['seconds']:.2f} s (load {_loadavg()})")
+        say(f"baseline: {r['baseline']['seconds']:.2f} s (load {loadavg()})")
         r["pages"] = run_pages(records, scratch / "site")
-        _say(f"pages: {r['pages']['seconds']:.2f} s (load {_loadavg()})")
+        say(f"pages: {r['pages']['seconds']:.2f} s (load {loadavg()})")
         r["baseline_after"] = run_baseline(records, scratch / "records_2")
         r["index"] = run_index(records, scratch / "site")
         r["check"] = run_check(records)
         r["asset"] = run_asset(records, scratch / "asset_data")
-        _say(
-            f"asset: {r['asset']['first']['seconds']:.2f} s, unchanged re-run {r['asset']['unchanged']['seconds']:.2f} s (load {_loadavg()})"
+        say(
+            f"asset: {r['asset']['first']['seconds']:.2f} s, unchanged re-run {r['asset']['unchanged']['seconds']:.2f} s (load {loadavg()})"
         )
-        r["machine"]["load_at_end"] = _loadavg()
+        r["machine"]["load_at_end"] = loadavg()
         if args.profile:
             r["profile"] = profile_render(records[: args.profile_works])
     finally:
@@ -423,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(scratch, ignore_errors=True)
 
     n = args.works
-    base_s = (r["baseline"]["seconds"] + r["baseline_after"]["seconds"]) / 2
+    base_s = mean(r[k]["seconds"] for k in ("baseline", "baseline_after"))
     p = r["pages"]
     r["pages_per_s"] = n / p["seconds"]
     r["render_only_pages_per_s"] = n / p["render_seconds"]
@@ -431,7 +248,8 @@ def main(argv: list[str] | None = None) -> None:
     r["ratio_pages_vs_baseline"] = p["seconds"] / base_s
     ix = r["index"]
     print(
-        f"works: {n:,} ({', '.join(p['folders'])}); load {r['machine']['load_at_start']} -> {r['machine']['load_at_end']}"
+        f"works: {n:,} ({', '.join(p['folders'])}); {r['machine']['nproc']} CPUs ({r['machine']['cpu_model']}), "
+        f"load {r['machine']['load_at_start']} -> {r['machine']['load_at_end']}"
     )
     print(
         f"baseline  json.dumps + write of the records: {r['baseline']['seconds']:.2f} s / {r['baseline_after']['seconds']:.2f} s "
@@ -460,13 +278,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     r["meets_target"] = min(r["pages_per_s"], r["asset_pages_per_s"]) >= TARGET_PAGES_PER_S
     print(
-        f"target    >= {TARGET_PAGES_PER_S:,.0f} pages/s: {'met' if r['meets_target'] else 'NOT met'} "
+        f"target    >= {TARGET_PAGES_PER_S:,.0f} pages/s: {verdict(r['meets_target'], 'met', 'NOT met')} "
         f"(render_work + write {r['pages_per_s']:,.0f} pages/s; the work_pages asset {r['asset_pages_per_s']:,.0f} pages/s)"
     )
     if args.profile:
         print(r["profile"])
-    OUT.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(r, indent=2, default=str))
+    write_json(args.out, r)
     print(f"wrote {args.out}")
 
 

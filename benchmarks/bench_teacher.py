@@ -29,158 +29,33 @@ Usage: .venv/bin/python benchmarks/bench_teacher.py [--calls 1000] [--works-per-
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import os
-import random
-import resource
-import sys
 import time
 from functools import partial
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
-import orjson
+from _common import loadavg, machine_line, self_cpu_seconds, tree_cpu_seconds, write_json
+from teacher_loaders import frame_rows, make_works, run_baseline, run_capacity
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # this checkout's metacan_pipeline_tests, not the editable install's
-
-from metacan_pipeline_tests.stub_teacher import run_stub  # noqa: E402
-
-RUBRIC = (REPO / "metacan_pipeline" / "teachers" / "prompts" / "v2.md").read_text()
-_WORDS = (
-    "reporting quality of randomized trials in Canadian journals data sharing peer review reproducibility "
-    "soil bacteria Alberta cohort study of diabetes outcomes Ontario preprints retractions citation analysis "
-    "nursing workforce survey machine learning for crop yield prediction open access mandates"
-).split()
+from metacan_pipeline_tests.stub_teacher import run_stub
 
 
 # ------------------------------------------------------------------------------------------------
-# inputs
+# the project's client
 # ------------------------------------------------------------------------------------------------
-def make_works(n: int, seed: int = 11) -> list[dict]:
-    """``n`` synthetic title-only record views (the shape of teachers.views.record_view), ids W1..Wn."""
-    rng = random.Random(seed)
-    return [
-        {
-            "id": f"W{4_000_000_000 + i}",
-            "title": " ".join(rng.choices(_WORDS, k=rng.randint(6, 18))).capitalize(),
-            "year": rng.randint(1990, 2025),
-            "language": "en",
-            "type": "article",
-            "venue": rng.choice(("Canadian Medical Association Journal", "PLOS ONE", None)),
-            "topic": rng.choice(("Meta-analysis and systematic reviews", "Soil microbiology", None)),
-            "field": rng.choice(("Medicine", "Agricultural and Biological Sciences", None)),
-        }
-        for i in range(n)
-    ]
+def _bench_spec(base_url: str, works_per_call: int, concurrency: int):
+    """The registry spec of the stub teacher (strict JSON schema output, a system role)."""
+    from metacan_pipeline.teachers.registry import TeacherSpec
 
-
-def request_body(batch: list[dict], model: str = "stub-teacher") -> bytes:
-    """One chat request of the batched protocol (``<`` and ``>`` escaped inside records)."""
-    lines = "\n".join(orjson.dumps(w).decode().replace("<", "\\u003c").replace(">", "\\u003e") for w in batch)
-    user = (
-        f'Label each of the {len(batch)} records below. Reply with one JSON object {{"labels": [...]}}, '
-        f"one label per record, in order.\n<records>\n{lines}\n</records>"
+    return TeacherSpec(
+        name="bench",
+        base_url=base_url,
+        model="stub-teacher",
+        works_per_call=works_per_call,
+        concurrency=concurrency,
+        structured_output="json_schema",
+        system_role="yes",
     )
-    return orjson.dumps(
-        {
-            "model": model,
-            "temperature": 0,
-            "max_tokens": 120 * len(batch),
-            "response_format": {"type": "json_object"},
-            "messages": [{"role": "system", "content": RUBRIC}, {"role": "user", "content": user}],
-        }
-    )
-
-
-# ------------------------------------------------------------------------------------------------
-# the two measurements
-# ------------------------------------------------------------------------------------------------
-async def _post_all(base_url: str, bodies: list[bytes], concurrency: int) -> dict[int, int]:
-    statuses: dict[int, int] = {}
-    it = iter(bodies)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60) as client:
-
-        async def worker() -> None:
-            for body in it:  # one shared iterator: each body is sent once
-                r = await client.post("/chat/completions", content=body, headers={"content-type": "application/json"})
-                await r.aread()
-                statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return statuses
-
-
-def run_baseline(base_url: str, works: list[dict], concurrency: int, works_per_call: int) -> float:
-    """Bare httpx over prebuilt bodies (built before the clock starts); returns wall seconds."""
-    bodies = [request_body(works[i : i + works_per_call]) for i in range(0, len(works), works_per_call)]
-    t0 = time.perf_counter()
-    statuses = asyncio.run(_post_all(base_url, bodies, concurrency))
-    seconds = time.perf_counter() - t0
-    if statuses != {200: len(bodies)}:
-        raise RuntimeError(f"baseline: unexpected statuses {statuses}")
-    return seconds
-
-
-async def _raw_post_all(base_url: str, bodies: list[bytes], concurrency: int) -> dict[int, int]:
-    u = urlsplit(base_url)
-    path = f"{u.path}/chat/completions".encode()
-    statuses: dict[int, int] = {}
-    it = iter(bodies)
-
-    async def worker() -> None:
-        reader, writer = await asyncio.open_connection(u.hostname, u.port)
-        for body in it:
-            writer.write(
-                b"POST %b HTTP/1.1\r\nhost: %b\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%b"
-                % (path, u.netloc.encode(), len(body), body)
-            )
-            head = await reader.readuntil(b"\r\n\r\n")
-            at = head.lower().index(b"content-length:") + 15
-            await reader.readexactly(int(head[at : head.index(b"\r\n", at)]))
-            status = int(head[9:12])
-            statuses[status] = statuses.get(status, 0) + 1
-        writer.close()
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return statuses
-
-
-def run_capacity(base_url: str, works: list[dict], concurrency: int, works_per_call: int, rounds: int = 1) -> float:
-    """The stub's own throughput: prebuilt bodies, ``rounds`` times, over raw sockets; returns wall seconds."""
-    import uvloop
-
-    bodies = [request_body(works[i : i + works_per_call]) for i in range(0, len(works), works_per_call)] * rounds
-    t0 = time.perf_counter()
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        statuses = runner.run(_raw_post_all(base_url, bodies, concurrency))
-    seconds = time.perf_counter() - t0
-    if statuses != {200: len(bodies)}:
-        raise RuntimeError(f"capacity: unexpected statuses {statuses}")
-    return seconds
-
-
-def frame_rows(works: list[dict]) -> list[dict]:
-    """The synthetic views as frame rows (the columns :func:`metacan_pipeline.teachers.views.record_view` reads)."""
-    return [
-        {
-            "id": w["id"],
-            "title_text": w["title"],
-            "publication_year": w["year"],
-            "language": w["language"],
-            "type": w["type"],
-            "venue_name": w["venue"],
-            "topic": w["topic"],
-            "field": w["field"],
-            "in_sampling_frame": True,
-            "sampling_frame_exclusion": None,
-            "has_abstract": False,
-        }
-        for w in works
-    ]
 
 
 def _label_run(storage, spec, rows: list[dict], run_id: str):
@@ -206,18 +81,9 @@ def run_client(base_url: str, works: list[dict], concurrency: int, works_per_cal
     import tempfile
 
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers.registry import TeacherSpec
 
     rows = frame_rows(works)
-    spec = TeacherSpec(
-        name="bench",
-        base_url=base_url,
-        model="stub-teacher",
-        works_per_call=works_per_call,
-        concurrency=concurrency,
-        structured_output="json_schema",
-        system_role="yes",
-    )
+    spec = _bench_spec(base_url, works_per_call, concurrency)
     with tempfile.TemporaryDirectory(prefix="bench-teacher-") as tmp:
         storage = MetacanStorage(data_dir=tmp)
         stats = _label_run(storage, spec, rows, "bench-run-1")
@@ -234,18 +100,9 @@ def run_cached(base_url: str, n: int, works_per_call: int = 25, concurrency: int
     import tempfile
 
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers.registry import TeacherSpec
 
     rows = frame_rows(make_works(n, seed=5))
-    spec = TeacherSpec(
-        name="bench",
-        base_url=base_url,
-        model="stub-teacher",
-        works_per_call=works_per_call,
-        concurrency=concurrency,
-        structured_output="json_schema",
-        system_role="yes",
-    )
+    spec = _bench_spec(base_url, works_per_call, concurrency)
     with tempfile.TemporaryDirectory(prefix="bench-teacher-") as tmp:
         storage = MetacanStorage(data_dir=tmp)
         t0 = time.perf_counter()
@@ -265,49 +122,19 @@ def run_cached(base_url: str, n: int, works_per_call: int = 25, concurrency: int
     }
 
 
-# ------------------------------------------------------------------------------------------------
-# measuring the stub's CPU
-# ------------------------------------------------------------------------------------------------
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _tree_cpu_s(pid: int) -> float:
-    """utime+stime in seconds of ``pid`` and its live descendants (from /proc/*/stat)."""
-    stats: dict[int, tuple[int, float]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as fh:
-                    f = fh.read().rsplit(")", 1)[1].split()
-                stats[int(d)] = (int(f[1]), (int(f[11]) + int(f[12])) / _TICK)
-            except (OSError, IndexError, ValueError):
-                continue
-    total, todo = 0.0, [pid]
-    while todo:
-        p = todo.pop()
-        total += stats.get(p, (0, 0.0))[1]
-        todo += [c for c, (pp, _) in stats.items() if pp == p]
-    return total
-
-
-def _self_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
 def measure(
     name: str, fn, base_url: str, pid: int, works: list[dict], concurrency: int, works_per_call: int, rounds: int = 1
 ) -> dict:
     """Run ``fn`` (which sends ``rounds`` x the works) against the stub; figures from its own seconds."""
     stats_url = base_url.removesuffix("/v1") + "/stats"
     calls0 = httpx.get(stats_url).json()["calls"]
-    stub0, self0, t0 = _tree_cpu_s(pid), _self_cpu_s(), time.perf_counter()
+    stub0, self0, t0 = tree_cpu_seconds(pid), self_cpu_seconds(), time.perf_counter()
     try:
         seconds = fn(base_url, works, concurrency, works_per_call)
     except NotImplementedError as exc:
         return {"name": name, "error": f"not implemented yet ({exc})"}
     wall = time.perf_counter() - t0
-    stub_cpu, self_cpu = _tree_cpu_s(pid) - stub0, _self_cpu_s() - self0
+    stub_cpu, self_cpu = tree_cpu_seconds(pid) - stub0, self_cpu_seconds() - self0
     calls = httpx.get(stats_url).json()["calls"] - calls0
     n_calls = rounds * -(-len(works) // works_per_call)
     return {
@@ -343,7 +170,7 @@ def main() -> None:
     results = []
     print(
         f"{args.calls} calls x {args.works_per_call} works, concurrency {args.concurrency}, stub workers {args.workers}, "
-        f"{os.cpu_count()} CPUs, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        f"{machine_line()}"
     )
     for latency in args.latency_ms:
         plan = [("baseline bare httpx", run_baseline, 1), ("client run_client", run_client, 1)]
@@ -394,13 +221,10 @@ def main() -> None:
     print(
         f"\n/httpx = works/s over the bare-httpx baseline, /stub = over the stub's own throughput (its capacity row), same stub;"
         f" the issue's figure to beat is client /stub >= 0.9 at concurrency 32. load after: "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        f"{loadavg()}"
     )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1)
-        )
+        write_json(args.json, {"args": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1)
 
 
 if __name__ == "__main__":

@@ -36,9 +36,7 @@ import time
 import zlib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from _common import REPO
 
 DEFAULT_SOURCE = (REPO / ".." / "shared" / "data" / "openalex").resolve()
 SNAPSHOT_SAMPLE = "max-planck-innovation-competition__go-openalex__snapshot_sample"

@@ -19,13 +19,10 @@ import cProfile
 import io
 import pstats
 import shutil
-import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path[:0] = [str(REPO), str(HERE)]
+from _common import OUT
 
 
 def main() -> None:
@@ -77,7 +74,7 @@ def main() -> None:
         f"build_part({job.source_file}): {time.perf_counter() - t0:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU under "
         f"cProfile; {row['work_records']} works, {row['routed']} routed, read via {row['read_path']}"
     )
-    path = HERE / "out" / f"profile_part_{args.n}.pstats"
+    path = OUT / f"profile_part_{args.n}.pstats"
     path.parent.mkdir(exist_ok=True)
     prof.dump_stats(path)
     for key in ("tottime", "cumulative"):
