@@ -23,13 +23,13 @@ from tqdm import tqdm
 from ..meta import counts_markdown, frame_plot_png, markdown_preview, png_markdown, table_metadata
 from ..openalex.ids import short_id
 from ..openalex.inventory import take_inventory
+from ..openalex.lexicon import LEXICON_VERSION
 from ..openalex.reader import Record, iter_records
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage, sql_literal
 from ..tables.frame import BUILD_MANIFEST_SCHEMA, ENTITY_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INVENTORY_SCHEMA
 from .entities import EntityLists, canadian_entity_rows
-from .lexicon import LEXICON_VERSION
 from .parts import InputChanged, PartJob, build_key, build_parts, default_workers, finished, part_dir
 from .routes import AdmissionRule
 

@@ -29,12 +29,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock
 
+from ..openalex.lexicon import LEXICON_VERSION
 from ..openalex.reader import QUARANTINE_COLUMNS
 from ..openalex.staging import ReadStats, read_work_batches
 from ..tables.frame import QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INDEX_SCHEMA
 from .entities import EntityLists
-from .lexicon import LEXICON_VERSION
 from .routes import route_row
 
 PART_CODE_VERSION = "part-v1"
