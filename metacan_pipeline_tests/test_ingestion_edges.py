@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs, materialize_in_process
-from metacan_pipeline.frame.assets import _removed_work_ids
+from metacan_pipeline.frame.merge import removed_work_ids
 from metacan_pipeline.openalex.staging import ReadStats, read_work_batches
 from metacan_pipeline.openalex.windows import Window, next_window
 
@@ -116,12 +116,12 @@ def test_a_merged_ids_file_with_another_header_fails_naming_the_file(tmp_path, h
     )
     f.write_bytes(gzip.compress(((header + "\n") if header else "").encode() + body.encode()))
     with pytest.raises(dg.Failure) as err:
-        _removed_work_ids(tmp_path)
+        removed_work_ids(tmp_path)
     assert "2025-01-01.csv.gz" in err.value.description and "merge_date,id,merge_into_id" in err.value.description
     f.write_bytes(
         gzip.compress(b"merge_date,id,merge_into_id\n2025-01-01,https://openalex.org/W1,W2\n2025-01-02,W3,\n")
     )
-    assert _removed_work_ids(tmp_path) == ({"W1": "W2", "W3": ""}, ["data/merged_ids/works/2025-01-01.csv.gz"])
+    assert removed_work_ids(tmp_path) == ({"W1": "W2", "W3": ""}, ["data/merged_ids/works/2025-01-01.csv.gz"])
 
 
 def test_an_api_page_gzipped_as_a_snapshot_part_is_read_not_lost(tmp_path, real_works):
