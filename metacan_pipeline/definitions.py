@@ -21,17 +21,14 @@ import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from .frame.api_refresh import openalex_api_refresh
-from .frame.assets import (
-    canadian_entities,
-    frame,
+from .frame.assets import canadian_entities, frame, frame_parts, openalex_inventory
+from .frame.checks import (
     frame_build_manifest_covers_snapshot,
     frame_ids_unique,
-    frame_parts,
     frame_routes_have_evidence,
     frame_stores_no_abstract_text,
-    openalex_inventory,
-    openalex_partitions,
 )
+from .frame.partitions import openalex_partitions
 from .publish.assets import records_may_ship, work_pages, work_records
 from .resources import OpenAlexFiles, default_openalex_dir
 from .sampling.assets import sample_design, sample_design_partitions_frame

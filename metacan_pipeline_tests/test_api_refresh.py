@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs
-from metacan_pipeline.openalex.windows import Window, next_window, write_marker
+from metacan_pipeline.openalex.windows import Window, completion_marker, harvest, next_window, write_marker
 
 from .conftest import LoopbackOpenAlex
 
@@ -252,3 +252,26 @@ def test_next_window_rules(tmp_path):
         next_window(tmp_path, today, from_date="2026-12-01")
     with pytest.raises(ValueError, match="YYYY-MM-DD"):
         next_window(tmp_path, today, to_date="30/11/2026")
+
+
+def test_a_harvest_counts_pages_distinct_works_and_cost_and_logs_each_query():
+    """Pages of two queries sharing a work: the window's works are distinct ids; an unreadable
+    ``meta.cost_usd`` counts as nothing; one log line per query; the marker holds the window's figures."""
+    pages = {
+        "q1": [{"results": [{"id": "W1"}, {"id": "W2"}], "meta": {"cost_usd": 0.25}}],
+        "q2": [{"results": [{"id": "W2"}], "meta": {"cost_usd": "n/a"}}, {"results": [], "meta": {}}],
+    }
+    lines: list[str] = []
+    got = harvest(lambda f: iter(pages[f]), ["q1", "q2"], lines.append)
+    assert (got.pages, got.works, got.cost_usd) == (3, {"W1", "W2"}, 0.25)
+    assert lines == ["q1: 2 works", "q2: 1 works"]
+    marker = completion_marker(Window("2026-11-01", "2026-11-08"), 2, got, 2)
+    assert {k: marker[k] for k in ("from", "to", "calls_made", "pages", "works", "cost_usd", "queries")} == {
+        "from": "2026-11-01",
+        "to": "2026-11-08",
+        "calls_made": 2,
+        "pages": 3,
+        "works": 2,
+        "cost_usd": 0.25,
+        "queries": 2,
+    }

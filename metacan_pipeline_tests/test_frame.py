@@ -4,8 +4,8 @@ import pytest
 
 from metacan_pipeline.definitions import build_resources, materialize_in_process
 from metacan_pipeline.frame.entities import EntityLists
-from metacan_pipeline.frame.lexicon import about_ca_fires, find_hits
 from metacan_pipeline.frame.routes import AdmissionRule, frame_row
+from metacan_pipeline.openalex.lexicon import about_ca_fires, find_hits
 
 
 def _work(**kw):

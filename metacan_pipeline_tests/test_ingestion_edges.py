@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs, materialize_in_process
-from metacan_pipeline.frame.assets import _removed_work_ids
+from metacan_pipeline.frame.merge import removed_work_ids
 from metacan_pipeline.openalex.staging import ReadStats, read_work_batches
 from metacan_pipeline.openalex.windows import Window, next_window
 
@@ -116,12 +116,12 @@ def test_a_merged_ids_file_with_another_header_fails_naming_the_file(tmp_path, h
     )
     f.write_bytes(gzip.compress(((header + "\n") if header else "").encode() + body.encode()))
     with pytest.raises(dg.Failure) as err:
-        _removed_work_ids(tmp_path)
+        removed_work_ids(tmp_path)
     assert "2025-01-01.csv.gz" in err.value.description and "merge_date,id,merge_into_id" in err.value.description
     f.write_bytes(
         gzip.compress(b"merge_date,id,merge_into_id\n2025-01-01,https://openalex.org/W1,W2\n2025-01-02,W3,\n")
     )
-    assert _removed_work_ids(tmp_path) == ({"W1": "W2", "W3": ""}, ["data/merged_ids/works/2025-01-01.csv.gz"])
+    assert removed_work_ids(tmp_path) == ({"W1": "W2", "W3": ""}, ["data/merged_ids/works/2025-01-01.csv.gz"])
 
 
 def test_an_api_page_gzipped_as_a_snapshot_part_is_read_not_lost(tmp_path, real_works):
@@ -152,3 +152,33 @@ def test_an_api_refresh_window_cannot_end_after_today(tmp_path):
     with pytest.raises(ValueError, match="to_updated_date 2026-12-31 is after today"):
         next_window(tmp_path, today, "2026-11-25", "2026-12-31")
     assert next_window(tmp_path, today, "2026-11-25", "2026-11-30")[0] == Window("2026-11-25", "2026-11-30")
+
+
+def test_the_inventory_lists_unsupported_files_and_the_quarantine_names_them(small_input):
+    """An unsupported file is an inventory row (partition ``files``), a warning and a quarantine row,
+    never a part to build."""
+    from metacan_pipeline.frame.merge import UNSUPPORTED_REASON, quarantine_table
+    from metacan_pipeline.frame.parts import part_jobs
+    from metacan_pipeline.openalex.inventory import take_inventory
+    from metacan_pipeline.tables.frame import QUARANTINE_SCHEMA
+
+    (small_input / "x.json.bz2").write_bytes(b"BZh9")
+    inv = take_inventory(small_input)
+    rows = inv.table_rows()
+    unsupported = [r for r in rows if r["manifest_status"] == "unsupported"]
+    assert [(r["source_file"], r["partition_key"], r["bytes"]) for r in unsupported] == [("x.json.bz2", "files", 4)]
+    assert any(w.startswith("not read: x.json.bz2 (unsupported file type") for w in inv.warnings())
+    jobs = part_jobs(rows, lambda f: small_input / f)
+    assert sorted(j.source_file for j in jobs) == sorted(r["source_file"] for r in inv.rows)
+    assert all(j.manifest_status == "no_manifest" for j in jobs)  # loose files: no snapshot manifest covers them
+    q = quarantine_table(QUARANTINE_SCHEMA.empty_table(), rows).to_pylist()
+    assert q == [
+        {"source_file": "x.json.bz2", "locator": "file", "line": None, "excerpt": "", "reason": UNSUPPORTED_REASON}
+    ]
+
+
+def test_the_build_manifest_has_one_row_per_part_by_file_with_its_admitted_count():
+    from metacan_pipeline.frame.merge import build_manifest_table
+
+    t = build_manifest_table([{"source_file": "b.json"}, {"source_file": "a.json"}], {"b.json": 3})
+    assert [(r["source_file"], r["admitted"]) for r in t.to_pylist()] == [("a.json", 0), ("b.json", 3)]

@@ -7,16 +7,16 @@ parts and windows). See :mod:`metacan_pipeline.openalex.windows` for the layout 
 """
 
 import datetime as dt
+from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
 from .. import settings
 from ..openalex.api import DEFAULT_BASE_URL, Budget, BudgetExhausted, OpenAlexClient, OpenAlexError, route_filters
-from ..openalex.windows import next_window, read_marker, write_marker
+from ..openalex.windows import Harvest, Window, completion_marker, harvest, next_window, read_marker, write_marker
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
-from .assets import canadian_entities
 
 #: Environment override of the API base URL (a mirror, a proxy, or a loopback server in tests).
 API_URL_ENV = settings.API_URL_ENV
@@ -48,12 +48,122 @@ class ApiRefreshConfig(dg.Config):
     )
 
 
+def pinned_entity_ids(storage: MetacanStorage) -> tuple[list[str], list[str]]:
+    """``(Canadian funder ids, Canadian source ids)`` of the pinned lists, sorted. Raises dg.Failure
+    when the ``canadian_entities`` table is missing (materialize it first)."""
+    if not storage.has_table("canadian_entities"):
+        raise dg.Failure(
+            description=f"the canadian_entities table is missing under {storage.warehouse}: materialize the asset "
+            f"canadian_entities first (job frame_refresh), then re-run openalex_api_refresh",
+            allow_retries=False,
+        )
+    entities = storage.read_table("canadian_entities", columns=["kind", "id"]).to_pylist()
+    return (
+        sorted({r["id"] for r in entities if r["kind"] == "funder"}),
+        sorted({r["id"] for r in entities if r["kind"] == "source"}),
+    )
+
+
+def archive_root(openalex: OpenAlexFiles) -> Path:
+    """The API archive folder, or dg.Failure when none is configured."""
+    if openalex.api_root is None:
+        raise dg.Failure(
+            description="no API archive folder configured (OpenAlexFiles.api_archive_dir is empty): set it, e.g. "
+            "to <data dir>/openalex_api as definitions.build_resources does",
+            allow_retries=False,
+        )
+    return openalex.api_root
+
+
+def choose_window(api_root: Path, config: ApiRefreshConfig) -> tuple[Window, str]:
+    """The window to harvest and why (:func:`.next_window` with today's UTC date); dg.Failure on a bad config."""
+    try:
+        return next_window(api_root, dt.datetime.now(dt.UTC).date(), config.from_updated_date, config.to_updated_date)
+    except ValueError as exc:
+        raise dg.Failure(description=f"openalex_api_refresh config: {exc}", allow_retries=False) from None
+
+
+def refresh_client(folder: Path, api_root: Path, config: ApiRefreshConfig) -> OpenAlexClient:
+    """The client of one window: pages archived in ``folder``, the per-day ledger at ``api_root``."""
+    return OpenAlexClient(
+        folder,
+        ledger_dir=api_root,
+        base_url=settings.openalex_api_url(config.base_url),
+        api_key_env=config.api_key_env,
+        per_page=config.per_page,
+        budget=Budget(max_calls=config.max_calls, max_cost_usd=config.max_cost_usd),
+    )
+
+
+def budget_failure(window: Window, exc: BudgetExhausted, client: OpenAlexClient, folder: Path) -> dg.Failure:
+    """The failure of a window stopped by the day's budget: names the window to resume and how."""
+    return dg.Failure(
+        description=(
+            f"window {window.name} is incomplete (no window.json): {exc}. To resume it, re-run openalex_api_refresh "
+            f"(job api_refresh) once the budget allows (tomorrow, or with a larger max_calls / max_cost_usd) with "
+            f"from_updated_date={window.from_date} and to_updated_date={window.to_date}, or with neither: the default "
+            f"window resumes the oldest incomplete one. The {client.calls_made} pages bought in this run are archived "
+            f"in {folder} and will not be bought again."
+        ),
+        metadata={
+            "window": window.name,
+            "calls_made": client.calls_made,
+            "pages_from_archive": client.pages_from_archive,
+        },
+        allow_retries=False,
+    )
+
+
+def harvest_window(client: OpenAlexClient, window: Window, filters: list[str], log) -> Harvest:
+    """Read every query of ``window`` to its end (:func:`.harvest`); closes the client. A spent budget
+    or a non-retryable OpenAlex answer stops the window (incomplete, resumable) with a dg.Failure."""
+    try:
+        return harvest(client.iter_pages, filters, log)
+    except BudgetExhausted as exc:
+        raise budget_failure(window, exc, client, client.archive_dir) from None
+    except OpenAlexError as exc:
+        raise dg.Failure(
+            description=f"window {window.name} stopped (incomplete, resumable): {exc}", allow_retries=False
+        ) from None
+    finally:
+        client.close()
+
+
+def completed_message(window: Window, got: Harvest, client: OpenAlexClient) -> str:
+    """The log line of a completed window: works, pages, calls bought, pages read back, cost."""
+    return (
+        f"openalex_api_refresh: window {window.name} complete: {len(got.works)} works in {got.pages} pages; "
+        f"{client.calls_made} calls made, {client.pages_from_archive} pages read back from the archive, "
+        f"${got.cost_usd:.4f}"
+    )
+
+
+def refresh_metadata(
+    window: Window, why: str, queries: int, got: Harvest, client: OpenAlexClient, folder: Path
+) -> dict:
+    """The metadata of a completed window: its dates, why it was chosen, queries, pages, works, calls, cost."""
+    return {
+        "window": window.name,
+        "from_updated_date": window.from_date,
+        "to_updated_date": window.to_date,
+        "window_choice": why,
+        "queries": queries,
+        "pages": got.pages,
+        "works": len(got.works),
+        "calls_made": client.calls_made,
+        "pages_from_archive": client.pages_from_archive,
+        "cost_usd": round(got.cost_usd, 6),
+        "cost_usd_this_run": round(client.cost_usd, 6),
+        "archive": dg.MetadataValue.path(str(folder)),
+    }
+
+
 @dg.asset(
     group_name="ingestion",
     kinds={"python", "openalex"},
     code_version="1",
     owners=["team:metacan"],
-    deps=[canadian_entities],
+    deps=["canadian_entities"],
     retry_policy=dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS),
 )
 def openalex_api_refresh(
@@ -88,28 +198,9 @@ def openalex_api_refresh(
     Transient HTTP errors are retried by the client (tenacity, Retry-After honoured).
     Metadata: window, queries, pages, works, calls made, pages from archive, cost.
     """
-    api_root = openalex.api_root
-    if api_root is None:
-        raise dg.Failure(
-            description="no API archive folder configured (OpenAlexFiles.api_archive_dir is empty): set it, e.g. "
-            "to <data dir>/openalex_api as definitions.build_resources does",
-            allow_retries=False,
-        )
-    if not storage.has_table("canadian_entities"):
-        raise dg.Failure(
-            description=f"the canadian_entities table is missing under {storage.warehouse}: materialize the asset "
-            f"canadian_entities first (job frame_refresh), then re-run openalex_api_refresh",
-            allow_retries=False,
-        )
-    entities = storage.read_table("canadian_entities", columns=["kind", "id"]).to_pylist()
-    funders = sorted({r["id"] for r in entities if r["kind"] == "funder"})
-    sources = sorted({r["id"] for r in entities if r["kind"] == "source"})
-    try:
-        window, why = next_window(
-            api_root, dt.datetime.now(dt.UTC).date(), config.from_updated_date, config.to_updated_date
-        )
-    except ValueError as exc:
-        raise dg.Failure(description=f"openalex_api_refresh config: {exc}", allow_retries=False) from None
+    api_root = archive_root(openalex)
+    funders, sources = pinned_entity_ids(storage)
+    window, why = choose_window(api_root, config)
     folder = window.folder(api_root)
     already = read_marker(folder)
     filters = route_filters(funders, sources, window.from_date, window.to_date)
@@ -117,82 +208,9 @@ def openalex_api_refresh(
         f"openalex_api_refresh: window {window.name} ({why}){'; already complete, replaying its archive' if already else ''}; "
         f"{len(filters)} queries over {len(funders)} funders and {len(sources)} sources"
     )
-    client = OpenAlexClient(
-        folder,
-        ledger_dir=api_root,
-        base_url=settings.openalex_api_url(config.base_url),
-        api_key_env=config.api_key_env,
-        per_page=config.per_page,
-        budget=Budget(max_calls=config.max_calls, max_cost_usd=config.max_cost_usd),
-    )
-    pages, works, cost = 0, set(), 0.0
-    try:
-        for f in filters:
-            n = 0
-            for page in client.iter_pages(f):
-                pages += 1
-                n += len(page["results"])
-                works.update(r.get("id") for r in page["results"] if isinstance(r, dict))
-                try:
-                    cost += float((page.get("meta") or {}).get("cost_usd") or 0.0)
-                except (TypeError, ValueError):
-                    pass
-            context.log.info(f"{f[:100]}{'...' if len(f) > 100 else ''}: {n} works")
-    except BudgetExhausted as exc:
-        raise dg.Failure(
-            description=(
-                f"window {window.name} is incomplete (no window.json): {exc}. To resume it, re-run openalex_api_refresh "
-                f"(job api_refresh) once the budget allows (tomorrow, or with a larger max_calls / max_cost_usd) with "
-                f"from_updated_date={window.from_date} and to_updated_date={window.to_date}, or with neither: the default "
-                f"window resumes the oldest incomplete one. The {client.calls_made} pages bought in this run are archived "
-                f"in {folder} and will not be bought again."
-            ),
-            metadata={
-                "window": window.name,
-                "calls_made": client.calls_made,
-                "pages_from_archive": client.pages_from_archive,
-            },
-            allow_retries=False,
-        ) from None
-    except OpenAlexError as exc:
-        raise dg.Failure(
-            description=f"window {window.name} stopped (incomplete, resumable): {exc}", allow_retries=False
-        ) from None
-    finally:
-        client.close()
+    client = refresh_client(folder, api_root, config)
+    got = harvest_window(client, window, filters, context.log.info)
     if not already:  # a replay of a complete window leaves its marker as it was
-        # calls_made: by the run that completed the window; pages, works and cost_usd: the whole window,
-        # including pages bought by earlier, interrupted runs (their meta.cost_usd is archived with them)
-        write_marker(
-            folder,
-            {
-                "from": window.from_date,
-                "to": window.to_date,
-                "completed_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                "calls_made": client.calls_made,
-                "pages": pages,
-                "works": len(works),
-                "cost_usd": round(cost, 6),
-                "queries": len(filters),
-            },
-        )
-    context.log.info(
-        f"openalex_api_refresh: window {window.name} complete: {len(works)} works in {pages} pages; "
-        f"{client.calls_made} calls made, {client.pages_from_archive} pages read back from the archive, ${cost:.4f}"
-    )
-    return dg.MaterializeResult(
-        metadata={
-            "window": window.name,
-            "from_updated_date": window.from_date,
-            "to_updated_date": window.to_date,
-            "window_choice": why,
-            "queries": len(filters),
-            "pages": pages,
-            "works": len(works),
-            "calls_made": client.calls_made,
-            "pages_from_archive": client.pages_from_archive,
-            "cost_usd": round(cost, 6),
-            "cost_usd_this_run": round(client.cost_usd, 6),
-            "archive": dg.MetadataValue.path(str(folder)),
-        }
-    )
+        write_marker(folder, completion_marker(window, client.calls_made, got, len(filters)))
+    context.log.info(completed_message(window, got, client))
+    return dg.MaterializeResult(metadata=refresh_metadata(window, why, len(filters), got, client, folder))

@@ -20,7 +20,8 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +30,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock
 
+from ..openalex.lexicon import LEXICON_VERSION
 from ..openalex.reader import QUARANTINE_COLUMNS
 from ..openalex.staging import ReadStats, read_work_batches
 from ..tables.frame import QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INDEX_SCHEMA
 from .entities import EntityLists
-from .lexicon import LEXICON_VERSION
 from .routes import route_row
 
 PART_CODE_VERSION = "part-v1"
@@ -104,6 +105,58 @@ def finished(parts_root: Path, job: PartJob, key: str) -> dict | None:
     except (OSError, ValueError):
         return None
     return row if row.get("build_key") == key else None
+
+
+def part_jobs(
+    inventory_rows: list[dict], path_of: Callable[[str], Path], keys: set[str] | None = None
+) -> list[PartJob]:
+    """The part to build for every present, supported file of the inventory (``openalex_inventory``
+    rows), in the partitions ``keys`` (all when None); ``path_of`` maps a ``source_file`` to its path
+    (:meth:`OpenAlexFiles.path_of`). A snapshot partition without a manifest is ``no_manifest``."""
+    return [
+        PartJob(
+            str(path_of(r["source_file"])),
+            r["source_file"],
+            r["partition_key"],
+            r["bytes"],
+            r["mtime_ns"],
+            r["manifest_record_count"],
+            "no_manifest" if r["manifest_status"] == "not_snapshot" else r["manifest_status"],
+        )
+        for r in inventory_rows
+        if r["present"] and r["manifest_status"] != "unsupported" and (keys is None or r["partition_key"] in keys)
+    ]
+
+
+def split_finished(
+    jobs: list[PartJob], parts_root: Path, entities: EntityLists
+) -> tuple[list[dict], list[tuple[PartJob, str]]]:
+    """``(manifest rows of the parts already built with their current build key, (job, key) of the
+    others)``: what a build can skip unread and what it must build."""
+    done, todo = [], []
+    for job in jobs:
+        key = build_key(job, entities)
+        row = finished(parts_root, job, key)
+        (done.append(row) if row else todo.append((job, key)))
+    return done, todo
+
+
+def reason_class(reason: str) -> str:
+    """The class of a quarantine reason (its text before any ``:`` or ``(``), for counts by reason."""
+    return reason.split(":")[0].split("(")[0].strip()
+
+
+def quarantine_reasons(parts_root: Path, rows: list[dict]) -> Counter:
+    """Quarantined records by reason class over the parts of the manifest ``rows``."""
+    out: Counter = Counter()
+    for row in rows:
+        if row["quarantined"]:
+            q = pq.read_table(
+                part_dir(parts_root, row["partition_key"], row["source_file"]) / "quarantine.parquet",
+                columns=["reason"],
+            )
+            out.update(reason_class(r) for r in q.column("reason").to_pylist())
+    return out
 
 
 def _sha256(path: Path) -> str:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..openalex.lexicon import LEXICON_VERSION, LexiconHit, about_ca_fires, evidence_hits
+from ..vocab import ROUTES
 from .entities import EntityLists
-from .lexicon import LEXICON_VERSION, LexiconHit, about_ca_fires, evidence_hits
 
 MIN_TITLE_CHARS = 11  # SPEC section 2: titles of 10 characters or fewer leave the sampling frame
 
@@ -25,7 +26,7 @@ class AdmissionRule:
 
 def route_key(row: dict) -> str:
     """The route combination as a stable stratum-friendly key, e.g. ``ca_aff+ca_fund``."""
-    return "+".join(r for r in ("ca_aff", "ca_fund", "ca_venue", "about_ca") if row[r]) or "none"
+    return "+".join(r for r in ROUTES if row[r]) or "none"
 
 
 def admission_outcome(row: dict, rule: AdmissionRule) -> str:

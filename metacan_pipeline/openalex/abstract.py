@@ -128,7 +128,7 @@ def tidy_abstract(text: str | None) -> str | None:
     and decodes character references that the source escaped twice.
 
     For pages only, not in :func:`deinvert`: the frame's evidence search reads :func:`deinvert`'s text,
-    and its SQL pre-scan (``frame.lexicon.abstract_words_sql``) must find every word that text holds;
+    and its SQL pre-scan (``openalex.lexicon.abstract_words_sql``) must find every word that text holds;
     a word freed from a glued label or from a double escape would be invisible to it.
     """
     if not text:

@@ -6,7 +6,7 @@ JSON: ``entries[].url``, ``entries[].meta.record_count`` and ``entries[].meta.co
 size in bytes) written after the parts; merged works as
 ``data/merged_ids/works/*.csv.gz``.
 
-Partition keys (the frame's Dagster partitions, :data:`metacan_pipeline.frame.assets.openalex_partitions`):
+Partition keys (the frame's Dagster partitions, the dynamic partitions ``openalex_partitions``):
 a snapshot part belongs to its ``updated_date=YYYY-MM-DD`` folder; a page of the API archive to its
 refresh window folder (``window=<from>_<to>``, source files prefixed ``api/``); every other file
 (API pages, archives, single works, JSON Lines) belongs to ``files``.
@@ -65,6 +65,47 @@ class Inventory:
             and r["manifest_bytes"] is not None
             and r["bytes"] != r["manifest_bytes"]
         ]
+
+    def table_rows(self) -> list[dict]:
+        """The rows of ``openalex_inventory``: every file row, then one ``unsupported`` row per file of a
+        type the reader does not take (listed, never skipped silently)."""
+        return self.rows + [
+            {
+                "partition_key": LOCAL_FILES_KEY,
+                "source_file": name,
+                "present": True,
+                "bytes": p.stat().st_size,
+                "mtime_ns": p.stat().st_mtime_ns,
+                "manifest_record_count": None,
+                "manifest_bytes": None,
+                "manifest_status": "unsupported",
+                "manifest_file": None,
+            }
+            for name, p in self.unsupported
+        ]
+
+    def warnings(self) -> list[str]:
+        """One log line per problem worth a person's attention: unreadable manifests, incomplete snapshot
+        partitions (one line, up to 10 named), parts whose size is not the manifest's, unsupported files.
+        Every file is read anyway."""
+        out = list(self.manifest_errors)
+        incomplete = self.incomplete_partitions()
+        if incomplete:
+            out.append(
+                f"{len(incomplete)} snapshot partition(s) incomplete (read anyway): "
+                + "; ".join(f"{k}: {why}" for k, why in list(incomplete.items())[:10])
+            )
+        out += [
+            f"{r['source_file']}: {r['bytes']} bytes here, the snapshot manifest lists {r['manifest_bytes']} "
+            f"(truncated or replaced download? re-download it); read anyway"
+            for r in self.size_mismatches()
+        ]
+        out += [
+            f"not read: {name} (unsupported file type; OpenAlex input must be .json, "
+            f".json.gz, .jsonl, .ndjson or .gz JSON Lines)"
+            for name, _ in self.unsupported
+        ]
+        return out
 
     def incomplete_partitions(self) -> dict[str, str]:
         """Snapshot partitions that are not whole, with why (listed parts missing, or not in the manifest)."""

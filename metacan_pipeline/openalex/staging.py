@@ -28,9 +28,9 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 
-from ..frame.lexicon import abstract_may_count_sql, abstract_words_sql, evidence_hits, find_hits, prefilter_pattern
 from ..tables.openalex import INDEX_SCHEMA
 from .abstract import deinvert, markup_to_text
+from .lexicon import abstract_may_count_sql, abstract_words_sql, evidence_hits, find_hits, prefilter_pattern
 from .reader import QUARANTINE_COLUMNS, Quarantined, iter_file
 from .works import work_row
 

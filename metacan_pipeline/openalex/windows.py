@@ -20,7 +20,8 @@ import datetime as dt
 import json
 import os
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 WINDOW_PREFIX = "window="
@@ -125,3 +126,49 @@ def write_marker(folder: Path, doc: dict) -> Path:
     tmp.write_text(json.dumps(doc, indent=2, sort_keys=True), encoding="utf-8")
     os.replace(tmp, folder / MARKER)
     return folder / MARKER
+
+
+@dataclass
+class Harvest:
+    """What the pages of one window held: pages read, distinct work ids, summed ``meta.cost_usd``
+    (pages read back from the archive included, so the figures are the whole window's)."""
+
+    pages: int = 0
+    works: set = field(default_factory=set)
+    cost_usd: float = 0.0
+
+    def add(self, page: dict) -> int:
+        """Count one page; returns its number of results."""
+        self.pages += 1
+        self.works.update(r.get("id") for r in page["results"] if isinstance(r, dict))
+        try:
+            self.cost_usd += float((page.get("meta") or {}).get("cost_usd") or 0.0)
+        except (TypeError, ValueError):
+            pass
+        return len(page["results"])
+
+
+def harvest(pages_of: Callable[[str], Iterable[dict]], filters: list[str], log: Callable[[str], None]) -> Harvest:
+    """Read every page of every filter (``pages_of``: :meth:`OpenAlexClient.iter_pages`), logging the
+    works of each query. Exceptions of the client (budget spent, a refused request) propagate."""
+    out = Harvest()
+    for f in filters:
+        n = sum(out.add(page) for page in pages_of(f))
+        log(f"{f[:100]}{'...' if len(f) > 100 else ''}: {n} works")
+    return out
+
+
+def completion_marker(window: Window, calls_made: int, harvested: Harvest, queries: int) -> dict:
+    """The ``window.json`` of a window read to its end. ``calls_made``: by the run that completed the
+    window; pages, works and cost_usd: the whole window, including pages bought by earlier, interrupted
+    runs (their ``meta.cost_usd`` is archived with them)."""
+    return {
+        "from": window.from_date,
+        "to": window.to_date,
+        "completed_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "calls_made": calls_made,
+        "pages": harvested.pages,
+        "works": len(harvested.works),
+        "cost_usd": round(harvested.cost_usd, 6),
+        "queries": queries,
+    }

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..frame.lexicon import evidence_hits, find_hits
 from .abstract import deinvert, markup_to_text
 from .ids import short_id
+from .lexicon import evidence_hits, find_hits
 from .reader import Record
 
 

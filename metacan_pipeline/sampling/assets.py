@@ -6,7 +6,6 @@ import dagster as dg
 import pyarrow as pa
 from pydantic import Field
 
-from ..frame.assets import frame
 from ..meta import counts_markdown, table_metadata
 from ..storage import MetacanStorage
 from ..tables.sampling import DESIGN_SCHEMA
@@ -54,7 +53,7 @@ class SampleDesignConfig(dg.Config):
         )
 
 
-@dg.asset(group_name="labeling", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"], deps=[frame])
+@dg.asset(group_name="labeling", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"], deps=["frame"])
 def sample_design(
     context: dg.AssetExecutionContext, config: SampleDesignConfig, storage: MetacanStorage
 ) -> dg.MaterializeResult:

@@ -4,6 +4,9 @@ Matched case-insensitively on word boundaries over the title, the abstract words
 names. Tier A (Canada, provinces and territories in English and French, First Nations, Inuit, Métis)
 and tier B (unambiguous Canadian places and institutions) fire alone; tier C (names with common
 homographs) fires only together with a tier-A hit in the same work.
+
+It lives in ``openalex/`` because it is applied while a record is read (:mod:`.works`, :mod:`.staging`:
+the abstract text is used once, here, then dropped); ``frame.routes`` decides the route from its hits.
 """
 
 from __future__ import annotations
