@@ -34,7 +34,7 @@ Usage::
   calls, and 2% older duplicate labels that the predictions query must drop, which export_labels never
   writes: a little more work than the real table); codex labels the training works
   with design weights 10/20/50/100 from four strata (coverage ``sample``).
-- The bundle: ``train_bundle`` on those labels; ``bundle["gates"]`` and ``bundle["rates"]`` exactly as
+- The bundle: ``fit_heads`` on those labels; ``bundle.gates`` and ``bundle.rates`` exactly as
   ``student_heads`` derives them (``_gates`` and the design-weighted codex rate).
 
 *Stages*, one after the other, never overlapping, each in a fresh child process
@@ -47,7 +47,7 @@ and ``ru_maxrss`` the parent records as bench_frame.py does:
   ratio = train_bundle / mean(bare). Then the bare loop once more with BLAS on one thread (as
   ``heads.fit_logreg`` fits), and one binary fit and one 12-class fit timed alone.
 - ``score_baseline`` (at the largest size, before and after): the N texts held in memory (read and
-  joined before the clock starts), then ``bundle["vectorizer"].transform(texts)`` and every head's
+  joined before the clock starts), then ``bundle.vectorizer.transform(texts)`` and every head's
   ``score(X)``: the bare scikit-learn cost of the same heads, no Parquet, no DuckDB.
 - ``score`` at each size: ``write_predictions(storage, bundle)`` (student_scores + quota calibration +
   the DuckDB predictions query + Parquet writes), timed around the call, with a breakdown from timing
@@ -523,14 +523,10 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
     from sklearn.linear_model import LogisticRegression
 
     import metacan_pipeline
-    from metacan_pipeline.student.assets import (
-        TEACHERS,
-        _gates,
-        model_version_for,
-        target_value,
-        train_bundle,
-    )
     from metacan_pipeline.student.heads import PARAMS, weighted_rate
+    from metacan_pipeline.student.models import StudentBundle
+    from metacan_pipeline.student.roles import STUDENT_TEACHERS as TEACHERS
+    from metacan_pipeline.student.training import fit_heads, model_version_for, support_gates, target_value
     from metacan_pipeline.vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
 
     d = pickle.loads(train_file.read_bytes())
@@ -545,7 +541,7 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
     )
     model_version = model_version_for(labels, weights, "tfidf")
     t0 = time.perf_counter()
-    bundle = train_bundle(model_version, "tfidf", labels, texts, train_w)
+    vectorizer, heads = fit_heads("tfidf", labels, texts, train_w)
     res["train_bundle_seconds"] = time.perf_counter() - t0
     _say(f"  train_bundle: {res['train_bundle_seconds']:.1f} s")
     res["baseline_after"] = _sklearn_heads(labels, texts, train_w)
@@ -565,16 +561,18 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
         X[keep], [labels["codex"][i]["study_design"] for i in keep], sample_weight=train_w["codex"][keep]
     )
     res["one_categorical_fit_seconds"] = time.perf_counter() - t0
-    heads = bundle["heads"]
-    res["heads"] = {t: {h: heads[t][h].status for h in heads[t]} for t in heads}
-    res["heads_trained"] = sum(h.status == "trained" for t in heads for h in heads[t].values())
-    res["features"] = len(bundle["vectorizer"].vocabulary_)
+    res["heads"] = {t: {h: heads[t][h].status_ for h in heads[t]} for t in heads}
+    res["heads_trained"] = sum(h.status_ == "trained" for t in heads for h in heads[t].values())
+    res["features"] = len(vectorizer.vocabulary_)
     # as student_heads: the support gate over every label of both teachers, and the design-weighted codex rates
-    bundle["gates"] = _gates(labels, weights, heads)
+    gates = support_gates(labels, weights, heads)
     codex_w = np.array([weights.get(r["work_id"], 1.0) for r in labels["codex"]])
-    bundle["rates"] = {
+    rates = {
         t: weighted_rate(np.array([target_value(r, t) or 0 for r in labels["codex"]]), codex_w) for t in BINARY_TARGETS
     }
+    bundle = StudentBundle(
+        vectorizer, heads, model_version=model_version, feature_kind="tfidf", gates=gates, rates=rates
+    )
     res["gates"] = {
         t: {
             "passed": g.passed,
@@ -583,11 +581,11 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
             "kish_ess": round(g.kish_ess_positive, 1),
             "reason": g.reason,
         }
-        for t, g in bundle["gates"].items()
+        for t, g in bundle.gates.items()
     }
-    res["rates"] = bundle["rates"]
-    res["gated_binary"] = [t for t in BINARY_TARGETS if bundle["gates"][t].passed]
-    res["gated_categorical"] = [t for t in CATEGORICAL_TARGETS if bundle["gates"][t].passed]
+    res["rates"] = bundle.rates
+    res["gated_binary"] = [t for t in BINARY_TARGETS if bundle.gates[t].passed]
+    res["gated_categorical"] = [t for t in CATEGORICAL_TARGETS if bundle.gates[t].passed]
     res["model_version"] = model_version
     joblib.dump(bundle, bundle_file)
     return res
@@ -609,12 +607,12 @@ def stage_score_baseline(data_dir: Path, bundle_file: Path) -> dict:
     bundle = joblib.load(bundle_file)
     texts = _frame_texts(data_dir)
     t0 = time.perf_counter()
-    X = bundle["vectorizer"].transform(texts)
+    X = bundle.vectorizer.transform(texts)
     t_vec = time.perf_counter() - t0
     out = []
-    for heads in bundle["heads"].values():
+    for heads in bundle.heads.values():
         for head in heads.values():
-            out.append(head.score(X))
+            out.append(head.score_samples(X))
     secs = time.perf_counter() - t0
     return {
         "package": metacan_pipeline.__file__,
@@ -634,7 +632,7 @@ def stage_score(data_dir: Path, bundle_file: Path, profile_to: str | None) -> di
     import metacan_pipeline
     import metacan_pipeline.storage as st
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.student.assets import write_predictions
+    from metacan_pipeline.student.predicting import write_predictions
 
     bundle = joblib.load(bundle_file)
     storage = MetacanStorage(data_dir=str(data_dir))
