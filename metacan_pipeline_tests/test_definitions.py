@@ -36,6 +36,10 @@ def test_blocking_checks_guard_what_ships():
     assert (
         checks["records_may_ship"].blocking and checks["records_may_ship"].asset_key.to_user_string() == "work_records"
     )
+    # each check attaches to the table it reads; the holdout check blocks the scores of a leaking model
+    assert checks["student_holdout_disjoint_from_training"].asset_key == dg.AssetKey("student_training_set")
+    assert dg.AssetKey("student_training_set") in graph.get(dg.AssetKey("student_scores")).parent_keys
+    assert {checks[n].asset_key.to_user_string() for n in checks if n.startswith("predictions_")} == {"predictions"}
     # every check blocks what is downstream except the manifest coverage warning and the sample teacher's coverage (a budget may defer works)
     assert {n for n, c in checks.items() if not c.blocking} == {
         "frame_build_manifest_covers_snapshot",

@@ -425,3 +425,46 @@ def test_student_heads_on_the_minilm_backend(storage):
             resources={"storage": storage},
             run_config={"ops": {"student_heads": {"config": {"features": "bert"}}}},
         )
+
+
+def test_heads_are_estimators_and_a_one_class_head_is_a_prior_dummy_classifier():
+    from sklearn.base import clone
+    from sklearn.dummy import DummyClassifier
+
+    from metacan_pipeline.student.heads import BinaryHead, CategoricalHead
+
+    X = np.eye(4)
+    head = BinaryHead("metaresearch")
+    assert head.fit(X, np.array([1, 1, 1, 1]), sample_weight=np.array([1.0, 2.0, 3.0, 4.0])) is head
+    assert isinstance(head.estimator_, DummyClassifier) and head.estimator_.strategy == "prior"
+    assert head.status_.startswith("constant") and head.score_samples(X).tolist() == [1.0] * 4
+    assert clone(head).get_params() == {"target": "metaresearch"} and not hasattr(clone(head), "status_")
+    none = BinaryHead("about_ca_topic").fit(X[:0], np.array([], dtype=int))
+    assert none.estimator_ is None and none.score_samples(X).tolist() == [0.0] * 4  # no label: rate 0
+    cat = CategoricalHead("genre", ("empirical", "review", "other")).fit(X, ["review", None, "review", None])
+    assert cat.status_.startswith("constant") and cat.predict_proba(X).tolist() == [[0.0, 1.0, 0.0]] * 4
+    empty = CategoricalHead("genre", ("empirical", "review")).fit(X, [None] * 4)
+    assert empty.predict_proba(X[:1]).tolist() == [[0.5, 0.5]]  # no value: uniform
+    trained = CategoricalHead("genre", ("empirical", "review", "other")).fit(X, ["review", "other"] * 2)
+    assert trained.status_ == "trained" and trained.predict_proba(X)[:, 0].tolist() == [0.0] * 4
+
+
+def test_label_batches_adds_every_round_proposal_once_and_leaves_other_batches(storage):
+    from metacan_pipeline.teachers.batches import add_round_proposals
+
+    with storage.connect() as con:
+        con.execute("INSERT INTO label_batches VALUES ('by_hand', 'W1', now(), 'loaded by hand')")
+        con.execute(
+            "INSERT INTO machine_round_proposals VALUES (1, 'W1', 'largest arm spread', 0.9, 0.1, 0.8), "
+            "(1, 'W2', 'random sentinel', 0.5, 0.5, 0.0)"
+        )
+        assert add_round_proposals(con) == 2 and add_round_proposals(con) == 0
+        con.execute("INSERT INTO machine_round_proposals VALUES (2, 'W3', 'closest to 0.5', 0.4, 0.6, 0.2)")
+        assert add_round_proposals(con) == 1
+        rows = con.execute("SELECT batch, work_id, source FROM label_batches ORDER BY batch, work_id").fetchall()
+    assert rows == [
+        (ACTIVE_BATCH, "W1", "machine_scores round 1: largest arm spread"),
+        (ACTIVE_BATCH, "W2", "machine_scores round 1: random sentinel"),
+        (ACTIVE_BATCH, "W3", "machine_scores round 2: closest to 0.5"),
+        ("by_hand", "W1", "loaded by hand"),
+    ]

@@ -21,7 +21,7 @@ from ..tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA, THRESHOL
 from .evaluation import holdout_metric_rows, write_reliability_plots
 from .features import FEATURE_KINDS
 from .holdout import HOLDOUT_VERSION
-from .models import load_published, model_path, publish
+from .models import StudentBundle, load_published, model_path
 from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
 from .roles import CENSUS, SAMPLE, direct_labels_key
 from .rounds import (
@@ -42,7 +42,7 @@ from .rounds import (
     store_holdout_scores,
     training_signature,
 )
-from .training import load_training_inputs, model_version_for, train_bundle, training_set_table
+from .training import load_training_inputs, train_or_load, training_set_table
 
 #: The inputs every student asset reads: both student teachers' direct labels and the sample design.
 STUDENT_INPUTS = [direct_labels_key(CENSUS), direct_labels_key(SAMPLE), "sample_design"]
@@ -67,6 +67,30 @@ class StudentConfig(dg.Config):
         default="tfidf",
         description=f"Feature backend of every head: one of {', '.join(FEATURE_KINDS)} "
         "(tfidf: word 1-2 gram TF-IDF; minilm: all-MiniLM-L6-v2 sentence embeddings).",
+    )
+
+
+def _heads_metadata(
+    storage: MetacanStorage, bundle: StudentBundle, reused: bool, rows: list[dict], holdout: int, pngs: dict
+) -> dict:
+    """The ``student_heads`` metadata: the table, the model file and version, the training and holdout sizes,
+    how many heads carry decisions, and a reliability plot per teacher."""
+    gated = sum(1 for g in bundle.gates.values() if g.passed)
+    return table_metadata(
+        HEADS_SCHEMA,
+        len(rows),
+        rows,
+        ["teacher", "target", "positives", "holdout_n", "ap", "auroc", "ece", "gate_passed"],
+        model_version=bundle.model_version,
+        model_file=dg.MetadataValue.path(str(model_path(storage, bundle.model_version))),
+        model_reused=reused,
+        feature_backend=bundle.feature_kind,
+        holdout_version=HOLDOUT_VERSION,
+        frozen_holdout_works=holdout,
+        **{f"training_labels_{t}": len(ids) for t, ids in bundle.training_ids.items()},
+        heads_with_decisions=gated,
+        heads_scores_only=len(bundle.gates) - gated,
+        **{f"reliability_plot_{t}": png_markdown(p, f"reliability of the {t} heads") for t, p in pngs.items()},
     )
 
 
@@ -115,58 +139,29 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
         context.log.info(
             f"holdout frozen now: {len(inputs.holdout)} frame works of held-out venues ({HOLDOUT_VERSION})"
         )
-    model_version = model_version_for(inputs.labels, inputs.weights, config.features)
-    bundle = load_published(storage, model_version)
-    reused = bundle is not None
-    if bundle is None:
-        bundle = train_bundle(model_version, config.features, inputs)
-        summary = {"training_labels": {t: len(v) for t, v in bundle.training_ids.items()}}
-        publish(
-            storage,
-            bundle,
-            kind="hybrid",
-            run_id=context.run.run_id,
-            feature_kind=config.features,
-            summary={**summary, "holdout_version": HOLDOUT_VERSION},
-        )
-    else:
-        context.log.info(f"model version {model_version} is already published: loaded, not retrained (immutable)")
+    bundle, reused = train_or_load(storage, inputs, config.features, context.run.run_id)
+    if reused:
+        context.log.info(f"model version {bundle.model_version} is already published: loaded, not retrained")
     rows, curves = holdout_metric_rows(bundle, inputs)
-    n = storage.write_table("student_heads", pa.Table.from_pylist(rows, schema=HEADS_SCHEMA))
+    storage.write_table("student_heads", pa.Table.from_pylist(rows, schema=HEADS_SCHEMA))
     n_train = storage.write_table(
         "student_training_set", training_set_table(bundle, inputs.frame_info), schema=TRAINING_SET_SCHEMA
     )
-    pngs = write_reliability_plots(storage, model_version, curves)
+    pngs = write_reliability_plots(storage, bundle.model_version, curves)
     gated = [t for t, g in bundle.gates.items() if g.passed]
     n_ids = {t: len(ids) for t, ids in bundle.training_ids.items()}
     context.log.info(
-        f"student_heads {model_version} ({'reused' if reused else 'trained'}, {bundle.feature_kind}): "
+        f"student_heads {bundle.model_version} ({'reused' if reused else 'trained'}, {bundle.feature_kind}): "
         f"{n_ids[CENSUS]} {CENSUS} / {n_ids[SAMPLE]} {SAMPLE} training labels, {len(inputs.holdout)} frozen holdout "
         f"works; {len(gated)} of {len(bundle.gates)} codex heads pass the support gate ({gated or 'none'}): "
         "the others carry scores, no decision"
     )
     yield dg.MaterializeResult(
-        asset_key="student_heads",
-        metadata=table_metadata(
-            HEADS_SCHEMA,
-            n,
-            rows,
-            ["teacher", "target", "positives", "holdout_n", "ap", "auroc", "ece", "gate_passed"],
-            model_version=model_version,
-            model_file=dg.MetadataValue.path(str(model_path(storage, model_version))),
-            model_reused=reused,
-            feature_backend=bundle.feature_kind,
-            holdout_version=HOLDOUT_VERSION,
-            frozen_holdout_works=len(inputs.holdout),
-            **{f"training_labels_{t}": k for t, k in n_ids.items()},
-            heads_with_decisions=len(gated),
-            heads_scores_only=len(bundle.gates) - len(gated),
-            **{f"reliability_plot_{t}": png_markdown(p, f"reliability of the {t} heads") for t, p in pngs.items()},
-        ),
+        asset_key="student_heads", metadata=_heads_metadata(storage, bundle, reused, rows, len(inputs.holdout), pngs)
     )
     yield dg.MaterializeResult(
         asset_key="student_training_set",
-        metadata=table_metadata(TRAINING_SET_SCHEMA, n_train, None, None, model_version=model_version),
+        metadata=table_metadata(TRAINING_SET_SCHEMA, n_train, None, None, model_version=bundle.model_version),
     )
 
 
@@ -176,7 +171,8 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
             "student_scores",
             "Every frame work's raw score from every head of the current model version (one column per head; "
             "categorical heads: class probabilities and argmax), written in batches of 50,000 works.",
-            ["student_heads"],
+            # the training set too: its blocking holdout check then stops the scores of a leaking model
+            ["student_heads", "student_training_set"],
             {"python", "scikitlearn", "parquet"},
         ),
         _spec(

@@ -10,14 +10,15 @@ import dagster as dg
 import duckdb
 
 from ..storage import MetacanStorage
+from ..tables.student import STUDENT_TEACHERS as PUBLISHED_TEACHERS
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .holdout import venue_held_out
 from .roles import CENSUS, SAMPLE, direct_labels_key
 
 _LIST_SCORES = ["category_scores_codex", "category_scores_gemma"] + [
-    f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in ("codex", "gemma")
+    f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in PUBLISHED_TEACHERS
 ]
-_SCALAR_SCORES = [f"{t}_score_{s}" for t in ABOUT_CA_TARGETS for s in ("codex", "gemma")] + [
+_SCALAR_SCORES = [f"{t}_score_{s}" for t in ABOUT_CA_TARGETS for s in PUBLISHED_TEACHERS] + [
     "teacher_disagreement_score",
     "threshold_uncertainty_score",
 ]

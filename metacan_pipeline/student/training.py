@@ -25,7 +25,7 @@ from .calibration import GateResult, support_gate
 from .features import STUDENT_FIELDS, make_features, transform
 from .heads import PARAMS, BinaryHead, CategoricalHead, Head, kish_ess, run_fits, weighted_rate
 from .holdout import HOLDOUT_VERSION, freeze_holdout, venue_held_out, venue_key
-from .models import StudentBundle
+from .models import StudentBundle, load_published, publish
 from .roles import CENSUS, SAMPLE, STUDENT_TEACHERS, direct_labels_key
 from .scoring import scratch_connection, student_texts
 
@@ -240,6 +240,25 @@ def train_bundle(model_version: str, feature_kind: str, inputs: TrainingInputs) 
         gates=support_gates(inputs.labels, inputs.weights, heads),
         rates=decision_rates(inputs.labels[SAMPLE], inputs.weights),
     )
+
+
+def train_or_load(
+    storage: MetacanStorage, inputs: TrainingInputs, feature_kind: str, run_id: str
+) -> tuple[StudentBundle, bool]:
+    """The model version of ``inputs`` (:func:`model_version_for`): loaded when already published (a version
+    is immutable: it is never retrained), else trained (:func:`train_bundle`) and published once. Returns
+    ``(bundle, reused)``; raises :class:`~.models.ModelVersionError` for an altered or missing model file."""
+    model_version = model_version_for(inputs.labels, inputs.weights, feature_kind)
+    bundle = load_published(storage, model_version)
+    if bundle is not None:
+        return bundle, True
+    bundle = train_bundle(model_version, feature_kind, inputs)
+    summary = {
+        "training_labels": {t: len(v) for t, v in bundle.training_ids.items()},
+        "holdout_version": HOLDOUT_VERSION,
+    }
+    publish(storage, bundle, kind="hybrid", run_id=run_id, feature_kind=feature_kind, summary=summary)
+    return bundle, False
 
 
 def training_set_table(bundle: StudentBundle, frame_info: dict[str, dict]) -> pa.Table:
