@@ -69,7 +69,8 @@ def _sha256(path: Path) -> str:
 def load_published(storage: MetacanStorage, model_version: str) -> StudentBundle | None:
     """The bundle of a registered version (checked against its SHA-256), or None when not registered.
 
-    Raises ModelVersionError when the registered file is missing or its bytes changed.
+    Raises ModelVersionError when the registered file is missing, its bytes changed, or it holds a bundle
+    of older code (a dict: model versions name the code version, so new code trains its own version).
     """
     with storage.connect() as con:
         row = con.execute(
@@ -89,7 +90,13 @@ def load_published(storage: MetacanStorage, model_version: str) -> StudentBundle
             f"model version {model_version}: {path} has SHA-256 {sha}, registered {row[1]}: the file was "
             f"altered after publication; restore the original"
         )
-    return joblib.load(path)
+    bundle = joblib.load(path)
+    if not isinstance(bundle, StudentBundle):
+        raise ModelVersionError(
+            f"model version {model_version}: {path} holds a {type(bundle).__name__}, not a StudentBundle: it was "
+            f"published by older code (before the estimator heads); materialize student_heads, which trains a new version"
+        )
+    return bundle
 
 
 def publish(
