@@ -34,8 +34,8 @@ Usage::
   calls, and 2% older duplicate labels that the predictions query must drop, which export_labels never
   writes: a little more work than the real table); codex labels the training works
   with design weights 10/20/50/100 from four strata (coverage ``sample``).
-- The bundle: ``train_bundle`` on those labels; ``bundle["gates"]`` and ``bundle["rates"]`` exactly as
-  ``student_heads`` derives them (``_gates`` and the design-weighted codex rate).
+- The bundle: ``fit_heads`` on those labels; ``bundle.gates`` and ``bundle.rates`` exactly as
+  ``student_heads`` derives them (``support_gates`` and the design-weighted codex rate).
 
 *Stages*, one after the other, never overlapping, each in a fresh child process
 (``python bench_student.py --_stage ...``) whose RSS (summed over its process tree, sampled every 0.2 s)
@@ -47,7 +47,7 @@ and ``ru_maxrss`` the parent records as bench_frame.py does:
   ratio = train_bundle / mean(bare). Then the bare loop once more with BLAS on one thread (as
   ``heads.fit_logreg`` fits), and one binary fit and one 12-class fit timed alone.
 - ``score_baseline`` (at the largest size, before and after): the N texts held in memory (read and
-  joined before the clock starts), then ``bundle["vectorizer"].transform(texts)`` and every head's
+  joined before the clock starts), then ``bundle.vectorizer.transform(texts)`` and every head's
   ``score(X)``: the bare scikit-learn cost of the same heads, no Parquet, no DuckDB.
 - ``score`` at each size: ``write_predictions(storage, bundle)`` (student_scores + quota calibration +
   the DuckDB predictions query + Parquet writes), timed around the call, with a breakdown from timing

@@ -57,14 +57,10 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
     from sklearn.linear_model import LogisticRegression
 
     import metacan_pipeline
-    from metacan_pipeline.student.assets import (
-        TEACHERS,
-        _gates,
-        model_version_for,
-        target_value,
-        train_bundle,
-    )
     from metacan_pipeline.student.heads import PARAMS, weighted_rate
+    from metacan_pipeline.student.models import StudentBundle
+    from metacan_pipeline.student.roles import STUDENT_TEACHERS as TEACHERS
+    from metacan_pipeline.student.training import fit_heads, model_version_for, support_gates, target_value
     from metacan_pipeline.vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
 
     d = pickle.loads(train_file.read_bytes())
@@ -79,7 +75,7 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
     )
     model_version = model_version_for(labels, weights, "tfidf")
     t0 = time.perf_counter()
-    bundle = train_bundle(model_version, "tfidf", labels, texts, train_w)
+    vectorizer, heads = fit_heads("tfidf", labels, texts, train_w)
     res["train_bundle_seconds"] = time.perf_counter() - t0
     say(f"  train_bundle: {res['train_bundle_seconds']:.1f} s")
     res["baseline_after"] = _sklearn_heads(labels, texts, train_w)
@@ -99,16 +95,18 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
         X[keep], [labels["codex"][i]["study_design"] for i in keep], sample_weight=train_w["codex"][keep]
     )
     res["one_categorical_fit_seconds"] = time.perf_counter() - t0
-    heads = bundle["heads"]
-    res["heads"] = {t: {h: heads[t][h].status for h in heads[t]} for t in heads}
-    res["heads_trained"] = sum(h.status == "trained" for t in heads for h in heads[t].values())
-    res["features"] = len(bundle["vectorizer"].vocabulary_)
+    res["heads"] = {t: {h: heads[t][h].status_ for h in heads[t]} for t in heads}
+    res["heads_trained"] = sum(h.status_ == "trained" for t in heads for h in heads[t].values())
+    res["features"] = len(vectorizer.vocabulary_)
     # as student_heads: the support gate over every label of both teachers, and the design-weighted codex rates
-    bundle["gates"] = _gates(labels, weights, heads)
+    gates = support_gates(labels, weights, heads)
     codex_w = np.array([weights.get(r["work_id"], 1.0) for r in labels["codex"]])
-    bundle["rates"] = {
+    rates = {
         t: weighted_rate(np.array([target_value(r, t) or 0 for r in labels["codex"]]), codex_w) for t in BINARY_TARGETS
     }
+    bundle = StudentBundle(
+        vectorizer, heads, model_version=model_version, feature_kind="tfidf", gates=gates, rates=rates
+    )
     res["gates"] = {
         t: {
             "passed": g.passed,
@@ -117,11 +115,11 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
             "kish_ess": round(g.kish_ess_positive, 1),
             "reason": g.reason,
         }
-        for t, g in bundle["gates"].items()
+        for t, g in bundle.gates.items()
     }
-    res["rates"] = bundle["rates"]
-    res["gated_binary"] = [t for t in BINARY_TARGETS if bundle["gates"][t].passed]
-    res["gated_categorical"] = [t for t in CATEGORICAL_TARGETS if bundle["gates"][t].passed]
+    res["rates"] = bundle.rates
+    res["gated_binary"] = [t for t in BINARY_TARGETS if bundle.gates[t].passed]
+    res["gated_categorical"] = [t for t in CATEGORICAL_TARGETS if bundle.gates[t].passed]
     res["model_version"] = model_version
     joblib.dump(bundle, bundle_file)
     return res
@@ -143,12 +141,12 @@ def stage_score_baseline(data_dir: Path, bundle_file: Path) -> dict:
     bundle = joblib.load(bundle_file)
     texts = _frame_texts(data_dir)
     t0 = time.perf_counter()
-    X = bundle["vectorizer"].transform(texts)
+    X = bundle.vectorizer.transform(texts)
     t_vec = time.perf_counter() - t0
     out = []
-    for heads in bundle["heads"].values():
+    for heads in bundle.heads.values():
         for head in heads.values():
-            out.append(head.score(X))
+            out.append(head.score_samples(X))
     secs = time.perf_counter() - t0
     return {
         "package": metacan_pipeline.__file__,
@@ -168,7 +166,7 @@ def stage_score(data_dir: Path, bundle_file: Path, profile_to: str | None) -> di
     import metacan_pipeline
     import metacan_pipeline.storage as st
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.student.assets import write_predictions
+    from metacan_pipeline.student.predicting import write_predictions
 
     bundle = joblib.load(bundle_file)
     storage = MetacanStorage(data_dir=str(data_dir))

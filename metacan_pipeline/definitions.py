@@ -38,6 +38,7 @@ from .student.checks import PREDICTION_CHECKS
 from .student.prevalence import prevalence
 from .teachers.agreement import teacher_agreement
 from .teachers.assets import TEACHER_ASSETS, TEACHER_CHECKS
+from .teachers.batches import label_batches
 from .teachers.import_assets import imported_labels
 from .teachers.server import EmbeddedLlamaServer
 
@@ -55,6 +56,7 @@ ALL_ASSETS = [
     predictions,
     prevalence,
     machine_scores,
+    label_batches,
     work_records,
     work_pages,
 ]

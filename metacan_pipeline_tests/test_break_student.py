@@ -14,6 +14,7 @@ from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import machine_scores, predictions, student_heads
 from metacan_pipeline.student.holdout import venue_held_out, venue_key
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
+from metacan_pipeline.teachers.batches import label_batches
 
 from .test_student import N_WORKS, _sql, run, write_inputs
 
@@ -61,7 +62,7 @@ def test_path_with_a_quote_does_not_break_machine_scores(tmp_path):
     (ParserException after machine_scores and the round's holdout scores were already written)."""
     storage = MetacanStorage(data_dir=str(tmp_path / "O'Brien" / "data"))
     write_inputs(storage)
-    md = run(storage, machine_scores).asset_materializations_for_node("machine_scores")[0].metadata
+    md = run(storage, machine_scores, label_batches).asset_materializations_for_node("machine_scores")[0].metadata
     assert md["rounds_run"].value == 1
     assert _sql(storage, "SELECT count(*) FROM machine_rounds")[0][0] == 1
     assert _sql(storage, "SELECT count(*) FROM label_batches WHERE batch = 'active_learning'")[0][0] == 25

@@ -10,9 +10,10 @@ def test_definitions_load():
     assert specs["frame"].group_name == "ingestion" and specs["work_pages"].group_name == "publishing"
     for spec in specs.values():
         assert spec.description and len(spec.description) > 80, f"{spec.key} needs a real docstring"
-    assert len(ALL_ASSETS) == 16  # asset definitions; a multi_asset has one spec per table it writes
+    # one spec per table: a multi_asset (frame, student_heads, predictions, ...) has one per table it writes
     assert len(specs) == sum(len(a.keys) for a in ALL_ASSETS)
-    assert {"openalex_quarantine", "frame_build_manifest"} <= set(specs)
+    assert {"openalex_quarantine", "frame_build_manifest", "student_training_set", "student_scores"} <= set(specs)
+    assert {"prediction_thresholds", "label_batches"} <= set(specs)
     assert specs["frame_parts"].partitions_def.name == "openalex_partitions"
 
 
@@ -36,6 +37,10 @@ def test_blocking_checks_guard_what_ships():
     assert (
         checks["records_may_ship"].blocking and checks["records_may_ship"].asset_key.to_user_string() == "work_records"
     )
+    # each check attaches to the table it reads; the holdout check blocks the scores of a leaking model
+    assert checks["student_holdout_disjoint_from_training"].asset_key == dg.AssetKey("student_training_set")
+    assert dg.AssetKey("student_training_set") in graph.get(dg.AssetKey("student_scores")).parent_keys
+    assert {checks[n].asset_key.to_user_string() for n in checks if n.startswith("predictions_")} == {"predictions"}
     # every check blocks what is downstream except the manifest coverage warning and the sample teacher's coverage (a budget may defer works)
     assert {n for n, c in checks.items() if not c.blocking} == {
         "frame_build_manifest_covers_snapshot",

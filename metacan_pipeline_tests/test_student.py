@@ -28,6 +28,7 @@ from metacan_pipeline.student.models import model_path
 from metacan_pipeline.student.rounds import ACTIVE_BATCH, maturity_gate
 from metacan_pipeline.student.scoring import student_texts
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
+from metacan_pipeline.teachers.batches import label_batches
 from metacan_pipeline.vocab import (
     CATEGORIES,
     PREDICTION_STATUS,
@@ -190,7 +191,9 @@ def test_holdout_never_reaches_training(storage):
     b1, b2 = joblib.load(model_path(storage, v1)), joblib.load(model_path(storage, v2))
     for teacher in ("gemma", "codex"):
         for target in ("metaresearch", "about_ca_topic"):
-            assert np.array_equal(b1["heads"][teacher][target].model.coef_, b2["heads"][teacher][target].model.coef_)
+            assert np.array_equal(
+                b1.heads[teacher][target].estimator_.coef_, b2.heads[teacher][target].estimator_.coef_
+            )
     # ... while the holdout metrics see the flipped labels
     auroc = dict(_sql(storage, "SELECT teacher, auroc FROM student_heads WHERE target = 'metaresearch'"))
     assert auroc["gemma"] == pytest.approx(0.0) and auroc["codex"] == pytest.approx(
@@ -351,7 +354,7 @@ def test_machine_scores_rounds_count_only_new_labels_and_propose_fresh_batches(s
     design = storage.read_table("sample_design").to_pylist()
     outside = {r["id"] for r in design[1::4]}  # out of the sampling frame: a rule label, never a teacher call
     storage.write_table("sample_design", pa.Table.from_pylist([r for r in design if r["id"] not in outside]))
-    md1 = run(storage, machine_scores).asset_materializations_for_node("machine_scores")[0].metadata
+    md1 = run(storage, machine_scores, label_batches).asset_materializations_for_node("machine_scores")[0].metadata
     assert md1["rounds_run"].value == 1 and md1["new_round"].value is True
     ms = storage.read_table("machine_scores").to_pylist()
     assert len(ms) == N_WORKS and {r["validation_status"] for r in ms} == {SCORE_ONLY_IMMATURE}
@@ -363,7 +366,7 @@ def test_machine_scores_rounds_count_only_new_labels_and_propose_fresh_batches(s
     assert len(batch1) == len(ids1) == 25 and not ids1 & held and not ids1 & codex_labelled and not ids1 & outside
     assert {s.split(": ")[1] for _, s in batch1} == {"largest arm spread", "closest to 0.5", "random sentinel"}
 
-    md2 = run(storage, machine_scores).asset_materializations_for_node("machine_scores")[0].metadata
+    md2 = run(storage, machine_scores, label_batches).asset_materializations_for_node("machine_scores")[0].metadata
     assert md2["rounds_run"].value == 1 and md2["new_round"].value is False  # nothing new: not a round
     assert len(_sql(storage, "SELECT * FROM label_batches")) == 25
 
@@ -371,7 +374,7 @@ def test_machine_scores_rounds_count_only_new_labels_and_propose_fresh_batches(s
     titles = {r["id"]: r["title_text"] for r in frame}
     codex = storage.read_table("direct_labels_codex").to_pylist() + [_label("codex", w, titles[w]) for w in ids1]
     storage.write_table("direct_labels_codex", pa.Table.from_pylist(codex, schema=LABELS_SCHEMA))
-    md3 = run(storage, machine_scores).asset_materializations_for_node("machine_scores")[0].metadata
+    md3 = run(storage, machine_scores, label_batches).asset_materializations_for_node("machine_scores")[0].metadata
     assert md3["rounds_run"].value == 2 and md3["new_round"].value is True
     ids2 = {r[0] for r in _sql(storage, "SELECT work_id FROM machine_round_proposals WHERE round = 2")}
     assert len(ids2) == 25 and not ids2 & ids1 and not ids2 & held
@@ -413,7 +416,7 @@ def test_student_heads_on_the_minilm_backend(storage):
     md = result.asset_materializations_for_node("student_heads")[0].metadata
     assert md["feature_backend"].value == "minilm" and md["model_version"].value != tfidf["model_version"].value
     bundle = joblib.load(model_path(storage, md["model_version"].value))
-    assert bundle["heads"]["gemma"]["metaresearch"].model.coef_.shape == (1, 384)
+    assert bundle.heads["gemma"]["metaresearch"].estimator_.coef_.shape == (1, 384)
     rows = {(r["teacher"], r["target"]): r for r in storage.read_table("student_heads").to_pylist()}
     assert rows[("gemma", "metaresearch")]["auroc"] > 0.95  # separable titles, unseen venues
     with pytest.raises(Exception, match="student feature backend 'bert'"):
@@ -422,3 +425,46 @@ def test_student_heads_on_the_minilm_backend(storage):
             resources={"storage": storage},
             run_config={"ops": {"student_heads": {"config": {"features": "bert"}}}},
         )
+
+
+def test_heads_are_estimators_and_a_one_class_head_is_a_prior_dummy_classifier():
+    from sklearn.base import clone
+    from sklearn.dummy import DummyClassifier
+
+    from metacan_pipeline.student.heads import BinaryHead, CategoricalHead
+
+    X = np.eye(4)
+    head = BinaryHead("metaresearch")
+    assert head.fit(X, np.array([1, 1, 1, 1]), sample_weight=np.array([1.0, 2.0, 3.0, 4.0])) is head
+    assert isinstance(head.estimator_, DummyClassifier) and head.estimator_.strategy == "prior"
+    assert head.status_.startswith("constant") and head.score_samples(X).tolist() == [1.0] * 4
+    assert clone(head).get_params() == {"target": "metaresearch"} and not hasattr(clone(head), "status_")
+    none = BinaryHead("about_ca_topic").fit(X[:0], np.array([], dtype=int))
+    assert none.estimator_ is None and none.score_samples(X).tolist() == [0.0] * 4  # no label: rate 0
+    cat = CategoricalHead("genre", ("empirical", "review", "other")).fit(X, ["review", None, "review", None])
+    assert cat.status_.startswith("constant") and cat.predict_proba(X).tolist() == [[0.0, 1.0, 0.0]] * 4
+    empty = CategoricalHead("genre", ("empirical", "review")).fit(X, [None] * 4)
+    assert empty.predict_proba(X[:1]).tolist() == [[0.5, 0.5]]  # no value: uniform
+    trained = CategoricalHead("genre", ("empirical", "review", "other")).fit(X, ["review", "other"] * 2)
+    assert trained.status_ == "trained" and trained.predict_proba(X)[:, 0].tolist() == [0.0] * 4
+
+
+def test_label_batches_adds_every_round_proposal_once_and_leaves_other_batches(storage):
+    from metacan_pipeline.teachers.batches import add_round_proposals
+
+    with storage.connect() as con:
+        con.execute("INSERT INTO label_batches VALUES ('by_hand', 'W1', now(), 'loaded by hand')")
+        con.execute(
+            "INSERT INTO machine_round_proposals VALUES (1, 'W1', 'largest arm spread', 0.9, 0.1, 0.8), "
+            "(1, 'W2', 'random sentinel', 0.5, 0.5, 0.0)"
+        )
+        assert add_round_proposals(con) == 2 and add_round_proposals(con) == 0
+        con.execute("INSERT INTO machine_round_proposals VALUES (2, 'W3', 'closest to 0.5', 0.4, 0.6, 0.2)")
+        assert add_round_proposals(con) == 1
+        rows = con.execute("SELECT batch, work_id, source FROM label_batches ORDER BY batch, work_id").fetchall()
+    assert rows == [
+        (ACTIVE_BATCH, "W1", "machine_scores round 1: largest arm spread"),
+        (ACTIVE_BATCH, "W2", "machine_scores round 1: random sentinel"),
+        (ACTIVE_BATCH, "W3", "machine_scores round 2: closest to 0.5"),
+        ("by_hand", "W1", "loaded by hand"),
+    ]

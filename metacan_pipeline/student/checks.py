@@ -1,23 +1,24 @@
-"""Blocking checks on ``predictions`` and ``student_heads`` (issue 5): scores in [0, 1], every frame work
+"""Blocking checks on ``predictions`` and ``student_training_set`` (issue 5): scores in [0, 1], every frame work
 scored exactly once, no decision on a head that failed the support gate (SPEC section 6), and the
 holdout disjoint from training.
 
 Each check is a plain function over a DuckDB connection (tested on its own) wrapped as a Dagster asset
-check; a failure blocks ``work_records`` and everything downstream.
+check attached, by key, to the table it reads; a failure blocks ``work_records`` and everything downstream.
 """
 
 import dagster as dg
 import duckdb
 
 from ..storage import MetacanStorage
+from ..tables.student import STUDENT_TEACHERS as PUBLISHED_TEACHERS
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
-from .assets import predictions, student_heads
 from .holdout import venue_held_out
+from .roles import CENSUS, SAMPLE, direct_labels_key
 
 _LIST_SCORES = ["category_scores_codex", "category_scores_gemma"] + [
-    f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in ("codex", "gemma")
+    f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in PUBLISHED_TEACHERS
 ]
-_SCALAR_SCORES = [f"{t}_score_{s}" for t in ABOUT_CA_TARGETS for s in ("codex", "gemma")] + [
+_SCALAR_SCORES = [f"{t}_score_{s}" for t in ABOUT_CA_TARGETS for s in PUBLISHED_TEACHERS] + [
     "teacher_disagreement_score",
     "threshold_uncertainty_score",
 ]
@@ -63,14 +64,16 @@ def decisions_without_gate(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     about_ca consensus; a categorical codex value."""
     ungated = {
         r[0]
-        for r in con.execute("""
-        SELECT h.target FROM student_heads h WHERE h.teacher = 'codex' AND NOT coalesce(h.gate_passed, false)
-          AND h.model_version IN (SELECT DISTINCT model_version FROM predictions)""").fetchall()
+        for r in con.execute(
+            """SELECT h.target FROM student_heads h WHERE h.teacher = ? AND NOT coalesce(h.gate_passed, false)
+          AND h.model_version IN (SELECT DISTINCT model_version FROM predictions)""",
+            [SAMPLE],
+        ).fetchall()
     }
     bad = {}
     for head in sorted(ungated):
         if head in CATEGORIES:
-            sql = f"""SELECT count(*) FROM predictions p LEFT JOIN direct_labels_gemma g ON g.work_id = p.id
+            sql = f"""SELECT count(*) FROM predictions p LEFT JOIN {direct_labels_key(CENSUS)} g ON g.work_id = p.id
                       WHERE list_contains(p.consensus_categories, '{head}')
                          OR (list_contains(p.candidate_categories, '{head}') AND NOT coalesce(list_contains(g.categories, '{head}'), false))"""
         elif head in ABOUT_CA_TARGETS:
@@ -83,7 +86,7 @@ def decisions_without_gate(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     return bad
 
 
-@dg.asset_check(asset=predictions, blocking=True, description="Every score in predictions lies in [0, 1] (no NaN).")
+@dg.asset_check(asset="predictions", blocking=True, description="Every score in predictions lies in [0, 1] (no NaN).")
 def predictions_scores_in_unit_interval(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Fails when any score column of ``predictions`` has a value outside [0, 1] or NaN (:func:`scores_out_of_range`)."""
     with storage.connect() as con:
@@ -92,7 +95,7 @@ def predictions_scores_in_unit_interval(storage: MetacanStorage) -> dg.AssetChec
 
 
 @dg.asset_check(
-    asset=predictions, blocking=True, description="Every frame work is scored exactly once, and nothing else is."
+    asset="predictions", blocking=True, description="Every frame work is scored exactly once, and nothing else is."
 )
 def predictions_score_every_frame_work_once(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Fails on a frame work without a prediction, an id scored twice, or a prediction for a work not in the frame."""
@@ -102,7 +105,7 @@ def predictions_score_every_frame_work_once(storage: MetacanStorage) -> dg.Asset
 
 
 @dg.asset_check(
-    asset=predictions,
+    asset="predictions",
     blocking=True,
     description="No codex decision on a head that failed the support gate (SPEC section 6).",
 )
@@ -133,7 +136,9 @@ def holdout_leaks(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 
 @dg.asset_check(
-    asset=student_heads, blocking=True, description="The holdout never reaches training (issue 5; SPEC section 6)."
+    asset="student_training_set",
+    blocking=True,
+    description="The holdout never reaches training (issue 5; SPEC section 6).",
 )
 def student_holdout_disjoint_from_training(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Fails when a work of the frozen holdout, or of a held-out venue, is among the works that trained the

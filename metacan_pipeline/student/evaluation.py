@@ -11,10 +11,20 @@ the figures estimate the frame, not the sample); gemma heads are unweighted (a c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from ..plots import new_figure, png_bytes
+from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
+from .heads import kish_ess, weighted_rate
+from .roles import SAMPLE, STUDENT_TEACHERS
+from .training import TrainingInputs, target_value
+
+if TYPE_CHECKING:
+    from ..storage import MetacanStorage
+    from .models import StudentBundle
 
 ECE_BINS = 10
 
@@ -116,3 +126,86 @@ def reliability_png(curves: dict[str, list[dict]], title: str) -> bytes:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     return png_bytes(fig)
+
+
+def _binary_row(head, target: str, labels: list[dict], ev: list[dict], X, w_ev: np.ndarray, w_all: np.ndarray):
+    y_all = np.array([target_value(r, target) or 0 for r in labels])
+    keep = [i for i, r in enumerate(ev) if target_value(r, target) is not None]
+    y = np.array([target_value(ev[i], target) for i in keep], dtype=int)
+    m = binary_metrics(y, head.score_samples(X[keep]) if keep else np.array([]), w_ev[keep])
+    row = {
+        "kind": "binary",
+        "labels": len(y_all),
+        "positives": int(y_all.sum()),
+        "train_positives": head.positives_,
+        "weighted_rate": weighted_rate(y_all, w_all),
+        "kish_ess_positive": kish_ess(w_all[y_all == 1]),
+        "holdout_n": m["n"],
+        "holdout_positives": m["positives"],
+        "ap": m["ap"],
+        "auroc": m["auroc"],
+        "ece": m["ece"],
+        "metric_note": m["note"],
+    }
+    return row, (m["bins"] if m["ap"] is not None else [])
+
+
+def _categorical_row(head, target: str, labels: list[dict], ev: list[dict], X, w_ev: np.ndarray) -> dict:
+    keep = [i for i, r in enumerate(ev) if r.get(target) is not None]
+    m = categorical_metrics(
+        [ev[i][target] for i in keep],
+        head.score_samples(X[keep]) if keep else np.zeros((0, 1)),
+        head.classes_,
+        w_ev[keep],
+    )
+    n_lab = sum(1 for r in labels if r.get(target) is not None)
+    return {
+        "kind": "categorical",
+        "labels": n_lab,
+        "positives": n_lab,
+        "holdout_n": m["n"],
+        "accuracy": m["accuracy"],
+        "ece": m["ece"],
+        "metric_note": m["note"],
+    }
+
+
+def holdout_metric_rows(bundle: StudentBundle, inputs: TrainingInputs) -> tuple[list[dict], dict[str, dict]]:
+    """The ``student_heads`` rows of every head of ``bundle`` (metrics on the frozen holdout's labelled works
+    only, design-weighted for the sample teacher; label counts over all labels) and the reliability curves
+    ``{teacher: {target: bins}}`` of the binary heads with an AP."""
+    rows, curves = [], {t: {} for t in STUDENT_TEACHERS}
+    for teacher in STUDENT_TEACHERS:
+        labels = inputs.labels[teacher]
+        ev = [r for r in labels if r["work_id"] in inputs.holdout]
+        X = bundle.vectorizer.transform([inputs.texts[r["work_id"]] for r in ev]) if ev else None
+        w_ev, w_all = inputs.row_weights(teacher, ev), inputs.row_weights(teacher, labels)
+        for target in (*BINARY_TARGETS, *CATEGORICAL_TARGETS):
+            head, gate = bundle.heads[teacher][target], bundle.gates[target]
+            row = {
+                "model_version": bundle.model_version,
+                "teacher": teacher,
+                "target": target,
+                "status": head.status_,
+                "n_train": head.n_train_,
+                "gate_passed": gate.passed if teacher == SAMPLE else None,
+                "gate_reason": gate.reason if teacher == SAMPLE else None,
+            }
+            if target in BINARY_TARGETS:
+                metrics, curves[teacher][target] = _binary_row(head, target, labels, ev, X, w_ev, w_all)
+            else:
+                metrics = _categorical_row(head, target, labels, ev, X, w_ev)
+            rows.append({**row, **metrics})
+    return rows, curves
+
+
+def write_reliability_plots(storage: MetacanStorage, model_version: str, curves: dict[str, dict]) -> dict[str, bytes]:
+    """One reliability PNG per teacher under ``data/reports/<model_version>/reliability_<teacher>.png``;
+    returns ``{teacher: png bytes}``."""
+    report_dir = storage.root / "reports" / model_version
+    report_dir.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for teacher in STUDENT_TEACHERS:
+        out[teacher] = reliability_png(curves[teacher], f"{teacher} heads on the frozen holdout, {model_version}")
+        (report_dir / f"reliability_{teacher}.png").write_bytes(out[teacher])
+    return out

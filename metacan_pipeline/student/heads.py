@@ -2,17 +2,20 @@
 
 A *head* maps the title-only text of a work to a score (binary targets) or a probability vector in
 vocabulary order (categorical targets). A head whose training labels hold a single class cannot be
-fitted; it becomes a *constant head* that returns the (design-weighted) training rate and says so in
-``status``: it ranks nothing.
+fitted; it becomes a *constant head*, ``DummyClassifier(strategy="prior")``, that returns the
+(design-weighted) training rate and says so in ``status_``: it ranks nothing. Heads follow
+scikit-learn's estimator protocol (``sklearn/dummy.py``): parameters in ``__init__``, ``fit`` returns
+the head, fitted attributes end in ``_``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.dummy import DummyClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score, roc_auc_score
 from sklearn.model_selection import GroupKFold
@@ -54,44 +57,6 @@ def run_fits(fits: Sequence[tuple[Callable, tuple]], labels: int) -> list:
     from joblib import Parallel, delayed
 
     return Parallel(n_jobs=min(FIT_WORKERS, len(fits)), backend="loky")(delayed(fn)(*args) for fn, args in fits)
-
-
-@dataclass
-class BinaryHead:
-    """A fitted binary head; ``model`` is None for a constant head (``rate`` is then its score)."""
-
-    target: str
-    status: str
-    rate: float
-    n_train: int
-    positives: int
-    model: LogisticRegression | None = None
-
-    def score(self, X) -> np.ndarray:
-        if self.model is None:
-            return np.full(X.shape[0], self.rate, dtype=float)
-        return self.model.predict_proba(X)[:, 1]
-
-
-@dataclass
-class CategoricalHead:
-    """A fitted categorical head over ``classes`` (the full vocabulary, in order)."""
-
-    target: str
-    status: str
-    classes: tuple[str, ...]
-    prior: np.ndarray
-    n_train: int
-    model: LogisticRegression | None = None
-
-    def score(self, X) -> np.ndarray:
-        if self.model is None:
-            return np.tile(self.prior, (X.shape[0], 1))
-        probs = self.model.predict_proba(X)
-        out = np.zeros((X.shape[0], len(self.classes)))
-        for j, cls in enumerate(self.model.classes_):
-            out[:, self.classes.index(cls)] = probs[:, j]
-        return out
 
 
 def weighted_rate(y: np.ndarray, w: np.ndarray) -> float:
@@ -144,31 +109,103 @@ def grouped_cv_metrics(
     }
 
 
-def fit_binary(target: str, X, y: np.ndarray, w: np.ndarray) -> BinaryHead:
-    """Fit one binary head with weights ``w``; a constant head when ``y`` has one class."""
-    pos = int(y.sum())
-    rate = weighted_rate(y, w)
-    if len(y) == 0 or pos == 0 or pos == len(y):
-        return BinaryHead(
-            target, f"constant: {pos} positives of {len(y)} labels (one class, cannot fit)", rate, len(y), pos
-        )
-    model = fit_logreg(X, y, w)
-    return BinaryHead(target, "trained", rate, len(y), pos, model)
+def _on_classes(estimator, X, classes: Sequence) -> np.ndarray:
+    """``estimator.predict_proba(X)`` laid out over ``classes`` (a class the estimator never saw gets 0)."""
+    probs = estimator.predict_proba(X)
+    out = np.zeros((X.shape[0], len(classes)))
+    for j, cls in enumerate(estimator.classes_):
+        out[:, list(classes).index(cls)] = probs[:, j]
+    return out
 
 
-def fit_categorical(
-    target: str, classes: tuple[str, ...], X, values: list[str | None], w: np.ndarray
-) -> CategoricalHead:
-    """Fit one categorical head on the works with a non-null value; constant head with < 2 classes."""
-    keep = [i for i, v in enumerate(values) if v is not None]
-    vals = [values[i] for i in keep]
-    prior = np.zeros(len(classes))
-    for i in keep:
-        prior[classes.index(values[i])] += w[i]
-    prior = prior / prior.sum() if prior.sum() > 0 else np.full(len(classes), 1.0 / len(classes))
-    if len(set(vals)) < 2:
-        return CategoricalHead(
-            target, f"constant: {len(set(vals))} class(es) among {len(vals)} labels", classes, prior, len(vals)
-        )
-    model = fit_logreg(X[keep], vals, w[keep])
-    return CategoricalHead(target, "trained", classes, prior, len(vals), model)
+class BinaryHead(ClassifierMixin, BaseEstimator):
+    """A binary head on one target (scikit-learn's estimator protocol, as ``sklearn.dummy``).
+
+    ``fit(X, y, sample_weight)`` fits :func:`fit_logreg`; labels of one class make it a constant head,
+    ``DummyClassifier(strategy="prior")`` (it returns the weighted training rate and ranks nothing), and no
+    label at all a constant head of rate 0 (nothing to fit, not even a prior). Fitted attributes:
+    ``classes_`` (0, 1), ``estimator_`` (the LogisticRegression, the DummyClassifier or None), ``status_``
+    (``trained`` or ``constant: ...``), ``n_train_``, ``positives_``, ``rate_`` (:func:`weighted_rate`).
+    """
+
+    def __init__(self, target: str = ""):
+        self.target = target
+
+    def fit(self, X, y, sample_weight=None) -> BinaryHead:
+        y = np.asarray(y, dtype=int)
+        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight)
+        self.classes_ = np.array([0, 1])
+        self.n_train_, self.positives_ = len(y), int(y.sum())
+        self.rate_ = weighted_rate(y, w)
+        if len(y) == 0 or self.positives_ in (0, len(y)):
+            self.status_ = f"constant: {self.positives_} positives of {len(y)} labels (one class, cannot fit)"
+            self.estimator_ = DummyClassifier(strategy="prior").fit(X, y, sample_weight=w) if len(y) else None
+        else:
+            self.status_ = "trained"
+            self.estimator_ = fit_logreg(X, y, w)
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        """(n, 2): the probabilities of 0 and 1 per row of ``X``."""
+        p = np.zeros(X.shape[0]) if self.estimator_ is None else _on_classes(self.estimator_, X, (0, 1))[:, 1]
+        return np.column_stack([1 - p, p])
+
+    def predict(self, X) -> np.ndarray:
+        """The more probable class (0 or 1) per row of ``X``."""
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+
+    def score_samples(self, X) -> np.ndarray:
+        """(n,): the head's score of each row of ``X``, the probability of 1 (float64)."""
+        return self.predict_proba(X)[:, 1]
+
+
+class CategoricalHead(ClassifierMixin, BaseEstimator):
+    """A categorical head over ``classes``, the full vocabulary in order (estimator protocol as :class:`BinaryHead`).
+
+    ``fit(X, y, sample_weight)`` fits on the rows whose value is not None; fewer than 2 classes among them
+    make it a constant head, ``DummyClassifier(strategy="prior")``, and no value at all a uniform one.
+    Fitted attributes: ``classes_`` (= ``classes``), ``estimator_``, ``status_``, ``n_train_``,
+    ``prior_`` (the weighted class shares over ``classes_``; uniform without a value).
+    """
+
+    def __init__(self, target: str = "", classes: tuple[str, ...] = ()):
+        self.target = target
+        self.classes = classes
+
+    def fit(self, X, y: Sequence[str | None], sample_weight=None) -> CategoricalHead:
+        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight)
+        keep = [i for i, v in enumerate(y) if v is not None]
+        vals = [y[i] for i in keep]
+        self.classes_ = tuple(self.classes)
+        prior = np.zeros(len(self.classes_))
+        for i in keep:
+            prior[self.classes_.index(y[i])] += w[i]
+        self.prior_ = prior / prior.sum() if prior.sum() > 0 else np.full(len(prior), 1.0 / len(prior))
+        self.n_train_ = len(vals)
+        if len(set(vals)) < 2:
+            self.status_ = f"constant: {len(set(vals))} class(es) among {len(vals)} labels"
+            self.estimator_ = (
+                DummyClassifier(strategy="prior").fit(X[keep], vals, sample_weight=w[keep]) if vals else None
+            )
+        else:
+            self.status_ = "trained"
+            self.estimator_ = fit_logreg(X[keep], vals, w[keep])
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        """(n, len(classes_)): class probabilities in vocabulary order."""
+        if self.estimator_ is None:
+            return np.tile(self.prior_, (X.shape[0], 1))
+        return _on_classes(self.estimator_, X, self.classes_)
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class per row of ``X``."""
+        return np.array(self.classes_, dtype=object)[self.predict_proba(X).argmax(axis=1)]
+
+    def score_samples(self, X) -> np.ndarray:
+        """The head's scores of the rows of ``X``: :meth:`predict_proba`."""
+        return self.predict_proba(X)
+
+
+#: A fitted head of either kind.
+Head = BinaryHead | CategoricalHead

@@ -13,11 +13,40 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import joblib
 
 from ..storage import MetacanStorage
+from .calibration import GateResult
+from .heads import Head
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """What scores works (:func:`~.scoring.score_batches`): the fitted feature backend and the fitted heads,
+    ``heads[teacher][target]`` (:class:`~.heads.BinaryHead` or :class:`~.heads.CategoricalHead`)."""
+
+    vectorizer: Any
+    heads: Mapping[str, Mapping[str, Head]]
+
+
+@dataclass(frozen=True)
+class StudentBundle(Scorer):
+    """A trained student model version, built once by :func:`~.training.train_bundle` and then only read:
+    the scorer, which works trained which teacher's heads (``training_ids``), the support gate of every
+    head (``gates``, SPEC section 6) and the design-weighted decision rate of every binary target
+    (``rates``, for quota calibration). :func:`publish` stores it; :func:`load_published` returns it."""
+
+    model_version: str = ""
+    feature_kind: str = ""
+    holdout_version: str = ""
+    training_ids: Mapping[str, list[str]] = field(default_factory=dict)
+    gates: Mapping[str, GateResult] = field(default_factory=dict)
+    rates: Mapping[str, float] = field(default_factory=dict)
 
 
 class ModelVersionError(RuntimeError):
@@ -37,10 +66,11 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_published(storage: MetacanStorage, model_version: str) -> dict | None:
+def load_published(storage: MetacanStorage, model_version: str) -> StudentBundle | None:
     """The bundle of a registered version (checked against its SHA-256), or None when not registered.
 
-    Raises ModelVersionError when the registered file is missing or its bytes changed.
+    Raises ModelVersionError when the registered file is missing, its bytes changed, or it holds a bundle
+    of older code (a dict: model versions name the code version, so new code trains its own version).
     """
     with storage.connect() as con:
         row = con.execute(
@@ -60,12 +90,20 @@ def load_published(storage: MetacanStorage, model_version: str) -> dict | None:
             f"model version {model_version}: {path} has SHA-256 {sha}, registered {row[1]}: the file was "
             f"altered after publication; restore the original"
         )
-    return joblib.load(path)
+    bundle = joblib.load(path)
+    if not isinstance(bundle, StudentBundle):
+        raise ModelVersionError(
+            f"model version {model_version}: {path} holds a {type(bundle).__name__}, not a StudentBundle: it was "
+            f"published by older code (before the estimator heads); materialize student_heads, which trains a new version"
+        )
+    return bundle
 
 
-def publish(storage: MetacanStorage, bundle: dict, *, kind: str, run_id: str, feature_kind: str, summary: dict) -> Path:
+def publish(
+    storage: MetacanStorage, bundle: StudentBundle, *, kind: str, run_id: str, feature_kind: str, summary: dict
+) -> Path:
     """Write ``bundle`` (it carries ``model_version``) once and register it; returns the file path."""
-    version = bundle["model_version"]
+    version = bundle.model_version
     path = model_path(storage, version)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp-{os.getpid()}")

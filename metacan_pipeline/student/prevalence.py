@@ -24,10 +24,9 @@ from ..meta import table_metadata
 from ..storage import MetacanStorage
 from ..tables.student import PREVALENCE_SCHEMA
 from ..teachers.agreement import current_labelled, head_values
-from ..teachers.assets import TEACHER_ASSETS, TEACHERS
-from ..teachers.import_assets import imported_labels
+from ..teachers.registry import TeacherSpec, load_registry
 from ..vocab import CATEGORIES
-from .assets import predictions
+from .roles import direct_labels_key
 
 Z95 = 1.959963984540054
 
@@ -74,7 +73,7 @@ def stratified_rate(y: Sequence[bool | int], w: Sequence[float], strata: Sequenc
     return Estimate(n, total, p, se, max(0.0, p - Z95 * se), min(1.0, p + Z95 * se), single)
 
 
-# ---- the asset -------------------------------------------------------------------------------------
+# ---- the rows, by method ---------------------------------------------------------------------------
 
 
 def _teacher_rows(labels: list[dict], weights: dict[str, tuple[str, float]]) -> dict[str, Estimate]:
@@ -93,16 +92,180 @@ def _current(rows: list[dict]) -> list[dict]:
     return [r for works in current_labelled(rows).values() for r in works.values()]
 
 
+def _rate_row(population: str, category: str, teacher: str, e: Estimate, design: str) -> dict:
+    return {
+        "population": population,
+        "category": category,
+        "method": "design_weighted_teacher_rate",
+        "teacher": teacher,
+        **e.__dict__,
+        "design": design,
+    }
+
+
+def frame_teacher_rows(storage: MetacanStorage, registry: dict[str, TeacherSpec]) -> list[dict]:
+    """``design_weighted_teacher_rate`` rows of population ``frame``: a teacher covering all works is a census
+    (weight 1, one stratum), a sample teacher is weighted by ``sample_design`` (its batch labels, which carry
+    no design weight, are left out); a teacher of neither kind, or without labels, gives no row."""
+    frame_ids = storage.read_table("frame", ["id"]).column("id").to_pylist()
+    design = {}
+    if storage.has_table("sample_design"):
+        sd = storage.read_table("sample_design", ["id", "stratum", "design_weight", "in_sample"]).to_pylist()
+        design = {r["id"]: (r["stratum"], r["design_weight"]) for r in sd if r["in_sample"]}
+    census = {wid: ("census", 1.0) for wid in frame_ids}
+    rows = []
+    for name, spec in registry.items():
+        if (spec.coverage != "all" and not spec.covers_sample) or not storage.has_table(direct_labels_key(name)):
+            continue
+        weights, how = (census, "census of the frame") if spec.coverage == "all" else (design, "sample_design")
+        labels = _current(storage.read_table(direct_labels_key(name)).to_pylist())
+        rows += [_rate_row("frame", c, name, e, how) for c, e in _teacher_rows(labels, weights).items()]
+    return rows
+
+
+def _import_designs(storage: MetacanStorage) -> tuple[dict[str, dict[str, tuple[str, float]]], dict[str, str]]:
+    """``({source: {work_id: (stratum, weight)}}, {imported teacher: source})`` from ``imported_design`` and
+    ``label_imports`` (empty when the tables are absent); a source without a design gives no teacher."""
+    with storage.connect() as con:
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        idesign = (
+            con.execute("SELECT source, work_id, stratum, design_weight FROM imported_design").fetchall()
+            if "imported_design" in present
+            else []
+        )
+        sources = (
+            con.execute("SELECT DISTINCT teacher, source FROM label_imports ORDER BY ALL").fetchall()
+            if "label_imports" in present
+            else []
+        )
+    by_source: dict[str, dict[str, tuple[str, float]]] = defaultdict(dict)
+    for source, wid, stratum, weight in idesign:
+        if weight:
+            by_source[source][wid] = (stratum or "(none)", weight)
+    return by_source, {teacher: source for teacher, source in sources if source in by_source}
+
+
+def imported_teacher_rows(storage: MetacanStorage) -> list[dict]:
+    """``design_weighted_teacher_rate`` rows of population ``import:<source>``: imported teachers weighted
+    by their source's ``imported_design`` (e.g. the MetaCan pilot's strata and weights)."""
+    if not storage.has_table("imported_labels"):
+        return []
+    imported = storage.read_table("imported_labels").to_pylist()
+    by_source, source_of = _import_designs(storage)
+    rows = []
+    for teacher in sorted({r["teacher"] for r in imported}):
+        source = source_of.get(teacher)
+        if source is None:
+            continue
+        labels = _current([r for r in imported if r["teacher"] == teacher])
+        population, how = f"import:{source.split(' (')[0]}", f"imported_design: {source}"
+        rows += [
+            _rate_row(population, c, teacher, e, how)
+            for c, e in _teacher_rows(labels, by_source[source]).items()
+            if e.n
+        ]
+    return rows
+
+
+def _unweighted_row(population: str, category: str, method: str, n: int, rate, design: str, **extra) -> dict:
+    row = {"population": population, "category": category, "method": method, "teacher": None, "n": n}
+    row.update(n_weighted=None, rate=rate, se=None, ci_low=None, ci_high=None, strata_single=0, design=design)
+    return {**row, **extra}
+
+
+def classify_and_count_rows(storage: MetacanStorage) -> list[dict]:
+    """``classify_and_count`` (and ``classify_and_count_consensus``) rows: the share of frame works whose
+    ``predictions.candidate_categories`` (``consensus_categories``) holds the category; no CI."""
+    if not storage.has_table("predictions"):
+        return []
+    with storage.connect() as con:
+        n_preds = con.execute("SELECT count(*) FROM predictions").fetchone()[0]
+        counts = {
+            (col, c): k
+            for col in ("candidate_categories", "consensus_categories")
+            for c, k in con.execute(
+                f"SELECT c, count(*) FROM (SELECT unnest({col}) c FROM predictions) GROUP BY c"
+            ).fetchall()
+        }
+    methods = (("candidate_categories", "classify_and_count"), ("consensus_categories", "classify_and_count_consensus"))
+    return [
+        _unweighted_row(
+            "frame",
+            c,
+            method,
+            n_preds,
+            counts.get((col, c), 0) / n_preds if n_preds else None,
+            "every frame work scored once",
+            n_weighted=float(n_preds),
+        )
+        for c in CATEGORIES
+        for col, method in methods
+    ]
+
+
+def screener_swap_rows(rows: list[dict]) -> list[dict]:
+    """``screener_swap_range`` rows: per population and category with more than one teacher rate in ``rows``,
+    the lowest and highest (``ci_low`` / ``ci_high``, ``rate`` their midpoint)."""
+    rates: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in rows:
+        if r["method"] == "design_weighted_teacher_rate" and r["rate"] is not None:
+            rates[(r["population"], r["category"])].append(r["rate"])
+    return [
+        _unweighted_row(
+            population,
+            c,
+            "screener_swap_range",
+            len(values),
+            (min(values) + max(values)) / 2,
+            "teacher rates above",
+            ci_low=min(values),
+            ci_high=max(values),
+        )
+        for (population, c), values in sorted(rates.items())
+        if len(values) > 1
+    ]
+
+
+def prevalence_rows(storage: MetacanStorage, registry: dict[str, TeacherSpec]) -> list[dict]:
+    """Every ``prevalence`` row, in table order: frame teacher rates, imported teacher rates,
+    classify-and-count, screener-swap ranges."""
+    rows = frame_teacher_rows(storage, registry) + imported_teacher_rows(storage) + classify_and_count_rows(storage)
+    return rows + screener_swap_rows(rows)
+
+
+def _fmt(r: dict) -> str:
+    if r["rate"] is None:
+        return "n/a"
+    if r["method"] == "screener_swap_range":
+        return f"{r['ci_low']:.4f} to {r['ci_high']:.4f}"
+    return f"{r['rate']:.4f}" + (f" [{r['ci_low']:.4f}, {r['ci_high']:.4f}]" if r["ci_low"] is not None else "")
+
+
+def metaresearch_markdown(rows: list[dict]) -> str:
+    """A markdown table of the ``metaresearch`` rows (population, method, teacher, n, rate [95% CI])."""
+    return "| population | category | method | teacher | n | rate [95% CI] |\n|---|---|---|---|---|---|\n" + "".join(
+        f"| {r['population']} | {r['category']} | {r['method']} | {r['teacher'] or ''} | {r['n']} | {_fmt(r)} |\n"
+        for r in rows
+        if r["category"] == "metaresearch"
+    )
+
+
+# ---- the asset -------------------------------------------------------------------------------------
+
+#: The teacher registry the rates read (one ``direct_labels_<name>`` asset per teacher).
+REGISTRY: dict[str, TeacherSpec] = load_registry()
+
+
 @dg.asset(
     group_name="scoring",
     kinds={"python", "parquet"},
     code_version="1",
     owners=["team:metacan"],
-    deps=[predictions, imported_labels, *TEACHER_ASSETS.values()],
+    deps=["predictions", "imported_labels", *(direct_labels_key(name) for name in REGISTRY)],
 )
-def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:  # noqa: C901 (issue 13: to be split into named steps)
+def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """Prevalence per category (issue 5, SPEC sections 5-6). Rows of table ``prevalence``
-    (:data:`PREVALENCE_SCHEMA`), one per population, category and method:
+    (:data:`PREVALENCE_SCHEMA`), one per population, category and method (:func:`prevalence_rows`):
 
     - ``design_weighted_teacher_rate``: each teacher's rate with a design-based 95% CI
       (:func:`stratified_rate`). Population ``frame``: a teacher covering all works is a census of the
@@ -115,136 +278,16 @@ def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg
       ``ci_high`` hold the range, ``rate`` its midpoint): what changes when another teacher is called
       the screener, the honest uncertainty the original system reported.
     """
-    rows: list[dict] = []
-    frame_ids = storage.read_table("frame", ["id"]).column("id").to_pylist()
-    design = {}
-    if storage.has_table("sample_design"):
-        sd = storage.read_table("sample_design", ["id", "stratum", "design_weight", "in_sample"]).to_pylist()
-        design = {r["id"]: (r["stratum"], r["design_weight"]) for r in sd if r["in_sample"]}
-    census = {wid: ("census", 1.0) for wid in frame_ids}
-    for name, spec in TEACHERS.items():
-        if (spec.coverage != "all" and not spec.covers_sample) or not storage.has_table(f"direct_labels_{name}"):
-            continue
-        # a sample+batch teacher: its batch labels carry no design weight and are left out of the rate
-        weights, how = (census, "census of the frame") if spec.coverage == "all" else (design, "sample_design")
-        for c, e in _teacher_rows(_current(storage.read_table(f"direct_labels_{name}").to_pylist()), weights).items():
-            rows.append(
-                {
-                    "population": "frame",
-                    "category": c,
-                    "method": "design_weighted_teacher_rate",
-                    "teacher": name,
-                    **e.__dict__,
-                    "design": how,
-                }
-            )
-    if storage.has_table("imported_labels"):
-        imported = storage.read_table("imported_labels").to_pylist()
-        with storage.connect() as con:
-            present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-            idesign = (
-                con.execute("SELECT source, work_id, stratum, design_weight FROM imported_design").fetchall()
-                if "imported_design" in present
-                else []
-            )
-            sources = (
-                con.execute("SELECT DISTINCT teacher, source FROM label_imports ORDER BY ALL").fetchall()
-                if "label_imports" in present
-                else []
-            )
-        by_source: dict[str, dict[str, tuple[str, float]]] = defaultdict(dict)
-        for source, wid, stratum, weight in idesign:
-            if weight:
-                by_source[source][wid] = (stratum or "(none)", weight)
-        source_of = {teacher: source for teacher, source in sources if source in by_source}
-        for teacher in sorted({r["teacher"] for r in imported}):
-            labels = _current([r for r in imported if r["teacher"] == teacher])
-            source = source_of.get(teacher)
-            if source is None:
-                continue
-            for c, e in _teacher_rows(labels, by_source[source]).items():
-                if e.n:
-                    rows.append(
-                        {
-                            "population": f"import:{source.split(' (')[0]}",
-                            "category": c,
-                            "method": "design_weighted_teacher_rate",
-                            "teacher": teacher,
-                            **e.__dict__,
-                            "design": f"imported_design: {source}",
-                        }
-                    )
-    if storage.has_table("predictions"):
-        with storage.connect() as con:
-            n_preds = con.execute("SELECT count(*) FROM predictions").fetchone()[0]
-            counts = {
-                (col, c): k
-                for col in ("candidate_categories", "consensus_categories")
-                for c, k in con.execute(
-                    f"SELECT c, count(*) FROM (SELECT unnest({col}) c FROM predictions) GROUP BY c"
-                ).fetchall()
-            }
-        for c in CATEGORIES:
-            for col, method in (
-                ("candidate_categories", "classify_and_count"),
-                ("consensus_categories", "classify_and_count_consensus"),
-            ):
-                rows.append(
-                    {
-                        "population": "frame",
-                        "category": c,
-                        "method": method,
-                        "teacher": None,
-                        "n": n_preds,
-                        "n_weighted": float(n_preds),
-                        "rate": counts.get((col, c), 0) / n_preds if n_preds else None,
-                        "se": None,
-                        "ci_low": None,
-                        "ci_high": None,
-                        "strata_single": 0,
-                        "design": "every frame work scored once",
-                    }
-                )
-    rates: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for r in rows:
-        if r["method"] == "design_weighted_teacher_rate" and r["rate"] is not None:
-            rates[(r["population"], r["category"])].append(r["rate"])
-    for (population, c), values in sorted(rates.items()):
-        if len(values) > 1:
-            rows.append(
-                {
-                    "population": population,
-                    "category": c,
-                    "method": "screener_swap_range",
-                    "teacher": None,
-                    "n": len(values),
-                    "n_weighted": None,
-                    "rate": (min(values) + max(values)) / 2,
-                    "se": None,
-                    "ci_low": min(values),
-                    "ci_high": max(values),
-                    "strata_single": 0,
-                    "design": "teacher rates above",
-                }
-            )
+    rows = prevalence_rows(storage, REGISTRY)
     table = pa.Table.from_pylist(rows, schema=PREVALENCE_SCHEMA)
     storage.write_table("prevalence", table, schema=PREVALENCE_SCHEMA)
-
-    def fmt(r: dict) -> str:
-        if r["rate"] is None:
-            return "n/a"
-        if r["method"] == "screener_swap_range":
-            return f"{r['ci_low']:.4f} to {r['ci_high']:.4f}"
-        return f"{r['rate']:.4f}" + (f" [{r['ci_low']:.4f}, {r['ci_high']:.4f}]" if r["ci_low"] is not None else "")
-
-    md = "| population | category | method | teacher | n | rate [95% CI] |\n|---|---|---|---|---|---|\n" + "".join(
-        f"| {r['population']} | {r['category']} | {r['method']} | {r['teacher'] or ''} | {r['n']} | {fmt(r)} |\n"
-        for r in rows
-        if r["category"] == "metaresearch"
-    )
     context.log.info(f"prevalence: {len(rows)} rows over {len({r['population'] for r in rows})} populations")
     return dg.MaterializeResult(
         metadata=table_metadata(
-            PREVALENCE_SCHEMA, table.num_rows, rows[:10], None, metaresearch=dg.MetadataValue.md(md)
+            PREVALENCE_SCHEMA,
+            table.num_rows,
+            rows[:10],
+            None,
+            metaresearch=dg.MetadataValue.md(metaresearch_markdown(rows)),
         )
     )

@@ -25,8 +25,10 @@ Each new round proposes the next teacher batch from a fresh reservoir (sampling-
 held-out venues that codex, the sample-covering teacher, has not labelled and no earlier round
 proposed; gemma covers every work already): the largest
 arm spread, the scores closest to 0.5 (mean of the arms), and random sentinels (salted hash order),
-written to ``label_batches`` as batch :data:`ACTIVE_BATCH`. A teacher with coverage
-``batch:active_learning`` (or ``sample+batch:active_learning``) labels them on its next run.
+recorded with the round in ``machine_round_proposals``; the asset ``label_batches``
+(:mod:`metacan_pipeline.teachers.batches`) adds them to ``label_batches`` as batch :data:`ACTIVE_BATCH`.
+A teacher with coverage ``batch:active_learning`` (or ``sample+batch:active_learning``) labels them on
+its next run.
 """
 
 from __future__ import annotations
@@ -35,21 +37,30 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 from scipy.stats import spearmanr
 from sklearn.metrics import average_precision_score
 
 from ..storage import MetacanStorage, sql_literal
-from ..vocab import SCORE_ONLY_IMMATURE, SCORE_ONLY_MATURE
+from ..tables.student import MACHINE_SCHEMA
+from ..vocab import ACTIVE_LEARNING_BATCH, SCORE_ONLY_IMMATURE, SCORE_ONLY_MATURE
 from .features import make_features, transform
-from .heads import fit_binary
+from .heads import BinaryHead
+from .holdout import freeze_holdout
+from .models import Scorer
+from .roles import CENSUS, SAMPLE, STUDENT_TEACHERS, direct_labels_key
+from .scoring import score_batches, score_column
+from .training import frame_rows_for, frame_venues, outside_holdout, teacher_call_labels
 
-ARMS = ("codex", "gemma")
-ACTIVE_BATCH = "active_learning"
+#: One arm per student teacher, sample teacher first (:data:`~.roles.STUDENT_TEACHERS`).
+ARMS = STUDENT_TEACHERS
+ACTIVE_BATCH = ACTIVE_LEARNING_BATCH
 ROUNDS_CODE_VERSION = "machine-rounds-v1"
 AP_GAIN_MAX, AP_WINDOW = 0.02, 5  # SPEC section 7
 CHURN_MAX, RHO_MIN, STABLE_ROUNDS = 0.05, 0.98, 3  # SPEC section 7
+TARGET = "metaresearch"
 
 
 NOTE_IMMATURE = (
@@ -71,25 +82,108 @@ def training_signature(train: dict[str, list[dict]]) -> str:
     return h.hexdigest()[:16]
 
 
-def fit_arms(train: dict[str, list[dict]], texts: dict[str, str]) -> dict:
-    """A scoring bundle (:func:`~.scoring.score_batches`) with one TF-IDF + logistic-regression arm per teacher."""
+def _is_target(r: dict) -> int:
+    return int(TARGET in (r["categories"] or []))
+
+
+def fit_arms(train: dict[str, list[dict]], texts: dict[str, str]) -> Scorer:
+    """A :class:`~.models.Scorer` with one TF-IDF + logistic-regression arm per teacher (unweighted)."""
     train_texts = sorted({texts[r["work_id"]] for a in ARMS for r in train[a]})
     if not train_texts:
         raise ValueError(
             "machine_scores: nothing to train on: no labelled teacher call of a frame work outside the holdout in "
-            f"{', '.join(f'direct_labels_{a}' for a in ARMS)}; materialize frame and the teachers first"
+            f"{', '.join(direct_labels_key(a) for a in ARMS)}; materialize frame and the teachers first"
         )
     vectorizer = make_features("tfidf").fit(train_texts)
     heads = {}
     for arm in ARMS:
         rows = train[arm]
-        y = np.array([int("metaresearch" in (r["categories"] or [])) for r in rows], dtype=int)
-        heads[arm] = {
-            "metaresearch": fit_binary(
-                "metaresearch", transform(vectorizer, [texts[r["work_id"]] for r in rows]), y, np.ones(len(rows))
-            )
-        }
-    return {"vectorizer": vectorizer, "heads": heads}
+        y = np.array([_is_target(r) for r in rows], dtype=int)
+        X = transform(vectorizer, [texts[r["work_id"]] for r in rows])
+        heads[arm] = {TARGET: BinaryHead(TARGET).fit(X, y, sample_weight=np.ones(len(rows)))}
+    return Scorer(vectorizer, heads)
+
+
+@dataclass(frozen=True)
+class ArmInputs:
+    """What one round reads: every arm's teacher-call labels, the frame rows of the labelled works, the
+    frozen holdout and the arms' training labels (outside the holdout)."""
+
+    labels: dict[str, list[dict]]
+    frame_info: dict[str, dict]
+    holdout: set[str]
+    train: dict[str, list[dict]]
+
+    def holdout_labels(self) -> dict[str, dict[str, int]]:
+        """``{arm: {work id: 0/1}}``: the arm teacher's current labels of the frozen holdout's works."""
+        return {a: {r["work_id"]: _is_target(r) for r in self.labels[a] if r["work_id"] in self.holdout} for a in ARMS}
+
+
+def load_arm_inputs(storage: MetacanStorage, run_id: str) -> ArmInputs:
+    """:class:`ArmInputs` from the warehouse (freezing the holdout on the first student run)."""
+    labels = {a: teacher_call_labels(storage, a) for a in ARMS}
+    frame_info = frame_rows_for(storage, {r["work_id"] for a in ARMS for r in labels[a]})
+    holdout, _ = freeze_holdout(storage, frame_venues(storage), run_id)
+    train = {a: outside_holdout(labels[a], holdout, frame_info) for a in ARMS}
+    return ArmInputs(labels, frame_info, holdout, train)
+
+
+def next_round(storage: MetacanStorage, signature: str) -> tuple[int, bool]:
+    """``(round number, is a new round)``: a new round when the training signature changed since the last one."""
+    with storage.connect() as con:
+        last = con.execute(
+            "SELECT round, training_signature FROM machine_rounds ORDER BY round DESC LIMIT 1"
+        ).fetchone()
+    if last is None:
+        return 1, True
+    return (last[0] + 1, True) if last[1] != signature else (last[0], False)
+
+
+def store_holdout_scores(storage: MetacanStorage, bundle: Scorer, holdout: set[str], round_no: int) -> int:
+    """Write every arm's scores of the frozen holdout's works for ``round_no`` (``machine_round_scores``,
+    replacing the round's earlier rows); returns the rows written."""
+    hold_info = frame_rows_for(storage, holdout)
+    hold_ids = sorted(hold_info)
+    X = bundle.vectorizer.transform([hold_info[w]["text"] for w in hold_ids]) if hold_ids else None
+    rows = [
+        (round_no, a, w, float(s))
+        for a in ARMS
+        for w, s in zip(hold_ids, bundle.heads[a][TARGET].score_samples(X) if hold_ids else [], strict=False)
+    ]
+    with storage.connect() as con:
+        con.execute("DELETE FROM machine_round_scores WHERE round = ?", [round_no])
+        if rows:
+            con.executemany("INSERT INTO machine_round_scores VALUES (?, ?, ?, ?)", rows)
+    return len(rows)
+
+
+def machine_batches(
+    storage: MetacanStorage, bundle: Scorer, status: str, note: str, rounds: int, gate_passed: bool, log
+):
+    """``machine_scores`` record batches (:data:`MACHINE_SCHEMA`): every frame work's arm scores
+    (``score_codex`` = the sample teacher's arm, ``score_gemma`` = the census teacher's), their spread and
+    the round's validation status."""
+    arm_status = "; ".join(f"{a}: {bundle.heads[a][TARGET].status_}" for a in ARMS)
+    for b in score_batches(storage, bundle, log=log):
+        g, c = b.column(score_column(CENSUS, TARGET)), b.column(score_column(SAMPLE, TARGET))
+        n = b.num_rows
+        yield pa.RecordBatch.from_pydict(
+            {
+                "id": b.column("id"),
+                "score_gemma": g,
+                "score_codex": c,
+                "score_spread": pa.array(np.abs(np.asarray(g) - np.asarray(c))),
+                "validation_status": pa.array([status] * n, pa.string()),
+                "provisional": pa.array([not gate_passed] * n),
+                "baseline": pa.array([not gate_passed] * n),
+                "maturity_gate_passed": pa.array([gate_passed] * n),
+                "rounds_run": pa.array([rounds] * n, pa.int32()),
+                "arm_status": pa.array([arm_status] * n, pa.string()),
+                "note": pa.array([note] * n, pa.string()),
+                "held_out": b.column("held_out"),
+            },
+            schema=MACHINE_SCHEMA,
+        )
 
 
 @dataclass(frozen=True)
@@ -172,7 +266,8 @@ def propose_next_batch(
     """The next teacher batch from the fresh reservoir: ``sizes`` = (largest spread, closest to 0.5, sentinels).
 
     The reservoir: works of the sampling frame (``sample_design``: a work outside it gets a rule label,
-    not a teacher call) outside the held-out venues, not yet labelled, never proposed before.
+    not a teacher call) outside the held-out venues, not yet labelled, never proposed before (by a round,
+    ``machine_round_proposals``, or in batch :data:`ACTIVE_BATCH` of ``label_batches``).
 
     ``labelled``: Arrow table of work ids (column ``id``) the batch's teacher (codex) already labelled. Reads the
     scores with DuckDB; returns (work_id, reason, score_codex, score_gemma, score_spread) rows.
@@ -182,6 +277,7 @@ def propose_next_batch(
         FROM read_parquet({sql_literal(machine_scores_glob)}) m
         WHERE NOT held_out AND id NOT IN (SELECT id FROM labelled_ids)
           AND id IN (SELECT id FROM read_parquet({sql_literal(sampling_frame_glob)}))
+          AND id NOT IN (SELECT work_id FROM machine_round_proposals)
           AND id NOT IN (SELECT work_id FROM label_batches WHERE batch = '{ACTIVE_BATCH}')""")
     n_spread, n_uncertain, n_sentinel = sizes
     picked: list[tuple] = []
@@ -206,3 +302,99 @@ def status_for(gate: GateReport, rounds: int) -> tuple[str, str]:
     if gate.passed:
         return SCORE_ONLY_MATURE, NOTE_MATURE.format(rounds=rounds)
     return SCORE_ONLY_IMMATURE, NOTE_IMMATURE.format(rounds=rounds, s="" if rounds == 1 else "s", reason=gate.reason)
+
+
+def propose_for_round(
+    storage: MetacanStorage, inputs: ArmInputs, round_no: int, sizes: tuple[int, int, int], salt: str
+) -> list[tuple[str, str, float, float, float]]:
+    """:func:`propose_next_batch` over the ``machine_scores`` just written: the works the sample teacher
+    has not labelled yet."""
+    labelled = pa.table({"id": pa.array(sorted({r["work_id"] for r in inputs.labels[SAMPLE]}), pa.string())})
+    with storage.connect() as con:
+        return propose_next_batch(
+            con,
+            str(storage.table_dir("machine_scores") / "*.parquet"),
+            str(storage.table_dir("sample_design") / "*.parquet"),
+            labelled,
+            round_no,
+            sizes,
+            salt=salt,
+        )
+
+
+def record_round(
+    storage: MetacanStorage,
+    round_no: int,
+    run_id: str,
+    signature: str,
+    inputs: ArmInputs,
+    gate: GateReport,
+    proposed: list[tuple],
+) -> None:
+    """Insert the round (``machine_rounds``) and its proposals (``machine_round_proposals``) in one
+    transaction: they land together or not at all. The proposals reach ``label_batches`` through the
+    asset ``label_batches`` (:mod:`metacan_pipeline.teachers.batches`).
+
+    Raises RuntimeError when a concurrent run recorded the same round first (the primary key refuses the
+    insert before any proposal is written twice)."""
+    with storage.connect() as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(
+                "INSERT INTO machine_rounds VALUES (?, ?, now(), ?, ?, ?, ?, ?, ?)",
+                [
+                    round_no,
+                    run_id,
+                    signature,
+                    json.dumps({a: len(inputs.train[a]) for a in ARMS}),
+                    json.dumps(gate.series),
+                    gate.passed,
+                    gate.reason,
+                    len(proposed),
+                ],
+            )
+            if proposed:
+                con.executemany(
+                    "INSERT INTO machine_round_proposals VALUES (?, ?, ?, ?, ?, ?)", [(round_no, *p) for p in proposed]
+                )
+            con.execute("COMMIT")
+        except duckdb.ConstraintException as exc:
+            con.execute("ROLLBACK")
+            raise RuntimeError(
+                f"machine_scores: round {round_no} was recorded by another run while this one trained; "
+                "materialize machine_scores again (it re-scores and adds a round only for new labels)"
+            ) from exc
+
+
+def rounds_markdown(storage: MetacanStorage) -> str:
+    """A markdown table of every recorded round (round, time, training labels, gate, proposals)."""
+    with storage.connect() as con:
+        rows = con.execute(
+            "SELECT round, created_at, training_labels, maturity_gate_passed, proposed FROM machine_rounds ORDER BY round"
+        ).fetchall()
+    return "| round | at | training labels | gate passed | proposed |\n|---|---|---|---|---|\n" + "".join(
+        f"| {r} | {t:%Y-%m-%d %H:%M} | {tl} | {g} | {p} |\n" for r, t, tl, g, p in rows
+    )
+
+
+def proposals_markdown(proposed: list[tuple]) -> str:
+    """A markdown table of one round's proposals (work, reason, scores), or a note that there are none."""
+    if not proposed:
+        return "_(none this run)_"
+    return "| work | reason | codex | gemma | spread |\n|---|---|---|---|---|\n" + "".join(
+        f"| {w} | {why} | {c:.3f} | {g:.3f} | {s:.3f} |\n" for w, why, c, g, s in proposed
+    )
+
+
+def machine_preview(storage: MetacanStorage) -> list[dict]:
+    """The 10 ``machine_scores`` rows of largest arm spread (then id)."""
+    with duckdb.connect() as con:
+        return (
+            con.execute(
+                "SELECT id, score_gemma, score_codex, score_spread, validation_status FROM read_parquet(?) "
+                "ORDER BY score_spread DESC, id LIMIT 10",
+                [str(storage.table_dir("machine_scores") / "*.parquet")],
+            )
+            .to_arrow_table()
+            .to_pylist()
+        )

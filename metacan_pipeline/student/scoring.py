@@ -29,6 +29,8 @@ from ..vocab import (
 from .calibration import Quota, threshold_uncertainty_sql
 from .features import STUDENT_FIELDS
 from .holdout import venue_held_out, venue_key
+from .models import Scorer
+from .roles import CENSUS, SAMPLE, direct_labels_key
 
 BATCH_SIZE = 50_000
 
@@ -51,7 +53,7 @@ def _list_column(probs: np.ndarray) -> pa.Array:
 
 
 def score_batches(
-    storage: MetacanStorage, bundle: dict, batch_size: int = BATCH_SIZE, progress: bool = True, log=None
+    storage: MetacanStorage, bundle: Scorer, batch_size: int = BATCH_SIZE, progress: bool = True, log=None
 ) -> Iterator[pa.RecordBatch]:
     """Score every frame work with every head of ``bundle`` (``vectorizer``, ``heads`` {teacher: {target: head}}).
 
@@ -64,7 +66,7 @@ def score_batches(
     bar = tqdm(total=n_total, unit="works", desc="student scoring", disable=not progress, mininterval=1.0)
     done = 0
     for batch in storage.iter_batches("frame", batch_size=batch_size, columns=["id", "venue_id", *STUDENT_FIELDS]):
-        X = bundle["vectorizer"].transform(student_texts(batch))
+        X = bundle.vectorizer.transform(student_texts(batch))
         cols = {
             "id": batch.column("id"),
             "held_out": pa.array(
@@ -75,9 +77,9 @@ def score_batches(
                 pa.bool_(),
             ),
         }
-        for teacher, heads in bundle["heads"].items():
+        for teacher, heads in bundle.heads.items():
             for target, head in heads.items():
-                s = head.score(X)
+                s = head.score_samples(X)
                 if target in CATEGORICAL_TARGETS:
                     cols[score_column(teacher, target)] = _list_column(s)
                     classes = np.array(CATEGORICAL_TARGETS[target], dtype=object)
@@ -107,7 +109,7 @@ def scratch_connection(storage: MetacanStorage) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     con.execute("SET threads = 2")
     con.execute(f"SET temp_directory = {sql_literal(str(storage.root / 'tmp'))}")
-    for name in ("student_scores", "direct_labels_gemma", "frame"):
+    for name in ("student_scores", direct_labels_key(CENSUS), "frame"):
         if storage.has_table(name):
             con.execute(
                 f"CREATE VIEW {name} AS SELECT * FROM read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))})"
@@ -133,17 +135,20 @@ def predictions_sql(
     scores: str = "student_scores",
     id_range: tuple[str, str] | None = None,
 ) -> str:
-    """The DuckDB query that turns ``student_scores`` and ``direct_labels_gemma`` into ``predictions``.
+    """The DuckDB query that turns ``student_scores`` and the census teacher's direct labels
+    (``direct_labels_gemma`` by default) into ``predictions``. "codex" below is the sample teacher
+    (:data:`~.roles.SAMPLE`), "gemma" the census teacher (:data:`~.roles.CENSUS`); the published column
+    names keep the default names.
 
     ``quotas``: the quota of every gated binary codex head; ``gated``: the support-gate result of every
     head (categorical heads get a codex value only when gated). Columns and meanings: SPEC section 6,
-    schema :data:`~.assets.PRED_SCHEMA`. ``scores``: the relation of scores to predict (a part of
+    schema :data:`~metacan_pipeline.tables.student.PRED_SCHEMA`. ``scores``: the relation of scores to predict (a part of
     ``student_scores``); ``id_range``: (lowest, highest) id in it, so that only the gemma labels of that
     range enter the join (the join's memory is then one part's labels, not the frame's).
     """
 
     def codex(t: str) -> str:
-        return quotas[t].decides_sql(f's."{score_column("codex", t)}"', "s.id") if t in quotas else "false"
+        return quotas[t].decides_sql(f's."{score_column(SAMPLE, t)}"', "s.id") if t in quotas else "false"
 
     cand = ", ".join(f"CASE WHEN {codex(c)} OR {_gemma_says(c)} THEN {sql_literal(c)} END" for c in CATEGORIES)
     cons = ", ".join(f"CASE WHEN {codex(c)} AND {_gemma_says(c)} THEN {sql_literal(c)} END" for c in CATEGORIES)
@@ -153,8 +158,8 @@ def predictions_sql(
         f"list_filter([{cand}], x -> x IS NOT NULL) AS candidate_categories",
         f"list_filter([{cons}], x -> x IS NOT NULL) AS consensus_categories",
         *(
-            f"[{', '.join(f's.{score_column(t, c)}' for c in CATEGORIES)}] AS category_scores_{t}"
-            for t in ("codex", "gemma")
+            f"[{', '.join(f's.{score_column(t, c)}' for c in CATEGORIES)}] AS category_scores_{column}"
+            for t, column in ((SAMPLE, "codex"), (CENSUS, "gemma"))
         ),
     ]
     for t in ABOUT_CA_TARGETS:
@@ -163,13 +168,13 @@ def predictions_sql(
             f"({codex(t)} AND {_gemma_says(t)}) AS {t}_consensus",
         ]
     for t in ABOUT_CA_TARGETS:
-        cols += [f"s.{score_column('codex', t)} AS {t}_score_codex", f"s.{score_column('gemma', t)} AS {t}_score_gemma"]
+        cols += [f"s.{score_column(SAMPLE, t)} AS {t}_score_codex", f"s.{score_column(CENSUS, t)} AS {t}_score_gemma"]
     for t in CATEGORICAL_TARGETS:
-        codex_val = f"s.{score_column('codex', t)}__argmax" if gated.get(t) else "NULL::VARCHAR"
+        codex_val = f"s.{score_column(SAMPLE, t)}__argmax" if gated.get(t) else "NULL::VARCHAR"
         gemma_val = f"CASE WHEN {G_OK} THEN g.{t} END"
         cols += [
-            f"s.{score_column('codex', t)} AS {t}_scores_codex",
-            f"s.{score_column('gemma', t)} AS {t}_scores_gemma",
+            f"s.{score_column(SAMPLE, t)} AS {t}_scores_codex",
+            f"s.{score_column(CENSUS, t)} AS {t}_scores_gemma",
             f"{codex_val} AS {t}_codex",
             f"{gemma_val} AS {t}_gemma",
             f"{gemma_val} AS {t}_candidate",
@@ -177,11 +182,11 @@ def predictions_sql(
         ]
     # an absent (NULL) gemma about_ca value is unknown, not a 0: greatest() skips the NULL term
     disagreement = ", ".join(
-        f"abs(s.{score_column('codex', t)} - {_gemma_says(t) if t in CATEGORIES else 'g.' + t}::INT)"
+        f"abs(s.{score_column(SAMPLE, t)} - {_gemma_says(t) if t in CATEGORIES else 'g.' + t}::INT)"
         for t in BINARY_TARGETS
     )
     uncertainty = [
-        threshold_uncertainty_sql(f"s.{score_column('codex', t)}", q.threshold)
+        threshold_uncertainty_sql(f"s.{score_column(SAMPLE, t)}", q.threshold)
         for t, q in quotas.items()
         if q.threshold is not None
     ]
@@ -194,7 +199,7 @@ def predictions_sql(
     ]
     where = f"WHERE work_id BETWEEN {sql_literal(id_range[0])} AND {sql_literal(id_range[1])} " if id_range else ""
     return (
-        f"WITH g AS (SELECT *, status = 'labelled' AS g_ok FROM direct_labels_gemma {where}"
+        f"WITH g AS (SELECT *, status = 'labelled' AS g_ok FROM {direct_labels_key(CENSUS)} {where}"
         "QUALIFY row_number() OVER (PARTITION BY work_id ORDER BY created_at DESC) = 1) "
         f"SELECT {', '.join(cols)} FROM {scores} s LEFT JOIN g ON g.work_id = s.id"
     )

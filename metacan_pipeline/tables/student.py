@@ -9,7 +9,9 @@ import pyarrow as pa
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS
 from . import Table
 
-#: The teachers a student head imitates, in the order of the prediction columns.
+#: The teacher suffixes of the published columns (``score_codex``, ``category_scores_gemma``, ...), in
+#: column order: the default names of the sample and the census teacher. They stay when the registry's
+#: ``[roles]`` name other teachers (:mod:`metacan_pipeline.student.roles`): the columns are published API.
 STUDENT_TEACHERS = ("codex", "gemma")
 
 HEADS_SCHEMA = pa.schema(

@@ -1,0 +1,101 @@
+"""Writing the hybrid predictions of a published model version (SPEC section 6): ``student_scores``,
+``prediction_thresholds`` and ``predictions``, and the summaries the ``predictions`` asset shows.
+
+The scores are written batch by batch (:func:`~.scoring.score_batches`), the quotas and decisions are
+computed by DuckDB over the scores' files (:func:`~.calibration.quota_calibrate`,
+:func:`~.scoring.prediction_batches`): memory stays one batch of works.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..meta import table_metadata
+from ..storage import MetacanStorage
+from ..tables.student import PRED_SCHEMA, THRESHOLDS_SCHEMA
+from ..vocab import BINARY_TARGETS
+from .calibration import quota_calibrate
+from .models import StudentBundle
+from .roles import SAMPLE
+from .scoring import BATCH_SIZE, pq_rows, prediction_batches, score_batches, score_column, scratch_connection
+
+
+def current_model_version(storage: MetacanStorage) -> str:
+    """The model version of the last ``student_heads`` materialization. Raises ValueError when there is none."""
+    rows = storage.read_table("student_heads", ["model_version"]).column("model_version").unique().to_pylist()
+    if not rows:
+        raise ValueError("student_heads is empty: materialize student_heads first")
+    return rows[0]
+
+
+def threshold_rows(con: duckdb.DuckDBPyConnection, bundle: StudentBundle) -> tuple[dict, list[dict]]:
+    """The quota of every gated binary sample-teacher head over ``student_scores`` on ``con``, and one
+    ``prediction_thresholds`` row per binary target (k, threshold and boundary id NULL for an ungated head)."""
+    gates, rates = bundle.gates, bundle.rates
+    quotas = {
+        t: quota_calibrate(con, "student_scores", f'"{score_column(SAMPLE, t)}"', rates[t], t)
+        for t in BINARY_TARGETS
+        if gates[t].passed
+    }
+    n_scored = con.execute("SELECT count(*) FROM student_scores").fetchone()[0]
+    rows = [
+        {
+            "model_version": bundle.model_version,
+            "target": t,
+            "gate_passed": gates[t].passed,
+            "gate_reason": gates[t].reason,
+            "rate": rates[t],
+            "n": n_scored,
+            **(
+                {k: v for k, v in quotas[t].as_dict().items() if k in ("k", "threshold", "boundary_id")}
+                if t in quotas
+                else {"k": None, "threshold": None, "boundary_id": None}
+            ),
+        }
+        for t in BINARY_TARGETS
+    ]
+    return quotas, rows
+
+
+def write_predictions(
+    storage: MetacanStorage, bundle: StudentBundle, batch_size: int = BATCH_SIZE, log=None, progress: bool = True
+) -> tuple[int, list[dict]]:
+    """Score the frame with ``bundle`` and write ``student_scores``, ``predictions`` and
+    ``prediction_thresholds``; returns (works predicted, threshold rows). Memory: one batch of works."""
+    storage.write_table("student_scores", score_batches(storage, bundle, batch_size, progress=progress, log=log))
+    with scratch_connection(storage) as con:
+        quotas, thresholds = threshold_rows(con, bundle)
+        gated = {t: g.passed for t, g in bundle.gates.items()}
+        n = storage.write_table(
+            "predictions",
+            prediction_batches(con, storage, bundle.model_version, quotas, gated, batch_size),
+            schema=PRED_SCHEMA,
+        )
+    storage.write_table("prediction_thresholds", pa.Table.from_pylist(thresholds, schema=THRESHOLDS_SCHEMA))
+    return n, thresholds
+
+
+def scores_metadata(storage: MetacanStorage, model_version: str) -> dict:
+    """Metadata of ``student_scores``: row count from the Parquet footers, the written schema (one column
+    per head) and the model version."""
+    files = sorted(storage.table_dir("student_scores").glob("*.parquet"))
+    schema = pq.read_schema(files[0]) if files else pa.schema([])
+    return table_metadata(schema, pq_rows(storage, "student_scores"), None, None, model_version=model_version)
+
+
+def category_counts(storage: MetacanStorage) -> tuple[dict[str, int], dict[str, int], list[dict]]:
+    """``(candidate works per category, consensus works per category, the first 5 predictions)``."""
+    with duckdb.connect() as con:
+        pattern = str(storage.table_dir("predictions") / "*.parquet")
+        counts = [
+            dict(
+                con.execute(
+                    f"SELECT c, count(*) FROM (SELECT unnest({col}) c FROM read_parquet(?)) GROUP BY c", [pattern]
+                ).fetchall()
+            )
+            for col in ("candidate_categories", "consensus_categories")
+        ]
+        preview = con.execute("SELECT * FROM read_parquet(?) LIMIT 5", [pattern]).to_arrow_table().to_pylist()
+    return counts[0], counts[1], preview

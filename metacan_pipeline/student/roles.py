@@ -1,0 +1,26 @@
+"""The teachers the student learns from, by role (SPEC sections 5-6), as the registry's ``[roles]`` names them.
+
+- :data:`SAMPLE` (codex by default): the sample teacher, covering the design-weighted sample; its heads
+  are trained with design weights, carry the support gate and make the quota-calibrated decisions.
+- :data:`CENSUS` (gemma by default): the census teacher, covering every frame work; its heads are
+  unweighted and its direct labels enter the candidate and consensus of every prediction.
+
+:data:`STUDENT_TEACHERS` is the order of the heads, of the model-version hash and of the machine-score
+arms (sample first, as the published columns). The published column names (``score_codex``,
+``category_scores_gemma``, ... in :mod:`metacan_pipeline.tables.student`) keep the default teacher names.
+"""
+
+from __future__ import annotations
+
+from ..teachers.registry import load_roles
+from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER
+
+ROLES: dict[str, str] = load_roles()
+SAMPLE: str = ROLES[SAMPLE_TEACHER]
+CENSUS: str = ROLES[CENSUS_TEACHER]
+STUDENT_TEACHERS: tuple[str, str] = (SAMPLE, CENSUS)
+
+
+def direct_labels_key(teacher: str) -> str:
+    """The asset key (and warehouse table) of a registry teacher's direct labels: ``direct_labels_<name>``."""
+    return f"direct_labels_{teacher}"

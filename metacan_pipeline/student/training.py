@@ -1,0 +1,278 @@
+"""Training the student heads (SPEC section 6): the training labels, the model version, the fits, the
+support gate and the decision rates, built once into a :class:`~.models.StudentBundle`.
+
+Training data: the census teacher's labelled teacher calls (unweighted) and the sample teacher's on the
+design-weighted sample (weights ``1/pi`` from ``sample_design``), minus every work of the frozen holdout
+and of a held-out venue (:mod:`.holdout`). Teachers by role: :mod:`.roles`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .. import __version__
+from ..storage import MetacanStorage
+from ..tables.student import TRAINING_SET_SCHEMA
+from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
+from .calibration import GateResult, support_gate
+from .features import STUDENT_FIELDS, make_features, transform
+from .heads import PARAMS, BinaryHead, CategoricalHead, Head, kish_ess, run_fits, weighted_rate
+from .holdout import HOLDOUT_VERSION, freeze_holdout, venue_held_out, venue_key
+from .models import StudentBundle, load_published, publish
+from .roles import CENSUS, SAMPLE, STUDENT_TEACHERS, direct_labels_key
+from .scoring import scratch_connection, student_texts
+
+#: Part of every model version: bump it when training or the bundle's classes change (a published
+#: version is immutable, so a bundle pickled by older code keeps its own version). v3: estimator heads.
+STUDENT_CODE_VERSION = "student-v3"
+MODEL_MAJOR = 0
+
+
+def target_value(label: dict, target: str) -> int | None:
+    """A direct label's 0/1 value on a binary target (a category's membership, or an about_ca flag)."""
+    if target in CATEGORIES:
+        return int(target in (label["categories"] or []))
+    v = label.get(target)
+    return None if v is None else int(bool(v))
+
+
+def teacher_call_labels(storage: MetacanStorage, teacher: str) -> list[dict]:
+    """Labelled teacher-call rows of one teacher (rule labels, imports and failures are not training data)."""
+    rows = storage.read_table(direct_labels_key(teacher)).to_pylist()
+    newest: dict[str, dict] = {}  # one label per work, the newest (as predictions read gemma's): a work counts once
+    for r in sorted(rows, key=lambda r: (r["created_at"] or dt.datetime.min, r["label_id"] or "")):
+        if r["status"] == "labelled" and r["source"] == "teacher_call":
+            newest[r["work_id"]] = r
+    return [r for r in rows if newest.get(r["work_id"]) is r]  # the table's order (the fits depend on row order)
+
+
+def model_version_for(labels: dict[str, list[dict]], weights: dict[str, float], feature_kind: str) -> str:
+    """``metacan-v<major>-hybrid-<12 hex>``: SHA-256 of the code version, parameters, feature backend,
+    holdout definition, and every label (teacher, work, label id, design weight) (SPEC section 6)."""
+    h = hashlib.sha256()
+    h.update(f"{__version__}/{STUDENT_CODE_VERSION}/{feature_kind}/{HOLDOUT_VERSION}".encode())
+    h.update(json.dumps(PARAMS, sort_keys=True, default=str).encode())
+    for teacher in STUDENT_TEACHERS:
+        for r in sorted(labels[teacher], key=lambda r: r["work_id"]):
+            h.update(
+                json.dumps([teacher, r["work_id"], r["label_id"], weights.get(r["work_id"], 1.0)], default=str).encode()
+            )
+    return f"metacan-v{MODEL_MAJOR}-hybrid-{h.hexdigest()[:12]}"
+
+
+def frame_rows_for(storage: MetacanStorage, ids: set[str]) -> dict[str, dict]:
+    """``{id: {venue_key, text}}`` of the frame works in ``ids`` (a DuckDB semi join over the frame's files)."""
+    wanted = pa.table({"id": sorted(ids)})  # noqa: F841 (DuckDB replacement scan)
+    with scratch_connection(storage) as con:
+        table = con.execute(
+            f"SELECT f.id, f.venue_id, {', '.join('f.' + c for c in STUDENT_FIELDS)} "
+            "FROM frame f SEMI JOIN wanted USING (id)"
+        ).to_arrow_table()
+    texts = student_texts(table)
+    return {
+        wid: {"venue_key": venue_key(wid, vid), "text": t}
+        for wid, vid, t in zip(
+            table.column("id").to_pylist(), table.column("venue_id").to_pylist(), texts, strict=False
+        )
+    }
+
+
+def frame_venues(storage: MetacanStorage) -> Iterator[tuple[str, str | None]]:
+    """(work id, venue id) of every frame work, in batches (what :func:`~.holdout.freeze_holdout` reads)."""
+    for b in storage.iter_batches("frame", columns=["id", "venue_id"]):
+        yield from zip(b.column("id").to_pylist(), b.column("venue_id").to_pylist(), strict=False)
+
+
+def outside_holdout(rows: list[dict], holdout: set[str], frame_info: dict[str, dict]) -> list[dict]:
+    """The label rows of frame works that may train: not in the frozen set (even when a work's venue
+    changed since) and not of a held-out venue."""
+    return [
+        r
+        for r in rows
+        if r["work_id"] in frame_info
+        and r["work_id"] not in holdout
+        and not venue_held_out(frame_info[r["work_id"]]["venue_key"])
+    ]
+
+
+def design_weights(storage: MetacanStorage) -> dict[str, dict]:
+    """``{work id: {id, in_sample, design_weight}}`` of ``sample_design``. Raises ValueError naming the
+    works when an in-sample work has no valid design weight (NULL, NaN or <= 0; SPEC section 5: 1/pi)."""
+    design = {r["id"]: r for r in storage.read_table("sample_design", ["id", "in_sample", "design_weight"]).to_pylist()}
+    bad = sorted(
+        w
+        for w, r in design.items()
+        if r["in_sample"]
+        and not (r["design_weight"] is not None and np.isfinite(r["design_weight"]) and r["design_weight"] > 0)
+    )
+    if bad:
+        raise ValueError(
+            f"sample_design: {len(bad)} in-sample work(s) without a valid design_weight (NULL, NaN or <= 0; SPEC section 5: "
+            f"1/pi), e.g. {bad[:5]}: re-materialize sample_design"
+        )
+    return design
+
+
+@dataclass(frozen=True)
+class TrainingInputs:
+    """What ``student_heads`` trains and evaluates on: per teacher its labels (frame works only; the
+    sample teacher's on the sample only), the design weight of every work, the frame rows (venue key,
+    text) of the labelled works and the frozen holdout."""
+
+    labels: dict[str, list[dict]]
+    weights: dict[str, float]
+    frame_info: dict[str, dict]
+    holdout: set[str]
+
+    @property
+    def texts(self) -> dict[str, str]:
+        return {wid: info["text"] for wid, info in self.frame_info.items()}
+
+    def row_weights(self, teacher: str, rows: list[dict]) -> np.ndarray:
+        """One weight per row: the design weight for the sample teacher, 1 for the census teacher."""
+        return np.array([self.weights.get(r["work_id"], 1.0) if teacher == SAMPLE else 1.0 for r in rows])
+
+
+def load_training_inputs(storage: MetacanStorage, run_id: str) -> tuple[TrainingInputs, bool]:
+    """The :class:`TrainingInputs` from the warehouse, freezing the holdout on the first run; returns
+    ``(inputs, holdout newly frozen)``. Raises ValueError as :func:`design_weights`."""
+    design = design_weights(storage)
+    labels = {t: teacher_call_labels(storage, t) for t in STUDENT_TEACHERS}
+    labels[SAMPLE] = [r for r in labels[SAMPLE] if design.get(r["work_id"], {}).get("in_sample")]
+    frame_info = frame_rows_for(storage, {r["work_id"] for t in STUDENT_TEACHERS for r in labels[t]})
+    labels = {t: [r for r in rows if r["work_id"] in frame_info] for t, rows in labels.items()}
+    holdout, newly = freeze_holdout(storage, frame_venues(storage), run_id)
+    weights = {wid: r["design_weight"] for wid, r in design.items()}
+    return TrainingInputs(labels, weights, frame_info, holdout), newly
+
+
+def fit_heads(
+    feature_kind: str, train: dict[str, list[dict]], texts: dict[str, str], weights: dict[str, np.ndarray]
+) -> tuple[object, dict[str, dict[str, Head]]]:
+    """Fit the feature backend on the training texts and every head of both teachers (the heads side by
+    side in worker processes when the training set is large enough to pay: :func:`~.heads.run_fits`).
+
+    ``train[teacher]``: training label rows (never a holdout work); ``weights[teacher]``: one training
+    weight per row. Returns ``(vectorizer, heads[teacher][target])``; raises ValueError with nothing to train on.
+    """
+    train_texts = sorted({texts[r["work_id"]] for t in STUDENT_TEACHERS for r in train[t]})
+    if not train_texts:
+        raise ValueError(
+            "student_heads: nothing to train on: no labelled teacher call of a frame work outside the holdout in "
+            f"{', '.join(direct_labels_key(t) for t in STUDENT_TEACHERS)} (is the frame empty, or did every call fail?); "
+            "materialize frame and the teachers first"
+        )
+    vectorizer = make_features(feature_kind).fit(train_texts)
+    fits: dict[tuple[str, str], tuple] = {}  # (teacher, target) -> (fit method, arguments), in head order
+    for teacher in STUDENT_TEACHERS:
+        rows, w = train[teacher], weights[teacher]
+        X = transform(vectorizer, [texts[r["work_id"]] for r in rows])
+        for target in BINARY_TARGETS:
+            idx = [i for i, r in enumerate(rows) if target_value(r, target) is not None]
+            y = np.array([target_value(rows[i], target) for i in idx], dtype=int)
+            fits[teacher, target] = (BinaryHead(target).fit, (X[idx], y, w[idx]))
+        for target, classes in CATEGORICAL_TARGETS.items():
+            fits[teacher, target] = (CategoricalHead(target, classes).fit, (X, [r.get(target) for r in rows], w))
+    # the multi-class fits take most of the time: hand them out first
+    order = sorted(fits, key=lambda k: k[1] not in CATEGORICAL_TARGETS)
+    fitted = dict(
+        zip(order, run_fits([fits[k] for k in order], sum(len(train[t]) for t in STUDENT_TEACHERS)), strict=False)
+    )
+    return vectorizer, {
+        teacher: {target: fitted[teacher, target] for (t, target) in fits if t == teacher}
+        for teacher in STUDENT_TEACHERS
+    }
+
+
+def support_gates(
+    labels: dict[str, list[dict]], weights: dict[str, float], heads: dict[str, dict[str, Head]]
+) -> dict[str, GateResult]:
+    """SPEC section 6 support gate of every sample-teacher head, on all labels of both teachers."""
+    gates = {}
+    for target in (*BINARY_TARGETS, *CATEGORICAL_TARGETS):
+        if target in CATEGORICAL_TARGETS:
+            has = {t: [r for r in labels[t] if r.get(target) is not None] for t in STUDENT_TEACHERS}
+        else:
+            has = {t: [r for r in labels[t] if target_value(r, target) == 1] for t in STUDENT_TEACHERS}
+        pos_w = np.array([weights.get(r["work_id"], 1.0) for r in has[SAMPLE]])
+        gate = support_gate(len(has[CENSUS]), len(has[SAMPLE]), kish_ess(pos_w))
+        if gate.passed and heads[SAMPLE][target].status_ != "trained":
+            gate = GateResult(
+                False, gate.gemma_positives, gate.codex_positives, gate.kish_ess_positive, "codex head is constant"
+            )
+        gates[target] = gate
+    return gates
+
+
+def decision_rates(sample_labels: list[dict], weights: dict[str, float]) -> dict[str, float]:
+    """The design-weighted sample-teacher rate of every binary target over all its sample labels (for
+    quota calibration), over the labels that carry the target (an absent about_ca value is unknown, not a 0)."""
+    w = np.array([weights.get(r["work_id"], 1.0) for r in sample_labels])
+    known = {t: np.array([target_value(r, t) is not None for r in sample_labels], dtype=bool) for t in BINARY_TARGETS}
+    return {
+        t: weighted_rate(np.array([target_value(r, t) or 0 for r in sample_labels])[known[t]], w[known[t]])
+        if len(w)
+        else 0.0
+        for t in BINARY_TARGETS
+    }
+
+
+def train_bundle(model_version: str, feature_kind: str, inputs: TrainingInputs) -> StudentBundle:
+    """Train ``model_version`` on ``inputs``: the heads on the labels outside the holdout (:func:`fit_heads`),
+    the support gates and decision rates on all labels; the bundle is complete when returned."""
+    train = {t: outside_holdout(inputs.labels[t], inputs.holdout, inputs.frame_info) for t in STUDENT_TEACHERS}
+    weights = {t: inputs.row_weights(t, train[t]) for t in STUDENT_TEACHERS}
+    vectorizer, heads = fit_heads(feature_kind, train, inputs.texts, weights)
+    return StudentBundle(
+        vectorizer,
+        heads,
+        model_version=model_version,
+        feature_kind=feature_kind,
+        holdout_version=HOLDOUT_VERSION,
+        training_ids={t: [r["work_id"] for r in train[t]] for t in STUDENT_TEACHERS},
+        gates=support_gates(inputs.labels, inputs.weights, heads),
+        rates=decision_rates(inputs.labels[SAMPLE], inputs.weights),
+    )
+
+
+def train_or_load(
+    storage: MetacanStorage, inputs: TrainingInputs, feature_kind: str, run_id: str
+) -> tuple[StudentBundle, bool]:
+    """The model version of ``inputs`` (:func:`model_version_for`): loaded when already published (a version
+    is immutable: it is never retrained), else trained (:func:`train_bundle`) and published once. Returns
+    ``(bundle, reused)``; raises :class:`~.models.ModelVersionError` for an altered or missing model file."""
+    model_version = model_version_for(inputs.labels, inputs.weights, feature_kind)
+    bundle = load_published(storage, model_version)
+    if bundle is not None:
+        return bundle, True
+    bundle = train_bundle(model_version, feature_kind, inputs)
+    summary = {
+        "training_labels": {t: len(v) for t, v in bundle.training_ids.items()},
+        "holdout_version": HOLDOUT_VERSION,
+    }
+    publish(storage, bundle, kind="hybrid", run_id=run_id, feature_kind=feature_kind, summary=summary)
+    return bundle, False
+
+
+def training_set_table(bundle: StudentBundle, frame_info: dict[str, dict]) -> pa.Table:
+    """``student_training_set``: which works trained which teacher's heads of ``bundle``, with their venue keys."""
+    return pa.Table.from_pylist(
+        [
+            {
+                "model_version": bundle.model_version,
+                "teacher": t,
+                "work_id": wid,
+                "venue_key": frame_info[wid]["venue_key"],
+            }
+            for t in STUDENT_TEACHERS
+            for wid in bundle.training_ids[t]
+        ],
+        schema=TRAINING_SET_SCHEMA,
+    )
