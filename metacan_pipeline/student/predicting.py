@@ -79,9 +79,9 @@ def write_predictions(
 
 def scores_metadata(storage: MetacanStorage, model_version: str) -> dict:
     """Metadata of ``student_scores``: row count from the Parquet footers, the written schema (one column
-    per head) and the model version."""
-    files = sorted(storage.table_dir("student_scores").glob("*.parquet"))
-    schema = pq.read_schema(files[0]) if files else pa.schema([])
+    per head) and the model version. ``write_table`` always leaves at least one file."""
+    storage.require("student_scores")
+    schema = pq.read_schema(min(storage.table_dir("student_scores").glob("*.parquet")))
     return table_metadata(schema, pq_rows(storage, "student_scores"), None, None, model_version=model_version)
 
 
