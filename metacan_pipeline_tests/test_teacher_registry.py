@@ -208,7 +208,7 @@ def test_sample_plus_batch_coverage_labels_the_sample_and_the_proposed_batch(tmp
     import pyarrow as pa
 
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers.assets import select_works
+    from metacan_pipeline.teachers.labelling import select_works
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     storage.write_table("frame", pa.table({"id": [f"W{i}" for i in range(6)]}))
