@@ -19,7 +19,7 @@ from ..storage import MetacanStorage
 from ..tables.teachers import LABELS_SCHEMA
 from ..vocab import CATEGORIES, CENSUS_TEACHER, SAMPLE_TEACHER
 from .labelling import LabelRunStats, export_labels, label_works, select_works
-from .registry import TeacherRunConfig, TeacherSpec, load_registry, load_roles
+from .registry import TeacherRunConfig, TeacherSpec, direct_labels_table, load_registry, load_roles
 from .server import EmbeddedLlamaServer
 
 _TEACHER_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
@@ -44,7 +44,7 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
     deps = ["frame"] + (["sample_design"] if spec.covers_sample else [])
 
     @dg.asset(
-        name=f"direct_labels_{spec.name}",
+        name=direct_labels_table(spec.name),
         group_name="labeling",
         kinds={"python", "duckdb"},
         code_version="2",
@@ -137,7 +137,7 @@ def covers_check(spec: TeacherSpec, asset: dg.AssetsDefinition) -> dg.AssetCheck
     )
     def _check(storage: MetacanStorage) -> dg.AssetCheckResult:
         covered = {w["id"] for w in select_works(storage, spec)}
-        labelled = storage.read_table(f"direct_labels_{spec.name}", ["work_id", "status"]).to_pylist()
+        labelled = storage.read_table(direct_labels_table(spec.name), ["work_id", "status"]).to_pylist()
         have = {r["work_id"] for r in labelled}
         missing = sorted(covered - have)
         return dg.AssetCheckResult(

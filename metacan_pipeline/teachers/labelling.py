@@ -25,7 +25,7 @@ from ..tables.teachers import LABELS_SCHEMA
 from ..vocab import INSUFFICIENT_PAYLOAD
 from .archive import LabelWriter, recover
 from .client import CallRecord, EndpointConfigurationError, EndpointUnavailableError, LabelOutcome, TeacherClient
-from .registry import TeacherSpec
+from .registry import TeacherSpec, direct_labels_table
 from .rubric import Prompt, load_prompt
 from .store import NOT_FINAL, append_rows, current_labels_sql, existing_keys, now_utc
 from .views import record_view, view_hash
@@ -511,5 +511,5 @@ def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[
             [spec.name, spec.model, prompt.version, prompt.sha],
         ).to_arrow_table()
     table = table.select([f.name for f in LABELS_SCHEMA]).cast(LABELS_SCHEMA)
-    storage.write_table(f"direct_labels_{spec.name}", table, schema=LABELS_SCHEMA)
+    storage.write_table(direct_labels_table(spec.name), table, schema=LABELS_SCHEMA)
     return table

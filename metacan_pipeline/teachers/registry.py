@@ -129,6 +129,11 @@ class TeacherRunConfig(dg.Config):
         return TeacherSpec(**{**spec.model_dump(), **changes}) if changes else spec
 
 
+def direct_labels_table(teacher: str) -> str:
+    """The warehouse table and the asset key of a registry teacher's direct labels: ``direct_labels_<teacher>``."""
+    return f"direct_labels_{teacher}"
+
+
 def default_registry_path() -> Path:
     """``$METACAN_TEACHERS_FILE``, else the packaged ``teachers/teachers.toml``."""
     env = teachers_file()
