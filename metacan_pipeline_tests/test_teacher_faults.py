@@ -231,7 +231,7 @@ def test_an_endpoint_that_fails_batch_after_batch_stops_the_run_and_the_rest_wai
     """503 for every call: after MAX_FAILED_BATCHES_IN_A_ROW batches the run stops taking batches and raises
     (the asset fails, Dagster retries it); the works never sent have no row and are asked next run."""
     from metacan_pipeline.teachers.client import EndpointUnavailableError
-    from metacan_pipeline.teachers.labelling import MAX_FAILED_BATCHES_IN_A_ROW
+    from metacan_pipeline.teachers.sending import MAX_FAILED_BATCHES_IN_A_ROW
 
     storage = MetacanStorage(data_dir=str(tmp_path))
     down = httpx.MockTransport(lambda req: httpx.Response(503, text="upstream down"))

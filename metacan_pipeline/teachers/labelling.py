@@ -11,23 +11,23 @@ every call and outcome as it happens; :func:`export_labels` writes the teacher's
 import asyncio
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
 import pyarrow as pa
 from filelock import FileLock, Timeout
-from tqdm import tqdm
 
 from ..storage import MetacanStorage
 from ..tables.teachers import LABELS_SCHEMA
 from ..vocab import INSUFFICIENT_PAYLOAD
 from .archive import LabelWriter, recover
-from .client import CallRecord, EndpointConfigurationError, EndpointUnavailableError, LabelOutcome, TeacherClient
+from .client import CallRecord, LabelOutcome
 from .registry import TeacherSpec, direct_labels_table
 from .rubric import Prompt, load_prompt
-from .store import NOT_FINAL, append_rows, current_labels_sql, existing_keys, now_utc
+from .sending import Progress, send_batches, teacher_client
+from .store import append_rows, current_labels_sql, existing_keys, now_utc
 from .views import record_view, view_hash
 
 Abstracts = Callable[[list[dict]], dict[str, str | None]]
@@ -56,42 +56,6 @@ class LabelRunStats:
     structured_output: str | None = None
     recovered: dict = field(default_factory=dict)
     view_hashes: dict[str, str] = field(default_factory=dict)
-
-
-class _Progress:
-    """A tqdm bar (shown on a terminal) plus a log line every ``every_s`` seconds: works done of total,
-    calls, tokens, running cost and ETA."""
-
-    def __init__(self, teacher: str, total: int, stats: LabelRunStats, log, every_s: float = 15.0) -> None:
-        self.teacher, self.total, self.stats, self.log, self.every_s = teacher, total, stats, log, every_s
-        self.bar = tqdm(total=total, desc=f"teacher {teacher}", unit="work", disable=None)
-        self.t0 = self.last = time.monotonic()
-        self.done = 0
-
-    def line(self) -> str:
-        s, elapsed = self.stats, time.monotonic() - self.t0
-        eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
-        return (
-            f"teacher {self.teacher}: {self.done}/{self.total} works, {s.calls} calls, "
-            f"{s.prompt_tokens + s.completion_tokens} tokens, ${s.cost_usd:.4f}, {elapsed:.0f}s elapsed, ETA {eta:.0f}s"
-        )
-
-    def update(self, works: int) -> None:
-        self.done += works
-        self.bar.update(works)
-        self.bar.set_postfix(
-            calls=self.stats.calls,
-            tokens=self.stats.prompt_tokens + self.stats.completion_tokens,
-            cost=f"${self.stats.cost_usd:.4f}",
-            refresh=False,
-        )
-        now = time.monotonic()
-        if now - self.last >= self.every_s or self.done == self.total:
-            self.last = now
-            self.log.info(self.line())
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
@@ -162,53 +126,6 @@ def _label_row(
         row.update(label.as_dict())
         row.pop("id", None)
     return row
-
-
-#: Batches in a row whose every work failed for a reason that is not about the work (:data:`~.store.NOT_FINAL`)
-#: after which a run stops taking new batches: an endpoint that is down or misconfigured costs a few calls.
-MAX_FAILED_BATCHES_IN_A_ROW = 8
-
-
-async def _send(
-    client: TeacherClient, batches: list[list[dict]], concurrency: int, progress: _Progress
-) -> BaseException | None:
-    """Send ``batches`` with ``concurrency`` workers. Returns the error that stopped the run early, or None.
-
-    A stop (a configuration error such as HTTP 401, or :data:`MAX_FAILED_BATCHES_IN_A_ROW` batches lost
-    to the endpoint) ends the taking of new batches; calls in flight finish and are stored first, so no
-    reply already paid for is lost. Works never sent have no outcome: the next run asks for them.
-    """
-    queue = deque(batches)
-    stop: list[BaseException] = []
-    streak = 0
-
-    async def worker() -> None:
-        nonlocal streak
-        while queue and not stop:
-            batch = queue.popleft()
-            try:
-                outcomes = await client.label(batch)
-            except EndpointConfigurationError as exc:
-                stop.append(exc)
-                return
-            progress.update(len(batch))
-            if all(o.error is not None and o.error.startswith(NOT_FINAL) for o in outcomes):
-                streak += 1
-                if streak >= MAX_FAILED_BATCHES_IN_A_ROW and queue and not stop:
-                    stop.append(
-                        EndpointUnavailableError(
-                            f"{streak} batches in a row failed at the endpoint ({outcomes[0].error[:300]}); stopped with "
-                            f"{len(queue)} batches not sent: they are asked for by the next run"
-                        )
-                    )
-            else:
-                streak = 0
-
-    try:
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(batches)) or 1)))
-    finally:
-        await client.aclose()
-    return stop[0] if stop else None
 
 
 def label_works(
@@ -394,39 +311,29 @@ def call_row(spec: TeacherSpec, prompt: Prompt, run_id: str, rec: CallRecord, co
     }
 
 
-def teacher_client(
-    spec: TeacherSpec,
-    prompt: Prompt,
-    url: str,
-    *,
-    api_key: str,
-    transport: httpx.AsyncBaseTransport | None,
-    on_call: Callable[[CallRecord], None],
-    on_outcomes: Callable[[list[LabelOutcome]], None],
-) -> TeacherClient:
-    """The client for ``spec`` at ``url``. ``structured_output = auto`` is ``json_object_schema`` on the
-    embedded server and ``auto`` (probed) elsewhere; ``system_role = auto`` sends a system message except
-    to the embedded Gemma, whose chat template has none."""
-    structured = spec.structured_output
-    if structured == "auto":
-        structured = "json_object_schema" if spec.embedded else "auto"
-    return TeacherClient(
-        url,
-        spec.model,
+def count_outcomes(stats: LabelRunStats, outs: list[LabelOutcome], teacher: str, log) -> None:
+    """Count ``outs`` by status and failure cause (the text before the first ``:``) into ``stats``; log
+    each failure."""
+    for out in outs:
+        stats.outcomes[out.status] += 1
+        if out.error:
+            stats.failures[out.error.split(":")[0][:80]] += 1
+            log.warning(f"teacher {teacher}: {out.work_id} failed: {out.error[:300]}")
+
+
+def outcome_row(spec: TeacherSpec, prompt: Prompt, out: LabelOutcome, vhash: str, run_id: str) -> dict:
+    """The ``teacher_labels`` row of one outcome of a call (labelled or failed, source ``teacher_call``)."""
+    return _label_row(
+        spec,
         prompt,
-        api_key=api_key,
-        structured=structured,
-        system_role=spec.system_role == "yes" or (spec.system_role == "auto" and not spec.embedded),
-        logprobs=spec.logprobs,
-        temperature=spec.temperature,
-        max_tokens_per_work=spec.max_tokens_per_work,
-        timeout_s=spec.timeout_s,
-        max_invalid_retries=spec.max_invalid_retries,
-        max_transport_attempts=spec.max_transport_attempts,
-        concurrency=spec.concurrency,
-        transport=transport,
-        on_call=on_call,
-        on_outcomes=on_outcomes,
+        out.work_id,
+        vhash,
+        run_id,
+        status=out.status,
+        label=out.label,
+        error=out.error,
+        call_id=out.call_id,
+        attempts=out.attempts,
     )
 
 
@@ -442,7 +349,7 @@ def call_teacher(
     base_url: Callable[[], str],
     transport: httpx.AsyncBaseTransport | None,
 ) -> BaseException | None:
-    """Send ``plan.to_call`` in batches of ``works_per_call`` (:func:`_send`), archiving and storing every
+    """Send ``plan.to_call`` in batches of ``works_per_call`` (:func:`~.sending.send_batches`), archiving and storing every
     call and outcome as it happens (:class:`~.archive.LabelWriter`); counts calls, tokens, cost, outcomes
     and failures into ``stats``. Returns the error that stopped the run early, or None. Raises ValueError
     when the teacher's ``api_key_env`` is not set (before anything is opened)."""
@@ -459,28 +366,8 @@ def call_teacher(
             writer.add_call(call_row(spec, prompt, run_id, rec, cost), rec.request, rec.response_text)
 
         def on_outcomes(outs: list[LabelOutcome]) -> None:
-            for out in outs:
-                stats.outcomes[out.status] += 1
-                if out.error:
-                    stats.failures[out.error.split(":")[0][:80]] += 1
-                    log.warning(f"teacher {spec.name}: {out.work_id} failed: {out.error[:300]}")
-            writer.add_labels(
-                [
-                    _label_row(
-                        spec,
-                        prompt,
-                        o.work_id,
-                        plan.hashes[o.work_id],
-                        run_id,
-                        status=o.status,
-                        label=o.label,
-                        error=o.error,
-                        call_id=o.call_id,
-                        attempts=o.attempts,
-                    )
-                    for o in outs
-                ]
-            )
+            count_outcomes(stats, outs, spec.name, log)
+            writer.add_labels([outcome_row(spec, prompt, o, plan.hashes[o.work_id], run_id) for o in outs])
 
         client = teacher_client(
             spec, prompt, base_url(), api_key=api_key, transport=transport, on_call=on_call, on_outcomes=on_outcomes
@@ -489,9 +376,9 @@ def call_teacher(
         batches = [
             [plan.views[w["id"]] for w in plan.to_call[i : i + per_call]] for i in range(0, len(plan.to_call), per_call)
         ]
-        progress = _Progress(spec.name, len(plan.to_call), stats, log)
+        progress = Progress(spec.name, len(plan.to_call), stats, log)
         try:
-            stopped = asyncio.run(_send(client, batches, spec.concurrency, progress))
+            stopped = asyncio.run(send_batches(client, batches, spec.concurrency, progress))
         finally:
             progress.close()
             stats.structured_output = client.structured
