@@ -337,6 +337,22 @@ def read_stored(con: duckdb.DuckDBPyConnection, spec: ImportSpec) -> StoredImpor
     return StoredImports(done, current, placed, design)
 
 
+def import_provenance(spec: ImportSpec, run_id: str | None, created_at: Any) -> dict[str, Any]:
+    """The columns every ``teacher_labels`` row of one import shares: configuration, record view, run, time."""
+    teacher, model, prompt_version, prompt_sha = spec.config
+    return {
+        "teacher": teacher,
+        "model": model,
+        "prompt_version": prompt_version,
+        "prompt_sha": prompt_sha,
+        "record_view": spec.record_view,
+        "attempts": 0,
+        "run_id": run_id,
+        "source": SOURCE,
+        "created_at": created_at,
+    }
+
+
 @dataclass(frozen=True)
 class ImportedRow:
     """The ``teacher_labels`` row one record becomes, with its ``work_id`` (None when the id names no
@@ -360,7 +376,7 @@ def record_row(
 ) -> ImportedRow:
     """Validate one record (id, view hash, label rules of SPEC sections 3/4, design) and build its row:
     ``labelled`` with the label's fields, or ``failed`` with the cause prefixed by where the record is.
-    ``provenance``: the configuration, run and time columns every row of the import shares."""
+    ``provenance``: the columns every row of the import shares (:func:`import_provenance`)."""
     row: dict[str, Any] = {"label_id": uuid.uuid4().hex, "work_id": work_id, **provenance}
     error, view_hash, work_design, lab = rec.error, None, None, None
     if error is None:
@@ -451,22 +467,11 @@ def import_records(
     same content again stores nothing (and is reported ``already_imported``). Invalid records are not
     raised: they are failed rows (see the report).
     """
-    teacher, model, prompt_version, prompt_sha = spec.config
     files = list(dict.fromkeys(files if files is not None else ((r.file, r.sha256) for r in records)))
-    report = ImportReport(teacher=teacher, files=files)
+    report = ImportReport(teacher=spec.teacher, files=files)
     stored = read_stored(con, spec)
     created = now_utc()
-    provenance = {
-        "teacher": teacher,
-        "model": model,
-        "prompt_version": prompt_version,
-        "prompt_sha": prompt_sha,
-        "record_view": spec.record_view,
-        "attempts": 0,
-        "run_id": run_id,
-        "source": SOURCE,
-        "created_at": created,
-    }
+    provenance = import_provenance(spec, run_id, created)
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
     design: dict[str, tuple] = {}
