@@ -378,12 +378,12 @@ def test_read_stored_and_record_row_say_what_an_import_would_add(tmp_path: Path)
     record_row finds the same record unchanged, a changed reason changed, and an id naming no work failed with
     where the record is."""
     from metacan_pipeline.teachers.imports import (
-        SourceRecord,
         import_provenance,
         read_stored,
         record_row,
         work_id_of,
     )
+    from metacan_pipeline.teachers.label_files import SourceRecord
 
     path = tmp_path / "labels.json"
     path.write_text(json.dumps([{**GOOD, "sel_prob": 0.5}]))

@@ -62,6 +62,7 @@ import pyarrow as pa
 
 from ..openalex.ids import is_work_id, short_id
 from ..vocab import CATEGORIES
+from .label_files import SourceRecord, read_label_records
 from .store import append_rows, now_utc
 from .validate import LABEL_FIELDS, InvalidLabel, validate_label
 from .views import canonical_json
@@ -84,7 +85,6 @@ CONTENT_FIELDS = (
     "reason",
 )
 """Columns of a ``teacher_labels`` row that say what the label is (the rest is provenance: ids, run, time)."""
-EXPECTED = "give a JSON array of label objects ('[]' for none) or JSON Lines (one label object per line)"
 
 
 @dataclass(frozen=True)
@@ -131,23 +131,6 @@ class ImportSpec:
         return (self.teacher, self.model, self.prompt_version, self.prompt_sha)
 
 
-@dataclass(frozen=True)
-class SourceRecord:
-    """One record of a source file: where it is (``file``, its content ``sha256``, 0-based ``index``,
-    1-based ``line`` for JSON Lines), the ``original`` values as read, and ``label``, the object in our
-    schema that is validated (the record itself for files in our schema; a converted object for other
-    layouts, see :mod:`.pilot`). ``error`` set: the record could not be read or converted (it becomes a
-    failed row with that cause, unvalidated)."""
-
-    file: str
-    sha256: str
-    index: int
-    original: Any
-    label: Any
-    error: str | None = None
-    line: int | None = None
-
-
 @dataclass
 class ImportReport:
     """What one import did. ``invalid``: ``(file, index, work_id or None, cause)`` of every failed row
@@ -166,74 +149,6 @@ class ImportReport:
     design_rows: int = 0
     invalid: list[tuple[str, int, str | None, str]] = field(default_factory=list)
     duplicates: list[tuple[str, str, int]] = field(default_factory=list)
-
-
-def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of the file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def read_label_file(path: Path) -> list[SourceRecord]:
-    """The records of a JSON array or JSON Lines file (detected by the first non-blank character ``[``).
-
-    A JSON Lines line that is not JSON becomes a record with ``error`` (blank lines are skipped). Raises
-    ValueError naming the file and saying what is expected when the file is empty (no bytes or
-    whitespace only: a failed export; ``[]`` is the file with no labels), is not UTF-8, is a JSON array
-    file that does not parse or holds something else than an array, holds one JSON object (e.g. a
-    pretty-printed object or a teacher reply ``{"labels": [...]}``) rather than a label per line, or has
-    no line holding a JSON object (not JSON Lines at all); FileNotFoundError when the file is missing.
-    """
-    return _read_label_file(path)[1]
-
-
-def _read_label_file(path: Path) -> tuple[str, list[SourceRecord]]:
-    """``(sha256, records)`` of :func:`read_label_file`."""
-    raw = path.read_bytes()
-    sha = hashlib.sha256(raw).hexdigest()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc}); {EXPECTED}") from exc
-    if not text.strip():
-        raise ValueError(f"{path}: the file is empty ({len(raw)} bytes, no records; a failed export?); {EXPECTED}")
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not a JSON array ({exc}); {EXPECTED}") from exc
-        if not isinstance(items, list):
-            raise ValueError(f"{path}: holds a JSON {type(items).__name__}, not an array; {EXPECTED}")
-        return sha, [SourceRecord(str(path), sha, i, item, item) for i, item in enumerate(items)]
-    lines = text.splitlines()
-    nonblank = sum(1 for line in lines if line.strip())
-    try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
-        whole = None
-    # One object over several lines, or on one line but shaped as a reply ({"labels": [...]}, no id).
-    if isinstance(whole, dict) and (nonblank > 1 or ("id" not in whole and isinstance(whole.get("labels"), list))):
-        keys = ", ".join(repr(k) for k in list(whole)[:5]) + (", ..." if len(whole) > 5 else "")
-        raise ValueError(
-            f"{path}: holds one JSON object (keys {keys}) over {nonblank} line(s), not a JSON array or JSON Lines; {EXPECTED}"
-        )
-    records: list[SourceRecord] = []
-    objects = 0
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            records.append(SourceRecord(str(path), sha, len(records), line, None, f"not JSON: {exc}", lineno))
-            continue
-        objects += isinstance(item, dict)
-        records.append(SourceRecord(str(path), sha, len(records), item, item, None, lineno))
-    if not objects:
-        raise ValueError(
-            f"{path}: none of its {nonblank} non-blank line(s) is a JSON object, so it is not JSON Lines "
-            f"(a truncated or pretty-printed JSON document?); {EXPECTED}"
-        )
-    return sha, records
 
 
 def _design(obj: dict) -> tuple[str | None, float | None, float | None] | None:
@@ -505,10 +420,10 @@ def import_records(
 
 
 def import_file(con: duckdb.DuckDBPyConnection, path: Path, spec: ImportSpec, run_id: str | None) -> ImportReport:
-    """Read ``path`` (:func:`read_label_file`; raises ValueError for an empty file or one that is not a JSON
+    """Read ``path`` (:func:`~.label_files.read_label_file`; raises ValueError for an empty file or one that is not a JSON
     array or JSON Lines) and import its records (:func:`import_records`); a file without records (``[]``)
     is recorded in ``label_imports`` with 0 rows."""
-    sha, records = _read_label_file(path)
+    sha, records = read_label_records(path)
     return import_records(con, spec, records, run_id, files=[(str(path), sha)])
 
 
