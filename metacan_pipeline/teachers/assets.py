@@ -81,12 +81,15 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
             max_works=config.max_works,
         )
         table = export_labels(storage, run_spec, stats.view_hashes)
-        return dg.MaterializeResult(metadata=_metadata(run_spec, table, stats))
+        return dg.MaterializeResult(metadata=direct_labels_metadata(run_spec, table, stats))
 
     return _asset
 
 
-def _metadata(spec: TeacherSpec, table: pa.Table, stats: LabelRunStats) -> dict:
+def direct_labels_metadata(spec: TeacherSpec, table: pa.Table, stats: LabelRunStats) -> dict:
+    """The metadata of ``direct_labels_<name>``: the table's (row count, schema, preview), the teacher's
+    configuration, what this run did (calls, tokens, cost, reuse, rule labels, deferrals, recoveries) and
+    the labels by status and category."""
     rows = table.to_pylist()
     status = Counter(r["status"] for r in rows)
     cats = Counter(c for r in rows for c in (r["categories"] or []))
