@@ -260,3 +260,34 @@ def test_registry_and_imported_teachers_are_all_paired(tmp_path: Path):
     assert all(r["weights"] == "sample_design" and r["n_with_weight"] == 0 for r in rows if "gemma" in r["pair"])
     # gemma says W2 is not metaresearch, ext says it is: 1 of 2 agree.
     assert all(r["n"] == 2 and r["agreement"] == 0.5 for r in rows if "gemma" in r["pair"])
+
+
+def test_pairs_are_named_by_teacher_unless_a_teacher_has_several_configurations():
+    """short_names: a teacher with one configuration is its name; two configurations of one teacher are told
+    apart by model, prompt version and SHA; compare_pairs orders configurations by those names."""
+    from metacan_pipeline.teachers.agreement import TeacherConfig, agreement_note, compare_pairs, short_names
+
+    a = TeacherConfig("zeta", "m", "v2", "aaaaaaaa1111", "registry")
+    b1 = TeacherConfig("alpha", "m1", "v1", "bbbbbbbb2222", "import")
+    b2 = TeacherConfig("alpha", "m2", "v1", "cccccccc3333", "import")
+    assert short_names([a, b1, b2]) == {
+        a.key: "zeta",
+        b1.key: "alpha@m1/v1/bbbbbbbb",
+        b2.key: "alpha@m2/v1/cccccccc",
+    }
+    labels = {c.key: {"W1": _row("W1", ["metaresearch"], "methods")} for c in (a, b1, b2)}
+    compared = compare_pairs(([a, b1, b2], labels, {}, {}, {}))
+    assert [c.teacher for c in compared.configs] == ["alpha", "alpha", "zeta"]
+    assert list(compared.per_pair) == [
+        "alpha@m1/v1/bbbbbbbb vs alpha@m2/v1/cccccccc",
+        "alpha@m1/v1/bbbbbbbb vs zeta",
+        "alpha@m2/v1/cccccccc vs zeta",
+    ]
+    assert compared.diffs == [] and agreement_note(compared) == "3 pair(s) of 3 teacher configurations compared."
+
+
+def test_teacher_agreement_writes_two_tables_each_an_asset_key():
+    """teacher_agreement is one step with two asset keys, both depending on the direct labels by key."""
+    assert {k.path[-1] for k in teacher_agreement.keys} == {"teacher_agreement", "teacher_disagreements"}
+    deps = {k.path[-1] for k in teacher_agreement.asset_deps[dg.AssetKey("teacher_disagreements")]}
+    assert {"imported_labels", "sample_design", "direct_labels_gemma", "direct_labels_codex"} <= deps

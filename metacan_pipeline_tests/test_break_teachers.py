@@ -30,9 +30,9 @@ import pytest
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables import create_tables
 from metacan_pipeline.teachers.archive import ARCHIVE_DIR
-from metacan_pipeline.teachers.assets import export_labels, label_works, select_works
 from metacan_pipeline.teachers.client import EndpointConfigurationError
 from metacan_pipeline.teachers.imports import ImportSpec, current_imported_sql, import_file
+from metacan_pipeline.teachers.labelling import export_labels, label_works, select_works
 from metacan_pipeline.teachers.registry import TeacherSpec, load_registry
 
 from .stub_teacher import parse_records, run_stub, stub_label
@@ -100,7 +100,7 @@ TWIN_SCRIPT = """
 import logging, sys, time
 from pathlib import Path
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.teachers.assets import label_works
+from metacan_pipeline.teachers.labelling import label_works
 from metacan_pipeline_tests.test_teacher_faults import frame_rows, spec_for
 url, data, me, other = sys.argv[1:5]
 Path(data, me).touch()

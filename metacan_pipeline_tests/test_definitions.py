@@ -2,6 +2,8 @@ import dagster as dg
 
 from metacan_pipeline.definitions import ALL_ASSETS, defs
 
+ALL_KEYS = {k.to_user_string() for a in ALL_ASSETS for k in a.keys}
+
 
 def test_definitions_load():
     dg.Definitions.validate_loadable(defs)
@@ -11,9 +13,9 @@ def test_definitions_load():
     for spec in specs.values():
         assert spec.description and len(spec.description) > 80, f"{spec.key} needs a real docstring"
     # one spec per table: a multi_asset (frame, student_heads, predictions, ...) has one per table it writes
-    assert len(specs) == sum(len(a.keys) for a in ALL_ASSETS)
+    assert len(specs) == sum(len(a.keys) for a in ALL_ASSETS) == len(ALL_KEYS)
     assert {"openalex_quarantine", "frame_build_manifest", "student_training_set", "student_scores"} <= set(specs)
-    assert {"prediction_thresholds", "label_batches"} <= set(specs)
+    assert {"prediction_thresholds", "label_batches", "teacher_disagreements"} <= set(specs)
     assert specs["frame_parts"].partitions_def.name == "openalex_partitions"
 
 
@@ -53,9 +55,7 @@ def _job_assets(name):
 
 
 def test_main_job_and_weekly_refresh_schedule():
-    assert _job_assets("metacan_all") == {k.to_user_string() for a in ALL_ASSETS for k in a.keys} - {
-        "openalex_api_refresh"
-    }
+    assert _job_assets("metacan_all") == ALL_KEYS - {"openalex_api_refresh"}
     schedule = defs.resolve_schedule_def("weekly_frame_refresh")
     assert schedule.cron_schedule == "0 3 * * 1" and schedule.job_name == "frame_refresh"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING  # offline and free: users rely on it

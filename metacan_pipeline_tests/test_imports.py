@@ -371,3 +371,39 @@ def test_missing_default_pilot_folder_is_skipped_with_a_note(tmp_path: Path, mon
     md = metadata(result, "imported_labels")
     assert md["dagster/row_count"] == 0 and "no-such-folder" in md["notes"] and "not found" in md["notes"]
     assert metadata(result, "teacher_agreement")["note"].startswith("Nothing to compare: 0 teacher configuration(s)")
+
+
+def test_read_stored_and_record_row_say_what_an_import_would_add(tmp_path: Path):
+    """After one import, read_stored holds its file SHA-256, the current content of each work and the design;
+    record_row finds the same record unchanged, a changed reason changed, and an id naming no work failed with
+    where the record is."""
+    from metacan_pipeline.teachers.imports import (
+        import_provenance,
+        read_stored,
+        record_row,
+        work_id_of,
+    )
+    from metacan_pipeline.teachers.label_files import SourceRecord
+
+    path = tmp_path / "labels.json"
+    path.write_text(json.dumps([{**GOOD, "sel_prob": 0.5}]))
+    con = duckdb.connect(str(tmp_path / "db.duckdb"))
+    create_tables(con)
+    import_file(con, path, SPEC, "run-1")
+    stored = read_stored(con, SPEC)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert stored.done == {sha} and set(stored.current) == {"W1"} and stored.placed == set()
+    assert stored.design == {"W1": (None, 0.5, 2.0)}
+
+    def row_of(obj: dict):
+        rec = SourceRecord(str(path), sha, 0, obj, obj)
+        return record_row(rec, *work_id_of(obj["id"]), SPEC, import_provenance(SPEC, "run-2", None), stored)
+
+    same = row_of({**GOOD, "sel_prob": 0.5})
+    assert same.unchanged and same.error is None and same.design == (None, 0.5, 2.0)
+    changed = row_of({**GOOD, "reason": "another reason"})
+    assert not changed.unchanged and changed.row["status"] == "labelled" and changed.design is None
+    bad = row_of({**GOOD, "id": "A1"})
+    assert bad.work_id is None and bad.row["status"] == "failed"
+    assert bad.row["error"].startswith(f"{path} record 0: id='A1' is not an OpenAlex work id")
+    con.close()

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.teachers.assets import export_labels, label_works
+from metacan_pipeline.teachers.labelling import export_labels, label_works
 from metacan_pipeline.teachers.registry import TeacherSpec
 
 from .stub_teacher import run_stub
@@ -174,7 +174,7 @@ def test_a_server_killed_mid_run_leaves_unavailable_failures_that_the_next_run_a
 KILL_SCRIPT = """
 import json, logging, sys
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.teachers.assets import label_works
+from metacan_pipeline.teachers.labelling import label_works
 from metacan_pipeline_tests.test_teacher_faults import frame_rows, spec_for
 url, data = sys.argv[1], sys.argv[2]
 label_works(MetacanStorage(data_dir=data), spec_for(url, concurrency=2, works_per_call=2), frame_rows(60), run_id="killed",
@@ -230,8 +230,8 @@ def test_a_labelling_process_killed_with_sigkill_resumes_without_buying_a_finish
 def test_an_endpoint_that_fails_batch_after_batch_stops_the_run_and_the_rest_waits(tmp_path):
     """503 for every call: after MAX_FAILED_BATCHES_IN_A_ROW batches the run stops taking batches and raises
     (the asset fails, Dagster retries it); the works never sent have no row and are asked next run."""
-    from metacan_pipeline.teachers.assets import MAX_FAILED_BATCHES_IN_A_ROW
     from metacan_pipeline.teachers.client import EndpointUnavailableError
+    from metacan_pipeline.teachers.sending import MAX_FAILED_BATCHES_IN_A_ROW
 
     storage = MetacanStorage(data_dir=str(tmp_path))
     down = httpx.MockTransport(lambda req: httpx.Response(503, text="upstream down"))

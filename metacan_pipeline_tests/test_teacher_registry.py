@@ -208,7 +208,7 @@ def test_sample_plus_batch_coverage_labels_the_sample_and_the_proposed_batch(tmp
     import pyarrow as pa
 
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers.assets import select_works
+    from metacan_pipeline.teachers.labelling import select_works
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     storage.write_table("frame", pa.table({"id": [f"W{i}" for i in range(6)]}))
@@ -235,3 +235,54 @@ def test_sample_plus_batch_coverage_labels_the_sample_and_the_proposed_batch(tmp
     assert [w["id"] for w in select_works(storage, only)] == ["W4"]
     with pytest.raises(ValueError, match="sample\\+batch:<name>"):
         type(base).model_validate({**base.model_dump(), "coverage": "batch+sample:x"})
+
+
+def test_the_role_assets_are_the_teachers_the_registry_names_and_depend_on_the_frame_by_key():
+    """census_direct_labels / sample_direct_labels follow [roles]; each direct-label asset reads frame (and the
+    sample teacher sample_design) by key, and its coverage check is attached to the table it reads."""
+    import dagster as dg
+
+    from metacan_pipeline.teachers.assets import ROLES, TEACHER_CHECKS, census_direct_labels, sample_direct_labels
+    from metacan_pipeline.teachers.registry import direct_labels_table, load_roles
+
+    assert ROLES == load_roles() == {"census": "gemma", "sample": "codex"}
+    assert (
+        census_direct_labels.key
+        == dg.AssetKey(direct_labels_table(ROLES["census"]))
+        == dg.AssetKey("direct_labels_gemma")
+    )
+    assert {k.path[-1] for k in census_direct_labels.asset_deps[census_direct_labels.key]} == {"frame"}
+    assert {k.path[-1] for k in sample_direct_labels.asset_deps[sample_direct_labels.key]} == {"frame", "sample_design"}
+    assert {spec.asset_key.path[-1] for check in TEACHER_CHECKS for spec in check.check_specs} == {
+        "direct_labels_gemma",
+        "direct_labels_codex",
+    }
+
+
+def test_plan_run_reuses_stored_labels_gives_rule_labels_and_defers_beyond_max_works(tmp_path):
+    """plan_run: a work whose label key is stored is reused, a work outside the sampling frame gets the rule
+    label (stored by store_frame_rule_labels, then reused too), and max_works defers the rest in frame order."""
+    from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.teachers.labelling import plan_run, store_frame_rule_labels
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    spec = load_registry(environ={})["gemma"]
+    prompt = load_prompt(spec.prompt_version)
+    works = [
+        {"id": f"W{i}", "title_text": f"Study {i}", "publication_year": 2020, "language": "en", "type": "article"}
+        | {"venue_name": None, "topic": None, "field": None, "has_abstract": False}
+        | {"in_sampling_frame": i != 1, "sampling_frame_exclusion": None if i != 1 else "no_title"}
+        for i in range(6)
+    ]
+    plan = plan_run(storage, spec, prompt, works, None, max_works=3)
+    assert (plan.reused, [w["id"] for w in plan.rule], plan.deferred) == (0, ["W1"], 2)
+    assert [w["id"] for w in plan.to_call] == ["W0", "W2", "W3"] and set(plan.hashes) == {w["id"] for w in works}
+    store_frame_rule_labels(storage, spec, prompt, plan, "run-1")
+    with storage.connect() as con:
+        stored = con.execute("SELECT work_id, status, source, categories, reason FROM teacher_labels").fetchall()
+    assert [(w, s, src, c) for w, s, src, c, _ in stored] == [
+        ("W1", "labelled", "frame_rule", ["insufficient_payload"])
+    ]
+    assert "outside the sampling frame (no_title)" in stored[0][4]
+    again = plan_run(storage, spec, prompt, works, None, max_works=0)
+    assert (again.reused, again.rule, again.deferred, len(again.to_call)) == (1, [], 0, 5)

@@ -25,7 +25,7 @@ is the weighted one); it is undefined (None here) when both sides use one and th
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ import dagster as dg
 import pyarrow as pa
 from sklearn.metrics import cohen_kappa_score
 
-from ..meta import column_schema, table_metadata
+from ..meta import table_metadata
 from ..storage import MetacanStorage
 from ..tables.teachers import AGREEMENT_SCHEMA, DISAGREEMENTS_SCHEMA
 from ..vocab import (
@@ -42,8 +42,7 @@ from ..vocab import (
     CATEGORIES,
     INSUFFICIENT_PAYLOAD,
 )
-from .assets import TEACHER_ASSETS
-from .import_assets import imported_labels
+from .registry import direct_labels_table, load_registry
 
 CATEGORY_SET = "category_set"
 HEADS: tuple[str, ...] = BINARY_TARGETS + tuple(CATEGORICAL_TARGETS) + (CATEGORY_SET,)
@@ -314,14 +313,89 @@ def _pair_md(rows: list[dict]) -> dg.MetadataValue:
     return dg.MetadataValue.md(md)
 
 
-@dg.asset(
-    group_name="labeling",
-    kinds={"python", "parquet"},
-    code_version="1",
-    owners=["team:metacan"],
-    deps=[imported_labels, dg.AssetKey("sample_design"), *TEACHER_ASSETS.values()],
+def short_names(configs: Sequence[TeacherConfig]) -> dict[tuple, str]:
+    """``{config key: name}``: the teacher name, or ``teacher@model/prompt_version/prompt_sha[:8]`` when
+    the teacher has several configurations."""
+    names = Counter(c.teacher for c in configs)
+    return {
+        c.key: c.teacher
+        if names[c.teacher] == 1
+        else f"{c.teacher}@{c.model}/{c.prompt_version}/{(c.prompt_sha or '')[:8]}"
+        for c in configs
+    }
+
+
+@dataclass
+class PairComparison:
+    """Every pair of configurations compared: ``configs`` in name order (:func:`short_names`), ``rows``
+    (:data:`AGREEMENT_SCHEMA`), ``diffs`` (:data:`DISAGREEMENTS_SCHEMA`) and ``per_pair`` (the rows of
+    each pair name, in name order)."""
+
+    configs: list[TeacherConfig]
+    rows: list[dict]
+    diffs: list[dict]
+    per_pair: dict[str, list[dict]]
+
+
+def compare_pairs(loaded: Loaded) -> PairComparison:
+    """Compare every pair ``<a> vs <b>`` of the configurations of ``loaded`` (:func:`_load`), named and
+    ordered by :func:`short_names` (:func:`compare` with the weights of :func:`pair_weights`)."""
+    configs, labels, sample_w, imported_w, sources = loaded
+    short = short_names(configs)
+    configs = sorted(configs, key=lambda c: short[c.key])
+    out = PairComparison(configs, [], [], {})
+    for i, a in enumerate(configs):
+        for b in configs[i + 1 :]:
+            pair = f"{short[a.key]} vs {short[b.key]}"
+            weights, design = pair_weights(a, b, sample_w, imported_w, sources)
+            heads, disagreements = compare(labels[a.key], labels[b.key], weights)
+            out.per_pair[pair] = [
+                {"pair": pair, **h.__dict__, "config_a": a.describe(), "config_b": b.describe(), "weights": design}
+                for h in heads
+            ]
+            out.rows += out.per_pair[pair]
+            out.diffs += [
+                {"pair": pair, "work_id": w, "head": h, "value_a": x, "value_b": y} for w, h, x, y in disagreements
+            ]
+    return out
+
+
+def agreement_note(compared: PairComparison) -> str:
+    """One line saying what was compared, or why nothing was (not an error)."""
+    configs = compared.configs
+    if len(configs) < 2:
+        return (
+            f"Nothing to compare: {len(configs)} teacher configuration(s) with labels "
+            f"({', '.join(c.describe() for c in configs) or 'none'}); materialize direct_labels_* or imported_labels."
+        )
+    if not any(r["n"] for r in compared.rows):
+        return "Nothing to compare: no pair of teacher configurations labelled a common work."
+    return f"{len(compared.per_pair)} pair(s) of {len(configs)} teacher configurations compared."
+
+
+#: What the agreement reads: the direct labels of every registry teacher, the imported labels and the sample design.
+AGREEMENT_DEPS = ["imported_labels", "sample_design", *(direct_labels_table(name) for name in load_registry())]
+_SPEC = {"group_name": "labeling", "kinds": {"python", "parquet"}, "code_version": "1", "owners": ["team:metacan"]}
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            "teacher_agreement",
+            deps=AGREEMENT_DEPS,
+            description="Raw and design-weighted agreement and Cohen's kappa of every pair of teacher configurations "
+            "on every head.",
+            **_SPEC,
+        ),
+        dg.AssetSpec(
+            "teacher_disagreements",
+            deps=AGREEMENT_DEPS,
+            description="Every work and head on which a pair of teacher configurations gives different values.",
+            **_SPEC,
+        ),
+    ]
 )
-def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage) -> Iterator[dg.MaterializeResult]:
     """Agreement of every pair of teacher configurations on the works both labelled (status ``labelled``).
 
     Configurations: each registry teacher's current one (what ``warehouse/direct_labels_<name>`` holds:
@@ -336,48 +410,18 @@ def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage
     ``teacher@model/prompt_version/prompt_sha[:8]`` when one name has several configurations. Nothing to compare
     (fewer than two configurations, no shared work) is not an error: empty tables and a note.
     """
-    configs, labels, sample_w, imported_w, sources = _load(storage)
-    names = Counter(c.teacher for c in configs)
-    short = {
-        c.key: c.teacher
-        if names[c.teacher] == 1
-        else f"{c.teacher}@{c.model}/{c.prompt_version}/{(c.prompt_sha or '')[:8]}"
-        for c in configs
-    }
-    configs.sort(key=lambda c: short[c.key])
-    rows: list[dict] = []
-    diffs: list[dict] = []
-    per_pair: dict[str, list[dict]] = {}
-    for i, a in enumerate(configs):
-        for b in configs[i + 1 :]:
-            pair = f"{short[a.key]} vs {short[b.key]}"
-            weights, design = pair_weights(a, b, sample_w, imported_w, sources)
-            heads, disagreements = compare(labels[a.key], labels[b.key], weights)
-            per_pair[pair] = [
-                {"pair": pair, **h.__dict__, "config_a": a.describe(), "config_b": b.describe(), "weights": design}
-                for h in heads
-            ]
-            rows += per_pair[pair]
-            diffs += [
-                {"pair": pair, "work_id": w, "head": h, "value_a": x, "value_b": y} for w, h, x, y in disagreements
-            ]
+    loaded = _load(storage)
+    compared = compare_pairs(loaded)
+    configs, labels, rows = compared.configs, loaded[1], compared.rows
     n = storage.write_table(
         "teacher_agreement", pa.Table.from_pylist(rows, schema=AGREEMENT_SCHEMA), schema=AGREEMENT_SCHEMA
     )
-    n_diff = storage.write_table(
-        "teacher_disagreements", pa.Table.from_pylist(diffs, schema=DISAGREEMENTS_SCHEMA), schema=DISAGREEMENTS_SCHEMA
-    )
-    if len(configs) < 2:
-        note = (
-            f"Nothing to compare: {len(configs)} teacher configuration(s) with labels "
-            f"({', '.join(c.describe() for c in configs) or 'none'}); materialize direct_labels_* or imported_labels."
-        )
-    elif not any(r["n"] for r in rows):
-        note = "Nothing to compare: no pair of teacher configurations labelled a common work."
-    else:
-        note = f"{len(per_pair)} pair(s) of {len(configs)} teacher configurations compared."
+    diffs = pa.Table.from_pylist(compared.diffs, schema=DISAGREEMENTS_SCHEMA)
+    n_diff = storage.write_table("teacher_disagreements", diffs, schema=DISAGREEMENTS_SCHEMA)
+    note = agreement_note(compared)
     context.log.info(note)
-    return dg.MaterializeResult(
+    yield dg.MaterializeResult(
+        asset_key="teacher_agreement",
         metadata=table_metadata(
             AGREEMENT_SCHEMA,
             n,
@@ -388,7 +432,10 @@ def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage
                 "".join(f"- {c.describe()}: {len(labels[c.key])} labelled works\n" for c in configs) or "_(none)_"
             ),
             disagreements_row_count=n_diff,
-            disagreements_column_schema=column_schema(DISAGREEMENTS_SCHEMA),
-            **{f"pair: {p}": _pair_md(r) for p, r in per_pair.items()},
-        )
+            **{f"pair: {p}": _pair_md(r) for p, r in compared.per_pair.items()},
+        ),
+    )
+    yield dg.MaterializeResult(
+        asset_key="teacher_disagreements",
+        metadata=table_metadata(DISAGREEMENTS_SCHEMA, n_diff, compared.diffs[:10], note=note),
     )

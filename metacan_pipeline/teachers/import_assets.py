@@ -4,6 +4,8 @@ from collections import Counter
 from pathlib import Path
 
 import dagster as dg
+import duckdb
+import pyarrow as pa
 from pydantic import Field
 
 from .. import settings
@@ -93,6 +95,85 @@ def _invalid_md(reports: list[ImportReport]) -> dg.MetadataValue:
     return markdown_preview(rows, ["teacher", "file", "index", "work_id", "cause"], limit=50)
 
 
+def pilot_jobs(pilot_dirs: list[str] | None, log) -> tuple[list[tuple[ImportSpec, list]], list[str]]:
+    """The imports of the MetaCan pilot folders (:func:`~.pilot.pilot_imports`) and the notes they give.
+
+    ``pilot_dirs`` None: the default folder (:func:`default_pilot_dir`) when it exists, else none and a
+    note. Raises FileNotFoundError for a named folder that does not exist (before anything is imported).
+    """
+    notes: list[str] = []
+    if pilot_dirs is None:
+        folder = Path(default_pilot_dir())
+        pilot_dirs = [str(folder)] if folder.exists() else []
+        if not pilot_dirs:
+            notes.append(
+                f"pilot folder {folder.resolve()} not found (set ${PILOT_DIR_ENV}): the MetaCan pilot labels were not imported"
+            )
+            log.info(notes[-1])
+    jobs: list[tuple[ImportSpec, list]] = []
+    for d in pilot_dirs:
+        if not Path(d).is_dir():
+            raise FileNotFoundError(f"pilot folder {d!r} (imported_labels config pilot_dirs) does not exist")
+        for imp in pilot_imports(Path(d)):
+            jobs.append((imp.spec, imp.records))
+            notes += [f"{imp.spec.teacher}: {n}" for n in imp.notes]
+    return jobs, notes
+
+
+def import_label_file(con: duckdb.DuckDBPyConnection, f: LabelFile, run_id: str | None) -> ImportReport:
+    """Import one configured label file (:func:`~.imports.import_file`); raises FileNotFoundError when it
+    does not exist, ValueError as :func:`_spec` and :func:`~.imports.import_file`."""
+    if not Path(f.path).is_file():
+        raise FileNotFoundError(f"label file {f.path!r} (imported_labels config files) does not exist")
+    return import_file(con, Path(f.path), _spec(f), run_id)
+
+
+def current_imported(con: duckdb.DuckDBPyConnection) -> pa.Table:
+    """The current imported label per teacher configuration and work (:func:`~.imports.current_imported_sql`),
+    as :data:`LABELS_SCHEMA`, ordered by teacher, model, prompt version and work."""
+    table = con.execute(
+        f"SELECT * FROM ({current_imported_sql()}) ORDER BY teacher, model, prompt_version, work_id"
+    ).to_arrow_table()
+    return table.select(LABELS_SCHEMA.names).cast(LABELS_SCHEMA)
+
+
+def report_line(r: ImportReport) -> str:
+    """One log line for one import."""
+    return f"import {r.teacher}: {len(r.files)} file(s), " + (
+        "already imported"
+        if r.already_imported
+        else f"{r.labelled} labelled, {r.failed} failed, {r.existing} already stored, {len(r.duplicates)} duplicates"
+    )
+
+
+def imported_metadata(table: pa.Table, n: int, reports: list[ImportReport], notes: list[str]) -> dict:
+    """The metadata of ``imported_labels``: the table's, rows by teacher and status, the files imported
+    this run and before, the counts, invalid records, duplicate ids and the notes."""
+    new = [f"{r.teacher}: {f}" for r in reports if not r.already_imported for f, _ in r.files]
+    old = [f"{r.teacher}: {f}" for r in reports if r.already_imported for f, _ in r.files]
+    by_status = Counter(
+        f"{t} / {s}"
+        for t, s in zip(table.column("teacher").to_pylist(), table.column("status").to_pylist(), strict=False)
+    )
+    return table_metadata(
+        LABELS_SCHEMA,
+        n,
+        table.slice(0, 10).to_pylist(),
+        ["work_id", "teacher", "model", "status", "categories", "error"],
+        rows_by_teacher_and_status=counts_markdown(dict(by_status), "teacher / status", "rows"),
+        files_imported_this_run=_list_md(new),
+        files_already_imported=_list_md(old),
+        labelled_this_run=sum(r.labelled for r in reports),
+        failed_this_run=sum(r.failed for r in reports),
+        invalid_records=_invalid_md(reports),
+        duplicate_ids_not_stored=dg.MetadataValue.md(
+            "".join(f"- {r.teacher}: `{w}` at {Path(f).name} record {i}\n" for r in reports for w, f, i in r.duplicates)
+            or "_(none)_"
+        ),
+        notes=dg.MetadataValue.md("".join(f"- {n}\n" for n in notes) or "_(none)_"),
+    )
+
+
 @dg.asset(group_name="labeling", kinds={"python", "duckdb"}, code_version="1", owners=["team:metacan"])
 def imported_labels(
     context: dg.AssetExecutionContext, config: ImportedLabelsConfig, storage: MetacanStorage
@@ -112,71 +193,12 @@ def imported_labels(
     JSON object).
     """
     run_id = context.run.run_id
-    notes: list[str] = []
-    jobs: list[tuple[ImportSpec, list]] = []
-    pilot_dirs = config.pilot_dirs
-    if pilot_dirs is None:
-        folder = Path(default_pilot_dir())
-        if folder.exists():
-            pilot_dirs = [str(folder)]
-        else:
-            pilot_dirs = []
-            notes.append(
-                f"pilot folder {folder.resolve()} not found (set ${PILOT_DIR_ENV}): the MetaCan pilot labels were not imported"
-            )
-            context.log.info(notes[-1])
-    for d in pilot_dirs:
-        if not Path(d).is_dir():
-            raise FileNotFoundError(f"pilot folder {d!r} (imported_labels config pilot_dirs) does not exist")
-        for imp in pilot_imports(Path(d)):
-            jobs.append((imp.spec, imp.records))
-            notes += [f"{imp.spec.teacher}: {n}" for n in imp.notes]
-    reports: list[ImportReport] = []
+    jobs, notes = pilot_jobs(config.pilot_dirs, context.log)
     with storage.connect() as con:
-        for spec, records in jobs:
-            reports.append(import_records(con, spec, records, run_id))
-        for f in config.files:
-            if not Path(f.path).is_file():
-                raise FileNotFoundError(f"label file {f.path!r} (imported_labels config files) does not exist")
-            reports.append(import_file(con, Path(f.path), _spec(f), run_id))
-        table = con.execute(
-            f"SELECT * FROM ({current_imported_sql()}) ORDER BY teacher, model, prompt_version, work_id"
-        ).to_arrow_table()
-    table = table.select(LABELS_SCHEMA.names).cast(LABELS_SCHEMA)
+        reports = [import_records(con, spec, records, run_id) for spec, records in jobs]
+        reports += [import_label_file(con, f, run_id) for f in config.files]
+        table = current_imported(con)
     n = storage.write_table("imported_labels", table, schema=LABELS_SCHEMA)
-    new = [f"{r.teacher}: {f}" for r in reports if not r.already_imported for f, _ in r.files]
-    old = [f"{r.teacher}: {f}" for r in reports if r.already_imported for f, _ in r.files]
-    by_status = Counter(
-        f"{t} / {s}"
-        for t, s in zip(table.column("teacher").to_pylist(), table.column("status").to_pylist(), strict=False)
-    )
     for r in reports:
-        context.log.info(
-            f"import {r.teacher}: {len(r.files)} file(s), "
-            + (
-                "already imported"
-                if r.already_imported
-                else f"{r.labelled} labelled, {r.failed} failed, {r.existing} already stored, {len(r.duplicates)} duplicates"
-            )
-        )
-    return dg.MaterializeResult(
-        metadata=table_metadata(
-            LABELS_SCHEMA,
-            n,
-            table.slice(0, 10).to_pylist(),
-            ["work_id", "teacher", "model", "status", "categories", "error"],
-            rows_by_teacher_and_status=counts_markdown(dict(by_status), "teacher / status", "rows"),
-            files_imported_this_run=_list_md(new),
-            files_already_imported=_list_md(old),
-            labelled_this_run=sum(r.labelled for r in reports),
-            failed_this_run=sum(r.failed for r in reports),
-            invalid_records=_invalid_md(reports),
-            duplicate_ids_not_stored=dg.MetadataValue.md(
-                "".join(
-                    f"- {r.teacher}: `{w}` at {Path(f).name} record {i}\n" for r in reports for w, f, i in r.duplicates
-                )
-                or "_(none)_"
-            ),
-            notes=dg.MetadataValue.md("".join(f"- {n}\n" for n in notes) or "_(none)_"),
-        )
-    )
+        context.log.info(report_line(r))
+    return dg.MaterializeResult(metadata=imported_metadata(table, n, reports, notes))

@@ -62,6 +62,7 @@ import pyarrow as pa
 
 from ..openalex.ids import is_work_id, short_id
 from ..vocab import CATEGORIES
+from .label_files import SourceRecord, read_label_records
 from .store import append_rows, now_utc
 from .validate import LABEL_FIELDS, InvalidLabel, validate_label
 from .views import canonical_json
@@ -84,7 +85,6 @@ CONTENT_FIELDS = (
     "reason",
 )
 """Columns of a ``teacher_labels`` row that say what the label is (the rest is provenance: ids, run, time)."""
-EXPECTED = "give a JSON array of label objects ('[]' for none) or JSON Lines (one label object per line)"
 
 
 @dataclass(frozen=True)
@@ -131,23 +131,6 @@ class ImportSpec:
         return (self.teacher, self.model, self.prompt_version, self.prompt_sha)
 
 
-@dataclass(frozen=True)
-class SourceRecord:
-    """One record of a source file: where it is (``file``, its content ``sha256``, 0-based ``index``,
-    1-based ``line`` for JSON Lines), the ``original`` values as read, and ``label``, the object in our
-    schema that is validated (the record itself for files in our schema; a converted object for other
-    layouts, see :mod:`.pilot`). ``error`` set: the record could not be read or converted (it becomes a
-    failed row with that cause, unvalidated)."""
-
-    file: str
-    sha256: str
-    index: int
-    original: Any
-    label: Any
-    error: str | None = None
-    line: int | None = None
-
-
 @dataclass
 class ImportReport:
     """What one import did. ``invalid``: ``(file, index, work_id or None, cause)`` of every failed row
@@ -166,74 +149,6 @@ class ImportReport:
     design_rows: int = 0
     invalid: list[tuple[str, int, str | None, str]] = field(default_factory=list)
     duplicates: list[tuple[str, str, int]] = field(default_factory=list)
-
-
-def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of the file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def read_label_file(path: Path) -> list[SourceRecord]:
-    """The records of a JSON array or JSON Lines file (detected by the first non-blank character ``[``).
-
-    A JSON Lines line that is not JSON becomes a record with ``error`` (blank lines are skipped). Raises
-    ValueError naming the file and saying what is expected when the file is empty (no bytes or
-    whitespace only: a failed export; ``[]`` is the file with no labels), is not UTF-8, is a JSON array
-    file that does not parse or holds something else than an array, holds one JSON object (e.g. a
-    pretty-printed object or a teacher reply ``{"labels": [...]}``) rather than a label per line, or has
-    no line holding a JSON object (not JSON Lines at all); FileNotFoundError when the file is missing.
-    """
-    return _read_label_file(path)[1]
-
-
-def _read_label_file(path: Path) -> tuple[str, list[SourceRecord]]:
-    """``(sha256, records)`` of :func:`read_label_file`."""
-    raw = path.read_bytes()
-    sha = hashlib.sha256(raw).hexdigest()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc}); {EXPECTED}") from exc
-    if not text.strip():
-        raise ValueError(f"{path}: the file is empty ({len(raw)} bytes, no records; a failed export?); {EXPECTED}")
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not a JSON array ({exc}); {EXPECTED}") from exc
-        if not isinstance(items, list):
-            raise ValueError(f"{path}: holds a JSON {type(items).__name__}, not an array; {EXPECTED}")
-        return sha, [SourceRecord(str(path), sha, i, item, item) for i, item in enumerate(items)]
-    lines = text.splitlines()
-    nonblank = sum(1 for line in lines if line.strip())
-    try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
-        whole = None
-    # One object over several lines, or on one line but shaped as a reply ({"labels": [...]}, no id).
-    if isinstance(whole, dict) and (nonblank > 1 or ("id" not in whole and isinstance(whole.get("labels"), list))):
-        keys = ", ".join(repr(k) for k in list(whole)[:5]) + (", ..." if len(whole) > 5 else "")
-        raise ValueError(
-            f"{path}: holds one JSON object (keys {keys}) over {nonblank} line(s), not a JSON array or JSON Lines; {EXPECTED}"
-        )
-    records: list[SourceRecord] = []
-    objects = 0
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            records.append(SourceRecord(str(path), sha, len(records), line, None, f"not JSON: {exc}", lineno))
-            continue
-        objects += isinstance(item, dict)
-        records.append(SourceRecord(str(path), sha, len(records), item, item, None, lineno))
-    if not objects:
-        raise ValueError(
-            f"{path}: none of its {nonblank} non-blank line(s) is a JSON object, so it is not JSON Lines "
-            f"(a truncated or pretty-printed JSON document?); {EXPECTED}"
-        )
-    return sha, records
 
 
 def _design(obj: dict) -> tuple[str | None, float | None, float | None] | None:
@@ -300,7 +215,158 @@ def _content(row: dict[str, Any], ref: dict[str, Any]) -> str:
     )
 
 
-def import_records(  # noqa: C901 (issue 13: to be split into named steps)
+@dataclass
+class StoredImports:
+    """What the label store already holds for one teacher configuration and source: ``done``, the
+    SHA-256 of every file imported before; ``current``, ``{work id: content}`` of each work's current
+    imported row (:func:`_content`); ``placed``, ``(file sha256, index)`` of stored rows without a work
+    id; ``design``, ``{work id: (stratum, sel_prob, design_weight)}`` in ``imported_design``."""
+
+    done: set[str]
+    current: dict[str, str]
+    placed: set[tuple[str, int]]
+    design: dict[str, tuple]
+
+
+def read_stored(con: duckdb.DuckDBPyConnection, spec: ImportSpec) -> StoredImports:
+    """The :class:`StoredImports` of ``spec``'s configuration (``label_imports``, ``teacher_labels``,
+    ``imported_design``)."""
+    cfg = list(spec.config)
+    where = "teacher=? AND model=? AND prompt_version=? AND prompt_sha=?"
+    done = {row[0] for row in con.execute(f"SELECT DISTINCT sha256 FROM label_imports WHERE {where}", cfg).fetchall()}
+    current: dict[str, str] = {}
+    placed: set[tuple[str, int]] = set()
+    rows = con.execute(f"SELECT * FROM ({current_imported_sql()}) WHERE {where}", cfg).to_arrow_table().to_pylist()
+    for row in rows:
+        ref = json.loads(row["source_ref"]) if row["source_ref"] else {}
+        if row["work_id"] is not None:
+            current[row["work_id"]] = _content(row, ref)
+        else:
+            placed.add((ref.get("sha256"), ref.get("index")))
+    design = {
+        r[0]: tuple(r[1:])
+        for r in con.execute(
+            "SELECT work_id, stratum, sel_prob, design_weight FROM imported_design WHERE source = ?", [spec.source]
+        ).fetchall()
+    }
+    return StoredImports(done, current, placed, design)
+
+
+def import_provenance(spec: ImportSpec, run_id: str | None, created_at: Any) -> dict[str, Any]:
+    """The columns every ``teacher_labels`` row of one import shares: configuration, record view, run, time."""
+    teacher, model, prompt_version, prompt_sha = spec.config
+    return {
+        "teacher": teacher,
+        "model": model,
+        "prompt_version": prompt_version,
+        "prompt_sha": prompt_sha,
+        "record_view": spec.record_view,
+        "attempts": 0,
+        "run_id": run_id,
+        "source": SOURCE,
+        "created_at": created_at,
+    }
+
+
+@dataclass(frozen=True)
+class ImportedRow:
+    """The ``teacher_labels`` row one record becomes, with its ``work_id`` (None when the id names no
+    work), the cause of failure (``error``, None for a valid label) and the record's design (None
+    without one or when invalid); ``unchanged``: the row equals what the store holds (module docstring)."""
+
+    row: dict[str, Any]
+    work_id: str | None
+    error: str | None
+    design: tuple | None
+    unchanged: bool
+
+
+def record_row(
+    rec: SourceRecord,
+    work_id: str | None,
+    id_error: str | None,
+    spec: ImportSpec,
+    provenance: dict[str, Any],
+    stored: StoredImports,
+) -> ImportedRow:
+    """Validate one record (id, view hash, label rules of SPEC sections 3/4, design) and build its row:
+    ``labelled`` with the label's fields, or ``failed`` with the cause prefixed by where the record is.
+    ``provenance``: the columns every row of the import shares (:func:`import_provenance`)."""
+    row: dict[str, Any] = {"label_id": uuid.uuid4().hex, "work_id": work_id, **provenance}
+    error, view_hash, work_design, lab = rec.error, None, None, None
+    if error is None:
+        try:
+            if id_error is not None:
+                raise InvalidLabel(id_error)
+            view_hash = _view_hash(rec)
+            lab = validate_label({**rec.label, "id": work_id}, work_id, absent=spec.absent)
+            work_design = _design(rec.label)
+        except InvalidLabel as exc:
+            error = str(exc)
+    if view_hash is None and error is not None:
+        view_hash = hash_of_view(rec.original)
+    row["view_hash"] = view_hash
+    ref = {
+        "file": rec.file,
+        "sha256": rec.sha256,
+        "index": rec.index,
+        "original": rec.original,
+        "absent": sorted(spec.absent),
+        "undecided_categories": sorted(spec.undecided_categories),
+    }
+    if rec.line is not None:
+        ref["line"] = rec.line
+    row["source_ref"] = canonical_json(ref)
+    if error is not None:
+        row.update(status="failed", error=f"{_where(rec.file, rec.index, rec.line)}: {error}")
+        work_design = None
+    else:
+        row.update(status="labelled", **{k: v for k, v in lab.as_dict().items() if k != "id"})
+    if work_id is None:
+        unchanged = (rec.sha256, rec.index) in stored.placed
+    else:
+        unchanged = stored.current.get(work_id) == _content(row, ref)
+    return ImportedRow(row, work_id, error, work_design, unchanged)
+
+
+def store_design(con: duckdb.DuckDBPyConnection, source: str, design: dict[str, tuple]) -> None:
+    """Insert or replace the ``imported_design`` rows ``{work id: (stratum, sel_prob, design_weight)}`` of ``source``."""
+    if not design:
+        return
+    batch = pa.table(  # noqa: F841 (read by DuckDB below, by name)
+        {
+            "source": [source] * len(design),
+            "work_id": list(design),
+            "stratum": [d[0] for d in design.values()],
+            "sel_prob": [d[1] for d in design.values()],
+            "design_weight": [d[2] for d in design.values()],
+        }
+    )
+    con.execute(
+        "INSERT OR REPLACE INTO imported_design SELECT source, work_id, stratum, sel_prob, design_weight FROM batch"
+    )
+
+
+def record_files(
+    con: duckdb.DuckDBPyConnection,
+    spec: ImportSpec,
+    files: Sequence[tuple[str, str]],
+    stored: StoredImports,
+    per_file: Counter[tuple[str, str]],
+    imported_at: Any,
+    run_id: str | None,
+) -> None:
+    """One ``label_imports`` row per file whose content is new for the configuration or from which the
+    import stored rows (``per_file``: rows stored per ``(file, sha256)``)."""
+    for file, sha in files:
+        if sha not in stored.done or per_file[(file, sha)]:
+            con.execute(
+                "INSERT INTO label_imports VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [file, sha, *spec.config, spec.source, per_file[(file, sha)], imported_at, run_id],
+            )
+
+
+def import_records(
     con: duckdb.DuckDBPyConnection,
     spec: ImportSpec,
     records: Sequence[SourceRecord],
@@ -316,153 +382,48 @@ def import_records(  # noqa: C901 (issue 13: to be split into named steps)
     same content again stores nothing (and is reported ``already_imported``). Invalid records are not
     raised: they are failed rows (see the report).
     """
-    teacher, model, prompt_version, prompt_sha = spec.config
-    cfg = [teacher, model, prompt_version, prompt_sha]
     files = list(dict.fromkeys(files if files is not None else ((r.file, r.sha256) for r in records)))
-    report = ImportReport(teacher=teacher, files=files)
-    done = {
-        row[0]
-        for row in con.execute(
-            "SELECT DISTINCT sha256 FROM label_imports WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=?",
-            cfg,
-        ).fetchall()
-    }
-    current: dict[str, str] = {}  # work id -> content of its current row
-    placed: set[tuple[str, int]] = set()  # (file sha256, index) of stored rows without a work id
-    for row in (
-        con.execute(
-            f"SELECT * FROM ({current_imported_sql()}) WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=?",
-            cfg,
-        )
-        .to_arrow_table()
-        .to_pylist()
-    ):
-        ref = json.loads(row["source_ref"]) if row["source_ref"] else {}
-        if row["work_id"] is not None:
-            current[row["work_id"]] = _content(row, ref)
-        else:
-            placed.add((ref.get("sha256"), ref.get("index")))
-    stored_design = {
-        r[0]: tuple(r[1:])
-        for r in con.execute(
-            "SELECT work_id, stratum, sel_prob, design_weight FROM imported_design WHERE source = ?", [spec.source]
-        ).fetchall()
-    }
+    report = ImportReport(teacher=spec.teacher, files=files)
+    stored = read_stored(con, spec)
     created = now_utc()
-    seen: dict[str, SourceRecord] = {}
+    provenance = import_provenance(spec, run_id, created)
+    seen: set[str] = set()
     rows: list[dict[str, Any]] = []
     design: dict[str, tuple] = {}
     per_file: Counter[tuple[str, str]] = Counter()
     for rec in records:
-        raw_id = rec.label.get("id") if isinstance(rec.label, dict) else None
-        work_id, id_error = work_id_of(raw_id)
+        work_id, id_error = work_id_of(rec.label.get("id") if isinstance(rec.label, dict) else None)
         if work_id is not None and work_id in seen:
             report.duplicates.append((work_id, rec.file, rec.index))
             continue
         if work_id is not None:
-            seen[work_id] = rec
-        row: dict[str, Any] = {
-            "label_id": uuid.uuid4().hex,
-            "work_id": work_id,
-            "teacher": teacher,
-            "model": model,
-            "prompt_version": prompt_version,
-            "prompt_sha": prompt_sha,
-            "record_view": spec.record_view,
-            "attempts": 0,
-            "run_id": run_id,
-            "source": SOURCE,
-            "created_at": created,
-        }
-        error = rec.error
-        view_hash = None
-        work_design = None
-        if error is None:
-            try:
-                if id_error is not None:
-                    raise InvalidLabel(id_error)
-                view_hash = _view_hash(rec)
-                lab = validate_label({**rec.label, "id": work_id}, work_id, absent=spec.absent)
-                work_design = _design(rec.label)
-            except InvalidLabel as exc:
-                error = str(exc)
-        if view_hash is None and error is not None:
-            view_hash = hash_of_view(rec.original)
-        row["view_hash"] = view_hash
-        ref = {
-            "file": rec.file,
-            "sha256": rec.sha256,
-            "index": rec.index,
-            "original": rec.original,
-            "absent": sorted(spec.absent),
-            "undecided_categories": sorted(spec.undecided_categories),
-        }
-        if rec.line is not None:
-            ref["line"] = rec.line
-        row["source_ref"] = canonical_json(ref)
-        if error is not None:
-            row.update(status="failed", error=f"{_where(rec.file, rec.index, rec.line)}: {error}")
-        else:
-            row.update(status="labelled", **{k: v for k, v in lab.as_dict().items() if k != "id"})
-        if work_id is None:
-            unchanged = (rec.sha256, rec.index) in placed
-        else:
-            unchanged = current.get(work_id) == _content(row, ref)
-        if unchanged:
+            seen.add(work_id)
+        out = record_row(rec, work_id, id_error, spec, provenance, stored)
+        if out.design is not None and (not out.unchanged or stored.design.get(work_id) != out.design):
+            design[work_id] = out.design  # type: ignore[index] (a label unchanged may carry a changed design)
+        if out.unchanged:
             report.existing += 1
-            if work_design is not None and stored_design.get(work_id) != work_design:
-                design[work_id] = work_design  # type: ignore[index] (the label is unchanged, its design is not)
             continue
-        if error is not None:
+        if out.error is not None:
             report.failed += 1
-            report.invalid.append((rec.file, rec.index, work_id, error))
+            report.invalid.append((rec.file, rec.index, work_id, out.error))
         else:
             report.labelled += 1
-            if work_design is not None:
-                design[work_id] = work_design  # type: ignore[index]
-        rows.append(row)
+        rows.append(out.row)
         per_file[(rec.file, rec.sha256)] += 1
     append_rows(con, [], rows)
-    if design:
-        batch = pa.table(  # noqa: F841 (read by DuckDB below, by name)
-            {
-                "source": [spec.source] * len(design),
-                "work_id": list(design),
-                "stratum": [d[0] for d in design.values()],
-                "sel_prob": [d[1] for d in design.values()],
-                "design_weight": [d[2] for d in design.values()],
-            }
-        )
-        con.execute(
-            "INSERT OR REPLACE INTO imported_design SELECT source, work_id, stratum, sel_prob, design_weight FROM batch"
-        )
+    store_design(con, spec.source, design)
     report.design_rows = len(design)
-    report.already_imported = bool(files) and not rows and not design and all(sha in done for _, sha in files)
-    for file, sha in files:
-        if sha not in done or per_file[(file, sha)]:
-            con.execute(
-                "INSERT INTO label_imports VALUES (?,?,?,?,?,?,?,?,?,?)",
-                [
-                    file,
-                    sha,
-                    teacher,
-                    model,
-                    prompt_version,
-                    prompt_sha,
-                    spec.source,
-                    per_file[(file, sha)],
-                    created,
-                    run_id,
-                ],
-            )
+    report.already_imported = bool(files) and not rows and not design and all(sha in stored.done for _, sha in files)
+    record_files(con, spec, files, stored, per_file, created, run_id)
     return report
 
 
 def import_file(con: duckdb.DuckDBPyConnection, path: Path, spec: ImportSpec, run_id: str | None) -> ImportReport:
-    """Read ``path`` (:func:`read_label_file`; raises ValueError for an empty file or one that is not a JSON
+    """Read ``path`` (:func:`~.label_files.read_label_file`; raises ValueError for an empty file or one that is not a JSON
     array or JSON Lines) and import its records (:func:`import_records`); a file without records (``[]``)
     is recorded in ``label_imports`` with 0 rows."""
-    sha, records = _read_label_file(path)
+    sha, records = read_label_records(path)
     return import_records(con, spec, records, run_id, files=[(str(path), sha)])
 
 

@@ -59,7 +59,8 @@ from pathlib import Path
 from typing import Any
 
 from ..vocab import CATEGORIES
-from .imports import ImportSpec, SourceRecord, file_sha256
+from .imports import ImportSpec
+from .label_files import SourceRecord, file_sha256
 
 PILOT_SOURCE = "MetaCan pilot screening (github.com/choxos/MetaCan pilot/screening @ 43686d3322e2, see SOURCES.md)"
 PROMPT_VERSION = "pilot-rubric-v1.0"

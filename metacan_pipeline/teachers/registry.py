@@ -129,6 +129,11 @@ class TeacherRunConfig(dg.Config):
         return TeacherSpec(**{**spec.model_dump(), **changes}) if changes else spec
 
 
+def direct_labels_table(teacher: str) -> str:
+    """The warehouse table and the asset key of a registry teacher's direct labels: ``direct_labels_<teacher>``."""
+    return f"direct_labels_{teacher}"
+
+
 def default_registry_path() -> Path:
     """``$METACAN_TEACHERS_FILE``, else the packaged ``teachers/teachers.toml``."""
     env = teachers_file()
@@ -139,7 +144,8 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
     """``{name: TeacherSpec}`` from the registry file plus ``METACAN_<NAME>_*`` overrides, in file order.
 
     Raises ValueError naming the file and the field for a malformed registry, a view or coverage out of
-    vocabulary, or a missing ``gemma``/``codex`` teacher; FileNotFoundError for a missing file.
+    vocabulary, or a ``[roles]`` table that does not name two different registry teachers for the census
+    and the sample role; FileNotFoundError for a missing file.
     """
     path = Path(path) if path else default_registry_path()
     if not path.is_file():

@@ -1,0 +1,402 @@
+"""The labelling engine behind the ``direct_labels_<name>`` assets (SPEC section 4), usable without
+Dagster (the benchmarks call it).
+
+:func:`select_works` picks the frame rows a teacher covers; :func:`label_works` labels them: reuse what
+the label store holds and put aside the works a budget defers (:func:`plan_run`), give works outside
+the sampling frame their rule label (:func:`store_frame_rule_labels`), send the rest in batches of
+``works_per_call`` with ``concurrency`` calls in flight (:func:`call_teacher`), archiving and storing
+every call and outcome as it happens; :func:`export_labels` writes the teacher's current labels.
+"""
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+import pyarrow as pa
+from filelock import FileLock, Timeout
+
+from ..storage import MetacanStorage
+from ..tables.teachers import LABELS_SCHEMA
+from ..vocab import INSUFFICIENT_PAYLOAD
+from .archive import LabelWriter, recover
+from .client import CallRecord, LabelOutcome
+from .registry import TeacherSpec, direct_labels_table
+from .rubric import Prompt, load_prompt
+from .sending import Progress, send_batches, teacher_client
+from .store import append_rows, current_labels_sql, existing_keys, now_utc
+from .views import record_view, view_hash
+
+Abstracts = Callable[[list[dict]], dict[str, str | None]]
+"""Loads ``{work id: abstract}`` for frame rows (the ``title_abstract`` view)."""
+
+
+_FRAME_RULE_REASON = "Not sent to a teacher: outside the sampling frame ({why}); SPEC section 2 gives such works insufficient_payload only."
+
+
+@dataclass
+class LabelRunStats:
+    """What one labelling run did (shown as asset metadata and in the CLI summary)."""
+
+    works: int = 0
+    reused: int = 0
+    rule_labels: int = 0
+    deferred: int = 0
+    sent: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    outcomes: Counter = field(default_factory=Counter)
+    failures: Counter = field(default_factory=Counter)
+    structured_output: str | None = None
+    recovered: dict = field(default_factory=dict)
+    view_hashes: dict[str, str] = field(default_factory=dict)
+
+
+def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
+    """The frame rows a teacher covers: ``all`` (every frame work), ``sample`` (``in_sample`` in
+    ``sample_design``, SPEC section 5), ``batch:<name>`` (the ids of that batch in ``label_batches``;
+    ids not in the frame are ignored), ``sample+batch:<name>`` (both: the sample teacher labelling the
+    batches that ``machine_scores`` rounds propose). Raises FileNotFoundError naming the asset to
+    materialize first, and ValueError for a ``batch:<name>`` coverage whose batch has no works."""
+    works = storage.read_table("frame").to_pylist()
+    if spec.coverage == "all":
+        return works
+    wanted: set[str] = set()
+    if spec.covers_sample:
+        wanted |= {
+            r["id"] for r in storage.read_table("sample_design", ["id", "in_sample"]).to_pylist() if r["in_sample"]
+        }
+    if spec.batch is not None:
+        with storage.connect() as con:
+            batch = {
+                r[0] for r in con.execute("SELECT work_id FROM label_batches WHERE batch = ?", [spec.batch]).fetchall()
+            }
+        if not batch and not spec.covers_sample:
+            raise ValueError(
+                f"teacher {spec.name}: coverage {spec.coverage!r} names a batch with no works in the DuckDB table "
+                f"label_batches; load it first (INSERT INTO label_batches (batch, work_id, added_at, source) ...), "
+                f"or let machine_scores propose batch 'active_learning'"
+            )
+        wanted |= batch
+    return [w for w in works if w["id"] in wanted]
+
+
+def _label_row(
+    spec: TeacherSpec,
+    prompt: Prompt,
+    work_id: str,
+    vhash: str,
+    run_id: str,
+    *,
+    status: str,
+    label=None,
+    error: str | None = None,
+    call_id: str | None = None,
+    attempts: int = 0,
+    source: str = "teacher_call",
+    categories: list[str] | None = None,
+    reason: str | None = None,
+) -> dict:
+    row = {
+        "label_id": uuid.uuid4().hex,
+        "work_id": work_id,
+        "teacher": spec.name,
+        "model": spec.model,
+        "prompt_version": prompt.version,
+        "prompt_sha": prompt.sha,
+        "record_view": spec.record_view,
+        "view_hash": vhash,
+        "status": status,
+        "categories": categories,
+        "reason": reason,
+        "error": error,
+        "attempts": attempts,
+        "call_id": call_id,
+        "run_id": run_id,
+        "source": source,
+        "created_at": now_utc(),
+    }
+    if label is not None:
+        row.update(label.as_dict())
+        row.pop("id", None)
+    return row
+
+
+def label_works(
+    storage: MetacanStorage,
+    spec: TeacherSpec,
+    works: list[dict],
+    *,
+    run_id: str,
+    log,
+    base_url: Callable[[], str],
+    abstracts: Abstracts | None = None,
+    max_works: int = 0,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> LabelRunStats:
+    """Label ``works`` (frame rows) with ``spec``; returns what was done.
+
+    ``base_url`` is called only when some work must be sent (so a fully cached run never starts the
+    embedded server); ``abstracts`` loads ``{id: abstract}`` for the ``title_abstract`` view;
+    ``max_works`` > 0 sends at most that many works (the rest wait for the next run). Every call and
+    outcome is archived and stored as it happens (:class:`~.archive.LabelWriter`), so a run killed at
+    any point repeats no finished call when resumed. Raises
+    :class:`~.client.EndpointConfigurationError` (the endpoint refuses the model or key) or
+    :class:`~.client.EndpointUnavailableError` (batch after batch failed at the endpoint), in both cases
+    after every call made is stored; ValueError for a negative ``max_works``.
+
+    One run per teacher at a time on a data folder (a file lock): a second run waits for the first and
+    then finds its labels stored, so no work is bought twice.
+    """
+    if max_works < 0:
+        raise ValueError(f"max_works={max_works}: expected 0 (no limit) or a positive number of works")
+    storage.root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(storage.root / f".teacher-{spec.name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info(
+            f"teacher {spec.name}: another run is labelling with this teacher on {storage.root}; waiting for it to finish"
+        )
+        lock.acquire()
+    try:
+        return _label_works_locked(
+            storage,
+            spec,
+            works,
+            run_id=run_id,
+            log=log,
+            base_url=base_url,
+            abstracts=abstracts,
+            max_works=max_works,
+            transport=transport,
+        )
+    finally:
+        lock.release()
+
+
+def _label_works_locked(
+    storage: MetacanStorage,
+    spec: TeacherSpec,
+    works: list[dict],
+    *,
+    run_id: str,
+    log,
+    base_url: Callable[[], str],
+    abstracts: Abstracts | None,
+    max_works: int,
+    transport: httpx.AsyncBaseTransport | None,
+) -> LabelRunStats:
+    stats = LabelRunStats(works=len(works))
+    stats.recovered = recover(storage, log)
+    prompt = load_prompt(spec.prompt_version)
+    plan = plan_run(storage, spec, prompt, works, abstracts, max_works)
+    stats.view_hashes = plan.hashes
+    store_frame_rule_labels(storage, spec, prompt, plan, run_id)
+    stats.reused, stats.rule_labels, stats.deferred = plan.reused, len(plan.rule), plan.deferred
+    log.info(
+        f"teacher {spec.name}: {len(works)} works, {stats.reused} reused from the label store, {len(plan.rule)} outside "
+        f"the sampling frame (rule label), {len(plan.to_call)} to send in calls of {spec.works_per_call} to "
+        f"{spec.base_url or 'the embedded server'}"
+        + (f", {stats.deferred} deferred by max_works" if stats.deferred else "")
+    )
+    stopped: BaseException | None = None
+    if plan.to_call:
+        stopped = call_teacher(
+            storage, spec, prompt, plan, stats, run_id=run_id, log=log, base_url=base_url, transport=transport
+        )
+    if stopped is not None:
+        stopped.stats = stats  # what was done and stored before the stop
+        raise stopped
+    return stats
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a labelling run does with its works. ``views`` / ``hashes``: the record view and its hash
+    per work id (every work); ``reused``: works whose label for this view the store already holds;
+    ``rule``: works outside the sampling frame without one (rule label, no call); ``to_call``: works
+    sent this run; ``deferred``: works left for the next run by ``max_works``."""
+
+    views: dict[str, dict]
+    hashes: dict[str, str]
+    reused: int
+    rule: list[dict]
+    to_call: list[dict]
+    deferred: int
+
+
+def plan_run(
+    storage: MetacanStorage,
+    spec: TeacherSpec,
+    prompt: Prompt,
+    works: list[dict],
+    abstracts: Abstracts | None,
+    max_works: int,
+) -> RunPlan:
+    """Split ``works`` (frame rows) by what the label store holds for the label key (teacher, model,
+    prompt version and SHA, view hash; :func:`~.store.existing_keys`): reused, rule label (outside the
+    sampling frame, SPEC section 2), sent now (the first ``max_works`` when > 0) and deferred."""
+    texts = abstracts(works) if spec.record_view == "title_abstract" and abstracts else {}
+    views = {w["id"]: record_view(w, spec.record_view, texts.get(w["id"])) for w in works}
+    hashes = {wid: view_hash(v) for wid, v in views.items()}
+    with storage.connect() as con:
+        done = existing_keys(con, spec.name, spec.model, prompt.version, prompt.sha)
+    todo = [w for w in works if (w["id"], hashes[w["id"]]) not in done]
+    to_call = [w for w in todo if w["in_sampling_frame"]]
+    deferred = len(to_call) - max_works if max_works and len(to_call) > max_works else 0
+    return RunPlan(
+        views=views,
+        hashes=hashes,
+        reused=len(works) - len(todo),
+        rule=[w for w in todo if not w["in_sampling_frame"]],
+        to_call=to_call[:max_works] if deferred else to_call,
+        deferred=deferred,
+    )
+
+
+def store_frame_rule_labels(
+    storage: MetacanStorage, spec: TeacherSpec, prompt: Prompt, plan: RunPlan, run_id: str
+) -> None:
+    """Store the rule label of every work of ``plan.rule`` (outside the sampling frame): ``labelled``,
+    categories ``[insufficient_payload]``, source ``frame_rule``, the exclusion in ``reason``; no call."""
+    if not plan.rule:
+        return
+    rows = [
+        _label_row(
+            spec,
+            prompt,
+            w["id"],
+            plan.hashes[w["id"]],
+            run_id,
+            status="labelled",
+            source="frame_rule",
+            categories=[INSUFFICIENT_PAYLOAD],
+            reason=_FRAME_RULE_REASON.format(why=w["sampling_frame_exclusion"]),
+        )
+        for w in plan.rule
+    ]
+    with storage.connect() as con:
+        append_rows(con, [], rows)
+
+
+def call_row(spec: TeacherSpec, prompt: Prompt, run_id: str, rec: CallRecord, cost: float) -> dict:
+    """The ``teacher_calls`` row of one call (schema :data:`~metacan_pipeline.tables.teachers.CALLS_SCHEMA`
+    without the archive columns, which :class:`~.archive.LabelWriter` fills)."""
+    return {
+        "call_id": rec.call_id,
+        "run_id": run_id,
+        "teacher": spec.name,
+        "model": spec.model,
+        "prompt_version": prompt.version,
+        "prompt_sha": prompt.sha,
+        "record_view": spec.record_view,
+        "work_ids": rec.work_ids,
+        "n_works": len(rec.work_ids),
+        "request_hash": rec.request_hash,
+        "http_status": rec.http_status,
+        "error": rec.error,
+        "latency_s": rec.latency_s,
+        "prompt_tokens": rec.prompt_tokens,
+        "completion_tokens": rec.completion_tokens,
+        "cost_usd": cost,
+        "logprob_mean": rec.logprob_mean,
+        "created_at": rec.started_at,
+    }
+
+
+def count_outcomes(stats: LabelRunStats, outs: list[LabelOutcome], teacher: str, log) -> None:
+    """Count ``outs`` by status and failure cause (the text before the first ``:``) into ``stats``; log
+    each failure."""
+    for out in outs:
+        stats.outcomes[out.status] += 1
+        if out.error:
+            stats.failures[out.error.split(":")[0][:80]] += 1
+            log.warning(f"teacher {teacher}: {out.work_id} failed: {out.error[:300]}")
+
+
+def outcome_row(spec: TeacherSpec, prompt: Prompt, out: LabelOutcome, vhash: str, run_id: str) -> dict:
+    """The ``teacher_labels`` row of one outcome of a call (labelled or failed, source ``teacher_call``)."""
+    return _label_row(
+        spec,
+        prompt,
+        out.work_id,
+        vhash,
+        run_id,
+        status=out.status,
+        label=out.label,
+        error=out.error,
+        call_id=out.call_id,
+        attempts=out.attempts,
+    )
+
+
+def call_teacher(
+    storage: MetacanStorage,
+    spec: TeacherSpec,
+    prompt: Prompt,
+    plan: RunPlan,
+    stats: LabelRunStats,
+    *,
+    run_id: str,
+    log,
+    base_url: Callable[[], str],
+    transport: httpx.AsyncBaseTransport | None,
+) -> BaseException | None:
+    """Send ``plan.to_call`` in batches of ``works_per_call`` (:func:`~.sending.send_batches`), archiving and storing every
+    call and outcome as it happens (:class:`~.archive.LabelWriter`); counts calls, tokens, cost, outcomes
+    and failures into ``stats``. Returns the error that stopped the run early, or None. Raises ValueError
+    when the teacher's ``api_key_env`` is not set (before anything is opened)."""
+    api_key = spec.api_key()
+    t0 = time.monotonic()
+    with LabelWriter(storage, spec.name, run_id) as writer:
+
+        def on_call(rec: CallRecord) -> None:
+            cost = spec.cost_usd(rec.prompt_tokens, rec.completion_tokens)
+            stats.calls += 1
+            stats.prompt_tokens += rec.prompt_tokens or 0
+            stats.completion_tokens += rec.completion_tokens or 0
+            stats.cost_usd += cost
+            writer.add_call(call_row(spec, prompt, run_id, rec, cost), rec.request, rec.response_text)
+
+        def on_outcomes(outs: list[LabelOutcome]) -> None:
+            count_outcomes(stats, outs, spec.name, log)
+            writer.add_labels([outcome_row(spec, prompt, o, plan.hashes[o.work_id], run_id) for o in outs])
+
+        client = teacher_client(
+            spec, prompt, base_url(), api_key=api_key, transport=transport, on_call=on_call, on_outcomes=on_outcomes
+        )
+        per_call = spec.works_per_call
+        batches = [
+            [plan.views[w["id"]] for w in plan.to_call[i : i + per_call]] for i in range(0, len(plan.to_call), per_call)
+        ]
+        progress = Progress(spec.name, len(plan.to_call), stats, log)
+        try:
+            stopped = asyncio.run(send_batches(client, batches, spec.concurrency, progress))
+        finally:
+            progress.close()
+            stats.structured_output = client.structured
+    stats.sent, stats.seconds = progress.done, time.monotonic() - t0
+    return stopped
+
+
+def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[str, str]) -> pa.Table:
+    """Write ``warehouse/direct_labels_<name>``: for each ``{work_id: view hash}``, the newest stored
+    outcome of the current configuration (model, prompt version and SHA) for that record view (schema
+    :data:`~.store.LABELS_SCHEMA`). A work without one (deferred by ``max_works``) has no row."""
+    prompt = load_prompt(spec.prompt_version)
+    wanted = pa.table({"work_id": list(view_hashes), "view_hash": list(view_hashes.values())})  # noqa: F841
+    with storage.connect() as con:
+        table = con.execute(
+            f"SELECT l.* FROM ({current_labels_sql()}) l SEMI JOIN wanted USING (work_id, view_hash) ORDER BY work_id",
+            [spec.name, spec.model, prompt.version, prompt.sha],
+        ).to_arrow_table()
+    table = table.select([f.name for f in LABELS_SCHEMA]).cast(LABELS_SCHEMA)
+    storage.write_table(direct_labels_table(spec.name), table, schema=LABELS_SCHEMA)
+    return table
