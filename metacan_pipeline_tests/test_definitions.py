@@ -10,7 +10,8 @@ def test_definitions_load():
     assert specs["frame"].group_name == "ingestion" and specs["work_pages"].group_name == "publishing"
     for spec in specs.values():
         assert spec.description and len(spec.description) > 80, f"{spec.key} needs a real docstring"
-    assert len(specs) == len(ALL_ASSETS) == 16
+    # work_records is a multi_asset: it also writes work_lineage (one spec per table)
+    assert len(ALL_ASSETS) == 16 and len(specs) == 17 and "work_lineage" in specs
     assert specs["frame_parts"].partitions_def.name == "openalex_partitions"
 
 
@@ -46,7 +47,9 @@ def _job_assets(name):
 
 
 def test_main_job_and_weekly_refresh_schedule():
-    assert _job_assets("metacan_all") == {a.key.to_user_string() for a in ALL_ASSETS} - {"openalex_api_refresh"}
+    assert _job_assets("metacan_all") == {k.to_user_string() for a in ALL_ASSETS for k in a.keys} - {
+        "openalex_api_refresh"
+    }
     schedule = defs.resolve_schedule_def("weekly_frame_refresh")
     assert schedule.cron_schedule == "0 3 * * 1" and schedule.job_name == "frame_refresh"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING  # offline and free: users rely on it
