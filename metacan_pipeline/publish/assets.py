@@ -6,6 +6,7 @@ The assets orchestrate; the work is in :mod:`.records` (the records and their qu
 stages are named by asset key, the teachers by the registry (:mod:`metacan_pipeline.teachers.registry`).
 """
 
+import contextlib
 import datetime as dt
 import json
 import time
@@ -31,7 +32,7 @@ from .manifest import (
     withdraw,
     works_gone,
 )
-from .pages import PageWriter, environment, index_counts, page_context, stream_records, write_index
+from .pages import PageWriter, environment, index_counts, run_context, stream_records, write_index
 from .records import (
     SCHEMA_PATH,
     RecordBatches,
@@ -92,16 +93,7 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     """
     tables = label_tables()
     n_lineage = build_lineage(storage, tables)
-    preview = next(storage.iter_batches("work_lineage", batch_size=10), None)
-    yield dg.MaterializeResult(
-        asset_key=WORK_LINEAGE,
-        metadata=table_metadata(
-            LINEAGE_SCHEMA,
-            n_lineage,
-            preview.to_pylist() if preview is not None else [],
-            ["id", "frame_build_id", "input_kind", "source_file", "model_version"],
-        ),
-    )
+    yield dg.MaterializeResult(asset_key=WORK_LINEAGE, metadata=_lineage_metadata(storage, n_lineage))
     batches = RecordBatches(previous_hashes(storage))
     present = [t for t in tables if storage.has_table(t)]
     try:
@@ -124,6 +116,15 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
             lineage_table="work_lineage",
             json_schema=dg.MetadataValue.path(str(SCHEMA_PATH)),
         ),
+    )
+
+
+def _lineage_metadata(storage: MetacanStorage, n: int) -> dict:
+    """The metadata of a ``work_lineage`` materialization: row count, schema, the first ten rows."""
+    preview = next(storage.iter_batches("work_lineage", batch_size=10), None)
+    rows = preview.to_pylist() if preview is not None else []
+    return table_metadata(
+        LINEAGE_SCHEMA, n, rows, ["id", "frame_build_id", "input_kind", "source_file", "model_version"]
     )
 
 
@@ -211,23 +212,13 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
         retry_abstracts=config.retry_failed_abstracts and config.fetch_abstracts,
     )
     withdrawn = withdraw(storage, works_gone(hashes, manifest))
-    env = environment()
+    env, run_id = environment(), context.run.run_id
     rendered_at = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)  # UTC, as page_manifest stores it
-    heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
-    page_ctx = {
-        **page_context(heads, load_roles()[SAMPLE_TEACHER]),
-        "page_run_id": context.run.run_id,
-        "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC",
-    }
+    page_ctx = run_context(storage, load_roles()[SAMPLE_TEACHER], run_id, rendered_at)
     fetcher = AbstractFetcher(config.openalex_api_url or None) if config.fetch_abstracts else None
-    writer = PageWriter(
-        storage, env, page_ctx, fetcher, renderer=renderer, run_id=context.run.run_id, rendered_at=rendered_at
-    )
-    try:  # records are streamed: memory holds one Parquet batch, one chunk of pages and the index rows
+    writer = PageWriter(storage, env, page_ctx, fetcher, renderer=renderer, run_id=run_id, rendered_at=rendered_at)
+    with fetcher if fetcher is not None else contextlib.nullcontext():  # streamed: one batch, one chunk in memory
         index_rows = stream_records(storage, todo, writer.write)
-    finally:
-        if fetcher is not None:
-            fetcher.close()
     index_written = write_index(storage.site_dir, env, index_rows, newest_render(storage))
     seconds = time.perf_counter() - started
     calls = fetcher.calls if fetcher is not None else 0

@@ -286,6 +286,17 @@ def page_context(heads: list[dict], sample_teacher: str) -> dict:
     }
 
 
+def run_context(storage: MetacanStorage, sample_teacher: str, run_id: str, rendered_at: dt.datetime) -> dict:
+    """:func:`page_context` of the current ``student_heads`` (none yet: no heads) plus the run's facts the
+    lineage section shows: ``page_run_id`` and ``rendered_at`` (``YYYY-MM-DD HH:MM UTC``)."""
+    heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
+    return {
+        **page_context(heads, sample_teacher),
+        "page_run_id": run_id,
+        "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC",
+    }
+
+
 def index_order(row: dict) -> tuple:
     """Sort key of the index: newest publication year first (unknown years last), then id."""
     return (-(row["year"] or 0), row["id"])
