@@ -1,7 +1,8 @@
 """The ``metacan`` command: run the whole graph in-process and print what it produced.
 
 ``metacan run`` materializes every asset and check on the configured inputs (the embedded Gemma
-teacher by default) and then prints the summary; ``metacan summary`` prints it again. Runs are
+teacher by default) and then prints the summary (:mod:`metacan_pipeline.reports`); ``metacan summary``
+prints it again. Runs are
 recorded in the Dagster instance under ``$DAGSTER_HOME`` (default ``<data dir>/dagster_home``), so
 ``dagster dev`` over the same folder shows them.
 """
@@ -59,129 +60,6 @@ def dev(
     os.execv(str(dagster), [str(dagster), "dev", "-w", "workspace.yaml", "-p", str(port)])
 
 
-def summary_text(data_dir: str, run_id: str | None = None) -> str:
-    """The post-run summary: frame by route, labels by teacher and status, predictions, pages."""
-    from .storage import MetacanStorage
-
-    st = MetacanStorage(data_dir=data_dir)
-    lines = []
-    if not st.duckdb_path.exists() or not st.has_table("frame"):
-        return (
-            f"Nothing to summarise in {st.root}: no frame has been built there yet. Run `make run` (or `metacan run`), "
-            f"or pass --data-dir (or set METACAN_DATA_DIR) to the folder of an earlier run."
-        )
-    with st.connect(read_only=True) as con:
-        n, aff, fund, venue, about, blind = con.execute(
-            "SELECT count(*), count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue),"
-            " count(*) FILTER (about_ca), count(*) FILTER (invisible_to_affiliation_only) FROM frame"
-        ).fetchone()
-        q = con.execute("SELECT count(*) FROM openalex_quarantine").fetchone()[0]
-        parts, w = con.execute("SELECT count(*), sum(work_records) FROM frame_build_manifest").fetchone()
-        lines.append(
-            f"Frame: {n} works admitted of {w} OpenAlex work records read from {parts} files ({q} records quarantined)"
-        )
-        lines.append(
-            f"  by route: ca_aff {aff} | ca_fund {fund} | ca_venue {venue} | about_ca {about} | invisible to affiliation-only {blind}"
-        )
-        lines.append("Direct labels (current teacher configurations):")
-        from .teachers.registry import load_registry
-
-        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-        teachers = [t for t in load_registry() if f"direct_labels_{t}" in views]
-        for teacher in teachers:
-            rows = con.execute(
-                f'SELECT status, source, count(*) FROM "direct_labels_{teacher}" GROUP BY ALL ORDER BY ALL'
-            ).fetchall()
-            parts = ", ".join(f"{s} ({src}) {c}" for s, src, c in rows) or "none"
-            lines.append(f"  {teacher}: {parts}")
-        if run_id:
-            calls = con.execute(
-                "SELECT teacher, count(*), sum(n_works), coalesce(avg(latency_s), 0), coalesce(sum(prompt_tokens + completion_tokens), 0),"
-                " coalesce(sum(cost_usd), 0) FROM teacher_calls WHERE run_id = ? GROUP BY ALL ORDER BY ALL",
-                [run_id],
-            ).fetchall()
-            total = sum(c[1] for c in calls)
-            detail = ", ".join(
-                f"{t} {c} calls for {w} works ({s:.2f} s/call, {tok} tokens, ${usd:.4f})"
-                for t, c, w, s, tok, usd in calls
-            )
-            lines.append(
-                f"Teacher calls in this run: {total}"
-                + (f" ({detail})" if detail else " (every label reused from the label store)")
-            )
-        if "teacher_agreement" in {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}:
-            for pair, n, agree, kappa, wagree, wkappa in con.execute(
-                "SELECT pair, n, agreement, kappa, weighted_agreement, weighted_kappa FROM teacher_agreement "
-                "WHERE head = 'metaresearch' AND n > 0 ORDER BY pair"
-            ).fetchall():
-                fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-                lines.append(
-                    f"Agreement {pair} on metaresearch: {n} works, agreement {fmt(agree)}, kappa {fmt(kappa)};"
-                    f" design-weighted {fmt(wagree)}, kappa {fmt(wkappa)}"
-                )
-        if "prevalence" in views:
-            parts = []
-            for population, method, teacher, rate, lo, hi in con.execute(
-                "SELECT population, method, teacher, rate, ci_low, ci_high FROM prevalence WHERE category = 'metaresearch' "
-                "AND rate IS NOT NULL ORDER BY population, method, teacher"
-            ).fetchall():
-                what = teacher or method.replace("_", " ")
-                if method == "screener_swap_range":
-                    parts.append(f"{population} screener swap {lo:.4f}-{hi:.4f}")
-                elif lo is not None:
-                    parts.append(f"{population} {what} {rate:.4f} [{lo:.4f}, {hi:.4f}]")
-                else:
-                    parts.append(f"{population} {what} {rate:.4f}")
-            lines.append("Prevalence of metaresearch: " + "; ".join(parts))
-        p, cand, cons, mv = con.execute(
-            "SELECT count(*), count(*) FILTER (len(candidate_categories) > 0), count(*) FILTER (len(consensus_categories) > 0),"
-            " any_value(model_version) FROM predictions"
-        ).fetchone()
-        gated, heads = con.execute(
-            "SELECT count(*) FILTER (gate_passed), count(*) FROM student_heads WHERE teacher = 'codex'"
-        ).fetchone()
-        lines.append(
-            f"Predictions: {p} works scored by {mv}; {cand} with a candidate category, {cons} with a consensus category;"
-            f" {gated} of {heads} codex heads pass the support gate (the rest carry scores, no decision)"
-        )
-        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        holdout = (
-            con.execute("SELECT count(*) FROM student_holdout").fetchone()[0] if "student_holdout" in tables else 0
-        )
-        metrics = con.execute(
-            "SELECT teacher, holdout_n, holdout_positives, ap, auroc FROM student_heads WHERE target = 'metaresearch' "
-            "ORDER BY teacher"
-        ).fetchall()
-        fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-        lines.append(
-            f"Student holdout: {holdout} frame works of held-out venues (frozen); metaresearch heads on its labelled works: "
-            + "; ".join(f"{t} n={n} positives={pos} AP {fmt(ap)} AUROC {fmt(auc)}" for t, n, pos, ap, auc in metrics)
-        )
-        ms = con.execute(
-            "SELECT validation_status, any_value(rounds_run), count(*) FROM machine_scores GROUP BY ALL"
-        ).fetchall()
-        lines.append(
-            "Machine scores: " + ", ".join(f"{s} {c} (after {r} round{'s' if r != 1 else ''})" for s, r, c in ms)
-        )
-        first = pages = None
-        if "page_manifest" in tables:
-            pages = con.execute(
-                "SELECT count(*), count(DISTINCT split_part(page_path, '/', 2)) FROM page_manifest"
-            ).fetchone()
-            first = con.execute(  # a work with the most routes and an abstract: the fullest page
-                "SELECT m.page_path FROM frame f JOIN page_manifest m USING (id) ORDER BY ca_aff::INT + ca_fund::INT + ca_venue::INT "
-                "+ about_ca::INT DESC, has_abstract DESC, in_sampling_frame DESC, id LIMIT 1"
-            ).fetchone()
-    if pages:
-        lines.append(
-            f"Pages: {pages[0]} in {st.site_dir / 'works'} ({pages[1]} model-version folder{'s' if pages[1] != 1 else ''})"
-        )
-    lines.append(f"Index: {st.site_dir / 'index.html'}")
-    if first:
-        lines.append(f"Open one: {st.site_dir / first[0]}")
-    return "\n".join(lines)
-
-
 @app.command()
 def run(
     data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data)."),
@@ -195,6 +73,7 @@ def run(
     if openalex_dir:
         settings.export(settings.OPENALEX_DIR_ENV, openalex_dir)
     from .definitions import build_resources, materialize_in_process
+    from .reports import summary_text
     from .storage import default_data_dir
 
     data = default_data_dir()
@@ -215,39 +94,6 @@ def run(
     typer.echo(summary_text(data, result.run_id))
 
 
-def lineage_text(row: dict) -> str:
-    """A ``work_lineage`` row (see :mod:`metacan_pipeline.publish.lineage`) as the lines ``metacan lineage`` prints."""
-    source = "archived API response" if row["input_kind"] == "archived_api_response" else "input part"
-    lines = [
-        f"{row['id']}",
-        f"  frame build        {row['frame_build_id']} (Dagster run {row['frame_run_id'] or 'not recorded'})",
-        f"  {source:<18} {row['source_file']} @ {row['source_locator']} (read by run {row['part_run_id'] or 'not recorded'})",
-        f"  entity lists       {row['entity_list_versions'] or 'not recorded'}",
-        f"  lexicon            {row['lexicon_version'] or 'not recorded'}",
-        f"  student model      {row['model_version'] or 'none'}"
-        + (f" (trained by run {row['student_run_id']})" if row["student_run_id"] else ""),
-        "  machine scores     "
-        + (
-            f"round {row['machine_round']} (run {row['machine_scores_run_id'] or 'not recorded'}, {row['machine_validation_status']})"
-            if row["machine_round"] is not None
-            else "none"
-        ),
-        f"  teacher calls      {len(row['teacher_calls'])}",
-    ]
-    for c in row["teacher_calls"]:
-        lines.append(
-            f"    {c['teacher'] or '?':<8} {c['model']} prompt {c['prompt_version']} {c['label_status']}"
-            f"{'' if c['source'] in (None, 'teacher_call') else ' (' + c['source'] + ')'}"
-            f" call {c['call_id'] or 'none'} request {c['request_hash'] or 'none'} at {c['called_at'] or '?'}"
-            f" run {c['run_id'] or '?'}" + (f" archive {c['archive']}" if c.get("archive") else "")
-        )
-    if row.get("page_path"):
-        lines.append(
-            f"  page               {row['page_path']} (rendered {row['rendered_at']} UTC by run {row['page_run_id']})"
-        )
-    return "\n".join(lines)
-
-
 def _print_lineage(db: Path, work_ids: list[str], as_json: bool) -> int:
     """Print the lineage of each id from ``db`` (read-only); returns how many ids are not in the frame."""
     import json
@@ -255,6 +101,7 @@ def _print_lineage(db: Path, work_ids: list[str], as_json: bool) -> int:
     import duckdb
 
     from .publish.lineage import lineage_of
+    from .reports import lineage_text
 
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -323,6 +170,7 @@ def lineage(
 @app.command()
 def summary(data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data).")) -> None:
     """Print what the last run produced (frame, labels, predictions, pages)."""
+    from .reports import summary_text
     from .storage import default_data_dir
 
     text = summary_text(data_dir or default_data_dir())
@@ -500,6 +348,7 @@ def evaluate_pilot_command(
             raise typer.Exit(2)
         _evaluate_frame1k(folder, features or ["tfidf"], labels, folds)
         return
+    from .reports import pilot_note
     from .student.pilot_eval import evaluate_pilot, format_table, pilot_works
 
     works = works or "joined"
@@ -515,16 +364,11 @@ def evaluate_pilot_command(
         raise typer.Exit(2) from None
     _, dropped = pilot_works(folder)
     typer.echo(format_table(results))
-    r = results[0]
-    typer.echo(
-        f"\npos.rate: (weighted) share of positives, AP's chance level. Groups: {r.without_venue} of {r.n} works name no venue "
-        f"(no pilot work record does) and are grouped by title: {r.in_shared_groups} works share a title group, the rest are "
-        f"groups of one. Left out: {dropped['no_text_a']} works labelled by a and {dropped['no_text_b']} by b without saved "
-        f"text, {dropped['empty_title']} with an empty title, {dropped['failed_labels']} label records that failed conversion."
-    )
+    typer.echo(pilot_note(results[0], dropped))
 
 
 def _evaluate_frame1k(folder: Path, features: list[str], labels: list[str] | None, folds: int) -> None:
+    from .reports import frame1k_note
     from .student.pilot_eval import FRAME1K_ARMS, evaluate_frame1k, format_frame1k_table, frame1k_works
 
     results = []
@@ -537,14 +381,7 @@ def _evaluate_frame1k(folder: Path, features: list[str], labels: list[str] | Non
         raise typer.Exit(2) from None
     works, dropped = frame1k_works(folder)
     typer.echo(format_frame1k_table(results))
-    r = results[0]
-    left = ", ".join(f"{k} {v}" for k, v in dropped.items() if v) or "nothing"
-    typer.echo(
-        f"\nframe1k: {len(works)} works, unweighted (the files carry no selection probabilities); pos.rate: share of positives, "
-        f"AP's chance level. CV grouped by venue: {r.venues} venues + {r.without_venue} works without a venue (one group each) "
-        f"= {r.groups} groups; every venue in one test fold. Text: title | venue | topic | field | type | language, no abstract. "
-        f"Feature seconds in parentheses: the matrix was computed once for an earlier line and reused. Left out: {left}."
-    )
+    typer.echo(frame1k_note(len(works), results[0], dropped))
     for r in results:
         if r.note:
             typer.echo(f"{r.arm} / {r.features}: {r.note}")

@@ -15,7 +15,7 @@ def test_definitions_load():
     # one spec per table: a multi_asset (frame, student_heads, predictions, ...) has one per table it writes
     assert len(specs) == sum(len(a.keys) for a in ALL_ASSETS) == len(ALL_KEYS)
     assert {"openalex_quarantine", "frame_build_manifest", "student_training_set", "student_scores"} <= set(specs)
-    assert {"prediction_thresholds", "label_batches", "teacher_disagreements"} <= set(specs)
+    assert {"prediction_thresholds", "label_batches", "teacher_disagreements", "work_lineage"} <= set(specs)
     assert specs["frame_parts"].partitions_def.name == "openalex_partitions"
 
 

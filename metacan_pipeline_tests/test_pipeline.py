@@ -12,10 +12,11 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from metacan_pipeline.cli import app, summary_text
+from metacan_pipeline.cli import app
 from metacan_pipeline.definitions import build_resources, materialize_in_process
 from metacan_pipeline.publish.lineage import lineage_of
 from metacan_pipeline.publish.records import schema_violation
+from metacan_pipeline.reports import page_lines, summary_text
 from metacan_pipeline.teachers.archive import read_archive
 
 
@@ -183,5 +184,20 @@ def test_second_run_makes_zero_teacher_calls(two_runs):
     assert dup == 0
     pages = second.asset_materializations_for_node("work_pages")[0].metadata
     assert pages["pages_rendered"].value == 0 and pages["pages_unchanged"].value == pages["dagster/row_count"].value > 0
-    records = second.asset_materializations_for_node("work_records")[0].metadata
+    records = next(
+        m
+        for m in second.asset_materializations_for_node("work_records")
+        if m.asset_key.to_user_string() == "work_records"
+    ).metadata  # the node also materializes work_lineage (a multi_asset)
     assert records["records_changed"].value == 0
+
+
+def test_summary_page_lines_name_the_folders_and_one_page():
+    lines = page_lines(Path("/site"), (3, 1), ("works/v1/W1.html",))
+    assert lines == [
+        "Pages: 3 in /site/works (1 model-version folder)",
+        "Index: /site/index.html",
+        "Open one: /site/works/v1/W1.html",
+    ]
+    assert page_lines(Path("/site"), None, None) == ["Index: /site/index.html"]
+    assert page_lines(Path("/s"), (3, 2), None)[0].endswith("(2 model-version folders)")

@@ -14,16 +14,38 @@ from metacan_pipeline.openalex.reader import Record
 from metacan_pipeline.openalex.works import work_row
 from metacan_pipeline.publish.abstracts import Abstract
 from metacan_pipeline.publish.assets import PagesConfig, records_may_ship, work_pages, work_records
-from metacan_pipeline.publish.pages import environment, index_row, page_path, render_work
+from metacan_pipeline.publish.manifest import (
+    ManifestRow,
+    newest_render,
+    note_rendered,
+    page_path_ok,
+    pages_to_render,
+    read_manifest,
+    withdraw,
+    works_gone,
+)
+from metacan_pipeline.publish.pages import (
+    environment,
+    index_row,
+    page_context,
+    page_path,
+    render_work,
+    stream_records,
+    write_atomic,
+)
 from metacan_pipeline.publish.records import (
     SCHEMA_PATH,
+    RecordBatches,
+    RecordInputError,
     build_record,
     classification_card,
+    record_row,
     schema_violation,
     ship_violations,
 )
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
+from metacan_pipeline.tables.publish import RECORDS_SCHEMA
 from metacan_pipeline.tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.vocab import (
@@ -342,7 +364,7 @@ def test_blocking_check_stops_pages(tmp_path, openalex_dir, openalex_api, violat
         assert not (storage.site_dir / "records" / f"{wid}.json").exists()  # nothing the check refused is published
         assert openalex_api.hits == []
     else:
-        assert result.success and materialized == {"work_records", "work_pages"}
+        assert result.success and materialized == {"work_lineage", "work_records", "work_pages"}
         assert page.exists() and (storage.site_dir / "index.html").exists() and (storage.site_dir / "index.js").exists()
         record = json.loads((storage.site_dir / "records" / f"{wid}.json").read_text())
         assert schema_violation(record) is None
@@ -469,3 +491,90 @@ def test_the_site_follows_the_frame_and_the_renderer(tmp_path, openalex_dir, ope
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
     assert not result.success and f"work {first['id']} appears twice" in failure
     assert (site / "records" / f"{first['id']}.json").exists()
+
+
+def test_pages_to_render_names_each_reason_a_page_is_rendered_again(tmp_path):
+    site = tmp_path / "site"
+    for wid in ("W1", "W2", "W3", "W4"):
+        write_atomic(site / "works" / "v1" / f"{wid}.html", "page")
+        write_atomic(site / "records" / f"{wid}.json", "{}")
+    hashes = {"W1": "h1", "W2": "h2-new", "W3": "h3", "W4": "h4", "W5": "h5"}
+    manifest = {
+        "W1": ManifestRow("h1", "r", "works/v1/W1.html", "ok"),  # unchanged
+        "W2": ManifestRow("h2", "r", "works/v1/W2.html", "ok"),  # record changed
+        "W3": ManifestRow("h3", "old", "works/v1/W3.html", "ok"),  # renderer changed
+        "W4": ManifestRow("h4", "r", "works/v1/W4.html", "failed"),  # abstract fetch failed last time
+        "W9": ManifestRow("h9", "r", "works/v1/W9.html", "ok"),  # left the frame
+    }
+    assert pages_to_render(hashes, manifest, "r", site) == {"W2", "W3", "W5"}
+    assert pages_to_render(hashes, manifest, "r", site, retry_abstracts=True) == {"W2", "W3", "W4", "W5"}
+    assert pages_to_render(hashes, manifest, "r", site, rerender_all=True) == set(hashes)
+    (site / "records" / "W1.json").unlink()  # a record file gone: rendered again
+    assert "W1" in pages_to_render(hashes, manifest, "r", site)
+    traversal = {**manifest, "W1": ManifestRow("h1", "r", "../../etc/passwd", "ok")}
+    assert not page_path_ok("W1", "../../etc/passwd") and "W1" in pages_to_render(hashes, traversal, "r", site)
+    assert works_gone(hashes, manifest) == {"W9": "works/v1/W9.html"}
+    with pytest.raises(ValueError, match="refusing to publish work id"):
+        pages_to_render({"W1/../x": "h"}, {}, "r", site)
+
+
+def test_manifest_upsert_and_withdrawal_on_a_real_catalog(tmp_path):
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    at = dt.datetime(2026, 1, 2, 3, 4, 5)
+    row = {"record_hash": "h", "renderer": "r", "abstract_status": "ok", "rendered_at": at, "run_id": "run"}
+    rows = [{"id": wid, "page_path": f"works/v1/{wid}.html", **row} for wid in ("W1", "W2")]
+    assert note_rendered(storage, rows) == 2 and note_rendered(storage, rows[:1]) == 1  # the upsert replaces W1
+    assert read_manifest(storage) == {w: ManifestRow("h", "r", f"works/v1/{w}.html", "ok") for w in ("W1", "W2")}
+    assert newest_render(storage) == at
+    for path in ("works/v1/W2.html", "works/v0/W2.html", "records/W2.json"):
+        write_atomic(storage.site_dir / path, "x")
+    assert withdraw(storage, {"W2": "works/v1/W2.html"}) == 1 and withdraw(storage, {}) == 0
+    assert set(read_manifest(storage)) == {"W1"}
+    assert not (storage.site_dir / "works/v1/W2.html").exists() and not (storage.site_dir / "records/W2.json").exists()
+    assert (storage.site_dir / "works/v0/W2.html").exists()  # an earlier version's permalink stays
+
+
+def test_record_batches_refuse_bad_and_repeated_ids_and_count_changes(openalex_dir):
+    row = _frame_row(openalex_dir)
+    wid = row["id"]
+    inputs = {"work": row, "labels": [_label(wid, "gemma", ["sts"])], "pred": None, "machine": None, "lineage": None}
+    first = record_row(inputs)
+    assert json.loads(first["record_json"])["id"] == wid and len(first["record_hash"]) == 16
+    unchanged = RecordBatches({wid: first["record_hash"]})
+    assert unchanged.table([inputs]).num_rows == 1 and unchanged.changed == 0 and unchanged.preview == [first]
+    assert RecordBatches({}).table([inputs]).num_rows == 1
+    with pytest.raises(RecordInputError, match=f"work {wid} appears twice"):
+        RecordBatches({}).table([inputs, inputs])
+    with pytest.raises(RecordInputError, match="which is not"):
+        RecordBatches({}).table([{**inputs, "work": {**row, "id": "../W1"}}])
+
+
+def test_page_context_reads_the_sample_teachers_heads():
+    heads = [
+        {"teacher": "codex", "target": "sts", "n_train": 40, "gate_passed": True, "status": "fitted"},
+        {"teacher": "codex", "target": "x", "n_train": 40, "gate_passed": False, "status": "constant: one class"},
+        {"teacher": "gemma", "target": "sts", "n_train": 900, "gate_passed": True, "status": "fitted"},
+    ]
+    assert page_context(heads, "codex") == {
+        "n_codex_labels": 40,
+        "gated_heads": 1,
+        "total_heads": 2,
+        "constant_heads": {("codex", "x")},
+    }
+    assert page_context(heads, "gemma")["n_codex_labels"] == 900 and page_context([], "codex")["total_heads"] == 0
+
+
+def test_stream_records_hands_over_the_chosen_works_in_chunks(tmp_path, openalex_dir):
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    base = _frame_row(openalex_dir)
+    rows = [
+        record_row({"work": {**base, "id": f"W{i}"}, "labels": [], "pred": None, "machine": None, "lineage": None})
+        for i in range(1, 8)
+    ]
+    storage.write_table("work_records", pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA))
+    chunks = []
+    index = stream_records(storage, {"W2", "W3", "W5", "W7"}, chunks.append, chunk_rows=2)
+    # batches of two records: a chunk is handed over once it holds two works, the rest at the end
+    assert [[c[0] for c in chunk] for chunk in chunks] == [["W2", "W3"], ["W5", "W7"]]
+    assert all(c[3] == next(r["record_hash"] for r in rows if r["id"] == c[0]) for chunk in chunks for c in chunk)
+    assert [r["id"] for r in index] == sorted(r["id"] for r in rows) and len(index) == 7

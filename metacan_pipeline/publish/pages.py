@@ -16,16 +16,21 @@ import datetime as dt
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
+from tqdm import tqdm
 
 from .. import __version__
 from ..openalex.ids import is_work_id
+from ..storage import MetacanStorage
+from ..tables.publish import PAGE_MANIFEST_SCHEMA
 from ..vocab import CATEGORIES, CATEGORY_DISPLAY, PREDICTION_STATUS
-from .abstracts import Abstract
+from .abstracts import Abstract, AbstractFetcher
+from .manifest import note_rendered
 from .records import classification_card
 
 _NOT_FETCHED = {"status": "off"}
@@ -243,3 +248,157 @@ def write_static(site_dir: Path) -> list[Path]:
         tmp.replace(dest)
         written.append(dest)
     return written
+
+
+# ---- writing the site ------------------------------------------------------------------------------
+
+#: Pages are written, and ``page_manifest`` updated, in chunks of about this many works (an interrupted run resumes).
+CHUNK = 2000
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a sibling temporary file and a rename (no half-written page)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` only when it differs from what is there; True when written."""
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return False
+    write_atomic(path, text)
+    return True
+
+
+def page_context(heads: list[dict], sample_teacher: str) -> dict:
+    """The build-level facts :func:`render_work` needs, from the rows of ``student_heads``: the number of
+    direct labels of the sample teacher its heads were trained on (``n_codex_labels``), how many of its heads
+    pass the support gate (``gated_heads``) of ``total_heads``, and the ``(teacher, target)`` pairs whose head
+    is constant (``constant_heads``)."""
+    sample_heads = [h for h in heads if h["teacher"] == sample_teacher]
+    return {
+        "n_codex_labels": max((h["n_train"] for h in sample_heads), default=0),
+        "gated_heads": sum(1 for h in sample_heads if h["gate_passed"]),
+        "total_heads": len(sample_heads),
+        "constant_heads": {(h["teacher"], h["target"]) for h in heads if h["status"].startswith("constant")},
+    }
+
+
+def run_context(storage: MetacanStorage, sample_teacher: str, run_id: str, rendered_at: dt.datetime) -> dict:
+    """:func:`page_context` of the current ``student_heads`` (none yet: no heads) plus the run's facts the
+    lineage section shows: ``page_run_id`` and ``rendered_at`` (``YYYY-MM-DD HH:MM UTC``)."""
+    heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
+    return {
+        **page_context(heads, sample_teacher),
+        "page_run_id": run_id,
+        "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC",
+    }
+
+
+def index_order(row: dict) -> tuple:
+    """Sort key of the index: newest publication year first (unknown years last), then id."""
+    return (-(row["year"] or 0), row["id"])
+
+
+class PageWriter:
+    """Writes the record files and pages of one ``work_pages`` run, chunk by chunk, and notes each chunk
+    in ``page_manifest``.
+
+    ``fetcher``: the live abstract fetcher (None: fetching is off, pages say so and the status is ``off``);
+    ``context``: :func:`page_context` plus ``rendered_at`` and ``page_run_id``; ``renderer``: the
+    fingerprint stored with each page (:func:`.manifest.renderer_fingerprint`); ``rendered_at``: the UTC
+    time (naive, seconds) stored in the manifest. After writing, ``statuses`` counts the pages by abstract
+    status and ``preview`` holds the first ten manifest rows written.
+    """
+
+    def __init__(
+        self,
+        storage: MetacanStorage,
+        env: Environment,
+        context: dict,
+        fetcher: AbstractFetcher | None,
+        *,
+        renderer: str,
+        run_id: str,
+        rendered_at: dt.datetime,
+    ) -> None:
+        self.storage, self.env, self.context, self.fetcher = storage, env, context, fetcher
+        self.renderer, self.run_id, self.rendered_at = renderer, run_id, rendered_at
+        self.statuses: Counter[str] = Counter()
+        self.preview: list[dict] = []
+
+    def abstract_of(self, wid: str, abstracts: dict[str, Abstract]) -> Abstract | None:
+        """The abstract a page shows: the fetched one, ``none`` for a work the frame saw without one (no call
+        for it), or None when fetching is off."""
+        if self.fetcher is None:
+            return None
+        return abstracts.get(wid) or Abstract(wid, "none", None, None, None)
+
+    def write(self, chunk: list[tuple[str, dict, str, str]]) -> list[dict]:
+        """Fetch the chunk's abstracts (batches of 50), write its records and pages, then note them in
+        ``page_manifest``. ``chunk``: ``(id, record, record JSON text, record hash)``; returns the manifest rows."""
+        wanted = [wid for wid, rec, _, _ in chunk if rec["has_abstract"]]
+        abstracts = self.fetcher.fetch(wanted) if self.fetcher is not None else {}
+        site, rows = self.storage.site_dir, []
+        for wid, rec, text, digest in chunk:
+            abstract = self.abstract_of(wid, abstracts)
+            path = page_path(rec)
+            write_atomic(site / "records" / f"{wid}.json", text)
+            write_atomic(site / path, render_work(self.env, rec, abstract, self.context))
+            status = abstract.status if abstract is not None else "off"
+            self.statuses[status] += 1
+            values = (wid, digest, self.renderer, path, status, self.rendered_at, self.run_id)
+            rows.append(dict(zip(PAGE_MANIFEST_SCHEMA.names, values, strict=True)))
+        self.preview.extend(rows[: max(0, 10 - len(self.preview))])
+        note_rendered(self.storage, rows)
+        return rows
+
+
+def stream_records(
+    storage: MetacanStorage,
+    todo: set[str],
+    write: Callable[[list[tuple[str, dict, str, str]]], object],
+    chunk_rows: int = CHUNK,
+) -> list[dict]:
+    """Read ``work_records`` in batches of ``chunk_rows``, hand the records of ``todo`` to ``write`` in chunks
+    of at least ``chunk_rows`` (the last one smaller), with a progress bar; returns every record's index row
+    in :func:`index_order`."""
+    index_rows: list[dict] = []
+    pending: list[tuple[str, dict, str, str]] = []
+    columns = ["id", "record_json", "record_hash"]
+    with tqdm(total=len(todo), desc="work pages", unit="page", mininterval=5, disable=not todo) as bar:
+        for b in storage.iter_batches("work_records", batch_size=chunk_rows, columns=columns):
+            for wid, text, digest in zip(*(b.column(c).to_pylist() for c in columns), strict=True):
+                rec = json.loads(text)
+                index_rows.append(index_row(rec))
+                if wid in todo:
+                    pending.append((wid, rec, text, digest))
+            if len(pending) >= chunk_rows:
+                write(pending)
+                bar.update(len(pending))
+                pending = []
+        if pending:
+            write(pending)
+            bar.update(len(pending))
+    index_rows.sort(key=index_order)
+    return index_rows
+
+
+def write_index(site_dir: Path, env: Environment, rows: list[dict], newest: dt.datetime | None) -> bool:
+    """Write ``index.html`` (:func:`render_index`, built at ``newest``: when the newest page was rendered, so
+    unchanged pages give an unchanged index) when its content changed, and the static files beside it;
+    True when the index was rewritten."""
+    html = render_index(env, rows, built_at=f"{newest:%Y-%m-%d %H:%M} UTC" if newest else None)
+    written = write_if_changed(site_dir / "index.html", html)
+    write_static(site_dir)
+    return written
+
+
+def index_counts(rows: list[dict]) -> tuple[Counter[str], Counter[str]]:
+    """``(works by classification source, works by model version)`` of the index rows; a classifier source
+    reads ``classifier (consensus)`` or ``classifier (candidate)`` when it called a category."""
+    kinds = Counter(f"{r['source']}" + (f" ({r['mode']})" if r.get("mode") else "") for r in rows)
+    versions = Counter(r["model_version"] for r in rows if r.get("model_version"))
+    return kinds, versions

@@ -3,18 +3,30 @@
 A record is assembled from the frame row, the direct labels of every teacher, the hybrid prediction
 and the machine scores. :func:`ship_violations` is the SPEC section 8 invariant that the blocking
 asset check enforces on every record before any page is rendered.
+
+:func:`record_inputs` streams what the records are built from (one DuckDB query, ``record_inputs.sql``),
+:class:`RecordBatches` turns those rows into ``work_records`` batches (JSON text and its hash).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Iterator
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import fastjsonschema
+import pyarrow as pa
 
+from ..openalex.ids import is_work_id
+from ..storage import MetacanStorage, sql_literal
+from ..tables.publish import RECORDS_SCHEMA
 from ..vocab import PREDICTION_STATUS
+from .lineage import lineage_record
 
 #: JSON Schema (draft-07) of a published record: the seed 004 fields, route evidence, lineage.
 SCHEMA_PATH = Path(__file__).with_name("work_record.schema.json")
@@ -182,3 +194,105 @@ def classification_card(record: dict) -> dict[str, Any]:
     if record.get("prediction"):
         return {"kind": "no_category", "categories": [], "model_version": pred.get("model_version")}
     return {"kind": "none"}
+
+
+# ---- building the records ----------------------------------------------------------------------------
+
+#: The query of :func:`record_inputs` (static; the relations it reads are views made per call).
+RECORD_INPUTS_SQL = resources.files("metacan_pipeline.publish").joinpath("record_inputs.sql").read_text("utf-8")
+#: The warehouse tables a record joins to the frame (besides the direct-label tables).
+_INPUT_TABLES = ("frame", "predictions", "machine_scores", "work_lineage")
+
+
+class RecordInputError(ValueError):
+    """A frame work that may not become a record: an id that is not ``^W\\d+$``, or a work seen twice."""
+
+
+def input_views(storage: MetacanStorage, label_tables: list[str]) -> list[str]:
+    """The ``CREATE VIEW`` statements :data:`RECORD_INPUTS_SQL` reads: one view per table of
+    ``_INPUT_TABLES`` over its Parquet files, and ``direct_labels``, the rows of every table of
+    ``label_tables`` (all must exist), or an empty relation when there is none."""
+
+    def parquet(name: str) -> str:
+        return f"read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))}, hive_partitioning=false)"
+
+    views = [f"CREATE VIEW {name} AS SELECT * FROM {parquet(name)}" for name in _INPUT_TABLES]
+    labels = " UNION ALL BY NAME ".join(f"SELECT * FROM {parquet(t)}" for t in label_tables)
+    views.append(
+        f"CREATE VIEW direct_labels AS {labels}"
+        if labels
+        else "CREATE VIEW direct_labels AS SELECT NULL::VARCHAR AS work_id, NULL::VARCHAR AS teacher WHERE false"
+    )
+    return views
+
+
+def record_inputs(storage: MetacanStorage, label_tables: list[str], batch_rows: int = 5000) -> Iterator[list[dict]]:
+    """Everything one record is built from, one dict per frame work in id order, in lists of ``batch_rows``:
+    ``{"work": frame row, "labels": [direct label rows], "pred": prediction row or None, "machine": machine
+    score row or None, "lineage": work_lineage row}``. One DuckDB query over the Parquet tables (its own
+    in-memory connection, so no catalog lock is held), streamed: memory stays at one batch.
+    ``label_tables``: the ``direct_labels_<teacher>`` tables to read (each must exist)."""
+    con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": str(storage.warehouse / ".spill-records")})
+    try:
+        for statement in input_views(storage, label_tables):
+            con.execute(statement)
+        for batch in con.execute(RECORD_INPUTS_SQL).to_arrow_reader(batch_rows):
+            yield batch.to_pylist()
+    finally:
+        con.close()
+
+
+def record_row(row: dict) -> dict:
+    """The ``work_records`` row of one :func:`record_inputs` row: ``{"id", "record_json", "record_hash"}``,
+    the hash being SHA-256 (16 hex) of the JSON text."""
+    record = build_record(row["work"], row["labels"], row["pred"], row["machine"], lineage_record(row["lineage"]))
+    text = json.dumps(record, ensure_ascii=False, default=str)
+    return {"id": record["id"], "record_json": text, "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+
+class RecordBatches:
+    """Turns lists of :func:`record_inputs` rows into ``work_records`` tables, checking the ids on the way.
+
+    ``previous``: ``{id: record_hash}`` of the last materialization. After the batches are consumed,
+    ``changed`` counts the records new or changed since then and ``preview`` holds the first ten rows.
+    Raises :class:`RecordInputError` naming the id when a work id is not ``^W\\d+$`` or a work comes twice
+    (rows come ordered by id, so a repeat is a duplicate of the frame or of a table joined to it).
+    """
+
+    def __init__(self, previous: dict[str, str]) -> None:
+        self.previous = previous
+        self.changed = 0
+        self.preview: list[dict] = []
+        self._last: str | None = None
+
+    def check_id(self, wid: str) -> None:
+        """Raise :class:`RecordInputError` when ``wid`` is not a work id or repeats the previous row's."""
+        if not is_work_id(wid):
+            raise RecordInputError(
+                f"the frame holds the work id {wid!r}, which is not ^W\\d+$: no record is "
+                f"written; rebuild the frame (its check frame_ids_unique and the reader refuse such ids)"
+            )
+        if wid == self._last:
+            raise RecordInputError(
+                f"work {wid} appears twice among the records' inputs (frame, predictions, "
+                f"machine_scores or work_lineage): no record is written; re-materialize the frame "
+                f"and the scoring assets so that each holds one row per work"
+            )
+        self._last = wid
+
+    def table(self, rows: list[dict]) -> pa.Table:
+        """The ``work_records`` table (``RECORDS_SCHEMA``) of one list of input rows."""
+        out = []
+        for row in rows:
+            self.check_id(row["work"]["id"])
+            out.append(record_row(row))
+            self.changed += self.previous.get(out[-1]["id"]) != out[-1]["record_hash"]
+        self.preview.extend(out[: max(0, 10 - len(self.preview))])
+        return pa.Table.from_pylist(out, schema=RECORDS_SCHEMA)
+
+
+def previous_hashes(storage: MetacanStorage) -> dict[str, str]:
+    """``{id: record_hash}`` of the current ``work_records`` table (empty before the first materialization)."""
+    if not storage.has_table("work_records"):
+        return {}
+    return {r["id"]: r["record_hash"] for r in storage.read_table("work_records", ["id", "record_hash"]).to_pylist()}

@@ -1,0 +1,23 @@
+-- Everything one published record is built from: one row per frame work, in id order
+-- (metacan_pipeline.publish.records.record_inputs makes the relations, views over the Parquet tables):
+--   work    the frame row;
+--   labels  the direct labels of every teacher (direct_labels: their rows, UNION ALL BY NAME), by teacher;
+--   pred    the prediction row, or NULL;
+--   machine the machine-score row, or NULL;
+--   lineage the work_lineage row.
+WITH labels AS (
+  SELECT work_id, list(l ORDER BY l.teacher) AS labels
+  FROM direct_labels l
+  GROUP BY work_id
+)
+SELECT f AS work,
+       coalesce(lb.labels, []) AS labels,
+       CASE WHEN p.id IS NULL THEN NULL ELSE p END AS pred,
+       CASE WHEN m.id IS NULL THEN NULL ELSE m END AS machine,
+       g AS lineage
+FROM frame f
+LEFT JOIN predictions p ON p.id = f.id
+LEFT JOIN machine_scores m ON m.id = f.id
+LEFT JOIN work_lineage g ON g.id = f.id
+LEFT JOIN labels lb ON lb.work_id = f.id
+ORDER BY f.id

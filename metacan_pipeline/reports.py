@@ -1,0 +1,259 @@
+"""The run summary ``metacan run`` and ``metacan summary`` print, and the lineage text of ``metacan lineage``.
+
+:func:`summary_text` reads the catalog read-only and joins one section per stage, each a named function
+over an open DuckDB connection: the frame (:func:`frame_lines`), the direct labels (:func:`label_lines`),
+this run's teacher calls (:func:`teacher_call_lines`), teacher agreement (:func:`agreement_lines`),
+prevalence (:func:`prevalence_lines`), the predictions (:func:`prediction_lines`), the student holdout
+(:func:`holdout_lines`), the machine scores (:func:`machine_score_lines`) and the pages (:func:`page_lines`).
+The notes under ``metacan evaluate-pilot`` are :func:`pilot_note` and :func:`frame1k_note`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from .storage import MetacanStorage
+from .teachers.registry import load_registry, load_roles
+from .vocab import SAMPLE_TEACHER
+
+if TYPE_CHECKING:
+    from .student.pilot_eval import Frame1kEvaluation, PilotEvaluation
+
+
+def _score(value: float | None) -> str:
+    """A rate, agreement or kappa as the summary prints it: three decimals, or ``n/a``."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _plural(n: int) -> str:
+    return "s" if n != 1 else ""
+
+
+def nothing_to_summarise(root: Path) -> str:
+    """What the summary says when ``root`` holds no frame yet (the ``summary`` command then exits 1)."""
+    return (
+        f"Nothing to summarise in {root}: no frame has been built there yet. Run `make run` (or `metacan run`), "
+        f"or pass --data-dir (or set METACAN_DATA_DIR) to the folder of an earlier run."
+    )
+
+
+def frame_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The frame: works admitted of the records read, the files and quarantine, and the works by route."""
+    n, aff, fund, venue, about, blind = con.execute(
+        "SELECT count(*), count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue),"
+        " count(*) FILTER (about_ca), count(*) FILTER (invisible_to_affiliation_only) FROM frame"
+    ).fetchone()
+    q = con.execute("SELECT count(*) FROM openalex_quarantine").fetchone()[0]
+    parts, w = con.execute("SELECT count(*), sum(work_records) FROM frame_build_manifest").fetchone()
+    return [
+        f"Frame: {n} works admitted of {w} OpenAlex work records read from {parts} files ({q} records quarantined)",
+        f"  by route: ca_aff {aff} | ca_fund {fund} | ca_venue {venue} | about_ca {about} | invisible to "
+        f"affiliation-only {blind}",
+    ]
+
+
+def label_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:
+    """The direct labels of every registry teacher that has a table: counts by status and source."""
+    lines = ["Direct labels (current teacher configurations):"]
+    for teacher in [t for t in load_registry() if f"direct_labels_{t}" in views]:
+        rows = con.execute(
+            f'SELECT status, source, count(*) FROM "direct_labels_{teacher}" GROUP BY ALL ORDER BY ALL'
+        ).fetchall()
+        lines.append(f"  {teacher}: " + (", ".join(f"{s} ({src}) {c}" for s, src, c in rows) or "none"))
+    return lines
+
+
+def teacher_call_lines(con: duckdb.DuckDBPyConnection, run_id: str) -> list[str]:
+    """The teacher calls of run ``run_id``: calls, works, latency, tokens and cost per teacher."""
+    calls = con.execute(
+        "SELECT teacher, count(*), sum(n_works), coalesce(avg(latency_s), 0), coalesce(sum(prompt_tokens + "
+        "completion_tokens), 0), coalesce(sum(cost_usd), 0) FROM teacher_calls WHERE run_id = ? GROUP BY ALL ORDER BY ALL",
+        [run_id],
+    ).fetchall()
+    total = sum(c[1] for c in calls)
+    detail = ", ".join(
+        f"{t} {c} calls for {w} works ({s:.2f} s/call, {tok} tokens, ${usd:.4f})" for t, c, w, s, tok, usd in calls
+    )
+    return [
+        f"Teacher calls in this run: {total}"
+        + (f" ({detail})" if detail else " (every label reused from the label store)")
+    ]
+
+
+def agreement_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:
+    """Teacher agreement on the metaresearch head, plain and design-weighted, one line per pair of teachers."""
+    if "teacher_agreement" not in views:
+        return []
+    rows = con.execute(
+        "SELECT pair, n, agreement, kappa, weighted_agreement, weighted_kappa FROM teacher_agreement "
+        "WHERE head = 'metaresearch' AND n > 0 ORDER BY pair"
+    ).fetchall()
+    return [
+        f"Agreement {pair} on metaresearch: {n} works, agreement {_score(agree)}, kappa {_score(kappa)};"
+        f" design-weighted {_score(wagree)}, kappa {_score(wkappa)}"
+        for pair, n, agree, kappa, wagree, wkappa in rows
+    ]
+
+
+def prevalence_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:
+    """The prevalence of metaresearch per population and method (with its interval, or the screener swap range)."""
+    if "prevalence" not in views:
+        return []
+    parts = []
+    for population, method, teacher, rate, lo, hi in con.execute(
+        "SELECT population, method, teacher, rate, ci_low, ci_high FROM prevalence WHERE category = 'metaresearch' "
+        "AND rate IS NOT NULL ORDER BY population, method, teacher"
+    ).fetchall():
+        what = teacher or method.replace("_", " ")
+        if method == "screener_swap_range":
+            parts.append(f"{population} screener swap {lo:.4f}-{hi:.4f}")
+        elif lo is not None:
+            parts.append(f"{population} {what} {rate:.4f} [{lo:.4f}, {hi:.4f}]")
+        else:
+            parts.append(f"{population} {what} {rate:.4f}")
+    return ["Prevalence of metaresearch: " + "; ".join(parts)]
+
+
+def prediction_lines(con: duckdb.DuckDBPyConnection, sample_teacher: str) -> list[str]:
+    """The predictions: works scored, with a candidate or consensus category, and the sample teacher's heads
+    that pass the support gate."""
+    p, cand, cons, mv = con.execute(
+        "SELECT count(*), count(*) FILTER (len(candidate_categories) > 0), count(*) FILTER (len(consensus_categories) "
+        "> 0), any_value(model_version) FROM predictions"
+    ).fetchone()
+    gated, heads = con.execute(
+        "SELECT count(*) FILTER (gate_passed), count(*) FROM student_heads WHERE teacher = ?", [sample_teacher]
+    ).fetchone()
+    return [
+        f"Predictions: {p} works scored by {mv}; {cand} with a candidate category, {cons} with a consensus category;"
+        f" {gated} of {heads} {sample_teacher} heads pass the support gate (the rest carry scores, no decision)"
+    ]
+
+
+def holdout_lines(con: duckdb.DuckDBPyConnection, tables: set[str]) -> list[str]:
+    """The frozen student holdout and the metaresearch heads' AP and AUROC on its labelled works."""
+    holdout = con.execute("SELECT count(*) FROM student_holdout").fetchone()[0] if "student_holdout" in tables else 0
+    metrics = con.execute(
+        "SELECT teacher, holdout_n, holdout_positives, ap, auroc FROM student_heads WHERE target = 'metaresearch' "
+        "ORDER BY teacher"
+    ).fetchall()
+    return [
+        f"Student holdout: {holdout} frame works of held-out venues (frozen); metaresearch heads on its labelled works: "
+        + "; ".join(f"{t} n={n} positives={pos} AP {_score(ap)} AUROC {_score(auc)}" for t, n, pos, ap, auc in metrics)
+    ]
+
+
+def machine_score_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The machine scores by validation status, with the rounds run."""
+    ms = con.execute(
+        "SELECT validation_status, any_value(rounds_run), count(*) FROM machine_scores GROUP BY ALL"
+    ).fetchall()
+    return ["Machine scores: " + ", ".join(f"{s} {c} (after {r} round{_plural(r)})" for s, r, c in ms)]
+
+
+def page_facts(con: duckdb.DuckDBPyConnection, tables: set[str]) -> tuple[tuple | None, tuple | None]:
+    """``(pages, model-version folders)`` from ``page_manifest`` and the path of the fullest page (a work with
+    the most routes and an abstract), or ``(None, None)`` before any page was rendered."""
+    if "page_manifest" not in tables:
+        return None, None
+    pages = con.execute("SELECT count(*), count(DISTINCT split_part(page_path, '/', 2)) FROM page_manifest").fetchone()
+    first = con.execute(
+        "SELECT m.page_path FROM frame f JOIN page_manifest m USING (id) ORDER BY ca_aff::INT + ca_fund::INT + "
+        "ca_venue::INT + about_ca::INT DESC, has_abstract DESC, in_sampling_frame DESC, id LIMIT 1"
+    ).fetchone()
+    return pages, first
+
+
+def page_lines(site_dir: Path, pages: tuple | None, first: tuple | None) -> list[str]:
+    """Where the pages and the index are, and one page to open."""
+    lines = []
+    if pages:
+        lines.append(f"Pages: {pages[0]} in {site_dir / 'works'} ({pages[1]} model-version folder{_plural(pages[1])})")
+    lines.append(f"Index: {site_dir / 'index.html'}")
+    if first:
+        lines.append(f"Open one: {site_dir / first[0]}")
+    return lines
+
+
+def summary_text(data_dir: str, run_id: str | None = None) -> str:
+    """The post-run summary: frame by route, labels by teacher and status, predictions, pages (one section
+    per function above); with ``run_id``, also that run's teacher calls. :func:`nothing_to_summarise` when
+    ``data_dir`` holds no frame."""
+    st = MetacanStorage(data_dir=data_dir)
+    if not st.duckdb_path.exists() or not st.has_table("frame"):
+        return nothing_to_summarise(st.root)
+    sample_teacher = load_roles()[SAMPLE_TEACHER]
+    with st.connect(read_only=True) as con:
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        lines = [
+            *frame_lines(con),
+            *label_lines(con, views),
+            *(teacher_call_lines(con, run_id) if run_id else []),
+            *agreement_lines(con, views),
+            *prevalence_lines(con, views),
+            *prediction_lines(con, sample_teacher),
+            *holdout_lines(con, tables),
+            *machine_score_lines(con),
+        ]
+        pages, first = page_facts(con, tables)
+    return "\n".join(lines + page_lines(st.site_dir, pages, first))
+
+
+def lineage_text(row: dict) -> str:
+    """A ``work_lineage`` row (see :mod:`metacan_pipeline.publish.lineage`) as the lines ``metacan lineage`` prints."""
+    source = "archived API response" if row["input_kind"] == "archived_api_response" else "input part"
+    lines = [
+        f"{row['id']}",
+        f"  frame build        {row['frame_build_id']} (Dagster run {row['frame_run_id'] or 'not recorded'})",
+        f"  {source:<18} {row['source_file']} @ {row['source_locator']} (read by run {row['part_run_id'] or 'not recorded'})",
+        f"  entity lists       {row['entity_list_versions'] or 'not recorded'}",
+        f"  lexicon            {row['lexicon_version'] or 'not recorded'}",
+        f"  student model      {row['model_version'] or 'none'}"
+        + (f" (trained by run {row['student_run_id']})" if row["student_run_id"] else ""),
+        "  machine scores     "
+        + (
+            f"round {row['machine_round']} (run {row['machine_scores_run_id'] or 'not recorded'}, {row['machine_validation_status']})"
+            if row["machine_round"] is not None
+            else "none"
+        ),
+        f"  teacher calls      {len(row['teacher_calls'])}",
+    ]
+    for c in row["teacher_calls"]:
+        lines.append(
+            f"    {c['teacher'] or '?':<8} {c['model']} prompt {c['prompt_version']} {c['label_status']}"
+            f"{'' if c['source'] in (None, 'teacher_call') else ' (' + c['source'] + ')'}"
+            f" call {c['call_id'] or 'none'} request {c['request_hash'] or 'none'} at {c['called_at'] or '?'}"
+            f" run {c['run_id'] or '?'}" + (f" archive {c['archive']}" if c.get("archive") else "")
+        )
+    if row.get("page_path"):
+        lines.append(
+            f"  page               {row['page_path']} (rendered {row['rendered_at']} UTC by run {row['page_run_id']})"
+        )
+    return "\n".join(lines)
+
+
+def pilot_note(r: PilotEvaluation, dropped: dict[str, int]) -> str:
+    """The note under ``metacan evaluate-pilot --set screening``: what pos.rate means, how works were
+    grouped and what was left out. ``r``: the first result; ``dropped``: from ``pilot_works``."""
+    return (
+        f"\npos.rate: (weighted) share of positives, AP's chance level. Groups: {r.without_venue} of {r.n} works name no venue "
+        f"(no pilot work record does) and are grouped by title: {r.in_shared_groups} works share a title group, the rest are "
+        f"groups of one. Left out: {dropped['no_text_a']} works labelled by a and {dropped['no_text_b']} by b without saved "
+        f"text, {dropped['empty_title']} with an empty title, {dropped['failed_labels']} label records that failed conversion."
+    )
+
+
+def frame1k_note(n_works: int, r: Frame1kEvaluation, dropped: dict[str, int]) -> str:
+    """The note under ``metacan evaluate-pilot --set frame1k``: weights, CV groups by venue, the text used and
+    what was left out. ``r``: the first result; ``dropped``: from ``frame1k_works``."""
+    left = ", ".join(f"{k} {v}" for k, v in dropped.items() if v) or "nothing"
+    return (
+        f"\nframe1k: {n_works} works, unweighted (the files carry no selection probabilities); pos.rate: share of positives, "
+        f"AP's chance level. CV grouped by venue: {r.venues} venues + {r.without_venue} works without a venue (one group each) "
+        f"= {r.groups} groups; every venue in one test fold. Text: title | venue | topic | field | type | language, no abstract. "
+        f"Feature seconds in parentheses: the matrix was computed once for an earlier line and reused. Left out: {left}."
+    )
