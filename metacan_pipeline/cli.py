@@ -330,9 +330,8 @@ def evaluate_pilot_command(
     pilot's fields map to ours (labels, title-only text, groups, design weights) in either set.
     """
     from .student.pilot_eval import PILOT_SETS
-    from .teachers.import_assets import default_pilot_dir
 
-    folder = Path(pilot_dir or default_pilot_dir())
+    folder = Path(pilot_dir or settings.pilot_dir())
     if not folder.is_dir():
         typer.echo(f"pilot folder {folder.resolve()} not found: pass --pilot-dir or set $METACAN_PILOT_DIR", err=True)
         raise typer.Exit(2)
