@@ -81,6 +81,18 @@ CATEGORICAL_TARGETS: dict[str, tuple[str, ...]] = {
 }
 
 INSUFFICIENT_PAYLOAD = "insufficient_payload"
+
+#: SPEC section 3: the fields of a direct label, in the rubric's order (a teacher reply adds the work ``id``).
+LABEL_FIELDS: tuple[str, ...] = (
+    "categories",
+    "domain",
+    "study_design",
+    "genre",
+    "about_ca_system",
+    "about_ca_topic",
+    "confidence",
+    "reason",
+)
 REASON_MAX_CHARS = 400
 
 #: SPEC section 4/6: the two teacher roles the student is built on. The census teacher labels every frame

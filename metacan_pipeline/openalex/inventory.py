@@ -151,6 +151,22 @@ def _read_manifest(path: Path, root: Path, errors: list[str]) -> dict[str, tuple
         return None
 
 
+def _present_row(key: str, source_file: str, path: Path) -> dict:
+    """An inventory row of a file that exists, before any manifest check (``not_snapshot``)."""
+    st = path.stat()
+    return {
+        "partition_key": key,
+        "source_file": source_file,
+        "present": True,
+        "bytes": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "manifest_record_count": None,
+        "manifest_bytes": None,
+        "manifest_status": "not_snapshot",
+        "manifest_file": None,
+    }
+
+
 def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
     """Every work-bearing file under ``root`` (and the API archive ``api_root``, when it exists) with
     its partition key and manifest status.
@@ -168,18 +184,7 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
     for p in files:
         rel = str(p.relative_to(root))
         key = partition_key(p)
-        st = p.stat()
-        row = {
-            "partition_key": key,
-            "source_file": rel,
-            "present": True,
-            "bytes": st.st_size,
-            "mtime_ns": st.st_mtime_ns,
-            "manifest_record_count": None,
-            "manifest_bytes": None,
-            "manifest_status": "not_snapshot",
-            "manifest_file": None,
-        }
+        row = _present_row(key, rel, p)
         if key.startswith("updated_date="):  # a snapshot part: check it against its manifest
             works_dir = p.parent.parent
             listing = manifests.get(works_dir)
@@ -197,20 +202,7 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
         api_files, api_unsupported = discover(api_root)
         inv.unsupported += [(API_PREFIX + str(p.relative_to(api_root)), p) for p in api_unsupported]
         for p in api_files:
-            st = p.stat()
-            inv.rows.append(
-                {
-                    "partition_key": partition_key(p),
-                    "source_file": API_PREFIX + str(p.relative_to(api_root)),
-                    "present": True,
-                    "bytes": st.st_size,
-                    "mtime_ns": st.st_mtime_ns,
-                    "manifest_record_count": None,
-                    "manifest_bytes": None,
-                    "manifest_status": "not_snapshot",
-                    "manifest_file": None,
-                }
-            )
+            inv.rows.append(_present_row(partition_key(p), API_PREFIX + str(p.relative_to(api_root)), p))
     for works_dir, listing in manifests.items():
         for rel, (count, size) in sorted((listing or {}).items()):
             if rel not in seen:

@@ -25,23 +25,13 @@ import pyarrow as pa
 from ..openalex.ids import is_work_id
 from ..storage import MetacanStorage, sql_literal
 from ..tables.publish import RECORDS_SCHEMA
-from ..vocab import PREDICTION_STATUS
+from ..vocab import LABEL_FIELDS, PREDICTION_STATUS
 from .lineage import lineage_record
 
 #: JSON Schema (draft-07) of a published record: the seed 004 fields, route evidence, lineage.
 SCHEMA_PATH = Path(__file__).with_name("work_record.schema.json")
 
 DIRECT_LABEL_STATUS = "direct_label_unvalidated"
-_LABEL_KEYS = (
-    "categories",
-    "domain",
-    "study_design",
-    "genre",
-    "about_ca_system",
-    "about_ca_topic",
-    "confidence",
-    "reason",
-)
 
 
 def _join(values: list[str] | None) -> str:
@@ -81,7 +71,7 @@ def direct_label_entry(label: dict) -> dict:
         "call_id": label.get("call_id"),
         "labelled_at": str(label["created_at"]) if label.get("created_at") is not None else None,
     }
-    for k in _LABEL_KEYS:
+    for k in LABEL_FIELDS:
         entry[k] = label.get(k)
     if entry["categories"] is not None:
         entry["categories"] = list(entry["categories"])

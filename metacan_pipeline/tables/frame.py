@@ -6,6 +6,26 @@ from __future__ import annotations
 import pyarrow as pa
 
 from . import Table
+from .openalex import WORKS_SCHEMA
+
+#: The columns a frame row takes over from the staged work record unchanged.
+BIBLIOGRAPHIC_COLUMNS = (
+    "id",
+    "doi",
+    "title",
+    "title_text",
+    "publication_year",
+    "language",
+    "type",
+    "is_paratext",
+    "is_retracted",
+    "cited_by_count",
+    "venue_id",
+    "venue_name",
+    "topic",
+    "field",
+    "updated_date",
+)
 
 ENTITY_SCHEMA = pa.schema(
     [
@@ -21,21 +41,8 @@ ENTITY_SCHEMA = pa.schema(
 
 FRAME_SCHEMA = pa.schema(
     [
-        ("id", pa.string()),
-        ("doi", pa.string()),
-        ("title", pa.string()),
-        ("title_text", pa.string()),
-        ("publication_year", pa.int32()),
-        ("language", pa.string()),
-        ("type", pa.string()),
-        ("is_paratext", pa.bool_()),
-        ("is_retracted", pa.bool_()),
-        ("cited_by_count", pa.int64()),
-        ("venue_id", pa.string()),
-        ("venue_name", pa.string()),
-        ("topic", pa.string()),
-        ("field", pa.string()),
-        ("updated_date", pa.string()),
+        # the bibliographic columns, as the staged works have them
+        *(WORKS_SCHEMA.field(name) for name in BIBLIOGRAPHIC_COLUMNS),
         ("ca_aff", pa.bool_()),
         ("ca_fund", pa.bool_()),
         ("ca_venue", pa.bool_()),

@@ -60,6 +60,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from .. import vocab
 from ..openalex.ids import is_work_id, short_id
 from ..vocab import CATEGORIES
 from .label_files import SourceRecord, read_label_records
@@ -71,19 +72,7 @@ from .views import view_hash as hash_of_view
 SOURCE = "import"
 DESIGN_KEYS = ("stratum", "sel_prob", "design_weight")
 OPENALEX_URL_PREFIXES = ("https://openalex.org/", "http://openalex.org/")
-CONTENT_FIELDS = (
-    "view_hash",
-    "record_view",
-    "status",
-    "categories",
-    "domain",
-    "study_design",
-    "genre",
-    "about_ca_system",
-    "about_ca_topic",
-    "confidence",
-    "reason",
-)
+CONTENT_FIELDS = ("view_hash", "record_view", "status", *vocab.LABEL_FIELDS)
 """Columns of a ``teacher_labels`` row that say what the label is (the rest is provenance: ids, run, time)."""
 
 

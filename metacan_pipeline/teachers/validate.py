@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import vocab
 from ..vocab import (
     CATEGORIES,
     CONFIDENCES,
@@ -21,17 +22,8 @@ from ..vocab import (
     STUDY_DESIGNS,
 )
 
-LABEL_FIELDS = (
-    "id",
-    "categories",
-    "domain",
-    "study_design",
-    "genre",
-    "about_ca_system",
-    "about_ca_topic",
-    "confidence",
-    "reason",
-)
+LABEL_FIELDS = ("id", *vocab.LABEL_FIELDS)
+"""The fields of one label in a teacher reply: the work id, then the SPEC section 3 fields."""
 
 
 class InvalidLabel(ValueError):
