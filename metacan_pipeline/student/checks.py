@@ -28,16 +28,11 @@ def scores_out_of_range(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """``{column: rows with a score outside [0, 1] or NaN}`` for every score column of ``predictions``
     (lists: any element); columns with none are left out. NULL scalars are allowed (a head with no score)."""
     bad = {}
-    for col in _LIST_SCORES:
-        n = con.execute(
-            f"SELECT count(*) FROM predictions WHERE len(list_filter({col}, x -> x IS NULL OR isnan(x) OR x < 0 OR x > 1)) > 0"
-        ).fetchone()[0]
-        if n:
-            bad[col] = n
-    for col in _SCALAR_SCORES:
-        n = con.execute(
-            f"SELECT count(*) FROM predictions WHERE {col} IS NOT NULL AND (isnan({col}) OR {col} < 0 OR {col} > 1)"
-        ).fetchone()[0]
+    out_of_range = [
+        (col, f"len(list_filter({col}, x -> x IS NULL OR isnan(x) OR x < 0 OR x > 1)) > 0") for col in _LIST_SCORES
+    ] + [(col, f"{col} IS NOT NULL AND (isnan({col}) OR {col} < 0 OR {col} > 1)") for col in _SCALAR_SCORES]
+    for col, condition in out_of_range:
+        n = con.execute(f"SELECT count(*) FROM predictions WHERE {condition}").fetchone()[0]
         if n:
             bad[col] = n
     return bad

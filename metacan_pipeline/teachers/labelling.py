@@ -12,7 +12,8 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import httpx
@@ -156,6 +157,35 @@ def label_works(
     """
     if max_works < 0:
         raise ValueError(f"max_works={max_works}: expected 0 (no limit) or a positive number of works")
+    with _one_run_per_teacher(storage, spec, log):
+        stats = LabelRunStats(works=len(works))
+        stats.recovered = recover(storage, log)
+        prompt = load_prompt(spec.prompt_version)
+        plan = plan_run(storage, spec, prompt, works, abstracts, max_works)
+        stats.view_hashes = plan.hashes
+        store_frame_rule_labels(storage, spec, prompt, plan, run_id)
+        stats.reused, stats.rule_labels, stats.deferred = plan.reused, len(plan.rule), plan.deferred
+        log.info(
+            f"teacher {spec.name}: {len(works)} works, {stats.reused} reused from the label store, {len(plan.rule)} "
+            f"outside the sampling frame (rule label), {len(plan.to_call)} to send in calls of {spec.works_per_call} "
+            f"to {spec.base_url or 'the embedded server'}"
+            + (f", {stats.deferred} deferred by max_works" if stats.deferred else "")
+        )
+        stopped: BaseException | None = None
+        if plan.to_call:
+            stopped = call_teacher(
+                storage, spec, prompt, plan, stats, run_id=run_id, log=log, base_url=base_url, transport=transport
+            )
+        if stopped is not None:
+            stopped.stats = stats  # what was done and stored before the stop
+            raise stopped
+        return stats
+
+
+@contextmanager
+def _one_run_per_teacher(storage: MetacanStorage, spec: TeacherSpec, log) -> Iterator[None]:
+    """Hold the teacher's file lock on the data folder: a second run waits for the first, then finds its
+    labels stored, so no work is bought twice."""
     storage.root.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(storage.root / f".teacher-{spec.name}.lock"))
     try:
@@ -166,55 +196,9 @@ def label_works(
         )
         lock.acquire()
     try:
-        return _label_works_locked(
-            storage,
-            spec,
-            works,
-            run_id=run_id,
-            log=log,
-            base_url=base_url,
-            abstracts=abstracts,
-            max_works=max_works,
-            transport=transport,
-        )
+        yield
     finally:
         lock.release()
-
-
-def _label_works_locked(
-    storage: MetacanStorage,
-    spec: TeacherSpec,
-    works: list[dict],
-    *,
-    run_id: str,
-    log,
-    base_url: Callable[[], str],
-    abstracts: Abstracts | None,
-    max_works: int,
-    transport: httpx.AsyncBaseTransport | None,
-) -> LabelRunStats:
-    stats = LabelRunStats(works=len(works))
-    stats.recovered = recover(storage, log)
-    prompt = load_prompt(spec.prompt_version)
-    plan = plan_run(storage, spec, prompt, works, abstracts, max_works)
-    stats.view_hashes = plan.hashes
-    store_frame_rule_labels(storage, spec, prompt, plan, run_id)
-    stats.reused, stats.rule_labels, stats.deferred = plan.reused, len(plan.rule), plan.deferred
-    log.info(
-        f"teacher {spec.name}: {len(works)} works, {stats.reused} reused from the label store, {len(plan.rule)} outside "
-        f"the sampling frame (rule label), {len(plan.to_call)} to send in calls of {spec.works_per_call} to "
-        f"{spec.base_url or 'the embedded server'}"
-        + (f", {stats.deferred} deferred by max_works" if stats.deferred else "")
-    )
-    stopped: BaseException | None = None
-    if plan.to_call:
-        stopped = call_teacher(
-            storage, spec, prompt, plan, stats, run_id=run_id, log=log, base_url=base_url, transport=transport
-        )
-    if stopped is not None:
-        stopped.stats = stats  # what was done and stored before the stop
-        raise stopped
-    return stats
 
 
 @dataclass(frozen=True)
