@@ -63,7 +63,7 @@ def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
     """The frame rows a teacher covers: ``all`` (every frame work), ``sample`` (``in_sample`` in
     ``sample_design``, SPEC section 5), ``batch:<name>`` (the ids of that batch in ``label_batches``;
     ids not in the frame are ignored), ``sample+batch:<name>`` (both: the sample teacher labelling the
-    batches that ``machine_scores`` rounds propose). Raises FileNotFoundError naming the asset to
+    batches that ``machine_scores`` rounds propose and ``label_batches`` adds). Raises FileNotFoundError naming the asset to
     materialize first, and ValueError for a ``batch:<name>`` coverage whose batch has no works."""
     works = storage.read_table("frame").to_pylist()
     if spec.coverage == "all":
@@ -82,7 +82,7 @@ def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
             raise ValueError(
                 f"teacher {spec.name}: coverage {spec.coverage!r} names a batch with no works in the DuckDB table "
                 f"label_batches; load it first (INSERT INTO label_batches (batch, work_id, added_at, source) ...), "
-                f"or let machine_scores propose batch 'active_learning'"
+                f"or materialize machine_scores then label_batches, which adds the proposed batch 'active_learning'"
             )
         wanted |= batch
     return [w for w in works if w["id"] in wanted]
