@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import socket
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("METACAN_SHARED_DIR", REPO.parent / "shared"))
-OPENALEX = SHARED / "data" / "openalex"
-SNAPSHOT = OPENALEX / "max-planck-innovation-competition__go-openalex__snapshot_sample"
-
-# A small real input: the Canadian funder records, the current-schema Canadian works, one work seen in
-# several versions and a page with an HTML title. Enough for every route the data supports.
-SMALL_INPUT_FILES = (
-    "choxos__MetaCan__funder_CIHR_F4320334506.json",
-    "choxos__MetaCan__funder_NSERC_F4320334593.json",
-    "choxos__MetaCan__funder_SSHRC_F4320334617.json",
-    "choxos__MetaCan__funder_CFI_F4320319952.json",
-    "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json",
-    "choxos__MetaCan__works_ca_reproducibility_3406695ce49cc852.json",
-    "Mearman__Academic-Explorer__work_W2741809807.json",
-    "rkrug__openalexPro__fixture_keypaper_page_1.json",
-)
+from metacan_pipeline.openalex.ids import short_id
+from metacan_pipeline.openalex.reader import Record, iter_records
+from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.student.features import make_features
+from metacan_pipeline_tests.builders import LME4_ID, OPENALEX, PILOT, REPRO_ID, SMALL_INPUT_FILES, is_canadian
 
 
 @pytest.fixture(scope="session")
@@ -47,41 +30,6 @@ def small_input(tmp_path: Path, openalex_dir: Path) -> Path:
     for name in SMALL_INPUT_FILES:
         shutil.copy(openalex_dir / name, dest / name)
     return dest
-
-
-class LoopbackOpenAlex:
-    """A real HTTP server on loopback answering OpenAlex list pages: ``answer(path, query)`` gives the
-    ``results`` of one page (``query``: the request's parameters, one value each); every page is the
-    last one (``next_cursor`` null) and costs $0.0001. ``hits`` holds the query of every request."""
-
-    def __init__(self, answer: Callable[[str, dict[str, str]], list[dict]]) -> None:
-        self.hits: list[dict[str, str]] = []
-        hits = self.hits
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):
-                url = urlparse(self.path)
-                q = {k: v[0] for k, v in parse_qs(url.query).items()}
-                hits.append(q)
-                results = answer(url.path, q)
-                body = json.dumps(
-                    {"meta": {"count": len(results), "next_cursor": None, "cost_usd": 0.0001}, "results": results}
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def shutdown(self) -> None:
-        self.server.shutdown()
 
 
 @pytest.fixture()
@@ -106,7 +54,7 @@ def recorded_folds(monkeypatch):
 @pytest.fixture()
 def openalex_api():
     """A real loopback stub of OpenAlex ``GET /works`` serving real records (``.base_url``, ``.hits``)."""
-    from .openalex_stub import StubOpenAlex, real_works
+    from metacan_pipeline_tests.openalex_stub import StubOpenAlex, real_works
 
     stub = StubOpenAlex(real_works())
     yield stub
@@ -117,7 +65,7 @@ def openalex_api():
 def browser():
     """Headless Debian Chromium driven by Playwright (metacan_pipeline_tests/browser.py); one per test module.
     Fails, never skips, when chromium or playwright is missing: `make setup` installs both."""
-    from .browser import launch_chromium, start_playwright
+    from metacan_pipeline_tests.browser import launch_chromium, start_playwright
 
     playwright = start_playwright()
     try:
@@ -128,3 +76,43 @@ def browser():
             chromium.close()
     finally:
         playwright.stop()
+
+
+@pytest.fixture(scope="module")
+def real_works(openalex_dir) -> dict[str, dict]:
+    """Every real work record by short id (866), the newest version of each."""
+    pool: dict[str, dict] = {}
+    for r in iter_records(openalex_dir, {"works"}):
+        if isinstance(r, Record) and r.kind == "W":
+            old = pool.get(sid := short_id(r.data["id"]))
+            if old is None or (r.data.get("updated_date") or "") > (old.get("updated_date") or ""):
+                pool[sid] = r.data
+    assert len(pool) == 866 and is_canadian(pool[LME4_ID]) and is_canadian(pool[REPRO_ID])
+    return pool
+
+
+@pytest.fixture()
+def storage(tmp_path) -> MetacanStorage:
+    return MetacanStorage(data_dir=str(tmp_path / "data"))
+
+
+@pytest.fixture(scope="session")
+def pilot_dir() -> Path:
+    if not (PILOT / "labels_joined.json").exists():
+        pytest.fail(f"real pilot data not found at {PILOT}: the tests need ../shared/data beside the checkout")
+    return PILOT
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    """A MiniLM encoder whose model was loaded with every network connection refused: offline for real."""
+    enc = make_features("minilm")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"the minilm backend tried to open a network connection: {args[:2]}")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(socket.socket, "connect", refuse)
+        mp.setattr(socket, "create_connection", refuse)
+        enc.transform(["warm-up"])
+    return enc

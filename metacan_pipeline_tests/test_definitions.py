@@ -1,3 +1,5 @@
+"""Tests of metacan_pipeline.definitions: the Definitions load, jobs, schedules and blocking checks."""
+
 import dagster as dg
 
 from metacan_pipeline.definitions import ALL_ASSETS, defs
@@ -77,13 +79,3 @@ def test_api_refresh_runs_only_in_its_own_job_and_stopped_schedule():
     assert dg.AssetKey("openalex_api_refresh") in graph.get(dg.AssetKey("openalex_inventory")).parent_keys
     assert graph.get(dg.AssetKey("openalex_api_refresh")).parent_keys == {dg.AssetKey("canadian_entities")}
     assert graph.get(dg.AssetKey("openalex_api_refresh")).group_name == "ingestion"
-
-
-def test_summary_before_any_run_says_what_to_do_and_creates_nothing(tmp_path):
-    from typer.testing import CliRunner
-
-    from metacan_pipeline.cli import app
-
-    result = CliRunner().invoke(app, ["summary", "--data-dir", str(tmp_path / "data")])
-    assert result.exit_code == 1 and "no frame has been built there yet. Run `make run`" in result.output
-    assert not (tmp_path / "data").exists()

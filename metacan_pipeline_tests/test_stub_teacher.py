@@ -1,4 +1,4 @@
-"""The stub teacher (metacan_pipeline_tests/stub_teacher.py), run for real as a subprocess over loopback."""
+"""Tests of the stub teacher (metacan_pipeline_tests/stub_teacher.py), run for real as a subprocess over loopback."""
 
 import json
 import os

@@ -1,5 +1,4 @@
-"""The catalog of tables (metacan_pipeline/tables/): one declaration per table, DDL derived from it,
-every DuckDB table created when storage opens, and no table declared anywhere else."""
+"""Tests of metacan_pipeline.tables: the catalog of tables."""
 
 from __future__ import annotations
 

@@ -1,0 +1,39 @@
+"""Tests of metacan_pipeline.frame.merge: the newest-version merge and the merged-id removal."""
+
+from __future__ import annotations
+
+import gzip
+
+import dagster as dg
+import pytest
+
+from metacan_pipeline.frame.merge import removed_work_ids
+
+
+@pytest.mark.parametrize("header", ["id,merge_into_id,merge_date", "date,old,new", None])
+def test_a_merged_ids_file_with_another_header_fails_naming_the_file(tmp_path, header):
+    """read_csv with explicit columns renames by position: a file whose columns are in another order
+    removed the merge targets (W2) instead of the merged ids (W1), and a file without header lost its
+    first merge. The header must be the snapshot's, or the frame fails naming the file."""
+    f = tmp_path / "data" / "merged_ids" / "works" / "2025-01-01.csv.gz"
+    f.parent.mkdir(parents=True)
+    row = {"merge_date": "2025-01-01", "id": "W1", "merge_into_id": "W2"}
+    cols = (header or "merge_date,id,merge_into_id").split(",")
+    body = "".join(
+        f"{','.join(row.get(c, v) for c, v in zip(cols, ('2025-01-01', 'W1', 'W2'), strict=False))}\n" for _ in range(1)
+    )
+    f.write_bytes(gzip.compress(((header + "\n") if header else "").encode() + body.encode()))
+    with pytest.raises(dg.Failure) as err:
+        removed_work_ids(tmp_path)
+    assert "2025-01-01.csv.gz" in err.value.description and "merge_date,id,merge_into_id" in err.value.description
+    f.write_bytes(
+        gzip.compress(b"merge_date,id,merge_into_id\n2025-01-01,https://openalex.org/W1,W2\n2025-01-02,W3,\n")
+    )
+    assert removed_work_ids(tmp_path) == ({"W1": "W2", "W3": ""}, ["data/merged_ids/works/2025-01-01.csv.gz"])
+
+
+def test_the_build_manifest_has_one_row_per_part_by_file_with_its_admitted_count():
+    from metacan_pipeline.frame.merge import build_manifest_table
+
+    t = build_manifest_table([{"source_file": "b.json"}, {"source_file": "a.json"}], {"b.json": 3})
+    assert [(r["source_file"], r["admitted"]) for r in t.to_pylist()] == [("a.json", 0), ("b.json", 3)]

@@ -1,0 +1,263 @@
+"""Tests of metacan_pipeline.frame.parts: part builds keyed by their input, resumed after an interruption, not read
+again when unchanged, and cut parts counted and flagged."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs, materialize_in_process
+from metacan_pipeline_tests.builders import (
+    FUNDER_FILES,
+    REPO,
+    build_frame,
+    canadian_ids,
+    check_evaluation,
+    complete_lines,
+    copy_funders,
+    failure_messages,
+    is_canadian,
+    node_metadata,
+    write_manifest,
+    write_part,
+)
+
+PYTHON = str(Path(sys.executable))
+
+
+@pytest.fixture(scope="module")
+def clean_input(tmp_path_factory, openalex_dir, real_works) -> Path:
+    """Five listed parts of very different sizes (the largest builds for about a second), all whole."""
+    inp = tmp_path_factory.mktemp("clean") / "in"
+    copy_funders(openalex_dir, inp)
+    ids = sorted(real_works)
+    sizes = {
+        "2025-05-01": ids * 2,
+        "2025-05-02": ids[:200],
+        "2025-05-03": ids[200:260],
+        "2025-05-04": ids[260:275],
+        "2025-05-05": ids[275:278],
+    }
+    counts = {write_part(inp, date, 0, [real_works[k] for k in part]): len(part) for date, part in sizes.items()}
+    write_manifest(inp, counts)
+    return inp
+
+
+@pytest.fixture(scope="module")
+def clean_build(tmp_path_factory, clean_input):
+    data = tmp_path_factory.mktemp("clean-data") / "data"
+    _, result = build_frame(data, clean_input)
+    assert result.success
+    return data, result
+
+
+def _manifests(data: Path) -> dict[str, str]:
+    """``{part folder: manifest.json text}`` of every finished part."""
+    root = data / "warehouse" / "frame_parts"
+    return {
+        str(p.parent.relative_to(root)): p.read_text()
+        for p in root.glob("*/*/manifest.json")
+        if not p.parent.name.startswith(".")
+    }
+
+
+def _frame(data: Path) -> list[dict]:
+    return sorted(pq.read_table(data / "warehouse" / "frame").to_pylist(), key=lambda r: (r["id"], r["source_file"]))
+
+
+@pytest.mark.slow
+def test_a_clean_snapshot_passes_the_manifest_check(clean_build):
+    data, result = clean_build
+    check = check_evaluation(result, "frame_build_manifest_covers_snapshot")
+    assert check.passed is True and check.metadata["parts_built_and_counted"].value == 5
+    assert node_metadata(result, "frame_parts")["parts_built"] == len(_manifests(data)) == 5 + len(FUNDER_FILES)
+
+
+@pytest.mark.slow
+def test_an_interrupted_build_resumes_at_the_first_unfinished_part(tmp_path, clean_input, clean_build):
+    data = tmp_path / "data"
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import dagster as dg; "
+        "from metacan_pipeline.definitions import build_resources, materialize_in_process; "
+        "r = materialize_in_process(dg.DagsterInstance.ephemeral(), build_resources(sys.argv[2], sys.argv[3]), through='frame'); "
+        "sys.exit(0 if r.success else 1)"
+    )
+    proc = subprocess.Popen(
+        [PYTHON, "-c", script, str(REPO), str(data), str(clean_input)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not _manifests(data):
+            if proc.poll() is not None:
+                pytest.fail(f"the build ended before any part was finished:\n{proc.stdout.read().decode()[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail("no part finished within 120 s")
+            time.sleep(0.005)
+        os.killpg(proc.pid, signal.SIGKILL)  # the build and its worker processes, as a crash or an OOM kill would
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        proc.stdout.close()
+    before = _manifests(data)
+    total = len(_manifests(clean_build[0]))  # 5 snapshot parts and the 4 funder files
+    assert 1 <= len(before) < total, f"the kill must fall between two parts: {len(before)} of {total} finished"
+    assert not (data / "warehouse" / "frame").exists()
+
+    _, result = build_frame(data, clean_input)
+    assert result.success
+    md = node_metadata(result, "frame_parts")
+    assert (md["parts_built"], md["parts_already_built"]) == (total - len(before), len(before))
+    after = _manifests(data)
+    assert set(after) == set(_manifests(clean_build[0]))
+    for d, text in before.items():  # a finished part is never read twice: its manifest row is the first run's
+        assert after[d] == text
+    run_ids = {d: json.loads(t)["run_id"] for d, t in after.items()}
+    assert all(run_ids[d] == result.run_id for d in after if d not in before)
+    assert all(run_ids[d] != result.run_id for d in before)
+    leftovers = [str(p) for p in (data / "warehouse").rglob("*") if ".tmp-" in p.name]
+    assert leftovers == []
+    assert node_metadata(result, "frame")["frame_build_id"] == node_metadata(clean_build[1], "frame")["frame_build_id"]
+    assert _frame(data) == _frame(clean_build[0]) and len(_frame(data)) > 0
+
+
+@pytest.mark.slow
+def test_an_unchanged_input_is_not_read_again(tmp_path, clean_input):
+    data = tmp_path / "data"
+    _, first = build_frame(data, clean_input)
+    assert first.success
+    root = data / "warehouse" / "frame_parts"
+    stamps = {p: (p.stat().st_mtime_ns, p.read_text()) for p in root.glob("*/*/manifest.json")}
+    assert len(stamps) == 5 + len(FUNDER_FILES)
+    _, second = build_frame(data, clean_input)
+    assert second.success
+    md = node_metadata(second, "frame_parts")
+    assert (md["parts_built"], md["parts_already_built"], md["records_read"]) == (
+        0,
+        len(stamps),
+        node_metadata(first, "frame_parts")["records_read"],
+    )
+    assert {p: (p.stat().st_mtime_ns, p.read_text()) for p in root.glob("*/*/manifest.json")} == stamps
+    assert node_metadata(second, "frame")["frame_build_id"] == node_metadata(first, "frame")["frame_build_id"]
+
+
+def _flushed_gzip(records: list[dict]) -> tuple[bytes, list[int]]:
+    """A gzip stream flushed after every line (as streaming writers do), and the byte offset where each line ends."""
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    out, ends = b"", []
+    for r in records:
+        out += c.compress(json.dumps(r, ensure_ascii=False).encode() + b"\n") + c.flush(zlib.Z_SYNC_FLUSH)
+        ends.append(len(out))
+    return out + c.flush(), ends
+
+
+@pytest.fixture(scope="module")
+def cut_build(tmp_path_factory, openalex_dir, real_works):
+    """Two listed 8-record parts, both cut: one right after its 5th line's flush point, one inside its last line."""
+    tmp = tmp_path_factory.mktemp("cuts")
+    inp = tmp / "in"
+    copy_funders(openalex_dir, inp)
+    ca = sorted(k for k, w in real_works.items() if is_canadian(w))
+    parts = {"at_line_end": ca[:8], "in_last_line": ca[8:16]}
+    counts, sizes = {}, {}
+    for n, (name, ids) in enumerate(parts.items()):
+        stream, ends = _flushed_gzip([real_works[k] for k in ids])
+        cut = ends[4] if name == "at_line_end" else (ends[6] + ends[7]) // 2
+        rel = write_part(inp, "2025-07-01", n, [])
+        (inp / rel).write_bytes(stream[:cut])
+        assert complete_lines(stream[:cut]) == (5 if name == "at_line_end" else 7)
+        parts[name] = rel
+        counts[rel], sizes[rel] = 8, len(stream)
+    write_manifest(inp, counts, sizes)
+    _, result = build_frame(tmp / "data", inp)
+    assert result.success
+    con = duckdb.connect(str(tmp / "data" / "metacan.duckdb"), read_only=True)
+    yield parts, con, result
+    con.close()
+
+
+def test_a_gzip_cut_at_a_line_boundary_is_quarantined(cut_build):
+    parts, con, _ = cut_build
+    rel = parts["at_line_end"]
+    m = con.execute(
+        "SELECT work_records, count_check, read_path FROM frame_build_manifest WHERE source_file = ?", [rel]
+    ).fetchone()
+    assert m[:2] == (5, "mismatch")  # the records before the cut are kept; the count check alone notices
+    q = con.execute("SELECT reason FROM openalex_quarantine WHERE source_file = ?", [rel]).fetchall()
+    assert len(q) == 1 and "truncated or corrupt gzip" in q[0][0], (m, q)
+
+
+def test_a_part_that_lost_only_its_last_record_fails_the_count_check(cut_build):
+    parts, con, _ = cut_build
+    rel = parts["in_last_line"]
+    m = con.execute(
+        "SELECT work_records, quarantined, records_read, count_check FROM frame_build_manifest WHERE source_file = ?",
+        [rel],
+    ).fetchone()
+    assert m[:2] == (7, 1)  # 7 whole records and the truncation row
+    assert m[2:] == (7, "mismatch")
+
+
+def test_both_cut_parts_are_still_flagged_by_their_size(cut_build):
+    """Whatever the readers miss, the inventory compares each listed part with the manifest's content_length."""
+    parts, con, result = cut_build
+    resized = dict(
+        con.execute(
+            "SELECT source_file, manifest_bytes - bytes FROM openalex_inventory WHERE bytes <> manifest_bytes"
+        ).fetchall()
+    )
+    assert set(resized) == set(parts.values()) and all(d > 0 for d in resized.values())
+    check = check_evaluation(result, "frame_build_manifest_covers_snapshot")
+    assert (
+        check.passed is False
+        and check.severity == dg.AssetCheckSeverity.WARN
+        and len(check.metadata["size_mismatches"].value) == 2
+    )
+
+
+@pytest.mark.parametrize("change", ["rewritten", "gone"])
+def test_a_file_changed_after_the_inventory_is_not_built_under_its_old_key(tmp_path, openalex_dir, real_works, change):
+    """The inventory lists a part; before frame_build reads it, it is rewritten (other works, other
+    size) or removed. The build must not record the new content under the old size and mtime (a part
+    that would never be read again if the old file came back with its old mtime, as ``aws s3 sync``
+    restores it) and must say what to do; a frame_refresh + frame_build then picks the file up."""
+    ca = canadian_ids(real_works)
+    inp, data = tmp_path / "in", tmp_path / "data"
+    copy_funders(openalex_dir, inp)
+    write_part(inp, "2025-01-01", 0, [real_works[k] for k in ca[:2]])
+    changed = write_part(inp, "2025-01-01", 1, [real_works[k] for k in ca[2:4]])
+    instance, resources = dg.DagsterInstance.ephemeral(), build_resources(str(data), str(inp))
+    assert defs.resolve_job_def("frame_refresh").execute_in_process(instance=instance, resources=resources).success
+    if change == "rewritten":
+        write_part(inp, "2025-01-01", 1, [real_works[k] for k in ca[4:7]])
+    else:
+        (inp / changed).unlink()
+    build = defs.resolve_job_def("frame_build").execute_in_process(
+        instance=instance, resources=resources, raise_on_error=False, tags=all_partitions_run_tags(instance)
+    )
+    assert not build.success
+    [msg] = failure_messages(build)
+    assert changed in msg and "changed since openalex_inventory" in msg and "frame_refresh" in msg
+    assert not list((data / "warehouse" / "frame_parts").glob("updated_date=2025-01-01/*/manifest.json"))[
+        1:
+    ]  # only the unchanged part
+    again = materialize_in_process(instance, resources, through="frame")
+    assert again.success
+    with duckdb.connect(str(data / "metacan.duckdb"), read_only=True) as con:
+        frame_ids = {r[0] for r in con.execute("SELECT id FROM frame").fetchall()}
+    assert frame_ids == set(ca[:2]) | (set(ca[4:7]) if change == "rewritten" else set())

@@ -1,0 +1,194 @@
+"""Tests of metacan_pipeline.publish.assets: work_records and work_pages through Dagster (blocking checks,
+re-rendering, abstract fetches)."""
+
+import json
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+from metacan_pipeline.definitions import build_resources
+from metacan_pipeline.publish.assets import PagesConfig, records_may_ship, work_pages, work_records
+from metacan_pipeline.publish.records import schema_violation
+from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.tables.frame import FRAME_SCHEMA
+from metacan_pipeline.tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
+from metacan_pipeline.tables.teachers import LABELS_SCHEMA
+from metacan_pipeline.vocab import SCORE_ONLY_IMMATURE
+from metacan_pipeline_tests.builders import label_row, machine_row, prediction_row, real_frame_row
+
+
+def _write_world(storage: MetacanStorage, openalex_dir, machine_extra=None):
+    row = real_frame_row(openalex_dir)
+    storage.write_table("frame", pa.Table.from_pylist([row], schema=FRAME_SCHEMA))
+    storage.write_table(
+        "direct_labels_gemma", pa.Table.from_pylist([label_row(row["id"], "gemma", ["sts"])], schema=LABELS_SCHEMA)
+    )
+    storage.write_table("direct_labels_codex", pa.Table.from_pylist([], schema=LABELS_SCHEMA))
+    storage.write_table("predictions", pa.Table.from_pylist([prediction_row(row["id"])], schema=PRED_SCHEMA))
+    storage.write_table("student_heads", pa.Table.from_pylist([], schema=HEADS_SCHEMA))
+    machine = machine_row(row["id"])
+    schema = MACHINE_SCHEMA
+    if machine_extra:
+        machine.update(machine_extra)
+        schema = MACHINE_SCHEMA.append(pa.field("categories", pa.list_(pa.string())))
+    storage.write_table("machine_scores", pa.Table.from_pylist([machine], schema=schema))
+    return row["id"]
+
+
+def _pages_run(resources, api, **config):
+    run_config = dg.RunConfig({"work_pages": PagesConfig(openalex_api_url=api.base_url, **config)})
+    return dg.materialize(
+        [work_records, records_may_ship, work_pages],
+        resources=resources,
+        run_config=run_config,
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+
+
+@pytest.mark.parametrize("violating", [False, True])
+def test_blocking_check_stops_pages(tmp_path, openalex_dir, openalex_api, violating):
+    resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
+    storage = resources["storage"]
+    wid = _write_world(storage, openalex_dir, {"categories": ["metaresearch"]} if violating else None)
+    result = _pages_run(resources, openalex_api)
+    evals = result.get_asset_check_evaluations()
+    assert [e.passed for e in evals] == [not violating]
+    page = storage.site_dir / "works" / "metacan-v0-hybrid-000000000000" / f"{wid}.html"
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    if violating:
+        assert not result.success
+        assert evals[0].metadata["violating_records"].value == 1
+        assert any("schema" in v and "machine_scores" in v for v in evals[0].metadata["violations"].value)
+        assert "work_pages" not in materialized and not page.exists()
+        assert not (storage.site_dir / "records" / f"{wid}.json").exists()  # nothing the check refused is published
+        assert openalex_api.hits == []
+    else:
+        assert result.success and materialized == {"work_lineage", "work_records", "work_pages"}
+        assert page.exists() and (storage.site_dir / "index.html").exists() and (storage.site_dir / "index.js").exists()
+        record = json.loads((storage.site_dir / "records" / f"{wid}.json").read_text())
+        assert schema_violation(record) is None
+        assert (
+            record["routes"]["ca_aff"] is True and record["machine_scores"]["validation_status"] == SCORE_ONLY_IMMATURE
+        )
+        # the abstract was fetched live from (a loopback stub of) OpenAlex in one call, and never stored
+        assert "Maximum likelihood or restricted maximum likelihood" in page.read_text()
+        assert len(openalex_api.hits) == 1 and openalex_api.hits[0]["filter"] == f"ids.openalex:{wid}"
+        md = result.asset_materializations_for_node("work_pages")[0].metadata
+        assert md["pages_rendered"].value == 1 and md["openalex_abstract_calls"].value == 1
+        with storage.connect(read_only=True) as con:
+            assert con.execute("SELECT abstract_status FROM page_manifest").fetchall() == [("ok",)]
+        # a second render with nothing changed writes no page and asks OpenAlex nothing
+        before = page.stat().st_mtime_ns
+        again = _pages_run(resources, openalex_api)
+        md = again.asset_materializations_for_node("work_pages")[0].metadata
+        assert (
+            md["pages_rendered"].value == 0
+            and md["pages_unchanged"].value == 1
+            and md["index_rewritten"].value is False
+        )
+        assert len(openalex_api.hits) == 1 and page.stat().st_mtime_ns == before
+
+
+def test_pages_rerender_only_changed_records_and_say_when_the_fetch_failed(tmp_path, openalex_dir, openalex_api):
+    """Incremental rendering: a changed label re-renders that page only; an unreachable OpenAlex gives an
+    honest 'could not be fetched just now' page, re-tried only when asked."""
+    resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
+    storage = resources["storage"]
+    wid = _write_world(storage, openalex_dir)
+    page = storage.site_dir / "works" / "metacan-v0-hybrid-000000000000" / f"{wid}.html"
+    dead = type("Dead", (), {"base_url": "http://127.0.0.1:9"})()  # discard port: connection refused
+    assert _pages_run(resources, dead).success
+    assert "could not be fetched from OpenAlex just now" in page.read_text()
+    # unchanged record, default config: not re-rendered, the failure stays visible
+    md = _pages_run(resources, openalex_api).asset_materializations_for_node("work_pages")[0].metadata
+    assert md["pages_rendered"].value == 0 and openalex_api.hits == []
+    # asked to retry failed fetches: re-rendered with the abstract
+    md = (
+        _pages_run(resources, openalex_api, retry_failed_abstracts=True)
+        .asset_materializations_for_node("work_pages")[0]
+        .metadata
+    )
+    assert md["pages_rendered"].value == 1 and "Maximum likelihood" in page.read_text()
+    # a changed direct label changes the record: that page is rendered again
+    storage.write_table(
+        "direct_labels_gemma", pa.Table.from_pylist([label_row(wid, "gemma", ["open_science"])], schema=LABELS_SCHEMA)
+    )
+    md = _pages_run(resources, openalex_api).asset_materializations_for_node("work_pages")[0].metadata
+    assert md["pages_rendered"].value == 1 and "Open science" in page.read_text()
+
+
+def test_pages_ask_openalex_once_per_50_works(tmp_path, openalex_dir, openalex_api):
+    """120 frame works with abstracts: the pages asset sends 3 batched calls (50, 50, 20 ids), not 120."""
+    from metacan_pipeline_tests.openalex_stub import real_works
+
+    resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
+    storage = resources["storage"]
+    ids = sorted(real_works())[:120]
+    rows = [{**real_frame_row(openalex_dir), "id": wid, "has_abstract": True} for wid in ids]
+    storage.write_table("frame", pa.Table.from_pylist(rows, schema=FRAME_SCHEMA))
+    storage.write_table("direct_labels_gemma", pa.Table.from_pylist([], schema=LABELS_SCHEMA))
+    storage.write_table("predictions", pa.Table.from_pylist([prediction_row(w) for w in ids], schema=PRED_SCHEMA))
+    storage.write_table("student_heads", pa.Table.from_pylist([], schema=HEADS_SCHEMA))
+    storage.write_table("machine_scores", pa.Table.from_pylist([machine_row(w) for w in ids], schema=MACHINE_SCHEMA))
+    result = _pages_run(resources, openalex_api)
+    assert result.success
+    sizes = [len(h["filter"].split(":", 1)[1].split("|")) for h in openalex_api.hits]
+    assert sizes == [50, 50, 20] and all(h["select"] == "id,abstract_inverted_index" for h in openalex_api.hits)
+    md = result.asset_materializations_for_node("work_pages")[0].metadata
+    assert md["pages_rendered"].value == 120 and md["openalex_abstract_calls"].value == 3
+    with storage.connect(read_only=True) as con:
+        statuses = dict(con.execute("SELECT abstract_status, count(*) FROM page_manifest GROUP BY ALL").fetchall())
+    with_text = sum(1 for w in ids if real_works()[w].get("abstract_inverted_index"))
+    assert statuses.get("ok", 0) == with_text and sum(statuses.values()) == 120
+
+
+def test_the_site_follows_the_frame_and_the_renderer(tmp_path, openalex_dir, openalex_api, monkeypatch):
+    """A work that leaves the frame leaves the site; a manifest row whose path was tampered with does not
+    hide a missing page; a changed template re-renders every page; a duplicated work stops the records."""
+    from metacan_pipeline.publish import assets
+
+    resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
+    storage = resources["storage"]
+    first = real_frame_row(openalex_dir)
+    second = {**first, "id": "W2"}
+    storage.write_table("frame", pa.Table.from_pylist([first, second], schema=FRAME_SCHEMA))
+    storage.write_table("direct_labels_gemma", pa.Table.from_pylist([], schema=LABELS_SCHEMA))
+    storage.write_table(
+        "predictions", pa.Table.from_pylist([prediction_row(first["id"]), prediction_row("W2")], schema=PRED_SCHEMA)
+    )
+    storage.write_table("student_heads", pa.Table.from_pylist([], schema=HEADS_SCHEMA))
+    storage.write_table(
+        "machine_scores", pa.Table.from_pylist([machine_row(first["id"]), machine_row("W2")], schema=MACHINE_SCHEMA)
+    )
+    pages = lambda **cfg: (
+        _pages_run(resources, openalex_api, **cfg).asset_materializations_for_node("work_pages")[0].metadata
+    )  # noqa: E731
+    assert pages()["pages_rendered"].value == 2
+    site = storage.site_dir
+    w2_page = site / "works" / "metacan-v0-hybrid-000000000000" / "W2.html"
+    assert w2_page.exists() and (site / "records" / "W2.json").exists()
+    # a manifest path pointing at another existing file, and the real page deleted: rendered again
+    with storage.connect() as con:
+        con.execute("UPDATE page_manifest SET page_path = '../../../../etc/passwd' WHERE id = 'W2'")
+    w2_page.unlink()
+    assert pages()["pages_rendered"].value == 1 and w2_page.exists()
+    # the renderer changed (a template edit): every page is rendered again without being asked
+    monkeypatch.setattr(assets, "renderer_fingerprint", lambda: "a-new-template")
+    assert pages()["pages_rendered"].value == 2
+    # W2 leaves the frame: its record and page go, the index forgets it
+    storage.write_table("frame", pa.Table.from_pylist([first], schema=FRAME_SCHEMA))
+    md = pages()
+    assert md["pages_withdrawn"].value == 1 and md["pages_rendered"].value == 0
+    assert (
+        not w2_page.exists()
+        and not (site / "records" / "W2.json").exists()
+        and "W2.html" not in (site / "index.html").read_text()
+    )
+    # the same work twice: the records stop with its id, and the site keeps what it had
+    storage.write_table("frame", pa.Table.from_pylist([first, first], schema=FRAME_SCHEMA))
+    result = _pages_run(resources, openalex_api)
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert not result.success and f"work {first['id']} appears twice" in failure
+    assert (site / "records" / f"{first['id']}.json").exists()

@@ -1,0 +1,143 @@
+"""Tests of metacan_pipeline.publish.records: the published record, its schema and its card."""
+
+import json
+
+import pytest
+
+from metacan_pipeline.publish.pages import environment, index_row, render_work
+from metacan_pipeline.publish.records import (
+    SCHEMA_PATH,
+    RecordBatches,
+    RecordInputError,
+    build_record,
+    classification_card,
+    record_row,
+    schema_violation,
+    ship_violations,
+)
+from metacan_pipeline.tables.student import PRED_SCHEMA
+from metacan_pipeline.vocab import CATEGORIES, GENRES, SCORE_ONLY_IMMATURE, STUDY_DESIGNS
+from metacan_pipeline_tests.builders import CTX, label_row, machine_row, prediction_row, real_frame_row
+
+
+def test_schema_vocabularies_are_the_spec_vocabularies_and_it_rejects_what_may_not_ship(openalex_dir):
+    schema = json.loads(SCHEMA_PATH.read_text())
+    label = schema["properties"]["direct_labels"]["items"]["properties"]
+    assert label["categories"]["items"]["enum"] == list(CATEGORIES)
+    assert label["study_design"]["enum"][:-1] == list(STUDY_DESIGNS) and label["genre"]["enum"][:-1] == list(GENRES)
+    pred = schema["properties"]["prediction"]["properties"]
+    assert set(pred) == set(PRED_SCHEMA.names) - {"id", "gemma_label_status"}
+    row = real_frame_row(openalex_dir)
+    lineage = {
+        "frame_build_id": "b",
+        "frame_run_id": "r",
+        "input_kind": "input_file",
+        "source_file": "f.json",
+        "source_locator": "payload.results[0]",
+        "part_run_id": "r",
+        "entity_list_versions": "funder=f",
+        "lexicon_version": "l",
+        "teacher_calls": [
+            {
+                "teacher": "gemma",
+                "model": "m",
+                "prompt_version": "v1",
+                "prompt_sha": "s",
+                "record_view": "title_only",
+                "label_status": "labelled",
+                "source": "teacher_call",
+                "call_id": "c1",
+                "request_hash": "h",
+                "called_at": "2026-11-30T12:00:00Z",
+                "run_id": "r",
+                "archive": None,
+            }
+        ],
+        "model_version": "metacan-v0-hybrid-000000000000",
+        "student_run_id": "r",
+        "machine_round": 1,
+        "machine_scores_run_id": "r",
+        "machine_validation_status": SCORE_ONLY_IMMATURE,
+    }
+    good = json.loads(
+        json.dumps(
+            build_record(
+                row,
+                [label_row(row["id"], "gemma", ["sts"])],
+                prediction_row(row["id"]),
+                machine_row(row["id"]),
+                lineage,
+            )
+        )
+    )
+    assert schema_violation(good) is None
+    assert schema_violation({**good, "prediction": None, "machine_scores": None}) is None  # a work nothing scored yet
+    breaks = {
+        "machine_scores": lambda r: r["machine_scores"].update(categories=["metaresearch"]),
+        "ca_aff must be boolean": lambda r: r["routes"].update(ca_aff="yes"),
+        "id must match pattern": lambda r: r.update(id="W1/../x"),
+        "categories": lambda r: r["direct_labels"][0].update(categories=["not_a_category"]),
+        "prediction_status": lambda r: r["prediction"].update(prediction_status="validated"),
+        "category_scores_codex": lambda r: r["prediction"].update(category_scores_codex=[0.1] * 8),
+        "validation_status": lambda r: r["machine_scores"].update(validation_status="mature"),
+        "request_hash": lambda r: r["lineage"]["teacher_calls"][0].pop("request_hash"),
+        "model_version must match pattern": lambda r: r["prediction"].update(model_version=".."),
+    }
+    for version in ("unscored", ".hidden", "-x", "x" * 129, "a/b"):  # what page_path refuses, the schema refuses
+        assert "model_version must match pattern" in schema_violation(
+            {**good, "prediction": {**good["prediction"], "model_version": version}}
+        )
+    for expected, breaker in breaks.items():
+        bad = json.loads(json.dumps(good))
+        breaker(bad)
+        message = schema_violation(bad)
+        assert message is not None and expected in message, (expected, message)
+
+
+def test_ship_violations_and_card_precedence(openalex_dir):
+    row = real_frame_row(openalex_dir)
+    good = build_record(
+        row, [label_row(row["id"], "gemma", [])], prediction_row(row["id"]), machine_row(row["id"]), None
+    )
+    assert ship_violations(good) == []
+    assert classification_card(good)["kind"] == "direct"
+    bad = json.loads(json.dumps(good))
+    bad["machine_scores"]["categories"] = ["metaresearch"]
+    bad["direct_labels"][0].update(status=None, categories=["sts"])
+    bad["prediction"]["candidate_categories"] = ["sts"]
+    bad["prediction"]["prediction_status"] = None
+    assert len(ship_violations(bad)) == 3
+    nothing = build_record(row, [], None, None, None)
+    assert classification_card(nothing) == {"kind": "none"}
+    html = render_work(environment(), nothing, None, CTX)
+    assert "Not classified yet" in html and "absence is not a negative" in html.lower()
+    # a rule label (out of the sampling frame, no model call) is a direct label: it comes before a candidate prediction
+    rule = {**label_row(row["id"], "gemma", ["insufficient_payload"]), "source": "frame_rule", "call_id": None}
+    candidate = {**prediction_row(row["id"]), "candidate_categories": ["sts"]}
+    card = classification_card(build_record(row, [rule], candidate, machine_row(row["id"]), None))
+    assert card["kind"] == "direct" and card["labels"][0]["source"] == "frame_rule"
+    # scored, and no category called on either side: a machine prediction, never "not classified yet"
+    scored = build_record(row, [], prediction_row(row["id"]), machine_row(row["id"]), None)
+    assert classification_card(scored) == {
+        "kind": "no_category",
+        "categories": [],
+        "model_version": "metacan-v0-hybrid-000000000000",
+    }
+    html = render_work(environment(), scored, None, CTX)
+    assert "Machine prediction (no category)" in html and "Not classified yet" not in html
+    assert (index_row(scored)["source"], index_row(scored)["mode"]) == ("classifier", None)
+
+
+def test_record_batches_refuse_bad_and_repeated_ids_and_count_changes(openalex_dir):
+    row = real_frame_row(openalex_dir)
+    wid = row["id"]
+    inputs = {"work": row, "labels": [label_row(wid, "gemma", ["sts"])], "pred": None, "machine": None, "lineage": None}
+    first = record_row(inputs)
+    assert json.loads(first["record_json"])["id"] == wid and len(first["record_hash"]) == 16
+    unchanged = RecordBatches({wid: first["record_hash"]})
+    assert unchanged.table([inputs]).num_rows == 1 and unchanged.changed == 0 and unchanged.preview == [first]
+    assert RecordBatches({}).table([inputs]).num_rows == 1
+    with pytest.raises(RecordInputError, match=f"work {wid} appears twice"):
+        RecordBatches({}).table([inputs, inputs])
+    with pytest.raises(RecordInputError, match="which is not"):
+        RecordBatches({}).table([{**inputs, "work": {**row, "id": "../W1"}}])

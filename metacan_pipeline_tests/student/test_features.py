@@ -1,0 +1,54 @@
+"""Tests of metacan_pipeline.student.features: the student text and the feature backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from metacan_pipeline.student.features import FEATURE_KINDS, STUDENT_FIELDS, make_features, student_text
+from metacan_pipeline.student.scoring import student_texts
+from metacan_pipeline_tests.builders import REPRO, SOIL, student_frame_rows
+
+
+def test_student_text_ignores_every_field_the_frame_cannot_supply():
+    row = student_frame_rows()[0]
+    with_abstract = {**row, "abstract": "SECRET abstract words", "abstract_inverted_index": {"SECRET": [0]}}
+    assert student_text(with_abstract) == student_text(row)
+    assert "SECRET" not in student_texts(pa.Table.from_pylist([with_abstract]))[0]
+    assert student_texts(pa.Table.from_pylist([row, {**row, "venue_name": None}])) == [
+        student_text(row),
+        student_text({**row, "venue_name": None}),
+    ]
+
+
+def test_unknown_backend_is_refused():
+    with pytest.raises(ValueError, match="tfidf, minilm"):
+        make_features("bert")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", FEATURE_KINDS)
+def test_no_abstract_derived_feature_reaches_the_student(kind, encoder):
+    """SPEC section 6: the student reads the title-only view. A row that carries the abstract (as a
+    record view or a raw OpenAlex work would) gives the same text and the same features."""
+    abstract = "We re-ran one hundred published experiments and found that only a third replicated."
+    with_abstract = {
+        **REPRO,
+        "abstract": abstract,
+        "abstract_text": abstract,
+        "has_abstract": True,
+        "abstract_inverted_index": {"We": [0], "re-ran": [1], "experiments": [4], "replicated": [13]},
+    }
+    assert not any("abstract" in f for f in STUDENT_FIELDS)
+    text, text_with = student_text(REPRO), student_text(with_abstract)
+    assert (
+        text
+        == text_with
+        == "Reproducibility of published psychology experiments | Psychological Science |  |  | article | en"
+    )
+    assert "replicated" not in text_with and "hundred" not in text_with
+    backend = encoder if kind == "minilm" else make_features(kind).fit([text, student_text(SOIL)])
+    a, b = backend.transform([text]), backend.transform([text_with])
+    a, b = (a.toarray(), b.toarray()) if hasattr(a, "toarray") else (a, b)
+    assert np.array_equal(a, b)

@@ -1,0 +1,215 @@
+"""Tests of metacan_pipeline.student.training (student/assets.py before the split): fitting and evaluating the
+heads, and the frozen holdout."""
+
+import hashlib
+import uuid
+
+import dagster as dg
+import joblib
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from metacan_pipeline.student.assets import predictions, student_heads
+from metacan_pipeline.student.holdout import venue_held_out, venue_key
+from metacan_pipeline.student.models import model_path
+from metacan_pipeline_tests.builders import (
+    N_WORKS,
+    labels,
+    move_holdout_works,
+    root_error,
+    run_student,
+    sql,
+    write_inputs,
+    write_labels,
+)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), None], ids=["nan", "null"])
+def test_bad_design_weight_is_refused_naming_the_work(storage, bad):
+    """A NaN or NULL design weight of an in-sample work: a clear error naming sample_design and the work,
+    not sklearn's 'Input sample_weight contains NaN' or a TypeError inside fit_categorical."""
+    write_inputs(storage)
+    sd = storage.read_table("sample_design").to_pylist()
+    sd[0]["design_weight"] = bad
+    storage.write_table("sample_design", pa.Table.from_pylist(sd))
+    result = run_student(storage, student_heads, raise_on_error=False)
+    assert not result.success
+    msg = root_error(result)
+    assert "design_weight" in msg and sd[0]["id"] in msg, msg
+
+
+def test_frozen_holdout_work_whose_venue_changed_never_trains_the_heads(storage):
+    """The frozen set is the holdout of every metric: a work in it must stay out of training even when its
+    venue changes. Before: trained on it, then the blocking holdout check failed on every run."""
+    write_inputs(storage)
+    run_student(storage, student_heads)
+    moved = move_holdout_works(storage)
+    result = run_student(storage, student_heads, raise_on_error=False)
+    assert result.success, root_error(result)
+    trained = {r[0] for r in sql(storage, "SELECT work_id FROM student_training_set")}
+    assert not trained & set(moved)
+
+
+def test_duplicate_labels_of_one_work_do_not_pass_the_support_gate(storage):
+    """12 works labelled research_integrity, each stored twice per teacher: 12 positives, not 24. Before,
+    the gate counted rows and passed (24 >= 20) with 12 works of support."""
+    write_inputs(storage)
+    for teacher in ("codex", "gemma"):
+        rows = labels(storage, teacher)
+        keep = {r["work_id"] for r in rows if "research_integrity" in r["categories"]}
+        keep = set(sorted(keep)[:12])
+        for r in rows:
+            if r["work_id"] not in keep:
+                r["categories"] = [c for c in r["categories"] if c != "research_integrity"]
+        rows += [{**r, "label_id": uuid.uuid4().hex} for r in rows if r["work_id"] in keep]
+        write_labels(storage, teacher, rows)
+    run_student(storage, student_heads)
+    ((positives, passed, reason),) = sql(
+        storage,
+        "SELECT positives, gate_passed, gate_reason FROM student_heads "
+        "WHERE teacher = 'codex' AND target = 'research_integrity'",
+    )
+    assert positives == 12 and passed is False and "codex positives 12 < 20" in reason
+
+
+def test_teacher_with_only_failures_leaves_its_heads_constant(storage):
+    """Every codex call failed: no codex training data. The gemma heads still train, the codex heads are
+    constant and fail the gate (scores, no decision); before, a TfidfTransformer '0 sample(s)' crash."""
+    write_inputs(storage)
+    codex = labels(storage, "codex")
+    for r in codex:
+        r.update(status="failed", categories=None, domain=None, study_design=None, genre=None, error="timeout")
+    write_labels(storage, "codex", codex)
+    result = run_student(storage, student_heads, predictions, raise_on_error=False)
+    assert result.success, root_error(result)
+    heads = {(r["teacher"], r["target"]): r for r in storage.read_table("student_heads").to_pylist()}
+    assert heads[("gemma", "metaresearch")]["status"] == "trained"
+    assert heads[("codex", "metaresearch")]["gate_passed"] is False
+    preds = storage.read_table("predictions").to_pylist()
+    assert len(preds) == N_WORKS and all(p["consensus_categories"] == [] for p in preds)
+
+
+@pytest.mark.parametrize("case", ["empty_frame", "no_labelled_rows"])
+def test_nothing_to_train_on_is_a_clear_error(storage, case):
+    """An empty frame, or no labelled teacher call at all: an error that says there is nothing to train on
+    (naming the label tables), not scikit-learn's 'empty vocabulary; perhaps the documents only contain stop words'."""
+    write_inputs(storage)
+    if case == "empty_frame":
+        storage.write_table("frame", storage.read_table("frame").slice(0, 0))
+    else:
+        for teacher in ("codex", "gemma"):
+            rows = labels(storage, teacher)
+            for r in rows:
+                r.update(status="failed", categories=None, error="timeout")
+            write_labels(storage, teacher, rows)
+    result = run_student(storage, student_heads, raise_on_error=False)
+    assert not result.success
+    msg = root_error(result)
+    assert "empty vocabulary" not in msg and "direct_labels_" in msg, msg
+
+
+def test_holdout_never_reaches_training(storage):
+    frame = write_inputs(storage)
+    result = run_student(storage, student_heads)
+    assert all(c.passed for c in result.get_asset_check_evaluations())
+    holdout = {r[0] for r in sql(storage, "SELECT work_id FROM student_holdout")}
+    expected = {r["id"] for r in frame if venue_held_out(venue_key(r["id"], r["venue_id"]))}
+    assert holdout == expected and 40 < len(holdout) < 160  # whole venues, about a fifth of 480 works
+    training = sql(storage, "SELECT teacher, work_id FROM student_training_set")
+    assert {t for t, _ in training} == {"gemma", "codex"}
+    assert not {w for _, w in training} & holdout
+    assert len([w for t, w in training if t == "gemma"]) == N_WORKS - len(holdout)
+    v1 = result.asset_materializations_for_node("student_heads")[0].metadata["model_version"].value
+
+    # flip every holdout label: the models (trained without them) are bit-identical, the version is new
+    write_inputs(storage, flip_holdout=True)
+    v2 = (
+        run_student(storage, student_heads)
+        .asset_materializations_for_node("student_heads")[0]
+        .metadata["model_version"]
+        .value
+    )
+    assert v1 != v2
+    b1, b2 = joblib.load(model_path(storage, v1)), joblib.load(model_path(storage, v2))
+    for teacher in ("gemma", "codex"):
+        for target in ("metaresearch", "about_ca_topic"):
+            assert np.array_equal(
+                b1.heads[teacher][target].estimator_.coef_, b2.heads[teacher][target].estimator_.coef_
+            )
+    # ... while the holdout metrics see the flipped labels
+    auroc = dict(sql(storage, "SELECT teacher, auroc FROM student_heads WHERE target = 'metaresearch'"))
+    assert auroc["gemma"] == pytest.approx(0.0) and auroc["codex"] == pytest.approx(
+        0.0
+    )  # the ranking, exactly inverted
+
+
+def test_frozen_holdout_does_not_move_when_the_frame_grows(storage):
+    write_inputs(storage)
+    run_student(storage, student_heads)
+    before = sql(storage, "SELECT work_id, frozen_at FROM student_holdout ORDER BY work_id")
+    frame = storage.read_table("frame").to_pylist()
+    extra = [{**frame[i], "id": f"W9{i:05d}"} for i in range(100)]  # new works, in the same venues
+    storage.write_table("frame", pa.Table.from_pylist(frame + extra))
+    run_student(storage, student_heads)
+    assert sql(storage, "SELECT work_id, frozen_at FROM student_holdout ORDER BY work_id") == before
+
+
+def test_heads_report_holdout_metrics_and_reliability_plots(storage):
+    write_inputs(storage)
+    md = run_student(storage, student_heads).asset_materializations_for_node("student_heads")[0].metadata
+    rows = {(r["teacher"], r["target"]): r for r in storage.read_table("student_heads").to_pylist()}
+    assert len(rows) == 28
+    g = rows[("gemma", "metaresearch")]
+    assert g["status"] == "trained" and g["labels"] == N_WORKS and g["positives"] == 120  # every 4th title
+    assert g["holdout_n"] > 40 and 0 < g["holdout_positives"] < g["holdout_n"]
+    assert g["ap"] == pytest.approx(1.0) and g["auroc"] == pytest.approx(1.0)  # separable titles, unseen venues
+    assert 0 <= g["ece"] <= 1
+    c = rows[("codex", "metaresearch")]
+    assert c["gate_passed"] and c["kish_ess_positive"] == pytest.approx(120.0)  # 120 positives of equal weight 2
+    assert (
+        rows[("codex", "metaepi_narrow")]["gate_passed"] is False
+        and "gemma positives 0 < 20" in rows[("codex", "metaepi_narrow")]["gate_reason"]
+    )
+    assert rows[("gemma", "genre")]["kind"] == "categorical" and rows[("gemma", "genre")]["accuracy"] is not None
+    assert md["reliability_plot_gemma"].value.startswith("![reliability of the gemma heads](data:image/png;base64,")
+    png = storage.root / "reports" / md["model_version"].value / "reliability_gemma.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_model_version_is_published_once_and_never_altered(storage):
+    write_inputs(storage)
+    r1 = run_student(storage, student_heads).asset_materializations_for_node("student_heads")[0].metadata
+    path = model_path(storage, r1["model_version"].value)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    r2 = run_student(storage, student_heads).asset_materializations_for_node("student_heads")[0].metadata
+    assert r2["model_version"].value == r1["model_version"].value and r2["model_reused"].value is True
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    path.write_bytes(path.read_bytes() + b"tampered")
+    result = run_student(storage, predictions, raise_on_error=False)
+    assert not result.success
+    assert "was altered after publication" in str(result.all_events)
+
+
+@pytest.mark.slow
+def test_student_heads_on_the_minilm_backend(storage):
+    """The sentence-embedding variant is a launchpad choice: same heads, a different version, real embeddings."""
+    write_inputs(storage)
+    tfidf = run_student(storage, student_heads).asset_materializations_for_node("student_heads")[0].metadata
+    result = dg.materialize(
+        [student_heads],
+        resources={"storage": storage},
+        run_config={"ops": {"student_heads": {"config": {"features": "minilm"}}}},
+    )
+    md = result.asset_materializations_for_node("student_heads")[0].metadata
+    assert md["feature_backend"].value == "minilm" and md["model_version"].value != tfidf["model_version"].value
+    bundle = joblib.load(model_path(storage, md["model_version"].value))
+    assert bundle.heads["gemma"]["metaresearch"].estimator_.coef_.shape == (1, 384)
+    rows = {(r["teacher"], r["target"]): r for r in storage.read_table("student_heads").to_pylist()}
+    assert rows[("gemma", "metaresearch")]["auroc"] > 0.95  # separable titles, unseen venues
+    with pytest.raises(Exception, match="student feature backend 'bert'"):
+        dg.materialize(
+            [student_heads],
+            resources={"storage": storage},
+            run_config={"ops": {"student_heads": {"config": {"features": "bert"}}}},
+        )

@@ -1,0 +1,77 @@
+"""Tests of metacan_pipeline.teachers.store: label keys and the migration of the first store layout."""
+
+import duckdb
+
+from metacan_pipeline.tables import create_tables
+from metacan_pipeline.teachers.rubric import prompt_lock
+from metacan_pipeline.teachers.store import append_rows, current_labels_sql, existing_keys
+
+
+def _label(wid, status="labelled", error=None, sha="s1", label_id=None, created="2026-01-01 00:00:00"):
+    import datetime as dt
+
+    return {
+        "label_id": label_id or f"{wid}-{status}-{sha}-{created}",
+        "work_id": wid,
+        "teacher": "gemma",
+        "model": "m",
+        "prompt_version": "v2",
+        "prompt_sha": sha,
+        "view_hash": "vh",
+        "status": status,
+        "error": error,
+        "categories": [] if status == "labelled" else None,
+        "created_at": dt.datetime.fromisoformat(created),
+    }
+
+
+def test_an_unavailable_endpoint_is_asked_again_an_invalid_reply_is_not_and_a_new_prompt_text_is_a_new_key():
+    con = duckdb.connect()
+    create_tables(con)
+    append_rows(
+        con,
+        [],
+        [
+            _label("W1", "failed", "endpoint unavailable after 6 attempts: ReadTimeout"),
+            _label("W2", "failed", "invalid reply: W2: genre='novel' is not in the vocabulary (after 3 attempts)"),
+            _label("W3"),
+        ],
+    )
+    assert existing_keys(con, "gemma", "m", "v2", "s1") == {("W2", "vh"), ("W3", "vh")}
+    assert existing_keys(con, "gemma", "m", "v2", "s2") == set()  # same version name, other text: nothing reused
+    append_rows(con, [], [_label("W1", created="2026-01-02 00:00:00")])
+    current = dict(
+        con.execute(f"SELECT work_id, status FROM ({current_labels_sql()})", ["gemma", "m", "v2", "s1"]).fetchall()
+    )
+    assert current == {"W1": "labelled", "W2": "failed", "W3": "labelled"}
+    # a replayed archive inserts nothing twice
+    call = {"call_id": "c1", "teacher": "gemma", "cost_usd": 0.5, "work_ids": ["W1"]}
+    append_rows(con, [call], [_label("W4", label_id="L4")])
+    append_rows(con, [call], [_label("W4", label_id="L4")])
+    assert con.execute("SELECT count(*), sum(cost_usd) FROM teacher_calls").fetchone() == (1, 0.5)
+    assert con.execute("SELECT count(*) FROM teacher_labels WHERE work_id = 'W4'").fetchone()[0] == 1
+
+
+def test_a_store_of_the_first_layout_is_migrated_without_loss():
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE teacher_calls (call_id VARCHAR PRIMARY KEY, run_id VARCHAR, request_json VARCHAR, response_text VARCHAR)"
+    )
+    con.execute("INSERT INTO teacher_calls VALUES ('c0', 'r0', '{}', 'reply')")
+    con.execute(
+        "CREATE TABLE teacher_labels (label_id VARCHAR PRIMARY KEY, work_id VARCHAR, teacher VARCHAR, model VARCHAR, "
+        "prompt_version VARCHAR, record_view VARCHAR, view_hash VARCHAR, status VARCHAR, categories VARCHAR[], domain VARCHAR, "
+        "study_design VARCHAR, genre VARCHAR, about_ca_system BOOLEAN, about_ca_topic BOOLEAN, confidence VARCHAR, "
+        "reason VARCHAR, error VARCHAR, attempts INTEGER, call_id VARCHAR, run_id VARCHAR, source VARCHAR, created_at TIMESTAMP)"
+    )
+    con.execute(
+        "INSERT INTO teacher_labels (label_id, work_id, teacher, model, prompt_version, view_hash, status, categories) "
+        "VALUES ('L0', 'W9', 'gemma', 'm', 'v1', 'vh', 'labelled', ['sts'])"
+    )
+    create_tables(con, legacy_prompt_shas={"v1": prompt_lock()["v1"]})
+    assert con.execute("SELECT response_text FROM teacher_calls_v1").fetchone()[0] == "reply"
+    assert con.execute("SELECT count(*) FROM teacher_calls").fetchone()[0] == 0
+    assert existing_keys(con, "gemma", "m", "v1", prompt_lock()["v1"]) == {("W9", "vh")}
+    assert con.execute("SELECT categories FROM teacher_labels").fetchone()[0] == ["sts"]
+    create_tables(con)  # idempotent
+    assert con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 1
