@@ -2,7 +2,7 @@
 
 Builds ``--works`` synthetic published records (default 20,000) from one real frame row (the first
 work of ../shared/data/openalex/choxos__MetaCan__works_funders_ca_*.json through ``work_row`` and
-``frame_row``, as test_publish.py does), each with a fresh id ``W5<9 digits>``, a synthetic title, year
+``frame_row``, as the publish tests do), each with a fresh id ``W5<9 digits>``, a synthetic title, year
 and routes, and a mix of classifications: 25% a direct gemma label plus a prediction, 35% a consensus
 prediction, 25% candidate only, 15% nothing (no prediction, page under ``works/unscored/``). Predictions
 use two model versions, so pages land in three folders. Then measures, one after the other in this
