@@ -111,22 +111,29 @@ api_refresh = dg.define_asset_job(
     description="Harvest the OpenAlex API for the works updated since the last completed window (buys API calls), then "
     "take stock of the inputs; the sensor frame_build_after_refresh then builds the window's parts and merges the frame.",
 )
-weekly_api_refresh = dg.ScheduleDefinition(
-    name="weekly_api_refresh",
-    job=api_refresh,
-    cron_schedule="0 4 * * 1",
-    execution_timezone="America/Toronto",
-    default_status=dg.DefaultScheduleStatus.STOPPED,
+
+
+def monday_schedule(job: dg.UnresolvedAssetJobDefinition, hour: int, running: bool, description: str):
+    """``weekly_<job>``: Mondays at ``hour``:00 Toronto time, running by default or stopped."""
+    status = dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
+    return dg.ScheduleDefinition(
+        name=f"weekly_{job.name}", job=job, cron_schedule=f"0 {hour} * * 1", execution_timezone="America/Toronto",
+        default_status=status, description=description,
+    )  # fmt: skip
+
+
+weekly_api_refresh = monday_schedule(
+    api_refresh,
+    4,
+    running=False,
     description="Weekly OpenAlex API refresh, Mondays 04:00 Toronto time (after weekly_frame_refresh). Stopped by default "
     "because it buys API calls: start it once OPENALEX_API_KEY is set and the per-day budget "
     "(openalex_api_refresh config max_calls / max_cost_usd) suits you.",
 )
-weekly_frame_refresh = dg.ScheduleDefinition(
-    name="weekly_frame_refresh",
-    job=frame_refresh,
-    cron_schedule="0 3 * * 1",
-    execution_timezone="America/Toronto",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
+weekly_frame_refresh = monday_schedule(
+    frame_refresh,
+    3,
+    running=True,
     description="Weekly frame refresh, Mondays 03:00 Toronto time: takes stock of the input folders (offline, free); the sensor "
     "frame_build_after_refresh then builds the new parts and merges the frame. Runs while the Dagster daemon runs.",
 )
