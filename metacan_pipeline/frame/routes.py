@@ -62,6 +62,7 @@ def route_row(work: dict, entities: EntityLists) -> dict | None:
     """
     aff_ev: list[str] = []
     ca_institutions: list[str] = []
+    other_institutions: list[str] = []
     for inst in work["institutions"] or []:
         cc = (inst.get("country_code") or "").upper()
         pinned = inst.get("id") in entities.institutions
@@ -72,6 +73,8 @@ def route_row(work: dict, entities: EntityLists) -> dict | None:
             )
             if inst.get("name"):
                 ca_institutions.append(inst["name"])
+        elif inst.get("name"):
+            other_institutions.append(inst["name"])
     if "CA" in (work["author_countries"] or []):
         aff_ev.append("authorships[].countries contains CA")
     fund_ev = [
@@ -130,6 +133,10 @@ def route_row(work: dict, entities: EntityLists) -> dict | None:
             "is_authors_truncated": work["is_authors_truncated"],
             "ca_institutions": sorted(set(ca_institutions)),
             "funder_names": [f.get("name") or f["id"] for f in (work["funders"] or [])],
+            "other_institutions": sorted(set(other_institutions) - set(ca_institutions)),
+            "ca_funder_names": [
+                f.get("name") or f["id"] for f in (work["funders"] or []) if f["id"] in entities.funders
+            ],
             "keywords": work["keywords"],
             "source_file": work["source_file"],
             "source_locator": work["source_locator"],

@@ -59,6 +59,10 @@ FRAME_SCHEMA = pa.schema(
         ("is_authors_truncated", pa.bool_()),
         ("ca_institutions", pa.list_(pa.string())),
         ("funder_names", pa.list_(pa.string())),
+        # institutions of the work outside Canada, and the funders of funder_names on the Canadian funder list
+        # (the record views mark which are Canadian, SPEC section 4)
+        ("other_institutions", pa.list_(pa.string())),
+        ("ca_funder_names", pa.list_(pa.string())),
         ("keywords", pa.list_(pa.string())),
         ("source_file", pa.string()),
         ("source_locator", pa.string()),

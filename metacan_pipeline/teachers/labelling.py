@@ -111,7 +111,7 @@ def _label_row(
         "model": spec.model,
         "prompt_version": prompt.version,
         "prompt_sha": prompt.sha,
-        "record_view": spec.record_view,
+        "record_view": spec.view_name,
         "view_hash": vhash,
         "status": status,
         "categories": categories,
@@ -228,7 +228,7 @@ def plan_run(
     prompt version and SHA, view hash; :func:`~.store.existing_keys`): reused, rule label (outside the
     sampling frame, SPEC section 2), sent now (the first ``max_works`` when > 0) and deferred."""
     texts = abstracts(works) if spec.record_view == "title_abstract" and abstracts else {}
-    views = {w["id"]: record_view(w, spec.record_view, texts.get(w["id"])) for w in works}
+    views = {w["id"]: record_view(w, spec.record_view, texts.get(w["id"]), spec.view_version) for w in works}
     hashes = {wid: view_hash(v) for wid, v in views.items()}
     with storage.connect() as con:
         done = existing_keys(con, spec.name, spec.model, prompt.version, prompt.sha)
@@ -280,7 +280,7 @@ def call_row(spec: TeacherSpec, prompt: Prompt, run_id: str, rec: CallRecord, co
         "model": spec.model,
         "prompt_version": prompt.version,
         "prompt_sha": prompt.sha,
-        "record_view": spec.record_view,
+        "record_view": spec.view_name,
         "work_ids": rec.work_ids,
         "n_works": len(rec.work_ids),
         "request_hash": rec.request_hash,
@@ -370,10 +370,10 @@ def call_teacher(
     return stopped
 
 
-def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[str, str]) -> pa.Table:
-    """Write ``warehouse/direct_labels_<name>``: for each ``{work_id: view hash}``, the newest stored
-    outcome of the current configuration (model, prompt version and SHA) for that record view (schema
-    :data:`~.store.LABELS_SCHEMA`). A work without one (deferred by ``max_works``) has no row."""
+def current_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[str, str]) -> pa.Table:
+    """For each ``{work_id: view hash}``, the newest stored outcome of the current configuration (model,
+    prompt version and SHA) for that record view (schema :data:`~.store.LABELS_SCHEMA`), by work id. A
+    work without one (deferred by ``max_works``) has no row."""
     prompt = load_prompt(spec.prompt_version)
     wanted = pa.table({"work_id": list(view_hashes), "view_hash": list(view_hashes.values())})  # noqa: F841
     with storage.connect() as con:
@@ -381,6 +381,11 @@ def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[
             f"SELECT l.* FROM ({current_labels_sql()}) l SEMI JOIN wanted USING (work_id, view_hash) ORDER BY work_id",
             [spec.name, spec.model, prompt.version, prompt.sha],
         ).to_arrow_table()
-    table = table.select([f.name for f in LABELS_SCHEMA]).cast(LABELS_SCHEMA)
+    return table.select([f.name for f in LABELS_SCHEMA]).cast(LABELS_SCHEMA)
+
+
+def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[str, str]) -> pa.Table:
+    """Write ``warehouse/direct_labels_<name>``: :func:`current_labels` of the frame works ``view_hashes``."""
+    table = current_labels(storage, spec, view_hashes)
     storage.write_table(direct_labels_table(spec.name), table, schema=LABELS_SCHEMA)
     return table

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..settings import secret, teacher_overrides, teachers_file
 from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER, TEACHER_ROLES
 from .server import EMBEDDED_MODEL_ALIAS
+from .views import CURRENT_VIEW_VERSION
 
 #: The teachers that fill the roles when a registry has no ``[roles]`` table.
 DEFAULT_ROLES = {CENSUS_TEACHER: "gemma", SAMPLE_TEACHER: "codex"}
@@ -40,8 +41,9 @@ class TeacherSpec(BaseModel):
     base_url: str = ""
     model: str = EMBEDDED_MODEL_ALIAS
     api_key_env: str = ""
-    prompt_version: str = "v2"
+    prompt_version: str = "v3"
     record_view: Literal["title_only", "title_abstract"] = "title_only"
+    view_version: Literal[1, 2] = CURRENT_VIEW_VERSION
     coverage: str = "all"
     works_per_call: int = Field(default=1, ge=1, le=MAX_WORKS_PER_CALL)
     concurrency: int = Field(default=1, ge=1, le=256)
@@ -79,6 +81,11 @@ class TeacherSpec(BaseModel):
     def covers_sample(self) -> bool:
         """True when the teacher covers the design-weighted sample (``sample`` or ``sample+batch:<name>``)."""
         return self.coverage.startswith("sample")
+
+    @property
+    def view_name(self) -> str:
+        """The record view and its version as labels and calls store it, e.g. ``title_only@v2``."""
+        return f"{self.record_view}@v{self.view_version}"
 
     @property
     def embedded(self) -> bool:
@@ -214,3 +221,13 @@ def load_roles(path: str | Path | None = None) -> dict[str, str]:
     roles = _roles(path, doc)
     _check_roles(path, roles, teachers)
     return roles
+
+
+def load_qualification(path: str | Path | None = None):
+    """The registry's ``[qualification]`` table as a :class:`~.qualification.QualificationConfig` (its
+    defaults when the table is absent). Raises ValueError naming the file and the key."""
+    from .qualification import QualificationConfig
+
+    path = Path(path) if path else default_registry_path()
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    return QualificationConfig.from_table(doc.get("qualification"), f"teacher registry {path}")
