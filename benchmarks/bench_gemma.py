@@ -30,6 +30,12 @@ def main() -> None:
     ap.add_argument(
         "--works", type=int, default=10, help="works labelled per configuration (at least one call's worth)"
     )
+    ap.add_argument(
+        "--structured",
+        nargs="+",
+        default=["json_object_schema", "none"],
+        help="structured-output modes to compare (json_object_schema = the schema as a llama.cpp grammar)",
+    )
     ap.add_argument("--openalex-dir", default=str(REPO.parent / "shared" / "data" / "openalex"))
     args = ap.parse_args()
 
@@ -68,16 +74,18 @@ def main() -> None:
             f"threads, n_ctx {server.n_ctx}; prompt {gemma.prompt_version}"
         )
         print(
-            f"{'view':15s} {'per call':>8s} {'works':>5s} {'calls':>5s} {'seconds':>8s} {'works/s':>8s} {'s/work':>7s} "
+            f"{'structured':18s} {'view':15s} {'per call':>8s} {'works':>5s} {'calls':>5s} {'seconds':>8s} {'works/s':>8s} {'s/work':>7s} "
             f"{'s/call':>7s} {'prompt tok/call':>15s} {'compl tok/call':>14s} {'labelled':>8s} {'failed':>6s}"
         )
         try:
             plan = [("title_only", n) for n in args.sizes] + [("title_abstract", n) for n in args.abstract_sizes]
-            for view, n in plan:
+            for (view, n), mode in ((p, m) for p in plan for m in args.structured):
                 pool = [w for w in frame if view == "title_only" or w["has_abstract"]]
                 works = pool[: max(args.works, n)]
-                spec = gemma.model_copy(update={"record_view": view, "works_per_call": n, "concurrency": 1})
-                storage = MetacanStorage(data_dir=str(Path(tmp) / f"store-{view}-{n}"))
+                spec = gemma.model_copy(
+                    update={"record_view": view, "works_per_call": n, "concurrency": 1, "structured_output": mode}
+                )
+                storage = MetacanStorage(data_dir=str(Path(tmp) / f"store-{view}-{n}-{mode}"))
                 t0 = time.perf_counter()
                 stats = label_works(
                     storage, spec, works, run_id=f"bench-{view}-{n}", log=log, base_url=lambda: url, abstracts=abstracts
@@ -85,7 +93,7 @@ def main() -> None:
                 seconds = time.perf_counter() - t0
                 calls = max(stats.calls, 1)
                 print(
-                    f"{view:15s} {n:8d} {len(works):5d} {stats.calls:5d} {seconds:8.1f} {len(works) / seconds:8.3f} "
+                    f"{mode:18s} {view:15s} {n:8d} {len(works):5d} {stats.calls:5d} {seconds:8.1f} {len(works) / seconds:8.3f} "
                     f"{seconds / len(works):7.2f} {seconds / calls:7.2f} {stats.prompt_tokens / calls:15.0f} "
                     f"{stats.completion_tokens / calls:14.0f} {stats.outcomes['labelled']:8d} {stats.outcomes['failed']:6d}",
                     flush=True,

@@ -37,7 +37,7 @@ from .student.assets import machine_scores, predictions, student_heads
 from .student.checks import PREDICTION_CHECKS
 from .student.prevalence import prevalence
 from .teachers.agreement import teacher_agreement
-from .teachers.assets import TEACHER_ASSETS, TEACHER_CHECKS
+from .teachers.assets import TEACHER_ASSETS, TEACHER_CHECKS, teacher_qualification
 from .teachers.batches import label_batches
 from .teachers.import_assets import imported_labels
 from .teachers.server import EmbeddedLlamaServer
@@ -52,6 +52,7 @@ ALL_ASSETS = [
     *TEACHER_ASSETS.values(),
     imported_labels,
     teacher_agreement,
+    teacher_qualification,
     student_heads,
     predictions,
     prevalence,

@@ -178,6 +178,23 @@ def page_lines(site_dir: Path, pages: tuple | None, first: tuple | None) -> list
     return lines
 
 
+def qualification_lines(con, tables: set[str]) -> list[str]:
+    """The newest qualification result of every teacher configuration (``teacher_qualification``)."""
+    if "teacher_qualification" not in tables:
+        return []
+    rows = con.execute(
+        """SELECT teacher, prompt_version, record_view, status, note FROM (
+             SELECT *, row_number() OVER (PARTITION BY teacher, model, prompt_version, prompt_sha, record_view, config_hash
+                                          ORDER BY computed_at DESC) rn FROM teacher_qualification) WHERE rn = 1
+           ORDER BY teacher, prompt_version, record_view"""
+    ).fetchall()
+    if not rows:
+        return []
+    lines = ["Qualification (against the frame1k frontier reference; a teacher that fails decides nothing):"]
+    lines += [f"  {t} (prompt {p}, {v}): {status}: {note}" for t, p, v, status, note in rows]
+    return lines
+
+
 def summary_text(data_dir: str, run_id: str | None = None) -> str:
     """The post-run summary: frame by route, labels by teacher and status, predictions, pages (one section
     per function above); with ``run_id``, also that run's teacher calls. :func:`nothing_to_summarise` when
@@ -192,6 +209,7 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
         lines = [
             *frame_lines(con),
             *label_lines(con, views),
+            *qualification_lines(con, tables),
             *(teacher_call_lines(con, run_id) if run_id else []),
             *agreement_lines(con, views),
             *prevalence_lines(con, views),

@@ -230,6 +230,16 @@ class StubOptions:
     burst_429: int = 0
     reject_json_schema: bool = False
     honour_max_tokens: bool = False
+    metaresearch_ids: str = ""  # a file of work ids (one per line): the stub labels exactly these metaresearch
+
+
+def oracle_label(work_id: str, positives: frozenset[str]) -> dict:
+    """The stub's label of ``work_id`` when it is told which works are meta-research (``--metaresearch-ids``):
+    ``[metaresearch]`` with domain ``methods`` for the listed ids, ``[]`` for the others; the other fields as
+    :func:`stub_label`. A teacher that agrees with a reference set."""
+    label = stub_label(work_id)
+    hit = work_id in positives
+    return {**label, "categories": ["metaresearch"] if hit else [], "domain": "methods" if hit else None}
 
 
 class BadRequest(Exception):
@@ -338,6 +348,11 @@ class StubTeacher:
         self.options = options
         self.counters = Counters(state_path)
         self._latency_s = options.latency_ms / 1000.0
+        self._positives = (
+            frozenset(Path(options.metaresearch_ids).read_text(encoding="utf-8").split())
+            if options.metaresearch_ids
+            else None
+        )
         self._seq = 0
         self._models = orjson.dumps(
             {
@@ -421,7 +436,7 @@ class StubTeacher:
         for rec, fs in zip(records, faults, strict=False):
             if "missing_id" in fs:
                 continue
-            label = stub_label(rec["id"])
+            label = oracle_label(rec["id"], self._positives) if self._positives is not None else stub_label(rec["id"])
             if "wrong_id" in fs:
                 label["id"] = rec["id"] + "_wrong"
             if "oov" in fs:
@@ -520,6 +535,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--burst-429", type=int, default=0, help="the first N chat calls get 429 + Retry-After: 0")
     ap.add_argument("--reject-json-schema", action="store_true", help="HTTP 400 to response_format json_schema")
     ap.add_argument("--honour-max-tokens", action="store_true", help="cut replies longer than max_tokens*4 chars")
+    ap.add_argument("--metaresearch-ids", default="", help="file of work ids to label metaresearch (all others: not)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args(argv)
@@ -529,6 +545,7 @@ def main(argv: list[str] | None = None) -> None:
         burst_429=args.burst_429,
         reject_json_schema=args.reject_json_schema,
         honour_max_tokens=args.honour_max_tokens,
+        metaresearch_ids=args.metaresearch_ids,
     )
     common = dict(
         host=args.host,
@@ -573,6 +590,7 @@ def main(argv: list[str] | None = None) -> None:
 # ------------------------------------------------------------------------------------------------
 _RUN_OPTIONS = {
     "model",
+    "metaresearch_ids",
     "latency_ms",
     "burst_429",
     "reject_json_schema",

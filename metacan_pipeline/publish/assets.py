@@ -19,7 +19,8 @@ from ..openalex.api import DEFAULT_BASE_URL
 from ..settings import API_URL_ENV
 from ..storage import MetacanStorage
 from ..tables.publish import LINEAGE_SCHEMA, PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
-from ..teachers.registry import load_registry, load_roles
+from ..teachers.qualification import qualification_notes
+from ..teachers.registry import load_qualification, load_registry, load_roles
 from ..vocab import SAMPLE_TEACHER
 from .abstracts import AbstractFetcher
 from .lineage import build_lineage
@@ -57,7 +58,7 @@ def label_tables() -> list[str]:
     specs=[
         dg.AssetSpec(
             WORK_RECORDS,
-            deps=["predictions", "machine_scores", WORK_LINEAGE],
+            deps=["predictions", "machine_scores", "teacher_qualification", WORK_LINEAGE],
             kinds={"python", "json"},
             description="One JSON record per frame work with the field names of seeds/004 (SPEC section 9): routes and "
             "evidence, direct labels, prediction, machine scores, lineage; id, record JSON and its SHA-256/16. Blocked "
@@ -94,7 +95,8 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     tables = label_tables()
     n_lineage = build_lineage(storage, tables)
     yield dg.MaterializeResult(asset_key=WORK_LINEAGE, metadata=_lineage_metadata(storage, n_lineage))
-    batches = RecordBatches(previous_hashes(storage))
+    notes = qualification_notes(storage, load_registry(), load_qualification())
+    batches = RecordBatches(previous_hashes(storage), notes)
     present = [t for t in tables if storage.has_table(t)]
     try:
         n = storage.write_table(

@@ -169,7 +169,9 @@ def index_row(record: dict) -> dict:
     kind = card["kind"]
     if kind == "direct":
         cls = "; ".join(
-            f"direct label ({label['teacher']}): "
+            f"direct label ({label['teacher']}"
+            + (f", {label['qualification']}" if label.get("qualification") else "")
+            + "): "
             + (", ".join(CATEGORY_DISPLAY[c] for c in label["categories"]) or "not meta-research")
             for label in card["labels"]
         )

@@ -57,8 +57,10 @@ def schema_violation(record: dict) -> str | None:
     return None
 
 
-def direct_label_entry(label: dict) -> dict:
-    """One entry of ``direct_labels``: the label with its source (teacher, model, prompt) and status."""
+def direct_label_entry(label: dict, qualification: dict[str, str] | None = None) -> dict:
+    """One entry of ``direct_labels``: the label with its source (teacher, model, prompt) and status, and
+    ``qualification``: whether its teacher passed the qualification test, the sentence every surface shows
+    (``qualification`` maps a teacher to it; a teacher not in the map gets none: an imported screener)."""
     entry = {
         "teacher": label["teacher"],
         "model": label["model"],
@@ -70,6 +72,7 @@ def direct_label_entry(label: dict) -> dict:
         "error": label.get("error"),
         "call_id": label.get("call_id"),
         "labelled_at": str(label["created_at"]) if label.get("created_at") is not None else None,
+        "qualification": (qualification or {}).get(label["teacher"]),
     }
     for k in LABEL_FIELDS:
         entry[k] = label.get(k)
@@ -78,7 +81,14 @@ def direct_label_entry(label: dict) -> dict:
     return entry
 
 
-def build_record(work: dict, labels: list[dict], prediction: dict | None, machine: dict | None, lineage: dict) -> dict:
+def build_record(
+    work: dict,
+    labels: list[dict],
+    prediction: dict | None,
+    machine: dict | None,
+    lineage: dict,
+    qualification: dict[str, str] | None = None,
+) -> dict:
     """The published record of one frame work (seed 004 fields, plus route evidence and lineage)."""
     pred = None
     if prediction is not None:
@@ -121,7 +131,9 @@ def build_record(work: dict, labels: list[dict], prediction: dict | None, machin
             "in_sampling_frame": work["in_sampling_frame"],
             "exclusion": work["sampling_frame_exclusion"],
         },
-        "direct_labels": [direct_label_entry(label) for label in sorted(labels, key=lambda label: label["teacher"])],
+        "direct_labels": [
+            direct_label_entry(label, qualification) for label in sorted(labels, key=lambda label: label["teacher"])
+        ],
         "prediction": pred,
         "machine_scores": ms,
         "lineage": lineage,
@@ -232,10 +244,12 @@ def record_inputs(storage: MetacanStorage, label_tables: list[str], batch_rows: 
         con.close()
 
 
-def record_row(row: dict) -> dict:
+def record_row(row: dict, qualification: dict[str, str] | None = None) -> dict:
     """The ``work_records`` row of one :func:`record_inputs` row: ``{"id", "record_json", "record_hash"}``,
-    the hash being SHA-256 (16 hex) of the JSON text."""
-    record = build_record(row["work"], row["labels"], row["pred"], row["machine"], lineage_record(row["lineage"]))
+    the hash being SHA-256 (16 hex) of the JSON text. ``qualification``: teacher -> qualification sentence."""
+    record = build_record(
+        row["work"], row["labels"], row["pred"], row["machine"], lineage_record(row["lineage"]), qualification
+    )
     text = json.dumps(record, ensure_ascii=False, default=str)
     return {"id": record["id"], "record_json": text, "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
@@ -249,8 +263,9 @@ class RecordBatches:
     (rows come ordered by id, so a repeat is a duplicate of the frame or of a table joined to it).
     """
 
-    def __init__(self, previous: dict[str, str]) -> None:
+    def __init__(self, previous: dict[str, str], qualification: dict[str, str] | None = None) -> None:
         self.previous = previous
+        self.qualification = qualification
         self.changed = 0
         self.preview: list[dict] = []
         self._last: str | None = None
@@ -275,7 +290,7 @@ class RecordBatches:
         out = []
         for row in rows:
             self.check_id(row["work"]["id"])
-            out.append(record_row(row))
+            out.append(record_row(row, self.qualification))
             self.changed += self.previous.get(out[-1]["id"]) != out[-1]["record_hash"]
         self.preview.extend(out[: max(0, 10 - len(self.preview))])
         return pa.Table.from_pylist(out, schema=RECORDS_SCHEMA)

@@ -23,7 +23,7 @@ from .features import FEATURE_KINDS
 from .holdout import HOLDOUT_VERSION
 from .models import StudentBundle, load_published, model_path
 from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
-from .roles import CENSUS, SAMPLE, direct_labels_key
+from .roles import CENSUS, SAMPLE, direct_labels_key, teacher_standing
 from .rounds import (
     ARMS,
     TARGET,
@@ -186,7 +186,7 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
             "predictions",
             "Hybrid predictions for every frame work (SPEC section 6): codex decisions by quota calibration on gated "
             "heads, candidate = codex OR gemma, consensus = AND, scores per head; always machine_predicted_unvalidated.",
-            ["student_scores", "prediction_thresholds", direct_labels_key(CENSUS)],
+            ["student_scores", "prediction_thresholds", direct_labels_key(CENSUS), "teacher_qualification"],
             {"python", "duckdb", "parquet"},
         ),
     ]
@@ -212,7 +212,8 @@ def predictions(context: dg.AssetExecutionContext, storage: MetacanStorage):
         raise ValueError(
             f"model version {model_version} (table student_heads) is not in model_versions: materialize student_heads again"
         )
-    n, thresholds = write_predictions(storage, bundle, log=context.log)
+    standing = teacher_standing(storage)
+    n, thresholds = write_predictions(storage, bundle, log=context.log, qualification=standing)
     cand, cons, preview = category_counts(storage)
     gated = {r["target"]: {k: r[k] for k in ("k", "threshold", "boundary_id")} for r in thresholds if r["gate_passed"]}
     context.log.info(
@@ -238,6 +239,9 @@ def predictions(context: dg.AssetExecutionContext, storage: MetacanStorage):
             gated_binary_heads=dg.MetadataValue.json(gated),
             candidate_by_category=counts_markdown(cand, "category"),
             consensus_by_category=counts_markdown(cons, "category"),
+            sample_teacher_qualification=standing.sample_not_qualified or "qualified: its heads decide",
+            census_teacher_qualification=standing.census_not_qualified
+            or "qualified: its labels enter candidate and consensus",
         ),
     )
 

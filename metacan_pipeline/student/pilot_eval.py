@@ -117,7 +117,8 @@ from pathlib import Path
 import numpy as np
 
 from ..openalex.abstract import markup_to_text
-from ..teachers.pilot import TIER_CATEGORIES, pilot_imports
+from ..teachers.pilot import pilot_imports
+from ..teachers.reference import FRAME1K_ARMS, frame1k_labels
 from .features import make_features, student_text
 from .heads import grouped_cv_metrics, weighted_rate
 from .holdout import venue_key
@@ -331,13 +332,6 @@ def format_table(results: list[PilotEvaluation]) -> str:
 
 # --- frame1k: the three arms (and the adjudication) on works that name their venue ---------------------
 
-FRAME1K_ARMS = {
-    "opus_r1": "Claude Opus 4.8 (frame1k/opus_r1, rubric v1.0)",
-    "codex_r1": "GPT-5.6, Codex CLI (frame1k/codex_r1, rubric v1.0)",
-    "grok_r1": "Grok 4.5 (frame1k/grok_r1, rubric v1.0)",
-    "adjudicated": "adjudication verdict where there is one, else the three r1 arms' unanimous scope",
-}
-R1_ARMS = ("opus_r1", "codex_r1", "grok_r1")
 PILOT_SETS = ("screening", "frame1k")
 
 
@@ -383,59 +377,17 @@ class Frame1kEvaluation:
     cv_seconds: float
 
 
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{path}: not JSON ({exc}); the pilot folder should hold the files listed in its SOURCES.md"
-        ) from exc
-
-
-def _tier_label(tier) -> int | None:
-    """``metaresearch`` 1/0 for a rubric-v1 tier (:data:`..teachers.pilot.TIER_CATEGORIES`), None for any other value."""
-    return _label(TIER_CATEGORIES[tier]) if tier in TIER_CATEGORIES else None
-
-
 def frame1k_works(folder: Path) -> tuple[list[Frame1kWork], dict[str, int]]:
-    """The frame1k works (``<folder>/frame1k/chunks/chunk_*.json``, in file order) with every arm's label,
-    and counts of what was left out: ``empty_title`` (works dropped), per arm ``failed_<arm>`` (a tier
-    outside OUT/T1/T2/T3; for ``adjudicated``, a verdict's tier), ``unlabelled_<arm>`` (no label for the
-    work), ``unpaired_labels`` (label records whose id is in no chunk), ``contested_without_verdict``
-    (the r1 arms disagree about scope and there is no verdict) and ``unadjudicated_incomplete`` (no
-    verdict and an r1 arm without a usable label); the last two get no ``adjudicated`` label.
+    """The frame1k works (``<folder>/frame1k/chunks/chunk_*.json``, in file order) with every arm's label
+    (:func:`..teachers.reference.frame1k_labels`, whose counts of what was left out this returns, plus
+    ``empty_title``: works dropped for an empty title).
 
     Raises FileNotFoundError without chunk files, ValueError naming a file that is not JSON.
     """
-    root = folder / "frame1k"
-    chunks = sorted((root / "chunks").glob("chunk_*.json"))
-    if not chunks:
-        raise FileNotFoundError(f"{root / 'chunks'}: no chunk_*.json work files (see {folder / 'SOURCES.md'}, frame1k)")
-    records: dict[str, dict] = {}
-    labels: dict[str, dict[str, int | None]] = {arm: {} for arm in FRAME1K_ARMS}
-    dropped = Counter({"empty_title": 0, "contested_without_verdict": 0, "unadjudicated_incomplete": 0})
-    for path in chunks:
-        for rec in _read_json(path):
-            records.setdefault(rec["id"], rec)
-        for arm in R1_ARMS:  # labels_NN.json pairs with chunk_NN.json; paired by id
-            label_path = root / arm / path.name.replace("chunk_", "labels_")
-            for lab in _read_json(label_path) if label_path.exists() else []:
-                labels[arm][lab["id"]] = _tier_label(lab.get("tier"))
-    verdicts = {
-        v["id"]: v.get("tier") for p in sorted((root / "adjudication").glob("verdict_*.json")) for v in _read_json(p)
-    }
-    for wid in records:
-        votes = [labels[arm].get(wid) for arm in R1_ARMS]
-        if wid in verdicts:
-            labels["adjudicated"][wid] = _tier_label(verdicts[wid])
-        elif None in votes:  # an r1 arm without a usable label: unanimity cannot be read
-            dropped["unadjudicated_incomplete"] += 1
-        elif len(set(votes)) == 1:
-            labels["adjudicated"][wid] = votes[0]
-        else:
-            dropped["contested_without_verdict"] += 1
-    dropped["unpaired_labels"] = sum(1 for arm in R1_ARMS for i in labels[arm] if i not in records)
-
+    ref = frame1k_labels(folder)
+    records, labels = ref.records, ref.labels
+    dropped = Counter(ref.dropped)
+    dropped["empty_title"] = 0
     works = []
     for wid, rec in records.items():
         title = markup_to_text(rec.get("title"))
@@ -460,12 +412,6 @@ def frame1k_works(folder: Path) -> tuple[list[Frame1kWork], dict[str, int]]:
                 {arm: labels[arm].get(wid) for arm in FRAME1K_ARMS},
             )
         )
-    for arm in FRAME1K_ARMS:
-        if arm in R1_ARMS:
-            dropped[f"unlabelled_{arm}"] = sum(1 for i in records if i not in labels[arm])
-            dropped[f"failed_{arm}"] = sum(1 for i in records if i in labels[arm] and labels[arm][i] is None)
-        else:
-            dropped["failed_adjudicated"] = sum(1 for i in verdicts if i in records and labels[arm].get(i) is None)
     return works, {k: int(v) for k, v in sorted(dropped.items())}
 
 

@@ -18,7 +18,7 @@ from ..tables.student import PRED_SCHEMA, THRESHOLDS_SCHEMA
 from ..vocab import BINARY_TARGETS
 from .calibration import quota_calibrate
 from .models import StudentBundle
-from .roles import SAMPLE
+from .roles import SAMPLE, TeacherStanding
 from .scoring import BATCH_SIZE, pq_rows, prediction_batches, score_batches, score_column, scratch_connection
 
 
@@ -30,22 +30,26 @@ def current_model_version(storage: MetacanStorage) -> str:
     return rows[0]
 
 
-def threshold_rows(con: duckdb.DuckDBPyConnection, bundle: StudentBundle) -> tuple[dict, list[dict]]:
+def threshold_rows(
+    con: duckdb.DuckDBPyConnection, bundle: StudentBundle, not_qualified: str | None = None
+) -> tuple[dict, list[dict]]:
     """The quota of every gated binary sample-teacher head over ``student_scores`` on ``con``, and one
-    ``prediction_thresholds`` row per binary target (k, threshold and boundary id NULL for an ungated head)."""
+    ``prediction_thresholds`` row per binary target (k, threshold and boundary id NULL for an ungated head).
+    ``not_qualified``: why the sample teacher's labels may not decide (it failed its qualification test,
+    :mod:`metacan_pipeline.teachers.qualification`); then no head decides and that is the gate reason."""
     gates, rates = bundle.gates, bundle.rates
     quotas = {
         t: quota_calibrate(con, "student_scores", f'"{score_column(SAMPLE, t)}"', rates[t], t)
         for t in BINARY_TARGETS
-        if gates[t].passed
+        if gates[t].passed and not not_qualified
     }
     n_scored = con.execute("SELECT count(*) FROM student_scores").fetchone()[0]
     rows = [
         {
             "model_version": bundle.model_version,
             "target": t,
-            "gate_passed": gates[t].passed,
-            "gate_reason": gates[t].reason,
+            "gate_passed": gates[t].passed and not not_qualified,
+            "gate_reason": f"sample {not_qualified}" if not_qualified else gates[t].reason,
             "rate": rates[t],
             "n": n_scored,
             **(
@@ -60,17 +64,33 @@ def threshold_rows(con: duckdb.DuckDBPyConnection, bundle: StudentBundle) -> tup
 
 
 def write_predictions(
-    storage: MetacanStorage, bundle: StudentBundle, batch_size: int = BATCH_SIZE, log=None, progress: bool = True
+    storage: MetacanStorage,
+    bundle: StudentBundle,
+    batch_size: int = BATCH_SIZE,
+    log=None,
+    progress: bool = True,
+    qualification: TeacherStanding | None = None,
 ) -> tuple[int, list[dict]]:
     """Score the frame with ``bundle`` and write ``student_scores``, ``predictions`` and
-    ``prediction_thresholds``; returns (works predicted, threshold rows). Memory: one batch of works."""
+    ``prediction_thresholds``; returns (works predicted, threshold rows). Memory: one batch of works.
+    ``qualification``: which role teachers passed their qualification test (default: both did); a teacher
+    that did not decides nothing: no sample-teacher decision, or no census label in candidate and consensus."""
+    standing = qualification or TeacherStanding()
     storage.write_table("student_scores", score_batches(storage, bundle, batch_size, progress=progress, log=log))
     with scratch_connection(storage) as con:
-        quotas, thresholds = threshold_rows(con, bundle)
-        gated = {t: g.passed for t, g in bundle.gates.items()}
+        quotas, thresholds = threshold_rows(con, bundle, standing.sample_not_qualified)
+        gated = {t: g.passed and not standing.sample_not_qualified for t, g in bundle.gates.items()}
         n = storage.write_table(
             "predictions",
-            prediction_batches(con, storage, bundle.model_version, quotas, gated, batch_size),
+            prediction_batches(
+                con,
+                storage,
+                bundle.model_version,
+                quotas,
+                gated,
+                batch_size,
+                census_counts=not standing.census_not_qualified,
+            ),
             schema=PRED_SCHEMA,
         )
     storage.write_table("prediction_thresholds", pa.Table.from_pylist(thresholds, schema=THRESHOLDS_SCHEMA))

@@ -12,7 +12,11 @@ arms (sample first, as the published columns). The published column names (``sco
 
 from __future__ import annotations
 
-from ..teachers.registry import load_roles
+from dataclasses import dataclass
+
+from ..storage import MetacanStorage
+from ..teachers.qualification import counts, current_qualification
+from ..teachers.registry import load_qualification, load_registry, load_roles
 from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER
 
 ROLES: dict[str, str] = load_roles()
@@ -24,3 +28,23 @@ STUDENT_TEACHERS: tuple[str, str] = (SAMPLE, CENSUS)
 def direct_labels_key(teacher: str) -> str:
     """The asset key (and warehouse table) of a registry teacher's direct labels: ``direct_labels_<name>``."""
     return f"direct_labels_{teacher}"
+
+
+@dataclass(frozen=True)
+class TeacherStanding:
+    """Why each role teacher's labels may not decide (its qualification note), or None when they may."""
+
+    sample_not_qualified: str | None = None
+    census_not_qualified: str | None = None
+
+
+def teacher_standing(storage: MetacanStorage) -> TeacherStanding:
+    """The qualification standing of the two role teachers (``teacher_qualification``, newest row of each
+    teacher's current configuration under the registry's ``[qualification]``; no row: not tested, does not
+    count)."""
+    registry, cfg = load_registry(), load_qualification()
+    notes = {}
+    for name in (SAMPLE, CENSUS):
+        row = current_qualification(storage, registry[name], cfg)
+        notes[name] = None if counts(row) else (row["note"] if row else "teacher not qualified: not tested yet")
+    return TeacherStanding(notes[SAMPLE], notes[CENSUS])

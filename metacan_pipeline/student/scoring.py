@@ -134,6 +134,7 @@ def predictions_sql(
     gated: dict[str, bool],
     scores: str = "student_scores",
     id_range: tuple[str, str] | None = None,
+    census_counts: bool = True,
 ) -> str:
     """The DuckDB query that turns ``student_scores`` and the census teacher's direct labels
     (``direct_labels_gemma`` by default) into ``predictions``. "codex" below is the sample teacher
@@ -145,13 +146,18 @@ def predictions_sql(
     schema :data:`~metacan_pipeline.tables.student.PRED_SCHEMA`. ``scores``: the relation of scores to predict (a part of
     ``student_scores``); ``id_range``: (lowest, highest) id in it, so that only the gemma labels of that
     range enter the join (the join's memory is then one part's labels, not the frame's).
+    ``census_counts``: False when the census teacher failed its qualification test: its direct labels are
+    still published (``<field>_gemma``, ``teacher_disagreement_score``) but enter no candidate or consensus.
     """
+
+    def gemma_says(t: str) -> str:
+        return _gemma_says(t) if census_counts else "false"
 
     def codex(t: str) -> str:
         return quotas[t].decides_sql(f's."{score_column(SAMPLE, t)}"', "s.id") if t in quotas else "false"
 
-    cand = ", ".join(f"CASE WHEN {codex(c)} OR {_gemma_says(c)} THEN {sql_literal(c)} END" for c in CATEGORIES)
-    cons = ", ".join(f"CASE WHEN {codex(c)} AND {_gemma_says(c)} THEN {sql_literal(c)} END" for c in CATEGORIES)
+    cand = ", ".join(f"CASE WHEN {codex(c)} OR {gemma_says(c)} THEN {sql_literal(c)} END" for c in CATEGORIES)
+    cons = ", ".join(f"CASE WHEN {codex(c)} AND {gemma_says(c)} THEN {sql_literal(c)} END" for c in CATEGORIES)
     cols = [
         "s.id AS id",
         f"{sql_literal(model_version)} AS model_version",
@@ -164,21 +170,22 @@ def predictions_sql(
     ]
     for t in ABOUT_CA_TARGETS:
         cols += [
-            f"({codex(t)} OR {_gemma_says(t)}) AS {t}_candidate",
-            f"({codex(t)} AND {_gemma_says(t)}) AS {t}_consensus",
+            f"({codex(t)} OR {gemma_says(t)}) AS {t}_candidate",
+            f"({codex(t)} AND {gemma_says(t)}) AS {t}_consensus",
         ]
     for t in ABOUT_CA_TARGETS:
         cols += [f"s.{score_column(SAMPLE, t)} AS {t}_score_codex", f"s.{score_column(CENSUS, t)} AS {t}_score_gemma"]
     for t in CATEGORICAL_TARGETS:
         codex_val = f"s.{score_column(SAMPLE, t)}__argmax" if gated.get(t) else "NULL::VARCHAR"
         gemma_val = f"CASE WHEN {G_OK} THEN g.{t} END"
+        counted = gemma_val if census_counts else "NULL::VARCHAR"
         cols += [
             f"s.{score_column(SAMPLE, t)} AS {t}_scores_codex",
             f"s.{score_column(CENSUS, t)} AS {t}_scores_gemma",
             f"{codex_val} AS {t}_codex",
             f"{gemma_val} AS {t}_gemma",
-            f"{gemma_val} AS {t}_candidate",
-            f"CASE WHEN {gemma_val} IS NOT NULL AND {codex_val} = {gemma_val} THEN {gemma_val} END AS {t}_consensus",
+            f"{counted} AS {t}_candidate",
+            f"CASE WHEN {counted} IS NOT NULL AND {codex_val} = {counted} THEN {counted} END AS {t}_consensus",
         ]
     # an absent (NULL) gemma about_ca value is unknown, not a 0: greatest() skips the NULL term
     disagreement = ", ".join(
@@ -212,6 +219,7 @@ def prediction_batches(
     quotas: dict[str, Quota],
     gated: dict[str, bool],
     batch_size: int = BATCH_SIZE,
+    census_counts: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """``predictions`` as record batches: :func:`predictions_sql` run once per ``student_scores`` file (one
     scoring batch, in file order), each joined with the gemma labels of its own id range only.
@@ -227,4 +235,5 @@ def prediction_batches(
         lo, hi = con.execute(f"SELECT min(id), max(id) FROM {src}").fetchone()
         if lo is None:
             continue
-        yield from con.execute(predictions_sql(model_version, quotas, gated, src, (lo, hi))).to_arrow_reader(batch_size)
+        sql = predictions_sql(model_version, quotas, gated, src, (lo, hi), census_counts=census_counts)
+        yield from con.execute(sql).to_arrow_reader(batch_size)

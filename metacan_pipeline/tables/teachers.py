@@ -131,7 +131,42 @@ DISAGREEMENTS_SCHEMA = pa.schema(
     ]
 )
 
+QUALIFICATION_SCHEMA = pa.schema(
+    [
+        ("teacher", pa.string()),
+        ("model", pa.string()),
+        ("prompt_version", pa.string()),
+        ("prompt_sha", pa.string()),
+        ("record_view", pa.string()),
+        ("reference", pa.string()),
+        ("config_hash", pa.string()),
+        ("config", pa.string()),
+        ("status", pa.string()),
+        ("kappa", pa.float64()),
+        ("needed_kappa", pa.float64()),
+        ("frontier_kappa", pa.float64()),
+        ("reference_works", pa.int64()),
+        ("labelled", pa.int64()),
+        ("failed", pa.int64()),
+        ("reference_positives", pa.int64()),
+        ("teacher_positives", pa.int64()),
+        ("weighted_confusion", pa.string()),
+        ("note", pa.string()),
+        ("run_id", pa.string()),
+        ("computed_at", pa.timestamp("us")),
+    ]
+)
+
 TABLES = [
+    Table(
+        "teacher_qualification",
+        "one qualification result of one teacher configuration (teacher, model, prompt version and SHA, view) "
+        "under one qualification configuration, against the frontier reference set; the newest one counts",
+        "teacher_qualification",
+        QUALIFICATION_SCHEMA,
+        store="duckdb",
+        json_columns=frozenset({"config", "weighted_confusion"}),
+    ),
     Table(
         "teacher_calls",
         "one HTTP call to a teacher: configuration, work ids asked, status, latency, tokens, cost, archive line",

@@ -7,7 +7,9 @@ The assets depend on ``frame`` and ``sample_design`` by key. The registry's ``[r
 census and the sample teacher (:data:`ROLES`).
 """
 
+import json
 from collections import Counter
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -15,11 +17,13 @@ import pyarrow as pa
 from ..meta import counts_markdown, table_metadata
 from ..openalex.lookup import load_abstracts
 from ..resources import OpenAlexFiles
+from ..settings import pilot_dir
 from ..storage import MetacanStorage
 from ..tables.teachers import LABELS_SCHEMA
 from ..vocab import CATEGORIES, CENSUS_TEACHER, SAMPLE_TEACHER
 from .labelling import LabelRunStats, export_labels, label_works, select_works
-from .registry import TeacherRunConfig, TeacherSpec, direct_labels_table, load_registry, load_roles
+from .qualification import draw_reference_set, frontier_kappa, qualify
+from .registry import TeacherRunConfig, TeacherSpec, direct_labels_table, load_qualification, load_registry, load_roles
 from .server import EmbeddedLlamaServer
 
 _TEACHER_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
@@ -52,7 +56,7 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
         deps=deps,
         retry_policy=_TEACHER_RETRY,
         description=f"Direct labels from teacher {spec.name!r} ({spec.model} at {spec.base_url or 'the embedded llama.cpp server'}, "
-        f"prompt {spec.prompt_version}, {spec.record_view} view, {spec.works_per_call} works per call) on {coverage}. "
+        f"prompt {spec.prompt_version}, {spec.view_name} view, {spec.works_per_call} works per call) on {coverage}. "
         "Stored labels are reused; works outside the sampling frame get insufficient_payload by rule without a call.",
     )
     def _asset(
@@ -103,7 +107,7 @@ def direct_labels_metadata(spec: TeacherSpec, table: pa.Table, stats: LabelRunSt
         teacher=spec.name,
         model=spec.model,
         prompt_version=spec.prompt_version,
-        record_view=spec.record_view,
+        record_view=spec.view_name,
         coverage=spec.coverage,
         endpoint=spec.base_url or "embedded llama.cpp server",
         works_per_call=spec.works_per_call,
@@ -154,6 +158,64 @@ def covers_check(spec: TeacherSpec, asset: dg.AssetsDefinition) -> dg.AssetCheck
         )
 
     return _check
+
+
+@dg.asset(
+    group_name="labeling",
+    kinds={"python", "duckdb"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=["canadian_entities"],
+    retry_policy=_TEACHER_RETRY,
+    description="Qualification of every registry teacher against the frontier reference set (frame1k: 750 works of "
+    "the original frame, three frontier models, contested ones adjudicated), shown in the teacher's own view: "
+    "design-weighted kappa on metaresearch against the adjudicated label, needed: [qualification] min_kappa_ratio x "
+    "the frontier models' own pairwise kappa. A teacher that fails decides nothing (candidate, consensus, "
+    "classify-and-count); its labels stay stored and shown as not qualified.",
+)
+def teacher_qualification(
+    context: dg.AssetExecutionContext, storage: MetacanStorage, llm_server: EmbeddedLlamaServer
+) -> dg.MaterializeResult:
+    """Appends one ``teacher_qualification`` row per registry teacher (:mod:`.qualification`)."""
+    cfg = load_qualification()
+    entities = storage.read_table("canadian_entities", ["kind", "display_name"]).to_pylist()
+    ca_funders = {(r["display_name"] or "").casefold() for r in entities if r["kind"] == "funder"}
+    works = draw_reference_set(Path(pilot_dir()), cfg, ca_funders)
+    results = {}
+    for spec in TEACHERS.values():
+        results[spec.name] = qualify(
+            storage,
+            spec,
+            works,
+            cfg,
+            run_id=context.run.run_id,
+            log=context.log,
+            base_url=lambda spec=spec: spec.base_url or llm_server.base_url(context.log),
+        )
+    table = (
+        "| teacher | status | kappa | needed | labelled | reference positives |\n|---|---|---|---|---|---|\n"
+        + "".join(
+            f"| {name} | {r.status} | {_num(r.kappa)} | {_num(r.needed_kappa)} | {r.labelled} of {r.reference_works} | "
+            f"{r.reference_positives} |\n"
+            for name, r in results.items()
+        )
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "qualification": dg.MetadataValue.md(table),
+            "reference_works": len(works),
+            "reference_positives": sum(w.reference for w in works),
+            "frontier_pairwise_kappa": dg.MetadataValue.float(round(frontier_kappa(works) or 0.0, 4)),
+            "config_hash": cfg.config_hash,
+            "config": dg.MetadataValue.json(json.loads(cfg.as_json())),
+            **{f"{name}_status": r.status for name, r in results.items()},
+            **{f"{name}_note": r.note() for name, r in results.items()},
+        }
+    )
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
 
 
 #: The registry as loaded when the definitions load (``METACAN_TEACHERS_FILE``), and its assets.

@@ -5,7 +5,15 @@ import pytest
 
 from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.vocab import CATEGORIES, PREDICTION_STATUS
-from metacan_pipeline_tests.builders import N_WORKS, labels, run_student, sql, write_inputs, write_labels
+from metacan_pipeline_tests.builders import (
+    N_WORKS,
+    labels,
+    record_qualification,
+    run_student,
+    sql,
+    write_inputs,
+    write_labels,
+)
 
 
 def test_absent_about_ca_labels_do_not_deflate_the_quota_rate(storage):
@@ -128,3 +136,40 @@ def test_predictions_follow_spec_section_6(storage):
         assert p["genre_consensus"] == (gemma[wid]["genre"] if p["genre_codex"] == gemma[wid]["genre"] else None)
         assert s_meta == p["category_scores_codex"][0] and thr is not None
     assert sum("metaresearch" in p["candidate_categories"] for p in preds.values()) >= t["k"]
+
+
+def test_an_unqualified_census_teacher_enters_no_candidate_or_consensus(storage):
+    """SPEC section 4: the census teacher failed its qualification test (its newest result): its labels
+    stay published beside the prediction, but candidate = the sample teacher's decisions alone and nothing
+    is a consensus."""
+    write_inputs(storage)
+    g = labels(storage, "gemma")
+    for r in g[::7]:  # gemma-only calls, which an unqualified census teacher must not add to the candidate
+        r["categories"] = sorted(set(r["categories"]) | {"metaresearch"})
+    write_labels(storage, "gemma", g)
+    record_qualification(storage, "gemma", agree=False)
+    run_student(storage, student_heads, predictions)
+    t = {r["target"]: r for r in storage.read_table("prediction_thresholds").to_pylist()}["metaresearch"]
+    scores = {r["id"]: r["codex__metaresearch"] for r in storage.read_table("student_scores").to_pylist()}
+    decided = set(sorted(scores, key=lambda w: (-scores[w], w))[: t["k"]])
+    gemma = {r["work_id"]: r for r in storage.read_table("direct_labels_gemma").to_pylist()}
+    preds = storage.read_table("predictions").to_pylist()
+    assert t["gate_passed"] and len(decided) == t["k"] == round(0.5 * N_WORKS)
+    assert sum("metaresearch" in gemma[p["id"]]["categories"] and p["id"] not in decided for p in preds) > 0
+    for p in preds:
+        assert ("metaresearch" in p["candidate_categories"]) == (p["id"] in decided)
+        assert p["consensus_categories"] == [] and p["genre_candidate"] is None
+        assert p["genre_gemma"] == gemma[p["id"]]["genre"]  # still shown, as a direct label
+
+
+def test_an_unqualified_sample_teacher_decides_no_head(storage):
+    write_inputs(storage)
+    record_qualification(storage, "codex", agree=False)
+    run_student(storage, student_heads, predictions)
+    thresholds = storage.read_table("prediction_thresholds").to_pylist()
+    assert not any(r["gate_passed"] for r in thresholds) and {r["k"] for r in thresholds} == {None}
+    assert all(r["gate_reason"].startswith("sample teacher not qualified (kappa 0.00") for r in thresholds)
+    gemma = {r["work_id"]: r for r in storage.read_table("direct_labels_gemma").to_pylist()}
+    for p in storage.read_table("predictions").to_pylist():
+        assert p["candidate_categories"] == [c for c in CATEGORIES if c in gemma[p["id"]]["categories"]]
+        assert p["consensus_categories"] == [] and p["genre_codex"] is None

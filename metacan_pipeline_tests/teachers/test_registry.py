@@ -64,7 +64,9 @@ def test_packaged_registry_defaults():
     assert list(reg) == ["gemma", "codex"]
     assert reg["gemma"].embedded and reg["gemma"].record_view == "title_only" and reg["gemma"].coverage == "all"
     assert reg["codex"].record_view == "title_abstract" and reg["codex"].coverage == "sample"
-    assert reg["gemma"].prompt_version == "v2" and 1 <= reg["gemma"].works_per_call <= 25
+    assert reg["gemma"].prompt_version == "v3" and 1 <= reg["gemma"].works_per_call <= 25
+    assert reg["gemma"].view_name == "title_only@v2" and reg["codex"].view_name == "title_abstract@v2"
+    assert reg["gemma"].concurrency == reg["codex"].concurrency == 4  # the embedded server's 4 slots
 
 
 def test_a_new_teacher_is_configuration_and_becomes_an_asset(tmp_path):
