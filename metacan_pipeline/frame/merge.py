@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from ..openalex.ids import short_id
 from ..openalex.lexicon import LEXICON_VERSION
+from ..openalex.reader import SUPPORTED_TYPES
 from ..storage import MetacanStorage, sql_literal
 from ..tables.frame import BUILD_MANIFEST_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEMA
 from ..vocab import ROUTES
@@ -32,9 +33,7 @@ FRAME_CODE_VERSION = "frame-v2"
 #: The header every merged-id file must have (OpenAlex snapshot docs, "Merged entities").
 MERGED_IDS_HEADER = "merge_date,id,merge_into_id"
 #: The quarantine reason of an input file of a type the reader does not take.
-UNSUPPORTED_REASON = (
-    "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines)"
-)
+UNSUPPORTED_REASON = f"not read: unsupported file type; OpenAlex input must be {SUPPORTED_TYPES}"
 #: DuckDB settings of the merge: bounded memory, spilling beside the warehouse.
 MERGE_MEMORY_LIMIT = "1GB"
 

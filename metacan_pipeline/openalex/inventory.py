@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..resources import API_PREFIX
-from .reader import discover
+from .reader import SUPPORTED_TYPES, discover
 
 LOCAL_FILES_KEY = "files"
 _PART_IN_URL = re.compile(r"(updated_date=[^/]+/part_[^/]+)$")
@@ -101,8 +101,7 @@ class Inventory:
             for r in self.size_mismatches()
         ]
         out += [
-            f"not read: {name} (unsupported file type; OpenAlex input must be .json, "
-            f".json.gz, .jsonl, .ndjson or .gz JSON Lines)"
+            f"not read: {name} (unsupported file type; OpenAlex input must be {SUPPORTED_TYPES})"
             for name, _ in self.unsupported
         ]
         return out

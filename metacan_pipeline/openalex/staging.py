@@ -31,7 +31,7 @@ import pyarrow as pa
 from ..tables.openalex import INDEX_SCHEMA
 from .abstract import deinvert, markup_to_text
 from .lexicon import abstract_may_count_sql, abstract_words_sql, evidence_hits, find_hits, prefilter_pattern
-from .reader import QUARANTINE_COLUMNS, Quarantined, iter_file
+from .reader import QUARANTINE_COLUMNS, Quarantined, is_archive, is_file_error, iter_file
 from .works import work_row
 
 #: One row per work record read (every work, routed or not): what the frame merge needs to let the
@@ -296,7 +296,7 @@ def _exact_batches(path: Path, source: str, batch_rows: int, stats: ReadStats) -
         if isinstance(item, Quarantined):
             stats.quarantine.append({k: getattr(item, k) for k in QUARANTINE_COLUMNS})
             stats.counts["quarantined"] += 1
-            if item.locator == "document" or item.locator.startswith("after line"):
+            if is_file_error(item):
                 stats.counts["file_errors"] += 1  # the file, not a record: not counted as a record read
             continue
         stats.counts[item.kind] += 1
@@ -358,7 +358,7 @@ def read_work_batches(
     re-read on the exact path, which quarantines the cut.
     """
     name = path.name.lower()
-    lines_file = name.endswith((".gz", ".jsonl", ".ndjson")) and not name.endswith(".json.gz")
+    lines_file = name.endswith((".gz", ".jsonl", ".ndjson")) and not name.endswith(".json.gz") and not is_archive(path)
     if (
         fast and lines_file and not any(c in str(path) for c in "*?[]{}")
     ):  # DuckDB would read a name with these as a glob

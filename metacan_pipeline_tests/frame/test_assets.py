@@ -426,6 +426,7 @@ def test_file_names_are_read_case_insensitively_and_unsupported_files_are_report
     assert con.execute("SELECT source_file, reason FROM openalex_quarantine").fetchall() == [
         (
             "x.json.bz2",
-            "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines)",
+            "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines), "
+            ".txt holding JSON, or a .tar, .tar.gz or .tgz of these",
         )
     ]
