@@ -29,7 +29,7 @@ from ..tables.frame import BUILD_MANIFEST_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEM
 from ..vocab import ROUTES
 from .routes import AdmissionRule
 
-FRAME_CODE_VERSION = "frame-v2"
+FRAME_CODE_VERSION = "frame-v3"
 #: The header every merged-id file must have (OpenAlex snapshot docs, "Merged entities").
 MERGED_IDS_HEADER = "merge_date,id,merge_into_id"
 #: The quarantine reason of an input file of a type the reader does not take.

@@ -38,7 +38,7 @@ from ..tables.openalex import INDEX_SCHEMA
 from .entities import EntityLists
 from .routes import route_row
 
-PART_CODE_VERSION = "part-v2"
+PART_CODE_VERSION = "part-v3"
 
 #: Frame rows before admission (no ``frame_build_id`` yet: the merge stamps it).
 #: One row per finished part (the build manifest of issue 3).
