@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import tarfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -121,8 +122,9 @@ def discover(root: Path, snapshot_entities: set[str] | None = None) -> tuple[lis
     files (e.g. ``.bz2``, no extension) are returned so the caller can report them, never dropped silently."""
     if not root.exists():
         raise FileNotFoundError(
-            f"OpenAlex input folder {root} does not exist: set METACAN_OPENALEX_DIR (or the "
-            f"input_dir of the openalex resource) to a folder of OpenAlex JSON / JSON Lines / snapshot files"
+            f"OpenAlex input folder {root} does not exist: set METACAN_OPENALEX_DIR (one folder, or several "
+            f"separated by {os.pathsep!r}; or the input_dirs of the openalex resource) to folders of OpenAlex "
+            f"JSON / JSON Lines / snapshot files"
         )
     out, unsupported = [], []
     for p in sorted(root.rglob("*")):
@@ -344,7 +346,11 @@ def iter_file(path: Path, root: Path | None = None, source: str | None = None) -
     yield from _iter_bytes(raw, source)
 
 
-def iter_records(root: Path, snapshot_entities: set[str] | None = None) -> Iterator[Record | Quarantined]:
-    """Every record and quarantine row under ``root``, file by file (see :func:`discover_files`)."""
+def iter_records(
+    root: Path, snapshot_entities: set[str] | None = None, prefix: str = ""
+) -> Iterator[Record | Quarantined]:
+    """Every record and quarantine row under ``root``, file by file (see :func:`discover_files`); each
+    ``source_file`` is ``prefix`` + the path relative to ``root`` (a further input folder's prefix is its
+    name: :mod:`metacan_pipeline.openalex.folders`)."""
     for path in discover_files(root, snapshot_entities):
-        yield from iter_file(path, root)
+        yield from iter_file(path, source=prefix + str(path.relative_to(root)))
