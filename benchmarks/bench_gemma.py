@@ -59,7 +59,7 @@ def main() -> None:
         frame = [
             w for w in MetacanStorage(data_dir=str(data)).read_table("frame").to_pylist() if w["in_sampling_frame"]
         ]
-        files = OpenAlexFiles(input_dir=args.openalex_dir, api_archive_dir=str(data / "openalex_api"))
+        files = OpenAlexFiles(input_dirs=[args.openalex_dir], api_archive_dir=str(data / "openalex_api"))
 
         def abstracts(rows):
             return load_abstracts(

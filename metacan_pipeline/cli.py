@@ -64,7 +64,9 @@ def dev(
 def run(
     data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data)."),
     openalex_dir: str = typer.Option(
-        None, help="OpenAlex input folder (default $METACAN_OPENALEX_DIR or ../shared/data/openalex)."
+        None,
+        help="OpenAlex input folder, or several separated by ':' (default $METACAN_OPENALEX_DIR or "
+        "../shared/data/openalex).",
     ),
 ) -> None:
     """Materialize the whole asset graph (checks included) in-process, then print the summary."""

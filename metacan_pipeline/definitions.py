@@ -4,7 +4,8 @@ Loaded by ``dagster dev`` (workspace.yaml) and by ``metacan run``. Resources rea
 from the environment when this module is imported:
 
 - ``METACAN_DATA_DIR`` (default ``data``): warehouse, DuckDB file, site, logs.
-- ``METACAN_OPENALEX_DIR`` (default ``../shared/data/openalex``): the OpenAlex input files.
+- ``METACAN_OPENALEX_DIR`` (default ``../shared/data/openalex``): the OpenAlex input folder, or several
+  separated by ``os.pathsep`` (``:``), read together.
 - ``METACAN_TEACHERS_FILE`` (default: the packaged ``teachers/teachers.toml``): the teacher registry, one
   ``direct_labels_<name>`` asset per teacher; ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` /
   ``_PROMPT_VERSION`` override a teacher's endpoint.
@@ -15,6 +16,7 @@ from the environment when this module is imported:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -29,8 +31,9 @@ from .frame.checks import (
     frame_stores_no_abstract_text,
 )
 from .frame.partitions import openalex_partitions
+from .openalex.folders import split_dirs
 from .publish.assets import records_may_ship, work_pages, work_records
-from .resources import OpenAlexFiles, default_openalex_dir
+from .resources import OpenAlexFiles, default_openalex_dirs
 from .sampling.assets import sample_design, sample_design_partitions_frame
 from .storage import MetacanStorage, default_data_dir
 from .student.assets import machine_scores, predictions, student_heads
@@ -183,14 +186,19 @@ def materialize_in_process(
     )
 
 
-def build_resources(data_dir: str | None = None, openalex_dir: str | None = None) -> dict:
-    """The resources with their environment defaults (see module doc); arguments override them."""
+def build_resources(data_dir: str | None = None, openalex_dir: str | Path | Sequence[str | Path] | None = None) -> dict:
+    """The resources with their environment defaults (see module doc); arguments override them.
+    ``openalex_dir``: one folder, several separated by ``os.pathsep``, or a list of folders."""
     data = data_dir or default_data_dir()
+    if openalex_dir is None or openalex_dir == "":
+        dirs = default_openalex_dirs()
+    elif isinstance(openalex_dir, (str, Path)):
+        dirs = split_dirs(str(openalex_dir))
+    else:
+        dirs = [str(d) for d in openalex_dir]
     return {
         "storage": MetacanStorage(data_dir=data),
-        "openalex": OpenAlexFiles(
-            input_dir=openalex_dir or default_openalex_dir(), api_archive_dir=str(Path(data) / "openalex_api")
-        ),
+        "openalex": OpenAlexFiles(input_dirs=dirs, api_archive_dir=str(Path(data) / "openalex_api")),
         "llm_server": EmbeddedLlamaServer(log_dir=str(Path(data) / "logs")),
     }
 

@@ -8,22 +8,35 @@ import dagster as dg
 from pydantic import Field
 
 from . import settings
+from .openalex.folders import API_PREFIX, InputFolder, input_folders, locate
+
+__all__ = ["API_PREFIX", "DEFAULT_OPENALEX_DIR", "OpenAlexFiles", "default_openalex_dirs"]
 
 #: The real records the project ships against (../shared/data/openalex beside the checkout).
 DEFAULT_OPENALEX_DIR = settings.DEFAULT_OPENALEX_DIR
-#: ``source_file`` prefix of the files in the API archive.
-API_PREFIX = "api/"
 
 
-def default_openalex_dir() -> str:
-    return settings.openalex_dir()
+def default_openalex_dirs() -> list[str]:
+    return settings.openalex_dirs()
 
 
 class OpenAlexFiles(dg.ConfigurableResource):
-    """A local folder of OpenAlex records in any shape (API pages, single works, archived responses,
-    JSON Lines, snapshot layout). Default ``$METACAN_OPENALEX_DIR`` or ``../shared/data/openalex``."""
+    """Local folders of OpenAlex records in any shape (API pages, single works, archived responses,
+    JSON Lines, snapshot layout, tar archives), read together. Default ``$METACAN_OPENALEX_DIR`` (one
+    folder, or several separated by ``os.pathsep``) or ``../shared/data/openalex``.
 
-    input_dir: str = Field(default=DEFAULT_OPENALEX_DIR, description="Folder of OpenAlex JSON/JSONL/snapshot files.")
+    ``source_file`` names (:mod:`metacan_pipeline.openalex.folders`): the first folder's files by their
+    path relative to it, each further folder's as ``<folder name>/<path>``, the API archive's as ``api/<path>``.
+    """
+
+    input_dirs: list[str] = Field(
+        default=[DEFAULT_OPENALEX_DIR],
+        description=(
+            "Folders of OpenAlex JSON/JSONL/snapshot files, read together. The first folder's files are recorded "
+            "by their path relative to it; each further folder's as <folder name>/<path> (folders must have "
+            "distinct names and not lie inside one another)."
+        ),
+    )
     api_archive_dir: str = Field(
         default="",
         description=(
@@ -33,15 +46,16 @@ class OpenAlexFiles(dg.ConfigurableResource):
     )
 
     @property
-    def root(self) -> Path:
-        return Path(self.input_dir).resolve()
+    def folders(self) -> list[InputFolder]:
+        """The input folders with their ``source_file`` prefixes; ValueError naming a bad list
+        (:func:`metacan_pipeline.openalex.folders.input_folders`)."""
+        return input_folders(self.input_dirs)
 
     @property
     def api_root(self) -> Path | None:
         return Path(self.api_archive_dir).resolve() if self.api_archive_dir else None
 
     def path_of(self, source_file: str) -> Path:
-        """The file behind a ``source_file`` as the frame records it (``api/...`` = the API archive)."""
-        if source_file.startswith(API_PREFIX) and self.api_root is not None:
-            return self.api_root / source_file[len(API_PREFIX) :]
-        return self.root / source_file
+        """The file behind a ``source_file`` as the frame records it (``api/...`` = the API archive,
+        ``<folder name>/...`` = a further input folder)."""
+        return locate(self.folders, self.api_root, source_file)

@@ -6,7 +6,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | variable | what it sets | default |
 |---|---|---|
 | ``METACAN_DATA_DIR`` | warehouse, DuckDB file, site, logs | ``data`` |
-| ``METACAN_OPENALEX_DIR`` | the OpenAlex input files (snapshot layout or archived API pages) | ``../shared/data/openalex`` |
+| ``METACAN_OPENALEX_DIR`` | the OpenAlex input folder(s): one, or several separated by ``os.pathsep`` (``:``) | ``../shared/data/openalex`` |
 | ``METACAN_PILOT_DIR`` | the MetaCan pilot labels ``imported_labels`` imports | ``../shared/data/metacan_pilot`` |
 | ``METACAN_TEACHERS_FILE`` | the teacher registry | the packaged ``teachers/teachers.toml`` |
 | ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION`` | one teacher's endpoint | the registry's |
@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+
+from .openalex.folders import split_dirs
 
 DATA_DIR_ENV = "METACAN_DATA_DIR"
 OPENALEX_DIR_ENV = "METACAN_OPENALEX_DIR"
@@ -43,9 +45,19 @@ def data_dir() -> str:
     return os.environ.get(DATA_DIR_ENV, DEFAULT_DATA_DIR)
 
 
-def openalex_dir() -> str:
-    """``$METACAN_OPENALEX_DIR``, else ``../shared/data/openalex``."""
-    return os.environ.get(OPENALEX_DIR_ENV, DEFAULT_OPENALEX_DIR)
+def openalex_dirs() -> list[str]:
+    """The OpenAlex input folders: ``$METACAN_OPENALEX_DIR`` split on ``os.pathsep`` (``a:b`` on POSIX, blank
+    entries dropped), else ``../shared/data/openalex``. Raises ValueError naming the value when it is set
+    but names no folder (e.g. ``:``); an empty value counts as unset."""
+    value = os.environ.get(OPENALEX_DIR_ENV, "")
+    if not value.strip():
+        return [DEFAULT_OPENALEX_DIR]
+    dirs = split_dirs(value)
+    if not dirs:
+        raise ValueError(
+            f"{OPENALEX_DIR_ENV}={value!r} names no folder: give one folder, or several separated by {os.pathsep!r}"
+        )
+    return dirs
 
 
 def pilot_dir() -> str:

@@ -37,6 +37,8 @@ from metacan_pipeline.vocab import CATEGORICAL_TARGETS, PREDICTION_STATUS, SCORE
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("METACAN_SHARED_DIR", REPO.parent / "shared"))
 OPENALEX = SHARED / "data" / "openalex"
+#: 1,054 more real work records in shapes ../openalex lacks (its SOURCES.md): 2022 schema, a tar.gz, .txt JSON Lines, ...
+OPENALEX_MORE = SHARED / "data" / "openalex_more"
 
 # A small real input: the Canadian funder records, the current-schema Canadian works, one work seen in
 # several versions and a page with an HTML title. Enough for every route the data supports.

@@ -12,7 +12,15 @@ from metacan_pipeline.openalex.ids import short_id
 from metacan_pipeline.openalex.reader import Record, iter_records
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.features import make_features
-from metacan_pipeline_tests.builders import LME4_ID, OPENALEX, PILOT, REPRO_ID, SMALL_INPUT_FILES, is_canadian
+from metacan_pipeline_tests.builders import (
+    LME4_ID,
+    OPENALEX,
+    OPENALEX_MORE,
+    PILOT,
+    REPRO_ID,
+    SMALL_INPUT_FILES,
+    is_canadian,
+)
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +28,13 @@ def openalex_dir() -> Path:
     if not OPENALEX.exists():
         pytest.fail(f"real data not found at {OPENALEX}: the tests need ../shared/data beside the checkout")
     return OPENALEX
+
+
+@pytest.fixture(scope="session")
+def openalex_more_dir() -> Path:
+    if not (OPENALEX_MORE / "SOURCES.md").exists():
+        pytest.fail(f"real data not found at {OPENALEX_MORE}: the tests need ../shared/data beside the checkout")
+    return OPENALEX_MORE
 
 
 @pytest.fixture()

@@ -67,7 +67,7 @@ API_REFRESH_KEY = dg.AssetKey("openalex_api_refresh")
 def openalex_inventory(
     context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles
 ) -> dg.MaterializeResult:
-    """Every work-bearing file under the OpenAlex input folder and the API archive, by frame
+    """Every work-bearing file under the OpenAlex input folders and the API archive, by frame
     partition, checked against the snapshot manifests (OpenAlex docs, "Download the snapshot").
 
     Registers one ``openalex_partitions`` key per snapshot ``updated_date=`` folder present, one per
@@ -79,9 +79,13 @@ def openalex_inventory(
     ``content_length`` (a cut or replaced download) is logged as a warning and the check warns too. Unsupported files are listed, never skipped
     silently. Output: ``warehouse/openalex_inventory`` (:data:`INVENTORY_SCHEMA`).
     """
-    inv = take_inventory(openalex.root, openalex.api_root)
+    try:
+        folders = openalex.folders
+        inv = take_inventory(folders, openalex.api_root)
+    except ValueError as exc:  # a folder list whose files' names would be ambiguous
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
     if not inv.present():  # an empty (or unmounted) folder: fail before any partition key is removed
-        raise ingest.no_input_failure(inv, openalex.root, openalex.api_root)
+        raise ingest.no_input_failure(inv, [f.root for f in folders], openalex.api_root)
     rows = inv.table_rows()
     storage.write_table("openalex_inventory", pa.Table.from_pylist(rows, schema=INVENTORY_SCHEMA))
     keys = inv.partition_keys()
@@ -102,7 +106,7 @@ def canadian_entities(
 ) -> dg.MaterializeResult:
     """Pinned lists of Canadian funders, sources and institutions (SPEC section 2).
 
-    Every funder (``F``), source (``S``) and institution (``I``) record under the input folder whose
+    Every funder (``F``), source (``S``) and institution (``I``) record under the input folders whose
     ``country_code`` is ``CA``: funder files and archived funder responses, snapshot
     ``data/funders|sources|institutions/updated_date=*/part_*.gz``. Each list carries a version
     ``<kind>s@<build date>#<hash of its ids>``; the frame records the versions it used.
@@ -111,7 +115,12 @@ def canadian_entities(
     """
     built_on = dt.date.today().isoformat()
     snapshot_dirs = {"funders", "sources", "institutions"}
-    records = (r for r in iter_records(openalex.root, snapshot_dirs) if isinstance(r, Record) and r.kind != "W")
+    records = (
+        r
+        for f in openalex.folders
+        for r in iter_records(f.root, snapshot_dirs, f.prefix)
+        if isinstance(r, Record) and r.kind != "W"
+    )
     rows = canadian_entity_rows(records, built_on)
     n = storage.write_table("canadian_entities", pa.Table.from_pylist(rows, schema=ENTITY_SCHEMA))
     by_kind = Counter(r["kind"] for r in rows)
@@ -226,11 +235,12 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
     manifest, unbuilt = split_finished(part_jobs(inventory, openalex.path_of), parts_root, entities)
     if unbuilt:
         raise ingest.unbuilt_parts_failure([job for job, _ in unbuilt])
-    removed, merged_files = removed_work_ids(openalex.root)
+    folders = openalex.folders
+    removed, merged_files = removed_work_ids(folders)
     build_id = frame_build_id(manifest, entities.versions, rule, merged_files)
     dirs = [part_dir(parts_root, r["partition_key"], r["source_file"]) for r in manifest]
     if not dirs:
-        raise ingest.no_parts_failure(openalex.root)
+        raise ingest.no_parts_failure([f.root for f in folders])
     merged = merge_parts(storage, dirs, removed, rule, build_id)
     quarantine = quarantine_table(merged.quarantine, inventory)
     storage.write_table("openalex_quarantine", quarantine)

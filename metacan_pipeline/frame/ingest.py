@@ -6,6 +6,7 @@ input file at a time) and :mod:`.merge` (the merge); the assets in :mod:`.assets
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from tqdm import tqdm
 
 from ..meta import counts_markdown, frame_plot_png, markdown_preview, png_markdown, table_metadata
 from ..openalex.inventory import Inventory
+from ..openalex.reader import SUPPORTED_TYPES
 from ..tables.frame import BUILD_MANIFEST_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INVENTORY_SCHEMA
 from .entities import EntityLists
@@ -24,14 +26,18 @@ from .merge import PREVIEW_COLUMNS, FrameSummary, MergeResult
 from .parts import InputChanged, PartJob, build_parts
 
 
-def no_input_failure(inv: Inventory, root: Path, api_root: Path | None) -> dg.Failure:
-    """The failure of an inventory that found no input file (an empty or unmounted folder)."""
+def _folder_list(roots: list[Path]) -> str:
+    return ", ".join(str(r) for r in roots)
+
+
+def no_input_failure(inv: Inventory, roots: list[Path], api_root: Path | None) -> dg.Failure:
+    """The failure of an inventory that found no input file (empty or unmounted folders)."""
     return dg.Failure(
         description=(
-            f"no OpenAlex input files under {root}"
+            f"no OpenAlex input files under {_folder_list(roots)}"
             + (f" (only unsupported files, e.g. {inv.unsupported[0][0]})" if inv.unsupported else "")
-            + f" nor in the API archive {api_root}: point METACAN_OPENALEX_DIR (the openalex resource's input_dir) "
-            f"at a folder of OpenAlex .json / .json.gz / .jsonl / .ndjson / snapshot part_*.gz files"
+            + f" nor in the API archive {api_root}: point METACAN_OPENALEX_DIR (the openalex resource's input_dirs; "
+            f"several folders separated by {os.pathsep!r}) at folders of OpenAlex files ({SUPPORTED_TYPES})"
         ),
         allow_retries=False,
     )
@@ -146,10 +152,10 @@ def unbuilt_parts_failure(unbuilt: list[PartJob]) -> dg.Failure:
     )
 
 
-def no_parts_failure(root: Path) -> dg.Failure:
+def no_parts_failure(roots: list[Path]) -> dg.Failure:
     """The failure of a merge with no part to merge (no input file in the inventory)."""
     return dg.Failure(
-        description=f"no OpenAlex input files under {root}: point METACAN_OPENALEX_DIR at a folder of "
+        description=f"no OpenAlex input files under {_folder_list(roots)}: point METACAN_OPENALEX_DIR at folders of "
         f"OpenAlex files and materialize openalex_inventory",
         allow_retries=False,
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -21,20 +22,20 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 
+from ..openalex.folders import InputFolder
 from ..openalex.ids import short_id
 from ..openalex.lexicon import LEXICON_VERSION
+from ..openalex.reader import SUPPORTED_TYPES
 from ..storage import MetacanStorage, sql_literal
 from ..tables.frame import BUILD_MANIFEST_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEMA
 from ..vocab import ROUTES
 from .routes import AdmissionRule
 
-FRAME_CODE_VERSION = "frame-v2"
+FRAME_CODE_VERSION = "frame-v3"
 #: The header every merged-id file must have (OpenAlex snapshot docs, "Merged entities").
 MERGED_IDS_HEADER = "merge_date,id,merge_into_id"
 #: The quarantine reason of an input file of a type the reader does not take.
-UNSUPPORTED_REASON = (
-    "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines)"
-)
+UNSUPPORTED_REASON = f"not read: unsupported file type; OpenAlex input must be {SUPPORTED_TYPES}"
 #: DuckDB settings of the merge: bounded memory, spilling beside the warehouse.
 MERGE_MEMORY_LIMIT = "1GB"
 
@@ -71,15 +72,21 @@ def _merged_ids_failure(path: Path, why: str) -> dg.Failure:
     )
 
 
-def removed_work_ids(root: Path) -> tuple[dict[str, str], list[str]]:
-    """``({old id: merged into, or '' when deleted}, files read)`` from ``merged_ids/works/*.csv[.gz]``
-    (OpenAlex snapshot docs, "Merged entities": columns ``merge_date,id,merge_into_id``). A row
-    with an empty ``merge_into_id`` is a deletion. Raises dg.Failure naming an unreadable file."""
+def removed_work_ids(folders: Sequence[InputFolder]) -> tuple[dict[str, str], list[str]]:
+    """``({old id: merged into, or '' when deleted}, files read)`` from ``merged_ids/works/*.csv[.gz]`` under
+    every input folder (OpenAlex snapshot docs, "Merged entities": columns ``merge_date,id,merge_into_id``;
+    files named by ``source_file``). A row with an empty ``merge_into_id`` is a deletion. Raises dg.Failure
+    naming an unreadable file."""
     import duckdb
 
-    found = sorted(p for p in root.rglob("merged_ids/works/*") if p.name.lower().endswith((".csv", ".csv.gz")))
+    found = [
+        (folder, p)
+        for folder in folders
+        for p in sorted(folder.root.rglob("merged_ids/works/*"))
+        if p.name.lower().endswith((".csv", ".csv.gz"))
+    ]
     out: dict[str, str] = {}
-    for f in found:
+    for _, f in found:
         try:  # read_csv with explicit columns renames by position: check the header first
             with (gzip.open if f.name.lower().endswith(".gz") else open)(f, "rb") as fh:
                 header = fh.readline().decode("utf-8-sig", errors="replace").strip().lower().replace(" ", "")
@@ -98,7 +105,7 @@ def removed_work_ids(root: Path) -> tuple[dict[str, str], list[str]]:
         for old, new in rows:
             if old:
                 out[short_id(old) or old] = short_id(new) or ""
-    return out, [str(f.relative_to(root)) for f in found]
+    return out, [folder.source_file(f) for folder, f in found]
 
 
 @dataclass

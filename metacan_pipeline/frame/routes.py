@@ -114,6 +114,7 @@ def route_row(work: dict, entities: EntityLists) -> dict | None:
             "publication_year": work["publication_year"],
             "language": work["language"],
             "type": work["type"],
+            "type_crossref": work["type_crossref"],
             "is_paratext": work["is_paratext"],
             "is_retracted": work["is_retracted"],
             "cited_by_count": work["cited_by_count"],

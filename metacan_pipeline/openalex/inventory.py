@@ -1,4 +1,4 @@
-"""What an OpenAlex input folder holds, by frame partition, checked against the snapshot manifests.
+"""What the OpenAlex input folders hold, by frame partition, checked against the snapshot manifests.
 
 OpenAlex docs, "Download the snapshot" / "Snapshot data format": works come as
 ``data/works/updated_date=YYYY-MM-DD/part_NNN.gz`` with a ``data/works/manifest`` (Redshift-style
@@ -9,18 +9,20 @@ size in bytes) written after the parts; merged works as
 Partition keys (the frame's Dagster partitions, the dynamic partitions ``openalex_partitions``):
 a snapshot part belongs to its ``updated_date=YYYY-MM-DD`` folder; a page of the API archive to its
 refresh window folder (``window=<from>_<to>``, source files prefixed ``api/``); every other file
-(API pages, archives, single works, JSON Lines) belongs to ``files``.
+(API pages, archives, single works, JSON Lines) belongs to ``files``. Several input folders share these
+keys (their files are told apart by ``source_file``: :mod:`metacan_pipeline.openalex.folders`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..resources import API_PREFIX
-from .reader import discover
+from .folders import API_PREFIX, InputFolder, check_names, input_folders
+from .reader import SUPPORTED_TYPES, discover
 
 LOCAL_FILES_KEY = "files"
 _PART_IN_URL = re.compile(r"(updated_date=[^/]+/part_[^/]+)$")
@@ -101,8 +103,7 @@ class Inventory:
             for r in self.size_mismatches()
         ]
         out += [
-            f"not read: {name} (unsupported file type; OpenAlex input must be .json, "
-            f".json.gz, .jsonl, .ndjson or .gz JSON Lines)"
+            f"not read: {name} (unsupported file type; OpenAlex input must be {SUPPORTED_TYPES})"
             for name, _ in self.unsupported
         ]
         return out
@@ -124,8 +125,8 @@ class Inventory:
         return out
 
 
-def _read_manifest(path: Path, root: Path, errors: list[str]) -> dict[str, tuple[int, int | None]] | None:
-    """``{relative part path: (record_count, content_length or None)}`` of one manifest, or None (with an
+def _read_manifest(path: Path, folder: InputFolder, errors: list[str]) -> dict[str, tuple[int, int | None]] | None:
+    """``{part source_file: (record_count, content_length or None)}`` of one manifest, or None (with an
     error) if unreadable."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -141,11 +142,11 @@ def _read_manifest(path: Path, root: Path, errors: list[str]) -> dict[str, tuple
             size = e["meta"].get("content_length")
             if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
                 raise ValueError(f"entry {e['url']!r} has content_length {size!r}")
-            out[str((path.parent / m.group(1)).relative_to(root))] = (count, size)
+            out[folder.source_file(path.parent / m.group(1))] = (count, size)
         return out
     except (OSError, ValueError, KeyError, TypeError) as exc:
         errors.append(
-            f"{path.relative_to(root)}: unreadable snapshot manifest ({type(exc).__name__}: {exc}); its partitions are "
+            f"{folder.source_file(path)}: unreadable snapshot manifest ({type(exc).__name__}: {exc}); its partitions are "
             f"treated as having no manifest. Re-download it from s3://openalex/data/works/manifest."
         )
         return None
@@ -167,28 +168,32 @@ def _present_row(key: str, source_file: str, path: Path) -> dict:
     }
 
 
-def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
-    """Every work-bearing file under ``root`` (and the API archive ``api_root``, when it exists) with
-    its partition key and manifest status.
+def _as_folders(roots: Path | str | Sequence[Path | str] | Sequence[InputFolder]) -> list[InputFolder]:
+    if isinstance(roots, (str, Path)):
+        return input_folders([roots])
+    if roots and all(isinstance(r, InputFolder) for r in roots):
+        return list(roots)
+    return input_folders(list(roots))
 
-    Snapshot parts of other entities (``data/funders/...``) are left to the entity lists. Raises
-    FileNotFoundError naming ``root`` if it does not exist (from :func:`discover`).
-    """
-    files, unsupported = discover(root, snapshot_entities={"works"})
-    inv = Inventory(unsupported=[(str(p.relative_to(root)), p) for p in unsupported])
+
+def _take_folder(inv: Inventory, folder: InputFolder) -> None:
+    """Add the rows of one input folder to ``inv``: its work-bearing files, checked against the snapshot
+    manifests it holds, and the manifest parts it lacks."""
+    files, unsupported = discover(folder.root, snapshot_entities={"works"})
+    inv.unsupported += [(folder.source_file(p), p) for p in unsupported]
     manifests: dict[Path, dict[str, tuple[int, int | None]] | None] = {}
-    for mf in sorted(root.rglob("manifest")):
+    for mf in sorted(folder.root.rglob("manifest")):
         if mf.is_file() and mf.parent.name == "works":
-            manifests[mf.parent] = _read_manifest(mf, root, inv.manifest_errors)
+            manifests[mf.parent] = _read_manifest(mf, folder, inv.manifest_errors)
     seen: set[str] = set()
     for p in files:
-        rel = str(p.relative_to(root))
+        rel = folder.source_file(p)
         key = partition_key(p)
         row = _present_row(key, rel, p)
         if key.startswith("updated_date="):  # a snapshot part: check it against its manifest
             works_dir = p.parent.parent
             listing = manifests.get(works_dir)
-            row["manifest_file"] = str((works_dir / "manifest").relative_to(root)) if works_dir in manifests else None
+            row["manifest_file"] = folder.source_file(works_dir / "manifest") if works_dir in manifests else None
             if listing is None:
                 row["manifest_status"] = "no_manifest"
             elif rel in listing:
@@ -198,11 +203,6 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
                 row["manifest_status"] = "not_in_manifest"
         seen.add(rel)
         inv.rows.append(row)
-    if api_root is not None and api_root.exists():
-        api_files, api_unsupported = discover(api_root)
-        inv.unsupported += [(API_PREFIX + str(p.relative_to(api_root)), p) for p in api_unsupported]
-        for p in api_files:
-            inv.rows.append(_present_row(partition_key(p), API_PREFIX + str(p.relative_to(api_root)), p))
     for works_dir, listing in manifests.items():
         for rel, (count, size) in sorted((listing or {}).items()):
             if rel not in seen:
@@ -216,7 +216,31 @@ def take_inventory(root: Path, api_root: Path | None = None) -> Inventory:
                         "manifest_record_count": count,
                         "manifest_bytes": size,
                         "manifest_status": "missing_locally",
-                        "manifest_file": str((works_dir / "manifest").relative_to(root)),
+                        "manifest_file": folder.source_file(works_dir / "manifest"),
                     }
                 )
+
+
+def take_inventory(
+    roots: Path | str | Sequence[Path | str] | Sequence[InputFolder], api_root: Path | None = None
+) -> Inventory:
+    """Every work-bearing file under the input folders ``roots`` (one folder, a list of folders in order,
+    or :class:`InputFolder` s) and the API archive ``api_root`` (when it exists), with its partition key
+    and manifest status; ``source_file`` names as :mod:`metacan_pipeline.openalex.folders` gives them.
+
+    Snapshot parts of other entities (``data/funders/...``) are left to the entity lists. Raises
+    FileNotFoundError naming a folder that does not exist (from :func:`discover`) and ValueError when two
+    files would get one name (:func:`metacan_pipeline.openalex.folders.check_names`).
+    """
+    folders = _as_folders(roots)
+    check_names(folders, api_root)
+    inv = Inventory()
+    for folder in folders:
+        _take_folder(inv, folder)
+    if api_root is not None and api_root.exists():
+        api = InputFolder(api_root, API_PREFIX)
+        api_files, api_unsupported = discover(api_root)
+        inv.unsupported += [(api.source_file(p), p) for p in api_unsupported]
+        for p in api_files:
+            inv.rows.append(_present_row(partition_key(p), api.source_file(p), p))
     return inv

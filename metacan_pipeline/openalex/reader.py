@@ -7,7 +7,10 @@ Shapes (all present in ../shared/data/openalex; see its SOURCES.md):
 - plain JSON lists (a ``select=`` dump);
 - archived responses ``{"request": ..., "payload": <any of the above>}``;
 - JSON Lines, plain or gzip, as in the snapshot layout ``data/<entity>/updated_date=*/part_*.gz``
-  (OpenAlex docs: "Download the snapshot").
+  (OpenAlex docs: "Download the snapshot"); also under a ``.txt`` name when the file holds JSON
+  (a ``.txt`` that does not is a note, skipped like ``.md``);
+- tar archives (``.tar``, ``.tar.gz``, ``.tgz``) holding any of the above, read member by member in
+  memory (nothing is extracted to disk); a record's locator names its member (``<member>:[3]``).
 
 Every record comes out as a :class:`Record` (the parsed dict plus where it came from); anything
 unusable comes out as a :class:`Quarantined` row naming file, line and reason, and reading goes on.
@@ -16,10 +19,13 @@ unusable comes out as a :class:`Quarantined` row naming file, line and reason, a
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import os
+import tarfile
 import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import orjson
@@ -28,10 +34,18 @@ from .ids import entity_kind
 
 #: File names that are never records (manifests, merged-id CSVs, notes, the API client's budget ledger;
 #: also ``window=*/window.json``, an API refresh window's completion marker).
-_SKIP_SUFFIXES = (".md", ".csv.gz", ".csv", ".txt", ".tmp")
-_DOCUMENT_SUFFIXES = (".json", ".json.gz")
+_SKIP_SUFFIXES = (".md", ".csv.gz", ".csv", ".tmp")
+#: Read as one JSON document, else as JSON Lines (``.txt``: only when it holds JSON, see :func:`holds_json`).
+_DOCUMENT_SUFFIXES = (".json", ".json.gz", ".txt")
+_ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 _LINES_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".gz")
 _BOM = b"\xef\xbb\xbf"
+#: The input file types, as error messages name them.
+SUPPORTED_TYPES = (
+    ".json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines), .txt holding JSON, or a .tar, .tar.gz or .tgz of these"
+)
+#: Locators of a whole file (or archive member) that could not be read: not a record.
+_FILE_ERROR_LOCATORS = ("document", "file")
 
 
 @dataclass(frozen=True)
@@ -63,12 +77,40 @@ class Quarantined:
 QUARANTINE_COLUMNS = ("source_file", "locator", "line", "reason", "excerpt")
 
 
+def is_file_error(item: Quarantined) -> bool:
+    """Whether a quarantine row is about a whole file (or archive member) rather than one record: an
+    unreadable document, a gzip cut after some line, an unreadable tar archive. Such a row is not counted
+    as a record read."""
+    if item.locator.startswith("after member "):  # a tar archive unreadable past one of its members
+        return True
+    inner = item.locator.rsplit(":", 1)[-1]  # an archive member's locator is <member>:<locator in the member>
+    return inner in _FILE_ERROR_LOCATORS or inner.startswith("after line")
+
+
+def is_archive(path: Path) -> bool:
+    """A tar archive by its name (``.tar``, ``.tar.gz``, ``.tgz``, any case)."""
+    return path.name.lower().endswith(_ARCHIVE_SUFFIXES)
+
+
+def holds_json(path: Path) -> bool:
+    """Whether a file's first non-blank byte (after a UTF-8 BOM) opens a JSON object or list: how a
+    ``.txt`` of records (e.g. JSON Lines saved as ``works.txt``) is told from a note."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return True  # unreadable: let the reader quarantine it with the reason
+    head = head[len(_BOM) :] if head.startswith(_BOM) else head
+    return head.lstrip()[:1] in (b"{", b"[")
+
+
 def discover_files(root: Path, snapshot_entities: set[str] | None = None) -> list[Path]:
     """Every record-bearing file under ``root`` (recursively), sorted for a stable order.
 
-    Takes ``*.json``, ``*.json.gz`` (one document each), ``*.jsonl``, ``*.ndjson`` (optionally ``.gz``)
-    and snapshot parts ``part_*.gz`` (JSON Lines), suffixes in any case;
-    skips manifests, merged-id CSVs and notes. With ``snapshot_entities`` (e.g. ``{"funders"}``) snapshot
+    Takes ``*.json``, ``*.json.gz`` (one document each), ``*.jsonl``, ``*.ndjson`` (optionally ``.gz``),
+    snapshot parts ``part_*.gz`` (JSON Lines), ``*.txt`` that hold JSON and tar archives (``*.tar``,
+    ``*.tar.gz``, ``*.tgz``), suffixes in any case; skips manifests, merged-id CSVs and notes (``*.md``,
+    a ``*.txt`` that does not hold JSON). With ``snapshot_entities`` (e.g. ``{"funders"}``) snapshot
     parts of other entities (``data/<entity>/updated_date=*/``) are skipped, so reading the entity
     lists never parses the works. Raises FileNotFoundError naming ``root`` if it does not exist.
     """
@@ -80,8 +122,9 @@ def discover(root: Path, snapshot_entities: set[str] | None = None) -> tuple[lis
     files (e.g. ``.bz2``, no extension) are returned so the caller can report them, never dropped silently."""
     if not root.exists():
         raise FileNotFoundError(
-            f"OpenAlex input folder {root} does not exist: set METACAN_OPENALEX_DIR (or the "
-            f"input_dir of the openalex resource) to a folder of OpenAlex JSON / JSON Lines / snapshot files"
+            f"OpenAlex input folder {root} does not exist: set METACAN_OPENALEX_DIR (one folder, or several "
+            f"separated by {os.pathsep!r}; or the input_dirs of the openalex resource) to folders of OpenAlex "
+            f"JSON / JSON Lines / snapshot files"
         )
     out, unsupported = [], []
     for p in sorted(root.rglob("*")):
@@ -101,7 +144,9 @@ def discover(root: Path, snapshot_entities: set[str] | None = None) -> tuple[lis
             and p.parent.parent.name not in snapshot_entities
         ):
             continue
-        (out if name.endswith(_DOCUMENT_SUFFIXES + _LINES_SUFFIXES) else unsupported).append(p)
+        if name.endswith(".txt") and not holds_json(p):  # a note, e.g. README.txt
+            continue
+        (out if name.endswith(_DOCUMENT_SUFFIXES + _LINES_SUFFIXES + _ARCHIVE_SUFFIXES) else unsupported).append(p)
     return out, unsupported
 
 
@@ -147,14 +192,36 @@ def _iter_json_document(doc: object, source: str, prefix: str = "") -> Iterator[
         )
 
 
-def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
-    """Records of a JSON Lines file. A record's locator is ``record N`` (N counts non-blank lines, as
-    DuckDB's reader does); quarantine rows name the physical ``line``. A line holding an API page
-    (``{meta, results}``, e.g. a page gzipped and named ``part_000.gz``) gives its results, located
-    ``record N.results[i]``."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    lineno = 0
+def _iter_lines(lines: Iterable[bytes], source: str) -> Iterator[Record | Quarantined]:
+    """Records of JSON Lines (``lines``: the raw lines). A record's locator is ``record N`` (N counts
+    non-blank lines, as DuckDB's reader does); quarantine rows name the physical ``line``. A line holding
+    an API page (``{meta, results}``, e.g. a page gzipped and named ``part_000.gz``) gives its results,
+    located ``record N.results[i]``. Errors of the underlying stream propagate to the caller."""
     ordinal = 0
+    for lineno, raw in enumerate(lines, start=1):
+        if lineno == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM) :]
+        if not raw.strip():
+            continue
+        ordinal += 1
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield Quarantined(source, f"line {lineno}", lineno, f"unparseable JSON: {exc}", _excerpt(raw))
+            continue
+        if (
+            isinstance(obj, dict) and "id" not in obj and isinstance(obj.get("results"), list)
+        ):  # an API page on one line
+            yield from _iter_json_document(obj, source, f"record {ordinal}")
+            continue
+        yield _classify(obj, source, f"record {ordinal}", lineno)
+
+
+def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
+    """Records of a JSON Lines file (plain or gzip; see :func:`_iter_lines`); a file that cannot be read to
+    its end (a cut or corrupt gzip) gives the records before the damage and one quarantine row
+    ``after line N``."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
     if opener is gzip.open and path.exists() and path.stat().st_size == 0:  # gzip.open reads 0 bytes as an empty stream
         yield Quarantined(
             source,
@@ -165,25 +232,16 @@ def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
             "",
         )
         return
+    lineno = 0
+
+    def counted(fh: Iterable[bytes]) -> Iterator[bytes]:
+        nonlocal lineno
+        for lineno, raw in enumerate(fh, start=1):  # noqa: B007 (read by the except clause)
+            yield raw
+
     try:
         with opener(path, "rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                if lineno == 1 and raw.startswith(_BOM):
-                    raw = raw[len(_BOM) :]
-                if not raw.strip():
-                    continue
-                ordinal += 1
-                try:
-                    obj = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    yield Quarantined(source, f"line {lineno}", lineno, f"unparseable JSON: {exc}", _excerpt(raw))
-                    continue
-                if (
-                    isinstance(obj, dict) and "id" not in obj and isinstance(obj.get("results"), list)
-                ):  # an API page on one line
-                    yield from _iter_json_document(obj, source, f"record {ordinal}")
-                    continue
-                yield _classify(obj, source, f"record {ordinal}", lineno)
+            yield from _iter_lines(counted(fh), source)
     except (EOFError, OSError, zlib.error) as exc:
         yield Quarantined(
             source,
@@ -195,13 +253,84 @@ def _iter_json_lines(path: Path, source: str) -> Iterator[Record | Quarantined]:
         )
 
 
+def _iter_bytes(raw: bytes, source: str) -> Iterator[Record | Quarantined]:
+    """Records of one JSON document held in ``raw``, or of JSON Lines when it is not one document but
+    its first line is a JSON object (some tools write ``.json`` line by line)."""
+    raw = raw[len(_BOM) :] if raw.startswith(_BOM) else raw
+    if not raw.strip():
+        return
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        first = raw.lstrip().split(b"\n", 1)[0]
+        try:
+            line_ok = isinstance(orjson.loads(first), dict) and b"\n" in raw.strip()
+        except orjson.JSONDecodeError:
+            line_ok = False
+        if line_ok:  # JSON Lines saved as .json (or .txt)
+            yield from _iter_lines(io.BytesIO(raw), source)
+        else:
+            yield Quarantined(
+                source, "document", None, f"not valid JSON: {exc}; fix or re-download the file", _excerpt(raw)
+            )
+        return
+    yield from _iter_json_document(doc, source)
+
+
+def _member_skipped(name: str, data: bytes) -> bool:
+    """An archive member that holds no records by its name, as :func:`discover` skips such files."""
+    base = name.rsplit("/", 1)[-1].lower()
+    if base == "manifest" or base.endswith(_SKIP_SUFFIXES) or base.startswith("._"):  # ._*: macOS metadata
+        return True
+    head = data[len(_BOM) :] if data.startswith(_BOM) else data
+    return base.endswith(".txt") and head.lstrip()[:1] not in (b"{", b"[")
+
+
+def _iter_archive(path: Path, source: str) -> Iterator[Record | Quarantined]:
+    """Records of every regular member of a tar archive (any compression tarfile knows), read in memory in
+    the archive's order; a member is one JSON document or JSON Lines (gzip when its name ends ``.gz``).
+    Locators are ``<member>:<locator in the member>``. An archive that cannot be read (to its end) gives
+    one quarantine row naming the last member read."""
+    last = None
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                fh = tar.extractfile(member)
+                data = fh.read() if fh is not None else b""
+                if _member_skipped(member.name, data):
+                    continue
+                last = member.name
+                try:
+                    data = gzip.decompress(data) if member.name.lower().endswith(".gz") else data
+                except (EOFError, OSError, zlib.error) as exc:
+                    yield Quarantined(source, f"{member.name}:document", None, f"cannot read archive member: {exc}", "")
+                    continue
+                for item in _iter_bytes(data, source):
+                    yield replace(item, locator=f"{member.name}:{item.locator}")
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        where = f"after member {last}" if last else "before its first member"
+        yield Quarantined(
+            source,
+            "document" if last is None else f"after member {last}",
+            None,
+            f"tar archive unreadable {where} ({type(exc).__name__}: {exc}); truncated or corrupt? re-download it",
+            "",
+        )
+
+
 def iter_file(path: Path, root: Path | None = None, source: str | None = None) -> Iterator[Record | Quarantined]:
     """Records and quarantine rows of one file; never raises for bad content.
 
-    ``source_file`` in the output is ``source`` when given, else relative to ``root`` when given. A ``.json`` file that does not
-    parse as one document is retried as JSON Lines (some tools write ``.json`` line by line).
+    ``source_file`` in the output is ``source`` when given, else relative to ``root`` when given. A ``.json``
+    (or ``.txt``) file that does not parse as one document is retried as JSON Lines (some tools write
+    ``.json`` line by line); a tar archive is read member by member (:func:`_iter_archive`).
     """
     source = source or (str(path.relative_to(root)) if root else str(path))
+    if is_archive(path):
+        yield from _iter_archive(path, source)
+        return
     if not path.name.lower().endswith(_DOCUMENT_SUFFIXES):
         yield from _iter_json_lines(path, source)
         return
@@ -214,28 +343,14 @@ def iter_file(path: Path, root: Path | None = None, source: str | None = None) -
     except (OSError, EOFError, zlib.error) as exc:
         yield Quarantined(source, "document", None, f"cannot read file: {exc}; re-download it", "")
         return
-    raw = raw[len(_BOM) :] if raw.startswith(_BOM) else raw
-    if not raw.strip():
-        return
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        first = raw.lstrip().split(b"\n", 1)[0]
-        try:
-            line_ok = isinstance(orjson.loads(first), dict) and b"\n" in raw.strip()
-        except orjson.JSONDecodeError:
-            line_ok = False
-        if line_ok:  # JSON Lines saved as .json
-            yield from _iter_json_lines(path, source)
-        else:
-            yield Quarantined(
-                source, "document", None, f"not valid JSON: {exc}; fix or re-download the file", _excerpt(raw)
-            )
-        return
-    yield from _iter_json_document(doc, source)
+    yield from _iter_bytes(raw, source)
 
 
-def iter_records(root: Path, snapshot_entities: set[str] | None = None) -> Iterator[Record | Quarantined]:
-    """Every record and quarantine row under ``root``, file by file (see :func:`discover_files`)."""
+def iter_records(
+    root: Path, snapshot_entities: set[str] | None = None, prefix: str = ""
+) -> Iterator[Record | Quarantined]:
+    """Every record and quarantine row under ``root``, file by file (see :func:`discover_files`); each
+    ``source_file`` is ``prefix`` + the path relative to ``root`` (a further input folder's prefix is its
+    name: :mod:`metacan_pipeline.openalex.folders`)."""
     for path in discover_files(root, snapshot_entities):
-        yield from iter_file(path, root)
+        yield from iter_file(path, source=prefix + str(path.relative_to(root)))

@@ -31,8 +31,8 @@ import pyarrow as pa
 from ..tables.openalex import INDEX_SCHEMA
 from .abstract import deinvert, markup_to_text
 from .lexicon import abstract_may_count_sql, abstract_words_sql, evidence_hits, find_hits, prefilter_pattern
-from .reader import QUARANTINE_COLUMNS, Quarantined, iter_file
-from .works import work_row
+from .reader import QUARANTINE_COLUMNS, Quarantined, is_archive, is_file_error, iter_file
+from .works import types_sql, work_row
 
 #: One row per work record read (every work, routed or not): what the frame merge needs to let the
 #: newest version of a work win across files (SPEC section 2: a work appears once).
@@ -48,10 +48,12 @@ FAST_COLUMNS = {
     "updated_date": "VARCHAR",
     "language": "VARCHAR",
     "type": "VARCHAR",
+    "type_crossref": "VARCHAR",
     "is_paratext": "BOOLEAN",
     "is_retracted": "BOOLEAN",
     "cited_by_count": "BIGINT",
     "primary_location": "STRUCT(source STRUCT(id VARCHAR, display_name VARCHAR))",
+    "host_venue": "STRUCT(id VARCHAR, display_name VARCHAR)",  # the 2022 schema's venue
     "primary_topic": "STRUCT(display_name VARCHAR, field STRUCT(display_name VARCHAR))",
     "authorships": "STRUCT(countries VARCHAR[], institutions STRUCT(id VARCHAR, display_name VARCHAR, country_code VARCHAR)[])[]",
     "funders": "STRUCT(id VARCHAR, display_name VARCHAR)[]",
@@ -74,6 +76,13 @@ WITH raw AS (
   FROM read_json($path, format='newline_delimited', compression='auto_detect', hive_partitioning=false, columns=COLUMNS)
 ), typed AS (
   SELECT *,
+    CASE WHEN primary_location.source.id IS NOT NULL OR primary_location.source.display_name IS NOT NULL
+         THEN nullif(upper(regexp_extract(trim(primary_location.source.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), '')
+         WHEN host_venue.id IS NOT NULL OR host_venue.display_name IS NOT NULL
+         THEN regexp_replace(nullif(upper(regexp_extract(trim(host_venue.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''), '^V', 'S')
+    END AS _venue_id,
+    CASE WHEN primary_location.source.id IS NOT NULL OR primary_location.source.display_name IS NOT NULL
+         THEN primary_location.source.display_name ELSE host_venue.display_name END AS _venue_name,
     list_transform(flatten(list_transform(coalesce(authorships, []), lambda a: coalesce(a.institutions, []))),
       lambda i: {'id': nullif(upper(regexp_extract(trim(i.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''),
                  'name': i.display_name, 'country_code': i.country_code}) AS _insts,
@@ -101,12 +110,12 @@ SELECT
   doi,
   CASE WHEN json_type(title) = 'VARCHAR' THEN title ->> '$' WHEN json_type(display_name) = 'VARCHAR' THEN display_name ->> '$' END AS title,
   CASE WHEN publication_year = floor(publication_year) AND abs(publication_year) < 100000 THEN CAST(publication_year AS INTEGER) END AS publication_year,
-  publication_date, updated_date, language, type,
+  publication_date, updated_date, language, TYPE_SQL AS type, TYPE_CROSSREF_SQL AS type_crossref,
   coalesce(is_paratext, false) AS is_paratext,
   coalesce(is_retracted, false) AS is_retracted,
   cited_by_count,
-  nullif(upper(regexp_extract(trim(primary_location.source.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), '') AS venue_id,
-  primary_location.source.display_name AS venue_name,
+  _venue_id AS venue_id,
+  _venue_name AS venue_name,
   primary_topic.display_name AS topic,
   primary_topic.field.display_name AS field,
   list_filter(_insts, lambda x, i: list_position(_ikeys, _ikeys[i]) = i) AS institutions,
@@ -119,7 +128,7 @@ SELECT
   (list_contains(author_countries_raw, 'CA')
    OR len(list_filter(_insts, lambda i: upper(i.country_code) = 'CA' OR list_contains($inst, i.id))) > 0
    OR len(list_filter(_funds_ok, lambda f: list_contains($funders, f.id))) > 0
-   OR list_contains($sources, nullif(upper(regexp_extract(trim(primary_location.source.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''))) AS _structural,
+   OR list_contains($sources, _venue_id)) AS _structural,
   regexp_matches(lower(_context), $pattern) OR regexp_matches(_context, '&[#a-zA-Z0-9]+;') AS _text_flag,
   CASE WHEN starts_with(abstract_inverted_index::VARCHAR, '{') AND ABSTRACT_MAY_COUNT THEN abstract_inverted_index::VARCHAR END AS _abstract_json
 FROM keyed
@@ -223,6 +232,8 @@ def _fast_batches(
             _FAST_SQL.replace("COLUMNS", columns)
             .replace("ABSTRACT_WORDS", abstract_words_sql("abstract_inverted_index::VARCHAR"))
             .replace("ABSTRACT_MAY_COUNT", abstract_may_count_sql("_abs_words", "_context"))
+            .replace("TYPE_CROSSREF_SQL", types_sql("type", "type_crossref")[1])
+            .replace("TYPE_SQL", types_sql("type", "type_crossref")[0])
         )
         for name in ("inst", "funders", "sources"):
             sql = sql.replace(f"${name}", f"${name}::VARCHAR[]")
@@ -296,7 +307,7 @@ def _exact_batches(path: Path, source: str, batch_rows: int, stats: ReadStats) -
         if isinstance(item, Quarantined):
             stats.quarantine.append({k: getattr(item, k) for k in QUARANTINE_COLUMNS})
             stats.counts["quarantined"] += 1
-            if item.locator == "document" or item.locator.startswith("after line"):
+            if is_file_error(item):
                 stats.counts["file_errors"] += 1  # the file, not a record: not counted as a record read
             continue
         stats.counts[item.kind] += 1
@@ -358,7 +369,7 @@ def read_work_batches(
     re-read on the exact path, which quarantines the cut.
     """
     name = path.name.lower()
-    lines_file = name.endswith((".gz", ".jsonl", ".ndjson")) and not name.endswith(".json.gz")
+    lines_file = name.endswith((".gz", ".jsonl", ".ndjson")) and not name.endswith(".json.gz") and not is_archive(path)
     if (
         fast and lines_file and not any(c in str(path) for c in "*?[]{}")
     ):  # DuckDB would read a name with these as a glob

@@ -1,8 +1,10 @@
 """OpenAlex work JSON -> one typed work row (:data:`WORKS_SCHEMA`: the shape the frame's routing reads).
 
-Handles the old schema (``grants[].funder``, ``concepts``, no ``funders``) and the current one
-(``funders[]``, ``awards[].funder_id``); OpenAlex docs, "Work object". The abstract text is used
-here once (for the about-Canada lexicon and ``has_abstract``) and then dropped: SPEC section 2.
+Handles the 2022 schema (``host_venue``, no ``primary_location``; Crossref work types in ``type``), the
+2023-2025 schema (``grants[].funder``, ``concepts``, no ``funders``) and the current one (``funders[]``,
+``awards[].funder_id``, OpenAlex work types in ``type`` and Crossref's in ``type_crossref``); OpenAlex docs,
+"Work object" and "Deprecations". The abstract text is used here once (for the about-Canada lexicon and
+``has_abstract``) and then dropped: SPEC section 2.
 """
 
 from __future__ import annotations
@@ -13,6 +15,77 @@ from .abstract import deinvert, markup_to_text
 from .ids import short_id
 from .lexicon import evidence_hits, find_hits
 from .reader import Record
+
+#: Crossref work types that are not OpenAlex work types, and the OpenAlex type a work of each is given here
+#: (OpenAlex docs, "Work types": ``article`` covers Crossref's journal and proceedings articles). Records of the
+#: 2022 schema (and some of 2023) carry Crossref's type in ``type``; the frame's ``type`` is always an OpenAlex type
+#: and ``type_crossref`` keeps Crossref's. Types both vocabularies share (``book``, ``book-chapter``,
+#: ``dataset``, ``dissertation``, ``report``, ``standard``, ...) and types of neither are kept as they are.
+#: A Crossref container (a journal, a proceedings volume, a series) has no OpenAlex type: ``other``.
+CROSSREF_ONLY_TYPES = {
+    "journal-article": "article",
+    "proceedings-article": "article",
+    "posted-content": "preprint",
+    "book-part": "book-chapter",
+    "book-section": "book-chapter",
+    "book-track": "book-chapter",
+    "monograph": "book",
+    "edited-book": "book",
+    "reference-book": "book",
+    "database": "dataset",
+    "component": "other",
+    "report-component": "other",
+    "journal": "other",
+    "journal-issue": "other",
+    "journal-volume": "other",
+    "proceedings": "other",
+    "proceedings-series": "other",
+    "book-series": "other",
+    "book-set": "other",
+    "report-series": "other",
+    "standard-series": "other",
+}
+
+
+def work_types(w: dict) -> tuple[str | None, str | None]:
+    """``(type, type_crossref)`` of a work record: ``type`` in the OpenAlex vocabulary (a Crossref-only value
+    mapped by :data:`CROSSREF_ONLY_TYPES`), ``type_crossref`` the record's own, else its ``type`` when that can
+    only be Crossref's (so the 2022 schema's ``monograph`` or ``proceedings`` is not lost), else None."""
+    raw = w.get("type") if isinstance(w.get("type"), str) else None
+    crossref = w.get("type_crossref") if isinstance(w.get("type_crossref"), str) else None
+    if raw in CROSSREF_ONLY_TYPES:
+        return CROSSREF_ONLY_TYPES[raw], crossref if crossref is not None else raw
+    return raw, crossref
+
+
+def types_sql(type_col: str, crossref_col: str) -> tuple[str, str]:
+    """The SQL of :func:`work_types` over two VARCHAR columns: ``(type expression, type_crossref expression)``."""
+    whens = " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in CROSSREF_ONLY_TYPES.items())
+    listed = ", ".join(f"'{k}'" for k in CROSSREF_ONLY_TYPES)
+    return (
+        f"CASE {type_col} {whens} ELSE {type_col} END",
+        f"coalesce({crossref_col}, CASE WHEN {type_col} IN ({listed}) THEN {type_col} END)",
+    )
+
+
+def venue_id_of_host_venue(value: object) -> str | None:
+    """The source id of a 2022-schema ``host_venue.id``: OpenAlex kept the number when venues became sources
+    in 2023 (``V1983995261`` is ``S1983995261``; the filter ``host_venue.id:S123`` became
+    ``primary_location.source.id:S123``)."""
+    sid = short_id(value)
+    return "S" + sid[1:] if sid and sid[0] == "V" else sid
+
+
+def _venue(w: dict) -> tuple[str | None, Any]:
+    """``(venue id, venue name)``: ``primary_location.source`` when it names anything (SPEC section 2), else
+    the 2022 schema's ``host_venue``."""
+    source = _get(w, "primary_location", "source")
+    if isinstance(source, dict) and (source.get("id") is not None or source.get("display_name") is not None):
+        return short_id(source.get("id")), source.get("display_name")
+    host = w.get("host_venue")
+    if isinstance(host, dict) and (host.get("id") is not None or host.get("display_name") is not None):
+        return venue_id_of_host_venue(host.get("id")), host.get("display_name")
+    return None, None
 
 
 def _get(d: Any, *path: str) -> Any:
@@ -90,7 +163,8 @@ def work_row(rec: Record) -> dict:
         for c in [raw_countries] if isinstance(raw_countries, str) else raw_countries:
             if isinstance(c, str):
                 countries.add(c.upper())
-    source = _get(w, "primary_location", "source") or {}
+    venue_id, venue_name = _venue(w)
+    work_type, type_crossref = work_types(w)
     topic = _get(w, "primary_topic", "display_name")
     field = _get(w, "primary_topic", "field", "display_name")
     index = w.get("abstract_inverted_index")
@@ -108,12 +182,13 @@ def work_row(rec: Record) -> dict:
         "publication_date": w.get("publication_date") if isinstance(w.get("publication_date"), str) else None,
         "updated_date": w.get("updated_date") if isinstance(w.get("updated_date"), str) else None,
         "language": w.get("language") if isinstance(w.get("language"), str) else None,
-        "type": w.get("type") if isinstance(w.get("type"), str) else None,
+        "type": work_type,
+        "type_crossref": type_crossref,
         "is_paratext": bool(w.get("is_paratext")),
         "is_retracted": bool(w.get("is_retracted")),
         "cited_by_count": _as_int(w.get("cited_by_count")),
-        "venue_id": short_id(source.get("id")) if isinstance(source, dict) else None,
-        "venue_name": source.get("display_name") if isinstance(source, dict) else None,
+        "venue_id": venue_id,
+        "venue_name": venue_name,
         "topic": topic if isinstance(topic, str) else None,
         "field": field if isinstance(field, str) else None,
         "institutions": list(institutions.values()),

@@ -17,6 +17,7 @@ BIBLIOGRAPHIC_COLUMNS = (
     "publication_year",
     "language",
     "type",
+    "type_crossref",
     "is_paratext",
     "is_retracted",
     "cited_by_count",

@@ -36,7 +36,8 @@ WORKS_SCHEMA = pa.schema(
         ("publication_date", pa.string()),
         ("updated_date", pa.string()),
         ("language", pa.string()),
-        ("type", pa.string()),
+        ("type", pa.string()),  # an OpenAlex work type (a Crossref-only type is mapped: openalex/works.py)
+        ("type_crossref", pa.string()),  # Crossref's type, when the record gives it or its type can only be Crossref's
         ("is_paratext", pa.bool_()),
         ("is_retracted", pa.bool_()),
         ("cited_by_count", pa.int64()),

@@ -303,8 +303,10 @@ def test_a_partition_folder_the_manifest_does_not_list_is_still_read(bad):
 
 
 def _build(data, inp, **kw):
+    """Materialize through the frame from the input folder ``inp`` (or the list of folders)."""
+    folders = [str(p) for p in inp] if isinstance(inp, list) else str(inp)
     return materialize_in_process(
-        dg.DagsterInstance.ephemeral(), build_resources(str(data), str(inp)), through="frame", **kw
+        dg.DagsterInstance.ephemeral(), build_resources(str(data), folders), through="frame", **kw
     )
 
 
@@ -426,6 +428,95 @@ def test_file_names_are_read_case_insensitively_and_unsupported_files_are_report
     assert con.execute("SELECT source_file, reason FROM openalex_quarantine").fetchall() == [
         (
             "x.json.bz2",
-            "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines)",
+            "not read: unsupported file type; OpenAlex input must be .json, .json.gz, .jsonl, .ndjson or .gz (JSON Lines), "
+            ".txt holding JSON, or a .tar, .tar.gz or .tgz of these",
         )
     ]
+
+
+#: What became of each of the 1,054 work records of ../shared/data/openalex_more when the frame is built from
+#: both folders (see test_the_frame_reads_both_folders_and_accounts_for_every_record_of_the_second).
+MORE_ACCOUNT = {
+    "admitted": 40,  # the newest version of its work, a route fires, title and year in 2000-2025
+    "year_out_of_range": 9,  # routed, newest, published 1988-1999
+    "no_route": 1004,  # newest version, no Canadian route
+    "superseded": 1,  # ../openalex holds a newer version of the work
+}
+MORE_SQL = """
+SELECT CASE WHEN f.id IS NOT NULL THEN 'admitted'
+            WHEN k.rn > 1 THEN 'superseded'
+            WHEN r.id IS NULL THEN 'no_route'
+            WHEN coalesce(r.title_text, '') = '' THEN 'no_title'
+            WHEN r.publication_year IS NULL OR r.publication_year NOT BETWEEN 2000 AND 2025 THEN 'year_out_of_range'
+       END AS outcome, count(*)
+FROM ranked k LEFT JOIN routed r USING (id, source_file, source_locator)
+LEFT JOIN frame f USING (id, source_file, source_locator)
+WHERE k.source_file LIKE 'openalex_more/%' GROUP BY ALL
+"""
+
+
+@pytest.mark.slow
+def test_the_frame_reads_both_folders_and_accounts_for_every_record_of_the_second(
+    tmp_path, openalex_dir, openalex_more_dir
+):
+    data = tmp_path / "data"
+    first = _build(data, [openalex_dir])
+    assert first.success
+    con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
+    alone = dict(con.execute("SELECT id, source_file FROM frame").fetchall())
+    con.close()
+    both = _build(data, [openalex_dir, openalex_more_dir])
+    assert both.success
+    # the first folder's 39 parts keep their build keys: only the second folder's 12 files are read
+    parts = node_metadata(both, "frame_parts")
+    assert (parts["parts_built"], parts["parts_already_built"], parts["work_records_read"]) == (12, 39, 1943)
+    con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
+    manifest = con.execute(
+        "SELECT sum(records_read), sum(work_records), sum(routed), sum(quarantined), sum(admitted) "
+        "FROM frame_build_manifest WHERE source_file LIKE 'openalex_more/%'"
+    ).fetchone()
+    # read: 1,054 works and knogen's 10 funders (entity records); routed 49; quarantined none
+    assert manifest == (1064, 1054, 49, 0, 40)
+    assert con.execute("SELECT count(*) FROM openalex_quarantine").fetchone()[0] == 0
+    warehouse = data / "warehouse" / "frame_parts"
+    con.execute(f"CREATE TEMP VIEW idx AS SELECT * FROM read_parquet('{warehouse}/*/*/index.parquet')")
+    con.execute(f"CREATE TEMP VIEW routed AS SELECT * FROM read_parquet('{warehouse}/*/*/routed.parquet')")
+    con.execute(
+        "CREATE TEMP VIEW ranked AS SELECT *, row_number() OVER (PARTITION BY id ORDER BY updated_date DESC NULLS "
+        "LAST, source_file DESC, ordinal DESC NULLS LAST) AS rn FROM idx"
+    )
+    assert dict(con.execute(MORE_SQL).fetchall()) == MORE_ACCOUNT
+    # newer versions replace older ones: of the 93 works in both folders, 92 are newer in the second; the 3 of
+    # those in the frame now come from it, and no work left the frame for want of a route on its newer version
+    newest = con.execute(
+        "SELECT id, source_file FROM ranked WHERE rn = 1 AND id IN (SELECT id FROM idx WHERE source_file LIKE "
+        "'openalex_more/%') AND id IN (SELECT id FROM idx WHERE source_file NOT LIKE 'openalex_more/%')"
+    ).fetchall()
+    assert len(newest) == 93 and sum(f.startswith("openalex_more/") for _, f in newest) == 92
+    frame = dict(con.execute("SELECT id, source_file FROM frame").fetchall())
+    replaced = {i for i, f in newest if f.startswith("openalex_more/") and i in frame}
+    assert (
+        len(replaced) == 3 and replaced <= set(alone) and all(frame[i].startswith("openalex_more/") for i in replaced)
+    )
+    assert set(alone) <= set(frame) and len(frame) == 44 + 40 - 3 == 81
+    # the other 41 works of the first folder's frame keep their file names (the locators of a one-folder build)
+    assert {i: f for i, f in frame.items() if i in alone and i not in replaced} == {
+        i: f for i, f in alone.items() if i not in replaced
+    }
+    # the 5,103-author work with no affiliation: admitted by the funder route only (NSERC; CFI is pinned too)
+    row = con.execute(
+        "SELECT route_key, ca_aff, ca_venue, about_ca, ca_fund_evidence, invisible_to_affiliation_only "
+        "FROM frame WHERE id = 'W1694905212'"
+    ).fetchone()
+    assert row[:4] == ("ca_fund", False, False, False) and row[5]
+    assert (
+        "funder F4320334593 Natural Sciences and Engineering Research Council of Canada (via grants.funder)" in row[4]
+    )
+    # the 2022-schema archive: its 15 Canadian-affiliated works are in the frame, with OpenAlex types
+    tar = con.execute(
+        "SELECT count(*), list(DISTINCT type ORDER BY type), list(DISTINCT type_crossref ORDER BY type_crossref) "
+        "FROM frame WHERE source_file LIKE 'openalex_more/%.tar.gz'"
+    ).fetchone()
+    assert tar[0] == 15 and "proceedings" not in tar[1] and set(tar[1]) <= {"book", "dissertation", "other"}
+    checks = {e.check_name: e.passed for e in both.get_asset_check_evaluations()}
+    assert checks["frame_ids_unique"] and checks["frame_routes_have_evidence"]

@@ -13,6 +13,7 @@ def _work(**kw):
         publication_year=2020,
         language="en",
         type="article",
+        type_crossref=None,
         is_paratext=False,
         is_retracted=False,
         cited_by_count=0,

@@ -260,3 +260,56 @@ def test_character_references_and_tier_c_context_agree_on_both_readers(tmp_path,
         "W14": ["tier A 'Canada' in title", "tier C 'Regina' in abstract"],
         "W16": ["tier A 'Territoires du Nord-Ouest' in abstract"],
     }  # W15: a tier C word alone is no evidence
+
+
+def test_fast_and_exact_paths_agree_on_every_record_of_the_second_folder(tmp_path, openalex_more_dir, entities):
+    """The 1,054 work records of ../shared/data/openalex_more (2022 schema with host_venue and Crossref types,
+    grants and funders, 5,103 authorships, HTML entities) as one JSON Lines part: the same part on both readers."""
+    part = tmp_path / "part_000.gz"
+    with gzip.open(part, "wt", encoding="utf-8") as fh:
+        for rec in iter_records(openalex_more_dir):
+            if isinstance(rec, Record) and rec.kind == "W":
+                fh.write(json.dumps(rec.data, ensure_ascii=False) + "\n")
+    fast = _stage(part, tmp_path, tmp_path, "fast", True, entities)
+    exact = _stage(part, tmp_path, tmp_path, "exact", False, entities)
+    assert fast[0]["read_path"] == "duckdb", fast[0]["fallback_reason"]
+    assert len(fast[2]) == len(exact[2]) == 1054 and fast[2] == exact[2]
+    mismatches = [(a["id"], k) for a, b in zip(fast[1], exact[1], strict=True) for k in a if a[k] != b[k]]
+    assert len(fast[1]) == len(exact[1]) and mismatches == []
+    routed = {r["id"]: r for r in fast[1]}
+    assert routed["W1694905212"]["route_key"] == "ca_fund"  # the 5,103-author work: funders only
+    assert {r["type"] for r in fast[1]} >= {"article", "book", "other"} and "journal-article" not in {
+        r["type"] for r in fast[1]
+    }
+
+
+def test_a_host_venue_on_the_pinned_source_list_fires_the_venue_route_on_both_readers(
+    tmp_path, openalex_more_dir, entities
+):
+    from metacan_pipeline.openalex.reader import iter_file
+
+    tar = openalex_more_dir / "herreio__openalex-client-review__tu9_type_selection_py_diophila.tar.gz"
+    base = next(iter_file(tar, openalex_more_dir)).data
+    source = sorted(entities.sources)[0]
+    works = [
+        {**base, "id": "https://openalex.org/W21", "host_venue": {**base["host_venue"], "id": "V" + source[1:]}},
+        # a transition-era record: primary_location without a source, host_venue with one
+        {**base, "id": "https://openalex.org/W22", "primary_location": {"source": None}, "host_venue": {"id": source}},
+        # primary_location wins over host_venue when it names a source
+        {
+            **base,
+            "id": "https://openalex.org/W23",
+            "primary_location": {"source": {"id": "https://openalex.org/S1", "display_name": "Elsewhere"}},
+            "host_venue": {"id": source},
+            "authorships": [{"countries": ["CA"], "institutions": []}],
+        },
+    ]
+    part = tmp_path / "hv.jsonl"
+    part.write_text("\n".join(json.dumps(w) for w in works) + "\n")
+    results = [_stage(part, tmp_path, tmp_path, f"out-{fast}", fast, entities)[1] for fast in (True, False)]
+    assert results[0] == results[1]
+    rows = {r["id"]: r for r in results[0]}
+    assert rows["W21"]["venue_id"] == source and rows["W21"]["ca_venue"] and rows["W21"]["route_key"] == "ca_venue"
+    assert rows["W21"]["ca_venue_evidence"][0].startswith(f"source {source} ")
+    assert rows["W22"]["venue_id"] == source and rows["W22"]["ca_venue"]
+    assert (rows["W23"]["venue_id"], rows["W23"]["venue_name"], rows["W23"]["ca_venue"]) == ("S1", "Elsewhere", False)
