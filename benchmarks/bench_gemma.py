@@ -7,7 +7,12 @@ fresh label store, and reports works/s, seconds per call, tokens per call and ho
 labelled vs failed (a batch too long for the model splits, which costs calls). Run it on an idle machine:
 the server uses both cores.
 
+Each configuration runs once per ``--structured`` mode: ``json_object_schema`` (the reply schema as a
+llama.cpp grammar, the default of the embedded teachers) and ``none`` (JSON asked for in words, then the
+strict validation; the 270M model then runs to max_tokens without closing the JSON, issue 14).
+
 Usage: .venv/bin/python benchmarks/bench_gemma.py [--sizes 1 5 10 25] [--abstract-sizes 1 2 5] [--works 10]
+       [--structured json_object_schema none]
 """
 
 from __future__ import annotations

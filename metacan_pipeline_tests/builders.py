@@ -447,13 +447,13 @@ def record_qualification(storage: MetacanStorage, teacher: str, agree: bool = Tr
     :func:`~metacan_pipeline.teachers.qualification.judge` on the real frame1k reference set of a teacher
     that gives every reference work its reference label (``agree``: qualified, kappa 1) or calls every
     work not meta-research (not qualified, kappa 0)."""
-    from metacan_pipeline.teachers.qualification import draw_reference_set, judge, store_result
+    from metacan_pipeline.teachers.qualification import draw_reference_set, judge, reference_sha, store_result
     from metacan_pipeline.teachers.registry import load_qualification, load_registry
 
     cfg = load_qualification()
     works = draw_reference_set(PILOT, cfg, set())
     result = judge(works, {w.row["id"]: w.reference if agree else 0 for w in works}, cfg)
-    store_result(storage, load_registry()[teacher], cfg, result, "test")
+    store_result(storage, load_registry()[teacher], cfg, result, "test", reference_sha(works))
 
 
 def run_student(storage: MetacanStorage, *assets, raise_on_error: bool = True) -> dg.ExecuteInProcessResult:

@@ -50,6 +50,11 @@ def input_folders(dirs: Sequence[str | Path]) -> list[InputFolder]:
             "no OpenAlex input folder given: set METACAN_OPENALEX_DIR (one folder, or several separated by "
             f"{os.pathsep!r}) or the input_dirs of the openalex resource"
         )
+    for root in roots:
+        if root.exists() and not root.is_dir():
+            raise NotADirectoryError(
+                f"OpenAlex input {root} is a file, not a folder: list the folder that holds it (METACAN_OPENALEX_DIR)"
+            )
     for i, a in enumerate(roots):
         for b in roots[i + 1 :]:
             if a == b:
@@ -66,12 +71,12 @@ def input_folders(dirs: Sequence[str | Path]) -> list[InputFolder]:
         if f.prefix == API_PREFIX:
             raise ValueError(
                 f"OpenAlex input folder {f.root} is named 'api', the prefix of the API archive's files: "
-                f"rename it (a symlink with another name will do) or list it first"
+                f"rename it (a copy or a bind mount with another name; a symlink resolves to the same name) or list it first"
             )
         if f.prefix in named:
             raise ValueError(
                 f"OpenAlex input folders {named[f.prefix]} and {f.root} share the name {f.root.name!r}, so their "
-                f"files' names would collide: give one another name (a symlink will do) or list it first"
+                f"files' names would collide: give one another name (a copy or a bind mount; a symlink resolves to the same name) or list it first"
             )
         named[f.prefix] = f.root
     return folders

@@ -180,6 +180,13 @@ def _take_folder(inv: Inventory, folder: InputFolder) -> None:
     """Add the rows of one input folder to ``inv``: its work-bearing files, checked against the snapshot
     manifests it holds, and the manifest parts it lacks."""
     files, unsupported = discover(folder.root, snapshot_entities={"works"})
+    if not files and folder.prefix:
+        # a further folder with nothing to read is an unmounted disk or a wrong path: reading on would drop
+        # its partitions and frame rows without a word
+        raise ValueError(
+            f"OpenAlex input folder {folder.root} holds no OpenAlex work files (not mounted? the wrong path?): "
+            "fill it, or remove it from METACAN_OPENALEX_DIR (the input_dirs of the openalex resource)"
+        )
     inv.unsupported += [(folder.source_file(p), p) for p in unsupported]
     manifests: dict[Path, dict[str, tuple[int, int | None]] | None] = {}
     for mf in sorted(folder.root.rglob("manifest")):
@@ -230,7 +237,8 @@ def take_inventory(
 
     Snapshot parts of other entities (``data/funders/...``) are left to the entity lists. Raises
     FileNotFoundError naming a folder that does not exist (from :func:`discover`) and ValueError when two
-    files would get one name (:func:`metacan_pipeline.openalex.folders.check_names`).
+    files would get one name (:func:`metacan_pipeline.openalex.folders.check_names`) or a further folder
+    holds no work file.
     """
     folders = _as_folders(roots)
     check_names(folders, api_root)

@@ -309,6 +309,22 @@ def _iter_archive(path: Path, source: str) -> Iterator[Record | Quarantined]:
                     continue
                 for item in _iter_bytes(data, source):
                     yield replace(item, locator=f"{member.name}:{item.locator}")
+            # tarfile ends its iteration quietly at a damaged or cut header: what follows the last member
+            # read must be the end-of-archive zero blocks, or members were lost
+            tar.fileobj.seek(tar.offset)
+            rest = tar.fileobj.read()
+            if not rest or rest.strip(b"\0"):
+                where = f"after member {last}" if last else "before its first member"
+                why = (
+                    "has no end-of-archive marker" if not rest else f"holds {len(rest)} bytes that are not tar members"
+                )
+                yield Quarantined(
+                    source,
+                    "document" if last is None else f"after member {last}",
+                    None,
+                    f"tar archive {why} {where}: truncated or corrupt, members may be missing; re-download it",
+                    "",
+                )
     except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         where = f"after member {last}" if last else "before its first member"
         yield Quarantined(

@@ -141,6 +141,7 @@ QUALIFICATION_SCHEMA = pa.schema(
         ("reference", pa.string()),
         ("config_hash", pa.string()),
         ("config", pa.string()),
+        ("reference_sha", pa.string()),
         ("status", pa.string()),
         ("kappa", pa.float64()),
         ("needed_kappa", pa.float64()),

@@ -177,10 +177,13 @@ def teacher_qualification(
     context: dg.AssetExecutionContext, storage: MetacanStorage, llm_server: EmbeddedLlamaServer
 ) -> dg.MaterializeResult:
     """Appends one ``teacher_qualification`` row per registry teacher (:mod:`.qualification`)."""
-    cfg = load_qualification()
-    entities = storage.read_table("canadian_entities", ["kind", "display_name"]).to_pylist()
-    ca_funders = {(r["display_name"] or "").casefold() for r in entities if r["kind"] == "funder"}
-    works = draw_reference_set(Path(pilot_dir()), cfg, ca_funders)
+    try:  # a bad configuration or reference folder is not transient: fail once, saying what to fix
+        cfg = load_qualification()
+        entities = storage.read_table("canadian_entities", ["kind", "display_name"]).to_pylist()
+        ca_funders = {(r["display_name"] or "").casefold() for r in entities if r["kind"] == "funder"}
+        works = draw_reference_set(Path(pilot_dir()), cfg, ca_funders)
+    except (ValueError, FileNotFoundError) as exc:
+        raise dg.Failure(description=f"teacher_qualification: {exc}", allow_retries=False) from None
     results = {}
     for spec in TEACHERS.values():
         results[spec.name] = qualify(

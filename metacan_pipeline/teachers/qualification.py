@@ -57,28 +57,35 @@ class QualificationConfig:
 
     reference: str = "frame1k"
     in_scope: int = 1000
-    negatives: int = 30
+    negatives: int = 16
     salt: str = "metacan-qualification-1"
     min_kappa_ratio: float = 0.6
-    min_works: int = 50
+    min_works: int = 40
     min_positives: int = 10
 
     @classmethod
     def from_table(cls, table: dict[str, Any] | None, where: str) -> QualificationConfig:
         """From a TOML table; ValueError naming ``where`` and the key for an unknown key or a bad value."""
-        table = dict(table or {})
+        if table is None:
+            table = {}
+        if not isinstance(table, dict):
+            raise ValueError(f"{where}: qualification must be a table ([qualification] with key = value lines)")
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(table) - known)
         if unknown:
             raise ValueError(f"{where}: [qualification] has unknown keys {unknown}; expected {sorted(known)}")
         cfg = cls(**table)
         problems = []
+        if not isinstance(cfg.salt, str) or not cfg.salt:
+            problems.append("salt must be a non-empty string")
         if cfg.reference not in REFERENCES:
             problems.append(f"reference {cfg.reference!r} is not one of {list(REFERENCES)}")
         for key in ("in_scope", "negatives", "min_works", "min_positives"):
-            if not isinstance(getattr(cfg, key), int) or getattr(cfg, key) < 0:
+            value = getattr(cfg, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 problems.append(f"{key} must be a whole number >= 0")
-        if not isinstance(cfg.min_kappa_ratio, int | float) or not 0 <= cfg.min_kappa_ratio <= 2:
+        ratio = cfg.min_kappa_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 2:
             problems.append("min_kappa_ratio must be a number in [0, 2]")
         if problems:
             raise ValueError(f"{where}: [qualification]: " + "; ".join(problems))
@@ -114,12 +121,18 @@ def _names(value) -> list[str]:
     return [value] if isinstance(value, str) else [str(v) for v in value if v]
 
 
+def _title(rec: dict) -> str:
+    """The title as text ("" when the record has none, or a title that is not a string)."""
+    title = rec.get("title")
+    return markup_to_text(title) if isinstance(title, str) else ""
+
+
 def reference_row(rec: dict, ca_funders: set[str]) -> dict:
     """A frame1k work record as the frame-like row :func:`.views.record_view` reads."""
     funders = _names(rec.get("funders"))
     return {
         "id": rec["id"],
-        "title_text": markup_to_text(rec.get("title")),
+        "title_text": _title(rec),
         "publication_year": rec.get("year"),
         "language": rec.get("lang"),
         "type": rec.get("type"),
@@ -142,10 +155,15 @@ def draw_reference_set(folder: Path | str, cfg: QualificationConfig, ca_funders:
     from ..sampling.design import salted_hash
 
     ref = frame1k_labels(Path(folder))
+    missing = {k: v for k, v in ref.dropped.items() if v}
+    if missing:
+        raise ValueError(
+            f"the frame1k reference set under {folder} is incomplete ({missing}): every saved work needs a label "
+            "from each frontier arm (opus_r1, codex_r1, grok_r1 labels_NN.json beside chunks/chunk_NN.json) and a "
+            "verdict where they disagree; restore the files listed in its SOURCES.md (METACAN_PILOT_DIR)"
+        )
     usable = [
-        (wid, rec)
-        for wid, rec in ref.records.items()
-        if ref.labels["adjudicated"].get(wid) is not None and markup_to_text(rec.get("title"))
+        (wid, rec) for wid, rec in ref.records.items() if ref.labels["adjudicated"].get(wid) is not None and _title(rec)
     ]
     in_scope = [(w, r) for w, r in usable if any(ref.labels[a].get(w) == 1 for a in R1_ARMS)]
     out = [(w, r) for w, r in usable if not any(ref.labels[a].get(w) == 1 for a in R1_ARMS)]
@@ -166,6 +184,13 @@ def draw_reference_set(folder: Path | str, cfg: QualificationConfig, ca_funders:
                 )
             )
     return drawn
+
+
+def reference_sha(works: list[ReferenceWork]) -> str:
+    """16 hex of SHA-256 over the drawn reference set (rows shown, reference labels, arms, weights): stored
+    with every result, so a result says which reference it was judged on."""
+    payload = [[w.row, w.reference, w.arms, w.weight] for w in works]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def frontier_kappa(works: list[ReferenceWork]) -> float | None:
@@ -225,7 +250,8 @@ def judge(works: list[ReferenceWork], teacher: dict[str, int | None], cfg: Quali
     for t, r, wt in zip(y_t, y_ref, weights, strict=True):
         confusion[("t" if t == r else "f") + ("p" if t else "n")] += wt
     positives = sum(y_ref)
-    if len(judged) < cfg.min_works or positives < cfg.min_positives or k is None or needed is None:
+    # a frontier kappa <= 0 means the reference itself does not agree: nothing can be judged against it
+    if len(judged) < cfg.min_works or positives < cfg.min_positives or k is None or not fk or fk <= 0:
         status = TOO_FEW
     else:
         status = QUALIFIED if k >= needed else NOT_QUALIFIED
@@ -273,15 +299,21 @@ def qualify(
         r["work_id"]: int("metaresearch" in (r["categories"] or [])) for r in labels if r["status"] == "labelled"
     }
     result = judge(works, teacher, cfg)
-    store_result(storage, spec, cfg, result, run_id)
+    store_result(storage, spec, cfg, result, run_id, reference_sha(works))
     log.info(f"teacher {spec.name} ({spec.view_name}, prompt {spec.prompt_version}): {result.note()}")
     return result
 
 
 def store_result(
-    storage: MetacanStorage, spec: TeacherSpec, cfg: QualificationConfig, result: QualificationResult, run_id: str
+    storage: MetacanStorage,
+    spec: TeacherSpec,
+    cfg: QualificationConfig,
+    result: QualificationResult,
+    run_id: str,
+    ref_sha: str,
 ) -> None:
-    """Append ``result`` for ``spec``'s configuration to ``teacher_qualification``."""
+    """Append ``result`` for ``spec``'s configuration to ``teacher_qualification`` (``ref_sha``:
+    :func:`reference_sha` of the works it was judged on)."""
     prompt = load_prompt(spec.prompt_version)
     row = {
         "teacher": spec.name,
@@ -292,6 +324,7 @@ def store_result(
         "reference": cfg.reference,
         "config_hash": cfg.config_hash,
         "config": cfg.as_json(),
+        "reference_sha": ref_sha,
         **{k: v for k, v in asdict(result).items() if k != "weighted_confusion"},
         "weighted_confusion": json.dumps(result.weighted_confusion, sort_keys=True),
         "note": result.note(),

@@ -40,13 +40,24 @@ class Frame1kSet:
 
 
 def read_json(path: Path):
-    """A JSON file of the pilot folder; ValueError naming the file when it is not JSON."""
+    """A JSON file of the pilot folder; ValueError naming the file when it is not UTF-8 JSON."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(
-            f"{path}: not JSON ({exc}); the pilot folder should hold the files listed in its SOURCES.md"
+            f"{path}: not UTF-8 JSON ({exc}); the pilot folder should hold the files listed in its SOURCES.md"
         ) from exc
+
+
+def read_items(path: Path) -> list[dict]:
+    """A pilot file that must be a JSON list of objects with a string ``id``; ValueError naming the file."""
+    items = read_json(path)
+    if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("id"), str) for i in items):
+        raise ValueError(
+            f"{path}: expected a JSON list of objects each with a string 'id' (the layout of SOURCES.md); "
+            "restore the file from the pilot repository"
+        )
+    return items
 
 
 def tier_label(tier) -> int | None:
@@ -71,14 +82,14 @@ def frame1k_labels(folder: Path) -> Frame1kSet:
     labels: dict[str, dict[str, int | None]] = {arm: {} for arm in FRAME1K_ARMS}
     dropped = Counter({"contested_without_verdict": 0, "unadjudicated_incomplete": 0})
     for path in chunks:
-        for rec in read_json(path):
+        for rec in read_items(path):
             records.setdefault(rec["id"], rec)
         for arm in R1_ARMS:  # labels_NN.json pairs with chunk_NN.json; paired by id
             label_path = root / arm / path.name.replace("chunk_", "labels_")
-            for lab in read_json(label_path) if label_path.exists() else []:
+            for lab in read_items(label_path) if label_path.exists() else []:
                 labels[arm][lab["id"]] = tier_label(lab.get("tier"))
     verdicts = {
-        v["id"]: v.get("tier") for p in sorted((root / "adjudication").glob("verdict_*.json")) for v in read_json(p)
+        v["id"]: v.get("tier") for p in sorted((root / "adjudication").glob("verdict_*.json")) for v in read_items(p)
     }
     for wid in records:
         votes = [labels[arm].get(wid) for arm in R1_ARMS]

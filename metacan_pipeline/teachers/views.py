@@ -25,11 +25,21 @@ MAX_NAMES = 10
 CANADA_MARK = " (Canada)"
 
 
+MAX_NAME_CHARS = 200
+"""A name longer than this is cut (with " [...]"): a record's field must not flood the prompt."""
+
+
+def _name(name: str) -> str:
+    name = " ".join(name.split())
+    return name[:MAX_NAME_CHARS] + " [...]" if len(name) > MAX_NAME_CHARS else name
+
+
 def marked_names(canadian: Iterable[str], others: Iterable[str], limit: int = MAX_NAMES) -> list[str]:
     """Names with the Canadian ones first and marked ``(Canada)``, at most ``limit`` of them, then one
     ``"... and N more"`` entry when some are left out. Duplicates and empty names are dropped."""
-    ca = list(dict.fromkeys(n.strip() for n in canadian if n and n.strip()))
-    rest = [n for n in dict.fromkeys(n.strip() for n in others if n and n.strip()) if n not in set(ca)]
+    ca = list(dict.fromkeys(_name(n) for n in canadian if n and n.strip()))
+    seen = set(ca)
+    rest = [n for n in dict.fromkeys(_name(n) for n in others if n and n.strip()) if n not in seen]
     names = [n + CANADA_MARK for n in ca] + rest
     if len(names) > limit:
         return names[:limit] + [f"... and {len(names) - limit} more"]

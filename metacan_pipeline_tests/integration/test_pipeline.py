@@ -20,10 +20,10 @@ from metacan_pipeline.teachers.registry import default_registry_path
 pytestmark = pytest.mark.llm
 
 
-#: The packaged registry with a smaller qualification test (4 + 4 reference works a teacher, not 34 + 16): the
+#: The packaged registry with a smaller qualification test (2 + 2 reference works a teacher, not 34 + 16): the
 #: same teachers and assets, so the chain is the default one, at a test's cost. Too few cases to judge: the
 #: labels decide nothing, which is what the embedded 270M model gets on the full test too.
-SMALL_QUALIFICATION = {"in_scope": 4, "negatives": 4, "min_works": 40, "min_positives": 10}
+SMALL_QUALIFICATION = {"in_scope": 2, "negatives": 2, "min_works": 40, "min_positives": 10}
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +54,12 @@ def test_both_teachers_are_tested_and_their_standing_is_published(two_runs):
     ).fetchall()
     # one result per teacher and run; the second run re-judges the stored labels (no call)
     assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows[::2]] == [
-        ("codex", "title_abstract@v2", "too_few_cases", 8, 8),
-        ("gemma", "title_only@v2", "too_few_cases", 8, 8),
+        ("codex", "title_abstract@v2", "too_few_cases", 4, 4),
+        ("gemma", "title_only@v2", "too_few_cases", 4, 4),
     ]
     assert rows[0][5] == first.run_id and rows[0][6].startswith("teacher not qualified: too few cases to judge (kappa")
     calls = dict(con.execute("SELECT teacher, count(*) FROM teacher_calls GROUP BY 1").fetchall())
-    assert calls["gemma"] >= 2 and calls["codex"] >= 2  # the 8 reference works, 5 a call, on top of the frame
+    assert calls["gemma"] >= 2 and calls["codex"] >= 2  # the 4 reference works, 5 a call, on top of the frame
     # nothing decides: no gated head, no candidate from the census teacher
     assert con.execute("SELECT count(*) FROM prediction_thresholds WHERE gate_passed").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM predictions WHERE len(candidate_categories) > 0").fetchone()[0] == 0
@@ -101,7 +101,12 @@ def test_first_run_covers_every_frame_work(two_runs):
         ).fetchall()
     }
     in_sampling_frame = {r[0] for r in con.execute("SELECT id FROM frame WHERE in_sampling_frame").fetchall()}
-    assert sent == in_sampling_frame
+    # the other calls of this run asked about the qualification's reference works
+    reference = {
+        r[0] for r in con.execute("SELECT work_id FROM teacher_labels WHERE record_view LIKE '%@v2'").fetchall()
+    }
+    assert sent - in_sampling_frame == reference - frame_ids and len(reference - frame_ids) == 4
+    assert in_sampling_frame <= sent
     orphans = con.execute(
         "SELECT count(*) FROM direct_labels_gemma WHERE source = 'teacher_call' "
         "AND call_id NOT IN (SELECT call_id FROM teacher_calls)"

@@ -96,3 +96,16 @@ def test_a_first_folder_holding_another_folders_name_is_refused(tmp_path, openal
 def test_a_missing_folder_is_named(tmp_path, openalex_more_dir):
     with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'nowhere'} does not exist"):
         take_inventory([openalex_more_dir, tmp_path / "nowhere"])
+
+
+def test_a_file_or_an_empty_further_folder_in_the_list_is_refused_not_read_as_empty(tmp_path, openalex_more_dir):
+    """An unmounted disk or a wrong path would otherwise drop its partitions and frame rows silently."""
+    a_file = tmp_path / "works.json"
+    a_file.write_text("[]")
+    with pytest.raises(NotADirectoryError, match=f"{a_file} is a file, not a folder"):
+        input_folders([openalex_more_dir, a_file])
+    empty = tmp_path / "mnt"
+    empty.mkdir()
+    (empty / "README.md").write_text("not a work file")
+    with pytest.raises(ValueError, match=f"{empty} holds no OpenAlex work files"):
+        take_inventory([openalex_more_dir, empty])

@@ -167,6 +167,37 @@ def test_a_damaged_tar_is_quarantined_after_what_it_could_read(tmp_path, openale
     assert "re-download" in items[-1].reason and is_file_error(items[-1])
 
 
+def test_a_tar_cut_or_damaged_at_a_member_header_is_quarantined_not_silently_short(tmp_path):
+    """tarfile stops iterating quietly at a cut or damaged header: every cut of a plain tar that loses a
+    member, and a flipped header byte inside a valid gzip stream, must leave a quarantine row."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for i in range(4):
+            data = json.dumps({"id": f"https://openalex.org/W{i + 1}", "title": f"Work {i + 1}"}).encode()
+            info = tarfile.TarInfo(f"w{i + 1}.json")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    raw = buf.getvalue()
+    silent = []
+    for cut in range(0, len(raw), 64):
+        path = tmp_path / "cut.tar"
+        path.write_bytes(raw[:cut])
+        items = list(iter_file(path, tmp_path))
+        if sum(isinstance(i, Record) for i in items) < 4 and not any(isinstance(i, Quarantined) for i in items):
+            silent.append(cut)
+    assert silent == [] and len(raw) // 64 > 40
+    damaged = bytearray(raw)
+    damaged[1024 + 100] ^= 0xFF  # the second member's header: its checksum no longer matches
+    path = tmp_path / "damaged.tar.gz"
+    path.write_bytes(gzip.compress(bytes(damaged)))
+    items = list(iter_file(path, tmp_path))
+    assert [i.locator for i in items] == ["w1.json:document", "after member w1.json"]
+    assert "members may be missing" in items[-1].reason
+
+
 def _tar_members(path: Path) -> dict[str, bytes]:
     import tarfile
 

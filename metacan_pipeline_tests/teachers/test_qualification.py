@@ -3,6 +3,8 @@ with a real (stub) teacher endpoint, and what an unqualified teacher may still d
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import httpx
 import pytest
 from sklearn.metrics import cohen_kappa_score
@@ -26,7 +28,7 @@ from metacan_pipeline.teachers.views import record_view
 from metacan_pipeline_tests.builders import PILOT, RUN_LOG, spec_for
 from metacan_pipeline_tests.stub_teacher import run_stub
 
-CFG = QualificationConfig()  # 34 in scope + 30 drawn negatives
+CFG = QualificationConfig(negatives=30, min_works=50)  # 34 in scope + 30 drawn negatives
 
 
 def test_reference_set_takes_every_frontier_positive_and_weights_the_drawn_negatives():
@@ -42,7 +44,7 @@ def test_reference_set_takes_every_frontier_positive_and_weights_the_drawn_negat
     # the drawn set is the same every time (salted hash order), another salt draws other negatives
     again = draw_reference_set(PILOT, CFG, set())
     assert [w.row["id"] for w in again] == [w.row["id"] for w in works]
-    other = draw_reference_set(PILOT, QualificationConfig(salt="other"), set())
+    other = draw_reference_set(PILOT, QualificationConfig(negatives=30, salt="other"), set())
     assert {w.row["id"] for w in other if w.stratum == OUT} != {w.row["id"] for w in by[OUT]}
 
 
@@ -124,5 +126,40 @@ def test_a_changed_configuration_is_a_new_test(storage, tmp_path):
     assert QualificationConfig(min_kappa_ratio=0.5).config_hash != packaged.config_hash
     with pytest.raises(ValueError, match="unknown keys"):
         QualificationConfig.from_table({"min_kappa": 0.4}, "registry x")
-    with pytest.raises(ValueError, match="min_kappa_ratio"):
-        QualificationConfig.from_table({"min_kappa_ratio": "high"}, "registry x")
+    for bad, key in (
+        ({"min_kappa_ratio": "high"}, "min_kappa_ratio"),
+        ({"min_works": True}, "min_works"),  # a TOML boolean is not a count
+        ({"negatives": -3}, "negatives"),
+        ({"salt": ""}, "salt"),
+        ({"reference": "frame2k"}, "reference"),
+    ):
+        with pytest.raises(ValueError, match=f"registry x: \\[qualification\\]: .*{key}"):
+            QualificationConfig.from_table(bad, "registry x")
+    with pytest.raises(ValueError, match="registry x: qualification must be a table"):
+        QualificationConfig.from_table(5, "registry x")
+    assert QualificationConfig.from_table(None, "registry x") == packaged  # the packaged values are the defaults
+
+
+def test_an_incomplete_or_malformed_reference_folder_is_refused_naming_the_file(tmp_path):
+    import shutil
+
+    pilot = tmp_path / "pilot"
+    shutil.copytree(PILOT / "frame1k", pilot / "frame1k")
+    (pilot / "frame1k" / "grok_r1" / "labels_03.json").unlink()
+    with pytest.raises(ValueError, match="incomplete .*'unlabelled_grok_r1': 50"):
+        draw_reference_set(pilot, CFG, set())
+    (pilot / "frame1k" / "chunks" / "chunk_02.json").write_text('{"works": []}')
+    with pytest.raises(ValueError, match="chunk_02.json: expected a JSON list of objects"):
+        draw_reference_set(pilot, CFG, set())
+    (pilot / "frame1k" / "chunks" / "chunk_02.json").write_bytes(b"\xff\xfe[]")
+    with pytest.raises(ValueError, match="chunk_02.json: not UTF-8 JSON"):
+        draw_reference_set(pilot, CFG, set())
+
+
+def test_a_reference_the_frontier_arms_do_not_agree_on_judges_no_one():
+    works = draw_reference_set(PILOT, CFG, set())
+    # two arms that contradict each other on every work (the third unlabelled)
+    flipped = [replace(w, arms={"opus_r1": w.reference, "codex_r1": 1 - w.reference, "grok_r1": None}) for w in works]
+    assert frontier_kappa(flipped) < 0
+    never = judge(flipped, {w.row["id"]: 0 for w in flipped}, QualificationConfig(min_works=10, min_positives=3))
+    assert never.status == TOO_FEW  # a negative needed kappa would let a teacher that never says yes pass

@@ -1,0 +1,95 @@
+"""Teacher quality before and after a prompt or view change, on the qualification's reference set (issue 14).
+
+Labels the frame1k reference set (``[qualification]`` of the packaged registry: every work a frontier model
+put in scope and the drawn negatives, with design weights) with the embedded Gemma for each (prompt version,
+view version) of ``--configs`` and each default teacher (gemma: title_only, codex: title_abstract), through
+the project's labelling path into a fresh label store, and prints per configuration and teacher: the
+validity rate (labelled / reference works), works called meta-research, the design-weighted kappa against
+the adjudicated reference (the qualification figure) and its verdict, seconds per label; then per
+configuration the design-weighted kappa between the two teachers (agreement with the sample teacher).
+The same server, grammar and model for every configuration: only the prompt and the view differ.
+
+Usage: .venv/bin/python benchmarks/bench_teacher_quality.py [--configs v2:1 v3:2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+from _common import REPO, machine_line
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--configs", nargs="+", default=["v2:1", "v3:2"], help="prompt_version:view_version pairs")
+    ap.add_argument("--pilot-dir", default=str(REPO.parent / "shared" / "data" / "metacan_pilot"))
+    args = ap.parse_args()
+
+    from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.teachers.agreement import kappa
+    from metacan_pipeline.teachers.labelling import current_labels, label_works
+    from metacan_pipeline.teachers.qualification import draw_reference_set, judge
+    from metacan_pipeline.teachers.registry import load_qualification, load_registry
+    from metacan_pipeline.teachers.server import EmbeddedLlamaServer
+
+    log = logging.getLogger("bench_teacher_quality")
+    cfg = load_qualification()
+    works = draw_reference_set(Path(args.pilot_dir), cfg, set())
+    texts = {w.row["id"]: w.abstract for w in works}
+    weight = {w.row["id"]: w.weight for w in works}
+    registry = load_registry(environ={})
+    with tempfile.TemporaryDirectory(prefix="bench-quality-") as tmp:
+        server = EmbeddedLlamaServer(log_dir=str(Path(tmp) / "logs"))
+        url = server.base_url(log)
+        print(
+            f"{len(works)} reference works ({sum(w.reference for w in works)} positive); {machine_line()}; "
+            f"server {server.n_threads} threads, {server.n_parallel} slots"
+        )
+        print(
+            f"{'prompt':6s} {'view':4s} {'teacher':7s} {'valid':>7s} {'positive':>8s} {'kappa':>7s} {'needed':>7s} "
+            f"{'verdict':>14s} {'s/label':>7s}"
+        )
+        try:
+            for config in args.configs:
+                prompt, version = config.split(":")
+                said: dict[str, dict[str, int]] = {}
+                for name in ("gemma", "codex"):
+                    spec = registry[name].model_copy(update={"prompt_version": prompt, "view_version": int(version)})
+                    storage = MetacanStorage(data_dir=str(Path(tmp) / f"store-{config}-{name}"))
+                    t0 = time.perf_counter()
+                    stats = label_works(
+                        storage,
+                        spec,
+                        [w.row for w in works],
+                        run_id=f"bench-{config}",
+                        log=log,
+                        base_url=lambda: url,
+                        abstracts=lambda rows: {r["id"]: texts[r["id"]] for r in rows},
+                    )
+                    seconds = time.perf_counter() - t0
+                    rows = current_labels(storage, spec, stats.view_hashes).to_pylist()
+                    said[name] = {
+                        r["work_id"]: int("metaresearch" in (r["categories"] or []))
+                        for r in rows
+                        if r["status"] == "labelled"
+                    }
+                    r = judge(works, said[name], cfg)
+                    k = "n/a" if r.kappa is None else f"{r.kappa:.3f}"
+                    print(
+                        f"{prompt:6s} {version:4s} {name:7s} {r.labelled / len(works):7.1%} {r.teacher_positives:8d} "
+                        f"{k:>7s} {r.needed_kappa:7.3f} {r.status:>14s} {seconds / len(works):7.2f}",
+                        flush=True,
+                    )
+                both = sorted(set(said["gemma"]) & set(said["codex"]))
+                k = kappa([said["gemma"][i] for i in both], [said["codex"][i] for i in both], [weight[i] for i in both])
+                print(f"{prompt:6s} {version:4s} gemma vs codex: weighted kappa {k} on {len(both)} works", flush=True)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
