@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument(
         "--works", type=int, default=10, help="works labelled per configuration (at least one call's worth)"
     )
+    ap.add_argument("--concurrency", type=int, default=4, help="calls in flight (the embedded server has 4 slots)")
     ap.add_argument(
         "--structured",
         nargs="+",
@@ -88,7 +89,12 @@ def main() -> None:
                 pool = [w for w in frame if view == "title_only" or w["has_abstract"]]
                 works = pool[: max(args.works, n)]
                 spec = gemma.model_copy(
-                    update={"record_view": view, "works_per_call": n, "concurrency": 1, "structured_output": mode}
+                    update={
+                        "record_view": view,
+                        "works_per_call": n,
+                        "concurrency": args.concurrency,
+                        "structured_output": mode,
+                    }
                 )
                 storage = MetacanStorage(data_dir=str(Path(tmp) / f"store-{view}-{n}-{mode}"))
                 t0 = time.perf_counter()

@@ -114,6 +114,14 @@ def prevalence_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[st
             parts.append(f"{population} {what} {rate:.4f} [{lo:.4f}, {hi:.4f}]")
         else:
             parts.append(f"{population} {what} {rate:.4f}")
+    skipped = con.execute(
+        "SELECT DISTINCT population, method FROM prevalence WHERE category = 'metaresearch' AND rate IS NULL "
+        "AND starts_with(design, 'not computed') ORDER BY 1, 2"
+    ).fetchall()
+    parts += [
+        f"{population} {method.replace('_', ' ')} not computed (a teacher is not qualified)"
+        for population, method in skipped
+    ]
     return ["Prevalence of metaresearch: " + "; ".join(parts)]
 
 

@@ -26,7 +26,7 @@ from ..tables.student import PREVALENCE_SCHEMA
 from ..teachers.agreement import current_labelled, head_values
 from ..teachers.registry import TeacherSpec, load_registry
 from ..vocab import CATEGORIES
-from .roles import direct_labels_key
+from .roles import direct_labels_key, teacher_standing
 
 Z95 = 1.959963984540054
 
@@ -175,9 +175,13 @@ def _unweighted_row(population: str, category: str, method: str, n: int, rate, d
 
 def classify_and_count_rows(storage: MetacanStorage) -> list[dict]:
     """``classify_and_count`` (and ``classify_and_count_consensus``) rows: the share of frame works whose
-    ``predictions.candidate_categories`` (``consensus_categories``) holds the category; no CI."""
+    ``predictions.candidate_categories`` (``consensus_categories``) holds the category; no CI. While a role
+    teacher has not passed its qualification test the decisions are not the classifier's to count: the rows
+    carry no rate and ``design`` says why (a 0 there would read as a measured prevalence)."""
     if not storage.has_table("predictions"):
         return []
+    standing = teacher_standing(storage)
+    unqualified = "; ".join(n for n in (standing.sample_not_qualified, standing.census_not_qualified) if n)
     with storage.connect() as con:
         n_preds = con.execute("SELECT count(*) FROM predictions").fetchone()[0]
         counts = {
@@ -194,8 +198,8 @@ def classify_and_count_rows(storage: MetacanStorage) -> list[dict]:
             c,
             method,
             n_preds,
-            counts.get((col, c), 0) / n_preds if n_preds else None,
-            "every frame work scored once",
+            None if unqualified or not n_preds else counts.get((col, c), 0) / n_preds,
+            f"not computed: {unqualified}" if unqualified else "every frame work scored once",
             n_weighted=float(n_preds),
         )
         for c in CATEGORIES

@@ -430,3 +430,21 @@ def test_stream_records_hands_over_the_chosen_works_in_chunks(tmp_path, openalex
     assert [[c[0] for c in chunk] for chunk in chunks] == [["W2", "W3"], ["W5", "W7"]]
     assert all(c[3] == next(r["record_hash"] for r in rows if r["id"] == c[0]) for chunk in chunks for c in chunk)
     assert [r["id"] for r in index] == sorted(r["id"] for r in rows) and len(index) == 7
+
+
+def test_an_unqualified_teachers_label_says_so_on_the_page_the_record_and_the_index(openalex_dir):
+    row = real_frame_row(openalex_dir)
+    note = "teacher not qualified (kappa -0.01 on 50 reference works (16 positive); needs 0.37)"
+    record = build_record(
+        row,
+        [label_row(row["id"], "gemma", ["metaresearch"])],
+        prediction_row(row["id"]),
+        machine_row(row["id"]),
+        None,
+        {"gemma": note},
+    )
+    assert record["direct_labels"][0]["qualification"] == note
+    html = render_work(environment(), record, None, CTX)
+    assert f'<span class="badge">{note}</span>' in html.replace("&#39;", "'")
+    assert f"Teacher gemma: {note}." in html and "decides nothing" in html
+    assert index_row(record)["classification"] == f"direct label (gemma, {note}): Metaresearch"

@@ -60,3 +60,20 @@ def test_the_pilot_screeners_published_prevalence_and_the_swap_range(tmp_path):
     assert a["se"] == pytest.approx(0, abs=1e-12) and 0.002 < b["se"] < 0.005 and b["ci_low"] < 0.0237 < b["ci_high"]
     swap = rows[(None, "screener_swap_range")]
     assert (swap["ci_low"], swap["ci_high"]) == (a["rate"], b["rate"])
+
+
+def test_classify_and_count_is_the_candidate_share_and_is_not_computed_while_a_teacher_is_unqualified(storage):
+    from metacan_pipeline.student.assets import predictions, student_heads
+    from metacan_pipeline.student.prevalence import classify_and_count_rows
+    from metacan_pipeline_tests.builders import N_WORKS, record_qualification, run_student, write_inputs
+
+    write_inputs(storage)
+    run_student(storage, student_heads, predictions)
+    preds = storage.read_table("predictions").to_pylist()
+    share = sum("metaresearch" in p["candidate_categories"] for p in preds) / N_WORKS
+    rows = {(r["method"], r["category"]): r for r in classify_and_count_rows(storage)}
+    assert share > 0 and rows[("classify_and_count", "metaresearch")]["rate"] == pytest.approx(share)
+    record_qualification(storage, "codex", agree=False)  # the newest result counts
+    rows = {(r["method"], r["category"]): r for r in classify_and_count_rows(storage)}
+    row = rows[("classify_and_count", "metaresearch")]
+    assert row["rate"] is None and row["design"].startswith("not computed: teacher not qualified (kappa 0.00")
