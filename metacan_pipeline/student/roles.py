@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..storage import MetacanStorage
-from ..teachers.qualification import counts, current_qualification
+from ..teachers.qualification import counts, current_qualification, status_note
 from ..teachers.registry import load_qualification, load_registry, load_roles
 from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER
 
@@ -46,5 +46,5 @@ def teacher_standing(storage: MetacanStorage) -> TeacherStanding:
     notes = {}
     for name in (SAMPLE, CENSUS):
         row = current_qualification(storage, registry[name], cfg)
-        notes[name] = None if counts(row) else (row["note"] if row else "teacher not qualified: not tested yet")
+        notes[name] = None if counts(row) else status_note(row)
     return TeacherStanding(notes[SAMPLE], notes[CENSUS])
