@@ -39,11 +39,14 @@ from tenacity import (
 from ..http import retry_after_seconds
 from .rubric import Prompt
 from .store import ENDPOINT_ERROR, UNAVAILABLE, now_utc
-from .validate import DirectLabel, InvalidLabel, batch_reply_schema, validate_label
+from .validate import DirectLabel, InvalidLabel, batch_reply_grammar, batch_reply_schema, validate_label
 
 #: Structured-output modes, strictest first: OpenAI/vLLM ``json_schema``; llama.cpp ``json_object`` with a
-#: schema (turned into a grammar); plain JSON asked for in words only.
-STRUCTURED_MODES = ("json_schema", "json_object_schema", "none")
+#: schema (turned into a grammar); llama.cpp ``grammar`` with the compact reply grammar written out
+#: (:func:`.validate.batch_reply_grammar`, the embedded teacher's mode); plain JSON asked for in words only.
+STRUCTURED_MODES = ("json_schema", "json_object_schema", "gbnf", "none")
+AUTO_MODES = ("json_schema", "json_object_schema", "none")
+"""What ``structured="auto"`` tries, in order (``gbnf`` is llama.cpp's own field: asked for by name only)."""
 
 
 @dataclass
@@ -175,7 +178,7 @@ def response_format(mode: str, schema: dict) -> dict | None:
         return {"type": "json_schema", "json_schema": {"name": "direct_labels", "schema": schema, "strict": True}}
     if mode == "json_object_schema":
         return {"type": "json_object", "schema": schema}
-    if mode == "none":
+    if mode in ("gbnf", "none"):
         return None
     raise ValueError(f"unknown structured output mode {mode!r}; expected one of {STRUCTURED_MODES}")
 
@@ -237,7 +240,7 @@ class TeacherClient:
         )
         if structured != "auto":
             response_format(structured, {})  # validate the name early
-        self.modes = list(STRUCTURED_MODES) if structured == "auto" else [structured]
+        self.modes = list(AUTO_MODES) if structured == "auto" else [structured]
         self.on_call = on_call or (lambda rec: None)
         self.on_outcomes = on_outcomes or (lambda outs: None)
 
@@ -282,6 +285,8 @@ class TeacherClient:
         )
         if rf is not None:
             body["response_format"] = rf
+        if self.structured == "gbnf":
+            body["grammar"] = batch_reply_grammar(ids)
         if self.logprobs:
             body["logprobs"] = True
         return body

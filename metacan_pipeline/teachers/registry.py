@@ -49,7 +49,7 @@ class TeacherSpec(BaseModel):
     concurrency: int = Field(default=1, ge=1, le=256)
     price_input_per_1k: float = Field(default=0.0, ge=0, strict=False)  # TOML 0 (an integer) is a price too
     price_output_per_1k: float = Field(default=0.0, ge=0, strict=False)
-    structured_output: Literal["auto", "json_schema", "json_object_schema", "none"] = "auto"
+    structured_output: Literal["auto", "json_schema", "json_object_schema", "gbnf", "none"] = "auto"
     system_role: Literal["auto", "yes", "no"] = "auto"
     logprobs: bool = False
     temperature: float = Field(default=0.0, ge=0, le=2, strict=False)

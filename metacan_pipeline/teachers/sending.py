@@ -116,12 +116,12 @@ def teacher_client(
     on_call: Callable[[CallRecord], None],
     on_outcomes: Callable[[list[LabelOutcome]], None],
 ) -> TeacherClient:
-    """The client for ``spec`` at ``url``. ``structured_output = auto`` is ``json_object_schema`` on the
-    embedded server and ``auto`` (probed) elsewhere; ``system_role = auto`` sends a system message except
+    """The client for ``spec`` at ``url``. ``structured_output = auto`` is ``gbnf`` (the compact reply
+    grammar) on the embedded server and ``auto`` (probed) elsewhere; ``system_role = auto`` sends a system message except
     to the embedded Gemma, whose chat template has none."""
     structured = spec.structured_output
     if structured == "auto":
-        structured = "json_object_schema" if spec.embedded else "auto"
+        structured = "gbnf" if spec.embedded else "auto"
     return TeacherClient(
         url,
         spec.model,

@@ -126,6 +126,10 @@ class LlamaServerProcess:
             "--chat-template",
             self.chat_format,
             "--no-webui",
+            # Gemma 3 attends over a sliding window in most layers, and with the default (window-sized) cache
+            # llama.cpp re-reads the whole prompt on every call; the full-size cache lets a slot keep the
+            # rubric it read last time (issue 14: 1,227 of 1,719 prompt tokens reused, 4.0 s -> 1.6 s a call)
+            "--swa-full",
         ]
         log = open(self.log_path, "ab")
         log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(cmd)}\n".encode())

@@ -202,6 +202,25 @@ def test_structured_output_falls_back_when_the_server_refuses_json_schema():
     assert [o.status for o in out] == ["labelled"] * 2 and len(calls) == 2
 
 
+def test_gbnf_mode_sends_the_compact_reply_grammar_and_no_response_format():
+    """llama.cpp's ``grammar`` field, ids pinned in the asked order; the reply is validated as in every mode."""
+    seen = []
+
+    def handler(req):
+        seen.append(json.loads(req.content))
+        return _reply(_labels(req))
+
+    out, calls, _, client = _run(handler, _views(2), structured="gbnf")
+    assert [o.status for o in out] == ["labelled"] * 2 and len(calls) == 1 and client.structured == "gbnf"
+    assert "response_format" not in seen[0]
+    grammar = seen[0]["grammar"]
+    assert grammar.splitlines()[:3] == [
+        'root ::= "{\\"labels\\":[" label0 "," label1 "]}"',
+        'label0 ::= "{\\"id\\":" "\\"W1\\"" body',
+        'label1 ::= "{\\"id\\":" "\\"W2\\"" body',
+    ]
+
+
 def test_request_carries_the_schema_and_delimits_untrusted_text():
     seen = {}
 

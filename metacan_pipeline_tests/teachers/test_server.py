@@ -1,7 +1,9 @@
 """Tests of metacan_pipeline.teachers.server: the embedded llama.cpp server, started for real: lifecycle and
-schema-constrained labels."""
+grammar-constrained labels."""
 
 import asyncio
+import json
+import re
 
 import httpx
 import pytest
@@ -47,8 +49,8 @@ def test_server_labels_and_stops(tmp_path):
         client = TeacherClient(
             url,
             EMBEDDED_MODEL_ALIAS,
-            load_prompt("v2"),
-            structured="json_object_schema",
+            load_prompt("v3"),
+            structured="gbnf",  # the embedded teachers' mode: the compact reply grammar
             system_role=False,
             on_call=calls.append,
         )
@@ -68,6 +70,12 @@ def test_server_labels_and_stops(tmp_path):
         assert out.status == "labelled", out.error
         assert out.label.id == w["id"] and out.call_id == calls[0].call_id
     assert calls[0].prompt_tokens > 800  # the rubric reached the model (Gemma has no system role)
+    # the compact grammar: one line of JSON, labels in the asked order, ids pinned, no whitespace outside strings
+    content = json.loads(calls[0].response_text)["choices"][0]["message"]["content"]
+    assert content.startswith('{"labels":[{"id":"W101","categories":[') and content.endswith('"}]}')
+    assert [lab["id"] for lab in json.loads(content)["labels"]] == ["W101", "W102"]
+    outside_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', content)
+    assert not re.search(r"\s", outside_strings), content
     # the injected instruction did not change the schema: the reply still has every field, id pinned
     assert set(outcomes[0].label.as_dict()) == {
         "id",
