@@ -8,8 +8,12 @@ batches (:mod:`.scoring`) and derives quota-calibrated decisions, candidate and 
 (:mod:`.predicting`). ``machine_scores`` runs one active-learning round (:mod:`.rounds`).
 
 Inputs are named by asset key (``direct_labels_<teacher>`` of the census and the sample teacher,
-:mod:`.roles`; ``sample_design``): no other stage's assets module is imported.
+:mod:`.roles`; ``sample_design``): no other stage's assets module is imported. The modules that need
+scikit-learn are imported inside the assets: it takes about 4 s to import, and every step process of a run
+launched from the Dagster UI imports this module.
 """
+
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import pyarrow as pa
@@ -18,31 +22,12 @@ from pydantic import Field
 from ..meta import counts_markdown, png_markdown, table_metadata
 from ..storage import MetacanStorage
 from ..tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA, THRESHOLDS_SCHEMA, TRAINING_SET_SCHEMA
-from .evaluation import holdout_metric_rows, write_reliability_plots
 from .features import FEATURE_KINDS
 from .holdout import HOLDOUT_VERSION
-from .models import StudentBundle, load_published, model_path
-from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
 from .roles import CENSUS, SAMPLE, direct_labels_key, teacher_standing
-from .rounds import (
-    ARMS,
-    TARGET,
-    fit_arms,
-    load_arm_inputs,
-    machine_batches,
-    machine_preview,
-    maturity_gate,
-    next_round,
-    proposals_markdown,
-    propose_for_round,
-    record_round,
-    round_history,
-    rounds_markdown,
-    status_for,
-    store_holdout_scores,
-    training_signature,
-)
-from .training import load_training_inputs, train_or_load, training_set_table
+
+if TYPE_CHECKING:
+    from .models import StudentBundle
 
 #: The inputs every student asset reads: both student teachers' direct labels and the sample design.
 STUDENT_INPUTS = [direct_labels_key(CENSUS), direct_labels_key(SAMPLE), "sample_design"]
@@ -71,10 +56,12 @@ class StudentConfig(dg.Config):
 
 
 def _heads_metadata(
-    storage: MetacanStorage, bundle: StudentBundle, reused: bool, rows: list[dict], holdout: int, pngs: dict
+    storage: MetacanStorage, bundle: "StudentBundle", reused: bool, rows: list[dict], holdout: int, pngs: dict
 ) -> dict:
     """The ``student_heads`` metadata: the table, the model file and version, the training and holdout sizes,
     how many heads carry decisions, and a reliability plot per teacher."""
+    from .models import model_path
+
     gated = sum(1 for g in bundle.gates.values() if g.passed)
     return table_metadata(
         HEADS_SCHEMA,
@@ -134,6 +121,9 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     ``data/models/<model_version>.joblib``, published once and immutable (:mod:`.models`): a
     re-materialization with the same labels reuses it and recomputes only the metrics.
     """
+    from .evaluation import holdout_metric_rows, write_reliability_plots
+    from .training import load_training_inputs, train_or_load, training_set_table
+
     inputs, newly = load_training_inputs(storage, context.run.run_id)
     if newly:
         context.log.info(
@@ -206,6 +196,9 @@ def predictions(context: dg.AssetExecutionContext, storage: MetacanStorage):
     Raises ValueError without ``student_heads`` and :class:`~.models.ModelVersionError` when the published
     model file is missing or altered.
     """
+    from .models import load_published
+    from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
+
     model_version = current_model_version(storage)
     bundle = load_published(storage, model_version)
     if bundle is None:
@@ -278,6 +271,25 @@ def machine_scores(
     (:data:`MACHINE_SCHEMA`), ``machine_rounds``, ``machine_round_scores`` and ``machine_round_proposals``
     in DuckDB.
     """
+    from .rounds import (
+        ARMS,
+        TARGET,
+        fit_arms,
+        load_arm_inputs,
+        machine_batches,
+        machine_preview,
+        maturity_gate,
+        next_round,
+        proposals_markdown,
+        propose_for_round,
+        record_round,
+        round_history,
+        rounds_markdown,
+        status_for,
+        store_holdout_scores,
+        training_signature,
+    )
+
     inputs = load_arm_inputs(storage, context.run.run_id)
     signature = training_signature(inputs.train)
     round_no, new_round = next_round(storage, signature)

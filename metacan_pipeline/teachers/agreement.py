@@ -31,7 +31,6 @@ from typing import Any
 
 import dagster as dg
 import pyarrow as pa
-from sklearn.metrics import cohen_kappa_score
 
 from ..meta import table_metadata
 from ..storage import MetacanStorage
@@ -78,6 +77,8 @@ def kappa(a: Sequence[Any], b: Sequence[Any], weights: Sequence[float] | None = 
         )
     if not a or len(set(a) | set(b)) < 2:
         return None
+    from sklearn.metrics import cohen_kappa_score  # here: scikit-learn takes 3.6 s to import, every step process
+
     # sklearn sorts the labels: give it strings so that booleans and class names sort alike.
     return float(cohen_kappa_score([str(x) for x in a], [str(x) for x in b], sample_weight=weights))
 
