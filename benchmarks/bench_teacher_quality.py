@@ -2,14 +2,16 @@
 
 Labels the frame1k reference set (``[qualification]`` of the packaged registry: every work a frontier model
 put in scope and the drawn negatives, with design weights) with the embedded Gemma for each (prompt version,
-view version) of ``--configs`` and each default teacher (gemma: title_only, codex: title_abstract), through
+view version, structured-output mode) of ``--configs`` and each default teacher (gemma: title_only, codex: title_abstract), through
 the project's labelling path into a fresh label store, and prints per configuration and teacher: the
 validity rate (labelled / reference works), works called meta-research, the design-weighted kappa against
 the adjudicated reference (the qualification figure) and its verdict, seconds per label; then per
 configuration the design-weighted kappa between the two teachers (agreement with the sample teacher).
-The same server, grammar and model for every configuration: only the prompt and the view differ.
+The same server and model for every configuration: only the prompt, the view and the reply grammar differ
+(``json_object_schema``: llama.cpp's grammar from the reply schema, which lets the model pretty-print;
+``gbnf``: the compact reply grammar, the embedded default since issue 14).
 
-Usage: .venv/bin/python benchmarks/bench_teacher_quality.py [--configs v2:1 v3:2]
+Usage: .venv/bin/python benchmarks/bench_teacher_quality.py [--configs v2:1:json_object_schema v3:2:gbnf]
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from _common import REPO, machine_line
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--configs", nargs="+", default=["v2:1", "v3:2"], help="prompt_version:view_version pairs")
+    ap.add_argument(
+        "--configs",
+        nargs="+",
+        default=["v2:1:json_object_schema", "v3:2:json_object_schema", "v3:2:gbnf"],
+        help="prompt_version:view_version:structured_output (the mode may be left out: gbnf)",
+    )
     ap.add_argument("--pilot-dir", default=str(REPO.parent / "shared" / "data" / "metacan_pilot"))
     args = ap.parse_args()
 
@@ -50,15 +57,17 @@ def main() -> None:
             f"server {server.n_threads} threads, {server.n_parallel} slots"
         )
         print(
-            f"{'prompt':6s} {'view':4s} {'teacher':7s} {'valid':>7s} {'positive':>8s} {'kappa':>7s} {'needed':>7s} "
+            f"{'prompt':6s} {'view':4s} {'grammar':18s} {'teacher':7s} {'valid':>7s} {'positive':>8s} {'kappa':>7s} {'needed':>7s} "
             f"{'verdict':>14s} {'s/label':>7s}"
         )
         try:
             for config in args.configs:
-                prompt, version = config.split(":")
+                prompt, version, mode = (config.split(":") + ["gbnf"])[:3]
                 said: dict[str, dict[str, int]] = {}
                 for name in ("gemma", "codex"):
-                    spec = registry[name].model_copy(update={"prompt_version": prompt, "view_version": int(version)})
+                    spec = registry[name].model_copy(
+                        update={"prompt_version": prompt, "view_version": int(version), "structured_output": mode}
+                    )
                     storage = MetacanStorage(data_dir=str(Path(tmp) / f"store-{config}-{name}"))
                     t0 = time.perf_counter()
                     stats = label_works(
@@ -80,13 +89,16 @@ def main() -> None:
                     r = judge(works, said[name], cfg)
                     k = "n/a" if r.kappa is None else f"{r.kappa:.3f}"
                     print(
-                        f"{prompt:6s} {version:4s} {name:7s} {r.labelled / len(works):7.1%} {r.teacher_positives:8d} "
+                        f"{prompt:6s} {version:4s} {mode:18s} {name:7s} {r.labelled / len(works):7.1%} {r.teacher_positives:8d} "
                         f"{k:>7s} {r.needed_kappa:7.3f} {r.status:>14s} {seconds / len(works):7.2f}",
                         flush=True,
                     )
                 both = sorted(set(said["gemma"]) & set(said["codex"]))
                 k = kappa([said["gemma"][i] for i in both], [said["codex"][i] for i in both], [weight[i] for i in both])
-                print(f"{prompt:6s} {version:4s} gemma vs codex: weighted kappa {k} on {len(both)} works", flush=True)
+                print(
+                    f"{prompt:6s} {version:4s} {mode:18s} gemma vs codex: weighted kappa {k} on {len(both)} works",
+                    flush=True,
+                )
         finally:
             server.stop()
 
