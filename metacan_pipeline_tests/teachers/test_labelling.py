@@ -347,7 +347,7 @@ def test_a_huge_retry_after_does_not_park_the_run(tmp_path):
     Seen: _wait returns max(backoff, Retry-After) uncapped; the run sleeps a day."""
     storage = MetacanStorage(data_dir=str(tmp_path))
     mock = httpx.MockTransport(lambda req: httpx.Response(429, headers={"Retry-After": "86400"}, text="quota"))
-    spec = spec_for("http://m.invalid/v1", works_per_call=2, concurrency=1, max_transport_attempts=2, timeout_s=5)
+    spec = spec_for("http://m.invalid/v1", works_per_call=2, concurrency=1, max_transport_attempts=2, timeout_s=1)
     done, result = run_in_thread(
         lambda: label_works(
             storage,
@@ -532,7 +532,7 @@ def test_bad_replies_fail_alone_with_their_cause_and_nothing_is_fabricated(tmp_p
 
 def test_a_429_burst_is_waited_out(tmp_path):
     storage = MetacanStorage(data_dir=str(tmp_path))
-    with run_stub(burst_429=5) as (url, _):
+    with run_stub(burst_429=3) as (url, _):
         stats = label_works(
             storage,
             spec_for(url, max_transport_attempts=8, concurrency=1),
@@ -545,7 +545,7 @@ def test_a_429_burst_is_waited_out(tmp_path):
     statuses = (
         store(tmp_path).execute("SELECT http_status, count(*) FROM teacher_calls GROUP BY ALL ORDER BY ALL").fetchall()
     )
-    assert statuses == [(200, 2), (429, 5)]
+    assert statuses == [(200, 2), (429, 3)]
 
 
 def test_a_server_killed_mid_run_leaves_unavailable_failures_that_the_next_run_asks_again(tmp_path):
