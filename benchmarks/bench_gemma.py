@@ -7,12 +7,13 @@ fresh label store, and reports works/s, seconds per call, tokens per call and ho
 labelled vs failed (a batch too long for the model splits, which costs calls). Run it on an idle machine:
 the server uses both cores.
 
-Each configuration runs once per ``--structured`` mode: ``json_object_schema`` (the reply schema as a
-llama.cpp grammar, the default of the embedded teachers) and ``none`` (JSON asked for in words, then the
+Each configuration runs once per ``--structured`` mode: ``gbnf`` (the compact reply grammar, the default of
+the embedded teachers), ``json_object_schema`` (the reply schema as a llama.cpp grammar, which lets the
+model pretty-print) and ``none`` (JSON asked for in words, then the
 strict validation; the 270M model then runs to max_tokens without closing the JSON, issue 14).
 
 Usage: .venv/bin/python benchmarks/bench_gemma.py [--sizes 1 5 10 25] [--abstract-sizes 1 2 5] [--works 10]
-       [--structured json_object_schema none]
+       [--structured gbnf json_object_schema none]
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def main() -> None:
     ap.add_argument(
         "--structured",
         nargs="+",
-        default=["json_object_schema", "none"],
-        help="structured-output modes to compare (json_object_schema = the schema as a llama.cpp grammar)",
+        default=["gbnf", "json_object_schema", "none"],
+        help="structured-output modes to compare (gbnf = the compact reply grammar; json_object_schema = the schema as a llama.cpp grammar)",
     )
     ap.add_argument("--openalex-dir", default=str(REPO.parent / "shared" / "data" / "openalex"))
     args = ap.parse_args()
