@@ -193,7 +193,7 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
 
     ``base_url()`` starts the server on first use and returns ``http://127.0.0.1:<port>/v1``.
     Measured (issue 14, 2-core AMD EPYC): 2 threads, title-only view, 5 works per call under the reply
-    grammar, 4 slots: 3.2 s per label (benchmarks/bench_gemma.py; 5.5 s with the abstract).
+    grammar, 4 slots: 2.5 s per label (benchmarks/bench_gemma.py, the compact grammar; 2.9 s with the abstract).
     """
 
     model_path: str = Field(default="", description="GGUF file; empty = the Gemma 3 270M of the PyPI package.")
