@@ -13,7 +13,7 @@ model pretty-print) and ``none`` (JSON asked for in words, then the
 strict validation; the 270M model then runs to max_tokens without closing the JSON, issue 14).
 
 Usage: .venv/bin/python benchmarks/bench_gemma.py [--sizes 1 5 10 25] [--abstract-sizes 1 2 5] [--works 10]
-       [--structured gbnf json_object_schema none]
+       [--structured gbnf json_object_schema none] [--prompts v3 v4]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 10, 25], help="works per call, title_only view")
     ap.add_argument(
-        "--abstract-sizes", type=int, nargs="+", default=[1, 2, 5], help="works per call, title_abstract view"
+        "--abstract-sizes", type=int, nargs="*", default=[1, 2, 5], help="works per call, title_abstract view"
     )
     ap.add_argument(
         "--works", type=int, default=10, help="works labelled per configuration (at least one call's worth)"
@@ -42,6 +42,9 @@ def main() -> None:
         nargs="+",
         default=["gbnf", "json_object_schema", "none"],
         help="structured-output modes to compare (gbnf = the compact reply grammar; json_object_schema = the schema as a llama.cpp grammar)",
+    )
+    ap.add_argument(
+        "--prompts", nargs="+", default=None, help="prompt versions to compare (default: the gemma teacher's)"
     )
     ap.add_argument("--openalex-dir", default=str(REPO.parent / "shared" / "data" / "openalex"))
     args = ap.parse_args()
@@ -81,12 +84,13 @@ def main() -> None:
             f"threads, n_ctx {server.n_ctx}; prompt {gemma.prompt_version}"
         )
         print(
-            f"{'structured':18s} {'view':15s} {'per call':>8s} {'works':>5s} {'calls':>5s} {'seconds':>8s} {'works/s':>8s} {'s/work':>7s} "
+            f"{'prompt':6s} {'structured':18s} {'view':15s} {'per call':>8s} {'works':>5s} {'calls':>5s} {'seconds':>8s} {'works/s':>8s} {'s/work':>7s} "
             f"{'s/call':>7s} {'prompt tok/call':>15s} {'compl tok/call':>14s} {'labelled':>8s} {'failed':>6s}"
         )
         try:
             plan = [("title_only", n) for n in args.sizes] + [("title_abstract", n) for n in args.abstract_sizes]
-            for (view, n), mode in ((p, m) for p in plan for m in args.structured):
+            prompts = args.prompts or [gemma.prompt_version]
+            for (view, n), mode, prompt in ((p, m, v) for p in plan for m in args.structured for v in prompts):
                 pool = [w for w in frame if view == "title_only" or w["has_abstract"]]
                 works = pool[: max(args.works, n)]
                 spec = gemma.model_copy(
@@ -95,9 +99,10 @@ def main() -> None:
                         "works_per_call": n,
                         "concurrency": args.concurrency,
                         "structured_output": mode,
+                        "prompt_version": prompt,
                     }
                 )
-                storage = MetacanStorage(data_dir=str(Path(tmp) / f"store-{view}-{n}-{mode}"))
+                storage = MetacanStorage(data_dir=str(Path(tmp) / f"store-{view}-{n}-{mode}-{prompt}"))
                 t0 = time.perf_counter()
                 stats = label_works(
                     storage, spec, works, run_id=f"bench-{view}-{n}", log=log, base_url=lambda: url, abstracts=abstracts
@@ -105,7 +110,7 @@ def main() -> None:
                 seconds = time.perf_counter() - t0
                 calls = max(stats.calls, 1)
                 print(
-                    f"{mode:18s} {view:15s} {n:8d} {len(works):5d} {stats.calls:5d} {seconds:8.1f} {len(works) / seconds:8.3f} "
+                    f"{prompt:6s} {mode:18s} {view:15s} {n:8d} {len(works):5d} {stats.calls:5d} {seconds:8.1f} {len(works) / seconds:8.3f} "
                     f"{seconds / len(works):7.2f} {seconds / calls:7.2f} {stats.prompt_tokens / calls:15.0f} "
                     f"{stats.completion_tokens / calls:14.0f} {stats.outcomes['labelled']:8d} {stats.outcomes['failed']:6d}",
                     flush=True,

@@ -69,6 +69,7 @@ from metacan_pipeline.vocab import (
     DOMAINS,
     GENRES,
     INSUFFICIENT_PAYLOAD,
+    LABEL_FIELDS,
     STUDY_DESIGNS,
 )
 
@@ -291,6 +292,13 @@ def parse_records(messages) -> tuple[list[dict], int]:
     return records, chars
 
 
+def _asks_for_rows(messages) -> bool:
+    """True when the last user message asks for the ``rows`` reply format (prompt v4 and later): the stub,
+    like a model, answers in the shape the prompt asks for."""
+    users = [_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    return bool(users) and "JSON list holding exactly" in users[-1]
+
+
 def _faults_of(rec: dict) -> list[str]:
     title = rec.get("title")
     if not isinstance(title, str) or "FAULT:" not in title:
@@ -442,7 +450,10 @@ class StubTeacher:
             if "oov" in fs:
                 label["genre"] = "novel"
             labels.append(label)
-        content: str | None = orjson.dumps({"labels": labels}).decode()
+        if _asks_for_rows(req.get("messages")):  # a prompt whose reply format is rows (teachers/rubric.py)
+            content: str | None = orjson.dumps([[lab[f] for f in LABEL_FIELDS] for lab in labels]).decode()
+        else:
+            content = orjson.dumps({"labels": labels}).decode()
         finish, refusal = "stop", None
         content_fault = next((m for m in _CONTENT_FAULTS if m in modes), None)
         if content_fault == "refusal":

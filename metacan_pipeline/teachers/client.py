@@ -39,7 +39,16 @@ from tenacity import (
 from ..http import retry_after_seconds
 from .rubric import Prompt
 from .store import ENDPOINT_ERROR, UNAVAILABLE, now_utc
-from .validate import DirectLabel, InvalidLabel, batch_reply_grammar, batch_reply_schema, validate_label
+from .validate import (
+    DirectLabel,
+    InvalidLabel,
+    batch_reply_grammar,
+    batch_reply_schema,
+    batch_rows_grammar,
+    batch_rows_schema,
+    rows_as_labels,
+    validate_label,
+)
 
 #: Structured-output modes, strictest first: OpenAI/vLLM ``json_schema``; llama.cpp ``json_object`` with a
 #: schema (turned into a grammar); llama.cpp ``grammar`` with the compact reply grammar written out
@@ -127,13 +136,15 @@ def _text(content: object) -> str | None:
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 
 
-def validate_batch(content: str, ids: list[str]) -> dict[str, DirectLabel]:
+def validate_batch(content: str, ids: list[str], reply: str = "labels") -> dict[str, DirectLabel]:
     """Parse and validate one reply for the works ``ids``; raises :class:`InvalidLabel` with the cause.
 
-    The reply is ``{"labels": [...]}`` (a bare list is accepted, and a bare label object when one work
-    was asked; a Markdown code fence around the JSON is removed). Rules: the reply's id set equals the
-    request's (a rewritten, missing or extra id is an error, naming them), an exact duplicate label is
-    dropped, two different labels for one id are an error, every label valid (:func:`validate_label`).
+    ``reply`` is the prompt's reply format (:mod:`.rubric`). A ``labels`` reply is ``{"labels": [...]}``
+    (a bare list is accepted, and a bare label object when one work was asked); a ``rows`` reply is a
+    list of one row per work in the order asked (:func:`.validate.rows_as_labels`). A Markdown code fence
+    around the JSON is removed. Rules: the reply's id set equals the request's (a rewritten, missing or
+    extra id is an error, naming them), an exact duplicate label is dropped, two different labels for one
+    id are an error, every label valid (:func:`validate_label`).
     """
     m = _FENCE.match(content)
     text = m.group(1) if m else content
@@ -141,6 +152,8 @@ def validate_batch(content: str, ids: list[str]) -> dict[str, DirectLabel]:
         obj = json.loads(text, strict=False)  # control characters inside strings: the reason is cleaned later
     except json.JSONDecodeError as exc:
         raise InvalidLabel(f"reply is not valid JSON ({exc.msg} at char {exc.pos} of {len(text)})") from None
+    if reply == "rows":
+        obj = rows_as_labels(obj, ids)
     if isinstance(obj, dict) and "labels" in obj:
         items = obj["labels"]
     elif isinstance(obj, list):
@@ -280,13 +293,17 @@ class TeacherClient:
             "max_tokens": 64 + self.max_tokens_per_work * len(views),
             "seed": seed,
         }
-        rf = response_format(
-            self.structured, batch_reply_schema(ids, rules_in_grammar=self.structured == "json_object_schema")
+        rows = self.prompt.reply == "rows"
+        schema = (
+            batch_rows_schema(len(ids))
+            if rows
+            else batch_reply_schema(ids, rules_in_grammar=self.structured == "json_object_schema")
         )
+        rf = response_format(self.structured, schema)
         if rf is not None:
             body["response_format"] = rf
         if self.structured == "gbnf":
-            body["grammar"] = batch_reply_grammar(ids)
+            body["grammar"] = batch_rows_grammar(len(ids)) if rows else batch_reply_grammar(ids)
         if self.logprobs:
             body["logprobs"] = True
         return body
@@ -392,7 +409,7 @@ class TeacherClient:
             return rec, None, kind
         labels = None
         try:
-            labels = validate_batch(content, [v["id"] for v in views])
+            labels = validate_batch(content, [v["id"] for v in views], self.prompt.reply)
         except InvalidLabel as exc:
             rec.error, kind = f"invalid reply: {exc}", "invalid"
         finally:

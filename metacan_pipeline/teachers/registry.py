@@ -181,8 +181,29 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             raise ValueError(f"teacher registry {path}: teachers.{name}: {problems}") from exc
+        _check_reply_format(path, out[name])
     _check_roles(path, _roles(path, doc), out)
     return out
+
+
+def _check_reply_format(path: Path, spec: TeacherSpec) -> None:
+    """A prompt that asks for ``rows`` (a list of values per work, no names: :mod:`.rubric`) needs a grammar
+    to hold the model to it: the embedded server (auto = ``gbnf``), or ``gbnf``, ``json_object_schema`` or
+    ``none`` named for another llama.cpp-style endpoint. ``auto`` and ``json_schema`` elsewhere are refused:
+    strict JSON schema has no tuples, and JSON-object modes force an object."""
+    from .rubric import load_prompt
+
+    try:
+        reply = load_prompt(spec.prompt_version).reply
+    except FileNotFoundError:
+        return  # named when the teacher runs, as before
+    if reply == "rows" and not spec.embedded and spec.structured_output in ("auto", "json_schema"):
+        raise ValueError(
+            f"teacher registry {path}: teachers.{spec.name}: prompt {spec.prompt_version} asks for rows (values "
+            f"without names), which only a grammar holds a model to; structured_output = "
+            f'{spec.structured_output!r} cannot. Set structured_output = "gbnf" for a llama.cpp server, or '
+            f'prompt_version = "v3" (labels with names; METACAN_{spec.name.upper()}_PROMPT_VERSION=v3) for any other endpoint'
+        )
 
 
 def _roles(path: Path, doc: dict) -> dict[str, str]:

@@ -5,6 +5,12 @@ models without a system role), a line ``---- user ----``, and the user-message t
 placeholders ``{n}`` (works in the call) and ``{records}`` (one JSON line per work). Every character
 sent to a teacher, apart from the records themselves, is in this file, so the file's SHA-256 names the
 instructions exactly. ``prompts/versions.toml`` locks the SHA of every published version.
+
+A file may open with a line ``reply: <format>`` (not sent) naming the reply shape the prompt asks for:
+``labels`` (the default: ``{"labels": [{"id": ..., "categories": ..., ...}]}``) or ``rows`` (a JSON list
+of one row per work, in the order asked, each row the SPEC section 3 label fields in
+:data:`metacan_pipeline.vocab.LABEL_FIELDS` order, without names or id: about half the generated tokens,
+issue 14). The stored label is the same full SPEC label either way.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from importlib.resources import files
 import orjson
 
 USER_MARKER = "---- user ----"
+REPLY_FORMATS = ("labels", "rows")
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,7 @@ class Prompt:
     sha: str
     rubric: str
     user_template: str
+    reply: str = "labels"
 
     def messages(self, views: list[dict], system_role: bool = True) -> list[dict]:
         """The chat messages for one call about ``views`` (record views, SPEC section 4).
@@ -66,9 +74,17 @@ def load_prompt(version: str) -> Prompt:
             f"is never edited; save the change as a new version (a new file and a new line in versions.toml)"
         )
     text = raw.decode("utf-8")
+    reply = "labels"
+    first, _, rest = text.partition("\n")
+    if first.startswith("reply:"):
+        reply, text = first.removeprefix("reply:").strip(), rest
+        if reply not in REPLY_FORMATS:
+            raise ValueError(
+                f"prompt {version} at {path} asks for reply format {reply!r}; expected one of {REPLY_FORMATS}"
+            )
     if USER_MARKER not in text:
         raise ValueError(
             f"prompt {version} has no {USER_MARKER!r} section: it predates batched calls and cannot be sent; use v2 or later"
         )
     rubric, template = text.split(USER_MARKER, 1)
-    return Prompt(version, sha, rubric.strip(), template.strip())
+    return Prompt(version, sha, rubric.strip(), template.strip(), reply)

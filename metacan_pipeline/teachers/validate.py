@@ -271,3 +271,74 @@ def batch_reply_grammar(work_ids: list[str], reason_max_chars: int = 100) -> str
         'char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})',
     ]
     return "\n".join(lines)
+
+
+def batch_rows_grammar(n_works: int, reason_max_chars: int = 100) -> str:
+    """A llama.cpp GBNF grammar for a ``rows`` reply (:mod:`metacan_pipeline.teachers.rubric`): a JSON list
+    of exactly ``n_works`` rows, each the eight SPEC section 3 label fields in
+    :data:`metacan_pipeline.vocab.LABEL_FIELDS` order, compact, with the three shapes of
+    :func:`batch_reply_grammar` built in.
+
+    No field name and no id is generated: the Gemma 3 tokenizer spells a work id digit by digit (about 16
+    tokens with its key), and the eight names cost about 35 more, so a row is about half the tokens of a
+    label object (issue 14). The works are matched by position, and the grammar allows exactly one row
+    per work asked.
+    """
+    others = [c for c in CATEGORIES if c not in ("metaresearch", INSUFFICIENT_PAYLOAD)]
+    rows = ' "," '.join(["row"] * n_works)
+    return "\n".join(
+        [
+            f'root ::= "[" {rows} "]"',
+            f'row ::= "[" (others ",null" | meta "," domain | {_gbnf_literal([INSUFFICIENT_PAYLOAD])} ",null") rest',
+            f"other ::= {_gbnf_choice(others)}",
+            'others ::= "[" (other ("," other){0,2})? "]"',
+            f'meta ::= "[" {_gbnf_literal("metaresearch")} ("," other){{0,2}} "]"',
+            f"domain ::= {_gbnf_choice(DOMAINS[1:])}",
+            f'rest ::= "," {_gbnf_choice(STUDY_DESIGNS)} "," {_gbnf_choice(GENRES)} "," bool "," bool'
+            f' "," {_gbnf_choice(CONFIDENCES)} ",\\"" char{{1,{reason_max_chars}}} "\\"]"',
+            'bool ::= "true" | "false"',
+            'char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})',
+        ]
+    )
+
+
+def batch_rows_schema(n_works: int, reason_max_chars: int = 100) -> dict:
+    """JSON schema of a ``rows`` reply: a list of exactly ``n_works`` rows, each a tuple (``prefixItems``)
+    of the eight label fields. Tuples are for llama.cpp's schema grammar; an endpoint whose strict mode has
+    none refuses it and the client moves on to the next structured-output mode."""
+    row = {
+        "type": "array",
+        "prefixItems": [
+            {"type": "array", "items": {"type": "string", "enum": list(CATEGORIES)}, "maxItems": 3},
+            {"anyOf": [{"type": "string", "enum": list(DOMAINS[1:])}, {"type": "null"}]},
+            {"type": "string", "enum": list(STUDY_DESIGNS)},
+            {"type": "string", "enum": list(GENRES)},
+            {"type": "boolean"},
+            {"type": "boolean"},
+            {"type": "string", "enum": list(CONFIDENCES)},
+            {"type": "string", "minLength": 1, "maxLength": reason_max_chars},
+        ],
+        "minItems": len(vocab.LABEL_FIELDS),
+        "maxItems": len(vocab.LABEL_FIELDS),
+    }
+    return {"type": "array", "items": row, "minItems": n_works, "maxItems": n_works}
+
+
+def rows_as_labels(obj: Any, ids: list[str]) -> list[dict]:
+    """The label objects of a ``rows`` reply for the works ``ids`` (the i-th row is the i-th work's), ready
+    for :func:`validate_label`. Raises :class:`InvalidLabel` when the reply is not a list of one row per
+    work, or a row is not a list of the eight label fields."""
+    if isinstance(obj, dict) and isinstance(obj.get("labels"), list):
+        obj = obj["labels"]
+    if not isinstance(obj, list):
+        raise InvalidLabel(f"reply is a JSON {type(obj).__name__}, not a list of rows")
+    if len(obj) != len(ids):
+        raise InvalidLabel(f"reply has {len(obj)} rows for {len(ids)} works")
+    out = []
+    for i, (row, wid) in enumerate(zip(obj, ids, strict=True)):
+        if not isinstance(row, list) or len(row) != len(vocab.LABEL_FIELDS):
+            raise InvalidLabel(
+                f"row {i + 1} ({wid}) is not a list of the {len(vocab.LABEL_FIELDS)} fields {list(vocab.LABEL_FIELDS)}"
+            )
+        out.append({"id": wid, **dict(zip(vocab.LABEL_FIELDS, row, strict=True))})
+    return out

@@ -42,12 +42,12 @@ def _labels(req, **change):
     return {"labels": [{**GOOD_REPLY, "id": r["id"], **change} for r in _records(req)]}
 
 
-def _run(handler, views, **kw):
+def _run(handler, views, prompt="v2", **kw):
     calls, outcomes = [], []
     client = TeacherClient(
         "http://teacher.test/v1",
         "m",
-        load_prompt("v2"),
+        load_prompt(prompt),
         transport=httpx.MockTransport(handler),
         on_call=calls.append,
         on_outcomes=outcomes.extend,
@@ -219,6 +219,64 @@ def test_gbnf_mode_sends_the_compact_reply_grammar_and_no_response_format():
         'label0 ::= "{\\"id\\":" "\\"W1\\"" body',
         'label1 ::= "{\\"id\\":" "\\"W2\\"" body',
     ]
+
+
+ROW_FIELDS = (
+    "categories",
+    "domain",
+    "study_design",
+    "genre",
+    "about_ca_system",
+    "about_ca_topic",
+    "confidence",
+    "reason",
+)
+
+
+def test_a_rows_prompt_sends_the_rows_grammar_and_its_rows_become_full_labels():
+    """Prompt v4 replies in rows (no names, no id): the grammar allows exactly one row per work, and each
+    row is stored as the full SPEC label of the work at its place in the request."""
+    seen = []
+    rows = [
+        [[], None, "observational", "empirical", False, True, "high", "A cohort."],
+        [
+            ["metaresearch", "open_science"],
+            "reproducibility",
+            "observational",
+            "empirical",
+            True,
+            False,
+            "low",
+            "Data.",
+        ],
+    ]
+
+    def handler(req):
+        seen.append(json.loads(req.content))
+        return _reply(rows)
+
+    out, calls, _, _ = _run(handler, _views(2), prompt="v4", structured="gbnf")
+    assert [o.status for o in out] == ["labelled"] * 2 and len(calls) == 1
+    assert seen[0]["grammar"].splitlines()[0] == 'root ::= "[" row "," row "]"' and "W1" not in seen[0]["grammar"]
+    assert "JSON list holding exactly 2 rows" in seen[0]["messages"][-1]["content"]
+    assert [o.label.as_dict() for o in out] == [
+        {"id": f"W{i}", **dict(zip(ROW_FIELDS, row, strict=True))} for i, row in ((1, rows[0]), (2, rows[1]))
+    ]
+
+
+@pytest.mark.parametrize(
+    "reply, cause",
+    [
+        ([[[], None, "observational", "empirical", False, True, "high", "x"]], "reply has 1 rows for 2 works"),
+        ({"rows": []}, "reply is a JSON dict, not a list of rows"),
+        ([[[], None, "observational"], [[], None]], "row 1 (W1) is not a list of the 8 fields"),
+        ([["x", None, "observational", "empirical", False, True, "high", "r"]] * 2, "categories='x' is not a list"),
+    ],
+)
+def test_a_bad_rows_reply_is_refused_with_its_cause(reply, cause):
+    out, calls, _, _ = _run(lambda req: _reply(reply), _views(2), prompt="v4", structured="none", max_invalid_retries=0)
+    assert calls[0].error is not None and cause in calls[0].error, calls[0].error
+    assert all(o.call_id != calls[0].call_id for o in out if o.status == "labelled")  # the bad reply labels nothing
 
 
 def test_request_carries_the_schema_and_delimits_untrusted_text():

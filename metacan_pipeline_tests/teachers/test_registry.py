@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from metacan_pipeline.teachers.registry import TeacherRunConfig, load_registry
+from metacan_pipeline.teachers.registry import TeacherRunConfig, default_registry_path, load_registry
 
 
 def _minimal_registry(tmp_path, extra: str) -> Path:
@@ -64,7 +64,7 @@ def test_packaged_registry_defaults():
     assert list(reg) == ["gemma", "codex"]
     assert reg["gemma"].embedded and reg["gemma"].record_view == "title_only" and reg["gemma"].coverage == "all"
     assert reg["codex"].record_view == "title_abstract" and reg["codex"].coverage == "sample"
-    assert reg["gemma"].prompt_version == "v3" and 1 <= reg["gemma"].works_per_call <= 25
+    assert reg["gemma"].prompt_version == "v4" and 1 <= reg["gemma"].works_per_call <= 25
     assert reg["gemma"].view_name == "title_only@v2" and reg["codex"].view_name == "title_abstract@v2"
     assert reg["gemma"].concurrency == reg["codex"].concurrency == 4  # the embedded server's 4 slots
 
@@ -96,7 +96,27 @@ def test_environment_and_launchpad_override_the_file(tmp_path):
         "METACAN_CODEX_MODEL": "gpt-4.1-mini",
         "METACAN_CODEX_API_KEY_ENV": "OPENAI_API_KEY",
     }
+    # the packaged prompt v4 asks for rows, which only a grammar enforces: a hosted endpoint needs v3
+    with pytest.raises(ValueError, match=r"teachers.codex: prompt v4 asks for rows.*METACAN_CODEX_PROMPT_VERSION=v3"):
+        load_registry(environ=env)
+    env["METACAN_CODEX_PROMPT_VERSION"] = "v3"
     codex = load_registry(environ=env)["codex"]
+    # a llama.cpp server elsewhere keeps v4 when the grammar is named
+    other = tmp_path / "teachers.toml"
+    other.write_text(
+        default_registry_path()
+        .read_text(encoding="utf-8")
+        .replace(
+            '[teachers.codex]\nbase_url = ""',
+            '[teachers.codex]\nbase_url = "http://gpu-box:8080/v1"\nstructured_output = "gbnf"',
+        )
+    )
+    remote = load_registry(other, environ={})["codex"]
+    assert (remote.base_url, remote.prompt_version, remote.structured_output) == (
+        "http://gpu-box:8080/v1",
+        "v4",
+        "gbnf",
+    )
     assert (codex.base_url, codex.model, codex.api_key_env, codex.embedded) == (
         "https://api.openai.com/v1",
         "gpt-4.1-mini",

@@ -12,6 +12,7 @@ from metacan_pipeline.teachers.client import TeacherClient
 from metacan_pipeline.teachers.rubric import load_prompt
 from metacan_pipeline.teachers.server import EMBEDDED_MODEL_ALIAS, EmbeddedLlamaServer
 from metacan_pipeline.teachers.views import record_view
+from metacan_pipeline.vocab import LABEL_FIELDS
 
 pytestmark = pytest.mark.llm
 
@@ -40,54 +41,61 @@ WORKS = [
 ]
 
 
+def _label(url: str, prompt: str) -> tuple[list, list]:
+    calls = []
+    client = TeacherClient(
+        url,
+        EMBEDDED_MODEL_ALIAS,
+        load_prompt(prompt),
+        structured="gbnf",  # the embedded teachers' mode: the compact grammar of the prompt's reply format
+        system_role=False,
+        on_call=calls.append,
+    )
+
+    async def go():
+        try:
+            return await client.label([record_view(w, "title_only") for w in WORKS])
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go()), calls
+
+
+def _content(call) -> str:
+    content = json.loads(call.response_text)["choices"][0]["message"]["content"]
+    outside_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', content)
+    assert not re.search(r"\s", outside_strings), content  # compact: no whitespace outside strings
+    return content
+
+
 def test_server_labels_and_stops(tmp_path):
     server = EmbeddedLlamaServer(log_dir=str(tmp_path / "logs"))
     url = server.base_url()
     try:
         assert httpx.get(f"{url}/models").json()["data"][0]["id"] == EMBEDDED_MODEL_ALIAS
-        calls = []
-        client = TeacherClient(
-            url,
-            EMBEDDED_MODEL_ALIAS,
-            load_prompt("v3"),
-            structured="gbnf",  # the embedded teachers' mode: the compact reply grammar
-            system_role=False,
-            on_call=calls.append,
-        )
-
-        async def go():
-            try:
-                return await client.label([record_view(w, "title_only") for w in WORKS])
-            finally:
-                await client.aclose()
-
-        outcomes = asyncio.run(go())
+        rows, rows_calls = _label(url, "v4")  # the embedded default: one row of values per work
+        labels, labels_calls = _label(url, "v3")  # named labels with ids
     finally:
         server.stop()
-    # one call for both works; the grammar pins each id in order, so the reply is valid (a failure would carry its cause)
-    assert len(calls) == 1 and calls[0].work_ids == ["W101", "W102"]
-    for w, out in zip(WORKS, outcomes, strict=False):
-        assert out.status == "labelled", out.error
-        assert out.label.id == w["id"] and out.call_id == calls[0].call_id
-    assert calls[0].prompt_tokens > 800  # the rubric reached the model (Gemma has no system role)
-    # the compact grammar: one line of JSON, labels in the asked order, ids pinned, no whitespace outside strings
-    content = json.loads(calls[0].response_text)["choices"][0]["message"]["content"]
+    # one call for both works each time; the grammar holds the reply to its shape, so it is valid (a failure
+    # would carry its cause)
+    for outcomes, calls in ((rows, rows_calls), (labels, labels_calls)):
+        assert len(calls) == 1 and calls[0].work_ids == ["W101", "W102"]
+        for w, out in zip(WORKS, outcomes, strict=True):
+            assert out.status == "labelled", out.error
+            assert out.label.id == w["id"] and out.call_id == calls[0].call_id
+            # the injected instruction did not change the shape: every SPEC field is there
+            assert set(out.label.as_dict()) == {"id", *LABEL_FIELDS}
+        assert calls[0].prompt_tokens > 800  # the rubric reached the model (Gemma has no system role)
+    # v4: a list of exactly two rows of the eight fields, no names, no ids
+    content = _content(rows_calls[0])
+    assert content.startswith("[[[") and content.endswith('"]]') and "W101" not in content
+    assert [len(row) for row in json.loads(content)] == [len(LABEL_FIELDS)] * 2
+    # v3: labels in the asked order, ids pinned; the rows cost fewer generated tokens
+    content = _content(labels_calls[0])
     assert content.startswith('{"labels":[{"id":"W101","categories":[') and content.endswith('"}]}')
     assert [lab["id"] for lab in json.loads(content)["labels"]] == ["W101", "W102"]
-    outside_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', content)
-    assert not re.search(r"\s", outside_strings), content
-    # the injected instruction did not change the schema: the reply still has every field, id pinned
-    assert set(outcomes[0].label.as_dict()) == {
-        "id",
-        "categories",
-        "domain",
-        "study_design",
-        "genre",
-        "about_ca_system",
-        "about_ca_topic",
-        "confidence",
-        "reason",
-    }
+    assert rows_calls[0].completion_tokens < labels_calls[0].completion_tokens
     assert (tmp_path / "logs" / "llama_server.log").stat().st_size > 0
     try:
         httpx.get(f"{url}/models", timeout=2)
