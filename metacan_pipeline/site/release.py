@@ -18,11 +18,12 @@ import json
 import os
 import sqlite3
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
+from ..vocab import CATEGORIES
 from . import fts
 
 POINTER = "current.json"
@@ -91,6 +92,8 @@ class ReleaseInfo:
     score_arms: tuple[str, ...]
     built_at: str
     page_context: dict
+    #: classifier version -> the categories none of whose heads passed the support gate (SPEC section 6)
+    ungated: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def classifier_version(self) -> str:
@@ -158,4 +161,19 @@ def _read_info(con: duckdb.DuckDBPyConnection) -> ReleaseInfo:
     if len(row) != 1:
         raise ValueError(f"release_info holds {len(row)} rows, not 1")
     rid, n, versions, teachers, arms, built_at, ctx = row[0]
-    return ReleaseInfo(rid, n, tuple(versions), tuple(teachers), tuple(arms), built_at, json.loads(ctx))
+    ungated = con.execute(
+        "SELECT model_version, list(target ORDER BY target) FROM (SELECT model_version, target FROM classifier_heads "
+        "WHERE target IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL HAVING NOT bool_or(coalesce(gate_passed, false))) "
+        "GROUP BY model_version",
+        [list(CATEGORIES)],
+    ).fetchall()
+    return ReleaseInfo(
+        rid,
+        n,
+        tuple(versions),
+        tuple(teachers),
+        tuple(arms),
+        built_at,
+        json.loads(ctx),
+        {v: tuple(t) for v, t in ungated},
+    )
