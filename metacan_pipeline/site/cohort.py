@@ -185,7 +185,7 @@ def _label_filters(values: dict[str, str], release: ReleaseInfo, f: dict[str, An
             raise CohortError("label_teacher: this release holds no direct label of any teacher.")
         f["label_teacher"] = _choice("label_teacher", values["label_teacher"], release.teachers)
     agreement = _choice("label_agreement", values.get("label_agreement", "any"), ("any", "all"))
-    if ("label_teacher" in f or "label_agreement" in values) and not has_value:
+    if ("label_teacher" in f or agreement == "all") and not has_value:
         raise CohortError(
             "label_teacher and label_agreement qualify a direct-label filter: give label_category, label_domain, "
             "label_study_design or label_genre as well."

@@ -229,7 +229,7 @@ class CohortQuery:
             "w.classification_kind, w.model_version, w.prediction_status, w.validation_status, "
             f"{key} AS sort_value FROM works w {join} WHERE {where} ORDER BY {key} {direction}, w.work_key LIMIT ?",
             [*params, listing.limit + 1],
-        ).fetch_arrow_table()
+        ).to_arrow_table()
         items = rows.slice(0, listing.limit).to_pylist()
         more = rows.num_rows > listing.limit
         self._attach_status(items)
@@ -246,7 +246,7 @@ class CohortQuery:
                 "WHERE work_key IN (SELECT unnest(?::BIGINT[])) ORDER BY work_key, teacher",
                 [keys],
             )
-            .fetch_arrow_table()
+            .to_arrow_table()
             .to_pylist()
         ):
             labels[row.pop("work_key")].append(row)
@@ -256,7 +256,7 @@ class CohortQuery:
                 "WHERE work_key IN (SELECT unnest(?::BIGINT[])) ORDER BY work_key, mode, category",
                 [keys],
             )
-            .fetch_arrow_table()
+            .to_arrow_table()
             .to_pylist()
         ):
             decisions[row.pop("work_key")].append(row)
