@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -302,9 +303,27 @@ def create_app(data_dir: str | Path, row_cap: int = DEFAULT_ROW_CAP) -> Starlett
         Route("/api/v1/export", api(site.api_export)),
         Route("/api/v1/queries/{query_hash}", site.api_saved),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: site.http_error})
+    app = Starlette(
+        routes=routes, exception_handlers={HTTPException: site.http_error}, middleware=[Middleware(NoSniff)]
+    )
     app.state.site = site
     return app
+
+
+class NoSniff:
+    """ASGI middleware: ``X-Content-Type-Options: nosniff`` on every response (exports and JSON carry raw data)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        async def send_nosniff(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-content-type-options"]
+                message = {**message, "headers": [*headers, (b"x-content-type-options", b"nosniff")]}
+            await send(message)
+
+        await self.app(scope, receive, send_nosniff if scope["type"] == "http" else send)
 
 
 def _api_head(site: Site, cohort: Cohort, s: dict) -> dict:
