@@ -14,6 +14,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from ..tables.site import SAVED_QUERIES
 from .cohort import Cohort
 
 HASH_RE = re.compile(r"[0-9a-f]{12}")
@@ -27,10 +28,7 @@ class QueryStore:
         self.path = path
         self._lock = threading.Lock()
         self._con = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._con.execute(
-            "CREATE TABLE IF NOT EXISTS saved_queries (query_hash TEXT PRIMARY KEY, filters TEXT NOT NULL, "
-            "release_id TEXT NOT NULL, classifier_version TEXT NOT NULL, created_at TEXT NOT NULL)"
-        )
+        self._con.execute(SAVED_QUERIES.ddl())
 
     def save(self, cohort: Cohort) -> str:
         """Store the cohort under its hash (no change when it is there); returns the hash."""

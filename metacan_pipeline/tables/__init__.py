@@ -19,7 +19,7 @@ from typing import Literal
 import duckdb
 import pyarrow as pa
 
-Store = Literal["warehouse", "duckdb", "part", "batch", "release"]
+Store = Literal["warehouse", "duckdb", "part", "batch", "release", "sqlite"]
 
 #: DuckDB column types of the Arrow types the catalog uses (a DuckDB table's DDL is derived from its schema).
 SQL_TYPES: dict[pa.DataType, str] = {
@@ -42,7 +42,8 @@ class Table:
     ``duckdb`` (a table in ``metacan.duckdb``, created by :func:`create_tables`) or ``part`` (a file in
     each frame part, ``data/warehouse/frame_parts/<partition>/<file>/<name>.parquet``) or ``batch``
     (record batches handed from one function to the next, never stored) or ``release`` (a table of each
-    release database ``data/site/releases/<release_id>.duckdb``, created by the asset ``site_database``).
+    release database ``data/site/releases/<release_id>.duckdb``, created by the asset ``site_database``) or
+    ``sqlite`` (the served site's ``data/site/queries.sqlite``; the DDL's type names are valid SQLite affinities).
     ``schema``: the Arrow schema; ``None`` for a table whose columns depend on configuration
     (``student_scores``: one column per head). ``json_columns``: DuckDB ``JSON`` columns (Arrow strings).
     """
@@ -57,7 +58,7 @@ class Table:
 
     def ddl(self) -> str:
         """``CREATE TABLE IF NOT EXISTS`` for a DuckDB table (catalog or release database), from its Arrow schema."""
-        if self.store not in ("duckdb", "release") or self.schema is None:
+        if self.store not in ("duckdb", "release", "sqlite") or self.schema is None:
             raise ValueError(f"table {self.name!r} is not a DuckDB table of the catalog")
         cols = [f"{f.name} {'JSON' if f.name in self.json_columns else SQL_TYPES[f.type]}" for f in self.schema]
         if len(self.primary_key) == 1:

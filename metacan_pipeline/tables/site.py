@@ -110,6 +110,16 @@ CLASSIFIER_HEADS_SCHEMA = pa.schema(
     ]
 )
 
+SAVED_QUERIES_SCHEMA = pa.schema(
+    [
+        ("query_hash", pa.string()),
+        ("filters", pa.string()),
+        ("release_id", pa.string()),
+        ("classifier_version", pa.string()),
+        ("created_at", pa.string()),
+    ]
+)
+
 #: Written by the asset ``site_database``; ``store="release"``: a table of each release database file.
 TABLES = [
     Table(
@@ -175,7 +185,18 @@ TABLES = [
     ),
 ]
 
+#: The served site's own writable file, ``<data dir>/site/queries.sqlite`` (:mod:`metacan_pipeline.site.saved`).
+SAVED_QUERIES = Table(
+    "saved_queries",
+    "one cohort a /q/<hash> link names: its canonical filters, release id and classifier version (never changed)",
+    "metacan serve",
+    SAVED_QUERIES_SCHEMA,
+    ("query_hash",),
+    store="sqlite",
+)
+TABLES.append(SAVED_QUERIES)
+
 
 def release_tables() -> list[Table]:
     """The tables of a release database, in the order they are created."""
-    return list(TABLES)
+    return [t for t in TABLES if t.store == "release"]

@@ -186,3 +186,14 @@ def test_a_frame_changed_after_the_records_stops_the_release_naming_the_work(tmp
     result = dg.materialize([site_database], resources={"storage": storage}, raise_on_error=False)
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
     assert "work W7002" in failure and "materialize work_records again" in failure
+
+
+def test_the_run_summary_names_the_release_to_serve(site_release, tmp_path):
+    from metacan_pipeline.reports import release_lines
+
+    storage = site_release[0]
+    rid = current_release_id(storage.root)
+    assert release_lines(storage.root) == [
+        f"Release database: {releases_dir(storage.root) / (rid + '.duckdb')} (serve it: metacan serve, or make serve)"
+    ]
+    assert release_lines(tmp_path) == []
