@@ -232,3 +232,27 @@ def test_a_missing_or_corrupt_release_is_a_start_up_error_naming_file_and_asset(
         create_app(copy)
     result = CliRunner().invoke(cli, ["serve", "--data-dir", str(tmp_path / "empty")])
     assert result.exit_code == 1 and "site_database" in result.output and "current.json" in result.output
+
+
+def test_a_link_made_on_an_earlier_release_says_so(tmp_path, openalex_dir):
+    import pyarrow as pa
+
+    from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.tables.teachers import LABELS_SCHEMA
+    from metacan_pipeline_tests.builders import build_site, site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=9)
+    assert build_site(storage).success
+    first = current_release_id(storage.root)
+    with TestClient(create_app(storage.root)) as c:
+        h = re.search(r"/q/([0-9a-f]{12})", c.get("/", params={"language": "fr"}).text).group(1)
+    labels = storage.read_table("direct_labels_gemma").to_pylist()
+    labels[0]["categories"] = ["sts"]
+    storage.write_table("direct_labels_gemma", pa.Table.from_pylist(labels, schema=LABELS_SCHEMA))
+    assert build_site(storage).success and current_release_id(storage.root) != first
+    with TestClient(create_app(storage.root)) as c:
+        page = c.get(f"/q/{h}")
+        assert page.status_code == 200 and f"This link was made on release {first}" in page.text
+        assert 'href="/?language=fr"' in page.text and 'id="count"' not in page.text
+        assert re.search(r"/q/([0-9a-f]{12})", c.get("/", params={"language": "fr"}).text).group(1) != h
