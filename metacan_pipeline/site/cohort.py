@@ -30,7 +30,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
@@ -112,7 +112,6 @@ class Listing:
     sort: str
     after: tuple[Any, int] | None = None
     limit: int = DEFAULT_LIMIT
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def _param_text(value: Any) -> str:
@@ -134,15 +133,11 @@ def single_values(items: Iterable[tuple[str, str]], allowed: Iterable[str]) -> d
     return out
 
 
-def parse_request(
-    items: Iterable[tuple[str, str]], release: ReleaseInfo, extra: tuple[str, ...] = ()
-) -> tuple[Cohort, Listing]:
-    """The cohort and listing of a request's parameters (module docstring); ``extra`` names further allowed
-    parameters (e.g. ``format`` for an export), returned in ``Listing.extra``."""
-    values = single_values(items, FILTERS + LISTING + extra)
+def parse_request(items: Iterable[tuple[str, str]], release: ReleaseInfo) -> tuple[Cohort, Listing]:
+    """The cohort and listing of a request's parameters (module docstring)."""
+    values = single_values(items, FILTERS + LISTING)
     cohort = parse_filters({k: v for k, v in values.items() if k in FILTERS}, release)
-    listing = parse_listing(values, cohort)
-    return cohort, Listing(listing.sort, listing.after, listing.limit, {k: values[k] for k in extra if k in values})
+    return cohort, parse_listing(values, cohort)
 
 
 def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +112,7 @@ class Release:
 
     def __init__(self, data_dir: str | Path, release_id: str | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
+        self._lock = threading.Lock()
         self.release_id = release_id or current_release_id(self.data_dir)
         self.db_path = database_path(self.data_dir, self.release_id)
         self.fts_path = index_path(self.data_dir, self.release_id)
@@ -142,8 +144,10 @@ class Release:
             ) from None
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A connection of its own for one request (DuckDB connections are not shared between threads)."""
-        return self.duckdb.cursor()
+        """A connection of its own for one request (DuckDB connections are not shared between threads; the
+        parent hands them out one at a time)."""
+        with self._lock:
+            return self.duckdb.cursor()
 
     def search_index(self) -> sqlite3.Connection:
         """A read-only connection to the full-text index, for one request."""

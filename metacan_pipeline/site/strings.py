@@ -54,6 +54,7 @@ STRINGS: dict[str, str] = {
     "score_min": "Score from",
     "score_max": "Score to",
     "sort": "Sort by",
+    "sort_default": "relevance when searching, else year",
     "sort_relevance": "relevance",
     "sort_year": "year (newest first)",
     "sort_cited_by": "cited by (most first)",
