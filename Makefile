@@ -16,7 +16,7 @@ LLAMA_VERSION := 11434.0.0
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF
 WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-server-$(LLAMA_VERSION)-avx2-noamx
 
-.PHONY: setup browser run test test-fast lint dev bench clean
+.PHONY: setup browser run test test-fast lint dev serve bench clean
 
 setup: $(STAMP) browser
 
@@ -67,6 +67,10 @@ test-fast: $(STAMP) lint
 dev: $(STAMP)
 	$(BIN)/metacan dev
 
+## The evidence browser on http://127.0.0.1:8000 over the current release database (built by `make run`: asset site_database).
+serve: $(STAMP)
+	$(BIN)/metacan serve
+
 ## Benchmarks (ratios against a baseline run in the same process): frame build at 250k and 1M works,
 ## OpenAlex API client on loopback, teacher client against a stub server, the embedded Gemma per view and batch size, the student
 ## (train_bundle on 10,000 labelled works; write_predictions on 100,000 and 1,000,000 frame works), the work pages (render_work
@@ -79,6 +83,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gemma.py
 	$(BIN)/python benchmarks/bench_student.py --sizes 100000 1000000
 	$(BIN)/python benchmarks/bench_pages.py --works 20000
+	$(BIN)/python benchmarks/bench_site_fts.py --works 200000
 
 clean:
 	rm -rf data/warehouse data/site data/models data/metacan.duckdb data/metacan.duckdb.lock data/logs

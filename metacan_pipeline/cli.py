@@ -170,6 +170,33 @@ def lineage(
 
 
 @app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0 for every interface)."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    data_dir: str = typer.Option(
+        None, help="Output folder holding site/releases (default $METACAN_DATA_DIR or ./data)."
+    ),
+    row_cap: int = typer.Option(100_000, help="Most rows one export returns (the cap is declared in the export)."),
+) -> None:
+    """Serve the evidence browser (cohort builder, saved cohorts, work pages, exports, JSON API under /api/v1/)
+    over the current release database, which the asset site_database builds (uvicorn, read-only DuckDB)."""
+    import uvicorn
+
+    from .site.app import create_app
+    from .site.release import ReleaseUnavailable
+    from .storage import default_data_dir
+
+    try:
+        asgi = create_app(data_dir or default_data_dir(), row_cap=row_cap)
+    except ReleaseUnavailable as exc:
+        typer.echo(f"metacan serve: {exc}", err=True)
+        raise typer.Exit(1) from None
+    info = asgi.state.site.info
+    typer.echo(f"Serving release {info.release_id} ({info.n_works} works) on http://{host}:{port}/ (Ctrl-C stops it)")
+    uvicorn.run(asgi, host=host, port=port, log_level="info")
+
+
+@app.command()
 def summary(data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data).")) -> None:
     """Print what the last run produced (frame, labels, predictions, pages)."""
     from .reports import summary_text

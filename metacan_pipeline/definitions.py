@@ -35,6 +35,7 @@ from .openalex.folders import split_dirs
 from .publish.assets import records_may_ship, work_pages, work_records
 from .resources import OpenAlexFiles, default_openalex_dirs
 from .sampling.assets import sample_design, sample_design_partitions_frame
+from .site.assets import site_database
 from .storage import MetacanStorage, default_data_dir
 from .student.assets import machine_scores, predictions, student_heads
 from .student.checks import PREDICTION_CHECKS
@@ -63,6 +64,7 @@ ALL_ASSETS = [
     label_batches,
     work_records,
     work_pages,
+    site_database,
 ]
 ALL_CHECKS = [
     frame_ids_unique,

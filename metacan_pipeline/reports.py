@@ -226,7 +226,18 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
             *machine_score_lines(con),
         ]
         pages, first = page_facts(con, tables)
-    return "\n".join(lines + page_lines(st.site_dir, pages, first))
+    return "\n".join(lines + page_lines(st.site_dir, pages, first) + release_lines(st.root))
+
+
+def release_lines(data_dir: Path) -> list[str]:
+    """The release database the site serves (asset ``site_database``) and how to serve it, or nothing before one."""
+    from .site.release import ReleaseUnavailable, current_release_id, database_path
+
+    try:
+        release_id = current_release_id(data_dir)
+    except ReleaseUnavailable:
+        return []
+    return [f"Release database: {database_path(data_dir, release_id)} (serve it: metacan serve, or make serve)"]
 
 
 def lineage_text(row: dict) -> str:

@@ -1,0 +1,1 @@
+"""The served evidence browser (issue 15): release databases, cohort queries, the ASGI app."""

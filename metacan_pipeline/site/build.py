@@ -1,0 +1,197 @@
+"""Building a release database from what ``work_records`` publishes (issue 15; SPEC sections 2, 8 and 9).
+
+:func:`build_release` reads the ``work_records`` Parquet files (the records ``records_may_ship`` passed), the
+frame's name lists (institutions, funders, keywords: the lists the records' ``"; "``-joined strings were made
+from, checked to agree with them) and ``student_heads`` (which heads passed the support gate), and writes one
+DuckDB file per release with the tables of :mod:`metacan_pipeline.tables.site` (``sql/release.sql``), plus the
+SQLite FTS5 index of titles and keywords (:mod:`.fts`). Files are assembled under temporary names and renamed;
+the pointer ``current.json`` is replaced last (:mod:`.release`), so a reader sees a whole release or the old one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from ..publish.pages import page_path
+from ..storage import MetacanStorage, sql_literal
+from ..tables.site import release_tables
+from ..vocab import CATEGORIES
+from . import fts
+from .release import database_path, index_path, releases_dir, write_pointer
+
+#: Bump when the release tables or what goes into them change: a new layout is a new release id.
+LAYOUT_VERSION = 1
+RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
+COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
+
+
+class ReleaseInputError(ValueError):
+    """The inputs of a release disagree (the frame changed after work_records was built) or are unsafe."""
+
+
+@dataclass
+class BuiltRelease:
+    release_id: str
+    database: Path
+    fts_index: Path
+    reused: bool
+    row_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def bytes(self) -> int:
+        return self.database.stat().st_size + self.fts_index.stat().st_size
+
+
+def release_id_of(storage: MetacanStorage, page_context: dict) -> tuple[str, str]:
+    """``(release id, SHA-256 hex)`` of the published records (module :mod:`.release` says what goes in)."""
+    digest = hashlib.sha256(f"metacan-release-layout-{LAYOUT_VERSION}\n".encode())
+    digest.update(json.dumps(page_context, sort_keys=True, default=sorted).encode() + b"\n")
+    con = duckdb.connect()
+    try:
+        reader = con.execute(
+            f"SELECT id, record_hash FROM {_parquet(storage, 'work_records')} ORDER BY id"
+        ).to_arrow_reader(100_000)
+        for batch in reader:
+            for wid, h in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                digest.update(f"{wid}:{h}\n".encode())
+    finally:
+        con.close()
+    hexdigest = digest.hexdigest()
+    return f"release-{hexdigest[:12]}", hexdigest
+
+
+def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
+    """Build (or reuse) the release of the current ``work_records`` and make it current.
+
+    ``page_context``: what the work page needs beside the record (:func:`metacan_pipeline.publish.pages.page_context`).
+    Reuses the files when a release of the same id is already complete. Raises :class:`ReleaseInputError` naming
+    a work id when the frame's name lists disagree with the records (re-materialize ``work_records``) or a
+    classifier version cannot become a page path.
+    """
+    storage.require("work_records")
+    storage.require("frame")
+    release_id, sha = release_id_of(storage, page_context)
+    db, index = database_path(storage.root, release_id), index_path(storage.root, release_id)
+    if db.is_file() and index.is_file():
+        write_pointer(storage.root, release_id)
+        return BuiltRelease(release_id, db, index, reused=True, row_counts=_row_counts(db))
+    folder = releases_dir(storage.root)
+    folder.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    tmp_db, tmp_index = folder / f".{release_id}.{tag}.duckdb", folder / f".{release_id}.{tag}.fts.sqlite"
+    try:
+        _write_database(storage, tmp_db, release_id, sha, page_context)
+        con = duckdb.connect(str(tmp_db), read_only=True)
+        try:
+            sql = "SELECT work_key, title, (SELECT string_agg(name, ' ') FROM work_keywords k WHERE k.work_key = w.work_key) AS keywords FROM works w"
+            fts.build_index(tmp_index, con.execute(sql).to_arrow_reader(50_000))
+        finally:
+            con.close()
+        os.replace(tmp_index, index)
+        os.replace(tmp_db, db)
+    finally:
+        for tmp in (tmp_db, tmp_index, tmp_db.with_name(tmp_db.name + ".wal")):
+            tmp.unlink(missing_ok=True)
+    write_pointer(storage.root, release_id)
+    return BuiltRelease(release_id, db, index, reused=False, row_counts=_row_counts(db))
+
+
+def _parquet(storage: MetacanStorage, name: str) -> str:
+    return f"read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))}, hive_partitioning=false)"
+
+
+def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: str, page_context: dict) -> None:
+    con = duckdb.connect(str(path), config={"memory_limit": "1GB", "temp_directory": str(path) + ".spill"})
+    try:
+        for table in release_tables():
+            con.execute(table.ddl())
+        con.execute(
+            f"CREATE TEMP VIEW records AS SELECT id, record_json, record_hash FROM {_parquet(storage, 'work_records')}"
+        )
+        con.execute(
+            f"CREATE TEMP VIEW frame AS SELECT id, ca_institutions, funder_names, keywords FROM {_parquet(storage, 'frame')}"
+        )
+        heads = (
+            f"SELECT model_version, teacher, target, gate_passed, gate_reason FROM {_parquet(storage, 'student_heads')}"
+            if storage.has_table("student_heads")
+            else "SELECT NULL::VARCHAR AS model_version, NULL::VARCHAR AS teacher, NULL::VARCHAR AS target, "
+            "NULL::BOOLEAN AS gate_passed, NULL::VARCHAR AS gate_reason WHERE false"
+        )
+        con.execute(f"CREATE TEMP VIEW heads AS {heads}")
+        vocab = pa.table({"category": list(CATEGORIES), "pos": list(range(1, len(CATEGORIES) + 1))})
+        con.register("vocab_source", vocab)
+        con.execute("CREATE TEMP TABLE vocab_categories AS SELECT * FROM vocab_source")
+        con.execute(RELEASE_SQL)
+        _check_inputs(con)
+        con.execute(
+            "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), "
+            "(SELECT list(DISTINCT id ORDER BY id) FROM (SELECT unnest(?::VARCHAR[]) AS id)), "
+            "coalesce((SELECT list(DISTINCT model_version ORDER BY model_version) FROM works WHERE model_version IS NOT NULL), []), "
+            "coalesce((SELECT list(DISTINCT teacher ORDER BY teacher) FROM work_labels), []), "
+            "coalesce((SELECT list(DISTINCT arm ORDER BY arm) FROM work_scores), []), 'sqlite_fts5', ?",
+            [
+                release_id,
+                LAYOUT_VERSION,
+                dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0),
+                sha,
+                _frame_builds(con),
+                json.dumps(page_context, sort_keys=True, default=sorted),
+            ],
+        )
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def _frame_builds(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT j->>'$.lineage.frame_build_id' FROM r WHERE j->>'$.lineage.frame_build_id' IS NOT NULL"
+        ).fetchall()
+    ]
+
+
+def _check_inputs(con: duckdb.DuckDBPyConnection) -> None:
+    """Refuse a release whose frame lists disagree with the records, or whose classifier version is unsafe."""
+    for version in (
+        r[0] for r in con.execute("SELECT DISTINCT model_version FROM works WHERE model_version IS NOT NULL").fetchall()
+    ):
+        try:
+            page_path({"id": "W1", "prediction": {"model_version": version}})
+        except ValueError as exc:
+            raise ReleaseInputError(str(exc)) from None
+    bad = con.execute(
+        """
+        SELECT r.id, CASE WHEN f.id IS NULL THEN 'is not in the frame' ELSE 'has other institutions, funders or keywords in the frame' END
+        FROM r LEFT JOIN frame f ON f.id = r.id
+        WHERE f.id IS NULL
+           OR coalesce(array_to_string(list_filter(f.ca_institutions, x -> x <> ''), '; '), '') <> (r.j->>'$.ca_institutions')
+           OR coalesce(array_to_string(list_filter(f.funder_names, x -> x <> ''), '; '), '') <> (r.j->>'$.funders')
+           OR coalesce(array_to_string(list_filter(f.keywords, x -> x <> ''), '; '), '') <> (r.j->>'$.keywords')
+        ORDER BY r.id LIMIT 1
+        """
+    ).fetchone()
+    if bad:
+        raise ReleaseInputError(
+            f"work {bad[0]} of work_records {bad[1]}: the frame changed after the records were built; "
+            f"materialize work_records again, then site_database"
+        )
+
+
+def _row_counts(db: Path) -> dict[str, int]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in COUNTED_TABLES}
+    finally:
+        con.close()

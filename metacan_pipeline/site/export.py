@@ -1,0 +1,97 @@
+"""Streamed exports of a cohort: CSV and JSON Lines (issue 15).
+
+Both declare the row cap and whether it cut the cohort, in the response headers (:func:`export_headers`) and in
+the body: CSV opens with ``#`` comment lines (every data row starts with a work id, so a comment line is never a
+row; skip lines starting with ``#``, e.g. pandas ``comment="#"``), JSON Lines with one ``{"_export": ...}`` object.
+Every row carries the query hash, release id and classifier version.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from .queries import EXPORT_JSON_COLUMNS, CohortQuery
+
+FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
+
+
+def export_meta(query: CohortQuery, count: int, cap: int) -> dict:
+    c = query.cohort
+    return {
+        "query_hash": c.query_hash(),
+        "release_id": c.release.release_id,
+        "classifier_version": c.classifier_version,
+        "filters": c.filters,
+        "cohort_count": count,
+        "row_cap": cap,
+        "rows": min(count, cap),
+        "truncated": count > cap,
+    }
+
+
+def export_headers(meta: dict, fmt: str) -> dict[str, str]:
+    return {
+        "Content-Disposition": f'attachment; filename="metacan-{meta["query_hash"]}.{fmt}"',
+        "X-Metacan-Query-Hash": meta["query_hash"],
+        "X-Metacan-Release": meta["release_id"],
+        "X-Metacan-Cohort-Count": str(meta["cohort_count"]),
+        "X-Metacan-Row-Cap": str(meta["row_cap"]),
+        "X-Metacan-Rows": str(meta["rows"]),
+        "X-Metacan-Truncated": "true" if meta["truncated"] else "false",
+    }
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return str(value)
+
+
+def csv_chunks(query: CohortQuery, meta: dict) -> Iterator[str]:
+    """The CSV body: comment lines, the header, then the rows, one chunk per batch. Closes ``query`` at the end."""
+    try:
+        yield (
+            f"# metacan export of cohort {meta['query_hash']}: {meta['rows']} of {meta['cohort_count']} works "
+            f"(row cap {meta['row_cap']}; truncated: {'yes' if meta['truncated'] else 'no'}); "
+            f"release {meta['release_id']}; classifier version {meta['classifier_version']}\n"
+            f"# filters: {json.dumps(meta['filters'], sort_keys=True, ensure_ascii=False)}\n"
+        )
+        header_done = False
+        for batch in query.export_batches(meta["row_cap"]):
+            buf = io.StringIO()
+            writer = csv.writer(buf, lineterminator="\n")
+            if not header_done:
+                writer.writerow(batch.schema.names)
+                header_done = True
+            cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+            writer.writerows([_cell(v) for v in row] for row in zip(*cols, strict=True))
+            yield buf.getvalue()
+    finally:
+        query.close()
+
+
+def jsonl_chunks(query: CohortQuery, meta: dict) -> Iterator[str]:
+    """The JSON Lines body: ``{"_export": meta}``, then one object per work. Closes ``query`` at the end."""
+    try:
+        yield json.dumps({"_export": meta}, ensure_ascii=False) + "\n"
+        for batch in query.export_batches(meta["row_cap"]):
+            yield "".join(
+                json.dumps(_decoded(r), ensure_ascii=False) + "\n" for r in pa.Table.from_batches([batch]).to_pylist()
+            )
+    finally:
+        query.close()
+
+
+def _decoded(row: dict) -> dict:
+    for name in EXPORT_JSON_COLUMNS:
+        row[name] = json.loads(row[name]) if row[name] is not None else []
+    return row

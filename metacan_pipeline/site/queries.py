@@ -1,0 +1,305 @@
+"""Queries of a cohort over a release database (issue 15): exact count, facet counts, keyset-paginated lists,
+the coverage sentence, streamed export rows. Pure Python + DuckDB; every value reaches SQL as a parameter
+(the only text spliced into a statement is this module's own fixed fragments).
+
+A text query is answered by the release's FTS5 index first (:mod:`.fts`): the matching ``work_key`` and BM25
+``rank`` are registered on the request's DuckDB connection as the relation ``fts_hits``, which the filters
+join. Facet counts are counts of works under every current filter *except the facet's own* (so a facet
+lists the alternatives to its current value, the usual faceted-search reading); the count of a facet's
+selected value equals the cohort's count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from . import fts
+from .cohort import BOOLEAN_FILTERS, TEXT_FILTERS, Cohort, Listing, encode_cursor
+from .release import Release
+
+#: ``works`` column of each boolean filter.
+BOOLEAN_COLUMNS = {name: ("is_retracted" if name == "retracted" else name) for name in BOOLEAN_FILTERS}
+#: The one-to-many table of a name filter.
+NAME_TABLES = {"institution": "work_institutions", "funder": "work_funders", "keyword": "work_keywords"}
+COLUMN_FACETS = ("year", "language", "type", "field", "topic", "venue", "classification_kind")
+TOP_N = 20
+_LABEL_COLUMNS = {"label_domain": "domain", "label_study_design": "study_design", "label_genre": "genre"}
+
+
+@dataclass(frozen=True)
+class Clause:
+    group: str  # the facet whose own filter this is (excluded when that facet is counted)
+    sql: str
+    params: tuple
+
+
+def clauses(cohort: Cohort) -> list[Clause]:
+    """The WHERE clauses of a cohort over ``works w`` (and ``fts_hits`` when it has a text query)."""
+    f, out = cohort.filters, []
+    if "year_min" in f:
+        out.append(Clause("year", "w.year >= ?", (f["year_min"],)))
+    if "year_max" in f:
+        out.append(Clause("year", "w.year <= ?", (f["year_max"],)))
+    for name in TEXT_FILTERS:
+        if name not in f:
+            continue
+        if name in NAME_TABLES:
+            sql = f"EXISTS (SELECT 1 FROM {NAME_TABLES[name]} x WHERE x.work_key = w.work_key AND x.name = ?)"
+        else:
+            sql = f"w.{name} = ?"
+        out.append(Clause(name, sql, (f[name],)))
+    for name, column in BOOLEAN_COLUMNS.items():
+        if name in f:
+            out.append(Clause(name, f"w.{column} = ?", (f[name] == "yes",)))
+    if label := _label_clause(cohort):
+        out.append(label)
+    if "classifier_category" in f:
+        sql = (
+            "EXISTS (SELECT 1 FROM work_decisions d WHERE d.work_key = w.work_key AND d.model_version = ? "
+            "AND d.mode = ? AND d.category = ?)"
+        )
+        params = (f["classifier_version"], f["classifier_mode"], f["classifier_category"])
+        out.append(Clause("classifier", sql, params))
+    if "score_arm" in f:
+        sql = (
+            "EXISTS (SELECT 1 FROM work_scores s WHERE s.work_key = w.work_key AND s.arm = ? "
+            "AND s.score >= ? AND s.score <= ?)"
+        )
+        out.append(Clause("score", sql, (f["score_arm"], f.get("score_min", 0.0), f.get("score_max", 1.0))))
+    if "q" in f:
+        out.append(Clause("q", "w.work_key IN (SELECT work_key FROM fts_hits)", ()))
+    return out
+
+
+def _label_clause(cohort: Cohort) -> Clause | None:
+    f = cohort.filters
+    conds, params = ["l.work_key = w.work_key", "l.status = 'labelled'"], []
+    if "label_category" in f:
+        conds.append("list_contains(l.categories, ?)")
+        params.append(f["label_category"])
+    for name, column in _LABEL_COLUMNS.items():
+        if name in f:
+            conds.append(f"l.{column} = ?")
+            params.append(f[name])
+    if len(conds) == 2:
+        return None
+    if "label_teacher" in f:
+        conds.append("l.teacher = ?")
+        params.append(f["label_teacher"])
+    where = " AND ".join(conds)
+    if f.get("label_agreement") == "all":
+        teachers = list(cohort.release.teachers)
+        sql = (
+            f"(SELECT count(DISTINCT l.teacher) FROM work_labels l WHERE {where} "
+            f"AND l.teacher IN (SELECT unnest(?::VARCHAR[]))) = ?"
+        )
+        return Clause("label", sql, (*params, teachers, len(teachers)))
+    return Clause("label", f"EXISTS (SELECT 1 FROM work_labels l WHERE {where})", tuple(params))
+
+
+def where_sql(items: list[Clause], exclude: str | None = None) -> tuple[str, list]:
+    kept = [c for c in items if c.group != exclude]
+    if not kept:
+        return "true", []
+    return " AND ".join(f"({c.sql})" for c in kept), [p for c in kept for p in c.params]
+
+
+class CohortQuery:
+    """The queries of one cohort on one request's connection (close it, or use it as a context manager)."""
+
+    def __init__(self, release: Release, cohort: Cohort) -> None:
+        self.release, self.cohort = release, cohort
+        self.con = release.cursor()
+        if cohort.words:
+            index = release.search_index()
+            try:
+                self.con.register("fts_hits", fts.search(index, cohort.words))
+            finally:
+                index.close()
+        self.clauses = clauses(cohort)
+
+    def __enter__(self) -> CohortQuery:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def _one(self, sql: str, params: list) -> tuple:
+        return self.con.execute(sql, params).fetchone()
+
+    def count(self) -> int:
+        """The exact number of works in the cohort."""
+        where, params = where_sql(self.clauses)
+        return self._one(f"SELECT count(*) FROM works w WHERE {where}", params)[0]
+
+    def coverage(self) -> dict[str, int]:
+        """``works``, ``direct`` (with a labelled direct label), ``scored`` (with a prediction), ``decided`` (a
+        classifier decision in any mode) in the cohort."""
+        where, params = where_sql(self.clauses)
+        row = self._one(
+            "SELECT count(*), "
+            "count(*) FILTER (WHERE EXISTS (SELECT 1 FROM work_labels l WHERE l.work_key = w.work_key AND l.status = 'labelled')), "
+            "count(*) FILTER (WHERE w.model_version IS NOT NULL), "
+            "count(*) FILTER (WHERE EXISTS (SELECT 1 FROM work_decisions d WHERE d.work_key = w.work_key)) "
+            f"FROM works w WHERE {where}",
+            params,
+        )
+        return dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
+
+    def facets(self) -> dict[str, list[dict[str, Any]]]:
+        """``{facet: [{"value", "count", ...}]}`` under the current filters but the facet's own (module docstring).
+        Column and name facets list at most ``TOP_N`` values (all years), largest first; booleans give yes/no;
+        ``direct_label`` gives teacher, category and the teacher's qualification; ``classifier`` gives mode,
+        category, classifier version and ``prediction_status``."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name in COLUMN_FACETS:
+            where, params = where_sql(self.clauses, exclude=name)
+            order = "value DESC NULLS LAST" if name == "year" else "n DESC, value NULLS LAST"
+            limit = "" if name == "year" else f"LIMIT {TOP_N}"
+            rows = self.con.execute(
+                f"SELECT w.{name} AS value, count(*) AS n FROM works w WHERE {where} GROUP BY 1 ORDER BY {order} {limit}",
+                params,
+            ).fetchall()
+            out[name] = [{"value": v, "count": n} for v, n in rows]
+        for name, table in NAME_TABLES.items():
+            where, params = where_sql(self.clauses, exclude=name)
+            rows = self.con.execute(
+                f"SELECT x.name, count(*) AS n FROM {table} x JOIN works w ON w.work_key = x.work_key WHERE {where} "
+                f"GROUP BY 1 ORDER BY n DESC, 1 LIMIT {TOP_N}",
+                params,
+            ).fetchall()
+            out[name] = [{"value": v, "count": n} for v, n in rows]
+        for name, column in BOOLEAN_COLUMNS.items():
+            where, params = where_sql(self.clauses, exclude=name)
+            yes, no = self._one(
+                f"SELECT count(*) FILTER (WHERE w.{column}), count(*) FILTER (WHERE NOT w.{column}) FROM works w WHERE {where}",
+                params,
+            )
+            out[name] = [{"value": "yes", "count": yes}, {"value": "no", "count": no}]
+        out["direct_label"] = self._label_facet()
+        out["classifier"] = self._classifier_facet()
+        return out
+
+    def _label_facet(self) -> list[dict[str, Any]]:
+        where, params = where_sql(self.clauses, exclude="label")
+        rows = self.con.execute(
+            "SELECT l.teacher, l.category, any_value(l.qualification), count(DISTINCT w.work_key) AS n FROM "
+            "(SELECT work_key, teacher, qualification, unnest(categories) AS category FROM work_labels "
+            f"WHERE status = 'labelled') l JOIN works w ON w.work_key = l.work_key WHERE {where} "
+            "GROUP BY 1, 2 ORDER BY 1, n DESC, 2",
+            params,
+        ).fetchall()
+        return [{"teacher": t, "value": c, "qualification": q, "count": n} for t, c, q, n in rows]
+
+    def _classifier_facet(self) -> list[dict[str, Any]]:
+        where, params = where_sql(self.clauses, exclude="classifier")
+        rows = self.con.execute(
+            "SELECT d.model_version, d.mode, d.category, any_value(d.prediction_status), count(*) AS n "
+            f"FROM work_decisions d JOIN works w ON w.work_key = d.work_key WHERE {where} "
+            "GROUP BY 1, 2, 3 ORDER BY 1, 2, n DESC, 3",
+            params,
+        ).fetchall()
+        return [
+            {"model_version": v, "mode": m, "value": c, "prediction_status": s, "count": n} for v, m, c, s, n in rows
+        ]
+
+    # ---- lists ---------------------------------------------------------------------------------------------
+    def page(self, listing: Listing) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of works in ``listing.sort`` order after ``listing.after``, and the next page's cursor
+        (None on the last page). Each row carries its direct labels and classifier decisions with their status."""
+        where, params = where_sql(self.clauses)
+        join, key, direction = "", "coalesce(w.year, -1)", "DESC"
+        if listing.sort == "cited_by":
+            key = "w.cited_by"
+        elif listing.sort == "relevance":
+            join, key, direction = "JOIN fts_hits h ON h.work_key = w.work_key", "h.rank", "ASC"
+        if listing.after is not None:
+            cmp = ">" if direction == "ASC" else "<"
+            where += f" AND ({key} {cmp} ? OR ({key} = ? AND w.work_key > ?))"
+            params += [listing.after[0], listing.after[0], listing.after[1]]
+        rows = self.con.execute(
+            "SELECT w.work_key, w.id, w.title, w.year, w.venue, w.cited_by, w.language, w.type, w.page_path, "
+            "w.classification_kind, w.model_version, w.prediction_status, w.validation_status, "
+            f"{key} AS sort_value FROM works w {join} WHERE {where} ORDER BY {key} {direction}, w.work_key LIMIT ?",
+            [*params, listing.limit + 1],
+        ).to_arrow_table()
+        items = rows.slice(0, listing.limit).to_pylist()
+        more = rows.num_rows > listing.limit
+        self._attach_status(items)
+        cursor = encode_cursor(listing.sort, items[-1]["sort_value"], items[-1]["work_key"]) if more else None
+        return items, cursor
+
+    def _attach_status(self, items: list[dict[str, Any]]) -> None:
+        keys = [r["work_key"] for r in items]
+        labels: dict[int, list[dict]] = {k: [] for k in keys}
+        decisions: dict[int, list[dict]] = {k: [] for k in keys}
+        for row in (
+            self.con.execute(
+                "SELECT work_key, teacher, status, label_status, qualification, categories FROM work_labels "
+                "WHERE work_key IN (SELECT unnest(?::BIGINT[])) ORDER BY work_key, teacher",
+                [keys],
+            )
+            .to_arrow_table()
+            .to_pylist()
+        ):
+            labels[row.pop("work_key")].append(row)
+        for row in (
+            self.con.execute(
+                "SELECT work_key, mode, category, model_version, prediction_status FROM work_decisions "
+                "WHERE work_key IN (SELECT unnest(?::BIGINT[])) ORDER BY work_key, mode, category",
+                [keys],
+            )
+            .to_arrow_table()
+            .to_pylist()
+        ):
+            decisions[row.pop("work_key")].append(row)
+        for r in items:
+            r["labels"], r["decisions"] = labels[r["work_key"]], decisions[r["work_key"]]
+
+    # ---- export --------------------------------------------------------------------------------------------
+    def export_batches(self, cap: int, batch_rows: int = 5000) -> Iterator[pa.RecordBatch]:
+        """At most ``cap`` works of the cohort in id order, every export column (``EXPORT_SQL``), in batches."""
+        where, params = where_sql(self.clauses)
+        consts = [self.cohort.query_hash(), self.cohort.release.release_id, self.cohort.classifier_version]
+        reader = self.con.execute(EXPORT_SQL.replace("{where}", where), [*consts, *params, cap]).to_arrow_reader(
+            batch_rows
+        )
+        yield from reader
+
+
+#: Every record column of the export, labels with source and status, decisions, scores and validation_status
+#: verbatim, and the query hash, release id and classifier version on every row.
+EXPORT_SQL = """
+SELECT w.id, w.title, w.year, w.language, w.type, w.venue, w.field, w.topic, w.doi, w.cited_by,
+       w.ca_aff, w.ca_fund, w.ca_venue, w.about_ca, w.invisible_to_affiliation_only, w.has_abstract,
+       w.is_retracted, w.in_sampling_frame,
+       (SELECT string_agg(x.name, '; ' ORDER BY x.name) FROM work_institutions x WHERE x.work_key = w.work_key) AS ca_institutions,
+       (SELECT string_agg(x.name, '; ' ORDER BY x.name) FROM work_funders x WHERE x.work_key = w.work_key) AS funders,
+       (SELECT string_agg(x.name, '; ' ORDER BY x.name) FROM work_keywords x WHERE x.work_key = w.work_key) AS keywords,
+       w.classification_kind,
+       CAST((SELECT to_json(list({'teacher': l.teacher, 'model': l.model, 'prompt_version': l.prompt_version,
+                                  'record_view': l.record_view, 'status': l.status, 'label_status': l.label_status,
+                                  'qualification': l.qualification, 'categories': l.categories, 'domain': l.domain,
+                                  'study_design': l.study_design, 'genre': l.genre, 'confidence': l.confidence}
+                                 ORDER BY l.teacher))
+             FROM work_labels l WHERE l.work_key = w.work_key) AS VARCHAR) AS direct_labels,
+       w.model_version, w.prediction_status, w.candidate_categories, w.consensus_categories,
+       CAST((SELECT to_json(list({'arm': s.arm, 'score': s.score} ORDER BY s.arm))
+             FROM work_scores s WHERE s.work_key = w.work_key) AS VARCHAR) AS machine_scores,
+       w.score_spread, w.validation_status, w.page_path,
+       ?::VARCHAR AS query_hash, ?::VARCHAR AS release_id, ?::VARCHAR AS classifier_version
+FROM works w
+WHERE {where}
+ORDER BY w.work_key
+LIMIT ?
+"""
+
+#: Export columns holding JSON text (decoded into nested values in JSON Lines).
+EXPORT_JSON_COLUMNS = ("direct_labels", "machine_scores")

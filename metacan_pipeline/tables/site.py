@@ -1,0 +1,202 @@
+"""Tables of a release database (:mod:`metacan_pipeline.site`, issue 15): one DuckDB file per release,
+``data/site/releases/<release_id>.duckdb``, written by the asset ``site_database`` from what ``work_records``
+publishes, and opened read-only by the served site.
+
+Every work is keyed by ``work_key`` (the digits of its OpenAlex id as a BIGINT: the rowid of the full-text
+index too). The one-to-many tables hold one row per value; direct labels and classifier decisions carry
+their source and status verbatim (SPEC section 8), so every count the site shows can say what it counts.
+No abstract text is stored (SPEC section 2): ``has_abstract`` only.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from . import Table
+
+RELEASE_INFO_SCHEMA = pa.schema(
+    [
+        ("release_id", pa.string()),
+        ("schema_version", pa.int32()),
+        ("built_at", pa.timestamp("s")),
+        ("records_sha256", pa.string()),
+        ("n_works", pa.int64()),
+        ("frame_build_ids", pa.list_(pa.string())),
+        ("classifier_versions", pa.list_(pa.string())),
+        ("teachers", pa.list_(pa.string())),
+        ("score_arms", pa.list_(pa.string())),
+        ("fts_engine", pa.string()),
+        ("page_context", pa.string()),
+    ]
+)
+
+SITE_WORKS_SCHEMA = pa.schema(
+    [
+        ("work_key", pa.int64()),
+        ("id", pa.string()),
+        ("title", pa.string()),
+        ("year", pa.int32()),
+        ("language", pa.string()),
+        ("type", pa.string()),
+        ("venue", pa.string()),
+        ("field", pa.string()),
+        ("topic", pa.string()),
+        ("doi", pa.string()),
+        ("cited_by", pa.int64()),
+        ("has_abstract", pa.bool_()),
+        ("is_retracted", pa.bool_()),
+        ("ca_aff", pa.bool_()),
+        ("ca_fund", pa.bool_()),
+        ("ca_venue", pa.bool_()),
+        ("about_ca", pa.bool_()),
+        ("invisible_to_affiliation_only", pa.bool_()),
+        ("in_sampling_frame", pa.bool_()),
+        ("classification_kind", pa.string()),
+        ("model_version", pa.string()),
+        ("prediction_status", pa.string()),
+        ("candidate_categories", pa.list_(pa.string())),
+        ("consensus_categories", pa.list_(pa.string())),
+        ("score_spread", pa.float64()),
+        ("validation_status", pa.string()),
+        ("page_path", pa.string()),
+        ("record_json", pa.string()),
+    ]
+)
+
+NAMES_SCHEMA = pa.schema([("work_key", pa.int64()), ("name", pa.string())])
+
+SITE_LABELS_SCHEMA = pa.schema(
+    [
+        ("work_key", pa.int64()),
+        ("teacher", pa.string()),
+        ("model", pa.string()),
+        ("prompt_version", pa.string()),
+        ("record_view", pa.string()),
+        ("status", pa.string()),
+        ("label_status", pa.string()),
+        ("qualification", pa.string()),
+        ("qualified", pa.bool_()),
+        ("categories", pa.list_(pa.string())),
+        ("domain", pa.string()),
+        ("study_design", pa.string()),
+        ("genre", pa.string()),
+        ("confidence", pa.string()),
+    ]
+)
+
+DECISIONS_SCHEMA = pa.schema(
+    [
+        ("work_key", pa.int64()),
+        ("model_version", pa.string()),
+        ("mode", pa.string()),
+        ("category", pa.string()),
+        ("prediction_status", pa.string()),
+        ("score_codex", pa.float64()),
+        ("score_gemma", pa.float64()),
+    ]
+)
+
+MACHINE_LONG_SCHEMA = pa.schema(
+    [("work_key", pa.int64()), ("arm", pa.string()), ("score", pa.float64()), ("validation_status", pa.string())]
+)
+
+CLASSIFIER_HEADS_SCHEMA = pa.schema(
+    [
+        ("model_version", pa.string()),
+        ("teacher", pa.string()),
+        ("target", pa.string()),
+        ("gate_passed", pa.bool_()),
+        ("gate_reason", pa.string()),
+    ]
+)
+
+SAVED_QUERIES_SCHEMA = pa.schema(
+    [
+        ("query_hash", pa.string()),
+        ("filters", pa.string()),
+        ("release_id", pa.string()),
+        ("classifier_version", pa.string()),
+        ("created_at", pa.string()),
+    ]
+)
+
+#: Written by the asset ``site_database``; ``store="release"``: a table of each release database file.
+TABLES = [
+    Table(
+        "release_info",
+        "the release itself (one row): id, build time, SHA-256 of the records, classifier versions",
+        "site_database",
+        RELEASE_INFO_SCHEMA,
+        ("release_id",),
+        store="release",
+        json_columns=frozenset({"page_context"}),
+    ),
+    Table(
+        "works",
+        "one published work: the bibliographic columns a cohort filters on, routes, card kind, its record JSON",
+        "site_database",
+        SITE_WORKS_SCHEMA,
+        ("work_key",),
+        store="release",
+    ),
+    Table(
+        "work_institutions",
+        "one Canadian institution of a work",
+        "site_database",
+        NAMES_SCHEMA,
+        ("work_key", "name"),
+        store="release",
+    ),
+    Table("work_funders", "one funder of a work", "site_database", NAMES_SCHEMA, ("work_key", "name"), store="release"),
+    Table(
+        "work_keywords", "one keyword of a work", "site_database", NAMES_SCHEMA, ("work_key", "name"), store="release"
+    ),
+    Table(
+        "work_labels",
+        "one teacher's direct label of a work (labelled or failed), with its status and qualification sentence",
+        "site_database",
+        SITE_LABELS_SCHEMA,
+        ("work_key", "teacher"),
+        store="release",
+    ),
+    Table(
+        "work_decisions",
+        "one category the classifier called for a work in one mode (candidate or consensus), with both scores",
+        "site_database",
+        DECISIONS_SCHEMA,
+        ("work_key", "model_version", "mode", "category"),
+        store="release",
+    ),
+    Table(
+        "work_scores",
+        "one machine-score arm's score of a work, with the validation_status the record carries",
+        "site_database",
+        MACHINE_LONG_SCHEMA,
+        ("work_key", "arm"),
+        store="release",
+    ),
+    Table(
+        "classifier_heads",
+        "one student head of a classifier version: whether it passed the support gate",
+        "site_database",
+        CLASSIFIER_HEADS_SCHEMA,
+        ("model_version", "teacher", "target"),
+        store="release",
+    ),
+]
+
+#: The served site's own writable file, ``<data dir>/site/queries.sqlite`` (:mod:`metacan_pipeline.site.saved`).
+SAVED_QUERIES = Table(
+    "saved_queries",
+    "one cohort a /q/<hash> link names: its canonical filters, release id and classifier version (never changed)",
+    "metacan serve",
+    SAVED_QUERIES_SCHEMA,
+    ("query_hash",),
+    store="sqlite",
+)
+TABLES.append(SAVED_QUERIES)
+
+
+def release_tables() -> list[Table]:
+    """The tables of a release database, in the order they are created."""
+    return [t for t in TABLES if t.store == "release"]

@@ -1,0 +1,258 @@
+"""Tests of metacan_pipeline.site.app through Starlette's TestClient on a real release: the pages, the /q/ links,
+exports, the JSON API, strict parameters, start-up errors; counts checked against direct DuckDB queries."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+
+import duckdb
+import pytest
+from starlette.testclient import TestClient
+from typer.testing import CliRunner
+
+from metacan_pipeline.cli import app as cli
+from metacan_pipeline.publish.pages import environment, render_work
+from metacan_pipeline.site.app import create_app
+from metacan_pipeline.site.cohort import FILTERS, LISTING
+from metacan_pipeline.site.release import ReleaseUnavailable, current_release_id, releases_dir
+
+
+@pytest.fixture(scope="module")
+def client(site_release):
+    with TestClient(create_app(site_release[0].root)) as c:
+        yield c
+
+
+def _sql(storage, query, params=()):
+    path = releases_dir(storage.root) / f"{current_release_id(storage.root)}.duckdb"
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(query, list(params)).fetchall()
+    finally:
+        con.close()
+
+
+def _count(html: str) -> int:
+    return int(re.search(r'id="count">([\d,]+)<', html).group(1).replace(",", ""))
+
+
+def test_the_home_page_counts_lists_and_links_without_javascript(client, site_release):
+    storage = site_release[0]
+    r = client.get("/", params={"language": "en", "ca_aff": "yes", "label_agreement": "any", "venue": ""})
+    assert r.status_code == 200 and "<script" not in r.text.split("<main>")[1].split("</main>")[0].replace(
+        "&lt;script", ""
+    )
+    assert (
+        "script-src" not in r.headers["content-security-policy"]
+        and "default-src 'none'" in r.headers["content-security-policy"]
+    )
+    want = _sql(storage, "SELECT count(*) FROM works WHERE language = 'en' AND ca_aff")[0][0]
+    assert _count(r.text) == want > 0
+    assert "Direct labels cover" in r.text and "absence of a label or a decision is not a negative" in r.text
+    # every listed work says the source and status of each category it shows
+    for item in re.findall(r"<li><a href=\"/works/.*?</ul></li>", r.text, flags=re.S):
+        for badge in re.findall(r'<span class="badge">([^<]+)</span>([^<]*)', item):
+            assert badge[0] in (
+                "direct label",
+                "candidate prediction",
+                "consensus prediction",
+                "prediction",
+                "machine scores",
+            )
+            assert "(" in badge[1] or badge[0] == "machine scores"
+    assert "teacher not qualified: not tested yet" in r.text and "machine_predicted_unvalidated" in r.text
+    # following the next-page links reaches every work of the cohort exactly once
+    seen, url = [], "/?language=en&ca_aff=yes&limit=4"
+    while url:
+        page = client.get(url.replace("&amp;", "&"))
+        assert page.status_code == 200
+        seen += re.findall(r"<code>(W\d+)</code>\n", page.text)
+        m = re.search(r'href="([^"]+)" rel="next"', page.text)
+        url = m.group(1) if m else None
+    assert len(seen) == len(set(seen)) == want
+
+
+def test_facet_links_narrow_the_cohort_to_the_counted_value(client, site_release):
+    r = client.get("/", params={"field": "Medicine"})
+    link = re.search(r'<a href="(/\?[^"]*institution=[^"]*)">McGill University</a>: (\d+)', r.text)
+    narrowed = client.get(link.group(1).replace("&amp;", "&"))
+    assert (
+        _count(narrowed.text)
+        == int(link.group(2))
+        == _sql(
+            site_release[0],
+            "SELECT count(*) FROM works WHERE field = 'Medicine' AND work_key IN (SELECT work_key FROM work_institutions WHERE name = 'McGill University')",
+        )[0][0]
+    )
+
+
+def test_a_query_link_recounts_and_cites_the_release(client, site_release):
+    storage = site_release[0]
+    r = client.get(
+        "/", params={"classifier_category": "metaresearch", "classifier_mode": "candidate", "sort": "cited_by"}
+    )
+    h = re.search(r'id="query-link">[^<]*/q/([0-9a-f]{12})', r.text).group(1)
+    again = client.get(
+        "/", params={"classifier_mode": "candidate", "classifier_category": "metaresearch", "limit": "3"}
+    )
+    assert re.search(r"/q/([0-9a-f]{12})", again.text).group(1) == h  # sort and page are not in the hash
+    q = client.get(f"/q/{h}")
+    want = _sql(storage, "SELECT count(*) FROM work_decisions WHERE mode = 'candidate' AND category = 'metaresearch'")[
+        0
+    ][0]
+    assert q.status_code == 200 and _count(q.text) == want > 0
+    rid = current_release_id(storage.root)
+    citation = re.search(r'id="citation">([^<]+)<', q.text).group(1)
+    assert f"cohort {h} ({want} works), release {rid}" in citation and f"/q/{h}" in citation
+    api = client.get(f"/api/v1/queries/{h}").json()
+    assert api["release_id"] == rid and api["filters"]["classifier_category"] == "metaresearch"
+    assert client.get("/q/0123456789ab").status_code == 404 and client.get("/q/nothex").status_code == 404
+
+
+def test_exports_stream_every_row_of_the_cohort_and_declare_the_cap(client, site_release):
+    storage = site_release[0]
+    want = _sql(storage, "SELECT count(*) FROM works WHERE NOT has_abstract")[0][0]
+    r = client.get("/export.csv", params={"has_abstract": "no"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert r.headers["x-metacan-rows"] == str(want) and r.headers["x-metacan-truncated"] == "false"
+    lines = r.text.splitlines(keepends=True)
+    assert lines[0].startswith(
+        f"# metacan export of cohort {r.headers['x-metacan-query-hash']}: {want} of {want} works"
+    )
+    rows = list(csv.DictReader(io.StringIO("".join(line for line in lines if not line.startswith("#")))))
+    assert len(rows) == want and {row["has_abstract"] for row in rows} == {"false"}
+    assert {row["release_id"] for row in rows} == {current_release_id(storage.root)}
+    assert {row["validation_status"] for row in rows} == {"score_only:v0-immature-baseline"}
+    labelled = [row for row in rows if row["direct_labels"]]
+    assert labelled and all(
+        lab["label_status"] or lab["status"] == "failed" for row in labelled for lab in json.loads(row["direct_labels"])
+    )
+    jl = client.get("/api/v1/export", params={"format": "jsonl", "has_abstract": "no"})
+    objs = [json.loads(line) for line in jl.text.splitlines()]
+    assert objs[0]["_export"]["rows"] == want and len(objs) - 1 == want
+    assert {o["id"] for o in objs[1:]} == {row["id"] for row in rows}
+    assert isinstance(objs[1]["direct_labels"], list) and isinstance(objs[1]["machine_scores"], list)
+
+
+def test_a_capped_export_says_it_was_cut(site_release):
+    with TestClient(create_app(site_release[0].root, row_cap=5)) as c:
+        r = c.get("/export.csv")
+        assert r.headers["x-metacan-truncated"] == "true" and r.headers["x-metacan-row-cap"] == "5"
+        assert "5 of 60 works (row cap 5; truncated: yes)" in r.text.splitlines()[0]
+        assert len([line for line in r.text.splitlines() if line.startswith("W")]) == 5
+        meta = json.loads(c.get("/export.jsonl").text.splitlines()[0])["_export"]
+        assert meta["truncated"] is True and meta["rows"] == 5 and meta["cohort_count"] == 60
+
+
+def test_the_work_page_is_the_static_template_and_escapes_payloads(client, site_release):
+    storage = site_release[0]
+    r = client.get("/works/W7000", follow_redirects=False)
+    path = _sql(storage, "SELECT page_path FROM works WHERE id = 'W7000'")[0][0]
+    assert r.status_code == 307 and r.headers["location"] == "/" + path
+    page = client.get("/" + path)
+    record = json.loads(_sql(storage, "SELECT record_json FROM works WHERE id = 'W7000'")[0][0])
+    ctx = {
+        "n_codex_labels": 0,
+        "gated_heads": 0,
+        "total_heads": 0,
+        "rendered_at": "served live from the release database",
+        "page_run_id": "none",
+    }
+    assert page.text == render_work(environment(), record, None, ctx)
+    assert "<script>alert" not in page.text and "&lt;script&gt;" in page.text
+    assert "<script>alert" not in client.get("/", params={"q": "drop"}).text
+    assert client.get("/records/W7000.json").json() == record
+    assert client.get("/api/v1/works/W7000").json()["record"] == record
+    assert client.get("/works/other-version/W7000.html").status_code == 404
+    assert client.get("/works/W99999999").status_code == 404 and client.get("/works/x'--").status_code == 404
+    assert client.get("/index.html", follow_redirects=False).headers["location"] == "/"
+
+
+def test_the_api_is_strict_and_answers_errors_in_json(client, site_release):
+    r = client.get("/api/v1/works", params={"language": "fr", "colour": "red"})
+    assert (
+        r.status_code == 400
+        and r.json()["error"]["status"] == 400
+        and "unknown parameter 'colour'" in r.json()["error"]["message"]
+    )
+    r = client.get("/api/v1/count", params={"classifier_mode": "consensus"})
+    assert r.status_code == 400 and "give classifier_category as well" in r.json()["error"]["message"]
+    html = client.get("/", params={"score_min": "0.4"})
+    assert html.status_code == 400 and "score_min needs score_arm" in html.text
+    assert client.get("/api/v1/export", params={"format": "xlsx"}).status_code == 400
+    assert client.get("/api/v1/nowhere").json() == {"error": {"status": 404, "message": "Not Found"}}
+    body = client.get("/api/v1/count", params={"language": "fr"}).json()
+    assert body["count"] == _sql(site_release[0], "SELECT count(*) FROM works WHERE language = 'fr'")[0][0]
+    assert {f["value"] for f in body["facets"]["language"]} == {"en", "fr", "de"}  # a facet leaves its own filter out
+    works = client.get("/api/v1/works", params={"language": "fr", "limit": "4"}).json()
+    assert len(works["works"]) == 4 and works["next_url"].startswith("/api/v1/works?")
+    rest = client.get(works["next_url"]).json()
+    assert not {w["id"] for w in works["works"]} & {w["id"] for w in rest["works"]}
+    assert all("model_version" in w["classifier"] and "direct_labels" in w for w in works["works"])
+    assert client.get("/api/v1/").json()["release_id"] == current_release_id(site_release[0].root)
+
+
+@pytest.mark.parametrize("payload", ["' OR 1=1 --", "<script>alert(1)</script>", "'; DROP TABLE works; --", "%00%27"])
+def test_payloads_in_every_parameter_answer_200_or_400(client, site_release, payload):
+    for name in FILTERS + LISTING:
+        for path in ("/", "/api/v1/count", "/export.csv"):
+            r = client.get(path, params={name: payload})
+            assert r.status_code in (200, 400), (name, path, r.status_code)
+            assert r.headers["x-content-type-options"] == "nosniff"  # data files carry raw data: never sniffed as HTML
+            if r.headers["content-type"].startswith("text/html"):  # pages escape it
+                assert "<script>alert" not in r.text
+    assert _sql(site_release[0], "SELECT count(*) FROM works")[0][0] == 60
+
+
+def test_the_release_is_opened_read_only(client):
+    con = client.app.state.site.release.cursor()
+    with pytest.raises(duckdb.Error, match="read-only"):
+        con.execute("CREATE TABLE intruder (a INTEGER)")
+    con.close()
+
+
+def test_a_missing_or_corrupt_release_is_a_start_up_error_naming_file_and_asset(tmp_path, site_release):
+    with pytest.raises(ReleaseUnavailable, match=r"current\.json does not exist.*'site_database'"):
+        create_app(tmp_path / "empty")
+    copy = tmp_path / "copy"
+    shutil.copytree(releases_dir(site_release[0].root), copy / "site" / "releases")
+    rid = current_release_id(copy)
+    (copy / "site" / "releases" / f"{rid}.fts.sqlite").unlink()
+    with pytest.raises(
+        ReleaseUnavailable, match=rf"{rid}\.fts\.sqlite is missing; materialize the asset 'site_database'"
+    ):
+        create_app(copy)
+    shutil.copy(releases_dir(site_release[0].root) / f"{rid}.fts.sqlite", copy / "site" / "releases")
+    (copy / "site" / "releases" / f"{rid}.duckdb").write_bytes(b"not a database" * 100)
+    with pytest.raises(ReleaseUnavailable, match=rf"{rid}\.duckdb is not a readable release database.*'site_database'"):
+        create_app(copy)
+    result = CliRunner().invoke(cli, ["serve", "--data-dir", str(tmp_path / "empty")])
+    assert result.exit_code == 1 and "site_database" in result.output and "current.json" in result.output
+
+
+def test_a_link_made_on_an_earlier_release_says_so(tmp_path, openalex_dir):
+    import pyarrow as pa
+
+    from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.tables.teachers import LABELS_SCHEMA
+    from metacan_pipeline_tests.builders import build_site, site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=9)
+    assert build_site(storage).success
+    first = current_release_id(storage.root)
+    with TestClient(create_app(storage.root)) as c:
+        h = re.search(r"/q/([0-9a-f]{12})", c.get("/", params={"language": "fr"}).text).group(1)
+    labels = storage.read_table("direct_labels_gemma").to_pylist()
+    labels[0]["categories"] = ["sts"]
+    storage.write_table("direct_labels_gemma", pa.Table.from_pylist(labels, schema=LABELS_SCHEMA))
+    assert build_site(storage).success and current_release_id(storage.root) != first
+    with TestClient(create_app(storage.root)) as c:
+        page = c.get(f"/q/{h}")
+        assert page.status_code == 200 and f"This link was made on release {first}" in page.text
+        assert 'href="/?language=fr"' in page.text and 'id="count"' not in page.text
+        assert re.search(r"/q/([0-9a-f]{12})", c.get("/", params={"language": "fr"}).text).group(1) != h

@@ -1,0 +1,199 @@
+"""Tests of metacan_pipeline.site.build and the site_database asset: what a release database holds, checked
+against the warehouse inputs and direct DuckDB queries; content-addressed release ids; what may not ship."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from metacan_pipeline.site.release import Release, ReleaseUnavailable, current_release_id, releases_dir
+from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.tables.frame import FRAME_SCHEMA
+from metacan_pipeline.tables.site import release_tables
+from metacan_pipeline.tables.student import MACHINE_SCHEMA
+from metacan_pipeline.tables.teachers import LABELS_SCHEMA
+from metacan_pipeline_tests.builders import build_site, node_metadata, site_world
+
+
+def _release_sql(storage, query, params=()):
+    rid = current_release_id(storage.root)
+    con = duckdb.connect(str(releases_dir(storage.root) / f"{rid}.duckdb"), read_only=True)
+    try:
+        return con.execute(query, list(params)).fetchall()
+    finally:
+        con.close()
+
+
+def _warehouse_sql(storage, query):
+    con = duckdb.connect()
+    for name in ("frame", "direct_labels_gemma", "direct_labels_codex", "predictions", "machine_scores"):
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{storage.table_dir(name)}/*.parquet')")
+    return con.execute(query).fetchall()
+
+
+def test_the_release_holds_every_published_work_and_its_evidence(site_release):
+    storage, frame, result = site_release
+    md = node_metadata(result, "site_database")
+    rid = current_release_id(storage.root)
+    assert md["release_id"] == rid and md["dagster/row_count"] == len(frame) == 60 and md["reused"] is False
+    assert md["database_bytes"] > 0 and md["fts_index_bytes"] > 0
+    # the tables are the catalog's, with its columns
+    for table in release_tables():
+        cols = _release_sql(
+            storage,
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+            [table.name],
+        )
+        assert [c[0] for c in cols] == table.schema.names, table.name
+    # works: one per frame work, with the frame's values
+    got = _release_sql(
+        storage,
+        "SELECT id, year, language, ca_aff, invisible_to_affiliation_only, has_abstract, is_retracted, cited_by FROM works ORDER BY id",
+    )
+    want = sorted(
+        (
+            r["id"],
+            r["publication_year"],
+            r["language"],
+            r["ca_aff"],
+            r["invisible_to_affiliation_only"],
+            r["has_abstract"],
+            r["is_retracted"],
+            r["cited_by_count"],
+        )
+        for r in frame
+    )
+    assert got == want
+    # one-to-many tables: one row per distinct non-empty name, as in the frame
+    for table, column in (
+        ("work_institutions", "ca_institutions"),
+        ("work_funders", "funder_names"),
+        ("work_keywords", "keywords"),
+    ):
+        got = _release_sql(storage, f"SELECT 'W' || work_key, name FROM {table} ORDER BY 1, 2")
+        assert got == sorted({(r["id"], n) for r in frame for n in r[column] if n}), table
+    # direct labels: every label row of both teachers, failed ones included, with status and qualification
+    assert _release_sql(
+        storage, "SELECT teacher, status, count(*) FROM work_labels GROUP BY ALL ORDER BY ALL"
+    ) == _warehouse_sql(
+        storage,
+        "SELECT teacher, status, count(*) FROM (SELECT * FROM direct_labels_gemma UNION ALL SELECT * FROM direct_labels_codex) GROUP BY ALL ORDER BY ALL",
+    )
+    assert _release_sql(
+        storage, "SELECT DISTINCT label_status, qualification, qualified FROM work_labels WHERE status = 'labelled'"
+    ) == [("direct_label_unvalidated", "teacher not qualified: not tested yet", False)]
+    # classifier decisions: one row per category in each mode, with prediction_status and the category's scores
+    want = _warehouse_sql(
+        storage,
+        "SELECT 'candidate', sum(len(candidate_categories)) FROM predictions UNION ALL SELECT 'consensus', sum(len(consensus_categories)) FROM predictions ORDER BY 1",
+    )
+    assert _release_sql(storage, "SELECT mode, count(*) FROM work_decisions GROUP BY 1 ORDER BY 1") == want
+    assert _release_sql(storage, "SELECT DISTINCT prediction_status FROM work_decisions") == [
+        ("machine_predicted_unvalidated",)
+    ]
+    w8 = _release_sql(
+        storage, "SELECT category, score_codex FROM work_decisions WHERE work_key = 7008 AND mode = 'consensus'"
+    )
+    assert w8 == [("metaepi_broad", 0.82)]  # CATEGORIES[8 % 3], category_scores_codex[2] = 0.8 + 2/100
+    # machine scores: both arms per work, validation_status verbatim
+    assert _release_sql(
+        storage, "SELECT arm, count(*), min(validation_status) FROM work_scores GROUP BY 1 ORDER BY 1"
+    ) == [
+        ("codex", 60, "score_only:v0-immature-baseline"),
+        ("gemma", 60, "score_only:v0-immature-baseline"),
+    ]
+    # the card kinds follow the record's precedence; works with no prediction live under works/unscored/
+    kinds = dict(_release_sql(storage, "SELECT classification_kind, count(*) FROM works GROUP BY 1"))
+    labelled = {i for i in range(60) if i % 3 == 0 and i != 9} | {i for i in range(60) if i % 5 == 0}  # W7009's failed
+    assert kinds["direct"] == len(labelled) == 27 and sum(kinds.values()) == 60
+    assert _release_sql(storage, "SELECT page_path FROM works WHERE id = 'W7010'") == [("works/unscored/W7010.html",)]
+
+
+def test_no_abstract_text_reaches_the_release(site_release):
+    storage, _, _ = site_release
+    cols = _release_sql(
+        storage, "SELECT table_name, column_name FROM information_schema.columns WHERE column_name ILIKE '%abstract%'"
+    )
+    assert cols == [("works", "has_abstract")]
+    assert _release_sql(
+        storage,
+        "SELECT count(*) FROM works WHERE record_json ILIKE '%abstract_inverted_index%' OR record_json ILIKE '%restricted maximum likelihood%'",
+    ) == [(0,)]
+
+
+def test_the_fts_index_answers_titles_and_keywords(site_release):
+    storage, frame, _ = site_release
+    rid = current_release_id(storage.root)
+    con = sqlite3.connect(releases_dir(storage.root) / f"{rid}.fts.sqlite")
+    hits = {r[0] for r in con.execute("SELECT rowid FROM work_text WHERE work_text MATCH '\"bibliometric\"'")}
+    assert hits == {int(r["id"][1:]) for r in frame if "Bibliometric" in r["title_text"]} and len(hits) == 12
+    kw = {r[0] for r in con.execute("SELECT rowid FROM work_text WHERE work_text MATCH '\"kw3\"'")}
+    assert kw == {int(r["id"][1:]) for r in frame if "kw3" in r["keywords"]}
+
+
+def test_an_unchanged_rerun_reuses_the_release_and_a_changed_label_makes_a_new_one(tmp_path, openalex_dir):
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=12)
+    assert build_site(storage).success
+    first = current_release_id(storage.root)
+    db = releases_dir(storage.root) / f"{first}.duckdb"
+    before = db.stat().st_mtime_ns
+    again = build_site(storage)
+    assert node_metadata(again, "site_database")["reused"] is True and current_release_id(storage.root) == first
+    assert db.stat().st_mtime_ns == before
+    labels = storage.read_table("direct_labels_gemma").to_pylist()
+    labels[0]["categories"] = ["open_science"]
+    storage.write_table("direct_labels_gemma", pa.Table.from_pylist(labels, schema=LABELS_SCHEMA))
+    assert build_site(storage).success
+    second = current_release_id(storage.root)
+    assert second != first and db.exists()  # the old release stays: citations name it
+    assert Release(storage.root).info.release_id == second
+    assert not [p for p in releases_dir(storage.root).iterdir() if p.name.startswith(".")]  # no temporary left
+    body = json.loads((releases_dir(storage.root) / "current.json").read_text())
+    assert body == {"release_id": second, "database": f"{second}.duckdb", "fts_index": f"{second}.fts.sqlite"}
+
+
+def test_records_that_may_not_ship_never_reach_a_release(tmp_path, openalex_dir):
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=6)
+    machine = storage.read_table("machine_scores").to_pylist()
+    machine[0]["categories"] = ["metaresearch"]  # a score_only row carrying a category breaks SPEC section 8
+    schema = MACHINE_SCHEMA.append(pa.field("categories", pa.list_(pa.string())))
+    storage.write_table("machine_scores", pa.Table.from_pylist(machine, schema=schema))
+    result = build_site(storage)
+    assert not result.success
+    assert "site_database" not in {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    with pytest.raises(ReleaseUnavailable, match="site_database"):
+        Release(storage.root)
+
+
+def test_a_frame_changed_after_the_records_stops_the_release_naming_the_work(tmp_path, openalex_dir):
+    import dagster as dg
+
+    from metacan_pipeline.site.assets import site_database
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    frame = site_world(storage, openalex_dir, n=6)
+    assert build_site(storage).success
+    shutil.rmtree(releases_dir(storage.root))  # no release of these records exists yet
+    frame[2]["ca_institutions"] = ["Another University"]  # the frame is rebuilt, work_records is not
+    storage.write_table("frame", pa.Table.from_pylist(frame, schema=FRAME_SCHEMA))
+    result = dg.materialize([site_database], resources={"storage": storage}, raise_on_error=False)
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert "work W7002" in failure and "materialize work_records again" in failure
+
+
+def test_the_run_summary_names_the_release_to_serve(site_release, tmp_path):
+    from metacan_pipeline.reports import release_lines
+
+    storage = site_release[0]
+    rid = current_release_id(storage.root)
+    assert release_lines(storage.root) == [
+        f"Release database: {releases_dir(storage.root) / (rid + '.duckdb')} (serve it: metacan serve, or make serve)"
+    ]
+    assert release_lines(tmp_path) == []
