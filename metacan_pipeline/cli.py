@@ -66,7 +66,7 @@ def run(
     openalex_dir: str = typer.Option(
         None,
         help="OpenAlex input folder, or several separated by ':' (default $METACAN_OPENALEX_DIR or "
-        "../shared/data/openalex).",
+        "../shared/data/openalex:../shared/data/openalex_more).",
     ),
 ) -> None:
     """Materialize the whole asset graph (checks included) in-process, then print the summary."""

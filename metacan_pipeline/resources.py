@@ -10,10 +10,10 @@ from pydantic import Field
 from . import settings
 from .openalex.folders import API_PREFIX, InputFolder, input_folders, locate
 
-__all__ = ["API_PREFIX", "DEFAULT_OPENALEX_DIR", "OpenAlexFiles", "default_openalex_dirs"]
+__all__ = ["API_PREFIX", "DEFAULT_OPENALEX_DIRS", "OpenAlexFiles", "default_openalex_dirs"]
 
-#: The real records the project ships against (../shared/data/openalex beside the checkout).
-DEFAULT_OPENALEX_DIR = settings.DEFAULT_OPENALEX_DIR
+#: The real records the project ships against (../shared/data/openalex and openalex_more beside the checkout).
+DEFAULT_OPENALEX_DIRS = settings.DEFAULT_OPENALEX_DIRS
 
 
 def default_openalex_dirs() -> list[str]:
@@ -23,14 +23,14 @@ def default_openalex_dirs() -> list[str]:
 class OpenAlexFiles(dg.ConfigurableResource):
     """Local folders of OpenAlex records in any shape (API pages, single works, archived responses,
     JSON Lines, snapshot layout, tar archives), read together. Default ``$METACAN_OPENALEX_DIR`` (one
-    folder, or several separated by ``os.pathsep``) or ``../shared/data/openalex``.
+    folder, or several separated by ``os.pathsep``) or ``../shared/data/openalex`` and ``openalex_more``.
 
     ``source_file`` names (:mod:`metacan_pipeline.openalex.folders`): the first folder's files by their
     path relative to it, each further folder's as ``<folder name>/<path>``, the API archive's as ``api/<path>``.
     """
 
     input_dirs: list[str] = Field(
-        default=[DEFAULT_OPENALEX_DIR],
+        default=list(DEFAULT_OPENALEX_DIRS),
         description=(
             "Folders of OpenAlex JSON/JSONL/snapshot files, read together. The first folder's files are recorded "
             "by their path relative to it; each further folder's as <folder name>/<path> (folders must have "

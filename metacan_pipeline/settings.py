@@ -6,7 +6,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | variable | what it sets | default |
 |---|---|---|
 | ``METACAN_DATA_DIR`` | warehouse, DuckDB file, site, logs | ``data`` |
-| ``METACAN_OPENALEX_DIR`` | the OpenAlex input folder(s): one, or several separated by ``os.pathsep`` (``:``) | ``../shared/data/openalex`` |
+| ``METACAN_OPENALEX_DIR`` | the OpenAlex input folder(s): one, or several separated by ``os.pathsep`` (``:``) | ``../shared/data/openalex:../shared/data/openalex_more`` |
 | ``METACAN_PILOT_DIR`` | the MetaCan pilot labels ``imported_labels`` imports | ``../shared/data/metacan_pilot`` |
 | ``METACAN_TEACHERS_FILE`` | the teacher registry | the packaged ``teachers/teachers.toml`` |
 | ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION`` | one teacher's endpoint | the registry's |
@@ -32,7 +32,8 @@ OPENALEX_API_KEY_ENV = "OPENALEX_API_KEY"
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 
 DEFAULT_DATA_DIR = "data"
-DEFAULT_OPENALEX_DIR = "../shared/data/openalex"
+DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
+"""The real records the project ships against: the first sample and the 1,054 more records beside it."""
 DEFAULT_PILOT_DIR = "../shared/data/metacan_pilot"
 DEFAULT_API_URL = "https://api.openalex.org"
 
@@ -47,11 +48,11 @@ def data_dir() -> str:
 
 def openalex_dirs() -> list[str]:
     """The OpenAlex input folders: ``$METACAN_OPENALEX_DIR`` split on ``os.pathsep`` (``a:b`` on POSIX, blank
-    entries dropped), else ``../shared/data/openalex``. Raises ValueError naming the value when it is set
+    entries dropped), else both real-records folders (:data:`DEFAULT_OPENALEX_DIRS`). Raises ValueError naming the value when it is set
     but names no folder (e.g. ``:``); an empty value counts as unset."""
     value = os.environ.get(OPENALEX_DIR_ENV, "")
     if not value.strip():
-        return [DEFAULT_OPENALEX_DIR]
+        return list(DEFAULT_OPENALEX_DIRS)
     dirs = split_dirs(value)
     if not dirs:
         raise ValueError(

@@ -18,12 +18,12 @@ SEP = os.pathsep
 
 def test_the_setting_is_a_pathsep_separated_list(monkeypatch):
     monkeypatch.delenv(settings.OPENALEX_DIR_ENV, raising=False)
-    assert settings.openalex_dirs() == ["../shared/data/openalex"]
+    assert settings.openalex_dirs() == ["../shared/data/openalex", "../shared/data/openalex_more"]  # both folders
     monkeypatch.setenv(settings.OPENALEX_DIR_ENV, f"../shared/data/openalex{SEP} ../shared/data/openalex_more{SEP}")
     assert settings.openalex_dirs() == ["../shared/data/openalex", "../shared/data/openalex_more"]
     assert build_resources("data")["openalex"].input_dirs == ["../shared/data/openalex", "../shared/data/openalex_more"]
     monkeypatch.setenv(settings.OPENALEX_DIR_ENV, "")
-    assert settings.openalex_dirs() == ["../shared/data/openalex"]  # empty = unset
+    assert settings.openalex_dirs() == ["../shared/data/openalex", "../shared/data/openalex_more"]  # empty = unset
     monkeypatch.setenv(settings.OPENALEX_DIR_ENV, SEP)
     with pytest.raises(ValueError, match=f"METACAN_OPENALEX_DIR='{SEP}' names no folder"):
         settings.openalex_dirs()
