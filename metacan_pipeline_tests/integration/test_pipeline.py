@@ -200,7 +200,9 @@ def test_lineage_names_every_teacher_call_and_stage_run(two_runs, capsys):
     # the summary names a page that exists
     text = summary_text(str(data))
     assert f"Pages: {row_count(con, 'frame')} in" in text
-    assert Path(text.split("Open one: ")[1].strip()).is_file()
+    assert Path(text.split("Open one: ")[1].splitlines()[0]).is_file()
+    release = re.search(r"^Release database: (\S+) \(serve it", text, re.M)
+    assert release and Path(release[1]).is_file(), text
     con.close()
     writer = duckdb.connect(
         str(data / "metacan.duckdb")
