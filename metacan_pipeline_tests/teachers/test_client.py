@@ -9,6 +9,7 @@ import pytest
 
 from metacan_pipeline.teachers.client import EndpointConfigurationError, TeacherClient
 from metacan_pipeline.teachers.rubric import load_prompt
+from metacan_pipeline.vocab import LABEL_FIELDS
 from metacan_pipeline_tests.builders import GOOD_REPLY
 
 VIEW = {
@@ -221,16 +222,7 @@ def test_gbnf_mode_sends_the_compact_reply_grammar_and_no_response_format():
     ]
 
 
-ROW_FIELDS = (
-    "categories",
-    "domain",
-    "study_design",
-    "genre",
-    "about_ca_system",
-    "about_ca_topic",
-    "confidence",
-    "reason",
-)
+ROW_FIELDS = LABEL_FIELDS
 
 
 def test_a_rows_prompt_sends_the_rows_grammar_and_its_rows_become_full_labels():
