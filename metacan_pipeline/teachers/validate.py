@@ -243,6 +243,26 @@ def _gbnf_choice(values: tuple[str, ...] | list[str]) -> str:
     return "(" + " | ".join(_gbnf_literal(v) for v in values) + ")"
 
 
+def _category_rules() -> list[str]:
+    """GBNF rules shared by both reply grammars: ``others`` (categories without metaresearch), ``meta``
+    (led by metaresearch) and ``domain`` (a substantive domain)."""
+    others = [c for c in CATEGORIES if c not in ("metaresearch", INSUFFICIENT_PAYLOAD)]
+    return [
+        f"other ::= {_gbnf_choice(others)}",
+        'others ::= "[" (other ("," other){0,2})? "]"',
+        f'meta ::= "[" {_gbnf_literal("metaresearch")} ("," other){{0,2}} "]"',
+        f"domain ::= {_gbnf_choice(DOMAINS[1:])}",
+    ]
+
+
+def _scalar_rules() -> list[str]:
+    """GBNF rules shared by both reply grammars: a JSON boolean and one character of a JSON string."""
+    return [
+        'bool ::= "true" | "false"',
+        'char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})',
+    ]
+
+
 def batch_reply_grammar(work_ids: list[str], reason_max_chars: int = 100) -> str:
     """A llama.cpp GBNF grammar for the reply :func:`batch_reply_schema` describes with ``rules_in_grammar``,
     written out compactly: the same labels in the same order, ids pinned, the SPEC section 3 rules built in,
@@ -253,22 +273,17 @@ def batch_reply_grammar(work_ids: list[str], reason_max_chars: int = 100) -> str
     compact (issue 14), and generated tokens are most of a call's time. The reply is the same JSON, so
     :func:`metacan_pipeline.teachers.client.validate_batch` checks it exactly as before.
     """
-    others = [c for c in CATEGORIES if c not in ("metaresearch", INSUFFICIENT_PAYLOAD)]
     labels = ' "," '.join(f"label{i}" for i in range(len(work_ids)))
     lines = ['root ::= "{\\"labels\\":[" ' + labels + ' "]}"']
     lines += [f'label{i} ::= "{{\\"id\\":" {_gbnf_literal(wid)} body' for i, wid in enumerate(work_ids)]
     lines += [
         'body ::= ",\\"categories\\":" (others ",\\"domain\\":null" | meta ",\\"domain\\":" domain'
         f' | {_gbnf_literal([INSUFFICIENT_PAYLOAD])} ",\\"domain\\":null") rest',
-        f"other ::= {_gbnf_choice(others)}",
-        'others ::= "[" (other ("," other){0,2})? "]"',
-        f'meta ::= "[" {_gbnf_literal("metaresearch")} ("," other){{0,2}} "]"',
-        f"domain ::= {_gbnf_choice(DOMAINS[1:])}",
+        *_category_rules(),
         f'rest ::= ",\\"study_design\\":" {_gbnf_choice(STUDY_DESIGNS)} ",\\"genre\\":" {_gbnf_choice(GENRES)}'
         ' ",\\"about_ca_system\\":" bool ",\\"about_ca_topic\\":" bool'
         f' ",\\"confidence\\":" {_gbnf_choice(CONFIDENCES)} ",\\"reason\\":\\"" char{{1,{reason_max_chars}}} "\\"}}"',
-        'bool ::= "true" | "false"',
-        'char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})',
+        *_scalar_rules(),
     ]
     return "\n".join(lines)
 
@@ -284,20 +299,15 @@ def batch_rows_grammar(n_works: int, reason_max_chars: int = 100) -> str:
     label object (issue 14). The works are matched by position, and the grammar allows exactly one row
     per work asked.
     """
-    others = [c for c in CATEGORIES if c not in ("metaresearch", INSUFFICIENT_PAYLOAD)]
     rows = ' "," '.join(["row"] * n_works)
     return "\n".join(
         [
             f'root ::= "[" {rows} "]"',
             f'row ::= "[" (others ",null" | meta "," domain | {_gbnf_literal([INSUFFICIENT_PAYLOAD])} ",null") rest',
-            f"other ::= {_gbnf_choice(others)}",
-            'others ::= "[" (other ("," other){0,2})? "]"',
-            f'meta ::= "[" {_gbnf_literal("metaresearch")} ("," other){{0,2}} "]"',
-            f"domain ::= {_gbnf_choice(DOMAINS[1:])}",
+            *_category_rules(),
             f'rest ::= "," {_gbnf_choice(STUDY_DESIGNS)} "," {_gbnf_choice(GENRES)} "," bool "," bool'
             f' "," {_gbnf_choice(CONFIDENCES)} ",\\"" char{{1,{reason_max_chars}}} "\\"]"',
-            'bool ::= "true" | "false"',
-            'char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})',
+            *_scalar_rules(),
         ]
     )
 
