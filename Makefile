@@ -16,6 +16,9 @@ LLAMA_VERSION := 11434.0.0
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF
 WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-server-$(LLAMA_VERSION)-avx2-noamx
 
+## Test workers (pytest-xdist): a module's tests stay on one worker, and so do the llama.cpp (llm) tests.
+TEST_WORKERS ?= 2
+
 .PHONY: setup browser run test test-fast lint dev serve bench clean
 
 setup: $(STAMP) browser
@@ -57,11 +60,11 @@ lint: $(STAMP)
 
 ## Run the test suite (real DuckDB, real llama.cpp server, real Dagster executor, `dagster dev` in headless Chromium).
 test: $(STAMP) browser lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 ## The tests without the browser, LLM and slow ones (markers in pyproject.toml), for a quick loop while editing.
 test-fast: $(STAMP) lint
-	$(BIN)/python -m pytest -q -m "not browser and not llm and not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not browser and not llm and not slow"
 
 ## The Dagster UI over workspace.yaml, on the same instance folder as `make run`.
 dev: $(STAMP)

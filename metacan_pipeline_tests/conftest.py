@@ -120,7 +120,11 @@ def pilot_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def encoder():
-    """A MiniLM encoder whose model was loaded with every network connection refused: offline for real."""
+    """A MiniLM encoder whose model was loaded with every network connection refused: offline for real (the
+    process-wide model cache is emptied first, so the load happens here, under the refusal)."""
+    from metacan_pipeline.student import embeddings
+
+    embeddings.sentence_transformer.cache_clear()
     enc = make_features("minilm")
 
     def refuse(*args, **kwargs):
@@ -131,3 +135,13 @@ def encoder():
         mp.setattr(socket, "create_connection", refuse)
         enc.transform(["warm-up"])
     return enc
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``pytest -n N --dist loadgroup`` (``make test``): a module's tests run on one worker, so its module
+    fixtures are built once, and every test that starts the embedded llama.cpp server (marker ``llm``) runs on
+    one worker, so two servers never share the cores. Without xdist the marker does nothing."""
+    for item in items:
+        group = "llm" if item.get_closest_marker("llm") else item.module.__name__
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -16,6 +16,7 @@ CUDA build.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
@@ -126,19 +127,7 @@ class MiniLMEncoder:
 
     def _load(self):
         if self._model is None:
-            path = model_path()
-            settings.hub_offline()
-            try:
-                import torch
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:
-                raise ImportError(
-                    f"the minilm feature backend could not import torch / sentence-transformers ({exc}): {INSTALL_HINT}"
-                ) from exc
-            torch.set_num_threads(self.threads)
-            model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
-            model.eval()
-            self._model = model
+            self._model = sentence_transformer(str(model_path()), self.threads)
         return self._model
 
     def fit(self, texts: Sequence[str] | None = None, y=None) -> MiniLMEncoder:
@@ -182,3 +171,22 @@ class MiniLMEncoder:
     def fit_transform(self, texts: Sequence[str], y=None) -> np.ndarray:
         """``fit(texts).transform(texts)``."""
         return self.fit(texts).transform(texts)
+
+
+@functools.lru_cache(maxsize=2)
+def sentence_transformer(path: str, threads: int):
+    """The MiniLM model loaded from ``path`` (offline), once per process: a student run that fits heads and then
+    scores the frame, or a second encoder after unpickling, reuses it instead of loading it again (about 4-5 s).
+    ``encode`` under ``torch.inference_mode`` does not change the model, so sharing it is safe."""
+    settings.hub_offline()
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise ImportError(
+            f"the minilm feature backend could not import torch / sentence-transformers ({exc}): {INSTALL_HINT}"
+        ) from exc
+    torch.set_num_threads(threads)
+    model = SentenceTransformer(path, device="cpu", local_files_only=True)
+    model.eval()
+    return model
