@@ -163,13 +163,15 @@ def index_row(record: dict) -> dict:
       candidate prediction, or a prediction with no category) or "none" (not classified yet); ``mode``:
       "consensus" | "candidate" for a classifier call with categories, None otherwise (SPEC section 8: direct labels and predictions never share a badge);
     - ``model_version``: the version the page shows (None: no prediction); ``classification``: short
-      human text; ``href``: :func:`page_path`.
+      human text naming the source and status of every category (SPEC section 8), e.g. "direct label (gemma,
+      direct_label_unvalidated, teacher not qualified ...): Metaresearch", "consensus prediction
+      (machine_predicted_unvalidated): Bibliometrics"; ``href``: :func:`page_path`.
     """
     card = classification_card(record)
     kind = card["kind"]
     if kind == "direct":
         cls = "; ".join(
-            f"direct label ({label['teacher']}"
+            f"direct label ({label['teacher']}, {label['label_status']}"
             + (f", {label['qualification']}" if label.get("qualification") else "")
             + "): "
             + (", ".join(CATEGORY_DISPLAY[c] for c in label["categories"]) or "not meta-research")
@@ -180,7 +182,9 @@ def index_row(record: dict) -> dict:
     elif kind == "no_category":
         cls = "prediction: no category"
     else:
-        cls = f"{kind} prediction: " + ", ".join(CATEGORY_DISPLAY[c] for c in card["categories"])
+        cls = f"{kind} prediction ({record['prediction']['prediction_status']}): " + ", ".join(
+            CATEGORY_DISPLAY[c] for c in card["categories"]
+        )
     return {
         "id": record["id"],
         "title": record["title"] or "",

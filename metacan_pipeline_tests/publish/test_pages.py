@@ -102,9 +102,11 @@ def test_index_rows_say_source_mode_and_version(records):
     rows = {r["id"]: r for r in map(index_row, records)}
     assert set(rows["W1"]) == set(INDEX_FIELDS)
     assert (rows["W1"]["source"], rows["W1"]["mode"], rows["W1"]["model_version"]) == ("direct", None, V1)
-    assert rows["W1"]["classification"] == "direct label (gemma): Metaresearch"
+    assert rows["W1"]["classification"] == "direct label (gemma, direct_label_unvalidated): Metaresearch"
     assert (rows["W2"]["source"], rows["W2"]["mode"]) == ("classifier", "consensus")
-    assert rows["W2"]["classification"] == "consensus prediction: Science and technology studies"
+    assert rows["W2"]["classification"] == (
+        "consensus prediction (machine_predicted_unvalidated): Science and technology studies"
+    )
     assert (rows["W12"]["source"], rows["W12"]["mode"], rows["W12"]["year"]) == ("classifier", "candidate", None)
     assert rows["W12"]["routes"] == ["ca_venue", "about_ca"]
     assert rows["W123"] == {
@@ -447,4 +449,6 @@ def test_an_unqualified_teachers_label_says_so_on_the_page_the_record_and_the_in
     html = render_work(environment(), record, None, CTX)
     assert f'<span class="badge">{note}</span>' in html.replace("&#39;", "'")
     assert f"Teacher gemma: {note}." in html and "decides nothing" in html
-    assert index_row(record)["classification"] == f"direct label (gemma, {note}): Metaresearch"
+    assert (
+        index_row(record)["classification"] == f"direct label (gemma, direct_label_unvalidated, {note}): Metaresearch"
+    )
