@@ -5,7 +5,7 @@ suit a clone of the repository with ``../shared`` beside it.
 
 | variable | what it sets | default |
 |---|---|---|
-| ``METACAN_DATA_DIR`` | warehouse, DuckDB file, site, logs | ``data`` |
+| ``METACAN_DATA_DIR`` | warehouse, DuckDB file, site, logs, the coding store ``audit/coding.sqlite`` (:func:`coding_store_path`) | ``data`` |
 | ``METACAN_OPENALEX_DIR`` | the OpenAlex input folder(s): one, or several separated by ``os.pathsep`` (``:``) | ``../shared/data/openalex:../shared/data/openalex_more`` |
 | ``METACAN_PILOT_DIR`` | the MetaCan pilot labels ``imported_labels`` imports | ``../shared/data/metacan_pilot`` |
 | ``METACAN_TEACHERS_FILE`` | the teacher registry | the packaged ``teachers/teachers.toml`` |
@@ -44,6 +44,12 @@ TEACHER_OVERRIDES = ("base_url", "model", "api_key_env", "prompt_version")
 def data_dir() -> str:
     """``$METACAN_DATA_DIR``, else ``data`` (relative to the working directory)."""
     return os.environ.get(DATA_DIR_ENV, DEFAULT_DATA_DIR)
+
+
+def coding_store_path(data: str | None = None) -> Path:
+    """The coding store of the audit study (coders, coding tasks, every answer): ``<data>/audit/coding.sqlite``, where
+    ``data`` defaults to :func:`data_dir`. It holds human work that cannot be recomputed: back it up."""
+    return Path(data or data_dir(), "audit", "coding.sqlite")
 
 
 def openalex_dirs() -> list[str]:

@@ -1,7 +1,7 @@
 """The catalog of tables: every warehouse (Parquet) and DuckDB table of the pipeline, in one place.
 
 One module per stage (:mod:`.openalex`, :mod:`.frame`, :mod:`.sampling`, :mod:`.teachers`,
-:mod:`.student`, :mod:`.publish`, :mod:`.site`) declares its tables as :class:`Table` entries: the name, one line
+:mod:`.student`, :mod:`.publish`, :mod:`.site`, :mod:`.coding`) declares its tables as :class:`Table` entries: the name, one line
 saying what a row is, the asset that writes it, the primary key and the Arrow schema. DuckDB DDL is
 derived from the Arrow schema (:meth:`Table.ddl`), so a column is declared once. Every DuckDB table is
 created by :func:`create_tables`, which :meth:`metacan_pipeline.storage.MetacanStorage.connect` calls
@@ -43,9 +43,12 @@ class Table:
     each frame part, ``data/warehouse/frame_parts/<partition>/<file>/<name>.parquet``) or ``batch``
     (record batches handed from one function to the next, never stored) or ``release`` (a table of each
     release database ``data/site/releases/<release_id>.duckdb``, created by the asset ``site_database``) or
-    ``sqlite`` (the served site's ``data/site/queries.sqlite``; the DDL's type names are valid SQLite affinities).
+    ``sqlite`` (the served site's ``data/site/queries.sqlite`` or the coding store ``data/audit/coding.sqlite``; the
+    DDL's type names are valid SQLite affinities).
     ``schema``: the Arrow schema; ``None`` for a table whose columns depend on configuration
-    (``student_scores``: one column per head). ``json_columns``: DuckDB ``JSON`` columns (Arrow strings).
+    (``student_scores``: one column per head). ``json_columns``: DuckDB ``JSON`` columns (Arrow strings); in a
+    SQLite table they are ``TEXT`` (a ``JSON`` type name would give them NUMERIC affinity, which turns a JSON
+    number into a number).
     """
 
     name: str
@@ -60,7 +63,8 @@ class Table:
         """``CREATE TABLE IF NOT EXISTS`` for a DuckDB table (catalog or release database), from its Arrow schema."""
         if self.store not in ("duckdb", "release", "sqlite") or self.schema is None:
             raise ValueError(f"table {self.name!r} is not a DuckDB table of the catalog")
-        cols = [f"{f.name} {'JSON' if f.name in self.json_columns else SQL_TYPES[f.type]}" for f in self.schema]
+        json_type = "TEXT" if self.store == "sqlite" else "JSON"
+        cols = [f"{f.name} {json_type if f.name in self.json_columns else SQL_TYPES[f.type]}" for f in self.schema]
         if len(self.primary_key) == 1:
             cols = [c + " PRIMARY KEY" if c.split(" ")[0] == self.primary_key[0] else c for c in cols]
         elif self.primary_key:
@@ -69,10 +73,10 @@ class Table:
 
 
 def _catalog() -> dict[str, Table]:
-    from . import frame, openalex, publish, sampling, site, student, teachers
+    from . import coding, frame, openalex, publish, sampling, site, student, teachers
 
     out: dict[str, Table] = {}
-    for module in (openalex, frame, sampling, teachers, student, publish, site):
+    for module in (openalex, frame, sampling, teachers, student, publish, site, coding):
         for table in module.TABLES:
             if table.name in out:
                 raise ValueError(f"table {table.name!r} is declared twice in the catalog")
