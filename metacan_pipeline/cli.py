@@ -415,6 +415,128 @@ def _evaluate_frame1k(folder: Path, features: list[str], labels: list[str] | Non
             typer.echo(f"{r.arm} / {r.features}: {r.note}")
 
 
+coders_app = typer.Typer(
+    no_args_is_help=True,
+    help="The coders of the audit study (SPEC section 10): personal sign-in tokens for the coding pages.",
+)
+coding_app = typer.Typer(
+    no_args_is_help=True, help="Coding tasks and codes of the audit study: Label Studio export and import."
+)
+app.add_typer(coders_app, name="coders")
+app.add_typer(coding_app, name="coding")
+
+_DATA_DIR_HELP = "Output folder holding audit/coding.sqlite (default $METACAN_DATA_DIR or ./data)."
+
+
+def _coding_store(data_dir: str | None):
+    from .audit.coding import CodingStore
+
+    return CodingStore(settings.coding_store_path(data_dir))
+
+
+@coders_app.command("add")
+def coders_add(
+    name: str = typer.Argument(..., help="The coder's name (letters, digits, '.', '_', '-'); never reused."),
+    data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
+) -> None:
+    """Register a coder and print their sign-in token, once (the store keeps only its SHA-256)."""
+    from .audit.coding import CodingError
+
+    with _coding_store(data_dir) as store:
+        try:
+            token = store.add_coder(name)
+        except CodingError as exc:
+            typer.echo(f"metacan coders add: {exc}", err=True)
+            raise typer.Exit(2) from None
+    typer.echo(f"Token of coder {name}: {token}")
+    typer.echo("It is shown only now: give it to the coder privately; the store keeps only its SHA-256.")
+
+
+@coders_app.command("list")
+def coders_list(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -> None:
+    """List the coders: name, when added, when revoked (never a token or its hash)."""
+    with _coding_store(data_dir) as store:
+        coders = store.list_coders()
+    if not coders:
+        typer.echo("No coders yet: add one with `metacan coders add NAME`.")
+        return
+    width = max(len(c["coder"]) for c in coders)
+    for c in coders:
+        status = f"revoked {c['revoked_at']}" if c["revoked_at"] else "active"
+        typer.echo(f"{c['coder']:<{width}}  added {c['created_at']}  {status}")
+
+
+@coders_app.command("revoke")
+def coders_revoke(
+    name: str = typer.Argument(..., help="The coder whose token stops working (their answers stay)."),
+    data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
+) -> None:
+    """Revoke a coder's token: they can no longer sign in; every answer they gave stays."""
+    from .audit.coding import CodingError
+
+    with _coding_store(data_dir) as store:
+        try:
+            when = store.revoke_coder(name)
+        except CodingError as exc:
+            typer.echo(f"metacan coders revoke: {exc}", err=True)
+            raise typer.Exit(2) from None
+    typer.echo(f"Coder {name} revoked at {when}.")
+
+
+@coding_app.command("export-labelstudio")
+def coding_export_labelstudio(
+    protocol_id: str = typer.Argument(..., help="The protocol whose coding tasks to export."),
+    out_dir: Path = typer.Argument(
+        ..., file_okay=False, help="Folder to write the tasks JSON and the labeling config into."
+    ),
+    data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
+) -> None:
+    """Write a protocol's coding tasks as Label Studio import JSON (evidence only) and the matching labeling config."""
+    from .audit.coding import CodingError
+    from .audit.labelstudio import write_export
+
+    with _coding_store(data_dir) as store:
+        try:
+            tasks_path, config_path, n = write_export(store, protocol_id, out_dir)
+        except CodingError as exc:
+            typer.echo(f"metacan coding export-labelstudio: {exc}", err=True)
+            raise typer.Exit(1) from None
+    typer.echo(f"{n} tasks: {tasks_path}")
+    typer.echo(f"labeling config: {config_path} (paste it under Settings > Labeling Interface > Code)")
+
+
+@coding_app.command("import-labelstudio")
+def coding_import_labelstudio(
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="A Label Studio export in its JSON format."),
+    coder_map: Path = typer.Option(
+        None,
+        exists=True,
+        dir_okay=False,
+        help='JSON object {"<annotator email or user id>": "<coder name>"}; unmapped annotators become labelstudio:<email or id>.',
+    ),
+    data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
+) -> None:
+    """Import the codes of a Label Studio JSON export, validated like the site's answers; prints the counts and the
+    reason for every refused annotation. Importing the same file again appends nothing."""
+    from .audit.labelstudio import import_export, load_coder_map
+
+    try:
+        mapping = load_coder_map(coder_map) if coder_map else {}
+        with _coding_store(data_dir) as store:
+            report = import_export(store, file, mapping)
+    except ValueError as exc:
+        typer.echo(f"metacan coding import-labelstudio: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(
+        f"{file}: {report.annotations} annotations in {report.tasks} tasks: {report.appended} appended, "
+        f"{report.already_present} already present, {report.refused} refused (source {report.source})"
+    )
+    for r in report.refusals:
+        where = f"task {r.task_id}" + (f" ({r.work_id})" if r.work_id else "")
+        who = f", annotation {r.annotation_id} by {r.annotator}" if r.annotation_id is not None else ""
+        typer.echo(f"  refused: {where}{who}: {r.reason}")
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

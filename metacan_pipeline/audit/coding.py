@@ -102,7 +102,8 @@ class CodingError(ValueError):
         super().__init__(message if message.startswith(field) else f"{field}: {message}")
 
 
-def _now() -> str:
+def now_iso() -> str:
+    """The time now, in the store's format (:func:`_iso`)."""
     return _iso(dt.datetime.now(dt.UTC))
 
 
@@ -388,13 +389,13 @@ class CodingStore:
                 raise CodingError(
                     "coder", f"a coder named {row[0]!r} exists already (revoked or not): choose another name"
                 )
-            con.execute("INSERT INTO coders VALUES (?, ?, ?, NULL)", [name, sha256_hex(token), _now()])
+            con.execute("INSERT INTO coders VALUES (?, ?, ?, NULL)", [name, sha256_hex(token), now_iso()])
         log.info("coder %s added", name)
         return token
 
     def revoke_coder(self, name: str) -> str:
         """Revoke ``name``'s token (their answers stay); returns the revocation time. Unknown or revoked: CodingError."""
-        now = _now()
+        now = now_iso()
         with self._write() as con:
             row = con.execute("SELECT revoked_at FROM coders WHERE coder = ?", [name]).fetchone()
             if row is None:
@@ -451,7 +452,7 @@ class CodingStore:
             text = canonical_json(evidence)
             prepared[evidence["id"]] = (position, text, sha256_hex(text))
         counts = dict.fromkeys(("added", "evidence_changed", "moved", "unchanged"), 0)
-        now = _now()
+        now = now_iso()
         with self._write() as con:
             existing = {
                 r["id"]: (r["position"], r["evidence_sha256"])
@@ -531,7 +532,7 @@ class CodingStore:
             con.execute(
                 "INSERT INTO coding_claims VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (protocol_id, id, coder) DO UPDATE SET claimed_at = excluded.claimed_at",
-                [protocol_id, row["id"], coder, _now()],
+                [protocol_id, row["id"], coder, now_iso()],
             )
         return self._task_dict(protocol_id, row)
 
@@ -626,7 +627,7 @@ class CodingStore:
         with self._write() as con:
             self._active_coder(con, coder)
             shown = self._check_append(con, protocol_id, work_id, coder, role, evidence_sha256)
-            self._append(con, answer_id, protocol_id, work_id, coder, role, clean, shown, _now(), "site", None)
+            self._append(con, answer_id, protocol_id, work_id, coder, role, clean, shown, now_iso(), "site", None)
         log.info("answer %s appended: %s (%s) on %s %s", answer_id, coder, role, protocol_id, work_id)
         return answer_id
 
