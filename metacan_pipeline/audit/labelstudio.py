@@ -225,8 +225,8 @@ def load_coder_map(path: Path) -> dict[str, str]:
 
 
 def annotator_key(completed_by: object) -> tuple[str | None, dict[str, Any] | None]:
-    """The annotator of ``completed_by`` (a user id, or an object with ``email`` and/or ``id``): the email when known,
-    else the id, and what is kept of it for the provenance (``id`` and ``email`` only)."""
+    """The annotator of ``completed_by`` (a user id, or an object with ``email`` and/or ``id``): the email (lower case)
+    when known, else the id, and what is kept of it for the provenance (``id`` and ``email`` only)."""
     if isinstance(completed_by, bool):
         return None, None
     if isinstance(completed_by, int | str) and str(completed_by).strip():
@@ -235,7 +235,7 @@ def annotator_key(completed_by: object) -> tuple[str | None, dict[str, Any] | No
         kept = {k: completed_by[k] for k in ("id", "email") if completed_by.get(k) not in (None, "")}
         email = kept.get("email")
         if isinstance(email, str) and email.strip():
-            return email.strip(), kept
+            return email.strip().lower(), kept
         if "id" in kept and not isinstance(kept["id"], bool):
             return str(kept["id"]).strip(), kept
     return None, None

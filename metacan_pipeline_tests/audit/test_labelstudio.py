@@ -1,0 +1,217 @@
+"""Tests of metacan_pipeline.audit.labelstudio: export of tasks and config, import of a Label Studio JSON export."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import sqlite3
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from metacan_pipeline import vocab
+from metacan_pipeline.audit.coding import CodingStore
+from metacan_pipeline.audit.labelstudio import (
+    NO_CATEGORY,
+    answer_from_result,
+    export_tasks,
+    import_export,
+    labeling_config,
+    write_export,
+)
+from metacan_pipeline_tests.audit.test_coding import MACHINE, P, work_row
+
+
+@pytest.fixture()
+def store(tmp_path):
+    s = CodingStore(tmp_path / "audit" / "coding.sqlite")
+    s.load_tasks(P, [work_row(i) for i in range(3)])
+    yield s
+    s.close()
+
+
+def choices(name: str, *values: str) -> dict:
+    return {
+        "id": f"r-{name}",
+        "from_name": name,
+        "to_name": "title",
+        "type": "choices",
+        "value": {"choices": list(values)},
+    }
+
+
+def note(text: str) -> dict:
+    return {"id": "r-note", "from_name": "note", "to_name": "title", "type": "textarea", "value": {"text": [text]}}
+
+
+META_RESULT = [
+    choices("categories", "metaresearch", "research_integrity"),
+    choices("domain", "evaluation"),
+    choices("study_design", "observational"),
+    choices("genre", "empirical"),
+    choices("about_ca_system", "true"),
+    choices("about_ca_topic", "false"),
+    choices("confidence", "high"),
+    note("audit of Canadian grant peer review"),
+]
+NONE_RESULT = [
+    choices("categories", NO_CATEGORY),
+    choices("study_design", "randomized_trial"),
+    choices("genre", "empirical"),
+    choices("about_ca_system", "false"),
+    choices("about_ca_topic", "true"),
+]
+
+
+def annotation(ann_id: int, completed_by, result: list, *, cancelled: bool = False, updated: str = "") -> dict:
+    return {
+        "id": ann_id,
+        "completed_by": completed_by,
+        "result": result,
+        "was_cancelled": cancelled,
+        "ground_truth": False,
+        "created_at": "2026-03-09T21:52:49.513742Z",
+        "updated_at": updated or "2026-03-09T22:16:08.728378Z",
+        "lead_time": 41.2,
+        "task": None,
+    }
+
+
+def label_studio_export(exported: list[dict]) -> list[dict]:
+    """What Label Studio's JSON export gives for the exported tasks after two annotators coded them."""
+    alice = {"id": 11, "email": "Alice@Uni.ca", "first_name": "Alice", "last_name": "A"}
+    tasks = []
+    for i, t in enumerate(exported):
+        task = {"id": 501 + i, "data": copy.deepcopy(t["data"]), "project": 7, "predictions": [], "drafts": []}
+        task["created_at"] = task["updated_at"] = "2026-03-09T21:52:49.513742Z"
+        task["annotations"] = []
+        tasks.append(task)
+    tasks[0]["annotations"] = [annotation(9001, alice, META_RESULT), annotation(9002, 12, META_RESULT)]
+    tasks[1]["annotations"] = [
+        annotation(9003, alice, NONE_RESULT),
+        annotation(9004, 12, [], cancelled=True),  # skipped
+        annotation(9005, 12, [choices("categories", NO_CATEGORY), *NONE_RESULT[1:], choices("domain", "methods")]),
+    ]
+    return tasks
+
+
+def test_export_has_evidence_only_and_the_config_every_vocabulary_value(store, tmp_path):
+    tasks = export_tasks(store, P)
+    assert [t["data"]["work_id"] for t in tasks] == ["W100", "W101", "W102"]
+    data = tasks[0]["data"]
+    assert data["protocol_id"] == P and data["evidence_sha256"] == store.tasks(P)[0]["evidence_sha256"]
+    assert data["line_institutions"] == "Canadian institutions: University of Toronto; McGill University"
+    assert data["line_links"] == "Full text: https://doi.org/10.1234/w0"
+    assert not set(MACHINE) & set(data) and set(tasks[0]) == {"data"}  # no predictions key, no machine field
+    root = ET.fromstring(labeling_config())
+    groups = {c.get("name"): c for c in root.iter("Choices")}
+    want = {
+        "categories": [*vocab.CATEGORIES, NO_CATEGORY],
+        "domain": list(vocab.DOMAINS),
+        "study_design": list(vocab.STUDY_DESIGNS),
+        "genre": list(vocab.GENRES),
+        "about_ca_system": ["true", "false"],
+        "about_ca_topic": ["true", "false"],
+        "confidence": list(vocab.CONFIDENCES),
+        "unresolved": ["true"],
+    }
+    assert {name: [c.get("value") for c in g.iter("Choice")] for name, g in groups.items()} == want
+    assert groups["categories"].get("choice") == "multiple" and groups["genre"].get("choice") == "single"
+    assert groups["domain"].get("whenChoiceValue") == "metaresearch"
+    assert [t.get("name") for t in root.iter("TextArea")] == ["note"]
+    text_vars = {t.get("value")[1:] for t in root.iter("Text")}
+    assert text_vars <= set(data) and {c.get("toName") for c in groups.values()} == {"title"}
+    tasks_path, config_path, n = write_export(store, P, tmp_path / "ls")
+    assert n == 3 and json.loads(tasks_path.read_text()) == tasks and config_path.read_text() == labeling_config()
+    assert tasks_path.name == "audit-v1-tasks.json" and config_path.name == "audit-v1-labeling-config.xml"
+
+
+def test_round_trip_appends_valid_codes_with_provenance_and_refuses_the_rest(store, tmp_path):
+    store.add_coder("alice")
+    export = tmp_path / "project-7-at-2026-03-10.json"
+    export.write_bytes(json.dumps(label_studio_export(export_tasks(store, P))).encode())
+    sha = hashlib.sha256(export.read_bytes()).hexdigest()
+    report = import_export(store, export, {"alice@uni.ca": "alice"})
+    assert (report.tasks, report.annotations, report.appended, report.already_present, report.refused) == (
+        3,
+        5,
+        3,
+        0,
+        2,
+    )
+    reasons = {r.annotation_id: (r.work_id, r.annotator, r.reason) for r in report.refusals}
+    assert reasons[9004][:2] == ("W101", "12") and "cancelled" in reasons[9004][2]
+    assert reasons[9005][:2] == ("W101", "12") and reasons[9005][2].startswith("domain")
+    latest = {(a["id"], a["coder"]): a for a in store.latest_answers(P)}
+    assert set(latest) == {("W100", "alice"), ("W100", "labelstudio:12"), ("W101", "alice")}
+    a = latest[("W100", "alice")]
+    assert a["categories"] == ["metaresearch", "research_integrity"] and a["domain"] == "evaluation"
+    assert a["about_ca_system"] is True and a["note"] == "audit of Canadian grant peer review"
+    assert a["source"] == f"label_studio:{sha[:16]}" and a["submitted_at"] == "2026-03-09T22:16:08.728378Z"
+    assert a["provenance"] == {
+        "file": export.name,
+        "file_sha256": sha,
+        "task_id": 501,
+        "annotation_id": 9001,
+        "completed_by": {"id": 11, "email": "Alice@Uni.ca"},  # no other personal field is kept
+        "created_at": "2026-03-09T21:52:49.513742Z",
+        "updated_at": "2026-03-09T22:16:08.728378Z",
+        "imported_at": a["provenance"]["imported_at"],
+    }
+    assert latest[("W101", "alice")]["categories"] == []  # 'none' is an explicit "not meta-research"
+    assert latest[("W100", "labelstudio:12")]["provenance"]["completed_by"] == {"id": 12}
+    assert store.adjudicated_codes(P)[0]["basis"] == "agreed"
+    again = import_export(store, export, {"alice@uni.ca": "alice"})
+    assert (again.appended, again.already_present, again.refused) == (0, 3, 2)
+    con = sqlite3.connect(store.path)
+    assert con.execute("SELECT count(*) FROM coding_answers").fetchone()[0] == 3
+    imports = con.execute(
+        "SELECT file_sha256, appended, already_present, refused, refusals FROM coding_imports"
+    ).fetchall()
+    assert [r[:4] for r in imports] == [(sha, 3, 0, 2), (sha, 0, 3, 2)]
+    assert {r["annotation_id"] for r in json.loads(imports[0][4])} == {9004, 9005}
+
+
+def test_an_annotation_edited_in_label_studio_is_a_new_answer_and_a_third_annotator_is_refused(store, tmp_path):
+    tasks = label_studio_export(export_tasks(store, P))
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(tasks))
+    import_export(store, first)
+    edited = copy.deepcopy(tasks)
+    ann = edited[0]["annotations"][1]
+    ann["updated_at"] = "2026-03-11T09:00:00.000000Z"
+    ann["result"] = [r if r["from_name"] != "domain" else choices("domain", "incentives") for r in ann["result"]]
+    edited[0]["annotations"].append(annotation(9010, {"id": 13}, META_RESULT))
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps(edited))
+    report = import_export(store, later)
+    assert (report.appended, report.already_present) == (1, 2)
+    (third,) = [r for r in report.refusals if r.annotation_id == 9010]
+    assert third.annotator == "13" and "has its 2 coders already" in third.reason
+    latest = {(a["id"], a["coder"]): a["domain"] for a in store.latest_answers(P)}
+    assert latest[("W100", "labelstudio:12")] == "incentives"
+    assert latest[("W100", "labelstudio:alice@uni.ca")] == "evaluation"  # unmapped: the email names the coder
+
+
+def test_tasks_not_exported_by_metacan_and_malformed_results_are_refused_with_a_reason(store, tmp_path):
+    foreign = [{"id": 1, "data": {"text": "hello"}, "annotations": [annotation(1, 5, META_RESULT)]}]
+    path = tmp_path / "foreign.json"
+    path.write_text(json.dumps(foreign))
+    (r,) = import_export(store, path).refusals
+    assert "not exported by metacan coding export-labelstudio" in r.reason
+    with pytest.raises(ValueError, match="list of tasks"):
+        path.write_text("{}")
+        import_export(store, path)
+    for result, words in [
+        ([choices("sentiment", "pos")], "not a control of the metacan labeling config"),
+        ([choices("genre", "empirical", "review")], "2 choices"),
+        ([choices("categories", NO_CATEGORY, "sts")], "not meta-research"),
+        ([{**choices("note", "x"), "type": "choices"}], "expected 'textarea'"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            answer_from_result(result)
+    assert answer_from_result([choices("unresolved", "true"), note("cannot tell")]) == {
+        "unresolved": True,
+        "note": "cannot tell",
+    }
