@@ -6,7 +6,7 @@ Used by :func:`~.labelling.call_teacher`.
 A teacher calls one endpoint or several (:attr:`~.registry.TeacherSpec.lanes`). Each endpoint is a *lane*:
 its own :class:`~.client.TeacherClient` (key, connections, structured-output mode) and ``concurrency``
 workers, every worker of every lane pulling batches from one shared queue, so a fast endpoint takes more
-batches than a slow one. The rules (:class:`_Run`):
+batches than a slow one. The rules (:class:`LaneRun`):
 
 - A lane is *up* until a call of it fails for good, its transport retries spent (timeouts, dropped or
   refused connections, 429, 5xx: its works' outcome is :data:`~.store.UNAVAILABLE`), or until
@@ -142,7 +142,7 @@ class Lane:
         self.name, self.concurrency = name, concurrency
         self.stats = LaneStats(name, concurrency)
         self.client: TeacherClient | None = None
-        self.run: _Run | None = None
+        self.run: LaneRun | None = None
         self.base_backoff_s = self.backoff_s = backoff_s
         self.probe_at = 0.0
         self.probing = False
@@ -172,7 +172,7 @@ class Lane:
         self.backoff_s = min(self.backoff_s * 2, MAX_ENDPOINT_BACKOFF_S)
 
 
-class _Run:
+class LaneRun:
     """One run's queue of batches and its lanes (the rules are in the module docstring)."""
 
     def __init__(
@@ -360,7 +360,7 @@ async def send_batches(
     batches lost with no lane up) ends the taking of new batches; calls in flight finish and are stored
     first, so no reply already paid for is lost. Works never sent have no outcome: the next run asks for them.
     """
-    run = _Run(lanes, batches, progress, record, log)
+    run = LaneRun(lanes, batches, progress, record, log)
     progress.lanes = lanes
     try:
         await asyncio.gather(

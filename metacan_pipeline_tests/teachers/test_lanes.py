@@ -324,3 +324,32 @@ def test_one_endpoint_teachers_record_their_endpoint(tmp_path):
         ("emb", "embedded"),
         ("stub", url),
     ]
+
+
+def test_each_outcome_is_recorded_once_and_a_lost_call_is_recorded_only_when_no_other_lane_is_up():
+    """The rules of one run's lanes without a server: an outcome for a work already recorded (a second reply
+    racing the first) is dropped; an 'endpoint unavailable' outcome puts its lane down and is held back for
+    the queue while another lane is up, and recorded (the next run asks again) once none is."""
+    from metacan_pipeline.teachers.client import LabelOutcome
+    from metacan_pipeline.teachers.labelling import LabelRunStats
+    from metacan_pipeline.teachers.sending import Lane, LaneRun, Progress
+
+    recorded: list[str] = []
+    lanes = [Lane("a", 1, 30.0), Lane("b", 1, 30.0)]
+    run = LaneRun(
+        lanes, [], Progress("t", 4, LabelRunStats(), LOG), lambda outs: recorded.extend(o.work_id for o in outs), LOG
+    )
+    a, b = lanes
+    label = object()  # any label: only its presence matters here
+    lost = "endpoint unavailable after 2 attempts: ConnectError"
+    a.report([LabelOutcome("W1", label, None, "c1")])
+    b.report([LabelOutcome("W1", label, None, "c2")])  # the same work again: dropped
+    assert recorded == ["W1"] and (a.stats.labelled, b.stats.labelled) == (1, 0)
+    a.report([LabelOutcome("W2", None, lost, "c3")])  # b is up: held back for the queue
+    assert recorded == ["W1"] and a.state == "down" and a.stats.downs == 1 and not a.keep_retrying()
+    b.report([LabelOutcome("W3", None, lost, "c4")])  # no lane up any more: recorded as before lanes
+    assert recorded == ["W1", "W3"] and b.state == "down" and a.keep_retrying() and b.keep_retrying()
+    a.report([LabelOutcome("W4", label, None, "c5")])  # a labels again: up, its back-off starts again
+    assert a.state == "up" and a.backoff_s == 30.0 and recorded == ["W1", "W3", "W4"]
+    assert b.backoff_s == 60.0  # b rests 30 s, then twice as long if its probe fails
+    assert run.done == {"W1", "W3", "W4"} and not run.queue  # W2 goes back when its call ends (LaneRun._send)
