@@ -1,11 +1,13 @@
 """What every HTTP client of the pipeline shares (the OpenAlex harvest, the live abstracts, the teachers):
-one Retry-After rule and the masking of API keys in httpx's log lines."""
+one Retry-After rule, the masking of API keys in httpx's log lines, and the public form of a URL that a
+table or a log line may show."""
 
 from __future__ import annotations
 
 import datetime as dt
 import email.utils
 import logging
+from urllib.parse import urlsplit, urlunsplit
 
 MAX_RETRY_AFTER_S = 300.0
 """The longest a server's Retry-After is honoured (5 minutes); a client may cap it lower still."""
@@ -60,3 +62,18 @@ def mask_secret(secret: str) -> None:
     """Never let ``secret`` (an API key) appear in an httpx log line of this process."""
     if secret:
         _MASK.secrets.add(secret)
+
+
+def public_url(url: str) -> str:
+    """``url`` as a table or a log line may show it: scheme, host, port and path, without user info
+    (``user:key@``), query string (``?api_key=...``) or fragment, and without a trailing ``/``."""
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))

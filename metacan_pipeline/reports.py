@@ -67,7 +67,8 @@ def label_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:
 
 
 def teacher_call_lines(con: duckdb.DuckDBPyConnection, run_id: str) -> list[str]:
-    """The teacher calls of run ``run_id``: calls, works, latency, tokens and cost per teacher."""
+    """The teacher calls of run ``run_id``: calls, works, latency, tokens and cost per teacher, and the calls
+    of each endpoint of a teacher that called several (the failed ones said)."""
     calls = con.execute(
         "SELECT teacher, count(*), sum(n_works), coalesce(avg(latency_s), 0), coalesce(sum(prompt_tokens + "
         "completion_tokens), 0), coalesce(sum(cost_usd), 0) FROM teacher_calls WHERE run_id = ? GROUP BY ALL ORDER BY ALL",
@@ -77,10 +78,17 @@ def teacher_call_lines(con: duckdb.DuckDBPyConnection, run_id: str) -> list[str]
     detail = ", ".join(
         f"{t} {c} calls for {w} works ({s:.2f} s/call, {tok} tokens, ${usd:.4f})" for t, c, w, s, tok, usd in calls
     )
+    lanes = con.execute(
+        "SELECT teacher, list(endpoint || ' ' || n || ' calls' || if(failed > 0, ' (' || failed || ' failed)', '') "
+        "ORDER BY endpoint) FROM (SELECT teacher, endpoint, count(*) n, count(*) FILTER (error IS NOT NULL) failed "
+        "FROM teacher_calls WHERE run_id = ? AND endpoint IS NOT NULL GROUP BY ALL) GROUP BY teacher "
+        "HAVING count(*) > 1 ORDER BY teacher",
+        [run_id],
+    ).fetchall()
     return [
         f"Teacher calls in this run: {total}"
         + (f" ({detail})" if detail else " (every label reused from the label store)")
-    ]
+    ] + [f"  {teacher} by endpoint: {', '.join(parts)}" for teacher, parts in lanes]
 
 
 def agreement_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:

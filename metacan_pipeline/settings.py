@@ -9,7 +9,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_OPENALEX_DIR`` | the OpenAlex input folder(s): one, or several separated by ``os.pathsep`` (``:``) | ``../shared/data/openalex:../shared/data/openalex_more`` |
 | ``METACAN_PILOT_DIR`` | the MetaCan pilot labels ``imported_labels`` imports | ``../shared/data/metacan_pilot`` |
 | ``METACAN_TEACHERS_FILE`` | the teacher registry | the packaged ``teachers/teachers.toml`` |
-| ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION`` | one teacher's endpoint | the registry's |
+| ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION`` | one teacher's endpoint (``_BASE_URL``: a teacher of one endpoint only, refused for one with ``endpoints``) | the registry's |
 | ``METACAN_OPENALEX_API_URL`` | the OpenAlex API root (harvest and live abstracts) | ``https://api.openalex.org`` |
 | ``OPENALEX_API_KEY`` (or the name ``api_key_env`` gives) and a teacher's ``api_key_env`` | API keys, never logged | unset |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |

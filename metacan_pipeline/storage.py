@@ -26,7 +26,7 @@ from filelock import FileLock
 from pydantic import Field
 
 from . import settings
-from .tables import create_tables, duckdb_table_names
+from .tables import create_tables, layout_is_current
 
 DEFAULT_DATA_DIR = settings.DEFAULT_DATA_DIR
 
@@ -42,13 +42,9 @@ def default_data_dir() -> str:
 
 
 def _create_tables_once(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the catalog's DuckDB tables unless they all exist (one cheap query on later connections)."""
-    names = duckdb_table_names()
-    have = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name IN (SELECT unnest(?))",
-        [names],
-    ).fetchone()[0]
-    if have < len(names):
+    """Create the catalog's DuckDB tables, migrating a store of an earlier layout, unless they all exist with
+    all their columns (one cheap query on later connections)."""
+    if not layout_is_current(con):
         create_tables(con)
 
 

@@ -12,7 +12,7 @@ Protocol (the batched teacher client's):
 - ``GET /v1/models`` lists the one model (``--model``, default ``stub-teacher``).
 - ``GET /stats``: counters since start (summed over workers): ``calls`` (every chat request),
   ``works`` (records in calls answered HTTP 200, faulty content included), ``works_received``,
-  ``status`` (``200``/``400``/``429``/``500``/``dropped``), ``faults`` (calls per FAULT mode),
+  ``status`` (``200``/``400``/``429``/``500``/``dropped``/``fail_status``: answered by ``--fail-status``), ``faults`` (calls per FAULT mode),
   ``prompt_tokens``/``completion_tokens``.
 
 Faults (deterministic, for fault tests): a record whose ``title`` contains ``FAULT:<mode>`` makes every
@@ -26,7 +26,10 @@ Server-wide options: ``--latency-ms`` (an ``asyncio.sleep`` per call that reache
 after the 429 and 400 checks), ``--burst-429 N`` (the first N chat calls, over all workers, get 429 with
 ``Retry-After: 0``), ``--reject-json-schema`` (HTTP 400 to ``json_schema`` requests, to test the
 fallback), ``--honour-max-tokens`` (cut a reply longer than ``max_tokens`` x 4 characters, with
-``finish_reason`` ``length``, as a real server would; off by default), ``--workers N``.
+``finish_reason`` ``length``, as a real server would; off by default), ``--fail-status N`` (every chat
+call that reaches the "model" is answered HTTP N with an OpenAI error body, and a 429 or 503 with
+``Retry-After: 0``: an upstream that is broken or overloaded, or a key the server refuses with 401, while
+``/v1/models`` still answers), ``--workers N``.
 
 Run: ``python -m metacan_pipeline_tests.stub_teacher --port 0 --latency-ms 20 [--workers 1]``; prints
 ``STUB_URL http://127.0.0.1:<port>/v1`` on stdout once the socket listens. From Python,
@@ -151,6 +154,7 @@ COUNTERS: tuple[str, ...] = (
     "http_429",
     "http_500",
     "dropped",
+    "fail_status",
 ) + tuple(f"fault_{m}" for m in FAULT_MODES)
 _IX = {name: i for i, name in enumerate(COUNTERS)}
 _HEADER_CELLS, _SLOT_CELLS, _MAX_SLOTS = 8, 32, 64  # header: [0] next slot, [1] 429 tickets taken
@@ -215,6 +219,7 @@ class Counters:
                 "429": tot["http_429"],
                 "500": tot["http_500"],
                 "dropped": tot["dropped"],
+                "fail_status": tot["fail_status"],
             },
             "faults": {m: tot[f"fault_{m}"] for m in FAULT_MODES},
             "workers_started": self.cells[0],
@@ -232,6 +237,7 @@ class StubOptions:
     reject_json_schema: bool = False
     honour_max_tokens: bool = False
     metaresearch_ids: str = ""  # a file of work ids (one per line): the stub labels exactly these metaresearch
+    fail_status: int = 0  # > 0: every chat call that reaches the model is answered with this HTTP status
 
 
 def oracle_label(work_id: str, positives: frozenset[str]) -> dict:
@@ -439,6 +445,12 @@ class StubTeacher:
             c.add("http_500")
             await _send(send, 500, _error_body("stub fault http500", "server_error"))
             return
+        if opt.fail_status:
+            status = opt.fail_status
+            c.add("fail_status")
+            retry = [(b"retry-after", b"0")] if status in (429, 503) else None
+            await _send(send, status, _error_body(f"stub --fail-status {status}", "server_error"), retry)
+            return
 
         labels = []
         for rec, fs in zip(records, faults, strict=False):
@@ -547,6 +559,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--reject-json-schema", action="store_true", help="HTTP 400 to response_format json_schema")
     ap.add_argument("--honour-max-tokens", action="store_true", help="cut replies longer than max_tokens*4 chars")
     ap.add_argument("--metaresearch-ids", default="", help="file of work ids to label metaresearch (all others: not)")
+    ap.add_argument("--fail-status", type=int, default=0, help="answer every chat call with this HTTP status")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args(argv)
@@ -557,6 +570,7 @@ def main(argv: list[str] | None = None) -> None:
         reject_json_schema=args.reject_json_schema,
         honour_max_tokens=args.honour_max_tokens,
         metaresearch_ids=args.metaresearch_ids,
+        fail_status=args.fail_status,
     )
     common = dict(
         host=args.host,
@@ -606,8 +620,10 @@ _RUN_OPTIONS = {
     "burst_429",
     "reject_json_schema",
     "honour_max_tokens",
+    "fail_status",
     "workers",
     "host",
+    "port",
     "log_level",
 }
 
@@ -621,7 +637,8 @@ def run_stub(startup_timeout_s: float = 30.0, **options) -> Iterator[tuple[str, 
     """Start the stub as a subprocess; yield ``(base_url, process)`` once ``/v1/models`` answers; always stop it.
 
     ``options`` are the command-line flags in Python spelling (``latency_ms=20, burst_429=3,
-    reject_json_schema=True, workers=2, ...``). The process leads its own process group (stopped with
+    reject_json_schema=True, workers=2, fail_status=503, ...``); ``port`` (default 0, a free one) lets a test
+    start a server again where one it killed listened. The process leads its own process group (stopped with
     SIGTERM then SIGKILL to the group) and gets SIGKILL from the kernel if the caller dies. A test may
     SIGKILL ``process`` itself; leaving the block is still clean.
     """
@@ -630,7 +647,7 @@ def run_stub(startup_timeout_s: float = 30.0, **options) -> Iterator[tuple[str, 
     unknown = set(options) - _RUN_OPTIONS
     if unknown:
         raise TypeError(f"unknown stub option(s) {sorted(unknown)}; known: {sorted(_RUN_OPTIONS)}")
-    argv = [sys.executable, "-m", MODULE, "--port", "0"]
+    argv = [sys.executable, "-m", MODULE, "--port", str(options.pop("port", 0))]
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
         if value is True:

@@ -9,3 +9,24 @@ def test_summary_before_any_run_says_what_to_do_and_creates_nothing(tmp_path):
     result = CliRunner().invoke(app, ["summary", "--data-dir", str(tmp_path / "data")])
     assert result.exit_code == 1 and "no frame has been built there yet. Run `make run`" in result.output
     assert not (tmp_path / "data").exists()
+
+
+def test_the_run_summary_counts_the_calls_of_each_endpoint_of_a_teacher_on_several():
+    import duckdb
+
+    from metacan_pipeline.reports import teacher_call_lines
+    from metacan_pipeline.tables import create_tables
+    from metacan_pipeline.teachers.store import append_rows
+
+    con = duckdb.connect()
+    create_tables(con)
+    calls = [
+        {"call_id": f"c{i}", "run_id": "r1", "teacher": t, "n_works": 2, "endpoint": e, "error": err}
+        for i, (t, e, err) in enumerate(
+            [("vllm", "gpu1", None), ("vllm", "gpu1", None), ("vllm", "gpu2", "HTTP 503"), ("gemma", "embedded", None)]
+        )
+    ]
+    append_rows(con, calls, [])
+    lines = teacher_call_lines(con, "r1")
+    assert lines[0].startswith("Teacher calls in this run: 4 (gemma 1 calls for 2 works")
+    assert lines[1:] == ["  vllm by endpoint: gpu1 2 calls, gpu2 1 calls (1 failed)"]  # gemma: one endpoint, no line

@@ -139,6 +139,23 @@ def test_burst_429_and_stats():
         assert s["calls"] == 4 and s["works"] == 6 and s["status"]["429"] == 2 and s["status"]["200"] == 2
 
 
+def test_fail_status_answers_every_chat_call_and_a_stub_starts_again_on_its_port():
+    """``fail_status``: every chat call gets that status (503 with Retry-After 0), /v1/models still answers;
+    ``port``: a stub killed with SIGKILL can be started again where it listened (a lane that comes back)."""
+    with run_stub(fail_status=503) as (base_url, proc), httpx.Client(base_url=base_url, timeout=10) as client:
+        r = client.post("/chat/completions", json=batch_body(works("a")))
+        assert r.status_code == 503 and r.headers["retry-after"] == "0" and "fail-status 503" in r.text
+        assert client.get("/models").status_code == 200
+        s = stats(client, base_url)
+        assert s["calls"] == 1 and s["works"] == 0 and s["status"]["fail_status"] == 1
+        port = httpx.URL(base_url).port
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with run_stub(port=port) as (again, _):
+        assert again == base_url
+        assert httpx.post(f"{again}/chat/completions", json=batch_body(works("a")), timeout=10).status_code == 200
+
+
 def test_json_schema_rejection_for_the_fallback():
     with run_stub(reject_json_schema=True) as (base_url, _), httpx.Client(base_url=base_url, timeout=10) as client:
         recs = works("a")

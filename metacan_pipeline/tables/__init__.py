@@ -100,6 +100,18 @@ def duckdb_table_names() -> list[str]:
     return [t.name for t in catalog().values() if t.store == "duckdb"]
 
 
+def layout_is_current(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when every DuckDB table of the catalog exists with all its columns (one query): else
+    :func:`create_tables` has a table to create or a store of an earlier layout to migrate."""
+    tables = [t for t in catalog().values() if t.store == "duckdb" and t.schema is not None]
+    have = con.execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE schema_name = 'main' AND table_name IN (SELECT unnest(?)) "
+        "AND list_contains(?, table_name || '.' || column_name)",
+        [[t.name for t in tables], [f"{t.name}.{f.name}" for t in tables for f in t.schema]],
+    ).fetchone()[0]
+    return have == sum(len(t.schema) for t in tables)
+
+
 def create_tables(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, str] | None = None) -> None:
     """Create every DuckDB table of the catalog that does not exist yet, after migrating a store of an
     earlier layout in place (:func:`.migrations.migrate`, which takes ``legacy_prompt_shas``). Idempotent."""

@@ -1,5 +1,7 @@
 """In-place migrations of a DuckDB store written by an earlier layout, run by :func:`create_tables`
-before any table is created. Nothing is lost: old rows are kept or copied."""
+before any table is created. Nothing is lost: old rows are kept or copied. Rows are inserted by position
+(``INSERT INTO t SELECT * FROM batch``, :func:`metacan_pipeline.teachers.store.append_rows`), so a column
+added to a table of the catalog goes last, where ``ALTER TABLE ... ADD COLUMN`` puts it."""
 
 from __future__ import annotations
 
@@ -19,6 +21,22 @@ def columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
 
 
 def migrate(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, str] | None = None) -> None:
+    """Migrate the label store of an earlier layout: the first (issue 4, :func:`migrate_first_layout`),
+    then one whose ``teacher_calls`` has no ``endpoint`` column (before issue 17, :func:`add_call_endpoint`)."""
+    migrate_first_layout(con, legacy_prompt_shas)
+    add_call_endpoint(con)
+
+
+def add_call_endpoint(con: duckdb.DuckDBPyConnection) -> None:
+    """``teacher_calls`` of a store written before a teacher could call several endpoints (issue 17) gets the
+    column ``endpoint`` (VARCHAR, the catalog's last column), in place: every row is kept, and the calls made
+    before it say NULL (the one endpoint their teacher had; its base URL was not recorded)."""
+    cols = columns(con, "teacher_calls")
+    if cols and "endpoint" not in cols:
+        con.execute("ALTER TABLE teacher_calls ADD COLUMN endpoint VARCHAR")
+
+
+def migrate_first_layout(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, str] | None = None) -> None:
     """Migrate the label store of the first layout (issue 4).
 
     ``teacher_calls`` held request and reply bodies: it is renamed ``teacher_calls_v1`` and kept (its rows

@@ -29,6 +29,9 @@ CALLS_SCHEMA = pa.schema(
         ("archive_path", pa.string()),
         ("archive_line", pa.int64()),
         ("created_at", pa.timestamp("us")),
+        # the endpoint that answered (its name: the base URL without credentials or query, or the registry's
+        # name for it; never a key); last, as a column added to a store of an older layout is (migrations.py)
+        ("endpoint", pa.string()),
     ]
 )
 
@@ -170,7 +173,8 @@ TABLES = [
     ),
     Table(
         "teacher_calls",
-        "one HTTP call to a teacher: configuration, work ids asked, status, latency, tokens, cost, archive line",
+        "one HTTP call to a teacher: configuration, work ids asked, status, latency, tokens, cost, archive line, "
+        "the endpoint that answered",
         "direct_labels_<teacher>",
         CALLS_SCHEMA,
         ("call_id",),

@@ -55,7 +55,7 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
         owners=["team:metacan"],
         deps=deps,
         retry_policy=_TEACHER_RETRY,
-        description=f"Direct labels from teacher {spec.name!r} ({spec.model} at {spec.base_url or 'the embedded llama.cpp server'}, "
+        description=f"Direct labels from teacher {spec.name!r} ({spec.model} at {spec.where}, "
         f"prompt {spec.prompt_version}, {spec.view_name} view, {spec.works_per_call} works per call) on {coverage}. "
         "Stored labels are reused; works outside the sampling frame get insufficient_payload by rule without a call.",
     )
@@ -109,9 +109,9 @@ def direct_labels_metadata(spec: TeacherSpec, table: pa.Table, stats: LabelRunSt
         prompt_version=spec.prompt_version,
         record_view=spec.view_name,
         coverage=spec.coverage,
-        endpoint=spec.base_url or "embedded llama.cpp server",
+        endpoint=spec.where,
         works_per_call=spec.works_per_call,
-        concurrency=spec.concurrency,
+        concurrency=spec.calls_in_flight,
         structured_output=stats.structured_output or "(no call)",
         works_covered=stats.works,
         teacher_calls_this_run=stats.calls,
@@ -125,10 +125,26 @@ def direct_labels_metadata(spec: TeacherSpec, table: pa.Table, stats: LabelRunSt
         works_missing_a_label=stats.works - table.num_rows,
         recovered_from_killed_runs=dg.MetadataValue.json(stats.recovered),
         failures_this_run=counts_markdown(dict(stats.failures), "cause"),
+        endpoints_this_run=endpoints_markdown(stats),
         labels_by_status=counts_markdown(dict(status), "status"),
         labels_by_category=counts_markdown(
             {c: cats[c] for c in (*CATEGORIES, "(none: not meta-research)") if cats[c]}, "category"
         ),
+    )
+
+
+def endpoints_markdown(stats: LabelRunStats) -> dg.MetadataValue:
+    """What each endpoint did this run (:class:`~.sending.LaneStats`): a Markdown table, one row per endpoint."""
+    if not stats.endpoints:
+        return dg.MetadataValue.md("(no call this run)")
+    rows = "".join(
+        f"| {e.endpoint} | {e.concurrency} | {e.calls} | {e.works} | {e.labelled} | {e.failures} | {e.given_back} | "
+        f"{e.seconds:.1f} | {e.downs} | {e.probes} | {e.state} |\n"
+        for e in stats.endpoints.values()
+    )
+    return dg.MetadataValue.md(
+        "| endpoint | concurrency | calls | works | labelled | failed | given back | seconds on the wire | downs | "
+        "probes | state at the end |\n|---|---|---|---|---|---|---|---|---|---|---|\n" + rows
     )
 
 

@@ -6,7 +6,9 @@ reply fails is split in halves and asked again, down to single works, so one bad
 batch; a single work whose reply stays invalid after ``max_invalid_retries`` re-asks is a failure with
 its cause. Transport failures (timeouts, dropped connections, 429, 5xx) are retried with exponential
 backoff and jitter by tenacity, honouring ``Retry-After``; when every attempt fails, the works are
-failures that start with :data:`UNAVAILABLE` and the next run asks again.
+failures that start with :data:`UNAVAILABLE` and the next run asks again. One client calls one endpoint
+(a *lane* of its teacher, :mod:`.sending`): every call records the endpoint's name, and the lane may end a
+call's retries early (``keep_retrying``) when its batch can go to another endpoint.
 
 Every HTTP call, successful or not, is reported to ``on_call`` as a :class:`CallRecord` and the final
 outcomes of each call to ``on_outcomes`` as :class:`LabelOutcome` objects the moment they exist (the label store archives
@@ -22,7 +24,8 @@ import re
 import ssl
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import certifi
@@ -30,9 +33,9 @@ import httpx
 import orjson
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     RetryError,
     retry_if_exception_type,
-    stop_after_attempt,
     wait_random_exponential,
 )
 
@@ -74,6 +77,7 @@ class CallRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     logprob_mean: float | None = None
+    endpoint: str = ""
 
 
 @dataclass
@@ -111,6 +115,8 @@ class _FormatRefused(Exception):
 
 #: An HTTP error that may depend on the request's size (too long, filtered): a batch is split, not dropped.
 _REQUEST_SIZE_STATUSES = (400, 403, 413, 422)
+#: The longest a probe of an endpoint (``GET /models``) waits for its answer (s).
+PROBE_TIMEOUT_S = 10.0
 
 
 def _token_count(value: object) -> int | None:
@@ -202,7 +208,9 @@ class TeacherClient:
     ``structured="auto"`` tries ``json_schema``, then ``json_object_schema``, then plain JSON, moving on
     when the server answers HTTP 400 about ``response_format`` (the choice is kept for the client's life).
     Raises :class:`EndpointConfigurationError` for 401/404; never raises for model misbehaviour or other
-    endpoint errors (they become failures with their cause).
+    endpoint errors (they become failures with their cause). ``endpoint`` is the name every
+    :class:`CallRecord` carries; ``keep_retrying`` is asked after each failed attempt of a call
+    (429, 5xx, transport error): False ends its retries at once, as if every attempt had failed.
     """
 
     def __init__(
@@ -224,6 +232,8 @@ class TeacherClient:
         transport: httpx.AsyncBaseTransport | None = None,
         on_call: Callable[[CallRecord], None] | None = None,
         on_outcomes: Callable[[list[LabelOutcome]], None] | None = None,
+        endpoint: str = "",
+        keep_retrying: Callable[[], bool] | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # One single-connection AsyncClient per call in flight: httpcore's pool scans every connection for
@@ -256,6 +266,8 @@ class TeacherClient:
         self.modes = list(AUTO_MODES) if structured == "auto" else [structured]
         self.on_call = on_call or (lambda rec: None)
         self.on_outcomes = on_outcomes or (lambda outs: None)
+        self.endpoint = endpoint
+        self.keep_retrying = keep_retrying or (lambda: True)
 
     @property
     def structured(self) -> str:
@@ -266,22 +278,45 @@ class TeacherClient:
         for http in self._clients:
             await http.aclose()
 
-    async def _post(self, raw: bytes, rec: CallRecord) -> httpx.Response:
-        """POST on a free connection (at most ``concurrency`` requests are in flight); ``timeout_s`` bounds
-        the whole call and ``rec.latency_s`` is its time on the wire, the wait for a connection excluded.
-        Raises TimeoutError or httpx's transport errors."""
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[httpx.AsyncClient]:
+        """A free connection (at most ``concurrency`` requests are in flight), given back afterwards."""
         if self._free is None:  # created inside the running loop
             self._free = asyncio.Queue()
             for http in self._clients:
                 self._free.put_nowait(http)
         http = await self._free.get()
-        t0 = time.monotonic()
         try:
-            async with asyncio.timeout(self.timeout_s):  # the whole call, not each read
-                return await http.post("/chat/completions", content=raw, headers={"Content-Type": "application/json"})
+            yield http
         finally:
-            rec.latency_s = time.monotonic() - t0
             self._free.put_nowait(http)
+
+    async def _post(self, raw: bytes, rec: CallRecord) -> httpx.Response:
+        """POST on a free connection; ``timeout_s`` bounds the whole call and ``rec.latency_s`` is its time
+        on the wire, the wait for a connection excluded. Raises TimeoutError or httpx's transport errors."""
+        async with self._connection() as http:
+            t0 = time.monotonic()
+            try:
+                async with asyncio.timeout(self.timeout_s):  # the whole call, not each read
+                    return await http.post(
+                        "/chat/completions", content=raw, headers={"Content-Type": "application/json"}
+                    )
+            finally:
+                rec.latency_s = time.monotonic() - t0
+
+    async def probe(self) -> str | None:
+        """Ask whether the endpoint answers at all: ``GET /models`` (no chat call, nothing bought), at most
+        :data:`PROBE_TIMEOUT_S`. None when it answers with an HTTP status below 500 (a server that lists no
+        models still answers: the next batch tells the rest), else what went wrong."""
+        async with self._connection() as http:
+            try:
+                async with asyncio.timeout(min(self.timeout_s, PROBE_TIMEOUT_S)):
+                    resp = await http.get("/models")
+            except TimeoutError:
+                return f"no answer to GET /models within {min(self.timeout_s, PROBE_TIMEOUT_S):g} s"
+            except httpx.HTTPError as exc:
+                return f"{type(exc).__name__}: {exc}".rstrip(": ")
+        return None if resp.status_code < 500 else f"GET /models: HTTP {resp.status_code}"
 
     # ---- one HTTP call ------------------------------------------------------------------------
     def _body(self, views: list[dict], temperature: float, seed: int) -> dict:
@@ -318,7 +353,12 @@ class TeacherClient:
         mode = self.structured
         raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)  # canonical: the request hash names the exact bytes sent
         rec = CallRecord(
-            uuid.uuid4().hex, [v["id"] for v in views], body, hashlib.sha256(raw).hexdigest()[:16], now_utc()
+            uuid.uuid4().hex,
+            [v["id"] for v in views],
+            body,
+            hashlib.sha256(raw).hexdigest()[:16],
+            now_utc(),
+            endpoint=self.endpoint,
         )
         try:
             resp = await self._post(raw, rec)
@@ -396,7 +436,7 @@ class TeacherClient:
             try:
                 async for attempt in AsyncRetrying(
                     retry=retry_if_exception_type(_Transient),
-                    stop=stop_after_attempt(self.max_transport_attempts),
+                    stop=self._stop,
                     wait=self._wait,
                     reraise=False,
                 ):
@@ -415,6 +455,11 @@ class TeacherClient:
         finally:
             self.on_call(rec)
         return rec, labels, kind
+
+    def _stop(self, state: RetryCallState) -> bool:
+        """No more attempts after a transient failure (429, 5xx, transport): ``max_transport_attempts`` made,
+        or the lane says stop (its batch can go to another endpoint)."""
+        return state.attempt_number >= self.max_transport_attempts or not self.keep_retrying()
 
     def _wait(self, state) -> float:
         """Exponential backoff with jitter, at least the server's ``Retry-After``, at most ``timeout_s``
@@ -451,13 +496,14 @@ class TeacherClient:
                 last = exc.last_attempt.exception()
                 last_rec = last.record if isinstance(last, _Transient) else None
                 cause = last_rec.error if last_rec else str(last)
+                tried = exc.last_attempt.attempt_number
                 self._final(
                     out,
                     [
                         LabelOutcome(
                             v["id"],
                             None,
-                            f"{UNAVAILABLE} after {self.max_transport_attempts} attempts: {cause}",
+                            f"{UNAVAILABLE} after {tried} attempt{'s' if tried != 1 else ''}: {cause}",
                             last_rec.call_id if last_rec else None,
                             attempts[v["id"]],
                         )

@@ -4,7 +4,7 @@ Dagster (the benchmarks call it).
 :func:`select_works` picks the frame rows a teacher covers; :func:`label_works` labels them: reuse what
 the label store holds and put aside the works a budget defers (:func:`plan_run`), give works outside
 the sampling frame their rule label (:func:`store_frame_rule_labels`), send the rest in batches of
-``works_per_call`` with ``concurrency`` calls in flight (:func:`call_teacher`), archiving and storing
+``works_per_call`` to the teacher's endpoints, ``concurrency`` calls in flight at each (:func:`call_teacher`), archiving and storing
 every call and outcome as it happens; :func:`export_labels` writes the teacher's current labels.
 """
 
@@ -20,6 +20,7 @@ import httpx
 import pyarrow as pa
 from filelock import FileLock, Timeout
 
+from ..http import mask_secret
 from ..storage import MetacanStorage
 from ..tables.teachers import LABELS_SCHEMA
 from ..vocab import INSUFFICIENT_PAYLOAD
@@ -27,7 +28,7 @@ from .archive import LabelWriter, recover
 from .client import CallRecord, LabelOutcome
 from .registry import TeacherSpec, direct_labels_table
 from .rubric import Prompt, load_prompt
-from .sending import Progress, send_batches, teacher_client
+from .sending import LaneStats, Progress, send_batches, structured_modes, teacher_lanes
 from .store import append_rows, current_labels_sql, existing_keys, now_utc
 from .views import record_view, view_hash
 
@@ -57,6 +58,7 @@ class LabelRunStats:
     structured_output: str | None = None
     recovered: dict = field(default_factory=dict)
     view_hashes: dict[str, str] = field(default_factory=dict)
+    endpoints: dict[str, LaneStats] = field(default_factory=dict)
 
 
 def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
@@ -136,15 +138,16 @@ def label_works(
     *,
     run_id: str,
     log,
-    base_url: Callable[[], str],
+    base_url: Callable[[], str] | None = None,
     abstracts: Abstracts | None = None,
     max_works: int = 0,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> LabelRunStats:
     """Label ``works`` (frame rows) with ``spec``; returns what was done.
 
-    ``base_url`` is called only when some work must be sent (so a fully cached run never starts the
-    embedded server); ``abstracts`` loads ``{id: abstract}`` for the ``title_abstract`` view;
+    ``base_url`` gives the URL of a teacher of one endpoint (default: ``spec.base_url``), and is called
+    only when some work must be sent (so a fully cached run never starts the embedded server); a teacher
+    with ``endpoints`` calls them and never ``base_url``; ``abstracts`` loads ``{id: abstract}`` for the ``title_abstract`` view;
     ``max_works`` > 0 sends at most that many works (the rest wait for the next run). Every call and
     outcome is archived and stored as it happens (:class:`~.archive.LabelWriter`), so a run killed at
     any point repeats no finished call when resumed. Raises
@@ -168,8 +171,7 @@ def label_works(
         log.info(
             f"teacher {spec.name}: {len(works)} works, {stats.reused} reused from the label store, {len(plan.rule)} "
             f"outside the sampling frame (rule label), {len(plan.to_call)} to send in calls of {spec.works_per_call} "
-            f"to {spec.base_url or 'the embedded server'}"
-            + (f", {stats.deferred} deferred by max_works" if stats.deferred else "")
+            f"to {spec.where}" + (f", {stats.deferred} deferred by max_works" if stats.deferred else "")
         )
         stopped: BaseException | None = None
         if plan.to_call:
@@ -292,6 +294,7 @@ def call_row(spec: TeacherSpec, prompt: Prompt, run_id: str, rec: CallRecord, co
         "cost_usd": cost,
         "logprob_mean": rec.logprob_mean,
         "created_at": rec.started_at,
+        "endpoint": rec.endpoint or None,
     }
 
 
@@ -330,14 +333,17 @@ def call_teacher(
     *,
     run_id: str,
     log,
-    base_url: Callable[[], str],
+    base_url: Callable[[], str] | None,
     transport: httpx.AsyncBaseTransport | None,
 ) -> BaseException | None:
-    """Send ``plan.to_call`` in batches of ``works_per_call`` (:func:`~.sending.send_batches`), archiving and storing every
-    call and outcome as it happens (:class:`~.archive.LabelWriter`); counts calls, tokens, cost, outcomes
-    and failures into ``stats``. Returns the error that stopped the run early, or None. Raises ValueError
-    when the teacher's ``api_key_env`` is not set (before anything is opened)."""
-    api_key = spec.api_key()
+    """Send ``plan.to_call`` in batches of ``works_per_call`` to the teacher's endpoints
+    (:func:`~.sending.send_batches`), archiving and storing every call and outcome as it happens
+    (:class:`~.archive.LabelWriter`); counts calls, tokens, cost, outcomes and failures into ``stats``, and
+    what each endpoint did into ``stats.endpoints``. Returns the error that stopped the run early, or None.
+    Raises ValueError when an ``api_key_env`` is not set (before anything is opened)."""
+    api_keys = [spec.api_key(endpoint) for endpoint in spec.lanes]
+    for key in api_keys:
+        mask_secret(key)
     t0 = time.monotonic()
     with LabelWriter(storage, spec.name, run_id) as writer:
 
@@ -353,19 +359,22 @@ def call_teacher(
             count_outcomes(stats, outs, spec.name, log)
             writer.add_labels([outcome_row(spec, prompt, o, plan.hashes[o.work_id], run_id) for o in outs])
 
-        client = teacher_client(
-            spec, prompt, base_url(), api_key=api_key, transport=transport, on_call=on_call, on_outcomes=on_outcomes
-        )
+        if spec.endpoints:
+            urls = [endpoint.base_url for endpoint in spec.endpoints]
+        else:
+            urls = [base_url() if base_url is not None else spec.base_url]
+        lanes = teacher_lanes(spec, prompt, urls, api_keys=api_keys, transport=transport, on_call=on_call)
         per_call = spec.works_per_call
         batches = [
             [plan.views[w["id"]] for w in plan.to_call[i : i + per_call]] for i in range(0, len(plan.to_call), per_call)
         ]
         progress = Progress(spec.name, len(plan.to_call), stats, log)
         try:
-            stopped = asyncio.run(send_batches(client, batches, spec.concurrency, progress))
+            stopped = asyncio.run(send_batches(lanes, batches, progress, on_outcomes, log))
         finally:
             progress.close()
-            stats.structured_output = client.structured
+            stats.structured_output = structured_modes(lanes)
+            stats.endpoints = {lane.name: lane.stats for lane in lanes}
     stats.sent, stats.seconds = progress.done, time.monotonic() - t0
     return stopped
 

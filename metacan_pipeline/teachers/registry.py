@@ -2,10 +2,13 @@
 
 The registry is a TOML file: the packaged ``teachers/teachers.toml`` unless ``METACAN_TEACHERS_FILE``
 names another. Each ``[teachers.<name>]`` table is one :class:`TeacherSpec`; every teacher becomes a
-``direct_labels_<name>`` asset when the definitions load. On top of the file, the environment may
-override a teacher's endpoint without editing it (``METACAN_<NAME>_BASE_URL``, ``_MODEL``,
-``_API_KEY_ENV``, ``_PROMPT_VERSION``), and a run may override more from the Dagster launchpad
-(:class:`TeacherRunConfig`).
+``direct_labels_<name>`` asset when the definitions load. A teacher is called at one endpoint
+(``base_url`` + ``concurrency``) or at several (``endpoints = [{ base_url, concurrency, api_key_env, name
+}, ...]``, one :class:`Endpoint` each: lanes racing one queue of batches, :mod:`.sending`); the endpoint
+is not part of the label key, so the same model behind several endpoints is one teacher. On top of the
+file, the environment may override a teacher's endpoint without editing it (``METACAN_<NAME>_BASE_URL``,
+``_MODEL``, ``_API_KEY_ENV``, ``_PROMPT_VERSION``; the base URL of a one-endpoint teacher only), and a
+run may override more from the Dagster launchpad (:class:`TeacherRunConfig`).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from pathlib import Path
 from typing import Literal
 
 import dagster as dg
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..http import public_url
 from ..settings import secret, teacher_overrides, teachers_file
 from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER, TEACHER_ROLES
 from .server import EMBEDDED_MODEL_ALIAS
@@ -27,12 +31,60 @@ from .views import CURRENT_VIEW_VERSION
 #: The teachers that fill the roles when a registry has no ``[roles]`` table.
 DEFAULT_ROLES = {CENSUS_TEACHER: "gemma", SAMPLE_TEACHER: "codex"}
 MAX_WORKS_PER_CALL = 25
+#: The longest an endpoint that keeps failing rests between two probes (s).
+MAX_ENDPOINT_BACKOFF_S = 300.0
+#: The name the calls of the embedded llama.cpp server record as their endpoint (its port changes every run).
+EMBEDDED_ENDPOINT = "embedded"
+_ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+class Endpoint(BaseModel):
+    """One OpenAI-compatible endpoint of a teacher (a *lane*): where calls go, how many are in flight there,
+    which environment variable holds its key, and the name its calls record (``teacher_calls.endpoint``).
+
+    ``api_key_env = ""`` takes the teacher's; ``name = ""`` is the base URL without credentials or query
+    (:func:`metacan_pipeline.http.public_url`). Two endpoints at one URL (two keys of one hosted API) need names.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    base_url: str
+    concurrency: int = Field(default=1, ge=1, le=256)
+    api_key_env: str = ""
+    name: str = ""
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str) -> str:
+        if not re.match(r"https?://[^/?#\s]+", v):
+            raise ValueError(
+                f"base_url {v!r}: expected an http(s) URL ending in /v1 (the embedded server is a teacher of one "
+                f'endpoint: base_url = "" without endpoints)'
+            )
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if v and not _ENDPOINT_NAME.fullmatch(v):
+            raise ValueError(
+                f"endpoint name {v!r}: letters, digits, '_', '.' and '-', at most 64, starting with a letter or digit"
+            )
+        return v
+
+    @property
+    def lane(self) -> str:
+        """The name the endpoint's calls record: ``name``, else the public form of ``base_url``."""
+        return self.name or public_url(self.base_url)
 
 
 class TeacherSpec(BaseModel):
-    """One teacher: an OpenAI-compatible endpoint + model + prompt version + record view + coverage.
+    """One teacher: OpenAI-compatible endpoint(s) + model + prompt version + record view + coverage.
 
-    Prices are USD per 1,000 tokens; ``concurrency`` is the number of calls in flight.
+    Prices are USD per 1,000 tokens; ``concurrency`` is the number of calls in flight at ``base_url``.
+    A teacher with ``endpoints`` has no ``base_url`` or ``concurrency`` of its own: each endpoint has its
+    own (:attr:`lanes`); ``endpoint_backoff_s`` is how long an endpoint that failed rests before it is
+    probed again (doubling while it stays down, at most :data:`MAX_ENDPOINT_BACKOFF_S`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
@@ -57,6 +109,8 @@ class TeacherSpec(BaseModel):
     timeout_s: float = Field(default=300.0, gt=0, le=3600, strict=False)
     max_invalid_retries: int = Field(default=2, ge=0, le=5)
     max_transport_attempts: int = Field(default=6, ge=1, le=20)
+    endpoints: tuple[Endpoint, ...] = Field(default=(), strict=False)  # TOML gives a list of tables
+    endpoint_backoff_s: float = Field(default=30.0, gt=0, le=MAX_ENDPOINT_BACKOFF_S, strict=False)
 
     @field_validator("name")
     @classmethod
@@ -71,6 +125,49 @@ class TeacherSpec(BaseModel):
         if v not in ("all", "sample") and not re.fullmatch(r"(sample\+)?batch:[A-Za-z0-9_.-]+", v):
             raise ValueError(f"coverage {v!r}: expected all, sample, batch:<name> or sample+batch:<name>")
         return v
+
+    @model_validator(mode="after")
+    def _one_form(self) -> TeacherSpec:
+        if not self.endpoints:
+            return self
+        if self.base_url or self.concurrency != 1:
+            raise ValueError(
+                "endpoints: give base_url and concurrency, or endpoints (each with its own base_url and concurrency), not both"
+            )
+        seen: dict[str, int] = {}
+        for i, e in enumerate(self.endpoints):
+            if e.lane in seen:
+                raise ValueError(
+                    f"endpoints[{seen[e.lane]}] and endpoints[{i}] are both {e.lane!r}: give each endpoint a distinct name"
+                )
+            seen[e.lane] = i
+        return self
+
+    @property
+    def lanes(self) -> tuple[Endpoint, ...]:
+        """The endpoints calls go to: ``endpoints``, or the one endpoint ``base_url`` + ``concurrency`` +
+        ``api_key_env`` (for the embedded server: base URL ``""``, named :data:`EMBEDDED_ENDPOINT`)."""
+        if self.endpoints:
+            return self.endpoints
+        if self.embedded:
+            return (
+                Endpoint.model_construct(
+                    base_url="", concurrency=self.concurrency, api_key_env=self.api_key_env, name=EMBEDDED_ENDPOINT
+                ),
+            )
+        return (Endpoint(base_url=self.base_url, concurrency=self.concurrency, api_key_env=self.api_key_env),)
+
+    @property
+    def calls_in_flight(self) -> int:
+        """Calls in flight at once over every endpoint."""
+        return sum(e.concurrency for e in self.lanes)
+
+    @property
+    def where(self) -> str:
+        """Where the calls go, for a description or a log line."""
+        if self.endpoints:
+            return f"{len(self.endpoints)} endpoints ({', '.join(e.lane for e in self.endpoints)})"
+        return public_url(self.base_url) if self.base_url else "the embedded llama.cpp server"
 
     @property
     def batch(self) -> str | None:
@@ -90,7 +187,7 @@ class TeacherSpec(BaseModel):
     @property
     def embedded(self) -> bool:
         """True when calls go to the embedded llama.cpp server."""
-        return not self.base_url
+        return not self.base_url and not self.endpoints
 
     def cost_usd(self, prompt_tokens: int | None, completion_tokens: int | None) -> float:
         """The price of one call from its token counts (USD)."""
@@ -98,13 +195,16 @@ class TeacherSpec(BaseModel):
             (prompt_tokens or 0) * self.price_input_per_1k + (completion_tokens or 0) * self.price_output_per_1k
         ) / 1000.0
 
-    def api_key(self) -> str:
-        """The key from ``api_key_env``; raises ValueError naming the variable when it is unset."""
-        if not self.api_key_env:
+    def api_key(self, endpoint: Endpoint | None = None) -> str:
+        """The key of ``endpoint`` (its ``api_key_env``, else the teacher's), or of the teacher; raises
+        ValueError naming the teacher, the endpoint and the variable when it is unset."""
+        env = (endpoint.api_key_env if endpoint is not None else "") or self.api_key_env
+        if not env:
             return ""
-        key = secret(self.api_key_env)
+        key = secret(env)
         if not key:
-            raise ValueError(f"teacher {self.name!r}: environment variable {self.api_key_env} (api_key_env) is not set")
+            where = f" endpoint {endpoint.lane}" if endpoint is not None and self.endpoints else ""
+            raise ValueError(f"teacher {self.name!r}{where}: environment variable {env} (api_key_env) is not set")
         return key
 
 
@@ -122,7 +222,13 @@ class TeacherRunConfig(dg.Config):
     )
 
     def apply(self, spec: TeacherSpec) -> TeacherSpec:
-        """``spec`` with this run's overrides (validated again)."""
+        """``spec`` with this run's overrides (validated again). Raises ValueError for a ``base_url`` or
+        ``concurrency`` override of a teacher with ``endpoints`` (each endpoint has its own: edit the registry)."""
+        if spec.endpoints and (self.base_url or self.concurrency):
+            raise ValueError(
+                f"teacher {spec.name!r} lists {len(spec.endpoints)} endpoints, each with its own base_url and concurrency: "
+                "a run cannot override them (edit the endpoints in the registry file, METACAN_TEACHERS_FILE)"
+            )
         changes = {
             k: v
             for k, v in {
@@ -175,15 +281,58 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
                 f"teacher registry {path}: teachers.{name} has a 'name' key; the table's name is the teacher's name "
                 f"([teachers.{fields['name']}] to call it {fields['name']!r})"
             )
-        merged = {**fields, **teacher_overrides(name, environ)}
+        overrides = teacher_overrides(name, environ)
+        _check_endpoint_form(path, name, fields, overrides)
+        merged = {**fields, **overrides}
         try:
             out[name] = TeacherSpec(name=name, **merged)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(
+                f"{_where(e['loc'], fields)}: {e['msg']}" if e["loc"] else e["msg"] for e in exc.errors()
+            )
             raise ValueError(f"teacher registry {path}: teachers.{name}: {problems}") from exc
         _check_reply_format(path, out[name])
     _check_roles(path, _roles(path, doc), out)
     return out
+
+
+def _check_endpoint_form(path: Path, name: str, fields: dict, overrides: dict[str, str]) -> None:
+    """A teacher table gives ``base_url`` + ``concurrency`` (one endpoint) or ``endpoints``, never both; the
+    environment's ``METACAN_<NAME>_BASE_URL`` overrides the one endpoint, so it is refused for a teacher
+    with ``endpoints`` (which it would silently replace or join)."""
+    if "endpoints" not in fields:
+        return
+    both = [k for k in ("base_url", "concurrency") if k in fields]
+    if both:
+        raise ValueError(
+            f"teacher registry {path}: teachers.{name}: {' and '.join(both)} beside endpoints: a teacher gives "
+            f"base_url and concurrency (one endpoint) or endpoints = [{{ base_url = ..., concurrency = ... }}, ...], "
+            f"not both; remove {' and '.join(both)}"
+        )
+    if "base_url" in overrides:
+        raise ValueError(
+            f"teacher registry {path}: teachers.{name} lists endpoints, so METACAN_{name.upper()}_BASE_URL (which "
+            "overrides the base_url of a teacher of one endpoint) cannot apply: unset it, or edit the endpoints in a copy "
+            "of the registry (METACAN_TEACHERS_FILE)"
+        )
+    if not isinstance(fields["endpoints"], list) or not fields["endpoints"]:
+        raise ValueError(
+            f"teacher registry {path}: teachers.{name}: endpoints must be a non-empty list of tables "
+            f'(endpoints = [{{ base_url = "http://host:8000/v1", concurrency = 4 }}, ...]), got {fields["endpoints"]!r}'
+        )
+
+
+def _where(loc: tuple, fields: dict) -> str:
+    """A validation error's location, naming the endpoint entry by index and URL (``endpoints[1]
+    (http://b:8000/v1): concurrency``)."""
+    parts = [str(p) for p in loc]
+    if len(loc) >= 2 and loc[0] == "endpoints" and isinstance(loc[1], int):
+        entries = fields.get("endpoints") or []
+        entry = entries[loc[1]] if loc[1] < len(entries) else None
+        url = entry.get("base_url") if isinstance(entry, dict) else None
+        head = f"endpoints[{loc[1]}]" + (f" ({public_url(url)})" if isinstance(url, str) and url else "")
+        return ": ".join([head, *parts[2:]])
+    return ".".join(parts)
 
 
 def _check_reply_format(path: Path, spec: TeacherSpec) -> None:

@@ -1,12 +1,13 @@
 """Append-only store of teacher calls and direct labels in DuckDB (SPEC section 4, ARCHITECTURE).
 
 Tables (declared in :mod:`metacan_pipeline.tables.teachers`, created when storage opens, migrated in place from
-the first layout by :mod:`metacan_pipeline.tables.migrations`):
+earlier layouts by :mod:`metacan_pipeline.tables.migrations`):
 
 - ``teacher_calls``: one row per HTTP call: teacher, model, prompt version and prompt SHA-256, the work
   ids the call asked about, request hash, HTTP status, error, latency (s), tokens, cost (USD), mean token
-  log-probability (when the endpoint returned them), the Dagster run id, and where the compressed request
-  and raw reply are archived (``archive_path`` + ``archive_line``, see :mod:`.archive`).
+  log-probability (when the endpoint returned them), the Dagster run id, where the compressed request
+  and raw reply are archived (``archive_path`` + ``archive_line``, see :mod:`.archive`), and the
+  ``endpoint`` that answered (its name, never a key; NULL for calls made before issue 17).
 - ``teacher_labels``: one row per (work, teacher, model, prompt version, prompt SHA, view hash) outcome:
   ``status`` ``labelled`` (label fields set) or ``failed`` (``error`` says why); ``call_id`` points to the
   call whose reply became the label (or the last call that failed for it); ``source`` says how the row

@@ -182,6 +182,54 @@ def test_a_dead_endpoint_is_unavailable_not_a_negative():
     assert all(o.label is None for o in out)  # no split, no fabricated label
 
 
+def test_a_lane_may_end_the_retries_of_a_call_and_every_call_names_its_endpoint():
+    """``keep_retrying`` is asked after each failed attempt: False (the lane is down and another endpoint is
+    up) ends the call's retries at once, as an exhausted budget would (the lane gives the works to another
+    endpoint). Every call record carries the client's ``endpoint``."""
+    asked = []
+
+    def keep_retrying() -> bool:
+        asked.append(1)
+        return len(asked) < 2
+
+    out, calls, _, _ = _run(
+        lambda req: httpx.Response(503),
+        _views(2),
+        max_transport_attempts=6,
+        endpoint="gpu1",
+        keep_retrying=keep_retrying,
+    )
+    assert len(calls) == 2 and {c.endpoint for c in calls} == {"gpu1"}
+    assert [o.error for o in out] == ["endpoint unavailable after 2 attempts: HTTP 503"] * 2
+
+
+@pytest.mark.parametrize(
+    "answer, problem",
+    [
+        (lambda req: httpx.Response(200, json={"data": []}), None),
+        (lambda req: httpx.Response(404), None),  # a server that lists no models still answers
+        (lambda req: httpx.Response(502), "GET /models: HTTP 502"),
+        (lambda req: (_ for _ in ()).throw(httpx.ConnectError("refused", request=req)), "ConnectError: refused"),
+    ],
+)
+def test_a_probe_asks_get_models_and_says_whether_the_endpoint_answers(answer, problem):
+    seen = []
+
+    def handler(req):
+        seen.append((req.method, req.url.path))
+        return answer(req)
+
+    client = TeacherClient("http://teacher.test/v1", "m", load_prompt("v2"), transport=httpx.MockTransport(handler))
+
+    async def go():
+        try:
+            return await client.probe()
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(go()) == problem and seen == [("GET", "/v1/models")]
+
+
 def test_wrong_key_stops_the_run_with_a_clear_error():
     with pytest.raises(EndpointConfigurationError, match="HTTP 401.*check base_url, model and the API key"):
         _run(lambda req: httpx.Response(401, json={"error": "bad key"}), _views(2))

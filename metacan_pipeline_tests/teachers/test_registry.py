@@ -159,3 +159,128 @@ def test_the_registry_needs_both_roles(tmp_path):
     from metacan_pipeline.teachers.registry import load_roles
 
     assert load_roles(path) == {"census": "a", "sample": "b"}
+
+
+LANES = """
+[teachers.vllm]
+model = "meta-llama/Llama-3.3-70B-Instruct"
+api_key_env = "VLLM_KEY"
+prompt_version = "v3"
+coverage = "batch:round_3"
+works_per_call = 10
+endpoint_backoff_s = 15
+endpoints = [
+  { base_url = "http://gpu1:8000/v1", concurrency = 8 },
+  { base_url = "http://gpu2:8000/v1", concurrency = 4, api_key_env = "GPU2_KEY" },
+  { base_url = "https://ops:secret@api.example.com/v1?key=k", concurrency = 16, name = "hosted" },
+]
+"""
+
+
+def test_a_teacher_may_list_several_endpoints_each_with_its_own_concurrency_and_key(tmp_path):
+    """The endpoints form (issue 17): one lane per entry, named by ``name`` or by its URL without credentials or
+    query; the key variable is the entry's, else the teacher's; the one-endpoint teachers load as before."""
+    from metacan_pipeline.teachers.registry import EMBEDDED_ENDPOINT
+
+    reg = load_registry(_registry(tmp_path, LANES), environ={})
+    spec = reg["vllm"]
+    assert [(e.lane, e.concurrency) for e in spec.lanes] == [
+        ("http://gpu1:8000/v1", 8),
+        ("http://gpu2:8000/v1", 4),
+        ("hosted", 16),
+    ]
+    assert (spec.calls_in_flight, spec.endpoint_backoff_s, spec.embedded, spec.base_url) == (28, 15.0, False, "")
+    assert spec.where == "3 endpoints (http://gpu1:8000/v1, http://gpu2:8000/v1, hosted)"
+    env = {"VLLM_KEY": "k1", "GPU2_KEY": "k2"}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        assert [spec.api_key(e) for e in spec.lanes] == ["k1", "k2", "k1"]
+        mp.delenv("GPU2_KEY")
+        with pytest.raises(
+            ValueError, match=r"teacher 'vllm' endpoint http://gpu2:8000/v1: environment variable GPU2_KEY"
+        ):
+            spec.api_key(spec.lanes[1])
+    # a teacher of one endpoint is one lane, named by its URL (the embedded server: 'embedded')
+    gemma, llama = reg["gemma"], load_registry(_registry(tmp_path), environ={})["llama70b"]
+    assert [(e.lane, e.concurrency) for e in gemma.lanes] == [(EMBEDDED_ENDPOINT, 4)] and gemma.embedded
+    assert [(e.lane, e.concurrency, e.api_key_env) for e in llama.lanes] == [
+        ("http://vllm.internal:8000/v1", 32, "VLLM_KEY")
+    ]
+    # the launchpad may not override what each endpoint sets; works_per_call and the model it may
+    with pytest.raises(ValueError, match="lists 3 endpoints, each with its own base_url and concurrency"):
+        TeacherRunConfig(base_url="http://other/v1").apply(spec)
+    with pytest.raises(ValueError, match="lists 3 endpoints"):
+        TeacherRunConfig(concurrency=2).apply(spec)
+    run = TeacherRunConfig(works_per_call=5, model="m2").apply(spec)
+    assert (run.works_per_call, run.model, run.lanes) == (5, "m2", spec.lanes)
+    # built in code, the two forms are refused together too
+    from metacan_pipeline.teachers.registry import TeacherSpec
+
+    with pytest.raises(ValueError, match="give base_url and concurrency, or endpoints"):
+        TeacherSpec(name="x", concurrency=2, endpoints=[{"base_url": "http://b/v1"}])
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        (
+            'base_url = "http://a/v1"\nendpoints = [{ base_url = "http://b/v1" }]',
+            r"teachers.two: base_url beside endpoints: .*not both; remove base_url",
+        ),
+        (
+            'concurrency = 4\nendpoints = [{ base_url = "http://b/v1" }]',
+            r"teachers.two: concurrency beside endpoints",
+        ),
+        ("endpoints = []", r"teachers.two: endpoints must be a non-empty list of tables"),
+        ('endpoints = "http://b/v1"', r"teachers.two: endpoints must be a non-empty list of tables"),
+        (
+            'endpoints = [{ base_url = "http://a/v1" }, { base_url = "http://b:8000/v1", concurrency = 0 }]',
+            r"teachers.two: endpoints\[1\] \(http://b:8000/v1\): concurrency: Input should be greater than or equal to 1",
+        ),
+        (
+            'endpoints = [{ base_url = "http://a/v1", concurency = 2 }]',
+            r"teachers.two: endpoints\[0\] \(http://a/v1\): concurency: Extra inputs are not permitted",
+        ),
+        ("endpoints = [{ concurrency = 2 }]", r"teachers.two: endpoints\[0\]: base_url: Field required"),
+        (
+            'endpoints = [{ base_url = "" }]',
+            r"teachers.two: endpoints\[0\]: base_url: .*the embedded server is a teacher of one endpoint",
+        ),
+        (
+            'endpoints = [{ base_url = "gpu1:8000/v1" }]',
+            r"endpoints\[0\] \(.*\): base_url: .*expected an http\(s\) URL",
+        ),
+        (
+            'endpoints = [{ base_url = "http://a/v1", concurrency = "4" }]',
+            r"endpoints\[0\] \(http://a/v1\): concurrency: Input should be a valid integer",
+        ),
+        (
+            'endpoints = [{ base_url = "http://a/v1", name = "my lane" }]',
+            r"endpoints\[0\] \(http://a/v1\): name: .*endpoint name 'my lane'",
+        ),
+        (
+            'endpoints = [{ base_url = "http://k1@a/v1" }, { base_url = "http://k2@a/v1/" }]',
+            r"teachers.two: Value error, endpoints\[0\] and endpoints\[1\] are both 'http://a/v1': give each endpoint a distinct name",
+        ),
+    ],
+)
+def test_a_bad_endpoints_entry_names_the_teacher_and_the_entry(tmp_path, table, message):
+    path = _registry(tmp_path, f'\n[teachers.two]\nprompt_version = "v3"\n{table}\n')
+    with pytest.raises(ValueError, match=message) as info:
+        load_registry(path, environ={})
+    assert str(path) in str(info.value)
+
+
+def test_environment_overrides_keep_working_for_one_endpoint_and_refuse_to_replace_several(tmp_path):
+    path = _registry(tmp_path, LANES)
+    env = {"METACAN_VLLM_MODEL": "other-model", "METACAN_VLLM_API_KEY_ENV": "OTHER_KEY"}
+    spec = load_registry(path, environ=env)["vllm"]
+    assert (spec.model, [e.api_key_env or spec.api_key_env for e in spec.lanes]) == (
+        "other-model",
+        ["OTHER_KEY", "GPU2_KEY", "OTHER_KEY"],
+    )
+    with pytest.raises(ValueError, match=r"teachers.vllm lists endpoints, so METACAN_VLLM_BASE_URL .* cannot apply"):
+        load_registry(path, environ={"METACAN_VLLM_BASE_URL": "http://elsewhere/v1"})
+    llama = load_registry(_registry(tmp_path), environ={"METACAN_LLAMA70B_BASE_URL": "http://elsewhere:9/v1"})
+    assert [e.lane for e in llama["llama70b"].lanes] == ["http://elsewhere:9/v1"]

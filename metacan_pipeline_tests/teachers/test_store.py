@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.store: label keys and the migration of the first store layout."""
+"""Tests of metacan_pipeline.teachers.store: label keys and the migrations of earlier store layouts."""
 
 import duckdb
 
@@ -75,3 +75,44 @@ def test_a_store_of_the_first_layout_is_migrated_without_loss():
     assert con.execute("SELECT categories FROM teacher_labels").fetchone()[0] == ["sts"]
     create_tables(con)  # idempotent
     assert con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 1
+
+
+def test_a_store_without_the_endpoint_column_is_migrated_in_place_when_storage_opens(tmp_path):
+    """A store written before issue 17 (every table there, teacher_calls without ``endpoint``): the next
+    ``storage.connect()`` adds the column in place (last, where the catalog declares it), every old call is
+    kept with endpoint NULL, new calls name their endpoint, and a replayed archive of an old run still fits."""
+    import pyarrow as pa
+
+    from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.tables import Table, catalog, layout_is_current
+    from metacan_pipeline.tables.teachers import CALLS_SCHEMA
+
+    storage = MetacanStorage(data_dir=str(tmp_path))
+    old_calls = Table(
+        "teacher_calls", "", "", pa.schema([f for f in CALLS_SCHEMA if f.name != "endpoint"]), ("call_id",), "duckdb"
+    )
+    con = duckdb.connect(str(storage.duckdb_path))
+    create_tables(con)
+    con.execute("DROP TABLE teacher_calls")
+    con.execute(old_calls.ddl())
+    con.execute(
+        "INSERT INTO teacher_calls (call_id, run_id, teacher, work_ids, n_works, cost_usd, created_at) "
+        "VALUES ('c0', 'r0', 'gemma', ['W1', 'W2'], 2, 0.25, TIMESTAMP '2026-01-01 00:00:00')"
+    )
+    assert not layout_is_current(con)
+    con.close()
+
+    with storage.connect() as con:
+        cols = [r[0] for r in con.execute("DESCRIBE teacher_calls").fetchall()]
+        assert cols == [f.name for f in catalog()["teacher_calls"].schema] and cols[-1] == "endpoint"
+        assert con.execute("SELECT call_id, work_ids, cost_usd, endpoint FROM teacher_calls").fetchall() == [
+            ("c0", ["W1", "W2"], 0.25, None)
+        ]
+        append_rows(con, [{"call_id": "c1", "teacher": "gemma", "endpoint": "gpu1"}, {"call_id": "c2"}], [])
+        assert layout_is_current(con)
+    with storage.connect() as con:  # nothing left to migrate: the second open changes nothing
+        assert con.execute("SELECT call_id, endpoint FROM teacher_calls ORDER BY 1").fetchall() == [
+            ("c0", None),
+            ("c1", "gpu1"),
+            ("c2", None),
+        ]
