@@ -16,7 +16,7 @@ LLAMA_VERSION := 11434.0.0
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF
 WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-server-$(LLAMA_VERSION)-avx2-noamx
 
-.PHONY: setup browser run test test-fast lint dev serve bench clean
+.PHONY: setup browser run test test-fast lint dev serve bench clean messages
 
 setup: $(STAMP) browser
 
@@ -49,6 +49,16 @@ $(STAMP): pyproject.toml
 ## Materialize the whole asset graph on ../shared/data/openalex with the embedded Gemma teacher.
 run: $(STAMP)
 	$(BIN)/metacan run
+
+## Extract the interface strings (babel.cfg) and merge them into the French catalogue: new strings arrive
+## untranslated (no fuzzy guesses), strings no longer used are dropped. Fill the new msgstr lines, then run the site
+## tests (they refuse an untranslated or fuzzy entry). The site compiles the .po in memory: nothing else to build.
+LOCALE_DIR := metacan_pipeline/site/locale
+messages: $(STAMP)
+	@pot=$$(mktemp --suffix=.pot) && \
+	$(BIN)/pybabel extract -F babel.cfg --no-location --sort-output -o $$pot . && \
+	$(BIN)/pybabel update -i $$pot -d $(LOCALE_DIR) -D messages -w 120 --no-fuzzy-matching --ignore-obsolete && \
+	rm -f $$pot
 
 ## The formatter and the linter (configured in pyproject.toml); `make test` runs them first, so CI enforces them.
 lint: $(STAMP)

@@ -23,7 +23,7 @@ from metacan_pipeline.site.release import ReleaseUnavailable, current_release_id
 
 @pytest.fixture(scope="module")
 def client(site_release):
-    with TestClient(create_app(site_release[0].root)) as c:
+    with TestClient(create_app(site_release[0].root, rate_limit="off")) as c:
         yield c
 
 
@@ -162,7 +162,16 @@ def test_the_work_page_is_the_static_template_and_escapes_payloads(client, site_
         "rendered_at": "served live from the release database",
         "page_run_id": "none",
     }
-    assert page.text == render_work(environment(), record, None, ctx)
+    # the static page byte for byte, plus what only the served page has: hreflang links and the language switch
+    alternates = [
+        {"hreflang": lang, "href": f"http://testserver{prefix}/{path}"}
+        for lang, prefix in (("en", ""), ("fr", "/fr"), ("x-default", ""))
+    ]
+    switch = {"href": f"/language/fr?next=/fr/{path}", "lang": "fr", "name": "Français"}
+    served = {**ctx, "lang": "en", "alternates": alternates, "switch": switch}
+    assert page.text == render_work(environment(), record, None, served)
+    served_only = r'<link rel="alternate"[^>]*>\n| · <a href="/language/[^"]*"[^>]*>[^<]*</a>'
+    assert re.sub(served_only, "", page.text) == render_work(environment(), record, None, ctx)
     assert "<script>alert" not in page.text and "&lt;script&gt;" in page.text
     assert "<script>alert" not in client.get("/", params={"q": "drop"}).text
     assert client.get("/records/W7000.json").json() == record
