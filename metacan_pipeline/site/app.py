@@ -13,7 +13,7 @@ facets, coverage), ``export?format=csv|jsonl``, ``queries/<hash>``, ``openapi.js
 parsed strictly (:mod:`.cohort`): a refused request is HTTP 400 with one sentence (an HTML page in the page's
 language, or ``{"error": {"status", "message"}}`` in English under ``/api/``). API answers carry CORS headers, an
 ETag and ``Cache-Control`` (a matching ``If-None-Match`` is 304), and each client address has a token bucket
-(:mod:`.middleware`).
+(:mod:`.middleware`); the API's endpoints are :class:`.api.ApiEndpoints`, which :class:`Site` extends.
 
 :func:`create_app` opens the release read-only when it is called, so a missing or corrupt release database is a
 start-up error (:class:`.release.ReleaseUnavailable`, naming the file and the asset ``site_database``).
@@ -25,14 +25,13 @@ import json
 from functools import partial
 from http import HTTPStatus
 from pathlib import Path
-from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import __version__, settings
@@ -42,21 +41,17 @@ from ..publish.pages import environment as page_environment
 from ..publish.pages import render_work
 from ..vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
 from . import languages, strings
-from .cohort import BOOLEAN_FILTERS, FILTERS, Cohort, CohortError, parse_filters, parse_request, single_values
+from .api import ApiEndpoints, api_error, url_with
+from .cohort import Cohort, parse_filters, parse_request
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks
-from .middleware import NO_STORE, ApiCors, NoSniff, RateLimit, cache_headers, client_limiter, etag, not_modified
-from .openapi import API_ROUTES, ApiRoute, openapi_document, response_text, schema_text
+from .middleware import SECURITY_HEADERS, ApiCors, NoSniff, RateLimit, client_limiter
+from .openapi import API_ROUTES
+from .params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
 from .queries import CohortQuery
 from .release import Release
 from .saved import QueryStore
 
 DEFAULT_ROW_CAP = 100_000
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-}
 
 
 def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
@@ -84,7 +79,7 @@ def _lang(request: Request) -> str:
     return getattr(request.state, "lang", None) or languages.split_path(request.url.path)[0]
 
 
-class Site:
+class Site(ApiEndpoints):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
     def __init__(self, data_dir: str | Path, row_cap: int) -> None:
@@ -137,27 +132,6 @@ class Site:
 
         return endpoint
 
-    def api(self, route: ApiRoute):
-        """An API endpoint: strict parameter names, the ETag (304 on a match), cache headers, JSON errors."""
-        fn = getattr(self, route.endpoint)
-
-        def endpoint(request: Request) -> Response:
-            tag = etag(request, self.info.release_id, self.row_cap)
-            try:
-                single_values(request.query_params.multi_items(), route.query)
-                if not_modified(request, tag):
-                    return Response(status_code=304, headers=cache_headers(tag))
-                response = fn(request)
-            except CohortError as exc:
-                return _api_error(400, str(exc))
-            if response.status_code == 200:
-                response.headers.update(cache_headers(tag))
-            else:
-                response.headers.update(NO_STORE)
-            return response
-
-        return endpoint
-
     # ---- helpers -------------------------------------------------------------------------------------------
     def summary(self, cohort: Cohort, listing=None, lang: str = DEFAULT_LOCALE) -> dict:
         with CohortQuery(self.release, cohort) as q:
@@ -186,9 +160,9 @@ class Site:
             listing=listing,
             s=summary,
             params=params,
-            url=_url,
-            next_url=_url(prefix + "/", {**sort_params, "after": summary["next"]}) if summary["next"] else None,
-            first_url=_url(prefix + "/", sort_params) if listing.after else None,
+            url=url_with,
+            next_url=url_with(prefix + "/", {**sort_params, "after": summary["next"]}) if summary["next"] else None,
+            first_url=url_with(prefix + "/", sort_params) if listing.after else None,
             vocab={"category": CATEGORIES, "domain": DOMAINS, "study_design": STUDY_DESIGNS, "genre": GENRES},
             booleans=BOOLEAN_FILTERS,
             query_url=f"{prefix}/q/{summary['query_hash']}",
@@ -204,7 +178,7 @@ class Site:
         if found is None:
             raise HTTPException(404, N_("no saved cohort %(hash)r on this site", hash=query_hash[:12]))
         params = {k: (repr(v) if isinstance(v, float) else str(v)) for k, v in found["filters"].items()}
-        ctx = {"found": found, "query_hash": query_hash, "params": params, "url": _url}
+        ctx = {"found": found, "query_hash": query_hash, "params": params, "url": url_with}
         if found["release_id"] != self.info.release_id:
             return self.render(request, "query.html.j2", other=True, **ctx)
         cohort = parse_filters(params, self.info)
@@ -289,93 +263,11 @@ class Site:
         return RedirectResponse(f"{languages.PREFIXES[_lang(request)]}/", status_code=307)
 
     # ---- API ---------------------------------------------------------------------------------------------
-    def api_index(self, request: Request) -> Response:
-        return JSONResponse(
-            {
-                "release_id": self.info.release_id,
-                "classifier_versions": list(self.info.classifier_versions),
-                "n_works": self.info.n_works,
-                "endpoints": [r.path for r in API_ROUTES],
-                "parameters": list(FILTERS),
-                "openapi": "/api/v1/openapi.json",
-            }
-        )
-
-    def api_works(self, request: Request) -> Response:
-        cohort, listing = parse_request(request.query_params.multi_items(), self.info)
-        s = self.summary(cohort, listing)
-        next_url = None
-        if s["next"]:
-            next_url = _url(
-                "/api/v1/works", {**cohort.params(), "sort": listing.sort, "limit": listing.limit, "after": s["next"]}
-            )
-        body = _api_head(self, cohort, s) | {
-            "works": [_work_item(r) for r in s["works"]],
-            "next": s["next"],
-            "next_url": next_url,
-        }
-        return JSONResponse(body)
-
-    def api_count(self, request: Request) -> Response:
-        values = single_values(request.query_params.multi_items(), FILTERS)
-        cohort = parse_filters(values, self.info)
-        s = self.summary(cohort)
-        return JSONResponse(_api_head(self, cohort, s) | {"facets": s["facets"]})
-
-    def api_work(self, request: Request) -> Response:
-        try:
-            record_json, path = self._record(request.path_params["id"])
-        except HTTPException as exc:
-            return _api_error(404, str(exc.detail))
-        return JSONResponse({"release_id": self.info.release_id, "page_path": path, "record": json.loads(record_json)})
-
-    def api_export(self, request: Request) -> Response:
-        return self.export(request)
-
-    def api_saved(self, request: Request) -> Response:
-        found = self.store.get(request.path_params["hash"])
-        if found is None:
-            return _api_error(404, "no saved cohort of that hash on this site")
-        return JSONResponse(
-            {"query_hash": request.path_params["hash"], **found, "served_release_id": self.info.release_id}
-        )
-
-    def api_openapi(self, request: Request) -> Response:
-        return JSONResponse(openapi_document(self.info))
-
-    def api_docs(self, request: Request) -> Response:
-        base = str(request.base_url).rstrip("/")
-        links = [{"hreflang": h, "href": base + "/api/v1/docs"} for h in ("en", "x-default")]
-        doc = openapi_document(self.info)
-        template = self.envs[DEFAULT_LOCALE].get_template("api_docs.html.j2")
-        html = template.render(
-            doc=doc, schema_text=schema_text, response_text=partial(response_text, doc), alternates=links
-        )
-        return HTMLResponse(html, headers=SECURITY_HEADERS)
 
     async def http_error(self, request: Request, exc: HTTPException) -> Response:
         if request.url.path.startswith("/api/"):
-            return _api_error(exc.status_code, str(exc.detail))
+            return api_error(exc.status_code, str(exc.detail))
         return self.error_page(request, exc.status_code, exc.detail)
-
-
-def _url(path: str, params: dict) -> str:
-    return path + ("?" + urlencode(params) if params else "")
-
-
-def _work_item(row: dict) -> dict:
-    """A listed work for the API: what the page lists, with source and status on every category."""
-    keep = ("id", "title", "year", "venue", "cited_by", "language", "type", "page_path", "classification_kind")
-    return {
-        **{k: row[k] for k in keep},
-        "direct_labels": row["labels"],
-        "classifier": {
-            "model_version": row["model_version"],
-            "prediction_status": row["prediction_status"],
-            "decisions": row["decisions"],
-        },
-        "machine_scores_validation_status": row["validation_status"],
-    }
 
 
 def page_routes(site: Site, lang: str) -> list[Route]:
@@ -410,20 +302,3 @@ def create_app(data_dir: str | Path, row_cap: int = DEFAULT_ROW_CAP, rate_limit:
     app = Starlette(routes=routes, exception_handlers={HTTPException: site.http_error}, middleware=middleware)
     app.state.site = site
     return app
-
-
-def _api_head(site: Site, cohort: Cohort, s: dict) -> dict:
-    return {
-        "query_hash": s["query_hash"],
-        "query_url": f"/q/{s['query_hash']}",
-        "release_id": site.info.release_id,
-        "classifier_version": cohort.classifier_version,
-        "filters": cohort.filters,
-        "count": s["count"],
-        "coverage": s["coverage"],
-        "coverage_sentence": s["coverage_sentence"],
-    }
-
-
-def _api_error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"status": status, "message": message}}, status_code=status, headers=NO_STORE)

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..i18n import DEFAULT_LOCALE, LANGUAGE_NAMES, LOCALES, N_, negotiate
-from .cohort import CohortError, single_values
+from .params import CohortError, single_values
 
 PREFIXES = {"en": "", "fr": "/fr"}
 COOKIE = "metacan_lang"

@@ -21,9 +21,9 @@ from metacan_pipeline import __version__, settings
 from metacan_pipeline.cli import app as cli
 from metacan_pipeline.publish.pages import environment, render_work
 from metacan_pipeline.site.app import DEFAULT_ROW_CAP, create_app
-from metacan_pipeline.site.cohort import FILTERS, LISTING
 from metacan_pipeline.site.middleware import client_limiter
 from metacan_pipeline.site.openapi import API_ROUTES
+from metacan_pipeline.site.params import FILTERS, LISTING
 from metacan_pipeline.site.release import ReleaseUnavailable, current_release_id, releases_dir
 from metacan_pipeline.vocab import CATEGORIES
 
