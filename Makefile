@@ -19,7 +19,7 @@ WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-server-$(LLAMA_VERSION)-avx2-n
 ## Test workers (pytest-xdist): a module's tests stay on one worker, and so do the llama.cpp (llm) tests.
 TEST_WORKERS ?= 2
 
-.PHONY: setup browser run test test-fast lint dev serve bench clean
+.PHONY: setup browser run test test-fast lint dev serve bench clean messages
 
 setup: $(STAMP) browser
 
@@ -52,6 +52,16 @@ $(STAMP): pyproject.toml
 ## Materialize the whole asset graph on ../shared/data/openalex with the embedded Gemma teacher.
 run: $(STAMP)
 	$(BIN)/metacan run
+
+## Extract the interface strings (babel.cfg) and merge them into the French catalogue: new strings arrive
+## untranslated (no fuzzy guesses), strings no longer used are dropped. Fill the new msgstr lines, then run the site
+## tests (they refuse an untranslated or fuzzy entry). The site compiles the .po in memory: nothing else to build.
+LOCALE_DIR := metacan_pipeline/site/locale
+messages: $(STAMP)
+	@pot=$$(mktemp --suffix=.pot) && \
+	$(BIN)/pybabel extract -F babel.cfg --no-location --sort-output -o $$pot . && \
+	$(BIN)/pybabel update -i $$pot -d $(LOCALE_DIR) -D messages -w 120 --no-fuzzy-matching --ignore-obsolete && \
+	rm -f $$pot
 
 ## The formatter and the linter (configured in pyproject.toml); `make test` runs them first, so CI enforces them.
 lint: $(STAMP)

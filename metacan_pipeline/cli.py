@@ -178,8 +178,9 @@ def serve(
     ),
     row_cap: int = typer.Option(100_000, help="Most rows one export returns (the cap is declared in the export)."),
 ) -> None:
-    """Serve the evidence browser (cohort builder, saved cohorts, work pages, exports, JSON API under /api/v1/)
-    over the current release database, which the asset site_database builds (uvicorn, read-only DuckDB)."""
+    """Serve the evidence browser (cohort builder, saved cohorts, work pages, exports, in English and under /fr/ in
+    French; JSON API under /api/v1/, documented at /api/v1/docs) over the current release database, which the asset
+    site_database builds (uvicorn, read-only DuckDB). The API's per-client rate limit is METACAN_SITE_RATE_LIMIT."""
     import uvicorn
 
     from .site.app import create_app
@@ -188,7 +189,7 @@ def serve(
 
     try:
         asgi = create_app(data_dir or default_data_dir(), row_cap=row_cap)
-    except ReleaseUnavailable as exc:
+    except (ReleaseUnavailable, ValueError) as exc:  # ValueError: METACAN_SITE_RATE_LIMIT is not a rate
         typer.echo(f"metacan serve: {exc}", err=True)
         raise typer.Exit(1) from None
     info = asgi.state.site.info

@@ -12,6 +12,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION`` | one teacher's endpoint (``_BASE_URL``: a teacher of one endpoint only, refused for one with ``endpoints``) | the registry's |
 | ``METACAN_OPENALEX_API_URL`` | the OpenAlex API root (harvest and live abstracts) | ``https://api.openalex.org`` |
 | ``OPENALEX_API_KEY`` (or the name ``api_key_env`` gives) and a teacher's ``api_key_env`` | API keys, never logged | unset |
+| ``METACAN_SITE_RATE_LIMIT`` | the served site's per-client token bucket on ``/api/`` (``<n>/<s|m|h|d> [burst <n>]``, or ``off``) | ``120/m burst 60`` |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -30,12 +31,15 @@ TEACHERS_FILE_ENV = "METACAN_TEACHERS_FILE"
 API_URL_ENV = "METACAN_OPENALEX_API_URL"
 OPENALEX_API_KEY_ENV = "OPENALEX_API_KEY"
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
+SITE_RATE_LIMIT_ENV = "METACAN_SITE_RATE_LIMIT"
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
 """The real records the project ships against: the first sample and the 1,054 more records beside it."""
 DEFAULT_PILOT_DIR = "../shared/data/metacan_pilot"
 DEFAULT_API_URL = "https://api.openalex.org"
+#: 120 API requests a minute per client address, at most 60 at once (a script paging a cohort stays well under it).
+DEFAULT_SITE_RATE_LIMIT = "120/m burst 60"
 
 #: The teacher fields the environment may override, as ``METACAN_<NAME>_<SUFFIX>``.
 TEACHER_OVERRIDES = ("base_url", "model", "api_key_env", "prompt_version")
@@ -81,6 +85,13 @@ def openalex_api_url(configured: str | None = None) -> str:
     """The OpenAlex API root: ``configured`` (run config) when given, else ``$METACAN_OPENALEX_API_URL``,
     else the public API."""
     return configured or os.environ.get(API_URL_ENV) or DEFAULT_API_URL
+
+
+def site_rate_limit() -> str:
+    """The per-client rate limit of the served site's JSON API: ``$METACAN_SITE_RATE_LIMIT`` in throttled-py's
+    quota syntax (``<n>/<s|m|h|d>``, optionally ``burst <n>``: ``600/m burst 100``), or ``off`` for none; unset or
+    empty: :data:`DEFAULT_SITE_RATE_LIMIT`. ``metacan serve`` refuses a value that is not a rate, naming it."""
+    return os.environ.get(SITE_RATE_LIMIT_ENV, "").strip() or DEFAULT_SITE_RATE_LIMIT
 
 
 def secret(env_name: str | None) -> str:

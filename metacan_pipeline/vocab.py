@@ -6,6 +6,8 @@ spell a category, domain, study design or genre by hand.
 
 from __future__ import annotations
 
+from .i18n import N_
+
 CATEGORIES: tuple[str, ...] = (
     "metaresearch",
     "metaepi_narrow",
@@ -18,16 +20,17 @@ CATEGORIES: tuple[str, ...] = (
     "insufficient_payload",
 )
 
+#: Display names (interface strings: the served site shows them in French through the catalogue, site/locale).
 CATEGORY_DISPLAY: dict[str, str] = {
-    "metaresearch": "Metaresearch",
-    "metaepi_narrow": "Meta-epidemiology (narrow)",
-    "metaepi_broad": "Meta-epidemiology (broad)",
-    "bibliometrics": "Bibliometrics",
-    "sts": "Science and technology studies",
-    "scholarly_communication": "Scholarly communication",
-    "open_science": "Open science",
-    "research_integrity": "Research integrity",
-    "insufficient_payload": "Insufficient payload (model declined to judge)",
+    "metaresearch": N_("Metaresearch"),
+    "metaepi_narrow": N_("Meta-epidemiology (narrow)"),
+    "metaepi_broad": N_("Meta-epidemiology (broad)"),
+    "bibliometrics": N_("Bibliometrics"),
+    "sts": N_("Science and technology studies"),
+    "scholarly_communication": N_("Scholarly communication"),
+    "open_science": N_("Open science"),
+    "research_integrity": N_("Research integrity"),
+    "insufficient_payload": N_("Insufficient payload (model declined to judge)"),
 }
 
 DOMAINS: tuple[str, ...] = (

@@ -17,6 +17,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable
+from gettext import NullTranslations
 from importlib import resources
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from markupsafe import Markup
 from tqdm import tqdm
 
 from .. import __version__
+from ..i18n import N_
 from ..openalex.ids import is_work_id
 from ..storage import MetacanStorage
 from ..tables.publish import PAGE_MANIFEST_SCHEMA
@@ -36,14 +38,14 @@ from .records import classification_card
 _NOT_FETCHED = {"status": "off"}
 
 ROUTE_LABELS = (
-    ("ca_aff", "Canadian affiliation"),
-    ("ca_fund", "Canadian funder"),
-    ("ca_venue", "Canadian venue"),
-    ("about_ca", "About Canada"),
+    ("ca_aff", N_("Canadian affiliation")),
+    ("ca_fund", N_("Canadian funder")),
+    ("ca_venue", N_("Canadian venue")),
+    ("about_ca", N_("About Canada")),
 )
 
 #: Why the abstract is fetched at render time and never stored (SPEC section 9); shown under every abstract.
-ABSTRACT_REASON = (
+ABSTRACT_REASON = N_(
     "Abstracts are not stored in this database: the inverted indexes are most of the bytes of an OpenAlex "
     "work record, and a page needs the text only when it is rendered."
 )
@@ -61,16 +63,29 @@ def _utc(value) -> str:
     return "" if value is None else str(value)
 
 
-def environment() -> Environment:
-    """The Jinja2 environment (package templates, autoescape on for .j2 HTML templates)."""
+def environment(translations: NullTranslations | None = None) -> Environment:
+    """The Jinja2 environment (package templates, autoescape on for .j2 HTML templates).
+
+    Templates write interface strings through gettext (``_()``, ``ngettext``; :mod:`metacan_pipeline.i18n`).
+    ``translations`` None (the static site) renders them in English, as written; the served site passes a
+    language's translations for its ``/fr/`` pages. Category display names and route labels are translated
+    through the same translations."""
     env = Environment(
         loader=PackageLoader("metacan_pipeline.publish", "templates"),
         autoescape=select_autoescape(enabled_extensions=("html", "j2"), default_for_string=True, default=True),
         trim_blocks=True,
         lstrip_blocks=True,
         auto_reload=False,
+        extensions=["jinja2.ext.i18n"],
     )
-    env.filters["display_names"] = lambda cats: [CATEGORY_DISPLAY.get(c, c) for c in (cats or [])]
+    tr = translations or NullTranslations()
+    env.install_gettext_translations(tr, newstyle=True)
+    display = {c: tr.gettext(name) for c, name in CATEGORY_DISPLAY.items()}
+    env.globals["display"] = display
+    env.filters["display_names"] = lambda cats: [display.get(c, c) for c in (cats or [])]
+    env.filters["tr"] = tr.gettext
+    env.filters["code"] = lambda value: Markup("<code>%s</code>") % value
+    env.filters["code_link"] = lambda text, href: Markup('<a href="%s"><code>%s</code></a>') % (href, text)
     env.filters["score"] = _score
     env.filters["utc"] = _utc
     return env
@@ -126,8 +141,11 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
     ``abstract`` is the live fetch result (:class:`.abstracts.Abstract`; None = fetching is off).
     ``context`` holds build-level facts: ``n_codex_labels``, ``gated_heads``, ``total_heads``,
     ``constant_heads`` (a set of ``(teacher, target)`` whose head could not be fitted), and optionally
-    ``rendered_at`` and ``page_run_id`` (shown in the lineage section). The page's permalink and its
-    model version come from :func:`page_path` (ValueError for an id or version that may not become a path).
+    ``rendered_at`` and ``page_run_id`` (shown in the lineage section). The served site adds ``lang`` (the
+    ``<html lang>``), ``alternates`` (``[{"hreflang", "href"}]``, the page in each language) and ``switch``
+    (``{"href", "lang", "name"}``, the language switch link); the static site has none of them. The page's
+    permalink and its model version come from :func:`page_path` (ValueError for an id or version that may not
+    become a path).
     """
     permalink = page_path(record)
     return env.get_template("work.html.j2").render(
@@ -137,7 +155,6 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         card=classification_card(record),
         failed_labels=[label for label in record["direct_labels"] if label["status"] == "failed"],
         routes=ROUTE_LABELS,
-        display=CATEGORY_DISPLAY,
         categories=CATEGORIES,
         prediction_status=PREDICTION_STATUS,
         version=__version__,
@@ -151,6 +168,9 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         root="../" * permalink.count("/"),
         rendered_at=context.get("rendered_at", "now"),
         page_run_id=context.get("page_run_id", "none"),
+        lang=context.get("lang"),
+        alternates=context.get("alternates", ()),
+        switch=context.get("switch"),
     )
 
 

@@ -5,10 +5,15 @@ exact count, facet counts as links, a page of works with the source and status o
 next-page link), ``/q/<12 hex>`` (a saved cohort, re-counted, with a citation sentence naming the release),
 the work page at the static site's own path ``/works/<model_version>/<id>.html`` (the same template,
 :func:`metacan_pipeline.publish.pages.render_work`; ``/works/<id>`` redirects there), ``/records/<id>.json``,
-and ``/export.csv`` / ``/export.jsonl`` (streamed, capped: :mod:`.export`). The JSON API under ``/api/v1/``:
-``works`` (a page), ``works/<id>``, ``count`` (count, facets, coverage), ``export?format=csv|jsonl``,
-``queries/<hash>``. Parameters are parsed strictly (:mod:`.cohort`): a refused request is HTTP 400 with one
-sentence (an HTML page, or ``{"error": {"status", "message"}}`` under ``/api/``).
+and ``/export.csv`` / ``/export.jsonl`` (streamed, capped: :mod:`.export`). Every page is in English and, under
+``/fr/``, in French (:mod:`.languages`: hreflang links, the switch, the ``Accept-Language`` redirect of ``/``).
+
+The JSON API under ``/api/v1/`` (:data:`.openapi.API_ROUTES`): ``works`` (a page), ``works/<id>``, ``count`` (count,
+facets, coverage), ``export?format=csv|jsonl``, ``queries/<hash>``, ``openapi.json`` and ``docs``. Parameters are
+parsed strictly (:mod:`.cohort`): a refused request is HTTP 400 with one sentence (an HTML page in the page's
+language, or ``{"error": {"status", "message"}}`` in English under ``/api/``). API answers carry CORS headers, an
+ETag and ``Cache-Control`` (a matching ``If-None-Match`` is 304), and each client address has a token bucket
+(:mod:`.middleware`); the API's endpoints are :class:`.api.ApiEndpoints`, which :class:`Site` extends.
 
 :func:`create_app` opens the release read-only when it is called, so a missing or corrupt release database is a
 start-up error (:class:`.release.ReleaseUnavailable`, naming the file and the asset ``site_database``).
@@ -17,147 +22,202 @@ start-up error (:class:`.release.ReleaseUnavailable`, naming the file and the as
 from __future__ import annotations
 
 import json
+from functools import partial
+from http import HTTPStatus
 from pathlib import Path
-from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import __version__
+from .. import __version__, settings
+from ..i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, translations
 from ..openalex.ids import is_work_id
 from ..publish.pages import environment as page_environment
 from ..publish.pages import render_work
 from ..vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
-from . import strings
-from .cohort import BOOLEAN_FILTERS, FILTERS, Cohort, CohortError, parse_filters, parse_request, single_values
+from . import languages, strings
+from .api import ApiEndpoints, api_error, url_with
+from .cohort import Cohort, parse_filters, parse_request
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks
+from .middleware import SECURITY_HEADERS, ApiCors, NoSniff, RateLimit, client_limiter
+from .openapi import API_ROUTES
+from .params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
 from .queries import CohortQuery
 from .release import Release
 from .saved import QueryStore
 
 DEFAULT_ROW_CAP = 100_000
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-}
 
 
-def site_environment() -> Environment:
+def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
+    """The templates of the site's pages in ``locale``: gettext installed (newstyle ``_()``), and the filters that
+    show labels, parameter values, category names and counts in that language."""
     env = Environment(
         loader=PackageLoader("metacan_pipeline.site", "templates"),
         autoescape=select_autoescape(enabled_extensions=("html", "j2"), default_for_string=True, default=True),
         trim_blocks=True,
         lstrip_blocks=True,
+        extensions=["jinja2.ext.i18n"],
     )
-    env.filters["category"] = strings.category_name
-    env.filters["num"] = lambda n: f"{n:,}"
+    env.install_gettext_translations(translations(locale), newstyle=True)
+    env.filters["category"] = partial(strings.category_name, locale=locale)
+    env.filters["label"] = partial(strings.label, locale=locale)
+    env.filters["word"] = partial(strings.value_word, locale=locale)
+    env.filters["num"] = partial(format_number, locale=locale)
     env.filters["combine"] = lambda a, b: {**a, **{k: str(v) for k, v in b.items()}}
+    env.globals["category_names"] = {c: strings.category_name(c, locale) for c in CATEGORIES}
+    env.globals["colon"] = translations(locale).gettext(strings.COLON)
     return env
 
 
-class Site:
-    """The app's state: the release, the saved cohorts, the templates, the export row cap."""
+def _lang(request: Request) -> str:
+    return getattr(request.state, "lang", None) or languages.split_path(request.url.path)[0]
+
+
+class Site(ApiEndpoints):
+    """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
     def __init__(self, data_dir: str | Path, row_cap: int) -> None:
         self.release = Release(data_dir)
         self.info = self.release.info
         self.store = QueryStore(Path(data_dir).resolve() / "site" / "queries.sqlite")
-        self.env, self.page_env = site_environment(), page_environment()
+        self.envs = {lo: site_environment(lo) for lo in LOCALES}
+        self.page_envs = {lo: page_environment(None if lo == DEFAULT_LOCALE else translations(lo)) for lo in LOCALES}
         self.row_cap = row_cap
         ctx = dict(self.info.page_context)
         ctx["constant_heads"] = {tuple(h) for h in ctx.get("constant_heads", [])}
         self.page_context = {**ctx, "rendered_at": "served live from the release database", "page_run_id": "none"}
 
-    def render(self, name: str, status: int = 200, **ctx) -> HTMLResponse:
-        html = self.env.get_template(name).render(t=strings.STRINGS, release=self.info, version=__version__, **ctx)
+    def render(self, request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
+        lang = _lang(request)
+        html = (
+            self.envs[lang]
+            .get_template(name)
+            .render(
+                release=self.info,
+                version=__version__,
+                lang=lang,
+                prefix=languages.PREFIXES[lang],
+                alternates=languages.alternates(request),
+                switch=languages.switch(request, lang),
+                **ctx,
+            )
+        )
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
+    def error_page(self, request: Request, status: int, message: str) -> HTMLResponse:
+        tr = translations(_lang(request))
+        if isinstance(message, Sentence):
+            message = message.translate(tr)
+        elif status in strings.STATUS_PHRASES and message == HTTPStatus(status).phrase:
+            message = tr.gettext(strings.STATUS_PHRASES[status])
+        heading = tr.gettext(strings.STATUS_PHRASES[400])
+        return self.render(request, "error.html.j2", status=status, heading=heading, message=message)
+
+    # ---- wrappers ------------------------------------------------------------------------------------------
+    def html(self, fn, lang: str):
+        """An HTML endpoint in ``lang``: a refused request is the error page, in that language."""
+
+        def endpoint(request: Request) -> Response:
+            request.state.lang = lang
+            try:
+                return fn(request)
+            except CohortError as exc:
+                return self.error_page(request, 400, exc.sentence)
+
+        return endpoint
+
     # ---- helpers -------------------------------------------------------------------------------------------
-    def summary(self, cohort: Cohort, listing=None) -> dict:
+    def summary(self, cohort: Cohort, listing=None, lang: str = DEFAULT_LOCALE) -> dict:
         with CohortQuery(self.release, cohort) as q:
             out = {"count": q.count(), "coverage": q.coverage(), "facets": q.facets()}
             if listing is not None:
                 out["works"], out["next"] = q.page(listing)
-        out["coverage_sentence"] = strings.coverage_sentence(out["coverage"], cohort.classifier_version)
+        out["coverage_sentence"] = strings.coverage_sentence(out["coverage"], cohort.classifier_version, lang)
         out["query_hash"] = self.store.save(cohort)
         return out
 
-    def html_errors(self, fn):
-        def endpoint(request: Request) -> Response:
-            try:
-                return fn(request)
-            except CohortError as exc:
-                return self.render("error.html.j2", status=400, message=str(exc))
-
-        return endpoint
-
-    def api_errors(self, fn):
-        def endpoint(request: Request) -> Response:
-            try:
-                return fn(request)
-            except CohortError as exc:
-                return _api_error(400, str(exc))
-
-        return endpoint
-
+    # ---- pages ---------------------------------------------------------------------------------------------
     def home(self, request: Request) -> Response:
+        lang = _lang(request)
+        if lang == DEFAULT_LOCALE and (redirect := languages.home_redirect(request)) is not None:
+            return redirect
+        prefix = languages.PREFIXES[lang]
         cohort, listing = parse_request(request.query_params.multi_items(), self.info)
-        summary = self.summary(cohort, listing)
+        summary = self.summary(cohort, listing, lang)
         params = cohort.params()
         sort_params = {**params, "sort": listing.sort, "limit": str(listing.limit)}
-        return self.render(
+        response = self.render(
+            request,
             "home.html.j2",
             cohort=cohort,
             form=dict(request.query_params),
             listing=listing,
             s=summary,
             params=params,
-            url=_url,
-            next_url=_url("/", {**sort_params, "after": summary["next"]}) if summary["next"] else None,
-            first_url=_url("/", sort_params) if listing.after else None,
+            url=url_with,
+            next_url=url_with(prefix + "/", {**sort_params, "after": summary["next"]}) if summary["next"] else None,
+            first_url=url_with(prefix + "/", sort_params) if listing.after else None,
             vocab={"category": CATEGORIES, "domain": DOMAINS, "study_design": STUDY_DESIGNS, "genre": GENRES},
             booleans=BOOLEAN_FILTERS,
-            query_url=f"/q/{summary['query_hash']}",
+            query_url=f"{prefix}/q/{summary['query_hash']}",
         )
+        if lang == DEFAULT_LOCALE:
+            response.headers["Vary"] = languages.HOME_VARY
+        return response
 
     def saved(self, request: Request) -> Response:
+        lang = _lang(request)
         query_hash = request.path_params["query_hash"]
         found = self.store.get(query_hash)
         if found is None:
-            raise HTTPException(404, f"no saved cohort {query_hash[:12]!r} on this site")
+            raise HTTPException(404, N_("no saved cohort %(hash)r on this site", hash=query_hash[:12]))
         params = {k: (repr(v) if isinstance(v, float) else str(v)) for k, v in found["filters"].items()}
+        ctx = {"found": found, "query_hash": query_hash, "params": params, "url": url_with}
         if found["release_id"] != self.info.release_id:
-            return self.render("query.html.j2", found=found, query_hash=query_hash, other=True, params=params, url=_url)
+            return self.render(request, "query.html.j2", other=True, **ctx)
         cohort = parse_filters(params, self.info)
-        summary = self.summary(cohort)
-        link = str(request.url_for("saved", query_hash=query_hash))
+        summary = self.summary(cohort, lang=lang)
+        link = str(request.url_for(f"saved_{lang}", query_hash=query_hash))
         citation = strings.citation_sentence(
-            summary["count"], query_hash, self.info.release_id, cohort.classifier_version, link
+            summary["count"], query_hash, self.info.release_id, cohort.classifier_version, link, lang
         )
-        return self.render(
-            "query.html.j2", found=found, query_hash=query_hash, other=False, params=params, url=_url, s=summary,
-            citation=citation, cohort=cohort,
-        )  # fmt: skip
+        return self.render(request, "query.html.j2", other=False, s=summary, citation=citation, cohort=cohort, **ctx)
 
     def work_page(self, request: Request) -> Response:
+        lang = _lang(request)
         version, file = request.path_params["version"], request.path_params["file"]
         wid = file.removesuffix(".html")
         record_json, path = self._record(wid)
         if path != f"works/{version}/{file}":
-            raise HTTPException(404, f"{wid} is not shown under classifier version {version[:80]!r}; see /{path}")
-        html = render_work(self.page_env, json.loads(record_json), None, self.page_context)
+            raise HTTPException(
+                404,
+                N_(
+                    "%(id)s is not shown under classifier version %(version)r; see %(path)s",
+                    id=wid,
+                    version=version[:80],
+                    path=f"{languages.PREFIXES[lang]}/{path}",
+                ),
+            )
+        ctx = {
+            **self.page_context,
+            "lang": lang,
+            "alternates": languages.alternates(request),
+            "switch": languages.switch(request, lang),
+        }
+        if lang != DEFAULT_LOCALE:
+            ctx["rendered_at"] = translations(lang).gettext(N_("served live from the release database"))
+        html = render_work(self.page_envs[lang], json.loads(record_json), None, ctx)
         return HTMLResponse(html, headers=SECURITY_HEADERS)
 
     def work_redirect(self, request: Request) -> Response:
         _, path = self._record(request.path_params["wid"])
-        return RedirectResponse("/" + path, status_code=307)
+        return RedirectResponse(f"{languages.PREFIXES[_lang(request)]}/{path}", status_code=307)
 
     def record(self, request: Request) -> Response:
         record_json, _ = self._record(request.path_params["file"].removesuffix(".json"))
@@ -165,21 +225,23 @@ class Site:
 
     def _record(self, wid: str) -> tuple[str, str]:
         if not is_work_id(wid):
-            raise HTTPException(404, f"{wid[:40]!r} is not a work id (W followed by digits)")
+            raise HTTPException(404, N_("%(id)r is not a work id (W followed by digits)", id=wid[:40]))
         con = self.release.cursor()
         try:
             row = con.execute("SELECT record_json, page_path FROM works WHERE id = ?", [wid]).fetchone()
         finally:
             con.close()
         if row is None:
-            raise HTTPException(404, f"{wid} is not in release {self.info.release_id}")
+            raise HTTPException(404, N_("%(id)s is not in release %(release)s", id=wid, release=self.info.release_id))
         return row
 
     def export(self, request: Request, fmt: str | None = None) -> Response:
         values = single_values(request.query_params.multi_items(), FILTERS + (() if fmt else ("format",)))
         fmt = fmt or values.pop("format", "csv")
         if fmt not in FORMATS:
-            raise CohortError(f"format {fmt[:20]!r} is not one of {', '.join(FORMATS)}.")
+            raise CohortError(
+                N_("format %(format)r is not one of %(formats)s.", format=fmt[:20], formats=", ".join(FORMATS))
+            )
         cohort = parse_filters(values, self.info)
         query = CohortQuery(self.release, cohort)
         try:
@@ -197,147 +259,46 @@ class Site:
     def export_jsonl(self, request: Request) -> Response:
         return self.export(request, "jsonl")
 
-    # ---- API ---------------------------------------------------------------------------------------------
-    def api_index(self, request: Request) -> Response:
-        return JSONResponse(
-            {
-                "release_id": self.info.release_id,
-                "classifier_versions": list(self.info.classifier_versions),
-                "n_works": self.info.n_works,
-                "endpoints": [
-                    "/api/v1/works",
-                    "/api/v1/works/{id}",
-                    "/api/v1/count",
-                    "/api/v1/export",
-                    "/api/v1/queries/{hash}",
-                ],
-                "parameters": list(FILTERS),
-            }
-        )
-
-    def api_works(self, request: Request) -> Response:
-        cohort, listing = parse_request(request.query_params.multi_items(), self.info)
-        s = self.summary(cohort, listing)
-        next_url = None
-        if s["next"]:
-            next_url = _url(
-                "/api/v1/works", {**cohort.params(), "sort": listing.sort, "limit": listing.limit, "after": s["next"]}
-            )
-        body = _api_head(self, cohort, s) | {
-            "works": [_work_item(r) for r in s["works"]],
-            "next": s["next"],
-            "next_url": next_url,
-        }
-        return JSONResponse(body)
-
-    def api_count(self, request: Request) -> Response:
-        values = single_values(request.query_params.multi_items(), FILTERS)
-        cohort = parse_filters(values, self.info)
-        s = self.summary(cohort)
-        return JSONResponse(_api_head(self, cohort, s) | {"facets": s["facets"]})
-
-    def api_work(self, request: Request) -> Response:
-        wid = request.path_params["wid"]
-        try:
-            record_json, path = self._record(wid)
-        except HTTPException as exc:
-            return _api_error(404, exc.detail)
-        return JSONResponse({"release_id": self.info.release_id, "page_path": path, "record": json.loads(record_json)})
-
-    def api_export(self, request: Request) -> Response:
-        return self.export(request)
-
-    def api_saved(self, request: Request) -> Response:
-        found = self.store.get(request.path_params["query_hash"])
-        if found is None:
-            return _api_error(404, "no saved cohort of that hash on this site")
-        return JSONResponse(
-            {"query_hash": request.path_params["query_hash"], **found, "served_release_id": self.info.release_id}
-        )
-
     def index_redirect(self, request: Request) -> Response:
-        return RedirectResponse("/", status_code=307)
+        return RedirectResponse(f"{languages.PREFIXES[_lang(request)]}/", status_code=307)
+
+    # ---- API ---------------------------------------------------------------------------------------------
 
     async def http_error(self, request: Request, exc: HTTPException) -> Response:
         if request.url.path.startswith("/api/"):
-            return _api_error(exc.status_code, exc.detail)
-        return self.render("error.html.j2", status=exc.status_code, message=exc.detail)
+            return api_error(exc.status_code, str(exc.detail))
+        return self.error_page(request, exc.status_code, exc.detail)
 
 
-def _url(path: str, params: dict) -> str:
-    return path + ("?" + urlencode(params) if params else "")
-
-
-def _work_item(row: dict) -> dict:
-    """A listed work for the API: what the page lists, with source and status on every category."""
-    keep = ("id", "title", "year", "venue", "cited_by", "language", "type", "page_path", "classification_kind")
-    return {
-        **{k: row[k] for k in keep},
-        "direct_labels": row["labels"],
-        "classifier": {
-            "model_version": row["model_version"],
-            "prediction_status": row["prediction_status"],
-            "decisions": row["decisions"],
-        },
-        "machine_scores_validation_status": row["validation_status"],
-    }
-
-
-def create_app(data_dir: str | Path, row_cap: int = DEFAULT_ROW_CAP) -> Starlette:
-    """The ASGI app over the current release under ``data_dir``. Raises :class:`.release.ReleaseUnavailable`."""
-    site = Site(data_dir, row_cap)
-    html, api = site.html_errors, site.api_errors
-    routes = [
-        Route("/", html(site.home), name="home"),
-        Route("/index.html", site.index_redirect),
-        Route("/q/{query_hash}", html(site.saved), name="saved"),
-        Route("/works/{wid}", site.work_redirect),
-        Route("/works/{version}/{file}", site.work_page),
-        Route("/records/{file}", site.record),
-        Route("/export.csv", html(site.export_csv)),
-        Route("/export.jsonl", html(site.export_jsonl)),
-        Route("/api/v1/", site.api_index),
-        Route("/api/v1/works", api(site.api_works)),
-        Route("/api/v1/works/{wid}", api(site.api_work)),
-        Route("/api/v1/count", api(site.api_count)),
-        Route("/api/v1/export", api(site.api_export)),
-        Route("/api/v1/queries/{query_hash}", site.api_saved),
+def page_routes(site: Site, lang: str) -> list[Route]:
+    """The HTML routes (and the record files their pages link to) of one language, under its prefix."""
+    p, html = languages.PREFIXES[lang], partial(site.html, lang=lang)
+    return [
+        Route(p + "/", html(site.home), name=f"home_{lang}"),
+        Route(p + "/index.html", html(site.index_redirect)),
+        Route(p + "/q/{query_hash}", html(site.saved), name=f"saved_{lang}"),
+        Route(p + "/works/{wid}", html(site.work_redirect)),
+        Route(p + "/works/{version}/{file}", html(site.work_page)),
+        Route(p + "/records/{file}", site.record),
     ]
-    app = Starlette(
-        routes=routes, exception_handlers={HTTPException: site.http_error}, middleware=[Middleware(NoSniff)]
-    )
+
+
+def create_app(data_dir: str | Path, row_cap: int = DEFAULT_ROW_CAP, rate_limit: str | None = None) -> Starlette:
+    """The ASGI app over the current release under ``data_dir``. Raises :class:`.release.ReleaseUnavailable`.
+
+    ``rate_limit``: the per-client token bucket of the API in throttled-py's syntax (``120/m burst 60``; ``off``:
+    none); None reads :func:`metacan_pipeline.settings.site_rate_limit`. A value that is not a rate is a
+    ValueError naming it."""
+    limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit)
+    site = Site(data_dir, row_cap)
+    routes = [r for lang in LOCALES for r in page_routes(site, lang)]
+    routes += [
+        Route("/language/{lang}", site.html(languages.choose, DEFAULT_LOCALE)),
+        Route("/export.csv", site.html(site.export_csv, DEFAULT_LOCALE)),
+        Route("/export.jsonl", site.html(site.export_jsonl, DEFAULT_LOCALE)),
+    ]
+    routes += [Route(r.path, site.api(r), name=r.endpoint) for r in API_ROUTES]
+    middleware = [Middleware(NoSniff), Middleware(ApiCors), Middleware(RateLimit, limiter=limiter)]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: site.http_error}, middleware=middleware)
     app.state.site = site
     return app
-
-
-class NoSniff:
-    """ASGI middleware: ``X-Content-Type-Options: nosniff`` on every response (exports and JSON carry raw data)."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-
-    async def __call__(self, scope, receive, send) -> None:
-        async def send_nosniff(message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-content-type-options"]
-                message = {**message, "headers": [*headers, (b"x-content-type-options", b"nosniff")]}
-            await send(message)
-
-        await self.app(scope, receive, send_nosniff if scope["type"] == "http" else send)
-
-
-def _api_head(site: Site, cohort: Cohort, s: dict) -> dict:
-    return {
-        "query_hash": s["query_hash"],
-        "query_url": f"/q/{s['query_hash']}",
-        "release_id": site.info.release_id,
-        "classifier_version": cohort.classifier_version,
-        "filters": cohort.filters,
-        "count": s["count"],
-        "coverage": s["coverage"],
-        "coverage_sentence": s["coverage_sentence"],
-    }
-
-
-def _api_error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"status": status, "message": message}}, status_code=status)

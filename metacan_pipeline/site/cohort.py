@@ -16,7 +16,10 @@ least one); classifier decisions: ``classifier_category`` with ``classifier_mode
 ``consensus``) and optionally ``classifier_version``; machine scores: ``score_arm`` with ``score_min`` and/or
 ``score_max`` (in [0, 1]); ``q``: words that must all occur in the title or keywords. Listing (``LISTING``):
 ``sort`` (``relevance`` with ``q`` only, ``year``, ``cited_by``), ``after`` (the cursor of the previous page),
-``limit`` (1-100, default 20).
+``limit`` (1-100, default 20). Each parameter is declared once in :data:`.params.PARAMS` (kind, bounds or
+vocabulary, one line of documentation): the parser checks every value through it, and the OpenAPI document
+(:mod:`.openapi`) describes every parameter from it. Refusals are :func:`~metacan_pipeline.i18n.N_` sentences, so
+the HTML pages can say them in French; the API says them in English.
 
 The query hash (:meth:`Cohort.query_hash`) is the first 12 hex of SHA-256 over the canonical filters (set
 fields only, in name order, normalised), the release id and the classifier version: sort and page are not in it.
@@ -33,42 +36,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
+from ..i18n import N_
 from . import fts
+from .params import (
+    BOOLEAN_FILTERS,
+    DEFAULT_LIMIT,
+    FILTERS,
+    LABEL_VALUES,
+    LISTING,
+    PARAMS,
+    TEXT_FILTERS,
+    CohortError,
+    single_values,
+)
 from .release import ReleaseInfo
-
-TRISTATE = ("yes", "no", "any")
-BOOLEAN_FILTERS = (
-    "ca_aff",
-    "ca_fund",
-    "ca_venue",
-    "about_ca",
-    "invisible_to_affiliation_only",
-    "has_abstract",
-    "retracted",
-)
-TEXT_FILTERS = ("language", "type", "field", "topic", "venue", "institution", "funder", "keyword")
-LABEL_VALUES = {
-    "label_category": CATEGORIES,
-    "label_domain": DOMAINS,
-    "label_study_design": STUDY_DESIGNS,
-    "label_genre": GENRES,
-}
-FILTERS = (
-    ("year_min", "year_max", *TEXT_FILTERS, *BOOLEAN_FILTERS, *LABEL_VALUES)
-    + ("label_teacher", "label_agreement", "classifier_category", "classifier_mode", "classifier_version")
-    + ("score_arm", "score_min", "score_max", "q")
-)
-LISTING = ("sort", "after", "limit")
-SORTS = ("relevance", "year", "cited_by")
-MAX_TEXT = 300
-MAX_QUERY = 200
-YEAR_RANGE = (1000, 2100)
-DEFAULT_LIMIT, MAX_LIMIT = 20, 100
-
-
-class CohortError(ValueError):
-    """A request the site refuses (HTTP 400); the message is one sentence saying why."""
 
 
 @dataclass(frozen=True)
@@ -118,21 +99,6 @@ def _param_text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def single_values(items: Iterable[tuple[str, str]], allowed: Iterable[str]) -> dict[str, str]:
-    """``{name: value}`` of the non-empty parameters; :class:`CohortError` for an unknown or repeated name."""
-    allowed = tuple(allowed)
-    out: dict[str, str] = {}
-    for name, value in items:
-        if name not in allowed:
-            raise CohortError(f"unknown parameter {name[:40]!r}: the parameters are {', '.join(allowed)}.")
-        if name in out:
-            raise CohortError(f"the parameter {name!r} is given twice; give each parameter at most once.")
-        value = value.strip()
-        if value:
-            out[name] = value
-    return out
-
-
 def parse_request(items: Iterable[tuple[str, str]], release: ReleaseInfo) -> tuple[Cohort, Listing]:
     """The cohort and listing of a request's parameters (module docstring)."""
     values = single_values(items, FILTERS + LISTING)
@@ -140,88 +106,104 @@ def parse_request(items: Iterable[tuple[str, str]], release: ReleaseInfo) -> tup
     return cohort, parse_listing(values, cohort)
 
 
+def _given(values: dict[str, str], name: str, release: ReleaseInfo) -> Any:
+    return PARAMS[name].check(values[name], release)
+
+
 def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
     """A :class:`Cohort` from ``{name: non-empty value}`` (names must be in ``FILTERS``)."""
     f: dict[str, Any] = {}
-    for name in ("year_min", "year_max"):
+    for name in ("year_min", "year_max", *TEXT_FILTERS):
         if name in values:
-            f[name] = _int(name, values[name], *YEAR_RANGE)
+            f[name] = _given(values, name, release)
     if "year_min" in f and "year_max" in f and f["year_min"] > f["year_max"]:
-        raise CohortError(f"year_min {f['year_min']} is after year_max {f['year_max']}: no work can match.")
-    for name in TEXT_FILTERS:
-        if name in values:
-            f[name] = _text(name, values[name], MAX_TEXT)
+        raise CohortError(
+            N_("year_min %(lo)s is after year_max %(hi)s: no work can match.", lo=f["year_min"], hi=f["year_max"])
+        )
     for name in BOOLEAN_FILTERS:
         if name in values:
-            v = _choice(name, values[name], TRISTATE)
+            v = _given(values, name, release)
             if v != "any":
                 f[name] = v
     _label_filters(values, release, f)
     _classifier_filters(values, release, f)
     _score_filters(values, release, f)
     if "q" in values:
-        q = _text("q", values["q"], MAX_QUERY)
-        words = fts.tokens(q)
+        words = fts.tokens(_given(values, "q", release))
         if not words:
-            raise CohortError("the text query q holds no word to search for (letters or digits).")
+            raise CohortError(N_("the text query q holds no word to search for (letters or digits)."))
         if len(words) > fts.MAX_TOKENS:
-            raise CohortError(f"the text query q holds {len(words)} words; at most {fts.MAX_TOKENS} are searched.")
+            raise CohortError(
+                N_(
+                    "the text query q holds %(n)s words; at most %(most)s are searched.",
+                    n=len(words),
+                    most=fts.MAX_TOKENS,
+                )
+            )
         f["q"] = " ".join(words)
     return Cohort(f, release)
 
 
 def _label_filters(values: dict[str, str], release: ReleaseInfo, f: dict[str, Any]) -> None:
-    for name, vocab in LABEL_VALUES.items():
+    for name in LABEL_VALUES:
         if name in values:
-            f[name] = _choice(name, values[name], vocab)
+            f[name] = _given(values, name, release)
     has_value = any(n in f for n in LABEL_VALUES)
     if "label_teacher" in values:
         if not release.teachers:
-            raise CohortError("label_teacher: this release holds no direct label of any teacher.")
-        f["label_teacher"] = _choice("label_teacher", values["label_teacher"], release.teachers)
-    agreement = _choice("label_agreement", values.get("label_agreement", "any"), ("any", "all"))
+            raise CohortError(N_("label_teacher: this release holds no direct label of any teacher."))
+        f["label_teacher"] = _given(values, "label_teacher", release)
+    agreement = PARAMS["label_agreement"].check(values.get("label_agreement", "any"), release)
     if ("label_teacher" in f or agreement == "all") and not has_value:
         raise CohortError(
-            "label_teacher and label_agreement qualify a direct-label filter: give label_category, label_domain, "
-            "label_study_design or label_genre as well."
+            N_(
+                "label_teacher and label_agreement qualify a direct-label filter: give label_category, label_domain, "
+                "label_study_design or label_genre as well."
+            )
         )
     if agreement == "all":
         if "label_teacher" in f:
-            raise CohortError("label_agreement=all asks every teacher, label_teacher names one: give one or the other.")
+            raise CohortError(
+                N_("label_agreement=all asks every teacher, label_teacher names one: give one or the other.")
+            )
         f["label_agreement"] = "all"
 
 
 def _classifier_filters(values: dict[str, str], release: ReleaseInfo, f: dict[str, Any]) -> None:
-    category, mode = values.get("classifier_category"), values.get("classifier_mode")
-    if category is None:
+    if "classifier_category" not in values:
         for name in ("classifier_mode", "classifier_version"):
             if name in values:
-                raise CohortError(f"{name} qualifies a classifier decision: give classifier_category as well.")
+                raise CohortError(
+                    N_("%(name)s qualifies a classifier decision: give classifier_category as well.", name=name)
+                )
         return
-    f["classifier_category"] = _choice("classifier_category", category, CATEGORIES)
-    if mode is None:
+    f["classifier_category"] = _given(values, "classifier_category", release)
+    if "classifier_mode" not in values:
         raise CohortError(
-            "classifier_category needs classifier_mode (candidate or consensus): the two are different claims."
+            N_("classifier_category needs classifier_mode (candidate or consensus): the two are different claims.")
         )
-    f["classifier_mode"] = _choice("classifier_mode", mode, ("candidate", "consensus"))
-    if not release.classifier_versions:
-        raise CohortError("this release holds no classifier prediction, so no classifier decision can be filtered.")
+    f["classifier_mode"] = _given(values, "classifier_mode", release)
+    versions = release.classifier_versions
+    if not versions:
+        raise CohortError(N_("this release holds no classifier prediction, so no classifier decision can be filtered."))
     if "classifier_version" in values:
-        f["classifier_version"] = _choice(
-            "classifier_version", values["classifier_version"], release.classifier_versions
-        )
-    elif len(release.classifier_versions) > 1:
+        f["classifier_version"] = _given(values, "classifier_version", release)
+    elif len(versions) > 1:
         raise CohortError(
-            f"this release holds {len(release.classifier_versions)} classifier versions: name one in classifier_version."
+            N_("this release holds %(n)s classifier versions: name one in classifier_version.", n=len(versions))
         )
     else:
-        f["classifier_version"] = release.classifier_versions[0]
+        f["classifier_version"] = versions[0]
     if f["classifier_mode"] == "consensus" and f["classifier_category"] in release.ungated.get(
         f["classifier_version"], ()
     ):
         raise CohortError(
-            f"no work can have a consensus on {f['classifier_category']}: no head for it passed its "
-            f"support gate in {f['classifier_version']}, so it decides nothing (SPEC section 6); use candidate mode."
+            N_(
+                "no work can have a consensus on %(category)s: no head for it passed its support gate in "
+                "%(version)s, so it decides nothing (SPEC section 6); use candidate mode.",
+                category=f["classifier_category"],
+                version=f["classifier_version"],
+            )
         )
 
 
@@ -229,24 +211,30 @@ def _score_filters(values: dict[str, str], release: ReleaseInfo, f: dict[str, An
     bounds = [n for n in ("score_min", "score_max") if n in values]
     if "score_arm" not in values:
         if bounds:
-            raise CohortError(f"{bounds[0]} needs score_arm: name the machine-score arm it bounds.")
+            raise CohortError(N_("%(name)s needs score_arm: name the machine-score arm it bounds.", name=bounds[0]))
         return
     if not bounds:
-        raise CohortError("score_arm needs score_min or score_max: a range to keep.")
+        raise CohortError(N_("score_arm needs score_min or score_max: a range to keep."))
     if not release.score_arms:
-        raise CohortError("this release holds no machine score, so no score range can be filtered.")
-    f["score_arm"] = _choice("score_arm", values["score_arm"], release.score_arms)
+        raise CohortError(N_("this release holds no machine score, so no score range can be filtered."))
+    f["score_arm"] = _given(values, "score_arm", release)
     for name in bounds:
-        f[name] = _float(name, values[name], 0.0, 1.0)
+        f[name] = _given(values, name, release)
     if f.get("score_min", 0.0) > f.get("score_max", 1.0):
-        raise CohortError(f"score_min {f['score_min']} is above score_max {f['score_max']}: no work can match.")
+        raise CohortError(
+            N_(
+                "score_min %(lo)s is above score_max %(hi)s: no work can match.",
+                lo=f["score_min"],
+                hi=f["score_max"],
+            )
+        )
 
 
 def parse_listing(values: dict[str, str], cohort: Cohort) -> Listing:
-    sort = _choice("sort", values.get("sort", "relevance" if "q" in cohort.filters else "year"), SORTS)
+    sort = PARAMS["sort"].check(values.get("sort", "relevance" if "q" in cohort.filters else "year"), cohort.release)
     if sort == "relevance" and "q" not in cohort.filters:
-        raise CohortError("sort=relevance ranks matches of a text query: give q, or sort by year or cited_by.")
-    limit = _int("limit", values["limit"], 1, MAX_LIMIT) if "limit" in values else DEFAULT_LIMIT
+        raise CohortError(N_("sort=relevance ranks matches of a text query: give q, or sort by year or cited_by."))
+    limit = _given(values, "limit", cohort.release) if "limit" in values else DEFAULT_LIMIT
     after = decode_cursor(values["after"], sort) if "after" in values else None
     return Listing(sort, after, limit)
 
@@ -258,7 +246,7 @@ def encode_cursor(sort: str, value: Any, work_key: int) -> str:
 
 def decode_cursor(token: str, sort: str) -> tuple[Any, int]:
     """``(sort value, work_key)`` of an ``after`` token; :class:`CohortError` when it is not one of ``sort``."""
-    bad = CohortError("the after cursor is not one this site gave for this sort; start again from the first page.")
+    bad = CohortError(N_("the after cursor is not one this site gave for this sort; start again from the first page."))
     if len(token) > 200:
         raise bad
     try:
@@ -275,37 +263,3 @@ def decode_cursor(token: str, sort: str) -> tuple[Any, int]:
     if not ok:
         raise bad
     return value, body[2]
-
-
-def _choice(name: str, value: str, allowed: Iterable[str]) -> str:
-    allowed = tuple(allowed)
-    if value not in allowed:
-        raise CohortError(f"{name} {value[:60]!r} is not one of {', '.join(allowed)}.")
-    return value
-
-
-def _int(name: str, value: str, lo: int, hi: int) -> int:
-    if not (value.isascii() and value.lstrip("-").isdigit()) or len(value) > 6:
-        raise CohortError(f"{name} {value[:40]!r} is not a whole number.")
-    n = int(value)
-    if not lo <= n <= hi:
-        raise CohortError(f"{name} {n} is outside {lo}-{hi}.")
-    return n
-
-
-def _float(name: str, value: str, lo: float, hi: float) -> float:
-    try:
-        x = float(value) if value.isascii() and len(value) <= 20 else math.nan
-    except ValueError:
-        x = math.nan
-    if not math.isfinite(x) or not lo <= x <= hi:
-        raise CohortError(f"{name} {value[:40]!r} is not a number in [{lo}, {hi}].")
-    return x
-
-
-def _text(name: str, value: str, max_len: int) -> str:
-    if len(value) > max_len:
-        raise CohortError(f"{name} is {len(value)} characters long; at most {max_len} are accepted.")
-    if any(ord(c) < 32 or c == "\x7f" for c in value):
-        raise CohortError(f"{name} holds a control character.")
-    return value

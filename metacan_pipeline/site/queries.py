@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow as pa
 
 from . import fts
-from .cohort import BOOLEAN_FILTERS, TEXT_FILTERS, Cohort, Listing, encode_cursor
+from .cohort import Cohort, Listing, encode_cursor
+from .params import BOOLEAN_FILTERS, TEXT_FILTERS
 from .release import Release
 
 #: ``works`` column of each boolean filter.

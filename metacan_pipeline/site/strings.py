@@ -1,110 +1,102 @@
-"""Every interface string of the served site, in one place (English). A French catalogue (gettext through
-Babel, issue 15) replaces this mapping later; templates read strings only through ``t`` (this mapping) and the
-sentence functions below, never spelt inline. Data values (titles, names, statuses) are never translated."""
+"""The interface strings the site's Python holds, as English msgids marked with :func:`~metacan_pipeline.i18n.N_`,
+and the sentences built from counts, each said in the request's language (:mod:`metacan_pipeline.i18n`).
+
+Templates write their own strings inline through ``_()``; what lives here is what code looks up by name: the label
+of every form field and facet group (by parameter name, ``LABELS``), the words shown for parameter values
+(``VALUE_WORDS``), the status phrases of error pages, and the coverage and citation sentences. Data values (titles,
+names, vocabulary codes, statuses) are never translated; category codes are shown by their SPEC section 3 display
+names, which the catalogue translates.
+"""
 
 from __future__ import annotations
 
+from ..i18n import DEFAULT_LOCALE, N_, format_number, translations
 from ..vocab import CATEGORY_DISPLAY
 
-STRINGS: dict[str, str] = {
-    "site_title": "metacan evidence browser",
-    "home_heading": "Build a cohort of Canadian research",
-    "release": "Release",
-    "classifier_version": "Classifier version",
-    "filters": "Filters",
-    "apply": "Count and list",
-    "reset": "Clear all filters",
-    "year_min": "Year from",
-    "year_max": "Year to",
-    "language": "Language",
-    "type": "Type",
-    "field": "Field",
-    "topic": "Topic",
-    "venue": "Venue",
-    "institution": "Canadian institution",
-    "funder": "Funder",
-    "keyword": "Keyword",
-    "q": "Words in title or keywords",
-    "ca_aff": "Canadian affiliation",
-    "ca_fund": "Canadian funder",
-    "ca_venue": "Canadian venue",
-    "about_ca": "About Canada",
-    "invisible_to_affiliation_only": "Invisible to affiliation-only search",
-    "has_abstract": "Has an abstract",
-    "retracted": "Retracted",
-    "yes": "yes",
-    "no": "no",
-    "any": "any",
-    "label_heading": "Direct labels (teachers)",
-    "label_category": "Category",
-    "label_domain": "Domain",
-    "label_study_design": "Study design",
-    "label_genre": "Genre",
-    "label_teacher": "Teacher",
-    "label_agreement": "Agreement",
-    "agreement_any": "any teacher",
-    "agreement_all": "all teachers",
-    "classifier_heading": "Classifier decisions (machine predictions)",
-    "classifier_category": "Category",
-    "classifier_mode": "Mode",
-    "candidate": "candidate",
-    "consensus": "consensus",
-    "score_heading": "Machine scores",
-    "score_arm": "Arm",
-    "score_min": "Score from",
-    "score_max": "Score to",
-    "sort": "Sort by",
-    "sort_default": "relevance when searching, else year",
-    "sort_relevance": "relevance",
-    "sort_year": "year (newest first)",
-    "sort_cited_by": "cited by (most first)",
-    "results": "Works",
-    "count_heading": "Exact count",
-    "facets": "Counts under the other filters",
-    "no_results": "No work matches these filters.",
-    "next_page": "Next page",
-    "first_page": "First page",
-    "cite_heading": "Cite this cohort",
-    "query_link": "Link to this cohort",
-    "export": "Download",
-    "export_csv": "CSV",
-    "export_jsonl": "JSON Lines",
-    "not_recorded": "not recorded",
-    "direct_label": "direct label",
-    "not_meta": "not meta-research",
-    "failed_label": "label failed",
-    "prediction": "prediction",
-    "no_category": "no category called",
-    "not_classified": "not classified yet",
-    "machine_scores": "machine scores",
-    "error_heading": "This request cannot be answered",
-    "error_back": "Back to the cohort builder",
-    "not_found": "Not found",
-    "saved_heading": "Saved cohort",
-    "saved_other_release": "This link was made on release {made_on}; the site now serves {serving}. "
-    "The filters are shown below; the count is of the release the link names only when that release is served.",
-    "run_on_current": "Run these filters on the current release",
-    "facet_source_label": "direct label ({teacher}, {qualification})",
-    "facet_source_prediction": "{mode} prediction ({version}, {status})",
+#: The label of each form field and facet group, by parameter (or facet) name.
+LABELS: dict[str, str] = {
+    "year": N_("Year"),
+    "year_min": N_("Year from"),
+    "year_max": N_("Year to"),
+    "language": N_("Language"),
+    "type": N_("Type"),
+    "field": N_("Field"),
+    "topic": N_("Topic"),
+    "venue": N_("Venue"),
+    "institution": N_("Canadian institution"),
+    "funder": N_("Funder"),
+    "keyword": N_("Keyword"),
+    "q": N_("Words in title or keywords"),
+    "ca_aff": N_("Canadian affiliation"),
+    "ca_fund": N_("Canadian funder"),
+    "ca_venue": N_("Canadian venue"),
+    "about_ca": N_("About Canada"),
+    "invisible_to_affiliation_only": N_("Invisible to affiliation-only search"),
+    "has_abstract": N_("Has an abstract"),
+    "retracted": N_("Retracted"),
+    "label_category": N_("Category"),
+    "label_domain": N_("Domain"),
+    "label_study_design": N_("Study design"),
+    "label_genre": N_("Genre"),
+    "label_teacher": N_("Teacher"),
+    "label_agreement": N_("Agreement"),
+    "classifier_category": N_("Category"),
+    "classifier_mode": N_("Mode"),
+    "classifier_version": N_("Classifier version"),
+    "score_arm": N_("Arm"),
+    "score_min": N_("Score from"),
+    "score_max": N_("Score to"),
+    "sort": N_("Sort by"),
 }
 
+#: What the pages show for a parameter value (the value itself travels in links unchanged).
+VALUE_WORDS: dict[str, str] = {
+    "yes": N_("yes"),
+    "no": N_("no"),
+    "any": N_("any"),
+    "candidate": N_("candidate"),
+    "consensus": N_("consensus"),
+}
 
-def coverage_sentence(cov: dict[str, int], classifier_version: str) -> str:
+#: The heading of an error page, by HTTP status (other statuses show the status phrase untranslated).
+STATUS_PHRASES: dict[int, str] = {
+    400: N_("This request cannot be answered"),
+    404: N_("Not found"),
+    405: N_("Method not allowed"),
+}
+
+#: Between a label and its value ("2024: 3"); French puts a no-break space before the colon.
+COLON = N_(": ")
+COVERAGE = N_(
+    "Direct labels cover %(direct)s of %(works)s works; the classifier (%(version)s) scored %(scored)s and its "
+    "decisions cover %(decided)s; absence of a label or a decision is not a negative."
+)
+CITATION = N_("metacan cohort %(hash)s (%(count)s works), release %(release)s, classifier version %(version)s: %(url)s")
+
+
+def label(name: str, locale: str = DEFAULT_LOCALE) -> str:
+    """The label of a form field or facet group in ``locale`` (the name itself when it has none)."""
+    return translations(locale).gettext(LABELS[name]) if name in LABELS else name
+
+
+def value_word(value: str, locale: str = DEFAULT_LOCALE) -> str:
+    return translations(locale).gettext(VALUE_WORDS[value]) if value in VALUE_WORDS else value
+
+
+def coverage_sentence(cov: dict[str, int], classifier_version: str, locale: str = DEFAULT_LOCALE) -> str:
     """The sentence that travels with every result (issue 15): what the labels and decisions cover."""
-    return (
-        f"Direct labels cover {cov['direct']:,} of {cov['works']:,} works; the classifier ({classifier_version}) "
-        f"scored {cov['scored']:,} and its decisions cover {cov['decided']:,}; absence of a label or a decision is "
-        f"not a negative."
-    )
+    n = {k: format_number(cov[k], locale) for k in ("direct", "works", "scored", "decided")}
+    return translations(locale).gettext(COVERAGE) % {**n, "version": classifier_version}
 
 
-def citation_sentence(count: int, query_hash: str, release_id: str, classifier_version: str, url: str) -> str:
+def citation_sentence(
+    count: int, query_hash: str, release_id: str, classifier_version: str, url: str, locale: str = DEFAULT_LOCALE
+) -> str:
     """How to cite a cohort: the count, the query hash, the release and the classifier version."""
-    return (
-        f"metacan cohort {query_hash} ({count:,} works), release {release_id}, classifier version "
-        f"{classifier_version}: {url}"
-    )
+    values = {"hash": query_hash, "count": format_number(count, locale), "release": release_id}
+    return translations(locale).gettext(CITATION) % {**values, "version": classifier_version, "url": url}
 
 
-def category_name(category: str) -> str:
-    return CATEGORY_DISPLAY.get(category, category)
+def category_name(category: str, locale: str = DEFAULT_LOCALE) -> str:
+    """A category's SPEC section 3 display name in ``locale`` (an unknown code as it is)."""
+    return translations(locale).gettext(CATEGORY_DISPLAY[category]) if category in CATEGORY_DISPLAY else category

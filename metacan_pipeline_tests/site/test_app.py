@@ -1,29 +1,36 @@
 """Tests of metacan_pipeline.site.app through Starlette's TestClient on a real release: the pages, the /q/ links,
-exports, the JSON API, strict parameters, start-up errors; counts checked against direct DuckDB queries."""
+exports, the JSON API (strict parameters, the OpenAPI document and page, CORS, ETag and 304, the rate limit),
+start-up errors; counts checked against direct DuckDB queries."""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import re
 import shutil
 
 import duckdb
+import fastjsonschema
 import pytest
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
+from metacan_pipeline import __version__, settings
 from metacan_pipeline.cli import app as cli
 from metacan_pipeline.publish.pages import environment, render_work
-from metacan_pipeline.site.app import create_app
-from metacan_pipeline.site.cohort import FILTERS, LISTING
+from metacan_pipeline.site.app import DEFAULT_ROW_CAP, create_app
+from metacan_pipeline.site.middleware import client_limiter
+from metacan_pipeline.site.openapi import API_ROUTES
+from metacan_pipeline.site.params import FILTERS, LISTING
 from metacan_pipeline.site.release import ReleaseUnavailable, current_release_id, releases_dir
+from metacan_pipeline.vocab import CATEGORIES
 
 
 @pytest.fixture(scope="module")
 def client(site_release):
-    with TestClient(create_app(site_release[0].root)) as c:
+    with TestClient(create_app(site_release[0].root, rate_limit="off")) as c:
         yield c
 
 
@@ -162,7 +169,16 @@ def test_the_work_page_is_the_static_template_and_escapes_payloads(client, site_
         "rendered_at": "served live from the release database",
         "page_run_id": "none",
     }
-    assert page.text == render_work(environment(), record, None, ctx)
+    # the static page byte for byte, plus what only the served page has: hreflang links and the language switch
+    alternates = [
+        {"hreflang": lang, "href": f"http://testserver{prefix}/{path}"}
+        for lang, prefix in (("en", ""), ("fr", "/fr"), ("x-default", ""))
+    ]
+    switch = {"href": f"/language/fr?next=/fr/{path}", "lang": "fr", "name": "Français"}
+    served = {**ctx, "lang": "en", "alternates": alternates, "switch": switch}
+    assert page.text == render_work(environment(), record, None, served)
+    served_only = r'<link rel="alternate"[^>]*>\n| · <a href="/language/[^"]*"[^>]*>[^<]*</a>'
+    assert re.sub(served_only, "", page.text) == render_work(environment(), record, None, ctx)
     assert "<script>alert" not in page.text and "&lt;script&gt;" in page.text
     assert "<script>alert" not in client.get("/", params={"q": "drop"}).text
     assert client.get("/records/W7000.json").json() == record
@@ -256,3 +272,121 @@ def test_a_link_made_on_an_earlier_release_says_so(tmp_path, openalex_dir):
         assert page.status_code == 200 and f"This link was made on release {first}" in page.text
         assert 'href="/?language=fr"' in page.text and 'id="count"' not in page.text
         assert re.search(r"/q/([0-9a-f]{12})", c.get("/", params={"language": "fr"}).text).group(1) != h
+
+
+def test_the_openapi_document_describes_every_route_and_every_cohort_filter(client):
+    doc = client.get("/api/v1/openapi.json").json()
+    assert doc["openapi"] == "3.1.0" and "English only" in doc["info"]["description"]
+    served = {r.path for r in client.app.routes if r.path.startswith("/api/v1/")}
+    assert set(doc["paths"]) == served == {r.path for r in API_ROUTES}
+    for path, names in (
+        ("/api/v1/works", FILTERS + LISTING),
+        ("/api/v1/count", FILTERS),
+        ("/api/v1/export", FILTERS + ("format",)),
+    ):
+        assert [p["name"] for p in doc["paths"][path]["get"]["parameters"]] == list(names)
+    params = {p["name"]: p for p in doc["paths"]["/api/v1/works"]["get"]["parameters"]}
+    assert params["year_min"]["schema"] == {"type": "integer", "minimum": 1000, "maximum": 2100}
+    assert params["ca_aff"]["schema"] == {"type": "string", "enum": ["yes", "no", "any"], "default": "any"}
+    assert params["label_category"]["schema"]["enum"] == list(CATEGORIES)
+    assert params["label_teacher"]["schema"]["enum"] == ["codex", "gemma"]  # the served release's own vocabulary
+    assert params["limit"]["schema"]["default"] == 20 and all(p["description"] for p in params.values())
+    for p in params.values():  # every schema is JSON Schema, and its enum and default satisfy it
+        check = fastjsonschema.compile(p["schema"])
+        for value in p["schema"].get("enum", []) + ([p["schema"]["default"]] if "default" in p["schema"] else []):
+            check(value)
+    # what the document allows the parser accepts, what it forbids the parser refuses
+    assert (
+        client.get("/api/v1/count", params={"year_min": "1000", "score_arm": "gemma", "score_max": "1"}).status_code
+        == 200
+    )
+    assert client.get("/api/v1/count", params={"year_min": "999"}).status_code == 400
+    work = doc["paths"]["/api/v1/works/{id}"]["get"]
+    assert work["parameters"][0]["in"] == "path" and "404" in work["responses"] and "429" in work["responses"]
+    assert client.get("/api/v1/", params={"colour": "red"}).status_code == 400  # routes without parameters refuse any
+    docs = client.get("/api/v1/docs")
+    assert (
+        docs.status_code == 200
+        and "<script" not in docs.text
+        and "script-src" not in docs.headers["content-security-policy"]
+    )
+    for name in FILTERS + LISTING + ("format",):
+        assert f"<td><code>{name}</code></td>" in docs.text, name
+    for path in doc["paths"]:
+        assert f"<code>GET {path}</code>" in docs.text
+
+
+def test_the_api_answers_any_origin_read_only_and_pages_stay_same_origin(client):
+    origin = {"Origin": "https://example.org"}
+    r = client.get("/api/v1/count", params={"language": "fr"}, headers=origin)
+    assert r.headers["access-control-allow-origin"] == "*" and "access-control-allow-credentials" not in r.headers
+    assert {"ETag", "Retry-After", "X-Metacan-Rows"} <= set(r.headers["access-control-expose-headers"].split(", "))
+    pre = client.options(
+        "/api/v1/works",
+        headers={**origin, "Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "If-None-Match"},
+    )
+    assert pre.status_code == 200 and pre.headers["access-control-allow-methods"] == "GET"
+    assert (
+        client.options("/api/v1/works", headers={**origin, "Access-Control-Request-Method": "POST"}).status_code == 400
+    )
+    refused = client.get("/api/v1/count", params={"colour": "red"}, headers=origin)
+    assert refused.status_code == 400 and refused.headers["access-control-allow-origin"] == "*"  # readable errors
+    assert client.get("/api/v1/nowhere", headers=origin).headers["access-control-allow-origin"] == "*"
+    assert "access-control-allow-origin" not in client.get("/", headers=origin).headers
+    assert "access-control-allow-origin" not in client.get("/export.csv", headers=origin).headers
+
+
+def test_api_answers_carry_an_etag_and_a_conditional_get_is_304(client, site_release):
+    rid = current_release_id(site_release[0].root)
+    r = client.get("/api/v1/count", params={"language": "fr", "ca_aff": "yes"})
+    tag = r.headers["etag"]
+    want = "\n".join((__version__, rid, str(DEFAULT_ROW_CAP), "/api/v1/count", "ca_aff=yes&language=fr"))
+    assert tag == '"' + hashlib.sha256(want.encode()).hexdigest()[:32] + '"'
+    assert r.headers["cache-control"] == "public, max-age=300"
+    assert client.get("/api/v1/count", params=[("ca_aff", "yes"), ("language", "fr")]).headers["etag"] == tag
+    assert client.get("/api/v1/count", params={"language": "en"}).headers["etag"] != tag
+    again = client.get(
+        "/api/v1/count", params={"language": "fr", "ca_aff": "yes"}, headers={"If-None-Match": f'"other", W/{tag}'}
+    )
+    assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == tag
+    assert again.headers["cache-control"] == "public, max-age=300"
+    stale = client.get("/api/v1/count", params={"language": "fr", "ca_aff": "yes"}, headers={"If-None-Match": '"x"'})
+    assert stale.status_code == 200 and stale.json() == r.json()
+    export = client.get("/api/v1/export", params={"format": "jsonl", "language": "fr"})
+    assert export.headers["etag"] and export.headers["cache-control"].startswith("public")
+    assert (
+        client.get(
+            "/api/v1/export",
+            params={"format": "jsonl", "language": "fr"},
+            headers={"If-None-Match": export.headers["etag"]},
+        ).status_code
+        == 304
+    )
+    for path, params in (("/api/v1/count", {"colour": "red"}), ("/api/v1/works/W1", {}), ("/api/v1/nowhere", {})):
+        err = client.get(path, params=params)
+        assert (
+            err.status_code in (400, 404) and err.headers["cache-control"] == "no-store" and "etag" not in err.headers
+        )
+
+
+def test_a_client_over_its_bucket_gets_429_with_retry_after(site_release, monkeypatch):
+    app = create_app(site_release[0].root, rate_limit="1/m burst 2")
+    with TestClient(app) as c:
+        assert [c.get("/api/v1/").status_code for _ in range(2)] == [200, 200]
+        r = c.get("/api/v1/count", headers={"Origin": "https://example.org"})
+        assert r.status_code == 429 and 1 <= int(r.headers["retry-after"]) <= 60
+        assert r.headers["cache-control"] == "no-store" and r.headers["access-control-allow-origin"] == "*"
+        message = r.json()["error"]["message"]
+        assert message == (
+            f"too many requests from testclient: this API answers 1 requests per 60 s, in bursts of at most 2 per "
+            f"client; retry in {r.headers['retry-after']} s."
+        )
+        assert c.get("/").status_code == 200  # pages are not limited
+    with TestClient(app, client=("192.0.2.7", 50000)) as other:  # another address has its own bucket
+        assert other.get("/api/v1/").status_code == 200
+    with pytest.raises(ValueError, match=r"rate limit 'twice a day' is not a rate"):
+        create_app(site_release[0].root, rate_limit="twice a day")
+    monkeypatch.setenv("METACAN_SITE_RATE_LIMIT", "off")
+    assert settings.site_rate_limit() == "off" and client_limiter(settings.site_rate_limit()) is None
+    monkeypatch.setenv("METACAN_SITE_RATE_LIMIT", "")
+    assert settings.site_rate_limit() == "120/m burst 60"

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from metacan_pipeline.site.cohort import CohortError, encode_cursor, parse_request
+from metacan_pipeline.site.cohort import encode_cursor, parse_request
+from metacan_pipeline.site.params import CohortError
 from metacan_pipeline.site.release import ReleaseInfo
 
 INFO = ReleaseInfo(

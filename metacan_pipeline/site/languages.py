@@ -1,0 +1,90 @@
+"""The site in two languages (issue 15): English at ``/...``, French at ``/fr/...``, one page per language.
+
+Every HTML route has a French twin under ``/fr`` (:data:`PREFIXES`); data routes (exports, the JSON API) have one
+address. Every page links its twins with ``<link rel="alternate" hreflang="en|fr|x-default">`` (:func:`alternates`,
+absolute addresses, the query string kept; ``x-default`` is English) and carries a language switch link
+(:func:`switch`) to ``/language/<lang>?next=<the twin>``, which records the choice in the cookie :data:`COOKIE` and
+answers 303 to the twin (:func:`choose`). A request for ``/`` without that cookie follows the browser's
+``Accept-Language`` (Babel's ``negotiate_locale``): French preferred -> 302 to ``/fr/`` with the same query string;
+with the cookie, the cookie's language is followed (:func:`home_redirect`). Other addresses are never redirected,
+so a shared link shows the language it names.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from ..i18n import DEFAULT_LOCALE, LANGUAGE_NAMES, LOCALES, N_, negotiate
+from .params import CohortError, single_values
+
+PREFIXES = {"en": "", "fr": "/fr"}
+COOKIE = "metacan_lang"
+COOKIE_MAX_AGE = 365 * 24 * 3600
+#: Responses of ``/`` depend on these request headers (the redirect), so caches must key on them.
+HOME_VARY = "Accept-Language, Cookie"
+
+
+def split_path(path: str) -> tuple[str, str]:
+    """``(language, path in that language's site)``: ``/fr/q/abc`` -> ``("fr", "/q/abc")``, ``/q/abc`` -> ``("en", ...)``."""
+    for lang, prefix in PREFIXES.items():
+        if prefix and (path == prefix or path.startswith(prefix + "/")):
+            return lang, path[len(prefix) :] or "/"
+    return DEFAULT_LOCALE, path
+
+
+def twin(request: Request, lang: str) -> str:
+    """The path and query string of this page in ``lang``."""
+    _, rest = split_path(request.url.path)
+    query = request.url.query
+    return PREFIXES[lang] + rest + (f"?{query}" if query else "")
+
+
+def alternates(request: Request) -> list[dict[str, str]]:
+    """The ``hreflang`` links of a page: one absolute address per language, and ``x-default`` (English)."""
+    base = str(request.base_url).rstrip("/")
+    links = [{"hreflang": lang, "href": base + twin(request, lang)} for lang in LOCALES]
+    return links + [{"hreflang": "x-default", "href": base + twin(request, DEFAULT_LOCALE)}]
+
+
+def switch(request: Request, lang: str) -> dict[str, str]:
+    """The language switch link of a page shown in ``lang``: to the other language's twin, through :func:`choose`."""
+    other = next(lo for lo in LOCALES if lo != lang)
+    return {
+        "href": f"/language/{other}?next={quote(twin(request, other), safe='/')}",
+        "lang": other,
+        "name": LANGUAGE_NAMES[other],
+    }
+
+
+def home_redirect(request: Request) -> Response | None:
+    """The redirect of ``/`` to ``/fr/`` when the cookie says French, or (no cookie) ``Accept-Language`` prefers
+    French to English; None when the English page is to be shown."""
+    chosen = request.cookies.get(COOKIE)
+    lang = chosen if chosen in LOCALES else negotiate(request.headers.get("accept-language"))
+    if lang in (None, DEFAULT_LOCALE):
+        return None
+    return RedirectResponse(twin(request, lang), status_code=302, headers={"Vary": HOME_VARY})
+
+
+def safe_next(target: str | None, lang: str) -> str:
+    """``target`` when it is a path of this site (``/...``, not ``//host`` nor ``/\\host``), else ``lang``'s home."""
+    ok = target and target.startswith("/") and not target.startswith(("//", "/\\"))
+    if ok and not any(ord(c) < 32 or c == "\x7f" for c in target):
+        return target
+    return PREFIXES[lang] + "/"
+
+
+def choose(request: Request) -> Response:
+    """``/language/<lang>?next=<path>``: remember ``lang`` in the cookie and go to ``next`` (303)."""
+    lang = request.path_params["lang"]
+    if lang not in LOCALES:
+        raise CohortError(
+            N_("%(lang)r is not a language of this site: %(langs)s.", lang=lang[:20], langs=", ".join(LOCALES))
+        )
+    values = single_values(request.query_params.multi_items(), ("next",))
+    response = RedirectResponse(safe_next(values.get("next"), lang), status_code=303)
+    response.set_cookie(COOKIE, lang, max_age=COOKIE_MAX_AGE, path="/", samesite="lax", httponly=True)
+    return response

@@ -1,0 +1,173 @@
+"""The HTTP behaviour around the site's endpoints (issue 15): ``nosniff`` everywhere; under ``/api/`` CORS, the
+cache validators and the per-client rate limit.
+
+- :class:`NoSniff`: ``X-Content-Type-Options: nosniff`` on every response (exports and JSON carry raw data).
+- :class:`ApiCors`: Starlette's ``CORSMiddleware`` for paths under ``/api/`` only: read-only ``GET`` from any
+  origin, no credentials, the validators and the export headers readable by scripts (:data:`EXPOSED_HEADERS`).
+- :class:`RateLimit` over a :class:`ClientLimiter`: a token bucket per client address in process memory
+  (throttled-py's ``TokenBucketRateLimiter`` on its ``MemoryStore``), for paths under ``/api/``; an empty bucket is
+  HTTP 429 with ``Retry-After`` (seconds) and one sentence. The client address is the ASGI ``client`` (behind a
+  proxy, run uvicorn with ``--proxy-headers`` so it is the forwarded address).
+- :func:`etag`, :func:`not_modified`, :func:`cache_headers`: the ETag of a release-bound API answer is a hash of the
+  package version, the release id, the export row cap, the path and the canonical query (the parameters sorted,
+  exactly as given); a conditional GET whose ``If-None-Match`` names it is answered 304 without running the query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from urllib.parse import urlencode
+
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from throttled import MemoryStore, Throttled
+from throttled.exceptions import DataError
+from throttled.rate_limiter.quota_parser import parse as parse_quota
+
+from .. import __version__
+
+API_PREFIX = "/api/"
+#: Every HTML page: no script at all, nothing from elsewhere, not framed; never sniffed.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+#: Seconds a release-bound API answer may be reused without asking again (then revalidated with its ETag).
+API_MAX_AGE = 300
+NO_STORE = {"Cache-Control": "no-store"}
+EXPOSED_HEADERS = (
+    "ETag",
+    "Retry-After",
+    "Content-Disposition",
+    "X-Metacan-Query-Hash",
+    "X-Metacan-Release",
+    "X-Metacan-Cohort-Count",
+    "X-Metacan-Row-Cap",
+    "X-Metacan-Rows",
+    "X-Metacan-Truncated",
+)
+#: Client addresses whose buckets are kept (least recently used evicted first: an evicted client starts full).
+MAX_CLIENTS = 100_000
+
+
+class NoSniff:
+    """ASGI middleware: ``X-Content-Type-Options: nosniff`` on every response (exports and JSON carry raw data)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        async def send_nosniff(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-content-type-options"]
+                message = {**message, "headers": [*headers, (b"x-content-type-options", b"nosniff")]}
+            await send(message)
+
+        await self.app(scope, receive, send_nosniff if scope["type"] == "http" else send)
+
+
+def _is_api(scope) -> bool:
+    return scope["type"] == "http" and scope["path"].startswith(API_PREFIX)
+
+
+class ApiCors:
+    """ASGI middleware: CORS (Starlette's ``CORSMiddleware``) on paths under ``/api/``; other paths untouched."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.cors = CORSMiddleware(
+            app,
+            allow_origins=["*"],
+            allow_methods=["GET"],
+            allow_headers=["If-None-Match"],
+            expose_headers=list(EXPOSED_HEADERS),
+            max_age=600,
+        )
+
+    async def __call__(self, scope, receive, send) -> None:
+        await (self.cors if _is_api(scope) else self.app)(scope, receive, send)
+
+
+class ClientLimiter:
+    """A token bucket per client address: ``quota`` in throttled-py's syntax, ``<n>/<s|m|h|d> [burst <n>]``
+    (``120/m burst 60``: 120 requests a minute, at most 60 at once). Raises ValueError naming the text when it is
+    not one rate."""
+
+    def __init__(self, quota: str) -> None:
+        try:
+            quotas = parse_quota(quota)
+        except DataError as exc:
+            raise ValueError(
+                f"rate limit {quota!r} is not a rate ({exc}); write e.g. '120/m burst 60', or 'off'"
+            ) from None
+        if len(quotas) != 1:
+            raise ValueError(f"rate limit {quota!r} names {len(quotas)} rates; give one, e.g. '120/m burst 60'")
+        self.quota = quotas[0]
+        store = MemoryStore(options={"MAX_SIZE": MAX_CLIENTS})
+        self.throttle = Throttled(using="token_bucket", quota=self.quota, store=store, key_prefix="metacan-site")
+
+    def retry_after(self, client: str) -> int | None:
+        """Take one token from ``client``'s bucket: None when there was one, else the seconds until there is."""
+        result = self.throttle.limit(client)
+        return max(1, int(result.state.retry_after)) if result.limited else None
+
+    def describe(self) -> str:
+        q = self.quota
+        return f"{q.rate.limit} requests per {int(q.period_sec)} s, in bursts of at most {q.burst}"
+
+
+def client_limiter(quota: str | None) -> ClientLimiter | None:
+    """The limiter of a configured quota; None for ``off`` (or None: no limit)."""
+    if quota is None or quota.strip().lower() == "off":
+        return None
+    return ClientLimiter(quota)
+
+
+class RateLimit:
+    """ASGI middleware: the per-client token bucket on paths under ``/api/`` (:class:`ClientLimiter`); 429 with
+    ``Retry-After`` and one sentence when the bucket is empty."""
+
+    def __init__(self, app, limiter: ClientLimiter | None) -> None:
+        self.app = app
+        self.limiter = limiter
+
+    async def __call__(self, scope, receive, send) -> None:
+        if self.limiter is not None and _is_api(scope) and scope.get("method") != "OPTIONS":
+            client = (scope.get("client") or ("unknown", 0))[0]
+            wait = self.limiter.retry_after(client)
+            if wait is not None:
+                message = (
+                    f"too many requests from {client}: this API answers {self.limiter.describe()} per client; "
+                    f"retry in {wait} s."
+                )
+                body = {"error": {"status": 429, "message": message}}
+                response = JSONResponse(body, status_code=429, headers={**NO_STORE, "Retry-After": str(wait)})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def canonical_query(request: Request) -> str:
+    """The request's parameters, sorted, as given (an equivalent request in another order has the same text)."""
+    return urlencode(sorted(request.query_params.multi_items()))
+
+
+def etag(request: Request, release_id: str, row_cap: int) -> str:
+    """The strong ETag of a release-bound answer to ``request`` (module docstring)."""
+    text = "\n".join((__version__, release_id, str(row_cap), request.url.path, canonical_query(request)))
+    return '"' + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32] + '"'
+
+
+def not_modified(request: Request, tag: str) -> bool:
+    """True when the request's ``If-None-Match`` names ``tag`` (weak comparison, RFC 9110 section 13.1.2)."""
+    header = request.headers.get("if-none-match")
+    if not header:
+        return False
+    return tag in {t.strip().removeprefix("W/") for t in header.split(",")}
+
+
+def cache_headers(tag: str) -> dict[str, str]:
+    return {"ETag": tag, "Cache-Control": f"public, max-age={API_MAX_AGE}"}

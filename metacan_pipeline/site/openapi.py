@@ -1,0 +1,203 @@
+"""The JSON API's routes, and its OpenAPI 3.1 document generated from them (issue 15).
+
+:data:`API_ROUTES` lists every route under ``/api/v1/`` once: its path, the :class:`~.app.Site` method that answers
+it, what it answers, its query parameters (names of :data:`.params.PARAMS`, or of :data:`EXTRA_PARAMS`) and path
+parameters. The app's routes and the API index are built from it, and :func:`openapi_document` describes every
+parameter from its :class:`~.params.Param` (type, bounds, vocabulary, default, meaning), with the served release's
+own vocabularies for teachers, classifier versions and score arms, so the document cannot drift from the parser.
+``/api/v1/openapi.json`` serves the document; ``/api/v1/docs`` renders it as one HTML page (no script).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import __version__
+from .export import FORMATS
+from .middleware import API_MAX_AGE
+from .params import FILTERS, LISTING, PARAMS, Param
+from .release import ReleaseInfo
+
+EXTRA_PARAMS = {
+    "format": Param(
+        "format", "choice", "The export's format (CSV or JSON Lines).", choices=tuple(FORMATS), default="csv"
+    )
+}
+
+
+@dataclass(frozen=True)
+class ApiRoute:
+    """One GET route of the API (module docstring)."""
+
+    path: str
+    endpoint: str
+    summary: str
+    query: tuple[str, ...] = ()
+    path_params: tuple[tuple[str, str, str], ...] = ()  # (name, pattern, meaning)
+    media_types: tuple[str, ...] = ("application/json",)
+
+
+API_ROUTES: tuple[ApiRoute, ...] = (
+    ApiRoute("/api/v1/", "api_index", "The served release (id, classifier versions, works) and the routes."),
+    ApiRoute(
+        "/api/v1/works",
+        "api_works",
+        "A page of the cohort's works with the source and status of every category, the count and coverage; "
+        "next_url gives the next page.",
+        FILTERS + LISTING,
+    ),
+    ApiRoute(
+        "/api/v1/works/{id}",
+        "api_work",
+        "One work's published record (the JSON its page is rendered from).",
+        path_params=(("id", r"^W\d+$", "An OpenAlex work id: W followed by digits."),),
+    ),
+    ApiRoute("/api/v1/count", "api_count", "The cohort's exact count, coverage and facet counts.", FILTERS),
+    ApiRoute(
+        "/api/v1/export",
+        "api_export",
+        "The cohort streamed, every record column, at most the server's row cap (declared in the X-Metacan-* "
+        "headers and at the top of the body).",
+        FILTERS + ("format",),
+        media_types=tuple(FORMATS.values()),
+    ),
+    ApiRoute(
+        "/api/v1/queries/{hash}",
+        "api_saved",
+        "A saved cohort: its filters, the release and classifier version it was made on.",
+        path_params=(("hash", "^[0-9a-f]{12}$", "The cohort's query hash (12 hex), as in its /q/ link."),),
+    ),
+    ApiRoute("/api/v1/openapi.json", "api_openapi", "This document (OpenAPI 3.1)."),
+    ApiRoute("/api/v1/docs", "api_docs", "This API described for people (HTML).", media_types=("text/html",)),
+)
+
+DESCRIPTION = (
+    "Read-only JSON API of the metacan evidence browser over one release database. Parameters are strict: an "
+    "unknown or repeated parameter, a value outside its vocabulary or bounds, or contradictory filters answer 400 "
+    "with one sentence in error.message; an empty value is an unset parameter. The API, its error sentences and "
+    "this document are in English only (the HTML pages are also in French, under /fr/). Every answer may be read "
+    "from any origin (CORS, GET only). A release-bound answer carries an ETag (the release id, the path and the "
+    f"sorted parameters) and Cache-Control: public, max-age={API_MAX_AGE}; send it back in If-None-Match for a "
+    "304; errors carry Cache-Control: no-store. Each client address has a token bucket (the server's setting "
+    "METACAN_SITE_RATE_LIMIT); an empty bucket answers 429 with Retry-After in seconds."
+)
+
+
+def _parameter(param: Param, release: ReleaseInfo) -> dict:
+    return {
+        "name": param.name,
+        "in": "query",
+        "required": False,
+        "description": param.doc,
+        "schema": param.schema(release),
+    }
+
+
+def _operation(route: ApiRoute, release: ReleaseInfo) -> dict:
+    params = [_parameter(PARAMS.get(n) or EXTRA_PARAMS[n], release) for n in route.query]
+    params += [
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "description": doc,
+            "schema": {"type": "string", "pattern": pattern},
+        }
+        for name, pattern, doc in route.path_params
+    ]
+    ok_schema = {"$ref": "#/components/schemas/Object"}
+    content = {m: {"schema": ok_schema if m == "application/json" else {"type": "string"}} for m in route.media_types}
+    responses = {
+        "200": {"description": route.summary, "headers": _header_refs("ETag", "Cache-Control"), "content": content},
+        "304": {
+            "description": "Not modified: the If-None-Match ETag is this answer's.",
+            "headers": _header_refs("ETag"),
+        },
+    }
+    if route.query:
+        responses["400"] = {"$ref": "#/components/responses/Refused"}
+    if route.path_params:
+        responses["404"] = {"$ref": "#/components/responses/NotFound"}
+    responses["429"] = {"$ref": "#/components/responses/TooManyRequests"}
+    operation = {"operationId": route.endpoint, "summary": route.summary, "parameters": params, "responses": responses}
+    return {"get": operation}
+
+
+def _header_refs(*names: str) -> dict:
+    return {n: {"$ref": f"#/components/headers/{n}"} for n in names}
+
+
+def _error(description: str, *headers: str) -> dict:
+    out = {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+    return out | ({"headers": _header_refs(*headers)} if headers else {})
+
+
+def openapi_document(release: ReleaseInfo) -> dict:
+    """The OpenAPI 3.1 document of :data:`API_ROUTES` over ``release`` (module docstring)."""
+    error = {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["status", "message"],
+                "properties": {"status": {"type": "integer"}, "message": {"type": "string"}},
+            }
+        },
+    }
+    headers = {
+        "ETag": {"description": "Validator of a release-bound answer.", "schema": {"type": "string"}},
+        "Cache-Control": {
+            "description": f"public, max-age={API_MAX_AGE}; no-store on errors.",
+            "schema": {"type": "string"},
+        },
+        "Retry-After": {
+            "description": "Seconds until the client's bucket holds a token.",
+            "schema": {"type": "integer"},
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "metacan evidence browser API",
+            "version": __version__,
+            "description": DESCRIPTION + f" Served release: {release.release_id}.",
+        },
+        "paths": {r.path: _operation(r, release) for r in API_ROUTES},
+        "components": {
+            "schemas": {"Error": error, "Object": {"type": "object"}},
+            "headers": headers,
+            "responses": {
+                "Refused": _error("Refused parameters: error.message says why, in one sentence.", "Cache-Control"),
+                "NotFound": _error("No such work or saved cohort.", "Cache-Control"),
+                "TooManyRequests": _error("The client's bucket is empty.", "Retry-After", "Cache-Control"),
+            },
+        },
+    }
+
+
+def schema_text(schema: dict) -> str:
+    """A parameter's schema in one line for the HTML page: type, allowed values or bounds, default."""
+    parts = [schema.get("type", "string")]
+    if "enum" in schema:
+        parts.append("one of " + ", ".join(map(str, schema["enum"])) if schema["enum"] else "none in this release")
+    if "minimum" in schema:
+        parts.append(f"{schema['minimum']} to {schema['maximum']}")
+    if "maxLength" in schema:
+        parts.append(f"at most {schema['maxLength']} characters")
+    if "pattern" in schema:
+        parts.append(f"matching {schema['pattern']}")
+    if "default" in schema:
+        parts.append(f"default {schema['default']}")
+    return "; ".join(parts)
+
+
+def response_text(doc: dict, response: dict) -> str:
+    """A response's description (following a ``$ref`` into ``components``) for the HTML page."""
+    ref = response.get("$ref")
+    if ref:
+        response = doc["components"]["responses"][ref.rsplit("/", 1)[1]]
+    return response["description"]

@@ -1,0 +1,238 @@
+"""The query parameters of a cohort request, each declared once (issue 15): what a value may be and what it means.
+
+:data:`PARAMS` holds one :class:`Param` per parameter (kind, bounds or vocabulary, default, one line of
+documentation); :mod:`.cohort` checks every given value through it and :mod:`.openapi` describes every parameter
+from it, so the parser and the OpenAPI document cannot disagree. :func:`single_values` is the strict first step
+of every request (an unknown or repeated name is refused). Refusals are :class:`CohortError` built from
+:func:`~metacan_pipeline.i18n.N_` sentences: English in ``str()``, translatable for the HTML pages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..i18n import N_, Sentence
+from ..vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
+from . import fts
+from .release import ReleaseInfo
+
+TRISTATE = ("yes", "no", "any")
+BOOLEAN_FILTERS = (
+    "ca_aff",
+    "ca_fund",
+    "ca_venue",
+    "about_ca",
+    "invisible_to_affiliation_only",
+    "has_abstract",
+    "retracted",
+)
+TEXT_FILTERS = ("language", "type", "field", "topic", "venue", "institution", "funder", "keyword")
+LABEL_VALUES = {
+    "label_category": CATEGORIES,
+    "label_domain": DOMAINS,
+    "label_study_design": STUDY_DESIGNS,
+    "label_genre": GENRES,
+}
+CLASSIFIER_MODES = ("candidate", "consensus")
+AGREEMENTS = ("any", "all")
+SORTS = ("relevance", "year", "cited_by")
+MAX_TEXT = 300
+MAX_QUERY = 200
+YEAR_RANGE = (1000, 2100)
+DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+
+
+class CohortError(ValueError):
+    """A request the site refuses (HTTP 400); the message is one sentence saying why.
+
+    Built from a :class:`~metacan_pipeline.i18n.Sentence` (``N_(msgid, **values)``): ``str(exc)`` is the English
+    sentence, ``exc.sentence.translate(tr)`` the same sentence in another interface language.
+    """
+
+    def __init__(self, sentence: str) -> None:
+        self.sentence = sentence if isinstance(sentence, Sentence) else Sentence(sentence)
+        super().__init__(str(self.sentence))
+
+
+@dataclass(frozen=True)
+class Param:
+    """One query parameter: the JSON Schema of its value, what it means, and how a value is checked.
+
+    ``kind`` is ``integer`` or ``number`` (within ``bounds``), ``text`` (at most ``max_length`` characters, no
+    control character), ``choice`` (one of ``choices``, or of the release's ``release_choices`` attribute) or
+    ``cursor`` (an opaque ``after`` token). :meth:`check` is what the parser applies to every given value and
+    :meth:`schema` what the OpenAPI document says of it (:mod:`.openapi`), so the two cannot disagree.
+    """
+
+    name: str
+    kind: str
+    doc: str
+    choices: tuple[str, ...] | None = None
+    release_choices: str | None = None
+    bounds: tuple[float, float] | None = None
+    max_length: int | None = None
+    default: str | None = None
+
+    def allowed(self, release: ReleaseInfo | None) -> tuple[str, ...] | None:
+        if self.choices is not None:
+            return self.choices
+        if self.release_choices is not None and release is not None:
+            return tuple(getattr(release, self.release_choices))
+        return None
+
+    def check(self, value: str, release: ReleaseInfo) -> Any:
+        """The parsed value (int, float or str); :class:`CohortError` when ``value`` is not one of this parameter."""
+        if self.kind == "integer":
+            return _int(self.name, value, *self.bounds)
+        if self.kind == "number":
+            return _float(self.name, value, *self.bounds)
+        if self.kind == "choice":
+            return _choice(self.name, value, self.allowed(release))
+        if self.kind == "text":
+            return _text(self.name, value, self.max_length)
+        return value
+
+    def schema(self, release: ReleaseInfo | None = None) -> dict:
+        """The JSON Schema of the value (the release's vocabulary for a release-bound choice)."""
+        out: dict[str, Any] = {
+            "type": "integer" if self.kind == "integer" else "number" if self.kind == "number" else "string"
+        }
+        allowed = self.allowed(release)
+        if allowed is not None:
+            out["enum"] = list(allowed)
+        if self.bounds is not None:
+            out["minimum"], out["maximum"] = self.bounds
+        if self.max_length is not None:
+            out["maxLength"] = self.max_length
+        if self.default is not None:
+            out["default"] = int(self.default) if self.kind == "integer" else self.default
+        return out
+
+
+_TEXT_DOCS = {
+    "language": "Language code, exactly as OpenAlex gives it (e.g. en, fr).",
+    "type": "Work type, exactly as OpenAlex gives it (e.g. article, review).",
+    "field": "OpenAlex field of the primary topic, exact value.",
+    "topic": "OpenAlex primary topic, exact value.",
+    "venue": "Venue name, exact value.",
+    "institution": "A Canadian institution among the work's affiliations, exact name.",
+    "funder": "A funder of the work, exact name.",
+    "keyword": "A keyword of the work, exact value.",
+}
+_BOOLEAN_DOCS = {
+    "ca_aff": "Admitted through a Canadian affiliation (SPEC section 2).",
+    "ca_fund": "Admitted through a Canadian funder.",
+    "ca_venue": "Admitted through a Canadian venue.",
+    "about_ca": "Admitted as being about Canada (lexicon).",
+    "invisible_to_affiliation_only": "Canadian, but invisible to an affiliation-only search.",
+    "has_abstract": "OpenAlex has an abstract for the work.",
+    "retracted": "OpenAlex marks the work as retracted.",
+}
+
+PARAMS: dict[str, Param] = {
+    p.name: p
+    for p in (
+        Param("year_min", "integer", "Earliest publication year.", bounds=YEAR_RANGE),
+        Param("year_max", "integer", "Latest publication year (not before year_min).", bounds=YEAR_RANGE),
+        *(Param(n, "text", _TEXT_DOCS[n], max_length=MAX_TEXT) for n in TEXT_FILTERS),
+        *(Param(n, "choice", _BOOLEAN_DOCS[n], choices=TRISTATE, default="any") for n in BOOLEAN_FILTERS),
+        *(
+            Param(n, "choice", f"A direct label carrying this {n.removeprefix('label_').replace('_', ' ')}.", choices=v)
+            for n, v in LABEL_VALUES.items()
+        ),
+        Param(
+            "label_teacher", "choice", "Only this teacher's direct label counts (needs a label_* value).",
+            release_choices="teachers",
+        ),
+        Param(
+            "label_agreement", "choice", "any: at least one teacher labelled the work so; all: every teacher of the "
+            "release did (needs a label_* value; not with label_teacher).", choices=AGREEMENTS, default="any",
+        ),
+        Param("classifier_category", "choice", "A classifier decision on this category (needs classifier_mode).",
+              choices=CATEGORIES),
+        Param("classifier_mode", "choice", "candidate (either side called it) or consensus (both did); needs "
+              "classifier_category.", choices=CLASSIFIER_MODES),
+        Param("classifier_version", "choice", "The classifier version the decision is read under (required when the "
+              "release holds several).", release_choices="classifier_versions"),
+        Param("score_arm", "choice", "The machine-score arm score_min / score_max bound.", release_choices="score_arms"),
+        Param("score_min", "number", "Lowest machine score kept (needs score_arm).", bounds=(0.0, 1.0)),
+        Param("score_max", "number", "Highest machine score kept (needs score_arm).", bounds=(0.0, 1.0)),
+        Param("q", "text", "Words that must all occur in the title or keywords (full-text, at most "
+              f"{fts.MAX_TOKENS} words).", max_length=MAX_QUERY),
+        Param("sort", "choice", "relevance (with q only; the default then), year (newest first; the default "
+              "otherwise) or cited_by (most first).", choices=SORTS),
+        Param("after", "cursor", "The cursor of the previous page (its next field); sort must be the same."),
+        Param("limit", "integer", "Works per page.", bounds=(1, MAX_LIMIT), default=str(DEFAULT_LIMIT)),
+    )
+}  # fmt: skip
+LISTING = ("sort", "after", "limit")
+FILTERS = tuple(name for name in PARAMS if name not in LISTING)
+
+
+def single_values(items: Iterable[tuple[str, str]], allowed: Iterable[str]) -> dict[str, str]:
+    """``{name: value}`` of the non-empty parameters; :class:`CohortError` for an unknown or repeated name."""
+    allowed = tuple(allowed)
+    out: dict[str, str] = {}
+    for name, value in items:
+        if name not in allowed:
+            raise CohortError(
+                N_(
+                    "unknown parameter %(name)r: the parameters are %(allowed)s.",
+                    name=name[:40],
+                    allowed=", ".join(allowed),
+                )
+            )
+        if name in out:
+            raise CohortError(N_("the parameter %(name)r is given twice; give each parameter at most once.", name=name))
+        value = value.strip()
+        if value:
+            out[name] = value
+    return out
+
+
+def _choice(name: str, value: str, allowed: Iterable[str]) -> str:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise CohortError(
+            N_("%(name)s %(value)r is not one of %(allowed)s.", name=name, value=value[:60], allowed=", ".join(allowed))
+        )
+    return value
+
+
+def _int(name: str, value: str, lo: int, hi: int) -> int:
+    if not (value.isascii() and value.lstrip("-").isdigit()) or len(value) > 6:
+        raise CohortError(N_("%(name)s %(value)r is not a whole number.", name=name, value=value[:40]))
+    n = int(value)
+    if not lo <= n <= hi:
+        raise CohortError(N_("%(name)s %(n)s is outside %(lo)s-%(hi)s.", name=name, n=n, lo=lo, hi=hi))
+    return n
+
+
+def _float(name: str, value: str, lo: float, hi: float) -> float:
+    try:
+        x = float(value) if value.isascii() and len(value) <= 20 else math.nan
+    except ValueError:
+        x = math.nan
+    if not math.isfinite(x) or not lo <= x <= hi:
+        raise CohortError(
+            N_("%(name)s %(value)r is not a number in [%(lo)s, %(hi)s].", name=name, value=value[:40], lo=lo, hi=hi)
+        )
+    return x
+
+
+def _text(name: str, value: str, max_len: int) -> str:
+    if len(value) > max_len:
+        raise CohortError(
+            N_(
+                "%(name)s is %(n)s characters long; at most %(most)s are accepted.",
+                name=name,
+                n=len(value),
+                most=max_len,
+            )
+        )
+    if any(ord(c) < 32 or c == "\x7f" for c in value):
+        raise CohortError(N_("%(name)s holds a control character.", name=name))
+    return value
