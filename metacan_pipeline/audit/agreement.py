@@ -1,0 +1,142 @@
+"""Inter-coder agreement of the audit study before adjudication (issue 16, "Estimates"; SPEC section 10).
+
+Two independent coders code each sampled work; on a head each gives a value (``0`` / ``1`` on a binary head, a class
+on a categorical one) or answers ``unresolved``. Per head, Cohen's kappa and Krippendorff's alpha (nominal level)
+between the first and the second coding of each work, raw and design-weighted.
+
+- ``unresolved`` is a value of its own, like a category: two coders who both find a work unresolvable agree, and one
+  who resolves it while the other does not disagree. Dropping unresolved answers would hide exactly the works the
+  coders found hard. A *missing* value (None / nan: the work was not coded twice, or not on this head) is not a
+  value: the work has no pair on that head and is left out (``n`` counts the works with both values).
+- Values are compared as strings (``True`` and ``1`` are ``"1"``), so booleans, integers and class names mix.
+- Cohen's kappa (Cohen 1960): ``(p_o - p_e) / (1 - p_e)``, ``p_o = sum w [a = b] / sum w``,
+  ``p_e = sum_k p_a(k) p_b(k)`` with ``p_a(k) = sum w [a = k] / sum w``; raw is ``w = 1``. It is what
+  ``sklearn.metrics.cohen_kappa_score(a, b, sample_weight=w)`` computes (checked in the tests), written here so that
+  this module does not import scikit-learn (about 4 s). Kappa treats the two codings as two fixed raters ("first"
+  and "second" coding of each work); when coders rotate over works, alpha is the statistic that does not depend on
+  which coding is called first.
+- Krippendorff's alpha (Krippendorff 2004, nominal): ``1 - (n - 1) sum_{c != k} o_ck / sum_{c != k} n_c n_k`` over
+  the coincidence matrix ``o``. Raw alpha is the ``krippendorff`` package's (0.9.0). Design-weighted, each work adds
+  its pairs ``(a, b)`` and ``(b, a)`` with its design weight ``w``, so ``o`` estimates the coincidence matrix of the
+  whole frame and ``n = 2 sum w`` its number of pairable values (about ``2 N``): the estimate of the alpha a census of
+  the frame would give. With integer weights it equals the package's alpha on the data with each work repeated
+  ``w`` times (checked in the tests).
+- A statistic is None when undefined: no pair, or a single value throughout (no chance disagreement to compare).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import krippendorff
+import numpy as np
+
+UNRESOLVED = "unresolved"
+"""The answer of a coder who could not decide; a value of its own for agreement (module docstring)."""
+
+STATISTICS: tuple[str, ...] = ("cohen_kappa", "krippendorff_alpha")
+WEIGHTINGS: tuple[str, ...] = ("raw", "design")
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One agreement statistic on one head: ``statistic`` (:data:`STATISTICS`), ``weighting`` (:data:`WEIGHTINGS`),
+    ``value`` (None when undefined) over ``n`` works coded twice on the head."""
+
+    statistic: str
+    weighting: str
+    value: float | None
+    n: int
+
+
+def coder_value(value: object) -> str | None:
+    """A coder's answer on a head as the string agreement compares: None for missing (None, nan, ``""``),
+    ``"1"`` / ``"0"`` for booleans and integral numbers, any other string (``"unresolved"``, a class) as given."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+        return None
+    if isinstance(value, bool | np.bool_):
+        return "1" if value else "0"
+    if isinstance(value, int | np.integer) or (isinstance(value, float | np.floating) and float(value).is_integer()):
+        return str(int(value))
+    return str(value)
+
+
+def _pairs(first: Sequence, second: Sequence, weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The works with both values: their two values as category indices (shared) and their weights."""
+    if len(first) != len(second) or (weights is not None and len(weights) != len(first)):
+        raise ValueError(
+            f"agreement: lengths differ (first {len(first)}, second {len(second)}, "
+            f"weights {None if weights is None else len(weights)})"
+        )
+    a = [coder_value(v) for v in first]
+    b = [coder_value(v) for v in second]
+    w = np.ones(len(a)) if weights is None else np.asarray(weights, dtype=float)
+    if not np.all(np.isfinite(w) & (w > 0)):
+        raise ValueError("agreement: every weight must be finite and > 0")
+    keep = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x is not None and y is not None]
+    labels = sorted({a[i] for i in keep} | {b[i] for i in keep})
+    code = {v: k for k, v in enumerate(labels)}
+    return (
+        np.array([code[a[i]] for i in keep], dtype=int),
+        np.array([code[b[i]] for i in keep], dtype=int),
+        w[keep],
+    )
+
+
+def cohen_kappa(first: Sequence, second: Sequence, weights: Sequence[float] | None = None) -> float | None:
+    """Cohen's kappa between the first and second coding of each work (module docstring), each work counted with
+    ``weights`` (design weights; default 1). None when undefined. Raises ValueError for unequal lengths."""
+    a, b, w = _pairs(first, second, weights)
+    if a.size == 0:
+        return None
+    k = int(max(a.max(), b.max())) + 1
+    total = w.sum()
+    p_a = np.bincount(a, weights=w, minlength=k) / total
+    p_b = np.bincount(b, weights=w, minlength=k) / total
+    p_o = float(w[a == b].sum() / total)
+    p_e = float(p_a.dot(p_b))
+    if p_e >= 1 - 1e-12:
+        return None
+    return (p_o - p_e) / (1 - p_e)
+
+
+def _coincidences(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    k = int(max(a.max(), b.max())) + 1
+    o = np.zeros((k, k))
+    np.add.at(o, (a, b), w)
+    np.add.at(o, (b, a), w)
+    return o
+
+
+def krippendorff_alpha(first: Sequence, second: Sequence, weights: Sequence[float] | None = None) -> float | None:
+    """Krippendorff's alpha (nominal) between two codings of each work (module docstring). Without ``weights``, the
+    ``krippendorff`` package's value; with design weights, the frame estimate. None when undefined."""
+    a, b, w = _pairs(first, second, weights)
+    if a.size == 0 or max(a.max(), b.max()) == 0:
+        return None
+    if weights is None:
+        k = int(max(a.max(), b.max())) + 1
+        counts = np.zeros((a.size, k), dtype=int)
+        np.add.at(counts, (np.arange(a.size), a), 1)
+        np.add.at(counts, (np.arange(a.size), b), 1)
+        return float(krippendorff.alpha(value_counts=counts, level_of_measurement="nominal"))
+    o = _coincidences(a, b, w)
+    n_c = o.sum(axis=1)
+    n = n_c.sum()
+    observed = o.sum() - np.trace(o)
+    expected = n_c.sum() ** 2 - np.square(n_c).sum()
+    return float(1 - (n - 1) * observed / expected)
+
+
+def head_agreement(first: Sequence, second: Sequence, weights: Sequence[float]) -> tuple[Agreement, ...]:
+    """The four statistics of one head, in the order (kappa, alpha) x (raw, design): ``first`` and ``second`` the
+    two codings of each work, ``weights`` their design weights."""
+    n = int(_pairs(first, second, weights)[0].size)
+    return (
+        Agreement("cohen_kappa", "raw", cohen_kappa(first, second), n),
+        Agreement("cohen_kappa", "design", cohen_kappa(first, second, weights), n),
+        Agreement("krippendorff_alpha", "raw", krippendorff_alpha(first, second), n),
+        Agreement("krippendorff_alpha", "design", krippendorff_alpha(first, second, weights), n),
+    )

@@ -1,0 +1,162 @@
+"""Tests of metacan_pipeline.audit.report: the five long tables from one simulated audit, their agreement with the
+estimators they are built from, the minimum-n rule in small groups, and the inputs it refuses."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from metacan_pipeline.audit import estimates as E
+from metacan_pipeline.audit.report import (
+    AGREEMENT_COLUMNS,
+    CONFUSION_COLUMNS,
+    ERROR_RATE_COLUMNS,
+    GATE_COLUMNS,
+    PREVALENCE_COLUMNS,
+    validation_report,
+)
+from metacan_pipeline_tests.audit.simulated import synthetic_audit
+
+HEAD = "metaresearch"
+CLASSIFIER = "classifier:metacan-v1-hybrid-0123456789ab:consensus"
+TEACHER = "teacher:gemma"
+
+
+def _rate(rates: pd.DataFrame, system: str, metric: str, group_by: str = "all") -> pd.Series:
+    rows = rates.loc[(rates["system"] == system) & (rates["metric"] == metric) & (rates["group_by"] == group_by)]
+    assert len(rows) == 1 or group_by != "all"
+    return rows.iloc[0]
+
+
+@pytest.fixture(scope="module")
+def audit_inputs() -> dict:
+    """One stratified draw of the synthetic audit as the report's input tables."""
+    audit = synthetic_audit(seed=16)
+    take = audit.draws(1, seed=5)[0]
+    rng = np.random.default_rng(6)
+    design = audit.design
+    n = take.size
+    ids = [f"W{i}" for i in take]
+    sample = pd.DataFrame(
+        {
+            "id": ids,
+            "stratum": design.stratum,
+            "design_weight": design.weight,
+            "stratum_size": design.stratum_size.astype(int),
+            "stratum_sample_size": design.stratum_sample_size.astype(int),
+            "language": rng.choice(["en", "fr"], n, p=[0.8, 0.2]),
+            "route_key": rng.choice(["ca_aff", "ca_aff+about_ca", "about_ca"], n),
+            "genre": rng.choice(["empirical", "review", "dataset"], n, p=[0.8, 0.17, 0.03]),
+            "has_abstract": rng.random(n) < 0.7,
+        }
+    )
+    code = audit.code[take]
+    human = pd.DataFrame({"id": ids, "head": HEAD, "code": [None if np.isnan(c) else int(c) for c in code]})
+    teacher = audit.teacher[take].astype(int)
+    decisions = pd.concat(
+        [
+            pd.DataFrame(
+                {"system": CLASSIFIER, "id": ids, "head": HEAD, "decision": audit.classifier[take].astype(int)}
+            ),
+            # the teacher failed on the first two sampled works: no decision, not a negative
+            pd.DataFrame({"system": TEACHER, "id": ids[2:], "head": HEAD, "decision": teacher[2:]}),
+            pd.DataFrame({"system": TEACHER, "id": ["W-not-sampled"], "head": HEAD, "decision": [1]}),
+        ]
+    )
+    means = pd.DataFrame(
+        {"system": [CLASSIFIER, TEACHER], "head": HEAD, "frame_mean": [audit.classifier.mean(), audit.teacher.mean()]}
+    )
+    first = np.where(rng.random(n) < 0.93, np.nan_to_num(code), 1 - np.nan_to_num(code)).astype(int).astype(object)
+    second = np.where(rng.random(n) < 0.9, np.nan_to_num(code), 1 - np.nan_to_num(code)).astype(int).astype(object)
+    first[np.isnan(code)] = "unresolved"
+    coders = pd.DataFrame({"id": ids, "head": HEAD, "first": first, "second": second})
+    report = validation_report(sample, human, decisions, means, coders)
+    return {"sample": sample, "code": code, "take": take, "audit": audit, "report": report, "human": human}
+
+
+def test_every_table_has_its_declared_columns(audit_inputs):
+    report = audit_inputs["report"]
+    for table, columns in (
+        (report.error_rates, ERROR_RATE_COLUMNS),
+        (report.confusion, CONFUSION_COLUMNS),
+        (report.prevalence, PREVALENCE_COLUMNS),
+        (report.agreement, AGREEMENT_COLUMNS),
+        (report.gate, GATE_COLUMNS),
+    ):
+        assert tuple(table.columns) == columns and len(table) > 0
+
+
+def test_the_overall_rates_are_the_estimators_and_unresolved_codes_are_counted(audit_inputs):
+    report, audit, take = audit_inputs["report"], audit_inputs["audit"], audit_inputs["take"]
+    row = _rate(report.error_rates, CLASSIFIER, "precision")
+    expected = E.precision(audit_inputs["code"], audit.classifier[take], audit.design)
+    assert (row["value"], row["lower"], row["upper"], row["n"]) == (
+        pytest.approx(expected.value),
+        pytest.approx(expected.lower),
+        pytest.approx(expected.upper),
+        expected.n,
+    )
+    assert row["unresolved"] == int(np.isnan(audit_inputs["code"]).sum()) > 0
+    teacher = _rate(report.error_rates, TEACHER, "recall")
+    assert "2 sampled works without a decision left out" in teacher["note"]
+
+
+def test_differential_error_is_reported_per_group_and_small_groups_are_withheld(audit_inputs):
+    rates = audit_inputs["report"].error_rates
+    groups = rates.loc[(rates["system"] == CLASSIFIER) & (rates["metric"] == "precision")]
+    assert set(groups["group_by"]) == {"all", "language", "route_key", "genre", "has_abstract"}
+    assert set(groups.loc[groups["group_by"] == "has_abstract", "group"]) == {"true", "false"}
+    dataset = groups.loc[(groups["group_by"] == "genre") & (groups["group"] == "dataset")].iloc[0]
+    assert dataset["value"] is None or pd.isna(dataset["value"])
+    assert dataset["note"] == f"fewer than 30 coded cases (n={dataset['n']}): not reported"
+
+
+def test_the_confusion_matrix_counts_every_resolved_decided_work_once(audit_inputs):
+    cells = audit_inputs["report"].confusion
+    overall = cells.loc[(cells["system"] == CLASSIFIER) & (cells["group_by"] == "all")].set_index("cell")
+    resolved = int((~np.isnan(audit_inputs["code"])).sum())
+    assert overall["count"].sum() == resolved
+    weights = audit_inputs["sample"]["design_weight"].to_numpy()
+    assert overall["weighted"].sum() == pytest.approx(weights[~np.isnan(audit_inputs["code"])].sum())
+
+
+def test_prevalence_gives_the_human_estimate_and_one_ppi_estimate_per_system(audit_inputs):
+    prev = audit_inputs["report"].prevalence.set_index("method")
+    assert list(prev.index) == ["human", f"ppi:{CLASSIFIER}", f"ppi:{TEACHER}"]
+    human = prev.loc["human"]
+    assert human["lower"] < human["value"] < human["upper"] and pd.isna(human["width_ratio"])
+    assert 0 < prev.loc[f"ppi:{TEACHER}", "width_ratio"] < 1.2
+    assert prev.loc[f"ppi:{TEACHER}", "n"] == human["n"] - 2  # the two works without a teacher decision
+
+
+def test_agreement_and_gate_rows(audit_inputs):
+    report = audit_inputs["report"]
+    agreement = report.agreement
+    assert list(zip(agreement["statistic"], agreement["weighting"], strict=True)) == [
+        ("cohen_kappa", "raw"),
+        ("cohen_kappa", "design"),
+        ("krippendorff_alpha", "raw"),
+        ("krippendorff_alpha", "design"),
+    ]
+    assert (agreement["n"] == len(audit_inputs["sample"])).all() and agreement["value"].between(0, 1).all()
+    gate = report.gate.set_index("system")
+    recall = _rate(report.error_rates, CLASSIFIER, "recall")
+    assert gate.loc[CLASSIFIER, "coded_positives"] == recall["n"]
+    assert gate.loc[CLASSIFIER, "reason"].endswith(": fails")  # frame recall 0.52: the stratifying classifier fails
+    assert bool(gate.loc[CLASSIFIER, "judged"])
+
+
+def test_inputs_the_report_cannot_use_are_refused_naming_the_work(audit_inputs):
+    sample, human = audit_inputs["sample"], audit_inputs["human"]
+    empty = pd.DataFrame(columns=["system", "id", "head", "decision"])
+    means = pd.DataFrame(columns=["system", "head", "frame_mean"])
+    outside = pd.concat([human, pd.DataFrame({"id": ["W-x"], "head": [HEAD], "code": [1]})])
+    with pytest.raises(ValueError, match="work 'W-x' has a human code but is not in the audit sample"):
+        validation_report(sample, outside, empty, means)
+    with pytest.raises(ValueError, match="human_codes has two rows for id="):
+        validation_report(sample, pd.concat([human, human.iloc[:1]]), empty, means)
+    bad = human.copy()
+    bad.loc[0, "code"] = 2
+    with pytest.raises(ValueError, match=f"human code of work '{human.loc[0, 'id']}' is 2"):
+        validation_report(sample, bad, empty, means)
+    with pytest.raises(KeyError, match="sample has no column"):
+        validation_report(sample.drop(columns="genre"), human, empty, means)
