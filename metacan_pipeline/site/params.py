@@ -203,7 +203,7 @@ def _choice(name: str, value: str, allowed: Iterable[str]) -> str:
 
 
 def _int(name: str, value: str, lo: int, hi: int) -> int:
-    if not (value.isascii() and value.lstrip("-").isdigit()) or len(value) > 6:
+    if not (value.isascii() and value.removeprefix("-").isdigit()) or len(value) > 6:
         raise CohortError(N_("%(name)s %(value)r is not a whole number.", name=name, value=value[:40]))
     n = int(value)
     if not lo <= n <= hi:
