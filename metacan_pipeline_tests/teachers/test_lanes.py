@@ -72,6 +72,32 @@ def one_row_per_work(con) -> dict[str, int]:
     )
 
 
+@contextlib.contextmanager
+def kill_when(condition, procs):
+    """SIGKILL the process groups of ``procs`` from a thread as soon as ``condition()`` returns a true value
+    (polled every 10 ms while the block runs); yields a dict that holds that value under ``at`` once they were killed."""
+    killed: dict = {}
+    running = threading.Event()
+    running.set()
+
+    def killer() -> None:
+        while running.is_set():
+            if at := condition():
+                for proc in procs:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                killed["at"] = at
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    try:
+        yield killed
+    finally:
+        running.clear()
+        t.join()
+
+
 def test_a_lane_killed_mid_run_gives_its_batches_to_the_others_and_nothing_is_bought_twice(tmp_path):
     """Three endpoints (a, b, c: 2 calls in flight each), 80 works in 40 calls; c is SIGKILLed once it has
     answered 2 calls and holds another. Its calls in flight fail (dropped, then refused), c goes down and is
@@ -82,26 +108,13 @@ def test_a_lane_killed_mid_run_gives_its_batches_to_the_others_and_nothing_is_bo
     with contextlib.ExitStack() as stack:
         (url_a, _), (url_b, _), (url_c, proc_c) = (stack.enter_context(run_stub(latency_ms=200)) for _ in range(3))
         spec = lanes_spec([("a", url_a, 2), ("b", url_b, 2), ("c", url_c, 2)])
-        killed: dict = {}
-        running = threading.Event()
-        running.set()
 
-        def killer() -> None:
-            while running.is_set():
-                s = stub_stats(url_c)
-                if s["status"]["200"] >= 2 and s["calls"] > s["status"]["200"]:  # answered 2, holds one
-                    os.killpg(proc_c.pid, signal.SIGKILL)
-                    killed["answered"] = s["status"]["200"]
-                    return
-                time.sleep(0.01)
+        def answered_two_holds_one() -> int:
+            s = stub_stats(url_c)
+            return s["status"]["200"] if s["status"]["200"] >= 2 and s["calls"] > s["status"]["200"] else 0
 
-        t = threading.Thread(target=killer, daemon=True)
-        t.start()
-        try:
+        with kill_when(answered_two_holds_one, [proc_c]) as killed:
             first = label_works(storage, spec, rows, run_id="r1", log=LOG)
-        finally:
-            running.clear()
-            t.join()
         assert killed, "the run ended before stub c could be killed mid-run"
         alive = {"a": stub_stats(url_a)["calls"], "b": stub_stats(url_b)["calls"]}
         second = label_works(storage, spec, rows, run_id="r2", log=LOG)
@@ -141,7 +154,7 @@ def test_a_lane_killed_mid_run_gives_its_batches_to_the_others_and_nothing_is_bo
     assert per_endpoint == {name: e.calls for name, e in first.endpoints.items()}
     assert per_endpoint["a"] == alive["a"] and per_endpoint["b"] == alive["b"]
     c_ok = con.execute("SELECT count(*) FROM teacher_calls WHERE endpoint = 'c' AND http_status = 200").fetchone()[0]
-    assert c_ok >= killed["answered"]
+    assert c_ok >= killed["at"]
     c = first.endpoints["c"]
     assert (c.state, c.downs, c.labelled) == ("down", 1, 2 * c_ok) and c.given_back >= 2
     assert first.endpoints["a"].state == first.endpoints["b"].state == "up"
@@ -167,23 +180,8 @@ def test_when_every_lane_dies_the_works_are_unavailable_and_the_next_run_labels_
         stubs = [stack.enter_context(run_stub(latency_ms=1500)) for _ in range(3)]
         (url_a, _), (url_b, _), (url_c, _) = stubs
         spec = lanes_spec([("a", url_a, 1), ("b", url_b, 1), ("c", url_c, 1)])
-        done = threading.Event()
-
-        def killer() -> None:
-            while not done.is_set():
-                if sum(answered(u) for u, _ in stubs) >= 3:
-                    for _, proc in stubs:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    return
-                time.sleep(0.01)
-
-        t = threading.Thread(target=killer, daemon=True)
-        t.start()
-        try:
+        with kill_when(lambda: sum(answered(u) for u, _ in stubs) >= 3, [proc for _, proc in stubs]):
             first = label_works(storage, spec, rows, run_id="r1", log=LOG)
-        finally:
-            done.set()
-            t.join()
     failed = first.outcomes.get("failed", 0)
     assert first.outcomes.get("labelled", 0) + failed == 12 and failed >= 2, first.outcomes
     assert all(cause.startswith("endpoint unavailable") for cause in first.failures), first.failures
