@@ -50,6 +50,7 @@ from .. import vocab
 from ..openalex.ids import is_work_id, short_id
 from ..tables.coding import coding_store_ddl
 from ..teachers.validate import InvalidLabel, validate_label
+from ..teachers.views import canonical_json
 
 log = logging.getLogger(__name__)
 
@@ -118,17 +119,13 @@ def parse_time(value: object) -> str | None:
         return None
     try:
         t = dt.datetime.fromisoformat(value.strip())
-    except ValueError:
+        return _iso(t if t.tzinfo else t.replace(tzinfo=dt.UTC))
+    except (ValueError, OverflowError):  # OverflowError: a time such as 0001-01-01T00:00+05:00 has no UTC value
         return None
-    return _iso(t if t.tzinfo else t.replace(tzinfo=dt.UTC))
 
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def check_coder_name(name: object, *, imported: bool = False) -> str:

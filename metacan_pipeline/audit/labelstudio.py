@@ -46,11 +46,11 @@ from typing import Any
 from xml.sax.saxutils import quoteattr
 
 from .. import vocab
+from ..teachers.views import canonical_json
 from .coding import (
     IMPORTED_CODER_PREFIX,
     CodingError,
     CodingStore,
-    canonical_json,
     check_coder_name,
     now_iso,
     parse_time,

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from metacan_pipeline.audit.coding import EVIDENCE_FIELDS, CodingError, CodingStore, validate_answer
+from metacan_pipeline.audit.coding import EVIDENCE_FIELDS, CodingError, CodingStore, parse_time, validate_answer
 from metacan_pipeline.tables import catalog
 from metacan_pipeline.tables.coding import TABLES
 
@@ -351,3 +351,11 @@ def test_a_web_server_thread_and_a_second_connection_write_at_once(coded):
         t.join()
     other.close()
     assert errors == [] and store.task_progress(P)["agreed"] == 4
+
+
+def test_parse_time_gives_the_store_format_or_none_for_a_time_without_a_utc_value():
+    assert parse_time("2026-03-09T22:16:08.728378Z") == "2026-03-09T22:16:08.728378Z"
+    assert parse_time("2026-03-09T17:16:08-05:00") == "2026-03-09T22:16:08.000000Z"
+    # year 1 at +05:00 is before year 1 in UTC: unreadable, refused like any bad time, never a traceback
+    assert parse_time("0001-01-01T00:00:00+05:00") is None
+    assert parse_time("yesterday") is None
