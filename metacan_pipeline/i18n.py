@@ -112,7 +112,8 @@ def negotiate(header: str | None) -> str | None:
     it names neither (Babel's ``negotiate_locale``)."""
     from babel.core import negotiate_locale
 
-    return negotiate_locale(accept_language_tags(header), LOCALES, sep="-")
+    # language tags are case-insensitive, and negotiate_locale answers in the header's own spelling ("FR")
+    return negotiate_locale([t.lower() for t in accept_language_tags(header)], LOCALES, sep="-")
 
 
 def format_number(n: int | float, locale: str) -> str:

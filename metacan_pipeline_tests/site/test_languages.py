@@ -62,6 +62,8 @@ def test_accept_language_is_read_by_weight_and_babel_picks_the_language():
     assert negotiate("fr-CA,fr;q=0.9,en;q=0.8") == "fr"
     assert negotiate("en-US,en;q=0.9,fr;q=0.8") == "en"
     assert negotiate("de-DE, fr;q=0.3") == "fr" and negotiate("de, es") is None and negotiate(None) is None
+    # tags are case-insensitive: the answer is always one of the site's own language codes
+    assert [negotiate(h) for h in ("FR", "Fr-CA", "En-US, fr;q=0.5")] == ["fr", "fr", "en"]
 
 
 def test_the_french_home_page_speaks_french_and_keeps_data_values(client):
