@@ -49,7 +49,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check --find-links $(WHEELHOUSE) -e '.[dev]'
 	@touch $(STAMP)
 
-## Materialize the whole asset graph on ../shared/data/openalex with the embedded Gemma teacher.
+## Materialize the whole asset graph on ../shared/data/openalex and openalex_more with the embedded Gemma teacher.
 run: $(STAMP)
 	$(BIN)/metacan run
 
@@ -82,7 +82,7 @@ dev: $(STAMP)
 
 ## The evidence browser on http://127.0.0.1:8000 over the current release database (built by `make run`: asset site_database).
 serve: $(STAMP)
-	$(BIN)/metacan serve
+	$(BIN)/metacan serve $(SERVE_ARGS)
 
 ## Benchmarks (ratios against a baseline run in the same process): frame build at 250k and 1M works,
 ## OpenAlex API client on loopback, teacher client against a stub server, the embedded Gemma per view and batch size, the student
