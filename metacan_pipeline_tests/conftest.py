@@ -137,11 +137,10 @@ def encoder():
     return enc
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
+def pytest_itemcollected(item):
     """Under ``pytest -n N --dist loadgroup`` (``make test``): a module's tests run on one worker, so its module
     fixtures are built once, and every test that starts the embedded llama.cpp server (marker ``llm``) runs on
-    one worker, so two servers never share the cores. Without xdist the marker does nothing."""
-    for item in items:
-        group = "llm" if item.get_closest_marker("llm") else item.module.__name__
-        item.add_marker(pytest.mark.xdist_group(group))
+    one worker, so two servers never share the cores. Without xdist the marker does nothing. The group is set as
+    each item is collected, so it is there before any ``pytest_collection_modifyitems`` (xdist's reads it)."""
+    group = "llm" if item.get_closest_marker("llm") else item.module.__name__
+    item.add_marker(pytest.mark.xdist_group(group))
