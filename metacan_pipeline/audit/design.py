@@ -328,7 +328,7 @@ def draw_audit_sample(rows: list[dict], protocol: AuditProtocol) -> list[dict]:
     by_id = {r["id"]: r for r in rows}
     if len(by_id) != len(rows):
         raise ValueError(f"{len(rows) - len(by_id)} frame id(s) occur twice: the strata would not partition the frame")
-    out = []
+    out, pid = [], protocol.protocol_id
     for stratum in [s for s in (EXCLUDED_TRAINED, *STRATA) if s in strata]:
         ids = [r["id"] for r in strata[stratum]]
         if stratum == EXCLUDED_TRAINED:
@@ -337,18 +337,16 @@ def draw_audit_sample(rows: list[dict], protocol: AuditProtocol) -> list[dict]:
             plan = protocol.plan(stratum)
             n = stratum_sample_size(len(ids), plan.fraction, plan.min_n)
             design = stratum_design(ids, stratum, n, protocol.salt)
-        for d in design:
+        for d in design:  # the design row itself, completed in place: one dict per work
             r = by_id[d["id"]]
-            out.append(
-                {
-                    "protocol_id": protocol.protocol_id,
-                    **d,
-                    "trained_on": r["trained_on"],
-                    "language": r.get("language"),
-                    "has_abstract": r.get("has_abstract"),
-                    "route_key": r.get("route_key"),
-                }
+            d.update(
+                protocol_id=pid,
+                trained_on=r["trained_on"],
+                language=r.get("language"),
+                has_abstract=r.get("has_abstract"),
+                route_key=r.get("route_key"),
             )
+            out.append(d)
     return out
 
 

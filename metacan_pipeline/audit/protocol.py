@@ -25,6 +25,7 @@ import hashlib
 import json
 import tomllib
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -173,11 +174,11 @@ class AuditProtocol:
     def canonical_json(self) -> str:
         return canonical_json(self.content())
 
-    @property
+    @cached_property
     def content_sha256(self) -> str:
         return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
 
-    @property
+    @cached_property
     def protocol_id(self) -> str:
         return f"protocol-{self.content_sha256[:12]}"
 
