@@ -16,6 +16,7 @@ from metacan_pipeline.audit.assets import audit_protocol, audit_sample
 from metacan_pipeline.audit.checks import audit_sample_partitions_frame
 from metacan_pipeline.audit.protocol import load_instructions
 from metacan_pipeline.student.roles import CENSUS, SAMPLE
+from metacan_pipeline.tables.audit import AUDIT_SAMPLE_SCHEMA
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
 from metacan_pipeline.tables.sampling import DESIGN_SCHEMA
 from metacan_pipeline.tables.student import HEADS_SCHEMA, PRED_SCHEMA, THRESHOLDS_SCHEMA, TRAINING_SET_SCHEMA
@@ -179,6 +180,15 @@ def test_a_second_materialization_adds_no_protocol_and_keeps_the_sample_a_change
     assert len({tuple(ids) for _, ids in drawn}) == 1
     runs = sql(storage, "SELECT protocol_id, created FROM audit_protocol_runs ORDER BY materialized_at")
     assert runs == [(pid, True), (pid, False), (new_id, True)]
+    # a stored sample is never redrawn: one that lost a row stays broken, and the blocking check says so
+    kept = [
+        r for r in storage.read_table("audit_sample").to_pylist() if (r["protocol_id"], r["id"]) != (new_id, _wid(5))
+    ]
+    storage.write_table("audit_sample", pa.Table.from_pylist(kept, schema=AUDIT_SAMPLE_SCHEMA))
+    broken = run(storage, {"precision_lower": 0.85}, instance=instance, raise_on_error=False)
+    check = check_evaluation(broken, "audit_sample_partitions_frame")
+    assert not check.passed and check.metadata["frame_works_missing"].value == 1
+    assert check.metadata["protocol_id"].value == new_id
 
 
 def test_excluded_trained_works_and_a_stale_protocol_is_refused(world):
