@@ -91,12 +91,7 @@ def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
     tmp_db, tmp_index = folder / f".{release_id}.{tag}.duckdb", folder / f".{release_id}.{tag}.fts.sqlite"
     try:
         _write_database(storage, tmp_db, release_id, sha, page_context)
-        con = duckdb.connect(str(tmp_db), read_only=True)
-        try:
-            sql = "SELECT work_key, title, (SELECT string_agg(name, ' ') FROM work_keywords k WHERE k.work_key = w.work_key) AS keywords FROM works w"
-            fts.build_index(tmp_index, con.execute(sql).to_arrow_reader(50_000))
-        finally:
-            con.close()
+        write_index(tmp_db, tmp_index)
         os.replace(tmp_index, index)
         os.replace(tmp_db, db)
     finally:
@@ -104,6 +99,20 @@ def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
             tmp.unlink(missing_ok=True)
     write_pointer(storage.root, release_id)
     return BuiltRelease(release_id, db, index, reused=False, row_counts=_row_counts(db))
+
+
+def write_index(db: Path, index: Path) -> int:
+    """Write the FTS5 index of a release database's titles and keywords to ``index`` (a new file); returns the
+    rows indexed."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        sql = (
+            "SELECT work_key, title, (SELECT string_agg(name, ' ') FROM work_keywords k "
+            "WHERE k.work_key = w.work_key) AS keywords FROM works w"
+        )
+        return fts.build_index(index, con.execute(sql).to_arrow_reader(50_000))
+    finally:
+        con.close()
 
 
 def _parquet(storage: MetacanStorage, name: str) -> str:
