@@ -268,37 +268,66 @@ class CohortQuery:
         """At most ``cap`` works of the cohort in id order, every export column (``EXPORT_SQL``), in batches."""
         where, params = where_sql(self.clauses)
         consts = [self.cohort.query_hash(), self.cohort.release.release_id, self.cohort.classifier_version]
-        reader = self.con.execute(EXPORT_SQL.replace("{where}", where), [*consts, *params, cap]).to_arrow_reader(
+        reader = self.con.execute(EXPORT_SQL.replace("{where}", where), [*params, cap, *consts]).to_arrow_reader(
             batch_rows
         )
         yield from reader
 
+    def export_json_lines(self, cap: int, batch_rows: int = 5000) -> Iterator[pa.RecordBatch]:
+        """The same rows as :meth:`export_batches`, each as one JSON object text (column ``line``), written by
+        DuckDB: ``direct_labels`` and ``machine_scores`` nested (``[]`` when none)."""
+        where, params = where_sql(self.clauses)
+        consts = [self.cohort.query_hash(), self.cohort.release.release_id, self.cohort.classifier_version]
+        sql = (
+            "SELECT CAST(to_json(e) AS VARCHAR) AS line FROM (SELECT * REPLACE ("
+            + ", ".join(f"coalesce(CAST({c} AS JSON), '[]'::JSON) AS {c}" for c in EXPORT_JSON_COLUMNS)
+            + ") FROM ("
+            + EXPORT_SQL.replace("{where}", where)
+            + ") x) e"
+        )
+        yield from self.con.execute(sql, [*params, cap, *consts]).to_arrow_reader(batch_rows)
+
 
 #: Every record column of the export, labels with source and status, decisions, scores and validation_status
-#: verbatim, and the query hash, release id and classifier version on every row.
+#: verbatim, and the query hash, release id and classifier version on every row. The capped cohort ``c`` is
+#: chosen first and each one-to-many table is aggregated once over its keys (hash joins): a correlated
+#: subquery per row ran at about 3,000 rows/s on a 100,000-work release (benchmarks/bench_site.py).
+#: Parameters: the cohort's, the cap, then query hash, release id, classifier version.
 EXPORT_SQL = """
+WITH c AS MATERIALIZED (
+  SELECT w.work_key FROM works w WHERE {where} ORDER BY w.work_key LIMIT ?
+), inst AS (
+  SELECT x.work_key, string_agg(x.name, '; ' ORDER BY x.name) AS v FROM work_institutions x SEMI JOIN c USING (work_key) GROUP BY 1
+), fund AS (
+  SELECT x.work_key, string_agg(x.name, '; ' ORDER BY x.name) AS v FROM work_funders x SEMI JOIN c USING (work_key) GROUP BY 1
+), kw AS (
+  SELECT x.work_key, string_agg(x.name, '; ' ORDER BY x.name) AS v FROM work_keywords x SEMI JOIN c USING (work_key) GROUP BY 1
+), lab AS (
+  SELECT l.work_key,
+         CAST(to_json(list({'teacher': l.teacher, 'model': l.model, 'prompt_version': l.prompt_version,
+                            'record_view': l.record_view, 'status': l.status, 'label_status': l.label_status,
+                            'qualification': l.qualification, 'categories': l.categories, 'domain': l.domain,
+                            'study_design': l.study_design, 'genre': l.genre, 'confidence': l.confidence}
+                           ORDER BY l.teacher)) AS VARCHAR) AS v
+  FROM work_labels l SEMI JOIN c USING (work_key) GROUP BY 1
+), sc AS (
+  SELECT s.work_key, CAST(to_json(list({'arm': s.arm, 'score': s.score} ORDER BY s.arm)) AS VARCHAR) AS v
+  FROM work_scores s SEMI JOIN c USING (work_key) GROUP BY 1
+)
 SELECT w.id, w.title, w.year, w.language, w.type, w.venue, w.field, w.topic, w.doi, w.cited_by,
        w.ca_aff, w.ca_fund, w.ca_venue, w.about_ca, w.invisible_to_affiliation_only, w.has_abstract,
        w.is_retracted, w.in_sampling_frame,
-       (SELECT string_agg(x.name, '; ' ORDER BY x.name) FROM work_institutions x WHERE x.work_key = w.work_key) AS ca_institutions,
-       (SELECT string_agg(x.name, '; ' ORDER BY x.name) FROM work_funders x WHERE x.work_key = w.work_key) AS funders,
-       (SELECT string_agg(x.name, '; ' ORDER BY x.name) FROM work_keywords x WHERE x.work_key = w.work_key) AS keywords,
+       inst.v AS ca_institutions, fund.v AS funders, kw.v AS keywords,
        w.classification_kind,
-       CAST((SELECT to_json(list({'teacher': l.teacher, 'model': l.model, 'prompt_version': l.prompt_version,
-                                  'record_view': l.record_view, 'status': l.status, 'label_status': l.label_status,
-                                  'qualification': l.qualification, 'categories': l.categories, 'domain': l.domain,
-                                  'study_design': l.study_design, 'genre': l.genre, 'confidence': l.confidence}
-                                 ORDER BY l.teacher))
-             FROM work_labels l WHERE l.work_key = w.work_key) AS VARCHAR) AS direct_labels,
+       lab.v AS direct_labels,
        w.model_version, w.prediction_status, w.candidate_categories, w.consensus_categories,
-       CAST((SELECT to_json(list({'arm': s.arm, 'score': s.score} ORDER BY s.arm))
-             FROM work_scores s WHERE s.work_key = w.work_key) AS VARCHAR) AS machine_scores,
+       sc.v AS machine_scores,
        w.score_spread, w.validation_status, w.page_path,
        ?::VARCHAR AS query_hash, ?::VARCHAR AS release_id, ?::VARCHAR AS classifier_version
-FROM works w
-WHERE {where}
+FROM c JOIN works w USING (work_key)
+LEFT JOIN inst USING (work_key) LEFT JOIN fund USING (work_key) LEFT JOIN kw USING (work_key)
+LEFT JOIN lab USING (work_key) LEFT JOIN sc USING (work_key)
 ORDER BY w.work_key
-LIMIT ?
 """
 
 #: Export columns holding JSON text (decoded into nested values in JSON Lines).
