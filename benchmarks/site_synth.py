@@ -205,6 +205,28 @@ def roman(n: int) -> str:
 # ------------------------------------------------------------------------------------------------
 # 3. the synthetic release, generated inside DuckDB
 # ------------------------------------------------------------------------------------------------
+def add_facet_tables(db: Path, threads: int = 2) -> float:
+    """Add ``facet_codes`` and ``work_facets`` (``site/sql/facets.sql``, layout 2) to a release database of
+    layout 1 built by an earlier run of this module; returns the seconds taken."""
+    from metacan_pipeline.site import build
+    from metacan_pipeline.tables.site import release_tables
+
+    con = duckdb.connect(str(db), config={"memory_limit": "6GB", "threads": threads})
+    con.execute("SET enable_progress_bar = false")
+    try:
+        t0 = time.perf_counter()
+        con.execute("DROP TABLE IF EXISTS work_facets")
+        con.execute("DROP TABLE IF EXISTS facet_codes")
+        for table in release_tables():
+            con.execute(table.ddl())
+        con.execute(build.FACETS_SQL)
+        con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
+        con.execute("CHECKPOINT")
+        return time.perf_counter() - t0
+    finally:
+        con.close()
+
+
 def _u(salt: int) -> str:
     """A uniform value in [0, 1) from a hash of the row number ``i`` and ``salt`` (SQL)."""
     return f"((hash(i, {salt}) % 1000000007)::DOUBLE / 1000000007)"
@@ -392,6 +414,9 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
         )
         con.execute("INSERT INTO classifier_heads SELECT * FROM seed.classifier_heads")
         timings["labels_decisions_scores_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        con.execute(build.FACETS_SQL)
+        timings["facet_tables_s"] = time.perf_counter() - t0
         sha = hashlib.sha256(release_id.encode()).hexdigest()
         con.execute(
             "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), s.frame_build_ids, "

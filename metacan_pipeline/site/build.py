@@ -30,8 +30,9 @@ from . import fts
 from .release import database_path, index_path, releases_dir, write_pointer
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: facet_codes and work_facets (sql/facets.sql)
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
+FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
 
 
@@ -142,6 +143,7 @@ def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: s
         con.execute("CREATE TEMP TABLE vocab_categories AS SELECT * FROM vocab_source")
         con.execute(RELEASE_SQL)
         _check_inputs(con)
+        con.execute(FACETS_SQL)
         con.execute(
             "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), "
             "(SELECT list(DISTINCT id ORDER BY id) FROM (SELECT unnest(?::VARCHAR[]) AS id)), "

@@ -37,8 +37,10 @@ class Clause:
     params: tuple
 
 
-def clauses(cohort: Cohort) -> list[Clause]:
-    """The WHERE clauses of a cohort over ``works w`` (and ``fts_hits`` when it has a text query)."""
+def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
+    """The WHERE clauses of a cohort over ``works w`` (and ``fts_hits`` when it has a text query); with
+    ``coded``, over ``work_facets w`` instead: a text value or a name is looked up in ``facet_codes`` once (a
+    value the release does not hold has no code and matches nothing, as over ``works``)."""
     f, out = cohort.filters, []
     if "year_min" in f:
         out.append(Clause("year", "w.year >= ?", (f["year_min"],)))
@@ -47,7 +49,10 @@ def clauses(cohort: Cohort) -> list[Clause]:
     for name in TEXT_FILTERS:
         if name not in f:
             continue
-        if name in NAME_TABLES:
+        code = f"(SELECT code FROM facet_codes WHERE facet = '{name}' AND value = ?)"
+        if coded:
+            sql = f"list_contains(w.{name}, {code})" if name in NAME_TABLES else f"w.{name} = {code}"
+        elif name in NAME_TABLES:
             sql = f"EXISTS (SELECT 1 FROM {NAME_TABLES[name]} x WHERE x.work_key = w.work_key AND x.name = ?)"
         else:
             sql = f"w.{name} = ?"
@@ -59,7 +64,10 @@ def clauses(cohort: Cohort) -> list[Clause]:
         out.append(label)
     if "classifier_category" in f:
         sql = (
-            "EXISTS (SELECT 1 FROM work_decisions d WHERE d.work_key = w.work_key AND d.model_version = ? "
+            "list_contains(w.classifier, (SELECT code FROM facet_codes WHERE facet = 'classifier' "
+            "AND model_version = ? AND mode = ? AND value = ?))"
+            if coded
+            else "EXISTS (SELECT 1 FROM work_decisions d WHERE d.work_key = w.work_key AND d.model_version = ? "
             "AND d.mode = ? AND d.category = ?)"
         )
         params = (f["classifier_version"], f["classifier_mode"], f["classifier_category"])
@@ -108,6 +116,11 @@ def where_sql(items: list[Clause], exclude: str | None = None) -> tuple[str, lis
     return " AND ".join(f"({c.sql})" for c in kept), [p for c in kept for p in c.params]
 
 
+#: Every facet, by its filter group (what :func:`where_sql` excludes when the facet is counted).
+FACETS = (*COLUMN_FACETS, *NAME_TABLES, *BOOLEAN_COLUMNS, "label", "classifier")
+_CODED = tuple(n for n in COLUMN_FACETS if n != "year")
+
+
 class CohortQuery:
     """The queries of one cohort on one request's connection (close it, or use it as a context manager)."""
 
@@ -121,6 +134,7 @@ class CohortQuery:
             finally:
                 index.close()
         self.clauses = clauses(cohort)
+        self.coded = clauses(cohort, coded=True)
 
     def __enter__(self) -> CohortQuery:
         return self
@@ -136,19 +150,16 @@ class CohortQuery:
 
     def count(self) -> int:
         """The exact number of works in the cohort."""
-        where, params = where_sql(self.clauses)
-        return self._one(f"SELECT count(*) FROM works w WHERE {where}", params)[0]
+        where, params = where_sql(self.coded)
+        return self._one(f"SELECT count(*) FROM work_facets w WHERE {where}", params)[0]
 
     def coverage(self) -> dict[str, int]:
         """``works``, ``direct`` (with a labelled direct label), ``scored`` (with a prediction), ``decided`` (a
-        classifier decision in any mode) in the cohort."""
-        where, params = where_sql(self.clauses)
+        classifier decision in any mode) in the cohort (the flags of ``work_facets``)."""
+        where, params = where_sql(self.coded)
         row = self._one(
-            "SELECT count(*), "
-            "count(*) FILTER (WHERE EXISTS (SELECT 1 FROM work_labels l WHERE l.work_key = w.work_key AND l.status = 'labelled')), "
-            "count(*) FILTER (WHERE w.model_version IS NOT NULL), "
-            "count(*) FILTER (WHERE EXISTS (SELECT 1 FROM work_decisions d WHERE d.work_key = w.work_key)) "
-            f"FROM works w WHERE {where}",
+            "SELECT count(*), count(*) FILTER (WHERE w.labelled), count(*) FILTER (WHERE w.scored), "
+            f"count(*) FILTER (WHERE w.decided) FROM work_facets w WHERE {where}",
             params,
         )
         return dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
@@ -157,54 +168,88 @@ class CohortQuery:
         """``{facet: [{"value", "count", ...}]}`` under the current filters but the facet's own (module docstring).
         Column and name facets list at most ``TOP_N`` values (all years), largest first; booleans give yes/no;
         ``direct_label`` gives teacher, category and the teacher's qualification; ``classifier`` gives mode,
-        category, classifier version and ``prediction_status``."""
+        category, classifier version and ``prediction_status``.
+
+        Counted over ``work_facets`` (codes, decoded through ``facet_codes``): the column and boolean facets
+        whose own filter is not set in one scan (GROUPING SETS), each name facet and the classifier facet as an
+        unnest of the cohort's code lists; a facet whose filter is set is counted without it."""
+        groups = {c.group for c in self.coded}
         out: dict[str, list[dict[str, Any]]] = {}
-        for name in COLUMN_FACETS:
-            where, params = where_sql(self.clauses, exclude=name)
-            order = "value DESC NULLS LAST" if name == "year" else "n DESC, value NULLS LAST"
-            limit = "" if name == "year" else f"LIMIT {TOP_N}"
-            rows = self.con.execute(
-                f"SELECT w.{name} AS value, count(*) AS n FROM works w WHERE {where} GROUP BY 1 ORDER BY {order} {limit}",
-                params,
-            ).fetchall()
-            out[name] = [{"value": v, "count": n} for v, n in rows]
-        for name, table in NAME_TABLES.items():
-            where, params = where_sql(self.clauses, exclude=name)
-            rows = self.con.execute(
-                f"SELECT x.name, count(*) AS n FROM {table} x JOIN works w ON w.work_key = x.work_key WHERE {where} "
-                f"GROUP BY 1 ORDER BY n DESC, 1 LIMIT {TOP_N}",
-                params,
-            ).fetchall()
-            out[name] = [{"value": v, "count": n} for v, n in rows]
-        for name, column in BOOLEAN_COLUMNS.items():
-            where, params = where_sql(self.clauses, exclude=name)
-            yes, no = self._one(
-                f"SELECT count(*) FILTER (WHERE w.{column}), count(*) FILTER (WHERE NOT w.{column}) FROM works w WHERE {where}",
-                params,
-            )
-            out[name] = [{"value": "yes", "count": yes}, {"value": "no", "count": no}]
+        grouped = [n for n in (*COLUMN_FACETS, *BOOLEAN_COLUMNS) if n not in groups]
+        if grouped:
+            out.update(self._grouped_facets(grouped, None))
+        for name in FACETS:
+            if name in groups and name not in NAME_TABLES and name not in ("label", "classifier"):
+                out.update(self._grouped_facets([name], name))
+        for name in NAME_TABLES:
+            out[name] = self._name_facet(name)
         out["direct_label"] = self._label_facet()
         out["classifier"] = self._classifier_facet()
+        return {
+            name: out[name] for name in (*COLUMN_FACETS, *NAME_TABLES, *BOOLEAN_COLUMNS, "direct_label", "classifier")
+        }
+
+    def _grouped_facets(self, names: list[str], exclude: str | None) -> dict[str, list[dict[str, Any]]]:
+        where, params = where_sql(self.coded, exclude)
+        cols = [BOOLEAN_COLUMNS.get(n, n) for n in names]
+        facet = " ".join(f"WHEN grouping(w.{c}) = 0 THEN '{n}'" for n, c in zip(names, cols, strict=True))
+        code = " ".join(f"WHEN grouping(w.{c}) = 0 THEN CAST(w.{c} AS INTEGER)" for c in cols)
+        rows = self.con.execute(
+            f"WITH g AS (SELECT CASE {facet} END AS facet, CASE {code} END AS code, count(*) AS n FROM work_facets w "
+            f"WHERE {where} GROUP BY GROUPING SETS ({', '.join(f'(w.{c})' for c in cols)})) "
+            "SELECT g.facet, g.code, k.value, g.n FROM g LEFT JOIN facet_codes k ON k.facet = g.facet AND k.code = g.code",
+            params,
+        ).fetchall()
+        by: dict[str, list[tuple]] = {n: [] for n in names}
+        for f, c, v, n in rows:
+            by[f].append((c, v, n))
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name in names:
+            got = by[name]
+            if name == "year":
+                got.sort(key=lambda t: (t[0] is None, -(t[0] or 0)))
+                out[name] = [{"value": c, "count": n} for c, _, n in got]
+            elif name in BOOLEAN_COLUMNS:
+                counts = {c: n for c, _, n in got}
+                out[name] = [{"value": "yes", "count": counts.get(1, 0)}, {"value": "no", "count": counts.get(0, 0)}]
+            else:
+                got.sort(key=lambda t: (-t[2], t[1] is None, t[1] or ""))
+                out[name] = [{"value": v, "count": n} for _, v, n in got[:TOP_N]]
         return out
 
-    def _label_facet(self) -> list[dict[str, Any]]:
-        where, params = where_sql(self.clauses, exclude="label")
+    def _codes(self, column: str, exclude: str) -> str:
+        """SQL: ``(code, n)`` of every code in the cohort's ``column`` lists (the filter ``exclude`` left out)."""
+        where, params = where_sql(self.coded, exclude)
+        self._params = params
+        return f"SELECT code, count(*) AS n FROM (SELECT unnest(w.{column}) AS code FROM work_facets w WHERE {where}) GROUP BY code"
+
+    def _name_facet(self, name: str) -> list[dict[str, Any]]:
+        codes = self._codes(name, name)
         rows = self.con.execute(
-            "SELECT l.teacher, l.category, any_value(l.qualification), count(DISTINCT w.work_key) AS n FROM "
+            f"SELECT k.value, g.n FROM ({codes}) g JOIN facet_codes k ON k.facet = '{name}' AND k.code = g.code "
+            f"ORDER BY g.n DESC, k.value LIMIT {TOP_N}",
+            self._params,
+        ).fetchall()
+        return [{"value": v, "count": n} for v, n in rows]
+
+    def _label_facet(self) -> list[dict[str, Any]]:
+        where, params = where_sql(self.coded, exclude="label")
+        rows = self.con.execute(
+            "SELECT l.teacher, l.category, any_value(l.qualification), count(DISTINCT l.work_key) AS n FROM "
             "(SELECT work_key, teacher, qualification, unnest(categories) AS category FROM work_labels "
-            f"WHERE status = 'labelled') l JOIN works w ON w.work_key = l.work_key WHERE {where} "
+            "WHERE status = 'labelled') l "
+            f"WHERE l.work_key IN (SELECT w.work_key FROM work_facets w WHERE w.labelled AND ({where})) "
             "GROUP BY 1, 2 ORDER BY 1, n DESC, 2",
             params,
         ).fetchall()
         return [{"teacher": t, "value": c, "qualification": q, "count": n} for t, c, q, n in rows]
 
     def _classifier_facet(self) -> list[dict[str, Any]]:
-        where, params = where_sql(self.clauses, exclude="classifier")
+        codes = self._codes("classifier", "classifier")
         rows = self.con.execute(
-            "SELECT d.model_version, d.mode, d.category, any_value(d.prediction_status), count(*) AS n "
-            f"FROM work_decisions d JOIN works w ON w.work_key = d.work_key WHERE {where} "
-            "GROUP BY 1, 2, 3 ORDER BY 1, 2, n DESC, 3",
-            params,
+            f"SELECT k.model_version, k.mode, k.value, k.prediction_status, g.n FROM ({codes}) g "
+            "JOIN facet_codes k ON k.facet = 'classifier' AND k.code = g.code ORDER BY 1, 2, g.n DESC, 3",
+            self._params,
         ).fetchall()
         return [
             {"model_version": v, "mode": m, "value": c, "prediction_status": s, "count": n} for v, m, c, s, n in rows
