@@ -448,6 +448,7 @@ def main() -> None:
     ap.add_argument("--export-rows", type=int, default=200_000, help="the export's row cap")
     ap.add_argument("--min-venues", type=int, default=20_000)
     ap.add_argument("--skip-server", action="store_true")
+    ap.add_argument("--only", default="cohorts,searches,work_page,exports,server", help="comma-separated parts")
     ap.add_argument("--out", type=Path, default=OUT / "site.json")
     args = ap.parse_args()
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="metacan-bench-site-", dir="/tmp"))
@@ -468,13 +469,17 @@ def main() -> None:
         release = Release(data)
         bare = duckdb.connect(str(release.db_path), read_only=True)
         values = pick_values(bare)
-        rows = [*measure_cohorts(release, bare, values, args.repeats)]
-        rows += measure_searches(release, bare, args.repeats)
-        rows.append(measure_work_page(data, bare, args.works, args.repeats))
-        rows += measure_exports(data, bare, min(args.export_rows, args.works), args.repeats)
+        only = set(args.only.split(","))
+        rows = measure_cohorts(release, bare, values, args.repeats) if "cohorts" in only else []
+        if "searches" in only:
+            rows += measure_searches(release, bare, args.repeats)
+        if "work_page" in only:
+            rows.append(measure_work_page(data, bare, args.works, args.repeats))
+        if "exports" in only:
+            rows += measure_exports(data, bare, min(args.export_rows, args.works), args.repeats)
         bare.close()
         release.close()
-        if not args.skip_server:
+        if "server" in only and not args.skip_server:
             rows.append(measure_server(data, values, min(args.export_rows, args.works)))
         for r in rows:
             print(json.dumps(r), flush=True)

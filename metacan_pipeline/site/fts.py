@@ -80,3 +80,23 @@ def search(con: sqlite3.Connection, words: list[str]) -> pa.Table:
     ).fetchall()
     keys, ranks = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [])
     return pa.table({"work_key": pa.array(keys, pa.int64()), "rank": pa.array(ranks, pa.float64())})
+
+
+def count(con: sqlite3.Connection, words: list[str]) -> int:
+    """The number of works matching all ``words`` (no ranking: FTS5 walks the posting lists only)."""
+    return con.execute("SELECT count(*) FROM work_text WHERE work_text MATCH ?", [match_expression(words)]).fetchone()[
+        0
+    ]
+
+
+def top(con: sqlite3.Connection, words: list[str], after: tuple[float, int] | None, limit: int) -> pa.Table:
+    """The first ``limit`` matches of ``words`` by ``(rank, work_key)`` after the keyset ``after``, as
+    :func:`search` gives them (BM25 is computed inside SQLite; only ``limit`` rows reach Python)."""
+    sql = "SELECT rowid, r FROM (SELECT rowid, bm25(work_text) AS r FROM work_text WHERE work_text MATCH ?)"
+    params: list = [match_expression(words)]
+    if after is not None:
+        sql += " WHERE r > ? OR (r = ? AND rowid > ?)"
+        params += [after[0], after[0], after[1]]
+    rows = con.execute(sql + " ORDER BY r, rowid LIMIT ?", [*params, limit]).fetchall()
+    keys, ranks = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [])
+    return pa.table({"work_key": pa.array(keys, pa.int64()), "rank": pa.array(ranks, pa.float64())})

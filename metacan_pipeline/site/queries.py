@@ -127,14 +127,24 @@ class CohortQuery:
     def __init__(self, release: Release, cohort: Cohort) -> None:
         self.release, self.cohort = release, cohort
         self.con = release.cursor()
-        if cohort.words:
-            index = release.search_index()
-            try:
-                self.con.register("fts_hits", fts.search(index, cohort.words))
-            finally:
-                index.close()
         self.clauses = clauses(cohort)
         self.coded = clauses(cohort, coded=True)
+        self._hits = False
+        #: a text query and no other filter: the count and a page by relevance come from FTS5 alone
+        self.text_only = bool(cohort.words) and all(c.group == "q" for c in self.clauses)
+
+    def _fts(self, fn, *args):
+        index = self.release.search_index()
+        try:
+            return fn(index, self.cohort.words, *args)
+        finally:
+            index.close()
+
+    def _need_hits(self) -> None:
+        """Register every match of the text query as ``fts_hits`` (once, when a statement needs it)."""
+        if self.cohort.words and not self._hits:
+            self.con.register("fts_hits", self._fts(fts.search))
+            self._hits = True
 
     def __enter__(self) -> CohortQuery:
         return self
@@ -150,12 +160,16 @@ class CohortQuery:
 
     def count(self) -> int:
         """The exact number of works in the cohort."""
+        if self.text_only:
+            return self._fts(fts.count)
+        self._need_hits()
         where, params = where_sql(self.coded)
         return self._one(f"SELECT count(*) FROM work_facets w WHERE {where}", params)[0]
 
     def coverage(self) -> dict[str, int]:
         """``works``, ``direct`` (with a labelled direct label), ``scored`` (with a prediction), ``decided`` (a
         classifier decision in any mode) in the cohort (the flags of ``work_facets``)."""
+        self._need_hits()
         where, params = where_sql(self.coded)
         row = self._one(
             "SELECT count(*), count(*) FILTER (WHERE w.labelled), count(*) FILTER (WHERE w.scored), "
@@ -173,6 +187,7 @@ class CohortQuery:
         Counted over ``work_facets`` (codes, decoded through ``facet_codes``): the column and boolean facets
         whose own filter is not set in one scan (GROUPING SETS), each name facet and the classifier facet as an
         unnest of the cohort's code lists; a facet whose filter is set is counted without it."""
+        self._need_hits()
         groups = {c.group for c in self.coded}
         out: dict[str, list[dict[str, Any]]] = {}
         grouped = [n for n in (*COLUMN_FACETS, *BOOLEAN_COLUMNS) if n not in groups]
@@ -261,10 +276,16 @@ class CohortQuery:
         (None on the last page). Each row carries its direct labels and classifier decisions with their status."""
         where, params = where_sql(self.clauses)
         join, key, direction = "", "coalesce(w.year, -1)", "DESC"
+        hits = "fts_hits"
+        if self.text_only and listing.sort == "relevance":  # the page's matches, ranked by FTS5
+            self.con.register("fts_page", self._fts(fts.top, listing.after, listing.limit + 1))
+            hits, where, params = "fts_page", "true", []
+        else:
+            self._need_hits()
         if listing.sort == "cited_by":
             key = "w.cited_by"
         elif listing.sort == "relevance":
-            join, key, direction = "JOIN fts_hits h ON h.work_key = w.work_key", "h.rank", "ASC"
+            join, key, direction = f"JOIN {hits} h ON h.work_key = w.work_key", "h.rank", "ASC"
         if listing.after is not None:
             cmp = ">" if direction == "ASC" else "<"
             where += f" AND ({key} {cmp} ? OR ({key} = ? AND w.work_key > ?))"
@@ -311,6 +332,7 @@ class CohortQuery:
     # ---- export --------------------------------------------------------------------------------------------
     def export_batches(self, cap: int, batch_rows: int = 5000) -> Iterator[pa.RecordBatch]:
         """At most ``cap`` works of the cohort in id order, every export column (``EXPORT_SQL``), in batches."""
+        self._need_hits()
         where, params = where_sql(self.clauses)
         consts = [self.cohort.query_hash(), self.cohort.release.release_id, self.cohort.classifier_version]
         reader = self.con.execute(EXPORT_SQL.replace("{where}", where), [*params, cap, *consts]).to_arrow_reader(
@@ -321,6 +343,7 @@ class CohortQuery:
     def export_json_lines(self, cap: int, batch_rows: int = 5000) -> Iterator[pa.RecordBatch]:
         """The same rows as :meth:`export_batches`, each as one JSON object text (column ``line``), written by
         DuckDB: ``direct_labels`` and ``machine_scores`` nested (``[]`` when none)."""
+        self._need_hits()
         where, params = where_sql(self.clauses)
         consts = [self.cohort.query_hash(), self.cohort.release.release_id, self.cohort.classifier_version]
         sql = (
