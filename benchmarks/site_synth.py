@@ -215,11 +215,12 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
     con.execute("SET enable_progress_bar = false")
     try:
         t0 = time.perf_counter()
-        con.execute("DROP TABLE IF EXISTS work_facets")
-        con.execute("DROP TABLE IF EXISTS facet_codes")
+        for name in ("work_facets", "facet_codes", "facet_counts"):
+            con.execute(f"DROP TABLE IF EXISTS {name}")
         for table in release_tables():
             con.execute(table.ddl())
         con.execute(build.FACETS_SQL)
+        build.write_facet_counts(con)
         con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
         con.execute("CHECKPOINT")
         return time.perf_counter() - t0
@@ -416,6 +417,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
         timings["labels_decisions_scores_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         con.execute(build.FACETS_SQL)
+        build.write_facet_counts(con)
         timings["facet_tables_s"] = time.perf_counter() - t0
         sha = hashlib.sha256(release_id.encode()).hexdigest()
         con.execute(

@@ -27,10 +27,11 @@ from ..storage import MetacanStorage, sql_literal
 from ..tables.site import release_tables
 from ..vocab import CATEGORIES
 from . import fts
+from .queries import write_facet_counts
 from .release import database_path, index_path, releases_dir, write_pointer
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
-LAYOUT_VERSION = 2  # 2: facet_codes and work_facets (sql/facets.sql)
+LAYOUT_VERSION = 2  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
@@ -144,6 +145,7 @@ def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: s
         con.execute(RELEASE_SQL)
         _check_inputs(con)
         con.execute(FACETS_SQL)
+        write_facet_counts(con)
         con.execute(
             "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), "
             "(SELECT list(DISTINCT id ORDER BY id) FROM (SELECT unnest(?::VARCHAR[]) AS id)), "

@@ -11,6 +11,7 @@ selected value equals the cohort's count.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -118,7 +119,9 @@ def where_sql(items: list[Clause], exclude: str | None = None) -> tuple[str, lis
 
 #: Every facet, by its filter group (what :func:`where_sql` excludes when the facet is counted).
 FACETS = (*COLUMN_FACETS, *NAME_TABLES, *BOOLEAN_COLUMNS, "label", "classifier")
-_CODED = tuple(n for n in COLUMN_FACETS if n != "year")
+#: The facets' names in the output (the label group's facet is ``direct_label``), in order.
+FACET_OUTPUT = (*COLUMN_FACETS, *NAME_TABLES, *BOOLEAN_COLUMNS, "direct_label", "classifier")
+_OUT_NAME = {"label": "direct_label"}
 
 
 class CohortQuery:
@@ -129,16 +132,15 @@ class CohortQuery:
         self.con = release.cursor()
         self.clauses = clauses(cohort)
         self.coded = clauses(cohort, coded=True)
-        self._hits = False
+        self._hits, self._index = False, None
         #: a text query and no other filter: the count and a page by relevance come from FTS5 alone
         self.text_only = bool(cohort.words) and all(c.group == "q" for c in self.clauses)
 
     def _fts(self, fn, *args):
-        index = self.release.search_index()
-        try:
-            return fn(index, self.cohort.words, *args)
-        finally:
-            index.close()
+        """``fn(index, words, *args)`` on this request's connection to the full-text index."""
+        if self._index is None:
+            self._index = self.release.search_index()
+        return fn(self._index, self.cohort.words, *args)
 
     def _need_hits(self) -> None:
         """Register every match of the text query as ``fts_hits`` (once, when a statement needs it)."""
@@ -154,6 +156,8 @@ class CohortQuery:
 
     def close(self) -> None:
         self.con.close()
+        if self._index is not None:
+            self._index.close()
 
     def _one(self, sql: str, params: list) -> tuple:
         return self.con.execute(sql, params).fetchone()
@@ -182,93 +186,9 @@ class CohortQuery:
         """``{facet: [{"value", "count", ...}]}`` under the current filters but the facet's own (module docstring).
         Column and name facets list at most ``TOP_N`` values (all years), largest first; booleans give yes/no;
         ``direct_label`` gives teacher, category and the teacher's qualification; ``classifier`` gives mode,
-        category, classifier version and ``prediction_status``.
-
-        Counted over ``work_facets`` (codes, decoded through ``facet_codes``): the column and boolean facets
-        whose own filter is not set in one scan (GROUPING SETS), each name facet and the classifier facet as an
-        unnest of the cohort's code lists; a facet whose filter is set is counted without it."""
+        category, classifier version and ``prediction_status`` (:class:`FacetCounter`)."""
         self._need_hits()
-        groups = {c.group for c in self.coded}
-        out: dict[str, list[dict[str, Any]]] = {}
-        grouped = [n for n in (*COLUMN_FACETS, *BOOLEAN_COLUMNS) if n not in groups]
-        if grouped:
-            out.update(self._grouped_facets(grouped, None))
-        for name in FACETS:
-            if name in groups and name not in NAME_TABLES and name not in ("label", "classifier"):
-                out.update(self._grouped_facets([name], name))
-        for name in NAME_TABLES:
-            out[name] = self._name_facet(name)
-        out["direct_label"] = self._label_facet()
-        out["classifier"] = self._classifier_facet()
-        return {
-            name: out[name] for name in (*COLUMN_FACETS, *NAME_TABLES, *BOOLEAN_COLUMNS, "direct_label", "classifier")
-        }
-
-    def _grouped_facets(self, names: list[str], exclude: str | None) -> dict[str, list[dict[str, Any]]]:
-        where, params = where_sql(self.coded, exclude)
-        cols = [BOOLEAN_COLUMNS.get(n, n) for n in names]
-        facet = " ".join(f"WHEN grouping(w.{c}) = 0 THEN '{n}'" for n, c in zip(names, cols, strict=True))
-        code = " ".join(f"WHEN grouping(w.{c}) = 0 THEN CAST(w.{c} AS INTEGER)" for c in cols)
-        rows = self.con.execute(
-            f"WITH g AS (SELECT CASE {facet} END AS facet, CASE {code} END AS code, count(*) AS n FROM work_facets w "
-            f"WHERE {where} GROUP BY GROUPING SETS ({', '.join(f'(w.{c})' for c in cols)})) "
-            "SELECT g.facet, g.code, k.value, g.n FROM g LEFT JOIN facet_codes k ON k.facet = g.facet AND k.code = g.code",
-            params,
-        ).fetchall()
-        by: dict[str, list[tuple]] = {n: [] for n in names}
-        for f, c, v, n in rows:
-            by[f].append((c, v, n))
-        out: dict[str, list[dict[str, Any]]] = {}
-        for name in names:
-            got = by[name]
-            if name == "year":
-                got.sort(key=lambda t: (t[0] is None, -(t[0] or 0)))
-                out[name] = [{"value": c, "count": n} for c, _, n in got]
-            elif name in BOOLEAN_COLUMNS:
-                counts = {c: n for c, _, n in got}
-                out[name] = [{"value": "yes", "count": counts.get(1, 0)}, {"value": "no", "count": counts.get(0, 0)}]
-            else:
-                got.sort(key=lambda t: (-t[2], t[1] is None, t[1] or ""))
-                out[name] = [{"value": v, "count": n} for _, v, n in got[:TOP_N]]
-        return out
-
-    def _codes(self, column: str, exclude: str) -> str:
-        """SQL: ``(code, n)`` of every code in the cohort's ``column`` lists (the filter ``exclude`` left out)."""
-        where, params = where_sql(self.coded, exclude)
-        self._params = params
-        return f"SELECT code, count(*) AS n FROM (SELECT unnest(w.{column}) AS code FROM work_facets w WHERE {where}) GROUP BY code"
-
-    def _name_facet(self, name: str) -> list[dict[str, Any]]:
-        codes = self._codes(name, name)
-        rows = self.con.execute(
-            f"SELECT k.value, g.n FROM ({codes}) g JOIN facet_codes k ON k.facet = '{name}' AND k.code = g.code "
-            f"ORDER BY g.n DESC, k.value LIMIT {TOP_N}",
-            self._params,
-        ).fetchall()
-        return [{"value": v, "count": n} for v, n in rows]
-
-    def _label_facet(self) -> list[dict[str, Any]]:
-        where, params = where_sql(self.coded, exclude="label")
-        rows = self.con.execute(
-            "SELECT l.teacher, l.category, any_value(l.qualification), count(DISTINCT l.work_key) AS n FROM "
-            "(SELECT work_key, teacher, qualification, unnest(categories) AS category FROM work_labels "
-            "WHERE status = 'labelled') l "
-            f"WHERE l.work_key IN (SELECT w.work_key FROM work_facets w WHERE w.labelled AND ({where})) "
-            "GROUP BY 1, 2 ORDER BY 1, n DESC, 2",
-            params,
-        ).fetchall()
-        return [{"teacher": t, "value": c, "qualification": q, "count": n} for t, c, q, n in rows]
-
-    def _classifier_facet(self) -> list[dict[str, Any]]:
-        codes = self._codes("classifier", "classifier")
-        rows = self.con.execute(
-            f"SELECT k.model_version, k.mode, k.value, k.prediction_status, g.n FROM ({codes}) g "
-            "JOIN facet_codes k ON k.facet = 'classifier' AND k.code = g.code ORDER BY 1, 2, g.n DESC, 3",
-            self._params,
-        ).fetchall()
-        return [
-            {"model_version": v, "mode": m, "value": c, "prediction_status": s, "count": n} for v, m, c, s, n in rows
-        ]
+        return FacetCounter(self.con, self.coded, stored=True, count=self.count).facets()
 
     # ---- lists ---------------------------------------------------------------------------------------------
     def page(self, listing: Listing) -> tuple[list[dict[str, Any]], str | None]:
@@ -354,6 +274,140 @@ class CohortQuery:
             + ") x) e"
         )
         yield from self.con.execute(sql, [*params, cap, *consts]).to_arrow_reader(batch_rows)
+
+
+class FacetCounter:
+    """The facets of a cohort (its ``coded`` clauses over ``work_facets w``) on a connection.
+
+    A facet counted under no filter at all (no filter is set, or only its own) is read from ``facet_counts``,
+    written once by the build (``stored``). The others are counted over ``work_facets`` (codes, decoded through
+    ``facet_codes``): the column and boolean facets whose own filter is not set in one scan (GROUPING SETS),
+    each name facet and the classifier facet as an unnest of the cohort's code lists, the direct-label facet
+    over the cohort's labelled works; a facet whose filter is set is counted without it. When the cohort holds
+    at most ``MATERIALIZE_MAX`` works, its rows are copied once into a temporary table that the statements read
+    instead of evaluating the filters again each (``count``: the cohort's count, to decide)."""
+
+    MATERIALIZE_MAX = 300_000
+
+    def __init__(self, con, coded: list[Clause], stored: bool, count=None) -> None:
+        self.con, self.coded, self.stored, self.count = con, coded, stored, count
+        self.groups = {c.group for c in coded}
+        self.cohort_table: str | None = None
+
+    def facets(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        free = [n for n in FACETS if self.groups <= {n}] if self.stored else []
+        if free:
+            names = [_OUT_NAME.get(n, n) for n in free]
+            rows = self.con.execute(
+                "SELECT facet, items FROM facet_counts WHERE facet IN (SELECT unnest(?::VARCHAR[]))", [names]
+            ).fetchall()
+            out.update({f: json.loads(items) for f, items in rows})
+        todo = [n for n in FACETS if n not in free]
+        shared = [n for n in todo if n not in self.groups]
+        if shared and self.count is not None and self.groups and self.count() <= self.MATERIALIZE_MAX:
+            where, params = where_sql(self.coded)
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE cohort_rows AS SELECT * FROM work_facets w WHERE {where}", params
+            )
+            self.cohort_table = "cohort_rows"
+        grouped = [n for n in shared if n in COLUMN_FACETS or n in BOOLEAN_COLUMNS]
+        if grouped:
+            out.update(self._grouped(grouped, None))
+        for name in todo:
+            if name in self.groups and (name in COLUMN_FACETS or name in BOOLEAN_COLUMNS):
+                out.update(self._grouped([name], name))
+            elif name in NAME_TABLES:
+                out[name] = self._name(name)
+            elif name == "label":
+                out["direct_label"] = self._label()
+            elif name == "classifier":
+                out["classifier"] = self._classifier()
+        if self.cohort_table:
+            self.con.execute("DROP TABLE IF EXISTS cohort_rows")
+        return {name: out[name] for name in FACET_OUTPUT}
+
+    def _src(self, exclude: str | None) -> tuple[str, str, list]:
+        """``(table, where, params)`` of the cohort without ``exclude``'s filter."""
+        if exclude not in self.groups:
+            exclude = None
+        if exclude is None and self.cohort_table:
+            return self.cohort_table, "true", []
+        where, params = where_sql(self.coded, exclude)
+        return "work_facets", where, params
+
+    def _grouped(self, names: list[str], exclude: str | None) -> dict[str, list[dict[str, Any]]]:
+        table, where, params = self._src(exclude)
+        cols = [BOOLEAN_COLUMNS.get(n, n) for n in names]
+        facet = " ".join(f"WHEN grouping(w.{c}) = 0 THEN '{n}'" for n, c in zip(names, cols, strict=True))
+        code = " ".join(f"WHEN grouping(w.{c}) = 0 THEN CAST(w.{c} AS INTEGER)" for c in cols)
+        rows = self.con.execute(
+            f"WITH g AS (SELECT CASE {facet} END AS facet, CASE {code} END AS code, count(*) AS n FROM {table} w "
+            f"WHERE {where} GROUP BY GROUPING SETS ({', '.join(f'(w.{c})' for c in cols)})) "
+            "SELECT g.facet, g.code, k.value, g.n FROM g LEFT JOIN facet_codes k ON k.facet = g.facet AND k.code = g.code",
+            params,
+        ).fetchall()
+        by: dict[str, list[tuple]] = {n: [] for n in names}
+        for f, c, v, n in rows:
+            by[f].append((c, v, n))
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name in names:
+            got = by[name]
+            if name == "year":
+                got.sort(key=lambda t: (t[0] is None, -(t[0] or 0)))
+                out[name] = [{"value": c, "count": n} for c, _, n in got]
+            elif name in BOOLEAN_COLUMNS:
+                counts = {c: n for c, _, n in got}
+                out[name] = [{"value": "yes", "count": counts.get(1, 0)}, {"value": "no", "count": counts.get(0, 0)}]
+            else:
+                got.sort(key=lambda t: (-t[2], t[1] is None, t[1] or ""))
+                out[name] = [{"value": v, "count": n} for _, v, n in got[:TOP_N]]
+        return out
+
+    def _codes(self, column: str, exclude: str) -> tuple[str, list]:
+        """SQL and parameters: ``(code, n)`` of every code in the cohort's ``column`` lists (``exclude`` left out)."""
+        table, where, params = self._src(exclude)
+        sql = f"SELECT code, count(*) AS n FROM (SELECT unnest(w.{column}) AS code FROM {table} w WHERE {where}) GROUP BY code"
+        return sql, params
+
+    def _name(self, name: str) -> list[dict[str, Any]]:
+        codes, params = self._codes(name, name)
+        rows = self.con.execute(
+            f"SELECT k.value, g.n FROM ({codes}) g JOIN facet_codes k ON k.facet = '{name}' AND k.code = g.code "
+            f"ORDER BY g.n DESC, k.value LIMIT {TOP_N}",
+            params,
+        ).fetchall()
+        return [{"value": v, "count": n} for v, n in rows]
+
+    def _label(self) -> list[dict[str, Any]]:
+        table, where, params = self._src("label")
+        rows = self.con.execute(
+            "SELECT l.teacher, l.category, any_value(l.qualification), count(DISTINCT l.work_key) AS n FROM "
+            "(SELECT work_key, teacher, qualification, unnest(categories) AS category FROM work_labels "
+            "WHERE status = 'labelled') l "
+            f"WHERE l.work_key IN (SELECT w.work_key FROM {table} w WHERE w.labelled AND ({where})) "
+            "GROUP BY 1, 2 ORDER BY 1, n DESC, 2",
+            params,
+        ).fetchall()
+        return [{"teacher": t, "value": c, "qualification": q, "count": n} for t, c, q, n in rows]
+
+    def _classifier(self) -> list[dict[str, Any]]:
+        codes, params = self._codes("classifier", "classifier")
+        rows = self.con.execute(
+            f"SELECT k.model_version, k.mode, k.value, k.prediction_status, g.n FROM ({codes}) g "
+            "JOIN facet_codes k ON k.facet = 'classifier' AND k.code = g.code ORDER BY 1, 2, g.n DESC, 3",
+            params,
+        ).fetchall()
+        return [
+            {"model_version": v, "mode": m, "value": c, "prediction_status": s, "count": n} for v, m, c, s, n in rows
+        ]
+
+
+def write_facet_counts(con) -> int:
+    """Count every facet of the whole release into ``facet_counts`` (the build, after ``sql/facets.sql``)."""
+    facets = FacetCounter(con, [], stored=False).facets()
+    con.executemany("INSERT INTO facet_counts VALUES (?, ?)", [(k, json.dumps(v)) for k, v in facets.items()])
+    return len(facets)
 
 
 #: Every record column of the export, labels with source and status, decisions, scores and validation_status

@@ -137,6 +137,8 @@ WORK_FACETS_SCHEMA = pa.schema(
     ]
 )
 
+FACET_COUNTS_SCHEMA = pa.schema([("facet", pa.string()), ("items", pa.string())])
+
 SAVED_QUERIES_SCHEMA = pa.schema(
     [
         ("query_hash", pa.string()),
@@ -219,6 +221,15 @@ TABLES = [
         WORK_FACETS_SCHEMA,
         ("work_key",),
         store="release",
+    ),
+    Table(
+        "facet_counts",
+        "one facet of the whole release, as the site lists it (JSON items): the facets of the cohort with no filter",
+        "site_database",
+        FACET_COUNTS_SCHEMA,
+        ("facet",),
+        store="release",
+        json_columns=frozenset({"items"}),
     ),
     Table(
         "classifier_heads",
