@@ -132,7 +132,7 @@ class CohortQuery:
         self.con = release.cursor()
         self.clauses = clauses(cohort)
         self.coded = clauses(cohort, coded=True)
-        self._hits, self._index = False, None
+        self._hits, self._index, self._count, self._rows = False, None, None, None
         #: a text query and no other filter: the count and a page by relevance come from FTS5 alone
         self.text_only = bool(cohort.words) and all(c.group == "q" for c in self.clauses)
 
@@ -155,6 +155,8 @@ class CohortQuery:
         self.close()
 
     def close(self) -> None:
+        if self._rows:
+            self.con.execute("DROP TABLE IF EXISTS cohort_rows")
         self.con.close()
         if self._index is not None:
             self._index.close()
@@ -164,20 +166,39 @@ class CohortQuery:
 
     def count(self) -> int:
         """The exact number of works in the cohort."""
-        if self.text_only:
-            return self._fts(fts.count)
-        self._need_hits()
-        where, params = where_sql(self.coded)
-        return self._one(f"SELECT count(*) FROM work_facets w WHERE {where}", params)[0]
+        if self._count is None:
+            if self.text_only:
+                self._count = self._fts(fts.count)
+            else:
+                self._need_hits()
+                where, params = where_sql(self.coded)
+                self._count = self._one(f"SELECT count(*) FROM work_facets w WHERE {where}", params)[0]
+        return self._count
+
+    def _cohort_rows(self) -> str | None:
+        """The temporary table holding the cohort's ``work_facets`` rows when it is filtered and holds at most
+        ``FacetCounter.MATERIALIZE_MAX`` works (made once: coverage and facets then read it instead of evaluating
+        the filters again in every statement); None otherwise."""
+        if self._rows is None:
+            self._rows = ""
+            if self.coded and self.count() <= FacetCounter.MATERIALIZE_MAX:
+                self._need_hits()
+                where, params = where_sql(self.coded)
+                self.con.execute(f"CREATE TEMP TABLE cohort_rows AS SELECT * FROM work_facets w WHERE {where}", params)
+                self._rows = "cohort_rows"
+        return self._rows or None
 
     def coverage(self) -> dict[str, int]:
         """``works``, ``direct`` (with a labelled direct label), ``scored`` (with a prediction), ``decided`` (a
-        classifier decision in any mode) in the cohort (the flags of ``work_facets``)."""
+        classifier decision in any mode) in the cohort (the flags of ``work_facets``; stored for the release)."""
+        if not self.coded:
+            return json.loads(self._one("SELECT items FROM facet_counts WHERE facet = '_coverage'", [])[0])
         self._need_hits()
-        where, params = where_sql(self.coded)
+        table = self._cohort_rows()
+        where, params = ("true", []) if table else where_sql(self.coded)
         row = self._one(
             "SELECT count(*), count(*) FILTER (WHERE w.labelled), count(*) FILTER (WHERE w.scored), "
-            f"count(*) FILTER (WHERE w.decided) FROM work_facets w WHERE {where}",
+            f"count(*) FILTER (WHERE w.decided) FROM {table or 'work_facets'} w WHERE {where}",
             params,
         )
         return dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
@@ -188,7 +209,7 @@ class CohortQuery:
         ``direct_label`` gives teacher, category and the teacher's qualification; ``classifier`` gives mode,
         category, classifier version and ``prediction_status`` (:class:`FacetCounter`)."""
         self._need_hits()
-        return FacetCounter(self.con, self.coded, stored=True, count=self.count).facets()
+        return FacetCounter(self.con, self.coded, stored=True, cohort_table=self._cohort_rows()).facets()
 
     # ---- lists ---------------------------------------------------------------------------------------------
     def page(self, listing: Listing) -> tuple[list[dict[str, Any]], str | None]:
@@ -285,14 +306,13 @@ class FacetCounter:
     each name facet and the classifier facet as an unnest of the cohort's code lists, the direct-label facet
     over the cohort's labelled works; a facet whose filter is set is counted without it. When the cohort holds
     at most ``MATERIALIZE_MAX`` works, its rows are copied once into a temporary table that the statements read
-    instead of evaluating the filters again each (``count``: the cohort's count, to decide)."""
+    instead of evaluating the filters again each (``cohort_table``, made by :class:`CohortQuery`)."""
 
     MATERIALIZE_MAX = 300_000
 
-    def __init__(self, con, coded: list[Clause], stored: bool, count=None) -> None:
-        self.con, self.coded, self.stored, self.count = con, coded, stored, count
+    def __init__(self, con, coded: list[Clause], stored: bool, cohort_table: str | None = None) -> None:
+        self.con, self.coded, self.stored, self.cohort_table = con, coded, stored, cohort_table
         self.groups = {c.group for c in coded}
-        self.cohort_table: str | None = None
 
     def facets(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
@@ -305,12 +325,6 @@ class FacetCounter:
             out.update({f: json.loads(items) for f, items in rows})
         todo = [n for n in FACETS if n not in free]
         shared = [n for n in todo if n not in self.groups]
-        if shared and self.count is not None and self.groups and self.count() <= self.MATERIALIZE_MAX:
-            where, params = where_sql(self.coded)
-            self.con.execute(
-                f"CREATE OR REPLACE TEMP TABLE cohort_rows AS SELECT * FROM work_facets w WHERE {where}", params
-            )
-            self.cohort_table = "cohort_rows"
         grouped = [n for n in shared if n in COLUMN_FACETS or n in BOOLEAN_COLUMNS]
         if grouped:
             out.update(self._grouped(grouped, None))
@@ -323,8 +337,6 @@ class FacetCounter:
                 out["direct_label"] = self._label()
             elif name == "classifier":
                 out["classifier"] = self._classifier()
-        if self.cohort_table:
-            self.con.execute("DROP TABLE IF EXISTS cohort_rows")
         return {name: out[name] for name in FACET_OUTPUT}
 
     def _src(self, exclude: str | None) -> tuple[str, str, list]:
@@ -404,8 +416,14 @@ class FacetCounter:
 
 
 def write_facet_counts(con) -> int:
-    """Count every facet of the whole release into ``facet_counts`` (the build, after ``sql/facets.sql``)."""
+    """Count every facet of the whole release, and its coverage (``_coverage``), into ``facet_counts`` (the build,
+    after ``sql/facets.sql``)."""
     facets = FacetCounter(con, [], stored=False).facets()
+    row = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE labelled), count(*) FILTER (WHERE scored), "
+        "count(*) FILTER (WHERE decided) FROM work_facets"
+    ).fetchone()
+    facets["_coverage"] = dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
     con.executemany("INSERT INTO facet_counts VALUES (?, ?)", [(k, json.dumps(v)) for k, v in facets.items()])
     return len(facets)
 
