@@ -315,7 +315,7 @@ def measure_exports(data: Path, bare, cap: int, repeats: int) -> list[dict]:
                     got["bytes"], got["lines"] = n_bytes, lines
 
                 def base():
-                    bare.execute(f"COPY ({sql}) TO '{scratch / 'bare.csv'}' (FORMAT csv)", ["h", "r", "v", cap])
+                    bare.execute(f"COPY ({sql}) TO '{scratch / 'bare.csv'}' (FORMAT csv)", [cap, "h", "r", "v"])
 
                 runs = max(2, repeats // 5)
                 r = interleaved(app, base, runs)
