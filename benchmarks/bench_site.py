@@ -19,7 +19,8 @@ repetition of the app's call followed by one of the bare query (interleaved: the
   for a common term, two terms, a rare term; baseline: DuckDB ``count(*)`` of titles/keywords ``ILIKE`` every
   term (no stemming, so its count differs a little; printed beside).
 - ``work_page``: ``GET /works/<version>/<id>.html`` through Starlette's ``TestClient`` (in process, no
-  socket), random works; baseline: the bare ``SELECT record_json, page_path FROM works WHERE id = ?``.
+  socket), random works; baseline: the bare ``SELECT record_json, page_path FROM works WHERE work_key = ? AND id = ?``
+  (the app's own lookup).
 - ``export_csv`` / ``export_jsonl``: the app's streamed ``/export.csv`` / ``/export.jsonl`` through
   ``TestClient`` for the whole release capped at ``--export-rows`` (rows/s, whole body read); baseline:
   DuckDB's own ``COPY (<the export query>) TO <file> (FORMAT csv)`` of the same rows.
@@ -278,7 +279,9 @@ def measure_work_page(data: Path, bare, n: int, repeats: int) -> dict:
 
         def base():
             wid = ids[it["i"] % len(ids)]
-            bare.execute("SELECT record_json, page_path FROM works WHERE id = ?", [wid]).fetchone()
+            bare.execute(
+                "SELECT record_json, page_path FROM works WHERE work_key = ? AND id = ?", [int(wid[1:]), wid]
+            ).fetchone()
             it["i"] += 1
 
         r = interleaved(app, base, repeats)
