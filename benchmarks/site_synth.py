@@ -333,7 +333,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
             SELECT DISTINCT work_key, p.name FROM (
               SELECT work_key, {_zipf(10, str(sizes["institutions"])).replace("hash(i, 10)", "hash(i, 10, k)")} AS idx
               FROM gt, range(3) r(k) WHERE k < n_inst
-            ) x JOIN pool_institutions p USING (idx)
+            ) x JOIN pool_institutions p USING (idx) ORDER BY 1, 2
             """
         )
         con.execute(
@@ -342,13 +342,13 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
             SELECT DISTINCT work_key, p.name FROM (
               SELECT work_key, {_zipf(11, str(sizes["funders"])).replace("hash(i, 11)", "hash(i, 11, k)")} AS idx
               FROM gt, range(2) r(k) WHERE k < n_fund
-            ) x JOIN pool_funders p USING (idx)
+            ) x JOIN pool_funders p USING (idx) ORDER BY 1, 2
             """
         )
         con.execute(
             "INSERT INTO work_keywords SELECT DISTINCT work_key, name FROM "
             "(SELECT gt.work_key, unnest(rr.keywords) AS name FROM gt JOIN pool_real_rows rr ON rr.idx = gt.ra) "
-            "WHERE name IS NOT NULL AND name <> ''"
+            "WHERE name IS NOT NULL AND name <> '' ORDER BY 1, 2"
         )
         timings["names_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -395,7 +395,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
                      'machine_scores', json_object('score_gemma', score_gemma, 'score_codex', score_codex,
                                                    'score_spread', abs(score_gemma - score_codex))
                    )) AS VARCHAR)
-            FROM v
+            FROM v ORDER BY work_key
             """
         )
         timings["works_s"] = time.perf_counter() - t0
