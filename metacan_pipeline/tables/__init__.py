@@ -31,6 +31,7 @@ SQL_TYPES: dict[pa.DataType, str] = {
     pa.timestamp("us"): "TIMESTAMP",
     pa.timestamp("s"): "TIMESTAMP",
     pa.list_(pa.string()): "VARCHAR[]",
+    pa.list_(pa.int32()): "INTEGER[]",
 }
 
 
