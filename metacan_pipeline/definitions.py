@@ -22,6 +22,8 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+from .audit.assets import audit_protocol, audit_sample
+from .audit.checks import audit_sample_partitions_frame
 from .frame.api_refresh import openalex_api_refresh
 from .frame.assets import canadian_entities, frame, frame_parts, openalex_inventory
 from .frame.checks import (
@@ -65,6 +67,8 @@ ALL_ASSETS = [
     work_records,
     work_pages,
     site_database,
+    audit_protocol,
+    audit_sample,
 ]
 ALL_CHECKS = [
     frame_ids_unique,
@@ -75,6 +79,7 @@ ALL_CHECKS = [
     *TEACHER_CHECKS,
     *PREDICTION_CHECKS,
     records_may_ship,
+    audit_sample_partitions_frame,
 ]
 
 #: The API refresh buys OpenAlex calls: it runs only in its own job (``api_refresh``), never as part

@@ -10,7 +10,7 @@ ALL_KEYS = {k.to_user_string() for a in ALL_ASSETS for k in a.keys}
 def test_definitions_load():
     dg.Definitions.validate_loadable(defs)
     specs = {s.key.to_user_string(): s for s in defs.resolve_all_asset_specs()}
-    assert {s.group_name for s in specs.values()} == {"ingestion", "labeling", "scoring", "publishing"}
+    assert {s.group_name for s in specs.values()} == {"ingestion", "labeling", "scoring", "publishing", "audit"}
     assert specs["frame"].group_name == "ingestion" and specs["work_pages"].group_name == "publishing"
     for spec in specs.values():
         assert spec.description and len(spec.description) > 80, f"{spec.key} needs a real docstring"
@@ -37,6 +37,7 @@ def test_blocking_checks_guard_what_ships():
         "predictions_score_every_frame_work_once",
         "predictions_no_decision_without_gate",
         "student_holdout_disjoint_from_training",
+        "audit_sample_partitions_frame",
     }
     assert (
         checks["records_may_ship"].blocking and checks["records_may_ship"].asset_key.to_user_string() == "work_records"
@@ -45,6 +46,12 @@ def test_blocking_checks_guard_what_ships():
     assert checks["student_holdout_disjoint_from_training"].asset_key == dg.AssetKey("student_training_set")
     assert dg.AssetKey("student_training_set") in graph.get(dg.AssetKey("student_scores")).parent_keys
     assert {checks[n].asset_key.to_user_string() for n in checks if n.startswith("predictions_")} == {"predictions"}
+    # the audit sample's partition check blocks; the protocol comes first, the classifier under test before it
+    assert checks["audit_sample_partitions_frame"].asset_key == dg.AssetKey("audit_sample")
+    assert dg.AssetKey("audit_protocol") in graph.get(dg.AssetKey("audit_sample")).parent_keys
+    assert {dg.AssetKey("predictions"), dg.AssetKey("prediction_thresholds")} <= graph.get(
+        dg.AssetKey("audit_protocol")
+    ).parent_keys
     # every check blocks what is downstream except the manifest coverage warning and the sample teacher's coverage (a budget may defer works)
     assert {n for n, c in checks.items() if not c.blocking} == {
         "frame_build_manifest_covers_snapshot",

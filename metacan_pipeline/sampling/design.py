@@ -109,21 +109,34 @@ def draw_sample(
     fractions = {f"enrich:{rule.name}": rule.fraction for rule in spec.enrichment}
     out = []
     for stratum, members in sorted(strata.items()):
-        members = sorted(members, key=lambda r: (salted_hash(r["id"], salt), r["id"]))
-        big_n = len(members)
-        n = min(big_n, max(min_per_stratum, round(fractions.get(stratum, fraction) * big_n)))
-        pi = n / big_n
-        for rank, r in enumerate(members):
-            out.append(
-                {
-                    "id": r["id"],
-                    "stratum": stratum,
-                    "stratum_size": big_n,
-                    "stratum_sample_size": n,
-                    "hash_rank": rank,
-                    "selection_probability": pi,
-                    "design_weight": 1.0 / pi,
-                    "in_sample": rank < n,
-                }
-            )
+        n = stratum_sample_size(len(members), fractions.get(stratum, fraction), min_per_stratum)
+        out.extend(stratum_design([r["id"] for r in members], stratum, n, salt))
     return out
+
+
+def stratum_sample_size(big_n: int, fraction: float, min_per_stratum: int) -> int:
+    """``n_h = max(min_per_stratum, round(fraction * N_h))`` capped at ``N_h`` (Python's round: half to even)."""
+    return min(big_n, max(min_per_stratum, round(fraction * big_n)))
+
+
+def stratum_design(ids: list[str], stratum: str, n: int, salt: str) -> list[dict]:
+    """The design rows of one stratum of ``N_h = len(ids)`` works: ordered by salted hash (ties by id), the first
+    ``n`` in the sample, ``pi = n / N_h`` and ``design_weight = 1 / pi``. Raises ValueError for ``n`` outside
+    ``[1, N_h]`` (``n = 0`` would give every work of the stratum selection probability 0)."""
+    big_n = len(ids)
+    if not 1 <= n <= big_n:
+        raise ValueError(f"stratum {stratum!r}: sample size {n} not in [1, N_h = {big_n}]: every pi must be > 0")
+    pi = n / big_n
+    return [
+        {
+            "id": wid,
+            "stratum": stratum,
+            "stratum_size": big_n,
+            "stratum_sample_size": n,
+            "hash_rank": rank,
+            "selection_probability": pi,
+            "design_weight": 1.0 / pi,
+            "in_sample": rank < n,
+        }
+        for rank, wid in enumerate(sorted(ids, key=lambda i: (salted_hash(i, salt), i)))
+    ]

@@ -228,7 +228,11 @@ class Site(ApiEndpoints):
             raise HTTPException(404, N_("%(id)r is not a work id (W followed by digits)", id=wid[:40]))
         con = self.release.cursor()
         try:
-            row = con.execute("SELECT record_json, page_path FROM works WHERE id = ?", [wid]).fetchone()
+            # by work_key (the id's digits) first: its zone maps find the row; a scan of id took 0.1-0.2 s at 4.3M works
+            row = con.execute(
+                "SELECT record_json, page_path FROM works WHERE work_key = ? AND id = ?",
+                [min(int(wid[1:]), 2**63 - 1), wid],
+            ).fetchone()
         finally:
             con.close()
         if row is None:

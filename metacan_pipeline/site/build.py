@@ -27,11 +27,13 @@ from ..storage import MetacanStorage, sql_literal
 from ..tables.site import release_tables
 from ..vocab import CATEGORIES
 from . import fts
+from .queries import write_facet_counts
 from .release import database_path, index_path, releases_dir, write_pointer
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
+FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
 
 
@@ -91,12 +93,7 @@ def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
     tmp_db, tmp_index = folder / f".{release_id}.{tag}.duckdb", folder / f".{release_id}.{tag}.fts.sqlite"
     try:
         _write_database(storage, tmp_db, release_id, sha, page_context)
-        con = duckdb.connect(str(tmp_db), read_only=True)
-        try:
-            sql = "SELECT work_key, title, (SELECT string_agg(name, ' ') FROM work_keywords k WHERE k.work_key = w.work_key) AS keywords FROM works w"
-            fts.build_index(tmp_index, con.execute(sql).to_arrow_reader(50_000))
-        finally:
-            con.close()
+        write_index(tmp_db, tmp_index)
         os.replace(tmp_index, index)
         os.replace(tmp_db, db)
     finally:
@@ -104,6 +101,20 @@ def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
             tmp.unlink(missing_ok=True)
     write_pointer(storage.root, release_id)
     return BuiltRelease(release_id, db, index, reused=False, row_counts=_row_counts(db))
+
+
+def write_index(db: Path, index: Path) -> int:
+    """Write the FTS5 index of a release database's titles and keywords to ``index`` (a new file); returns the
+    rows indexed."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        sql = (
+            "SELECT work_key, title, (SELECT string_agg(name, ' ') FROM work_keywords k "
+            "WHERE k.work_key = w.work_key) AS keywords FROM works w"
+        )
+        return fts.build_index(index, con.execute(sql).to_arrow_reader(50_000))
+    finally:
+        con.close()
 
 
 def _parquet(storage: MetacanStorage, name: str) -> str:
@@ -133,6 +144,8 @@ def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: s
         con.execute("CREATE TEMP TABLE vocab_categories AS SELECT * FROM vocab_source")
         con.execute(RELEASE_SQL)
         _check_inputs(con)
+        con.execute(FACETS_SQL)
+        write_facet_counts(con)
         con.execute(
             "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), "
             "(SELECT list(DISTINCT id ORDER BY id) FROM (SELECT unnest(?::VARCHAR[]) AS id)), "

@@ -14,8 +14,9 @@ import json
 from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from .queries import EXPORT_JSON_COLUMNS, CohortQuery
+from .queries import CohortQuery
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
 
@@ -56,6 +57,37 @@ def _cell(value) -> str:
     return str(value)
 
 
+def _cells(column: pa.Array) -> pa.Array:
+    """The CSV text of every value of a column, as :func:`_cell` writes one, converted a column at a time
+    (strings, integers, booleans and string lists by Arrow's kernels; other types, e.g. doubles, by ``str``)."""
+    t = column.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        out = column
+    elif pa.types.is_integer(t):
+        out = pc.cast(column, pa.string())
+    elif pa.types.is_boolean(t):
+        out = pc.if_else(column, "true", "false")
+    elif pa.types.is_list(t) and pa.types.is_string(t.value_type):
+        out = pc.binary_join(column, "; ")
+    else:
+        return pa.array([_cell(v) for v in column.to_pylist()], pa.string())
+    return pc.fill_null(out.cast(pa.string()), "")
+
+
+def _csv_lines(batch: pa.RecordBatch) -> str:
+    """The CSV rows of a batch as ``csv.writer`` (``QUOTE_MINIMAL``, ``\\n``) writes them, made by Arrow's kernels
+    a column at a time: a cell holding a comma, a quote, CR or LF is quoted (quotes doubled), then each row's
+    cells are joined with commas. About 4x faster than ``csv.writer.writerows`` (benchmarks/bench_site.py)."""
+    if batch.num_rows == 0:
+        return ""
+    cols = []
+    for i in range(batch.num_columns):
+        col = _cells(batch.column(i))
+        quoted = pc.binary_join_element_wise('"', pc.replace_substring(col, '"', '""'), '"', "")
+        cols.append(pc.if_else(pc.match_substring_regex(col, '[",\r\n]'), quoted, col))
+    return "\n".join(pc.binary_join_element_wise(*cols, ",").to_pylist()) + "\n"
+
+
 def csv_chunks(query: CohortQuery, meta: dict) -> Iterator[str]:
     """The CSV body: comment lines, the header, then the rows, one chunk per batch. Closes ``query`` at the end."""
     try:
@@ -72,9 +104,7 @@ def csv_chunks(query: CohortQuery, meta: dict) -> Iterator[str]:
             if not header_done:
                 writer.writerow(batch.schema.names)
                 header_done = True
-            cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
-            writer.writerows([_cell(v) for v in row] for row in zip(*cols, strict=True))
-            yield buf.getvalue()
+            yield buf.getvalue() + _csv_lines(batch)
     finally:
         query.close()
 
@@ -83,15 +113,7 @@ def jsonl_chunks(query: CohortQuery, meta: dict) -> Iterator[str]:
     """The JSON Lines body: ``{"_export": meta}``, then one object per work. Closes ``query`` at the end."""
     try:
         yield json.dumps({"_export": meta}, ensure_ascii=False) + "\n"
-        for batch in query.export_batches(meta["row_cap"]):
-            yield "".join(
-                json.dumps(_decoded(r), ensure_ascii=False) + "\n" for r in pa.Table.from_batches([batch]).to_pylist()
-            )
+        for batch in query.export_json_lines(meta["row_cap"]):
+            yield "\n".join(batch.column(0).to_pylist()) + "\n"
     finally:
         query.close()
-
-
-def _decoded(row: dict) -> dict:
-    for name in EXPORT_JSON_COLUMNS:
-        row[name] = json.loads(row[name]) if row[name] is not None else []
-    return row

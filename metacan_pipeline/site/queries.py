@@ -11,6 +11,7 @@ selected value equals the cohort's count.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -38,8 +39,10 @@ class Clause:
     params: tuple
 
 
-def clauses(cohort: Cohort) -> list[Clause]:
-    """The WHERE clauses of a cohort over ``works w`` (and ``fts_hits`` when it has a text query)."""
+def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
+    """The WHERE clauses of a cohort over ``works w`` (and ``fts_hits`` when it has a text query); with
+    ``coded``, over ``work_facets w`` instead: a text value or a name is looked up in ``facet_codes`` once (a
+    value the release does not hold has no code and matches nothing, as over ``works``)."""
     f, out = cohort.filters, []
     if "year_min" in f:
         out.append(Clause("year", "w.year >= ?", (f["year_min"],)))
@@ -48,8 +51,11 @@ def clauses(cohort: Cohort) -> list[Clause]:
     for name in TEXT_FILTERS:
         if name not in f:
             continue
-        if name in NAME_TABLES:
-            sql = f"EXISTS (SELECT 1 FROM {NAME_TABLES[name]} x WHERE x.work_key = w.work_key AND x.name = ?)"
+        code = f"(SELECT code FROM facet_codes WHERE facet = '{name}' AND value = ?)"
+        if coded:
+            sql = f"list_contains(w.{name}, {code})" if name in NAME_TABLES else f"w.{name} = {code}"
+        elif name in NAME_TABLES:
+            sql = f"w.work_key IN (SELECT x.work_key FROM {NAME_TABLES[name]} x WHERE x.name = ?)"
         else:
             sql = f"w.{name} = ?"
         out.append(Clause(name, sql, (f[name],)))
@@ -60,16 +66,16 @@ def clauses(cohort: Cohort) -> list[Clause]:
         out.append(label)
     if "classifier_category" in f:
         sql = (
-            "EXISTS (SELECT 1 FROM work_decisions d WHERE d.work_key = w.work_key AND d.model_version = ? "
+            "list_contains(w.classifier, (SELECT code FROM facet_codes WHERE facet = 'classifier' "
+            "AND model_version = ? AND mode = ? AND value = ?))"
+            if coded
+            else "w.work_key IN (SELECT d.work_key FROM work_decisions d WHERE d.model_version = ? "
             "AND d.mode = ? AND d.category = ?)"
         )
         params = (f["classifier_version"], f["classifier_mode"], f["classifier_category"])
         out.append(Clause("classifier", sql, params))
     if "score_arm" in f:
-        sql = (
-            "EXISTS (SELECT 1 FROM work_scores s WHERE s.work_key = w.work_key AND s.arm = ? "
-            "AND s.score >= ? AND s.score <= ?)"
-        )
+        sql = "w.work_key IN (SELECT s.work_key FROM work_scores s WHERE s.arm = ? AND s.score >= ? AND s.score <= ?)"
         out.append(Clause("score", sql, (f["score_arm"], f.get("score_min", 0.0), f.get("score_max", 1.0))))
     if "q" in f:
         out.append(Clause("q", "w.work_key IN (SELECT work_key FROM fts_hits)", ()))
@@ -78,7 +84,7 @@ def clauses(cohort: Cohort) -> list[Clause]:
 
 def _label_clause(cohort: Cohort) -> Clause | None:
     f = cohort.filters
-    conds, params = ["l.work_key = w.work_key", "l.status = 'labelled'"], []
+    conds, params = ["l.status = 'labelled'"], []
     if "label_category" in f:
         conds.append("list_contains(l.categories, ?)")
         params.append(f["label_category"])
@@ -86,7 +92,7 @@ def _label_clause(cohort: Cohort) -> Clause | None:
         if name in f:
             conds.append(f"l.{column} = ?")
             params.append(f[name])
-    if len(conds) == 2:
+    if len(conds) == 1:
         return None
     if "label_teacher" in f:
         conds.append("l.teacher = ?")
@@ -94,12 +100,15 @@ def _label_clause(cohort: Cohort) -> Clause | None:
     where = " AND ".join(conds)
     if f.get("label_agreement") == "all":
         teachers = list(cohort.release.teachers)
+        if not teachers:  # every teacher (none) agrees: any work
+            return Clause("label", "true", ())
         sql = (
-            f"(SELECT count(DISTINCT l.teacher) FROM work_labels l WHERE {where} "
-            f"AND l.teacher IN (SELECT unnest(?::VARCHAR[]))) = ?"
+            f"w.work_key IN (SELECT l.work_key FROM work_labels l WHERE {where} "
+            f"AND l.teacher IN (SELECT unnest(?::VARCHAR[])) GROUP BY l.work_key HAVING count(DISTINCT l.teacher) = ?)"
         )
         return Clause("label", sql, (*params, teachers, len(teachers)))
-    return Clause("label", f"EXISTS (SELECT 1 FROM work_labels l WHERE {where})", tuple(params))
+    # uncorrelated IN: a correlated EXISTS under an unnest took 5.6 s at 4.3M works (benchmarks/bench_site.py)
+    return Clause("label", f"w.work_key IN (SELECT l.work_key FROM work_labels l WHERE {where})", tuple(params))
 
 
 def where_sql(items: list[Clause], exclude: str | None = None) -> tuple[str, list]:
@@ -109,19 +118,36 @@ def where_sql(items: list[Clause], exclude: str | None = None) -> tuple[str, lis
     return " AND ".join(f"({c.sql})" for c in kept), [p for c in kept for p in c.params]
 
 
+#: Every facet, by its filter group (what :func:`where_sql` excludes when the facet is counted).
+FACETS = (*COLUMN_FACETS, *NAME_TABLES, *BOOLEAN_COLUMNS, "label", "classifier")
+#: The facets' names in the output (the label group's facet is ``direct_label``), in order.
+FACET_OUTPUT = (*COLUMN_FACETS, *NAME_TABLES, *BOOLEAN_COLUMNS, "direct_label", "classifier")
+_OUT_NAME = {"label": "direct_label"}
+
+
 class CohortQuery:
     """The queries of one cohort on one request's connection (close it, or use it as a context manager)."""
 
     def __init__(self, release: Release, cohort: Cohort) -> None:
         self.release, self.cohort = release, cohort
         self.con = release.cursor()
-        if cohort.words:
-            index = release.search_index()
-            try:
-                self.con.register("fts_hits", fts.search(index, cohort.words))
-            finally:
-                index.close()
         self.clauses = clauses(cohort)
+        self.coded = clauses(cohort, coded=True)
+        self._hits, self._index, self._count, self._rows = False, None, None, None
+        #: a text query and no other filter: the count and a page by relevance come from FTS5 alone
+        self.text_only = bool(cohort.words) and all(c.group == "q" for c in self.clauses)
+
+    def _fts(self, fn, *args):
+        """``fn(index, words, *args)`` on this request's connection to the full-text index."""
+        if self._index is None:
+            self._index = self.release.search_index()
+        return fn(self._index, self.cohort.words, *args)
+
+    def _need_hits(self) -> None:
+        """Register every match of the text query as ``fts_hits`` (once, when a statement needs it)."""
+        if self.cohort.words and not self._hits:
+            self.con.register("fts_hits", self._fts(fts.search))
+            self._hits = True
 
     def __enter__(self) -> CohortQuery:
         return self
@@ -130,26 +156,50 @@ class CohortQuery:
         self.close()
 
     def close(self) -> None:
+        if self._rows:
+            self.con.execute("DROP TABLE IF EXISTS cohort_rows")
         self.con.close()
+        if self._index is not None:
+            self._index.close()
 
     def _one(self, sql: str, params: list) -> tuple:
         return self.con.execute(sql, params).fetchone()
 
     def count(self) -> int:
         """The exact number of works in the cohort."""
-        where, params = where_sql(self.clauses)
-        return self._one(f"SELECT count(*) FROM works w WHERE {where}", params)[0]
+        if self._count is None:
+            if self.text_only:
+                self._count = self._fts(fts.count)
+            else:
+                self._need_hits()
+                where, params = where_sql(self.coded)
+                self._count = self._one(f"SELECT count(*) FROM work_facets w WHERE {where}", params)[0]
+        return self._count
+
+    def _cohort_rows(self) -> str | None:
+        """The temporary table holding the cohort's ``work_facets`` rows when it is filtered and holds at most
+        ``FacetCounter.MATERIALIZE_MAX`` works (made once: coverage and facets then read it instead of evaluating
+        the filters again in every statement); None otherwise."""
+        if self._rows is None:
+            self._rows = ""
+            if self.coded and self.count() <= FacetCounter.MATERIALIZE_MAX:
+                self._need_hits()
+                where, params = where_sql(self.coded)
+                self.con.execute(f"CREATE TEMP TABLE cohort_rows AS SELECT * FROM work_facets w WHERE {where}", params)
+                self._rows = "cohort_rows"
+        return self._rows or None
 
     def coverage(self) -> dict[str, int]:
         """``works``, ``direct`` (with a labelled direct label), ``scored`` (with a prediction), ``decided`` (a
-        classifier decision in any mode) in the cohort."""
-        where, params = where_sql(self.clauses)
+        classifier decision in any mode) in the cohort (the flags of ``work_facets``; stored for the release)."""
+        if not self.coded:
+            return json.loads(self._one("SELECT items FROM facet_counts WHERE facet = '_coverage'", [])[0])
+        self._need_hits()
+        table = self._cohort_rows()
+        where, params = ("true", []) if table else where_sql(self.coded)
         row = self._one(
-            "SELECT count(*), "
-            "count(*) FILTER (WHERE EXISTS (SELECT 1 FROM work_labels l WHERE l.work_key = w.work_key AND l.status = 'labelled')), "
-            "count(*) FILTER (WHERE w.model_version IS NOT NULL), "
-            "count(*) FILTER (WHERE EXISTS (SELECT 1 FROM work_decisions d WHERE d.work_key = w.work_key)) "
-            f"FROM works w WHERE {where}",
+            "SELECT count(*), count(*) FILTER (WHERE w.labelled), count(*) FILTER (WHERE w.scored), "
+            f"count(*) FILTER (WHERE w.decided) FROM {table or 'work_facets'} w WHERE {where}",
             params,
         )
         return dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
@@ -158,58 +208,9 @@ class CohortQuery:
         """``{facet: [{"value", "count", ...}]}`` under the current filters but the facet's own (module docstring).
         Column and name facets list at most ``TOP_N`` values (all years), largest first; booleans give yes/no;
         ``direct_label`` gives teacher, category and the teacher's qualification; ``classifier`` gives mode,
-        category, classifier version and ``prediction_status``."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        for name in COLUMN_FACETS:
-            where, params = where_sql(self.clauses, exclude=name)
-            order = "value DESC NULLS LAST" if name == "year" else "n DESC, value NULLS LAST"
-            limit = "" if name == "year" else f"LIMIT {TOP_N}"
-            rows = self.con.execute(
-                f"SELECT w.{name} AS value, count(*) AS n FROM works w WHERE {where} GROUP BY 1 ORDER BY {order} {limit}",
-                params,
-            ).fetchall()
-            out[name] = [{"value": v, "count": n} for v, n in rows]
-        for name, table in NAME_TABLES.items():
-            where, params = where_sql(self.clauses, exclude=name)
-            rows = self.con.execute(
-                f"SELECT x.name, count(*) AS n FROM {table} x JOIN works w ON w.work_key = x.work_key WHERE {where} "
-                f"GROUP BY 1 ORDER BY n DESC, 1 LIMIT {TOP_N}",
-                params,
-            ).fetchall()
-            out[name] = [{"value": v, "count": n} for v, n in rows]
-        for name, column in BOOLEAN_COLUMNS.items():
-            where, params = where_sql(self.clauses, exclude=name)
-            yes, no = self._one(
-                f"SELECT count(*) FILTER (WHERE w.{column}), count(*) FILTER (WHERE NOT w.{column}) FROM works w WHERE {where}",
-                params,
-            )
-            out[name] = [{"value": "yes", "count": yes}, {"value": "no", "count": no}]
-        out["direct_label"] = self._label_facet()
-        out["classifier"] = self._classifier_facet()
-        return out
-
-    def _label_facet(self) -> list[dict[str, Any]]:
-        where, params = where_sql(self.clauses, exclude="label")
-        rows = self.con.execute(
-            "SELECT l.teacher, l.category, any_value(l.qualification), count(DISTINCT w.work_key) AS n FROM "
-            "(SELECT work_key, teacher, qualification, unnest(categories) AS category FROM work_labels "
-            f"WHERE status = 'labelled') l JOIN works w ON w.work_key = l.work_key WHERE {where} "
-            "GROUP BY 1, 2 ORDER BY 1, n DESC, 2",
-            params,
-        ).fetchall()
-        return [{"teacher": t, "value": c, "qualification": q, "count": n} for t, c, q, n in rows]
-
-    def _classifier_facet(self) -> list[dict[str, Any]]:
-        where, params = where_sql(self.clauses, exclude="classifier")
-        rows = self.con.execute(
-            "SELECT d.model_version, d.mode, d.category, any_value(d.prediction_status), count(*) AS n "
-            f"FROM work_decisions d JOIN works w ON w.work_key = d.work_key WHERE {where} "
-            "GROUP BY 1, 2, 3 ORDER BY 1, 2, n DESC, 3",
-            params,
-        ).fetchall()
-        return [
-            {"model_version": v, "mode": m, "value": c, "prediction_status": s, "count": n} for v, m, c, s, n in rows
-        ]
+        category, classifier version and ``prediction_status`` (:class:`FacetCounter`)."""
+        self._need_hits()
+        return FacetCounter(self.con, self.coded, stored=True, cohort_table=self._cohort_rows()).facets()
 
     # ---- lists ---------------------------------------------------------------------------------------------
     def page(self, listing: Listing) -> tuple[list[dict[str, Any]], str | None]:
@@ -217,10 +218,16 @@ class CohortQuery:
         (None on the last page). Each row carries its direct labels and classifier decisions with their status."""
         where, params = where_sql(self.clauses)
         join, key, direction = "", "coalesce(w.year, -1)", "DESC"
+        hits = "fts_hits"
+        if self.text_only and listing.sort == "relevance":  # the page's matches, ranked by FTS5
+            self.con.register("fts_page", self._fts(fts.top, listing.after, listing.limit + 1))
+            hits, where, params = "fts_page", "true", []
+        else:
+            self._need_hits()
         if listing.sort == "cited_by":
             key = "w.cited_by"
         elif listing.sort == "relevance":
-            join, key, direction = "JOIN fts_hits h ON h.work_key = w.work_key", "h.rank", "ASC"
+            join, key, direction = f"JOIN {hits} h ON h.work_key = w.work_key", "h.rank", "ASC"
         if listing.after is not None:
             cmp = ">" if direction == "ASC" else "<"
             where += f" AND ({key} {cmp} ? OR ({key} = ? AND w.work_key > ?))"
@@ -267,39 +274,201 @@ class CohortQuery:
     # ---- export --------------------------------------------------------------------------------------------
     def export_batches(self, cap: int, batch_rows: int = 5000) -> Iterator[pa.RecordBatch]:
         """At most ``cap`` works of the cohort in id order, every export column (``EXPORT_SQL``), in batches."""
+        self._need_hits()
         where, params = where_sql(self.clauses)
         consts = [self.cohort.query_hash(), self.cohort.release.release_id, self.cohort.classifier_version]
-        reader = self.con.execute(EXPORT_SQL.replace("{where}", where), [*consts, *params, cap]).to_arrow_reader(
+        reader = self.con.execute(EXPORT_SQL.replace("{where}", where), [*params, cap, *consts]).to_arrow_reader(
             batch_rows
         )
         yield from reader
 
+    def export_json_lines(self, cap: int, batch_rows: int = 5000) -> Iterator[pa.RecordBatch]:
+        """The same rows as :meth:`export_batches`, each as one JSON object text (column ``line``), written by
+        DuckDB: ``direct_labels`` and ``machine_scores`` nested (``[]`` when none)."""
+        self._need_hits()
+        where, params = where_sql(self.clauses)
+        consts = [self.cohort.query_hash(), self.cohort.release.release_id, self.cohort.classifier_version]
+        sql = (
+            "SELECT CAST(to_json(e) AS VARCHAR) AS line FROM (SELECT * REPLACE ("
+            + ", ".join(f"coalesce(CAST({c} AS JSON), '[]'::JSON) AS {c}" for c in EXPORT_JSON_COLUMNS)
+            + ") FROM ("
+            + EXPORT_SQL.replace("{where}", where)
+            + ") x) e"
+        )
+        yield from self.con.execute(sql, [*params, cap, *consts]).to_arrow_reader(batch_rows)
+
+
+class FacetCounter:
+    """The facets of a cohort (its ``coded`` clauses over ``work_facets w``) on a connection.
+
+    A facet counted under no filter at all (no filter is set, or only its own) is read from ``facet_counts``,
+    written once by the build (``stored``). The others are counted over ``work_facets`` (codes, decoded through
+    ``facet_codes``): the column and boolean facets whose own filter is not set in one scan (GROUPING SETS),
+    each name facet and the classifier facet as an unnest of the cohort's code lists, the direct-label facet
+    over the cohort's labelled works; a facet whose filter is set is counted without it. When the cohort holds
+    at most ``MATERIALIZE_MAX`` works, its rows are copied once into a temporary table that the statements read
+    instead of evaluating the filters again each (``cohort_table``, made by :class:`CohortQuery`)."""
+
+    MATERIALIZE_MAX = 300_000
+
+    def __init__(self, con, coded: list[Clause], stored: bool, cohort_table: str | None = None) -> None:
+        self.con, self.coded, self.stored, self.cohort_table = con, coded, stored, cohort_table
+        self.groups = {c.group for c in coded}
+
+    def facets(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        free = [n for n in FACETS if self.groups <= {n}] if self.stored else []
+        if free:
+            names = [_OUT_NAME.get(n, n) for n in free]
+            rows = self.con.execute(
+                "SELECT facet, items FROM facet_counts WHERE facet IN (SELECT unnest(?::VARCHAR[]))", [names]
+            ).fetchall()
+            out.update({f: json.loads(items) for f, items in rows})
+        todo = [n for n in FACETS if n not in free]
+        shared = [n for n in todo if n not in self.groups]
+        grouped = [n for n in shared if n in COLUMN_FACETS or n in BOOLEAN_COLUMNS]
+        if grouped:
+            out.update(self._grouped(grouped, None))
+        for name in todo:
+            if name in self.groups and (name in COLUMN_FACETS or name in BOOLEAN_COLUMNS):
+                out.update(self._grouped([name], name))
+            elif name in NAME_TABLES:
+                out[name] = self._name(name)
+            elif name == "label":
+                out["direct_label"] = self._label()
+            elif name == "classifier":
+                out["classifier"] = self._classifier()
+        return {name: out[name] for name in FACET_OUTPUT}
+
+    def _src(self, exclude: str | None) -> tuple[str, str, list]:
+        """``(table, where, params)`` of the cohort without ``exclude``'s filter."""
+        if exclude not in self.groups:
+            exclude = None
+        if exclude is None and self.cohort_table:
+            return self.cohort_table, "true", []
+        where, params = where_sql(self.coded, exclude)
+        return "work_facets", where, params
+
+    def _grouped(self, names: list[str], exclude: str | None) -> dict[str, list[dict[str, Any]]]:
+        table, where, params = self._src(exclude)
+        cols = [BOOLEAN_COLUMNS.get(n, n) for n in names]
+        facet = " ".join(f"WHEN grouping(w.{c}) = 0 THEN '{n}'" for n, c in zip(names, cols, strict=True))
+        code = " ".join(f"WHEN grouping(w.{c}) = 0 THEN CAST(w.{c} AS INTEGER)" for c in cols)
+        rows = self.con.execute(
+            f"WITH g AS (SELECT CASE {facet} END AS facet, CASE {code} END AS code, count(*) AS n FROM {table} w "
+            f"WHERE {where} GROUP BY GROUPING SETS ({', '.join(f'(w.{c})' for c in cols)})) "
+            "SELECT g.facet, g.code, k.value, g.n FROM g LEFT JOIN facet_codes k ON k.facet = g.facet AND k.code = g.code",
+            params,
+        ).fetchall()
+        by: dict[str, list[tuple]] = {n: [] for n in names}
+        for f, c, v, n in rows:
+            by[f].append((c, v, n))
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name in names:
+            got = by[name]
+            if name == "year":
+                got.sort(key=lambda t: (t[0] is None, -(t[0] or 0)))
+                out[name] = [{"value": c, "count": n} for c, _, n in got]
+            elif name in BOOLEAN_COLUMNS:
+                counts = {c: n for c, _, n in got}
+                out[name] = [{"value": "yes", "count": counts.get(1, 0)}, {"value": "no", "count": counts.get(0, 0)}]
+            else:
+                got.sort(key=lambda t: (-t[2], t[1] is None, t[1] or ""))
+                out[name] = [{"value": v, "count": n} for _, v, n in got[:TOP_N]]
+        return out
+
+    def _codes(self, column: str, exclude: str) -> tuple[str, list]:
+        """SQL and parameters: ``(code, n)`` of every code in the cohort's ``column`` lists (``exclude`` left out)."""
+        table, where, params = self._src(exclude)
+        sql = f"SELECT code, count(*) AS n FROM (SELECT unnest(w.{column}) AS code FROM {table} w WHERE {where}) GROUP BY code"
+        return sql, params
+
+    def _name(self, name: str) -> list[dict[str, Any]]:
+        codes, params = self._codes(name, name)
+        rows = self.con.execute(
+            f"SELECT k.value, g.n FROM ({codes}) g JOIN facet_codes k ON k.facet = '{name}' AND k.code = g.code "
+            f"ORDER BY g.n DESC, k.value LIMIT {TOP_N}",
+            params,
+        ).fetchall()
+        return [{"value": v, "count": n} for v, n in rows]
+
+    def _label(self) -> list[dict[str, Any]]:
+        table, where, params = self._src("label")
+        rows = self.con.execute(
+            "SELECT l.teacher, l.category, any_value(l.qualification), count(DISTINCT l.work_key) AS n FROM "
+            "(SELECT work_key, teacher, qualification, unnest(categories) AS category FROM work_labels "
+            "WHERE status = 'labelled') l "
+            f"WHERE l.work_key IN (SELECT w.work_key FROM {table} w WHERE w.labelled AND ({where})) "
+            "GROUP BY 1, 2 ORDER BY 1, n DESC, 2",
+            params,
+        ).fetchall()
+        return [{"teacher": t, "value": c, "qualification": q, "count": n} for t, c, q, n in rows]
+
+    def _classifier(self) -> list[dict[str, Any]]:
+        codes, params = self._codes("classifier", "classifier")
+        rows = self.con.execute(
+            f"SELECT k.model_version, k.mode, k.value, k.prediction_status, g.n FROM ({codes}) g "
+            "JOIN facet_codes k ON k.facet = 'classifier' AND k.code = g.code ORDER BY 1, 2, g.n DESC, 3",
+            params,
+        ).fetchall()
+        return [
+            {"model_version": v, "mode": m, "value": c, "prediction_status": s, "count": n} for v, m, c, s, n in rows
+        ]
+
+
+def write_facet_counts(con) -> int:
+    """Count every facet of the whole release, and its coverage (``_coverage``), into ``facet_counts`` (the build,
+    after ``sql/facets.sql``)."""
+    facets = FacetCounter(con, [], stored=False).facets()
+    row = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE labelled), count(*) FILTER (WHERE scored), "
+        "count(*) FILTER (WHERE decided) FROM work_facets"
+    ).fetchone()
+    facets["_coverage"] = dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
+    con.executemany("INSERT INTO facet_counts VALUES (?, ?)", [(k, json.dumps(v)) for k, v in facets.items()])
+    return len(facets)
+
 
 #: Every record column of the export, labels with source and status, decisions, scores and validation_status
-#: verbatim, and the query hash, release id and classifier version on every row.
+#: verbatim, and the query hash, release id and classifier version on every row. The capped cohort ``c`` is
+#: chosen first and each one-to-many table is aggregated once over its keys (hash joins): a correlated
+#: subquery per row ran at about 3,000 rows/s on a 100,000-work release (benchmarks/bench_site.py).
+#: Parameters: the cohort's, the cap, then query hash, release id, classifier version.
 EXPORT_SQL = """
+WITH c AS MATERIALIZED (
+  SELECT w.work_key FROM works w WHERE {where} ORDER BY w.work_key LIMIT ?
+), inst AS (
+  SELECT x.work_key, string_agg(x.name, '; ' ORDER BY x.name) AS v FROM work_institutions x SEMI JOIN c USING (work_key) GROUP BY 1
+), fund AS (
+  SELECT x.work_key, string_agg(x.name, '; ' ORDER BY x.name) AS v FROM work_funders x SEMI JOIN c USING (work_key) GROUP BY 1
+), kw AS (
+  SELECT x.work_key, string_agg(x.name, '; ' ORDER BY x.name) AS v FROM work_keywords x SEMI JOIN c USING (work_key) GROUP BY 1
+), lab AS (
+  SELECT l.work_key,
+         CAST(to_json(list({'teacher': l.teacher, 'model': l.model, 'prompt_version': l.prompt_version,
+                            'record_view': l.record_view, 'status': l.status, 'label_status': l.label_status,
+                            'qualification': l.qualification, 'categories': l.categories, 'domain': l.domain,
+                            'study_design': l.study_design, 'genre': l.genre, 'confidence': l.confidence}
+                           ORDER BY l.teacher)) AS VARCHAR) AS v
+  FROM work_labels l SEMI JOIN c USING (work_key) GROUP BY 1
+), sc AS (
+  SELECT s.work_key, CAST(to_json(list({'arm': s.arm, 'score': s.score} ORDER BY s.arm)) AS VARCHAR) AS v
+  FROM work_scores s SEMI JOIN c USING (work_key) GROUP BY 1
+)
 SELECT w.id, w.title, w.year, w.language, w.type, w.venue, w.field, w.topic, w.doi, w.cited_by,
        w.ca_aff, w.ca_fund, w.ca_venue, w.about_ca, w.invisible_to_affiliation_only, w.has_abstract,
        w.is_retracted, w.in_sampling_frame,
-       (SELECT string_agg(x.name, '; ' ORDER BY x.name) FROM work_institutions x WHERE x.work_key = w.work_key) AS ca_institutions,
-       (SELECT string_agg(x.name, '; ' ORDER BY x.name) FROM work_funders x WHERE x.work_key = w.work_key) AS funders,
-       (SELECT string_agg(x.name, '; ' ORDER BY x.name) FROM work_keywords x WHERE x.work_key = w.work_key) AS keywords,
+       inst.v AS ca_institutions, fund.v AS funders, kw.v AS keywords,
        w.classification_kind,
-       CAST((SELECT to_json(list({'teacher': l.teacher, 'model': l.model, 'prompt_version': l.prompt_version,
-                                  'record_view': l.record_view, 'status': l.status, 'label_status': l.label_status,
-                                  'qualification': l.qualification, 'categories': l.categories, 'domain': l.domain,
-                                  'study_design': l.study_design, 'genre': l.genre, 'confidence': l.confidence}
-                                 ORDER BY l.teacher))
-             FROM work_labels l WHERE l.work_key = w.work_key) AS VARCHAR) AS direct_labels,
+       lab.v AS direct_labels,
        w.model_version, w.prediction_status, w.candidate_categories, w.consensus_categories,
-       CAST((SELECT to_json(list({'arm': s.arm, 'score': s.score} ORDER BY s.arm))
-             FROM work_scores s WHERE s.work_key = w.work_key) AS VARCHAR) AS machine_scores,
+       sc.v AS machine_scores,
        w.score_spread, w.validation_status, w.page_path,
        ?::VARCHAR AS query_hash, ?::VARCHAR AS release_id, ?::VARCHAR AS classifier_version
-FROM works w
-WHERE {where}
+FROM c JOIN works w USING (work_key)
+LEFT JOIN inst USING (work_key) LEFT JOIN fund USING (work_key) LEFT JOIN kw USING (work_key)
+LEFT JOIN lab USING (work_key) LEFT JOIN sc USING (work_key)
 ORDER BY w.work_key
-LIMIT ?
 """
 
 #: Export columns holding JSON text (decoded into nested values in JSON Lines).

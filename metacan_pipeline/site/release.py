@@ -150,8 +150,8 @@ class Release:
             return self.duckdb.cursor()
 
     def search_index(self) -> sqlite3.Connection:
-        """A read-only connection to the full-text index, for one request."""
-        return fts.open_index(self.fts_path)
+        """A read-only connection to the full-text index, for one request (checked at start-up)."""
+        return fts.open_index(self.fts_path, check=False)
 
     def close(self) -> None:
         self.duckdb.close()

@@ -110,6 +110,35 @@ CLASSIFIER_HEADS_SCHEMA = pa.schema(
     ]
 )
 
+FACET_CODES_SCHEMA = pa.schema(
+    [
+        ("facet", pa.string()),
+        ("code", pa.int32()),
+        ("value", pa.string()),
+        ("model_version", pa.string()),
+        ("mode", pa.string()),
+        ("prediction_status", pa.string()),
+    ]
+)
+
+#: The facet and filter columns of ``works`` (text values as ``facet_codes`` codes) and the name lists and
+#: classifier decisions as code lists, one narrow row per work: what a cohort's count, coverage and facets read.
+WORK_FACETS_SCHEMA = pa.schema(
+    [
+        ("work_key", pa.int64()),
+        ("year", pa.int32()),
+        *((name, pa.int32()) for name in ("language", "type", "field", "topic", "venue", "classification_kind")),
+        *(
+            (name, pa.bool_())
+            for name in ("ca_aff", "ca_fund", "ca_venue", "about_ca", "invisible_to_affiliation_only")
+            + ("has_abstract", "is_retracted", "scored", "labelled", "decided")
+        ),
+        *((name, pa.list_(pa.int32())) for name in ("institution", "funder", "keyword", "classifier")),
+    ]
+)
+
+FACET_COUNTS_SCHEMA = pa.schema([("facet", pa.string()), ("items", pa.string())])
+
 SAVED_QUERIES_SCHEMA = pa.schema(
     [
         ("query_hash", pa.string()),
@@ -174,6 +203,33 @@ TABLES = [
         MACHINE_LONG_SCHEMA,
         ("work_key", "arm"),
         store="release",
+    ),
+    Table(
+        "facet_codes",
+        "one value of a facet as a small integer: a text column's value, a name, or a classifier decision "
+        "(model_version, mode, category, with its prediction_status)",
+        "site_database",
+        FACET_CODES_SCHEMA,
+        ("facet", "code"),
+        store="release",
+    ),
+    Table(
+        "work_facets",
+        "one work's filter and facet values in codes (flags scored, labelled, decided; names and decisions as "
+        "code lists): what cohort counts, coverage and facets scan",
+        "site_database",
+        WORK_FACETS_SCHEMA,
+        ("work_key",),
+        store="release",
+    ),
+    Table(
+        "facet_counts",
+        "one facet of the whole release, as the site lists it (JSON items): the facets of the cohort with no filter",
+        "site_database",
+        FACET_COUNTS_SCHEMA,
+        ("facet",),
+        store="release",
+        json_columns=frozenset({"items"}),
     ),
     Table(
         "classifier_heads",

@@ -117,9 +117,11 @@ def test_the_release_holds_every_published_work_and_its_evidence(site_release):
 def test_no_abstract_text_reaches_the_release(site_release):
     storage, _, _ = site_release
     cols = _release_sql(
-        storage, "SELECT table_name, column_name FROM information_schema.columns WHERE column_name ILIKE '%abstract%'"
+        storage,
+        "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE column_name ILIKE '%abstract%' "
+        "ORDER BY 1",
     )
-    assert cols == [("works", "has_abstract")]
+    assert cols == [("work_facets", "has_abstract", "BOOLEAN"), ("works", "has_abstract", "BOOLEAN")]
     assert _release_sql(
         storage,
         "SELECT count(*) FROM works WHERE record_json ILIKE '%abstract_inverted_index%' OR record_json ILIKE '%restricted maximum likelihood%'",

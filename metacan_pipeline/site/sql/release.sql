@@ -6,6 +6,8 @@
 CREATE TEMP TABLE r AS
 SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, record_json, record_json::JSON AS j FROM records;
 
+-- Every table is written in work_key order: an export reads the one-to-many tables for a range of keys, which
+-- their zone maps then find without a scan of the whole table (benchmarks/bench_site.py).
 INSERT INTO works
 SELECT work_key, id,
        j->>'$.title',
@@ -41,22 +43,26 @@ SELECT work_key, id,
        j->>'$.machine_scores.validation_status',
        'works/' || coalesce(j->>'$.prediction.model_version', 'unscored') || '/' || id || '.html',
        record_json
-FROM r;
+FROM r
+ORDER BY work_key;
 
 INSERT INTO work_institutions
 SELECT DISTINCT work_key, name FROM (
   SELECT r.work_key, unnest(f.ca_institutions) AS name FROM r JOIN frame f ON f.id = r.id
-) WHERE name IS NOT NULL AND name <> '';
+) WHERE name IS NOT NULL AND name <> ''
+ORDER BY work_key, name;
 
 INSERT INTO work_funders
 SELECT DISTINCT work_key, name FROM (
   SELECT r.work_key, unnest(f.funder_names) AS name FROM r JOIN frame f ON f.id = r.id
-) WHERE name IS NOT NULL AND name <> '';
+) WHERE name IS NOT NULL AND name <> ''
+ORDER BY work_key, name;
 
 INSERT INTO work_keywords
 SELECT DISTINCT work_key, name FROM (
   SELECT r.work_key, unnest(f.keywords) AS name FROM r JOIN frame f ON f.id = r.id
-) WHERE name IS NOT NULL AND name <> '';
+) WHERE name IS NOT NULL AND name <> ''
+ORDER BY work_key, name;
 
 INSERT INTO work_labels
 SELECT work_key, l.teacher, l.model, l.prompt_version, l.record_view, l.status, l.label_status, l.qualification,
@@ -68,7 +74,8 @@ FROM (
     "qualification": "VARCHAR", "categories": ["VARCHAR"], "domain": "VARCHAR", "study_design": "VARCHAR",
     "genre": "VARCHAR", "confidence": "VARCHAR"}]')) AS l
   FROM r
-);
+)
+ORDER BY work_key, l.teacher;
 
 INSERT INTO work_decisions
 SELECT d.work_key, d.model_version, d.mode, d.category, d.prediction_status,
@@ -83,13 +90,15 @@ FROM (
   FROM r, (VALUES ('candidate'), ('consensus')) m(mode)
   WHERE json_type(j->'$.prediction') = 'OBJECT'
 ) d
-LEFT JOIN vocab_categories v ON v.category = d.category;
+LEFT JOIN vocab_categories v ON v.category = d.category
+ORDER BY d.work_key, d.model_version, d.mode, d.category;
 
 INSERT INTO work_scores
 SELECT work_key, substr(k, 7), TRY_CAST(json_extract_string(ms, k) AS DOUBLE), ms->>'$.validation_status'
 FROM (SELECT work_key, ms, unnest(json_keys(ms)) AS k FROM (SELECT work_key, j->'$.machine_scores' AS ms FROM r)
       WHERE json_type(ms) = 'OBJECT')
-WHERE starts_with(k, 'score_') AND k <> 'score_spread';
+WHERE starts_with(k, 'score_') AND k <> 'score_spread'
+ORDER BY work_key, 2;
 
 INSERT INTO classifier_heads
 SELECT model_version, teacher, target, gate_passed, gate_reason FROM heads
