@@ -49,6 +49,25 @@ AUDIT_SAMPLE_SCHEMA = pa.schema(
     ]
 )
 
+#: A contract: the records, the pages, the release and the rolling layer read whether a head passed from here.
+HUMAN_VALIDATION_SCHEMA = pa.schema(
+    [
+        ("protocol_id", pa.string()),
+        ("classifier_version", pa.string()),
+        ("head", pa.string()),
+        ("passed", pa.bool_()),
+        ("precision", pa.float64()),
+        ("precision_lower", pa.float64()),
+        ("recall", pa.float64()),
+        ("recall_lower", pa.float64()),
+        ("coded_positives", pa.int64()),
+        ("n_coded", pa.int64()),
+        ("reason", pa.string()),
+        ("run_id", pa.string()),
+        ("computed_at", pa.timestamp("us")),
+    ]
+)
+
 TABLES = [
     Table(
         "audit_protocols",
@@ -76,5 +95,15 @@ TABLES = [
         "audit_sample",
         AUDIT_SAMPLE_SCHEMA,
         ("protocol_id", "id"),
+    ),
+    Table(
+        "human_validation",
+        "the gate's result for one head of one classifier version under one protocol, from one materialization of "
+        "validation_report (append-only; the newest row per protocol, version and head counts): passed or not, the "
+        "estimates and lower bounds behind it, coded positives, coded works, and why",
+        "validation_report",
+        HUMAN_VALIDATION_SCHEMA,
+        ("protocol_id", "classifier_version", "head", "run_id"),
+        store="duckdb",
     ),
 ]
