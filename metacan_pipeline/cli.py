@@ -538,6 +538,50 @@ def coding_import_labelstudio(
         typer.echo(f"  refused: {where}{who}: {r.reason}")
 
 
+# --- the coding pages (issue 16): adjudicators and the loading of tasks ------------------------------------------
+
+
+@coders_app.command("adjudicator")
+def coders_adjudicator(
+    name: str = typer.Argument(..., help="The coder who may settle disagreements on /coding/adjudication."),
+    revoke: bool = typer.Option(False, "--revoke", help="Take the role back instead (their answers stay)."),
+    data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
+) -> None:
+    """Make a coder an adjudicator (or, with --revoke, no longer one). An adjudicator never settles a work they coded."""
+    from .audit.coding import CodingError
+
+    with _coding_store(data_dir) as store:
+        try:
+            when = store.revoke_role(name) if revoke else store.grant_role(name)
+        except CodingError as exc:
+            typer.echo(f"metacan coders adjudicator: {exc}", err=True)
+            raise typer.Exit(2) from None
+    typer.echo(f"Coder {name} {'is no longer' if revoke else 'is'} an adjudicator (since {when}).")
+
+
+@coding_app.command("load-tasks")
+def coding_load_tasks(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -> None:
+    """Load the current protocol's audit sample into the coding store (what the asset coding_tasks does): evidence
+    only, two coders per work; a re-run adds only new works and never touches an answer."""
+    from .audit.coding_tasks import load_coding_tasks
+    from .storage import MetacanStorage, default_data_dir
+
+    root = data_dir or default_data_dir()
+    try:
+        with _coding_store(root) as store:
+            out = load_coding_tasks(MetacanStorage(data_dir=root), store, source="cli")
+    except ValueError as exc:
+        typer.echo(f"metacan coding load-tasks: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(
+        f"{out['protocol_id']}: {out['sample_works']} sampled works; {out['added']} tasks added, {out['unchanged']} "
+        f"unchanged, {out['evidence_changed']} with new evidence, {out['moved']} moved, {len(out['missing'])} not in "
+        "the frame"
+    )
+    for wid in out["missing"]:
+        typer.echo(f"  not in the frame (no new task): {wid}")
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 
