@@ -13,9 +13,9 @@ changed gets a new evidence version and keeps its answers on the old one). A sam
 counted ``missing`` and named in the log; a task already loaded for it stays, with its answers. Each load appends one
 ``coding_loads`` row, whose newest names the protocol the coding pages serve.
 
-Queue order (``position``): the rank of SHA-256(``<protocol id>:<work id>``) among the sampled works, so a queue
+Queue order (``position``): the first 60 bits of SHA-256(``<protocol id>:<work id>``) as an integer, so a queue
 interleaves the strata and a partly coded sample is a random subsample of each stratum; it depends on the protocol
-and the work only, so a re-run never moves a task. Two coders code each work (:data:`.coding.CODERS_PER_WORK`).
+and the work only, so a re-run (even one that adds works) never moves a task. Two coders code each work (:data:`.coding.CODERS_PER_WORK`).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ EVIDENCE_COLUMNS: tuple[str, ...] = (
 )
 
 
-def queue_key(protocol_id: str, work_id: str) -> str:
-    """The hash that orders a protocol's queue (module docstring)."""
-    return hashlib.sha256(f"{protocol_id}:{work_id}".encode()).hexdigest()
+def queue_position(protocol_id: str, work_id: str) -> int:
+    """A work's place in a protocol's queue (module docstring): 0 <= position < 2**60."""
+    return int(hashlib.sha256(f"{protocol_id}:{work_id}".encode()).hexdigest()[:15], 16)
 
 
 def sampled_evidence(storage: MetacanStorage, protocol_id: str) -> tuple[list[dict[str, Any]], list[str], int]:
@@ -80,9 +80,9 @@ def sampled_evidence(storage: MetacanStorage, protocol_id: str) -> tuple[list[di
         )
         names = [d[0] for d in cur.description]
         found = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-    found.sort(key=lambda r: queue_key(protocol_id, r["id"]))
-    for position, row in enumerate(found):
-        row["position"] = position
+    for row in found:
+        row["position"] = queue_position(protocol_id, row["id"])
+    found.sort(key=lambda r: (r["position"], r["id"]))
     have = {r["id"] for r in found}
     return found, [w for w in sampled if w not in have], len(sampled)
 
