@@ -180,7 +180,9 @@ def serve(
 ) -> None:
     """Serve the evidence browser (cohort builder, saved cohorts, work pages, exports, in English and under /fr/ in
     French; JSON API under /api/v1/, documented at /api/v1/docs) over the current release database, which the asset
-    site_database builds (uvicorn, read-only DuckDB). The API's per-client rate limit is METACAN_SITE_RATE_LIMIT."""
+    site_database builds (uvicorn, read-only DuckDB). The API's per-client rate limit is METACAN_SITE_RATE_LIMIT.
+    The audit study's coding pages are on the same server under /coding/ (coders from `metacan coders add`, tasks
+    from `metacan coding load-tasks` or the asset coding_tasks)."""
     import uvicorn
 
     from .site.app import create_app

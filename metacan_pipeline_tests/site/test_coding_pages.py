@@ -8,6 +8,7 @@ store and a loopback OpenAlex that serves the abstracts."""
 from __future__ import annotations
 
 import html
+import logging
 import re
 import socket
 import threading
@@ -134,7 +135,8 @@ def assert_masked(page: str) -> None:
     assert not re.search(r"(?<![\d./])0\.\d{2}", text)  # no score-like number (a DOI such as 10.18637 is not one)
 
 
-def test_sign_in_takes_a_token_by_post_only_and_refuses_a_bad_or_revoked_one(app, world):
+def test_sign_in_takes_a_token_by_post_only_and_refuses_a_bad_or_revoked_one(app, world, caplog):
+    caplog.set_level(logging.DEBUG)
     c = client(app)
     assert c.get("/coding/").headers["location"] == "/coding/sign-in"
     form = c.get("/coding/sign-in")
@@ -156,7 +158,9 @@ def test_sign_in_takes_a_token_by_post_only_and_refuses_a_bad_or_revoked_one(app
     assert world["tokens"]["ann"] not in ok.headers["location"]
     queue = c.get("/coding/")
     assert queue.status_code == 200 and "Signed in as ann" in queue.text
-    # a GET never signs in, even with the token in the address
+    assert "ann signed in" in caplog.text and "sign-in refused" in caplog.text
+    assert all(token not in caplog.text for token in world["tokens"].values())  # never logged
+    # a GET never signs in, even with the token in the address (which only this test puts there)
     assert client(app).get("/coding/sign-in", params={"token": world["tokens"]["ann"]}).status_code == 200
 
 
