@@ -460,13 +460,15 @@ def coders_list(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -> None
     """List the coders: name, when added, when revoked (never a token or its hash)."""
     with _coding_store(data_dir) as store:
         coders = store.list_coders()
+        roles = store.coder_roles()
     if not coders:
         typer.echo("No coders yet: add one with `metacan coders add NAME`.")
         return
     width = max(len(c["coder"]) for c in coders)
     for c in coders:
         status = f"revoked {c['revoked_at']}" if c["revoked_at"] else "active"
-        typer.echo(f"{c['coder']:<{width}}  added {c['created_at']}  {status}")
+        extra = "".join(f"  {r}" for r in roles.get(c["coder"], []))
+        typer.echo(f"{c['coder']:<{width}}  added {c['created_at']}  {status}{extra}")
 
 
 @coders_app.command("revoke")

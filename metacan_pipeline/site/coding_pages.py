@@ -401,12 +401,20 @@ def coding_routes(pages: CodingPages) -> list[Route]:
             Route(b + "/adjudication/{wid}", page(pages.adjudication_work), methods=["GET"]),
             Route(b + "/adjudication/{wid}", post(pages.adjudicate), methods=["POST"]),
             Route(b + "/instructions", page(pages.instructions)),
+            # any other address under the pages: their own 404, never the site's page (which names the release)
+            Route(b + "/{rest:path}", partial(_not_found, pages=pages, lang=lang), methods=["GET", "POST"]),
         ]
     return routes
 
 
 def _to_queue(request: Request, base: str) -> Response:
     return RedirectResponse(base + "/", status_code=307)
+
+
+def _not_found(request: Request, pages: CodingPages, lang: str) -> Response:
+    request.state.lang = lang
+    coder = pages._coder(request)
+    return pages.refused(request, lang, _Refused(404, N_("There is no coding page at this address.")), coder)
 
 
 def _sign_in_page(request: Request, pages: CodingPages, lang: str) -> Response:

@@ -4,6 +4,7 @@ executor, typer's CliRunner for ``metacan coding load-tasks``)."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import dagster as dg
@@ -130,6 +131,8 @@ def test_adjudicator_role_is_granted_and_revoked_from_the_cli(tmp_path):
     assert granted.exit_code == 0 and "Coder cy is an adjudicator" in granted.output
     with CodingStore(settings.coding_store_path(data)) as store:
         assert store.has_role("cy") and store.coder_roles() == {"cy": ["adjudicator"]}
+    listed = runner.invoke(app, ["coders", "list", "--data-dir", data])
+    assert re.search(r"cy\s+added \S+\s+active\s+adjudicator", listed.output), listed.output
     revoked = runner.invoke(app, ["coders", "adjudicator", "cy", "--revoke", "--data-dir", data])
     assert revoked.exit_code == 0 and "no longer" in revoked.output
     unknown = runner.invoke(app, ["coders", "adjudicator", "nobody", "--data-dir", data])

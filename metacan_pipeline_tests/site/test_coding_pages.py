@@ -177,6 +177,21 @@ def test_sign_out_ends_the_session_on_the_server(app, world):
     assert replay.get("/coding/").headers["location"] == "/coding/sign-in"  # the old cookie opens nothing
 
 
+def test_a_revoked_coder_is_signed_out_and_unknown_addresses_stay_on_the_coding_layout(app, world):
+    with CodingStore(world["path"]) as store:
+        token = store.add_coder("fay")
+    c = sign_in(app, token)
+    assert c.get("/coding/").status_code == 200
+    with CodingStore(world["path"]) as store:
+        store.revoke_coder("fay")
+    assert c.get("/coding/").headers["location"] == "/coding/sign-in"
+    for path in ("/coding/nowhere", "/fr/coding/works/W7000/extra"):
+        missing = client(app).get(path)
+        assert missing.status_code == 404 and "coding" in missing.text.lower()
+        assert_masked(missing.text)  # the site's own 404 page would name the release and the classifier
+    assert "Il n'y a aucune page de codage" in html.unescape(client(app).get("/fr/coding/nowhere").text)
+
+
 def test_a_coder_codes_their_own_queue_answers_append_and_the_latest_counts(app, world):
     pid = world["pid"]
     ann = sign_in(app, world["tokens"]["ann"])
