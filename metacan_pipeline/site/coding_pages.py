@@ -218,6 +218,7 @@ class CodingPages:
             protocol=serving,
             progress=self.store.coder_progress(pid, coder),
             answers=self.store.coder_answers(pid, coder),
+            held_by_others=request.query_params.get("done") == "1",
             **self._who(request, coder),
         )
 
