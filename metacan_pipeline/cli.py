@@ -180,7 +180,9 @@ def serve(
 ) -> None:
     """Serve the evidence browser (cohort builder, saved cohorts, work pages, exports, in English and under /fr/ in
     French; JSON API under /api/v1/, documented at /api/v1/docs) over the current release database, which the asset
-    site_database builds (uvicorn, read-only DuckDB). The API's per-client rate limit is METACAN_SITE_RATE_LIMIT."""
+    site_database builds (uvicorn, read-only DuckDB). The API's per-client rate limit is METACAN_SITE_RATE_LIMIT.
+    The audit study's coding pages are on the same server under /coding/ (coders from `metacan coders add`, tasks
+    from `metacan coding load-tasks` or the asset coding_tasks)."""
     import uvicorn
 
     from .site.app import create_app
@@ -458,13 +460,15 @@ def coders_list(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -> None
     """List the coders: name, when added, when revoked (never a token or its hash)."""
     with _coding_store(data_dir) as store:
         coders = store.list_coders()
+        roles = store.coder_roles()
     if not coders:
         typer.echo("No coders yet: add one with `metacan coders add NAME`.")
         return
     width = max(len(c["coder"]) for c in coders)
     for c in coders:
         status = f"revoked {c['revoked_at']}" if c["revoked_at"] else "active"
-        typer.echo(f"{c['coder']:<{width}}  added {c['created_at']}  {status}")
+        extra = "".join(f"  {r}" for r in roles.get(c["coder"], []))
+        typer.echo(f"{c['coder']:<{width}}  added {c['created_at']}  {status}{extra}")
 
 
 @coders_app.command("revoke")
@@ -536,6 +540,50 @@ def coding_import_labelstudio(
         where = f"task {r.task_id}" + (f" ({r.work_id})" if r.work_id else "")
         who = f", annotation {r.annotation_id} by {r.annotator}" if r.annotation_id is not None else ""
         typer.echo(f"  refused: {where}{who}: {r.reason}")
+
+
+# --- the coding pages (issue 16): adjudicators and the loading of tasks ------------------------------------------
+
+
+@coders_app.command("adjudicator")
+def coders_adjudicator(
+    name: str = typer.Argument(..., help="The coder who may settle disagreements on /coding/adjudication."),
+    revoke: bool = typer.Option(False, "--revoke", help="Take the role back instead (their answers stay)."),
+    data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
+) -> None:
+    """Make a coder an adjudicator (or, with --revoke, no longer one). An adjudicator never settles a work they coded."""
+    from .audit.coding import CodingError
+
+    with _coding_store(data_dir) as store:
+        try:
+            when = store.revoke_role(name) if revoke else store.grant_role(name)
+        except CodingError as exc:
+            typer.echo(f"metacan coders adjudicator: {exc}", err=True)
+            raise typer.Exit(2) from None
+    typer.echo(f"Coder {name} {'is no longer' if revoke else 'is'} an adjudicator (since {when}).")
+
+
+@coding_app.command("load-tasks")
+def coding_load_tasks(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -> None:
+    """Load the current protocol's audit sample into the coding store (what the asset coding_tasks does): evidence
+    only, two coders per work; a re-run adds only new works and never touches an answer."""
+    from .audit.coding_tasks import load_coding_tasks
+    from .storage import MetacanStorage, default_data_dir
+
+    root = data_dir or default_data_dir()
+    try:
+        with _coding_store(root) as store:
+            out = load_coding_tasks(MetacanStorage(data_dir=root), store, source="cli")
+    except ValueError as exc:
+        typer.echo(f"metacan coding load-tasks: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(
+        f"{out['protocol_id']}: {out['sample_works']} sampled works; {out['added']} tasks added, {out['unchanged']} "
+        f"unchanged, {out['evidence_changed']} with new evidence, {out['moved']} moved, {len(out['missing'])} not in "
+        "the frame"
+    )
+    for wid in out["missing"]:
+        typer.echo(f"  not in the frame (no new task): {wid}")
 
 
 def main() -> None:  # pragma: no cover - console entry

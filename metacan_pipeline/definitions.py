@@ -24,6 +24,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 
 from .audit.assets import audit_protocol, audit_sample
 from .audit.checks import audit_sample_partitions_frame
+from .audit.coding_assets import coding_tasks
 from .frame.api_refresh import openalex_api_refresh
 from .frame.assets import canadian_entities, frame, frame_parts, openalex_inventory
 from .frame.checks import (
@@ -69,6 +70,7 @@ ALL_ASSETS = [
     site_database,
     audit_protocol,
     audit_sample,
+    coding_tasks,
 ]
 ALL_CHECKS = [
     frame_ids_unique,
