@@ -22,7 +22,7 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from .audit.assets import audit_protocol, audit_sample
+from .audit.assets import audit_protocol, audit_sample, validation_report
 from .audit.checks import audit_sample_partitions_frame
 from .frame.api_refresh import openalex_api_refresh
 from .frame.assets import canadian_entities, frame, frame_parts, openalex_inventory
@@ -69,6 +69,7 @@ ALL_ASSETS = [
     site_database,
     audit_protocol,
     audit_sample,
+    validation_report,
 ]
 ALL_CHECKS = [
     frame_ids_unique,
