@@ -240,13 +240,11 @@ def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage
     reports = validation.run_report(inputs)
     gates = validation.gate_frame(reports, protocol)
     for name, (attr, schema) in REPORT_TABLES.items():
-        frame = pd.concat([validation.stamped(getattr(r, attr), protocol, s, run_id, now) for s, r in reports.items()])
-        n = storage.write_table(name, pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
+        frames = [validation.stamped(getattr(r, attr), protocol, s, run_id, now) for s, r in reports.items()]
+        n = storage.write_table(name, _table(frames, schema))
         yield dg.MaterializeResult(asset_key=name, metadata=table_metadata(schema, n, None, None))
-    frame = pd.concat([validation.stamped(g, protocol, s, run_id, now) for s, g in gates.items()])
-    n = storage.write_table(
-        "validation_gate", pa.Table.from_pandas(frame, schema=VALIDATION_GATE_SCHEMA, preserve_index=False)
-    )
+    frames = [validation.stamped(g, protocol, s, run_id, now) for s, g in gates.items()]
+    n = storage.write_table("validation_gate", _table(frames, VALIDATION_GATE_SCHEMA))
     yield dg.MaterializeResult(
         asset_key="validation_gate", metadata=table_metadata(VALIDATION_GATE_SCHEMA, n, None, None)
     )
@@ -260,6 +258,11 @@ def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage
         f"{sum(r['passed'] for r in rows)} of {len(rows)} heads passed"
     )
     yield dg.MaterializeResult(asset_key="validation_report", metadata=_report_metadata(inputs, reports, rows))
+
+
+def _table(frames: list[pd.DataFrame], schema: pa.Schema) -> pa.Table:
+    """The frames as one Arrow table of ``schema`` (one per code source, in order)."""
+    return pa.concat_tables([pa.Table.from_pandas(f, schema=schema, preserve_index=False) for f in frames])
 
 
 def append_human_validation(storage: MetacanStorage, rows: list[dict]) -> None:
