@@ -15,14 +15,19 @@ import json
 import math
 
 import dagster as dg
+import pandas as pd
 import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
+from metacan_pipeline.audit import validation
 from metacan_pipeline.audit.assets import audit_protocol, audit_sample, validation_report
 from metacan_pipeline.audit.checks import audit_sample_partitions_frame
 from metacan_pipeline.audit.coding import CodingStore
+from metacan_pipeline.audit.protocol import current_protocol
+from metacan_pipeline.audit.report import validation_report as report_of
 from metacan_pipeline.cli import app
+from metacan_pipeline.i18n import translations
 from metacan_pipeline.publish.assets import records_may_ship, work_records
 from metacan_pipeline.publish.checks import records_human_layers_backed
 from metacan_pipeline.publish.human_layer import human_layer_violations
@@ -302,6 +307,10 @@ def test_records_carry_the_human_code_and_the_validated_status_behind_a_passing_
     html = render_work(environment(), w0, None, {**CTX, "rendered_at": "x", "page_run_id": "y"})
     assert '<h3 id="human-code">Human code</h3>' in html and f"human_validated:{pid}" in html
     assert "The figures behind it" in html
+    # the served site renders the same template in French through the catalogue
+    fr = render_work(environment(translations("fr")), w0, None, {**CTX, "rendered_at": "x", "page_run_id": "y"})
+    assert "Code humain" in fr and "Validation humaine du classifieur" in fr and "Les chiffres qui la justifient" in fr
+    assert "Human code" not in fr
     # a work not human-coded (one coder so far), far from the threshold, is shown as the classifier's negative call under a passed gate
     far = recs[single]
     assert index[single] >= 90 and "human_code" not in far and far["human_validation"][0]["decision"] is False
@@ -320,3 +329,22 @@ def test_the_check_refuses_a_human_layer_without_its_code_or_gate(study):
     bad = {**plain, "human_validation": [other]}
     assert "without a passing gate" in human_layer_violations(bad, {}, passing)[0]
     assert human_layer_violations(plain, {}, passing) == []
+
+
+def test_the_summary_says_when_a_rate_rests_on_fewer_cases_than_the_minimum(study):
+    # twelve works of one census stratum, six coded positives: every rate is under the minimum of 30
+    rows = [{"id": wid(i), "stratum": "s", "design_weight": 1.0, "stratum_size": 12, "stratum_sample_size": 12,
+             "language": "en", "route_key": "ca_aff", "genre": None, "has_abstract": True} for i in range(12)]  # fmt: skip
+    system = f"classifier:{MV}:consensus"
+    codes = pd.DataFrame([{"id": wid(i), "head": "metaresearch", "code": int(i < 6)} for i in range(12)])
+    decisions = pd.DataFrame(
+        [{"system": system, "id": wid(i), "head": "metaresearch", "decision": int(i < 7)} for i in range(12)]
+    )
+    means = pd.DataFrame([{"system": system, "head": "metaresearch", "frame_mean": 0.5}])
+    report = report_of(pd.DataFrame(rows), codes, decisions, means)
+    text = validation.summary_markdown("human", report, current_protocol(study["storage"]))
+    assert "not reported: fewer than the protocol's minimum of 30 (n=7)" in text  # precision: 7 predicted positives
+    assert "not reported: fewer than the protocol's minimum of 30 (n=6)" in text  # recall: 6 coded positives
+    assert "6 coded positives < 30: cannot be judged" in text
+    machine = validation.summary_markdown("machine-adjudicator:frame1k", report, current_protocol(study["storage"]))
+    assert machine.startswith("**machine-adjudicator:frame1k (MACHINE-ADJUDICATED: not human validation)**")
