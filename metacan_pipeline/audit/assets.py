@@ -252,12 +252,15 @@ def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage
     n = storage.write_table("human_codes", pa.Table.from_pylist(codes, schema=HUMAN_CODES_SCHEMA))
     yield dg.MaterializeResult(asset_key="human_codes", metadata=table_metadata(HUMAN_CODES_SCHEMA, n, None, None))
     rows = validation.human_validation_rows(inputs, reports[validation.HUMAN], run_id, now)
-    append_human_validation(storage, rows)
+    appended = validation.append_human_validation(storage, rows)
     context.log.info(
         f"validation_report {protocol.protocol_id}: {len(inputs.human)} human-coded works, "
         f"{sum(r['passed'] for r in rows)} of {len(rows)} heads passed"
+        + ("" if appended else " (the gate says what it said last run: human_validation unchanged)")
     )
-    yield dg.MaterializeResult(asset_key="validation_report", metadata=_report_metadata(inputs, reports, rows))
+    yield dg.MaterializeResult(
+        asset_key="validation_report", metadata=_report_metadata(inputs, reports, rows, appended)
+    )
 
 
 def _table(frames: list[pd.DataFrame], schema: pa.Schema) -> pa.Table:
@@ -265,16 +268,7 @@ def _table(frames: list[pd.DataFrame], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables([pa.Table.from_pandas(f, schema=schema, preserve_index=False) for f in frames])
 
 
-def append_human_validation(storage: MetacanStorage, rows: list[dict]) -> None:
-    """Append the gate rows of one run to the DuckDB table human_validation (never updated)."""
-    table = pa.Table.from_pylist(rows, schema=HUMAN_VALIDATION_SCHEMA)
-    with storage.connect() as con:
-        con.register("new_rows", table)
-        con.execute("INSERT INTO human_validation SELECT * FROM new_rows")
-        con.unregister("new_rows")
-
-
-def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[dict]) -> dict:
+def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[dict], appended: bool) -> dict:
     sample = inputs.sample
     gate = "| head | passed | precision lower | recall lower | coded positives | coded works | reason |\n"
     gate += "|---|---|---|---|---|---|---|\n" + "".join(
@@ -291,6 +285,7 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
         "sampled_works": len(sample),
         "sampled_effective_n": round(float(kish_n_effective(weights)), 2),
         "human_coded_works": len(inputs.human),
+        "human_validation_rows_appended": len(rows) if appended else 0,
         "single_coder_works_awaiting_second_coder": inputs.single_coder,
         "trained_works_left_out": inputs.trained_left_out,
         "machine_adjudicators": dg.MetadataValue.json(

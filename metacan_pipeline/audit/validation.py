@@ -24,9 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
+import pyarrow as pa
 
 from ..storage import MetacanStorage
 from ..student.roles import STUDENT_TEACHERS, direct_labels_key
+from ..tables.audit import HUMAN_VALIDATION_SCHEMA
 from ..vocab import CATEGORIES
 from .coding import CodingStore
 from .design import scratch, state_sql
@@ -340,3 +342,44 @@ def summary_markdown(source: str, report: ValidationReport, protocol: AuditProto
             lines.append(f"| {s} | {_cell(p)} | {_cell(r)} | {_cell(f)} | {r['n'] if r else '-'} | {n_eff} | {gate} |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+#: What a gate row says; a run whose rows say the same as the newest stored ones appends nothing.
+GATE_FIGURES = (
+    "passed",
+    "precision",
+    "precision_lower",
+    "recall",
+    "recall_lower",
+    "coded_positives",
+    "n_coded",
+    "reason",
+)
+
+_NEWEST_SQL = """
+SELECT * EXCLUDE (rn) FROM (
+  SELECT *, row_number() OVER (PARTITION BY head ORDER BY computed_at DESC, run_id DESC) AS rn
+  FROM human_validation WHERE protocol_id = ? AND classifier_version = ?) WHERE rn = 1
+"""
+
+
+def append_human_validation(storage: MetacanStorage, rows: list[dict]) -> bool:
+    """Append one run's gate rows to the DuckDB table ``human_validation`` (never updated), unless the newest stored
+    row of every head of the protocol and version says the same (:data:`GATE_FIGURES`): then nothing is appended, so
+    a re-run on unchanged codes leaves the gate, the records and the pages as they were. Returns whether it appended."""
+    if not rows:
+        return False
+    table = pa.Table.from_pylist(rows, schema=HUMAN_VALIDATION_SCHEMA)
+    with storage.connect() as con:
+        cur = con.execute(_NEWEST_SQL, [rows[0]["protocol_id"], rows[0]["classifier_version"]])
+        names = [d[0] for d in cur.description]
+        newest = {r["head"]: r for r in (dict(zip(names, v, strict=True)) for v in cur.fetchall())}
+        same = set(newest) == {r["head"] for r in rows} and all(
+            newest[r["head"]][k] == r[k] for r in rows for k in GATE_FIGURES
+        )
+        if same:
+            return False
+        con.register("new_rows", table)
+        con.execute("INSERT INTO human_validation SELECT * FROM new_rows")
+        con.unregister("new_rows")
+    return True

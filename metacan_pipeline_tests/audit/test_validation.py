@@ -348,3 +348,16 @@ def test_the_summary_says_when_a_rate_rests_on_fewer_cases_than_the_minimum(stud
     assert "6 coded positives < 30: cannot be judged" in text
     machine = validation.summary_markdown("machine-adjudicator:frame1k", report, current_protocol(study["storage"]))
     assert machine.startswith("**machine-adjudicator:frame1k (MACHINE-ADJUDICATED: not human validation)**")
+
+
+def test_a_rerun_whose_gate_says_the_same_appends_nothing(study, tmp_path):
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    [row] = [
+        dict(zip(("protocol_id", "classifier_version", "head", "passed", "precision", "precision_lower", "recall",
+                  "recall_lower", "coded_positives", "n_coded", "reason", "run_id", "computed_at"), r, strict=True))
+        for r in sql(study["storage"], f"SELECT * FROM human_validation WHERE run_id = '{study['after'].run_id}'")
+    ]  # fmt: skip
+    assert validation.append_human_validation(storage, [row]) is True
+    assert validation.append_human_validation(storage, [{**row, "run_id": "later"}]) is False
+    assert validation.append_human_validation(storage, [{**row, "run_id": "later", "n_coded": 1}]) is True
+    assert sql(storage, "SELECT run_id FROM human_validation ORDER BY run_id") == [(row["run_id"],), ("later",)]
