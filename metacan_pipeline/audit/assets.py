@@ -1,5 +1,6 @@
 """The audit study's Dagster assets (issue 16; SPEC section 10): ``audit_protocol`` locks a protocol
-(:mod:`.protocol`), ``audit_sample`` draws its stratified sample of the frame (:mod:`.design`). The check on the
+(:mod:`.protocol`), ``audit_sample`` draws its stratified sample of the frame (:mod:`.design`), ``validation_report``
+estimates and gates against the codes (:mod:`.validation`, :mod:`.report`). The check on the
 sample is in :mod:`.checks`. Inputs are named by asset key; no other stage's assets module is imported."""
 
 import datetime as dt
