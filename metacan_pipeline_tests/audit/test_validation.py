@@ -36,6 +36,7 @@ from metacan_pipeline.settings import coding_store_path
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.roles import CENSUS, SAMPLE
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
+from metacan_pipeline.tables.publish import RECORDS_SCHEMA
 from metacan_pipeline.tables.sampling import DESIGN_SCHEMA
 from metacan_pipeline.tables.student import (
     HEADS_SCHEMA,
@@ -361,3 +362,23 @@ def test_a_rerun_whose_gate_says_the_same_appends_nothing(study, tmp_path):
     assert validation.append_human_validation(storage, [{**row, "run_id": "later"}]) is False
     assert validation.append_human_validation(storage, [{**row, "run_id": "later", "n_coded": 1}]) is True
     assert sql(storage, "SELECT run_id FROM human_validation ORDER BY run_id") == [(row["run_id"],), ("later",)]
+
+
+def test_the_blocking_check_fails_on_a_stored_record_with_a_forged_human_code(study, tmp_path):
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    recs = records(study["storage"])
+    forged = {**recs[study["single"]], "human_code": recs[wid(0)]["human_code"]}
+    rows = [{"id": r["id"], "record_json": json.dumps(r), "record_hash": "0" * 16} for r in (recs[wid(1)], forged)]
+    storage.write_table("work_records", pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA))
+    result = dg.materialize(
+        [records_human_layers_backed],
+        resources={"storage": storage},
+        selection=dg.AssetSelection.checks(records_human_layers_backed),
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+    evaluation = check_evaluation(result, "records_human_layers_backed")
+    assert not evaluation.passed  # this store holds no human code and no gate row at all
+    problems = evaluation.metadata["violations"].value
+    assert f"{forged['id']}: human_code under {study['pid']} but no stored human code of that protocol" in problems
+    assert any(p.startswith(f"{wid(1)}: human_validated:") for p in problems)
