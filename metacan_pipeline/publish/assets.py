@@ -123,6 +123,8 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
             ["id", "record_hash"],
             records_changed=changed,
             records_unchanged=n - changed,
+            human_coded_records=batches.human_coded,
+            human_validated_records=batches.human_validated,
             lineage_table="work_lineage",
             json_schema=dg.MetadataValue.path(str(SCHEMA_PATH)),
         ),

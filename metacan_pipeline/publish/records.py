@@ -301,6 +301,8 @@ class RecordBatches:
         self.qualification = qualification
         self.passing = passing
         self.changed = 0
+        self.human_coded = 0  # records with a human-coded layer (SPEC section 8: its own count)
+        self.human_validated = 0  # records carrying a human_validated:<protocol> status
         self.preview: list[dict] = []
         self._last: str | None = None
 
@@ -325,6 +327,8 @@ class RecordBatches:
         for row in rows:
             self.check_id(row["work"]["id"])
             out.append(record_row(row, self.qualification, self.passing))
+            self.human_coded += row.get("human") is not None
+            self.human_validated += bool(self.passing and (row["pred"] or {}).get("model_version") in self.passing)
             self.changed += self.previous.get(out[-1]["id"]) != out[-1]["record_hash"]
         self.preview.extend(out[: max(0, 10 - len(self.preview))])
         return pa.Table.from_pylist(out, schema=RECORDS_SCHEMA)

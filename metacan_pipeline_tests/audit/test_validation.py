@@ -300,6 +300,12 @@ def test_records_carry_the_human_code_and_the_validated_status_behind_a_passing_
     # every work two coders coded, trained ones too (they are left out of the estimates, not of the layer); the
     # single-coded work has no human code yet
     assert {w for w, r in recs.items() if "human_code" in r} == coded
+    [m] = [
+        m
+        for m in study["after"].asset_materializations_for_node("work_records")
+        if m.asset_key.path == ["work_records"]
+    ]
+    assert m.metadata["human_coded_records"].value == len(coded) and m.metadata["human_validated_records"].value == N
     w0 = recs[wid(0)]
     assert w0["human_code"]["status"] == f"human_coded:{pid}" and w0["human_code"]["categories"] == ["metaresearch"]
     assert w0["human_code"]["coders"] == 2 and w0["direct_labels"][0]["categories"] == ["metaresearch"]
