@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..storage import MetacanStorage
-from ..student.roles import STUDENT_TEACHERS, direct_labels_key
+from ..student.roles import CENSUS, STUDENT_TEACHERS, direct_labels_key
 from ..tables.audit import HUMAN_VALIDATION_SCHEMA
 from ..vocab import CATEGORIES
 from .coding import CodingStore
@@ -121,7 +121,8 @@ def decision_frames(
     storage: MetacanStorage, protocol: AuditProtocol, ids: list[str]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``system, id, head, decision`` on the sampled works and ``system, head, frame_mean, frame_n`` (the classifier
-    rules' decision means over every frame work the classifier version scored)."""
+    rules' decision means over every frame work the classifier version scored, and the census teacher's over every
+    work it labelled)."""
     teachers = [t for t in STUDENT_TEACHERS if storage.has_table(direct_labels_key(t))]
     gated = [h.head for h in protocol.heads if h.gate_passed]
     version = protocol.classifier_version
@@ -153,6 +154,13 @@ def decision_frames(
                         "JOIN sampled s ON s.id = l.work_id WHERE l.status = 'labelled'"
                     ).df()
                 )
+                if t == CENSUS:  # it labels every frame work: its frame-wide mean powers a PPI estimate too
+                    mean, n = con.execute(
+                        f'SELECT avg(CAST({value} AS INTEGER)), count(*) FROM "{direct_labels_key(t)}" l '
+                        "WHERE l.status = 'labelled'"
+                    ).fetchone()
+                    if n:
+                        means.append({"system": f"teacher:{t}", "head": h, "frame_mean": mean, "frame_n": n})
     columns = ["system", "id", "head", "decision"]
     decisions = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
     decisions = decisions.dropna(subset=["decision"]).drop_duplicates(["system", "id", "head"], keep="last")
