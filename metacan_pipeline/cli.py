@@ -584,6 +584,59 @@ def coding_load_tasks(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -
     )
     for wid in out["missing"]:
         typer.echo(f"  not in the frame (no new task): {wid}")
+@coding_app.command("import-adjudicator")
+def coding_import_adjudicator(
+    name: str = typer.Argument(..., help="The machine adjudicator: frame1k (the pilot's LLM adjudication verdicts)."),
+    protocol_id: str = typer.Option(
+        None, "--protocol", help="The protocol the codes are for (default: the current one)."
+    ),
+    pilot_dir: Path = typer.Option(None, help="The MetaCan pilot folder (default $METACAN_PILOT_DIR)."),
+    data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
+) -> None:
+    """Record a MACHINE adjudicator's verdicts as machine codes (machine-adjudicator:<name>), never as human codes:
+    the validation report labels estimates from them machine-adjudicated and the gate never counts them. Importing
+    again adds nothing."""
+    from .audit.adjudicator import ADJUDICATORS
+    from .audit.protocol import current_protocol_id
+    from .storage import MetacanStorage
+
+    if name not in ADJUDICATORS:
+        typer.echo(
+            f"metacan coding import-adjudicator: {name!r} unknown; expected one of {list(ADJUDICATORS)}", err=True
+        )
+        raise typer.Exit(2)
+    storage = MetacanStorage(data_dir=data_dir or settings.data_dir())
+    if protocol_id is None:
+        with storage.connect() as con:
+            protocol_id = current_protocol_id(con)
+        if protocol_id is None:
+            typer.echo(
+                "metacan coding import-adjudicator: no audit protocol is locked yet: materialize audit_protocol "
+                "(metacan run) first, or name one with --protocol",
+                err=True,
+            )
+            raise typer.Exit(2)
+    try:
+        rows = ADJUDICATORS[name](Path(pilot_dir or settings.pilot_dir()), protocol_id)
+        with _coding_store(data_dir) as store:
+            counts = store.append_machine_codes(rows)
+    except (ValueError, FileNotFoundError) as exc:
+        typer.echo(f"metacan coding import-adjudicator: {exc}", err=True)
+        raise typer.Exit(2) from None
+    in_sample = _in_audit_sample(storage, protocol_id, {r["id"] for r in rows})
+    typer.echo(
+        f"machine-adjudicator:{name} on {protocol_id}: {len(rows)} machine codes, {counts['added']} added, "
+        f"{counts['already_present']} already present; {in_sample} of their works are in the audit sample "
+        "(the others are kept but estimate nothing). They are machine-adjudicated, never human codes."
+    )
+
+
+def _in_audit_sample(storage, protocol_id: str, ids: set[str]) -> int:
+    """How many of ``ids`` are drawn in the audit sample of ``protocol_id`` (0 before the sample is drawn)."""
+    if not storage.has_table("audit_sample"):
+        return 0
+    rows = storage.read_table("audit_sample", ["protocol_id", "id", "in_sample"]).to_pylist()
+    return sum(1 for r in rows if r["protocol_id"] == protocol_id and r["in_sample"] and r["id"] in ids)
 
 
 def main() -> None:  # pragma: no cover - console entry

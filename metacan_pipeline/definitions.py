@@ -22,7 +22,7 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from .audit.assets import audit_protocol, audit_sample
+from .audit.assets import audit_protocol, audit_sample, validation_report
 from .audit.checks import audit_sample_partitions_frame
 from .audit.coding_assets import coding_tasks
 from .frame.api_refresh import openalex_api_refresh
@@ -36,6 +36,7 @@ from .frame.checks import (
 from .frame.partitions import openalex_partitions
 from .openalex.folders import split_dirs
 from .publish.assets import records_may_ship, work_pages, work_records
+from .publish.checks import records_human_layers_backed
 from .resources import OpenAlexFiles, default_openalex_dirs
 from .sampling.assets import sample_design, sample_design_partitions_frame
 from .site.assets import site_database
@@ -71,6 +72,7 @@ ALL_ASSETS = [
     audit_protocol,
     audit_sample,
     coding_tasks,
+    validation_report,
 ]
 ALL_CHECKS = [
     frame_ids_unique,
@@ -81,6 +83,7 @@ ALL_CHECKS = [
     *TEACHER_CHECKS,
     *PREDICTION_CHECKS,
     records_may_ship,
+    records_human_layers_backed,
     audit_sample_partitions_frame,
 ]
 

@@ -23,6 +23,7 @@ from ..teachers.qualification import qualification_notes
 from ..teachers.registry import load_qualification, load_registry, load_roles
 from ..vocab import SAMPLE_TEACHER
 from .abstracts import AbstractFetcher
+from .human_layer import read_passing_heads
 from .lineage import build_lineage
 from .manifest import (
     newest_render,
@@ -58,7 +59,14 @@ def label_tables() -> list[str]:
     specs=[
         dg.AssetSpec(
             WORK_RECORDS,
-            deps=["predictions", "machine_scores", "teacher_qualification", WORK_LINEAGE],
+            deps=[
+                "predictions",
+                "machine_scores",
+                "teacher_qualification",
+                WORK_LINEAGE,
+                "human_codes",
+                "validation_report",
+            ],
             kinds={"python", "json"},
             description="One JSON record per frame work with the field names of seeds/004 (SPEC section 9): routes and "
             "evidence, direct labels, prediction, machine scores, lineage; id, record JSON and its SHA-256/16. Blocked "
@@ -96,7 +104,7 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     n_lineage = build_lineage(storage, tables)
     yield dg.MaterializeResult(asset_key=WORK_LINEAGE, metadata=_lineage_metadata(storage, n_lineage))
     notes = qualification_notes(storage, load_registry(), load_qualification())
-    batches = RecordBatches(previous_hashes(storage), notes)
+    batches = RecordBatches(previous_hashes(storage), notes, read_passing_heads(storage))
     present = [t for t in tables if storage.has_table(t)]
     try:
         n = storage.write_table(
@@ -115,6 +123,8 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
             ["id", "record_hash"],
             records_changed=changed,
             records_unchanged=n - changed,
+            human_coded_records=batches.human_coded,
+            human_validated_records=batches.human_validated,
             lineage_table="work_lineage",
             json_schema=dg.MetadataValue.path(str(SCHEMA_PATH)),
         ),

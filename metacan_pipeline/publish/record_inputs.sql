@@ -4,7 +4,8 @@
 --   labels  the direct labels of every teacher (direct_labels: their rows, UNION ALL BY NAME), by teacher;
 --   pred    the prediction row, or NULL;
 --   machine the machine-score row, or NULL;
---   lineage the work_lineage row.
+--   lineage the work_lineage row;
+--   human   the work's final human code (human_codes, written by validation_report), or NULL.
 WITH labels AS (
   SELECT work_id, list(l ORDER BY l.teacher) AS labels
   FROM direct_labels l
@@ -14,10 +15,12 @@ SELECT f AS work,
        coalesce(lb.labels, []) AS labels,
        CASE WHEN p.id IS NULL THEN NULL ELSE p END AS pred,
        CASE WHEN m.id IS NULL THEN NULL ELSE m END AS machine,
-       g AS lineage
+       g AS lineage,
+       CASE WHEN h.id IS NULL THEN NULL ELSE h END AS human
 FROM frame f
 LEFT JOIN predictions p ON p.id = f.id
 LEFT JOIN machine_scores m ON m.id = f.id
 LEFT JOIN work_lineage g ON g.id = f.id
 LEFT JOIN labels lb ON lb.work_id = f.id
+LEFT JOIN human_codes h ON h.id = f.id
 ORDER BY f.id

@@ -222,3 +222,31 @@ EXTRA_DDL = (
 def coding_store_ddl() -> list[str]:
     """Every statement that creates the coding store: each table's catalog DDL, then :data:`EXTRA_DDL`. Idempotent."""
     return [t.ddl() for t in TABLES] + list(EXTRA_DDL)
+
+
+MACHINE_CODES_SCHEMA = pa.schema(
+    [
+        ("protocol_id", pa.string()),
+        ("id", pa.string()),
+        ("head", pa.string()),
+        ("code", pa.int32()),  # 0 | 1; NULL when the adjudicator gave no usable verdict
+        ("adjudicator", pa.string()),  # machine-adjudicator:<name>
+        ("verdict", pa.string()),  # the adjudicator's own value, e.g. the frame1k tier
+        ("reason", pa.string()),
+        ("source_file", pa.string()),
+        ("source_sha256", pa.string()),
+        ("recorded_at", pa.string()),
+    ]
+)
+
+TABLES.append(
+    Table(
+        "machine_codes",
+        "one code of a MACHINE adjudicator (e.g. the frame1k verdicts) on one work and head under a protocol, with the "
+        "file it came from; never a human code (append-only: a re-import adds nothing)",
+        "metacan_pipeline.audit.coding.CodingStore.append_machine_codes (metacan coding import-adjudicator)",
+        MACHINE_CODES_SCHEMA,
+        ("protocol_id", "id", "head", "adjudicator"),
+        store="sqlite",
+    )
+)
