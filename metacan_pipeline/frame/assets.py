@@ -162,7 +162,8 @@ def frame_parts(
     A backfill of many partitions runs as one run whose files are built ``workers`` at a time,
     largest first. A part already built with the same build key (file size and mtime, entity-list
     versions, lexicon and code version) is skipped without being read, so an interrupted build
-    resumes at the first unfinished part. Each part's record count is checked against its snapshot
+    resumes at the first unfinished part; a part whose file could not be read from object storage (quarantined
+    with the reason) is read again. Each part's record count is checked against its snapshot
     manifest entry; a mismatch is logged and recorded (``count_check``), never fatal.
     Output: ``warehouse/frame_parts/<partition>/<part>/``.
     """
@@ -170,7 +171,7 @@ def frame_parts(
     entities = EntityLists.from_table(storage.read_table("canadian_entities"))
     jobs = part_jobs(storage.read_table("openalex_inventory").to_pylist(), openalex.path_of, keys)
     parts_root = storage.table_dir("frame_parts")
-    skipped, todo = split_finished(jobs, parts_root, entities)
+    skipped, todo = split_finished(jobs, parts_root, entities, retry_failed_reads=True)
     if not jobs:
         context.log.warning(
             f"no input files in partition(s) {sorted(keys)}: materialize openalex_inventory to refresh the partitions"
