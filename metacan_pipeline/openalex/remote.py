@@ -147,8 +147,8 @@ def _retrying() -> Retrying:
     )
 
 
-def _read_error(url: str, exc: BaseException, what: str) -> RemoteReadError:
-    return RemoteReadError(scrub(f"{what} {url} failed ({type(exc).__name__}: {exc})"))
+def _read_error(url: str, exc: BaseException, what: str, detail: str = "") -> RemoteReadError:
+    return RemoteReadError(scrub(f"{what} {url}{detail} failed ({type(exc).__name__}: {exc})"))
 
 
 def list_files(url: str) -> list[RemoteFile]:
@@ -257,7 +257,7 @@ def copy_to(url: str, dest: Path, size: int, on_retry: Callable[[str], None] | N
         except (FileNotFoundError, RemoteReadError):
             raise
         except Exception as exc:
-            err = _read_error(url, exc, f"reading (attempt {attempt}, at byte {done} of {size})")
+            err = _read_error(url, exc, "reading", f" (attempt {attempt}, at byte {done} of {size})")
             if on_retry:
                 on_retry(str(err))
             raise err from None
