@@ -18,6 +18,7 @@ import pyarrow as pa
 from ..meta import table_metadata
 from ..openalex.inventory import take_inventory
 from ..openalex.reader import Record, iter_records
+from ..openalex.remote import RemoteReadError
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
 from ..tables.frame import ENTITY_SCHEMA
@@ -84,6 +85,12 @@ def openalex_inventory(
         inv = take_inventory(folders, openalex.api_root)
     except ValueError as exc:  # a folder list whose files' names would be ambiguous
         raise dg.Failure(description=str(exc), allow_retries=False) from None
+    except RemoteReadError as exc:  # an s3:// folder the store did not list after every attempt: may pass later
+        raise dg.Failure(
+            description=f"{exc}: check the network and the endpoint (METACAN_S3_ENDPOINT_URL), then materialize "
+            "openalex_inventory again",
+            allow_retries=True,
+        ) from None
     if not inv.present():  # an empty (or unmounted) folder: fail before any partition key is removed
         raise ingest.no_input_failure(inv, [f.root for f in folders], openalex.api_root)
     rows = inv.table_rows()
