@@ -297,15 +297,15 @@ def _build_part_locked(
 ) -> dict:
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
-    _check_unchanged(job, "")
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
         stats = ReadStats()
         failed: dict | None = None
         try:
+            _check_unchanged(job, "")
             source = _fetch(job, tmp)
-        except RemoteReadError as exc:
+        except RemoteReadError as exc:  # the store did not answer (whole) after every attempt
             quarantined, failed = _unreadable_row(job, scrub(str(exc)))
             stats.quarantine.append(quarantined)
             stats.counts.update({"quarantined": 1, "file_errors": 1})

@@ -207,16 +207,21 @@ def discover_remote(
 
 
 def stat(url: str) -> tuple[int, str | None] | None:
-    """``(size, version)`` of the file ``url`` as the store has it now (no cached listing), None when it is gone."""
+    """``(size, version)`` of the file ``url`` as the store has it now (no cached listing), None when it is gone;
+    retried as :func:`copy_to` is, then RemoteReadError."""
     fs, path = filesystem(url)
-    try:
-        fs.invalidate_cache(path)
-        info = fs.info(path)
-    except FileNotFoundError:
-        return None
-    except Exception as exc:
-        raise _read_error(url, exc, "looking up") from None
-    return int(info["size"]), version_of(info)
+
+    def look() -> tuple[int, str | None] | None:
+        try:
+            fs.invalidate_cache(path)
+            info = fs.info(path)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise _read_error(url, exc, "looking up") from None
+        return int(info["size"]), version_of(info)
+
+    return _retrying()(look)
 
 
 def read_bytes(url: str) -> bytes:
