@@ -28,6 +28,7 @@ from metacan_pipeline.frame.entities import EntityLists
 from metacan_pipeline.frame.parts import build_parts, part_dir, part_jobs, split_finished
 from metacan_pipeline.openalex.folders import input_folders, locate, split_dirs
 from metacan_pipeline.openalex.inventory import take_inventory
+from metacan_pipeline.openalex.lookup import load_abstracts
 from metacan_pipeline.openalex.remote import storage_options
 from metacan_pipeline_tests.builders import OPENALEX, copy_funders, is_canadian, node_metadata, root_error, write_part
 
@@ -362,3 +363,15 @@ def test_an_s3_url_is_one_folder_in_a_list_and_credentials_in_a_url_are_refused(
     with pytest.raises(ValueError, match="carries credentials in its URL") as err:
         input_folders(["s3://AKIA:hunter2@bucket/x"])
     assert "hunter2" not in str(err.value)
+
+
+def test_abstracts_are_re_read_from_the_bucket_as_from_the_local_folder(built, sample):
+    pointers = _table(
+        built["local"][0], "SELECT id, source_file, source_locator FROM frame WHERE has_abstract ORDER BY id LIMIT 5"
+    )
+    assert pointers
+    folders = input_folders([f"s3://{BUCKET}/snapshot"])
+    remote = load_abstracts(lambda sf: locate(folders, None, sf), pointers)
+    local = load_abstracts(lambda sf: sample / sf, pointers)
+    assert remote == local and all(isinstance(v, str) and v for v in remote.values())
+    assert load_abstracts(lambda sf: f"s3://{BUCKET}/gone/{sf}", pointers[:1]) == {pointers[0][0]: None}
