@@ -584,6 +584,8 @@ def coding_load_tasks(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -
     )
     for wid in out["missing"]:
         typer.echo(f"  not in the frame (no new task): {wid}")
+
+
 @coding_app.command("import-adjudicator")
 def coding_import_adjudicator(
     name: str = typer.Argument(..., help="The machine adjudicator: frame1k (the pilot's LLM adjudication verdicts)."),

@@ -1021,6 +1021,7 @@ class CodingStore:
         return self.submit(
             protocol_id, work_id, adjudicator, answer, role="adjudication", evidence_sha256=evidence_sha256
         )
+
     # --- machine adjudicators (never human codes) -----------------------------------------------------------------
 
     def append_machine_codes(self, rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
