@@ -22,7 +22,7 @@ from typing import Literal
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..http import public_url
+from ..http import public_url, shown_url
 from ..settings import secret, teacher_overrides, teachers_file
 from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER, TEACHER_ROLES
 from .server import EMBEDDED_MODEL_ALIAS
@@ -36,6 +36,24 @@ MAX_ENDPOINT_BACKOFF_S = 300.0
 #: The name the calls of the embedded llama.cpp server record as their endpoint (its port changes every run).
 EMBEDDED_ENDPOINT = "embedded"
 _ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: An ``api_key_env``: the name of an environment variable (never the key itself).
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _check_api_key_env(v: str) -> str:
+    """``v`` when it is empty or an environment variable's name; the error never shows ``v`` (a key pasted there)."""
+    if v and not _ENV_NAME.fullmatch(v):
+        raise ValueError(
+            "api_key_env must be the NAME of the environment variable that holds the key (letters, digits and _, "
+            "not starting with a digit), never the key itself; the value given is not shown"
+        )
+    return v
+
+
+def _problems(exc: ValidationError, fields: dict) -> str:
+    """A pydantic error as one line of ``<where>: <message>`` per problem, without the ``input_value`` pydantic's own
+    text shows (a base URL with ``user:key@``, a key): every message of this module's validators is redacted."""
+    return "; ".join(f"{_where(e['loc'], fields)}: {e['msg']}" if e["loc"] else e["msg"] for e in exc.errors())
 
 
 class Endpoint(BaseModel):
@@ -58,10 +76,15 @@ class Endpoint(BaseModel):
     def _base_url(cls, v: str) -> str:
         if not re.match(r"https?://[^/?#\s]+", v):
             raise ValueError(
-                f"base_url {v!r}: expected an http(s) URL ending in /v1 (the embedded server is a teacher of one "
+                f"base_url {shown_url(v)}: expected an http(s) URL ending in /v1 (the embedded server is a teacher of one "
                 f'endpoint: base_url = "" without endpoints)'
             )
         return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, v: str) -> str:
+        return _check_api_key_env(v)
 
     @field_validator("name")
     @classmethod
@@ -118,6 +141,11 @@ class TeacherSpec(BaseModel):
         if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", v):
             raise ValueError(f"teacher name {v!r} must be lower-case letters, digits and _ (it becomes an asset name)")
         return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, v: str) -> str:
+        return _check_api_key_env(v)
 
     @field_validator("coverage")
     @classmethod
@@ -223,7 +251,8 @@ class TeacherRunConfig(dg.Config):
 
     def apply(self, spec: TeacherSpec) -> TeacherSpec:
         """``spec`` with this run's overrides (validated again). Raises ValueError for a ``base_url`` or
-        ``concurrency`` override of a teacher with ``endpoints`` (each endpoint has its own: edit the registry)."""
+        ``concurrency`` override of a teacher with ``endpoints`` (each endpoint has its own: edit the registry), and
+        for an override the teacher refuses, naming the field; the message never shows a URL's user info or query."""
         if spec.endpoints and (self.base_url or self.concurrency):
             raise ValueError(
                 f"teacher {spec.name!r} lists {len(spec.endpoints)} endpoints, each with its own base_url and concurrency: "
@@ -239,7 +268,14 @@ class TeacherRunConfig(dg.Config):
             }.items()
             if v
         }
-        return TeacherSpec(**{**spec.model_dump(), **changes}) if changes else spec
+        if not changes:
+            return spec
+        try:
+            return TeacherSpec(**{**spec.model_dump(), **changes})
+        except ValidationError as exc:  # not chained: pydantic's text shows each input (a URL with its user:key@)
+            raise ValueError(
+                f"teacher {spec.name!r}: launchpad config (TeacherRunConfig): {_problems(exc, changes)}"
+            ) from None
 
 
 def direct_labels_table(teacher: str) -> str:
@@ -286,11 +322,8 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
         merged = {**fields, **overrides}
         try:
             out[name] = TeacherSpec(name=name, **merged)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{_where(e['loc'], fields)}: {e['msg']}" if e["loc"] else e["msg"] for e in exc.errors()
-            )
-            raise ValueError(f"teacher registry {path}: teachers.{name}: {problems}") from exc
+        except ValidationError as exc:  # not chained: pydantic's text shows each input (a URL with its user:key@)
+            raise ValueError(f"teacher registry {path}: teachers.{name}: {_problems(exc, fields)}") from None
         _check_reply_format(path, out[name])
     _check_roles(path, _roles(path, doc), out)
     return out
@@ -318,8 +351,20 @@ def _check_endpoint_form(path: Path, name: str, fields: dict, overrides: dict[st
     if not isinstance(fields["endpoints"], list) or not fields["endpoints"]:
         raise ValueError(
             f"teacher registry {path}: teachers.{name}: endpoints must be a non-empty list of tables "
-            f'(endpoints = [{{ base_url = "http://host:8000/v1", concurrency = 4 }}, ...]), got {fields["endpoints"]!r}'
+            f'(endpoints = [{{ base_url = "http://host:8000/v1", concurrency = 4 }}, ...]), got '
+            + (
+                "an empty list"
+                if fields["endpoints"] == []
+                else f"a TOML {_toml_type(fields['endpoints'])} (not shown)"
+            )
         )
+
+
+def _toml_type(value: object) -> str:
+    """The TOML name of a parsed value's type (what an error says instead of showing a value that may hold a key)."""
+    return {str: "string", dict: "table", list: "array", bool: "boolean", int: "integer", float: "float"}.get(
+        type(value), "date or time"
+    )
 
 
 def _where(loc: tuple, fields: dict) -> str:
@@ -330,7 +375,8 @@ def _where(loc: tuple, fields: dict) -> str:
         entries = fields.get("endpoints") or []
         entry = entries[loc[1]] if loc[1] < len(entries) else None
         url = entry.get("base_url") if isinstance(entry, dict) else None
-        head = f"endpoints[{loc[1]}]" + (f" ({public_url(url)})" if isinstance(url, str) and url else "")
+        shown = public_url(url) if isinstance(url, str) and "://" in url and len(url) <= 500 else ""
+        head = f"endpoints[{loc[1]}]" + (f" ({shown})" if shown else "")
         return ": ".join([head, *parts[2:]])
     return ".".join(parts)
 

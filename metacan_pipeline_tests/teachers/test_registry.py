@@ -249,7 +249,7 @@ def test_a_teacher_may_list_several_endpoints_each_with_its_own_concurrency_and_
         ),
         (
             'endpoints = [{ base_url = "gpu1:8000/v1" }]',
-            r"endpoints\[0\] \(.*\): base_url: .*expected an http\(s\) URL",
+            r"endpoints\[0\]: base_url: .*without scheme://, not shown.*expected an http\(s\) URL",
         ),
         (
             'endpoints = [{ base_url = "http://a/v1", concurrency = "4" }]',
@@ -284,3 +284,57 @@ def test_environment_overrides_keep_working_for_one_endpoint_and_refuse_to_repla
         load_registry(path, environ={"METACAN_VLLM_BASE_URL": "http://elsewhere/v1"})
     llama = load_registry(_registry(tmp_path), environ={"METACAN_LLAMA70B_BASE_URL": "http://elsewhere:9/v1"})
     assert [e.lane for e in llama["llama70b"].lanes] == ["http://elsewhere:9/v1"]
+
+
+SECRET = "s3cr3t-Key-0042"
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        (
+            f'endpoints = "https://ops:{SECRET}@api.example.com/v1"',
+            r"endpoints must be a non-empty list.*got a TOML string",
+        ),
+        (
+            f'endpoints = {{ base_url = "https://api.example.com/v1", api_key = "{SECRET}" }}',
+            r"endpoints must be a non-empty list.*got a TOML table",
+        ),
+        (
+            f'endpoints = [{{ base_url = "htps://ops:{SECRET}@api.example.com/v1" }}]',
+            r"base_url 'htps://api.example.com/v1'",
+        ),
+        (f'endpoints = [{{ base_url = " https://ops:{SECRET}@api.example.com/v1" }}]', r"endpoints\[0\].*base_url"),
+        (
+            f'endpoints = [{{ base_url = "htps://api.example.com/v1?key={SECRET}" }}]',
+            r"base_url 'htps://api.example.com/v1'",
+        ),
+        (
+            f'endpoints = [{{ base_url = "{SECRET}" }}]',
+            r"base_url \(a value of 15 characters without scheme://, not shown\)",
+        ),
+        (
+            f'endpoints = [{{ base_url = "http://a:{SECRET}@h/v1" }}, {{ base_url = "http://b:{SECRET}@h/v1" }}]',
+            r"endpoints\[0\] and endpoints\[1\] are both 'http://h/v1'",
+        ),
+        (
+            f'base_url = "http://h/v1"\napi_key_env = "{SECRET}"',
+            r"api_key_env must be the NAME of the environment variable",
+        ),
+        (
+            f'endpoints = [{{ base_url = "http://h/v1", api_key_env = "{SECRET}" }}]',
+            r"endpoints\[0\] \(http://h/v1\): api_key_env",
+        ),
+    ],
+)
+def test_a_registry_error_never_shows_a_credential(tmp_path, table, message):
+    """A key in a URL's user info or query, a key pasted where a URL or a variable name belongs: the error names the
+    file, the teacher and the field and shows the URL without credentials, and no chained exception (pydantic's own
+    text echoes every input) carries the key into a traceback (the Dagster code location's load error)."""
+    import traceback
+
+    path = _registry(tmp_path, f'\n[teachers.two]\nprompt_version = "v3"\n{table}\n')
+    with pytest.raises(ValueError, match=message) as info:
+        load_registry(path, environ={})
+    assert str(path) in str(info.value) and "teachers.two" in str(info.value)
+    assert SECRET not in "".join(traceback.format_exception(info.value))
