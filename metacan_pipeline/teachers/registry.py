@@ -18,6 +18,7 @@ import tomllib
 from importlib.resources import files
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -50,6 +51,31 @@ def _check_api_key_env(v: str) -> str:
     return v
 
 
+def check_base_url(v: str) -> str:
+    """``v`` when it is an endpoint's base URL: scheme http or https, a host, a valid port if any, no whitespace
+    anywhere (a leading space is refused, not stripped). ValueError else, showing the URL only as
+    :func:`~metacan_pipeline.http.shown_url` does (no user info or query)."""
+    parts = urlsplit(v)
+    if any(ch.isspace() for ch in v):
+        problem = "contains whitespace (a space, tab or newline: a leading or trailing space?)"
+    elif parts.scheme not in ("http", "https") or not v.lower().startswith(f"{parts.scheme}://"):
+        problem = "the scheme is not http:// or https://"
+    elif not parts.hostname:
+        problem = "there is no host"
+    else:
+        try:
+            parts.port  # noqa: B018 (raises ValueError for a port that is not a number in 0-65535)
+            problem = ""
+        except ValueError:
+            problem = "the port is not a number in 0-65535"
+    if problem:
+        raise ValueError(
+            f"base_url {shown_url(v)}: {problem}; expected an http(s) URL ending in /v1 such as http://host:8000/v1 "
+            '(the embedded server is a teacher of one endpoint: base_url = "" without endpoints)'
+        )
+    return v
+
+
 def _problems(exc: ValidationError, fields: dict) -> str:
     """A pydantic error as one line of ``<where>: <message>`` per problem, without the ``input_value`` pydantic's own
     text shows (a base URL with ``user:key@``, a key): every message of this module's validators is redacted."""
@@ -74,12 +100,7 @@ class Endpoint(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _base_url(cls, v: str) -> str:
-        if not re.match(r"https?://[^/?#\s]+", v):
-            raise ValueError(
-                f"base_url {shown_url(v)}: expected an http(s) URL ending in /v1 (the embedded server is a teacher of one "
-                f'endpoint: base_url = "" without endpoints)'
-            )
-        return v
+        return check_base_url(v)
 
     @field_validator("api_key_env")
     @classmethod
@@ -146,6 +167,11 @@ class TeacherSpec(BaseModel):
     @classmethod
     def _api_key_env(cls, v: str) -> str:
         return _check_api_key_env(v)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str) -> str:
+        return v if v == "" else check_base_url(v)  # "" = the embedded server
 
     @field_validator("coverage")
     @classmethod
@@ -323,7 +349,15 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
         try:
             out[name] = TeacherSpec(name=name, **merged)
         except ValidationError as exc:  # not chained: pydantic's text shows each input (a URL with its user:key@)
-            raise ValueError(f"teacher registry {path}: teachers.{name}: {_problems(exc, fields)}") from None
+            problems = _problems(exc, fields)
+            env = [
+                f"METACAN_{name.upper()}_{k.upper()}"
+                for k in overrides
+                if any(e["loc"][:1] == (k,) for e in exc.errors())
+            ]
+            if env:
+                problems += f" (set by the environment: {', '.join(env)})"
+            raise ValueError(f"teacher registry {path}: teachers.{name}: {problems}") from None
         _check_reply_format(path, out[name])
     _check_roles(path, _roles(path, doc), out)
     return out

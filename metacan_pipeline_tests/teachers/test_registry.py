@@ -338,3 +338,49 @@ def test_a_registry_error_never_shows_a_credential(tmp_path, table, message):
         load_registry(path, environ={})
     assert str(path) in str(info.value) and "teachers.two" in str(info.value)
     assert SECRET not in "".join(traceback.format_exception(info.value))
+
+
+@pytest.mark.parametrize(
+    "base_url, problem",
+    [
+        ("htps://gpu1:8000/v1", "the scheme is not http:// or https://"),
+        (" http://gpu1:8000/v1", "contains whitespace"),
+        ("http://gpu1:8000/v1 ", "contains whitespace"),
+        ("http://gpu1:8000/v 1", "contains whitespace"),
+        ("http:///v1", "there is no host"),
+        ("http://ops:key@/v1", "there is no host"),
+        ("http://gpu1:80000/v1", "the port is not a number"),
+        ("ftp://gpu1/v1", "the scheme is not http:// or https://"),
+    ],
+)
+def test_the_base_url_of_every_endpoint_is_checked_at_load(tmp_path, base_url, problem):
+    """A one-endpoint teacher's ``base_url`` was not checked at all (a typo failed only when the run called it), and the
+    endpoints' check matched a prefix (``http://h/v 1`` passed). Both forms, the environment override and the launchpad
+    get one rule: http or https, a host, a valid port, no whitespace."""
+    one = _registry(tmp_path, f'\n[teachers.one]\nprompt_version = "v3"\nbase_url = "{base_url}"\n')
+    with pytest.raises(ValueError, match=rf"teachers.one: base_url: .*: {problem}"):
+        load_registry(one, environ={})
+    several = _registry(
+        tmp_path, f'\n[teachers.two]\nprompt_version = "v3"\nendpoints = [{{ base_url = "{base_url}" }}]\n'
+    )
+    with pytest.raises(ValueError, match=rf"teachers.two: endpoints\[0\].*: base_url: .*: {problem}"):
+        load_registry(several, environ={})
+    good = _registry(tmp_path)
+    with pytest.raises(ValueError, match=rf"{problem}.*\(set by the environment: METACAN_LLAMA70B_BASE_URL\)"):
+        load_registry(good, environ={"METACAN_LLAMA70B_BASE_URL": base_url})
+    llama = load_registry(good, environ={})["llama70b"]
+    with pytest.raises(
+        ValueError, match=rf"teacher 'llama70b': launchpad config \(TeacherRunConfig\): base_url: .*{problem}"
+    ):
+        TeacherRunConfig(base_url=base_url).apply(llama)
+
+
+def test_a_launchpad_error_never_shows_a_credential():
+    """The launchpad override went through pydantic, whose error text shows the input (``input_value='htps://ops:key@...'``)."""
+    import traceback
+
+    codex = load_registry(environ={"METACAN_CODEX_PROMPT_VERSION": "v3"})["codex"]
+    with pytest.raises(ValueError, match=r"base_url 'htps://api.example.com/v1': the scheme") as info:
+        TeacherRunConfig(base_url=f"htps://ops:{SECRET}@api.example.com/v1?key={SECRET}").apply(codex)
+    assert SECRET not in "".join(traceback.format_exception(info.value))
+    assert "input_value" not in str(info.value)
