@@ -32,6 +32,8 @@ from .views import CURRENT_VIEW_VERSION
 #: The teachers that fill the roles when a registry has no ``[roles]`` table.
 DEFAULT_ROLES = {CENSUS_TEACHER: "gemma", SAMPLE_TEACHER: "codex"}
 MAX_WORKS_PER_CALL = 25
+#: The top-level tables a registry file may have (a typo such as ``[teacher.x]`` or ``[role]`` is refused, not ignored).
+REGISTRY_TABLES = ("teachers", "roles", "qualification")
 #: The longest an endpoint that keeps failing rests between two probes (s).
 MAX_ENDPOINT_BACKOFF_S = 300.0
 #: The name the calls of the embedded llama.cpp server record as their endpoint (its port changes every run).
@@ -318,7 +320,8 @@ def default_registry_path() -> Path:
 def load_registry(path: str | Path | None = None, environ: dict[str, str] | None = None) -> dict[str, TeacherSpec]:
     """``{name: TeacherSpec}`` from the registry file plus ``METACAN_<NAME>_*`` overrides, in file order.
 
-    Raises ValueError naming the file and the field for a malformed registry, a view or coverage out of
+    Raises ValueError naming the file and the field for a malformed registry (a top-level table other than
+    :data:`REGISTRY_TABLES` included), a view or coverage out of
     vocabulary, or a ``[roles]`` table that does not name two different registry teachers for the census
     and the sample role; FileNotFoundError for a missing file.
     """
@@ -331,6 +334,12 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"teacher registry {path}: not valid TOML ({exc})") from exc
+    unknown = [k for k in doc if k not in REGISTRY_TABLES]
+    if unknown:
+        raise ValueError(
+            f"teacher registry {path}: unknown top-level key(s) {', '.join(repr(k[:64]) for k in unknown[:5])}: a registry "
+            f"has only the tables {', '.join(f'[{t}]' for t in REGISTRY_TABLES)} (a teacher is [teachers.<name>])"
+        )
     tables = doc.get("teachers")
     if not isinstance(tables, dict) or not tables:
         raise ValueError(f"teacher registry {path}: no [teachers.<name>] tables")

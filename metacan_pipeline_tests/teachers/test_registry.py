@@ -384,3 +384,18 @@ def test_a_launchpad_error_never_shows_a_credential():
         TeacherRunConfig(base_url=f"htps://ops:{SECRET}@api.example.com/v1?key={SECRET}").apply(codex)
     assert SECRET not in "".join(traceback.format_exception(info.value))
     assert "input_value" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "extra", ['\n[teacher.gpt]\nbase_url = "http://x/v1"\n', '\n[role]\ncensus = "codex"\n', 'census = "gemma"\n']
+)
+def test_an_unknown_top_level_table_is_refused_naming_the_allowed_ones(tmp_path, extra):
+    """``[teacher.gpt]`` (a missing s) or ``[role]`` was ignored: the teacher silently did not exist."""
+    path = _registry(tmp_path, extra) if extra.startswith("\n") else tmp_path / "t.toml"
+    if not extra.startswith("\n"):
+        path.write_text(extra + _registry(tmp_path).read_text())
+    with pytest.raises(
+        ValueError, match=r"unknown top-level key.*only the tables \[teachers\], \[roles\], \[qualification\]"
+    ) as info:
+        load_registry(path, environ={})
+    assert str(path) in str(info.value)
