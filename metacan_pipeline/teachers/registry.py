@@ -114,7 +114,12 @@ class Endpoint(BaseModel):
     def _name(cls, v: str) -> str:
         if v and not _ENDPOINT_NAME.fullmatch(v):
             raise ValueError(
-                f"endpoint name {v!r}: letters, digits, '_', '.' and '-', at most 64, starting with a letter or digit"
+                f"endpoint name {v[:64]!r}: letters, digits, '_', '.' and '-', at most 64, starting with a letter or digit"
+            )
+        if v.lower() == EMBEDDED_ENDPOINT:
+            raise ValueError(
+                f"endpoint name {v!r} is reserved for the embedded llama.cpp server (its calls record it in "
+                "teacher_calls.endpoint): give this endpoint another name"
             )
         return v
 

@@ -399,3 +399,17 @@ def test_an_unknown_top_level_table_is_refused_naming_the_allowed_ones(tmp_path,
     ) as info:
         load_registry(path, environ={})
     assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["embedded", "Embedded"])
+def test_a_remote_endpoint_may_not_take_the_embedded_servers_name(tmp_path, name):
+    """``teacher_calls.endpoint = 'embedded'`` says a call went to the embedded llama.cpp server: a remote endpoint
+    named so would pass for it in every table and summary."""
+    path = _registry(
+        tmp_path,
+        f'\n[teachers.two]\nprompt_version = "v3"\nendpoints = [{{ base_url = "http://h/v1", name = "{name}" }}]\n',
+    )
+    with pytest.raises(
+        ValueError, match=rf"teachers.two: endpoints\[0\] \(http://h/v1\): name: .*'{name}' is reserved"
+    ):
+        load_registry(path, environ={})
