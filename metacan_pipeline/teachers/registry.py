@@ -34,6 +34,11 @@ DEFAULT_ROLES = {CENSUS_TEACHER: "gemma", SAMPLE_TEACHER: "codex"}
 MAX_WORKS_PER_CALL = 25
 #: The top-level tables a registry file may have (a typo such as ``[teacher.x]`` or ``[role]`` is refused, not ignored).
 REGISTRY_TABLES = ("teachers", "roles", "qualification")
+#: The most calls a teacher has in flight over all its endpoints (the sum of their ``concurrency``; one endpoint has
+#: at most 256). Each call in flight is a worker holding its batch's works and prompt, and one connection of its lane's
+#: client: 512 keeps a run's memory and sockets bounded (about 25 MB of prompts at 25 works per call) while leaving room
+#: for, e.g., 8 GPU servers at 64 each.
+MAX_CALLS_IN_FLIGHT = 512
 #: The longest an endpoint that keeps failing rests between two probes (s).
 MAX_ENDPOINT_BACKOFF_S = 300.0
 #: The name the calls of the embedded llama.cpp server record as their endpoint (its port changes every run).
@@ -202,6 +207,12 @@ class TeacherSpec(BaseModel):
                     f"endpoints[{seen[e.lane]}] and endpoints[{i}] are both {e.lane!r}: give each endpoint a distinct name"
                 )
             seen[e.lane] = i
+        total = sum(e.concurrency for e in self.endpoints)
+        if total > MAX_CALLS_IN_FLIGHT:
+            raise ValueError(
+                f"endpoints: {total} calls in flight in all (the sum of the endpoints' concurrency), at most "
+                f"{MAX_CALLS_IN_FLIGHT}: lower the endpoints' concurrency"
+            )
         return self
 
     @property

@@ -413,3 +413,18 @@ def test_a_remote_endpoint_may_not_take_the_embedded_servers_name(tmp_path, name
         ValueError, match=rf"teachers.two: endpoints\[0\] \(http://h/v1\): name: .*'{name}' is reserved"
     ):
         load_registry(path, environ={})
+
+
+def test_the_calls_in_flight_over_all_endpoints_are_capped(tmp_path):
+    """Each endpoint was capped at 256, the teacher not at all (100 endpoints x 256 = 25,600 workers and connections)."""
+    from metacan_pipeline.teachers.registry import MAX_CALLS_IN_FLIGHT
+
+    def endpoints(n: int, concurrency: int) -> str:
+        entries = ", ".join(f'{{ base_url = "http://gpu{i}:8000/v1", concurrency = {concurrency} }}' for i in range(n))
+        return f'\n[teachers.many]\nprompt_version = "v3"\nendpoints = [{entries}]\n'
+
+    assert (
+        load_registry(_registry(tmp_path, endpoints(8, 64)), environ={})["many"].calls_in_flight == MAX_CALLS_IN_FLIGHT
+    )
+    with pytest.raises(ValueError, match=r"teachers.many: .*endpoints: 25600 calls in flight in all .*at most 512"):
+        load_registry(_registry(tmp_path, endpoints(100, 256)), environ={})
