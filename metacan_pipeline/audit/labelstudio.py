@@ -215,8 +215,12 @@ def load_coder_map(path: Path) -> dict[str, str]:
     """A coder map file: a JSON object from a Label Studio annotator (email, or user id as a string) to a coder name."""
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"coder map {path}: {exc}") from None
+    except RecursionError:
+        raise ValueError(
+            f'coder map {path}: JSON nested too deeply; expected {{"<email or user id>": "<coder name>"}}'
+        ) from None
     if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in obj.items()):
         raise ValueError(f'coder map {path}: expected a JSON object {{"<email or user id>": "<coder name>"}}')
     for v in obj.values():
@@ -372,6 +376,11 @@ def import_export(store: CodingStore, path: Path, coder_map: Mapping[str, str] |
         tasks = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not JSON ({exc}); export the project in Label Studio's JSON format") from None
+    except RecursionError:  # json.loads recurses once per nesting level
+        raise ValueError(
+            f"{path}: JSON nested too deeply to read (a Label Studio export nests about 6 levels): not a Label Studio "
+            "export; export the project again in Label Studio's JSON format"
+        ) from None
     if not isinstance(tasks, list):
         raise ValueError(
             f"{path}: a Label Studio JSON export is a list of tasks, this is a JSON {type(tasks).__name__}"

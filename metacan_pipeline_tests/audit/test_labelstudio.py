@@ -215,3 +215,16 @@ def test_tasks_not_exported_by_metacan_and_malformed_results_are_refused_with_a_
         "unresolved": True,
         "note": "cannot tell",
     }
+
+
+def test_a_deeply_nested_export_or_coder_map_is_refused_naming_the_file(store, tmp_path):
+    """``[[[[...]]]]`` 100,000 levels deep raised RecursionError out of json.loads (a traceback, nothing recorded)."""
+    from metacan_pipeline.audit.labelstudio import load_coder_map
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=r"deep.json: JSON nested too deeply to read .*not a Label Studio export"):
+        import_export(store, deep)
+    deep.write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
+    with pytest.raises(ValueError, match=r"coder map .*deep.json: JSON nested too deeply"):
+        load_coder_map(deep)
