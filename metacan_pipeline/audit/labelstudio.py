@@ -59,6 +59,8 @@ from .coding import (
 
 #: The extra ``categories`` choice that says "none of them: not meta-research" (mapped to ``[]`` on import).
 NO_CATEGORY = "none"
+#: The longest task or annotation id read (Label Studio's are integers; a longer one is refused, never stored).
+MAX_ID_CHARS = 64
 #: The object tag every control labels (a ``<Text>`` showing the title).
 OBJECT_TAG = "title"
 _BOOLEANS = ("true", "false")
@@ -367,13 +369,33 @@ def _import_annotation(
         report.already_present += 1
 
 
+class _NotJson(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> None:
+    """``parse_constant`` of :func:`json.loads`: Python reads ``NaN``, ``Infinity`` and ``-Infinity``, JSON has none."""
+    raise _NotJson(name)
+
+
+def _json_type(value: object) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", float: "number", int: "number"}.get(
+        type(value), type(value).__name__
+    )
+
+
 def import_export(store: CodingStore, path: Path, coder_map: Mapping[str, str] | None = None) -> ImportReport:
     """Import a Label Studio JSON export (see the module docstring); returns the report, also recorded in
     ``coding_imports``. A file that is not a JSON list of tasks is refused whole (ValueError naming it)."""
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     try:
-        tasks = json.loads(raw)
+        tasks = json.loads(raw, parse_constant=_no_constant)
+    except _NotJson as exc:
+        raise ValueError(
+            f"{path}: {exc} is not JSON (RFC 8259) and Label Studio never writes it: export the project again in "
+            "Label Studio's JSON format"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not JSON ({exc}); export the project in Label Studio's JSON format") from None
     except RecursionError:  # json.loads recurses once per nesting level
@@ -392,6 +414,15 @@ def import_export(store: CodingStore, path: Path, coder_map: Mapping[str, str] |
         report.tasks += 1
         if not isinstance(task, Mapping):
             report.refusals.append(Refusal(None, None, None, None, f"task {i + 1} is not an object"))
+            continue
+        tid = task.get("id")
+        if tid is not None and (
+            isinstance(tid, bool) or not isinstance(tid, int | str) or len(str(tid)) > MAX_ID_CHARS
+        ):
+            what = f"a string of {len(tid)} characters" if isinstance(tid, str) else f"a JSON {_json_type(tid)}"
+            report.refusals.append(
+                Refusal(None, None, None, None, f"task {i + 1}: its id is {what}; a Label Studio task id is an integer")
+            )
             continue
         annotations = task.get("annotations") or []
         if not isinstance(annotations, list):

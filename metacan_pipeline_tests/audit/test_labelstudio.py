@@ -228,3 +228,25 @@ def test_a_deeply_nested_export_or_coder_map_is_refused_naming_the_file(store, t
     deep.write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
     with pytest.raises(ValueError, match=r"coder map .*deep.json: JSON nested too deeply"):
         load_coder_map(deep)
+
+
+def test_nan_in_an_export_and_a_task_id_that_is_no_id_are_refused(store, tmp_path):
+    """``"id": NaN`` (Python's json reads it) was accepted and stored as ``NaN`` in the provenance, which is not JSON."""
+    tasks = label_studio_export(export_tasks(store, P))
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps([{**tasks[0], "id": float("nan")}]))
+    with pytest.raises(ValueError, match=r"nan.json: NaN is not JSON \(RFC 8259\)"):
+        import_export(store, path)
+    for bad, what in [
+        (501.0, "a JSON number"),
+        ([501], "a JSON array"),
+        ("x" * 10_000, "a string of 10000 characters"),
+    ]:
+        path.write_text(json.dumps([{**tasks[0], "id": bad}]))
+        report = import_export(store, path)
+        assert report.appended == 0 and [r.reason for r in report.refusals] == [
+            f"task 1: its id is {what}; a Label Studio task id is an integer"
+        ]
+    con = sqlite3.connect(store.path)
+    assert con.execute("SELECT count(*) FROM coding_answers").fetchone()[0] == 0
+    assert max(len(r[0]) for r in con.execute("SELECT refusals FROM coding_imports")) < 500
