@@ -57,6 +57,13 @@ log = logging.getLogger(__name__)
 ROLES: tuple[str, ...] = ("code", "adjudication")
 CODERS_PER_WORK = 2
 NOTE_MAX_CHARS = 1000
+#: The longest answer value but the note (a vocabulary value, a category): longer ones are refused before any check.
+MAX_VALUE_CHARS = 64
+#: The most items a ``categories`` list may have (the vocabulary has 9).
+MAX_CATEGORIES = 16
+#: The longest an error message shows of a value it quotes (:func:`shown`); the longest message a CodingError keeps.
+SHOWN_CHARS = 60
+MAX_MESSAGE_CHARS = 1000
 CLAIM_TTL = dt.timedelta(hours=2)
 """How long a task handed to a coder stays theirs in the queue of the others (a claim is advisory: it orders queues,
 and submitting is refused only when two other coders have answered)."""
@@ -99,8 +106,21 @@ class CodingError(ValueError):
     """An answer, coder or task the store refuses; ``field`` names what is wrong (an answer field, ``coder``, ``id``...)."""
 
     def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        super().__init__(message if message.startswith(field) else f"{field}: {message}")
+        self.field = field = field if len(field) <= SHOWN_CHARS else field[:SHOWN_CHARS] + "..."
+        message = message if message.startswith(field) else f"{field}: {message}"
+        if len(message) > MAX_MESSAGE_CHARS:  # a last guard: every value quoted is cut by shown() already
+            message = message[:MAX_MESSAGE_CHARS] + f"... ({len(message)} characters in all)"
+        super().__init__(message)
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` as an error message quotes it: at most ``limit`` characters, then ``... (N characters)``, so a
+    10 MB value is never echoed (or stored in a refusal) in full."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value):,} characters" if isinstance(value, str) else f"{len(text):,} characters as text"
+    return f"{text[:limit]}... ({size})"
 
 
 def now_iso() -> str:
@@ -134,14 +154,16 @@ def check_coder_name(name: object, *, imported: bool = False) -> str:
         return name
     raise CodingError(
         "coder",
-        f"coder name {name!r} is not valid: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        f"coder name {shown(name)} is not valid: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
     )
 
 
 def check_protocol_id(protocol_id: object) -> str:
     if isinstance(protocol_id, str) and PROTOCOL_ID_RE.fullmatch(protocol_id):
         return protocol_id
-    raise CodingError("protocol_id", f"protocol id {protocol_id!r} is not valid (letters, digits, '.', '_', ':', '-')")
+    raise CodingError(
+        "protocol_id", f"protocol id {shown(protocol_id)} is not valid (letters, digits, '.', '_', ':', '-')"
+    )
 
 
 # --- evidence -----------------------------------------------------------------------------------------------------
@@ -193,7 +215,7 @@ def task_evidence(row: Mapping[str, Any]) -> dict[str, Any]:
         out[key] = value
     wid = short_id(out["id"])
     if wid is None or not is_work_id(wid):
-        raise CodingError("id", f"task id {out['id']!r} is not a work id (W followed by digits)")
+        raise CodingError("id", f"task id {shown(out['id'])} is not a work id (W followed by digits)")
     out["id"] = wid
     out["landing_url"] = _http(out["landing_url"])
     out["full_text_url"] = full_text_url(out["doi"], out["landing_url"])
@@ -221,6 +243,25 @@ def _clean_text(text: str) -> str:
     return text.strip()
 
 
+def _check_sizes(answer: Mapping[str, Any]) -> None:
+    """Refuse an answer value too long to be one (before any check quotes it): a string but the note longer than
+    :data:`MAX_VALUE_CHARS`, a ``categories`` list of more than :data:`MAX_CATEGORIES` items or with a long item."""
+    for f in CODE_FIELDS:
+        v = answer.get(f)
+        if isinstance(v, str) and len(v) > MAX_VALUE_CHARS:
+            raise CodingError(f, f"{f} has {len(v):,} characters; a vocabulary value has at most {MAX_VALUE_CHARS}")
+    cats = answer.get("categories")
+    if isinstance(cats, list | tuple):
+        if len(cats) > MAX_CATEGORIES:
+            raise CodingError(
+                "categories", f"categories has {len(cats):,} items; the vocabulary has {len(vocab.CATEGORIES)}"
+            )
+        if any(isinstance(c, str) and len(c) > MAX_VALUE_CHARS for c in cats):
+            raise CodingError(
+                "categories", f"a category has more than {MAX_VALUE_CHARS} characters: not in the vocabulary"
+            )
+
+
 def validate_answer(answer: object, work_id: str) -> dict[str, Any]:  # noqa: C901 (one check per rule, in order)
     """A coder's answer on ``work_id``, validated and normalised: the :data:`ANSWER_KEYS` (categories in vocabulary
     order, ``unresolved`` a bool, ``note`` None when empty). Raises :class:`CodingError` naming the field.
@@ -235,16 +276,19 @@ def validate_answer(answer: object, work_id: str) -> dict[str, Any]:  # noqa: C9
         raise CodingError("answer", f"an answer is an object of {list(ANSWER_KEYS)}, not {type(answer).__name__}")
     unknown = sorted(set(answer) - set(ANSWER_KEYS))
     if unknown:
-        raise CodingError(unknown[0], f"{unknown[0]!r} is not an answer field; an answer has {list(ANSWER_KEYS)}")
+        raise CodingError(
+            str(unknown[0]), f"{shown(unknown[0])} is not an answer field; an answer has {list(ANSWER_KEYS)}"
+        )
     unresolved = answer.get("unresolved", False)
     if not isinstance(unresolved, bool):
-        raise CodingError("unresolved", f"unresolved={unresolved!r} is not a boolean")
+        raise CodingError("unresolved", f"unresolved={shown(unresolved)} is not a boolean")
     note = answer.get("note")
     if note is not None and not isinstance(note, str):
-        raise CodingError("note", f"note={note!r} is not a string")
+        raise CodingError("note", f"note={shown(note)} is not a string")
     note = _clean_text(note or "")
     if len(note) > NOTE_MAX_CHARS:
         raise CodingError("note", f"note has {len(note)} characters; at most {NOTE_MAX_CHARS}")
+    _check_sizes(answer)
     categories = answer.get("categories")
     if categories is None and not unresolved:
         raise CodingError(
@@ -396,7 +440,7 @@ class CodingStore:
         with self._write() as con:
             row = con.execute("SELECT revoked_at FROM coders WHERE coder = ?", [name]).fetchone()
             if row is None:
-                raise CodingError("coder", f"no coder named {name!r}")
+                raise CodingError("coder", f"no coder named {shown(name)}")
             if row["revoked_at"] is not None:
                 raise CodingError("coder", f"coder {name!r} was revoked already at {row['revoked_at']}")
             con.execute("UPDATE coders SET revoked_at = ? WHERE coder = ?", [now, name])
@@ -426,7 +470,7 @@ class CodingStore:
     def _active_coder(self, con: sqlite3.Connection, coder: str) -> None:
         row = con.execute("SELECT revoked_at FROM coders WHERE coder = ?", [coder]).fetchone()
         if row is None:
-            raise CodingError("coder", f"no coder named {coder!r}")
+            raise CodingError("coder", f"no coder named {shown(coder)}")
         if row["revoked_at"] is not None:
             raise CodingError("coder", f"coder {coder!r} was revoked at {row['revoked_at']}")
 
@@ -536,20 +580,20 @@ class CodingStore:
     # --- answers ------------------------------------------------------------------------------------------------
 
     def _check_append(
-        self, con: sqlite3.Connection, protocol_id: str, work_id: str, coder: str, role: str, shown: str | None
+        self, con: sqlite3.Connection, protocol_id: str, work_id: str, coder: str, role: str, shown_sha: str | None
     ) -> str:
         """The checks every appended answer passes (in the write transaction); returns the evidence version shown."""
         if role not in ROLES:
-            raise CodingError("role", f"role={role!r}: expected one of {list(ROLES)}")
+            raise CodingError("role", f"role={shown(role)}: expected one of {list(ROLES)}")
         task = con.execute(
             "SELECT evidence_sha256 FROM coding_tasks WHERE protocol_id = ? AND id = ?", [protocol_id, work_id]
         ).fetchone()
         if task is None:
-            raise CodingError("id", f"{work_id} is not a task of protocol {protocol_id!r}")
-        shown = shown or task["evidence_sha256"]
-        version = con.execute("SELECT id FROM coding_evidence WHERE evidence_sha256 = ?", [shown]).fetchone()
+            raise CodingError("id", f"{shown(work_id)} is not a task of protocol {shown(protocol_id)}")
+        shown_sha = shown_sha or task["evidence_sha256"]
+        version = con.execute("SELECT id FROM coding_evidence WHERE evidence_sha256 = ?", [shown_sha]).fetchone()
         if version is None or version["id"] != work_id:
-            raise CodingError("evidence_sha256", f"{shown!r} is not an evidence version of {work_id}")
+            raise CodingError("evidence_sha256", f"{shown(shown_sha)} is not an evidence version of {work_id}")
         coders = [
             r[0]
             for r in con.execute(
@@ -561,7 +605,7 @@ class CodingStore:
             raise CodingError("coder", f"{work_id} has its {CODERS_PER_WORK} coders already ({', '.join(coders)})")
         if role == "adjudication" and len(coders) < CODERS_PER_WORK:
             raise CodingError("role", f"{work_id} has {len(coders)} coder(s): adjudication needs {CODERS_PER_WORK}")
-        return shown
+        return shown_sha
 
     def _append(
         self,

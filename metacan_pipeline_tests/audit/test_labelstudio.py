@@ -250,3 +250,42 @@ def test_nan_in_an_export_and_a_task_id_that_is_no_id_are_refused(store, tmp_pat
     con = sqlite3.connect(store.path)
     assert con.execute("SELECT count(*) FROM coding_answers").fetchone()[0] == 0
     assert max(len(r[0]) for r in con.execute("SELECT refusals FROM coding_imports")) < 500
+
+
+def test_a_huge_value_is_refused_and_never_echoed_or_stored_in_full(store, tmp_path):
+    """A 10 MB value was echoed whole in the refusal (and so stored in coding_imports) or kept in the provenance."""
+    from metacan_pipeline.audit.coding import validate_answer
+
+    big = "x" * 10_000_000
+    task = label_studio_export(export_tasks(store, P))[2]
+    created_big = {**annotation(6, 61, NONE_RESULT), "created_at": big}
+    cases = [
+        (
+            annotation(1, 11, [*(r for r in NONE_RESULT if r["from_name"] != "genre"), choices("genre", big)]),
+            "genre has",
+        ),
+        (annotation(2, 12, [{**choices("genre"), "value": {"choices": big}}]), "genre: value {'choices': 'xxx"),
+        (annotation(3, 13, [{**choices("genre"), "from_name": big}]), "result from 'xxx"),
+        (annotation(4, {"email": big}, NONE_RESULT), "names no annotator"),
+        (annotation(5, big, NONE_RESULT), "names no annotator"),
+        (created_big, "created_at is a string of 10,000,000 characters"),
+        ({**annotation(7, 71, NONE_RESULT), "id": big}, "not an object with an id"),
+    ]
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps([{**task, "annotations": [a for a, _ in cases]}]))
+    report = import_export(store, path)
+    assert report.appended == 0 and len(report.refusals) == len(cases)
+    for refusal, (_, words) in zip(report.refusals, cases, strict=True):
+        assert words in refusal.reason and len(refusal.reason) < 600, refusal.reason[:200]
+        assert refusal.annotator is None or len(refusal.annotator) < 300
+    con = sqlite3.connect(store.path)
+    assert con.execute("SELECT max(length(refusals)) FROM coding_imports").fetchone()[0] < 10_000
+    path.write_text(json.dumps([{**task, "data": {**task["data"], "protocol_id": big}, "annotations": [cases[0][0]]}]))
+    (refusal,) = import_export(store, path).refusals
+    assert "lacks protocol_id" in refusal.reason
+    with pytest.raises(ValueError, match=r"categories has 1,000,000 items") as info:
+        validate_answer({**dict.fromkeys(("study_design", "genre")), "categories": ["sts"] * 1_000_000}, "W1")
+    assert len(str(info.value)) < 200
+    with pytest.raises(ValueError, match=r"'xxxxx.*\.\.\. \(10,000,000 characters\) is not an answer field") as info:
+        validate_answer({big: 1}, "W1")
+    assert len(str(info.value)) < 400
