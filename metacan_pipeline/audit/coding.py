@@ -687,12 +687,22 @@ class CodingStore:
     ) -> bool:
         """Append a ``code`` answer made elsewhere (a Label Studio annotation, :mod:`.labelstudio`), validated like a
         site answer; ``answer_id`` is derived from the annotation, so the same annotation is appended once. Returns
-        False when that answer is present already. The coder need not be registered (they never sign in here)."""
+        False when that answer is present already. The coder need not be registered (they never sign in here), but a
+        registered coder who was revoked is refused (CodingError), like their sign-in."""
         check_coder_name(coder, imported=True)
         clean = validate_answer(answer, work_id)
         with self._write() as con:
             if con.execute("SELECT 1 FROM coding_answers WHERE answer_id = ?", [answer_id]).fetchone():
                 return False
+            revoked = con.execute(
+                "SELECT coder, revoked_at FROM coders WHERE lower(coder) = lower(?) AND revoked_at IS NOT NULL", [coder]
+            ).fetchone()
+            if revoked is not None:
+                raise CodingError(
+                    "coder",
+                    f"coder {revoked['coder']!r} was revoked at {revoked['revoked_at']}: their codes are no longer "
+                    "accepted; map this annotator to an active coder (or add a new one) if their codes should count",
+                )
             shown = self._check_append(con, protocol_id, work_id, coder, "code", evidence_sha256)
             self._append(
                 con, answer_id, protocol_id, work_id, coder, "code", clean, shown, submitted_at, source, provenance

@@ -289,3 +289,17 @@ def test_a_huge_value_is_refused_and_never_echoed_or_stored_in_full(store, tmp_p
     with pytest.raises(ValueError, match=r"'xxxxx.*\.\.\. \(10,000,000 characters\) is not an answer field") as info:
         validate_answer({big: 1}, "W1")
     assert len(str(info.value)) < 400
+
+
+def test_an_import_naming_a_revoked_coder_is_refused(store, tmp_path):
+    """A revoked coder cannot sign in, but an import mapping an annotator to them was appended."""
+    store.add_coder("alice")
+    store.revoke_coder("alice")
+    tasks = label_studio_export(export_tasks(store, P))
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps([tasks[0]]))
+    report = import_export(store, path, {"alice@uni.ca": "alice"})
+    assert report.appended == 1  # annotator 12 is not mapped to alice
+    (refusal,) = report.refusals
+    assert refusal.annotator == "alice@uni.ca" and "coder 'alice' was revoked at 20" in refusal.reason
+    assert {a["coder"] for a in store.latest_answers(P)} == {"labelstudio:12"}
