@@ -22,7 +22,9 @@ together, so the served site (threads) and the ``metacan`` CLI (another process)
   only with ``metaresearch``), plus: a complete answer gives every field but ``confidence`` (and a domain with
   ``metaresearch``); ``unresolved=True`` allows empty fields; a note of at most 1,000 characters. Every answer is
   appended with coder, role (``code`` | ``adjudication``), time, protocol, the evidence version shown and its source;
-  nothing is overwritten (triggers refuse UPDATE and DELETE), and the latest answer per (work, coder, role) counts.
+  nothing is overwritten (triggers refuse UPDATE and DELETE), and the latest answer per (work, coder, role) counts, by
+  ``submitted_at`` (then append order). An imported answer keeps its own time (Label Studio's ``updated_at``), so one
+  dated more than :data:`MAX_CLOCK_SKEW` after now is refused: it would hide every later answer.
 - **Agreement** (:meth:`CodingStore.disagreements`, :meth:`CodingStore.adjudicated_codes`): two coders agree when
   their latest answers are equal on :data:`OUTCOME_FIELDS` (the section 3 fields but ``confidence``, plus
   ``unresolved``) and neither is unresolved; otherwise the work goes to adjudication, and the latest adjudication that
@@ -64,6 +66,9 @@ MAX_CATEGORIES = 16
 #: The longest an error message shows of a value it quotes (:func:`shown`); the longest message a CodingError keeps.
 SHOWN_CHARS = 60
 MAX_MESSAGE_CHARS = 1000
+#: How far in the future an imported answer's time may be (clock skew between Label Studio's server and this one). The
+#: latest answer counts by time, so a later time would hide every answer given after it: such an answer is refused.
+MAX_CLOCK_SKEW = dt.timedelta(minutes=5)
 CLAIM_TTL = dt.timedelta(hours=2)
 """How long a task handed to a coder stays theirs in the queue of the others (a claim is advisory: it orders queues,
 and submitting is refused only when two other coders have answered)."""
@@ -667,8 +672,8 @@ class CodingStore:
         answer_id = uuid.uuid4().hex
         with self._write() as con:
             self._active_coder(con, coder)
-            shown = self._check_append(con, protocol_id, work_id, coder, role, evidence_sha256)
-            self._append(con, answer_id, protocol_id, work_id, coder, role, clean, shown, now_iso(), "site", None)
+            shown_sha = self._check_append(con, protocol_id, work_id, coder, role, evidence_sha256)
+            self._append(con, answer_id, protocol_id, work_id, coder, role, clean, shown_sha, now_iso(), "site", None)
         log.info("answer %s appended: %s (%s) on %s %s", answer_id, coder, role, protocol_id, work_id)
         return answer_id
 
@@ -688,9 +693,21 @@ class CodingStore:
         """Append a ``code`` answer made elsewhere (a Label Studio annotation, :mod:`.labelstudio`), validated like a
         site answer; ``answer_id`` is derived from the annotation, so the same annotation is appended once. Returns
         False when that answer is present already. The coder need not be registered (they never sign in here), but a
-        registered coder who was revoked is refused (CodingError), like their sign-in."""
+        registered coder who was revoked is refused (CodingError), like their sign-in, and so is a ``submitted_at``
+        more than :data:`MAX_CLOCK_SKEW` in the future (the latest answer counts by time: it would hide later ones)."""
         check_coder_name(coder, imported=True)
         clean = validate_answer(answer, work_id)
+        when = parse_time(submitted_at)
+        if when is None:
+            raise CodingError("submitted_at", f"submitted_at={shown(submitted_at)} is not an ISO 8601 time")
+        if when > _iso(dt.datetime.now(dt.UTC) + MAX_CLOCK_SKEW):  # one fixed width: text order is time order
+            raise CodingError(
+                "submitted_at",
+                f"submitted_at {when} is in the future (more than {MAX_CLOCK_SKEW.seconds // 60} minutes after now): the "
+                "latest answer counts by time, so it would hide every answer given after it; fix the clock of the "
+                "Label Studio server or the annotation's updated_at",
+            )
+        submitted_at = when
         with self._write() as con:
             if con.execute("SELECT 1 FROM coding_answers WHERE answer_id = ?", [answer_id]).fetchone():
                 return False
@@ -703,9 +720,9 @@ class CodingStore:
                     f"coder {revoked['coder']!r} was revoked at {revoked['revoked_at']}: their codes are no longer "
                     "accepted; map this annotator to an active coder (or add a new one) if their codes should count",
                 )
-            shown = self._check_append(con, protocol_id, work_id, coder, "code", evidence_sha256)
+            shown_sha = self._check_append(con, protocol_id, work_id, coder, "code", evidence_sha256)
             self._append(
-                con, answer_id, protocol_id, work_id, coder, "code", clean, shown, submitted_at, source, provenance
+                con, answer_id, protocol_id, work_id, coder, "code", clean, shown_sha, submitted_at, source, provenance
             )
         return True
 

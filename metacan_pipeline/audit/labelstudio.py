@@ -31,7 +31,8 @@ with source ``label_studio:<16 hex of the file's SHA-256>`` and its provenance (
 silently, and the import (counts and every refusal) is recorded in ``coding_imports``. An annotation is appended once:
 its answer id is derived from (protocol, work, coder, annotation id, ``updated_at``), so importing the same file again,
 or a later export that repeats an unchanged annotation, appends nothing, while an annotation edited in Label Studio
-(a new ``updated_at``) is a new answer that then counts as the latest.
+(a new ``updated_at``) is a new answer that then counts as the latest. The latest answer counts by time, so an
+annotation dated more than :data:`metacan_pipeline.audit.coding.MAX_CLOCK_SKEW` (5 minutes) in the future is refused.
 """
 
 from __future__ import annotations

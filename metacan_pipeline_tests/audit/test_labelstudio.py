@@ -303,3 +303,23 @@ def test_an_import_naming_a_revoked_coder_is_refused(store, tmp_path):
     (refusal,) = report.refusals
     assert refusal.annotator == "alice@uni.ca" and "coder 'alice' was revoked at 20" in refusal.reason
     assert {a["coder"] for a in store.latest_answers(P)} == {"labelstudio:12"}
+
+
+def test_a_future_dated_annotation_is_refused_so_later_answers_still_count(store, tmp_path):
+    """An ``updated_at`` in 2999 was stored as the answer's time; the latest answer counts by time, so every answer the
+    coder gave after it (on the site, or in a later export) was hidden behind it."""
+    import datetime as dt
+
+    tasks = label_studio_export(export_tasks(store, P))
+    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    tasks[0]["annotations"] = [
+        annotation(1, 11, META_RESULT, updated="2999-01-01T00:00:00Z"),
+        annotation(2, 12, NONE_RESULT, updated=soon),  # within the clock skew allowed
+    ]
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps([tasks[0]]))
+    report = import_export(store, path)
+    (refusal,) = report.refusals
+    assert report.appended == 1 and refusal.annotation_id == 1
+    assert "2999-01-01T00:00:00.000000Z is in the future" in refusal.reason
+    assert [a["coder"] for a in store.latest_answers(P)] == ["labelstudio:12"]
