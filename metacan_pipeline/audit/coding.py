@@ -50,7 +50,7 @@ from typing import Any
 
 from .. import vocab
 from ..openalex.ids import is_work_id, short_id
-from ..tables.coding import coding_store_ddl
+from ..tables.coding import ANNOTATOR_SQL, coding_store_ddl
 from ..teachers.validate import InvalidLabel, validate_label
 from ..teachers.views import canonical_json
 
@@ -147,6 +147,19 @@ def parse_time(value: object) -> str | None:
         return _iso(t if t.tzinfo else t.replace(tzinfo=dt.UTC))
     except (ValueError, OverflowError):  # OverflowError: a time such as 0001-01-01T00:00+05:00 has no UTC value
         return None
+
+
+def annotator_of(completed_by: object) -> str | None:
+    """The annotator of a provenance's ``completed_by`` (``{"id", "email"}`` or an id): the email in lower case, else the
+    id as text, else None; the rule of :data:`ANNOTATOR_SQL` and of :func:`.labelstudio.annotator_key`."""
+    if isinstance(completed_by, Mapping):
+        email = completed_by.get("email")
+        if isinstance(email, str) and email.strip():
+            return email.strip().lower()
+        completed_by = completed_by.get("id")
+    if isinstance(completed_by, bool) or not isinstance(completed_by, int | str) or not str(completed_by).strip():
+        return None
+    return str(completed_by).strip()
 
 
 def sha256_hex(text: str) -> str:
@@ -692,7 +705,10 @@ class CodingStore:
     ) -> bool:
         """Append a ``code`` answer made elsewhere (a Label Studio annotation, :mod:`.labelstudio`), validated like a
         site answer; ``answer_id`` is derived from the annotation, so the same annotation is appended once. Returns
-        False when that answer is present already. The coder need not be registered (they never sign in here), but a
+        False when that answer is present already, or the same annotation (its annotator, ``annotation_id`` and time
+        in ``provenance``) under another coder name. One person is one coder: ``coder`` takes the spelling of a coder
+        the store knows in another letter case (registered, or with answers), and an annotator whose earlier
+        annotations were imported as another coder is refused (CodingError) rather than made a second coder. The coder need not be registered (they never sign in here), but a
         registered coder who was revoked is refused (CodingError), like their sign-in, and so is a ``submitted_at``
         more than :data:`MAX_CLOCK_SKEW` in the future (the latest answer counts by time: it would hide later ones)."""
         check_coder_name(coder, imported=True)
@@ -708,9 +724,15 @@ class CodingStore:
                 "Label Studio server or the annotation's updated_at",
             )
         submitted_at = when
+        annotator = annotator_of(provenance.get("completed_by"))
         with self._write() as con:
             if con.execute("SELECT 1 FROM coding_answers WHERE answer_id = ?", [answer_id]).fetchone():
                 return False
+            if annotator is not None and self._annotation_present(
+                con, protocol_id, work_id, annotator, provenance, when
+            ):
+                return False  # the same annotation, imported before under another spelling or coder map
+            coder = self._imported_coder(con, coder, annotator)
             revoked = con.execute(
                 "SELECT coder, revoked_at FROM coders WHERE lower(coder) = lower(?) AND revoked_at IS NOT NULL", [coder]
             ).fetchone()
@@ -725,6 +747,57 @@ class CodingStore:
                 con, answer_id, protocol_id, work_id, coder, "code", clean, shown_sha, submitted_at, source, provenance
             )
         return True
+
+    @staticmethod
+    def _annotation_present(
+        con: sqlite3.Connection,
+        protocol_id: str,
+        work_id: str,
+        annotator: str,
+        provenance: Mapping[str, Any],
+        submitted_at: str,
+    ) -> bool:
+        """True when the annotation of ``provenance`` (annotator, annotation id, time) is stored already, by any coder."""
+        return (
+            con.execute(
+                f"SELECT 1 FROM coding_answers WHERE protocol_id = ? AND id = ? AND role = 'code' AND submitted_at = ? "
+                f"AND json_extract(provenance, '$.annotation_id') = ? AND {ANNOTATOR_SQL} = ?",
+                [protocol_id, work_id, submitted_at, provenance.get("annotation_id"), annotator],
+            ).fetchone()
+            is not None
+        )
+
+    @staticmethod
+    def _imported_coder(con: sqlite3.Connection, coder: str, annotator: str | None) -> str:
+        """The coder an imported answer is stored under: ``coder`` in the spelling the store knows (registered coders
+        first, then coders with answers; letter case ignored). CodingError when ``annotator``'s earlier imported answers
+        are another coder's (one person, two coders)."""
+        known = con.execute(
+            "SELECT coder FROM coders WHERE lower(coder) = lower(?) UNION ALL "
+            "SELECT coder FROM (SELECT DISTINCT coder FROM coding_answers WHERE lower(coder) = lower(?)) LIMIT 1",
+            [coder, coder],
+        ).fetchone()
+        coder = known[0] if known else coder
+        if annotator is None:
+            return coder
+        before = con.execute(
+            f"SELECT DISTINCT coder FROM coding_answers WHERE provenance IS NOT NULL AND {ANNOTATOR_SQL} = ? "
+            "AND lower(coder) <> lower(?) LIMIT 1",
+            [annotator, coder],
+        ).fetchone()
+        if before is not None:
+            other = before[0]
+            how = (
+                "leave them out of the coder map"
+                if other.startswith(IMPORTED_CODER_PREFIX)
+                else f"map them to {other!r} in the coder map"
+            )
+            raise CodingError(
+                "coder",
+                f"annotator {shown(annotator)} was imported as coder {shown(other)} before, and now as {shown(coder)}: "
+                f"one person is one coder (their answers are never merged or renamed), so {how}",
+            )
+        return coder
 
     def _latest(self, con: sqlite3.Connection, protocol_id: str) -> list[dict[str, Any]]:
         out = []

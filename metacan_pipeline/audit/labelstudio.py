@@ -220,10 +220,36 @@ class ImportReport:
         return len(self.refusals)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: an object whose keys repeat, in any letter case, is refused (json keeps the last)."""
+    seen: dict[str, str] = {}
+    for k, _ in pairs:
+        norm = k.strip().lower()
+        if norm in seen:
+            raise _NotJson(f"the keys {shown(seen[norm])} and {shown(k)} name one annotator (letter case is ignored)")
+        seen[norm] = k
+    return dict(pairs)
+
+
+def normalised_coder_map(mapping: Mapping[str, str], where: str) -> dict[str, str]:
+    """``mapping`` with its keys stripped and in lower case (annotators match case-insensitively); ValueError naming
+    ``where`` when two keys become one."""
+    out: dict[str, str] = {}
+    for k, v in mapping.items():
+        norm = k.strip().lower()
+        if norm in out:
+            raise ValueError(f"{where}: two keys name the annotator {shown(norm)} (letter case is ignored): keep one")
+        out[norm] = v
+    return out
+
+
 def load_coder_map(path: Path) -> dict[str, str]:
-    """A coder map file: a JSON object from a Label Studio annotator (email, or user id as a string) to a coder name."""
+    """A coder map file: a JSON object from a Label Studio annotator (email, or user id as a string) to a coder name.
+    Keys match case-insensitively, so keys equal but for letter case (or repeated) are refused."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+    except _NotJson as exc:
+        raise ValueError(f"coder map {path}: {exc}: keep one") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"coder map {path}: {exc}") from None
     except RecursionError:
@@ -234,7 +260,7 @@ def load_coder_map(path: Path) -> dict[str, str]:
         raise ValueError(f'coder map {path}: expected a JSON object {{"<email or user id>": "<coder name>"}}')
     for v in obj.values():
         check_coder_name(v)
-    return {k.strip().lower(): v for k, v in obj.items()}
+    return normalised_coder_map(obj, f"coder map {path}")
 
 
 def _is_id(value: object) -> bool:
@@ -434,7 +460,7 @@ def import_export(store: CodingStore, path: Path, coder_map: Mapping[str, str] |
         raise ValueError(
             f"{path}: a Label Studio JSON export is a list of tasks, this is a JSON {type(tasks).__name__}"
         )
-    cmap = {k.lower(): v for k, v in (coder_map or {}).items()}
+    cmap = normalised_coder_map(coder_map or {}, "coder map")
     report = ImportReport(file=path.name, file_sha256=digest, source=f"label_studio:{digest[:16]}")
     imported_at = now_iso()
     for i, task in enumerate(tasks):

@@ -323,3 +323,45 @@ def test_a_future_dated_annotation_is_refused_so_later_answers_still_count(store
     assert report.appended == 1 and refusal.annotation_id == 1
     assert "2999-01-01T00:00:00.000000Z is in the future" in refusal.reason
     assert [a["coder"] for a in store.latest_answers(P)] == ["labelstudio:12"]
+
+
+def test_one_person_is_one_coder_across_imports_coder_maps_and_letter_case(store, tmp_path):
+    """Re-importing a file with a coder map appended every annotation again under the mapped name (one person, two
+    coders on a work), and ``Alice`` / ``alice`` were two coders."""
+    from metacan_pipeline.audit.labelstudio import load_coder_map
+
+    tasks = label_studio_export(export_tasks(store, P))
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(tasks))
+    assert import_export(store, export).appended == 3
+    before = sorted((a["id"], a["coder"]) for a in store.latest_answers(P))
+    again = import_export(store, export, {"alice@uni.ca": "alice", "12": "bob"})
+    assert (again.appended, again.already_present) == (0, 3)
+    assert sorted((a["id"], a["coder"]) for a in store.latest_answers(P)) == before
+    # a new annotation of an annotator imported before under another name is refused, saying what to do
+    tasks[2]["annotations"] = [annotation(9100, {"id": 11, "email": "ALICE@uni.ca"}, NONE_RESULT)]
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps([tasks[2]]))
+    (refusal,) = import_export(store, later, {"alice@uni.ca": "alice"}).refusals
+    assert "annotator 'alice@uni.ca' was imported as coder 'labelstudio:alice@uni.ca' before" in refusal.reason
+    assert "leave them out of the coder map" in refusal.reason
+    # letter case: the spelling the store knows wins
+    store.add_coder("carol")
+    tasks[2]["annotations"] = [annotation(9200, 31, NONE_RESULT), annotation(9201, 32, NONE_RESULT)]
+    later.write_text(json.dumps([tasks[2]]))
+    report = import_export(store, later, {"31": "CAROL", "32": "Dave"})
+    assert report.appended == 2, report.refusals
+    tasks[1]["annotations"] = [annotation(9300, 32, NONE_RESULT)]
+    later.write_text(json.dumps([tasks[1]]))
+    assert import_export(store, later, {"32": "dave"}).appended == 1
+    coders = {(a["id"], a["coder"]) for a in store.latest_answers(P) if a["id"] in ("W101", "W102")}
+    assert coders == {("W101", "labelstudio:alice@uni.ca"), ("W101", "Dave"), ("W102", "carol"), ("W102", "Dave")}
+    # keys equal but for letter case are refused, naming the file
+    cmap = tmp_path / "coders.json"
+    cmap.write_text('{"Alice@Uni.ca": "alice", "alice@uni.ca": "bob"}')
+    with pytest.raises(
+        ValueError, match=r"coder map .*coders.json: the keys 'Alice@Uni.ca' and 'alice@uni.ca' name one"
+    ):
+        load_coder_map(cmap)
+    with pytest.raises(ValueError, match=r"two keys name the annotator 'a@x.ca'"):
+        import_export(store, later, {"A@x.ca": "a", "a@x.ca ": "b"})
