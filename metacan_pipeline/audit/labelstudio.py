@@ -258,8 +258,11 @@ def load_coder_map(path: Path) -> dict[str, str]:
         ) from None
     if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in obj.items()):
         raise ValueError(f'coder map {path}: expected a JSON object {{"<email or user id>": "<coder name>"}}')
-    for v in obj.values():
-        check_coder_name(v)
+    for k, v in obj.items():
+        try:
+            check_coder_name(v)
+        except CodingError as exc:
+            raise ValueError(f"coder map {path}: the entry {shown(k)}: {exc}") from None
     return normalised_coder_map(obj, f"coder map {path}")
 
 

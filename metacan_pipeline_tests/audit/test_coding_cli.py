@@ -75,3 +75,17 @@ def test_coding_export_then_import_labelstudio_prints_counts_and_each_refusal(tm
     cmap.write_text(json.dumps({"x": "not a name"}))
     bad = run(*args)
     assert bad.exit_code == 2 and "not valid" in bad.output
+
+
+def test_a_bad_coder_map_is_refused_naming_the_file_and_the_entry(tmp_path):
+    """``metacan coding import-labelstudio --coder-map`` said "coder name ... is not valid" without naming the file."""
+    data = str(tmp_path / "data")
+    with CodingStore(coding_store_path(data)) as store:
+        store.load_tasks(P, [work_row(0)])
+    export = tmp_path / "export.json"
+    export.write_text("[]")
+    cmap = tmp_path / "coders.json"
+    cmap.write_text(json.dumps({"alice@uni.ca": "alice", "12": "x" * 100_000}))
+    bad = run("coding", "import-labelstudio", str(export), "--coder-map", str(cmap), "--data-dir", data)
+    assert bad.exit_code == 2
+    assert f"coder map {cmap}: the entry '12': coder: coder name 'xxx" in bad.output and len(bad.output) < 1000
