@@ -88,4 +88,4 @@ def test_a_bad_coder_map_is_refused_naming_the_file_and_the_entry(tmp_path):
     cmap.write_text(json.dumps({"alice@uni.ca": "alice", "12": "x" * 100_000}))
     bad = run("coding", "import-labelstudio", str(export), "--coder-map", str(cmap), "--data-dir", data)
     assert bad.exit_code == 2
-    assert f"coder map {cmap}: the entry '12': coder: coder name 'xxx" in bad.output and len(bad.output) < 1000
+    assert f"coder map {cmap}: the entry '12': coder name 'xxx" in bad.output and len(bad.output) < 1000
