@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -431,10 +432,19 @@ app.add_typer(coding_app, name="coding")
 _DATA_DIR_HELP = "Output folder holding audit/coding.sqlite (default $METACAN_DATA_DIR or ./data)."
 
 
-def _coding_store(data_dir: str | None):
-    from .audit.coding import CodingStore
+@contextmanager
+def _coding_store(data_dir: str | None, command: str, *, read_only: bool = False):
+    """The coding store for ``metacan <command>`` (read-only for the read commands: opening writes nothing); a store
+    that cannot be used (missing for a read, corrupt, read-only, busy) ends the command with the store's sentence
+    (the file and what to do) and exit code 1, never a traceback."""
+    from .audit.coding import CodingStore, CodingStoreError
 
-    return CodingStore(settings.coding_store_path(data_dir))
+    try:
+        with CodingStore(settings.coding_store_path(data_dir), read_only=read_only) as store:
+            yield store
+    except CodingStoreError as exc:
+        typer.echo(f"metacan {command}: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 @coders_app.command("add")
@@ -445,7 +455,7 @@ def coders_add(
     """Register a coder and print their sign-in token, once (the store keeps only its SHA-256)."""
     from .audit.coding import CodingError
 
-    with _coding_store(data_dir) as store:
+    with _coding_store(data_dir, "coders add") as store:
         try:
             token = store.add_coder(name)
         except CodingError as exc:
@@ -457,8 +467,12 @@ def coders_add(
 
 @coders_app.command("list")
 def coders_list(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -> None:
-    """List the coders: name, when added, when revoked (never a token or its hash)."""
-    with _coding_store(data_dir) as store:
+    """List the coders: name, when added, when revoked (never a token or its hash). Reads the store read-only."""
+    path = settings.coding_store_path(data_dir)
+    if not path.exists():
+        typer.echo(f"No coders yet (no coding store at {path}): add one with `metacan coders add NAME`.")
+        return
+    with _coding_store(data_dir, "coders list", read_only=True) as store:
         coders = store.list_coders()
         roles = store.coder_roles()
     if not coders:
@@ -479,7 +493,7 @@ def coders_revoke(
     """Revoke a coder's token: they can no longer sign in; every answer they gave stays."""
     from .audit.coding import CodingError
 
-    with _coding_store(data_dir) as store:
+    with _coding_store(data_dir, "coders revoke") as store:
         try:
             when = store.revoke_coder(name)
         except CodingError as exc:
@@ -500,10 +514,10 @@ def coding_export_labelstudio(
     from .audit.coding import CodingError
     from .audit.labelstudio import write_export
 
-    with _coding_store(data_dir) as store:
+    with _coding_store(data_dir, "coding export-labelstudio", read_only=True) as store:
         try:
             tasks_path, config_path, n = write_export(store, protocol_id, out_dir)
-        except CodingError as exc:
+        except (CodingError, OSError) as exc:  # OSError: the output folder cannot be written
             typer.echo(f"metacan coding export-labelstudio: {exc}", err=True)
             raise typer.Exit(1) from None
     typer.echo(f"{n} tasks: {tasks_path}")
@@ -527,7 +541,7 @@ def coding_import_labelstudio(
 
     try:
         mapping = load_coder_map(coder_map) if coder_map else {}
-        with _coding_store(data_dir) as store:
+        with _coding_store(data_dir, "coding import-labelstudio") as store:
             report = import_export(store, file, mapping)
     except ValueError as exc:
         typer.echo(f"metacan coding import-labelstudio: {exc}", err=True)

@@ -77,3 +77,21 @@ def public_url(url: str) -> str:
         port = None
     netloc = f"{host}:{port}" if port is not None else host
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+#: The longest shown form of a value an error message echoes (:func:`shown_url`).
+MAX_SHOWN_CHARS = 200
+
+
+def shown_url(value: object) -> str:
+    """What an error message may show of a URL a user wrote (a registry ``base_url``, a launchpad override): its
+    :func:`public_url` (no user info, query or fragment) when it has the shape ``scheme://...``, with a scheme of
+    letters only, at most :data:`MAX_SHOWN_CHARS` characters; anything else (a pasted key, a huge value) is described,
+    never shown."""
+    if not isinstance(value, str):
+        return f"(a {type(value).__name__}, not shown)"
+    scheme, sep, _ = value.strip().partition("://")
+    if not sep or not scheme.isalpha() or len(scheme) > 10:
+        return f"(a value of {len(value)} characters without scheme://, not shown)"
+    shown = repr(public_url(value))
+    return shown if len(shown) <= MAX_SHOWN_CHARS else shown[: MAX_SHOWN_CHARS - 5] + "...'"

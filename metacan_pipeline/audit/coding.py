@@ -22,7 +22,9 @@ together, so the served site (threads) and the ``metacan`` CLI (another process)
   only with ``metaresearch``), plus: a complete answer gives every field but ``confidence`` (and a domain with
   ``metaresearch``); ``unresolved=True`` allows empty fields; a note of at most 1,000 characters. Every answer is
   appended with coder, role (``code`` | ``adjudication``), time, protocol, the evidence version shown and its source;
-  nothing is overwritten (triggers refuse UPDATE and DELETE), and the latest answer per (work, coder, role) counts.
+  nothing is overwritten (triggers refuse UPDATE and DELETE), and the latest answer per (work, coder, role) counts, by
+  ``submitted_at`` (then append order). An imported answer keeps its own time (Label Studio's ``updated_at``), so one
+  dated more than :data:`MAX_CLOCK_SKEW` after now is refused: it would hide every later answer.
 - **Agreement** (:meth:`CodingStore.disagreements`, :meth:`CodingStore.adjudicated_codes`): two coders agree when
   their latest answers are equal on :data:`OUTCOME_FIELDS` (the section 3 fields but ``confidence``, plus
   ``unresolved``) and neither is unresolved; otherwise the work goes to adjudication, and the latest adjudication that
@@ -45,10 +47,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from .. import vocab
 from ..openalex.ids import is_work_id, short_id
-from ..tables.coding import coding_store_ddl
+from ..tables.coding import ANNOTATOR_SQL, TABLES, coding_store_ddl
 from ..teachers.validate import InvalidLabel, validate_label
 from ..teachers.views import canonical_json
 
@@ -57,6 +60,16 @@ log = logging.getLogger(__name__)
 ROLES: tuple[str, ...] = ("code", "adjudication")
 CODERS_PER_WORK = 2
 NOTE_MAX_CHARS = 1000
+#: The longest answer value but the note (a vocabulary value, a category): longer ones are refused before any check.
+MAX_VALUE_CHARS = 64
+#: The most items a ``categories`` list may have (the vocabulary has 9).
+MAX_CATEGORIES = 16
+#: The longest an error message shows of a value it quotes (:func:`shown`); the longest message a CodingError keeps.
+SHOWN_CHARS = 60
+MAX_MESSAGE_CHARS = 1000
+#: How far in the future an imported answer's time may be (clock skew between Label Studio's server and this one). The
+#: latest answer counts by time, so a later time would hide every answer given after it: such an answer is refused.
+MAX_CLOCK_SKEW = dt.timedelta(minutes=5)
 CLAIM_TTL = dt.timedelta(hours=2)
 """How long a task handed to a coder stays theirs in the queue of the others (a claim is advisory: it orders queues,
 and submitting is refused only when two other coders have answered)."""
@@ -104,8 +117,59 @@ class CodingError(ValueError):
     """An answer, coder or task the store refuses; ``field`` names what is wrong (an answer field, ``coder``, ``id``...)."""
 
     def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        super().__init__(message if message.startswith(field) else f"{field}: {message}")
+        self.field = field = field if len(field) <= SHOWN_CHARS else field[:SHOWN_CHARS] + "..."
+        message = message if message.startswith(field) else f"{field}: {message}"
+        if len(message) > MAX_MESSAGE_CHARS:  # a last guard: every value quoted is cut by shown() already
+            message = message[:MAX_MESSAGE_CHARS] + f"... ({len(message)} characters in all)"
+        super().__init__(message)
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` as an error message quotes it: at most ``limit`` characters, then ``... (N characters)``, so a
+    10 MB value is never echoed (or stored in a refusal) in full."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value):,} characters" if isinstance(value, str) else f"{len(text):,} characters as text"
+    return f"{text[:limit]}... ({size})"
+
+
+class CodingStoreError(Exception):
+    """The coding store file cannot be used: missing, not a SQLite database (corrupt), read-only, busy. The message
+    names the file and says what to do; ``path`` is the file."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+def store_error(path: Path, exc: sqlite3.Error, *, read_only: bool = False) -> CodingStoreError:
+    """The :class:`CodingStoreError` of a SQLite error on the store ``path`` (the first line of SQLite's message kept)."""
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    low = msg.lower()
+    if "not a database" in low or "malformed" in low or "corrupt" in low:
+        return CodingStoreError(
+            path,
+            f"coding store {path} is not a readable SQLite database ({msg}): it holds human work that nothing rebuilds, "
+            "so restore it from your backup (move the damaged file aside first; never delete it)",
+        )
+    if "readonly" in low or "read-only" in low:
+        return CodingStoreError(
+            path,
+            f"cannot write to coding store {path} ({msg}): the file or its folder is read-only for this user; make "
+            "both writable, or work on a writable copy",
+        )
+    if "locked" in low or "busy" in low:
+        return CodingStoreError(
+            path, f"coding store {path} is busy ({msg}: another process held its write lock too long): try again"
+        )
+    if "unable to open" in low:
+        return CodingStoreError(
+            path,
+            f"cannot open coding store {path} ({msg}): check that the file and its folder exist and are "
+            + ("readable" if read_only else "writable by this user"),
+        )
+    return CodingStoreError(path, f"coding store {path}: {msg}")
 
 
 def now_iso() -> str:
@@ -129,6 +193,19 @@ def parse_time(value: object) -> str | None:
         return None
 
 
+def annotator_of(completed_by: object) -> str | None:
+    """The annotator of a provenance's ``completed_by`` (``{"id", "email"}`` or an id): the email in lower case, else the
+    id as text, else None; the rule of :data:`ANNOTATOR_SQL` and of :func:`.labelstudio.annotator_key`."""
+    if isinstance(completed_by, Mapping):
+        email = completed_by.get("email")
+        if isinstance(email, str) and email.strip():
+            return email.strip().lower()
+        completed_by = completed_by.get("id")
+    if isinstance(completed_by, bool) or not isinstance(completed_by, int | str) or not str(completed_by).strip():
+        return None
+    return str(completed_by).strip()
+
+
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -139,14 +216,16 @@ def check_coder_name(name: object, *, imported: bool = False) -> str:
         return name
     raise CodingError(
         "coder",
-        f"coder name {name!r} is not valid: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        f"coder name {shown(name)} is not valid: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
     )
 
 
 def check_protocol_id(protocol_id: object) -> str:
     if isinstance(protocol_id, str) and PROTOCOL_ID_RE.fullmatch(protocol_id):
         return protocol_id
-    raise CodingError("protocol_id", f"protocol id {protocol_id!r} is not valid (letters, digits, '.', '_', ':', '-')")
+    raise CodingError(
+        "protocol_id", f"protocol id {shown(protocol_id)} is not valid (letters, digits, '.', '_', ':', '-')"
+    )
 
 
 # --- evidence -----------------------------------------------------------------------------------------------------
@@ -198,7 +277,7 @@ def task_evidence(row: Mapping[str, Any]) -> dict[str, Any]:
         out[key] = value
     wid = short_id(out["id"])
     if wid is None or not is_work_id(wid):
-        raise CodingError("id", f"task id {out['id']!r} is not a work id (W followed by digits)")
+        raise CodingError("id", f"task id {shown(out['id'])} is not a work id (W followed by digits)")
     out["id"] = wid
     out["landing_url"] = _http(out["landing_url"])
     out["full_text_url"] = full_text_url(out["doi"], out["landing_url"])
@@ -226,6 +305,25 @@ def _clean_text(text: str) -> str:
     return text.strip()
 
 
+def _check_sizes(answer: Mapping[str, Any]) -> None:
+    """Refuse an answer value too long to be one (before any check quotes it): a string but the note longer than
+    :data:`MAX_VALUE_CHARS`, a ``categories`` list of more than :data:`MAX_CATEGORIES` items or with a long item."""
+    for f in CODE_FIELDS:
+        v = answer.get(f)
+        if isinstance(v, str) and len(v) > MAX_VALUE_CHARS:
+            raise CodingError(f, f"{f} has {len(v):,} characters; a vocabulary value has at most {MAX_VALUE_CHARS}")
+    cats = answer.get("categories")
+    if isinstance(cats, list | tuple):
+        if len(cats) > MAX_CATEGORIES:
+            raise CodingError(
+                "categories", f"categories has {len(cats):,} items; the vocabulary has {len(vocab.CATEGORIES)}"
+            )
+        if any(isinstance(c, str) and len(c) > MAX_VALUE_CHARS for c in cats):
+            raise CodingError(
+                "categories", f"a category has more than {MAX_VALUE_CHARS} characters: not in the vocabulary"
+            )
+
+
 def validate_answer(answer: object, work_id: str) -> dict[str, Any]:  # noqa: C901 (one check per rule, in order)
     """A coder's answer on ``work_id``, validated and normalised: the :data:`ANSWER_KEYS` (categories in vocabulary
     order, ``unresolved`` a bool, ``note`` None when empty). Raises :class:`CodingError` naming the field.
@@ -240,16 +338,19 @@ def validate_answer(answer: object, work_id: str) -> dict[str, Any]:  # noqa: C9
         raise CodingError("answer", f"an answer is an object of {list(ANSWER_KEYS)}, not {type(answer).__name__}")
     unknown = sorted(set(answer) - set(ANSWER_KEYS))
     if unknown:
-        raise CodingError(unknown[0], f"{unknown[0]!r} is not an answer field; an answer has {list(ANSWER_KEYS)}")
+        raise CodingError(
+            str(unknown[0]), f"{shown(unknown[0])} is not an answer field; an answer has {list(ANSWER_KEYS)}"
+        )
     unresolved = answer.get("unresolved", False)
     if not isinstance(unresolved, bool):
-        raise CodingError("unresolved", f"unresolved={unresolved!r} is not a boolean")
+        raise CodingError("unresolved", f"unresolved={shown(unresolved)} is not a boolean")
     note = answer.get("note")
     if note is not None and not isinstance(note, str):
-        raise CodingError("note", f"note={note!r} is not a string")
+        raise CodingError("note", f"note={shown(note)} is not a string")
     note = _clean_text(note or "")
     if len(note) > NOTE_MAX_CHARS:
         raise CodingError("note", f"note has {len(note)} characters; at most {NOTE_MAX_CHARS}")
+    _check_sizes(answer)
     categories = answer.get("categories")
     if categories is None and not unresolved:
         raise CodingError(
@@ -330,20 +431,77 @@ LIMIT 1
 class CodingStore:
     """The coding store: one SQLite connection (WAL mode), guarded by a lock, as site requests run on threads.
 
-    Usable as a context manager (closes the connection)."""
+    Usable as a context manager (closes the connection). ``read_only=True`` (the CLI's read commands) opens an existing
+    file read-only and writes nothing (no folder, no table, no journal mode), so a store on a read-only medium can be
+    read; a write is then refused. Any SQLite failure of the file (missing in read-only mode, not a database, read-only,
+    busy) is a :class:`CodingStoreError` naming the file and what to do, never a bare ``sqlite3`` error."""
 
-    def __init__(self, path: Path | str, *, claim_ttl: dt.timedelta = CLAIM_TTL) -> None:
+    def __init__(self, path: Path | str, *, claim_ttl: dt.timedelta = CLAIM_TTL, read_only: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.claim_ttl = claim_ttl
+        self.read_only = read_only
         self._lock = threading.RLock()
-        self._con = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10.0)
-        self._con.row_factory = sqlite3.Row
-        self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute("PRAGMA busy_timeout=10000")
-        with self._write() as con:
+        try:
+            self._con = self._open_read_only() if read_only else self._open()
+        except sqlite3.Error as exc:
+            raise store_error(self.path, exc, read_only=read_only) from None
+        except OSError as exc:  # the folder cannot be created
+            raise CodingStoreError(
+                self.path, f"cannot create the folder of coding store {self.path} ({exc.strerror}): check --data-dir"
+            ) from None
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10.0)
+        con.row_factory = sqlite3.Row
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA busy_timeout=10000")
+            con.execute("BEGIN IMMEDIATE")
             for statement in coding_store_ddl():
                 con.execute(statement)
+            con.execute("COMMIT")
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """The file opened read-only (``mode=ro``); in a folder this user cannot write and without a ``-wal`` file (the
+        store was closed cleanly, so no writer is at work), as an immutable file, since WAL mode needs a ``-shm``."""
+        if not self.path.is_file():
+            raise CodingStoreError(
+                self.path,
+                f"no coding store at {self.path}: check --data-dir ($METACAN_DATA_DIR); `metacan coders add NAME` "
+                "creates it",
+            )
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        try:
+            con = self._connect_checked(uri)
+        except sqlite3.OperationalError as exc:
+            if "unable to open" not in str(exc) or Path(f"{self.path}-wal").exists():
+                raise
+            con = self._connect_checked(uri + "&immutable=1")
+        return con
+
+    def _connect_checked(self, uri: str) -> sqlite3.Connection:
+        con = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=10.0)
+        con.row_factory = sqlite3.Row
+        try:
+            con.execute("PRAGMA busy_timeout=10000")
+            present = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except BaseException:
+            con.close()
+            raise
+        missing = [t.name for t in TABLES if t.name not in present]
+        if missing:
+            con.close()
+            raise CodingStoreError(
+                self.path,
+                f"coding store {self.path} lacks the tables {missing}: it is not a metacan coding store (or one of an "
+                "older version, which `metacan coders add` or an import brings up to date)",
+            )
+        return con
 
     def __enter__(self) -> CodingStore:
         return self
@@ -358,25 +516,46 @@ class CodingStore:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One short write transaction (``BEGIN IMMEDIATE``: the write lock first, so checks and appends are atomic
-        across processes)."""
+        across processes). A SQLite failure of the file (read-only, busy, corrupt) is a :class:`CodingStoreError`."""
+        if self.read_only:
+            raise CodingStoreError(self.path, f"coding store {self.path} was opened read-only: nothing can be written")
         with self._lock:
-            self._con.execute("BEGIN IMMEDIATE")
+            try:
+                self._con.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise store_error(self.path, exc) from None
             try:
                 yield self._con
+            except sqlite3.IntegrityError:
+                self._con.execute("ROLLBACK")
+                raise
+            except sqlite3.Error as exc:
+                if self._con.in_transaction:
+                    self._con.execute("ROLLBACK")
+                raise store_error(self.path, exc) from None
             except BaseException:
                 self._con.execute("ROLLBACK")
                 raise
-            self._con.execute("COMMIT")
+            try:
+                self._con.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise store_error(self.path, exc) from None
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction (a consistent snapshot over several queries)."""
+        """One read transaction (a consistent snapshot over several queries). A SQLite failure of the file (corrupt
+        pages, busy) is a :class:`CodingStoreError`."""
         with self._lock:
-            self._con.execute("BEGIN")
             try:
-                yield self._con
-            finally:
-                self._con.execute("COMMIT")
+                self._con.execute("BEGIN")
+                try:
+                    yield self._con
+                finally:
+                    self._con.execute("COMMIT")
+            except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
+                if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
+                    raise
+                raise store_error(self.path, exc) from None
 
     # --- coders -------------------------------------------------------------------------------------------------
 
@@ -401,7 +580,7 @@ class CodingStore:
         with self._write() as con:
             row = con.execute("SELECT revoked_at FROM coders WHERE coder = ?", [name]).fetchone()
             if row is None:
-                raise CodingError("coder", f"no coder named {name!r}")
+                raise CodingError("coder", f"no coder named {shown(name)}")
             if row["revoked_at"] is not None:
                 raise CodingError("coder", f"coder {name!r} was revoked already at {row['revoked_at']}")
             con.execute("UPDATE coders SET revoked_at = ? WHERE coder = ?", [now, name])
@@ -431,7 +610,7 @@ class CodingStore:
     def _active_coder(self, con: sqlite3.Connection, coder: str) -> None:
         row = con.execute("SELECT revoked_at FROM coders WHERE coder = ?", [coder]).fetchone()
         if row is None:
-            raise CodingError("coder", f"no coder named {coder!r}")
+            raise CodingError("coder", f"no coder named {shown(coder)}")
         if row["revoked_at"] is not None:
             raise CodingError("coder", f"coder {coder!r} was revoked at {row['revoked_at']}")
 
@@ -541,20 +720,20 @@ class CodingStore:
     # --- answers ------------------------------------------------------------------------------------------------
 
     def _check_append(
-        self, con: sqlite3.Connection, protocol_id: str, work_id: str, coder: str, role: str, shown: str | None
+        self, con: sqlite3.Connection, protocol_id: str, work_id: str, coder: str, role: str, shown_sha: str | None
     ) -> str:
         """The checks every appended answer passes (in the write transaction); returns the evidence version shown."""
         if role not in ROLES:
-            raise CodingError("role", f"role={role!r}: expected one of {list(ROLES)}")
+            raise CodingError("role", f"role={shown(role)}: expected one of {list(ROLES)}")
         task = con.execute(
             "SELECT evidence_sha256 FROM coding_tasks WHERE protocol_id = ? AND id = ?", [protocol_id, work_id]
         ).fetchone()
         if task is None:
-            raise CodingError("id", f"{work_id} is not a task of protocol {protocol_id!r}")
-        shown = shown or task["evidence_sha256"]
-        version = con.execute("SELECT id FROM coding_evidence WHERE evidence_sha256 = ?", [shown]).fetchone()
+            raise CodingError("id", f"{shown(work_id)} is not a task of protocol {shown(protocol_id)}")
+        shown_sha = shown_sha or task["evidence_sha256"]
+        version = con.execute("SELECT id FROM coding_evidence WHERE evidence_sha256 = ?", [shown_sha]).fetchone()
         if version is None or version["id"] != work_id:
-            raise CodingError("evidence_sha256", f"{shown!r} is not an evidence version of {work_id}")
+            raise CodingError("evidence_sha256", f"{shown(shown_sha)} is not an evidence version of {work_id}")
         coders = [
             r[0]
             for r in con.execute(
@@ -566,7 +745,7 @@ class CodingStore:
             raise CodingError("coder", f"{work_id} has its {CODERS_PER_WORK} coders already ({', '.join(coders)})")
         if role == "adjudication" and len(coders) < CODERS_PER_WORK:
             raise CodingError("role", f"{work_id} has {len(coders)} coder(s): adjudication needs {CODERS_PER_WORK}")
-        return shown
+        return shown_sha
 
     def _append(
         self,
@@ -628,8 +807,8 @@ class CodingStore:
         answer_id = uuid.uuid4().hex
         with self._write() as con:
             self._active_coder(con, coder)
-            shown = self._check_append(con, protocol_id, work_id, coder, role, evidence_sha256)
-            self._append(con, answer_id, protocol_id, work_id, coder, role, clean, shown, now_iso(), "site", None)
+            shown_sha = self._check_append(con, protocol_id, work_id, coder, role, evidence_sha256)
+            self._append(con, answer_id, protocol_id, work_id, coder, role, clean, shown_sha, now_iso(), "site", None)
         log.info("answer %s appended: %s (%s) on %s %s", answer_id, coder, role, protocol_id, work_id)
         return answer_id
 
@@ -648,17 +827,99 @@ class CodingStore:
     ) -> bool:
         """Append a ``code`` answer made elsewhere (a Label Studio annotation, :mod:`.labelstudio`), validated like a
         site answer; ``answer_id`` is derived from the annotation, so the same annotation is appended once. Returns
-        False when that answer is present already. The coder need not be registered (they never sign in here)."""
+        False when that answer is present already, or the same annotation (its annotator, ``annotation_id`` and time
+        in ``provenance``) under another coder name. One person is one coder: ``coder`` takes the spelling of a coder
+        the store knows in another letter case (registered, or with answers), and an annotator whose earlier
+        annotations were imported as another coder is refused (CodingError) rather than made a second coder. The coder need not be registered (they never sign in here), but a
+        registered coder who was revoked is refused (CodingError), like their sign-in, and so is a ``submitted_at``
+        more than :data:`MAX_CLOCK_SKEW` in the future (the latest answer counts by time: it would hide later ones)."""
         check_coder_name(coder, imported=True)
         clean = validate_answer(answer, work_id)
+        when = parse_time(submitted_at)
+        if when is None:
+            raise CodingError("submitted_at", f"submitted_at={shown(submitted_at)} is not an ISO 8601 time")
+        if when > _iso(dt.datetime.now(dt.UTC) + MAX_CLOCK_SKEW):  # one fixed width: text order is time order
+            raise CodingError(
+                "submitted_at",
+                f"submitted_at {when} is in the future (more than {MAX_CLOCK_SKEW.seconds // 60} minutes after now): the "
+                "latest answer counts by time, so it would hide every answer given after it; fix the clock of the "
+                "Label Studio server or the annotation's updated_at",
+            )
+        submitted_at = when
+        annotator = annotator_of(provenance.get("completed_by"))
         with self._write() as con:
             if con.execute("SELECT 1 FROM coding_answers WHERE answer_id = ?", [answer_id]).fetchone():
                 return False
-            shown = self._check_append(con, protocol_id, work_id, coder, "code", evidence_sha256)
+            if annotator is not None and self._annotation_present(
+                con, protocol_id, work_id, annotator, provenance, when
+            ):
+                return False  # the same annotation, imported before under another spelling or coder map
+            coder = self._imported_coder(con, coder, annotator)
+            revoked = con.execute(
+                "SELECT coder, revoked_at FROM coders WHERE lower(coder) = lower(?) AND revoked_at IS NOT NULL", [coder]
+            ).fetchone()
+            if revoked is not None:
+                raise CodingError(
+                    "coder",
+                    f"coder {revoked['coder']!r} was revoked at {revoked['revoked_at']}: their codes are no longer "
+                    "accepted; map this annotator to an active coder (or add a new one) if their codes should count",
+                )
+            shown_sha = self._check_append(con, protocol_id, work_id, coder, "code", evidence_sha256)
             self._append(
-                con, answer_id, protocol_id, work_id, coder, "code", clean, shown, submitted_at, source, provenance
+                con, answer_id, protocol_id, work_id, coder, "code", clean, shown_sha, submitted_at, source, provenance
             )
         return True
+
+    @staticmethod
+    def _annotation_present(
+        con: sqlite3.Connection,
+        protocol_id: str,
+        work_id: str,
+        annotator: str,
+        provenance: Mapping[str, Any],
+        submitted_at: str,
+    ) -> bool:
+        """True when the annotation of ``provenance`` (annotator, annotation id, time) is stored already, by any coder."""
+        return (
+            con.execute(
+                f"SELECT 1 FROM coding_answers WHERE protocol_id = ? AND id = ? AND role = 'code' AND submitted_at = ? "
+                f"AND json_extract(provenance, '$.annotation_id') = ? AND {ANNOTATOR_SQL} = ?",
+                [protocol_id, work_id, submitted_at, provenance.get("annotation_id"), annotator],
+            ).fetchone()
+            is not None
+        )
+
+    @staticmethod
+    def _imported_coder(con: sqlite3.Connection, coder: str, annotator: str | None) -> str:
+        """The coder an imported answer is stored under: ``coder`` in the spelling the store knows (registered coders
+        first, then coders with answers; letter case ignored). CodingError when ``annotator``'s earlier imported answers
+        are another coder's (one person, two coders)."""
+        known = con.execute(
+            "SELECT coder FROM coders WHERE lower(coder) = lower(?) UNION ALL "
+            "SELECT coder FROM (SELECT DISTINCT coder FROM coding_answers WHERE lower(coder) = lower(?)) LIMIT 1",
+            [coder, coder],
+        ).fetchone()
+        coder = known[0] if known else coder
+        if annotator is None:
+            return coder
+        before = con.execute(
+            f"SELECT DISTINCT coder FROM coding_answers WHERE provenance IS NOT NULL AND {ANNOTATOR_SQL} = ? "
+            "AND lower(coder) <> lower(?) LIMIT 1",
+            [annotator, coder],
+        ).fetchone()
+        if before is not None:
+            other = before[0]
+            how = (
+                "leave them out of the coder map"
+                if other.startswith(IMPORTED_CODER_PREFIX)
+                else f"map them to {other!r} in the coder map"
+            )
+            raise CodingError(
+                "coder",
+                f"annotator {shown(annotator)} was imported as coder {shown(other)} before, and now as {shown(coder)}: "
+                f"one person is one coder (their answers are never merged or renamed), so {how}",
+            )
+        return coder
 
     def _latest(self, con: sqlite3.Connection, protocol_id: str) -> list[dict[str, Any]]:
         out = []

@@ -31,7 +31,8 @@ with source ``label_studio:<16 hex of the file's SHA-256>`` and its provenance (
 silently, and the import (counts and every refusal) is recorded in ``coding_imports``. An annotation is appended once:
 its answer id is derived from (protocol, work, coder, annotation id, ``updated_at``), so importing the same file again,
 or a later export that repeats an unchanged annotation, appends nothing, while an annotation edited in Label Studio
-(a new ``updated_at``) is a new answer that then counts as the latest.
+(a new ``updated_at``) is a new answer that then counts as the latest. The latest answer counts by time, so an
+annotation dated more than :data:`metacan_pipeline.audit.coding.MAX_CLOCK_SKEW` (5 minutes) in the future is refused.
 """
 
 from __future__ import annotations
@@ -55,10 +56,18 @@ from .coding import (
     now_iso,
     parse_time,
     sha256_hex,
+    shown,
 )
 
 #: The extra ``categories`` choice that says "none of them: not meta-research" (mapped to ``[]`` on import).
 NO_CATEGORY = "none"
+#: The longest task or annotation id read (Label Studio's are integers; a longer one is refused, never stored).
+MAX_ID_CHARS = 64
+#: The longest annotator email read (RFC 5321's path limit) and the longest time string (ISO 8601 with an offset).
+MAX_EMAIL_CHARS = 254
+MAX_TIME_CHARS = 64
+#: The longest refusal reason recorded in ``coding_imports`` (values quoted in it are cut already).
+MAX_REASON_CHARS = 500
 #: The object tag every control labels (a ``<Text>`` showing the title).
 OBJECT_TAG = "title"
 _BOOLEANS = ("true", "false")
@@ -211,28 +220,73 @@ class ImportReport:
         return len(self.refusals)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: an object whose keys repeat, in any letter case, is refused (json keeps the last)."""
+    seen: dict[str, str] = {}
+    for k, _ in pairs:
+        norm = k.strip().lower()
+        if norm in seen:
+            raise _NotJson(f"the keys {shown(seen[norm])} and {shown(k)} name one annotator (letter case is ignored)")
+        seen[norm] = k
+    return dict(pairs)
+
+
+def normalised_coder_map(mapping: Mapping[str, str], where: str) -> dict[str, str]:
+    """``mapping`` with its keys stripped and in lower case (annotators match case-insensitively); ValueError naming
+    ``where`` when two keys become one."""
+    out: dict[str, str] = {}
+    for k, v in mapping.items():
+        norm = k.strip().lower()
+        if norm in out:
+            raise ValueError(f"{where}: two keys name the annotator {shown(norm)} (letter case is ignored): keep one")
+        out[norm] = v
+    return out
+
+
 def load_coder_map(path: Path) -> dict[str, str]:
-    """A coder map file: a JSON object from a Label Studio annotator (email, or user id as a string) to a coder name."""
+    """A coder map file: a JSON object from a Label Studio annotator (email, or user id as a string) to a coder name.
+    Keys match case-insensitively, so keys equal but for letter case (or repeated) are refused."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        obj = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+    except _NotJson as exc:
+        raise ValueError(f"coder map {path}: {exc}: keep one") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"coder map {path}: {exc}") from None
+    except RecursionError:
+        raise ValueError(
+            f'coder map {path}: JSON nested too deeply; expected {{"<email or user id>": "<coder name>"}}'
+        ) from None
     if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in obj.items()):
         raise ValueError(f'coder map {path}: expected a JSON object {{"<email or user id>": "<coder name>"}}')
-    for v in obj.values():
-        check_coder_name(v)
-    return {k.strip().lower(): v for k, v in obj.items()}
+    for k, v in obj.items():
+        try:
+            check_coder_name(v)
+        except CodingError as exc:
+            raise ValueError(f"coder map {path}: the entry {shown(k)}: {exc}") from None
+    return normalised_coder_map(obj, f"coder map {path}")
+
+
+def _is_id(value: object) -> bool:
+    """A Label Studio id as read: an integer, or a string of at most :data:`MAX_ID_CHARS` characters."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, str) and len(value) <= MAX_ID_CHARS
+    )
 
 
 def annotator_key(completed_by: object) -> tuple[str | None, dict[str, Any] | None]:
     """The annotator of ``completed_by`` (a user id, or an object with ``email`` and/or ``id``): the email (lower case)
-    when known, else the id, and what is kept of it for the provenance (``id`` and ``email`` only)."""
+    when known, else the id, and what is kept of it for the provenance (``id`` and ``email`` only; an id that is not an
+    integer or a short string, or an email longer than :data:`MAX_EMAIL_CHARS`, is not read)."""
     if isinstance(completed_by, bool):
         return None, None
-    if isinstance(completed_by, int | str) and str(completed_by).strip():
+    if _is_id(completed_by) and str(completed_by).strip():
         return str(completed_by).strip(), {"id": completed_by}
     if isinstance(completed_by, Mapping):
         kept = {k: completed_by[k] for k in ("id", "email") if completed_by.get(k) not in (None, "")}
+        if "id" in kept and not _is_id(kept["id"]):
+            del kept["id"]
+        if not isinstance(kept.get("email"), str) or len(kept["email"]) > MAX_EMAIL_CHARS:
+            kept.pop("email", None)
         email = kept.get("email")
         if isinstance(email, str) and email.strip():
             return email.strip().lower(), kept
@@ -260,29 +314,29 @@ def answer_from_result(result: object) -> dict[str, Any]:  # noqa: C901 (one che
             raise LabelStudioError("a result item is not an object")
         name, kind, value = item.get("from_name"), item.get("type"), item.get("value")
         if name not in CONTROLS:
-            raise LabelStudioError(f"result from {name!r}: not a control of the metacan labeling config")
+            raise LabelStudioError(f"result from {shown(name)}: not a control of the metacan labeling config")
         if kind != CONTROLS[name]:
-            raise LabelStudioError(f"{name}: result type {kind!r}, expected {CONTROLS[name]!r}")
+            raise LabelStudioError(f"{name}: result type {shown(kind)}, expected {CONTROLS[name]!r}")
         if name in values:
             raise LabelStudioError(f"{name}: two results for one control")
         got = value.get("text" if kind == "textarea" else "choices") if isinstance(value, Mapping) else None
         if isinstance(got, str) and kind == "textarea":
             got = [got]
         if not isinstance(got, list) or not all(isinstance(v, str) for v in got):
-            raise LabelStudioError(f"{name}: value {value!r} is not a list of strings")
+            raise LabelStudioError(f"{name}: value {shown(value)} is not a list of strings")
         values[name] = got
     answer: dict[str, Any] = {}
     cats = values.get("categories")
     if cats:
         if NO_CATEGORY in cats and len(cats) > 1:
-            raise LabelStudioError(f"categories: {NO_CATEGORY!r} (not meta-research) chosen with {cats}")
+            raise LabelStudioError(f"categories: {NO_CATEGORY!r} (not meta-research) chosen with {shown(cats)}")
         answer["categories"] = [] if cats == [NO_CATEGORY] else cats
     for name in _SINGLE_CHOICE:
         got = values.get(name)
         if not got:
             continue
         if len(got) > 1:
-            raise LabelStudioError(f"{name}: {len(got)} choices {got} for a single-choice field")
+            raise LabelStudioError(f"{name}: {len(got)} choices {shown(got)} for a single-choice field")
         answer[name] = {"true": True, "false": False}.get(got[0], got[0]) if name in _BOOLEAN_CONTROLS else got[0]
     if "note" in values:
         answer["note"] = "\n".join(values["note"])
@@ -294,7 +348,7 @@ def _task_fields(task: Mapping[str, Any]) -> tuple[str, str, str]:
     if not isinstance(data, Mapping):
         raise LabelStudioError("task has no data object")
     got = [data.get(k) for k in ("protocol_id", "work_id", "evidence_sha256")]
-    if not all(isinstance(v, str) and v for v in got):
+    if not all(isinstance(v, str) and 0 < len(v) <= 128 for v in got):
         raise LabelStudioError(
             "task data lacks protocol_id, work_id or evidence_sha256: it was not exported by metacan coding export-labelstudio"
         )
@@ -315,18 +369,26 @@ def _import_annotation(
     work_id = None
 
     def refuse(reason: str) -> None:
+        if len(reason) > MAX_REASON_CHARS:
+            reason = reason[:MAX_REASON_CHARS] + "..."
         report.refusals.append(Refusal(task_id, work_id, ann_id, key, reason))
 
     try:
         protocol_id, work_id, shown = _task_fields(task)
     except LabelStudioError as exc:
         return refuse(str(exc))
-    if not isinstance(ann, Mapping) or ann_id is None or isinstance(ann_id, bool):
-        return refuse("annotation is not an object with an id")
+    if not isinstance(ann, Mapping) or not _is_id(ann_id):
+        ann_id = None
+        return refuse("annotation is not an object with an id (an integer)")
     if key is None:
         return refuse("annotation names no annotator (completed_by)")
     if ann.get("was_cancelled"):
         return refuse("annotation was cancelled (skipped) in Label Studio: it gives no answer")
+    for k in ("created_at", "updated_at"):
+        t = ann.get(k)
+        if t is not None and (not isinstance(t, str) or len(t) > MAX_TIME_CHARS):
+            what = f"a string of {len(t):,} characters" if isinstance(t, str) else f"a JSON {_json_type(t)}"
+            return refuse(f"annotation {k} is {what}, not an ISO 8601 time")
     updated = parse_time(ann.get("updated_at")) or parse_time(ann.get("created_at"))
     if updated is None:
         return refuse("annotation has no readable updated_at or created_at")
@@ -363,26 +425,60 @@ def _import_annotation(
         report.already_present += 1
 
 
+class _NotJson(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> None:
+    """``parse_constant`` of :func:`json.loads`: Python reads ``NaN``, ``Infinity`` and ``-Infinity``, JSON has none."""
+    raise _NotJson(name)
+
+
+def _json_type(value: object) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", float: "number", int: "number"}.get(
+        type(value), type(value).__name__
+    )
+
+
 def import_export(store: CodingStore, path: Path, coder_map: Mapping[str, str] | None = None) -> ImportReport:
     """Import a Label Studio JSON export (see the module docstring); returns the report, also recorded in
     ``coding_imports``. A file that is not a JSON list of tasks is refused whole (ValueError naming it)."""
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     try:
-        tasks = json.loads(raw)
+        tasks = json.loads(raw, parse_constant=_no_constant)
+    except _NotJson as exc:
+        raise ValueError(
+            f"{path}: {exc} is not JSON (RFC 8259) and Label Studio never writes it: export the project again in "
+            "Label Studio's JSON format"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not JSON ({exc}); export the project in Label Studio's JSON format") from None
+    except RecursionError:  # json.loads recurses once per nesting level
+        raise ValueError(
+            f"{path}: JSON nested too deeply to read (a Label Studio export nests about 6 levels): not a Label Studio "
+            "export; export the project again in Label Studio's JSON format"
+        ) from None
     if not isinstance(tasks, list):
         raise ValueError(
             f"{path}: a Label Studio JSON export is a list of tasks, this is a JSON {type(tasks).__name__}"
         )
-    cmap = {k.lower(): v for k, v in (coder_map or {}).items()}
+    cmap = normalised_coder_map(coder_map or {}, "coder map")
     report = ImportReport(file=path.name, file_sha256=digest, source=f"label_studio:{digest[:16]}")
     imported_at = now_iso()
     for i, task in enumerate(tasks):
         report.tasks += 1
         if not isinstance(task, Mapping):
             report.refusals.append(Refusal(None, None, None, None, f"task {i + 1} is not an object"))
+            continue
+        tid = task.get("id")
+        if tid is not None and (
+            isinstance(tid, bool) or not isinstance(tid, int | str) or len(str(tid)) > MAX_ID_CHARS
+        ):
+            what = f"a string of {len(tid)} characters" if isinstance(tid, str) else f"a JSON {_json_type(tid)}"
+            report.refusals.append(
+                Refusal(None, None, None, None, f"task {i + 1}: its id is {what}; a Label Studio task id is an integer")
+            )
             continue
         annotations = task.get("annotations") or []
         if not isinstance(annotations, list):

@@ -208,10 +208,18 @@ TABLES = [
     ),
 ]
 
+#: The annotator of an imported answer, from its provenance (SQL): the email in lower case, else the Label Studio user
+#: id as text (the rule of :func:`metacan_pipeline.audit.coding.annotator_of`); indexed, as every import looks it up.
+ANNOTATOR_SQL = (
+    "coalesce(lower(trim(json_extract(provenance, '$.completed_by.email'))), "
+    "trim(CAST(json_extract(provenance, '$.completed_by.id') AS TEXT)))"
+)
+
 #: Indexes and the append-only guard of ``coding_answers`` (created with the tables, after them).
 EXTRA_DDL = (
     "CREATE INDEX IF NOT EXISTS coding_answers_work ON coding_answers (protocol_id, id, role, coder)",
     "CREATE INDEX IF NOT EXISTS coding_tasks_queue ON coding_tasks (protocol_id, position, id)",
+    f"CREATE INDEX IF NOT EXISTS coding_answers_annotator ON coding_answers ({ANNOTATOR_SQL})",
     "CREATE TRIGGER IF NOT EXISTS coding_answers_no_update BEFORE UPDATE ON coding_answers "
     "BEGIN SELECT RAISE(ABORT, 'coding_answers is append-only: submit a new answer instead'); END",
     "CREATE TRIGGER IF NOT EXISTS coding_answers_no_delete BEFORE DELETE ON coding_answers "

@@ -18,11 +18,12 @@ import tomllib
 from importlib.resources import files
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..http import public_url
+from ..http import public_url, shown_url
 from ..settings import secret, teacher_overrides, teachers_file
 from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER, TEACHER_ROLES
 from .server import EMBEDDED_MODEL_ALIAS
@@ -31,11 +32,61 @@ from .views import CURRENT_VIEW_VERSION
 #: The teachers that fill the roles when a registry has no ``[roles]`` table.
 DEFAULT_ROLES = {CENSUS_TEACHER: "gemma", SAMPLE_TEACHER: "codex"}
 MAX_WORKS_PER_CALL = 25
+#: The top-level tables a registry file may have (a typo such as ``[teacher.x]`` or ``[role]`` is refused, not ignored).
+REGISTRY_TABLES = ("teachers", "roles", "qualification")
+#: The most calls a teacher has in flight over all its endpoints (the sum of their ``concurrency``; one endpoint has
+#: at most 256). Each call in flight is a worker holding its batch's works and prompt, and one connection of its lane's
+#: client: 512 keeps a run's memory and sockets bounded (about 25 MB of prompts at 25 works per call) while leaving room
+#: for, e.g., 8 GPU servers at 64 each.
+MAX_CALLS_IN_FLIGHT = 512
 #: The longest an endpoint that keeps failing rests between two probes (s).
 MAX_ENDPOINT_BACKOFF_S = 300.0
 #: The name the calls of the embedded llama.cpp server record as their endpoint (its port changes every run).
 EMBEDDED_ENDPOINT = "embedded"
 _ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: An ``api_key_env``: the name of an environment variable (never the key itself).
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _check_api_key_env(v: str) -> str:
+    """``v`` when it is empty or an environment variable's name; the error never shows ``v`` (a key pasted there)."""
+    if v and not _ENV_NAME.fullmatch(v):
+        raise ValueError(
+            "api_key_env must be the NAME of the environment variable that holds the key (letters, digits and _, "
+            "not starting with a digit), never the key itself; the value given is not shown"
+        )
+    return v
+
+
+def check_base_url(v: str) -> str:
+    """``v`` when it is an endpoint's base URL: scheme http or https, a host, a valid port if any, no whitespace
+    anywhere (a leading space is refused, not stripped). ValueError else, showing the URL only as
+    :func:`~metacan_pipeline.http.shown_url` does (no user info or query)."""
+    parts = urlsplit(v)
+    if any(ch.isspace() for ch in v):
+        problem = "contains whitespace (a space, tab or newline: a leading or trailing space?)"
+    elif parts.scheme not in ("http", "https") or not v.lower().startswith(f"{parts.scheme}://"):
+        problem = "the scheme is not http:// or https://"
+    elif not parts.hostname:
+        problem = "there is no host"
+    else:
+        try:
+            parts.port  # noqa: B018 (raises ValueError for a port that is not a number in 0-65535)
+            problem = ""
+        except ValueError:
+            problem = "the port is not a number in 0-65535"
+    if problem:
+        raise ValueError(
+            f"base_url {shown_url(v)}: {problem}; expected an http(s) URL ending in /v1 such as http://host:8000/v1 "
+            '(the embedded server is a teacher of one endpoint: base_url = "" without endpoints)'
+        )
+    return v
+
+
+def _problems(exc: ValidationError, fields: dict) -> str:
+    """A pydantic error as one line of ``<where>: <message>`` per problem, without the ``input_value`` pydantic's own
+    text shows (a base URL with ``user:key@``, a key): every message of this module's validators is redacted."""
+    return "; ".join(f"{_where(e['loc'], fields)}: {e['msg']}" if e["loc"] else e["msg"] for e in exc.errors())
 
 
 class Endpoint(BaseModel):
@@ -56,19 +107,24 @@ class Endpoint(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _base_url(cls, v: str) -> str:
-        if not re.match(r"https?://[^/?#\s]+", v):
-            raise ValueError(
-                f"base_url {v!r}: expected an http(s) URL ending in /v1 (the embedded server is a teacher of one "
-                f'endpoint: base_url = "" without endpoints)'
-            )
-        return v
+        return check_base_url(v)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, v: str) -> str:
+        return _check_api_key_env(v)
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         if v and not _ENDPOINT_NAME.fullmatch(v):
             raise ValueError(
-                f"endpoint name {v!r}: letters, digits, '_', '.' and '-', at most 64, starting with a letter or digit"
+                f"endpoint name {v[:64]!r}: letters, digits, '_', '.' and '-', at most 64, starting with a letter or digit"
+            )
+        if v.lower() == EMBEDDED_ENDPOINT:
+            raise ValueError(
+                f"endpoint name {v!r} is reserved for the embedded llama.cpp server (its calls record it in "
+                "teacher_calls.endpoint): give this endpoint another name"
             )
         return v
 
@@ -119,6 +175,16 @@ class TeacherSpec(BaseModel):
             raise ValueError(f"teacher name {v!r} must be lower-case letters, digits and _ (it becomes an asset name)")
         return v
 
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, v: str) -> str:
+        return _check_api_key_env(v)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str) -> str:
+        return v if v == "" else check_base_url(v)  # "" = the embedded server
+
     @field_validator("coverage")
     @classmethod
     def _coverage(cls, v: str) -> str:
@@ -141,6 +207,12 @@ class TeacherSpec(BaseModel):
                     f"endpoints[{seen[e.lane]}] and endpoints[{i}] are both {e.lane!r}: give each endpoint a distinct name"
                 )
             seen[e.lane] = i
+        total = sum(e.concurrency for e in self.endpoints)
+        if total > MAX_CALLS_IN_FLIGHT:
+            raise ValueError(
+                f"endpoints: {total} calls in flight in all (the sum of the endpoints' concurrency), at most "
+                f"{MAX_CALLS_IN_FLIGHT}: lower the endpoints' concurrency"
+            )
         return self
 
     @property
@@ -223,7 +295,8 @@ class TeacherRunConfig(dg.Config):
 
     def apply(self, spec: TeacherSpec) -> TeacherSpec:
         """``spec`` with this run's overrides (validated again). Raises ValueError for a ``base_url`` or
-        ``concurrency`` override of a teacher with ``endpoints`` (each endpoint has its own: edit the registry)."""
+        ``concurrency`` override of a teacher with ``endpoints`` (each endpoint has its own: edit the registry), and
+        for an override the teacher refuses, naming the field; the message never shows a URL's user info or query."""
         if spec.endpoints and (self.base_url or self.concurrency):
             raise ValueError(
                 f"teacher {spec.name!r} lists {len(spec.endpoints)} endpoints, each with its own base_url and concurrency: "
@@ -239,7 +312,14 @@ class TeacherRunConfig(dg.Config):
             }.items()
             if v
         }
-        return TeacherSpec(**{**spec.model_dump(), **changes}) if changes else spec
+        if not changes:
+            return spec
+        try:
+            return TeacherSpec(**{**spec.model_dump(), **changes})
+        except ValidationError as exc:  # not chained: pydantic's text shows each input (a URL with its user:key@)
+            raise ValueError(
+                f"teacher {spec.name!r}: launchpad config (TeacherRunConfig): {_problems(exc, changes)}"
+            ) from None
 
 
 def direct_labels_table(teacher: str) -> str:
@@ -256,7 +336,8 @@ def default_registry_path() -> Path:
 def load_registry(path: str | Path | None = None, environ: dict[str, str] | None = None) -> dict[str, TeacherSpec]:
     """``{name: TeacherSpec}`` from the registry file plus ``METACAN_<NAME>_*`` overrides, in file order.
 
-    Raises ValueError naming the file and the field for a malformed registry, a view or coverage out of
+    Raises ValueError naming the file and the field for a malformed registry (a top-level table other than
+    :data:`REGISTRY_TABLES` included), a view or coverage out of
     vocabulary, or a ``[roles]`` table that does not name two different registry teachers for the census
     and the sample role; FileNotFoundError for a missing file.
     """
@@ -269,6 +350,12 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"teacher registry {path}: not valid TOML ({exc})") from exc
+    unknown = [k for k in doc if k not in REGISTRY_TABLES]
+    if unknown:
+        raise ValueError(
+            f"teacher registry {path}: unknown top-level key(s) {', '.join(repr(k[:64]) for k in unknown[:5])}: a registry "
+            f"has only the tables {', '.join(f'[{t}]' for t in REGISTRY_TABLES)} (a teacher is [teachers.<name>])"
+        )
     tables = doc.get("teachers")
     if not isinstance(tables, dict) or not tables:
         raise ValueError(f"teacher registry {path}: no [teachers.<name>] tables")
@@ -286,11 +373,16 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
         merged = {**fields, **overrides}
         try:
             out[name] = TeacherSpec(name=name, **merged)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{_where(e['loc'], fields)}: {e['msg']}" if e["loc"] else e["msg"] for e in exc.errors()
-            )
-            raise ValueError(f"teacher registry {path}: teachers.{name}: {problems}") from exc
+        except ValidationError as exc:  # not chained: pydantic's text shows each input (a URL with its user:key@)
+            problems = _problems(exc, fields)
+            env = [
+                f"METACAN_{name.upper()}_{k.upper()}"
+                for k in overrides
+                if any(e["loc"][:1] == (k,) for e in exc.errors())
+            ]
+            if env:
+                problems += f" (set by the environment: {', '.join(env)})"
+            raise ValueError(f"teacher registry {path}: teachers.{name}: {problems}") from None
         _check_reply_format(path, out[name])
     _check_roles(path, _roles(path, doc), out)
     return out
@@ -318,8 +410,20 @@ def _check_endpoint_form(path: Path, name: str, fields: dict, overrides: dict[st
     if not isinstance(fields["endpoints"], list) or not fields["endpoints"]:
         raise ValueError(
             f"teacher registry {path}: teachers.{name}: endpoints must be a non-empty list of tables "
-            f'(endpoints = [{{ base_url = "http://host:8000/v1", concurrency = 4 }}, ...]), got {fields["endpoints"]!r}'
+            f'(endpoints = [{{ base_url = "http://host:8000/v1", concurrency = 4 }}, ...]), got '
+            + (
+                "an empty list"
+                if fields["endpoints"] == []
+                else f"a TOML {_toml_type(fields['endpoints'])} (not shown)"
+            )
         )
+
+
+def _toml_type(value: object) -> str:
+    """The TOML name of a parsed value's type (what an error says instead of showing a value that may hold a key)."""
+    return {str: "string", dict: "table", list: "array", bool: "boolean", int: "integer", float: "float"}.get(
+        type(value), "date or time"
+    )
 
 
 def _where(loc: tuple, fields: dict) -> str:
@@ -330,7 +434,8 @@ def _where(loc: tuple, fields: dict) -> str:
         entries = fields.get("endpoints") or []
         entry = entries[loc[1]] if loc[1] < len(entries) else None
         url = entry.get("base_url") if isinstance(entry, dict) else None
-        head = f"endpoints[{loc[1]}]" + (f" ({public_url(url)})" if isinstance(url, str) and url else "")
+        shown = public_url(url) if isinstance(url, str) and "://" in url and len(url) <= 500 else ""
+        head = f"endpoints[{loc[1]}]" + (f" ({shown})" if shown else "")
         return ": ".join([head, *parts[2:]])
     return ".".join(parts)
 

@@ -359,3 +359,21 @@ def test_parse_time_gives_the_store_format_or_none_for_a_time_without_a_utc_valu
     # year 1 at +05:00 is before year 1 in UTC: unreadable, refused like any bad time, never a traceback
     assert parse_time("0001-01-01T00:00:00+05:00") is None
     assert parse_time("yesterday") is None
+
+
+def test_a_read_only_store_refuses_writes_and_a_missing_one_is_named(coded, tmp_path):
+    from metacan_pipeline.audit.coding import CodingStoreError
+
+    store, _ = coded
+    with CodingStore(store.path, read_only=True) as ro:
+        assert [c["coder"] for c in ro.list_coders()] == ["alice", "bob", "carol"]
+        with pytest.raises(CodingStoreError, match=rf"coding store {store.path} was opened read-only"):
+            ro.add_coder("dave")
+    missing = tmp_path / "nowhere" / "coding.sqlite"
+    with pytest.raises(CodingStoreError, match=rf"no coding store at {missing}: check --data-dir"):
+        CodingStore(missing, read_only=True)
+    assert not missing.parent.exists()
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.close()
+    with pytest.raises(CodingStoreError, match=r"lacks the tables \['coders', .*not a metacan coding store"):
+        CodingStore(other, read_only=True)

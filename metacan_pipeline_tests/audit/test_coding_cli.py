@@ -75,3 +75,98 @@ def test_coding_export_then_import_labelstudio_prints_counts_and_each_refusal(tm
     cmap.write_text(json.dumps({"x": "not a name"}))
     bad = run(*args)
     assert bad.exit_code == 2 and "not valid" in bad.output
+
+
+def test_a_bad_coder_map_is_refused_naming_the_file_and_the_entry(tmp_path):
+    """``metacan coding import-labelstudio --coder-map`` said "coder name ... is not valid" without naming the file."""
+    data = str(tmp_path / "data")
+    with CodingStore(coding_store_path(data)) as store:
+        store.load_tasks(P, [work_row(0)])
+    export = tmp_path / "export.json"
+    export.write_text("[]")
+    cmap = tmp_path / "coders.json"
+    cmap.write_text(json.dumps({"alice@uni.ca": "alice", "12": "x" * 100_000}))
+    bad = run("coding", "import-labelstudio", str(export), "--coder-map", str(cmap), "--data-dir", data)
+    assert bad.exit_code == 2
+    assert f"coder map {cmap}: the entry '12': coder name 'xxx" in bad.output and len(bad.output) < 1000
+
+
+def _files(folder) -> dict[str, str]:
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_read_commands_open_the_store_read_only_and_write_nothing(tmp_path):
+    """Opening the store always wrote (the folder, the tables, the journal mode), even for ``metacan coders list``."""
+    data = tmp_path / "data"
+    assert run("coders", "list", "--data-dir", str(data)).output.startswith("No coders yet (no coding store at")
+    assert not data.exists()  # a read creates nothing
+    assert run("coding", "export-labelstudio", P, str(tmp_path / "ls"), "--data-dir", str(data)).exit_code == 1
+    with CodingStore(coding_store_path(str(data))) as store:
+        store.load_tasks(P, [work_row(0)])
+        store.add_coder("alice")
+    folder = coding_store_path(str(data)).parent
+    before = _files(folder)
+    assert "alice" in run("coders", "list", "--data-dir", str(data)).output
+    assert run("coding", "export-labelstudio", P, str(tmp_path / "ls"), "--data-dir", str(data)).exit_code == 0
+    after = _files(folder)
+    # the store's bytes are unchanged; a WAL-mode reader leaves only SQLite's shared-memory index and an empty log
+    assert after["coding.sqlite"] == before["coding.sqlite"]
+    assert set(after) <= {"coding.sqlite", "coding.sqlite-shm", "coding.sqlite-wal"}
+    assert (folder / "coding.sqlite-wal").stat().st_size == 0 if "coding.sqlite-wal" in after else True
+
+
+def test_a_corrupt_store_is_a_clear_error_naming_the_file_and_is_left_as_it_is(tmp_path):
+    """A file that is not SQLite gave a traceback ("DatabaseError: file is not a database") for every command."""
+    data = tmp_path / "data"
+    path = coding_store_path(str(data))
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a database, but someone's coding work? " * 100)
+    before = path.read_bytes()
+    export = tmp_path / "export.json"
+    export.write_text("[]")
+    for args in (
+        ("coders", "list"),
+        ("coders", "add", "bob"),
+        ("coders", "revoke", "bob"),
+        ("coding", "export-labelstudio", P, str(tmp_path / "ls")),
+        ("coding", "import-labelstudio", str(export)),
+    ):
+        result = run(*args, "--data-dir", str(data))
+        assert result.exit_code == 1, (args, result.output)
+        assert f"metacan {' '.join(args[:2])}: coding store {path} is not a readable SQLite database" in result.output
+        assert "restore it from your backup" in result.output and result.exception.__class__ is SystemExit
+    assert path.read_bytes() == before
+
+
+def test_a_read_only_store_can_be_listed_and_a_write_is_a_clear_error(tmp_path):
+    """A read-only store (a backup on a read-only medium, a file of another user) gave a traceback for every command."""
+    import os
+    import shutil
+    import subprocess
+
+    data = tmp_path / "data"
+    with CodingStore(coding_store_path(str(data))) as store:
+        store.add_coder("alice")
+    folder = coding_store_path(str(data)).parent
+    if os.geteuid() == 0:  # root writes through permission bits: make the folder and the file immutable instead
+        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)]).returncode != 0:
+            import pytest
+
+            pytest.skip("running as root without chattr +i: no way to make a file read-only")
+        undo = ["chattr", "-i", str(folder)]
+    else:
+        folder.chmod(0o555)
+        undo = ["chmod", "755", str(folder)]
+    try:
+        listed = run("coders", "list", "--data-dir", str(data))
+        assert listed.exit_code == 0 and "alice" in listed.output, listed.output
+        added = run("coders", "add", "bob", "--data-dir", str(data))
+        assert (
+            added.exit_code == 1
+            and f"metacan coders add: cannot open coding store {folder / 'coding.sqlite'}" in added.output
+        )
+        assert "Traceback" not in added.output
+    finally:
+        subprocess.run(undo, check=True)

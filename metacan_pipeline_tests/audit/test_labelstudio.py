@@ -215,3 +215,153 @@ def test_tasks_not_exported_by_metacan_and_malformed_results_are_refused_with_a_
         "unresolved": True,
         "note": "cannot tell",
     }
+
+
+def test_a_deeply_nested_export_or_coder_map_is_refused_naming_the_file(store, tmp_path):
+    """``[[[[...]]]]`` 100,000 levels deep raised RecursionError out of json.loads (a traceback, nothing recorded)."""
+    from metacan_pipeline.audit.labelstudio import load_coder_map
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=r"deep.json: JSON nested too deeply to read .*not a Label Studio export"):
+        import_export(store, deep)
+    deep.write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
+    with pytest.raises(ValueError, match=r"coder map .*deep.json: JSON nested too deeply"):
+        load_coder_map(deep)
+
+
+def test_nan_in_an_export_and_a_task_id_that_is_no_id_are_refused(store, tmp_path):
+    """``"id": NaN`` (Python's json reads it) was accepted and stored as ``NaN`` in the provenance, which is not JSON."""
+    tasks = label_studio_export(export_tasks(store, P))
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps([{**tasks[0], "id": float("nan")}]))
+    with pytest.raises(ValueError, match=r"nan.json: NaN is not JSON \(RFC 8259\)"):
+        import_export(store, path)
+    for bad, what in [
+        (501.0, "a JSON number"),
+        ([501], "a JSON array"),
+        ("x" * 10_000, "a string of 10000 characters"),
+    ]:
+        path.write_text(json.dumps([{**tasks[0], "id": bad}]))
+        report = import_export(store, path)
+        assert report.appended == 0 and [r.reason for r in report.refusals] == [
+            f"task 1: its id is {what}; a Label Studio task id is an integer"
+        ]
+    con = sqlite3.connect(store.path)
+    assert con.execute("SELECT count(*) FROM coding_answers").fetchone()[0] == 0
+    assert max(len(r[0]) for r in con.execute("SELECT refusals FROM coding_imports")) < 500
+
+
+def test_a_huge_value_is_refused_and_never_echoed_or_stored_in_full(store, tmp_path):
+    """A 10 MB value was echoed whole in the refusal (and so stored in coding_imports) or kept in the provenance."""
+    from metacan_pipeline.audit.coding import validate_answer
+
+    big = "x" * 10_000_000
+    task = label_studio_export(export_tasks(store, P))[2]
+    created_big = {**annotation(6, 61, NONE_RESULT), "created_at": big}
+    cases = [
+        (
+            annotation(1, 11, [*(r for r in NONE_RESULT if r["from_name"] != "genre"), choices("genre", big)]),
+            "genre has",
+        ),
+        (annotation(2, 12, [{**choices("genre"), "value": {"choices": big}}]), "genre: value {'choices': 'xxx"),
+        (annotation(3, 13, [{**choices("genre"), "from_name": big}]), "result from 'xxx"),
+        (annotation(4, {"email": big}, NONE_RESULT), "names no annotator"),
+        (annotation(5, big, NONE_RESULT), "names no annotator"),
+        (created_big, "created_at is a string of 10,000,000 characters"),
+        ({**annotation(7, 71, NONE_RESULT), "id": big}, "not an object with an id"),
+    ]
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps([{**task, "annotations": [a for a, _ in cases]}]))
+    report = import_export(store, path)
+    assert report.appended == 0 and len(report.refusals) == len(cases)
+    for refusal, (_, words) in zip(report.refusals, cases, strict=True):
+        assert words in refusal.reason and len(refusal.reason) < 600, refusal.reason[:200]
+        assert refusal.annotator is None or len(refusal.annotator) < 300
+    con = sqlite3.connect(store.path)
+    assert con.execute("SELECT max(length(refusals)) FROM coding_imports").fetchone()[0] < 10_000
+    path.write_text(json.dumps([{**task, "data": {**task["data"], "protocol_id": big}, "annotations": [cases[0][0]]}]))
+    (refusal,) = import_export(store, path).refusals
+    assert "lacks protocol_id" in refusal.reason
+    with pytest.raises(ValueError, match=r"categories has 1,000,000 items") as info:
+        validate_answer({**dict.fromkeys(("study_design", "genre")), "categories": ["sts"] * 1_000_000}, "W1")
+    assert len(str(info.value)) < 200
+    with pytest.raises(ValueError, match=r"'xxxxx.*\.\.\. \(10,000,000 characters\) is not an answer field") as info:
+        validate_answer({big: 1}, "W1")
+    assert len(str(info.value)) < 400
+
+
+def test_an_import_naming_a_revoked_coder_is_refused(store, tmp_path):
+    """A revoked coder cannot sign in, but an import mapping an annotator to them was appended."""
+    store.add_coder("alice")
+    store.revoke_coder("alice")
+    tasks = label_studio_export(export_tasks(store, P))
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps([tasks[0]]))
+    report = import_export(store, path, {"alice@uni.ca": "alice"})
+    assert report.appended == 1  # annotator 12 is not mapped to alice
+    (refusal,) = report.refusals
+    assert refusal.annotator == "alice@uni.ca" and "coder 'alice' was revoked at 20" in refusal.reason
+    assert {a["coder"] for a in store.latest_answers(P)} == {"labelstudio:12"}
+
+
+def test_a_future_dated_annotation_is_refused_so_later_answers_still_count(store, tmp_path):
+    """An ``updated_at`` in 2999 was stored as the answer's time; the latest answer counts by time, so every answer the
+    coder gave after it (on the site, or in a later export) was hidden behind it."""
+    import datetime as dt
+
+    tasks = label_studio_export(export_tasks(store, P))
+    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    tasks[0]["annotations"] = [
+        annotation(1, 11, META_RESULT, updated="2999-01-01T00:00:00Z"),
+        annotation(2, 12, NONE_RESULT, updated=soon),  # within the clock skew allowed
+    ]
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps([tasks[0]]))
+    report = import_export(store, path)
+    (refusal,) = report.refusals
+    assert report.appended == 1 and refusal.annotation_id == 1
+    assert "2999-01-01T00:00:00.000000Z is in the future" in refusal.reason
+    assert [a["coder"] for a in store.latest_answers(P)] == ["labelstudio:12"]
+
+
+def test_one_person_is_one_coder_across_imports_coder_maps_and_letter_case(store, tmp_path):
+    """Re-importing a file with a coder map appended every annotation again under the mapped name (one person, two
+    coders on a work), and ``Alice`` / ``alice`` were two coders."""
+    from metacan_pipeline.audit.labelstudio import load_coder_map
+
+    tasks = label_studio_export(export_tasks(store, P))
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(tasks))
+    assert import_export(store, export).appended == 3
+    before = sorted((a["id"], a["coder"]) for a in store.latest_answers(P))
+    again = import_export(store, export, {"alice@uni.ca": "alice", "12": "bob"})
+    assert (again.appended, again.already_present) == (0, 3)
+    assert sorted((a["id"], a["coder"]) for a in store.latest_answers(P)) == before
+    # a new annotation of an annotator imported before under another name is refused, saying what to do
+    tasks[2]["annotations"] = [annotation(9100, {"id": 11, "email": "ALICE@uni.ca"}, NONE_RESULT)]
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps([tasks[2]]))
+    (refusal,) = import_export(store, later, {"alice@uni.ca": "alice"}).refusals
+    assert "annotator 'alice@uni.ca' was imported as coder 'labelstudio:alice@uni.ca' before" in refusal.reason
+    assert "leave them out of the coder map" in refusal.reason
+    # letter case: the spelling the store knows wins
+    store.add_coder("carol")
+    tasks[2]["annotations"] = [annotation(9200, 31, NONE_RESULT), annotation(9201, 32, NONE_RESULT)]
+    later.write_text(json.dumps([tasks[2]]))
+    report = import_export(store, later, {"31": "CAROL", "32": "Dave"})
+    assert report.appended == 2, report.refusals
+    tasks[1]["annotations"] = [annotation(9300, 32, NONE_RESULT)]
+    later.write_text(json.dumps([tasks[1]]))
+    assert import_export(store, later, {"32": "dave"}).appended == 1
+    coders = {(a["id"], a["coder"]) for a in store.latest_answers(P) if a["id"] in ("W101", "W102")}
+    assert coders == {("W101", "labelstudio:alice@uni.ca"), ("W101", "Dave"), ("W102", "carol"), ("W102", "Dave")}
+    # keys equal but for letter case are refused, naming the file
+    cmap = tmp_path / "coders.json"
+    cmap.write_text('{"Alice@Uni.ca": "alice", "alice@uni.ca": "bob"}')
+    with pytest.raises(
+        ValueError, match=r"coder map .*coders.json: the keys 'Alice@Uni.ca' and 'alice@uni.ca' name one"
+    ):
+        load_coder_map(cmap)
+    with pytest.raises(ValueError, match=r"two keys name the annotator 'a@x.ca'"):
+        import_export(store, later, {"A@x.ca": "a", "a@x.ca ": "b"})

@@ -249,7 +249,7 @@ def test_a_teacher_may_list_several_endpoints_each_with_its_own_concurrency_and_
         ),
         (
             'endpoints = [{ base_url = "gpu1:8000/v1" }]',
-            r"endpoints\[0\] \(.*\): base_url: .*expected an http\(s\) URL",
+            r"endpoints\[0\]: base_url: .*without scheme://, not shown.*expected an http\(s\) URL",
         ),
         (
             'endpoints = [{ base_url = "http://a/v1", concurrency = "4" }]',
@@ -284,3 +284,147 @@ def test_environment_overrides_keep_working_for_one_endpoint_and_refuse_to_repla
         load_registry(path, environ={"METACAN_VLLM_BASE_URL": "http://elsewhere/v1"})
     llama = load_registry(_registry(tmp_path), environ={"METACAN_LLAMA70B_BASE_URL": "http://elsewhere:9/v1"})
     assert [e.lane for e in llama["llama70b"].lanes] == ["http://elsewhere:9/v1"]
+
+
+SECRET = "s3cr3t-Key-0042"
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        (
+            f'endpoints = "https://ops:{SECRET}@api.example.com/v1"',
+            r"endpoints must be a non-empty list.*got a TOML string",
+        ),
+        (
+            f'endpoints = {{ base_url = "https://api.example.com/v1", api_key = "{SECRET}" }}',
+            r"endpoints must be a non-empty list.*got a TOML table",
+        ),
+        (
+            f'endpoints = [{{ base_url = "htps://ops:{SECRET}@api.example.com/v1" }}]',
+            r"base_url 'htps://api.example.com/v1'",
+        ),
+        (f'endpoints = [{{ base_url = " https://ops:{SECRET}@api.example.com/v1" }}]', r"endpoints\[0\].*base_url"),
+        (
+            f'endpoints = [{{ base_url = "htps://api.example.com/v1?key={SECRET}" }}]',
+            r"base_url 'htps://api.example.com/v1'",
+        ),
+        (
+            f'endpoints = [{{ base_url = "{SECRET}" }}]',
+            r"base_url \(a value of 15 characters without scheme://, not shown\)",
+        ),
+        (
+            f'endpoints = [{{ base_url = "http://a:{SECRET}@h/v1" }}, {{ base_url = "http://b:{SECRET}@h/v1" }}]',
+            r"endpoints\[0\] and endpoints\[1\] are both 'http://h/v1'",
+        ),
+        (
+            f'base_url = "http://h/v1"\napi_key_env = "{SECRET}"',
+            r"api_key_env must be the NAME of the environment variable",
+        ),
+        (
+            f'endpoints = [{{ base_url = "http://h/v1", api_key_env = "{SECRET}" }}]',
+            r"endpoints\[0\] \(http://h/v1\): api_key_env",
+        ),
+    ],
+)
+def test_a_registry_error_never_shows_a_credential(tmp_path, table, message):
+    """A key in a URL's user info or query, a key pasted where a URL or a variable name belongs: the error names the
+    file, the teacher and the field and shows the URL without credentials, and no chained exception (pydantic's own
+    text echoes every input) carries the key into a traceback (the Dagster code location's load error)."""
+    import traceback
+
+    path = _registry(tmp_path, f'\n[teachers.two]\nprompt_version = "v3"\n{table}\n')
+    with pytest.raises(ValueError, match=message) as info:
+        load_registry(path, environ={})
+    assert str(path) in str(info.value) and "teachers.two" in str(info.value)
+    assert SECRET not in "".join(traceback.format_exception(info.value))
+
+
+@pytest.mark.parametrize(
+    "base_url, problem",
+    [
+        ("htps://gpu1:8000/v1", "the scheme is not http:// or https://"),
+        (" http://gpu1:8000/v1", "contains whitespace"),
+        ("http://gpu1:8000/v1 ", "contains whitespace"),
+        ("http://gpu1:8000/v 1", "contains whitespace"),
+        ("http:///v1", "there is no host"),
+        ("http://ops:key@/v1", "there is no host"),
+        ("http://gpu1:80000/v1", "the port is not a number"),
+        ("ftp://gpu1/v1", "the scheme is not http:// or https://"),
+    ],
+)
+def test_the_base_url_of_every_endpoint_is_checked_at_load(tmp_path, base_url, problem):
+    """A one-endpoint teacher's ``base_url`` was not checked at all (a typo failed only when the run called it), and the
+    endpoints' check matched a prefix (``http://h/v 1`` passed). Both forms, the environment override and the launchpad
+    get one rule: http or https, a host, a valid port, no whitespace."""
+    one = _registry(tmp_path, f'\n[teachers.one]\nprompt_version = "v3"\nbase_url = "{base_url}"\n')
+    with pytest.raises(ValueError, match=rf"teachers.one: base_url: .*: {problem}"):
+        load_registry(one, environ={})
+    several = _registry(
+        tmp_path, f'\n[teachers.two]\nprompt_version = "v3"\nendpoints = [{{ base_url = "{base_url}" }}]\n'
+    )
+    with pytest.raises(ValueError, match=rf"teachers.two: endpoints\[0\].*: base_url: .*: {problem}"):
+        load_registry(several, environ={})
+    good = _registry(tmp_path)
+    with pytest.raises(ValueError, match=rf"{problem}.*\(set by the environment: METACAN_LLAMA70B_BASE_URL\)"):
+        load_registry(good, environ={"METACAN_LLAMA70B_BASE_URL": base_url})
+    llama = load_registry(good, environ={})["llama70b"]
+    with pytest.raises(
+        ValueError, match=rf"teacher 'llama70b': launchpad config \(TeacherRunConfig\): base_url: .*{problem}"
+    ):
+        TeacherRunConfig(base_url=base_url).apply(llama)
+
+
+def test_a_launchpad_error_never_shows_a_credential():
+    """The launchpad override went through pydantic, whose error text shows the input (``input_value='htps://ops:key@...'``)."""
+    import traceback
+
+    codex = load_registry(environ={"METACAN_CODEX_PROMPT_VERSION": "v3"})["codex"]
+    with pytest.raises(ValueError, match=r"base_url 'htps://api.example.com/v1': the scheme") as info:
+        TeacherRunConfig(base_url=f"htps://ops:{SECRET}@api.example.com/v1?key={SECRET}").apply(codex)
+    assert SECRET not in "".join(traceback.format_exception(info.value))
+    assert "input_value" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "extra", ['\n[teacher.gpt]\nbase_url = "http://x/v1"\n', '\n[role]\ncensus = "codex"\n', 'census = "gemma"\n']
+)
+def test_an_unknown_top_level_table_is_refused_naming_the_allowed_ones(tmp_path, extra):
+    """``[teacher.gpt]`` (a missing s) or ``[role]`` was ignored: the teacher silently did not exist."""
+    path = _registry(tmp_path, extra) if extra.startswith("\n") else tmp_path / "t.toml"
+    if not extra.startswith("\n"):
+        path.write_text(extra + _registry(tmp_path).read_text())
+    with pytest.raises(
+        ValueError, match=r"unknown top-level key.*only the tables \[teachers\], \[roles\], \[qualification\]"
+    ) as info:
+        load_registry(path, environ={})
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["embedded", "Embedded"])
+def test_a_remote_endpoint_may_not_take_the_embedded_servers_name(tmp_path, name):
+    """``teacher_calls.endpoint = 'embedded'`` says a call went to the embedded llama.cpp server: a remote endpoint
+    named so would pass for it in every table and summary."""
+    path = _registry(
+        tmp_path,
+        f'\n[teachers.two]\nprompt_version = "v3"\nendpoints = [{{ base_url = "http://h/v1", name = "{name}" }}]\n',
+    )
+    with pytest.raises(
+        ValueError, match=rf"teachers.two: endpoints\[0\] \(http://h/v1\): name: .*'{name}' is reserved"
+    ):
+        load_registry(path, environ={})
+
+
+def test_the_calls_in_flight_over_all_endpoints_are_capped(tmp_path):
+    """Each endpoint was capped at 256, the teacher not at all (100 endpoints x 256 = 25,600 workers and connections)."""
+    from metacan_pipeline.teachers.registry import MAX_CALLS_IN_FLIGHT
+
+    def endpoints(n: int, concurrency: int) -> str:
+        entries = ", ".join(f'{{ base_url = "http://gpu{i}:8000/v1", concurrency = {concurrency} }}' for i in range(n))
+        return f'\n[teachers.many]\nprompt_version = "v3"\nendpoints = [{entries}]\n'
+
+    assert (
+        load_registry(_registry(tmp_path, endpoints(8, 64)), environ={})["many"].calls_in_flight == MAX_CALLS_IN_FLIGHT
+    )
+    with pytest.raises(ValueError, match=r"teachers.many: .*endpoints: 25600 calls in flight in all .*at most 512"):
+        load_registry(_registry(tmp_path, endpoints(100, 256)), environ={})
