@@ -113,10 +113,6 @@ def coder_frame(answers: Iterable[Mapping], heads: list[str], ids: set[str]) -> 
     return pd.DataFrame(rows, columns=list(CODER_CODE_COLUMNS))
 
 
-def _ids_values(ids: list[str]) -> str:
-    return "(VALUES " + ", ".join("('" + i.replace("'", "''") + "')" for i in ids) + ") AS s(id)"
-
-
 def decision_frames(
     storage: MetacanStorage, protocol: AuditProtocol, ids: list[str]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -128,7 +124,9 @@ def decision_frames(
     version = protocol.classifier_version
     parts, means = [], []
     with scratch(storage, ["predictions", *(direct_labels_key(t) for t in teachers)]) as con:
-        con.execute(f"CREATE TEMP TABLE sampled AS SELECT * FROM {_ids_values(ids)}")
+        # an Arrow table, not SQL text: no quoting, and an audit sample with no coded work yet is an empty table
+        con.register("sampled_ids", pa.table({"id": pa.array(ids, pa.string())}))
+        con.execute("CREATE TEMP TABLE sampled AS SELECT id FROM sampled_ids")
         for rule in RULES:
             system = classifier_system(version, rule)
             for h in gated:

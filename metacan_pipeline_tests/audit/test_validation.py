@@ -391,3 +391,17 @@ def test_the_blocking_check_fails_on_a_stored_record_with_a_forged_human_code(st
     problems = evaluation.metadata["violations"].value
     assert f"{forged['id']}: human_code under {study['pid']} but no stored human code of that protocol" in problems
     assert any(p.startswith(f"{wid(1)}: human_validated:") for p in problems)
+
+
+def test_an_audit_sample_with_no_work_to_code_gives_empty_decisions(study):
+    """Every drawn work trained the classifier (the 3-work frame of `make run`'s small input): the report's inputs
+    hold no sampled id, and the decisions are an empty frame, not a SQL error (`VALUES ()` failed the whole run)."""
+    from metacan_pipeline.audit.protocol import current_protocol
+    from metacan_pipeline.audit.validation import decision_frames
+
+    storage = study["storage"]
+    decisions, means = decision_frames(storage, current_protocol(storage), [])
+    assert decisions.empty and list(decisions.columns) == ["system", "id", "head", "decision"]
+    full, full_means = decision_frames(storage, current_protocol(storage), sorted(r["id"] for r in study["coded"]))
+    assert not full.empty and set(full["id"]) <= {r["id"] for r in study["coded"]}
+    assert means.equals(full_means)  # the frame means do not depend on the sample

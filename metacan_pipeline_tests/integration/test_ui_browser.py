@@ -246,7 +246,9 @@ def test_dagster_ui_materializes_the_graph_and_shows_it(tmp_path, small_input, b
 
 def _asset_graph(page, url: str, shot: Path) -> None:
     """The global asset lineage with every group expanded (Alt+E, kept in local storage), reloaded so
-    that it zooms to fit the expanded graph."""
+    that it zooms to fit the expanded graph. The graph of five groups is taller than a 1080-pixel window at the
+    smallest zoom the UI allows (the ingestion group fell below the fold), so this page gets a taller window."""
+    page.set_viewport_size({"width": 1920, "height": 2400})
     page.goto(f"{url}/asset-groups")
     page.get_by_text("ingestion").first.wait_for(timeout=60_000)
     page.keyboard.press("Alt+e")  # "Expand all groups"
@@ -258,6 +260,7 @@ def _asset_graph(page, url: str, shot: Path) -> None:
         assert node.is_visible(), f"asset {name} is not visible in the asset graph"
     page.wait_for_timeout(1000)  # the zoom-to-fit animation
     page.screenshot(path=str(shot))
+    page.set_viewport_size({"width": 1920, "height": 1080})
 
 
 def _frame_row_count(page, url: str, data: Path) -> None:
