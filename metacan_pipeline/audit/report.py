@@ -267,6 +267,23 @@ def validation_report(
         raise ValueError(
             f"validation report: work {sample.loc[sample['id'].duplicated(), 'id'].iloc[0]!r} is twice in the sample"
         )
+    if sample.empty:  # nothing to code yet (every drawn work trained the classifier): an empty report, no gate row
+        if not human_codes.empty:
+            raise ValueError(
+                f"validation report: work {human_codes['id'].iloc[0]!r} has a human code but the audit sample is empty"
+            )
+        return ValidationReport(
+            *(
+                _frame([], columns)
+                for columns in (
+                    ERROR_RATE_COLUMNS,
+                    CONFUSION_COLUMNS,
+                    PREVALENCE_COLUMNS,
+                    AGREEMENT_COLUMNS,
+                    GATE_COLUMNS,
+                )
+            )
+        )
     design = Design.from_frame(sample)
     ids = pd.Index(sample["id"])
     code_pos = _positions(ids, human_codes, "human_codes", keys=("id", "head"))

@@ -160,3 +160,24 @@ def test_inputs_the_report_cannot_use_are_refused_naming_the_work(audit_inputs):
         validation_report(sample, bad, empty, means)
     with pytest.raises(KeyError, match="sample has no column"):
         validation_report(sample.drop(columns="genre"), human, empty, means)
+
+
+def test_an_empty_audit_sample_gives_an_empty_report_and_a_code_outside_it_is_refused(audit_inputs):
+    """Every drawn work trained the classifier (so none is coded): the report has its columns and no row, and no
+    gate row; a human code then names a work outside the sample."""
+    sample, human = audit_inputs["sample"], audit_inputs["human"]
+    decisions = pd.DataFrame(columns=["system", "id", "head", "decision"])
+    means = pd.DataFrame({"system": [CLASSIFIER], "head": HEAD, "frame_mean": [0.1]})
+    report = validation_report(sample.iloc[:0], human.iloc[:0], decisions, means)
+    for table, columns in (
+        (report.error_rates, ERROR_RATE_COLUMNS),
+        (report.confusion, CONFUSION_COLUMNS),
+        (report.prevalence, PREVALENCE_COLUMNS),
+        (report.agreement, AGREEMENT_COLUMNS),
+        (report.gate, GATE_COLUMNS),
+    ):
+        assert tuple(table.columns) == columns and table.empty
+    with pytest.raises(
+        ValueError, match=rf"work {human['id'].iloc[0]!r} has a human code but the audit sample is empty"
+    ):
+        validation_report(sample.iloc[:0], human.iloc[:1], decisions, means)
