@@ -50,6 +50,7 @@ from .params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
 from .queries import CohortQuery
 from .release import Release
 from .saved import QueryStore
+from .statistics import StatisticsEndpoints
 
 DEFAULT_ROW_CAP = 100_000
 
@@ -79,7 +80,7 @@ def _lang(request: Request) -> str:
     return getattr(request.state, "lang", None) or languages.split_path(request.url.path)[0]
 
 
-class Site(ApiEndpoints):
+class Site(ApiEndpoints, StatisticsEndpoints):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
     def __init__(self, data_dir: str | Path, row_cap: int) -> None:
@@ -284,6 +285,7 @@ def page_routes(site: Site, lang: str) -> list[Route]:
         Route(p + "/works/{wid}", html(site.work_redirect)),
         Route(p + "/works/{version}/{file}", html(site.work_page)),
         Route(p + "/records/{file}", site.record),
+        Route(p + "/statistics", html(site.statistics_page), name=f"statistics_{lang}"),
     ]
 
 

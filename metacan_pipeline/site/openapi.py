@@ -67,6 +67,14 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "A saved cohort: its filters, the release and classifier version it was made on.",
         path_params=(("hash", "^[0-9a-f]{12}$", "The cohort's query hash (12 hex), as in its /q/ link."),),
     ),
+    ApiRoute(
+        "/api/v1/statistics",
+        "api_statistics",
+        "The statistics page's figures over the whole release (computed when it was built): the frame by year, "
+        "route overlaps, by field and language, the abstract gap, direct labels by teacher, category and study "
+        "design with their source and status, classifier decisions by category, teacher pairs, and the pipeline's "
+        "prevalence rows (design-based 95% CI, classify-and-count, screener-swap range).",
+    ),
     ApiRoute("/api/v1/openapi.json", "api_openapi", "This document (OpenAPI 3.1)."),
     ApiRoute("/api/v1/docs", "api_docs", "This API described for people (HTML).", media_types=("text/html",)),
 )

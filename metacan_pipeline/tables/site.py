@@ -13,6 +13,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from . import Table
+from .student import PREVALENCE_SCHEMA
 
 RELEASE_INFO_SCHEMA = pa.schema(
     [
@@ -139,6 +140,22 @@ WORK_FACETS_SCHEMA = pa.schema(
 
 FACET_COUNTS_SCHEMA = pa.schema([("facet", pa.string()), ("items", pa.string())])
 
+STATISTICS_SCHEMA = pa.schema([("figure", pa.string()), ("items", pa.string())])
+
+#: The pipeline's ``prevalence`` rows (:data:`metacan_pipeline.tables.student.PREVALENCE_SCHEMA`) in their table
+#: order (``position``), copied at build time (``teacher`` is null for the classifier's and the swap's rows).
+RELEASE_PREVALENCE_SCHEMA = pa.schema([("position", pa.int64()), *PREVALENCE_SCHEMA])
+
+DISAGREEMENT_SCHEMA = pa.schema(
+    [
+        ("work_key", pa.int64()),
+        ("pair", pa.string()),
+        ("teacher_a", pa.string()),
+        ("teacher_b", pa.string()),
+        ("heads", pa.list_(pa.string())),
+    ]
+)
+
 SAVED_QUERIES_SCHEMA = pa.schema(
     [
         ("query_hash", pa.string()),
@@ -237,6 +254,44 @@ TABLES = [
         "site_database",
         CLASSIFIER_HEADS_SCHEMA,
         ("model_version", "teacher", "target"),
+        store="release",
+    ),
+]
+
+# The statistics page, the disagreement dossier and the facet typeahead (site/figures.py, at build time).
+TABLES += [
+    Table(
+        "release_statistics",
+        "one figure of the statistics page over the whole release (JSON items: the rows of its data table)",
+        "site_database",
+        STATISTICS_SCHEMA,
+        ("figure",),
+        store="release",
+        json_columns=frozenset({"items"}),
+    ),
+    Table(
+        "release_prevalence",
+        "one row of the pipeline's prevalence table (population, category, method, teacher), copied at build time",
+        "site_database",
+        RELEASE_PREVALENCE_SCHEMA,
+        ("position",),
+        store="release",
+    ),
+    Table(
+        "work_disagreements",
+        "one work on which a pair of teachers' labelled direct labels differ, with the heads they differ on",
+        "site_database",
+        DISAGREEMENT_SCHEMA,
+        ("work_key", "pair"),
+        store="release",
+    ),
+    Table(
+        "facet_value_counts",
+        "one value of a typeahead facet (venue, institution, funder, topic) with its facet_codes code and its "
+        "number of works in the whole release",
+        "site_database",
+        pa.schema([("facet", pa.string()), ("code", pa.int32()), ("value", pa.string()), ("n", pa.int64())]),
+        ("facet", "code"),
         store="release",
     ),
 ]
