@@ -50,6 +50,7 @@ from .params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
 from .queries import CohortQuery
 from .release import Release
 from .saved import QueryStore
+from .dossier import DossierEndpoints
 from .statistics import StatisticsEndpoints
 from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints
 
@@ -81,7 +82,7 @@ def _lang(request: Request) -> str:
     return getattr(request.state, "lang", None) or languages.split_path(request.url.path)[0]
 
 
-class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints):
+class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoints):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
     def __init__(self, data_dir: str | Path, row_cap: int) -> None:
@@ -292,6 +293,7 @@ def page_routes(site: Site, lang: str) -> list[Route]:
         Route(p + "/works/{version}/{file}", html(site.work_page)),
         Route(p + "/records/{file}", site.record),
         Route(p + "/statistics", html(site.statistics_page), name=f"statistics_{lang}"),
+        Route(p + "/dossier", html(site.dossier_page), name=f"dossier_{lang}"),
     ]
 
 

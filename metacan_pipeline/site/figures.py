@@ -100,7 +100,7 @@ def disagreements(con: duckdb.DuckDBPyConnection) -> tuple[pa.Table, list[dict]]
         "SELECT work_key, CAST(record_json->'$.direct_labels' AS VARCHAR) FROM works WHERE work_key IN ("
         "SELECT work_key FROM work_labels WHERE status = 'labelled' GROUP BY 1 HAVING count(DISTINCT teacher) >= 2) "
         "ORDER BY work_key"
-    ).fetch_record_batch(10_000)
+    ).to_arrow_reader(10_000)
     for batch in reader:
         for key, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
             labels = {x["teacher"]: head_values(x) for x in json.loads(text) if x.get("status") == "labelled"}

@@ -16,6 +16,7 @@ from .. import __version__
 from .export import FORMATS
 from .middleware import API_MAX_AGE
 from .params import FILTERS, LISTING, PARAMS, Param
+from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .release import ReleaseInfo
 from .typeahead import COHORT_FILTERS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
@@ -86,6 +87,15 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         ("q", "limit", *COHORT_FILTERS),
         path_params=(("facet", "^(" + "|".join(TYPEAHEAD_FACETS) + ")$", "The facet to complete."),),
         own=TYPEAHEAD_PARAMS,
+    ),
+    ApiRoute(
+        "/api/v1/dossier",
+        "api_dossier",
+        "The disagreement dossier: per teacher pair, the cohort's works both labelled and those they disagree on "
+        "(by head); a page of those works (pair and head narrow it) with every teacher's verdict and reason, source "
+        "and status; next_url gives the next page.",
+        DOSSIER_QUERY,
+        own=DOSSIER_PARAMS,
     ),
     ApiRoute("/api/v1/openapi.json", "api_openapi", "This document (OpenAPI 3.1)."),
     ApiRoute("/api/v1/docs", "api_docs", "This API described for people (HTML).", media_types=("text/html",)),
