@@ -43,6 +43,7 @@ from ..vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
 from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .cohort import Cohort, parse_filters, parse_request
+from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
 from .middleware import HOME_CSP, SECURITY_HEADERS, ApiCors, NoSniff, RateLimit, client_limiter
 from .openapi import API_ROUTES
@@ -50,7 +51,6 @@ from .params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
 from .queries import CohortQuery
 from .release import Release
 from .saved import QueryStore
-from .dossier import DossierEndpoints
 from .statistics import StatisticsEndpoints
 from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import __version__
+from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
 from .params import FILTERS, LISTING, PARAMS, Param
-from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .release import ReleaseInfo
 from .typeahead import COHORT_FILTERS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
