@@ -70,7 +70,6 @@ SUMMARY_NO_PREVALENCE = N_(
     "The prevalence table was not materialized when this release was built: materialize the asset prevalence, "
     "then site_database."
 )
-SUMMARY_PAIRS = N_("%(pairs)s teacher pairs; %(disagree)s of the %(compared)s works both teachers labelled differ.")
 NOT_RECORDED = N_("not recorded")
 METHODS = {
     "design_weighted_teacher_rate": N_("design-weighted rate of a teacher's direct labels"),
@@ -78,6 +77,11 @@ METHODS = {
     "classify_and_count_consensus": N_("classify and count (consensus predictions)"),
     "screener_swap_range": N_("screener-swap range (lowest to highest teacher rate)"),
 }
+
+
+def method_name(method: str, locale: str) -> str:
+    """What a prevalence row's ``method`` computes, in ``locale`` (an unknown method as it is)."""
+    return translations(locale).gettext(METHODS[method]) if method in METHODS else method
 
 
 def percent(x: float | None, locale: str) -> str:
@@ -430,7 +434,7 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
             [
                 strings.category_name(r["category"], locale),
                 r["population"],
-                _(METHODS[r["method"]]) if r["method"] in METHODS else r["method"],
+                method_name(r["method"], locale),
                 source(r),
                 format_number(r["n"], locale) if r["n"] is not None else "",
                 pct(r["rate"]) if r["rate"] is not None else _("not computed"),

@@ -147,7 +147,7 @@ def test_the_french_statistics_page_is_french_with_data_values_verbatim(world):
     r = client.get("/fr/statistics")
     assert r.status_code == 200 and '<html lang="fr">' in r.text
     main = _main(r.text)
-    assert "Statistiques de l’édition" in main and "Statistics of the release" not in main
+    assert "Statistiques de l'édition" in main and "Statistics of the release" not in main
     assert "direct_label_unvalidated" in main and "machine_predicted_unvalidated" in main
 
 
