@@ -306,3 +306,65 @@ def test_the_openapi_document_describes_the_new_routes_and_their_own_parameters(
     assert dossier["head"]["schema"]["enum"] == list(HEADS) and "language" in dossier
     export_formats = {p["name"]: p for p in doc["paths"]["/api/v1/export"]["get"]["parameters"]}["format"]
     assert "parquet" in export_formats["schema"]["enum"]
+
+
+@pytest.mark.browser
+def test_chromium_fills_the_typeahead_and_reads_the_statistics_and_dossier_from_the_keyboard(world):
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from metacan_pipeline_tests.browser import PageWatch, artifacts_dir, launch_chromium, start_playwright
+
+    storage = world[0]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(storage.root, rate_limit="off"), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    base = f"http://127.0.0.1:{port}"
+    playwright = start_playwright()
+    try:
+        browser = launch_chromium(playwright)
+        page = browser.new_context(locale="en-CA").new_page()
+        watch = PageWatch().attach(page)
+        failed = []
+        page.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
+        page.goto(base + "/?language=fr")
+        with page.expect_response(lambda r: "/api/v1/facets/institution" in r.url and "language=fr" in r.url):
+            page.locator('input[name="institution"]').press_sequentially("univ", delay=30)
+        page.wait_for_function("document.querySelectorAll('#suggest-institution option').length > 0")
+        options = page.eval_on_selector_all("#suggest-institution option", "els => els.map(e => [e.value, e.label])")
+        want = _sql(
+            storage,
+            "SELECT name, count(*) FROM work_institutions JOIN works USING (work_key) WHERE language = 'fr' "
+            "AND lower(name) LIKE 'univ%' GROUP BY 1 ORDER BY 2 DESC, 1",
+        )
+        assert [(v, int(label.rsplit("(", 1)[1].rstrip(")"))) for v, label in options] == want
+        page.goto(base + "/statistics")
+        for _ in range(40):  # the table of contents reaches the prevalence figure from the keyboard
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.getAttribute('href')") == "#prevalence":
+                break
+        else:
+            pytest.fail("Tab never reached the prevalence figure's link")
+        page.keyboard.press("Enter")
+        assert page.url.endswith("/statistics#prevalence") and page.locator("#prevalence svg").count() == 1
+        page.screenshot(path=str(artifacts_dir() / "site-statistics.png"), full_page=True)
+        page.goto(base + "/fr/dossier")
+        assert page.locator("article").count() == 3 and page.locator("h1").inner_text() == "Dossier des désaccords"
+        page.screenshot(path=str(artifacts_dir() / "site-dossier-fr.png"), full_page=True)
+        assert not (watch.dialogs or watch.page_errors) and failed == [], failed
+        browser.close()
+    finally:
+        playwright.stop()
+        server.should_exit = True
+        thread.join(timeout=10)
