@@ -56,7 +56,10 @@ class DossierQuery(CohortQuery):
     """The dossier's statements over one cohort on one request's connection (module docstring)."""
 
     def _cohort(self) -> tuple[str, list]:
-        """SQL (``work_key`` of every work of the cohort) and its parameters."""
+        """SQL (``work_key`` of every work of the cohort) and its parameters; the keys of the disagreements when no
+        filter is set (the cohort is the release: no scan of ``work_facets``)."""
+        if not self.coded:
+            return "SELECT work_key FROM work_disagreements UNION SELECT work_key FROM work_labels", []
         self._need_hits()
         where, params = where_sql(self.coded)
         return f"SELECT w.work_key FROM work_facets w WHERE {where}", params
@@ -114,10 +117,10 @@ class DossierQuery(CohortQuery):
             self.con.execute(
                 f"WITH k AS (SELECT DISTINCT d.work_key FROM work_disagreements d WHERE {page_where} ORDER BY 1 LIMIT ?) "
                 "SELECT w.work_key, w.id, w.title, w.year, w.venue, w.page_path, "
-                "CAST(w.record_json->'$.direct_labels' AS VARCHAR) AS labels, "
+                "CAST(w.direct_labels AS VARCHAR) AS labels, "
                 "(SELECT list({'pair': d.pair, 'heads': d.heads} ORDER BY d.pair) FROM work_disagreements d "
                 "WHERE d.work_key = w.work_key) AS pairs "
-                "FROM k JOIN works w ON w.work_key = k.work_key ORDER BY w.work_key",
+                "FROM k JOIN dossier_works w ON w.work_key = k.work_key ORDER BY w.work_key",
                 [*page_params, limit + 1],
             )
             .to_arrow_table()

@@ -38,6 +38,8 @@ FIGURES = (
 )
 #: Bars drawn per chart (the data table lists every row).
 CHART_ROWS = 15
+#: Rates drawn in the prevalence chart (every teacher rate and swap range of a release, in practice).
+INTERVAL_ROWS = 60
 
 SUMMARY_YEAR = N_(
     "%(works)s works from %(first)s to %(last)s; %(blind)s of them (%(share)s) are invisible to an "
@@ -415,6 +417,19 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
         }
         for r in rated
     ]
+    swap_word = _("screener swap")
+    intervals += [
+        {
+            "label": f"{strings.category_name(r['category'], locale)} ({swap_word}, {r['population']})",
+            "rate": r["rate"],
+            "low": r["ci_low"],
+            "high": r["ci_high"],
+            "text": f"{pct(r['ci_low'])} – {pct(r['ci_high'])}",
+        }
+        for r in rows
+        if r["method"] == "screener_swap_range" and r["ci_low"] is not None
+    ]
+    intervals.sort(key=lambda r: r["label"])
     fig = _figure(
         "prevalence",
         _("Prevalence per category: design-based 95% CI and the screener-swap range"),
@@ -444,7 +459,7 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
             for r in rows
         ],
     )
-    fig["intervals"] = intervals[:CHART_ROWS]
+    fig["intervals"] = intervals[:INTERVAL_ROWS]
     return fig
 
 

@@ -286,6 +286,26 @@ TABLES += [
         store="release",
     ),
     Table(
+        "dossier_works",
+        "one work of work_disagreements: what the dossier lists of it (id, title, year, venue, page path) and every "
+        "teacher's direct label as its record publishes it (JSON: verdict, reason, source and status)",
+        "site_database",
+        pa.schema(
+            [
+                ("work_key", pa.int64()),
+                ("id", pa.string()),
+                ("title", pa.string()),
+                ("year", pa.int32()),
+                ("venue", pa.string()),
+                ("page_path", pa.string()),
+                ("direct_labels", pa.string()),
+            ]
+        ),
+        ("work_key",),
+        store="release",
+        json_columns=frozenset({"direct_labels"}),
+    ),
+    Table(
         "facet_value_counts",
         "one value of a typeahead facet (venue, institution, funder, topic) with its facet_codes code and its "
         "number of works in the whole release",
@@ -311,3 +331,8 @@ TABLES.append(SAVED_QUERIES)
 def release_tables() -> list[Table]:
     """The tables of a release database, in the order they are created."""
     return [t for t in TABLES if t.store == "release"]
+
+
+def catalog_schema(name: str) -> pa.Schema:
+    """The Arrow schema of the release table ``name``."""
+    return next(t.schema for t in TABLES if t.name == name)
