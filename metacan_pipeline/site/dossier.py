@@ -115,12 +115,12 @@ class DossierQuery(CohortQuery):
             page_params.append(after)
         rows = (
             self.con.execute(
-                f"WITH k AS (SELECT DISTINCT d.work_key FROM work_disagreements d WHERE {page_where} ORDER BY 1 LIMIT ?) "
+                f"WITH k AS (SELECT DISTINCT d.work_key FROM work_disagreements d WHERE {page_where} ORDER BY 1 LIMIT ?), "
+                "p AS (SELECT d.work_key, list({'pair': d.pair, 'heads': d.heads} ORDER BY d.pair) AS pairs "
+                "FROM work_disagreements d SEMI JOIN k USING (work_key) GROUP BY 1) "
                 "SELECT w.work_key, w.id, w.title, w.year, w.venue, w.page_path, "
-                "CAST(w.direct_labels AS VARCHAR) AS labels, "
-                "(SELECT list({'pair': d.pair, 'heads': d.heads} ORDER BY d.pair) FROM work_disagreements d "
-                "WHERE d.work_key = w.work_key) AS pairs "
-                "FROM k JOIN dossier_works w ON w.work_key = k.work_key ORDER BY w.work_key",
+                "CAST(w.direct_labels AS VARCHAR) AS labels, p.pairs "
+                "FROM k JOIN dossier_works w USING (work_key) JOIN p USING (work_key) ORDER BY w.work_key",
                 [*page_params, limit + 1],
             )
             .to_arrow_table()

@@ -481,7 +481,10 @@ class StatisticsEndpoints:
     def statistics_page(self, request: Request) -> Response:
         single_values(request.query_params.multi_items(), ())
         lang = getattr(request.state, "lang", DEFAULT_LOCALE)
-        return self.render(request, "statistics.html.j2", figures=view(self.statistics_data(), lang))
+        views = self.__dict__.setdefault("_statistics_views", {})  # per language: the release never changes
+        if lang not in views:
+            views[lang] = view(self.statistics_data(), lang)
+        return self.render(request, "statistics.html.j2", figures=views[lang])
 
     def api_statistics(self, request: Request) -> Response:
         data = dict(self.statistics_data())
