@@ -383,7 +383,7 @@ def measure_figures(data: Path, bare, values: dict, repeats: int) -> list[dict]:
                 sizes.append(len(r.content))
 
             r = interleaved(app, lambda sql=sql, p=sql_params: bare.execute(sql, p).fetchall(), repeats)
-            out.append({"measurement": name, "what": f"GET {path} {params}", "bytes": sizes[-1], **r})
+            out.append({"measurement": name, "what": f"GET {path} {params}", "page_bytes_p50": sizes[-1], **r})
             say(name, r)
     return out
 
