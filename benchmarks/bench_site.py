@@ -308,7 +308,7 @@ def measure_exports(data: Path, bare, cap: int, repeats: int) -> list[dict]:
     copy_params = [cap, "h", "r", "v"] if sql.lstrip().startswith("WITH") else ["h", "r", "v", cap]
     try:
         with TestClient(create_app(data, row_cap=cap)) as client:
-            for fmt in ("csv", "jsonl"):
+            for fmt in ("csv", "jsonl", "parquet"):
                 got: dict = {}
 
                 def app(fmt=fmt, got=got):
@@ -317,6 +317,7 @@ def measure_exports(data: Path, bare, cap: int, repeats: int) -> list[dict]:
                         for chunk in r.iter_bytes():
                             n_bytes += len(chunk)
                             lines += chunk.count(b"\n")
+                        got["rows"] = int(r.headers["x-metacan-rows"])
                     got["bytes"], got["lines"] = n_bytes, lines
 
                 def base():
@@ -324,7 +325,7 @@ def measure_exports(data: Path, bare, cap: int, repeats: int) -> list[dict]:
 
                 runs = max(2, repeats // 5)
                 r = interleaved(app, base, runs)
-                rows = got["lines"] - (3 if fmt == "csv" else 1)  # two comment lines + header / the meta line
+                rows = got["rows"] if fmt == "parquet" else got["lines"] - (3 if fmt == "csv" else 1)
                 rate = rows / (r["p50_ms"] / 1000)
                 out.append(
                     {
@@ -342,6 +343,48 @@ def measure_exports(data: Path, bare, cap: int, repeats: int) -> list[dict]:
                 say(out[-1]["measurement"], r, round(rate))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
+def measure_figures(data: Path, bare, values: dict, repeats: int) -> list[dict]:
+    """The statistics page, the disagreement dossier and the typeahead (issue 15, site/figures.py), each against the
+    bare DuckDB query of what it shows (the GROUP BY the stored figure replaces; the dossier's count; the typeahead's
+    prefix count over the name table)."""
+    from starlette.testclient import TestClient
+
+    from metacan_pipeline.site.app import create_app
+
+    lang = values.get("language") or "en"
+    cases = [
+        ("statistics_page", "/statistics", {},
+         "SELECT year, count(*), count(*) FILTER (WHERE invisible_to_affiliation_only), count(*) FILTER (WHERE NOT "
+         "has_abstract) FROM works GROUP BY 1", []),
+        ("dossier_no_filter", "/dossier", {},
+         "SELECT count(DISTINCT work_key) FROM work_disagreements", []),
+        (f"dossier_language_{lang}", "/dossier", {"language": lang},
+         "SELECT count(DISTINCT d.work_key) FROM work_disagreements d JOIN works w USING (work_key) "
+         "WHERE w.language = ?", [lang]),
+        ("typeahead_institution_uni", "/api/v1/facets/institution", {"q": "uni"},
+         "SELECT name, count(*) FROM work_institutions WHERE starts_with(lower(name), 'uni') GROUP BY 1 "
+         "ORDER BY 2 DESC LIMIT 10", []),
+        (f"typeahead_institution_uni_language_{lang}", "/api/v1/facets/institution", {"q": "uni", "language": lang},
+         "SELECT name, count(*) FROM work_institutions x JOIN works w USING (work_key) WHERE w.language = ? AND "
+         "starts_with(lower(name), 'uni') GROUP BY 1 ORDER BY 2 DESC LIMIT 10", [lang]),
+    ]  # fmt: skip
+    out = []
+    with TestClient(create_app(data, rate_limit="off")) as client:
+        for name, path, params, sql, sql_params in cases:
+            sizes = []
+
+            def app(path=path, params=params, sizes=sizes):
+                r = client.get(path, params=params)
+                if r.status_code != 200:
+                    raise SystemExit(f"GET {path}: HTTP {r.status_code}: {r.text[:200]}")
+                sizes.append(len(r.content))
+
+            r = interleaved(app, lambda sql=sql, p=sql_params: bare.execute(sql, p).fetchall(), repeats)
+            out.append({"measurement": name, "what": f"GET {path} {params}", "page_bytes_p50": sizes[-1], **r})
+            say(name, r)
     return out
 
 
@@ -456,7 +499,7 @@ def main() -> None:
     ap.add_argument("--export-rows", type=int, default=200_000, help="the export's row cap")
     ap.add_argument("--min-venues", type=int, default=20_000)
     ap.add_argument("--skip-server", action="store_true")
-    ap.add_argument("--only", default="cohorts,searches,work_page,exports,server", help="comma-separated parts")
+    ap.add_argument("--only", default="cohorts,searches,work_page,figures,exports,server", help="comma-separated parts")
     ap.add_argument("--out", type=Path, default=OUT / "site.json")
     args = ap.parse_args()
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="metacan-bench-site-", dir="/tmp"))
@@ -483,6 +526,8 @@ def main() -> None:
             rows += measure_searches(release, bare, args.repeats)
         if "work_page" in only:
             rows.append(measure_work_page(data, bare, args.works, args.repeats))
+        if "figures" in only:
+            rows += measure_figures(data, bare, values, args.repeats)
         if "exports" in only:
             rows += measure_exports(data, bare, min(args.export_rows, args.works), args.repeats)
         bare.close()

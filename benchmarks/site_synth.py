@@ -209,18 +209,28 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
     """Add ``facet_codes`` and ``work_facets`` (``site/sql/facets.sql``, layout 2) to a release database of
     layout 1 built by an earlier run of this module; returns the seconds taken."""
     from metacan_pipeline.site import build
+    from metacan_pipeline.site.figures import write_figures
     from metacan_pipeline.tables.site import release_tables
 
     con = duckdb.connect(str(db), config={"memory_limit": "6GB", "threads": threads})
     con.execute("SET enable_progress_bar = false")
     try:
         t0 = time.perf_counter()
-        for name in ("work_facets", "facet_codes", "facet_counts"):
+        for name in (
+            "work_facets",
+            "facet_codes",
+            "facet_counts",
+            "release_statistics",
+            "release_prevalence",
+            "work_disagreements",
+            "facet_value_counts",
+        ):
             con.execute(f"DROP TABLE IF EXISTS {name}")
         for table in release_tables():
             con.execute(table.ddl())
         con.execute(build.FACETS_SQL)
         build.write_facet_counts(con)
+        write_figures(con, None)
         con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
         con.execute("CHECKPOINT")
         return time.perf_counter() - t0
@@ -245,6 +255,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
     import hashlib
 
     from metacan_pipeline.site import build
+    from metacan_pipeline.site.figures import write_figures
     from metacan_pipeline.site.release import database_path, index_path, releases_dir, write_pointer
     from metacan_pipeline.tables.site import release_tables
 
@@ -268,9 +279,10 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
             "memory_limit": "6GB",
             "threads": threads,
             "temp_directory": str(db) + ".spill",
-            "enable_progress_bar": False,
         },
     )
+    # a session setting: as a connect() option duckdb 1.5.6 refuses it once the process holds another database
+    con.execute("SET enable_progress_bar = false")
     try:
         for table in release_tables():
             con.execute(table.ddl())
@@ -419,6 +431,9 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
         con.execute(build.FACETS_SQL)
         build.write_facet_counts(con)
         timings["facet_tables_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        write_figures(con, None)  # the statistics page, the dossier, the typeahead (no prevalence table here)
+        timings["figures_s"] = time.perf_counter() - t0
         sha = hashlib.sha256(release_id.encode()).hexdigest()
         con.execute(
             "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), s.frame_build_ids, "

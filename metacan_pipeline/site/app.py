@@ -5,7 +5,7 @@ exact count, facet counts as links, a page of works with the source and status o
 next-page link), ``/q/<12 hex>`` (a saved cohort, re-counted, with a citation sentence naming the release),
 the work page at the static site's own path ``/works/<model_version>/<id>.html`` (the same template,
 :func:`metacan_pipeline.publish.pages.render_work`; ``/works/<id>`` redirects there), ``/records/<id>.json``,
-and ``/export.csv`` / ``/export.jsonl`` (streamed, capped: :mod:`.export`). Every page is in English and, under
+and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` (streamed, capped: :mod:`.export`). Every page is in English and, under
 ``/fr/``, in French (:mod:`.languages`: hreflang links, the switch, the ``Accept-Language`` redirect of ``/``).
 
 The JSON API under ``/api/v1/`` (:data:`.openapi.API_ROUTES`): ``works`` (a page), ``works/<id>``, ``count`` (count,
@@ -45,13 +45,16 @@ from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .coding_pages import CodingPages, coding_routes, default_abstracts
 from .cohort import Cohort, parse_filters, parse_request
-from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks
-from .middleware import SECURITY_HEADERS, ApiCors, NoSniff, RateLimit, client_limiter
+from .dossier import DossierEndpoints
+from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
+from .middleware import HOME_CSP, SECURITY_HEADERS, ApiCors, NoSniff, RateLimit, client_limiter
 from .openapi import API_ROUTES
 from .params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
 from .queries import CohortQuery
 from .release import Release
 from .saved import QueryStore
+from .statistics import StatisticsEndpoints
+from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints
 
 DEFAULT_ROW_CAP = 100_000
 
@@ -81,7 +84,7 @@ def _lang(request: Request) -> str:
     return getattr(request.state, "lang", None) or languages.split_path(request.url.path)[0]
 
 
-class Site(ApiEndpoints):
+class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoints):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
     def __init__(self, data_dir: str | Path, row_cap: int) -> None:
@@ -168,7 +171,9 @@ class Site(ApiEndpoints):
             vocab={"category": CATEGORIES, "domain": DOMAINS, "study_design": STUDY_DESIGNS, "genre": GENRES},
             booleans=BOOLEAN_FILTERS,
             query_url=f"{prefix}/q/{summary['query_hash']}",
+            typeahead=TYPEAHEAD_FACETS,
         )
+        response.headers["Content-Security-Policy"] = HOME_CSP  # the typeahead script, from this site only
         if lang == DEFAULT_LOCALE:
             response.headers["Vary"] = languages.HOME_VARY
         return response
@@ -256,7 +261,7 @@ class Site(ApiEndpoints):
             query.close()
             raise
         self.store.save(cohort)
-        chunks = csv_chunks(query, meta) if fmt == "csv" else jsonl_chunks(query, meta)
+        chunks = {"csv": csv_chunks, "jsonl": jsonl_chunks, "parquet": parquet_chunks}[fmt](query, meta)
         return StreamingResponse(chunks, media_type=FORMATS[fmt], headers=export_headers(meta, fmt))
 
     def export_csv(self, request: Request) -> Response:
@@ -264,6 +269,9 @@ class Site(ApiEndpoints):
 
     def export_jsonl(self, request: Request) -> Response:
         return self.export(request, "jsonl")
+
+    def export_parquet(self, request: Request) -> Response:
+        return self.export(request, "parquet")
 
     def index_redirect(self, request: Request) -> Response:
         return RedirectResponse(f"{languages.PREFIXES[_lang(request)]}/", status_code=307)
@@ -286,6 +294,8 @@ def page_routes(site: Site, lang: str) -> list[Route]:
         Route(p + "/works/{wid}", html(site.work_redirect)),
         Route(p + "/works/{version}/{file}", html(site.work_page)),
         Route(p + "/records/{file}", site.record),
+        Route(p + "/statistics", html(site.statistics_page), name=f"statistics_{lang}"),
+        Route(p + "/dossier", html(site.dossier_page), name=f"dossier_{lang}"),
     ]
 
 
@@ -308,6 +318,8 @@ def create_app(
         Route("/language/{lang}", site.html(languages.choose, DEFAULT_LOCALE)),
         Route("/export.csv", site.html(site.export_csv, DEFAULT_LOCALE)),
         Route("/export.jsonl", site.html(site.export_jsonl, DEFAULT_LOCALE)),
+        Route("/export.parquet", site.html(site.export_parquet, DEFAULT_LOCALE)),
+        Route("/static/typeahead.js", site.typeahead_script),
     ]
     routes += [Route(r.path, site.api(r), name=r.endpoint) for r in API_ROUTES]
     # the audit study's coding pages (issue 16): /coding/ and /fr/coding/, over data/audit/coding.sqlite

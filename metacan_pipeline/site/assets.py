@@ -15,7 +15,7 @@ from .build import ReleaseInputError, build_release
 
 
 @dg.asset(
-    deps=[dg.AssetKey("work_records"), dg.AssetKey("student_heads")],
+    deps=[dg.AssetKey("work_records"), dg.AssetKey("student_heads"), dg.AssetKey("prevalence")],
     kinds={"duckdb", "sqlite"},
     group_name="publishing",
     code_version="1",
@@ -28,7 +28,8 @@ def site_database(context: dg.AssetExecutionContext, storage: MetacanStorage) ->
     Tables (``metacan_pipeline/tables/site.py``): works with every column a cohort filters on, institutions,
     funders and keywords one row per value, direct labels per teacher with status and qualification, classifier
     decisions per mode with both scores and ``prediction_status``, machine scores with ``validation_status``
-    verbatim, the classifier heads' support gates, and ``release_info``. No abstract text. The release id is a
+    verbatim, the classifier heads' support gates, and ``release_info``; the statistics page's figures, the
+    pipeline's ``prevalence`` rows, the teachers' disagreements and the typeahead counts (``site/figures.py``). No abstract text. The release id is a
     content hash of the records, so an unchanged re-run reuses the files. ``metacan serve`` serves the current one.
     Fails naming the work when the frame's name lists disagree with the records (re-materialize work_records).
     """

@@ -27,11 +27,12 @@ from ..storage import MetacanStorage, sql_literal
 from ..tables.site import release_tables
 from ..vocab import CATEGORIES
 from . import fts
+from .figures import write_figures
 from .queries import write_facet_counts
 from .release import database_path, index_path, releases_dir, write_pointer
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
-LAYOUT_VERSION = 2  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts
+LAYOUT_VERSION = 3  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
@@ -54,9 +55,13 @@ class BuiltRelease:
         return self.database.stat().st_size + self.fts_index.stat().st_size
 
 
-def release_id_of(storage: MetacanStorage, page_context: dict) -> tuple[str, str]:
-    """``(release id, SHA-256 hex)`` of the published records (module :mod:`.release` says what goes in)."""
+def release_id_of(storage: MetacanStorage, page_context: dict, prevalence_sha: str = "") -> tuple[str, str]:
+    """``(release id, SHA-256 hex)`` of the published records (module :mod:`.release` says what goes in) and of
+    the ``prevalence`` rows the statistics page shows (``prevalence_sha``: :func:`_prevalence_sha`; empty without
+    them, so a release without prevalence keeps the id it had)."""
     digest = hashlib.sha256(f"metacan-release-layout-{LAYOUT_VERSION}\n".encode())
+    if prevalence_sha:
+        digest.update(f"prevalence:{prevalence_sha}\n".encode())
     digest.update(json.dumps(page_context, sort_keys=True, default=sorted).encode() + b"\n")
     con = duckdb.connect()
     try:
@@ -72,6 +77,14 @@ def release_id_of(storage: MetacanStorage, page_context: dict) -> tuple[str, str
     return f"release-{hexdigest[:12]}", hexdigest
 
 
+def _prevalence_sha(storage: MetacanStorage) -> str:
+    """SHA-256 of the ``prevalence`` table's rows (empty when the asset was never materialized)."""
+    if not storage.has_table("prevalence"):
+        return ""
+    rows = storage.read_table("prevalence").to_pylist()
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
     """Build (or reuse) the release of the current ``work_records`` and make it current.
 
@@ -82,7 +95,7 @@ def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
     """
     storage.require("work_records")
     storage.require("frame")
-    release_id, sha = release_id_of(storage, page_context)
+    release_id, sha = release_id_of(storage, page_context, _prevalence_sha(storage))
     db, index = database_path(storage.root, release_id), index_path(storage.root, release_id)
     if db.is_file() and index.is_file():
         write_pointer(storage.root, release_id)
@@ -146,6 +159,8 @@ def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: s
         _check_inputs(con)
         con.execute(FACETS_SQL)
         write_facet_counts(con)
+        prevalence = storage.table_dir("prevalence") / "*.parquet" if storage.has_table("prevalence") else None
+        write_figures(con, prevalence)
         con.execute(
             "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), "
             "(SELECT list(DISTINCT id ORDER BY id) FROM (SELECT unnest(?::VARCHAR[]) AS id)), "

@@ -1,9 +1,13 @@
-"""Streamed exports of a cohort: CSV and JSON Lines (issue 15).
+"""Streamed exports of a cohort: CSV, JSON Lines and Parquet (issue 15).
 
-Both declare the row cap and whether it cut the cohort, in the response headers (:func:`export_headers`) and in
+All declare the row cap and whether it cut the cohort, in the response headers (:func:`export_headers`) and in
 the body: CSV opens with ``#`` comment lines (every data row starts with a work id, so a comment line is never a
-row; skip lines starting with ``#``, e.g. pandas ``comment="#"``), JSON Lines with one ``{"_export": ...}`` object.
-Every row carries the query hash, release id and classifier version.
+row; skip lines starting with ``#``, e.g. pandas ``comment="#"``), JSON Lines with one ``{"_export": ...}`` object,
+Parquet in its file metadata (key ``metacan_export``, the same JSON object: ``pyarrow.parquet.read_schema(f).
+metadata[b"metacan_export"]``). Every row carries the query hash, release id and classifier version. The Parquet file
+is written by pyarrow's ``ParquetWriter`` one row group per batch of :data:`PARQUET_BATCH_ROWS`, each sent as it is
+written (the footer last), so the server holds one row group at a time; its columns are the CSV's, with the
+category lists as lists of strings and ``direct_labels`` / ``machine_scores`` as JSON text.
 """
 
 from __future__ import annotations
@@ -15,10 +19,19 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from .queries import CohortQuery
 
-FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
+FORMATS = {
+    "csv": "text/csv; charset=utf-8",
+    "jsonl": "application/x-ndjson; charset=utf-8",
+    "parquet": "application/vnd.apache.parquet",
+}
+#: Rows per Parquet row group (one streamed chunk each).
+PARQUET_BATCH_ROWS = 50_000
+#: The key of the export's description in the Parquet file's metadata.
+PARQUET_META_KEY = b"metacan_export"
 
 
 def export_meta(query: CohortQuery, count: int, cap: int) -> dict:
@@ -115,5 +128,44 @@ def jsonl_chunks(query: CohortQuery, meta: dict) -> Iterator[str]:
         yield json.dumps({"_export": meta}, ensure_ascii=False) + "\n"
         for batch in query.export_json_lines(meta["row_cap"]):
             yield "\n".join(batch.column(0).to_pylist()) + "\n"
+    finally:
+        query.close()
+
+
+class _Chunks(io.RawIOBase):
+    """A write-only file that keeps what is written until :meth:`take` hands it over (the Parquet writer's sink)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.position = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.parts.append(bytes(data))
+        self.position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.position
+
+    def take(self) -> bytes:
+        out, self.parts = b"".join(self.parts), []
+        return out
+
+
+def parquet_chunks(query: CohortQuery, meta: dict) -> Iterator[bytes]:
+    """The Parquet body (module docstring): one chunk per row group, then the footer. Closes ``query`` at the end."""
+    try:
+        reader = query.export_reader(meta["row_cap"], PARQUET_BATCH_ROWS)
+        schema = reader.schema.with_metadata({PARQUET_META_KEY: json.dumps(meta, ensure_ascii=False).encode()})
+        sink = _Chunks()
+        with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+            for batch in reader:
+                writer.write_batch(batch.replace_schema_metadata(schema.metadata))
+                if chunk := sink.take():
+                    yield chunk
+        yield sink.take()
     finally:
         query.close()

@@ -30,6 +30,8 @@ from .. import __version__
 API_PREFIX = "/api/"
 #: Every HTML page: no script at all, nothing from elsewhere, not framed; never sniffed.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+#: The home page: the same, and its typeahead script (``/static/typeahead.js``) asking this site's API.
+HOME_CSP = CSP.replace("default-src 'none'", "default-src 'none'; script-src 'self'; connect-src 'self'")
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",

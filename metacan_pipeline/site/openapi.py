@@ -13,14 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import __version__
+from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
 from .params import FILTERS, LISTING, PARAMS, Param
 from .release import ReleaseInfo
+from .typeahead import COHORT_FILTERS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
 EXTRA_PARAMS = {
     "format": Param(
-        "format", "choice", "The export's format (CSV or JSON Lines).", choices=tuple(FORMATS), default="csv"
+        "format", "choice", "The export's format (CSV, JSON Lines or Parquet).", choices=tuple(FORMATS), default="csv"
     )
 }
 
@@ -35,6 +37,8 @@ class ApiRoute:
     query: tuple[str, ...] = ()
     path_params: tuple[tuple[str, str, str], ...] = ()  # (name, pattern, meaning)
     media_types: tuple[str, ...] = ("application/json",)
+    #: parameters of this route only, by name (they take precedence over PARAMS of the same name)
+    own: tuple[Param, ...] = ()
 
 
 API_ROUTES: tuple[ApiRoute, ...] = (
@@ -67,6 +71,32 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "A saved cohort: its filters, the release and classifier version it was made on.",
         path_params=(("hash", "^[0-9a-f]{12}$", "The cohort's query hash (12 hex), as in its /q/ link."),),
     ),
+    ApiRoute(
+        "/api/v1/statistics",
+        "api_statistics",
+        "The statistics page's figures over the whole release (computed when it was built): the frame by year, "
+        "route overlaps, by field and language, the abstract gap, direct labels by teacher, category and study "
+        "design with their source and status, classifier decisions by category, teacher pairs, and the pipeline's "
+        "prevalence rows (design-based 95% CI, classify-and-count, screener-swap range).",
+    ),
+    ApiRoute(
+        "/api/v1/facets/{facet}",
+        "api_facet_values",
+        "Typeahead: the facet's values beginning with q (any case), most works first, counted under the cohort's "
+        "filters (the facet's own filter and the text query left out; none: the whole release).",
+        ("q", "limit", *COHORT_FILTERS),
+        path_params=(("facet", "^(" + "|".join(TYPEAHEAD_FACETS) + ")$", "The facet to complete."),),
+        own=TYPEAHEAD_PARAMS,
+    ),
+    ApiRoute(
+        "/api/v1/dossier",
+        "api_dossier",
+        "The disagreement dossier: per teacher pair, the cohort's works both labelled and those they disagree on "
+        "(by head); a page of those works (pair and head narrow it) with every teacher's verdict and reason, source "
+        "and status; next_url gives the next page.",
+        DOSSIER_QUERY,
+        own=DOSSIER_PARAMS,
+    ),
     ApiRoute("/api/v1/openapi.json", "api_openapi", "This document (OpenAPI 3.1)."),
     ApiRoute("/api/v1/docs", "api_docs", "This API described for people (HTML).", media_types=("text/html",)),
 )
@@ -94,7 +124,8 @@ def _parameter(param: Param, release: ReleaseInfo) -> dict:
 
 
 def _operation(route: ApiRoute, release: ReleaseInfo) -> dict:
-    params = [_parameter(PARAMS.get(n) or EXTRA_PARAMS[n], release) for n in route.query]
+    own = {p.name: p for p in route.own}
+    params = [_parameter(own.get(n) or PARAMS.get(n) or EXTRA_PARAMS[n], release) for n in route.query]
     params += [
         {
             "name": name,

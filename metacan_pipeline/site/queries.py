@@ -274,13 +274,16 @@ class CohortQuery:
     # ---- export --------------------------------------------------------------------------------------------
     def export_batches(self, cap: int, batch_rows: int = 5000) -> Iterator[pa.RecordBatch]:
         """At most ``cap`` works of the cohort in id order, every export column (``EXPORT_SQL``), in batches."""
+        yield from self.export_reader(cap, batch_rows)
+
+    def export_reader(self, cap: int, batch_rows: int = 5000) -> pa.RecordBatchReader:
+        """The rows of :meth:`export_batches` as an Arrow reader (its schema is known before the first row)."""
         self._need_hits()
         where, params = where_sql(self.clauses)
         consts = [self.cohort.query_hash(), self.cohort.release.release_id, self.cohort.classifier_version]
-        reader = self.con.execute(EXPORT_SQL.replace("{where}", where), [*params, cap, *consts]).to_arrow_reader(
+        return self.con.execute(EXPORT_SQL.replace("{where}", where), [*params, cap, *consts]).to_arrow_reader(
             batch_rows
         )
-        yield from reader
 
     def export_json_lines(self, cap: int, batch_rows: int = 5000) -> Iterator[pa.RecordBatch]:
         """The same rows as :meth:`export_batches`, each as one JSON object text (column ``line``), written by

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from . import Table
+from .student import PREVALENCE_SCHEMA
 
 RELEASE_INFO_SCHEMA = pa.schema(
     [
@@ -139,6 +140,22 @@ WORK_FACETS_SCHEMA = pa.schema(
 
 FACET_COUNTS_SCHEMA = pa.schema([("facet", pa.string()), ("items", pa.string())])
 
+STATISTICS_SCHEMA = pa.schema([("figure", pa.string()), ("items", pa.string())])
+
+#: The pipeline's ``prevalence`` rows (:data:`metacan_pipeline.tables.student.PREVALENCE_SCHEMA`) in their table
+#: order (``position``), copied at build time (``teacher`` is null for the classifier's and the swap's rows).
+RELEASE_PREVALENCE_SCHEMA = pa.schema([("position", pa.int64()), *PREVALENCE_SCHEMA])
+
+DISAGREEMENT_SCHEMA = pa.schema(
+    [
+        ("work_key", pa.int64()),
+        ("pair", pa.string()),
+        ("teacher_a", pa.string()),
+        ("teacher_b", pa.string()),
+        ("heads", pa.list_(pa.string())),
+    ]
+)
+
 SAVED_QUERIES_SCHEMA = pa.schema(
     [
         ("query_hash", pa.string()),
@@ -241,6 +258,64 @@ TABLES = [
     ),
 ]
 
+# The statistics page, the disagreement dossier and the facet typeahead (site/figures.py, at build time).
+TABLES += [
+    Table(
+        "release_statistics",
+        "one figure of the statistics page over the whole release (JSON items: the rows of its data table)",
+        "site_database",
+        STATISTICS_SCHEMA,
+        ("figure",),
+        store="release",
+        json_columns=frozenset({"items"}),
+    ),
+    Table(
+        "release_prevalence",
+        "one row of the pipeline's prevalence table (population, category, method, teacher), copied at build time",
+        "site_database",
+        RELEASE_PREVALENCE_SCHEMA,
+        ("position",),
+        store="release",
+    ),
+    Table(
+        "work_disagreements",
+        "one work on which a pair of teachers' labelled direct labels differ, with the heads they differ on",
+        "site_database",
+        DISAGREEMENT_SCHEMA,
+        ("work_key", "pair"),
+        store="release",
+    ),
+    Table(
+        "dossier_works",
+        "one work of work_disagreements: what the dossier lists of it (id, title, year, venue, page path) and every "
+        "teacher's direct label as its record publishes it (JSON: verdict, reason, source and status)",
+        "site_database",
+        pa.schema(
+            [
+                ("work_key", pa.int64()),
+                ("id", pa.string()),
+                ("title", pa.string()),
+                ("year", pa.int32()),
+                ("venue", pa.string()),
+                ("page_path", pa.string()),
+                ("direct_labels", pa.string()),
+            ]
+        ),
+        ("work_key",),
+        store="release",
+        json_columns=frozenset({"direct_labels"}),
+    ),
+    Table(
+        "facet_value_counts",
+        "one value of a typeahead facet (venue, institution, funder, topic) with its facet_codes code and its "
+        "number of works in the whole release",
+        "site_database",
+        pa.schema([("facet", pa.string()), ("code", pa.int32()), ("value", pa.string()), ("n", pa.int64())]),
+        ("facet", "code"),
+        store="release",
+    ),
+]
+
 #: The served site's own writable file, ``<data dir>/site/queries.sqlite`` (:mod:`metacan_pipeline.site.saved`).
 SAVED_QUERIES = Table(
     "saved_queries",
@@ -256,3 +331,8 @@ TABLES.append(SAVED_QUERIES)
 def release_tables() -> list[Table]:
     """The tables of a release database, in the order they are created."""
     return [t for t in TABLES if t.store == "release"]
+
+
+def catalog_schema(name: str) -> pa.Schema:
+    """The Arrow schema of the release table ``name``."""
+    return next(t.schema for t in TABLES if t.name == name)

@@ -1,0 +1,43 @@
+// Facet typeahead of the home page (issue 15): fills the <datalist> of each facet input
+// (data-facet="venue|institution|funder|topic") from /api/v1/facets/<facet>?q=<prefix>, counted under the
+// form's other filters. An enhancement only: without it the inputs are plain fields of the GET form.
+"use strict";
+(function () {
+  var SKIP = { q: 1, sort: 1, after: 1, limit: 1 };
+  function cohort(form, own) {
+    var params = new URLSearchParams();
+    new FormData(form).forEach(function (value, name) {
+      if (value && !SKIP[name] && name !== own) params.append(name, value);
+    });
+    return params;
+  }
+  document.querySelectorAll("input[data-facet]").forEach(function (input) {
+    var list = document.getElementById(input.getAttribute("list"));
+    var timer = null, asked = null;
+    if (!list) return;
+    input.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () {
+        var params = cohort(input.form, input.name);
+        params.set("q", input.value);
+        params.set("limit", "10");
+        var url = "/api/v1/facets/" + input.dataset.facet + "?" + params.toString();
+        if (url === asked) return;
+        asked = url;
+        fetch(url, { headers: { Accept: "application/json" } })
+          .then(function (r) { return r.ok ? r.json() : null; })
+          .then(function (body) {
+            if (!body || url !== asked) return;
+            while (list.firstChild) list.removeChild(list.firstChild);
+            body.values.forEach(function (v) {
+              var option = document.createElement("option");
+              option.value = v.value;
+              option.label = v.value + " (" + v.count.toLocaleString(document.documentElement.lang) + ")";
+              list.appendChild(option);
+            });
+          })
+          .catch(function () {});
+      }, 150);
+    });
+  });
+})();

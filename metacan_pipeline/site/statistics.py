@@ -1,0 +1,503 @@
+"""The statistics page (``/statistics``, ``/fr/statistics``) and ``/api/v1/statistics`` (issue 15): the frame by year
+with the affiliation-blind share, route overlaps, the frame by field and by language, the abstract gap, the
+labelled works by category and study design with their coverage, the classifier's decisions by category, and
+prevalence per category with the design-based 95% CI and the screener-swap range.
+
+Every figure was computed when the release was built (:mod:`.figures`: ``release_statistics`` and
+``release_prevalence``), so a request reads a few small rows at any release size; they are read once per process
+(a release never changes). Each figure on the page has a text summary, a chart drawn on the server as SVG (with
+``<title>`` and ``<desc>``; no script) and a data table with every number. Every category shown states its source and
+status (SPEC section 8): a direct label's teacher, ``label_status`` and qualification; a decision's mode, classifier
+version and ``prediction_status``; a prevalence row's method and what it counts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from babel.numbers import format_percent
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
+from . import strings
+from .params import single_values
+
+#: The figures of ``release_statistics`` the page shows, in order.
+FIGURES = (
+    "frame_by_year",
+    "route_overlaps",
+    "by_field",
+    "by_language",
+    "labels_by_teacher",
+    "labels_by_category",
+    "labels_by_study_design",
+    "decisions_by_category",
+    "teacher_pairs",
+)
+#: Bars drawn per chart (the data table lists every row).
+CHART_ROWS = 15
+#: Rates drawn in the prevalence chart (every teacher rate and swap range of a release, in practice).
+INTERVAL_ROWS = 60
+
+SUMMARY_YEAR = N_(
+    "%(works)s works from %(first)s to %(last)s; %(blind)s of them (%(share)s) are invisible to an "
+    "affiliation-only search, and %(gap)s (%(gap_share)s) have no abstract in OpenAlex."
+)
+SUMMARY_GAP = N_(
+    "%(gap)s of %(works)s works (%(share)s) have no abstract in OpenAlex: the title-only view is all a teacher or the "
+    "student sees of them."
+)
+SUMMARY_ROUTES = N_(
+    "The largest route combination is %(top)s with %(n)s works (%(share)s); %(single)s works (%(single_share)s) "
+    "were admitted by one route only."
+)
+SUMMARY_FACET = N_("%(n)s values; the largest is %(top)s with %(works)s works (%(share)s).")
+SUMMARY_LABELS = N_(
+    "%(teacher)s labelled %(labelled)s of %(works)s works (%(share)s coverage; %(failed)s failed); the most frequent "
+    "category among its direct labels is %(top)s (%(top_n)s works). Absence of a label is not a negative."
+)
+SUMMARY_NO_LABELS = N_("No teacher's direct label is in this release.")
+SUMMARY_DECISIONS = N_(
+    "The classifier's decisions (machine predictions, unvalidated) cover %(n)s category rows; the largest is "
+    "%(top)s with %(works)s works."
+)
+SUMMARY_NO_DECISIONS = N_("The classifier decided no category in this release.")
+SUMMARY_PREVALENCE = N_(
+    "%(n)s prevalence rows; %(category)s: %(teacher)s estimates %(rate)s (95%% CI %(low)s to %(high)s)."
+)
+SUMMARY_NO_RATE = N_("%(n)s prevalence rows; no teacher rate could be computed.")
+SUMMARY_NO_PREVALENCE = N_(
+    "The prevalence table was not materialized when this release was built: materialize the asset prevalence, "
+    "then site_database."
+)
+NOT_RECORDED = N_("not recorded")
+METHODS = {
+    "design_weighted_teacher_rate": N_("design-weighted rate of a teacher's direct labels"),
+    "classify_and_count": N_("classify and count (candidate predictions)"),
+    "classify_and_count_consensus": N_("classify and count (consensus predictions)"),
+    "screener_swap_range": N_("screener-swap range (lowest to highest teacher rate)"),
+}
+
+
+def method_name(method: str, locale: str) -> str:
+    """What a prevalence row's ``method`` computes, in ``locale`` (an unknown method as it is)."""
+    return translations(locale).gettext(METHODS[method]) if method in METHODS else method
+
+
+def percent(x: float | None, locale: str) -> str:
+    """A share in [0, 1] as a percentage in ``locale`` (one decimal), or an empty cell for None."""
+    return "" if x is None else format_percent(x, "#,##0.0%", locale=NUMBER_LOCALES[locale])
+
+
+def _share(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+def load_statistics(con) -> dict[str, Any]:
+    """``{figure: rows}`` of ``release_statistics`` and ``prevalence``: the rows of ``release_prevalence``."""
+    out = {f: json.loads(items) for f, items in con.execute("SELECT figure, items FROM release_statistics").fetchall()}
+    out["prevalence"] = con.execute("SELECT * FROM release_prevalence ORDER BY position").to_arrow_table().to_pylist()
+    for row in out["prevalence"]:
+        row.pop("position")
+    return out
+
+
+def label_source(teacher: str, by_teacher: dict[str, dict], locale: str) -> str:
+    """ "direct label (teacher, label_status; qualification)": the source and status of a teacher's categories."""
+    t = by_teacher.get(teacher, {})
+    tr = translations(locale)
+    qualification = t.get("qualification") or tr.gettext(N_("imported"))
+    return tr.gettext(N_("direct label (%(teacher)s, %(status)s; %(qualification)s)")) % {
+        "teacher": teacher,
+        "status": t.get("label_status") or "direct_label_unvalidated",
+        "qualification": qualification,
+    }
+
+
+def _route_name(row: dict, locale: str) -> str:
+    on = [strings.label(r, locale) for r in ("ca_aff", "ca_fund", "ca_venue", "about_ca") if row[r]]
+    return " + ".join(on) or translations(locale).gettext(N_("no route"))
+
+
+def _figure(fid: str, title: str, summary: str, bars: list[dict], columns: list[str], rows: list[list]) -> dict:
+    return {"id": fid, "title": title, "summary": summary, "bars": bars[:CHART_ROWS], "columns": columns, "rows": rows}
+
+
+def _bars(items: list[tuple[str, float, float | None]], fmt) -> list[dict]:
+    """Bars of a horizontal chart: ``(label, value, part)`` -> width fractions of the largest value."""
+    top = max((v for _, v, _ in items), default=0) or 1
+    return [
+        {"label": label, "value": v / top, "part": (p / top if p is not None else None), "text": fmt(v)}
+        for label, v, p in items
+    ]
+
+
+def view(stats: dict[str, Any], locale: str) -> list[dict]:
+    """The page's figures in ``locale``: id, title, summary, bars, data table columns and rows."""
+    tr = translations(locale)
+    _ = tr.gettext
+    num = lambda n: format_number(n, locale)  # noqa: E731
+    pct = lambda x: percent(x, locale)  # noqa: E731
+    out = []
+    years = stats["frame_by_year"]
+    total = sum(r["works"] for r in years)
+    blind = sum(r["invisible"] for r in years)
+    gap = sum(r["no_abstract"] for r in years)
+    known = [r["year"] for r in years if r["year"] is not None]
+    summary = _(SUMMARY_YEAR) % {
+        "works": num(total),
+        "first": known[0] if known else "-",
+        "last": known[-1] if known else "-",
+        "blind": num(blind),
+        "share": pct(_share(blind, total)),
+        "gap": num(gap),
+        "gap_share": pct(_share(gap, total)),
+    }
+    year_label = lambda y: str(y) if y is not None else _(NOT_RECORDED)  # noqa: E731
+    cols = [
+        _("Year"),
+        _("Works"),
+        _("Invisible to affiliation-only search"),
+        _("Share"),
+        _("Without abstract"),
+        _("Share"),
+    ]
+    table = [
+        [
+            year_label(r["year"]),
+            num(r["works"]),
+            num(r["invisible"]),
+            pct(_share(r["invisible"], r["works"])),
+            num(r["no_abstract"]),
+            pct(_share(r["no_abstract"], r["works"])),
+        ]
+        for r in years
+    ]
+    bars = _bars([(year_label(r["year"]), r["works"], r["invisible"]) for r in years], num)
+    fig = _figure("frame-by-year", _("The frame by year, and the affiliation-blind share"), summary, [], cols, table)
+    fig["bars"], fig["legend"] = bars, [_("Works"), _("Invisible to affiliation-only search")]
+    out.append(fig)
+    gap_bars = [
+        {"label": year_label(r["year"]), "value": _share(r["no_abstract"], r["works"]), "part": None, "text": t[5]}
+        for r, t in zip(years, table, strict=True)
+    ]  # a share: the bar's width is the share of the chart's width
+    gap_fig = _figure(
+        "abstract-gap",
+        _("The abstract gap: works without an abstract, by year"),
+        _(SUMMARY_GAP) % {"gap": num(gap), "works": num(total), "share": pct(_share(gap, total))},
+        gap_bars,
+        [cols[0], cols[1], cols[4], cols[5]],
+        [[t[0], t[1], t[4], t[5]] for t in table],
+    )
+    gap_fig["bars"] = gap_bars
+    out.append(gap_fig)
+    routes = stats["route_overlaps"]
+    single = sum(r["works"] for r in routes if sum(r[k] for k in ("ca_aff", "ca_fund", "ca_venue", "about_ca")) == 1)
+    summary = (
+        _(SUMMARY_ROUTES)
+        % {
+            "top": _route_name(routes[0], locale),
+            "n": num(routes[0]["works"]),
+            "share": pct(_share(routes[0]["works"], total)),
+            "single": num(single),
+            "single_share": pct(_share(single, total)),
+        }
+        if routes
+        else ""
+    )
+    out.append(
+        _figure(
+            "route-overlaps",
+            _("Route overlaps: works per combination of routes"),
+            summary,
+            _bars([(_route_name(r, locale), r["works"], None) for r in routes], num),
+            [_("Routes"), _("Works"), _("Share")],
+            [[_route_name(r, locale), num(r["works"]), pct(_share(r["works"], total))] for r in routes],
+        )
+    )
+    for fid, name, title in (
+        ("by-field", "by_field", _("The frame by field")),
+        ("by-language", "by_language", _("The frame by language")),
+    ):
+        rows = stats[name]
+        label = lambda v: v if v is not None else _(NOT_RECORDED)  # noqa: E731
+        summary = (
+            _(SUMMARY_FACET)
+            % {
+                "n": num(len(rows)),
+                "top": label(rows[0]["value"]),
+                "works": num(rows[0]["works"]),
+                "share": pct(_share(rows[0]["works"], total)),
+            }
+            if rows
+            else ""
+        )
+        out.append(
+            _figure(
+                fid,
+                title,
+                summary,
+                _bars([(label(r["value"]), r["works"], r["invisible"]) for r in rows], num),
+                [strings.label(name.removeprefix("by_"), locale), *cols[1:]],
+                [
+                    [
+                        label(r["value"]),
+                        num(r["works"]),
+                        num(r["invisible"]),
+                        pct(_share(r["invisible"], r["works"])),
+                        num(r["no_abstract"]),
+                        pct(_share(r["no_abstract"], r["works"])),
+                    ]
+                    for r in rows
+                ],
+            )
+        )
+        out[-1]["legend"] = [_("Works"), _("Invisible to affiliation-only search")]
+    out += _label_figures(stats, locale, total)
+    out.append(_prevalence_figure(stats, locale))
+    return out
+
+
+def _label_figures(stats: dict[str, Any], locale: str, total: int) -> list[dict]:
+    _ = translations(locale).gettext
+    num = lambda n: format_number(n, locale)  # noqa: E731
+    pct = lambda x: percent(x, locale)  # noqa: E731
+    by_teacher = {r["teacher"]: r for r in stats["labels_by_teacher"]}
+    cats = stats["labels_by_category"]
+    sentences = []
+    for t, r in by_teacher.items():
+        top = next((c for c in cats if c["teacher"] == t), None)
+        sentences.append(
+            _(SUMMARY_LABELS)
+            % {
+                "teacher": t,
+                "labelled": num(r["labelled"]),
+                "works": num(r["release_works"]),
+                "share": pct(_share(r["labelled"], r["release_works"])),
+                "failed": num(r["failed"]),
+                "top": strings.category_name(top["category"], locale) if top else _("none"),
+                "top_n": num(top["works"]) if top else "0",
+            }
+        )
+    summary = " ".join(sentences) or _(SUMMARY_NO_LABELS)
+    coverage = _figure(
+        "label-coverage",
+        _("Direct labels: coverage by teacher"),
+        summary,
+        _bars([(t, r["labelled"], None) for t, r in by_teacher.items()], num),
+        [_("Teacher"), _("Labelled works"), _("Coverage"), _("Failed"), _("Not meta-research"), _("Source and status")],
+        [
+            [
+                t,
+                num(r["labelled"]),
+                pct(_share(r["labelled"], r["release_works"])),
+                num(r["failed"]),
+                num(r["not_metaresearch"]),
+                label_source(t, by_teacher, locale),
+            ]
+            for t, r in by_teacher.items()
+        ],
+    )
+    category = _figure(
+        "labels-by-category",
+        _("Labelled works by category (direct labels)"),
+        summary,
+        _bars(
+            [(f"{strings.category_name(c['category'], locale)} ({c['teacher']})", c["works"], None) for c in cats], num
+        ),
+        [_("Category"), _("Teacher"), _("Works"), _("Share of the teacher's labelled works"), _("Source and status")],
+        [
+            [
+                strings.category_name(c["category"], locale),
+                c["teacher"],
+                num(c["works"]),
+                pct(_share(c["works"], by_teacher[c["teacher"]]["labelled"])),
+                label_source(c["teacher"], by_teacher, locale),
+            ]
+            for c in cats
+        ],
+    )
+    designs = stats["labels_by_study_design"]
+    design = _figure(
+        "labels-by-study-design",
+        _("Labelled works by study design (direct labels)"),
+        summary,
+        _bars([(f"{d['study_design'] or _(NOT_RECORDED)} ({d['teacher']})", d["works"], None) for d in designs], num),
+        [
+            _("Study design"),
+            _("Teacher"),
+            _("Works"),
+            _("Share of the teacher's labelled works"),
+            _("Source and status"),
+        ],
+        [
+            [
+                d["study_design"] or _(NOT_RECORDED),
+                d["teacher"],
+                num(d["works"]),
+                pct(_share(d["works"], by_teacher[d["teacher"]]["labelled"])),
+                label_source(d["teacher"], by_teacher, locale),
+            ]
+            for d in designs
+        ],
+    )
+    decisions = stats["decisions_by_category"]
+    mode_word = {"candidate": _("candidate prediction"), "consensus": _("consensus prediction")}
+    decided = _figure(
+        "decisions-by-category",
+        _("Classifier decisions by category (machine predictions)"),
+        _(SUMMARY_DECISIONS)
+        % {
+            "n": num(len(decisions)),
+            "top": strings.category_name(decisions[0]["category"], locale),
+            "works": num(decisions[0]["works"]),
+        }
+        if decisions
+        else _(SUMMARY_NO_DECISIONS),
+        _bars(
+            [
+                (f"{strings.category_name(d['category'], locale)} ({mode_word[d['mode']]})", d["works"], None)
+                for d in decisions
+            ],
+            num,
+        ),
+        [_("Category"), _("Works"), _("Share of the release"), _("Source and status")],
+        [
+            [
+                strings.category_name(d["category"], locale),
+                num(d["works"]),
+                pct(_share(d["works"], total)),
+                f"{mode_word[d['mode']]} ({d['model_version']}, {d['prediction_status']})",
+            ]
+            for d in decisions
+        ],
+    )
+    return [coverage, category, design, decided]
+
+
+def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
+    _ = translations(locale).gettext
+    pct = lambda x: percent(x, locale)  # noqa: E731
+    by_teacher = {r["teacher"]: r for r in stats["labels_by_teacher"]}
+    rows = stats["prevalence"]
+
+    def source(r: dict) -> str:
+        if r["method"] == "design_weighted_teacher_rate":
+            return label_source(r["teacher"], by_teacher, locale)
+        if r["method"].startswith("classify_and_count"):
+            mode = "consensus" if r["method"].endswith("consensus") else "candidate"
+            word = _("consensus prediction") if mode == "consensus" else _("candidate prediction")
+            return f"{word} (machine_predicted_unvalidated)"
+        return _("the teacher rates above")
+
+    rated = [r for r in rows if r["method"] == "design_weighted_teacher_rate" and r["rate"] is not None]
+    first = next((r for r in rated if r["category"] == "metaresearch"), rated[0] if rated else None)
+    if not rows:
+        summary = _(SUMMARY_NO_PREVALENCE)
+    elif first is None:
+        summary = _(SUMMARY_NO_RATE) % {"n": format_number(len(rows), locale)}
+    else:
+        summary = _(SUMMARY_PREVALENCE) % {
+            "n": format_number(len(rows), locale),
+            "category": strings.category_name(first["category"], locale),
+            "teacher": first["teacher"],
+            "rate": pct(first["rate"]),
+            "low": pct(first["ci_low"]),
+            "high": pct(first["ci_high"]),
+        }
+    intervals = [
+        {
+            "label": f"{strings.category_name(r['category'], locale)} ({r['teacher']}, {r['population']})",
+            "rate": r["rate"],
+            "low": r["ci_low"] if r["ci_low"] is not None else r["rate"],
+            "high": r["ci_high"] if r["ci_high"] is not None else r["rate"],
+            "text": f"{pct(r['rate'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+        }
+        for r in rated
+    ]
+    swap_word = _("screener swap")
+    intervals += [
+        {
+            "label": f"{strings.category_name(r['category'], locale)} ({swap_word}, {r['population']})",
+            "rate": r["rate"],
+            "low": r["ci_low"],
+            "high": r["ci_high"],
+            "text": f"{pct(r['ci_low'])} – {pct(r['ci_high'])}",
+        }
+        for r in rows
+        if r["method"] == "screener_swap_range" and r["ci_low"] is not None
+    ]
+    intervals.sort(key=lambda r: r["label"])
+    fig = _figure(
+        "prevalence",
+        _("Prevalence per category: design-based 95% CI and the screener-swap range"),
+        summary,
+        [],
+        [
+            _("Category"),
+            _("Population"),
+            _("Method"),
+            _("Source and status"),
+            "n",
+            _("Rate"),
+            _("95% CI or range"),
+            _("Design"),
+        ],
+        [
+            [
+                strings.category_name(r["category"], locale),
+                r["population"],
+                method_name(r["method"], locale),
+                source(r),
+                format_number(r["n"], locale) if r["n"] is not None else "",
+                pct(r["rate"]) if r["rate"] is not None else _("not computed"),
+                f"{pct(r['ci_low'])} – {pct(r['ci_high'])}" if r["ci_low"] is not None else "",
+                r["design"] or "",
+            ]
+            for r in rows
+        ],
+    )
+    fig["intervals"] = intervals[:INTERVAL_ROWS]
+    return fig
+
+
+class StatisticsEndpoints:
+    """The statistics page and its API route, a mixin of :class:`.app.Site` (reads ``release``, ``render``)."""
+
+    _statistics: dict[str, Any] | None = None
+
+    def statistics_data(self) -> dict[str, Any]:
+        """The release's figures, read once (module docstring)."""
+        if self._statistics is None:
+            con = self.release.cursor()
+            try:
+                self._statistics = load_statistics(con)
+            finally:
+                con.close()
+        return self._statistics
+
+    def statistics_page(self, request: Request) -> Response:
+        single_values(request.query_params.multi_items(), ())
+        lang = getattr(request.state, "lang", DEFAULT_LOCALE)
+        views = self.__dict__.setdefault("_statistics_views", {})  # per language: the release never changes
+        if lang not in views:
+            views[lang] = view(self.statistics_data(), lang)
+        return self.render(request, "statistics.html.j2", figures=views[lang])
+
+    def api_statistics(self, request: Request) -> Response:
+        data = dict(self.statistics_data())
+        by_teacher = {r["teacher"]: r for r in data["labels_by_teacher"]}
+        for name in ("labels_by_category", "labels_by_study_design"):  # every category with its source and status
+            data[name] = [
+                {
+                    **r,
+                    "source": "direct_label",
+                    "label_status": by_teacher[r["teacher"]]["label_status"],
+                    "qualification": by_teacher[r["teacher"]]["qualification"],
+                }
+                for r in data[name]
+            ]
+        data["decisions_by_category"] = [{**r, "source": "classifier_decision"} for r in data["decisions_by_category"]]
+        return JSONResponse({"release_id": self.info.release_id, "n_works": self.info.n_works, **data})
