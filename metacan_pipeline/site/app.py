@@ -44,7 +44,16 @@ from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .cohort import Cohort, parse_filters, parse_request
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks
-from .middleware import SECURITY_HEADERS, ApiCors, NoSniff, RateLimit, client_limiter
+from .middleware import (
+    NO_STORE,
+    SECURITY_HEADERS,
+    ApiCors,
+    ApiErrors,
+    NoSniff,
+    RateLimit,
+    client_limiter,
+    export_refusal,
+)
 from .openapi import API_ROUTES
 from .params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
 from .queries import CohortQuery
@@ -89,6 +98,7 @@ class Site(ApiEndpoints):
         self.envs = {lo: site_environment(lo) for lo in LOCALES}
         self.page_envs = {lo: page_environment(None if lo == DEFAULT_LOCALE else translations(lo)) for lo in LOCALES}
         self.row_cap = row_cap
+        self.limiter = None
         ctx = dict(self.info.page_context)
         ctx["constant_heads"] = {tuple(h) for h in ctx.get("constant_heads", [])}
         self.page_context = {**ctx, "rendered_at": "served live from the release database", "page_run_id": "none"}
@@ -240,6 +250,10 @@ class Site(ApiEndpoints):
         return row
 
     def export(self, request: Request, fmt: str | None = None) -> Response:
+        if (refused := export_refusal(self.limiter, request)) is not None:  # the API's are limited by RateLimit
+            response = self.error_page(request, 429, refused[0])
+            response.headers.update({**NO_STORE, "Retry-After": refused[1]})
+            return response
         values = single_values(request.query_params.multi_items(), FILTERS + (() if fmt else ("format",)))
         fmt = fmt or values.pop("format", "csv")
         if fmt not in FORMATS:
@@ -293,8 +307,10 @@ def create_app(data_dir: str | Path, row_cap: int = DEFAULT_ROW_CAP, rate_limit:
     ``rate_limit``: the per-client token bucket of the API in throttled-py's syntax (``120/m burst 60``; ``off``:
     none); None reads :func:`metacan_pipeline.settings.site_rate_limit`. A value that is not a rate is a
     ValueError naming it."""
-    limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit)
+    source = settings.SITE_RATE_LIMIT_ENV if rate_limit is None else "rate_limit"
+    limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit, source)
     site = Site(data_dir, row_cap)
+    site.limiter = limiter  # the API's bucket; the exports outside /api/ take from it too
     routes = [r for lang in LOCALES for r in page_routes(site, lang)]
     routes += [
         Route("/language/{lang}", site.html(languages.choose, DEFAULT_LOCALE)),
@@ -302,7 +318,12 @@ def create_app(data_dir: str | Path, row_cap: int = DEFAULT_ROW_CAP, rate_limit:
         Route("/export.jsonl", site.html(site.export_jsonl, DEFAULT_LOCALE)),
     ]
     routes += [Route(r.path, site.api(r), name=r.endpoint) for r in API_ROUTES]
-    middleware = [Middleware(NoSniff), Middleware(ApiCors), Middleware(RateLimit, limiter=limiter)]
+    middleware = [
+        Middleware(NoSniff),
+        Middleware(ApiCors),
+        Middleware(ApiErrors),
+        Middleware(RateLimit, limiter=limiter),
+    ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: site.http_error}, middleware=middleware)
     app.state.site = site
     return app
