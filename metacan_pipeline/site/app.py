@@ -101,7 +101,12 @@ class Site(ApiEndpoints):
         self.limiter = None
         ctx = dict(self.info.page_context)
         ctx["constant_heads"] = {tuple(h) for h in ctx.get("constant_heads", [])}
-        self.page_context = {**ctx, "rendered_at": "served live from the release database", "page_run_id": "none"}
+        self.page_context = {
+            **ctx,
+            "rendered_at": "served live from the release database",
+            "page_run_id": "none",
+            "report_url": settings.report_url(),
+        }
 
     def render(self, request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
         lang = _lang(request)
@@ -219,6 +224,7 @@ class Site(ApiEndpoints):
             "lang": lang,
             "alternates": languages.alternates(request),
             "switch": languages.switch(request, lang),
+            "explore": languages.PREFIXES[lang],
         }
         if lang != DEFAULT_LOCALE:
             ctx["rendered_at"] = translations(lang).gettext(N_("served live from the release database"))
