@@ -268,9 +268,9 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
             "memory_limit": "6GB",
             "threads": threads,
             "temp_directory": str(db) + ".spill",
-            "enable_progress_bar": False,
         },
     )
+    con.execute("SET enable_progress_bar = false")  # duckdb 1.5.6 refuses it as a connect() option (a global one)
     try:
         for table in release_tables():
             con.execute(table.ddl())
