@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ import uvicorn
 
 from metacan_pipeline.site.app import create_app
 from metacan_pipeline.site.release import current_release_id, database_path
-from metacan_pipeline_tests.browser import PageWatch
+from metacan_pipeline_tests.browser import REPO, PageWatch
 
 pytestmark = pytest.mark.browser
 
@@ -161,3 +163,118 @@ def test_a_reader_builds_cites_downloads_and_reads_in_both_languages(site_releas
         "query_link.png",
         "work_page_fr.png",
     ]
+
+
+# ---- the real frame: `metacan run` on the small real input through the stub teachers, then `metacan serve` ----------
+
+CLI = ("-c", "from metacan_pipeline.cli import app; app()")
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory, openalex_dir):
+    """``(data dir, env)`` after `metacan run` (a subprocess, so the registry naming the stub teachers is read when
+    the definitions load) over a copy of the small real input, with both teachers on the loopback stub and live
+    abstracts from the loopback OpenAlex stub: about a minute on a busy 2-core machine."""
+    from metacan_pipeline_tests.builders import SMALL_INPUT_FILES
+    from metacan_pipeline_tests.openalex_stub import StubOpenAlex, real_works
+    from metacan_pipeline_tests.stub_teacher import DEFAULT_MODEL, run_stub
+
+    root = tmp_path_factory.mktemp("real_run")
+    (root / "openalex").mkdir()
+    for name in SMALL_INPUT_FILES:
+        shutil.copy(openalex_dir / name, root / "openalex" / name)
+    api = StubOpenAlex(real_works())
+    try:
+        with run_stub() as (url, _):
+            (root / "teachers.toml").write_text(
+                "".join(
+                    f'[teachers.{name}]\nbase_url = "{url}"\nmodel = "{DEFAULT_MODEL}"\nrecord_view = "{view}"\n'
+                    f'coverage = "{coverage}"\nworks_per_call = 5\n\n'
+                    for name, view, coverage in (("gemma", "title_only", "all"), ("codex", "title_abstract", "sample"))
+                )
+            )
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("METACAN_", "DAGSTER_"))}
+            env.update(
+                METACAN_TEACHERS_FILE=str(root / "teachers.toml"),
+                METACAN_OPENALEX_API_URL=api.base_url,
+                METACAN_DATA_DIR=str(root / "data"),
+                METACAN_OPENALEX_DIR=str(root / "openalex"),
+                METACAN_REPORT_URL="https://issues.example.org/new",
+                PYTHONPATH=str(REPO),
+            )
+            run = subprocess.run([sys.executable, *CLI, "run"], cwd=REPO, env=env, capture_output=True, text=True)
+            assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    finally:
+        api.shutdown()
+    return root / "data", env
+
+
+@contextmanager
+def metacan_serve(env: dict) -> Iterator[str]:
+    """`metacan serve` (a subprocess on a free loopback port); yields its URL once it answers, stops it after."""
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, *CLI, "serve", "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"metacan serve exited with {proc.returncode}: {proc.stdout.read().decode()[-2000:]}")
+            try:
+                if httpx.get(url + "/api/v1/", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("metacan serve did not answer within 60 s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_metacan_serve_after_metacan_run_shows_the_real_frame_and_its_canadian_authors(real_run, browser, screenshots):
+    data, env = real_run
+    with duckdb.connect(str(data / "metacan.duckdb"), read_only=True) as con:
+        frame = {r[0] for r in con.execute("SELECT id FROM frame").fetchall()}
+    assert "W1951724000" in frame
+    with metacan_serve(env) as base:
+        context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        page = context.new_page()
+        page.goto(base + "/")
+        assert _count(page) == len(frame)
+        assert {t for t in re.findall(r"<code>(W\d+)</code>", page.content())} == frame
+        page.get_by_role("link", name="Fitting Linear Mixed-Effects Models Using lme4").click()
+        page.wait_for_url(re.compile(r"/works/.+/W1951724000\.html$"))
+        bolker = page.locator("ul.authors li", has_text="Benjamin M. Bolker")
+        assert bolker.get_by_role("link", name="ORCID 0000-0002-2127-0443").get_attribute("href") == (
+            "https://orcid.org/0000-0002-2127-0443"
+        )
+        assert (
+            bolker.get_by_role("link", name="McMaster University").get_attribute("href") == "https://ror.org/02fa3aq29"
+        )
+        assert page.locator("ul.authors li").count() == 2  # Bates (Wisconsin) and Mächler (ETH) are not Canadian
+        report = page.get_by_role("link", name="Report a problem with this record")
+        assert report.get_attribute("href") == "https://issues.example.org/new?work=W1951724000"
+        page.screenshot(path=str(screenshots / "real_work_page.png"), full_page=True)
+        page.get_by_role("link", name="Works in the same venue (Journal of Statistical Software)").click()
+        page.wait_for_url(re.compile(r"venue=Journal"))
+        want = _sql(data, "SELECT count(*) FROM works WHERE venue = 'Journal of Statistical Software'")[0][0]
+        assert _count(page) == want == 1
+        context.close()
