@@ -188,11 +188,12 @@ def serve(
 
     from .site.app import create_app
     from .site.release import ReleaseUnavailable
+    from .site.saved import QueryStoreUnavailable
     from .storage import default_data_dir
 
     try:
         asgi = create_app(data_dir or default_data_dir(), row_cap=row_cap)
-    except (ReleaseUnavailable, ValueError) as exc:  # ValueError: METACAN_SITE_RATE_LIMIT is not a rate
+    except (ReleaseUnavailable, QueryStoreUnavailable, ValueError) as exc:  # ValueError: METACAN_SITE_RATE_LIMIT
         typer.echo(f"metacan serve: {exc}", err=True)
         raise typer.Exit(1) from None
     info = asgi.state.site.info

@@ -17,6 +17,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_S3_ENDPOINT_URL`` (else ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``) | the S3 endpoint of an S3-compatible server (MinIO, Ceph, moto) | AWS |
 | ``METACAN_REMOTE_READ_ATTEMPTS`` | reads of one object-storage input file before its part is quarantined | ``4`` |
 | ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_PROFILE`` / ... | S3 credentials, found by botocore as usual, never logged | unset |
+| ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -42,6 +43,7 @@ S3_ENDPOINT_ENV = "METACAN_S3_ENDPOINT_URL"
 AWS_ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 REMOTE_READ_ATTEMPTS_ENV = "METACAN_REMOTE_READ_ATTEMPTS"
 DEFAULT_REMOTE_READ_ATTEMPTS = 4
+REPORT_URL_ENV = "METACAN_REPORT_URL"
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
@@ -136,6 +138,29 @@ def site_rate_limit() -> str:
     quota syntax (``<n>/<s|m|h|d>``, optionally ``burst <n>``: ``600/m burst 100``), or ``off`` for none; unset or
     empty: :data:`DEFAULT_SITE_RATE_LIMIT`. ``metacan serve`` refuses a value that is not a rate, naming it."""
     return os.environ.get(SITE_RATE_LIMIT_ENV, "").strip() or DEFAULT_SITE_RATE_LIMIT
+
+
+def report_url() -> str | None:
+    """``$METACAN_REPORT_URL``: where a reader reports a problem with a work's record (an issue form, a mail
+    gateway); every work page, static and served, links to it with ``work=<id>`` in the query string. Unset or
+    empty: no link. Raises ValueError naming the variable (and at most 40 characters of the value) when it is not
+    an absolute ``http://`` or ``https://`` URL."""
+    from urllib.parse import urlsplit
+
+    value = os.environ.get(REPORT_URL_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc or len(value) > 2000:
+        shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value):,} characters)"
+        raise ValueError(
+            f"{REPORT_URL_ENV}={shown} is not an absolute http(s) URL of at most 2,000 characters; give e.g. "
+            f"'https://github.com/org/repo/issues/new', or unset it for no report link"
+        )
+    return value
 
 
 def secret(env_name: str | None) -> str:

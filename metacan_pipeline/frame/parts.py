@@ -48,7 +48,9 @@ from ..tables.openalex import INDEX_SCHEMA
 from .entities import EntityLists
 from .routes import route_row
 
-PART_CODE_VERSION = "part-v4"  # v3: host_venue, Crossref types, tar members; v4: other_institutions, ca_funder_names
+PART_CODE_VERSION = (
+    "part-v5"  # v3: host_venue, Crossref types, tar members; v4: other_institutions, ca_funder_names; v5: ca_authors
+)
 
 #: Frame rows before admission (no ``frame_build_id`` yet: the merge stamps it).
 #: One row per finished part (the build manifest of issue 3).

@@ -53,6 +53,27 @@ def frame_row(work: dict, entities: EntityLists, rule: AdmissionRule) -> tuple[d
     return (row, outcome) if outcome == "admitted" else (None, outcome)
 
 
+def is_canadian_institution(inst: dict, entities: EntityLists) -> bool:
+    """SPEC section 2: an institution is Canadian when its ``country_code`` is CA or it is on the pinned list."""
+    return (inst.get("country_code") or "").upper() == "CA" or inst.get("id") in entities.institutions
+
+
+def canadian_authors(work: dict, entities: EntityLists) -> list[dict]:
+    """The work's Canadian authorships in the record's order: ``{"name", "orcid", "institutions": [{"name",
+    "ror"}]}`` for each authorship with a Canadian institution (:func:`is_canadian_institution`) or CA among its
+    countries (an affiliation that never resolved to an institution: no institution listed). Names and ORCIDs as
+    OpenAlex gives them (an ORCID is its URL); an authorship without a name is left out."""
+    by_key = {inst.get("id") or f"unresolved:{inst.get('name')}": inst for inst in work["institutions"] or []}
+    out = []
+    for a in work.get("authors") or []:
+        insts = [by_key[k] for k in a["institution_keys"] or [] if k in by_key]
+        ca = [i for i in insts if is_canadian_institution(i, entities)]
+        if a["name"] and (ca or "CA" in (a["countries"] or [])):
+            names = [{"name": i["name"], "ror": i.get("ror")} for i in ca if i.get("name")]
+            out.append({"name": a["name"], "orcid": a["orcid"], "institutions": names})
+    return out
+
+
 def route_row(work: dict, entities: EntityLists) -> dict | None:
     """The routed row for one work (``FRAME_SCHEMA`` without ``frame_build_id``), or None when no
     route fires. Admission (title, year range) is not applied here: see :func:`admission_outcome`.
@@ -65,8 +86,7 @@ def route_row(work: dict, entities: EntityLists) -> dict | None:
     other_institutions: list[str] = []
     for inst in work["institutions"] or []:
         cc = (inst.get("country_code") or "").upper()
-        pinned = inst.get("id") in entities.institutions
-        if cc == "CA" or pinned:
+        if is_canadian_institution(inst, entities):
             why = "country_code CA" if cc == "CA" else "pinned Canadian institution list"
             aff_ev.append(
                 f"institution {inst.get('id') or '(unresolved)'} {inst.get('name') or ''} ({why})".replace("  ", " ")
@@ -138,6 +158,7 @@ def route_row(work: dict, entities: EntityLists) -> dict | None:
             "ca_funder_names": [
                 f.get("name") or f["id"] for f in (work["funders"] or []) if f["id"] in entities.funders
             ],
+            "ca_authors": canadian_authors(work, entities),
             "keywords": work["keywords"],
             "source_file": work["source_file"],
             "source_locator": work["source_locator"],

@@ -55,7 +55,8 @@ FAST_COLUMNS = {
     "primary_location": "STRUCT(source STRUCT(id VARCHAR, display_name VARCHAR))",
     "host_venue": "STRUCT(id VARCHAR, display_name VARCHAR)",  # the 2022 schema's venue
     "primary_topic": "STRUCT(display_name VARCHAR, field STRUCT(display_name VARCHAR))",
-    "authorships": "STRUCT(countries VARCHAR[], institutions STRUCT(id VARCHAR, display_name VARCHAR, country_code VARCHAR)[])[]",
+    "authorships": "STRUCT(author STRUCT(display_name VARCHAR, orcid VARCHAR), raw_author_name VARCHAR, countries VARCHAR[], "
+    "institutions STRUCT(id VARCHAR, display_name VARCHAR, country_code VARCHAR, ror VARCHAR)[])[]",
     "funders": "STRUCT(id VARCHAR, display_name VARCHAR)[]",
     "awards": "STRUCT(funder_id VARCHAR, funder_display_name VARCHAR)[]",
     "grants": "STRUCT(funder VARCHAR, funder_display_name VARCHAR)[]",
@@ -85,7 +86,7 @@ WITH raw AS (
          THEN primary_location.source.display_name ELSE host_venue.display_name END AS _venue_name,
     list_transform(flatten(list_transform(coalesce(authorships, []), lambda a: coalesce(a.institutions, []))),
       lambda i: {'id': nullif(upper(regexp_extract(trim(i.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''),
-                 'name': i.display_name, 'country_code': i.country_code}) AS _insts,
+                 'name': i.display_name, 'country_code': i.country_code, 'ror': i.ror}) AS _insts,
     list_concat(
       list_transform(coalesce(funders, []), lambda f: {'id': nullif(upper(regexp_extract(trim(f.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''),
                                                         'name': f.display_name, 'via': 'funders.id'}),
@@ -120,6 +121,12 @@ SELECT
   primary_topic.field.display_name AS field,
   list_filter(_insts, lambda x, i: list_position(_ikeys, _ikeys[i]) = i) AS institutions,
   list_sort(list_distinct(author_countries_raw)) AS author_countries,
+  list_transform(coalesce(authorships, []), lambda a: {
+    'name': coalesce(a.author.display_name, a.raw_author_name), 'orcid': a.author.orcid,
+    'countries': list_transform(list_filter(coalesce(a.countries, []), lambda c: c IS NOT NULL), lambda c: upper(c)),
+    'institution_keys': list_transform(coalesce(a.institutions, []), lambda i: coalesce(
+      nullif(upper(regexp_extract(trim(i.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''),
+      'unresolved:' || coalesce(i.display_name, 'None')))}) AS authors,
   list_filter(_funds_ok, lambda x, i: list_position(list_transform(_funds_ok, lambda y: y.id), x.id) = i) AS funders,
   _kw AS keywords,
   coalesce(is_authors_truncated, false) AS is_authors_truncated,

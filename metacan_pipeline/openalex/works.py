@@ -96,6 +96,10 @@ def _get(d: Any, *path: str) -> Any:
     return d
 
 
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
 def _as_int(v: Any, limit: int = 2**62) -> int | None:
     """An integral number (or a string of one) within +-limit, else None: 2025.5, "2020abc", True
     and 10**30 are not years or counts."""
@@ -151,18 +155,39 @@ def work_row(rec: Record) -> dict:
     title_text = markup_to_text(title)
     institutions: dict[str, dict] = {}
     countries: set[str] = set()
+    authors: list[dict] = []
     authorships = w.get("authorships") or []
     for a in authorships:
+        keys = []
         for inst in _get(a, "institutions") or []:
             iid = short_id(_get(inst, "id"))
             key = iid or f"unresolved:{_get(inst, 'display_name')}"
+            keys.append(key)
             institutions.setdefault(
-                key, {"id": iid, "name": _get(inst, "display_name"), "country_code": _get(inst, "country_code")}
+                key,
+                {
+                    "id": iid,
+                    "name": _get(inst, "display_name"),
+                    "country_code": _get(inst, "country_code"),
+                    "ror": _str(_get(inst, "ror")),
+                },
             )
         raw_countries = _get(a, "countries") or []
-        for c in [raw_countries] if isinstance(raw_countries, str) else raw_countries:
-            if isinstance(c, str):
-                countries.add(c.upper())
+        author_countries = [
+            c.upper()
+            for c in ([raw_countries] if isinstance(raw_countries, str) else raw_countries)
+            if isinstance(c, str)
+        ]
+        countries.update(author_countries)
+        name = _str(_get(a, "author", "display_name"))
+        authors.append(
+            {
+                "name": name if name is not None else _str(_get(a, "raw_author_name")),
+                "orcid": _str(_get(a, "author", "orcid")),
+                "countries": author_countries,
+                "institution_keys": keys,
+            }
+        )
     venue_id, venue_name = _venue(w)
     work_type, type_crossref = work_types(w)
     topic = _get(w, "primary_topic", "display_name")
@@ -193,6 +218,7 @@ def work_row(rec: Record) -> dict:
         "field": field if isinstance(field, str) else None,
         "institutions": list(institutions.values()),
         "author_countries": sorted(countries),
+        "authors": authors,
         "funders": _funders(w),
         "keywords": keywords,
         "is_authors_truncated": bool(w.get("is_authors_truncated")),

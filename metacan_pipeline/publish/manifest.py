@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from .. import __version__
+from .. import __version__, settings
 from ..openalex.ids import is_work_id
 from ..storage import MetacanStorage
 from ..tables.publish import PAGE_MANIFEST_SCHEMA
@@ -37,8 +37,9 @@ class ManifestRow(NamedTuple):
 
 def renderer_fingerprint() -> str:
     """SHA-256 (16 hex) of what turns a record into a page: the templates, the static files, the package
-    version. Stored with each page, so a changed template re-renders every page without being asked."""
+    version and the configured report URL (:func:`metacan_pipeline.settings.report_url`). Stored with each page, so a changed template re-renders every page without being asked."""
     digest = hashlib.sha256(__version__.encode())
+    digest.update(f"\0report_url={settings.report_url() or ''}\0".encode())  # the pages' "report a problem" link
     for folder in (_HERE / "templates", _HERE / "static"):
         for path in sorted(folder.iterdir()):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())

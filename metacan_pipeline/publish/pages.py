@@ -20,12 +20,13 @@ from collections.abc import Callable
 from gettext import NullTranslations
 from importlib import resources
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from tqdm import tqdm
 
-from .. import __version__
+from .. import __version__, settings
 from ..i18n import N_
 from ..openalex.ids import is_work_id
 from ..storage import MetacanStorage
@@ -49,6 +50,62 @@ ABSTRACT_REASON = N_(
     "Abstracts are not stored in this database: the inverted indexes are most of the bytes of an OpenAlex "
     "work record, and a page needs the text only when it is rendered."
 )
+
+
+#: What an ORCID or a ROR id must be to become a link (anything else is shown as text: a link never carries a
+#: ``javascript:`` or another site's URL that a record happened to hold).
+ORCID_RE = re.compile(r"https://orcid\.org/\d{4}-\d{4}-\d{4}-\d{3}[\dX]")
+ROR_RE = re.compile(r"https://ror\.org/0[a-z0-9]{6}\d{2}")
+#: The query parameter that names the work in the "report a problem" link.
+REPORT_PARAM = "work"
+
+
+def link_or_none(value: str | None, pattern: re.Pattern) -> str | None:
+    """``value`` when it is a whole match of ``pattern`` (an ORCID or ROR URL), else None."""
+    return value if isinstance(value, str) and pattern.fullmatch(value) else None
+
+
+def report_link(base: str | None, wid: str) -> str | None:
+    """The "report a problem with this record" link: ``base`` (:func:`metacan_pipeline.settings.report_url`) with
+    ``work=<id>`` added to its query string; None when no URL is configured."""
+    if not base:
+        return None
+    parts = urlsplit(base)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != REPORT_PARAM]
+    return urlunsplit(parts._replace(query=urlencode([*query, (REPORT_PARAM, wid)])))
+
+
+def explore_links(record: dict, card: dict, prefix: str | None) -> dict | None:
+    """The served site's cohort links from a work page (``prefix``: the language's path prefix, ``""`` or
+    ``"/fr"``; None on a static page, which has no cohort builder: no links). ``{"venue", "topic": href or None,
+    "categories": [{"category", "source", "teacher", "mode", "href"}]}``: the same venue, the same topic, and each
+    category the Classification card shows, by its own source (a direct label's teacher, or the classifier's mode
+    and version: SPEC section 8, never mixed)."""
+    if prefix is None:
+        return None
+
+    def href(params: dict) -> str:
+        return f"{prefix}/?{urlencode(params)}"
+
+    categories = []
+    if card["kind"] == "direct":
+        for label in card["labels"]:
+            for c in label.get("categories") or []:
+                params = {"label_category": c, "label_teacher": label["teacher"]}
+                categories.append(
+                    {"category": c, "source": "direct", "teacher": label["teacher"], "href": href(params)}
+                )
+    elif card["kind"] in ("consensus", "candidate"):
+        for c in card["categories"]:
+            params = {"classifier_category": c, "classifier_mode": card["kind"]}
+            if card.get("model_version"):
+                params["classifier_version"] = card["model_version"]
+            categories.append({"category": c, "source": card["kind"], "href": href(params)})
+    return {
+        "venue": href({"venue": record["venue"]}) if record.get("venue") else None,
+        "topic": href({"topic": record["topic"]}) if record.get("topic") else None,
+        "categories": categories,
+    }
 
 
 def _score(value, missing: str = "n/a") -> str:
@@ -143,16 +200,30 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
     ``constant_heads`` (a set of ``(teacher, target)`` whose head could not be fitted), and optionally
     ``rendered_at`` and ``page_run_id`` (shown in the lineage section). The served site adds ``lang`` (the
     ``<html lang>``), ``alternates`` (``[{"hreflang", "href"}]``, the page in each language) and ``switch``
-    (``{"href", "lang", "name"}``, the language switch link); the static site has none of them. The page's
+    (``{"href", "lang", "name"}``, the language switch link) and ``explore`` (the language's path prefix: the
+    page links to cohorts of the same venue, topic and category, :func:`explore_links`); the static site has none
+    of them. ``report_url`` (both): the "report a problem with this record" link's base (:func:`report_link`). The page's
     permalink and its model version come from :func:`page_path` (ValueError for an id or version that may not
     become a path).
     """
     permalink = page_path(record)
+    card = classification_card(record)
     return env.get_template("work.html.j2").render(
         r=record,
         abstract=abstract or _NOT_FETCHED,
         abstract_reason=ABSTRACT_REASON,
-        card=classification_card(record),
+        card=card,
+        authors=[
+            {
+                "name": a["name"],
+                "orcid": a.get("orcid"),
+                "orcid_link": link_or_none(a.get("orcid"), ORCID_RE),
+                "institutions": [{**i, "ror_link": link_or_none(i.get("ror"), ROR_RE)} for i in a["institutions"]],
+            }
+            for a in record.get("ca_authors") or []
+        ],
+        explore=explore_links(record, card, context.get("explore")),
+        report_href=report_link(context.get("report_url"), record["id"]),
         failed_labels=[label for label in record["direct_labels"] if label["status"] == "failed"],
         routes=ROUTE_LABELS,
         categories=CATEGORIES,
@@ -314,12 +385,14 @@ def page_context(heads: list[dict], sample_teacher: str) -> dict:
 
 def run_context(storage: MetacanStorage, sample_teacher: str, run_id: str, rendered_at: dt.datetime) -> dict:
     """:func:`page_context` of the current ``student_heads`` (none yet: no heads) plus the run's facts the
-    lineage section shows: ``page_run_id`` and ``rendered_at`` (``YYYY-MM-DD HH:MM UTC``)."""
+    lineage section shows: ``page_run_id`` and ``rendered_at`` (``YYYY-MM-DD HH:MM UTC``), and the configured
+    ``report_url`` (:func:`metacan_pipeline.settings.report_url`; None: no report link)."""
     heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
     return {
         **page_context(heads, sample_teacher),
         "page_run_id": run_id,
         "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC",
+        "report_url": settings.report_url(),
     }
 
 

@@ -58,6 +58,19 @@ def schema_violation(record: dict) -> str | None:
     return None
 
 
+def canadian_authors(rows: list[dict] | None) -> list[dict]:
+    """The record's ``ca_authors``: the frame's Canadian authorships (``frame.ca_authors``; none for a frame built
+    before it had them), each ``{"name", "orcid", "institutions": [{"name", "ror"}]}``."""
+    return [
+        {
+            "name": a["name"],
+            "orcid": a.get("orcid"),
+            "institutions": [{"name": i["name"], "ror": i.get("ror")} for i in a.get("institutions") or []],
+        }
+        for a in rows or []
+    ]
+
+
 def direct_label_entry(label: dict, qualification: dict[str, str] | None = None) -> dict:
     """One entry of ``direct_labels``: the label with its source (teacher, model, prompt) and status, and
     ``qualification``: whether its teacher passed the qualification test, the sentence every surface shows
@@ -115,6 +128,7 @@ def build_record(
         "is_retracted": bool(work["is_retracted"]),
         "has_abstract": bool(work["has_abstract"]),
         "ca_institutions": _join(work["ca_institutions"]),
+        "ca_authors": canadian_authors(work.get("ca_authors")),
         "funders": _join(work["funder_names"]),
         "keywords": _join(work["keywords"]),
         "routes": {

@@ -47,7 +47,17 @@ from .coding_pages import CodingPages, coding_routes, default_abstracts
 from .cohort import Cohort, parse_filters, parse_request
 from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
-from .middleware import HOME_CSP, SECURITY_HEADERS, ApiCors, NoSniff, RateLimit, client_limiter
+from .middleware import (
+    HOME_CSP,
+    NO_STORE,
+    SECURITY_HEADERS,
+    ApiCors,
+    ApiErrors,
+    NoSniff,
+    RateLimit,
+    client_limiter,
+    export_refusal,
+)
 from .openapi import API_ROUTES
 from .params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
 from .queries import CohortQuery
@@ -94,9 +104,15 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
         self.envs = {lo: site_environment(lo) for lo in LOCALES}
         self.page_envs = {lo: page_environment(None if lo == DEFAULT_LOCALE else translations(lo)) for lo in LOCALES}
         self.row_cap = row_cap
+        self.limiter = None
         ctx = dict(self.info.page_context)
         ctx["constant_heads"] = {tuple(h) for h in ctx.get("constant_heads", [])}
-        self.page_context = {**ctx, "rendered_at": "served live from the release database", "page_run_id": "none"}
+        self.page_context = {
+            **ctx,
+            "rendered_at": "served live from the release database",
+            "page_run_id": "none",
+            "report_url": settings.report_url(),
+        }
 
     def render(self, request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
         lang = _lang(request)
@@ -216,6 +232,7 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
             "lang": lang,
             "alternates": languages.alternates(request),
             "switch": languages.switch(request, lang),
+            "explore": languages.PREFIXES[lang],
         }
         if lang != DEFAULT_LOCALE:
             ctx["rendered_at"] = translations(lang).gettext(N_("served live from the release database"))
@@ -247,6 +264,10 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
         return row
 
     def export(self, request: Request, fmt: str | None = None) -> Response:
+        if (refused := export_refusal(self.limiter, request)) is not None:  # the API's are limited by RateLimit
+            response = self.error_page(request, 429, refused[0])
+            response.headers.update({**NO_STORE, "Retry-After": refused[1]})
+            return response
         values = single_values(request.query_params.multi_items(), FILTERS + (() if fmt else ("format",)))
         fmt = fmt or values.pop("format", "csv")
         if fmt not in FORMATS:
@@ -311,8 +332,10 @@ def create_app(
     none); None reads :func:`metacan_pipeline.settings.site_rate_limit`. A value that is not a rate is a
     ValueError naming it. ``abstracts``: the live-abstract fetcher of the coding pages (None: OpenAlex,
     :func:`.coding_pages.default_abstracts`)."""
-    limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit)
+    source = settings.SITE_RATE_LIMIT_ENV if rate_limit is None else "rate_limit"
+    limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit, source)
     site = Site(data_dir, row_cap)
+    site.limiter = limiter  # the API's bucket; the exports outside /api/ take from it too
     routes = [r for lang in LOCALES for r in page_routes(site, lang)]
     routes += [
         Route("/language/{lang}", site.html(languages.choose, DEFAULT_LOCALE)),
@@ -325,7 +348,12 @@ def create_app(
     # the audit study's coding pages (issue 16): /coding/ and /fr/coding/, over data/audit/coding.sqlite
     coding = CodingPages(data_dir, site.envs, abstracts or default_abstracts())
     routes += coding_routes(coding)
-    middleware = [Middleware(NoSniff), Middleware(ApiCors), Middleware(RateLimit, limiter=limiter)]
+    middleware = [
+        Middleware(NoSniff),
+        Middleware(ApiCors),
+        Middleware(ApiErrors),
+        Middleware(RateLimit, limiter=limiter),
+    ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: site.http_error}, middleware=middleware)
     app.state.site = site
     app.state.coding = coding

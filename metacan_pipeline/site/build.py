@@ -29,7 +29,15 @@ from ..vocab import CATEGORIES
 from . import fts
 from .figures import write_figures
 from .queries import write_facet_counts
-from .release import database_path, index_path, releases_dir, write_pointer
+from .release import (
+    ReleaseUnavailable,
+    database_path,
+    index_path,
+    record_manifest,
+    releases_dir,
+    verify_release,
+    write_pointer,
+)
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
 LAYOUT_VERSION = 3  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
@@ -97,7 +105,7 @@ def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
     storage.require("frame")
     release_id, sha = release_id_of(storage, page_context, _prevalence_sha(storage))
     db, index = database_path(storage.root, release_id), index_path(storage.root, release_id)
-    if db.is_file() and index.is_file():
+    if db.is_file() and index.is_file() and _intact(storage.root, release_id):
         write_pointer(storage.root, release_id)
         return BuiltRelease(release_id, db, index, reused=True, row_counts=_row_counts(db))
     folder = releases_dir(storage.root)
@@ -112,8 +120,18 @@ def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
     finally:
         for tmp in (tmp_db, tmp_index, tmp_db.with_name(tmp_db.name + ".wal")):
             tmp.unlink(missing_ok=True)
+    record_manifest(storage.root, release_id)
     write_pointer(storage.root, release_id)
     return BuiltRelease(release_id, db, index, reused=False, row_counts=_row_counts(db))
+
+
+def _intact(data_dir: Path, release_id: str) -> bool:
+    """True when the files of a release already built still match its manifest (else it is built again)."""
+    try:
+        verify_release(data_dir, release_id)
+    except ReleaseUnavailable:
+        return False
+    return True
 
 
 def write_index(db: Path, index: Path) -> int:

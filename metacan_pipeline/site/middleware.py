@@ -4,6 +4,7 @@ cache validators and the per-client rate limit.
 - :class:`NoSniff`: ``X-Content-Type-Options: nosniff`` on every response (exports and JSON carry raw data).
 - :class:`ApiCors`: Starlette's ``CORSMiddleware`` for paths under ``/api/`` only: read-only ``GET`` from any
   origin, no credentials, the validators and the export headers readable by scripts (:data:`EXPOSED_HEADERS`).
+- :class:`ApiErrors`: an unexpected exception under ``/api/`` answers JSON (status 500) inside the CORS layer.
 - :class:`RateLimit` over a :class:`ClientLimiter`: a token bucket per client address in process memory
   (throttled-py's ``TokenBucketRateLimiter`` on its ``MemoryStore``), for paths under ``/api/``; an empty bucket is
   HTTP 429 with ``Retry-After`` (seconds) and one sentence. The client address is the ASGI ``client`` (behind a
@@ -16,6 +17,7 @@ cache validators and the per-client rate limit.
 from __future__ import annotations
 
 import hashlib
+import logging
 from urllib.parse import urlencode
 
 from starlette.middleware.cors import CORSMiddleware
@@ -26,8 +28,11 @@ from throttled.exceptions import DataError
 from throttled.rate_limiter.quota_parser import parse as parse_quota
 
 from .. import __version__
+from ..i18n import N_
+from .release import shorten
 
 API_PREFIX = "/api/"
+LOG = logging.getLogger(__name__)
 #: Every HTML page: no script at all, nothing from elsewhere, not framed; never sniffed.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 #: The home page: the same, and its typeahead script (``/static/typeahead.js``) asking this site's API.
@@ -93,20 +98,63 @@ class ApiCors:
         await (self.cors if _is_api(scope) else self.app)(scope, receive, send)
 
 
+QUOTA_SYNTAX = "'<n>/<s|m|h|d>', optionally followed by 'burst <n>' (e.g. '120/m burst 60'), or 'off'"
+
+
+class ApiErrors:
+    """ASGI middleware: an unexpected exception under ``/api/`` is answered as every API error is, JSON
+    ``{"error": {"status": 500, "message"}}`` with ``no-store``, inside :class:`ApiCors` so a script on another
+    origin can read it (Starlette's own 500 is plain text, outside every middleware). The exception is logged with
+    its traceback; the answer names no internals. A failure after the answer started (a streamed export) can only
+    end the stream."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if not _is_api(scope):
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception:
+            LOG.exception("internal error answering %s", scope["path"])
+            if started:
+                raise
+            message = (
+                f"internal error while answering {scope['path'][:80]}: the server logged it; try again, and report it "
+                f"if it persists."
+            )
+            body = {"error": {"status": 500, "message": message}}
+            await JSONResponse(body, status_code=500, headers=NO_STORE)(scope, receive, send)
+
+
 class ClientLimiter:
     """A token bucket per client address: ``quota`` in throttled-py's syntax, ``<n>/<s|m|h|d> [burst <n>]``
-    (``120/m burst 60``: 120 requests a minute, at most 60 at once). Raises ValueError naming the text when it is
-    not one rate."""
+    (``120/m burst 60``: 120 requests a minute, at most 60 at once). Raises ValueError naming ``source`` (the
+    variable or argument the text came from) and the text, cut to 40 characters, when it is not one rate or its
+    burst is below 1 (a bucket that never holds a token refuses every request)."""
 
-    def __init__(self, quota: str) -> None:
+    def __init__(self, quota: str, source: str = "rate limit") -> None:
+        named = f"{source}={shorten(quota)}"
         try:
             quotas = parse_quota(quota)
-        except DataError as exc:
-            raise ValueError(
-                f"rate limit {quota!r} is not a rate ({exc}); write e.g. '120/m burst 60', or 'off'"
-            ) from None
+        except (DataError, ValueError):  # ValueError: a number of more than 4,300 digits
+            raise ValueError(f"{named} is not a rate: write {QUOTA_SYNTAX}") from None
         if len(quotas) != 1:
-            raise ValueError(f"rate limit {quota!r} names {len(quotas)} rates; give one, e.g. '120/m burst 60'")
+            raise ValueError(f"{named} names {len(quotas)} rates; give one: {QUOTA_SYNTAX}")
+        if quotas[0].burst < 1:
+            raise ValueError(
+                f"{named} allows bursts of {quotas[0].burst} requests, so it would refuse every request; give a "
+                f"burst of at least 1: {QUOTA_SYNTAX}"
+            )
         self.quota = quotas[0]
         store = MemoryStore(options={"MAX_SIZE": MAX_CLIENTS})
         self.throttle = Throttled(using="token_bucket", quota=self.quota, store=store, key_prefix="metacan-site")
@@ -121,11 +169,12 @@ class ClientLimiter:
         return f"{q.rate.limit} requests per {int(q.period_sec)} s, in bursts of at most {q.burst}"
 
 
-def client_limiter(quota: str | None) -> ClientLimiter | None:
-    """The limiter of a configured quota; None for ``off`` (or None: no limit)."""
+def client_limiter(quota: str | None, source: str = "rate limit") -> ClientLimiter | None:
+    """The limiter of a configured quota; None for ``off`` (or None: no limit). ``source`` names where the text
+    came from in a refusal (e.g. ``METACAN_SITE_RATE_LIMIT``)."""
     if quota is None or quota.strip().lower() == "off":
         return None
-    return ClientLimiter(quota)
+    return ClientLimiter(quota, source)
 
 
 class RateLimit:
@@ -150,6 +199,29 @@ class RateLimit:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+#: The exports served outside ``/api/`` (their API twin ``/api/v1/export`` is limited with the rest of the API).
+EXPORT_PATHS = ("/export.csv", "/export.jsonl")
+EXPORT_REFUSAL = N_(
+    "Too many requests from %(client)s: exports and the API answer %(limit)s requests per %(period)s s per client, "
+    "in bursts of at most %(burst)s; retry in %(wait)s s."
+)
+
+
+def export_refusal(limiter: ClientLimiter | None, request: Request) -> tuple[str, str] | None:
+    """For an export outside ``/api/``: take a token from the client's bucket (the API's, so a client cannot go
+    around the API's limit through the page exports); ``(sentence, Retry-After seconds)`` when it is empty, else
+    None. No limiter (``off``): None."""
+    if limiter is None or request.url.path not in EXPORT_PATHS:
+        return None
+    client = request.client.host if request.client else "unknown"
+    wait = limiter.retry_after(client)
+    if wait is None:
+        return None
+    q = limiter.quota
+    sentence = N_(EXPORT_REFUSAL, client=client, limit=q.rate.limit, period=int(q.period_sec), burst=q.burst, wait=wait)
+    return sentence, str(wait)
 
 
 def canonical_query(request: Request) -> str:

@@ -20,15 +20,37 @@ from .cohort import Cohort
 HASH_RE = re.compile(r"[0-9a-f]{12}")
 
 
+class QueryStoreUnavailable(RuntimeError):
+    """The saved-cohorts file cannot be opened or is not one: the message names the file and what to do."""
+
+
 class QueryStore:
-    """The saved cohorts (one SQLite file; one connection guarded by a lock, as requests run on threads)."""
+    """The saved cohorts (one SQLite file; one connection guarded by a lock, as requests run on threads).
+
+    Raises :class:`QueryStoreUnavailable` naming the file when it is not a SQLite database, is damaged, holds a
+    ``saved_queries`` table of another shape, or cannot be written."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._con = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._con.execute(SAVED_QUERIES.ddl())
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._con = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise QueryStoreUnavailable(f"cannot open the saved cohorts file {path} ({exc}).") from None
+        try:
+            problems = [r[0] for r in self._con.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
+            if problems:
+                raise sqlite3.DatabaseError("; ".join(problems[:3]))
+            self._con.execute(SAVED_QUERIES.ddl())
+            self._con.execute(f"SELECT {', '.join(SAVED_QUERIES.schema.names)} FROM saved_queries LIMIT 0")
+        except sqlite3.Error as exc:
+            self._con.close()
+            raise QueryStoreUnavailable(
+                f"{path} is not a readable store of saved cohorts ({exc}). It holds the cohorts the /q/ links name: "
+                f"restore it from a backup, or move it aside to start an empty one (links made before then answer 404 "
+                f"until their cohort is shown again)."
+            ) from None
 
     def save(self, cohort: Cohort) -> str:
         """Store the cohort under its hash (no change when it is there); returns the hash."""

@@ -28,6 +28,14 @@ BIBLIOGRAPHIC_COLUMNS = (
     "updated_date",
 )
 
+CA_AUTHOR_TYPE = pa.struct(
+    [
+        ("name", pa.string()),
+        ("orcid", pa.string()),
+        ("institutions", pa.list_(pa.struct([("name", pa.string()), ("ror", pa.string())]))),
+    ]
+)
+
 ENTITY_SCHEMA = pa.schema(
     [
         ("kind", pa.string()),
@@ -64,6 +72,9 @@ FRAME_SCHEMA = pa.schema(
         # (the record views mark which are Canadian, SPEC section 4)
         ("other_institutions", pa.list_(pa.string())),
         ("ca_funder_names", pa.list_(pa.string())),
+        # the Canadian authorships in the record's order: the author's name and ORCID, and the authorship's
+        # Canadian institutions with their ROR ids (frame/routes.py: canadian_authors)
+        ("ca_authors", pa.list_(CA_AUTHOR_TYPE)),
         ("keywords", pa.list_(pa.string())),
         ("source_file", pa.string()),
         ("source_locator", pa.string()),

@@ -24,7 +24,19 @@ INVENTORY_SCHEMA = pa.schema(
     ]
 )
 
-INSTITUTION_TYPE = pa.struct([("id", pa.string()), ("name", pa.string()), ("country_code", pa.string())])
+INSTITUTION_TYPE = pa.struct(
+    [("id", pa.string()), ("name", pa.string()), ("country_code", pa.string()), ("ror", pa.string())]
+)
+#: One authorship as listed (order kept): the author's name and ORCID as OpenAlex gives them, the authorship's
+#: countries (upper case) and the keys of its institutions in ``institutions`` (short id, or ``unresolved:<name>``).
+AUTHOR_TYPE = pa.struct(
+    [
+        ("name", pa.string()),
+        ("orcid", pa.string()),
+        ("countries", pa.list_(pa.string())),
+        ("institution_keys", pa.list_(pa.string())),
+    ]
+)
 FUNDER_TYPE = pa.struct([("id", pa.string()), ("name", pa.string()), ("via", pa.string())])
 LEXICON_HIT_TYPE = pa.struct([("term", pa.string()), ("tier", pa.string()), ("field", pa.string())])
 
@@ -49,6 +61,7 @@ WORKS_SCHEMA = pa.schema(
         ("field", pa.string()),
         ("institutions", pa.list_(INSTITUTION_TYPE)),
         ("author_countries", pa.list_(pa.string())),
+        ("authors", pa.list_(AUTHOR_TYPE)),
         ("funders", pa.list_(FUNDER_TYPE)),
         ("keywords", pa.list_(pa.string())),
         ("is_authors_truncated", pa.bool_()),
