@@ -35,6 +35,7 @@ from .frame.checks import (
 from .frame.partitions import openalex_partitions
 from .openalex.folders import split_dirs
 from .publish.assets import records_may_ship, work_pages, work_records
+from .release.assets import release, release_matches_its_hashes
 from .resources import OpenAlexFiles, default_openalex_dirs
 from .sampling.assets import sample_design, sample_design_partitions_frame
 from .site.assets import site_database
@@ -67,6 +68,7 @@ ALL_ASSETS = [
     work_records,
     work_pages,
     site_database,
+    release,
     audit_protocol,
     audit_sample,
 ]
@@ -79,6 +81,7 @@ ALL_CHECKS = [
     *TEACHER_CHECKS,
     *PREDICTION_CHECKS,
     records_may_ship,
+    release_matches_its_hashes,
     audit_sample_partitions_frame,
 ]
 

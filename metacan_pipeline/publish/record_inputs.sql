@@ -4,7 +4,8 @@
 --   labels  the direct labels of every teacher (direct_labels: their rows, UNION ALL BY NAME), by teacher;
 --   pred    the prediction row, or NULL;
 --   machine the machine-score row, or NULL;
---   lineage the work_lineage row.
+--   lineage the work_lineage row;
+--   in_release whether the work is in the newest frozen release's frame (release_frame).
 WITH labels AS (
   SELECT work_id, list(l ORDER BY l.teacher) AS labels
   FROM direct_labels l
@@ -14,10 +15,12 @@ SELECT f AS work,
        coalesce(lb.labels, []) AS labels,
        CASE WHEN p.id IS NULL THEN NULL ELSE p END AS pred,
        CASE WHEN m.id IS NULL THEN NULL ELSE m END AS machine,
-       g AS lineage
+       g AS lineage,
+       rf.id IS NOT NULL AS in_release
 FROM frame f
 LEFT JOIN predictions p ON p.id = f.id
 LEFT JOIN machine_scores m ON m.id = f.id
 LEFT JOIN work_lineage g ON g.id = f.id
 LEFT JOIN labels lb ON lb.work_id = f.id
+LEFT JOIN release_frame rf ON rf.id = f.id
 ORDER BY f.id
