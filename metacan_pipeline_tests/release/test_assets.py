@@ -216,3 +216,27 @@ def test_a_tampered_bundle_fails_the_blocking_check(tmp_path, openalex_dir):
     problems = evaluation.metadata["problems"].value
     assert any("records.jsonl: SHA-256 or size differs" in p for p in problems)
     assert any("extra.txt is not listed" in p for p in problems)
+
+
+def test_the_served_site_names_the_release_in_its_footer(world):
+    """After a cut, site_database (downstream of release) serves a release database whose footer names the frozen
+    release, in English and French; a work page of the release names it too."""
+    from starlette.testclient import TestClient
+
+    from metacan_pipeline.site.app import create_app
+    from metacan_pipeline.site.assets import site_database
+
+    storage, frame, first, _, _ = world
+    version = meta(first)["release_version"]
+    built = dg.materialize(
+        [work_records, records_may_ship, release, release_matches_its_hashes, site_database],
+        resources={"storage": storage},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert built.success
+    with TestClient(create_app(storage.root, rate_limit="off")) as client:
+        home = client.get("/")
+        assert home.status_code == 200 and f"frozen release {version}" in home.text
+        assert f"version figée {version}" in client.get("/fr/").text
+        page = client.get(f"/works/{VERSION}/{frame[2]['id']}.html")
+        assert page.status_code == 200 and f"Frozen release {version}." in page.text
