@@ -240,3 +240,23 @@ def test_the_served_site_names_the_release_in_its_footer(world):
         assert f"version figée {version}" in client.get("/fr/").text
         page = client.get(f"/works/{VERSION}/{frame[2]['id']}.html")
         assert page.status_code == 200 and f"Frozen release {version}." in page.text
+
+
+def test_metacan_release_cuts_or_names_the_release_from_the_command_line(world, monkeypatch):
+    from typer.testing import CliRunner
+
+    from metacan_pipeline.cli import app
+
+    storage, _, first, _, _ = world
+    monkeypatch.setenv("DAGSTER_HOME", str(storage.root / "dagster_home"))
+    out = CliRunner().invoke(app, ["release", "--data-dir", str(storage.root), "--author", "MetaCan research group"])
+    assert out.exit_code == 0, out.output
+    # the world has changed since the fixture's cut (a new work, validation rows): a new version, the old one kept
+    assert "\nrelease " in out.output and " cut: " in out.output
+    with storage.connect() as con:
+        versions = [r[0] for r in con.execute("SELECT release_version FROM releases ORDER BY created_at").fetchall()]
+    assert versions[0] == meta(first)["release_version"] and len(versions) >= 2
+    again = CliRunner().invoke(app, ["release", "--data-dir", str(storage.root), "--author", "MetaCan research group"])
+    assert again.exit_code == 0 and "reused (nothing changed since it was cut)" in again.output
+    taken = CliRunner().invoke(app, ["release", "--data-dir", str(storage.root), "--version", "rolling"])
+    assert taken.exit_code == 1 and "is not a release version" in taken.output
