@@ -127,8 +127,14 @@ def rolling_violations(record: dict, passed: frozenset[tuple[str, str]]) -> list
 
 
 def layer_rule(storage: MetacanStorage) -> LayerRule:
-    """The rule of the current ``releases`` and ``human_validation`` tables."""
+    """The rule of the current ``releases`` and ``human_validation`` tables. Raises FileNotFoundError naming the file
+    when the newest release's frozen frame is gone (a bundle is never rewritten: restore it from a backup)."""
     release = newest_release(storage)
+    if release is not None and not release.frame_file.is_file():
+        raise FileNotFoundError(
+            f"the newest release {release.release_version} has no frozen frame at {release.frame_file}: the records "
+            f"cannot tell its works from the rolling layer; restore data/releases/{release.folder.name}/ from a backup"
+        )
     with storage.connect() as con:
         passed = passed_heads(con)
     return LayerRule(release, passed)
