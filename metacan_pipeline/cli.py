@@ -180,7 +180,9 @@ def serve(
 ) -> None:
     """Serve the evidence browser (cohort builder, saved cohorts, work pages, exports, in English and under /fr/ in
     French; JSON API under /api/v1/, documented at /api/v1/docs) over the current release database, which the asset
-    site_database builds (uvicorn, read-only DuckDB). The API's per-client rate limit is METACAN_SITE_RATE_LIMIT."""
+    site_database builds (uvicorn, read-only DuckDB). The API's per-client rate limit is METACAN_SITE_RATE_LIMIT.
+    The audit study's coding pages are on the same server under /coding/ (coders from `metacan coders add`, tasks
+    from `metacan coding load-tasks` or the asset coding_tasks)."""
     import uvicorn
 
     from .site.app import create_app
@@ -499,13 +501,15 @@ def coders_list(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -> None
     """List the coders: name, when added, when revoked (never a token or its hash)."""
     with _coding_store(data_dir) as store:
         coders = store.list_coders()
+        roles = store.coder_roles()
     if not coders:
         typer.echo("No coders yet: add one with `metacan coders add NAME`.")
         return
     width = max(len(c["coder"]) for c in coders)
     for c in coders:
         status = f"revoked {c['revoked_at']}" if c["revoked_at"] else "active"
-        typer.echo(f"{c['coder']:<{width}}  added {c['created_at']}  {status}")
+        extra = "".join(f"  {r}" for r in roles.get(c["coder"], []))
+        typer.echo(f"{c['coder']:<{width}}  added {c['created_at']}  {status}{extra}")
 
 
 @coders_app.command("revoke")
@@ -577,6 +581,105 @@ def coding_import_labelstudio(
         where = f"task {r.task_id}" + (f" ({r.work_id})" if r.work_id else "")
         who = f", annotation {r.annotation_id} by {r.annotator}" if r.annotation_id is not None else ""
         typer.echo(f"  refused: {where}{who}: {r.reason}")
+
+
+# --- the coding pages (issue 16): adjudicators and the loading of tasks ------------------------------------------
+
+
+@coders_app.command("adjudicator")
+def coders_adjudicator(
+    name: str = typer.Argument(..., help="The coder who may settle disagreements on /coding/adjudication."),
+    revoke: bool = typer.Option(False, "--revoke", help="Take the role back instead (their answers stay)."),
+    data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
+) -> None:
+    """Make a coder an adjudicator (or, with --revoke, no longer one). An adjudicator never settles a work they coded."""
+    from .audit.coding import CodingError
+
+    with _coding_store(data_dir) as store:
+        try:
+            when = store.revoke_role(name) if revoke else store.grant_role(name)
+        except CodingError as exc:
+            typer.echo(f"metacan coders adjudicator: {exc}", err=True)
+            raise typer.Exit(2) from None
+    typer.echo(f"Coder {name} {'is no longer' if revoke else 'is'} an adjudicator (since {when}).")
+
+
+@coding_app.command("load-tasks")
+def coding_load_tasks(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -> None:
+    """Load the current protocol's audit sample into the coding store (what the asset coding_tasks does): evidence
+    only, two coders per work; a re-run adds only new works and never touches an answer."""
+    from .audit.coding_tasks import load_coding_tasks
+    from .storage import MetacanStorage, default_data_dir
+
+    root = data_dir or default_data_dir()
+    try:
+        with _coding_store(root) as store:
+            out = load_coding_tasks(MetacanStorage(data_dir=root), store, source="cli")
+    except ValueError as exc:
+        typer.echo(f"metacan coding load-tasks: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(
+        f"{out['protocol_id']}: {out['sample_works']} sampled works; {out['added']} tasks added, {out['unchanged']} "
+        f"unchanged, {out['evidence_changed']} with new evidence, {out['moved']} moved, {len(out['missing'])} not in "
+        "the frame"
+    )
+    for wid in out["missing"]:
+        typer.echo(f"  not in the frame (no new task): {wid}")
+
+
+@coding_app.command("import-adjudicator")
+def coding_import_adjudicator(
+    name: str = typer.Argument(..., help="The machine adjudicator: frame1k (the pilot's LLM adjudication verdicts)."),
+    protocol_id: str = typer.Option(
+        None, "--protocol", help="The protocol the codes are for (default: the current one)."
+    ),
+    pilot_dir: Path = typer.Option(None, help="The MetaCan pilot folder (default $METACAN_PILOT_DIR)."),
+    data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
+) -> None:
+    """Record a MACHINE adjudicator's verdicts as machine codes (machine-adjudicator:<name>), never as human codes:
+    the validation report labels estimates from them machine-adjudicated and the gate never counts them. Importing
+    again adds nothing."""
+    from .audit.adjudicator import ADJUDICATORS
+    from .audit.protocol import current_protocol_id
+    from .storage import MetacanStorage
+
+    if name not in ADJUDICATORS:
+        typer.echo(
+            f"metacan coding import-adjudicator: {name!r} unknown; expected one of {list(ADJUDICATORS)}", err=True
+        )
+        raise typer.Exit(2)
+    storage = MetacanStorage(data_dir=data_dir or settings.data_dir())
+    if protocol_id is None:
+        with storage.connect() as con:
+            protocol_id = current_protocol_id(con)
+        if protocol_id is None:
+            typer.echo(
+                "metacan coding import-adjudicator: no audit protocol is locked yet: materialize audit_protocol "
+                "(metacan run) first, or name one with --protocol",
+                err=True,
+            )
+            raise typer.Exit(2)
+    try:
+        rows = ADJUDICATORS[name](Path(pilot_dir or settings.pilot_dir()), protocol_id)
+        with _coding_store(data_dir) as store:
+            counts = store.append_machine_codes(rows)
+    except (ValueError, FileNotFoundError) as exc:
+        typer.echo(f"metacan coding import-adjudicator: {exc}", err=True)
+        raise typer.Exit(2) from None
+    in_sample = _in_audit_sample(storage, protocol_id, {r["id"] for r in rows})
+    typer.echo(
+        f"machine-adjudicator:{name} on {protocol_id}: {len(rows)} machine codes, {counts['added']} added, "
+        f"{counts['already_present']} already present; {in_sample} of their works are in the audit sample "
+        "(the others are kept but estimate nothing). They are machine-adjudicated, never human codes."
+    )
+
+
+def _in_audit_sample(storage, protocol_id: str, ids: set[str]) -> int:
+    """How many of ``ids`` are drawn in the audit sample of ``protocol_id`` (0 before the sample is drawn)."""
+    if not storage.has_table("audit_sample"):
+        return 0
+    rows = storage.read_table("audit_sample", ["protocol_id", "id", "in_sample"]).to_pylist()
+    return sum(1 for r in rows if r["protocol_id"] == protocol_id and r["in_sample"] and r["id"] in ids)
 
 
 def main() -> None:  # pragma: no cover - console entry

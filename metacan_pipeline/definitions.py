@@ -22,8 +22,9 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from .audit.assets import audit_protocol, audit_sample
+from .audit.assets import audit_protocol, audit_sample, validation_report
 from .audit.checks import audit_sample_partitions_frame
+from .audit.coding_assets import coding_tasks
 from .frame.api_refresh import openalex_api_refresh
 from .frame.assets import canadian_entities, frame, frame_parts, openalex_inventory
 from .frame.checks import (
@@ -35,6 +36,7 @@ from .frame.checks import (
 from .frame.partitions import openalex_partitions
 from .openalex.folders import split_dirs
 from .publish.assets import records_may_ship, work_pages, work_records
+from .publish.checks import records_human_layers_backed
 from .release.assets import release, release_matches_its_hashes
 from .resources import OpenAlexFiles, default_openalex_dirs
 from .sampling.assets import sample_design, sample_design_partitions_frame
@@ -71,6 +73,8 @@ ALL_ASSETS = [
     release,
     audit_protocol,
     audit_sample,
+    coding_tasks,
+    validation_report,
 ]
 ALL_CHECKS = [
     frame_ids_unique,
@@ -82,6 +86,7 @@ ALL_CHECKS = [
     *PREDICTION_CHECKS,
     records_may_ship,
     release_matches_its_hashes,
+    records_human_layers_backed,
     audit_sample_partitions_frame,
 ]
 

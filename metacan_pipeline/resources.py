@@ -55,7 +55,7 @@ class OpenAlexFiles(dg.ConfigurableResource):
     def api_root(self) -> Path | None:
         return Path(self.api_archive_dir).resolve() if self.api_archive_dir else None
 
-    def path_of(self, source_file: str) -> Path:
+    def path_of(self, source_file: str) -> Path | str:
         """The file behind a ``source_file`` as the frame records it (``api/...`` = the API archive,
-        ``<folder name>/...`` = a further input folder)."""
+        ``<folder name>/...`` = a further input folder); a URL under an ``s3://`` (fsspec) input folder."""
         return locate(self.folders, self.api_root, source_file)

@@ -13,6 +13,10 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_OPENALEX_API_URL`` | the OpenAlex API root (harvest and live abstracts) | ``https://api.openalex.org`` |
 | ``OPENALEX_API_KEY`` (or the name ``api_key_env`` gives) and a teacher's ``api_key_env`` | API keys, never logged | unset |
 | ``METACAN_SITE_RATE_LIMIT`` | the served site's per-client token bucket on ``/api/`` (``<n>/<s|m|h|d> [burst <n>]``, or ``off``) | ``120/m burst 60`` |
+| ``METACAN_S3_ANON`` | object-storage input (an ``s3://`` folder): ``1`` reads anonymously (a public bucket such as ``s3://openalex``), ``0`` signs with the AWS credentials | anonymous when no AWS credentials are found |
+| ``METACAN_S3_ENDPOINT_URL`` (else ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``) | the S3 endpoint of an S3-compatible server (MinIO, Ceph, moto) | AWS |
+| ``METACAN_REMOTE_READ_ATTEMPTS`` | reads of one object-storage input file before its part is quarantined | ``4`` |
+| ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_PROFILE`` / ... | S3 credentials, found by botocore as usual, never logged | unset |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -32,6 +36,12 @@ API_URL_ENV = "METACAN_OPENALEX_API_URL"
 OPENALEX_API_KEY_ENV = "OPENALEX_API_KEY"
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 SITE_RATE_LIMIT_ENV = "METACAN_SITE_RATE_LIMIT"
+S3_ANON_ENV = "METACAN_S3_ANON"
+S3_ENDPOINT_ENV = "METACAN_S3_ENDPOINT_URL"
+#: botocore's own endpoint overrides, honoured after ours (the S3-specific one first).
+AWS_ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+REMOTE_READ_ATTEMPTS_ENV = "METACAN_REMOTE_READ_ATTEMPTS"
+DEFAULT_REMOTE_READ_ATTEMPTS = 4
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
@@ -69,6 +79,40 @@ def openalex_dirs() -> list[str]:
             f"{OPENALEX_DIR_ENV}={value!r} names no folder: give one folder, or several separated by {os.pathsep!r}"
         )
     return dirs
+
+
+def s3_anon() -> bool | None:
+    """``$METACAN_S3_ANON`` as a choice: True (``1``/``true``/``yes``: unsigned requests, for a public bucket), False
+    (``0``/``false``/``no``: signed with the AWS credentials), None when unset (anonymous only when botocore finds no
+    credentials: :func:`metacan_pipeline.openalex.remote.storage_options`). Raises ValueError naming another value."""
+    value = os.environ.get(S3_ANON_ENV, "").strip().lower()
+    if not value:
+        return None
+    if value in ("1", "true", "yes"):
+        return True
+    if value in ("0", "false", "no"):
+        return False
+    raise ValueError(f"{S3_ANON_ENV}={value!r} is not a choice: set 1 (anonymous, a public bucket) or 0 (signed)")
+
+
+def s3_endpoint_url() -> str | None:
+    """The S3 endpoint of an S3-compatible server: ``$METACAN_S3_ENDPOINT_URL``, else ``$AWS_ENDPOINT_URL_S3``, else
+    ``$AWS_ENDPOINT_URL``; None (AWS itself) when none is set."""
+    for name in (S3_ENDPOINT_ENV, *AWS_ENDPOINT_ENVS):
+        if os.environ.get(name, "").strip():
+            return os.environ[name].strip()
+    return None
+
+
+def remote_read_attempts() -> int:
+    """``$METACAN_REMOTE_READ_ATTEMPTS`` (at least 1), else 4: how many times one object-storage input file is read
+    (resuming where the last attempt stopped) before its part is quarantined. Raises ValueError naming a bad value."""
+    value = os.environ.get(REMOTE_READ_ATTEMPTS_ENV, "").strip()
+    if not value:
+        return DEFAULT_REMOTE_READ_ATTEMPTS
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{REMOTE_READ_ATTEMPTS_ENV}={value!r} must be a whole number of at least 1")
+    return int(value)
 
 
 def pilot_dir() -> str:

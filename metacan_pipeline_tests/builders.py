@@ -630,3 +630,55 @@ def build_site(storage: MetacanStorage) -> dg.ExecuteInProcessResult:
         instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=False,
     )
+
+
+def lock_audit_sample(storage: MetacanStorage, frame: list[dict], drawn: list[str], run_id: str = "run-audit") -> str:
+    """Record a small audit protocol (``record_protocol``, coder instructions v1) as the current one and write its
+    ``audit_sample``: one row per frame work, ``drawn`` in the sample (pi 0.5) and the rest not (pi 0.5, not drawn).
+    What ``audit_protocol`` + ``audit_sample`` leave for the coding step, without a student run. Returns its id."""
+    from metacan_pipeline.audit.protocol import (
+        STRATA,
+        AuditProtocol,
+        GateThresholds,
+        HeadUnderTest,
+        StratumPlan,
+        load_instructions,
+        record_protocol,
+    )
+    from metacan_pipeline.tables.audit import AUDIT_SAMPLE_SCHEMA
+
+    instructions = load_instructions("v1")
+    protocol = AuditProtocol(
+        classifier_version="metacan-v0-hybrid-0a1b2c3d4e5f",
+        decision_rule="consensus",
+        heads=(HeadUnderTest("metaresearch", False, "codex positives 2 < 20", 0.1, 4, None, "none"),),
+        gate=GateThresholds(),
+        strata=tuple(StratumPlan(name, 0.5, 1, 0.1) for name in STRATA),
+        near_band=0.5,
+        salt="metacan-audit-test",
+        trained_works="own_stratum",
+        frame_build_id="frame-5e6f7a8b9c0d",
+        instructions_version=instructions.version,
+        instructions_sha256=instructions.sha256,
+    )
+    record_protocol(storage, protocol, run_id)
+    rows = [
+        {
+            "protocol_id": protocol.protocol_id,
+            "id": f["id"],
+            "stratum": "negative_far",
+            "stratum_size": len(frame),
+            "stratum_sample_size": len(drawn),
+            "hash_rank": i,
+            "selection_probability": 0.5,
+            "design_weight": 2.0,
+            "in_sample": f["id"] in drawn,
+            "trained_on": False,
+            "language": f.get("language"),
+            "has_abstract": bool(f.get("has_abstract")),
+            "route_key": f.get("route_key") or "ca_aff",
+        }
+        for i, f in enumerate(frame)
+    ]
+    storage.write_table("audit_sample", pa.Table.from_pylist(rows, schema=AUDIT_SAMPLE_SCHEMA))
+    return protocol.protocol_id

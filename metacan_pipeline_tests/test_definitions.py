@@ -4,6 +4,7 @@ import dagster as dg
 
 from metacan_pipeline.definitions import ALL_ASSETS, defs
 
+WORK_RECORDS = dg.AssetKey("work_records")
 ALL_KEYS = {k.to_user_string() for a in ALL_ASSETS for k in a.keys}
 
 
@@ -33,6 +34,7 @@ def test_blocking_checks_guard_what_ships():
         "gemma_covers_its_works",
         "codex_covers_its_works",
         "records_may_ship",
+        "records_human_layers_backed",
         "predictions_scores_in_unit_interval",
         "predictions_score_every_frame_work_once",
         "predictions_no_decision_without_gate",
@@ -50,6 +52,11 @@ def test_blocking_checks_guard_what_ships():
     # the audit sample's partition check blocks; the protocol comes first, the classifier under test before it
     assert checks["audit_sample_partitions_frame"].asset_key == dg.AssetKey("audit_sample")
     assert dg.AssetKey("audit_protocol") in graph.get(dg.AssetKey("audit_sample")).parent_keys
+    # the gate comes after the audit sample, and the records (with their human layers) after the gate
+    assert dg.AssetKey("audit_sample") in graph.get(dg.AssetKey("validation_report")).parent_keys
+    assert {dg.AssetKey("validation_report"), dg.AssetKey("human_codes")} <= graph.get(WORK_RECORDS).parent_keys
+    assert checks["records_human_layers_backed"].blocking
+    assert checks["records_human_layers_backed"].asset_key == WORK_RECORDS
     assert {dg.AssetKey("predictions"), dg.AssetKey("prediction_thresholds")} <= graph.get(
         dg.AssetKey("audit_protocol")
     ).parent_keys

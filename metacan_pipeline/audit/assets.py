@@ -1,17 +1,35 @@
 """The audit study's Dagster assets (issue 16; SPEC section 10): ``audit_protocol`` locks a protocol
-(:mod:`.protocol`), ``audit_sample`` draws its stratified sample of the frame (:mod:`.design`). The check on the
+(:mod:`.protocol`), ``audit_sample`` draws its stratified sample of the frame (:mod:`.design`), ``validation_report``
+estimates and gates against the codes (:mod:`.validation`, :mod:`.report`). The check on the
 sample is in :mod:`.checks`. Inputs are named by asset key; no other stage's assets module is imported."""
 
+import datetime as dt
 from dataclasses import asdict
 
 import dagster as dg
+import pandas as pd
+import pyarrow as pa
 from pydantic import Field
 
 from ..meta import counts_markdown, table_metadata
+from ..settings import coding_store_path
 from ..storage import MetacanStorage
-from ..student.roles import SAMPLE, direct_labels_key
-from ..tables.audit import AUDIT_SAMPLE_SCHEMA, PROTOCOLS_SCHEMA
-from . import design
+from ..student.roles import SAMPLE, STUDENT_TEACHERS, direct_labels_key
+from ..tables.audit import (
+    AUDIT_SAMPLE_SCHEMA,
+    HUMAN_CODES_SCHEMA,
+    HUMAN_VALIDATION_SCHEMA,
+    PROTOCOLS_SCHEMA,
+    TABLES,
+    VALIDATION_AGREEMENT_SCHEMA,
+    VALIDATION_CONFUSION_SCHEMA,
+    VALIDATION_ERROR_RATES_SCHEMA,
+    VALIDATION_GATE_SCHEMA,
+    VALIDATION_PREVALENCE_SCHEMA,
+)
+from . import design, validation
+from .coding import CodingStore
+from .estimates import kish_n_effective
 from .protocol import (
     DECISION_RULES,
     TRAINED_WORKS,
@@ -178,3 +196,109 @@ def _sample_metadata(protocol: AuditProtocol, sample: list[dict], note: design.P
         power_note=dg.MetadataValue.md(design.power_markdown(note, protocol)),
         **extra,
     )
+
+
+TABLE_BY_NAME = {t.name: t for t in TABLES}
+REPORT_TABLES = {
+    "validation_error_rates": ("error_rates", VALIDATION_ERROR_RATES_SCHEMA),
+    "validation_confusion": ("confusion", VALIDATION_CONFUSION_SCHEMA),
+    "validation_prevalence": ("prevalence", VALIDATION_PREVALENCE_SCHEMA),
+    "validation_agreement": ("agreement", VALIDATION_AGREEMENT_SCHEMA),
+}
+_AUDIT = {"group_name": "audit", "code_version": "1", "owners": ["team:metacan"]}
+_REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in STUDENT_TEACHERS)]
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            "validation_report",
+            deps=_REPORT_DEPS,
+            kinds={"python", "duckdb"},
+            description="The gate of the current protocol (SPEC section 10): one human_validation row per evaluated "
+            "head, appended, and a Markdown summary per head and code source.",
+            **_AUDIT,
+        ),
+        *(
+            dg.AssetSpec(name, deps=_REPORT_DEPS, kinds={"python", "parquet"}, description=t.row, **_AUDIT)
+            for name, t in ((n, TABLE_BY_NAME[n]) for n in (*REPORT_TABLES, "validation_gate", "human_codes"))
+        ),
+    ]
+)
+def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage):
+    """The validation report of the current protocol (issue 16 "Estimates"; SPEC section 10; :mod:`.validation`):
+    reads the coding store's final human codes and coders' answers, its machine adjudicators' codes, the audit
+    sample's design weights, the role teachers' direct labels and the classifier version's decisions; writes the
+    error rates (precision, recall, F1 with 95% intervals, overall and by language, route, genre, abstract), the
+    confusion matrices, the prevalence (human and prediction-powered), the inter-coder agreement, the gate of every
+    system and code source, and the human codes the records show; appends one human_validation row per evaluated
+    head (human codes only: a machine adjudicator never validates anything). With no codes it materializes and says
+    so: every head not passed, reason "no coded works"."""
+    protocol = current_protocol(storage)
+    run_id, now = context.run.run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    with CodingStore(coding_store_path(str(storage.root))) as store:
+        inputs = validation.report_inputs(storage, store, protocol)
+    reports = validation.run_report(inputs)
+    gates = validation.gate_frame(reports, protocol)
+    for name, (attr, schema) in REPORT_TABLES.items():
+        frames = [validation.stamped(getattr(r, attr), protocol, s, run_id, now) for s, r in reports.items()]
+        n = storage.write_table(name, _table(frames, schema))
+        yield dg.MaterializeResult(asset_key=name, metadata=table_metadata(schema, n, None, None))
+    frames = [validation.stamped(g, protocol, s, run_id, now) for s, g in gates.items()]
+    n = storage.write_table("validation_gate", _table(frames, VALIDATION_GATE_SCHEMA))
+    yield dg.MaterializeResult(
+        asset_key="validation_gate", metadata=table_metadata(VALIDATION_GATE_SCHEMA, n, None, None)
+    )
+    codes = validation.human_code_rows(inputs, run_id)
+    n = storage.write_table("human_codes", pa.Table.from_pylist(codes, schema=HUMAN_CODES_SCHEMA))
+    yield dg.MaterializeResult(asset_key="human_codes", metadata=table_metadata(HUMAN_CODES_SCHEMA, n, None, None))
+    rows = validation.human_validation_rows(inputs, reports[validation.HUMAN], run_id, now)
+    appended = validation.append_human_validation(storage, rows)
+    context.log.info(
+        f"validation_report {protocol.protocol_id}: {len(inputs.human)} human-coded works, "
+        f"{sum(r['passed'] for r in rows)} of {len(rows)} heads passed"
+        + ("" if appended else " (the gate says what it said last run: human_validation unchanged)")
+    )
+    yield dg.MaterializeResult(
+        asset_key="validation_report", metadata=_report_metadata(inputs, reports, rows, appended)
+    )
+
+
+def _table(frames: list[pd.DataFrame], schema: pa.Schema) -> pa.Table:
+    """The frames as one Arrow table of ``schema`` (one per code source, in order)."""
+    return pa.concat_tables([pa.Table.from_pandas(f, schema=schema, preserve_index=False) for f in frames])
+
+
+def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[dict], appended: bool) -> dict:
+    sample = inputs.sample
+    gate = "| head | passed | precision lower | recall lower | coded positives | coded works | reason |\n"
+    gate += "|---|---|---|---|---|---|---|\n" + "".join(
+        f"| {r['head']} | {r['passed']} | {_fmt(r['precision_lower'])} | {_fmt(r['recall_lower'])} | "
+        f"{r['coded_positives']} | {r['n_coded']} | {r['reason']} |\n"
+        for r in rows
+    )
+    summaries = "\n\n".join(validation.summary_markdown(s, r, inputs.protocol) for s, r in reports.items())
+    weights = sample["design_weight"].to_numpy()
+    return {
+        **table_metadata(HUMAN_VALIDATION_SCHEMA, len(rows), rows, ["head", "passed", "reason"]),
+        "protocol_id": inputs.protocol.protocol_id,
+        "classifier_version": inputs.protocol.classifier_version,
+        "sampled_works": len(sample),
+        "sampled_effective_n": round(float(kish_n_effective(weights)), 2),
+        "human_coded_works": len(inputs.human),
+        "human_validation_rows_appended": len(rows) if appended else 0,
+        "single_coder_works_awaiting_second_coder": inputs.single_coder,
+        "trained_works_left_out": inputs.trained_left_out,
+        "machine_adjudicators": dg.MetadataValue.json(
+            {
+                name: {"codes_in_sample": len(f), "works_outside_sample": inputs.machine_outside.get(name, 0)}
+                for name, f in inputs.machine.items()
+            }
+        ),  # fmt: skip
+        "gate": dg.MetadataValue.md(gate),
+        "summary": dg.MetadataValue.md(summaries),
+    }
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

@@ -67,6 +67,11 @@ CODER_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 IMPORTED_CODER_PREFIX = "labelstudio:"
 _IMPORTED_CODER_RE = re.compile(r"labelstudio:[^\s:][^\s]{0,253}")
 PROTOCOL_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+#: The roles a coder may hold beside coding (``coder_roles``): an adjudicator settles disagreements.
+ADJUDICATOR = "adjudicator"
+CODER_ROLES: tuple[str, ...] = (ADJUDICATOR,)
+#: How long a sign-in on the coding pages lasts (a coding day), unless the coder signs out or is revoked first.
+SESSION_TTL = dt.timedelta(hours=12)
 
 #: The SPEC section 3 fields a coder answers (a direct label's fields without ``reason``: a coder writes a note).
 CODE_FIELDS: tuple[str, ...] = tuple(f for f in vocab.LABEL_FIELDS if f != "reason")
@@ -820,3 +825,249 @@ class CodingStore:
                     canonical_json(row["refusals"]),
                 ],
             )
+
+    # --- the coding pages (issue 16: metacan_pipeline/site/coding_pages.py) ---------------------------------------
+    # Added beside the methods above, which they do not change: loads, roles, sessions, a coder's own progress and
+    # answers, and the adjudication queue.
+
+    def record_load(
+        self,
+        protocol_id: str,
+        counts: Mapping[str, int],
+        *,
+        instructions_version: str,
+        source: str,
+        sample_works: int,
+        missing: int,
+    ) -> str:
+        """Append one ``coding_loads`` row (a load of the protocol's audit sample, :mod:`.coding_tasks`); the newest
+        row names the protocol the coding pages serve (:meth:`serving_protocol`). Returns its time."""
+        check_protocol_id(protocol_id)
+        now = now_iso()
+        with self._write() as con:
+            con.execute(
+                "INSERT INTO coding_loads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    protocol_id,
+                    now,
+                    instructions_version,
+                    source,
+                    sample_works,
+                    *(counts[k] for k in ("added", "evidence_changed", "moved", "unchanged")),
+                    missing,
+                ],
+            )
+        return now
+
+    def serving_protocol(self) -> dict[str, Any] | None:
+        """The newest ``coding_loads`` row (``protocol_id``, ``instructions_version``, ``loaded_at``...), or None
+        before any load: the coding pages code that protocol's tasks."""
+        with self._read() as con:
+            row = con.execute("SELECT * FROM coding_loads ORDER BY loaded_at DESC, rowid DESC LIMIT 1").fetchone()
+        return None if row is None else dict(row)
+
+    def grant_role(self, coder: str, role: str = ADJUDICATOR) -> str:
+        """Give an active coder ``role`` (:data:`CODER_ROLES`; again after a revocation); returns the time."""
+        if role not in CODER_ROLES:
+            raise CodingError("role", f"role={role!r}: expected one of {list(CODER_ROLES)}")
+        now = now_iso()
+        with self._write() as con:
+            self._active_coder(con, coder)
+            con.execute(
+                "INSERT INTO coder_roles VALUES (?, ?, ?, NULL) "
+                "ON CONFLICT (coder, role) DO UPDATE SET granted_at = excluded.granted_at, revoked_at = NULL",
+                [coder, role, now],
+            )
+        log.info("coder %s is %s", coder, role)
+        return now
+
+    def revoke_role(self, coder: str, role: str = ADJUDICATOR) -> str:
+        """Take ``role`` back from ``coder`` (their answers stay); CodingError when they do not hold it."""
+        now = now_iso()
+        with self._write() as con:
+            cur = con.execute(
+                "UPDATE coder_roles SET revoked_at = ? WHERE coder = ? AND role = ? AND revoked_at IS NULL",
+                [now, coder, role],
+            )
+            if cur.rowcount == 0:
+                raise CodingError("coder", f"coder {coder!r} is not {role}")
+        log.info("coder %s is no longer %s", coder, role)
+        return now
+
+    def has_role(self, coder: str, role: str = ADJUDICATOR) -> bool:
+        """True when ``coder`` is active and holds ``role``."""
+        with self._read() as con:
+            row = con.execute(
+                "SELECT 1 FROM coder_roles r JOIN coders c USING (coder) "
+                "WHERE r.coder = ? AND r.role = ? AND r.revoked_at IS NULL AND c.revoked_at IS NULL",
+                [coder, role],
+            ).fetchone()
+        return row is not None
+
+    def coder_roles(self) -> dict[str, list[str]]:
+        """The roles each coder holds now, by coder name (coders without a role are absent)."""
+        with self._read() as con:
+            rows = con.execute(
+                "SELECT coder, role FROM coder_roles WHERE revoked_at IS NULL ORDER BY coder, role"
+            ).fetchall()
+        out: dict[str, list[str]] = {}
+        for r in rows:
+            out.setdefault(r["coder"], []).append(r["role"])
+        return out
+
+    def open_session(self, coder: str, ttl: dt.timedelta = SESSION_TTL) -> str:
+        """A new sign-in session of an active coder: returns the session value (the cookie's; only its SHA-256 is
+        stored), valid ``ttl`` unless the coder signs out or is revoked first."""
+        session = secrets.token_urlsafe(32)
+        now = dt.datetime.now(dt.UTC)
+        with self._write() as con:
+            self._active_coder(con, coder)
+            con.execute(
+                "INSERT INTO coding_sessions VALUES (?, ?, ?, ?, NULL)",
+                [sha256_hex(session), coder, _iso(now), _iso(now + ttl)],
+            )
+        log.info("coder %s signed in", coder)
+        return session
+
+    def session_coder(self, session: object) -> str | None:
+        """The coder of a live session (not expired, not ended, the coder not revoked), else None."""
+        if not isinstance(session, str) or not 16 <= len(session) <= 256:
+            return None
+        with self._read() as con:
+            row = con.execute(
+                "SELECT s.coder FROM coding_sessions s JOIN coders c USING (coder) WHERE s.session_sha256 = ? "
+                "AND s.ended_at IS NULL AND s.expires_at > ? AND c.revoked_at IS NULL",
+                [sha256_hex(session), now_iso()],
+            ).fetchone()
+        return None if row is None else row["coder"]
+
+    def end_session(self, session: object) -> None:
+        """Sign out: the session stops working (an unknown or ended one is ignored)."""
+        if isinstance(session, str):
+            with self._write() as con:
+                con.execute(
+                    "UPDATE coding_sessions SET ended_at = ? WHERE session_sha256 = ? AND ended_at IS NULL",
+                    [now_iso(), sha256_hex(session)],
+                )
+
+    def task(self, protocol_id: str, work_id: str) -> dict[str, Any] | None:
+        """One task of a protocol (as :meth:`tasks` gives it: evidence only), or None."""
+        with self._read() as con:
+            row = con.execute(
+                "SELECT id, position, evidence_json, evidence_sha256 FROM coding_tasks WHERE protocol_id = ? AND id = ?",
+                [protocol_id, work_id],
+            ).fetchone()
+        return None if row is None else self._task_dict(protocol_id, row)
+
+    def holds_task(self, protocol_id: str, work_id: str, coder: str) -> bool:
+        """True when ``coder`` has answered ``work_id`` (a code) or holds a live claim on it: the works a coder may
+        open (the queue hands out the others)."""
+        cutoff = _iso(dt.datetime.now(dt.UTC) - self.claim_ttl)
+        with self._read() as con:
+            row = con.execute(
+                "SELECT 1 FROM coding_answers WHERE protocol_id = ? AND id = ? AND coder = ? AND role = 'code' "
+                "UNION ALL SELECT 1 FROM coding_claims WHERE protocol_id = ? AND id = ? AND coder = ? AND claimed_at >= ?",
+                [protocol_id, work_id, coder, protocol_id, work_id, coder, cutoff],
+            ).fetchone()
+        return row is not None
+
+    def coder_progress(self, protocol_id: str, coder: str) -> dict[str, int]:
+        """One coder's queue: ``done`` (works they have coded), ``to_do`` (tasks they have not coded that fewer than
+        two other coders have: what the queue can still hand them, claims aside) and ``tasks``."""
+        with self._read() as con:
+            row = con.execute(
+                """
+                WITH coded AS (
+                  SELECT id, count(DISTINCT coder) FILTER (WHERE coder <> :coder) AS others,
+                         max(coder = :coder) AS mine
+                  FROM coding_answers WHERE protocol_id = :pid AND role = 'code' GROUP BY id
+                )
+                SELECT count(*) AS tasks,
+                       coalesce(sum(coalesce(c.mine, 0)), 0) AS done,
+                       coalesce(sum(coalesce(c.mine, 0) = 0 AND coalesce(c.others, 0) < :per_work), 0) AS to_do
+                FROM coding_tasks t LEFT JOIN coded c ON c.id = t.id WHERE t.protocol_id = :pid
+                """,
+                {"pid": protocol_id, "coder": coder, "per_work": CODERS_PER_WORK},
+            ).fetchone()
+        return {"tasks": row["tasks"], "done": row["done"], "to_do": row["to_do"]}
+
+    def coder_answers(self, protocol_id: str, coder: str) -> list[dict[str, Any]]:
+        """The coder's own latest code per work, in queue order (never another coder's): every column of
+        ``coding_answers`` as :meth:`latest_answers` gives it."""
+        return [a for a in self.latest_answers(protocol_id) if a["coder"] == coder and a["role"] == "code"]
+
+    def adjudication_queue(self, protocol_id: str, adjudicator: str) -> tuple[list[dict[str, Any]], int]:
+        """The disagreements (:meth:`disagreements`) ``adjudicator`` may settle, and how many others are left to
+        another adjudicator because ``adjudicator`` coded the work themselves (an adjudicator is never one of the
+        two coders whose answers they settle)."""
+        items = self.disagreements(protocol_id)
+        mine = [d for d in items if adjudicator not in {a["coder"] for a in d["answers"]}]
+        return mine, len(items) - len(mine)
+
+    def adjudicate(
+        self, protocol_id: str, work_id: str, adjudicator: str, answer: Mapping[str, Any], *, evidence_sha256: str
+    ) -> str:
+        """Append an adjudication (:meth:`submit` with role ``adjudication``) by a coder holding the adjudicator
+        role who did not code the work; returns its ``answer_id``. Refused (:class:`CodingError`) otherwise."""
+        if not self.has_role(adjudicator, ADJUDICATOR):
+            raise CodingError("coder", f"coder {adjudicator!r} is not an adjudicator")
+        with self._read() as con:
+            own = con.execute(
+                "SELECT 1 FROM coding_answers WHERE protocol_id = ? AND id = ? AND coder = ? AND role = 'code'",
+                [protocol_id, work_id, adjudicator],
+            ).fetchone()
+        if own is not None:
+            raise CodingError("coder", f"{adjudicator} coded {work_id}: another adjudicator settles it")
+        return self.submit(
+            protocol_id, work_id, adjudicator, answer, role="adjudication", evidence_sha256=evidence_sha256
+        )
+
+    # --- machine adjudicators (never human codes) -----------------------------------------------------------------
+
+    def append_machine_codes(self, rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+        """Append codes of a MACHINE adjudicator (``machine_codes``: protocol, work, head, code 0 / 1 / None, the
+        adjudicator ``machine-adjudicator:<name>``, its own verdict and reason, the source file and its SHA-256).
+        They never enter :meth:`adjudicated_codes` or any human layer. A (protocol, work, head, adjudicator) already
+        stored is left as it was, so a re-import adds nothing. Returns ``{"added", "already_present"}``. Raises
+        :class:`CodingError` naming the row for an adjudicator that does not say machine, a bad protocol id or work
+        id, or a code other than 0 / 1 / None."""
+        prepared = []
+        for row in rows:
+            adjudicator = str(row.get("adjudicator") or "")
+            if not re.fullmatch(r"machine-adjudicator:[A-Za-z0-9][A-Za-z0-9._-]{0,63}", adjudicator):
+                raise CodingError("adjudicator", f"{adjudicator!r} must read machine-adjudicator:<name>")
+            check_protocol_id(row["protocol_id"])
+            if not is_work_id(str(row["id"])):
+                raise CodingError("id", f"{row['id']!r} is not a work id (W<digits>)")
+            code = row.get("code")
+            if code is not None and (isinstance(code, bool) or code not in (0, 1)):
+                raise CodingError("code", f"{row['id']} {row.get('head')}: code {code!r} is not 0, 1 or None")
+            prepared.append(
+                [
+                    row["protocol_id"],
+                    row["id"],
+                    row["head"],
+                    code,
+                    adjudicator,
+                    row.get("verdict"),
+                    row.get("reason"),
+                    row.get("source_file"),
+                    row.get("source_sha256"),
+                    now_iso(),
+                ]
+            )
+        added = 0
+        with self._write() as con:
+            for values in prepared:
+                added += con.execute(
+                    "INSERT OR IGNORE INTO machine_codes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values
+                ).rowcount
+        return {"added": added, "already_present": len(prepared) - added}
+
+    def machine_codes(self, protocol_id: str) -> list[dict[str, Any]]:
+        """Every machine adjudicator's code under a protocol, ordered by adjudicator, work and head."""
+        with self._read() as con:
+            rows = con.execute(
+                "SELECT * FROM machine_codes WHERE protocol_id = ? ORDER BY adjudicator, id, head", [protocol_id]
+            ).fetchall()
+        return [dict(r) for r in rows]

@@ -18,6 +18,7 @@ import pyarrow as pa
 from ..meta import table_metadata
 from ..openalex.inventory import take_inventory
 from ..openalex.reader import Record, iter_records
+from ..openalex.remote import RemoteReadError
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
 from ..tables.frame import ENTITY_SCHEMA
@@ -84,6 +85,12 @@ def openalex_inventory(
         inv = take_inventory(folders, openalex.api_root)
     except ValueError as exc:  # a folder list whose files' names would be ambiguous
         raise dg.Failure(description=str(exc), allow_retries=False) from None
+    except RemoteReadError as exc:  # an s3:// folder the store did not list after every attempt: may pass later
+        raise dg.Failure(
+            description=f"{exc}: check the network and the endpoint (METACAN_S3_ENDPOINT_URL), then materialize "
+            "openalex_inventory again",
+            allow_retries=True,
+        ) from None
     if not inv.present():  # an empty (or unmounted) folder: fail before any partition key is removed
         raise ingest.no_input_failure(inv, [f.root for f in folders], openalex.api_root)
     rows = inv.table_rows()
@@ -162,7 +169,8 @@ def frame_parts(
     A backfill of many partitions runs as one run whose files are built ``workers`` at a time,
     largest first. A part already built with the same build key (file size and mtime, entity-list
     versions, lexicon and code version) is skipped without being read, so an interrupted build
-    resumes at the first unfinished part. Each part's record count is checked against its snapshot
+    resumes at the first unfinished part; a part whose file could not be read from object storage (quarantined
+    with the reason) is read again. Each part's record count is checked against its snapshot
     manifest entry; a mismatch is logged and recorded (``count_check``), never fatal.
     Output: ``warehouse/frame_parts/<partition>/<part>/``.
     """
@@ -170,7 +178,7 @@ def frame_parts(
     entities = EntityLists.from_table(storage.read_table("canadian_entities"))
     jobs = part_jobs(storage.read_table("openalex_inventory").to_pylist(), openalex.path_of, keys)
     parts_root = storage.table_dir("frame_parts")
-    skipped, todo = split_finished(jobs, parts_root, entities)
+    skipped, todo = split_finished(jobs, parts_root, entities, retry_failed_reads=True)
     if not jobs:
         context.log.warning(
             f"no input files in partition(s) {sorted(keys)}: materialize openalex_inventory to refresh the partitions"

@@ -77,7 +77,11 @@ def part_built_message(row: dict, done: int, total: int) -> str:
         f"{row['source_file']}: {row['records_read']} records, {row['work_records']} works, {row['routed']} routed, "
         f"{row['quarantined']} quarantined, {row['seconds']:.1f}s via {row['read_path']} ({done}/{total})"
     )
-    return msg + (f"; exact path because {row['fallback_reason']}" if row["fallback_reason"] else "")
+    return msg + (
+        f"; exact path because {row['fallback_reason']}"
+        if row["fallback_reason"] and row["read_path"] == "python"
+        else ""
+    )
 
 
 def run_part_builds(
@@ -94,6 +98,11 @@ def run_part_builds(
             built.append(row)
             progress.update(row["bytes"])
             log.info(part_built_message(row, len(built), len(todo)))
+            if row["read_path"] == "failed":
+                log.warning(
+                    f"{row['source_file']}: not read ({row['fallback_reason']}); quarantined, the frame is built "
+                    f"without it and the next frame_parts run reads it again"
+                )
             if row["count_check"] == "mismatch":
                 log.warning(
                     f"{row['source_file']}: the snapshot manifest lists {row['manifest_record_count']} records, "

@@ -26,6 +26,7 @@ from ..openalex.folders import InputFolder
 from ..openalex.ids import short_id
 from ..openalex.lexicon import LEXICON_VERSION
 from ..openalex.reader import SUPPORTED_TYPES
+from ..openalex.remote import list_files, readable, scrub
 from ..storage import MetacanStorage, sql_literal
 from ..tables.frame import BUILD_MANIFEST_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEMA
 from ..vocab import ROUTES
@@ -64,7 +65,7 @@ def frame_build_id(parts: list[dict], versions: dict[str, str], rule: AdmissionR
     return "frame-" + hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-def _merged_ids_failure(path: Path, why: str) -> dg.Failure:
+def _merged_ids_failure(path: Path | str, why: str) -> dg.Failure:
     return dg.Failure(
         description=f"merged-id file {path} {why}; it must be a (gzip) CSV with the header {MERGED_IDS_HEADER} as in "
         f"the OpenAlex snapshot: re-download it or remove it",
@@ -77,35 +78,53 @@ def removed_work_ids(folders: Sequence[InputFolder]) -> tuple[dict[str, str], li
     every input folder (OpenAlex snapshot docs, "Merged entities": columns ``merge_date,id,merge_into_id``;
     files named by ``source_file``). A row with an empty ``merge_into_id`` is a deletion. Raises dg.Failure
     naming an unreadable file."""
-    import duckdb
-
-    found = [
-        (folder, p)
-        for folder in folders
-        for p in sorted(folder.root.rglob("merged_ids/works/*"))
-        if p.name.lower().endswith((".csv", ".csv.gz"))
-    ]
+    found = [(folder, p) for folder in folders for p in _merged_id_files(folder)]
     out: dict[str, str] = {}
     for _, f in found:
-        try:  # read_csv with explicit columns renames by position: check the header first
-            with (gzip.open if f.name.lower().endswith(".gz") else open)(f, "rb") as fh:
-                header = fh.readline().decode("utf-8-sig", errors="replace").strip().lower().replace(" ", "")
-        except (OSError, EOFError) as exc:
-            raise _merged_ids_failure(f, f"is unreadable ({exc})") from None
-        if header != MERGED_IDS_HEADER:
-            raise _merged_ids_failure(f, f"has the header {header[:100]!r}, so its columns would be misread")
         try:
-            rows = duckdb.execute(
-                "SELECT id, merge_into_id FROM read_csv(?, header=true, "
-                "columns={'merge_date':'VARCHAR','id':'VARCHAR','merge_into_id':'VARCHAR'})",
-                [str(f)],
-            ).fetchall()
-        except duckdb.Error as exc:
-            raise _merged_ids_failure(f, f"is unreadable ({str(exc).splitlines()[0]})") from None
-        for old, new in rows:
-            if old:
-                out[short_id(old) or old] = short_id(new) or ""
+            with readable(f) as local:
+                out.update(_read_merged_ids(f, local))
+        except (OSError, EOFError) as exc:  # an object-storage file that could not be fetched
+            raise _merged_ids_failure(f, f"is unreadable ({scrub(str(exc))})") from None
     return out, [folder.source_file(f) for folder, f in found]
+
+
+def _merged_id_files(folder: InputFolder) -> list[Path | str]:
+    """The merged-id files of works under ``folder`` (``**/merged_ids/works/*.csv[.gz]``; URLs of a URL folder)."""
+    is_csv = lambda name: name.lower().endswith((".csv", ".csv.gz"))  # noqa: E731
+    if folder.is_remote:
+        return [
+            f.url
+            for f in list_files(folder.root)
+            if is_csv(f.path.name) and f.path.parent.name == "works" and f.path.parent.parent.name == "merged_ids"
+        ]
+    return [p for p in sorted(folder.root.rglob("merged_ids/works/*")) if is_csv(p.name)]
+
+
+def _read_merged_ids(f: Path | str, local: Path) -> dict[str, str]:
+    """``{old id: merged into, or ''}`` of one merged-id file ``f`` (read from ``local``); dg.Failure naming ``f``."""
+    import duckdb
+
+    out: dict[str, str] = {}
+    try:  # read_csv with explicit columns renames by position: check the header first
+        with (gzip.open if local.name.lower().endswith(".gz") else open)(local, "rb") as fh:
+            header = fh.readline().decode("utf-8-sig", errors="replace").strip().lower().replace(" ", "")
+    except (OSError, EOFError) as exc:
+        raise _merged_ids_failure(f, f"is unreadable ({exc})") from None
+    if header != MERGED_IDS_HEADER:
+        raise _merged_ids_failure(f, f"has the header {header[:100]!r}, so its columns would be misread")
+    try:
+        rows = duckdb.execute(
+            "SELECT id, merge_into_id FROM read_csv(?, header=true, "
+            "columns={'merge_date':'VARCHAR','id':'VARCHAR','merge_into_id':'VARCHAR'})",
+            [str(local)],
+        ).fetchall()
+    except duckdb.Error as exc:
+        raise _merged_ids_failure(f, f"is unreadable ({str(exc).splitlines()[0]})") from None
+    for old, new in rows:
+        if old:
+            out[short_id(old) or old] = short_id(new) or ""
+    return out
 
 
 @dataclass

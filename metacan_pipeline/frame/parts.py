@@ -8,6 +8,14 @@ of every work on which a route fires, before the admission filter; :data:`ROUTED
 folder is assembled under a temporary name and renamed into place, so a part is either finished or
 absent: an interrupted build resumes at the first unfinished part and never reads a finished part
 twice (its ``build_key`` = file path, size, mtime, entity-list versions, lexicon and code version).
+
+A file in object storage (an ``s3://`` input folder: :mod:`metacan_pipeline.openalex.remote`) is identified by
+its size and version (ETag) in place of its mtime, in the build key and in the check that it is still the file
+the inventory took stock of. It is copied into the part's temporary folder (reads retried from where they
+stopped) and read from there by the same code as a local file, then the copy is deleted before the folder is
+renamed into place. A file that cannot be read whole after every attempt gives a part holding one quarantine
+row with the reason (``read_path`` ``failed``): the frame merges without it and says so, and the next
+``frame_parts`` run reads that file again (:func:`finished` with ``retry_failed_reads``).
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ from filelock import FileLock
 
 from ..openalex.lexicon import LEXICON_VERSION
 from ..openalex.reader import QUARANTINE_COLUMNS
+from ..openalex.remote import RemoteReadError, copy_to, is_url, scrub
+from ..openalex.remote import stat as remote_stat
 from ..openalex.staging import ReadStats, read_work_batches
 from ..tables.frame import QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INDEX_SCHEMA
@@ -55,6 +65,17 @@ class PartJob:
     mtime_ns: int
     manifest_record_count: int | None
     manifest_status: str  # listed | not_in_manifest | no_manifest
+    etag: str | None = None  # the object's version, for a file in object storage (``path`` is then its URL)
+
+    @property
+    def is_remote(self) -> bool:
+        return is_url(self.path)
+
+    def version(self) -> str:
+        """How the inventory saw the file, as a message says it."""
+        if self.is_remote:
+            return f"{self.bytes} bytes, ETag {self.etag}"
+        return f"{self.bytes} bytes, mtime_ns {self.mtime_ns}"
 
 
 class InputChanged(Exception):
@@ -62,28 +83,35 @@ class InputChanged(Exception):
 
 
 def _check_unchanged(job: PartJob, when: str) -> None:
-    """Raise :class:`InputChanged` unless ``job.path`` still has the size and mtime of the inventory:
-    a part is kept under a build key made of them, so it must hold exactly that file."""
-    try:
-        st = os.stat(job.path)
-        now = f"{st.st_size} bytes, mtime_ns {st.st_mtime_ns}"
-    except FileNotFoundError:
-        st, now = None, "gone"
-    if st is None or (st.st_size, st.st_mtime_ns) != (job.bytes, job.mtime_ns):
+    """Raise :class:`InputChanged` unless ``job.path`` still has the size and mtime (object storage: the size
+    and ETag) of the inventory: a part is kept under a build key made of them, so it must hold exactly that file."""
+    if job.is_remote:
+        found = remote_stat(job.path)
+        same = found is not None and found == (job.bytes, job.etag)
+        now = "gone" if found is None else f"{found[0]} bytes, ETag {found[1]}"
+    else:
+        try:
+            st = os.stat(job.path)
+            now = f"{st.st_size} bytes, mtime_ns {st.st_mtime_ns}"
+            same = (st.st_size, st.st_mtime_ns) == (job.bytes, job.mtime_ns)
+        except FileNotFoundError:
+            same, now = False, "gone"
+    if not same:
         raise InputChanged(
-            f"{job.source_file} changed since openalex_inventory took stock of it{when} ({job.bytes} bytes, mtime_ns "
-            f"{job.mtime_ns}; now {now}), so its part was not built: re-run the job frame_refresh (openalex_inventory), "
+            f"{job.source_file} changed since openalex_inventory took stock of it{when} ({job.version()}; now {now}), "
+            f"so its part was not built: re-run the job frame_refresh (openalex_inventory), "
             f"then frame_build (the sensor frame_build_after_refresh does it); parts already built are not read again."
         )
 
 
 def build_key(job: PartJob, entities: EntityLists) -> str:
-    """The identity of a finished part: same key, same output (so it is never read again)."""
+    """The identity of a finished part: same key, same output (so it is never read again). A file in object
+    storage counts by its ETag where a local file counts by its mtime."""
     payload = json.dumps(
         [
             job.source_file,
             job.bytes,
-            job.mtime_ns,
+            f"etag:{job.etag}" if job.is_remote else job.mtime_ns,
             sorted(entities.versions.items()),
             LEXICON_VERSION,
             PART_CODE_VERSION,
@@ -97,12 +125,15 @@ def part_dir(parts_root: Path, partition_key: str, source_file: str) -> Path:
     return Path(parts_root) / partition_key / hashlib.sha256(source_file.encode()).hexdigest()[:16]
 
 
-def finished(parts_root: Path, job: PartJob, key: str) -> dict | None:
-    """The manifest row of ``job`` if it is built with ``key``, else None."""
+def finished(parts_root: Path, job: PartJob, key: str, retry_failed_reads: bool = False) -> dict | None:
+    """The manifest row of ``job`` if it is built with ``key``, else None. With ``retry_failed_reads`` a part whose
+    file could not be read from object storage (``read_path`` ``failed``) counts as not built, so it is read again."""
     mf = part_dir(parts_root, job.partition_key, job.source_file) / "manifest.json"
     try:
         row = json.loads(mf.read_text())
     except (OSError, ValueError):
+        return None
+    if retry_failed_reads and row.get("read_path") == "failed":
         return None
     return row if row.get("build_key") == key else None
 
@@ -122,6 +153,7 @@ def part_jobs(
             r["mtime_ns"],
             r["manifest_record_count"],
             "no_manifest" if r["manifest_status"] == "not_snapshot" else r["manifest_status"],
+            r.get("etag"),
         )
         for r in inventory_rows
         if r["present"] and r["manifest_status"] != "unsupported" and (keys is None or r["partition_key"] in keys)
@@ -129,14 +161,14 @@ def part_jobs(
 
 
 def split_finished(
-    jobs: list[PartJob], parts_root: Path, entities: EntityLists
+    jobs: list[PartJob], parts_root: Path, entities: EntityLists, retry_failed_reads: bool = False
 ) -> tuple[list[dict], list[tuple[PartJob, str]]]:
     """``(manifest rows of the parts already built with their current build key, (job, key) of the
-    others)``: what a build can skip unread and what it must build."""
+    others)``: what a build can skip unread and what it must build (``retry_failed_reads``: :func:`finished`)."""
     done, todo = [], []
     for job in jobs:
         key = build_key(job, entities)
-        row = finished(parts_root, job, key)
+        row = finished(parts_root, job, key, retry_failed_reads)
         (done.append(row) if row else todo.append((job, key)))
     return done, todo
 
@@ -189,8 +221,75 @@ def build_part(
             f".tmp-{final.name}-*"
         ):  # left by a killed build: no live builder holds the lock
             shutil.rmtree(stale, ignore_errors=True)
-        done = finished(Path(parts_root), job, key)
+        done = finished(Path(parts_root), job, key, retry_failed_reads=True)
         return done if done is not None else _build_part_locked(job, final, entities, key, run_id, batch_rows, fast)
+
+
+def _fetch(job: PartJob, tmp: Path) -> Path:
+    """The local file to read ``job`` from: its path, or (object storage) a copy in ``tmp/.input/`` under the
+    object's own name (the readers go by it). Raises RemoteReadError when the copy fails after every attempt,
+    InputChanged when the object is gone."""
+    if not job.is_remote:
+        return Path(job.path)
+    local = tmp / ".input" / job.path.rsplit("/", 1)[-1]
+    try:
+        copy_to(job.path, local, job.bytes)
+    except FileNotFoundError:
+        _check_unchanged(job, " (while its part was being read)")
+        raise
+    return local
+
+
+def _unreadable_row(job: PartJob, reason: str) -> tuple[dict, dict]:
+    """The quarantine row and the manifest fields of a part whose file could not be read from object storage."""
+    quarantine = {
+        "source_file": job.source_file,
+        "locator": "file",
+        "line": None,
+        "reason": f"unreadable from object storage: {reason}; the next frame_parts run reads it again",
+        "excerpt": "",
+    }
+    return quarantine, {"read_path": "failed", "fallback_reason": reason[:300], "sha256": None}
+
+
+def _write_rows(
+    job: PartJob, source: Path, entities: EntityLists, stats: ReadStats, tmp: Path, batch_rows: int, fast: bool
+) -> int:
+    """Read ``source`` (the file of ``job``) batch by batch into ``tmp/index.parquet`` and ``tmp/routed.parquet``;
+    returns the routed rows written."""
+    entity_ids = {
+        "institution": sorted(entities.institutions),
+        "funder": sorted(entities.funders),
+        "source": sorted(entities.sources),
+    }
+    writers: dict[str, pq.ParquetWriter] = {}
+
+    def write(name: str, table: pa.Table) -> None:
+        if name not in writers:
+            writers[name] = pq.ParquetWriter(tmp / f"{name}.parquet", table.schema, compression="zstd")
+        writers[name].write_table(table)
+
+    routed = 0
+    batches = read_work_batches(
+        source, job.source_file, entity_ids, stats, batch_rows, fast, expected_records=job.manifest_record_count
+    )
+    for batch in batches:
+        if batch is None:  # the fast path gave up part-way: start the file again on the exact path
+            for w in writers.values():
+                w.close()
+            writers.clear()
+            for f in tmp.glob("*.parquet"):
+                f.unlink()
+            routed = 0
+            continue
+        write("index", batch.index.cast(INDEX_SCHEMA))
+        rows = [r for r in (route_row(w, entities) for w in batch.candidates) if r is not None]
+        if rows:
+            write("routed", pa.Table.from_pylist(rows, schema=ROUTED_SCHEMA))
+            routed += len(rows)
+    for w in writers.values():
+        w.close()
+    return routed
 
 
 def _build_part_locked(
@@ -198,48 +297,20 @@ def _build_part_locked(
 ) -> dict:
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
-    _check_unchanged(job, "")
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
         stats = ReadStats()
-        entity_ids = {
-            "institution": sorted(entities.institutions),
-            "funder": sorted(entities.funders),
-            "source": sorted(entities.sources),
-        }
-        writers: dict[str, pq.ParquetWriter] = {}
-
-        def write(name: str, table: pa.Table) -> None:
-            if name not in writers:
-                writers[name] = pq.ParquetWriter(tmp / f"{name}.parquet", table.schema, compression="zstd")
-            writers[name].write_table(table)
-
-        routed = 0
-        for batch in read_work_batches(
-            Path(job.path),
-            job.source_file,
-            entity_ids,
-            stats,
-            batch_rows,
-            fast,
-            expected_records=job.manifest_record_count,
-        ):
-            if batch is None:  # the fast path gave up part-way: start the file again on the exact path
-                for w in writers.values():
-                    w.close()
-                writers.clear()
-                for f in tmp.glob("*.parquet"):
-                    f.unlink()
-                routed = 0
-                continue
-            write("index", batch.index.cast(INDEX_SCHEMA))
-            rows = [r for r in (route_row(w, entities) for w in batch.candidates) if r is not None]
-            if rows:
-                write("routed", pa.Table.from_pylist(rows, schema=ROUTED_SCHEMA))
-                routed += len(rows)
-        for w in writers.values():
-            w.close()
+        failed: dict | None = None
+        try:
+            _check_unchanged(job, "")
+            source = _fetch(job, tmp)
+        except RemoteReadError as exc:  # the store did not answer (whole) after every attempt
+            quarantined, failed = _unreadable_row(job, scrub(str(exc)))
+            stats.quarantine.append(quarantined)
+            stats.counts.update({"quarantined": 1, "file_errors": 1})
+            source = None
+        routed = 0 if source is None else _write_rows(job, source, entities, stats, tmp, batch_rows, fast)
         for name, schema in (("index", INDEX_SCHEMA), ("routed", ROUTED_SCHEMA)):
             if not (tmp / f"{name}.parquet").exists():
                 pq.write_table(schema.empty_table(), tmp / f"{name}.parquet")
@@ -259,7 +330,8 @@ def _build_part_locked(
             "source_file": job.source_file,
             "bytes": job.bytes,
             "mtime_ns": job.mtime_ns,
-            "sha256": _sha256(Path(job.path)),
+            "etag": job.etag,
+            "sha256": None if source is None else _sha256(source),
             "build_key": key,
             "manifest_record_count": job.manifest_record_count,
             "records_read": records_read,
@@ -273,7 +345,10 @@ def _build_part_locked(
             "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - t0, 3),
             "run_id": run_id,
+            **(failed or {}),
         }
+        if source is not None and job.is_remote:
+            shutil.rmtree(tmp / ".input")  # the copy of the object: not part of the part
         (tmp / "manifest.json").write_text(json.dumps(row))
         _check_unchanged(job, " (while its part was being read)")
         if final.exists():  # a stale build of this file (other key): replaced only now that the new one is whole

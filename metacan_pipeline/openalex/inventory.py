@@ -19,17 +19,18 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .folders import API_PREFIX, InputFolder, check_names, input_folders
 from .reader import SUPPORTED_TYPES, discover
+from .remote import RemoteFile, discover_remote, list_files, read_bytes, stat
 
 LOCAL_FILES_KEY = "files"
 _PART_IN_URL = re.compile(r"(updated_date=[^/]+/part_[^/]+)$")
 
 
 #: One row per file: present ones with size and mtime, and manifest entries with no local file.
-def partition_key(path: Path) -> str:
+def partition_key(path: Path | PurePosixPath) -> str:
     """``updated_date=YYYY-MM-DD`` for a snapshot works part, ``window=...`` for a page archived by an
     API refresh, else ``files``."""
     parent = path.parent
@@ -46,7 +47,7 @@ class Inventory:
     """Rows of :data:`INVENTORY_SCHEMA`, unsupported files and manifest problems."""
 
     rows: list[dict] = field(default_factory=list)
-    unsupported: list[tuple[str, Path]] = field(default_factory=list)  # (source_file, path)
+    unsupported: list[tuple[str, Path | str]] = field(default_factory=list)  # (source_file, path or URL)
     manifest_errors: list[str] = field(default_factory=list)
 
     def present(self) -> list[dict]:
@@ -72,18 +73,7 @@ class Inventory:
         """The rows of ``openalex_inventory``: every file row, then one ``unsupported`` row per file of a
         type the reader does not take (listed, never skipped silently)."""
         return self.rows + [
-            {
-                "partition_key": LOCAL_FILES_KEY,
-                "source_file": name,
-                "present": True,
-                "bytes": p.stat().st_size,
-                "mtime_ns": p.stat().st_mtime_ns,
-                "manifest_record_count": None,
-                "manifest_bytes": None,
-                "manifest_status": "unsupported",
-                "manifest_file": None,
-            }
-            for name, p in self.unsupported
+            {**_present_row(LOCAL_FILES_KEY, name, p), "manifest_status": "unsupported"} for name, p in self.unsupported
         ]
 
     def warnings(self) -> list[str]:
@@ -125,11 +115,15 @@ class Inventory:
         return out
 
 
-def _read_manifest(path: Path, folder: InputFolder, errors: list[str]) -> dict[str, tuple[int, int | None]] | None:
-    """``{part source_file: (record_count, content_length or None)}`` of one manifest, or None (with an
-    error) if unreadable."""
+def _read_manifest(
+    path: Path | str, folder: InputFolder, errors: list[str]
+) -> dict[str, tuple[int, int | None]] | None:
+    """``{part source_file: (record_count, content_length or None)}`` of one manifest (a local path or a URL), or
+    None (with an error) if unreadable."""
+    works_dir = path.parent if isinstance(path, Path) else path.rsplit("/", 1)[0]
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes() if isinstance(path, Path) else read_bytes(path)
+        doc = json.loads(raw.decode("utf-8"))
         entries = doc["entries"]
         out = {}
         for e in entries:
@@ -142,9 +136,10 @@ def _read_manifest(path: Path, folder: InputFolder, errors: list[str]) -> dict[s
             size = e["meta"].get("content_length")
             if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
                 raise ValueError(f"entry {e['url']!r} has content_length {size!r}")
-            out[folder.source_file(path.parent / m.group(1))] = (count, size)
+            part = works_dir / m.group(1) if isinstance(works_dir, Path) else f"{works_dir}/{m.group(1)}"
+            out[folder.source_file(part)] = (count, size)
         return out
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         errors.append(
             f"{folder.source_file(path)}: unreadable snapshot manifest ({type(exc).__name__}: {exc}); its partitions are "
             f"treated as having no manifest. Re-download it from s3://openalex/data/works/manifest."
@@ -152,19 +147,27 @@ def _read_manifest(path: Path, folder: InputFolder, errors: list[str]) -> dict[s
         return None
 
 
-def _present_row(key: str, source_file: str, path: Path) -> dict:
-    """An inventory row of a file that exists, before any manifest check (``not_snapshot``)."""
-    st = path.stat()
+def _present_row(key: str, source_file: str, path: Path | str | RemoteFile) -> dict:
+    """An inventory row of a file that exists, before any manifest check (``not_snapshot``): size and mtime of a
+    local file, size and version (ETag) of one in object storage (a listed :class:`RemoteFile`, or a URL)."""
+    if isinstance(path, Path):
+        st = path.stat()
+        size, mtime_ns, etag = st.st_size, st.st_mtime_ns, None
+    elif isinstance(path, RemoteFile):
+        size, mtime_ns, etag = path.bytes, None, path.etag
+    else:
+        (size, etag), mtime_ns = stat(path) or (None, None), None
     return {
         "partition_key": key,
         "source_file": source_file,
         "present": True,
-        "bytes": st.st_size,
-        "mtime_ns": st.st_mtime_ns,
+        "bytes": size,
+        "mtime_ns": mtime_ns,
         "manifest_record_count": None,
         "manifest_bytes": None,
         "manifest_status": "not_snapshot",
         "manifest_file": None,
+        "etag": etag,
     }
 
 
@@ -176,10 +179,30 @@ def _as_folders(roots: Path | str | Sequence[Path | str] | Sequence[InputFolder]
     return input_folders(list(roots))
 
 
+def _listing(folder: InputFolder):
+    """``(record files, unsupported files, manifests)`` of one folder: local Paths, or :class:`RemoteFile` s of a
+    URL folder (from one listing of the store); ``manifests`` maps each works folder (a Path or a URL) to the
+    manifest in it."""
+    if folder.is_remote:
+        listing = list_files(folder.root)
+        files, unsupported = discover_remote(folder.root, {"works"}, listing)
+        manifests = {
+            f.url.rsplit("/", 1)[0]: f.url
+            for f in listing
+            if f.path.name == "manifest" and f.path.parent.name == "works"
+        }
+        return files, unsupported, manifests
+    files, unsupported = discover(folder.root, snapshot_entities={"works"})
+    manifests = {
+        mf.parent: mf for mf in sorted(folder.root.rglob("manifest")) if mf.is_file() and mf.parent.name == "works"
+    }
+    return files, unsupported, manifests
+
+
 def _take_folder(inv: Inventory, folder: InputFolder) -> None:
     """Add the rows of one input folder to ``inv``: its work-bearing files, checked against the snapshot
     manifests it holds, and the manifest parts it lacks."""
-    files, unsupported = discover(folder.root, snapshot_entities={"works"})
+    files, unsupported, manifest_files = _listing(folder)
     if not files and folder.prefix:
         # a further folder with nothing to read is an unmounted disk or a wrong path: reading on would drop
         # its partitions and frame rows without a word
@@ -187,20 +210,19 @@ def _take_folder(inv: Inventory, folder: InputFolder) -> None:
             f"OpenAlex input folder {folder.root} holds no OpenAlex work files (not mounted? the wrong path?): "
             "fill it, or remove it from METACAN_OPENALEX_DIR (the input_dirs of the openalex resource)"
         )
-    inv.unsupported += [(folder.source_file(p), p) for p in unsupported]
-    manifests: dict[Path, dict[str, tuple[int, int | None]] | None] = {}
-    for mf in sorted(folder.root.rglob("manifest")):
-        if mf.is_file() and mf.parent.name == "works":
-            manifests[mf.parent] = _read_manifest(mf, folder, inv.manifest_errors)
+    url_of = lambda p: p.url if isinstance(p, RemoteFile) else p  # noqa: E731
+    inv.unsupported += [(folder.source_file(url_of(p)), url_of(p)) for p in unsupported]
+    manifests: dict = {wd: _read_manifest(mf, folder, inv.manifest_errors) for wd, mf in manifest_files.items()}
     seen: set[str] = set()
     for p in files:
-        rel = folder.source_file(p)
-        key = partition_key(p)
+        rel = folder.source_file(url_of(p))
+        where = p.path if isinstance(p, RemoteFile) else p
+        key = partition_key(where)
         row = _present_row(key, rel, p)
         if key.startswith("updated_date="):  # a snapshot part: check it against its manifest
-            works_dir = p.parent.parent
+            works_dir = p.url.rsplit("/", 2)[0] if isinstance(p, RemoteFile) else p.parent.parent
             listing = manifests.get(works_dir)
-            row["manifest_file"] = folder.source_file(works_dir / "manifest") if works_dir in manifests else None
+            row["manifest_file"] = folder.source_file(manifest_files[works_dir]) if works_dir in manifests else None
             if listing is None:
                 row["manifest_status"] = "no_manifest"
             elif rel in listing:
@@ -215,7 +237,7 @@ def _take_folder(inv: Inventory, folder: InputFolder) -> None:
             if rel not in seen:
                 inv.rows.append(
                     {
-                        "partition_key": Path(rel).parent.name,
+                        "partition_key": PurePosixPath(rel).parent.name,
                         "source_file": rel,
                         "present": False,
                         "bytes": None,
@@ -223,7 +245,8 @@ def _take_folder(inv: Inventory, folder: InputFolder) -> None:
                         "manifest_record_count": count,
                         "manifest_bytes": size,
                         "manifest_status": "missing_locally",
-                        "manifest_file": folder.source_file(works_dir / "manifest"),
+                        "manifest_file": folder.source_file(manifest_files[works_dir]),
+                        "etag": None,
                     }
                 )
 
@@ -234,6 +257,9 @@ def take_inventory(
     """Every work-bearing file under the input folders ``roots`` (one folder, a list of folders in order,
     or :class:`InputFolder` s) and the API archive ``api_root`` (when it exists), with its partition key
     and manifest status; ``source_file`` names as :mod:`metacan_pipeline.openalex.folders` gives them.
+
+    A folder may be a URL (``s3://openalex``; :mod:`.remote`): its files are listed once with their sizes and
+    versions (ETag, column ``etag``, in place of ``mtime_ns``) and its manifests read from the store.
 
     Snapshot parts of other entities (``data/funders/...``) are left to the entity lists. Raises
     FileNotFoundError naming a folder that does not exist (from :func:`discover`) and ValueError when two

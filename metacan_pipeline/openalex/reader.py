@@ -24,9 +24,9 @@ import json
 import os
 import tarfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import orjson
 
@@ -100,6 +100,11 @@ def holds_json(path: Path) -> bool:
             head = fh.read(4096)
     except OSError:
         return True  # unreadable: let the reader quarantine it with the reason
+    return head_is_json(head)
+
+
+def head_is_json(head: bytes) -> bool:
+    """Whether the first bytes of a file open a JSON object or list (after a UTF-8 BOM and blanks)."""
     head = head[len(_BOM) :] if head.startswith(_BOM) else head
     return head.lstrip()[:1] in (b"{", b"[")
 
@@ -128,26 +133,32 @@ def discover(root: Path, snapshot_entities: set[str] | None = None) -> tuple[lis
         )
     out, unsupported = [], []
     for p in sorted(root.rglob("*")):
-        name = p.name.lower()
-        if (
-            not p.is_file()
-            or name == "manifest"
-            or name.endswith(_SKIP_SUFFIXES)
-            or (name.startswith("budget-") and name.endswith(".json"))
-        ):
+        if not p.is_file():
             continue
-        if name == "window.json" and p.parent.name.startswith("window="):  # an API refresh window's completion marker
-            continue
-        if (
-            snapshot_entities is not None
-            and p.parent.name.startswith("updated_date=")
-            and p.parent.parent.name not in snapshot_entities
-        ):
-            continue
-        if name.endswith(".txt") and not holds_json(p):  # a note, e.g. README.txt
-            continue
-        (out if name.endswith(_DOCUMENT_SUFFIXES + _LINES_SUFFIXES + _ARCHIVE_SUFFIXES) else unsupported).append(p)
+        kind = file_kind(p, snapshot_entities, lambda p=p: holds_json(p))
+        if kind is not None:
+            (out if kind == "records" else unsupported).append(p)
     return out, unsupported
+
+
+def file_kind(path: PurePath, snapshot_entities: set[str] | None, is_json: Callable[[], bool]) -> str | None:
+    """``records`` for a record-bearing file, ``unsupported`` for one of a type the reader does not take, None for
+    one that holds no records by its name (see :func:`discover_files`); ``is_json`` tells a ``.txt`` of records
+    from a note (called only for a ``.txt``). ``path`` may be a local path or a path inside object storage."""
+    name = path.name.lower()
+    if name == "manifest" or name.endswith(_SKIP_SUFFIXES) or (name.startswith("budget-") and name.endswith(".json")):
+        return None
+    if name == "window.json" and path.parent.name.startswith("window="):  # an API refresh window's completion marker
+        return None
+    if (
+        snapshot_entities is not None
+        and path.parent.name.startswith("updated_date=")
+        and path.parent.parent.name not in snapshot_entities
+    ):
+        return None
+    if name.endswith(".txt") and not is_json():  # a note, e.g. README.txt
+        return None
+    return "records" if name.endswith(_DOCUMENT_SUFFIXES + _LINES_SUFFIXES + _ARCHIVE_SUFFIXES) else "unsupported"
 
 
 def _excerpt(text: str | bytes, n: int = 200) -> str:
@@ -363,10 +374,18 @@ def iter_file(path: Path, root: Path | None = None, source: str | None = None) -
 
 
 def iter_records(
-    root: Path, snapshot_entities: set[str] | None = None, prefix: str = ""
+    root: Path | str, snapshot_entities: set[str] | None = None, prefix: str = ""
 ) -> Iterator[Record | Quarantined]:
     """Every record and quarantine row under ``root``, file by file (see :func:`discover_files`); each
     ``source_file`` is ``prefix`` + the path relative to ``root`` (a further input folder's prefix is its
-    name: :mod:`metacan_pipeline.openalex.folders`)."""
+    name: :mod:`metacan_pipeline.openalex.folders`). ``root`` may be a URL folder (:mod:`.remote`): each file is
+    read from a local copy, one at a time."""
+    if isinstance(root, str):
+        from .remote import discover_remote, readable
+
+        for f in discover_remote(root, snapshot_entities)[0]:
+            with readable(f.url) as local:
+                yield from iter_file(local, source=prefix + f.rel)
+        return
     for path in discover_files(root, snapshot_entities):
         yield from iter_file(path, source=prefix + str(path.relative_to(root)))

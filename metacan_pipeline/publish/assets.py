@@ -24,6 +24,7 @@ from ..teachers.qualification import qualification_notes
 from ..teachers.registry import load_qualification, load_registry, load_roles
 from ..vocab import SAMPLE_TEACHER
 from .abstracts import AbstractFetcher
+from .human_layer import read_passing_heads
 from .lineage import build_lineage
 from .manifest import (
     newest_render,
@@ -59,7 +60,14 @@ def label_tables() -> list[str]:
     specs=[
         dg.AssetSpec(
             WORK_RECORDS,
-            deps=["predictions", "machine_scores", "teacher_qualification", WORK_LINEAGE],
+            deps=[
+                "predictions",
+                "machine_scores",
+                "teacher_qualification",
+                WORK_LINEAGE,
+                "human_codes",
+                "validation_report",
+            ],
             kinds={"python", "json"},
             description="One JSON record per frame work with the field names of seeds/004 (SPEC section 9): routes and "
             "evidence, direct labels, prediction, machine scores, lineage; id, record JSON and its SHA-256/16. Blocked "
@@ -98,7 +106,7 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     yield dg.MaterializeResult(asset_key=WORK_LINEAGE, metadata=_lineage_metadata(storage, n_lineage))
     notes = qualification_notes(storage, load_registry(), load_qualification())
     rule = layer_rule(storage)  # the newest frozen release and the heads that passed human validation
-    batches = RecordBatches(previous_hashes(storage), notes, rule)
+    batches = RecordBatches(previous_hashes(storage), notes, read_passing_heads(storage), layer=rule)
     present = [t for t in tables if storage.has_table(t)]
     inputs = record_inputs(storage, present, release_frame=rule.release_frame)
     try:
@@ -116,6 +124,8 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
             ["id", "record_hash"],
             records_changed=changed,
             records_unchanged=n - changed,
+            human_coded_records=batches.human_coded,
+            human_validated_records=batches.human_validated,
             lineage_table="work_lineage",
             release_layer=rule.layer(True),
             json_schema=dg.MetadataValue.path(str(SCHEMA_PATH)),

@@ -27,6 +27,7 @@ from ..release.layer import UNRELEASED, LayerRule
 from ..storage import MetacanStorage, sql_literal
 from ..tables.publish import RECORDS_SCHEMA
 from ..vocab import LABEL_FIELDS, PREDICTION_STATUS
+from .human_layer import human_code_entry, validation_entries
 from .lineage import lineage_record
 
 #: JSON Schema (draft-07) of a published record: the seed 004 fields, route evidence, lineage.
@@ -89,15 +90,19 @@ def build_record(
     machine: dict | None,
     lineage: dict,
     qualification: dict[str, str] | None = None,
+    human_code: dict | None = None,
+    human_validation: list[dict] | None = None,
 ) -> dict:
-    """The published record of one frame work (seed 004 fields, plus route evidence and lineage)."""
+    """The published record of one frame work (seed 004 fields, plus route evidence and lineage), and the human
+    layers (:mod:`.human_layer`) only where they exist: ``human_code`` (a coded work's final human code) and
+    ``human_validation`` (the passing heads of its classifier version)."""
     pred = None
     if prediction is not None:
         pred = {k: v for k, v in prediction.items() if k not in ("id", "gemma_label_status")}
     ms = None
     if machine is not None:
         ms = {k: v for k, v in machine.items() if k != "id"}
-    return {
+    record = {
         "id": work["id"],
         "doi": work["doi"] or "",
         "title": work["title_text"],
@@ -140,6 +145,11 @@ def build_record(
         "lineage": lineage,
         "layer": UNRELEASED,  # set by release.layer.LayerRule.apply (record_row)
     }
+    if human_code is not None:
+        record["human_code"] = human_code
+    if human_validation:
+        record["human_validation"] = human_validation
+    return record
 
 
 def ship_violations(record: dict) -> list[str]:
@@ -206,6 +216,8 @@ def classification_card(record: dict) -> dict[str, Any]:
 RECORD_INPUTS_SQL = resources.files("metacan_pipeline.publish").joinpath("record_inputs.sql").read_text("utf-8")
 #: The warehouse tables a record joins to the frame (besides the direct-label tables).
 _INPUT_TABLES = ("frame", "predictions", "machine_scores", "work_lineage")
+#: Joined when present (an empty relation of the same name otherwise): the human codes validation_report writes.
+_OPTIONAL_TABLES = {"human_codes": "NULL::VARCHAR AS id, NULL::VARCHAR AS protocol_id"}
 
 
 class RecordInputError(ValueError):
@@ -223,6 +235,13 @@ def input_views(storage: MetacanStorage, label_tables: list[str], release_frame:
 
     views = [f"CREATE VIEW {name} AS SELECT * FROM {parquet(name)}" for name in _INPUT_TABLES]
     labels = " UNION ALL BY NAME ".join(f"SELECT * FROM {parquet(t)}" for t in label_tables)
+    for name, empty in _OPTIONAL_TABLES.items():
+        present = storage.has_table(name)
+        views.append(
+            f"CREATE VIEW {name} AS SELECT * FROM {parquet(name)}"
+            if present
+            else f"CREATE VIEW {name} AS SELECT {empty} WHERE false"
+        )
     views.append(
         f"CREATE VIEW direct_labels AS {labels}"
         if labels
@@ -254,12 +273,24 @@ def record_inputs(
         con.close()
 
 
-def record_row(row: dict, qualification: dict[str, str] | None = None, layer: LayerRule | None = None) -> dict:
+def record_row(
+    row: dict,
+    qualification: dict[str, str] | None = None,
+    passing: dict[str, list[dict]] | None = None,
+    layer: LayerRule | None = None,
+) -> dict:
     """The ``work_records`` row of one :func:`record_inputs` row: ``{"id", "record_json", "record_hash"}``,
     the hash being SHA-256 (16 hex) of the JSON text. ``qualification``: teacher -> qualification sentence;
     ``layer``: the release layer rule (:mod:`metacan_pipeline.release.layer`; None: ``unreleased``)."""
     record = build_record(
-        row["work"], row["labels"], row["pred"], row["machine"], lineage_record(row["lineage"]), qualification
+        row["work"],
+        row["labels"],
+        row["pred"],
+        row["machine"],
+        lineage_record(row["lineage"]),
+        qualification,
+        human_code_entry(row.get("human")),
+        validation_entries(row["pred"], passing or {}),
     )
     if layer is not None:
         layer.apply(record, bool(row.get("in_release")))
@@ -277,12 +308,19 @@ class RecordBatches:
     """
 
     def __init__(
-        self, previous: dict[str, str], qualification: dict[str, str] | None = None, layer: LayerRule | None = None
+        self,
+        previous: dict[str, str],
+        qualification: dict[str, str] | None = None,
+        passing: dict[str, list[dict]] | None = None,
+        layer: LayerRule | None = None,
     ) -> None:
         self.previous = previous
         self.qualification = qualification
+        self.passing = passing
         self.layer = layer
         self.changed = 0
+        self.human_coded = 0  # records with a human-coded layer (SPEC section 8: its own count)
+        self.human_validated = 0  # records carrying a human_validated:<protocol> status
         self.preview: list[dict] = []
         self._last: str | None = None
 
@@ -306,7 +344,9 @@ class RecordBatches:
         out = []
         for row in rows:
             self.check_id(row["work"]["id"])
-            out.append(record_row(row, self.qualification, self.layer))
+            out.append(record_row(row, self.qualification, self.passing, self.layer))
+            self.human_coded += row.get("human") is not None
+            self.human_validated += bool(self.passing and (row["pred"] or {}).get("model_version") in self.passing)
             self.changed += self.previous.get(out[-1]["id"]) != out[-1]["record_hash"]
         self.preview.extend(out[: max(0, 10 - len(self.preview))])
         return pa.Table.from_pylist(out, schema=RECORDS_SCHEMA)

@@ -37,11 +37,13 @@ from starlette.routing import Route
 from .. import __version__, settings
 from ..i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, translations
 from ..openalex.ids import is_work_id
+from ..publish.abstracts import AbstractFetcher
 from ..publish.pages import environment as page_environment
 from ..publish.pages import render_work
 from ..vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
 from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
+from .coding_pages import CodingPages, coding_routes, default_abstracts
 from .cohort import Cohort, parse_filters, parse_request
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks
 from .middleware import SECURITY_HEADERS, ApiCors, NoSniff, RateLimit, client_limiter
@@ -287,12 +289,18 @@ def page_routes(site: Site, lang: str) -> list[Route]:
     ]
 
 
-def create_app(data_dir: str | Path, row_cap: int = DEFAULT_ROW_CAP, rate_limit: str | None = None) -> Starlette:
+def create_app(
+    data_dir: str | Path,
+    row_cap: int = DEFAULT_ROW_CAP,
+    rate_limit: str | None = None,
+    abstracts: AbstractFetcher | None = None,
+) -> Starlette:
     """The ASGI app over the current release under ``data_dir``. Raises :class:`.release.ReleaseUnavailable`.
 
     ``rate_limit``: the per-client token bucket of the API in throttled-py's syntax (``120/m burst 60``; ``off``:
     none); None reads :func:`metacan_pipeline.settings.site_rate_limit`. A value that is not a rate is a
-    ValueError naming it."""
+    ValueError naming it. ``abstracts``: the live-abstract fetcher of the coding pages (None: OpenAlex,
+    :func:`.coding_pages.default_abstracts`)."""
     limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit)
     site = Site(data_dir, row_cap)
     routes = [r for lang in LOCALES for r in page_routes(site, lang)]
@@ -302,7 +310,11 @@ def create_app(data_dir: str | Path, row_cap: int = DEFAULT_ROW_CAP, rate_limit:
         Route("/export.jsonl", site.html(site.export_jsonl, DEFAULT_LOCALE)),
     ]
     routes += [Route(r.path, site.api(r), name=r.endpoint) for r in API_ROUTES]
+    # the audit study's coding pages (issue 16): /coding/ and /fr/coding/, over data/audit/coding.sqlite
+    coding = CodingPages(data_dir, site.envs, abstracts or default_abstracts())
+    routes += coding_routes(coding)
     middleware = [Middleware(NoSniff), Middleware(ApiCors), Middleware(RateLimit, limiter=limiter)]
     app = Starlette(routes=routes, exception_handlers={HTTPException: site.http_error}, middleware=middleware)
     app.state.site = site
+    app.state.coding = coding
     return app

@@ -91,6 +91,41 @@ CODING_IMPORTS_SCHEMA = pa.schema(
     ]
 )
 
+#: The coding pages' tables (issue 16, coding pages: ``metacan_pipeline/site/coding_pages.py``).
+CODING_LOADS_SCHEMA = pa.schema(
+    [
+        ("protocol_id", pa.string()),
+        ("loaded_at", pa.string()),
+        ("instructions_version", pa.string()),  # the coder instructions the protocol names (shown on the pages)
+        ("source", pa.string()),  # asset:<run id> | cli
+        ("sample_works", pa.int64()),  # works in the audit sample of the protocol
+        ("added", pa.int64()),
+        ("evidence_changed", pa.int64()),
+        ("moved", pa.int64()),
+        ("unchanged", pa.int64()),
+        ("missing", pa.int64()),  # sampled works the frame no longer holds (their tasks, if any, stay)
+    ]
+)
+
+CODER_ROLES_SCHEMA = pa.schema(
+    [
+        ("coder", pa.string()),
+        ("role", pa.string()),  # adjudicator
+        ("granted_at", pa.string()),
+        ("revoked_at", pa.string()),
+    ]
+)
+
+CODING_SESSIONS_SCHEMA = pa.schema(
+    [
+        ("session_sha256", pa.string()),  # SHA-256 of the session cookie's value (never the value)
+        ("coder", pa.string()),
+        ("created_at", pa.string()),
+        ("expires_at", pa.string()),
+        ("ended_at", pa.string()),  # signed out
+    ]
+)
+
 WRITER = "metacan_pipeline.audit.coding.CodingStore (metacan coders / coding commands, the coding pages)"
 
 TABLES = [
@@ -146,6 +181,31 @@ TABLES = [
         store="sqlite",
         json_columns=frozenset({"refusals"}),
     ),
+    Table(
+        "coding_loads",
+        "one load of a protocol's audit sample into the coding tasks (asset coding_tasks or metacan coding load-tasks): "
+        "counts; the newest row names the protocol the coding pages serve",
+        "metacan_pipeline.audit.coding_tasks.load_coding_tasks (asset coding_tasks, metacan coding load-tasks)",
+        CODING_LOADS_SCHEMA,
+        ("protocol_id", "loaded_at"),
+        store="sqlite",
+    ),
+    Table(
+        "coder_roles",
+        "one role a coder holds beside coding (adjudicator: settles the disagreements on the adjudication page)",
+        WRITER,
+        CODER_ROLES_SCHEMA,
+        ("coder", "role"),
+        store="sqlite",
+    ),
+    Table(
+        "coding_sessions",
+        "one sign-in on the coding pages: the SHA-256 of the session cookie (never the cookie), coder, expiry, sign-out",
+        WRITER,
+        CODING_SESSIONS_SCHEMA,
+        ("session_sha256",),
+        store="sqlite",
+    ),
 ]
 
 #: Indexes and the append-only guard of ``coding_answers`` (created with the tables, after them).
@@ -162,3 +222,31 @@ EXTRA_DDL = (
 def coding_store_ddl() -> list[str]:
     """Every statement that creates the coding store: each table's catalog DDL, then :data:`EXTRA_DDL`. Idempotent."""
     return [t.ddl() for t in TABLES] + list(EXTRA_DDL)
+
+
+MACHINE_CODES_SCHEMA = pa.schema(
+    [
+        ("protocol_id", pa.string()),
+        ("id", pa.string()),
+        ("head", pa.string()),
+        ("code", pa.int32()),  # 0 | 1; NULL when the adjudicator gave no usable verdict
+        ("adjudicator", pa.string()),  # machine-adjudicator:<name>
+        ("verdict", pa.string()),  # the adjudicator's own value, e.g. the frame1k tier
+        ("reason", pa.string()),
+        ("source_file", pa.string()),
+        ("source_sha256", pa.string()),
+        ("recorded_at", pa.string()),
+    ]
+)
+
+TABLES.append(
+    Table(
+        "machine_codes",
+        "one code of a MACHINE adjudicator (e.g. the frame1k verdicts) on one work and head under a protocol, with the "
+        "file it came from; never a human code (append-only: a re-import adds nothing)",
+        "metacan_pipeline.audit.coding.CodingStore.append_machine_codes (metacan coding import-adjudicator)",
+        MACHINE_CODES_SCHEMA,
+        ("protocol_id", "id", "head", "adjudicator"),
+        store="sqlite",
+    )
+)

@@ -92,6 +92,7 @@ MANIFEST_SCHEMA = pa.schema(
         ("source_file", pa.string()),
         ("bytes", pa.int64()),
         ("mtime_ns", pa.int64()),
+        ("etag", pa.string()),  # the object's version (ETag) of a file read from object storage (null: a local file)
         ("sha256", pa.string()),
         ("build_key", pa.string()),
         ("manifest_record_count", pa.int64()),  # what the snapshot manifest lists for this part (null: not listed)

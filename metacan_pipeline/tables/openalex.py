@@ -19,6 +19,8 @@ INVENTORY_SCHEMA = pa.schema(
         ("manifest_bytes", pa.int64()),
         ("manifest_status", pa.string()),  # listed | not_in_manifest | no_manifest | missing_locally | not_snapshot
         ("manifest_file", pa.string()),
+        # the object's version (ETag) of a file read from object storage, in place of mtime_ns (null for a local file)
+        ("etag", pa.string()),
     ]
 )
 

@@ -1,0 +1,63 @@
+"""How the coding store's queue answers as a study grows (issue 16, the coding pages): ``next_task`` (the claim that
+hands a coder their next work), ``coder_progress`` (the queue page's counts) and ``adjudication_queue`` on a store of
+``--works`` tasks, each coded by two of ``--coders`` coders (one disagreement in five), real SQLite in WAL mode.
+
+    .venv/bin/python benchmarks/bench_coding.py --works 2000 --coders 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from metacan_pipeline.audit.coding import CodingStore
+
+ANSWER = {"categories": [], "study_design": "observational", "genre": "empirical", "about_ca_system": False,
+          "about_ca_topic": False}  # fmt: skip
+P = "protocol-0123456789ab"
+
+
+def timed(fn, n: int = 30) -> tuple[float, float]:
+    runs = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        runs.append((time.perf_counter() - t) * 1000)
+    runs.sort()
+    return statistics.median(runs), runs[int(0.95 * (n - 1))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--works", type=int, default=2000)
+    ap.add_argument("--coders", type=int, default=6)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, CodingStore(Path(tmp) / "coding.sqlite") as store:
+        rows = [{"id": f"W{10_000 + i}", "title_text": f"Work {i}", "position": i} for i in range(args.works)]
+        t = time.perf_counter()
+        store.load_tasks(P, rows)
+        print(f"load_tasks {args.works} works: {time.perf_counter() - t:.2f} s")
+        coders = [f"c{i}" for i in range(args.coders)]
+        for c in coders:
+            store.add_coder(c)
+        store.grant_role(coders[0])
+        t = time.perf_counter()
+        for i, r in enumerate(rows[: args.works - 50]):
+            a, b = coders[1 + i % (args.coders - 1)], coders[1 + (i + 1) % (args.coders - 1)]
+            store.submit(P, r["id"], a, ANSWER)
+            store.submit(P, r["id"], b, {**ANSWER, "genre": "review"} if i % 5 == 0 else ANSWER)
+        print(f"{2 * (args.works - 50)} answers appended in {time.perf_counter() - t:.1f} s")
+        for name, fn in (
+            ("next_task", lambda: store.next_task(P, coders[1])),
+            ("coder_progress", lambda: store.coder_progress(P, coders[1])),
+            ("adjudication_queue", lambda: store.adjudication_queue(P, coders[0])),
+        ):
+            p50, p95 = timed(fn)
+            print(f"{name}: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,393 @@
+"""What the ``validation_report`` asset reads and writes (issue 16, "Estimates" and "The gate"; SPEC section 10).
+
+:func:`report_inputs` gathers, for the current protocol: its audit sample (drawn works; works that trained or
+calibrated the classifier are left out and counted, SPEC section 10 "reported apart"), the final human codes of the
+coding store (two coders agreed, or an adjudication: a single coder's answer waits for the second and estimates
+nothing), the two coders' answers before adjudication, the machine adjudicators' codes, the decisions of every
+system on the sampled works and the classifier's frame-wide decision means. Systems are ``teacher:<name>`` (the direct
+labels of each role teacher; a failed or missing label is no decision, never a negative, SPEC section 4) and
+``classifier:<version>:<rule>`` (the protocol's classifier version under the consensus and candidate rules; a head
+whose support gate did not pass has no decisions). Genre groups are the human code's genre (``(missing)`` for a
+work not coded yet).
+
+:func:`run_report` runs :func:`metacan_pipeline.audit.report.validation_report` once per code source: ``human``, and
+each machine adjudicator (``machine-adjudicator:<name>``, restricted to sampled works, labelled machine-adjudicated).
+:func:`human_validation_rows` turns the human run's gate on the protocol's rule into one ``human_validation`` row per
+evaluated head, every head present: with no codes the reason is ``no coded works``. A machine adjudicator's gate is
+stored in ``validation_gate`` only, never in ``human_validation``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+import pyarrow as pa
+
+from ..storage import MetacanStorage
+from ..student.roles import CENSUS, STUDENT_TEACHERS, direct_labels_key
+from ..tables.audit import HUMAN_VALIDATION_SCHEMA
+from ..vocab import CATEGORIES
+from .coding import CodingStore
+from .design import scratch, state_sql
+from .estimates import DEFAULT_MIN_N
+from .gate import GateThresholds
+from .protocol import AuditProtocol
+from .report import CODER_CODE_COLUMNS, HUMAN_CODE_COLUMNS, ValidationReport, validation_report
+
+HUMAN = "human"
+HUMAN_BASES = ("agreed", "adjudicated")
+NO_CODES = "no coded works"
+RULES = ("consensus", "candidate")
+_SAMPLE_COLUMNS = (
+    "id", "stratum", "design_weight", "stratum_size", "stratum_sample_size", "language", "route_key", "has_abstract",
+)  # fmt: skip
+
+
+def classifier_system(version: str, rule: str) -> str:
+    return f"classifier:{version}:{rule}"
+
+
+def head_value(code: Mapping, head: str) -> int | None:
+    """A code's value on a binary head: 1 / 0, None when the code says nothing (no categories, no boolean)."""
+    if head in CATEGORIES:
+        cats = code.get("categories")
+        return None if cats is None else int(head in cats)
+    value = code.get(head)
+    return None if value is None else int(bool(value))
+
+
+@dataclass
+class ReportInputs:
+    """Everything one report run reads (module docstring); ``trained_left_out``: sampled works that trained or
+    calibrated the classifier, not estimated on; ``machine_outside``: per adjudicator, codes on works not drawn."""
+
+    protocol: AuditProtocol
+    sample: pd.DataFrame
+    human: list[dict]
+    coder_codes: pd.DataFrame
+    machine: dict[str, pd.DataFrame]
+    decisions: pd.DataFrame
+    frame_means: pd.DataFrame
+    trained_left_out: int = 0
+    machine_outside: dict[str, int] = field(default_factory=dict)
+    single_coder: int = 0
+
+
+def load_sample(storage: MetacanStorage, protocol_id: str) -> tuple[pd.DataFrame, int]:
+    """The drawn works of ``protocol_id`` (``_SAMPLE_COLUMNS``) without those that trained the classifier, and their
+    count. Raises ValueError when the protocol has no drawn sample (materialize audit_sample first)."""
+    if not storage.has_table("audit_sample"):
+        raise ValueError(f"no audit_sample yet: materialize audit_sample for protocol {protocol_id} first")
+    rows = storage.read_table("audit_sample").to_pandas()
+    drawn = rows.loc[(rows["protocol_id"] == protocol_id) & rows["in_sample"]]
+    if drawn.empty:
+        raise ValueError(f"protocol {protocol_id} has no drawn audit sample: materialize audit_sample first")
+    trained = drawn["trained_on"].astype(bool)
+    return drawn.loc[~trained, list(_SAMPLE_COLUMNS)].sort_values("id").reset_index(drop=True), int(trained.sum())
+
+
+def code_frame(codes: Iterable[Mapping], heads: list[str], ids: set[str]) -> pd.DataFrame:
+    """``id, head, code`` for every code of a sampled work and every head (code None: says nothing)."""
+    rows = [{"id": c["id"], "head": h, "code": head_value(c, h)} for c in codes if c["id"] in ids for h in heads]
+    return pd.DataFrame(rows, columns=list(HUMAN_CODE_COLUMNS))
+
+
+def coder_frame(answers: Iterable[Mapping], heads: list[str], ids: set[str]) -> pd.DataFrame:
+    """``id, head, first, second``: the latest ``code`` answers of the two coders of each sampled work with two
+    (coders in name order), ``"unresolved"`` for an unresolved answer."""
+    by_work: dict[str, list[Mapping]] = {}
+    for a in answers:
+        if a["role"] == "code" and a["id"] in ids:
+            by_work.setdefault(a["id"], []).append(a)
+    rows = []
+    for wid, pair in by_work.items():
+        if len(pair) != 2:
+            continue
+        first, second = sorted(pair, key=lambda a: a["coder"])
+        for h in heads:
+            values = ["unresolved" if a["unresolved"] else head_value(a, h) for a in (first, second)]
+            rows.append({"id": wid, "head": h, "first": values[0], "second": values[1]})
+    return pd.DataFrame(rows, columns=list(CODER_CODE_COLUMNS))
+
+
+def _ids_values(ids: list[str]) -> str:
+    return "(VALUES " + ", ".join("('" + i.replace("'", "''") + "')" for i in ids) + ") AS s(id)"
+
+
+def decision_frames(
+    storage: MetacanStorage, protocol: AuditProtocol, ids: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``system, id, head, decision`` on the sampled works and ``system, head, frame_mean, frame_n`` (the classifier
+    rules' decision means over every frame work the classifier version scored, and the census teacher's over every
+    work it labelled)."""
+    teachers = [t for t in STUDENT_TEACHERS if storage.has_table(direct_labels_key(t))]
+    gated = [h.head for h in protocol.heads if h.gate_passed]
+    version = protocol.classifier_version
+    parts, means = [], []
+    with scratch(storage, ["predictions", *(direct_labels_key(t) for t in teachers)]) as con:
+        con.execute(f"CREATE TEMP TABLE sampled AS SELECT * FROM {_ids_values(ids)}")
+        for rule in RULES:
+            system = classifier_system(version, rule)
+            for h in gated:
+                decided = f"CAST({state_sql(h, rule)} AS INTEGER)"
+                parts.append(
+                    con.execute(
+                        f"SELECT '{system}' AS system, p.id, '{h}' AS head, {decided} AS decision "
+                        "FROM predictions p JOIN sampled USING (id) WHERE p.model_version = ?",
+                        [version],
+                    ).df()
+                )
+                mean, n = con.execute(
+                    f"SELECT avg({decided}), count(*) FROM predictions p WHERE p.model_version = ?", [version]
+                ).fetchone()
+                means.append({"system": system, "head": h, "frame_mean": mean, "frame_n": n})
+        for t in teachers:
+            for h in protocol.head_names:
+                value = f"list_contains(l.categories, '{h}')" if h in CATEGORIES else f"l.{h}"
+                parts.append(
+                    con.execute(
+                        f"SELECT 'teacher:{t}' AS system, l.work_id AS id, '{h}' AS head, "
+                        f'CAST({value} AS INTEGER) AS decision FROM "{direct_labels_key(t)}" l '
+                        "JOIN sampled s ON s.id = l.work_id WHERE l.status = 'labelled'"
+                    ).df()
+                )
+                if t == CENSUS:  # it labels every frame work: its frame-wide mean powers a PPI estimate too
+                    mean, n = con.execute(
+                        f'SELECT avg(CAST({value} AS INTEGER)), count(*) FROM "{direct_labels_key(t)}" l '
+                        "WHERE l.status = 'labelled'"
+                    ).fetchone()
+                    if n:
+                        means.append({"system": f"teacher:{t}", "head": h, "frame_mean": mean, "frame_n": n})
+    columns = ["system", "id", "head", "decision"]
+    decisions = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    decisions = decisions.dropna(subset=["decision"]).drop_duplicates(["system", "id", "head"], keep="last")
+    return decisions[columns], pd.DataFrame(means, columns=["system", "head", "frame_mean", "frame_n"])
+
+
+def report_inputs(storage: MetacanStorage, store: CodingStore, protocol: AuditProtocol) -> ReportInputs:
+    """Gather the inputs of one report (module docstring). Raises ValueError when the sample is not drawn."""
+    pid, heads = protocol.protocol_id, protocol.head_names
+    sample, trained = load_sample(storage, pid)
+    ids = set(sample["id"])
+    adjudicated = store.adjudicated_codes(pid)
+    human = [c for c in adjudicated if c["basis"] in HUMAN_BASES]
+    genre = {c["id"]: c["genre"] for c in human}
+    sample["genre"] = sample["id"].map(genre)
+    machine, outside = {}, {}
+    for row in store.machine_codes(pid):
+        machine.setdefault(row["adjudicator"], []).append(row)
+    frames = {}
+    for name, rows in machine.items():
+        inside = [r for r in rows if r["id"] in ids and r["head"] in heads]
+        outside[name] = len({r["id"] for r in rows}) - len({r["id"] for r in inside})
+        frames[name] = pd.DataFrame(
+            [{"id": r["id"], "head": r["head"], "code": r["code"]} for r in inside], columns=list(HUMAN_CODE_COLUMNS)
+        )
+    decisions, means = decision_frames(storage, protocol, sorted(ids))
+    return ReportInputs(
+        protocol=protocol,
+        sample=sample,
+        human=human,
+        coder_codes=coder_frame(store.latest_answers(pid), heads, ids),
+        machine=frames,
+        decisions=decisions,
+        frame_means=means,
+        trained_left_out=trained,
+        machine_outside=outside,
+        single_coder=sum(1 for c in adjudicated if c["basis"] == "single_coder"),
+    )
+
+
+def run_report(inputs: ReportInputs) -> dict[str, ValidationReport]:
+    """The report per code source: ``human`` first, then every machine adjudicator (no agreement table: a machine
+    adjudicator has no two coders)."""
+    p = inputs.protocol
+    thresholds = GateThresholds(p.gate.precision_lower, p.gate.recall_lower, p.gate.min_coded_positives)
+    ids = set(inputs.sample["id"])
+    options = {"thresholds": thresholds, "min_n": DEFAULT_MIN_N}
+    out = {
+        HUMAN: validation_report(
+            inputs.sample,
+            code_frame(inputs.human, p.head_names, ids),
+            inputs.decisions,
+            inputs.frame_means,
+            inputs.coder_codes,
+            **options,
+        )
+    }
+    for source, codes in sorted(inputs.machine.items()):
+        out[source] = validation_report(inputs.sample, codes, inputs.decisions, inputs.frame_means, **options)
+    return out
+
+
+def stamped(frame: pd.DataFrame, protocol: AuditProtocol, source: str, run_id: str, now: dt.datetime) -> pd.DataFrame:
+    """A report table with the protocol, classifier version, code source, run and time in front."""
+    out = frame.copy()
+    out.insert(0, "code_source", source)
+    out.insert(0, "classifier_version", protocol.classifier_version)
+    out.insert(0, "protocol_id", protocol.protocol_id)
+    out["run_id"] = run_id
+    out["computed_at"] = pd.Timestamp(now)
+    return out
+
+
+def _overall(report: ValidationReport, system: str, head: str, metric: str) -> dict | None:
+    r = report.error_rates
+    hit = r.loc[(r["system"] == system) & (r["head"] == head) & (r["group_by"] == "all") & (r["metric"] == metric)]
+    return None if hit.empty else hit.iloc[0].to_dict()
+
+
+def _float(row: dict | None, key: str) -> float | None:
+    value = None if row is None else row.get(key)
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def human_validation_rows(inputs: ReportInputs, report: ValidationReport, run_id: str, now: dt.datetime) -> list[dict]:
+    """One ``human_validation`` row per evaluated head of the protocol: the gate on the protocol's rule against the
+    human codes. A head with no gate row did not pass: ``no coded works``, or no decisions (its support gate)."""
+    p = inputs.protocol
+    system = classifier_system(p.classifier_version, p.decision_rule)
+    codes = code_frame(inputs.human, p.head_names, set(inputs.sample["id"]))
+    gates = report.gate
+    rows = []
+    for head in p.heads:
+        coded = codes.loc[codes["head"] == head.head, "code"].notna()
+        hit = gates.loc[(gates["system"] == system) & (gates["head"] == head.head)]
+        prec, rec = _overall(report, system, head.head, "precision"), _overall(report, system, head.head, "recall")
+        if not hit.empty:
+            g = hit.iloc[0]
+            passed, reason, positives = bool(g["passed"]), str(g["reason"]), int(g["coded_positives"])
+        else:
+            passed, positives = False, int(codes.loc[codes["head"] == head.head, "code"].fillna(0).sum())
+            if not coded.any():
+                reason = NO_CODES
+            elif not head.gate_passed:
+                reason = (
+                    f"no decisions under {p.classifier_version}: its support gate did not pass ({head.gate_reason})"
+                )
+            else:
+                reason = "no decision of the classifier on a coded work"
+        rows.append(
+            {
+                "protocol_id": p.protocol_id,
+                "classifier_version": p.classifier_version,
+                "head": head.head,
+                "passed": passed,
+                "precision": _float(prec, "value"),
+                "precision_lower": _float(prec, "lower"),
+                "recall": _float(rec, "value"),
+                "recall_lower": _float(rec, "lower"),
+                "coded_positives": positives,
+                "n_coded": int(coded.sum()),
+                "reason": reason,
+                "run_id": run_id,
+                "computed_at": now,
+            }
+        )
+    return rows
+
+
+def gate_frame(reports: dict[str, ValidationReport], protocol: AuditProtocol) -> dict[str, pd.DataFrame]:
+    """Each source's gate table with ``human_validation``: True only for the human codes on the protocol's rule."""
+    system = classifier_system(protocol.classifier_version, protocol.decision_rule)
+    out = {}
+    for source, report in reports.items():
+        g = report.gate.copy()
+        g["human_validation"] = (source == HUMAN) & (g["system"] == system)
+        out[source] = g
+    return out
+
+
+def human_code_rows(inputs: ReportInputs, run_id: str) -> list[dict]:
+    """The ``human_codes`` rows: the final human code of every coded work of the protocol (sampled or not)."""
+    keep = ("categories", "domain", "study_design", "genre", "about_ca_system", "about_ca_topic")
+    return [
+        {
+            "protocol_id": c["protocol_id"],
+            "id": c["id"],
+            "basis": c["basis"],
+            **{k: c[k] for k in keep},
+            "coders": list(c["coders"]),
+            "answer_ids": list(c["answer_ids"]),
+            "run_id": run_id,
+        }
+        for c in inputs.human
+    ]
+
+
+def _cell(row: dict | None) -> str:
+    if row is None:
+        return "-"
+    if row["value"] is None or pd.isna(row["value"]):
+        if row["n"]:
+            return f"not reported: fewer than the protocol's minimum of {DEFAULT_MIN_N} (n={row['n']})"
+        return "not reported: no coded cases"
+    return f"{row['value']:.2f} [{row['lower']:.2f}, {row['upper']:.2f}]"
+
+
+_HEADER = "| system | precision | recall | F1 | coded positives n | effective n | gate |"
+
+
+def summary_markdown(source: str, report: ValidationReport, protocol: AuditProtocol) -> str:
+    """One Markdown table per head: each system's precision, recall, F1 with 95% intervals, n, Kish n and gate."""
+    label = "human codes" if source == HUMAN else f"{source} (MACHINE-ADJUDICATED: not human validation)"
+    parts = [f"**{label}**"]
+    for head in protocol.head_names:
+        rates = report.error_rates
+        systems = sorted(set(rates.loc[rates["head"] == head, "system"]))
+        if not systems:
+            parts.append(f"*{head}*: {NO_CODES}")
+            continue
+        lines = [f"*{head}*", "", _HEADER, "|---|---|---|---|---|---|---|"]
+        for s in systems:
+            p, r, f = (_overall(report, s, head, m) for m in ("precision", "recall", "f1"))
+            g = report.gate.loc[(report.gate["system"] == s) & (report.gate["head"] == head)]
+            gate = "-" if g.empty else str(g.iloc[0]["reason"])
+            n_eff = "-" if r is None or pd.isna(r["n_effective"]) else f"{r['n_effective']:.1f}"
+            lines.append(f"| {s} | {_cell(p)} | {_cell(r)} | {_cell(f)} | {r['n'] if r else '-'} | {n_eff} | {gate} |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+#: What a gate row says; a run whose rows say the same as the newest stored ones appends nothing.
+GATE_FIGURES = (
+    "passed",
+    "precision",
+    "precision_lower",
+    "recall",
+    "recall_lower",
+    "coded_positives",
+    "n_coded",
+    "reason",
+)
+
+_NEWEST_SQL = """
+SELECT * EXCLUDE (rn) FROM (
+  SELECT *, row_number() OVER (PARTITION BY head ORDER BY computed_at DESC, run_id DESC) AS rn
+  FROM human_validation WHERE protocol_id = ? AND classifier_version = ?) WHERE rn = 1
+"""
+
+
+def append_human_validation(storage: MetacanStorage, rows: list[dict]) -> bool:
+    """Append one run's gate rows to the DuckDB table ``human_validation`` (never updated), unless the newest stored
+    row of every head of the protocol and version says the same (:data:`GATE_FIGURES`): then nothing is appended, so
+    a re-run on unchanged codes leaves the gate, the records and the pages as they were. Returns whether it appended."""
+    if not rows:
+        return False
+    table = pa.Table.from_pylist(rows, schema=HUMAN_VALIDATION_SCHEMA)
+    with storage.connect() as con:
+        cur = con.execute(_NEWEST_SQL, [rows[0]["protocol_id"], rows[0]["classifier_version"]])
+        names = [d[0] for d in cur.description]
+        newest = {r["head"]: r for r in (dict(zip(names, v, strict=True)) for v in cur.fetchall())}
+        same = set(newest) == {r["head"] for r in rows} and all(
+            newest[r["head"]][k] == r[k] for r in rows for k in GATE_FIGURES
+        )
+        if same:
+            return False
+        con.register("new_rows", table)
+        con.execute("INSERT INTO human_validation SELECT * FROM new_rows")
+        con.unregister("new_rows")
+    return True

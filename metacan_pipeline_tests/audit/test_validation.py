@@ -1,0 +1,393 @@
+"""End to end: the audit study's validation report, its gate, and the human layers of the records (issue 16).
+
+The store holds 200 frame works built from one real OpenAlex record (the choxos Canadian-funders file in
+../shared/data) with the predictions, thresholds, heads, training set and direct labels a student run would leave
+(written by hand like :mod:`.test_assets`: a real student run costs about 40 s). Dagster's in-process executor
+materializes audit_protocol, audit_sample, validation_report and work_records with their blocking checks, once with
+no codes and once after simulated coders (a hidden truth, one coder who errs on every tenth work, an adjudicator
+who settles the disagreements) answered in the coding store through its public methods. The report's numbers are
+checked against the Hajek ratios computed here from the same weights and codes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import dagster as dg
+import pandas as pd
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from metacan_pipeline.audit import validation
+from metacan_pipeline.audit.assets import audit_protocol, audit_sample, validation_report
+from metacan_pipeline.audit.checks import audit_sample_partitions_frame
+from metacan_pipeline.audit.coding import CodingStore
+from metacan_pipeline.audit.protocol import current_protocol
+from metacan_pipeline.audit.report import validation_report as report_of
+from metacan_pipeline.cli import app
+from metacan_pipeline.i18n import translations
+from metacan_pipeline.publish.assets import records_may_ship, work_records
+from metacan_pipeline.publish.checks import records_human_layers_backed
+from metacan_pipeline.publish.human_layer import human_layer_violations
+from metacan_pipeline.publish.pages import environment, render_work
+from metacan_pipeline.settings import coding_store_path
+from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.student.roles import CENSUS, SAMPLE
+from metacan_pipeline.tables.frame import FRAME_SCHEMA
+from metacan_pipeline.tables.publish import RECORDS_SCHEMA
+from metacan_pipeline.tables.sampling import DESIGN_SCHEMA
+from metacan_pipeline.tables.student import (
+    HEADS_SCHEMA,
+    MACHINE_SCHEMA,
+    PRED_SCHEMA,
+    THRESHOLDS_SCHEMA,
+    TRAINING_SET_SCHEMA,
+)
+from metacan_pipeline.tables.teachers import LABELS_SCHEMA
+from metacan_pipeline.vocab import BINARY_TARGETS, CATEGORIES
+from metacan_pipeline_tests.builders import (
+    CTX,
+    PILOT,
+    check_evaluation,
+    label_row,
+    machine_row,
+    prediction_row,
+    real_frame_row,
+    sql,
+)
+
+MV = "metacan-v0-hybrid-0a1b2c3d4e5f"
+N = 200
+#: Every stratum a census but negative_far (half drawn, design weight 2): the consensus precision is exact.
+CONFIG = {
+    "stratum_fractions": {s: 1.0 for s in ("consensus", "candidate_only", "negative_near", "french", "no_abstract")}
+    | {"about_ca_only": 1.0, "negative_far": 0.5, "trained_on": 1.0},
+    "stratum_min_sizes": {"negative_far": 5},
+}
+ASSETS = [
+    audit_protocol,
+    audit_sample,
+    audit_sample_partitions_frame,
+    validation_report,
+    work_records,
+    records_may_ship,
+    records_human_layers_backed,
+]
+
+
+def wid(i: int) -> str:
+    return f"W{9000 + i}"
+
+
+def truth(i: int) -> bool:
+    """The hidden truth on metaresearch: 78 of the 80 consensus works, 5 of the 10 candidate-only, 2 far negatives."""
+    return i < 78 or 80 <= i < 85 or i in (120, 150)
+
+
+def write_world(storage: MetacanStorage, openalex_dir) -> None:
+    base = real_frame_row(openalex_dir)
+    frame, preds, gemma, machine = [], [], [], []
+    for i in range(N):
+        frame.append(
+            {
+                **base,
+                "id": wid(i),
+                "title_text": f"Work {i} on research practice",
+                "language": "fr" if i % 9 == 4 else "en",
+                "has_abstract": i % 13 != 5,
+                "route_key": "about_ca" if i % 17 == 7 else "ca_aff",
+                "frame_build_id": "frame-0123456789ab",
+            }
+        )
+        p = {**prediction_row(wid(i)), "model_version": MV}
+        scores = [0.1] * len(CATEGORIES)
+        if i < 80:
+            scores[0], p["consensus_categories"], p["candidate_categories"] = 0.9, ["metaresearch"], ["metaresearch"]
+        elif i < 90:
+            scores[0], p["candidate_categories"] = 0.2, ["metaresearch"]
+        p["category_scores_codex"] = scores
+        preds.append(p)
+        gemma.append(label_row(wid(i), CENSUS, ["metaresearch"] if truth(i) != (i % 11 == 3) else []))
+        machine.append(machine_row(wid(i)))
+    thresholds = [
+        {"model_version": MV, "target": t, "gate_passed": t == "metaresearch", "rate": 0.4, "n": N,
+         "gate_reason": "passed" if t == "metaresearch" else "codex positives 2 < 20",
+         "k": 80 if t == "metaresearch" else None, "threshold": 0.5 if t == "metaresearch" else None,
+         "boundary_id": wid(79) if t == "metaresearch" else None}
+        for t in BINARY_TARGETS
+    ]  # fmt: skip
+    tables = {
+        "frame": (frame, FRAME_SCHEMA),
+        "predictions": (preds, PRED_SCHEMA),
+        "prediction_thresholds": (thresholds, THRESHOLDS_SCHEMA),
+        "student_heads": (
+            [{"model_version": MV, "teacher": t, "target": h} for t in (SAMPLE, CENSUS) for h in BINARY_TARGETS],
+            HEADS_SCHEMA,
+        ),
+        "student_training_set": (
+            [{"model_version": MV, "teacher": SAMPLE, "work_id": wid(i), "venue_key": "v"} for i in (197, 198, 199)],
+            TRAINING_SET_SCHEMA,
+        ),
+        "sample_design": ([{"id": wid(i), "in_sample": False} for i in range(N)], DESIGN_SCHEMA),
+        f"direct_labels_{CENSUS}": (gemma, LABELS_SCHEMA),
+        f"direct_labels_{SAMPLE}": ([], LABELS_SCHEMA),
+        "machine_scores": (machine, MACHINE_SCHEMA),
+    }
+    for name, (rows, schema) in tables.items():
+        storage.write_table(name, pa.Table.from_pylist(rows, schema=schema))
+
+
+def run(storage: MetacanStorage, instance: dg.DagsterInstance):
+    return dg.materialize(
+        ASSETS,
+        resources={"storage": storage},
+        run_config={"ops": {"audit_protocol": {"config": CONFIG}}},
+        instance=instance,
+    )
+
+
+def answer(positive: bool) -> dict:
+    return {
+        "categories": ["metaresearch"] if positive else [],
+        "domain": "methods" if positive else None,
+        "study_design": "observational",
+        "genre": "empirical" if positive else "commentary",
+        "about_ca_system": False,
+        "about_ca_topic": True,
+        "confidence": "medium",
+    }
+
+
+def meta(result, key: str) -> dict:
+    [m] = [m for m in result.asset_materializations_for_node("validation_report") if m.asset_key.path == [key]]
+    return {k: v.value for k, v in m.metadata.items()}
+
+
+def records(storage: MetacanStorage) -> dict[str, dict]:
+    return {r["id"]: json.loads(r["record_json"]) for r in storage.read_table("work_records").to_pylist()}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, openalex_dir):
+    """Both materializations: ``before`` (no codes) and ``after`` (simulated coders), with what the test compares."""
+    root = tmp_path_factory.mktemp("validation")
+    storage = MetacanStorage(data_dir=str(root / "data"))
+    write_world(storage, openalex_dir)
+    instance = dg.DagsterInstance.ephemeral()
+    before = run(storage, instance)
+    before_records = records(storage)
+    pid = meta(before, "validation_report")["protocol_id"]
+    sample = [r for r in storage.read_table("audit_sample").to_pylist() if r["protocol_id"] == pid and r["in_sample"]]
+    coded = [r for r in sample if not r["trained_on"]]
+    index = {wid(i): i for i in range(N)}
+    single = next(r["id"] for r in coded if r["stratum"] == "negative_far")
+    cli = [CliRunner().invoke(app, ["coding", "import-adjudicator", "frame1k", "--pilot-dir", str(PILOT),
+                                    "--data-dir", str(storage.root)]) for _ in range(2)]  # fmt: skip
+    frame = {r["id"]: r for r in storage.read_table("frame").to_pylist()}
+    with CodingStore(coding_store_path(str(storage.root))) as store:
+        store.load_tasks(pid, [frame[r["id"]] for r in sample])
+        for name in ("alice", "bob", "carol"):
+            store.add_coder(name)
+        for r in sample:
+            i = index[r["id"]]
+            store.submit(pid, r["id"], "alice", answer(truth(i)))
+            if r["id"] != single:
+                store.submit(pid, r["id"], "bob", answer(truth(i) != (i % 10 == 3)))
+        for d in store.disagreements(pid):
+            store.submit(pid, d["id"], "carol", answer(truth(index[d["id"]])), role="adjudication")
+        store.append_machine_codes(
+            [{"protocol_id": pid, "id": r["id"], "head": "metaresearch", "code": 1,
+              "adjudicator": "machine-adjudicator:everything-positive"} for r in coded]
+        )  # fmt: skip
+    after = run(storage, instance)
+    return {
+        "storage": storage, "before": before, "after": after, "before_records": before_records, "pid": pid,
+        "coded": coded, "sample": sample, "single": single, "index": index, "cli": cli,
+    }  # fmt: skip
+
+
+def test_with_no_codes_the_report_materializes_and_no_head_passes(study):
+    storage = study["storage"]
+    m = meta(study["before"], "validation_report")
+    assert m["human_coded_works"] == 0 and m["trained_works_left_out"] == 3
+    assert "metaresearch*: no coded works" in m["summary"]
+    first_run = study["before"].run_id
+    rows = sql(storage, f"SELECT head, passed, reason, n_coded FROM human_validation WHERE run_id = '{first_run}'")
+    assert rows == [("metaresearch", False, "no coded works", 0)]
+    # no human layer on any record: the records are what they were before the audit study existed
+    assert not any("human_code" in r or "human_validation" in r for r in study["before_records"].values())
+    assert check_evaluation(study["before"], "records_human_layers_backed").passed
+
+
+def test_the_report_matches_the_hajek_ratios_of_the_codes(study):
+    storage, coded, index, single = study["storage"], study["coded"], study["index"], study["single"]
+    system = f"classifier:{MV}:consensus"
+    both = [r for r in coded if r["id"] != single]  # the single-coded work waits for its second coder
+    w = {r["id"]: r["design_weight"] for r in both}
+    y = {r["id"]: truth(index[r["id"]]) for r in both}
+    d = {r["id"]: index[r["id"]] < 80 for r in both}
+    assert set(w.values()) == {1.0, 2.0}  # the far negatives are half drawn: the ratios are weighted
+    precision = sum(w[i] * y[i] for i in w if d[i]) / sum(w[i] for i in w if d[i])
+    recall = sum(w[i] * d[i] for i in w if y[i]) / sum(w[i] for i in w if y[i])
+    rates = {
+        (r["metric"]): r
+        for r in storage.read_table("validation_error_rates").to_pylist()
+        if r["code_source"] == "human" and r["system"] == system and r["group_by"] == "all"
+    }
+    assert math.isclose(rates["precision"]["value"], precision, rel_tol=1e-12)
+    assert math.isclose(rates["recall"]["value"], recall, rel_tol=1e-12)
+    assert rates["recall"]["n"] == sum(y.values()) and rates["precision"]["n"] == sum(d.values())
+    cells = {
+        r["cell"]: r["weighted"]
+        for r in storage.read_table("validation_confusion").to_pylist()
+        if r["code_source"] == "human" and r["system"] == system and r["group_by"] == "all"
+    }
+    assert math.isclose(cells["tp"], sum(w[i] for i in w if y[i] and d[i]), rel_tol=1e-12)
+    assert math.isclose(cells["fn"], sum(w[i] for i in w if y[i] and not d[i]), rel_tol=1e-12)
+    # differential error: one row per language group, and the census teacher's direct labels as a system of its own
+    groups = {
+        (r["system"], r["group"])
+        for r in storage.read_table("validation_error_rates").to_pylist()
+        if r["group_by"] == "language" and r["code_source"] == "human"
+    }
+    assert {(system, "en"), (system, "fr"), (f"teacher:{CENSUS}", "fr")} <= groups
+    # the prevalence from the codes alone, and the prediction-powered one beside it
+    prev = {
+        r["method"]: r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"
+    }
+    assert math.isclose(prev["human"]["value"], sum(w[i] * y[i] for i in w) / sum(w.values()), rel_tol=1e-12)
+    assert {f"ppi:{system}", f"ppi:teacher:{CENSUS}"} <= set(prev)
+    # its width over the codes-only interval is reported (here, an audit sample of mostly census strata, the
+    # codes-only interval is already narrow: PPI's coverage and narrowing are tested on simulated coders, test_ppi.py)
+    assert prev[f"ppi:{system}"]["width_ratio"] > 0
+    # agreement before adjudication: bob errs on every tenth work, so kappa is below 1
+    kappa = [r for r in storage.read_table("validation_agreement").to_pylist() if r["statistic"] == "cohen_kappa"]
+    assert kappa and all(0 < r["value"] < 1 for r in kappa)
+
+
+def test_the_gate_row_is_the_human_run_and_never_a_machine_adjudicator(study):
+    storage, pid = study["storage"], study["pid"]
+    run_id = study["after"].run_id
+    [(passed, precision_lower, recall_lower, positives, n_coded, reason)] = sql(
+        storage,
+        "SELECT passed, precision_lower, recall_lower, coded_positives, n_coded, reason FROM human_validation "
+        f"WHERE run_id = '{run_id}'",
+    )
+    assert n_coded == len(study["coded"]) - 1 and positives >= 30
+    assert passed == (precision_lower >= 0.80 and recall_lower >= 0.70) and passed, reason
+    gates = storage.read_table("validation_gate").to_pylist()
+    machine = [g for g in gates if g["code_source"] == "machine-adjudicator:everything-positive"]
+    assert machine and not any(g["human_validation"] for g in machine)
+    assert [g["system"] for g in gates if g["human_validation"]] == [f"classifier:{MV}:consensus"]
+    m = meta(study["after"], "validation_report")
+    assert "MACHINE-ADJUDICATED" in m["summary"]
+    # the frame1k verdicts name works outside this frame: recorded, counted, estimating nothing
+    assert m["machine_adjudicators"]["machine-adjudicator:frame1k"] == {
+        "codes_in_sample": 0,
+        "works_outside_sample": 179,
+    }
+    assert [c.exit_code for c in study["cli"]] == [0, 0]
+    assert "179 machine codes, 179 added" in study["cli"][0].output
+    assert "0 added, 179 already present" in study["cli"][1].output
+    assert sql(storage, f"SELECT count(*) FROM audit_protocols WHERE protocol_id = '{pid}'") == [(1,)]
+
+
+def test_records_carry_the_human_code_and_the_validated_status_behind_a_passing_gate(study):
+    storage, pid, index, single = study["storage"], study["pid"], study["index"], study["single"]
+    assert check_evaluation(study["after"], "records_human_layers_backed").passed
+    assert check_evaluation(study["after"], "records_may_ship").passed
+    recs = records(storage)
+    coded = {r["id"] for r in study["sample"]} - {single}
+    # every work two coders coded, trained ones too (they are left out of the estimates, not of the layer); the
+    # single-coded work has no human code yet
+    assert {w for w, r in recs.items() if "human_code" in r} == coded
+    [m] = [
+        m
+        for m in study["after"].asset_materializations_for_node("work_records")
+        if m.asset_key.path == ["work_records"]
+    ]
+    assert m.metadata["human_coded_records"].value == len(coded) and m.metadata["human_validated_records"].value == N
+    w0 = recs[wid(0)]
+    assert w0["human_code"]["status"] == f"human_coded:{pid}" and w0["human_code"]["categories"] == ["metaresearch"]
+    assert w0["human_code"]["coders"] == 2 and w0["direct_labels"][0]["categories"] == ["metaresearch"]
+    [v] = w0["human_validation"]
+    assert (v["status"], v["head"], v["decision"]) == (f"human_validated:{pid}", "metaresearch", True)
+    html = render_work(environment(), w0, None, {**CTX, "rendered_at": "x", "page_run_id": "y"})
+    assert '<h3 id="human-code">Human code</h3>' in html and f"human_validated:{pid}" in html
+    assert "The figures behind it" in html
+    # the served site renders the same template in French through the catalogue
+    fr = render_work(environment(translations("fr")), w0, None, {**CTX, "rendered_at": "x", "page_run_id": "y"})
+    assert "Code humain" in fr and "Validation humaine du classifieur" in fr and "Les chiffres qui la justifient" in fr
+    assert "Human code" not in fr
+    # a work not human-coded (one coder so far), far from the threshold, is shown as the classifier's negative call under a passed gate
+    far = recs[single]
+    assert index[single] >= 90 and "human_code" not in far and far["human_validation"][0]["decision"] is False
+
+
+def test_the_check_refuses_a_human_layer_without_its_code_or_gate(study):
+    storage, pid = study["storage"], study["pid"]
+    recs = records(storage)
+    plain = next(r for r in recs.values() if "human_code" not in r)
+    forged = {**plain, "human_code": {**recs[wid(0)]["human_code"]}}
+    passing = {MV: [{"classifier_version": MV, "head": "metaresearch", "protocol_id": pid}]}
+    assert human_layer_violations(forged, {}, passing) == [
+        f"{plain['id']}: human_code under {pid} but no stored human code of that protocol"
+    ]
+    other = {**recs[wid(0)]["human_validation"][0], "classifier_version": "metacan-v0-hybrid-ffffffffffff"}
+    bad = {**plain, "human_validation": [other]}
+    assert "without a passing gate" in human_layer_violations(bad, {}, passing)[0]
+    assert human_layer_violations(plain, {}, passing) == []
+
+
+def test_the_summary_says_when_a_rate_rests_on_fewer_cases_than_the_minimum(study):
+    # twelve works of one census stratum, six coded positives: every rate is under the minimum of 30
+    rows = [{"id": wid(i), "stratum": "s", "design_weight": 1.0, "stratum_size": 12, "stratum_sample_size": 12,
+             "language": "en", "route_key": "ca_aff", "genre": None, "has_abstract": True} for i in range(12)]  # fmt: skip
+    system = f"classifier:{MV}:consensus"
+    codes = pd.DataFrame([{"id": wid(i), "head": "metaresearch", "code": int(i < 6)} for i in range(12)])
+    decisions = pd.DataFrame(
+        [{"system": system, "id": wid(i), "head": "metaresearch", "decision": int(i < 7)} for i in range(12)]
+    )
+    means = pd.DataFrame([{"system": system, "head": "metaresearch", "frame_mean": 0.5}])
+    report = report_of(pd.DataFrame(rows), codes, decisions, means)
+    text = validation.summary_markdown("human", report, current_protocol(study["storage"]))
+    assert "not reported: fewer than the protocol's minimum of 30 (n=7)" in text  # precision: 7 predicted positives
+    assert "not reported: fewer than the protocol's minimum of 30 (n=6)" in text  # recall: 6 coded positives
+    assert "6 coded positives < 30: cannot be judged" in text
+    machine = validation.summary_markdown("machine-adjudicator:frame1k", report, current_protocol(study["storage"]))
+    assert machine.startswith("**machine-adjudicator:frame1k (MACHINE-ADJUDICATED: not human validation)**")
+
+
+def test_a_rerun_whose_gate_says_the_same_appends_nothing(study, tmp_path):
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    [row] = [
+        dict(zip(("protocol_id", "classifier_version", "head", "passed", "precision", "precision_lower", "recall",
+                  "recall_lower", "coded_positives", "n_coded", "reason", "run_id", "computed_at"), r, strict=True))
+        for r in sql(study["storage"], f"SELECT * FROM human_validation WHERE run_id = '{study['after'].run_id}'")
+    ]  # fmt: skip
+    assert validation.append_human_validation(storage, [row]) is True
+    assert validation.append_human_validation(storage, [{**row, "run_id": "later"}]) is False
+    assert validation.append_human_validation(storage, [{**row, "run_id": "later", "n_coded": 1}]) is True
+    assert sql(storage, "SELECT run_id FROM human_validation ORDER BY run_id") == [(row["run_id"],), ("later",)]
+
+
+def test_the_blocking_check_fails_on_a_stored_record_with_a_forged_human_code(study, tmp_path):
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    recs = records(study["storage"])
+    forged = {**recs[study["single"]], "human_code": recs[wid(0)]["human_code"]}
+    rows = [{"id": r["id"], "record_json": json.dumps(r), "record_hash": "0" * 16} for r in (recs[wid(1)], forged)]
+    storage.write_table("work_records", pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA))
+    result = dg.materialize(
+        [records_human_layers_backed],
+        resources={"storage": storage},
+        selection=dg.AssetSelection.checks(records_human_layers_backed),
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+    evaluation = check_evaluation(result, "records_human_layers_backed")
+    assert not evaluation.passed  # this store holds no human code and no gate row at all
+    problems = evaluation.metadata["violations"].value
+    assert f"{forged['id']}: human_code under {study['pid']} but no stored human code of that protocol" in problems
+    assert any(p.startswith(f"{wid(1)}: human_validated:") for p in problems)

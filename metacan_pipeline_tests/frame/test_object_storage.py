@@ -1,0 +1,377 @@
+"""Tests of the frame built from an OpenAlex snapshot in object storage (metacan_pipeline/openalex/remote.py, issue 17).
+
+A real S3-compatible server runs on loopback (moto's server mode), and the test uploads the shared snapshot sample
+(../shared/data/openalex/...snapshot_sample: works, funders, sources, institutions parts and the works manifest)
+with the four real Canadian funder files beside it. The same folder is built from its local copy and from its
+``s3://`` URL through the real Dagster assets; a fault-injecting TCP proxy on loopback cuts the server's answers
+to test reads dropped mid-part."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import socket
+import threading
+import urllib.parse
+from pathlib import Path
+
+import boto3
+import dagster as dg
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from moto.server import ThreadedMotoServer
+
+from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs
+from metacan_pipeline.frame.entities import EntityLists
+from metacan_pipeline.frame.parts import build_parts, part_dir, part_jobs, split_finished
+from metacan_pipeline.openalex.folders import input_folders, locate, split_dirs
+from metacan_pipeline.openalex.inventory import take_inventory
+from metacan_pipeline.openalex.lookup import load_abstracts
+from metacan_pipeline.openalex.remote import storage_options
+from metacan_pipeline_tests.builders import OPENALEX, copy_funders, is_canadian, node_metadata, root_error, write_part
+
+SAMPLE = OPENALEX / "max-planck-innovation-competition__go-openalex__snapshot_sample"
+BUCKET = "metacan-snapshot"
+PART = "data/works/updated_date=2023-05-16/part_000.gz"
+KEY_ID = "AKIAMETACANTESTKEY01"
+SECRET = "metacan-test-secret-never-logged-0123456789"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class CuttingProxy:
+    """A TCP proxy on loopback in front of the S3 server: an answer to a GET of ``key`` is cut after its headers
+    and 512 bytes of its body (the connection closed, as a network drop does), ``cuts`` times (None: always)."""
+
+    def __init__(self, upstream: int, key: str, cuts: int | None = None) -> None:
+        self.upstream, self.cuts, self.cut = upstream, cuts, 0
+        self.marks = (f"/{BUCKET}/{urllib.parse.quote(key, safe='/~')}".encode(), f"/{BUCKET}/{key}".encode())
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _take(self, data: bytes) -> bool:
+        if not data.startswith(b"GET ") or not any(data.split(b" ", 2)[1].startswith(m) for m in self.marks):
+            return False
+        with self.lock:
+            if self.cuts is not None and self.cut >= self.cuts:
+                return False
+            self.cut += 1
+            return True
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.upstream))
+        doomed = threading.Event()
+
+        def close() -> None:
+            for s in (client, upstream):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+        def up() -> None:
+            try:
+                while data := client.recv(1 << 16):
+                    if self._take(data):
+                        doomed.set()
+                    upstream.sendall(data)
+            except OSError:
+                pass
+
+        threading.Thread(target=up, daemon=True).start()
+        buf = b""
+        try:
+            while data := upstream.recv(1 << 16):
+                if not doomed.is_set():
+                    client.sendall(data)
+                    continue
+                buf += data
+                if b"\r\n\r\n" in buf and len(buf) > buf.index(b"\r\n\r\n") + 4 + 512:
+                    client.sendall(buf[: buf.index(b"\r\n\r\n") + 4 + 512])
+                    break
+        except OSError:
+            pass
+        close()
+
+    def stop(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory, real_works) -> Path:
+    """The snapshot sample with the four Canadian funder files and one more works part of real records, 30 of them
+    Canadian (the sample's own part holds none), listed in the sample's manifest, as a local folder."""
+    root = tmp_path_factory.mktemp("local") / "snapshot"
+    shutil.copytree(SAMPLE, root)
+    copy_funders(OPENALEX, root)
+    ca = sorted(k for k, w in real_works.items() if is_canadian(w))[:30]
+    other = sorted(k for k, w in real_works.items() if not is_canadian(w))[:20]
+    rel = write_part(root, "2025-01-01", 0, [real_works[k] for k in sorted(ca + other)])
+    manifest = json.loads((root / "data/works/manifest").read_text())
+    manifest["entries"].append(
+        {"url": f"s3://openalex/{rel}", "meta": {"content_length": (root / rel).stat().st_size, "record_count": 50}}
+    )
+    (root / "data/works/manifest").write_text(json.dumps(manifest))
+    return root
+
+
+@pytest.fixture(scope="module")
+def s3(sample):
+    """A moto S3 server on loopback holding ``sample`` under ``s3://metacan-snapshot/snapshot/`` (and a copy under
+    ``changed/``), with the AWS environment pointing at it; yields ``(port, boto3 client)``."""
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": SECRET,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "METACAN_S3_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "METACAN_REMOTE_READ_ATTEMPTS": "2",
+        }.items():
+            mp.setenv(name, value)
+        mp.delenv("METACAN_S3_ANON", raising=False)
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}")
+        client.create_bucket(Bucket=BUCKET)
+        for f in sorted(p for p in sample.rglob("*") if p.is_file()):
+            for prefix in ("snapshot", "changed"):
+                client.upload_file(str(f), BUCKET, f"{prefix}/{f.relative_to(sample).as_posix()}")
+        yield port, client
+    server.stop()
+
+
+def _messages(instance: dg.DagsterInstance) -> list[str]:
+    return [e.user_message or "" for run in instance.get_runs() for e in instance.all_logs(run.run_id)]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, sample, s3):
+    """The frame built from the local folder and from its s3:// URL."""
+    out = {}
+    for name, where in (("local", str(sample)), ("s3", f"s3://{BUCKET}/snapshot")):
+        data = tmp_path_factory.mktemp(name)
+        instance = dg.DagsterInstance.ephemeral()
+        # the bucket is read by the worker pool (2 processes), the local copy in this process: both paths are real
+        result = _materialize(instance, build_resources(str(data), where), workers=2 if name == "s3" else 1)
+        assert result.success, root_error(result)
+        out[name] = (data, instance, result)
+    return out
+
+
+def _materialize(instance: dg.DagsterInstance, resources: dict, workers: int, refresh: bool = True):
+    """``frame_refresh`` then ``frame_build`` over every partition, as ``materialize_in_process`` runs them, with
+    ``workers`` part-build processes."""
+    if refresh:
+        assert defs.resolve_job_def("frame_refresh").execute_in_process(instance=instance, resources=resources).success
+    return defs.resolve_job_def("frame_build").execute_in_process(
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
+        tags=all_partitions_run_tags(instance),
+        run_config={"ops": {"frame_parts": {"config": {"workers": workers}}}},
+    )
+
+
+def _table(data: Path, sql: str) -> list[tuple]:
+    con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_the_frame_built_from_s3_equals_the_frame_built_from_the_local_folder(built):
+    local, remote = built["local"][0], built["s3"][0]
+    everything = "SELECT * EXCLUDE (frame_build_id) FROM frame ORDER BY id"
+    frame = _table(local, everything)
+    assert len(frame) > 0 and _table(remote, everything) == frame
+    routes = "SELECT id, ca_aff, ca_fund, ca_venue, about_ca, source_file, source_locator FROM frame ORDER BY id"
+    assert _table(remote, routes) == _table(local, routes)
+    build_id = lambda data: _table(data, "SELECT DISTINCT frame_build_id FROM frame")  # noqa: E731
+    assert len(build_id(local)) == 1 and build_id(remote) == build_id(local)
+    md_local, md_s3 = node_metadata(built["local"][2], "frame"), node_metadata(built["s3"][2], "frame")
+    for k in ("works_read", "work_records_read", "admitted_by_route", "quarantined", "parts_done"):
+        assert md_s3[k] == md_local[k], k
+    assert _table(remote, "SELECT kind, id, list_version FROM canadian_entities ORDER BY ALL") == _table(
+        local, "SELECT kind, id, list_version FROM canadian_entities ORDER BY ALL"
+    )
+
+
+def test_an_s3_part_counts_by_size_and_etag_and_holds_the_same_bytes(built, sample):
+    manifest = "SELECT source_file, bytes, mtime_ns, etag, sha256, records_read, count_check, build_key FROM frame_build_manifest ORDER BY 1"
+    local = {r[0]: r for r in _table(built["local"][0], manifest)}
+    remote = {r[0]: r for r in _table(built["s3"][0], manifest)}
+    assert set(remote) == set(local) and PART in remote
+    for name, r in remote.items():
+        loc = local[name]
+        assert r[1] == loc[1] == (sample / name).stat().st_size and r[4] == loc[4] and r[5:7] == loc[5:7]
+        assert r[2] is None and r[3] and loc[3] is None and loc[2] is not None  # ETag in place of mtime
+        assert r[7] != loc[7]  # the build key counts the ETag where a local part counts the mtime
+    assert remote[PART][5:7] == (27, "ok")
+    inventory = _table(
+        built["s3"][0], f"SELECT manifest_status, etag FROM openalex_inventory WHERE source_file = '{PART}'"
+    )
+    assert inventory[0][0] == "listed" and inventory[0][1] == remote[PART][3]
+
+
+def test_a_second_build_from_s3_reads_no_part_again(built):
+    data = built["s3"][0]
+    storage = build_resources(str(data))["storage"]
+    folders = input_folders([f"s3://{BUCKET}/snapshot"])
+    jobs = part_jobs(take_inventory(folders).rows, lambda sf: locate(folders, None, sf))
+    entities = EntityLists.from_table(storage.read_table("canadian_entities"))
+    done, todo = split_finished(jobs, storage.table_dir("frame_parts"), entities, retry_failed_reads=True)
+    assert todo == [] and len(done) == node_metadata(built["s3"][2], "frame_parts")["parts"] == len(jobs) > 1
+
+
+def test_no_credential_appears_in_a_log_line_metadata_entry_or_table(built):
+    _, instance, result = built["s3"]
+    texts = _messages(instance) + [str(e) for run in instance.get_runs() for e in instance.all_logs(run.run_id)]
+    texts += [str(r) for r in _table(built["s3"][0], "SELECT * FROM openalex_inventory")]
+    assert any(f"{BUCKET}" in t or "part_000.gz" in t for t in texts)
+    assert not [t for t in texts if SECRET in t or KEY_ID in t]
+
+
+def test_a_part_changed_in_the_bucket_after_the_inventory_is_refused(tmp_path, s3, sample):
+    _, client = s3
+    resources = build_resources(str(tmp_path / "data"), f"s3://{BUCKET}/changed")
+    instance = dg.DagsterInstance.ephemeral()
+    assert defs.resolve_job_def("frame_refresh").execute_in_process(instance=instance, resources=resources).success
+    lines = gzip.decompress((sample / PART).read_bytes()).splitlines(keepends=True)
+    client.put_object(Bucket=BUCKET, Key=f"changed/{PART}", Body=gzip.compress(b"".join(lines[:-1])))
+    result = _materialize(instance, resources, workers=1, refresh=False)
+    assert not result.success
+    error = root_error(result)
+    assert f"{PART} changed since openalex_inventory took stock of it" in error and "ETag" in error
+    assert "re-run the job frame_refresh" in error and SECRET not in error
+    assert not part_dir(tmp_path / "data" / "warehouse" / "frame_parts", "updated_date=2023-05-16", PART).exists()
+
+
+def _part_job(data: Path):
+    """The part job of PART from the inventory of the bucket, and the entity lists of the local build."""
+    inv = take_inventory(f"s3://{BUCKET}/snapshot")
+    folders = input_folders([f"s3://{BUCKET}/snapshot"])
+    jobs = part_jobs(inv.rows, lambda sf: locate(folders, None, sf))
+    storage = build_resources(str(data))["storage"]
+    return [j for j in jobs if j.source_file == PART], EntityLists.from_table(storage.read_table("canadian_entities"))
+
+
+def test_a_connection_dropped_mid_part_is_retried_and_the_part_built_whole(tmp_path, s3, built, monkeypatch):
+    port, _ = s3
+    jobs, entities = _part_job(built["local"][0])
+    proxy = CuttingProxy(port, f"snapshot/{PART}", cuts=1)
+    monkeypatch.setenv("METACAN_S3_ENDPOINT_URL", f"http://127.0.0.1:{proxy.port}")
+    try:
+        _, todo = split_finished(jobs, tmp_path, entities)
+        [row] = list(build_parts(todo, tmp_path, entities, "run-cut-once", workers=1))
+    finally:
+        proxy.stop()
+    assert proxy.cut == 1
+    local = {
+        r[0]: r for r in _table(built["local"][0], "SELECT source_file, sha256, records_read FROM frame_build_manifest")
+    }
+    assert (row["read_path"], row["sha256"], row["records_read"], row["count_check"]) == (
+        "duckdb",
+        local[PART][1],
+        27,
+        "ok",
+    )
+    assert not list(part_dir(tmp_path, "updated_date=2023-05-16", PART).rglob(".input"))  # the copy is not kept
+
+
+def test_a_connection_dropped_on_every_attempt_is_quarantined_with_its_reason_and_read_again_later(
+    tmp_path, s3, built, monkeypatch
+):
+    port, _ = s3
+    jobs, entities = _part_job(built["local"][0])
+    proxy = CuttingProxy(port, f"snapshot/{PART}", cuts=None)
+    monkeypatch.setenv("METACAN_S3_ENDPOINT_URL", f"http://127.0.0.1:{proxy.port}")
+    try:
+        _, todo = split_finished(jobs, tmp_path, entities)
+        [row] = list(build_parts(todo, tmp_path, entities, "run-cut-always", workers=1))
+    finally:
+        proxy.stop()
+    assert proxy.cut >= 2  # every attempt was cut (s3fs retries inside each of ours)
+    assert (row["read_path"], row["records_read"], row["work_records"], row["quarantined"], row["sha256"]) == (
+        "failed",
+        0,
+        0,
+        1,
+        None,
+    )
+    assert row["count_check"] == "mismatch"  # the manifest lists 27 records: the loss is counted, not hidden
+    [q] = pq.read_table(part_dir(tmp_path, "updated_date=2023-05-16", PART) / "quarantine.parquet").to_pylist()
+    assert q["source_file"] == PART and q["locator"] == "file"
+    assert q["reason"].startswith("unreadable from object storage: reading s3://metacan-snapshot/snapshot/" + PART)
+    assert "gave up after 2 attempt(s)" in q["reason"] and "the next frame_parts run reads it again" in q["reason"]
+    assert SECRET not in q["reason"] and KEY_ID not in q["reason"]
+    # the merge may use the quarantined part; the next frame_parts run reads it again, and with the network back, whole
+    assert split_finished(jobs, tmp_path, entities)[1] == []
+    monkeypatch.setenv("METACAN_S3_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    _, todo = split_finished(jobs, tmp_path, entities, retry_failed_reads=True)
+    [again] = list(build_parts(todo, tmp_path, entities, "run-healed", workers=1))
+    assert (again["read_path"], again["records_read"], again["quarantined"]) == ("duckdb", 27, 0)
+
+
+def test_anonymous_access_when_asked_or_when_no_credentials_are_found(s3, monkeypatch, tmp_path):
+    port, _ = s3
+    monkeypatch.setenv("METACAN_S3_ANON", "1")
+    assert storage_options("s3") == {"anon": True, "endpoint_url": f"http://127.0.0.1:{port}"}
+    inv = take_inventory(f"s3://{BUCKET}/snapshot")  # unsigned requests against the bucket
+    assert PART in {r["source_file"] for r in inv.present()}
+    monkeypatch.setenv("METACAN_S3_ANON", "0")
+    assert storage_options("s3")["anon"] is False
+    monkeypatch.delenv("METACAN_S3_ANON")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    assert storage_options("s3")["anon"] is True
+    monkeypatch.setenv("METACAN_S3_ANON", "maybe")
+    with pytest.raises(ValueError, match="METACAN_S3_ANON='maybe' is not a choice"):
+        storage_options("s3")
+
+
+def test_an_s3_url_is_one_folder_in_a_list_and_credentials_in_a_url_are_refused():
+    assert split_dirs("s3://openalex") == ["s3://openalex"]
+    assert split_dirs("../a:s3://bucket/prefix/:/b") == ["../a", "s3://bucket/prefix/", "/b"]
+    first, second = input_folders(["s3://openalex/", "s3://bucket/more"])
+    assert (first.root, first.prefix, second.prefix) == ("s3://openalex", "", "more/")
+    assert locate([first, second], None, "more/data/x.gz") == "s3://bucket/more/data/x.gz"
+    assert first.source_file("s3://openalex/data/works/manifest") == "data/works/manifest"
+    with pytest.raises(ValueError, match="lies inside"):
+        input_folders(["s3://openalex", "s3://openalex/data"])
+    with pytest.raises(ValueError, match="carries credentials in its URL") as err:
+        input_folders(["s3://AKIA:hunter2@bucket/x"])
+    assert "hunter2" not in str(err.value)
+
+
+def test_abstracts_are_re_read_from_the_bucket_as_from_the_local_folder(built, sample):
+    pointers = _table(
+        built["local"][0], "SELECT id, source_file, source_locator FROM frame WHERE has_abstract ORDER BY id LIMIT 5"
+    )
+    assert pointers
+    folders = input_folders([f"s3://{BUCKET}/snapshot"])
+    remote = load_abstracts(lambda sf: locate(folders, None, sf), pointers)
+    local = load_abstracts(lambda sf: sample / sf, pointers)
+    assert remote == local and all(isinstance(v, str) and v for v in remote.values())
+    assert load_abstracts(lambda sf: f"s3://{BUCKET}/gone/{sf}", pointers[:1]) == {pointers[0][0]: None}
