@@ -5,7 +5,8 @@
   what exists; *later* works form the rolling layer, so before the first release there is no rolling layer).
 - A rolling-layer work keeps its direct labels and every score, but no classifier category: candidate and consensus
   (the nine categories, the two about-Canada heads, the categorical heads and the distilled Codex call of each) are
-  withheld unless the newest ``human_validation`` row of that classifier version and head passed. The categorical
+  withheld unless that classifier version and head passed human validation (the newest ``human_validation`` row of a
+  locked protocol passed, as for the records' ``human_validated:<protocol>`` status). The categorical
   heads are never evaluated by a protocol (its heads are binary), so they are always withheld on a rolling work.
 
 The newest release is the last row of the DuckDB table ``releases`` (written by the asset ``release``); whether a
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import duckdb
 
+from ..publish.human_layer import passing_heads
 from ..storage import MetacanStorage
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS
 
@@ -60,13 +62,10 @@ def newest_release(storage: MetacanStorage) -> NewestRelease | None:
 
 
 def passed_heads(con: duckdb.DuckDBPyConnection) -> frozenset[tuple[str, str]]:
-    """``(classifier_version, head)`` whose newest ``human_validation`` row (over every protocol) passed."""
-    rows = con.execute(
-        "SELECT classifier_version, head FROM human_validation "
-        "QUALIFY row_number() OVER (PARTITION BY classifier_version, head ORDER BY computed_at DESC, run_id DESC) = 1 "
-        "AND coalesce(passed, false)"
-    ).fetchall()
-    return frozenset((v, h) for v, h in rows)
+    """``(classifier_version, head)`` that passed human validation: the newest ``human_validation`` row of some
+    locked protocol passed for it (:func:`metacan_pipeline.publish.human_layer.passing_heads`, the rule behind the
+    records' ``human_validated:<protocol>`` status, so a head shown as validated is never withheld)."""
+    return frozenset((v, row["head"]) for v, rows in passing_heads(con).items() for row in rows)
 
 
 @dataclass(frozen=True)

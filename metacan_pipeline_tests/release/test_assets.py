@@ -167,8 +167,14 @@ def test_a_work_added_after_the_release_is_rolling_and_shows_no_category_until_v
     html = render_work(environment(), new, None, CTX)
     assert "Rolling layer" in html and "Machine prediction (withheld)" in html
     assert f"Frozen release {version}." in render_work(environment(), old, None, CTX)
-    # a human_validation row that passes metaresearch for this version, as validation_report would append it
+    # a human_validation row that passes metaresearch for this version under a locked protocol, as
+    # validation_report would append it
     with storage.connect() as con:
+        con.execute(
+            "INSERT INTO audit_protocols VALUES ('protocol-000000000001', 'x', ?, ?, 'consensus', ['metaresearch'], "
+            "'v1', 'y', '{}')",
+            [dt.datetime(2026, 11, 30), VERSION],
+        )
         con.execute(
             "INSERT INTO human_validation VALUES ('protocol-000000000001', ?, 'metaresearch', true, 0.9, 0.85, 0.8, "
             "0.75, 40, 300, 'passed', 'run-1', ?)",
@@ -178,10 +184,11 @@ def test_a_work_added_after_the_release_is_rolling_and_shows_no_category_until_v
     pred = records(storage)[NEW_ID]["prediction"]
     assert pred["candidate_categories"] == ["metaresearch"] and pred["consensus_categories"] == ["metaresearch"]
     assert pred["about_ca_topic_candidate"] is None  # that head has not passed
-    # a newer failing row withdraws it again
+    assert records(storage)[NEW_ID]["human_validation"][0]["status"] == "human_validated:protocol-000000000001"
+    # a newer failing row of that protocol withdraws it again
     with storage.connect() as con:
         con.execute(
-            "INSERT INTO human_validation VALUES ('protocol-000000000002', ?, 'metaresearch', false, 0.7, 0.6, 0.8, "
+            "INSERT INTO human_validation VALUES ('protocol-000000000001', ?, 'metaresearch', false, 0.7, 0.6, 0.8, "
             "0.75, 40, 300, 'precision lower bound below 0.80', 'run-2', ?)",
             [VERSION, dt.datetime(2026, 12, 2)],
         )
