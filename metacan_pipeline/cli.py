@@ -213,6 +213,47 @@ def summary(data_dir: str = typer.Option(None, help="Output folder (default $MET
         raise typer.Exit(1)
 
 
+@app.command("release")
+def release_command(
+    version: str = typer.Option(
+        "", "--version", help="Version of a new release, e.g. 2026.1 (default: <YYYY.MM.DD>-<8 hex of its content>)."
+    ),
+    author: list[str] = typer.Option(
+        [], help="An author CITATION.cff names (repeat the option; default: metacan_pipeline contributors)."
+    ),
+    data_dir: str = typer.Option(None, help="Output folder (default $METACAN_DATA_DIR or ./data)."),
+) -> None:
+    """Cut a frozen release of what the last run published (the asset ``release`` with ``cut: true``).
+
+    Freezes the frame, direct labels, predictions, machine scores, human validation and records under
+    ``data/releases/<version>/``; when nothing changed since a release, names that release and writes nothing.
+    Works that enter the frame later form the rolling layer of the next ``metacan run``.
+    """
+    import dagster as dg
+
+    from .definitions import build_resources
+    from .release.assets import ReleaseConfig, release, release_matches_its_hashes
+    from .storage import default_data_dir
+
+    data = data_dir or default_data_dir()
+    config = ReleaseConfig(cut=True, release_version=version, **({"citation_authors": author} if author else {}))
+    result = dg.materialize(
+        [release, release_matches_its_hashes],
+        resources=build_resources(data),
+        instance=_instance(data),
+        run_config=dg.RunConfig({"release": config}),
+        raise_on_error=False,
+    )
+    if not result.success:
+        errors = [e.event_specific_data.error.message for e in result.all_events if e.is_step_failure]
+        checks = [e.check_name for e in result.get_asset_check_evaluations() if not e.passed]
+        typer.echo(f"no release: {' '.join(errors) or 'failed checks: ' + ', '.join(checks)}", err=True)
+        raise typer.Exit(1)
+    md = {k: v.value for k, v in result.asset_materializations_for_node("release")[0].metadata.items()}
+    verb = "reused (nothing changed since it was cut)" if md["reused"] else "cut"
+    typer.echo(f"release {md['release_version']} {verb}: {md['folder']}")
+
+
 @app.command("import-labels")
 def import_labels(
     path: Path = typer.Argument(

@@ -37,6 +37,7 @@ from .frame.partitions import openalex_partitions
 from .openalex.folders import split_dirs
 from .publish.assets import records_may_ship, work_pages, work_records
 from .publish.checks import records_human_layers_backed
+from .release.assets import release, release_matches_its_hashes
 from .resources import OpenAlexFiles, default_openalex_dirs
 from .sampling.assets import sample_design, sample_design_partitions_frame
 from .site.assets import site_database
@@ -69,6 +70,7 @@ ALL_ASSETS = [
     work_records,
     work_pages,
     site_database,
+    release,
     audit_protocol,
     audit_sample,
     coding_tasks,
@@ -83,6 +85,7 @@ ALL_CHECKS = [
     *TEACHER_CHECKS,
     *PREDICTION_CHECKS,
     records_may_ship,
+    release_matches_its_hashes,
     records_human_layers_backed,
     audit_sample_partitions_frame,
 ]

@@ -40,6 +40,7 @@ def test_blocking_checks_guard_what_ships():
         "predictions_no_decision_without_gate",
         "student_holdout_disjoint_from_training",
         "audit_sample_partitions_frame",
+        "release_matches_its_hashes",
     }
     assert (
         checks["records_may_ship"].blocking and checks["records_may_ship"].asset_key.to_user_string() == "work_records"
@@ -93,3 +94,19 @@ def test_api_refresh_runs_only_in_its_own_job_and_stopped_schedule():
     assert dg.AssetKey("openalex_api_refresh") in graph.get(dg.AssetKey("openalex_inventory")).parent_keys
     assert graph.get(dg.AssetKey("openalex_api_refresh")).parent_keys == {dg.AssetKey("canadian_entities")}
     assert graph.get(dg.AssetKey("openalex_api_refresh")).group_name == "ingestion"
+
+
+def test_a_release_is_cut_only_on_request():
+    # the release check blocks and attaches to the release; the release comes after the checked records
+    graph = defs.resolve_asset_graph()
+    check = graph.get_check_spec(dg.AssetCheckKey(dg.AssetKey("release"), "release_matches_its_hashes"))
+    assert check.blocking
+    assert dg.AssetKey("work_records") in graph.get(dg.AssetKey("release")).parent_keys
+    assert dg.AssetKey("release") in graph.get(dg.AssetKey("site_database")).parent_keys
+    # the weekly refresh and the frame build never run it; the whole-graph jobs run it with cut: false by default
+    for job in ("frame_refresh", "frame_build", "api_refresh"):
+        assert "release" not in _job_assets(job), job
+    assert "release" in _job_assets("metacan_all") and "release" in _job_assets("metacan_build")
+    from metacan_pipeline.release.assets import ReleaseConfig
+
+    assert ReleaseConfig().cut is False

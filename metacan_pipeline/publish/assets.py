@@ -16,6 +16,7 @@ from pydantic import Field
 
 from ..meta import counts_markdown, table_metadata
 from ..openalex.api import DEFAULT_BASE_URL
+from ..release.layer import layer_rule, passed_heads, rolling_violations
 from ..settings import API_URL_ENV
 from ..storage import MetacanStorage
 from ..tables.publish import LINEAGE_SCHEMA, PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
@@ -104,12 +105,12 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     n_lineage = build_lineage(storage, tables)
     yield dg.MaterializeResult(asset_key=WORK_LINEAGE, metadata=_lineage_metadata(storage, n_lineage))
     notes = qualification_notes(storage, load_registry(), load_qualification())
-    batches = RecordBatches(previous_hashes(storage), notes, read_passing_heads(storage))
+    rule = layer_rule(storage)  # the newest frozen release and the heads that passed human validation
+    batches = RecordBatches(previous_hashes(storage), notes, read_passing_heads(storage), layer=rule)
     present = [t for t in tables if storage.has_table(t)]
+    inputs = record_inputs(storage, present, release_frame=rule.release_frame)
     try:
-        n = storage.write_table(
-            "work_records", (batches.table(rows) for rows in record_inputs(storage, present)), schema=RECORDS_SCHEMA
-        )
+        n = storage.write_table("work_records", (batches.table(rows) for rows in inputs), schema=RECORDS_SCHEMA)
     except RecordInputError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     changed = batches.changed
@@ -126,6 +127,7 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
             human_coded_records=batches.human_coded,
             human_validated_records=batches.human_validated,
             lineage_table="work_lineage",
+            release_layer=rule.layer(True),
             json_schema=dg.MetadataValue.path(str(SCHEMA_PATH)),
         ),
     )
@@ -144,22 +146,26 @@ def _lineage_metadata(storage: MetacanStorage, n: int) -> dict:
     asset=WORK_RECORDS,
     blocking=True,
     description="SPEC sections 8 and 9: every record matches the JSON Schema; no score_only row carries a category; "
-    "every category carries source and status.",
+    "every category carries source and status; no classifier category on a rolling-layer work from a version and head "
+    "that has not passed human validation.",
 )
 def records_may_ship(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Fails (and, being blocking, stops ``work_pages``) when any record breaks SPEC section 8 or the schema.
 
     Each record is validated against ``publish/work_record.schema.json`` (JSON Schema draft-07, compiled by
     fastjsonschema; the first error per record is reported) and
-    :func:`.records.ship_violations`. Metadata: the number of violating records and up to 20
+    :func:`.records.ship_violations` and :func:`metacan_pipeline.release.layer.rolling_violations`. Metadata: the number of violating records and up to 20
     violations, each naming the work id and the field.
     """
     violations: list[str] = []
     bad = checked = 0
+    with storage.connect() as con:
+        passed = passed_heads(con)
     for batch in storage.iter_batches("work_records", columns=["record_json"]):
         for text in batch.column("record_json").to_pylist():
             record = json.loads(text)
-            v = ship_violations(record) + [e for e in [schema_violation(record)] if e]
+            v = ship_violations(record) + rolling_violations(record, passed)
+            v += [e for e in [schema_violation(record)] if e]
             checked += 1
             bad += bool(v)
             violations.extend(v)

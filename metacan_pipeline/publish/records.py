@@ -23,6 +23,7 @@ import fastjsonschema
 import pyarrow as pa
 
 from ..openalex.ids import is_work_id
+from ..release.layer import UNRELEASED, LayerRule
 from ..storage import MetacanStorage, sql_literal
 from ..tables.publish import RECORDS_SCHEMA
 from ..vocab import LABEL_FIELDS, PREDICTION_STATUS
@@ -156,6 +157,7 @@ def build_record(
         "prediction": pred,
         "machine_scores": ms,
         "lineage": lineage,
+        "layer": UNRELEASED,  # set by release.layer.LayerRule.apply (record_row)
     }
     if human_code is not None:
         record["human_code"] = human_code
@@ -236,10 +238,11 @@ class RecordInputError(ValueError):
     """A frame work that may not become a record: an id that is not ``^W\\d+$``, or a work seen twice."""
 
 
-def input_views(storage: MetacanStorage, label_tables: list[str]) -> list[str]:
+def input_views(storage: MetacanStorage, label_tables: list[str], release_frame: Path | None = None) -> list[str]:
     """The ``CREATE VIEW`` statements :data:`RECORD_INPUTS_SQL` reads: one view per table of
     ``_INPUT_TABLES`` over its Parquet files, and ``direct_labels``, the rows of every table of
-    ``label_tables`` (all must exist), or an empty relation when there is none."""
+    ``label_tables`` (all must exist), or an empty relation when there is none; ``release_frame``, the ids of the
+    newest release's frozen frame (``release_frame``: that Parquet file, or none before the first release)."""
 
     def parquet(name: str) -> str:
         return f"read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))}, hive_partitioning=false)"
@@ -258,18 +261,25 @@ def input_views(storage: MetacanStorage, label_tables: list[str]) -> list[str]:
         if labels
         else "CREATE VIEW direct_labels AS SELECT NULL::VARCHAR AS work_id, NULL::VARCHAR AS teacher WHERE false"
     )
+    views.append(
+        f"CREATE VIEW release_frame AS SELECT id FROM read_parquet({sql_literal(str(release_frame))})"
+        if release_frame is not None
+        else "CREATE VIEW release_frame AS SELECT NULL::VARCHAR AS id WHERE false"
+    )
     return views
 
 
-def record_inputs(storage: MetacanStorage, label_tables: list[str], batch_rows: int = 5000) -> Iterator[list[dict]]:
+def record_inputs(
+    storage: MetacanStorage, label_tables: list[str], batch_rows: int = 5000, release_frame: Path | None = None
+) -> Iterator[list[dict]]:
     """Everything one record is built from, one dict per frame work in id order, in lists of ``batch_rows``:
     ``{"work": frame row, "labels": [direct label rows], "pred": prediction row or None, "machine": machine
-    score row or None, "lineage": work_lineage row}``. One DuckDB query over the Parquet tables (its own
+    score row or None, "lineage": work_lineage row, "in_release": in the newest release's frame}``. One DuckDB query over the Parquet tables (its own
     in-memory connection, so no catalog lock is held), streamed: memory stays at one batch.
     ``label_tables``: the ``direct_labels_<teacher>`` tables to read (each must exist)."""
     con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": str(storage.warehouse / ".spill-records")})
     try:
-        for statement in input_views(storage, label_tables):
+        for statement in input_views(storage, label_tables, release_frame):
             con.execute(statement)
         for batch in con.execute(RECORD_INPUTS_SQL).to_arrow_reader(batch_rows):
             yield batch.to_pylist()
@@ -278,10 +288,14 @@ def record_inputs(storage: MetacanStorage, label_tables: list[str], batch_rows: 
 
 
 def record_row(
-    row: dict, qualification: dict[str, str] | None = None, passing: dict[str, list[dict]] | None = None
+    row: dict,
+    qualification: dict[str, str] | None = None,
+    passing: dict[str, list[dict]] | None = None,
+    layer: LayerRule | None = None,
 ) -> dict:
     """The ``work_records`` row of one :func:`record_inputs` row: ``{"id", "record_json", "record_hash"}``,
-    the hash being SHA-256 (16 hex) of the JSON text. ``qualification``: teacher -> qualification sentence."""
+    the hash being SHA-256 (16 hex) of the JSON text. ``qualification``: teacher -> qualification sentence;
+    ``layer``: the release layer rule (:mod:`metacan_pipeline.release.layer`; None: ``unreleased``)."""
     record = build_record(
         row["work"],
         row["labels"],
@@ -292,6 +306,8 @@ def record_row(
         human_code_entry(row.get("human")),
         validation_entries(row["pred"], passing or {}),
     )
+    if layer is not None:
+        layer.apply(record, bool(row.get("in_release")))
     text = json.dumps(record, ensure_ascii=False, default=str)
     return {"id": record["id"], "record_json": text, "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
@@ -310,10 +326,12 @@ class RecordBatches:
         previous: dict[str, str],
         qualification: dict[str, str] | None = None,
         passing: dict[str, list[dict]] | None = None,
+        layer: LayerRule | None = None,
     ) -> None:
         self.previous = previous
         self.qualification = qualification
         self.passing = passing
+        self.layer = layer
         self.changed = 0
         self.human_coded = 0  # records with a human-coded layer (SPEC section 8: its own count)
         self.human_validated = 0  # records carrying a human_validated:<protocol> status
@@ -340,7 +358,7 @@ class RecordBatches:
         out = []
         for row in rows:
             self.check_id(row["work"]["id"])
-            out.append(record_row(row, self.qualification, self.passing))
+            out.append(record_row(row, self.qualification, self.passing, self.layer))
             self.human_coded += row.get("human") is not None
             self.human_validated += bool(self.passing and (row["pred"] or {}).get("model_version") in self.passing)
             self.changed += self.previous.get(out[-1]["id"]) != out[-1]["record_hash"]

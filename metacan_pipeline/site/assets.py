@@ -8,6 +8,7 @@ import dagster as dg
 
 from ..meta import counts_markdown
 from ..publish.pages import page_context
+from ..release.layer import newest_release
 from ..storage import MetacanStorage
 from ..teachers.registry import load_roles
 from ..vocab import SAMPLE_TEACHER
@@ -15,7 +16,7 @@ from .build import ReleaseInputError, build_release
 
 
 @dg.asset(
-    deps=[dg.AssetKey("work_records"), dg.AssetKey("student_heads"), dg.AssetKey("prevalence")],
+    deps=[dg.AssetKey("work_records"), dg.AssetKey("student_heads"), dg.AssetKey("prevalence"), dg.AssetKey("release")],
     kinds={"duckdb", "sqlite"},
     group_name="publishing",
     code_version="1",
@@ -34,7 +35,10 @@ def site_database(context: dg.AssetExecutionContext, storage: MetacanStorage) ->
     Fails naming the work when the frame's name lists disagree with the records (re-materialize work_records).
     """
     heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
-    page_ctx = page_context(heads, load_roles()[SAMPLE_TEACHER])
+    newest = newest_release(storage)  # the footer names it; a new release is a new release database
+    page_ctx = page_context(heads, load_roles()[SAMPLE_TEACHER]) | {
+        "frozen_release": newest.release_version if newest else None
+    }
     try:
         built = build_release(storage, page_ctx)
     except ReleaseInputError as exc:

@@ -1,7 +1,7 @@
 """The catalog of tables: every warehouse (Parquet) and DuckDB table of the pipeline, in one place.
 
 One module per stage (:mod:`.openalex`, :mod:`.frame`, :mod:`.sampling`, :mod:`.teachers`,
-:mod:`.student`, :mod:`.publish`, :mod:`.site`, :mod:`.coding`, :mod:`.audit`) declares its tables as :class:`Table` entries: the name, one line
+:mod:`.student`, :mod:`.publish`, :mod:`.site`, :mod:`.coding`, :mod:`.audit`, :mod:`.release`) declares its tables as :class:`Table` entries: the name, one line
 saying what a row is, the asset that writes it, the primary key and the Arrow schema. DuckDB DDL is
 derived from the Arrow schema (:meth:`Table.ddl`), so a column is declared once. Every DuckDB table is
 created by :func:`create_tables`, which :meth:`metacan_pipeline.storage.MetacanStorage.connect` calls
@@ -74,10 +74,10 @@ class Table:
 
 
 def _catalog() -> dict[str, Table]:
-    from . import audit, coding, frame, openalex, publish, sampling, site, student, teachers
+    from . import audit, coding, frame, openalex, publish, release, sampling, site, student, teachers
 
     out: dict[str, Table] = {}
-    for module in (openalex, frame, sampling, teachers, student, publish, site, coding, audit):
+    for module in (openalex, frame, sampling, teachers, student, publish, site, coding, audit, release):
         for table in module.TABLES:
             if table.name in out:
                 raise ValueError(f"table {table.name!r} is declared twice in the catalog")

@@ -1,0 +1,108 @@
+"""The ``release`` asset and its blocking check ``release_matches_its_hashes`` (issue 16 "Releases").
+
+How a release is cut: materialize ``release`` with the run config ``cut: true`` (Dagster launchpad ``ops: release:
+config: {cut: true, release_version: "2026.1"}``). With the default config (``cut: false``, what ``metacan run``,
+``metacan_all`` and ``metacan_build`` use) it cuts nothing: it names the newest release and the check re-hashes the
+bundles, so no schedule, sensor or weekly frame refresh ever cuts a release by itself. The work is in :mod:`.bundle`.
+"""
+
+import dagster as dg
+from pydantic import Field
+
+from ..meta import counts_markdown
+from ..storage import MetacanStorage
+from ..teachers.registry import load_registry
+from .bundle import ReleaseError, cut_release, registered, verify
+from .citation import CitationError
+from .layer import releases_root
+
+
+class ReleaseConfig(dg.Config):
+    """Run configuration of ``release`` (Dagster launchpad: ``ops: release: config:``)."""
+
+    cut: bool = Field(
+        default=False,
+        description="Cut a release of the current frame, labels, predictions, machine scores, human validation and "
+        "records. False (the default of every job): cut nothing, name the newest release and verify it.",
+    )
+    release_version: str = Field(
+        default="",
+        description="The version of a new release (e.g. '2026.1'). Empty: '<YYYY.MM.DD>-<8 hex of its content>'. "
+        "An unchanged input reuses the release already cut; a version already used by other content is refused.",
+    )
+    citation_authors: list[str] = Field(
+        default=["metacan_pipeline contributors"],
+        description="The authors CITATION.cff names (entity names: a research group, a project).",
+    )
+
+
+@dg.asset(
+    deps=[dg.AssetKey("work_records")],
+    kinds={"parquet", "json"},
+    group_name="publishing",
+    code_version="1",
+    owners=["team:metacan"],
+)
+def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: MetacanStorage) -> dg.MaterializeResult:
+    """A frozen, versioned release bundle at ``data/releases/<release_version>/`` (issue 16; SPEC sections 8, 10).
+
+    Downstream of ``work_records``, so ``records_may_ship`` (blocking) stops it: nothing the check refused is frozen.
+    With ``cut: true`` it freezes the frame, every direct label, the predictions, the machine scores, the
+    ``human_validation`` rows as of now and the records into Parquet tables, ``records.jsonl``, ``release.json``
+    (content hashes, counts), ``SHA256SUMS`` and ``CITATION.cff`` (:mod:`.bundle`); an input already cut reuses its
+    release. Works that enter the frame later are the rolling layer (:mod:`.layer`), on the next ``work_records``.
+    Fails (no retry) naming the input when a version is invalid or taken, a table is missing, or CFF does not validate.
+    """
+    newest = registered(storage)[-1:] if not config.cut else []
+    if not config.cut:
+        name = newest[0]["release_version"] if newest else "none"
+        context.log.info(f"release: no release cut (config cut: false); the newest release is {name}")
+        return dg.MaterializeResult(
+            metadata={"cut": False, "release_version": name, "releases": len(registered(storage))}
+        )
+    try:
+        cut = cut_release(
+            storage,
+            [f"direct_labels_{t}" for t in load_registry()],
+            config.release_version,
+            config.citation_authors,
+            context.run.run_id,
+        )
+    except (ReleaseError, CitationError) as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+    manifest = cut.manifest
+    context.log.info(
+        f"release: {cut.release_version} ({'reused: its inputs are unchanged' if cut.reused else 'cut'}) at {cut.folder}"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "cut": True,
+            "reused": cut.reused,
+            "release_version": cut.release_version,
+            "frame_build_id": manifest["frame_build_id"],
+            "classifier_version": manifest["classifier_version"],
+            "content_sha256": manifest["content_sha256"],
+            "folder": dg.MetadataValue.path(str(cut.folder)),
+            "bytes": sum(f["bytes"] for f in manifest["files"]),
+            "dagster/row_count": manifest["counts"]["frame"],
+            "rows_by_table": counts_markdown(manifest["counts"], "table", "rows"),
+        }
+    )
+
+
+@dg.asset_check(
+    asset=release,
+    blocking=True,
+    description="Every release registered in releases verifies: release.json is the registered one, every file it "
+    "lists has its SHA-256 and size, no file is unlisted, SHA256SUMS agrees.",
+)
+def release_matches_its_hashes(storage: MetacanStorage) -> dg.AssetCheckResult:
+    """Re-hash every registered release bundle (:func:`.bundle.verify`); fails, naming the file, on any difference."""
+    problems: list[str] = []
+    rows = registered(storage)
+    for row in rows:
+        problems += verify(releases_root(storage) / row["folder"], row["release_json_sha256"])
+    return dg.AssetCheckResult(
+        passed=not problems,
+        metadata={"releases_checked": len(rows), "problems": dg.MetadataValue.json(problems[:20])},
+    )

@@ -1,0 +1,288 @@
+"""Writing, finding and verifying a frozen release bundle under ``data/releases/<release_version>/`` (issue 16).
+
+A bundle holds:
+
+- ``tables/frame.parquet``, ``tables/direct_labels.parquet`` (every registry teacher's direct labels, failed ones
+  included), ``tables/predictions.parquet``, ``tables/machine_scores.parquet``, ``tables/human_validation.parquet``
+  (every row as of the cut; no row: no head passed): each read in key order and written by pyarrow in fixed batches,
+  so the same rows give the same bytes;
+- ``records.jsonl``: the ``work_records`` that passed ``records_may_ship``, one JSON record a line in id order,
+  byte for byte (their ``layer`` is the one they were published under when the release was cut);
+- ``CITATION.cff`` (:mod:`.citation`), ``release.json`` (version, frame build id, classifier version, created at,
+  the content hash, every other file's SHA-256 and size, the counts) and ``SHA256SUMS`` (``sha256sum -c`` format,
+  every file but itself).
+
+Identity: ``content_sha256`` is the SHA-256 over the frozen tables' names and SHA-256s (the inputs; the records are
+derived from them). A cut whose tables hash to a release already cut reuses that release and writes nothing; new
+tables make a new version. A bundle is assembled in ``data/releases/.tmp-<hex>`` and renamed into place, then
+registered in ``releases``: it is complete or absent, and never rewritten.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..storage import MetacanStorage, sql_literal
+from ..tables.audit import HUMAN_VALIDATION_SCHEMA
+from .citation import citation_text
+from .layer import TABLES_DIR, releases_root
+
+#: A release version: a folder name and a CFF ``version`` (letters, digits, '.', '_', '-'; at most 64).
+VERSION_PATTERN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,63}$")
+RESERVED_VERSIONS = frozenset({"rolling", "unreleased"})
+#: The warehouse tables frozen as they are, with the key they are ordered by.
+WAREHOUSE_TABLES = {"frame": "id", "predictions": "id", "machine_scores": "id"}
+RECORDS_FILE, RELEASE_JSON, SUMS_FILE, CITATION_FILE = "records.jsonl", "release.json", "SHA256SUMS", "CITATION.cff"
+_BATCH = 50_000
+
+
+class ReleaseError(ValueError):
+    """A release that may not be cut or does not verify: the message names the input or file and what to do."""
+
+
+@dataclass(frozen=True)
+class CutRelease:
+    """The outcome of :func:`cut_release`: the release and whether an existing one was reused."""
+
+    release_version: str
+    folder: Path
+    reused: bool
+    manifest: dict
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_query(con: duckdb.DuckDBPyConnection, query: str, path: Path, schema: pa.Schema | None = None) -> int:
+    """Write ``query``'s rows to one Parquet file in batches of a fixed size (the same rows, the same bytes)."""
+    reader = con.execute(query).to_arrow_reader(_BATCH)
+    rows = 0
+    with pq.ParquetWriter(path, schema or reader.schema, compression="zstd") as writer:
+        for batch in reader:
+            writer.write_table(
+                pa.Table.from_batches([batch]).cast(schema) if schema else pa.Table.from_batches([batch])
+            )
+            rows += batch.num_rows
+    return rows
+
+
+def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path) -> dict[str, int]:
+    """Write the frozen tables into ``folder/tables/``; returns rows per table. Raises :class:`ReleaseError` naming
+    the warehouse table to materialize when one is missing."""
+    for name in WAREHOUSE_TABLES:
+        if not storage.has_table(name):
+            raise ReleaseError(f"no release can be cut: the table {name!r} is missing; materialize {name!r} first")
+    out = folder / TABLES_DIR
+    out.mkdir(parents=True)
+    counts: dict[str, int] = {}
+
+    def parquet(name: str) -> str:
+        return f"read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))}, hive_partitioning=false)"
+
+    con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(storage.warehouse / ".spill-release")})
+    try:
+        for name, key in WAREHOUSE_TABLES.items():
+            counts[name] = _write_query(con, f"SELECT * FROM {parquet(name)} ORDER BY {key}", out / f"{name}.parquet")
+        present = [t for t in label_tables if storage.has_table(t)]
+        labels = " UNION ALL BY NAME ".join(f"SELECT * FROM {parquet(t)}" for t in present)
+        if not labels:
+            raise ReleaseError("no release can be cut: no direct_labels_<teacher> table exists; run the teachers first")
+        counts["direct_labels"] = _write_query(
+            con, f"SELECT * FROM ({labels}) ORDER BY teacher, work_id, label_id", out / "direct_labels.parquet"
+        )
+    finally:
+        con.close()
+    with storage.connect() as con:
+        counts["human_validation"] = _write_query(
+            con,
+            "SELECT * FROM human_validation ORDER BY protocol_id, classifier_version, head, computed_at, run_id",
+            out / "human_validation.parquet",
+            HUMAN_VALIDATION_SCHEMA,
+        )
+    return counts
+
+
+def content_sha256(folder: Path) -> str:
+    """SHA-256 over ``<sha256>  <name>`` of every frozen table in ``folder/tables`` (name order)."""
+    lines = [f"{sha256_file(p)}  {p.name}\n" for p in sorted((folder / TABLES_DIR).glob("*.parquet"))]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def _frozen_facts(folder: Path) -> tuple[str, str]:
+    """(frame build id, classifier version) of the frozen frame and predictions (``none`` when absent)."""
+    con = duckdb.connect()
+    try:
+        tables = folder / TABLES_DIR
+        build = con.execute(
+            f"SELECT string_agg(DISTINCT frame_build_id, ',') FROM read_parquet({sql_literal(str(tables / 'frame.parquet'))})"
+        ).fetchone()[0]
+        version = con.execute(
+            "SELECT string_agg(DISTINCT model_version, ',' ORDER BY model_version) "
+            f"FROM read_parquet({sql_literal(str(tables / 'predictions.parquet'))})"
+        ).fetchone()[0]
+    finally:
+        con.close()
+    return build or "none", version or "none"
+
+
+def _write_records(storage: MetacanStorage, path: Path) -> int:
+    n = 0
+    with path.open("w", encoding="utf-8", newline="\n") as fh:
+        for batch in storage.iter_batches("work_records", columns=["id", "record_json"]):
+            for text in batch.column("record_json").to_pylist():
+                fh.write(text + "\n")
+                n += 1
+    return n
+
+
+def file_entries(folder: Path, skip: tuple[str, ...] = (RELEASE_JSON, SUMS_FILE)) -> list[dict]:
+    """``{"path", "sha256", "bytes"}`` of every file under ``folder`` but ``skip``, in path order."""
+    paths = sorted(p for p in folder.rglob("*") if p.is_file() and p.relative_to(folder).as_posix() not in skip)
+    return [
+        {"path": p.relative_to(folder).as_posix(), "sha256": sha256_file(p), "bytes": p.stat().st_size} for p in paths
+    ]
+
+
+def registered(storage: MetacanStorage) -> list[dict]:
+    """Every row of ``releases``, oldest first."""
+    with storage.connect() as con:
+        cur = con.execute("SELECT * FROM releases ORDER BY created_at, release_version")
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def cut_release(
+    storage: MetacanStorage,
+    label_tables: list[str],
+    version: str,
+    authors: list[str],
+    run_id: str,
+    now: dt.datetime | None = None,
+) -> CutRelease:
+    """Cut a release of what ``storage`` holds (module docstring), or reuse the one of the same content.
+
+    ``version``: the release version to give a new release ('' for ``<YYYY.MM.DD>-<8 hex of the content>``).
+    Raises :class:`ReleaseError` when ``version`` is not a valid name, already names a release of other content, or
+    an input table is missing; nothing is left behind (the temporary folder is removed).
+    """
+    if version and (not VERSION_PATTERN.match(version) or version in RESERVED_VERSIONS):
+        raise ReleaseError(
+            f"release_version {version!r} is not a release version: use letters, digits, '.', '_' or '-' "
+            f"(at most 64, not starting with '.', '_' or '-', not 'rolling' or 'unreleased'), e.g. '2026.1'"
+        )
+    now = (now or dt.datetime.now(dt.UTC)).replace(tzinfo=None, microsecond=0)
+    root = releases_root(storage)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        counts = freeze_tables(storage, label_tables, tmp)
+        content = content_sha256(tmp)
+        cut = registered(storage)
+        same = next((r for r in cut if r["content_sha256"] == content), None)
+        if same is not None and (not version or version == same["release_version"]):
+            shutil.rmtree(tmp)
+            folder = root / same["folder"]
+            return CutRelease(same["release_version"], folder, True, read_manifest(folder))
+        version = version or f"{now:%Y.%m.%d}-{content[:8]}"
+        if any(r["release_version"] == version for r in cut) or (root / version).exists():
+            raise ReleaseError(
+                f"release {version!r} already exists with other content ({root / version}); a release is never "
+                f"rewritten: give the release config a new release_version (or leave it empty for an automatic one)"
+            )
+        counts["records"] = _write_records(storage, tmp / RECORDS_FILE)
+        build, classifier = _frozen_facts(tmp)
+        (tmp / CITATION_FILE).write_text(citation_text(version, now.date(), build, classifier, authors), "utf-8")
+        manifest = {
+            "release_version": version,
+            "frame_build_id": build,
+            "classifier_version": classifier,
+            "created_at": f"{now:%Y-%m-%dT%H:%M:%SZ}",
+            "content_sha256": content,
+            "counts": counts,
+            "files": file_entries(tmp),
+        }
+        (tmp / RELEASE_JSON).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        sums = "".join(f"{e['sha256']}  {e['path']}\n" for e in file_entries(tmp, skip=(SUMS_FILE,)))
+        (tmp / SUMS_FILE).write_text(sums, encoding="utf-8")
+        os.rename(tmp, root / version)  # atomic; fails if the folder appeared meanwhile
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    folder = root / version
+    _register(storage, manifest, folder, run_id, now)
+    return CutRelease(version, folder, False, manifest)
+
+
+def _register(storage: MetacanStorage, manifest: dict, folder: Path, run_id: str, now: dt.datetime) -> None:
+    with storage.connect() as con:
+        con.execute(
+            "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                manifest["release_version"],
+                manifest["content_sha256"],
+                manifest["frame_build_id"],
+                manifest["classifier_version"],
+                now,
+                folder.name,
+                manifest["counts"]["frame"],
+                sha256_file(folder / RELEASE_JSON),
+                run_id,
+            ],
+        )
+
+
+def read_manifest(folder: Path) -> dict:
+    """The ``release.json`` of a bundle. Raises :class:`ReleaseError` naming the file when unreadable."""
+    path = folder / RELEASE_JSON
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReleaseError(f"{path} is missing or unreadable ({exc}): the release bundle is damaged") from None
+
+
+def verify(folder: Path, release_json_sha256: str | None = None) -> list[str]:
+    """Every way the bundle in ``folder`` differs from its ``release.json`` and ``SHA256SUMS`` (empty: it verifies):
+    a listed file missing or with another SHA-256 or size, a file not listed, ``release.json`` not the registered
+    one (``release_json_sha256``), ``SHA256SUMS`` disagreeing."""
+    try:
+        manifest = read_manifest(folder)
+    except ReleaseError as exc:
+        return [str(exc)]
+    out: list[str] = []
+    if release_json_sha256 and sha256_file(folder / RELEASE_JSON) != release_json_sha256:
+        out.append(f"{folder / RELEASE_JSON} is not the release.json registered in releases (it was rewritten)")
+    listed = {e["path"]: e for e in manifest.get("files", [])}
+    actual = {e["path"]: e for e in file_entries(folder)}
+    for path, entry in listed.items():
+        have = actual.get(path)
+        if have is None:
+            out.append(f"{folder / path} is listed in release.json but missing")
+        elif (have["sha256"], have["bytes"]) != (entry["sha256"], entry["bytes"]):
+            out.append(f"{folder / path}: SHA-256 or size differs from release.json")
+    out += [f"{folder / p} is not listed in release.json" for p in actual.keys() - listed.keys()]
+    sums_path = folder / SUMS_FILE
+    want = {e["path"]: e["sha256"] for e in file_entries(folder, skip=(SUMS_FILE,))}
+    try:
+        sums = dict(reversed(line.split("  ", 1)) for line in sums_path.read_text("utf-8").splitlines() if line)
+    except (OSError, ValueError) as exc:
+        return out + [f"{sums_path} is missing or unreadable ({exc})"]
+    if sums != want:
+        out.append(f"{sums_path} disagrees with the files of the bundle")
+    return out
