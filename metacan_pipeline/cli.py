@@ -610,7 +610,7 @@ def coders_adjudicator(
     """Make a coder an adjudicator (or, with --revoke, no longer one). An adjudicator never settles a work they coded."""
     from .audit.coding import CodingError
 
-    with _coding_store(data_dir) as store:
+    with _coding_store(data_dir, "coders adjudicator") as store:
         try:
             when = store.revoke_role(name) if revoke else store.grant_role(name)
         except CodingError as exc:
@@ -628,7 +628,7 @@ def coding_load_tasks(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -
 
     root = data_dir or default_data_dir()
     try:
-        with _coding_store(root) as store:
+        with _coding_store(root, "coding load-tasks") as store:
             out = load_coding_tasks(MetacanStorage(data_dir=root), store, source="cli")
     except ValueError as exc:
         typer.echo(f"metacan coding load-tasks: {exc}", err=True)
@@ -676,7 +676,7 @@ def coding_import_adjudicator(
             raise typer.Exit(2)
     try:
         rows = ADJUDICATORS[name](Path(pilot_dir or settings.pilot_dir()), protocol_id)
-        with _coding_store(data_dir) as store:
+        with _coding_store(data_dir, "coding import-adjudicator") as store:
             counts = store.append_machine_codes(rows)
     except (ValueError, FileNotFoundError) as exc:
         typer.echo(f"metacan coding import-adjudicator: {exc}", err=True)
