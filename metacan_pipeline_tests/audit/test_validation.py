@@ -317,10 +317,12 @@ def test_records_carry_the_human_code_and_the_validated_status_behind_a_passing_
     html = render_work(environment(), w0, None, {**CTX, "rendered_at": "x", "page_run_id": "y"})
     assert '<h3 id="human-code">Human code</h3>' in html and f"human_validated:{pid}" in html
     assert "The figures behind it" in html
+    # the prediction's own section no longer says "pending" once a head passed
+    assert "Human validation pending" not in html and "passed human validation; every other head is unvalidated" in html
     # the served site renders the same template in French through the catalogue
     fr = render_work(environment(translations("fr")), w0, None, {**CTX, "rendered_at": "x", "page_run_id": "y"})
     assert "Code humain" in fr and "Validation humaine du classifieur" in fr and "Les chiffres qui la justifient" in fr
-    assert "Human code" not in fr
+    assert "Human code" not in fr and "ont franchi la validation humaine" in fr
     # a work not human-coded (one coder so far), far from the threshold, is shown as the classifier's negative call under a passed gate
     far = recs[single]
     assert index[single] >= 90 and "human_code" not in far and far["human_validation"][0]["decision"] is False
