@@ -1279,6 +1279,11 @@ class CodingStore:
             ).fetchone()
         if own is not None:
             raise CodingError("coder", f"{adjudicator} coded {work_id}: another adjudicator settles it")
+        # only a disagreement is adjudicated (again, if need be: the latest adjudication counts); an agreed code is
+        # the human code, and an adjudication posted over it would replace what the two coders said
+        codes = sorted(self._states(protocol_id)[1].get(work_id, {"codes": []})["codes"], key=lambda a: a["coder"])
+        if len(codes) < CODERS_PER_WORK or not self._differing(codes):
+            raise CodingError("id", f"{work_id} has no disagreement to settle: its two coders have not disagreed")
         return self.submit(
             protocol_id, work_id, adjudicator, answer, role="adjudication", evidence_sha256=evidence_sha256
         )

@@ -110,3 +110,22 @@ def test_the_served_protocol_is_the_newest_load(store):
     )
     assert store.serving_protocol()["protocol_id"] == "protocol-ba9876543210"
     assert store.serving_protocol()["instructions_version"] == "v2"
+
+
+def test_an_agreed_code_cannot_be_adjudicated_over(store):
+    """Two coders agree: the work is not a disagreement, and an adjudication posted for it (the page refuses to show
+    it, a forged POST still reached the store) is refused, so the agreed code stays the human code."""
+    first = store.next_task(P, "ann")
+    store.submit(P, first["id"], "ann", ANSWER)
+    store.next_task(P, "bob")
+    store.submit(P, first["id"], "bob", ANSWER)
+    store.grant_role("cy")
+    with pytest.raises(CodingError, match="has no disagreement to settle"):
+        store.adjudicate(P, first["id"], "cy", {**ANSWER, "genre": "review"}, evidence_sha256=first["evidence_sha256"])
+    [code] = store.adjudicated_codes(P)
+    assert code["basis"] == "agreed" and code["genre"] == ANSWER["genre"]
+    # one coder so far: nothing to settle either
+    second = store.next_task(P, "ann")
+    store.submit(P, second["id"], "ann", ANSWER)
+    with pytest.raises(CodingError, match="has no disagreement to settle"):
+        store.adjudicate(P, second["id"], "cy", ANSWER, evidence_sha256=second["evidence_sha256"])
