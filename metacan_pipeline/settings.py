@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .openalex.folders import split_dirs
 
@@ -101,8 +102,16 @@ def s3_endpoint_url() -> str | None:
     """The S3 endpoint of an S3-compatible server: ``$METACAN_S3_ENDPOINT_URL``, else ``$AWS_ENDPOINT_URL_S3``, else
     ``$AWS_ENDPOINT_URL``; None (AWS itself) when none is set."""
     for name in (S3_ENDPOINT_ENV, *AWS_ENDPOINT_ENVS):
-        if os.environ.get(name, "").strip():
-            return os.environ[name].strip()
+        if value := os.environ.get(name, "").strip():
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{name} is not an http(s) URL with a host: set it like http://127.0.0.1:9000")
+            if "@" in parts.netloc:  # would be printed in every connection error
+                raise ValueError(
+                    f"{name} carries credentials in its URL ({parts.scheme}://{parts.netloc.rsplit('@', 1)[1]}): "
+                    "remove them and set them in the AWS environment, which is never logged"
+                )
+            return value
     return None
 
 
@@ -145,8 +154,6 @@ def report_url() -> str | None:
     gateway); every work page, static and served, links to it with ``work=<id>`` in the query string. Unset or
     empty: no link. Raises ValueError naming the variable (and at most 40 characters of the value) when it is not
     an absolute ``http://`` or ``https://`` URL."""
-    from urllib.parse import urlsplit
-
     value = os.environ.get(REPORT_URL_ENV, "").strip()
     if not value:
         return None

@@ -153,5 +153,13 @@ def locate(folders: Sequence[InputFolder], api_root: Path | None, source_file: s
 def split_dirs(value: str) -> list[str]:
     """The folders of an ``os.pathsep``-separated list (``a:b`` on POSIX), blank entries dropped. On POSIX a
     ``:`` followed by ``//`` is a URL's and does not separate: ``a:s3://openalex`` is two folders."""
+    # a URL with user info (``s3://key:secret@bucket``) would be split at its own ``:``: the key read as a bucket,
+    # the secret as a folder, and both named in messages; refuse it whole first, naming it without the user info
+    for url in re.finditer(r"[a-z][a-z0-9+.-]*://([^/@\s]*)@([^/\s:]*)", value, flags=re.I):
+        raise ValueError(
+            f"OpenAlex input {url.group(0).split('://')[0]}://{url.group(2)} carries credentials in its URL: remove "
+            "them and set them in the AWS environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE), "
+            "which is never logged"
+        )
     parts = re.split(r":(?!//)", value) if os.pathsep == ":" else value.split(os.pathsep)
     return [p.strip() for p in parts if p.strip()]

@@ -363,6 +363,25 @@ def test_an_s3_url_is_one_folder_in_a_list_and_credentials_in_a_url_are_refused(
     with pytest.raises(ValueError, match="carries credentials in its URL") as err:
         input_folders(["s3://AKIA:hunter2@bucket/x"])
     assert "hunter2" not in str(err.value)
+    # in a ':' list the URL's own ':' would have split it into a bucket named after the key and a folder named
+    # after the secret (found by a bad-input trial): the list is refused whole, naming neither
+    with pytest.raises(ValueError, match="carries credentials in its URL") as err:
+        split_dirs("../a:s3://AKIAKEY:hunter2@bucket/works")
+    assert "hunter2" not in str(err.value) and "AKIAKEY" not in str(err.value) and "s3://bucket" in str(err.value)
+
+
+def test_an_endpoint_url_with_credentials_or_no_host_is_refused_naming_the_variable(monkeypatch):
+    from metacan_pipeline import settings
+
+    monkeypatch.setenv("METACAN_S3_ENDPOINT_URL", "http://u:hunter2@127.0.0.1:9")
+    with pytest.raises(ValueError, match="METACAN_S3_ENDPOINT_URL carries credentials") as err:
+        settings.s3_endpoint_url()
+    assert "hunter2" not in str(err.value) and "127.0.0.1:9" in str(err.value)
+    monkeypatch.setenv("METACAN_S3_ENDPOINT_URL", "notaurl")
+    with pytest.raises(ValueError, match="METACAN_S3_ENDPOINT_URL is not an http"):
+        settings.s3_endpoint_url()
+    monkeypatch.setenv("METACAN_S3_ENDPOINT_URL", " http://127.0.0.1:9000 ")
+    assert settings.s3_endpoint_url() == "http://127.0.0.1:9000"
 
 
 def test_abstracts_are_re_read_from_the_bucket_as_from_the_local_folder(built, sample):
