@@ -233,8 +233,14 @@ def release_command(
 
     from .definitions import build_resources
     from .release.assets import ReleaseConfig, release, release_matches_its_hashes
+    from .release.bundle import ReleaseError, check_version
     from .storage import default_data_dir
 
+    try:  # before a run starts: one sentence, not a run's stack trace
+        check_version(version)
+    except ReleaseError as exc:
+        typer.echo(f"metacan release: {exc}", err=True)
+        raise typer.Exit(2) from None
     data = data_dir or default_data_dir()
     config = ReleaseConfig(cut=True, release_version=version, **({"citation_authors": author} if author else {}))
     result = dg.materialize(
@@ -674,6 +680,15 @@ def coding_import_adjudicator(
                 err=True,
             )
             raise typer.Exit(2)
+    else:
+        from .audit.protocol import load_protocol
+
+        try:  # codes go to an append-only store: never under a protocol that was not locked
+            with storage.connect(read_only=True) as con:
+                load_protocol(con, protocol_id)
+        except Exception as exc:
+            typer.echo(f"metacan coding import-adjudicator: {str(exc)[:300]}", err=True)
+            raise typer.Exit(2) from None
     try:
         rows = ADJUDICATORS[name](Path(pilot_dir or settings.pilot_dir()), protocol_id)
         with _coding_store(data_dir, "coding import-adjudicator") as store:

@@ -168,6 +168,17 @@ def registered(storage: MetacanStorage) -> list[dict]:
         return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
+def check_version(version: str) -> None:
+    """Raise :class:`ReleaseError` unless ``version`` is '' (a generated one) or a valid release version (the
+    message shows at most 40 characters of it)."""
+    if version and (not VERSION_PATTERN.match(version) or version in RESERVED_VERSIONS):
+        shown = version if len(version) <= 40 else version[:40] + f"... ({len(version)} characters)"
+        raise ReleaseError(
+            f"release_version {shown!r} is not a release version: use letters, digits, '.', '_' or '-' "
+            f"(at most 64, not starting with '.', '_' or '-', not 'rolling' or 'unreleased'), e.g. '2026.1'"
+        )
+
+
 def cut_release(
     storage: MetacanStorage,
     label_tables: list[str],
@@ -182,11 +193,7 @@ def cut_release(
     Raises :class:`ReleaseError` when ``version`` is not a valid name, already names a release of other content, or
     an input table is missing; nothing is left behind (the temporary folder is removed).
     """
-    if version and (not VERSION_PATTERN.match(version) or version in RESERVED_VERSIONS):
-        raise ReleaseError(
-            f"release_version {version!r} is not a release version: use letters, digits, '.', '_' or '-' "
-            f"(at most 64, not starting with '.', '_' or '-', not 'rolling' or 'unreleased'), e.g. '2026.1'"
-        )
+    check_version(version)
     now = (now or dt.datetime.now(dt.UTC)).replace(tzinfo=None, microsecond=0)
     root = releases_root(storage)
     root.mkdir(parents=True, exist_ok=True)

@@ -50,3 +50,18 @@ def test_import_adjudicator_without_a_protocol_says_what_to_do(tmp_path):
     assert result.exit_code == 2 and "no audit protocol is locked yet" in result.output
     result = CliRunner().invoke(app, ["coding", "import-adjudicator", "opus", "--data-dir", str(tmp_path)])
     assert result.exit_code == 2 and "'opus' unknown" in result.output
+
+
+def test_import_adjudicator_refuses_a_protocol_that_was_never_locked(tmp_path):
+    """`--protocol bogus` stored 179 codes under a protocol that does not exist, in an append-only store (found by a
+    bad-input trial): it is refused, and the store gets nothing."""
+    from metacan_pipeline.storage import MetacanStorage
+
+    with MetacanStorage(data_dir=str(tmp_path)).connect() as con:  # a catalog with its tables, no protocol locked
+        assert con.execute("SELECT count(*) FROM audit_protocols").fetchone()[0] == 0
+    for bogus in ("bogus", "protocol-000000000000"):
+        result = CliRunner().invoke(
+            app, ["coding", "import-adjudicator", "frame1k", "--protocol", bogus, "--data-dir", str(tmp_path)]
+        )
+        assert result.exit_code == 2 and "is not in audit_protocols: materialize audit_protocol" in result.output
+    assert not (tmp_path / "audit" / "coding.sqlite").exists()

@@ -279,4 +279,16 @@ def test_metacan_release_cuts_or_names_the_release_from_the_command_line(world, 
     again = CliRunner().invoke(app, ["release", "--data-dir", str(storage.root), "--author", "MetaCan research group"])
     assert again.exit_code == 0 and "reused (nothing changed since it was cut)" in again.output
     taken = CliRunner().invoke(app, ["release", "--data-dir", str(storage.root), "--version", "rolling"])
-    assert taken.exit_code == 1 and "is not a release version" in taken.output
+    assert taken.exit_code == 2 and "is not a release version" in taken.output
+
+
+def test_metacan_release_refuses_a_bad_version_before_any_run(tmp_path):
+    from typer.testing import CliRunner
+
+    from metacan_pipeline.cli import app
+
+    for bad in ("../x", "2026 1", "rolling", "x" * 300):
+        result = CliRunner().invoke(app, ["release", "--version", bad, "--data-dir", str(tmp_path)])
+        assert result.exit_code == 2 and "is not a release version" in result.output, result.output
+        assert "Stack Trace" not in result.output and len(result.output) < 400
+    assert not (tmp_path / "releases").exists()
