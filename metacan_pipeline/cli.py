@@ -543,11 +543,30 @@ def coders_revoke(
 
     with _coding_store(data_dir, "coders revoke") as store:
         try:
+            name = store.stored_name(name)
             when = store.revoke_coder(name)
         except CodingError as exc:
             typer.echo(f"metacan coders revoke: {exc}", err=True)
             raise typer.Exit(2) from None
     typer.echo(f"Coder {name} revoked at {when}.")
+
+
+@coding_app.command("backup")
+def coding_backup(
+    dest: Path = typer.Argument(..., help="The backup file to write (a new file; never overwritten)."),
+    data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
+) -> None:
+    """Back up the coding store (every coder, task and answer, those still in SQLite's write-ahead log included),
+    safely while `metacan serve` is coding. Restore by putting the file back as data/audit/coding.sqlite."""
+    from .audit.coding import CodingError
+
+    with _coding_store(data_dir, "coding backup", read_only=True) as store:
+        try:
+            answers = store.backup(dest)
+        except CodingError as exc:
+            typer.echo(f"metacan coding backup: {exc}", err=True)
+            raise typer.Exit(2) from None
+    typer.echo(f"Backed up the coding store to {dest}: {answers} answers.")
 
 
 @coding_app.command("export-labelstudio")
@@ -618,6 +637,7 @@ def coders_adjudicator(
 
     with _coding_store(data_dir, "coders adjudicator") as store:
         try:
+            name = store.stored_name(name)
             when = store.revoke_role(name) if revoke else store.grant_role(name)
         except CodingError as exc:
             typer.echo(f"metacan coders adjudicator: {exc}", err=True)

@@ -587,6 +587,13 @@ class CodingStore:
         log.info("coder %s revoked", name)
         return now
 
+    def stored_name(self, name: str) -> str:
+        """The spelling the store has of coder ``name`` (names match ignoring letter case, as ``add_coder`` refuses a
+        case variant), or ``name`` itself when there is no such coder (the caller's error then names it)."""
+        with self._read() as con:
+            row = con.execute("SELECT coder FROM coders WHERE lower(coder) = lower(?) LIMIT 1", [name]).fetchone()
+        return name if row is None else row["coder"]
+
     def list_coders(self) -> list[dict[str, str | None]]:
         """Every coder: ``coder``, ``created_at``, ``revoked_at`` (never a token or its hash)."""
         with self._read() as con:
@@ -1287,6 +1294,22 @@ class CodingStore:
         return self.submit(
             protocol_id, work_id, adjudicator, answer, role="adjudication", evidence_sha256=evidence_sha256
         )
+
+    def backup(self, dest: Path | str) -> int:
+        """Copy the whole store, the answers still in its write-ahead log included, to ``dest`` (a new file) through
+        SQLite's online backup, consistent while the pages and the CLI write; returns the answers copied. A copy of
+        ``coding.sqlite`` alone misses every answer the log has not checkpointed yet. Raises :class:`CodingError`
+        when ``dest`` exists (a backup never overwrites another)."""
+        dest = Path(dest)
+        if dest.exists():
+            raise CodingError("backup", f"{dest} exists: name a new file (a backup never overwrites another)")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        target = sqlite3.connect(dest)
+        try:
+            self._con.backup(target)
+            return target.execute("SELECT count(*) FROM coding_answers").fetchone()[0]
+        finally:
+            target.close()
 
     # --- machine adjudicators (never human codes) -----------------------------------------------------------------
 
