@@ -33,6 +33,7 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
+import sqlite3
 from functools import partial
 from hashlib import sha256
 from pathlib import Path
@@ -46,7 +47,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from .. import settings
-from ..audit.coding import SESSION_TTL, CodingError, CodingStore
+from ..audit.coding import SESSION_TTL, CodingError, CodingStore, CodingStoreError
 from ..audit.protocol import load_instructions
 from ..i18n import LOCALES, N_, Sentence, translations
 from ..openalex.ids import is_work_id
@@ -72,6 +73,12 @@ def csrf_token(secret: str) -> str:
 
 def _same(a: str | None, b: str | None) -> bool:
     return bool(a) and bool(b) and hmac.compare_digest(a.encode(), b.encode())
+
+
+STORE_DOWN = N_(
+    "The coding store cannot be used right now (it is damaged, read-only or busy); nothing was recorded. "
+    "Tell the person who runs this server: the server log names the file and what to do."
+)
 
 
 class _Refused(Exception):
@@ -111,6 +118,12 @@ class CodingPages:
         tr = translations(lang)
         message = exc.sentence.translate(tr) if isinstance(exc.sentence, Sentence) else tr.gettext(exc.sentence)
         return self.render(request, lang, "message.html.j2", exc.status, message=message, **self._who(request, coder))
+
+    def _store_down(self, request: Request, lang: str, exc: Exception) -> HTMLResponse:
+        """503 in the page's language when the coding store cannot be used (damaged, read-only, busy); the log gets
+        the store's own sentence (the file and what to do). Rendered as signed out: the store is not asked again."""
+        log.error("coding pages: %s", exc)
+        return self.refused(request, lang, _Refused(503, STORE_DOWN), None)
 
     def _who(self, request: Request, coder: str | None) -> dict[str, Any]:
         session = request.cookies.get(SESSION_COOKIE)
@@ -348,13 +361,16 @@ class CodingPages:
 
         def endpoint(request: Request) -> Response:
             request.state.lang = lang
-            coder = self._coder(request)
-            if coder is None:
-                return RedirectResponse(self._base(lang) + "/sign-in", status_code=303, headers=HEADERS)
+            coder = None
             try:
+                coder = self._coder(request)
+                if coder is None:
+                    return RedirectResponse(self._base(lang) + "/sign-in", status_code=303, headers=HEADERS)
                 return fn(request, lang, coder)
             except _Refused as exc:
                 return self.refused(request, lang, exc, coder)
+            except (CodingStoreError, sqlite3.DatabaseError) as exc:
+                return self._store_down(request, lang, exc)
 
         return endpoint
 
@@ -374,6 +390,8 @@ class CodingPages:
                 return await run_in_threadpool(fn, request, lang, coder, pairs)
             except _Refused as exc:
                 return await run_in_threadpool(self.refused, request, lang, exc, coder)
+            except (CodingStoreError, sqlite3.DatabaseError) as exc:
+                return await run_in_threadpool(self._store_down, request, lang, exc)
 
         return endpoint
 

@@ -381,3 +381,29 @@ def test_chromium_signs_in_and_codes_two_works_from_the_keyboard_only(app, world
     assert second["note"] == "keyboard work 1" and not second["unresolved"]
     for html_text in seen:  # everything the coder's browser was given
         assert_masked(html_text)
+
+
+def test_a_damaged_coding_store_is_a_503_page_in_the_coders_language(app, world):
+    """Last in the module: it damages the store. A bad-input trial overwrote the file under a running server and
+    got a bare 500 (plain text, a traceback in the log); the pages now say it in a sentence, in both languages."""
+    import sqlite3
+
+    c = sign_in(app, world["tokens"]["ann"])
+    assert c.get("/coding/").status_code == 200
+    with sqlite3.connect(world["path"]) as con:  # the answers out of the write-ahead log, into the file
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(world["path"], "r+b") as f:
+        f.seek(100)
+        f.write(b"\xff" * (world["path"].stat().st_size - 100))
+    for prefix, words in (
+        ("", "The coding store cannot be used right now"),
+        ("/fr", "Le dépôt de codage est inutilisable"),
+    ):
+        fresh = client(app)  # signing in writes a session row: the store reads its damaged pages
+        form = fresh.get(f"{prefix}/coding/sign-in")
+        r = fresh.post(
+            f"{prefix}/coding/sign-in", data={"csrf_token": csrf(form.text), "token": world["tokens"]["bob"]}
+        )
+        assert r.status_code == 503 and words in r.text and "Traceback" not in r.text, r.text[:300]
+        r = c.get(f"{prefix}/coding/")
+        assert r.status_code == 503 and words in r.text, r.text[:300]
