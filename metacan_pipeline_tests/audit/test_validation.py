@@ -407,3 +407,104 @@ def test_an_audit_sample_with_no_work_to_code_gives_empty_decisions(study):
     full, full_means = decision_frames(storage, current_protocol(storage), sorted(r["id"] for r in study["coded"]))
     assert not full.empty and set(full["id"]) <= {r["id"] for r in study["coded"]}
     assert means.equals(full_means)  # the frame means do not depend on the sample
+
+
+def test_the_trained_works_are_reported_apart_and_left_out_of_the_frame_means(study):
+    """The three works that trained the classifier (W9197-W9199, a census trained_on stratum) were coded: their
+    rates are a report of their own (code source human:trained_on) that never gates, the audited population's report
+    does not contain them, and the frame-wide decision means the PPI estimate uses leave them out."""
+    from metacan_pipeline.audit.validation import TRAINED_APART, decision_frames
+
+    storage = study["storage"]
+    trained = sorted(r["id"] for r in study["sample"] if r["trained_on"])
+    assert trained == [wid(i) for i in (197, 198, 199)]
+    rates = storage.read_table("validation_error_rates").to_pylist()
+    apart = [r for r in rates if r["code_source"] == TRAINED_APART and r["group_by"] == "all"]
+    teacher = {r["metric"]: r for r in apart if r["system"] == f"teacher:{CENSUS}"}
+    # gemma labels W9197-W9199 [] ([] for 198 and 199 too: truth False, i % 11 != 3), the coders say 0: F1 over no
+    # positive has no case; precision over no positive decision has none either
+    assert teacher["precision"]["n"] == 0 and teacher["recall"]["n"] == 0
+    assert all(r["value"] is None for r in apart)  # 3 cases: under the protocol's minimum of 30, and said so
+    prev = [r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == TRAINED_APART]
+    assert [(r["method"], r["n"], r["note"]) for r in prev] == [
+        ("human", 3, "fewer than 30 coded cases (n=3): not reported")
+    ]
+    gates = [g for g in storage.read_table("validation_gate").to_pylist() if g["code_source"] == TRAINED_APART]
+    assert gates and not any(g["human_validation"] for g in gates)
+    human_ns = {r["n"] for r in rates if r["code_source"] == "human" and r["metric"] == "precision"}
+    assert max(human_ns) <= len(study["coded"])  # the audited population's report has no trained work
+    m = meta(study["after"], "validation_report")
+    assert m["trained_works_left_out"] == 3 and m["trained_works_reported_apart"] is True
+    assert "human:trained_on: human codes of the works that trained or calibrated the classifier" in m["summary"]
+    # frame means over the audited population: 197 works, the 80 consensus works among them
+    protocol = current_protocol(storage)
+    _, means = decision_frames(storage, protocol, [], trained)
+    row = means.loc[means["system"] == f"classifier:{MV}:consensus"].iloc[0]
+    assert (row["frame_n"], row["frame_mean"]) == (N - 3, pytest.approx(80 / (N - 3)))
+    _, everyone = decision_frames(storage, protocol, [])
+    assert everyone.loc[everyone["system"] == f"classifier:{MV}:consensus", "frame_n"].iloc[0] == N
+
+
+def test_the_minimum_n_is_the_protocols(study):
+    """The same codes under a protocol that locks min_n = 150 (another protocol: the report of this one's inputs
+    under it): a rate on fewer cases is withheld, and the summary says so with that minimum."""
+    import dataclasses
+
+    storage = study["storage"]
+    protocol = current_protocol(storage)
+    strict = dataclasses.replace(protocol, min_n=150)
+    with CodingStore(coding_store_path(str(storage.root))) as store:
+        inputs = validation.report_inputs(storage, store, protocol)
+    report = validation.run_report(dataclasses.replace(inputs, protocol=strict))[validation.HUMAN]
+    rates = report.error_rates
+    overall = rates.loc[(rates["group_by"] == "all") & (rates["system"] == f"classifier:{MV}:consensus")]
+    precision = overall.loc[overall["metric"] == "precision"].iloc[0]
+    assert precision["n"] == 80 and pd.isna(precision["value"])
+    assert precision["note"] == "fewer than 150 coded cases (n=80): not reported"
+    assert f"not reported: fewer than the protocol's minimum of 150 (n={precision['n']})" in (
+        validation.summary_markdown(validation.HUMAN, report, strict)
+    )
+
+
+def test_the_dagster_metadata_shows_agreement_prevalence_and_differential_error(study):
+    """What a user reads in the Dagster UI: the same figures as the tables, with n and effective n."""
+    storage = study["storage"]
+    m = meta(study["after"], "validation_report")
+    assert m["min_n"] == 30
+    kappa = next(
+        r
+        for r in storage.read_table("validation_agreement").to_pylist()
+        if r["code_source"] == "human" and (r["statistic"], r["weighting"]) == ("cohen_kappa", "design")
+    )
+    assert f"| metaresearch | cohen_kappa | design | {kappa['value']:.3f} | {kappa['n']} |" in m["agreement"]
+    prev = {
+        r["method"]: r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"
+    }
+    human = prev["human"]
+    assert (
+        f"| metaresearch | human | {human['value']:.2f} [{human['lower']:.2f}, {human['upper']:.2f}] | {human['n']} | "
+        f"{human['n_effective']:.1f} | - |" in m["prevalence"]
+    )
+    ppi = prev[f"ppi:classifier:{MV}:consensus"]
+    ratio = ppi["width_ratio"]
+    assert f"{ratio:.2f}x ({abs(1 - ratio):.0%} {'narrower' if ratio < 1 else 'wider'})" in m["prevalence"]
+    fr = {
+        r["metric"]: r
+        for r in storage.read_table("validation_error_rates").to_pylist()
+        if r["code_source"] == "human"
+        and r["system"] == f"classifier:{MV}:consensus"
+        and (r["group_by"], r["group"]) == ("language", "fr")
+    }
+    line = next(
+        x
+        for x in m["differential_error"].splitlines()
+        if f"classifier:{MV}:consensus | metaresearch | language | fr |" in x
+    )
+    for metric in ("precision", "recall"):
+        r = fr[metric]
+        shown = (
+            f"{r['value']:.2f} [{r['lower']:.2f}, {r['upper']:.2f}]"
+            if r["value"] is not None
+            else f"not reported: fewer than the protocol's minimum of 30 (n={r['n']})"
+        )
+        assert f"| {shown} | {r['n']} ({r['n_effective']:.1f}) |" in line, (metric, line)
