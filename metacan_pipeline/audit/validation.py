@@ -403,10 +403,13 @@ def agreement_markdown(report: ValidationReport) -> str:
     rows = report.agreement
     if rows.empty:
         return "_(no work coded by two coders yet)_"
-    lines = ["| head | statistic | weighting | value | works coded twice |", "|---|---|---|---|---|"]
+    lines = [
+        "| head | statistic | weighting | value | works coded twice | effective n |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows.itertuples():
         value = "undefined" if r.value is None or pd.isna(r.value) else f"{r.value:.3f}"
-        lines.append(f"| {r.head} | {r.statistic} | {r.weighting} | {value} | {r.n} |")
+        lines.append(f"| {r.head} | {r.statistic} | {r.weighting} | {value} | {r.n} | {_number(r.n_effective, 1)} |")
     return "\n".join(lines)
 
 

@@ -141,6 +141,12 @@ def test_agreement_and_gate_rows(audit_inputs):
     gate = report.gate.set_index("system")
     recall = _rate(report.error_rates, CLASSIFIER, "recall")
     assert gate.loc[CLASSIFIER, "coded_positives"] == recall["n"]
+    assert gate.loc[CLASSIFIER, "n_effective"] == pytest.approx(recall["n_effective"])
+    assert gate.loc[CLASSIFIER, "n_effective"] < recall["n"]  # positives of unequal weights
+    design = agreement.loc[agreement["weighting"] == "design", "n_effective"]
+    weights = audit_inputs["sample"]["design_weight"]
+    assert np.allclose(design, weights.sum() ** 2 / (weights**2).sum(), rtol=1e-12)
+    assert (agreement.loc[agreement["weighting"] == "raw", "n_effective"] == len(weights)).all()
     assert gate.loc[CLASSIFIER, "reason"].endswith(": fails")  # frame recall 0.52: the stratifying classifier fails
     assert bool(gate.loc[CLASSIFIER, "judged"])
 

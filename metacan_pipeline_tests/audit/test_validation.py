@@ -476,7 +476,12 @@ def test_the_dagster_metadata_shows_agreement_prevalence_and_differential_error(
         for r in storage.read_table("validation_agreement").to_pylist()
         if r["code_source"] == "human" and (r["statistic"], r["weighting"]) == ("cohen_kappa", "design")
     )
-    assert f"| metaresearch | cohen_kappa | design | {kappa['value']:.3f} | {kappa['n']} |" in m["agreement"]
+    assert (
+        f"| metaresearch | cohen_kappa | design | {kappa['value']:.3f} | {kappa['n']} | {kappa['n_effective']:.1f} |"
+        in m["agreement"]
+    )
+    # the design weights are 1 and 2 (half the far negatives drawn): Kish's n is below the works coded twice
+    assert kappa["n_effective"] < kappa["n"]
     prev = {
         r["method"]: r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"
     }
