@@ -513,3 +513,34 @@ def test_the_dagster_metadata_shows_agreement_prevalence_and_differential_error(
             else f"not reported: fewer than the protocol's minimum of 30 (n={r['n']})"
         )
         assert f"| {shown} | {r['n']} ({r['n_effective']:.1f}) |" in line, (metric, line)
+
+
+def test_a_release_freezes_the_protocol_and_the_validation_report_behind_its_statuses(study, tmp_path):
+    """A release of the coded study (a copy of its data folder) holds the locked protocol and the validation report
+    (error rates, confusion, prevalence, agreement, gate, human codes) without run columns; a later report that says
+    the same (a new run id) freezes to the same bytes, so cutting again reuses the release."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from metacan_pipeline.release.bundle import VALIDATION_TABLES, cut_release
+
+    shutil.copytree(study["storage"].root, tmp_path / "data")
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    labels = [f"direct_labels_{CENSUS}", f"direct_labels_{SAMPLE}"]
+    first = cut_release(storage, labels, "", ["MetaCan research group"], "run-1")
+    tables = first.folder / "tables"
+    protocols = pq.read_table(tables / "audit_protocols.parquet").to_pylist()
+    assert [p["protocol_id"] for p in protocols] == [study["pid"]]
+    assert current_protocol(storage).canonical_json() == protocols[0]["protocol_json"]
+    for name in VALIDATION_TABLES:
+        frozen = pq.read_table(tables / f"{name}.parquet")
+        assert "run_id" not in frozen.column_names and "computed_at" not in frozen.column_names
+        assert first.manifest["counts"][name] == frozen.num_rows == storage.read_table(name).num_rows > 0
+    gate = pq.read_table(tables / "validation_gate.parquet").to_pylist()
+    assert [g["passed"] for g in gate if g["human_validation"]] == [True]
+    # the report again, unchanged codes: new run ids, the same frozen bytes, the same release
+    again = dg.materialize([validation_report], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    assert again.success and storage.read_table("validation_gate").column("run_id")[0].as_py() == again.run_id
+    second = cut_release(storage, labels, "", ["MetaCan research group"], "run-2")
+    assert second.reused and second.release_version == first.release_version
