@@ -14,7 +14,7 @@ from pydantic import Field
 from ..meta import counts_markdown, table_metadata
 from ..settings import coding_store_path
 from ..storage import MetacanStorage
-from ..student.roles import SAMPLE, STUDENT_TEACHERS, direct_labels_key
+from ..student.roles import SAMPLE, direct_labels_key
 from ..tables.audit import (
     AUDIT_SAMPLE_SCHEMA,
     HUMAN_CODES_SCHEMA,
@@ -211,7 +211,7 @@ REPORT_TABLES = {
     "validation_agreement": ("agreement", VALIDATION_AGREEMENT_SCHEMA),
 }
 _AUDIT = {"group_name": "audit", "code_version": "1", "owners": ["team:metacan"]}
-_REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in STUDENT_TEACHERS)]
+_REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in validation.REPORT_TEACHERS)]
 
 
 @dg.multi_asset(
@@ -233,7 +233,7 @@ _REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in S
 def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage):
     """The validation report of the current protocol (issue 16 "Estimates"; SPEC section 10; :mod:`.validation`):
     reads the coding store's final human codes and coders' answers, its machine adjudicators' codes, the audit
-    sample's design weights, the role teachers' direct labels and the classifier version's decisions; writes the
+    sample's design weights, every registry teacher's direct labels and the classifier version's decisions; writes the
     error rates (precision, recall, F1 with 95% intervals, overall and by language, route, genre, abstract), the
     confusion matrices, the prevalence (human and prediction-powered), the inter-coder agreement, the gate of every
     system and code source, and the human codes the records show; appends one human_validation row per evaluated

@@ -6,7 +6,7 @@ section 10; the frame-wide means leave every such work out too), the final human
 coding store (two coders agreed, or an adjudication: a single coder's answer waits for the second and estimates
 nothing), the two coders' answers before adjudication, the machine adjudicators' codes, the decisions of every
 system on the sampled works and the classifier's frame-wide decision means. Systems are ``teacher:<name>`` (the direct
-labels of each role teacher; a failed or missing label is no decision, never a negative, SPEC section 4) and
+labels of each registry teacher; a failed or missing label is no decision, never a negative, SPEC section 4) and
 ``classifier:<version>:<rule>`` (the protocol's classifier version under the consensus and candidate rules; a head
 whose support gate did not pass has no decisions). Genre groups are the human code's genre (``(missing)`` for a
 work not coded yet).
@@ -28,8 +28,9 @@ import pandas as pd
 import pyarrow as pa
 
 from ..storage import MetacanStorage
-from ..student.roles import CENSUS, STUDENT_TEACHERS, direct_labels_key
+from ..student.roles import CENSUS, direct_labels_key
 from ..tables.audit import HUMAN_VALIDATION_SCHEMA
+from ..teachers.registry import load_registry
 from ..vocab import CATEGORIES
 from .coding import CodingStore
 from .design import scratch, state_sql
@@ -43,6 +44,9 @@ TRAINED_APART = "human:trained_on"
 HUMAN_BASES = ("agreed", "adjudicated")
 NO_CODES = "no coded works"
 RULES = ("consensus", "candidate")
+#: Every registry teacher, in registry order: each one's direct labels are a system of the report (issue 16: "for
+#: every teacher"), not only the two the student learns from.
+REPORT_TEACHERS: tuple[str, ...] = tuple(load_registry())
 _SAMPLE_COLUMNS = (
     "id", "stratum", "design_weight", "stratum_size", "stratum_sample_size", "language", "route_key", "has_abstract",
 )  # fmt: skip
@@ -141,7 +145,7 @@ def decision_frames(
     rules' decision means over every frame work the classifier version scored, and the census teacher's over every
     work it labelled), the works of ``outside`` (those outside the audited population: they trained or calibrated
     the classifier) left out of the means."""
-    teachers = [t for t in STUDENT_TEACHERS if storage.has_table(direct_labels_key(t))]
+    teachers = [t for t in REPORT_TEACHERS if storage.has_table(direct_labels_key(t))]
     gated = [h.head for h in protocol.heads if h.gate_passed]
     version = protocol.classifier_version
     parts, means = [], []

@@ -544,3 +544,24 @@ def test_a_release_freezes_the_protocol_and_the_validation_report_behind_its_sta
     assert again.success and storage.read_table("validation_gate").column("run_id")[0].as_py() == again.run_id
     second = cut_release(storage, labels, "", ["MetaCan research group"], "run-2")
     assert second.reused and second.release_version == first.release_version
+
+
+def test_every_registry_teacher_is_a_system_of_the_report(study, monkeypatch):
+    """A third registry teacher (here opus, labelling the first 40 frame works, every one metaresearch) is a system of
+    its own: its decisions on the sampled works it labelled, and no frame mean (it is not the census teacher)."""
+    import shutil
+
+    from metacan_pipeline.audit.validation import decision_frames
+
+    root = study["storage"].root
+    copy = root.parent / "with-opus"
+    shutil.copytree(root, copy)
+    storage = MetacanStorage(data_dir=str(copy))
+    opus = [label_row(wid(i), "opus", ["metaresearch"]) for i in range(40)]
+    storage.write_table("direct_labels_opus", pa.Table.from_pylist(opus, schema=LABELS_SCHEMA))
+    monkeypatch.setattr(validation, "REPORT_TEACHERS", (*validation.REPORT_TEACHERS, "opus"))
+    ids = sorted(r["id"] for r in study["coded"])
+    decisions, means = decision_frames(storage, current_protocol(storage), ids)
+    theirs = decisions.loc[decisions["system"] == "teacher:opus"]
+    assert sorted(theirs["id"]) == sorted(i for i in ids if int(i[1:]) - 9000 < 40)
+    assert set(theirs["decision"]) == {1} and "teacher:opus" not in set(means["system"])
