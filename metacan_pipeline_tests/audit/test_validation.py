@@ -565,3 +565,39 @@ def test_every_registry_teacher_is_a_system_of_the_report(study, monkeypatch):
     theirs = decisions.loc[decisions["system"] == "teacher:opus"]
     assert sorted(theirs["id"]) == sorted(i for i in ids if int(i[1:]) - 9000 < 40)
     assert set(theirs["decision"]) == {1} and "teacher:opus" not in set(means["system"])
+
+
+def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_gate(study):
+    """What `metacan run` and `metacan summary` print about the audit study, from the stored tables and the coding
+    store (read-only)."""
+    from metacan_pipeline.reports import audit_lines
+
+    storage, pid = study["storage"], study["pid"]
+    with storage.connect(read_only=True) as con:
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        lines = audit_lines(con, views, tables, coding_store_path(str(storage.root)))
+        none = audit_lines(con, views, set(), None)
+    sample = study["sample"]
+    strata: dict[str, list[int]] = {}
+    for r in storage.read_table("audit_sample").to_pylist():
+        if r["protocol_id"] == pid:
+            strata.setdefault(r["stratum"], [0, r["stratum_size"]])[0] += r["in_sample"]
+    assert lines[0].startswith(f"Audit study: protocol {pid} ({MV}, consensus rule, heads metaresearch;")
+    assert lines[0].endswith("30 coded positives; min n 30)")
+    assert lines[1] == (
+        f"  audit sample: {len(sample)} of {N} frame works drawn; by stratum (drawn / N_h): "
+        + " | ".join(f"{s} {n}/{big}" for s, (n, big) in strata.items())
+    )
+    assert lines[2] == f"  human-coded works (two coders agreed, or adjudicated): {len(sample) - 1}"
+    assert lines[3] == (
+        f"  machine-adjudicator:everything-positive (MACHINE-ADJUDICATED, never human codes): {len(study['coded'])} "
+        f"works coded, {len(study['coded'])} of them in the audit sample"
+    )
+    assert lines[4] == (
+        "  machine-adjudicator:frame1k (MACHINE-ADJUDICATED, never human codes): 179 works coded, 0 of them in the "
+        "audit sample"
+    )
+    assert lines[5].startswith(f"  gate metaresearch: human_validated:{pid} (precision lower bound ")
+    assert lines[5].endswith(f": passes; {len(study['coded']) - 1} coded works)")
+    assert none == []  # a store from before the audit study: no section
