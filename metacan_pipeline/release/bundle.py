@@ -126,7 +126,9 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
         catalog = {t.name: t for t in AUDIT_CATALOG}
         for name in (t for t in VALIDATION_TABLES if storage.has_table(t)):
             table = catalog[name]
-            schema = pa.schema([f for f in table.schema if f.name not in RUN_COLUMNS])
+            schema = table.schema  # the catalog's, less its run columns
+            for column in RUN_COLUMNS & set(schema.names):
+                schema = schema.remove(schema.get_field_index(column))
             columns = ", ".join(f'"{c}"' for c in schema.names)
             order = ", ".join(f'"{c}"' for c in table.primary_key)
             query = f"SELECT {columns} FROM {parquet(name)} ORDER BY {order}"
