@@ -31,7 +31,7 @@ from ..storage import MetacanStorage
 from ..student.roles import CENSUS, direct_labels_key
 from ..tables.audit import HUMAN_VALIDATION_SCHEMA
 from ..teachers.registry import load_registry
-from ..vocab import CATEGORIES
+from ..vocab import BINARY_TARGETS, CATEGORIES
 from .coding import CodingStore
 from .design import scratch, state_sql
 from .gate import GateThresholds
@@ -233,7 +233,9 @@ def report_inputs(storage: MetacanStorage, store: CodingStore, protocol: AuditPr
 
 
 def run_report(inputs: ReportInputs) -> dict[str, ValidationReport]:
-    """The report per code source: ``human`` first; then ``human:trained_on`` when works of the ``trained_on``
+    """The report per code source: ``human`` first (human codes on every binary target: the prevalence of every
+    category and about-Canada flag from the codes; error rates, PPI and the gate where a system decides, i.e. on the
+    protocol's heads); then ``human:trained_on`` when works of the ``trained_on``
     stratum were coded: the same human codes on the works that trained or calibrated the classifier, a report of
     their own stratum apart from the audited population (no PPI: no frame mean of that population; its gate is
     never human validation); then every machine adjudicator (no agreement table: a machine adjudicator has no two
@@ -245,7 +247,7 @@ def run_report(inputs: ReportInputs) -> dict[str, ValidationReport]:
     out = {
         HUMAN: validation_report(
             inputs.sample,
-            code_frame(inputs.human, p.head_names, ids),
+            code_frame(inputs.human, list(BINARY_TARGETS), ids),
             inputs.decisions,
             inputs.frame_means,
             inputs.coder_codes,
@@ -254,7 +256,7 @@ def run_report(inputs: ReportInputs) -> dict[str, ValidationReport]:
     }
     trained = inputs.trained
     if trained is not None and not trained.empty:
-        codes = code_frame(inputs.human, p.head_names, set(trained["id"]))
+        codes = code_frame(inputs.human, list(BINARY_TARGETS), set(trained["id"]))
         if codes["code"].notna().any():
             no_means = inputs.frame_means.iloc[:0]
             out[TRAINED_APART] = validation_report(trained, codes, inputs.decisions, no_means, **options)

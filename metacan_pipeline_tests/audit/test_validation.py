@@ -255,7 +255,9 @@ def test_the_report_matches_the_hajek_ratios_of_the_codes(study):
     assert {(system, "en"), (system, "fr"), (f"teacher:{CENSUS}", "fr")} <= groups
     # the prevalence from the codes alone, and the prediction-powered one beside it
     prev = {
-        r["method"]: r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"
+        r["method"]: r
+        for r in storage.read_table("validation_prevalence").to_pylist()
+        if r["code_source"] == "human" and r["head"] == "metaresearch"
     }
     assert math.isclose(prev["human"]["value"], sum(w[i] * y[i] for i in w) / sum(w.values()), rel_tol=1e-12)
     assert {f"ppi:{system}", f"ppi:teacher:{CENSUS}"} <= set(prev)
@@ -425,7 +427,11 @@ def test_the_trained_works_are_reported_apart_and_left_out_of_the_frame_means(st
     # positive has no case; precision over no positive decision has none either
     assert teacher["precision"]["n"] == 0 and teacher["recall"]["n"] == 0
     assert all(r["value"] is None for r in apart)  # 3 cases: under the protocol's minimum of 30, and said so
-    prev = [r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == TRAINED_APART]
+    prev = [
+        r
+        for r in storage.read_table("validation_prevalence").to_pylist()
+        if r["code_source"] == TRAINED_APART and r["head"] == "metaresearch"
+    ]
     assert [(r["method"], r["n"], r["note"]) for r in prev] == [
         ("human", 3, "fewer than 30 coded cases (n=3): not reported")
     ]
@@ -483,7 +489,9 @@ def test_the_dagster_metadata_shows_agreement_prevalence_and_differential_error(
     # the design weights are 1 and 2 (half the far negatives drawn): Kish's n is below the works coded twice
     assert kappa["n_effective"] < kappa["n"]
     prev = {
-        r["method"]: r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"
+        r["method"]: r
+        for r in storage.read_table("validation_prevalence").to_pylist()
+        if r["code_source"] == "human" and r["head"] == "metaresearch"
     }
     human = prev["human"]
     assert (
@@ -601,3 +609,20 @@ def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_
     assert lines[5].startswith(f"  gate metaresearch: human_validated:{pid} (precision lower bound ")
     assert lines[5].endswith(f": passes; {len(study['coded']) - 1} coded works)")
     assert none == []  # a store from before the audit study: no section
+
+
+def test_the_human_prevalence_is_reported_for_every_category_not_only_the_evaluated_heads(study):
+    """The coders answered every SPEC section 3 field: the prevalence of each category and about-Canada flag comes
+    from their codes (here: open_science never, about_ca_topic always, metaresearch as the hidden truth), while the
+    PPI estimates and the gate stay on the protocol's head."""
+    storage = study["storage"]
+    prev = [r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"]
+    human = {r["head"]: r for r in prev if r["method"] == "human"}
+    assert set(human) == set(BINARY_TARGETS)
+    n = len(study["coded"]) - 1  # the single-coded work waits for its second coder
+    assert (human["open_science"]["value"], human["open_science"]["n"]) == (0.0, n)
+    assert (human["about_ca_topic"]["value"], human["about_ca_topic"]["n"]) == (1.0, n)
+    assert 0 < human["metaresearch"]["value"] < 1
+    assert {r["head"] for r in prev if r["method"] != "human"} == {"metaresearch"}
+    gates = storage.read_table("validation_gate").to_pylist()
+    assert {g["head"] for g in gates if g["code_source"] == "human"} == {"metaresearch"}
