@@ -200,9 +200,11 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
     ``constant_heads`` (a set of ``(teacher, target)`` whose head could not be fitted), and optionally
     ``rendered_at`` and ``page_run_id`` (shown in the lineage section). The served site adds ``lang`` (the
     ``<html lang>``), ``alternates`` (``[{"hreflang", "href"}]``, the page in each language) and ``switch``
-    (``{"href", "lang", "name"}``, the language switch link) and ``explore`` (the language's path prefix: the
-    page links to cohorts of the same venue, topic and category, :func:`explore_links`); the static site has none
-    of them. ``report_url`` (both): the "report a problem with this record" link's base (:func:`report_link`). The page's
+    (``{"href", "lang", "name"}``, the language switch link) and ``served`` (True: a failed live abstract says to
+    reload the page, not to render it again); the static site has none of them. ``explore`` (both): where the
+    page's cohort links point (:func:`explore_links`: the served language's path prefix, or the served site's
+    address on a static page; absent: no links). ``report_url`` (both): the "report a problem with this record"
+    link's base (:func:`report_link`). The page's
     permalink and its model version come from :func:`page_path` (ValueError for an id or version that may not
     become a path).
     """
@@ -242,6 +244,7 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         lang=context.get("lang"),
         alternates=context.get("alternates", ()),
         switch=context.get("switch"),
+        served=context.get("served", False),
     )
 
 
