@@ -78,6 +78,10 @@ def release_dirs(scratch: Path, n: int, min_venues: int) -> tuple[Path, dict]:
         if built.get("rows", {}).get("works") == n and (data / "site" / "releases" / "current.json").is_file():
             say(f"reusing the release of {n:,} works under {data}")
             built["reused"] = True
+            upgraded = upgrade_release(data)
+            if upgraded is not None:
+                built.setdefault("build_seconds", {})["cohort_facet_counts_s (added to the kept release)"] = upgraded
+                build_file.write_text(json.dumps(built, indent=1))
             return data, built
     pointer = seed_data / "site" / "releases" / "current.json"
     t0 = time.perf_counter()
@@ -94,6 +98,22 @@ def release_dirs(scratch: Path, n: int, min_venues: int) -> tuple[Path, dict]:
     build_file.write_text(json.dumps(built, indent=1))
     built["reused"] = False
     return data, built
+
+
+def upgrade_release(data: Path) -> float | None:
+    """Add the layout-4 table ``cohort_facet_counts`` to a kept release of layout 3 and record its manifest again
+    (``metacan serve`` checks the files' sizes against it); returns the seconds taken, None when nothing was added."""
+    import site_synth
+
+    from metacan_pipeline.site.release import current_release_id, database_path, record_manifest
+
+    release_id = current_release_id(data)
+    seconds = site_synth.add_cohort_facet_counts(database_path(data, release_id))
+    if seconds is not None:
+        record_manifest(data, release_id)
+        say(f"added cohort_facet_counts to the kept release in {seconds:.1f} s")
+        return round(seconds, 1)
+    return None
 
 
 # ------------------------------------------------------------------------------------------------

@@ -11,11 +11,13 @@ selected value equals the cohort's count.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from . import fts
@@ -111,6 +113,35 @@ def _label_clause(cohort: Cohort) -> Clause | None:
     return Clause("label", f"w.work_key IN (SELECT l.work_key FROM work_labels l WHERE {where})", tuple(params))
 
 
+def cohort_key(items: list[Clause]) -> str | None:
+    """The key of a one-filter cohort in ``cohort_facet_counts`` (32 hex of SHA-256 over its clauses' group, SQL and
+    parameters, so a key names exactly the rows those clauses select); None for no filter, several filter groups
+    or a text query."""
+    groups = {c.group for c in items}
+    if len(groups) != 1 or "q" in groups:
+        return None
+    body = json.dumps([[c.group, c.sql, list(c.params)] for c in items], default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def stored_items(con, keys: set[str]) -> dict[str, dict[str, Any]]:
+    """``{cohort key: {facet, "_count", "_coverage": items}}`` stored at build time for the given keys (see
+    :mod:`.cohort_store`); empty for keys not stored, and for a release of a layout without the table."""
+    if not keys:
+        return {}
+    try:
+        rows = con.execute(
+            "SELECT cohort_key, facet, items FROM cohort_facet_counts WHERE cohort_key IN (SELECT unnest(?::VARCHAR[]))",
+            [sorted(keys)],
+        ).fetchall()
+    except duckdb.CatalogException:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for key, facet, items in rows:
+        out.setdefault(key, {})[facet] = json.loads(items)
+    return out
+
+
 def where_sql(items: list[Clause], exclude: str | None = None) -> tuple[str, list]:
     kept = [c for c in items if c.group != exclude]
     if not kept:
@@ -136,6 +167,9 @@ class CohortQuery:
         self._hits, self._index, self._count, self._rows = False, None, None, None
         #: a text query and no other filter: the count and a page by relevance come from FTS5 alone
         self.text_only = bool(cohort.words) and all(c.group == "q" for c in self.clauses)
+        #: a one-filter cohort whose count, coverage and facets the build stored (None: not stored)
+        key = cohort_key(self.coded)
+        self.stored = stored_items(self.con, {key}).get(key) if key else None
 
     def _fts(self, fn, *args):
         """``fn(index, words, *args)`` on this request's connection to the full-text index."""
@@ -168,7 +202,9 @@ class CohortQuery:
     def count(self) -> int:
         """The exact number of works in the cohort."""
         if self._count is None:
-            if self.text_only:
+            if self.stored is not None:
+                self._count = self.stored["_count"]
+            elif self.text_only:
                 self._count = self._fts(fts.count)
             else:
                 self._need_hits()
@@ -194,6 +230,8 @@ class CohortQuery:
         classifier decision in any mode) in the cohort (the flags of ``work_facets``; stored for the release)."""
         if not self.coded:
             return json.loads(self._one("SELECT items FROM facet_counts WHERE facet = '_coverage'", [])[0])
+        if self.stored is not None:
+            return dict(self.stored["_coverage"])
         self._need_hits()
         table = self._cohort_rows()
         where, params = ("true", []) if table else where_sql(self.coded)
@@ -210,7 +248,7 @@ class CohortQuery:
         ``direct_label`` gives teacher, category and the teacher's qualification; ``classifier`` gives mode,
         category, classifier version and ``prediction_status`` (:class:`FacetCounter`)."""
         self._need_hits()
-        return FacetCounter(self.con, self.coded, stored=True, cohort_table=self._cohort_rows()).facets()
+        return FacetCounter(self.con, self.coded, stored=True, cohort_table=self._cohort_rows).facets()
 
     # ---- lists ---------------------------------------------------------------------------------------------
     def page(self, listing: Listing) -> tuple[list[dict[str, Any]], str | None]:
@@ -305,16 +343,22 @@ class FacetCounter:
     """The facets of a cohort (its ``coded`` clauses over ``work_facets w``) on a connection.
 
     A facet counted under no filter at all (no filter is set, or only its own) is read from ``facet_counts``,
-    written once by the build (``stored``). The others are counted over ``work_facets`` (codes, decoded through
+    written once by the build (``stored``), and so is one counted under a single frequent filter (the cohort's filters
+    but the facet's own are one filter whose works the build counted: ``cohort_facet_counts``, :mod:`.cohort_store`;
+    e.g. the year facet of year 2015-2022 + language en is the stored year facet of language en). The others are
+    counted over ``work_facets`` (codes, decoded through
     ``facet_codes``): the column and boolean facets whose own filter is not set in one scan (GROUPING SETS),
     each name facet and the classifier facet as an unnest of the cohort's code lists, the direct-label facet
     over the cohort's labelled works; a facet whose filter is set is counted without it. When the cohort holds
     at most ``MATERIALIZE_MAX`` works, its rows are copied once into a temporary table that the statements read
-    instead of evaluating the filters again each (``cohort_table``, made by :class:`CohortQuery`)."""
+    instead of evaluating the filters again each (``cohort_table``: a function that makes it when a statement first
+    needs it, :meth:`CohortQuery._cohort_rows`)."""
 
     MATERIALIZE_MAX = 300_000
 
-    def __init__(self, con, coded: list[Clause], stored: bool, cohort_table: str | None = None) -> None:
+    def __init__(
+        self, con, coded: list[Clause], stored: bool, cohort_table: Callable[[], str | None] | None = None
+    ) -> None:
         self.con, self.coded, self.stored, self.cohort_table = con, coded, stored, cohort_table
         self.groups = {c.group for c in coded}
 
@@ -328,6 +372,14 @@ class FacetCounter:
             ).fetchall()
             out.update({f: json.loads(items) for f, items in rows})
         todo = [n for n in FACETS if n not in free]
+        if self.stored and todo:  # facets whose filters but their own are one stored frequent filter
+            sources = {n: cohort_key([c for c in self.coded if c.group != n]) for n in todo}
+            found = stored_items(self.con, {k for k in sources.values() if k})
+            for n in todo:
+                items = found.get(sources[n], {}).get(_OUT_NAME.get(n, n))
+                if items is not None:
+                    out[_OUT_NAME.get(n, n)] = items
+            todo = [n for n in todo if _OUT_NAME.get(n, n) not in out]
         shared = [n for n in todo if n not in self.groups]
         grouped = [n for n in shared if n in COLUMN_FACETS or n in BOOLEAN_COLUMNS]
         if grouped:
@@ -347,8 +399,8 @@ class FacetCounter:
         """``(table, where, params)`` of the cohort without ``exclude``'s filter."""
         if exclude not in self.groups:
             exclude = None
-        if exclude is None and self.cohort_table:
-            return self.cohort_table, "true", []
+        if exclude is None and self.cohort_table and (table := self.cohort_table()):
+            return table, "true", []
         where, params = where_sql(self.coded, exclude)
         return "work_facets", where, params
 
