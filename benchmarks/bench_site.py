@@ -80,7 +80,7 @@ def release_dirs(scratch: Path, n: int, min_venues: int) -> tuple[Path, dict]:
             built["reused"] = True
             upgraded = upgrade_release(data)
             if upgraded is not None:
-                built.setdefault("build_seconds", {})["cohort_facet_counts_s (added to the kept release)"] = upgraded
+                built["added_to_the_kept_release"] = upgraded
                 build_file.write_text(json.dumps(built, indent=1))
             return data, built
     pointer = seed_data / "site" / "releases" / "current.json"
@@ -100,20 +100,35 @@ def release_dirs(scratch: Path, n: int, min_venues: int) -> tuple[Path, dict]:
     return data, built
 
 
-def upgrade_release(data: Path) -> float | None:
-    """Add the layout-4 table ``cohort_facet_counts`` to a kept release of layout 3 and record its manifest again
-    (``metacan serve`` checks the files' sizes against it); returns the seconds taken, None when nothing was added."""
+def upgrade_release(data: Path) -> dict | None:
+    """Add what a kept release of an earlier build lacks: the layout-4 table ``cohort_facet_counts`` and the FTS5
+    index's champion lists (``term_top``, ``term_hits``), then record its manifest again (``metacan serve`` checks the
+    files' sizes against it); returns the seconds each took, None when nothing was added."""
+    import sqlite3
+
     import site_synth
 
-    from metacan_pipeline.site.release import current_release_id, database_path, record_manifest
+    from metacan_pipeline.site import fts
+    from metacan_pipeline.site.release import current_release_id, database_path, index_path, record_manifest
 
     release_id = current_release_id(data)
+    added = {}
     seconds = site_synth.add_cohort_facet_counts(database_path(data, release_id))
     if seconds is not None:
+        added["cohort_facet_counts_s"] = round(seconds, 1)
+    con = sqlite3.connect(index_path(data, release_id))
+    try:
+        if not con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'term_hits'").fetchone()[0]:
+            t0 = time.perf_counter()
+            added["champion_terms"] = fts.write_champions(con)
+            con.commit()
+            added["champion_lists_s"] = round(time.perf_counter() - t0, 1)
+    finally:
+        con.close()
+    if added:
         record_manifest(data, release_id)
-        say(f"added cohort_facet_counts to the kept release in {seconds:.1f} s")
-        return round(seconds, 1)
-    return None
+        say(f"added to the kept release: {added}")
+    return added or None
 
 
 # ------------------------------------------------------------------------------------------------
