@@ -165,6 +165,7 @@ class CohortQuery:
         self.clauses = clauses(cohort)
         self.coded = clauses(cohort, coded=True)
         self._hits, self._index, self._count, self._rows = False, None, None, None
+        self._coverage: dict[str, int] | None = None
         #: a text query and no other filter: the count and a page by relevance come from FTS5 alone
         self.text_only = bool(cohort.words) and all(c.group == "q" for c in self.clauses)
         #: a one-filter cohort whose count, coverage and facets the build stored (None: not stored)
@@ -200,7 +201,8 @@ class CohortQuery:
         return self.con.execute(sql, params).fetchone()
 
     def count(self) -> int:
-        """The exact number of works in the cohort."""
+        """The exact number of works in the cohort (counted with its coverage in the same scan of ``work_facets``,
+        which :meth:`coverage` then gives without another)."""
         if self._count is None:
             if self.stored is not None:
                 self._count = self.stored["_count"]
@@ -209,8 +211,17 @@ class CohortQuery:
             else:
                 self._need_hits()
                 where, params = where_sql(self.coded)
-                self._count = self._one(f"SELECT count(*) FROM work_facets w WHERE {where}", params)[0]
+                self._coverage = self._coverage_of("work_facets", where, params)
+                self._count = self._coverage["works"]
         return self._count
+
+    def _coverage_of(self, table: str, where: str, params: list) -> dict[str, int]:
+        row = self._one(
+            "SELECT count(*), count(*) FILTER (WHERE w.labelled), count(*) FILTER (WHERE w.scored), "
+            f"count(*) FILTER (WHERE w.decided) FROM {table} w WHERE {where}",
+            params,
+        )
+        return dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
 
     def _cohort_rows(self) -> str | None:
         """The temporary table holding the cohort's ``work_facets`` rows when it is filtered and holds at most
@@ -232,15 +243,13 @@ class CohortQuery:
             return json.loads(self._one("SELECT items FROM facet_counts WHERE facet = '_coverage'", [])[0])
         if self.stored is not None:
             return dict(self.stored["_coverage"])
+        if self._coverage is not None:
+            return dict(self._coverage)
         self._need_hits()
         table = self._cohort_rows()
         where, params = ("true", []) if table else where_sql(self.coded)
-        row = self._one(
-            "SELECT count(*), count(*) FILTER (WHERE w.labelled), count(*) FILTER (WHERE w.scored), "
-            f"count(*) FILTER (WHERE w.decided) FROM {table or 'work_facets'} w WHERE {where}",
-            params,
-        )
-        return dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
+        self._coverage = self._coverage_of(table or "work_facets", where, params)
+        return dict(self._coverage)
 
     def facets(self) -> dict[str, list[dict[str, Any]]]:
         """``{facet: [{"value", "count", ...}]}`` under the current filters but the facet's own (module docstring).
