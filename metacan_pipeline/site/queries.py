@@ -30,6 +30,10 @@ BOOLEAN_COLUMNS = {name: ("is_retracted" if name == "retracted" else name) for n
 #: The one-to-many table of a name filter.
 NAME_TABLES = {"institution": "work_institutions", "funder": "work_funders", "keyword": "work_keywords"}
 COLUMN_FACETS = ("year", "language", "type", "field", "topic", "venue", "classification_kind")
+#: The facets counted from ``work_facets``' code lists, and the span that keeps each list's codes apart when they are
+#: counted in one pass (:meth:`FacetCounter._lists`; a facet's codes are row numbers of its values, far below it).
+LIST_FACETS = ("institution", "funder", "keyword", "classifier")
+LIST_CODE_SPAN = 1 << 24
 TOP_N = 20
 _LABEL_COLUMNS = {"label_domain": "domain", "label_study_design": "study_design", "label_genre": "genre"}
 
@@ -393,7 +397,12 @@ class FacetCounter:
         grouped = [n for n in shared if n in COLUMN_FACETS or n in BOOLEAN_COLUMNS]
         if grouped:
             out.update(self._grouped(grouped, None))
+        listed = [n for n in shared if n in LIST_FACETS]
+        if len(listed) > 1:
+            out.update(self._lists(listed))
         for name in todo:
+            if name in out:
+                continue
             if name in self.groups and (name in COLUMN_FACETS or name in BOOLEAN_COLUMNS):
                 out.update(self._grouped([name], name))
             elif name in NAME_TABLES:
@@ -403,6 +412,33 @@ class FacetCounter:
             elif name == "classifier":
                 out["classifier"] = self._classifier()
         return {name: out[name] for name in FACET_OUTPUT}
+
+    def _lists(self, names: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """The name and classifier facets in ``names`` under the whole cohort, in one scan: each list's codes are moved
+        to a range of their own (``code + i * LIST_CODE_SPAN``), the lists concatenated and unnested once, counted,
+        then split again (a scan of the cohort's rows per facet cost one pass over ``work_facets`` each at 4.3M works).
+        Each facet's items are those of :meth:`_name` / :meth:`_classifier`."""
+        table, where, params = self._src(None)
+        lists = ", ".join(f"list_transform(w.{n}, x -> x + {i * LIST_CODE_SPAN})" for i, n in enumerate(names))
+        facet = " ".join(f"WHEN {i} THEN '{n}'" for i, n in enumerate(names))
+        rows = self.con.execute(
+            f"WITH g AS (SELECT code // {LIST_CODE_SPAN} AS i, code % {LIST_CODE_SPAN} AS code, count(*) AS n FROM "
+            f"(SELECT unnest(list_concat({lists})) AS code FROM {table} w WHERE {where}) GROUP BY 1, 2) "
+            f"SELECT k.facet, k.value, k.model_version, k.mode, k.prediction_status, g.n FROM g "
+            f"JOIN facet_codes k ON k.facet = (CASE g.i {facet} END) AND k.code = g.code "
+            f"QUALIFY k.facet = 'classifier' OR row_number() OVER (PARTITION BY k.facet ORDER BY g.n DESC, k.value) <= {TOP_N} "
+            "ORDER BY k.facet, k.model_version, k.mode, g.n DESC, k.value",
+            params,
+        ).fetchall()
+        out: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+        for f, v, version, mode, status, n in rows:
+            if f == "classifier":
+                out[f].append(
+                    {"model_version": version, "mode": mode, "value": v, "prediction_status": status, "count": n}
+                )
+            else:
+                out[f].append({"value": v, "count": n})
+        return out
 
     def _src(self, exclude: str | None) -> tuple[str, str, list]:
         """``(table, where, params)`` of the cohort without ``exclude``'s filter."""
