@@ -170,6 +170,7 @@ class CohortQuery:
         self.coded = clauses(cohort, coded=True)
         self._hits, self._index, self._count, self._rows = False, None, None, None
         self._coverage: dict[str, int] | None = None
+        self._booleans: dict[str, list[dict[str, Any]]] = {}
         #: a text query and no other filter: the count and a page by relevance come from FTS5 alone
         self.text_only = bool(cohort.words) and all(c.group == "q" for c in self.clauses)
         #: a one-filter cohort whose count, coverage and facets the build stored (None: not stored)
@@ -215,17 +216,29 @@ class CohortQuery:
             else:
                 self._need_hits()
                 where, params = where_sql(self.coded)
-                self._coverage = self._coverage_of("work_facets", where, params)
+                self._coverage = self._coverage_of("work_facets", where, params, booleans=True)
                 self._count = self._coverage["works"]
         return self._count
 
-    def _coverage_of(self, table: str, where: str, params: list) -> dict[str, int]:
+    def _coverage_of(self, table: str, where: str, params: list, booleans: bool = False) -> dict[str, int]:
+        """The coverage counts of the cohort's rows in ``table``; with ``booleans``, also the yes and no counts of
+        every boolean facet whose filter is not set (kept in ``_booleans`` for :meth:`facets`: the same scan)."""
+        names = [n for n in BOOLEAN_COLUMNS if booleans and n not in {c.group for c in self.coded}]
+        extra = "".join(
+            f", count(*) FILTER (WHERE w.{BOOLEAN_COLUMNS[n]}), count(*) FILTER (WHERE NOT w.{BOOLEAN_COLUMNS[n]})"
+            for n in names
+        )
         row = self._one(
             "SELECT count(*), count(*) FILTER (WHERE w.labelled), count(*) FILTER (WHERE w.scored), "
-            f"count(*) FILTER (WHERE w.decided) FROM {table} w WHERE {where}",
+            f"count(*) FILTER (WHERE w.decided){extra} FROM {table} w WHERE {where}",
             params,
         )
-        return dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
+        if names:
+            self._booleans = {
+                n: [{"value": "yes", "count": row[4 + 2 * i]}, {"value": "no", "count": row[5 + 2 * i]}]
+                for i, n in enumerate(names)
+            }
+        return dict(zip(("works", "direct", "scored", "decided"), row[:4], strict=True))
 
     def _cohort_rows(self) -> str | None:
         """The temporary table holding the cohort's ``work_facets`` rows when it is filtered and holds at most
@@ -261,7 +274,8 @@ class CohortQuery:
         ``direct_label`` gives teacher, category and the teacher's qualification; ``classifier`` gives mode,
         category, classifier version and ``prediction_status`` (:class:`FacetCounter`)."""
         self._need_hits()
-        return FacetCounter(self.con, self.coded, stored=True, cohort_table=self._cohort_rows).facets()
+        counter = FacetCounter(self.con, self.coded, stored=True, cohort_table=self._cohort_rows, known=self._booleans)
+        return counter.facets()
 
     # ---- lists ---------------------------------------------------------------------------------------------
     def page(self, listing: Listing) -> tuple[list[dict[str, Any]], str | None]:
@@ -360,7 +374,8 @@ class FacetCounter:
     but the facet's own are one filter whose works the build counted: ``cohort_facet_counts``, :mod:`.cohort_store`;
     e.g. the year facet of year 2015-2022 + language en is the stored year facet of language en). The others are
     counted over ``work_facets`` (codes, decoded through
-    ``facet_codes``): the column and boolean facets whose own filter is not set in one scan (GROUPING SETS),
+    ``facet_codes``): the column and boolean facets whose own filter is not set in one scan (GROUPING SETS; the
+    booleans come from :meth:`CohortQuery.count`'s scan when it made one, ``known``),
     each name facet and the classifier facet as an unnest of the cohort's code lists, the direct-label facet
     over the cohort's labelled works; a facet whose filter is set is counted without it. When the cohort holds
     at most ``MATERIALIZE_MAX`` works, its rows are copied once into a temporary table that the statements read
@@ -370,10 +385,17 @@ class FacetCounter:
     MATERIALIZE_MAX = 300_000
 
     def __init__(
-        self, con, coded: list[Clause], stored: bool, cohort_table: Callable[[], str | None] | None = None
+        self,
+        con,
+        coded: list[Clause],
+        stored: bool,
+        cohort_table: Callable[[], str | None] | None = None,
+        known: dict[str, list[dict[str, Any]]] | None = None,
     ) -> None:
         self.con, self.coded, self.stored, self.cohort_table = con, coded, stored, cohort_table
         self.groups = {c.group for c in coded}
+        #: facets already counted under the whole cohort (the booleans of CohortQuery.count's scan)
+        self.known = {n: v for n, v in (known or {}).items() if n not in self.groups}
 
     def facets(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
@@ -384,7 +406,8 @@ class FacetCounter:
                 "SELECT facet, items FROM facet_counts WHERE facet IN (SELECT unnest(?::VARCHAR[]))", [names]
             ).fetchall()
             out.update({f: json.loads(items) for f, items in rows})
-        todo = [n for n in FACETS if n not in free]
+        out.update({n: v for n, v in self.known.items() if n not in free})
+        todo = [n for n in FACETS if n not in free and n not in out]
         if self.stored and todo:  # facets whose filters but their own are one stored frequent filter
             sources = {n: cohort_key([c for c in self.coded if c.group != n]) for n in todo}
             found = stored_items(self.con, {k for k in sources.values() if k})
