@@ -213,6 +213,8 @@ class CohortQuery:
                 self._count = self.stored["_count"]
             elif self.text_only:
                 self._count = self._fts(fts.count)
+            elif not self.coded:  # the whole release: its stored coverage (a scan would cost 0.6 s at 4.3M works)
+                self._count = self.coverage()["works"]
             else:
                 self._need_hits()
                 where, params = where_sql(self.coded)
