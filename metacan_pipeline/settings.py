@@ -17,6 +17,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_S3_ENDPOINT_URL`` (else ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``) | the S3 endpoint of an S3-compatible server (MinIO, Ceph, moto) | AWS |
 | ``METACAN_REMOTE_READ_ATTEMPTS`` | reads of one object-storage input file before its part is quarantined | ``4`` |
 | ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_PROFILE`` / ... | S3 credentials, found by botocore as usual, never logged | unset |
+| ``METACAN_LLAMA_THREADS`` | CPU threads of the embedded llama.cpp teacher server; on a machine whose cores are busy with other work, ``1`` (llama.cpp's threads wait on each other by spinning: at load 13 on 2 cores, one call took 25-29 s with 1 thread against 72-145 s with 2) | ``2`` |
 | ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
 | ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts | unset: static pages have no explore links |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
@@ -46,6 +47,8 @@ AWS_ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 REMOTE_READ_ATTEMPTS_ENV = "METACAN_REMOTE_READ_ATTEMPTS"
 DEFAULT_REMOTE_READ_ATTEMPTS = 4
 REPORT_URL_ENV = "METACAN_REPORT_URL"
+LLAMA_THREADS_ENV = "METACAN_LLAMA_THREADS"
+DEFAULT_LLAMA_THREADS = 2
 SITE_URL_ENV = "METACAN_SITE_URL"
 
 DEFAULT_DATA_DIR = "data"
@@ -125,6 +128,17 @@ def remote_read_attempts() -> int:
         return DEFAULT_REMOTE_READ_ATTEMPTS
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{REMOTE_READ_ATTEMPTS_ENV}={value!r} must be a whole number of at least 1")
+    return int(value)
+
+
+def llama_threads() -> int:
+    """``$METACAN_LLAMA_THREADS`` (1 to 256), else 2: the CPU threads of the embedded llama.cpp teacher server.
+    Raises ValueError naming a bad value."""
+    value = os.environ.get(LLAMA_THREADS_ENV, "").strip()
+    if not value:
+        return DEFAULT_LLAMA_THREADS
+    if not value.isdigit() or not 1 <= int(value) <= 256:
+        raise ValueError(f"{LLAMA_THREADS_ENV}={_shown(value)} must be a whole number from 1 to 256 (CPU threads)")
     return int(value)
 
 
