@@ -42,6 +42,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ..tables.site import FTS_CHAMPION_DDL
+
 #: Word tokens of a text query (letters, digits, underscore in any script), at most this many.
 TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 MAX_TOKENS = 12
@@ -92,10 +94,8 @@ def write_champions(con: sqlite3.Connection, min_docs: int | None = None, depth:
     depth = CHAMPION_DEPTH if depth is None else depth
     con.execute("DROP TABLE IF EXISTS term_top")
     con.execute("DROP TABLE IF EXISTS term_hits")
-    con.execute(
-        "CREATE TABLE term_top(term TEXT, position INTEGER, rowid_ INTEGER, rank REAL, PRIMARY KEY (term, position)) WITHOUT ROWID"
-    )
-    con.execute("CREATE TABLE term_hits(term TEXT PRIMARY KEY, hits INTEGER, depth INTEGER) WITHOUT ROWID")
+    for ddl in FTS_CHAMPION_DDL:
+        con.execute(ddl)
     con.execute("CREATE VIRTUAL TABLE temp.work_terms USING fts5vocab(main, work_text, 'row')")
     terms = [t for (t,) in con.execute("SELECT term FROM temp.work_terms WHERE doc >= ? ORDER BY term", [min_docs])]
     con.execute("DROP TABLE temp.work_terms")

@@ -349,3 +349,13 @@ def release_tables() -> list[Table]:
 def catalog_schema(name: str) -> pa.Schema:
     """The Arrow schema of the release table ``name``."""
     return next(t.schema for t in TABLES if t.name == name)
+
+
+#: The champion lists of the full-text index (``site/fts.py`` ``write_champions``): SQLite tables in the release's
+#: ``.fts.sqlite`` file beside the FTS5 table. ``term_top``: one row per frequent term and rank position (its first
+#: matches in BM25 order); ``term_hits``: one row per such term with its number of matches and the stored depth.
+FTS_CHAMPION_DDL = (
+    "CREATE TABLE term_top(term TEXT, position INTEGER, rowid_ INTEGER, rank REAL, PRIMARY KEY (term, position)) "
+    "WITHOUT ROWID",
+    "CREATE TABLE term_hits(term TEXT PRIMARY KEY, hits INTEGER, depth INTEGER) WITHOUT ROWID",
+)
