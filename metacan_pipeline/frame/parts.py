@@ -390,8 +390,10 @@ def build_parts(
     A worker that dies mid-part (killed, out of memory) loses nothing finished: its part's temporary folder is never
     renamed into place and the scheduler hands the part to another worker, whose :func:`build_part` removes that
     folder under the part's lock and builds the part whole; the part's row is yielded once. A part that kills
-    ``distributed.scheduler.allowed-failures`` + 1 workers (3 + 1 by default) stops the build with a RuntimeError
-    naming its file (a ClusterError). Any other error of a part build (InputChanged, OSError) is raised here as it was raised there."""
+    ``distributed.scheduler.allowed-failures`` + 1 workers (3 + 1 by default) stops the build with a ClusterError
+    naming its file. Any other error of a part build (InputChanged, OSError) is raised here as it was raised there;
+    the parts still building are then abandoned with the cluster (their temporary folders are removed by the next
+    build of the same part)."""
     order = sorted(jobs, key=lambda jk: -jk[0].bytes)
     if scheduler is None and (workers <= 1 or len(order) <= 1):
         if on_cluster:
@@ -443,12 +445,13 @@ def _same(value):
 def dask_client(workers: int, scheduler: str | None = None) -> Iterator[tuple[Client, str]]:
     """``(client, where)``: a client of the scheduler at ``scheduler`` (left running on exit), else of a new
     ``LocalCluster`` of ``workers`` worker processes with one thread each and no dashboard, closed on exit; ``where``
-    says which in one sentence. Raises ClusterError naming the address when the scheduler does not answer in 30 s."""
+    says which in one sentence. Raises ClusterError naming the address when the scheduler does not answer within
+    ``distributed.comm.timeouts.connect`` (30 s)."""
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
         try:
-            client = Client(scheduler, timeout="30s", set_as_default=False)
+            client = Client(scheduler, set_as_default=False)  # waits distributed.comm.timeouts.connect (30 s)
         except (OSError, TimeoutError) as exc:
             raise ClusterError(
                 f"the Dask scheduler at {scheduler} (METACAN_DASK_SCHEDULER) did not answer ({type(exc).__name__}): "

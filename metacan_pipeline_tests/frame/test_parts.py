@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -352,3 +353,19 @@ def test_a_scheduler_setting_that_is_not_an_address_is_refused_naming_the_variab
         with pytest.raises(ValueError, match="METACAN_DASK_SCHEDULER=.* is not the address of a Dask scheduler") as err:
             settings.dask_scheduler()
         assert "pw" not in str(err.value)
+
+
+def test_a_scheduler_that_does_not_answer_stops_the_build_naming_its_address_and_the_setting(tmp_path):
+    import dask
+
+    from metacan_pipeline.frame.entities import EntityLists
+    from metacan_pipeline.frame.parts import ClusterError, build_parts
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    lists = EntityLists({}, {}, {}, {})
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), pytest.raises(ClusterError) as err:
+        list(build_parts([], tmp_path, lists, "run", workers=2, scheduler=address))
+    assert address in str(err.value) and "METACAN_DASK_SCHEDULER" in str(err.value)
+    assert not list(tmp_path.iterdir())
