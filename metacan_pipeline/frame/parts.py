@@ -385,7 +385,8 @@ def build_parts(
     Where: on the Dask scheduler at ``scheduler`` when given (``METACAN_DASK_SCHEDULER``: its workers must import this
     package and reach ``parts_root`` and the input files), else on a ``LocalCluster`` of ``workers`` processes of one
     thread each, started for this call and closed after it (:func:`dask_client`), else (``workers`` <= 1 or a single
-    part, no scheduler) in this process. ``on_cluster`` hears one sentence saying which.
+    part, no scheduler) in this process; nothing at all when ``jobs`` is empty. ``on_cluster`` hears one sentence
+    saying which.
 
     A worker that dies mid-part (killed, out of memory) loses nothing finished: its part's temporary folder is never
     renamed into place and the scheduler hands the part to another worker, whose :func:`build_part` removes that
@@ -395,9 +396,11 @@ def build_parts(
     the parts still building are then abandoned with the cluster (their temporary folders are removed by the next
     build of the same part)."""
     order = sorted(jobs, key=lambda jk: -jk[0].bytes)
+    if not order:  # nothing to build: no cluster started, no scheduler asked
+        return
     if scheduler is None and (workers <= 1 or len(order) <= 1):
         if on_cluster:
-            on_cluster("in this process")
+            on_cluster("this process (no cluster)")
         for job, key in order:
             yield build_part(job, str(parts_root), entities, key, run_id, fast=fast)
         return

@@ -359,13 +359,15 @@ def test_a_scheduler_that_does_not_answer_stops_the_build_naming_its_address_and
     import dask
 
     from metacan_pipeline.frame.entities import EntityLists
-    from metacan_pipeline.frame.parts import ClusterError, build_parts
+    from metacan_pipeline.frame.parts import ClusterError, PartJob, build_parts
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
     lists = EntityLists({}, {}, {}, {})
+    job = PartJob(str(tmp_path / "in.jsonl"), "in.jsonl", "files", 1, 1, None, "no_manifest")
+    assert list(build_parts([], tmp_path, lists, "run", workers=2, scheduler=address)) == []  # nothing to ask it
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), pytest.raises(ClusterError) as err:
-        list(build_parts([], tmp_path, lists, "run", workers=2, scheduler=address))
+        list(build_parts([(job, "key")], tmp_path, lists, "run", workers=2, scheduler=address))
     assert address in str(err.value) and "METACAN_DASK_SCHEDULER" in str(err.value)
     assert not list(tmp_path.iterdir())
