@@ -20,13 +20,16 @@ repetition of the app's call followed by one of the bare query (interleaved: the
   term (no stemming, so its count differs a little; printed beside).
 - ``work_page``: ``GET /works/<version>/<id>.html`` through Starlette's ``TestClient`` (in process, no
   socket), random works; baseline: the bare ``SELECT record_json, page_path FROM works WHERE work_key = ? AND id = ?``
-  (the app's own lookup).
+  (the app's own lookup). The live abstract of a work with one goes through the app's fetcher to an httpx
+  ``MockTransport`` answering at once that OpenAlex has no such record (the synthetic ids are not OpenAlex's), with
+  its cache off: the fetch path is measured, OpenAlex's own latency is not.
 - ``export_csv`` / ``export_jsonl``: the app's streamed ``/export.csv`` / ``/export.jsonl`` through
   ``TestClient`` for the whole release capped at ``--export-rows`` (rows/s, whole body read); baseline:
   DuckDB's own ``COPY (<the export query>) TO <file> (FORMAT csv)`` of the same rows.
 - ``server``: ``metacan``'s app under uvicorn in a child process on 127.0.0.1 (a bounded loop of the
   requests above: cohort pages, searches, work pages, one export), its peak RSS (``VmHWM``) and the bytes of
-  a page of results (``/`` with 20 and 100 works, ``/api/v1/works``).
+  a page of results (``/`` with 20 and 100 works, ``/api/v1/works``); its abstracts come from a loopback stub of
+  OpenAlex in this process (``METACAN_OPENALEX_API_URL``).
 
 Prints one table (p50, p95, baseline p50, ratio = p50 / baseline p50, target) and one JSON line per
 measurement (``{"measurement": ...}``), and writes them to ``--out`` (default ``benchmarks/out/site.json``).
@@ -75,6 +78,10 @@ def release_dirs(scratch: Path, n: int, min_venues: int) -> tuple[Path, dict]:
         if built.get("rows", {}).get("works") == n and (data / "site" / "releases" / "current.json").is_file():
             say(f"reusing the release of {n:,} works under {data}")
             built["reused"] = True
+            upgraded = upgrade_release(data)
+            if upgraded is not None:
+                built["added_to_the_kept_release"] = upgraded
+                build_file.write_text(json.dumps(built, indent=1))
             return data, built
     pointer = seed_data / "site" / "releases" / "current.json"
     t0 = time.perf_counter()
@@ -91,6 +98,37 @@ def release_dirs(scratch: Path, n: int, min_venues: int) -> tuple[Path, dict]:
     build_file.write_text(json.dumps(built, indent=1))
     built["reused"] = False
     return data, built
+
+
+def upgrade_release(data: Path) -> dict | None:
+    """Add what a kept release of an earlier build lacks: the layout-4 table ``cohort_facet_counts`` and the FTS5
+    index's champion lists (``term_top``, ``term_hits``), then record its manifest again (``metacan serve`` checks the
+    files' sizes against it); returns the seconds each took, None when nothing was added."""
+    import sqlite3
+
+    import site_synth
+
+    from metacan_pipeline.site import fts
+    from metacan_pipeline.site.release import current_release_id, database_path, index_path, record_manifest
+
+    release_id = current_release_id(data)
+    added = {}
+    seconds = site_synth.add_cohort_facet_counts(database_path(data, release_id))
+    if seconds is not None:
+        added["cohort_facet_counts_s"] = round(seconds, 1)
+    con = sqlite3.connect(index_path(data, release_id))
+    try:
+        if not con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'term_hits'").fetchone()[0]:
+            t0 = time.perf_counter()
+            added["champion_terms"] = fts.write_champions(con)
+            con.commit()
+            added["champion_lists_s"] = round(time.perf_counter() - t0, 1)
+    finally:
+        con.close()
+    if added:
+        record_manifest(data, release_id)
+        say(f"added to the kept release: {added}")
+    return added or None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -253,6 +291,18 @@ def measure_searches(release, bare, repeats: int) -> list[dict]:
     return out
 
 
+def no_record_fetcher():
+    """An abstract fetcher whose OpenAlex answers at once, in memory, that it holds none of the ids asked for."""
+    import httpx
+
+    from metacan_pipeline.publish.abstracts import AbstractFetcher
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"meta": {"count": 0}, "results": []})
+
+    return AbstractFetcher("http://openalex.invalid", cache_size=0, transport=httpx.MockTransport(answer))
+
+
 def measure_work_page(data: Path, bare, n: int, repeats: int) -> dict:
     from starlette.testclient import TestClient
 
@@ -268,7 +318,7 @@ def measure_work_page(data: Path, bare, n: int, repeats: int) -> dict:
     )
     it = {"i": 0}
     sizes = []
-    with TestClient(create_app(data)) as client:
+    with TestClient(create_app(data, abstracts=no_record_fetcher())) as client:
 
         def app():
             wid = ids[it["i"] % len(ids)]
@@ -405,8 +455,12 @@ def measure_server(data: Path, values: dict, cap: int) -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    from metacan_pipeline_tests.openalex_stub import StubOpenAlex
+
     code = SERVER.format(repo=str(REPO), data=str(data), cap=cap, port=port)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stub = StubOpenAlex({})  # the work pages' live abstracts: a loopback OpenAlex holding none of the synthetic ids
+    env = {**os.environ, "METACAN_OPENALEX_API_URL": stub.base_url}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 120
@@ -448,6 +502,7 @@ def measure_server(data: Path, values: dict, cap: int) -> dict:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        stub.shutdown()
     out = {
         "measurement": "server",
         "what": "uvicorn child on 127.0.0.1: 4 cohort pages + counts, 3 searches, 20 work pages, 1 CSV export",

@@ -206,9 +206,10 @@ def roman(n: int) -> str:
 # 3. the synthetic release, generated inside DuckDB
 # ------------------------------------------------------------------------------------------------
 def add_facet_tables(db: Path, threads: int = 2) -> float:
-    """Add ``facet_codes`` and ``work_facets`` (``site/sql/facets.sql``, layout 2) to a release database of
-    layout 1 built by an earlier run of this module; returns the seconds taken."""
+    """Add ``facet_codes`` and ``work_facets`` (``site/sql/facets.sql``, layout 2) and the later layouts' tables to a
+    release database of layout 1 built by an earlier run of this module; returns the seconds taken."""
     from metacan_pipeline.site import build
+    from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
     from metacan_pipeline.site.figures import write_figures
     from metacan_pipeline.tables.site import release_tables
 
@@ -224,13 +225,38 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
             "release_prevalence",
             "work_disagreements",
             "facet_value_counts",
+            "cohort_facet_counts",
         ):
             con.execute(f"DROP TABLE IF EXISTS {name}")
         for table in release_tables():
             con.execute(table.ddl())
         con.execute(build.FACETS_SQL)
         build.write_facet_counts(con)
+        write_cohort_facet_counts(con)
         write_figures(con, None)
+        con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
+        con.execute("CHECKPOINT")
+        return time.perf_counter() - t0
+    finally:
+        con.close()
+
+
+def add_cohort_facet_counts(db: Path, threads: int = 2) -> float | None:
+    """Add ``cohort_facet_counts`` (``site/cohort_store.py``, layout 4) to a release database of layout 3 built by an
+    earlier run of this module (the caller records its manifest again); returns the seconds taken, None when the
+    table is there already."""
+    from metacan_pipeline.site import build
+    from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
+    from metacan_pipeline.tables.site import release_tables
+
+    con = duckdb.connect(str(db), config={"memory_limit": "6GB", "threads": threads})
+    con.execute("SET enable_progress_bar = false")
+    try:
+        if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'cohort_facet_counts'").fetchone()[0]:
+            return None
+        t0 = time.perf_counter()
+        con.execute(next(t for t in release_tables() if t.name == "cohort_facet_counts").ddl())
+        write_cohort_facet_counts(con)
         con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
         con.execute("CHECKPOINT")
         return time.perf_counter() - t0
@@ -255,6 +281,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
     import hashlib
 
     from metacan_pipeline.site import build
+    from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
     from metacan_pipeline.site.figures import write_figures
     from metacan_pipeline.site.release import database_path, index_path, releases_dir, write_pointer
     from metacan_pipeline.tables.site import release_tables
@@ -431,6 +458,9 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
         con.execute(build.FACETS_SQL)
         build.write_facet_counts(con)
         timings["facet_tables_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        write_cohort_facet_counts(con)
+        timings["cohort_facet_counts_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         write_figures(con, None)  # the statistics page, the dossier, the typeahead (no prevalence table here)
         timings["figures_s"] = time.perf_counter() - t0

@@ -4,7 +4,8 @@
 over an open DuckDB connection: the frame (:func:`frame_lines`), the direct labels (:func:`label_lines`),
 this run's teacher calls (:func:`teacher_call_lines`), teacher agreement (:func:`agreement_lines`),
 prevalence (:func:`prevalence_lines`), the predictions (:func:`prediction_lines`), the student holdout
-(:func:`holdout_lines`), the machine scores (:func:`machine_score_lines`) and the pages (:func:`page_lines`).
+(:func:`holdout_lines`), the machine scores (:func:`machine_score_lines`), the audit study (:func:`audit_lines`)
+and the pages (:func:`page_lines`).
 The notes under ``metacan evaluate-pilot`` are :func:`pilot_note` and :func:`frame1k_note`.
 """
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from .settings import coding_store_path
 from .storage import MetacanStorage
 from .teachers.registry import load_registry, load_roles
 from .vocab import SAMPLE_TEACHER
@@ -211,6 +213,78 @@ def qualification_lines(con, tables: set[str]) -> list[str]:
     return lines
 
 
+_AUDIT_STRATA_SQL = """
+SELECT stratum, any_value(stratum_size), count(*) FILTER (in_sample) FROM audit_sample WHERE protocol_id = ?
+GROUP BY stratum
+"""
+
+_NEWEST_GATE_SQL = """
+SELECT head, passed, reason, n_coded FROM (
+  SELECT *, row_number() OVER (PARTITION BY head ORDER BY computed_at DESC, run_id DESC) AS rn
+  FROM human_validation WHERE protocol_id = ? AND classifier_version = ?) WHERE rn = 1 ORDER BY head
+"""
+
+
+def audit_lines(
+    con: duckdb.DuckDBPyConnection, views: set[str], tables: set[str], coding_store: Path | None = None
+) -> list[str]:
+    """The audit study (SPEC section 10): the current protocol, its audit sample by stratum (drawn / N_h), the
+    human-coded works, each machine adjudicator's codes in and outside the sample (from the coding store, opened
+    read-only, when it exists) and the newest gate row of every evaluated head. Empty before any protocol."""
+    from .audit.design import EXCLUDED_TRAINED
+    from .audit.protocol import STRATA, current_protocol_id, load_protocol
+
+    if not {"audit_protocol_runs", "audit_protocols", "human_validation"} <= tables:
+        return []
+    pid = current_protocol_id(con)
+    if pid is None:
+        return []
+    p = load_protocol(con, pid)
+    lines = [
+        f"Audit study: protocol {pid} ({p.classifier_version}, {p.decision_rule} rule, heads "
+        f"{', '.join(p.head_names)}; gate precision >= {p.gate.precision_lower:.2f}, recall >= "
+        f"{p.gate.recall_lower:.2f} (lower 95% bounds), {p.gate.min_coded_positives} coded positives; min n {p.min_n})"
+    ]
+    drawn: set[str] = set()
+    if "audit_sample" in views:
+        order = (EXCLUDED_TRAINED, *STRATA)
+        strata = sorted(con.execute(_AUDIT_STRATA_SQL, [pid]).fetchall(), key=lambda r: order.index(r[0]))
+        total = sum(n for _, _, n in strata)
+        lines.append(
+            f"  audit sample: {total} of {sum(big for _, big, _ in strata)} frame works drawn; by stratum (drawn / N_h): "
+            + " | ".join(f"{s} {n}/{big}" for s, big, n in strata)
+        )
+        drawn = {
+            r[0]
+            for r in con.execute("SELECT id FROM audit_sample WHERE protocol_id = ? AND in_sample", [pid]).fetchall()
+        }
+    if "human_codes" in views:
+        coded = con.execute("SELECT count(*) FROM human_codes WHERE protocol_id = ?", [pid]).fetchone()[0]
+        lines.append(f"  human-coded works (two coders agreed, or adjudicated): {coded}")
+    if coding_store is not None and coding_store.exists():
+        from .audit.coding import CodingStore, CodingStoreError
+
+        try:
+            with CodingStore(coding_store, read_only=True) as store:
+                machine = store.machine_codes(pid)
+        except CodingStoreError as exc:
+            lines.append(f"  machine adjudicators: not read ({exc})")
+            machine = []
+        by: dict[str, set[str]] = {}
+        for row in machine:
+            by.setdefault(row["adjudicator"], set()).add(row["id"])
+        for name, ids in sorted(by.items()):
+            lines.append(
+                f"  {name} (MACHINE-ADJUDICATED, never human codes): {len(ids)} works coded, {len(ids & drawn)} of "
+                "them in the audit sample"
+            )
+    rows = con.execute(_NEWEST_GATE_SQL, [pid, p.classifier_version]).fetchall()
+    for head, passed, reason, n_coded in rows:
+        status = f"human_validated:{pid}" if passed else "not passed"
+        lines.append(f"  gate {head}: {status} ({reason}; {n_coded} coded works)")
+    return lines
+
+
 def summary_text(data_dir: str, run_id: str | None = None) -> str:
     """The post-run summary: frame by route, labels by teacher and status, predictions, pages (one section
     per function above); with ``run_id``, also that run's teacher calls. :func:`nothing_to_summarise` when
@@ -232,6 +306,7 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
             *prediction_lines(con, sample_teacher),
             *holdout_lines(con, tables),
             *machine_score_lines(con),
+            *audit_lines(con, views, tables, coding_store_path(data_dir)),
         ]
         pages, first = page_facts(con, tables)
     return "\n".join(lines + page_lines(st.site_dir, pages, first) + release_lines(st.root))

@@ -18,7 +18,9 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_REMOTE_READ_ATTEMPTS`` | reads of one object-storage input file before its part is quarantined | ``4`` |
 | ``METACAN_DASK_SCHEDULER`` | the address of a running Dask scheduler (``tcp://host:8786``) that builds ``frame_parts``; its workers must import ``metacan_pipeline`` and reach the input files and the data folder | unset: a local cluster of ``workers`` processes per build |
 | ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_PROFILE`` / ... | S3 credentials, found by botocore as usual, never logged | unset |
+| ``METACAN_LLAMA_THREADS`` | CPU threads of the embedded llama.cpp teacher server; on a machine whose cores are busy with other work, ``1`` (llama.cpp's threads wait on each other by spinning: at load 13 on 2 cores, one call took 25-29 s with 1 thread against 72-145 s with 2) | ``2`` |
 | ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
+| ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts | unset: static pages have no explore links |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -49,6 +51,9 @@ REPORT_URL_ENV = "METACAN_REPORT_URL"
 DASK_SCHEDULER_ENV = "METACAN_DASK_SCHEDULER"
 #: The address schemes of distributed's comms (``host:port`` alone means ``tcp://``).
 DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+LLAMA_THREADS_ENV = "METACAN_LLAMA_THREADS"
+DEFAULT_LLAMA_THREADS = 2
+SITE_URL_ENV = "METACAN_SITE_URL"
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
@@ -151,6 +156,17 @@ def dask_scheduler() -> str | None:
     return f"{scheme}://{rest}"
 
 
+def llama_threads() -> int:
+    """``$METACAN_LLAMA_THREADS`` (1 to 256), else 2: the CPU threads of the embedded llama.cpp teacher server.
+    Raises ValueError naming a bad value."""
+    value = os.environ.get(LLAMA_THREADS_ENV, "").strip()
+    if not value:
+        return DEFAULT_LLAMA_THREADS
+    if not value.isdigit() or not 1 <= int(value) <= 256:
+        raise ValueError(f"{LLAMA_THREADS_ENV}={_shown(value)} must be a whole number from 1 to 256 (CPU threads)")
+    return int(value)
+
+
 def pilot_dir() -> str:
     """``$METACAN_PILOT_DIR``, else ``../shared/data/metacan_pilot``."""
     return os.environ.get(PILOT_DIR_ENV, DEFAULT_PILOT_DIR)
@@ -179,7 +195,35 @@ def report_url() -> str | None:
     gateway); every work page, static and served, links to it with ``work=<id>`` in the query string. Unset or
     empty: no link. Raises ValueError naming the variable (and at most 40 characters of the value) when it is not
     an absolute ``http://`` or ``https://`` URL."""
-    value = os.environ.get(REPORT_URL_ENV, "").strip()
+    return _http_url(REPORT_URL_ENV, "'https://github.com/org/repo/issues/new', or unset it for no report link")
+
+
+def site_url() -> str | None:
+    """``$METACAN_SITE_URL``: the address at which the served site (``metacan serve``) is published, without a
+    trailing slash; the static work pages link their "explore" cohorts (same venue, topic, category) to
+    ``<site url>/?<filters>``. Unset or empty: the static pages have no explore links (they have no cohort builder
+    of their own). Raises ValueError naming the variable when it is not an absolute ``http(s)`` URL or carries a
+    query string or a fragment (the cohort's filters are the query string)."""
+    value = _http_url(SITE_URL_ENV, "'https://metacan.example.org', or unset it for no explore links")
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise ValueError(
+            f"{SITE_URL_ENV}={_shown(value)} carries a query string or a fragment; give the site's address only, "
+            "e.g. 'https://metacan.example.org' (the explore links add the cohort's filters)"
+        )
+    return value.rstrip("/")
+
+
+def _shown(value: str) -> str:
+    return repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value):,} characters)"
+
+
+def _http_url(env: str, example: str) -> str | None:
+    """The value of ``env`` when it is an absolute http(s) URL of at most 2,000 characters; None when unset or
+    empty; ValueError naming the variable and ``example`` otherwise."""
+    value = os.environ.get(env, "").strip()
     if not value:
         return None
     try:
@@ -187,10 +231,8 @@ def report_url() -> str | None:
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc or len(value) > 2000:
-        shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value):,} characters)"
         raise ValueError(
-            f"{REPORT_URL_ENV}={shown} is not an absolute http(s) URL of at most 2,000 characters; give e.g. "
-            f"'https://github.com/org/repo/issues/new', or unset it for no report link"
+            f"{env}={_shown(value)} is not an absolute http(s) URL of at most 2,000 characters; give e.g. {example}"
         )
     return value
 

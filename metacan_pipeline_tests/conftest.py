@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -144,3 +145,41 @@ def pytest_itemcollected(item):
     each item is collected, so it is there before any ``pytest_collection_modifyitems`` (xdist's reads it)."""
     group = "llm" if item.get_closest_marker("llm") else item.module.__name__
     item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_configure(config):
+    """Under ``make test`` each pytest-xdist worker keeps a core busy, so the embedded llama.cpp server gets one
+    thread (``METACAN_LLAMA_THREADS``, unless set): llama.cpp's threads wait for each other by spinning, and with
+    the other core taken its 2 threads made one call 3-6 times slower than 1 thread (issue 14)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers and workers >= (os.cpu_count() or 1):
+        os.environ.setdefault("METACAN_LLAMA_THREADS", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest xdist groups first (the ``llm`` group, then the modules that run the whole graph, a browser or
+    sentence embeddings): ``--dist loadgroup`` hands out groups in collection order, so a long group collected
+    last would run alone at the end while the other worker idles."""
+    first = {name: rank for rank, name in enumerate(LONGEST_GROUPS)}
+
+    def rank(item) -> int:
+        marker = item.get_closest_marker("xdist_group")
+        group = marker.args[0] if marker and marker.args else item.module.__name__
+        return first.get(group, len(first))
+
+    items.sort(key=rank)  # stable: within a rank, collection order
+
+
+#: Groups whose tests took longest in ``pytest --durations=0 -n 2`` (issue 14), longest first.
+LONGEST_GROUPS = (
+    "llm",
+    "metacan_pipeline_tests.student.test_training",
+    "metacan_pipeline_tests.student.test_pilot_eval_frame1k",
+    "metacan_pipeline_tests.integration.test_ui_browser",
+    "metacan_pipeline_tests.frame.test_parts",
+    "metacan_pipeline_tests.frame.test_assets",
+    "metacan_pipeline_tests.site.test_site_browser",
+    "metacan_pipeline_tests.teachers.test_labelling",
+    "metacan_pipeline_tests.release.test_assets",
+    "metacan_pipeline_tests.student.test_pilot_eval",
+)

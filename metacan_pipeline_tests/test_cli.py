@@ -78,3 +78,24 @@ def test_import_labels_refuses_a_registry_teachers_name(tmp_path):
     )
     assert result.exit_code == 2 and "registry teacher's name" in result.output
     assert not (tmp_path / "data" / "metacan.duckdb").exists()
+
+
+def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_run_in_one_sentence(
+    tmp_path, monkeypatch
+):
+    from metacan_pipeline import settings
+    from metacan_pipeline.teachers.server import EmbeddedLlamaServer
+
+    monkeypatch.delenv(settings.LLAMA_THREADS_ENV, raising=False)
+    assert EmbeddedLlamaServer().n_threads == 2
+    monkeypatch.setenv(settings.LLAMA_THREADS_ENV, "1")
+    assert EmbeddedLlamaServer().n_threads == 1
+    assert build_resources(str(tmp_path / "data"))["llm_server"].n_threads == 1
+    for bad in ("0", "two", "-1", "257"):
+        monkeypatch.setenv(settings.LLAMA_THREADS_ENV, bad)
+        res = CliRunner().invoke(app, ["run", "--data-dir", str(tmp_path / "data")])
+        assert res.exit_code == 2
+        assert res.output.strip() == (
+            f"metacan run: METACAN_LLAMA_THREADS={bad!r} must be a whole number from 1 to 256 (CPU threads)"
+        )
+        assert not (tmp_path / "data").exists()  # nothing ran

@@ -43,12 +43,14 @@ WEIGHTINGS: tuple[str, ...] = ("raw", "design")
 @dataclass(frozen=True)
 class Agreement:
     """One agreement statistic on one head: ``statistic`` (:data:`STATISTICS`), ``weighting`` (:data:`WEIGHTINGS`),
-    ``value`` (None when undefined) over ``n`` works coded twice on the head."""
+    ``value`` (None when undefined) over ``n`` works coded twice on the head; ``n_effective`` is Kish's
+    ``(sum w)^2 / sum w^2`` of their design weights for a design-weighted statistic, ``n`` for a raw one."""
 
     statistic: str
     weighting: str
     value: float | None
     n: int
+    n_effective: float
 
 
 def coder_value(value: object) -> str | None:
@@ -133,10 +135,12 @@ def krippendorff_alpha(first: Sequence, second: Sequence, weights: Sequence[floa
 def head_agreement(first: Sequence, second: Sequence, weights: Sequence[float]) -> tuple[Agreement, ...]:
     """The four statistics of one head, in the order (kappa, alpha) x (raw, design): ``first`` and ``second`` the
     two codings of each work, ``weights`` their design weights."""
-    n = int(_pairs(first, second, weights)[0].size)
+    _, _, w = _pairs(first, second, weights)
+    n = int(w.size)
+    kish = float(w.sum() ** 2 / np.square(w).sum()) if n else 0.0
     return (
-        Agreement("cohen_kappa", "raw", cohen_kappa(first, second), n),
-        Agreement("cohen_kappa", "design", cohen_kappa(first, second, weights), n),
-        Agreement("krippendorff_alpha", "raw", krippendorff_alpha(first, second), n),
-        Agreement("krippendorff_alpha", "design", krippendorff_alpha(first, second, weights), n),
+        Agreement("cohen_kappa", "raw", cohen_kappa(first, second), n, float(n)),
+        Agreement("cohen_kappa", "design", cohen_kappa(first, second, weights), n, kish),
+        Agreement("krippendorff_alpha", "raw", krippendorff_alpha(first, second), n, float(n)),
+        Agreement("krippendorff_alpha", "design", krippendorff_alpha(first, second, weights), n, kish),
     )

@@ -14,7 +14,7 @@ from pydantic import Field
 from ..meta import counts_markdown, table_metadata
 from ..settings import coding_store_path
 from ..storage import MetacanStorage
-from ..student.roles import SAMPLE, STUDENT_TEACHERS, direct_labels_key
+from ..student.roles import SAMPLE, direct_labels_key
 from ..tables.audit import (
     AUDIT_SAMPLE_SCHEMA,
     HUMAN_CODES_SCHEMA,
@@ -51,6 +51,9 @@ class AuditProtocolConfig(dg.Config):
     precision_lower: float = Field(default=0.80, description="Gate: lower 95% bound on precision.")
     recall_lower: float = Field(default=0.70, description="Gate: lower 95% bound on recall.")
     min_coded_positives: int = Field(default=30, description="Gate: fewest adjudicated human positives.")
+    min_n: int = Field(
+        default=30, description="Minimum-n rule: no rate, interval or PPI estimate reported on fewer coded cases."
+    )
     stratum_fractions: dict[str, float] = Field(
         default={p.name: p.fraction for p in design.DEFAULT_PLANS},
         description="Per stratum, the fraction of N_h drawn (n_h = max(min size, round(fraction N_h)), capped at N_h); "
@@ -106,6 +109,7 @@ def audit_protocol(
         frame_build_id=frame_build,
         instructions_version=instructions.version,
         instructions_sha256=instructions.sha256,
+        min_n=config.min_n,
     )
     created = record_protocol(storage, protocol, context.run.run_id)
     context.log.info(
@@ -132,6 +136,7 @@ def _protocol_metadata(protocol: AuditProtocol, created: bool, notes: list[str])
         heads=dg.MetadataValue.json([asdict(h) for h in protocol.heads]),
         heads_without_decisions=dg.MetadataValue.md("\n\n".join(notes) or "_(every evaluated head has decisions)_"),
         gate=dg.MetadataValue.json(asdict(protocol.gate)),
+        min_n=protocol.min_n,
         strata_plan=dg.MetadataValue.md(plans),
         frame_build_id=protocol.frame_build_id,
         instructions=f"{protocol.instructions_version} (SHA-256 {protocol.instructions_sha256})",
@@ -206,7 +211,7 @@ REPORT_TABLES = {
     "validation_agreement": ("agreement", VALIDATION_AGREEMENT_SCHEMA),
 }
 _AUDIT = {"group_name": "audit", "code_version": "1", "owners": ["team:metacan"]}
-_REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in STUDENT_TEACHERS)]
+_REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in validation.REPORT_TEACHERS)]
 
 
 @dg.multi_asset(
@@ -228,7 +233,7 @@ _REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in S
 def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage):
     """The validation report of the current protocol (issue 16 "Estimates"; SPEC section 10; :mod:`.validation`):
     reads the coding store's final human codes and coders' answers, its machine adjudicators' codes, the audit
-    sample's design weights, the role teachers' direct labels and the classifier version's decisions; writes the
+    sample's design weights, every registry teacher's direct labels and the classifier version's decisions; writes the
     error rates (precision, recall, F1 with 95% intervals, overall and by language, route, genre, abstract), the
     confusion matrices, the prevalence (human and prediction-powered), the inter-coder agreement, the gate of every
     system and code source, and the human codes the records show; appends one human_validation row per evaluated
@@ -279,6 +284,7 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
     )
     summaries = "\n\n".join(validation.summary_markdown(s, r, inputs.protocol) for s, r in reports.items())
     weights = sample["design_weight"].to_numpy()
+    human, min_n = reports[validation.HUMAN], inputs.protocol.min_n
     return {
         **table_metadata(HUMAN_VALIDATION_SCHEMA, len(rows), rows, ["head", "passed", "reason"]),
         "protocol_id": inputs.protocol.protocol_id,
@@ -289,6 +295,8 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
         "human_validation_rows_appended": len(rows) if appended else 0,
         "single_coder_works_awaiting_second_coder": inputs.single_coder,
         "trained_works_left_out": inputs.trained_left_out,
+        "trained_works_reported_apart": validation.TRAINED_APART in reports,
+        "min_n": min_n,
         "machine_adjudicators": dg.MetadataValue.json(
             {
                 name: {"codes_in_sample": len(f), "works_outside_sample": inputs.machine_outside.get(name, 0)}
@@ -297,6 +305,9 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
         ),  # fmt: skip
         "gate": dg.MetadataValue.md(gate),
         "summary": dg.MetadataValue.md(summaries),
+        "agreement": dg.MetadataValue.md(validation.agreement_markdown(human)),
+        "prevalence": dg.MetadataValue.md(validation.prevalence_markdown(human, min_n)),
+        "differential_error": dg.MetadataValue.md(validation.differential_markdown(human, min_n)),
     }
 
 

@@ -4,7 +4,8 @@ A protocol (:class:`AuditProtocol`, frozen) records everything the audit's estim
 version and decision rule under test, the heads evaluated (each with the support gate, quota rate, k and threshold
 it had, and where its near/far threshold comes from), the gate thresholds, the audit sample design (frame build, the
 strata in first-match order with their sizes and expected positive rates, the near-threshold band, the hash salt,
-what happens to trained works) and the coders' instructions (version and SHA-256 of the file). Its content is one
+what happens to trained works), the minimum-n rule of the report (``min_n``: no rate on fewer coded cases) and the
+coders' instructions (version and SHA-256 of the file). Its content is one
 canonical JSON document (sorted keys, no whitespace, no NaN); ``content_sha256`` hashes it and the id is
 ``protocol-<first 12 hex>``: the same content always has the same id, any change is a new protocol.
 
@@ -35,8 +36,12 @@ import duckdb
 from ..storage import MetacanStorage
 from ..vocab import BINARY_TARGETS
 
-#: Bump when the meaning of a protocol field changes (it is part of the hashed content).
-PROTOCOL_FORMAT = 1
+#: Bump when the meaning of a protocol field changes (it is part of the hashed content). Format 2 added ``min_n``;
+#: a format-1 protocol (written before) keeps its content, hash and id and reports on at least
+#: :data:`FORMAT_1_MIN_N` cases, the constant its reports used.
+PROTOCOL_FORMAT = 2
+PROTOCOL_FORMATS: tuple[int, ...] = (1, 2)
+FORMAT_1_MIN_N = 30
 DECISION_RULES: tuple[str, ...] = ("consensus", "candidate")
 TRAINED_WORKS: tuple[str, ...] = ("own_stratum", "exclude")
 #: Where a head's near/far threshold comes from: its quota threshold (a gated head), the score at the quota it
@@ -144,8 +149,19 @@ class AuditProtocol:
     frame_build_id: str
     instructions_version: str
     instructions_sha256: str
+    min_n: int = FORMAT_1_MIN_N
+    """The minimum-n rule: no rate, interval or PPI estimate is reported on fewer coded cases (it says so)."""
+    protocol_format: int = PROTOCOL_FORMAT
 
     def __post_init__(self) -> None:
+        if self.protocol_format not in PROTOCOL_FORMATS:
+            raise ValueError(
+                f"protocol format {self.protocol_format!r} not in {PROTOCOL_FORMATS}: written by other code"
+            )
+        if self.protocol_format == 1 and self.min_n != FORMAT_1_MIN_N:
+            raise ValueError(f"a format-1 protocol has no min_n of its own (it is {FORMAT_1_MIN_N})")
+        if self.min_n < 1:
+            raise ValueError(f"min_n {self.min_n} must be >= 1")
         if self.decision_rule not in DECISION_RULES:
             raise ValueError(f"decision_rule {self.decision_rule!r} not in {DECISION_RULES}")
         if self.trained_works not in TRAINED_WORKS:
@@ -168,8 +184,13 @@ class AuditProtocol:
         return next(p for p in self.strata if p.name == stratum)
 
     def content(self) -> dict[str, Any]:
-        """What the hash covers: every field, plus the protocol format."""
-        return {"protocol_format": PROTOCOL_FORMAT, **asdict(self)}
+        """What the hash covers: every field of the protocol's format, and the format (a format-1 protocol has no
+        ``min_n`` key, so its content, hash and id are what they were when it was locked)."""
+        data = asdict(self)
+        fmt = data.pop("protocol_format")
+        if fmt == 1:
+            del data["min_n"]
+        return {"protocol_format": fmt, **data}
 
     def canonical_json(self) -> str:
         return canonical_json(self.content())
@@ -201,11 +222,12 @@ class AuditProtocol:
         """The protocol of a canonical JSON document (:meth:`canonical_json`). Raises ValueError for another format."""
         data = json.loads(text)
         fmt = data.pop("protocol_format", None)
-        if fmt != PROTOCOL_FORMAT:
-            raise ValueError(f"protocol format {fmt!r} is not {PROTOCOL_FORMAT}: written by other code")
+        if fmt not in PROTOCOL_FORMATS:
+            raise ValueError(f"protocol format {fmt!r} not in {PROTOCOL_FORMATS}: written by other code")
         return cls(
             **{
                 **data,
+                "protocol_format": fmt,
                 "heads": tuple(HeadUnderTest(**h) for h in data["heads"]),
                 "gate": GateThresholds(**data["gate"]),
                 "strata": tuple(StratumPlan(**p) for p in data["strata"]),

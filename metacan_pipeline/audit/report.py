@@ -58,8 +58,8 @@ CONFUSION_COLUMNS: tuple[str, ...] = ("system", "head", "group_by", "group", "ce
 PREVALENCE_COLUMNS: tuple[str, ...] = (
     "head", "method", "value", "lower", "upper", "se", "width_ratio", "n", "n_effective", "unresolved", "note",
 )  # fmt: skip
-AGREEMENT_COLUMNS: tuple[str, ...] = ("head", "statistic", "weighting", "value", "n")
-GATE_COLUMNS: tuple[str, ...] = ("system", "head", "passed", "judged", "reason", "coded_positives")
+AGREEMENT_COLUMNS: tuple[str, ...] = ("head", "statistic", "weighting", "value", "n", "n_effective")
+GATE_COLUMNS: tuple[str, ...] = ("system", "head", "passed", "judged", "reason", "coded_positives", "n_effective")
 
 _METRIC_FUNCTIONS = {"precision": precision, "recall": recall, "f1": f1}
 
@@ -229,7 +229,16 @@ def _agreement_rows(coder_codes: pd.DataFrame | None, sample_ids: pd.Index, weig
     rows = []
     for head, part in coder_codes.assign(_pos=positions).groupby("head", sort=True):
         for a in head_agreement(part["first"].tolist(), part["second"].tolist(), weights[part["_pos"].to_numpy()]):
-            rows.append({"head": head, "statistic": a.statistic, "weighting": a.weighting, "value": a.value, "n": a.n})
+            rows.append(
+                {
+                    "head": head,
+                    "statistic": a.statistic,
+                    "weighting": a.weighting,
+                    "value": a.value,
+                    "n": a.n,
+                    "n_effective": a.n_effective,
+                }
+            )
     return rows
 
 
@@ -315,6 +324,7 @@ def validation_report(
                     "judged": g.judged,
                     "reason": g.reason,
                     "coded_positives": positives,
+                    "n_effective": overall["recall"].n_effective,
                 }
             )
     return ValidationReport(

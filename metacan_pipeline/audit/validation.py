@@ -1,17 +1,18 @@
 """What the ``validation_report`` asset reads and writes (issue 16, "Estimates" and "The gate"; SPEC section 10).
 
-:func:`report_inputs` gathers, for the current protocol: its audit sample (drawn works; works that trained or
-calibrated the classifier are left out and counted, SPEC section 10 "reported apart"), the final human codes of the
+:func:`report_inputs` gathers, for the current protocol: its audit sample (drawn works; those of the ``trained_on``
+stratum, which trained or calibrated the classifier, are outside the audited population and reported apart, SPEC
+section 10; the frame-wide means leave every such work out too), the final human codes of the
 coding store (two coders agreed, or an adjudication: a single coder's answer waits for the second and estimates
 nothing), the two coders' answers before adjudication, the machine adjudicators' codes, the decisions of every
 system on the sampled works and the classifier's frame-wide decision means. Systems are ``teacher:<name>`` (the direct
-labels of each role teacher; a failed or missing label is no decision, never a negative, SPEC section 4) and
+labels of each registry teacher; a failed or missing label is no decision, never a negative, SPEC section 4) and
 ``classifier:<version>:<rule>`` (the protocol's classifier version under the consensus and candidate rules; a head
 whose support gate did not pass has no decisions). Genre groups are the human code's genre (``(missing)`` for a
 work not coded yet).
 
-:func:`run_report` runs :func:`metacan_pipeline.audit.report.validation_report` once per code source: ``human``, and
-each machine adjudicator (``machine-adjudicator:<name>``, restricted to sampled works, labelled machine-adjudicated).
+:func:`run_report` runs :func:`metacan_pipeline.audit.report.validation_report` once per code source: ``human``,
+``human:trained_on`` (the coded works of the trained stratum, apart), and each machine adjudicator (``machine-adjudicator:<name>``, restricted to sampled works, labelled machine-adjudicated).
 :func:`human_validation_rows` turns the human run's gate on the protocol's rule into one ``human_validation`` row per
 evaluated head, every head present: with no codes the reason is ``no coded works``. A machine adjudicator's gate is
 stored in ``validation_gate`` only, never in ``human_validation``.
@@ -27,20 +28,25 @@ import pandas as pd
 import pyarrow as pa
 
 from ..storage import MetacanStorage
-from ..student.roles import CENSUS, STUDENT_TEACHERS, direct_labels_key
+from ..student.roles import CENSUS, direct_labels_key
 from ..tables.audit import HUMAN_VALIDATION_SCHEMA
-from ..vocab import CATEGORIES
+from ..teachers.registry import load_registry
+from ..vocab import BINARY_TARGETS, CATEGORIES
 from .coding import CodingStore
 from .design import scratch, state_sql
-from .estimates import DEFAULT_MIN_N
 from .gate import GateThresholds
 from .protocol import AuditProtocol
 from .report import CODER_CODE_COLUMNS, HUMAN_CODE_COLUMNS, ValidationReport, validation_report
 
 HUMAN = "human"
+#: The code source of the human codes on the works that trained or calibrated the classifier, reported apart.
+TRAINED_APART = "human:trained_on"
 HUMAN_BASES = ("agreed", "adjudicated")
 NO_CODES = "no coded works"
 RULES = ("consensus", "candidate")
+#: Every registry teacher, in registry order: each one's direct labels are a system of the report (issue 16: "for
+#: every teacher"), not only the two the student learns from.
+REPORT_TEACHERS: tuple[str, ...] = tuple(load_registry())
 _SAMPLE_COLUMNS = (
     "id", "stratum", "design_weight", "stratum_size", "stratum_sample_size", "language", "route_key", "has_abstract",
 )  # fmt: skip
@@ -61,8 +67,9 @@ def head_value(code: Mapping, head: str) -> int | None:
 
 @dataclass
 class ReportInputs:
-    """Everything one report run reads (module docstring); ``trained_left_out``: sampled works that trained or
-    calibrated the classifier, not estimated on; ``machine_outside``: per adjudicator, codes on works not drawn."""
+    """Everything one report run reads (module docstring); ``trained``: the drawn works that trained or calibrated
+    the classifier (the ``trained_on`` stratum), left out of the audited population and reported apart;
+    ``trained_left_out``: their count; ``machine_outside``: per adjudicator, codes on works not drawn."""
 
     protocol: AuditProtocol
     sample: pd.DataFrame
@@ -71,22 +78,40 @@ class ReportInputs:
     machine: dict[str, pd.DataFrame]
     decisions: pd.DataFrame
     frame_means: pd.DataFrame
+    trained: pd.DataFrame | None = None
     trained_left_out: int = 0
     machine_outside: dict[str, int] = field(default_factory=dict)
     single_coder: int = 0
 
 
-def load_sample(storage: MetacanStorage, protocol_id: str) -> tuple[pd.DataFrame, int]:
-    """The drawn works of ``protocol_id`` (``_SAMPLE_COLUMNS``) without those that trained the classifier, and their
-    count. Raises ValueError when the protocol has no drawn sample (materialize audit_sample first)."""
+@dataclass(frozen=True)
+class SampleParts:
+    """A protocol's audit sample split by population: ``sample`` the drawn works of the audited population (the
+    frame minus the works that trained or calibrated the classifier), ``trained`` the drawn works of the
+    ``trained_on`` stratum (reported apart), ``trained_ids`` every frame work that trained or calibrated it, drawn
+    or not (left out of the frame-wide decision means, so the PPI estimate has the audited population too)."""
+
+    sample: pd.DataFrame
+    trained: pd.DataFrame
+    trained_ids: list[str]
+
+
+def load_sample(storage: MetacanStorage, protocol_id: str) -> SampleParts:
+    """The :class:`SampleParts` of ``protocol_id`` (``_SAMPLE_COLUMNS``, sorted by id). Raises ValueError when the
+    protocol has no drawn sample (materialize audit_sample first)."""
     if not storage.has_table("audit_sample"):
         raise ValueError(f"no audit_sample yet: materialize audit_sample for protocol {protocol_id} first")
     rows = storage.read_table("audit_sample").to_pandas()
-    drawn = rows.loc[(rows["protocol_id"] == protocol_id) & rows["in_sample"]]
+    rows = rows.loc[rows["protocol_id"] == protocol_id]
+    drawn = rows.loc[rows["in_sample"]]
     if drawn.empty:
         raise ValueError(f"protocol {protocol_id} has no drawn audit sample: materialize audit_sample first")
     trained = drawn["trained_on"].astype(bool)
-    return drawn.loc[~trained, list(_SAMPLE_COLUMNS)].sort_values("id").reset_index(drop=True), int(trained.sum())
+
+    def part(mask) -> pd.DataFrame:
+        return drawn.loc[mask, list(_SAMPLE_COLUMNS)].sort_values("id").reset_index(drop=True)
+
+    return SampleParts(part(~trained), part(trained), sorted(rows.loc[rows["trained_on"].astype(bool), "id"]))
 
 
 def code_frame(codes: Iterable[Mapping], heads: list[str], ids: set[str]) -> pd.DataFrame:
@@ -114,12 +139,13 @@ def coder_frame(answers: Iterable[Mapping], heads: list[str], ids: set[str]) -> 
 
 
 def decision_frames(
-    storage: MetacanStorage, protocol: AuditProtocol, ids: list[str]
+    storage: MetacanStorage, protocol: AuditProtocol, ids: list[str], outside: Iterable[str] = ()
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``system, id, head, decision`` on the sampled works and ``system, head, frame_mean, frame_n`` (the classifier
     rules' decision means over every frame work the classifier version scored, and the census teacher's over every
-    work it labelled)."""
-    teachers = [t for t in STUDENT_TEACHERS if storage.has_table(direct_labels_key(t))]
+    work it labelled), the works of ``outside`` (those outside the audited population: they trained or calibrated
+    the classifier) left out of the means."""
+    teachers = [t for t in REPORT_TEACHERS if storage.has_table(direct_labels_key(t))]
     gated = [h.head for h in protocol.heads if h.gate_passed]
     version = protocol.classifier_version
     parts, means = [], []
@@ -127,6 +153,8 @@ def decision_frames(
         # an Arrow table, not SQL text: no quoting, and an audit sample with no coded work yet is an empty table
         con.register("sampled_ids", pa.table({"id": pa.array(ids, pa.string())}))
         con.execute("CREATE TEMP TABLE sampled AS SELECT id FROM sampled_ids")
+        con.register("outside_ids", pa.table({"id": pa.array(sorted(set(outside)), pa.string())}))
+        con.execute("CREATE TEMP TABLE outside AS SELECT id FROM outside_ids")
         for rule in RULES:
             system = classifier_system(version, rule)
             for h in gated:
@@ -139,7 +167,9 @@ def decision_frames(
                     ).df()
                 )
                 mean, n = con.execute(
-                    f"SELECT avg({decided}), count(*) FROM predictions p WHERE p.model_version = ?", [version]
+                    f"SELECT avg({decided}), count(*) FROM predictions p WHERE p.model_version = ? "
+                    "AND p.id NOT IN (SELECT id FROM outside)",
+                    [version],
                 ).fetchone()
                 means.append({"system": system, "head": h, "frame_mean": mean, "frame_n": n})
         for t in teachers:
@@ -155,7 +185,7 @@ def decision_frames(
                 if t == CENSUS:  # it labels every frame work: its frame-wide mean powers a PPI estimate too
                     mean, n = con.execute(
                         f'SELECT avg(CAST({value} AS INTEGER)), count(*) FROM "{direct_labels_key(t)}" l '
-                        "WHERE l.status = 'labelled'"
+                        "WHERE l.status = 'labelled' AND l.work_id NOT IN (SELECT id FROM outside)"
                     ).fetchone()
                     if n:
                         means.append({"system": f"teacher:{t}", "head": h, "frame_mean": mean, "frame_n": n})
@@ -168,12 +198,14 @@ def decision_frames(
 def report_inputs(storage: MetacanStorage, store: CodingStore, protocol: AuditProtocol) -> ReportInputs:
     """Gather the inputs of one report (module docstring). Raises ValueError when the sample is not drawn."""
     pid, heads = protocol.protocol_id, protocol.head_names
-    sample, trained = load_sample(storage, pid)
+    parts = load_sample(storage, pid)
+    sample, trained = parts.sample, parts.trained
     ids = set(sample["id"])
     adjudicated = store.adjudicated_codes(pid)
     human = [c for c in adjudicated if c["basis"] in HUMAN_BASES]
     genre = {c["id"]: c["genre"] for c in human}
     sample["genre"] = sample["id"].map(genre)
+    trained["genre"] = trained["id"].map(genre)
     machine, outside = {}, {}
     for row in store.machine_codes(pid):
         machine.setdefault(row["adjudicator"], []).append(row)
@@ -184,7 +216,7 @@ def report_inputs(storage: MetacanStorage, store: CodingStore, protocol: AuditPr
         frames[name] = pd.DataFrame(
             [{"id": r["id"], "head": r["head"], "code": r["code"]} for r in inside], columns=list(HUMAN_CODE_COLUMNS)
         )
-    decisions, means = decision_frames(storage, protocol, sorted(ids))
+    decisions, means = decision_frames(storage, protocol, sorted(ids | set(trained["id"])), parts.trained_ids)
     return ReportInputs(
         protocol=protocol,
         sample=sample,
@@ -193,29 +225,41 @@ def report_inputs(storage: MetacanStorage, store: CodingStore, protocol: AuditPr
         machine=frames,
         decisions=decisions,
         frame_means=means,
-        trained_left_out=trained,
+        trained=trained,
+        trained_left_out=len(trained),
         machine_outside=outside,
         single_coder=sum(1 for c in adjudicated if c["basis"] == "single_coder"),
     )
 
 
 def run_report(inputs: ReportInputs) -> dict[str, ValidationReport]:
-    """The report per code source: ``human`` first, then every machine adjudicator (no agreement table: a machine
-    adjudicator has no two coders)."""
+    """The report per code source: ``human`` first (human codes on every binary target: the prevalence of every
+    category and about-Canada flag from the codes; error rates, PPI and the gate where a system decides, i.e. on the
+    protocol's heads); then ``human:trained_on`` when works of the ``trained_on``
+    stratum were coded: the same human codes on the works that trained or calibrated the classifier, a report of
+    their own stratum apart from the audited population (no PPI: no frame mean of that population; its gate is
+    never human validation); then every machine adjudicator (no agreement table: a machine adjudicator has no two
+    coders)."""
     p = inputs.protocol
     thresholds = GateThresholds(p.gate.precision_lower, p.gate.recall_lower, p.gate.min_coded_positives)
     ids = set(inputs.sample["id"])
-    options = {"thresholds": thresholds, "min_n": DEFAULT_MIN_N}
+    options = {"thresholds": thresholds, "min_n": p.min_n}
     out = {
         HUMAN: validation_report(
             inputs.sample,
-            code_frame(inputs.human, p.head_names, ids),
+            code_frame(inputs.human, list(BINARY_TARGETS), ids),
             inputs.decisions,
             inputs.frame_means,
             inputs.coder_codes,
             **options,
         )
     }
+    trained = inputs.trained
+    if trained is not None and not trained.empty:
+        codes = code_frame(inputs.human, list(BINARY_TARGETS), set(trained["id"]))
+        if codes["code"].notna().any():
+            no_means = inputs.frame_means.iloc[:0]
+            out[TRAINED_APART] = validation_report(trained, codes, inputs.decisions, no_means, **options)
     for source, codes in sorted(inputs.machine.items()):
         out[source] = validation_report(inputs.sample, codes, inputs.decisions, inputs.frame_means, **options)
     return out
@@ -316,12 +360,12 @@ def human_code_rows(inputs: ReportInputs, run_id: str) -> list[dict]:
     ]
 
 
-def _cell(row: dict | None) -> str:
+def _cell(row: dict | None, min_n: int) -> str:
     if row is None:
         return "-"
     if row["value"] is None or pd.isna(row["value"]):
         if row["n"]:
-            return f"not reported: fewer than the protocol's minimum of {DEFAULT_MIN_N} (n={row['n']})"
+            return f"not reported: fewer than the protocol's minimum of {min_n} (n={row['n']})"
         return "not reported: no coded cases"
     return f"{row['value']:.2f} [{row['lower']:.2f}, {row['upper']:.2f}]"
 
@@ -331,7 +375,11 @@ _HEADER = "| system | precision | recall | F1 | coded positives n | effective n 
 
 def summary_markdown(source: str, report: ValidationReport, protocol: AuditProtocol) -> str:
     """One Markdown table per head: each system's precision, recall, F1 with 95% intervals, n, Kish n and gate."""
-    label = "human codes" if source == HUMAN else f"{source} (MACHINE-ADJUDICATED: not human validation)"
+    label = {
+        HUMAN: "human codes",
+        TRAINED_APART: f"{TRAINED_APART}: human codes of the works that trained or calibrated the classifier "
+        "(reported apart: not in the audited population, never the gate)",
+    }.get(source, f"{source} (MACHINE-ADJUDICATED: not human validation)")
     parts = [f"**{label}**"]
     for head in protocol.head_names:
         rates = report.error_rates
@@ -345,9 +393,74 @@ def summary_markdown(source: str, report: ValidationReport, protocol: AuditProto
             g = report.gate.loc[(report.gate["system"] == s) & (report.gate["head"] == head)]
             gate = "-" if g.empty else str(g.iloc[0]["reason"])
             n_eff = "-" if r is None or pd.isna(r["n_effective"]) else f"{r['n_effective']:.1f}"
-            lines.append(f"| {s} | {_cell(p)} | {_cell(r)} | {_cell(f)} | {r['n'] if r else '-'} | {n_eff} | {gate} |")
+            cells = " | ".join(_cell(x, protocol.min_n) for x in (p, r, f))
+            lines.append(f"| {s} | {cells} | {r['n'] if r else '-'} | {n_eff} | {gate} |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+def _number(value, digits: int = 3) -> str:
+    return "-" if value is None or pd.isna(value) else f"{float(value):.{digits}f}"
+
+
+def agreement_markdown(report: ValidationReport) -> str:
+    """The inter-coder agreement table (before adjudication) as Markdown: per head Cohen's kappa and Krippendorff's
+    alpha, raw and design-weighted, on the works coded twice."""
+    rows = report.agreement
+    if rows.empty:
+        return "_(no work coded by two coders yet)_"
+    lines = [
+        "| head | statistic | weighting | value | works coded twice | effective n |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows.itertuples():
+        value = "undefined" if r.value is None or pd.isna(r.value) else f"{r.value:.3f}"
+        lines.append(f"| {r.head} | {r.statistic} | {r.weighting} | {value} | {r.n} | {_number(r.n_effective, 1)} |")
+    return "\n".join(lines)
+
+
+def prevalence_markdown(report: ValidationReport, min_n: int) -> str:
+    """Prevalence per head as Markdown: the human-only estimate and each system's prediction-powered one with 95%
+    intervals, n and Kish n, and the PPI interval's width against the human-only one."""
+    rows = report.prevalence
+    if rows.empty:
+        return f"_{NO_CODES}_"
+    lines = [
+        "| head | method | estimate [95% CI] | n | effective n | width vs human-only | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows.to_dict("records"):
+        ratio = r["width_ratio"]
+        if ratio is None or pd.isna(ratio):
+            width = "-"
+        else:
+            width = f"{ratio:.2f}x ({abs(1 - ratio):.0%} {'narrower' if ratio < 1 else 'wider'})"
+        lines.append(
+            f"| {r['head']} | {r['method']} | {_cell(r, min_n)} | {r['n']} | {_number(r['n_effective'], 1)} | "
+            f"{width} | {r['note'] or ''} |"
+        )
+    return "\n".join(lines)
+
+
+def differential_markdown(report: ValidationReport, min_n: int) -> str:
+    """Differential error as Markdown: per system and head, precision and recall with 95% intervals, n and Kish n
+    by language, route, genre (the human code's) and abstract availability."""
+    rates = report.error_rates
+    rates = rates.loc[(rates["group_by"] != "all") & rates["metric"].isin(["precision", "recall"])]
+    if rates.empty:
+        return f"_{NO_CODES}_"
+    lines = [
+        "| system | head | by | group | precision [95% CI] | n (effective) | recall [95% CI] | n (effective) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (system, head, by, group), part in rates.groupby(["system", "head", "group_by", "group"], sort=True):
+        m = {r["metric"]: r for r in part.to_dict("records")}
+        cells = []
+        for metric in ("precision", "recall"):
+            r = m.get(metric)
+            cells += [_cell(r, min_n), "-" if r is None else f"{r['n']} ({_number(r['n_effective'], 1)})"]
+        lines.append(f"| {system} | {head} | {by} | {group} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 #: What a gate row says; a run whose rows say the same as the newest stored ones appends nothing.

@@ -76,8 +76,10 @@ def report_link(base: str | None, wid: str) -> str | None:
 
 
 def explore_links(record: dict, card: dict, prefix: str | None) -> dict | None:
-    """The served site's cohort links from a work page (``prefix``: the language's path prefix, ``""`` or
-    ``"/fr"``; None on a static page, which has no cohort builder: no links). ``{"venue", "topic": href or None,
+    """The served site's cohort links from a work page. ``prefix``: on a served page the language's path prefix,
+    ``""`` or ``"/fr"``; on a static page the served site's address (:func:`metacan_pipeline.settings.site_url`,
+    ``https://host[/path]``), or None when none is configured: a static site has no cohort builder of its own, so
+    no links. ``{"venue", "topic": href or None,
     "categories": [{"category", "source", "teacher", "mode", "href"}]}``: the same venue, the same topic, and each
     category the Classification card shows, by its own source (a direct label's teacher, or the classifier's mode
     and version: SPEC section 8, never mixed)."""
@@ -200,9 +202,11 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
     ``constant_heads`` (a set of ``(teacher, target)`` whose head could not be fitted), and optionally
     ``rendered_at`` and ``page_run_id`` (shown in the lineage section). The served site adds ``lang`` (the
     ``<html lang>``), ``alternates`` (``[{"hreflang", "href"}]``, the page in each language) and ``switch``
-    (``{"href", "lang", "name"}``, the language switch link) and ``explore`` (the language's path prefix: the
-    page links to cohorts of the same venue, topic and category, :func:`explore_links`); the static site has none
-    of them. ``report_url`` (both): the "report a problem with this record" link's base (:func:`report_link`). The page's
+    (``{"href", "lang", "name"}``, the language switch link) and ``served`` (True: a failed live abstract says to
+    reload the page, not to render it again); the static site has none of them. ``explore`` (both): where the
+    page's cohort links point (:func:`explore_links`: the served language's path prefix, or the served site's
+    address on a static page; absent: no links). ``report_url`` (both): the "report a problem with this record"
+    link's base (:func:`report_link`). The page's
     permalink and its model version come from :func:`page_path` (ValueError for an id or version that may not
     become a path).
     """
@@ -242,6 +246,7 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         lang=context.get("lang"),
         alternates=context.get("alternates", ()),
         switch=context.get("switch"),
+        served=context.get("served", False),
     )
 
 
@@ -385,14 +390,16 @@ def page_context(heads: list[dict], sample_teacher: str) -> dict:
 
 def run_context(storage: MetacanStorage, sample_teacher: str, run_id: str, rendered_at: dt.datetime) -> dict:
     """:func:`page_context` of the current ``student_heads`` (none yet: no heads) plus the run's facts the
-    lineage section shows: ``page_run_id`` and ``rendered_at`` (``YYYY-MM-DD HH:MM UTC``), and the configured
-    ``report_url`` (:func:`metacan_pipeline.settings.report_url`; None: no report link)."""
+    lineage section shows: ``page_run_id`` and ``rendered_at`` (``YYYY-MM-DD HH:MM UTC``), the configured
+    ``report_url`` (:func:`metacan_pipeline.settings.report_url`; None: no report link) and ``explore``, the served
+    site's address (:func:`metacan_pipeline.settings.site_url`; None: no explore links)."""
     heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
     return {
         **page_context(heads, sample_teacher),
         "page_run_id": run_id,
         "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC",
         "report_url": settings.report_url(),
+        "explore": settings.site_url(),
     }
 
 

@@ -6,6 +6,11 @@ A bundle holds:
   included), ``tables/predictions.parquet``, ``tables/machine_scores.parquet``, ``tables/human_validation.parquet``
   (every row as of the cut; no row: no head passed): each read in key order and written by pyarrow in fixed batches,
   so the same rows give the same bytes;
+- the validation results behind a ``human_validated:<protocol>`` status: ``tables/audit_protocols.parquet`` (every
+  locked protocol, its full JSON) and, once ``validation_report`` ran, ``tables/validation_error_rates``,
+  ``validation_confusion``, ``validation_prevalence``, ``validation_agreement``, ``validation_gate`` and
+  ``human_codes`` (the current protocol's report and final human codes) without their run columns (``run_id``,
+  ``computed_at``), so a report that says the same freezes to the same bytes;
 - ``records.jsonl``: the ``work_records`` that passed ``records_may_ship``, one JSON record a line in id order,
   byte for byte (their ``layer`` is the one they were published under when the release was cut);
 - ``CITATION.cff`` (:mod:`.citation`), ``release.json`` (version, frame build id, classifier version, created at,
@@ -35,7 +40,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..storage import MetacanStorage, sql_literal
-from ..tables.audit import HUMAN_VALIDATION_SCHEMA
+from ..tables.audit import HUMAN_VALIDATION_SCHEMA, PROTOCOLS_SCHEMA
+from ..tables.audit import TABLES as AUDIT_CATALOG
 from .citation import citation_text
 from .layer import TABLES_DIR, releases_root
 
@@ -45,6 +51,16 @@ RESERVED_VERSIONS = frozenset({"rolling", "unreleased"})
 #: The warehouse tables frozen as they are, with the key they are ordered by.
 WAREHOUSE_TABLES = {"frame": "id", "predictions": "id", "machine_scores": "id"}
 RECORDS_FILE, RELEASE_JSON, SUMS_FILE, CITATION_FILE = "records.jsonl", "release.json", "SHA256SUMS", "CITATION.cff"
+#: The validation report's warehouse tables frozen when present (module docstring), in their catalog key order.
+VALIDATION_TABLES = (
+    "validation_error_rates",
+    "validation_confusion",
+    "validation_prevalence",
+    "validation_agreement",
+    "validation_gate",
+    "human_codes",
+)
+RUN_COLUMNS = frozenset({"run_id", "computed_at"})
 _BATCH = 50_000
 
 
@@ -107,6 +123,16 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
         counts["direct_labels"] = _write_query(
             con, f"SELECT * FROM ({labels}) ORDER BY teacher, work_id, label_id", out / "direct_labels.parquet"
         )
+        catalog = {t.name: t for t in AUDIT_CATALOG}
+        for name in (t for t in VALIDATION_TABLES if storage.has_table(t)):
+            table = catalog[name]
+            schema = table.schema  # the catalog's, less its run columns
+            for column in RUN_COLUMNS & set(schema.names):
+                schema = schema.remove(schema.get_field_index(column))
+            columns = ", ".join(f'"{c}"' for c in schema.names)
+            order = ", ".join(f'"{c}"' for c in table.primary_key)
+            query = f"SELECT {columns} FROM {parquet(name)} ORDER BY {order}"
+            counts[name] = _write_query(con, query, out / f"{name}.parquet", schema)
     finally:
         con.close()
     with storage.connect() as con:
@@ -115,6 +141,9 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
             "SELECT * FROM human_validation ORDER BY protocol_id, classifier_version, head, computed_at, run_id",
             out / "human_validation.parquet",
             HUMAN_VALIDATION_SCHEMA,
+        )
+        counts["audit_protocols"] = _write_query(
+            con, "SELECT * FROM audit_protocols ORDER BY protocol_id", out / "audit_protocols.parquet", PROTOCOLS_SCHEMA
         )
     return counts
 

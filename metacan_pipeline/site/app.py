@@ -4,7 +4,8 @@ Pages are server-rendered (Jinja2, autoescape) and need no JavaScript: the cohor
 exact count, facet counts as links, a page of works with the source and status of every category shown, a
 next-page link), ``/q/<12 hex>`` (a saved cohort, re-counted, with a citation sentence naming the release),
 the work page at the static site's own path ``/works/<model_version>/<id>.html`` (the same template,
-:func:`metacan_pipeline.publish.pages.render_work`; ``/works/<id>`` redirects there), ``/records/<id>.json``,
+:func:`metacan_pipeline.publish.pages.render_work`, with the abstract fetched live from OpenAlex for each request and
+never stored: :meth:`Site.abstract_of`; ``/works/<id>`` redirects there), ``/records/<id>.json``,
 and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` (streamed, capped: :mod:`.export`). Every page is in English and, under
 ``/fr/``, in French (:mod:`.languages`: hreflang links, the switch, the ``Accept-Language`` redirect of ``/``).
 
@@ -37,7 +38,7 @@ from starlette.routing import Route
 from .. import __version__, settings
 from ..i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, translations
 from ..openalex.ids import is_work_id
-from ..publish.abstracts import AbstractFetcher
+from ..publish.abstracts import Abstract, AbstractFetcher
 from ..publish.pages import environment as page_environment
 from ..publish.pages import render_work
 from ..vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
@@ -97,8 +98,9 @@ def _lang(request: Request) -> str:
 class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoints):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
-    def __init__(self, data_dir: str | Path, row_cap: int) -> None:
+    def __init__(self, data_dir: str | Path, row_cap: int, abstracts: AbstractFetcher | None = None) -> None:
         self.release = Release(data_dir)
+        self.abstracts = abstracts
         self.info = self.release.info
         self.store = QueryStore(Path(data_dir).resolve() / "site" / "queries.sqlite")
         self.envs = {lo: site_environment(lo) for lo in LOCALES}
@@ -112,6 +114,7 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
             "rendered_at": "served live from the release database",
             "page_run_id": "none",
             "report_url": settings.report_url(),
+            "served": True,
         }
 
     def render(self, request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
@@ -236,8 +239,22 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
         }
         if lang != DEFAULT_LOCALE:
             ctx["rendered_at"] = translations(lang).gettext(N_("served live from the release database"))
-        html = render_work(self.page_envs[lang], json.loads(record_json), None, ctx)
+        record = json.loads(record_json)
+        html = render_work(self.page_envs[lang], record, self.abstract_of(record), ctx)
         return HTMLResponse(html, headers=SECURITY_HEADERS)
+
+    def abstract_of(self, record: dict) -> Abstract | None:
+        """The abstract a served work page shows, fetched live (SPEC sections 2 and 9: never stored; the fetcher's
+        answers live in its bounded in-memory cache only): ``none`` without a request for a work the frame saw
+        without an abstract (as the static pages), the fetcher's answer otherwise (``failed`` when OpenAlex does
+        not answer within its short timeouts: the page says the abstract is unavailable), None when the site has
+        no fetcher."""
+        if self.abstracts is None:
+            return None
+        wid = record["id"]
+        if not record.get("has_abstract"):
+            return Abstract(wid, "none", None, None, None)
+        return self.abstracts.fetch([wid])[wid]
 
     def work_redirect(self, request: Request) -> Response:
         _, path = self._record(request.path_params["wid"])
@@ -330,11 +347,12 @@ def create_app(
 
     ``rate_limit``: the per-client token bucket of the API in throttled-py's syntax (``120/m burst 60``; ``off``:
     none); None reads :func:`metacan_pipeline.settings.site_rate_limit`. A value that is not a rate is a
-    ValueError naming it. ``abstracts``: the live-abstract fetcher of the coding pages (None: OpenAlex,
-    :func:`.coding_pages.default_abstracts`)."""
+    ValueError naming it. ``abstracts``: the live-abstract fetcher of the work pages and the coding pages, one
+    in-memory cache for both (None: OpenAlex with short timeouts, :func:`.coding_pages.default_abstracts`)."""
     source = settings.SITE_RATE_LIMIT_ENV if rate_limit is None else "rate_limit"
     limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit, source)
-    site = Site(data_dir, row_cap)
+    fetcher = abstracts or default_abstracts()
+    site = Site(data_dir, row_cap, fetcher)
     site.limiter = limiter  # the API's bucket; the exports outside /api/ take from it too
     routes = [r for lang in LOCALES for r in page_routes(site, lang)]
     routes += [
@@ -346,7 +364,7 @@ def create_app(
     ]
     routes += [Route(r.path, site.api(r), name=r.endpoint) for r in API_ROUTES]
     # the audit study's coding pages (issue 16): /coding/ and /fr/coding/, over data/audit/coding.sqlite
-    coding = CodingPages(data_dir, site.envs, abstracts or default_abstracts())
+    coding = CodingPages(data_dir, site.envs, fetcher)  # one fetcher: CodingPages.close() closes it
     routes += coding_routes(coding)
     middleware = [
         Middleware(NoSniff),

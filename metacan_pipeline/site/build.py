@@ -27,6 +27,7 @@ from ..storage import MetacanStorage, sql_literal
 from ..tables.site import release_tables
 from ..vocab import CATEGORIES
 from . import fts
+from .cohort_store import write_cohort_facet_counts
 from .figures import write_figures
 from .queries import write_facet_counts
 from .release import (
@@ -40,7 +41,8 @@ from .release import (
 )
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
-LAYOUT_VERSION = 3  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: 4: cohort_facet_counts (.cohort_store)
+LAYOUT_VERSION = 4  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
@@ -177,6 +179,7 @@ def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: s
         _check_inputs(con)
         con.execute(FACETS_SQL)
         write_facet_counts(con)
+        write_cohort_facet_counts(con)
         prevalence = storage.table_dir("prevalence") / "*.parquet" if storage.has_table("prevalence") else None
         write_figures(con, prevalence)
         con.execute(

@@ -444,6 +444,15 @@ def _sign_in_page(request: Request, pages: CodingPages, lang: str) -> Response:
 
 
 def default_abstracts() -> AbstractFetcher:
-    """The live-abstract fetcher of a long-running server: short timeouts, no breaker (it would stay open for the
+    """The live-abstract fetcher of a long-running server (the served work pages and the coding pages): short
+    timeouts (3 s a request in all, two attempts at most, at most 0.5 s between them and 1 s for a Retry-After: a
+    page waits about 7 s at worst before it says the abstract is unavailable), no breaker (it would stay open for the
     server's life), ``$METACAN_OPENALEX_API_URL`` or the public API."""
-    return AbstractFetcher(settings.openalex_api_url(), timeout_s=5.0, max_attempts=2, breaker_after=0)
+    return AbstractFetcher(
+        settings.openalex_api_url(),
+        timeout_s=3.0,
+        max_attempts=2,
+        breaker_after=0,
+        retry_wait_max_s=0.5,
+        retry_after_max_s=1.0,
+    )

@@ -72,7 +72,8 @@ def _cell(value) -> str:
 
 def _cells(column: pa.Array) -> pa.Array:
     """The CSV text of every value of a column, as :func:`_cell` writes one, converted a column at a time
-    (strings, integers, booleans and string lists by Arrow's kernels; other types, e.g. doubles, by ``str``)."""
+    (strings, integers, booleans and string lists by Arrow's kernels; other types, e.g. doubles, by ``str`` once per
+    distinct value of the batch, then spread by Arrow's ``take``: no Python object per row)."""
     t = column.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         out = column
@@ -83,25 +84,37 @@ def _cells(column: pa.Array) -> pa.Array:
     elif pa.types.is_list(t) and pa.types.is_string(t.value_type):
         out = pc.binary_join(column, "; ")
     else:
-        return pa.array([_cell(v) for v in column.to_pylist()], pa.string())
+        coded = pc.dictionary_encode(column)
+        texts = pa.array([_cell(v) for v in coded.dictionary.to_pylist()], pa.string())
+        out = pc.take(texts, coded.indices)
     return pc.fill_null(out.cast(pa.string()), "")
 
 
-def _csv_lines(batch: pa.RecordBatch) -> str:
-    """The CSV rows of a batch as ``csv.writer`` (``QUOTE_MINIMAL``, ``\\n``) writes them, made by Arrow's kernels
-    a column at a time: a cell holding a comma, a quote, CR or LF is quoted (quotes doubled), then each row's
-    cells are joined with commas. About 4x faster than ``csv.writer.writerows`` (benchmarks/bench_site.py)."""
+def _lines(strings: pa.Array) -> bytes:
+    """The UTF-8 bytes of every value of a string array without nulls, each followed by ``\n``, joined by Arrow's
+    kernels in one buffer (no Python string per row, as ``"\n".join(strings.to_pylist())`` made)."""
+    if len(strings) == 0:
+        return b""
+    one = pa.ListArray.from_arrays(pa.array([0, len(strings)], pa.int32()), strings.cast(pa.string()))
+    return pc.binary_join(one, "\n")[0].as_buffer().to_pybytes() + b"\n"
+
+
+def _csv_lines(batch: pa.RecordBatch) -> bytes:
+    """The CSV rows of a batch (UTF-8) as ``csv.writer`` (``QUOTE_MINIMAL``, ``\\n``) writes them, made by Arrow's
+    kernels a column at a time: a cell holding a comma, a quote, CR or LF is quoted (quotes doubled), then each
+    row's cells are joined with commas and the rows with newlines (:func:`_lines`). About 4x faster than
+    ``csv.writer.writerows`` (benchmarks/bench_site.py)."""
     if batch.num_rows == 0:
-        return ""
+        return b""
     cols = []
     for i in range(batch.num_columns):
         col = _cells(batch.column(i))
         quoted = pc.binary_join_element_wise('"', pc.replace_substring(col, '"', '""'), '"', "")
         cols.append(pc.if_else(pc.match_substring_regex(col, '[",\r\n]'), quoted, col))
-    return "\n".join(pc.binary_join_element_wise(*cols, ",").to_pylist()) + "\n"
+    return _lines(pc.binary_join_element_wise(*cols, ","))
 
 
-def csv_chunks(query: CohortQuery, meta: dict) -> Iterator[str]:
+def csv_chunks(query: CohortQuery, meta: dict) -> Iterator[bytes]:
     """The CSV body: comment lines, the header, then the rows, one chunk per batch. Closes ``query`` at the end."""
     try:
         yield (
@@ -109,7 +122,7 @@ def csv_chunks(query: CohortQuery, meta: dict) -> Iterator[str]:
             f"(row cap {meta['row_cap']}; truncated: {'yes' if meta['truncated'] else 'no'}); "
             f"release {meta['release_id']}; classifier version {meta['classifier_version']}\n"
             f"# filters: {json.dumps(meta['filters'], sort_keys=True, ensure_ascii=False)}\n"
-        )
+        ).encode()
         header_done = False
         for batch in query.export_batches(meta["row_cap"]):
             buf = io.StringIO()
@@ -117,17 +130,17 @@ def csv_chunks(query: CohortQuery, meta: dict) -> Iterator[str]:
             if not header_done:
                 writer.writerow(batch.schema.names)
                 header_done = True
-            yield buf.getvalue() + _csv_lines(batch)
+            yield buf.getvalue().encode() + _csv_lines(batch)
     finally:
         query.close()
 
 
-def jsonl_chunks(query: CohortQuery, meta: dict) -> Iterator[str]:
+def jsonl_chunks(query: CohortQuery, meta: dict) -> Iterator[bytes]:
     """The JSON Lines body: ``{"_export": meta}``, then one object per work. Closes ``query`` at the end."""
     try:
-        yield json.dumps({"_export": meta}, ensure_ascii=False) + "\n"
+        yield (json.dumps({"_export": meta}, ensure_ascii=False) + "\n").encode()
         for batch in query.export_json_lines(meta["row_cap"]):
-            yield "\n".join(batch.column(0).to_pylist()) + "\n"
+            yield _lines(batch.column(0))
     finally:
         query.close()
 

@@ -11,11 +11,13 @@ selected value equals the cohort's count.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from . import fts
@@ -28,6 +30,10 @@ BOOLEAN_COLUMNS = {name: ("is_retracted" if name == "retracted" else name) for n
 #: The one-to-many table of a name filter.
 NAME_TABLES = {"institution": "work_institutions", "funder": "work_funders", "keyword": "work_keywords"}
 COLUMN_FACETS = ("year", "language", "type", "field", "topic", "venue", "classification_kind")
+#: The facets counted from ``work_facets``' code lists, and the span that keeps each list's codes apart when they are
+#: counted in one pass (:meth:`FacetCounter._lists`; a facet's codes are row numbers of its values, far below it).
+LIST_FACETS = ("institution", "funder", "keyword", "classifier")
+LIST_CODE_SPAN = 1 << 24
 TOP_N = 20
 _LABEL_COLUMNS = {"label_domain": "domain", "label_study_design": "study_design", "label_genre": "genre"}
 
@@ -111,6 +117,35 @@ def _label_clause(cohort: Cohort) -> Clause | None:
     return Clause("label", f"w.work_key IN (SELECT l.work_key FROM work_labels l WHERE {where})", tuple(params))
 
 
+def cohort_key(items: list[Clause]) -> str | None:
+    """The key of a one-filter cohort in ``cohort_facet_counts`` (32 hex of SHA-256 over its clauses' group, SQL and
+    parameters, so a key names exactly the rows those clauses select); None for no filter, several filter groups
+    or a text query."""
+    groups = {c.group for c in items}
+    if len(groups) != 1 or "q" in groups:
+        return None
+    body = json.dumps([[c.group, c.sql, list(c.params)] for c in items], default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def stored_items(con, keys: set[str]) -> dict[str, dict[str, Any]]:
+    """``{cohort key: {facet, "_count", "_coverage": items}}`` stored at build time for the given keys (see
+    :mod:`.cohort_store`); empty for keys not stored, and for a release of a layout without the table."""
+    if not keys:
+        return {}
+    try:
+        rows = con.execute(
+            "SELECT cohort_key, facet, items FROM cohort_facet_counts WHERE cohort_key IN (SELECT unnest(?::VARCHAR[]))",
+            [sorted(keys)],
+        ).fetchall()
+    except duckdb.CatalogException:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for key, facet, items in rows:
+        out.setdefault(key, {})[facet] = json.loads(items)
+    return out
+
+
 def where_sql(items: list[Clause], exclude: str | None = None) -> tuple[str, list]:
     kept = [c for c in items if c.group != exclude]
     if not kept:
@@ -134,8 +169,13 @@ class CohortQuery:
         self.clauses = clauses(cohort)
         self.coded = clauses(cohort, coded=True)
         self._hits, self._index, self._count, self._rows = False, None, None, None
+        self._coverage: dict[str, int] | None = None
+        self._booleans: dict[str, list[dict[str, Any]]] = {}
         #: a text query and no other filter: the count and a page by relevance come from FTS5 alone
         self.text_only = bool(cohort.words) and all(c.group == "q" for c in self.clauses)
+        #: a one-filter cohort whose count, coverage and facets the build stored (None: not stored)
+        key = cohort_key(self.coded)
+        self.stored = stored_items(self.con, {key}).get(key) if key else None
 
     def _fts(self, fn, *args):
         """``fn(index, words, *args)`` on this request's connection to the full-text index."""
@@ -166,15 +206,41 @@ class CohortQuery:
         return self.con.execute(sql, params).fetchone()
 
     def count(self) -> int:
-        """The exact number of works in the cohort."""
+        """The exact number of works in the cohort (counted with its coverage in the same scan of ``work_facets``,
+        which :meth:`coverage` then gives without another)."""
         if self._count is None:
-            if self.text_only:
+            if self.stored is not None:
+                self._count = self.stored["_count"]
+            elif self.text_only:
                 self._count = self._fts(fts.count)
+            elif not self.coded:  # the whole release: its stored coverage (a scan would cost 0.6 s at 4.3M works)
+                self._count = self.coverage()["works"]
             else:
                 self._need_hits()
                 where, params = where_sql(self.coded)
-                self._count = self._one(f"SELECT count(*) FROM work_facets w WHERE {where}", params)[0]
+                self._coverage = self._coverage_of("work_facets", where, params, booleans=True)
+                self._count = self._coverage["works"]
         return self._count
+
+    def _coverage_of(self, table: str, where: str, params: list, booleans: bool = False) -> dict[str, int]:
+        """The coverage counts of the cohort's rows in ``table``; with ``booleans``, also the yes and no counts of
+        every boolean facet whose filter is not set (kept in ``_booleans`` for :meth:`facets`: the same scan)."""
+        names = [n for n in BOOLEAN_COLUMNS if booleans and n not in {c.group for c in self.coded}]
+        extra = "".join(
+            f", count(*) FILTER (WHERE w.{BOOLEAN_COLUMNS[n]}), count(*) FILTER (WHERE NOT w.{BOOLEAN_COLUMNS[n]})"
+            for n in names
+        )
+        row = self._one(
+            "SELECT count(*), count(*) FILTER (WHERE w.labelled), count(*) FILTER (WHERE w.scored), "
+            f"count(*) FILTER (WHERE w.decided){extra} FROM {table} w WHERE {where}",
+            params,
+        )
+        if names:
+            self._booleans = {
+                n: [{"value": "yes", "count": row[4 + 2 * i]}, {"value": "no", "count": row[5 + 2 * i]}]
+                for i, n in enumerate(names)
+            }
+        return dict(zip(("works", "direct", "scored", "decided"), row[:4], strict=True))
 
     def _cohort_rows(self) -> str | None:
         """The temporary table holding the cohort's ``work_facets`` rows when it is filtered and holds at most
@@ -194,15 +260,15 @@ class CohortQuery:
         classifier decision in any mode) in the cohort (the flags of ``work_facets``; stored for the release)."""
         if not self.coded:
             return json.loads(self._one("SELECT items FROM facet_counts WHERE facet = '_coverage'", [])[0])
+        if self.stored is not None:
+            return dict(self.stored["_coverage"])
+        if self._coverage is not None:
+            return dict(self._coverage)
         self._need_hits()
         table = self._cohort_rows()
         where, params = ("true", []) if table else where_sql(self.coded)
-        row = self._one(
-            "SELECT count(*), count(*) FILTER (WHERE w.labelled), count(*) FILTER (WHERE w.scored), "
-            f"count(*) FILTER (WHERE w.decided) FROM {table or 'work_facets'} w WHERE {where}",
-            params,
-        )
-        return dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
+        self._coverage = self._coverage_of(table or "work_facets", where, params)
+        return dict(self._coverage)
 
     def facets(self) -> dict[str, list[dict[str, Any]]]:
         """``{facet: [{"value", "count", ...}]}`` under the current filters but the facet's own (module docstring).
@@ -210,7 +276,8 @@ class CohortQuery:
         ``direct_label`` gives teacher, category and the teacher's qualification; ``classifier`` gives mode,
         category, classifier version and ``prediction_status`` (:class:`FacetCounter`)."""
         self._need_hits()
-        return FacetCounter(self.con, self.coded, stored=True, cohort_table=self._cohort_rows()).facets()
+        counter = FacetCounter(self.con, self.coded, stored=True, cohort_table=self._cohort_rows, known=self._booleans)
+        return counter.facets()
 
     # ---- lists ---------------------------------------------------------------------------------------------
     def page(self, listing: Listing) -> tuple[list[dict[str, Any]], str | None]:
@@ -305,18 +372,32 @@ class FacetCounter:
     """The facets of a cohort (its ``coded`` clauses over ``work_facets w``) on a connection.
 
     A facet counted under no filter at all (no filter is set, or only its own) is read from ``facet_counts``,
-    written once by the build (``stored``). The others are counted over ``work_facets`` (codes, decoded through
-    ``facet_codes``): the column and boolean facets whose own filter is not set in one scan (GROUPING SETS),
+    written once by the build (``stored``), and so is one counted under a single frequent filter (the cohort's filters
+    but the facet's own are one filter whose works the build counted: ``cohort_facet_counts``, :mod:`.cohort_store`;
+    e.g. the year facet of year 2015-2022 + language en is the stored year facet of language en). The others are
+    counted over ``work_facets`` (codes, decoded through
+    ``facet_codes``): the column and boolean facets whose own filter is not set in one scan (GROUPING SETS; the
+    booleans come from :meth:`CohortQuery.count`'s scan when it made one, ``known``),
     each name facet and the classifier facet as an unnest of the cohort's code lists, the direct-label facet
     over the cohort's labelled works; a facet whose filter is set is counted without it. When the cohort holds
     at most ``MATERIALIZE_MAX`` works, its rows are copied once into a temporary table that the statements read
-    instead of evaluating the filters again each (``cohort_table``, made by :class:`CohortQuery`)."""
+    instead of evaluating the filters again each (``cohort_table``: a function that makes it when a statement first
+    needs it, :meth:`CohortQuery._cohort_rows`)."""
 
     MATERIALIZE_MAX = 300_000
 
-    def __init__(self, con, coded: list[Clause], stored: bool, cohort_table: str | None = None) -> None:
+    def __init__(
+        self,
+        con,
+        coded: list[Clause],
+        stored: bool,
+        cohort_table: Callable[[], str | None] | None = None,
+        known: dict[str, list[dict[str, Any]]] | None = None,
+    ) -> None:
         self.con, self.coded, self.stored, self.cohort_table = con, coded, stored, cohort_table
         self.groups = {c.group for c in coded}
+        #: facets already counted under the whole cohort (the booleans of CohortQuery.count's scan)
+        self.known = {n: v for n, v in (known or {}).items() if n not in self.groups}
 
     def facets(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
@@ -327,12 +408,26 @@ class FacetCounter:
                 "SELECT facet, items FROM facet_counts WHERE facet IN (SELECT unnest(?::VARCHAR[]))", [names]
             ).fetchall()
             out.update({f: json.loads(items) for f, items in rows})
-        todo = [n for n in FACETS if n not in free]
+        out.update({n: v for n, v in self.known.items() if n not in free})
+        todo = [n for n in FACETS if n not in free and n not in out]
+        if self.stored and todo:  # facets whose filters but their own are one stored frequent filter
+            sources = {n: cohort_key([c for c in self.coded if c.group != n]) for n in todo}
+            found = stored_items(self.con, {k for k in sources.values() if k})
+            for n in todo:
+                items = found.get(sources[n], {}).get(_OUT_NAME.get(n, n))
+                if items is not None:
+                    out[_OUT_NAME.get(n, n)] = items
+            todo = [n for n in todo if _OUT_NAME.get(n, n) not in out]
         shared = [n for n in todo if n not in self.groups]
         grouped = [n for n in shared if n in COLUMN_FACETS or n in BOOLEAN_COLUMNS]
         if grouped:
             out.update(self._grouped(grouped, None))
+        listed = [n for n in shared if n in LIST_FACETS]
+        if len(listed) > 1:
+            out.update(self._lists(listed))
         for name in todo:
+            if name in out:
+                continue
             if name in self.groups and (name in COLUMN_FACETS or name in BOOLEAN_COLUMNS):
                 out.update(self._grouped([name], name))
             elif name in NAME_TABLES:
@@ -343,12 +438,39 @@ class FacetCounter:
                 out["classifier"] = self._classifier()
         return {name: out[name] for name in FACET_OUTPUT}
 
+    def _lists(self, names: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """The name and classifier facets in ``names`` under the whole cohort, in one scan: each list's codes are moved
+        to a range of their own (``code + i * LIST_CODE_SPAN``), the lists concatenated and unnested once, counted,
+        then split again (a scan of the cohort's rows per facet cost one pass over ``work_facets`` each at 4.3M works).
+        Each facet's items are those of :meth:`_name` / :meth:`_classifier`."""
+        table, where, params = self._src(None)
+        lists = ", ".join(f"list_transform(w.{n}, x -> x + {i * LIST_CODE_SPAN})" for i, n in enumerate(names))
+        facet = " ".join(f"WHEN {i} THEN '{n}'" for i, n in enumerate(names))
+        rows = self.con.execute(
+            f"WITH g AS (SELECT code // {LIST_CODE_SPAN} AS i, code % {LIST_CODE_SPAN} AS code, count(*) AS n FROM "
+            f"(SELECT unnest(list_concat({lists})) AS code FROM {table} w WHERE {where}) GROUP BY 1, 2) "
+            f"SELECT k.facet, k.value, k.model_version, k.mode, k.prediction_status, g.n FROM g "
+            f"JOIN facet_codes k ON k.facet = (CASE g.i {facet} END) AND k.code = g.code "
+            f"QUALIFY k.facet = 'classifier' OR row_number() OVER (PARTITION BY k.facet ORDER BY g.n DESC, k.value) <= {TOP_N} "
+            "ORDER BY k.facet, k.model_version, k.mode, g.n DESC, k.value",
+            params,
+        ).fetchall()
+        out: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+        for f, v, version, mode, status, n in rows:
+            if f == "classifier":
+                out[f].append(
+                    {"model_version": version, "mode": mode, "value": v, "prediction_status": status, "count": n}
+                )
+            else:
+                out[f].append({"value": v, "count": n})
+        return out
+
     def _src(self, exclude: str | None) -> tuple[str, str, list]:
         """``(table, where, params)`` of the cohort without ``exclude``'s filter."""
         if exclude not in self.groups:
             exclude = None
-        if exclude is None and self.cohort_table:
-            return self.cohort_table, "true", []
+        if exclude is None and self.cohort_table and (table := self.cohort_table()):
+            return table, "true", []
         where, params = where_sql(self.coded, exclude)
         return "work_facets", where, params
 
@@ -435,27 +557,29 @@ def write_facet_counts(con) -> int:
 #: Every record column of the export, labels with source and status, decisions, scores and validation_status
 #: verbatim, and the query hash, release id and classifier version on every row. The capped cohort ``c`` is
 #: chosen first and each one-to-many table is aggregated once over its keys (hash joins): a correlated
-#: subquery per row ran at about 3,000 rows/s on a 100,000-work release (benchmarks/bench_site.py).
+#: subquery per row ran at about 3,000 rows/s on a 100,000-work release (benchmarks/bench_site.py). Lists are
+#: gathered unordered and sorted by ``list_sort`` (names; labels by teacher, the struct's first field; scores by arm):
+#: the ordered aggregates (``string_agg(... ORDER BY ...)``, ``list(... ORDER BY ...)``) they replace sort every group
+#: apart and took most of the query's time.
 #: Parameters: the cohort's, the cap, then query hash, release id, classifier version.
 EXPORT_SQL = """
 WITH c AS MATERIALIZED (
   SELECT w.work_key FROM works w WHERE {where} ORDER BY w.work_key LIMIT ?
 ), inst AS (
-  SELECT x.work_key, string_agg(x.name, '; ' ORDER BY x.name) AS v FROM work_institutions x SEMI JOIN c USING (work_key) GROUP BY 1
+  SELECT x.work_key, array_to_string(list_sort(list(x.name)), '; ') AS v FROM work_institutions x SEMI JOIN c USING (work_key) GROUP BY 1
 ), fund AS (
-  SELECT x.work_key, string_agg(x.name, '; ' ORDER BY x.name) AS v FROM work_funders x SEMI JOIN c USING (work_key) GROUP BY 1
+  SELECT x.work_key, array_to_string(list_sort(list(x.name)), '; ') AS v FROM work_funders x SEMI JOIN c USING (work_key) GROUP BY 1
 ), kw AS (
-  SELECT x.work_key, string_agg(x.name, '; ' ORDER BY x.name) AS v FROM work_keywords x SEMI JOIN c USING (work_key) GROUP BY 1
+  SELECT x.work_key, array_to_string(list_sort(list(x.name)), '; ') AS v FROM work_keywords x SEMI JOIN c USING (work_key) GROUP BY 1
 ), lab AS (
   SELECT l.work_key,
-         CAST(to_json(list({'teacher': l.teacher, 'model': l.model, 'prompt_version': l.prompt_version,
+         CAST(to_json(list_sort(list({'teacher': l.teacher, 'model': l.model, 'prompt_version': l.prompt_version,
                             'record_view': l.record_view, 'status': l.status, 'label_status': l.label_status,
                             'qualification': l.qualification, 'categories': l.categories, 'domain': l.domain,
-                            'study_design': l.study_design, 'genre': l.genre, 'confidence': l.confidence}
-                           ORDER BY l.teacher)) AS VARCHAR) AS v
+                            'study_design': l.study_design, 'genre': l.genre, 'confidence': l.confidence}))) AS VARCHAR) AS v
   FROM work_labels l SEMI JOIN c USING (work_key) GROUP BY 1
 ), sc AS (
-  SELECT s.work_key, CAST(to_json(list({'arm': s.arm, 'score': s.score} ORDER BY s.arm)) AS VARCHAR) AS v
+  SELECT s.work_key, CAST(to_json(list_sort(list({'arm': s.arm, 'score': s.score}))) AS VARCHAR) AS v
   FROM work_scores s SEMI JOIN c USING (work_key) GROUP BY 1
 )
 SELECT w.id, w.title, w.year, w.language, w.type, w.venue, w.field, w.topic, w.doi, w.cited_by,

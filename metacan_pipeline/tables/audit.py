@@ -180,6 +180,7 @@ VALIDATION_AGREEMENT_SCHEMA = pa.schema(
         ("weighting", pa.string()),
         ("value", pa.float64()),
         ("n", pa.int64()),
+        ("n_effective", pa.float64()),
         *_RUN,
     ]
 )
@@ -193,6 +194,7 @@ VALIDATION_GATE_SCHEMA = pa.schema(
         ("judged", pa.bool_()),
         ("reason", pa.string()),
         ("coded_positives", pa.int64()),
+        ("n_effective", pa.float64()),  # Kish's effective n of the coded positives' design weights
         ("human_validation", pa.bool_()),
         *_RUN,
     ]

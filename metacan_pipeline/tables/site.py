@@ -139,6 +139,9 @@ WORK_FACETS_SCHEMA = pa.schema(
 )
 
 FACET_COUNTS_SCHEMA = pa.schema([("facet", pa.string()), ("items", pa.string())])
+COHORT_FACET_COUNTS_SCHEMA = pa.schema(
+    [("cohort_key", pa.string()), ("filters", pa.string()), ("facet", pa.string()), ("items", pa.string())]
+)
 
 STATISTICS_SCHEMA = pa.schema([("figure", pa.string()), ("items", pa.string())])
 
@@ -247,6 +250,16 @@ TABLES = [
         ("facet",),
         store="release",
         json_columns=frozenset({"items"}),
+    ),
+    Table(
+        "cohort_facet_counts",
+        "one facet (or _count, _coverage) of a frequent one-filter cohort (its filters as JSON; the key hashes its "
+        "coded clauses), counted at build time: site/cohort_store.py",
+        "site_database",
+        COHORT_FACET_COUNTS_SCHEMA,
+        ("cohort_key", "facet"),
+        store="release",
+        json_columns=frozenset({"filters", "items"}),
     ),
     Table(
         "classifier_heads",

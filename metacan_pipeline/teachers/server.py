@@ -33,6 +33,8 @@ import dagster as dg
 import httpx
 from pydantic import Field, PrivateAttr
 
+from .. import settings
+
 EMBEDDED_MODEL_ALIAS = "gemma-3-270m-it-q4_k_m"
 
 
@@ -197,7 +199,10 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
     """
 
     model_path: str = Field(default="", description="GGUF file; empty = the Gemma 3 270M of the PyPI package.")
-    n_threads: int = Field(default=2, description="CPU threads for llama.cpp.")
+    n_threads: int = Field(
+        default_factory=settings.llama_threads,
+        description="CPU threads for llama.cpp ($METACAN_LLAMA_THREADS, else 2; 1 on a machine busy with other work).",
+    )
     n_ctx: int = Field(
         default=8192,
         description="Context window per slot in tokens (a call of 5 title+abstract works needs about 5,000, "

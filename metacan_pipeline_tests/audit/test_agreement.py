@@ -78,11 +78,12 @@ def test_unresolved_is_a_value_of_its_own_and_missing_answers_are_left_out():
     first = [1, 0, 1, UNRESOLVED, 1]
     second = [1, 0, UNRESOLVED, UNRESOLVED, None]
     rows = head_agreement(first, second, [1.0, 2.0, 3.0, 4.0, 5.0])
-    assert [(r.statistic, r.weighting, r.n) for r in rows] == [
-        ("cohen_kappa", "raw", 4),
-        ("cohen_kappa", "design", 4),
-        ("krippendorff_alpha", "raw", 4),
-        ("krippendorff_alpha", "design", 4),
+    # Kish's n of the four pairs' weights 1, 2, 3, 4: 10^2 / 30
+    assert [(r.statistic, r.weighting, r.n, r.n_effective) for r in rows] == [
+        ("cohen_kappa", "raw", 4, 4.0),
+        ("cohen_kappa", "design", 4, pytest.approx(100 / 30)),
+        ("krippendorff_alpha", "raw", 4, 4.0),
+        ("krippendorff_alpha", "design", 4, pytest.approx(100 / 30)),
     ]
     # kappa on 4 works: p_o = 3/4; first (0: 1/4, 1: 1/2, u: 1/4), second (1/4, 1/4, 1/2): p_e = 1/16 + 1/8 + 1/8
     assert rows[0].value == pytest.approx((0.75 - 5 / 16) / (1 - 5 / 16))

@@ -264,3 +264,34 @@ def test_plans_take_configured_values_and_keep_defaults_for_strata_not_named():
     assert plans["negative_far"] == defaults["negative_far"]
     with pytest.raises(ValueError, match="strata \\['boundary'\\] unknown"):
         stratum_plans({"boundary": 0.5}, {}, {})
+
+
+def test_the_default_design_oversamples_the_boundary_and_keeps_a_power_note_against_the_gate():
+    """DEFAULT_PLANS on a frame of 500 consensus, 3,000 candidate-only, 4,000 near and 20,000 far negatives: the
+    boundary strata are drawn at 5%, ten times the far negatives' 0.5%, and the power note gives the expected coded
+    positives and the half-widths they buy."""
+    rows = (
+        [state(f"C{i}", any_consensus=True) for i in range(500)]
+        + [state(f"A{i}", any_candidate=True) for i in range(3000)]
+        + [state(f"N{i}", any_near=True) for i in range(4000)]
+        + [state(f"F{i}") for i in range(20_000)]
+    )
+    protocol = make_protocol(strata=DEFAULT_PLANS)
+    sizes = stratum_sizes(draw_audit_sample(rows, protocol))
+    assert sizes == {
+        "consensus": (500, 120),
+        "candidate_only": (3000, 150),
+        "negative_near": (4000, 200),
+        "negative_far": (20_000, 100),
+    }
+    pi = {s: n / big_n for s, (big_n, n) in sizes.items()}
+    assert pi["candidate_only"] == pi["negative_near"] == 0.05 == 10 * pi["negative_far"]
+    note = power_note(sizes, protocol)
+    # expected coded positives: 120 x 0.8 + 150 x 0.4 + 200 x 0.1 + 100 x 0.005
+    assert note.expected_coded_positives == pytest.approx(96 + 60 + 20 + 0.5) and note.enough_positives
+    assert note.precision == pytest.approx(0.8) and note.precision_n_eff == pytest.approx(120)
+    assert note.precision_half_width == pytest.approx(1.959964 * math.sqrt(0.8 * 0.2 / 120), rel=1e-6)
+    true_pos = 500 * 0.8 + 3000 * 0.4 + 4000 * 0.1 + 20_000 * 0.005
+    assert note.recall == pytest.approx(400 / true_pos)
+    rec_den = 500**2 * 0.8 / 120 + 3000**2 * 0.4 / 150 + 4000**2 * 0.1 / 200 + 20_000**2 * 0.005 / 100
+    assert note.recall_n_eff == pytest.approx(true_pos**2 / rec_den)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
@@ -18,6 +19,7 @@ from metacan_pipeline.audit.protocol import (
     GateThresholds,
     HeadUnderTest,
     StratumPlan,
+    canonical_json,
     current_protocol,
     current_protocol_id,
     instructions_lock,
@@ -95,6 +97,7 @@ def test_the_id_is_a_content_hash_stable_for_equal_content_and_new_for_any_chang
         protocol(salt="another"),
         protocol(classifier_version="metacan-v0-hybrid-ba9876543210"),
         protocol(trained_works="exclude"),
+        protocol(min_n=20),
     ]
     assert len({p.protocol_id, *(c.protocol_id for c in changed)}) == 1 + len(changed)
     # an edited instructions file, published as a new locked version, is a new protocol
@@ -104,6 +107,25 @@ def test_the_id_is_a_content_hash_stable_for_equal_content_and_new_for_any_chang
     v2 = load_instructions("v2", tmp_path)
     other = protocol(instructions_version=v2.version, instructions_sha256=v2.sha256)
     assert other.protocol_id != p.protocol_id and other.instructions_sha256 != p.instructions_sha256
+
+
+def test_the_minimum_n_is_locked_in_the_protocol_and_a_format_1_protocol_keeps_its_id():
+    p = protocol(min_n=40)
+    assert json.loads(p.canonical_json())["min_n"] == 40 and json.loads(p.canonical_json())["protocol_format"] == 2
+    assert AuditProtocol.from_json(p.canonical_json()).min_n == 40
+    # a protocol locked before min_n existed: its stored JSON has no min_n; it loads with the constant its reports
+    # used (30), and its hash and id are those of the stored text, so the codes made under it still point to it
+    old_content = {k: v for k, v in protocol().content().items() if k != "min_n"} | {"protocol_format": 1}
+    old_text = canonical_json(old_content)
+    old = AuditProtocol.from_json(old_text)
+    assert (old.protocol_format, old.min_n) == (1, 30) and old.canonical_json() == old_text
+    assert old.protocol_id == "protocol-" + hashlib.sha256(old_text.encode()).hexdigest()[:12] != protocol().protocol_id
+    with pytest.raises(ValueError, match="a format-1 protocol has no min_n of its own"):
+        dataclasses.replace(old, min_n=20)
+    with pytest.raises(ValueError, match="min_n 0 must be >= 1"):
+        protocol(min_n=0)
+    with pytest.raises(ValueError, match="protocol format 3 not in"):
+        AuditProtocol.from_json(canonical_json({**old_content, "protocol_format": 3}))
 
 
 def test_a_protocol_refuses_what_it_could_not_honour():

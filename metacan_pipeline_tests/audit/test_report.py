@@ -141,6 +141,12 @@ def test_agreement_and_gate_rows(audit_inputs):
     gate = report.gate.set_index("system")
     recall = _rate(report.error_rates, CLASSIFIER, "recall")
     assert gate.loc[CLASSIFIER, "coded_positives"] == recall["n"]
+    assert gate.loc[CLASSIFIER, "n_effective"] == pytest.approx(recall["n_effective"])
+    assert gate.loc[CLASSIFIER, "n_effective"] < recall["n"]  # positives of unequal weights
+    design = agreement.loc[agreement["weighting"] == "design", "n_effective"]
+    weights = audit_inputs["sample"]["design_weight"]
+    assert np.allclose(design, weights.sum() ** 2 / (weights**2).sum(), rtol=1e-12)
+    assert (agreement.loc[agreement["weighting"] == "raw", "n_effective"] == len(weights)).all()
     assert gate.loc[CLASSIFIER, "reason"].endswith(": fails")  # frame recall 0.52: the stratifying classifier fails
     assert bool(gate.loc[CLASSIFIER, "judged"])
 
@@ -181,3 +187,39 @@ def test_an_empty_audit_sample_gives_an_empty_report_and_a_code_outside_it_is_re
         ValueError, match=rf"work {human['id'].iloc[0]!r} has a human code but the audit sample is empty"
     ):
         validation_report(sample.iloc[:0], human.iloc[:1], decisions, means)
+
+
+def test_a_bias_against_french_or_affiliation_blind_works_is_visible_with_intervals(audit_inputs):
+    """Two systems that find every positive but one group's: one misses 80% of the French positives, the other every
+    positive only the lexicon routed (route about_ca). Recall by language, and by route, separates the groups with
+    intervals apart, and each group's figure is the estimator's on that group alone."""
+    sample, code = audit_inputs["sample"], audit_inputs["code"]
+    positive = np.nan_to_num(code) == 1
+    french = (sample["language"] == "fr").to_numpy()
+    blind = (sample["route_key"] == "about_ca").to_numpy()
+    misses = {"french": french & (np.random.default_rng(7).random(len(sample)) < 0.8), "blind": blind}
+    decisions = pd.concat(
+        pd.DataFrame({"system": f"classifier:{name}:consensus", "id": sample["id"], "head": HEAD,
+                      "decision": (positive & ~missed).astype(int)})
+        for name, missed in misses.items()
+    )  # fmt: skip
+    means = pd.DataFrame(columns=["system", "head", "frame_mean"])
+    report = validation_report(sample, audit_inputs["human"], decisions, means, min_n=10)
+    rates = report.error_rates
+    recall = rates.loc[rates["metric"] == "recall"].set_index(["system", "group_by", "group"])
+    fr = recall.loc[("classifier:french:consensus", "language", "fr")]
+    en = recall.loc[("classifier:french:consensus", "language", "en")]
+    assert fr["n"] >= 10 and en["n"] >= 10 and en["value"] == 1.0
+    assert fr["upper"] < en["lower"], (fr.to_dict(), en.to_dict())
+    about = recall.loc[("classifier:blind:consensus", "route_key", "about_ca")]
+    ca_aff = recall.loc[("classifier:blind:consensus", "route_key", "ca_aff")]
+    assert about["value"] == 0.0 and ca_aff["value"] == 1.0 and about["upper"] < ca_aff["lower"]
+    design = E.Design.from_frame(sample)
+    d = (positive & ~misses["french"]).astype(float)
+    expected = E.recall(code, d, design, within=french, min_n=10)
+    assert (fr["value"], fr["lower"], fr["upper"], fr["n"]) == (
+        pytest.approx(expected.value),
+        pytest.approx(expected.lower),
+        pytest.approx(expected.upper),
+        expected.n,
+    )

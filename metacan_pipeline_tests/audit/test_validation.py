@@ -255,7 +255,9 @@ def test_the_report_matches_the_hajek_ratios_of_the_codes(study):
     assert {(system, "en"), (system, "fr"), (f"teacher:{CENSUS}", "fr")} <= groups
     # the prevalence from the codes alone, and the prediction-powered one beside it
     prev = {
-        r["method"]: r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"
+        r["method"]: r
+        for r in storage.read_table("validation_prevalence").to_pylist()
+        if r["code_source"] == "human" and r["head"] == "metaresearch"
     }
     assert math.isclose(prev["human"]["value"], sum(w[i] * y[i] for i in w) / sum(w.values()), rel_tol=1e-12)
     assert {f"ppi:{system}", f"ppi:teacher:{CENSUS}"} <= set(prev)
@@ -407,3 +409,220 @@ def test_an_audit_sample_with_no_work_to_code_gives_empty_decisions(study):
     full, full_means = decision_frames(storage, current_protocol(storage), sorted(r["id"] for r in study["coded"]))
     assert not full.empty and set(full["id"]) <= {r["id"] for r in study["coded"]}
     assert means.equals(full_means)  # the frame means do not depend on the sample
+
+
+def test_the_trained_works_are_reported_apart_and_left_out_of_the_frame_means(study):
+    """The three works that trained the classifier (W9197-W9199, a census trained_on stratum) were coded: their
+    rates are a report of their own (code source human:trained_on) that never gates, the audited population's report
+    does not contain them, and the frame-wide decision means the PPI estimate uses leave them out."""
+    from metacan_pipeline.audit.validation import TRAINED_APART, decision_frames
+
+    storage = study["storage"]
+    trained = sorted(r["id"] for r in study["sample"] if r["trained_on"])
+    assert trained == [wid(i) for i in (197, 198, 199)]
+    rates = storage.read_table("validation_error_rates").to_pylist()
+    apart = [r for r in rates if r["code_source"] == TRAINED_APART and r["group_by"] == "all"]
+    teacher = {r["metric"]: r for r in apart if r["system"] == f"teacher:{CENSUS}"}
+    # gemma labels W9197-W9199 [] ([] for 198 and 199 too: truth False, i % 11 != 3), the coders say 0: F1 over no
+    # positive has no case; precision over no positive decision has none either
+    assert teacher["precision"]["n"] == 0 and teacher["recall"]["n"] == 0
+    assert all(r["value"] is None for r in apart)  # 3 cases: under the protocol's minimum of 30, and said so
+    prev = [
+        r
+        for r in storage.read_table("validation_prevalence").to_pylist()
+        if r["code_source"] == TRAINED_APART and r["head"] == "metaresearch"
+    ]
+    assert [(r["method"], r["n"], r["note"]) for r in prev] == [
+        ("human", 3, "fewer than 30 coded cases (n=3): not reported")
+    ]
+    gates = [g for g in storage.read_table("validation_gate").to_pylist() if g["code_source"] == TRAINED_APART]
+    assert gates and not any(g["human_validation"] for g in gates)
+    human_ns = {r["n"] for r in rates if r["code_source"] == "human" and r["metric"] == "precision"}
+    assert max(human_ns) <= len(study["coded"])  # the audited population's report has no trained work
+    m = meta(study["after"], "validation_report")
+    assert m["trained_works_left_out"] == 3 and m["trained_works_reported_apart"] is True
+    assert "human:trained_on: human codes of the works that trained or calibrated the classifier" in m["summary"]
+    # frame means over the audited population: 197 works, the 80 consensus works among them
+    protocol = current_protocol(storage)
+    _, means = decision_frames(storage, protocol, [], trained)
+    row = means.loc[means["system"] == f"classifier:{MV}:consensus"].iloc[0]
+    assert (row["frame_n"], row["frame_mean"]) == (N - 3, pytest.approx(80 / (N - 3)))
+    _, everyone = decision_frames(storage, protocol, [])
+    assert everyone.loc[everyone["system"] == f"classifier:{MV}:consensus", "frame_n"].iloc[0] == N
+
+
+def test_the_minimum_n_is_the_protocols(study):
+    """The same codes under a protocol that locks min_n = 150 (another protocol: the report of this one's inputs
+    under it): a rate on fewer cases is withheld, and the summary says so with that minimum."""
+    import dataclasses
+
+    storage = study["storage"]
+    protocol = current_protocol(storage)
+    strict = dataclasses.replace(protocol, min_n=150)
+    with CodingStore(coding_store_path(str(storage.root))) as store:
+        inputs = validation.report_inputs(storage, store, protocol)
+    report = validation.run_report(dataclasses.replace(inputs, protocol=strict))[validation.HUMAN]
+    rates = report.error_rates
+    overall = rates.loc[(rates["group_by"] == "all") & (rates["system"] == f"classifier:{MV}:consensus")]
+    precision = overall.loc[overall["metric"] == "precision"].iloc[0]
+    assert precision["n"] == 80 and pd.isna(precision["value"])
+    assert precision["note"] == "fewer than 150 coded cases (n=80): not reported"
+    assert f"not reported: fewer than the protocol's minimum of 150 (n={precision['n']})" in (
+        validation.summary_markdown(validation.HUMAN, report, strict)
+    )
+
+
+def test_the_dagster_metadata_shows_agreement_prevalence_and_differential_error(study):
+    """What a user reads in the Dagster UI: the same figures as the tables, with n and effective n."""
+    storage = study["storage"]
+    m = meta(study["after"], "validation_report")
+    assert m["min_n"] == 30
+    kappa = next(
+        r
+        for r in storage.read_table("validation_agreement").to_pylist()
+        if r["code_source"] == "human" and (r["statistic"], r["weighting"]) == ("cohen_kappa", "design")
+    )
+    assert (
+        f"| metaresearch | cohen_kappa | design | {kappa['value']:.3f} | {kappa['n']} | {kappa['n_effective']:.1f} |"
+        in m["agreement"]
+    )
+    # the design weights are 1 and 2 (half the far negatives drawn): Kish's n is below the works coded twice
+    assert kappa["n_effective"] < kappa["n"]
+    prev = {
+        r["method"]: r
+        for r in storage.read_table("validation_prevalence").to_pylist()
+        if r["code_source"] == "human" and r["head"] == "metaresearch"
+    }
+    human = prev["human"]
+    assert (
+        f"| metaresearch | human | {human['value']:.2f} [{human['lower']:.2f}, {human['upper']:.2f}] | {human['n']} | "
+        f"{human['n_effective']:.1f} | - |" in m["prevalence"]
+    )
+    ppi = prev[f"ppi:classifier:{MV}:consensus"]
+    ratio = ppi["width_ratio"]
+    assert f"{ratio:.2f}x ({abs(1 - ratio):.0%} {'narrower' if ratio < 1 else 'wider'})" in m["prevalence"]
+    fr = {
+        r["metric"]: r
+        for r in storage.read_table("validation_error_rates").to_pylist()
+        if r["code_source"] == "human"
+        and r["system"] == f"classifier:{MV}:consensus"
+        and (r["group_by"], r["group"]) == ("language", "fr")
+    }
+    line = next(
+        x
+        for x in m["differential_error"].splitlines()
+        if f"classifier:{MV}:consensus | metaresearch | language | fr |" in x
+    )
+    for metric in ("precision", "recall"):
+        r = fr[metric]
+        shown = (
+            f"{r['value']:.2f} [{r['lower']:.2f}, {r['upper']:.2f}]"
+            if r["value"] is not None
+            else f"not reported: fewer than the protocol's minimum of 30 (n={r['n']})"
+        )
+        assert f"| {shown} | {r['n']} ({r['n_effective']:.1f}) |" in line, (metric, line)
+
+
+def test_a_release_freezes_the_protocol_and_the_validation_report_behind_its_statuses(study, tmp_path):
+    """A release of the coded study (a copy of its data folder) holds the locked protocol and the validation report
+    (error rates, confusion, prevalence, agreement, gate, human codes) without run columns; a later report that says
+    the same (a new run id) freezes to the same bytes, so cutting again reuses the release."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from metacan_pipeline.release.bundle import VALIDATION_TABLES, cut_release
+
+    shutil.copytree(study["storage"].root, tmp_path / "data")
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    labels = [f"direct_labels_{CENSUS}", f"direct_labels_{SAMPLE}"]
+    first = cut_release(storage, labels, "", ["MetaCan research group"], "run-1")
+    tables = first.folder / "tables"
+    protocols = pq.read_table(tables / "audit_protocols.parquet").to_pylist()
+    assert [p["protocol_id"] for p in protocols] == [study["pid"]]
+    assert current_protocol(storage).canonical_json() == protocols[0]["protocol_json"]
+    for name in VALIDATION_TABLES:
+        frozen = pq.read_table(tables / f"{name}.parquet")
+        assert "run_id" not in frozen.column_names and "computed_at" not in frozen.column_names
+        assert first.manifest["counts"][name] == frozen.num_rows == storage.read_table(name).num_rows > 0
+    gate = pq.read_table(tables / "validation_gate.parquet").to_pylist()
+    assert [g["passed"] for g in gate if g["human_validation"]] == [True]
+    # the report again, unchanged codes: new run ids, the same frozen bytes, the same release
+    again = dg.materialize([validation_report], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    assert again.success and storage.read_table("validation_gate").column("run_id")[0].as_py() == again.run_id
+    second = cut_release(storage, labels, "", ["MetaCan research group"], "run-2")
+    assert second.reused and second.release_version == first.release_version
+
+
+def test_every_registry_teacher_is_a_system_of_the_report(study, monkeypatch):
+    """A third registry teacher (here opus, labelling the first 40 frame works, every one metaresearch) is a system of
+    its own: its decisions on the sampled works it labelled, and no frame mean (it is not the census teacher)."""
+    import shutil
+
+    from metacan_pipeline.audit.validation import decision_frames
+
+    root = study["storage"].root
+    copy = root.parent / "with-opus"
+    shutil.copytree(root, copy)
+    storage = MetacanStorage(data_dir=str(copy))
+    opus = [label_row(wid(i), "opus", ["metaresearch"]) for i in range(40)]
+    storage.write_table("direct_labels_opus", pa.Table.from_pylist(opus, schema=LABELS_SCHEMA))
+    monkeypatch.setattr(validation, "REPORT_TEACHERS", (*validation.REPORT_TEACHERS, "opus"))
+    ids = sorted(r["id"] for r in study["coded"])
+    decisions, means = decision_frames(storage, current_protocol(storage), ids)
+    theirs = decisions.loc[decisions["system"] == "teacher:opus"]
+    assert sorted(theirs["id"]) == sorted(i for i in ids if int(i[1:]) - 9000 < 40)
+    assert set(theirs["decision"]) == {1} and "teacher:opus" not in set(means["system"])
+
+
+def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_gate(study):
+    """What `metacan run` and `metacan summary` print about the audit study, from the stored tables and the coding
+    store (read-only)."""
+    from metacan_pipeline.reports import audit_lines
+
+    storage, pid = study["storage"], study["pid"]
+    with storage.connect(read_only=True) as con:
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        lines = audit_lines(con, views, tables, coding_store_path(str(storage.root)))
+        none = audit_lines(con, views, set(), None)
+    sample = study["sample"]
+    strata: dict[str, list[int]] = {}
+    for r in storage.read_table("audit_sample").to_pylist():
+        if r["protocol_id"] == pid:
+            strata.setdefault(r["stratum"], [0, r["stratum_size"]])[0] += r["in_sample"]
+    assert lines[0].startswith(f"Audit study: protocol {pid} ({MV}, consensus rule, heads metaresearch;")
+    assert lines[0].endswith("30 coded positives; min n 30)")
+    assert lines[1] == (
+        f"  audit sample: {len(sample)} of {N} frame works drawn; by stratum (drawn / N_h): "
+        + " | ".join(f"{s} {n}/{big}" for s, (n, big) in strata.items())
+    )
+    assert lines[2] == f"  human-coded works (two coders agreed, or adjudicated): {len(sample) - 1}"
+    assert lines[3] == (
+        f"  machine-adjudicator:everything-positive (MACHINE-ADJUDICATED, never human codes): {len(study['coded'])} "
+        f"works coded, {len(study['coded'])} of them in the audit sample"
+    )
+    assert lines[4] == (
+        "  machine-adjudicator:frame1k (MACHINE-ADJUDICATED, never human codes): 179 works coded, 0 of them in the "
+        "audit sample"
+    )
+    assert lines[5].startswith(f"  gate metaresearch: human_validated:{pid} (precision lower bound ")
+    assert lines[5].endswith(f": passes; {len(study['coded']) - 1} coded works)")
+    assert none == []  # a store from before the audit study: no section
+
+
+def test_the_human_prevalence_is_reported_for_every_category_not_only_the_evaluated_heads(study):
+    """The coders answered every SPEC section 3 field: the prevalence of each category and about-Canada flag comes
+    from their codes (here: open_science never, about_ca_topic always, metaresearch as the hidden truth), while the
+    PPI estimates and the gate stay on the protocol's head."""
+    storage = study["storage"]
+    prev = [r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"]
+    human = {r["head"]: r for r in prev if r["method"] == "human"}
+    assert set(human) == set(BINARY_TARGETS)
+    n = len(study["coded"]) - 1  # the single-coded work waits for its second coder
+    assert (human["open_science"]["value"], human["open_science"]["n"]) == (0.0, n)
+    assert (human["about_ca_topic"]["value"], human["about_ca_topic"]["n"]) == (1.0, n)
+    assert 0 < human["metaresearch"]["value"] < 1
+    assert {r["head"] for r in prev if r["method"] != "human"} == {"metaresearch"}
+    gates = storage.read_table("validation_gate").to_pylist()
+    assert {g["head"] for g in gates if g["code_source"] == "human"} == {"metaresearch"}

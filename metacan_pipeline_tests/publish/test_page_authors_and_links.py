@@ -1,16 +1,20 @@
 """The work page's Canadian authors (ORCID) and institutions (ROR) from a real record through the frame and the
-record builder, its "report a problem" link (METACAN_REPORT_URL) and, on served pages only, its explore links."""
+record builder, its "report a problem" link (METACAN_REPORT_URL) and its explore links: on served pages, and on static
+pages when the served site's address is configured (METACAN_SITE_URL)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
+from urllib.parse import urlencode
 
 import fastjsonschema
 import pytest
 
 from metacan_pipeline import settings
-from metacan_pipeline.publish.pages import environment, render_work, report_link
+from metacan_pipeline.publish.manifest import renderer_fingerprint
+from metacan_pipeline.publish.pages import environment, render_work, report_link, run_context
 from metacan_pipeline.publish.records import SCHEMA_PATH, build_record
 from metacan_pipeline_tests.builders import CTX, real_frame_row
 
@@ -131,3 +135,25 @@ def test_a_served_page_links_to_cohorts_of_its_venue_topic_and_categories_by_sou
     assert links["Works with the same direct label (Science and technology studies, teacher gemma)"] == (
         "/fr/?label_category=sts&amp;label_teacher=gemma"
     )
+
+
+def test_a_static_page_links_its_explore_cohorts_to_the_configured_served_site(openalex_dir, storage, monkeypatch):
+    record = _record(openalex_dir)
+    monkeypatch.delenv("METACAN_SITE_URL", raising=False)
+    unset = renderer_fingerprint()
+    assert run_context(storage, "codex", "run-1", dt.datetime(2026, 12, 3))["explore"] is None
+    monkeypatch.setenv("METACAN_SITE_URL", "https://metacan.example.org/evidence/")
+    ctx = run_context(storage, "codex", "run-1", dt.datetime(2026, 12, 3))
+    assert ctx["explore"] == settings.site_url() == "https://metacan.example.org/evidence"
+    assert renderer_fingerprint() != unset  # setting it renders every static page again, with the links
+    html = render_work(environment(), record, None, {**CTX, "explore": ctx["explore"]})
+    section = html.split('<section aria-labelledby="explore">')[1].split("</section>")[0]
+    links = re.findall(r'<a href="([^"]+)">', section)
+    assert links[0] == "https://metacan.example.org/evidence/?" + urlencode({"venue": record["venue"]})
+    assert links[1] == "https://metacan.example.org/evidence/?" + urlencode({"topic": record["topic"]})
+    for bad in ("javascript:alert(1)", "metacan.example.org", "https://x.org/?lang=fr", "https://x.org/#top"):
+        monkeypatch.setenv("METACAN_SITE_URL", bad)
+        with pytest.raises(ValueError, match=r"METACAN_SITE_URL="):
+            settings.site_url()
+    monkeypatch.setenv("METACAN_SITE_URL", " ")
+    assert settings.site_url() is None and renderer_fingerprint() == unset

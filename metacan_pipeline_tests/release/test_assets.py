@@ -84,6 +84,7 @@ def test_release_bundle_holds_the_frozen_tables_records_and_hashes(world):
         "machine_scores": 60,
         "direct_labels": 32,
         "human_validation": 0,
+        "audit_protocols": 0,
         "records": 60,
     }
     listed = {f["path"] for f in manifest["files"]}
@@ -92,7 +93,7 @@ def test_release_bundle_holds_the_frozen_tables_records_and_hashes(world):
         "records.jsonl",
         *(
             f"tables/{t}.parquet"
-            for t in ("frame", "direct_labels", "predictions", "machine_scores", "human_validation")
+            for t in ("frame", "direct_labels", "predictions", "machine_scores", "human_validation", "audit_protocols")
         ),
     }
     for f in manifest["files"]:

@@ -1,4 +1,5 @@
-"""Fixtures of the site tests: one release built through Dagster from the site world (builders.site_world)."""
+"""Fixtures of the site tests: one release built through Dagster from the site world (builders.site_world), and
+the loopback OpenAlex stub every served work page fetches its abstract from (never the public API)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,20 @@ import pytest
 
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline_tests.builders import build_site, site_world
+
+
+@pytest.fixture(scope="module", autouse=True)
+def loopback_openalex():
+    """``$METACAN_OPENALEX_API_URL`` set to a loopback stub of OpenAlex serving the real records for the module's
+    tests (an app made without ``abstracts=`` fetches work pages' abstracts from there), so no test reaches the
+    public API."""
+    from metacan_pipeline_tests.openalex_stub import StubOpenAlex, real_works
+
+    stub = StubOpenAlex(real_works())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("METACAN_OPENALEX_API_URL", stub.base_url)
+        yield stub
+    stub.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import re
 import httpx
 import pytest
 
+from metacan_pipeline import settings
 from metacan_pipeline.teachers.client import TeacherClient
 from metacan_pipeline.teachers.rubric import load_prompt
 from metacan_pipeline.teachers.server import EMBEDDED_MODEL_ALIAS, EmbeddedLlamaServer
@@ -96,7 +97,8 @@ def test_server_labels_and_stops(tmp_path):
     assert content.startswith('{"labels":[{"id":"W101","categories":[') and content.endswith('"}]}')
     assert [lab["id"] for lab in json.loads(content)["labels"]] == ["W101", "W102"]
     assert rows_calls[0].completion_tokens < labels_calls[0].completion_tokens
-    assert (tmp_path / "logs" / "llama_server.log").stat().st_size > 0
+    log = (tmp_path / "logs" / "llama_server.log").read_text()
+    assert f" --threads {settings.llama_threads()} " in log  # METACAN_LLAMA_THREADS (1 under make test's workers)
     try:
         httpx.get(f"{url}/models", timeout=2)
         raise AssertionError("server still answers after stop()")

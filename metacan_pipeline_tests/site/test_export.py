@@ -1,0 +1,42 @@
+"""The CSV and JSON Lines text of an export batch, written by Arrow's kernels, against what the standard library's
+``csv.writer`` and ``json`` write for the same values (quotes, commas, newlines, nulls, doubles, lists, non-ASCII)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pyarrow as pa
+
+from metacan_pipeline.site.export import _cell, _csv_lines, _lines
+
+BATCH = pa.record_batch(
+    {
+        "id": ["W1", "W2", "W3", "W4"],
+        "title": ['He said "no", twice', "line\nbreak\r\nand CR", None, "Été, à Montréal ✓"],
+        "year": pa.array([2020, None, 1999, 2024], pa.int32()),
+        "flag": [True, False, None, True],
+        "score": pa.array([1.0, 0.30000000000000004, None, 1e-05], pa.float64()),
+        "cats": pa.array([["sts", "bibliometrics"], [], None, ["a,b"]], pa.list_(pa.string())),
+    }
+)
+
+
+def test_csv_lines_are_what_csv_writer_writes_for_the_same_cells():
+    want = io.StringIO()
+    rows = [[_cell(v) for v in row.values()] for row in BATCH.to_pylist()]
+    csv.writer(want, lineterminator="\n").writerows(rows)
+    got = _csv_lines(BATCH)
+    assert isinstance(got, bytes) and got.decode("utf-8") == want.getvalue()
+    assert list(csv.reader(io.StringIO(got.decode()))) == rows
+    part = io.StringIO()
+    csv.writer(part, lineterminator="\n").writerows(rows[1:3])
+    assert _csv_lines(BATCH.slice(1, 2)).decode() == part.getvalue()  # a slice of a batch, as DuckDB's reader gives
+    assert _csv_lines(BATCH.slice(0, 0)) == b""
+
+
+def test_lines_join_every_value_with_a_newline_each_also_for_a_sliced_array():
+    values = pa.array(['{"a": 1}', "é", "", '{"b": "x\\ny"}'])
+    assert _lines(values) == "".join(v + "\n" for v in values.to_pylist()).encode()
+    assert _lines(values.slice(1, 2)) == "é\n\n".encode()
+    assert _lines(values.slice(0, 0)) == b""
