@@ -16,6 +16,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_S3_ANON`` | object-storage input (an ``s3://`` folder): ``1`` reads anonymously (a public bucket such as ``s3://openalex``), ``0`` signs with the AWS credentials | anonymous when no AWS credentials are found |
 | ``METACAN_S3_ENDPOINT_URL`` (else ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``) | the S3 endpoint of an S3-compatible server (MinIO, Ceph, moto) | AWS |
 | ``METACAN_REMOTE_READ_ATTEMPTS`` | reads of one object-storage input file before its part is quarantined | ``4`` |
+| ``METACAN_DASK_SCHEDULER`` | the address of a running Dask scheduler (``tcp://host:8786``) that builds ``frame_parts``; its workers must import ``metacan_pipeline`` and reach the input files and the data folder | unset: a local cluster of ``workers`` processes per build |
 | ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_PROFILE`` / ... | S3 credentials, found by botocore as usual, never logged | unset |
 | ``METACAN_LLAMA_THREADS`` | CPU threads of the embedded llama.cpp teacher server; on a machine whose cores are busy with other work, ``1`` (llama.cpp's threads wait on each other by spinning: at load 13 on 2 cores, one call took 25-29 s with 1 thread against 72-145 s with 2) | ``2`` |
 | ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
@@ -47,6 +48,9 @@ AWS_ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 REMOTE_READ_ATTEMPTS_ENV = "METACAN_REMOTE_READ_ATTEMPTS"
 DEFAULT_REMOTE_READ_ATTEMPTS = 4
 REPORT_URL_ENV = "METACAN_REPORT_URL"
+DASK_SCHEDULER_ENV = "METACAN_DASK_SCHEDULER"
+#: The address schemes of distributed's comms (``host:port`` alone means ``tcp://``).
+DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
 LLAMA_THREADS_ENV = "METACAN_LLAMA_THREADS"
 DEFAULT_LLAMA_THREADS = 2
 SITE_URL_ENV = "METACAN_SITE_URL"
@@ -129,6 +133,27 @@ def remote_read_attempts() -> int:
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{REMOTE_READ_ATTEMPTS_ENV}={value!r} must be a whole number of at least 1")
     return int(value)
+
+
+def dask_scheduler() -> str | None:
+    """``$METACAN_DASK_SCHEDULER``: the address of a running Dask scheduler that ``frame_parts`` hands its part builds
+    to (``tcp://10.0.0.5:8786``; ``host:port`` alone means ``tcp://``); None (unset or empty) when each build starts
+    its own local cluster. Raises ValueError naming the variable when the value is not such an address."""
+    value = os.environ.get(DASK_SCHEDULER_ENV, "").strip()
+    if not value:
+        return None
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        scheme, rest = "tcp", value
+    host, _, port = rest.rpartition(":")
+    if scheme not in DASK_SCHEMES or "@" in rest or "/" in rest or not (host and port.isdigit()):
+        shown = value if "@" not in value else f"{scheme}://***@{value.rsplit('@', 1)[1]}"  # never print a secret
+        shown = repr(shown) if len(shown) <= 60 else f"{shown[:60]!r}..."
+        raise ValueError(
+            f"{DASK_SCHEDULER_ENV}={shown} is not the address of a Dask scheduler: give e.g. tcp://10.0.0.5:8786 "
+            f"(schemes {', '.join(DASK_SCHEMES)}), or unset it to build the parts on a local cluster"
+        )
+    return f"{scheme}://{rest}"
 
 
 def llama_threads() -> int:

@@ -15,6 +15,7 @@ from collections import Counter
 import dagster as dg
 import pyarrow as pa
 
+from .. import settings
 from ..meta import table_metadata
 from ..openalex.inventory import take_inventory
 from ..openalex.reader import Record, iter_records
@@ -41,7 +42,8 @@ __all__ = ["canadian_entities", "frame", "frame_parts", "openalex_inventory", "o
 
 
 class IngestConfig(dg.Config):
-    """Parallelism of the part builds: worker processes (0 = one per CPU core)."""
+    """Parallelism of the part builds: worker processes of the local Dask cluster (0 = one per CPU core; 1 = in the
+    run's own process). Ignored when ``METACAN_DASK_SCHEDULER`` names a running scheduler: its workers build them."""
 
     workers: int = 0
 
@@ -167,7 +169,9 @@ def frame_parts(
     (:mod:`metacan_pipeline.frame.parts`).
 
     A backfill of many partitions runs as one run whose files are built ``workers`` at a time,
-    largest first. A part already built with the same build key (file size and mtime, entity-list
+    largest first, by a local Dask cluster started for the run (one worker process per core by default), or by
+    the workers of the Dask scheduler that ``METACAN_DASK_SCHEDULER`` names. A worker that dies mid-part loses
+    only that part's unfinished folder: the part is built again on another worker and counted once. A part already built with the same build key (file size and mtime, entity-list
     versions, lexicon and code version) is skipped without being read, so an interrupted build
     resumes at the first unfinished part; a part whose file could not be read from object storage (quarantined
     with the reason) is read again. Each part's record count is checked against its snapshot
@@ -183,14 +187,20 @@ def frame_parts(
         context.log.warning(
             f"no input files in partition(s) {sorted(keys)}: materialize openalex_inventory to refresh the partitions"
         )
-    workers = default_workers(config.workers)
+    try:
+        workers, scheduler = default_workers(config.workers), settings.dask_scheduler()
+    except ValueError as exc:  # METACAN_DASK_SCHEDULER is not an address
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
     context.log.info(
         f"frame_parts: {len(jobs)} files in {len(keys)} partition(s); {len(skipped)} already built, {len(todo)} to build "
-        f"with {workers} worker(s)"
+        + (f"on the Dask scheduler {scheduler}" if scheduler else f"with {workers} worker(s)")
     )
-    built = ingest.run_part_builds(context.log, todo, parts_root, entities, context.run.run_id, workers)
+    built, where = ingest.run_part_builds(
+        context.log, todo, parts_root, entities, context.run.run_id, workers, scheduler
+    )
     quarantine = quarantine_reasons(parts_root, built)
-    return dg.MaterializeResult(metadata=ingest.parts_metadata(skipped + built, built, keys, workers, quarantine))
+    metadata = ingest.parts_metadata(skipped + built, built, keys, workers, quarantine, where)
+    return dg.MaterializeResult(metadata=metadata)
 
 
 _FRAME_DEPS = ["frame_parts", "openalex_inventory", "canadian_entities"]

@@ -23,7 +23,7 @@ from ..tables.frame import BUILD_MANIFEST_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEM
 from ..tables.openalex import INVENTORY_SCHEMA
 from .entities import EntityLists
 from .merge import PREVIEW_COLUMNS, FrameSummary, MergeResult
-from .parts import InputChanged, PartJob, build_parts
+from .parts import ClusterError, InputChanged, PartJob, build_parts
 
 
 def _folder_list(roots: list[Path]) -> str:
@@ -85,16 +85,30 @@ def part_built_message(row: dict, done: int, total: int) -> str:
 
 
 def run_part_builds(
-    log: Any, todo: list[tuple[PartJob, str]], parts_root: Path, entities: EntityLists, run_id: str, workers: int
-) -> list[dict]:
-    """Build the parts ``todo`` (:func:`.parts.build_parts`) with a progress bar in bytes, logging each
-    part and warning on a record count that disagrees with the snapshot manifest; returns their
-    manifest rows. A file changed since the inventory stops the build with a dg.Failure (the parts
-    finished before it are kept; a re-run after ``frame_refresh`` builds the rest)."""
+    log: Any,
+    todo: list[tuple[PartJob, str]],
+    parts_root: Path,
+    entities: EntityLists,
+    run_id: str,
+    workers: int,
+    scheduler: str | None = None,
+) -> tuple[list[dict], str]:
+    """Build the parts ``todo`` (:func:`.parts.build_parts`: on the Dask scheduler at ``scheduler``, else a local
+    cluster of ``workers`` processes) with a progress bar in bytes, logging where they are built, each part, and a
+    warning on a record count that disagrees with the snapshot manifest; returns their manifest rows and the
+    sentence saying where they were built. A file changed since the inventory stops the build with a dg.Failure
+    (the parts finished before it are kept; a re-run after ``frame_refresh`` builds the rest); so does a scheduler
+    that does not answer, or a part every worker died building."""
     built: list[dict] = []
+    where: list[str] = []
+
+    def on_cluster(sentence: str) -> None:
+        where.append(sentence)
+        log.info(f"frame_parts: building {len(todo)} part(s) on {sentence}")
+
     progress = tqdm(total=sum(j.bytes for j, _ in todo), desc="frame_parts", unit="B", unit_scale=True, disable=None)
     try:
-        for row in build_parts(todo, parts_root, entities, run_id, workers):
+        for row in build_parts(todo, parts_root, entities, run_id, workers, scheduler=scheduler, on_cluster=on_cluster):
             built.append(row)
             progress.update(row["bytes"])
             log.info(part_built_message(row, len(built), len(todo)))
@@ -110,16 +124,19 @@ def run_part_builds(
                 )
     except InputChanged as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
+    except ClusterError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=True) from None
     progress.close()
-    return built
+    return built, (where[0] if where else "nowhere (nothing to build)")
 
 
 def parts_metadata(
-    rows: list[dict], built: list[dict], keys: set[str], workers: int, quarantine: Counter
+    rows: list[dict], built: list[dict], keys: set[str], workers: int, quarantine: Counter, built_on: str = ""
 ) -> dict[str, Any]:
     """The ``frame_parts`` metadata over the manifest ``rows`` of the selected partitions (``built``
     in this run, the others skipped): the routed rows they hold (candidates for the frame, in
-    ROUTED_SCHEMA), a preview of the parts, counts, quarantine reasons and count mismatches."""
+    ROUTED_SCHEMA), a preview of the parts, counts, quarantine reasons, count mismatches and where the parts
+    were built (``built_on``: the sentence of :func:`run_part_builds`)."""
     mismatches = [r for r in rows if r["count_check"] == "mismatch"]
     routed = sum(r["routed"] for r in rows)
     return {
@@ -145,6 +162,7 @@ def parts_metadata(
         ),
         "build_seconds": round(sum(r["seconds"] for r in built), 1),
         "workers": workers,
+        "parts_built_on": built_on,
     }
 
 

@@ -23,16 +23,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import multiprocessing as mp
 import os
 import shutil
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -47,6 +47,9 @@ from ..tables.frame import QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INDEX_SCHEMA
 from .entities import EntityLists
 from .routes import route_row
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 PART_CODE_VERSION = (
     "part-v5"  # v3: host_venue, Crossref types, tar members; v4: other_institutions, ca_funder_names; v5: ca_authors
@@ -82,6 +85,10 @@ class PartJob:
 
 class InputChanged(Exception):
     """The file is not the one ``openalex_inventory`` took stock of (rewritten, resized or gone since)."""
+
+
+class ClusterError(RuntimeError):
+    """The part builds could not go on: the Dask scheduler did not answer, or every worker given a part died."""
 
 
 def _check_unchanged(job: PartJob, when: str) -> None:
@@ -369,22 +376,109 @@ def build_parts(
     run_id: str,
     workers: int,
     fast: bool = True,
+    scheduler: str | None = None,
+    on_cluster: Callable[[str], None] | None = None,
 ) -> Iterator[dict]:
-    """Build every ``(job, key)``, ``workers`` at a time (1 = in this process), largest file first so
-    the last busy worker is not left with the biggest part; yields manifest rows as parts finish."""
+    """Build every ``(job, key)``, largest file first so the last busy worker is not left with the biggest part;
+    yields manifest rows as parts finish.
+
+    Where: on the Dask scheduler at ``scheduler`` when given (``METACAN_DASK_SCHEDULER``: its workers must import this
+    package and reach ``parts_root`` and the input files), else on a ``LocalCluster`` of ``workers`` processes of one
+    thread each, started for this call and closed after it (:func:`dask_client`), else (``workers`` <= 1 or a single
+    part, no scheduler) in this process; nothing at all when ``jobs`` is empty. ``on_cluster`` hears one sentence
+    saying which.
+
+    A worker that dies mid-part (killed, out of memory) loses nothing finished: its part's temporary folder is never
+    renamed into place and the scheduler hands the part to another worker, whose :func:`build_part` removes that
+    folder under the part's lock and builds the part whole; the part's row is yielded once. A part that kills
+    ``distributed.scheduler.allowed-failures`` + 1 workers (3 + 1 by default) stops the build with a ClusterError
+    naming its file. Any other error of a part build (InputChanged, OSError) is raised here as it was raised there;
+    the parts still building are then abandoned with the cluster (their temporary folders are removed by the next
+    build of the same part)."""
     order = sorted(jobs, key=lambda jk: -jk[0].bytes)
-    if workers <= 1 or len(order) <= 1:
+    if not order:  # nothing to build: no cluster started, no scheduler asked
+        return
+    if scheduler is None and (workers <= 1 or len(order) <= 1):
+        if on_cluster:
+            on_cluster("this process (no cluster)")
         for job, key in order:
             yield build_part(job, str(parts_root), entities, key, run_id, fast=fast)
         return
-    with ProcessPoolExecutor(max_workers=min(workers, len(order)), mp_context=mp.get_context("spawn")) as pool:
-        pending = {
-            pool.submit(build_part, job, str(parts_root), entities, key, run_id, fast=fast) for job, key in order
+    from distributed import as_completed
+    from distributed.scheduler import KilledWorker
+
+    with dask_client(min(workers, len(order)), scheduler) as (client, where):
+        if on_cluster:
+            on_cluster(where)
+        # the entity lists once, as a task the scheduler can run again if the worker holding them dies
+        lists = client.submit(_same, entities, key=f"frame-entities-{run_id}-{uuid.uuid4().hex[:8]}", pure=False)
+        futures = {
+            client.submit(
+                build_part,
+                job,
+                str(parts_root),
+                lists,
+                key,
+                run_id,
+                fast=fast,
+                key=f"frame-part-{key}",
+                pure=False,
+                priority=len(order) - i,
+            ): job
+            for i, (job, key) in enumerate(order)
         }
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                yield fut.result()
+        for fut in as_completed(futures, loop=client.loop):
+            try:
+                row = fut.result()
+            except KilledWorker:
+                raise ClusterError(
+                    f"{futures[fut].source_file}: every worker that built its part died ({fut.key}); a part that "
+                    f"needs more memory than a worker has? Its finished parts are kept: raise the workers' memory or "
+                    f"build with fewer workers, then materialize frame_parts again"
+                ) from None
+            yield row
+
+
+def _same(value):
+    """``value`` itself: a task that holds the entity lists on the cluster."""
+    return value
+
+
+@contextmanager
+def dask_client(workers: int, scheduler: str | None = None) -> Iterator[tuple[Client, str]]:
+    """``(client, where)``: a client of the scheduler at ``scheduler`` (left running on exit), else of a new
+    ``LocalCluster`` of ``workers`` worker processes with one thread each and no dashboard, closed on exit; ``where``
+    says which in one sentence. Raises ClusterError naming the address when the scheduler does not answer within
+    ``distributed.comm.timeouts.connect`` (30 s)."""
+    from distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, set_as_default=False)  # waits distributed.comm.timeouts.connect (30 s)
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(
+                f"the Dask scheduler at {scheduler} (METACAN_DASK_SCHEDULER) did not answer ({type(exc).__name__}): "
+                f"start it, or unset METACAN_DASK_SCHEDULER to build the parts on a local cluster"
+            ) from None
+        with client:
+            n = len(client.scheduler_info().get("workers", {}))
+            yield client, f"the Dask scheduler at {scheduler} ({n} worker(s) now)"
+        return
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        scheduler_port=0,
+        dashboard_address=None,  # no dashboard (bokeh is not needed) ...
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},  # ... and its plain HTTP routes on a free port, not 8787
+        worker_dashboard_address=None,
+    )
+    with cluster, Client(cluster, set_as_default=False) as client:
+        yield (
+            client,
+            f"a local Dask cluster of {workers} worker process(es), 1 thread each ({cluster.scheduler_address})",
+        )
 
 
 def default_workers(configured: int) -> int:

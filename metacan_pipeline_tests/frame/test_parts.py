@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -261,3 +262,112 @@ def test_a_file_changed_after_the_inventory_is_not_built_under_its_old_key(tmp_p
     with duckdb.connect(str(data / "metacan.duckdb"), read_only=True) as con:
         frame_ids = {r[0] for r in con.execute("SELECT id FROM frame").fetchall()}
     assert frame_ids == set(ca[:2]) | (set(ca[4:7]) if change == "rewritten" else set())
+
+
+PRELOAD = Path(__file__).with_name("dask_kill_preload.py")
+
+
+def _largest_part(inp: Path) -> str:
+    return max((p for p in inp.glob("data/works/*/*.gz")), key=lambda p: p.stat().st_size).relative_to(inp).as_posix()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_part_loses_nothing_and_the_part_is_built_again_elsewhere_and_counted_once(
+    tmp_path, clean_input, clean_build, monkeypatch
+):
+    """The default local cluster of two worker processes; the first worker to build the largest part SIGKILLs itself
+    after writing that part's rows into its temporary folder (dask_kill_preload.py, loaded by every worker)."""
+    import dask
+
+    marks, data = tmp_path / "marks", tmp_path / "data"
+    marks.mkdir()
+    killed_part = _largest_part(clean_input)
+    monkeypatch.setenv("METACAN_TEST_KILL_DIR", str(marks))
+    monkeypatch.setenv("METACAN_TEST_KILL_PART", killed_part)
+    monkeypatch.delenv("METACAN_DASK_SCHEDULER", raising=False)
+    with dask.config.set({"distributed.worker.preload": [str(PRELOAD)]}):
+        _, result = build_frame(data, clean_input)
+    assert result.success
+
+    killed = int((marks / "killed").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed, 0)  # that worker process is gone
+    [rebuilt] = [int(p.name.split("-")[1]) for p in marks.glob("rebuilt-*")]
+    assert rebuilt != killed  # built again, once, by another worker process
+    builders = {int(p.name.split("-")[1]) for p in marks.glob("built-*")}
+    assert len(builders - {killed}) >= 1 and killed in builders
+
+    md = node_metadata(result, "frame_parts")
+    total = len(_manifests(clean_build[0]))
+    assert "local Dask cluster of 2 worker process(es)" in md["parts_built_on"]
+    assert (md["parts"], md["parts_built"], md["parts_already_built"]) == (total, total, 0)
+    clean_md = node_metadata(clean_build[1], "frame_parts")
+    assert (md["records_read"], md["work_records_read"], md["routed_works"]) == (
+        clean_md["records_read"],
+        clean_md["work_records_read"],
+        clean_md["routed_works"],
+    )
+    manifests = _manifests(data)
+    assert set(manifests) == set(_manifests(clean_build[0]))
+    assert {json.loads(t)["run_id"] for t in manifests.values()} == {result.run_id}
+    assert [str(p) for p in (data / "warehouse").rglob("*") if ".tmp-" in p.name] == []  # the dead build's folder
+    frame = _frame(data)
+    assert frame == _frame(clean_build[0]) and len(frame) == len({r["id"] for r in frame}) > 0
+    assert node_metadata(result, "frame")["frame_build_id"] == node_metadata(clean_build[1], "frame")["frame_build_id"]
+
+
+@pytest.mark.slow
+def test_parts_are_built_by_the_dask_scheduler_that_the_setting_names_and_it_is_left_running(
+    tmp_path, clean_input, clean_build, monkeypatch
+):
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, protocol="tcp", dashboard_address=None
+    ) as cluster:
+        monkeypatch.setenv("METACAN_DASK_SCHEDULER", cluster.scheduler_address)
+        _, result = build_frame(tmp_path / "data", clean_input)
+        assert result.success
+        md = node_metadata(result, "frame_parts")
+        assert f"the Dask scheduler at {cluster.scheduler_address} (1 worker(s) now)" == md["parts_built_on"]
+        assert md["parts_built"] == len(_manifests(clean_build[0]))
+        with Client(cluster.scheduler_address, timeout="10s") as client:  # not closed by the build
+            assert len(client.scheduler_info()["workers"]) == 1
+    assert _frame(tmp_path / "data") == _frame(clean_build[0])
+
+
+def test_a_scheduler_setting_that_is_not_an_address_is_refused_naming_the_variable(monkeypatch):
+    from metacan_pipeline import settings
+
+    monkeypatch.delenv("METACAN_DASK_SCHEDULER", raising=False)
+    assert settings.dask_scheduler() is None
+    for value, address in (
+        (" tcp://10.0.0.5:8786 ", "tcp://10.0.0.5:8786"),
+        ("10.0.0.5:8786", "tcp://10.0.0.5:8786"),
+        ("tls://[::1]:8786", "tls://[::1]:8786"),
+    ):
+        monkeypatch.setenv("METACAN_DASK_SCHEDULER", value)
+        assert settings.dask_scheduler() == address
+    for value in ("http://10.0.0.5:8786", "10.0.0.5", "tcp://user:pw@host:8786", "tcp://host:port/x"):
+        monkeypatch.setenv("METACAN_DASK_SCHEDULER", value)
+        with pytest.raises(ValueError, match="METACAN_DASK_SCHEDULER=.* is not the address of a Dask scheduler") as err:
+            settings.dask_scheduler()
+        assert "pw" not in str(err.value)
+
+
+def test_a_scheduler_that_does_not_answer_stops_the_build_naming_its_address_and_the_setting(tmp_path):
+    import dask
+
+    from metacan_pipeline.frame.entities import EntityLists
+    from metacan_pipeline.frame.parts import ClusterError, PartJob, build_parts
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    lists = EntityLists({}, {}, {}, {})
+    job = PartJob(str(tmp_path / "in.jsonl"), "in.jsonl", "files", 1, 1, None, "no_manifest")
+    assert list(build_parts([], tmp_path, lists, "run", workers=2, scheduler=address)) == []  # nothing to ask it
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), pytest.raises(ClusterError) as err:
+        list(build_parts([(job, "key")], tmp_path, lists, "run", workers=2, scheduler=address))
+    assert address in str(err.value) and "METACAN_DASK_SCHEDULER" in str(err.value)
+    assert not list(tmp_path.iterdir())
