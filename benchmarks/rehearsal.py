@@ -278,6 +278,20 @@ def admitted_templates(scratch: Path) -> list[int]:
     return keep
 
 
+def forget_teacher_labels(data_dir: Path) -> None:
+    """Delete the stub teachers' calls, labels and call archives from a run folder kept with ``--resume``, so the
+    label stages of a later run (e.g. after a code change) send every work again instead of reusing them."""
+    import duckdb
+
+    con = duckdb.connect(str(data_dir / "metacan.duckdb"))
+    try:
+        for table in ("teacher_labels", "teacher_calls", "teacher_archives"):
+            con.execute(f"DELETE FROM {table}")
+    finally:
+        con.close()
+    shutil.rmtree(data_dir / "teacher_archive", ignore_errors=True)
+
+
 def rehearse(args: argparse.Namespace) -> dict:
     from make_scale_input import make_scale_input
 
@@ -287,10 +301,13 @@ def rehearse(args: argparse.Namespace) -> dict:
     scratch = args.scratch.resolve()
     scratch.mkdir(parents=True, exist_ok=True)
     keep = admitted_templates(scratch) if args.admitted_only else None
-    tag = f"{n}_admitted" if keep is not None else f"{n}"
-    input_dir = scratch / f"snapshot_{tag}"
+    snapshot_tag = f"{n}_admitted" if keep is not None else f"{n}"
+    tag = args.name or snapshot_tag
+    input_dir = scratch / f"snapshot_{snapshot_tag}"
     run_dir = scratch / f"run_{tag}"
     data_dir, home, logs = fresh_run_dir(run_dir, args.resume)
+    if args.fresh_labels:
+        forget_teacher_labels(data_dir)
     t0 = time.perf_counter()
     snapshot = make_scale_input(n, input_dir, procs=args.procs, keep=keep)
     snapshot["seconds_this_run"] = time.perf_counter() - t0
@@ -316,6 +333,9 @@ def rehearse(args: argparse.Namespace) -> dict:
             METACAN_OPENALEX_DIR=str(input_dir),
         )
         sizes = (0, 0)
+        if (data_dir / "warehouse" / "frame").exists():  # a resumed run: the frame is already built
+            sizes = sampling_frame_size(data_dir)
+            out["frame_works"], out["sampling_frame_works"] = sizes[1], sizes[0]
         for stage, _names, _kind in STAGES:
             if stage in skip or (args.only and stage not in args.only.split(",")):
                 continue
@@ -454,6 +474,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip", default="", help="comma list of stages to leave out (e.g. pages)")
     ap.add_argument("--only", default="", help="comma list: run only these stages (with --resume)")
     ap.add_argument("--resume", action="store_true", help="keep the run folder (stages already run stay)")
+    ap.add_argument("--name", default="", help="run folder run_<name> and output rehearsal_<name>.json")
+    ap.add_argument(
+        "--fresh-labels", action="store_true", help="with --resume: forget the teachers' labels first (sent again)"
+    )
     ap.add_argument("--machines", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     ap.add_argument("--project-works", type=int, default=4_300_000)
     add_child_args(ap, ("data", "input", "config"))
@@ -464,7 +488,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     out = rehearse(args)
     print_table(out)
-    print(f"wrote {OUT / ('rehearsal_' + str(args.works) + ('_admitted' if args.admitted_only else '') + '.json')}")
+    print(
+        f"wrote {OUT / ('rehearsal_' + (args.name or str(args.works) + ('_admitted' if args.admitted_only else '')) + '.json')}"
+    )
 
 
 if __name__ == "__main__":
