@@ -106,6 +106,7 @@ def iter_selected(storage: MetacanStorage, spec: TeacherSpec, chunk_works: int =
             rows = [w for w in rows if w["id"] in wanted]
         if rows:
             yield rows
+        del rows, batch  # released before the next batch is read
 
 
 def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
@@ -221,6 +222,7 @@ def label_works(
             if stopped is not None:
                 stopped.stats = stats  # what was done and stored before the stop
                 raise stopped
+            del chunk, plan  # released before the next chunk is read: one chunk in memory at a time, not two
         stats.view_hashes = spill.result()
         return stats
 
