@@ -197,6 +197,8 @@ def run_stage(
             "load_after": loadavg(),
             "user_cpu_seconds": rusage.ru_utime,
             "sys_cpu_seconds": rusage.ru_stime,
+            # blocks (512 bytes) the child and its waited-for descendants caused to be written to storage
+            "ru_oublock": rusage.ru_oublock,
         }
     )
     if pss:

@@ -154,8 +154,11 @@ def make_scale_input(
     procs: int = 2,
     force: bool = False,
     quiet: bool = False,
+    keep: list[int] | None = None,
 ) -> dict:
-    """Create (or reuse) the scale input; returns a summary dict (works, parts, bytes, seconds, reused)."""
+    """Create (or reuse) the scale input; returns a summary dict (works, parts, bytes, seconds, reused).
+    ``keep``: re-emit only these source records (indices in :func:`work_templates` order), e.g. the ones the
+    frame admits (``benchmarks/rehearsal.py --admitted-only``)."""
     out_dir = Path(out_dir).resolve()
     works_dir = out_dir / "data" / "works"
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
@@ -176,6 +179,8 @@ def make_scale_input(
     if (out_dir / "data").exists():
         shutil.rmtree(out_dir / "data")
     templates = work_templates(source)
+    if keep is not None:
+        templates = [templates[i] for i in keep]
     n_parts = max(1, -(-n // per_part))
     jobs = []
     for k in range(n_parts):

@@ -5,6 +5,7 @@ stored final human code behind it, no ``human_validated:<protocol>`` status with
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import dagster as dg
 
@@ -26,17 +27,32 @@ def stored_human_codes(store: CodingStore, protocol_ids: set[str]) -> dict[tuple
 
 
 def human_layer_problems(storage: MetacanStorage) -> tuple[int, list[str]]:
-    """Records checked and every violation of :func:`.human_layer.human_layer_violations` over ``work_records``."""
-    records = [json.loads(t) for b in storage.iter_batches("work_records", columns=["record_json"])
-               for t in b.column("record_json").to_pylist()]  # fmt: skip
-    pids = {r["human_code"].get("protocol_id") for r in records if r.get("human_code")}
+    """Records checked and every violation of :func:`.human_layer.human_layer_violations` over ``work_records``,
+    in record order. Two passes over the records in batches (the protocols their human codes name, then the
+    violations), so memory holds one batch of parsed records, never the table."""
+    pids = {
+        r["human_code"].get("protocol_id")
+        for batch in _record_batches(storage, only_with='"human_code"')  # most records have none: not parsed
+        for r in batch
+        if r.get("human_code")
+    }
     stored: dict = {}
     if pids:
         with CodingStore(coding_store_path(str(storage.root))) as store:
             stored = stored_human_codes(store, {p for p in pids if p})
     passing = read_passing_heads(storage)
-    violations = [v for r in records for v in human_layer_violations(r, stored, passing)]
-    return len(records), violations
+    checked, violations = 0, []
+    for batch in _record_batches(storage):
+        checked += len(batch)
+        violations += [v for r in batch for v in human_layer_violations(r, stored, passing)]
+    return checked, violations
+
+
+def _record_batches(storage: MetacanStorage, only_with: str = "") -> Iterator[list[dict]]:
+    """``work_records`` parsed, one Parquet batch (50,000 records) at a time; ``only_with``: only the records whose
+    JSON text holds that string (a key, quoted) are parsed and yielded."""
+    for b in storage.iter_batches("work_records", columns=["record_json"]):
+        yield [json.loads(t) for t in b.column("record_json").to_pylist() if only_with in t]
 
 
 @dg.asset_check(

@@ -1,15 +1,15 @@
 """The ``sample_design`` asset and its blocking check (SPEC section 5)."""
 
-from collections import Counter
+import shutil
+import uuid
 
 import dagster as dg
-import pyarrow as pa
 from pydantic import Field
 
 from ..meta import counts_markdown, table_metadata
 from ..storage import MetacanStorage
 from ..tables.sampling import DESIGN_SCHEMA
-from .design import META_SIGNALS, EnrichmentRule, StrataSpec, draw_sample
+from .design import DESIGN_INPUT_COLUMNS, META_SIGNALS, EnrichmentRule, StrataSpec, stream_design
 
 
 class EnrichmentStratumConfig(dg.Config):
@@ -64,14 +64,21 @@ def sample_design(
     ``enrichment``), N_h, n_h, salted-hash rank, ``selection_probability = n_h / N_h``,
     ``design_weight = 1 / pi`` and ``in_sample``. The ``codex`` teacher labels the works in the sample.
     """
-    rows = storage.read_table(
-        "frame", ["id", "route_key", "has_abstract", "language", "title_text", "venue_id", "in_sampling_frame"]
-    ).to_pylist()
-    eligible = [r for r in rows if r["in_sampling_frame"]]  # filter first, then sample (never the other way round)
-    design = draw_sample(eligible, config.fraction, config.min_per_stratum, config.salt, config.strata_spec())
-    n = storage.write_table("sample_design", pa.Table.from_pylist(design, schema=DESIGN_SCHEMA))
-    sizes = {r["stratum"]: r["stratum_size"] for r in design}
-    sampled = Counter(r["stratum"] for r in design if r["in_sample"])
+    workdir = storage.root / "tmp" / f"sample-design-{uuid.uuid4().hex[:8]}"
+    try:
+        batches = storage.iter_batches("frame", 50_000, DESIGN_INPUT_COLUMNS)  # filter first, then sample
+        design = stream_design(
+            batches, config.fraction, config.min_per_stratum, config.salt, config.strata_spec(), workdir
+        )
+        n = storage.write_table("sample_design", design, schema=DESIGN_SCHEMA)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    with storage.connect(read_only=True) as con:
+        sizes = dict(con.execute("SELECT DISTINCT stratum, stratum_size FROM sample_design").fetchall())
+        sampled = dict(
+            con.execute("SELECT stratum, count(*) FROM sample_design WHERE in_sample GROUP BY ALL").fetchall()
+        )
+        preview = con.execute("SELECT * FROM sample_design WHERE in_sample LIMIT 10").to_arrow_table().to_pylist()
     context.log.info(
         f"sample_design: {n} sampling-frame works in {len(sizes)} strata; {sum(sampled.values())} in the sample"
     )
@@ -79,12 +86,12 @@ def sample_design(
         metadata=table_metadata(
             DESIGN_SCHEMA,
             n,
-            [r for r in design if r["in_sample"]],
+            preview,
             ["id", "stratum", "selection_probability", "design_weight"],
             strata=len(sizes),
             sample_size=sum(sampled.values()),
             stratum_sizes=counts_markdown(sizes, "stratum", "N_h"),
-            stratum_sample_sizes=counts_markdown(dict(sampled), "stratum", "n_h"),
+            stratum_sample_sizes=counts_markdown(sampled, "stratum", "n_h"),
         )
     )
 

@@ -16,7 +16,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 
 def salted_hash(work_id: str, salt: str) -> str:
@@ -140,3 +146,73 @@ def stratum_design(ids: list[str], stratum: str, n: int, salt: str) -> list[dict
         }
         for rank, wid in enumerate(sorted(ids, key=lambda i: (salted_hash(i, salt), i)))
     ]
+
+
+#: Columns of the frame the design reads (:func:`stage_strata`).
+DESIGN_INPUT_COLUMNS = ["id", "route_key", "has_abstract", "language", "title_text", "venue_id", "in_sampling_frame"]
+_STAGED = pa.schema([("id", pa.string()), ("stratum", pa.string()), ("hash", pa.string())])
+
+
+def stage_strata(batches: Iterable[pa.RecordBatch], spec: StrataSpec, salt: str, path: Path) -> dict[str, int]:
+    """Write ``(id, stratum, salted hash)`` of every sampling-frame row of ``batches`` (frame columns
+    :data:`DESIGN_INPUT_COLUMNS`) to the Parquet file ``path``, one batch at a time (filter first, then
+    stratify); returns ``{stratum: N_h}``."""
+    sizes: dict[str, int] = defaultdict(int)
+    with pq.ParquetWriter(str(path), _STAGED) as writer:
+        for batch in batches:
+            rows = [r for r in batch.to_pylist() if r["in_sampling_frame"]]
+            strata = [stratum_of(r, spec) for r in rows]
+            for stratum in strata:
+                sizes[stratum] += 1
+            ids = [r["id"] for r in rows]
+            hashes = [salted_hash(i, salt) for i in ids]
+            writer.write_table(pa.table({"id": ids, "stratum": strata, "hash": hashes}, schema=_STAGED))
+    return dict(sizes)
+
+
+def stream_design(
+    batches: Iterable[pa.RecordBatch],
+    fraction: float,
+    min_per_stratum: int,
+    salt: str,
+    spec: StrataSpec,
+    workdir: Path,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of :func:`draw_sample` (same values, same order: strata by name, then hash rank) as Arrow
+    batches, for a frame read in ``batches``: the strata and hashes are staged to a Parquet file in
+    ``workdir``, and DuckDB (1 GB, spilling to ``workdir``) ranks each stratum by (hash, id), so memory
+    holds one batch, not the frame. Raises ValueError as :func:`draw_sample` (before anything is yielded)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"sample fraction must be in (0, 1], got {fraction}")
+    if min_per_stratum < 1:
+        raise ValueError(f"min_per_stratum must be >= 1 so that every pi > 0, got {min_per_stratum}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    staged = workdir / "strata.parquet"
+    sizes = stage_strata(batches, spec, salt, staged)
+    fractions = {f"enrich:{rule.name}": rule.fraction for rule in spec.enrichment}
+    n_h = {h: stratum_sample_size(big_n, fractions.get(h, fraction), min_per_stratum) for h, big_n in sizes.items()}
+    for h, n in n_h.items():
+        if not 1 <= n <= sizes[h]:
+            raise ValueError(f"stratum {h!r}: sample size {n} not in [1, N_h = {sizes[h]}]: every pi must be > 0")
+    plan = pa.table(  # noqa: F841 - read by DuckDB below
+        {"stratum": list(sizes), "big_n": list(sizes.values()), "n": [n_h[h] for h in sizes]},
+        schema=pa.schema([("stratum", pa.string()), ("big_n", pa.int64()), ("n", pa.int64())]),
+    )
+    con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(workdir / "spill")})
+    try:
+        con.register("plan", plan)
+        reader = con.execute(
+            f"""SELECT id, stratum, big_n AS stratum_size, n AS stratum_sample_size, hash_rank,
+                       n::DOUBLE / big_n::DOUBLE AS selection_probability,
+                       1::DOUBLE / (n::DOUBLE / big_n::DOUBLE) AS design_weight, hash_rank < n AS in_sample
+                FROM (SELECT id, stratum, row_number() OVER (PARTITION BY stratum ORDER BY hash, id) - 1 AS hash_rank
+                      FROM read_parquet({_literal(str(staged))})) JOIN plan USING (stratum)
+                ORDER BY stratum, hash_rank"""
+        ).to_arrow_reader(50_000)
+        yield from reader
+    finally:
+        con.close()
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"

@@ -12,16 +12,17 @@ from collections import Counter
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import pyarrow as pa
 
 from ..meta import counts_markdown, table_metadata
 from ..openalex.lookup import load_abstracts
 from ..resources import OpenAlexFiles
 from ..settings import pilot_dir
-from ..storage import MetacanStorage
+from ..storage import MetacanStorage, sql_literal
 from ..tables.teachers import LABELS_SCHEMA
 from ..vocab import CATEGORIES, CENSUS_TEACHER, SAMPLE_TEACHER
-from .labelling import LabelRunStats, export_labels, label_works, select_works
+from .labelling import LabelRunStats, covered_ids, discard_view_hashes, export_labels, iter_selected, label_works
 from .qualification import draw_reference_set, frontier_kappa, qualify
 from .registry import TeacherRunConfig, TeacherSpec, direct_labels_table, load_qualification, load_registry, load_roles
 from .server import EmbeddedLlamaServer
@@ -67,7 +68,7 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
         llm_server: EmbeddedLlamaServer,
     ) -> dg.MaterializeResult:
         run_spec = config.apply(spec)
-        works = select_works(storage, run_spec)
+        works = iter_selected(storage, run_spec)  # chunk after chunk: a census of millions is never held at once
 
         def abstracts(rows: list[dict]) -> dict[str, str | None]:
             return load_abstracts(
@@ -84,25 +85,42 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
             abstracts=abstracts,
             max_works=config.max_works,
         )
-        table = export_labels(storage, run_spec, stats.view_hashes)
-        return dg.MaterializeResult(metadata=direct_labels_metadata(run_spec, table, stats))
+        try:
+            export_labels(storage, run_spec, stats.view_hashes)
+        finally:
+            discard_view_hashes(stats.view_hashes)
+        return dg.MaterializeResult(metadata=direct_labels_metadata(run_spec, storage, stats))
 
     return _asset
 
 
-def direct_labels_metadata(spec: TeacherSpec, table: pa.Table, stats: LabelRunStats) -> dict:
-    """The metadata of ``direct_labels_<name>``: the table's (row count, schema, preview), the teacher's
-    configuration, what this run did (calls, tokens, cost, reuse, rule labels, deferrals, recoveries) and
-    the labels by status and category."""
-    rows = table.to_pylist()
-    status = Counter(r["status"] for r in rows)
-    cats = Counter(c for r in rows for c in (r["categories"] or []))
-    cats["(none: not meta-research)"] = sum(1 for r in rows if r["status"] == "labelled" and not r["categories"])
+def direct_labels_metadata(spec: TeacherSpec, storage: MetacanStorage, stats: LabelRunStats) -> dict:
+    """The metadata of ``direct_labels_<name>`` (as written by :func:`~.labelling.export_labels`): the table's
+    (row count, schema, preview), the teacher's configuration, what this run did (calls, tokens, cost, reuse,
+    rule labels, deferrals, recoveries) and the labels by status and category, counted by DuckDB over the
+    table's Parquet files (no row of it in Python but the preview's)."""
+    files = sql_literal(str(storage.table_dir(direct_labels_table(spec.name)) / "*.parquet"))
+    con = duckdb.connect()
+    try:
+        con.execute(f"CREATE VIEW labels AS SELECT * FROM read_parquet({files})")
+        n = con.execute("SELECT count(*) FROM labels").fetchone()[0]
+        status = dict(con.execute("SELECT status, count(*) FROM labels GROUP BY ALL").fetchall())
+        cats = Counter(
+            dict(
+                con.execute("SELECT c, count(*) FROM (SELECT unnest(categories) c FROM labels) GROUP BY ALL").fetchall()
+            )
+        )
+        cats["(none: not meta-research)"] = con.execute(
+            "SELECT count(*) FROM labels WHERE status = 'labelled' AND coalesce(len(categories), 0) = 0"
+        ).fetchone()[0]
+        preview = con.execute("SELECT * FROM labels LIMIT 10").to_arrow_table().to_pylist()
+    finally:
+        con.close()
     per_work = stats.seconds / stats.sent if stats.sent else None
     return table_metadata(
         LABELS_SCHEMA,
-        table.num_rows,
-        rows,
+        n,
+        preview,
         ["work_id", "status", "categories", "genre", "confidence", "error"],
         teacher=spec.name,
         model=spec.model,
@@ -122,7 +140,7 @@ def direct_labels_metadata(spec: TeacherSpec, table: pa.Table, stats: LabelRunSt
         tokens_this_run=stats.prompt_tokens + stats.completion_tokens,
         cost_usd_this_run=dg.MetadataValue.float(round(stats.cost_usd, 6)),
         seconds_per_work_this_run=dg.MetadataValue.float(round(per_work, 3)) if per_work else dg.MetadataValue.null(),
-        works_missing_a_label=stats.works - table.num_rows,
+        works_missing_a_label=stats.works - n,
         recovered_from_killed_runs=dg.MetadataValue.json(stats.recovered),
         failures_this_run=counts_markdown(dict(stats.failures), "cause"),
         endpoints_this_run=endpoints_markdown(stats),
@@ -159,21 +177,42 @@ def covers_check(spec: TeacherSpec, asset: dg.AssetsDefinition) -> dg.AssetCheck
         description=f"Every work teacher {spec.name} covers ({spec.coverage}) has a label or an explicit failure row.",
     )
     def _check(storage: MetacanStorage) -> dg.AssetCheckResult:
-        covered = {w["id"] for w in select_works(storage, spec)}
-        labelled = storage.read_table(direct_labels_table(spec.name), ["work_id", "status"]).to_pylist()
-        have = {r["work_id"] for r in labelled}
-        missing = sorted(covered - have)
-        return dg.AssetCheckResult(
-            passed=not missing,
-            metadata={
-                "works_covered": len(covered),
-                "works_without_label_or_failure": len(missing),
-                "first_missing": dg.MetadataValue.json(missing[:20]),
-                "failed_labels": sum(1 for r in labelled if r["status"] == "failed"),
-            },
-        )
+        return dg.AssetCheckResult(**coverage_gaps(storage, spec))
 
     return _check
+
+
+def coverage_gaps(storage: MetacanStorage, spec: TeacherSpec) -> dict:
+    """``passed`` and ``metadata`` of ``<name>_covers_its_works``: the covered works (:func:`~.labelling.covered_ids`
+    of the frame) without a row in ``direct_labels_<name>``, counted in DuckDB over the Parquet files (the frame's
+    ids are never a Python set)."""
+    wanted = covered_ids(storage, spec)
+    frame = sql_literal(str(storage.table_dir("frame") / "*.parquet"))
+    labels = sql_literal(str(storage.table_dir(direct_labels_table(spec.name)) / "*.parquet"))
+    storage.require("frame")
+    storage.require(direct_labels_table(spec.name))
+    con = duckdb.connect()
+    try:
+        covered = f"SELECT id FROM read_parquet({frame})"
+        if wanted is not None:
+            con.register("wanted", pa.table({"id": sorted(wanted)}))
+            covered += " WHERE id IN (SELECT id FROM wanted)"
+        gaps = f"FROM ({covered}) WHERE id NOT IN (SELECT work_id FROM read_parquet({labels}))"
+        n_covered = con.execute(f"SELECT count(*) FROM ({covered})").fetchone()[0]
+        n_missing = con.execute(f"SELECT count(*) {gaps}").fetchone()[0]
+        first = [r[0] for r in con.execute(f"SELECT id {gaps} ORDER BY id LIMIT 20").fetchall()]
+        failed = con.execute(f"SELECT count(*) FROM read_parquet({labels}) WHERE status = 'failed'").fetchone()[0]
+    finally:
+        con.close()
+    return {
+        "passed": n_missing == 0,
+        "metadata": {
+            "works_covered": n_covered,
+            "works_without_label_or_failure": n_missing,
+            "first_missing": dg.MetadataValue.json(first),
+            "failed_labels": failed,
+        },
+    }
 
 
 @dg.asset(

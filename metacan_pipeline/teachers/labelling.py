@@ -9,19 +9,22 @@ every call and outcome as it happens; :func:`export_labels` writes the teacher's
 """
 
 import asyncio
+import shutil
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import httpx
 import pyarrow as pa
+import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from ..http import mask_secret
-from ..storage import MetacanStorage
+from ..storage import MetacanStorage, sql_literal
 from ..tables.teachers import LABELS_SCHEMA
 from ..vocab import INSUFFICIENT_PAYLOAD
 from .archive import LabelWriter, recover
@@ -57,24 +60,25 @@ class LabelRunStats:
     failures: Counter = field(default_factory=Counter)
     structured_output: str | None = None
     recovered: dict = field(default_factory=dict)
-    view_hashes: dict[str, str] = field(default_factory=dict)
+    view_hashes: dict[str, str] | Path = field(default_factory=dict)
     endpoints: dict[str, LaneStats] = field(default_factory=dict)
 
 
-def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
-    """The frame rows a teacher covers: ``all`` (every frame work), ``sample`` (``in_sample`` in
-    ``sample_design``, SPEC section 5), ``batch:<name>`` (the ids of that batch in ``label_batches``;
-    ids not in the frame are ignored), ``sample+batch:<name>`` (both: the sample teacher labelling the
-    batches that ``machine_scores`` rounds propose and ``label_batches`` adds). Raises FileNotFoundError naming the asset to
-    materialize first, and ValueError for a ``batch:<name>`` coverage whose batch has no works."""
-    works = storage.read_table("frame").to_pylist()
+#: Frame works a labelling run holds at once (:func:`iter_selected`): views, hashes and the plan are per chunk.
+CHUNK_WORKS = 50_000
+
+
+def covered_ids(storage: MetacanStorage, spec: TeacherSpec) -> set[str] | None:
+    """The ids a teacher covers beyond the frame itself: None for ``all`` (every frame work), else the sample
+    (``in_sample`` in ``sample_design``, SPEC section 5) and/or the ids of batch ``<name>`` in ``label_batches``
+    (a sample or a batch: small). Raises ValueError for a ``batch:<name>`` coverage whose batch has no works."""
     if spec.coverage == "all":
-        return works
+        return None
     wanted: set[str] = set()
     if spec.covers_sample:
-        wanted |= {
-            r["id"] for r in storage.read_table("sample_design", ["id", "in_sample"]).to_pylist() if r["in_sample"]
-        }
+        storage.require("sample_design")
+        sample = pq.read_table(storage.table_dir("sample_design"), columns=["id"], filters=[("in_sample", "=", True)])
+        wanted |= set(sample.column("id").to_pylist())
     if spec.batch is not None:
         with storage.connect() as con:
             batch = {
@@ -87,7 +91,31 @@ def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
                 f"or materialize machine_scores then label_batches, which adds the proposed batch 'active_learning'"
             )
         wanted |= batch
-    return [w for w in works if w["id"] in wanted]
+    return wanted
+
+
+def iter_selected(storage: MetacanStorage, spec: TeacherSpec, chunk_works: int = CHUNK_WORKS) -> Iterator[list[dict]]:
+    """The frame rows a teacher covers (:func:`covered_ids`), in frame order, ``chunk_works`` frame rows read
+    at a time (a chunk holds at most that many works; empty chunks are skipped): a census teacher over a
+    frame of millions never holds the frame in memory. Raises FileNotFoundError naming the asset to
+    materialize first, and ValueError as :func:`covered_ids`."""
+    wanted = covered_ids(storage, spec)
+    for batch in storage.iter_batches("frame", chunk_works):
+        rows = batch.to_pylist()
+        if wanted is not None:
+            rows = [w for w in rows if w["id"] in wanted]
+        if rows:
+            yield rows
+        del rows, batch  # released before the next batch is read
+
+
+def select_works(storage: MetacanStorage, spec: TeacherSpec) -> list[dict]:
+    """The frame rows a teacher covers: ``all`` (every frame work), ``sample`` (``in_sample`` in
+    ``sample_design``, SPEC section 5), ``batch:<name>`` (the ids of that batch in ``label_batches``;
+    ids not in the frame are ignored), ``sample+batch:<name>`` (both: the sample teacher labelling the
+    batches that ``machine_scores`` rounds propose and ``label_batches`` adds). All in one list: for a small
+    frame or coverage; the assets stream (:func:`iter_selected`). Raises as :func:`iter_selected`."""
+    return [w for chunk in iter_selected(storage, spec) for w in chunk]
 
 
 def _label_row(
@@ -134,7 +162,7 @@ def _label_row(
 def label_works(
     storage: MetacanStorage,
     spec: TeacherSpec,
-    works: list[dict],
+    works: list[dict] | Iterable[list[dict]],
     *,
     run_id: str,
     log,
@@ -145,6 +173,9 @@ def label_works(
 ) -> LabelRunStats:
     """Label ``works`` (frame rows) with ``spec``; returns what was done.
 
+    ``works`` is a list of frame rows, or an iterable of such lists (chunks, :func:`iter_selected`): each chunk
+    is planned, given its rule labels and sent before the next is read, so memory holds one chunk; the view
+    hash of every work goes to a Parquet file (``stats.view_hashes`` is then its path) instead of a dict.
     ``base_url`` gives the URL of a teacher of one endpoint (default: ``spec.base_url``), and is called
     only when some work must be sent (so a fully cached run never starts the embedded server); a teacher
     with ``endpoints`` calls them and never ``base_url``; ``abstracts`` loads ``{id: abstract}`` for the ``title_abstract`` view;
@@ -160,28 +191,96 @@ def label_works(
     """
     if max_works < 0:
         raise ValueError(f"max_works={max_works}: expected 0 (no limit) or a positive number of works")
-    with _one_run_per_teacher(storage, spec, log):
-        stats = LabelRunStats(works=len(works))
+    chunked = not isinstance(works, list)
+    chunks: Iterable[list[dict]] = works if chunked else [works]
+    with _one_run_per_teacher(storage, spec, log), ViewHashSpill(storage, spec, run_id, chunked) as spill:
+        stats = LabelRunStats()
         stats.recovered = recover(storage, log)
         prompt = load_prompt(spec.prompt_version)
-        plan = plan_run(storage, spec, prompt, works, abstracts, max_works)
-        stats.view_hashes = plan.hashes
-        store_frame_rule_labels(storage, spec, prompt, plan, run_id)
-        stats.reused, stats.rule_labels, stats.deferred = plan.reused, len(plan.rule), plan.deferred
-        log.info(
-            f"teacher {spec.name}: {len(works)} works, {stats.reused} reused from the label store, {len(plan.rule)} "
-            f"outside the sampling frame (rule label), {len(plan.to_call)} to send in calls of {spec.works_per_call} "
-            f"to {spec.where}" + (f", {stats.deferred} deferred by max_works" if stats.deferred else "")
-        )
-        stopped: BaseException | None = None
-        if plan.to_call:
-            stopped = call_teacher(
-                storage, spec, prompt, plan, stats, run_id=run_id, log=log, base_url=base_url, transport=transport
+        budget = max_works
+        for k, chunk in enumerate(chunks):
+            plan = plan_run(storage, spec, prompt, chunk, abstracts, 0)
+            if max_works:
+                plan, budget = within_budget(plan, budget)
+            spill.add(plan.hashes)
+            store_frame_rule_labels(storage, spec, prompt, plan, run_id)
+            stats.works += len(chunk)
+            stats.reused += plan.reused
+            stats.rule_labels += len(plan.rule)
+            stats.deferred += plan.deferred
+            log.info(
+                f"teacher {spec.name}: {len(chunk)} works{f' (chunk {k + 1})' if chunked else ''}, {plan.reused} reused "
+                f"from the label store, {len(plan.rule)} outside the sampling frame (rule label), {len(plan.to_call)} "
+                f"to send in calls of {spec.works_per_call} to {spec.where}"
+                + (f", {plan.deferred} deferred by max_works" if plan.deferred else "")
             )
-        if stopped is not None:
-            stopped.stats = stats  # what was done and stored before the stop
-            raise stopped
+            stopped: BaseException | None = None
+            if plan.to_call:
+                stopped = call_teacher(
+                    storage, spec, prompt, plan, stats, run_id=run_id, log=log, base_url=base_url, transport=transport
+                )
+            if stopped is not None:
+                stopped.stats = stats  # what was done and stored before the stop
+                raise stopped
+            del chunk, plan  # released before the next chunk is read: one chunk in memory at a time, not two
+        stats.view_hashes = spill.result()
         return stats
+
+
+def within_budget(plan: "RunPlan", budget: int) -> "tuple[RunPlan, int]":
+    """``plan`` sending at most ``budget`` works (the rest deferred) and the budget left after it."""
+    allowed = max(budget, 0)
+    if len(plan.to_call) <= allowed:
+        return plan, allowed - len(plan.to_call)
+    return replace(plan, to_call=plan.to_call[:allowed], deferred=len(plan.to_call) - allowed), 0
+
+
+class ViewHashSpill:
+    """The view hash of every work a run covers: a dict (one chunk), or for a chunked run a Parquet file
+    ``<data>/tmp/view-hashes-<teacher>-<run>-<8 hex>.parquet`` (``work_id``, ``view_hash``) written chunk by
+    chunk, which :func:`current_labels` joins and :func:`discard_view_hashes` removes."""
+
+    def __init__(self, storage: MetacanStorage, spec: TeacherSpec, run_id: str, to_file: bool) -> None:
+        self.hashes: dict[str, str] = {}
+        self.path: Path | None = None
+        self.writer: pq.ParquetWriter | None = None
+        if to_file:
+            folder = storage.root / "tmp"
+            folder.mkdir(parents=True, exist_ok=True)
+            self.path = folder / f"view-hashes-{spec.name}-{run_id[:8]}-{uuid.uuid4().hex[:8]}.parquet"
+            self.writer = pq.ParquetWriter(str(self.path), VIEW_HASH_SCHEMA)
+
+    def __enter__(self) -> "ViewHashSpill":
+        return self
+
+    def add(self, hashes: dict[str, str]) -> None:
+        if self.writer is None:
+            self.hashes.update(hashes)
+        elif hashes:
+            self.writer.write_table(
+                pa.table({"work_id": list(hashes), "view_hash": list(hashes.values())}, schema=VIEW_HASH_SCHEMA)
+            )
+
+    def result(self) -> "dict[str, str] | Path":
+        if self.writer is None:
+            return self.hashes
+        self.writer.close()
+        self.writer = None
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        if self.writer is not None:  # stopped early: the file is incomplete and nobody will read it
+            self.writer.close()
+            self.path.unlink(missing_ok=True)
+
+
+VIEW_HASH_SCHEMA = pa.schema([("work_id", pa.string()), ("view_hash", pa.string())])
+
+
+def discard_view_hashes(view_hashes: "dict[str, str] | Path") -> None:
+    """Remove the Parquet file of a chunked run's view hashes (nothing for a dict)."""
+    if isinstance(view_hashes, Path):
+        view_hashes.unlink(missing_ok=True)
 
 
 @contextmanager
@@ -233,7 +332,7 @@ def plan_run(
     views = {w["id"]: record_view(w, spec.record_view, texts.get(w["id"]), spec.view_version) for w in works}
     hashes = {wid: view_hash(v) for wid, v in views.items()}
     with storage.connect() as con:
-        done = existing_keys(con, spec.name, spec.model, prompt.version, prompt.sha)
+        done = existing_keys(con, spec.name, spec.model, prompt.version, prompt.sha, work_ids=list(views))
     todo = [w for w in works if (w["id"], hashes[w["id"]]) not in done]
     to_call = [w for w in todo if w["in_sampling_frame"]]
     deferred = len(to_call) - max_works if max_works and len(to_call) > max_works else 0
@@ -374,27 +473,71 @@ def call_teacher(
         finally:
             progress.close()
             stats.structured_output = structured_modes(lanes)
-            stats.endpoints = {lane.name: lane.stats for lane in lanes}
-    stats.sent, stats.seconds = progress.done, time.monotonic() - t0
+            for lane in lanes:  # a chunked run sends chunk after chunk: each endpoint's figures add up
+                stats.endpoints[lane.name] = add_lane_stats(stats.endpoints.get(lane.name), lane.stats)
+    stats.sent += progress.done
+    stats.seconds += time.monotonic() - t0
     return stopped
 
 
-def current_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[str, str]) -> pa.Table:
-    """For each ``{work_id: view hash}``, the newest stored outcome of the current configuration (model,
-    prompt version and SHA) for that record view (schema :data:`~.store.LABELS_SCHEMA`), by work id. A
-    work without one (deferred by ``max_works``) has no row."""
+def add_lane_stats(before: LaneStats | None, now: LaneStats) -> LaneStats:
+    """An endpoint's figures over two sends (counts and seconds add up; state and cause are the latest)."""
+    if before is None:
+        return now
+    summed = {k: getattr(before, k) + getattr(now, k) for k in ("calls", "works", "labelled", "failures", "given_back")}
+    summed.update({k: getattr(before, k) + getattr(now, k) for k in ("seconds", "downs", "probes")})
+    return replace(now, **summed)
+
+
+def current_labels_query(spec: TeacherSpec, view_hashes: "dict[str, str] | Path") -> tuple[str, list, pa.Table | None]:
+    """The SQL, parameters and (for a dict) the Arrow table ``wanted`` behind :func:`current_labels`."""
     prompt = load_prompt(spec.prompt_version)
-    wanted = pa.table({"work_id": list(view_hashes), "view_hash": list(view_hashes.values())})  # noqa: F841
+    params = [spec.name, spec.model, prompt.version, prompt.sha]
+    if isinstance(view_hashes, Path):
+        wanted, source = None, f"read_parquet({sql_literal(str(view_hashes))})"
+    else:
+        wanted = pa.table({"work_id": list(view_hashes), "view_hash": list(view_hashes.values())})
+        source = "wanted"
+    sql = f"SELECT l.* FROM ({current_labels_sql()}) l SEMI JOIN {source} USING (work_id, view_hash) ORDER BY work_id"
+    return sql, params, wanted
+
+
+def current_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: "dict[str, str] | Path") -> pa.Table:
+    """For each ``{work_id: view hash}`` (or the Parquet file of a chunked run, :class:`ViewHashSpill`), the
+    newest stored outcome of the current configuration (model, prompt version and SHA) for that record view
+    (schema :data:`~.store.LABELS_SCHEMA`), by work id. A work without one (deferred by ``max_works``) has no
+    row. The whole table in memory: for the reference set and tests; :func:`export_labels` streams."""
+    sql, params, wanted = current_labels_query(spec, view_hashes)
     with storage.connect() as con:
-        table = con.execute(
-            f"SELECT l.* FROM ({current_labels_sql()}) l SEMI JOIN wanted USING (work_id, view_hash) ORDER BY work_id",
-            [spec.name, spec.model, prompt.version, prompt.sha],
-        ).to_arrow_table()
+        if wanted is not None:
+            con.register("wanted", wanted)
+        table = con.execute(sql, params).to_arrow_table()
     return table.select([f.name for f in LABELS_SCHEMA]).cast(LABELS_SCHEMA)
 
 
-def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: dict[str, str]) -> pa.Table:
-    """Write ``warehouse/direct_labels_<name>``: :func:`current_labels` of the frame works ``view_hashes``."""
-    table = current_labels(storage, spec, view_hashes)
-    storage.write_table(direct_labels_table(spec.name), table, schema=LABELS_SCHEMA)
-    return table
+def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: "dict[str, str] | Path") -> int:
+    """Write ``warehouse/direct_labels_<name>``: :func:`current_labels` of the frame works ``view_hashes``,
+    streamed from DuckDB in batches of :data:`CHUNK_WORKS` rows (one Parquet file, a row group a batch, the
+    same rows and schema as one write of the whole table). Returns the number of rows."""
+    sql, params, wanted = current_labels_query(spec, view_hashes)
+    name = direct_labels_table(spec.name)
+    folder = storage.table_dir(name).parent / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    rows = 0
+    try:
+        with (
+            storage.connect() as con,
+            pq.ParquetWriter(str(folder / "part-00000.parquet"), LABELS_SCHEMA, compression="zstd") as writer,
+        ):
+            if wanted is not None:
+                con.register("wanted", wanted)
+            reader = con.execute(sql, params).to_arrow_reader(CHUNK_WORKS)
+            for batch in reader:
+                table = pa.Table.from_batches([batch]).select([f.name for f in LABELS_SCHEMA]).cast(LABELS_SCHEMA)
+                writer.write_table(table)
+                rows += table.num_rows
+        storage.adopt_table(name, folder)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return rows

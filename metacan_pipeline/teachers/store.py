@@ -55,19 +55,32 @@ class LabelKey:
 
 
 def existing_keys(
-    con: duckdb.DuckDBPyConnection, teacher: str, model: str, prompt_version: str, prompt_sha: str
+    con: duckdb.DuckDBPyConnection,
+    teacher: str,
+    model: str,
+    prompt_version: str,
+    prompt_sha: str,
+    work_ids: list[str] | None = None,
 ) -> set[tuple[str, str]]:
     """``{(work_id, view_hash)}`` that need no call for this teacher configuration: labelled, or failed
     for a reason about the work (a reply that stayed invalid after the re-asks: asking the same model
     the same thing again would cost money and repeat the failure). A failure that says nothing about the
     work (:data:`NOT_FINAL`: the endpoint did not answer, or answered an HTTP error or a non-chat body)
     is not final: the next run asks again, and its outcome, newer, is the one that counts
-    (:func:`current_labels_sql`)."""
+    (:func:`current_labels_sql`). ``work_ids``: only the keys of these works (a chunk of a large run, so the
+    set stays the chunk's size)."""
+    only = ""
+    if work_ids is not None:
+        con.register("chunk_ids", pa.table({"work_id": work_ids}))
+        only = "AND work_id IN (SELECT work_id FROM chunk_ids) "
     rows = con.execute(
         "SELECT DISTINCT work_id, view_hash FROM teacher_labels WHERE teacher=? AND model=? AND prompt_version=? AND prompt_sha=? "
-        "AND NOT (status = 'failed' AND (starts_with(coalesce(error, ''), ?) OR starts_with(coalesce(error, ''), ?)))",
+        + only
+        + "AND NOT (status = 'failed' AND (starts_with(coalesce(error, ''), ?) OR starts_with(coalesce(error, ''), ?)))",
         [teacher, model, prompt_version, prompt_sha, *NOT_FINAL],
     ).fetchall()
+    if work_ids is not None:
+        con.unregister("chunk_ids")
     return set(rows)
 
 

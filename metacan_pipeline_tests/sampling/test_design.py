@@ -64,3 +64,34 @@ def test_configured_strata_enrichment_first_then_dimensions():
 def test_design_refuses_settings_that_allow_pi_zero(fraction, minimum):
     with pytest.raises(ValueError):
         draw_sample(_rows(5), fraction, minimum, "s")
+
+
+def test_the_streamed_design_equals_the_design_drawn_in_memory(tmp_path):
+    """stream_design (what sample_design runs: the frame read in batches, strata staged to Parquet, DuckDB ranking
+    each stratum) gives draw_sample's rows, values and order, whatever the batches; work outside the sampling frame
+    is left out first; the same refusals."""
+    import pyarrow as pa
+
+    from metacan_pipeline.sampling.design import DESIGN_INPUT_COLUMNS, stream_design
+    from metacan_pipeline.tables.sampling import DESIGN_SCHEMA
+
+    rows = [
+        {
+            "id": f"W{i}",
+            "route_key": ("ca_aff", "ca_fund", "about_ca|ca_aff")[i % 3],
+            "has_abstract": i % 4 != 0,
+            "language": "fr" if i % 5 == 0 else "en",
+            "title_text": "Publication bias in Canadian trials" if i % 17 == 0 else f"Soil study {i}",
+            "venue_id": "S9" if i == 10 else "S1",
+            "in_sampling_frame": i % 11 != 0,
+        }
+        for i in range(500)
+    ]
+    spec = StrataSpec(("route", "abstract"), (META_SIGNALS, EnrichmentRule("venue", venue_ids=("S9",), fraction=0.5)))
+    table = pa.Table.from_pylist(rows).select(DESIGN_INPUT_COLUMNS)
+    expected = draw_sample([r for r in rows if r["in_sampling_frame"]], 0.13, 2, "s", spec)
+    streamed = stream_design(table.to_batches(max_chunksize=37), 0.13, 2, "s", spec, tmp_path / "work")
+    got = pa.Table.from_batches(list(streamed)).cast(DESIGN_SCHEMA).to_pylist()
+    assert got == expected and len(got) == sum(r["in_sampling_frame"] for r in rows)
+    with pytest.raises(ValueError, match="min_per_stratum"):
+        list(stream_design(table.to_batches(), 0.1, 0, "s", spec, tmp_path / "bad"))

@@ -23,7 +23,7 @@ import pytest
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.client import EndpointConfigurationError
 from metacan_pipeline.teachers.labelling import export_labels, label_works, select_works
-from metacan_pipeline.teachers.registry import TeacherSpec, load_registry
+from metacan_pipeline.teachers.registry import TeacherSpec, direct_labels_table, load_registry
 from metacan_pipeline.teachers.rubric import load_prompt
 from metacan_pipeline_tests.builders import RUN_LOG, frame_rows, spec_for
 from metacan_pipeline_tests.stub_teacher import parse_records, run_stub, stub_label
@@ -150,7 +150,8 @@ def test_a_misconfigured_structured_output_does_not_fail_every_work_for_good(tmp
         calls_first = stats_of(url)["calls"]
         fixed = spec_for(url, works_per_call=4, concurrency=1, structured_output="auto")
         second = label_works(storage, fixed, rows, run_id="r2", log=RUN_LOG, base_url=lambda: url)
-    table = export_labels(storage, fixed, second.view_hashes)
+    export_labels(storage, fixed, second.view_hashes)
+    table = storage.read_table(direct_labels_table(fixed.name))
     status = table.column("status").to_pylist()
     assert status.count("labelled") == 8, (
         f"first run: {first.outcomes} in {calls_first} calls for 8 works; after the fix: sent {second.sent}, "
@@ -744,3 +745,32 @@ def test_plan_run_reuses_stored_labels_gives_rule_labels_and_defers_beyond_max_w
     assert "outside the sampling frame (no_title)" in stored[0][4]
     again = plan_run(storage, spec, prompt, works, None, max_works=0)
     assert (again.reused, again.rule, again.deferred, len(again.to_call)) == (1, [], 0, 5)
+
+
+def test_a_run_fed_chunk_by_chunk_labels_as_one_list_does_and_keeps_its_budget_across_chunks(tmp_path):
+    """label_works over chunks (what the assets send, so a census of millions is never held at once): the same
+    labels and export as one list, the view hashes in a Parquet file that export_labels joins, and max_works
+    counted over the whole run, not per chunk."""
+    from metacan_pipeline.teachers.labelling import discard_view_hashes
+
+    rows = frame_rows(12)
+    chunks = [rows[i : i + 5] for i in range(0, len(rows), 5)]
+    whole, chunked = (
+        MetacanStorage(data_dir=str(tmp_path / "whole")),
+        MetacanStorage(data_dir=str(tmp_path / "chunked")),
+    )
+    with run_stub() as (url, _):
+        spec = spec_for(url, works_per_call=2)
+        one = label_works(whole, spec, rows, run_id="r1", log=LOG, base_url=lambda: url, max_works=7)
+        many = label_works(chunked, spec, iter(chunks), run_id="r1", log=LOG, base_url=lambda: url, max_works=7)
+    assert (many.works, many.sent, many.deferred) == (one.works, one.sent, one.deferred) == (12, 7, 5)
+    assert isinstance(one.view_hashes, dict) and isinstance(many.view_hashes, Path) and many.view_hashes.exists()
+    assert export_labels(whole, spec, one.view_hashes) == export_labels(chunked, spec, many.view_hashes) == 7
+    discard_view_hashes(many.view_hashes)
+    assert not many.view_hashes.exists()
+    columns = ["work_id", "status", "categories", "domain", "genre", "view_hash"]
+    table = direct_labels_table(spec.name)
+    assert whole.read_table(table, columns).to_pylist() == chunked.read_table(table, columns).to_pylist()
+    assert [r["work_id"] for r in chunked.read_table(table, ["work_id"]).to_pylist()] == sorted(
+        w["id"] for w in rows[:7]
+    )

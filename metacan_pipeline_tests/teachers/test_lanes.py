@@ -233,7 +233,8 @@ def test_a_lane_answering_503_rests_and_a_lane_refusing_the_key_is_out_the_other
     # the asset's metadata: one row per endpoint, the calls in flight over all of them
     from metacan_pipeline.teachers.assets import direct_labels_metadata
 
-    md = direct_labels_metadata(spec, export_labels(storage, spec, stats.view_hashes), stats)
+    export_labels(storage, spec, stats.view_hashes)
+    md = direct_labels_metadata(spec, storage, stats)
     table = md["endpoints_this_run"].value
     assert md["concurrency"] == 4 and md["endpoint"] == "3 endpoints (a, b, c)"
     assert f"| a | 1 | {a.calls} | 24 | 24 | 0 | 0 |" in table and "| refused |" in table
