@@ -29,7 +29,8 @@ fallback), ``--honour-max-tokens`` (cut a reply longer than ``max_tokens`` x 4 c
 ``finish_reason`` ``length``, as a real server would; off by default), ``--fail-status N`` (every chat
 call that reaches the "model" is answered HTTP N with an OpenAI error body, and a 429 or 503 with
 ``Retry-After: 0``: an upstream that is broken or overloaded, or a key the server refuses with 401, while
-``/v1/models`` still answers), ``--workers N``.
+``/v1/models`` still answers), ``--hang-after N`` (chat calls after the first N that reach the "model" in a worker
+never answer: a server that stopped mid-run, for a test that kills it then), ``--workers N``.
 
 Run: ``python -m metacan_pipeline_tests.stub_teacher --port 0 --latency-ms 20 [--workers 1]``; prints
 ``STUB_URL http://127.0.0.1:<port>/v1`` on stdout once the socket listens. From Python,
@@ -238,6 +239,7 @@ class StubOptions:
     honour_max_tokens: bool = False
     metaresearch_ids: str = ""  # a file of work ids (one per line): the stub labels exactly these metaresearch
     fail_status: int = 0  # > 0: every chat call that reaches the model is answered with this HTTP status
+    hang_after: int = 0  # > 0: chat calls after the first N that reach the model (in this worker) never answer
 
 
 def oracle_label(work_id: str, positives: frozenset[str]) -> dict:
@@ -368,6 +370,7 @@ class StubTeacher:
             else None
         )
         self._seq = 0
+        self._reached = 0
         self._models = orjson.dumps(
             {
                 "object": "list",
@@ -437,6 +440,10 @@ class StubTeacher:
             c.add(f"fault_{m}")
         if self._latency_s:
             await asyncio.sleep(self._latency_s)
+        self._reached += 1
+        if self.options.hang_after and self._reached > self.options.hang_after:
+            c.add("hung")
+            await asyncio.sleep(3600)  # until the test kills the server: a model that stopped answering
         if "drop" in modes:
             c.add("dropped")
             await self._drop(send, receive)
@@ -560,6 +567,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--honour-max-tokens", action="store_true", help="cut replies longer than max_tokens*4 chars")
     ap.add_argument("--metaresearch-ids", default="", help="file of work ids to label metaresearch (all others: not)")
     ap.add_argument("--fail-status", type=int, default=0, help="answer every chat call with this HTTP status")
+    ap.add_argument("--hang-after", type=int, default=0, help="calls after the first N (per worker) never answer")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args(argv)
@@ -571,6 +579,7 @@ def main(argv: list[str] | None = None) -> None:
         honour_max_tokens=args.honour_max_tokens,
         metaresearch_ids=args.metaresearch_ids,
         fail_status=args.fail_status,
+        hang_after=args.hang_after,
     )
     common = dict(
         host=args.host,
@@ -621,6 +630,7 @@ _RUN_OPTIONS = {
     "reject_json_schema",
     "honour_max_tokens",
     "fail_status",
+    "hang_after",
     "workers",
     "host",
     "port",

@@ -170,14 +170,15 @@ def test_a_lane_killed_mid_run_gives_its_batches_to_the_others_and_nothing_is_bo
 
 
 def test_when_every_lane_dies_the_works_are_unavailable_and_the_next_run_labels_them(tmp_path):
-    """Three endpoints, one call in flight each, 12 works in 6 calls (1.5 s each, so a loaded machine still kills the stubs mid-run); all three stubs are killed once 3 calls
-    are answered. With no lane up, the batches left are recorded as 'endpoint unavailable' failures (as for a
+    """Three endpoints, one call in flight each, 12 works in 6 calls; each stub answers its first call and holds
+    the next (``hang_after=1``), so however loaded the machine the run is still going when all three stubs are
+    killed, once 3 calls are answered. With no lane up, the batches left are recorded as 'endpoint unavailable' failures (as for a
     teacher of one endpoint), which the next run asks again: with b started again on its port (a and c still
     dead) b labels every one of them, a and c's batches given to it."""
     storage = MetacanStorage(data_dir=str(tmp_path))
     rows = frame_rows(12)
     with contextlib.ExitStack() as stack:
-        stubs = [stack.enter_context(run_stub(latency_ms=1500)) for _ in range(3)]
+        stubs = [stack.enter_context(run_stub(latency_ms=50, hang_after=1)) for _ in range(3)]
         (url_a, _), (url_b, _), (url_c, _) = stubs
         spec = lanes_spec([("a", url_a, 1), ("b", url_b, 1), ("c", url_c, 1)])
         with kill_when(lambda: sum(answered(u) for u, _ in stubs) >= 3, [proc for _, proc in stubs]):
