@@ -24,6 +24,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..tables.sampling import DESIGN_PLAN_SCHEMA, STAGED_STRATA_SCHEMA
+
 
 def salted_hash(work_id: str, salt: str) -> str:
     """Hex SHA-256 of ``salt:id``: a stable, unpredictable order within a stratum."""
@@ -150,7 +152,6 @@ def stratum_design(ids: list[str], stratum: str, n: int, salt: str) -> list[dict
 
 #: Columns of the frame the design reads (:func:`stage_strata`).
 DESIGN_INPUT_COLUMNS = ["id", "route_key", "has_abstract", "language", "title_text", "venue_id", "in_sampling_frame"]
-_STAGED = pa.schema([("id", pa.string()), ("stratum", pa.string()), ("hash", pa.string())])
 
 
 def stage_strata(batches: Iterable[pa.RecordBatch], spec: StrataSpec, salt: str, path: Path) -> dict[str, int]:
@@ -158,7 +159,7 @@ def stage_strata(batches: Iterable[pa.RecordBatch], spec: StrataSpec, salt: str,
     :data:`DESIGN_INPUT_COLUMNS`) to the Parquet file ``path``, one batch at a time (filter first, then
     stratify); returns ``{stratum: N_h}``."""
     sizes: dict[str, int] = defaultdict(int)
-    with pq.ParquetWriter(str(path), _STAGED) as writer:
+    with pq.ParquetWriter(str(path), STAGED_STRATA_SCHEMA) as writer:
         for batch in batches:
             rows = [r for r in batch.to_pylist() if r["in_sampling_frame"]]
             strata = [stratum_of(r, spec) for r in rows]
@@ -166,7 +167,7 @@ def stage_strata(batches: Iterable[pa.RecordBatch], spec: StrataSpec, salt: str,
                 sizes[stratum] += 1
             ids = [r["id"] for r in rows]
             hashes = [salted_hash(i, salt) for i in ids]
-            writer.write_table(pa.table({"id": ids, "stratum": strata, "hash": hashes}, schema=_STAGED))
+            writer.write_table(pa.table({"id": ids, "stratum": strata, "hash": hashes}, schema=STAGED_STRATA_SCHEMA))
     return dict(sizes)
 
 
@@ -196,7 +197,7 @@ def stream_design(
             raise ValueError(f"stratum {h!r}: sample size {n} not in [1, N_h = {sizes[h]}]: every pi must be > 0")
     plan = pa.table(  # noqa: F841 - read by DuckDB below
         {"stratum": list(sizes), "big_n": list(sizes.values()), "n": [n_h[h] for h in sizes]},
-        schema=pa.schema([("stratum", pa.string()), ("big_n", pa.int64()), ("n", pa.int64())]),
+        schema=DESIGN_PLAN_SCHEMA,
     )
     con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(workdir / "spill")})
     try:

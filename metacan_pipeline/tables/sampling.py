@@ -28,3 +28,9 @@ TABLES = [
         ("id",),
     ),
 ]
+
+
+#: The sample design's scratch files (``sampling/design.py``, deleted when the design is drawn): every sampling-frame
+#: work with its stratum and salted hash, and one row per stratum with its size and sample size.
+STAGED_STRATA_SCHEMA = pa.schema([("id", pa.string()), ("stratum", pa.string()), ("hash", pa.string())])
+DESIGN_PLAN_SCHEMA = pa.schema([("stratum", pa.string()), ("big_n", pa.int64()), ("n", pa.int64())])

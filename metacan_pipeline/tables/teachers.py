@@ -247,3 +247,8 @@ TABLES = [
         ("pair", "work_id", "head"),
     ),
 ]
+
+
+#: A chunked census run's view hashes (``teachers/labelling.py``): a scratch Parquet file, one row per work, deleted
+#: when the run ends.
+VIEW_HASH_SCHEMA = pa.schema([("work_id", pa.string()), ("view_hash", pa.string())])

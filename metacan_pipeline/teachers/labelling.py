@@ -25,7 +25,7 @@ from filelock import FileLock, Timeout
 
 from ..http import mask_secret
 from ..storage import MetacanStorage, sql_literal
-from ..tables.teachers import LABELS_SCHEMA
+from ..tables.teachers import LABELS_SCHEMA, VIEW_HASH_SCHEMA
 from ..vocab import INSUFFICIENT_PAYLOAD
 from .archive import LabelWriter, recover
 from .client import CallRecord, LabelOutcome
@@ -272,9 +272,6 @@ class ViewHashSpill:
         if self.writer is not None:  # stopped early: the file is incomplete and nobody will read it
             self.writer.close()
             self.path.unlink(missing_ok=True)
-
-
-VIEW_HASH_SCHEMA = pa.schema([("work_id", pa.string()), ("view_hash", pa.string())])
 
 
 def discard_view_hashes(view_hashes: "dict[str, str] | Path") -> None:
