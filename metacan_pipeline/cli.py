@@ -75,15 +75,15 @@ def run(
         settings.export(settings.DATA_DIR_ENV, data_dir)
     if openalex_dir:
         settings.export(settings.OPENALEX_DIR_ENV, openalex_dir)
+    from .definitions import build_resources, materialize_in_process
     from .reports import summary_text
     from .storage import default_data_dir
 
     data = default_data_dir()
-    try:  # definitions builds its resources on import
-        from .definitions import build_resources, materialize_in_process
-
+    try:
         resources = build_resources()
-    except ValueError as exc:  # a setting read when the resources are built, e.g. METACAN_LLAMA_THREADS
+        resources["llm_server"].threads()  # METACAN_LLAMA_THREADS, checked before anything runs
+    except ValueError as exc:
         typer.echo(f"metacan run: {exc}", err=True)
         raise typer.Exit(2) from None
     instance = _instance(data)

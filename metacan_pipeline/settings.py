@@ -27,6 +27,7 @@ suit a clone of the repository with ``../shared`` beside it.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -146,8 +147,15 @@ def dask_scheduler() -> str | None:
     if not sep:
         scheme, rest = "tcp", value
     host, _, port = rest.rpartition(":")
-    if scheme not in DASK_SCHEMES or "@" in rest or "/" in rest or not (host and port.isdigit()):
-        shown = value if "@" not in value else f"{scheme}://***@{value.rsplit('@', 1)[1]}"  # never print a secret
+    if (
+        scheme not in DASK_SCHEMES
+        or not re.fullmatch(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]", host)
+        or not re.fullmatch(r"[0-9]{1,5}", port)
+        or not 1 <= int(port) <= 65535
+    ):
+        # never print a secret: nothing before an '@' or after a '?' or '#', and at most 60 characters
+        shown = re.split(r"[?#]", value.rsplit("@", 1)[-1], maxsplit=1)[0]
+        shown = ("***@" if "@" in value else "") + shown + ("..." if re.search(r"[?#]", value) else "")
         shown = repr(shown) if len(shown) <= 60 else f"{shown[:60]!r}..."
         raise ValueError(
             f"{DASK_SCHEDULER_ENV}={shown} is not the address of a Dask scheduler: give e.g. tcp://10.0.0.5:8786 "
@@ -162,7 +170,7 @@ def llama_threads() -> int:
     value = os.environ.get(LLAMA_THREADS_ENV, "").strip()
     if not value:
         return DEFAULT_LLAMA_THREADS
-    if not value.isdigit() or not 1 <= int(value) <= 256:
+    if not re.fullmatch(r"[0-9]{1,3}", value) or not 1 <= int(value) <= 256:
         raise ValueError(f"{LLAMA_THREADS_ENV}={_shown(value)} must be a whole number from 1 to 256 (CPU threads)")
     return int(value)
 
@@ -230,7 +238,22 @@ def _http_url(env: str, example: str) -> str | None:
         parts = urlsplit(value)
     except ValueError:
         parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc or len(value) > 2000:
+    if parts is not None and "@" in parts.netloc:  # a password in every published page: refused, never printed
+        raise ValueError(
+            f"{env} carries a user name or password ('user:pass@'); give the address alone, e.g. {example}"
+        )
+    try:
+        valid = (
+            parts is not None
+            and parts.scheme in ("http", "https")
+            and bool(parts.hostname)
+            and (parts.port is None or parts.port > 0)
+            and not re.search(r"[\x00-\x20\x7f\u202a-\u202e\u2066-\u2069]", value)
+            and len(value) <= 2000
+        )
+    except ValueError:  # a port that is not a number, or out of range
+        valid = False
+    if not valid:
         raise ValueError(
             f"{env}={_shown(value)} is not an absolute http(s) URL of at most 2,000 characters; give e.g. {example}"
         )

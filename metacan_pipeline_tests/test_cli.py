@@ -87,12 +87,14 @@ def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_r
     from metacan_pipeline.teachers.server import EmbeddedLlamaServer
 
     monkeypatch.delenv(settings.LLAMA_THREADS_ENV, raising=False)
-    assert EmbeddedLlamaServer().n_threads == 2
+    assert EmbeddedLlamaServer().threads() == 2
     monkeypatch.setenv(settings.LLAMA_THREADS_ENV, "1")
-    assert EmbeddedLlamaServer().n_threads == 1
-    assert build_resources(str(tmp_path / "data"))["llm_server"].n_threads == 1
-    for bad in ("0", "two", "-1", "257"):
+    assert EmbeddedLlamaServer().threads() == 1 and EmbeddedLlamaServer(n_threads=3).threads() == 3
+    assert build_resources(str(tmp_path / "data"))["llm_server"].threads() == 1
+    for bad in ("0", "two", "-1", "257", "²", "٣"):
         monkeypatch.setenv(settings.LLAMA_THREADS_ENV, bad)
+        # the definitions still load (the schedules and the other jobs stay); only the teacher's server refuses
+        assert build_resources(str(tmp_path / "data"))["llm_server"].n_threads == 0
         res = CliRunner().invoke(app, ["run", "--data-dir", str(tmp_path / "data")])
         assert res.exit_code == 2
         assert res.output.strip() == (

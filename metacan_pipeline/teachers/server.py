@@ -200,8 +200,9 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
 
     model_path: str = Field(default="", description="GGUF file; empty = the Gemma 3 270M of the PyPI package.")
     n_threads: int = Field(
-        default_factory=settings.llama_threads,
-        description="CPU threads for llama.cpp ($METACAN_LLAMA_THREADS, else 2; 1 on a machine busy with other work).",
+        default=0,
+        ge=0,
+        description="CPU threads for llama.cpp; 0: $METACAN_LLAMA_THREADS, else 2 (1 on a machine busy with other work).",
     )
     n_ctx: int = Field(
         default=8192,
@@ -227,7 +228,7 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
             path = Path(self.model_path) if self.model_path else embedded_model_path()
             proc = LlamaServerProcess(
                 path,
-                self.n_threads,
+                self.threads(),
                 self.n_ctx,
                 Path(self.log_dir) / "llama_server.log",
                 EMBEDDED_MODEL_ALIAS,
@@ -243,6 +244,12 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
                     f"embedded llama.cpp server up at {proc.base_url} in {time.monotonic() - t0:.1f}s (log {proc.log_path})"
                 )
         return self._proc.base_url
+
+    def threads(self) -> int:
+        """The threads the server starts with: ``n_threads``, or ``$METACAN_LLAMA_THREADS`` (else 2) when it is 0.
+        Raises ValueError naming the variable when its value is bad (read when the server starts, so a bad value
+        stops only the steps that need the teacher, never the loading of the definitions)."""
+        return self.n_threads or settings.llama_threads()
 
     @property
     def started(self) -> bool:

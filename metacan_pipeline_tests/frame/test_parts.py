@@ -348,11 +348,25 @@ def test_a_scheduler_setting_that_is_not_an_address_is_refused_naming_the_variab
     ):
         monkeypatch.setenv("METACAN_DASK_SCHEDULER", value)
         assert settings.dask_scheduler() == address
-    for value in ("http://10.0.0.5:8786", "10.0.0.5", "tcp://user:pw@host:8786", "tcp://host:port/x"):
+    for value in (
+        "http://10.0.0.5:8786",
+        "10.0.0.5",
+        "tcp://user:pw@host:8786",
+        "tcp://host:port/x",
+        "user:pw@tcp://10.0.0.5:8786",  # the secret before the scheme
+        "tcp://10.0.0.5:8786?token=pw",
+        "tls://10.0.0.5:8786#pw",
+        "tcp://a:b:8786",
+        "tcp://ho st:8786",
+        "tcp://host\n:8786",
+        "tcp://host:99999",
+        "tcp://host:0",
+        "tcp://host:\uff18\uff17\uff18\uff16",  # full-width digits
+    ):
         monkeypatch.setenv("METACAN_DASK_SCHEDULER", value)
         with pytest.raises(ValueError, match="METACAN_DASK_SCHEDULER=.* is not the address of a Dask scheduler") as err:
             settings.dask_scheduler()
-        assert "pw" not in str(err.value)
+        assert "pw" not in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_scheduler_that_does_not_answer_stops_the_build_naming_its_address_and_the_setting(tmp_path):

@@ -151,9 +151,23 @@ def test_a_static_page_links_its_explore_cohorts_to_the_configured_served_site(o
     links = re.findall(r'<a href="([^"]+)">', section)
     assert links[0] == "https://metacan.example.org/evidence/?" + urlencode({"venue": record["venue"]})
     assert links[1] == "https://metacan.example.org/evidence/?" + urlencode({"topic": record["topic"]})
-    for bad in ("javascript:alert(1)", "metacan.example.org", "https://x.org/?lang=fr", "https://x.org/#top"):
+    for bad in (
+        "javascript:alert(1)",
+        "metacan.example.org",
+        "https://x.org/?lang=fr",
+        "https://x.org/#top",
+        "https://:80",
+        "https://x.org:abc",
+        "http://x.org:99999999",
+        "https://x.org/a b",
+        "https://x.org/\u202egnp.exe",
+    ):
         monkeypatch.setenv("METACAN_SITE_URL", bad)
         with pytest.raises(ValueError, match=r"METACAN_SITE_URL="):
             settings.site_url()
+    monkeypatch.setenv("METACAN_SITE_URL", "https://admin:hunter2@metacan.example.org")
+    with pytest.raises(ValueError, match=r"METACAN_SITE_URL carries a user name or password") as err:
+        settings.site_url()  # it would be published in every page's links
+    assert "hunter2" not in str(err.value)
     monkeypatch.setenv("METACAN_SITE_URL", " ")
     assert settings.site_url() is None and renderer_fingerprint() == unset
