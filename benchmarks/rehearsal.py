@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -458,6 +459,25 @@ def print_table(out: dict) -> None:
     sys.stdout.flush()
 
 
+def argument_problem(args: argparse.Namespace) -> str | None:
+    """One sentence on the first argument that cannot work, checked before anything is written; None when all can."""
+    for name in ("works", "sample", "works_per_call", "concurrency", "procs", "project_works"):
+        if getattr(args, name) < 1:
+            return f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}"
+    if any(m < 1 for m in args.machines):
+        return f"--machines must all be at least 1, got {args.machines}"
+    known = {name for name, _, _ in STAGES}
+    for option in ("skip", "only"):
+        unknown = [s for s in getattr(args, option).split(",") if s.strip() and s.strip() not in known]
+        if unknown:
+            return f"--{option}: unknown stage(s) {unknown}; the stages are {', '.join(name for name, _, _ in STAGES)}"
+    if args.name and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", args.name) or args.name in (".", ".."):
+        return f"--name {args.name[:80]!r}: letters, digits, '_', '-' and '.' only (it names a folder that is deleted)"
+    if args.scratch.exists() and not args.scratch.is_dir():
+        return f"--scratch {args.scratch} is a file, not a folder"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--works", type=int, default=50_000, help="snapshot works (the frame keeps a share of them)")
@@ -486,6 +506,8 @@ def main(argv: list[str] | None = None) -> None:
         res = stage_child(args._stage, Path(args.data), Path(args.input), json.loads(args.config))
         write_child_result(res, args.result)
         return
+    if problem := argument_problem(args):
+        ap.error(problem)
     out = rehearse(args)
     print_table(out)
     print(

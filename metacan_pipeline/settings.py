@@ -187,8 +187,8 @@ def teachers_file() -> str | None:
 
 def openalex_api_url(configured: str | None = None) -> str:
     """The OpenAlex API root: ``configured`` (run config) when given, else ``$METACAN_OPENALEX_API_URL``,
-    else the public API."""
-    return configured or os.environ.get(API_URL_ENV) or DEFAULT_API_URL
+    else the public API. Raises ValueError naming the variable when its value is not an http(s) URL."""
+    return configured or _http_url(API_URL_ENV, "'https://api.openalex.org'") or DEFAULT_API_URL
 
 
 def site_rate_limit() -> str:
@@ -247,11 +247,12 @@ def _http_url(env: str, example: str) -> str | None:
             parts is not None
             and parts.scheme in ("http", "https")
             and bool(parts.hostname)
+            and bool(parts.hostname.encode("idna"))  # UnicodeError: a label over 63 characters
             and (parts.port is None or parts.port > 0)
             and not re.search(r"[\x00-\x20\x7f\u202a-\u202e\u2066-\u2069]", value)
             and len(value) <= 2000
         )
-    except ValueError:  # a port that is not a number, or out of range
+    except ValueError:  # a port that is not a number or out of range; UnicodeError, a host no resolver takes
         valid = False
     if not valid:
         raise ValueError(

@@ -61,6 +61,9 @@ log = logging.getLogger(__name__)
 
 #: Most ids OR-ed in one filter (OpenAlex docs, "Filter entity lists": up to 50 values per filter).
 MAX_BATCH = 50
+#: The most bytes one answer of OpenAlex may hold (a page of 50 works' abstracts is well under 1 MB): a larger one is
+#: a failure ("answer too large"), never read whole into memory.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
 #: The only fields asked for (OpenAlex docs, "Select fields").
 SELECT = "id,abstract_inverted_index"
 #: The filter that matches works by OpenAlex id (OpenAlex docs, "Filter works": ``ids.openalex``).
@@ -357,6 +360,10 @@ class AbstractFetcher:
             body = bytearray()
             for chunk in resp.iter_bytes():
                 body.extend(chunk)
+                if len(body) > MAX_ANSWER_BYTES:
+                    raise httpx.DecodingError(
+                        f"answer too large (over {MAX_ANSWER_BYTES:,} bytes, not read further)", request=resp.request
+                    )
                 if time.monotonic() > deadline:
                     raise httpx.ReadTimeout(
                         f"the answer took longer than {self.timeout_s:g} s in all", request=resp.request

@@ -98,6 +98,26 @@ def test_default_base_url_comes_from_the_environment(stub, monkeypatch):
         assert f.base_url == stub.base_url
         got = f.fetch(["W2241997964"], progress=True)
     assert got["W2241997964"].status == "ok" and f.calls == 1
+    for bad in ("not a url", "ftp://api.test", "javascript:alert(1)", "https://" + "a" * 300 + ".invalid"):
+        monkeypatch.setenv(API_URL_ENV, bad)
+        with pytest.raises(ValueError, match=f"^{API_URL_ENV}=.* is not an absolute http"):
+            AbstractFetcher(clock=FakeClock())  # refused where it is read (metacan serve: at start-up), never per page
+
+
+def test_an_answer_over_the_size_cap_is_a_failure_read_no_further():
+    from metacan_pipeline.publish.abstracts import MAX_ANSWER_BYTES
+
+    sent = []
+
+    def stream():
+        for _ in range(MAX_ANSWER_BYTES // 65536 + 100):  # 100 chunks past the cap
+            sent.append(1)
+            yield b" " * 65536
+
+    f = _fetcher(_scripted(httpx.Response(200, content=stream())))
+    got = f.fetch(["W8"])
+    assert f.calls == 1 and got["W8"].status == "failed" and "answer too large" in got["W8"].error
+    assert len(sent) == MAX_ANSWER_BYTES // 65536 + 1  # stopped at the first chunk past the cap
 
 
 def test_small_batches_and_per_page_follow_batch_size(stub):
