@@ -444,6 +444,37 @@ def _same(value):
     return value
 
 
+#: Seconds to wait for a Dask scheduler named by METACAN_DASK_SCHEDULER to answer, its handshake included.
+SCHEDULER_CONNECT_S = 30.0
+
+
+def _connect(client_class, scheduler: str, timeout_s: float):
+    """A client of ``scheduler``, or ClusterError naming the address within ``timeout_s``. The client is made in a
+    daemon thread: distributed's own timeout does not cover the handshake, and a service that is not a scheduler (a
+    dashboard's HTTP port, say) accepted the connection and held it for good."""
+    import threading
+
+    got: dict = {}
+
+    def connect() -> None:
+        try:
+            got["client"] = client_class(scheduler, set_as_default=False, timeout=timeout_s)
+        except Exception as exc:  # noqa: BLE001 - any failure to connect is reported as one, below
+            got["error"] = exc
+
+    thread = threading.Thread(target=connect, name="metacan-dask-connect", daemon=True)
+    thread.start()
+    thread.join(timeout_s + 2)
+    if "client" in got:
+        return got["client"]
+    exc = got.get("error")
+    why = f"{type(exc).__name__}" if exc is not None else f"no answer within {timeout_s:g} s"
+    raise ClusterError(
+        f"the Dask scheduler at {scheduler} (METACAN_DASK_SCHEDULER) did not answer ({why}): start it, or unset "
+        f"METACAN_DASK_SCHEDULER to build the parts on a local cluster"
+    )
+
+
 @contextmanager
 def dask_client(workers: int, scheduler: str | None = None) -> Iterator[tuple[Client, str]]:
     """``(client, where)``: a client of the scheduler at ``scheduler`` (left running on exit), else of a new
@@ -453,13 +484,7 @@ def dask_client(workers: int, scheduler: str | None = None) -> Iterator[tuple[Cl
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
-        try:
-            client = Client(scheduler, set_as_default=False)  # waits distributed.comm.timeouts.connect (30 s)
-        except (OSError, TimeoutError) as exc:
-            raise ClusterError(
-                f"the Dask scheduler at {scheduler} (METACAN_DASK_SCHEDULER) did not answer ({type(exc).__name__}): "
-                f"start it, or unset METACAN_DASK_SCHEDULER to build the parts on a local cluster"
-            ) from None
+        client = _connect(Client, scheduler, SCHEDULER_CONNECT_S)
         with client:
             n = len(client.scheduler_info().get("workers", {}))
             yield client, f"the Dask scheduler at {scheduler} ({n} worker(s) now)"
