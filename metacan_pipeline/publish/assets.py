@@ -220,7 +220,13 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     Which pages to render: :mod:`.manifest`; writing them: :class:`.pages.PageWriter`.
     """
     started = time.perf_counter()
-    hashes, manifest, renderer = record_hashes(storage), read_manifest(storage), renderer_fingerprint()
+    try:
+        renderer = renderer_fingerprint()  # reads METACAN_SITE_URL and METACAN_REPORT_URL
+    except ValueError as exc:
+        raise dg.Failure(
+            description=f"{exc}; no page was rendered: correct it and materialize work_pages again"
+        ) from None
+    hashes, manifest = record_hashes(storage), read_manifest(storage)
     todo = pages_to_render(
         hashes,
         manifest,

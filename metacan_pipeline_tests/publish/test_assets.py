@@ -174,6 +174,13 @@ def test_the_site_follows_the_frame_and_the_renderer(tmp_path, openalex_dir, ope
         con.execute("UPDATE page_manifest SET page_path = '../../../../etc/passwd' WHERE id = 'W2'")
     w2_page.unlink()
     assert pages()["pages_rendered"].value == 1 and w2_page.exists()
+    # a bad METACAN_SITE_URL stops the pages in one sentence naming it, before a page is written
+    monkeypatch.setenv("METACAN_SITE_URL", "javascript:alert(1)")
+    result = _pages_run(resources, openalex_api)
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert not result.success and "Failure: METACAN_SITE_URL='javascript:alert(1)' is not an absolute" in failure
+    assert "no page was rendered" in failure and w2_page.exists()
+    monkeypatch.delenv("METACAN_SITE_URL")
     # the renderer changed (a template edit): every page is rendered again without being asked
     monkeypatch.setattr(assets, "renderer_fingerprint", lambda: "a-new-template")
     assert pages()["pages_rendered"].value == 2
