@@ -140,6 +140,21 @@ def write_child_result(res: dict, result_path: str) -> None:
     Path(result_path).write_text(json.dumps(res, default=str))
 
 
+def step_times(instance, run_ids: list[str]) -> dict[str, dict]:
+    """Per Dagster step of the runs ``run_ids``: its ``start`` and ``end`` timestamps and its ``status``
+    (``STEP_SUCCESS`` or ``STEP_FAILURE``), from the instance's event log."""
+    steps: dict[str, dict] = {}
+    for entry in (e for rid in run_ids for e in instance.all_logs(rid)):
+        ev = entry.dagster_event
+        if ev is None or not ev.step_key:
+            continue
+        if ev.event_type_value == "STEP_START":
+            steps.setdefault(ev.step_key, {})["start"] = entry.timestamp
+        elif ev.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
+            steps.setdefault(ev.step_key, {}).update(end=entry.timestamp, status=ev.event_type_value)
+    return steps
+
+
 def thin_samples(samples: list[tuple[float, int]], t0: float, most: int) -> list[tuple[float, int]]:
     """About ``most`` of the (time, KiB) samples as (seconds since t0, MiB)."""
     return [(round(t - t0, 1), round(k / 1024)) for t, k in samples[:: max(1, len(samples) // most)]]

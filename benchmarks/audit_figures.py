@@ -14,9 +14,8 @@ import time
 import numpy as np
 
 from metacan_pipeline.audit import estimates as E
-from metacan_pipeline.audit.gate import head_gate
 from metacan_pipeline.audit.ppi import ppi_mean
-from metacan_pipeline_tests.audit.simulated import Stratum, frame_value, synthetic_audit
+from metacan_pipeline_tests.audit.simulated import frame_value, gate_draws, gate_strata, synthetic_audit
 
 
 def coverage(reps: int = 400, seed: int = 2016) -> dict[str, float]:
@@ -59,27 +58,13 @@ def ppi() -> dict[str, float]:
 
 def gate() -> dict[str, float]:
     """test_gate: share of draws in which the gate passes, and in which it could judge at all."""
-
-    def strata(candidate_n: int, consensus_n: int, boundary: float, far: float) -> tuple[Stratum, ...]:
-        return (
-            Stratum("consensus", 600, consensus_n, 1, 0.98),
-            Stratum("candidate", 400, candidate_n, 1, 0.90),
-            Stratum("boundary", 2000, 100, 0, boundary),
-            Stratum("far", 10000, 100, 0, far),
-        )
-
     out = {}
     for name, args, reps, seed in (
         ("good classifier (about 60 coded positives)", (27, 35, 0.02, 0.0), 200, 21),
         ("mediocre classifier (frame recall about 0.65)", (27, 35, 0.15, 0.02), 200, 22),
         ("about 20 coded positives", (8, 12, 0.01, 0.002), 50, 23),
     ):
-        audit = synthetic_audit(seed=seed, strata=strata(*args), coders=((0.98, 0.99), (0.98, 0.99)), unresolved=0.0)
-        gates = []
-        for take in audit.draws(reps, seed + 1):
-            y, d = audit.code[take], audit.classifier[take]
-            r = E.recall(y, d, audit.design)
-            gates.append(head_gate(E.precision(y, d, audit.design), r, coded_positives=r.n))
+        gates = [g for g, _ in gate_draws(gate_strata(*args), reps, seed)]
         out[f"{name}: passed"] = float(np.mean([g.passed for g in gates]))
         out[f"{name}: judged"] = float(np.mean([g.judged for g in gates]))
     return out

@@ -50,6 +50,7 @@ from _common import (
     mean,
     run_stage,
     say,
+    step_times,
     thin_samples,
     verdict,
     write_child_result,
@@ -113,16 +114,7 @@ def stage_frame(input_dir: Path, data_dir: Path) -> dict:
     )
     secs = time.perf_counter() - t0
     result_ids = [first.run_id, result.run_id]
-    steps: dict[str, dict] = {}
-    for entry in (e for rid in result_ids for e in instance.all_logs(rid)):
-        ev = entry.dagster_event
-        if ev is None or not ev.step_key:
-            continue
-        if ev.event_type_value == "STEP_START":
-            steps.setdefault(ev.step_key, {})["start"] = entry.timestamp
-        elif ev.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
-            steps.setdefault(ev.step_key, {})["end"] = entry.timestamp
-            steps[ev.step_key]["status"] = ev.event_type_value
+    steps = step_times(instance, result_ids)
     meta = {}
     for mat in first.get_asset_materialization_events() + result.get_asset_materialization_events():
         m = mat.materialization

@@ -59,6 +59,7 @@ from _common import (
     machine,
     run_stage,
     say,
+    step_times,
     thin_samples,
     write_child_result,
     write_json,
@@ -141,15 +142,7 @@ def stage_child(stage: str, data_dir: Path, input_dir: Path, run_config: dict) -
         raise_on_error=False,
     )
     secs = time.perf_counter() - t0
-    steps: dict[str, dict] = {}
-    for entry in instance.all_logs(result.run_id):
-        ev = entry.dagster_event
-        if ev is None or not ev.step_key:
-            continue
-        if ev.event_type_value == "STEP_START":
-            steps.setdefault(ev.step_key, {})["start"] = entry.timestamp
-        elif ev.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
-            steps.setdefault(ev.step_key, {}).update(end=entry.timestamp, status=ev.event_type_value)
+    steps = step_times(instance, [result.run_id])
     rows = {}
     for mat in result.get_asset_materialization_events():
         m = mat.materialization

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from metacan_pipeline.audit import estimates as E
 from metacan_pipeline.audit.estimates import Design
+from metacan_pipeline.audit.gate import head_gate
 
 
 @dataclass(frozen=True)
@@ -105,3 +107,27 @@ def frame_value(metric: str, y: np.ndarray, d: np.ndarray | None = None) -> floa
     d = d[keep]
     tp = float((y * d).sum())
     return {"precision": tp / d.sum(), "recall": tp / y.sum(), "f1": 2 * tp / (y.sum() + d.sum())}[metric]
+
+
+def gate_draws(strata: tuple[Stratum, ...], reps: int, seed: int) -> list:
+    """The gate of the stratifying classifier on ``reps`` stratified draws of a synthetic audit (accurate coders),
+    with the number of coded positives of each draw (test_gate, and the figures of benchmarks/audit_figures.py)."""
+    audit = synthetic_audit(seed=seed, strata=strata, coders=((0.98, 0.99), (0.98, 0.99)), unresolved=0.0)
+    design = audit.design
+    out = []
+    for take in audit.draws(reps, seed + 1):
+        y, d = audit.code[take], audit.classifier[take]
+        r = E.recall(y, d, design)
+        out.append((head_gate(E.precision(y, d, design), r, coded_positives=r.n), r.n))
+    return out
+
+
+def gate_strata(candidate_n: int, consensus_n: int, boundary: float, far: float) -> tuple[Stratum, ...]:
+    """The strata of the gate's simulations: consensus and candidate positives at the given sizes, and negatives near
+    and far from the threshold that the classifier calls positive at rates ``boundary`` and ``far``."""
+    return (
+        Stratum("consensus", 600, consensus_n, 1, 0.98),
+        Stratum("candidate", 400, candidate_n, 1, 0.90),
+        Stratum("boundary", 2000, 100, 0, boundary),
+        Stratum("far", 10000, 100, 0, far),
+    )

@@ -5,7 +5,7 @@ import numpy as np
 
 from metacan_pipeline.audit import estimates as E
 from metacan_pipeline.audit.gate import GateThresholds, head_gate
-from metacan_pipeline_tests.audit.simulated import Stratum, synthetic_audit
+from metacan_pipeline_tests.audit.simulated import gate_draws, gate_strata
 
 
 def _estimate(lower: float) -> E.Estimate:
@@ -49,47 +49,25 @@ def test_the_protocols_thresholds_replace_the_defaults():
     assert head_gate(_estimate(0.95), _estimate(0.95), 45, strict).reason == "45 coded positives < 50: cannot be judged"
 
 
-def _gates(strata: tuple[Stratum, ...], reps: int, seed: int) -> list:
-    """The gate of the stratifying classifier on ``reps`` stratified draws of a synthetic audit (accurate coders),
-    with the number of coded positives of each draw."""
-    audit = synthetic_audit(seed=seed, strata=strata, coders=((0.98, 0.99), (0.98, 0.99)), unresolved=0.0)
-    design = audit.design
-    out = []
-    for take in audit.draws(reps, seed + 1):
-        y, d = audit.code[take], audit.classifier[take]
-        r = E.recall(y, d, design)
-        out.append((head_gate(E.precision(y, d, design), r, coded_positives=r.n), r.n))
-    return out
-
-
-def _strata(candidate_n: int, consensus_n: int, boundary: float, far: float) -> tuple[Stratum, ...]:
-    return (
-        Stratum("consensus", 600, consensus_n, 1, 0.98),
-        Stratum("candidate", 400, candidate_n, 1, 0.90),
-        Stratum("boundary", 2000, 100, 0, boundary),
-        Stratum("far", 10000, 100, 0, far),
-    )
-
-
 def test_a_good_classifier_with_about_60_coded_positives_passes():
     # frame precision 0.95 and recall 0.96: it misses only near its threshold (2% of the boundary negatives are
     # positive, none of the far ones but the coders' rare false positives). A single far negative that humans code
     # positive weighs 100 works: with 0.2% of the far negatives positive, the same classifier passed 71% of draws.
-    draws = _gates(_strata(27, 35, 0.02, 0.0), reps=200, seed=21)
+    draws = gate_draws(gate_strata(27, 35, 0.02, 0.0), reps=200, seed=21)
     assert 55 <= np.median([positives for _, positives in draws]) <= 65
     assert np.mean([g.passed for g, _ in draws]) >= 0.95
 
 
 def test_a_mediocre_classifier_fails_on_recall():
     # same decisions, but 15% of the boundary and 2% of the far negatives are positive: frame recall about 0.65
-    draws = _gates(_strata(27, 35, 0.15, 0.02), reps=200, seed=22)
+    draws = gate_draws(gate_strata(27, 35, 0.15, 0.02), reps=200, seed=22)
     assert np.mean([g.passed for g, _ in draws]) <= 0.05
     failed = [g for g, _ in draws if g.judged and not g.passed]
     assert failed and all("recall lower bound" in g.reason and "< 0.70: fails" in g.reason for g in failed)
 
 
 def test_twenty_coded_positives_cannot_be_judged():
-    draws = _gates(_strata(8, 12, 0.01, 0.002), reps=50, seed=23)
+    draws = gate_draws(gate_strata(8, 12, 0.01, 0.002), reps=50, seed=23)
     assert 15 <= np.median([positives for _, positives in draws]) <= 25
     assert not any(g.passed or g.judged for g, _ in draws)
     assert all(g.reason == f"{positives} coded positives < 30: cannot be judged" for g, positives in draws)
