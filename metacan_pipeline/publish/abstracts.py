@@ -32,13 +32,14 @@ Failures: transport errors, timeouts, 429 and 5xx are retried (tenacity, at most
 requests per batch, Retry-After honoured up to ``retry_after_max_s``); another 4xx or a body that is
 not the expected JSON fails the batch at once. Failed answers are never cached, so the next fetch
 tries again. After ``breaker_after`` consecutive failed batches nothing more is sent by this fetcher
-(one fetcher serves one page build). ``timeout_s`` bounds each request in all, not each read.
+(one fetcher serves one page build). ``timeout_s`` bounds each request in all, headers and body, not each read.
 The API key is sent but never logged nor put in an error message (the ``httpx`` log filter of
 :mod:`metacan_pipeline.openalex.api` masks it in request lines).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import threading
@@ -112,7 +113,7 @@ class AbstractFetcher:
     batches after which this fetcher sends nothing more, in this or a later :meth:`fetch` (0 disables). ``retry_wait_max_s``: cap of the exponential backoff
     between retries; ``retry_after_max_s``: cap on a server's Retry-After, both in seconds.
     ``api_key_env``: environment variable holding the API key (absent or empty: no key).
-    ``mailto``: sent as the ``mailto`` parameter when given. ``transport``: an httpx transport (tests).
+    ``mailto``: sent as the ``mailto`` parameter when given. ``transport``: an httpx transport that can answer asynchronously, e.g. ``httpx.MockTransport`` (tests).
 
     Attributes: ``calls`` counts HTTP requests sent since construction (retries included);
     ``cache`` is the :class:`cachetools.TTLCache` (``work_id -> Abstract``), in memory only.
@@ -131,7 +132,7 @@ class AbstractFetcher:
         breaker_after: int = 2,
         api_key_env: str = "OPENALEX_API_KEY",
         mailto: str | None = None,
-        transport: httpx.BaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
         retry_wait_max_s: float = 8.0,
         retry_after_max_s: float = 30.0,
@@ -164,12 +165,13 @@ class AbstractFetcher:
         #: build calls fetch() once per chunk); a batch that gets any answer resets it
         self.failed_in_a_row = 0
         self._lock = threading.Lock()
-        self.http = httpx.Client(base_url=base_url, timeout=timeout_s, transport=transport)
+        self._loop = _Loop()
+        self.http = httpx.AsyncClient(base_url=base_url, timeout=timeout_s, transport=transport)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Closes the HTTP client (the cache stays readable)."""
-        self.http.close()
+        """Closes the HTTP client and its event loop (the cache stays readable)."""
+        self._loop.close(self.http)
 
     def __enter__(self) -> AbstractFetcher:
         return self
@@ -352,28 +354,51 @@ class AbstractFetcher:
             raise _BatchFailed(f"{exc} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})") from None
 
     def _get_within_deadline(self, params: dict) -> httpx.Response:
-        """GET /works, read in chunks, given up (``httpx.ReadTimeout``) once ``timeout_s`` has passed in all:
-        httpx's own timeout bounds each read, so a server trickling a byte at a time would otherwise hold
-        the page build without limit."""
-        deadline = time.monotonic() + self.timeout_s
-        with self.http.stream("GET", "/works", params=params) as resp:
-            body = bytearray()
-            for chunk in resp.iter_bytes():
-                body.extend(chunk)
-                if len(body) > MAX_ANSWER_BYTES:
-                    raise httpx.DecodingError(
-                        f"answer too large (over {MAX_ANSWER_BYTES:,} bytes, not read further)", request=resp.request
-                    )
-                if time.monotonic() > deadline:
-                    raise httpx.ReadTimeout(
-                        f"the answer took longer than {self.timeout_s:g} s in all", request=resp.request
-                    )
-            headers = [
-                (k, v) for k, v in resp.headers.items() if k.lower() not in ("content-encoding", "content-length")
-            ]
-            return httpx.Response(
-                resp.status_code, headers=headers, content=bytes(body), request=resp.request
-            )  # decoded already
+        """GET /works, given up (``httpx.ReadTimeout``) once ``timeout_s`` has passed in all, headers and body:
+        httpx's own timeout bounds each read, so a server trickling a byte at a time, in its headers or its body,
+        would otherwise hold the page build (or a served page) without limit. The request runs on this fetcher's
+        event loop (:class:`_Loop`), where the deadline cancels it and closes its connection."""
+        return self._loop.run(self._aget(params))
+
+    async def _aget(self, params: dict) -> httpx.Response:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                async with self.http.stream("GET", "/works", params=params) as resp:
+                    body = bytearray()
+                    async for chunk in resp.aiter_bytes():
+                        body.extend(chunk)
+                        if len(body) > MAX_ANSWER_BYTES:
+                            raise httpx.DecodingError(
+                                f"answer too large (over {MAX_ANSWER_BYTES:,} bytes, not read further)",
+                                request=resp.request,
+                            )
+        except TimeoutError:
+            raise httpx.ReadTimeout(f"the answer took longer than {self.timeout_s:g} s in all") from None
+        headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in ("content-encoding", "content-length")]
+        return httpx.Response(resp.status_code, headers=headers, content=bytes(body), request=resp.request)  # decoded
+
+
+class _Loop:
+    """An asyncio event loop on a daemon thread of its own, where a fetcher's requests run (one at a time per calling
+    thread, several callers at once): the only way to put one deadline on a whole httpx request, as a cancelled task
+    closes its connection; a blocking client can only bound each read. A daemon thread never holds the interpreter
+    open, so a fetcher that is never closed costs nothing at exit."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="abstracts-http", daemon=True)
+        self.thread.start()
+
+    def run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self, client: httpx.AsyncClient) -> None:
+        if self.loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(client.aclose(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
 
 
 def _readable(index: object) -> bool:
