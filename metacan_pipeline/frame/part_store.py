@@ -93,8 +93,8 @@ def _valid(
 
 
 def finished_many(root: str, wanted: list[tuple[str, str]], retry_failed_reads: bool = False) -> list[dict | None]:
-    """For each ``(part url, build key)`` of ``wanted`` (parts under ``root``), its row if finished with that key
-    (:func:`_valid`), else None: one listing of ``root`` (no cache) and the markers read concurrently."""
+    """For each ``(part url, build key)`` of ``wanted`` (parts under ``root``, or ``root`` itself), its row if finished
+    with that key (:func:`_valid`), else None: one listing of ``root`` (no cache) and the markers read concurrently."""
     if not wanted:
         return []
     fs, base = filesystem(root)
@@ -120,9 +120,9 @@ def finished_many(root: str, wanted: list[tuple[str, str]], retry_failed_reads: 
 
 
 def finished(url: str, key: str, retry_failed_reads: bool = False) -> dict | None:
-    """The row of the part at ``url`` if it is finished with build key ``key`` (:func:`finished_many` of one)."""
-    root = url.rsplit("/", 2)[0]
-    return finished_many(root, [(url, key)], retry_failed_reads)[0]
+    """The row of the part at ``url`` if it is finished with build key ``key`` (:func:`finished_many` of one, listing
+    only the part's own prefix)."""
+    return finished_many(url, [(url, key)], retry_failed_reads)[0]
 
 
 def build(url: str, key: str, build_local: Callable[[Path], dict], scratch: Path) -> dict:
