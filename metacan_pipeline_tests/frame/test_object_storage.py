@@ -464,6 +464,11 @@ def test_the_frame_built_with_parts_in_the_bucket_equals_the_frame_built_with_lo
             assert (len(body), hashlib.sha256(body).hexdigest()) == (f["bytes"], f["sha256"])
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks["frame_stores_no_abstract_text"] is True  # it read the routed parts in the bucket
+    assert not list((data / "warehouse").glob(".frame-parts-*"))  # the merge's downloaded copies are removed
+    _, instance, _, _ = remote_parts
+    texts = [str(e) for run in instance.get_runs() for e in instance.all_logs(run.run_id)]
+    assert any(PARTS_URL in t for t in texts)  # the log says where the parts are ...
+    assert not [t for t in texts if SECRET in t or KEY_ID in t]  # ... and never with a credential
 
 
 def test_a_re_run_with_parts_in_the_bucket_rebuilds_none_and_rewrites_no_object(remote_parts, s3, monkeypatch):
