@@ -16,6 +16,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_S3_ANON`` | object-storage input (an ``s3://`` folder): ``1`` reads anonymously (a public bucket such as ``s3://openalex``), ``0`` signs with the AWS credentials | anonymous when no AWS credentials are found |
 | ``METACAN_S3_ENDPOINT_URL`` (else ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``) | the S3 endpoint of an S3-compatible server (MinIO, Ceph, moto) | AWS |
 | ``METACAN_REMOTE_READ_ATTEMPTS`` | reads of one object-storage input file before its part is quarantined | ``4`` |
+| ``METACAN_PARTS_URL`` | where ``frame_parts`` writes finished parts and ``frame`` reads them: an object-storage folder (``s3://bucket/prefix``), each part published by a completion marker written last; credentials from the AWS environment, never from the URL | unset: ``<data dir>/warehouse/frame_parts`` |
 | ``METACAN_DASK_SCHEDULER`` | the address of a running Dask scheduler (``tcp://host:8786``) that builds ``frame_parts``; its workers must import ``metacan_pipeline`` and reach the input files and the data folder | unset: a local cluster of ``workers`` processes per build |
 | ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_PROFILE`` / ... | S3 credentials, found by botocore as usual, never logged | unset |
 | ``METACAN_LLAMA_THREADS`` | CPU threads of the embedded llama.cpp teacher server; on a machine whose cores are busy with other work, ``1`` (llama.cpp's threads wait on each other by spinning: at load 13 on 2 cores, one call took 25-29 s with 1 thread against 72-145 s with 2) | ``2`` |
@@ -50,6 +51,9 @@ REMOTE_READ_ATTEMPTS_ENV = "METACAN_REMOTE_READ_ATTEMPTS"
 DEFAULT_REMOTE_READ_ATTEMPTS = 4
 REPORT_URL_ENV = "METACAN_REPORT_URL"
 DASK_SCHEDULER_ENV = "METACAN_DASK_SCHEDULER"
+PARTS_URL_ENV = "METACAN_PARTS_URL"
+#: The object-storage schemes a parts location may use (fsspec's: s3fs, gcsfs, adlfs); only ``s3`` is tested.
+PARTS_URL_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
 #: The address schemes of distributed's comms (``host:port`` alone means ``tcp://``).
 DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
 LLAMA_THREADS_ENV = "METACAN_LLAMA_THREADS"
@@ -162,6 +166,40 @@ def dask_scheduler() -> str | None:
             f"(schemes {', '.join(DASK_SCHEMES)}), or unset it to build the parts on a local cluster"
         )
     return f"{scheme}://{rest}"
+
+
+def parts_url() -> str | None:
+    """``$METACAN_PARTS_URL``: the object-storage folder (``s3://bucket/prefix``) where ``frame_parts`` writes the
+    finished parts and ``frame`` reads them, so workers that share no disk can build them
+    (:mod:`metacan_pipeline.frame.part_store`); without a trailing slash. None (unset or empty): the local folder
+    ``<data dir>/warehouse/frame_parts``. Raises ValueError naming the variable, in one sentence and without any
+    user info or query string of the value, when it is not such a URL: credentials come from the AWS environment."""
+    value = os.environ.get(PARTS_URL_ENV, "").strip()
+    if not value:
+        return None
+    scheme, sep, rest = value.partition("://")
+    netloc = rest.partition("/")[0]
+    if "@" in netloc:  # the secret would be in every log line that names the parts: refused, never printed
+        raise ValueError(
+            f"{PARTS_URL_ENV} carries a user name or password ('user:secret@'); give the folder alone, e.g. "
+            f"s3://bucket/frame_parts, and the credentials in the AWS environment (AWS_ACCESS_KEY_ID/"
+            f"AWS_SECRET_ACCESS_KEY or AWS_PROFILE), which is never logged"
+        )
+    if (
+        not sep
+        or scheme.lower() not in PARTS_URL_SCHEMES
+        or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{1,254}", netloc)
+        or re.search(r"[?#\x00-\x20\x7f]", value)
+        or "//" in rest.rstrip("/")
+        or len(value) > 1000
+    ):
+        shown = re.split(r"[?#]", value, maxsplit=1)[0] + ("..." if re.search(r"[?#]", value) else "")
+        raise ValueError(
+            f"{PARTS_URL_ENV}={_shown(shown)} is not an object-storage folder <scheme>://<bucket>[/<prefix>] (schemes "
+            f"{', '.join(PARTS_URL_SCHEMES)}; no query string; at most 1,000 characters): give e.g. "
+            f"s3://bucket/frame_parts, or unset it to keep the parts in the data folder"
+        )
+    return f"{scheme.lower()}://{rest.rstrip('/')}"
 
 
 def llama_threads() -> int:

@@ -35,7 +35,7 @@ from .merge import (
     removed_work_ids,
 )
 from .partitions import openalex_partitions, sync_partitions
-from .parts import default_workers, part_dir, part_jobs, quarantine_reasons, reason_class, split_finished
+from .parts import default_workers, part_jobs, quarantine_reasons, readable_parts, reason_class, split_finished
 from .routes import AdmissionRule
 
 __all__ = ["canadian_entities", "frame", "frame_parts", "openalex_inventory", "openalex_partitions"]
@@ -181,8 +181,11 @@ def frame_parts(
     keys = set(context.partition_keys)
     entities = EntityLists.from_table(storage.read_table("canadian_entities"))
     jobs = part_jobs(storage.read_table("openalex_inventory").to_pylist(), openalex.path_of, keys)
-    parts_root = storage.table_dir("frame_parts")
-    skipped, todo = split_finished(jobs, parts_root, entities, retry_failed_reads=True)
+    parts_root = ingest.parts_location(storage.table_dir("frame_parts"))
+    try:
+        skipped, todo = split_finished(jobs, parts_root, entities, retry_failed_reads=True)
+    except OSError as exc:  # the object storage of METACAN_PARTS_URL did not answer
+        raise ingest.parts_store_failure(exc) from None
     if not jobs:
         context.log.warning(
             f"no input files in partition(s) {sorted(keys)}: materialize openalex_inventory to refresh the partitions"
@@ -194,11 +197,15 @@ def frame_parts(
     context.log.info(
         f"frame_parts: {len(jobs)} files in {len(keys)} partition(s); {len(skipped)} already built, {len(todo)} to build "
         + (f"on the Dask scheduler {scheduler}" if scheduler else f"with {workers} worker(s)")
+        + (f"; parts in {parts_root}" if isinstance(parts_root, str) else "")
     )
     built, where = ingest.run_part_builds(
         context.log, todo, parts_root, entities, context.run.run_id, workers, scheduler
     )
-    quarantine = quarantine_reasons(parts_root, built)
+    try:
+        quarantine = quarantine_reasons(parts_root, built)
+    except OSError as exc:
+        raise ingest.parts_store_failure(exc) from None
     metadata = ingest.parts_metadata(skipped + built, built, keys, workers, quarantine, where)
     return dg.MaterializeResult(metadata=metadata)
 
@@ -248,18 +255,26 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
     """
     entities = EntityLists.from_table(storage.read_table("canadian_entities"))
     rule = AdmissionRule(config.year_min, config.year_max)
-    parts_root = storage.table_dir("frame_parts")
+    parts_root = ingest.parts_location(storage.table_dir("frame_parts"))
     inventory = storage.read_table("openalex_inventory").to_pylist()
-    manifest, unbuilt = split_finished(part_jobs(inventory, openalex.path_of), parts_root, entities)
+    try:
+        manifest, unbuilt = split_finished(part_jobs(inventory, openalex.path_of), parts_root, entities)
+    except OSError as exc:
+        raise ingest.parts_store_failure(exc) from None
     if unbuilt:
         raise ingest.unbuilt_parts_failure([job for job, _ in unbuilt])
     folders = openalex.folders
     removed, merged_files = removed_work_ids(folders)
     build_id = frame_build_id(manifest, entities.versions, rule, merged_files)
-    dirs = [part_dir(parts_root, r["partition_key"], r["source_file"]) for r in manifest]
-    if not dirs:
+    if not manifest:
         raise ingest.no_parts_failure([f.root for f in folders])
-    merged = merge_parts(storage, dirs, removed, rule, build_id)
+    try:  # parts in object storage are downloaded to a temporary folder for the merge, and checked
+        with readable_parts(parts_root, manifest, storage.warehouse) as dirs:
+            merged = merge_parts(storage, dirs, removed, rule, build_id)
+    except OSError as exc:
+        if not isinstance(parts_root, str):
+            raise
+        raise ingest.parts_store_failure(exc) from None
     quarantine = quarantine_table(merged.quarantine, inventory)
     storage.write_table("openalex_quarantine", quarantine)
     build_manifest = build_manifest_table(manifest, merged.admitted_by_file)

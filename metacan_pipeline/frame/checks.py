@@ -8,6 +8,8 @@ import pyarrow.parquet as pq
 
 from ..storage import MetacanStorage
 from ..vocab import ROUTES
+from . import part_store
+from .parts import parts_location
 
 
 @dg.asset_check(
@@ -40,8 +42,9 @@ def frame_routes_have_evidence(storage: MetacanStorage) -> dg.AssetCheckResult:
     asset="frame", blocking=True, description="No abstract text is stored in the frame or its parts (SPEC section 2)."
 )
 def frame_stores_no_abstract_text(storage: MetacanStorage) -> dg.AssetCheckResult:
-    """Fails when the frame, or the routed rows of any part, has a column holding abstract text
-    (any column whose name mentions ``abstract`` other than the boolean ``has_abstract``)."""
+    """Fails when the frame, or the routed rows of any part (local, or in the object storage of
+    ``METACAN_PARTS_URL``), has a column holding abstract text (any column whose name mentions ``abstract``
+    other than the boolean ``has_abstract``)."""
 
     def offenders(schema: pa.Schema) -> list[str]:
         return [
@@ -51,7 +54,14 @@ def frame_stores_no_abstract_text(storage: MetacanStorage) -> dg.AssetCheckResul
         ]
 
     found = {"frame": offenders(pq.read_schema(next(storage.table_dir("frame").glob("*.parquet"))))}
-    for f in sorted(storage.table_dir("frame_parts").glob("*/*/routed.parquet")):
+    parts_root = parts_location(storage.table_dir("frame_parts"))
+    if isinstance(parts_root, str):  # object storage (METACAN_PARTS_URL): every routed.parquet object there
+        for url in part_store.routed_files(parts_root):
+            fs, path = part_store.filesystem(url)
+            with fs.open(path, "rb") as fh:
+                if bad := offenders(pq.read_schema(fh)):
+                    found[url] = bad
+    for f in [] if isinstance(parts_root, str) else sorted(parts_root.glob("*/*/routed.parquet")):
         if bad := offenders(pq.read_schema(f)):
             found[str(f.relative_to(storage.warehouse))] = bad
     found = {k: v for k, v in found.items() if v}

@@ -21,6 +21,7 @@ from ..openalex.inventory import Inventory
 from ..openalex.reader import SUPPORTED_TYPES
 from ..tables.frame import BUILD_MANIFEST_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INVENTORY_SCHEMA
+from . import parts
 from .entities import EntityLists
 from .merge import PREVIEW_COLUMNS, FrameSummary, MergeResult
 from .parts import ClusterError, InputChanged, PartJob, build_parts
@@ -71,6 +72,24 @@ def inventory_metadata(inv: Inventory, rows: list[dict], keys: list[str], new: l
     )
 
 
+def parts_location(storage_parts: Path) -> Path | str:
+    """Where the finished parts are (:func:`.parts.parts_location`); a bad ``METACAN_PARTS_URL`` is a dg.Failure in
+    one sentence naming it."""
+    try:
+        return parts.parts_location(storage_parts)
+    except ValueError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+
+
+def parts_store_failure(exc: OSError) -> dg.Failure:
+    """The failure of a step that could not list, write or read the parts in object storage (may pass later)."""
+    return dg.Failure(
+        description=f"{exc}: check the network, the endpoint (METACAN_S3_ENDPOINT_URL) and the credentials of "
+        f"METACAN_PARTS_URL, then materialize again (finished parts are kept)",
+        allow_retries=True,
+    )
+
+
 def part_built_message(row: dict, done: int, total: int) -> str:
     """The log line of one finished part build."""
     msg = (
@@ -87,7 +106,7 @@ def part_built_message(row: dict, done: int, total: int) -> str:
 def run_part_builds(
     log: Any,
     todo: list[tuple[PartJob, str]],
-    parts_root: Path,
+    parts_root: Path | str,
     entities: EntityLists,
     run_id: str,
     workers: int,
@@ -126,6 +145,10 @@ def run_part_builds(
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     except ClusterError as exc:
         raise dg.Failure(description=str(exc), allow_retries=True) from None
+    except OSError as exc:
+        if isinstance(parts_root, str):  # object storage (METACAN_PARTS_URL) refused a write
+            raise parts_store_failure(exc) from None
+        raise
     progress.close()
     return built, (where[0] if where else "nowhere (nothing to build)")
 

@@ -16,6 +16,11 @@ stopped) and read from there by the same code as a local file, then the copy is 
 renamed into place. A file that cannot be read whole after every attempt gives a part holding one quarantine
 row with the reason (``read_path`` ``failed``): the frame merges without it and says so, and the next
 ``frame_parts`` run reads that file again (:func:`finished` with ``retry_failed_reads``).
+
+With ``METACAN_PARTS_URL`` the parts live in object storage instead (``parts_root`` is then that URL, a ``str``):
+each part is built the same way in a local temporary folder of the worker, then published by
+:mod:`.part_store` (its files uploaded, then a completion marker written last with one PUT), so a part there is
+finished or absent too, and the same resume rule holds against the bucket.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -45,6 +51,7 @@ from ..openalex.remote import stat as remote_stat
 from ..openalex.staging import ReadStats, read_work_batches
 from ..tables.frame import QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INDEX_SCHEMA
+from . import part_store
 from .entities import EntityLists
 from .routes import route_row
 
@@ -129,14 +136,26 @@ def build_key(job: PartJob, entities: EntityLists) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
+def parts_location(data_parts: Path) -> Path | str:
+    """Where the finished parts are: ``METACAN_PARTS_URL`` (an object-storage folder) when set, else the local folder
+    ``data_parts`` (``warehouse/frame_parts``). Raises ValueError naming the variable when it is not such a URL."""
+    from .. import settings
+
+    return settings.parts_url() or data_parts
+
+
 def part_dir(parts_root: Path, partition_key: str, source_file: str) -> Path:
     """``<parts_root>/<partition key>/<16 hex of the file path>``."""
     return Path(parts_root) / partition_key / hashlib.sha256(source_file.encode()).hexdigest()[:16]
 
 
-def finished(parts_root: Path, job: PartJob, key: str, retry_failed_reads: bool = False) -> dict | None:
+def finished(parts_root: Path | str, job: PartJob, key: str, retry_failed_reads: bool = False) -> dict | None:
     """The manifest row of ``job`` if it is built with ``key``, else None. With ``retry_failed_reads`` a part whose
-    file could not be read from object storage (``read_path`` ``failed``) counts as not built, so it is read again."""
+    file could not be read from object storage (``read_path`` ``failed``) counts as not built, so it is read again.
+    Parts in object storage (``parts_root`` a URL): :func:`.part_store.finished` (its completion marker)."""
+    if is_url(parts_root):
+        url = part_store.part_url(str(parts_root), job.partition_key, job.source_file)
+        return part_store.finished(url, key, retry_failed_reads)
     mf = part_dir(parts_root, job.partition_key, job.source_file) / "manifest.json"
     try:
         row = json.loads(mf.read_text())
@@ -170,14 +189,23 @@ def part_jobs(
 
 
 def split_finished(
-    jobs: list[PartJob], parts_root: Path, entities: EntityLists, retry_failed_reads: bool = False
+    jobs: list[PartJob], parts_root: Path | str, entities: EntityLists, retry_failed_reads: bool = False
 ) -> tuple[list[dict], list[tuple[PartJob, str]]]:
     """``(manifest rows of the parts already built with their current build key, (job, key) of the
-    others)``: what a build can skip unread and what it must build (``retry_failed_reads``: :func:`finished`)."""
+    others)``: what a build can skip unread and what it must build (``retry_failed_reads``: :func:`finished`).
+    Parts in object storage: one listing of the bucket and the markers read concurrently."""
+    keyed = [(job, build_key(job, entities)) for job in jobs]
+    if is_url(parts_root):
+        root = str(parts_root)
+        rows = part_store.finished_many(
+            root,
+            [(part_store.part_url(root, job.partition_key, job.source_file), key) for job, key in keyed],
+            retry_failed_reads,
+        )
+    else:
+        rows = [finished(parts_root, job, key, retry_failed_reads) for job, key in keyed]
     done, todo = [], []
-    for job in jobs:
-        key = build_key(job, entities)
-        row = finished(parts_root, job, key, retry_failed_reads)
+    for (job, key), row in zip(keyed, rows, strict=True):
         (done.append(row) if row else todo.append((job, key)))
     return done, todo
 
@@ -187,11 +215,14 @@ def reason_class(reason: str) -> str:
     return reason.split(":")[0].split("(")[0].strip()
 
 
-def quarantine_reasons(parts_root: Path, rows: list[dict]) -> Counter:
+def quarantine_reasons(parts_root: Path | str, rows: list[dict]) -> Counter:
     """Quarantined records by reason class over the parts of the manifest ``rows``."""
     out: Counter = Counter()
     for row in rows:
-        if row["quarantined"]:
+        if row["quarantined"] and part_store.OBJECTS_KEY in row:  # a part in object storage
+            q = part_store.read_table(row, "quarantine.parquet", columns=["reason"])
+            out.update(reason_class(r) for r in q.column("reason").to_pylist())
+        elif row["quarantined"]:
             q = pq.read_table(
                 part_dir(parts_root, row["partition_key"], row["source_file"]) / "quarantine.parquet",
                 columns=["reason"],
@@ -200,12 +231,20 @@ def quarantine_reasons(parts_root: Path, rows: list[dict]) -> Counter:
     return out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
+_sha256 = part_store.sha256_of
+
+
+@contextmanager
+def readable_parts(parts_root: Path | str, rows: list[dict], scratch: Path) -> Iterator[list[Path]]:
+    """The local folders of the finished parts ``rows``, in their order, for the merge to read with DuckDB: the part
+    folders themselves, or (parts in object storage) copies downloaded into a temporary folder under ``scratch``,
+    checked against their markers' SHA-256 and removed on exit (:func:`.part_store.download`)."""
+    if not is_url(parts_root):
+        yield [part_dir(Path(parts_root), r["partition_key"], r["source_file"]) for r in rows]
+        return
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".frame-parts-", dir=scratch) as tmp:
+        yield part_store.download(rows, Path(tmp))
 
 
 def build_part(
@@ -222,7 +261,23 @@ def build_part(
 
     Holds a lock file per part while it builds, so two runs that reach the same part (say the
     sensor's and a manual one) build it once: the second finds it finished and returns its row.
-    Under the lock, temporary folders of this part left by a killed build are removed."""
+    Under the lock, temporary folders of this part left by a killed build are removed.
+
+    ``parts_root`` an object-storage URL (``METACAN_PARTS_URL``): a part finished there is returned unread; else it is
+    built in a temporary folder of this machine and published by :func:`.part_store.build` (no lock: a marker always
+    names a whole set of objects, so two racing builds leave it finished or absent)."""
+    if is_url(parts_root):
+        url = part_store.part_url(parts_root, job.partition_key, job.source_file)
+        done = part_store.finished(url, key, retry_failed_reads=True)
+        if done is not None:
+            return done
+        with tempfile.TemporaryDirectory(prefix="metacan-part-") as scratch:
+            return part_store.build(
+                url,
+                key,
+                lambda folder: _build_part_locked(job, folder, entities, key, run_id, batch_rows, fast),
+                Path(scratch),
+            )
     final = part_dir(Path(parts_root), job.partition_key, job.source_file)
     final.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(final.parent / f".{final.name}.lock")):
@@ -371,7 +426,7 @@ def _build_part_locked(
 
 def build_parts(
     jobs: list[tuple[PartJob, str]],
-    parts_root: Path,
+    parts_root: Path | str,
     entities: EntityLists,
     run_id: str,
     workers: int,
@@ -383,7 +438,8 @@ def build_parts(
     yields manifest rows as parts finish.
 
     Where: on the Dask scheduler at ``scheduler`` when given (``METACAN_DASK_SCHEDULER``: its workers must import this
-    package and reach ``parts_root`` and the input files), else on a ``LocalCluster`` of ``workers`` processes of one
+    package and reach ``parts_root`` (a shared folder, or the object storage of ``METACAN_PARTS_URL``) and the input
+    files), else on a ``LocalCluster`` of ``workers`` processes of one
     thread each, started for this call and closed after it (:func:`dask_client`), else (``workers`` <= 1 or a single
     part, no scheduler) in this process; nothing at all when ``jobs`` is empty. ``on_cluster`` hears one sentence
     saying which.

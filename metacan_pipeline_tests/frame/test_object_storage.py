@@ -9,6 +9,7 @@ to test reads dropped mid-part."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import shutil
 import socket
@@ -394,3 +395,200 @@ def test_abstracts_are_re_read_from_the_bucket_as_from_the_local_folder(built, s
     local = load_abstracts(lambda sf: sample / sf, pointers)
     assert remote == local and all(isinstance(v, str) and v for v in remote.values())
     assert load_abstracts(lambda sf: f"s3://{BUCKET}/gone/{sf}", pointers[:1]) == {pointers[0][0]: None}
+
+
+# ---- finished parts written to object storage (METACAN_PARTS_URL) ----------------------------------------------------
+
+PARTS_BUCKET = "metacan-parts"
+PARTS_URL = f"s3://{PARTS_BUCKET}/frame_parts"
+
+
+def _part_objects(client) -> dict[str, str]:
+    """Every object under the parts URL: key -> ETag."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=PARTS_BUCKET, Prefix="frame_parts/")
+    return {o["Key"]: o["ETag"] for page in pages for o in page.get("Contents", [])}
+
+
+def _marker_key(source_file: str, partition_key: str) -> str:
+    return f"frame_parts/{partition_key}/{hashlib.sha256(source_file.encode()).hexdigest()[:16]}/manifest.json"
+
+
+@pytest.fixture(scope="module")
+def remote_parts(tmp_path_factory, s3):
+    """The frame built from the bucket's snapshot by a local cluster of 2 workers writing its parts to
+    ``s3://metacan-parts/frame_parts`` (METACAN_PARTS_URL); returns ``(data, instance, result, resources)``, the
+    variable set only while it builds (each test that builds again sets it)."""
+    _, client = s3
+    client.create_bucket(Bucket=PARTS_BUCKET)
+    data = tmp_path_factory.mktemp("remote_parts")
+    instance = dg.DagsterInstance.ephemeral()
+    resources = build_resources(str(data), f"s3://{BUCKET}/snapshot")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("METACAN_PARTS_URL", PARTS_URL + "/")  # a trailing slash is dropped
+        result = _materialize(instance, resources, workers=2)
+    assert result.success, root_error(result)
+    return data, instance, result, resources
+
+
+def test_the_frame_built_with_parts_in_the_bucket_equals_the_frame_built_with_local_parts(remote_parts, built, s3):
+    _, client = s3
+    data, _, result, _ = remote_parts
+    everything = "SELECT * FROM frame ORDER BY id"
+    frame = _table(built["s3"][0], everything)
+    assert len(frame) > 0 and _table(data, everything) == frame  # the frame build id too: same parts, same sha256
+    manifest = (
+        "SELECT * EXCLUDE (started_at, finished_at, seconds, run_id, admitted) FROM frame_build_manifest ORDER BY 1, 2"
+    )
+    assert _table(data, manifest) == _table(built["s3"][0], manifest)
+    quarantine = "SELECT * FROM openalex_quarantine ORDER BY ALL"
+    assert _table(data, quarantine) == _table(built["s3"][0], quarantine)
+    parts = node_metadata(result, "frame_parts")
+    rows = _table(data, "SELECT source_file, partition_key, build_key FROM frame_build_manifest")
+    assert parts["parts_built"] == parts["parts"] == len(rows) > 1 and parts["parts_already_built"] == 0
+    assert "a local Dask cluster of 2 worker process(es)" in parts["parts_built_on"]
+    # nothing was written to the local parts folder; in the bucket each part is one data prefix and its marker
+    local_parts = data / "warehouse" / "frame_parts"
+    assert not local_parts.exists() or not [p for p in local_parts.rglob("*") if p.is_file()]
+    objects = _part_objects(client)
+    for source_file, partition_key, key in rows:
+        marker = json.loads(
+            client.get_object(Bucket=PARTS_BUCKET, Key=_marker_key(source_file, partition_key))["Body"].read()
+        )
+        assert marker["build_key"] == key == marker["row"]["build_key"] and marker["data"].startswith(key + "-")
+        prefix = _marker_key(source_file, partition_key).rsplit("/", 1)[0]
+        assert {k for k in objects if k.startswith(prefix + "/")} == {f"{prefix}/manifest.json"} | {
+            f"{prefix}/{marker['data']}/{n}" for n in ("index.parquet", "quarantine.parquet", "routed.parquet")
+        }
+        for name, f in marker["files"].items():
+            body = client.get_object(Bucket=PARTS_BUCKET, Key=f"{prefix}/{marker['data']}/{name}")["Body"].read()
+            assert (len(body), hashlib.sha256(body).hexdigest()) == (f["bytes"], f["sha256"])
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks["frame_stores_no_abstract_text"] is True  # it read the routed parts in the bucket
+    assert not list((data / "warehouse").glob(".frame-parts-*"))  # the merge's downloaded copies are removed
+    _, instance, _, _ = remote_parts
+    texts = [str(e) for run in instance.get_runs() for e in instance.all_logs(run.run_id)]
+    assert any(PARTS_URL in t for t in texts)  # the log says where the parts are ...
+    assert not [t for t in texts if SECRET in t or KEY_ID in t]  # ... and never with a credential
+
+
+def test_a_re_run_with_parts_in_the_bucket_rebuilds_none_and_rewrites_no_object(remote_parts, s3, monkeypatch):
+    _, client = s3
+    data, instance, first, resources = remote_parts
+    monkeypatch.setenv("METACAN_PARTS_URL", PARTS_URL)
+    before = _part_objects(client)
+    frame = _table(data, "SELECT * FROM frame ORDER BY id")
+    again = _materialize(instance, resources, workers=2, refresh=False)
+    assert again.success, root_error(again)
+    parts = node_metadata(again, "frame_parts")
+    n = node_metadata(first, "frame_parts")["parts"]
+    assert (parts["parts_built"], parts["parts_already_built"], parts["parts"]) == (0, n, n)
+    assert parts["parts_built_on"] == "nowhere (nothing to build)"
+    assert _part_objects(client) == before  # same keys, same ETags: nothing uploaded again
+    assert _table(data, "SELECT * FROM frame ORDER BY id") == frame
+
+
+def test_a_part_without_its_marker_or_with_another_build_keys_marker_is_rebuilt_and_its_stale_objects_removed(
+    remote_parts, s3, monkeypatch
+):
+    """A build killed after its uploads leaves data objects and no marker: the part is absent. A marker of another
+    build key (older entity lists, say) with its objects is stale. Both are built again, the other parts reused."""
+    _, client = s3
+    data, instance, first, resources = remote_parts
+    monkeypatch.setenv("METACAN_PARTS_URL", PARTS_URL)
+    frame = _table(data, "SELECT * FROM frame ORDER BY id")
+    rows = _table(data, "SELECT source_file, partition_key FROM frame_build_manifest ORDER BY 1")
+    (crashed_sf, crashed_pk), (stale_sf, stale_pk) = rows[0], rows[1]
+    crashed, stale = _marker_key(crashed_sf, crashed_pk), _marker_key(stale_sf, stale_pk)
+    orphan = json.loads(client.get_object(Bucket=PARTS_BUCKET, Key=crashed)["Body"].read())["data"]
+    client.delete_object(Bucket=PARTS_BUCKET, Key=crashed)  # the crash: data uploaded, marker never written
+    old = json.loads(client.get_object(Bucket=PARTS_BUCKET, Key=stale)["Body"].read())
+    old_key = "0" * 20
+    stale_prefix = stale.rsplit("/", 1)[0]
+    for name in old["files"]:
+        client.copy_object(
+            Bucket=PARTS_BUCKET,
+            Key=f"{stale_prefix}/{old_key}-deadbeef/{name}",
+            CopySource={"Bucket": PARTS_BUCKET, "Key": f"{stale_prefix}/{old['data']}/{name}"},
+        )
+        client.delete_object(Bucket=PARTS_BUCKET, Key=f"{stale_prefix}/{old['data']}/{name}")
+    old.update(build_key=old_key, data=f"{old_key}-deadbeef", row={**old["row"], "build_key": old_key})
+    client.put_object(Bucket=PARTS_BUCKET, Key=stale, Body=json.dumps(old).encode())
+    again = _materialize(instance, resources, workers=2, refresh=False)  # frame_parts rebuilds, frame merges
+    assert again.success, root_error(again)
+    parts = node_metadata(again, "frame_parts")
+    n = node_metadata(first, "frame_parts")["parts"]
+    assert (parts["parts_built"], parts["parts_already_built"]) == (2, n - 2)
+    objects = _part_objects(client)
+    for marker_key in (crashed, stale):
+        marker = json.loads(client.get_object(Bucket=PARTS_BUCKET, Key=marker_key)["Body"].read())
+        prefix = marker_key.rsplit("/", 1)[0]
+        assert {k.split("/")[3] for k in objects if k.startswith(prefix + "/") and k.count("/") == 4} == {
+            marker["data"]
+        }  # one data prefix: the orphan of the crash and the stale build's objects are gone
+        assert marker["data"] not in (orphan, f"{old_key}-deadbeef")
+    assert _table(data, "SELECT * FROM frame ORDER BY id") == frame
+
+
+def test_the_merge_refuses_a_part_object_that_is_not_the_file_its_marker_names(remote_parts, s3, monkeypatch):
+    _, client = s3
+    data, instance, _, resources = remote_parts
+    monkeypatch.setenv("METACAN_PARTS_URL", PARTS_URL)
+    source_file, partition_key = _table(data, "SELECT source_file, partition_key FROM frame_build_manifest LIMIT 1")[0]
+    marker_key = _marker_key(source_file, partition_key)
+    marker = json.loads(client.get_object(Bucket=PARTS_BUCKET, Key=marker_key)["Body"].read())
+    key = f"{marker_key.rsplit('/', 1)[0]}/{marker['data']}/quarantine.parquet"
+    body = client.get_object(Bucket=PARTS_BUCKET, Key=key)["Body"].read()
+    client.put_object(Bucket=PARTS_BUCKET, Key=key, Body=body[:-8] + b"PAR1PAR1")  # same size, other bytes
+    try:
+        result = _materialize(instance, resources, workers=1, refresh=False)  # every part reused, merge refuses
+        assert not result.success
+        error = root_error(result)
+        assert f"{source_file}: its part's quarantine.parquet at {PARTS_URL}/" in error
+        assert "is not the file its completion marker names" in error and "materialize frame_parts again" in error
+        assert SECRET not in error and KEY_ID not in error
+    finally:
+        client.put_object(Bucket=PARTS_BUCKET, Key=key, Body=body)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "s3://AKIAMETACANTESTKEY01:hunter2@metacan-parts/frame_parts",
+        "/srv/frame_parts",
+        "http://127.0.0.1:9000/metacan-parts",
+        "s3:///frame_parts",
+        "s3://metacan-parts/frame_parts?X-Amz-Signature=hunter2",
+        "s3://metacan-parts//frame_parts",
+    ],
+)
+def test_a_bad_parts_url_fails_the_build_in_one_sentence_naming_the_variable(value, tmp_path, s3, monkeypatch):
+    from metacan_pipeline import settings
+
+    monkeypatch.setenv("METACAN_PARTS_URL", value)
+    with pytest.raises(ValueError, match=r"^METACAN_PARTS_URL") as err:
+        settings.parts_url()
+    message = str(err.value)
+    assert (
+        "hunter2" not in message and "AKIA" not in message and message.replace("e.g. ", "").count(". ") == 0
+    )  # one sentence
+    resources = build_resources(str(tmp_path / "data"), f"s3://{BUCKET}/snapshot")
+    instance = dg.DagsterInstance.ephemeral()
+    result = _materialize(instance, resources, workers=1)
+    assert not result.success
+    assert root_error(result) == f"Failure: {message}" or message in root_error(result)
+    assert "hunter2" not in root_error(result)
+    assert not (tmp_path / "data" / "warehouse" / "frame_parts").exists()  # refused before any part
+
+
+def test_the_parts_url_setting_unset_is_the_local_folder_and_a_url_is_normalised(monkeypatch):
+    from metacan_pipeline import settings
+    from metacan_pipeline.frame.parts import parts_location
+
+    monkeypatch.delenv("METACAN_PARTS_URL", raising=False)
+    assert settings.parts_url() is None and parts_location(Path("/d/warehouse/frame_parts")) == Path(
+        "/d/warehouse/frame_parts"
+    )
+    monkeypatch.setenv("METACAN_PARTS_URL", "  ")
+    assert settings.parts_url() is None
+    monkeypatch.setenv("METACAN_PARTS_URL", "S3://metacan-parts/a/b/")
+    assert settings.parts_url() == "s3://metacan-parts/a/b" == parts_location(Path("/d"))
