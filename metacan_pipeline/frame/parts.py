@@ -346,7 +346,8 @@ def _write_rows(
                 f.unlink()
             routed = 0
             continue
-        write("index", batch.index.cast(INDEX_SCHEMA))
+        if batch.index.num_rows:  # the later candidate slices of one read batch carry no index rows
+            write("index", batch.index.cast(INDEX_SCHEMA))
         rows = [r for r in (route_row(w, entities) for w in batch.candidates) if r is not None]
         if rows:
             write("routed", pa.Table.from_pylist(rows, schema=ROUTED_SCHEMA))

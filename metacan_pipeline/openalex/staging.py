@@ -178,6 +178,10 @@ def _ordinal(locator: str) -> int | None:
 
 _DONE = object()
 
+#: Candidate rows made Python dicts at a time (a slice of one DuckDB batch): where most works of a file are
+#: candidates (a file of Canadian works; the rehearsal's snapshot), a whole batch of dicts held ~1.8 GB a worker.
+CANDIDATE_ROWS = 2_000
+
 
 def _prefetched(batches: Iterable, depth: int = 2) -> Iterator:
     """``batches`` pulled by a background thread, ``depth`` ahead: DuckDB parses the next batch (it
@@ -270,28 +274,35 @@ def _fast_batches(
                 pc.or_(table.column("_structural"), table.column("_text_flag")),
                 pc.is_valid(table.column("_abstract_json")),
             )
-            cand = table.filter(pc.fill_null(keep, True)).to_pylist()
-            for w in cand:
-                title_text = markup_to_text(w["title"])
-                hits: list[dict] = []
-                raw = w.pop("_abstract_json")
-                if w.pop("_text_flag") or raw:
-                    kw = "; ".join(w["keywords"] or [])
-                    text = deinvert(orjson.loads(raw)) if raw else None
-                    found = find_hits({"title": title_text, "abstract": text, "keywords": kw})
-                    hits = [{"term": h.term, "tier": h.tier, "field": h.field} for h in evidence_hits(found)]
-                w["title_text"] = title_text
-                w["lexicon_hits"] = hits
-                w["source_file"] = source
-                w["source_locator"] = f"record {w.pop('_line')}"
-                w.pop("_structural", None)
-            yield WorkBatch(index, cand)
+            chosen = table.filter(pc.fill_null(keep, True))
+            for start in range(0, max(chosen.num_rows, 1), CANDIDATE_ROWS):
+                cand = chosen.slice(start, CANDIDATE_ROWS).to_pylist()
+                yield WorkBatch(index if start == 0 else index.slice(0, 0), _typed_candidates(cand, source))
     except duckdb.Error as exc:
         raise _NeedsExactPath(str(exc)) from None
     finally:
         if batches is not None:
             batches.close()  # stops the prefetch thread before its connection closes
         con.close()
+
+
+def _typed_candidates(cand: list[dict], source: str) -> list[dict]:
+    """The fast path's candidate rows made as :func:`.works.work_row` makes them: title text, lexicon hits, locator."""
+    for w in cand:
+        title_text = markup_to_text(w["title"])
+        hits: list[dict] = []
+        raw = w.pop("_abstract_json")
+        if w.pop("_text_flag") or raw:
+            kw = "; ".join(w["keywords"] or [])
+            text = deinvert(orjson.loads(raw)) if raw else None
+            found = find_hits({"title": title_text, "abstract": text, "keywords": kw})
+            hits = [{"term": h.term, "tier": h.tier, "field": h.field} for h in evidence_hits(found)]
+        w["title_text"] = title_text
+        w["lexicon_hits"] = hits
+        w["source_file"] = source
+        w["source_locator"] = f"record {w.pop('_line')}"
+        w.pop("_structural", None)
+    return cand
 
 
 def _exact_batches(path: Path, source: str, batch_rows: int, stats: ReadStats) -> Iterator[WorkBatch]:

@@ -124,10 +124,16 @@ def test_a_bad_line_sends_the_file_to_the_exact_path(tmp_path, openalex_dir, ent
     assert row["records_read"] == 3 and row["quarantined"] == 1
 
 
-def test_fast_and_exact_paths_agree_on_every_real_work_record(tmp_path, openalex_dir, entities):
+@pytest.mark.parametrize("candidate_rows", [None, 7])
+def test_fast_and_exact_paths_agree_on_every_real_work_record(
+    tmp_path, openalex_dir, entities, candidate_rows, monkeypatch
+):
     """All 889 real work records (old and current schemas, null titles, inline markup, truncated
     author lists, duplicates) written as one JSON Lines part: both readers must build the same part,
-    so the fast path's pre-filter drops no work on which a route fires."""
+    so the fast path's pre-filter drops no work on which a route fires. With ``candidate_rows`` 7 the fast
+    path turns its candidates into rows 7 at a time (many slices of one read batch): nothing is lost or doubled."""
+    if candidate_rows:
+        monkeypatch.setattr("metacan_pipeline.openalex.staging.CANDIDATE_ROWS", candidate_rows)
     part = tmp_path / "part_000.gz"
     with gzip.open(part, "wt", encoding="utf-8") as fh:
         for rec in iter_records(openalex_dir):
