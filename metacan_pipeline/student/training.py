@@ -8,7 +8,6 @@ and of a held-out venue (:mod:`.holdout`). Teachers by role: :mod:`.roles`.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import __version__
-from ..storage import MetacanStorage
+from ..storage import MetacanStorage, sql_literal
 from ..tables.student import TRAINING_SET_SCHEMA
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, support_gate
@@ -43,14 +42,39 @@ def target_value(label: dict, target: str) -> int | None:
     return None if v is None else int(bool(v))
 
 
-def teacher_call_labels(storage: MetacanStorage, teacher: str) -> list[dict]:
-    """Labelled teacher-call rows of one teacher (rule labels, imports and failures are not training data)."""
-    rows = storage.read_table(direct_labels_key(teacher)).to_pylist()
-    newest: dict[str, dict] = {}  # one label per work, the newest (as predictions read gemma's): a work counts once
-    for r in sorted(rows, key=lambda r: (r["created_at"] or dt.datetime.min, r["label_id"] or "")):
-        if r["status"] == "labelled" and r["source"] == "teacher_call":
-            newest[r["work_id"]] = r
-    return [r for r in rows if newest.get(r["work_id"]) is r]  # the table's order (the fits depend on row order)
+#: The most census-teacher labels the student reads (training, support gate, holdout metrics). The census teacher
+#: labels every frame work (4.3 million in the original's frame), and one fit of every head on all of them would take
+#: hours and hold every label in memory; above this many, a uniform subsample of works by a salted SHA-256 of the
+#: work id (stable across runs and machines: the same labels give the same subsample) is read instead.
+CENSUS_LABELS_MAX = 200_000
+#: The salt of that subsample's hash (a new salt is a new subsample, hence a new model version).
+CENSUS_SUBSAMPLE_SALT = "metacan-student-census-subsample-v1"
+
+
+def teacher_call_labels(storage: MetacanStorage, teacher: str, most: int | None = None) -> list[dict]:
+    """Labelled teacher-call rows of one teacher (rule labels, imports and failures are not training data): one
+    label per work, the newest (by ``created_at``, then ``label_id``, then the later row; as predictions read
+    gemma's), in the table's order (the fits depend on row order). With ``most``, at most that many: when the
+    teacher has more, the works whose salted SHA-256 (:data:`CENSUS_SUBSAMPLE_SALT`) of the id sorts first.
+    Selected in DuckDB, so only the rows returned are ever Python objects."""
+    storage.require(direct_labels_key(teacher))
+    files = sorted(str(p) for p in storage.table_dir(direct_labels_key(teacher)).glob("*.parquet"))
+    cap = "" if most is None else f"ORDER BY sha256({sql_literal(CENSUS_SUBSAMPLE_SALT)} || work_id) LIMIT {int(most)}"
+    sql = f"""
+        WITH t AS (
+          SELECT * EXCLUDE (filename, file_row_number), filename AS _file, file_row_number AS _row
+          FROM read_parquet(?::VARCHAR[], filename = true, file_row_number = true)
+        ), newest AS (
+          SELECT * FROM t WHERE status = 'labelled' AND source = 'teacher_call'
+          QUALIFY row_number() OVER (
+            PARTITION BY work_id
+            ORDER BY created_at DESC NULLS LAST, coalesce(label_id, '') DESC, _file DESC, _row DESC
+          ) = 1
+        ), kept AS (SELECT * FROM newest {cap})
+        SELECT * EXCLUDE (_file, _row) FROM kept ORDER BY _file, _row
+    """
+    with scratch_connection(storage) as con:
+        return con.execute(sql, [files]).to_arrow_table().to_pylist()
 
 
 def model_version_for(labels: dict[str, list[dict]], weights: dict[str, float], feature_kind: str) -> str:
@@ -144,7 +168,7 @@ def load_training_inputs(storage: MetacanStorage, run_id: str) -> tuple[Training
     """The :class:`TrainingInputs` from the warehouse, freezing the holdout on the first run; returns
     ``(inputs, holdout newly frozen)``. Raises ValueError as :func:`design_weights`."""
     design = design_weights(storage)
-    labels = {t: teacher_call_labels(storage, t) for t in STUDENT_TEACHERS}
+    labels = {t: teacher_call_labels(storage, t, CENSUS_LABELS_MAX if t == CENSUS else None) for t in STUDENT_TEACHERS}
     labels[SAMPLE] = [r for r in labels[SAMPLE] if design.get(r["work_id"], {}).get("in_sample")]
     frame_info = frame_rows_for(storage, {r["work_id"] for t in STUDENT_TEACHERS for r in labels[t]})
     labels = {t: [r for r in rows if r["work_id"] in frame_info] for t, rows in labels.items()}

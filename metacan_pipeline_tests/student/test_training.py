@@ -213,3 +213,55 @@ def test_student_heads_on_the_minilm_backend(storage):
             resources={"storage": storage},
             run_config={"ops": {"student_heads": {"config": {"features": "bert"}}}},
         )
+
+
+def _newest_in_python(rows: list[dict]) -> list[dict]:
+    """The rule teacher_call_labels computed in Python before it moved into DuckDB: sort every row by (created_at,
+    label_id), the last labelled teacher call of a work wins (a stable sort: on a tie, the later row), rows kept in
+    the table's order."""
+    import datetime as dt
+
+    newest: dict[str, dict] = {}
+    for r in sorted(rows, key=lambda r: (r["created_at"] or dt.datetime.min, r["label_id"] or "")):
+        if r["status"] == "labelled" and r["source"] == "teacher_call":
+            newest[r["work_id"]] = r
+    return [r for r in rows if newest.get(r["work_id"]) is r]
+
+
+def test_teacher_call_labels_keeps_the_newest_label_of_each_work_and_caps_by_a_salted_hash(storage):
+    """Duplicates (older, newer, same time with another label id, a NULL time), failures and imports: the same rows
+    in the same order as the Python rule; with ``most`` the ``most`` works of smallest salted SHA-256 of the id."""
+    import datetime as dt
+
+    from metacan_pipeline.student.training import CENSUS_SUBSAMPLE_SALT, teacher_call_labels
+
+    write_inputs(storage)
+    rows = labels(storage, "gemma")
+    t0 = max(r["created_at"] for r in rows)
+    extra = []
+    for i, r in enumerate(rows[:40]):
+        kind = i % 5
+        if kind == 0:  # a newer label with other categories: it wins
+            extra.append({**r, "label_id": f"z{i}", "created_at": t0 + dt.timedelta(days=1), "categories": ["sts"]})
+        elif kind == 1:  # an older one: it loses
+            extra.append({**r, "label_id": f"a{i}", "created_at": t0 - dt.timedelta(days=400)})
+        elif kind == 2:  # a newer failure: not a label, the older labelled call stays
+            extra.append({**r, "label_id": f"f{i}", "created_at": t0 + dt.timedelta(days=2), "status": "failed"})
+        elif kind == 3:  # a newer import: not a teacher call
+            extra.append({**r, "label_id": f"i{i}", "created_at": t0 + dt.timedelta(days=2), "source": "import"})
+        else:  # no time at all: older than any dated label
+            extra.append({**r, "label_id": f"n{i}", "created_at": None, "categories": ["bibliometrics"]})
+    mixed = rows[:20] + extra + rows[20:]
+    write_labels(storage, "gemma", mixed)
+    expected = _newest_in_python(labels(storage, "gemma"))
+    got = teacher_call_labels(storage, "gemma")
+    assert len(got) == len({r["work_id"] for r in rows}) == len(expected)
+    assert [(r["work_id"], r["label_id"], r["categories"]) for r in got] == [
+        (r["work_id"], r["label_id"], r["categories"]) for r in expected
+    ]
+    assert sum(r["label_id"].startswith("z") for r in got) == 8  # the 8 newer labels won
+    capped = teacher_call_labels(storage, "gemma", most=25)
+    first = sorted(expected, key=lambda r: hashlib.sha256((CENSUS_SUBSAMPLE_SALT + r["work_id"]).encode()).digest())
+    assert {r["work_id"] for r in capped} == {r["work_id"] for r in first[:25]}
+    assert [r["label_id"] for r in capped] == [r["label_id"] for r in expected if r in capped]  # the table's order
+    assert teacher_call_labels(storage, "gemma", most=10_000) == got
