@@ -206,7 +206,7 @@ def _frame_builds(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [
         r[0]
         for r in con.execute(
-            "SELECT DISTINCT j->>'$.lineage.frame_build_id' FROM r WHERE j->>'$.lineage.frame_build_id' IS NOT NULL"
+            "SELECT DISTINCT s.lineage.frame_build_id FROM r WHERE s.lineage.frame_build_id IS NOT NULL"
         ).fetchall()
     ]
 
@@ -225,9 +225,9 @@ def _check_inputs(con: duckdb.DuckDBPyConnection) -> None:
         SELECT r.id, CASE WHEN f.id IS NULL THEN 'is not in the frame' ELSE 'has other institutions, funders or keywords in the frame' END
         FROM r LEFT JOIN frame f ON f.id = r.id
         WHERE f.id IS NULL
-           OR coalesce(array_to_string(list_filter(f.ca_institutions, x -> x <> ''), '; '), '') <> (r.j->>'$.ca_institutions')
-           OR coalesce(array_to_string(list_filter(f.funder_names, x -> x <> ''), '; '), '') <> (r.j->>'$.funders')
-           OR coalesce(array_to_string(list_filter(f.keywords, x -> x <> ''), '; '), '') <> (r.j->>'$.keywords')
+           OR coalesce(array_to_string(list_filter(f.ca_institutions, x -> x <> ''), '; '), '') <> r.s.ca_institutions
+           OR coalesce(array_to_string(list_filter(f.funder_names, x -> x <> ''), '; '), '') <> r.s.funders
+           OR coalesce(array_to_string(list_filter(f.keywords, x -> x <> ''), '; '), '') <> r.s.keywords
         ORDER BY r.id LIMIT 1
         """
     ).fetchone()
