@@ -1,14 +1,16 @@
--- The tables of a release database from what work_records publishes (metacan_pipeline.site.build).
--- Relations made by the caller: records (id, record_json, record_hash: the work_records Parquet files),
--- frame (id and the name lists: the frame Parquet files), heads (student_heads, possibly empty),
--- vocab_categories (category, pos: SPEC section 3 order, 1-based). The release tables exist already
--- (their DDL comes from metacan_pipeline/tables/site.py). No abstract text exists in any input.
+-- The per-work tables of a release database from what work_records publishes (metacan_pipeline.site.build), run once
+-- per range of work keys, the ranges in ascending order, so that each table, appended range after range, is in
+-- work_key order. Relations made by the caller for the range: chunk (work_key, id, record_json: the range's
+-- work_records rows), chunk_frame (id and the name lists of the range's frame rows), vocab_categories (category,
+-- pos: SPEC section 3 order, 1-based). The release tables exist already (their DDL comes from
+-- metacan_pipeline/tables/site.py). The caller checks r and fr against each other, then drops them. No abstract
+-- text exists in any input.
 -- r parses each record once into the struct s of the fields the tables need (a JSON path per column parsed the
 -- record again for every column: about 25 parsed copies of each 2,048-row vector, which ran out of DuckDB's 1 GB at
 -- 2,000 works of 5 KB records). Scalars are read as text and cast as before; machine_scores stays JSON (its arms are
 -- its keys); prediction is an object or null in a record that may ship, so "is an object" is "is not null".
 CREATE TEMP TABLE r AS
-SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, record_json, from_json(record_json, '{
+SELECT work_key, id, record_json, from_json(record_json, '{
   "title": "VARCHAR", "year": "VARCHAR", "lang": "VARCHAR", "type": "VARCHAR", "venue": "VARCHAR",
   "field": "VARCHAR", "topic": "VARCHAR", "doi": "VARCHAR", "cited_by": "VARCHAR", "has_abstract": "VARCHAR",
   "is_retracted": "VARCHAR", "ca_institutions": "VARCHAR", "funders": "VARCHAR", "keywords": "VARCHAR",
@@ -24,7 +26,9 @@ SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, record_json, from_json(rec
                  "candidate_categories": ["VARCHAR"], "consensus_categories": ["VARCHAR"],
                  "category_scores_codex": ["DOUBLE"], "category_scores_gemma": ["DOUBLE"]},
   "machine_scores": "JSON"}') AS s
-FROM records;
+FROM chunk;
+
+CREATE TEMP TABLE fr AS SELECT id, ca_institutions, funder_names, keywords FROM chunk_frame;
 
 -- Every table is written in work_key order: an export reads the one-to-many tables for a range of keys, which
 -- their zone maps then find without a scan of the whole table (benchmarks/bench_site.py).
@@ -68,19 +72,19 @@ ORDER BY work_key;
 
 INSERT INTO work_institutions
 SELECT DISTINCT work_key, name FROM (
-  SELECT r.work_key, unnest(f.ca_institutions) AS name FROM r JOIN frame f ON f.id = r.id
+  SELECT r.work_key, unnest(f.ca_institutions) AS name FROM r JOIN fr f ON f.id = r.id
 ) WHERE name IS NOT NULL AND name <> ''
 ORDER BY work_key, name;
 
 INSERT INTO work_funders
 SELECT DISTINCT work_key, name FROM (
-  SELECT r.work_key, unnest(f.funder_names) AS name FROM r JOIN frame f ON f.id = r.id
+  SELECT r.work_key, unnest(f.funder_names) AS name FROM r JOIN fr f ON f.id = r.id
 ) WHERE name IS NOT NULL AND name <> ''
 ORDER BY work_key, name;
 
 INSERT INTO work_keywords
 SELECT DISTINCT work_key, name FROM (
-  SELECT r.work_key, unnest(f.keywords) AS name FROM r JOIN frame f ON f.id = r.id
+  SELECT r.work_key, unnest(f.keywords) AS name FROM r JOIN fr f ON f.id = r.id
 ) WHERE name IS NOT NULL AND name <> ''
 ORDER BY work_key, name;
 
@@ -116,7 +120,3 @@ FROM (SELECT work_key, ms, unnest(json_keys(ms)) AS k FROM (SELECT work_key, s.m
       WHERE json_type(ms) = 'OBJECT')
 WHERE starts_with(k, 'score_') AND k <> 'score_spread'
 ORDER BY work_key, 2;
-
-INSERT INTO classifier_heads
-SELECT model_version, teacher, target, gate_passed, gate_reason FROM heads
-WHERE model_version IN (SELECT DISTINCT model_version FROM works WHERE model_version IS NOT NULL);
