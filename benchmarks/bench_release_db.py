@@ -80,7 +80,7 @@ def digests(db: Path) -> dict[str, list]:
 
     from metacan_pipeline.tables.site import release_tables
 
-    con = duckdb.connect(str(db), read_only=True)
+    con = duckdb.connect(str(db), read_only=True, config={"memory_limit": "1GB"})
     try:
         out = {}
         for table in release_tables():
@@ -112,9 +112,13 @@ def stage_child(data: Path, chunk_works: int | None) -> dict:
     except Exception as exc:  # the figures of a failed build are the point (peak RSS up to the failure)
         return {"success": False, "seconds": time.perf_counter() - t0, "error": f"{type(exc).__name__}: {exc}"[:600]}
     seconds = time.perf_counter() - t0
+    from _common import proc_kib
+
+    build_hwm = (proc_kib("/proc/self/status", "VmHWM") or 0) / 1024  # before the digests read the tables
     return {
         "success": True,
         "seconds": seconds,
+        "build_vm_hwm_mib": build_hwm,
         "release_id": built.release_id,
         "row_counts": built.row_counts,
         "database_bytes": built.database.stat().st_size,
@@ -173,7 +177,8 @@ def main(argv: list[str] | None = None) -> None:
         m = out["machine"]
         if "peak_rss_mib" in res:
             print(
-                f"works {n:>8,}: {res['seconds']:7.1f} s, peak RSS {res['peak_rss_mib']:6.0f} MiB, written "
+                f"works {n:>8,}: {res['seconds']:7.1f} s, peak RSS {res['peak_rss_mib']:6.0f} MiB (build alone "
+                f"{res.get('build_vm_hwm_mib', 0):.0f}), written "
                 f"{res['ru_oublock'] * 512 / 2**20:6.0f} MiB, db {res.get('database_bytes', 0) / 2**20:5.0f} MiB; load "
                 f"{res['load_before']} -> {res['load_after']}; {m['cpu_model']}; code {code_label(out['code'])}"
                 + ("" if res["success"] else f"\n  FAILED: {res['error']}"),

@@ -194,9 +194,11 @@ def _write_database(
         frame_builds: set[str] = set()
         mismatch: tuple[str, str] | None = None  # the first work (by id) whose frame lists disagree with its record
         ranges = work_key_ranges(con, chunk_works)
-        # one transaction: the ranges' appends fill whole row groups, written once and not through the WAL (a commit
-        # per range wrote 2.6 times the bytes and made a 1.5 times larger file at 50,000 works)
-        con.execute("BEGIN")
+        # A commit per range (one transaction for every range kept each table's unfinished row group, 122,880 rows of
+        # record JSON, in memory: out of 1 GB at commit at 400,000 works), and no checkpoint until the end: a
+        # checkpoint mid-way wrote each unfinished row group again (a 1.15-1.5 times larger file, 1.4 times the
+        # bytes written; benchmarks/bench_release_db.py).
+        con.execute("SET checkpoint_threshold = '1TB'")
         for lo, hi in ranges:
             within = f"work_key >= {lo}" + ("" if hi is None else f" AND work_key < {hi}")
             con.execute(f"CREATE OR REPLACE TEMP VIEW chunk AS SELECT * FROM records WHERE {within}")
@@ -208,7 +210,7 @@ def _write_database(
             frame_builds.update(_frame_builds(con))
             con.execute("DROP TABLE r")
             con.execute("DROP TABLE fr")
-        con.execute("COMMIT")
+        con.execute("RESET checkpoint_threshold")
         _check_inputs(con, mismatch)
         con.execute(FACETS_SQL)
         write_facet_counts(con)
