@@ -332,11 +332,15 @@ def test_the_labels_loaded_by_duckdb_are_those_the_python_rows_gave(tmp_path: Pa
         for key, works in current_labelled(storage.read_table(name).to_pylist()).items():
             want.setdefault(key, works)
     assert [c.key for c in configs] == list(want)
-    assert counts == {k: len(w) for k, w in want.items()} == {
-        ("codex", "m", "v1", "sha-c"): 4,
-        ("gemma", "m", "v1", "sha-b"): 1,  # the codex table's W5 row
-        ("gemma", "m", "v1", "sha-a"): 4,  # W1 W2 W4 W6
-    }
+    assert (
+        counts
+        == {k: len(w) for k, w in want.items()}
+        == {
+            ("codex", "m", "v1", "sha-c"): 4,
+            ("gemma", "m", "v1", "sha-b"): 1,  # the codex table's W5 row
+            ("gemma", "m", "v1", "sha-a"): 4,  # W1 W2 W4 W6
+        }
+    )
     shared = {"W1", "W2", "W3", "W4"} - {"W3"}  # W3 is failed on gemma sha-a and unknown elsewhere
     for key, works in want.items():
         expected = {w: r for w, r in works.items() if w in shared}
