@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from collections.abc import Iterator
 
 from _common import REPO, synthetic_title
 
@@ -101,13 +102,19 @@ def _machine(wid: str, rng: random.Random) -> dict:
 
 def make_records(n: int, seed: int = 20260106) -> list[dict]:
     """``n`` published records (records.build_record) around one real frame row; see the module docstring."""
+    return [record for chunk in record_chunks(n, n, seed) for record, _ in chunk]
+
+
+def record_chunks(n: int, chunk: int, seed: int = 20260106) -> Iterator[list[tuple[dict, dict]]]:
+    """The records of :func:`make_records` (the same ones, in the same order) as lists of at most ``chunk``
+    ``(record, frame row)`` pairs, so a benchmark of many works holds one list at a time."""
     from metacan_pipeline.publish.records import build_record
     from metacan_pipeline.vocab import CATEGORIES
 
     rng = random.Random(seed)
     base = real_frame_row()
     cats = [c for c in CATEGORIES if c != "insufficient_payload"]
-    out = []
+    out: list[tuple[dict, dict]] = []
     for i in range(n):
         wid = f"W5{i:09d}"
         w = copy.copy(base)
@@ -163,5 +170,9 @@ def make_records(n: int, seed: int = 20260106) -> list[dict]:
             "machine_scores_run_id": "r-student" if pred else None,
             "machine_validation_status": "score_only:v0-immature-baseline" if pred else None,
         }
-        out.append(build_record(w, labels, pred, _machine(wid, rng) if pred else None, lineage))
-    return out
+        out.append((build_record(w, labels, pred, _machine(wid, rng) if pred else None, lineage), w))
+        if len(out) == chunk:
+            yield out
+            out = []
+    if out:
+        yield out

@@ -40,7 +40,8 @@ from .records import (
     SCHEMA_PATH,
     RecordBatches,
     RecordInputError,
-    previous_hashes,
+    count_changed,
+    keep_previous_hashes,
     record_inputs,
     schema_violation,
     ship_violations,
@@ -106,14 +107,18 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     yield dg.MaterializeResult(asset_key=WORK_LINEAGE, metadata=_lineage_metadata(storage, n_lineage))
     notes = qualification_notes(storage, load_registry(), load_qualification())
     rule = layer_rule(storage)  # the newest frozen release and the heads that passed human validation
-    batches = RecordBatches(previous_hashes(storage), notes, read_passing_heads(storage), layer=rule)
+    batches = RecordBatches({}, notes, read_passing_heads(storage), layer=rule)
     present = [t for t in tables if storage.has_table(t)]
     inputs = record_inputs(storage, present, release_frame=rule.release_frame)
+    previous = keep_previous_hashes(storage)  # (id, record_hash) of the last materialization, on disk
     try:
         n = storage.write_table("work_records", (batches.table(rows) for rows in inputs), schema=RECORDS_SCHEMA)
+        changed = count_changed(storage, previous)
     except RecordInputError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
-    changed = batches.changed
+    finally:
+        if previous is not None:
+            previous.unlink(missing_ok=True)
     context.log.info(f"work_records: {n} records ({changed} new or changed since the last materialization)")
     yield dg.MaterializeResult(
         asset_key=WORK_RECORDS,

@@ -315,8 +315,9 @@ def record_row(
 class RecordBatches:
     """Turns lists of :func:`record_inputs` rows into ``work_records`` tables, checking the ids on the way.
 
-    ``previous``: ``{id: record_hash}`` of the last materialization. After the batches are consumed,
-    ``changed`` counts the records new or changed since then and ``preview`` holds the first ten rows.
+    ``previous``: ``{id: record_hash}`` of the last materialization (a test's few; the asset counts changes in
+    DuckDB instead, :func:`count_changed`). After the batches are consumed, ``changed`` counts the records new or
+    changed since then and ``preview`` holds the first ten rows.
     Raises :class:`RecordInputError` naming the id when a work id is not ``^W\\d+$`` or a work comes twice
     (rows come ordered by id, so a repeat is a duplicate of the frame or of a table joined to it).
     """
@@ -366,8 +367,39 @@ class RecordBatches:
         return pa.Table.from_pylist(out, schema=RECORDS_SCHEMA)
 
 
-def previous_hashes(storage: MetacanStorage) -> dict[str, str]:
-    """``{id: record_hash}`` of the current ``work_records`` table (empty before the first materialization)."""
+def keep_previous_hashes(storage: MetacanStorage) -> Path | None:
+    """Copy ``(id, record_hash)`` of the current ``work_records`` table to a scratch Parquet file in the warehouse
+    (DuckDB, streamed: nothing of it in Python, issue 17) and return its path; None before the first
+    materialization. :func:`count_changed` reads it once the new table is written; the caller deletes it."""
     if not storage.has_table("work_records"):
-        return {}
-    return {r["id"]: r["record_hash"] for r in storage.read_table("work_records", ["id", "record_hash"]).to_pylist()}
+        return None
+    import uuid
+
+    path = storage.warehouse / f".work_records-previous-{uuid.uuid4().hex[:8]}.parquet"
+    con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(storage.warehouse / ".spill-records")})
+    try:
+        source = sql_literal(str(storage.table_dir("work_records") / "*.parquet"))
+        con.execute(
+            f"COPY (SELECT id, record_hash FROM read_parquet({source}, hive_partitioning=false)) "
+            f"TO {sql_literal(str(path))} (FORMAT parquet)"
+        )
+    finally:
+        con.close()
+    return path
+
+
+def count_changed(storage: MetacanStorage, previous: Path | None) -> int:
+    """The records of the current ``work_records`` that are new or whose ``record_hash`` differs from the one
+    :func:`keep_previous_hashes` kept in ``previous`` (None: every record is new). Counted in DuckDB."""
+    source = sql_literal(str(storage.table_dir("work_records") / "*.parquet"))
+    con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(storage.warehouse / ".spill-records")})
+    try:
+        if previous is None:
+            return con.execute(f"SELECT count(*) FROM read_parquet({source}, hive_partitioning=false)").fetchone()[0]
+        return con.execute(
+            f"SELECT count(*) FROM read_parquet({source}, hive_partitioning=false) n "
+            f"LEFT JOIN read_parquet({sql_literal(str(previous))}) o ON o.id = n.id "
+            "WHERE o.record_hash IS DISTINCT FROM n.record_hash"
+        ).fetchone()[0]
+    finally:
+        con.close()

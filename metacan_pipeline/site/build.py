@@ -6,6 +6,13 @@ from, checked to agree with them) and ``student_heads`` (which heads passed the 
 DuckDB file per release with the tables of :mod:`metacan_pipeline.tables.site` (``sql/release.sql``), plus the
 SQLite FTS5 index of titles and keywords (:mod:`.fts`). Files are assembled under temporary names and renamed;
 the pointer ``current.json`` is replaced last (:mod:`.release`), so a reader sees a whole release or the old one.
+
+Memory does not grow with the release (issue 17): the per-work tables are written range of work keys by range
+(:data:`CHUNK_WORKS` works each, :func:`work_key_ranges`), each range's rows inserted in work_key order after the
+previous range's, so every table ends in work_key order as the export relies on, whatever the ranges; only the
+keys are sorted whole. Each range reads the records and frame rows of its keys (``work_records`` is written in id
+order, so a range's records sit in few row groups). The tables that look at the whole release (``sql/facets.sql``,
+the figures) come after, over the narrow tables.
 """
 
 from __future__ import annotations
@@ -45,6 +52,10 @@ from .release import (
 LAYOUT_VERSION = 4  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
+#: Works per range of work keys that ``sql/release.sql`` turns into rows at a time (issue 17): what DuckDB holds
+#: at once is one range's records, parsed, and its sort, so memory does not grow with the release. At 5 KB of record
+#: JSON a work, 20,000 works are about 100 MB of records (``benchmarks/bench_release_db.py``).
+CHUNK_WORKS = 20_000
 COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
 
 
@@ -95,10 +106,11 @@ def _prevalence_sha(storage: MetacanStorage) -> str:
     return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
+def build_release(storage: MetacanStorage, page_context: dict, chunk_works: int = CHUNK_WORKS) -> BuiltRelease:
     """Build (or reuse) the release of the current ``work_records`` and make it current.
 
     ``page_context``: what the work page needs beside the record (:func:`metacan_pipeline.publish.pages.page_context`).
+    ``chunk_works``: works per range of work keys (:data:`CHUNK_WORKS`; the tables are the same whatever it is).
     Reuses the files when a release of the same id is already complete. Raises :class:`ReleaseInputError` naming
     a work id when the frame's name lists disagree with the records (re-materialize ``work_records``) or a
     classifier version cannot become a page path.
@@ -115,7 +127,7 @@ def build_release(storage: MetacanStorage, page_context: dict) -> BuiltRelease:
     tag = uuid.uuid4().hex[:8]
     tmp_db, tmp_index = folder / f".{release_id}.{tag}.duckdb", folder / f".{release_id}.{tag}.fts.sqlite"
     try:
-        _write_database(storage, tmp_db, release_id, sha, page_context)
+        _write_database(storage, tmp_db, release_id, sha, page_context, chunk_works)
         write_index(tmp_db, tmp_index)
         os.replace(tmp_index, index)
         os.replace(tmp_db, db)
@@ -154,16 +166,20 @@ def _parquet(storage: MetacanStorage, name: str) -> str:
     return f"read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))}, hive_partitioning=false)"
 
 
-def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: str, page_context: dict) -> None:
+def _write_database(
+    storage: MetacanStorage, path: Path, release_id: str, sha: str, page_context: dict, chunk_works: int
+) -> None:
     con = duckdb.connect(str(path), config={"memory_limit": "1GB", "temp_directory": str(path) + ".spill"})
     try:
         for table in release_tables():
             con.execute(table.ddl())
         con.execute(
-            f"CREATE TEMP VIEW records AS SELECT id, record_json, record_hash FROM {_parquet(storage, 'work_records')}"
+            "CREATE TEMP VIEW records AS SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, record_json "
+            f"FROM {_parquet(storage, 'work_records')}"
         )
         con.execute(
-            f"CREATE TEMP VIEW frame AS SELECT id, ca_institutions, funder_names, keywords FROM {_parquet(storage, 'frame')}"
+            "CREATE TEMP VIEW frame AS SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, ca_institutions, "
+            f"funder_names, keywords FROM {_parquet(storage, 'frame')}"
         )
         heads = (
             f"SELECT model_version, teacher, target, gate_passed, gate_reason FROM {_parquet(storage, 'student_heads')}"
@@ -175,8 +191,27 @@ def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: s
         vocab = pa.table({"category": list(CATEGORIES), "pos": list(range(1, len(CATEGORIES) + 1))})
         con.register("vocab_source", vocab)
         con.execute("CREATE TEMP TABLE vocab_categories AS SELECT * FROM vocab_source")
-        con.execute(RELEASE_SQL)
-        _check_inputs(con)
+        frame_builds: set[str] = set()
+        mismatch: tuple[str, str] | None = None  # the first work (by id) whose frame lists disagree with its record
+        ranges = work_key_ranges(con, chunk_works)
+        # A commit per range (one transaction for every range kept each table's unfinished row group, 122,880 rows of
+        # record JSON, in memory: out of 1 GB at commit at 400,000 works), and no checkpoint until the end: a
+        # checkpoint mid-way wrote each unfinished row group again (a 1.15-1.5 times larger file, 1.4 times the
+        # bytes written; benchmarks/bench_release_db.py).
+        con.execute("SET checkpoint_threshold = '1TB'")
+        for lo, hi in ranges:
+            within = f"work_key >= {lo}" + ("" if hi is None else f" AND work_key < {hi}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW chunk AS SELECT * FROM records WHERE {within}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW chunk_frame AS SELECT * FROM frame WHERE {within}")
+            con.execute(RELEASE_SQL)
+            bad = _frame_mismatch(con)
+            if bad is not None and (mismatch is None or bad[0] < mismatch[0]):
+                mismatch = bad
+            frame_builds.update(_frame_builds(con))
+            con.execute("DROP TABLE r")
+            con.execute("DROP TABLE fr")
+        con.execute("RESET checkpoint_threshold")
+        _check_inputs(con, mismatch)
         con.execute(FACETS_SQL)
         write_facet_counts(con)
         write_cohort_facet_counts(con)
@@ -193,7 +228,7 @@ def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: s
                 LAYOUT_VERSION,
                 dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0),
                 sha,
-                _frame_builds(con),
+                sorted(frame_builds),
                 json.dumps(page_context, sort_keys=True, default=sorted),
             ],
         )
@@ -202,17 +237,51 @@ def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: s
         con.close()
 
 
+def work_key_ranges(con: duckdb.DuckDBPyConnection, chunk_works: int) -> list[tuple[int, int | None]]:
+    """``[(lo, hi), ...]``: ranges of work keys (``lo <= work_key < hi``, the last one open: ``hi`` None) of about
+    ``chunk_works`` works each, in ascending order, over the relation ``records`` (only its keys are read and sorted).
+    A key never spans two ranges. Empty when there is no record."""
+    if chunk_works < 1:
+        raise ValueError(f"chunk_works must be at least 1, got {chunk_works}")
+    starts = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT work_key FROM (SELECT work_key, row_number() OVER (ORDER BY work_key) - 1 AS i "
+            "FROM records) WHERE i % ? = 0 ORDER BY 1",
+            [chunk_works],
+        ).fetchall()
+    ]
+    return list(zip(starts, [*starts[1:], None], strict=False))  # no record: no range
+
+
 def _frame_builds(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [
         r[0]
         for r in con.execute(
-            "SELECT DISTINCT j->>'$.lineage.frame_build_id' FROM r WHERE j->>'$.lineage.frame_build_id' IS NOT NULL"
+            "SELECT DISTINCT s.lineage.frame_build_id FROM r WHERE s.lineage.frame_build_id IS NOT NULL"
         ).fetchall()
     ]
 
 
-def _check_inputs(con: duckdb.DuckDBPyConnection) -> None:
-    """Refuse a release whose frame lists disagree with the records, or whose classifier version is unsafe."""
+def _frame_mismatch(con: duckdb.DuckDBPyConnection) -> tuple[str, str] | None:
+    """``(id, what)`` of the first work (by id) of the range in ``r`` whose frame row (``fr``) is missing or whose
+    name lists disagree with its record's joined strings; None when all agree."""
+    return con.execute(
+        """
+        SELECT r.id, CASE WHEN f.id IS NULL THEN 'is not in the frame' ELSE 'has other institutions, funders or keywords in the frame' END
+        FROM r LEFT JOIN fr f ON f.id = r.id
+        WHERE f.id IS NULL
+           OR coalesce(array_to_string(list_filter(f.ca_institutions, x -> x <> ''), '; '), '') <> r.s.ca_institutions
+           OR coalesce(array_to_string(list_filter(f.funder_names, x -> x <> ''), '; '), '') <> r.s.funders
+           OR coalesce(array_to_string(list_filter(f.keywords, x -> x <> ''), '; '), '') <> r.s.keywords
+        ORDER BY r.id LIMIT 1
+        """
+    ).fetchone()
+
+
+def _check_inputs(con: duckdb.DuckDBPyConnection, mismatch: tuple[str, str] | None) -> None:
+    """Refuse a release whose classifier version is unsafe, or whose frame lists disagree with the records
+    (``mismatch``: the first such work of every range, :func:`_frame_mismatch`)."""
     for version in (
         r[0] for r in con.execute("SELECT DISTINCT model_version FROM works WHERE model_version IS NOT NULL").fetchall()
     ):
@@ -220,20 +289,9 @@ def _check_inputs(con: duckdb.DuckDBPyConnection) -> None:
             page_path({"id": "W1", "prediction": {"model_version": version}})
         except ValueError as exc:
             raise ReleaseInputError(str(exc)) from None
-    bad = con.execute(
-        """
-        SELECT r.id, CASE WHEN f.id IS NULL THEN 'is not in the frame' ELSE 'has other institutions, funders or keywords in the frame' END
-        FROM r LEFT JOIN frame f ON f.id = r.id
-        WHERE f.id IS NULL
-           OR coalesce(array_to_string(list_filter(f.ca_institutions, x -> x <> ''), '; '), '') <> (r.j->>'$.ca_institutions')
-           OR coalesce(array_to_string(list_filter(f.funder_names, x -> x <> ''), '; '), '') <> (r.j->>'$.funders')
-           OR coalesce(array_to_string(list_filter(f.keywords, x -> x <> ''), '; '), '') <> (r.j->>'$.keywords')
-        ORDER BY r.id LIMIT 1
-        """
-    ).fetchone()
-    if bad:
+    if mismatch:
         raise ReleaseInputError(
-            f"work {bad[0]} of work_records {bad[1]}: the frame changed after the records were built; "
+            f"work {mismatch[0]} of work_records {mismatch[1]}: the frame changed after the records were built; "
             f"materialize work_records again, then site_database"
         )
 

@@ -227,26 +227,93 @@ Loaded = tuple[
     dict[tuple, set[str]],
 ]
 
+#: A label table's rows in the order :func:`current_labelled` keeps the newest of a work: by ``created_at`` (none
+#: first), then ``label_id``, then table order (file, row), the last one newest.
+_NEWEST_LAST = "created_at IS NOT NULL, created_at, coalesce(label_id, ''), filename, file_row_number"
+_CONFIG = "teacher, model, prompt_version, prompt_sha"
 
-def _load(storage: MetacanStorage) -> Loaded:
-    """Configurations, their current labelled rows by work, sample_design weights, imported_design weights
-    by source, and the sources of each imported configuration (``label_imports``)."""
-    configs: list[TeacherConfig] = []
-    labels: dict[tuple, dict[str, dict]] = {}
+
+def _current_sql(tables: list[str]) -> str:
+    """A query over the label tables' Parquet files (``tables``: their ``read_parquet`` sources in reading
+    order) for what :func:`current_labelled` keeps of them, as narrow rows ``(t, config, work_id, status, filename,
+    file_row_number, first)``: each configuration read from the first table that holds it (``t``: its position),
+    each work's newest row there (``filename``, ``file_row_number``: where it is), ``first``: the configuration's
+    first position in that table's order (which orders the configurations)."""
+    cols = f"{_CONFIG}, work_id, status, created_at, label_id, filename, file_row_number"
+    union = " UNION ALL ".join(
+        f"SELECT {i} AS t, {cols} FROM read_parquet({src}, filename=true, file_row_number=true, "
+        "hive_partitioning=false)"
+        for i, src in enumerate(tables)
+    )
+    return f"""
+        WITH rows AS (SELECT * FROM ({union}) WHERE work_id IS NOT NULL),
+        owned AS (SELECT * FROM rows QUALIFY t = min(t) OVER (PARTITION BY {_CONFIG})),
+        ordered AS (SELECT *, row_number() OVER (PARTITION BY t ORDER BY {_NEWEST_LAST}) AS pos FROM owned)
+        SELECT t, {_CONFIG}, work_id, status, filename, file_row_number,
+               min(pos) OVER (PARTITION BY {_CONFIG}) AS first
+        FROM ordered
+        QUALIFY row_number() OVER (PARTITION BY {_CONFIG}, work_id ORDER BY pos DESC) = 1
+    """
+
+
+def _load(storage: MetacanStorage) -> tuple[Loaded, dict[tuple, int]]:
+    """(Configurations, their current labelled rows by work, sample_design weights, imported_design weights
+    by source, the sources of each imported configuration (``label_imports``)), and each configuration's number of
+    labelled works.
+
+    DuckDB reads the label tables and keeps what :func:`current_labelled` keeps (each configuration from the first
+    table holding it, each work's newest row, labelled); of those, only the works two configurations or more
+    labelled come to Python as rows (no other work is in any pair's comparison), with their ``sample_design``
+    weights, so memory follows the overlap of the teachers (the sample), not the frame (issue 17)."""
+    import duckdb
+
+    from ..storage import sql_literal
+
     tables = [
         ("registry", p.name) for p in sorted(storage.warehouse.glob("direct_labels_*")) if storage.has_table(p.name)
     ]
     if storage.has_table("imported_labels"):
         tables.append(("import", "imported_labels"))
-    for kind, name in tables:
-        for key, works in current_labelled(storage.read_table(name).to_pylist()).items():
-            if key not in labels:
-                configs.append(TeacherConfig(*key, kind=kind))
-                labels[key] = works
+    configs: list[TeacherConfig] = []
+    labels: dict[tuple, dict[str, dict]] = {}
+    counts: dict[tuple, int] = {}
     sample_w: dict[str, float] = {}
-    if storage.has_table("sample_design"):
-        t = storage.read_table("sample_design", ["id", "design_weight"])
-        sample_w = dict(zip(t.column("id").to_pylist(), t.column("design_weight").to_pylist(), strict=False))
+    con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(storage.warehouse / ".spill-agreement")})
+    try:
+        if tables:
+            sources = [sql_literal(str(storage.table_dir(name) / "*.parquet")) for _, name in tables]
+            con.execute(f"CREATE TEMP TABLE current AS {_current_sql(sources)}")
+            for t, *key, _first, n in con.execute(
+                f"SELECT t, {_CONFIG}, first, count(*) FILTER (WHERE status = 'labelled') FROM current "
+                f"GROUP BY ALL ORDER BY t, first"
+            ).fetchall():
+                configs.append(TeacherConfig(*key, kind=tables[t][0]))
+                labels[tuple(key)] = {}
+                counts[tuple(key)] = n
+            con.execute(
+                "CREATE TEMP TABLE shared AS SELECT t, work_id, filename, file_row_number FROM current "
+                "WHERE status = 'labelled' QUALIFY count(*) OVER (PARTITION BY work_id) >= 2"
+            )
+            for t, src in enumerate(sources):  # the whole rows of the shared works, read where they are
+                for batch in con.execute(
+                    f"SELECT * EXCLUDE (filename, file_row_number) FROM read_parquet({src}, filename=true, "
+                    "file_row_number=true, hive_partitioning=false) "
+                    "WHERE (filename, file_row_number) IN (SELECT (filename, file_row_number) FROM shared WHERE t = ?)",
+                    [t],
+                ).to_arrow_reader(10_000):
+                    for row in batch.to_pylist():
+                        key = (row["teacher"], row["model"], row["prompt_version"], row["prompt_sha"])
+                        labels[key][row["work_id"]] = row
+            if storage.has_table("sample_design"):
+                src = sql_literal(str(storage.table_dir("sample_design") / "*.parquet"))
+                sample_w = dict(
+                    con.execute(
+                        f"SELECT id, design_weight FROM read_parquet({src}, hive_partitioning=false) "
+                        "WHERE id IN (SELECT work_id FROM shared)"
+                    ).fetchall()
+                )
+    finally:
+        con.close()
     imported_w: dict[str, dict[str, float]] = {}
     sources: dict[tuple, set[str]] = {}
     with storage.connect() as con:
@@ -266,7 +333,7 @@ def _load(storage: MetacanStorage) -> Loaded:
                 "SELECT DISTINCT teacher, model, prompt_version, prompt_sha, source FROM label_imports"
             ).fetchall():
                 sources.setdefault(tuple(key), set()).add(source)
-    return configs, labels, sample_w, imported_w, sources
+    return (configs, labels, sample_w, imported_w, sources), counts
 
 
 def pair_weights(
@@ -411,9 +478,9 @@ def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage
     ``teacher@model/prompt_version/prompt_sha[:8]`` when one name has several configurations. Nothing to compare
     (fewer than two configurations, no shared work) is not an error: empty tables and a note.
     """
-    loaded = _load(storage)
+    loaded, counts = _load(storage)
     compared = compare_pairs(loaded)
-    configs, labels, rows = compared.configs, loaded[1], compared.rows
+    configs, rows = compared.configs, compared.rows
     n = storage.write_table(
         "teacher_agreement", pa.Table.from_pylist(rows, schema=AGREEMENT_SCHEMA), schema=AGREEMENT_SCHEMA
     )
@@ -430,7 +497,7 @@ def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage
             ["pair", "head", "n", "agreement", "kappa", "weighted_kappa"],
             note=note,
             configurations=dg.MetadataValue.md(
-                "".join(f"- {c.describe()}: {len(labels[c.key])} labelled works\n" for c in configs) or "_(none)_"
+                "".join(f"- {c.describe()}: {counts[c.key]} labelled works\n" for c in configs) or "_(none)_"
             ),
             disagreements_row_count=n_diff,
             **{f"pair: {p}": _pair_md(r) for p, r in compared.per_pair.items()},

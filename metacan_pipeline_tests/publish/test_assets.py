@@ -199,3 +199,31 @@ def test_the_site_follows_the_frame_and_the_renderer(tmp_path, openalex_dir, ope
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
     assert not result.success and f"work {first['id']} appears twice" in failure
     assert (site / "records" / f"{first['id']}.json").exists()
+
+
+def test_records_changed_counts_the_new_and_changed_records_and_leaves_no_scratch_file(tmp_path, openalex_dir):
+    """``records_changed``: every record on the first materialization, none when nothing changed, and exactly the
+    works whose label changed (the previous hashes are kept on disk and compared in DuckDB)."""
+    from metacan_pipeline_tests.builders import site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=30)
+
+    def changed() -> tuple[int, int]:
+        result = dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+        event = next(e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("work_records"))
+        md = event.materialization.metadata
+        return md["records_changed"].value, md["records_unchanged"].value
+
+    assert changed() == (30, 0)
+    hashes = storage.read_table("work_records").to_pylist()
+    assert changed() == (0, 30)
+    labels = storage.read_table("direct_labels_gemma").to_pylist()
+    labels[0]["categories"], labels[3]["categories"] = ["open_science"], ["peer_review"]
+    storage.write_table("direct_labels_gemma", pa.Table.from_pylist(labels, schema=LABELS_SCHEMA))
+    assert changed() == (2, 28)
+    after = {r["id"]: r["record_hash"] for r in storage.read_table("work_records").to_pylist()}
+    assert sorted(w for w, h in ((r["id"], r["record_hash"]) for r in hashes) if after[w] != h) == sorted(
+        {labels[0]["work_id"], labels[3]["work_id"]}
+    )
+    assert not list(storage.warehouse.glob(".work_records-previous-*"))

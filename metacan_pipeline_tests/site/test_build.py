@@ -199,3 +199,85 @@ def test_the_run_summary_names_the_release_to_serve(site_release, tmp_path):
         f"Release database: {releases_dir(storage.root) / (rid + '.duckdb')} (serve it: metacan serve, or make serve)"
     ]
     assert release_lines(tmp_path) == []
+
+
+def _renumbered_copy(storage: MetacanStorage, dest, ids: dict[str, str]) -> MetacanStorage:
+    """A copy of ``storage``'s warehouse under ``dest`` with the work ids renamed (``ids``: old -> new) in work_records
+    (ids and record JSON) and the frame, the Parquet rows kept in their order (so no longer in work-key order)."""
+    copy = MetacanStorage(data_dir=str(dest))
+    shutil.copytree(storage.warehouse, copy.warehouse)
+    records = copy.read_table("work_records").to_pylist()
+    for r in records:
+        for old, new in ids.items():
+            r["record_json"] = r["record_json"].replace(f'"{old}"', f'"{new}"').replace(f"/{old}.", f"/{new}.")
+        r["id"] = ids[r["id"]]
+    copy.write_table("work_records", pa.Table.from_pylist(records, schema=storage.read_table("work_records").schema))
+    frame = copy.read_table("frame").to_pylist()
+    for f in frame:
+        f["id"] = ids[f["id"]]
+    copy.write_table("frame", pa.Table.from_pylist(frame, schema=FRAME_SCHEMA))
+    return copy
+
+
+def _tables(db) -> dict[str, list[tuple]]:
+    """Every release table's rows in stored (rowid) order; facet_codes, inserted without an order, by its key;
+    release_info without its build time."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        out = {}
+        for table in release_tables():
+            cols = ", ".join(c for c in table.schema.names if c != "built_at")
+            order = "facet, code" if table.name == "facet_codes" else "rowid"
+            out[table.name] = con.execute(f"SELECT {cols} FROM {table.name} ORDER BY {order}").fetchall()
+        return out
+    finally:
+        con.close()
+
+
+def test_ranges_of_work_keys_change_no_table_and_every_table_is_in_work_key_order(site_release, tmp_path):
+    from metacan_pipeline.site.build import build_release
+
+    storage, frame, _ = site_release
+    # ids of 2 to 11 characters: their text order (the order of work_records) is not their key order
+    ids = {f["id"]: f"W{(1, 1_000, 1_000_000, 4_000_000_000)[i % 4] + i}" for i, f in enumerate(frame)}
+    ctx = {"frozen_release": None}
+    one = build_release(_renumbered_copy(storage, tmp_path / "one", ids), ctx, chunk_works=1_000_000)
+    many = build_release(_renumbered_copy(storage, tmp_path / "many", ids), ctx, chunk_works=7)
+    assert one.release_id == many.release_id and one.row_counts["works"] == len(frame) == 60
+    a, b = _tables(one.database), _tables(many.database)
+    for name in a:
+        assert a[name] == b[name], name
+    assert sum(len(rows) for rows in a.values()) > 600 and len(a["work_scores"]) == 120
+    keys = [r[0] for r in a["works"]]
+    assert keys == sorted(keys) and sorted(keys) == sorted(int(i[1:]) for i in ids.values())
+    for name in ("work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions", "work_scores"):
+        assert a[name] == sorted(a[name], key=lambda r: tuple((x is None, x) for x in r[:2])), name
+
+
+def test_the_first_mismatching_work_is_named_whatever_range_it_is_in(tmp_path, openalex_dir):
+    from metacan_pipeline.site.build import ReleaseInputError, build_release
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    frame = site_world(storage, openalex_dir, n=9)
+    assert build_site(storage).success
+    shutil.rmtree(releases_dir(storage.root))
+    for i in (7, 2):  # two works in two ranges of 2 works: the one named is the first by id
+        frame[i]["keywords"] = ["changed since"]
+    storage.write_table("frame", pa.Table.from_pylist(frame, schema=FRAME_SCHEMA))
+    for chunk in (2, 100):
+        with pytest.raises(ReleaseInputError, match="work W7002 of work_records has other institutions"):
+            build_release(storage, {"frozen_release": None}, chunk_works=chunk)
+
+
+def test_work_key_ranges_cover_every_key_once_in_ascending_order():
+    from metacan_pipeline.site.build import work_key_ranges
+
+    con = duckdb.connect()
+    keys = [5, 3, 3, 900, 12, 7, 7, 7, 1, 40]  # a key twice or three times stays in one range
+    con.execute("CREATE TABLE records AS SELECT unnest(?::BIGINT[]) AS work_key", [keys])
+    assert work_key_ranges(con, 3) == [(1, 5), (5, 7), (7, 900), (900, None)]  # keys 1 3 3 | 5 | 7 7 7 12 40 | 900
+    assert work_key_ranges(con, 100) == [(1, None)]
+    con.execute("DELETE FROM records")
+    assert work_key_ranges(con, 3) == []
+    with pytest.raises(ValueError, match="at least 1"):
+        work_key_ranges(con, 0)

@@ -277,3 +277,79 @@ def test_teacher_agreement_writes_two_tables_each_an_asset_key():
     assert {k.path[-1] for k in teacher_agreement.keys} == {"teacher_agreement", "teacher_disagreements"}
     deps = {k.path[-1] for k in teacher_agreement.asset_deps[dg.AssetKey("teacher_disagreements")]}
     assert {"imported_labels", "sample_design", "direct_labels_gemma", "direct_labels_codex"} <= deps
+
+
+def test_the_labels_loaded_by_duckdb_are_those_the_python_rows_gave(tmp_path: Path):
+    """``_load`` (DuckDB keeps each work's newest row of each configuration, from the first table holding it, and
+    returns only works two configurations labelled) against the rule applied to every row in Python
+    (``current_labelled`` over ``to_pylist()``, as the asset did before): the same configurations in the same order,
+    the same rows for every shared work, the same labelled counts and weights."""
+    import datetime as dt
+
+    from metacan_pipeline.teachers.agreement import _load, compare_pairs, current_labelled
+
+    t0 = dt.datetime(2026, 1, 1)
+
+    def rows(teacher: str, prompt_sha: str, spec: list[tuple]) -> list[dict]:
+        out = []
+        for work, cats, status, created, label_id in spec:
+            row = {**_row(work, cats, status=status), "teacher": teacher, "model": "m", "prompt_version": "v1"}
+            out.append({**row, "prompt_sha": prompt_sha, "created_at": created, "label_id": label_id})
+        return out
+
+    later, same = t0 + dt.timedelta(hours=1), t0
+    gemma = rows(
+        "gemma",
+        "sha-a",
+        [
+            ("W1", [], "labelled", t0, "g1"),
+            ("W1", ["metaresearch"], "labelled", later, "g0"),  # newer: kept
+            ("W2", ["open_science"], "labelled", same, "g9"),
+            ("W2", [], "failed", same, "g8"),  # same time, smaller label_id: older, so W2 stays labelled
+            ("W3", ["metaresearch"], "labelled", None, "z"),  # no time: older than any timed row
+            ("W3", [], "failed", t0, "a"),  # so W3's newest is failed: not labelled
+            ("W4", [], "labelled", t0, "x"),
+            ("W4", ["metaresearch"], "labelled", t0, "x"),  # a full tie: the later row (table order) wins
+            ("W6", [], "labelled", t0, "g6"),  # only gemma: never shared
+        ],
+    )
+    gemma += rows("gemma", "sha-b", [("W1", ["peer_review"], "labelled", t0, "b1"), ("W5", [], "labelled", t0, "b5")])
+    codex = rows("codex", "sha-c", [(w, ["metaresearch"], "labelled", t0, f"c{w}") for w in ("W1", "W2", "W3", "W4")])
+    codex += rows("gemma", "sha-b", [("W5", ["metaresearch"], "labelled", t0, "dup")])  # sha-b is gemma's table's
+    codex.append({**codex[0], "work_id": None, "label_id": "none"})  # no work: ignored
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    for name, table in (("direct_labels_gemma", gemma), ("direct_labels_codex", codex)):
+        half = len(table) // 2  # two files: table order runs across them
+        storage.write_table(
+            name, iter([pa.Table.from_pylist(part, schema=LABELS_SCHEMA) for part in (table[:half], table[half:])])
+        )
+    design = [{"id": w, "design_weight": float(i + 1)} for i, w in enumerate(("W1", "W2", "W4", "W5", "W6"))]
+    storage.write_table("sample_design", pa.Table.from_pylist(design, schema=DESIGN_SCHEMA))
+
+    (configs, labels, sample_w, _, _), counts = _load(storage)
+    want: dict[tuple, dict[str, dict]] = {}
+    for name in ("direct_labels_codex", "direct_labels_gemma"):  # the tables in name order, the first one wins
+        for key, works in current_labelled(storage.read_table(name).to_pylist()).items():
+            want.setdefault(key, works)
+    assert [c.key for c in configs] == list(want)
+    assert (
+        counts
+        == {k: len(w) for k, w in want.items()}
+        == {
+            ("codex", "m", "v1", "sha-c"): 4,
+            ("gemma", "m", "v1", "sha-b"): 1,  # the codex table's W5 row
+            ("gemma", "m", "v1", "sha-a"): 4,  # W1 W2 W4 W6
+        }
+    )
+    shared = {"W1", "W2", "W3", "W4"} - {"W3"}  # W3 is failed on gemma sha-a and unknown elsewhere
+    for key, works in want.items():
+        expected = {w: r for w, r in works.items() if w in shared}
+        got = labels[key]
+        assert set(got) == set(expected), key
+        for w, r in expected.items():
+            assert {k: got[w][k] for k in r if k != "created_at"} == {k: v for k, v in r.items() if k != "created_at"}
+    assert labels[("gemma", "m", "v1", "sha-a")]["W1"]["categories"] == ["metaresearch"]
+    assert labels[("gemma", "m", "v1", "sha-a")]["W4"]["categories"] == ["metaresearch"]
+    assert sample_w == {"W1": 1.0, "W2": 2.0, "W4": 3.0}
+    full = (configs, want, {d["id"]: d["design_weight"] for d in design}, {}, {})
+    assert compare_pairs((configs, labels, sample_w, {}, {})) == compare_pairs(full)

@@ -1,3 +1,9 @@
+-- After every range of release.sql (metacan_pipeline.site.build): the support gates of the classifier versions the
+-- works carry (heads: student_heads, possibly empty), then the coded copy below.
+INSERT INTO classifier_heads
+SELECT model_version, teacher, target, gate_passed, gate_reason FROM heads
+WHERE model_version IN (SELECT DISTINCT model_version FROM works WHERE model_version IS NOT NULL);
+
 -- The narrow, coded copy of the cohort columns (metacan_pipeline.site.build, after release.sql): facet_codes
 -- numbers every value of a text facet column, every name and every classifier decision (model_version, mode,
 -- category); work_facets holds one row per work with those codes, the boolean filters, the coverage flags and

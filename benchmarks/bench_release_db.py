@@ -1,0 +1,194 @@
+"""The release database build alone at a given size (issue 17: the rehearsal's ``release_db`` stage failed at 50,000
+works on DuckDB's 1 GB limit), without the rest of the chain.
+
+For each ``--works N``: writes the warehouse tables ``build_release`` reads, ``work_records`` (``N`` published records
+of ``pages_records.record_chunks``: one real frame row under ids ``W5<9 digits>``, synthetic titles, years, routes,
+labels, predictions and machine scores), ``frame`` (the frame row of each record, so the name lists agree) and an
+empty ``student_heads``, into ``<scratch>/works_<N>/data`` (kept and reused by the next run: ``--fresh`` writes them
+again); then runs ``site.build.build_release`` in a fresh child process (``_common.run_stage``: peak RSS of its process
+tree, seconds inside the child, blocks written, load before and after). The child also reports a digest per release
+table (row count and an order-sensitive hash of every row by ``rowid``, ``release_info.built_at`` left out), so two
+builds (before and after a change, another chunk size) can be compared table by table.
+
+Usage (from the checkout to measure; its ``metacan_pipeline`` is imported):
+    nice .venv/bin/python benchmarks/bench_release_db.py --works 50000 200000 [--scratch /tmp/metacan-release-db]
+         [--chunk-works 25000] [--name after] [--fresh]
+``--chunk-works`` is passed to ``build_release`` (works per work_key range; the code before the chunked build has no
+such parameter). Figures go to ``benchmarks/out/release_db_<name>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+import time
+from pathlib import Path
+
+from _common import OUT, REPO, add_child_args, code_label, git_state, machine, run_stage, say, write_child_result
+from _common import write_json as write_out
+
+CONTEXT = {"n_codex_labels": 10_348, "gated_heads": 9, "total_heads": 14, "frozen_release": None}
+
+
+def prepare(data: Path, works: int, chunk: int = 10_000) -> dict:
+    """Write work_records, frame and an empty student_heads for ``works`` records under ``data``."""
+    import pyarrow as pa
+    from pages_records import record_chunks
+
+    from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.tables.frame import FRAME_SCHEMA
+    from metacan_pipeline.tables.publish import RECORDS_SCHEMA
+    from metacan_pipeline.tables.student import HEADS_SCHEMA
+
+    storage = MetacanStorage(data_dir=str(data))
+    frames: list[pa.Table] = []
+    chars = 0
+
+    def records():
+        nonlocal chars
+        import hashlib
+
+        for pairs in record_chunks(works, chunk):
+            rows = []
+            for record, _ in pairs:
+                text = json.dumps(record, ensure_ascii=False, default=str)
+                chars += len(text)
+                rows.append(
+                    {
+                        "id": record["id"],
+                        "record_json": text,
+                        "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16],
+                    }
+                )
+            frames.append(pa.Table.from_pylist([f for _, f in pairs], schema=FRAME_SCHEMA))
+            yield pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA)
+
+    t0 = time.perf_counter()
+    n = storage.write_table("work_records", records(), schema=RECORDS_SCHEMA)
+    storage.write_table("frame", iter(frames), schema=FRAME_SCHEMA)
+    storage.write_table("student_heads", pa.Table.from_pylist([], schema=HEADS_SCHEMA))
+    (data / ".prepared").write_text(json.dumps({"works": n, "record_chars": chars}))
+    return {"works": n, "record_chars": chars, "seconds": time.perf_counter() - t0}
+
+
+def digests(db: Path) -> dict[str, list]:
+    """Per release table: [rows, order-sensitive hash of every row and its rowid] (release_info without built_at;
+    facet_codes, whose insert has no ORDER BY and so no fixed row order, without the rowid)."""
+    import duckdb
+
+    from metacan_pipeline.tables.site import release_tables
+
+    con = duckdb.connect(str(db), read_only=True, config={"memory_limit": "1GB"})
+    try:
+        out = {}
+        for table in release_tables():
+            cols = ", ".join(f'"{c}"' for c in table.schema.names if c != "built_at")
+            out[table.name] = list(
+                con.execute(
+                    f"SELECT count(*), coalesce(bit_xor(hash({'' if table.name == 'facet_codes' else 'rowid, '}{cols})), 0) "
+                    f'FROM "{table.name}"'
+                ).fetchone()
+            )
+        return out
+    finally:
+        con.close()
+
+
+def stage_child(data: Path, chunk_works: int | None) -> dict:
+    from metacan_pipeline.site.build import build_release
+    from metacan_pipeline.storage import MetacanStorage
+
+    storage = MetacanStorage(data_dir=str(data))
+    kwargs = {}
+    if chunk_works is not None:
+        if "chunk_works" not in inspect.signature(build_release).parameters:
+            raise SystemExit("--chunk-works: this checkout's build_release has no chunk_works parameter")
+        kwargs["chunk_works"] = chunk_works
+    t0 = time.perf_counter()
+    try:
+        built = build_release(storage, dict(CONTEXT), **kwargs)
+    except Exception as exc:  # the figures of a failed build are the point (peak RSS up to the failure)
+        return {"success": False, "seconds": time.perf_counter() - t0, "error": f"{type(exc).__name__}: {exc}"[:600]}
+    seconds = time.perf_counter() - t0
+    from _common import proc_kib
+
+    build_hwm = (proc_kib("/proc/self/status", "VmHWM") or 0) / 1024  # before the digests read the tables
+    return {
+        "success": True,
+        "seconds": seconds,
+        "build_vm_hwm_mib": build_hwm,
+        "release_id": built.release_id,
+        "row_counts": built.row_counts,
+        "database_bytes": built.database.stat().st_size,
+        "digests": digests(built.database),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--works", type=int, nargs="+", default=[50_000])
+    ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-release-db"))
+    ap.add_argument("--chunk-works", type=int, default=None)
+    ap.add_argument("--name", default="")
+    ap.add_argument("--fresh", action="store_true", help="write the warehouse tables again")
+    add_child_args(ap, ("data", "chunk"))
+    args = ap.parse_args(argv)
+    if args._stage:
+        chunk = None if args.chunk in (None, "", "None") else int(args.chunk)
+        write_child_result(stage_child(Path(args.data), chunk), args.result)
+        return
+    out = {"machine": machine(), "code": git_state(), "chunk_works": args.chunk_works, "sizes": {}}
+    for n in args.works:
+        folder = args.scratch / f"works_{n}"
+        data = folder / "data"
+        marker = data / ".prepared"
+        if args.fresh or not marker.exists():
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+            say(f"writing {n:,} records under {data} ...")
+            prep = prepare(data, n)
+            say(
+                f"  {prep['works']:,} records, {prep['record_chars'] / prep['works']:.0f} chars a record, {prep['seconds']:.0f} s"
+            )
+        prep = json.loads(marker.read_text())
+        import shutil
+
+        shutil.rmtree(data / "site", ignore_errors=True)  # every build starts from no release
+        say(f"build_release at {n:,} works (chunk_works={args.chunk_works}) ...")
+        try:
+            res, _samples, _t0 = run_stage(
+                Path(__file__),
+                "build",
+                f"release_db_{n}",
+                folder,
+                ["--data", str(data), "--chunk", str(args.chunk_works)],
+                folder / f"build_{args.name or 'run'}.log",
+            )
+        except SystemExit as exc:
+            res = {"success": False, "error": str(exc)}
+            log = folder / f"build_{args.name or 'run'}.log"
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+            res["log_tail"] = tail
+        res["record_chars_mean"] = prep["record_chars"] / prep["works"]
+        out["sizes"][str(n)] = res
+        m = out["machine"]
+        if "peak_rss_mib" in res:
+            print(
+                f"works {n:>8,}: {res['seconds']:7.1f} s, peak RSS {res['peak_rss_mib']:6.0f} MiB (build alone "
+                f"{res.get('build_vm_hwm_mib', 0):.0f}), written "
+                f"{res['ru_oublock'] * 512 / 2**20:6.0f} MiB, db {res.get('database_bytes', 0) / 2**20:5.0f} MiB; load "
+                f"{res['load_before']} -> {res['load_after']}; {m['cpu_model']}; code {code_label(out['code'])}"
+                + ("" if res["success"] else f"\n  FAILED: {res['error']}"),
+                flush=True,
+            )
+        else:
+            print(f"works {n:>8,}: FAILED: {res['error']}\n  {' | '.join(res['log_tail'])}", flush=True)
+    write_out(OUT / f"release_db_{args.name or 'run'}.json", out)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    main()
