@@ -103,7 +103,8 @@ def _heads_metadata(
 def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, storage: MetacanStorage):
     """Per teacher, 11 binary and 3 categorical student heads on the title-only view (SPEC section 6).
 
-    Training data (:mod:`.training`): the census teacher's (gemma's) labelled teacher calls (unweighted)
+    Training data (:mod:`.training`): the census teacher's (gemma's) labelled teacher calls (unweighted; at most
+    :data:`~.training.CENSUS_LABELS_MAX` works, a salted-hash subsample above it)
     and the sample teacher's (codex's) on the design-weighted sample (weights ``1/pi`` from
     ``sample_design``), minus every work of a held-out venue (:mod:`.holdout`). Features:
     ``config.features`` (TF-IDF by default), fitted on the training texts. A head whose labels hold one
