@@ -52,7 +52,7 @@ from .holdout import freeze_holdout
 from .models import Scorer
 from .roles import CENSUS, SAMPLE, STUDENT_TEACHERS, direct_labels_key
 from .scoring import score_batches, score_column
-from .training import frame_rows_for, frame_venues, outside_holdout, teacher_call_labels
+from .training import CENSUS_LABELS_MAX, frame_rows_for, frame_venues, outside_holdout, teacher_call_labels
 
 #: One arm per student teacher, sample teacher first (:data:`~.roles.STUDENT_TEACHERS`).
 ARMS = STUDENT_TEACHERS
@@ -120,8 +120,9 @@ class ArmInputs:
 
 
 def load_arm_inputs(storage: MetacanStorage, run_id: str) -> ArmInputs:
-    """:class:`ArmInputs` from the warehouse (freezing the holdout on the first student run)."""
-    labels = {a: teacher_call_labels(storage, a) for a in ARMS}
+    """:class:`ArmInputs` from the warehouse (freezing the holdout on the first student run). The census teacher's
+    arm reads at most :data:`~.training.CENSUS_LABELS_MAX` of its labels, the subsample ``student_heads`` reads."""
+    labels = {a: teacher_call_labels(storage, a, CENSUS_LABELS_MAX if a == CENSUS else None) for a in ARMS}
     frame_info = frame_rows_for(storage, {r["work_id"] for a in ARMS for r in labels[a]})
     holdout, _ = freeze_holdout(storage, frame_venues(storage), run_id)
     train = {a: outside_holdout(labels[a], holdout, frame_info) for a in ARMS}

@@ -150,3 +150,19 @@ def test_machine_scores_mature_after_five_still_rounds(storage):
         (SCORE_ONLY_MATURE, 5, True)
     }
     assert "stopped moving" in rows[0]["note"] and "never assert a category" in rows[0]["note"]
+
+
+def test_the_census_arm_reads_the_census_subsample_and_the_sample_arm_all_its_labels(storage, monkeypatch):
+    """Above CENSUS_LABELS_MAX labels the census teacher's arm trains on the subsample student_heads reads (the
+    works of smallest salted hash), never on every label; the sample teacher's arm is not capped."""
+    from metacan_pipeline.student import rounds
+    from metacan_pipeline.student.training import teacher_call_labels
+
+    write_inputs(storage)
+    full = {a: teacher_call_labels(storage, a) for a in rounds.ARMS}
+    monkeypatch.setattr(rounds, "CENSUS_LABELS_MAX", 10)
+    got = rounds.load_arm_inputs(storage, "run-1")
+    assert len(full["gemma"]) > 10 and len(got.labels["gemma"]) == 10
+    assert got.labels["gemma"] == teacher_call_labels(storage, "gemma", 10)
+    assert got.labels["codex"] == full["codex"]
+    assert {r["work_id"] for r in got.train["gemma"]} <= {r["work_id"] for r in got.labels["gemma"]}
