@@ -101,8 +101,8 @@ def release_dirs(scratch: Path, n: int, min_venues: int) -> tuple[Path, dict]:
 
 
 def upgrade_release(data: Path) -> dict | None:
-    """Add what a kept release of an earlier build lacks: the layout-4 table ``cohort_facet_counts`` and the FTS5
-    index's champion lists (``term_top``, ``term_hits``), then record its manifest again (``metacan serve`` checks the
+    """Add what a kept release of an earlier build lacks: the layout-5 table ``year_language_counts``, the layout-4
+    table ``cohort_facet_counts`` and the FTS5 index's champion lists (``term_top``, ``term_hits``), then record its manifest again (``metacan serve`` checks the
     files' sizes against it); returns the seconds each took, None when nothing was added."""
     import sqlite3
 
@@ -113,6 +113,9 @@ def upgrade_release(data: Path) -> dict | None:
 
     release_id = current_release_id(data)
     added = {}
+    cube = site_synth.add_year_language_counts(database_path(data, release_id))
+    if cube is not None:
+        added["year_language_counts"] = cube
     seconds = site_synth.add_cohort_facet_counts(database_path(data, release_id))
     if seconds is not None:
         added["cohort_facet_counts_s"] = round(seconds, 1)

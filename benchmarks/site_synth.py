@@ -210,6 +210,7 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
     release database of layout 1 built by an earlier run of this module; returns the seconds taken."""
     from metacan_pipeline.site import build
     from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
+    from metacan_pipeline.site.cube import write_year_language_counts
     from metacan_pipeline.site.figures import write_figures
     from metacan_pipeline.tables.site import release_tables
 
@@ -226,12 +227,14 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
             "work_disagreements",
             "facet_value_counts",
             "cohort_facet_counts",
+            "year_language_counts",
         ):
             con.execute(f"DROP TABLE IF EXISTS {name}")
         for table in release_tables():
             con.execute(table.ddl())
         con.execute(build.FACETS_SQL)
         build.write_facet_counts(con)
+        write_year_language_counts(con)
         write_cohort_facet_counts(con)
         write_figures(con, None)
         con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
@@ -264,6 +267,31 @@ def add_cohort_facet_counts(db: Path, threads: int = 2) -> float | None:
         con.close()
 
 
+def add_year_language_counts(db: Path, threads: int = 2) -> dict | None:
+    """Add ``year_language_counts`` (``site/cube.py``, layout 5) to a release database of layout 4 built by an earlier
+    run of this module (the caller records its manifest again); returns its build seconds, rows and bytes (the
+    database file's growth), None when the table is there already."""
+    from metacan_pipeline.site import build
+    from metacan_pipeline.site.cube import write_year_language_counts
+    from metacan_pipeline.tables.site import release_tables
+
+    before = db.stat().st_size
+    con = duckdb.connect(str(db), config={"memory_limit": "6GB", "threads": threads})
+    con.execute("SET enable_progress_bar = false")
+    try:
+        if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'year_language_counts'").fetchone()[0]:
+            return None
+        t0 = time.perf_counter()
+        con.execute(next(t for t in release_tables() if t.name == "year_language_counts").ddl())
+        rows = write_year_language_counts(con)
+        con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
+        con.execute("CHECKPOINT")
+        seconds = time.perf_counter() - t0
+    finally:
+        con.close()
+    return {"seconds": round(seconds, 1), "rows": rows, "file_growth_bytes": db.stat().st_size - before}
+
+
 def _u(salt: int) -> str:
     """A uniform value in [0, 1) from a hash of the row number ``i`` and ``salt`` (SQL)."""
     return f"((hash(i, {salt}) % 1000000007)::DOUBLE / 1000000007)"
@@ -282,6 +310,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
 
     from metacan_pipeline.site import build
     from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
+    from metacan_pipeline.site.cube import write_year_language_counts
     from metacan_pipeline.site.figures import write_figures
     from metacan_pipeline.site.release import database_path, index_path, releases_dir, write_pointer
     from metacan_pipeline.tables.site import release_tables
@@ -458,6 +487,9 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
         con.execute(build.FACETS_SQL)
         build.write_facet_counts(con)
         timings["facet_tables_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        write_year_language_counts(con)
+        timings["year_language_counts_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         write_cohort_facet_counts(con)
         timings["cohort_facet_counts_s"] = time.perf_counter() - t0

@@ -28,6 +28,7 @@ from ..tables.site import release_tables
 from ..vocab import CATEGORIES
 from . import fts
 from .cohort_store import write_cohort_facet_counts
+from .cube import write_year_language_counts
 from .figures import write_figures
 from .queries import write_facet_counts
 from .release import (
@@ -41,8 +42,8 @@ from .release import (
 )
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
-#: 4: cohort_facet_counts (.cohort_store)
-LAYOUT_VERSION = 4  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: 4: cohort_facet_counts (.cohort_store); 5: year_language_counts (.cube)
+LAYOUT_VERSION = 5  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
@@ -179,6 +180,7 @@ def _write_database(storage: MetacanStorage, path: Path, release_id: str, sha: s
         _check_inputs(con)
         con.execute(FACETS_SQL)
         write_facet_counts(con)
+        write_year_language_counts(con)
         write_cohort_facet_counts(con)
         prevalence = storage.table_dir("prevalence") / "*.parquet" if storage.has_table("prevalence") else None
         write_figures(con, prevalence)
