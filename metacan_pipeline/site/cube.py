@@ -33,6 +33,8 @@ import duckdb
 
 #: The filter groups the table is keyed by: a facet is read from it when its other filters are among these.
 CUBE_GROUPS = frozenset({"year", "language"})
+#: The column facets listed by their first ``TOP_N`` values (``year`` lists every year).
+TOP_N_FACETS = ("language", "type", "field", "topic", "venue", "classification_kind")
 #: The coverage counts stored under facet ``_coverage``, by code.
 COVERAGE = ("works", "direct", "scored", "decided")
 
@@ -88,13 +90,20 @@ def cube_rows(con, selections: list[tuple[list[str], str, list]]) -> list[tuple]
     for facets, where, p in selections:
         conds.append(f"(w.facet IN ({', '.join(repr(f) for f in facets)}) AND ({where}))")
         params += p
+    from .queries import NAME_TABLES, TOP_N
+
+    # the listed facets keep their first TOP_N values here already (the order facet_items gives), not all of a venue's
+    # thousands: fetching and sorting them in Python took longer than the sum itself at 4.3M works
+    listed = ", ".join(repr(f) for f in (*TOP_N_FACETS, *NAME_TABLES))
     try:
         return con.execute(
             "WITH g AS (SELECT w.facet, w.code, w.teacher, w.category, any_value(w.qualification) AS qualification, "
             f"CAST(sum(w.n) AS BIGINT) AS n FROM year_language_counts w WHERE {' OR '.join(conds)} "
             "GROUP BY w.facet, w.code, w.teacher, w.category) "
             "SELECT g.facet, g.code, k.value, k.model_version, k.mode, k.prediction_status, g.teacher, g.category, "
-            "g.qualification, g.n FROM g LEFT JOIN facet_codes k ON k.facet = g.facet AND k.code = g.code",
+            "g.qualification, g.n FROM g LEFT JOIN facet_codes k ON k.facet = g.facet AND k.code = g.code "
+            f"QUALIFY g.facet NOT IN ({listed}) "
+            f"OR row_number() OVER (PARTITION BY g.facet ORDER BY g.n DESC, k.value NULLS LAST) <= {TOP_N}",
             params,
         ).fetchall()
     except duckdb.CatalogException:
@@ -107,12 +116,19 @@ def coverage_of(rows: list[tuple]) -> dict[str, int]:
     return {name: got.get(i, 0) for i, name in enumerate(COVERAGE)}
 
 
-def facet_items(name: str, rows: list[tuple]) -> list[dict[str, Any]]:
-    """The items of facet ``name`` (a :data:`.queries.FACETS` group) from its summed cells, ordered and cut as
-    :class:`.queries.FacetCounter` gives them."""
+def by_facet(rows: list[tuple]) -> dict[str, list[tuple]]:
+    """The rows of :func:`cube_rows` by facet."""
+    out: dict[str, list[tuple]] = {}
+    for r in rows:
+        out.setdefault(r[0], []).append(r)
+    return out
+
+
+def facet_items(name: str, mine: list[tuple]) -> list[dict[str, Any]]:
+    """The items of facet ``name`` (a :data:`.queries.FACETS` group) from its summed cells (its rows of
+    :func:`by_facet`), ordered and cut as :class:`.queries.FacetCounter` gives them."""
     from .queries import BOOLEAN_COLUMNS, NAME_TABLES, TOP_N
 
-    mine = [r for r in rows if r[0] == name]
     if name == "year":
         got = sorted(((code, n) for _, code, *_, n in mine), key=lambda t: (t[0] is None, -(t[0] or 0)))
         return [{"value": c, "count": n} for c, n in got]

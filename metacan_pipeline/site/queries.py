@@ -388,7 +388,9 @@ class FacetCounter:
     A facet counted under no filter at all (no filter is set, or only its own) is read from ``facet_counts``,
     written once by the build (``stored``), and so is one counted under a single frequent filter (the cohort's filters
     but the facet's own are one filter whose works the build counted: ``cohort_facet_counts``, :mod:`.cohort_store`;
-    e.g. the year facet of year 2015-2022 + language en is the stored year facet of language en). The others are
+    e.g. the year facet of year 2015-2022 + language en is the stored year facet of language en). A facet whose other
+    filters are only a year range and/or a language is a sum over the cells of ``year_language_counts`` (:mod:`.cube`;
+    all facets of such a cohort in one statement). The others are
     counted over ``work_facets`` (codes, decoded through
     ``facet_codes``): the column and boolean facets whose own filter is not set in one scan (GROUPING SETS; the
     booleans come from :meth:`CohortQuery.count`'s scan when it made one, ``known``),
@@ -468,7 +470,8 @@ class FacetCounter:
         rows = cube.cube_rows(self.con, list(selections.values()))
         if rows is None:
             return {}
-        return {_OUT_NAME.get(n, n): cube.facet_items(n, rows) for n in names}
+        by = cube.by_facet(rows)
+        return {_OUT_NAME.get(n, n): cube.facet_items(n, by.get(n, [])) for n in names}
 
     def _lists(self, names: list[str]) -> dict[str, list[dict[str, Any]]]:
         """The name and classifier facets in ``names`` under the whole cohort, in one scan: each list's codes are moved

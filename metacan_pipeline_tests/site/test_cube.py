@@ -12,7 +12,7 @@ import shutil
 import duckdb
 import pytest
 
-from metacan_pipeline.site import cube
+from metacan_pipeline.site import cube, queries
 from metacan_pipeline.site.cohort import parse_filters
 from metacan_pipeline.site.queries import CohortQuery, FacetCounter, clauses
 
@@ -124,6 +124,18 @@ def test_a_year_and_language_cohort_answers_from_the_table_what_it_computes(rele
     if count == 0:  # the empty range: zeros, and facets of the other filters only
         assert got[1] == {"works": 0, "direct": 0, "scored": 0, "decided": 0}
         assert got[2]["type"] == got[2]["institution"] == got[2]["direct_label"] == got[2]["classifier"] == []
+
+
+@pytest.mark.parametrize("params", [COHORTS[0], COHORTS[7], COHORTS[8]], ids=["years", "both", "open-both"])
+def test_the_first_values_of_a_long_facet_and_their_ties_are_the_computed_ones(release, params, monkeypatch):
+    """With 2 values a facet (the site world's facets are shorter than TOP_N), every listed facet is cut, among ties
+    (a year range in each cohort: a language alone reads the release's own facets, stored with 20 values)."""
+    monkeypatch.setattr(queries, "TOP_N", 2)
+    cohort = parse_filters(params, release.info)
+    got, reads = _answer(release, cohort, monkeypatch)
+    assert reads and all(reads)
+    assert json.dumps(got) == json.dumps(_computed(release, cohort))
+    assert len(got[2]["venue"]) == len(got[2]["institution"]) == 2
 
 
 def test_the_table_sums_to_the_release(release):
