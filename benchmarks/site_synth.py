@@ -48,6 +48,9 @@ KEY_BASE = 9_000_000_000
 #: Classification classes of a synthetic work and their shares (they add up to 1).
 CLASS_RATES = (("direct", 0.01), ("consensus", 0.08), ("candidate", 0.20), ("no_category", 0.61), ("none", 0.10))
 MODEL_VERSION = "metacan-v0-hybrid-000000000000"
+#: DuckDB's memory limit while generating: the ``works`` insert of 4.3M works (correlated name lists, JSON patches)
+#: ran out of 6 GB on duckdb 1.5.6 (2026-12-03); ``$METACAN_BENCH_MEMORY`` overrides it.
+MEMORY_LIMIT = os.environ.get("METACAN_BENCH_MEMORY", "12GB")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -214,7 +217,7 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
     from metacan_pipeline.site.figures import write_figures
     from metacan_pipeline.tables.site import release_tables
 
-    con = duckdb.connect(str(db), config={"memory_limit": "6GB", "threads": threads})
+    con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
     con.execute("SET enable_progress_bar = false")
     try:
         t0 = time.perf_counter()
@@ -252,7 +255,7 @@ def add_cohort_facet_counts(db: Path, threads: int = 2) -> float | None:
     from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
     from metacan_pipeline.tables.site import release_tables
 
-    con = duckdb.connect(str(db), config={"memory_limit": "6GB", "threads": threads})
+    con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
     con.execute("SET enable_progress_bar = false")
     try:
         if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'cohort_facet_counts'").fetchone()[0]:
@@ -276,7 +279,7 @@ def add_year_language_counts(db: Path, threads: int = 2) -> dict | None:
     from metacan_pipeline.tables.site import release_tables
 
     before = db.stat().st_size
-    con = duckdb.connect(str(db), config={"memory_limit": "6GB", "threads": threads})
+    con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
     con.execute("SET enable_progress_bar = false")
     try:
         if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'year_language_counts'").fetchone()[0]:
@@ -332,7 +335,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
     con = duckdb.connect(
         str(db),
         config={
-            "memory_limit": "6GB",
+            "memory_limit": MEMORY_LIMIT,
             "threads": threads,
             "temp_directory": str(db) + ".spill",
         },
