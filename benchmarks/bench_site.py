@@ -516,7 +516,7 @@ def measure_server(data: Path, values: dict, cap: int) -> dict:
         stub.shutdown()
     out = {
         "measurement": "server",
-        "what": "uvicorn child on 127.0.0.1: 4 cohort pages + counts, 3 searches, 20 work pages, 1 CSV export",
+        "what": f"uvicorn child on 127.0.0.1: 4 cohort pages + counts, {len(SEARCHES)} searches, 20 work pages, 1 CSV export",
         "requests_seconds": round(elapsed, 1),
         "rss_after_start_mib": round((started_kib or 0) / 1024, 1),
         "peak_rss_mib": round((hwm or 0) / 1024, 1),
