@@ -48,6 +48,9 @@ KEY_BASE = 9_000_000_000
 #: Classification classes of a synthetic work and their shares (they add up to 1).
 CLASS_RATES = (("direct", 0.01), ("consensus", 0.08), ("candidate", 0.20), ("no_category", 0.61), ("none", 0.10))
 MODEL_VERSION = "metacan-v0-hybrid-000000000000"
+#: DuckDB's memory limit while generating: the ``works`` insert of 4.3M works (correlated name lists, JSON patches)
+#: ran out of 6 GB on duckdb 1.5.6 (2026-12-03); ``$METACAN_BENCH_MEMORY`` overrides it.
+MEMORY_LIMIT = os.environ.get("METACAN_BENCH_MEMORY", "12GB")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -210,10 +213,11 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
     release database of layout 1 built by an earlier run of this module; returns the seconds taken."""
     from metacan_pipeline.site import build
     from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
+    from metacan_pipeline.site.cube import write_year_language_counts
     from metacan_pipeline.site.figures import write_figures
     from metacan_pipeline.tables.site import release_tables
 
-    con = duckdb.connect(str(db), config={"memory_limit": "6GB", "threads": threads})
+    con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
     con.execute("SET enable_progress_bar = false")
     try:
         t0 = time.perf_counter()
@@ -226,12 +230,14 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
             "work_disagreements",
             "facet_value_counts",
             "cohort_facet_counts",
+            "year_language_counts",
         ):
             con.execute(f"DROP TABLE IF EXISTS {name}")
         for table in release_tables():
             con.execute(table.ddl())
         con.execute(build.FACETS_SQL)
         build.write_facet_counts(con)
+        write_year_language_counts(con)
         write_cohort_facet_counts(con)
         write_figures(con, None)
         con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
@@ -249,7 +255,7 @@ def add_cohort_facet_counts(db: Path, threads: int = 2) -> float | None:
     from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
     from metacan_pipeline.tables.site import release_tables
 
-    con = duckdb.connect(str(db), config={"memory_limit": "6GB", "threads": threads})
+    con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
     con.execute("SET enable_progress_bar = false")
     try:
         if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'cohort_facet_counts'").fetchone()[0]:
@@ -262,6 +268,31 @@ def add_cohort_facet_counts(db: Path, threads: int = 2) -> float | None:
         return time.perf_counter() - t0
     finally:
         con.close()
+
+
+def add_year_language_counts(db: Path, threads: int = 2) -> dict | None:
+    """Add ``year_language_counts`` (``site/cube.py``, layout 5) to a release database of layout 4 built by an earlier
+    run of this module (the caller records its manifest again); returns its build seconds, rows and bytes (the
+    database file's growth), None when the table is there already."""
+    from metacan_pipeline.site import build
+    from metacan_pipeline.site.cube import write_year_language_counts
+    from metacan_pipeline.tables.site import release_tables
+
+    before = db.stat().st_size
+    con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
+    con.execute("SET enable_progress_bar = false")
+    try:
+        if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'year_language_counts'").fetchone()[0]:
+            return None
+        t0 = time.perf_counter()
+        con.execute(next(t for t in release_tables() if t.name == "year_language_counts").ddl())
+        rows = write_year_language_counts(con)
+        con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
+        con.execute("CHECKPOINT")
+        seconds = time.perf_counter() - t0
+    finally:
+        con.close()
+    return {"seconds": round(seconds, 1), "rows": rows, "file_growth_bytes": db.stat().st_size - before}
 
 
 def _u(salt: int) -> str:
@@ -282,6 +313,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
 
     from metacan_pipeline.site import build
     from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
+    from metacan_pipeline.site.cube import write_year_language_counts
     from metacan_pipeline.site.figures import write_figures
     from metacan_pipeline.site.release import database_path, index_path, releases_dir, write_pointer
     from metacan_pipeline.tables.site import release_tables
@@ -303,7 +335,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
     con = duckdb.connect(
         str(db),
         config={
-            "memory_limit": "6GB",
+            "memory_limit": MEMORY_LIMIT,
             "threads": threads,
             "temp_directory": str(db) + ".spill",
         },
@@ -458,6 +490,9 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
         con.execute(build.FACETS_SQL)
         build.write_facet_counts(con)
         timings["facet_tables_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        write_year_language_counts(con)
+        timings["year_language_counts_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         write_cohort_facet_counts(con)
         timings["cohort_facet_counts_s"] = time.perf_counter() - t0

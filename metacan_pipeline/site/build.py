@@ -35,6 +35,7 @@ from ..tables.site import release_tables
 from ..vocab import CATEGORIES
 from . import fts
 from .cohort_store import write_cohort_facet_counts
+from .cube import write_year_language_counts
 from .figures import write_figures
 from .queries import write_facet_counts
 from .release import (
@@ -48,8 +49,8 @@ from .release import (
 )
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
-#: 4: cohort_facet_counts (.cohort_store)
-LAYOUT_VERSION = 4  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: 4: cohort_facet_counts (.cohort_store); 5: year_language_counts (.cube)
+LAYOUT_VERSION = 5  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 #: Works per range of work keys that ``sql/release.sql`` turns into rows at a time (issue 17): what DuckDB holds
@@ -214,6 +215,7 @@ def _write_database(
         _check_inputs(con, mismatch)
         con.execute(FACETS_SQL)
         write_facet_counts(con)
+        write_year_language_counts(con)
         write_cohort_facet_counts(con)
         prevalence = storage.table_dir("prevalence") / "*.parquet" if storage.has_table("prevalence") else None
         write_figures(con, prevalence)

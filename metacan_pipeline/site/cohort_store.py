@@ -11,8 +11,9 @@ facet of language en alone); when that cohort holds a large share of the release
 clauses) its ``_count``, ``_coverage`` and every facet as :class:`.queries.FacetCounter` gives it, so a stored answer
 is the computed one, byte for byte. :class:`.queries.CohortQuery` reads them for a one-filter cohort, and
 :class:`.queries.FacetCounter` for each facet whose other filters are one stored cohort. Counts stay exact: a cohort
-that is not stored is counted as before. Year ranges, direct labels, score ranges and text queries are never stored
-(the first two have too many forms, the last are per request).
+that is not stored is counted as before. Year ranges are not stored here but in ``year_language_counts`` (:mod:`.cube`:
+any year range and/or language, and any facet whose other filters are only those); direct labels, score ranges and
+text queries are never stored (the first two have too many forms, the last are per request).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from . import fts
+from . import cube, fts
 from .cohort import Cohort, Listing, encode_cursor
 from .params import BOOLEAN_FILTERS, TEXT_FILTERS
 from .release import Release
@@ -215,12 +215,24 @@ class CohortQuery:
                 self._count = self._fts(fts.count)
             elif not self.coded:  # the whole release: its stored coverage (a scan would cost 0.6 s at 4.3M works)
                 self._count = self.coverage()["works"]
+            elif (got := self._cube_coverage()) is not None:
+                self._coverage = got
+                self._count = got["works"]
             else:
                 self._need_hits()
                 where, params = where_sql(self.coded)
                 self._coverage = self._coverage_of("work_facets", where, params, booleans=True)
                 self._count = self._coverage["works"]
         return self._count
+
+    def _cube_coverage(self) -> dict[str, int] | None:
+        """The coverage of a cohort filtered by year and/or language only, summed over ``year_language_counts``
+        (:mod:`.cube`); None for any other cohort, or a release without the table."""
+        if not self.coded or not {c.group for c in self.coded} <= cube.CUBE_GROUPS:
+            return None
+        where, params = where_sql(self.coded)
+        rows = cube.cube_rows(self.con, [(["_coverage"], where, params)])
+        return None if rows is None else cube.coverage_of(rows)
 
     def _coverage_of(self, table: str, where: str, params: list, booleans: bool = False) -> dict[str, int]:
         """The coverage counts of the cohort's rows in ``table``; with ``booleans``, also the yes and no counts of
@@ -262,6 +274,8 @@ class CohortQuery:
             return json.loads(self._one("SELECT items FROM facet_counts WHERE facet = '_coverage'", [])[0])
         if self.stored is not None:
             return dict(self.stored["_coverage"])
+        if self._coverage is None and (got := self._cube_coverage()) is not None:
+            self._coverage = got
         if self._coverage is not None:
             return dict(self._coverage)
         self._need_hits()
@@ -374,7 +388,9 @@ class FacetCounter:
     A facet counted under no filter at all (no filter is set, or only its own) is read from ``facet_counts``,
     written once by the build (``stored``), and so is one counted under a single frequent filter (the cohort's filters
     but the facet's own are one filter whose works the build counted: ``cohort_facet_counts``, :mod:`.cohort_store`;
-    e.g. the year facet of year 2015-2022 + language en is the stored year facet of language en). The others are
+    e.g. the year facet of year 2015-2022 + language en is the stored year facet of language en). A facet whose other
+    filters are only a year range and/or a language is a sum over the cells of ``year_language_counts`` (:mod:`.cube`;
+    all facets of such a cohort in one statement). The others are
     counted over ``work_facets`` (codes, decoded through
     ``facet_codes``): the column and boolean facets whose own filter is not set in one scan (GROUPING SETS; the
     booleans come from :meth:`CohortQuery.count`'s scan when it made one, ``known``),
@@ -418,6 +434,10 @@ class FacetCounter:
                 if items is not None:
                     out[_OUT_NAME.get(n, n)] = items
             todo = [n for n in todo if _OUT_NAME.get(n, n) not in out]
+        if self.stored and todo:  # facets whose other filters are only year and language: year_language_counts
+            got = self._cube([n for n in todo if self.groups - {n} <= cube.CUBE_GROUPS])
+            out.update(got)
+            todo = [n for n in todo if _OUT_NAME.get(n, n) not in out]
         shared = [n for n in todo if n not in self.groups]
         grouped = [n for n in shared if n in COLUMN_FACETS or n in BOOLEAN_COLUMNS]
         if grouped:
@@ -437,6 +457,21 @@ class FacetCounter:
             elif name == "classifier":
                 out["classifier"] = self._classifier()
         return {name: out[name] for name in FACET_OUTPUT}
+
+    def _cube(self, names: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """The facets in ``names`` (each one's other filters only year and language) summed over the cells of
+        ``year_language_counts`` (:mod:`.cube`) that those filters select, in one statement; empty for a release
+        without the table."""
+        selections: dict[str, tuple[list[str], str, list]] = {}
+        for n in names:
+            where, params = where_sql(self.coded, n)
+            key = json.dumps([where, params], default=str)
+            selections.setdefault(key, ([], where, params))[0].append(n)
+        rows = cube.cube_rows(self.con, list(selections.values()))
+        if rows is None:
+            return {}
+        by = cube.by_facet(rows)
+        return {_OUT_NAME.get(n, n): cube.facet_items(n, by.get(n, [])) for n in names}
 
     def _lists(self, names: list[str]) -> dict[str, list[dict[str, Any]]]:
         """The name and classifier facets in ``names`` under the whole cohort, in one scan: each list's codes are moved

@@ -143,6 +143,22 @@ COHORT_FACET_COUNTS_SCHEMA = pa.schema(
     [("cohort_key", pa.string()), ("filters", pa.string()), ("facet", pa.string()), ("items", pa.string())]
 )
 
+#: The facets of ``work_facets`` counted per year and language code (``site/cube.py``): ``code`` is a
+#: ``facet_codes`` code (the year for ``year``, 1/0 for a boolean, 0-3 for ``_coverage``); the direct-label facet's
+#: rows (``label``) have no code but a teacher, a category and the labels' qualification sentence.
+YEAR_LANGUAGE_COUNTS_SCHEMA = pa.schema(
+    [
+        ("year", pa.int32()),
+        ("language", pa.int32()),
+        ("facet", pa.string()),
+        ("code", pa.int32()),
+        ("teacher", pa.string()),
+        ("category", pa.string()),
+        ("qualification", pa.string()),
+        ("n", pa.int64()),
+    ]
+)
+
 STATISTICS_SCHEMA = pa.schema([("figure", pa.string()), ("items", pa.string())])
 
 #: The pipeline's ``prevalence`` rows (:data:`metacan_pipeline.tables.student.PREVALENCE_SCHEMA`) in their table
@@ -260,6 +276,15 @@ TABLES = [
         ("cohort_key", "facet"),
         store="release",
         json_columns=frozenset({"filters", "items"}),
+    ),
+    Table(
+        "year_language_counts",
+        "the works of one year and language code (either may be NULL) with one facet code (or one teacher and "
+        "category of the direct-label facet, or one coverage count), counted at build time: site/cube.py",
+        "site_database",
+        YEAR_LANGUAGE_COUNTS_SCHEMA,
+        (),  # no key constraint: year, language, code and teacher may be NULL (unique per the six columns)
+        store="release",
     ),
     Table(
         "classifier_heads",

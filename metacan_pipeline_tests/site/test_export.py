@@ -18,6 +18,8 @@ BATCH = pa.record_batch(
         "flag": [True, False, None, True],
         "score": pa.array([1.0, 0.30000000000000004, None, 1e-05], pa.float64()),
         "cats": pa.array([["sts", "bibliometrics"], [], None, ["a,b"]], pa.list_(pa.string())),
+        "plain": ["works/v/W1.html", "", None, "works/v/W4.html"],  # nothing to quote: never searched cell by cell
+        "json": ['[{"arm": "codex", "score": 0.5}]', None, "[]", '[{"arm": "gemma"}]'],
     }
 )
 
@@ -33,6 +35,11 @@ def test_csv_lines_are_what_csv_writer_writes_for_the_same_cells():
     csv.writer(part, lineterminator="\n").writerows(rows[1:3])
     assert _csv_lines(BATCH.slice(1, 2)).decode() == part.getvalue()  # a slice of a batch, as DuckDB's reader gives
     assert _csv_lines(BATCH.slice(0, 0)) == b""
+    for start in range(len(rows)):  # every slice: a quote or comma in the buffer may lie outside the slice's cells
+        for length in range(1, len(rows) - start + 1):
+            part = io.StringIO()
+            csv.writer(part, lineterminator="\n").writerows(rows[start : start + length])
+            assert _csv_lines(BATCH.slice(start, length)).decode() == part.getvalue(), (start, length)
 
 
 def test_lines_join_every_value_with_a_newline_each_also_for_a_sliced_array():
