@@ -9,7 +9,9 @@ stages are named by asset key, the teachers by the registry (:mod:`metacan_pipel
 import contextlib
 import datetime as dt
 import json
+import tempfile
 import time
+from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
@@ -29,13 +31,12 @@ from .lineage import build_lineage
 from .manifest import (
     newest_render,
     pages_to_render,
-    read_manifest,
-    record_hashes,
     renderer_fingerprint,
+    snapshot_manifest,
     withdraw,
     works_gone,
 )
-from .pages import PageWriter, environment, index_counts, run_context, stream_records, write_index
+from .pages import PageWriter, SiteIndex, environment, run_context, stream_records, write_index
 from .records import (
     SCHEMA_PATH,
     RecordBatches,
@@ -220,8 +221,10 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     OpenAlex API in batches of 50 ids (:class:`.abstracts.AbstractFetcher`), held in memory only;
     the page says whether the work has no abstract or the fetch failed just now. Records are streamed;
     pages are written in chunks of about 2,000 and ``page_manifest`` is updated after each, so an
-    interrupted run resumes.
-    The index (search and filters, :func:`.pages.render_index`) is rewritten when its content changed.
+    interrupted run resumes. Which pages to render is decided in DuckDB and the records are streamed with that
+    plan, so memory does not grow with the frame (:func:`.manifest.pages_to_render`).
+    The index (search and filters, :func:`.pages.render_index`) is rewritten when its content changed; it lists
+    at most :data:`.pages.INDEX_MAX_WORKS` works, the newest, and says so when the frame holds more.
     Which pages to render: :mod:`.manifest`; writing them: :class:`.pages.PageWriter`.
     """
     started = time.perf_counter()
@@ -231,33 +234,35 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
         raise dg.Failure(
             description=f"{exc}; no page was rendered: correct it and materialize work_pages again"
         ) from None
-    hashes, manifest = record_hashes(storage), read_manifest(storage)
-    todo = pages_to_render(
-        hashes,
-        manifest,
-        renderer,
-        storage.site_dir,
-        rerender_all=config.rerender_all,
-        retry_abstracts=config.retry_failed_abstracts and config.fetch_abstracts,
-    )
-    withdrawn = withdraw(storage, works_gone(hashes, manifest))
     env, run_id = environment(), context.run.run_id
     rendered_at = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)  # UTC, as page_manifest stores it
     page_ctx = run_context(storage, load_roles()[SAMPLE_TEACHER], run_id, rendered_at)
     fetcher = AbstractFetcher(config.openalex_api_url or None) if config.fetch_abstracts else None
     writer = PageWriter(storage, env, page_ctx, fetcher, renderer=renderer, run_id=run_id, rendered_at=rendered_at)
-    with fetcher if fetcher is not None else contextlib.nullcontext():  # streamed: one batch, one chunk in memory
-        index_rows = stream_records(storage, todo, writer.write)
-    index_written = write_index(storage.site_dir, env, index_rows, newest_render(storage))
+    storage.warehouse.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".pages-", dir=storage.warehouse) as scratch:
+        manifest = snapshot_manifest(storage, Path(scratch) / "manifest.parquet")
+        plan = pages_to_render(
+            storage,
+            manifest,
+            renderer,
+            Path(scratch) / "plan.parquet",
+            rerender_all=config.rerender_all,
+            retry_abstracts=config.retry_failed_abstracts and config.fetch_abstracts,
+        )
+        withdrawn = withdraw(storage, works_gone(storage, manifest))
+        with fetcher if fetcher is not None else contextlib.nullcontext():  # streamed: one batch, one chunk in memory
+            index = stream_records(storage, plan, writer.write)
+    index_written = write_index(storage.site_dir, env, index, newest_render(storage))
     seconds = time.perf_counter() - started
     calls = fetcher.calls if fetcher is not None else 0
     index_path = storage.site_dir / "index.html"
     context.log.info(
-        f"work_pages: {len(todo)} of {len(hashes)} pages rendered ({len(hashes) - len(todo)} unchanged) in "
+        f"work_pages: {plan.to_render} of {plan.works} pages rendered ({plan.works - plan.to_render} unchanged) in "
         f"{seconds:.1f}s; abstracts {dict(writer.statuses)} with {calls} OpenAlex call(s); index {index_path}"
     )
     return dg.MaterializeResult(
-        metadata=_pages_metadata(storage, writer, index_rows, len(hashes), len(todo), withdrawn, calls)
+        metadata=_pages_metadata(storage, writer, index, plan.works, plan.to_render, withdrawn, calls)
         | {"renderer": renderer, "seconds": round(seconds, 2), "index_rewritten": index_written}
     )
 
@@ -265,14 +270,14 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
 def _pages_metadata(
     storage: MetacanStorage,
     writer: PageWriter,
-    index_rows: list[dict],
+    index: SiteIndex,
     n: int,
     rendered: int,
     withdrawn: int,
     calls: int,
 ) -> dict:
     """The metadata of a ``work_pages`` materialization (row count, preview, counts, where to look)."""
-    kinds, versions = index_counts(index_rows)
+    kinds, versions = index.counts()
     index_path = storage.site_dir / "index.html"
     example = storage.site_dir / writer.preview[0]["page_path"] if writer.preview else index_path
     return {
@@ -280,6 +285,7 @@ def _pages_metadata(
         "pages_rendered": rendered,
         "pages_unchanged": n - rendered,
         "pages_withdrawn": withdrawn,
+        "index_works": index.listed,
         "pages_dir": dg.MetadataValue.path(str(storage.site_dir / "works")),
         "index": dg.MetadataValue.path(str(index_path)),
         "example_page": dg.MetadataValue.path(str(example)),

@@ -3,36 +3,45 @@
 The DuckDB table ``page_manifest`` (catalog: :mod:`metacan_pipeline.tables.publish`) holds one row per
 published page: the record hash and the renderer fingerprint it was rendered from, its path, the status
 of its abstract, when and by which run. A page is rendered again only when one of those no longer
-matches (:func:`pages_to_render`); works that left the frame are withdrawn (:func:`withdraw`); each
-chunk of rendered pages is noted in one set-based upsert (:func:`note_rendered`).
+matches (:func:`pages_to_render`); works that left the frame are withdrawn (:func:`works_gone`,
+:func:`withdraw`); each chunk of rendered pages is noted in one set-based upsert (:func:`note_rendered`).
+
+Nothing here holds a row per work in Python: the manifest is copied to a Parquet file
+(:func:`snapshot_manifest`), joined with ``work_records`` in a private DuckDB with bounded memory, and what
+comes out (the plan, the withdrawn works) is streamed in Arrow batches.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .. import __version__, settings
 from ..openalex.ids import is_work_id
-from ..storage import MetacanStorage
-from ..tables.publish import PAGE_MANIFEST_SCHEMA
+from ..storage import MetacanStorage, sql_literal
+from ..tables.publish import PAGE_MANIFEST_SCHEMA, PAGE_PLAN_SCHEMA
 
 _HERE = Path(__file__).resolve().parent
 
 
-class ManifestRow(NamedTuple):
-    """What ``page_manifest`` says of one page (the columns :func:`pages_to_render` compares)."""
+class PagePlan(NamedTuple):
+    """Which pages one ``work_pages`` run renders (:func:`pages_to_render`): ``path``, a Parquet file
+    (``PAGE_PLAN_SCHEMA``) with one row ``(id, render)`` per row of ``work_records``, in the order
+    :meth:`~metacan_pipeline.storage.MetacanStorage.iter_batches` reads them; ``works``, its rows; ``to_render``, the
+    rows whose ``render`` is true."""
 
-    record_hash: str
-    renderer: str
-    page_path: str | None
-    abstract_status: str | None
+    path: Path
+    works: int
+    to_render: int
 
 
 def renderer_fingerprint() -> str:
@@ -68,72 +77,121 @@ def is_published(site_dir: Path, wid: str, page: str | None) -> bool:
     return page_path_ok(wid, page) and (site_dir / page).exists() and (site_dir / "records" / f"{wid}.json").exists()
 
 
-def record_hashes(storage: MetacanStorage) -> dict[str, str]:
-    """``{work id: record_hash}`` of every row of ``work_records`` (streamed: two short columns)."""
-    hashes: dict[str, str] = {}
-    for b in storage.iter_batches("work_records", columns=["id", "record_hash"]):
-        hashes.update(zip(b.column("id").to_pylist(), b.column("record_hash").to_pylist(), strict=False))
-    return hashes
+#: The plan's private DuckDB: bounded memory, spilling beside the warehouse (a frame of 4.3M works sorts
+#: its narrow rows on disk, not in this process).
+_DUCKDB_CONFIG = {"memory_limit": "512MB", "threads": 2}
+_MANIFEST_COLUMNS = "id, record_hash, renderer, page_path, abstract_status"
+#: Rows per Arrow batch streamed out of DuckDB (ids and short strings: a few MB).
+_BATCH = 50_000
 
 
-def read_manifest(storage: MetacanStorage) -> dict[str, ManifestRow]:
-    """``{work id: ManifestRow}`` of every page ``page_manifest`` records."""
+def _scratch_duckdb(storage: MetacanStorage) -> duckdb.DuckDBPyConnection:
+    spill = storage.warehouse / ".spill-pages"
+    return duckdb.connect(config={**_DUCKDB_CONFIG, "temp_directory": str(spill)})
+
+
+def snapshot_manifest(storage: MetacanStorage, dest: Path) -> Path:
+    """Copy the columns :func:`pages_to_render` compares (id, record hash, renderer, page path, abstract status)
+    of every ``page_manifest`` row to the Parquet file ``dest``, in DuckDB: the catalog's lock is held for the
+    copy only, and no row becomes a Python object. Returns ``dest``."""
     with storage.connect() as con:
-        rows = con.execute("SELECT id, record_hash, renderer, page_path, abstract_status FROM page_manifest").fetchall()
-    return {r[0]: ManifestRow(*r[1:]) for r in rows}
+        con.execute(
+            f"COPY (SELECT {_MANIFEST_COLUMNS} FROM page_manifest) TO {sql_literal(str(dest))} (FORMAT parquet)"
+        )
+    return dest
+
+
+def _records_glob(storage: MetacanStorage) -> str:
+    storage.require("work_records")
+    return sql_literal(str(storage.table_dir("work_records") / "*.parquet"))
 
 
 def pages_to_render(
-    hashes: dict[str, str],
-    manifest: dict[str, ManifestRow],
+    storage: MetacanStorage,
+    manifest: Path,
     renderer: str,
-    site_dir: Path,
+    out: Path,
     *,
     rerender_all: bool = False,
     retry_abstracts: bool = False,
-) -> set[str]:
-    """The ids of the works whose page must be rendered this run.
+) -> PagePlan:
+    """Decide which works' pages are rendered this run and write the plan to ``out`` (:class:`PagePlan`).
 
-    A page is rendered when ``rerender_all``, when the manifest has no row for it, when its record hash or
-    the renderer fingerprint differs from the ones it was rendered from, when its record file or page is
-    missing (:func:`is_published`), or, with ``retry_abstracts``, when its abstract was not shown last time
-    (status ``failed`` or ``off``). Raises ValueError naming an id that is not ``^W\\d+$`` (:func:`safe_id`).
+    ``manifest``: the Parquet snapshot of ``page_manifest`` (:func:`snapshot_manifest`). A page is rendered
+    when ``rerender_all``, when the manifest has no row for it, when its record hash or the renderer
+    fingerprint differs from the ones it was rendered from, when its record file or page under
+    ``storage.site_dir`` is missing (:func:`is_published`), or, with ``retry_abstracts``, when its abstract
+    was not shown last time (status ``failed`` or ``off``). DuckDB joins ``work_records`` with the manifest
+    (bounded memory, spilling to disk) and puts the rows back in the table's file order; the file checks
+    run in Python over the streamed Arrow batches, and the plan is written batch by batch, so memory does
+    not grow with the frame. Raises ValueError naming an id that is not ``^W\\d+$`` (:func:`safe_id`).
     """
-    todo = set()
-    for wid, digest in hashes.items():
-        last = manifest.get(safe_id(wid))
-        if (
-            rerender_all
-            or last is None
-            or last.record_hash != digest
-            or last.renderer != renderer
-            or not is_published(site_dir, wid, last.page_path)
-            or (retry_abstracts and last.abstract_status in ("failed", "off"))
-        ):
-            todo.add(wid)
-    return todo
+    site_dir = storage.site_dir
+    sql = f"""
+        SELECT r.id, m.page_path,
+               coalesce($rerender_all OR m.id IS NULL OR m.record_hash IS DISTINCT FROM r.record_hash
+                        OR m.renderer IS DISTINCT FROM $renderer
+                        OR ($retry AND m.abstract_status IN ('failed', 'off')), false) AS stale
+        FROM read_parquet({_records_glob(storage)}, filename = true, file_row_number = true,
+                          hive_partitioning = false) r
+        LEFT JOIN read_parquet({sql_literal(str(manifest))}) m ON m.id = r.id
+        ORDER BY r.filename, r.file_row_number
+    """
+    works = to_render = 0
+    con = _scratch_duckdb(storage)
+    try:
+        params = {"rerender_all": rerender_all, "renderer": renderer, "retry": retry_abstracts}
+        reader = con.execute(sql, params).to_arrow_reader(_BATCH)
+        with pq.ParquetWriter(out, PAGE_PLAN_SCHEMA) as writer:
+            for batch in reader:
+                ids = batch.column("id").to_pylist()
+                render = []
+                for wid, page, stale in zip(
+                    ids, batch.column("page_path").to_pylist(), batch.column("stale").to_pylist(), strict=True
+                ):
+                    safe_id(wid)
+                    render.append(stale or not is_published(site_dir, wid, page))
+                writer.write_table(pa.table({"id": ids, "render": render}, schema=PAGE_PLAN_SCHEMA))
+                works += len(ids)
+                to_render += sum(render)
+    finally:
+        con.close()
+    return PagePlan(out, works, to_render)
 
 
-def works_gone(hashes: dict[str, str], manifest: dict[str, ManifestRow]) -> dict[str, str | None]:
-    """``{work id: page path}`` of the pages in the manifest whose work has no record any more (left the frame)."""
-    return {wid: last.page_path for wid, last in manifest.items() if wid not in hashes}
+def works_gone(storage: MetacanStorage, manifest: Path) -> Iterator[tuple[str, str | None]]:
+    """``(work id, page path)`` of each page in the manifest snapshot ``manifest`` whose work has no record any
+    more (left the frame): an anti-join in DuckDB, streamed in Arrow batches."""
+    sql = (
+        f"SELECT m.id, m.page_path FROM read_parquet({sql_literal(str(manifest))}) m "
+        f"ANTI JOIN read_parquet({_records_glob(storage)}, hive_partitioning = false) r ON r.id = m.id"
+    )
+    con = _scratch_duckdb(storage)
+    try:
+        for batch in con.execute(sql).to_arrow_reader(_BATCH):
+            yield from zip(batch.column("id").to_pylist(), batch.column("page_path").to_pylist(), strict=True)
+    finally:
+        con.close()
 
 
-def withdraw(storage: MetacanStorage, gone: dict[str, str | None]) -> int:
+def withdraw(storage: MetacanStorage, gone: Iterable[tuple[str, str | None]], chunk: int = 10_000) -> int:
     """Remove the record file and current page of works that left the frame, and their manifest rows;
-    returns how many works were withdrawn. Pages of earlier model versions stay where they are: their
-    permalinks were published. Paths that :func:`page_path_ok` refuses are never deleted."""
-    if not gone:
-        return 0
-    for wid, page in gone.items():
-        if is_work_id(wid):
-            (storage.site_dir / "records" / f"{wid}.json").unlink(missing_ok=True)
-            if page_path_ok(wid, page):
-                (storage.site_dir / page).unlink(missing_ok=True)
-    with storage.connect() as con:
-        con.register("gone", pa.table({"id": list(gone)}))
-        con.execute("DELETE FROM page_manifest WHERE id IN (SELECT id FROM gone)")
-    return len(gone)
+    ``gone``: ``(work id, page path)`` pairs (:func:`works_gone`), handled ``chunk`` at a time (the files, then
+    one DELETE). Returns how many works were withdrawn. Pages of earlier model versions stay where they are:
+    their permalinks were published. Paths that :func:`page_path_ok` refuses are never deleted."""
+    n = 0
+    pairs = iter(gone)
+    while batch := list(itertools.islice(pairs, chunk)):
+        for wid, page in batch:
+            if is_work_id(wid):
+                (storage.site_dir / "records" / f"{wid}.json").unlink(missing_ok=True)
+                if page_path_ok(wid, page):
+                    (storage.site_dir / page).unlink(missing_ok=True)
+        with storage.connect() as con:
+            con.register("gone", pa.table({"id": [wid for wid, _ in batch]}))
+            con.execute("DELETE FROM page_manifest WHERE id IN (SELECT id FROM gone)")
+        n += len(batch)
+    return n
 
 
 def note_rendered(storage: MetacanStorage, rows: Iterable[dict]) -> int:

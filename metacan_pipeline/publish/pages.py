@@ -13,15 +13,17 @@ Layout (issue 6): ``index.html`` and ``index.js`` at the site root, a work's pag
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import json
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from gettext import NullTranslations
 from importlib import resources
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import pyarrow.parquet as pq
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from tqdm import tqdm
@@ -33,7 +35,7 @@ from ..storage import MetacanStorage
 from ..tables.publish import PAGE_MANIFEST_SCHEMA
 from ..vocab import CATEGORIES, CATEGORY_DISPLAY, PREDICTION_STATUS
 from .abstracts import Abstract, AbstractFetcher
-from .manifest import note_rendered
+from .manifest import PagePlan, note_rendered
 from .records import classification_card
 
 _NOT_FETCHED = {"status": "off"}
@@ -156,6 +158,9 @@ UNSCORED = "unscored"  # the folder of works that have no prediction (so no mode
 _VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 INDEX_FIELDS = ("id", "title", "year", "routes", "source", "mode", "model_version", "classification", "href")
 INDEX_MAX_ROWS = 500  # the index table shows at most this many matches (index.js reads it from data-max-rows)
+#: The static index embeds the rows of at most this many works (the first in :func:`index_order`: newest year
+#: first), about 280 bytes each in index.html; a larger frame is browsed on the served site (``metacan serve``).
+INDEX_MAX_WORKS = 50_000
 STATIC_FILES = ("index.js",)  # copied next to index.html by write_static; index.html.j2's CSP allows them ('self')
 
 
@@ -312,22 +317,42 @@ def index_json(rows: list[dict]) -> str:
     return text
 
 
-def render_index(env: Environment, rows: list[dict], *, built_at: str | None = None) -> str:
+def render_index(
+    env: Environment,
+    rows: list[dict],
+    *,
+    built_at: str | None = None,
+    n_works: int | None = None,
+    versions: Counter[str] | None = None,
+) -> str:
     """``index.html``: search by title or id and filters (route, year, source, mode, classifier version)
-    over every row of :func:`index_row`, run by ``index.js`` (copy it next to index.html with
+    over every row of :func:`index_row` given, run by ``index.js`` (copy it next to index.html with
     :func:`write_static`). Rows are embedded as JSON (:func:`index_json`), so the index works from
-    file:// with no request. ``built_at`` defaults to the current UTC minute."""
-    versions = Counter(r["model_version"] or UNSCORED for r in rows)
+    file:// with no request. ``built_at`` defaults to the current UTC minute.
+
+    ``n_works`` and ``versions`` (works by model version, ``UNSCORED`` for none) describe the whole frame when
+    ``rows`` holds only the first :data:`INDEX_MAX_WORKS` of it (:class:`SiteIndex`); the heading and the
+    pages-by-version line count the frame, the page says which works the search covers, and the filters offer
+    the years and versions of the rows. Both default to what ``rows`` holds."""
+    row_versions = Counter(r["model_version"] or UNSCORED for r in rows)
+    versions = row_versions if versions is None else versions
+    n_works = len(rows) if n_works is None else n_works
     years = sorted({r["year"] for r in rows if r["year"] is not None}, reverse=True)
+
+    def by_name(counts: Counter[str]) -> list[tuple[str, int]]:
+        return sorted(counts.items(), key=lambda kv: (kv[0] == UNSCORED, kv[0]))
+
     return env.get_template("index.html.j2").render(
-        n_works=len(rows),
+        n_works=n_works,
+        n_listed=len(rows),
         data=Markup(index_json(rows)),
         routes=ROUTE_LABELS,
         max_rows=INDEX_MAX_ROWS,
         years=years,
         unknown_year=any(r["year"] is None for r in rows),
         unscored=UNSCORED,
-        versions=sorted(versions.items(), key=lambda kv: (kv[0] == UNSCORED, kv[0])),
+        versions=by_name(versions),
+        version_options=by_name(row_versions),
         version=__version__,
         built_at=built_at or dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     )
@@ -462,24 +487,91 @@ class PageWriter:
         return rows
 
 
+class SiteIndex:
+    """What the index of one ``work_pages`` run shows, in bounded memory: the index rows (:func:`index_row`) of
+    the first ``cap`` works in :func:`index_order` (a heap of at most ``cap`` rows, :data:`INDEX_MAX_WORKS` by
+    default), and counts over every work added: ``n_works``, ``versions`` (by model version, ``UNSCORED`` for
+    none) and ``kinds`` (by classification source, ``classifier (consensus)`` or ``classifier (candidate)`` when
+    it called a category)."""
+
+    def __init__(self, cap: int | None = None) -> None:
+        self.cap = INDEX_MAX_WORKS if cap is None else cap
+        self.n_works = 0
+        self.versions: Counter[str] = Counter()
+        self.kinds: Counter[str] = Counter()
+        self._heap: list[_Last] = []
+
+    def add(self, record: dict) -> None:
+        row = index_row(record)
+        self.n_works += 1
+        self.versions[row["model_version"] or UNSCORED] += 1
+        self.kinds[row["source"] + (f" ({row['mode']})" if row["mode"] else "")] += 1
+        entry = _Last(index_order(row), row)
+        if len(self._heap) < self.cap:
+            heapq.heappush(self._heap, entry)
+        elif self._heap and entry.key < self._heap[0].key:  # sorts before the last row kept: replaces it
+            heapq.heapreplace(self._heap, entry)
+
+    @property
+    def listed(self) -> int:
+        """How many rows are kept (``min(n_works, cap)``)."""
+        return len(self._heap)
+
+    def rows(self) -> list[dict]:
+        """The rows kept, in :func:`index_order`."""
+        return [e.row for e in sorted(self._heap, key=lambda e: e.key)]
+
+    def counts(self) -> tuple[Counter[str], Counter[str]]:
+        """``(works by classification source, works by model version)``; works with no prediction are left out of
+        the second."""
+        return Counter(self.kinds), Counter({v: n for v, n in self.versions.items() if v != UNSCORED})
+
+
+class _Last:
+    """A heap entry of :class:`SiteIndex`: the heap's top is the row that sorts last in :func:`index_order`."""
+
+    __slots__ = ("key", "row")
+
+    def __init__(self, key: tuple, row: dict) -> None:
+        self.key, self.row = key, row
+
+    def __lt__(self, other: _Last) -> bool:
+        return self.key > other.key
+
+
+def _plan_rows(plan: PagePlan, batch_size: int) -> Iterator[tuple[str, bool]]:
+    for b in pq.ParquetFile(plan.path).iter_batches(batch_size=batch_size):
+        yield from zip(b.column("id").to_pylist(), b.column("render").to_pylist(), strict=True)
+
+
 def stream_records(
     storage: MetacanStorage,
-    todo: set[str],
+    plan: PagePlan,
     write: Callable[[list[tuple[str, dict, str, str]]], object],
     chunk_rows: int = CHUNK,
-) -> list[dict]:
-    """Read ``work_records`` in batches of ``chunk_rows``, hand the records of ``todo`` to ``write`` in chunks
-    of at least ``chunk_rows`` (the last one smaller), with a progress bar; returns every record's index row
-    in :func:`index_order`."""
-    index_rows: list[dict] = []
+    index_cap: int | None = None,
+) -> SiteIndex:
+    """Read ``work_records`` in batches of ``chunk_rows``, hand the records the plan renders
+    (:func:`.manifest.pages_to_render`, read alongside, row by row) to ``write`` in chunks of at least
+    ``chunk_rows`` (the last one smaller), with a progress bar; returns the :class:`SiteIndex` of every record
+    (at most ``index_cap`` rows kept, :data:`INDEX_MAX_WORKS` by default). Memory holds one batch, one chunk and
+    the index, whatever the frame. Raises RuntimeError when the plan's ids are not those of ``work_records``,
+    in order (the table changed since the plan was made)."""
+    index = SiteIndex(index_cap)
     pending: list[tuple[str, dict, str, str]] = []
+    flags = _plan_rows(plan, chunk_rows)
     columns = ["id", "record_json", "record_hash"]
-    with tqdm(total=len(todo), desc="work pages", unit="page", mininterval=5, disable=not todo) as bar:
+    with tqdm(total=plan.to_render, desc="work pages", unit="page", mininterval=5, disable=not plan.to_render) as bar:
         for b in storage.iter_batches("work_records", batch_size=chunk_rows, columns=columns):
             for wid, text, digest in zip(*(b.column(c).to_pylist() for c in columns), strict=True):
+                planned, render = next(flags, (None, False))
+                if planned != wid:
+                    raise RuntimeError(
+                        f"work_records changed while work_pages ran (read {wid}, planned {planned}): run it again"
+                    )
                 rec = json.loads(text)
-                index_rows.append(index_row(rec))
-                if wid in todo:
+                index.add(rec)
+                if render:
                     pending.append((wid, rec, text, digest))
             if len(pending) >= chunk_rows:
                 write(pending)
@@ -488,23 +580,17 @@ def stream_records(
         if pending:
             write(pending)
             bar.update(len(pending))
-    index_rows.sort(key=index_order)
-    return index_rows
+    if (extra := next(flags, None)) is not None:
+        raise RuntimeError(f"work_records changed while work_pages ran (planned {extra[0]}, not read): run it again")
+    return index
 
 
-def write_index(site_dir: Path, env: Environment, rows: list[dict], newest: dt.datetime | None) -> bool:
-    """Write ``index.html`` (:func:`render_index`, built at ``newest``: when the newest page was rendered, so
-    unchanged pages give an unchanged index) when its content changed, and the static files beside it;
-    True when the index was rewritten."""
-    html = render_index(env, rows, built_at=f"{newest:%Y-%m-%d %H:%M} UTC" if newest else None)
+def write_index(site_dir: Path, env: Environment, index: SiteIndex, newest: dt.datetime | None) -> bool:
+    """Write ``index.html`` (:func:`render_index` of the index's rows and counts, built at ``newest``: when the
+    newest page was rendered, so unchanged pages give an unchanged index) when its content changed, and the
+    static files beside it; True when the index was rewritten."""
+    built_at = f"{newest:%Y-%m-%d %H:%M} UTC" if newest else None
+    html = render_index(env, index.rows(), built_at=built_at, n_works=index.n_works, versions=index.versions)
     written = write_if_changed(site_dir / "index.html", html)
     write_static(site_dir)
     return written
-
-
-def index_counts(rows: list[dict]) -> tuple[Counter[str], Counter[str]]:
-    """``(works by classification source, works by model version)`` of the index rows; a classifier source
-    reads ``classifier (consensus)`` or ``classifier (candidate)`` when it called a category."""
-    kinds = Counter(f"{r['source']}" + (f" ({r['mode']})" if r.get("mode") else "") for r in rows)
-    versions = Counter(r["model_version"] for r in rows if r.get("model_version"))
-    return kinds, versions

@@ -58,6 +58,10 @@ PAGE_MANIFEST_SCHEMA = pa.schema(
     ]
 )
 
+#: A scratch file of one ``work_pages`` run, not a table: one row per ``work_records`` row, in its file order,
+#: saying whether the work's page is rendered (:func:`metacan_pipeline.publish.manifest.pages_to_render`).
+PAGE_PLAN_SCHEMA = pa.schema([("id", pa.string()), ("render", pa.bool_())])
+
 TABLES = [
     Table(
         "work_records",

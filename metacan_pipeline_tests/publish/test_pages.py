@@ -9,29 +9,34 @@ import json
 import re
 import shutil
 import subprocess
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from playwright.sync_api import expect
 
 from metacan_pipeline.publish.abstracts import Abstract
+from metacan_pipeline.publish.manifest import PagePlan
 from metacan_pipeline.publish.pages import (
     INDEX_FIELDS,
     environment,
     index_json,
+    index_order,
     index_row,
     page_context,
     page_path,
     render_index,
     render_work,
     stream_records,
+    write_index,
     write_static,
 )
 from metacan_pipeline.publish.records import build_record, record_row
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.tables.publish import RECORDS_SCHEMA
+from metacan_pipeline.tables.publish import PAGE_PLAN_SCHEMA, RECORDS_SCHEMA
 from metacan_pipeline_tests.builders import CTX, XSS, label_row, machine_row, prediction_row, real_frame_row
 
 INDEX_JS = Path(__file__).resolve().parents[2] / "metacan_pipeline" / "publish" / "static" / "index.js"
@@ -418,20 +423,74 @@ def test_page_context_reads_the_sample_teachers_heads():
     assert page_context(heads, "gemma")["n_codex_labels"] == 900 and page_context([], "codex")["total_heads"] == 0
 
 
-def test_stream_records_hands_over_the_chosen_works_in_chunks(tmp_path, openalex_dir):
+def _plan(tmp_path, ids: list[str], todo: set[str]) -> PagePlan:
+    """A page plan (the file :func:`.manifest.pages_to_render` writes) rendering ``todo`` among ``ids``."""
+    path = tmp_path / "plan.parquet"
+    pq.write_table(pa.table({"id": ids, "render": [w in todo for w in ids]}, schema=PAGE_PLAN_SCHEMA), path)
+    return PagePlan(path, len(ids), len(todo))
+
+
+def _stored_records(tmp_path, openalex_dir, years: dict[str, int | None]) -> tuple[MetacanStorage, list[dict]]:
+    """``work_records`` of one real frame row under the ids and publication years ``years``."""
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     base = real_frame_row(openalex_dir)
     rows = [
-        record_row({"work": {**base, "id": f"W{i}"}, "labels": [], "pred": None, "machine": None, "lineage": None})
-        for i in range(1, 8)
+        record_row(
+            {
+                "work": {**base, "id": w, "publication_year": y},
+                "labels": [],
+                "pred": None,
+                "machine": None,
+                "lineage": None,
+            }
+        )
+        for w, y in years.items()
     ]
     storage.write_table("work_records", pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA))
+    return storage, rows
+
+
+def test_stream_records_hands_over_the_chosen_works_in_chunks(tmp_path, openalex_dir):
+    storage, rows = _stored_records(tmp_path, openalex_dir, {f"W{i}": 2020 for i in range(1, 8)})
     chunks = []
-    index = stream_records(storage, {"W2", "W3", "W5", "W7"}, chunks.append, chunk_rows=2)
+    ids = [r["id"] for r in rows]
+    index = stream_records(storage, _plan(tmp_path, ids, {"W2", "W3", "W5", "W7"}), chunks.append, chunk_rows=2)
     # batches of two records: a chunk is handed over once it holds two works, the rest at the end
     assert [[c[0] for c in chunk] for chunk in chunks] == [["W2", "W3"], ["W5", "W7"]]
     assert all(c[3] == next(r["record_hash"] for r in rows if r["id"] == c[0]) for chunk in chunks for c in chunk)
-    assert [r["id"] for r in index] == sorted(r["id"] for r in rows) and len(index) == 7
+    assert [r["id"] for r in index.rows()] == sorted(r["id"] for r in rows) and index.n_works == 7
+    # a plan that is not the table's ids in its order (the table changed meanwhile) stops the stream
+    for planned in (ids[::-1], ids[:-1], [*ids, "W8"]):
+        with pytest.raises(RuntimeError, match="work_records changed while work_pages ran"):
+            stream_records(storage, _plan(tmp_path, planned, set()), chunks.append, chunk_rows=2)
+
+
+def test_the_static_index_lists_the_newest_works_up_to_its_cap_and_says_so(tmp_path, openalex_dir):
+    """Seven works, an index capped at three: it embeds the three first in index_order (newest year, then id), its
+    heading and version counts still count all seven, and the page says which works its search covers. Under the
+    cap, the index is the one of every row (what it was before the cap)."""
+    years = {"W1": 2001, "W2": 2024, "W3": None, "W4": 2024, "W5": 2010, "W6": 2030, "W7": 2001}
+    storage, rows = _stored_records(tmp_path, openalex_dir, years)
+    records = [json.loads(r["record_json"]) for r in rows]
+    everything = sorted(map(index_row, records), key=index_order)
+    plan = _plan(tmp_path, list(years), set())
+    capped = stream_records(storage, plan, lambda chunk: None, chunk_rows=2, index_cap=3)
+    assert [r["id"] for r in capped.rows()] == ["W6", "W2", "W4"] and capped.rows() == everything[:3]
+    assert capped.n_works == 7 and capped.listed == 3 and capped.versions == {"unscored": 7}
+    assert capped.counts() == (Counter({"none": 7}), Counter())
+    write_index(storage.site_dir, environment(), capped, None)
+    html = (storage.site_dir / "index.html").read_text()
+    assert [values[0] for values in json.loads(_data_block(html))["rows"]] == ["W6", "W2", "W4"]
+    assert "frame: 7 works</h1>" in html and "folder <code>unscored</code>): 7 works." in html
+    assert "This page lists the 3 newest of the 7 works" in " ".join(html.split())
+    assert re.findall(r'<option value="(\d{4}|unknown)">', html) == ["2030", "2024"]  # the years it lists
+    full = stream_records(storage, plan, lambda chunk: None, chunk_rows=2)
+    assert full.rows() == everything and full.listed == 7
+    assert write_index(storage.site_dir, environment(), full, None)
+    html = (storage.site_dir / "index.html").read_text()
+    assert "This page lists" not in html and 'id="listed"' not in html
+    built = re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", html).group(0)
+    assert html == render_index(environment(), everything, built_at=built)
 
 
 def test_an_unqualified_teachers_label_says_so_on_the_page_the_record_and_the_index(openalex_dir):
