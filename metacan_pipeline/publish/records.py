@@ -269,20 +269,56 @@ def input_views(storage: MetacanStorage, label_tables: list[str], release_frame:
     return views
 
 
+#: Frame works per range of ids that :func:`record_inputs` joins at a time: one query over the whole frame ran out of
+#: DuckDB's 2 GB at 200,000 rehearsal works (every joined table's hash table and the sort of every wide frame row).
+RANGE_WORKS = 50_000
+#: The relations :data:`RECORD_INPUTS_SQL` reads, and the column holding each one's work id.
+_RANGED = {
+    "frame": "id",
+    "predictions": "id",
+    "machine_scores": "id",
+    "work_lineage": "id",
+    "human_codes": "id",
+    "release_frame": "id",
+    "direct_labels": "work_id",
+}
+
+
 def record_inputs(
     storage: MetacanStorage, label_tables: list[str], batch_rows: int = 5000, release_frame: Path | None = None
 ) -> Iterator[list[dict]]:
     """Everything one record is built from, one dict per frame work in id order, in lists of ``batch_rows``:
     ``{"work": frame row, "labels": [direct label rows], "pred": prediction row or None, "machine": machine
-    score row or None, "lineage": work_lineage row, "in_release": in the newest release's frame}``. One DuckDB query over the Parquet tables (its own
-    in-memory connection, so no catalog lock is held), streamed: memory stays at one batch.
-    ``label_tables``: the ``direct_labels_<teacher>`` tables to read (each must exist)."""
+    score row or None, "lineage": work_lineage row, "in_release": in the newest release's frame}``. One DuckDB query
+    over the Parquet tables (its own in-memory connection, so no catalog lock is held) per range of
+    :data:`RANGE_WORKS` frame ids, ranges ascending, each range's views filtered to its ids, streamed: memory stays at
+    one range's joins and one batch, whatever the size of the frame (works with a NULL id, if any, come last, as
+    ``ORDER BY id`` puts them). ``label_tables``: the ``direct_labels_<teacher>`` tables to read (each must exist)."""
     con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": str(storage.warehouse / ".spill-records")})
     try:
         for statement in input_views(storage, label_tables, release_frame):
-            con.execute(statement)
-        for batch in con.execute(RECORD_INPUTS_SQL).to_arrow_reader(batch_rows):
-            yield batch.to_pylist()
+            name = statement.split()[2]
+            con.execute(statement.replace(f"CREATE VIEW {name} AS", f"CREATE VIEW {name}__all AS", 1))
+        lows = [
+            r[0]
+            for r in con.execute(
+                "SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM frame__all WHERE id IS NOT NULL) "
+                "WHERE n % ? = 0 ORDER BY id",
+                [RANGE_WORKS],
+            ).fetchall()
+        ]
+        ranges = [
+            f"{{key}} >= {sql_literal(lo)}"
+            + (f" AND {{key}} < {sql_literal(lows[i + 1])}" if i + 1 < len(lows) else "")
+            for i, lo in enumerate(lows)
+        ] + ["{key} IS NULL"]
+        for where in ranges:
+            for name, key in _RANGED.items():
+                con.execute(
+                    f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {name}__all WHERE {where.replace('{key}', key)}"
+                )
+            for batch in con.execute(RECORD_INPUTS_SQL).to_arrow_reader(batch_rows):
+                yield batch.to_pylist()
     finally:
         con.close()
 
