@@ -179,7 +179,7 @@ def parts_url() -> str | None:
         return None
     scheme, sep, rest = value.partition("://")
     netloc = rest.partition("/")[0]
-    if "@" in netloc:  # the secret would be in every log line that names the parts: refused, never printed
+    if "@" in (netloc if sep else value):  # the secret would be in every log line naming the parts: never printed
         raise ValueError(
             f"{PARTS_URL_ENV} carries a user name or password ('user:secret@'); give the folder alone, e.g. "
             f"s3://bucket/frame_parts, and the credentials in the AWS environment (AWS_ACCESS_KEY_ID/"
@@ -188,7 +188,9 @@ def parts_url() -> str | None:
     if (
         not sep
         or scheme.lower() not in PARTS_URL_SCHEMES
-        or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{1,254}", netloc)
+        or not re.fullmatch(r"[a-z0-9][a-z0-9._-]{2,62}", netloc)  # an S3 bucket name: 3-63 lower-case characters
+        or ".." in rest.split("/")
+        or not value.isascii()  # no line or direction controls (U+2028, U+202E) in the log lines that print it
         or re.search(r"[?#\x00-\x20\x7f]", value)
         or "//" in rest.rstrip("/")
         or len(value) > 1000

@@ -101,3 +101,10 @@ def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_r
             f"metacan run: METACAN_LLAMA_THREADS={bad!r} must be a whole number from 1 to 256 (CPU threads)"
         )
         assert not (tmp_path / "data").exists()  # nothing ran
+    monkeypatch.setenv(settings.LLAMA_THREADS_ENV, "1")
+    monkeypatch.setenv(settings.PARTS_URL_ENV, "s3:alice:hunter2@bucket")
+    res = CliRunner().invoke(app, ["run", "--data-dir", str(tmp_path / "data")])
+    assert res.exit_code == 2 and res.output.startswith(
+        "metacan run: METACAN_PARTS_URL carries a user name or password"
+    )
+    assert "hunter2" not in res.output and not (tmp_path / "data").exists()

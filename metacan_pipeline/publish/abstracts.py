@@ -44,6 +44,7 @@ import datetime as dt
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -166,11 +167,13 @@ class AbstractFetcher:
         self.failed_in_a_row = 0
         self._lock = threading.Lock()
         self._loop = _Loop()
+        weakref.finalize(self, self._loop.stop)  # never closed: the loop's thread ends with the fetcher
         self.http = httpx.AsyncClient(base_url=base_url, timeout=timeout_s, transport=transport)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Closes the HTTP client and its event loop (the cache stays readable)."""
+        """Closes the HTTP client and its event loop (the cache stays readable; a later :meth:`fetch` is a
+        RuntimeError)."""
         self._loop.close(self.http)
 
     def __enter__(self) -> AbstractFetcher:
@@ -382,7 +385,7 @@ class _Loop:
     """An asyncio event loop on a daemon thread of its own, where a fetcher's requests run (one at a time per calling
     thread, several callers at once): the only way to put one deadline on a whole httpx request, as a cancelled task
     closes its connection; a blocking client can only bound each read. A daemon thread never holds the interpreter
-    open, so a fetcher that is never closed costs nothing at exit."""
+    open; a fetcher that is never closed stops its loop when it is garbage-collected (``weakref.finalize``)."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -396,6 +399,12 @@ class _Loop:
         if self.loop.is_closed():
             return
         asyncio.run_coroutine_threadsafe(client.aclose(), self.loop).result()
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop the loop and its thread (idempotent)."""
+        if self.loop.is_closed():
+            return
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()

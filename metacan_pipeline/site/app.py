@@ -22,6 +22,7 @@ start-up error (:class:`.release.ReleaseUnavailable`, naming the file and the as
 
 from __future__ import annotations
 
+import contextlib
 import json
 from functools import partial
 from http import HTTPStatus
@@ -372,7 +373,20 @@ def create_app(
         Middleware(ApiErrors),
         Middleware(RateLimit, limiter=limiter),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: site.http_error}, middleware=middleware)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        try:
+            yield
+        finally:  # the coding store and the abstract fetcher (its event loop's thread)
+            coding.close()
+
+    app = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: site.http_error},
+        middleware=middleware,
+        lifespan=lifespan,
+    )
     app.state.site = site
     app.state.coding = coding
     return app

@@ -52,11 +52,13 @@ CENSUS_SUBSAMPLE_SALT = "metacan-student-census-subsample-v1"
 
 
 def teacher_call_labels(storage: MetacanStorage, teacher: str, most: int | None = None) -> list[dict]:
-    """Labelled teacher-call rows of one teacher (rule labels, imports and failures are not training data): one
-    label per work, the newest (by ``created_at``, then ``label_id``, then the later row; as predictions read
+    """Labelled teacher-call rows of one teacher (rule labels, imports, failures and rows without a work id are not
+    training data): one label per work, the newest (by ``created_at``, then ``label_id``, then the later row; as predictions read
     gemma's), in the table's order (the fits depend on row order). With ``most``, at most that many: when the
     teacher has more, the works whose salted SHA-256 (:data:`CENSUS_SUBSAMPLE_SALT`) of the id sorts first.
     Selected in DuckDB, so only the rows returned are ever Python objects."""
+    if most is not None and most < 0:
+        raise ValueError(f"most must be 0 or more, got {most}")
     storage.require(direct_labels_key(teacher))
     files = sorted(str(p) for p in storage.table_dir(direct_labels_key(teacher)).glob("*.parquet"))
     cap = "" if most is None else f"ORDER BY sha256({sql_literal(CENSUS_SUBSAMPLE_SALT)} || work_id) LIMIT {int(most)}"
@@ -65,7 +67,7 @@ def teacher_call_labels(storage: MetacanStorage, teacher: str, most: int | None 
           SELECT * EXCLUDE (filename, file_row_number), filename AS _file, file_row_number AS _row
           FROM read_parquet(?::VARCHAR[], filename = true, file_row_number = true)
         ), newest AS (
-          SELECT * FROM t WHERE status = 'labelled' AND source = 'teacher_call'
+          SELECT * FROM t WHERE status = 'labelled' AND source = 'teacher_call' AND work_id IS NOT NULL
           QUALIFY row_number() OVER (
             PARTITION BY work_id
             ORDER BY created_at DESC NULLS LAST, coalesce(label_id, '') DESC, _file DESC, _row DESC

@@ -580,6 +580,27 @@ def test_a_bad_parts_url_fails_the_build_in_one_sentence_naming_the_variable(val
     assert not (tmp_path / "data" / "warehouse" / "frame_parts").exists()  # refused before any part
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "s3:alice:hunter2@metacan-parts",  # no '://': the user info was echoed in the error (a bad-input trial)
+        "alice:hunter2@minio/metacan-parts",
+        "s3://ab/frame_parts",  # an S3 bucket name has 3-63 lower-case characters
+        "S3://Metacan-Parts/frame_parts",
+        "s3://metacan-parts/../../etc",
+        "s3://metacan-parts/a\u2028b",  # a line separator would split the log lines that print it
+        "s3://metacan-parts/a\u202eb",
+    ],
+)
+def test_more_bad_parts_urls_are_refused_without_their_secret(value, monkeypatch):
+    from metacan_pipeline import settings
+
+    monkeypatch.setenv("METACAN_PARTS_URL", value)
+    with pytest.raises(ValueError, match=r"^METACAN_PARTS_URL") as err:
+        settings.parts_url()
+    assert "hunter2" not in str(err.value) and "\u2028" not in str(err.value) and "\u202e" not in str(err.value)
+
+
 def test_the_parts_url_setting_unset_is_the_local_folder_and_a_url_is_normalised(monkeypatch):
     from metacan_pipeline import settings
     from metacan_pipeline.frame.parts import parts_location

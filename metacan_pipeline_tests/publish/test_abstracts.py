@@ -374,3 +374,22 @@ def test_the_breaker_holds_across_the_fetch_calls_of_one_build():
         got = f.fetch([f"W{chunk * 2000 + i + 1}" for i in range(2000)])
         assert {a.status for a in got.values()} == {"failed"}
     assert f.calls == 2 * 3 and "not attempted: OpenAlex unreachable" in got["W10000"].error
+
+
+def test_a_fetcher_never_closed_ends_its_loop_thread_when_collected():
+    """Each fetcher runs its requests on an event loop thread of its own; one that is dropped without close() must
+    not leave that thread behind (a bad-input trial counted 52 threads after 50 dropped fetchers)."""
+    import gc
+
+    def loops() -> int:
+        return sum(t.name == "abstracts-http" for t in threading.enumerate())
+
+    gc.collect()  # fetchers other tests dropped
+    before = loops()
+    for _ in range(20):
+        AbstractFetcher("http://127.0.0.1:9", clock=FakeClock())
+    gc.collect()
+    assert loops() == before
+    with AbstractFetcher("http://127.0.0.1:9", clock=FakeClock()):
+        assert loops() == before + 1
+    assert loops() == before

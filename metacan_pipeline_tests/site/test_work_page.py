@@ -91,7 +91,14 @@ def test_the_served_work_page_shows_the_abstract_fetched_live_from_openalex_and_
     # without an abstract: its page says so from the record
     assert [h["filter"] for h in stub.hits] == [f"ids.openalex:{wid}"]
     assert "its record carried no abstract_inverted_index" in none.text
-    assert _files(root) == before  # nothing written anywhere under the data folder: the abstract lives in memory
+    # nothing written under the data folder but the served site's own stores (the coding pages' and the saved
+    # queries' SQLite files, which the app opens, and creates when missing), and the abstract in no file at all
+    stores = lambda files: {
+        f: v for f, v in files.items() if not f.name.startswith(("coding.sqlite", "queries.sqlite"))
+    }  # noqa: E731
+    assert stores(_files(root)) == stores(before)
+    snippet = text[:60].encode()
+    assert not [f for f in root.rglob("*") if f.is_file() and snippet in f.read_bytes()]
 
 
 def _failing(exc: Exception | None = None, status: int = 503):
@@ -142,3 +149,20 @@ def test_the_served_pages_fetcher_has_short_timeouts_and_no_breaker():
         assert fetcher.retry_wait_max_s <= 0.5 and fetcher.retry_after_max_s <= 1.0
     finally:
         fetcher.close()
+
+
+def test_a_served_app_closes_its_abstract_fetcher_at_shutdown(site_release):
+    """The app's lifespan closes the coding store and the live-abstract fetcher, whose event loop has a thread of its
+    own: 5 app lifecycles leave no thread behind (a bad-input trial counted one more per app)."""
+    import threading
+
+    def loops() -> int:
+        return sum(t.name == "abstracts-http" for t in threading.enumerate())
+
+    root = site_release[0].root
+    before = loops()
+    for _ in range(5):
+        with TestClient(create_app(root, rate_limit="off")) as c:
+            assert c.get("/api/v1/count").status_code == 200
+            assert loops() == before + 1
+    assert loops() == before

@@ -251,9 +251,10 @@ def test_teacher_call_labels_keeps_the_newest_label_of_each_work_and_caps_by_a_s
             extra.append({**r, "label_id": f"i{i}", "created_at": t0 + dt.timedelta(days=2), "source": "import"})
         else:  # no time at all: older than any dated label
             extra.append({**r, "label_id": f"n{i}", "created_at": None, "categories": ["bibliometrics"]})
+    extra.append({**rows[0], "label_id": "nowork", "work_id": None, "created_at": t0})  # no work: not training data
     mixed = rows[:20] + extra + rows[20:]
     write_labels(storage, "gemma", mixed)
-    expected = _newest_in_python(labels(storage, "gemma"))
+    expected = _newest_in_python([r for r in labels(storage, "gemma") if r["work_id"] is not None])
     got = teacher_call_labels(storage, "gemma")
     assert len(got) == len({r["work_id"] for r in rows}) == len(expected)
     assert [(r["work_id"], r["label_id"], r["categories"]) for r in got] == [
@@ -265,3 +266,6 @@ def test_teacher_call_labels_keeps_the_newest_label_of_each_work_and_caps_by_a_s
     assert {r["work_id"] for r in capped} == {r["work_id"] for r in first[:25]}
     assert [r["label_id"] for r in capped] == [r["label_id"] for r in expected if r in capped]  # the table's order
     assert teacher_call_labels(storage, "gemma", most=10_000) == got
+    with pytest.raises(ValueError, match="most must be 0 or more"):
+        teacher_call_labels(storage, "gemma", most=-1)
+    run_student(storage, student_heads)  # a label without a work id no longer stops the fit (a TypeError before)
