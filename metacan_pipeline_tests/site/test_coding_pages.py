@@ -295,13 +295,16 @@ def test_adjudication_shows_both_answers_and_records_the_adjudicated_code(app, w
 
 
 @pytest.mark.browser
-def test_chromium_signs_in_and_codes_two_works_from_the_keyboard_only(app, world):
+def test_chromium_signs_in_and_codes_two_works_from_the_keyboard_only(world):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with CodingStore(world["path"]) as store:
         token = store.add_coder("kim")
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    # an app of its own: the server's shutdown closes the app's coding store (its lifespan), which the module's other
+    # tests still use through the shared app
+    served = create_app(world["storage"].root, rate_limit="off", abstracts=AbstractFetcher(world["openalex"].base_url))
+    server = uvicorn.Server(uvicorn.Config(served, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
