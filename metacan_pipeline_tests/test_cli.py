@@ -108,3 +108,15 @@ def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_r
         "metacan run: METACAN_PARTS_URL carries a user name or password"
     )
     assert "hunter2" not in res.output and not (tmp_path / "data").exists()
+
+
+def test_the_busy_cores_hint_names_the_setting_only_when_the_cores_are_busy(monkeypatch):
+    from metacan_pipeline.teachers import server
+
+    monkeypatch.setattr(server.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(server.os, "getloadavg", lambda: (4.8, 4.2, 3.7))
+    hint = server.busy_cores_hint(2)
+    assert hint.startswith("the machine is busy (load average 4.8 on 2 cores)") and "METACAN_LLAMA_THREADS=1" in hint
+    assert server.busy_cores_hint(1) is None  # already one thread
+    monkeypatch.setattr(server.os, "getloadavg", lambda: (0.4, 0.5, 0.6))
+    assert server.busy_cores_hint(2) is None  # quiet cores

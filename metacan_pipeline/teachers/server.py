@@ -243,6 +243,8 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
                 log.info(
                     f"embedded llama.cpp server up at {proc.base_url} in {time.monotonic() - t0:.1f}s (log {proc.log_path})"
                 )
+                if busy := busy_cores_hint(proc.n_threads):
+                    log.warning(busy)
         return self._proc.base_url
 
     def threads(self) -> int:
@@ -264,3 +266,20 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         self.stop()
+
+
+def busy_cores_hint(threads: int) -> str | None:
+    """A warning when the embedded server starts with several threads on a machine whose cores are already busy (load
+    average over the last minute at least the core count): llama.cpp's threads wait for each other by spinning, and a
+    measured call took 2-5 times longer with 2 threads than with 1 on busy cores (README, the two commands)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return None
+    cores = os.cpu_count() or 1
+    if threads <= 1 or load < cores:
+        return None
+    return (
+        f"the machine is busy (load average {load:.1f} on {cores} cores) and llama.cpp runs {threads} threads: teacher "
+        f"calls may take several times longer; set METACAN_LLAMA_THREADS=1 for runs on busy cores"
+    )
