@@ -15,6 +15,7 @@ import pytest
 from metacan_pipeline.site import cube, queries
 from metacan_pipeline.site.cohort import parse_filters
 from metacan_pipeline.site.queries import CohortQuery, FacetCounter, clauses
+from metacan_pipeline_tests.site.test_cohort_store import _computed
 
 #: year ranges (closed, open-ended on either side, one year, empty: no work of the site world before 2005) and
 #: languages, alone and together
@@ -31,24 +32,6 @@ COHORTS = [
     {"year_max": "2009", "language": "en"},
     {"year_min": "1990", "year_max": "2000", "language": "en"},
 ]
-
-
-def _computed(release, cohort):
-    """``(count, coverage, facets)`` counted from ``work_facets``, nothing stored read."""
-    con = release.cursor()
-    try:
-        coded = clauses(cohort, coded=True)
-        where = " AND ".join(f"({c.sql})" for c in coded) or "true"
-        params = [p for c in coded for p in c.params]
-        row = con.execute(
-            "SELECT count(*), count(*) FILTER (WHERE w.labelled), count(*) FILTER (WHERE w.scored), "
-            f"count(*) FILTER (WHERE w.decided) FROM work_facets w WHERE {where}",
-            params,
-        ).fetchone()
-        coverage = dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
-        return row[0], coverage, FacetCounter(con, coded, stored=False).facets()
-    finally:
-        con.close()
 
 
 def _works_where(params: dict, exclude: str | None = None) -> str:
