@@ -102,13 +102,14 @@ def release_dirs(scratch: Path, n: int, min_venues: int) -> tuple[Path, dict]:
 
 def upgrade_release(data: Path) -> dict | None:
     """Add what a kept release of an earlier build lacks: the layout-5 table ``year_language_counts``, the layout-4
-    table ``cohort_facet_counts`` and the FTS5 index's champion lists (``term_top``, ``term_hits``), then record its manifest again (``metacan serve`` checks the
-    files' sizes against it); returns the seconds each took, None when nothing was added."""
+    table ``cohort_facet_counts`` and the layout-6 FTS5 index in impact order (built again from the release database),
+    then record its manifest again (``metacan serve`` checks the files' sizes against it); returns the seconds each
+    took, None when nothing was added."""
     import sqlite3
 
     import site_synth
 
-    from metacan_pipeline.site import fts
+    from metacan_pipeline.site.build import write_index
     from metacan_pipeline.site.release import current_release_id, database_path, index_path, record_manifest
 
     release_id = current_release_id(data)
@@ -119,15 +120,19 @@ def upgrade_release(data: Path) -> dict | None:
     seconds = site_synth.add_cohort_facet_counts(database_path(data, release_id))
     if seconds is not None:
         added["cohort_facet_counts_s"] = round(seconds, 1)
-    con = sqlite3.connect(index_path(data, release_id))
+    index = index_path(data, release_id)
+    con = sqlite3.connect(index)
     try:
-        if not con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'term_hits'").fetchone()[0]:
-            t0 = time.perf_counter()
-            added["champion_terms"] = fts.write_champions(con)
-            con.commit()
-            added["champion_lists_s"] = round(time.perf_counter() - t0, 1)
+        impact = con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'work_keys'").fetchone()[0]
     finally:
         con.close()
+    if not impact:  # an index of layout 5 or earlier: built again in impact order
+        t0 = time.perf_counter()
+        fresh = index.with_name(index.name + ".new")
+        fresh.unlink(missing_ok=True)
+        write_index(database_path(data, release_id), fresh)
+        os.replace(fresh, index)
+        added["fts_index_in_impact_order_s"] = round(time.perf_counter() - t0, 1)
     if added:
         record_manifest(data, release_id)
         say(f"added to the kept release: {added}")

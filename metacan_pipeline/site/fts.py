@@ -23,18 +23,27 @@ A user's text never reaches FTS5's query syntax: :func:`match_expression` keeps 
 quotes each one (``"word"``), joined by ``AND``; the expression is bound as a parameter.
 
 Frequent terms (issue 15, Performance): FTS5 computes BM25 for every match before it can give the first page, about
-1.7 us a match on this machine when idle, so a one-word query matching a quarter of a million works took 0.43 s at
-4.3M works. :func:`build_index` therefore stores, for every term in at least :data:`CHAMPION_MIN_DOCS` works, its
-first :data:`CHAMPION_DEPTH` matches in the order a one-word query ranks them (BM25, then rowid; a "champion list",
-Manning, Raghavan and Schuetze, Introduction to Information Retrieval, section 7.1.3), with the term's number of
-matches: tables ``term_top`` and ``term_hits`` beside ``work_text``. :func:`top` answers a one-word query from it
-(the word is reduced to its term by the index's own tokenizer, :func:`term_of`) as long as the page lies within the
-stored matches; any other query, or a page beyond them, is ranked by FTS5 as before. The BM25 of a one-word query
-depends only on the frozen index, so the stored order is the computed one.
+1 us a match on an idle Intel Xeon, so "science management" (230,639 matches at 4.3M works) took 246 ms to rank
+and 299 ms p95 with its count and page. The index therefore keeps the works in *impact order* (document-at-a-time
+top-k with an upper bound, as in WAND, Broder et al. 2003, over an impact-sorted index): BM25 is a sum over the query's
+phrases of ``idf * f * (k1 + 1) / (f + k1 * (1 - b + b * D / avgdl))`` (FTS5's ``bm25()``, k1 = 1.2, b = 0.75), which
+grows with the phrase frequency ``f`` and shrinks with the work's token count ``D``; a phrase's frequency in a work is
+at most the largest frequency of any term in it, ``max_tf``. So every work has a bound ``g`` (the fraction above at
+``f = max_tf``) with BM25 <= (sum of the query's idfs) * g for *any* query. :func:`build_index` numbers the works by
+``g``, highest first (the FTS5 rowid; ``work_keys`` maps it to the work key), stores ``g`` by runs of rowids
+(``work_bound``), the idf inputs (``term_docs``: works per term for terms in at least :data:`TERM_DOCS_MIN` works;
+``index_stats``), and :func:`top` walks the matches in rowid order, computing BM25 for those it reads, until the
+page's last work scores better than the bound of every work not yet read. The page is then exactly the one FTS5's
+full ranking gives (``site/test_fts.py`` checks page after page against it). A query with a rare term (its
+matches are few) or a word the tokenizer splits is ranked by FTS5 in full, as is a page that needs more than
+:data:`SCAN_MAX` matches read. Counting ``D`` and ``max_tf`` needs the index's own tokenizer: each batch is indexed
+once in memory with the same tokenizer and read back through ``fts5vocab``.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 import re
 import sqlite3
 from collections.abc import Iterable
@@ -42,16 +51,27 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..tables.site import FTS_CHAMPION_DDL
+from ..tables.site import FTS_STAGE_DDL, FTS_TABLES_DDL
 
 #: Word tokens of a text query (letters, digits, underscore in any script), at most this many.
 TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 MAX_TOKENS = 12
 TOKENIZE = "porter unicode61 remove_diacritics 2"
-#: A term in at least this many works gets its champion list (module docstring).
-CHAMPION_MIN_DOCS = 50_000
-#: Matches stored per frequent term: 50 pages of 20.
-CHAMPION_DEPTH = 1000
+#: FTS5's ``bm25()`` constants (SQLite ``fts5_aux.c``).
+K1, B = 1.2, 0.75
+#: A work's bound of BM25 per unit of idf (module docstring), in SQL over ``stage.docs``; ``?`` is the average
+#: token count. The operations are FTS5's, in its order.
+BOUND_SQL = "max_tf * (1.2 + 1.0) / (max_tf + 1.2 * (1 - 0.75 + 0.75 * tokens / ?))"
+#: Relative slack on the bound: BM25 is summed in C, the bound here, and the two may differ in the last bits.
+BOUND_SLACK = 1e-9
+#: A term in at least this many works has its count stored (``term_docs``); a query with a rarer term has fewer
+#: matches than this, and FTS5 ranks them all (a few milliseconds).
+TERM_DOCS_MIN = 10_000
+#: Matches read in impact order before a page is left to FTS5's full ranking instead (a deep page): a read costs
+#: about twice a match of the full ranking (1.9 against 1 us at 4.3M works; "science management" needs 45,044 reads).
+SCAN_MAX = 100_000
+#: Rows indexed in memory at a time to count each work's tokens and term frequencies.
+COUNT_BATCH = 20_000
 
 
 def tokens(text: str) -> list[str]:
@@ -66,56 +86,71 @@ def match_expression(words: list[str]) -> str:
 
 def build_index(path: Path, rows: Iterable[pa.RecordBatch]) -> int:
     """Write the index of ``rows`` (batches with ``work_key``, ``title``, ``keywords``) to a new SQLite file at
-    ``path`` (which must not exist); returns the rows indexed. The index is optimised (merged) at the end."""
+    ``path`` (which must not exist); returns the rows indexed. The works are staged with their token counts in a
+    scratch file beside it (``<path>.stage``, removed at the end), then indexed in impact order (module docstring);
+    the index is optimised (merged) at the end."""
+    stage = path.with_name(path.name + ".stage")
+    stage.unlink(missing_ok=True)
     con = sqlite3.connect(path)
-    n = 0
     try:
-        con.execute(f"CREATE VIRTUAL TABLE work_text USING fts5(title, keywords, tokenize='{TOKENIZE}')")
+        con.execute("ATTACH DATABASE ? AS stage", [str(stage)])
+        for ddl in FTS_STAGE_DDL:
+            con.execute(ddl)
+        n = 0
         for batch in rows:
             cols = [batch.column(c).to_pylist() for c in ("work_key", "title", "keywords")]
-            con.executemany("INSERT INTO work_text(rowid, title, keywords) VALUES (?, ?, ?)", zip(*cols, strict=True))
+            for lo in range(0, batch.num_rows, COUNT_BATCH):
+                part = list(zip(*(c[lo : lo + COUNT_BATCH] for c in cols), strict=True))
+                counts = token_counts(part)
+                con.executemany(
+                    "INSERT INTO stage.docs VALUES (?, ?, ?, ?, ?)",
+                    ((key, *counts.get(key, (0, 0)), title, kw) for key, title, kw in part),
+                )
             n += batch.num_rows
+        works, total = con.execute("SELECT count(*), coalesce(sum(tokens), 0) FROM stage.docs").fetchone()
+        avgdl = total / works if works else 1.0
+        con.execute(
+            "INSERT INTO stage.ordered(work_key, bound) SELECT work_key, g FROM "
+            f"(SELECT work_key, {BOUND_SQL} AS g FROM stage.docs) ORDER BY g DESC, work_key",
+            [avgdl],
+        )
+        con.execute(f"CREATE VIRTUAL TABLE work_text USING fts5(title, keywords, tokenize='{TOKENIZE}')")
+        con.execute(
+            "INSERT INTO work_text(rowid, title, keywords) SELECT o.position, d.title, d.keywords "
+            "FROM stage.ordered o JOIN stage.docs d USING (work_key) ORDER BY o.position"
+        )
         con.execute("INSERT INTO work_text(work_text) VALUES ('optimize')")
+        for ddl in FTS_TABLES_DDL:
+            con.execute(ddl)
+        con.execute("INSERT INTO work_keys SELECT position, work_key FROM stage.ordered")
+        con.execute("INSERT INTO work_bound SELECT min(position), bound FROM stage.ordered GROUP BY bound")
+        con.execute("INSERT INTO index_stats VALUES (?, ?)", [works, total])
+        con.execute("CREATE VIRTUAL TABLE temp.work_terms USING fts5vocab(main, work_text, 'row')")
+        con.execute("INSERT INTO term_docs SELECT term, doc FROM temp.work_terms WHERE doc >= ?", [TERM_DOCS_MIN])
+        con.execute("DROP TABLE temp.work_terms")
         con.commit()
-        write_champions(con)
-        con.commit()
+        con.execute("DETACH DATABASE stage")
     finally:
         con.close()
+        stage.unlink(missing_ok=True)
     return n
 
 
-def write_champions(con: sqlite3.Connection, min_docs: int | None = None, depth: int | None = None) -> int:
-    """Store the champion list of every term of ``work_text`` in at least ``min_docs`` works (default
-    :data:`CHAMPION_MIN_DOCS`): its first ``depth`` (default :data:`CHAMPION_DEPTH`) matches as a one-word query ranks
-    them, in ``term_top`` (term, position, rowid, rank), and its number of matches in ``term_hits``; returns the number
-    of terms stored. A term the tokenizer would not give back unchanged from its own text is left out (a query could
-    never reach it)."""
-    min_docs = CHAMPION_MIN_DOCS if min_docs is None else min_docs
-    depth = CHAMPION_DEPTH if depth is None else depth
-    con.execute("DROP TABLE IF EXISTS term_top")
-    con.execute("DROP TABLE IF EXISTS term_hits")
-    for ddl in FTS_CHAMPION_DDL:
-        con.execute(ddl)
-    con.execute("CREATE VIRTUAL TABLE temp.work_terms USING fts5vocab(main, work_text, 'row')")
-    terms = [t for (t,) in con.execute("SELECT term FROM temp.work_terms WHERE doc >= ? ORDER BY term", [min_docs])]
-    con.execute("DROP TABLE temp.work_terms")
-    stored = 0
-    for term in terms:
-        if term_of(term) != term:
-            continue
-        expr = match_expression([term])
-        hits = con.execute("SELECT count(*) FROM work_text WHERE work_text MATCH ?", [expr]).fetchone()[0]
-        rows = con.execute(
-            "SELECT rowid, r FROM (SELECT rowid, bm25(work_text) AS r FROM work_text WHERE work_text MATCH ?) "
-            "ORDER BY r, rowid LIMIT ?",
-            [expr, depth],
+def token_counts(rows: list[tuple[int, str | None, str | None]]) -> dict[int, tuple[int, int]]:
+    """``{work_key: (tokens, max_tf)}`` of ``(work_key, title, keywords)`` rows as the index's tokenizer sees them:
+    the work's token count over both columns (FTS5's ``D``) and the largest number of times one term occurs in it.
+    A work without a token is left out. Indexed in an in-memory FTS5 table and read back through ``fts5vocab``."""
+    mem = sqlite3.connect(":memory:")
+    try:
+        mem.execute(f"CREATE VIRTUAL TABLE t USING fts5(title, keywords, tokenize='{TOKENIZE}')")
+        mem.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+        mem.executemany("INSERT INTO t(rowid, title, keywords) VALUES (?, ?, ?)", rows)
+        got = mem.execute(
+            "SELECT doc, sum(n), max(n) FROM (SELECT doc, term, count(*) AS n FROM v GROUP BY doc, term) GROUP BY doc"
         ).fetchall()
-        con.executemany(
-            "INSERT INTO term_top VALUES (?, ?, ?, ?)", [(term, i, key, rank) for i, (key, rank) in enumerate(rows)]
-        )
-        con.execute("INSERT INTO term_hits VALUES (?, ?, ?)", [term, hits, len(rows)])
-        stored += 1
-    return stored
+    finally:
+        mem.close()
+    return {doc: (d, tf) for doc, d, tf in got}
 
 
 def term_of(word: str) -> str | None:
@@ -142,13 +177,31 @@ def open_index(path: Path, check: bool = True) -> sqlite3.Connection:
     return con
 
 
-def search(con: sqlite3.Connection, words: list[str]) -> pa.Table:
-    """Every work matching all ``words``: ``work_key`` (int64) and ``rank`` (FTS5 BM25, lower = better)."""
-    rows = con.execute(
-        "SELECT rowid, bm25(work_text) FROM work_text WHERE work_text MATCH ?", [match_expression(words)]
-    ).fetchall()
+def _impact_ordered(con: sqlite3.Connection) -> bool:
+    """True for an index in impact order (``work_keys`` maps rowids to work keys); False for one built before, whose
+    rowid is the work key."""
+    return bool(con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'work_keys'").fetchone()[0])
+
+
+def _matches_sql(con: sqlite3.Connection) -> str:
+    """SQL of every match of the bound MATCH expression as ``(k, r)``: work key and BM25. The keys come from the
+    narrow ``work_keys`` table (0.2 us a match at 4.3M works; FTS5's content table would cost 1 us)."""
+    if not _impact_ordered(con):
+        return "SELECT rowid AS k, bm25(work_text) AS r FROM work_text WHERE work_text MATCH ?"
+    return (
+        "SELECT w.work_key AS k, m.r AS r FROM (SELECT rowid AS i, bm25(work_text) AS r FROM work_text "
+        "WHERE work_text MATCH ?) m CROSS JOIN work_keys w ON w.rowid_ = m.i"
+    )
+
+
+def _table(rows: list[tuple[int, float]]) -> pa.Table:
     keys, ranks = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [])
     return pa.table({"work_key": pa.array(keys, pa.int64()), "rank": pa.array(ranks, pa.float64())})
+
+
+def search(con: sqlite3.Connection, words: list[str]) -> pa.Table:
+    """Every work matching all ``words``: ``work_key`` (int64) and ``rank`` (FTS5 BM25, lower = better)."""
+    return _table(con.execute(_matches_sql(con), [match_expression(words)]).fetchall())
 
 
 def count(con: sqlite3.Connection, words: list[str]) -> int:
@@ -160,41 +213,82 @@ def count(con: sqlite3.Connection, words: list[str]) -> int:
 
 def top(con: sqlite3.Connection, words: list[str], after: tuple[float, int] | None, limit: int) -> pa.Table:
     """The first ``limit`` matches of ``words`` by ``(rank, work_key)`` after the keyset ``after``, as
-    :func:`search` gives them (BM25 is computed inside SQLite; only ``limit`` rows reach Python). A one-word query of
-    a frequent term is read from its champion list while the page lies within it (:func:`champion_top`)."""
-    if (stored := champion_top(con, words, after, limit)) is not None:
-        return stored
-    sql = "SELECT rowid, r FROM (SELECT rowid, bm25(work_text) AS r FROM work_text WHERE work_text MATCH ?)"
-    params: list = [match_expression(words)]
+    :func:`search` gives them. Read in impact order while that proves the page (:func:`impact_top`), else ranked
+    inside SQLite in full; only the page's rows reach Python."""
+    if _impact_ordered(con) and (page := impact_top(con, words, after, limit)) is not None:
+        return page
+    sql, params = f"SELECT k, r FROM ({_matches_sql(con)})", [match_expression(words)]
     if after is not None:
-        sql += " WHERE r > ? OR (r = ? AND rowid > ?)"
+        sql += " WHERE r > ? OR (r = ? AND k > ?)"
         params += [after[0], after[0], after[1]]
-    rows = con.execute(sql + " ORDER BY r, rowid LIMIT ?", [*params, limit]).fetchall()
-    keys, ranks = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [])
-    return pa.table({"work_key": pa.array(keys, pa.int64()), "rank": pa.array(ranks, pa.float64())})
+    return _table(con.execute(sql + " ORDER BY r, k LIMIT ?", [*params, limit]).fetchall())
 
 
-def champion_top(
+def idf(works: int, docs: int) -> float:
+    """FTS5's idf of a phrase in ``docs`` of ``works`` works (never below 1e-6)."""
+    value = math.log((works - docs + 0.5) / (docs + 0.5))
+    return value if value > 0.0 else 1e-6
+
+
+def impact_top(
     con: sqlite3.Connection, words: list[str], after: tuple[float, int] | None, limit: int
 ) -> pa.Table | None:
-    """:func:`top` of a one-word query from the word's champion list (module docstring); None when the query has
-    several words, its term has no list (or the index file predates them), or the page goes past the stored
-    matches while the term has more."""
-    if len(words) != 1 or (term := term_of(words[0])) is None:
+    """:func:`top` read in impact order (module docstring): the matches by rowid, each with its BM25, until the
+    ``limit``-th best after ``after`` beats the bound of every match not read. None when a word is not one stored
+    term (a rare term or a split word: FTS5 ranks it in full) or the page needs more than :data:`SCAN_MAX` reads."""
+    terms = [term_of(w) for w in words]
+    if limit < 1 or None in terms:
         return None
+    marks = ", ".join("?" * len(set(terms)))
+    docs = dict(con.execute(f"SELECT term, docs FROM term_docs WHERE term IN ({marks})", sorted(set(terms))))
+    if len(docs) < len(set(terms)):
+        return None
+    works = con.execute("SELECT works FROM index_stats").fetchone()[0]
+    idf_sum = sum(idf(works, docs[t]) for t in terms)
+    # The scan reads rowids and ranks only, and the keys of the few rows kept at the end (``work_keys``). ``surely``: the ranks of
+    # the best ``limit`` rows certainly after ``after`` (a row of ``after``'s rank needs its key to tell);
+    # ``worst``: the largest of them once there are ``limit``; ``kept``: every row that may still be on the page.
+    surely: list[float] = []
+    kept: list[tuple[float, int]] = []
+    worst = math.inf
+    cursor = con.execute(
+        "SELECT rowid, bm25(work_text) FROM work_text WHERE work_text MATCH ? ORDER BY rowid", [match_expression(words)]
+    )
+    read, size = 0, 256
     try:
-        found = con.execute("SELECT hits, depth FROM term_hits WHERE term = ?", [term]).fetchone()
-    except sqlite3.OperationalError:  # an index built before champion lists
-        return None
-    if found is None:
-        return None
-    hits, depth = found
-    sql, params = "SELECT rowid_, rank FROM term_top WHERE term = ?", [term]
+        while rows := cursor.fetchmany(size):
+            for rowid, rank in rows:
+                if rank > worst or (after is not None and rank < after[0]):
+                    continue
+                kept.append((rank, rowid))
+                if after is None or rank > after[0]:
+                    if len(surely) < limit:
+                        heapq.heappush(surely, -rank)
+                    else:
+                        heapq.heappushpop(surely, -rank)
+                    if len(surely) == limit:
+                        worst = -surely[0]
+            read += len(rows)
+            if len(surely) == limit:
+                kept = [r for r in kept if r[0] <= worst]
+                bound = con.execute(
+                    "SELECT bound FROM work_bound WHERE first_rowid <= ? ORDER BY first_rowid DESC LIMIT 1",
+                    [rows[-1][0]],
+                ).fetchone()[0]
+                if worst < -idf_sum * bound * (1 + BOUND_SLACK):
+                    break
+            if read >= SCAN_MAX:
+                return None
+            size = min(size * 4, 8192)
+    finally:
+        cursor.close()
+    keys: dict[int, int] = {}
+    rowids = [rowid for _, rowid in kept]
+    for lo in range(0, len(rowids), 500):
+        part = rowids[lo : lo + 500]
+        sql = f"SELECT rowid_, work_key FROM work_keys WHERE rowid_ IN ({', '.join('?' * len(part))})"
+        keys.update(con.execute(sql, part).fetchall())
+    page = sorted((rank, keys[rowid]) for rank, rowid in kept)
     if after is not None:
-        sql += " AND (rank > ? OR (rank = ? AND rowid_ > ?))"
-        params += [after[0], after[0], after[1]]
-    rows = con.execute(sql + " ORDER BY position LIMIT ?", [*params, limit]).fetchall()
-    if len(rows) < limit and hits > depth:  # the page runs past the stored matches: FTS5 ranks it
-        return None
-    keys, ranks = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [])
-    return pa.table({"work_key": pa.array(keys, pa.int64()), "rank": pa.array(ranks, pa.float64())})
+        page = [r for r in page if r > after]
+    return _table([(key, rank) for rank, key in page[:limit]])

@@ -376,11 +376,21 @@ def catalog_schema(name: str) -> pa.Schema:
     return next(t.schema for t in TABLES if t.name == name)
 
 
-#: The champion lists of the full-text index (``site/fts.py`` ``write_champions``): SQLite tables in the release's
-#: ``.fts.sqlite`` file beside the FTS5 table. ``term_top``: one row per frequent term and rank position (its first
-#: matches in BM25 order); ``term_hits``: one row per such term with its number of matches and the stored depth.
-FTS_CHAMPION_DDL = (
-    "CREATE TABLE term_top(term TEXT, position INTEGER, rowid_ INTEGER, rank REAL, PRIMARY KEY (term, position)) "
-    "WITHOUT ROWID",
-    "CREATE TABLE term_hits(term TEXT PRIMARY KEY, hits INTEGER, depth INTEGER) WITHOUT ROWID",
+#: The full-text index's own tables (``site/fts.py``), in the release's ``.fts.sqlite`` file beside the FTS5 table
+#: ``work_text`` (whose rowids are the works in impact order: the per-work bound of BM25, highest first).
+#: ``work_keys``: each rowid's work key; ``work_bound``: the bound of every work from ``first_rowid`` up to the next
+#: row's; ``term_docs``: the number of works holding each term in at least ``fts.TERM_DOCS_MIN`` works;
+#: ``index_stats``: the works and tokens FTS5 averages.
+FTS_TABLES_DDL = (
+    "CREATE TABLE work_keys(rowid_ INTEGER PRIMARY KEY, work_key INTEGER NOT NULL)",
+    "CREATE TABLE work_bound(first_rowid INTEGER PRIMARY KEY, bound REAL NOT NULL)",
+    "CREATE TABLE term_docs(term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE index_stats(works INTEGER NOT NULL, tokens INTEGER NOT NULL)",
+)
+#: The scratch tables of an index build (a ``.stage`` file beside the index, removed at the end): every work's
+#: text with its token count and largest term frequency, then the works in impact order.
+FTS_STAGE_DDL = (
+    "CREATE TABLE stage.docs(work_key INTEGER PRIMARY KEY, tokens INTEGER NOT NULL, max_tf INTEGER NOT NULL, "
+    "title TEXT, keywords TEXT)",
+    "CREATE TABLE stage.ordered(position INTEGER PRIMARY KEY, work_key INTEGER NOT NULL, bound REAL NOT NULL)",
 )

@@ -132,9 +132,19 @@ def test_the_fts_index_answers_titles_and_keywords(site_release):
     storage, frame, _ = site_release
     rid = current_release_id(storage.root)
     con = sqlite3.connect(releases_dir(storage.root) / f"{rid}.fts.sqlite")
-    hits = {r[0] for r in con.execute("SELECT rowid FROM work_text WHERE work_text MATCH '\"bibliometric\"'")}
+    hits = {
+        r[0]
+        for r in con.execute(
+            "SELECT k.work_key FROM work_text JOIN work_keys k ON k.rowid_ = work_text.rowid WHERE work_text MATCH '\"bibliometric\"'"
+        )
+    }
     assert hits == {int(r["id"][1:]) for r in frame if "Bibliometric" in r["title_text"]} and len(hits) == 12
-    kw = {r[0] for r in con.execute("SELECT rowid FROM work_text WHERE work_text MATCH '\"kw3\"'")}
+    kw = {
+        r[0]
+        for r in con.execute(
+            "SELECT k.work_key FROM work_text JOIN work_keys k ON k.rowid_ = work_text.rowid WHERE work_text MATCH '\"kw3\"'"
+        )
+    }
     assert kw == {int(r["id"][1:]) for r in frame if "kw3" in r["keywords"]}
 
 
