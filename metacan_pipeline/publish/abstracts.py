@@ -45,6 +45,7 @@ import logging
 import threading
 import time
 import weakref
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -63,8 +64,9 @@ log = logging.getLogger(__name__)
 
 #: Most ids OR-ed in one filter (OpenAlex docs, "Filter entity lists": up to 50 values per filter).
 MAX_BATCH = 50
-#: The most bytes one answer of OpenAlex may hold (a page of 50 works' abstracts is well under 1 MB): a larger one is
-#: a failure ("answer too large"), never read whole into memory.
+#: The most bytes one answer of OpenAlex may hold, decoded (a page of 50 works' abstracts is well under 1 MB): a larger
+#: one is a failure ("answer too large"), never read whole into memory. A compressed answer is decompressed a bounded
+#: piece at a time (:class:`_CappedBody`), so a small gzip body that expands to gigabytes stops at the cap too.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 #: The only fields asked for (OpenAlex docs, "Select fields").
 SELECT = "id,abstract_inverted_index"
@@ -366,19 +368,69 @@ class AbstractFetcher:
     async def _aget(self, params: dict) -> httpx.Response:
         try:
             async with asyncio.timeout(self.timeout_s):
-                async with self.http.stream("GET", "/works", params=params) as resp:
-                    body = bytearray()
-                    async for chunk in resp.aiter_bytes():
-                        body.extend(chunk)
-                        if len(body) > MAX_ANSWER_BYTES:
-                            raise httpx.DecodingError(
-                                f"answer too large (over {MAX_ANSWER_BYTES:,} bytes, not read further)",
-                                request=resp.request,
-                            )
+                async with self.http.stream("GET", "/works", params=params, headers=ACCEPT) as resp:
+                    if resp.is_stream_consumed:  # read by an in-process transport (httpx.MockTransport): decoded
+                        body = _CappedBody("", resp.request)
+                        body.feed(resp.content)
+                    else:
+                        body = _CappedBody(resp.headers.get("content-encoding", ""), resp.request)
+                        async for chunk in resp.aiter_raw():
+                            body.feed(chunk)
+                        body.finish()
         except TimeoutError:
             raise httpx.ReadTimeout(f"the answer took longer than {self.timeout_s:g} s in all") from None
         headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in ("content-encoding", "content-length")]
-        return httpx.Response(resp.status_code, headers=headers, content=bytes(body), request=resp.request)  # decoded
+        return httpx.Response(resp.status_code, headers=headers, content=bytes(body.data), request=resp.request)
+
+
+#: The encodings the fetcher accepts: gzip (what OpenAlex sends) or none.
+ACCEPT = {"Accept-Encoding": "gzip"}
+
+
+class _CappedBody:
+    """An answer's body as it arrives, decoded from its ``Content-Encoding`` (none, ``gzip`` or ``deflate``) and
+    capped at :data:`MAX_ANSWER_BYTES` decoded bytes: zlib is asked for at most one byte past the cap per call
+    (``max_length``), so no call returns more than that. ``httpx.DecodingError`` for an answer too large, a body
+    that does not decode, or an encoding the fetcher did not ask for."""
+
+    def __init__(self, encoding: str, request: httpx.Request) -> None:
+        self.request = request
+        self.data = bytearray()
+        self._fed = False
+        name = encoding.strip().lower()
+        if name in ("", "identity"):
+            self._zlib = None
+        elif name in ("gzip", "x-gzip", "deflate"):
+            self._zlib = zlib.decompressobj(zlib.MAX_WBITS | 16 if name != "deflate" else zlib.MAX_WBITS)
+        else:
+            raise httpx.DecodingError(f"answer in an encoding not asked for: {encoding[:40]!r}", request=request)
+
+    def feed(self, chunk: bytes) -> None:
+        if self._zlib is None:
+            self._add(chunk)
+            return
+        self._fed = self._fed or bool(chunk)
+        try:
+            while chunk:
+                self._add(self._zlib.decompress(chunk, MAX_ANSWER_BYTES + 1 - len(self.data)))
+                chunk = self._zlib.unconsumed_tail
+        except zlib.error as exc:
+            raise httpx.DecodingError(
+                f"the body does not decode as its Content-Encoding says ({exc})", request=self.request
+            ) from None
+
+    def finish(self) -> None:
+        if self._zlib is not None:
+            if self._fed and not self._zlib.eof:
+                raise httpx.DecodingError("the compressed body ends before its end", request=self.request)
+            self._add(self._zlib.flush())
+
+    def _add(self, piece: bytes) -> None:
+        self.data.extend(piece)
+        if len(self.data) > MAX_ANSWER_BYTES:
+            raise httpx.DecodingError(
+                f"answer too large (over {MAX_ANSWER_BYTES:,} bytes, not read further)", request=self.request
+            )
 
 
 class _Loop:

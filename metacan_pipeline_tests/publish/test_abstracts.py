@@ -120,6 +120,48 @@ def test_an_answer_over_the_size_cap_is_a_failure_read_no_further():
     assert len(sent) == MAX_ANSWER_BYTES // 65536 + 1  # stopped at the first chunk past the cap
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_compressed_answer_that_expands_past_the_cap_stops_at_the_cap(encoding):
+    """A body of a few hundred kilobytes that decompresses to 1 GB: decoded a bounded piece at a time, so the
+    fetcher never holds much more than the cap (it held 304 MB when httpx decoded each network chunk whole)."""
+    import tracemalloc
+    import zlib
+
+    from metacan_pipeline.publish.abstracts import MAX_ANSWER_BYTES
+
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16 if encoding == "gzip" else zlib.MAX_WBITS)
+    block = b"\0" * (1 << 20)
+    bomb = b"".join(squeeze.compress(block) for _ in range(1024)) + squeeze.flush()
+    assert len(bomb) < 2 * 1024 * 1024
+    seen = []
+
+    def respond(request):
+        seen.append(request.headers["accept-encoding"])
+        return httpx.Response(200, headers={"Content-Encoding": encoding}, stream=httpx.ByteStream(bomb))
+
+    f = _fetcher(respond, max_attempts=1)
+    tracemalloc.start()
+    try:
+        got = f.fetch(["W8"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got["W8"].status == "failed" and "answer too large" in got["W8"].error and seen == ["gzip"]
+    assert peak < 4 * MAX_ANSWER_BYTES  # the cap, one piece past it and the bomb itself
+
+
+def test_a_gzip_answer_within_the_cap_is_read():
+    import gzip
+    import json
+
+    page = {"results": [{"id": "https://openalex.org/W8", "abstract_inverted_index": {"Hello": [0], "world": [1]}}]}
+    body = gzip.compress(json.dumps(page).encode())
+    answer = lambda request: httpx.Response(200, headers={"Content-Encoding": "gzip"}, stream=httpx.ByteStream(body))  # noqa: E731
+    f = _fetcher(answer)
+    got = f.fetch(["W8"])
+    assert got["W8"].status == "ok" and got["W8"].text == "Hello world"
+
+
 def test_small_batches_and_per_page_follow_batch_size(stub):
     with AbstractFetcher(stub.base_url, batch_size=7, clock=FakeClock()) as f:
         got = f.fetch(_ids_for_bulk(20))
