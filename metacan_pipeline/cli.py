@@ -88,6 +88,7 @@ def run(
         typer.echo(f"metacan run: {exc}", err=True)
         raise typer.Exit(2) from None
     instance = _instance(data)
+    interrupt_on_sigterm()
     t0 = time.monotonic()
     result = materialize_in_process(instance, resources)
     elapsed = time.monotonic() - t0
@@ -101,6 +102,16 @@ def run(
         raise typer.Exit(1)
     typer.echo(f"\nRun {result.run_id} succeeded in {elapsed:.0f}s.")
     typer.echo(summary_text(data, result.run_id))
+
+
+def interrupt_on_sigterm() -> None:
+    """Make SIGTERM (``kill``, systemd stopping a service, a CI job cancelled) stop ``metacan run`` as Ctrl-C does:
+    Dagster interrupts the running step, which keeps every label and part it stored, stops the embedded teacher
+    server, and marks the run failed. Without it Python died at once, leaving the teacher server running. The
+    handlers are Dagster's own, as its command line installs them."""
+    from dagster._utils.interrupts import setup_interrupt_handlers
+
+    setup_interrupt_handlers()
 
 
 def _print_lineage(db: Path, work_ids: list[str], as_json: bool) -> int:

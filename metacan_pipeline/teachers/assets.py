@@ -9,6 +9,8 @@ census and the sample teacher (:data:`ROLES`).
 
 import json
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -27,7 +29,36 @@ from .qualification import draw_reference_set, frontier_kappa, qualify
 from .registry import TeacherRunConfig, TeacherSpec, direct_labels_table, load_qualification, load_registry, load_roles
 from .server import EmbeddedLlamaServer
 
+#: A teacher step that fails (a server gone, a full disk) is tried again up to twice, about 5 s then 10 s later. Not as
+#: the assets' ``retry_policy``: Dagster's RetryPolicy retries an interrupted step too, so a ``metacan run`` sent
+#: SIGTERM (or Ctrl-C, or a run terminated in the UI) went on labelling after it was told to stop. The steps raise
+#: ``RetryRequested`` themselves instead (:func:`retried_unless_interrupted`), and an interrupt stops the run.
 _TEACHER_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+
+@contextmanager
+def retried_unless_interrupted(retry_number: int) -> Iterator[None]:
+    """Turn an exception of the step's body into ``RetryRequested`` as :data:`_TEACHER_RETRY` would after attempt
+    ``retry_number`` (the context's: 0 the first time) (a
+    ``dg.Failure`` with ``allow_retries=False`` is not retried); an interrupt (``KeyboardInterrupt``, Dagster's
+    ``DagsterExecutionInterruptedError``: BaseExceptions) passes through and stops the run. Labels stored before
+    either are kept: a re-run reuses them."""
+    try:
+        yield
+    except dg.Failure as failure:
+        if not failure.allow_retries:
+            raise
+        raise _retry(retry_number) from failure
+    except Exception as exc:
+        raise _retry(retry_number) from exc
+
+
+def _retry(retry_number: int) -> dg.RetryRequested:
+    return dg.RetryRequested(
+        max_retries=_TEACHER_RETRY.max_retries, seconds_to_wait=_TEACHER_RETRY.calculate_delay(retry_number + 1)
+    )
+
+
 _COVERAGE_TEXT = {
     "all": "every frame work",
     "sample": "the design-weighted sample (sample_design.in_sample, SPEC section 5)",
@@ -55,7 +86,6 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
         code_version="2",
         owners=["team:metacan"],
         deps=deps,
-        retry_policy=_TEACHER_RETRY,
         description=f"Direct labels from teacher {spec.name!r} ({spec.model} at {spec.where}, "
         f"prompt {spec.prompt_version}, {spec.view_name} view, {spec.works_per_call} works per call) on {coverage}. "
         "Stored labels are reused; works outside the sampling frame get insufficient_payload by rule without a call.",
@@ -67,28 +97,33 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
         openalex: OpenAlexFiles,
         llm_server: EmbeddedLlamaServer,
     ) -> dg.MaterializeResult:
-        run_spec = config.apply(spec)
-        works = iter_selected(storage, run_spec)  # chunk after chunk: a census of millions is never held at once
-
-        def abstracts(rows: list[dict]) -> dict[str, str | None]:
-            return load_abstracts(
-                openalex.path_of, [(w["id"], w["source_file"], w["source_locator"]) for w in rows if w["has_abstract"]]
-            )
-
-        stats = label_works(
-            storage,
-            run_spec,
-            works,
-            run_id=context.run.run_id,
-            log=context.log,
-            base_url=lambda: run_spec.base_url or llm_server.base_url(context.log),
-            abstracts=abstracts,
-            max_works=config.max_works,
-        )
         try:
-            export_labels(storage, run_spec, stats.view_hashes)
-        finally:
-            discard_view_hashes(stats.view_hashes)
+            run_spec = config.apply(spec)
+        except ValueError as exc:  # the launchpad config: not transient, fail once saying what to fix
+            raise dg.Failure(description=str(exc), allow_retries=False) from None
+        with retried_unless_interrupted(context.retry_number):
+            works = iter_selected(storage, run_spec)  # chunk after chunk: a census of millions is never held at once
+
+            def abstracts(rows: list[dict]) -> dict[str, str | None]:
+                return load_abstracts(
+                    openalex.path_of,
+                    [(w["id"], w["source_file"], w["source_locator"]) for w in rows if w["has_abstract"]],
+                )
+
+            stats = label_works(
+                storage,
+                run_spec,
+                works,
+                run_id=context.run.run_id,
+                log=context.log,
+                base_url=lambda: run_spec.base_url or llm_server.base_url(context.log),
+                abstracts=abstracts,
+                max_works=config.max_works,
+            )
+            try:
+                export_labels(storage, run_spec, stats.view_hashes)
+            finally:
+                discard_view_hashes(stats.view_hashes)
         return dg.MaterializeResult(metadata=direct_labels_metadata(run_spec, storage, stats))
 
     return _asset
@@ -221,7 +256,6 @@ def coverage_gaps(storage: MetacanStorage, spec: TeacherSpec) -> dict:
     code_version="1",
     owners=["team:metacan"],
     deps=["canadian_entities"],
-    retry_policy=_TEACHER_RETRY,
     description="Qualification of every registry teacher against the frontier reference set (frame1k: 750 works of "
     "the original frame, three frontier models, contested ones adjudicated), shown in the teacher's own view: "
     "design-weighted kappa on metaresearch against the adjudicated label, needed: [qualification] min_kappa_ratio x "
@@ -240,16 +274,17 @@ def teacher_qualification(
     except (ValueError, FileNotFoundError) as exc:
         raise dg.Failure(description=f"teacher_qualification: {exc}", allow_retries=False) from None
     results = {}
-    for spec in TEACHERS.values():
-        results[spec.name] = qualify(
-            storage,
-            spec,
-            works,
-            cfg,
-            run_id=context.run.run_id,
-            log=context.log,
-            base_url=lambda spec=spec: spec.base_url or llm_server.base_url(context.log),
-        )
+    with retried_unless_interrupted(context.retry_number):
+        for spec in TEACHERS.values():
+            results[spec.name] = qualify(
+                storage,
+                spec,
+                works,
+                cfg,
+                run_id=context.run.run_id,
+                log=context.log,
+                base_url=lambda spec=spec: spec.base_url or llm_server.base_url(context.log),
+            )
     table = (
         "| teacher | status | kappa | needed | labelled | reference positives |\n|---|---|---|---|---|---|\n"
         + "".join(

@@ -8,7 +8,6 @@ the sampling frame their rule label (:func:`store_frame_rule_labels`), send the 
 every call and outcome as it happens; :func:`export_labels` writes the teacher's current labels.
 """
 
-import asyncio
 import shutil
 import time
 import uuid
@@ -31,7 +30,7 @@ from .archive import LabelWriter, recover
 from .client import CallRecord, LabelOutcome
 from .registry import TeacherSpec, direct_labels_table
 from .rubric import Prompt, load_prompt
-from .sending import LaneStats, Progress, send_batches, structured_modes, teacher_lanes
+from .sending import LaneStats, Progress, run_interruptibly, send_batches, structured_modes, teacher_lanes
 from .store import append_rows, current_labels_sql, existing_keys, now_utc
 from .views import record_view, view_hash
 
@@ -466,7 +465,7 @@ def call_teacher(
         ]
         progress = Progress(spec.name, len(plan.to_call), stats, log)
         try:
-            stopped = asyncio.run(send_batches(lanes, batches, progress, on_outcomes, log))
+            stopped = run_interruptibly(send_batches(lanes, batches, progress, on_outcomes, log))
         finally:
             progress.close()
             stats.structured_output = structured_modes(lanes)

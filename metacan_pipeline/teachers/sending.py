@@ -34,11 +34,13 @@ no other lane is ever up).
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from tqdm import tqdm
@@ -347,6 +349,60 @@ class LaneRun:
                 )
             )
             self._notify()
+
+
+_T = TypeVar("_T")
+
+
+def run_interruptibly(coro: Coroutine[Any, Any, _T]) -> _T:
+    """``asyncio.run(coro)``, where SIGINT and SIGTERM cancel ``coro`` at its next ``await`` and are then handed to
+    the handler they had: Dagster's raises its ``DagsterExecutionInterruptedError`` (in a step) and Python's own
+    ``KeyboardInterrupt``. Raised inside the event loop instead, an interrupt that is not a ``KeyboardInterrupt`` is
+    logged and dropped by asyncio's transports ("Fatal write error on socket transport"), and the labelling went on
+    after Ctrl-C. Replies of the calls cancelled in flight are not stored (the next run sends those works again).
+    Off the main thread, where no signal handler can be set, it is ``asyncio.run``."""
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.run(coro)
+    caught: list[int] = []
+    previous: dict[int, Any] = {}
+
+    async def guarded() -> _T:
+        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+
+        def on_signal(signo: int, _frame) -> None:
+            caught.append(signo)
+            loop.call_soon_threadsafe(task.cancel)
+
+        for signo in (signal.SIGINT, signal.SIGTERM):
+            handler = signal.getsignal(signo)
+            if handler not in (signal.SIG_IGN, None):
+                previous[signo] = handler
+                signal.signal(signo, on_signal)
+        try:
+            return await coro
+        finally:
+            for signo, handler in previous.items():
+                signal.signal(signo, handler)
+
+    try:
+        result = asyncio.run(guarded())
+    except asyncio.CancelledError:
+        if not caught:
+            raise
+        _hand_on(caught[0], previous[caught[0]])
+    else:
+        if not caught:
+            return result
+        _hand_on(caught[0], previous[caught[0]])
+    raise KeyboardInterrupt  # the handler only noted the signal: the labelling stops all the same
+
+
+def _hand_on(signo: int, handler: Any) -> None:
+    """Deliver ``signo`` to ``handler`` (restored already): call it, or for the default action raise the signal."""
+    if callable(handler):
+        handler(signo, None)
+    else:
+        signal.raise_signal(signo)
 
 
 async def send_batches(

@@ -1,5 +1,20 @@
 """Tests of metacan_pipeline.teachers.assets: the direct_labels_<teacher> factory, its keys, dependencies and
-checks."""
+checks; an interrupted teacher step stops the run (no retry) and a re-run buys only what it lacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import duckdb
+import httpx
+import pytest
+
+from metacan_pipeline_tests.stub_teacher import run_stub
 
 
 def test_the_role_assets_are_the_teachers_the_registry_names_and_depend_on_the_frame_by_key():
@@ -22,3 +37,94 @@ def test_the_role_assets_are_the_teachers_the_registry_names_and_depend_on_the_f
         "direct_labels_gemma",
         "direct_labels_codex",
     }
+
+
+INTERRUPTED_RUN = """
+import json, sys
+import dagster as dg
+from metacan_pipeline.cli import interrupt_on_sigterm
+from metacan_pipeline.resources import OpenAlexFiles
+from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.teachers.assets import census_direct_labels
+from metacan_pipeline.teachers.server import EmbeddedLlamaServer
+from metacan_pipeline_tests.builders import OPENALEX, site_world
+url, data, fresh = sys.argv[1], sys.argv[2], sys.argv[3] == "fresh"
+storage = MetacanStorage(data_dir=data)
+if fresh:
+    site_world(storage, OPENALEX, n=60)
+interrupt_on_sigterm()  # as metacan run does
+print("ready", flush=True)
+result = dg.materialize(
+    [census_direct_labels],
+    resources={"storage": storage, "openalex": OpenAlexFiles(input_dirs=[str(OPENALEX)]),
+               "llm_server": EmbeddedLlamaServer(log_dir=data)},
+    run_config={"ops": {"direct_labels_gemma": {"config": {"base_url": url, "concurrency": 1, "works_per_call": 1}}}},
+    instance=dg.DagsterInstance.ephemeral(), raise_on_error=False,
+)
+print(json.dumps({"success": result.success, "events": [e.event_type_value for e in result.all_events]}), flush=True)
+"""
+
+
+def _stats(url: str) -> dict:
+    return httpx.get(url.removesuffix("/v1") + "/stats").json()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_an_interrupted_teacher_step_stops_the_run_and_a_rerun_buys_only_what_it_lacks(tmp_path, sig):
+    """Dagster's RetryPolicy retries an interrupted step: a teacher step sent SIGTERM went on labelling 5 s later.
+    Now the run stops (no STEP_UP_FOR_RETRY), keeps the labels it stored, and the next run sends the rest."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+    def run(url: str, mode: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-c", INTERRUPTED_RUN, url, str(tmp_path), mode],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    with run_stub(latency_ms=150) as (url, _):
+        child = run(url, "fresh")
+        assert child.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 120
+        while _stats(url)["calls"] < 6 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        child.send_signal(sig)
+        out, _ = child.communicate(timeout=60)
+        first = json.loads(out.strip().splitlines()[-1])
+        sent_by_first = _stats(url)["works"]
+        time.sleep(1.0)  # no retry 5 s later either: nothing more reaches the teacher
+        assert _stats(url)["works"] == sent_by_first
+        assert first["success"] is False and "STEP_UP_FOR_RETRY" not in first["events"]
+        assert "STEP_FAILURE" in first["events"] and 6 <= sent_by_first < 60
+        with duckdb.connect(str(tmp_path / "metacan.duckdb"), read_only=True) as con:
+            kept = con.execute(
+                "SELECT count(DISTINCT work_id) FROM teacher_labels WHERE status = 'labelled'"
+            ).fetchone()[0]
+        assert sent_by_first - 1 <= kept <= sent_by_first  # at most the call in flight was lost
+
+        second = run(url, "again")
+        out, _ = second.communicate(timeout=120)
+        assert json.loads(out.strip().splitlines()[-1])["success"] is True
+        assert _stats(url)["works"] - sent_by_first == 60 - kept  # only the works without a stored label
+
+
+def test_a_failing_teacher_step_is_retried_but_an_interrupt_or_a_config_failure_is_not():
+    import dagster as dg
+    from dagster._core.errors import DagsterExecutionInterruptedError
+
+    from metacan_pipeline.teachers.assets import retried_unless_interrupted
+
+    with pytest.raises(dg.RetryRequested) as retry:
+        with retried_unless_interrupted(0):
+            raise httpx.ConnectError("the teacher server went away")
+    assert retry.value.max_retries == 2 and 2.5 <= retry.value.seconds_to_wait <= 7.5  # 5 s +- jitter
+    assert isinstance(retry.value.__cause__, httpx.ConnectError)
+    for stop in (
+        DagsterExecutionInterruptedError(),
+        KeyboardInterrupt(),
+        dg.Failure("bad config", allow_retries=False),
+    ):
+        with pytest.raises(type(stop)):
+            with retried_unless_interrupted(0):
+                raise stop
