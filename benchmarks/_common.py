@@ -18,7 +18,9 @@ measures the ``metacan_pipeline`` beside it, not the one an editable install poi
   recorded before and after. A stage is one at a time: nothing else of the benchmark runs meanwhile.
 - The machine and the code: :func:`loadavg` (``os.getloadavg``, three figures), :func:`cpu_model` (``lscpu``
   "Model name"), :func:`machine` and :func:`machine_line` for the printed header; :func:`git_state` (the
-  commit measured and the pipeline files with local edits) and :func:`git_branch`.
+  commit measured and the pipeline files with local edits) and :func:`git_branch`. :func:`code_tree` unpacks the
+  pipeline of another commit (the code before a change) and :func:`use_code` makes a child import it, so one
+  benchmark run measures before and after side by side.
 - Synthetic titles (:func:`synthetic_title`): 6-18 words drawn from a fixed list of research-title words,
   the same for the page and teacher benchmarks.
 - Ratios: a figure is always against a baseline measured in the same benchmark run minutes apart, usually
@@ -268,6 +270,30 @@ def git_state() -> dict:
 
 def git_branch() -> str:
     return _git("rev-parse", "--abbrev-ref", "HEAD")
+
+
+def code_tree(rev: str, scratch: Path) -> Path:
+    """The ``metacan_pipeline`` package of commit ``rev`` of this repository (``git archive``), unpacked once under
+    ``<scratch>/code-<12 hex of the commit>``; returns that folder (pass it to a child, which calls :func:`use_code`).
+    Raises SystemExit when ``rev`` is not a commit here."""
+    commit = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    if not commit:
+        raise SystemExit(f"{rev!r} is not a commit of {REPO}")
+    folder = scratch / f"code-{commit[:12]}"
+    if not (folder / "metacan_pipeline" / "__init__.py").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", commit, "metacan_pipeline"], cwd=REPO, capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    return folder
+
+
+def use_code(folder: str | None) -> None:
+    """In a child, before anything imports ``metacan_pipeline``: import it from ``folder`` (a :func:`code_tree`)
+    instead of this checkout; None keeps this checkout."""
+    if folder:
+        sys.path.insert(0, str(folder))
 
 
 def code_label(code: dict) -> str:

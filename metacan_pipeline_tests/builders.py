@@ -682,3 +682,21 @@ def lock_audit_sample(storage: MetacanStorage, frame: list[dict], drawn: list[st
     ]
     storage.write_table("audit_sample", pa.Table.from_pylist(rows, schema=AUDIT_SAMPLE_SCHEMA))
     return protocol.protocol_id
+
+
+def audit_draw(states: list[dict], protocol) -> list[dict]:
+    """The ``audit_sample`` rows :func:`metacan_pipeline.audit.design.draw_audit_sample` draws under ``protocol`` from
+    machine-state rows (dicts of the columns of the ``machine_state`` view: id, language, has_abstract, route_key,
+    trained_on, any_consensus, any_candidate, any_near), in its order."""
+    import duckdb
+
+    from metacan_pipeline.audit.design import draw_audit_sample
+
+    with duckdb.connect() as con:
+        con.register("machine_state", pa.Table.from_pylist(states))
+        return [row for batch in draw_audit_sample(con, protocol) for row in batch.to_pylist()]
+
+
+def audit_sizes(sample: list[dict]) -> dict[str, tuple[int, int]]:
+    """``{stratum: (N_h, n_h)}`` of ``audit_sample`` rows."""
+    return {r["stratum"]: (r["stratum_size"], r["stratum_sample_size"]) for r in sample}

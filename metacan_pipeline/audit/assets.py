@@ -169,32 +169,33 @@ def audit_sample(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
                 f"warehouse holds {current[0]} on {current[1]}: materialize audit_protocol first"
             )
         sample = design.drawn_sample(storage, pid)
-        reused = sample is not None
+        reused = sample.works > 0
         if not reused:
             trained, trained_counts = design.trained_ids(con, protocol.classifier_version)
-            sample = design.draw_audit_sample(design.machine_state_rows(con, protocol, trained), protocol)
-            design.write_sample(storage, pid, sample)
-    note = design.power_note(design.stratum_sizes(sample), protocol)
-    drawn = sum(r["in_sample"] for r in sample)
+            design.machine_state_view(con, protocol, trained)
+            design.write_sample(storage, pid, design.draw_audit_sample(con, protocol))
+            sample = design.drawn_sample(storage, pid)
+    note = design.power_note(sample.sizes, protocol)
     context.log.info(
-        f"audit_sample {pid}: {len(sample)} frame works, {drawn} drawn in {len(note.strata)} strata"
+        f"audit_sample {pid}: {sample.works} frame works, {len(sample.drawn)} drawn in {len(note.strata)} strata"
         + (" (already drawn: kept)" if reused else "")
     )
     extra = {} if reused else dict(trained_counts)
     return dg.MaterializeResult(metadata=_sample_metadata(protocol, sample, note, reused, extra))
 
 
-def _sample_metadata(protocol: AuditProtocol, sample: list[dict], note: design.PowerNote, reused: bool, extra: dict):
-    drawn = [r for r in sample if r["in_sample"]]
+def _sample_metadata(
+    protocol: AuditProtocol, sample: design.DrawnSample, note: design.PowerNote, reused: bool, extra: dict
+):
     return table_metadata(
         AUDIT_SAMPLE_SCHEMA,
-        len(sample),
-        drawn,
+        sample.works,
+        sample.drawn,
         ["id", "stratum", "selection_probability", "design_weight", "trained_on"],
         protocol_id=protocol.protocol_id,
         already_drawn=reused,
-        sample_size=len(drawn),
-        trained_on_works=sum(r["trained_on"] for r in sample),
+        sample_size=len(sample.drawn),
+        trained_on_works=sample.trained_on,
         strata=dg.MetadataValue.json(note.strata),
         stratum_sizes=counts_markdown({r["stratum"]: r["N_h"] for r in note.strata}, "stratum", "N_h"),
         expected_coded_positives=round(note.expected_coded_positives, 2),

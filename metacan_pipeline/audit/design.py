@@ -18,7 +18,7 @@ check ``predictions_score_every_frame_work_once`` forbids it) counts as predicte
   ``k = round(rate x works scored)`` (``threshold_source = score_quantile``); with no positive rate it adds nothing
   to *near* (``none``). The protocol records each head's source.
 
-**Stratum rule** (:func:`stratum_of`; first match wins, so the strata partition the frame):
+**Stratum rule** (:func:`stratum_sql`, a DuckDB expression; first match wins, so the strata partition the frame):
 
 1. ``trained_on``: the work trained or calibrated the classifier under test (:func:`trained_ids`); with
    ``trained_works = "exclude"`` the stratum is ``excluded:trained_on`` instead, with ``pi = 0``, no design
@@ -36,10 +36,15 @@ of the bulk, where a proportionate draw would find few of them (per-group recall
 
 **Draw**: the SPEC section 5 rule of :mod:`metacan_pipeline.sampling.design`, reused, not restated:
 ``n_h = max(min_n, round(fraction_h * N_h))`` capped at ``N_h`` (:func:`~metacan_pipeline.sampling.design.stratum_sample_size`),
-salted-hash order within the stratum, the first ``n_h`` drawn, ``pi = n_h / N_h``, ``design_weight = 1 / pi``
-(:func:`~metacan_pipeline.sampling.design.stratum_design`). ``min_n >= 1``, so every work of the population has
+salted-hash order within the stratum (:func:`~metacan_pipeline.sampling.design.salted_hash`, ties by id), the first
+``n_h`` drawn, ``pi = n_h / N_h``, ``design_weight = 1 / pi``
+(:func:`~metacan_pipeline.sampling.design.stratum_probability`). ``min_n >= 1``, so every work of the population has
 ``pi > 0``. The salt is the protocol's (default ``metacan-audit-v1``, not the teacher sample's), so the audit draw is
 independent of the teachers' sample, and two protocols with one salt draw overlapping works from like strata.
+DuckDB assigns the strata and ranks the works by the salted hash (:func:`draw_audit_sample`, in the audit's private
+DuckDB of :func:`scratch`, spilling to disk past its memory limit): only the stratum sizes come to Python, where
+``n_h``, ``pi`` and the weight are computed per stratum, and the rows go to ``audit_sample`` as Arrow batches; the
+asset then reads back the per-stratum counts and the drawn works (:func:`drawn_sample`), never a row per frame work.
 
 **Power note** (:func:`power_note`): from the configured expected positive rate ``p_h`` of each stratum (a prior
 recorded in the protocol; a work counts as positive when it is positive on any evaluated head, which is optimistic
@@ -56,8 +61,7 @@ stratum is reported on its own line, outside the totals.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import duckdb
@@ -65,10 +69,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..sampling.design import salted_hash, stratum_design, stratum_sample_size
+from ..sampling.design import stratum_probability, stratum_sample_size
 from ..storage import MetacanStorage, sql_literal
 from ..student.roles import SAMPLE, direct_labels_key
-from ..tables.audit import AUDIT_SAMPLE_SCHEMA
+from ..tables.audit import AUDIT_PLAN_SCHEMA, AUDIT_SAMPLE_SCHEMA
 from ..vocab import BINARY_TARGETS, CATEGORIES
 from .protocol import STRATA, AuditProtocol, HeadUnderTest, StratumPlan
 
@@ -114,10 +118,15 @@ def stratum_plans(
 # --- the classifier under test --------------------------------------------------------------------------------------
 
 
+#: The memory of the audit's private DuckDB (:func:`scratch`); past it, DuckDB spills under ``warehouse/.spill-audit``.
+SCRATCH_MEMORY_LIMIT = "1GB"
+
+
 def scratch(storage: MetacanStorage, names: Iterable[str]) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with a view over each warehouse table of ``names`` that exists (no lock taken)."""
-    con = duckdb.connect()
-    con.execute("SET threads = 2")
+    """An in-memory DuckDB connection (2 threads, :data:`SCRATCH_MEMORY_LIMIT`, spilling under
+    ``warehouse/.spill-audit``) with a view over each warehouse table of ``names`` that exists (no lock taken)."""
+    spill = storage.warehouse / ".spill-audit"
+    con = duckdb.connect(config={"threads": 2, "memory_limit": SCRATCH_MEMORY_LIMIT, "temp_directory": str(spill)})
     for name in names:
         if storage.has_table(name):
             pattern = sql_literal(str(storage.table_dir(name) / "*.parquet"))
@@ -289,113 +298,138 @@ def machine_state_sql(protocol: AuditProtocol) -> str:
     )
 
 
-def machine_state_rows(con: duckdb.DuckDBPyConnection, protocol: AuditProtocol, trained: set[str]) -> list[dict]:
-    """:func:`machine_state_sql` over ``con`` with ``trained_on`` set from ``trained``."""
-    rows = con.execute(machine_state_sql(protocol)).to_arrow_table().to_pylist()
-    for r in rows:
-        r["trained_on"] = r["id"] in trained
-    return rows
+def machine_state_view(con: duckdb.DuckDBPyConnection, protocol: AuditProtocol, trained: set[str]) -> None:
+    """Create the TEMP VIEW ``machine_state`` of ``con``: :func:`machine_state_sql` with ``trained_on``, whether the
+    work is in ``trained`` (:func:`trained_ids`: the sample's works, registered as an Arrow table)."""
+    con.register("audit_trained_works", pa.table({"id": pa.array(sorted(trained), pa.string())}))
+    con.execute(
+        "CREATE OR REPLACE TEMP VIEW machine_state AS SELECT m.*, "
+        "coalesce(m.id IN (SELECT id FROM audit_trained_works), false) AS trained_on "
+        f"FROM ({machine_state_sql(protocol)}) m"
+    )
 
 
 # --- strata and the draw -----------------------------------------------------------------------------------------
 
 
-def stratum_of(row: dict, trained_works: str = "own_stratum") -> str:
-    """The stratum of one work's machine state (module docstring: the first-match order)."""
-    if row["trained_on"]:
-        return "trained_on" if trained_works == "own_stratum" else EXCLUDED_TRAINED
-    if row["any_consensus"]:
-        return "consensus"
-    if row["any_candidate"]:
-        return "candidate_only"
-    if row["any_near"]:
-        return "negative_near"
-    if row.get("language") == FRENCH:
-        return "french"
-    if not row.get("has_abstract"):
-        return "no_abstract"
-    if row.get("route_key") == ABOUT_CA_ONLY_ROUTE:
-        return "about_ca_only"
-    return "negative_far"
+def stratum_sql(trained_works: str = "own_stratum") -> str:
+    """The stratum of a work as a DuckDB expression over the columns of ``machine_state`` (module docstring: the
+    first-match order; a missing flag is false, a missing abstract flag is no abstract)."""
+    trained = "trained_on" if trained_works == "own_stratum" else EXCLUDED_TRAINED
+    return f"""CASE
+        WHEN coalesce(trained_on, false) THEN {sql_literal(trained)}
+        WHEN coalesce(any_consensus, false) THEN 'consensus'
+        WHEN coalesce(any_candidate, false) THEN 'candidate_only'
+        WHEN coalesce(any_near, false) THEN 'negative_near'
+        WHEN language = {sql_literal(FRENCH)} THEN 'french'
+        WHEN NOT coalesce(has_abstract, false) THEN 'no_abstract'
+        WHEN route_key = {sql_literal(ABOUT_CA_ONLY_ROUTE)} THEN 'about_ca_only'
+        ELSE 'negative_far' END"""
 
 
-def draw_audit_sample(rows: list[dict], protocol: AuditProtocol) -> list[dict]:
-    """``audit_sample`` rows (:data:`AUDIT_SAMPLE_SCHEMA`), one per row of ``rows`` (:func:`machine_state_rows`), in
-    stratum then hash order. Raises ValueError when an id occurs twice (the strata would not partition the frame)."""
-    strata: dict[str, list[dict]] = defaultdict(list)
-    for r in rows:
-        strata[stratum_of(r, protocol.trained_works)].append(r)
-    by_id = {r["id"]: r for r in rows}
-    if len(by_id) != len(rows):
-        raise ValueError(f"{len(rows) - len(by_id)} frame id(s) occur twice: the strata would not partition the frame")
-    out, pid = [], protocol.protocol_id
-    for stratum in [s for s in (EXCLUDED_TRAINED, *STRATA) if s in strata]:
-        ids = [r["id"] for r in strata[stratum]]
-        if stratum == EXCLUDED_TRAINED:
-            design = _excluded_design(ids, protocol.salt)
-        else:
-            plan = protocol.plan(stratum)
-            n = stratum_sample_size(len(ids), plan.fraction, plan.min_n)
-            design = stratum_design(ids, stratum, n, protocol.salt)
-        for d in design:  # the design row itself, completed in place: one dict per work
-            r = by_id[d["id"]]
-            d.update(
-                protocol_id=pid,
-                trained_on=r["trained_on"],
-                language=r.get("language"),
-                has_abstract=r.get("has_abstract"),
-                route_key=r.get("route_key"),
-            )
-            out.append(d)
-    return out
+#: Rows per Arrow batch of the drawn design (ids and short strings: a few MB).
+DRAW_BATCH_ROWS = 50_000
 
 
-def _excluded_design(ids: list[str], salt: str) -> list[dict]:
-    """The rows of the excluded trained works: outside the audited population, so pi 0, no weight, never drawn."""
-    return [
-        {
-            "id": wid,
-            "stratum": EXCLUDED_TRAINED,
-            "stratum_size": len(ids),
-            "stratum_sample_size": 0,
-            "hash_rank": rank,
-            "selection_probability": 0.0,
-            "design_weight": None,
-            "in_sample": False,
-        }
-        for rank, wid in enumerate(sorted(ids, key=lambda i: (salted_hash(i, salt), i)))
-    ]
-
-
-def stratum_sizes(sample: list[dict]) -> dict[str, tuple[int, int]]:
-    """``{stratum: (N_h, n_h)}`` of ``audit_sample`` rows."""
-    return {r["stratum"]: (r["stratum_size"], r["stratum_sample_size"]) for r in sample}
+def draw_audit_sample(
+    con: duckdb.DuckDBPyConnection, protocol: AuditProtocol, batch_rows: int = DRAW_BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """``audit_sample`` rows (:data:`AUDIT_SAMPLE_SCHEMA`) as Arrow batches, one row per row of the relation
+    ``machine_state`` of ``con`` (:func:`machine_state_view`, or any relation of its columns), in stratum then hash
+    order. DuckDB stratifies (:func:`stratum_sql`) into a TEMP table and ranks each stratum by the salted hash of
+    the id (``sha256('<salt>:<id>')``, ties by id: :func:`~metacan_pipeline.sampling.design.salted_hash`); only the
+    stratum sizes come to Python, where ``n_h``, ``pi`` and the design weight are computed per stratum. Raises
+    ValueError, before any batch, when an id occurs twice (the strata would not partition the frame) or a stratum's
+    ``n_h`` is out of range."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE audit_strata AS SELECT id, "
+        f"{stratum_sql(protocol.trained_works)} AS stratum, trained_on, language, has_abstract, route_key "
+        "FROM machine_state"
+    )
+    rows, ids = con.execute("SELECT count(*), count(DISTINCT id) FROM audit_strata").fetchone()
+    if rows != ids:
+        raise ValueError(f"{rows - ids} frame id(s) occur twice: the strata would not partition the frame")
+    sizes = dict(con.execute("SELECT stratum, count(*) FROM audit_strata GROUP BY stratum").fetchall())
+    plan = []
+    for pos, stratum in enumerate(s for s in (EXCLUDED_TRAINED, *STRATA) if s in sizes):
+        big_n = sizes[stratum]
+        if stratum == EXCLUDED_TRAINED:  # outside the audited population: pi 0, no weight, never drawn
+            plan.append({"stratum": stratum, "pos": pos, "big_n": big_n, "n": 0, "pi": 0.0, "weight": None})
+            continue
+        p = protocol.plan(stratum)
+        n = stratum_sample_size(big_n, p.fraction, p.min_n)
+        pi, weight = stratum_probability(stratum, big_n, n)
+        plan.append({"stratum": stratum, "pos": pos, "big_n": big_n, "n": n, "pi": pi, "weight": weight})
+    con.register("audit_plan", pa.Table.from_pylist(plan, schema=AUDIT_PLAN_SCHEMA))
+    reader = con.execute(
+        """SELECT $protocol_id AS protocol_id, s.id, s.stratum, p.big_n AS stratum_size, p.n AS stratum_sample_size,
+                  s.hash_rank, p.pi AS selection_probability, p.weight AS design_weight, s.hash_rank < p.n AS in_sample,
+                  coalesce(s.trained_on, false) AS trained_on, s.language, s.has_abstract, s.route_key
+           FROM (SELECT *, row_number() OVER (PARTITION BY stratum ORDER BY sha256($salt || ':' || id), id) - 1
+                           AS hash_rank
+                 FROM audit_strata) s
+           JOIN audit_plan p USING (stratum)
+           ORDER BY p.pos, s.hash_rank""",
+        {"protocol_id": protocol.protocol_id, "salt": protocol.salt},
+    ).to_arrow_reader(batch_rows)
+    for batch in reader:
+        yield batch.cast(AUDIT_SAMPLE_SCHEMA)
 
 
 # --- storage ---------------------------------------------------------------------------------------------------------
 
 
-def drawn_sample(storage: MetacanStorage, protocol_id: str) -> list[dict] | None:
-    """The stored ``audit_sample`` rows of ``protocol_id``, or None when it has not been drawn."""
+@dataclass(frozen=True)
+class DrawnSample:
+    """A stored audit sample as the asset reports it: ``works`` rows (frame works), ``sizes`` ``{stratum: (N_h,
+    n_h)}``, ``trained_on`` works, and the ``drawn`` rows (``in_sample``, in stratum then hash order)."""
+
+    works: int
+    sizes: dict[str, tuple[int, int]]
+    trained_on: int
+    drawn: list[dict]
+
+
+def drawn_sample(storage: MetacanStorage, protocol_id: str) -> DrawnSample:
+    """What ``audit_sample`` holds of ``protocol_id`` (``works`` 0 when it has not been drawn), read by DuckDB: only
+    the per-stratum counts and the drawn rows come to Python."""
     if not storage.has_table("audit_sample"):
-        return None
-    table = pq.read_table(storage.table_dir("audit_sample"), filters=[("protocol_id", "=", protocol_id)])
-    return table.to_pylist() if table.num_rows else None
+        return DrawnSample(0, {}, 0, [])
+    with scratch(storage, ["audit_sample"]) as con:
+        con.execute(
+            f"CREATE TEMP VIEW protocol_sample AS SELECT * FROM audit_sample WHERE protocol_id = {sql_literal(protocol_id)}"
+        )
+        works, trained = con.execute("SELECT count(*), count(*) FILTER (trained_on) FROM protocol_sample").fetchone()
+        sizes = con.execute(
+            "SELECT stratum, any_value(stratum_size), any_value(stratum_sample_size) FROM protocol_sample "
+            "GROUP BY stratum ORDER BY list_position($order, stratum), stratum",
+            {"order": [EXCLUDED_TRAINED, *STRATA]},
+        ).fetchall()
+        drawn = con.execute(
+            "SELECT * FROM protocol_sample WHERE in_sample ORDER BY list_position($order, stratum), stratum, hash_rank",
+            {"order": [EXCLUDED_TRAINED, *STRATA]},
+        ).to_arrow_table()
+    return DrawnSample(works, {s: (big_n, n) for s, big_n, n in sizes}, trained, drawn.to_pylist())
 
 
-def write_sample(storage: MetacanStorage, protocol_id: str, sample: list[dict]) -> int:
-    """Write ``audit_sample`` with ``sample`` as the rows of ``protocol_id`` and every other protocol's rows kept
-    (streamed, one file per stored file); returns the rows written for ``protocol_id``."""
+def write_sample(storage: MetacanStorage, protocol_id: str, batches: Iterable[pa.RecordBatch]) -> int:
+    """Write ``audit_sample`` with ``batches`` (:func:`draw_audit_sample`) as the rows of ``protocol_id`` and every
+    other protocol's rows kept (streamed, one file per stored file and per batch); returns the rows written for
+    ``protocol_id``. Nothing is replaced when ``batches`` raises."""
+    written = 0
 
     def parts():
+        nonlocal written
         if storage.has_table("audit_sample"):
             for path in sorted(storage.table_dir("audit_sample").glob("*.parquet")):
                 kept = pq.read_table(path, schema=AUDIT_SAMPLE_SCHEMA)
                 yield kept.filter(pc.not_equal(kept["protocol_id"], protocol_id))
-        yield pa.Table.from_pylist(sample, schema=AUDIT_SAMPLE_SCHEMA)
+        for batch in batches:
+            written += batch.num_rows
+            yield batch
 
     storage.write_table("audit_sample", parts(), schema=AUDIT_SAMPLE_SCHEMA)
-    return len(sample)
+    return written
 
 
 # --- the power note ----------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ TRAINED_WORKS: tuple[str, ...] = ("own_stratum", "exclude")
 #: Where a head's near/far threshold comes from: its quota threshold (a gated head), the score at the quota it
 #: would have had (a head without decisions), or nowhere (no positive rate: the head adds nothing to near).
 THRESHOLD_SOURCES: tuple[str, ...] = ("quota", "score_quantile", "none")
-#: The strata a protocol plans, in the first-match order of :func:`metacan_pipeline.audit.design.stratum_of`.
+#: The strata a protocol plans, in the first-match order of :func:`metacan_pipeline.audit.design.stratum_sql`.
 STRATA: tuple[str, ...] = (
     "trained_on",
     "consensus",

@@ -127,14 +127,22 @@ def stratum_sample_size(big_n: int, fraction: float, min_per_stratum: int) -> in
     return min(big_n, max(min_per_stratum, round(fraction * big_n)))
 
 
-def stratum_design(ids: list[str], stratum: str, n: int, salt: str) -> list[dict]:
-    """The design rows of one stratum of ``N_h = len(ids)`` works: ordered by salted hash (ties by id), the first
-    ``n`` in the sample, ``pi = n / N_h`` and ``design_weight = 1 / pi``. Raises ValueError for ``n`` outside
-    ``[1, N_h]`` (``n = 0`` would give every work of the stratum selection probability 0)."""
-    big_n = len(ids)
+def stratum_probability(stratum: str, big_n: int, n: int) -> tuple[float, float]:
+    """``(pi, design_weight)`` of the works of a stratum of ``N_h = big_n`` works of which ``n`` are drawn:
+    ``pi = n / N_h``, ``design_weight = 1 / pi``. Raises ValueError for ``n`` outside ``[1, N_h]`` (``n = 0`` would
+    give every work of the stratum selection probability 0)."""
     if not 1 <= n <= big_n:
         raise ValueError(f"stratum {stratum!r}: sample size {n} not in [1, N_h = {big_n}]: every pi must be > 0")
     pi = n / big_n
+    return pi, 1.0 / pi
+
+
+def stratum_design(ids: list[str], stratum: str, n: int, salt: str) -> list[dict]:
+    """The design rows of one stratum of ``N_h = len(ids)`` works: ordered by salted hash (ties by id), the first
+    ``n`` in the sample, ``pi`` and ``design_weight`` of :func:`stratum_probability` (which raises ValueError for
+    ``n`` outside ``[1, N_h]``)."""
+    big_n = len(ids)
+    pi, weight = stratum_probability(stratum, big_n, n)
     return [
         {
             "id": wid,
@@ -143,7 +151,7 @@ def stratum_design(ids: list[str], stratum: str, n: int, salt: str) -> list[dict
             "stratum_sample_size": n,
             "hash_rank": rank,
             "selection_probability": pi,
-            "design_weight": 1.0 / pi,
+            "design_weight": weight,
             "in_sample": rank < n,
         }
         for rank, wid in enumerate(sorted(ids, key=lambda i: (salted_hash(i, salt), i)))

@@ -30,6 +30,19 @@ PROTOCOL_RUNS_SCHEMA = pa.schema(
     ]
 )
 
+#: The audit draw's plan (``audit/design.py``, registered in its private DuckDB, never written): one row per stratum in
+#: report order (``pos``) with ``N_h``, ``n_h``, the selection probability and the design weight (NULL: excluded).
+AUDIT_PLAN_SCHEMA = pa.schema(
+    [
+        ("stratum", pa.string()),
+        ("pos", pa.int64()),
+        ("big_n", pa.int64()),
+        ("n", pa.int64()),
+        ("pi", pa.float64()),
+        ("weight", pa.float64()),
+    ]
+)
+
 #: A contract: the coding pages and the validation report read these columns by name.
 AUDIT_SAMPLE_SCHEMA = pa.schema(
     [

@@ -8,9 +8,10 @@ import pyarrow as pa
 import pytest
 
 from metacan_pipeline.audit.checks import sample_problems
-from metacan_pipeline.audit.design import draw_audit_sample, stratum_plans
+from metacan_pipeline.audit.design import stratum_plans
 from metacan_pipeline.audit.protocol import AuditProtocol, GateThresholds, HeadUnderTest
 from metacan_pipeline.tables.audit import AUDIT_SAMPLE_SCHEMA
+from metacan_pipeline_tests.builders import audit_draw
 
 HEADS = (HeadUnderTest("metaresearch", True, "passed", 0.1, 3, 0.4, "quota"),)
 
@@ -53,8 +54,8 @@ def _problems(sample, protocol, frame_ids=None) -> dict[str, int]:
 @pytest.mark.parametrize("trained_works", ["own_stratum", "exclude"])
 def test_a_drawn_sample_passes(trained_works):
     protocol = _protocol(trained_works)
-    sample = draw_audit_sample(_rows(), protocol)
-    other = draw_audit_sample(_rows()[:3], _protocol("exclude" if trained_works == "own_stratum" else "own_stratum"))
+    sample = audit_draw(_rows(), protocol)
+    other = audit_draw(_rows()[:3], _protocol("exclude" if trained_works == "own_stratum" else "own_stratum"))
     # another protocol's rows in the table are not this protocol's business
     assert _problems(sample + other, protocol) == {}
     assert len(sample_problems(_con(sample, []), protocol.protocol_id)) == 11  # every count is reported
@@ -62,7 +63,7 @@ def test_a_drawn_sample_passes(trained_works):
 
 def test_every_way_of_breaking_the_sample_is_counted():
     protocol = _protocol()
-    sample = draw_audit_sample(_rows(), protocol)
+    sample = audit_draw(_rows(), protocol)
     far = [i for i, r in enumerate(sample) if r["stratum"] == "negative_far"]
     drawn_far = next(i for i in far if sample[i]["in_sample"])
 
@@ -114,7 +115,7 @@ def test_every_way_of_breaking_the_sample_is_counted():
 
 def test_an_excluded_trained_work_must_stay_out_of_the_sample():
     protocol = _protocol("exclude")
-    sample = draw_audit_sample(_rows(), protocol)
+    sample = audit_draw(_rows(), protocol)
     drawn = [dict(r) for r in sample]
     i = next(k for k, r in enumerate(drawn) if r["stratum"] == "excluded:trained_on")
     drawn[i].update(in_sample=True, selection_probability=0.5, design_weight=2.0)

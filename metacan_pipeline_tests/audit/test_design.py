@@ -15,17 +15,15 @@ from metacan_pipeline.audit.design import (
     EXCLUDED_TRAINED,
     draw_audit_sample,
     heads_under_test,
-    machine_state_rows,
+    machine_state_view,
     power_note,
-    stratum_of,
     stratum_plans,
-    stratum_sizes,
 )
 from metacan_pipeline.audit.protocol import AuditProtocol, GateThresholds, HeadUnderTest
 from metacan_pipeline.sampling.design import salted_hash
 from metacan_pipeline.tables.student import PRED_SCHEMA, THRESHOLDS_SCHEMA
 from metacan_pipeline.vocab import BINARY_TARGETS, CATEGORIES
-from metacan_pipeline_tests.builders import prediction_row
+from metacan_pipeline_tests.builders import audit_draw, audit_sizes, prediction_row
 
 MV = "metacan-v0-hybrid-000000000000"
 
@@ -79,7 +77,7 @@ def state(wid, **kw):
     ],
 )
 def test_the_stratum_is_the_first_rule_that_matches(flags, stratum):
-    assert stratum_of(state("W1", **flags)) == stratum
+    assert [r["stratum"] for r in audit_draw([state("W1", **flags)], make_protocol())] == [stratum]
 
 
 def test_strata_partition_the_rows_and_pi_is_n_h_over_n_h_exactly():
@@ -90,9 +88,9 @@ def test_strata_partition_the_rows_and_pi_is_n_h_over_n_h_exactly():
         + [state("W30", language="fr")]  # french, N 1, 40 asked: capped at N, pi 1
     )
     protocol = make_protocol()
-    sample = draw_audit_sample(list(reversed(rows)), protocol)
+    sample = audit_draw(list(reversed(rows)), protocol)
     assert sorted(r["id"] for r in sample) == sorted(r["id"] for r in rows)  # every work once
-    assert stratum_sizes(sample) == {
+    assert audit_sizes(sample) == {
         "consensus": (5, 2),
         "candidate_only": (7, 4),
         "negative_far": (10, 3),
@@ -108,19 +106,19 @@ def test_strata_partition_the_rows_and_pi_is_n_h_over_n_h_exactly():
     far = sorted(rows[12:22], key=lambda r: salted_hash(r["id"], "salt-1"))
     assert {r["id"] for r in sample if r["stratum"] == "negative_far" and r["in_sample"]} == {r["id"] for r in far[:3]}
     assert [by[r["id"]]["hash_rank"] for r in far] == list(range(10))
-    other = draw_audit_sample(rows, dataclasses.replace(protocol, salt="salt-2"))
+    other = audit_draw(rows, dataclasses.replace(protocol, salt="salt-2"))
     assert {r["id"] for r in other if r["in_sample"]} != {r["id"] for r in sample if r["in_sample"]}
     with pytest.raises(ValueError, match="occur twice"):
-        draw_audit_sample(rows + rows[:1], protocol)
+        audit_draw(rows + rows[:1], protocol)
 
 
 def test_trained_works_have_their_own_stratum_or_are_excluded_with_pi_zero():
     rows = [state("W1", trained_on=True, any_consensus=True), state("W2", trained_on=True), state("W3")]
-    own = {r["id"]: r for r in draw_audit_sample(rows, make_protocol())}
+    own = {r["id"]: r for r in audit_draw(rows, make_protocol())}
     assert own["W1"]["stratum"] == own["W2"]["stratum"] == "trained_on" and own["W1"]["trained_on"]
     assert own["W1"]["stratum_sample_size"] == 1 and own["W1"]["selection_probability"] == 0.5
     assert own["W3"]["stratum"] == "negative_far" and not own["W3"]["trained_on"]
-    excluded = {r["id"]: r for r in draw_audit_sample(rows, make_protocol(trained_works="exclude"))}
+    excluded = {r["id"]: r for r in audit_draw(rows, make_protocol(trained_works="exclude"))}
     for wid in ("W1", "W2"):
         r = excluded[wid]
         assert r["stratum"] == EXCLUDED_TRAINED and (r["stratum_size"], r["stratum_sample_size"]) == (2, 0)
@@ -197,7 +195,8 @@ def test_machine_state_gated_heads_use_their_quota_ungated_heads_the_score_at_th
     )
     assert len(notes) == 2 and "k = 2, threshold 0.6" in notes[0] and "adds nothing to negative_near" in notes[1]
     protocol = make_protocol(heads=heads)
-    rows = {r["id"]: r for r in machine_state_rows(con, protocol, trained={"W8"})}
+    machine_state_view(con, protocol, trained={"W8"})
+    rows = {r["id"]: r for r in con.execute("SELECT * FROM machine_state").to_arrow_table().to_pylist()}
     flags = {wid: (r["any_consensus"], r["any_candidate"], r["any_near"], r["trained_on"]) for wid, r in rows.items()}
     assert flags == {
         "W1": (True, True, True, False),
@@ -211,7 +210,7 @@ def test_machine_state_gated_heads_use_their_quota_ungated_heads_the_score_at_th
         "W99": (False, False, False, False),
     }
     assert not rows["W99"]["predicted"] and all(r["predicted"] for w, r in rows.items() if w != "W99")
-    strata = {r["id"]: r["stratum"] for r in draw_audit_sample(list(rows.values()), protocol)}
+    strata = {r["id"]: r["stratum"] for batch in draw_audit_sample(con, protocol) for r in batch.to_pylist()}
     assert strata == {
         "W1": "consensus",
         "W2": "candidate_only",
@@ -220,7 +219,8 @@ def test_machine_state_gated_heads_use_their_quota_ungated_heads_the_score_at_th
         "W8": "trained_on",
         "W99": "negative_far",
     }
-    narrow = machine_state_rows(con, make_protocol(heads=heads, near_band=0.1), set())
+    machine_state_view(con, make_protocol(heads=heads, near_band=0.1), set())
+    narrow = con.execute("SELECT * FROM machine_state").to_arrow_table().to_pylist()
     assert {r["id"] for r in narrow if r["any_near"]} == {
         "W1",
         "W4",
@@ -277,7 +277,7 @@ def test_the_default_design_oversamples_the_boundary_and_keeps_a_power_note_agai
         + [state(f"F{i}") for i in range(20_000)]
     )
     protocol = make_protocol(strata=DEFAULT_PLANS)
-    sizes = stratum_sizes(draw_audit_sample(rows, protocol))
+    sizes = audit_sizes(audit_draw(rows, protocol))
     assert sizes == {
         "consensus": (500, 120),
         "candidate_only": (3000, 150),
@@ -295,3 +295,150 @@ def test_the_default_design_oversamples_the_boundary_and_keeps_a_power_note_agai
     assert note.recall == pytest.approx(400 / true_pos)
     rec_den = 500**2 * 0.8 / 120 + 3000**2 * 0.4 / 150 + 4000**2 * 0.1 / 200 + 20_000**2 * 0.005 / 100
     assert note.recall_n_eff == pytest.approx(true_pos**2 / rec_den)
+
+
+# ---- the draw in DuckDB against the draw over Python rows (issue 17) --------------------------------------------
+
+
+def _reference_draw(con, protocol, trained: set[str]) -> list[dict]:
+    """The audit sample as ``audit_sample`` drew it before issue 17's fix (the code of that version, kept here as the
+    reference): one Python dict per frame work (:func:`machine_state_sql` over the frame), the first-match stratum
+    in Python, and :func:`~metacan_pipeline.sampling.design.stratum_design` over each stratum's ids."""
+    from collections import defaultdict
+
+    from metacan_pipeline.audit.design import ABOUT_CA_ONLY_ROUTE, FRENCH, machine_state_sql
+    from metacan_pipeline.audit.protocol import STRATA
+    from metacan_pipeline.sampling.design import stratum_design, stratum_sample_size
+
+    def stratum_of(row, trained_works):
+        if row["trained_on"]:
+            return "trained_on" if trained_works == "own_stratum" else EXCLUDED_TRAINED
+        if row["any_consensus"]:
+            return "consensus"
+        if row["any_candidate"]:
+            return "candidate_only"
+        if row["any_near"]:
+            return "negative_near"
+        if row.get("language") == FRENCH:
+            return "french"
+        if not row.get("has_abstract"):
+            return "no_abstract"
+        if row.get("route_key") == ABOUT_CA_ONLY_ROUTE:
+            return "about_ca_only"
+        return "negative_far"
+
+    rows = con.execute(machine_state_sql(protocol)).to_arrow_table().to_pylist()
+    for r in rows:
+        r["trained_on"] = r["id"] in trained
+    strata = defaultdict(list)
+    for r in rows:
+        strata[stratum_of(r, protocol.trained_works)].append(r)
+    by_id = {r["id"]: r for r in rows}
+    if len(by_id) != len(rows):
+        raise ValueError(f"{len(rows) - len(by_id)} frame id(s) occur twice: the strata would not partition the frame")
+    out = []
+    for stratum in [s for s in (EXCLUDED_TRAINED, *STRATA) if s in strata]:
+        ids = [r["id"] for r in strata[stratum]]
+        if stratum == EXCLUDED_TRAINED:
+            ranked = sorted(ids, key=lambda i: (salted_hash(i, protocol.salt), i))
+            design = [
+                {"id": wid, "stratum": stratum, "stratum_size": len(ids), "stratum_sample_size": 0, "hash_rank": rank,
+                 "selection_probability": 0.0, "design_weight": None, "in_sample": False}
+                for rank, wid in enumerate(ranked)
+            ]  # fmt: skip
+        else:
+            plan = protocol.plan(stratum)
+            design = stratum_design(
+                ids, stratum, stratum_sample_size(len(ids), plan.fraction, plan.min_n), protocol.salt
+            )
+        for d in design:
+            r = by_id[d["id"]]
+            d.update(
+                protocol_id=protocol.protocol_id,
+                trained_on=r["trained_on"],
+                language=r.get("language"),
+                has_abstract=r.get("has_abstract"),
+                route_key=r.get("route_key"),
+            )
+            out.append(d)
+    return out
+
+
+def _audit_world(storage, n: int = 6000) -> set[str]:
+    """A frame of ``n`` works (French one in 9, no abstract one in 5, the about_ca route alone one in 13, a language
+    missing one in 50, the last 20 without a prediction) and predictions drawn from a fixed seed: metaresearch scores
+    against its quota threshold 0.6 (consensus above it), open_science scores without decisions (a candidate from
+    the census teacher one in 40), about_ca_topic scores; the thresholds of a gated metaresearch head, an ungated
+    open_science head with a positive rate and an about_ca_topic head without one. Returns the trained works (80 of
+    the frame, 5 outside it)."""
+    import random
+
+    rng = random.Random(23)
+    ids = [f"W{3_000_000 + i}" for i in range(n)]
+    storage.write_table(
+        "frame",
+        pa.table(
+            {
+                "id": ids,
+                "language": [None if i % 50 == 7 else "fr" if i % 9 == 0 else "en" for i in range(n)],
+                "has_abstract": [i % 5 != 0 for i in range(n)],
+                "route_key": ["about_ca" if i % 13 == 0 else "ca_aff" for i in range(n)],
+                "frame_build_id": ["frame-b"] * n,
+            }
+        ),
+    )
+    preds = []
+    for wid in ids[:-20]:
+        meta, open_sci = rng.betavariate(1, 6), rng.betavariate(1, 4)
+        p = _pred(
+            wid,
+            meta=meta,
+            open_sci=open_sci,
+            topic=rng.random(),
+            consensus=["metaresearch"] if meta >= 0.6 else [],
+            candidate=(["metaresearch"] if meta >= 0.6 else []) + (["open_science"] if rng.random() < 0.025 else []),
+        )
+        preds.append(p)
+    storage.write_table("predictions", pa.Table.from_pylist(preds, schema=PRED_SCHEMA))
+    thresholds = [
+        {"model_version": MV, "target": t, "gate_passed": False, "gate_reason": "codex positives 3 < 20",
+         "rate": 0.0, "n": len(preds)}
+        for t in BINARY_TARGETS if t not in ("metaresearch", "open_science")
+    ] + [
+        {"model_version": MV, "target": "metaresearch", "gate_passed": True, "gate_reason": "passed", "rate": 0.02,
+         "n": len(preds), "k": 120, "threshold": 0.6, "boundary_id": ids[0]},
+        {"model_version": MV, "target": "open_science", "gate_passed": False, "gate_reason": "codex positives 3 < 20",
+         "rate": 0.05, "n": len(preds)},
+    ]  # fmt: skip
+    storage.write_table("prediction_thresholds", pa.Table.from_pylist(thresholds, schema=THRESHOLDS_SCHEMA))
+    return set(rng.sample(ids, 80)) | {f"W{9_000_000 + i}" for i in range(5)}
+
+
+@pytest.mark.parametrize("trained_works", ["own_stratum", "exclude"])
+def test_the_draw_in_duckdb_is_the_draw_over_python_rows(tmp_path, trained_works):
+    """``machine_state_view`` + ``draw_audit_sample`` (strata, ranks and the draw in DuckDB) against the code before
+    it on a 6,000-work frame read from Parquet as the asset reads it: the same rows in the same order (stratum, then
+    hash rank), every value equal, the floats to the last bit (pi and the design weight are computed in Python per
+    stratum as before); and both refuse a frame that holds an id twice."""
+    from metacan_pipeline.audit.design import scratch
+    from metacan_pipeline.storage import MetacanStorage
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    trained = _audit_world(storage)
+    with scratch(storage, ["frame", "predictions", "prediction_thresholds"]) as con:
+        heads, _ = heads_under_test(con, MV, ["metaresearch", "open_science", "about_ca_topic"])
+        plans = stratum_plans({"negative_far": 0.01, "no_abstract": 0.2}, {"french": 30}, {})
+        protocol = make_protocol(heads=heads, strata=plans, trained_works=trained_works, salt="metacan-audit-v1")
+        expected = _reference_draw(con, protocol, trained)
+        machine_state_view(con, protocol, trained)
+        got = [r for batch in draw_audit_sample(con, protocol, batch_rows=1000) for r in batch.to_pylist()]
+    assert len(got) == len(expected) == 6000
+    assert got == expected
+    sizes = audit_sizes(got)
+    assert len(sizes) == 8 and all(0 < n < big_n for s, (big_n, n) in sizes.items() if s in ("negative_far", "french"))
+    assert sum(r["in_sample"] for r in got) == sum(n for n in (v[1] for v in sizes.values()))
+    with duckdb.connect() as con:
+        twice = pa.Table.from_pylist([state("W1"), state("W2"), state("W1", any_near=True)])
+        con.register("machine_state", twice)
+        with pytest.raises(ValueError, match="1 frame id\\(s\\) occur twice"):
+            next(draw_audit_sample(con, protocol))
