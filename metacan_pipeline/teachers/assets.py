@@ -29,7 +29,7 @@ from .qualification import draw_reference_set, frontier_kappa, qualify
 from .registry import TeacherRunConfig, TeacherSpec, direct_labels_table, load_qualification, load_registry, load_roles
 from .server import EmbeddedLlamaServer
 
-#: A teacher step that fails (a server gone, a full disk) is tried again up to twice, about 5 s then 10 s later. Not as
+#: A teacher step that fails (a server gone, a full disk) is tried again up to twice, 0-10 s then 10-20 s later. Not as
 #: the assets' ``retry_policy``: Dagster's RetryPolicy retries an interrupted step too, so a ``metacan run`` sent
 #: SIGTERM (or Ctrl-C, or a run terminated in the UI) went on labelling after it was told to stop. The steps raise
 #: ``RetryRequested`` themselves instead (:func:`retried_unless_interrupted`), and an interrupt stops the run.

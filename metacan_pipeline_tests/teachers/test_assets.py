@@ -96,7 +96,7 @@ def test_an_interrupted_teacher_step_stops_the_run_and_a_rerun_buys_only_what_it
         time.sleep(1.0)  # no retry 5 s later either: nothing more reaches the teacher
         assert _stats(url)["works"] == sent_by_first
         assert first["success"] is False and "STEP_UP_FOR_RETRY" not in first["events"]
-        assert "STEP_FAILURE" in first["events"] and 6 <= sent_by_first < 60
+        assert "STEP_FAILURE" in first["events"] and 5 <= sent_by_first < 60  # the 6th call was in flight
         with duckdb.connect(str(tmp_path / "metacan.duckdb"), read_only=True) as con:
             kept = con.execute(
                 "SELECT count(DISTINCT work_id) FROM teacher_labels WHERE status = 'labelled'"
@@ -118,8 +118,12 @@ def test_a_failing_teacher_step_is_retried_but_an_interrupt_or_a_config_failure_
     with pytest.raises(dg.RetryRequested) as retry:
         with retried_unless_interrupted(0):
             raise httpx.ConnectError("the teacher server went away")
-    assert retry.value.max_retries == 2 and 2.5 <= retry.value.seconds_to_wait <= 7.5  # 5 s +- jitter
+    assert retry.value.max_retries == 2 and 0 <= retry.value.seconds_to_wait <= 10  # 5 s +- 5 s of jitter
     assert isinstance(retry.value.__cause__, httpx.ConnectError)
+    with pytest.raises(dg.RetryRequested) as retry:
+        with retried_unless_interrupted(1):
+            raise OSError("disk full")
+    assert 10 <= retry.value.seconds_to_wait <= 20  # the second retry: (2^2 - 1) x 5 s +- 5 s
     for stop in (
         DagsterExecutionInterruptedError(),
         KeyboardInterrupt(),
