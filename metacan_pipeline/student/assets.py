@@ -284,7 +284,6 @@ def machine_scores(
         proposals_markdown,
         propose_for_round,
         record_round,
-        round_history,
         rounds_markdown,
         status_for,
         store_holdout_scores,
@@ -296,8 +295,8 @@ def machine_scores(
     round_no, new_round = next_round(storage, signature)
     bundle = fit_arms(inputs.train, {wid: info["text"] for wid, info in inputs.frame_info.items()})
     if new_round:
-        store_holdout_scores(storage, bundle, inputs.holdout, round_no)
-    gate = maturity_gate(round_history(storage), inputs.holdout_labels())
+        store_holdout_scores(storage, bundle, round_no)
+    gate = maturity_gate(storage, inputs.holdout_labels())
     status, note = status_for(gate, round_no)
     batches = machine_batches(storage, bundle, status, note, round_no, gate.passed, context.log)
     n = storage.write_table("machine_scores", batches, schema=MACHINE_SCHEMA)
