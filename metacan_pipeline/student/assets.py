@@ -128,7 +128,7 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     inputs, newly = load_training_inputs(storage, context.run.run_id)
     if newly:
         context.log.info(
-            f"holdout frozen now: {len(inputs.holdout)} frame works of held-out venues ({HOLDOUT_VERSION})"
+            f"holdout frozen now: {inputs.holdout_works} frame works of held-out venues ({HOLDOUT_VERSION})"
         )
     bundle, reused = train_or_load(storage, inputs, config.features, context.run.run_id)
     if reused:
@@ -143,12 +143,12 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     n_ids = {t: len(ids) for t, ids in bundle.training_ids.items()}
     context.log.info(
         f"student_heads {bundle.model_version} ({'reused' if reused else 'trained'}, {bundle.feature_kind}): "
-        f"{n_ids[CENSUS]} {CENSUS} / {n_ids[SAMPLE]} {SAMPLE} training labels, {len(inputs.holdout)} frozen holdout "
+        f"{n_ids[CENSUS]} {CENSUS} / {n_ids[SAMPLE]} {SAMPLE} training labels, {inputs.holdout_works} frozen holdout "
         f"works; {len(gated)} of {len(bundle.gates)} codex heads pass the support gate ({gated or 'none'}): "
         "the others carry scores, no decision"
     )
     yield dg.MaterializeResult(
-        asset_key="student_heads", metadata=_heads_metadata(storage, bundle, reused, rows, len(inputs.holdout), pngs)
+        asset_key="student_heads", metadata=_heads_metadata(storage, bundle, reused, rows, inputs.holdout_works, pngs)
     )
     yield dg.MaterializeResult(
         asset_key="student_training_set",
@@ -318,7 +318,7 @@ def machine_scores(
             "validation_status": status,
             "maturity_gate_passed": gate.passed,
             "maturity_gate_reason": gate.reason,
-            "frozen_holdout_works": len(inputs.holdout),
+            "frozen_holdout_works": inputs.holdout_works,
             "arms": dg.MetadataValue.json({a: bundle.heads[a][TARGET].status_ for a in ARMS}),
             "gate_series": dg.MetadataValue.json(gate.series),
             "rounds": dg.MetadataValue.md(rounds_markdown(storage)),

@@ -9,7 +9,7 @@ idle re-runs would "pass" the gate by not moving).
 
 Per round, on the frozen holdout (:mod:`.holdout`), the arms' scores are stored
 (``machine_round_scores``) so that every later round compares all rounds on the same works and the
-same, current labels. The holdout's scores never become Python objects (issue 17: at 4.3 million
+same, current labels. Neither the holdout nor its scores become Python objects (issue 17: at 4.3 million
 frame works the holdout holds hundreds of thousands of works): the holdout is scored in record batches
 (:func:`store_holdout_scores`), and the gate reads the stored scores one round (and the round before it) of
 one arm at a time as numpy arrays (:func:`maturity_gate`). The *maturity gate* passes when, for every arm:
@@ -56,7 +56,7 @@ from ..tables.student import MACHINE_SCHEMA, ROUND_SCORES_SCHEMA
 from ..vocab import ACTIVE_LEARNING_BATCH, SCORE_ONLY_IMMATURE, SCORE_ONLY_MATURE
 from .features import STUDENT_FIELDS, make_features, transform
 from .heads import BinaryHead
-from .holdout import freeze_holdout
+from .holdout import freeze_holdout, frozen_among
 from .models import Scorer
 from .roles import CENSUS, SAMPLE, STUDENT_TEACHERS, direct_labels_key
 from .scoring import BATCH_SIZE, score_batches, score_column, scratch_connection, student_texts
@@ -115,17 +115,23 @@ def fit_arms(train: dict[str, list[dict]], texts: dict[str, str]) -> Scorer:
 @dataclass(frozen=True)
 class ArmInputs:
     """What one round reads: every arm's teacher-call labels, the frame rows of the labelled works, the
-    frozen holdout and the arms' training labels (outside the holdout)."""
+    labelled works of the frozen holdout, the holdout's size and the arms' training labels (outside the holdout)."""
 
     labels: dict[str, list[dict]]
     frame_info: dict[str, dict]
-    holdout: set[str]
+    labelled_holdout: set[str]
+    holdout_works: int
     train: dict[str, list[dict]]
 
     def holdout_labels(self) -> pa.Table:
         """The arm teachers' current labels of the frozen holdout's works: one row per arm and labelled holdout
         work, columns ``arm``, ``work_id`` and ``positive`` (0/1, the label asserts :data:`TARGET`)."""
-        rows = [(a, r["work_id"], _is_target(r)) for a in ARMS for r in self.labels[a] if r["work_id"] in self.holdout]
+        rows = [
+            (a, r["work_id"], _is_target(r))
+            for a in ARMS
+            for r in self.labels[a]
+            if r["work_id"] in self.labelled_holdout
+        ]
         return pa.table(
             {
                 "arm": pa.array([r[0] for r in rows], pa.string()),
@@ -139,10 +145,12 @@ def load_arm_inputs(storage: MetacanStorage, run_id: str) -> ArmInputs:
     """:class:`ArmInputs` from the warehouse (freezing the holdout on the first student run). The census teacher's
     arm reads at most :data:`~.training.CENSUS_LABELS_MAX` of its labels, the subsample ``student_heads`` reads."""
     labels = {a: teacher_call_labels(storage, a, CENSUS_LABELS_MAX if a == CENSUS else None) for a in ARMS}
-    frame_info = frame_rows_for(storage, {r["work_id"] for a in ARMS for r in labels[a]})
-    holdout, _ = freeze_holdout(storage, frame_venues(storage), run_id)
-    train = {a: outside_holdout(labels[a], holdout, frame_info) for a in ARMS}
-    return ArmInputs(labels, frame_info, holdout, train)
+    labelled = {r["work_id"] for a in ARMS for r in labels[a]}
+    frame_info = frame_rows_for(storage, labelled)
+    holdout_works, _ = freeze_holdout(storage, frame_venues(storage), run_id)
+    held = frozen_among(storage, labelled)
+    train = {a: outside_holdout(labels[a], held, frame_info) for a in ARMS}
+    return ArmInputs(labels, frame_info, held, holdout_works, train)
 
 
 def next_round(storage: MetacanStorage, signature: str) -> tuple[int, bool]:
