@@ -128,7 +128,7 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     inputs, newly = load_training_inputs(storage, context.run.run_id)
     if newly:
         context.log.info(
-            f"holdout frozen now: {len(inputs.holdout)} frame works of held-out venues ({HOLDOUT_VERSION})"
+            f"holdout frozen now: {inputs.holdout_works} frame works of held-out venues ({HOLDOUT_VERSION})"
         )
     bundle, reused = train_or_load(storage, inputs, config.features, context.run.run_id)
     if reused:
@@ -143,12 +143,12 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     n_ids = {t: len(ids) for t, ids in bundle.training_ids.items()}
     context.log.info(
         f"student_heads {bundle.model_version} ({'reused' if reused else 'trained'}, {bundle.feature_kind}): "
-        f"{n_ids[CENSUS]} {CENSUS} / {n_ids[SAMPLE]} {SAMPLE} training labels, {len(inputs.holdout)} frozen holdout "
+        f"{n_ids[CENSUS]} {CENSUS} / {n_ids[SAMPLE]} {SAMPLE} training labels, {inputs.holdout_works} frozen holdout "
         f"works; {len(gated)} of {len(bundle.gates)} codex heads pass the support gate ({gated or 'none'}): "
         "the others carry scores, no decision"
     )
     yield dg.MaterializeResult(
-        asset_key="student_heads", metadata=_heads_metadata(storage, bundle, reused, rows, len(inputs.holdout), pngs)
+        asset_key="student_heads", metadata=_heads_metadata(storage, bundle, reused, rows, inputs.holdout_works, pngs)
     )
     yield dg.MaterializeResult(
         asset_key="student_training_set",
@@ -284,7 +284,6 @@ def machine_scores(
         proposals_markdown,
         propose_for_round,
         record_round,
-        round_history,
         rounds_markdown,
         status_for,
         store_holdout_scores,
@@ -296,8 +295,8 @@ def machine_scores(
     round_no, new_round = next_round(storage, signature)
     bundle = fit_arms(inputs.train, {wid: info["text"] for wid, info in inputs.frame_info.items()})
     if new_round:
-        store_holdout_scores(storage, bundle, inputs.holdout, round_no)
-    gate = maturity_gate(round_history(storage), inputs.holdout_labels())
+        store_holdout_scores(storage, bundle, round_no)
+    gate = maturity_gate(storage, inputs.holdout_labels())
     status, note = status_for(gate, round_no)
     batches = machine_batches(storage, bundle, status, note, round_no, gate.passed, context.log)
     n = storage.write_table("machine_scores", batches, schema=MACHINE_SCHEMA)
@@ -319,7 +318,7 @@ def machine_scores(
             "validation_status": status,
             "maturity_gate_passed": gate.passed,
             "maturity_gate_reason": gate.reason,
-            "frozen_holdout_works": len(inputs.holdout),
+            "frozen_holdout_works": inputs.holdout_works,
             "arms": dg.MetadataValue.json({a: bundle.heads[a][TARGET].status_ for a in ARMS}),
             "gate_series": dg.MetadataValue.json(gate.series),
             "rounds": dg.MetadataValue.md(rounds_markdown(storage)),

@@ -177,7 +177,7 @@ def holdout_metric_rows(bundle: StudentBundle, inputs: TrainingInputs) -> tuple[
     rows, curves = [], {t: {} for t in STUDENT_TEACHERS}
     for teacher in STUDENT_TEACHERS:
         labels = inputs.labels[teacher]
-        ev = [r for r in labels if r["work_id"] in inputs.holdout]
+        ev = [r for r in labels if r["work_id"] in inputs.labelled_holdout]
         X = bundle.vectorizer.transform([inputs.texts[r["work_id"]] for r in ev]) if ev else None
         w_ev, w_all = inputs.row_weights(teacher, ev), inputs.row_weights(teacher, labels)
         for target in (*BINARY_TARGETS, *CATEGORICAL_TARGETS):

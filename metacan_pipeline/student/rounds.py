@@ -9,12 +9,16 @@ idle re-runs would "pass" the gate by not moving).
 
 Per round, on the frozen holdout (:mod:`.holdout`), the arms' scores are stored
 (``machine_round_scores``) so that every later round compares all rounds on the same works and the
-same, current labels. The *maturity gate* passes when, for every arm:
+same, current labels. Neither the holdout nor its scores become Python objects (issue 17: at 4.3 million
+frame works the holdout holds hundreds of thousands of works): the holdout is scored in record batches
+(:func:`store_holdout_scores`), and the gate reads the stored scores one round (and the round before it) of
+one arm at a time as numpy arrays (:func:`maturity_gate`). The *maturity gate* passes when, for every arm:
 
 - relative AP gain over the last 5 rounds, (AP_r - AP_{r-4}) / AP_{r-4}, is below 2% (AP of each round's
   holdout scores against the arm teacher's current holdout labels; needs 5 rounds and both classes);
 - churn of the positive set between consecutive rounds is below 0.05 for 3 rounds running (positive
-  set = the top k holdout works by score, k = round(teacher's positive rate on the holdout x holdout size);
+  set = the top k holdout works by score, ties by work id, k = round(teacher's positive rate on the holdout
+  x works both rounds scored);
   churn = |P_r symmetric-difference P_{r-1}| / |P_r union P_{r-1}|);
 - Spearman rho of consecutive rounds' holdout scores is above 0.98 for 3 rounds running.
 
@@ -35,23 +39,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from scipy.stats import spearmanr
 from sklearn.metrics import average_precision_score
 
 from ..storage import MetacanStorage, sql_literal
-from ..tables.student import MACHINE_SCHEMA
+from ..tables.student import MACHINE_SCHEMA, ROUND_SCORES_SCHEMA
 from ..vocab import ACTIVE_LEARNING_BATCH, SCORE_ONLY_IMMATURE, SCORE_ONLY_MATURE
-from .features import make_features, transform
+from .features import STUDENT_FIELDS, make_features, transform
 from .heads import BinaryHead
-from .holdout import freeze_holdout
+from .holdout import freeze_holdout, frozen_among
 from .models import Scorer
 from .roles import CENSUS, SAMPLE, STUDENT_TEACHERS, direct_labels_key
-from .scoring import score_batches, score_column
+from .scoring import BATCH_SIZE, score_batches, score_column, scratch_connection, student_texts
 from .training import CENSUS_LABELS_MAX, frame_rows_for, frame_venues, outside_holdout, teacher_call_labels
 
 #: One arm per student teacher, sample teacher first (:data:`~.roles.STUDENT_TEACHERS`).
@@ -107,26 +115,42 @@ def fit_arms(train: dict[str, list[dict]], texts: dict[str, str]) -> Scorer:
 @dataclass(frozen=True)
 class ArmInputs:
     """What one round reads: every arm's teacher-call labels, the frame rows of the labelled works, the
-    frozen holdout and the arms' training labels (outside the holdout)."""
+    labelled works of the frozen holdout, the holdout's size and the arms' training labels (outside the holdout)."""
 
     labels: dict[str, list[dict]]
     frame_info: dict[str, dict]
-    holdout: set[str]
+    labelled_holdout: set[str]
+    holdout_works: int
     train: dict[str, list[dict]]
 
-    def holdout_labels(self) -> dict[str, dict[str, int]]:
-        """``{arm: {work id: 0/1}}``: the arm teacher's current labels of the frozen holdout's works."""
-        return {a: {r["work_id"]: _is_target(r) for r in self.labels[a] if r["work_id"] in self.holdout} for a in ARMS}
+    def holdout_labels(self) -> pa.Table:
+        """The arm teachers' current labels of the frozen holdout's works: one row per arm and labelled holdout
+        work, columns ``arm``, ``work_id`` and ``positive`` (0/1, the label asserts :data:`TARGET`)."""
+        rows = [
+            (a, r["work_id"], _is_target(r))
+            for a in ARMS
+            for r in self.labels[a]
+            if r["work_id"] in self.labelled_holdout
+        ]
+        return pa.table(
+            {
+                "arm": pa.array([r[0] for r in rows], pa.string()),
+                "work_id": pa.array([r[1] for r in rows], pa.string()),
+                "positive": pa.array([r[2] for r in rows], pa.int8()),
+            }
+        )
 
 
 def load_arm_inputs(storage: MetacanStorage, run_id: str) -> ArmInputs:
     """:class:`ArmInputs` from the warehouse (freezing the holdout on the first student run). The census teacher's
     arm reads at most :data:`~.training.CENSUS_LABELS_MAX` of its labels, the subsample ``student_heads`` reads."""
     labels = {a: teacher_call_labels(storage, a, CENSUS_LABELS_MAX if a == CENSUS else None) for a in ARMS}
-    frame_info = frame_rows_for(storage, {r["work_id"] for a in ARMS for r in labels[a]})
-    holdout, _ = freeze_holdout(storage, frame_venues(storage), run_id)
-    train = {a: outside_holdout(labels[a], holdout, frame_info) for a in ARMS}
-    return ArmInputs(labels, frame_info, holdout, train)
+    labelled = {r["work_id"] for a in ARMS for r in labels[a]}
+    frame_info = frame_rows_for(storage, labelled)
+    holdout_works, _ = freeze_holdout(storage, frame_venues(storage), run_id)
+    held = frozen_among(storage, labelled)
+    train = {a: outside_holdout(labels[a], held, frame_info) for a in ARMS}
+    return ArmInputs(labels, frame_info, held, holdout_works, train)
 
 
 def next_round(storage: MetacanStorage, signature: str) -> tuple[int, bool]:
@@ -140,22 +164,56 @@ def next_round(storage: MetacanStorage, signature: str) -> tuple[int, bool]:
     return (last[0] + 1, True) if last[1] != signature else (last[0], False)
 
 
-def store_holdout_scores(storage: MetacanStorage, bundle: Scorer, holdout: set[str], round_no: int) -> int:
-    """Write every arm's scores of the frozen holdout's works for ``round_no`` (``machine_round_scores``,
-    replacing the round's earlier rows); returns the rows written."""
-    hold_info = frame_rows_for(storage, holdout)
-    hold_ids = sorted(hold_info)
-    X = bundle.vectorizer.transform([hold_info[w]["text"] for w in hold_ids]) if hold_ids else None
-    rows = [
-        (round_no, a, w, float(s))
-        for a in ARMS
-        for w, s in zip(hold_ids, bundle.heads[a][TARGET].score_samples(X) if hold_ids else [], strict=False)
-    ]
-    with storage.connect() as con:
-        con.execute("DELETE FROM machine_round_scores WHERE round = ?", [round_no])
-        if rows:
-            con.executemany("INSERT INTO machine_round_scores VALUES (?, ?, ?, ?)", rows)
-    return len(rows)
+def store_holdout_scores(storage: MetacanStorage, bundle: Scorer, round_no: int, batch_size: int = BATCH_SIZE) -> int:
+    """Write every arm's scores of the frozen holdout's frame works for ``round_no`` (``machine_round_scores``,
+    replacing the round's earlier rows in one transaction); returns the rows written.
+
+    In record batches of ``batch_size`` works, as :func:`~.scoring.score_batches` scores the frame: the holdout's
+    ids are copied from the catalog to a Parquet file (the catalog lock held for the copy only), semi-joined with
+    the frame's files in a scratch DuckDB, and each batch's texts are vectorised and scored by every arm into a
+    Parquet file; DuckDB then moves those files into the table.
+    """
+    scratch = storage.warehouse / ".spill-holdout-scores"
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+        ids_file = sql_literal(str(Path(tmp) / "holdout_ids.parquet"))
+        with storage.connect() as con:
+            con.execute(f"COPY (SELECT work_id AS id FROM student_holdout) TO {ids_file} (FORMAT parquet)")
+        rows = 0
+        with scratch_connection(storage) as con:
+            reader = con.execute(
+                f"SELECT f.id, {', '.join('f.' + c for c in STUDENT_FIELDS)} "
+                f"FROM frame f SEMI JOIN read_parquet({ids_file}) h USING (id)"
+            ).to_arrow_reader(batch_size)
+            for i, batch in enumerate(reader):
+                X = bundle.vectorizer.transform(student_texts(batch))
+                for arm in ARMS:
+                    scores = np.asarray(bundle.heads[arm][TARGET].score_samples(X), dtype=np.float64)
+                    part = pa.table(
+                        [
+                            pa.array(np.full(batch.num_rows, round_no, dtype=np.int32)),
+                            pa.array([arm] * batch.num_rows, pa.string()),
+                            batch.column("id"),
+                            pa.array(scores),
+                        ],
+                        schema=ROUND_SCORES_SCHEMA,
+                    )
+                    pq.write_table(part, Path(tmp) / f"scores-{i:05d}-{arm}.parquet")
+                    rows += batch.num_rows
+        parts = sql_literal(str(Path(tmp) / "scores-*.parquet"))
+        with storage.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute("DELETE FROM machine_round_scores WHERE round = ?", [round_no])
+                if rows:
+                    con.execute(
+                        f"INSERT INTO machine_round_scores SELECT round, arm, work_id, score FROM read_parquet({parts})"
+                    )
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+    return rows
 
 
 def machine_batches(
@@ -196,63 +254,101 @@ class GateReport:
     series: dict  # arm -> {"ap": [...], "churn": [...], "rho": [...]} (round order; churn/rho from round 2)
 
 
-def _positive_set(scores: dict[str, float], k: int) -> set[str]:
-    return set(sorted(scores, key=lambda w: (-scores[w], w))[:k])
+def stored_rounds(storage: MetacanStorage) -> list[int]:
+    """The rounds with frozen-holdout scores in ``machine_round_scores``, ascending."""
+    with storage.connect() as con:
+        return [r[0] for r in con.execute("SELECT DISTINCT round FROM machine_round_scores ORDER BY round").fetchall()]
 
 
-def maturity_gate(history: dict[int, dict[str, dict[str, float]]], labels: dict[str, dict[str, int]]) -> GateReport:
-    """SPEC section 7 maturity gate over ``history`` ({round: {arm: {work_id: holdout score}}}) and the
-    current frozen-holdout labels ({arm: {work_id: 0/1}}). See the module docstring for the three rules."""
-    rounds = sorted(history)
+def _round_arrays(
+    storage: MetacanStorage, arm: str, round_no: int, prev: int | None, labels: pa.Table
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One arm's stored holdout scores of ``round_no`` as numpy arrays, in work id order: the scores and 0/1
+    labels of the works of ``labels`` (the arm's, :meth:`ArmInputs.holdout_labels`) the round scored, then the
+    round's and round ``prev``'s scores of the works both scored (empty without ``prev``)."""
+    with storage.connect() as con:
+        con.register("gate_labels", labels)
+        lab = con.execute(
+            "SELECT s.score, l.positive FROM machine_round_scores s JOIN gate_labels l USING (work_id) "
+            "WHERE s.round = ? AND s.arm = ? ORDER BY s.work_id",
+            [round_no, arm],
+        ).fetchnumpy()
+        pair = con.execute(
+            "SELECT a.score AS now, b.score AS prev FROM machine_round_scores a JOIN machine_round_scores b "
+            "USING (arm, work_id) WHERE a.arm = ? AND a.round = ? AND b.round = ? ORDER BY a.work_id",
+            [arm, round_no, -1 if prev is None else prev],
+        ).fetchnumpy()
+    return (
+        np.asarray(lab["score"], dtype=np.float64),
+        np.asarray(lab["positive"], dtype=np.int64),
+        np.asarray(pair["now"], dtype=np.float64),
+        np.asarray(pair["prev"], dtype=np.float64),
+    )
+
+
+def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Boolean mask of the positive set: the ``k`` highest scores, ties by position (the arrays are in work id
+    order, and a stable sort keeps it among equal scores)."""
+    mask = np.zeros(len(scores), dtype=bool)
+    mask[np.argsort(-scores, kind="stable")[:k]] = True
+    return mask
+
+
+def _arm_series(storage: MetacanStorage, arm: str, rounds: list[int], labels: pa.Table) -> dict:
+    """``{"ap": [...], "churn": [...], "rho": [...]}`` of one arm over ``rounds`` (churn and rho from the second)."""
+    positives, n_labels = int(pc.sum(labels["positive"]).as_py() or 0), labels.num_rows
+    ap, churn, rho = [], [], []
+    for i, r in enumerate(rounds):
+        scores, y, now, prev = _round_arrays(storage, arm, r, rounds[i - 1] if i else None, labels)
+        ap.append(float(average_precision_score(y, scores)) if y.size and y.min() != y.max() else None)
+        if not i:
+            continue
+        k = round(positives / n_labels * len(now)) if n_labels else 0
+        p_now, p_prev = _top_k(now, k), _top_k(prev, k)
+        union, both = int(np.count_nonzero(p_now | p_prev)), int(np.count_nonzero(p_now & p_prev))
+        churn.append((union - both) / union if union else 0.0)
+        rho.append(1.0 if np.allclose(now, prev) else float(spearmanr(now, prev).statistic) if len(now) > 2 else None)
+    return {"ap": ap, "churn": churn, "rho": rho}
+
+
+def _arm_fails(arm: str, s: dict, rounds: int) -> list[str]:
+    """Why one arm's series ``s`` over ``rounds`` rounds fails the gate (nothing when it passes)."""
+    if rounds < AP_WINDOW:
+        return [f"{arm}: {rounds} round(s) of the {AP_WINDOW} the AP rule needs"]
+    fails = []
+    first, last = s["ap"][-AP_WINDOW], s["ap"][-1]
+    if first is None or last is None or first <= 0:
+        fails.append(
+            f"{arm}: AP not evaluable on the frozen holdout (needs positive and negative teacher labels there)"
+        )
+    elif (last - first) / first >= AP_GAIN_MAX:
+        fails.append(
+            f"{arm}: AP gain {(last - first) / first:.1%} over the last {AP_WINDOW} rounds >= {AP_GAIN_MAX:.0%}"
+        )
+    if any(c is None or c >= CHURN_MAX for c in s["churn"][-STABLE_ROUNDS:]):
+        fails.append(f"{arm}: churn of the positive set not < {CHURN_MAX} for {STABLE_ROUNDS} rounds running")
+    if any(x is None or x <= RHO_MIN for x in s["rho"][-STABLE_ROUNDS:]):
+        fails.append(f"{arm}: Spearman rho not > {RHO_MIN} for {STABLE_ROUNDS} rounds running")
+    return fails
+
+
+def maturity_gate(storage: MetacanStorage, labels: pa.Table) -> GateReport:
+    """SPEC section 7 maturity gate over every round stored in ``machine_round_scores`` and the current
+    frozen-holdout labels (``labels``: :meth:`ArmInputs.holdout_labels`). See the module docstring for the
+    three rules.
+
+    Per arm and round: AP of the round's scores of the labelled holdout works (scikit-learn; None without both
+    classes); from the second round on, against the round before over the works both scored, the churn of the
+    top-k positive sets (:func:`_top_k`) and Spearman rho (SciPy, ties ranked by their mean; 1.0 when the
+    scores are all close, None for 2 works or fewer). Only one round pair of one arm is read at a time
+    (:func:`_round_arrays`): numpy arrays, never a Python object per work.
+    """
+    rounds = stored_rounds(storage)
     series, fails = {}, []
     for arm in ARMS:
-        lab = labels.get(arm, {})
-        ap, churn, rho = [], [], []
-        for i, r in enumerate(rounds):
-            sc = history[r].get(arm, {})
-            ids = [w for w in lab if w in sc]
-            y = np.array([lab[w] for w in ids])
-            ap.append(float(average_precision_score(y, [sc[w] for w in ids])) if len(set(y.tolist())) == 2 else None)
-            if i:
-                prev = history[rounds[i - 1]].get(arm, {})
-                common = sorted(set(sc) & set(prev))
-                k = round(float(np.mean(list(lab.values()))) * len(common)) if lab else 0
-                p_now, p_prev = (
-                    _positive_set({w: sc[w] for w in common}, k),
-                    _positive_set({w: prev[w] for w in common}, k),
-                )
-                union = p_now | p_prev
-                churn.append(len(p_now ^ p_prev) / len(union) if union else 0.0)
-                a, b = [sc[w] for w in common], [prev[w] for w in common]
-                rho.append(1.0 if np.allclose(a, b) else float(spearmanr(a, b).statistic) if len(common) > 2 else None)
-        series[arm] = {"ap": ap, "churn": churn, "rho": rho}
-        if len(rounds) < AP_WINDOW:
-            fails.append(f"{arm}: {len(rounds)} round(s) of the {AP_WINDOW} the AP rule needs")
-            continue
-        first, last = ap[-AP_WINDOW], ap[-1]
-        if first is None or last is None or first <= 0:
-            fails.append(
-                f"{arm}: AP not evaluable on the frozen holdout (needs positive and negative teacher labels there)"
-            )
-        elif (last - first) / first >= AP_GAIN_MAX:
-            fails.append(
-                f"{arm}: AP gain {(last - first) / first:.1%} over the last {AP_WINDOW} rounds >= {AP_GAIN_MAX:.0%}"
-            )
-        if any(c is None or c >= CHURN_MAX for c in churn[-STABLE_ROUNDS:]):
-            fails.append(f"{arm}: churn of the positive set not < {CHURN_MAX} for {STABLE_ROUNDS} rounds running")
-        if any(x is None or x <= RHO_MIN for x in rho[-STABLE_ROUNDS:]):
-            fails.append(f"{arm}: Spearman rho not > {RHO_MIN} for {STABLE_ROUNDS} rounds running")
+        series[arm] = _arm_series(storage, arm, rounds, labels.filter(pc.equal(labels["arm"], arm)))
+        fails += _arm_fails(arm, series[arm], len(rounds))
     return GateReport(not fails, "passed" if not fails else "; ".join(fails), series)
-
-
-def round_history(storage: MetacanStorage) -> dict[int, dict[str, dict[str, float]]]:
-    """Every stored round's frozen-holdout scores: {round: {arm: {work_id: score}}}."""
-    with storage.connect() as con:
-        rows = con.execute("SELECT round, arm, work_id, score FROM machine_round_scores").fetchall()
-    out: dict[int, dict[str, dict[str, float]]] = {}
-    for r, arm, wid, s in rows:
-        out.setdefault(r, {}).setdefault(arm, {})[wid] = s
-    return out
 
 
 def propose_next_batch(

@@ -23,7 +23,7 @@ from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, support_gate
 from .features import STUDENT_FIELDS, make_features, transform
 from .heads import PARAMS, BinaryHead, CategoricalHead, Head, kish_ess, run_fits, weighted_rate
-from .holdout import HOLDOUT_VERSION, freeze_holdout, venue_held_out, venue_key
+from .holdout import HOLDOUT_VERSION, freeze_holdout, frozen_among, venue_held_out, venue_key
 from .models import StudentBundle, load_published, publish
 from .roles import CENSUS, SAMPLE, STUDENT_TEACHERS, direct_labels_key
 from .scoring import scratch_connection, student_texts
@@ -110,15 +110,15 @@ def frame_rows_for(storage: MetacanStorage, ids: set[str]) -> dict[str, dict]:
     }
 
 
-def frame_venues(storage: MetacanStorage) -> Iterator[tuple[str, str | None]]:
-    """(work id, venue id) of every frame work, in batches (what :func:`~.holdout.freeze_holdout` reads)."""
-    for b in storage.iter_batches("frame", columns=["id", "venue_id"]):
-        yield from zip(b.column("id").to_pylist(), b.column("venue_id").to_pylist(), strict=False)
+def frame_venues(storage: MetacanStorage) -> Iterator[pa.RecordBatch]:
+    """The frame's ``id`` and ``venue_id``, in record batches (what :func:`~.holdout.freeze_holdout` reads)."""
+    return storage.iter_batches("frame", columns=["id", "venue_id"])
 
 
 def outside_holdout(rows: list[dict], holdout: set[str], frame_info: dict[str, dict]) -> list[dict]:
-    """The label rows of frame works that may train: not in the frozen set (even when a work's venue
-    changed since) and not of a held-out venue."""
+    """The label rows of frame works that may train: not in the frozen set (``holdout``: its works among
+    the labelled ones, :func:`~.holdout.frozen_among`; even when a work's venue changed since) and not of a
+    held-out venue."""
     return [
         r
         for r in rows
@@ -150,12 +150,13 @@ def design_weights(storage: MetacanStorage) -> dict[str, dict]:
 class TrainingInputs:
     """What ``student_heads`` trains and evaluates on: per teacher its labels (frame works only; the
     sample teacher's on the sample only), the design weight of every work, the frame rows (venue key,
-    text) of the labelled works and the frozen holdout."""
+    text) of the labelled works, the labelled works of the frozen holdout and its size."""
 
     labels: dict[str, list[dict]]
     weights: dict[str, float]
     frame_info: dict[str, dict]
-    holdout: set[str]
+    labelled_holdout: set[str]
+    holdout_works: int
 
     @property
     def texts(self) -> dict[str, str]:
@@ -174,9 +175,9 @@ def load_training_inputs(storage: MetacanStorage, run_id: str) -> tuple[Training
     labels[SAMPLE] = [r for r in labels[SAMPLE] if design.get(r["work_id"], {}).get("in_sample")]
     frame_info = frame_rows_for(storage, {r["work_id"] for t in STUDENT_TEACHERS for r in labels[t]})
     labels = {t: [r for r in rows if r["work_id"] in frame_info] for t, rows in labels.items()}
-    holdout, newly = freeze_holdout(storage, frame_venues(storage), run_id)
+    holdout_works, newly = freeze_holdout(storage, frame_venues(storage), run_id)
     weights = {wid: r["design_weight"] for wid, r in design.items()}
-    return TrainingInputs(labels, weights, frame_info, holdout), newly
+    return TrainingInputs(labels, weights, frame_info, frozen_among(storage, frame_info), holdout_works), newly
 
 
 def fit_heads(
@@ -253,7 +254,7 @@ def decision_rates(sample_labels: list[dict], weights: dict[str, float]) -> dict
 def train_bundle(model_version: str, feature_kind: str, inputs: TrainingInputs) -> StudentBundle:
     """Train ``model_version`` on ``inputs``: the heads on the labels outside the holdout (:func:`fit_heads`),
     the support gates and decision rates on all labels; the bundle is complete when returned."""
-    train = {t: outside_holdout(inputs.labels[t], inputs.holdout, inputs.frame_info) for t in STUDENT_TEACHERS}
+    train = {t: outside_holdout(inputs.labels[t], inputs.labelled_holdout, inputs.frame_info) for t in STUDENT_TEACHERS}
     weights = {t: inputs.row_weights(t, train[t]) for t in STUDENT_TEACHERS}
     vectorizer, heads = fit_heads(feature_kind, train, inputs.texts, weights)
     return StudentBundle(

@@ -1,14 +1,18 @@
 """Tests of metacan_pipeline.student.rounds: the maturity gate and the machine-score rounds."""
 
+import datetime as dt
 import json
+import math
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.student import rounds
 from metacan_pipeline.student.assets import machine_scores
 from metacan_pipeline.student.rounds import ACTIVE_BATCH, maturity_gate
+from metacan_pipeline.tables.student import ROUND_SCORES_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.teachers.batches import label_batches
 from metacan_pipeline.vocab import SCORE_ONLY_IMMATURE, SCORE_ONLY_MATURE
@@ -23,6 +27,7 @@ from metacan_pipeline_tests.builders import (
     write_inputs,
     write_labels,
 )
+from metacan_pipeline_tests.student import rounds_before as before
 
 
 def test_path_with_a_quote_does_not_break_machine_scores(tmp_path):
@@ -72,17 +77,119 @@ def _history(rounds: int, drift: float = 0.0, seed: int = 1):
     }
 
 
-def test_maturity_gate_needs_five_still_rounds_on_the_frozen_holdout():
+def _gates(storage: MetacanStorage, history: dict, labels: dict) -> tuple[rounds.GateReport, rounds.GateReport]:
+    """Store ``history`` ({round: {arm: {work id: score}}}) as the rounds' holdout scores, then the gate over them
+    twice: as machine_scores computes it (``labels``, {arm: {work id: 0/1}}, as an Arrow table) and as the code
+    before issue 17 did (:mod:`.rounds_before`, over the stored rounds read back into dicts)."""
+    rows = [
+        {"round": r, "arm": a, "work_id": w, "score": s}
+        for r, arms in history.items()
+        for a, scores in arms.items()
+        for w, s in scores.items()
+    ]
+    scores = pa.Table.from_pylist(rows, schema=ROUND_SCORES_SCHEMA)  # noqa: F841 (DuckDB replacement scan)
+    with storage.connect() as con:
+        con.execute("DELETE FROM machine_round_scores")
+        con.execute("INSERT INTO machine_round_scores SELECT * FROM scores")
+    flat = [(a, w, y) for a, lab in labels.items() for w, y in lab.items()]
+    table = pa.table(
+        {
+            "arm": pa.array([a for a, _, _ in flat], pa.string()),
+            "work_id": pa.array([w for _, w, _ in flat], pa.string()),
+            "positive": pa.array([y for _, _, y in flat], pa.int8()),
+        }
+    )
+    return maturity_gate(storage, table), before.maturity_gate(before.round_history(storage), labels)
+
+
+def test_maturity_gate_needs_five_still_rounds_on_the_frozen_holdout(storage):
     labels = {arm: {f"W{i}": int(i % 3 == 0) for i in range(200)} for arm in ("codex", "gemma")}
-    still = maturity_gate(_history(5), labels)
+    still, _ = _gates(storage, _history(5), labels)
     assert still.passed and still.reason == "passed"
     assert still.series["codex"]["churn"] == [0.0] * 4 and still.series["codex"]["rho"] == [1.0] * 4
-    four = maturity_gate(_history(4), labels)
+    four, _ = _gates(storage, _history(4), labels)
     assert not four.passed and "4 round(s) of the 5" in four.reason
-    moving = maturity_gate(_history(6, drift=0.05), labels)
+    moving, _ = _gates(storage, _history(6, drift=0.05), labels)
     assert not moving.passed and "churn" in moving.reason and "Spearman" in moving.reason
-    one_class = maturity_gate(_history(5), {arm: {f"W{i}": 0 for i in range(200)} for arm in ("codex", "gemma")})
+    one_class, _ = _gates(storage, _history(5), {arm: {f"W{i}": 0 for i in range(200)} for arm in ("codex", "gemma")})
     assert not one_class.passed and "AP not evaluable" in one_class.reason
+    none, _ = _gates(storage, {}, labels)
+    assert not none.passed and none.series["codex"] == {"ap": [], "churn": [], "rho": []}
+
+
+def test_maturity_gate_breaks_score_ties_by_work_id_and_ranks_ties_by_their_mean(storage):
+    """Six works, two rounds, ties in both: k = round(2/4 x 6) = 3. Round 1's top 3 is W1 then, of the three tied
+    at 0.5, W2 and W3 (lowest ids); round 2's is W1, W3, W4: churn = |{W2, W4}| / |{W1..W4}| = 0.5 (breaking the
+    tie by highest id would give 0). Spearman on tied ranks: sqrt(6/7). AP 0.75 in both rounds."""
+    one = {"W1": 0.9, "W2": 0.5, "W3": 0.5, "W4": 0.5, "W5": 0.1, "W6": 0.1}
+    two = {"W1": 0.9, "W2": 0.4, "W3": 0.6, "W4": 0.5, "W5": 0.1, "W6": 0.2}
+    labels = {arm: {"W1": 1, "W2": 1, "W3": 0, "W4": 0} for arm in ("codex", "gemma")}
+    new, old = _gates(storage, {1: {"codex": one, "gemma": one}, 2: {"codex": two, "gemma": two}}, labels)
+    assert new.series["codex"] == {"ap": [0.75, 0.75], "churn": [0.5], "rho": [pytest.approx(math.sqrt(6 / 7))]}
+    assert new.series["codex"]["rho"][0] != 1.0
+    assert new == old and not new.passed and "2 round(s) of the 5" in new.reason
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["ties_and_drift", "works_and_arms_come_and_go", "half_way_k", "tiny_and_constant_rounds", "still_with_ties"],
+)
+def test_maturity_gate_on_stored_rounds_is_the_gate_of_the_dict_code(storage, case):
+    """Issue 17: the gate reads the stored rounds in DuckDB, one round pair at a time, as numpy arrays; its series
+    and verdict are exactly those of the code that read every round into dicts (rounds_before), on ties (scores
+    rounded to 2 decimals, clamped at 1.0), rounds that scored other works or no arm, labels of works no round
+    scored, k at a half (Python's round: to even), rounds of 0-2 works and constant rounds (Spearman NaN)."""
+    rng = np.random.default_rng(17)
+    ids = [f"W{i:04d}" for i in range(400)]
+    base = np.round(rng.random(len(ids)), 2)
+    labels = {
+        "codex": {w: int(b > 0.7) for w, b in zip(ids[::2], base[::2], strict=True)},
+        "gemma": {w: int(rng.random() < 0.3) for w in ids + ["W9998", "W9999"]},
+    }
+
+    def scores(r: int, drift: float, keep=ids) -> dict[str, float]:
+        moved = np.minimum(1.0, np.round(base + drift * r * rng.random(len(ids)), 2))
+        return {w: float(s) for w, s in zip(ids, moved, strict=True) if w in set(keep)}
+
+    if case == "ties_and_drift":
+        history = {r: {a: scores(r, 0.08) for a in ("codex", "gemma")} for r in range(1, 7)}
+    elif case == "works_and_arms_come_and_go":
+        history = {
+            1: {"codex": scores(1, 0.01), "gemma": scores(1, 0.01)},
+            2: {"codex": scores(2, 0.01, ids[:300]), "gemma": scores(2, 0.01, ids[50:])},
+            3: {"codex": scores(3, 0.01, ids[100:])},
+            4: {"codex": scores(4, 0.01), "gemma": scores(4, 0.01)},
+            6: {"codex": scores(6, 0.01), "gemma": scores(6, 0.01, ids[::3])},
+        }
+    elif case == "half_way_k":
+        # codex: 1 positive in 4 labels, so k = round(0.25 x n): n = 10 gives 2.5 -> 2, n = 6 gives 1.5 -> 2
+        labels = {"codex": {"W0000": 1, "W0001": 0, "W0002": 0, "W0003": 0}, "gemma": labels["gemma"]}
+        sizes = {1: 10, 2: 10, 3: 6, 4: 6, 5: 10}  # works both rounds scored: 10, 6, 6, 6
+        history = {r: {a: scores(r, 0.2, ids[:n]) for a in ("codex", "gemma")} for r, n in sizes.items()}
+    elif case == "tiny_and_constant_rounds":
+        flat = {w: 0.5 for w in ids[:50]}
+        history = {
+            1: {"codex": scores(1, 0.0, ids[:2]), "gemma": flat},
+            2: {"codex": scores(2, 0.3, ids[:2]), "gemma": scores(2, 0.3, ids[:50])},
+            3: {"codex": scores(3, 0.3, ids[:3]), "gemma": flat},
+            4: {"codex": {}, "gemma": flat},
+            5: {"codex": scores(5, 0.3, ids[:3]), "gemma": flat},
+        }
+    else:
+        history = {r: {a: scores(1, 0.001) for a in ("codex", "gemma")} for r in range(1, 6)}
+    new, old = _gates(storage, history, labels)
+    assert json.dumps(new.series) == json.dumps(old.series)  # JSON: NaN (a constant round's rho) equals itself
+    assert (new.passed, new.reason) == (old.passed, old.reason)
+    if case == "ties_and_drift":
+        assert len({s for sc in history[3].values() for s in sc.values()}) < 150  # 800 scores, many tied
+        assert 0 < new.series["codex"]["churn"][-1] < 1 and 0.5 < new.series["codex"]["rho"][-1] < 0.99
+    elif case == "half_way_k":
+        assert new.series["codex"]["ap"][0] is not None and len(new.series["codex"]["churn"]) == 4
+    elif case == "tiny_and_constant_rounds":
+        assert new.series["codex"]["rho"][:3] == [None, None, 1.0]  # 2 works, then 2 in common, then none
+        assert math.isnan(new.series["gemma"]["rho"][1])  # round 3 constant against round 2
+    elif case == "still_with_ties":
+        assert new.passed and new.reason == "passed"
 
 
 def test_machine_scores_rounds_count_only_new_labels_and_propose_fresh_batches(storage):
@@ -150,6 +257,46 @@ def test_machine_scores_mature_after_five_still_rounds(storage):
         (SCORE_ONLY_MATURE, 5, True)
     }
     assert "stopped moving" in rows[0]["note"] and "never assert a category" in rows[0]["note"]
+
+
+def test_machine_scores_rounds_store_and_gate_what_the_dict_code_did(storage):
+    """Issue 17, on the real code path: four machine_scores rounds whose teacher labels move between rounds (flipped
+    codex labels outside the holdout retrain the arms; flipped gemma labels on the holdout move its AP). After each
+    round the gate in the metadata is the gate the dict code (rounds_before) computes from the stored rounds and
+    the labels; the holdout scores, batch by batch, are the scores the dict code wrote, ties included."""
+    frame = write_inputs(storage)
+    titles = {r["id"]: r["title_text"] for r in frame}
+    for round_no in range(1, 5):
+        md = run_student(storage, machine_scores).asset_materializations_for_node("machine_scores")[0].metadata
+        assert md["rounds_run"].value == round_no and md["new_round"].value is True
+        held = before.frozen_holdout(storage)
+        assert md["frozen_holdout_works"].value == len(held) > 40
+        inputs = rounds.load_arm_inputs(storage, "check")
+        old = before.maturity_gate(before.round_history(storage), before.holdout_labels(inputs.labels, held))
+        assert md["gate_series"].value == old.series and md["maturity_gate_reason"].value == old.reason
+        assert len(old.series["codex"]["ap"]) == round_no and old.series["gemma"]["ap"][0] is not None
+        free = sorted(w for w in titles if w not in held)[round_no * 20 : round_no * 20 + 20]
+        later = {"created_at": dt.datetime(2026, 12, round_no)}
+        codex = labels(storage, "codex") + [{**student_label("codex", w, titles[w], flip=True), **later} for w in free]
+        gemma = labels(storage, "gemma") + [
+            {**student_label("gemma", w, titles[w], flip=True), **later} for w in sorted(held)[round_no::7]
+        ]
+        write_labels(storage, "codex", codex)
+        write_labels(storage, "gemma", gemma)
+    assert old.series["codex"]["churn"] != [0.0] * 3 and min(old.series["codex"]["rho"]) < 1.0  # the rounds moved
+    n, distinct = sql(storage, "SELECT count(*), count(DISTINCT score) FROM machine_round_scores WHERE round = 4")[0]
+    assert n == 2 * len(held) and distinct < 0.7 * n  # few distinct titles: many scores are tied
+
+    inputs = rounds.load_arm_inputs(storage, "check")
+    bundle = rounds.fit_arms(inputs.train, {w: info["text"] for w, info in inputs.frame_info.items()})
+    assert rounds.store_holdout_scores(storage, bundle, 98, batch_size=25) == 2 * len(held)
+    assert rounds.store_holdout_scores(storage, bundle, 98, batch_size=25) == 2 * len(held)  # replaces its rows
+    assert before.store_holdout_scores(storage, bundle, held, 99) == 2 * len(held)
+    got, want = (
+        sql(storage, f"SELECT arm, work_id, score FROM machine_round_scores WHERE round = {r} ORDER BY arm, work_id")
+        for r in (98, 99)
+    )
+    assert got == want and len(got) == 2 * len(held)
 
 
 def test_the_census_arm_reads_the_census_subsample_and_the_sample_arm_all_its_labels(storage, monkeypatch):
