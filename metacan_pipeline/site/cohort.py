@@ -244,6 +244,11 @@ def encode_cursor(sort: str, value: Any, work_key: int) -> str:
     return base64.urlsafe_b64encode(json.dumps([sort, value, work_key]).encode()).decode().rstrip("=")
 
 
+def _int64(value: Any) -> bool:
+    """True for an int that SQLite and DuckDB hold as a 64-bit integer (a work key, a year, a count)."""
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
 def decode_cursor(token: str, sort: str) -> tuple[Any, int]:
     """``(sort value, work_key)`` of an ``after`` token; :class:`CohortError` when it is not one of ``sort``."""
     bad = CohortError(N_("the after cursor is not one this site gave for this sort; start again from the first page."))
@@ -253,13 +258,13 @@ def decode_cursor(token: str, sort: str) -> tuple[Any, int]:
         body = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise bad from None
-    if not (isinstance(body, list) and len(body) == 3 and body[0] == sort and type(body[2]) is int):
+    if not (isinstance(body, list) and len(body) == 3 and body[0] == sort and _int64(body[2])):
         raise bad
     value = body[1]
     if sort == "relevance":
         ok = isinstance(value, float | int) and not isinstance(value, bool) and math.isfinite(value)
     else:
-        ok = type(value) is int
+        ok = _int64(value)
     if not ok:
         raise bad
     return value, body[2]

@@ -75,8 +75,9 @@ COUNT_BATCH = 20_000
 
 
 def tokens(text: str) -> list[str]:
-    """The word tokens of ``text``, case-folded (what FTS5's unicode61 tokenizer compares)."""
-    return [t.casefold() for t in TOKEN_RE.findall(text or "")]
+    """The word tokens of ``text``, lower-cased. Not ``casefold()``: it turns "ß" into "ss", which FTS5's unicode61
+    tokenizer does not, so "Straße" found nothing."""
+    return [t.lower() for t in TOKEN_RE.findall(text or "")]
 
 
 def match_expression(words: list[str]) -> str:
@@ -108,7 +109,7 @@ def build_index(path: Path, rows: Iterable[pa.RecordBatch]) -> int:
                 )
             n += batch.num_rows
         works, total = con.execute("SELECT count(*), coalesce(sum(tokens), 0) FROM stage.docs").fetchone()
-        avgdl = total / works if works else 1.0
+        avgdl = total / works if total else 1.0  # no token at all: no work can match, any average will do
         con.execute(
             "INSERT INTO stage.ordered(work_key, bound) SELECT work_key, g FROM "
             f"(SELECT work_key, {BOUND_SQL} AS g FROM stage.docs) ORDER BY g DESC, work_key",

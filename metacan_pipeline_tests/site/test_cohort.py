@@ -62,6 +62,9 @@ def _hash(params, info=INFO):
         ([("limit", "0")], "limit 0 is outside 1-100"),
         ([("after", "not-a-cursor")], "the after cursor is not one this site gave"),
         ([("after", encode_cursor("cited_by", 3, 7001))], "the after cursor is not one this site gave for this sort"),
+        ([("q", "research"), ("after", encode_cursor("relevance", -1.0, 2**63))], "the after cursor is not one"),
+        ([("q", "research"), ("after", encode_cursor("relevance", -1.0, -(2**63) - 1))], "the after cursor is not one"),
+        ([("after", encode_cursor("year", 2**64, 7001))], "the after cursor is not one this site gave"),
     ],
 )
 def test_a_refused_request_says_why_in_one_sentence(params, says):

@@ -74,6 +74,26 @@ def _rows(page: pa.Table) -> list[tuple[int, float]]:
 def test_the_tokenizer_gives_a_words_term():
     assert fts.term_of("learning") == fts.term_of("Learned") == "learn"
     assert fts.term_of("trials") == "trial" and fts.term_of("") is None and fts.term_of("a_b") is None
+    assert fts.tokens("Straße ÉTUDE") == ["straße", "étude"]  # casefold() would make "strasse", which FTS5 does not
+
+
+def test_a_query_with_an_eszett_finds_its_work(tmp_path):
+    con = _build(tmp_path / "de.fts.sqlite", [(1, "Die Straße der Forschung", ""), (2, "Strasse", ""), (3, "x", "")])
+    try:
+        assert (
+            fts.count(con, fts.tokens("Straße")) == 1 and _rows(fts.top(con, fts.tokens("STRASSE"), None, 5))[0][0] == 2
+        )
+    finally:
+        con.close()
+
+
+def test_works_without_a_single_token_build_an_index_that_matches_nothing(tmp_path):
+    con = _build(tmp_path / "empty.fts.sqlite", [(1, None, None), (2, "!!!", ""), (3, "", "--")])
+    try:
+        assert con.execute("SELECT works, tokens FROM index_stats").fetchone() == (3, 0)
+        assert fts.count(con, ["a"]) == 0 and fts.top(con, ["a"], None, 5).num_rows == 0
+    finally:
+        con.close()
 
 
 def test_token_counts_are_the_indexs_own():
