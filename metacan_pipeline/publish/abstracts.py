@@ -40,6 +40,7 @@ The API key is sent but never logged nor put in an error message (the ``httpx`` 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -373,10 +374,18 @@ class AbstractFetcher:
                         body = _CappedBody("", resp.request)
                         body.feed(resp.content)
                     else:
-                        body = _CappedBody(resp.headers.get("content-encoding", ""), resp.request)
-                        async for chunk in resp.aiter_raw():
-                            body.feed(chunk)
-                        body.finish()
+                        try:
+                            body = _CappedBody(resp.headers.get("content-encoding", ""), resp.request)
+                            async with contextlib.aclosing(resp.aiter_raw()) as chunks:
+                                async for chunk in chunks:
+                                    body.feed(chunk)
+                            body.finish()
+                        except httpx.DecodingError as exc:
+                            if resp.is_success:
+                                raise
+                            # an error answer keeps its status (a 5xx is retried) and says why its body is not shown
+                            body = _CappedBody("", resp.request)
+                            body.feed(f"(body not read: {exc})".encode())
         except TimeoutError:
             raise httpx.ReadTimeout(f"the answer took longer than {self.timeout_s:g} s in all") from None
         headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in ("content-encoding", "content-length")]
@@ -390,14 +399,16 @@ ACCEPT = {"Accept-Encoding": "gzip"}
 class _CappedBody:
     """An answer's body as it arrives, decoded from its ``Content-Encoding`` (none, ``gzip`` or ``deflate``) and
     capped at :data:`MAX_ANSWER_BYTES` decoded bytes: zlib is asked for at most one byte past the cap per call
-    (``max_length``), so no call returns more than that. ``httpx.DecodingError`` for an answer too large, a body
-    that does not decode, or an encoding the fetcher did not ask for."""
+    (``max_length``), so no call returns more than that. Every member of a multi-member gzip body is decoded.
+    ``httpx.DecodingError`` for an answer too large, a body that does not decode (bytes after its end included), or
+    an encoding the fetcher did not ask for."""
 
     def __init__(self, encoding: str, request: httpx.Request) -> None:
         self.request = request
         self.data = bytearray()
         self._fed = False
         name = encoding.strip().lower()
+        self._gzip = name in ("gzip", "x-gzip")
         if name in ("", "identity"):
             self._zlib = None
         elif name in ("gzip", "x-gzip", "deflate"):
@@ -414,6 +425,11 @@ class _CappedBody:
             while chunk:
                 self._add(self._zlib.decompress(chunk, MAX_ANSWER_BYTES + 1 - len(self.data)))
                 chunk = self._zlib.unconsumed_tail
+                if self._zlib.eof and self._zlib.unused_data:  # bytes after the end of a compressed stream
+                    if not self._gzip:
+                        raise httpx.DecodingError("data after the end of the deflate body", request=self.request)
+                    chunk = self._zlib.unused_data  # the next member of a multi-member gzip (RFC 1952)
+                    self._zlib = zlib.decompressobj(zlib.MAX_WBITS | 16)
         except zlib.error as exc:
             raise httpx.DecodingError(
                 f"the body does not decode as its Content-Encoding says ({exc})", request=self.request

@@ -162,6 +162,33 @@ def test_a_gzip_answer_within_the_cap_is_read():
     assert got["W8"].status == "ok" and got["W8"].text == "Hello world"
 
 
+def _gzip_answer(status: int, body: bytes):
+    return lambda request: httpx.Response(status, headers={"Content-Encoding": "gzip"}, stream=httpx.ByteStream(body))
+
+
+def test_a_multi_member_gzip_answer_is_read_whole_and_bytes_after_its_end_are_refused():
+    import gzip
+    import json
+
+    page = json.dumps(
+        {"results": [{"id": "https://openalex.org/W8", "abstract_inverted_index": {"Hello": [0], "world": [1]}}]}
+    ).encode()
+    got = _fetcher(_gzip_answer(200, gzip.compress(page[:20]) + gzip.compress(page[20:]))).fetch(["W8"])
+    assert got["W8"].status == "ok" and got["W8"].text == "Hello world"
+    got = _fetcher(_gzip_answer(200, gzip.compress(page) + b"GARBAGE"), max_attempts=1).fetch(["W8"])
+    assert got["W8"].status == "failed" and "does not decode" in got["W8"].error
+
+
+def test_an_error_answer_whose_body_cannot_be_read_keeps_its_status():
+    import gzip
+
+    bomb = gzip.compress(b"\0" * (64 << 20))
+    got = _fetcher(_gzip_answer(503, bomb), max_attempts=2, retry_wait_max_s=0).fetch(["W8"])
+    assert got["W8"].status == "failed" and got["W8"].error.startswith("HTTP 503 (gave up after 2 attempts)")
+    got = _fetcher(_gzip_answer(404, b"not gzip"), max_attempts=3).fetch(["W8"])
+    assert got["W8"].error.startswith("HTTP 404 from OpenAlex /works (not retried): (body not read: the body does")
+
+
 def test_small_batches_and_per_page_follow_batch_size(stub):
     with AbstractFetcher(stub.base_url, batch_size=7, clock=FakeClock()) as f:
         got = f.fetch(_ids_for_bulk(20))
