@@ -41,10 +41,13 @@ def retried_unless_interrupted(retry_number: int) -> Iterator[None]:
     """Turn an exception of the step's body into ``RetryRequested`` as :data:`_TEACHER_RETRY` would after attempt
     ``retry_number`` (the context's: 0 the first time) (a
     ``dg.Failure`` with ``allow_retries=False`` is not retried); an interrupt (``KeyboardInterrupt``, Dagster's
-    ``DagsterExecutionInterruptedError``: BaseExceptions) passes through and stops the run. Labels stored before
+    ``DagsterExecutionInterruptedError``: BaseExceptions; and DuckDB's ``InterruptException``, raised as a
+    ``KeyboardInterrupt``, which a signal during a query becomes) passes through and stops the run. Labels stored before
     either are kept: a re-run reuses them."""
     try:
         yield
+    except duckdb.InterruptException as exc:  # DuckDB's form of a signal that landed during one of its queries
+        raise KeyboardInterrupt from exc
     except dg.Failure as failure:
         if not failure.allow_retries:
             raise

@@ -132,3 +132,6 @@ def test_a_failing_teacher_step_is_retried_but_an_interrupt_or_a_config_failure_
         with pytest.raises(type(stop)):
             with retried_unless_interrupted(0):
                 raise stop
+    with pytest.raises(KeyboardInterrupt):  # a signal during a DuckDB query: not retried (a trial saw it retried)
+        with retried_unless_interrupted(0):
+            raise duckdb.InterruptException("Query interrupted")
