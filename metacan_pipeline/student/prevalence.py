@@ -59,6 +59,9 @@ def stratified_rate(cells: Iterable[Cell]) -> Estimate:
     """Hajek rate and its stratified linearisation variance (module doc) of the works counted in ``cells``
     (``(stratum, y, w, k)``: ``k`` works of stratum ``stratum`` with value ``y`` and design weight ``w``; a stratum
     may have several cells). Raises ValueError for a weight that is not finite and > 0 or a negative count."""
+    cells = list(cells)
+    if any(w is None for _, _, w, _ in cells):  # a sample_design row without a weight
+        raise ValueError("every design weight must be finite and > 0 (SPEC section 5): a work in the sample has none")
     cells = [(h, float(y), float(w), int(k)) for h, y, w, k in cells]
     if any(k < 0 for *_, k in cells):
         raise ValueError("a cell's number of works must be >= 0")

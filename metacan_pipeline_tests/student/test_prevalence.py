@@ -28,6 +28,8 @@ def test_stratified_rate_by_hand():
         stratified_rate([("x", True, 0.0, 1)])
     with pytest.raises(ValueError, match="> 0"):
         stratified_rate([("x", True, float("nan"), 2)])
+    with pytest.raises(ValueError, match="a work in the sample has none"):  # was a TypeError from float(None)
+        stratified_rate([("x", True, None, 2)])
 
 
 def test_the_pilot_screeners_published_prevalence_and_the_swap_range(tmp_path):
