@@ -72,13 +72,15 @@ def teacher_call_lines(con: duckdb.DuckDBPyConnection, run_id: str) -> list[str]
     """The teacher calls of run ``run_id``: calls, works, latency, tokens and cost per teacher, and the calls
     of each endpoint of a teacher that called several (the failed ones said)."""
     calls = con.execute(
-        "SELECT teacher, count(*), sum(n_works), coalesce(avg(latency_s), 0), coalesce(sum(prompt_tokens + "
-        "completion_tokens), 0), coalesce(sum(cost_usd), 0) FROM teacher_calls WHERE run_id = ? GROUP BY ALL ORDER BY ALL",
+        "SELECT teacher, count(*), count(*) FILTER (error IS NOT NULL), sum(n_works), coalesce(avg(latency_s), 0), "
+        "coalesce(sum(prompt_tokens + completion_tokens), 0), coalesce(sum(cost_usd), 0) FROM teacher_calls "
+        "WHERE run_id = ? GROUP BY teacher ORDER BY teacher",
         [run_id],
     ).fetchall()
     total = sum(c[1] for c in calls)
-    detail = ", ".join(
-        f"{t} {c} calls for {w} works ({s:.2f} s/call, {tok} tokens, ${usd:.4f})" for t, c, w, s, tok, usd in calls
+    detail = ", ".join(  # works sent: a work of a failed call is sent again, so it counts twice
+        f"{t} {c} calls{f' ({f} failed)' if f else ''} sending {w} works ({s:.2f} s/call, {tok} tokens, ${usd:.4f})"
+        for t, c, f, w, s, tok, usd in calls
     )
     lanes = con.execute(
         "SELECT teacher, list(endpoint || ' ' || n || ' calls' || if(failed > 0, ' (' || failed || ' failed)', '') "

@@ -28,5 +28,6 @@ def test_the_run_summary_counts_the_calls_of_each_endpoint_of_a_teacher_on_sever
     ]
     append_rows(con, calls, [])
     lines = teacher_call_lines(con, "r1")
-    assert lines[0].startswith("Teacher calls in this run: 4 (gemma 1 calls for 2 works")
+    assert lines[0].startswith("Teacher calls in this run: 4 (gemma 1 calls sending 2 works (")
+    assert ", vllm 3 calls (1 failed) sending 6 works (" in lines[0]
     assert lines[1:] == ["  vllm by endpoint: gpu1 2 calls, gpu2 1 calls (1 failed)"]  # gemma: one endpoint, no line

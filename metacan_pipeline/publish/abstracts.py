@@ -212,7 +212,7 @@ class AbstractFetcher:
                 else:
                     out[wid] = hit
         batches = [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
-        with tqdm(total=len(batches), desc="abstracts", unit="batch", disable=not progress) as bar:
+        with tqdm(total=len(batches), desc="abstracts", unit="batch", disable=None if progress else True) as bar:
             for batch in batches:
                 if self.breaker_after and self.failed_in_a_row >= self.breaker_after:
                     now = _utcnow()

@@ -81,7 +81,7 @@ def explore_links(record: dict, card: dict, prefix: str | None) -> dict | None:
     """The served site's cohort links from a work page. ``prefix``: on a served page the language's path prefix,
     ``""`` or ``"/fr"``; on a static page the served site's address (:func:`metacan_pipeline.settings.site_url`,
     ``https://host[/path]``), or None when none is configured: a static site has no cohort builder of its own, so
-    no links. ``{"venue", "topic": href or None,
+    no links; None too for a work with no venue, topic or category. ``{"venue", "topic": href or None,
     "categories": [{"category", "source", "teacher", "mode", "href"}]}``: the same venue, the same topic, and each
     category the Classification card shows, by its own source (a direct label's teacher, or the classifier's mode
     and version: SPEC section 8, never mixed)."""
@@ -105,11 +105,12 @@ def explore_links(record: dict, card: dict, prefix: str | None) -> dict | None:
             if card.get("model_version"):
                 params["classifier_version"] = card["model_version"]
             categories.append({"category": c, "source": card["kind"], "href": href(params)})
-    return {
+    links = {
         "venue": href({"venue": record["venue"]}) if record.get("venue") else None,
         "topic": href({"topic": record["topic"]}) if record.get("topic") else None,
         "categories": categories,
     }
+    return links if any(links.values()) else None  # nothing to explore: no section (it showed an empty list)
 
 
 def _score(value, missing: str = "n/a") -> str:
@@ -561,7 +562,9 @@ def stream_records(
     pending: list[tuple[str, dict, str, str]] = []
     flags = _plan_rows(plan, chunk_rows)
     columns = ["id", "record_json", "record_hash"]
-    with tqdm(total=plan.to_render, desc="work pages", unit="page", mininterval=5, disable=not plan.to_render) as bar:
+    with tqdm(
+        total=plan.to_render, desc="work pages", unit="page", mininterval=5, disable=None if plan.to_render else True
+    ) as bar:
         for b in storage.iter_batches("work_records", batch_size=chunk_rows, columns=columns):
             for wid, text, digest in zip(*(b.column(c).to_pylist() for c in columns), strict=True):
                 planned, render = next(flags, (None, False))

@@ -152,7 +152,7 @@ class MiniLMEncoder:
             starts,
             desc="MiniLM embeddings",
             unit="chunk",
-            disable=len(texts) < self.progress_from,
+            disable=None if len(texts) >= self.progress_from else True,
             postfix={"texts": len(texts)},
         )
         with torch.inference_mode():

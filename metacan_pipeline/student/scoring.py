@@ -63,7 +63,7 @@ def score_batches(
     the student's holdout, :func:`~.holdout.venue_held_out`).
     """
     n_total = pq_rows(storage, "frame")
-    bar = tqdm(total=n_total, unit="works", desc="student scoring", disable=not progress, mininterval=1.0)
+    bar = tqdm(total=n_total, unit="works", desc="student scoring", disable=None if progress else True, mininterval=1.0)
     done = 0
     for batch in storage.iter_batches("frame", batch_size=batch_size, columns=["id", "venue_id", *STUDENT_FIELDS]):
         X = bundle.vectorizer.transform(student_texts(batch))

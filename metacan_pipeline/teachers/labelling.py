@@ -449,6 +449,11 @@ def call_teacher(
             stats.completion_tokens += rec.completion_tokens or 0
             stats.cost_usd += cost
             writer.add_call(call_row(spec, prompt, run_id, rec, cost), rec.request, rec.response_text)
+            if rec.error:  # said as it happens: a run whose calls time out was silent for minutes
+                log.warning(
+                    f"teacher {spec.name}: a call of {len(rec.work_ids)} works failed after {rec.latency_s:.0f} s "
+                    f"({rec.error[:200]}); its works are tried again or recorded as failed, as the error allows"
+                )
 
         def on_outcomes(outs: list[LabelOutcome]) -> None:
             count_outcomes(stats, outs, spec.name, log)

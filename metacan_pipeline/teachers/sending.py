@@ -64,11 +64,21 @@ class Progress:
         self.bar = tqdm(total=total, desc=f"teacher {teacher}", unit="work", disable=None)
         self.t0 = self.last = time.monotonic()
         self.done = 0
+        #: (time, works done) at the first answer: the ETA is the pace since then, because the first calls carry a
+        #: cold server's warm-up (a fresh-user run saw ETA 3,721 s where 4 minutes were left)
+        self.first: tuple[float, int] | None = None
         self.lanes: list[Lane] = []
 
+    def eta(self, now: float) -> str:
+        """Seconds left at the pace since the first answer; "after the first answers" until there is one."""
+        if self.first is None or self.done <= self.first[1] or now <= self.first[0]:
+            return "after the first answers"
+        rate = (self.done - self.first[1]) / (now - self.first[0])
+        return f"{(self.total - self.done) / rate:.0f}s"
+
     def line(self) -> str:
-        s, elapsed = self.stats, time.monotonic() - self.t0
-        eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        now = time.monotonic()
+        s, elapsed = self.stats, now - self.t0
         lanes = (
             "; endpoints " + ", ".join(f"{lane.name} {lane.stats.works} works ({lane.state})" for lane in self.lanes)
             if len(self.lanes) > 1
@@ -76,11 +86,13 @@ class Progress:
         )
         return (
             f"teacher {self.teacher}: {self.done}/{self.total} works, {s.calls} calls, "
-            f"{s.prompt_tokens + s.completion_tokens} tokens, ${s.cost_usd:.4f}, {elapsed:.0f}s elapsed, ETA {eta:.0f}s"
+            f"{s.prompt_tokens + s.completion_tokens} tokens, ${s.cost_usd:.4f}, {elapsed:.0f}s elapsed, ETA {self.eta(now)}"
             + lanes
         )
 
     def update(self, works: int) -> None:
+        if self.first is None:
+            self.first = (time.monotonic(), self.done + works)
         self.done += works
         self.bar.update(works)
         self.bar.set_postfix(

@@ -166,3 +166,16 @@ def test_a_served_app_closes_its_abstract_fetcher_at_shutdown(site_release):
             assert c.get("/api/v1/count").status_code == 200
             assert loops() == before + 1
     assert loops() == before
+
+
+def test_a_work_with_nothing_to_explore_has_no_explore_section():
+    from metacan_pipeline.publish.pages import explore_links
+
+    assert (
+        explore_links({"venue": None, "topic": None}, {"kind": "none"}, "") is None
+    )  # was an empty list under a heading
+    assert explore_links({"venue": "PLOS ONE", "topic": None}, {"kind": "none"}, "/fr") == {
+        "venue": "/fr/?venue=PLOS+ONE",
+        "topic": None,
+        "categories": [],
+    }

@@ -135,3 +135,19 @@ def test_a_failing_teacher_step_is_retried_but_an_interrupt_or_a_config_failure_
     with pytest.raises(KeyboardInterrupt):  # a signal during a DuckDB query: not retried (a trial saw it retried)
         with retried_unless_interrupted(0):
             raise duckdb.InterruptException("Query interrupted")
+
+
+def test_the_eta_is_the_pace_since_the_first_answer_not_since_a_cold_start():
+    import logging
+
+    from metacan_pipeline.teachers.labelling import LabelRunStats
+    from metacan_pipeline.teachers.sending import Progress
+
+    progress = Progress("gemma", 100, LabelRunStats(), logging.getLogger("eta"), every_s=1e9)
+    assert progress.eta(time.monotonic()) == "after the first answers"
+    progress.t0 -= 300  # the first answer took 300 s (a cold server)
+    progress.update(10)
+    start = progress.first[0]
+    progress.update(10)  # 10 more works...
+    assert progress.eta(start + 20) == "160s"  # ...in 20 s: 80 left at 0.5 works/s, not 80 x 300 s / 20
+    progress.close()

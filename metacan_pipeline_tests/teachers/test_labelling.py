@@ -410,14 +410,21 @@ def test_timeout_s_bounds_a_whole_call_not_each_read(tmp_path):
     storage = MetacanStorage(data_dir=str(tmp_path))
     url, srv = _trickle_server(0.2)
     spec = spec_for(url, works_per_call=1, concurrency=1, max_transport_attempts=1, timeout_s=1)
+    said: list[str] = []
+    log = logging.getLogger("timeout-test")
+    log.addHandler(handler := logging.Handler())
+    handler.emit = lambda record: said.append(record.getMessage())
     try:
         done, result = run_in_thread(
-            lambda: label_works(storage, spec, frame_rows(1), run_id="r1", log=RUN_LOG, base_url=lambda: url),
+            lambda: label_works(storage, spec, frame_rows(1), run_id="r1", log=log, base_url=lambda: url),
             timeout_s=8,
         )
     finally:
         srv.close()
+        log.removeHandler(handler)
     assert done, "one call with timeout_s=1 still running after 8 s"
+    # said as it happens (a fresh-user run sat minutes without a line while calls timed out)
+    assert "teacher stub: a call of 1 works failed after 1 s (no reply within 1 s)" in " ".join(said)
 
 
 def test_concurrent_refusals_of_json_schema_fall_back_one_step_not_two(tmp_path):
