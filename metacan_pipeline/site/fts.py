@@ -184,10 +184,11 @@ def _impact_ordered(con: sqlite3.Connection) -> bool:
     return bool(con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'work_keys'").fetchone()[0])
 
 
-def _matches_sql(con: sqlite3.Connection) -> str:
-    """SQL of every match of the bound MATCH expression as ``(k, r)``: work key and BM25. The keys come from the
-    narrow ``work_keys`` table (0.2 us a match at 4.3M works; FTS5's content table would cost 1 us)."""
-    if not _impact_ordered(con):
+def _matches_sql(impact_ordered: bool) -> str:
+    """SQL of every match of the bound MATCH expression as ``(k, r)``: work key and BM25. In an index in impact
+    order the keys come from the narrow ``work_keys`` table (0.2 us a match at 4.3M works; FTS5's content table would
+    cost 1 us); in an earlier one the rowid is the key."""
+    if not impact_ordered:
         return "SELECT rowid AS k, bm25(work_text) AS r FROM work_text WHERE work_text MATCH ?"
     return (
         "SELECT w.work_key AS k, m.r AS r FROM (SELECT rowid AS i, bm25(work_text) AS r FROM work_text "
@@ -202,7 +203,7 @@ def _table(rows: list[tuple[int, float]]) -> pa.Table:
 
 def search(con: sqlite3.Connection, words: list[str]) -> pa.Table:
     """Every work matching all ``words``: ``work_key`` (int64) and ``rank`` (FTS5 BM25, lower = better)."""
-    return _table(con.execute(_matches_sql(con), [match_expression(words)]).fetchall())
+    return _table(con.execute(_matches_sql(_impact_ordered(con)), [match_expression(words)]).fetchall())
 
 
 def count(con: sqlite3.Connection, words: list[str]) -> int:
@@ -216,9 +217,10 @@ def top(con: sqlite3.Connection, words: list[str], after: tuple[float, int] | No
     """The first ``limit`` matches of ``words`` by ``(rank, work_key)`` after the keyset ``after``, as
     :func:`search` gives them. Read in impact order while that proves the page (:func:`impact_top`), else ranked
     inside SQLite in full; only the page's rows reach Python."""
-    if _impact_ordered(con) and (page := impact_top(con, words, after, limit)) is not None:
+    impact = _impact_ordered(con)
+    if impact and (page := impact_top(con, words, after, limit)) is not None:
         return page
-    sql, params = f"SELECT k, r FROM ({_matches_sql(con)})", [match_expression(words)]
+    sql, params = f"SELECT k, r FROM ({_matches_sql(impact)})", [match_expression(words)]
     if after is not None:
         sql += " WHERE r > ? OR (r = ? AND k > ?)"
         params += [after[0], after[0], after[1]]
