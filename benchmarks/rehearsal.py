@@ -302,21 +302,28 @@ def rehearse(args: argparse.Namespace) -> dict:
     data_dir, home, logs = fresh_run_dir(run_dir, args.resume)
     if args.fresh_labels:
         forget_teacher_labels(data_dir)
-    t0 = time.perf_counter()
-    snapshot = make_scale_input(n, input_dir, procs=args.procs, keep=keep)
-    snapshot["seconds_this_run"] = time.perf_counter() - t0
-    snapshot["admitted_only"] = keep is not None
-    snapshot["source_records_kept"] = len(keep) if keep is not None else None
+    skip = {s for s in args.skip.split(",") if s}
+    todo = [s for s, _n, _k in STAGES if s not in skip and (not args.only or s in args.only.split(","))]
+    json_path = OUT / f"rehearsal_{tag}.json"
+    # A resumed run keeps the figures of the stages it does not run again (each stage names the code it ran).
+    before = json.loads(json_path.read_text()) if args.resume and json_path.exists() else {}
+    if {"inventory", "frame"} & set(todo) or not before.get("snapshot"):
+        t0 = time.perf_counter()
+        snapshot = make_scale_input(n, input_dir, procs=args.procs, keep=keep)
+        snapshot["seconds_this_run"] = time.perf_counter() - t0
+        snapshot["admitted_only"] = keep is not None
+        snapshot["source_records_kept"] = len(keep) if keep is not None else None
+    else:  # the frame is built: later stages never read the snapshot, which may have been deleted to free disk
+        snapshot = before["snapshot"]
+        say(f"[{n}] the frame is built and no stage here reads the snapshot: not checking {input_dir}")
     out: dict = {
         "snapshot_works": n,
         "snapshot": snapshot,
         "machine": machine(),
         "code": git_state(),
         "settings": {k: str(v) for k, v in vars(args).items() if not k.startswith("_") and k != "result"},
-        "stages": {},
+        "stages": {s: r for s, r in before.get("stages", {}).items() if s not in todo},
     }
-    skip = {s for s in args.skip.split(",") if s}
-    json_path = OUT / f"rehearsal_{tag}.json"
     with run_stub(latency_ms=0) as (url, _proc):
         registry = run_dir / "teachers.toml"
         registry.write_text(registry_text(url, DEFAULT_MODEL, args.works_per_call, args.concurrency))
@@ -330,9 +337,7 @@ def rehearse(args: argparse.Namespace) -> dict:
         if (data_dir / "warehouse" / "frame").exists():  # a resumed run: the frame is already built
             sizes = sampling_frame_size(data_dir)
             out["frame_works"], out["sampling_frame_works"] = sizes[1], sizes[0]
-        for stage, _names, _kind in STAGES:
-            if stage in skip or (args.only and stage not in args.only.split(",")):
-                continue
+        for stage in todo:
             config = run_config_for(stage, sizes[0], min(args.sample, max(1, sizes[1] // 5)))
             before = folder_bytes(data_dir)
             say(f"[{n}] stage {stage} ...")
@@ -353,7 +358,10 @@ def rehearse(args: argparse.Namespace) -> dict:
                     inside = [k for t, k in samples if st["start"] <= t <= st["end"]]
                     st["sampled_tree_peak_rss_mib"] = max(inside, default=0) / 1024
             res["rss_samples_mib"] = thin_samples(samples, st0, 200)
+            res["code"] = code_label(git_state())
+            res["machine"] = machine()
             out["stages"][stage] = res
+            out["stages"] = {s: out["stages"][s] for s, _n, _k in STAGES if s in out["stages"]}
             if stage == "frame":
                 sizes = sampling_frame_size(data_dir)
                 out["frame_works"], out["sampling_frame_works"] = sizes[1], sizes[0]
