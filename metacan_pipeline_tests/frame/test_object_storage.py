@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import shutil
 import socket
 import threading
@@ -403,9 +404,9 @@ PARTS_BUCKET = "metacan-parts"
 PARTS_URL = f"s3://{PARTS_BUCKET}/frame_parts"
 
 
-def _part_objects(client) -> dict[str, str]:
-    """Every object under the parts URL: key -> ETag."""
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=PARTS_BUCKET, Prefix="frame_parts/")
+def _part_objects(client, bucket: str = PARTS_BUCKET) -> dict[str, str]:
+    """Every object under the parts URL (``s3://<bucket>/frame_parts``): key -> ETag."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="frame_parts/")
     return {o["Key"]: o["ETag"] for page in pages for o in page.get("Contents", [])}
 
 
@@ -548,6 +549,112 @@ def test_the_merge_refuses_a_part_object_that_is_not_the_file_its_marker_names(r
         assert SECRET not in error and KEY_ID not in error
     finally:
         client.put_object(Bucket=PARTS_BUCKET, Key=key, Body=body)
+
+
+PRELOAD = Path(__file__).with_name("dask_kill_preload.py")
+#: The sample's part of 50 real works, 30 of them Canadian (``sample``): its routed rows would show if counted twice.
+KILLED_PART = "data/works/updated_date=2025-01-01/part_000.gz"
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_upload_of_a_part_to_the_bucket_loses_nothing_and_the_part_is_built_again_and_counted_once(
+    tmp_path, s3, built, monkeypatch
+):
+    """Parts in a bucket of their own (METACAN_PARTS_URL), the snapshot read from the bucket, the default local cluster
+    of two worker processes; the first worker to build KILLED_PART uploads its routed.parquet and index.parquet and
+    SIGKILLs itself before its quarantine.parquet and its marker (dask_kill_preload.py, loaded by every worker). The
+    frame must equal the one built from the same bucket with local parts (``built["s3"]``)."""
+    import dask
+
+    _, client = s3
+    bucket = "metacan-parts-killed"
+    client.create_bucket(Bucket=bucket)
+    marks, data, scratch = tmp_path / "marks", tmp_path / "data", tmp_path / "tmp"
+    marks.mkdir()
+    scratch.mkdir()
+    for name, value in {
+        "TMPDIR": str(scratch),  # the workers' temporary folders: the dead build's is left there, not in /tmp
+        "METACAN_PARTS_URL": f"s3://{bucket}/frame_parts",
+        "METACAN_TEST_KILL_DIR": str(marks),
+        "METACAN_TEST_KILL_PART": KILLED_PART,
+        "METACAN_TEST_KILL_AFTER_UPLOAD": "index.parquet",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("METACAN_DASK_SCHEDULER", raising=False)
+    instance, resources = dg.DagsterInstance.ephemeral(), build_resources(str(data), f"s3://{BUCKET}/snapshot")
+    with dask.config.set({"distributed.worker.preload": [str(PRELOAD)]}):
+        result = _materialize(instance, resources, workers=2)
+    assert result.success, root_error(result)
+
+    killed = int((marks / "killed").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed, 0)  # that worker process is gone
+    [rebuilt] = [int(p.name.split("-")[1]) for p in marks.glob("rebuilt-*")]
+    assert rebuilt != killed  # built again, once, by another worker process
+    assert killed in {int(p.name.split("-")[1]) for p in marks.glob("built-*")}
+    # the dead build's upload: bucket/frame_parts/<partition>/<16 hex>/<key>-<8 hex>/index.parquet, no marker yet
+    uploaded = (marks / "uploaded").read_text().split("/")
+    assert uploaded[:2] == [bucket, "frame_parts"] and uploaded[-1] == "index.parquet"
+    killed_prefix = "/".join(uploaded[1:-1])
+
+    md, local_md = node_metadata(result, "frame_parts"), node_metadata(built["s3"][2], "frame_parts")
+    assert "local Dask cluster of 2 worker process(es)" in md["parts_built_on"]
+    n = local_md["parts"]
+    assert (md["parts"], md["parts_built"], md["parts_already_built"]) == (n, n, 0) and n > 1
+    for k in ("records_read", "work_records_read", "routed_works"):
+        assert md[k] == local_md[k], k
+
+    # every part is in the bucket once: its marker, of this run, and the three objects it names, nothing else
+    rows = _table(data, "SELECT source_file, partition_key, build_key FROM frame_build_manifest")
+    assert len(rows) == n and KILLED_PART in {r[0] for r in rows}
+    objects, expected = _part_objects(client, bucket), set()
+    for source_file, partition_key, key in rows:
+        marker_key = _marker_key(source_file, partition_key)
+        marker = json.loads(client.get_object(Bucket=bucket, Key=marker_key)["Body"].read())
+        assert marker["build_key"] == key == marker["row"]["build_key"] and marker["row"]["run_id"] == result.run_id
+        prefix = f"{marker_key.rsplit('/', 1)[0]}/{marker['data']}"
+        expected |= {marker_key} | {f"{prefix}/{name}" for name in marker["files"]}
+        for name, f in marker["files"].items():
+            body = client.get_object(Bucket=bucket, Key=f"{prefix}/{name}")["Body"].read()
+            assert (len(body), hashlib.sha256(body).hexdigest()) == (f["bytes"], f["sha256"])
+        if source_file == KILLED_PART:  # finished under another data prefix than the dead build's
+            assert prefix.rsplit("/", 1)[0] == killed_prefix.rsplit("/", 1)[0] and prefix != killed_prefix
+    assert set(objects) == expected  # the dead build's objects were removed by the build that finished the part
+    assert not [p for p in (data / "warehouse").rglob("*") if p.is_file() and "frame_parts" in p.parts]
+
+    # the frame: the same rows as with local parts (ids, routes, build id), each work once, counted once
+    everything, local = "SELECT * FROM frame ORDER BY id", built["s3"][0]
+    frame = _table(data, everything)
+    assert frame == _table(local, everything) and len(frame) == len({r[0] for r in frame}) > 0
+    routes = "SELECT id, ca_aff, ca_fund, ca_venue, about_ca, source_file FROM frame ORDER BY id"
+    assert _table(data, routes) == _table(local, routes)
+    from_killed = f"SELECT count(*) FROM frame WHERE source_file = '{KILLED_PART}'"
+    assert _table(data, from_killed) == _table(local, from_killed) != [(0,)]
+    manifest = (
+        "SELECT * EXCLUDE (started_at, finished_at, seconds, run_id, admitted) FROM frame_build_manifest ORDER BY 1"
+    )
+    assert _table(data, manifest) == _table(local, manifest)
+    counts = ("works_read", "work_records_read", "admitted_by_route", "quarantined", "parts_done")
+    frame_md, local_frame_md = node_metadata(result, "frame"), node_metadata(built["s3"][2], "frame")
+    assert {k: frame_md[k] for k in counts} == {k: local_frame_md[k] for k in counts}
+
+    # a whole copy of the killed part's objects left without a marker (a build killed after all its uploads) does
+    # not count either: the next run builds nothing and merges the same frame
+    part = killed_prefix.rsplit("/", 1)[0]
+    marker = json.loads(client.get_object(Bucket=bucket, Key=f"{part}/manifest.json")["Body"].read())
+    stray = f"{part}/{marker['build_key']}-0badc0de"
+    for name in marker["files"]:
+        client.copy_object(
+            Bucket=bucket,
+            Key=f"{stray}/{name}",
+            CopySource={"Bucket": bucket, "Key": f"{part}/{marker['data']}/{name}"},
+        )
+    again = _materialize(instance, resources, workers=2, refresh=False)
+    assert again.success, root_error(again)
+    assert (node_metadata(again, "frame_parts")["parts_built"], node_metadata(again, "frame_parts")["parts"]) == (0, n)
+    assert _table(data, everything) == frame
+    assert {k: node_metadata(again, "frame")[k] for k in counts} == {k: local_frame_md[k] for k in counts}
+    assert set(_part_objects(client, bucket)) == expected | {f"{stray}/{name}" for name in marker["files"]}
 
 
 @pytest.mark.parametrize(
