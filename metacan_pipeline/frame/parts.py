@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -264,14 +265,15 @@ def build_part(
     Under the lock, temporary folders of this part left by a killed build are removed.
 
     ``parts_root`` an object-storage URL (``METACAN_PARTS_URL``): a part finished there is returned unread; else it is
-    built in a temporary folder of this machine and published by :func:`.part_store.build` (no lock: a marker always
-    names a whole set of objects, so two racing builds leave it finished or absent)."""
+    built in a temporary folder of this machine (:func:`remote_build_scratch`) and published by
+    :func:`.part_store.build` (no lock: a marker always names a whole set of objects, so two racing builds leave it
+    finished or absent)."""
     if is_url(parts_root):
         url = part_store.part_url(parts_root, job.partition_key, job.source_file)
         done = part_store.finished(url, key, retry_failed_reads=True)
         if done is not None:
             return done
-        with tempfile.TemporaryDirectory(prefix="metacan-part-") as scratch:
+        with remote_build_scratch() as scratch:
             return part_store.build(
                 url,
                 key,
@@ -287,6 +289,30 @@ def build_part(
             shutil.rmtree(stale, ignore_errors=True)
         done = finished(Path(parts_root), job, key, retry_failed_reads=True)
         return done if done is not None else _build_part_locked(job, final, entities, key, run_id, batch_rows, fast)
+
+
+def remote_build_scratch() -> tempfile.TemporaryDirectory:
+    """A temporary folder for one part build whose part goes to object storage, in ``<tmp>/metacan-part-builds-<uid>/``
+    under ``<host>-pid<pid>-``; folders there of this host's processes that are gone (a worker killed mid-part: its
+    copy of the input can be GBs) are removed first. Another host's folders, and a live process's, are left alone."""
+    root = Path(tempfile.gettempdir()) / f"metacan-part-builds-{os.getuid()}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    host = socket.gethostname().replace("-", "_")
+    for folder in root.glob(f"{host}-pid*-*"):
+        pid = folder.name.split("-")[1][3:]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+    return tempfile.TemporaryDirectory(prefix=f"{host}-pid{os.getpid()}-", dir=root)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _fetch(job: PartJob, tmp: Path) -> Path:

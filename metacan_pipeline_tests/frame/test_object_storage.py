@@ -573,7 +573,7 @@ def test_a_worker_killed_mid_upload_of_a_part_to_the_bucket_loses_nothing_and_th
     marks.mkdir()
     scratch.mkdir()
     for name, value in {
-        "TMPDIR": str(scratch),  # the workers' temporary folders: the dead build's is left there, not in /tmp
+        "TMPDIR": str(scratch),  # the workers' temporary folders
         "METACAN_PARTS_URL": f"s3://{bucket}/frame_parts",
         "METACAN_TEST_KILL_DIR": str(marks),
         "METACAN_TEST_KILL_PART": KILLED_PART,
@@ -592,6 +592,9 @@ def test_a_worker_killed_mid_upload_of_a_part_to_the_bucket_loses_nothing_and_th
     [rebuilt] = [int(p.name.split("-")[1]) for p in marks.glob("rebuilt-*")]
     assert rebuilt != killed  # built again, once, by another worker process
     assert killed in {int(p.name.split("-")[1]) for p in marks.glob("built-*")}
+    # the dead build's temporary folder (its part files, its copy of the input) was removed by a later build
+    builds = scratch / f"metacan-part-builds-{os.getuid()}"
+    assert builds.is_dir() and not [p.name for p in builds.iterdir()]
     # the dead build's upload: bucket/frame_parts/<partition>/<16 hex>/<key>-<8 hex>/index.parquet, no marker yet
     uploaded = (marks / "uploaded").read_text().split("/")
     assert uploaded[:2] == [bucket, "frame_parts"] and uploaded[-1] == "index.parquet"
