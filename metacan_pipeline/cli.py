@@ -745,8 +745,8 @@ def _in_audit_sample(storage, protocol_id: str, ids: set[str]) -> int:
     """How many of ``ids`` are drawn in the audit sample of ``protocol_id`` (0 before the sample is drawn)."""
     if not storage.has_table("audit_sample"):
         return 0
-    rows = storage.read_table("audit_sample", ["protocol_id", "id", "in_sample"]).to_pylist()
-    return sum(1 for r in rows if r["protocol_id"] == protocol_id and r["in_sample"] and r["id"] in ids)
+    drawn = storage.read_table("audit_sample", ["id"], [("protocol_id", "=", protocol_id), ("in_sample", "=", True)])
+    return len(ids & set(drawn.column("id").to_pylist()))
 
 
 def main() -> None:  # pragma: no cover - console entry

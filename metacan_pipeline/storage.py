@@ -141,10 +141,11 @@ class MetacanStorage(dg.ConfigurableResource):
         shutil.rmtree(old, ignore_errors=True)
         self.refresh_view(name)
 
-    def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table:
-        """Read a whole warehouse table. Raises FileNotFoundError naming the asset to materialize."""
+    def read_table(self, name: str, columns: list[str] | None = None, filters: list | None = None) -> pa.Table:
+        """Read a warehouse table (the rows that pass pyarrow's ``filters``, else all of it). Raises
+        FileNotFoundError naming the asset to materialize."""
         self.require(name)
-        return pq.read_table(self.table_dir(name), columns=columns)
+        return pq.read_table(self.table_dir(name), columns=columns, filters=filters)
 
     def iter_batches(
         self, name: str, batch_size: int = 50_000, columns: list[str] | None = None

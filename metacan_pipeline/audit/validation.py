@@ -101,8 +101,11 @@ def load_sample(storage: MetacanStorage, protocol_id: str) -> SampleParts:
     protocol has no drawn sample (materialize audit_sample first)."""
     if not storage.has_table("audit_sample"):
         raise ValueError(f"no audit_sample yet: materialize audit_sample for protocol {protocol_id} first")
-    rows = storage.read_table("audit_sample").to_pandas()
-    rows = rows.loc[rows["protocol_id"] == protocol_id]
+    # the drawn works and the trained-on ones only: the table has a row per frame work and protocol
+    mine = ("protocol_id", "=", protocol_id)
+    rows = storage.read_table(
+        "audit_sample", filters=[[mine, ("in_sample", "=", True)], [mine, ("trained_on", "=", True)]]
+    ).to_pandas()
     drawn = rows.loc[rows["in_sample"]]
     if drawn.empty:
         raise ValueError(f"protocol {protocol_id} has no drawn audit sample: materialize audit_sample first")

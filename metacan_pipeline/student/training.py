@@ -128,28 +128,34 @@ def outside_holdout(rows: list[dict], holdout: set[str], frame_info: dict[str, d
     ]
 
 
-def design_weights(storage: MetacanStorage) -> dict[str, dict]:
-    """``{work id: {id, in_sample, design_weight}}`` of ``sample_design``. Raises ValueError naming the
-    works when an in-sample work has no valid design weight (NULL, NaN or <= 0; SPEC section 5: 1/pi)."""
-    design = {r["id"]: r for r in storage.read_table("sample_design", ["id", "in_sample", "design_weight"]).to_pylist()}
-    bad = sorted(
-        w
-        for w, r in design.items()
-        if r["in_sample"]
-        and not (r["design_weight"] is not None and np.isfinite(r["design_weight"]) and r["design_weight"] > 0)
-    )
-    if bad:
-        raise ValueError(
-            f"sample_design: {len(bad)} in-sample work(s) without a valid design_weight (NULL, NaN or <= 0; SPEC section 5: "
-            f"1/pi), e.g. {bad[:5]}: re-materialize sample_design"
+def design_weights(storage: MetacanStorage, ids: set[str]) -> dict[str, dict]:
+    """``{work id: {id, in_sample, design_weight}}`` of the ``sample_design`` rows of the works ``ids`` (the labelled
+    ones: a DuckDB semi join, never the whole sampling frame as Python rows). Raises ValueError naming the works when
+    an in-sample work of the whole table has no valid design weight (NULL, NaN or <= 0; SPEC section 5: 1/pi)."""
+    storage.require("sample_design")
+    files = str(storage.table_dir("sample_design") / "*.parquet")
+    wanted = pa.table({"id": sorted(ids)})  # noqa: F841 (DuckDB replacement scan)
+    with scratch_connection(storage) as con:
+        con.execute(
+            f"CREATE VIEW sample_design AS SELECT id, in_sample, design_weight FROM read_parquet({sql_literal(files)})"
         )
-    return design
+        n_bad, bad = con.execute(
+            "SELECT count(*), list(id ORDER BY id)[1:5] FROM sample_design WHERE in_sample "
+            "AND NOT coalesce(isfinite(design_weight) AND design_weight > 0, false)"
+        ).fetchone()
+        if n_bad:
+            raise ValueError(
+                f"sample_design: {n_bad} in-sample work(s) without a valid design_weight (NULL, NaN or <= 0; SPEC "
+                f"section 5: 1/pi), e.g. {bad}: re-materialize sample_design"
+            )
+        rows = con.execute("SELECT * FROM sample_design SEMI JOIN wanted USING (id)").to_arrow_table().to_pylist()
+    return {r["id"]: r for r in rows}
 
 
 @dataclass(frozen=True)
 class TrainingInputs:
     """What ``student_heads`` trains and evaluates on: per teacher its labels (frame works only; the
-    sample teacher's on the sample only), the design weight of every work, the frame rows (venue key,
+    sample teacher's on the sample only), the design weight of every labelled work, the frame rows (venue key,
     text) of the labelled works, the labelled works of the frozen holdout and its size."""
 
     labels: dict[str, list[dict]]
@@ -170,8 +176,8 @@ class TrainingInputs:
 def load_training_inputs(storage: MetacanStorage, run_id: str) -> tuple[TrainingInputs, bool]:
     """The :class:`TrainingInputs` from the warehouse, freezing the holdout on the first run; returns
     ``(inputs, holdout newly frozen)``. Raises ValueError as :func:`design_weights`."""
-    design = design_weights(storage)
     labels = {t: teacher_call_labels(storage, t, CENSUS_LABELS_MAX if t == CENSUS else None) for t in STUDENT_TEACHERS}
+    design = design_weights(storage, {r["work_id"] for rows in labels.values() for r in rows})
     labels[SAMPLE] = [r for r in labels[SAMPLE] if design.get(r["work_id"], {}).get("in_sample")]
     frame_info = frame_rows_for(storage, {r["work_id"] for t in STUDENT_TEACHERS for r in labels[t]})
     labels = {t: [r for r in rows if r["work_id"] in frame_info] for t, rows in labels.items()}

@@ -13,6 +13,7 @@ import pytest
 from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.holdout import venue_held_out, venue_key
 from metacan_pipeline.student.models import model_path
+from metacan_pipeline.student.training import design_weights
 from metacan_pipeline_tests.builders import (
     N_WORKS,
     labels,
@@ -37,6 +38,18 @@ def test_bad_design_weight_is_refused_naming_the_work(storage, bad):
     assert not result.success
     msg = root_error(result)
     assert "design_weight" in msg and sd[0]["id"] in msg, msg
+
+
+def test_design_weights_reads_the_rows_of_the_labelled_works_only(storage):
+    """The sampling frame is never read whole into Python: the rows of the works asked for, as the table has them."""
+    write_inputs(storage)
+    table = {r["id"]: r for r in storage.read_table("sample_design", ["id", "in_sample", "design_weight"]).to_pylist()}
+    asked = set(sorted(table)[::3]) | {"W0-not-in-the-frame"}
+    got = design_weights(storage, asked)
+    assert len(table) > len(got) == len(asked) - 1 > 0
+    assert got == {wid: table[wid] for wid in asked if wid in table}
+    assert any(r["in_sample"] for r in got.values()) and any(not r["in_sample"] for r in got.values())
+    assert design_weights(storage, set()) == {}
 
 
 def test_frozen_holdout_work_whose_venue_changed_never_trains_the_heads(storage):
