@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -164,8 +165,10 @@ class TrainingInputs:
     labelled_holdout: set[str]
     holdout_works: int
 
-    @property
+    @cached_property
     def texts(self) -> dict[str, str]:
+        """``{work id: student text}`` of the labelled works, built once (a property that rebuilt it made the holdout
+        metrics quadratic: one 200,000-entry dict per evaluated label)."""
         return {wid: info["text"] for wid, info in self.frame_info.items()}
 
     def row_weights(self, teacher: str, rows: list[dict]) -> np.ndarray:
