@@ -39,13 +39,14 @@ from .manifest import (
 from .pages import PageWriter, SiteIndex, environment, run_context, stream_records, write_index
 from .records import (
     SCHEMA_PATH,
-    RecordBatches,
+    RecordBuild,
     RecordInputError,
     count_changed,
     keep_previous_hashes,
-    record_inputs,
+    record_workers,
     schema_violation,
     ship_violations,
+    write_records,
 )
 
 WORK_RECORDS = dg.AssetKey("work_records")
@@ -101,37 +102,41 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     ``record_hash`` = SHA-256/16 of the JSON text). Nothing reaches ``data/site`` here: ``work_pages``
     publishes a record's file with its page, after the blocking check has passed.
     Raises ``dg.Failure`` naming the id when the frame holds one work twice or an id that is not ``^W\\d+$``
-    (:class:`.records.RecordBatches`). The record query is :func:`.records.record_inputs`.
+    (:class:`.records.RecordBatches`). The records are built by range of ids, one process per core
+    (:func:`.records.write_records`); the record query is :func:`.records.record_inputs`.
     """
     tables = label_tables()
     n_lineage = build_lineage(storage, tables)
     yield dg.MaterializeResult(asset_key=WORK_LINEAGE, metadata=_lineage_metadata(storage, n_lineage))
     notes = qualification_notes(storage, load_registry(), load_qualification())
     rule = layer_rule(storage)  # the newest frozen release and the heads that passed human validation
-    batches = RecordBatches({}, notes, read_passing_heads(storage), layer=rule)
-    present = [t for t in tables if storage.has_table(t)]
-    inputs = record_inputs(storage, present, release_frame=rule.release_frame)
+    present = tuple(t for t in tables if storage.has_table(t))
+    build = RecordBuild(storage.data_dir, present, rule.release_frame, notes, read_passing_heads(storage), rule)
     previous = keep_previous_hashes(storage)  # (id, record_hash) of the last materialization, on disk
     try:
-        n = storage.write_table("work_records", (batches.table(rows) for rows in inputs), schema=RECORDS_SCHEMA)
+        built = write_records(storage, build, record_workers())
         changed = count_changed(storage, previous)
     except RecordInputError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     finally:
         if previous is not None:
             previous.unlink(missing_ok=True)
-    context.log.info(f"work_records: {n} records ({changed} new or changed since the last materialization)")
+    n = built["records"]
+    context.log.info(
+        f"work_records: {n} records ({changed} new or changed since the last materialization), "
+        f"{built['ranges']} range(s) of ids in {built['workers']} process(es)"
+    )
     yield dg.MaterializeResult(
         asset_key=WORK_RECORDS,
         metadata=table_metadata(
             RECORDS_SCHEMA,
             n,
-            batches.preview,
+            built["preview"],
             ["id", "record_hash"],
             records_changed=changed,
             records_unchanged=n - changed,
-            human_coded_records=batches.human_coded,
-            human_validated_records=batches.human_validated,
+            human_coded_records=built["human_coded"],
+            human_validated_records=built["human_validated"],
             lineage_table="work_lineage",
             release_layer=rule.layer(True),
             json_schema=dg.MetadataValue.path(str(SCHEMA_PATH)),

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
+import os
+import shutil
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -21,6 +27,7 @@ from typing import Any
 import duckdb
 import fastjsonschema
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..openalex.ids import is_work_id
 from ..release.layer import UNRELEASED, LayerRule
@@ -284,6 +291,42 @@ _RANGED = {
 }
 
 
+def _ranged_connection(
+    storage: MetacanStorage, label_tables: list[str], release_frame: Path | None
+) -> duckdb.DuckDBPyConnection:
+    """A private in-memory DuckDB (2 GB, spilling under ``warehouse/.spill-records``, no catalog lock) with the input
+    views of :func:`input_views` as ``<name>__all``; :func:`_range_batches` narrows them to one range of ids."""
+    con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": str(storage.warehouse / ".spill-records")})
+    for statement in input_views(storage, label_tables, release_frame):
+        name = statement.split()[2]
+        con.execute(statement.replace(f"CREATE VIEW {name} AS", f"CREATE VIEW {name}__all AS", 1))
+    return con
+
+
+def record_ranges(con: duckdb.DuckDBPyConnection, range_works: int) -> list[str]:
+    """The ranges of frame ids joined at a time, ascending, as SQL conditions on ``{key}``: ``range_works`` ids each,
+    then the works with a NULL id (if any; last, as ``ORDER BY id`` puts them)."""
+    lows = [
+        r[0]
+        for r in con.execute(
+            "SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM frame__all WHERE id IS NOT NULL) "
+            "WHERE n % ? = 0 ORDER BY id",
+            [range_works],
+        ).fetchall()
+    ]
+    return [
+        f"{{key}} >= {sql_literal(lo)}" + (f" AND {{key}} < {sql_literal(lows[i + 1])}" if i + 1 < len(lows) else "")
+        for i, lo in enumerate(lows)
+    ] + ["{key} IS NULL"]
+
+
+def _range_batches(con: duckdb.DuckDBPyConnection, where: str, batch_rows: int) -> Iterator[list[dict]]:
+    for name, key in _RANGED.items():
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {name}__all WHERE {where.replace('{key}', key)}")
+    for batch in con.execute(RECORD_INPUTS_SQL).to_arrow_reader(batch_rows):
+        yield batch.to_pylist()
+
+
 def record_inputs(
     storage: MetacanStorage, label_tables: list[str], batch_rows: int = 5000, release_frame: Path | None = None
 ) -> Iterator[list[dict]]:
@@ -294,33 +337,90 @@ def record_inputs(
     :data:`RANGE_WORKS` frame ids, ranges ascending, each range's views filtered to its ids, streamed: memory stays at
     one range's joins and one batch, whatever the size of the frame (works with a NULL id, if any, come last, as
     ``ORDER BY id`` puts them). ``label_tables``: the ``direct_labels_<teacher>`` tables to read (each must exist)."""
-    con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": str(storage.warehouse / ".spill-records")})
+    con = _ranged_connection(storage, label_tables, release_frame)
     try:
-        for statement in input_views(storage, label_tables, release_frame):
-            name = statement.split()[2]
-            con.execute(statement.replace(f"CREATE VIEW {name} AS", f"CREATE VIEW {name}__all AS", 1))
-        lows = [
-            r[0]
-            for r in con.execute(
-                "SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM frame__all WHERE id IS NOT NULL) "
-                "WHERE n % ? = 0 ORDER BY id",
-                [RANGE_WORKS],
-            ).fetchall()
-        ]
-        ranges = [
-            f"{{key}} >= {sql_literal(lo)}"
-            + (f" AND {{key}} < {sql_literal(lows[i + 1])}" if i + 1 < len(lows) else "")
-            for i, lo in enumerate(lows)
-        ] + ["{key} IS NULL"]
-        for where in ranges:
-            for name, key in _RANGED.items():
-                con.execute(
-                    f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {name}__all WHERE {where.replace('{key}', key)}"
-                )
-            for batch in con.execute(RECORD_INPUTS_SQL).to_arrow_reader(batch_rows):
-                yield batch.to_pylist()
+        for where in record_ranges(con, RANGE_WORKS):
+            yield from _range_batches(con, where, batch_rows)
     finally:
         con.close()
+
+
+@dataclass(frozen=True)
+class RecordBuild:
+    """What every range of a ``work_records`` build shares (picklable: it travels to the worker processes)."""
+
+    data_dir: str
+    label_tables: tuple[str, ...]
+    release_frame: Path | None
+    qualification: dict[str, str] | None
+    passing: dict[str, list[dict]] | None
+    layer: LayerRule | None
+    batch_rows: int = 5000
+
+
+def build_range(build: RecordBuild, where: str, index: int, folder: Path) -> tuple[int, int, int, list[dict]]:
+    """Write the records of one range of ids (:func:`record_ranges`) as ``folder/part-<index>-<batch>.parquet``;
+    returns ``(records, human-coded, human-validated, the first ten rows)``. Raises :class:`RecordInputError`
+    as :class:`RecordBatches`."""
+    storage = MetacanStorage(data_dir=build.data_dir)
+    batches = RecordBatches({}, build.qualification, build.passing, build.layer)
+    con = _ranged_connection(storage, list(build.label_tables), build.release_frame)
+    rows = 0
+    try:
+        for j, inputs in enumerate(_range_batches(con, where, build.batch_rows)):
+            table = batches.table(inputs)
+            pq.write_table(table, folder / f"part-{index:05d}-{j:05d}.parquet", compression="zstd")
+            rows += table.num_rows
+    finally:
+        con.close()
+    return rows, batches.human_coded, batches.human_validated, batches.preview
+
+
+def record_workers() -> int:
+    """Worker processes of a ``work_records`` build: one per core this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, range_works: int = RANGE_WORKS) -> dict:
+    """Build ``work_records`` range by range (:func:`build_range`), in ``workers`` processes when there is more than
+    one range of ``range_works`` ids, each range's files named in id order, and adopt them as the table atomically
+    (a failure leaves the previous table). Returns ``{records, human_coded, human_validated, preview, ranges,
+    workers}``. Every range is built by the same code whatever the workers, so the table is the same."""
+    con = _ranged_connection(storage, list(build.label_tables), build.release_frame)
+    try:
+        ranges = record_ranges(con, range_works)
+    finally:
+        con.close()
+    folder = storage.warehouse / f".work_records.build-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    workers = max(1, min(workers, len(ranges) - 1))
+    try:
+        if workers == 1:
+            results = [build_range(build, where, k, folder) for k, where in enumerate(ranges)]
+        else:
+            ctx = multiprocessing.get_context("spawn")  # a step process has threads: no fork
+            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+                futures = [pool.submit(build_range, build, where, k, folder) for k, where in enumerate(ranges)]
+                try:
+                    results = [f.result() for f in futures]
+                except BaseException:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
+        if not any(folder.iterdir()):
+            pq.write_table(RECORDS_SCHEMA.empty_table(), folder / "part-00000-00000.parquet")
+        storage.adopt_table("work_records", folder)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    preview = [row for *_, rows in results for row in rows][:10]
+    return {
+        "records": sum(r[0] for r in results),
+        "human_coded": sum(r[1] for r in results),
+        "human_validated": sum(r[2] for r in results),
+        "preview": preview,
+        "ranges": len(ranges),
+        "workers": workers,
+    }
 
 
 def record_row(

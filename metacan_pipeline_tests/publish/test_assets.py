@@ -246,3 +246,40 @@ def test_record_inputs_are_the_same_whatever_the_range_of_ids_joined_at_a_time(t
     assert len(ids) == len(set(ids)) == 30 and ids == sorted(ids)
     assert sum(len(r["labels"]) for r in whole) == 16 and any(r["pred"] for r in whole)
     assert ranged == whole
+
+
+def test_records_built_by_range_in_two_processes_are_the_table_one_process_writes(tmp_path, openalex_dir):
+    """work_records in worker processes (write_records): 30 works in ranges of 7 ids over two spawned processes give
+    the same rows, in id order, as one range in this process; a duplicated work stops the build with its id, and the
+    previous table and no build folder are left."""
+    import pyarrow.parquet as pq
+
+    from metacan_pipeline.publish import records
+    from metacan_pipeline_tests.builders import site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=30)
+    dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    build = records.RecordBuild(
+        storage.data_dir, ("direct_labels_gemma", "direct_labels_codex"), None, {"gemma": "qualified"}, {}, None
+    )
+    one = records.write_records(storage, build, workers=1)
+    whole = storage.read_table("work_records").to_pylist()
+    two = records.write_records(storage, build, workers=2, range_works=7)
+    files = sorted(p.name for p in storage.table_dir("work_records").glob("*.parquet"))
+    ranged = pq.read_table(storage.table_dir("work_records")).to_pylist()  # the files in name order
+
+    assert (one["ranges"], one["workers"], two["ranges"], two["workers"]) == (2, 1, 6, 2)  # + the NULL-id range
+    assert len(files) == 5 and files[0] == "part-00000-00000.parquet" and files[-1] == "part-00004-00000.parquet"
+    ids = [r["id"] for r in ranged]
+    assert len(ids) == len(set(ids)) == 30 and ids == sorted(ids)
+    assert ranged == whole and two["records"] == one["records"] == 30
+    assert two["preview"] == one["preview"] == whole[:10]
+    assert '"gemma"' in whole[0]["record_json"] and all(r["record_hash"] for r in whole)
+
+    frame = storage.read_table("frame").to_pylist()
+    storage.write_table("frame", pa.Table.from_pylist([*frame, frame[20]], schema=FRAME_SCHEMA))
+    with pytest.raises(records.RecordInputError, match=f"work {frame[20]['id']} appears twice"):
+        records.write_records(storage, build, workers=2, range_works=7)
+    assert pq.read_table(storage.table_dir("work_records")).to_pylist() == whole
+    assert not list(storage.warehouse.glob(".work_records.build-*"))
