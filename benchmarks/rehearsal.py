@@ -96,7 +96,7 @@ WHY = {
     "student": "one fit of every head",
     "predictions": "batched scoring in one process; quotas need every score",
     "machine_scores": "one round's fit and scores",
-    "records": "one DuckDB pass over the frame, labels and predictions",
+    "records": "ranges of 50,000 ids, one process per core of this machine (the ranges could go to other machines over a shared warehouse: not done)",
     "pages": "one page per work (rendering is per work; the manifest upsert is not)",
     "release_db": "one DuckDB build of the release",
     "audit": "one draw over the frame",
