@@ -137,6 +137,8 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
             records_unchanged=n - changed,
             human_coded_records=built["human_coded"],
             human_validated_records=built["human_validated"],
+            id_ranges=built["ranges"],
+            worker_processes=built["workers"],
             lineage_table="work_lineage",
             release_layer=rule.layer(True),
             json_schema=dg.MetadataValue.path(str(SCHEMA_PATH)),

@@ -259,7 +259,9 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
-    dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    md = result.asset_materializations_for_node("work_records")[-1].metadata
+    assert (md["dagster/row_count"].value, md["id_ranges"].value, md["worker_processes"].value) == (30, 2, 1)
     build = records.RecordBuild(
         storage.data_dir, ("direct_labels_gemma", "direct_labels_codex"), None, {"gemma": "qualified"}, {}, None
     )
