@@ -2,6 +2,7 @@
 re-rendering, abstract fetches)."""
 
 import json
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -283,3 +284,32 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
         records.write_records(storage, build, workers=2, range_works=7)
     assert pq.read_table(storage.table_dir("work_records")).to_pylist() == whole
     assert not list(storage.warehouse.glob(".work_records.build-*"))
+
+
+def test_each_range_of_a_records_build_spills_to_its_own_folder(tmp_path, openalex_dir, monkeypatch):
+    """The ranges of work_records run side by side in worker processes, each with its own DuckDB: DuckDBs spilling to
+    one folder write the same file names (duckdb_temp_storage_DEFAULT-0.tmp) and crash or read each other's blocks
+    (duckdb issue 15173; two processes sorting past their memory_limit in one temp_directory segfaulted here).
+    Before: every range spilled to warehouse/.spill-records. Each range's folder is gone after the build."""
+    from metacan_pipeline.publish import records
+    from metacan_pipeline_tests.builders import site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=30)
+    dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    build = records.RecordBuild(storage.data_dir, ("direct_labels_gemma", "direct_labels_codex"), None, None, {}, None)
+    spills = []
+    connect = records.duckdb.connect
+
+    def spy(*args, **kwargs):
+        if ".spill-records" in (kwargs.get("config") or {}).get("temp_directory", ""):
+            spills.append(Path(kwargs["config"]["temp_directory"]))
+            assert len(spills) == 1 or spills[-1].is_dir(), spills[-1]  # a range's own folder exists before it runs
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(records.duckdb, "connect", spy)
+    built = records.write_records(storage, build, workers=1, range_works=7)  # the ranges in this process, in turn
+    ranged = spills[1:]  # the first connection only lists the ranges, before any range runs
+    assert built["ranges"] == len(ranged) == len(set(ranged)) == 6
+    assert all(p.parent == storage.warehouse / ".spill-records" for p in ranged)
+    assert not any(p.exists() for p in spills[1:]) and not (storage.warehouse / ".spill-records").exists()
