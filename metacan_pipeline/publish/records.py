@@ -14,8 +14,10 @@ import contextlib
 import hashlib
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -388,6 +390,21 @@ def _range_spill(folder: Path, index: int) -> Path:
     return folder.parent / ".spill-records" / f"{folder.name}-{index:05d}"
 
 
+def _exit_with_parent() -> None:
+    """Initializer of a record worker process: end it as soon as the process that started it is gone. A pool's
+    workers are never told that their parent was killed (SIGKILL, the OOM killer): they went on building the queued
+    ranges into a build folder no one would adopt, then waited for work forever."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def record_workers() -> int:
     """Worker processes of a ``work_records`` build: one per core this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -411,7 +428,7 @@ def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, ran
             results = [build_range(build, where, k, folder) for k, where in enumerate(ranges)]
         else:
             ctx = multiprocessing.get_context("spawn")  # a step process has threads: no fork
-            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_exit_with_parent) as pool:
                 futures = [pool.submit(build_range, build, where, k, folder) for k, where in enumerate(ranges)]
                 try:
                     results = [f.result() for f in futures]

@@ -313,3 +313,77 @@ def test_each_range_of_a_records_build_spills_to_its_own_folder(tmp_path, openal
     assert built["ranges"] == len(ranged) == len(set(ranged)) == 6
     assert all(p.parent == storage.warehouse / ".spill-records" for p in ranged)
     assert not any(p.exists() for p in spills[1:]) and not (storage.warehouse / ".spill-records").exists()
+
+
+def _spawned_workers(pid: int) -> list[int]:
+    """The live worker processes (multiprocessing spawn) whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z" and b"spawn_main" in cmdline:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_dir):
+    """A step process SIGKILLed during a work_records build (an OOM kill, `kill -9`, a supervisor's timeout): its
+    worker processes end too. Before: they built the ranges already queued into the dead build's folder, then waited
+    for work forever (two idle ~350 MB processes per kill, found still there minutes later)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from metacan_pipeline.publish import records
+    from metacan_pipeline_tests.builders import site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=30)
+    dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    script = (
+        "from metacan_pipeline.publish import records\n"
+        "from metacan_pipeline.storage import MetacanStorage\n"
+        "if __name__ == '__main__':\n"
+        f"    storage = MetacanStorage(data_dir={storage.data_dir!r})\n"
+        "    build = records.RecordBuild(storage.data_dir, ('direct_labels_gemma', 'direct_labels_codex'), None, None, "
+        "{}, None)\n"
+        "    records.write_records(storage, build, workers=2, range_works=1)\n"
+    )
+    (tmp_path / "build.py").write_text(script)
+    root = str(Path(records.__file__).parents[2])  # the checkout, for the child's imports
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "build.py")], env={**os.environ, "PYTHONPATH": root})
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            workers = _spawned_workers(proc.pid)
+            time.sleep(0.05)
+        assert len(workers) == 2, "the build did not start its two workers"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _alive(workers):
+            time.sleep(0.2)
+        assert not _alive(workers), f"worker processes {workers} outlived the killed build"
+    finally:
+        proc.kill()
+        for pid in _alive(workers):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            out.append(pid)
+    return out
