@@ -433,6 +433,10 @@ def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, ran
                 try:
                     results = [f.result() for f in futures]
                 except BaseException:
+                    # stop now: the ranges running and queued in the workers would otherwise run to their end first
+                    # (an interrupted run went on for two ranges' time), and the build is lost anyway
+                    for process in (pool._processes or {}).values():
+                        process.terminate()
                     pool.shutdown(wait=True, cancel_futures=True)
                     raise
         if not any(folder.iterdir()):

@@ -387,3 +387,71 @@ def _alive(pids: list[int]) -> list[int]:
         if state != "Z":
             out.append(pid)
     return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_an_interrupted_records_build_stops_its_workers_at_once(tmp_path, openalex_dir):
+    """SIGTERM (turned into KeyboardInterrupt, as Dagster's handlers and `metacan run` do) during a work_records build:
+    the build stops now, its workers end, the previous table and no build folder are left. Before: the step process
+    waited for the ranges running and already queued in the workers (a range is about 40 s at 50,000 works), so a
+    run told to stop went on for a minute or more, past the stop timeout of most supervisors. Here a range takes
+    20 s (a release layer that sleeps)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pyarrow.parquet as pq
+
+    from metacan_pipeline.publish import records
+    from metacan_pipeline_tests.builders import site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=30)
+    dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    previous = pq.read_table(storage.table_dir("work_records")).to_pylist()
+    script = (
+        "import signal, time\n"
+        "from metacan_pipeline.publish import records\n"
+        "from metacan_pipeline.release.layer import LayerRule\n"
+        "from metacan_pipeline.storage import MetacanStorage\n"
+        "class SlowRule(LayerRule):\n"
+        "    def apply(self, record, in_release):\n"
+        "        time.sleep(20)\n"
+        "        return super().apply(record, in_release)\n"
+        "def interrupt(signum, frame):\n"
+        "    raise KeyboardInterrupt\n"
+        "if __name__ == '__main__':\n"
+        "    signal.signal(signal.SIGTERM, interrupt)\n"
+        f"    storage = MetacanStorage(data_dir={storage.data_dir!r})\n"
+        "    build = records.RecordBuild(storage.data_dir, ('direct_labels_gemma', 'direct_labels_codex'), None, None, "
+        "{}, SlowRule())\n"
+        "    records.write_records(storage, build, workers=2, range_works=1)\n"
+    )
+    (tmp_path / "build.py").write_text(script)
+    root = str(Path(records.__file__).parents[2])  # the checkout, for the child's imports
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "build.py")], env={**os.environ, "PYTHONPATH": root})
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        spills = storage.warehouse / ".spill-records"
+        while proc.poll() is None and time.monotonic() < deadline and len(list(spills.glob("*"))) < 2:
+            time.sleep(0.05)  # each worker makes its range's spill folder as the range starts
+        workers = _spawned_workers(proc.pid)
+        assert len(workers) == 2 and len(list(spills.glob("*"))) == 2, "the two workers did not start a range"
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert time.monotonic() - start < 10, f"the build went on for {time.monotonic() - start:.0f} s after SIGTERM"
+        assert proc.returncode != 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(workers):
+            time.sleep(0.2)
+        assert not _alive(workers)
+        assert pq.read_table(storage.table_dir("work_records")).to_pylist() == previous
+        assert not list(storage.warehouse.glob(".work_records.build-*")) and not spills.exists()
+    finally:
+        proc.kill()
+        for pid in _alive(workers):
+            os.kill(pid, signal.SIGKILL)
