@@ -29,6 +29,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -306,7 +307,7 @@ def remote_build_scratch() -> tempfile.TemporaryDirectory:
     made = os.lstat(root)
     if not stat.S_ISDIR(made.st_mode) or made.st_uid != os.getuid() or made.st_mode & 0o022:
         return tempfile.TemporaryDirectory(prefix="metacan-part-")
-    host = socket.gethostname().replace("-", "_")
+    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())  # a glob pattern and a name: no '-', '*', '/'
     for folder in root.glob(f"{host}-pid*-*"):
         pid = folder.name.split("-")[1][3:]
         if pid.isdigit() and not _alive(int(pid)):

@@ -444,3 +444,29 @@ def test_remote_build_scratch_does_not_use_a_shared_folder_it_does_not_own(tmp_p
     os.chmod(root, 0o700)
     with remote_build_scratch() as scratch:  # the folder of this user, as made
         assert Path(scratch).parent == root
+
+
+@pytest.mark.parametrize("host", ["st*r", "we[i]rd", "a/b", "node-7"])
+def test_remote_build_scratch_with_an_odd_host_name_keeps_other_hosts_folders(tmp_path, monkeypatch, host):
+    """The host name is part of a glob pattern and of a folder name: a '*' or '[...]' in it matched (and removed) the
+    dead-looking folders of other hosts sharing the folder, and a '/' made every remote part build fail
+    (FileNotFoundError). The kernel takes any bytes as a host name; the folder's name now keeps letters, digits,
+    '.' and '_' of it ('-' was already '_')."""
+    import tempfile
+
+    from metacan_pipeline.frame import parts
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(parts.socket, "gethostname", lambda: host)
+    root = tmp_path / f"metacan-part-builds-{os.getuid()}"
+    root.mkdir(mode=0o700)
+    other = root / "stXr-pid999999999-x"  # a dead build of host 'stXr'
+    other.mkdir()
+    (root / "wei-pid999999999-x").mkdir()  # of host 'wei'
+    with parts.remote_build_scratch() as scratch:
+        assert Path(scratch).parent == root and Path(scratch).name.split("-")[1] == f"pid{os.getpid()}"
+    assert other.is_dir() and (root / "wei-pid999999999-x").is_dir()
+    dead = root / f"{Path(scratch).name.split('-')[0]}-pid999999999-y"  # a dead build of this host: removed
+    dead.mkdir()
+    with parts.remote_build_scratch():
+        assert not dead.exists()
