@@ -29,8 +29,10 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
+import stat
 import tempfile
 import time
 import uuid
@@ -294,10 +296,18 @@ def build_part(
 def remote_build_scratch() -> tempfile.TemporaryDirectory:
     """A temporary folder for one part build whose part goes to object storage, in ``<tmp>/metacan-part-builds-<uid>/``
     under ``<host>-pid<pid>-``; folders there of this host's processes that are gone (a worker killed mid-part: its
-    copy of the input can be GBs) are removed first. Another host's folders, and a live process's, are left alone."""
+    copy of the input can be GBs) are removed first. Another host's folders, and a live process's, are left alone.
+    The name is easy to guess in a /tmp everyone writes to: when it is not a folder of this user that others may not
+    write to (a symlink, a file, another owner's), the build gets a private temporary folder instead, with no sweep."""
     root = Path(tempfile.gettempdir()) / f"metacan-part-builds-{os.getuid()}"
-    root.mkdir(mode=0o700, exist_ok=True)
-    host = socket.gethostname().replace("-", "_")
+    try:
+        root.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    made = os.lstat(root)
+    if not stat.S_ISDIR(made.st_mode) or made.st_uid != os.getuid() or made.st_mode & 0o022:
+        return tempfile.TemporaryDirectory(prefix="metacan-part-")
+    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())  # a glob pattern and a name: no '-', '*', '/'
     for folder in root.glob(f"{host}-pid*-*"):
         pid = folder.name.split("-")[1][3:]
         if pid.isdigit() and not _alive(int(pid)):

@@ -10,11 +10,14 @@ asset check enforces on every record before any page is rendered.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -292,11 +295,14 @@ _RANGED = {
 
 
 def _ranged_connection(
-    storage: MetacanStorage, label_tables: list[str], release_frame: Path | None
+    storage: MetacanStorage, label_tables: list[str], release_frame: Path | None, spill: Path | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """A private in-memory DuckDB (2 GB, spilling under ``warehouse/.spill-records``, no catalog lock) with the input
-    views of :func:`input_views` as ``<name>__all``; :func:`_range_batches` narrows them to one range of ids."""
-    con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": str(storage.warehouse / ".spill-records")})
+    """A private in-memory DuckDB (2 GB, spilling under ``spill``, by default ``warehouse/.spill-records``, no catalog
+    lock) with the input views of :func:`input_views` as ``<name>__all``; :func:`_range_batches` narrows them to one
+    range of ids. DuckDB processes spilling to one folder use the same file names and crash or read each other's
+    blocks (duckdb issue 15173): connections that may run side by side each need their own ``spill``."""
+    spill = spill or storage.warehouse / ".spill-records"
+    con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": str(spill)})
     for statement in input_views(storage, label_tables, release_frame):
         name = statement.split()[2]
         con.execute(statement.replace(f"CREATE VIEW {name} AS", f"CREATE VIEW {name}__all AS", 1))
@@ -361,10 +367,12 @@ class RecordBuild:
 def build_range(build: RecordBuild, where: str, index: int, folder: Path) -> tuple[int, int, int, list[dict]]:
     """Write the records of one range of ids (:func:`record_ranges`) as ``folder/part-<index>-<batch>.parquet``;
     returns ``(records, human-coded, human-validated, the first ten rows)``. Raises :class:`RecordInputError`
-    as :class:`RecordBatches`."""
+    as :class:`RecordBatches`. DuckDB spills under ``.spill-records/<folder name>-<index>``, this range's own."""
     storage = MetacanStorage(data_dir=build.data_dir)
     batches = RecordBatches({}, build.qualification, build.passing, build.layer)
-    con = _ranged_connection(storage, list(build.label_tables), build.release_frame)
+    spill = _range_spill(folder, index)
+    spill.mkdir(parents=True, exist_ok=True)
+    con = _ranged_connection(storage, list(build.label_tables), build.release_frame, spill)
     rows = 0
     try:
         for j, inputs in enumerate(_range_batches(con, where, build.batch_rows)):
@@ -373,7 +381,28 @@ def build_range(build: RecordBuild, where: str, index: int, folder: Path) -> tup
             rows += table.num_rows
     finally:
         con.close()
+        shutil.rmtree(spill, ignore_errors=True)
     return rows, batches.human_coded, batches.human_validated, batches.preview
+
+
+def _range_spill(folder: Path, index: int) -> Path:
+    """The spill folder of range ``index`` of the build into ``folder`` (:func:`build_range`)."""
+    return folder.parent / ".spill-records" / f"{folder.name}-{index:05d}"
+
+
+def _exit_with_parent() -> None:
+    """Initializer of a record worker process: end it as soon as the process that started it is gone. A pool's
+    workers are never told that their parent was killed (SIGKILL, the OOM killer): they went on building the queued
+    ranges into a build folder no one would adopt, then waited for work forever."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def record_workers() -> int:
@@ -399,11 +428,15 @@ def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, ran
             results = [build_range(build, where, k, folder) for k, where in enumerate(ranges)]
         else:
             ctx = multiprocessing.get_context("spawn")  # a step process has threads: no fork
-            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_exit_with_parent) as pool:
                 futures = [pool.submit(build_range, build, where, k, folder) for k, where in enumerate(ranges)]
                 try:
                     results = [f.result() for f in futures]
                 except BaseException:
+                    # stop now: the ranges running and queued in the workers would otherwise run to their end first
+                    # (an interrupted run went on for two ranges' time), and the build is lost anyway
+                    for process in (pool._processes or {}).values():
+                        process.terminate()
                     pool.shutdown(wait=True, cancel_futures=True)
                     raise
         if not any(folder.iterdir()):
@@ -412,6 +445,12 @@ def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, ran
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+    finally:
+        spills = _range_spill(folder, 0).parent
+        for spill in spills.glob(f"{folder.name}-*"):  # a killed worker's
+            shutil.rmtree(spill, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            spills.rmdir()  # unless another build of this warehouse spills there
     preview = [row for *_, rows in results for row in rows][:10]
     return {
         "records": sum(r[0] for r in results),

@@ -409,3 +409,64 @@ def test_a_service_that_is_not_a_scheduler_stops_the_build_within_the_connect_li
     finally:
         server.shutdown()
     assert time.monotonic() - t0 < 10 and address in str(err.value) and "METACAN_DASK_SCHEDULER" in str(err.value)
+
+
+def test_remote_build_scratch_does_not_use_a_shared_folder_it_does_not_own(tmp_path, monkeypatch):
+    """``<tmp>/metacan-part-builds-<uid>`` has a name anyone on the machine can guess, in a /tmp everyone writes to.
+    A symlink put there (by another user, or left over) must not take the builds elsewhere and make them delete that
+    folder's entries; a file there must not stop every build bound for object storage; a folder of another owner or
+    that others may write to is not used. Before: the symlink was followed and the target's 'dead build' removed,
+    and a file made each remote part build fail with FileExistsError. Such a root gets a private folder as before."""
+    import tempfile
+
+    from metacan_pipeline.frame.parts import remote_build_scratch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    root = tmp_path / f"metacan-part-builds-{os.getuid()}"
+    host = socket.gethostname().replace("-", "_")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / f"{host}-pid999999999-x").mkdir(parents=True)  # like a dead build's folder
+    root.symlink_to(elsewhere)
+    with remote_build_scratch() as scratch:
+        assert Path(scratch).parent == tmp_path and Path(scratch).is_dir()
+    assert (elsewhere / f"{host}-pid999999999-x").is_dir()
+
+    root.unlink()
+    root.write_text("not a folder")
+    with remote_build_scratch() as scratch:
+        assert Path(scratch).parent == tmp_path
+
+    root.unlink()
+    root.mkdir(mode=0o700)
+    os.chmod(root, 0o777)  # others may write there: they could swap a build's folder
+    with remote_build_scratch() as scratch:
+        assert Path(scratch).parent == tmp_path
+    os.chmod(root, 0o700)
+    with remote_build_scratch() as scratch:  # the folder of this user, as made
+        assert Path(scratch).parent == root
+
+
+@pytest.mark.parametrize("host", ["st*r", "we[i]rd", "a/b", "node-7"])
+def test_remote_build_scratch_with_an_odd_host_name_keeps_other_hosts_folders(tmp_path, monkeypatch, host):
+    """The host name is part of a glob pattern and of a folder name: a '*' or '[...]' in it matched (and removed) the
+    dead-looking folders of other hosts sharing the folder, and a '/' made every remote part build fail
+    (FileNotFoundError). The kernel takes any bytes as a host name; the folder's name now keeps letters, digits,
+    '.' and '_' of it ('-' was already '_')."""
+    import tempfile
+
+    from metacan_pipeline.frame import parts
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(parts.socket, "gethostname", lambda: host)
+    root = tmp_path / f"metacan-part-builds-{os.getuid()}"
+    root.mkdir(mode=0o700)
+    other = root / "stXr-pid999999999-x"  # a dead build of host 'stXr'
+    other.mkdir()
+    (root / "wei-pid999999999-x").mkdir()  # of host 'wei'
+    with parts.remote_build_scratch() as scratch:
+        assert Path(scratch).parent == root and Path(scratch).name.split("-")[1] == f"pid{os.getpid()}"
+    assert other.is_dir() and (root / "wei-pid999999999-x").is_dir()
+    dead = root / f"{Path(scratch).name.split('-')[0]}-pid999999999-y"  # a dead build of this host: removed
+    dead.mkdir()
+    with parts.remote_build_scratch():
+        assert not dead.exists()

@@ -2,6 +2,7 @@
 re-rendering, abstract fetches)."""
 
 import json
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -285,3 +286,174 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
         records.write_records(storage, build, workers=2, range_works=7)
     assert pq.read_table(storage.table_dir("work_records")).to_pylist() == whole
     assert not list(storage.warehouse.glob(".work_records.build-*"))
+
+
+def test_each_range_of_a_records_build_spills_to_its_own_folder(tmp_path, openalex_dir, monkeypatch):
+    """The ranges of work_records run side by side in worker processes, each with its own DuckDB: DuckDBs spilling to
+    one folder write the same file names (duckdb_temp_storage_DEFAULT-0.tmp) and crash or read each other's blocks
+    (duckdb issue 15173; two processes sorting past their memory_limit in one temp_directory segfaulted here).
+    Before: every range spilled to warehouse/.spill-records. Each range's folder is gone after the build."""
+    from metacan_pipeline.publish import records
+    from metacan_pipeline_tests.builders import site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=30)
+    dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    build = records.RecordBuild(storage.data_dir, ("direct_labels_gemma", "direct_labels_codex"), None, None, {}, None)
+    spills = []
+    connect = records.duckdb.connect
+
+    def spy(*args, **kwargs):
+        if ".spill-records" in (kwargs.get("config") or {}).get("temp_directory", ""):
+            spills.append(Path(kwargs["config"]["temp_directory"]))
+            assert len(spills) == 1 or spills[-1].is_dir(), spills[-1]  # a range's own folder exists before it runs
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(records.duckdb, "connect", spy)
+    built = records.write_records(storage, build, workers=1, range_works=7)  # the ranges in this process, in turn
+    ranged = spills[1:]  # the first connection only lists the ranges, before any range runs
+    assert built["ranges"] == len(ranged) == len(set(ranged)) == 6
+    assert all(p.parent == storage.warehouse / ".spill-records" for p in ranged)
+    assert not any(p.exists() for p in spills[1:]) and not (storage.warehouse / ".spill-records").exists()
+
+
+def _spawned_workers(pid: int) -> list[int]:
+    """The live worker processes (multiprocessing spawn) whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z" and b"spawn_main" in cmdline:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_dir):
+    """A step process SIGKILLed during a work_records build (an OOM kill, `kill -9`, a supervisor's timeout): its
+    worker processes end too. Before: they built the ranges already queued into the dead build's folder, then waited
+    for work forever (two idle ~350 MB processes per kill, found still there minutes later)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from metacan_pipeline.publish import records
+    from metacan_pipeline_tests.builders import site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=30)
+    dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    script = (
+        "from metacan_pipeline.publish import records\n"
+        "from metacan_pipeline.storage import MetacanStorage\n"
+        "if __name__ == '__main__':\n"
+        f"    storage = MetacanStorage(data_dir={storage.data_dir!r})\n"
+        "    build = records.RecordBuild(storage.data_dir, ('direct_labels_gemma', 'direct_labels_codex'), None, None, "
+        "{}, None)\n"
+        "    records.write_records(storage, build, workers=2, range_works=1)\n"
+    )
+    (tmp_path / "build.py").write_text(script)
+    root = str(Path(records.__file__).parents[2])  # the checkout, for the child's imports
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "build.py")], env={**os.environ, "PYTHONPATH": root})
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            workers = _spawned_workers(proc.pid)
+            time.sleep(0.05)
+        assert len(workers) == 2, "the build did not start its two workers"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _alive(workers):
+            time.sleep(0.2)
+        assert not _alive(workers), f"worker processes {workers} outlived the killed build"
+    finally:
+        proc.kill()
+        for pid in _alive(workers):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            out.append(pid)
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_an_interrupted_records_build_stops_its_workers_at_once(tmp_path, openalex_dir):
+    """SIGTERM (turned into KeyboardInterrupt, as Dagster's handlers and `metacan run` do) during a work_records build:
+    the build stops now, its workers end, the previous table and no build folder are left. Before: the step process
+    waited for the ranges running and already queued in the workers (a range is about 40 s at 50,000 works), so a
+    run told to stop went on for a minute or more, past the stop timeout of most supervisors. Here a range takes
+    20 s (a release layer that sleeps)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pyarrow.parquet as pq
+
+    from metacan_pipeline.publish import records
+    from metacan_pipeline_tests.builders import site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=30)
+    dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    previous = pq.read_table(storage.table_dir("work_records")).to_pylist()
+    script = (
+        "import signal, time\n"
+        "from metacan_pipeline.publish import records\n"
+        "from metacan_pipeline.release.layer import LayerRule\n"
+        "from metacan_pipeline.storage import MetacanStorage\n"
+        "class SlowRule(LayerRule):\n"
+        "    def apply(self, record, in_release):\n"
+        "        time.sleep(20)\n"
+        "        return super().apply(record, in_release)\n"
+        "def interrupt(signum, frame):\n"
+        "    raise KeyboardInterrupt\n"
+        "if __name__ == '__main__':\n"
+        "    signal.signal(signal.SIGTERM, interrupt)\n"
+        f"    storage = MetacanStorage(data_dir={storage.data_dir!r})\n"
+        "    build = records.RecordBuild(storage.data_dir, ('direct_labels_gemma', 'direct_labels_codex'), None, None, "
+        "{}, SlowRule())\n"
+        "    records.write_records(storage, build, workers=2, range_works=1)\n"
+    )
+    (tmp_path / "build.py").write_text(script)
+    root = str(Path(records.__file__).parents[2])  # the checkout, for the child's imports
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "build.py")], env={**os.environ, "PYTHONPATH": root})
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        spills = storage.warehouse / ".spill-records"
+        while proc.poll() is None and time.monotonic() < deadline and len(list(spills.glob("*"))) < 2:
+            time.sleep(0.05)  # each worker makes its range's spill folder as the range starts
+        workers = _spawned_workers(proc.pid)
+        assert len(workers) == 2 and len(list(spills.glob("*"))) == 2, "the two workers did not start a range"
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert time.monotonic() - start < 10, f"the build went on for {time.monotonic() - start:.0f} s after SIGTERM"
+        assert proc.returncode != 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(workers):
+            time.sleep(0.2)
+        assert not _alive(workers)
+        assert pq.read_table(storage.table_dir("work_records")).to_pylist() == previous
+        assert not list(storage.warehouse.glob(".work_records.build-*")) and not spills.exists()
+    finally:
+        proc.kill()
+        for pid in _alive(workers):
+            os.kill(pid, signal.SIGKILL)
