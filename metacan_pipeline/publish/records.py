@@ -405,9 +405,16 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+#: At most this many record worker processes: each holds about 350 MB before any work and lets DuckDB use up to 2 GB.
+RECORD_WORKERS_MAX = 4
+
+
 def record_workers() -> int:
-    """Worker processes of a ``work_records`` build: one per core this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """Worker processes of a ``work_records`` build: one per core this process may use (dask's count: CPU affinity
+    and a container's cgroup CPU quota), at most :data:`RECORD_WORKERS_MAX`."""
+    from dask.system import cpu_count
+
+    return max(1, min(RECORD_WORKERS_MAX, cpu_count()))
 
 
 def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, range_works: int = RANGE_WORKS) -> dict:

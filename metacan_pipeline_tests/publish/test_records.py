@@ -141,3 +141,15 @@ def test_record_batches_refuse_bad_and_repeated_ids_and_count_changes(openalex_d
         RecordBatches({}).table([inputs, inputs])
     with pytest.raises(RecordInputError, match="which is not"):
         RecordBatches({}).table([{**inputs, "work": {**row, "id": "../W1"}}])
+
+
+@pytest.mark.parametrize(("cores", "workers"), [(1, 1), (2, 2), (4, 4), (64, 4)])
+def test_record_workers_follow_the_cores_dask_counts_and_stop_at_four(monkeypatch, cores, workers):
+    """One record worker per core dask counts (CPU affinity and a container's CPU quota), at most four: each may
+    hold 2 GB of DuckDB memory, so a 64-core host does not start 64."""
+    import dask.system
+
+    from metacan_pipeline.publish.records import record_workers
+
+    monkeypatch.setattr(dask.system, "cpu_count", lambda: cores)
+    assert record_workers() == workers
