@@ -781,3 +781,26 @@ def test_a_run_fed_chunk_by_chunk_labels_as_one_list_does_and_keeps_its_budget_a
     assert [r["work_id"] for r in chunked.read_table(table, ["work_id"]).to_pylist()] == sorted(
         w["id"] for w in rows[:7]
     )
+
+
+def test_the_export_runs_under_its_own_duckdb_memory_limit(tmp_path, monkeypatch):
+    """export_labels sets DuckDB's memory (the catalog's default is 80% of RAM; the 4.3M-work rehearsal's export
+    peaked at 5 GB): too small a limit makes the export fail and leave no table, the default one exports every label."""
+    import duckdb
+
+    from metacan_pipeline.teachers import labelling
+
+    storage = MetacanStorage(data_dir=str(tmp_path))
+    rows = frame_rows(6, {})
+    with run_stub() as (url, _):
+        spec = spec_for(url)
+        stats = label_works(storage, spec, rows, run_id="r1", log=LOG, base_url=lambda: url)
+    monkeypatch.setattr(labelling, "EXPORT_MEMORY", "1KB")
+    with pytest.raises(duckdb.OutOfMemoryException):
+        export_labels(storage, spec, stats.view_hashes)
+    assert not storage.has_table("direct_labels_stub")
+    monkeypatch.undo()  # the module's own limit
+    assert export_labels(storage, spec, stats.view_hashes) == 6
+    assert store(tmp_path).execute("SELECT count(*) FROM direct_labels_stub WHERE status = 'labelled'").fetchone() == (
+        6,
+    )
