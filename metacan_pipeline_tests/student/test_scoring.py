@@ -79,3 +79,14 @@ def test_per_file_predictions_equal_the_single_query(tmp_path):
         }
         == unlabelled
     )
+
+
+def test_the_student_scratch_duckdb_holds_its_memory_to_one_gigabyte(tmp_path):
+    """The student's private DuckDB is limited (DuckDB's default is 80% of RAM: picking the census labels of the
+    4.3M-work rehearsal took 4 GB) and spills under data/tmp."""
+    storage = MetacanStorage(data_dir=str(tmp_path))
+    with scratch_connection(storage) as con:
+        limit, temp, threads = con.execute(
+            "SELECT current_setting('memory_limit'), current_setting('temp_directory'), current_setting('threads')"
+        ).fetchone()
+    assert (limit, temp, threads) == ("953.6 MiB", str(tmp_path / "tmp"), 2)
