@@ -420,8 +420,9 @@ def record_workers() -> int:
 def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, range_works: int = RANGE_WORKS) -> dict:
     """Build ``work_records`` range by range (:func:`build_range`), in ``workers`` processes when there is more than
     one range of ``range_works`` ids, each range's files named in id order, and adopt them as the table atomically
-    (a failure leaves the previous table). Returns ``{records, human_coded, human_validated, preview, ranges,
-    workers}``. Every range is built by the same code whatever the workers, so the table is the same."""
+    (a failure leaves the previous table). Returns ``{records, human_coded, human_validated, preview, ranges (of
+    ids, the NULL-id one not counted), workers}``. Every range is built by the same code whatever the workers, so the
+    table is the same."""
     con = _ranged_connection(storage, list(build.label_tables), build.release_frame)
     try:
         ranges = record_ranges(con, range_works)
@@ -464,7 +465,7 @@ def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, ran
         "human_coded": sum(r[1] for r in results),
         "human_validated": sum(r[2] for r in results),
         "preview": preview,
-        "ranges": len(ranges),
+        "ranges": len(ranges) - 1,  # of ids: the NULL-id range is not one
         "workers": workers,
     }
 

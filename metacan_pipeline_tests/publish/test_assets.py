@@ -262,7 +262,7 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
     site_world(storage, openalex_dir, n=30)
     result = dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
     md = result.asset_materializations_for_node("work_records")[-1].metadata
-    assert (md["dagster/row_count"].value, md["id_ranges"].value, md["worker_processes"].value) == (30, 2, 1)
+    assert (md["dagster/row_count"].value, md["id_ranges"].value, md["worker_processes"].value) == (30, 1, 1)
     build = records.RecordBuild(
         storage.data_dir, ("direct_labels_gemma", "direct_labels_codex"), None, {"gemma": "qualified"}, {}, None
     )
@@ -272,7 +272,7 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
     files = sorted(p.name for p in storage.table_dir("work_records").glob("*.parquet"))
     ranged = pq.read_table(storage.table_dir("work_records")).to_pylist()  # the files in name order
 
-    assert (one["ranges"], one["workers"], two["ranges"], two["workers"]) == (2, 1, 6, 2)  # + the NULL-id range
+    assert (one["ranges"], one["workers"], two["ranges"], two["workers"]) == (1, 1, 5, 2)
     assert len(files) == 5 and files[0] == "part-00000-00000.parquet" and files[-1] == "part-00004-00000.parquet"
     ids = [r["id"] for r in ranged]
     assert len(ids) == len(set(ids)) == 30 and ids == sorted(ids)
