@@ -306,15 +306,15 @@ def rehearse(args: argparse.Namespace) -> dict:
     todo = [s for s, _n, _k in STAGES if s not in skip and (not args.only or s in args.only.split(","))]
     json_path = OUT / f"rehearsal_{tag}.json"
     # A resumed run keeps the figures of the stages it does not run again (each stage names the code it ran).
-    before = json.loads(json_path.read_text()) if args.resume and json_path.exists() else {}
-    if {"inventory", "frame"} & set(todo) or not before.get("snapshot"):
+    previous_run = json.loads(json_path.read_text()) if args.resume and json_path.exists() else {}
+    if {"inventory", "frame"} & set(todo) or not previous_run.get("snapshot"):
         t0 = time.perf_counter()
         snapshot = make_scale_input(n, input_dir, procs=args.procs, keep=keep)
         snapshot["seconds_this_run"] = time.perf_counter() - t0
         snapshot["admitted_only"] = keep is not None
         snapshot["source_records_kept"] = len(keep) if keep is not None else None
     else:  # the frame is built: later stages never read the snapshot, which may have been deleted to free disk
-        snapshot = before["snapshot"]
+        snapshot = previous_run["snapshot"]
         say(f"[{n}] the frame is built and no stage here reads the snapshot: not checking {input_dir}")
     out: dict = {
         "snapshot_works": n,
@@ -322,7 +322,7 @@ def rehearse(args: argparse.Namespace) -> dict:
         "machine": machine(),
         "code": git_state(),
         "settings": {k: str(v) for k, v in vars(args).items() if not k.startswith("_") and k != "result"},
-        "stages": {s: r for s, r in before.get("stages", {}).items() if s not in todo},
+        "stages": {s: r for s, r in previous_run.get("stages", {}).items() if s not in todo},
     }
     with run_stub(latency_ms=0) as (url, _proc):
         registry = run_dir / "teachers.toml"
