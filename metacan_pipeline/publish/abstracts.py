@@ -140,6 +140,7 @@ class AbstractFetcher:
         clock: Callable[[], float] = time.monotonic,
         retry_wait_max_s: float = 8.0,
         retry_after_max_s: float = 30.0,
+        logger: logging.Logger | logging.LoggerAdapter | None = None,
     ) -> None:
         if not 1 <= batch_size <= MAX_BATCH:
             raise ValueError(
@@ -152,6 +153,7 @@ class AbstractFetcher:
         if base_url is None:
             base_url = settings.openalex_api_url()
         self.base_url = base_url
+        self.log = logger or log  # the asset's context.log: a failed batch is in the run's log, not on bare stderr
         self.batch_size = batch_size
         self.max_attempts = max_attempts
         self.breaker_after = breaker_after
@@ -240,7 +242,7 @@ class AbstractFetcher:
             payload = self._get(batch)
         except _BatchFailed as exc:
             now = _utcnow()
-            log.warning("abstracts: batch of %d works failed: %s", len(batch), exc)
+            self.log.warning("abstracts: batch of %d works failed: %s", len(batch), exc)
             return {wid: Abstract(wid, "failed", None, str(exc), now) for wid in batch}
         now = _utcnow()
         records: dict[str, dict] = {}

@@ -244,7 +244,7 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     env, run_id = environment(), context.run.run_id
     rendered_at = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)  # UTC, as page_manifest stores it
     page_ctx = run_context(storage, load_roles()[SAMPLE_TEACHER], run_id, rendered_at)
-    fetcher = AbstractFetcher(config.openalex_api_url or None) if config.fetch_abstracts else None
+    fetcher = AbstractFetcher(config.openalex_api_url or None, logger=context.log) if config.fetch_abstracts else None
     writer = PageWriter(storage, env, page_ctx, fetcher, renderer=renderer, run_id=run_id, rendered_at=rendered_at)
     storage.warehouse.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".pages-", dir=storage.warehouse) as scratch:

@@ -49,7 +49,10 @@ class Table:
     ``schema``: the Arrow schema; ``None`` for a table whose columns depend on configuration
     (``student_scores``: one column per head). ``json_columns``: DuckDB ``JSON`` columns (Arrow strings); in a
     SQLite table they are ``TEXT`` (a ``JSON`` type name would give them NUMERIC affinity, which turns a JSON
-    number into a number).
+    number into a number). ``key_index``: the primary key is declared in the DDL (an index DuckDB keeps);
+    ``False`` for a table with a row per frame work written by many short transactions, whose writer keeps
+    the key itself: each transaction's checkpoint would write the changed parts of an index of millions of
+    keys (:func:`metacan_pipeline.teachers.store.append_rows`).
     """
 
     name: str
@@ -59,6 +62,7 @@ class Table:
     primary_key: tuple[str, ...] = ()
     store: Store = "warehouse"
     json_columns: frozenset[str] = field(default_factory=frozenset)
+    key_index: bool = True
 
     def ddl(self) -> str:
         """``CREATE TABLE IF NOT EXISTS`` for a DuckDB table (catalog or release database), from its Arrow schema."""
@@ -66,10 +70,11 @@ class Table:
             raise ValueError(f"table {self.name!r} is not a DuckDB table of the catalog")
         json_type = "TEXT" if self.store == "sqlite" else "JSON"
         cols = [f"{f.name} {json_type if f.name in self.json_columns else SQL_TYPES[f.type]}" for f in self.schema]
-        if len(self.primary_key) == 1:
-            cols = [c + " PRIMARY KEY" if c.split(" ")[0] == self.primary_key[0] else c for c in cols]
-        elif self.primary_key:
-            cols.append(f"PRIMARY KEY ({', '.join(self.primary_key)})")
+        key = self.primary_key if self.key_index else ()
+        if len(key) == 1:
+            cols = [c + " PRIMARY KEY" if c.split(" ")[0] == key[0] else c for c in cols]
+        elif key:
+            cols.append(f"PRIMARY KEY ({', '.join(key)})")
         return f"CREATE TABLE IF NOT EXISTS {self.name} ({', '.join(cols)})"
 
 
@@ -102,15 +107,22 @@ def duckdb_table_names() -> list[str]:
 
 
 def layout_is_current(con: duckdb.DuckDBPyConnection) -> bool:
-    """True when every DuckDB table of the catalog exists with all its columns (one query): else
-    :func:`create_tables` has a table to create or a store of an earlier layout to migrate."""
+    """True when every DuckDB table of the catalog exists with all its columns and no table declared without
+    a key index has one (one query): else :func:`create_tables` has a table to create or a store of an
+    earlier layout to migrate."""
     tables = [t for t in catalog().values() if t.store == "duckdb" and t.schema is not None]
-    have = con.execute(
-        "SELECT count(*) FROM duckdb_columns() WHERE schema_name = 'main' AND table_name IN (SELECT unnest(?)) "
-        "AND list_contains(?, table_name || '.' || column_name)",
-        [[t.name for t in tables], [f"{t.name}.{f.name}" for t in tables for f in t.schema]],
-    ).fetchone()[0]
-    return have == sum(len(t.schema) for t in tables)
+    have, keyed = con.execute(
+        "SELECT (SELECT count(*) FROM duckdb_columns() WHERE schema_name = 'main' AND table_name IN (SELECT unnest(?)) "
+        "AND list_contains(?, table_name || '.' || column_name)), "
+        "(SELECT count(*) FROM duckdb_constraints() WHERE schema_name = 'main' AND constraint_type = 'PRIMARY KEY' "
+        "AND table_name IN (SELECT unnest(?)))",
+        [
+            [t.name for t in tables],
+            [f"{t.name}.{f.name}" for t in tables for f in t.schema],
+            [t.name for t in tables if not t.key_index] or [""],
+        ],
+    ).fetchone()
+    return have == sum(len(t.schema) for t in tables) and keyed == 0
 
 
 def create_tables(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, str] | None = None) -> None:

@@ -22,9 +22,39 @@ def columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
 
 def migrate(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dict[str, str] | None = None) -> None:
     """Migrate the label store of an earlier layout: the first (issue 4, :func:`migrate_first_layout`),
-    then one whose ``teacher_calls`` has no ``endpoint`` column (before issue 17, :func:`add_call_endpoint`)."""
+    then one whose ``teacher_calls`` has no ``endpoint`` column (before issue 17, :func:`add_call_endpoint`),
+    then the tables that had a key index the catalog no longer declares (:func:`drop_key_indexes`)."""
     migrate_first_layout(con, legacy_prompt_shas)
     add_call_endpoint(con)
+    drop_key_indexes(con)
+
+
+def drop_key_indexes(con: duckdb.DuckDBPyConnection) -> None:
+    """A table the catalog declares without a key index (``Table.key_index``, e.g. ``teacher_labels``) that
+    has a primary key in this store is rebuilt in the catalog's layout, every row copied: DuckDB cannot drop a
+    primary key in place."""
+    from . import catalog
+
+    keyed = {
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM duckdb_constraints() WHERE schema_name = 'main' AND constraint_type = 'PRIMARY KEY'"
+        ).fetchall()
+    }
+    for table in catalog().values():
+        if table.store != "duckdb" or table.key_index or table.name not in keyed:
+            continue
+        shared = ", ".join(c for c in columns(con, table.name) if c in table.schema.names)
+        con.execute("BEGIN")
+        try:
+            con.execute(f"ALTER TABLE {table.name} RENAME TO {table.name}_keyed")
+            con.execute(table.ddl())
+            con.execute(f"INSERT INTO {table.name} ({shared}) SELECT {shared} FROM {table.name}_keyed")
+            con.execute(f"DROP TABLE {table.name}_keyed")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
 
 
 def add_call_endpoint(con: duckdb.DuckDBPyConnection) -> None:

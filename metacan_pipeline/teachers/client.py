@@ -23,7 +23,6 @@ import json
 import re
 import ssl
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from tenacity import (
 
 from ..http import retry_after_seconds
 from .rubric import Prompt
-from .store import ENDPOINT_ERROR, UNAVAILABLE, now_utc
+from .store import ENDPOINT_ERROR, UNAVAILABLE, new_key, now_utc
 from .validate import (
     DirectLabel,
     InvalidLabel,
@@ -353,7 +352,7 @@ class TeacherClient:
         mode = self.structured
         raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)  # canonical: the request hash names the exact bytes sent
         rec = CallRecord(
-            uuid.uuid4().hex,
+            new_key(),
             [v["id"] for v in views],
             body,
             hashlib.sha256(raw).hexdigest()[:16],

@@ -50,7 +50,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,7 +63,7 @@ from .. import vocab
 from ..openalex.ids import is_work_id, short_id
 from ..vocab import CATEGORIES
 from .label_files import SourceRecord, read_label_records
-from .store import append_rows, now_utc
+from .store import append_rows, new_key, now_utc
 from .validate import LABEL_FIELDS, InvalidLabel, validate_label
 from .views import canonical_json
 from .views import view_hash as hash_of_view
@@ -281,7 +280,7 @@ def record_row(
     """Validate one record (id, view hash, label rules of SPEC sections 3/4, design) and build its row:
     ``labelled`` with the label's fields, or ``failed`` with the cause prefixed by where the record is.
     ``provenance``: the columns every row of the import shares (:func:`import_provenance`)."""
-    row: dict[str, Any] = {"label_id": uuid.uuid4().hex, "work_id": work_id, **provenance}
+    row: dict[str, Any] = {"label_id": new_key(), "work_id": work_id, **provenance}
     error, view_hash, work_design, lab = rec.error, None, None, None
     if error is None:
         try:

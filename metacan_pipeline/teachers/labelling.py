@@ -31,7 +31,7 @@ from .client import CallRecord, LabelOutcome
 from .registry import TeacherSpec, direct_labels_table
 from .rubric import Prompt, load_prompt
 from .sending import LaneStats, Progress, run_interruptibly, send_batches, structured_modes, teacher_lanes
-from .store import append_rows, current_labels_sql, existing_keys, now_utc
+from .store import append_rows, current_labels_sql, existing_keys, new_key, now_utc
 from .views import record_view, view_hash
 
 Abstracts = Callable[[list[dict]], dict[str, str | None]]
@@ -134,7 +134,7 @@ def _label_row(
     reason: str | None = None,
 ) -> dict:
     row = {
-        "label_id": uuid.uuid4().hex,
+        "label_id": new_key(),
         "work_id": work_id,
         "teacher": spec.name,
         "model": spec.model,

@@ -70,9 +70,11 @@ class Progress:
         self.lanes: list[Lane] = []
 
     def eta(self, now: float) -> str:
-        """Seconds left at the pace since the first answer; "after the first answers" until there is one."""
-        if self.first is None or self.done <= self.first[1] or now <= self.first[0]:
-            return "after the first answers"
+        """Seconds left at the pace since the first answer; until there is a pace, when it will be known."""
+        if self.first is None:
+            return "after the first answer"
+        if self.done <= self.first[1] or now <= self.first[0]:
+            return "after the next answer"
         rate = (self.done - self.first[1]) / (now - self.first[0])
         return f"{(self.total - self.done) / rate:.0f}s"
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import uuid6
 
 from ..tables.teachers import CALLS_SCHEMA, LABELS_SCHEMA
 
@@ -82,6 +83,17 @@ def existing_keys(
     if work_ids is not None:
         con.unregister("chunk_ids")
     return set(rows)
+
+
+def new_key() -> str:
+    """A new ``call_id`` or ``label_id``: a time-ordered UUID (version 7, RFC 9562) as 32 hex digits.
+
+    Every flush of a labelling run (:class:`.archive.LabelWriter`) ends with a checkpoint, which writes the
+    parts of a key index that changed: keys in time order land at the right edge of ``teacher_calls``'s
+    ``call_id`` index, where random ones (version 4, the ids before) touch all of it. ``teacher_labels``
+    has no key index at all (``benchmarks/bench_label_store.py``).
+    """
+    return uuid6.uuid7().hex
 
 
 def now_utc() -> dt.datetime:

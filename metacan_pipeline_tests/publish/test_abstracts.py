@@ -292,6 +292,26 @@ def test_unreachable_server_trips_the_breaker():
     assert len(f.cache) == 0
 
 
+def test_a_failed_batch_is_reported_to_the_logger_it_was_given():
+    """The asset passes its context.log: a fresh-user run saw these lines on bare stderr, outside the run's log."""
+    import logging
+
+    class Keep(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    keep, logger = Keep(), logging.getLogger("the-assets-log")
+    logger.addHandler(keep)
+    f = _fetcher(_scripted(httpx.ConnectError("refused")), batch_size=2, max_attempts=1, breaker_after=2, logger=logger)
+    f.fetch([f"W{i}" for i in range(1, 7)])
+    logger.removeHandler(keep)
+    assert keep.lines == ["abstracts: batch of 2 works failed: ConnectError: refused (gave up after 1 attempt)"] * 2
+
+
 def test_timeouts_fail_the_batch():
     f = _fetcher(_scripted(httpx.ReadTimeout("read timed out")), max_attempts=2, timeout_s=0.5)
     got = f.fetch(["W3"])

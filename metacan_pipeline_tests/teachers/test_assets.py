@@ -144,10 +144,11 @@ def test_the_eta_is_the_pace_since_the_first_answer_not_since_a_cold_start():
     from metacan_pipeline.teachers.sending import Progress
 
     progress = Progress("gemma", 100, LabelRunStats(), logging.getLogger("eta"), every_s=1e9)
-    assert progress.eta(time.monotonic()) == "after the first answers"
+    assert progress.eta(time.monotonic()) == "after the first answer"
     progress.t0 -= 300  # the first answer took 300 s (a cold server)
     progress.update(10)
     start = progress.first[0]
+    assert progress.eta(start + 5) == "after the next answer"  # a fresh-user trial read "after the first answers" here
     progress.update(10)  # 10 more works...
     assert progress.eta(start + 20) == "160s"  # ...in 20 s: 80 left at 0.5 works/s, not 80 x 300 s / 20
     progress.close()

@@ -116,3 +116,48 @@ def test_a_store_without_the_endpoint_column_is_migrated_in_place_when_storage_o
             ("c1", "gpu1"),
             ("c2", None),
         ]
+
+
+def test_new_keys_are_unique_and_sort_in_the_order_they_were_made():
+    """Time-ordered ids land at the right edge of the ``teacher_calls`` key index (benchmarks/bench_label_store.py)."""
+    from metacan_pipeline.teachers.store import new_key
+
+    keys = [new_key() for _ in range(5000)]
+    assert len(set(keys)) == 5000 and keys == sorted(keys)
+    assert all(len(k) == 32 and int(k, 16) >= 0 for k in keys)
+
+
+def test_a_label_store_with_a_key_index_is_rebuilt_without_it_when_storage_opens(tmp_path):
+    """A store written before ``teacher_labels`` lost its primary key (issue 17: each flush's checkpoint wrote
+    the index) is rebuilt in place when storage opens: every row kept in order, no primary key left, the other
+    tables' keys untouched, and append_rows still stores a replayed label once."""
+    import dataclasses
+
+    from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.tables import catalog, layout_is_current
+
+    storage = MetacanStorage(data_dir=str(tmp_path))
+    con = duckdb.connect(str(storage.duckdb_path))
+    create_tables(con)
+    con.execute("DROP TABLE teacher_labels")
+    con.execute(dataclasses.replace(catalog()["teacher_labels"], key_index=True).ddl())
+    rows = [_label(f"W{i}", label_id=f"L{i}") for i in range(3)]
+    append_rows(con, [], rows)
+    assert not layout_is_current(con)
+    con.close()
+
+    def primary_keys(con):
+        q = "SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' ORDER BY 1"
+        return [r[0] for r in con.execute(q).fetchall()]
+
+    with storage.connect() as con:
+        assert "teacher_labels" not in primary_keys(con) and "teacher_calls" in primary_keys(con)
+        assert con.execute("SELECT label_id, work_id, status FROM teacher_labels ORDER BY label_id").fetchall() == [
+            (f"L{i}", f"W{i}", "labelled") for i in range(3)
+        ]
+        assert layout_is_current(con)
+        append_rows(con, [], [rows[0], _label("W9", label_id="L9")])
+        append_rows(con, [], [rows[0]])
+        assert con.execute("SELECT count(*), count(DISTINCT label_id) FROM teacher_labels").fetchone() == (4, 4)
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        assert "teacher_labels_keyed" not in tables
