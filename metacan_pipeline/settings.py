@@ -20,6 +20,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_DASK_SCHEDULER`` | the address of a running Dask scheduler (``tcp://host:8786``) that builds ``frame_parts``; its workers must import ``metacan_pipeline`` and reach the input files and the data folder | unset: a local cluster of ``workers`` processes per build |
 | ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_PROFILE`` / ... | S3 credentials, found by botocore as usual, never logged | unset |
 | ``METACAN_LLAMA_THREADS`` | CPU threads of the embedded llama.cpp teacher server; on a machine whose cores are busy with other work, ``1`` (llama.cpp's threads wait on each other by spinning: at load 13 on 2 cores, one call took 25-29 s with 1 thread against 72-145 s with 2) | ``2`` |
+| ``METACAN_RECORD_WORKERS`` | worker processes of a ``work_records`` build (1 to 64; each may use about 2.5 GB) | one per core, at most 4, and at most one per 2.5 GB of the machine's (or container's) memory |
 | ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
 | ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts | unset: static pages have no explore links |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
@@ -57,6 +58,7 @@ PARTS_URL_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
 #: The address schemes of distributed's comms (``host:port`` alone means ``tcp://``).
 DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
 LLAMA_THREADS_ENV = "METACAN_LLAMA_THREADS"
+RECORD_WORKERS_ENV = "METACAN_RECORD_WORKERS"
 DEFAULT_LLAMA_THREADS = 2
 SITE_URL_ENV = "METACAN_SITE_URL"
 
@@ -212,6 +214,17 @@ def llama_threads() -> int:
         return DEFAULT_LLAMA_THREADS
     if not re.fullmatch(r"[0-9]{1,3}", value) or not 1 <= int(value) <= 256:
         raise ValueError(f"{LLAMA_THREADS_ENV}={_shown(value)} must be a whole number from 1 to 256 (CPU threads)")
+    return int(value)
+
+
+def record_workers() -> int | None:
+    """``$METACAN_RECORD_WORKERS`` (1 to 64), else None (the build counts cores and memory). Raises ValueError naming
+    a bad value."""
+    value = os.environ.get(RECORD_WORKERS_ENV, "").strip()
+    if not value:
+        return None
+    if not re.fullmatch(r"[0-9]{1,2}", value) or not 1 <= int(value) <= 64:
+        raise ValueError(f"{RECORD_WORKERS_ENV}={_shown(value)} must be a whole number from 1 to 64 (worker processes)")
     return int(value)
 
 

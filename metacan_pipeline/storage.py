@@ -12,7 +12,11 @@ Layout under ``data_dir`` (default ``data/``, or ``$METACAN_DATA_DIR``), ARCHITE
 
 from __future__ import annotations
 
+import glob
+import os
+import re
 import shutil
+import socket
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -34,6 +38,48 @@ DEFAULT_DATA_DIR = settings.DEFAULT_DATA_DIR
 def sql_literal(value: str) -> str:
     """A SQL string literal for DuckDB (quotes doubled), for paths in statements that take no parameters."""
     return "'" + value.replace("'", "''") + "'"
+
+
+def process_tag() -> str:
+    """``<host>-pid<pid>``: names a scratch folder after the process that writes it, so that a later build can tell
+    one left by a killed process from a live one's (:func:`scratch_path`). The host keeps letters, digits, ``.``
+    and ``_`` (the kernel takes any bytes as a host name; the tag is part of a file name and of a glob pattern)."""
+    return f"{re.sub(r'[^A-Za-z0-9_.]', '_', socket.gethostname())}-pid{os.getpid()}"
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_dead(parent: Path, prefix: str) -> int:
+    """Remove the entries ``<parent>/<prefix><host>-pid<pid>-*`` of this host whose process is gone (a build killed
+    with SIGKILL or by the OOM killer never cleans up: a ``work_records`` build at 4.3M works leaves GBs); returns
+    how many. Another host's (a shared file system) and a live process's are left alone."""
+    host = process_tag().rsplit("-pid", 1)[0]
+    gone = 0
+    for path in parent.glob(f"{glob.escape(prefix + host)}-pid*-*"):
+        pid = path.name[len(prefix) + len(host) + 4 :].split("-", 1)[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            gone += 1
+    return gone
+
+
+def scratch_path(parent: Path, prefix: str) -> Path:
+    """A new name ``<parent>/<prefix><host>-pid<pid>-<8 hex>`` for this process's scratch folder or file, after
+    removing those of this host's dead processes (:func:`sweep_dead`). Not created."""
+    sweep_dead(parent, prefix)
+    return parent / f"{prefix}{process_tag()}-{uuid.uuid4().hex[:8]}"
 
 
 def default_data_dir() -> str:
@@ -101,8 +147,9 @@ class MetacanStorage(dg.ConfigurableResource):
         new one is complete (rename of a sibling temporary folder).
         """
         target = self.table_dir(name)
-        tmp = target.parent / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = scratch_path(target.parent, f".{name}.tmp-")
+        tmp.mkdir()
         rows = 0
         parts = 0
         items = [batches] if isinstance(batches, pa.Table) else batches

@@ -108,6 +108,13 @@ def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_r
         "metacan run: METACAN_PARTS_URL carries a user name or password"
     )
     assert "hunter2" not in res.output and not (tmp_path / "data").exists()
+    monkeypatch.delenv(settings.PARTS_URL_ENV)
+    monkeypatch.setenv(settings.RECORD_WORKERS_ENV, "0")  # read by work_records, near the end of a run
+    res = CliRunner().invoke(app, ["run", "--data-dir", str(tmp_path / "data")])
+    assert res.exit_code == 2 and res.output.strip() == (
+        "metacan run: METACAN_RECORD_WORKERS='0' must be a whole number from 1 to 64 (worker processes)"
+    )
+    assert not (tmp_path / "data").exists()
 
 
 def test_the_busy_cores_hint_names_the_setting_only_when_the_cores_are_busy(monkeypatch):

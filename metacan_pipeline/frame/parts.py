@@ -29,9 +29,7 @@ import datetime as dt
 import hashlib
 import json
 import os
-import re
 import shutil
-import socket
 import stat
 import tempfile
 import time
@@ -52,6 +50,7 @@ from ..openalex.reader import QUARANTINE_COLUMNS
 from ..openalex.remote import RemoteReadError, copy_to, is_url, scrub
 from ..openalex.remote import stat as remote_stat
 from ..openalex.staging import ReadStats, read_work_batches
+from ..storage import process_tag, sweep_dead
 from ..tables.frame import QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INDEX_SCHEMA
 from . import part_store
@@ -307,22 +306,8 @@ def remote_build_scratch() -> tempfile.TemporaryDirectory:
     made = os.lstat(root)
     if not stat.S_ISDIR(made.st_mode) or made.st_uid != os.getuid() or made.st_mode & 0o022:
         return tempfile.TemporaryDirectory(prefix="metacan-part-")
-    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())  # a glob pattern and a name: no '-', '*', '/'
-    for folder in root.glob(f"{host}-pid*-*"):
-        pid = folder.name.split("-")[1][3:]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
-    return tempfile.TemporaryDirectory(prefix=f"{host}-pid{os.getpid()}-", dir=root)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+    sweep_dead(root, "")
+    return tempfile.TemporaryDirectory(prefix=f"{process_tag()}-", dir=root)
 
 
 def _fetch(job: PartJob, tmp: Path) -> Path:

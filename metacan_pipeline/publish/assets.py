@@ -20,7 +20,7 @@ from ..meta import counts_markdown, table_metadata
 from ..openalex.api import DEFAULT_BASE_URL
 from ..release.layer import layer_rule, passed_heads, rolling_violations
 from ..settings import API_URL_ENV
-from ..storage import MetacanStorage
+from ..storage import MetacanStorage, process_tag, sweep_dead
 from ..tables.publish import LINEAGE_SCHEMA, PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
 from ..teachers.qualification import qualification_notes
 from ..teachers.registry import load_qualification, load_registry, load_roles
@@ -41,6 +41,7 @@ from .records import (
     SCHEMA_PATH,
     RecordBuild,
     RecordInputError,
+    RecordWorkerDied,
     count_changed,
     keep_previous_hashes,
     record_workers,
@@ -116,7 +117,7 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     try:
         built = write_records(storage, build, record_workers())
         changed = count_changed(storage, previous)
-    except RecordInputError as exc:
+    except (RecordInputError, RecordWorkerDied) as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     finally:
         if previous is not None:
@@ -247,7 +248,8 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     fetcher = AbstractFetcher(config.openalex_api_url or None, logger=context.log) if config.fetch_abstracts else None
     writer = PageWriter(storage, env, page_ctx, fetcher, renderer=renderer, run_id=run_id, rendered_at=rendered_at)
     storage.warehouse.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".pages-", dir=storage.warehouse) as scratch:
+    sweep_dead(storage.warehouse, ".pages-")  # a killed run's manifest snapshot
+    with tempfile.TemporaryDirectory(prefix=f".pages-{process_tag()}-", dir=storage.warehouse) as scratch:
         manifest = snapshot_manifest(storage, Path(scratch) / "manifest.parquet")
         plan = pages_to_render(
             storage,

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
 from typing import Any
 
 import duckdb
 
-from ..storage import MetacanStorage, sql_literal
+from ..storage import MetacanStorage, scratch_path, sql_literal
 
 #: Empty stand-ins for tables an older or partial data folder may not have yet (DuckDB catalog tables).
 _OPTIONAL_TABLES = {
@@ -92,8 +91,9 @@ def build_lineage(storage: MetacanStorage, label_tables: list[str]) -> int:
     frame has not been materialized.
     """
     storage.require("frame")
-    tmp = storage.warehouse / f".work_lineage.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir(parents=True)
+    storage.warehouse.mkdir(parents=True, exist_ok=True)
+    tmp = scratch_path(storage.warehouse, ".work_lineage.tmp-")
+    tmp.mkdir()
     try:
         with storage.connect() as con:
             present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}

@@ -18,9 +18,9 @@ import multiprocessing.connection
 import os
 import shutil
 import threading
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -32,9 +32,10 @@ import fastjsonschema
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import settings
 from ..openalex.ids import is_work_id
 from ..release.layer import UNRELEASED, LayerRule
-from ..storage import MetacanStorage, sql_literal
+from ..storage import MetacanStorage, scratch_path, sql_literal, sweep_dead
 from ..tables.publish import RECORDS_SCHEMA
 from ..vocab import LABEL_FIELDS, PREDICTION_STATUS
 from .human_layer import human_code_entry, validation_entries
@@ -248,6 +249,10 @@ class RecordInputError(ValueError):
     """A frame work that may not become a record: an id that is not ``^W\\d+$``, or a work seen twice."""
 
 
+class RecordWorkerDied(RuntimeError):
+    """A worker process of a ``work_records`` build ended without an answer (SIGKILL: the OOM killer, ``kill -9``)."""
+
+
 def input_views(storage: MetacanStorage, label_tables: list[str], release_frame: Path | None = None) -> list[str]:
     """The ``CREATE VIEW`` statements :data:`RECORD_INPUTS_SQL` reads: one view per table of
     ``_INPUT_TABLES`` over its Parquet files, and ``direct_labels``, the rows of every table of
@@ -405,16 +410,25 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-#: At most this many record worker processes: each holds about 350 MB before any work and lets DuckDB use up to 2 GB.
+#: At most this many record worker processes.
 RECORD_WORKERS_MAX = 4
+#: Memory one record worker may take: about 350 MB before any work, DuckDB's 2 GB limit (:func:`_ranged_connection`)
+#: and a batch of records in Python.
+RECORD_WORKER_MEMORY = int(2.5 * 2**30)
 
 
 def record_workers() -> int:
-    """Worker processes of a ``work_records`` build: one per core this process may use (dask's count: CPU affinity
-    and a container's cgroup CPU quota), at most :data:`RECORD_WORKERS_MAX`."""
+    """Worker processes of a ``work_records`` build: ``$METACAN_RECORD_WORKERS`` when set, else one per core this
+    process may use (dask's count: CPU affinity and a container's cgroup CPU quota), at most
+    :data:`RECORD_WORKERS_MAX` and at most one per :data:`RECORD_WORKER_MEMORY` of the memory distributed sees
+    (the machine's, a container's cgroup limit or the process's rlimit): four workers on an 8 GB machine would be
+    OOM-killed."""
     from dask.system import cpu_count
+    from distributed.system import MEMORY_LIMIT
 
-    return max(1, min(RECORD_WORKERS_MAX, cpu_count()))
+    if (configured := settings.record_workers()) is not None:
+        return configured
+    return max(1, min(RECORD_WORKERS_MAX, cpu_count(), MEMORY_LIMIT // RECORD_WORKER_MEMORY))
 
 
 def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, range_works: int = RANGE_WORKS) -> dict:
@@ -428,8 +442,10 @@ def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, ran
         ranges = record_ranges(con, range_works)
     finally:
         con.close()
-    folder = storage.warehouse / f".work_records.build-{uuid.uuid4().hex[:8]}"
-    folder.mkdir(parents=True)
+    storage.warehouse.mkdir(parents=True, exist_ok=True)
+    folder = scratch_path(storage.warehouse, ".work_records.build-")
+    sweep_dead(_range_spill(folder, 0).parent, ".work_records.build-")  # a killed build's spill folders
+    folder.mkdir()
     workers = max(1, min(workers, len(ranges) - 1))
     try:
         if workers == 1:
@@ -440,6 +456,13 @@ def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, ran
                 futures = [pool.submit(build_range, build, where, k, folder) for k, where in enumerate(ranges)]
                 try:
                     results = [f.result() for f in futures]
+                except BrokenProcessPool:
+                    raise RecordWorkerDied(
+                        f"a work_records worker process died while building ({workers} workers): most often the "
+                        f"out-of-memory killer (each worker may take about {RECORD_WORKER_MEMORY / 2**30:.1f} GB); "
+                        f"the previous work_records is kept; set {settings.RECORD_WORKERS_ENV}=1 (or a smaller number) "
+                        "and materialize work_records again"
+                    ) from None
                 except BaseException:
                     # stop now: the ranges running and queued in the workers would otherwise run to their end first
                     # (an interrupted run went on for two ranges' time), and the build is lost anyway
@@ -556,9 +579,7 @@ def keep_previous_hashes(storage: MetacanStorage) -> Path | None:
     materialization. :func:`count_changed` reads it once the new table is written; the caller deletes it."""
     if not storage.has_table("work_records"):
         return None
-    import uuid
-
-    path = storage.warehouse / f".work_records-previous-{uuid.uuid4().hex[:8]}.parquet"
+    path = Path(f"{scratch_path(storage.warehouse, '.work_records-previous-')}.parquet")
     con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(storage.warehouse / ".spill-records")})
     try:
         source = sql_literal(str(storage.table_dir("work_records") / "*.parquet"))

@@ -1,13 +1,12 @@
 """The ``sample_design`` asset and its blocking check (SPEC section 5)."""
 
 import shutil
-import uuid
 
 import dagster as dg
 from pydantic import Field
 
 from ..meta import counts_markdown, table_metadata
-from ..storage import MetacanStorage
+from ..storage import MetacanStorage, scratch_path
 from ..tables.sampling import DESIGN_SCHEMA
 from .design import DESIGN_INPUT_COLUMNS, META_SIGNALS, EnrichmentRule, StrataSpec, stream_design
 
@@ -64,7 +63,8 @@ def sample_design(
     ``enrichment``), N_h, n_h, salted-hash rank, ``selection_probability = n_h / N_h``,
     ``design_weight = 1 / pi`` and ``in_sample``. The ``codex`` teacher labels the works in the sample.
     """
-    workdir = storage.root / "tmp" / f"sample-design-{uuid.uuid4().hex[:8]}"
+    (storage.root / "tmp").mkdir(parents=True, exist_ok=True)
+    workdir = scratch_path(storage.root / "tmp", "sample-design-")
     try:
         batches = storage.iter_batches("frame", 50_000, DESIGN_INPUT_COLUMNS)  # filter first, then sample
         design = stream_design(

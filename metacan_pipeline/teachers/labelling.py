@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from ..http import mask_secret
-from ..storage import MetacanStorage, sql_literal
+from ..storage import MetacanStorage, scratch_path, sql_literal
 from ..tables.teachers import LABELS_SCHEMA, VIEW_HASH_SCHEMA
 from ..vocab import INSUFFICIENT_PAYLOAD
 from .archive import LabelWriter, recover
@@ -528,8 +528,9 @@ def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: "dict
     same rows and schema as one write of the whole table). Returns the number of rows."""
     sql, params, wanted = current_labels_query(spec, view_hashes)
     name = direct_labels_table(spec.name)
-    folder = storage.table_dir(name).parent / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
-    folder.mkdir(parents=True)
+    storage.warehouse.mkdir(parents=True, exist_ok=True)
+    folder = scratch_path(storage.warehouse, f".{name}.tmp-")
+    folder.mkdir()
     rows = 0
     try:
         with (

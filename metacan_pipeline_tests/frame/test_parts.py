@@ -457,7 +457,7 @@ def test_remote_build_scratch_with_an_odd_host_name_keeps_other_hosts_folders(tm
     from metacan_pipeline.frame import parts
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(parts.socket, "gethostname", lambda: host)
+    monkeypatch.setattr(socket, "gethostname", lambda: host)
     root = tmp_path / f"metacan-part-builds-{os.getuid()}"
     root.mkdir(mode=0o700)
     other = root / "stXr-pid999999999-x"  # a dead build of host 'stXr'

@@ -317,7 +317,9 @@ def test_each_range_of_a_records_build_spills_to_its_own_folder(tmp_path, openal
     assert not any(p.exists() for p in spills[1:]) and not (storage.warehouse / ".spill-records").exists()
 
 
-def _records_build_child(tmp_path, storage: MetacanStorage, prelude: str = "", setup: str = "", layer: str = "None"):
+def _records_build_child(
+    tmp_path, storage: MetacanStorage, prelude: str = "", setup: str = "", layer: str = "None", **popen
+):
     """A child Python process running ``write_records(workers=2, range_works=1)`` on ``storage``: ``prelude`` is module
     code before it, ``setup`` lines run first under ``__main__``, ``layer`` the RecordBuild's layer rule expression."""
     import os
@@ -339,7 +341,9 @@ def _records_build_child(tmp_path, storage: MetacanStorage, prelude: str = "", s
     )
     (tmp_path / "build.py").write_text(script)
     root = str(Path(records.__file__).parents[2])  # the checkout, for the child's imports
-    return subprocess.Popen([sys.executable, str(tmp_path / "build.py")], env={**os.environ, "PYTHONPATH": root})
+    return subprocess.Popen(
+        [sys.executable, str(tmp_path / "build.py")], env={**os.environ, "PYTHONPATH": root}, **popen
+    )
 
 
 def _spawned_workers(pid: int) -> list[int]:
@@ -359,7 +363,7 @@ def _spawned_workers(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_dir):
     """A step process SIGKILLed during a work_records build (an OOM kill, `kill -9`, a supervisor's timeout): its
-    worker processes end too. Before: they built the ranges already queued into the dead build's folder, then waited
+    worker processes end too, and the next build removes its folder. Before: they built the ranges already queued into the dead build's folder, then waited
     for work forever (two idle ~350 MB processes per kill, found still there minutes later)."""
     import os
     import signal
@@ -384,10 +388,46 @@ def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_
         while time.monotonic() < deadline and _alive(workers):
             time.sleep(0.2)
         assert not _alive(workers), f"worker processes {workers} outlived the killed build"
+        left = list(storage.warehouse.glob(".work_records.build-*"))
+        assert [p.name.split("-")[2] for p in left] == [f"pid{proc.pid}"]  # the killed build's folder, named for it
+        # the next build removes it (before: it stayed, GBs at 4.3M works) and builds the table whole
+        dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+        assert not list(storage.warehouse.glob(".work_records.build-*"))
+        assert storage.read_table("work_records", ["id"]).num_rows == 30
     finally:
         proc.kill()
         for pid in _alive(workers):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_records_worker_killed_mid_build_stops_the_build_with_what_to_do(tmp_path, openalex_dir):
+    """A worker process SIGKILLed mid-range (what the OOM killer does): the build stops with a sentence naming the
+    likely cause and the setting to lower, the previous table and no build folder are left. Before: the pool's
+    generic "A process in the process pool was terminated abruptly"."""
+    import subprocess
+
+    import pyarrow.parquet as pq
+
+    from metacan_pipeline_tests.builders import site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=30)
+    dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    previous = pq.read_table(storage.table_dir("work_records")).to_pylist()
+    prelude = (
+        "import os, signal\n"
+        "from metacan_pipeline.release.layer import LayerRule\n"
+        "class KilledRule(LayerRule):\n"
+        "    def apply(self, record, in_release):\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = _records_build_child(tmp_path, storage, prelude, layer="KilledRule()", stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert "RecordWorkerDied: a work_records worker process died while building (2 workers)" in err
+    assert "set METACAN_RECORD_WORKERS=1 (or a smaller number) and materialize work_records again" in err
+    assert pq.read_table(storage.table_dir("work_records")).to_pylist() == previous
+    assert not list(storage.warehouse.glob(".work_records.build-*"))
 
 
 def _alive(pids: list[int]) -> list[int]:

@@ -143,13 +143,25 @@ def test_record_batches_refuse_bad_and_repeated_ids_and_count_changes(openalex_d
         RecordBatches({}).table([{**inputs, "work": {**row, "id": "../W1"}}])
 
 
-@pytest.mark.parametrize(("cores", "workers"), [(1, 1), (2, 2), (4, 4), (64, 4)])
-def test_record_workers_follow_the_cores_dask_counts_and_stop_at_four(monkeypatch, cores, workers):
-    """One record worker per core dask counts (CPU affinity and a container's CPU quota), at most four: each may
-    hold 2 GB of DuckDB memory, so a 64-core host does not start 64."""
+@pytest.mark.parametrize(
+    ("cores", "memory_gib", "workers"), [(1, 64, 1), (2, 64, 2), (4, 64, 4), (64, 64, 4), (4, 8, 3), (4, 2, 1)]
+)
+def test_record_workers_follow_the_cores_and_memory_and_stop_at_four(monkeypatch, cores, memory_gib, workers):
+    """One record worker per core dask counts (CPU affinity and a container's CPU quota), at most four, and at most one
+    per 2.5 GB of the memory distributed sees: each may hold 2 GB of DuckDB memory, so a 64-core host does not start
+    64, and an 8 GB machine with 4 cores starts 3 (4 would be OOM-killed)."""
     import dask.system
+    import distributed.system
 
     from metacan_pipeline.publish.records import record_workers
 
+    monkeypatch.delenv("METACAN_RECORD_WORKERS", raising=False)
     monkeypatch.setattr(dask.system, "cpu_count", lambda: cores)
+    monkeypatch.setattr(distributed.system, "MEMORY_LIMIT", memory_gib * 2**30)
     assert record_workers() == workers
+    monkeypatch.setenv("METACAN_RECORD_WORKERS", "1")
+    assert record_workers() == 1
+    for bad in ("0", "65", "two", "-1"):
+        monkeypatch.setenv("METACAN_RECORD_WORKERS", bad)
+        with pytest.raises(ValueError, match=f"METACAN_RECORD_WORKERS='{bad}' must be a whole number from 1 to 64"):
+            record_workers()

@@ -1,0 +1,50 @@
+"""Tests of metacan_pipeline.storage: scratch folders named for their process, and the sweep of a killed one's."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pyarrow as pa
+
+from metacan_pipeline.storage import MetacanStorage, process_tag, scratch_path, sweep_dead
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_the_sweep_removes_this_hosts_dead_processes_scratch_and_nothing_else(tmp_path, monkeypatch):
+    monkeypatch.setattr(socket, "gethostname", lambda: "node-7.lab")  # '-' would split the tag: it becomes '_'
+    assert process_tag() == f"node_7.lab-pid{os.getpid()}"
+    dead = _dead_pid()
+    gone = [tmp_path / f".t.tmp-node_7.lab-pid{dead}-aa", tmp_path / f".t.tmp-node_7.lab-pid{dead}-bb.parquet"]
+    kept = [
+        tmp_path / f".t.tmp-node_7.lab-pid{os.getpid()}-cc",  # this live process's
+        tmp_path / f".t.tmp-other-pid{dead}-dd",  # another host's (a shared file system)
+        tmp_path / f".u.tmp-node_7.lab-pid{dead}-ee",  # another prefix
+        tmp_path / ".t.tmp-1a2b3c4d",  # a name of the layout before: no owner to ask
+    ]
+    for p in (gone[0], kept[0], kept[1], kept[2], kept[3]):
+        p.mkdir()
+        (p / "part-00000.parquet").write_bytes(b"x" * 10)
+    gone[1].write_bytes(b"x")
+    assert sweep_dead(tmp_path, ".t.tmp-") == 2
+    assert not any(p.exists() for p in gone) and all(p.exists() for p in kept)
+    new = scratch_path(tmp_path, ".t.tmp-")
+    assert new.parent == tmp_path and new.name.startswith(f".t.tmp-node_7.lab-pid{os.getpid()}-") and not new.exists()
+
+
+def test_a_table_write_removes_the_folder_a_killed_write_left(tmp_path):
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    storage.write_table("frame_sample", pa.table({"id": ["W1"]}))
+    left = storage.warehouse / f".frame_sample.tmp-{process_tag().rsplit('-pid', 1)[0]}-pid{_dead_pid()}-0badf00d"
+    left.mkdir()
+    (left / "part-00000.parquet").write_bytes(b"half a file")
+    assert storage.write_table("frame_sample", pa.table({"id": ["W1", "W2"]})) == 2
+    assert not left.exists()
+    assert sorted(p.name for p in storage.warehouse.iterdir() if p.name.startswith(".frame_sample")) == []
+    assert storage.read_table("frame_sample")["id"].to_pylist() == ["W1", "W2"]
