@@ -8,7 +8,6 @@ stages are named by asset key, the teachers by the registry (:mod:`metacan_pipel
 
 import contextlib
 import datetime as dt
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from pydantic import Field
 
 from ..meta import counts_markdown, table_metadata
 from ..openalex.api import DEFAULT_BASE_URL
-from ..release.layer import layer_rule, passed_heads, rolling_violations
+from ..release.layer import layer_rule, passed_heads
 from ..settings import API_URL_ENV
 from ..storage import MetacanStorage, process_tag, sweep_dead
 from ..tables.publish import LINEAGE_SCHEMA, PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
@@ -42,11 +41,10 @@ from .records import (
     RecordBuild,
     RecordInputError,
     RecordWorkerDied,
+    check_records,
     count_changed,
     keep_previous_hashes,
     record_workers,
-    schema_violation,
-    ship_violations,
     write_records,
 )
 
@@ -168,21 +166,16 @@ def records_may_ship(storage: MetacanStorage) -> dg.AssetCheckResult:
 
     Each record is validated against ``publish/work_record.schema.json`` (JSON Schema draft-07, compiled by
     fastjsonschema; the first error per record is reported) and
-    :func:`.records.ship_violations` and :func:`metacan_pipeline.release.layer.rolling_violations`. Metadata: the number of violating records and up to 20
+    :func:`.records.ship_violations` and :func:`metacan_pipeline.release.layer.rolling_violations`, file by file in
+    worker processes (:func:`.records.check_records`). Metadata: the number of violating records and up to 20
     violations, each naming the work id and the field.
     """
-    violations: list[str] = []
-    bad = checked = 0
     with storage.connect() as con:
         passed = passed_heads(con)
-    for batch in storage.iter_batches("work_records", columns=["record_json"]):
-        for text in batch.column("record_json").to_pylist():
-            record = json.loads(text)
-            v = ship_violations(record) + rolling_violations(record, passed)
-            v += [e for e in [schema_violation(record)] if e]
-            checked += 1
-            bad += bool(v)
-            violations.extend(v)
+    try:
+        checked, bad, violations = check_records(storage, passed, record_workers())
+    except RecordWorkerDied as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
     return dg.AssetCheckResult(
         passed=bad == 0,
         metadata={

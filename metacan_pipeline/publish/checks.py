@@ -4,10 +4,12 @@ stored final human code behind it, no ``human_validated:<protocol>`` status with
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 
 import dagster as dg
+import pyarrow.compute as pc
 
 from ..audit.coding import CodingStore
 from ..audit.validation import HUMAN_BASES
@@ -28,11 +30,15 @@ def stored_human_codes(store: CodingStore, protocol_ids: set[str]) -> dict[tuple
 
 def human_layer_problems(storage: MetacanStorage) -> tuple[int, list[str]]:
     """Records checked and every violation of :func:`.human_layer.human_layer_violations` over ``work_records``,
-    in record order. Two passes over the records in batches (the protocols their human codes name, then the
-    violations), so memory holds one batch of parsed records, never the table."""
+    in record order. A record carries the keys ``human_code`` and ``human_validation`` only when it has that layer
+    (:func:`.records.build_record`), and json.dumps writes a key as ``"<key>"`` where a string value's quotes would
+    be escaped: only the records whose JSON text holds one of them are parsed (Arrow's substring match); the others
+    have no human layer to check. Two passes over the records in batches (the protocols their human codes name,
+    then the violations), so memory holds one batch, never the table. Before, every record was parsed in Python:
+    more than 10 minutes at 4.3M works."""
     pids = {
         r["human_code"].get("protocol_id")
-        for batch in _record_batches(storage, only_with='"human_code"')  # most records have none: not parsed
+        for _, batch in _record_batches(storage, ('"human_code"',))
         for r in batch
         if r.get("human_code")
     }
@@ -42,17 +48,19 @@ def human_layer_problems(storage: MetacanStorage) -> tuple[int, list[str]]:
             stored = stored_human_codes(store, {p for p in pids if p})
     passing = read_passing_heads(storage)
     checked, violations = 0, []
-    for batch in _record_batches(storage):
-        checked += len(batch)
+    for rows, batch in _record_batches(storage, ('"human_code"', '"human_validation"')):
+        checked += rows
         violations += [v for r in batch for v in human_layer_violations(r, stored, passing)]
     return checked, violations
 
 
-def _record_batches(storage: MetacanStorage, only_with: str = "") -> Iterator[list[dict]]:
-    """``work_records`` parsed, one Parquet batch (50,000 records) at a time; ``only_with``: only the records whose
-    JSON text holds that string (a key, quoted) are parsed and yielded."""
+def _record_batches(storage: MetacanStorage, keys: tuple[str, ...]) -> Iterator[tuple[int, list[dict]]]:
+    """``work_records`` one Parquet batch (50,000 records) at a time: the batch's row count and its records whose JSON
+    text holds one of ``keys`` (quoted), parsed."""
     for b in storage.iter_batches("work_records", columns=["record_json"]):
-        yield [json.loads(t) for t in b.column("record_json").to_pylist() if only_with in t]
+        text = b.column("record_json")
+        hits = functools.reduce(pc.or_, [pc.fill_null(pc.match_substring(text, key), False) for key in keys])
+        yield b.num_rows, [json.loads(t) for t in text.filter(hits).to_pylist()]
 
 
 @dg.asset_check(

@@ -29,6 +29,7 @@ from typing import Any
 
 import duckdb
 import fastjsonschema
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -431,6 +432,77 @@ def record_workers() -> int:
     return max(1, min(RECORD_WORKERS_MAX, cpu_count(), MEMORY_LIMIT // RECORD_WORKER_MEMORY))
 
 
+@contextlib.contextmanager
+def worker_pool(workers: int, doing: str, kept: str = "") -> Iterator[ProcessPoolExecutor]:
+    """``workers`` spawned worker processes for work_records (a step process has threads: no fork), each ending when
+    its parent does. Any exception in the block terminates them now: the tasks running and queued would otherwise run
+    to their end first (an interrupted build went on for two ranges' time). A worker that dies raises
+    :class:`RecordWorkerDied`, saying it happened ``doing``, what to lower, and ``kept``."""
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_exit_with_parent) as pool:
+        try:
+            yield pool
+        except BrokenProcessPool:
+            raise RecordWorkerDied(
+                f"a work_records worker process died {doing} ({workers} workers): most often the out-of-memory killer "
+                f"(each worker may take about {RECORD_WORKER_MEMORY / 2**30:.1f} GB); set "
+                f"{settings.RECORD_WORKERS_ENV}=1 (or a smaller number) and materialize work_records again{kept}"
+            ) from None
+        except BaseException:
+            for process in (pool._processes or {}).values():
+                process.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def check_file(path: str, passed: frozenset[tuple[str, str]]) -> tuple[int, int, list[str]]:
+    """Records checked, records violating and the first :data:`SHOWN_VIOLATIONS` violations of one ``work_records``
+    file: the JSON Schema (:func:`schema_violation`), :func:`ship_violations` and :func:`.layer.rolling_violations`
+    (``passed``: the (classifier version, head) pairs that passed human validation)."""
+    from ..release.layer import rolling_violations
+
+    checked = bad = 0
+    shown: list[str] = []
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=5000, columns=["record_json"]):
+        for text in batch.column(0).to_pylist():
+            record = _loads(text)
+            v = ship_violations(record) + rolling_violations(record, passed)
+            v += [e for e in [schema_violation(record)] if e]
+            checked += 1
+            bad += bool(v)
+            shown.extend(v[: SHOWN_VIOLATIONS - len(shown)])
+    return checked, bad, shown
+
+
+#: Violations a check's metadata shows (the first ones, in record order).
+SHOWN_VIOLATIONS = 20
+
+
+def _loads(text: str) -> Any:
+    """A record's JSON: orjson (about 4x json's speed on records), or json for what orjson refuses (``NaN``, which
+    json.dumps writes for a float NaN and the JSON Schema then judges)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+def check_records(storage: MetacanStorage, passed: frozenset[tuple[str, str]], workers: int) -> tuple[int, int, list]:
+    """:func:`check_file` over every file of ``work_records``, in ``workers`` processes when there are several files;
+    returns records checked, records violating and the first :data:`SHOWN_VIOLATIONS` violations in record order.
+    One process parsed and validated about 1,750 records a second (4.3M works: 41 minutes)."""
+    storage.require("work_records")
+    files = [str(p) for p in sorted(storage.table_dir("work_records").glob("*.parquet"))]
+    workers = max(1, min(workers, len(files)))
+    if workers == 1:
+        results = [check_file(f, passed) for f in files]
+    else:
+        with worker_pool(workers, "while checking the records") as pool:
+            results = list(pool.map(check_file, files, [passed] * len(files)))
+    shown = [v for _, _, vs in results for v in vs][:SHOWN_VIOLATIONS]
+    return sum(r[0] for r in results), sum(r[1] for r in results), shown
+
+
 def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, range_works: int = RANGE_WORKS) -> dict:
     """Build ``work_records`` range by range (:func:`build_range`), in ``workers`` processes when there is more than
     one range of ``range_works`` ids, each range's files named in id order, and adopt them as the table atomically
@@ -451,25 +523,9 @@ def write_records(storage: MetacanStorage, build: RecordBuild, workers: int, ran
         if workers == 1:
             results = [build_range(build, where, k, folder) for k, where in enumerate(ranges)]
         else:
-            ctx = multiprocessing.get_context("spawn")  # a step process has threads: no fork
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_exit_with_parent) as pool:
+            with worker_pool(workers, "while building", "; the previous work_records is kept") as pool:
                 futures = [pool.submit(build_range, build, where, k, folder) for k, where in enumerate(ranges)]
-                try:
-                    results = [f.result() for f in futures]
-                except BrokenProcessPool:
-                    raise RecordWorkerDied(
-                        f"a work_records worker process died while building ({workers} workers): most often the "
-                        f"out-of-memory killer (each worker may take about {RECORD_WORKER_MEMORY / 2**30:.1f} GB); "
-                        f"the previous work_records is kept; set {settings.RECORD_WORKERS_ENV}=1 (or a smaller number) "
-                        "and materialize work_records again"
-                    ) from None
-                except BaseException:
-                    # stop now: the ranges running and queued in the workers would otherwise run to their end first
-                    # (an interrupted run went on for two ranges' time), and the build is lost anyway
-                    for process in (pool._processes or {}).values():
-                        process.terminate()
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise
+                results = [f.result() for f in futures]
         if not any(folder.iterdir()):
             pq.write_table(RECORDS_SCHEMA.empty_table(), folder / "part-00000-00000.parquet")
         storage.adopt_table("work_records", folder)

@@ -381,7 +381,12 @@ def test_the_blocking_check_fails_on_a_stored_record_with_a_forged_human_code(st
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     recs = records(study["storage"])
     forged = {**recs[study["single"]], "human_code": recs[wid(0)]["human_code"]}
-    rows = [{"id": r["id"], "record_json": json.dumps(r), "record_hash": "0" * 16} for r in (recs[wid(1)], forged)]
+    other = next(r for w, r in recs.items() if w not in (wid(1), study["single"]))
+    plain = {k: v for k, v in other.items() if k not in ("human_code", "human_validation")}  # no human layer
+    # a title naming the keys is a string value: parsed (its quotes are escaped in the text), no violation
+    named = {**plain, "title": '"human_code": {"protocol_id": "x"}, "human_validation"'}
+    chosen = (recs[wid(1)], forged, plain, named)
+    rows = [{"id": r["id"], "record_json": json.dumps(r), "record_hash": "0" * 16} for r in chosen]
     storage.write_table("work_records", pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA))
     result = dg.materialize(
         [records_human_layers_backed],
@@ -395,6 +400,8 @@ def test_the_blocking_check_fails_on_a_stored_record_with_a_forged_human_code(st
     problems = evaluation.metadata["violations"].value
     assert f"{forged['id']}: human_code under {study['pid']} but no stored human code of that protocol" in problems
     assert any(p.startswith(f"{wid(1)}: human_validated:") for p in problems)
+    assert evaluation.metadata["records_checked"].value == 4
+    assert not any(p.startswith(f"{plain['id']}:") for p in problems)
 
 
 def test_an_audit_sample_with_no_work_to_code_gives_empty_decisions(study):

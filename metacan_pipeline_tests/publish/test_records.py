@@ -165,3 +165,40 @@ def test_record_workers_follow_the_cores_and_memory_and_stop_at_four(monkeypatch
         monkeypatch.setenv("METACAN_RECORD_WORKERS", bad)
         with pytest.raises(ValueError, match=f"METACAN_RECORD_WORKERS='{bad}' must be a whole number from 1 to 64"):
             record_workers()
+
+
+def test_the_ship_check_gives_the_same_answer_in_worker_processes_as_in_one(tmp_path, openalex_dir):
+    """``check_records`` over a table of several files: two worker processes count the same records and violations,
+    and show the first violations in record order, as one process does; a record with a NaN (json.dumps writes it,
+    orjson refuses it) is still read."""
+    import dagster as dg
+    import pyarrow as pa
+
+    from metacan_pipeline.publish.assets import work_records
+    from metacan_pipeline.publish.records import SHOWN_VIOLATIONS, check_records
+    from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.tables.publish import RECORDS_SCHEMA
+    from metacan_pipeline_tests.builders import site_world
+
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    site_world(storage, openalex_dir, n=30)
+    dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
+    rows = storage.read_table("work_records").to_pylist()
+    assert check_records(storage, frozenset(), 2) == (30, 0, [])
+    bad_ids = []
+    for i in (4, 11, 12, 25):  # a category outside the vocabulary on four works of three files
+        record = json.loads(rows[i]["record_json"])
+        record["title"] = float("nan") if i == 25 else record["title"]  # the schema wants a string
+        record["routes"]["ca_aff"] = "yes"
+        rows[i]["record_json"] = json.dumps(record)
+        bad_ids.append(record["id"])
+    assert "NaN" in rows[25]["record_json"]
+    files = [pa.Table.from_pylist(rows[k : k + 10], schema=RECORDS_SCHEMA) for k in (0, 10, 20)]
+    storage.write_table("work_records", files)
+    assert len(list(storage.table_dir("work_records").glob("*.parquet"))) == 3
+    one, two = check_records(storage, frozenset(), 1), check_records(storage, frozenset(), 2)
+    assert one == two
+    checked, bad, shown = two
+    assert (checked, bad) == (30, 4) and 4 <= len(shown) <= SHOWN_VIOLATIONS
+    order = [next(k for k, w in enumerate(bad_ids) if w in v) for v in shown]  # which bad work each one names
+    assert order == sorted(order) and set(order) == {0, 1, 2, 3}  # every bad work, in record order
