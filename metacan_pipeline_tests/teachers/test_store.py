@@ -223,3 +223,23 @@ def test_a_first_layout_migration_killed_half_way_is_done_again_by_the_next_open
             "SELECT count(*), count(DISTINCT label_id), count(prompt_sha) FROM teacher_labels"
         ).fetchone() == (3000, 3000, 3000)
         assert len(existing_keys(con, "gemma", "m", "v1", prompt_lock()["v1"])) == 3000
+
+
+def test_a_label_or_call_given_twice_in_one_batch_is_stored_once(tmp_path):
+    """``teacher_labels`` has no key index: the anti join against the stored rows was all that kept ``label_id``
+    unique, and a batch holding the same label twice (an archive line written twice, a caller adding a row
+    again) stored it twice. A call given twice failed the whole batch on the ``call_id`` key instead."""
+    from metacan_pipeline.storage import MetacanStorage
+
+    storage = MetacanStorage(data_dir=str(tmp_path))
+    first = _label("W1", label_id="L1")
+    again = {**first, "reason": "the same id, written again"}
+    call = {"call_id": "c1", "teacher": "gemma", "cost_usd": 0.5, "work_ids": ["W1"]}
+    with storage.connect() as con:
+        append_rows(con, [call, call], [first, _label("W2", label_id="L2"), again])
+        append_rows(con, [call], [again, again])
+        assert con.execute("SELECT label_id, work_id, reason FROM teacher_labels ORDER BY label_id").fetchall() == [
+            ("L1", "W1", None),
+            ("L2", "W2", None),
+        ]
+        assert con.execute("SELECT count(*), sum(cost_usd) FROM teacher_calls").fetchone() == (1, 0.5)
