@@ -66,7 +66,8 @@ def sweep_dead(parent: Path, prefix: str) -> int:
     gone = 0
     for path in parent.glob(f"{glob.escape(prefix + host)}-pid*-*"):
         pid = path.name[len(prefix) + len(host) + 4 :].split("-", 1)[0]
-        if pid.isdigit() and not process_alive(int(pid)):
+        # ASCII digits that fit a pid_t: int('²') raises, os.kill of a larger number too; such a name is not ours
+        if pid.isascii() and pid.isdigit() and int(pid) < 2**31 and not process_alive(int(pid)):
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
             else:

@@ -48,3 +48,23 @@ def test_a_table_write_removes_the_folder_a_killed_write_left(tmp_path):
     assert not left.exists()
     assert sorted(p.name for p in storage.warehouse.iterdir() if p.name.startswith(".frame_sample")) == []
     assert storage.read_table("frame_sample")["id"].to_pylist() == ["W1", "W2"]
+
+
+def test_a_name_whose_pid_is_no_pid_stops_no_write_and_is_left_alone(tmp_path):
+    """``str.isdigit`` takes '²' and any length of digits: ``int('²')`` raised ValueError and ``os.kill`` of a pid
+    past pid_t raised OverflowError, out of every table write of that kind until someone removed the folder by hand.
+    No process of ours has such a pid: the entry is not ours, and stays."""
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    storage.write_table("frame_sample", pa.table({"id": ["W1"]}))
+    host = process_tag().rsplit("-pid", 1)[0]
+    odd = [
+        storage.warehouse / f".frame_sample.tmp-{host}-pid{pid}-0badf00d"
+        for pid in ("²", "99999999999999999999", "4294967296", "2147483648")
+    ]
+    dead = storage.warehouse / f".frame_sample.tmp-{host}-pid{_dead_pid()}-0badf00d"
+    for path in (*odd, dead):
+        path.mkdir()
+    assert storage.write_table("frame_sample", pa.table({"id": ["W1", "W2"]})) == 2
+    assert storage.read_table("frame_sample")["id"].to_pylist() == ["W1", "W2"]
+    assert all(p.is_dir() for p in odd) and not dead.exists()
+    assert sweep_dead(storage.warehouse, ".frame_sample.tmp-") == 0

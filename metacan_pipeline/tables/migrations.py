@@ -77,22 +77,37 @@ def migrate_first_layout(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dic
     """
     from . import catalog
 
-    if "request_json" in columns(con, "teacher_calls"):
-        con.execute("ALTER TABLE teacher_calls RENAME TO teacher_calls_v1")
+    calls_v1 = "request_json" in columns(con, "teacher_calls")
     old = columns(con, "teacher_labels")
-    if not old or (old[-1] == "created_at" and "prompt_sha" in old):
+    labels_v1 = bool(old) and not (old[-1] == "created_at" and "prompt_sha" in old)
+    if not calls_v1 and not labels_v1:
         return
-    labels = catalog()["teacher_labels"]
-    con.execute("ALTER TABLE teacher_labels RENAME TO teacher_labels_old")
-    con.execute(labels.ddl())
-    shared = [f.name for f in labels.schema if f.name in old]
-    con.execute(f"INSERT INTO teacher_labels ({', '.join(shared)}) SELECT {', '.join(shared)} FROM teacher_labels_old")
-    con.execute("DROP TABLE teacher_labels_old")
-    if legacy_prompt_shas is None:
+    if labels_v1 and legacy_prompt_shas is None:
         from ..teachers.rubric import prompt_lock  # only a store of the first layout needs the lock
 
         legacy_prompt_shas = prompt_lock()
-    for version, sha in legacy_prompt_shas.items():
-        con.execute(
-            "UPDATE teacher_labels SET prompt_sha = ? WHERE prompt_sha IS NULL AND prompt_version = ?", [sha, version]
-        )
+    # one transaction: a process killed half way (the copy of millions of labels takes seconds) leaves the store of
+    # the first layout, migrated again by the next open; step by step, the labels were left in teacher_labels_old or
+    # without their prompt_sha, and the next open saw a current layout and never looked again
+    con.execute("BEGIN")
+    try:
+        if calls_v1:
+            con.execute("ALTER TABLE teacher_calls RENAME TO teacher_calls_v1")
+        if labels_v1:
+            labels = catalog()["teacher_labels"]
+            con.execute("ALTER TABLE teacher_labels RENAME TO teacher_labels_old")
+            con.execute(labels.ddl())
+            shared = [f.name for f in labels.schema if f.name in old]
+            con.execute(
+                f"INSERT INTO teacher_labels ({', '.join(shared)}) SELECT {', '.join(shared)} FROM teacher_labels_old"
+            )
+            con.execute("DROP TABLE teacher_labels_old")
+            for version, sha in legacy_prompt_shas.items():
+                con.execute(
+                    "UPDATE teacher_labels SET prompt_sha = ? WHERE prompt_sha IS NULL AND prompt_version = ?",
+                    [sha, version],
+                )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise

@@ -103,14 +103,17 @@ def now_utc() -> dt.datetime:
 
 def append_rows(con: duckdb.DuckDBPyConnection, calls: list[dict[str, Any]], labels: list[dict[str, Any]]) -> None:
     """Insert call and label rows (dicts keyed by column name; absent columns are NULL) in one
-    transaction. Rows whose ``call_id`` / ``label_id`` is already stored are skipped: a recovered archive
-    replayed twice counts no call, label or cost twice."""
+    transaction. Rows whose ``call_id`` / ``label_id`` is already stored, or came earlier in ``calls`` /
+    ``labels``, are skipped: a recovered archive replayed twice counts no call, label or cost twice (``teacher_labels``
+    has no key index to refuse a second row)."""
     con.execute("BEGIN")
     try:
         for name, schema, key, rows in (
             ("teacher_calls", CALLS_SCHEMA, "call_id", calls),
             ("teacher_labels", LABELS_SCHEMA, "label_id", labels),
         ):
+            seen: set = set()
+            rows = [r for r in rows if not (r.get(key) in seen or seen.add(r.get(key)))]  # the first of each key
             if not rows:
                 continue
             batch = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)  # noqa: F841

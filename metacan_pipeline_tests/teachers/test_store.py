@@ -161,3 +161,85 @@ def test_a_label_store_with_a_key_index_is_rebuilt_without_it_when_storage_opens
         assert con.execute("SELECT count(*), count(DISTINCT label_id) FROM teacher_labels").fetchone() == (4, 4)
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         assert "teacher_labels_keyed" not in tables
+
+
+_FIRST_LAYOUT_LABELS = (
+    "CREATE TABLE teacher_labels (label_id VARCHAR PRIMARY KEY, work_id VARCHAR, teacher VARCHAR, model VARCHAR, "
+    "prompt_version VARCHAR, record_view VARCHAR, view_hash VARCHAR, status VARCHAR, categories VARCHAR[], domain VARCHAR, "
+    "study_design VARCHAR, genre VARCHAR, about_ca_system BOOLEAN, about_ca_topic BOOLEAN, confidence VARCHAR, "
+    "reason VARCHAR, error VARCHAR, attempts INTEGER, call_id VARCHAR, run_id VARCHAR, source VARCHAR, created_at TIMESTAMP)"
+)
+
+# Opens the store of argv[1] as storage does, and is SIGKILLed by the migration of the first layout once its labels
+# are copied, before their prompt_sha is set (a process killed or OOM-killed half way: the copy of millions of labels
+# takes seconds).
+_KILLED_MIGRATION = """
+import os, signal, sys
+
+import duckdb
+
+from metacan_pipeline.tables import create_tables
+from metacan_pipeline.teachers.rubric import prompt_lock
+
+
+class KilledHalfWay(dict):
+    def items(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+create_tables(duckdb.connect(sys.argv[1]), legacy_prompt_shas=KilledHalfWay(prompt_lock()))
+"""
+
+
+def test_a_first_layout_migration_killed_half_way_is_done_again_by_the_next_open(tmp_path):
+    """Killed between the copy of the labels and their prompt_sha, the migration of the first layout left every label
+    without it (or, killed sooner, in ``teacher_labels_old``), and the next open saw a current layout: the old labels
+    were never reused. It is one transaction: the next open finds the first layout and migrates it whole."""
+    import os
+    import subprocess
+    import sys
+
+    from metacan_pipeline.storage import MetacanStorage
+
+    storage = MetacanStorage(data_dir=str(tmp_path))
+    con = duckdb.connect(str(storage.duckdb_path))
+    con.execute("CREATE TABLE teacher_calls (call_id VARCHAR PRIMARY KEY, request_json VARCHAR, response_text VARCHAR)")
+    con.execute("INSERT INTO teacher_calls VALUES ('c0', '{}', 'reply')")
+    con.execute(_FIRST_LAYOUT_LABELS)
+    con.execute(
+        "INSERT INTO teacher_labels (label_id, work_id, teacher, model, prompt_version, view_hash, status, categories) "
+        "SELECT 'L' || i, 'W' || i, 'gemma', 'm', 'v1', 'vh', 'labelled', ['sts'] FROM range(3000) t(i)"
+    )
+    con.close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    killed = subprocess.run([sys.executable, "-c", _KILLED_MIGRATION, str(storage.duckdb_path)], env=env)
+    assert killed.returncode == -9
+
+    with storage.connect() as con:
+        tables = sorted(r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall())
+        assert "teacher_labels_old" not in tables and "teacher_calls_v1" in tables
+        assert con.execute("SELECT response_text FROM teacher_calls_v1").fetchall() == [("reply",)]
+        assert con.execute(
+            "SELECT count(*), count(DISTINCT label_id), count(prompt_sha) FROM teacher_labels"
+        ).fetchone() == (3000, 3000, 3000)
+        assert len(existing_keys(con, "gemma", "m", "v1", prompt_lock()["v1"])) == 3000
+
+
+def test_a_label_or_call_given_twice_in_one_batch_is_stored_once(tmp_path):
+    """``teacher_labels`` has no key index: the anti join against the stored rows was all that kept ``label_id``
+    unique, and a batch holding the same label twice (an archive line written twice, a caller adding a row
+    again) stored it twice. A call given twice failed the whole batch on the ``call_id`` key instead."""
+    from metacan_pipeline.storage import MetacanStorage
+
+    storage = MetacanStorage(data_dir=str(tmp_path))
+    first = _label("W1", label_id="L1")
+    again = {**first, "reason": "the same id, written again"}
+    call = {"call_id": "c1", "teacher": "gemma", "cost_usd": 0.5, "work_ids": ["W1"]}
+    with storage.connect() as con:
+        append_rows(con, [call, call], [first, _label("W2", label_id="L2"), again])
+        append_rows(con, [call], [again, again])
+        assert con.execute("SELECT label_id, work_id, reason FROM teacher_labels ORDER BY label_id").fetchall() == [
+            ("L1", "W1", None),
+            ("L2", "W2", None),
+        ]
+        assert con.execute("SELECT count(*), sum(cost_usd) FROM teacher_calls").fetchone() == (1, 0.5)
