@@ -112,6 +112,8 @@ def append_rows(con: duckdb.DuckDBPyConnection, calls: list[dict[str, Any]], lab
             ("teacher_calls", CALLS_SCHEMA, "call_id", calls),
             ("teacher_labels", LABELS_SCHEMA, "label_id", labels),
         ):
+            if any(r.get(key) is None for r in rows):  # the key index of teacher_labels refused it before
+                raise ValueError(f"a {name} row without its {key}: nothing of this batch was stored")
             seen: set = set()
             rows = [r for r in rows if not (r.get(key) in seen or seen.add(r.get(key)))]  # the first of each key
             if not rows:

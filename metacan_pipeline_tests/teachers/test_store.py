@@ -243,3 +243,14 @@ def test_a_label_or_call_given_twice_in_one_batch_is_stored_once(tmp_path):
             ("L2", "W2", None),
         ]
         assert con.execute("SELECT count(*), sum(cost_usd) FROM teacher_calls").fetchone() == (1, 0.5)
+
+
+def test_a_label_without_its_id_is_refused_with_the_whole_batch():
+    """``teacher_labels`` lost its key index, which also refused a NULL ``label_id``: append_rows refuses it now."""
+    import pytest
+
+    con = duckdb.connect()
+    create_tables(con)
+    with pytest.raises(ValueError, match="a teacher_labels row without its label_id: nothing of this batch was stored"):
+        append_rows(con, [], [_label("W1", label_id="L1"), {**_label("W2"), "label_id": None}])
+    assert con.execute("SELECT count(*) FROM teacher_labels").fetchone() == (0,)
