@@ -57,6 +57,9 @@ FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql")
 #: at once is one range's records, parsed, and its sort, so memory does not grow with the release. At 5 KB of record
 #: JSON a work, 20,000 works are about 100 MB of records (``benchmarks/bench_release_db.py``).
 CHUNK_WORKS = 20_000
+#: The release database is checkpointed after about this many works (whole ranges): the most a build without any
+#: checkpoint held without running out of its 1 GB (bench_release_db.py at 400,000 works).
+CHECKPOINT_WORKS = 400_000
 COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
 
 
@@ -107,11 +110,17 @@ def _prevalence_sha(storage: MetacanStorage) -> str:
     return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def build_release(storage: MetacanStorage, page_context: dict, chunk_works: int = CHUNK_WORKS) -> BuiltRelease:
+def build_release(
+    storage: MetacanStorage,
+    page_context: dict,
+    chunk_works: int = CHUNK_WORKS,
+    checkpoint_works: int = CHECKPOINT_WORKS,
+) -> BuiltRelease:
     """Build (or reuse) the release of the current ``work_records`` and make it current.
 
     ``page_context``: what the work page needs beside the record (:func:`metacan_pipeline.publish.pages.page_context`).
-    ``chunk_works``: works per range of work keys (:data:`CHUNK_WORKS`; the tables are the same whatever it is).
+    ``chunk_works``: works per range of work keys (:data:`CHUNK_WORKS`; the tables are the same whatever it is);
+    ``checkpoint_works``: works between checkpoints of the database (:data:`CHECKPOINT_WORKS`, the same).
     Reuses the files when a release of the same id is already complete. Raises :class:`ReleaseInputError` naming
     a work id when the frame's name lists disagree with the records (re-materialize ``work_records``) or a
     classifier version cannot become a page path.
@@ -128,7 +137,7 @@ def build_release(storage: MetacanStorage, page_context: dict, chunk_works: int 
     tag = uuid.uuid4().hex[:8]
     tmp_db, tmp_index = folder / f".{release_id}.{tag}.duckdb", folder / f".{release_id}.{tag}.fts.sqlite"
     try:
-        _write_database(storage, tmp_db, release_id, sha, page_context, chunk_works)
+        _write_database(storage, tmp_db, release_id, sha, page_context, chunk_works, checkpoint_works)
         write_index(tmp_db, tmp_index)
         os.replace(tmp_index, index)
         os.replace(tmp_db, db)
@@ -168,7 +177,13 @@ def _parquet(storage: MetacanStorage, name: str) -> str:
 
 
 def _write_database(
-    storage: MetacanStorage, path: Path, release_id: str, sha: str, page_context: dict, chunk_works: int
+    storage: MetacanStorage,
+    path: Path,
+    release_id: str,
+    sha: str,
+    page_context: dict,
+    chunk_works: int,
+    checkpoint_works: int = CHECKPOINT_WORKS,
 ) -> None:
     con = duckdb.connect(str(path), config={"memory_limit": "1GB", "temp_directory": str(path) + ".spill"})
     try:
@@ -196,11 +211,18 @@ def _write_database(
         mismatch: tuple[str, str] | None = None  # the first work (by id) whose frame lists disagree with its record
         ranges = work_key_ranges(con, chunk_works)
         # A commit per range (one transaction for every range kept each table's unfinished row group, 122,880 rows of
-        # record JSON, in memory: out of 1 GB at commit at 400,000 works), and no checkpoint until the end: a
-        # checkpoint mid-way wrote each unfinished row group again (a 1.15-1.5 times larger file, 1.4 times the
-        # bytes written; benchmarks/bench_release_db.py).
+        # record JSON, in memory: out of 1 GB at commit at 400,000 works), and a checkpoint only every
+        # CHECKPOINT_WORKS works: a checkpoint writes each unfinished row group again (a 1.15-1.5 times larger file at
+        # 400,000 works with DuckDB's own checkpoints; benchmarks/bench_release_db.py), but with none until the end
+        # every row waits in the WAL and in DuckDB's temporary files: the 4.3M-work rehearsal ran out of the 1 GB after
+        # 311 s, 55.9 GB written.
         con.execute("SET checkpoint_threshold = '1TB'")
+        since_checkpoint = 0
         for lo, hi in ranges:
+            if since_checkpoint >= checkpoint_works:
+                con.execute("CHECKPOINT")
+                since_checkpoint = 0
+            since_checkpoint += chunk_works
             within = f"work_key >= {lo}" + ("" if hi is None else f" AND work_key < {hi}")
             con.execute(f"CREATE OR REPLACE TEMP VIEW chunk AS SELECT * FROM records WHERE {within}")
             con.execute(f"CREATE OR REPLACE TEMP VIEW chunk_frame AS SELECT * FROM frame WHERE {within}")
