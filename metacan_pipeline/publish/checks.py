@@ -33,18 +33,19 @@ def human_layer_problems(storage: MetacanStorage) -> tuple[int, list[str]]:
     in record order. A record carries the keys ``human_code`` and ``human_validation`` only when it has that layer
     (:func:`.records.build_record`), and json.dumps writes a key as ``"<key>"`` where a string value's quotes would
     be escaped: only the records whose JSON text holds one of them are parsed (Arrow's substring match); the others
-    have no human layer to check. Two passes over the records in batches (the protocols their human codes name,
-    then the violations), so memory holds one batch, never the table. Before, every record was parsed in Python:
+    have no human layer to check. Two passes over the records in batches (the protocols their human codes name, when
+    there is a coding store, then the violations), so memory holds one batch, never the table. Before, every record was parsed in Python:
     more than 10 minutes at 4.3M works."""
-    pids = {
+    codes = coding_store_path(str(storage.root))
+    pids = {  # no coding store, no stored human code: every human_code is a violation, whatever its protocol
         r["human_code"].get("protocol_id")
-        for _, batch in _record_batches(storage, ('"human_code"',))
+        for _, batch in (_record_batches(storage, ('"human_code"',)) if codes.exists() else ())
         for r in batch
         if r.get("human_code")
     }
     stored: dict = {}
     if pids:
-        with CodingStore(coding_store_path(str(storage.root))) as store:
+        with CodingStore(codes) as store:
             stored = stored_human_codes(store, {p for p in pids if p})
     passing = read_passing_heads(storage)
     checked, violations = 0, []
