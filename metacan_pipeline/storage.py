@@ -83,6 +83,26 @@ def scratch_path(parent: Path, prefix: str) -> Path:
     return parent / f"{prefix}{process_tag()}-{uuid.uuid4().hex[:8]}"
 
 
+def id_ranges(con: duckdb.DuckDBPyConnection, relation: str, range_works: int) -> list[str]:
+    """The ``id`` values of ``relation`` in ascending ranges of ``range_works`` ids, as SQL conditions on ``{key}``
+    (replace it with the column), then the NULL ids (last, where ``ORDER BY id`` puts them). Only the ids are sorted:
+    a stage that joins large tables does it one range at a time (``work_records``, ``work_lineage``)."""
+    if range_works < 1:
+        raise ValueError(f"range_works must be at least 1, got {range_works}")
+    lows = [
+        r[0]
+        for r in con.execute(
+            f"SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM {relation} WHERE id IS NOT NULL) "
+            "WHERE n % ? = 0 ORDER BY id",
+            [range_works],
+        ).fetchall()
+    ]
+    return [
+        f"{{key}} >= {sql_literal(lo)}" + (f" AND {{key}} < {sql_literal(hi)}" if hi is not None else "")
+        for lo, hi in zip(lows, [*lows[1:], None], strict=True)
+    ] + ["{key} IS NULL"]
+
+
 def default_data_dir() -> str:
     """The data folder: ``$METACAN_DATA_DIR`` when set, else ``data`` (:func:`metacan_pipeline.settings.data_dir`)."""
     return settings.data_dir()

@@ -27,7 +27,7 @@ from typing import Any
 
 import duckdb
 
-from ..storage import MetacanStorage, scratch_path, sql_literal
+from ..storage import MetacanStorage, id_ranges, scratch_path, sql_literal
 
 #: Empty stand-ins for tables an older or partial data folder may not have yet (DuckDB catalog tables).
 _OPTIONAL_TABLES = {
@@ -47,7 +47,8 @@ _LABEL_COLUMNS = (
 def lineage_sql(present: set[str], label_tables: list[str], within: str = "true") -> tuple[list[str], str]:
     """``(set-up statements, the SELECT that yields LINEAGE_SCHEMA rows ordered by id)``; ``present`` = the
     relations in the catalog (the set-up makes empty stand-ins for the optional ones that are absent); ``within``: a
-    condition on ``{id}`` (a range of work ids, :func:`id_ranges`), applied to the frame and to the labels."""
+    condition on ``{key}`` (a range of work ids, :func:`metacan_pipeline.storage.id_ranges`), applied to the frame and
+    to the labels."""
     missing = [f"CREATE OR REPLACE TEMP TABLE {t} ({cols})" for t, cols in _OPTIONAL_TABLES.items() if t not in present]
     labels = " UNION ALL ".join(f"SELECT {_LABEL_COLUMNS} FROM {t}" for t in label_tables if t in present)
     if not labels:
@@ -64,7 +65,7 @@ def lineage_sql(present: set[str], label_tables: list[str], within: str = "true"
           archive := CASE WHEN c.archive_path IS NULL THEN NULL ELSE c.archive_path || '#L' || c.archive_line END)
         ORDER BY l.teacher, l.created_at) AS teacher_calls
       FROM labels l LEFT JOIN teacher_calls c ON c.call_id = l.call_id
-      WHERE {within.replace("{id}", "l.work_id")}
+      WHERE {within.replace("{key}", "l.work_id")}
       GROUP BY l.work_id)
     SELECT f.id, f.frame_build_id, b.run_id AS frame_run_id,
            CASE WHEN f.source_file LIKE 'api/%' THEN 'archived_api_response' ELSE 'input_file' END AS input_kind,
@@ -80,7 +81,7 @@ def lineage_sql(present: set[str], label_tables: list[str], within: str = "true"
     LEFT JOIN model_versions mv ON mv.model_version = p.model_version
     LEFT JOIN machine_scores ms ON ms.id = f.id
     LEFT JOIN machine_rounds r ON r.round = ms.rounds_run
-    WHERE {within.replace("{id}", "f.id")}
+    WHERE {within.replace("{key}", "f.id")}
     ORDER BY f.id"""
     return missing, query
 
@@ -93,30 +94,11 @@ LINEAGE_MEMORY = "1GB"
 LINEAGE_RANGE_WORKS = 100_000
 
 
-def id_ranges(con: duckdb.DuckDBPyConnection, range_works: int) -> list[str]:
-    """Conditions on ``{id}`` covering the frame's ids in ascending ranges of ``range_works`` ids, then the NULL ids
-    (where ``ORDER BY id`` puts them)."""
-    if range_works < 1:
-        raise ValueError(f"range_works must be at least 1, got {range_works}")
-    lows = [
-        r[0]
-        for r in con.execute(
-            "SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM frame WHERE id IS NOT NULL) "
-            "WHERE n % ? = 0 ORDER BY id",
-            [range_works],
-        ).fetchall()
-    ]
-    return [
-        f"{{id}} >= {sql_literal(lo)}" + (f" AND {{id}} < {sql_literal(hi)}" if hi is not None else "")
-        for lo, hi in zip(lows, [*lows[1:], None], strict=True)
-    ] + ["{id} IS NULL"]
-
-
 def build_lineage(storage: MetacanStorage, label_tables: list[str], range_works: int = LINEAGE_RANGE_WORKS) -> int:
     """(Re)write the ``work_lineage`` table from the frame and the tables above; returns its row count.
 
     ``label_tables`` are the direct-label tables to read (``direct_labels_<teacher>``, absent ones
-    skipped). DuckDB streams each range of ``range_works`` ids (:func:`id_ranges`) to its own Parquet file
+    skipped). DuckDB streams each range of ``range_works`` ids (:func:`metacan_pipeline.storage.id_ranges`) to its own Parquet file
     (``COPY``), in id order, under :data:`LINEAGE_MEMORY`, and the folder replaces the previous table atomically, so
     memory stays flat on a frame of millions of works. Raises FileNotFoundError when the frame has not been
     materialized.
@@ -133,7 +115,7 @@ def build_lineage(storage: MetacanStorage, label_tables: list[str], range_works:
             setup, _ = lineage_sql(present, label_tables)
             for stmt in setup:
                 con.execute(stmt)
-            for k, within in enumerate(id_ranges(con, range_works)):
+            for k, within in enumerate(id_ranges(con, "frame", range_works)):
                 _, query = lineage_sql(present, label_tables, within)
                 target = sql_literal(str(tmp / f"part-{k:05d}.parquet"))
                 n += con.execute(f"COPY ({query}) TO {target} (FORMAT parquet, COMPRESSION zstd)").fetchone()[0]

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from .. import settings
 from ..openalex.ids import is_work_id
 from ..release.layer import UNRELEASED, LayerRule
-from ..storage import MetacanStorage, scratch_path, sql_literal, sweep_dead
+from ..storage import MetacanStorage, id_ranges, scratch_path, sql_literal, sweep_dead
 from ..tables.publish import RECORDS_SCHEMA
 from ..vocab import LABEL_FIELDS, PREDICTION_STATUS
 from .human_layer import human_code_entry, validation_entries
@@ -316,20 +316,8 @@ def _ranged_connection(
 
 
 def record_ranges(con: duckdb.DuckDBPyConnection, range_works: int) -> list[str]:
-    """The ranges of frame ids joined at a time, ascending, as SQL conditions on ``{key}``: ``range_works`` ids each,
-    then the works with a NULL id (if any; last, as ``ORDER BY id`` puts them)."""
-    lows = [
-        r[0]
-        for r in con.execute(
-            "SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM frame__all WHERE id IS NOT NULL) "
-            "WHERE n % ? = 0 ORDER BY id",
-            [range_works],
-        ).fetchall()
-    ]
-    return [
-        f"{{key}} >= {sql_literal(lo)}" + (f" AND {{key}} < {sql_literal(lows[i + 1])}" if i + 1 < len(lows) else "")
-        for i, lo in enumerate(lows)
-    ] + ["{key} IS NULL"]
+    """The ranges of frame ids joined at a time (:func:`metacan_pipeline.storage.id_ranges` of ``frame__all``)."""
+    return id_ranges(con, "frame__all", range_works)
 
 
 def _range_batches(con: duckdb.DuckDBPyConnection, where: str, batch_rows: int) -> Iterator[list[dict]]:
