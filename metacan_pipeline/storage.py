@@ -60,7 +60,7 @@ def process_alive(pid: int) -> bool:
 
 def sweep_dead(parent: Path, prefix: str) -> int:
     """Remove the entries ``<parent>/<prefix><host>-pid<pid>-*`` of this host whose process is gone (a build killed
-    with SIGKILL or by the OOM killer never cleans up: a ``work_records`` build at 4.3M works leaves GBs); returns
+    with SIGKILL or by the OOM killer never cleans up: a ``work_records`` build at 4.3M works is 1.4 GB); returns
     how many. Another host's (a shared file system) and a live process's are left alone."""
     host = process_tag().rsplit("-pid", 1)[0]
     gone = 0

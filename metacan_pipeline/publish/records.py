@@ -467,8 +467,8 @@ SHOWN_VIOLATIONS = 20
 
 
 def _loads(text: str) -> Any:
-    """A record's JSON: orjson (about 4x json's speed on records), or json for what orjson refuses (``NaN``, which
-    json.dumps writes for a float NaN and the JSON Schema then judges)."""
+    """A record's JSON: orjson, or json for what orjson refuses (``NaN``, which json.dumps writes for a float NaN and
+    the JSON Schema then judges)."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -478,7 +478,7 @@ def _loads(text: str) -> Any:
 def check_records(storage: MetacanStorage, passed: frozenset[tuple[str, str]], workers: int) -> tuple[int, int, list]:
     """:func:`check_file` over every file of ``work_records``, in ``workers`` processes when there are several files;
     returns records checked, records violating and the first :data:`SHOWN_VIOLATIONS` violations in record order.
-    One process parsed and validated about 1,750 records a second (4.3M works: 41 minutes)."""
+    In the step process alone, the 4.3M-work rehearsal's check took 536.7 s."""
     storage.require("work_records")
     files = [str(p) for p in sorted(storage.table_dir("work_records").glob("*.parquet"))]
     workers = max(1, min(workers, len(files)))
