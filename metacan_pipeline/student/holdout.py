@@ -30,6 +30,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from ..storage import MetacanStorage
+from ..tables import transaction
 
 HOLDOUT_FRACTION = 0.2
 HOLDOUT_SALT = "metacan-student-holdout"
@@ -64,8 +65,7 @@ def freeze_holdout(storage: MetacanStorage, frame_batches: Iterable[pa.RecordBat
                 f"(every later metric then starts a new series)"
             )
         if not versions:
-            con.execute("BEGIN TRANSACTION")
-            try:
+            with transaction(con):
                 for b in frame_batches:
                     keys = [
                         venue_key(w, v) for w, v in zip(b["id"].to_pylist(), b["venue_id"].to_pylist(), strict=True)
@@ -77,10 +77,6 @@ def freeze_holdout(storage: MetacanStorage, frame_batches: Iterable[pa.RecordBat
                         "INSERT INTO student_holdout SELECT work_id, venue_key, ?, now(), ? FROM held",
                         [HOLDOUT_VERSION, run_id],
                     )
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
         return con.execute("SELECT count(*) FROM student_holdout").fetchone()[0], not versions
 
 

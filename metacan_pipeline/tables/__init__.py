@@ -13,6 +13,8 @@ import its schemas from here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -76,6 +78,19 @@ class Table:
         elif key:
             cols.append(f"PRIMARY KEY ({', '.join(key)})")
         return f"CREATE TABLE IF NOT EXISTS {self.name} ({', '.join(cols)})"
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The block's statements in one DuckDB transaction: committed at its end, rolled back by any exception (a
+    process killed inside it leaves none of them)."""
+    con.execute("BEGIN")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def _catalog() -> dict[str, Table]:

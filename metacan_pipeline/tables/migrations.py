@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import duckdb
 
+from . import Table, transaction
+
 
 def columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
     """The columns of ``table`` in the main schema, in order (empty when it does not exist)."""
@@ -44,17 +46,19 @@ def drop_key_indexes(con: duckdb.DuckDBPyConnection) -> None:
     for table in catalog().values():
         if table.store != "duckdb" or table.key_index or table.name not in keyed:
             continue
-        shared = ", ".join(c for c in columns(con, table.name) if c in table.schema.names)
-        con.execute("BEGIN")
-        try:
-            con.execute(f"ALTER TABLE {table.name} RENAME TO {table.name}_keyed")
-            con.execute(table.ddl())
-            con.execute(f"INSERT INTO {table.name} ({shared}) SELECT {shared} FROM {table.name}_keyed")
-            con.execute(f"DROP TABLE {table.name}_keyed")
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        with transaction(con):
+            rebuild(con, table, "keyed")
+
+
+def rebuild(con: duckdb.DuckDBPyConnection, table: Table, suffix: str) -> None:
+    """Rebuild ``table`` in the catalog's layout: the stored one
+    is renamed ``<name>_<suffix>``, the catalog's is created, the columns both have are copied, the old one is dropped
+    (inside the caller's transaction)."""
+    shared = ", ".join(c for c in columns(con, table.name) if c in table.schema.names)
+    con.execute(f"ALTER TABLE {table.name} RENAME TO {table.name}_{suffix}")
+    con.execute(table.ddl())
+    con.execute(f"INSERT INTO {table.name} ({shared}) SELECT {shared} FROM {table.name}_{suffix}")
+    con.execute(f"DROP TABLE {table.name}_{suffix}")
 
 
 def add_call_endpoint(con: duckdb.DuckDBPyConnection) -> None:
@@ -89,25 +93,13 @@ def migrate_first_layout(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dic
     # one transaction: a process killed half way (the copy of millions of labels takes seconds) leaves the store of
     # the first layout, migrated again by the next open; step by step, the labels were left in teacher_labels_old or
     # without their prompt_sha, and the next open saw a current layout and never looked again
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         if calls_v1:
             con.execute("ALTER TABLE teacher_calls RENAME TO teacher_calls_v1")
         if labels_v1:
-            labels = catalog()["teacher_labels"]
-            con.execute("ALTER TABLE teacher_labels RENAME TO teacher_labels_old")
-            con.execute(labels.ddl())
-            shared = [f.name for f in labels.schema if f.name in old]
-            con.execute(
-                f"INSERT INTO teacher_labels ({', '.join(shared)}) SELECT {', '.join(shared)} FROM teacher_labels_old"
-            )
-            con.execute("DROP TABLE teacher_labels_old")
+            rebuild(con, catalog()["teacher_labels"], "old")
             for version, sha in legacy_prompt_shas.items():
                 con.execute(
                     "UPDATE teacher_labels SET prompt_sha = ? WHERE prompt_sha IS NULL AND prompt_version = ?",
                     [sha, version],
                 )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise

@@ -28,6 +28,7 @@ import duckdb
 import pyarrow as pa
 import uuid6
 
+from ..tables import transaction
 from ..tables.teachers import CALLS_SCHEMA, LABELS_SCHEMA
 
 UNAVAILABLE = "endpoint unavailable"
@@ -106,8 +107,7 @@ def append_rows(con: duckdb.DuckDBPyConnection, calls: list[dict[str, Any]], lab
     transaction. Rows whose ``call_id`` / ``label_id`` is already stored, or came earlier in ``calls`` /
     ``labels``, are skipped: a recovered archive replayed twice counts no call, label or cost twice (``teacher_labels``
     has no key index to refuse a second row)."""
-    con.execute("BEGIN")
-    try:
+    with transaction(con):
         for name, schema, key, rows in (
             ("teacher_calls", CALLS_SCHEMA, "call_id", calls),
             ("teacher_labels", LABELS_SCHEMA, "label_id", labels),
@@ -120,10 +120,6 @@ def append_rows(con: duckdb.DuckDBPyConnection, calls: list[dict[str, Any]], lab
                 continue
             batch = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)  # noqa: F841
             con.execute(f"INSERT INTO {name} SELECT * FROM batch ANTI JOIN {name} USING ({key})")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def current_labels_sql() -> str:
