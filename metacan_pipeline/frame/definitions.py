@@ -1,0 +1,33 @@
+"""The frame stage's Dagster definitions: ingestion assets, their checks, the refresh jobs, schedules and sensor."""
+
+import dagster as dg
+
+from .api_refresh import openalex_api_refresh
+from .assets import canadian_entities, frame, frame_parts, openalex_inventory
+from .checks import (
+    frame_build_manifest_covers_snapshot,
+    frame_ids_unique,
+    frame_routes_have_evidence,
+    frame_stores_no_abstract_text,
+)
+from .schedules import (
+    api_refresh,
+    frame_build,
+    frame_build_after_refresh,
+    frame_refresh,
+    weekly_api_refresh,
+    weekly_frame_refresh,
+)
+
+defs = dg.Definitions(
+    assets=[openalex_api_refresh, openalex_inventory, canadian_entities, frame_parts, frame],
+    asset_checks=[
+        frame_ids_unique,
+        frame_routes_have_evidence,
+        frame_stores_no_abstract_text,
+        frame_build_manifest_covers_snapshot,
+    ],
+    jobs=[frame_refresh, frame_build, api_refresh],
+    schedules=[weekly_frame_refresh, weekly_api_refresh],
+    sensors=[frame_build_after_refresh],
+)

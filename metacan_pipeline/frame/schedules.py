@@ -1,0 +1,69 @@
+"""The frame's refresh jobs, their weekly schedules and the sensor that builds the frame after each inventory.
+
+Jobs select assets by key, so this module imports no asset definition.
+"""
+
+import dagster as dg
+
+from .partitions import all_partitions_run_tags
+
+#: The frame refresh: take stock of the inputs (registers new partitions) and rebuild the entity lists.
+frame_refresh = dg.define_asset_job(
+    "frame_refresh",
+    selection=dg.AssetSelection.assets("openalex_inventory", "canadian_entities"),
+    description="Take stock of the OpenAlex inputs and rebuild the Canadian entity lists; "
+    "the sensor frame_build_after_refresh then builds the new parts and the frame.",
+)
+#: Build the parts of the given partitions (already built ones are skipped unread) and merge the frame.
+frame_build = dg.define_asset_job(
+    "frame_build",
+    selection=dg.AssetSelection.assets("frame_parts", "frame"),
+    description="Build unbuilt frame parts and merge the frame (run over a partition range).",
+)
+#: The API refresh: harvest the next updated_date window (needs canadian_entities), then take stock,
+#: which registers the window's partition; the sensor frame_build_after_refresh builds it and merges the frame.
+api_refresh = dg.define_asset_job(
+    "api_refresh",
+    selection=dg.AssetSelection.assets("openalex_api_refresh", "openalex_inventory"),
+    description="Harvest the OpenAlex API for the works updated since the last completed window (buys API calls), then "
+    "take stock of the inputs; the sensor frame_build_after_refresh then builds the window's parts and merges the frame.",
+)
+
+
+def monday_schedule(job: dg.UnresolvedAssetJobDefinition, hour: int, running: bool, description: str):
+    """``weekly_<job>``: Mondays at ``hour``:00 Toronto time, running by default or stopped."""
+    status = dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
+    return dg.ScheduleDefinition(
+        name=f"weekly_{job.name}", job=job, cron_schedule=f"0 {hour} * * 1", execution_timezone="America/Toronto",
+        default_status=status, description=description,
+    )  # fmt: skip
+
+
+weekly_api_refresh = monday_schedule(
+    api_refresh,
+    4,
+    running=False,
+    description="Weekly OpenAlex API refresh, Mondays 04:00 Toronto time (after weekly_frame_refresh). Stopped by default "
+    "because it buys API calls: start it once OPENALEX_API_KEY is set and the per-day budget "
+    "(openalex_api_refresh config max_calls / max_cost_usd) suits you.",
+)
+weekly_frame_refresh = monday_schedule(
+    frame_refresh,
+    3,
+    running=True,
+    description="Weekly frame refresh, Mondays 03:00 Toronto time: takes stock of the input folders (offline, free); the sensor "
+    "frame_build_after_refresh then builds the new parts and merges the frame. Runs while the Dagster daemon runs.",
+)
+
+
+@dg.asset_sensor(
+    asset_key=dg.AssetKey("openalex_inventory"),
+    job=frame_build,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="After each inventory, build the parts not built yet (all partitions, one run) and merge the frame.",
+)
+def frame_build_after_refresh(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
+    """One ``frame_build`` run per ``openalex_inventory`` materialization, over every partition;
+    finished parts are skipped without being read, so only new or changed files cost time."""
+    yield dg.RunRequest(run_key=asset_event.run_id, tags=all_partitions_run_tags(context.instance))

@@ -1,0 +1,7 @@
+"""The sampling stage's Dagster definitions: the sample design and its partition check."""
+
+import dagster as dg
+
+from .assets import sample_design, sample_design_partitions_frame
+
+defs = dg.Definitions(assets=[sample_design], asset_checks=[sample_design_partitions_frame])

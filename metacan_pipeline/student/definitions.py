@@ -1,0 +1,9 @@
+"""The student stage's Dagster definitions: heads, predictions, prevalence and machine scores, with their checks."""
+
+import dagster as dg
+
+from .assets import machine_scores, predictions, student_heads
+from .checks import PREDICTION_CHECKS
+from .prevalence import prevalence
+
+defs = dg.Definitions(assets=[student_heads, predictions, prevalence, machine_scores], asset_checks=PREDICTION_CHECKS)
