@@ -122,7 +122,7 @@ def stage_child(data: Path) -> dict:
     import dagster as dg
 
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers.agreement import teacher_agreement
+    from metacan_pipeline.teachers.assets import teacher_agreement
 
     storage = MetacanStorage(data_dir=str(data))
     t0 = time.perf_counter()

@@ -55,9 +55,9 @@ def main() -> None:
     from metacan_pipeline.openalex.lookup import load_abstracts
     from metacan_pipeline.resources import OpenAlexFiles
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers.assets import label_works
-    from metacan_pipeline.teachers.registry import load_registry
-    from metacan_pipeline.teachers.server import EmbeddedLlamaServer
+    from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer
+    from metacan_pipeline.teachers.core.labelling import label_works
+    from metacan_pipeline.teachers.core.registry import load_registry
 
     log = logging.getLogger("bench_gemma")
     with tempfile.TemporaryDirectory(prefix="bench-gemma-") as tmp:

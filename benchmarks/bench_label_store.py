@@ -1,6 +1,6 @@
 """Bytes written by the flushes of a labelling run into a large label store (issue 17): the code before
 (``teacher_labels`` with a primary key, random ids) against this checkout (no key index on ``teacher_labels``,
-time-ordered ids from ``teachers.store.new_key``).
+time-ordered ids from ``teachers.core.store.new_key``).
 
 The 4.3M-work rehearsal's ``labels_census`` wrote 42.5 GB for a 0.9 GB catalog. Each flush of a
 ``LabelWriter`` (every 2 s) opens the catalog, inserts its rows with ``append_rows`` and closes it, and
@@ -39,7 +39,7 @@ def written_bytes() -> int:
 
 def stage_child(data: Path, labels: int, flushes: int, rows: int) -> dict:
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers import store
+    from metacan_pipeline.teachers.core import store
 
     key = getattr(store, "new_key", lambda: uuid.uuid4().hex)
     build_base(data, labels)

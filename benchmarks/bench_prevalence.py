@@ -169,7 +169,8 @@ def prepare(data: Path, works: int, sample: int, pilot: Path) -> dict:
     from metacan_pipeline.tables.sampling import DESIGN_SCHEMA
     from metacan_pipeline.tables.student import HEADS_SCHEMA, PRED_SCHEMA, THRESHOLDS_SCHEMA, TRAINING_SET_SCHEMA
     from metacan_pipeline.tables.teachers import LABELS_SCHEMA
-    from metacan_pipeline.teachers.import_assets import ImportedLabelsConfig, imported_labels
+    from metacan_pipeline.teachers.assets import imported_labels
+    from metacan_pipeline.teachers.imports.sources import ImportedLabelsConfig
     from metacan_pipeline.vocab import BINARY_TARGETS
 
     storage = MetacanStorage(data_dir=str(data))

@@ -45,7 +45,7 @@ from metacan_pipeline_tests.stub_teacher import run_stub
 # ------------------------------------------------------------------------------------------------
 def _bench_spec(base_url: str, works_per_call: int, concurrency: int):
     """The registry spec of the stub teacher (strict JSON schema output, a system role)."""
-    from metacan_pipeline.teachers.registry import TeacherSpec
+    from metacan_pipeline.teachers.core.registry import TeacherSpec
 
     return TeacherSpec(
         name="bench",
@@ -61,7 +61,8 @@ def _bench_spec(base_url: str, works_per_call: int, concurrency: int):
 def _label_run(storage, spec, rows: list[dict], run_id: str):
     import logging
 
-    from metacan_pipeline.teachers.assets import export_labels, label_works
+    from metacan_pipeline.teachers.core.export import export_labels
+    from metacan_pipeline.teachers.core.labelling import label_works
 
     stats = label_works(
         storage, spec, rows, run_id=run_id, log=logging.getLogger("bench"), base_url=lambda: spec.base_url

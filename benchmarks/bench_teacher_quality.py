@@ -37,11 +37,12 @@ def main() -> None:
     args = ap.parse_args()
 
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers.agreement import kappa
-    from metacan_pipeline.teachers.labelling import current_labels, label_works
-    from metacan_pipeline.teachers.qualification import draw_reference_set, judge
-    from metacan_pipeline.teachers.registry import load_qualification, load_registry
-    from metacan_pipeline.teachers.server import EmbeddedLlamaServer
+    from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer
+    from metacan_pipeline.teachers.core.agreement import kappa
+    from metacan_pipeline.teachers.core.export import current_labels
+    from metacan_pipeline.teachers.core.labelling import label_works
+    from metacan_pipeline.teachers.core.qualification import draw_reference_set, judge, load_qualification
+    from metacan_pipeline.teachers.core.registry import load_registry
 
     log = logging.getLogger("bench_teacher_quality")
     cfg = load_qualification()

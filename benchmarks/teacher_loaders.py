@@ -21,7 +21,7 @@ RUBRIC = (REPO / "metacan_pipeline" / "teachers" / "prompts" / "v2.md").read_tex
 # inputs
 # ------------------------------------------------------------------------------------------------
 def make_works(n: int, seed: int = 11) -> list[dict]:
-    """``n`` synthetic title-only record views (the shape of teachers.views.record_view), ids W1..Wn."""
+    """``n`` synthetic title-only record views (the shape of teachers.core.views.record_view), ids W1..Wn."""
     rng = random.Random(seed)
     return [
         {
@@ -125,7 +125,7 @@ def run_capacity(base_url: str, works: list[dict], concurrency: int, works_per_c
 
 
 def frame_rows(works: list[dict]) -> list[dict]:
-    """The synthetic views as frame rows (the columns :func:`metacan_pipeline.teachers.views.record_view` reads)."""
+    """The synthetic views as frame rows (the columns :func:`metacan_pipeline.teachers.core.views.record_view` reads)."""
     return [
         {
             "id": w["id"],

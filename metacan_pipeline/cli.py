@@ -297,8 +297,8 @@ def import_labels(
     Materialize ``teacher_agreement`` afterwards to compare them with the other teachers.
     """
     from .storage import MetacanStorage, default_data_dir
-    from .teachers.imports import ImportSpec, import_file
-    from .teachers.registry import load_registry
+    from .teachers.core.registry import load_registry
+    from .teachers.imports.importing import ImportSpec, import_file
 
     if teacher in load_registry():
         typer.echo(

@@ -18,7 +18,7 @@ import duckdb
 
 from .settings import coding_store_path
 from .storage import MetacanStorage
-from .teachers.registry import load_registry, load_roles
+from .teachers.core.registry import load_registry, load_roles
 from .vocab import SAMPLE_TEACHER
 
 if TYPE_CHECKING:

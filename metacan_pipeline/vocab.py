@@ -100,7 +100,7 @@ REASON_MAX_CHARS = 400
 
 #: SPEC section 4/6: the two teacher roles the student is built on. The census teacher labels every frame
 #: work (cheap); the sample teacher labels the design-weighted sample (stronger). The registry's
-#: ``[roles]`` table names the teacher that fills each (:func:`metacan_pipeline.teachers.registry.load_roles`).
+#: ``[roles]`` table names the teacher that fills each (:func:`metacan_pipeline.teachers.core.registry.load_roles`).
 CENSUS_TEACHER = "census"
 SAMPLE_TEACHER = "sample"
 TEACHER_ROLES: tuple[str, ...] = (CENSUS_TEACHER, SAMPLE_TEACHER)

@@ -29,9 +29,8 @@ from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.checks import PREDICTION_CHECKS
 from metacan_pipeline.student.holdout import venue_held_out, venue_key
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
-from metacan_pipeline.teachers.agreement import teacher_agreement
-from metacan_pipeline.teachers.import_assets import imported_labels
-from metacan_pipeline.teachers.registry import TeacherSpec
+from metacan_pipeline.teachers.assets import imported_labels, teacher_agreement
+from metacan_pipeline.teachers.core.registry import TeacherSpec
 from metacan_pipeline.vocab import CATEGORICAL_TARGETS, PREDICTION_STATUS, SCORE_ONLY_IMMATURE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -444,11 +443,17 @@ def write_inputs(
 
 def record_qualification(storage: MetacanStorage, teacher: str, agree: bool = True) -> None:
     """Store a qualification result for a registry teacher whose labels a test writes directly (no calls):
-    :func:`~metacan_pipeline.teachers.qualification.judge` on the real frame1k reference set of a teacher
+    :func:`~metacan_pipeline.teachers.core.qualification.judge` on the real frame1k reference set of a teacher
     that gives every reference work its reference label (``agree``: qualified, kappa 1) or calls every
     work not meta-research (not qualified, kappa 0)."""
-    from metacan_pipeline.teachers.qualification import draw_reference_set, judge, reference_sha, store_result
-    from metacan_pipeline.teachers.registry import load_qualification, load_registry
+    from metacan_pipeline.teachers.core.qualification import (
+        draw_reference_set,
+        judge,
+        load_qualification,
+        reference_sha,
+        store_result,
+    )
+    from metacan_pipeline.teachers.core.registry import load_registry
 
     cfg = load_qualification()
     works = draw_reference_set(PILOT, cfg, set())

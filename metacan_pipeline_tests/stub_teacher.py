@@ -469,7 +469,7 @@ class StubTeacher:
             if "oov" in fs:
                 label["genre"] = "novel"
             labels.append(label)
-        if _asks_for_rows(req.get("messages")):  # a prompt whose reply format is rows (teachers/rubric.py)
+        if _asks_for_rows(req.get("messages")):  # a prompt whose reply format is rows (teachers/core/rubric.py)
             content: str | None = orjson.dumps([[lab[f] for f in LABEL_FIELDS] for lab in labels]).decode()
         else:
             content = orjson.dumps({"labels": labels}).decode()

@@ -84,7 +84,7 @@ def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_r
     tmp_path, monkeypatch
 ):
     from metacan_pipeline import settings
-    from metacan_pipeline.teachers.server import EmbeddedLlamaServer
+    from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer
 
     monkeypatch.delenv(settings.LLAMA_THREADS_ENV, raising=False)
     assert EmbeddedLlamaServer().threads() == 2
@@ -118,7 +118,7 @@ def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_r
 
 
 def test_the_busy_cores_hint_names_the_setting_only_when_the_cores_are_busy(monkeypatch):
-    from metacan_pipeline.teachers import server
+    from metacan_pipeline.teachers.calling import server
 
     monkeypatch.setattr(server.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(server.os, "getloadavg", lambda: (4.8, 4.2, 3.7))

@@ -16,7 +16,7 @@ def test_the_run_summary_counts_the_calls_of_each_endpoint_of_a_teacher_on_sever
 
     from metacan_pipeline.reports import teacher_call_lines
     from metacan_pipeline.tables import create_tables
-    from metacan_pipeline.teachers.store import append_rows
+    from metacan_pipeline.teachers.core.store import append_rows
 
     con = duckdb.connect()
     create_tables(con)

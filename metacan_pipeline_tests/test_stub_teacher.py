@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from metacan_pipeline.teachers.validate import LABEL_FIELDS, validate_label
+from metacan_pipeline.teachers.core.validate import LABEL_FIELDS, validate_label
 from metacan_pipeline_tests.stub_teacher import FAULT_MODES, JSON_SCHEMA_REJECTED, REFUSAL_TEXT, run_stub, stub_label
 
 

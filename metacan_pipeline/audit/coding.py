@@ -18,7 +18,7 @@ together, so the served site (threads) and the ``metacan`` CLI (another process)
   records a claim (valid :data:`CLAIM_TTL`), so two coders, not three, work on a work at once, and a coder who comes
   back is handed the task they held first. A coder never sees another coder's answer or any machine output.
 - **Answers** (:meth:`CodingStore.submit`) are validated by :func:`validate_answer` with the SPEC section 3-4 rules of
-  :func:`metacan_pipeline.teachers.validate.validate_label` (vocabularies, ``insufficient_payload`` alone, a domain
+  :func:`metacan_pipeline.teachers.core.validate.validate_label` (vocabularies, ``insufficient_payload`` alone, a domain
   only with ``metaresearch``), plus: a complete answer gives every field but ``confidence`` (and a domain with
   ``metaresearch``); ``unresolved=True`` allows empty fields; a note of at most 1,000 characters. Every answer is
   appended with coder, role (``code`` | ``adjudication``), time, protocol, the evidence version shown and its source;
@@ -52,8 +52,8 @@ from urllib.parse import quote
 from .. import vocab
 from ..openalex.ids import is_work_id, short_id
 from ..tables.coding import ANNOTATOR_SQL, TABLES, coding_store_ddl
-from ..teachers.validate import InvalidLabel, validate_label
-from ..teachers.views import canonical_json
+from ..teachers.core.validate import InvalidLabel, validate_label
+from ..teachers.core.views import canonical_json
 
 log = logging.getLogger(__name__)
 

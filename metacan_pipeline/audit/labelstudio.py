@@ -47,7 +47,7 @@ from typing import Any
 from xml.sax.saxutils import quoteattr
 
 from .. import vocab
-from ..teachers.views import canonical_json
+from ..teachers.core.views import canonical_json
 from .coding import (
     IMPORTED_CODER_PREFIX,
     CodingError,

@@ -30,7 +30,7 @@ import pyarrow as pa
 from ..storage import MetacanStorage
 from ..student.roles import CENSUS, direct_labels_key
 from ..tables.audit import HUMAN_VALIDATION_SCHEMA
-from ..teachers.registry import load_registry
+from ..teachers.core.registry import load_registry
 from ..vocab import BINARY_TARGETS, CATEGORIES
 from .coding import CodingStore
 from .design import scratch, state_sql

@@ -3,7 +3,7 @@ check ``records_may_ship``, ``work_pages`` (HTML).
 
 The assets orchestrate; the work is in :mod:`.records` (the records and their query), :mod:`.lineage`,
 :mod:`.manifest` (which pages to render) and :mod:`.pages` (rendering and writing the site). Upstream
-stages are named by asset key, the teachers by the registry (:mod:`metacan_pipeline.teachers.registry`).
+stages are named by asset key, the teachers by the registry (:mod:`metacan_pipeline.teachers.core.registry`).
 """
 
 import contextlib
@@ -21,8 +21,8 @@ from ..release.layer import layer_rule, passed_heads
 from ..settings import API_URL_ENV
 from ..storage import MetacanStorage, process_tag, sweep_dead
 from ..tables.publish import LINEAGE_SCHEMA, PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
-from ..teachers.qualification import qualification_notes
-from ..teachers.registry import load_qualification, load_registry, load_roles
+from ..teachers.core.qualification import load_qualification, qualification_notes
+from ..teachers.core.registry import load_registry, load_roles
 from ..vocab import SAMPLE_TEACHER
 from .abstracts import AbstractFetcher
 from .human_layer import read_passing_heads

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from ..meta import counts_markdown
 from ..storage import MetacanStorage
-from ..teachers.registry import load_registry
+from ..teachers.core.registry import load_registry
 from .bundle import ReleaseError, cut_release, registered, verify
 from .citation import CitationError
 from .layer import releases_root

@@ -10,7 +10,7 @@ from ..meta import counts_markdown
 from ..publish.pages import page_context
 from ..release.layer import newest_release
 from ..storage import MetacanStorage
-from ..teachers.registry import load_roles
+from ..teachers.core.registry import load_roles
 from ..vocab import SAMPLE_TEACHER
 from .build import ReleaseInputError, build_release
 

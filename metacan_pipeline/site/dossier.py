@@ -4,7 +4,7 @@ pair, under any cohort.
 
 The disagreements were found when the release was built (:mod:`.figures`, table ``work_disagreements``: one row per
 work and pair ``<a> vs <b>``, the heads they differ on, by the rule of
-:func:`metacan_pipeline.teachers.agreement.head_values`: a head a label leaves unknown is never a disagreement). A
+:func:`metacan_pipeline.teachers.core.agreement.head_values`: a head a label leaves unknown is never a disagreement). A
 request takes every cohort filter of :data:`.params.FILTERS` (parsed by :mod:`.cohort`, so the same values are
 refused the same way), and ``pair`` (one of the release's pairs), ``head`` (one of :data:`HEADS`), ``after`` (the
 ``work_key`` the previous page ended on) and ``limit``. Per pair it counts, in the cohort, the works both teachers
@@ -29,7 +29,7 @@ from .cohort import Cohort, parse_filters
 from .params import DEFAULT_LIMIT, FILTERS, MAX_LIMIT, CohortError, Param, single_values
 from .queries import CohortQuery, where_sql
 
-#: The heads two labels are compared on (:data:`metacan_pipeline.teachers.agreement.HEADS`, spelled from the
+#: The heads two labels are compared on (:data:`metacan_pipeline.teachers.core.agreement.HEADS`, spelled from the
 #: vocabulary so that the served site does not import the labelling stage).
 HEADS: tuple[str, ...] = BINARY_TARGETS + tuple(CATEGORICAL_TARGETS) + ("category_set",)
 VERDICT_FIELDS = (

@@ -14,7 +14,7 @@ served pages read a few small rows whatever the release's size.
   95% CI, classify-and-count, the screener-swap range; :mod:`metacan_pipeline.student.prevalence`) copied verbatim,
   or none when that asset was never materialized (the page says so).
 - ``work_disagreements``: one row per work and pair of teachers whose labelled direct labels differ on at least one
-  head, the heads named (the rules of :func:`metacan_pipeline.teachers.agreement.head_values`: a head a label leaves
+  head, the heads named (the rules of :func:`metacan_pipeline.teachers.core.agreement.head_values`: a head a label leaves
   unknown is not a disagreement). Pairs are ``<a> vs <b>`` in name order, as ``teacher_disagreements`` names them.
 - ``dossier_works``: what the dossier lists of each of those works, with its record's ``direct_labels`` (every
   teacher's verdict and reason, source and status), so a dossier page never reads ``works``.
@@ -97,7 +97,7 @@ def disagreements(con: duckdb.DuckDBPyConnection) -> tuple[pa.Table, pa.Table, l
 
     The records are read whole and parsed here: a JSON path over ``works.record_json`` in the statement was evaluated
     on every row before the filter (30 s for 483 works of 100,000; the raw column 0.8 s)."""
-    from ..teachers.agreement import HEADS, head_values  # the pipeline's rule of which heads a label gives
+    from ..teachers.core.agreement import HEADS, head_values  # the pipeline's rule of which heads a label gives
 
     teachers = [r[0] for r in con.execute("SELECT DISTINCT teacher FROM work_labels ORDER BY 1").fetchall()]
     pairs = {f"{a} vs {b}": {h: 0 for h in HEADS} for a, b in combinations(teachers, 2)}

@@ -1,6 +1,6 @@
 """Real-data evaluation: the student's ``metaresearch`` head on the MetaCan pilot labels (issue 5).
 
-The pilot (``../shared/data/metacan_pilot``, its SOURCES.md; converter :mod:`..teachers.pilot`) had LLM
+The pilot (``../shared/data/metacan_pilot``, its SOURCES.md; converter :mod:`..teachers.imports.pilot`) had LLM
 screeners label Canadian works under rubric v1.0. Here those labels train and test the student's
 ``metaresearch`` head, exactly as the student builds it (title-only text, a feature backend of
 :func:`.features.make_features`, ``heads.PARAMS["logreg"]`` logistic regression, fitted with design
@@ -21,7 +21,7 @@ Field mapping, set ``screening`` (pilot -> ours):
 
 =========== ==========================================================================================
 label       ``metaresearch`` positive for tier ``T1``/``T2``, negative for ``T3``/``OUT``
-            (:data:`..teachers.pilot.TIER_CATEGORIES`, via :func:`..teachers.pilot.pilot_imports`, so
+            (:data:`..teachers.core.reference.TIER_CATEGORIES`, via :func:`..teachers.imports.pilot.pilot_imports`, so
             the labels are the converter's). Screener ``a`` (claude-sonnet-4-6): ``labels_joined.json``
             ``tier_a``. Screener ``b`` (gpt-5.6-sol, Codex): the ``codex/chunk_*.json`` tier, else
             ``labels_joined.json`` ``tier_b`` (they agree on every work that has both; a work in two
@@ -65,7 +65,7 @@ with ``chunk_NN.json`` by ``id``); the adjudicator's decisions ``adjudication/ve
 
 =========== ==========================================================================================
 label       ``metaresearch`` from the record's ``tier`` (rubric v1.0, the same tiers and meaning as the
-            screening set, so the same map :data:`..teachers.pilot.TIER_CATEGORIES`): positive for
+            screening set, so the same map :data:`..teachers.core.reference.TIER_CATEGORIES`): positive for
             ``T1`` (core metaresearch) and ``T2`` (adjacent: STS, LIS, research infrastructure,
             history/philosophy of science, research-policy analysis), negative for ``T3``
             (contextual: editorials, policy documents, announcements) and ``OUT``. Any other tier
@@ -117,8 +117,8 @@ from pathlib import Path
 import numpy as np
 
 from ..openalex.abstract import markup_to_text
-from ..teachers.pilot import pilot_imports
-from ..teachers.reference import FRAME1K_ARMS, frame1k_labels
+from ..teachers.core.reference import FRAME1K_ARMS, frame1k_labels
+from ..teachers.imports.pilot import pilot_imports
 from .features import make_features, student_text
 from .heads import grouped_cv_metrics, weighted_rate
 from .holdout import venue_key
@@ -379,7 +379,7 @@ class Frame1kEvaluation:
 
 def frame1k_works(folder: Path) -> tuple[list[Frame1kWork], dict[str, int]]:
     """The frame1k works (``<folder>/frame1k/chunks/chunk_*.json``, in file order) with every arm's label
-    (:func:`..teachers.reference.frame1k_labels`, whose counts of what was left out this returns, plus
+    (:func:`..teachers.core.reference.frame1k_labels`, whose counts of what was left out this returns, plus
     ``empty_title``: works dropped for an empty title).
 
     Raises FileNotFoundError without chunk files, ValueError naming a file that is not JSON.

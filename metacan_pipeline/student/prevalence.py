@@ -8,7 +8,7 @@ probability) in strata ``h``, ``p = sum w y / sum w``. Its variance is the strat
 sampling fraction (``N_h`` = the stratum's weight total), so a census stratum adds nothing and a stratum
 with one labelled work cannot add (it is counted in ``strata_single``). The 95% CI is ``p +- 1.96 se``,
 clipped to [0, 1]. A head a label leaves unknown (a failed label, insufficient_payload, a category the
-source cannot express: :func:`metacan_pipeline.teachers.agreement.head_values`) is left out, never
+source cannot express: :func:`metacan_pipeline.teachers.core.agreement.head_values`) is left out, never
 counted negative.
 
 Works of one stratum with the same value ``y`` and the same weight ``w`` add identical terms to every sum above,
@@ -30,8 +30,8 @@ import pyarrow as pa
 from ..meta import table_metadata
 from ..storage import MetacanStorage, sql_literal
 from ..tables.student import PREVALENCE_SCHEMA
-from ..teachers.agreement import head_values
-from ..teachers.registry import TeacherSpec, load_registry
+from ..teachers.core.agreement import head_values
+from ..teachers.core.registry import TeacherSpec, load_registry
 from ..vocab import CATEGORIES
 from .roles import direct_labels_key, teacher_standing
 
@@ -97,7 +97,7 @@ _DUCKDB_MEMORY_LIMIT = "1GB"
 
 #: ``undecided_categories`` of a label's ``source_ref`` (JSON; the categories its source cannot express, a list
 #: as the importer writes it), NULL when the text is not JSON, not an object, or holds no such list (as for
-#: :func:`~metacan_pipeline.teachers.agreement.head_values`, such a label has no undecided category).
+#: :func:`~metacan_pipeline.teachers.core.agreement.head_values`, such a label has no undecided category).
 _UNDECIDED = """CASE WHEN json_valid(l.source_ref) THEN
     CASE WHEN json_type(l.source_ref) = 'OBJECT' AND json_type(l.source_ref, '$.undecided_categories') = 'ARRAY'
          THEN json_extract_string(l.source_ref, '$.undecided_categories[*]') END END"""
@@ -120,11 +120,11 @@ def label_cells(
     source; with ``teacher``, that teacher's rows only) weighted by ``weights`` (a query giving ``(id, stratum,
     weight)``, one row per work, its ``$name`` parameters in ``params``); works without a weight are left out.
 
-    The current label of a work is what :func:`~metacan_pipeline.teachers.agreement.current_labelled` keeps: per
+    The current label of a work is what :func:`~metacan_pipeline.teachers.core.agreement.current_labelled` keeps: per
     configuration (teacher, model, prompt version and SHA) the newest row (by ``created_at``, none first, then
     ``label_id``, then table order: file, row), if it is labelled. DuckDB counts the works of each (stratum,
     weight, categories, undecided categories); each count becomes a cell of every category whose head
-    :func:`~metacan_pipeline.teachers.agreement.head_values` gives a value for such a label."""
+    :func:`~metacan_pipeline.teachers.core.agreement.head_values` gives a value for such a label."""
     if teacher is not None:
         params["teacher"] = teacher
     rows = con.execute(

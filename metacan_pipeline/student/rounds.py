@@ -30,7 +30,7 @@ held-out venues that codex, the sample-covering teacher, has not labelled and no
 proposed; gemma covers every work already): the largest
 arm spread, the scores closest to 0.5 (mean of the arms), and random sentinels (salted hash order),
 recorded with the round in ``machine_round_proposals``; the asset ``label_batches``
-(:mod:`metacan_pipeline.teachers.batches`) adds them to ``label_batches`` as batch :data:`ACTIVE_BATCH`.
+(:mod:`metacan_pipeline.teachers.core.batches`) adds them to ``label_batches`` as batch :data:`ACTIVE_BATCH`.
 A teacher with coverage ``batch:active_learning`` (or ``sample+batch:active_learning``) labels them on
 its next run.
 """
@@ -430,7 +430,7 @@ def record_round(
 ) -> None:
     """Insert the round (``machine_rounds``) and its proposals (``machine_round_proposals``) in one
     transaction: they land together or not at all. The proposals reach ``label_batches`` through the
-    asset ``label_batches`` (:mod:`metacan_pipeline.teachers.batches`).
+    asset ``label_batches`` (:mod:`metacan_pipeline.teachers.core.batches`).
 
     Raises RuntimeError when a concurrent run recorded the same round first (the primary key refuses the
     insert before any proposal is written twice)."""

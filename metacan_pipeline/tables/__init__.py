@@ -54,7 +54,7 @@ class Table:
     number into a number). ``key_index``: the primary key is declared in the DDL (an index DuckDB keeps);
     ``False`` for a table with a row per frame work written by many short transactions, whose writer keeps
     the key itself: each transaction's checkpoint would write the changed parts of an index of millions of
-    keys (:func:`metacan_pipeline.teachers.store.append_rows`).
+    keys (:func:`metacan_pipeline.teachers.core.store.append_rows`).
     """
 
     name: str

@@ -1,6 +1,6 @@
 """In-place migrations of a DuckDB store written by an earlier layout, run by :func:`create_tables`
 before any table is created. Nothing is lost: old rows are kept or copied. Rows are inserted by position
-(``INSERT INTO t SELECT * FROM batch``, :func:`metacan_pipeline.teachers.store.append_rows`), so a column
+(``INSERT INTO t SELECT * FROM batch``, :func:`metacan_pipeline.teachers.core.store.append_rows`), so a column
 added to a table of the catalog goes last, where ``ALTER TABLE ... ADD COLUMN`` puts it."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def migrate_first_layout(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dic
     ``teacher_calls`` held request and reply bodies: it is renamed ``teacher_calls_v1`` and kept (its rows
     stay readable). ``teacher_labels`` lacked ``prompt_sha`` and ``source_ref``: it is rebuilt in the
     catalog's layout with every row copied, and ``legacy_prompt_shas`` (by default the prompt lock of
-    :mod:`metacan_pipeline.teachers.rubric`) maps a prompt version to the SHA of its unchanged, locked
+    :mod:`metacan_pipeline.teachers.core.rubric`) maps a prompt version to the SHA of its unchanged, locked
     text, so old labels keep their key.
     """
     from . import catalog
@@ -87,7 +87,7 @@ def migrate_first_layout(con: duckdb.DuckDBPyConnection, legacy_prompt_shas: dic
     if not calls_v1 and not labels_v1:
         return
     if labels_v1 and legacy_prompt_shas is None:
-        from ..teachers.rubric import prompt_lock  # only a store of the first layout needs the lock
+        from ..teachers.core.rubric import prompt_lock  # only a store of the first layout needs the lock
 
         legacy_prompt_shas = prompt_lock()
     # one transaction: a process killed half way (the copy of millions of labels takes seconds) leaves the store of

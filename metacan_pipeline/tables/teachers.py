@@ -251,6 +251,6 @@ TABLES = [
 ]
 
 
-#: A chunked census run's view hashes (``teachers/labelling.py``): a scratch Parquet file, one row per work, deleted
+#: A chunked census run's view hashes (``teachers/core/labelling.py``): a scratch Parquet file, one row per work, deleted
 #: when the run ends.
 VIEW_HASH_SCHEMA = pa.schema([("work_id", pa.string()), ("view_hash", pa.string())])

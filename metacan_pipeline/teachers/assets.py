@@ -1,66 +1,42 @@
-"""The direct-label assets, one per teacher of the registry (SPEC section 4).
+"""The teachers stage's Dagster assets (SPEC section 4): one ``direct_labels_<name>`` per registry teacher, the
+imported labels, the qualification of every teacher, the agreement between teachers and the label batches.
 
-:func:`direct_labels_asset` turns a :class:`~.registry.TeacherSpec` into the asset
-``direct_labels_<name>`` and :func:`covers_check` into its check ``<name>_covers_its_works``; the
-labelling itself (which works, reuse, rule labels, calls, archive, export) is :mod:`.labelling`.
-The assets depend on ``frame`` and ``sample_design`` by key. The registry's ``[roles]`` table names the
-census and the sample teacher (:data:`ROLES`).
+The bodies orchestrate; the work is in :mod:`.core` (registry, labelling, export, qualification, agreement,
+batches), :mod:`.calling` (the endpoints and the embedded server) and :mod:`.imports.importing`. The direct-label assets depend
+on ``frame`` and ``sample_design`` by key; the registry's ``[roles]`` table names the census and the sample teacher
+(:data:`ROLES`).
 """
 
-import json
-from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import pyarrow as pa
 
-from ..meta import counts_markdown, table_metadata
+from ..meta import table_metadata
 from ..openalex.lookup import load_abstracts
 from ..resources import OpenAlexFiles
 from ..settings import pilot_dir
-from ..storage import MetacanStorage, sql_literal
-from ..tables.teachers import LABELS_SCHEMA
-from ..vocab import CATEGORIES, CENSUS_TEACHER, SAMPLE_TEACHER
-from .labelling import LabelRunStats, covered_ids, discard_view_hashes, export_labels, iter_selected, label_works
-from .qualification import draw_reference_set, frontier_kappa, qualify
-from .registry import TeacherRunConfig, TeacherSpec, direct_labels_table, load_qualification, load_registry, load_roles
-from .server import EmbeddedLlamaServer
-
-#: A teacher step that fails (a server gone, a full disk) is tried again up to twice, 0-10 s then 10-20 s later. Not as
-#: the assets' ``retry_policy``: Dagster's RetryPolicy retries an interrupted step too, so a ``metacan run`` sent
-#: SIGTERM (or Ctrl-C, or a run terminated in the UI) went on labelling after it was told to stop. The steps raise
-#: ``RetryRequested`` themselves instead (:func:`retried_unless_interrupted`), and an interrupt stops the run.
-_TEACHER_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
-
-
-@contextmanager
-def retried_unless_interrupted(retry_number: int) -> Iterator[None]:
-    """Turn an exception of the step's body into ``RetryRequested`` as :data:`_TEACHER_RETRY` would after attempt
-    ``retry_number`` (the context's: 0 the first time) (a
-    ``dg.Failure`` with ``allow_retries=False`` is not retried); an interrupt (``KeyboardInterrupt``, Dagster's
-    ``DagsterExecutionInterruptedError``: BaseExceptions; and DuckDB's ``InterruptException``, raised as a
-    ``KeyboardInterrupt``, which a signal during a query becomes) passes through and stops the run. Labels stored before
-    either are kept: a re-run reuses them."""
-    try:
-        yield
-    except duckdb.InterruptException as exc:  # DuckDB's form of a signal that landed during one of its queries
-        raise KeyboardInterrupt from exc
-    except dg.Failure as failure:
-        if not failure.allow_retries:
-            raise
-        raise _retry(retry_number) from failure
-    except Exception as exc:
-        raise _retry(retry_number) from exc
-
-
-def _retry(retry_number: int) -> dg.RetryRequested:
-    return dg.RetryRequested(
-        max_retries=_TEACHER_RETRY.max_retries, seconds_to_wait=_TEACHER_RETRY.calculate_delay(retry_number + 1)
-    )
-
+from ..storage import MetacanStorage
+from ..tables.teachers import AGREEMENT_SCHEMA, DISAGREEMENTS_SCHEMA, LABELS_SCHEMA
+from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER
+from .calling.retry import retried_unless_interrupted
+from .calling.server import EmbeddedLlamaServer
+from .core.agreement import agreement_metadata, agreement_note, compare_pairs, load_labelled
+from .core.batches import add_round_proposals, batches_metadata, rows_per_batch
+from .core.export import direct_labels_metadata, export_labels
+from .core.labelling import discard_view_hashes, iter_selected, label_works
+from .core.qualification import draw_reference_set, load_qualification, qualification_metadata, qualify
+from .core.registry import TeacherRunConfig, TeacherSpec, direct_labels_table, load_registry, load_roles
+from .imports.importing import import_records
+from .imports.sources import (
+    ImportedLabelsConfig,
+    current_imported,
+    import_label_file,
+    imported_metadata,
+    pilot_jobs,
+    report_line,
+)
 
 _COVERAGE_TEXT = {
     "all": "every frame work",
@@ -72,8 +48,8 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
     """The asset ``direct_labels_<name>`` for one registry teacher (SPEC section 4).
 
     Output table ``warehouse/direct_labels_<name>``: one row per covered work with the stored outcome of
-    the current configuration (schema :data:`~.store.LABELS_SCHEMA`; ``status`` labelled or failed, a
-    failure is unknown, never a negative). Launchpad config: :class:`~.registry.TeacherRunConfig`.
+    the current configuration (schema ``LABELS_SCHEMA``; ``status`` labelled or failed, a
+    failure is unknown, never a negative). Launchpad config: ``TeacherRunConfig`` (``core/registry.py``).
     """
     coverage = _COVERAGE_TEXT.get(
         spec.coverage,
@@ -132,127 +108,6 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
     return _asset
 
 
-def direct_labels_metadata(spec: TeacherSpec, storage: MetacanStorage, stats: LabelRunStats) -> dict:
-    """The metadata of ``direct_labels_<name>`` (as written by :func:`~.labelling.export_labels`): the table's
-    (row count, schema, preview), the teacher's configuration, what this run did (calls, tokens, cost, reuse,
-    rule labels, deferrals, recoveries) and the labels by status and category, counted by DuckDB over the
-    table's Parquet files (no row of it in Python but the preview's)."""
-    files = sql_literal(str(storage.table_dir(direct_labels_table(spec.name)) / "*.parquet"))
-    con = duckdb.connect()
-    try:
-        con.execute(f"CREATE VIEW labels AS SELECT * FROM read_parquet({files})")
-        n = con.execute("SELECT count(*) FROM labels").fetchone()[0]
-        status = dict(con.execute("SELECT status, count(*) FROM labels GROUP BY ALL").fetchall())
-        cats = Counter(
-            dict(
-                con.execute("SELECT c, count(*) FROM (SELECT unnest(categories) c FROM labels) GROUP BY ALL").fetchall()
-            )
-        )
-        cats["(none: not meta-research)"] = con.execute(
-            "SELECT count(*) FROM labels WHERE status = 'labelled' AND coalesce(len(categories), 0) = 0"
-        ).fetchone()[0]
-        preview = con.execute("SELECT * FROM labels LIMIT 10").to_arrow_table().to_pylist()
-    finally:
-        con.close()
-    per_work = stats.seconds / stats.sent if stats.sent else None
-    return table_metadata(
-        LABELS_SCHEMA,
-        n,
-        preview,
-        ["work_id", "status", "categories", "genre", "confidence", "error"],
-        teacher=spec.name,
-        model=spec.model,
-        prompt_version=spec.prompt_version,
-        record_view=spec.view_name,
-        coverage=spec.coverage,
-        endpoint=spec.where,
-        works_per_call=spec.works_per_call,
-        concurrency=spec.calls_in_flight,
-        structured_output=stats.structured_output or "(no call)",
-        works_covered=stats.works,
-        teacher_calls_this_run=stats.calls,
-        works_sent_this_run=stats.sent,
-        reused_from_store=stats.reused,
-        rule_labels_this_run=stats.rule_labels,
-        deferred_by_max_works=stats.deferred,
-        tokens_this_run=stats.prompt_tokens + stats.completion_tokens,
-        cost_usd_this_run=dg.MetadataValue.float(round(stats.cost_usd, 6)),
-        seconds_per_work_this_run=dg.MetadataValue.float(round(per_work, 3)) if per_work else dg.MetadataValue.null(),
-        works_missing_a_label=stats.works - n,
-        recovered_from_killed_runs=dg.MetadataValue.json(stats.recovered),
-        failures_this_run=counts_markdown(dict(stats.failures), "cause"),
-        endpoints_this_run=endpoints_markdown(stats),
-        labels_by_status=counts_markdown(dict(status), "status"),
-        labels_by_category=counts_markdown(
-            {c: cats[c] for c in (*CATEGORIES, "(none: not meta-research)") if cats[c]}, "category"
-        ),
-    )
-
-
-def endpoints_markdown(stats: LabelRunStats) -> dg.MetadataValue:
-    """What each endpoint did this run (:class:`~.sending.LaneStats`): a Markdown table, one row per endpoint."""
-    if not stats.endpoints:
-        return dg.MetadataValue.md("(no call this run)")
-    rows = "".join(
-        f"| {e.endpoint} | {e.concurrency} | {e.calls} | {e.works} | {e.labelled} | {e.failures} | {e.given_back} | "
-        f"{e.seconds:.1f} | {e.downs} | {e.probes} | {e.state} |\n"
-        for e in stats.endpoints.values()
-    )
-    return dg.MetadataValue.md(
-        "| endpoint | concurrency | calls | works | labelled | failed | given back | seconds on the wire | downs | "
-        "probes | state at the end |\n|---|---|---|---|---|---|---|---|---|---|---|\n" + rows
-    )
-
-
-def covers_check(spec: TeacherSpec, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
-    """Blocking check ``<name>_covers_its_works``: every work the teacher covers has a row (a label or an
-    explicit failure) in ``direct_labels_<name>``; a work deferred by ``max_works`` fails it."""
-
-    @dg.asset_check(
-        asset=asset.key,
-        name=f"{spec.name}_covers_its_works",
-        blocking=spec.coverage == "all",
-        description=f"Every work teacher {spec.name} covers ({spec.coverage}) has a label or an explicit failure row.",
-    )
-    def _check(storage: MetacanStorage) -> dg.AssetCheckResult:
-        return dg.AssetCheckResult(**coverage_gaps(storage, spec))
-
-    return _check
-
-
-def coverage_gaps(storage: MetacanStorage, spec: TeacherSpec) -> dict:
-    """``passed`` and ``metadata`` of ``<name>_covers_its_works``: the covered works (:func:`~.labelling.covered_ids`
-    of the frame) without a row in ``direct_labels_<name>``, counted in DuckDB over the Parquet files (the frame's
-    ids are never a Python set)."""
-    wanted = covered_ids(storage, spec)
-    frame = sql_literal(str(storage.table_dir("frame") / "*.parquet"))
-    labels = sql_literal(str(storage.table_dir(direct_labels_table(spec.name)) / "*.parquet"))
-    storage.require("frame")
-    storage.require(direct_labels_table(spec.name))
-    con = duckdb.connect()
-    try:
-        covered = f"SELECT id FROM read_parquet({frame})"
-        if wanted is not None:
-            con.register("wanted", pa.table({"id": sorted(wanted)}))
-            covered += " WHERE id IN (SELECT id FROM wanted)"
-        gaps = f"FROM ({covered}) WHERE id NOT IN (SELECT work_id FROM read_parquet({labels}))"
-        n_covered = con.execute(f"SELECT count(*) FROM ({covered})").fetchone()[0]
-        n_missing = con.execute(f"SELECT count(*) {gaps}").fetchone()[0]
-        first = [r[0] for r in con.execute(f"SELECT id {gaps} ORDER BY id LIMIT 20").fetchall()]
-        failed = con.execute(f"SELECT count(*) FROM read_parquet({labels}) WHERE status = 'failed'").fetchone()[0]
-    finally:
-        con.close()
-    return {
-        "passed": n_missing == 0,
-        "metadata": {
-            "works_covered": n_covered,
-            "works_without_label_or_failure": n_missing,
-            "first_missing": dg.MetadataValue.json(first),
-            "failed_labels": failed,
-        },
-    }
-
-
 @dg.asset(
     group_name="labeling",
     kinds={"python", "duckdb"},
@@ -268,7 +123,7 @@ def coverage_gaps(storage: MetacanStorage, spec: TeacherSpec) -> dict:
 def teacher_qualification(
     context: dg.AssetExecutionContext, storage: MetacanStorage, llm_server: EmbeddedLlamaServer
 ) -> dg.MaterializeResult:
-    """Appends one ``teacher_qualification`` row per registry teacher (:mod:`.qualification`)."""
+    """Appends one ``teacher_qualification`` row per registry teacher (``core/qualification.py``)."""
     try:  # a bad configuration or reference folder is not transient: fail once, saying what to fix
         cfg = load_qualification()
         entities = storage.read_table("canadian_entities", ["kind", "display_name"]).to_pylist()
@@ -288,40 +143,125 @@ def teacher_qualification(
                 log=context.log,
                 base_url=lambda spec=spec: spec.base_url or llm_server.base_url(context.log),
             )
-    table = (
-        "| teacher | status | kappa | needed | labelled | reference positives |\n|---|---|---|---|---|---|\n"
-        + "".join(
-            f"| {name} | {r.status} | {_num(r.kappa)} | {_num(r.needed_kappa)} | {r.labelled} of {r.reference_works} | "
-            f"{r.reference_positives} |\n"
-            for name, r in results.items()
-        )
-    )
-    return dg.MaterializeResult(
-        metadata={
-            "qualification": dg.MetadataValue.md(table),
-            "reference_works": len(works),
-            "reference_positives": sum(w.reference for w in works),
-            "frontier_pairwise_kappa": dg.MetadataValue.float(round(frontier_kappa(works) or 0.0, 4)),
-            "config_hash": cfg.config_hash,
-            "config": dg.MetadataValue.json(json.loads(cfg.as_json())),
-            **{f"{name}_status": r.status for name, r in results.items()},
-            **{f"{name}_note": r.note() for name, r in results.items()},
-        }
-    )
-
-
-def _num(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.3f}"
+    return dg.MaterializeResult(metadata=qualification_metadata(results, works, cfg))
 
 
 #: The registry as loaded when the definitions load (``METACAN_TEACHERS_FILE``), and its assets.
 TEACHERS: dict[str, TeacherSpec] = load_registry()
 TEACHER_ASSETS: dict[str, dg.AssetsDefinition] = {name: direct_labels_asset(spec) for name, spec in TEACHERS.items()}
-TEACHER_CHECKS = [covers_check(spec, TEACHER_ASSETS[name]) for name, spec in TEACHERS.items()]
 #: ``{role: teacher name}`` (registry ``[roles]``) and the direct-label assets of the two roles.
 ROLES: dict[str, str] = load_roles()
 census_direct_labels = TEACHER_ASSETS[ROLES[CENSUS_TEACHER]]
 sample_direct_labels = TEACHER_ASSETS[ROLES[SAMPLE_TEACHER]]
-#: Former names of the role assets, kept for the importers that still use them (student/assets.py).
-direct_labels_gemma = census_direct_labels
-direct_labels_codex = sample_direct_labels
+
+
+@dg.asset(group_name="labeling", kinds={"python", "duckdb"}, code_version="1", owners=["team:metacan"])
+def imported_labels(
+    context: dg.AssetExecutionContext, config: ImportedLabelsConfig, storage: MetacanStorage
+) -> dg.MaterializeResult:
+    """Direct labels produced elsewhere, validated like teacher replies and stored with `source='import'`.
+
+    Sources (`ImportedLabelsConfig`): the MetaCan pilot folder (teachers `pilot_a` and `pilot_b`, mapping in
+    `imports/pilot.py`) and label files in our schema (`imports/importing.py`). Every record becomes a
+    `teacher_labels` row, `failed` with its cause when invalid (an id that is not `W123` or
+    `https://openalex.org/W123` included); design information goes to the DuckDB table `imported_design`. A later
+    import wins: a record equal to the current imported row of its work adds nothing (so a file imported again adds
+    nothing, and a file reverted to an earlier version makes that version current again). Output table
+    `warehouse/imported_labels`: the current imported label per teacher configuration and work, from this and every
+    earlier import (columns of `teacher_labels`). Raises FileNotFoundError for a configured file or pilot folder that
+    does not exist, ValueError naming the file for a file that is empty or not a JSON array / JSON Lines (e.g. one
+    JSON object).
+    """
+    run_id = context.run.run_id
+    jobs, notes = pilot_jobs(config.pilot_dirs, context.log)
+    with storage.connect() as con:
+        reports = [import_records(con, spec, records, run_id) for spec, records in jobs]
+        reports += [import_label_file(con, f, run_id) for f in config.files]
+        table = current_imported(con)
+    n = storage.write_table("imported_labels", table, schema=LABELS_SCHEMA)
+    for r in reports:
+        context.log.info(report_line(r))
+    return dg.MaterializeResult(metadata=imported_metadata(table, n, reports, notes))
+
+
+#: What the agreement reads: the direct labels of every registry teacher, the imported labels and the sample design.
+AGREEMENT_DEPS = ["imported_labels", "sample_design", *(direct_labels_table(name) for name in TEACHERS)]
+_AGREEMENT_SPEC = {
+    "group_name": "labeling",
+    "kinds": {"python", "parquet"},
+    "code_version": "1",
+    "owners": ["team:metacan"],
+}
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            "teacher_agreement",
+            deps=AGREEMENT_DEPS,
+            description="Raw and design-weighted agreement and Cohen's kappa of every pair of teacher configurations "
+            "on every head.",
+            **_AGREEMENT_SPEC,
+        ),
+        dg.AssetSpec(
+            "teacher_disagreements",
+            deps=AGREEMENT_DEPS,
+            description="Every work and head on which a pair of teacher configurations gives different values.",
+            **_AGREEMENT_SPEC,
+        ),
+    ]
+)
+def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage) -> Iterator[dg.MaterializeResult]:
+    """Agreement of every pair of teacher configurations on the works both labelled (status `labelled`).
+
+    Configurations: each registry teacher's current one (what `warehouse/direct_labels_<name>` holds: teacher, model,
+    prompt version, prompt SHA; found by globbing the warehouse) and every imported one (`warehouse/imported_labels`).
+    Per pair and head (`HEADS`, rules in `core/agreement.py`): `n` works compared, raw agreement and Cohen's kappa,
+    and the design-weighted ones with `n_weighted` (the sum of design weights, an estimated population size) over the
+    `n_with_weight` works that have a weight (`pair_weights`). Tables: `teacher_agreement` (`AGREEMENT_SCHEMA`, one
+    row per pair and head, `n` = 0 and nulls where a head is not comparable) and `teacher_disagreements`
+    (`DISAGREEMENTS_SCHEMA`, one row per work and head where the two differ; `value_a` is the first-named
+    configuration's). Pairs are named `<a> vs <b>` in name order, by teacher name, or by
+    `teacher@model/prompt_version/prompt_sha[:8]` when one name has several configurations. Nothing to compare (fewer
+    than two configurations, no shared work) is not an error: empty tables and a note.
+    """
+    loaded, counts = load_labelled(storage)
+    compared = compare_pairs(loaded)
+    agreement_rows = pa.Table.from_pylist(compared.rows, schema=AGREEMENT_SCHEMA)
+    n = storage.write_table("teacher_agreement", agreement_rows, schema=AGREEMENT_SCHEMA)
+    diffs = pa.Table.from_pylist(compared.diffs, schema=DISAGREEMENTS_SCHEMA)
+    n_diff = storage.write_table("teacher_disagreements", diffs, schema=DISAGREEMENTS_SCHEMA)
+    note = agreement_note(compared)
+    context.log.info(note)
+    yield dg.MaterializeResult(
+        asset_key="teacher_agreement", metadata=agreement_metadata(compared, counts, n, n_diff, note)
+    )
+    yield dg.MaterializeResult(
+        asset_key="teacher_disagreements",
+        metadata=table_metadata(DISAGREEMENTS_SCHEMA, n_diff, compared.diffs[:10], note=note),
+    )
+
+
+@dg.asset(
+    group_name="labeling",
+    kinds={"duckdb"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=["machine_scores"],
+)
+def label_batches(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+    """Named batches of works for the teachers (table `label_batches`, `LABEL_BATCHES_SCHEMA`): adds every
+    active-learning proposal of `machine_round_proposals` not yet in batch `active_learning` (source
+    `machine_scores round <n>: <reason>`), idempotently; batches loaded by hand stay as they are.
+
+    The loop closes on the next run: a teacher with `coverage = "batch:active_learning"` (or
+    `"sample+batch:active_learning"`) labels the batch when its `direct_labels_<name>` asset is next materialized.
+    That edge, `label_batches -> direct_labels_codex`, is not drawn: `machine_scores` reads the direct labels, so it
+    would make a cycle. Metadata: rows per batch and the newest round's proposals.
+    """
+    with storage.connect() as con:
+        added = add_round_proposals(con)
+        per_batch = rows_per_batch(con)
+        metadata = batches_metadata(con, added, per_batch)
+    context.log.info(f"label_batches: {added} active-learning proposals added; rows per batch {per_batch}")
+    return dg.MaterializeResult(metadata=metadata)

@@ -3,10 +3,8 @@ qualification and label batches, with the coverage checks."""
 
 import dagster as dg
 
-from .agreement import teacher_agreement
-from .assets import TEACHER_ASSETS, TEACHER_CHECKS, teacher_qualification
-from .batches import label_batches
-from .import_assets import imported_labels
+from .assets import TEACHER_ASSETS, imported_labels, label_batches, teacher_agreement, teacher_qualification
+from .checks import TEACHER_CHECKS
 
 defs = dg.Definitions(
     assets=[*TEACHER_ASSETS.values(), imported_labels, teacher_agreement, teacher_qualification, label_batches],

@@ -14,8 +14,8 @@ from metacan_pipeline.definitions import build_resources, materialize_in_process
 from metacan_pipeline.publish.lineage import lineage_of
 from metacan_pipeline.publish.records import schema_violation
 from metacan_pipeline.reports import page_lines, summary_text
-from metacan_pipeline.teachers.archive import read_archive
-from metacan_pipeline.teachers.registry import default_registry_path
+from metacan_pipeline.teachers.calling.archive import read_archive
+from metacan_pipeline.teachers.core.registry import default_registry_path
 
 pytestmark = pytest.mark.llm
 

@@ -14,7 +14,7 @@ from metacan_pipeline.openalex.abstract import markup_to_text
 from metacan_pipeline.student import pilot_eval
 from metacan_pipeline.student.features import make_features
 from metacan_pipeline.student.pilot_eval import FRAME1K_ARMS, evaluate_frame1k, frame1k_works
-from metacan_pipeline.teachers.reference import R1_ARMS
+from metacan_pipeline.teachers.core.reference import R1_ARMS
 from metacan_pipeline_tests.builders import SHARED
 
 PILOT = SHARED / "data" / "metacan_pilot"

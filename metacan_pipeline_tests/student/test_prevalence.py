@@ -7,7 +7,8 @@ import pytest
 
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.prevalence import prevalence, stratified_rate
-from metacan_pipeline.teachers.import_assets import ImportedLabelsConfig, imported_labels
+from metacan_pipeline.teachers.assets import imported_labels
+from metacan_pipeline.teachers.imports.sources import ImportedLabelsConfig
 from metacan_pipeline_tests.builders import SHARED
 
 
@@ -124,7 +125,7 @@ def _reference_rows(storage, registry) -> list[dict]:
 
     from metacan_pipeline.student.prevalence import _rate_row, _unweighted_row, screener_swap_rows
     from metacan_pipeline.student.roles import direct_labels_key, teacher_standing
-    from metacan_pipeline.teachers.agreement import current_labelled, head_values
+    from metacan_pipeline.teachers.core.agreement import current_labelled, head_values
     from metacan_pipeline.vocab import CATEGORIES
 
     def current(rows):

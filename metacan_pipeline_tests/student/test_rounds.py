@@ -14,7 +14,7 @@ from metacan_pipeline.student.assets import machine_scores
 from metacan_pipeline.student.rounds import ACTIVE_BATCH, maturity_gate
 from metacan_pipeline.tables.student import ROUND_SCORES_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
-from metacan_pipeline.teachers.batches import label_batches
+from metacan_pipeline.teachers.assets import label_batches
 from metacan_pipeline.vocab import SCORE_ONLY_IMMATURE, SCORE_ONLY_MATURE
 from metacan_pipeline_tests.builders import (
     N_WORKS,

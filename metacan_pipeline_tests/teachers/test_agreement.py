@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.agreement: kappa, head values and the teacher_agreement asset."""
+"""Tests of metacan_pipeline.teachers.core.agreement: kappa, head values and the teacher_agreement asset."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.sampling import DESIGN_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
-from metacan_pipeline.teachers.agreement import HEADS, agreement, head_values, kappa, teacher_agreement
-from metacan_pipeline.teachers.import_assets import imported_labels
-from metacan_pipeline.teachers.store import now_utc
+from metacan_pipeline.teachers.assets import imported_labels, teacher_agreement
+from metacan_pipeline.teachers.core.agreement import HEADS, agreement, head_values, kappa
+from metacan_pipeline.teachers.core.store import now_utc
 from metacan_pipeline_tests.builders import GOOD_LABEL, PILOT, materialize, metadata
 
 T, F = True, False
@@ -251,7 +251,7 @@ def test_registry_and_imported_teachers_are_all_paired(tmp_path: Path):
 def test_pairs_are_named_by_teacher_unless_a_teacher_has_several_configurations():
     """short_names: a teacher with one configuration is its name; two configurations of one teacher are told
     apart by model, prompt version and SHA; compare_pairs orders configurations by those names."""
-    from metacan_pipeline.teachers.agreement import TeacherConfig, agreement_note, compare_pairs, short_names
+    from metacan_pipeline.teachers.core.agreement import TeacherConfig, agreement_note, compare_pairs, short_names
 
     a = TeacherConfig("zeta", "m", "v2", "aaaaaaaa1111", "registry")
     b1 = TeacherConfig("alpha", "m1", "v1", "bbbbbbbb2222", "import")
@@ -286,7 +286,7 @@ def test_the_labels_loaded_by_duckdb_are_those_the_python_rows_gave(tmp_path: Pa
     the same rows for every shared work, the same labelled counts and weights."""
     import datetime as dt
 
-    from metacan_pipeline.teachers.agreement import _load, compare_pairs, current_labelled
+    from metacan_pipeline.teachers.core.agreement import compare_pairs, current_labelled, load_labelled
 
     t0 = dt.datetime(2026, 1, 1)
 
@@ -326,7 +326,7 @@ def test_the_labels_loaded_by_duckdb_are_those_the_python_rows_gave(tmp_path: Pa
     design = [{"id": w, "design_weight": float(i + 1)} for i, w in enumerate(("W1", "W2", "W4", "W5", "W6"))]
     storage.write_table("sample_design", pa.Table.from_pylist(design, schema=DESIGN_SCHEMA))
 
-    (configs, labels, sample_w, _, _), counts = _load(storage)
+    (configs, labels, sample_w, _, _), counts = load_labelled(storage)
     want: dict[tuple, dict[str, dict]] = {}
     for name in ("direct_labels_codex", "direct_labels_gemma"):  # the tables in name order, the first one wins
         for key, works in current_labelled(storage.read_table(name).to_pylist()).items():

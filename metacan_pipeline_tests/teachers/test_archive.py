@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.archive: the archive of teacher replies."""
+"""Tests of metacan_pipeline.teachers.calling.archive: the archive of teacher replies."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.teachers.archive import ARCHIVE_DIR
-from metacan_pipeline.teachers.labelling import label_works
+from metacan_pipeline.teachers.calling.archive import ARCHIVE_DIR
+from metacan_pipeline.teachers.core.labelling import label_works
 from metacan_pipeline_tests.builders import RUN_LOG, frame_rows, spec_for
 from metacan_pipeline_tests.stub_teacher import run_stub
 
@@ -32,9 +32,7 @@ def _write_archive(storage: MetacanStorage, teacher: str, name: str, payload: by
 )
 def test_a_damaged_archive_file_does_not_stop_every_teacher(tmp_path, bad_line):
     """One damaged file in data/teacher_archive (a line that decodes to garbage, an event without its row,
-    a row with a bad timestamp). Expected: recover() reports the file (and what it could read) and the run
-    goes on. Seen: recover() raises (orjson.JSONDecodeError / KeyError / ValueError without a file name)
-    before any work is looked up, for every teacher, on every run, until someone finds and deletes the file."""
+    a row with a bad timestamp): recover() reports the file (and what it could read) and the run goes on."""
     storage = MetacanStorage(data_dir=str(tmp_path))
     good = {
         "kind": "label",

@@ -22,8 +22,9 @@ def test_the_role_assets_are_the_teachers_the_registry_names_and_depend_on_the_f
     sample teacher sample_design) by key, and its coverage check is attached to the table it reads."""
     import dagster as dg
 
-    from metacan_pipeline.teachers.assets import ROLES, TEACHER_CHECKS, census_direct_labels, sample_direct_labels
-    from metacan_pipeline.teachers.registry import direct_labels_table, load_roles
+    from metacan_pipeline.teachers.assets import ROLES, census_direct_labels, sample_direct_labels
+    from metacan_pipeline.teachers.checks import TEACHER_CHECKS
+    from metacan_pipeline.teachers.core.registry import direct_labels_table, load_roles
 
     assert ROLES == load_roles() == {"census": "gemma", "sample": "codex"}
     assert (
@@ -46,7 +47,7 @@ from metacan_pipeline.cli import interrupt_on_sigterm
 from metacan_pipeline.resources import OpenAlexFiles
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.assets import census_direct_labels
-from metacan_pipeline.teachers.server import EmbeddedLlamaServer
+from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer
 from metacan_pipeline_tests.builders import OPENALEX, site_world
 url, data, fresh = sys.argv[1], sys.argv[2], sys.argv[3] == "fresh"
 storage = MetacanStorage(data_dir=data)
@@ -113,7 +114,7 @@ def test_a_failing_teacher_step_is_retried_but_an_interrupt_or_a_config_failure_
     import dagster as dg
     from dagster._core.errors import DagsterExecutionInterruptedError
 
-    from metacan_pipeline.teachers.assets import retried_unless_interrupted
+    from metacan_pipeline.teachers.calling.retry import retried_unless_interrupted
 
     with pytest.raises(dg.RetryRequested) as retry:
         with retried_unless_interrupted(0):
@@ -132,7 +133,7 @@ def test_a_failing_teacher_step_is_retried_but_an_interrupt_or_a_config_failure_
         with pytest.raises(type(stop)):
             with retried_unless_interrupted(0):
                 raise stop
-    with pytest.raises(KeyboardInterrupt):  # a signal during a DuckDB query: not retried (a trial saw it retried)
+    with pytest.raises(KeyboardInterrupt):  # a signal during a DuckDB query: not retried
         with retried_unless_interrupted(0):
             raise duckdb.InterruptException("Query interrupted")
 
@@ -140,15 +141,15 @@ def test_a_failing_teacher_step_is_retried_but_an_interrupt_or_a_config_failure_
 def test_the_eta_is_the_pace_since_the_first_answer_not_since_a_cold_start():
     import logging
 
-    from metacan_pipeline.teachers.labelling import LabelRunStats
-    from metacan_pipeline.teachers.sending import Progress
+    from metacan_pipeline.teachers.calling.sending import Progress
+    from metacan_pipeline.teachers.calling.stats import LabelRunStats
 
     progress = Progress("gemma", 100, LabelRunStats(), logging.getLogger("eta"), every_s=1e9)
     assert progress.eta(time.monotonic()) == "after the first answer"
     progress.t0 -= 300  # the first answer took 300 s (a cold server)
     progress.update(10)
     start = progress.first[0]
-    assert progress.eta(start + 5) == "after the next answer"  # a fresh-user trial read "after the first answers" here
+    assert progress.eta(start + 5) == "after the next answer"
     progress.update(10)  # 10 more works...
     assert progress.eta(start + 20) == "160s"  # ...in 20 s: 80 left at 0.5 works/s, not 80 x 300 s / 20
     progress.close()

@@ -1,10 +1,10 @@
-"""Tests of metacan_pipeline.teachers.batches: the label_batches asset that carries a round's proposals."""
+"""Tests of metacan_pipeline.teachers.core.batches: the label_batches asset that carries a round's proposals."""
 
 from metacan_pipeline.student.rounds import ACTIVE_BATCH
 
 
 def test_label_batches_adds_every_round_proposal_once_and_leaves_other_batches(storage):
-    from metacan_pipeline.teachers.batches import add_round_proposals
+    from metacan_pipeline.teachers.core.batches import add_round_proposals
 
     with storage.connect() as con:
         con.execute("INSERT INTO label_batches VALUES ('by_hand', 'W1', now(), 'loaded by hand')")

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.client: the teacher client (batches, bad replies, retries, structured-output
+"""Tests of metacan_pipeline.teachers.calling.client: the teacher client (batches, bad replies, retries, structured-output
 fallback)."""
 
 import asyncio
@@ -7,8 +7,8 @@ import json
 import httpx
 import pytest
 
-from metacan_pipeline.teachers.client import EndpointConfigurationError, TeacherClient
-from metacan_pipeline.teachers.rubric import load_prompt
+from metacan_pipeline.teachers.calling.client import EndpointConfigurationError, TeacherClient
+from metacan_pipeline.teachers.core.rubric import load_prompt
 from metacan_pipeline.vocab import LABEL_FIELDS
 from metacan_pipeline_tests.builders import GOOD_REPLY
 

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.import_assets: the imported_labels asset."""
+"""Tests of metacan_pipeline.teachers.imports.sources: the imported_labels asset."""
 
 from __future__ import annotations
 

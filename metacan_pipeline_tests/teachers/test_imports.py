@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.imports: importing label files (failed rows, duplicates, re-imports, format
+"""Tests of metacan_pipeline.teachers.imports.importing: importing label files (failed rows, duplicates, re-imports, format
 errors)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from metacan_pipeline.tables import create_tables
-from metacan_pipeline.teachers.imports import ImportSpec, canonical_json, current_imported_sql, import_file
+from metacan_pipeline.teachers.imports.importing import ImportSpec, canonical_json, current_imported_sql, import_file
 from metacan_pipeline_tests.builders import GOOD_LABEL
 
 IMPORT_SPEC = ImportSpec(teacher="ext", model="m", prompt_version="p1", record_view="title_abstract", source="test")
@@ -40,10 +40,8 @@ def _current_import(tmp_path, wid):
 
 def test_a_label_file_reverted_to_an_earlier_version_wins_again(tmp_path):
     """labels.json v1 says W1 is metaresearch; v2 corrects it to []; v3 reverts the correction (v3 == v1).
-    Expected: the current imported label of W1 is what the file says now (metaresearch), as after every
-    other change ("a later import wins"). Seen: v3's SHA is recorded already, so the import is skipped
-    whole (and even a v3 that differs elsewhere skips W1 as "already stored"): imported_labels keeps v2's
-    label, which the file no longer contains."""
+    A later import wins: the current imported label of W1 is what the file says now (metaresearch), although
+    v3's SHA was recorded before."""
     path = tmp_path / "labels.json"
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
     create_tables(con)
@@ -60,11 +58,10 @@ def test_a_label_file_reverted_to_an_earlier_version_wins_again(tmp_path):
     "wid", ["W1 ", " W1", "https://openalex.org/W1", "W1\n", "w1", "A1", "https://openalex.org/A1"]
 )
 def test_an_imported_id_that_names_no_work_is_not_stored_as_a_good_label(tmp_path, wid):
-    """Ids with stray whitespace or in OpenAlex URL form. Expected: normalised to ``W1`` or a failed row
-    saying the id is not a work id. Seen: a ``labelled`` row for a work id no frame work has: it joins
-    nothing (agreement, student) and nobody is told.
+    """Ids with stray whitespace or in OpenAlex URL form never become a ``labelled`` row for a work id no
+    frame work has.
 
-    Decision (imports.py docstring, "ids"): the OpenAlex URL form is normalised (it is the id OpenAlex
+    The rule (importing.py docstring, "ids"): the OpenAlex URL form is normalised (it is the id OpenAlex
     publishes); whitespace around an id is refused, not trimmed (a padded or split key is the mark of a
     broken export, which a silent trim would hide). A refused id is a failed row with work_id NULL (only
     work ids go in work_id) and the raw id in the cause."""
@@ -86,9 +83,8 @@ def test_an_imported_id_that_names_no_work_is_not_stored_as_a_good_label(tmp_pat
 
 def test_a_json_object_file_is_refused_with_a_clear_error(tmp_path):
     """A pretty-printed JSON object (``{"labels": [...]}``, the teacher reply format) given as a label
-    file. Expected: ValueError naming the file ("a JSON object; give a JSON array or JSON Lines"), like a
-    broken array. Seen: read as JSON Lines: every line of the pretty-print becomes a failed row without a
-    work id ("not JSON"), stored for good and shown in imported_labels."""
+    file is refused with a ValueError naming the file ("a JSON object; give a JSON array or JSON Lines"),
+    like a broken array, rather than read as JSON Lines."""
     path = tmp_path / "labels.json"
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
     create_tables(con)
@@ -116,8 +112,8 @@ def test_a_json_object_file_is_refused_with_a_clear_error(tmp_path):
 
 
 def test_an_empty_label_file_is_reported(tmp_path):
-    """An empty file (an export that failed). Expected: an error, or at least the file recorded in
-    label_imports with 0 rows. Seen: no record, no row, no note: the import "succeeds" and leaves no trace."""
+    """An empty file (an export that failed) is reported: an error, or at least the file recorded in
+    label_imports with 0 rows; never a silent success."""
     path = tmp_path / "labels.jsonl"
     path.write_text("")
     con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
@@ -304,13 +300,13 @@ def test_read_stored_and_record_row_say_what_an_import_would_add(tmp_path: Path)
     """After one import, read_stored holds its file SHA-256, the current content of each work and the design;
     record_row finds the same record unchanged, a changed reason changed, and an id naming no work failed with
     where the record is."""
-    from metacan_pipeline.teachers.imports import (
+    from metacan_pipeline.teachers.imports.importing import (
         import_provenance,
         read_stored,
         record_row,
         work_id_of,
     )
-    from metacan_pipeline.teachers.label_files import SourceRecord
+    from metacan_pipeline.teachers.imports.label_files import SourceRecord
 
     path = tmp_path / "labels.json"
     path.write_text(json.dumps([{**GOOD_LABEL, "sel_prob": 0.5}]))

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.sending (issue 17): a teacher on several endpoints, each a lane with its own
+"""Tests of metacan_pipeline.teachers.calling.sending: a teacher on several endpoints, each a lane with its own
 concurrency racing one queue of batches, against real loopback stub teachers (one killed mid-run, one answering
 503, one refusing the key, one coming back)."""
 
@@ -16,9 +16,10 @@ import duckdb
 import httpx
 
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.teachers.archive import read_archive
-from metacan_pipeline.teachers.labelling import export_labels, label_works
-from metacan_pipeline.teachers.registry import TeacherSpec
+from metacan_pipeline.teachers.calling.archive import read_archive
+from metacan_pipeline.teachers.core.export import export_labels
+from metacan_pipeline.teachers.core.labelling import label_works
+from metacan_pipeline.teachers.core.registry import TeacherSpec
 from metacan_pipeline_tests.builders import frame_rows, spec_for
 from metacan_pipeline_tests.stub_teacher import run_stub
 
@@ -232,7 +233,7 @@ def test_a_lane_answering_503_rests_and_a_lane_refusing_the_key_is_out_the_other
     assert statuses == {"a": [200], "b": [401], "c": [503]}
     con.close()
     # the asset's metadata: one row per endpoint, the calls in flight over all of them
-    from metacan_pipeline.teachers.assets import direct_labels_metadata
+    from metacan_pipeline.teachers.core.export import direct_labels_metadata
 
     export_labels(storage, spec, stats.view_hashes)
     md = direct_labels_metadata(spec, storage, stats)
@@ -330,9 +331,9 @@ def test_each_outcome_is_recorded_once_and_a_lost_call_is_recorded_only_when_no_
     """The rules of one run's lanes without a server: an outcome for a work already recorded (a second reply
     racing the first) is dropped; an 'endpoint unavailable' outcome puts its lane down and is held back for
     the queue while another lane is up, and recorded (the next run asks again) once none is."""
-    from metacan_pipeline.teachers.client import LabelOutcome
-    from metacan_pipeline.teachers.labelling import LabelRunStats
-    from metacan_pipeline.teachers.sending import Lane, LaneRun, Progress
+    from metacan_pipeline.teachers.calling.client import LabelOutcome
+    from metacan_pipeline.teachers.calling.sending import Lane, LaneRun, Progress
+    from metacan_pipeline.teachers.calling.stats import LabelRunStats
 
     recorded: list[str] = []
     lanes = [Lane("a", 1, 30.0), Lane("b", 1, 30.0)]

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.pilot: the MetaCan pilot imports and their published figures."""
+"""Tests of metacan_pipeline.teachers.imports.pilot: the MetaCan pilot imports and their published figures."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import duckdb
 
 from metacan_pipeline.tables import create_tables
-from metacan_pipeline.teachers.agreement import kappa
-from metacan_pipeline.teachers.imports import current_imported_sql, import_records
-from metacan_pipeline.teachers.pilot import pilot_imports
+from metacan_pipeline.teachers.core.agreement import kappa
+from metacan_pipeline.teachers.imports.importing import current_imported_sql, import_records
+from metacan_pipeline.teachers.imports.pilot import pilot_imports
 
 
 def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):

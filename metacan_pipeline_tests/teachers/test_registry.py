@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.registry: the teacher registry file, its overrides and its errors."""
+"""Tests of metacan_pipeline.teachers.core.registry: the teacher registry file, its overrides and its errors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from metacan_pipeline.teachers.registry import TeacherRunConfig, default_registry_path, load_registry
+from metacan_pipeline.teachers.core.registry import TeacherRunConfig, default_registry_path, load_registry
 
 
 def _minimal_registry(tmp_path, extra: str) -> Path:
@@ -21,9 +21,8 @@ def _minimal_registry(tmp_path, extra: str) -> Path:
 
 
 def test_a_teacher_table_with_a_name_key_is_a_clear_error(tmp_path):
-    """``[teachers.gpt] name = "gpt"`` (a natural thing to write). Expected: ValueError naming the file and
-    the field, like any other bad field. Seen: TypeError "got multiple values for keyword argument 'name'"
-    with no file, raised at import of the Dagster definitions."""
+    """``[teachers.gpt] name = "gpt"`` (a natural thing to write) is a ValueError naming the file and
+    the field, like any other bad field."""
     path = _minimal_registry(tmp_path, '[teachers.gpt]\nname = "gpt"\nbase_url = "http://x/v1"\n')
     with pytest.raises(ValueError, match="teachers.gpt"):
         load_registry(path, environ={})
@@ -31,8 +30,8 @@ def test_a_teacher_table_with_a_name_key_is_a_clear_error(tmp_path):
 
 @pytest.mark.parametrize("field, value", [("works_per_call", '"25"'), ("logprobs", '"yes"'), ("timeout_s", "inf")])
 def test_registry_values_of_the_wrong_type_are_refused(tmp_path, field, value):
-    """Strings where numbers/booleans belong are coerced (pydantic lax mode), and ``timeout_s = inf`` (a
-    valid TOML float) is accepted: a call that may never end. Expected: ValueError naming the field."""
+    """Strings where numbers/booleans belong are not coerced, and ``timeout_s = inf`` (a valid TOML float,
+    a call that may never end) is refused: ValueError naming the field."""
     path = _minimal_registry(tmp_path, f'[teachers.gpt]\nbase_url = "http://x/v1"\n{field} = {value}\n')
     with pytest.raises(ValueError, match=field):
         load_registry(path, environ={})
@@ -156,7 +155,7 @@ def test_the_registry_needs_both_roles(tmp_path):
     with pytest.raises(ValueError, match=r"\[roles\] must name one teacher for each of \['census', 'sample'\]"):
         load_registry(path, environ={})
     path.write_text('[roles]\ncensus = "a"\nsample = "b"\n\n[teachers.a]\n\n[teachers.b]\n')
-    from metacan_pipeline.teachers.registry import load_roles
+    from metacan_pipeline.teachers.core.registry import load_roles
 
     assert load_roles(path) == {"census": "a", "sample": "b"}
 
@@ -178,9 +177,9 @@ endpoints = [
 
 
 def test_a_teacher_may_list_several_endpoints_each_with_its_own_concurrency_and_key(tmp_path):
-    """The endpoints form (issue 17): one lane per entry, named by ``name`` or by its URL without credentials or
+    """The endpoints form: one lane per entry, named by ``name`` or by its URL without credentials or
     query; the key variable is the entry's, else the teacher's; the one-endpoint teachers load as before."""
-    from metacan_pipeline.teachers.registry import EMBEDDED_ENDPOINT
+    from metacan_pipeline.teachers.core.registry import EMBEDDED_ENDPOINT
 
     reg = load_registry(_registry(tmp_path, LANES), environ={})
     spec = reg["vllm"]
@@ -215,7 +214,7 @@ def test_a_teacher_may_list_several_endpoints_each_with_its_own_concurrency_and_
     run = TeacherRunConfig(works_per_call=5, model="m2").apply(spec)
     assert (run.works_per_call, run.model, run.lanes) == (5, "m2", spec.lanes)
     # built in code, the two forms are refused together too
-    from metacan_pipeline.teachers.registry import TeacherSpec
+    from metacan_pipeline.teachers.core.registry import TeacherSpec
 
     with pytest.raises(ValueError, match="give base_url and concurrency, or endpoints"):
         TeacherSpec(name="x", concurrency=2, endpoints=[{"base_url": "http://b/v1"}])
@@ -417,7 +416,7 @@ def test_a_remote_endpoint_may_not_take_the_embedded_servers_name(tmp_path, name
 
 def test_the_calls_in_flight_over_all_endpoints_are_capped(tmp_path):
     """Each endpoint was capped at 256, the teacher not at all (100 endpoints x 256 = 25,600 workers and connections)."""
-    from metacan_pipeline.teachers.registry import MAX_CALLS_IN_FLIGHT
+    from metacan_pipeline.teachers.core.registry import MAX_CALLS_IN_FLIGHT
 
     def endpoints(n: int, concurrency: int) -> str:
         entries = ", ".join(f'{{ base_url = "http://gpu{i}:8000/v1", concurrency = {concurrency} }}' for i in range(n))

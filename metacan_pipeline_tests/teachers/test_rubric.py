@@ -1,11 +1,11 @@
-"""Tests of metacan_pipeline.teachers.rubric: prompts and their lock."""
+"""Tests of metacan_pipeline.teachers.core.rubric: prompts and their lock."""
 
 import hashlib
 from importlib.resources import files
 
 import pytest
 
-from metacan_pipeline.teachers.rubric import USER_MARKER, load_prompt, prompt_lock
+from metacan_pipeline.teachers.core.rubric import USER_MARKER, load_prompt, prompt_lock
 
 
 def test_every_prompt_matches_its_lock_and_v1_cannot_be_sent():

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.server: the embedded llama.cpp server, started for real: lifecycle and
+"""Tests of metacan_pipeline.teachers.calling.server: the embedded llama.cpp server, started for real: lifecycle and
 grammar-constrained labels."""
 
 import asyncio
@@ -9,10 +9,11 @@ import httpx
 import pytest
 
 from metacan_pipeline import settings
-from metacan_pipeline.teachers.client import TeacherClient
-from metacan_pipeline.teachers.rubric import load_prompt
-from metacan_pipeline.teachers.server import EMBEDDED_MODEL_ALIAS, EmbeddedLlamaServer
-from metacan_pipeline.teachers.views import record_view
+from metacan_pipeline.teachers.calling.client import TeacherClient
+from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer
+from metacan_pipeline.teachers.core.registry import EMBEDDED_MODEL_ALIAS
+from metacan_pipeline.teachers.core.rubric import load_prompt
+from metacan_pipeline.teachers.core.views import record_view
 from metacan_pipeline.vocab import LABEL_FIELDS
 
 pytestmark = pytest.mark.llm
@@ -114,7 +115,7 @@ def test_server_dies_with_the_process_that_started_it(tmp_path):
     import time
 
     code = (
-        "import sys; from metacan_pipeline.teachers.server import EmbeddedLlamaServer; "
+        "import sys; from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer; "
         f"s = EmbeddedLlamaServer(log_dir={str(tmp_path)!r}); print(s.base_url(), flush=True); "
         "print(s._proc.proc.pid, flush=True); import time; time.sleep(600)"
     )

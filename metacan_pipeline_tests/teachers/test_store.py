@@ -1,10 +1,10 @@
-"""Tests of metacan_pipeline.teachers.store: label keys and the migrations of earlier store layouts."""
+"""Tests of metacan_pipeline.teachers.core.store: label keys and the migrations of earlier store layouts."""
 
 import duckdb
 
 from metacan_pipeline.tables import create_tables
-from metacan_pipeline.teachers.rubric import prompt_lock
-from metacan_pipeline.teachers.store import append_rows, current_labels_sql, existing_keys
+from metacan_pipeline.teachers.core.rubric import prompt_lock
+from metacan_pipeline.teachers.core.store import append_rows, current_labels_sql, existing_keys
 
 
 def _label(wid, status="labelled", error=None, sha="s1", label_id=None, created="2026-01-01 00:00:00"):
@@ -78,9 +78,9 @@ def test_a_store_of_the_first_layout_is_migrated_without_loss():
 
 
 def test_a_store_without_the_endpoint_column_is_migrated_in_place_when_storage_opens(tmp_path):
-    """A store written before issue 17 (every table there, teacher_calls without ``endpoint``): the next
-    ``storage.connect()`` adds the column in place (last, where the catalog declares it), every old call is
-    kept with endpoint NULL, new calls name their endpoint, and a replayed archive of an old run still fits."""
+    """A store of the layout before teacher_calls had ``endpoint`` (every table there, teacher_calls without
+    it): the next ``storage.connect()`` adds the column in place (last, where the catalog declares it), every old
+    call is kept with endpoint NULL, new calls name their endpoint, and a replayed archive of an old run still fits."""
     import pyarrow as pa
 
     from metacan_pipeline.storage import MetacanStorage
@@ -120,7 +120,7 @@ def test_a_store_without_the_endpoint_column_is_migrated_in_place_when_storage_o
 
 def test_new_keys_are_unique_and_sort_in_the_order_they_were_made():
     """Time-ordered ids land at the right edge of the ``teacher_calls`` key index (benchmarks/bench_label_store.py)."""
-    from metacan_pipeline.teachers.store import new_key
+    from metacan_pipeline.teachers.core.store import new_key
 
     keys = [new_key() for _ in range(5000)]
     assert len(set(keys)) == 5000 and keys == sorted(keys)
@@ -128,8 +128,8 @@ def test_new_keys_are_unique_and_sort_in_the_order_they_were_made():
 
 
 def test_a_label_store_with_a_key_index_is_rebuilt_without_it_when_storage_opens(tmp_path):
-    """A store written before ``teacher_labels`` lost its primary key (issue 17: each flush's checkpoint wrote
-    the index) is rebuilt in place when storage opens: every row kept in order, no primary key left, the other
+    """A store of the layout where ``teacher_labels`` had a primary key (each flush's checkpoint wrote the
+    index) is rebuilt in place when storage opens: every row kept in order, no primary key left, the other
     tables' keys untouched, and append_rows still stores a replayed label once."""
     import dataclasses
 
@@ -179,7 +179,7 @@ import os, signal, sys
 import duckdb
 
 from metacan_pipeline.tables import create_tables
-from metacan_pipeline.teachers.rubric import prompt_lock
+from metacan_pipeline.teachers.core.rubric import prompt_lock
 
 
 class KilledHalfWay(dict):

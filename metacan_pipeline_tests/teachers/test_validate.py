@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.validate: the label rules, reply schemas and batch validation."""
+"""Tests of metacan_pipeline.teachers.core.validate: the label rules, reply schemas and batch validation."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from metacan_pipeline.teachers.client import validate_batch
-from metacan_pipeline.teachers.validate import InvalidLabel, batch_reply_schema, reply_schema, validate_label
+from metacan_pipeline.teachers.calling.replies import validate_batch
+from metacan_pipeline.teachers.core.validate import InvalidLabel, batch_reply_schema, reply_schema, validate_label
 from metacan_pipeline_tests.builders import GOOD_LABEL, GOOD_REPLY
 
 

@@ -4,7 +4,7 @@ The registry is a TOML file: the packaged ``teachers/teachers.toml`` unless ``ME
 names another. Each ``[teachers.<name>]`` table is one :class:`TeacherSpec`; every teacher becomes a
 ``direct_labels_<name>`` asset when the definitions load. A teacher is called at one endpoint
 (``base_url`` + ``concurrency``) or at several (``endpoints = [{ base_url, concurrency, api_key_env, name
-}, ...]``, one :class:`Endpoint` each: lanes racing one queue of batches, :mod:`.sending`); the endpoint
+}, ...]``, one :class:`Endpoint` each: lanes racing one queue of batches, :mod:`..calling.sending`); the endpoint
 is not part of the label key, so the same model behind several endpoints is one teacher. On top of the
 file, the environment may override a teacher's endpoint without editing it (``METACAN_<NAME>_BASE_URL``,
 ``_MODEL``, ``_API_KEY_ENV``, ``_PROMPT_VERSION``; the base URL of a one-endpoint teacher only), and a
@@ -23,10 +23,10 @@ from urllib.parse import urlsplit
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..http import public_url, shown_url
-from ..settings import secret, teacher_overrides, teachers_file
-from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER, TEACHER_ROLES
-from .server import EMBEDDED_MODEL_ALIAS
+from ...http import public_url, shown_url
+from ...settings import secret, teacher_overrides, teachers_file
+from ...vocab import CENSUS_TEACHER, SAMPLE_TEACHER, TEACHER_ROLES
+from .rubric import load_prompt
 from .views import CURRENT_VIEW_VERSION
 
 #: The teachers that fill the roles when a registry has no ``[roles]`` table.
@@ -43,6 +43,8 @@ MAX_CALLS_IN_FLIGHT = 512
 MAX_ENDPOINT_BACKOFF_S = 300.0
 #: The name the calls of the embedded llama.cpp server record as their endpoint (its port changes every run).
 EMBEDDED_ENDPOINT = "embedded"
+#: The model name the embedded llama.cpp server (:mod:`..calling.server`) serves Gemma 3 270M under.
+EMBEDDED_MODEL_ALIAS = "gemma-3-270m-it-q4_k_m"
 _ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: An ``api_key_env``: the name of an environment variable (never the key itself).
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -445,8 +447,6 @@ def _check_reply_format(path: Path, spec: TeacherSpec) -> None:
     to hold the model to it: the embedded server (auto = ``gbnf``), or ``gbnf``, ``json_object_schema`` or
     ``none`` named for another llama.cpp-style endpoint. ``auto`` and ``json_schema`` elsewhere are refused:
     strict JSON schema has no tuples, and JSON-object modes force an object."""
-    from .rubric import load_prompt
-
     try:
         reply = load_prompt(spec.prompt_version).reply
     except FileNotFoundError:
@@ -496,13 +496,3 @@ def load_roles(path: str | Path | None = None) -> dict[str, str]:
     roles = _roles(path, doc)
     _check_roles(path, roles, teachers)
     return roles
-
-
-def load_qualification(path: str | Path | None = None):
-    """The registry's ``[qualification]`` table as a :class:`~.qualification.QualificationConfig` (its
-    defaults when the table is absent). Raises ValueError naming the file and the key."""
-    from .qualification import QualificationConfig
-
-    path = Path(path) if path else default_registry_path()
-    doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    return QualificationConfig.from_table(doc.get("qualification"), f"teacher registry {path}")

@@ -3,7 +3,7 @@
 The pilot (github.com/choxos/MetaCan, ``pilot/screening``, commit 43686d3322e2) double-screened a
 stratified sample of Canadian works with two LLM screeners under rubric v1.0 (SOURCES.md "The earlier
 pilot"): screener A = ``claude-sonnet-4-6``, screener B = ``gpt-5.6-sol`` run through the Codex CLI. Nothing
-in it is truth data. It becomes two imported teachers (:mod:`.imports`), prompt version
+in it is truth data. It becomes two imported teachers (:mod:`.importing`), prompt version
 ``pilot-rubric-v1.0``, record view ``pilot_title_abstract`` (the six fields the harness sent: id, title,
 abstract cut at 1,500 characters, year, language, OpenAlex type):
 
@@ -58,8 +58,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..vocab import CATEGORIES
-from .imports import ImportSpec
+from ...vocab import CATEGORIES
+from ..core.reference import TIER_CATEGORIES
+from .importing import ImportSpec
 from .label_files import SourceRecord, file_sha256
 
 PILOT_SOURCE = "MetaCan pilot screening (github.com/choxos/MetaCan pilot/screening @ 43686d3322e2, see SOURCES.md)"
@@ -68,7 +69,6 @@ RECORD_VIEW = "pilot_title_abstract"
 MODEL_A = "claude-sonnet-4-6"
 MODEL_B = "gpt-5.6-sol"
 
-TIER_CATEGORIES: dict[str, list[str]] = {"T1": ["metaresearch"], "T2": ["metaresearch"], "T3": [], "OUT": []}
 GENRES_V1: dict[str, str] = {
     "empirical": "empirical",
     "conceptual": "other",

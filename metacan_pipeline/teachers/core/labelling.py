@@ -5,16 +5,14 @@ Dagster (the benchmarks call it).
 the label store holds and put aside the works a budget defers (:func:`plan_run`), give works outside
 the sampling frame their rule label (:func:`store_frame_rule_labels`), send the rest in batches of
 ``works_per_call`` to the teacher's endpoints, ``concurrency`` calls in flight at each (:func:`call_teacher`), archiving and storing
-every call and outcome as it happens; :func:`export_labels` writes the teacher's current labels.
+every call and outcome as it happens; :func:`~.export.export_labels` writes the teacher's current labels.
 """
 
-import shutil
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -22,16 +20,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
-from ..http import mask_secret
-from ..storage import MetacanStorage, scratch_path, sql_literal
-from ..tables.teachers import LABELS_SCHEMA, VIEW_HASH_SCHEMA
-from ..vocab import INSUFFICIENT_PAYLOAD
-from .archive import LabelWriter, recover
-from .client import CallRecord, LabelOutcome
-from .registry import TeacherSpec, direct_labels_table
+from ...http import mask_secret
+from ...storage import MetacanStorage
+from ...tables.teachers import VIEW_HASH_SCHEMA
+from ...vocab import INSUFFICIENT_PAYLOAD
+from ..calling.archive import LabelWriter, recover
+from ..calling.client import CallRecord, LabelOutcome
+from ..calling.sending import Progress, run_interruptibly, send_batches, structured_modes, teacher_lanes
+from ..calling.stats import LabelRunStats, LaneStats
+from .registry import TeacherSpec
 from .rubric import Prompt, load_prompt
-from .sending import LaneStats, Progress, run_interruptibly, send_batches, structured_modes, teacher_lanes
-from .store import append_rows, current_labels_sql, existing_keys, new_key, now_utc
+from .store import append_rows, existing_keys, new_key, now_utc
 from .views import record_view, view_hash
 
 Abstracts = Callable[[list[dict]], dict[str, str | None]]
@@ -39,28 +38,6 @@ Abstracts = Callable[[list[dict]], dict[str, str | None]]
 
 
 _FRAME_RULE_REASON = "Not sent to a teacher: outside the sampling frame ({why}); SPEC section 2 gives such works insufficient_payload only."
-
-
-@dataclass
-class LabelRunStats:
-    """What one labelling run did (shown as asset metadata and in the CLI summary)."""
-
-    works: int = 0
-    reused: int = 0
-    rule_labels: int = 0
-    deferred: int = 0
-    sent: int = 0
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-    outcomes: Counter = field(default_factory=Counter)
-    failures: Counter = field(default_factory=Counter)
-    structured_output: str | None = None
-    recovered: dict = field(default_factory=dict)
-    view_hashes: dict[str, str] | Path = field(default_factory=dict)
-    endpoints: dict[str, LaneStats] = field(default_factory=dict)
 
 
 #: Frame works a labelling run holds at once (:func:`iter_selected`): views, hashes and the plan are per chunk.
@@ -179,10 +156,10 @@ def label_works(
     only when some work must be sent (so a fully cached run never starts the embedded server); a teacher
     with ``endpoints`` calls them and never ``base_url``; ``abstracts`` loads ``{id: abstract}`` for the ``title_abstract`` view;
     ``max_works`` > 0 sends at most that many works (the rest wait for the next run). Every call and
-    outcome is archived and stored as it happens (:class:`~.archive.LabelWriter`), so a run killed at
+    outcome is archived and stored as it happens (:class:`~..calling.archive.LabelWriter`), so a run killed at
     any point repeats no finished call when resumed. Raises
-    :class:`~.client.EndpointConfigurationError` (the endpoint refuses the model or key) or
-    :class:`~.client.EndpointUnavailableError` (batch after batch failed at the endpoint), in both cases
+    :class:`~..calling.client.EndpointConfigurationError` (the endpoint refuses the model or key) or
+    :class:`~..calling.client.EndpointUnavailableError` (batch after batch failed at the endpoint), in both cases
     after every call made is stored; ValueError for a negative ``max_works``.
 
     One run per teacher at a time on a data folder (a file lock): a second run waits for the first and
@@ -369,7 +346,7 @@ def store_frame_rule_labels(
 
 def call_row(spec: TeacherSpec, prompt: Prompt, run_id: str, rec: CallRecord, cost: float) -> dict:
     """The ``teacher_calls`` row of one call (schema :data:`~metacan_pipeline.tables.teachers.CALLS_SCHEMA`
-    without the archive columns, which :class:`~.archive.LabelWriter` fills)."""
+    without the archive columns, which :class:`~..calling.archive.LabelWriter` fills)."""
     return {
         "call_id": rec.call_id,
         "run_id": run_id,
@@ -432,8 +409,8 @@ def call_teacher(
     transport: httpx.AsyncBaseTransport | None,
 ) -> BaseException | None:
     """Send ``plan.to_call`` in batches of ``works_per_call`` to the teacher's endpoints
-    (:func:`~.sending.send_batches`), archiving and storing every call and outcome as it happens
-    (:class:`~.archive.LabelWriter`); counts calls, tokens, cost, outcomes and failures into ``stats``, and
+    (:func:`~..calling.sending.send_batches`), archiving and storing every call and outcome as it happens
+    (:class:`~..calling.archive.LabelWriter`); counts calls, tokens, cost, outcomes and failures into ``stats``, and
     what each endpoint did into ``stats.endpoints``. Returns the error that stopped the run early, or None.
     Raises ValueError when an ``api_key_env`` is not set (before anything is opened)."""
     api_keys = [spec.api_key(endpoint) for endpoint in spec.lanes]
@@ -488,65 +465,3 @@ def add_lane_stats(before: LaneStats | None, now: LaneStats) -> LaneStats:
     summed = {k: getattr(before, k) + getattr(now, k) for k in ("calls", "works", "labelled", "failures", "given_back")}
     summed.update({k: getattr(before, k) + getattr(now, k) for k in ("seconds", "downs", "probes")})
     return replace(now, **summed)
-
-
-def current_labels_query(spec: TeacherSpec, view_hashes: "dict[str, str] | Path") -> tuple[str, list, pa.Table | None]:
-    """The SQL, parameters and (for a dict) the Arrow table ``wanted`` behind :func:`current_labels`."""
-    prompt = load_prompt(spec.prompt_version)
-    params = [spec.name, spec.model, prompt.version, prompt.sha]
-    if isinstance(view_hashes, Path):
-        wanted, source = None, f"read_parquet({sql_literal(str(view_hashes))})"
-    else:
-        wanted = pa.table({"work_id": list(view_hashes), "view_hash": list(view_hashes.values())})
-        source = "wanted"
-    sql = f"SELECT l.* FROM ({current_labels_sql()}) l SEMI JOIN {source} USING (work_id, view_hash) ORDER BY work_id"
-    return sql, params, wanted
-
-
-def current_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: "dict[str, str] | Path") -> pa.Table:
-    """For each ``{work_id: view hash}`` (or the Parquet file of a chunked run, :class:`ViewHashSpill`), the
-    newest stored outcome of the current configuration (model, prompt version and SHA) for that record view
-    (schema :data:`~.store.LABELS_SCHEMA`), by work id. A work without one (deferred by ``max_works``) has no
-    row. The whole table in memory: for the reference set and tests; :func:`export_labels` streams."""
-    sql, params, wanted = current_labels_query(spec, view_hashes)
-    with storage.connect() as con:
-        if wanted is not None:
-            con.register("wanted", wanted)
-        table = con.execute(sql, params).to_arrow_table()
-    return table.select([f.name for f in LABELS_SCHEMA]).cast(LABELS_SCHEMA)
-
-
-#: DuckDB's memory for the export's newest-label window and sort (it spills beyond; the catalog's default is 80% of
-#: RAM). The 4,300,000-work rehearsal's census export: 5,160 MiB peak and 41.6 s by default, 1,237 MiB and 83.4 s
-#: with 1 GB, 2,193 MiB and 81.4 s with 2 GB (Intel Xeon, 2 CPUs).
-EXPORT_MEMORY = "1GB"
-
-
-def export_labels(storage: MetacanStorage, spec: TeacherSpec, view_hashes: "dict[str, str] | Path") -> int:
-    """Write ``warehouse/direct_labels_<name>``: :func:`current_labels` of the frame works ``view_hashes``,
-    streamed from DuckDB in batches of :data:`CHUNK_WORKS` rows (one Parquet file, a row group a batch, the
-    same rows and schema as one write of the whole table). Returns the number of rows."""
-    sql, params, wanted = current_labels_query(spec, view_hashes)
-    name = direct_labels_table(spec.name)
-    storage.warehouse.mkdir(parents=True, exist_ok=True)
-    folder = scratch_path(storage.warehouse, f".{name}.tmp-")
-    folder.mkdir()
-    rows = 0
-    try:
-        with (
-            storage.connect() as con,
-            pq.ParquetWriter(str(folder / "part-00000.parquet"), LABELS_SCHEMA, compression="zstd") as writer,
-        ):
-            con.execute(f"SET memory_limit = {sql_literal(EXPORT_MEMORY)}")  # else 80% of RAM: 5 GB at 4.3M works
-            if wanted is not None:
-                con.register("wanted", wanted)
-            reader = con.execute(sql, params).to_arrow_reader(CHUNK_WORKS)
-            for batch in reader:
-                table = pa.Table.from_batches([batch]).select([f.name for f in LABELS_SCHEMA]).cast(LABELS_SCHEMA)
-                writer.write_table(table)
-                rows += table.num_rows
-        storage.adopt_table(name, folder)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
-    return rows

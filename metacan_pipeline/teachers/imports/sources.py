@@ -1,4 +1,5 @@
-"""The ``imported_labels`` asset: direct labels produced elsewhere, imported into the label store (SPEC section 4)."""
+"""The sources of the ``imported_labels`` asset (SPEC section 4): its configuration (MetaCan pilot folders and label
+files in our schema), the imports they make, the current imported labels and the asset's metadata."""
 
 from collections import Counter
 from pathlib import Path
@@ -8,19 +9,17 @@ import duckdb
 import pyarrow as pa
 from pydantic import Field
 
-from .. import settings
-from ..meta import counts_markdown, markdown_preview, table_metadata
-from ..storage import MetacanStorage
-from ..tables.teachers import LABELS_SCHEMA
-from .imports import (
+from ... import settings
+from ...meta import counts_markdown, markdown_preview, table_metadata
+from ...tables.teachers import LABELS_SCHEMA
+from ..core.registry import load_registry
+from .importing import (
     ImportReport,
     ImportSpec,
     current_imported_sql,
     import_file,
-    import_records,
 )
 from .pilot import pilot_imports
-from .registry import load_registry
 
 PILOT_DIR_ENV, DEFAULT_PILOT_DIR = settings.PILOT_DIR_ENV, settings.DEFAULT_PILOT_DIR
 
@@ -121,15 +120,15 @@ def pilot_jobs(pilot_dirs: list[str] | None, log) -> tuple[list[tuple[ImportSpec
 
 
 def import_label_file(con: duckdb.DuckDBPyConnection, f: LabelFile, run_id: str | None) -> ImportReport:
-    """Import one configured label file (:func:`~.imports.import_file`); raises FileNotFoundError when it
-    does not exist, ValueError as :func:`_spec` and :func:`~.imports.import_file`."""
+    """Import one configured label file (:func:`~.importing.import_file`); raises FileNotFoundError when it
+    does not exist, ValueError as :func:`_spec` and :func:`~.importing.import_file`."""
     if not Path(f.path).is_file():
         raise FileNotFoundError(f"label file {f.path!r} (imported_labels config files) does not exist")
     return import_file(con, Path(f.path), _spec(f), run_id)
 
 
 def current_imported(con: duckdb.DuckDBPyConnection) -> pa.Table:
-    """The current imported label per teacher configuration and work (:func:`~.imports.current_imported_sql`),
+    """The current imported label per teacher configuration and work (:func:`~.importing.current_imported_sql`),
     as :data:`LABELS_SCHEMA`, ordered by teacher, model, prompt version and work."""
     table = con.execute(
         f"SELECT * FROM ({current_imported_sql()}) ORDER BY teacher, model, prompt_version, work_id"
@@ -172,33 +171,3 @@ def imported_metadata(table: pa.Table, n: int, reports: list[ImportReport], note
         ),
         notes=dg.MetadataValue.md("".join(f"- {n}\n" for n in notes) or "_(none)_"),
     )
-
-
-@dg.asset(group_name="labeling", kinds={"python", "duckdb"}, code_version="1", owners=["team:metacan"])
-def imported_labels(
-    context: dg.AssetExecutionContext, config: ImportedLabelsConfig, storage: MetacanStorage
-) -> dg.MaterializeResult:
-    """Direct labels produced elsewhere, validated like teacher replies and stored with ``source='import'``.
-
-    Sources (:class:`ImportedLabelsConfig`): the MetaCan pilot folder (teachers ``pilot_a`` and ``pilot_b``,
-    mapping in :mod:`.pilot`) and label files in our schema (:mod:`.imports`). Every record becomes a
-    ``teacher_labels`` row, ``failed`` with its cause when invalid (an id that is not ``W123`` or
-    ``https://openalex.org/W123`` included); design information goes to the DuckDB table
-    ``imported_design``. A later import wins: a record equal to the current imported row of its work
-    adds nothing (so a file imported again adds nothing, and a file reverted to an earlier version makes
-    that version current again). Output table ``warehouse/imported_labels``: the current imported label
-    per teacher configuration and work, from this and every earlier import (columns of
-    ``teacher_labels``). Raises FileNotFoundError for a configured file or pilot folder that does not
-    exist, ValueError naming the file for a file that is empty or not a JSON array / JSON Lines (e.g. one
-    JSON object).
-    """
-    run_id = context.run.run_id
-    jobs, notes = pilot_jobs(config.pilot_dirs, context.log)
-    with storage.connect() as con:
-        reports = [import_records(con, spec, records, run_id) for spec, records in jobs]
-        reports += [import_label_file(con, f, run_id) for f in config.files]
-        table = current_imported(con)
-    n = storage.write_table("imported_labels", table, schema=LABELS_SCHEMA)
-    for r in reports:
-        context.log.info(report_line(r))
-    return dg.MaterializeResult(metadata=imported_metadata(table, n, reports, notes))

@@ -1,6 +1,6 @@
 """Label files in our schema (SPEC section 4): a JSON array or JSON Lines file of label objects, read
-into :class:`SourceRecord` rows for :func:`~.imports.import_records`, with the errors that name the file
-and say what is expected (see :mod:`.imports` for what an import stores)."""
+into :class:`SourceRecord` rows for :func:`~.importing.import_records`, with the errors that name the file
+and say what is expected (see :mod:`.importing` for what an import stores)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ instructions exactly. ``prompts/versions.toml`` locks the SHA of every published
 A file may open with a line ``reply: <format>`` (not sent) naming the reply shape the prompt asks for:
 ``labels`` (the default: ``{"labels": [{"id": ..., "categories": ..., ...}]}``) or ``rows`` (a JSON list
 of one row per work, in the order asked, each row the SPEC section 3 label fields in
-:data:`metacan_pipeline.vocab.LABEL_FIELDS` order, without names or id: about half the generated tokens,
-issue 14). The stored label is the same full SPEC label either way.
+:data:`metacan_pipeline.vocab.LABEL_FIELDS` order, without names or id: about half the generated tokens). The stored label is the same full SPEC label either way.
 """
 
 from __future__ import annotations

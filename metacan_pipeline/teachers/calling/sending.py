@@ -1,21 +1,21 @@
 """Sending the batches of one labelling run to a teacher's endpoints (SPEC section 4): the clients a
 teacher's spec asks for (:func:`teacher_lanes`), the calls in flight, a progress bar and log line, and
 the early stop of a run whose endpoints refuse it or keep failing (:data:`MAX_FAILED_BATCHES_IN_A_ROW`).
-Used by :func:`~.labelling.call_teacher`.
+Used by :func:`~..core.labelling.call_teacher`.
 
-A teacher calls one endpoint or several (:attr:`~.registry.TeacherSpec.lanes`). Each endpoint is a *lane*:
+A teacher calls one endpoint or several (:attr:`~..core.registry.TeacherSpec.lanes`). Each endpoint is a *lane*:
 its own :class:`~.client.TeacherClient` (key, connections, structured-output mode) and ``concurrency``
 workers, every worker of every lane pulling batches from one shared queue, so a fast endpoint takes more
 batches than a slow one. The rules (:class:`LaneRun`):
 
 - A lane is *up* until a call of it fails for good, its transport retries spent (timeouts, dropped or
-  refused connections, 429, 5xx: its works' outcome is :data:`~.store.UNAVAILABLE`), or until
-  :data:`MAX_FAILED_BATCHES_IN_A_ROW` of its batches in a row failed at the endpoint (:data:`~.store.NOT_FINAL`).
+  refused connections, 429, 5xx: its works' outcome is :data:`~..core.store.UNAVAILABLE`), or until
+  :data:`MAX_FAILED_BATCHES_IN_A_ROW` of its batches in a row failed at the endpoint (:data:`~..core.store.NOT_FINAL`).
   Then it is *down*: it takes no new batch, its other calls in flight stop retrying, and while another
   lane is up, the works its failed calls held are not recorded: they go back to the front of the queue
   once the call holding them has ended, for the other lanes.
 - A down lane rests ``endpoint_backoff_s`` (doubled each time it goes down again or a probe fails before
-  it has labelled a work, at most :data:`~.registry.MAX_ENDPOINT_BACKOFF_S`), then one of its workers
+  it has labelled a work, at most :data:`~..core.registry.MAX_ENDPOINT_BACKOFF_S`), then one of its workers
   probes it (``GET /models``, :meth:`~.client.TeacherClient.probe`, nothing bought): an answer puts it up.
 - When no lane is up, the down lanes send the batches themselves, as a teacher of one endpoint always did:
   a call that fails is recorded as its works' ``endpoint unavailable`` failure (the next run asks again),
@@ -39,20 +39,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from tqdm import tqdm
 
-from ..http import public_url
+from ...http import public_url
+from ..core.registry import EMBEDDED_ENDPOINT, MAX_ENDPOINT_BACKOFF_S, TeacherSpec
+from ..core.rubric import Prompt
+from ..core.store import NOT_FINAL, UNAVAILABLE
 from .client import CallRecord, EndpointConfigurationError, EndpointUnavailableError, LabelOutcome, TeacherClient
-from .registry import EMBEDDED_ENDPOINT, MAX_ENDPOINT_BACKOFF_S, TeacherSpec
-from .rubric import Prompt
-from .store import NOT_FINAL, UNAVAILABLE
-
-if TYPE_CHECKING:
-    from .labelling import LabelRunStats
+from .stats import LabelRunStats, LaneStats
 
 
 class Progress:
@@ -65,7 +62,7 @@ class Progress:
         self.t0 = self.last = time.monotonic()
         self.done = 0
         #: (time, works done) at the first answer: the ETA is the pace since then, because the first calls carry a
-        #: cold server's warm-up (a fresh-user run saw ETA 3,721 s where 4 minutes were left)
+        #: cold server's warm-up, which would make the ETA far too long
         self.first: tuple[float, int] | None = None
         self.lanes: list[Lane] = []
 
@@ -112,43 +109,10 @@ class Progress:
         self.bar.close()
 
 
-#: Batches in a row whose every work failed for a reason that is not about the work (:data:`~.store.NOT_FINAL`)
+#: Batches in a row whose every work failed for a reason that is not about the work (:data:`~..core.store.NOT_FINAL`)
 #: after which a lane is down, and with no lane up the run stops taking new batches: an endpoint that is
 #: down or misconfigured costs a few calls.
 MAX_FAILED_BATCHES_IN_A_ROW = 8
-
-
-@dataclass
-class LaneStats:
-    """What one endpoint did in one run (asset metadata ``endpoints`` and the log). ``works``: works
-    whose recorded outcome came from its calls (``labelled`` + ``failures``); ``given_back``: works its
-    failed calls gave back to the queue for other endpoints; ``seconds``: its calls' time on the wire;
-    ``downs``: times it went down; ``probes``: ``GET /models`` sent while down; ``state`` at the end (up,
-    down, refused) and the ``cause`` of the last failure."""
-
-    endpoint: str
-    concurrency: int
-    calls: int = 0
-    works: int = 0
-    labelled: int = 0
-    failures: int = 0
-    given_back: int = 0
-    seconds: float = 0.0
-    downs: int = 0
-    probes: int = 0
-    state: str = "up"
-    cause: str | None = None
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "seconds": round(self.seconds, 3)}
-
-    def line(self, teacher: str) -> str:
-        return (
-            f"teacher {teacher} endpoint {self.endpoint}: {self.calls} calls, {self.works} works ({self.labelled} "
-            f"labelled, {self.failures} failed), {self.given_back} given back to other endpoints, {self.seconds:.1f} s "
-            f"on the wire, down {self.downs} times, {self.probes} probes, {self.state} at the end"
-            + (f" ({self.cause[:200]})" if self.cause and self.state != "up" else "")
-        )
 
 
 class Lane:
@@ -454,10 +418,10 @@ def teacher_lanes(
     transport: httpx.AsyncBaseTransport | None,
     on_call: Callable[[CallRecord], None],
 ) -> list[Lane]:
-    """One :class:`Lane` per endpoint of ``spec`` (:attr:`~.registry.TeacherSpec.lanes`), at ``urls`` with
+    """One :class:`Lane` per endpoint of ``spec`` (:attr:`~..core.registry.TeacherSpec.lanes`), at ``urls`` with
     ``api_keys`` (in the same order), each with its client. A lane is named by its endpoint's ``name``, else
     the public form of its URL (no credentials, no query); the embedded server's is
-    :data:`~.registry.EMBEDDED_ENDPOINT`. ``on_call`` sees every call (``CallRecord.endpoint`` names its lane)."""
+    :data:`~..core.registry.EMBEDDED_ENDPOINT`. ``on_call`` sees every call (``CallRecord.endpoint`` names its lane)."""
     lanes = []
     for endpoint, url, key in zip(spec.lanes, urls, api_keys, strict=True):
         name = endpoint.name or (EMBEDDED_ENDPOINT if spec.embedded else public_url(url))

@@ -6,9 +6,9 @@ about_ca_system, about_ca_topic, confidence, reason`` (SPEC section 4), each opt
 ``view_hash`` (what the labeller saw, 16+ hex), ``stratum``, ``sel_prob`` and ``design_weight`` (the
 sample design of the source, SPEC section 5; ``design_weight`` defaults to ``1 / sel_prob``). An
 :class:`ImportSpec` names the teacher configuration the labels belong to and the fields the source never
-provides (``absent``, see :func:`~.validate.validate_label`).
+provides (``absent``, see :func:`~..core.validate.validate_label`).
 
-Outcome, in the label store of :mod:`.store` (``source = 'import'``):
+Outcome, in the label store of :mod:`..core.store` (``source = 'import'``):
 
 - every record becomes one ``teacher_labels`` row: ``labelled``, or ``failed`` with the cause in
   ``error`` (a record that is not JSON, has no id or an id that names no work, or breaks a SPEC section
@@ -59,14 +59,14 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from .. import vocab
-from ..openalex.ids import is_work_id, short_id
-from ..vocab import CATEGORIES
+from ... import vocab
+from ...openalex.ids import is_work_id, short_id
+from ...vocab import CATEGORIES
+from ..core.store import append_rows, new_key, now_utc
+from ..core.validate import LABEL_FIELDS, InvalidLabel, validate_label
+from ..core.views import canonical_json
+from ..core.views import view_hash as hash_of_view
 from .label_files import SourceRecord, read_label_records
-from .store import append_rows, new_key, now_utc
-from .validate import LABEL_FIELDS, InvalidLabel, validate_label
-from .views import canonical_json
-from .views import view_hash as hash_of_view
 
 SOURCE = "import"
 DESIGN_KEYS = ("stratum", "sel_prob", "design_weight")
@@ -82,7 +82,7 @@ class ImportSpec:
     ``absent``: label fields the source never provides (None in the stored label; a value given for one
     is an error). ``undecided_categories``: categories the source's vocabulary cannot express (a
     screener that only decides "in scope"): a label without them says nothing about them, so the
-    agreement treats their heads as unknown, not negative (:mod:`.agreement`). ``source``: a short
+    agreement treats their heads as unknown, not negative (:mod:`..core.agreement`). ``source``: a short
     description of where the labels come from; it also keys ``imported_design``.
     """
 

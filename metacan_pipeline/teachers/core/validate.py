@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .. import vocab
-from ..vocab import (
+from ... import vocab
+from ...vocab import (
     CATEGORIES,
     CONFIDENCES,
     DOMAINS,
@@ -218,7 +218,7 @@ def batch_reply_schema(work_ids: list[str], reason_max_chars: int = 100, rules_i
     With ``rules_in_grammar`` (llama.cpp) the list is a tuple (``prefixItems``): the i-th label's id is
     pinned to the i-th requested id, so the grammar cannot produce a rewritten, missing or extra id. For
     OpenAI ``json_schema`` (strict mode has no tuples) every label's id is one of the requested ids and
-    :func:`metacan_pipeline.teachers.client.validate_batch` checks the set.
+    :func:`metacan_pipeline.teachers.calling.replies.validate_batch` checks the set.
     """
     if rules_in_grammar:
         labels = {
@@ -270,8 +270,8 @@ def batch_reply_grammar(work_ids: list[str], reason_max_chars: int = 100) -> str
 
     llama.cpp's own schema-to-grammar conversion allows a newline and indentation at every comma and brace,
     and the Gemma 3 270M takes it: 5 labels cost about 670 generated tokens pretty-printed and about 440
-    compact (issue 14), and generated tokens are most of a call's time. The reply is the same JSON, so
-    :func:`metacan_pipeline.teachers.client.validate_batch` checks it exactly as before.
+    compact, and generated tokens are most of a call's time. The reply is the same JSON, so
+    :func:`metacan_pipeline.teachers.calling.replies.validate_batch` checks it exactly as before.
     """
     labels = ' "," '.join(f"label{i}" for i in range(len(work_ids)))
     lines = ['root ::= "{\\"labels\\":[" ' + labels + ' "]}"']
@@ -289,14 +289,14 @@ def batch_reply_grammar(work_ids: list[str], reason_max_chars: int = 100) -> str
 
 
 def batch_rows_grammar(n_works: int, reason_max_chars: int = 100) -> str:
-    """A llama.cpp GBNF grammar for a ``rows`` reply (:mod:`metacan_pipeline.teachers.rubric`): a JSON list
+    """A llama.cpp GBNF grammar for a ``rows`` reply (:mod:`metacan_pipeline.teachers.core.rubric`): a JSON list
     of exactly ``n_works`` rows, each the eight SPEC section 3 label fields in
     :data:`metacan_pipeline.vocab.LABEL_FIELDS` order, compact, with the three shapes of
     :func:`batch_reply_grammar` built in.
 
     No field name and no id is generated: the Gemma 3 tokenizer spells a work id digit by digit (about 16
     tokens with its key), and the eight names cost about 35 more, so a row is about half the tokens of a
-    label object (issue 14). The works are matched by position, and the grammar allows exactly one row
+    label object. The works are matched by position, and the grammar allows exactly one row
     per work asked.
     """
     rows = ' "," '.join(["row"] * n_works)

@@ -1,4 +1,4 @@
-"""Teachers qualify before they count (SPEC section 4, issue 14).
+"""Teachers qualify before they count (SPEC section 4).
 
 A teacher's direct labels feed ``candidate``, ``consensus`` and classify-and-count only after it passes a
 qualification test against a reference set with frontier labels, fixed in configuration before the test
@@ -27,21 +27,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import httpx
 import pyarrow as pa
 
-from ..openalex.abstract import markup_to_text
-from ..storage import MetacanStorage
-from ..tables.teachers import QUALIFICATION_SCHEMA
+from ...openalex.abstract import markup_to_text
+from ...sampling.design import salted_hash
+from ...storage import MetacanStorage
+from ...tables.teachers import QUALIFICATION_SCHEMA
 from .agreement import kappa
-from .labelling import current_labels, label_works
+from .export import current_labels
+from .labelling import label_works
 from .reference import R1_ARMS, frame1k_labels
-from .registry import TeacherSpec
+from .registry import TeacherSpec, default_registry_path
 from .rubric import load_prompt
 from .store import now_utc
 
@@ -100,6 +104,14 @@ class QualificationConfig:
         return hashlib.sha256(self.as_json().encode()).hexdigest()[:16]
 
 
+def load_qualification(path: str | Path | None = None) -> QualificationConfig:
+    """The registry's ``[qualification]`` table as a :class:`QualificationConfig` (its
+    defaults when the table is absent). Raises ValueError naming the file and the key."""
+    path = Path(path) if path else default_registry_path()
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    return QualificationConfig.from_table(doc.get("qualification"), f"teacher registry {path}")
+
+
 @dataclass(frozen=True)
 class ReferenceWork:
     """One work of the drawn reference set: the frame-like ``row`` a record view is built from, its
@@ -152,8 +164,6 @@ def draw_reference_set(folder: Path | str, cfg: QualificationConfig, ca_funders:
     """The reference works (module docstring), in-scope stratum first, each stratum in salted-hash order.
     ``ca_funders``: the Canadian funder list's names, case-folded. Works without an adjudicated label or
     an empty title are left out (none in the saved files)."""
-    from ..sampling.design import salted_hash
-
     ref = frame1k_labels(Path(folder))
     missing = {k: v for k, v in ref.dropped.items() if v}
     if missing:
@@ -363,3 +373,33 @@ def status_note(row: dict | None) -> str:
 def qualification_notes(storage: MetacanStorage, registry: dict[str, TeacherSpec], cfg: QualificationConfig) -> dict:
     """``{teacher: the sentence shown beside its direct labels}`` for every registry teacher."""
     return {name: status_note(current_qualification(storage, spec, cfg)) for name, spec in registry.items()}
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def qualification_metadata(
+    results: dict[str, QualificationResult], works: list[ReferenceWork], cfg: QualificationConfig
+) -> dict:
+    """The metadata of ``teacher_qualification``: a Markdown table of every teacher's result (``results``, by
+    teacher name), the reference set's size, positives and frontier pairwise kappa, the configuration and its
+    hash, and each teacher's status and note."""
+    table = (
+        "| teacher | status | kappa | needed | labelled | reference positives |\n|---|---|---|---|---|---|\n"
+        + "".join(
+            f"| {name} | {r.status} | {_num(r.kappa)} | {_num(r.needed_kappa)} | {r.labelled} of {r.reference_works} | "
+            f"{r.reference_positives} |\n"
+            for name, r in results.items()
+        )
+    )
+    return {
+        "qualification": dg.MetadataValue.md(table),
+        "reference_works": len(works),
+        "reference_positives": sum(w.reference for w in works),
+        "frontier_pairwise_kappa": dg.MetadataValue.float(round(frontier_kappa(works) or 0.0, 4)),
+        "config_hash": cfg.config_hash,
+        "config": dg.MetadataValue.json(json.loads(cfg.as_json())),
+        **{f"{name}_status": r.status for name, r in results.items()},
+        **{f"{name}_note": r.note() for name, r in results.items()},
+    }

@@ -3,7 +3,7 @@
 Files (``<pilot>/frame1k``, the pilot folder's SOURCES.md section 1): works ``chunks/chunk_NN.json`` (15 saved
 chunks of 50, 750 works); one label per work in ``opus_r1/``, ``codex_r1/``, ``grok_r1/`` ``labels_NN.json``
 (paired with ``chunk_NN.json`` by ``id``); the adjudicator's decisions ``adjudication/verdict_*.json``.
-A label is ``metaresearch`` 1/0 from the rubric-v1 ``tier`` (:data:`.pilot.TIER_CATEGORIES`: ``T1``/``T2`` in
+A label is ``metaresearch`` 1/0 from the rubric-v1 ``tier`` (:data:`TIER_CATEGORIES`: ``T1``/``T2`` in
 scope). ``adjudicated`` is the verdict's tier where the work has one (the works on which the arms
 disagree about scope, plus W2901282154), otherwise the scope all three arms share. It is the frontier
 reference both the student's pilot evaluation (:mod:`metacan_pipeline.student.pilot_eval`) and the
@@ -17,8 +17,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .pilot import TIER_CATEGORIES
-
 FRAME1K_ARMS = {
     "opus_r1": "Claude Opus 4.8 (frame1k/opus_r1, rubric v1.0)",
     "codex_r1": "GPT-5.6, Codex CLI (frame1k/codex_r1, rubric v1.0)",
@@ -26,6 +24,9 @@ FRAME1K_ARMS = {
     "adjudicated": "adjudication verdict where there is one, else the three r1 arms' unanimous scope",
 }
 R1_ARMS = ("opus_r1", "codex_r1", "grok_r1")
+#: The categories of a rubric-v1 tier (the pilot's "in scope = T1/T2" reading): the frame1k arms and the MetaCan
+#: pilot screeners (:mod:`..imports.pilot`) both label by tier.
+TIER_CATEGORIES: dict[str, list[str]] = {"T1": ["metaresearch"], "T2": ["metaresearch"], "T3": [], "OUT": []}
 
 
 @dataclass(frozen=True)

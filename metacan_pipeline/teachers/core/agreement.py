@@ -25,23 +25,22 @@ is the weighted one); it is undefined (None here) when both sides use one and th
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
-import pyarrow as pa
+import duckdb
 
-from ..meta import table_metadata
-from ..storage import MetacanStorage
-from ..tables.teachers import AGREEMENT_SCHEMA, DISAGREEMENTS_SCHEMA
-from ..vocab import (
+from ...meta import table_metadata
+from ...storage import MetacanStorage, sql_literal
+from ...tables.teachers import AGREEMENT_SCHEMA
+from ...vocab import (
     BINARY_TARGETS,
     CATEGORICAL_TARGETS,
     CATEGORIES,
     INSUFFICIENT_PAYLOAD,
 )
-from .registry import direct_labels_table, load_registry
 
 CATEGORY_SET = "category_set"
 HEADS: tuple[str, ...] = BINARY_TARGETS + tuple(CATEGORICAL_TARGETS) + (CATEGORY_SET,)
@@ -256,7 +255,7 @@ def _current_sql(tables: list[str]) -> str:
     """
 
 
-def _load(storage: MetacanStorage) -> tuple[Loaded, dict[tuple, int]]:
+def load_labelled(storage: MetacanStorage) -> tuple[Loaded, dict[tuple, int]]:
     """(Configurations, their current labelled rows by work, sample_design weights, imported_design weights
     by source, the sources of each imported configuration (``label_imports``)), and each configuration's number of
     labelled works.
@@ -264,11 +263,7 @@ def _load(storage: MetacanStorage) -> tuple[Loaded, dict[tuple, int]]:
     DuckDB reads the label tables and keeps what :func:`current_labelled` keeps (each configuration from the first
     table holding it, each work's newest row, labelled); of those, only the works two configurations or more
     labelled come to Python as rows (no other work is in any pair's comparison), with their ``sample_design``
-    weights, so memory follows the overlap of the teachers (the sample), not the frame (issue 17)."""
-    import duckdb
-
-    from ..storage import sql_literal
-
+    weights, so memory follows the overlap of the teachers (the sample), not the frame."""
     tables = [
         ("registry", p.name) for p in sorted(storage.warehouse.glob("direct_labels_*")) if storage.has_table(p.name)
     ]
@@ -406,7 +401,7 @@ class PairComparison:
 
 
 def compare_pairs(loaded: Loaded) -> PairComparison:
-    """Compare every pair ``<a> vs <b>`` of the configurations of ``loaded`` (:func:`_load`), named and
+    """Compare every pair ``<a> vs <b>`` of the configurations of ``loaded`` (:func:`load_labelled`), named and
     ordered by :func:`short_names` (:func:`compare` with the weights of :func:`pair_weights`)."""
     configs, labels, sample_w, imported_w, sources = loaded
     short = short_names(configs)
@@ -441,69 +436,19 @@ def agreement_note(compared: PairComparison) -> str:
     return f"{len(compared.per_pair)} pair(s) of {len(configs)} teacher configurations compared."
 
 
-#: What the agreement reads: the direct labels of every registry teacher, the imported labels and the sample design.
-AGREEMENT_DEPS = ["imported_labels", "sample_design", *(direct_labels_table(name) for name in load_registry())]
-_SPEC = {"group_name": "labeling", "kinds": {"python", "parquet"}, "code_version": "1", "owners": ["team:metacan"]}
-
-
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            "teacher_agreement",
-            deps=AGREEMENT_DEPS,
-            description="Raw and design-weighted agreement and Cohen's kappa of every pair of teacher configurations "
-            "on every head.",
-            **_SPEC,
+def agreement_metadata(compared: PairComparison, counts: dict[tuple, int], n: int, n_diff: int, note: str) -> dict:
+    """The metadata of ``teacher_agreement`` (``n`` rows; ``n_diff`` rows in ``teacher_disagreements``): the
+    table's, the note, every configuration with its labelled works (``counts``, from :func:`load_labelled`) and
+    one Markdown table per pair."""
+    return table_metadata(
+        AGREEMENT_SCHEMA,
+        n,
+        [r for r in compared.rows if r["n"]][:10],
+        ["pair", "head", "n", "agreement", "kappa", "weighted_kappa"],
+        note=note,
+        configurations=dg.MetadataValue.md(
+            "".join(f"- {c.describe()}: {counts[c.key]} labelled works\n" for c in compared.configs) or "_(none)_"
         ),
-        dg.AssetSpec(
-            "teacher_disagreements",
-            deps=AGREEMENT_DEPS,
-            description="Every work and head on which a pair of teacher configurations gives different values.",
-            **_SPEC,
-        ),
-    ]
-)
-def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage) -> Iterator[dg.MaterializeResult]:
-    """Agreement of every pair of teacher configurations on the works both labelled (status ``labelled``).
-
-    Configurations: each registry teacher's current one (what ``warehouse/direct_labels_<name>`` holds:
-    teacher, model, prompt version, prompt SHA; found by globbing the warehouse) and every imported one
-    (``warehouse/imported_labels``). Per pair and head (:data:`HEADS`, rules in the module docstring):
-    ``n`` works compared, raw agreement and Cohen's kappa, and the design-weighted ones with ``n_weighted``
-    (the sum of design weights, an estimated population size) over the ``n_with_weight`` works that have
-    a weight (:func:`pair_weights`). Tables: ``teacher_agreement`` (:data:`AGREEMENT_SCHEMA`, one row per
-    pair and head, ``n`` = 0 and nulls where a head is not comparable) and ``teacher_disagreements``
-    (:data:`DISAGREEMENTS_SCHEMA`, one row per work and head where the two differ; ``value_a`` is the
-    first-named configuration's). Pairs are named ``<a> vs <b>`` in name order, by teacher name, or by
-    ``teacher@model/prompt_version/prompt_sha[:8]`` when one name has several configurations. Nothing to compare
-    (fewer than two configurations, no shared work) is not an error: empty tables and a note.
-    """
-    loaded, counts = _load(storage)
-    compared = compare_pairs(loaded)
-    configs, rows = compared.configs, compared.rows
-    n = storage.write_table(
-        "teacher_agreement", pa.Table.from_pylist(rows, schema=AGREEMENT_SCHEMA), schema=AGREEMENT_SCHEMA
-    )
-    diffs = pa.Table.from_pylist(compared.diffs, schema=DISAGREEMENTS_SCHEMA)
-    n_diff = storage.write_table("teacher_disagreements", diffs, schema=DISAGREEMENTS_SCHEMA)
-    note = agreement_note(compared)
-    context.log.info(note)
-    yield dg.MaterializeResult(
-        asset_key="teacher_agreement",
-        metadata=table_metadata(
-            AGREEMENT_SCHEMA,
-            n,
-            [r for r in rows if r["n"]][:10],
-            ["pair", "head", "n", "agreement", "kappa", "weighted_kappa"],
-            note=note,
-            configurations=dg.MetadataValue.md(
-                "".join(f"- {c.describe()}: {counts[c.key]} labelled works\n" for c in configs) or "_(none)_"
-            ),
-            disagreements_row_count=n_diff,
-            **{f"pair: {p}": _pair_md(r) for p, r in compared.per_pair.items()},
-        ),
-    )
-    yield dg.MaterializeResult(
-        asset_key="teacher_disagreements",
-        metadata=table_metadata(DISAGREEMENTS_SCHEMA, n_diff, compared.diffs[:10], note=note),
+        disagreements_row_count=n_diff,
+        **{f"pair: {p}": _pair_md(r) for p, r in compared.per_pair.items()},
     )

@@ -28,8 +28,8 @@ from pathlib import Path
 import orjson
 from filelock import FileLock, Timeout
 
-from ..storage import MetacanStorage
-from .store import append_rows, now_utc
+from ...storage import MetacanStorage
+from ..core.store import append_rows, now_utc
 
 ARCHIVE_DIR = "teacher_archive"
 
@@ -63,7 +63,7 @@ class LabelWriter:
     """Archive every call and outcome of one run of one teacher, then store them in DuckDB in batches.
 
     Use as a context manager; :meth:`add_call` and :meth:`add_labels` take ``teacher_calls`` /
-    ``teacher_labels`` row dicts (:mod:`.store`). The archive is written in the caller's thread (so an
+    ``teacher_labels`` row dicts (:mod:`..core.store`). The archive is written in the caller's thread (so an
     event is on disk before the caller moves on); DuckDB inserts run in a background thread every
     ``flush_s`` seconds so that the event loop sending calls never waits for the catalog. An insert that
     fails is raised again by the next :meth:`add_call` or by :meth:`close`.

@@ -6,8 +6,8 @@ earlier layouts by :mod:`metacan_pipeline.tables.migrations`):
 - ``teacher_calls``: one row per HTTP call: teacher, model, prompt version and prompt SHA-256, the work
   ids the call asked about, request hash, HTTP status, error, latency (s), tokens, cost (USD), mean token
   log-probability (when the endpoint returned them), the Dagster run id, where the compressed request
-  and raw reply are archived (``archive_path`` + ``archive_line``, see :mod:`.archive`), and the
-  ``endpoint`` that answered (its name, never a key; NULL for calls made before issue 17).
+  and raw reply are archived (``archive_path`` + ``archive_line``, see :mod:`..calling.archive`), and the
+  ``endpoint`` that answered (its name, never a key; NULL for calls stored before the column existed).
 - ``teacher_labels``: one row per (work, teacher, model, prompt version, prompt SHA, view hash) outcome:
   ``status`` ``labelled`` (label fields set) or ``failed`` (``error`` says why); ``call_id`` points to the
   call whose reply became the label (or the last call that failed for it); ``source`` says how the row
@@ -15,7 +15,7 @@ earlier layouts by :mod:`metacan_pipeline.tables.migrations`):
   JSON (for imports: file, SHA-256, record index, the original values).
 
 Rows are only ever inserted. A label key that already has a final row is reused: a re-run (or a run
-resumed after a crash, see :func:`metacan_pipeline.teachers.archive.recover`) repeats no call.
+resumed after a crash, see :func:`metacan_pipeline.teachers.calling.archive.recover`) repeats no call.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import duckdb
 import pyarrow as pa
 import uuid6
 
-from ..tables import transaction
-from ..tables.teachers import CALLS_SCHEMA, LABELS_SCHEMA
+from ...tables import transaction
+from ...tables.teachers import CALLS_SCHEMA, LABELS_SCHEMA
 
 UNAVAILABLE = "endpoint unavailable"
 """The error prefix of a failure because the endpoint did not answer (timeouts, refused connections,
@@ -89,7 +89,7 @@ def existing_keys(
 def new_key() -> str:
     """A new ``call_id`` or ``label_id``: a time-ordered UUID (version 7, RFC 9562) as 32 hex digits.
 
-    Every flush of a labelling run (:class:`.archive.LabelWriter`) ends with a checkpoint, which writes the
+    Every flush of a labelling run (:class:`..calling.archive.LabelWriter`) ends with a checkpoint, which writes the
     parts of a key index that changed: keys in time order land at the right edge of ``teacher_calls``'s
     ``call_id`` index, where random ones (version 4, the ids before) touch all of it. ``teacher_labels``
     has no key index at all (``benchmarks/bench_label_store.py``).
