@@ -2,9 +2,9 @@
 imported labels, the qualification of every teacher, the agreement between teachers and the label batches.
 
 The bodies orchestrate; the work is in :mod:`.core` (registry, labelling, export, qualification, agreement,
-batches), :mod:`.calling` (the endpoints and the embedded server) and :mod:`.imports.importing`. The direct-label assets depend
-on ``frame`` and ``sample_design`` by key; the registry's ``[roles]`` table names the census and the sample teacher
-(:data:`ROLES`).
+batches), :mod:`.calling` (the endpoints and the embedded server) and :mod:`.imports`. The direct-label assets
+depend on ``frame`` and ``sample_design`` by key; the registry's ``[roles]`` table names the census and the sample
+teacher (:data:`ROLES`).
 """
 
 from collections.abc import Iterator

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.core.batches: the label_batches asset that carries a round's proposals."""
+"""Tests of metacan_pipeline.teachers.core.batches: the round proposals the label_batches asset adds to a batch."""
 
 from metacan_pipeline.student.rounds import ACTIVE_BATCH
 

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.imports.sources: the imported_labels asset."""
+"""Tests of the imported_labels asset (metacan_pipeline.teachers.assets; its sources in teachers.imports.sources)."""
 
 from __future__ import annotations
 
