@@ -1,5 +1,5 @@
-"""Tests of metacan_pipeline.audit.coding.adjudicators and the coding store's machine codes: the frame1k verdicts of the real
-pilot folder are recorded as a MACHINE adjudicator, never as human codes."""
+"""Tests of metacan_pipeline.audit.coding.adjudicators and the coding store's machine codes: the frame1k verdicts of the
+real pilot folder are recorded as a MACHINE adjudicator, never as human codes."""
 
 from __future__ import annotations
 

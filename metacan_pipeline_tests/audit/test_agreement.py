@@ -1,5 +1,5 @@
-"""Tests of metacan_pipeline.audit.estimates.agreement: kappa and alpha by hand, against sklearn and the krippendorff package,
-raw and design-weighted, with unresolved answers as a value and missing answers left out."""
+"""Tests of metacan_pipeline.audit.estimates.agreement: kappa and alpha by hand, against sklearn and the krippendorff
+package, raw and design-weighted, with unresolved answers as a value and missing answers left out."""
 
 import krippendorff
 import numpy as np

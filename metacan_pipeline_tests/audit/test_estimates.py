@@ -1,5 +1,5 @@
-"""Tests of metacan_pipeline.audit.estimates.design_based: hand-derived ratios, variances and intervals, the minimum-n rule, and
-the coverage of the intervals over repeated stratified draws of a synthetic audit."""
+"""Tests of metacan_pipeline.audit.estimates.design_based: hand-derived ratios, variances and intervals, the minimum-n
+rule, and the coverage of the intervals over repeated stratified draws of a synthetic audit."""
 
 import math
 

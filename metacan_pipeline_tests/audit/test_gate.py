@@ -1,5 +1,5 @@
-"""Tests of metacan_pipeline.audit.estimates.gate: the reasons it gives, and that simulated classifiers pass and fail where
-they should."""
+"""Tests of metacan_pipeline.audit.estimates.gate: the reasons it gives, and that simulated classifiers pass and fail
+where they should."""
 
 import numpy as np
 

@@ -1,4 +1,5 @@
-"""Tests of metacan_pipeline.audit.coding.labelstudio and labelstudio_import: export of tasks and config, import of a Label Studio JSON export."""
+"""Tests of metacan_pipeline.audit.coding.labelstudio and labelstudio_import: export of tasks and config, import of a
+Label Studio JSON export."""
 
 from __future__ import annotations
 

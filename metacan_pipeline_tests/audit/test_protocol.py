@@ -1,5 +1,5 @@
-"""Tests of metacan_pipeline.audit.protocol.locked: the locked protocol, its content hash and id, the coder instructions and
-the append-only protocol store."""
+"""Tests of metacan_pipeline.audit.protocol.locked: the locked protocol, its content hash and id, the coder instructions
+and the append-only protocol store."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Tests of metacan_pipeline.audit.estimates.report: the five long tables from one simulated audit, their agreement with the
-estimators they are built from, the minimum-n rule in small groups, and the inputs it refuses."""
+"""Tests of metacan_pipeline.audit.estimates.report: the five long tables from one simulated audit, their agreement with
+the estimators they are built from, the minimum-n rule in small groups, and the inputs it refuses."""
 
 import numpy as np
 import pandas as pd

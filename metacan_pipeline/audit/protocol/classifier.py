@@ -127,7 +127,7 @@ def frame_build_id(con: duckdb.DuckDBPyConnection) -> str:
     return ",".join(str(i) for i in ids) or "empty-frame"
 
 
-# --- trained works ----------------------------------------
+# --- trained works ----------------------------------------------------------------------------------------------------
 
 
 def trained_ids(con: duckdb.DuckDBPyConnection, model_version: str) -> tuple[set[str], dict[str, int]]:

@@ -1,12 +1,11 @@
-"""The audit sample (SPEC sections 5 and 10): a stratified probability sample of the
-frame for human coding, separate from the teachers' sample (``sample_design``), drawn under one locked protocol.
+"""The audit sample (SPEC sections 5 and 10): a stratified probability sample of the frame for human coding, separate
+from the teachers' sample (``sample_design``), drawn under one locked protocol.
 
 **Population**: every frame work (``frame``), paratext and short titles included: the audit checks what the
 classifier says about every work it publishes a prediction for. A frame work without a prediction (the blocking
 check ``predictions_score_every_frame_work_once`` forbids it) counts as predicted negative, far from every threshold.
 
-The machine state of a work on each evaluated head (consensus, candidate, near) is read as
-:mod:`.classifier` describes.
+The machine state of a work on each evaluated head (consensus, candidate, near) is read as :mod:`.classifier` describes.
 
 **Stratum rule** (:func:`stratum_sql`, a DuckDB expression; first match wins, so the strata partition the frame):
 
@@ -92,7 +91,7 @@ def stratum_plans(
     )
 
 
-# --- the audit's private DuckDB ----------------------------------------
+# --- the audit's private DuckDB ---------------------------------------------------------------------------------------
 
 
 #: The memory of the audit's private DuckDB (:func:`scratch`); past it, DuckDB spills under ``warehouse/.spill-audit``.
@@ -111,7 +110,7 @@ def scratch(storage: MetacanStorage, names: Iterable[str]) -> duckdb.DuckDBPyCon
     return con
 
 
-# --- the machine state of every frame work -----------------------------------------------------------------------
+# --- the machine state of every frame work ----------------------------------------------------------------------------
 
 
 def machine_state_sql(protocol: AuditProtocol) -> str:
@@ -146,7 +145,7 @@ def machine_state_view(con: duckdb.DuckDBPyConnection, protocol: AuditProtocol, 
     )
 
 
-# --- strata and the draw -----------------------------------------------------------------------------------------
+# --- strata and the draw ----------------------------------------------------------------------------------------------
 
 
 def stratum_sql(trained_works: str = "own_stratum") -> str:
@@ -213,7 +212,7 @@ def draw_audit_sample(
         yield batch.cast(AUDIT_SAMPLE_SCHEMA)
 
 
-# --- storage ---------------------------------------------------------------------------------------------------------
+# --- storage ----------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

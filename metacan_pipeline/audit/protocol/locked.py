@@ -240,7 +240,7 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-# --- coder instructions --------------------------------------------------------------------------------------------
+# --- coder instructions -----------------------------------------------------------------------------------------------
 
 
 def _instructions_dir(directory: str | Path | None):
@@ -277,7 +277,7 @@ def load_instructions(version: str, directory: str | Path | None = None) -> Inst
     return Instructions(version, sha, raw.decode("utf-8"))
 
 
-# --- storage -------------------------------------------------------------------------------------------------------
+# --- storage ----------------------------------------------------------------------------------------------------------
 
 
 def _now() -> dt.datetime:

@@ -1,16 +1,14 @@
 """The power note of a drawn audit sample (:func:`power_note`), a planning figure.
 
-From the configured expected positive rate ``p_h`` of each stratum (a prior
-recorded in the protocol; a work counts as positive when it is positive on any evaluated head, which is optimistic
-for any single head), expected coded positives ``sum n_h p_h`` and approximate 95% half-widths
-``1.96 sqrt(x (1 - x) / n_eff)`` of precision and recall, with ``x`` their expected values and ``n_eff`` Kish's
-effective sample size of the design weights of the cases in the rate's denominator: for precision the sampled
-predicted positives (``(sum N_h)^2 / sum N_h^2 / n_h`` over the predicted-positive strata), for recall the expected
-coded positives (``(sum N_h p_h)^2 / sum N_h^2 p_h / n_h``). A Wald interval on Kish's n ignores the gain from
-stratification and the finite population correction (conservative for both) and is poor near 0 or 1 and for small
-n (the report uses the Korn-Graubard interval); it is a planning figure, not an estimate. The ``trained_on``
-stratum is reported on its own line, outside the totals.
-"""
+From the configured expected positive rate ``p_h`` of each stratum (a prior recorded in the protocol; a work counts as
+positive when it is positive on any evaluated head, which is optimistic for any single head), expected coded positives
+``sum n_h p_h`` and approximate 95% half-widths ``1.96 sqrt(x (1 - x) / n_eff)`` of precision and recall, with ``x``
+their expected values and ``n_eff`` Kish's effective sample size of the design weights of the cases in the rate's
+denominator: for precision the sampled predicted positives (``(sum N_h)^2 / sum N_h^2 / n_h`` over the
+predicted-positive strata), for recall the expected coded positives (``(sum N_h p_h)^2 / sum N_h^2 p_h / n_h``). A Wald
+interval on Kish's n ignores the gain from stratification and the finite population correction (conservative for both)
+and is poor near 0 or 1 and for small n (the report uses the Korn-Graubard interval); it is a planning figure, not an
+estimate. The ``trained_on`` stratum is reported on its own line, outside the totals."""
 
 from __future__ import annotations
 
