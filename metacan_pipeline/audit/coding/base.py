@@ -19,12 +19,8 @@ from .rules import CLAIM_TTL
 
 
 class StoreBase:
-    """The connection and transactions every part of :class:`metacan_pipeline.audit.coding.store.CodingStore` uses.
-
-    ``read_only=True`` (the CLI's read commands) opens an existing file read-only and writes nothing (no folder, no
-    table, no journal mode), so a store on a read-only medium can be read; a write is then refused. Any SQLite failure
-    of the file (missing in read-only mode, not a database, read-only, busy) is a :class:`CodingStoreError` naming the
-    file and what to do, never a bare ``sqlite3`` error."""
+    """The connection, its lock and the transactions every part of
+    :class:`metacan_pipeline.audit.coding.store.CodingStore` uses (the contract is on that class)."""
 
     def __init__(self, path: Path | str, *, claim_ttl: dt.timedelta = CLAIM_TTL, read_only: bool = False) -> None:
         self.path = Path(path)
