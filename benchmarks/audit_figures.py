@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from metacan_pipeline.audit import estimates as E
-from metacan_pipeline.audit.ppi import ppi_mean
+from metacan_pipeline.audit.estimates import design_based as E
+from metacan_pipeline.audit.estimates.ppi import ppi_mean
 from metacan_pipeline_tests.audit.simulated import frame_value, gate_draws, gate_strata, synthetic_audit
 
 

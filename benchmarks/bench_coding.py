@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from metacan_pipeline.audit.coding import CodingStore
+from metacan_pipeline.audit.coding.store import CodingStore
 
 ANSWER = {"categories": [], "study_design": "observational", "genre": "empirical", "about_ca_system": False,
           "about_ca_topic": False}  # fmt: skip

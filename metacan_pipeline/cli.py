@@ -503,7 +503,8 @@ def _coding_store(data_dir: str | None, command: str, *, read_only: bool = False
     """The coding store for ``metacan <command>`` (read-only for the read commands: opening writes nothing); a store
     that cannot be used (missing for a read, corrupt, read-only, busy) ends the command with the store's sentence
     (the file and what to do) and exit code 1, never a traceback."""
-    from .audit.coding import CodingStore, CodingStoreError
+    from .audit.coding.errors import CodingStoreError
+    from .audit.coding.store import CodingStore
 
     try:
         with CodingStore(settings.coding_store_path(data_dir), read_only=read_only) as store:
@@ -519,7 +520,7 @@ def coders_add(
     data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
 ) -> None:
     """Register a coder and print their sign-in token, once (the store keeps only its SHA-256)."""
-    from .audit.coding import CodingError
+    from .audit.coding.errors import CodingError
 
     with _coding_store(data_dir, "coders add") as store:
         try:
@@ -557,7 +558,7 @@ def coders_revoke(
     data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
 ) -> None:
     """Revoke a coder's token: they can no longer sign in; every answer they gave stays."""
-    from .audit.coding import CodingError
+    from .audit.coding.errors import CodingError
 
     with _coding_store(data_dir, "coders revoke") as store:
         try:
@@ -576,7 +577,7 @@ def coding_backup(
 ) -> None:
     """Back up the coding store (every coder, task and answer, those still in SQLite's write-ahead log included),
     safely while `metacan serve` is coding. Restore by putting the file back as data/audit/coding.sqlite."""
-    from .audit.coding import CodingError
+    from .audit.coding.errors import CodingError
 
     with _coding_store(data_dir, "coding backup", read_only=True) as store:
         try:
@@ -596,8 +597,8 @@ def coding_export_labelstudio(
     data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
 ) -> None:
     """Write a protocol's coding tasks as Label Studio import JSON (evidence only) and the matching labeling config."""
-    from .audit.coding import CodingError
-    from .audit.labelstudio import write_export
+    from .audit.coding.errors import CodingError
+    from .audit.coding.labelstudio import write_export
 
     with _coding_store(data_dir, "coding export-labelstudio", read_only=True) as store:
         try:
@@ -622,7 +623,7 @@ def coding_import_labelstudio(
 ) -> None:
     """Import the codes of a Label Studio JSON export, validated like the site's answers; prints the counts and the
     reason for every refused annotation. Importing the same file again appends nothing."""
-    from .audit.labelstudio import import_export, load_coder_map
+    from .audit.coding.labelstudio_import import import_export, load_coder_map
 
     try:
         mapping = load_coder_map(coder_map) if coder_map else {}
@@ -651,7 +652,7 @@ def coders_adjudicator(
     data_dir: str = typer.Option(None, help=_DATA_DIR_HELP),
 ) -> None:
     """Make a coder an adjudicator (or, with --revoke, no longer one). An adjudicator never settles a work they coded."""
-    from .audit.coding import CodingError
+    from .audit.coding.errors import CodingError
 
     with _coding_store(data_dir, "coders adjudicator") as store:
         try:
@@ -667,7 +668,7 @@ def coders_adjudicator(
 def coding_load_tasks(data_dir: str = typer.Option(None, help=_DATA_DIR_HELP)) -> None:
     """Load the current protocol's audit sample into the coding store (what the asset coding_tasks does): evidence
     only, two coders per work; a re-run adds only new works and never touches an answer."""
-    from .audit.coding_tasks import load_coding_tasks
+    from .audit.coding.loading import load_coding_tasks
     from .storage import MetacanStorage, default_data_dir
 
     root = data_dir or default_data_dir()
@@ -698,8 +699,8 @@ def coding_import_adjudicator(
     """Record a MACHINE adjudicator's verdicts as machine codes (machine-adjudicator:<name>), never as human codes:
     the validation report labels estimates from them machine-adjudicated and the gate never counts them. Importing
     again adds nothing."""
-    from .audit.adjudicator import ADJUDICATORS
-    from .audit.protocol import current_protocol_id
+    from .audit.coding.adjudicators import ADJUDICATORS
+    from .audit.protocol.locked import current_protocol_id
     from .storage import MetacanStorage
 
     if name not in ADJUDICATORS:
@@ -719,7 +720,7 @@ def coding_import_adjudicator(
             )
             raise typer.Exit(2)
     else:
-        from .audit.protocol import load_protocol
+        from .audit.protocol.locked import load_protocol
 
         try:  # codes go to an append-only store: never under a protocol that was not locked
             with storage.connect(read_only=True) as con:

@@ -233,8 +233,8 @@ def audit_lines(
     """The audit study (SPEC section 10): the current protocol, its audit sample by stratum (drawn / N_h), the
     human-coded works, each machine adjudicator's codes in and outside the sample (from the coding store, opened
     read-only, when it exists) and the newest gate row of every evaluated head. Empty before any protocol."""
-    from .audit.design import EXCLUDED_TRAINED
-    from .audit.protocol import STRATA, current_protocol_id, load_protocol
+    from .audit.protocol.design import EXCLUDED_TRAINED
+    from .audit.protocol.locked import STRATA, current_protocol_id, load_protocol
 
     if not {"audit_protocol_runs", "audit_protocols", "human_validation"} <= tables:
         return []
@@ -264,7 +264,8 @@ def audit_lines(
         coded = con.execute("SELECT count(*) FROM human_codes WHERE protocol_id = ?", [pid]).fetchone()[0]
         lines.append(f"  human-coded works (two coders agreed, or adjudicated): {coded}")
     if coding_store is not None and coding_store.exists():
-        from .audit.coding import CodingStore, CodingStoreError
+        from .audit.coding.errors import CodingStoreError
+        from .audit.coding.store import CodingStore
 
         try:
             with CodingStore(coding_store, read_only=True) as store:

@@ -641,7 +641,7 @@ def lock_audit_sample(storage: MetacanStorage, frame: list[dict], drawn: list[st
     """Record a small audit protocol (``record_protocol``, coder instructions v1) as the current one and write its
     ``audit_sample``: one row per frame work, ``drawn`` in the sample (pi 0.5) and the rest not (pi 0.5, not drawn).
     What ``audit_protocol`` + ``audit_sample`` leave for the coding step, without a student run. Returns its id."""
-    from metacan_pipeline.audit.protocol import (
+    from metacan_pipeline.audit.protocol.locked import (
         STRATA,
         AuditProtocol,
         GateThresholds,
@@ -690,12 +690,12 @@ def lock_audit_sample(storage: MetacanStorage, frame: list[dict], drawn: list[st
 
 
 def audit_draw(states: list[dict], protocol) -> list[dict]:
-    """The ``audit_sample`` rows :func:`metacan_pipeline.audit.design.draw_audit_sample` draws under ``protocol`` from
+    """The ``audit_sample`` rows :func:`metacan_pipeline.audit.protocol.design.draw_audit_sample` draws under ``protocol`` from
     machine-state rows (dicts of the columns of the ``machine_state`` view: id, language, has_abstract, route_key,
     trained_on, any_consensus, any_candidate, any_near), in its order."""
     import duckdb
 
-    from metacan_pipeline.audit.design import draw_audit_sample
+    from metacan_pipeline.audit.protocol.design import draw_audit_sample
 
     with duckdb.connect() as con:
         con.register("machine_state", pa.Table.from_pylist(states))

@@ -1,7 +1,8 @@
-"""The audit study's Dagster assets (issue 16; SPEC section 10): ``audit_protocol`` locks a protocol
-(:mod:`.protocol`), ``audit_sample`` draws its stratified sample of the frame (:mod:`.design`), ``validation_report``
-estimates and gates against the codes (:mod:`.validation`, :mod:`.report`). The check on the
-sample is in :mod:`.checks`. Inputs are named by asset key; no other stage's assets module is imported."""
+"""The audit study's Dagster assets (SPEC section 10): ``audit_protocol`` locks a protocol (:mod:`.protocol.locked`),
+``audit_sample`` draws its stratified sample of the frame (:mod:`.protocol.design`), ``coding_tasks`` loads the sample
+into the coding store (:mod:`.coding.loading`), ``validation_report`` estimates and gates against the codes
+(:mod:`.estimates.validation`, :mod:`.estimates.report`). The check on the sample is in :mod:`.checks`. Inputs are
+named by asset key; no other stage's assets module is imported."""
 
 import datetime as dt
 from dataclasses import asdict
@@ -11,8 +12,8 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import Field
 
+from .. import settings
 from ..meta import counts_markdown, table_metadata
-from ..settings import coding_store_path
 from ..storage import MetacanStorage
 from ..student.roles import SAMPLE, direct_labels_key
 from ..tables.audit import (
@@ -27,10 +28,13 @@ from ..tables.audit import (
     VALIDATION_GATE_SCHEMA,
     VALIDATION_PREVALENCE_SCHEMA,
 )
-from . import design, validation
-from .coding import CodingStore
-from .estimates import kish_n_effective
-from .protocol import (
+from ..tables.coding import CODING_TASKS_SCHEMA
+from .coding.loading import load_coding_tasks
+from .coding.store import CodingStore
+from .estimates import summary, validation
+from .estimates.design_based import kish_n_effective
+from .protocol import classifier, design, power
+from .protocol.locked import (
     DECISION_RULES,
     TRAINED_WORKS,
     AuditProtocol,
@@ -94,9 +98,9 @@ def audit_protocol(
     protocol, which audit_sample draws."""
     instructions = load_instructions(config.instructions_version)
     with design.scratch(storage, ["frame", "predictions", "prediction_thresholds", "student_heads"]) as con:
-        version = design.classifier_version(con)
-        heads, notes = design.heads_under_test(con, version, config.heads)
-        frame_build = design.frame_build_id(con)
+        version = classifier.classifier_version(con)
+        heads, notes = classifier.heads_under_test(con, version, config.heads)
+        frame_build = classifier.frame_build_id(con)
     protocol = AuditProtocol(
         classifier_version=version,
         decision_rule=config.decision_rule,
@@ -162,7 +166,7 @@ def audit_sample(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
     pid = protocol.protocol_id
     names = ["frame", "predictions", "prediction_thresholds", "student_heads", "student_training_set", "sample_design"]
     with design.scratch(storage, [*names, direct_labels_key(SAMPLE)]) as con:
-        current = (design.classifier_version(con), design.frame_build_id(con))
+        current = (classifier.classifier_version(con), classifier.frame_build_id(con))
         if current != (protocol.classifier_version, protocol.frame_build_id):
             raise ValueError(
                 f"protocol {pid} is of {protocol.classifier_version} on frame build {protocol.frame_build_id}, the "
@@ -171,11 +175,11 @@ def audit_sample(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
         sample = design.drawn_sample(storage, pid)
         reused = sample.works > 0
         if not reused:
-            trained, trained_counts = design.trained_ids(con, protocol.classifier_version)
+            trained, trained_counts = classifier.trained_ids(con, protocol.classifier_version)
             design.machine_state_view(con, protocol, trained)
             design.write_sample(storage, pid, design.draw_audit_sample(con, protocol))
             sample = design.drawn_sample(storage, pid)
-    note = design.power_note(sample.sizes, protocol)
+    note = power.power_note(sample.sizes, protocol)
     context.log.info(
         f"audit_sample {pid}: {sample.works} frame works, {len(sample.drawn)} drawn in {len(note.strata)} strata"
         + (" (already drawn: kept)" if reused else "")
@@ -185,7 +189,7 @@ def audit_sample(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
 
 
 def _sample_metadata(
-    protocol: AuditProtocol, sample: design.DrawnSample, note: design.PowerNote, reused: bool, extra: dict
+    protocol: AuditProtocol, sample: design.DrawnSample, note: power.PowerNote, reused: bool, extra: dict
 ):
     return table_metadata(
         AUDIT_SAMPLE_SCHEMA,
@@ -199,7 +203,7 @@ def _sample_metadata(
         strata=dg.MetadataValue.json(note.strata),
         stratum_sizes=counts_markdown({r["stratum"]: r["N_h"] for r in note.strata}, "stratum", "N_h"),
         expected_coded_positives=round(note.expected_coded_positives, 2),
-        power_note=dg.MetadataValue.md(design.power_markdown(note, protocol)),
+        power_note=dg.MetadataValue.md(power.power_markdown(note, protocol)),
         **extra,
     )
 
@@ -232,7 +236,7 @@ _REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in v
     ]
 )
 def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage):
-    """The validation report of the current protocol (issue 16 "Estimates"; SPEC section 10; :mod:`.validation`):
+    """The validation report of the current protocol (SPEC section 10):
     reads the coding store's final human codes and coders' answers, its machine adjudicators' codes, the audit
     sample's design weights, every registry teacher's direct labels and the classifier version's decisions; writes the
     error rates (precision, recall, F1 with 95% intervals, overall and by language, route, genre, abstract), the
@@ -242,7 +246,7 @@ def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage
     so: every head not passed, reason "no coded works"."""
     protocol = current_protocol(storage)
     run_id, now = context.run.run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    with CodingStore(coding_store_path(str(storage.root))) as store:
+    with CodingStore(settings.coding_store_path(str(storage.root))) as store:
         inputs = validation.report_inputs(storage, store, protocol)
     reports = validation.run_report(inputs)
     gates = validation.gate_frame(reports, protocol)
@@ -277,13 +281,7 @@ def _table(frames: list[pd.DataFrame], schema: pa.Schema) -> pa.Table:
 
 def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[dict], appended: bool) -> dict:
     sample = inputs.sample
-    gate = "| head | passed | precision lower | recall lower | coded positives | coded works | reason |\n"
-    gate += "|---|---|---|---|---|---|---|\n" + "".join(
-        f"| {r['head']} | {r['passed']} | {_fmt(r['precision_lower'])} | {_fmt(r['recall_lower'])} | "
-        f"{r['coded_positives']} | {r['n_coded']} | {r['reason']} |\n"
-        for r in rows
-    )
-    summaries = "\n\n".join(validation.summary_markdown(s, r, inputs.protocol) for s, r in reports.items())
+    summaries = "\n\n".join(summary.summary_markdown(s, r, inputs.protocol) for s, r in reports.items())
     weights = sample["design_weight"].to_numpy()
     human, min_n = reports[validation.HUMAN], inputs.protocol.min_n
     return {
@@ -304,13 +302,50 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
                 for name, f in inputs.machine.items()
             }
         ),  # fmt: skip
-        "gate": dg.MetadataValue.md(gate),
+        "gate": dg.MetadataValue.md(summary.gate_markdown(rows)),
         "summary": dg.MetadataValue.md(summaries),
-        "agreement": dg.MetadataValue.md(validation.agreement_markdown(human)),
-        "prevalence": dg.MetadataValue.md(validation.prevalence_markdown(human, min_n)),
-        "differential_error": dg.MetadataValue.md(validation.differential_markdown(human, min_n)),
+        "agreement": dg.MetadataValue.md(summary.agreement_markdown(human)),
+        "prevalence": dg.MetadataValue.md(summary.prevalence_markdown(human, min_n)),
+        "differential_error": dg.MetadataValue.md(summary.differential_markdown(human, min_n)),
     }
 
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
+@dg.asset(
+    group_name="audit",
+    kinds={"python", "sqlite"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=["audit_sample", "frame"],
+)
+def coding_tasks(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+    """The coding tasks of the current protocol in the coding store data/audit/coding.sqlite (SPEC section 10): one
+    task per work the audit sample drew, carrying the protocol id, its queue position (a salted hash: strata
+    interleaved) and an evidence version (title, year, language, type, venue, Canadian institutions, funders,
+    keywords, DOI and full-text link; never a label, score, prediction, stratum or weight; the abstract is fetched
+    live by the coding page). Idempotent: a re-run adds only works not loaded yet; answers are never touched. Also
+    `metacan coding load-tasks` (the same code). Metadata: added, evidence_changed, moved, unchanged, missing."""
+    with CodingStore(settings.coding_store_path(storage.data_dir)) as store:
+        out = load_coding_tasks(storage, store, source=f"asset:{context.run.run_id}")
+        progress = store.task_progress(out["protocol_id"])
+    context.log.info(
+        f"coding_tasks {out['protocol_id']}: {out['added']} added, {out['unchanged']} unchanged, "
+        f"{out['evidence_changed']} with new evidence, {len(out['missing'])} sampled works not in the frame"
+    )
+    return dg.MaterializeResult(
+        metadata=table_metadata(
+            CODING_TASKS_SCHEMA,
+            progress["tasks"],
+            None,
+            None,
+            protocol_id=out["protocol_id"],
+            sample_works=out["sample_works"],
+            added=out["added"],
+            evidence_changed=out["evidence_changed"],
+            moved=out["moved"],
+            unchanged=out["unchanged"],
+            missing=len(out["missing"]),
+            missing_ids=", ".join(out["missing"][:50]) or "(none)",
+            works_with_two_coders=progress["two_coders"],
+            answers=progress["answers"],
+        )
+    )

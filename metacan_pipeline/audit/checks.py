@@ -1,4 +1,4 @@
-"""The blocking check on ``audit_sample`` (issue 16; SPEC sections 5 and 10): under the current protocol the strata
+"""The blocking check on ``audit_sample`` (SPEC sections 5 and 10): under the current protocol the strata
 partition the frame and the design is what the rule says.
 
 :func:`sample_problems` is a plain function over a DuckDB connection (tested on its own); the asset check
@@ -12,8 +12,8 @@ import dagster as dg
 import duckdb
 
 from ..storage import MetacanStorage
-from .design import EXCLUDED_TRAINED
-from .protocol import current_protocol_id
+from .protocol.design import EXCLUDED_TRAINED
+from .protocol.locked import current_protocol_id
 
 #: Relative tolerance of the float comparisons (pi = n_h / N_h, design_weight = 1 / pi).
 TOLERANCE = 1e-12

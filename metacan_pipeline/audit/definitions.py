@@ -2,9 +2,8 @@
 
 import dagster as dg
 
-from .assets import audit_protocol, audit_sample, validation_report
+from .assets import audit_protocol, audit_sample, coding_tasks, validation_report
 from .checks import audit_sample_partitions_frame
-from .coding_assets import coding_tasks
 
 defs = dg.Definitions(
     assets=[audit_protocol, audit_sample, coding_tasks, validation_report],

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import dagster as dg
 import pyarrow.compute as pc
 
-from ..audit.coding import CodingStore
-from ..audit.validation import HUMAN_BASES
+from ..audit.coding.store import CodingStore
+from ..audit.estimates.validation import HUMAN_BASES
 from ..settings import coding_store_path
 from ..storage import MetacanStorage
 from .human_layer import human_layer_violations, read_passing_heads

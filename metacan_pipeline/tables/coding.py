@@ -1,11 +1,11 @@
 """Tables of the coding store ``<data dir>/audit/coding.sqlite`` (issue 16, "Coding"; SPEC section 10): the human
 coders of the audit study, the works they code (evidence only) and every answer they give.
 
-One SQLite file (``store="sqlite"``), opened by :class:`metacan_pipeline.audit.coding.CodingStore` in WAL mode, so the
+One SQLite file (``store="sqlite"``), opened by :class:`metacan_pipeline.audit.coding.store.CodingStore` in WAL mode, so the
 served site and the ``metacan`` CLI can use it at once. Lists and label fields are JSON text. ``coding_answers`` is
 append-only (triggers refuse an UPDATE or DELETE): a re-submitted answer is a new row and the latest one counts. No
 row of any table holds a machine output: a task's evidence is what a coder may see (an explicit allow-list,
-:data:`metacan_pipeline.audit.coding.EVIDENCE_FIELDS`), never a label, score, prediction, route or teacher output.
+:data:`metacan_pipeline.audit.coding.evidence.EVIDENCE_FIELDS`), never a label, score, prediction, route or teacher output.
 Tokens are never stored: ``coders.token_sha256`` is the SHA-256 of the token.
 """
 
@@ -126,7 +126,7 @@ CODING_SESSIONS_SCHEMA = pa.schema(
     ]
 )
 
-WRITER = "metacan_pipeline.audit.coding.CodingStore (metacan coders / coding commands, the coding pages)"
+WRITER = "metacan_pipeline.audit.coding.store.CodingStore (metacan coders / coding commands, the coding pages)"
 
 TABLES = [
     Table(
@@ -175,7 +175,7 @@ TABLES = [
     Table(
         "coding_imports",
         "one import of a Label Studio JSON export: the file, counts, and every refused annotation with its reason",
-        "metacan_pipeline.audit.labelstudio.import_export (metacan coding import-labelstudio)",
+        "metacan_pipeline.audit.coding.labelstudio_import.import_export (metacan coding import-labelstudio)",
         CODING_IMPORTS_SCHEMA,
         ("file_sha256", "imported_at"),
         store="sqlite",
@@ -185,7 +185,7 @@ TABLES = [
         "coding_loads",
         "one load of a protocol's audit sample into the coding tasks (asset coding_tasks or metacan coding load-tasks): "
         "counts; the newest row names the protocol the coding pages serve",
-        "metacan_pipeline.audit.coding_tasks.load_coding_tasks (asset coding_tasks, metacan coding load-tasks)",
+        "metacan_pipeline.audit.coding.loading.load_coding_tasks (asset coding_tasks, metacan coding load-tasks)",
         CODING_LOADS_SCHEMA,
         ("protocol_id", "loaded_at"),
         store="sqlite",
@@ -209,7 +209,7 @@ TABLES = [
 ]
 
 #: The annotator of an imported answer, from its provenance (SQL): the email in lower case, else the Label Studio user
-#: id as text (the rule of :func:`metacan_pipeline.audit.coding.annotator_of`); indexed, as every import looks it up.
+#: id as text (the rule of :func:`metacan_pipeline.audit.coding.rules.annotator_of`); indexed, as every import looks it up.
 ANNOTATOR_SQL = (
     "coalesce(lower(trim(json_extract(provenance, '$.completed_by.email'))), "
     "trim(CAST(json_extract(provenance, '$.completed_by.id') AS TEXT)))"
@@ -252,7 +252,7 @@ TABLES.append(
         "machine_codes",
         "one code of a MACHINE adjudicator (e.g. the frame1k verdicts) on one work and head under a protocol, with the "
         "file it came from; never a human code (append-only: a re-import adds nothing)",
-        "metacan_pipeline.audit.coding.CodingStore.append_machine_codes (metacan coding import-adjudicator)",
+        "metacan_pipeline.audit.coding.store.CodingStore.append_machine_codes (metacan coding import-adjudicator)",
         MACHINE_CODES_SCHEMA,
         ("protocol_id", "id", "head", "adjudicator"),
         store="sqlite",

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metacan_pipeline.audit import estimates as E
-from metacan_pipeline.audit.estimates import Design
-from metacan_pipeline.audit.gate import head_gate
+from metacan_pipeline.audit.estimates import design_based as E
+from metacan_pipeline.audit.estimates.design_based import Design
+from metacan_pipeline.audit.estimates.gate import head_gate
 
 
 @dataclass(frozen=True)

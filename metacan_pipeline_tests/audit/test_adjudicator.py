@@ -1,5 +1,5 @@
-"""Tests of metacan_pipeline.audit.adjudicator and the coding store's machine codes: the frame1k verdicts of the real
-pilot folder are recorded as a MACHINE adjudicator, never as human codes."""
+"""Tests of metacan_pipeline.audit.coding.adjudicators and the coding store's machine codes: the frame1k verdicts of the
+real pilot folder are recorded as a MACHINE adjudicator, never as human codes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from collections import Counter
 import pytest
 from typer.testing import CliRunner
 
-from metacan_pipeline.audit.adjudicator import frame1k_codes
-from metacan_pipeline.audit.coding import CodingError, CodingStore
+from metacan_pipeline.audit.coding.adjudicators import frame1k_codes
+from metacan_pipeline.audit.coding.errors import CodingError
+from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.cli import app
 from metacan_pipeline_tests.builders import PILOT
 
@@ -53,8 +54,8 @@ def test_import_adjudicator_without_a_protocol_says_what_to_do(tmp_path):
 
 
 def test_import_adjudicator_refuses_a_protocol_that_was_never_locked(tmp_path):
-    """`--protocol bogus` stored 179 codes under a protocol that does not exist, in an append-only store (found by a
-    bad-input trial): it is refused, and the store gets nothing."""
+    """`--protocol bogus` names a protocol that was never locked: it is refused, and the append-only store gets
+    nothing (not 179 codes under a protocol that does not exist)."""
     from metacan_pipeline.storage import MetacanStorage
 
     with MetacanStorage(data_dir=str(tmp_path)).connect() as con:  # a catalog with its tables, no protocol locked

@@ -1,12 +1,18 @@
-"""Tests of metacan_pipeline.audit.agreement: kappa and alpha by hand, against sklearn and the krippendorff package,
-raw and design-weighted, with unresolved answers as a value and missing answers left out."""
+"""Tests of metacan_pipeline.audit.estimates.agreement: kappa and alpha by hand, against sklearn and the krippendorff
+package, raw and design-weighted, with unresolved answers as a value and missing answers left out."""
 
 import krippendorff
 import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from metacan_pipeline.audit.agreement import UNRESOLVED, coder_value, cohen_kappa, head_agreement, krippendorff_alpha
+from metacan_pipeline.audit.estimates.agreement import (
+    UNRESOLVED,
+    coder_value,
+    cohen_kappa,
+    head_agreement,
+    krippendorff_alpha,
+)
 
 FIRST = [0, 0, 1, 1]
 SECOND = [0, 1, 1, 1]

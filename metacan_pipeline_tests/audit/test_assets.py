@@ -14,7 +14,7 @@ import pytest
 
 from metacan_pipeline.audit.assets import audit_protocol, audit_sample
 from metacan_pipeline.audit.checks import audit_sample_partitions_frame
-from metacan_pipeline.audit.protocol import load_instructions
+from metacan_pipeline.audit.protocol.locked import load_instructions
 from metacan_pipeline.student.roles import CENSUS, SAMPLE
 from metacan_pipeline.tables.audit import AUDIT_SAMPLE_SCHEMA
 from metacan_pipeline.tables.frame import FRAME_SCHEMA

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from metacan_pipeline.audit.checks import sample_problems
-from metacan_pipeline.audit.design import stratum_plans
-from metacan_pipeline.audit.protocol import AuditProtocol, GateThresholds, HeadUnderTest
+from metacan_pipeline.audit.protocol.design import stratum_plans
+from metacan_pipeline.audit.protocol.locked import AuditProtocol, GateThresholds, HeadUnderTest
 from metacan_pipeline.tables.audit import AUDIT_SAMPLE_SCHEMA
 from metacan_pipeline_tests.builders import audit_draw
 

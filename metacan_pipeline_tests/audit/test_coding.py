@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.audit.coding: the coding store on real SQLite files."""
+"""Tests of metacan_pipeline.audit.coding.store: the coding store on real SQLite files."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ import threading
 
 import pytest
 
-from metacan_pipeline.audit.coding import EVIDENCE_FIELDS, CodingError, CodingStore, parse_time, validate_answer
+from metacan_pipeline.audit.coding.errors import CodingError
+from metacan_pipeline.audit.coding.evidence import EVIDENCE_FIELDS
+from metacan_pipeline.audit.coding.rules import parse_time
+from metacan_pipeline.audit.coding.store import CodingStore
+from metacan_pipeline.audit.coding.validate import validate_answer
 from metacan_pipeline.tables import catalog
 from metacan_pipeline.tables.coding import TABLES
 
@@ -362,7 +366,7 @@ def test_parse_time_gives_the_store_format_or_none_for_a_time_without_a_utc_valu
 
 
 def test_a_read_only_store_refuses_writes_and_a_missing_one_is_named(coded, tmp_path):
-    from metacan_pipeline.audit.coding import CodingStoreError
+    from metacan_pipeline.audit.coding.errors import CodingStoreError
 
     store, _ = coded
     with CodingStore(store.path, read_only=True) as ro:

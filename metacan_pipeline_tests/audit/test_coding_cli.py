@@ -8,7 +8,7 @@ import re
 
 from typer.testing import CliRunner
 
-from metacan_pipeline.audit.coding import CodingStore
+from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.cli import app
 from metacan_pipeline.settings import coding_store_path
 from metacan_pipeline_tests.audit.test_coding import P, work_row
@@ -42,7 +42,7 @@ def test_coders_add_prints_the_token_once_and_list_never_shows_it(tmp_path, capl
     with CodingStore(path) as store:
         assert store.coder_for_token(token) is None
     assert run("coders", "revoke", "bob", "--data-dir", data).exit_code == 2
-    # names match ignoring case, in revoke as in add (a bad-input trial: 'revoke BOB' said there was no BOB)
+    # names match ignoring case, in revoke as in add: 'revoke BOB' revokes the coder Bob
     run("coders", "add", "Bob", "--data-dir", data)
     shouted = run("coders", "revoke", "BOB", "--data-dir", data)
     assert shouted.exit_code == 0 and "Coder Bob revoked" in shouted.output, shouted.output
@@ -178,7 +178,7 @@ def test_a_read_only_store_can_be_listed_and_a_write_is_a_clear_error(tmp_path):
 
 def test_coding_backup_copies_the_answers_still_in_the_write_ahead_log(tmp_path):
     """A plain copy of coding.sqlite while the store is open holds none of the answers its WAL has not checkpointed
-    (a bad-input trial found 0 of 17); `metacan coding backup` copies them all, and never overwrites a file."""
+    (0 of 17 here); `metacan coding backup` copies them all, and never overwrites a file."""
     import shutil
     import sqlite3
 

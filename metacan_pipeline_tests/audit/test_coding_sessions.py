@@ -1,5 +1,6 @@
-"""Tests of the coding store's methods for the coding pages (metacan_pipeline.audit.coding, on a real SQLite file):
-sessions, the adjudicator role, a coder's own progress and answers, the adjudication queue, the served protocol."""
+"""Tests of the coding store's methods for the coding pages (metacan_pipeline.audit.coding.store, on a real SQLite
+file): sessions, the adjudicator role, a coder's own progress and answers, the adjudication queue, the served
+protocol."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import sqlite3
 
 import pytest
 
-from metacan_pipeline.audit.coding import CodingError, CodingStore
+from metacan_pipeline.audit.coding.errors import CodingError
+from metacan_pipeline.audit.coding.store import CodingStore
 
 P = "protocol-0123456789ab"
 ANSWER = {

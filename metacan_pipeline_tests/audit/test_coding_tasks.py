@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.audit.coding_tasks and the asset coding_tasks: the current protocol's audit sample loaded
+"""Tests of metacan_pipeline.audit.coding.loading and the asset coding_tasks: the current protocol's audit sample loaded
 into the coding store (real DuckDB views over the warehouse Parquet, a real SQLite coding store, Dagster's in-process
 executor, typer's CliRunner for ``metacan coding load-tasks``)."""
 
@@ -13,9 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from metacan_pipeline import settings
-from metacan_pipeline.audit.coding import EVIDENCE_FIELDS, CodingStore
-from metacan_pipeline.audit.coding_assets import coding_tasks
-from metacan_pipeline.audit.coding_tasks import load_coding_tasks, queue_position
+from metacan_pipeline.audit.assets import coding_tasks
+from metacan_pipeline.audit.coding.evidence import EVIDENCE_FIELDS
+from metacan_pipeline.audit.coding.loading import load_coding_tasks, queue_position
+from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.cli import app
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
 from metacan_pipeline_tests.builders import lock_audit_sample, real_frame_row

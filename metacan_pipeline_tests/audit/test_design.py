@@ -1,5 +1,5 @@
-"""Tests of metacan_pipeline.audit.design: the machine state of a work, the first-match stratum rule, the draw (pi and
-design weights), trained works, heads without decisions and the power note."""
+"""Tests of metacan_pipeline.audit.protocol.design: the machine state of a work, the first-match stratum rule, the draw
+(pi and design weights), trained works, heads without decisions and the power note."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from metacan_pipeline.audit.design import (
+from metacan_pipeline.audit.protocol.classifier import heads_under_test
+from metacan_pipeline.audit.protocol.design import (
     DEFAULT_PLANS,
     EXCLUDED_TRAINED,
     draw_audit_sample,
-    heads_under_test,
     machine_state_view,
-    power_note,
     stratum_plans,
 )
-from metacan_pipeline.audit.protocol import AuditProtocol, GateThresholds, HeadUnderTest
+from metacan_pipeline.audit.protocol.locked import AuditProtocol, GateThresholds, HeadUnderTest
+from metacan_pipeline.audit.protocol.power import power_note
 from metacan_pipeline.sampling.design import salted_hash
 from metacan_pipeline.tables.student import PRED_SCHEMA, THRESHOLDS_SCHEMA
 from metacan_pipeline.vocab import BINARY_TARGETS, CATEGORIES
@@ -297,17 +297,17 @@ def test_the_default_design_oversamples_the_boundary_and_keeps_a_power_note_agai
     assert note.recall_n_eff == pytest.approx(true_pos**2 / rec_den)
 
 
-# ---- the draw in DuckDB against the draw over Python rows (issue 17) --------------------------------------------
+# ---- the draw in DuckDB against the draw over Python rows ------------------------------------------------------------
 
 
 def _reference_draw(con, protocol, trained: set[str]) -> list[dict]:
-    """The audit sample as ``audit_sample`` drew it before issue 17's fix (the code of that version, kept here as the
-    reference): one Python dict per frame work (:func:`machine_state_sql` over the frame), the first-match stratum
-    in Python, and :func:`~metacan_pipeline.sampling.design.stratum_design` over each stratum's ids."""
+    """The audit sample drawn over Python rows, the reference the DuckDB draw must equal: one Python dict per frame work
+    (:func:`machine_state_sql` over the frame), the first-match stratum in Python, and
+    :func:`~metacan_pipeline.sampling.design.stratum_design` over each stratum's ids."""
     from collections import defaultdict
 
-    from metacan_pipeline.audit.design import ABOUT_CA_ONLY_ROUTE, FRENCH, machine_state_sql
-    from metacan_pipeline.audit.protocol import STRATA
+    from metacan_pipeline.audit.protocol.design import ABOUT_CA_ONLY_ROUTE, FRENCH, machine_state_sql
+    from metacan_pipeline.audit.protocol.locked import STRATA
     from metacan_pipeline.sampling.design import stratum_design, stratum_sample_size
 
     def stratum_of(row, trained_works):
@@ -416,11 +416,11 @@ def _audit_world(storage, n: int = 6000) -> set[str]:
 
 @pytest.mark.parametrize("trained_works", ["own_stratum", "exclude"])
 def test_the_draw_in_duckdb_is_the_draw_over_python_rows(tmp_path, trained_works):
-    """``machine_state_view`` + ``draw_audit_sample`` (strata, ranks and the draw in DuckDB) against the code before
-    it on a 6,000-work frame read from Parquet as the asset reads it: the same rows in the same order (stratum, then
-    hash rank), every value equal, the floats to the last bit (pi and the design weight are computed in Python per
-    stratum as before); and both refuse a frame that holds an id twice."""
-    from metacan_pipeline.audit.design import scratch
+    """``machine_state_view`` + ``draw_audit_sample`` (strata, ranks and the draw in DuckDB) against the reference draw
+    over Python rows (:func:`_reference_draw`) on a 6,000-work frame read from Parquet as the asset reads it: the same
+    rows in the same order (stratum, then hash rank), every value equal, the floats to the last bit (pi and the design
+    weight are computed in Python per stratum in both); and both refuse a frame that holds an id twice."""
+    from metacan_pipeline.audit.protocol.design import scratch
     from metacan_pipeline.storage import MetacanStorage
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))

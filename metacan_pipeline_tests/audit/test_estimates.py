@@ -1,5 +1,5 @@
-"""Tests of metacan_pipeline.audit.estimates: hand-derived ratios, variances and intervals, the minimum-n rule, and
-the coverage of the intervals over repeated stratified draws of a synthetic audit."""
+"""Tests of metacan_pipeline.audit.estimates.design_based: hand-derived ratios, variances and intervals, the minimum-n
+rule, and the coverage of the intervals over repeated stratified draws of a synthetic audit."""
 
 import math
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from metacan_pipeline.audit import estimates as E
+from metacan_pipeline.audit.estimates import design_based as E
 from metacan_pipeline_tests.audit.simulated import Stratum, frame_value, synthetic_audit
 
 # Two strata: "pos" (N = 10, n = 5, weight 2), every work decided positive, 4 of 5 human positives;

@@ -1,10 +1,10 @@
-"""Tests of metacan_pipeline.audit.gate: the reasons it gives, and that simulated classifiers pass and fail where
-they should."""
+"""Tests of metacan_pipeline.audit.estimates.gate: the reasons it gives, and that simulated classifiers pass and fail
+where they should."""
 
 import numpy as np
 
-from metacan_pipeline.audit import estimates as E
-from metacan_pipeline.audit.gate import GateThresholds, head_gate
+from metacan_pipeline.audit.estimates import design_based as E
+from metacan_pipeline.audit.estimates.gate import GateThresholds, head_gate
 from metacan_pipeline_tests.audit.simulated import gate_draws, gate_strata
 
 

@@ -1,4 +1,5 @@
-"""Tests of metacan_pipeline.audit.labelstudio: export of tasks and config, import of a Label Studio JSON export."""
+"""Tests of metacan_pipeline.audit.coding.labelstudio and labelstudio_import: export of tasks and config, import of a
+Label Studio JSON export."""
 
 from __future__ import annotations
 
@@ -11,15 +12,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from metacan_pipeline import vocab
-from metacan_pipeline.audit.coding import CodingStore
-from metacan_pipeline.audit.labelstudio import (
-    NO_CATEGORY,
-    answer_from_result,
-    export_tasks,
-    import_export,
-    labeling_config,
-    write_export,
-)
+from metacan_pipeline.audit.coding.labelstudio import NO_CATEGORY, export_tasks, labeling_config, write_export
+from metacan_pipeline.audit.coding.labelstudio_import import answer_from_result, import_export
+from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline_tests.audit.test_coding import MACHINE, P, work_row
 
 
@@ -219,7 +214,7 @@ def test_tasks_not_exported_by_metacan_and_malformed_results_are_refused_with_a_
 
 def test_a_deeply_nested_export_or_coder_map_is_refused_naming_the_file(store, tmp_path):
     """``[[[[...]]]]`` 100,000 levels deep raised RecursionError out of json.loads (a traceback, nothing recorded)."""
-    from metacan_pipeline.audit.labelstudio import load_coder_map
+    from metacan_pipeline.audit.coding.labelstudio_import import load_coder_map
 
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
@@ -254,7 +249,7 @@ def test_nan_in_an_export_and_a_task_id_that_is_no_id_are_refused(store, tmp_pat
 
 def test_a_huge_value_is_refused_and_never_echoed_or_stored_in_full(store, tmp_path):
     """A 10 MB value was echoed whole in the refusal (and so stored in coding_imports) or kept in the provenance."""
-    from metacan_pipeline.audit.coding import validate_answer
+    from metacan_pipeline.audit.coding.validate import validate_answer
 
     big = "x" * 10_000_000
     task = label_studio_export(export_tasks(store, P))[2]
@@ -328,7 +323,7 @@ def test_a_future_dated_annotation_is_refused_so_later_answers_still_count(store
 def test_one_person_is_one_coder_across_imports_coder_maps_and_letter_case(store, tmp_path):
     """Re-importing a file with a coder map appended every annotation again under the mapped name (one person, two
     coders on a work), and ``Alice`` / ``alice`` were two coders."""
-    from metacan_pipeline.audit.labelstudio import load_coder_map
+    from metacan_pipeline.audit.coding.labelstudio_import import load_coder_map
 
     tasks = label_studio_export(export_tasks(store, P))
     export = tmp_path / "export.json"

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.audit.ppi: agreement with ppi_py, coverage over repeated draws, and when the
+"""Tests of metacan_pipeline.audit.estimates.ppi: agreement with ppi_py, coverage over repeated draws, and when the
 prediction-powered interval is narrower than the human-only one."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from metacan_pipeline.audit.estimates import Design
-from metacan_pipeline.audit.ppi import ppi_mean
+from metacan_pipeline.audit.estimates.design_based import Design
+from metacan_pipeline.audit.estimates.ppi import ppi_mean
 from metacan_pipeline_tests.audit.simulated import frame_value, synthetic_audit
 
 Z = 1.959963984540054

@@ -1,5 +1,5 @@
-"""Tests of metacan_pipeline.audit.protocol: the locked protocol, its content hash and id, the coder instructions and
-the append-only protocol store."""
+"""Tests of metacan_pipeline.audit.protocol.locked: the locked protocol, its content hash and id, the coder instructions
+and the append-only protocol store."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from metacan_pipeline.audit.design import DEFAULT_PLANS
-from metacan_pipeline.audit.protocol import (
+from metacan_pipeline.audit.protocol.design import DEFAULT_PLANS
+from metacan_pipeline.audit.protocol.locked import (
     STRATA,
     AuditProtocol,
     GateThresholds,

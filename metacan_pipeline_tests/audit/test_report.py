@@ -1,12 +1,12 @@
-"""Tests of metacan_pipeline.audit.report: the five long tables from one simulated audit, their agreement with the
-estimators they are built from, the minimum-n rule in small groups, and the inputs it refuses."""
+"""Tests of metacan_pipeline.audit.estimates.report: the five long tables from one simulated audit, their agreement with
+the estimators they are built from, the minimum-n rule in small groups, and the inputs it refuses."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from metacan_pipeline.audit import estimates as E
-from metacan_pipeline.audit.report import (
+from metacan_pipeline.audit.estimates import design_based as E
+from metacan_pipeline.audit.estimates.report import (
     AGREEMENT_COLUMNS,
     CONFUSION_COLUMNS,
     ERROR_RATE_COLUMNS,

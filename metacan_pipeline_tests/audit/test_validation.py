@@ -1,4 +1,4 @@
-"""End to end: the audit study's validation report, its gate, and the human layers of the records (issue 16).
+"""End to end: the audit study's validation report, its gate, and the human layers of the records.
 
 The store holds 200 frame works built from one real OpenAlex record (the choxos Canadian-funders file in
 ../shared/data) with the predictions, thresholds, heads, training set and direct labels a student run would leave
@@ -20,12 +20,12 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from metacan_pipeline.audit import validation
 from metacan_pipeline.audit.assets import audit_protocol, audit_sample, validation_report
 from metacan_pipeline.audit.checks import audit_sample_partitions_frame
-from metacan_pipeline.audit.coding import CodingStore
-from metacan_pipeline.audit.protocol import current_protocol
-from metacan_pipeline.audit.report import validation_report as report_of
+from metacan_pipeline.audit.coding.store import CodingStore
+from metacan_pipeline.audit.estimates import summary, validation
+from metacan_pipeline.audit.estimates.report import validation_report as report_of
+from metacan_pipeline.audit.protocol.locked import current_protocol
 from metacan_pipeline.cli import app
 from metacan_pipeline.i18n import translations
 from metacan_pipeline.publish.assets import records_may_ship, work_records
@@ -356,11 +356,11 @@ def test_the_summary_says_when_a_rate_rests_on_fewer_cases_than_the_minimum(stud
     )
     means = pd.DataFrame([{"system": system, "head": "metaresearch", "frame_mean": 0.5}])
     report = report_of(pd.DataFrame(rows), codes, decisions, means)
-    text = validation.summary_markdown("human", report, current_protocol(study["storage"]))
+    text = summary.summary_markdown("human", report, current_protocol(study["storage"]))
     assert "not reported: fewer than the protocol's minimum of 30 (n=7)" in text  # precision: 7 predicted positives
     assert "not reported: fewer than the protocol's minimum of 30 (n=6)" in text  # recall: 6 coded positives
     assert "6 coded positives < 30: cannot be judged" in text
-    machine = validation.summary_markdown("machine-adjudicator:frame1k", report, current_protocol(study["storage"]))
+    machine = summary.summary_markdown("machine-adjudicator:frame1k", report, current_protocol(study["storage"]))
     assert machine.startswith("**machine-adjudicator:frame1k (MACHINE-ADJUDICATED: not human validation)**")
 
 
@@ -407,8 +407,8 @@ def test_the_blocking_check_fails_on_a_stored_record_with_a_forged_human_code(st
 def test_an_audit_sample_with_no_work_to_code_gives_empty_decisions(study):
     """Every drawn work trained the classifier (the 3-work frame of `make run`'s small input): the report's inputs
     hold no sampled id, and the decisions are an empty frame, not a SQL error (`VALUES ()` failed the whole run)."""
-    from metacan_pipeline.audit.protocol import current_protocol
-    from metacan_pipeline.audit.validation import decision_frames
+    from metacan_pipeline.audit.estimates.validation import decision_frames
+    from metacan_pipeline.audit.protocol.locked import current_protocol
 
     storage = study["storage"]
     decisions, means = decision_frames(storage, current_protocol(storage), [])
@@ -422,7 +422,7 @@ def test_the_trained_works_are_reported_apart_and_left_out_of_the_frame_means(st
     """The three works that trained the classifier (W9197-W9199, a census trained_on stratum) were coded: their
     rates are a report of their own (code source human:trained_on) that never gates, the audited population's report
     does not contain them, and the frame-wide decision means the PPI estimate uses leave them out."""
-    from metacan_pipeline.audit.validation import TRAINED_APART, decision_frames
+    from metacan_pipeline.audit.estimates.validation import TRAINED_APART, decision_frames
 
     storage = study["storage"]
     trained = sorted(r["id"] for r in study["sample"] if r["trained_on"])
@@ -475,7 +475,7 @@ def test_the_minimum_n_is_the_protocols(study):
     assert precision["n"] == 80 and pd.isna(precision["value"])
     assert precision["note"] == "fewer than 150 coded cases (n=80): not reported"
     assert f"not reported: fewer than the protocol's minimum of 150 (n={precision['n']})" in (
-        validation.summary_markdown(validation.HUMAN, report, strict)
+        summary.summary_markdown(validation.HUMAN, report, strict)
     )
 
 
@@ -566,7 +566,7 @@ def test_every_registry_teacher_is_a_system_of_the_report(study, monkeypatch):
     its own: its decisions on the sampled works it labelled, and no frame mean (it is not the census teacher)."""
     import shutil
 
-    from metacan_pipeline.audit.validation import decision_frames
+    from metacan_pipeline.audit.estimates.validation import decision_frames
 
     root = study["storage"].root
     copy = root.parent / "with-opus"

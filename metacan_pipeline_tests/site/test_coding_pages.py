@@ -20,8 +20,8 @@ import uvicorn
 from starlette.testclient import TestClient
 
 from metacan_pipeline import settings
-from metacan_pipeline.audit.coding import CodingStore
-from metacan_pipeline.audit.coding_assets import coding_tasks
+from metacan_pipeline.audit.assets import coding_tasks
+from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.publish.abstracts import AbstractFetcher
 from metacan_pipeline.site.app import create_app
 from metacan_pipeline_tests.browser import PageWatch, launch_chromium, start_playwright

@@ -1,66 +1,41 @@
-"""Label Studio for groups that code there (issue 16): export a protocol's coding tasks with a labeling config, and
-import the finished codes from a Label Studio JSON export, validated like answers given on the site.
+"""The finished codes of a Label Studio JSON export, imported into the coding store and validated like answers given
+on the site (:mod:`.labelstudio` writes the tasks and the labeling config).
 
-Formats followed (HumanSignal/label-studio documentation, ``docs/source/``):
-
-- Tasks (``guide/tasks.md``, "Basic Label Studio JSON format"): a JSON list of ``{"data": {...}}``; the labeling
-  config's object tags read ``data`` keys (``<Text value="$key">`` shows plain text). :func:`export_tasks` puts the
-  task's evidence (only what :func:`metacan_pipeline.audit.coding.task_evidence` keeps) and ``work_id``,
-  ``protocol_id`` and ``evidence_sha256`` in ``data``, plus one-line display strings of it (``line_*``). No prediction,
-  score or label is exported (Label Studio's ``predictions`` key is never written), so coders stay masked.
-- Labeling config (``tags/choices.md``, ``tags/choice.md``, ``tags/textarea.md``, ``tags/header.md``):
-  :func:`labeling_config` writes one ``<Choices>`` per SPEC section 3 field with the exact vocabulary values of
-  :mod:`metacan_pipeline.vocab` (``choice="multiple"`` for ``categories``; ``domain`` shown only when ``metaresearch``
-  is chosen: ``visibleWhen="choice-selected"``, ``whenTagName``, ``whenChoiceValue``), ``true``/``false`` for the
-  booleans, a ``<Choices name="unresolved">`` with the one choice ``true``, and a ``<TextArea name="note">``
-  (``maxSubmissions="1"``). ``categories`` has one more choice, ``none`` (not meta-research), because Label Studio
-  writes no result for a field left empty and an empty answer must not be read as a negative.
-- Export (``guide/export.md``, "JSON": "List of items in raw JSON format stored in one JSON file", cancelled
-  annotations included; ``includes/task_format.md`` and ``includes/result_format.md``): a list of tasks, each with
-  ``id``, ``data`` and ``annotations``; an annotation has ``id``, ``completed_by`` ("User ID of the user that created
-  the annotation"; an object with ``id`` and ``email`` in some exports), ``created_at``, ``updated_at``,
-  ``was_cancelled`` and ``result``, a list of ``{"id", "from_name", "to_name", "type", "value"}`` where a Choices
-  result is ``type: "choices"``, ``value: {"choices": [...]}`` and a TextArea result ``type: "textarea"``,
-  ``value: {"text": [...]}``. ``predictions`` and ``drafts`` are not read.
+Format read (HumanSignal/label-studio documentation, ``docs/source/``, ``guide/export.md``, "JSON": "List of items in
+raw JSON format stored in one JSON file", cancelled annotations included; ``includes/task_format.md`` and
+``includes/result_format.md``): a list of tasks, each with ``id``, ``data`` and ``annotations``; an annotation has
+``id``, ``completed_by`` ("User ID of the user that created the annotation"; an object with ``id`` and ``email`` in
+some exports), ``created_at``, ``updated_at``, ``was_cancelled`` and ``result``, a list of ``{"id", "from_name",
+"to_name", "type", "value"}`` where a Choices result is ``type: "choices"``, ``value: {"choices": [...]}`` and a
+TextArea result ``type: "textarea"``, ``value: {"text": [...]}``. ``predictions`` and ``drafts`` are not read.
 
 :func:`import_export` maps each annotator to a coder (the coder map, keyed by email or Label Studio user id, else
 ``labelstudio:<email or id>``), turns the result into an answer, validates it with
-:func:`metacan_pipeline.audit.coding.validate_answer` (the SPEC section 3-4 rules of the teacher replies) and appends it
+:func:`metacan_pipeline.audit.coding.validate.validate_answer` (the SPEC section 3-4 rules of the teacher replies) and appends it
 with source ``label_studio:<16 hex of the file's SHA-256>`` and its provenance (file, task id, annotation id,
 ``completed_by``, times). A cancelled (skipped) or invalid annotation is refused with its reason: nothing is dropped
 silently, and the import (counts and every refusal) is recorded in ``coding_imports``. An annotation is appended once:
 its answer id is derived from (protocol, work, coder, annotation id, ``updated_at``), so importing the same file again,
 or a later export that repeats an unchanged annotation, appends nothing, while an annotation edited in Label Studio
 (a new ``updated_at``) is a new answer that then counts as the latest. The latest answer counts by time, so an
-annotation dated more than :data:`metacan_pipeline.audit.coding.MAX_CLOCK_SKEW` (5 minutes) in the future is refused.
+annotation dated more than :data:`metacan_pipeline.audit.coding.rules.MAX_CLOCK_SKEW` (5 minutes) in the future is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
-from .. import vocab
-from ..teachers.core.views import canonical_json
-from .coding import (
-    IMPORTED_CODER_PREFIX,
-    CodingError,
-    CodingStore,
-    check_coder_name,
-    now_iso,
-    parse_time,
-    sha256_hex,
-    shown,
-)
+from ...teachers.core.views import canonical_json
+from .errors import CodingError, shown
+from .labelstudio import BOOLEAN_CONTROLS, CONTROLS, NO_CATEGORY, SINGLE_CHOICE
+from .rules import IMPORTED_CODER_PREFIX, check_coder_name, now_iso, parse_time, sha256_hex
+from .store import CodingStore
 
-#: The extra ``categories`` choice that says "none of them: not meta-research" (mapped to ``[]`` on import).
-NO_CATEGORY = "none"
 #: The longest task or annotation id read (Label Studio's are integers; a longer one is refused, never stored).
 MAX_ID_CHARS = 64
 #: The longest annotator email read (RFC 5321's path limit) and the longest time string (ISO 8601 with an offset).
@@ -68,118 +43,10 @@ MAX_EMAIL_CHARS = 254
 MAX_TIME_CHARS = 64
 #: The longest refusal reason recorded in ``coding_imports`` (values quoted in it are cut already).
 MAX_REASON_CHARS = 500
-#: The object tag every control labels (a ``<Text>`` showing the title).
-OBJECT_TAG = "title"
-_BOOLEANS = ("true", "false")
-_BOOLEAN_CONTROLS = frozenset({"about_ca_system", "about_ca_topic", "unresolved"})
-_SINGLE_CHOICE: dict[str, tuple[str, ...]] = {
-    "domain": vocab.DOMAINS,
-    "study_design": vocab.STUDY_DESIGNS,
-    "genre": vocab.GENRES,
-    "about_ca_system": _BOOLEANS,
-    "about_ca_topic": _BOOLEANS,
-    "confidence": vocab.CONFIDENCES,
-    "unresolved": ("true",),
-}
-#: Control name -> result type, for every control of :func:`labeling_config`.
-CONTROLS: dict[str, str] = {"categories": "choices", **dict.fromkeys(_SINGLE_CHOICE, "choices"), "note": "textarea"}
-_HEADERS = {
-    "categories": "Categories (several allowed; 'none' means not meta-research)",
-    "domain": "Domain (with metaresearch)",
-    "study_design": "Study design",
-    "genre": "Genre",
-    "about_ca_system": "Studies the Canadian research system itself",
-    "about_ca_topic": "Canada is a substantive subject",
-    "confidence": "Your confidence (optional)",
-    "unresolved": "Unresolved: I cannot decide (fields may stay empty; say why in the note)",
-}
-#: The display lines of a task, in order: data key -> (label, evidence keys).
-_LINES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "line_record": ("", ("year", "language", "type", "venue")),
-    "line_institutions": ("Canadian institutions", ("ca_institutions",)),
-    "line_funders": ("Funders", ("funders",)),
-    "line_keywords": ("Keywords", ("keywords",)),
-    "line_links": ("Full text", ("full_text_url",)),
-    "line_openalex": ("OpenAlex record (abstract)", ("id",)),
-}
 
 
 class LabelStudioError(ValueError):
     """An annotation whose result cannot be read as an answer; the message says which control and why."""
-
-
-def _line(label: str, evidence: Mapping[str, Any], keys: tuple[str, ...]) -> str:
-    parts: list[str] = []
-    for k in keys:
-        v = evidence.get(k)
-        if k == "id" and v:
-            v = f"https://openalex.org/{v}"
-        if isinstance(v, list):
-            parts.extend(v)
-        elif v not in (None, ""):
-            parts.append(str(v))
-    text = ("; " if len(keys) == 1 else " · ").join(parts) or "(none in the record)"
-    return f"{label}: {text}" if label else text
-
-
-def export_tasks(store: CodingStore, protocol_id: str) -> list[dict[str, Any]]:
-    """The tasks of a protocol as Label Studio import JSON, in queue order (evidence only; see the module docstring)."""
-    out = []
-    for t in store.tasks(protocol_id):
-        ev = t["evidence"]
-        data = {**ev, "work_id": t["id"], "protocol_id": protocol_id, "evidence_sha256": t["evidence_sha256"]}
-        data["title"] = ev["title"] or "(no title)"
-        data.update({key: _line(label, ev, keys) for key, (label, keys) in _LINES.items()})
-        out.append({"data": data})
-    return out
-
-
-def labeling_config() -> str:
-    """The Label Studio labeling config (XML) of a coding project, generated from :mod:`metacan_pipeline.vocab`."""
-    lines = ["<View>", f'  <Text name="{OBJECT_TAG}" value="$title"/>']
-    lines += [f'  <Text name="{key}" value="${key}"/>' for key in _LINES]
-    lines.append(f"  <Header value={quoteattr(_HEADERS['categories'])}/>")
-    lines.append(f'  <Choices name="categories" toName="{OBJECT_TAG}" choice="multiple">')
-    lines += [
-        f"    <Choice value={quoteattr(c)} hint={quoteattr(vocab.CATEGORY_DISPLAY[c])}/>" for c in vocab.CATEGORIES
-    ]
-    lines.append(f'    <Choice value="{NO_CATEGORY}" hint="None of these: not meta-research"/>')
-    lines.append("  </Choices>")
-    for name, values in _SINGLE_CHOICE.items():
-        visible = (
-            ' visibleWhen="choice-selected" whenTagName="categories" whenChoiceValue="metaresearch"'
-            if name == "domain"
-            else ""
-        )
-        lines.append(f"  <Header value={quoteattr(_HEADERS[name])}/>")
-        lines.append(f'  <Choices name="{name}" toName="{OBJECT_TAG}" choice="single"{visible}>')
-        lines += [f"    <Choice value={quoteattr(v)}/>" for v in values]
-        lines.append("  </Choices>")
-    lines.append('  <Header value="Note (at most 1,000 characters)"/>')
-    lines.append(f'  <TextArea name="note" toName="{OBJECT_TAG}" maxSubmissions="1" rows="3"/>')
-    lines.append("</View>")
-    return "\n".join(lines) + "\n"
-
-
-def _file_stem(protocol_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", protocol_id)
-
-
-def write_export(store: CodingStore, protocol_id: str, out_dir: Path) -> tuple[Path, Path, int]:
-    """Write ``<protocol>-tasks.json`` and ``<protocol>-labeling-config.xml`` into ``out_dir``; returns both paths
-    and the number of tasks. A protocol without tasks is refused (CodingError)."""
-    tasks = export_tasks(store, protocol_id)
-    if not tasks:
-        raise CodingError("protocol_id", f"protocol {protocol_id!r} has no coding tasks in {store.path}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = _file_stem(protocol_id)
-    tasks_path, config_path = out_dir / f"{stem}-tasks.json", out_dir / f"{stem}-labeling-config.xml"
-    tasks_path.write_text(json.dumps(tasks, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    config_path.write_text(labeling_config(), encoding="utf-8")
-    return tasks_path, config_path, len(tasks)
-
-
-# --- import -------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -331,13 +198,13 @@ def answer_from_result(result: object) -> dict[str, Any]:  # noqa: C901 (one che
         if NO_CATEGORY in cats and len(cats) > 1:
             raise LabelStudioError(f"categories: {NO_CATEGORY!r} (not meta-research) chosen with {shown(cats)}")
         answer["categories"] = [] if cats == [NO_CATEGORY] else cats
-    for name in _SINGLE_CHOICE:
+    for name in SINGLE_CHOICE:
         got = values.get(name)
         if not got:
             continue
         if len(got) > 1:
             raise LabelStudioError(f"{name}: {len(got)} choices {shown(got)} for a single-choice field")
-        answer[name] = {"true": True, "false": False}.get(got[0], got[0]) if name in _BOOLEAN_CONTROLS else got[0]
+        answer[name] = {"true": True, "false": False}.get(got[0], got[0]) if name in BOOLEAN_CONTROLS else got[0]
     if "note" in values:
         answer["note"] = "\n".join(values["note"])
     return answer

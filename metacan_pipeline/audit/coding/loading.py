@@ -1,10 +1,10 @@
-"""Load the current protocol's audit sample into the coding store (issue 16, "Coding"; SPEC section 10).
+"""Load the current protocol's audit sample into the coding store (SPEC section 10).
 
-One code path for the asset ``coding_tasks`` (:mod:`.coding_assets`) and ``metacan coding load-tasks``:
+One code path for the asset ``coding_tasks`` (:mod:`metacan_pipeline.audit.assets`) and ``metacan coding load-tasks``:
 :func:`load_coding_tasks` reads the current protocol (``audit_protocol_runs``), the works its ``audit_sample`` drew
 (``in_sample``) and their evidence columns from the ``frame`` (title, year, language, type, venue, Canadian
 institutions, funders, keywords, DOI: :data:`EVIDENCE_COLUMNS`), and hands them to
-:meth:`.coding.CodingStore.load_tasks`, whose allow-list keeps evidence only. No machine output is read at all: the
+:meth:`.tasks.TasksMixin.load_tasks`, whose allow-list keeps evidence only. No machine output is read at all: the
 query names no label, score, prediction, stratum or weight column. The abstract is not stored (SPEC section 2): the
 coding page fetches it live.
 
@@ -15,7 +15,7 @@ counted ``missing`` and named in the log; a task already loaded for it stays, wi
 
 Queue order (``position``): the first 60 bits of SHA-256(``<protocol id>:<work id>``) as an integer, so a queue
 interleaves the strata and a partly coded sample is a random subsample of each stratum; it depends on the protocol
-and the work only, so a re-run (even one that adds works) never moves a task. Two coders code each work (:data:`.coding.CODERS_PER_WORK`).
+and the work only, so a re-run (even one that adds works) never moves a task. Two coders code each work (:data:`.rules.CODERS_PER_WORK`).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ import hashlib
 import logging
 from typing import Any
 
-from ..storage import MetacanStorage
-from .coding import CodingStore
-from .design import scratch
-from .protocol import current_protocol
+from ...storage import MetacanStorage
+from ..protocol.design import scratch
+from ..protocol.locked import current_protocol
+from .store import CodingStore
 
 log = logging.getLogger(__name__)
 
-#: The frame columns a task's evidence is read from (the allow-list of :data:`.coding.EVIDENCE_FIELDS` keeps what it
+#: The frame columns a task's evidence is read from (the allow-list of :data:`.evidence.EVIDENCE_FIELDS` keeps what it
 #: shows). Nothing else of the frame is read.
 EVIDENCE_COLUMNS: tuple[str, ...] = (
     "id",
@@ -90,7 +90,7 @@ def sampled_evidence(storage: MetacanStorage, protocol_id: str) -> tuple[list[di
 def load_coding_tasks(storage: MetacanStorage, store: CodingStore, source: str) -> dict[str, Any]:
     """Load the current protocol's sampled works into ``store`` (module docstring); returns ``protocol_id``,
     ``instructions_version``, ``sample_works``, ``missing`` (ids) and the counts of
-    :meth:`.coding.CodingStore.load_tasks`. ``source`` says who loaded (``asset:<run id>``, ``cli``)."""
+    :meth:`.tasks.TasksMixin.load_tasks`. ``source`` says who loaded (``asset:<run id>``, ``cli``)."""
     protocol = current_protocol(storage)
     pid = protocol.protocol_id
     rows, missing, n = sampled_evidence(storage, pid)

@@ -1,4 +1,4 @@
-"""Prediction-powered prevalence with design weights (issue 16, "Estimates"; SPEC section 10).
+"""Prediction-powered prevalence with design weights (SPEC section 10).
 
 A system (a teacher or a classifier version) decides every frame work; humans code only the audit sample. The
 prediction-powered estimate (Angelopoulos, Bates, Fannjiang, Jordan and Zrnic 2023, "Prediction-powered inference",
@@ -7,7 +7,7 @@ Science 382; the mean estimator with ``lambda = 1``) combines the two:
     theta_ppi = mean over the frame of f(X)  +  Hajek mean over the audit sample of (Y - f(X))
 
 where the second term, the *rectifier*, is the design-weighted mean error of the system on the human-coded works
-(:func:`metacan_pipeline.audit.estimates.ratio`, so strata, weights and the finite population correction are those
+(:func:`metacan_pipeline.audit.estimates.design_based.ratio`, so strata, weights and the finite population correction are those
 of the design). Its variance is the sum of
 
 - the frame term ``var_frame(f) / N`` over the ``N`` frame works (for 0/1 decisions ``m (1 - m) N / (N - 1)`` from
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .estimates import DEFAULT_MIN_N, Design, Estimate, not_reported_note, prevalence, ratio
+from .design_based import DEFAULT_MIN_N, Design, Estimate, not_reported_note, prevalence, ratio
 
 
 @dataclass(frozen=True)

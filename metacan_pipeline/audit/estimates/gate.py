@@ -1,9 +1,9 @@
-"""The human-validation gate of one head of one classifier version (issue 16, "Estimates"; SPEC sections 8 and 10).
+"""The human-validation gate of one head of one classifier version (SPEC sections 8 and 10).
 
 A head passes when the protocol's thresholds hold on the design-based 95% intervals of its precision and recall
 against the adjudicated human codes: precision lower bound >= 0.80, recall lower bound >= 0.70, on at least 30 coded
 positives (the SPEC section 10 defaults; the protocol fixes its own). With fewer coded positives, or a precision or
-recall not reported (the minimum-n rule of :mod:`metacan_pipeline.audit.estimates`), the head *cannot be judged*:
+recall not reported (the minimum-n rule of :mod:`metacan_pipeline.audit.estimates.design_based`), the head *cannot be judged*:
 it does not pass, and the reason says it was not judged rather than failed. Only a passing (classifier version,
 head) may carry ``human_validated:<protocol>`` (SPEC section 8).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .estimates import Estimate
+from .design_based import Estimate
 
 
 @dataclass(frozen=True)

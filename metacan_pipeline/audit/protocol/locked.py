@@ -1,4 +1,4 @@
-"""The audit protocol, locked before any coding (issue 16; SPEC section 10).
+"""The audit protocol, locked before any coding (SPEC section 10).
 
 A protocol (:class:`AuditProtocol`, frozen) records everything the audit's estimates will depend on: the classifier
 version and decision rule under test, the heads evaluated (each with the support gate, quota rate, k and threshold
@@ -33,8 +33,8 @@ from typing import Any
 
 import duckdb
 
-from ..storage import MetacanStorage
-from ..vocab import BINARY_TARGETS
+from ...storage import MetacanStorage
+from ...vocab import BINARY_TARGETS
 
 #: Bump when the meaning of a protocol field changes (it is part of the hashed content). Format 2 added ``min_n``;
 #: a format-1 protocol (written before) keeps its content, hash and id and reports on at least
@@ -47,7 +47,7 @@ TRAINED_WORKS: tuple[str, ...] = ("own_stratum", "exclude")
 #: Where a head's near/far threshold comes from: its quota threshold (a gated head), the score at the quota it
 #: would have had (a head without decisions), or nowhere (no positive rate: the head adds nothing to near).
 THRESHOLD_SOURCES: tuple[str, ...] = ("quota", "score_quantile", "none")
-#: The strata a protocol plans, in the first-match order of :func:`metacan_pipeline.audit.design.stratum_sql`.
+#: The strata a protocol plans, in the first-match order of :func:`metacan_pipeline.audit.protocol.design.stratum_sql`.
 STRATA: tuple[str, ...] = (
     "trained_on",
     "consensus",
@@ -63,7 +63,7 @@ STRATA: tuple[str, ...] = (
 @dataclass(frozen=True)
 class GateThresholds:
     """The gate a head must pass (SPEC section 10 defaults): lower 95% bounds on precision and recall, fewest
-    coded positives. The field names are those of :class:`metacan_pipeline.audit.gate.GateThresholds`."""
+    coded positives. The field names are those of :class:`metacan_pipeline.audit.estimates.gate.GateThresholds`."""
 
     precision_lower: float = 0.80
     recall_lower: float = 0.70
@@ -240,7 +240,7 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-# --- coder instructions --------------------------------------------------------------------------------------------
+# --- coder instructions -----------------------------------------------------------------------------------------------
 
 
 def _instructions_dir(directory: str | Path | None):
@@ -277,7 +277,7 @@ def load_instructions(version: str, directory: str | Path | None = None) -> Inst
     return Instructions(version, sha, raw.decode("utf-8"))
 
 
-# --- storage -------------------------------------------------------------------------------------------------------
+# --- storage ----------------------------------------------------------------------------------------------------------
 
 
 def _now() -> dt.datetime:

@@ -1,4 +1,4 @@
-"""Design-based estimates of the audit study (issue 16, "Estimates"; SPEC sections 5 and 10).
+"""Design-based estimates of the audit study (SPEC sections 5 and 10).
 
 The audit sample is a stratified probability sample of the frame: stratum ``h`` holds ``N_h`` frame works of which
 ``n_h`` were drawn, each with design weight ``w = 1 / pi`` (SPEC section 5). Every rate here is a Hajek ratio of two

@@ -1,11 +1,11 @@
-"""Machine adjudicators: verdicts made by a model, recorded beside the human codes and never as one (issue 16,
-"Tests and real data"; SPEC sections 1 and 10).
+"""Machine adjudicators: verdicts made by a model, recorded beside the human codes and never as one (SPEC
+sections 1 and 10).
 
 The frame1k pilot (``<pilot>/frame1k/adjudication/verdict_*.json``, the pilot folder's SOURCES.md section 1) holds
 an LLM adjudicator's decision on the 179 works the three frontier arms disagreed about: a rubric-v1 ``tier``
-(``T1``/``T2`` in scope, :data:`metacan_pipeline.teachers.core.reference.TIER_CATEGORIES`), a ``seam`` and a reason. Each
+(``T1``/``T2`` in scope, :data:`metacan_pipeline.teachers.imports.pilot.TIER_CATEGORIES`), a ``seam`` and a reason. Each
 verdict becomes one ``metaresearch`` code of the adjudicator ``machine-adjudicator:frame1k`` in the coding store's
-``machine_codes`` table (:meth:`metacan_pipeline.audit.coding.CodingStore.append_machine_codes`). The validation report
+``machine_codes`` table (:meth:`metacan_pipeline.audit.coding.machine_codes.MachineCodesMixin.append_machine_codes`). The validation report
 estimates against them under ``code_source = machine-adjudicator:frame1k`` and labels every figure machine-adjudicated;
 the gate never writes them into ``human_validation`` and no record shows them as a human code.
 """
@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
-from ..teachers.core.reference import read_items, tier_label
+from ...teachers.core.reference import read_items, tier_label
 
 MACHINE_ADJUDICATOR_PREFIX = "machine-adjudicator:"
 

@@ -1,4 +1,4 @@
-"""What the ``validation_report`` asset reads and writes (issue 16, "Estimates" and "The gate"; SPEC section 10).
+"""What the ``validation_report`` asset reads and writes (SPEC section 10).
 
 :func:`report_inputs` gathers, for the current protocol: its audit sample (drawn works; those of the ``trained_on``
 stratum, which trained or calibrated the classifier, are outside the audited population and reported apart, SPEC
@@ -11,7 +11,7 @@ labels of each registry teacher; a failed or missing label is no decision, never
 whose support gate did not pass has no decisions). Genre groups are the human code's genre (``(missing)`` for a
 work not coded yet).
 
-:func:`run_report` runs :func:`metacan_pipeline.audit.report.validation_report` once per code source: ``human``,
+:func:`run_report` runs :func:`metacan_pipeline.audit.estimates.report.validation_report` once per code source: ``human``,
 ``human:trained_on`` (the coded works of the trained stratum, apart), and each machine adjudicator (``machine-adjudicator:<name>``, restricted to sampled works, labelled machine-adjudicated).
 :func:`human_validation_rows` turns the human run's gate on the protocol's rule into one ``human_validation`` row per
 evaluated head, every head present: with no codes the reason is ``no coded works``. A machine adjudicator's gate is
@@ -27,15 +27,16 @@ from dataclasses import dataclass, field
 import pandas as pd
 import pyarrow as pa
 
-from ..storage import MetacanStorage
-from ..student.roles import CENSUS, direct_labels_key
-from ..tables.audit import HUMAN_VALIDATION_SCHEMA
-from ..teachers.core.registry import load_registry
-from ..vocab import BINARY_TARGETS, CATEGORIES
-from .coding import CodingStore
-from .design import scratch, state_sql
+from ...storage import MetacanStorage
+from ...student.roles import CENSUS, direct_labels_key
+from ...tables.audit import HUMAN_VALIDATION_SCHEMA
+from ...teachers.core.registry import load_registry
+from ...vocab import BINARY_TARGETS, CATEGORIES
+from ..coding.store import CodingStore
+from ..protocol.classifier import state_sql
+from ..protocol.design import scratch
+from ..protocol.locked import AuditProtocol
 from .gate import GateThresholds
-from .protocol import AuditProtocol
 from .report import CODER_CODE_COLUMNS, HUMAN_CODE_COLUMNS, ValidationReport, validation_report
 
 HUMAN = "human"
@@ -44,8 +45,8 @@ TRAINED_APART = "human:trained_on"
 HUMAN_BASES = ("agreed", "adjudicated")
 NO_CODES = "no coded works"
 RULES = ("consensus", "candidate")
-#: Every registry teacher, in registry order: each one's direct labels are a system of the report (issue 16: "for
-#: every teacher"), not only the two the student learns from.
+#: Every registry teacher, in registry order: each one's direct labels are a system of the report, not only the two
+#: the student learns from.
 REPORT_TEACHERS: tuple[str, ...] = tuple(load_registry())
 _SAMPLE_COLUMNS = (
     "id", "stratum", "design_weight", "stratum_size", "stratum_sample_size", "language", "route_key", "has_abstract",
@@ -279,7 +280,8 @@ def stamped(frame: pd.DataFrame, protocol: AuditProtocol, source: str, run_id: s
     return out
 
 
-def _overall(report: ValidationReport, system: str, head: str, metric: str) -> dict | None:
+def overall(report: ValidationReport, system: str, head: str, metric: str) -> dict | None:
+    """The row of ``metric`` of ``system`` on ``head`` over every sampled work (``group_by = "all"``), or None."""
     r = report.error_rates
     hit = r.loc[(r["system"] == system) & (r["head"] == head) & (r["group_by"] == "all") & (r["metric"] == metric)]
     return None if hit.empty else hit.iloc[0].to_dict()
@@ -301,7 +303,7 @@ def human_validation_rows(inputs: ReportInputs, report: ValidationReport, run_id
     for head in p.heads:
         coded = codes.loc[codes["head"] == head.head, "code"].notna()
         hit = gates.loc[(gates["system"] == system) & (gates["head"] == head.head)]
-        prec, rec = _overall(report, system, head.head, "precision"), _overall(report, system, head.head, "recall")
+        prec, rec = overall(report, system, head.head, "precision"), overall(report, system, head.head, "recall")
         if not hit.empty:
             g = hit.iloc[0]
             passed, reason, positives = bool(g["passed"]), str(g["reason"]), int(g["coded_positives"])
@@ -361,109 +363,6 @@ def human_code_rows(inputs: ReportInputs, run_id: str) -> list[dict]:
         }
         for c in inputs.human
     ]
-
-
-def _cell(row: dict | None, min_n: int) -> str:
-    if row is None:
-        return "-"
-    if row["value"] is None or pd.isna(row["value"]):
-        if row["n"]:
-            return f"not reported: fewer than the protocol's minimum of {min_n} (n={row['n']})"
-        return "not reported: no coded cases"
-    return f"{row['value']:.2f} [{row['lower']:.2f}, {row['upper']:.2f}]"
-
-
-_HEADER = "| system | precision | recall | F1 | coded positives n | effective n | gate |"
-
-
-def summary_markdown(source: str, report: ValidationReport, protocol: AuditProtocol) -> str:
-    """One Markdown table per head: each system's precision, recall, F1 with 95% intervals, n, Kish n and gate."""
-    label = {
-        HUMAN: "human codes",
-        TRAINED_APART: f"{TRAINED_APART}: human codes of the works that trained or calibrated the classifier "
-        "(reported apart: not in the audited population, never the gate)",
-    }.get(source, f"{source} (MACHINE-ADJUDICATED: not human validation)")
-    parts = [f"**{label}**"]
-    for head in protocol.head_names:
-        rates = report.error_rates
-        systems = sorted(set(rates.loc[rates["head"] == head, "system"]))
-        if not systems:
-            parts.append(f"*{head}*: {NO_CODES}")
-            continue
-        lines = [f"*{head}*", "", _HEADER, "|---|---|---|---|---|---|---|"]
-        for s in systems:
-            p, r, f = (_overall(report, s, head, m) for m in ("precision", "recall", "f1"))
-            g = report.gate.loc[(report.gate["system"] == s) & (report.gate["head"] == head)]
-            gate = "-" if g.empty else str(g.iloc[0]["reason"])
-            n_eff = "-" if r is None or pd.isna(r["n_effective"]) else f"{r['n_effective']:.1f}"
-            cells = " | ".join(_cell(x, protocol.min_n) for x in (p, r, f))
-            lines.append(f"| {s} | {cells} | {r['n'] if r else '-'} | {n_eff} | {gate} |")
-        parts.append("\n".join(lines))
-    return "\n\n".join(parts)
-
-
-def _number(value, digits: int = 3) -> str:
-    return "-" if value is None or pd.isna(value) else f"{float(value):.{digits}f}"
-
-
-def agreement_markdown(report: ValidationReport) -> str:
-    """The inter-coder agreement table (before adjudication) as Markdown: per head Cohen's kappa and Krippendorff's
-    alpha, raw and design-weighted, on the works coded twice."""
-    rows = report.agreement
-    if rows.empty:
-        return "_(no work coded by two coders yet)_"
-    lines = [
-        "| head | statistic | weighting | value | works coded twice | effective n |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in rows.itertuples():
-        value = "undefined" if r.value is None or pd.isna(r.value) else f"{r.value:.3f}"
-        lines.append(f"| {r.head} | {r.statistic} | {r.weighting} | {value} | {r.n} | {_number(r.n_effective, 1)} |")
-    return "\n".join(lines)
-
-
-def prevalence_markdown(report: ValidationReport, min_n: int) -> str:
-    """Prevalence per head as Markdown: the human-only estimate and each system's prediction-powered one with 95%
-    intervals, n and Kish n, and the PPI interval's width against the human-only one."""
-    rows = report.prevalence
-    if rows.empty:
-        return f"_{NO_CODES}_"
-    lines = [
-        "| head | method | estimate [95% CI] | n | effective n | width vs human-only | note |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in rows.to_dict("records"):
-        ratio = r["width_ratio"]
-        if ratio is None or pd.isna(ratio):
-            width = "-"
-        else:
-            width = f"{ratio:.2f}x ({abs(1 - ratio):.0%} {'narrower' if ratio < 1 else 'wider'})"
-        lines.append(
-            f"| {r['head']} | {r['method']} | {_cell(r, min_n)} | {r['n']} | {_number(r['n_effective'], 1)} | "
-            f"{width} | {r['note'] or ''} |"
-        )
-    return "\n".join(lines)
-
-
-def differential_markdown(report: ValidationReport, min_n: int) -> str:
-    """Differential error as Markdown: per system and head, precision and recall with 95% intervals, n and Kish n
-    by language, route, genre (the human code's) and abstract availability."""
-    rates = report.error_rates
-    rates = rates.loc[(rates["group_by"] != "all") & rates["metric"].isin(["precision", "recall"])]
-    if rates.empty:
-        return f"_{NO_CODES}_"
-    lines = [
-        "| system | head | by | group | precision [95% CI] | n (effective) | recall [95% CI] | n (effective) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for (system, head, by, group), part in rates.groupby(["system", "head", "group_by", "group"], sort=True):
-        m = {r["metric"]: r for r in part.to_dict("records")}
-        cells = []
-        for metric in ("precision", "recall"):
-            r = m.get(metric)
-            cells += [_cell(r, min_n), "-" if r is None else f"{r['n']} ({_number(r['n_effective'], 1)})"]
-        lines.append(f"| {system} | {head} | {by} | {group} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 #: What a gate row says; a run whose rows say the same as the newest stored ones appends nothing.

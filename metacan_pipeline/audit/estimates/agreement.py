@@ -1,4 +1,4 @@
-"""Inter-coder agreement of the audit study before adjudication (issue 16, "Estimates"; SPEC section 10).
+"""Inter-coder agreement of the audit study before adjudication (SPEC section 10).
 
 Two independent coders code each sampled work; on a head each gives a value (``0`` / ``1`` on a binary head, a class
 on a categorical one) or answers ``unresolved``. Per head, Cohen's kappa and Krippendorff's alpha (nominal level)

@@ -1,4 +1,4 @@
-"""The validation report of an audit protocol as long tables (issue 16, "Estimates"; SPEC section 10).
+"""The validation report of an audit protocol as long tables (SPEC section 10).
 
 :func:`validation_report` turns the audit sample, the adjudicated human codes, the systems' decisions and their
 frame-wide decision means into five pandas DataFrames, one per future table of the ``validation_report`` asset,
@@ -8,7 +8,7 @@ with the columns of :data:`ERROR_RATE_COLUMNS`, :data:`CONFUSION_COLUMNS`, :data
 Inputs (one row each; extra columns are ignored):
 
 - ``sample``: every sampled work of the protocol's audit sample, :data:`SAMPLE_COLUMNS` (``id``, the design columns
-  of :data:`metacan_pipeline.audit.estimates.DESIGN_COLUMNS`, and the grouping columns :data:`GROUPINGS`). Works
+  of :data:`metacan_pipeline.audit.estimates.design_based.DESIGN_COLUMNS`, and the grouping columns :data:`GROUPINGS`). Works
   that trained or calibrated the classifier under test are the caller's to exclude or to report apart (SPEC
   section 10).
 - ``human_codes``: ``id, head, code``, the adjudicated human code per work and head: 0 / 1, or None (or
@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .agreement import head_agreement
-from .estimates import DEFAULT_MIN_N, DESIGN_COLUMNS, Design, Estimate, confusion, f1, precision, prevalence, recall
+from .design_based import DEFAULT_MIN_N, DESIGN_COLUMNS, Design, Estimate, confusion, f1, precision, prevalence, recall
 from .gate import DEFAULT_THRESHOLDS, GateThresholds, head_gate
 from .ppi import ppi_mean
 

@@ -1,0 +1,173 @@
+"""Agreement and adjudication. Two coders agree when their latest answers are equal on
+:data:`.validate.OUTCOME_FIELDS` (the SPEC section 3 fields but ``confidence``, plus ``unresolved``) and neither is
+unresolved; otherwise the work goes to adjudication, and the latest adjudication that is not itself unresolved is the
+work's final human code. An adjudicator never settles a work they coded."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .answers import AnswersMixin, latest
+from .coders import CodersMixin
+from .errors import CodingError
+from .rules import ADJUDICATOR, CODERS_PER_WORK
+from .validate import OUTCOME_FIELDS
+
+
+class AdjudicationMixin(AnswersMixin, CodersMixin):
+    """The works to adjudicate, the final human codes, the progress of a protocol, and adjudicating."""
+
+    def _states(self, protocol_id: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        """The protocol's tasks and, per work with answers, ``codes`` (latest per coder) and ``adjudication`` (latest)."""
+        with self._read() as con:
+            tasks = [
+                dict(r)
+                for r in con.execute(
+                    "SELECT id, position, evidence_sha256 FROM coding_tasks WHERE protocol_id = ? ORDER BY position, id",
+                    [protocol_id],
+                )
+            ]
+            answers = latest(con, protocol_id)
+        states: dict[str, dict[str, Any]] = {}
+        for a in answers:
+            s = states.setdefault(a["id"], {"codes": [], "adjudication": None})
+            if a["role"] == "code":
+                s["codes"].append(a)
+            elif s["adjudication"] is None or (a["submitted_at"], a["seq"]) > (
+                s["adjudication"]["submitted_at"],
+                s["adjudication"]["seq"],
+            ):
+                s["adjudication"] = a
+        return tasks, states
+
+    @staticmethod
+    def _resolved(state: Mapping[str, Any]) -> bool:
+        adj = state["adjudication"]
+        return adj is not None and not adj["unresolved"]
+
+    @staticmethod
+    def _differing(codes: list[dict[str, Any]]) -> list[str]:
+        a, b = codes[0], codes[1]
+        fields = [f for f in OUTCOME_FIELDS if a[f] != b[f]]
+        if not fields and (a["unresolved"] or b["unresolved"]):
+            fields = ["unresolved"]
+        return fields
+
+    def disagreements(self, protocol_id: str) -> list[dict[str, Any]]:
+        """The works to adjudicate, in queue order: two coders' latest answers differ on an :data:`OUTCOME_FIELDS`
+        field, or one of them is unresolved, and no adjudication that is not itself unresolved exists. Each: ``id``,
+        ``position``, ``fields`` (those that differ), ``answers`` (both, by coder name, each with the evidence version
+        it was shown), ``adjudication`` (the latest unresolved attempt, or None), ``evidence_sha256`` (current)."""
+        tasks, states = self._states(protocol_id)
+        out = []
+        for t in tasks:
+            s = states.get(t["id"])
+            if s is None or len(s["codes"]) < CODERS_PER_WORK or self._resolved(s):
+                continue
+            codes = sorted(s["codes"], key=lambda a: a["coder"])
+            fields = self._differing(codes)
+            if fields:
+                out.append(
+                    {
+                        "id": t["id"],
+                        "position": t["position"],
+                        "fields": fields,
+                        "answers": codes,
+                        "adjudication": s["adjudication"],
+                        "evidence_sha256": t["evidence_sha256"],
+                    }
+                )
+        return out
+
+    def adjudicated_codes(self, protocol_id: str) -> list[dict[str, Any]]:
+        """The final human code per work, in queue order: the latest adjudication that is not unresolved (``basis``
+        ``adjudicated``), else the agreed answer of two coders (``agreed``), else the answer of the only coder so far
+        when it is not unresolved (``single_coder``, flagged ``single_coder=True``). Works awaiting adjudication have
+        none. Each: ``protocol_id``, ``id``, ``position``, ``basis``, ``single_coder``, the :data:`OUTCOME_FIELDS`
+        but ``unresolved``, ``coders``, ``answer_ids`` (the answers it rests on), ``evidence_sha256s`` (what they saw)."""
+        tasks, states = self._states(protocol_id)
+        out = []
+        for t in tasks:
+            s = states.get(t["id"])
+            if s is None or not s["codes"]:
+                continue
+            codes = sorted(s["codes"], key=lambda a: a["coder"])
+            if self._resolved(s):
+                basis, final, used = "adjudicated", s["adjudication"], [*codes, s["adjudication"]]
+            elif len(codes) >= CODERS_PER_WORK and not self._differing(codes):
+                basis, final, used = "agreed", codes[0], codes
+            elif len(codes) == 1 and not codes[0]["unresolved"]:
+                basis, final, used = "single_coder", codes[0], codes
+            else:
+                continue
+            row = {"protocol_id": protocol_id, "id": t["id"], "position": t["position"], "basis": basis}
+            row["single_coder"] = len(codes) == 1
+            row.update({f: final[f] for f in OUTCOME_FIELDS if f != "unresolved"})
+            row["coders"] = [a["coder"] for a in codes]
+            row["answer_ids"] = [a["answer_id"] for a in used]
+            row["evidence_sha256s"] = sorted({a["evidence_sha256"] for a in used})
+            out.append(row)
+        return out
+
+    def task_progress(self, protocol_id: str) -> dict[str, Any]:
+        """Counts of a protocol: ``tasks``, ``no_coder``, ``one_coder``, ``two_coders``, ``agreed``,
+        ``disagreements`` (awaiting adjudication), ``adjudicated``, ``final_codes`` (works with a final human code,
+        single-coder ones included), ``answers`` (rows appended) and ``by_coder`` (works each coder has answered)."""
+        tasks, states = self._states(protocol_id)
+        counts: dict[str, Any] = dict.fromkeys(
+            ("tasks", "no_coder", "one_coder", "two_coders", "agreed", "disagreements", "adjudicated"), 0
+        )
+        by_coder: dict[str, int] = {}
+        counts["tasks"] = len(tasks)
+        for t in tasks:
+            s = states.get(t["id"], {"codes": [], "adjudication": None})
+            n = len(s["codes"])
+            counts[("no_coder", "one_coder")[n] if n < 2 else "two_coders"] += 1
+            for a in s["codes"]:
+                by_coder[a["coder"]] = by_coder.get(a["coder"], 0) + 1
+            if n >= CODERS_PER_WORK:
+                if self._resolved(s):
+                    counts["adjudicated"] += 1
+                elif self._differing(sorted(s["codes"], key=lambda a: a["coder"])):
+                    counts["disagreements"] += 1
+                else:
+                    counts["agreed"] += 1
+        counts["final_codes"] = len(self.adjudicated_codes(protocol_id))
+        with self._read() as con:
+            counts["answers"] = con.execute(
+                "SELECT count(*) FROM coding_answers WHERE protocol_id = ?", [protocol_id]
+            ).fetchone()[0]
+        counts["by_coder"] = dict(sorted(by_coder.items()))
+        return counts
+
+    def adjudication_queue(self, protocol_id: str, adjudicator: str) -> tuple[list[dict[str, Any]], int]:
+        """The disagreements (:meth:`disagreements`) ``adjudicator`` may settle, and how many others are left to
+        another adjudicator because ``adjudicator`` coded the work themselves (an adjudicator is never one of the
+        two coders whose answers they settle)."""
+        items = self.disagreements(protocol_id)
+        mine = [d for d in items if adjudicator not in {a["coder"] for a in d["answers"]}]
+        return mine, len(items) - len(mine)
+
+    def adjudicate(
+        self, protocol_id: str, work_id: str, adjudicator: str, answer: Mapping[str, Any], *, evidence_sha256: str
+    ) -> str:
+        """Append an adjudication (:meth:`submit` with role ``adjudication``) by a coder holding the adjudicator
+        role who did not code the work; returns its ``answer_id``. Refused (:class:`CodingError`) otherwise."""
+        if not self.has_role(adjudicator, ADJUDICATOR):
+            raise CodingError("coder", f"coder {adjudicator!r} is not an adjudicator")
+        with self._read() as con:
+            own = con.execute(
+                "SELECT 1 FROM coding_answers WHERE protocol_id = ? AND id = ? AND coder = ? AND role = 'code'",
+                [protocol_id, work_id, adjudicator],
+            ).fetchone()
+        if own is not None:
+            raise CodingError("coder", f"{adjudicator} coded {work_id}: another adjudicator settles it")
+        # only a disagreement is adjudicated (again, if need be: the latest adjudication counts); an agreed code is
+        # the human code, and an adjudication posted over it would replace what the two coders said
+        codes = sorted(self._states(protocol_id)[1].get(work_id, {"codes": []})["codes"], key=lambda a: a["coder"])
+        if len(codes) < CODERS_PER_WORK or not self._differing(codes):
+            raise CodingError("id", f"{work_id} has no disagreement to settle: its two coders have not disagreed")
+        return self.submit(
+            protocol_id, work_id, adjudicator, answer, role="adjudication", evidence_sha256=evidence_sha256
+        )

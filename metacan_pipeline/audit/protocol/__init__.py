@@ -1,0 +1,1 @@
+"""The audit protocol, locked before any coding, and the audit sample's design."""
