@@ -250,7 +250,8 @@ def release_command(
     import dagster as dg
 
     from .definitions import build_resources
-    from .release.assets import ReleaseConfig, release, release_matches_its_hashes
+    from .release.assets import ReleaseConfig, release
+    from .release.checks import release_matches_its_hashes
     from .release.bundle import ReleaseError, check_version
     from .storage import default_data_dir
 

@@ -1,8 +1,9 @@
-"""Publishing assets: ``work_records`` with ``work_lineage`` (JSON records and their lineage), the blocking
-check ``records_may_ship``, ``work_pages`` (HTML).
+"""Publishing assets: ``work_records`` with ``work_lineage`` (JSON records and their lineage) and ``work_pages``
+(HTML); their blocking checks are in :mod:`.checks`.
 
-The assets orchestrate; the work is in :mod:`.records` (the records and their query), :mod:`.lineage`,
-:mod:`.manifest` (which pages to render) and :mod:`.pages` (rendering and writing the site). Upstream
+The assets orchestrate; the work is in :mod:`.records` (a record), :mod:`.record_inputs` (their query),
+:mod:`.record_build` (the table, built in worker processes), :mod:`.lineage`, :mod:`.manifest` (which pages to
+render), :mod:`.pages` (rendering) and :mod:`.page_writer` (writing the site). Upstream
 stages are named by asset key, the teachers by the registry (:mod:`metacan_pipeline.teachers.registry`).
 """
 
@@ -17,7 +18,8 @@ from pydantic import Field
 
 from ..meta import counts_markdown, table_metadata
 from ..openalex.api import DEFAULT_BASE_URL
-from ..release.layer import layer_rule, passed_heads
+from ..release.gate import read_passing_heads
+from ..release.layer import layer_rule
 from ..settings import API_URL_ENV
 from ..storage import MetacanStorage, process_tag, sweep_dead
 from ..tables.publish import LINEAGE_SCHEMA, PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
@@ -25,7 +27,6 @@ from ..teachers.qualification import qualification_notes
 from ..teachers.registry import load_qualification, load_registry, load_roles
 from ..vocab import SAMPLE_TEACHER
 from .abstracts import AbstractFetcher
-from .human_layer import read_passing_heads
 from .lineage import build_lineage
 from .manifest import (
     newest_render,
@@ -35,18 +36,17 @@ from .manifest import (
     withdraw,
     works_gone,
 )
-from .pages import PageWriter, SiteIndex, environment, run_context, stream_records, write_index
-from .records import (
-    SCHEMA_PATH,
+from .page_writer import PageWriter, SiteIndex, stream_records, write_index
+from .pages import environment, run_context
+from .record_build import (
     RecordBuild,
-    RecordInputError,
     RecordWorkerDied,
-    check_records,
     count_changed,
     keep_previous_hashes,
     record_workers,
     write_records,
 )
+from .records import SCHEMA_PATH, RecordInputError
 
 WORK_RECORDS = dg.AssetKey("work_records")
 WORK_LINEAGE = dg.AssetKey("work_lineage")
@@ -154,38 +154,6 @@ def _lineage_metadata(storage: MetacanStorage, n: int) -> dict:
     )
 
 
-@dg.asset_check(
-    asset=WORK_RECORDS,
-    blocking=True,
-    description="SPEC sections 8 and 9: every record matches the JSON Schema; no score_only row carries a category; "
-    "every category carries source and status; no classifier category on a rolling-layer work from a version and head "
-    "that has not passed human validation.",
-)
-def records_may_ship(storage: MetacanStorage) -> dg.AssetCheckResult:
-    """Fails (and, being blocking, stops ``work_pages``) when any record breaks SPEC section 8 or the schema.
-
-    Each record is validated against ``publish/work_record.schema.json`` (JSON Schema draft-07, compiled by
-    fastjsonschema; the first error per record is reported) and
-    :func:`.records.ship_violations` and :func:`metacan_pipeline.release.layer.rolling_violations`, file by file in
-    worker processes (:func:`.records.check_records`). Metadata: the number of violating records and up to 20
-    violations, each naming the work id and the field.
-    """
-    with storage.connect() as con:
-        passed = passed_heads(con)
-    try:
-        checked, bad, violations = check_records(storage, passed, record_workers())
-    except RecordWorkerDied as exc:
-        raise dg.Failure(description=str(exc), allow_retries=False) from None
-    return dg.AssetCheckResult(
-        passed=bad == 0,
-        metadata={
-            "records_checked": checked,
-            "violating_records": bad,
-            "violations": dg.MetadataValue.json(violations[:20]),
-        },
-    )
-
-
 class PagesConfig(dg.Config):
     """Run configuration of ``work_pages`` (Dagster launchpad: ``ops: work_pages: config:``)."""
 
@@ -226,7 +194,7 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     plan, so memory does not grow with the frame (:func:`.manifest.pages_to_render`).
     The index (search and filters, :func:`.pages.render_index`) is rewritten when its content changed; it lists
     at most :data:`.pages.INDEX_MAX_WORKS` works, the newest, and says so when the frame holds more.
-    Which pages to render: :mod:`.manifest`; writing them: :class:`.pages.PageWriter`.
+    Which pages to render: :mod:`.manifest`; writing them: :class:`.page_writer.PageWriter`.
     """
     started = time.perf_counter()
     try:
