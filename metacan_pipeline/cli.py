@@ -468,7 +468,8 @@ def evaluate_pilot_command(
 
 def _evaluate_frame1k(folder: Path, features: list[str], labels: list[str] | None, folds: int) -> None:
     from .reports import frame1k_note
-    from .student.pilot_eval import FRAME1K_ARMS, evaluate_frame1k, format_frame1k_table, frame1k_works
+    from .student.pilot_frame1k import evaluate_frame1k, format_frame1k_table, frame1k_works
+    from .teachers.reference import FRAME1K_ARMS
 
     results = []
     try:

@@ -24,7 +24,8 @@ from ..tables.openalex import INVENTORY_SCHEMA
 from . import parts
 from .entities import EntityLists
 from .merge import PREVIEW_COLUMNS, FrameSummary, MergeResult
-from .parts import ClusterError, InputChanged, PartJob, build_parts
+from .cluster import ClusterError, build_parts
+from .parts import InputChanged, PartJob
 
 
 def _folder_list(roots: list[Path]) -> str:
@@ -112,7 +113,7 @@ def run_part_builds(
     workers: int,
     scheduler: str | None = None,
 ) -> tuple[list[dict], str]:
-    """Build the parts ``todo`` (:func:`.parts.build_parts`: on the Dask scheduler at ``scheduler``, else a local
+    """Build the parts ``todo`` (:func:`.cluster.build_parts`: on the Dask scheduler at ``scheduler``, else a local
     cluster of ``workers`` processes) with a progress bar in bytes, logging where they are built, each part, and a
     warning on a record count that disagrees with the snapshot manifest; returns their manifest rows and the
     sentence saying where they were built. A file changed since the inventory stops the build with a dg.Failure

@@ -1,19 +1,20 @@
-"""Student assets: ``student_heads``, ``predictions`` (SPEC section 6) and ``machine_scores`` (SPEC section 7).
+"""Student assets: ``student_heads``, ``predictions`` (SPEC section 6), ``machine_scores`` (SPEC section 7) and
+``prevalence`` (SPEC sections 5-6). Their checks are in :mod:`.checks`.
 
 ``student_heads`` trains, per teacher, 11 binary and 3 categorical heads on the title-only view,
 excluding every work of a held-out venue (:mod:`.holdout`), evaluates them on the frozen holdout
 (:mod:`.evaluation`), applies the support gate, and publishes the result as an immutable model version
 (:mod:`.models`); the training itself is :mod:`.training`. ``predictions`` scores every frame work in
 batches (:mod:`.scoring`) and derives quota-calibrated decisions, candidate and consensus in DuckDB
-(:mod:`.predicting`). ``machine_scores`` runs one active-learning round (:mod:`.rounds`).
+(:mod:`.predicting`). ``machine_scores`` runs one active-learning round (:mod:`.rounds`). ``prevalence``
+estimates the rate of every category (:mod:`.prevalence`).
 
 Inputs are named by asset key (``direct_labels_<teacher>`` of the census and the sample teacher,
-:mod:`.roles`; ``sample_design``): no other stage's assets module is imported. The modules that need
-scikit-learn are imported inside the assets: it takes about 4 s to import, and every step process of a run
-launched from the Dagster UI imports this module.
+:mod:`.roles`; ``sample_design``): no other stage's assets module is imported. The modules that import
+scikit-learn at their top (:mod:`.training`, :mod:`.evaluation`, :mod:`.rounds`) are imported inside the assets
+that use them: scikit-learn takes about 4 s to import, and every step process of a run launched from the Dagster UI
+imports this module.
 """
-
-from typing import TYPE_CHECKING
 
 import dagster as dg
 import pyarrow as pa
@@ -21,13 +22,21 @@ from pydantic import Field
 
 from ..meta import counts_markdown, png_markdown, table_metadata
 from ..storage import MetacanStorage
-from ..tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA, THRESHOLDS_SCHEMA, TRAINING_SET_SCHEMA
+from ..tables.student import (
+    HEADS_SCHEMA,
+    MACHINE_SCHEMA,
+    PRED_SCHEMA,
+    PREVALENCE_SCHEMA,
+    THRESHOLDS_SCHEMA,
+    TRAINING_SET_SCHEMA,
+)
+from ..teachers.registry import TeacherSpec, load_registry
 from .features import FEATURE_KINDS
 from .holdout import HOLDOUT_VERSION
+from .models import StudentBundle, load_published, model_path
+from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
+from .prevalence import metaresearch_markdown, prevalence_rows
 from .roles import CENSUS, SAMPLE, direct_labels_key, teacher_standing
-
-if TYPE_CHECKING:
-    from .models import StudentBundle
 
 #: The inputs every student asset reads: both student teachers' direct labels and the sample design.
 STUDENT_INPUTS = [direct_labels_key(CENSUS), direct_labels_key(SAMPLE), "sample_design"]
@@ -56,12 +65,10 @@ class StudentConfig(dg.Config):
 
 
 def _heads_metadata(
-    storage: MetacanStorage, bundle: "StudentBundle", reused: bool, rows: list[dict], holdout: int, pngs: dict
+    storage: MetacanStorage, bundle: StudentBundle, reused: bool, rows: list[dict], holdout: int, pngs: dict
 ) -> dict:
     """The ``student_heads`` metadata: the table, the model file and version, the training and holdout sizes,
     how many heads carry decisions, and a reliability plot per teacher."""
-    from .models import model_path
-
     gated = sum(1 for g in bundle.gates.values() if g.passed)
     return table_metadata(
         HEADS_SCHEMA,
@@ -122,6 +129,7 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     ``data/models/<model_version>.joblib``, published once and immutable (:mod:`.models`): a
     re-materialization with the same labels reuses it and recomputes only the metrics.
     """
+    # lazy: both import scikit-learn (about 4 s), which only this asset's step needs
     from .evaluation import holdout_metric_rows, write_reliability_plots
     from .training import load_training_inputs, train_or_load, training_set_table
 
@@ -197,9 +205,6 @@ def predictions(context: dg.AssetExecutionContext, storage: MetacanStorage):
     Raises ValueError without ``student_heads`` and :class:`~.models.ModelVersionError` when the published
     model file is missing or altered.
     """
-    from .models import load_published
-    from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
-
     model_version = current_model_version(storage)
     bundle = load_published(storage, model_version)
     if bundle is None:
@@ -272,6 +277,7 @@ def machine_scores(
     (:data:`MACHINE_SCHEMA`), ``machine_rounds``, ``machine_round_scores`` and ``machine_round_proposals``
     in DuckDB.
     """
+    # lazy: rounds imports scikit-learn and scipy (about 4 s), which only this asset's step needs
     from .rounds import (
         ARMS,
         TARGET,
@@ -324,4 +330,45 @@ def machine_scores(
             "rounds": dg.MetadataValue.md(rounds_markdown(storage)),
             "next_batch": dg.MetadataValue.md(proposals_markdown(proposed)),
         }
+    )
+
+
+#: The teacher registry the rates read (one ``direct_labels_<name>`` asset per teacher).
+REGISTRY: dict[str, TeacherSpec] = load_registry()
+
+
+@dg.asset(
+    group_name="scoring",
+    kinds={"python", "parquet"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=["predictions", "imported_labels", *(direct_labels_key(name) for name in REGISTRY)],
+)
+def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+    """Prevalence per category (SPEC sections 5-6). Rows of table ``prevalence``
+    (`PREVALENCE_SCHEMA`), one per population, category and method (`prevalence.prevalence_rows`):
+
+    - ``design_weighted_teacher_rate``: each teacher's rate with a design-based 95% CI
+      (`prevalence.stratified_rate`). Population ``frame``: a teacher covering all works is a census of the
+      frame (weight 1, one stratum, no sampling variance); a sample teacher uses ``sample_design``
+      (stratum, design weight). Population ``import:<source>``: imported teachers with their source's
+      ``imported_design`` (e.g. the MetaCan pilot's strata and weights).
+    - ``classify_and_count``: the share of frame works whose ``predictions.candidate_categories`` (and,
+      method ``classify_and_count_consensus``, ``consensus_categories``) holds the category; no CI.
+    - ``screener_swap_range``: per population, the lowest and highest teacher rate (``ci_low`` /
+      ``ci_high`` hold the range, ``rate`` its midpoint): what changes when another teacher is called
+      the screener, the honest uncertainty the original system reported.
+    """
+    rows = prevalence_rows(storage, REGISTRY)
+    table = pa.Table.from_pylist(rows, schema=PREVALENCE_SCHEMA)
+    storage.write_table("prevalence", table, schema=PREVALENCE_SCHEMA)
+    context.log.info(f"prevalence: {len(rows)} rows over {len({r['population'] for r in rows})} populations")
+    return dg.MaterializeResult(
+        metadata=table_metadata(
+            PREVALENCE_SCHEMA,
+            table.num_rows,
+            rows[:10],
+            None,
+            metaresearch=dg.MetadataValue.md(metaresearch_markdown(rows)),
+        )
     )

@@ -58,12 +58,12 @@ from .features import STUDENT_FIELDS, make_features, transform
 from .heads import BinaryHead
 from .holdout import freeze_holdout, frozen_among
 from .models import Scorer
-from .roles import CENSUS, SAMPLE, STUDENT_TEACHERS, direct_labels_key
+from .roles import CENSUS, SAMPLE, ROLE_TEACHERS, direct_labels_key
 from .scoring import BATCH_SIZE, score_batches, score_column, scratch_connection, student_texts
 from .training import CENSUS_LABELS_MAX, frame_rows_for, frame_venues, outside_holdout, teacher_call_labels
 
-#: One arm per student teacher, sample teacher first (:data:`~.roles.STUDENT_TEACHERS`).
-ARMS = STUDENT_TEACHERS
+#: One arm per student teacher, sample teacher first (:data:`~.roles.ROLE_TEACHERS`).
+ARMS = ROLE_TEACHERS
 ACTIVE_BATCH = ACTIVE_LEARNING_BATCH
 ROUNDS_CODE_VERSION = "machine-rounds-v1"
 AP_GAIN_MAX, AP_WINDOW = 0.02, 5  # SPEC section 7

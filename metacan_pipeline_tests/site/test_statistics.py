@@ -36,7 +36,7 @@ def world(tmp_path_factory, openalex_dir):
     from metacan_pipeline.publish.assets import work_records
     from metacan_pipeline.publish.checks import records_may_ship
     from metacan_pipeline.site.assets import site_database
-    from metacan_pipeline.student.prevalence import prevalence
+    from metacan_pipeline.student.assets import prevalence
 
     storage = MetacanStorage(data_dir=str(tmp_path_factory.mktemp("stats") / "data"))
     frame = site_world(storage, openalex_dir)

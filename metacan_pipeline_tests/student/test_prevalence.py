@@ -6,7 +6,8 @@ import dagster as dg
 import pytest
 
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.student.prevalence import prevalence, stratified_rate
+from metacan_pipeline.student.assets import prevalence
+from metacan_pipeline.student.prevalence import stratified_rate
 from metacan_pipeline.teachers.import_assets import ImportedLabelsConfig, imported_labels
 from metacan_pipeline_tests.builders import SHARED
 
@@ -283,7 +284,8 @@ def test_the_rates_from_duckdb_cells_are_those_of_the_python_rows(tmp_path):
     same order, every count, text and None the same; the floats agree to 1e-12 relative (the sums run over cells
     instead of works, so the last bits of a sum differ: measured up to 1e-14 relative, the pilot's weight total
     5493.000000000001 where the sum over works gave 5493.000000000053), the census teacher's rates exactly."""
-    from metacan_pipeline.student.prevalence import REGISTRY, prevalence_rows
+    from metacan_pipeline.student.assets import REGISTRY
+    from metacan_pipeline.student.prevalence import prevalence_rows
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     _write_prevalence_world(storage)
