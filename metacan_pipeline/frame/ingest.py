@@ -1,4 +1,4 @@
-"""The Dagster side of a frame build (SPEC section 2; issue 3): the failures that tell a person what
+"""The Dagster side of a frame build (SPEC section 2): the failures that tell a person what
 to materialize, the part builds with their progress and log lines, and the metadata of
 ``openalex_inventory``, ``frame_parts`` and ``frame``. The work itself is in :mod:`.parts` (one
 input file at a time) and :mod:`.merge` (the merge); the assets in :mod:`.assets` only orchestrate.

@@ -1,4 +1,4 @@
-"""The frame merge (SPEC section 2 in full; issue 3): every finished part in, one frame out.
+"""The frame merge (SPEC section 2 in full): every finished part in, one frame out.
 
 Per work id the newest version wins (newest ``updated_date``, then the later file in sort order, then
 the later record in the file); ids in ``merged_ids/works`` (merged, or deleted when ``merge_into_id``

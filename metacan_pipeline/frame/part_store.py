@@ -1,4 +1,4 @@
-"""Finished parts in object storage (``METACAN_PARTS_URL``, issue 17): part builds on workers that share no disk.
+"""Finished parts in object storage (``METACAN_PARTS_URL``): part builds on workers that share no disk.
 
 Object storage has no rename, so a part is published in two steps instead of a folder renamed into place:
 

@@ -61,7 +61,7 @@ PART_CODE_VERSION = (
 )
 
 #: Frame rows before admission (no ``frame_build_id`` yet: the merge stamps it).
-#: One row per finished part (the build manifest of issue 3).
+#: One row per finished part (the build manifest).
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
 
     Fields: bibliographic record, routes and their evidence, retraction, the direct labels of every
     registry teacher (with source and status), the hybrid prediction, the machine scores, and
-    ``lineage`` (:mod:`.lineage`: frame build and its run, input part or archived API response,
+    ``lineage`` (`lineage`: frame build and its run, input part or archived API response,
     entity-list and lexicon versions, every teacher call with model, prompt version, request hash and
     time, the model version and the run of each stage). Every record validates against
     ``publish/work_record.schema.json`` (the blocking check ``records_may_ship`` enforces it).
@@ -101,8 +101,8 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     ``record_hash`` = SHA-256/16 of the JSON text). Nothing reaches ``data/site`` here: ``work_pages``
     publishes a record's file with its page, after the blocking check has passed.
     Raises ``dg.Failure`` naming the id when the frame holds one work twice or an id that is not ``^W\\d+$``
-    (:class:`.records.RecordBatches`). The records are built by range of ids, one process per core
-    (:func:`.records.write_records`); the record query is :func:`.records.record_inputs`.
+    (`records.RecordBatches`). The records are built by range of ids, one process per core
+    (`record_build.write_records`); the record query is `record_inputs.record_inputs`.
     """
     tables = label_tables()
     n_lineage = build_lineage(storage, tables)
@@ -187,14 +187,14 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     Incremental: a page is rendered only when its record's hash differs from the one it was last
     rendered from (table ``page_manifest``), its file is missing, or the config asks for it; a re-run
     with nothing changed writes no page. Abstracts of the works rendered are fetched live from the
-    OpenAlex API in batches of 50 ids (:class:`.abstracts.AbstractFetcher`), held in memory only;
+    OpenAlex API in batches of 50 ids (`abstracts.AbstractFetcher`), held in memory only;
     the page says whether the work has no abstract or the fetch failed just now. Records are streamed;
     pages are written in chunks of about 2,000 and ``page_manifest`` is updated after each, so an
     interrupted run resumes. Which pages to render is decided in DuckDB and the records are streamed with that
-    plan, so memory does not grow with the frame (:func:`.manifest.pages_to_render`).
-    The index (search and filters, :func:`.pages.render_index`) is rewritten when its content changed; it lists
-    at most :data:`.pages.INDEX_MAX_WORKS` works, the newest, and says so when the frame holds more.
-    Which pages to render: :mod:`.manifest`; writing them: :class:`.page_writer.PageWriter`.
+    plan, so memory does not grow with the frame (`manifest.pages_to_render`).
+    The index (search and filters, `pages.render_index`) is rewritten when its content changed; it lists
+    at most `pages.INDEX_MAX_WORKS` works, the newest, and says so when the frame holds more.
+    Which pages to render: `manifest`; writing them: `page_writer.PageWriter`.
     """
     started = time.perf_counter()
     try:

@@ -103,8 +103,8 @@ def records_may_ship(storage: MetacanStorage) -> dg.AssetCheckResult:
 
     Each record is validated against ``publish/work_record.schema.json`` (JSON Schema draft-07, compiled by
     fastjsonschema; the first error per record is reported) and
-    :func:`.records.ship_violations` and :func:`metacan_pipeline.release.layer.rolling_violations`, file by file in
-    worker processes (:func:`.record_check.check_records`). Metadata: the number of violating records and up to 20
+    `records.ship_violations` and `release.layer.rolling_violations`, file by file in
+    worker processes (`record_check.check_records`). Metadata: the number of violating records and up to 20
     violations, each naming the work id and the field.
     """
     with storage.connect() as con:

@@ -182,7 +182,7 @@ def _page_folder(version: str | None, wid: str) -> str:
 def page_path(record: dict) -> str:
     """The page of a work relative to the site root: ``works/<model_version>/<id>.html``
     (``works/unscored/<id>.html`` when the work has no prediction), so a page's permalink pins the
-    model version it shows (issue 6).
+    model version it shows.
 
     Raises ValueError naming the value when the id is not a short work id (``^W\\d+$``,
     openalex.ids.is_work_id) or the model version is not a safe folder name (see ``_VERSION_RE``;

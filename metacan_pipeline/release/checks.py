@@ -14,7 +14,7 @@ from .layer import releases_root
     "lists has its SHA-256 and size, no file is unlisted, SHA256SUMS agrees.",
 )
 def release_matches_its_hashes(storage: MetacanStorage) -> dg.AssetCheckResult:
-    """Re-hash every registered release bundle (:func:`.bundle.verify`); fails, naming the file, on any difference."""
+    """Re-hash every registered release bundle (`bundle.verify`); fails, naming the file, on any difference."""
     problems: list[str] = []
     rows = registered(storage)
     for row in rows:

@@ -12,7 +12,7 @@ from .design import DESIGN_INPUT_COLUMNS, META_SIGNALS, EnrichmentRule, StrataSp
 
 
 class EnrichmentStratumConfig(dg.Config):
-    """An enrichment stratum (:class:`~.design.EnrichmentRule`): title regex and/or venue ids, its own fraction."""
+    """An enrichment stratum (`design.EnrichmentRule`): title regex and/or venue ids, its own fraction."""
 
     name: str
     title_pattern: str = ""

@@ -110,23 +110,23 @@ def _heads_metadata(
 def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, storage: MetacanStorage):
     """Per teacher, 11 binary and 3 categorical student heads on the title-only view (SPEC section 6).
 
-    Training data (:mod:`.training`): the census teacher's (gemma's) labelled teacher calls (unweighted; at most
-    :data:`~.training.CENSUS_LABELS_MAX` works, a salted-hash subsample above it)
+    Training data (`training`): the census teacher's (gemma's) labelled teacher calls (unweighted; at most
+    `training.CENSUS_LABELS_MAX` works, a salted-hash subsample above it)
     and the sample teacher's (codex's) on the design-weighted sample (weights ``1/pi`` from
-    ``sample_design``), minus every work of a held-out venue (:mod:`.holdout`). Features:
+    ``sample_design``), minus every work of a held-out venue (`holdout`). Features:
     ``config.features`` (TF-IDF by default), fitted on the training texts. A head whose labels hold one
     class is a constant head (its rate, ranks nothing).
 
-    Metrics per head (:func:`~.evaluation.holdout_metric_rows`), on the frozen holdout's labelled works only
+    Metrics per head (`evaluation.holdout_metric_rows`), on the frozen holdout's labelled works only
     (codex: design-weighted): positives, Kish effective sample size of the positive weights, AP, AUROC,
     expected calibration error (binary), top-1 accuracy and ECE (categorical), and a reliability plot per
     teacher (PNG, in the metadata and under ``data/reports/<model_version>/``). Support gate: both teachers
     >= 20 positives and Kish ESS >= 10. The decision rate of a gated head (for quota calibration) is the
     design-weighted codex rate over all its sample labels.
 
-    Output: table ``student_heads`` (one row per teacher and head, :data:`HEADS_SCHEMA`), table
+    Output: table ``student_heads`` (one row per teacher and head, `HEADS_SCHEMA`), table
     ``student_training_set`` (which works trained which teacher's heads), and the model file
-    ``data/models/<model_version>.joblib``, published once and immutable (:mod:`.models`): a
+    ``data/models/<model_version>.joblib``, published once and immutable (`models`): a
     re-materialization with the same labels reuses it and recomputes only the metrics.
     """
     # lazy: both import scikit-learn (about 4 s), which only this asset's step needs
@@ -201,8 +201,8 @@ def predictions(context: dg.AssetExecutionContext, storage: MetacanStorage):
     ``teacher_disagreement_score`` = max over the 11 binary targets of |codex score - gemma label|,
     ``threshold_uncertainty_score`` = max over gated codex heads of clamp01(1 - |s - t| / (t if s < t else
     1 - t)); every row ``prediction_status = machine_predicted_unvalidated``. Output: ``warehouse/predictions``
-    (:data:`PRED_SCHEMA`). "codex" is the sample teacher, "gemma" the census teacher (:mod:`.roles`).
-    Raises ValueError without ``student_heads`` and :class:`~.models.ModelVersionError` when the published
+    (`PRED_SCHEMA`). "codex" is the sample teacher, "gemma" the census teacher (`roles`).
+    Raises ValueError without ``student_heads`` and `models.ModelVersionError` when the published
     model file is missing or altered.
     """
     model_version = current_model_version(storage)
@@ -267,14 +267,14 @@ def machine_scores(
 ) -> dg.MaterializeResult:
     """Active-learning student scores; each materialization with new teacher labels is one round (SPEC section 7).
 
-    One TF-IDF + logistic-regression arm per teacher on ``metaresearch`` (:mod:`.rounds`), trained outside
+    One TF-IDF + logistic-regression arm per teacher on ``metaresearch`` (`rounds`), trained outside
     the held-out venues; ``score_<arm>`` per frame work (in batches) and ``score_spread`` = max - min over
     arms. The maturity gate (AP gain < 2% over 5 rounds, churn < 0.05 and Spearman rho > 0.98 for 3 rounds
     running, all on the frozen holdout) sets ``validation_status`` (``score_only:mature`` or
     ``score_only:v0-immature-baseline``) and ``rounds_run``; scores never assert a category. A new round
     proposes the next teacher batch (table ``machine_round_proposals``, recorded with the round; the asset
     ``label_batches`` then adds them to batch ``active_learning``). Tables: ``warehouse/machine_scores``
-    (:data:`MACHINE_SCHEMA`), ``machine_rounds``, ``machine_round_scores`` and ``machine_round_proposals``
+    (`MACHINE_SCHEMA`), ``machine_rounds``, ``machine_round_scores`` and ``machine_round_proposals``
     in DuckDB.
     """
     # lazy: rounds imports scikit-learn and scipy (about 4 s), which only this asset's step needs

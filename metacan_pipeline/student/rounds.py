@@ -1,4 +1,4 @@
-"""Machine scores: the active-learning student, retrained in rounds (SPEC section 7, issue 5).
+"""Machine scores: the active-learning student, retrained in rounds (SPEC section 7).
 
 One TF-IDF + logistic-regression *arm* per teacher (gemma, codex) on the ``metaresearch`` target,
 trained on every labelled teacher call of that teacher outside the held-out venues (unweighted: the
@@ -9,7 +9,7 @@ idle re-runs would "pass" the gate by not moving).
 
 Per round, on the frozen holdout (:mod:`.holdout`), the arms' scores are stored
 (``machine_round_scores``) so that every later round compares all rounds on the same works and the
-same, current labels. Neither the holdout nor its scores become Python objects (issue 17: at 4.3 million
+same, current labels. Neither the holdout nor its scores become Python objects (at 4.3 million
 frame works the holdout holds hundreds of thousands of works): the holdout is scored in record batches
 (:func:`store_holdout_scores`), and the gate reads the stored scores one round (and the round before it) of
 one arm at a time as numpy arrays (:func:`maturity_gate`). The *maturity gate* passes when, for every arm:

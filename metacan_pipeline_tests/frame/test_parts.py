@@ -416,8 +416,7 @@ def test_remote_build_scratch_does_not_use_a_shared_folder_it_does_not_own(tmp_p
     """``<tmp>/metacan-part-builds-<uid>`` has a name anyone on the machine can guess, in a /tmp everyone writes to.
     A symlink put there (by another user, or left over) must not take the builds elsewhere and make them delete that
     folder's entries; a file there must not stop every build bound for object storage; a folder of another owner or
-    that others may write to is not used. Before: the symlink was followed and the target's 'dead build' removed,
-    and a file made each remote part build fail with FileExistsError. Such a root gets a private folder as before."""
+    that others may write to is not used. Such a root gets a private folder instead."""
     import tempfile
 
     from metacan_pipeline.frame.parts import remote_build_scratch

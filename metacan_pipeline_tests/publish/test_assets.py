@@ -292,8 +292,8 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
 def test_each_range_of_a_records_build_spills_to_its_own_folder(tmp_path, openalex_dir, monkeypatch):
     """The ranges of work_records run side by side in worker processes, each with its own DuckDB: DuckDBs spilling to
     one folder write the same file names (duckdb_temp_storage_DEFAULT-0.tmp) and crash or read each other's blocks
-    (duckdb issue 15173; two processes sorting past their memory_limit in one temp_directory segfaulted here).
-    Before: every range spilled to warehouse/.spill-records. Each range's folder is gone after the build."""
+    (duckdb issue 15173: two processes sorting past their memory_limit in one temp_directory segfault). Each range
+    spills to a folder of its own under warehouse/.spill-records, gone after the build."""
     from metacan_pipeline.publish import record_build
     from metacan_pipeline_tests.builders import site_world
 
@@ -364,8 +364,8 @@ def _spawned_workers(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_dir):
     """A step process SIGKILLed during a work_records build (an OOM kill, `kill -9`, a supervisor's timeout): its
-    worker processes end too, and the next build removes its folder. Before: they built the ranges already queued into the dead build's folder, then waited
-    for work forever (two idle ~350 MB processes per kill, found still there minutes later)."""
+    worker processes end too (none goes on building the queued ranges into the dead build's folder, nor waits for
+    work forever), and the next build removes its folder."""
     import os
     import signal
     import time
@@ -391,7 +391,7 @@ def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_
         assert not _alive(workers), f"worker processes {workers} outlived the killed build"
         left = list(storage.warehouse.glob(".work_records.build-*"))
         assert [p.name.split("-")[2] for p in left] == [f"pid{proc.pid}"]  # the killed build's folder, named for it
-        # the next build removes it (before: it stayed, GBs at 4.3M works) and builds the table whole
+        # the next build removes it (GBs at 4.3M works) and builds the table whole
         dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
         assert not list(storage.warehouse.glob(".work_records.build-*"))
         assert storage.read_table("work_records", ["id"]).num_rows == 30
@@ -403,8 +403,8 @@ def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_
 
 def test_a_records_worker_killed_mid_build_stops_the_build_with_what_to_do(tmp_path, openalex_dir):
     """A worker process SIGKILLed mid-range (what the OOM killer does): the build stops with a sentence naming the
-    likely cause and the setting to lower, the previous table and no build folder are left. Before: the pool's
-    generic "A process in the process pool was terminated abruptly"."""
+    likely cause and the setting to lower (not the pool's generic "A process in the process pool was terminated
+    abruptly"), the previous table and no build folder are left."""
     import subprocess
 
     import pyarrow.parquet as pq
@@ -446,10 +446,10 @@ def _alive(pids: list[int]) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 def test_an_interrupted_records_build_stops_its_workers_at_once(tmp_path, openalex_dir):
     """SIGTERM (turned into KeyboardInterrupt, as Dagster's handlers and `metacan run` do) during a work_records build:
-    the build stops now, its workers end, the previous table and no build folder are left. Before: the step process
-    waited for the ranges running and already queued in the workers (a range is about 40 s at 50,000 works), so a
-    run told to stop went on for a minute or more, past the stop timeout of most supervisors. Here a range takes
-    600 s (a release layer that sleeps), so a build that waited for its ranges would outlast the 120 s allowed."""
+    the build stops now, its workers end, the previous table and no build folder are left: it does not wait for the
+    ranges running and queued in the workers (a range is about 40 s at 50,000 works), which would outlast the stop
+    timeout of most supervisors. Here a range takes 600 s (a release layer that sleeps), so a build that waited for
+    its ranges would outlast the 120 s allowed."""
     import os
     import signal
     import time

@@ -86,7 +86,7 @@ def test_classify_and_count_is_the_candidate_share_and_is_not_computed_while_a_t
     assert row["rate"] is None and row["design"].startswith("not computed: teacher not qualified (kappa 0.00")
 
 
-# ---- the DuckDB cells against the rates computed row by row in Python (issue 17) -------------------------------
+# ---- the DuckDB cells against the rates computed row by row in Python ---------------------------------------
 
 
 def _reference_rate(y, w, strata):
@@ -118,9 +118,9 @@ def _reference_rate(y, w, strata):
 
 
 def _reference_rows(storage, registry) -> list[dict]:
-    """Every ``prevalence`` row as the asset computed them before issue 17's fix: every frame id, the sample design,
-    every label and the imported design as Python rows, the current labels by ``current_labelled``, one term per
-    work (the code of that version, kept here as the reference)."""
+    """Every ``prevalence`` row computed row by row in Python, the reference the DuckDB cells must equal: every frame
+    id, the sample design, every label and the imported design as Python rows, the current labels by
+    ``current_labelled``, one term per work."""
     from collections import defaultdict
 
     from metacan_pipeline.student.prevalence import _rate_row, _unweighted_row, screener_swap_rows
