@@ -16,6 +16,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from ..storage import MetacanStorage, sql_literal
@@ -98,8 +99,6 @@ def score_batches(
 
 def pq_rows(storage: MetacanStorage, table: str) -> int:
     """Row count of a warehouse table from its Parquet footers (no data read)."""
-    import pyarrow.parquet as pq
-
     return sum(pq.ParquetFile(p).metadata.num_rows for p in storage.table_dir(table).glob("*.parquet"))
 
 
