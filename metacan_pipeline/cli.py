@@ -251,8 +251,8 @@ def release_command(
 
     from .definitions import build_resources
     from .release.assets import ReleaseConfig, release
-    from .release.checks import release_matches_its_hashes
     from .release.bundle import ReleaseError, check_version
+    from .release.checks import release_matches_its_hashes
     from .storage import default_data_dir
 
     try:  # before a run starts: one sentence, not a run's stack trace

@@ -24,8 +24,8 @@ from .sampling.definitions import defs as sampling_defs
 from .site.definitions import defs as site_defs
 from .storage import MetacanStorage, default_data_dir
 from .student.definitions import defs as student_defs
-from .teachers.server import EmbeddedLlamaServer
 from .teachers.definitions import defs as teachers_defs
+from .teachers.server import EmbeddedLlamaServer
 
 STAGES = [frame_defs, sampling_defs, teachers_defs, student_defs, audit_defs, release_defs, publish_defs, site_defs]
 
@@ -45,7 +45,9 @@ metacan_all = dg.define_asset_job(
 #: Everything after ``frame_refresh``, over a range of partitions (what ``metacan run`` runs second).
 metacan_build = dg.define_asset_job(
     "metacan_build",
-    selection=dg.AssetSelection.all() - API_REFRESH - dg.AssetSelection.assets("openalex_inventory", "canadian_entities"),
+    selection=dg.AssetSelection.all()
+    - API_REFRESH
+    - dg.AssetSelection.assets("openalex_inventory", "canadian_entities"),
     description="Everything downstream of frame_refresh: frame parts, frame, direct labels, student, records and pages.",
 )
 

@@ -37,6 +37,7 @@ from .api_refresh import (
     refresh_client,
     refresh_metadata,
 )
+from .cluster import default_workers
 from .entities import EntityLists, canadian_entity_rows
 from .merge import (
     build_manifest_table,
@@ -47,7 +48,6 @@ from .merge import (
     removed_work_ids,
 )
 from .partitions import openalex_partitions, sync_partitions
-from .cluster import default_workers
 from .parts import part_jobs, quarantine_reasons, readable_parts, reason_class, split_finished
 from .routes import AdmissionRule
 

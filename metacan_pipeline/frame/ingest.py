@@ -22,9 +22,9 @@ from ..openalex.reader import SUPPORTED_TYPES
 from ..tables.frame import BUILD_MANIFEST_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INVENTORY_SCHEMA
 from . import parts
+from .cluster import ClusterError, build_parts
 from .entities import EntityLists
 from .merge import PREVIEW_COLUMNS, FrameSummary, MergeResult
-from .cluster import ClusterError, build_parts
 from .parts import InputChanged, PartJob
 
 

@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 
 from ..audit.coding import CodingStore
 from ..audit.validation import HUMAN_BASES
-from ..settings import coding_store_path
-from ..storage import MetacanStorage
 from ..release.gate import read_passing_heads
 from ..release.layer import passed_heads
+from ..settings import coding_store_path
+from ..storage import MetacanStorage
 from .human_layer import human_layer_violations
 from .record_build import RecordWorkerDied, record_workers
 from .record_check import check_records

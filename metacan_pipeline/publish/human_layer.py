@@ -26,6 +26,7 @@ HUMAN_CODE_FIELDS = ("categories", "domain", "study_design", "genre", "about_ca_
 HUMAN_CODED = "human_coded"
 HUMAN_VALIDATED = "human_validated"
 
+
 def human_code_entry(row: Mapping[str, Any] | None) -> dict | None:
     """The record's ``human_code`` of one ``human_codes`` row, or None."""
     if row is None:

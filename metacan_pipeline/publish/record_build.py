@@ -26,6 +26,7 @@ from ..tables.publish import RECORDS_SCHEMA
 from .record_inputs import RANGE_WORKS, range_batches, ranged_connection, record_ranges
 from .records import RecordBatches
 
+
 class RecordWorkerDied(RuntimeError):
     """A worker process of a ``work_records`` build ended without an answer (SIGKILL: the OOM killer, ``kill -9``)."""
 

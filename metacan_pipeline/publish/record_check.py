@@ -16,6 +16,7 @@ from ..storage import MetacanStorage
 from .record_build import worker_pool
 from .records import schema_violation, ship_violations
 
+
 def check_file(path: str, passed: frozenset[tuple[str, str]]) -> tuple[int, int, list[str]]:
     """Records checked, records violating and the first :data:`SHOWN_VIOLATIONS` violations of one ``work_records``
     file: the JSON Schema (:func:`.records.schema_violation`), :func:`.records.ship_violations` and

@@ -21,8 +21,8 @@ from pathlib import Path
 import duckdb
 
 from ..storage import MetacanStorage
-from .gate import passing_heads
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS
+from .gate import passing_heads
 
 UNRELEASED = "unreleased"
 ROLLING = "rolling"

@@ -19,7 +19,7 @@ from ..storage import MetacanStorage
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
 from .heads import kish_ess, weighted_rate
 from .models import StudentBundle
-from .roles import SAMPLE, ROLE_TEACHERS
+from .roles import ROLE_TEACHERS, SAMPLE
 from .training import TrainingInputs, target_value
 
 ECE_BINS = 10

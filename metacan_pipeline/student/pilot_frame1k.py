@@ -69,6 +69,7 @@ from .heads import grouped_cv_metrics, weighted_rate
 from .holdout import venue_key
 from .pilot_eval import fmt
 
+
 @dataclass(frozen=True)
 class Frame1kWork:
     """One frame1k work: the student's ``text``, its CV ``group`` (:func:`.holdout.venue_key` of the venue

@@ -28,7 +28,6 @@ import duckdb
 import pyarrow as pa
 
 from ..storage import MetacanStorage, sql_literal
-from ..tables.student import PREVALENCE_SCHEMA
 from ..teachers.agreement import head_values
 from ..teachers.registry import TeacherSpec
 from ..vocab import CATEGORIES

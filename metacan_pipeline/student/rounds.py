@@ -58,7 +58,7 @@ from .features import STUDENT_FIELDS, make_features, transform
 from .heads import BinaryHead
 from .holdout import freeze_holdout, frozen_among
 from .models import Scorer
-from .roles import CENSUS, SAMPLE, ROLE_TEACHERS, direct_labels_key
+from .roles import CENSUS, ROLE_TEACHERS, SAMPLE, direct_labels_key
 from .scoring import BATCH_SIZE, score_batches, score_column, scratch_connection, student_texts
 from .training import CENSUS_LABELS_MAX, frame_rows_for, frame_venues, outside_holdout, teacher_call_labels
 

@@ -26,7 +26,7 @@ from .features import STUDENT_FIELDS, make_features, transform
 from .heads import PARAMS, BinaryHead, CategoricalHead, Head, kish_ess, run_fits, weighted_rate
 from .holdout import HOLDOUT_VERSION, freeze_holdout, frozen_among, venue_held_out, venue_key
 from .models import StudentBundle, load_published, publish
-from .roles import CENSUS, SAMPLE, ROLE_TEACHERS, direct_labels_key
+from .roles import CENSUS, ROLE_TEACHERS, SAMPLE, direct_labels_key
 from .scoring import scratch_connection, student_texts
 
 #: Part of every model version: bump it when training or the bundle's classes change (a published
@@ -222,8 +222,7 @@ def fit_heads(
         zip(order, run_fits([fits[k] for k in order], sum(len(train[t]) for t in ROLE_TEACHERS)), strict=False)
     )
     return vectorizer, {
-        teacher: {target: fitted[teacher, target] for (t, target) in fits if t == teacher}
-        for teacher in ROLE_TEACHERS
+        teacher: {target: fitted[teacher, target] for (t, target) in fits if t == teacher} for teacher in ROLE_TEACHERS
     }
 
 

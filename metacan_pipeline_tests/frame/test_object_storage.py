@@ -26,8 +26,8 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs
-from metacan_pipeline.frame.entities import EntityLists
 from metacan_pipeline.frame.cluster import build_parts
+from metacan_pipeline.frame.entities import EntityLists
 from metacan_pipeline.frame.parts import part_dir, part_jobs, split_finished
 from metacan_pipeline.openalex.folders import input_folders, locate, split_dirs
 from metacan_pipeline.openalex.inventory import take_inventory

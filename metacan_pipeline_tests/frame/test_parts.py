@@ -372,8 +372,8 @@ def test_a_scheduler_setting_that_is_not_an_address_is_refused_naming_the_variab
 def test_a_scheduler_that_does_not_answer_stops_the_build_naming_its_address_and_the_setting(tmp_path):
     import dask
 
-    from metacan_pipeline.frame.entities import EntityLists
     from metacan_pipeline.frame.cluster import ClusterError, build_parts
+    from metacan_pipeline.frame.entities import EntityLists
     from metacan_pipeline.frame.parts import PartJob
 
     with socket.socket() as s:  # a port nothing listens on

@@ -300,7 +300,9 @@ def test_each_range_of_a_records_build_spills_to_its_own_folder(tmp_path, openal
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
     dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
-    build = record_build.RecordBuild(storage.data_dir, ("direct_labels_gemma", "direct_labels_codex"), None, None, {}, None)
+    build = record_build.RecordBuild(
+        storage.data_dir, ("direct_labels_gemma", "direct_labels_codex"), None, None, {}, None
+    )
     spills = []
     connect = record_build.duckdb.connect
 
