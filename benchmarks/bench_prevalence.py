@@ -237,7 +237,7 @@ def stage_child(stage: str, data: Path, code: str | None) -> dict:
     storage = MetacanStorage(data_dir=str(data))
     out: dict = {"code": str(Path(metacan_pipeline.__file__).parent)}
     if stage == "prevalence":
-        from metacan_pipeline.student.prevalence import prevalence as asset
+        from metacan_pipeline.student.assets import prevalence as asset
     else:
         from metacan_pipeline.audit.assets import audit_sample as asset
 

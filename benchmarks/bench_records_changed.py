@@ -1,6 +1,6 @@
 """How ``work_records`` counts the records changed since its last materialization, at a given size (issue 17): the
 previous ``{id: record_hash}`` as a Python dict of every work (the code before) against the hashes kept on disk and
-compared in DuckDB (``publish.records.keep_previous_hashes`` + ``count_changed``).
+compared in DuckDB (``publish.record_build.keep_previous_hashes`` + ``count_changed``).
 
 Reads the ``work_records`` table of a data folder (e.g. one ``bench_release_db.py`` wrote, ``--data
 /tmp/metacan-release-db/works_400000/data``) and measures, each in a fresh child process (``_common.run_stage``:
@@ -35,7 +35,7 @@ def stage_child(stage: str, data: Path) -> dict:
             for wid, h in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
                 changed += previous.get(wid) != h
     else:
-        from metacan_pipeline.publish.records import count_changed, keep_previous_hashes
+        from metacan_pipeline.publish.record_build import count_changed, keep_previous_hashes
 
         kept = keep_previous_hashes(storage)
         try:

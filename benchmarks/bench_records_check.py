@@ -22,8 +22,7 @@ from _common import REPO, add_child_args, code_tree, machine_line, run_stage, us
 
 
 def stage_child(data: Path) -> dict:
-    from metacan_pipeline.publish.assets import records_may_ship
-    from metacan_pipeline.publish.checks import records_human_layers_backed
+    from metacan_pipeline.publish.checks import records_human_layers_backed, records_may_ship
     from metacan_pipeline.storage import MetacanStorage
 
     storage = MetacanStorage(data_dir=str(data))

@@ -59,7 +59,7 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
     import metacan_pipeline
     from metacan_pipeline.student.heads import PARAMS, weighted_rate
     from metacan_pipeline.student.models import StudentBundle
-    from metacan_pipeline.student.roles import STUDENT_TEACHERS as TEACHERS
+    from metacan_pipeline.student.roles import ROLE_TEACHERS as TEACHERS
     from metacan_pipeline.student.training import fit_heads, model_version_for, support_gates, target_value
     from metacan_pipeline.vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
 

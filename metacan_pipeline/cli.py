@@ -250,8 +250,9 @@ def release_command(
     import dagster as dg
 
     from .definitions import build_resources
-    from .release.assets import ReleaseConfig, release, release_matches_its_hashes
+    from .release.assets import ReleaseConfig, release
     from .release.bundle import ReleaseError, check_version
+    from .release.checks import release_matches_its_hashes
     from .storage import default_data_dir
 
     try:  # before a run starts: one sentence, not a run's stack trace
@@ -467,7 +468,8 @@ def evaluate_pilot_command(
 
 def _evaluate_frame1k(folder: Path, features: list[str], labels: list[str] | None, folds: int) -> None:
     from .reports import frame1k_note
-    from .student.pilot_eval import FRAME1K_ARMS, evaluate_frame1k, format_frame1k_table, frame1k_works
+    from .student.pilot_frame1k import evaluate_frame1k, format_frame1k_table, frame1k_works
+    from .teachers.core.reference import FRAME1K_ARMS
 
     results = []
     try:

@@ -22,7 +22,8 @@ from .teachers.core.registry import load_registry, load_roles
 from .vocab import SAMPLE_TEACHER
 
 if TYPE_CHECKING:
-    from .student.pilot_eval import Frame1kEvaluation, PilotEvaluation
+    from .student.pilot_eval import PilotEvaluation
+    from .student.pilot_frame1k import Frame1kEvaluation
 
 
 def _score(value: float | None) -> str:

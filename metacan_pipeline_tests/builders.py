@@ -626,7 +626,8 @@ def site_world(storage: MetacanStorage, openalex_dir: Path, n: int = 60) -> list
 
 def build_site(storage: MetacanStorage) -> dg.ExecuteInProcessResult:
     """Materialize ``work_records`` (with its blocking check) and ``site_database`` over what ``storage`` holds."""
-    from metacan_pipeline.publish.assets import records_may_ship, work_records
+    from metacan_pipeline.publish.assets import work_records
+    from metacan_pipeline.publish.checks import records_may_ship
     from metacan_pipeline.site.assets import site_database
 
     return dg.materialize(

@@ -1,4 +1,5 @@
-"""The weekly OpenAlex API refresh (issue 3): harvest one ``updated_date`` window into the API archive.
+"""The weekly OpenAlex API refresh: harvest one ``updated_date`` window into the API archive (the asset
+``openalex_api_refresh`` in :mod:`.assets` orchestrates; its config, window choice, client and failures are here).
 
 The window's pages land in ``<api archive>/window=<from>_<to>/``; ``openalex_inventory`` then lists
 them under the partition key ``window=<from>_<to>``, the sensor ``frame_build_after_refresh`` builds
@@ -13,8 +14,8 @@ import dagster as dg
 from pydantic import Field
 
 from .. import settings
-from ..openalex.api import DEFAULT_BASE_URL, Budget, BudgetExhausted, OpenAlexClient, OpenAlexError, route_filters
-from ..openalex.windows import Harvest, Window, completion_marker, harvest, next_window, read_marker, write_marker
+from ..openalex.api import DEFAULT_BASE_URL, Budget, BudgetExhausted, OpenAlexClient, OpenAlexError
+from ..openalex.windows import Harvest, Window, harvest, next_window
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
 
@@ -156,61 +157,3 @@ def refresh_metadata(
         "cost_usd_this_run": round(client.cost_usd, 6),
         "archive": dg.MetadataValue.path(str(folder)),
     }
-
-
-@dg.asset(
-    group_name="ingestion",
-    kinds={"python", "openalex"},
-    code_version="1",
-    owners=["team:metacan"],
-    deps=["canadian_entities"],
-    retry_policy=dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS),
-)
-def openalex_api_refresh(
-    context: dg.AssetExecutionContext, config: ApiRefreshConfig, storage: MetacanStorage, openalex: OpenAlexFiles
-) -> dg.MaterializeResult:
-    """Harvest the works updated in one window from the OpenAlex API, one query per route, into
-    ``<api archive>/window=<from>_<to>/`` (every page archived gzip-compressed; a page already there
-    is read back, never bought again).
-
-    Queries (OpenAlex docs, "Filter works"; SPEC section 2): ``authorships.institutions.country_code:ca``,
-    ``authorships.countries:ca``, ``funders.id`` and ``awards.funder_id`` over the pinned Canadian funders,
-    ``primary_location.source.id`` over the pinned Canadian sources (OR-groups of 100, from the
-    ``canadian_entities`` table), each with ``from_updated_date`` and ``to_updated_date``. Paging is by
-    cursor (OpenAlex docs, "Paging"); the API key is sent as ``api_key`` (docs, "Rate limits and
-    authentication") and never logged, archived or put in metadata.
-
-    The window: see :class:`ApiRefreshConfig` (default = from the last completed window's ``to`` to
-    today; an incomplete window is resumed first). When every query is read to its end,
-    ``window.json`` (from, to, completed_at, calls made, pages, works, cost_usd) is written atomically:
-    without it the window is incomplete and is resumed by the next run.
-
-    Merged and deleted works: the API offers no list of them. A merged-away id answers a single-entity
-    GET with a 301 redirect to the id it was merged into (docs, "Get single entities: Merged entity
-    IDs") and simply stops appearing in list queries; merged and deleted ids are published only as the
-    snapshot's ``merged_ids/works/*.csv.gz`` files, which ``frame`` applies. A work whose newer version
-    has lost every Canadian route is removed from the frame only when that version reaches an input
-    (a later window or snapshot part): a route query does not return it once it no longer matches.
-
-    Errors (dg.Failure, not retried): the ``canadian_entities`` table is missing (materialize it first);
-    no API archive folder is configured; a malformed window; the day's budget is spent (the message
-    names the window to resume and how); a non-retryable OpenAlex answer (4xx, cursor loop).
-    Transient HTTP errors are retried by the client (tenacity, Retry-After honoured).
-    Metadata: window, queries, pages, works, calls made, pages from archive, cost.
-    """
-    api_root = archive_root(openalex)
-    funders, sources = pinned_entity_ids(storage)
-    window, why = choose_window(api_root, config)
-    folder = window.folder(api_root)
-    already = read_marker(folder)
-    filters = route_filters(funders, sources, window.from_date, window.to_date)
-    context.log.info(
-        f"openalex_api_refresh: window {window.name} ({why}){'; already complete, replaying its archive' if already else ''}; "
-        f"{len(filters)} queries over {len(funders)} funders and {len(sources)} sources"
-    )
-    client = refresh_client(folder, api_root, config)
-    got = harvest_window(client, window, filters, context.log.info)
-    if not already:  # a replay of a complete window leaves its marker as it was
-        write_marker(folder, completion_marker(window, client.calls_made, got, len(filters)))
-    context.log.info(completed_message(window, got, client))
-    return dg.MaterializeResult(metadata=refresh_metadata(window, why, len(filters), got, client, folder))

@@ -1,6 +1,6 @@
-"""Ingestion assets: ``openalex_inventory``, ``canadian_entities``, ``frame_parts`` (partitioned) and
-``frame`` (with ``openalex_quarantine`` and ``frame_build_manifest``) (SPEC section 2; issue 3: frame
-ingestion at OpenAlex scale). The frame's checks are in :mod:`.checks`.
+"""Ingestion assets: ``openalex_api_refresh`` (its own job, never part of the offline graph), ``openalex_inventory``,
+``canadian_entities``, ``frame_parts`` (partitioned) and ``frame`` (with ``openalex_quarantine`` and
+``frame_build_manifest``) (SPEC section 2). The frame's checks are in :mod:`.checks`.
 
 A frame build reads each input file once into a part (:mod:`metacan_pipeline.frame.parts`):
 ``frame_parts`` builds the parts of the selected partitions in parallel worker processes and skips the
@@ -17,14 +17,27 @@ import pyarrow as pa
 
 from .. import settings
 from ..meta import table_metadata
+from ..openalex.api import route_filters
 from ..openalex.inventory import take_inventory
 from ..openalex.reader import Record, iter_records
 from ..openalex.remote import RemoteReadError
+from ..openalex.windows import completion_marker, read_marker, write_marker
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
 from ..tables.frame import ENTITY_SCHEMA
 from ..tables.openalex import INVENTORY_SCHEMA
 from . import ingest
+from .api_refresh import (
+    ApiRefreshConfig,
+    archive_root,
+    choose_window,
+    completed_message,
+    harvest_window,
+    pinned_entity_ids,
+    refresh_client,
+    refresh_metadata,
+)
+from .cluster import default_workers
 from .entities import EntityLists, canadian_entity_rows
 from .merge import (
     build_manifest_table,
@@ -35,10 +48,17 @@ from .merge import (
     removed_work_ids,
 )
 from .partitions import openalex_partitions, sync_partitions
-from .parts import default_workers, part_jobs, quarantine_reasons, readable_parts, reason_class, split_finished
+from .parts import part_jobs, quarantine_reasons, readable_parts, reason_class, split_finished
 from .routes import AdmissionRule
 
-__all__ = ["canadian_entities", "frame", "frame_parts", "openalex_inventory", "openalex_partitions"]
+__all__ = [
+    "canadian_entities",
+    "frame",
+    "frame_parts",
+    "openalex_api_refresh",
+    "openalex_inventory",
+    "openalex_partitions",
+]
 
 
 class IngestConfig(dg.Config):
@@ -55,9 +75,66 @@ class FrameConfig(dg.Config):
     year_max: int = 2025
 
 
-#: ``openalex_inventory`` also lists the API archive that ``openalex_api_refresh`` (frame/api_refresh.py)
-#: writes: a dependency by key, for lineage, without an import cycle.
+#: ``openalex_inventory`` also lists the API archive that ``openalex_api_refresh`` writes: a dependency by key.
 API_REFRESH_KEY = dg.AssetKey("openalex_api_refresh")
+
+
+@dg.asset(
+    group_name="ingestion",
+    kinds={"python", "openalex"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=["canadian_entities"],
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS),
+)
+def openalex_api_refresh(
+    context: dg.AssetExecutionContext, config: ApiRefreshConfig, storage: MetacanStorage, openalex: OpenAlexFiles
+) -> dg.MaterializeResult:
+    """Harvest the works updated in one window from the OpenAlex API, one query per route, into
+    ``<api archive>/window=<from>_<to>/`` (every page archived gzip-compressed; a page already there
+    is read back, never bought again).
+
+    Queries (OpenAlex docs, "Filter works"; SPEC section 2): ``authorships.institutions.country_code:ca``,
+    ``authorships.countries:ca``, ``funders.id`` and ``awards.funder_id`` over the pinned Canadian funders,
+    ``primary_location.source.id`` over the pinned Canadian sources (OR-groups of 100, from the
+    ``canadian_entities`` table), each with ``from_updated_date`` and ``to_updated_date``. Paging is by
+    cursor (OpenAlex docs, "Paging"); the API key is sent as ``api_key`` (docs, "Rate limits and
+    authentication") and never logged, archived or put in metadata.
+
+    The window: see `ApiRefreshConfig` (default = from the last completed window's ``to`` to
+    today; an incomplete window is resumed first). When every query is read to its end,
+    ``window.json`` (from, to, completed_at, calls made, pages, works, cost_usd) is written atomically:
+    without it the window is incomplete and is resumed by the next run.
+
+    Merged and deleted works: the API offers no list of them. A merged-away id answers a single-entity
+    GET with a 301 redirect to the id it was merged into (docs, "Get single entities: Merged entity
+    IDs") and simply stops appearing in list queries; merged and deleted ids are published only as the
+    snapshot's ``merged_ids/works/*.csv.gz`` files, which ``frame`` applies. A work whose newer version
+    has lost every Canadian route is removed from the frame only when that version reaches an input
+    (a later window or snapshot part): a route query does not return it once it no longer matches.
+
+    Errors (dg.Failure, not retried): the ``canadian_entities`` table is missing (materialize it first);
+    no API archive folder is configured; a malformed window; the day's budget is spent (the message
+    names the window to resume and how); a non-retryable OpenAlex answer (4xx, cursor loop).
+    Transient HTTP errors are retried by the client (tenacity, Retry-After honoured).
+    Metadata: window, queries, pages, works, calls made, pages from archive, cost.
+    """
+    api_root = archive_root(openalex)
+    funders, sources = pinned_entity_ids(storage)
+    window, why = choose_window(api_root, config)
+    folder = window.folder(api_root)
+    already = read_marker(folder)
+    filters = route_filters(funders, sources, window.from_date, window.to_date)
+    context.log.info(
+        f"openalex_api_refresh: window {window.name} ({why}){'; already complete, replaying its archive' if already else ''}; "
+        f"{len(filters)} queries over {len(funders)} funders and {len(sources)} sources"
+    )
+    client = refresh_client(folder, api_root, config)
+    got = harvest_window(client, window, filters, context.log.info)
+    if not already:  # a replay of a complete window leaves its marker as it was
+        write_marker(folder, completion_marker(window, client.calls_made, got, len(filters)))
+    context.log.info(completed_message(window, got, client))
+    return dg.MaterializeResult(metadata=refresh_metadata(window, why, len(filters), got, client, folder))
 
 
 @dg.asset(
@@ -80,7 +157,7 @@ def openalex_inventory(
     incomplete: it is still read (nothing is lost) and the ``frame`` check
     ``frame_build_manifest_covers_snapshot`` warns. A listed part whose size is not the manifest's
     ``content_length`` (a cut or replaced download) is logged as a warning and the check warns too. Unsupported files are listed, never skipped
-    silently. Output: ``warehouse/openalex_inventory`` (:data:`INVENTORY_SCHEMA`).
+    silently. Output: ``warehouse/openalex_inventory`` (`INVENTORY_SCHEMA`).
     """
     try:
         folders = openalex.folders
@@ -166,7 +243,7 @@ def frame_parts(
 ) -> dg.MaterializeResult:
     """The frame's parts for the selected partitions: each input file read once into its routed
     works, its id index, its quarantine rows and its build-manifest row
-    (:mod:`metacan_pipeline.frame.parts`).
+    (`frame.parts`).
 
     A backfill of many partitions runs as one run whose files are built ``workers`` at a time,
     largest first, by a local Dask cluster started for the run (one worker process per core by default), or by

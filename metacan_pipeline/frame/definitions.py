@@ -2,8 +2,7 @@
 
 import dagster as dg
 
-from .api_refresh import openalex_api_refresh
-from .assets import canadian_entities, frame, frame_parts, openalex_inventory
+from .assets import canadian_entities, frame, frame_parts, openalex_api_refresh, openalex_inventory
 from .checks import (
     frame_build_manifest_covers_snapshot,
     frame_ids_unique,

@@ -1,4 +1,4 @@
-"""The Dagster side of a frame build (SPEC section 2; issue 3): the failures that tell a person what
+"""The Dagster side of a frame build (SPEC section 2): the failures that tell a person what
 to materialize, the part builds with their progress and log lines, and the metadata of
 ``openalex_inventory``, ``frame_parts`` and ``frame``. The work itself is in :mod:`.parts` (one
 input file at a time) and :mod:`.merge` (the merge); the assets in :mod:`.assets` only orchestrate.
@@ -22,9 +22,10 @@ from ..openalex.reader import SUPPORTED_TYPES
 from ..tables.frame import BUILD_MANIFEST_SCHEMA, FRAME_SCHEMA, QUARANTINE_SCHEMA, ROUTED_SCHEMA
 from ..tables.openalex import INVENTORY_SCHEMA
 from . import parts
+from .cluster import ClusterError, build_parts
 from .entities import EntityLists
 from .merge import PREVIEW_COLUMNS, FrameSummary, MergeResult
-from .parts import ClusterError, InputChanged, PartJob, build_parts
+from .parts import InputChanged, PartJob
 
 
 def _folder_list(roots: list[Path]) -> str:
@@ -112,7 +113,7 @@ def run_part_builds(
     workers: int,
     scheduler: str | None = None,
 ) -> tuple[list[dict], str]:
-    """Build the parts ``todo`` (:func:`.parts.build_parts`: on the Dask scheduler at ``scheduler``, else a local
+    """Build the parts ``todo`` (:func:`.cluster.build_parts`: on the Dask scheduler at ``scheduler``, else a local
     cluster of ``workers`` processes) with a progress bar in bytes, logging where they are built, each part, and a
     warning on a record count that disagrees with the snapshot manifest; returns their manifest rows and the
     sentence saying where they were built. A file changed since the inventory stops the build with a dg.Failure

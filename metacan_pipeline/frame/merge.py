@@ -1,4 +1,4 @@
-"""The frame merge (SPEC section 2 in full; issue 3): every finished part in, one frame out.
+"""The frame merge (SPEC section 2 in full): every finished part in, one frame out.
 
 Per work id the newest version wins (newest ``updated_date``, then the later file in sort order, then
 the later record in the file); ids in ``merged_ids/works`` (merged, or deleted when ``merge_into_id``
@@ -20,6 +20,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import pyarrow as pa
 
 from ..openalex.folders import InputFolder
@@ -103,8 +104,6 @@ def _merged_id_files(folder: InputFolder) -> list[Path | str]:
 
 def _read_merged_ids(f: Path | str, local: Path) -> dict[str, str]:
     """``{old id: merged into, or ''}`` of one merged-id file ``f`` (read from ``local``); dg.Failure naming ``f``."""
-    import duckdb
-
     out: dict[str, str] = {}
     try:  # read_csv with explicit columns renames by position: check the header first
         with (gzip.open if local.name.lower().endswith(".gz") else open)(local, "rb") as fh:
@@ -145,8 +144,6 @@ def merge_parts(
     """Merge the parts in ``dirs`` into the warehouse table ``frame`` (FRAME_SCHEMA, stamped with
     ``build_id``) and read their quarantine rows. ``removed`` are the merged and deleted ids
     (:func:`removed_work_ids`). Runs in a private DuckDB (1 GB, spilling under the warehouse)."""
-    import duckdb
-
     con = duckdb.connect(
         config={
             "memory_limit": MERGE_MEMORY_LIMIT,

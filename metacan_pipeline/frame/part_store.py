@@ -1,4 +1,4 @@
-"""Finished parts in object storage (``METACAN_PARTS_URL``, issue 17): part builds on workers that share no disk.
+"""Finished parts in object storage (``METACAN_PARTS_URL``): part builds on workers that share no disk.
 
 Object storage has no rename, so a part is published in two steps instead of a folder renamed into place:
 
@@ -30,6 +30,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import fsspec
+import pyarrow.parquet as pq
+
 from ..openalex.remote import scrub, storage_options
 
 #: The files of a part, uploaded before its marker.
@@ -46,8 +49,6 @@ def filesystem(url: str):
     """``(fsspec filesystem, path inside it)`` of ``url`` with the options of input folders in object storage and no
     listings cache: parts are written by other processes, so every listing must ask the store (fsspec's cache keeps
     the listings of deeper folders even after ``invalidate_cache`` of their parent)."""
-    import fsspec
-
     protocol = url.split("://", 1)[0].lower()
     return fsspec.core.url_to_fs(url, use_listings_cache=False, **storage_options(protocol))
 
@@ -164,8 +165,6 @@ def _remove_others(fs, base: str, keep: str) -> None:
 
 def read_table(row: dict, name: str, columns: list[str] | None = None):
     """The part file ``name`` of the finished remote part ``row``, read from the store."""
-    import pyarrow.parquet as pq
-
     url = f"{row[OBJECTS_KEY]}/{name}"
     fs, path = filesystem(url)
     try:

@@ -1,4 +1,4 @@
-"""Live abstracts for the published pages (issue 6, "Abstracts, live").
+"""Live abstracts for the published pages (SPEC section 9: abstracts are fetched live, never stored).
 
 Abstracts are fetched from the OpenAlex API when a page is rendered, held in a bounded in-memory
 cache with a time-to-live, and never written to disk or to the database (SPEC section 2: abstracts

@@ -1,8 +1,9 @@
-"""Publishing assets: ``work_records`` with ``work_lineage`` (JSON records and their lineage), the blocking
-check ``records_may_ship``, ``work_pages`` (HTML).
+"""Publishing assets: ``work_records`` with ``work_lineage`` (JSON records and their lineage) and ``work_pages``
+(HTML); their blocking checks are in :mod:`.checks`.
 
-The assets orchestrate; the work is in :mod:`.records` (the records and their query), :mod:`.lineage`,
-:mod:`.manifest` (which pages to render) and :mod:`.pages` (rendering and writing the site). Upstream
+The assets orchestrate; the work is in :mod:`.records` (a record), :mod:`.record_inputs` (their query),
+:mod:`.record_build` (the table, built in worker processes), :mod:`.lineage`, :mod:`.manifest` (which pages to
+render), :mod:`.pages` (rendering) and :mod:`.page_writer` (writing the site). Upstream
 stages are named by asset key, the teachers by the registry (:mod:`metacan_pipeline.teachers.core.registry`).
 """
 
@@ -17,7 +18,8 @@ from pydantic import Field
 
 from ..meta import counts_markdown, table_metadata
 from ..openalex.api import DEFAULT_BASE_URL
-from ..release.layer import layer_rule, passed_heads
+from ..release.gate import read_passing_heads
+from ..release.layer import layer_rule
 from ..settings import API_URL_ENV
 from ..storage import MetacanStorage, process_tag, sweep_dead
 from ..tables.publish import LINEAGE_SCHEMA, PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
@@ -25,7 +27,6 @@ from ..teachers.core.qualification import load_qualification, qualification_note
 from ..teachers.core.registry import load_registry, load_roles
 from ..vocab import SAMPLE_TEACHER
 from .abstracts import AbstractFetcher
-from .human_layer import read_passing_heads
 from .lineage import build_lineage
 from .manifest import (
     newest_render,
@@ -35,18 +36,17 @@ from .manifest import (
     withdraw,
     works_gone,
 )
-from .pages import PageWriter, SiteIndex, environment, run_context, stream_records, write_index
-from .records import (
-    SCHEMA_PATH,
+from .page_writer import PageWriter, SiteIndex, stream_records, write_index
+from .pages import environment, run_context
+from .record_build import (
     RecordBuild,
-    RecordInputError,
     RecordWorkerDied,
-    check_records,
     count_changed,
     keep_previous_hashes,
     record_workers,
     write_records,
 )
+from .records import SCHEMA_PATH, RecordInputError
 
 WORK_RECORDS = dg.AssetKey("work_records")
 WORK_LINEAGE = dg.AssetKey("work_lineage")
@@ -92,7 +92,7 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
 
     Fields: bibliographic record, routes and their evidence, retraction, the direct labels of every
     registry teacher (with source and status), the hybrid prediction, the machine scores, and
-    ``lineage`` (:mod:`.lineage`: frame build and its run, input part or archived API response,
+    ``lineage`` (`lineage`: frame build and its run, input part or archived API response,
     entity-list and lexicon versions, every teacher call with model, prompt version, request hash and
     time, the model version and the run of each stage). Every record validates against
     ``publish/work_record.schema.json`` (the blocking check ``records_may_ship`` enforces it).
@@ -101,8 +101,8 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     ``record_hash`` = SHA-256/16 of the JSON text). Nothing reaches ``data/site`` here: ``work_pages``
     publishes a record's file with its page, after the blocking check has passed.
     Raises ``dg.Failure`` naming the id when the frame holds one work twice or an id that is not ``^W\\d+$``
-    (:class:`.records.RecordBatches`). The records are built by range of ids, one process per core
-    (:func:`.records.write_records`); the record query is :func:`.records.record_inputs`.
+    (`records.RecordBatches`). The records are built by range of ids, one process per core
+    (`record_build.write_records`); the record query is `record_inputs.record_inputs`.
     """
     tables = label_tables()
     n_lineage = build_lineage(storage, tables)
@@ -154,38 +154,6 @@ def _lineage_metadata(storage: MetacanStorage, n: int) -> dict:
     )
 
 
-@dg.asset_check(
-    asset=WORK_RECORDS,
-    blocking=True,
-    description="SPEC sections 8 and 9: every record matches the JSON Schema; no score_only row carries a category; "
-    "every category carries source and status; no classifier category on a rolling-layer work from a version and head "
-    "that has not passed human validation.",
-)
-def records_may_ship(storage: MetacanStorage) -> dg.AssetCheckResult:
-    """Fails (and, being blocking, stops ``work_pages``) when any record breaks SPEC section 8 or the schema.
-
-    Each record is validated against ``publish/work_record.schema.json`` (JSON Schema draft-07, compiled by
-    fastjsonschema; the first error per record is reported) and
-    :func:`.records.ship_violations` and :func:`metacan_pipeline.release.layer.rolling_violations`, file by file in
-    worker processes (:func:`.records.check_records`). Metadata: the number of violating records and up to 20
-    violations, each naming the work id and the field.
-    """
-    with storage.connect() as con:
-        passed = passed_heads(con)
-    try:
-        checked, bad, violations = check_records(storage, passed, record_workers())
-    except RecordWorkerDied as exc:
-        raise dg.Failure(description=str(exc), allow_retries=False) from None
-    return dg.AssetCheckResult(
-        passed=bad == 0,
-        metadata={
-            "records_checked": checked,
-            "violating_records": bad,
-            "violations": dg.MetadataValue.json(violations[:20]),
-        },
-    )
-
-
 class PagesConfig(dg.Config):
     """Run configuration of ``work_pages`` (Dagster launchpad: ``ops: work_pages: config:``)."""
 
@@ -219,14 +187,14 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     Incremental: a page is rendered only when its record's hash differs from the one it was last
     rendered from (table ``page_manifest``), its file is missing, or the config asks for it; a re-run
     with nothing changed writes no page. Abstracts of the works rendered are fetched live from the
-    OpenAlex API in batches of 50 ids (:class:`.abstracts.AbstractFetcher`), held in memory only;
+    OpenAlex API in batches of 50 ids (`abstracts.AbstractFetcher`), held in memory only;
     the page says whether the work has no abstract or the fetch failed just now. Records are streamed;
     pages are written in chunks of about 2,000 and ``page_manifest`` is updated after each, so an
     interrupted run resumes. Which pages to render is decided in DuckDB and the records are streamed with that
-    plan, so memory does not grow with the frame (:func:`.manifest.pages_to_render`).
-    The index (search and filters, :func:`.pages.render_index`) is rewritten when its content changed; it lists
-    at most :data:`.pages.INDEX_MAX_WORKS` works, the newest, and says so when the frame holds more.
-    Which pages to render: :mod:`.manifest`; writing them: :class:`.pages.PageWriter`.
+    plan, so memory does not grow with the frame (`manifest.pages_to_render`).
+    The index (search and filters, `pages.render_index`) is rewritten when its content changed; it lists
+    at most `pages.INDEX_MAX_WORKS` works, the newest, and says so when the frame holds more.
+    Which pages to render: `manifest`; writing them: `page_writer.PageWriter`.
     """
     started = time.perf_counter()
     try:

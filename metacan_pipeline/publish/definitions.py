@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from .assets import records_may_ship, work_pages, work_records
-from .checks import records_human_layers_backed
+from .assets import work_pages, work_records
+from .checks import records_human_layers_backed, records_may_ship
 
 defs = dg.Definitions(assets=[work_records, work_pages], asset_checks=[records_may_ship, records_human_layers_backed])

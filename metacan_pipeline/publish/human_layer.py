@@ -1,4 +1,4 @@
-"""The human layers of a published record (issue 16, "The gate and what may ship"; SPEC sections 8 and 10).
+"""The human layers of a published record (SPEC sections 8 and 10).
 
 - ``human_code``: the final human code of a coded work (two coders agreed, or an adjudication) from the table
   ``human_codes`` that ``validation_report`` writes from the coding store. Its own field, heading and badge
@@ -7,7 +7,8 @@
 - ``human_validation``: per head of the record's classifier version whose newest ``human_validation`` row passed
   (the gate of SPEC section 10), the status ``human_validated:<protocol_id>``, the work's decision on that head under
   the protocol's decision rule and the figures behind it (precision and recall with their lower bounds, coded
-  positives and works), shown one click away on the page.
+  positives and works), shown one click away on the page. The passing gate rows come from
+  :func:`metacan_pipeline.release.gate.passing_heads`.
 
 Both keys are present only when there is something to show, so the record (and page) of a work without a human code
 under a classifier version that passed no head is byte-identical to what it was. :func:`human_layer_violations` is
@@ -19,45 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import duckdb
-
-from ..storage import MetacanStorage
 from ..vocab import CATEGORIES
 
 HUMAN_CODE_FIELDS = ("categories", "domain", "study_design", "genre", "about_ca_system", "about_ca_topic")
 HUMAN_CODED = "human_coded"
 HUMAN_VALIDATED = "human_validated"
-
-#: The newest human_validation row per (protocol, classifier version, head) that passed, with the protocol's rule.
-PASSING_SQL = """
-SELECT v.*, p.decision_rule FROM (
-  SELECT *, row_number() OVER (PARTITION BY protocol_id, classifier_version, head
-                               ORDER BY computed_at DESC, run_id DESC) AS rn
-  FROM human_validation) v
-JOIN audit_protocols p USING (protocol_id)
-WHERE v.rn = 1 AND v.passed
-ORDER BY v.classifier_version, v.head, v.protocol_id
-"""
-
-
-def passing_heads(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict]]:
-    """``{classifier_version: [passing gate rows]}`` (:data:`PASSING_SQL`; empty before any report)."""
-    cur = con.execute(PASSING_SQL)
-    names = [d[0] for d in cur.description]
-    out: dict[str, list[dict]] = {}
-    for values in cur.fetchall():
-        row = dict(zip(names, values, strict=True))
-        out.setdefault(row["classifier_version"], []).append(row)
-    return out
-
-
-def read_passing_heads(storage: MetacanStorage) -> dict[str, list[dict]]:
-    """:func:`passing_heads` on the catalog (a short read-only connection)."""
-    with storage.connect(read_only=True) as con:
-        try:
-            return passing_heads(con)
-        except duckdb.CatalogException:
-            return {}
 
 
 def human_code_entry(row: Mapping[str, Any] | None) -> dict | None:

@@ -87,7 +87,7 @@ def lineage_sql(present: set[str], label_tables: list[str], within: str = "true"
 
 
 #: DuckDB's memory for the lineage query, spilling beyond it (the catalog connection has DuckDB's default, 80% of the
-#: machine's memory: the 4.3M-work rehearsal's step process peaked at 17,130 MiB here).
+#: machine's memory, which a 4.3M-work frame's lineage query would take).
 LINEAGE_MEMORY = "1GB"
 #: Frame works whose lineage is built at a time: the per-work lists of teacher calls did not fit in LINEAGE_MEMORY
 #: for the whole 4.3M-work frame, nor for 500,000 of its works; 100,000 did (4.8 s).

@@ -6,36 +6,30 @@ as "Planck" and a ``<script>`` in a title can never run. The work pages also for
 through a Content-Security-Policy; the index allows one script, its own ``index.js`` (``script-src
 'self'``), which reads the rows from an inert JSON block and writes them with textContent only.
 
-Layout (issue 6): ``index.html`` and ``index.js`` at the site root, a work's page at
+Layout: ``index.html`` and ``index.js`` at the site root, a work's page at
 ``works/<model_version>/<id>.html`` (:func:`page_path`), so a page's permalink pins its model version.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import heapq
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
 from gettext import NullTranslations
 from importlib import resources
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import pyarrow.parquet as pq
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
-from tqdm import tqdm
 
 from .. import __version__, settings
 from ..i18n import N_
 from ..openalex.ids import is_work_id
 from ..storage import MetacanStorage
-from ..tables.publish import PAGE_MANIFEST_SCHEMA
 from ..vocab import CATEGORIES, CATEGORY_DISPLAY, PREDICTION_STATUS
-from .abstracts import Abstract, AbstractFetcher
-from .manifest import PagePlan, note_rendered
+from .abstracts import Abstract
 from .records import classification_card
 
 _NOT_FETCHED = {"status": "off"}
@@ -159,7 +153,7 @@ UNSCORED = "unscored"  # the folder of works that have no prediction (so no mode
 _VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 INDEX_FIELDS = ("id", "title", "year", "routes", "source", "mode", "model_version", "classification", "href")
 INDEX_MAX_ROWS = 500  # the index table shows at most this many matches (index.js reads it from data-max-rows)
-#: The static index embeds the rows of at most this many works (the first in :func:`index_order`: newest year
+#: The static index embeds the rows of at most this many works (the first in :func:`.page_writer.index_order`: newest year
 #: first), about 280 bytes each in index.html; a larger frame is browsed on the served site (``metacan serve``).
 INDEX_MAX_WORKS = 50_000
 STATIC_FILES = ("index.js",)  # copied next to index.html by write_static; index.html.j2's CSP allows them ('self')
@@ -188,7 +182,7 @@ def _page_folder(version: str | None, wid: str) -> str:
 def page_path(record: dict) -> str:
     """The page of a work relative to the site root: ``works/<model_version>/<id>.html``
     (``works/unscored/<id>.html`` when the work has no prediction), so a page's permalink pins the
-    model version it shows (issue 6).
+    model version it shows.
 
     Raises ValueError naming the value when the id is not a short work id (``^W\\d+$``,
     openalex.ids.is_work_id) or the model version is not a safe folder name (see ``_VERSION_RE``;
@@ -332,7 +326,7 @@ def render_index(
     file:// with no request. ``built_at`` defaults to the current UTC minute.
 
     ``n_works`` and ``versions`` (works by model version, ``UNSCORED`` for none) describe the whole frame when
-    ``rows`` holds only the first :data:`INDEX_MAX_WORKS` of it (:class:`SiteIndex`); the heading and the
+    ``rows`` holds only the first :data:`INDEX_MAX_WORKS` of it (:class:`.page_writer.SiteIndex`); the heading and the
     pages-by-version line count the frame, the page says which works the search covers, and the filters offer
     the years and versions of the rows. Both default to what ``rows`` holds."""
     row_versions = Counter(r["model_version"] or UNSCORED for r in rows)
@@ -378,28 +372,6 @@ def write_static(site_dir: Path) -> list[Path]:
     return written
 
 
-# ---- writing the site ------------------------------------------------------------------------------
-
-#: Pages are written, and ``page_manifest`` updated, in chunks of about this many works (an interrupted run resumes).
-CHUNK = 2000
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a sibling temporary file and a rename (no half-written page)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
-def write_if_changed(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` only when it differs from what is there; True when written."""
-    if path.exists() and path.read_text(encoding="utf-8") == text:
-        return False
-    write_atomic(path, text)
-    return True
-
-
 def page_context(heads: list[dict], sample_teacher: str) -> dict:
     """The build-level facts :func:`render_work` needs, from the rows of ``student_heads``: the number of
     direct labels of the sample teacher its heads were trained on (``n_codex_labels``), how many of its heads
@@ -427,173 +399,3 @@ def run_context(storage: MetacanStorage, sample_teacher: str, run_id: str, rende
         "report_url": settings.report_url(),
         "explore": settings.site_url(),
     }
-
-
-def index_order(row: dict) -> tuple:
-    """Sort key of the index: newest publication year first (unknown years last), then id."""
-    return (-(row["year"] or 0), row["id"])
-
-
-class PageWriter:
-    """Writes the record files and pages of one ``work_pages`` run, chunk by chunk, and notes each chunk
-    in ``page_manifest``.
-
-    ``fetcher``: the live abstract fetcher (None: fetching is off, pages say so and the status is ``off``);
-    ``context``: :func:`page_context` plus ``rendered_at`` and ``page_run_id``; ``renderer``: the
-    fingerprint stored with each page (:func:`.manifest.renderer_fingerprint`); ``rendered_at``: the UTC
-    time (naive, seconds) stored in the manifest. After writing, ``statuses`` counts the pages by abstract
-    status and ``preview`` holds the first ten manifest rows written.
-    """
-
-    def __init__(
-        self,
-        storage: MetacanStorage,
-        env: Environment,
-        context: dict,
-        fetcher: AbstractFetcher | None,
-        *,
-        renderer: str,
-        run_id: str,
-        rendered_at: dt.datetime,
-    ) -> None:
-        self.storage, self.env, self.context, self.fetcher = storage, env, context, fetcher
-        self.renderer, self.run_id, self.rendered_at = renderer, run_id, rendered_at
-        self.statuses: Counter[str] = Counter()
-        self.preview: list[dict] = []
-
-    def abstract_of(self, wid: str, abstracts: dict[str, Abstract]) -> Abstract | None:
-        """The abstract a page shows: the fetched one, ``none`` for a work the frame saw without one (no call
-        for it), or None when fetching is off."""
-        if self.fetcher is None:
-            return None
-        return abstracts.get(wid) or Abstract(wid, "none", None, None, None)
-
-    def write(self, chunk: list[tuple[str, dict, str, str]]) -> list[dict]:
-        """Fetch the chunk's abstracts (batches of 50), write its records and pages, then note them in
-        ``page_manifest``. ``chunk``: ``(id, record, record JSON text, record hash)``; returns the manifest rows."""
-        wanted = [wid for wid, rec, _, _ in chunk if rec["has_abstract"]]
-        abstracts = self.fetcher.fetch(wanted) if self.fetcher is not None else {}
-        site, rows = self.storage.site_dir, []
-        for wid, rec, text, digest in chunk:
-            abstract = self.abstract_of(wid, abstracts)
-            path = page_path(rec)
-            write_atomic(site / "records" / f"{wid}.json", text)
-            write_atomic(site / path, render_work(self.env, rec, abstract, self.context))
-            status = abstract.status if abstract is not None else "off"
-            self.statuses[status] += 1
-            values = (wid, digest, self.renderer, path, status, self.rendered_at, self.run_id)
-            rows.append(dict(zip(PAGE_MANIFEST_SCHEMA.names, values, strict=True)))
-        self.preview.extend(rows[: max(0, 10 - len(self.preview))])
-        note_rendered(self.storage, rows)
-        return rows
-
-
-class SiteIndex:
-    """What the index of one ``work_pages`` run shows, in bounded memory: the index rows (:func:`index_row`) of
-    the first ``cap`` works in :func:`index_order` (a heap of at most ``cap`` rows, :data:`INDEX_MAX_WORKS` by
-    default), and counts over every work added: ``n_works``, ``versions`` (by model version, ``UNSCORED`` for
-    none) and ``kinds`` (by classification source, ``classifier (consensus)`` or ``classifier (candidate)`` when
-    it called a category)."""
-
-    def __init__(self, cap: int | None = None) -> None:
-        self.cap = INDEX_MAX_WORKS if cap is None else cap
-        self.n_works = 0
-        self.versions: Counter[str] = Counter()
-        self.kinds: Counter[str] = Counter()
-        self._heap: list[_Last] = []
-
-    def add(self, record: dict) -> None:
-        row = index_row(record)
-        self.n_works += 1
-        self.versions[row["model_version"] or UNSCORED] += 1
-        self.kinds[row["source"] + (f" ({row['mode']})" if row["mode"] else "")] += 1
-        entry = _Last(index_order(row), row)
-        if len(self._heap) < self.cap:
-            heapq.heappush(self._heap, entry)
-        elif self._heap and entry.key < self._heap[0].key:  # sorts before the last row kept: replaces it
-            heapq.heapreplace(self._heap, entry)
-
-    @property
-    def listed(self) -> int:
-        """How many rows are kept (``min(n_works, cap)``)."""
-        return len(self._heap)
-
-    def rows(self) -> list[dict]:
-        """The rows kept, in :func:`index_order`."""
-        return [e.row for e in sorted(self._heap, key=lambda e: e.key)]
-
-    def counts(self) -> tuple[Counter[str], Counter[str]]:
-        """``(works by classification source, works by model version)``; works with no prediction are left out of
-        the second."""
-        return Counter(self.kinds), Counter({v: n for v, n in self.versions.items() if v != UNSCORED})
-
-
-class _Last:
-    """A heap entry of :class:`SiteIndex`: the heap's top is the row that sorts last in :func:`index_order`."""
-
-    __slots__ = ("key", "row")
-
-    def __init__(self, key: tuple, row: dict) -> None:
-        self.key, self.row = key, row
-
-    def __lt__(self, other: _Last) -> bool:
-        return self.key > other.key
-
-
-def _plan_rows(plan: PagePlan, batch_size: int) -> Iterator[tuple[str, bool]]:
-    for b in pq.ParquetFile(plan.path).iter_batches(batch_size=batch_size):
-        yield from zip(b.column("id").to_pylist(), b.column("render").to_pylist(), strict=True)
-
-
-def stream_records(
-    storage: MetacanStorage,
-    plan: PagePlan,
-    write: Callable[[list[tuple[str, dict, str, str]]], object],
-    chunk_rows: int = CHUNK,
-    index_cap: int | None = None,
-) -> SiteIndex:
-    """Read ``work_records`` in batches of ``chunk_rows``, hand the records the plan renders
-    (:func:`.manifest.pages_to_render`, read alongside, row by row) to ``write`` in chunks of at least
-    ``chunk_rows`` (the last one smaller), with a progress bar; returns the :class:`SiteIndex` of every record
-    (at most ``index_cap`` rows kept, :data:`INDEX_MAX_WORKS` by default). Memory holds one batch, one chunk and
-    the index, whatever the frame. Raises RuntimeError when the plan's ids are not those of ``work_records``,
-    in order (the table changed since the plan was made)."""
-    index = SiteIndex(index_cap)
-    pending: list[tuple[str, dict, str, str]] = []
-    flags = _plan_rows(plan, chunk_rows)
-    columns = ["id", "record_json", "record_hash"]
-    with tqdm(
-        total=plan.to_render, desc="work pages", unit="page", mininterval=5, disable=None if plan.to_render else True
-    ) as bar:
-        for b in storage.iter_batches("work_records", batch_size=chunk_rows, columns=columns):
-            for wid, text, digest in zip(*(b.column(c).to_pylist() for c in columns), strict=True):
-                planned, render = next(flags, (None, False))
-                if planned != wid:
-                    raise RuntimeError(
-                        f"work_records changed while work_pages ran (read {wid}, planned {planned}): run it again"
-                    )
-                rec = json.loads(text)
-                index.add(rec)
-                if render:
-                    pending.append((wid, rec, text, digest))
-            if len(pending) >= chunk_rows:
-                write(pending)
-                bar.update(len(pending))
-                pending = []
-        if pending:
-            write(pending)
-            bar.update(len(pending))
-    if (extra := next(flags, None)) is not None:
-        raise RuntimeError(f"work_records changed while work_pages ran (planned {extra[0]}, not read): run it again")
-    return index
-
-
-def write_index(site_dir: Path, env: Environment, index: SiteIndex, newest: dt.datetime | None) -> bool:
-    """Write ``index.html`` (:func:`render_index` of the index's rows and counts, built at ``newest``: when the
-    newest page was rendered, so unchanged pages give an unchanged index) when its content changed, and the
-    static files beside it; True when the index was rewritten."""
-    built_at = f"{newest:%Y-%m-%d %H:%M} UTC" if newest else None
-    html = render_index(env, index.rows(), built_at=built_at, n_works=index.n_works, versions=index.versions)
-    written = write_if_changed(site_dir / "index.html", html)
-    write_static(site_dir)
-    return written

@@ -1,4 +1,4 @@
-"""The ``release`` asset and its blocking check ``release_matches_its_hashes`` (issue 16 "Releases").
+"""The ``release`` asset (SPEC sections 8 and 10); its blocking check ``release_matches_its_hashes`` is in :mod:`.checks`.
 
 How a release is cut: materialize ``release`` with the run config ``cut: true`` (Dagster launchpad ``ops: release:
 config: {cut: true, release_version: "2026.1"}``). With the default config (``cut: false``, what ``metacan run``,
@@ -12,9 +12,8 @@ from pydantic import Field
 from ..meta import counts_markdown
 from ..storage import MetacanStorage
 from ..teachers.core.registry import load_registry
-from .bundle import ReleaseError, cut_release, registered, verify
+from .bundle import ReleaseError, cut_release, registered
 from .citation import CitationError
-from .layer import releases_root
 
 
 class ReleaseConfig(dg.Config):
@@ -44,13 +43,13 @@ class ReleaseConfig(dg.Config):
     owners=["team:metacan"],
 )
 def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: MetacanStorage) -> dg.MaterializeResult:
-    """A frozen, versioned release bundle at ``data/releases/<release_version>/`` (issue 16; SPEC sections 8, 10).
+    """A frozen, versioned release bundle at ``data/releases/<release_version>/`` (SPEC sections 8 and 10).
 
     Downstream of ``work_records``, so ``records_may_ship`` (blocking) stops it: nothing the check refused is frozen.
     With ``cut: true`` it freezes the frame, every direct label, the predictions, the machine scores, the
     ``human_validation`` rows as of now and the records into Parquet tables, ``records.jsonl``, ``release.json``
-    (content hashes, counts), ``SHA256SUMS`` and ``CITATION.cff`` (:mod:`.bundle`); an input already cut reuses its
-    release. Works that enter the frame later are the rolling layer (:mod:`.layer`), on the next ``work_records``.
+    (content hashes, counts), ``SHA256SUMS`` and ``CITATION.cff`` (`bundle`); an input already cut reuses its
+    release. Works that enter the frame later are the rolling layer (`layer`), on the next ``work_records``.
     Fails (no retry) naming the input when a version is invalid or taken, a table is missing, or CFF does not validate.
     """
     newest = registered(storage)[-1:] if not config.cut else []
@@ -87,22 +86,4 @@ def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: M
             "dagster/row_count": manifest["counts"]["frame"],
             "rows_by_table": counts_markdown(manifest["counts"], "table", "rows"),
         }
-    )
-
-
-@dg.asset_check(
-    asset=release,
-    blocking=True,
-    description="Every release registered in releases verifies: release.json is the registered one, every file it "
-    "lists has its SHA-256 and size, no file is unlisted, SHA256SUMS agrees.",
-)
-def release_matches_its_hashes(storage: MetacanStorage) -> dg.AssetCheckResult:
-    """Re-hash every registered release bundle (:func:`.bundle.verify`); fails, naming the file, on any difference."""
-    problems: list[str] = []
-    rows = registered(storage)
-    for row in rows:
-        problems += verify(releases_root(storage) / row["folder"], row["release_json_sha256"])
-    return dg.AssetCheckResult(
-        passed=not problems,
-        metadata={"releases_checked": len(rows), "problems": dg.MetadataValue.json(problems[:20])},
     )

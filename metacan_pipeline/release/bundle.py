@@ -1,4 +1,4 @@
-"""Writing, finding and verifying a frozen release bundle under ``data/releases/<release_version>/`` (issue 16).
+"""Writing, finding and verifying a frozen release bundle under ``data/releases/<release_version>/`` (SPEC section 10).
 
 A bundle holds:
 

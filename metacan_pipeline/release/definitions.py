@@ -2,6 +2,7 @@
 
 import dagster as dg
 
-from .assets import release, release_matches_its_hashes
+from .assets import release
+from .checks import release_matches_its_hashes
 
 defs = dg.Definitions(assets=[release], asset_checks=[release_matches_its_hashes])

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import duckdb
 
-from ..publish.human_layer import passing_heads
 from ..storage import MetacanStorage
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS
+from .gate import passing_heads
 
 UNRELEASED = "unreleased"
 ROLLING = "rolling"
@@ -63,7 +63,7 @@ def newest_release(storage: MetacanStorage) -> NewestRelease | None:
 
 def passed_heads(con: duckdb.DuckDBPyConnection) -> frozenset[tuple[str, str]]:
     """``(classifier_version, head)`` that passed human validation: the newest ``human_validation`` row of some
-    locked protocol passed for it (:func:`metacan_pipeline.publish.human_layer.passing_heads`, the rule behind the
+    locked protocol passed for it (:func:`.gate.passing_heads`, the rule behind the
     records' ``human_validated:<protocol>`` status, so a head shown as validated is never withheld)."""
     return frozenset((v, row["head"]) for v, rows in passing_heads(con).items() for row in rows)
 

@@ -1,19 +1,20 @@
-"""Student assets: ``student_heads``, ``predictions`` (SPEC section 6) and ``machine_scores`` (SPEC section 7).
+"""Student assets: ``student_heads``, ``predictions`` (SPEC section 6), ``machine_scores`` (SPEC section 7) and
+``prevalence`` (SPEC sections 5-6). Their checks are in :mod:`.checks`.
 
 ``student_heads`` trains, per teacher, 11 binary and 3 categorical heads on the title-only view,
 excluding every work of a held-out venue (:mod:`.holdout`), evaluates them on the frozen holdout
 (:mod:`.evaluation`), applies the support gate, and publishes the result as an immutable model version
 (:mod:`.models`); the training itself is :mod:`.training`. ``predictions`` scores every frame work in
 batches (:mod:`.scoring`) and derives quota-calibrated decisions, candidate and consensus in DuckDB
-(:mod:`.predicting`). ``machine_scores`` runs one active-learning round (:mod:`.rounds`).
+(:mod:`.predicting`). ``machine_scores`` runs one active-learning round (:mod:`.rounds`). ``prevalence``
+estimates the rate of every category (:mod:`.prevalence`).
 
 Inputs are named by asset key (``direct_labels_<teacher>`` of the census and the sample teacher,
-:mod:`.roles`; ``sample_design``): no other stage's assets module is imported. The modules that need
-scikit-learn are imported inside the assets: it takes about 4 s to import, and every step process of a run
-launched from the Dagster UI imports this module.
+:mod:`.roles`; ``sample_design``): no other stage's assets module is imported. The modules that import
+scikit-learn at their top (:mod:`.training`, :mod:`.evaluation`, :mod:`.rounds`) are imported inside the assets
+that use them: scikit-learn takes about 4 s to import, and every step process of a run launched from the Dagster UI
+imports this module.
 """
-
-from typing import TYPE_CHECKING
 
 import dagster as dg
 import pyarrow as pa
@@ -21,13 +22,21 @@ from pydantic import Field
 
 from ..meta import counts_markdown, png_markdown, table_metadata
 from ..storage import MetacanStorage
-from ..tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA, THRESHOLDS_SCHEMA, TRAINING_SET_SCHEMA
+from ..tables.student import (
+    HEADS_SCHEMA,
+    MACHINE_SCHEMA,
+    PRED_SCHEMA,
+    PREVALENCE_SCHEMA,
+    THRESHOLDS_SCHEMA,
+    TRAINING_SET_SCHEMA,
+)
+from ..teachers.core.registry import TeacherSpec, load_registry
 from .features import FEATURE_KINDS
 from .holdout import HOLDOUT_VERSION
+from .models import StudentBundle, load_published, model_path
+from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
+from .prevalence import metaresearch_markdown, prevalence_rows
 from .roles import CENSUS, SAMPLE, direct_labels_key, teacher_standing
-
-if TYPE_CHECKING:
-    from .models import StudentBundle
 
 #: The inputs every student asset reads: both student teachers' direct labels and the sample design.
 STUDENT_INPUTS = [direct_labels_key(CENSUS), direct_labels_key(SAMPLE), "sample_design"]
@@ -56,12 +65,10 @@ class StudentConfig(dg.Config):
 
 
 def _heads_metadata(
-    storage: MetacanStorage, bundle: "StudentBundle", reused: bool, rows: list[dict], holdout: int, pngs: dict
+    storage: MetacanStorage, bundle: StudentBundle, reused: bool, rows: list[dict], holdout: int, pngs: dict
 ) -> dict:
     """The ``student_heads`` metadata: the table, the model file and version, the training and holdout sizes,
     how many heads carry decisions, and a reliability plot per teacher."""
-    from .models import model_path
-
     gated = sum(1 for g in bundle.gates.values() if g.passed)
     return table_metadata(
         HEADS_SCHEMA,
@@ -103,25 +110,26 @@ def _heads_metadata(
 def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, storage: MetacanStorage):
     """Per teacher, 11 binary and 3 categorical student heads on the title-only view (SPEC section 6).
 
-    Training data (:mod:`.training`): the census teacher's (gemma's) labelled teacher calls (unweighted; at most
-    :data:`~.training.CENSUS_LABELS_MAX` works, a salted-hash subsample above it)
+    Training data (`training`): the census teacher's (gemma's) labelled teacher calls (unweighted; at most
+    `training.CENSUS_LABELS_MAX` works, a salted-hash subsample above it)
     and the sample teacher's (codex's) on the design-weighted sample (weights ``1/pi`` from
-    ``sample_design``), minus every work of a held-out venue (:mod:`.holdout`). Features:
+    ``sample_design``), minus every work of a held-out venue (`holdout`). Features:
     ``config.features`` (TF-IDF by default), fitted on the training texts. A head whose labels hold one
     class is a constant head (its rate, ranks nothing).
 
-    Metrics per head (:func:`~.evaluation.holdout_metric_rows`), on the frozen holdout's labelled works only
+    Metrics per head (`evaluation.holdout_metric_rows`), on the frozen holdout's labelled works only
     (codex: design-weighted): positives, Kish effective sample size of the positive weights, AP, AUROC,
     expected calibration error (binary), top-1 accuracy and ECE (categorical), and a reliability plot per
     teacher (PNG, in the metadata and under ``data/reports/<model_version>/``). Support gate: both teachers
     >= 20 positives and Kish ESS >= 10. The decision rate of a gated head (for quota calibration) is the
     design-weighted codex rate over all its sample labels.
 
-    Output: table ``student_heads`` (one row per teacher and head, :data:`HEADS_SCHEMA`), table
+    Output: table ``student_heads`` (one row per teacher and head, `HEADS_SCHEMA`), table
     ``student_training_set`` (which works trained which teacher's heads), and the model file
-    ``data/models/<model_version>.joblib``, published once and immutable (:mod:`.models`): a
+    ``data/models/<model_version>.joblib``, published once and immutable (`models`): a
     re-materialization with the same labels reuses it and recomputes only the metrics.
     """
+    # lazy: both import scikit-learn (about 4 s), which only this asset's step needs
     from .evaluation import holdout_metric_rows, write_reliability_plots
     from .training import load_training_inputs, train_or_load, training_set_table
 
@@ -193,13 +201,10 @@ def predictions(context: dg.AssetExecutionContext, storage: MetacanStorage):
     ``teacher_disagreement_score`` = max over the 11 binary targets of |codex score - gemma label|,
     ``threshold_uncertainty_score`` = max over gated codex heads of clamp01(1 - |s - t| / (t if s < t else
     1 - t)); every row ``prediction_status = machine_predicted_unvalidated``. Output: ``warehouse/predictions``
-    (:data:`PRED_SCHEMA`). "codex" is the sample teacher, "gemma" the census teacher (:mod:`.roles`).
-    Raises ValueError without ``student_heads`` and :class:`~.models.ModelVersionError` when the published
+    (`PRED_SCHEMA`). "codex" is the sample teacher, "gemma" the census teacher (`roles`).
+    Raises ValueError without ``student_heads`` and `models.ModelVersionError` when the published
     model file is missing or altered.
     """
-    from .models import load_published
-    from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
-
     model_version = current_model_version(storage)
     bundle = load_published(storage, model_version)
     if bundle is None:
@@ -262,16 +267,17 @@ def machine_scores(
 ) -> dg.MaterializeResult:
     """Active-learning student scores; each materialization with new teacher labels is one round (SPEC section 7).
 
-    One TF-IDF + logistic-regression arm per teacher on ``metaresearch`` (:mod:`.rounds`), trained outside
+    One TF-IDF + logistic-regression arm per teacher on ``metaresearch`` (`rounds`), trained outside
     the held-out venues; ``score_<arm>`` per frame work (in batches) and ``score_spread`` = max - min over
     arms. The maturity gate (AP gain < 2% over 5 rounds, churn < 0.05 and Spearman rho > 0.98 for 3 rounds
     running, all on the frozen holdout) sets ``validation_status`` (``score_only:mature`` or
     ``score_only:v0-immature-baseline``) and ``rounds_run``; scores never assert a category. A new round
     proposes the next teacher batch (table ``machine_round_proposals``, recorded with the round; the asset
     ``label_batches`` then adds them to batch ``active_learning``). Tables: ``warehouse/machine_scores``
-    (:data:`MACHINE_SCHEMA`), ``machine_rounds``, ``machine_round_scores`` and ``machine_round_proposals``
+    (`MACHINE_SCHEMA`), ``machine_rounds``, ``machine_round_scores`` and ``machine_round_proposals``
     in DuckDB.
     """
+    # lazy: rounds imports scikit-learn and scipy (about 4 s), which only this asset's step needs
     from .rounds import (
         ARMS,
         TARGET,
@@ -324,4 +330,45 @@ def machine_scores(
             "rounds": dg.MetadataValue.md(rounds_markdown(storage)),
             "next_batch": dg.MetadataValue.md(proposals_markdown(proposed)),
         }
+    )
+
+
+#: The teacher registry the rates read (one ``direct_labels_<name>`` asset per teacher).
+REGISTRY: dict[str, TeacherSpec] = load_registry()
+
+
+@dg.asset(
+    group_name="scoring",
+    kinds={"python", "parquet"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=["predictions", "imported_labels", *(direct_labels_key(name) for name in REGISTRY)],
+)
+def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+    """Prevalence per category (SPEC sections 5-6). Rows of table ``prevalence``
+    (`PREVALENCE_SCHEMA`), one per population, category and method (`prevalence.prevalence_rows`):
+
+    - ``design_weighted_teacher_rate``: each teacher's rate with a design-based 95% CI
+      (`prevalence.stratified_rate`). Population ``frame``: a teacher covering all works is a census of the
+      frame (weight 1, one stratum, no sampling variance); a sample teacher uses ``sample_design``
+      (stratum, design weight). Population ``import:<source>``: imported teachers with their source's
+      ``imported_design`` (e.g. the MetaCan pilot's strata and weights).
+    - ``classify_and_count``: the share of frame works whose ``predictions.candidate_categories`` (and,
+      method ``classify_and_count_consensus``, ``consensus_categories``) holds the category; no CI.
+    - ``screener_swap_range``: per population, the lowest and highest teacher rate (``ci_low`` /
+      ``ci_high`` hold the range, ``rate`` its midpoint): what changes when another teacher is called
+      the screener, the honest uncertainty the original system reported.
+    """
+    rows = prevalence_rows(storage, REGISTRY)
+    table = pa.Table.from_pylist(rows, schema=PREVALENCE_SCHEMA)
+    storage.write_table("prevalence", table, schema=PREVALENCE_SCHEMA)
+    context.log.info(f"prevalence: {len(rows)} rows over {len({r['population'] for r in rows})} populations")
+    return dg.MaterializeResult(
+        metadata=table_metadata(
+            PREVALENCE_SCHEMA,
+            table.num_rows,
+            rows[:10],
+            None,
+            metaresearch=dg.MetadataValue.md(metaresearch_markdown(rows)),
+        )
     )

@@ -1,4 +1,4 @@
-"""Blocking checks on ``predictions`` and ``student_training_set`` (issue 5): scores in [0, 1], every frame work
+"""Blocking checks on ``predictions`` and ``student_training_set``: scores in [0, 1], every frame work
 scored exactly once, no decision on a head that failed the support gate (SPEC section 6), and the
 holdout disjoint from training.
 
@@ -83,7 +83,7 @@ def decisions_without_gate(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 @dg.asset_check(asset="predictions", blocking=True, description="Every score in predictions lies in [0, 1] (no NaN).")
 def predictions_scores_in_unit_interval(storage: MetacanStorage) -> dg.AssetCheckResult:
-    """Fails when any score column of ``predictions`` has a value outside [0, 1] or NaN (:func:`scores_out_of_range`)."""
+    """Fails when any score column of ``predictions`` has a value outside [0, 1] or NaN (`scores_out_of_range`)."""
     with storage.connect() as con:
         bad = scores_out_of_range(con)
     return dg.AssetCheckResult(passed=not bad, metadata={"rows_out_of_range_by_column": dg.MetadataValue.json(bad)})
@@ -105,7 +105,7 @@ def predictions_score_every_frame_work_once(storage: MetacanStorage) -> dg.Asset
     description="No codex decision on a head that failed the support gate (SPEC section 6).",
 )
 def predictions_no_decision_without_gate(storage: MetacanStorage) -> dg.AssetCheckResult:
-    """Fails when a head that failed the support gate still decides something (:func:`decisions_without_gate`)."""
+    """Fails when a head that failed the support gate still decides something (`decisions_without_gate`)."""
     with storage.connect() as con:
         bad = decisions_without_gate(con)
     return dg.AssetCheckResult(
@@ -133,11 +133,11 @@ def holdout_leaks(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 @dg.asset_check(
     asset="student_training_set",
     blocking=True,
-    description="The holdout never reaches training (issue 5; SPEC section 6).",
+    description="The holdout never reaches training (SPEC section 6).",
 )
 def student_holdout_disjoint_from_training(storage: MetacanStorage) -> dg.AssetCheckResult:
     """Fails when a work of the frozen holdout, or of a held-out venue, is among the works that trained the
-    current model version's heads (:func:`holdout_leaks`): the leak that once showed AP 0.969 for an honest 0.152."""
+    current model version's heads (`holdout_leaks`): the leak that once showed AP 0.969 for an honest 0.152."""
     with storage.connect() as con:
         leaks = holdout_leaks(con)
         n_train = con.execute("SELECT count(*) FROM student_training_set").fetchone()[0]

@@ -2,8 +2,7 @@
 
 import dagster as dg
 
-from .assets import machine_scores, predictions, student_heads
+from .assets import machine_scores, predictions, prevalence, student_heads
 from .checks import PREDICTION_CHECKS
-from .prevalence import prevalence
 
 defs = dg.Definitions(assets=[student_heads, predictions, prevalence, machine_scores], asset_checks=PREDICTION_CHECKS)

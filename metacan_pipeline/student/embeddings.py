@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from .. import settings
 
@@ -144,8 +145,7 @@ class MiniLMEncoder:
         if not texts:
             return out
         model = self._load()
-        import torch
-        from tqdm.auto import tqdm
+        import torch  # lazy: torch takes seconds to import and only the minilm backend needs it
 
         starts = range(0, len(texts), self.chunk_size)
         bar = tqdm(

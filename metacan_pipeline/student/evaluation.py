@@ -1,4 +1,4 @@
-"""Per-head metrics on the frozen holdout, and the reliability plot (SPEC section 6, issue 5).
+"""Per-head metrics on the frozen holdout, and the reliability plot (SPEC section 6).
 
 Metrics are design-weighted where weights are given (codex heads: the sample's design weights, so
 the figures estimate the frame, not the sample); gemma heads are unweighted (a census).
@@ -11,20 +11,16 @@ the figures estimate the frame, not the sample); gemma heads are unweighted (a c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from ..plots import new_figure, png_bytes
+from ..storage import MetacanStorage
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
 from .heads import kish_ess, weighted_rate
-from .roles import SAMPLE, STUDENT_TEACHERS
+from .models import StudentBundle
+from .roles import ROLE_TEACHERS, SAMPLE
 from .training import TrainingInputs, target_value
-
-if TYPE_CHECKING:
-    from ..storage import MetacanStorage
-    from .models import StudentBundle
 
 ECE_BINS = 10
 
@@ -174,8 +170,8 @@ def holdout_metric_rows(bundle: StudentBundle, inputs: TrainingInputs) -> tuple[
     """The ``student_heads`` rows of every head of ``bundle`` (metrics on the frozen holdout's labelled works
     only, design-weighted for the sample teacher; label counts over all labels) and the reliability curves
     ``{teacher: {target: bins}}`` of the binary heads with an AP."""
-    rows, curves = [], {t: {} for t in STUDENT_TEACHERS}
-    for teacher in STUDENT_TEACHERS:
+    rows, curves = [], {t: {} for t in ROLE_TEACHERS}
+    for teacher in ROLE_TEACHERS:
         labels = inputs.labels[teacher]
         ev = [r for r in labels if r["work_id"] in inputs.labelled_holdout]
         X = bundle.vectorizer.transform([inputs.texts[r["work_id"]] for r in ev]) if ev else None
@@ -205,7 +201,7 @@ def write_reliability_plots(storage: MetacanStorage, model_version: str, curves:
     report_dir = storage.root / "reports" / model_version
     report_dir.mkdir(parents=True, exist_ok=True)
     out = {}
-    for teacher in STUDENT_TEACHERS:
+    for teacher in ROLE_TEACHERS:
         out[teacher] = reliability_png(curves[teacher], f"{teacher} heads on the frozen holdout, {model_version}")
         (report_dir / f"reliability_{teacher}.png").write_bytes(out[teacher])
     return out

@@ -13,6 +13,10 @@ A *feature backend* turns those texts into a matrix, with the scikit-learn vecto
 
 from __future__ import annotations
 
+import numpy as np
+
+from .embeddings import MiniLMEncoder
+
 STUDENT_FIELDS = ("title_text", "venue_name", "topic", "field", "type", "language")
 
 #: Parameters of the default backend (part of the model version's content hash).
@@ -33,14 +37,12 @@ def make_features(kind: str = "tfidf"):
     ``minilm`` backend's packages are missing.
     """
     if kind == "tfidf":
-        import numpy as np
+        # lazy: scikit-learn takes about 4 s to import, and the Dagster definitions import this module
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         params = {**TFIDF_PARAMS, "dtype": np.float32}
         return TfidfVectorizer(**params)
     if kind == "minilm":
-        from .embeddings import MiniLMEncoder
-
         return MiniLMEncoder()
     raise ValueError(f"student feature backend {kind!r}: expected one of {', '.join(FEATURE_KINDS)}")
 

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.dummy import DummyClassifier
 from sklearn.linear_model import LogisticRegression
@@ -54,8 +55,6 @@ def run_fits(fits: Sequence[tuple[Callable, tuple]], labels: int) -> list:
     one BLAS thread), so the result is the same either way; give the longest fits first."""
     if FIT_WORKERS == 1 or labels < PARALLEL_MIN_LABELS or len(fits) < 2:
         return [fn(*args) for fn, args in fits]
-    from joblib import Parallel, delayed
-
     return Parallel(n_jobs=min(FIT_WORKERS, len(fits)), backend="loky")(delayed(fn)(*args) for fn, args in fits)
 
 

@@ -1,4 +1,4 @@
-"""The student's holdout: defined once, grouped by venue, used by every metric (SPEC sections 6-7, issue 5).
+"""The student's holdout: defined once, grouped by venue, used by every metric (SPEC sections 6-7).
 
 *Rule.* A venue is held out when the salted SHA-256 of its key, read as a number in [0, 1), is below
 :data:`HOLDOUT_FRACTION`. The key is the OpenAlex source id (``venue_id``); a work without a venue is
@@ -15,7 +15,7 @@ in a held-out venue are kept out of training by the rule, but do not join the fr
 
 The frozen set is only ever read in DuckDB: its size (:func:`freeze_holdout`), the labelled works in it
 (:func:`frozen_among`), and joins with the frame and the round scores (:mod:`.rounds`). At 4.3 million frame
-works it holds hundreds of thousands of works; none of them becomes a Python object (issue 17).
+works it holds hundreds of thousands of works; none of them becomes a Python object.
 
 Changing the rule (fraction or salt) is a new :data:`HOLDOUT_VERSION`; an existing frozen set of another
 version is refused with an error that says how to start again.

@@ -16,13 +16,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import joblib
 
 from ..storage import MetacanStorage
 from .calibration import GateResult
-from .heads import Head
+
+if TYPE_CHECKING:  # heads imports scikit-learn (about 4 s): the Dagster definitions import this module without it
+    from .heads import Head
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Prevalence per category: design-weighted teacher rates with a design-based 95% CI, classify-and-count,
-and the range obtained by swapping which teacher is called the screener (issue 5, SPEC sections 5-6).
+and the range obtained by swapping which teacher is called the screener (SPEC sections 5-6). The asset
+``prevalence`` (:mod:`.assets`) writes :func:`prevalence_rows` to the table ``prevalence``.
 
 Estimator (SPEC section 5, Hajek): for a teacher's labelled works with design weights ``w`` (1 / selection
 probability) in strata ``h``, ``p = sum w y / sum w``. Its variance is the stratified linearisation
@@ -14,8 +15,8 @@ counted negative.
 Works of one stratum with the same value ``y`` and the same weight ``w`` add identical terms to every sum above,
 so the estimator is computed over *cells* (stratum, y, w, number of works): DuckDB reads the label tables, keeps
 each work's current label, joins the weights and counts the works of each cell (:func:`label_cells`); only those
-counts, a few rows per teacher and stratum, come to Python, never a row per work (issue 17: the census teacher
-labels every frame work).
+counts, a few rows per teacher and stratum, come to Python, never a row per work (the census teacher labels every
+frame work).
 """
 
 import math
@@ -23,15 +24,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import dagster as dg
 import duckdb
 import pyarrow as pa
 
-from ..meta import table_metadata
 from ..storage import MetacanStorage, sql_literal
-from ..tables.student import PREVALENCE_SCHEMA
 from ..teachers.core.agreement import head_values
-from ..teachers.core.registry import TeacherSpec, load_registry
+from ..teachers.core.registry import TeacherSpec
 from ..vocab import CATEGORIES
 from .roles import direct_labels_key, teacher_standing
 
@@ -333,47 +331,4 @@ def metaresearch_markdown(rows: list[dict]) -> str:
         f"| {r['population']} | {r['category']} | {r['method']} | {r['teacher'] or ''} | {r['n']} | {_fmt(r)} |\n"
         for r in rows
         if r["category"] == "metaresearch"
-    )
-
-
-# ---- the asset -------------------------------------------------------------------------------------
-
-#: The teacher registry the rates read (one ``direct_labels_<name>`` asset per teacher).
-REGISTRY: dict[str, TeacherSpec] = load_registry()
-
-
-@dg.asset(
-    group_name="scoring",
-    kinds={"python", "parquet"},
-    code_version="1",
-    owners=["team:metacan"],
-    deps=["predictions", "imported_labels", *(direct_labels_key(name) for name in REGISTRY)],
-)
-def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
-    """Prevalence per category (issue 5, SPEC sections 5-6). Rows of table ``prevalence``
-    (:data:`PREVALENCE_SCHEMA`), one per population, category and method (:func:`prevalence_rows`):
-
-    - ``design_weighted_teacher_rate``: each teacher's rate with a design-based 95% CI
-      (:func:`stratified_rate`). Population ``frame``: a teacher covering all works is a census of the
-      frame (weight 1, one stratum, no sampling variance); a sample teacher uses ``sample_design``
-      (stratum, design weight). Population ``import:<source>``: imported teachers with their source's
-      ``imported_design`` (e.g. the MetaCan pilot's strata and weights).
-    - ``classify_and_count``: the share of frame works whose ``predictions.candidate_categories`` (and,
-      method ``classify_and_count_consensus``, ``consensus_categories``) holds the category; no CI.
-    - ``screener_swap_range``: per population, the lowest and highest teacher rate (``ci_low`` /
-      ``ci_high`` hold the range, ``rate`` its midpoint): what changes when another teacher is called
-      the screener, the honest uncertainty the original system reported.
-    """
-    rows = prevalence_rows(storage, REGISTRY)
-    table = pa.Table.from_pylist(rows, schema=PREVALENCE_SCHEMA)
-    storage.write_table("prevalence", table, schema=PREVALENCE_SCHEMA)
-    context.log.info(f"prevalence: {len(rows)} rows over {len({r['population'] for r in rows})} populations")
-    return dg.MaterializeResult(
-        metadata=table_metadata(
-            PREVALENCE_SCHEMA,
-            table.num_rows,
-            rows[:10],
-            None,
-            metaresearch=dg.MetadataValue.md(metaresearch_markdown(rows)),
-        )
     )

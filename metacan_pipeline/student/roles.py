@@ -5,8 +5,8 @@
 - :data:`CENSUS` (gemma by default): the census teacher, covering every frame work; its heads are
   unweighted and its direct labels enter the candidate and consensus of every prediction.
 
-:data:`STUDENT_TEACHERS` is the order of the heads, of the model-version hash and of the machine-score
-arms (sample first, as the published columns). The published column names (``score_codex``,
+:data:`ROLE_TEACHERS` (the registry names of the two role teachers, sample first) is the order of the heads,
+of the model-version hash and of the machine-score arms, as the published columns. The published column names (``score_codex``,
 ``category_scores_gemma``, ... in :mod:`metacan_pipeline.tables.student`) keep the default teacher names.
 """
 
@@ -22,7 +22,7 @@ from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER
 ROLES: dict[str, str] = load_roles()
 SAMPLE: str = ROLES[SAMPLE_TEACHER]
 CENSUS: str = ROLES[CENSUS_TEACHER]
-STUDENT_TEACHERS: tuple[str, str] = (SAMPLE, CENSUS)
+ROLE_TEACHERS: tuple[str, str] = (SAMPLE, CENSUS)
 
 
 def direct_labels_key(teacher: str) -> str:

@@ -1,4 +1,4 @@
-"""Machine scores: the active-learning student, retrained in rounds (SPEC section 7, issue 5).
+"""Machine scores: the active-learning student, retrained in rounds (SPEC section 7).
 
 One TF-IDF + logistic-regression *arm* per teacher (gemma, codex) on the ``metaresearch`` target,
 trained on every labelled teacher call of that teacher outside the held-out venues (unweighted: the
@@ -9,7 +9,7 @@ idle re-runs would "pass" the gate by not moving).
 
 Per round, on the frozen holdout (:mod:`.holdout`), the arms' scores are stored
 (``machine_round_scores``) so that every later round compares all rounds on the same works and the
-same, current labels. Neither the holdout nor its scores become Python objects (issue 17: at 4.3 million
+same, current labels. Neither the holdout nor its scores become Python objects (at 4.3 million
 frame works the holdout holds hundreds of thousands of works): the holdout is scored in record batches
 (:func:`store_holdout_scores`), and the gate reads the stored scores one round (and the round before it) of
 one arm at a time as numpy arrays (:func:`maturity_gate`). The *maturity gate* passes when, for every arm:
@@ -58,12 +58,12 @@ from .features import STUDENT_FIELDS, make_features, transform
 from .heads import BinaryHead
 from .holdout import freeze_holdout, frozen_among
 from .models import Scorer
-from .roles import CENSUS, SAMPLE, STUDENT_TEACHERS, direct_labels_key
+from .roles import CENSUS, ROLE_TEACHERS, SAMPLE, direct_labels_key
 from .scoring import BATCH_SIZE, score_batches, score_column, scratch_connection, student_texts
 from .training import CENSUS_LABELS_MAX, frame_rows_for, frame_venues, outside_holdout, teacher_call_labels
 
-#: One arm per student teacher, sample teacher first (:data:`~.roles.STUDENT_TEACHERS`).
-ARMS = STUDENT_TEACHERS
+#: One arm per student teacher, sample teacher first (:data:`~.roles.ROLE_TEACHERS`).
+ARMS = ROLE_TEACHERS
 ACTIVE_BATCH = ACTIVE_LEARNING_BATCH
 ROUNDS_CODE_VERSION = "machine-rounds-v1"
 AP_GAIN_MAX, AP_WINDOW = 0.02, 5  # SPEC section 7

@@ -26,7 +26,7 @@ from .features import STUDENT_FIELDS, make_features, transform
 from .heads import PARAMS, BinaryHead, CategoricalHead, Head, kish_ess, run_fits, weighted_rate
 from .holdout import HOLDOUT_VERSION, freeze_holdout, frozen_among, venue_held_out, venue_key
 from .models import StudentBundle, load_published, publish
-from .roles import CENSUS, SAMPLE, STUDENT_TEACHERS, direct_labels_key
+from .roles import CENSUS, ROLE_TEACHERS, SAMPLE, direct_labels_key
 from .scoring import scratch_connection, student_texts
 
 #: Part of every model version: bump it when training or the bundle's classes change (a published
@@ -86,7 +86,7 @@ def model_version_for(labels: dict[str, list[dict]], weights: dict[str, float], 
     h = hashlib.sha256()
     h.update(f"{__version__}/{STUDENT_CODE_VERSION}/{feature_kind}/{HOLDOUT_VERSION}".encode())
     h.update(json.dumps(PARAMS, sort_keys=True, default=str).encode())
-    for teacher in STUDENT_TEACHERS:
+    for teacher in ROLE_TEACHERS:
         for r in sorted(labels[teacher], key=lambda r: r["work_id"]):
             h.update(
                 json.dumps([teacher, r["work_id"], r["label_id"], weights.get(r["work_id"], 1.0)], default=str).encode()
@@ -179,10 +179,10 @@ class TrainingInputs:
 def load_training_inputs(storage: MetacanStorage, run_id: str) -> tuple[TrainingInputs, bool]:
     """The :class:`TrainingInputs` from the warehouse, freezing the holdout on the first run; returns
     ``(inputs, holdout newly frozen)``. Raises ValueError as :func:`design_weights`."""
-    labels = {t: teacher_call_labels(storage, t, CENSUS_LABELS_MAX if t == CENSUS else None) for t in STUDENT_TEACHERS}
+    labels = {t: teacher_call_labels(storage, t, CENSUS_LABELS_MAX if t == CENSUS else None) for t in ROLE_TEACHERS}
     design = design_weights(storage, {r["work_id"] for rows in labels.values() for r in rows})
     labels[SAMPLE] = [r for r in labels[SAMPLE] if design.get(r["work_id"], {}).get("in_sample")]
-    frame_info = frame_rows_for(storage, {r["work_id"] for t in STUDENT_TEACHERS for r in labels[t]})
+    frame_info = frame_rows_for(storage, {r["work_id"] for t in ROLE_TEACHERS for r in labels[t]})
     labels = {t: [r for r in rows if r["work_id"] in frame_info] for t, rows in labels.items()}
     holdout_works, newly = freeze_holdout(storage, frame_venues(storage), run_id)
     weights = {wid: r["design_weight"] for wid, r in design.items()}
@@ -198,16 +198,16 @@ def fit_heads(
     ``train[teacher]``: training label rows (never a holdout work); ``weights[teacher]``: one training
     weight per row. Returns ``(vectorizer, heads[teacher][target])``; raises ValueError with nothing to train on.
     """
-    train_texts = sorted({texts[r["work_id"]] for t in STUDENT_TEACHERS for r in train[t]})
+    train_texts = sorted({texts[r["work_id"]] for t in ROLE_TEACHERS for r in train[t]})
     if not train_texts:
         raise ValueError(
             "student_heads: nothing to train on: no labelled teacher call of a frame work outside the holdout in "
-            f"{', '.join(direct_labels_key(t) for t in STUDENT_TEACHERS)} (is the frame empty, or did every call fail?); "
+            f"{', '.join(direct_labels_key(t) for t in ROLE_TEACHERS)} (is the frame empty, or did every call fail?); "
             "materialize frame and the teachers first"
         )
     vectorizer = make_features(feature_kind).fit(train_texts)
     fits: dict[tuple[str, str], tuple] = {}  # (teacher, target) -> (fit method, arguments), in head order
-    for teacher in STUDENT_TEACHERS:
+    for teacher in ROLE_TEACHERS:
         rows, w = train[teacher], weights[teacher]
         X = transform(vectorizer, [texts[r["work_id"]] for r in rows])
         for target in BINARY_TARGETS:
@@ -219,11 +219,10 @@ def fit_heads(
     # the multi-class fits take most of the time: hand them out first
     order = sorted(fits, key=lambda k: k[1] not in CATEGORICAL_TARGETS)
     fitted = dict(
-        zip(order, run_fits([fits[k] for k in order], sum(len(train[t]) for t in STUDENT_TEACHERS)), strict=False)
+        zip(order, run_fits([fits[k] for k in order], sum(len(train[t]) for t in ROLE_TEACHERS)), strict=False)
     )
     return vectorizer, {
-        teacher: {target: fitted[teacher, target] for (t, target) in fits if t == teacher}
-        for teacher in STUDENT_TEACHERS
+        teacher: {target: fitted[teacher, target] for (t, target) in fits if t == teacher} for teacher in ROLE_TEACHERS
     }
 
 
@@ -234,9 +233,9 @@ def support_gates(
     gates = {}
     for target in (*BINARY_TARGETS, *CATEGORICAL_TARGETS):
         if target in CATEGORICAL_TARGETS:
-            has = {t: [r for r in labels[t] if r.get(target) is not None] for t in STUDENT_TEACHERS}
+            has = {t: [r for r in labels[t] if r.get(target) is not None] for t in ROLE_TEACHERS}
         else:
-            has = {t: [r for r in labels[t] if target_value(r, target) == 1] for t in STUDENT_TEACHERS}
+            has = {t: [r for r in labels[t] if target_value(r, target) == 1] for t in ROLE_TEACHERS}
         pos_w = np.array([weights.get(r["work_id"], 1.0) for r in has[SAMPLE]])
         gate = support_gate(len(has[CENSUS]), len(has[SAMPLE]), kish_ess(pos_w))
         if gate.passed and heads[SAMPLE][target].status_ != "trained":
@@ -263,8 +262,8 @@ def decision_rates(sample_labels: list[dict], weights: dict[str, float]) -> dict
 def train_bundle(model_version: str, feature_kind: str, inputs: TrainingInputs) -> StudentBundle:
     """Train ``model_version`` on ``inputs``: the heads on the labels outside the holdout (:func:`fit_heads`),
     the support gates and decision rates on all labels; the bundle is complete when returned."""
-    train = {t: outside_holdout(inputs.labels[t], inputs.labelled_holdout, inputs.frame_info) for t in STUDENT_TEACHERS}
-    weights = {t: inputs.row_weights(t, train[t]) for t in STUDENT_TEACHERS}
+    train = {t: outside_holdout(inputs.labels[t], inputs.labelled_holdout, inputs.frame_info) for t in ROLE_TEACHERS}
+    weights = {t: inputs.row_weights(t, train[t]) for t in ROLE_TEACHERS}
     vectorizer, heads = fit_heads(feature_kind, train, inputs.texts, weights)
     return StudentBundle(
         vectorizer,
@@ -272,7 +271,7 @@ def train_bundle(model_version: str, feature_kind: str, inputs: TrainingInputs) 
         model_version=model_version,
         feature_kind=feature_kind,
         holdout_version=HOLDOUT_VERSION,
-        training_ids={t: [r["work_id"] for r in train[t]] for t in STUDENT_TEACHERS},
+        training_ids={t: [r["work_id"] for r in train[t]] for t in ROLE_TEACHERS},
         gates=support_gates(inputs.labels, inputs.weights, heads),
         rates=decision_rates(inputs.labels[SAMPLE], inputs.weights),
     )
@@ -307,7 +306,7 @@ def training_set_table(bundle: StudentBundle, frame_info: dict[str, dict]) -> pa
                 "work_id": wid,
                 "venue_key": frame_info[wid]["venue_key"],
             }
-            for t in STUDENT_TEACHERS
+            for t in ROLE_TEACHERS
             for wid in bundle.training_ids[t]
         ],
         schema=TRAINING_SET_SCHEMA,

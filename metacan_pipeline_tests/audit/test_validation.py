@@ -28,8 +28,8 @@ from metacan_pipeline.audit.estimates.report import validation_report as report_
 from metacan_pipeline.audit.protocol.locked import current_protocol
 from metacan_pipeline.cli import app
 from metacan_pipeline.i18n import translations
-from metacan_pipeline.publish.assets import records_may_ship, work_records
-from metacan_pipeline.publish.checks import records_human_layers_backed
+from metacan_pipeline.publish.assets import work_records
+from metacan_pipeline.publish.checks import records_human_layers_backed, records_may_ship
 from metacan_pipeline.publish.human_layer import human_layer_violations
 from metacan_pipeline.publish.pages import environment, render_work
 from metacan_pipeline.settings import coding_store_path

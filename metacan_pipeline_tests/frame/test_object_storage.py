@@ -1,4 +1,4 @@
-"""Tests of the frame built from an OpenAlex snapshot in object storage (metacan_pipeline/openalex/remote.py, issue 17).
+"""Tests of the frame built from an OpenAlex snapshot in object storage (metacan_pipeline/openalex/remote.py).
 
 A real S3-compatible server runs on loopback (moto's server mode), and the test uploads the shared snapshot sample
 (../shared/data/openalex/...snapshot_sample: works, funders, sources, institutions parts and the works manifest)
@@ -26,8 +26,9 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs
+from metacan_pipeline.frame.cluster import build_parts
 from metacan_pipeline.frame.entities import EntityLists
-from metacan_pipeline.frame.parts import build_parts, part_dir, part_jobs, split_finished
+from metacan_pipeline.frame.parts import part_dir, part_jobs, split_finished
 from metacan_pipeline.openalex.folders import input_folders, locate, split_dirs
 from metacan_pipeline.openalex.inventory import take_inventory
 from metacan_pipeline.openalex.lookup import load_abstracts
@@ -365,8 +366,8 @@ def test_an_s3_url_is_one_folder_in_a_list_and_credentials_in_a_url_are_refused(
     with pytest.raises(ValueError, match="carries credentials in its URL") as err:
         input_folders(["s3://AKIA:hunter2@bucket/x"])
     assert "hunter2" not in str(err.value)
-    # in a ':' list the URL's own ':' would have split it into a bucket named after the key and a folder named
-    # after the secret (found by a bad-input trial): the list is refused whole, naming neither
+    # in a ':' list the URL's own ':' would split it into a bucket named after the key and a folder named after
+    # the secret: the list is refused whole, naming neither
     with pytest.raises(ValueError, match="carries credentials in its URL") as err:
         split_dirs("../a:s3://AKIAKEY:hunter2@bucket/works")
     assert "hunter2" not in str(err.value) and "AKIAKEY" not in str(err.value) and "s3://bucket" in str(err.value)
@@ -693,7 +694,7 @@ def test_a_bad_parts_url_fails_the_build_in_one_sentence_naming_the_variable(val
 @pytest.mark.parametrize(
     "value",
     [
-        "s3:alice:hunter2@metacan-parts",  # no '://': the user info was echoed in the error (a bad-input trial)
+        "s3:alice:hunter2@metacan-parts",  # no '://': the error must not echo the user info
         "alice:hunter2@minio/metacan-parts",
         "s3://ab/frame_parts",  # an S3 bucket name has 3-63 lower-case characters
         "S3://Metacan-Parts/frame_parts",

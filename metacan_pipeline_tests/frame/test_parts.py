@@ -372,8 +372,9 @@ def test_a_scheduler_setting_that_is_not_an_address_is_refused_naming_the_variab
 def test_a_scheduler_that_does_not_answer_stops_the_build_naming_its_address_and_the_setting(tmp_path):
     import dask
 
+    from metacan_pipeline.frame.cluster import ClusterError, build_parts
     from metacan_pipeline.frame.entities import EntityLists
-    from metacan_pipeline.frame.parts import ClusterError, PartJob, build_parts
+    from metacan_pipeline.frame.parts import PartJob
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -394,18 +395,18 @@ def test_a_service_that_is_not_a_scheduler_stops_the_build_within_the_connect_li
     import threading
     import time
 
-    from metacan_pipeline.frame import parts
+    from metacan_pipeline.frame import cluster, parts
     from metacan_pipeline.frame.entities import EntityLists
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     address = f"tcp://127.0.0.1:{server.server_address[1]}"
-    monkeypatch.setattr(parts, "SCHEDULER_CONNECT_S", 2.0)
+    monkeypatch.setattr(cluster, "SCHEDULER_CONNECT_S", 2.0)
     job = parts.PartJob(str(tmp_path / "in.jsonl"), "in.jsonl", "files", 1, 1, None, "no_manifest")
     t0 = time.monotonic()
     try:
-        with pytest.raises(parts.ClusterError, match="did not answer") as err:
-            list(parts.build_parts([(job, "k")], tmp_path, EntityLists({}, {}, {}, {}), "run", 2, scheduler=address))
+        with pytest.raises(cluster.ClusterError, match="did not answer") as err:
+            list(cluster.build_parts([(job, "k")], tmp_path, EntityLists({}, {}, {}, {}), "run", 2, scheduler=address))
     finally:
         server.shutdown()
     assert time.monotonic() - t0 < 10 and address in str(err.value) and "METACAN_DASK_SCHEDULER" in str(err.value)
@@ -415,8 +416,7 @@ def test_remote_build_scratch_does_not_use_a_shared_folder_it_does_not_own(tmp_p
     """``<tmp>/metacan-part-builds-<uid>`` has a name anyone on the machine can guess, in a /tmp everyone writes to.
     A symlink put there (by another user, or left over) must not take the builds elsewhere and make them delete that
     folder's entries; a file there must not stop every build bound for object storage; a folder of another owner or
-    that others may write to is not used. Before: the symlink was followed and the target's 'dead build' removed,
-    and a file made each remote part build fail with FileExistsError. Such a root gets a private folder as before."""
+    that others may write to is not used. Such a root gets a private folder instead."""
     import tempfile
 
     from metacan_pipeline.frame.parts import remote_build_scratch

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 from metacan_pipeline.definitions import build_resources
-from metacan_pipeline.publish.assets import PagesConfig, records_may_ship, work_pages, work_records
+from metacan_pipeline.publish.assets import PagesConfig, work_pages, work_records
+from metacan_pipeline.publish.checks import records_may_ship
 from metacan_pipeline.publish.records import schema_violation
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
@@ -233,16 +234,16 @@ def test_records_changed_counts_the_new_and_changed_records_and_leaves_no_scratc
 def test_record_inputs_are_the_same_whatever_the_range_of_ids_joined_at_a_time(tmp_path, openalex_dir, monkeypatch):
     """work_records joins the frame range of ids by range (RANGE_WORKS): 30 works in ranges of 7 (five ranges, the
     last one short) give the same rows, in the same id order, as one range; no work is lost or doubled at a bound."""
-    from metacan_pipeline.publish import records
+    from metacan_pipeline.publish import record_inputs as inputs
     from metacan_pipeline_tests.builders import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
     dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
     tables = ["direct_labels_gemma", "direct_labels_codex"]
-    whole = [row for batch in records.record_inputs(storage, tables) for row in batch]
-    monkeypatch.setattr(records, "RANGE_WORKS", 7)
-    ranged = [row for batch in records.record_inputs(storage, tables, batch_rows=4) for row in batch]
+    whole = [row for batch in inputs.record_inputs(storage, tables) for row in batch]
+    monkeypatch.setattr(inputs, "RANGE_WORKS", 7)
+    ranged = [row for batch in inputs.record_inputs(storage, tables, batch_rows=4) for row in batch]
     ids = [r["work"]["id"] for r in whole]
     assert len(ids) == len(set(ids)) == 30 and ids == sorted(ids)
     assert sum(len(r["labels"]) for r in whole) == 16 and any(r["pred"] for r in whole)
@@ -255,7 +256,7 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
     previous table and no build folder are left."""
     import pyarrow.parquet as pq
 
-    from metacan_pipeline.publish import records
+    from metacan_pipeline.publish import record_build, records
     from metacan_pipeline_tests.builders import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
@@ -263,12 +264,12 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
     result = dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
     md = result.asset_materializations_for_node("work_records")[-1].metadata
     assert (md["dagster/row_count"].value, md["id_ranges"].value, md["worker_processes"].value) == (30, 1, 1)
-    build = records.RecordBuild(
+    build = record_build.RecordBuild(
         storage.data_dir, ("direct_labels_gemma", "direct_labels_codex"), None, {"gemma": "qualified"}, {}, None
     )
-    one = records.write_records(storage, build, workers=1)
+    one = record_build.write_records(storage, build, workers=1)
     whole = storage.read_table("work_records").to_pylist()
-    two = records.write_records(storage, build, workers=2, range_works=7)
+    two = record_build.write_records(storage, build, workers=2, range_works=7)
     files = sorted(p.name for p in storage.table_dir("work_records").glob("*.parquet"))
     ranged = pq.read_table(storage.table_dir("work_records")).to_pylist()  # the files in name order
 
@@ -283,7 +284,7 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
     frame = storage.read_table("frame").to_pylist()
     storage.write_table("frame", pa.Table.from_pylist([*frame, frame[20]], schema=FRAME_SCHEMA))
     with pytest.raises(records.RecordInputError, match=f"work {frame[20]['id']} appears twice"):
-        records.write_records(storage, build, workers=2, range_works=7)
+        record_build.write_records(storage, build, workers=2, range_works=7)
     assert pq.read_table(storage.table_dir("work_records")).to_pylist() == whole
     assert not list(storage.warehouse.glob(".work_records.build-*"))
 
@@ -291,17 +292,19 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
 def test_each_range_of_a_records_build_spills_to_its_own_folder(tmp_path, openalex_dir, monkeypatch):
     """The ranges of work_records run side by side in worker processes, each with its own DuckDB: DuckDBs spilling to
     one folder write the same file names (duckdb_temp_storage_DEFAULT-0.tmp) and crash or read each other's blocks
-    (duckdb issue 15173; two processes sorting past their memory_limit in one temp_directory segfaulted here).
-    Before: every range spilled to warehouse/.spill-records. Each range's folder is gone after the build."""
-    from metacan_pipeline.publish import records
+    (duckdb issue 15173: two processes sorting past their memory_limit in one temp_directory segfault). Each range
+    spills to a folder of its own under warehouse/.spill-records, gone after the build."""
+    from metacan_pipeline.publish import record_build
     from metacan_pipeline_tests.builders import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
     dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
-    build = records.RecordBuild(storage.data_dir, ("direct_labels_gemma", "direct_labels_codex"), None, None, {}, None)
+    build = record_build.RecordBuild(
+        storage.data_dir, ("direct_labels_gemma", "direct_labels_codex"), None, None, {}, None
+    )
     spills = []
-    connect = records.duckdb.connect
+    connect = record_build.duckdb.connect
 
     def spy(*args, **kwargs):
         if ".spill-records" in (kwargs.get("config") or {}).get("temp_directory", ""):
@@ -309,8 +312,8 @@ def test_each_range_of_a_records_build_spills_to_its_own_folder(tmp_path, openal
             assert len(spills) == 1 or spills[-1].is_dir(), spills[-1]  # a range's own folder exists before it runs
         return connect(*args, **kwargs)
 
-    monkeypatch.setattr(records.duckdb, "connect", spy)
-    built = records.write_records(storage, build, workers=1, range_works=7)  # the ranges in this process, in turn
+    monkeypatch.setattr(record_build.duckdb, "connect", spy)
+    built = record_build.write_records(storage, build, workers=1, range_works=7)  # the ranges in this process, in turn
     ranged = spills[1:]  # the first connection only lists the ranges, before any range runs
     assert built["ranges"] + 1 == len(ranged) == len(set(ranged)) == 6  # five ranges of ids and the NULL-id one
     assert all(p.parent == storage.warehouse / ".spill-records" for p in ranged)
@@ -326,21 +329,21 @@ def _records_build_child(
     import subprocess
     import sys
 
-    from metacan_pipeline.publish import records
+    from metacan_pipeline.publish import record_build
 
     script = (
-        "from metacan_pipeline.publish import records\n"
+        "from metacan_pipeline.publish import record_build\n"
         "from metacan_pipeline.storage import MetacanStorage\n"
         f"{prelude}"
         "if __name__ == '__main__':\n"
         f"{setup}"
         f"    storage = MetacanStorage(data_dir={storage.data_dir!r})\n"
-        "    build = records.RecordBuild(storage.data_dir, ('direct_labels_gemma', 'direct_labels_codex'), None, None, "
+        "    build = record_build.RecordBuild(storage.data_dir, ('direct_labels_gemma', 'direct_labels_codex'), None, None, "
         f"{{}}, {layer})\n"
-        "    records.write_records(storage, build, workers=2, range_works=1)\n"
+        "    record_build.write_records(storage, build, workers=2, range_works=1)\n"
     )
     (tmp_path / "build.py").write_text(script)
-    root = str(Path(records.__file__).parents[2])  # the checkout, for the child's imports
+    root = str(Path(record_build.__file__).parents[2])  # the checkout, for the child's imports
     return subprocess.Popen(
         [sys.executable, str(tmp_path / "build.py")], env={**os.environ, "PYTHONPATH": root}, **popen
     )
@@ -363,8 +366,8 @@ def _spawned_workers(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_dir):
     """A step process SIGKILLed during a work_records build (an OOM kill, `kill -9`, a supervisor's timeout): its
-    worker processes end too, and the next build removes its folder. Before: they built the ranges already queued into the dead build's folder, then waited
-    for work forever (two idle ~350 MB processes per kill, found still there minutes later)."""
+    worker processes end too (none goes on building the queued ranges into the dead build's folder, nor waits for
+    work forever), and the next build removes its folder."""
     import os
     import signal
     import time
@@ -390,7 +393,7 @@ def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_
         assert not _alive(workers), f"worker processes {workers} outlived the killed build"
         left = list(storage.warehouse.glob(".work_records.build-*"))
         assert [p.name.split("-")[2] for p in left] == [f"pid{proc.pid}"]  # the killed build's folder, named for it
-        # the next build removes it (before: it stayed, GBs at 4.3M works) and builds the table whole
+        # the next build removes it (GBs at 4.3M works) and builds the table whole
         dg.materialize([work_records], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
         assert not list(storage.warehouse.glob(".work_records.build-*"))
         assert storage.read_table("work_records", ["id"]).num_rows == 30
@@ -402,8 +405,8 @@ def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_
 
 def test_a_records_worker_killed_mid_build_stops_the_build_with_what_to_do(tmp_path, openalex_dir):
     """A worker process SIGKILLed mid-range (what the OOM killer does): the build stops with a sentence naming the
-    likely cause and the setting to lower, the previous table and no build folder are left. Before: the pool's
-    generic "A process in the process pool was terminated abruptly"."""
+    likely cause and the setting to lower (not the pool's generic "A process in the process pool was terminated
+    abruptly"), the previous table and no build folder are left."""
     import subprocess
 
     import pyarrow.parquet as pq
@@ -445,10 +448,10 @@ def _alive(pids: list[int]) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 def test_an_interrupted_records_build_stops_its_workers_at_once(tmp_path, openalex_dir):
     """SIGTERM (turned into KeyboardInterrupt, as Dagster's handlers and `metacan run` do) during a work_records build:
-    the build stops now, its workers end, the previous table and no build folder are left. Before: the step process
-    waited for the ranges running and already queued in the workers (a range is about 40 s at 50,000 works), so a
-    run told to stop went on for a minute or more, past the stop timeout of most supervisors. Here a range takes
-    600 s (a release layer that sleeps), so a build that waited for its ranges would outlast the 120 s allowed."""
+    the build stops now, its workers end, the previous table and no build folder are left: it does not wait for the
+    ranges running and queued in the workers (a range is about 40 s at 50,000 works), which would outlast the stop
+    timeout of most supervisors. Here a range takes 600 s (a release layer that sleeps), so a build that waited for
+    its ranges would outlast the 120 s allowed."""
     import os
     import signal
     import time

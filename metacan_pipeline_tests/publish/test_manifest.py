@@ -15,7 +15,7 @@ from metacan_pipeline.publish.manifest import (
     withdraw,
     works_gone,
 )
-from metacan_pipeline.publish.pages import write_atomic
+from metacan_pipeline.publish.page_writer import write_atomic
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.publish import RECORDS_SCHEMA
 

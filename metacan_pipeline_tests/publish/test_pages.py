@@ -20,18 +20,16 @@ from playwright.sync_api import expect
 
 from metacan_pipeline.publish.abstracts import Abstract
 from metacan_pipeline.publish.manifest import PagePlan
+from metacan_pipeline.publish.page_writer import index_order, stream_records, write_index
 from metacan_pipeline.publish.pages import (
     INDEX_FIELDS,
     environment,
     index_json,
-    index_order,
     index_row,
     page_context,
     page_path,
     render_index,
     render_work,
-    stream_records,
-    write_index,
     write_static,
 )
 from metacan_pipeline.publish.records import build_record, record_row

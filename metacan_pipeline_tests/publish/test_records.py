@@ -153,7 +153,7 @@ def test_record_workers_follow_the_cores_and_memory_and_stop_at_four(monkeypatch
     import dask.system
     import distributed.system
 
-    from metacan_pipeline.publish.records import record_workers
+    from metacan_pipeline.publish.record_build import record_workers
 
     monkeypatch.delenv("METACAN_RECORD_WORKERS", raising=False)
     monkeypatch.setattr(dask.system, "cpu_count", lambda: cores)
@@ -175,7 +175,7 @@ def test_the_ship_check_gives_the_same_answer_in_worker_processes_as_in_one(tmp_
     import pyarrow as pa
 
     from metacan_pipeline.publish.assets import work_records
-    from metacan_pipeline.publish.records import SHOWN_VIOLATIONS, check_records
+    from metacan_pipeline.publish.record_check import SHOWN_VIOLATIONS, check_records
     from metacan_pipeline.storage import MetacanStorage
     from metacan_pipeline.tables.publish import RECORDS_SCHEMA
     from metacan_pipeline_tests.builders import site_world

@@ -15,9 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from metacan_pipeline.publish.assets import records_may_ship, work_records
+from metacan_pipeline.publish.assets import work_records
+from metacan_pipeline.publish.checks import records_may_ship
 from metacan_pipeline.publish.pages import environment, render_work
-from metacan_pipeline.release.assets import ReleaseConfig, release, release_matches_its_hashes
+from metacan_pipeline.release.assets import ReleaseConfig, release
+from metacan_pipeline.release.checks import release_matches_its_hashes
 from metacan_pipeline.release.citation import CitationError, validate_citation
 from metacan_pipeline.release.layer import ROLLING, UNRELEASED, rolling_violations
 from metacan_pipeline.storage import MetacanStorage

@@ -3,7 +3,8 @@
 import dagster as dg
 import pyarrow as pa
 
-from metacan_pipeline.sampling.assets import sample_design, sample_design_partitions_frame
+from metacan_pipeline.sampling.assets import sample_design
+from metacan_pipeline.sampling.checks import sample_design_partitions_frame
 from metacan_pipeline.sampling.design import META_SIGNALS, StrataSpec, draw_sample
 from metacan_pipeline.storage import MetacanStorage
 

@@ -33,9 +33,10 @@ def world(tmp_path_factory, openalex_dir):
     """``(storage, client)``: the site world, codex disagreeing with gemma on W7015 (metaresearch), W7030
     (insufficient_payload) and W7045 (study design, a reason carrying XSS), a sample design, the real ``prevalence``
     asset, then ``work_records`` and ``site_database``."""
-    from metacan_pipeline.publish.assets import records_may_ship, work_records
+    from metacan_pipeline.publish.assets import work_records
+    from metacan_pipeline.publish.checks import records_may_ship
     from metacan_pipeline.site.assets import site_database
-    from metacan_pipeline.student.prevalence import prevalence
+    from metacan_pipeline.student.assets import prevalence
 
     storage = MetacanStorage(data_dir=str(tmp_path_factory.mktemp("stats") / "data"))
     frame = site_world(storage, openalex_dir)

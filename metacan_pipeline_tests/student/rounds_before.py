@@ -1,5 +1,4 @@
-"""The frozen-holdout part of ``machine_scores`` as it was before issue 17 moved it out of Python objects (commit
-a48d457): the holdout read as a set of every work, its scores written from a list of tuples, every round's scores
+"""The frozen-holdout part of ``machine_scores`` written over Python objects (commit a48d457): the holdout read as a set of every work, its scores written from a list of tuples, every round's scores
 read into ``{round: {arm: {work_id: score}}}`` and the maturity gate computed over those dicts. Kept, unchanged but
 for the names, as the reference the tests of :mod:`metacan_pipeline.student.rounds` compare the new gate with, and as
 the baseline of ``benchmarks/bench_machine_rounds.py``; nothing in the pipeline imports it."""

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.student.pilot_eval on the MetaCan frame1k arms in ../shared/data, cross-validated by
+"""Tests of metacan_pipeline.student.pilot_frame1k on the MetaCan frame1k arms in ../shared/data, cross-validated by
 venue (figures measured on those files)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
 from metacan_pipeline.openalex.abstract import markup_to_text
-from metacan_pipeline.student import pilot_eval
+from metacan_pipeline.student import pilot_frame1k
 from metacan_pipeline.student.features import make_features
-from metacan_pipeline.student.pilot_eval import FRAME1K_ARMS, evaluate_frame1k, frame1k_works
-from metacan_pipeline.teachers.core.reference import R1_ARMS
+from metacan_pipeline.student.pilot_frame1k import evaluate_frame1k, frame1k_works
+from metacan_pipeline.teachers.core.reference import FRAME1K_ARMS, R1_ARMS
 from metacan_pipeline_tests.builders import SHARED
 
 PILOT = SHARED / "data" / "metacan_pilot"
@@ -121,8 +121,8 @@ def test_no_abstract_text_reaches_the_student(pilot, records, tmp_path, monkeypa
             seen.extend(texts)
             return self.inner.transform(texts)
 
-    monkeypatch.setattr(pilot_eval, "make_features", lambda kind: Recording())
-    monkeypatch.setattr(pilot_eval, "_MATRICES", {})
+    monkeypatch.setattr(pilot_frame1k, "make_features", lambda kind: Recording())
+    monkeypatch.setattr(pilot_frame1k, "_MATRICES", {})
     r = evaluate_frame1k(copy, "tfidf", "grok_r1")
     assert len(seen) == 1500 and not any(marker in t for t in seen)
     assert r.ap == pytest.approx(MEASURED["grok_r1"][3], abs=0.02)

@@ -6,7 +6,8 @@ import dagster as dg
 import pytest
 
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.student.prevalence import prevalence, stratified_rate
+from metacan_pipeline.student.assets import prevalence
+from metacan_pipeline.student.prevalence import stratified_rate
 from metacan_pipeline.teachers.assets import imported_labels
 from metacan_pipeline.teachers.imports.sources import ImportedLabelsConfig
 from metacan_pipeline_tests.builders import SHARED
@@ -86,7 +87,7 @@ def test_classify_and_count_is_the_candidate_share_and_is_not_computed_while_a_t
     assert row["rate"] is None and row["design"].startswith("not computed: teacher not qualified (kappa 0.00")
 
 
-# ---- the DuckDB cells against the rates computed row by row in Python (issue 17) -------------------------------
+# ---- the DuckDB cells against the rates computed row by row in Python ---------------------------------------
 
 
 def _reference_rate(y, w, strata):
@@ -118,9 +119,9 @@ def _reference_rate(y, w, strata):
 
 
 def _reference_rows(storage, registry) -> list[dict]:
-    """Every ``prevalence`` row as the asset computed them before issue 17's fix: every frame id, the sample design,
-    every label and the imported design as Python rows, the current labels by ``current_labelled``, one term per
-    work (the code of that version, kept here as the reference)."""
+    """Every ``prevalence`` row computed row by row in Python, the reference the DuckDB cells must equal: every frame
+    id, the sample design, every label and the imported design as Python rows, the current labels by
+    ``current_labelled``, one term per work."""
     from collections import defaultdict
 
     from metacan_pipeline.student.prevalence import _rate_row, _unweighted_row, screener_swap_rows
@@ -284,7 +285,8 @@ def test_the_rates_from_duckdb_cells_are_those_of_the_python_rows(tmp_path):
     same order, every count, text and None the same; the floats agree to 1e-12 relative (the sums run over cells
     instead of works, so the last bits of a sum differ: measured up to 1e-14 relative, the pilot's weight total
     5493.000000000001 where the sum over works gave 5493.000000000053), the census teacher's rates exactly."""
-    from metacan_pipeline.student.prevalence import REGISTRY, prevalence_rows
+    from metacan_pipeline.student.assets import REGISTRY
+    from metacan_pipeline.student.prevalence import prevalence_rows
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     _write_prevalence_world(storage)

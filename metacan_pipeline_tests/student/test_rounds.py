@@ -79,8 +79,8 @@ def _history(rounds: int, drift: float = 0.0, seed: int = 1):
 
 def _gates(storage: MetacanStorage, history: dict, labels: dict) -> tuple[rounds.GateReport, rounds.GateReport]:
     """Store ``history`` ({round: {arm: {work id: score}}}) as the rounds' holdout scores, then the gate over them
-    twice: as machine_scores computes it (``labels``, {arm: {work id: 0/1}}, as an Arrow table) and as the code
-    before issue 17 did (:mod:`.rounds_before`, over the stored rounds read back into dicts)."""
+    twice: as machine_scores computes it (``labels``, {arm: {work id: 0/1}}, as an Arrow table) and as the reference
+    dict code computes it (:mod:`.rounds_before`, over the stored rounds read back into dicts)."""
     rows = [
         {"round": r, "arm": a, "work_id": w, "score": s}
         for r, arms in history.items()
@@ -135,7 +135,7 @@ def test_maturity_gate_breaks_score_ties_by_work_id_and_ranks_ties_by_their_mean
     ["ties_and_drift", "works_and_arms_come_and_go", "half_way_k", "tiny_and_constant_rounds", "still_with_ties"],
 )
 def test_maturity_gate_on_stored_rounds_is_the_gate_of_the_dict_code(storage, case):
-    """Issue 17: the gate reads the stored rounds in DuckDB, one round pair at a time, as numpy arrays; its series
+    """The gate reads the stored rounds in DuckDB, one round pair at a time, as numpy arrays; its series
     and verdict are exactly those of the code that read every round into dicts (rounds_before), on ties (scores
     rounded to 2 decimals, clamped at 1.0), rounds that scored other works or no arm, labels of works no round
     scored, k at a half (Python's round: to even), rounds of 0-2 works and constant rounds (Spearman NaN)."""
@@ -260,7 +260,7 @@ def test_machine_scores_mature_after_five_still_rounds(storage):
 
 
 def test_machine_scores_rounds_store_and_gate_what_the_dict_code_did(storage):
-    """Issue 17, on the real code path: four machine_scores rounds whose teacher labels move between rounds (flipped
+    """On the real code path: four machine_scores rounds whose teacher labels move between rounds (flipped
     codex labels outside the holdout retrain the arms; flipped gemma labels on the holdout move its AP). After each
     round the gate in the metadata is the gate the dict code (rounds_before) computes from the stored rounds and
     the labels; the holdout scores, batch by batch, are the scores the dict code wrote, ties included."""

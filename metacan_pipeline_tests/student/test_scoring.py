@@ -82,8 +82,8 @@ def test_per_file_predictions_equal_the_single_query(tmp_path):
 
 
 def test_the_student_scratch_duckdb_holds_its_memory_to_one_gigabyte(tmp_path):
-    """The student's private DuckDB is limited (DuckDB's default is 80% of RAM: picking the census labels of the
-    4.3M-work rehearsal took 4 GB) and spills under data/tmp."""
+    """The student's private DuckDB is limited to 1 GB (DuckDB's default is 80% of RAM) and spills under
+    data/tmp."""
     storage = MetacanStorage(data_dir=str(tmp_path))
     with scratch_connection(storage) as con:
         limit, temp, threads = con.execute(

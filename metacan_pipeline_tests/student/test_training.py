@@ -63,7 +63,7 @@ def test_training_inputs_build_the_text_of_each_labelled_work_once():
 
 def test_frozen_holdout_work_whose_venue_changed_never_trains_the_heads(storage):
     """The frozen set is the holdout of every metric: a work in it must stay out of training even when its
-    venue changes. Before: trained on it, then the blocking holdout check failed on every run."""
+    venue changes, and the blocking holdout check then passes."""
     write_inputs(storage)
     run_student(storage, student_heads)
     moved = move_holdout_works(storage)
@@ -74,8 +74,8 @@ def test_frozen_holdout_work_whose_venue_changed_never_trains_the_heads(storage)
 
 
 def test_duplicate_labels_of_one_work_do_not_pass_the_support_gate(storage):
-    """12 works labelled research_integrity, each stored twice per teacher: 12 positives, not 24. Before,
-    the gate counted rows and passed (24 >= 20) with 12 works of support."""
+    """12 works labelled research_integrity, each stored twice per teacher: 12 positives, not 24, so the gate (20)
+    counts works, not rows, and does not pass."""
     write_inputs(storage)
     for teacher in ("codex", "gemma"):
         rows = labels(storage, teacher)
@@ -290,4 +290,4 @@ def test_teacher_call_labels_keeps_the_newest_label_of_each_work_and_caps_by_a_s
     assert teacher_call_labels(storage, "gemma", most=10_000) == got
     with pytest.raises(ValueError, match="most must be 0 or more"):
         teacher_call_labels(storage, "gemma", most=-1)
-    run_student(storage, student_heads)  # a label without a work id no longer stops the fit (a TypeError before)
+    run_student(storage, student_heads)  # a label without a work id does not stop the fit
