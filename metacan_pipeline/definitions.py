@@ -78,8 +78,8 @@ defs = dg.Definitions.merge(
 )
 
 #: Every asset and asset check of the graph, in stage order.
-ALL_ASSETS = [a for stage in STAGES for a in stage.assets]
-ALL_CHECKS = [c for stage in STAGES for c in stage.asset_checks]
+ALL_ASSETS = [a for stage in STAGES for a in stage.assets or []]
+ALL_CHECKS = [c for stage in STAGES for c in stage.asset_checks or []]
 
 
 def materialize_in_process(

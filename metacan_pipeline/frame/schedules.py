@@ -3,6 +3,8 @@
 Jobs select assets by key, so this module imports no asset definition.
 """
 
+from __future__ import annotations
+
 import dagster as dg
 
 from .partitions import all_partitions_run_tags
@@ -17,7 +19,8 @@ frame_refresh = dg.define_asset_job(
 #: Build the parts of the given partitions (already built ones are skipped unread) and merge the frame.
 frame_build = dg.define_asset_job(
     "frame_build",
-    selection=dg.AssetSelection.assets("frame_parts", "frame"),
+    # the frame's multi-asset writes three tables: select them together
+    selection=dg.AssetSelection.assets("frame_parts", "frame").required_multi_asset_neighbors(),
     description="Build unbuilt frame parts and merge the frame (run over a partition range).",
 )
 #: The API refresh: harvest the next updated_date window (needs canadian_entities), then take stock,
