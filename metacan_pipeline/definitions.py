@@ -24,8 +24,9 @@ from .sampling.definitions import defs as sampling_defs
 from .site.definitions import defs as site_defs
 from .storage import MetacanStorage, default_data_dir
 from .student.definitions import defs as student_defs
-from .teachers.server import EmbeddedLlamaServer
+from .tables.checks import schema_checks
 from .teachers.definitions import defs as teachers_defs
+from .teachers.server import EmbeddedLlamaServer
 
 STAGES = [frame_defs, sampling_defs, teachers_defs, student_defs, audit_defs, release_defs, publish_defs, site_defs]
 
@@ -45,7 +46,9 @@ metacan_all = dg.define_asset_job(
 #: Everything after ``frame_refresh``, over a range of partitions (what ``metacan run`` runs second).
 metacan_build = dg.define_asset_job(
     "metacan_build",
-    selection=dg.AssetSelection.all() - API_REFRESH - dg.AssetSelection.assets("openalex_inventory", "canadian_entities"),
+    selection=dg.AssetSelection.all()
+    - API_REFRESH
+    - dg.AssetSelection.assets("openalex_inventory", "canadian_entities"),
     description="Everything downstream of frame_refresh: frame parts, frame, direct labels, student, records and pages.",
 )
 
@@ -70,6 +73,7 @@ def build_resources(data_dir: str | None = None, openalex_dir: str | Path | Sequ
 defs = dg.Definitions.merge(
     *STAGES,
     dg.Definitions(
+        asset_checks=[schema_checks(k.to_user_string() for stage in STAGES for a in stage.assets for k in a.keys)],
         jobs=[metacan_all, metacan_build],
         resources=build_resources(),
         # One process per run: DuckDB takes one writer per file, and both teachers share one embedded server.
