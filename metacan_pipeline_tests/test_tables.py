@@ -18,6 +18,7 @@ from metacan_pipeline.tables.checks import CHECK_NAME, checked_tables, schema_ch
 from metacan_pipeline.tables.fields import FIELDS, column, columns, description
 from metacan_pipeline.tables.migrations import FIRST_LAYOUT_PROMPT_SHAS
 from metacan_pipeline.teachers.rubric import prompt_lock
+from metacan_pipeline_tests.builders import build_frame
 
 PACKAGE = Path(__file__).resolve().parents[1] / "metacan_pipeline"
 
@@ -162,3 +163,10 @@ def test_schema_checks_cover_the_stored_tables_among_the_asset_keys_templates_in
         "direct_labels_gemma": "direct_labels_<teacher>",
         "label_batches": "label_batches",
     }
+
+
+def test_the_frame_build_writes_its_tables_as_the_catalog_declares_them(tmp_path, small_input):
+    _, result = build_frame(tmp_path / "data", small_input)
+    evaluations = [e for e in result.get_asset_check_evaluations() if e.check_name == CHECK_NAME]
+    assert {"frame", "openalex_quarantine", "frame_build_manifest"} <= {e.asset_key.to_user_string() for e in evaluations}
+    assert [e.metadata["problems"].value for e in evaluations if not e.passed] == []

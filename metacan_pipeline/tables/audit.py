@@ -183,7 +183,7 @@ VALIDATION_GATE_SCHEMA = columns(
     "judged",
     "reason",
     "coded_positives",
-    "n_effective",  # Kish's effective n of the coded positives' design weights
+    "n_effective",
     "human_validation",
     *_RUN,
 )
@@ -192,7 +192,7 @@ VALIDATION_GATE_SCHEMA = columns(
 HUMAN_CODES_SCHEMA = columns(
     "protocol_id",
     "id",
-    "basis",  # agreed | adjudicated
+    "basis",
     "categories",
     "domain",
     "study_design",

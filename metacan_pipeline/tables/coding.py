@@ -52,28 +52,24 @@ CODING_ANSWERS_SCHEMA = columns(
     "protocol_id",
     "id",
     "coder",
-    column("role", description="code | adjudication"),  # code | adjudication
+    column("role", description="code | adjudication"),
     column(
         "categories",
         pa.string(),
         description="the categories given (JSON list in vocabulary order; null only in an unresolved answer)",
-    ),  # JSON list in vocabulary order; NULL only in an unresolved answer
+    ),
     "domain",
     "study_design",
     "genre",
     "about_ca_system",
     "about_ca_topic",
     column("confidence", description="the coder's confidence: high | medium | low"),
-    column("unresolved", pa.int32(), description="1: the coder could not decide, 0: resolved"),  # 0 | 1
+    column("unresolved", pa.int32(), description="1: the coder could not decide, 0: resolved"),
     column("note", description="the coder's note"),
-    column(
-        "evidence_sha256", description="the evidence version the coder was shown"
-    ),  # the evidence version the coder was shown
+    column("evidence_sha256", description="the evidence version the coder was shown"),
     "submitted_at",
-    column(
-        "source", description="site | label_studio:<16 hex of the imported file's SHA-256>"
-    ),  # site | label_studio:<16 hex of the imported file's SHA-256>
-    "provenance",  # JSON: for an import, the file, task, annotation id, completed_by, times
+    column("source", description="site | label_studio:<16 hex of the imported file's SHA-256>"),
+    "provenance",
 )
 
 CODING_IMPORTS_SCHEMA = columns(
@@ -85,36 +81,36 @@ CODING_IMPORTS_SCHEMA = columns(
     "appended",
     "already_present",
     "refused",
-    "refusals",  # JSON list of {task_id, work_id, annotation_id, annotator, reason}
+    "refusals",
 )
 
 #: The coding pages' tables (``metacan_pipeline/site/coding_pages.py``).
 CODING_LOADS_SCHEMA = columns(
     "protocol_id",
     "loaded_at",
-    "instructions_version",  # the coder instructions the protocol names (shown on the pages)
-    column("source", description="asset:<run id> | cli: what loaded the tasks"),  # asset:<run id> | cli
-    "sample_works",  # works in the audit sample of the protocol
+    "instructions_version",
+    column("source", description="asset:<run id> | cli: what loaded the tasks"),
+    "sample_works",
     "added",
     "evidence_changed",
     "moved",
     "unchanged",
-    "missing",  # sampled works the frame no longer holds (their tasks, if any, stay)
+    "missing",
 )
 
 CODER_ROLES_SCHEMA = columns(
     "coder",
-    column("role", description="adjudicator: settles the disagreements on the adjudication page"),  # adjudicator
+    column("role", description="adjudicator: settles the disagreements on the adjudication page"),
     "granted_at",
     "revoked_at",
 )
 
 CODING_SESSIONS_SCHEMA = columns(
-    "session_sha256",  # SHA-256 of the session cookie's value (never the value)
+    "session_sha256",
     "coder",
     column("created_at", pa.string(), description="when the coder signed in (ISO 8601, UTC)"),
     "expires_at",
-    "ended_at",  # signed out
+    "ended_at",
 )
 
 WRITER = "metacan_pipeline.audit.coding.CodingStore (metacan coders / coding commands, the coding pages)"
@@ -227,11 +223,9 @@ MACHINE_CODES_SCHEMA = columns(
     "protocol_id",
     "id",
     "head",
-    column(
-        "code", description="1 | 0: the adjudicator's code on the head (null: no usable verdict)"
-    ),  # 0 | 1; NULL when the adjudicator gave no usable verdict
-    "adjudicator",  # machine-adjudicator:<name>
-    "verdict",  # the adjudicator's own value, e.g. the frame1k tier
+    column("code", description="1 | 0: the adjudicator's code on the head (null: no usable verdict)"),
+    "adjudicator",
+    "verdict",
     column("reason", description="the adjudicator's reason"),
     column("source_file", description="the file the code was imported from"),
     "source_sha256",

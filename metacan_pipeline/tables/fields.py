@@ -92,11 +92,16 @@ FIELDS: dict[str, Field] = {
     "present": Field(_B, "the input file is present locally or in object storage"),
     "bytes": Field(_I64, "size of the input file in bytes"),
     "mtime_ns": Field(_I64, "modification time of the input file, in nanoseconds since the epoch"),
-    "etag": Field(_S, "the object's version (ETag) of a file read from object storage (null: a local file)"),
+    "etag": Field(
+        _S, "the version (ETag) of a file read from object storage, in place of mtime_ns (null: a local file)"
+    ),
     "manifest_record_count": Field(
         _I64, "the record count the snapshot manifest lists for the file (null: not listed)"
     ),
-    "manifest_bytes": Field(_I64, "the content length the snapshot manifest lists for the file (null: not listed)"),
+    "manifest_bytes": Field(
+        _I64,
+        "the content length the snapshot manifest lists (null: not listed); a present file of another size is cut or replaced",
+    ),
     "manifest_status": Field(_S, "listed | not_in_manifest | no_manifest | missing_locally | not_snapshot"),
     "manifest_file": Field(_S, "the snapshot manifest the file was looked up in"),
     "ordinal": Field(_I64, "the record's order in its input file, from 0"),
@@ -163,7 +168,8 @@ FIELDS: dict[str, Field] = {
     "other_institutions": Field(_LS, "names of the work's institutions outside Canada"),
     "ca_funder_names": Field(_LS, "the funders of funder_names on the Canadian funder list"),
     "ca_authors": Field(
-        pa.list_(CA_AUTHOR_TYPE), "the Canadian authorships in the record's order, with their Canadian institutions"
+        pa.list_(CA_AUTHOR_TYPE),
+        "the Canadian authorships in the record's order: name, ORCID, Canadian institutions with their ROR ids",
     ),
     "entity_list_versions": Field(_S, "versions of the pinned entity lists the row was built with (JSON)"),
     "lexicon_version": Field(_S, "version of the about_ca lexicon the row was built with"),

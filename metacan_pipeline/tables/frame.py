@@ -37,7 +37,8 @@ ENTITY_SCHEMA = columns(
     "list_version",
 )
 
-FRAME_SCHEMA = columns(  # the bibliographic columns, as the staged works have them
+#: The frame: the bibliographic columns as the staged works have them, then the routes and their evidence.
+FRAME_SCHEMA = columns(
     *(WORKS_SCHEMA.field(name) for name in BIBLIOGRAPHIC_COLUMNS),
     "ca_aff",
     "ca_fund",
@@ -55,12 +56,8 @@ FRAME_SCHEMA = columns(  # the bibliographic columns, as the staged works have t
     "is_authors_truncated",
     "ca_institutions",
     "funder_names",
-    # institutions of the work outside Canada, and the funders of funder_names on the Canadian funder list
-    # (the record views mark which are Canadian, SPEC section 4)
     "other_institutions",
     "ca_funder_names",
-    # the Canadian authorships in the record's order: the author's name and ORCID, and the authorship's
-    # Canadian institutions with their ROR ids (frame/routes.py: canadian_authors)
     "ca_authors",
     "keywords",
     "source_file",
@@ -86,15 +83,15 @@ MANIFEST_SCHEMA = columns(
     "source_file",
     "bytes",
     "mtime_ns",
-    "etag",  # the object's version (ETag) of a file read from object storage (null: a local file)
+    "etag",
     column("sha256", description="SHA-256 of the part's routed works file (null: the file could not be read)"),
     "build_key",
-    "manifest_record_count",  # what the snapshot manifest lists for this part (null: not listed)
-    "records_read",  # records of any entity plus unreadable lines
+    "manifest_record_count",
+    "records_read",
     "work_records",
     "routed",
     "quarantined",
-    "count_check",  # ok | mismatch | not_in_manifest | no_manifest
+    "count_check",
     "read_path",
     "fallback_reason",
     "started_at",

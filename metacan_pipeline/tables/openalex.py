@@ -13,25 +13,23 @@ INVENTORY_SCHEMA = columns(
     "bytes",
     "mtime_ns",
     "manifest_record_count",
-    # the manifest's content_length for a listed part (a present part of another size is cut or replaced)
     "manifest_bytes",
-    "manifest_status",  # listed | not_in_manifest | no_manifest | missing_locally | not_snapshot
+    "manifest_status",
     "manifest_file",
-    # the object's version (ETag) of a file read from object storage, in place of mtime_ns (null for a local file)
     "etag",
 )
 
 WORKS_SCHEMA = columns(
     "id",
     "doi",
-    "title",  # as OpenAlex has it, inline markup included
-    "title_text",  # markup reduced to text
+    "title",
+    "title_text",
     "publication_year",
     "publication_date",
     "updated_date",
     "language",
-    "type",  # an OpenAlex work type (a Crossref-only type is mapped: openalex/works.py)
-    "type_crossref",  # Crossref's type, when the record gives it or its type can only be Crossref's
+    "type",
+    "type_crossref",
     "is_paratext",
     "is_retracted",
     "cited_by_count",
