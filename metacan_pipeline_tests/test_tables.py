@@ -165,8 +165,11 @@ def test_schema_checks_cover_the_stored_tables_among_the_asset_keys_templates_in
     }
 
 
+@pytest.mark.slow
 def test_the_frame_build_writes_its_tables_as_the_catalog_declares_them(tmp_path, small_input):
     _, result = build_frame(tmp_path / "data", small_input)
     evaluations = [e for e in result.get_asset_check_evaluations() if e.check_name == CHECK_NAME]
-    assert {"frame", "openalex_quarantine", "frame_build_manifest"} <= {e.asset_key.to_user_string() for e in evaluations}
+    assert {"frame", "openalex_quarantine", "frame_build_manifest"} <= {
+        e.asset_key.to_user_string() for e in evaluations
+    }
     assert [e.metadata["problems"].value for e in evaluations if not e.passed] == []
