@@ -24,6 +24,7 @@ from .sampling.definitions import defs as sampling_defs
 from .site.definitions import defs as site_defs
 from .storage import MetacanStorage, default_data_dir
 from .student.definitions import defs as student_defs
+from .tables.checks import schema_checks
 from .teachers.calling.server import EmbeddedLlamaServer
 from .teachers.definitions import defs as teachers_defs
 
@@ -72,6 +73,9 @@ def build_resources(data_dir: str | None = None, openalex_dir: str | Path | Sequ
 defs = dg.Definitions.merge(
     *STAGES,
     dg.Definitions(
+        asset_checks=[
+            schema_checks(k.to_user_string() for stage in STAGES for a in stage.assets or () for k in a.keys)
+        ],
         jobs=[metacan_all, metacan_build],
         resources=build_resources(),
         # One process per run: DuckDB takes one writer per file, and both teachers share one embedded server.
@@ -80,8 +84,8 @@ defs = dg.Definitions.merge(
 )
 
 #: Every asset and asset check of the graph, in stage order.
-ALL_ASSETS = [a for stage in STAGES for a in stage.assets or ()]
-ALL_CHECKS = [c for stage in STAGES for c in stage.asset_checks or ()]
+ALL_ASSETS = list(defs.assets or ())
+ALL_CHECKS = list(defs.asset_checks or ())
 
 
 def materialize_in_process(

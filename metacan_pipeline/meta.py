@@ -10,10 +10,19 @@ import pyarrow as pa
 
 from .plots import new_figure, png_bytes
 
+#: The Arrow field metadata key of a column's description (the catalog's field dictionary sets it on every column).
+DESCRIPTION = b"description"
+
 
 def column_schema(schema: pa.Schema) -> dg.TableSchema:
-    """``dagster/column_schema`` value for an Arrow schema."""
-    return dg.TableSchema(columns=[dg.TableColumn(f.name, str(f.type)) for f in schema])
+    """``dagster/column_schema`` value for an Arrow schema: each column's name, type and the description its field
+    metadata carries (the catalog's columns all have one; none for a column built without it)."""
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(f.name, str(f.type), description=(f.metadata or {}).get(DESCRIPTION, b"").decode() or None)
+            for f in schema
+        ]
+    )
 
 
 def markdown_preview(rows: list[dict], columns: list[str], limit: int = 10) -> dg.MetadataValue:

@@ -10,7 +10,7 @@ import dagster as dg
 import duckdb
 
 from ..storage import MetacanStorage
-from ..tables.student import STUDENT_TEACHERS as PUBLISHED_TEACHERS
+from ..tables.fields import PUBLISHED_TEACHERS
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .holdout import venue_held_out
 from .roles import CENSUS, SAMPLE, direct_labels_key

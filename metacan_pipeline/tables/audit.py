@@ -3,82 +3,71 @@ each materialization named, and the audit sample of every protocol."""
 
 from __future__ import annotations
 
-import pyarrow as pa
+from .fields import column, columns
+from .table import Table
 
-from . import Table
-
-PROTOCOLS_SCHEMA = pa.schema(
-    [
-        ("protocol_id", pa.string()),
-        ("content_sha256", pa.string()),
-        ("created_at", pa.timestamp("us")),
-        ("classifier_version", pa.string()),
-        ("decision_rule", pa.string()),
-        ("heads", pa.list_(pa.string())),
-        ("instructions_version", pa.string()),
-        ("instructions_sha256", pa.string()),
-        ("protocol_json", pa.string()),
-    ]
+PROTOCOLS_SCHEMA = columns(
+    "protocol_id",
+    "content_sha256",
+    "created_at",
+    "classifier_version",
+    "decision_rule",
+    column("heads", description="the heads the protocol validates"),
+    "instructions_version",
+    "instructions_sha256",
+    "protocol_json",
 )
 
-PROTOCOL_RUNS_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("protocol_id", pa.string()),
-        ("materialized_at", pa.timestamp("us")),
-        ("created", pa.bool_()),
-    ]
+PROTOCOL_RUNS_SCHEMA = columns(
+    "run_id",
+    "protocol_id",
+    "materialized_at",
+    "created",
 )
 
 #: The audit draw's plan (``audit/design.py``, registered in its private DuckDB, never written): one row per stratum in
 #: report order (``pos``) with ``N_h``, ``n_h``, the selection probability and the design weight (NULL: excluded).
-AUDIT_PLAN_SCHEMA = pa.schema(
-    [
-        ("stratum", pa.string()),
-        ("pos", pa.int64()),
-        ("big_n", pa.int64()),
-        ("n", pa.int64()),
-        ("pi", pa.float64()),
-        ("weight", pa.float64()),
-    ]
+AUDIT_PLAN_SCHEMA = columns(
+    "stratum",
+    "pos",
+    "big_n",
+    "n",
+    "pi",
+    "weight",
 )
 
 #: A contract: the coding pages and the validation report read these columns by name.
-AUDIT_SAMPLE_SCHEMA = pa.schema(
-    [
-        ("protocol_id", pa.string()),
-        ("id", pa.string()),
-        ("stratum", pa.string()),
-        ("stratum_size", pa.int64()),
-        ("stratum_sample_size", pa.int64()),
-        ("hash_rank", pa.int64()),
-        ("selection_probability", pa.float64()),
-        ("design_weight", pa.float64()),
-        ("in_sample", pa.bool_()),
-        ("trained_on", pa.bool_()),
-        ("language", pa.string()),
-        ("has_abstract", pa.bool_()),
-        ("route_key", pa.string()),
-    ]
+AUDIT_SAMPLE_SCHEMA = columns(
+    "protocol_id",
+    "id",
+    "stratum",
+    "stratum_size",
+    "stratum_sample_size",
+    "hash_rank",
+    "selection_probability",
+    "design_weight",
+    "in_sample",
+    "trained_on",
+    "language",
+    "has_abstract",
+    "route_key",
 )
 
 #: A contract: the records, the pages, the release and the rolling layer read whether a head passed from here.
-HUMAN_VALIDATION_SCHEMA = pa.schema(
-    [
-        ("protocol_id", pa.string()),
-        ("classifier_version", pa.string()),
-        ("head", pa.string()),
-        ("passed", pa.bool_()),
-        ("precision", pa.float64()),
-        ("precision_lower", pa.float64()),
-        ("recall", pa.float64()),
-        ("recall_lower", pa.float64()),
-        ("coded_positives", pa.int64()),
-        ("n_coded", pa.int64()),
-        ("reason", pa.string()),
-        ("run_id", pa.string()),
-        ("computed_at", pa.timestamp("us")),
-    ]
+HUMAN_VALIDATION_SCHEMA = columns(
+    "protocol_id",
+    "classifier_version",
+    column("head", description="the head judged"),
+    "passed",
+    "precision",
+    "precision_lower",
+    "recall",
+    "recall_lower",
+    "coded_positives",
+    "n_coded",
+    column("reason", description="why the head passed or failed"),
+    "run_id",
+    "computed_at",
 )
 
 TABLES = [
@@ -121,114 +110,98 @@ TABLES = [
     ),
 ]
 
-# ---- the validation report (issue 16, "Estimates"): what one materialization of validation_report computed -------
+# ---- the validation report: what one materialization of validation_report computed ----------------------------
 #: Every report table starts with these: which protocol, classifier version and codes it rests on, and which run.
 #: ``code_source`` is ``human`` (adjudicated or agreed human codes of two coders) or ``machine-adjudicator:<name>``
 #: (an imported machine adjudicator, e.g. the frame1k verdicts): estimates from the latter are machine-adjudicated,
 #: never human validation.
-_REPORT_KEY = [
-    ("protocol_id", pa.string()),
-    ("classifier_version", pa.string()),
-    ("code_source", pa.string()),
-]
-_RUN = [("run_id", pa.string()), ("computed_at", pa.timestamp("us"))]
+_REPORT_KEY = ("protocol_id", "classifier_version", "code_source")
+_RUN = ("run_id", "computed_at")
 
-VALIDATION_ERROR_RATES_SCHEMA = pa.schema(
-    [
-        *_REPORT_KEY,
-        ("system", pa.string()),
-        ("head", pa.string()),
-        ("group_by", pa.string()),
-        ("group", pa.string()),
-        ("metric", pa.string()),
-        ("value", pa.float64()),
-        ("lower", pa.float64()),
-        ("upper", pa.float64()),
-        ("se", pa.float64()),
-        ("n", pa.int64()),
-        ("n_effective", pa.float64()),
-        ("unresolved", pa.int64()),
-        ("note", pa.string()),
-        *_RUN,
-    ]
+VALIDATION_ERROR_RATES_SCHEMA = columns(
+    *_REPORT_KEY,
+    "system",
+    "head",
+    "group_by",
+    "group",
+    "metric",
+    "value",
+    "lower",
+    "upper",
+    "se",
+    "n",
+    "n_effective",
+    "unresolved",
+    "note",
+    *_RUN,
 )
 
-VALIDATION_CONFUSION_SCHEMA = pa.schema(
-    [
-        *_REPORT_KEY,
-        ("system", pa.string()),
-        ("head", pa.string()),
-        ("group_by", pa.string()),
-        ("group", pa.string()),
-        ("cell", pa.string()),
-        ("count", pa.int64()),
-        ("weighted", pa.float64()),
-        *_RUN,
-    ]
+VALIDATION_CONFUSION_SCHEMA = columns(
+    *_REPORT_KEY,
+    "system",
+    "head",
+    "group_by",
+    "group",
+    "cell",
+    "count",
+    "weighted",
+    *_RUN,
 )
 
-VALIDATION_PREVALENCE_SCHEMA = pa.schema(
-    [
-        *_REPORT_KEY,
-        ("head", pa.string()),
-        ("method", pa.string()),
-        ("value", pa.float64()),
-        ("lower", pa.float64()),
-        ("upper", pa.float64()),
-        ("se", pa.float64()),
-        ("width_ratio", pa.float64()),
-        ("n", pa.int64()),
-        ("n_effective", pa.float64()),
-        ("unresolved", pa.int64()),
-        ("note", pa.string()),
-        *_RUN,
-    ]
+VALIDATION_PREVALENCE_SCHEMA = columns(
+    *_REPORT_KEY,
+    "head",
+    "method",
+    "value",
+    "lower",
+    "upper",
+    "se",
+    "width_ratio",
+    "n",
+    "n_effective",
+    "unresolved",
+    "note",
+    *_RUN,
 )
 
-VALIDATION_AGREEMENT_SCHEMA = pa.schema(
-    [
-        *_REPORT_KEY,
-        ("head", pa.string()),
-        ("statistic", pa.string()),
-        ("weighting", pa.string()),
-        ("value", pa.float64()),
-        ("n", pa.int64()),
-        ("n_effective", pa.float64()),
-        *_RUN,
-    ]
+VALIDATION_AGREEMENT_SCHEMA = columns(
+    *_REPORT_KEY,
+    "head",
+    "statistic",
+    "weighting",
+    "value",
+    "n",
+    "n_effective",
+    *_RUN,
 )
 
-VALIDATION_GATE_SCHEMA = pa.schema(
-    [
-        *_REPORT_KEY,
-        ("system", pa.string()),
-        ("head", pa.string()),
-        ("passed", pa.bool_()),
-        ("judged", pa.bool_()),
-        ("reason", pa.string()),
-        ("coded_positives", pa.int64()),
-        ("n_effective", pa.float64()),  # Kish's effective n of the coded positives' design weights
-        ("human_validation", pa.bool_()),
-        *_RUN,
-    ]
+VALIDATION_GATE_SCHEMA = columns(
+    *_REPORT_KEY,
+    "system",
+    "head",
+    "passed",
+    "judged",
+    "reason",
+    "coded_positives",
+    "n_effective",
+    "human_validation",
+    *_RUN,
 )
 
 #: A contract: the records and pages read a work's human-coded layer from here (never from a machine adjudicator).
-HUMAN_CODES_SCHEMA = pa.schema(
-    [
-        ("protocol_id", pa.string()),
-        ("id", pa.string()),
-        ("basis", pa.string()),  # agreed | adjudicated
-        ("categories", pa.list_(pa.string())),
-        ("domain", pa.string()),
-        ("study_design", pa.string()),
-        ("genre", pa.string()),
-        ("about_ca_system", pa.bool_()),
-        ("about_ca_topic", pa.bool_()),
-        ("coders", pa.list_(pa.string())),
-        ("answer_ids", pa.list_(pa.string())),
-        ("run_id", pa.string()),
-    ]
+HUMAN_CODES_SCHEMA = columns(
+    "protocol_id",
+    "id",
+    "basis",
+    "categories",
+    "domain",
+    "study_design",
+    "genre",
+    "about_ca_system",
+    "about_ca_topic",
+    "coders",
+    "answer_ids",
+    "run_id",
 )
 
 _REPORT = "validation_report"

@@ -1,4 +1,4 @@
-"""Tables of the coding store ``<data dir>/audit/coding.sqlite`` (issue 16, "Coding"; SPEC section 10): the human
+"""Tables of the coding store ``<data dir>/audit/coding.sqlite`` (SPEC section 10): the human
 coders of the audit study, the works they code (evidence only) and every answer they give.
 
 One SQLite file (``store="sqlite"``), opened by :class:`metacan_pipeline.audit.coding.store.CodingStore` in WAL mode, so the
@@ -13,117 +13,104 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from . import Table
+from .fields import column, columns
+from .table import Table
 
-CODERS_SCHEMA = pa.schema(
-    [
-        ("coder", pa.string()),
-        ("token_sha256", pa.string()),
-        ("created_at", pa.string()),
-        ("revoked_at", pa.string()),
-    ]
+CODERS_SCHEMA = columns(
+    "coder",
+    "token_sha256",
+    column("created_at", pa.string(), description="when the coder was added (ISO 8601, UTC)"),
+    "revoked_at",
 )
 
-CODING_TASKS_SCHEMA = pa.schema(
-    [
-        ("protocol_id", pa.string()),
-        ("id", pa.string()),
-        ("position", pa.int64()),
-        ("evidence_json", pa.string()),
-        ("evidence_sha256", pa.string()),
-        ("loaded_at", pa.string()),
-        ("evidence_changed_at", pa.string()),
-    ]
+CODING_TASKS_SCHEMA = columns(
+    "protocol_id",
+    "id",
+    column("position", description="the task's position in the coding queue"),
+    "evidence_json",
+    "evidence_sha256",
+    "loaded_at",
+    "evidence_changed_at",
 )
 
-CODING_EVIDENCE_SCHEMA = pa.schema(
-    [
-        ("evidence_sha256", pa.string()),
-        ("id", pa.string()),
-        ("evidence_json", pa.string()),
-        ("first_loaded_at", pa.string()),
-    ]
+CODING_EVIDENCE_SCHEMA = columns(
+    "evidence_sha256",
+    "id",
+    "evidence_json",
+    "first_loaded_at",
 )
 
-CODING_CLAIMS_SCHEMA = pa.schema(
-    [
-        ("protocol_id", pa.string()),
-        ("id", pa.string()),
-        ("coder", pa.string()),
-        ("claimed_at", pa.string()),
-    ]
+CODING_CLAIMS_SCHEMA = columns(
+    "protocol_id",
+    "id",
+    "coder",
+    "claimed_at",
 )
 
-CODING_ANSWERS_SCHEMA = pa.schema(
-    [
-        ("answer_id", pa.string()),
-        ("protocol_id", pa.string()),
-        ("id", pa.string()),
-        ("coder", pa.string()),
-        ("role", pa.string()),  # code | adjudication
-        ("categories", pa.string()),  # JSON list in vocabulary order; NULL only in an unresolved answer
-        ("domain", pa.string()),
-        ("study_design", pa.string()),
-        ("genre", pa.string()),
-        ("about_ca_system", pa.bool_()),
-        ("about_ca_topic", pa.bool_()),
-        ("confidence", pa.string()),
-        ("unresolved", pa.int32()),  # 0 | 1
-        ("note", pa.string()),
-        ("evidence_sha256", pa.string()),  # the evidence version the coder was shown
-        ("submitted_at", pa.string()),
-        ("source", pa.string()),  # site | label_studio:<16 hex of the imported file's SHA-256>
-        ("provenance", pa.string()),  # JSON: for an import, the file, task, annotation id, completed_by, times
-    ]
+CODING_ANSWERS_SCHEMA = columns(
+    "answer_id",
+    "protocol_id",
+    "id",
+    "coder",
+    column("role", description="code | adjudication"),
+    column(
+        "categories",
+        pa.string(),
+        description="the categories given (JSON list in vocabulary order; null only in an unresolved answer)",
+    ),
+    "domain",
+    "study_design",
+    "genre",
+    "about_ca_system",
+    "about_ca_topic",
+    column("confidence", description="the coder's confidence: high | medium | low"),
+    column("unresolved", pa.int32(), description="1: the coder could not decide, 0: resolved"),
+    column("note", description="the coder's note"),
+    column("evidence_sha256", description="the evidence version the coder was shown"),
+    "submitted_at",
+    column("source", description="site | label_studio:<16 hex of the imported file's SHA-256>"),
+    "provenance",
 )
 
-CODING_IMPORTS_SCHEMA = pa.schema(
-    [
-        ("file_sha256", pa.string()),
-        ("imported_at", pa.string()),
-        ("file_name", pa.string()),
-        ("tasks", pa.int64()),
-        ("annotations", pa.int64()),
-        ("appended", pa.int64()),
-        ("already_present", pa.int64()),
-        ("refused", pa.int64()),
-        ("refusals", pa.string()),  # JSON list of {task_id, work_id, annotation_id, annotator, reason}
-    ]
+CODING_IMPORTS_SCHEMA = columns(
+    "file_sha256",
+    column("imported_at", pa.string(), description="when the file was imported (ISO 8601, UTC)"),
+    "file_name",
+    "tasks",
+    "annotations",
+    "appended",
+    "already_present",
+    "refused",
+    "refusals",
 )
 
-#: The coding pages' tables (issue 16, coding pages: ``metacan_pipeline/site/coding_pages.py``).
-CODING_LOADS_SCHEMA = pa.schema(
-    [
-        ("protocol_id", pa.string()),
-        ("loaded_at", pa.string()),
-        ("instructions_version", pa.string()),  # the coder instructions the protocol names (shown on the pages)
-        ("source", pa.string()),  # asset:<run id> | cli
-        ("sample_works", pa.int64()),  # works in the audit sample of the protocol
-        ("added", pa.int64()),
-        ("evidence_changed", pa.int64()),
-        ("moved", pa.int64()),
-        ("unchanged", pa.int64()),
-        ("missing", pa.int64()),  # sampled works the frame no longer holds (their tasks, if any, stay)
-    ]
+#: The coding pages' tables (``metacan_pipeline/site/coding_pages.py``).
+CODING_LOADS_SCHEMA = columns(
+    "protocol_id",
+    "loaded_at",
+    "instructions_version",
+    column("source", description="asset:<run id> | cli: what loaded the tasks"),
+    "sample_works",
+    "added",
+    "evidence_changed",
+    "moved",
+    "unchanged",
+    "missing",
 )
 
-CODER_ROLES_SCHEMA = pa.schema(
-    [
-        ("coder", pa.string()),
-        ("role", pa.string()),  # adjudicator
-        ("granted_at", pa.string()),
-        ("revoked_at", pa.string()),
-    ]
+CODER_ROLES_SCHEMA = columns(
+    "coder",
+    column("role", description="adjudicator: settles the disagreements on the adjudication page"),
+    "granted_at",
+    "revoked_at",
 )
 
-CODING_SESSIONS_SCHEMA = pa.schema(
-    [
-        ("session_sha256", pa.string()),  # SHA-256 of the session cookie's value (never the value)
-        ("coder", pa.string()),
-        ("created_at", pa.string()),
-        ("expires_at", pa.string()),
-        ("ended_at", pa.string()),  # signed out
-    ]
+CODING_SESSIONS_SCHEMA = columns(
+    "session_sha256",
+    "coder",
+    column("created_at", pa.string(), description="when the coder signed in (ISO 8601, UTC)"),
+    "expires_at",
+    "ended_at",
 )
 
 WRITER = "metacan_pipeline.audit.coding.store.CodingStore (metacan coders / coding commands, the coding pages)"
@@ -232,19 +219,17 @@ def coding_store_ddl() -> list[str]:
     return [t.ddl() for t in TABLES] + list(EXTRA_DDL)
 
 
-MACHINE_CODES_SCHEMA = pa.schema(
-    [
-        ("protocol_id", pa.string()),
-        ("id", pa.string()),
-        ("head", pa.string()),
-        ("code", pa.int32()),  # 0 | 1; NULL when the adjudicator gave no usable verdict
-        ("adjudicator", pa.string()),  # machine-adjudicator:<name>
-        ("verdict", pa.string()),  # the adjudicator's own value, e.g. the frame1k tier
-        ("reason", pa.string()),
-        ("source_file", pa.string()),
-        ("source_sha256", pa.string()),
-        ("recorded_at", pa.string()),
-    ]
+MACHINE_CODES_SCHEMA = columns(
+    "protocol_id",
+    "id",
+    "head",
+    column("code", description="1 | 0: the adjudicator's code on the head (null: no usable verdict)"),
+    "adjudicator",
+    "verdict",
+    column("reason", description="the adjudicator's reason"),
+    column("source_file", description="the file the code was imported from"),
+    "source_sha256",
+    "recorded_at",
 )
 
 TABLES.append(

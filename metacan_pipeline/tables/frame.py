@@ -3,10 +3,9 @@ the parts built per input file, the frame itself and its build records."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-
-from . import Table
+from .fields import column, columns
 from .openalex import WORKS_SCHEMA
+from .table import Table
 
 #: The columns a frame row takes over from the staged work record unchanged.
 BIBLIOGRAPHIC_COLUMNS = (
@@ -28,109 +27,87 @@ BIBLIOGRAPHIC_COLUMNS = (
     "updated_date",
 )
 
-CA_AUTHOR_TYPE = pa.struct(
-    [
-        ("name", pa.string()),
-        ("orcid", pa.string()),
-        ("institutions", pa.list_(pa.struct([("name", pa.string()), ("ror", pa.string())]))),
-    ]
+ENTITY_SCHEMA = columns(
+    column("kind", description="institution | funder | venue"),
+    column("id", description="OpenAlex short id of the entity (I123, F456, S789)"),
+    "display_name",
+    "country_code",
+    column("updated_date", description="when OpenAlex last updated the entity (ISO 8601)"),
+    column("source_file", description="the entity list file the entity was read from"),
+    "list_version",
 )
 
-ENTITY_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("id", pa.string()),
-        ("display_name", pa.string()),
-        ("country_code", pa.string()),
-        ("updated_date", pa.string()),
-        ("source_file", pa.string()),
-        ("list_version", pa.string()),
-    ]
-)
-
-FRAME_SCHEMA = pa.schema(
-    [
-        # the bibliographic columns, as the staged works have them
-        *(WORKS_SCHEMA.field(name) for name in BIBLIOGRAPHIC_COLUMNS),
-        ("ca_aff", pa.bool_()),
-        ("ca_fund", pa.bool_()),
-        ("ca_venue", pa.bool_()),
-        ("about_ca", pa.bool_()),
-        ("invisible_to_affiliation_only", pa.bool_()),
-        ("ca_aff_evidence", pa.list_(pa.string())),
-        ("ca_fund_evidence", pa.list_(pa.string())),
-        ("ca_venue_evidence", pa.list_(pa.string())),
-        ("about_ca_evidence", pa.list_(pa.string())),
-        ("route_key", pa.string()),
-        ("in_sampling_frame", pa.bool_()),
-        ("sampling_frame_exclusion", pa.string()),
-        ("has_abstract", pa.bool_()),
-        ("is_authors_truncated", pa.bool_()),
-        ("ca_institutions", pa.list_(pa.string())),
-        ("funder_names", pa.list_(pa.string())),
-        # institutions of the work outside Canada, and the funders of funder_names on the Canadian funder list
-        # (the record views mark which are Canadian, SPEC section 4)
-        ("other_institutions", pa.list_(pa.string())),
-        ("ca_funder_names", pa.list_(pa.string())),
-        # the Canadian authorships in the record's order: the author's name and ORCID, and the authorship's
-        # Canadian institutions with their ROR ids (frame/routes.py: canadian_authors)
-        ("ca_authors", pa.list_(CA_AUTHOR_TYPE)),
-        ("keywords", pa.list_(pa.string())),
-        ("source_file", pa.string()),
-        ("source_locator", pa.string()),
-        ("entity_list_versions", pa.string()),
-        ("lexicon_version", pa.string()),
-        ("frame_build_id", pa.string()),
-    ]
+#: The frame: the bibliographic columns as the staged works have them, then the routes and their evidence.
+FRAME_SCHEMA = columns(
+    *(WORKS_SCHEMA.field(name) for name in BIBLIOGRAPHIC_COLUMNS),
+    "ca_aff",
+    "ca_fund",
+    "ca_venue",
+    "about_ca",
+    "invisible_to_affiliation_only",
+    "ca_aff_evidence",
+    "ca_fund_evidence",
+    "ca_venue_evidence",
+    "about_ca_evidence",
+    "route_key",
+    "in_sampling_frame",
+    "sampling_frame_exclusion",
+    "has_abstract",
+    "is_authors_truncated",
+    "ca_institutions",
+    "funder_names",
+    "other_institutions",
+    "ca_funder_names",
+    "ca_authors",
+    "keywords",
+    "source_file",
+    "source_locator",
+    "entity_list_versions",
+    "lexicon_version",
+    "frame_build_id",
 )
 
 #: A part's routed works: the frame's columns but the build id (given when the parts are merged).
-ROUTED_SCHEMA = pa.schema([f for f in FRAME_SCHEMA if f.name != "frame_build_id"])
+ROUTED_SCHEMA = columns(*(f for f in FRAME_SCHEMA if f.name != "frame_build_id"))
 
-QUARANTINE_SCHEMA = pa.schema(
-    [
-        ("source_file", pa.string()),
-        ("locator", pa.string()),
-        ("line", pa.int64()),
-        ("reason", pa.string()),
-        ("excerpt", pa.string()),
-    ]
+QUARANTINE_SCHEMA = columns(
+    "source_file",
+    "locator",
+    "line",
+    "reason",
+    "excerpt",
 )
 
-MANIFEST_SCHEMA = pa.schema(
-    [
-        ("partition_key", pa.string()),
-        ("source_file", pa.string()),
-        ("bytes", pa.int64()),
-        ("mtime_ns", pa.int64()),
-        ("etag", pa.string()),  # the object's version (ETag) of a file read from object storage (null: a local file)
-        ("sha256", pa.string()),
-        ("build_key", pa.string()),
-        ("manifest_record_count", pa.int64()),  # what the snapshot manifest lists for this part (null: not listed)
-        ("records_read", pa.int64()),  # records of any entity plus unreadable lines
-        ("work_records", pa.int64()),
-        ("routed", pa.int64()),
-        ("quarantined", pa.int64()),
-        ("count_check", pa.string()),  # ok | mismatch | not_in_manifest | no_manifest
-        ("read_path", pa.string()),
-        ("fallback_reason", pa.string()),
-        ("started_at", pa.string()),
-        ("finished_at", pa.string()),
-        ("seconds", pa.float64()),
-        ("run_id", pa.string()),
-    ]
+MANIFEST_SCHEMA = columns(
+    "partition_key",
+    "source_file",
+    "bytes",
+    "mtime_ns",
+    "etag",
+    column("sha256", description="SHA-256 of the part's routed works file (null: the file could not be read)"),
+    "build_key",
+    "manifest_record_count",
+    "records_read",
+    "work_records",
+    "routed",
+    "quarantined",
+    "count_check",
+    "read_path",
+    "fallback_reason",
+    "started_at",
+    "finished_at",
+    "seconds",
+    "run_id",
 )
 
-BUILD_MANIFEST_SCHEMA = pa.schema(list(MANIFEST_SCHEMA) + [pa.field("admitted", pa.int64())])
+BUILD_MANIFEST_SCHEMA = columns(*MANIFEST_SCHEMA, "admitted")
 
-FRAME_BUILDS_SCHEMA = pa.schema(
-    [
-        ("frame_build_id", pa.string()),
-        ("run_id", pa.string()),
-        ("built_at", pa.timestamp("us")),
-        ("works", pa.int64()),
-        ("parts", pa.int64()),
-    ]
+FRAME_BUILDS_SCHEMA = columns(
+    "frame_build_id",
+    "run_id",
+    "built_at",
+    "works",
+    "parts",
 )
 
 TABLES = [

@@ -1,25 +1,22 @@
-"""Tables of the frozen releases (:mod:`metacan_pipeline.release`, issue 16 "Releases", SPEC sections 8 and 10): the
+"""Tables of the frozen releases (:mod:`metacan_pipeline.release`, SPEC sections 8 and 10): the
 register of every release cut, one row each, append-only."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-
-from . import Table
+from .fields import columns
+from .table import Table
 
 #: A contract: the records (their ``layer``), the pages and the served site read the newest release from here.
-RELEASES_SCHEMA = pa.schema(
-    [
-        ("release_version", pa.string()),
-        ("content_sha256", pa.string()),
-        ("frame_build_id", pa.string()),
-        ("classifier_version", pa.string()),
-        ("created_at", pa.timestamp("us")),
-        ("folder", pa.string()),
-        ("n_works", pa.int64()),
-        ("release_json_sha256", pa.string()),
-        ("run_id", pa.string()),
-    ]
+RELEASES_SCHEMA = columns(
+    "release_version",
+    "content_sha256",
+    "frame_build_id",
+    "classifier_version",
+    "created_at",
+    "folder",
+    "n_works",
+    "release_json_sha256",
+    "run_id",
 )
 
 TABLES = [

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
+from .fields import column, columns
+from .table import Table
 
-from . import Table
-
-DESIGN_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("stratum", pa.string()),
-        ("stratum_size", pa.int64()),
-        ("stratum_sample_size", pa.int64()),
-        ("hash_rank", pa.int64()),
-        ("selection_probability", pa.float64()),
-        ("design_weight", pa.float64()),
-        ("in_sample", pa.bool_()),
-    ]
+DESIGN_SCHEMA = columns(
+    "id",
+    "stratum",
+    "stratum_size",
+    "stratum_sample_size",
+    "hash_rank",
+    "selection_probability",
+    "design_weight",
+    "in_sample",
 )
 
 TABLES = [
@@ -32,5 +29,5 @@ TABLES = [
 
 #: The sample design's scratch files (``sampling/design.py``, deleted when the design is drawn): every sampling-frame
 #: work with its stratum and salted hash, and one row per stratum with its size and sample size.
-STAGED_STRATA_SCHEMA = pa.schema([("id", pa.string()), ("stratum", pa.string()), ("hash", pa.string())])
-DESIGN_PLAN_SCHEMA = pa.schema([("stratum", pa.string()), ("big_n", pa.int64()), ("n", pa.int64())])
+STAGED_STRATA_SCHEMA = columns("id", "stratum", "hash")
+DESIGN_PLAN_SCHEMA = columns("stratum", "big_n", column("n", description="n_h: works drawn from the stratum"))

@@ -1,4 +1,4 @@
-"""Tables of a release database (:mod:`metacan_pipeline.site`, issue 15): one DuckDB file per release,
+"""Tables of a release database (:mod:`metacan_pipeline.site`): one DuckDB file per release,
 ``data/site/releases/<release_id>.duckdb``, written by the asset ``site_database`` from what ``work_records``
 publishes, and opened read-only by the served site.
 
@@ -12,177 +12,169 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from . import Table
+from .fields import column, columns
 from .student import PREVALENCE_SCHEMA
+from .table import Table
 
-RELEASE_INFO_SCHEMA = pa.schema(
-    [
-        ("release_id", pa.string()),
-        ("schema_version", pa.int32()),
-        ("built_at", pa.timestamp("s")),
-        ("records_sha256", pa.string()),
-        ("n_works", pa.int64()),
-        ("frame_build_ids", pa.list_(pa.string())),
-        ("classifier_versions", pa.list_(pa.string())),
-        ("teachers", pa.list_(pa.string())),
-        ("score_arms", pa.list_(pa.string())),
-        ("fts_engine", pa.string()),
-        ("page_context", pa.string()),
-    ]
+RELEASE_INFO_SCHEMA = columns(
+    "release_id",
+    "schema_version",
+    column("built_at", pa.timestamp("s"), description="when the release database was built (UTC)"),
+    "records_sha256",
+    column("n_works", description="works in the release"),
+    "frame_build_ids",
+    "classifier_versions",
+    "teachers",
+    "score_arms",
+    "fts_engine",
+    "page_context",
 )
 
-SITE_WORKS_SCHEMA = pa.schema(
-    [
-        ("work_key", pa.int64()),
-        ("id", pa.string()),
-        ("title", pa.string()),
-        ("year", pa.int32()),
-        ("language", pa.string()),
-        ("type", pa.string()),
-        ("venue", pa.string()),
-        ("field", pa.string()),
-        ("topic", pa.string()),
-        ("doi", pa.string()),
-        ("cited_by", pa.int64()),
-        ("has_abstract", pa.bool_()),
-        ("is_retracted", pa.bool_()),
-        ("ca_aff", pa.bool_()),
-        ("ca_fund", pa.bool_()),
-        ("ca_venue", pa.bool_()),
-        ("about_ca", pa.bool_()),
-        ("invisible_to_affiliation_only", pa.bool_()),
-        ("in_sampling_frame", pa.bool_()),
-        ("classification_kind", pa.string()),
-        ("model_version", pa.string()),
-        ("prediction_status", pa.string()),
-        ("candidate_categories", pa.list_(pa.string())),
-        ("consensus_categories", pa.list_(pa.string())),
-        ("score_spread", pa.float64()),
-        ("validation_status", pa.string()),
-        ("page_path", pa.string()),
-        ("record_json", pa.string()),
-    ]
+SITE_WORKS_SCHEMA = columns(
+    "work_key",
+    "id",
+    column("title", description="the work's title"),
+    "year",
+    "language",
+    "type",
+    "venue",
+    "field",
+    "topic",
+    "doi",
+    "cited_by",
+    "has_abstract",
+    "is_retracted",
+    "ca_aff",
+    "ca_fund",
+    "ca_venue",
+    "about_ca",
+    "invisible_to_affiliation_only",
+    "in_sampling_frame",
+    "classification_kind",
+    column("model_version", description="the classifier version of the work's decisions (null: none)"),
+    "prediction_status",
+    "candidate_categories",
+    "consensus_categories",
+    "score_spread",
+    "validation_status",
+    "page_path",
+    "record_json",
 )
 
-NAMES_SCHEMA = pa.schema([("work_key", pa.int64()), ("name", pa.string())])
+NAMES_SCHEMA = columns("work_key", "name")
 
-SITE_LABELS_SCHEMA = pa.schema(
-    [
-        ("work_key", pa.int64()),
-        ("teacher", pa.string()),
-        ("model", pa.string()),
-        ("prompt_version", pa.string()),
-        ("record_view", pa.string()),
-        ("status", pa.string()),
-        ("label_status", pa.string()),
-        ("qualification", pa.string()),
-        ("qualified", pa.bool_()),
-        ("categories", pa.list_(pa.string())),
-        ("domain", pa.string()),
-        ("study_design", pa.string()),
-        ("genre", pa.string()),
-        ("confidence", pa.string()),
-    ]
+SITE_LABELS_SCHEMA = columns(
+    "work_key",
+    "teacher",
+    "model",
+    "prompt_version",
+    "record_view",
+    column("status", description="labelled | failed"),
+    "label_status",
+    "qualification",
+    "qualified",
+    "categories",
+    "domain",
+    "study_design",
+    "genre",
+    "confidence",
 )
 
-DECISIONS_SCHEMA = pa.schema(
-    [
-        ("work_key", pa.int64()),
-        ("model_version", pa.string()),
-        ("mode", pa.string()),
-        ("category", pa.string()),
-        ("prediction_status", pa.string()),
-        ("score_codex", pa.float64()),
-        ("score_gemma", pa.float64()),
-    ]
+DECISIONS_SCHEMA = columns(
+    "work_key",
+    "model_version",
+    "mode",
+    column("category", description="the category decided"),
+    "prediction_status",
+    column("score_codex", description="the student's codex head score on the category"),
+    column("score_gemma", description="the student's gemma head score on the category"),
 )
 
-MACHINE_LONG_SCHEMA = pa.schema(
-    [("work_key", pa.int64()), ("arm", pa.string()), ("score", pa.float64()), ("validation_status", pa.string())]
+MACHINE_LONG_SCHEMA = columns(
+    "work_key", "arm", column("score", description="the arm's score of the work"), "validation_status"
 )
 
-CLASSIFIER_HEADS_SCHEMA = pa.schema(
-    [
-        ("model_version", pa.string()),
-        ("teacher", pa.string()),
-        ("target", pa.string()),
-        ("gate_passed", pa.bool_()),
-        ("gate_reason", pa.string()),
-    ]
+CLASSIFIER_HEADS_SCHEMA = columns(
+    "model_version",
+    "teacher",
+    "target",
+    "gate_passed",
+    "gate_reason",
 )
 
-FACET_CODES_SCHEMA = pa.schema(
-    [
-        ("facet", pa.string()),
-        ("code", pa.int32()),
-        ("value", pa.string()),
-        ("model_version", pa.string()),
-        ("mode", pa.string()),
-        ("prediction_status", pa.string()),
-    ]
+FACET_CODES_SCHEMA = columns(
+    "facet",
+    "code",
+    column("value", pa.string(), description="the facet's value the code stands for"),
+    column("model_version", description="for a classifier decision: its classifier version"),
+    column("mode", description="for a classifier decision: candidate | consensus"),
+    column("prediction_status", description="for a classifier decision: its prediction_status"),
 )
 
 #: The facet and filter columns of ``works`` (text values as ``facet_codes`` codes) and the name lists and
 #: classifier decisions as code lists, one narrow row per work: what a cohort's count, coverage and facets read.
-WORK_FACETS_SCHEMA = pa.schema(
-    [
-        ("work_key", pa.int64()),
-        ("year", pa.int32()),
-        *((name, pa.int32()) for name in ("language", "type", "field", "topic", "venue", "classification_kind")),
-        *(
-            (name, pa.bool_())
-            for name in ("ca_aff", "ca_fund", "ca_venue", "about_ca", "invisible_to_affiliation_only")
-            + ("has_abstract", "is_retracted", "scored", "labelled", "decided")
-        ),
-        *((name, pa.list_(pa.int32())) for name in ("institution", "funder", "keyword", "classifier")),
-    ]
+WORK_FACETS_SCHEMA = columns(
+    "work_key",
+    "year",
+    *(
+        column(name, pa.int32(), f"facet_codes code of the work's {name}")
+        for name in ("language", "type", "field", "topic", "venue", "classification_kind")
+    ),
+    "ca_aff",
+    "ca_fund",
+    "ca_venue",
+    "about_ca",
+    "invisible_to_affiliation_only",
+    "has_abstract",
+    "is_retracted",
+    "scored",
+    column("labelled", pa.bool_(), "a teacher labelled the work"),
+    "decided",
+    "institution",
+    "funder",
+    "keyword",
+    "classifier",
 )
 
-FACET_COUNTS_SCHEMA = pa.schema([("facet", pa.string()), ("items", pa.string())])
-COHORT_FACET_COUNTS_SCHEMA = pa.schema(
-    [("cohort_key", pa.string()), ("filters", pa.string()), ("facet", pa.string()), ("items", pa.string())]
-)
+FACET_COUNTS_SCHEMA = columns("facet", "items")
+COHORT_FACET_COUNTS_SCHEMA = columns("cohort_key", "filters", "facet", "items")
 
 #: The facets of ``work_facets`` counted per year and language code (``site/cube.py``): ``code`` is a
 #: ``facet_codes`` code (the year for ``year``, 1/0 for a boolean, 0-3 for ``_coverage``); the direct-label facet's
 #: rows (``label``) have no code but a teacher, a category and the labels' qualification sentence.
-YEAR_LANGUAGE_COUNTS_SCHEMA = pa.schema(
-    [
-        ("year", pa.int32()),
-        ("language", pa.int32()),
-        ("facet", pa.string()),
-        ("code", pa.int32()),
-        ("teacher", pa.string()),
-        ("category", pa.string()),
-        ("qualification", pa.string()),
-        ("n", pa.int64()),
-    ]
+YEAR_LANGUAGE_COUNTS_SCHEMA = columns(
+    column("year", description="the works' year of publication (null: any)"),
+    column("language", pa.int32(), description="facet_codes code of the works' language (null: any)"),
+    "facet",
+    column("code", description="the facet value's code (the year for year, 1/0 for a flag, 0-3 for _coverage)"),
+    column("teacher", description="the direct-label facet's teacher"),
+    column("category", description="the direct-label facet's category"),
+    column("qualification", description="the direct labels' qualification sentence"),
+    column("n", description="works counted"),
 )
 
-STATISTICS_SCHEMA = pa.schema([("figure", pa.string()), ("items", pa.string())])
+STATISTICS_SCHEMA = columns("figure", "items")
 
 #: The pipeline's ``prevalence`` rows (:data:`metacan_pipeline.tables.student.PREVALENCE_SCHEMA`) in their table
 #: order (``position``), copied at build time (``teacher`` is null for the classifier's and the swap's rows).
-RELEASE_PREVALENCE_SCHEMA = pa.schema([("position", pa.int64()), *PREVALENCE_SCHEMA])
-
-DISAGREEMENT_SCHEMA = pa.schema(
-    [
-        ("work_key", pa.int64()),
-        ("pair", pa.string()),
-        ("teacher_a", pa.string()),
-        ("teacher_b", pa.string()),
-        ("heads", pa.list_(pa.string())),
-    ]
+RELEASE_PREVALENCE_SCHEMA = columns(
+    column("position", description="the row's position in the pipeline's prevalence table, from 0"), *PREVALENCE_SCHEMA
 )
 
-SAVED_QUERIES_SCHEMA = pa.schema(
-    [
-        ("query_hash", pa.string()),
-        ("filters", pa.string()),
-        ("release_id", pa.string()),
-        ("classifier_version", pa.string()),
-        ("created_at", pa.string()),
-    ]
+DISAGREEMENT_SCHEMA = columns(
+    "work_key",
+    "pair",
+    "teacher_a",
+    "teacher_b",
+    column("heads", description="the heads the two teachers' labels differ on"),
+)
+
+SAVED_QUERIES_SCHEMA = columns(
+    "query_hash",
+    "filters",
+    "release_id",
+    column("classifier_version", description="the classifier version the cohort was counted with"),
+    column("created_at", pa.string(), description="when the link was first made (ISO 8601, UTC)"),
 )
 
 #: Written by the asset ``site_database``; ``store="release"``: a table of each release database file.
@@ -328,16 +320,14 @@ TABLES += [
         "one work of work_disagreements: what the dossier lists of it (id, title, year, venue, page path) and every "
         "teacher's direct label as its record publishes it (JSON: verdict, reason, source and status)",
         "site_database",
-        pa.schema(
-            [
-                ("work_key", pa.int64()),
-                ("id", pa.string()),
-                ("title", pa.string()),
-                ("year", pa.int32()),
-                ("venue", pa.string()),
-                ("page_path", pa.string()),
-                ("direct_labels", pa.string()),
-            ]
+        columns(
+            "work_key",
+            "id",
+            "title",
+            "year",
+            "venue",
+            "page_path",
+            "direct_labels",
         ),
         ("work_key",),
         store="release",
@@ -348,7 +338,12 @@ TABLES += [
         "one value of a typeahead facet (venue, institution, funder, topic) with its facet_codes code and its "
         "number of works in the whole release",
         "site_database",
-        pa.schema([("facet", pa.string()), ("code", pa.int32()), ("value", pa.string()), ("n", pa.int64())]),
+        columns(
+            "facet",
+            "code",
+            column("value", pa.string(), "the facet's value"),
+            column("n", description="works of the release with the value"),
+        ),
         ("facet", "code"),
         store="release",
     ),

@@ -4,174 +4,141 @@ holdout and the published model versions."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS
-from . import Table
+from .fields import PUBLISHED_TEACHERS, column, columns
+from .table import Table
 
-#: The teacher suffixes of the published columns (``score_codex``, ``category_scores_gemma``, ...), in
-#: column order: the default names of the sample and the census teacher. They stay when the registry's
-#: ``[roles]`` name other teachers (:mod:`metacan_pipeline.student.roles`): the columns are published API.
-STUDENT_TEACHERS = ("codex", "gemma")
-
-HEADS_SCHEMA = pa.schema(
-    [
-        ("model_version", pa.string()),
-        ("teacher", pa.string()),
-        ("target", pa.string()),
-        ("kind", pa.string()),
-        ("status", pa.string()),
-        ("labels", pa.int64()),
-        ("positives", pa.int64()),
-        ("n_train", pa.int64()),
-        ("train_positives", pa.int64()),
-        ("weighted_rate", pa.float64()),
-        ("kish_ess_positive", pa.float64()),
-        ("holdout_n", pa.int64()),
-        ("holdout_positives", pa.int64()),
-        ("ap", pa.float64()),
-        ("auroc", pa.float64()),
-        ("ece", pa.float64()),
-        ("accuracy", pa.float64()),
-        ("metric_note", pa.string()),
-        ("gate_passed", pa.bool_()),
-        ("gate_reason", pa.string()),
-    ]
+HEADS_SCHEMA = columns(
+    "model_version",
+    "teacher",
+    "target",
+    column("kind", description="binary | categorical"),
+    column("status", description="the head's training outcome (trained, or why not)"),
+    column("labels", description="labels of the head's teacher on the target"),
+    "positives",
+    "n_train",
+    "train_positives",
+    "weighted_rate",
+    "kish_ess_positive",
+    "holdout_n",
+    "holdout_positives",
+    "ap",
+    "auroc",
+    "ece",
+    "accuracy",
+    "metric_note",
+    "gate_passed",
+    "gate_reason",
 )
 
-TRAINING_SET_SCHEMA = pa.schema(
-    [("model_version", pa.string()), ("teacher", pa.string()), ("work_id", pa.string()), ("venue_key", pa.string())]
-)
+TRAINING_SET_SCHEMA = columns("model_version", "teacher", "work_id", "venue_key")
 
-PRED_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("model_version", pa.string()),
-        ("candidate_categories", pa.list_(pa.string())),
-        ("consensus_categories", pa.list_(pa.string())),
-        ("category_scores_codex", pa.list_(pa.float64())),
-        ("category_scores_gemma", pa.list_(pa.float64())),
-    ]
-    + [pa.field(f"{t}_{s}", pa.bool_()) for t in ABOUT_CA_TARGETS for s in ("candidate", "consensus")]
-    + [pa.field(f"{t}_score_{s}", pa.float64()) for t in ABOUT_CA_TARGETS for s in STUDENT_TEACHERS]
-    + [
-        f
+PRED_SCHEMA = columns(
+    "id",
+    "model_version",
+    "candidate_categories",
+    "consensus_categories",
+    *(f"category_scores_{s}" for s in PUBLISHED_TEACHERS),
+    *(f"{t}_{s}" for t in ABOUT_CA_TARGETS for s in ("candidate", "consensus")),
+    *(f"{t}_score_{s}" for t in ABOUT_CA_TARGETS for s in PUBLISHED_TEACHERS),
+    *(
+        name
         for t in CATEGORICAL_TARGETS
-        for f in (
-            pa.field(f"{t}_scores_codex", pa.list_(pa.float64())),
-            pa.field(f"{t}_scores_gemma", pa.list_(pa.float64())),
-            pa.field(f"{t}_codex", pa.string()),
-            pa.field(f"{t}_gemma", pa.string()),
-            pa.field(f"{t}_candidate", pa.string()),
-            pa.field(f"{t}_consensus", pa.string()),
+        for name in (
+            *(f"{t}_scores_{s}" for s in PUBLISHED_TEACHERS),
+            *(f"{t}_{s}" for s in PUBLISHED_TEACHERS),
+            f"{t}_candidate",
+            f"{t}_consensus",
         )
-    ]
-    + [
-        pa.field("teacher_disagreement_score", pa.float64()),
-        pa.field("threshold_uncertainty_score", pa.float64()),
-        pa.field("prediction_status", pa.string()),
-        pa.field("gemma_label_status", pa.string()),
-    ]
+    ),
+    "teacher_disagreement_score",
+    "threshold_uncertainty_score",
+    "prediction_status",
+    "gemma_label_status",
 )
 
-THRESHOLDS_SCHEMA = pa.schema(
-    [
-        ("model_version", pa.string()),
-        ("target", pa.string()),
-        ("gate_passed", pa.bool_()),
-        ("gate_reason", pa.string()),
-        ("rate", pa.float64()),
-        ("n", pa.int64()),
-        ("k", pa.int64()),
-        ("threshold", pa.float64()),
-        ("boundary_id", pa.string()),
-    ]
+THRESHOLDS_SCHEMA = columns(
+    "model_version",
+    "target",
+    "gate_passed",
+    "gate_reason",
+    column("rate", description="design-weighted rate of the sample teacher's positives on the target"),
+    column("n", description="works scored"),
+    "k",
+    "threshold",
+    "boundary_id",
 )
 
-PREVALENCE_SCHEMA = pa.schema(
-    [
-        ("population", pa.string()),
-        ("category", pa.string()),
-        ("method", pa.string()),
-        ("teacher", pa.string()),
-        ("n", pa.int64()),
-        ("n_weighted", pa.float64()),
-        ("rate", pa.float64()),
-        ("se", pa.float64()),
-        ("ci_low", pa.float64()),
-        ("ci_high", pa.float64()),
-        ("strata_single", pa.int64()),
-        ("design", pa.string()),
-    ]
+PREVALENCE_SCHEMA = columns(
+    column("population", description="the population the rate is of (frame, sampling frame, ...)"),
+    "category",
+    column("method", description="design-weighted teacher rate, or classify-and-count"),
+    column("teacher", description="the teacher whose labels the rate counts (null: the classifier's rows)"),
+    column("n", description="labelled works the rate counts"),
+    "n_weighted",
+    "rate",
+    "se",
+    "ci_low",
+    "ci_high",
+    "strata_single",
+    "design",
 )
 
-MACHINE_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("score_gemma", pa.float64()),
-        ("score_codex", pa.float64()),
-        ("score_spread", pa.float64()),
-        ("validation_status", pa.string()),
-        ("provisional", pa.bool_()),
-        ("baseline", pa.bool_()),
-        ("maturity_gate_passed", pa.bool_()),
-        ("rounds_run", pa.int32()),
-        ("arm_status", pa.string()),
-        ("note", pa.string()),
-        ("held_out", pa.bool_()),
-    ]
+MACHINE_SCHEMA = columns(
+    "id",
+    "score_gemma",
+    "score_codex",
+    "score_spread",
+    "validation_status",
+    "provisional",
+    "baseline",
+    "maturity_gate_passed",
+    "rounds_run",
+    "arm_status",
+    column("note", description="what the scores rest on"),
+    "held_out",
 )
 
-HOLDOUT_SCHEMA = pa.schema(
-    [
-        ("work_id", pa.string()),
-        ("venue_key", pa.string()),
-        ("holdout_version", pa.string()),
-        ("frozen_at", pa.timestamp("us")),
-        ("run_id", pa.string()),
-    ]
+HOLDOUT_SCHEMA = columns(
+    "work_id",
+    "venue_key",
+    "holdout_version",
+    "frozen_at",
+    "run_id",
 )
 
-MODEL_VERSIONS_SCHEMA = pa.schema(
-    [
-        ("model_version", pa.string()),
-        ("kind", pa.string()),
-        ("created_at", pa.timestamp("us")),
-        ("run_id", pa.string()),
-        ("file", pa.string()),
-        ("file_sha256", pa.string()),
-        ("feature_kind", pa.string()),
-        ("summary", pa.string()),
-    ]
+MODEL_VERSIONS_SCHEMA = columns(
+    "model_version",
+    column("kind", description="the kind of model version"),
+    "created_at",
+    "run_id",
+    column("file", description="path of the model file"),
+    "file_sha256",
+    "feature_kind",
+    "summary",
 )
 
-ROUNDS_SCHEMA = pa.schema(
-    [
-        ("round", pa.int32()),
-        ("run_id", pa.string()),
-        ("created_at", pa.timestamp("us")),
-        ("training_signature", pa.string()),
-        ("training_labels", pa.string()),
-        ("metrics", pa.string()),
-        ("maturity_gate_passed", pa.bool_()),
-        ("gate_reason", pa.string()),
-        ("proposed", pa.int32()),
-    ]
+ROUNDS_SCHEMA = columns(
+    "round",
+    "run_id",
+    "created_at",
+    "training_signature",
+    "training_labels",
+    "metrics",
+    "maturity_gate_passed",
+    column("gate_reason", description="why the maturity gate passed or failed"),
+    "proposed",
 )
 
-ROUND_SCORES_SCHEMA = pa.schema(
-    [("round", pa.int32()), ("arm", pa.string()), ("work_id", pa.string()), ("score", pa.float64())]
-)
+ROUND_SCORES_SCHEMA = columns("round", "arm", "work_id", "score")
 
-PROPOSALS_SCHEMA = pa.schema(
-    [
-        ("round", pa.int32()),
-        ("work_id", pa.string()),
-        ("reason", pa.string()),
-        ("score_codex", pa.float64()),
-        ("score_gemma", pa.float64()),
-        ("score_spread", pa.float64()),
-    ]
+PROPOSALS_SCHEMA = columns(
+    "round",
+    "work_id",
+    column("reason", description="why the round proposed the work (spread, near 0.5, random sentinel)"),
+    "score_codex",
+    "score_gemma",
+    "score_spread",
 )
 
 TABLES = [

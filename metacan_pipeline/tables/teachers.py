@@ -5,160 +5,147 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from . import Table
+from .fields import column, columns
+from .table import Table
 
-CALLS_SCHEMA = pa.schema(
-    [
-        ("call_id", pa.string()),
-        ("run_id", pa.string()),
-        ("teacher", pa.string()),
-        ("model", pa.string()),
-        ("prompt_version", pa.string()),
-        ("prompt_sha", pa.string()),
-        ("record_view", pa.string()),
-        ("work_ids", pa.list_(pa.string())),
-        ("n_works", pa.int32()),
-        ("request_hash", pa.string()),
-        ("http_status", pa.int32()),
-        ("error", pa.string()),
-        ("latency_s", pa.float64()),
-        ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()),
-        ("cost_usd", pa.float64()),
-        ("logprob_mean", pa.float64()),
-        ("archive_path", pa.string()),
-        ("archive_line", pa.int64()),
-        ("created_at", pa.timestamp("us")),
-        # the endpoint that answered (its name: the base URL without credentials or query, or the registry's
-        # name for it; never a key); last, as a column added to a store of an older layout is (migrations.py)
-        ("endpoint", pa.string()),
-    ]
+CALLS_SCHEMA = columns(
+    "call_id",
+    "run_id",
+    "teacher",
+    "model",
+    "prompt_version",
+    "prompt_sha",
+    "record_view",
+    "work_ids",
+    column("n_works", pa.int32(), description="works asked about in the call"),
+    "request_hash",
+    "http_status",
+    column("error", description="why the call failed (null: it did not)"),
+    "latency_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "logprob_mean",
+    "archive_path",
+    "archive_line",
+    "created_at",
+    # the endpoint that answered (its name: the base URL without credentials or query, or the registry's
+    # name for it; never a key); last, as a column added to a store of an older layout is (migrations.py)
+    "endpoint",
 )
 
-LABELS_SCHEMA = pa.schema(
-    [
-        ("label_id", pa.string()),
-        ("work_id", pa.string()),
-        ("teacher", pa.string()),
-        ("model", pa.string()),
-        ("prompt_version", pa.string()),
-        ("prompt_sha", pa.string()),
-        ("record_view", pa.string()),
-        ("view_hash", pa.string()),
-        ("status", pa.string()),
-        ("categories", pa.list_(pa.string())),
-        ("domain", pa.string()),
-        ("study_design", pa.string()),
-        ("genre", pa.string()),
-        ("about_ca_system", pa.bool_()),
-        ("about_ca_topic", pa.bool_()),
-        ("confidence", pa.string()),
-        ("reason", pa.string()),
-        ("error", pa.string()),
-        ("attempts", pa.int32()),
-        ("call_id", pa.string()),
-        ("run_id", pa.string()),
-        ("source", pa.string()),
-        ("source_ref", pa.string()),
-        ("created_at", pa.timestamp("us")),
-    ]
+LABELS_SCHEMA = columns(
+    "label_id",
+    "work_id",
+    "teacher",
+    "model",
+    "prompt_version",
+    "prompt_sha",
+    "record_view",
+    "view_hash",
+    column("status", description="labelled | failed: a failed label is unknown, never a negative"),
+    "categories",
+    "domain",
+    "study_design",
+    "genre",
+    "about_ca_system",
+    "about_ca_topic",
+    "confidence",
+    column("reason", description="the teacher's reason for its label (at most 400 characters)"),
+    column("error", description="why the label failed (null: labelled)"),
+    "attempts",
+    "call_id",
+    "run_id",
+    column(
+        "source", description="where the label came from: a registry teacher's calls, or the source of an imported file"
+    ),
+    "source_ref",
+    "created_at",
 )
 
-ARCHIVES_SCHEMA = pa.schema(
-    [
-        ("archive_path", pa.string()),
-        ("teacher", pa.string()),
-        ("run_id", pa.string()),
-        ("lines", pa.int64()),
-        ("calls", pa.int64()),
-        ("labels", pa.int64()),
-        ("recovered", pa.bool_()),
-        ("closed_at", pa.timestamp("us")),
-        ("note", pa.string()),
-    ]
+ARCHIVES_SCHEMA = columns(
+    "archive_path",
+    "teacher",
+    "run_id",
+    "lines",
+    "calls",
+    column("labels", description="labels in the archive"),
+    "recovered",
+    "closed_at",
+    column("note", description="what happened to the archive (e.g. how it was recovered)"),
 )
 
-LABEL_IMPORTS_SCHEMA = pa.schema(
-    [
-        ("file", pa.string()),
-        ("sha256", pa.string()),
-        ("teacher", pa.string()),
-        ("model", pa.string()),
-        ("prompt_version", pa.string()),
-        ("prompt_sha", pa.string()),
-        ("source", pa.string()),
-        ("rows", pa.int64()),
-        ("imported_at", pa.timestamp("us")),
-        ("run_id", pa.string()),
-    ]
+LABEL_IMPORTS_SCHEMA = columns(
+    column("file", description="path of the imported label file"),
+    "sha256",
+    "teacher",
+    "model",
+    "prompt_version",
+    "prompt_sha",
+    column("source", description="the label source the file was imported as"),
+    "rows",
+    "imported_at",
+    "run_id",
 )
 
-IMPORTED_DESIGN_SCHEMA = pa.schema(
-    [
-        ("source", pa.string()),
-        ("work_id", pa.string()),
-        ("stratum", pa.string()),
-        ("sel_prob", pa.float64()),
-        ("design_weight", pa.float64()),
-    ]
+IMPORTED_DESIGN_SCHEMA = columns(
+    column("source", description="the imported label source whose design this is"),
+    "work_id",
+    column("stratum", description="the work's stratum in the imported source's design"),
+    "sel_prob",
+    column("design_weight", description="the work's design weight in the imported source's design"),
 )
 
-LABEL_BATCHES_SCHEMA = pa.schema(
-    [("batch", pa.string()), ("work_id", pa.string()), ("added_at", pa.timestamp("us")), ("source", pa.string())]
+LABEL_BATCHES_SCHEMA = columns(
+    "batch", "work_id", "added_at", column("source", description="what added the work to the batch")
 )
 
-AGREEMENT_SCHEMA = pa.schema(
-    [
-        ("pair", pa.string()),
-        ("head", pa.string()),
-        ("n", pa.int64()),
-        ("agreement", pa.float64()),
-        ("kappa", pa.float64()),
-        ("n_weighted", pa.float64()),
-        ("weighted_agreement", pa.float64()),
-        ("weighted_kappa", pa.float64()),
-        ("n_with_weight", pa.int64()),
-        ("config_a", pa.string()),
-        ("config_b", pa.string()),
-        ("weights", pa.string()),
-    ]
+AGREEMENT_SCHEMA = columns(
+    "pair",
+    "head",
+    column("n", description="works both teachers labelled on the head"),
+    "agreement",
+    "kappa",
+    "n_weighted",
+    "weighted_agreement",
+    "weighted_kappa",
+    "n_with_weight",
+    "config_a",
+    "config_b",
+    "weights",
 )
 
-DISAGREEMENTS_SCHEMA = pa.schema(
-    [
-        ("pair", pa.string()),
-        ("work_id", pa.string()),
-        ("head", pa.string()),
-        ("value_a", pa.string()),
-        ("value_b", pa.string()),
-    ]
+DISAGREEMENTS_SCHEMA = columns(
+    "pair",
+    "work_id",
+    column("head", description="the label field the two teachers differ on"),
+    "value_a",
+    "value_b",
 )
 
-QUALIFICATION_SCHEMA = pa.schema(
-    [
-        ("teacher", pa.string()),
-        ("model", pa.string()),
-        ("prompt_version", pa.string()),
-        ("prompt_sha", pa.string()),
-        ("record_view", pa.string()),
-        ("reference", pa.string()),
-        ("config_hash", pa.string()),
-        ("config", pa.string()),
-        ("reference_sha", pa.string()),
-        ("status", pa.string()),
-        ("kappa", pa.float64()),
-        ("needed_kappa", pa.float64()),
-        ("frontier_kappa", pa.float64()),
-        ("reference_works", pa.int64()),
-        ("labelled", pa.int64()),
-        ("failed", pa.int64()),
-        ("reference_positives", pa.int64()),
-        ("teacher_positives", pa.int64()),
-        ("weighted_confusion", pa.string()),
-        ("note", pa.string()),
-        ("run_id", pa.string()),
-        ("computed_at", pa.timestamp("us")),
-    ]
+QUALIFICATION_SCHEMA = columns(
+    "teacher",
+    "model",
+    "prompt_version",
+    "prompt_sha",
+    "record_view",
+    "reference",
+    "config_hash",
+    "config",
+    "reference_sha",
+    column("status", description="the qualification's outcome (qualified or not, and why not)"),
+    column("kappa", description="the teacher's kappa against the reference"),
+    "needed_kappa",
+    "frontier_kappa",
+    "reference_works",
+    "labelled",
+    "failed",
+    "reference_positives",
+    "teacher_positives",
+    "weighted_confusion",
+    column("note", description="what the result rests on"),
+    "run_id",
+    "computed_at",
 )
 
 TABLES = [
@@ -187,7 +174,7 @@ TABLES = [
         LABELS_SCHEMA,
         ("label_id",),
         store="duckdb",
-        # a row per frame work, a flush every 2 s: the index's checkpoints wrote 42.5 GB at 4.3M works
+        # a row per frame work, written by many short transactions: each checkpoint would rewrite the index
         key_index=False,
     ),
     Table(
@@ -253,4 +240,4 @@ TABLES = [
 
 #: A chunked census run's view hashes (``teachers/core/labelling.py``): a scratch Parquet file, one row per work, deleted
 #: when the run ends.
-VIEW_HASH_SCHEMA = pa.schema([("work_id", pa.string()), ("view_hash", pa.string())])
+VIEW_HASH_SCHEMA = columns("work_id", "view_hash")

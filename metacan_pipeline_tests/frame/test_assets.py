@@ -174,6 +174,7 @@ def test_the_build_succeeds_and_admits_every_canadian_work_it_could_read(bad):
         "frame_routes_have_evidence": (True, dg.AssetCheckSeverity.ERROR),
         "frame_stores_no_abstract_text": (True, dg.AssetCheckSeverity.ERROR),
         "frame_build_manifest_covers_snapshot": (False, dg.AssetCheckSeverity.WARN),
+        "schema_matches_catalog": (True, dg.AssetCheckSeverity.ERROR),
     }
     assert bad.q("SELECT ca_fund, ca_fund_evidence FROM frame WHERE id = ?", LME4_ID) == [
         (True, ["funder F4320334593 Natural Sciences and Engineering Research Council of Canada (via funders.id)"])
@@ -346,6 +347,7 @@ def test_ingestion_on_the_real_records(ingested):
         "frame_routes_have_evidence": True,
         "frame_stores_no_abstract_text": True,
         "frame_build_manifest_covers_snapshot": False,
+        "schema_matches_catalog": True,
     }
     assert md["dagster/row_count"].value == n and md["parts_done"].value == 39
     assert md["works_by_year_and_route"].value.startswith(
