@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock
 
+from .. import settings
 from ..openalex.lexicon import LEXICON_VERSION
 from ..openalex.reader import QUARANTINE_COLUMNS
 from ..openalex.remote import RemoteReadError, copy_to, is_url, scrub
@@ -141,8 +142,6 @@ def build_key(job: PartJob, entities: EntityLists) -> str:
 def parts_location(data_parts: Path) -> Path | str:
     """Where the finished parts are: ``METACAN_PARTS_URL`` (an object-storage folder) when set, else the local folder
     ``data_parts`` (``warehouse/frame_parts``). Raises ValueError naming the variable when it is not such a URL."""
-    from .. import settings
-
     return settings.parts_url() or data_parts
 
 

@@ -28,10 +28,11 @@ from moto.server import ThreadedMotoServer
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs
 from metacan_pipeline.frame.entities import EntityLists
 from metacan_pipeline.frame.parts import build_parts, part_dir, part_jobs, split_finished
-from metacan_pipeline.openalex.folders import input_folders, locate, split_dirs
+from metacan_pipeline.openalex.folders import input_folders, locate
 from metacan_pipeline.openalex.inventory import take_inventory
 from metacan_pipeline.openalex.lookup import load_abstracts
 from metacan_pipeline.openalex.remote import storage_options
+from metacan_pipeline.settings import split_dirs
 from metacan_pipeline_tests.builders import OPENALEX, copy_funders, is_canadian, node_metadata, root_error, write_part
 
 SAMPLE = OPENALEX / "max-planck-innovation-competition__go-openalex__snapshot_sample"
