@@ -227,7 +227,7 @@ def run_config_for(stage: str, sampling_frame: int, sample: int) -> dict:
 
 def fresh_run_dir(run_dir: Path, resume: bool) -> tuple[Path, Path, Path]:
     """``(data, dagster_home, logs)`` under ``run_dir`` (emptied first unless ``resume``)."""
-    from metacan_pipeline.cli import DAGSTER_YAML
+    from metacan_pipeline.instance import DAGSTER_YAML
 
     data_dir, home, logs = run_dir / "data", run_dir / "dagster_home", run_dir / "logs"
     if run_dir.exists() and not resume:

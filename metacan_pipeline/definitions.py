@@ -16,11 +16,11 @@ import dagster as dg
 from .audit.definitions import defs as audit_defs
 from .frame.definitions import defs as frame_defs
 from .frame.partitions import all_partitions_run_tags
-from .openalex.folders import split_dirs
 from .publish.definitions import defs as publish_defs
 from .release.definitions import defs as release_defs
 from .resources import OpenAlexFiles, default_openalex_dirs
 from .sampling.definitions import defs as sampling_defs
+from .settings import split_dirs
 from .site.definitions import defs as site_defs
 from .storage import MetacanStorage, default_data_dir
 from .student.definitions import defs as student_defs

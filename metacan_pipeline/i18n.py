@@ -1,4 +1,4 @@
-"""Interface languages (issue 15): English and French through gettext catalogues read with Babel.
+"""Interface languages: English and French through gettext catalogues read with Babel.
 
 English is the source language. Every interface string is written in English where it is used (templates through
 ``_()``, Python through :func:`N_`), and that English text is the msgid. The French catalogue is
@@ -71,7 +71,7 @@ def translations(locale: str) -> NullTranslations:
         raise ValueError(f"no interface language {locale!r}: the languages are {', '.join(LOCALES)}")
     if locale == DEFAULT_LOCALE:
         return NullTranslations()
-    from babel.messages.mofile import write_mo
+    from babel.messages.mofile import write_mo  # Babel loads when a language is first asked for: module doc
     from babel.messages.pofile import read_po
     from babel.support import Translations
 
@@ -110,7 +110,7 @@ def accept_language_tags(header: str | None) -> list[str]:
 def negotiate(header: str | None) -> str | None:
     """The interface language a browser's ``Accept-Language`` header prefers (``fr-CA`` -> ``fr``), or None when
     it names neither (Babel's ``negotiate_locale``)."""
-    from babel.core import negotiate_locale
+    from babel.core import negotiate_locale  # lazily, as above
 
     # language tags are case-insensitive, and negotiate_locale answers in the header's own spelling ("FR")
     return negotiate_locale([t.lower() for t in accept_language_tags(header)], LOCALES, sep="-")
@@ -118,6 +118,6 @@ def negotiate(header: str | None) -> str | None:
 
 def format_number(n: int | float, locale: str) -> str:
     """A count as written in ``locale`` (``1,234`` in English, ``1 234`` in French)."""
-    from babel.numbers import format_decimal
+    from babel.numbers import format_decimal  # lazily, as above
 
     return format_decimal(n, locale=NUMBER_LOCALES[locale])

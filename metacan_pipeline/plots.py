@@ -7,6 +7,7 @@ import io
 
 def new_figure(figsize: tuple[float, float]):
     """A matplotlib ``Figure`` on the Agg backend (no display needed), 90 dpi."""
+    # matplotlib is heavy to import and only the assets that draw a plot need it: imported on the first figure
     import matplotlib
 
     matplotlib.use("Agg")

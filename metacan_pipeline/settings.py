@@ -19,7 +19,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_PARTS_URL`` | where ``frame_parts`` writes finished parts and ``frame`` reads them: an object-storage folder (``s3://bucket/prefix``), each part published by a completion marker written last; credentials from the AWS environment, never from the URL | unset: ``<data dir>/warehouse/frame_parts`` |
 | ``METACAN_DASK_SCHEDULER`` | the address of a running Dask scheduler (``tcp://host:8786``) that builds ``frame_parts``; its workers must import ``metacan_pipeline`` and reach the input files and the data folder | unset: a local cluster of ``workers`` processes per build |
 | ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_PROFILE`` / ... | S3 credentials, found by botocore as usual, never logged | unset |
-| ``METACAN_LLAMA_THREADS`` | CPU threads of the embedded llama.cpp teacher server; on a machine whose cores are busy with other work, ``1`` (llama.cpp's threads wait on each other by spinning: at load 13 on 2 cores, one call took 25-29 s with 1 thread against 72-145 s with 2) | ``2`` |
+| ``METACAN_LLAMA_THREADS`` | CPU threads of the embedded llama.cpp teacher server; on a machine whose cores are busy with other work, ``1`` (llama.cpp's threads wait on each other by spinning, so on busy cores one thread answers faster than two) | ``2`` |
 | ``METACAN_RECORD_WORKERS`` | worker processes of a ``work_records`` build (1 to 64; each may use about 2.5 GB) | one per core, at most 4, and at most one per 2.5 GB of the machine's (or container's) memory |
 | ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
 | ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts | unset: static pages have no explore links |
@@ -33,8 +33,6 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
-
-from .openalex.folders import split_dirs
 
 DATA_DIR_ENV = "METACAN_DATA_DIR"
 OPENALEX_DIR_ENV = "METACAN_OPENALEX_DIR"
@@ -83,6 +81,21 @@ def coding_store_path(data: str | None = None) -> Path:
     """The coding store of the audit study (coders, coding tasks, every answer): ``<data>/audit/coding.sqlite``, where
     ``data`` defaults to :func:`data_dir`. It holds human work that cannot be recomputed: back it up."""
     return Path(data or data_dir(), "audit", "coding.sqlite")
+
+
+def split_dirs(value: str) -> list[str]:
+    """The folders of an ``os.pathsep``-separated list (``a:b`` on POSIX), blank entries dropped. On POSIX a
+    ``:`` followed by ``//`` is a URL's and does not separate: ``a:s3://openalex`` is two folders."""
+    # a URL with user info (``s3://key:secret@bucket``) would be split at its own ``:``: the key read as a bucket,
+    # the secret as a folder, and both named in messages; refuse it whole first, naming it without the user info
+    for url in re.finditer(r"[a-z][a-z0-9+.-]*://([^/@\s]*)@([^/\s:]*)", value, flags=re.I):
+        raise ValueError(
+            f"OpenAlex input {url.group(0).split('://')[0]}://{url.group(2)} carries credentials in its URL: remove "
+            "them and set them in the AWS environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE), "
+            "which is never logged"
+        )
+    parts = re.split(r":(?!//)", value) if os.pathsep == ":" else value.split(os.pathsep)
+    return [p.strip() for p in parts if p.strip()]
 
 
 def openalex_dirs() -> list[str]:

@@ -150,7 +150,7 @@ def pytest_itemcollected(item):
 def pytest_configure(config):
     """Under ``make test`` each pytest-xdist worker keeps a core busy, so the embedded llama.cpp server gets one
     thread (``METACAN_LLAMA_THREADS``, unless set): llama.cpp's threads wait for each other by spinning, and with
-    the other core taken its 2 threads made one call 3-6 times slower than 1 thread (issue 14)."""
+    the other core taken 2 threads make one call 3-6 times slower than 1 thread."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
     if workers and workers >= (os.cpu_count() or 1):
         os.environ.setdefault("METACAN_LLAMA_THREADS", "1")
@@ -170,7 +170,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)  # stable: within a rank, collection order
 
 
-#: Groups whose tests took longest in ``pytest --durations=0 -n 2`` (issue 14), longest first.
+#: Groups whose tests take longest (``pytest --durations=0 -n 2``), longest first.
 LONGEST_GROUPS = (
     "llm",
     "metacan_pipeline_tests.student.test_training",

@@ -1,6 +1,6 @@
 """A real loopback HTTP stub of OpenAlex ``GET /works`` answering from real records of ../shared/data/openalex.
 
-Used by the abstract-fetcher tests and by the page tests that render abstracts live (issue 6).
+Used by the abstract-fetcher tests and by the page tests that render abstracts live.
 """
 
 from __future__ import annotations

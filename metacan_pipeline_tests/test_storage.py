@@ -26,7 +26,7 @@ def test_the_sweep_removes_this_hosts_dead_processes_scratch_and_nothing_else(tm
         tmp_path / f".t.tmp-node_7.lab-pid{os.getpid()}-cc",  # this live process's
         tmp_path / f".t.tmp-other-pid{dead}-dd",  # another host's (a shared file system)
         tmp_path / f".u.tmp-node_7.lab-pid{dead}-ee",  # another prefix
-        tmp_path / ".t.tmp-1a2b3c4d",  # a name of the layout before: no owner to ask
+        tmp_path / ".t.tmp-1a2b3c4d",  # a name without host and pid: no owner to ask
     ]
     for p in (gone[0], kept[0], kept[1], kept[2], kept[3]):
         p.mkdir()
@@ -51,9 +51,8 @@ def test_a_table_write_removes_the_folder_a_killed_write_left(tmp_path):
 
 
 def test_a_name_whose_pid_is_no_pid_stops_no_write_and_is_left_alone(tmp_path):
-    """``str.isdigit`` takes '²' and any length of digits: ``int('²')`` raised ValueError and ``os.kill`` of a pid
-    past pid_t raised OverflowError, out of every table write of that kind until someone removed the folder by hand.
-    No process of ours has such a pid: the entry is not ours, and stays."""
+    """A pid part that ``str.isdigit`` accepts but that is no pid (``'²'``, digits past pid_t) raises nothing out
+    of the write: no process of ours has such a pid, so the entry is not ours, and stays."""
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     storage.write_table("frame_sample", pa.table({"id": ["W1"]}))
     host = process_tag().rsplit("-pid", 1)[0]

@@ -28,6 +28,7 @@ from tenacity import RetryCallState, retry, retry_if_exception, stop_after_attem
 
 from .. import settings
 from ..http import mask_secret, retry_after_seconds
+from .ids import short_id
 
 DEFAULT_BASE_URL = "https://api.openalex.org"
 
@@ -244,6 +245,24 @@ class OpenAlexClient:
                 )
             seen.add(nxt)
             params = dict(params, cursor=nxt)
+
+
+#: The entity lists a harvest starts from (``metacan fetch``): every Canadian funder, source and institution.
+CANADIAN_ENTITIES = ("funders", "sources", "institutions")
+
+
+def canadian_ids(client: OpenAlexClient, entity: str) -> list[str]:
+    """The short ids (``F...``, ``S...``, ``I...``) of every ``entity`` (one of :data:`CANADIAN_ENTITIES`) with
+    ``country_code:ca``, read page by page through ``client`` (archived, budgeted)."""
+    found = (
+        short_id(r.get("id")) for p in client.iter_pages("country_code:ca", endpoint=f"/{entity}") for r in p["results"]
+    )
+    return [i for i in found if i]
+
+
+def count_works(client: OpenAlexClient, filter_: str) -> int:
+    """Read every page of the works matching ``filter_`` through ``client`` (archived, budgeted); how many works."""
+    return sum(len(p["results"]) for p in client.iter_pages(filter_))
 
 
 def or_groups(ids: list[str], size: int = 100) -> list[str]:

@@ -23,12 +23,11 @@ downloaded copy share their ``source_file`` names, parts and build id), and its 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .remote import is_url, normalize
+from .remote import filesystem, is_url, normalize
 
 #: ``source_file`` prefix of the files in the API archive.
 API_PREFIX = "api/"
@@ -118,8 +117,6 @@ def input_folders(dirs: Sequence[str | Path]) -> list[InputFolder]:
 def _exists(path: Path | str) -> bool:
     if isinstance(path, Path):
         return path.exists()
-    from .remote import filesystem
-
     fs, inner = filesystem(path)
     return fs.exists(inner)
 
@@ -148,18 +145,3 @@ def locate(folders: Sequence[InputFolder], api_root: Path | None, source_file: s
         if source_file.startswith(f.prefix):
             return f.join(source_file[len(f.prefix) :])
     return folders[0].join(source_file)
-
-
-def split_dirs(value: str) -> list[str]:
-    """The folders of an ``os.pathsep``-separated list (``a:b`` on POSIX), blank entries dropped. On POSIX a
-    ``:`` followed by ``//`` is a URL's and does not separate: ``a:s3://openalex`` is two folders."""
-    # a URL with user info (``s3://key:secret@bucket``) would be split at its own ``:``: the key read as a bucket,
-    # the secret as a folder, and both named in messages; refuse it whole first, naming it without the user info
-    for url in re.finditer(r"[a-z][a-z0-9+.-]*://([^/@\s]*)@([^/\s:]*)", value, flags=re.I):
-        raise ValueError(
-            f"OpenAlex input {url.group(0).split('://')[0]}://{url.group(2)} carries credentials in its URL: remove "
-            "them and set them in the AWS environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE), "
-            "which is never logged"
-        )
-    parts = re.split(r":(?!//)", value) if os.pathsep == ":" else value.split(os.pathsep)
-    return [p.strip() for p in parts if p.strip()]

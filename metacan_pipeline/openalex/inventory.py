@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .folders import API_PREFIX, InputFolder, check_names, input_folders
-from .reader import SUPPORTED_TYPES, discover
-from .remote import RemoteFile, discover_remote, list_files, read_bytes, stat
+from .reader import SUPPORTED_TYPES, discover, discover_remote
+from .remote import RemoteFile, list_files, read_bytes, stat
 
 LOCAL_FILES_KEY = "files"
 _PART_IN_URL = re.compile(r"(updated_date=[^/]+/part_[^/]+)$")

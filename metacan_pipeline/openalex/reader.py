@@ -31,6 +31,7 @@ from pathlib import Path, PurePath
 import orjson
 
 from .ids import entity_kind
+from .remote import RemoteFile, filesystem, list_files, readable
 
 #: File names that are never records (manifests, merged-id CSVs, notes, the API client's budget ledger;
 #: also ``window=*/window.json``, an API refresh window's completion marker).
@@ -347,6 +348,29 @@ def _iter_archive(path: Path, source: str) -> Iterator[Record | Quarantined]:
         )
 
 
+def discover_remote(
+    url: str, snapshot_entities: set[str] | None = None, listing: list[RemoteFile] | None = None
+) -> tuple[list[RemoteFile], list[RemoteFile]]:
+    """``(record files, unsupported files)`` under the URL folder ``url`` by the rules of
+    :func:`discover_files` (a ``.txt`` is told from a note by its first 4 KiB).
+    ``listing``: the folder's :func:`list_files`, when the caller has it."""
+
+    def is_json(f: RemoteFile) -> bool:
+        fs, path = filesystem(f.url)
+        try:
+            return head_is_json(fs.cat_file(path, start=0, end=4096))
+        except Exception:
+            return True  # unreadable: let the reader quarantine it with the reason
+
+    out: list[RemoteFile] = []
+    unsupported: list[RemoteFile] = []
+    for f in listing if listing is not None else list_files(url):
+        kind = file_kind(f.path, snapshot_entities, lambda f=f: is_json(f))
+        if kind is not None:
+            (out if kind == "records" else unsupported).append(f)
+    return out, unsupported
+
+
 def iter_file(path: Path, root: Path | None = None, source: str | None = None) -> Iterator[Record | Quarantined]:
     """Records and quarantine rows of one file; never raises for bad content.
 
@@ -381,8 +405,6 @@ def iter_records(
     name: :mod:`metacan_pipeline.openalex.folders`). ``root`` may be a URL folder (:mod:`.remote`): each file is
     read from a local copy, one at a time."""
     if isinstance(root, str):
-        from .remote import discover_remote, readable
-
         for f in discover_remote(root, snapshot_entities)[0]:
             with readable(f.url) as local:
                 yield from iter_file(local, source=prefix + f.rel)

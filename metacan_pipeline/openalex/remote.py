@@ -36,6 +36,8 @@ from urllib.parse import urlsplit
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from .. import settings
+
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 #: Bytes asked of the store per read while copying a file (s3fs: one ranged GET each).
 READ_BLOCK = 16 << 20
@@ -79,7 +81,7 @@ def scrub(text: str) -> str:
 @functools.lru_cache(maxsize=8)
 def _credentials_found(_env: tuple) -> bool:
     """Whether botocore's credential chain finds credentials (cached per AWS environment ``_env``)."""
-    import botocore.session
+    import botocore.session  # heavy, and needed only for an s3:// folder: imported when one is read
 
     try:
         return botocore.session.get_session().get_credentials() is not None
@@ -91,8 +93,6 @@ def storage_options(protocol: str) -> dict:
     """The fsspec options of a URL's filesystem: for ``s3``, ``anon`` (``METACAN_S3_ANON``, else anonymous when no
     AWS credentials are found) and ``endpoint_url`` (``METACAN_S3_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_S3``,
     ``AWS_ENDPOINT_URL``). Other protocols take their own environment (fsspec's ``FSSPEC_<PROTOCOL>_*``)."""
-    from .. import settings
-
     if protocol not in ("s3", "s3a"):
         return {}
     anon = settings.s3_anon()
@@ -106,7 +106,7 @@ def storage_options(protocol: str) -> dict:
 
 def filesystem(url: str):
     """``(fsspec filesystem, path inside it)`` of ``url``, with :func:`storage_options`."""
-    import fsspec
+    import fsspec  # only URL folders need it (and s3fs, which it loads): imported when one is read
 
     protocol = url.split("://", 1)[0].lower()
     return fsspec.core.url_to_fs(url, **storage_options(protocol))
@@ -137,8 +137,6 @@ class RemoteFile:
 
 
 def _retrying() -> Retrying:
-    from .. import settings
-
     return Retrying(
         stop=stop_after_attempt(settings.remote_read_attempts()),
         wait=wait_exponential(multiplier=0.2, max=5),
@@ -180,30 +178,6 @@ def list_files(url: str) -> list[RemoteFile]:
             continue
         out.append(RemoteFile(fs.unstrip_protocol(path), path[len(root) + 1 :], int(info["size"]), version_of(info)))
     return out
-
-
-def discover_remote(
-    url: str, snapshot_entities: set[str] | None = None, listing: list[RemoteFile] | None = None
-) -> tuple[list[RemoteFile], list[RemoteFile]]:
-    """``(record files, unsupported files)`` under the URL folder ``url`` by the rules of
-    :func:`metacan_pipeline.openalex.reader.discover_files` (a ``.txt`` is told from a note by its first 4 KiB).
-    ``listing``: the folder's :func:`list_files`, when the caller has it."""
-    from .reader import file_kind, head_is_json
-
-    def is_json(f: RemoteFile) -> bool:
-        fs, path = filesystem(f.url)
-        try:
-            return head_is_json(fs.cat_file(path, start=0, end=4096))
-        except Exception:
-            return True  # unreadable: let the reader quarantine it with the reason
-
-    out: list[RemoteFile] = []
-    unsupported: list[RemoteFile] = []
-    for f in listing if listing is not None else list_files(url):
-        kind = file_kind(f.path, snapshot_entities, lambda f=f: is_json(f))
-        if kind is not None:
-            (out if kind == "records" else unsupported).append(f)
-    return out, unsupported
 
 
 def stat(url: str) -> tuple[int, str | None] | None:

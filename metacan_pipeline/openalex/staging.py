@@ -25,8 +25,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..tables.openalex import INDEX_SCHEMA
 from .abstract import deinvert, markup_to_text
@@ -179,7 +181,7 @@ def _ordinal(locator: str) -> int | None:
 _DONE = object()
 
 #: Candidate rows made Python dicts at a time (a slice of one DuckDB batch): where most works of a file are
-#: candidates (a file of Canadian works; the rehearsal's snapshot), a whole batch of dicts held ~1.8 GB a worker.
+#: candidates (a file of Canadian works), a whole batch of dicts holds about 1.8 GB a worker.
 CANDIDATE_ROWS = 2_000
 
 
@@ -225,9 +227,6 @@ def _prefetched(batches: Iterable, depth: int = 2) -> Iterator:
 def _fast_batches(
     path: Path, source: str, entity_ids: dict[str, list[str]], batch_rows: int, stats: ReadStats
 ) -> Iterator[WorkBatch]:
-    import duckdb
-    import pyarrow.compute as pc
-
     columns = "{" + ", ".join(f"'{k}': '{v}'" for k, v in FAST_COLUMNS.items()) + "}"
     con = duckdb.connect(config={"threads": 1, "memory_limit": "512MB"})
     params = {

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from typing import Any
 
 import duckdb
@@ -133,6 +134,30 @@ def lineage_of(con: duckdb.DuckDBPyConnection, work_id: str) -> dict[str, Any] |
     if row is None:
         return None
     return dict(zip([d[0] for d in cur.description], row, strict=False))
+
+
+class LineageNotBuilt(LookupError):
+    """The database holds no ``work_lineage`` table yet (``work_records`` was never materialized there)."""
+
+
+def lineages_with_pages(
+    con: duckdb.DuckDBPyConnection, work_ids: list[str]
+) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    """``(work id, lineage)`` for each of ``work_ids`` in order, one at a time: its :func:`lineage_of` row with, when
+    ``page_manifest`` holds the work, its page (``page_path``, ``rendered_at``, ``page_run_id``); None for a work
+    that is not in the frame. Raises :class:`LineageNotBuilt` when ``con`` has no ``work_lineage`` table."""
+    present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "work_lineage" not in present:
+        raise LineageNotBuilt("no work_lineage table")
+    for wid in work_ids:
+        row = lineage_of(con, wid)
+        if row is not None and "page_manifest" in present:
+            page = con.execute(
+                "SELECT page_path, rendered_at, run_id FROM page_manifest WHERE id = ?", [wid]
+            ).fetchone()
+            if page:
+                row.update(page_path=page[0], rendered_at=str(page[1]), page_run_id=page[2])
+        yield wid, row
 
 
 def lineage_record(row: dict[str, Any] | None) -> dict[str, Any] | None:

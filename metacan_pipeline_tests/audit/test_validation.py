@@ -585,7 +585,7 @@ def test_every_registry_teacher_is_a_system_of_the_report(study, monkeypatch):
 def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_gate(study):
     """What `metacan run` and `metacan summary` print about the audit study, from the stored tables and the coding
     store (read-only)."""
-    from metacan_pipeline.reports import audit_lines
+    from metacan_pipeline.cli.run_summary import audit_lines
 
     storage, pid = study["storage"], study["pid"]
     with storage.connect(read_only=True) as con:

@@ -29,10 +29,11 @@ from metacan_pipeline.definitions import all_partitions_run_tags, build_resource
 from metacan_pipeline.frame.cluster import build_parts
 from metacan_pipeline.frame.entities import EntityLists
 from metacan_pipeline.frame.parts import part_dir, part_jobs, split_finished
-from metacan_pipeline.openalex.folders import input_folders, locate, split_dirs
+from metacan_pipeline.openalex.folders import input_folders, locate
 from metacan_pipeline.openalex.inventory import take_inventory
 from metacan_pipeline.openalex.lookup import load_abstracts
 from metacan_pipeline.openalex.remote import storage_options
+from metacan_pipeline.settings import split_dirs
 from metacan_pipeline_tests.builders import OPENALEX, copy_funders, is_canadian, node_metadata, root_error, write_part
 
 SAMPLE = OPENALEX / "max-planck-innovation-competition__go-openalex__snapshot_sample"

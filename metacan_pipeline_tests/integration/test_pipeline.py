@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
+from metacan_pipeline.cli.run_summary import page_lines, summary_text
 from metacan_pipeline.definitions import build_resources, materialize_in_process
 from metacan_pipeline.publish.lineage import lineage_of
 from metacan_pipeline.publish.records import schema_violation
-from metacan_pipeline.reports import page_lines, summary_text
 from metacan_pipeline.teachers.calling.archive import read_archive
 from metacan_pipeline.teachers.core.registry import default_registry_path
 

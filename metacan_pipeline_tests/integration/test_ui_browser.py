@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from metacan_pipeline.cli import DAGSTER_YAML
+from metacan_pipeline.instance import DAGSTER_YAML
 from metacan_pipeline_tests.browser import REPO, PageWatch, artifacts_dir
 from metacan_pipeline_tests.stub_teacher import DEFAULT_MODEL, _die_with_parent, run_stub
 

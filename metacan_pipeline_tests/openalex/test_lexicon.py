@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.openalex.lexicon (frame/lexicon.py before the move): the about-Canada lexicon tiers."""
+"""Tests of metacan_pipeline.openalex.lexicon: the about-Canada lexicon tiers."""
 
 from metacan_pipeline.openalex.lexicon import about_ca_fires, find_hits
 

@@ -49,7 +49,7 @@ def test_an_empty_gz_file_is_quarantined_not_read_as_no_records(tmp_path, name):
 
 def test_an_api_page_gzipped_as_a_snapshot_part_is_read_not_lost(tmp_path, real_works):
     """``{meta, results}`` on one line, gzip-compressed and named ``part_000.gz``: each result is a
-    work (before, the whole page was one 'missing id' quarantine row and its works were lost)."""
+    work, not one 'missing id' quarantine row for the whole page."""
     ids = canadian_ids(real_works)[:2]
     path = tmp_path / "data" / "works" / "updated_date=2025-01-01" / "part_000.gz"
     path.parent.mkdir(parents=True)

@@ -201,7 +201,7 @@ def test_a_frame_changed_after_the_records_stops_the_release_naming_the_work(tmp
 
 
 def test_the_run_summary_names_the_release_to_serve(site_release, tmp_path):
-    from metacan_pipeline.reports import release_lines
+    from metacan_pipeline.cli.run_summary import release_lines
 
     storage = site_release[0]
     rid = current_release_id(storage.root)

@@ -43,7 +43,7 @@ def test_the_role_assets_are_the_teachers_the_registry_names_and_depend_on_the_f
 INTERRUPTED_RUN = """
 import json, sys
 import dagster as dg
-from metacan_pipeline.cli import interrupt_on_sigterm
+from metacan_pipeline.cli.run import interrupt_on_sigterm
 from metacan_pipeline.resources import OpenAlexFiles
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.assets import census_direct_labels

@@ -1,29 +1,28 @@
-"""The run summary ``metacan run`` and ``metacan summary`` print, and the lineage text of ``metacan lineage``.
+"""The run summary ``metacan run`` and ``metacan summary`` print.
 
 :func:`summary_text` reads the catalog read-only and joins one section per stage, each a named function
 over an open DuckDB connection: the frame (:func:`frame_lines`), the direct labels (:func:`label_lines`),
 this run's teacher calls (:func:`teacher_call_lines`), teacher agreement (:func:`agreement_lines`),
 prevalence (:func:`prevalence_lines`), the predictions (:func:`prediction_lines`), the student holdout
 (:func:`holdout_lines`), the machine scores (:func:`machine_score_lines`), the audit study (:func:`audit_lines`)
-and the pages (:func:`page_lines`).
-The notes under ``metacan evaluate-pilot`` are :func:`pilot_note` and :func:`frame1k_note`.
+the pages (:func:`page_lines`) and the release database (:func:`release_lines`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 
-from .settings import coding_store_path
-from .storage import MetacanStorage
-from .teachers.core.registry import load_registry, load_roles
-from .vocab import SAMPLE_TEACHER
-
-if TYPE_CHECKING:
-    from .student.pilot_eval import PilotEvaluation
-    from .student.pilot_frame1k import Frame1kEvaluation
+from ..audit.coding.errors import CodingStoreError
+from ..audit.coding.store import CodingStore
+from ..audit.protocol.design import EXCLUDED_TRAINED
+from ..audit.protocol.locked import STRATA, current_protocol_id, load_protocol
+from ..settings import coding_store_path
+from ..site.release import ReleaseUnavailable, current_release_id, database_path
+from ..storage import MetacanStorage
+from ..teachers.core.registry import load_registry, load_roles
+from ..vocab import SAMPLE_TEACHER
 
 
 def _score(value: float | None) -> str:
@@ -234,9 +233,6 @@ def audit_lines(
     """The audit study (SPEC section 10): the current protocol, its audit sample by stratum (drawn / N_h), the
     human-coded works, each machine adjudicator's codes in and outside the sample (from the coding store, opened
     read-only, when it exists) and the newest gate row of every evaluated head. Empty before any protocol."""
-    from .audit.protocol.design import EXCLUDED_TRAINED
-    from .audit.protocol.locked import STRATA, current_protocol_id, load_protocol
-
     if not {"audit_protocol_runs", "audit_protocols", "human_validation"} <= tables:
         return []
     pid = current_protocol_id(con)
@@ -265,9 +261,6 @@ def audit_lines(
         coded = con.execute("SELECT count(*) FROM human_codes WHERE protocol_id = ?", [pid]).fetchone()[0]
         lines.append(f"  human-coded works (two coders agreed, or adjudicated): {coded}")
     if coding_store is not None and coding_store.exists():
-        from .audit.coding.errors import CodingStoreError
-        from .audit.coding.store import CodingStore
-
         try:
             with CodingStore(coding_store, read_only=True) as store:
                 machine = store.machine_codes(pid)
@@ -318,66 +311,8 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
 
 def release_lines(data_dir: Path) -> list[str]:
     """The release database the site serves (asset ``site_database``) and how to serve it, or nothing before one."""
-    from .site.release import ReleaseUnavailable, current_release_id, database_path
-
     try:
         release_id = current_release_id(data_dir)
     except ReleaseUnavailable:
         return []
     return [f"Release database: {database_path(data_dir, release_id)} (serve it: metacan serve, or make serve)"]
-
-
-def lineage_text(row: dict) -> str:
-    """A ``work_lineage`` row (see :mod:`metacan_pipeline.publish.lineage`) as the lines ``metacan lineage`` prints."""
-    source = "archived API response" if row["input_kind"] == "archived_api_response" else "input part"
-    lines = [
-        f"{row['id']}",
-        f"  frame build        {row['frame_build_id']} (Dagster run {row['frame_run_id'] or 'not recorded'})",
-        f"  {source:<18} {row['source_file']} @ {row['source_locator']} (read by run {row['part_run_id'] or 'not recorded'})",
-        f"  entity lists       {row['entity_list_versions'] or 'not recorded'}",
-        f"  lexicon            {row['lexicon_version'] or 'not recorded'}",
-        f"  student model      {row['model_version'] or 'none'}"
-        + (f" (trained by run {row['student_run_id']})" if row["student_run_id"] else ""),
-        "  machine scores     "
-        + (
-            f"round {row['machine_round']} (run {row['machine_scores_run_id'] or 'not recorded'}, {row['machine_validation_status']})"
-            if row["machine_round"] is not None
-            else "none"
-        ),
-        f"  teacher calls      {len(row['teacher_calls'])}",
-    ]
-    for c in row["teacher_calls"]:
-        lines.append(
-            f"    {c['teacher'] or '?':<8} {c['model']} prompt {c['prompt_version']} {c['label_status']}"
-            f"{'' if c['source'] in (None, 'teacher_call') else ' (' + c['source'] + ')'}"
-            f" call {c['call_id'] or 'none'} request {c['request_hash'] or 'none'} at {c['called_at'] or '?'}"
-            f" run {c['run_id'] or '?'}" + (f" archive {c['archive']}" if c.get("archive") else "")
-        )
-    if row.get("page_path"):
-        lines.append(
-            f"  page               {row['page_path']} (rendered {row['rendered_at']} UTC by run {row['page_run_id']})"
-        )
-    return "\n".join(lines)
-
-
-def pilot_note(r: PilotEvaluation, dropped: dict[str, int]) -> str:
-    """The note under ``metacan evaluate-pilot --set screening``: what pos.rate means, how works were
-    grouped and what was left out. ``r``: the first result; ``dropped``: from ``pilot_works``."""
-    return (
-        f"\npos.rate: (weighted) share of positives, AP's chance level. Groups: {r.without_venue} of {r.n} works name no venue "
-        f"(no pilot work record does) and are grouped by title: {r.in_shared_groups} works share a title group, the rest are "
-        f"groups of one. Left out: {dropped['no_text_a']} works labelled by a and {dropped['no_text_b']} by b without saved "
-        f"text, {dropped['empty_title']} with an empty title, {dropped['failed_labels']} label records that failed conversion."
-    )
-
-
-def frame1k_note(n_works: int, r: Frame1kEvaluation, dropped: dict[str, int]) -> str:
-    """The note under ``metacan evaluate-pilot --set frame1k``: weights, CV groups by venue, the text used and
-    what was left out. ``r``: the first result; ``dropped``: from ``frame1k_works``."""
-    left = ", ".join(f"{k} {v}" for k, v in dropped.items() if v) or "nothing"
-    return (
-        f"\nframe1k: {n_works} works, unweighted (the files carry no selection probabilities); pos.rate: share of positives, "
-        f"AP's chance level. CV grouped by venue: {r.venues} venues + {r.without_venue} works without a venue (one group each) "
-        f"= {r.groups} groups; every venue in one test fold. Text: title | venue | topic | field | type | language, no abstract. "
-        f"Feature seconds in parentheses: the matrix was computed once for an earlier line and reused. Left out: {left}."
-    )

@@ -1,23 +1,21 @@
-"""Tests of metacan_pipeline.reports (cli.py before the split): the run summary."""
+"""Tests of the run summary (``metacan summary``, and the text ``metacan run`` prints at its end)."""
+
+import duckdb
+from typer.testing import CliRunner
+
+from metacan_pipeline.cli import app
+from metacan_pipeline.cli.run_summary import teacher_call_lines
+from metacan_pipeline.tables import create_tables
+from metacan_pipeline.teachers.core.store import append_rows
 
 
 def test_summary_before_any_run_says_what_to_do_and_creates_nothing(tmp_path):
-    from typer.testing import CliRunner
-
-    from metacan_pipeline.cli import app
-
     result = CliRunner().invoke(app, ["summary", "--data-dir", str(tmp_path / "data")])
     assert result.exit_code == 1 and "no frame has been built there yet. Run `make run`" in result.output
     assert not (tmp_path / "data").exists()
 
 
 def test_the_run_summary_counts_the_calls_of_each_endpoint_of_a_teacher_on_several():
-    import duckdb
-
-    from metacan_pipeline.reports import teacher_call_lines
-    from metacan_pipeline.tables import create_tables
-    from metacan_pipeline.teachers.core.store import append_rows
-
     con = duckdb.connect()
     create_tables(con)
     calls = [

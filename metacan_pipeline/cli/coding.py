@@ -1,0 +1,184 @@
+"""``metacan coding``: the coding store of the audit study: backup, Label Studio export and import, loading the audit
+sample's tasks, and machine adjudicators' codes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from .. import settings
+from ..audit.coding.adjudicators import ADJUDICATORS
+from ..audit.coding.errors import CodingError, CodingStoreError
+from ..audit.coding.labelstudio import write_export
+from ..audit.coding.labelstudio_import import import_export, load_coder_map
+from ..audit.coding.loading import load_coding_tasks
+from ..audit.coding.store import CodingStore
+from ..audit.protocol.locked import current_protocol_id, load_protocol
+from ..storage import MetacanStorage, default_data_dir
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Coding tasks and codes of the audit study: Label Studio export and import.",
+)
+
+DATA_DIR_HELP = "Output folder holding audit/coding.sqlite (default $METACAN_DATA_DIR or ./data)."
+
+
+@contextmanager
+def open_store(data_dir: str | None, command: str, *, read_only: bool = False) -> Iterator[CodingStore]:
+    """The coding store for ``metacan <command>`` (read-only for the read commands: opening writes nothing); a store
+    that cannot be used (missing for a read, corrupt, read-only, busy) ends the command with the store's sentence
+    (the file and what to do) and exit code 1, never a traceback."""
+    try:
+        with CodingStore(settings.coding_store_path(data_dir), read_only=read_only) as store:
+            yield store
+    except CodingStoreError as exc:
+        typer.echo(f"metacan {command}: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command("backup")
+def coding_backup(
+    dest: Path = typer.Argument(..., help="The backup file to write (a new file; never overwritten)."),
+    data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
+) -> None:
+    """Back up the coding store (every coder, task and answer, those still in SQLite's write-ahead log included),
+    safely while `metacan serve` is coding. Restore by putting the file back as data/audit/coding.sqlite."""
+    with open_store(data_dir, "coding backup", read_only=True) as store:
+        try:
+            answers = store.backup(dest)
+        except CodingError as exc:
+            typer.echo(f"metacan coding backup: {exc}", err=True)
+            raise typer.Exit(2) from None
+    typer.echo(f"Backed up the coding store to {dest}: {answers} answers.")
+
+
+@app.command("export-labelstudio")
+def coding_export_labelstudio(
+    protocol_id: str = typer.Argument(..., help="The protocol whose coding tasks to export."),
+    out_dir: Path = typer.Argument(
+        ..., file_okay=False, help="Folder to write the tasks JSON and the labeling config into."
+    ),
+    data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
+) -> None:
+    """Write a protocol's coding tasks as Label Studio import JSON (evidence only) and the matching labeling config."""
+    with open_store(data_dir, "coding export-labelstudio", read_only=True) as store:
+        try:
+            tasks_path, config_path, n = write_export(store, protocol_id, out_dir)
+        except (CodingError, OSError) as exc:  # OSError: the output folder cannot be written
+            typer.echo(f"metacan coding export-labelstudio: {exc}", err=True)
+            raise typer.Exit(1) from None
+    typer.echo(f"{n} tasks: {tasks_path}")
+    typer.echo(f"labeling config: {config_path} (paste it under Settings > Labeling Interface > Code)")
+
+
+@app.command("import-labelstudio")
+def coding_import_labelstudio(
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="A Label Studio export in its JSON format."),
+    coder_map: Path = typer.Option(
+        None,
+        exists=True,
+        dir_okay=False,
+        help='JSON object {"<annotator email or user id>": "<coder name>"}; unmapped annotators become labelstudio:<email or id>.',
+    ),
+    data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
+) -> None:
+    """Import the codes of a Label Studio JSON export, validated like the site's answers; prints the counts and the
+    reason for every refused annotation. Importing the same file again appends nothing."""
+    try:
+        mapping = load_coder_map(coder_map) if coder_map else {}
+        with open_store(data_dir, "coding import-labelstudio") as store:
+            report = import_export(store, file, mapping)
+    except ValueError as exc:
+        typer.echo(f"metacan coding import-labelstudio: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(
+        f"{file}: {report.annotations} annotations in {report.tasks} tasks: {report.appended} appended, "
+        f"{report.already_present} already present, {report.refused} refused (source {report.source})"
+    )
+    for r in report.refusals:
+        where = f"task {r.task_id}" + (f" ({r.work_id})" if r.work_id else "")
+        who = f", annotation {r.annotation_id} by {r.annotator}" if r.annotation_id is not None else ""
+        typer.echo(f"  refused: {where}{who}: {r.reason}")
+
+
+@app.command("load-tasks")
+def coding_load_tasks(data_dir: str = typer.Option(None, help=DATA_DIR_HELP)) -> None:
+    """Load the current protocol's audit sample into the coding store (what the asset coding_tasks does): evidence
+    only, two coders per work; a re-run adds only new works and never touches an answer."""
+    root = data_dir or default_data_dir()
+    try:
+        with open_store(root, "coding load-tasks") as store:
+            out = load_coding_tasks(MetacanStorage(data_dir=root), store, source="cli")
+    except ValueError as exc:
+        typer.echo(f"metacan coding load-tasks: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(
+        f"{out['protocol_id']}: {out['sample_works']} sampled works; {out['added']} tasks added, {out['unchanged']} "
+        f"unchanged, {out['evidence_changed']} with new evidence, {out['moved']} moved, {len(out['missing'])} not in "
+        "the frame"
+    )
+    for wid in out["missing"]:
+        typer.echo(f"  not in the frame (no new task): {wid}")
+
+
+@app.command("import-adjudicator")
+def coding_import_adjudicator(
+    name: str = typer.Argument(..., help="The machine adjudicator: frame1k (the pilot's LLM adjudication verdicts)."),
+    protocol_id: str = typer.Option(
+        None, "--protocol", help="The protocol the codes are for (default: the current one)."
+    ),
+    pilot_dir: Path = typer.Option(None, help="The MetaCan pilot folder (default $METACAN_PILOT_DIR)."),
+    data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
+) -> None:
+    """Record a MACHINE adjudicator's verdicts as machine codes (machine-adjudicator:<name>), never as human codes:
+    the validation report labels estimates from them machine-adjudicated and the gate never counts them. Importing
+    again adds nothing."""
+    if name not in ADJUDICATORS:
+        typer.echo(
+            f"metacan coding import-adjudicator: {name!r} unknown; expected one of {list(ADJUDICATORS)}", err=True
+        )
+        raise typer.Exit(2)
+    storage = MetacanStorage(data_dir=data_dir or settings.data_dir())
+    if protocol_id is None:
+        with storage.connect() as con:
+            protocol_id = current_protocol_id(con)
+        if protocol_id is None:
+            typer.echo(
+                "metacan coding import-adjudicator: no audit protocol is locked yet: materialize audit_protocol "
+                "(metacan run) first, or name one with --protocol",
+                err=True,
+            )
+            raise typer.Exit(2)
+    else:
+        try:  # codes go to an append-only store: never under a protocol that was not locked
+            with storage.connect(read_only=True) as con:
+                load_protocol(con, protocol_id)
+        except Exception as exc:
+            typer.echo(f"metacan coding import-adjudicator: {str(exc)[:300]}", err=True)
+            raise typer.Exit(2) from None
+    try:
+        rows = ADJUDICATORS[name](Path(pilot_dir or settings.pilot_dir()), protocol_id)
+        with open_store(data_dir, "coding import-adjudicator") as store:
+            counts = store.append_machine_codes(rows)
+    except (ValueError, FileNotFoundError) as exc:
+        typer.echo(f"metacan coding import-adjudicator: {exc}", err=True)
+        raise typer.Exit(2) from None
+    in_sample = _in_audit_sample(storage, protocol_id, {r["id"] for r in rows})
+    typer.echo(
+        f"machine-adjudicator:{name} on {protocol_id}: {len(rows)} machine codes, {counts['added']} added, "
+        f"{counts['already_present']} already present; {in_sample} of their works are in the audit sample "
+        "(the others are kept but estimate nothing). They are machine-adjudicated, never human codes."
+    )
+
+
+def _in_audit_sample(storage, protocol_id: str, ids: set[str]) -> int:
+    """How many of ``ids`` are drawn in the audit sample of ``protocol_id`` (0 before the sample is drawn)."""
+    if not storage.has_table("audit_sample"):
+        return 0
+    drawn = storage.read_table("audit_sample", ["id"], [("protocol_id", "=", protocol_id), ("in_sample", "=", True)])
+    return len(ids & set(drawn.column("id").to_pylist()))

@@ -1,0 +1,85 @@
+"""``metacan dev``, ``metacan run`` and ``metacan summary``: the Dagster UI, the whole graph in-process, its summary."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import typer
+from dagster._utils.interrupts import setup_interrupt_handlers
+
+from .. import settings
+from ..definitions import build_resources, materialize_in_process
+from ..instance import dagster_instance, instance_home
+from ..storage import default_data_dir
+from .run_summary import summary_text
+
+DATA_DIR_HELP = "Output folder (default $METACAN_DATA_DIR or ./data)."
+
+
+def dev(
+    data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
+    port: int = typer.Option(3000, help="Port of the Dagster UI."),
+) -> None:
+    """Start the Dagster UI (``dagster dev -w workspace.yaml``) on the instance ``metacan run`` uses."""
+    home = instance_home(data_dir or default_data_dir())
+    typer.echo(f"Dagster instance: {home} (the one metacan run uses); UI on http://localhost:{port}")
+    dagster = Path(sys.executable).with_name("dagster")
+    os.execv(str(dagster), [str(dagster), "dev", "-w", "workspace.yaml", "-p", str(port)])
+
+
+def run(
+    data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
+    openalex_dir: str = typer.Option(
+        None,
+        help="OpenAlex input folder, or several separated by ':' (default $METACAN_OPENALEX_DIR or "
+        "../shared/data/openalex:../shared/data/openalex_more).",
+    ),
+) -> None:
+    """Materialize the whole asset graph (checks included) in-process, then print the summary."""
+    if data_dir:
+        settings.export(settings.DATA_DIR_ENV, data_dir)
+    if openalex_dir:
+        settings.export(settings.OPENALEX_DIR_ENV, openalex_dir)
+    data = default_data_dir()
+    try:
+        resources = build_resources()
+        resources["llm_server"].threads()  # METACAN_LLAMA_THREADS, checked before anything runs
+        settings.parts_url()  # METACAN_PARTS_URL (read by frame_parts, hours into a run on a large frame)
+        settings.record_workers()  # METACAN_RECORD_WORKERS (read by work_records, near the end of a run)
+    except ValueError as exc:
+        typer.echo(f"metacan run: {exc}", err=True)
+        raise typer.Exit(2) from None
+    instance = dagster_instance(data)
+    interrupt_on_sigterm()
+    t0 = time.monotonic()
+    result = materialize_in_process(instance, resources)
+    elapsed = time.monotonic() - t0
+    if not result.success:
+        failed = [e.step_key for e in result.all_events if e.is_step_failure]
+        typer.echo(
+            f"Run {result.run_id} FAILED after {elapsed:.0f}s at step(s) {failed}; see the log above or `dagster dev` "
+            f"(DAGSTER_HOME={settings.dagster_home(data)}).",
+            err=True,
+        )
+        raise typer.Exit(1)
+    typer.echo(f"\nRun {result.run_id} succeeded in {elapsed:.0f}s.")
+    typer.echo(summary_text(data, result.run_id))
+
+
+def interrupt_on_sigterm() -> None:
+    """Make SIGTERM (``kill``, systemd stopping a service, a CI job cancelled) stop ``metacan run`` as Ctrl-C does:
+    Dagster interrupts the running step, which keeps every label and part it stored, stops the embedded teacher
+    server, and marks the run failed; without the handler Python would die at once and leave the teacher server
+    running. The handlers are Dagster's own, as its command line installs them."""
+    setup_interrupt_handlers()
+
+
+def summary(data_dir: str = typer.Option(None, help=DATA_DIR_HELP)) -> None:
+    """Print what the last run produced (frame, labels, predictions, pages)."""
+    text = summary_text(data_dir or default_data_dir())
+    typer.echo(text)
+    if text.startswith("Nothing to summarise"):
+        raise typer.Exit(1)

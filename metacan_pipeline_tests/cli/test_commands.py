@@ -1,0 +1,34 @@
+"""Tests of the ``metacan`` group: every command listed from its docstring, its module imported when it runs."""
+
+import subprocess
+import sys
+
+import typer
+
+from metacan_pipeline.cli import COMMANDS, LazyCommand, app
+
+
+def test_the_listed_help_of_every_command_is_the_help_of_the_command_itself():
+    group = typer.main.get_command(app)
+    assert group.list_commands(None) == [name for name, _ in COMMANDS]
+    for name, _ in COMMANDS:
+        listed = group.get_command(None, name)
+        assert isinstance(listed, LazyCommand) and listed.help, name
+        assert listed.help == listed.loaded.help, name
+
+
+def test_metacan_help_lists_every_command_without_loading_dagster_or_the_stages():
+    code = (
+        "import sys\n"
+        "from metacan_pipeline.cli import app\n"
+        "try:\n"
+        "    app(['--help'])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "loaded = sorted(m for m in sys.modules if m == 'dagster' or m.startswith('metacan_pipeline.'))\n"
+        "print('LOADED', loaded)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for name, _ in COMMANDS:
+        assert f" {name} " in out, name
+    assert "LOADED ['metacan_pipeline.cli']" in out

@@ -1,0 +1,32 @@
+"""Tests of ``metacan import-labels``."""
+
+from typer.testing import CliRunner
+
+from metacan_pipeline.cli import app
+
+
+def test_import_labels_refuses_a_registry_teachers_name(tmp_path):
+    labels = tmp_path / "l.jsonl"
+    labels.write_text(
+        '{"id": "W1", "categories": [], "domain": null, "study_design": "observational", "genre": "empirical", '
+        '"about_ca_system": false, "about_ca_topic": false, "confidence": "high", "reason": "x"}\n'
+    )
+    result = CliRunner().invoke(
+        app,
+        [
+            "import-labels",
+            str(labels),
+            "--teacher",
+            "gemma",
+            "--model",
+            "m",
+            "--prompt-version",
+            "p",
+            "--source",
+            "s",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+    )
+    assert result.exit_code == 2 and "registry teacher's name" in result.output
+    assert not (tmp_path / "data" / "metacan.duckdb").exists()
