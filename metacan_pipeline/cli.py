@@ -204,9 +204,9 @@ def serve(
     from `metacan coding load-tasks` or the asset coding_tasks)."""
     import uvicorn
 
-    from .site.app import create_app
-    from .site.release import ReleaseUnavailable
-    from .site.saved import QueryStoreUnavailable
+    from .site.web.app import create_app
+    from .site.build.release import ReleaseUnavailable
+    from .site.web.saved import QueryStoreUnavailable
     from .storage import default_data_dir
 
     try:

@@ -316,7 +316,7 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
 
 def release_lines(data_dir: Path) -> list[str]:
     """The release database the site serves (asset ``site_database``) and how to serve it, or nothing before one."""
-    from .site.release import ReleaseUnavailable, current_release_id, database_path
+    from .site.build.release import ReleaseUnavailable, current_release_id, database_path
 
     try:
         release_id = current_release_id(data_dir)

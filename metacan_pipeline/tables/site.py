@@ -354,7 +354,7 @@ TABLES += [
     ),
 ]
 
-#: The served site's own writable file, ``<data dir>/site/queries.sqlite`` (:mod:`metacan_pipeline.site.saved`).
+#: The served site's own writable file, ``<data dir>/site/queries.sqlite`` (:mod:`metacan_pipeline.site.web.saved`).
 SAVED_QUERIES = Table(
     "saved_queries",
     "one cohort a /q/<hash> link names: its canonical filters, release id and classifier version (never changed)",

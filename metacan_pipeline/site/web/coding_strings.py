@@ -1,4 +1,4 @@
-"""The coding pages' words (issue 16): the names of the SPEC section 3 fields and values a coder answers, the
+"""The coding pages' words: the names of the SPEC section 3 fields and values a coder answers, the
 refusal sentences, and the reading of a submitted form into an answer.
 
 Every string is an English msgid marked with :func:`~metacan_pipeline.i18n.N_` (the French is in the catalogue);
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..audit.coding import CodingError
-from ..i18n import N_
-from ..vocab import CATEGORIES, CATEGORY_DISPLAY, CONFIDENCES, DOMAINS, GENRES, STUDY_DESIGNS
+from ...audit.coding import CodingError
+from ...i18n import N_
+from ...vocab import CATEGORIES, CATEGORY_DISPLAY, CONFIDENCES, DOMAINS, GENRES, STUDY_DESIGNS
 
 #: The label of each answer field (the legend of its fieldset).
 FIELD_LABELS: dict[str, str] = {

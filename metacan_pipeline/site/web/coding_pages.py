@@ -1,4 +1,4 @@
-"""The human coding pages of the audit study (issue 16, "Coding"; SPEC section 10), on the site's server.
+"""The human coding pages of the audit study (SPEC section 10), on the site's server.
 
 Routes, in English under ``/coding/`` and in French under ``/fr/coding/`` (:func:`coding_routes`):
 
@@ -46,12 +46,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from .. import settings
-from ..audit.coding import SESSION_TTL, CodingError, CodingStore, CodingStoreError
-from ..audit.protocol import load_instructions
-from ..i18n import LOCALES, N_, Sentence, translations
-from ..openalex.ids import is_work_id
-from ..publish.abstracts import AbstractFetcher
+from ... import settings
+from ...audit.coding import SESSION_TTL, CodingError, CodingStore, CodingStoreError
+from ...audit.protocol import load_instructions
+from ...i18n import LOCALES, N_, Sentence, translations
+from ...openalex.ids import is_work_id
+from ...publish.abstracts import AbstractFetcher
 from . import coding_strings as words
 from . import languages
 from .middleware import SECURITY_HEADERS
