@@ -364,8 +364,8 @@ def measure_work_page(data: Path, bare, n: int, repeats: int) -> dict:
 def measure_exports(data: Path, bare, cap: int, repeats: int) -> list[dict]:
     from starlette.testclient import TestClient
 
-    from metacan_pipeline.site.web.app import create_app
     from metacan_pipeline.site.query.cohort_query import EXPORT_SQL
+    from metacan_pipeline.site.web.app import create_app
 
     out = []
     scratch = Path(tempfile.mkdtemp(prefix="metacan-bench-site-copy-", dir="/tmp"))

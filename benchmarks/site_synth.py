@@ -212,9 +212,9 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
     """Add ``facet_codes`` and ``work_facets`` (``site/sql/facets.sql``, layout 2) and the later layouts' tables to a
     release database of layout 1 built by an earlier run of this module; returns the seconds taken."""
     from metacan_pipeline.site.build import build
-    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts, write_facet_counts
     from metacan_pipeline.site.build.cube import write_year_language_counts
     from metacan_pipeline.site.build.figures import write_figures
+    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts, write_facet_counts
     from metacan_pipeline.tables.site import release_tables
 
     con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
@@ -252,7 +252,7 @@ def add_cohort_facet_counts(db: Path, threads: int = 2) -> float | None:
     earlier run of this module (the caller records its manifest again); returns the seconds taken, None when the
     table is there already."""
     from metacan_pipeline.site.build import build
-    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts, write_facet_counts
+    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts
     from metacan_pipeline.tables.site import release_tables
 
     con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
@@ -312,10 +312,10 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
     import hashlib
 
     from metacan_pipeline.site.build import build
-    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts, write_facet_counts
     from metacan_pipeline.site.build.cube import write_year_language_counts
     from metacan_pipeline.site.build.figures import write_figures
     from metacan_pipeline.site.build.release import database_path, index_path, releases_dir, write_pointer
+    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts, write_facet_counts
     from metacan_pipeline.tables.site import release_tables
 
     pools = value_pools(min_venues)

@@ -204,8 +204,8 @@ def serve(
     from `metacan coding load-tasks` or the asset coding_tasks)."""
     import uvicorn
 
-    from .site.web.app import create_app
     from .site.build.release import ReleaseUnavailable
+    from .site.web.app import create_app
     from .site.web.saved import QueryStoreUnavailable
     from .storage import default_data_dir
 

@@ -24,8 +24,8 @@ from .sampling.definitions import defs as sampling_defs
 from .site.definitions import defs as site_defs
 from .storage import MetacanStorage, default_data_dir
 from .student.definitions import defs as student_defs
-from .teachers.server import EmbeddedLlamaServer
 from .teachers.definitions import defs as teachers_defs
+from .teachers.server import EmbeddedLlamaServer
 
 STAGES = [frame_defs, sampling_defs, teachers_defs, student_defs, audit_defs, release_defs, publish_defs, site_defs]
 

@@ -13,6 +13,7 @@ import duckdb
 from ..storage import MetacanStorage, sql_literal
 from .build.release import current_release_id, database_path, index_path
 
+
 def release_problems(data_dir: str | Path, records: str | Path) -> tuple[int, list[str]]:
     """``(works in the current release, problems)``: every way the release at ``data_dir`` disagrees with the
     published records (``records``: a Parquet file or glob with an ``id`` column, the ``work_records`` files).

@@ -252,9 +252,13 @@ def test_ranges_of_work_keys_change_no_table_and_every_table_is_in_work_key_orde
     # ids of 2 to 11 characters: their text order (the order of work_records) is not their key order
     ids = {f["id"]: f"W{(1, 1_000, 1_000_000, 4_000_000_000)[i % 4] + i}" for i, f in enumerate(frame)}
     ctx = {"frozen_release": None}
-    one = build_release(_renumbered_copy(storage, tmp_path / "one", ids), ctx, write_stored_counts, chunk_works=1_000_000)
+    one = build_release(
+        _renumbered_copy(storage, tmp_path / "one", ids), ctx, write_stored_counts, chunk_works=1_000_000
+    )
     # ranges of 7 works, a checkpoint every 2 ranges (at 4.3M works one every 400,000)
-    many = build_release(_renumbered_copy(storage, tmp_path / "many", ids), ctx, write_stored_counts, chunk_works=7, checkpoint_works=14)
+    many = build_release(
+        _renumbered_copy(storage, tmp_path / "many", ids), ctx, write_stored_counts, chunk_works=7, checkpoint_works=14
+    )
     assert one.release_id == many.release_id and one.row_counts["works"] == len(frame) == 60
     a, b = _tables(one.database), _tables(many.database)
     for name in a:

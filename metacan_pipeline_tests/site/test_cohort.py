@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from metacan_pipeline.site.build.release import ReleaseInfo
 from metacan_pipeline.site.query.cohort import encode_cursor, parse_request
 from metacan_pipeline.site.query.params import CohortError
-from metacan_pipeline.site.build.release import ReleaseInfo
 
 INFO = ReleaseInfo(
     release_id="release-000000000001",

@@ -10,13 +10,13 @@ import shutil
 import duckdb
 import pytest
 
+from metacan_pipeline.site.build.release import Release, current_release_id, database_path, record_manifest
 from metacan_pipeline.site.query import cohort_query, facets
-from metacan_pipeline.site.query.cohort import Cohort, parse_filters
-from metacan_pipeline.site.query.stored_counts import frequent_filters, write_cohort_facet_counts
 from metacan_pipeline.site.query.clauses import clauses, cohort_key, stored_items
+from metacan_pipeline.site.query.cohort import Cohort, parse_filters
 from metacan_pipeline.site.query.cohort_query import CohortQuery
 from metacan_pipeline.site.query.facets import FacetCounter
-from metacan_pipeline.site.build.release import Release, current_release_id, database_path, record_manifest
+from metacan_pipeline.site.query.stored_counts import frequent_filters, write_cohort_facet_counts
 
 MIN_WORKS = 5  # of the site world's 60 works: languages, types, booleans, names and decisions reach it
 

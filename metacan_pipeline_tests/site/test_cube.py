@@ -13,10 +13,9 @@ import duckdb
 import pytest
 
 from metacan_pipeline.site.build import cube
-
 from metacan_pipeline.site.query import facets
-from metacan_pipeline.site.query.cohort import parse_filters
 from metacan_pipeline.site.query.clauses import clauses
+from metacan_pipeline.site.query.cohort import parse_filters
 from metacan_pipeline.site.query.cohort_query import CohortQuery
 from metacan_pipeline.site.query.facets import FacetCounter
 from metacan_pipeline_tests.site.test_cohort_store import _computed

@@ -14,7 +14,6 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app as cli
-from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.build.release import (
     ReleaseUnavailable,
     current_release_id,
@@ -23,6 +22,7 @@ from metacan_pipeline.site.build.release import (
     manifest_path,
     releases_dir,
 )
+from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.web.saved import QueryStoreUnavailable
 from metacan_pipeline_tests.builders import build_site
 

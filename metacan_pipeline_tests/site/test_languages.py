@@ -20,8 +20,8 @@ from babel.messages.pofile import read_po
 from starlette.testclient import TestClient
 
 from metacan_pipeline.i18n import accept_language_tags, catalog_path, negotiate
-from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.build.release import current_release_id
+from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline_tests.browser import REPO, PageWatch, launch_chromium, start_playwright
 
 BASE = "http://testserver"

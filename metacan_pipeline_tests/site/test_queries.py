@@ -6,8 +6,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from metacan_pipeline.site.query.cohort import FILTERS, LISTING, CohortError, parse_request
 from metacan_pipeline.site.build.fts import tokens
+from metacan_pipeline.site.query.cohort import FILTERS, LISTING, CohortError, parse_request
 from metacan_pipeline.site.query.cohort_query import CohortQuery
 
 LABELLED = "SELECT work_key, teacher, unnest(categories) AS c FROM work_labels WHERE status = 'labelled'"

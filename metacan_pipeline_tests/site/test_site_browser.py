@@ -25,8 +25,8 @@ import duckdb
 import pytest
 import uvicorn
 
-from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.build.release import current_release_id, database_path
+from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline_tests.browser import REPO, PageWatch
 
 pytestmark = pytest.mark.browser

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from starlette.testclient import TestClient
 
+from metacan_pipeline.site.build.release import current_release_id, releases_dir
 from metacan_pipeline.site.web import export
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.web.dossier import HEADS
 from metacan_pipeline.site.web.openapi import API_ROUTES
-from metacan_pipeline.site.build.release import current_release_id, releases_dir
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline_tests.builders import XSS, site_world

@@ -14,9 +14,9 @@ from starlette.testclient import TestClient
 
 from metacan_pipeline.openalex.abstract import deinvert, tidy_abstract
 from metacan_pipeline.publish.abstracts import AbstractFetcher
+from metacan_pipeline.site.build.release import current_release_id, database_path
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.web.coding_pages import default_abstracts
-from metacan_pipeline.site.build.release import current_release_id, database_path
 from metacan_pipeline_tests.openalex_stub import StubOpenAlex, real_index
 
 

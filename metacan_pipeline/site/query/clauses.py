@@ -17,6 +17,7 @@ from .params import TEXT_FILTERS
 
 _LABEL_COLUMNS = {"label_domain": "domain", "label_study_design": "study_design", "label_genre": "genre"}
 
+
 @dataclass(frozen=True)
 class Clause:
     group: str  # the facet whose own filter this is (excluded when that facet is counted)
@@ -130,4 +131,3 @@ def where_sql(items: list[Clause], exclude: str | None = None) -> tuple[str, lis
     if not kept:
         return "true", []
     return " AND ".join(f"({c.sql})" for c in kept), [p for c in kept for p in c.params]
-

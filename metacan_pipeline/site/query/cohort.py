@@ -38,6 +38,7 @@ from typing import Any
 
 from ...i18n import N_
 from ..build import fts
+from ..build.release import ReleaseInfo
 from .params import (
     BOOLEAN_FILTERS,
     DEFAULT_LIMIT,
@@ -49,7 +50,6 @@ from .params import (
     CohortError,
     single_values,
 )
-from ..build.release import ReleaseInfo
 
 
 @dataclass(frozen=True)

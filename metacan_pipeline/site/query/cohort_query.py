@@ -4,6 +4,7 @@ rows (its facets are :mod:`.facets`). Pure Python + DuckDB; every value reaches 
 A text query is answered by the release's FTS5 index first (:mod:`..build.fts`): the matching ``work_key`` and BM25
 ``rank`` are registered on the request's DuckDB connection as the relation ``fts_hits``, which the filters join.
 """
+
 from __future__ import annotations
 
 import json
@@ -240,7 +241,6 @@ class CohortQuery:
             + ") x) e"
         )
         yield from self.con.execute(sql, [*params, cap, *consts]).to_arrow_reader(batch_rows)
-
 
 
 #: Every record column of the export, labels with source and status, decisions, scores and validation_status

@@ -22,6 +22,7 @@ FACETS = (*COLUMN_FACETS, *NAME_TABLES, *BOOLEAN_COLUMNS, "label", "classifier")
 FACET_OUTPUT = (*COLUMN_FACETS, *NAME_TABLES, *BOOLEAN_COLUMNS, "direct_label", "classifier")
 _OUT_NAME = {"label": "direct_label"}
 
+
 class FacetCounter:
     """The facets of a cohort (its ``coded`` clauses over ``work_facets w``) on a connection.
 

@@ -96,7 +96,6 @@ def write_facet_counts(con) -> int:
     return len(facets)
 
 
-
 def write_stored_counts(con) -> None:
     """Write every count the queries read back from a release (``facet_counts``, then ``cohort_facet_counts``),
     after ``sql/facets.sql`` and ``year_language_counts``: what :func:`..build.build.build_release` takes as its

@@ -18,9 +18,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from ...i18n import DEFAULT_LOCALE
 from ..query.cohort import Cohort, parse_filters, parse_request
+from ..query.params import FILTERS, CohortError, single_values
 from .middleware import NO_STORE, SECURITY_HEADERS, cache_headers, etag, not_modified
 from .openapi import API_ROUTES, ApiRoute, openapi_document, response_text, schema_text
-from ..query.params import FILTERS, CohortError, single_values
 
 
 class ApiEndpoints:

@@ -43,11 +43,13 @@ from ...publish.abstracts import Abstract, AbstractFetcher
 from ...publish.pages import environment as page_environment
 from ...publish.pages import render_work
 from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
-from . import languages
-from . import strings
+from ..build.release import Release
+from ..query.cohort import Cohort, parse_filters, parse_request
+from ..query.cohort_query import CohortQuery
+from ..query.params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
+from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .coding_pages import CodingPages, coding_routes, default_abstracts
-from ..query.cohort import Cohort, parse_filters, parse_request
 from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
 from .middleware import (
@@ -62,9 +64,6 @@ from .middleware import (
     export_refusal,
 )
 from .openapi import API_ROUTES
-from ..query.params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
-from ..query.cohort_query import CohortQuery
-from ..build.release import Release
 from .saved import QueryStore
 from .statistics import StatisticsEndpoints
 from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints

@@ -25,10 +25,10 @@ from starlette.responses import JSONResponse, Response
 
 from ...i18n import DEFAULT_LOCALE, N_
 from ...vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
-from ..query.cohort import Cohort, parse_filters
-from ..query.params import DEFAULT_LIMIT, FILTERS, MAX_LIMIT, CohortError, Param, single_values
 from ..query.clauses import where_sql
+from ..query.cohort import Cohort, parse_filters
 from ..query.cohort_query import CohortQuery
+from ..query.params import DEFAULT_LIMIT, FILTERS, MAX_LIMIT, CohortError, Param, single_values
 
 #: The heads two labels are compared on (:data:`metacan_pipeline.teachers.agreement.HEADS`, spelled from the
 #: vocabulary so that the served site does not import the labelling stage).

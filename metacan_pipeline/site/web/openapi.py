@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ... import __version__
+from ..build.release import ReleaseInfo
+from ..query.params import FILTERS, LISTING, PARAMS, Param
 from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
-from ..query.params import FILTERS, LISTING, PARAMS, Param
-from ..build.release import ReleaseInfo
 from .typeahead import COHORT_FILTERS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
 EXTRA_PARAMS = {

@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
-from . import strings
 from ..query.params import single_values
+from . import strings
 
 #: The figures of ``release_statistics`` the page shows, in order.
 FIGURES = (

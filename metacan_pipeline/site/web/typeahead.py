@@ -22,10 +22,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..query.cohort import parse_filters
 from ..build.figures import TYPEAHEAD_FACETS
-from ..query.params import FILTERS, MAX_TEXT, Param, single_values
 from ..query.clauses import clauses, where_sql
+from ..query.cohort import parse_filters
+from ..query.params import FILTERS, MAX_TEXT, Param, single_values
 
 DEFAULT_SUGGESTIONS, MAX_SUGGESTIONS = 10, 50
 #: The cohort filters the typeahead accepts: all but the text query, whose name is the prefix here.
