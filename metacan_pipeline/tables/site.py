@@ -143,7 +143,7 @@ COHORT_FACET_COUNTS_SCHEMA = pa.schema(
     [("cohort_key", pa.string()), ("filters", pa.string()), ("facet", pa.string()), ("items", pa.string())]
 )
 
-#: The facets of ``work_facets`` counted per year and language code (``site/cube.py``): ``code`` is a
+#: The facets of ``work_facets`` counted per year and language code (``site/build/cube.py``): ``code`` is a
 #: ``facet_codes`` code (the year for ``year``, 1/0 for a boolean, 0-3 for ``_coverage``); the direct-label facet's
 #: rows (``label``) have no code but a teacher, a category and the labels' qualification sentence.
 YEAR_LANGUAGE_COUNTS_SCHEMA = pa.schema(
@@ -270,7 +270,7 @@ TABLES = [
     Table(
         "cohort_facet_counts",
         "one facet (or _count, _coverage) of a frequent one-filter cohort (its filters as JSON; the key hashes its "
-        "coded clauses), counted at build time: site/cohort_store.py",
+        "coded clauses), counted at build time: site/query/stored_counts.py",
         "site_database",
         COHORT_FACET_COUNTS_SCHEMA,
         ("cohort_key", "facet"),
@@ -280,7 +280,7 @@ TABLES = [
     Table(
         "year_language_counts",
         "the works of one year and language code (either may be NULL) with one facet code (or one teacher and "
-        "category of the direct-label facet, or one coverage count), counted at build time: site/cube.py",
+        "category of the direct-label facet, or one coverage count), counted at build time: site/build/cube.py",
         "site_database",
         YEAR_LANGUAGE_COUNTS_SCHEMA,
         (),  # no key constraint: year, language, code and teacher may be NULL (unique per the six columns)
@@ -296,7 +296,7 @@ TABLES = [
     ),
 ]
 
-# The statistics page, the disagreement dossier and the facet typeahead (site/figures.py, at build time).
+# The statistics page, the disagreement dossier and the facet typeahead (site/build/figures.py, at build time).
 TABLES += [
     Table(
         "release_statistics",
@@ -376,7 +376,7 @@ def catalog_schema(name: str) -> pa.Schema:
     return next(t.schema for t in TABLES if t.name == name)
 
 
-#: The full-text index's own tables (``site/fts.py``), in the release's ``.fts.sqlite`` file beside the FTS5 table
+#: The full-text index's own tables (``site/build/fts.py``), in the release's ``.fts.sqlite`` file beside the FTS5 table
 #: ``work_text`` (whose rowids are the works in impact order: the per-work bound of BM25, highest first).
 #: ``work_keys``: each rowid's work key; ``work_bound``: the bound of every work from ``first_rowid`` up to the next
 #: row's; ``term_docs``: the number of works holding each term in at least ``fts.TERM_DOCS_MIN`` works;
