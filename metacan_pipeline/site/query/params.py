@@ -17,18 +17,12 @@ from typing import Any
 from ...i18n import N_, Sentence
 from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
 from ..build import fts
+from ..build.facet_columns import BOOLEAN_COLUMNS
 from ..build.release import ReleaseInfo
 
 TRISTATE = ("yes", "no", "any")
-BOOLEAN_FILTERS = (
-    "ca_aff",
-    "ca_fund",
-    "ca_venue",
-    "about_ca",
-    "invisible_to_affiliation_only",
-    "has_abstract",
-    "retracted",
-)
+#: The yes/no/any filters, one per boolean column of ``works`` (:data:`..build.facet_columns.BOOLEAN_COLUMNS`).
+BOOLEAN_FILTERS = tuple(BOOLEAN_COLUMNS)
 TEXT_FILTERS = ("language", "type", "field", "topic", "venue", "institution", "funder", "keyword")
 LABEL_VALUES = {
     "label_category": CATEGORIES,
