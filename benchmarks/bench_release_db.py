@@ -5,7 +5,7 @@ For each ``--works N``: writes the warehouse tables ``build_release`` reads, ``w
 of ``pages_records.record_chunks``: one real frame row under ids ``W5<9 digits>``, synthetic titles, years, routes,
 labels, predictions and machine scores), ``frame`` (the frame row of each record, so the name lists agree) and an
 empty ``student_heads``, into ``<scratch>/works_<N>/data`` (kept and reused by the next run: ``--fresh`` writes them
-again); then runs ``site.build.build_release`` in a fresh child process (``_common.run_stage``: peak RSS of its process
+again); then runs ``site.build.build.build_release`` in a fresh child process (``_common.run_stage``: peak RSS of its process
 tree, seconds inside the child, blocks written, load before and after). The child also reports a digest per release
 table (row count and an order-sensitive hash of every row by ``rowid``, ``release_info.built_at`` left out), so two
 builds (before and after a change, another chunk size) can be compared table by table.
@@ -97,7 +97,8 @@ def digests(db: Path) -> dict[str, list]:
 
 
 def stage_child(data: Path, chunk_works: int | None) -> dict:
-    from metacan_pipeline.site.build import build_release
+    from metacan_pipeline.site.build.build import build_release
+    from metacan_pipeline.site.query.stored_counts import write_stored_counts
     from metacan_pipeline.storage import MetacanStorage
 
     storage = MetacanStorage(data_dir=str(data))
@@ -108,7 +109,7 @@ def stage_child(data: Path, chunk_works: int | None) -> dict:
         kwargs["chunk_works"] = chunk_works
     t0 = time.perf_counter()
     try:
-        built = build_release(storage, dict(CONTEXT), **kwargs)
+        built = build_release(storage, dict(CONTEXT), write_stored_counts, **kwargs)
     except Exception as exc:  # the figures of a failed build are the point (peak RSS up to the failure)
         return {"success": False, "seconds": time.perf_counter() - t0, "error": f"{type(exc).__name__}: {exc}"[:600]}
     seconds = time.perf_counter() - t0

@@ -5,7 +5,7 @@ count in the same process.
 The release (``site_synth.py``): a seed release of the real frame works built through Dagster from
 ``../shared/data`` (the project's own ``site_database``), replicated inside DuckDB under fresh keys with the
 value distributions of every real record (years, languages, types, venues, institutions, funders, keywords),
-plus direct labels, classifier decisions and machine scores at set rates; the FTS5 index by ``site/build.py``'s
+plus direct labels, classifier decisions and machine scores at set rates; the FTS5 index by ``site/build/build.py``'s
 own code. ``--keep DIR`` keeps (and on a later run reuses) the seed and the release under DIR; without it they
 go to a temporary folder under /tmp, removed at the end.
 
@@ -109,8 +109,8 @@ def upgrade_release(data: Path) -> dict | None:
 
     import site_synth
 
-    from metacan_pipeline.site.build import write_index
-    from metacan_pipeline.site.release import current_release_id, database_path, index_path, record_manifest
+    from metacan_pipeline.site.build.build import write_index
+    from metacan_pipeline.site.build.release import current_release_id, database_path, index_path, record_manifest
 
     release_id = current_release_id(data)
     added = {}
@@ -231,8 +231,8 @@ SEARCHES = {
 
 
 def measure_cohorts(release, bare, values: dict, repeats: int) -> list[dict]:
-    from metacan_pipeline.site.cohort import parse_filters
-    from metacan_pipeline.site.queries import CohortQuery
+    from metacan_pipeline.site.query.cohort import parse_filters
+    from metacan_pipeline.site.query.cohort_query import CohortQuery
 
     out = []
     for name, (filters, sql, params) in cohorts(values).items():
@@ -267,8 +267,8 @@ def measure_cohorts(release, bare, values: dict, repeats: int) -> list[dict]:
 
 
 def measure_searches(release, bare, repeats: int) -> list[dict]:
-    from metacan_pipeline.site.cohort import Listing, parse_filters
-    from metacan_pipeline.site.queries import CohortQuery
+    from metacan_pipeline.site.query.cohort import Listing, parse_filters
+    from metacan_pipeline.site.query.cohort_query import CohortQuery
 
     out = []
     for name, text in SEARCHES.items():
@@ -322,7 +322,7 @@ def no_record_fetcher():
 def measure_work_page(data: Path, bare, n: int, repeats: int) -> dict:
     from starlette.testclient import TestClient
 
-    from metacan_pipeline.site.app import create_app
+    from metacan_pipeline.site.web.app import create_app
 
     rng = random.Random(15)
     ids = [r[0] for r in bare.execute(
@@ -364,8 +364,8 @@ def measure_work_page(data: Path, bare, n: int, repeats: int) -> dict:
 def measure_exports(data: Path, bare, cap: int, repeats: int) -> list[dict]:
     from starlette.testclient import TestClient
 
-    from metacan_pipeline.site.app import create_app
-    from metacan_pipeline.site.queries import EXPORT_SQL
+    from metacan_pipeline.site.query.cohort_query import EXPORT_SQL
+    from metacan_pipeline.site.web.app import create_app
 
     out = []
     scratch = Path(tempfile.mkdtemp(prefix="metacan-bench-site-copy-", dir="/tmp"))
@@ -413,12 +413,12 @@ def measure_exports(data: Path, bare, cap: int, repeats: int) -> list[dict]:
 
 
 def measure_figures(data: Path, bare, values: dict, repeats: int) -> list[dict]:
-    """The statistics page, the disagreement dossier and the typeahead (issue 15, site/figures.py), each against the
+    """The statistics page, the disagreement dossier and the typeahead (site/build/figures.py), each against the
     bare DuckDB query of what it shows (the GROUP BY the stored figure replaces; the dossier's count; the typeahead's
     prefix count over the name table)."""
     from starlette.testclient import TestClient
 
-    from metacan_pipeline.site.app import create_app
+    from metacan_pipeline.site.web.app import create_app
 
     lang = values.get("language") or "en"
     cases = [
@@ -457,7 +457,7 @@ def measure_figures(data: Path, bare, values: dict, repeats: int) -> list[dict]:
 SERVER = """
 import sys, uvicorn
 sys.path.insert(0, {repo!r})
-from metacan_pipeline.site.app import create_app
+from metacan_pipeline.site.web.app import create_app
 uvicorn.run(create_app({data!r}, row_cap={cap}), host="127.0.0.1", port={port}, log_level="warning", access_log=False)
 """
 
@@ -586,7 +586,7 @@ def main() -> None:
     try:
         data, built = release_dirs(scratch, args.works, args.min_venues)
         print(json.dumps({"measurement": "release", **built}), flush=True)
-        from metacan_pipeline.site.release import Release
+        from metacan_pipeline.site.build.release import Release
 
         release = Release(data)
         bare = duckdb.connect(str(release.db_path), read_only=True)

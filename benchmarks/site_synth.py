@@ -6,7 +6,7 @@ records.
    ``openalex_more`` (built through Dagster, as the frame tests do), plus direct labels (gemma, codex),
    predictions and machine scores for its works (the test helpers' row shapes, categories varied over the
    whole vocabulary), then ``work_records`` + ``records_may_ship`` + ``site_database`` through Dagster: a
-   release database of the real frame works, written by the project's own build (``site/build.py``).
+   release database of the real frame works, written by the project's own build (``site/build/build.py``).
 2. :func:`value_pools`: from every real work record (``work_row``, about 1,800), the joint rows (title, year,
    language, type, field, topic, keywords, cited_by, has_abstract) and the name pools by real frequency:
    venues (works and the snapshot sample's sources), institutions (every affiliation, Canadian ones
@@ -25,7 +25,7 @@ records.
      every changed field patched in (``json_merge_patch``), so the work page renders the row's own values;
    - machine scores (two arms) from hashes, patched into the record too.
    Keys are fresh (``work_key`` = 9,000,000,000 + i, id ``W<work_key>``). The FTS5 index is built by the
-   project's own code (:func:`metacan_pipeline.site.build.write_index`), and ``release_info`` names a
+   project's own code (:func:`metacan_pipeline.site.build.build.write_index`), and ``release_info`` names a
    release id ``release-<12 hex>`` of N and the seed.
 """
 
@@ -211,10 +211,10 @@ def roman(n: int) -> str:
 def add_facet_tables(db: Path, threads: int = 2) -> float:
     """Add ``facet_codes`` and ``work_facets`` (``site/sql/facets.sql``, layout 2) and the later layouts' tables to a
     release database of layout 1 built by an earlier run of this module; returns the seconds taken."""
-    from metacan_pipeline.site import build
-    from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
-    from metacan_pipeline.site.cube import write_year_language_counts
-    from metacan_pipeline.site.figures import write_figures
+    from metacan_pipeline.site.build import build
+    from metacan_pipeline.site.build.cube import write_year_language_counts
+    from metacan_pipeline.site.build.figures import write_figures
+    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts, write_facet_counts
     from metacan_pipeline.tables.site import release_tables
 
     con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
@@ -236,7 +236,7 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
         for table in release_tables():
             con.execute(table.ddl())
         con.execute(build.FACETS_SQL)
-        build.write_facet_counts(con)
+        write_facet_counts(con)
         write_year_language_counts(con)
         write_cohort_facet_counts(con)
         write_figures(con, None)
@@ -248,11 +248,11 @@ def add_facet_tables(db: Path, threads: int = 2) -> float:
 
 
 def add_cohort_facet_counts(db: Path, threads: int = 2) -> float | None:
-    """Add ``cohort_facet_counts`` (``site/cohort_store.py``, layout 4) to a release database of layout 3 built by an
+    """Add ``cohort_facet_counts`` (``site/query/stored_counts.py``, layout 4) to a release database of layout 3 built by an
     earlier run of this module (the caller records its manifest again); returns the seconds taken, None when the
     table is there already."""
-    from metacan_pipeline.site import build
-    from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
+    from metacan_pipeline.site.build import build
+    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts
     from metacan_pipeline.tables.site import release_tables
 
     con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
@@ -271,11 +271,11 @@ def add_cohort_facet_counts(db: Path, threads: int = 2) -> float | None:
 
 
 def add_year_language_counts(db: Path, threads: int = 2) -> dict | None:
-    """Add ``year_language_counts`` (``site/cube.py``, layout 5) to a release database of layout 4 built by an earlier
+    """Add ``year_language_counts`` (``site/build/cube.py``, layout 5) to a release database of layout 4 built by an earlier
     run of this module (the caller records its manifest again); returns its build seconds, rows and bytes (the
     database file's growth), None when the table is there already."""
-    from metacan_pipeline.site import build
-    from metacan_pipeline.site.cube import write_year_language_counts
+    from metacan_pipeline.site.build import build
+    from metacan_pipeline.site.build.cube import write_year_language_counts
     from metacan_pipeline.tables.site import release_tables
 
     before = db.stat().st_size
@@ -311,11 +311,11 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
     import datetime as dt
     import hashlib
 
-    from metacan_pipeline.site import build
-    from metacan_pipeline.site.cohort_store import write_cohort_facet_counts
-    from metacan_pipeline.site.cube import write_year_language_counts
-    from metacan_pipeline.site.figures import write_figures
-    from metacan_pipeline.site.release import database_path, index_path, releases_dir, write_pointer
+    from metacan_pipeline.site.build import build
+    from metacan_pipeline.site.build.cube import write_year_language_counts
+    from metacan_pipeline.site.build.figures import write_figures
+    from metacan_pipeline.site.build.release import database_path, index_path, releases_dir, write_pointer
+    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts, write_facet_counts
     from metacan_pipeline.tables.site import release_tables
 
     pools = value_pools(min_venues)
@@ -488,7 +488,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
         timings["labels_decisions_scores_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         con.execute(build.FACETS_SQL)
-        build.write_facet_counts(con)
+        write_facet_counts(con)
         timings["facet_tables_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         write_year_language_counts(con)

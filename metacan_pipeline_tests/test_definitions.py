@@ -42,6 +42,7 @@ def test_blocking_checks_guard_what_ships():
         "student_holdout_disjoint_from_training",
         "audit_sample_partitions_frame",
         "release_matches_its_hashes",
+        "site_database_matches_records",
     }
     assert (
         checks["records_may_ship"].blocking and checks["records_may_ship"].asset_key.to_user_string() == "work_records"
@@ -58,6 +59,7 @@ def test_blocking_checks_guard_what_ships():
     assert {dg.AssetKey("validation_report"), dg.AssetKey("human_codes")} <= graph.get(WORK_RECORDS).parent_keys
     assert checks["records_human_layers_backed"].blocking
     assert checks["records_human_layers_backed"].asset_key == WORK_RECORDS
+    assert checks["site_database_matches_records"].asset_key == dg.AssetKey("site_database")
     assert {dg.AssetKey("predictions"), dg.AssetKey("prediction_thresholds")} <= graph.get(
         dg.AssetKey("audit_protocol")
     ).parent_keys

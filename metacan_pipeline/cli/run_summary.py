@@ -19,7 +19,7 @@ from ..audit.coding.store import CodingStore
 from ..audit.protocol.design import EXCLUDED_TRAINED
 from ..audit.protocol.locked import STRATA, current_protocol_id, load_protocol
 from ..settings import coding_store_path
-from ..site.release import ReleaseUnavailable, current_release_id, database_path
+from ..site.build.release import ReleaseUnavailable, current_release_id, database_path
 from ..storage import MetacanStorage
 from ..teachers.core.registry import load_registry, load_roles
 from ..vocab import SAMPLE_TEACHER

@@ -5,9 +5,9 @@ from __future__ import annotations
 import typer
 import uvicorn
 
-from ..site.app import create_app
-from ..site.release import ReleaseUnavailable
-from ..site.saved import QueryStoreUnavailable
+from ..site.build.release import ReleaseUnavailable
+from ..site.web.app import create_app
+from ..site.web.saved import QueryStoreUnavailable
 from ..storage import default_data_dir
 
 

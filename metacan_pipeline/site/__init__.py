@@ -1,1 +1,2 @@
-"""The served evidence browser (issue 15): release databases, cohort queries, the ASGI app."""
+"""The served evidence browser: the release database (``build``), cohort queries over it (``query``), the ASGI app
+(``web``)."""

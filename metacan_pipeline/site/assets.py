@@ -1,7 +1,7 @@
-"""The ``site_database`` asset: the release database the served site reads (issue 15).
+"""The ``site_database`` asset: the release database the served site reads.
 
 Downstream of ``work_records``, so the blocking check ``records_may_ship`` stops it as it stops ``work_pages``:
-nothing the check refused reaches a release. The work is in :mod:`.build`.
+nothing the check refused reaches a release. The work is in :mod:`.build.build`.
 """
 
 import dagster as dg
@@ -12,7 +12,8 @@ from ..release.layer import newest_release
 from ..storage import MetacanStorage
 from ..teachers.core.registry import load_roles
 from ..vocab import SAMPLE_TEACHER
-from .build import ReleaseInputError, build_release
+from .build.build import ReleaseInputError, build_release
+from .query.stored_counts import write_stored_counts
 
 
 @dg.asset(
@@ -30,7 +31,7 @@ def site_database(context: dg.AssetExecutionContext, storage: MetacanStorage) ->
     funders and keywords one row per value, direct labels per teacher with status and qualification, classifier
     decisions per mode with both scores and ``prediction_status``, machine scores with ``validation_status``
     verbatim, the classifier heads' support gates, and ``release_info``; the statistics page's figures, the
-    pipeline's ``prevalence`` rows, the teachers' disagreements and the typeahead counts (``site/figures.py``). No abstract text. The release id is a
+    pipeline's ``prevalence`` rows, the teachers' disagreements and the typeahead counts (``site/build/figures.py``). No abstract text. The release id is a
     content hash of the records, so an unchanged re-run reuses the files. ``metacan serve`` serves the current one.
     Fails naming the work when the frame's name lists disagree with the records (re-materialize work_records).
     """
@@ -40,7 +41,7 @@ def site_database(context: dg.AssetExecutionContext, storage: MetacanStorage) ->
         "frozen_release": newest.release_version if newest else None
     }
     try:
-        built = build_release(storage, page_ctx)
+        built = build_release(storage, page_ctx, write_stored_counts)
     except ReleaseInputError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     context.log.info(

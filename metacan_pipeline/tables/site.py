@@ -139,7 +139,7 @@ WORK_FACETS_SCHEMA = columns(
 FACET_COUNTS_SCHEMA = columns("facet", "items")
 COHORT_FACET_COUNTS_SCHEMA = columns("cohort_key", "filters", "facet", "items")
 
-#: The facets of ``work_facets`` counted per year and language code (``site/cube.py``): ``code`` is a
+#: The facets of ``work_facets`` counted per year and language code (``site/build/cube.py``): ``code`` is a
 #: ``facet_codes`` code (the year for ``year``, 1/0 for a boolean, 0-3 for ``_coverage``); the direct-label facet's
 #: rows (``label``) have no code but a teacher, a category and the labels' qualification sentence.
 YEAR_LANGUAGE_COUNTS_SCHEMA = columns(
@@ -262,7 +262,7 @@ TABLES = [
     Table(
         "cohort_facet_counts",
         "one facet (or _count, _coverage) of a frequent one-filter cohort (its filters as JSON; the key hashes its "
-        "coded clauses), counted at build time: site/cohort_store.py",
+        "coded clauses), counted at build time: site/query/stored_counts.py",
         "site_database",
         COHORT_FACET_COUNTS_SCHEMA,
         ("cohort_key", "facet"),
@@ -272,7 +272,7 @@ TABLES = [
     Table(
         "year_language_counts",
         "the works of one year and language code (either may be NULL) with one facet code (or one teacher and "
-        "category of the direct-label facet, or one coverage count), counted at build time: site/cube.py",
+        "category of the direct-label facet, or one coverage count), counted at build time: site/build/cube.py",
         "site_database",
         YEAR_LANGUAGE_COUNTS_SCHEMA,
         (),  # no key constraint: year, language, code and teacher may be NULL (unique per the six columns)
@@ -288,7 +288,7 @@ TABLES = [
     ),
 ]
 
-# The statistics page, the disagreement dossier and the facet typeahead (site/figures.py, at build time).
+# The statistics page, the disagreement dossier and the facet typeahead (site/build/figures.py, at build time).
 TABLES += [
     Table(
         "release_statistics",
@@ -349,7 +349,7 @@ TABLES += [
     ),
 ]
 
-#: The served site's own writable file, ``<data dir>/site/queries.sqlite`` (:mod:`metacan_pipeline.site.saved`).
+#: The served site's own writable file, ``<data dir>/site/queries.sqlite`` (:mod:`metacan_pipeline.site.web.saved`).
 SAVED_QUERIES = Table(
     "saved_queries",
     "one cohort a /q/<hash> link names: its canonical filters, release id and classifier version (never changed)",
@@ -371,7 +371,7 @@ def catalog_schema(name: str) -> pa.Schema:
     return next(t.schema for t in TABLES if t.name == name)
 
 
-#: The full-text index's own tables (``site/fts.py``), in the release's ``.fts.sqlite`` file beside the FTS5 table
+#: The full-text index's own tables (``site/build/fts.py``), in the release's ``.fts.sqlite`` file beside the FTS5 table
 #: ``work_text`` (whose rowids are the works in impact order: the per-work bound of BM25, highest first).
 #: ``work_keys``: each rowid's work key; ``work_bound``: the bound of every work from ``first_rowid`` up to the next
 #: row's; ``term_docs``: the number of works holding each term in at least ``fts.TERM_DOCS_MIN`` works;

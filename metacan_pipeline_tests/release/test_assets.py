@@ -246,8 +246,8 @@ def test_the_served_site_names_the_release_in_its_footer(world):
     release, in English and French; a work page of the release names it too."""
     from starlette.testclient import TestClient
 
-    from metacan_pipeline.site.app import create_app
     from metacan_pipeline.site.assets import site_database
+    from metacan_pipeline.site.web.app import create_app
 
     storage, frame, first, _, _ = world
     version = meta(first)["release_version"]

@@ -35,7 +35,7 @@ def site_release(tmp_path_factory, openalex_dir):
 
 @pytest.fixture(scope="module")
 def release(site_release):
-    from metacan_pipeline.site.release import Release
+    from metacan_pipeline.site.build.release import Release
 
     rel = Release(site_release[0].root)
     yield rel

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.site.app through Starlette's TestClient on a real release: the pages, the /q/ links,
+"""Tests of metacan_pipeline.site.web.app through Starlette's TestClient on a real release: the pages, the /q/ links,
 exports, the JSON API (strict parameters, the OpenAPI document and page, CORS, ETag and 304, the rate limit),
 start-up errors; counts checked against direct DuckDB queries."""
 
@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 from metacan_pipeline import __version__, settings
 from metacan_pipeline.cli import app as cli
 from metacan_pipeline.publish.pages import environment, render_work
-from metacan_pipeline.site.app import DEFAULT_ROW_CAP, create_app
-from metacan_pipeline.site.middleware import client_limiter
-from metacan_pipeline.site.openapi import API_ROUTES
-from metacan_pipeline.site.params import FILTERS, LISTING
-from metacan_pipeline.site.release import ReleaseUnavailable, current_release_id, releases_dir
+from metacan_pipeline.site.build.release import ReleaseUnavailable, current_release_id, releases_dir
+from metacan_pipeline.site.query.params import FILTERS, LISTING
+from metacan_pipeline.site.web.app import DEFAULT_ROW_CAP, create_app
+from metacan_pipeline.site.web.middleware import client_limiter
+from metacan_pipeline.site.web.openapi import API_ROUTES
 from metacan_pipeline.vocab import CATEGORIES
 
 

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.site.build and the site_database asset: what a release database holds, checked
+"""Tests of metacan_pipeline.site.build.build and the site_database asset: what a release database holds, checked
 against the warehouse inputs and direct DuckDB queries; content-addressed release ids; what may not ship."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from metacan_pipeline.site.release import Release, ReleaseUnavailable, current_release_id, releases_dir
+from metacan_pipeline.site.build.release import Release, ReleaseUnavailable, current_release_id, releases_dir
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
 from metacan_pipeline.tables.site import release_tables
@@ -245,15 +245,20 @@ def _tables(db) -> dict[str, list[tuple]]:
 
 
 def test_ranges_of_work_keys_change_no_table_and_every_table_is_in_work_key_order(site_release, tmp_path):
-    from metacan_pipeline.site.build import build_release
+    from metacan_pipeline.site.build.build import build_release
+    from metacan_pipeline.site.query.stored_counts import write_stored_counts
 
     storage, frame, _ = site_release
     # ids of 2 to 11 characters: their text order (the order of work_records) is not their key order
     ids = {f["id"]: f"W{(1, 1_000, 1_000_000, 4_000_000_000)[i % 4] + i}" for i, f in enumerate(frame)}
     ctx = {"frozen_release": None}
-    one = build_release(_renumbered_copy(storage, tmp_path / "one", ids), ctx, chunk_works=1_000_000)
+    one = build_release(
+        _renumbered_copy(storage, tmp_path / "one", ids), ctx, write_stored_counts, chunk_works=1_000_000
+    )
     # ranges of 7 works, a checkpoint every 2 ranges (at 4.3M works one every 400,000)
-    many = build_release(_renumbered_copy(storage, tmp_path / "many", ids), ctx, chunk_works=7, checkpoint_works=14)
+    many = build_release(
+        _renumbered_copy(storage, tmp_path / "many", ids), ctx, write_stored_counts, chunk_works=7, checkpoint_works=14
+    )
     assert one.release_id == many.release_id and one.row_counts["works"] == len(frame) == 60
     a, b = _tables(one.database), _tables(many.database)
     for name in a:
@@ -266,7 +271,8 @@ def test_ranges_of_work_keys_change_no_table_and_every_table_is_in_work_key_orde
 
 
 def test_the_first_mismatching_work_is_named_whatever_range_it_is_in(tmp_path, openalex_dir):
-    from metacan_pipeline.site.build import ReleaseInputError, build_release
+    from metacan_pipeline.site.build.build import ReleaseInputError, build_release
+    from metacan_pipeline.site.query.stored_counts import write_stored_counts
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     frame = site_world(storage, openalex_dir, n=9)
@@ -277,11 +283,11 @@ def test_the_first_mismatching_work_is_named_whatever_range_it_is_in(tmp_path, o
     storage.write_table("frame", pa.Table.from_pylist(frame, schema=FRAME_SCHEMA))
     for chunk in (2, 100):
         with pytest.raises(ReleaseInputError, match="work W7002 of work_records has other institutions"):
-            build_release(storage, {"frozen_release": None}, chunk_works=chunk)
+            build_release(storage, {"frozen_release": None}, write_stored_counts, chunk_works=chunk)
 
 
 def test_work_key_ranges_cover_every_key_once_in_ascending_order():
-    from metacan_pipeline.site.build import work_key_ranges
+    from metacan_pipeline.site.build.build import work_key_ranges
 
     con = duckdb.connect()
     keys = [5, 3, 3, 900, 12, 7, 7, 7, 1, 40]  # a key twice or three times stays in one range

@@ -1,4 +1,4 @@
-"""Tests of the coding pages (metacan_pipeline/site/coding_pages.py) on the site's app: Starlette's TestClient and,
+"""Tests of the coding pages (metacan_pipeline/site/web/coding_pages.py) on the site's app: Starlette's TestClient and,
 for keyboard-only coding, headless Chromium on uvicorn over loopback.
 
 The world is the site tests' release (60 works with direct labels, predictions and machine scores, built through
@@ -10,7 +10,9 @@ from __future__ import annotations
 import html
 import logging
 import re
+import shutil
 import socket
+import sqlite3
 import threading
 import time
 
@@ -23,7 +25,8 @@ from metacan_pipeline import settings
 from metacan_pipeline.audit.assets import coding_tasks
 from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.publish.abstracts import AbstractFetcher
-from metacan_pipeline.site.app import create_app
+from metacan_pipeline.site.build.release import releases_dir
+from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline_tests.browser import PageWatch, launch_chromium, start_playwright
 from metacan_pipeline_tests.builders import LoopbackOpenAlex, lock_audit_sample
 
@@ -386,27 +389,38 @@ def test_chromium_signs_in_and_codes_two_works_from_the_keyboard_only(world):
         assert_masked(html_text)
 
 
-def test_a_damaged_coding_store_is_a_503_page_in_the_coders_language(app, world):
-    """Last in the module: it damages the store. A bad-input trial overwrote the file under a running server and
-    got a bare 500 (plain text, a traceback in the log); the pages now say it in a sentence, in both languages."""
-    import sqlite3
-
-    c = sign_in(app, world["tokens"]["ann"])
-    assert c.get("/coding/").status_code == 200
-    with sqlite3.connect(world["path"]) as con:  # the answers out of the write-ahead log, into the file
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    with open(world["path"], "r+b") as f:
-        f.seek(100)
-        f.write(b"\xff" * (world["path"].stat().st_size - 100))
-    for prefix, words in (
-        ("", "The coding store cannot be used right now"),
-        ("/fr", "Le dépôt de codage est inutilisable"),
-    ):
-        fresh = client(app)  # signing in writes a session row: the store reads its damaged pages
-        form = fresh.get(f"{prefix}/coding/sign-in")
-        r = fresh.post(
-            f"{prefix}/coding/sign-in", data={"csrf_token": csrf(form.text), "token": world["tokens"]["bob"]}
-        )
-        assert r.status_code == 503 and words in r.text and "Traceback" not in r.text, r.text[:300]
-        r = c.get(f"{prefix}/coding/")
-        assert r.status_code == 503 and words in r.text, r.text[:300]
+def test_a_damaged_coding_store_is_a_503_page_in_the_coders_language(world, tmp_path):
+    """A coding store whose file is overwritten under a running server answers every coding page with a 503 page
+    saying so in a sentence, in the coder's language, without a traceback. The store damaged is a copy of the
+    module's (the release and the coding store copied into a data folder of this test), so no other test sees it."""
+    data = tmp_path / "data"
+    shutil.copytree(releases_dir(world["storage"].root), releases_dir(data))
+    path = settings.coding_store_path(str(data))
+    path.parent.mkdir(parents=True)
+    with sqlite3.connect(world["path"]) as src, sqlite3.connect(path) as dst:  # every committed row, WAL included
+        src.backup(dst)
+    own = create_app(data, rate_limit="off", abstracts=AbstractFetcher(world["openalex"].base_url))
+    try:
+        c = sign_in(own, world["tokens"]["ann"])
+        assert c.get("/coding/").status_code == 200
+        with sqlite3.connect(path) as con:  # the answers out of the write-ahead log, into the file
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        with open(path, "r+b") as f:
+            f.seek(100)
+            f.write(b"\xff" * (path.stat().st_size - 100))
+        for prefix, words in (
+            ("", "The coding store cannot be used right now"),
+            ("/fr", "Le dépôt de codage est inutilisable"),
+        ):
+            fresh = client(own)  # signing in writes a session row: the store reads its damaged pages
+            form = fresh.get(f"{prefix}/coding/sign-in")
+            r = fresh.post(
+                f"{prefix}/coding/sign-in", data={"csrf_token": csrf(form.text), "token": world["tokens"]["bob"]}
+            )
+            assert r.status_code == 503 and words in r.text and "Traceback" not in r.text, r.text[:300]
+            r = c.get(f"{prefix}/coding/")
+            assert r.status_code == 503 and words in r.text, r.text[:300]
+    finally:
+        own.state.coding.close()
+    with CodingStore(world["path"]) as store:  # the module's store is untouched
+        assert store.coder_for_token(world["tokens"]["ann"]) == "ann"

@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.site.cohort: strict parsing with one-sentence refusals, and the canonical query hash."""
+"""Tests of metacan_pipeline.site.query.cohort: strict parsing with one-sentence refusals, and the canonical query hash."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from metacan_pipeline.site.cohort import encode_cursor, parse_request
-from metacan_pipeline.site.params import CohortError
-from metacan_pipeline.site.release import ReleaseInfo
+from metacan_pipeline.site.build.release import ReleaseInfo
+from metacan_pipeline.site.query.cohort import encode_cursor, parse_request
+from metacan_pipeline.site.query.params import CohortError
 
 INFO = ReleaseInfo(
     release_id="release-000000000001",

@@ -1,4 +1,4 @@
-"""The counts, coverage and facets of frequent one-filter cohorts stored at build time (site/cohort_store.py) are the
+"""The counts, coverage and facets of frequent one-filter cohorts stored at build time (site/query/stored_counts.py) are the
 ones computed from ``work_facets``, and a cohort whose facets read them (one filter, or two filters of which one is
 stored) answers exactly what it answers without them; counts checked against direct DuckDB queries."""
 
@@ -10,11 +10,13 @@ import shutil
 import duckdb
 import pytest
 
-from metacan_pipeline.site import queries
-from metacan_pipeline.site.cohort import Cohort, parse_filters
-from metacan_pipeline.site.cohort_store import frequent_filters, write_cohort_facet_counts
-from metacan_pipeline.site.queries import CohortQuery, FacetCounter, clauses, cohort_key, stored_items
-from metacan_pipeline.site.release import Release, current_release_id, database_path, record_manifest
+from metacan_pipeline.site.build.release import Release, current_release_id, database_path, record_manifest
+from metacan_pipeline.site.query import cohort_query, facets
+from metacan_pipeline.site.query.clauses import clauses, cohort_key, stored_items
+from metacan_pipeline.site.query.cohort import Cohort, parse_filters
+from metacan_pipeline.site.query.cohort_query import CohortQuery
+from metacan_pipeline.site.query.facets import FacetCounter
+from metacan_pipeline.site.query.stored_counts import frequent_filters, write_cohort_facet_counts
 
 MIN_WORKS = 5  # of the site world's 60 works: languages, types, booleans, names and decisions reach it
 
@@ -95,7 +97,8 @@ def test_a_cohort_reading_stored_facets_answers_what_it_computes(stored, params,
         read.extend(found)
         return found
 
-    monkeypatch.setattr(queries, "stored_items", spy)
+    monkeypatch.setattr(cohort_query, "stored_items", spy)
+    monkeypatch.setattr(facets, "stored_items", spy)
     with CohortQuery(release, cohort) as q:
         got = (q.count(), q.coverage(), q.facets())
     if "q" in params:  # the filters but a facet's own always hold the text query: nothing stored is read

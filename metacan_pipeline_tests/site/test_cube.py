@@ -1,4 +1,4 @@
-"""The facet counts by year and language stored at build time (site/cube.py, ``year_language_counts``): a cohort
+"""The facet counts by year and language stored at build time (site/build/cube.py, ``year_language_counts``): a cohort
 filtered by a year range and/or a language answers from them exactly what it computes from ``work_facets``
 (count, coverage, every facet, byte for byte as JSON), and its count and facet counts equal direct DuckDB queries of
 ``works`` on the same release; a facet whose other filters are year and language only (year + funder: the funder
@@ -12,9 +12,12 @@ import shutil
 import duckdb
 import pytest
 
-from metacan_pipeline.site import cube, queries
-from metacan_pipeline.site.cohort import parse_filters
-from metacan_pipeline.site.queries import CohortQuery, FacetCounter, clauses
+from metacan_pipeline.site.build import cube
+from metacan_pipeline.site.query import facets
+from metacan_pipeline.site.query.clauses import clauses
+from metacan_pipeline.site.query.cohort import parse_filters
+from metacan_pipeline.site.query.cohort_query import CohortQuery
+from metacan_pipeline.site.query.facets import FacetCounter
 from metacan_pipeline_tests.site.test_cohort_store import _computed
 
 #: year ranges (closed, open-ended on either side, one year, empty: no work of the site world before 2005) and
@@ -113,7 +116,8 @@ def test_a_year_and_language_cohort_answers_from_the_table_what_it_computes(rele
 def test_the_first_values_of_a_long_facet_and_their_ties_are_the_computed_ones(release, params, monkeypatch):
     """With 2 values a facet (the site world's facets are shorter than TOP_N), every listed facet is cut, among ties
     (a year range in each cohort: a language alone reads the release's own facets, stored with 20 values)."""
-    monkeypatch.setattr(queries, "TOP_N", 2)
+    monkeypatch.setattr(facets, "TOP_N", 2)
+    monkeypatch.setattr(cube, "TOP_N", 2)
     cohort = parse_filters(params, release.info)
     got, reads = _answer(release, cohort, monkeypatch)
     assert reads and all(reads)

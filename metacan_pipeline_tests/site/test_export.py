@@ -8,7 +8,7 @@ import io
 
 import pyarrow as pa
 
-from metacan_pipeline.site.export import _cell, _csv_lines, _lines
+from metacan_pipeline.site.web.export import _cell, _csv_lines, _lines
 
 BATCH = pa.record_batch(
     {

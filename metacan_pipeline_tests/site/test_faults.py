@@ -14,8 +14,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app as cli
-from metacan_pipeline.site.app import create_app
-from metacan_pipeline.site.release import (
+from metacan_pipeline.site.build.release import (
     ReleaseUnavailable,
     current_release_id,
     database_path,
@@ -23,7 +22,8 @@ from metacan_pipeline.site.release import (
     manifest_path,
     releases_dir,
 )
-from metacan_pipeline.site.saved import QueryStoreUnavailable
+from metacan_pipeline.site.web.app import create_app
+from metacan_pipeline.site.web.saved import QueryStoreUnavailable
 from metacan_pipeline_tests.builders import build_site
 
 ORIGIN = {"Origin": "https://example.org"}

@@ -1,4 +1,4 @@
-"""The FTS5 index in impact order (site/fts.py): every work's bound of BM25 holds (and is exact for a work with no
+"""The FTS5 index in impact order (site/build/fts.py): every work's bound of BM25 holds (and is exact for a work with no
 repeated term), and a page read in impact order is exactly the page FTS5's full ranking gives, page after page, for
 one word, several, repeated words and ties; rare terms, split words, deep pages and index files of an earlier
 build are ranked by FTS5 in full."""
@@ -11,7 +11,7 @@ import sqlite3
 import pyarrow as pa
 import pytest
 
-from metacan_pipeline.site import fts
+from metacan_pipeline.site.build import fts
 
 WORDS = [f"{w}" for w in "science management learning health trial review peer data open canada model care".split()]
 RARE = ["cardiology", "bibliometric", "reproducibility"]
@@ -73,7 +73,9 @@ def _rows(page: pa.Table) -> list[tuple[int, float]]:
 
 def test_the_tokenizer_gives_a_words_term():
     assert fts.term_of("learning") == fts.term_of("Learned") == "learn"
-    assert fts.term_of("trials") == "trial" and fts.term_of("") is None and fts.term_of("a_b") is None
+    assert fts.term_of("trials") == "trial"
+    assert fts.term_of("") is None
+    assert fts.term_of("a_b") is None
     assert fts.tokens("Straße ÉTUDE") == ["straße", "étude"]  # casefold() would make "strasse", which FTS5 does not
 
 
@@ -91,7 +93,8 @@ def test_works_without_a_single_token_build_an_index_that_matches_nothing(tmp_pa
     con = _build(tmp_path / "empty.fts.sqlite", [(1, None, None), (2, "!!!", ""), (3, "", "--")])
     try:
         assert con.execute("SELECT works, tokens FROM index_stats").fetchone() == (3, 0)
-        assert fts.count(con, ["a"]) == 0 and fts.top(con, ["a"], None, 5).num_rows == 0
+        assert fts.count(con, ["a"]) == 0
+        assert fts.top(con, ["a"], None, 5).num_rows == 0
     finally:
         con.close()
 
@@ -103,9 +106,11 @@ def test_token_counts_are_the_indexs_own():
 
 def test_every_works_bound_holds_and_is_exact_without_repeated_terms(index):
     works, total = index.execute("SELECT works, tokens FROM index_stats").fetchone()
-    assert works == 3000 and total > 3000
+    assert works == 3000
+    assert total > 3000
     bounds = index.execute("SELECT first_rowid, bound FROM work_bound ORDER BY first_rowid").fetchall()
-    assert [b for _, b in bounds] == sorted((b for _, b in bounds), reverse=True) and len(bounds) > 20
+    assert [b for _, b in bounds] == sorted((b for _, b in bounds), reverse=True)
+    assert len(bounds) > 20
     docs = dict(index.execute("SELECT term, docs FROM term_docs"))
     assert (
         docs["scienc"] == index.execute("SELECT count(*) FROM work_text WHERE work_text MATCH 'scienc'").fetchone()[0]
@@ -144,7 +149,8 @@ def test_pages_read_in_impact_order_are_fts5s_pages(index, words, monkeypatch):
         page = fts.impact_top(index, words, after, limit)
         assert page is not None  # read in impact order
         rows = _rows(page)
-        assert rows == _ranked(index, words, after, limit) and len(rows) == limit
+        assert rows == _ranked(index, words, after, limit)
+        assert len(rows) == limit
         assert _rows(fts.top(index, words, after, limit)) == rows
         after = rows[-1][1], rows[-1][0]
         seen += rows
@@ -207,13 +213,16 @@ def test_a_page_boundary_inside_a_run_of_tied_ranks_breaks_the_tie_by_work_key(t
         words, after, seen = ["science", "management"], None, []
         for _ in range(11):
             page = fts.impact_top(con, words, after, 7)
-            assert page is not None and _rows(page) == _ranked(con, words, after, 7)
+            assert page is not None
+            assert _rows(page) == _ranked(con, words, after, 7)
             if page.num_rows < 7:
                 break
             after = _rows(page)[-1][1], _rows(page)[-1][0]
             seen += _rows(page)
         first = con.execute("SELECT work_key FROM work_keys WHERE rowid_ = 1").fetchone()[0]
-        assert first >= 1000 and [k for k, _ in seen[:40]] == [*range(10, 30), *range(1000, 1020)]
-        assert len({r for _, r in seen[:40]}) == 1 and len(seen) == 70
+        assert first >= 1000
+        assert [k for k, _ in seen[:40]] == [*range(10, 30), *range(1000, 1020)]
+        assert len({r for _, r in seen[:40]}) == 1
+        assert len(seen) == 70
     finally:
         con.close()

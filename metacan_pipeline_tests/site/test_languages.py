@@ -1,4 +1,4 @@
-"""Tests of the site in English and French (metacan_pipeline.i18n, site/languages.py, the French catalogue): every
+"""Tests of the site in English and French (metacan_pipeline.i18n, site/web/languages.py, the French catalogue): every
 extracted interface string translated, French pages with data values verbatim, the Accept-Language redirect of
 ``/``, the language cookie, hreflang links on every page; and headless Chromium switching to French from the
 keyboard."""
@@ -20,8 +20,8 @@ from babel.messages.pofile import read_po
 from starlette.testclient import TestClient
 
 from metacan_pipeline.i18n import accept_language_tags, catalog_path, negotiate
-from metacan_pipeline.site.app import create_app
-from metacan_pipeline.site.release import current_release_id
+from metacan_pipeline.site.build.release import current_release_id
+from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline_tests.browser import REPO, PageWatch, launch_chromium, start_playwright
 
 BASE = "http://testserver"

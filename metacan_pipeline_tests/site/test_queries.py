@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.site.queries on a release built by site_database: counts, facets and coverage
+"""Tests of metacan_pipeline.site.query (CohortQuery, FacetCounter) on a release built by site_database: counts, facets and coverage
 against direct DuckDB queries on the same release, keyset pagination, exports, inert injection payloads."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from metacan_pipeline.site.cohort import FILTERS, LISTING, CohortError, parse_request
-from metacan_pipeline.site.fts import tokens
-from metacan_pipeline.site.queries import CohortQuery
+from metacan_pipeline.site.build.fts import tokens
+from metacan_pipeline.site.query.cohort import FILTERS, LISTING, CohortError, parse_request
+from metacan_pipeline.site.query.cohort_query import CohortQuery
 
 LABELLED = "SELECT work_key, teacher, unnest(categories) AS c FROM work_labels WHERE status = 'labelled'"
 

@@ -1,4 +1,4 @@
-"""Acceptance of the served site in headless Chromium (issue 15): a release built through Dagster, served by uvicorn
+"""Acceptance of the served site in headless Chromium: a release built through Dagster, served by uvicorn
 on loopback; a cohort built by clicking, its /q/ link followed in a new browser context, its CSV downloaded and
 compared with a direct DuckDB query on the release, the French twin, and a work page reached from the keyboard only.
 
@@ -25,8 +25,8 @@ import duckdb
 import pytest
 import uvicorn
 
-from metacan_pipeline.site.app import create_app
-from metacan_pipeline.site.release import current_release_id, database_path
+from metacan_pipeline.site.build.release import current_release_id, database_path
+from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline_tests.browser import REPO, PageWatch
 
 pytestmark = pytest.mark.browser

@@ -1,5 +1,5 @@
 """Tests of the statistics page, the disagreement dossier, the facet typeahead and the Parquet export
-(metacan_pipeline/site/statistics.py, dossier.py, typeahead.py, export.py, figures.py) on a real release built
+(metacan_pipeline/site/web/statistics.py, dossier.py, typeahead.py, export.py; site/build/figures.py) on a real release built
 through Dagster from the site world, with the real ``prevalence`` asset and codex labels that disagree with gemma's
 on three works; every count checked against a direct DuckDB query on the same release."""
 
@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from starlette.testclient import TestClient
 
-from metacan_pipeline.site import export
-from metacan_pipeline.site.app import create_app
-from metacan_pipeline.site.dossier import HEADS
-from metacan_pipeline.site.openapi import API_ROUTES
-from metacan_pipeline.site.release import current_release_id, releases_dir
+from metacan_pipeline.site.build.release import current_release_id, releases_dir
+from metacan_pipeline.site.web import export
+from metacan_pipeline.site.web.app import create_app
+from metacan_pipeline.site.web.dossier import HEADS
+from metacan_pipeline.site.web.openapi import API_ROUTES
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline_tests.builders import XSS, site_world

@@ -14,9 +14,9 @@ from starlette.testclient import TestClient
 
 from metacan_pipeline.openalex.abstract import deinvert, tidy_abstract
 from metacan_pipeline.publish.abstracts import AbstractFetcher
-from metacan_pipeline.site.app import create_app
-from metacan_pipeline.site.coding_pages import default_abstracts
-from metacan_pipeline.site.release import current_release_id, database_path
+from metacan_pipeline.site.build.release import current_release_id, database_path
+from metacan_pipeline.site.web.app import create_app
+from metacan_pipeline.site.web.coding_pages import default_abstracts
 from metacan_pipeline_tests.openalex_stub import StubOpenAlex, real_index
 
 
@@ -153,7 +153,7 @@ def test_the_served_pages_fetcher_has_short_timeouts_and_no_breaker():
 
 def test_a_served_app_closes_its_abstract_fetcher_at_shutdown(site_release):
     """The app's lifespan closes the coding store and the live-abstract fetcher, whose event loop has a thread of its
-    own: 5 app lifecycles leave no thread behind (a bad-input trial counted one more per app)."""
+    own: 5 app lifecycles leave no thread behind."""
     import threading
 
     def loops() -> int:

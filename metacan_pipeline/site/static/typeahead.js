@@ -1,4 +1,4 @@
-// Facet typeahead of the home page (issue 15): fills the <datalist> of each facet input
+// Facet typeahead of the home page: fills the <datalist> of each facet input
 // (data-facet="venue|institution|funder|topic") from /api/v1/facets/<facet>?q=<prefix>, counted under the
 // form's other filters. An enhancement only: without it the inputs are plain fields of the GET form.
 "use strict";

@@ -1,4 +1,4 @@
-"""The HTTP behaviour around the site's endpoints (issue 15): ``nosniff`` everywhere; under ``/api/`` CORS, the
+"""The HTTP behaviour around the site's endpoints: ``nosniff`` everywhere; under ``/api/`` CORS, the
 cache validators and the per-client rate limit.
 
 - :class:`NoSniff`: ``X-Content-Type-Options: nosniff`` on every response (exports and JSON carry raw data).
@@ -27,9 +27,9 @@ from throttled import MemoryStore, Throttled
 from throttled.exceptions import DataError
 from throttled.rate_limiter.quota_parser import parse as parse_quota
 
-from .. import __version__
-from ..i18n import N_
-from .release import shorten
+from ... import __version__
+from ...i18n import N_
+from ..build.release import shorten
 
 API_PREFIX = "/api/"
 LOG = logging.getLogger(__name__)

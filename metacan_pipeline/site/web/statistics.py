@@ -1,9 +1,9 @@
-"""The statistics page (``/statistics``, ``/fr/statistics``) and ``/api/v1/statistics`` (issue 15): the frame by year
+"""The statistics page (``/statistics``, ``/fr/statistics``) and ``/api/v1/statistics``: the frame by year
 with the affiliation-blind share, route overlaps, the frame by field and by language, the abstract gap, the
 labelled works by category and study design with their coverage, the classifier's decisions by category, and
 prevalence per category with the design-based 95% CI and the screener-swap range.
 
-Every figure was computed when the release was built (:mod:`.figures`: ``release_statistics`` and
+Every figure was computed when the release was built (:mod:`..build.figures`: ``release_statistics`` and
 ``release_prevalence``), so a request reads a few small rows at any release size; they are read once per process
 (a release never changes). Each figure on the page has a text summary, a chart drawn on the server as SVG (with
 ``<title>`` and ``<desc>``; no script) and a data table with every number. Every category shown states its source and
@@ -20,9 +20,9 @@ from babel.numbers import format_percent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
+from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
+from ..query.params import single_values
 from . import strings
-from .params import single_values
 
 #: The figures of ``release_statistics`` the page shows, in order.
 FIGURES = (

@@ -1,7 +1,7 @@
-"""The query parameters of a cohort request, each declared once (issue 15): what a value may be and what it means.
+"""The query parameters of a cohort request, each declared once: what a value may be and what it means.
 
 :data:`PARAMS` holds one :class:`Param` per parameter (kind, bounds or vocabulary, default, one line of
-documentation); :mod:`.cohort` checks every given value through it and :mod:`.openapi` describes every parameter
+documentation); :mod:`.cohort` checks every given value through it and :mod:`..web.openapi` describes every parameter
 from it, so the parser and the OpenAPI document cannot disagree. :func:`single_values` is the strict first step
 of every request (an unknown or repeated name is refused). Refusals are :class:`CohortError` built from
 :func:`~metacan_pipeline.i18n.N_` sentences: English in ``str()``, translatable for the HTML pages.
@@ -14,21 +14,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..i18n import N_, Sentence
-from ..vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
-from . import fts
-from .release import ReleaseInfo
+from ...i18n import N_, Sentence
+from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
+from ..build import fts
+from ..build.facet_columns import BOOLEAN_COLUMNS
+from ..build.release import ReleaseInfo
 
 TRISTATE = ("yes", "no", "any")
-BOOLEAN_FILTERS = (
-    "ca_aff",
-    "ca_fund",
-    "ca_venue",
-    "about_ca",
-    "invisible_to_affiliation_only",
-    "has_abstract",
-    "retracted",
-)
+#: The yes/no/any filters, one per boolean column of ``works`` (:data:`..build.facet_columns.BOOLEAN_COLUMNS`).
+BOOLEAN_FILTERS = tuple(BOOLEAN_COLUMNS)
 TEXT_FILTERS = ("language", "type", "field", "topic", "venue", "institution", "funder", "keyword")
 LABEL_VALUES = {
     "label_category": CATEGORIES,
@@ -64,7 +58,7 @@ class Param:
     ``kind`` is ``integer`` or ``number`` (within ``bounds``), ``text`` (at most ``max_length`` characters, no
     control character), ``choice`` (one of ``choices``, or of the release's ``release_choices`` attribute) or
     ``cursor`` (an opaque ``after`` token). :meth:`check` is what the parser applies to every given value and
-    :meth:`schema` what the OpenAPI document says of it (:mod:`.openapi`), so the two cannot disagree.
+    :meth:`schema` what the OpenAPI document says of it (:mod:`..web.openapi`), so the two cannot disagree.
     """
 
     name: str

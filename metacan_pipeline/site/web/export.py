@@ -1,4 +1,4 @@
-"""Streamed exports of a cohort: CSV, JSON Lines and Parquet (issue 15).
+"""Streamed exports of a cohort: CSV, JSON Lines and Parquet.
 
 All declare the row cap and whether it cut the cohort, in the response headers (:func:`export_headers`) and in
 the body: CSV opens with ``#`` comment lines (every data row starts with a work id, so a comment line is never a
@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .queries import CohortQuery
+from ..query.cohort_query import CohortQuery
 
 FORMATS = {
     "csv": "text/csv; charset=utf-8",

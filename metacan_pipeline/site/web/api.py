@@ -1,4 +1,4 @@
-"""The JSON API's endpoints (issue 15), a mixin of :class:`.app.Site`: what each route of
+"""The JSON API's endpoints, a mixin of :class:`.app.Site`: what each route of
 :data:`.openapi.API_ROUTES` answers, and the wrapper every API route goes through (:meth:`ApiEndpoints.api`: strict
 parameter names, the ETag and a 304 on a match, cache headers, JSON errors in English).
 
@@ -16,11 +16,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from ..i18n import DEFAULT_LOCALE
-from .cohort import Cohort, parse_filters, parse_request
+from ...i18n import DEFAULT_LOCALE
+from ..query.cohort import Cohort, parse_filters, parse_request
+from ..query.params import FILTERS, CohortError, single_values
 from .middleware import NO_STORE, SECURITY_HEADERS, cache_headers, etag, not_modified
 from .openapi import API_ROUTES, ApiRoute, openapi_document, response_text, schema_text
-from .params import FILTERS, CohortError, single_values
 
 
 class ApiEndpoints:

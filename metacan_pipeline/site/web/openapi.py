@@ -1,7 +1,7 @@
-"""The JSON API's routes, and its OpenAPI 3.1 document generated from them (issue 15).
+"""The JSON API's routes, and its OpenAPI 3.1 document generated from them.
 
 :data:`API_ROUTES` lists every route under ``/api/v1/`` once: its path, the :class:`~.app.Site` method that answers
-it, what it answers, its query parameters (names of :data:`.params.PARAMS`, or of :data:`EXTRA_PARAMS`) and path
+it, what it answers, its query parameters (names of :data:`..query.params.PARAMS`, or of :data:`EXTRA_PARAMS`) and path
 parameters. The app's routes and the API index are built from it, and :func:`openapi_document` describes every
 parameter from its :class:`~.params.Param` (type, bounds, vocabulary, default, meaning), with the served release's
 own vocabularies for teachers, classifier versions and score arms, so the document cannot drift from the parser.
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import __version__
+from ... import __version__
+from ..build.release import ReleaseInfo
+from ..query.params import FILTERS, LISTING, PARAMS, Param
 from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
-from .params import FILTERS, LISTING, PARAMS, Param
-from .release import ReleaseInfo
 from .typeahead import COHORT_FILTERS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
 EXTRA_PARAMS = {

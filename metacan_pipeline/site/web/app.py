@@ -1,4 +1,4 @@
-"""The served evidence browser (issue 15): a Starlette ASGI app over the current release database.
+"""The served evidence browser: a Starlette ASGI app over the current release database.
 
 Pages are server-rendered (Jinja2, autoescape) and need no JavaScript: the cohort builder ``/`` (a GET form,
 exact count, facet counts as links, a page of works with the source and status of every category shown, a
@@ -11,13 +11,13 @@ and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` (streamed, capped:
 
 The JSON API under ``/api/v1/`` (:data:`.openapi.API_ROUTES`): ``works`` (a page), ``works/<id>``, ``count`` (count,
 facets, coverage), ``export?format=csv|jsonl``, ``queries/<hash>``, ``openapi.json`` and ``docs``. Parameters are
-parsed strictly (:mod:`.cohort`): a refused request is HTTP 400 with one sentence (an HTML page in the page's
+parsed strictly (:mod:`..query.cohort`): a refused request is HTTP 400 with one sentence (an HTML page in the page's
 language, or ``{"error": {"status", "message"}}`` in English under ``/api/``). API answers carry CORS headers, an
 ETag and ``Cache-Control`` (a matching ``If-None-Match`` is 304), and each client address has a token bucket
 (:mod:`.middleware`); the API's endpoints are :class:`.api.ApiEndpoints`, which :class:`Site` extends.
 
 :func:`create_app` opens the release read-only when it is called, so a missing or corrupt release database is a
-start-up error (:class:`.release.ReleaseUnavailable`, naming the file and the asset ``site_database``).
+start-up error (:class:`..build.release.ReleaseUnavailable`, naming the file and the asset ``site_database``).
 """
 
 from __future__ import annotations
@@ -36,17 +36,20 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import __version__, settings
-from ..i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, translations
-from ..openalex.ids import is_work_id
-from ..publish.abstracts import Abstract, AbstractFetcher
-from ..publish.pages import environment as page_environment
-from ..publish.pages import render_work
-from ..vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
+from ... import __version__, settings
+from ...i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, translations
+from ...openalex.ids import is_work_id
+from ...publish.abstracts import Abstract, AbstractFetcher
+from ...publish.pages import environment as page_environment
+from ...publish.pages import render_work
+from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
+from ..build.release import Release
+from ..query.cohort import Cohort, parse_filters, parse_request
+from ..query.cohort_query import CohortQuery
+from ..query.params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
 from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .coding_pages import CodingPages, coding_routes, default_abstracts
-from .cohort import Cohort, parse_filters, parse_request
 from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
 from .middleware import (
@@ -61,9 +64,6 @@ from .middleware import (
     export_refusal,
 )
 from .openapi import API_ROUTES
-from .params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
-from .queries import CohortQuery
-from .release import Release
 from .saved import QueryStore
 from .statistics import StatisticsEndpoints
 from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints
@@ -344,7 +344,7 @@ def create_app(
     rate_limit: str | None = None,
     abstracts: AbstractFetcher | None = None,
 ) -> Starlette:
-    """The ASGI app over the current release under ``data_dir``. Raises :class:`.release.ReleaseUnavailable`.
+    """The ASGI app over the current release under ``data_dir``. Raises :class:`..build.release.ReleaseUnavailable`.
 
     ``rate_limit``: the per-client token bucket of the API in throttled-py's syntax (``120/m burst 60``; ``off``:
     none); None reads :func:`metacan_pipeline.settings.site_rate_limit`. A value that is not a rate is a
@@ -364,7 +364,7 @@ def create_app(
         Route("/static/typeahead.js", site.typeahead_script),
     ]
     routes += [Route(r.path, site.api(r), name=r.endpoint) for r in API_ROUTES]
-    # the audit study's coding pages (issue 16): /coding/ and /fr/coding/, over data/audit/coding.sqlite
+    # the audit study's coding pages: /coding/ and /fr/coding/, over data/audit/coding.sqlite
     coding = CodingPages(data_dir, site.envs, fetcher)  # one fetcher: CodingPages.close() closes it
     routes += coding_routes(coding)
     middleware = [

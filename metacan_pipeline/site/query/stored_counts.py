@@ -1,5 +1,4 @@
-"""Counts, coverage and facets of frequent one-filter cohorts, stored when a release is built (issue 15,
-Performance).
+"""Counts, coverage and facets of frequent one-filter cohorts, stored when a release is built.
 
 A cohort's facets are counted under every filter but the facet's own, so a cohort of two filters needs, for each
 of the two facets, the counts of a one-filter cohort (year 2015-2022 + language en: its year facet is the year
@@ -7,11 +6,11 @@ facet of language en alone); when that cohort holds a large share of the release
 ``work_facets``. :func:`write_cohort_facet_counts` counts, once per release, every one-filter cohort of at least
 :data:`STORE_MIN_WORKS` works: each value of ``language``, ``type``, ``field``, ``topic``, ``venue``, each name of
 ``institution``, ``funder``, ``keyword``, ``yes`` and ``no`` of each boolean filter, and each classifier decision
-(version, mode, category). It writes ``cohort_facet_counts``: per cohort (:func:`.queries.cohort_key` of its coded
-clauses) its ``_count``, ``_coverage`` and every facet as :class:`.queries.FacetCounter` gives it, so a stored answer
-is the computed one, byte for byte. :class:`.queries.CohortQuery` reads them for a one-filter cohort, and
-:class:`.queries.FacetCounter` for each facet whose other filters are one stored cohort. Counts stay exact: a cohort
-that is not stored is counted as before. Year ranges are not stored here but in ``year_language_counts`` (:mod:`.cube`:
+(version, mode, category). It writes ``cohort_facet_counts``: per cohort (:func:`.clauses.cohort_key` of its coded
+clauses) its ``_count``, ``_coverage`` and every facet as :class:`.facets.FacetCounter` gives it, so a stored answer
+is the computed one, byte for byte. :class:`.cohort_query.CohortQuery` reads them for a one-filter cohort, and
+:class:`.facets.FacetCounter` for each facet whose other filters are one stored cohort. Counts stay exact: a cohort
+that is not stored is counted as before. Year ranges are not stored here but in ``year_language_counts`` (:mod:`..build.cube`:
 any year range and/or language, and any facet whose other filters are only those); direct labels, score ranges and
 text queries are never stored (the first two have too many forms, the last are per request).
 """
@@ -20,12 +19,13 @@ from __future__ import annotations
 
 import json
 
+from ..build.facet_columns import BOOLEAN_COLUMNS, NAME_TABLES
+from .clauses import clauses, cohort_key, where_sql
 from .cohort import Cohort
-from .params import BOOLEAN_FILTERS
-from .queries import NAME_TABLES, FacetCounter, clauses, cohort_key, where_sql
+from .facets import FacetCounter
 
 #: The smallest one-filter cohort whose facets are stored (smaller cohorts are copied into a temporary table and
-#: counted there: :attr:`.queries.FacetCounter.MATERIALIZE_MAX`).
+#: counted there: :attr:`.facets.FacetCounter.MATERIALIZE_MAX`).
 STORE_MIN_WORKS = 100_000
 #: The text filters counted per value (a column of ``work_facets`` each); the name filters are code lists.
 COLUMN_FILTERS = ("language", "type", "field", "topic", "venue")
@@ -44,8 +44,7 @@ def frequent_filters(con, min_works: int) -> list[dict[str, str]]:
             [min_works],
         ).fetchall()
         out += [{name: value} for (value,) in rows]
-    for name in BOOLEAN_FILTERS:
-        column = "is_retracted" if name == "retracted" else name
+    for name, column in BOOLEAN_COLUMNS.items():
         yes, no = con.execute(
             f"SELECT count(*) FILTER (WHERE {column}), count(*) FILTER (WHERE NOT {column}) FROM work_facets"
         ).fetchone()
@@ -82,3 +81,24 @@ def write_cohort_facet_counts(con, min_works: int = STORE_MIN_WORKS) -> int:
         )
         stored += 1
     return stored
+
+
+def write_facet_counts(con) -> int:
+    """Count every facet of the whole release, and its coverage (``_coverage``), into ``facet_counts`` (the build,
+    after ``sql/facets.sql``)."""
+    facets = FacetCounter(con, [], stored=False).facets()
+    row = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE labelled), count(*) FILTER (WHERE scored), "
+        "count(*) FILTER (WHERE decided) FROM work_facets"
+    ).fetchone()
+    facets["_coverage"] = dict(zip(("works", "direct", "scored", "decided"), row, strict=True))
+    con.executemany("INSERT INTO facet_counts VALUES (?, ?)", [(k, json.dumps(v)) for k, v in facets.items()])
+    return len(facets)
+
+
+def write_stored_counts(con) -> None:
+    """Write every count the queries read back from a release (``facet_counts``, then ``cohort_facet_counts``),
+    after ``sql/facets.sql`` and ``year_language_counts``: what :func:`..build.build.build_release` takes as its
+    ``stored_counts`` step."""
+    write_facet_counts(con)
+    write_cohort_facet_counts(con)

@@ -22,7 +22,7 @@ remove_diacritics 2'`` (English stems, French accents folded), the rowid being t
 A user's text never reaches FTS5's query syntax: :func:`match_expression` keeps its word tokens only and
 quotes each one (``"word"``), joined by ``AND``; the expression is bound as a parameter.
 
-Frequent terms (issue 15, Performance): FTS5 computes BM25 for every match before it can give the first page, about
+Frequent terms: FTS5 computes BM25 for every match before it can give the first page, about
 1 us a match on an idle Intel Xeon, so "science management" (230,639 matches at 4.3M works) took 246 ms to rank
 and 299 ms p95 with its count and page. The index therefore keeps the works in *impact order* (document-at-a-time
 top-k with an upper bound, as in WAND, Broder et al. 2003, over an impact-sorted index): BM25 is a sum over the query's
@@ -51,7 +51,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..tables.site import FTS_STAGE_DDL, FTS_TABLES_DDL
+from ...tables.site import FTS_STAGE_DDL, FTS_TABLES_DDL
 
 #: Word tokens of a text query (letters, digits, underscore in any script), at most this many.
 TOKEN_RE = re.compile(r"\w+", re.UNICODE)

@@ -1,4 +1,4 @@
-"""Release databases on disk, and opening the current one read-only (issue 15).
+"""Release databases on disk, and opening the current one read-only.
 
 Layout under ``<data dir>/site/releases/``:
 
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import duckdb
 
-from ..tables.site import release_tables
-from ..vocab import CATEGORIES
+from ...tables.site import release_tables
+from ...vocab import CATEGORIES
 from . import fts
 
 POINTER = "current.json"

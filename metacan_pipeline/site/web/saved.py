@@ -14,8 +14,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from ..tables.site import SAVED_QUERIES
-from .cohort import Cohort
+from ...tables.site import SAVED_QUERIES
+from ..query.cohort import Cohort
 
 HASH_RE = re.compile(r"[0-9a-f]{12}")
 

@@ -1,9 +1,9 @@
-"""The coding pages' words (issue 16): the names of the SPEC section 3 fields and values a coder answers, the
+"""The coding pages' words: the names of the SPEC section 3 fields and values a coder answers, the
 refusal sentences, and the reading of a submitted form into an answer.
 
 Every string is an English msgid marked with :func:`~metacan_pipeline.i18n.N_` (the French is in the catalogue);
 vocabulary codes come from :mod:`metacan_pipeline.vocab` and travel unchanged (a form value is a code, a label its
-name). The answer's rules are not restated here: :func:`metacan_pipeline.audit.coding.validate.validate_answer` applies them,
+name). The answer's rules are not restated here: :func:`metacan_pipeline.audit.coding.validate_answer` applies them,
 and :data:`FIELD_PROBLEMS` only says, per field it names, what to do in the coder's language.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..audit.coding.errors import CodingError
-from ..i18n import N_
-from ..vocab import CATEGORIES, CATEGORY_DISPLAY, CONFIDENCES, DOMAINS, GENRES, STUDY_DESIGNS
+from ...audit.coding.errors import CodingError
+from ...i18n import N_
+from ...vocab import CATEGORIES, CATEGORY_DISPLAY, CONFIDENCES, DOMAINS, GENRES, STUDY_DESIGNS
 
 #: The label of each answer field (the legend of its fieldset).
 FIELD_LABELS: dict[str, str] = {

@@ -1,12 +1,12 @@
-"""Facet typeahead (issue 15): ``/api/v1/facets/<venue|institution|funder|topic>?q=<prefix>``, the values of a facet
+"""Facet typeahead: ``/api/v1/facets/<venue|institution|funder|topic>?q=<prefix>``, the values of a facet
 that begin with a prefix, with their number of works, most first, under the current cohort or the whole release.
 
-Parameters are strict (:func:`.params.single_values`): ``q`` is the prefix (case-insensitive, at most
-:data:`.params.MAX_TEXT` characters; empty or absent: the facet's largest values), ``limit`` (1 to
-:data:`MAX_SUGGESTIONS`, default :data:`DEFAULT_SUGGESTIONS`), and every cohort filter of :data:`.params.FILTERS`
+Parameters are strict (:func:`..query.params.single_values`): ``q`` is the prefix (case-insensitive, at most
+:data:`..query.params.MAX_TEXT` characters; empty or absent: the facet's largest values), ``limit`` (1 to
+:data:`MAX_SUGGESTIONS`, default :data:`DEFAULT_SUGGESTIONS`), and every cohort filter of :data:`..query.params.FILTERS`
 but the text query (here ``q`` is the prefix). The facet's own filter is left out of its counts, as the home page's
 facets do (a venue's suggestions are the alternatives to the venue chosen). Without a cohort filter the counts come
-from ``facet_value_counts`` (written at build time, :mod:`.figures`); with one, from the cohort's ``work_facets`` rows
+from ``facet_value_counts`` (written at build time, :mod:`..build.figures`); with one, from the cohort's ``work_facets`` rows
 restricted to the matching codes. The prefix reaches DuckDB as a parameter of ``starts_with``, so ``%`` and ``_`` are
 plain characters.
 
@@ -22,10 +22,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .cohort import parse_filters
-from .figures import TYPEAHEAD_FACETS
-from .params import FILTERS, MAX_TEXT, Param, single_values
-from .queries import clauses, where_sql
+from ..build.figures import TYPEAHEAD_FACETS
+from ..query.clauses import clauses, where_sql
+from ..query.cohort import parse_filters
+from ..query.params import FILTERS, MAX_TEXT, Param, single_values
 
 DEFAULT_SUGGESTIONS, MAX_SUGGESTIONS = 10, 50
 #: The cohort filters the typeahead accepts: all but the text query, whose name is the prefix here.

@@ -1,4 +1,4 @@
-"""The human coding pages of the audit study (issue 16, "Coding"; SPEC section 10), on the site's server.
+"""The human coding pages of the audit study (SPEC section 10), on the site's server.
 
 Routes, in English under ``/coding/`` and in French under ``/fr/coding/`` (:func:`coding_routes`):
 
@@ -19,7 +19,7 @@ Routes, in English under ``/coding/`` and in French under ``/fr/coding/`` (:func
 - ``adjudication`` (coders with the adjudicator role, ``metacan coders adjudicator NAME``): the disagreements they
   did not code themselves; ``adjudication/<id>`` shows both answers side by side with the evidence and records the
   adjudicated code (:meth:`CodingStore.adjudicate`).
-- ``instructions``: the coder instructions the protocol locked (:func:`metacan_pipeline.audit.protocol.locked.load_instructions`).
+- ``instructions``: the coder instructions the protocol locked (:func:`metacan_pipeline.audit.protocol.load_instructions`).
 
 What a coder sees is the task's evidence and their own answers only: no label, prediction, score, stratum, design
 weight, teacher or release (the pages have their own layout, ``templates/coding/``), and never another coder's
@@ -46,14 +46,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from .. import settings
-from ..audit.coding.errors import CodingError, CodingStoreError
-from ..audit.coding.rules import SESSION_TTL
-from ..audit.coding.store import CodingStore
-from ..audit.protocol.locked import load_instructions
-from ..i18n import LOCALES, N_, Sentence, translations
-from ..openalex.ids import is_work_id
-from ..publish.abstracts import AbstractFetcher
+from ... import settings
+from ...audit.coding.errors import CodingError, CodingStoreError
+from ...audit.coding.rules import SESSION_TTL
+from ...audit.coding.store import CodingStore
+from ...audit.protocol.locked import load_instructions
+from ...i18n import LOCALES, N_, Sentence, translations
+from ...openalex.ids import is_work_id
+from ...publish.abstracts import AbstractFetcher
 from . import coding_strings as words
 from . import languages
 from .middleware import SECURITY_HEADERS

@@ -1,4 +1,4 @@
-"""A cohort: strictly parsed, validated filters over one release (issue 15), and its canonical query hash.
+"""A cohort: strictly parsed, validated filters over one release, and its canonical query hash.
 
 :func:`parse_request` takes the query parameters of a request (name -> list of values, as Starlette's
 ``QueryParams.multi_items`` gives them) and returns a :class:`Cohort` (the filters) and a :class:`Listing`
@@ -18,7 +18,7 @@ least one); classifier decisions: ``classifier_category`` with ``classifier_mode
 ``sort`` (``relevance`` with ``q`` only, ``year``, ``cited_by``), ``after`` (the cursor of the previous page),
 ``limit`` (1-100, default 20). Each parameter is declared once in :data:`.params.PARAMS` (kind, bounds or
 vocabulary, one line of documentation): the parser checks every value through it, and the OpenAPI document
-(:mod:`.openapi`) describes every parameter from it. Refusals are :func:`~metacan_pipeline.i18n.N_` sentences, so
+(:mod:`..web.openapi`) describes every parameter from it. Refusals are :func:`~metacan_pipeline.i18n.N_` sentences, so
 the HTML pages can say them in French; the API says them in English.
 
 The query hash (:meth:`Cohort.query_hash`) is the first 12 hex of SHA-256 over the canonical filters (set
@@ -36,8 +36,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..i18n import N_
-from . import fts
+from ...i18n import N_
+from ..build import fts
+from ..build.release import ReleaseInfo
 from .params import (
     BOOLEAN_FILTERS,
     DEFAULT_LIMIT,
@@ -49,7 +50,6 @@ from .params import (
     CohortError,
     single_values,
 )
-from .release import ReleaseInfo
 
 
 @dataclass(frozen=True)

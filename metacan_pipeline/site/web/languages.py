@@ -1,4 +1,4 @@
-"""The site in two languages (issue 15): English at ``/...``, French at ``/fr/...``, one page per language.
+"""The site in two languages: English at ``/...``, French at ``/fr/...``, one page per language.
 
 Every HTML route has a French twin under ``/fr`` (:data:`PREFIXES`); data routes (exports, the JSON API) have one
 address. Every page links its twins with ``<link rel="alternate" hreflang="en|fr|x-default">`` (:func:`alternates`,
@@ -17,8 +17,8 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ..i18n import DEFAULT_LOCALE, LANGUAGE_NAMES, LOCALES, N_, negotiate
-from .params import CohortError, single_values
+from ...i18n import DEFAULT_LOCALE, LANGUAGE_NAMES, LOCALES, N_, negotiate
+from ..query.params import CohortError, single_values
 
 PREFIXES = {"en": "", "fr": "/fr"}
 COOKIE = "metacan_lang"

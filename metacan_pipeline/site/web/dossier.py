@@ -1,11 +1,11 @@
-"""The disagreement dossier (``/dossier``, ``/fr/dossier``, ``/api/v1/dossier``; issue 15): the works on which two
+"""The disagreement dossier (``/dossier``, ``/fr/dossier``, ``/api/v1/dossier``): the works on which two
 teachers' labelled direct labels differ, every teacher's verdict and reason side by side, and the counts per teacher
 pair, under any cohort.
 
-The disagreements were found when the release was built (:mod:`.figures`, table ``work_disagreements``: one row per
+The disagreements were found when the release was built (:mod:`..build.figures`, table ``work_disagreements``: one row per
 work and pair ``<a> vs <b>``, the heads they differ on, by the rule of
 :func:`metacan_pipeline.teachers.core.agreement.head_values`: a head a label leaves unknown is never a disagreement). A
-request takes every cohort filter of :data:`.params.FILTERS` (parsed by :mod:`.cohort`, so the same values are
+request takes every cohort filter of :data:`..query.params.FILTERS` (parsed by :mod:`..query.cohort`, so the same values are
 refused the same way), and ``pair`` (one of the release's pairs), ``head`` (one of :data:`HEADS`), ``after`` (the
 ``work_key`` the previous page ended on) and ``limit``. Per pair it counts, in the cohort, the works both teachers
 labelled and those they disagree on (by head); it lists the disagreeing works in ``work_key`` order with each
@@ -23,11 +23,12 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..i18n import DEFAULT_LOCALE, N_
-from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
-from .cohort import Cohort, parse_filters
-from .params import DEFAULT_LIMIT, FILTERS, MAX_LIMIT, CohortError, Param, single_values
-from .queries import CohortQuery, where_sql
+from ...i18n import DEFAULT_LOCALE, N_
+from ...vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
+from ..query.clauses import where_sql
+from ..query.cohort import Cohort, parse_filters
+from ..query.cohort_query import CohortQuery
+from ..query.params import DEFAULT_LIMIT, FILTERS, MAX_LIMIT, CohortError, Param, single_values
 
 #: The heads two labels are compared on (:data:`metacan_pipeline.teachers.core.agreement.HEADS`, spelled from the
 #: vocabulary so that the served site does not import the labelling stage).

@@ -1,4 +1,4 @@
-"""Building a release database from what ``work_records`` publishes (issue 15; SPEC sections 2, 8 and 9).
+"""Building a release database from what ``work_records`` publishes (SPEC sections 2, 8 and 9).
 
 :func:`build_release` reads the ``work_records`` Parquet files (the records ``records_may_ship`` passed), the
 frame's name lists (institutions, funders, keywords: the lists the records' ``"; "``-joined strings were made
@@ -7,7 +7,7 @@ DuckDB file per release with the tables of :mod:`metacan_pipeline.tables.site` (
 SQLite FTS5 index of titles and keywords (:mod:`.fts`). Files are assembled under temporary names and renamed;
 the pointer ``current.json`` is replaced last (:mod:`.release`), so a reader sees a whole release or the old one.
 
-Memory does not grow with the release (issue 17): the per-work tables are written range of work keys by range
+Memory does not grow with the release: the per-work tables are written range of work keys by range
 (:data:`CHUNK_WORKS` works each, :func:`work_key_ranges`), each range's rows inserted in work_key order after the
 previous range's, so every table ends in work_key order as the export relies on, whatever the ranges; only the
 keys are sorted whole. Each range reads the records and frame rows of its keys (``work_records`` is written in id
@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -29,15 +30,13 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ..publish.pages import page_path
-from ..storage import MetacanStorage, sql_literal
-from ..tables.site import release_tables
-from ..vocab import CATEGORIES
+from ...publish.pages import page_path
+from ...storage import MetacanStorage, sql_literal
+from ...tables.site import release_tables
+from ...vocab import CATEGORIES
 from . import fts
-from .cohort_store import write_cohort_facet_counts
 from .cube import write_year_language_counts
 from .figures import write_figures
-from .queries import write_facet_counts
 from .release import (
     ReleaseUnavailable,
     database_path,
@@ -49,17 +48,19 @@ from .release import (
 )
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
-#: 4: cohort_facet_counts (.cohort_store); 5: year_language_counts (.cube); 6: the FTS5 index in impact order (.fts)
+#: 4: cohort_facet_counts (query.stored_counts); 5: year_language_counts (.cube); 6: the FTS5 index in impact order (.fts)
 LAYOUT_VERSION = 6  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
-#: Works per range of work keys that ``sql/release.sql`` turns into rows at a time (issue 17): what DuckDB holds
+#: Works per range of work keys that ``sql/release.sql`` turns into rows at a time: what DuckDB holds
 #: at once is one range's records, parsed, and its sort, so memory does not grow with the release. At 5 KB of record
 #: JSON a work, 20,000 works are about 100 MB of records (``benchmarks/bench_release_db.py``).
 CHUNK_WORKS = 20_000
 #: The release database is checkpointed after about this many works (whole ranges): the most a build without any
 #: checkpoint held without running out of its 1 GB (bench_release_db.py at 400,000 works).
 CHECKPOINT_WORKS = 400_000
+#: The step that writes the counts the queries read back into the database being built (``build_release``).
+StoredCounts = Callable[[duckdb.DuckDBPyConnection], object]
 COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
 
 
@@ -113,12 +114,17 @@ def _prevalence_sha(storage: MetacanStorage) -> str:
 def build_release(
     storage: MetacanStorage,
     page_context: dict,
+    stored_counts: StoredCounts,
     chunk_works: int = CHUNK_WORKS,
     checkpoint_works: int = CHECKPOINT_WORKS,
 ) -> BuiltRelease:
     """Build (or reuse) the release of the current ``work_records`` and make it current.
 
     ``page_context``: what the work page needs beside the record (:func:`metacan_pipeline.publish.pages.page_context`).
+    ``stored_counts``: writes the counts the queries read back (``facet_counts``, ``cohort_facet_counts``) into the
+    database being built, after ``sql/facets.sql`` and ``year_language_counts``
+    (:func:`metacan_pipeline.site.query.stored_counts.write_stored_counts`: the stored answers are computed by the
+    query layer's own counter, so a stored count is the computed one, byte for byte).
     ``chunk_works``: works per range of work keys (:data:`CHUNK_WORKS`; the tables are the same whatever it is);
     ``checkpoint_works``: works between checkpoints of the database (:data:`CHECKPOINT_WORKS`, the same).
     Reuses the files when a release of the same id is already complete. Raises :class:`ReleaseInputError` naming
@@ -137,7 +143,7 @@ def build_release(
     tag = uuid.uuid4().hex[:8]
     tmp_db, tmp_index = folder / f".{release_id}.{tag}.duckdb", folder / f".{release_id}.{tag}.fts.sqlite"
     try:
-        _write_database(storage, tmp_db, release_id, sha, page_context, chunk_works, checkpoint_works)
+        _write_database(storage, tmp_db, release_id, sha, page_context, stored_counts, chunk_works, checkpoint_works)
         write_index(tmp_db, tmp_index)
         os.replace(tmp_index, index)
         os.replace(tmp_db, db)
@@ -182,6 +188,7 @@ def _write_database(
     release_id: str,
     sha: str,
     page_context: dict,
+    stored_counts: StoredCounts,
     chunk_works: int,
     checkpoint_works: int = CHECKPOINT_WORKS,
 ) -> None:
@@ -214,7 +221,7 @@ def _write_database(
         # record JSON, in memory: out of 1 GB at commit at 400,000 works), and a checkpoint only every
         # CHECKPOINT_WORKS works: a checkpoint writes each unfinished row group again (a 1.15-1.5 times larger file at
         # 400,000 works with DuckDB's own checkpoints; benchmarks/bench_release_db.py), but with none until the end
-        # every row waits in the WAL and in DuckDB's temporary files: the 4.3M-work rehearsal ran out of the 1 GB after
+        # every row waits in the WAL and in DuckDB's temporary files: a build of 4.3M works ran out of the 1 GB after
         # 311 s, 55.9 GB written.
         con.execute("SET checkpoint_threshold = '1TB'")
         since_checkpoint = 0
@@ -236,9 +243,8 @@ def _write_database(
         con.execute("RESET checkpoint_threshold")
         _check_inputs(con, mismatch)
         con.execute(FACETS_SQL)
-        write_facet_counts(con)
         write_year_language_counts(con)
-        write_cohort_facet_counts(con)
+        stored_counts(con)
         prevalence = storage.table_dir("prevalence") / "*.parquet" if storage.has_table("prevalence") else None
         write_figures(con, prevalence)
         con.execute(

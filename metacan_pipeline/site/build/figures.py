@@ -1,5 +1,5 @@
 """The figures of the statistics page, the disagreement dossier's table and the typeahead counts, computed once
-when a release is built (issue 15; :func:`write_figures`, called by :mod:`.build` after ``sql/facets.sql``), so the
+when a release is built (:func:`write_figures`, called by :mod:`.build` after ``sql/facets.sql``), so the
 served pages read a few small rows whatever the release's size.
 
 - ``release_statistics`` (one JSON row list per figure, the rows of the page's data table): ``frame_by_year``
@@ -31,11 +31,12 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ..tables.site import DISAGREEMENT_SCHEMA, RELEASE_PREVALENCE_SCHEMA, catalog_schema
+from ...tables.site import DISAGREEMENT_SCHEMA, RELEASE_PREVALENCE_SCHEMA, catalog_schema
+from ...teachers.core.agreement import HEADS, head_values  # the pipeline's rule of which heads a label gives
 
 DOSSIER_SCHEMA = catalog_schema("dossier_works")
 
-#: The facets the typeahead completes (:mod:`.typeahead`): name facets are code lists of ``work_facets``.
+#: The facets the typeahead completes (:mod:`..web.typeahead`): name facets are code lists of ``work_facets``.
 TYPEAHEAD_FACETS = ("venue", "institution", "funder", "topic")
 ROUTES = ("ca_aff", "ca_fund", "ca_venue", "about_ca")
 
@@ -97,8 +98,6 @@ def disagreements(con: duckdb.DuckDBPyConnection) -> tuple[pa.Table, pa.Table, l
 
     The records are read whole and parsed here: a JSON path over ``works.record_json`` in the statement was evaluated
     on every row before the filter (30 s for 483 works of 100,000; the raw column 0.8 s)."""
-    from ..teachers.core.agreement import HEADS, head_values  # the pipeline's rule of which heads a label gives
-
     teachers = [r[0] for r in con.execute("SELECT DISTINCT teacher FROM work_labels ORDER BY 1").fetchall()]
     pairs = {f"{a} vs {b}": {h: 0 for h in HEADS} for a, b in combinations(teachers, 2)}
     compared = dict.fromkeys(pairs, 0)

@@ -10,8 +10,8 @@ names, which the catalogue translates.
 
 from __future__ import annotations
 
-from ..i18n import DEFAULT_LOCALE, N_, format_number, translations
-from ..vocab import CATEGORY_DISPLAY
+from ...i18n import DEFAULT_LOCALE, N_, format_number, translations
+from ...vocab import CATEGORY_DISPLAY
 
 #: The label of each form field and facet group, by parameter (or facet) name.
 LABELS: dict[str, str] = {
@@ -84,7 +84,7 @@ def value_word(value: str, locale: str = DEFAULT_LOCALE) -> str:
 
 
 def coverage_sentence(cov: dict[str, int], classifier_version: str, locale: str = DEFAULT_LOCALE) -> str:
-    """The sentence that travels with every result (issue 15): what the labels and decisions cover."""
+    """The sentence that travels with every result: what the labels and decisions cover."""
     n = {k: format_number(cov[k], locale) for k in ("direct", "works", "scored", "decided")}
     return translations(locale).gettext(COVERAGE) % {**n, "version": classifier_version}
 

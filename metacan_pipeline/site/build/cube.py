@@ -1,4 +1,4 @@
-"""Facet counts by year and language, stored when a release is built (issue 15, Performance; layout 5).
+"""Facet counts by year and language, stored when a release is built.
 
 A cohort's facets are counted under every filter but the facet's own. When those other filters are only a year
 range and/or a language (the usual first filters: year 2015-2022 + language en holds about a fifth of the release),
@@ -15,13 +15,13 @@ each facet is a sum over a few cells of a table counted once per release, ``year
 - ``_coverage``: the works (code 0), with a labelled direct label (1), scored (2) and decided (3).
 
 Year and language are the columns ``year`` and ``language`` of ``work_facets`` under the same names, so a cohort's own
-coded clauses (:func:`.queries.where_sql`) select the cells of the table as they select the works of ``work_facets``:
+coded clauses (:func:`..query.clauses.where_sql`) select the cells of the table as they select the works of ``work_facets``:
 a year range keeps its years (never a NULL year), a language its code, and a cell is a disjoint set of works, so the
 sum over the cells in range is the count over the works in range, exactly. :func:`facet_items` orders and cuts each
-facet as :class:`.queries.FacetCounter` does (``site/test_cube.py`` compares both, and direct DuckDB counts, for
-year ranges, open-ended ones, an empty one and languages). :class:`.queries.FacetCounter` reads it for every facet
+facet as :class:`..query.facets.FacetCounter` does (``site/test_cube.py`` compares both, and direct DuckDB counts, for
+year ranges, open-ended ones, an empty one and languages). :class:`..query.facets.FacetCounter` reads it for every facet
 whose other filters are only year and language (so also the year-range facet of year + funder, say), and
-:class:`.queries.CohortQuery` its count and coverage when the cohort has no other filter. A release of an earlier
+:class:`..query.cohort_query.CohortQuery` its count and coverage when the cohort has no other filter. A release of an earlier
 layout has no such table: its cohorts are counted as before.
 """
 
@@ -30,6 +30,8 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+
+from .facet_columns import BOOLEAN_COLUMNS, COLUMN_FACETS, LIST_FACETS, NAME_TABLES, TOP_N
 
 #: The filter groups the table is keyed by: a facet is read from it when its other filters are among these.
 CUBE_GROUPS = frozenset({"year", "language"})
@@ -43,8 +45,6 @@ def write_year_language_counts(con) -> int:
     """Count every facet of ``work_facets`` per year and language into ``year_language_counts`` (the build, after
     ``sql/facets.sql``), in (facet, language, year) order so a language's or a year range's cells are found by zone
     maps; returns the rows written."""
-    from .queries import BOOLEAN_COLUMNS, COLUMN_FACETS, LIST_FACETS
-
     columns = [c for c in COLUMN_FACETS if c != "year"]
     parts = [
         f"SELECT w.year, w.language, '{c}' AS facet, w.{c} AS code, count(*) AS n FROM work_facets w GROUP BY ALL"
@@ -90,8 +90,6 @@ def cube_rows(con, selections: list[tuple[list[str], str, list]]) -> list[tuple]
     for facets, where, p in selections:
         conds.append(f"(w.facet IN ({', '.join(repr(f) for f in facets)}) AND ({where}))")
         params += p
-    from .queries import NAME_TABLES, TOP_N
-
     # the listed facets keep their first TOP_N values here already (the order facet_items gives), not all of a venue's
     # thousands: fetching and sorting them in Python took longer than the sum itself at 4.3M works
     listed = ", ".join(repr(f) for f in (*TOP_N_FACETS, *NAME_TABLES))
@@ -125,10 +123,8 @@ def by_facet(rows: list[tuple]) -> dict[str, list[tuple]]:
 
 
 def facet_items(name: str, mine: list[tuple]) -> list[dict[str, Any]]:
-    """The items of facet ``name`` (a :data:`.queries.FACETS` group) from its summed cells (its rows of
-    :func:`by_facet`), ordered and cut as :class:`.queries.FacetCounter` gives them."""
-    from .queries import BOOLEAN_COLUMNS, NAME_TABLES, TOP_N
-
+    """The items of facet ``name`` (a :data:`..query.facets.FACETS` group) from its summed cells (its rows of
+    :func:`by_facet`), ordered and cut as :class:`..query.facets.FacetCounter` gives them."""
     if name == "year":
         got = sorted(((code, n) for _, code, *_, n in mine), key=lambda t: (t[0] is None, -(t[0] or 0)))
         return [{"value": c, "count": n} for c, n in got]
