@@ -63,10 +63,12 @@ messages: $(STAMP)
 	$(BIN)/pybabel update -i $$pot -d $(LOCALE_DIR) -D messages -w 120 --no-fuzzy-matching --ignore-obsolete && \
 	rm -f $$pot
 
-## The formatter and the linter (configured in pyproject.toml); `make test` runs them first, so CI enforces them.
+## The formatter, the linter and the import contracts (all configured in pyproject.toml: the stages' layers, no
+## cycle between sibling modules or packages); `make test` runs them first, so CI enforces them.
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 ## Run the test suite (real DuckDB, real llama.cpp server, real Dagster executor, `dagster dev` in headless Chromium).
 test: $(STAMP) browser lint

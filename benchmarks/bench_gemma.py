@@ -56,8 +56,8 @@ def main() -> None:
     from metacan_pipeline.resources import OpenAlexFiles
     from metacan_pipeline.storage import MetacanStorage
     from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer
-    from metacan_pipeline.teachers.core.labelling import label_works
     from metacan_pipeline.teachers.core.registry import load_registry
+    from metacan_pipeline.teachers.labelling import label_works
 
     log = logging.getLogger("bench_gemma")
     with tempfile.TemporaryDirectory(prefix="bench-gemma-") as tmp:

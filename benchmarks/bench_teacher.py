@@ -61,8 +61,8 @@ def _bench_spec(base_url: str, works_per_call: int, concurrency: int):
 def _label_run(storage, spec, rows: list[dict], run_id: str):
     import logging
 
-    from metacan_pipeline.teachers.core.export import export_labels
-    from metacan_pipeline.teachers.core.labelling import label_works
+    from metacan_pipeline.teachers.export import export_labels
+    from metacan_pipeline.teachers.labelling import label_works
 
     stats = label_works(
         storage, spec, rows, run_id=run_id, log=logging.getLogger("bench"), base_url=lambda: spec.base_url

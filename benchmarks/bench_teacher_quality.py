@@ -39,10 +39,10 @@ def main() -> None:
     from metacan_pipeline.storage import MetacanStorage
     from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer
     from metacan_pipeline.teachers.core.agreement import kappa
-    from metacan_pipeline.teachers.core.export import current_labels
-    from metacan_pipeline.teachers.core.labelling import label_works
-    from metacan_pipeline.teachers.core.qualification import draw_reference_set, judge, load_qualification
     from metacan_pipeline.teachers.core.registry import load_registry
+    from metacan_pipeline.teachers.export import current_labels
+    from metacan_pipeline.teachers.labelling import label_works
+    from metacan_pipeline.teachers.qualification import draw_reference_set, judge, load_qualification
 
     log = logging.getLogger("bench_teacher_quality")
     cfg = load_qualification()

@@ -443,17 +443,17 @@ def write_inputs(
 
 def record_qualification(storage: MetacanStorage, teacher: str, agree: bool = True) -> None:
     """Store a qualification result for a registry teacher whose labels a test writes directly (no calls):
-    :func:`~metacan_pipeline.teachers.core.qualification.judge` on the real frame1k reference set of a teacher
+    :func:`~metacan_pipeline.teachers.qualification.judge` on the real frame1k reference set of a teacher
     that gives every reference work its reference label (``agree``: qualified, kappa 1) or calls every
     work not meta-research (not qualified, kappa 0)."""
-    from metacan_pipeline.teachers.core.qualification import (
+    from metacan_pipeline.teachers.core.registry import load_registry
+    from metacan_pipeline.teachers.qualification import (
         draw_reference_set,
         judge,
         load_qualification,
         reference_sha,
         store_result,
     )
-    from metacan_pipeline.teachers.core.registry import load_registry
 
     cfg = load_qualification()
     works = draw_reference_set(PILOT, cfg, set())

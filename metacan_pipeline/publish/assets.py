@@ -23,8 +23,8 @@ from ..release.layer import layer_rule
 from ..settings import API_URL_ENV
 from ..storage import MetacanStorage, process_tag, sweep_dead
 from ..tables.publish import LINEAGE_SCHEMA, PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
-from ..teachers.core.qualification import load_qualification, qualification_notes
 from ..teachers.core.registry import load_registry, load_roles
+from ..teachers.qualification import load_qualification, qualification_notes
 from ..vocab import SAMPLE_TEACHER
 from .abstracts import AbstractFetcher
 from .lineage import build_lineage

@@ -36,7 +36,7 @@ def threshold_rows(
     """The quota of every gated binary sample-teacher head over ``student_scores`` on ``con``, and one
     ``prediction_thresholds`` row per binary target (k, threshold and boundary id NULL for an ungated head).
     ``not_qualified``: why the sample teacher's labels may not decide (it failed its qualification test,
-    :mod:`metacan_pipeline.teachers.core.qualification`); then no head decides and that is the gate reason."""
+    :mod:`metacan_pipeline.teachers.qualification`); then no head decides and that is the gate reason."""
     gates, rates = bundle.gates, bundle.rates
     quotas = {
         t: quota_calibrate(con, "student_scores", f'"{score_column(SAMPLE, t)}"', rates[t], t)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..storage import MetacanStorage
-from ..teachers.core.qualification import counts, current_qualification, load_qualification, status_note
 from ..teachers.core.registry import load_registry, load_roles
+from ..teachers.qualification import counts, current_qualification, load_qualification, status_note
 from ..vocab import CENSUS_TEACHER, SAMPLE_TEACHER
 
 ROLES: dict[str, str] = load_roles()

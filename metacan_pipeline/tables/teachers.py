@@ -238,6 +238,6 @@ TABLES = [
 ]
 
 
-#: A chunked census run's view hashes (``teachers/core/labelling.py``): a scratch Parquet file, one row per work, deleted
+#: A chunked census run's view hashes (``teachers/labelling.py``): a scratch Parquet file, one row per work, deleted
 #: when the run ends.
 VIEW_HASH_SCHEMA = columns("work_id", "view_hash")

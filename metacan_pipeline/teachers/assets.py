@@ -24,10 +24,8 @@ from .calling.retry import retried_unless_interrupted
 from .calling.server import EmbeddedLlamaServer
 from .core.agreement import agreement_metadata, agreement_note, compare_pairs, load_labelled
 from .core.batches import add_round_proposals, batches_metadata, rows_per_batch
-from .core.export import direct_labels_metadata, export_labels
-from .core.labelling import discard_view_hashes, iter_selected, label_works
-from .core.qualification import draw_reference_set, load_qualification, qualification_metadata, qualify
 from .core.registry import TeacherRunConfig, TeacherSpec, direct_labels_table, load_registry, load_roles
+from .export import direct_labels_metadata, export_labels
 from .imports.importing import import_records
 from .imports.sources import (
     ImportedLabelsConfig,
@@ -37,6 +35,8 @@ from .imports.sources import (
     pilot_jobs,
     report_line,
 )
+from .labelling import discard_view_hashes, iter_selected, label_works
+from .qualification import draw_reference_set, load_qualification, qualification_metadata, qualify
 
 _COVERAGE_TEXT = {
     "all": "every frame work",
@@ -123,7 +123,7 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
 def teacher_qualification(
     context: dg.AssetExecutionContext, storage: MetacanStorage, llm_server: EmbeddedLlamaServer
 ) -> dg.MaterializeResult:
-    """Appends one ``teacher_qualification`` row per registry teacher (``core/qualification.py``)."""
+    """Appends one ``teacher_qualification`` row per registry teacher (``qualification.py``)."""
     try:  # a bad configuration or reference folder is not transient: fail once, saying what to fix
         cfg = load_qualification()
         entities = storage.read_table("canadian_entities", ["kind", "display_name"]).to_pylist()

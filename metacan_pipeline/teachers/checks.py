@@ -5,8 +5,8 @@ import duckdb
 import pyarrow as pa
 
 from ..storage import MetacanStorage, sql_literal
-from .core.labelling import covered_ids
 from .core.registry import TeacherSpec, direct_labels_table, load_registry
+from .labelling import covered_ids
 
 
 def covers_check(spec: TeacherSpec) -> dg.AssetChecksDefinition:

@@ -142,7 +142,7 @@ def test_the_eta_is_the_pace_since_the_first_answer_not_since_a_cold_start():
     import logging
 
     from metacan_pipeline.teachers.calling.sending import Progress
-    from metacan_pipeline.teachers.calling.stats import LabelRunStats
+    from metacan_pipeline.teachers.core.stats import LabelRunStats
 
     progress = Progress("gemma", 100, LabelRunStats(), logging.getLogger("eta"), every_s=1e9)
     assert progress.eta(time.monotonic()) == "after the first answer"

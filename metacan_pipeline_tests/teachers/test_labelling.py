@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.core.labelling: the labelling engine against the stub teacher and mock
+"""Tests of metacan_pipeline.teachers.labelling: the labelling engine against the stub teacher and mock
 transports."""
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import pytest
 
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.calling.client import EndpointConfigurationError
-from metacan_pipeline.teachers.core.export import export_labels
-from metacan_pipeline.teachers.core.labelling import label_works, select_works
 from metacan_pipeline.teachers.core.registry import TeacherSpec, direct_labels_table, load_registry
 from metacan_pipeline.teachers.core.rubric import load_prompt
+from metacan_pipeline.teachers.export import export_labels
+from metacan_pipeline.teachers.labelling import label_works, select_works
 from metacan_pipeline_tests.builders import RUN_LOG, frame_rows, spec_for
 from metacan_pipeline_tests.stub_teacher import parse_records, run_stub, stub_label
 
@@ -86,7 +86,7 @@ TWIN_SCRIPT = """
 import logging, sys, time
 from pathlib import Path
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.teachers.core.labelling import label_works
+from metacan_pipeline.teachers.labelling import label_works
 from metacan_pipeline_tests.builders import frame_rows, spec_for
 url, data, me, other = sys.argv[1:5]
 Path(data, me).touch()
@@ -575,7 +575,7 @@ def test_a_server_killed_mid_run_leaves_unavailable_failures_that_the_next_run_a
 KILL_SCRIPT = """
 import json, logging, sys
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.teachers.core.labelling import label_works
+from metacan_pipeline.teachers.labelling import label_works
 from metacan_pipeline_tests.builders import frame_rows, spec_for
 url, data = sys.argv[1], sys.argv[2]
 label_works(MetacanStorage(data_dir=data), spec_for(url, concurrency=2, works_per_call=2), frame_rows(60), run_id="killed",
@@ -678,7 +678,7 @@ def test_sample_plus_batch_coverage_labels_the_sample_and_the_proposed_batch(tmp
     import pyarrow as pa
 
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers.core.labelling import select_works
+    from metacan_pipeline.teachers.labelling import select_works
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     storage.write_table("frame", pa.table({"id": [f"W{i}" for i in range(6)]}))
@@ -711,7 +711,7 @@ def test_plan_run_reuses_stored_labels_gives_rule_labels_and_defers_beyond_max_w
     """plan_run: a work whose label key is stored is reused, a work outside the sampling frame gets the rule
     label (stored by store_frame_rule_labels, then reused too), and max_works defers the rest in frame order."""
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.teachers.core.labelling import plan_run, store_frame_rule_labels
+    from metacan_pipeline.teachers.labelling import plan_run, store_frame_rule_labels
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     spec = load_registry(environ={})["gemma"]
@@ -740,7 +740,7 @@ def test_a_run_fed_chunk_by_chunk_labels_as_one_list_does_and_keeps_its_budget_a
     """label_works over chunks (what the assets send, so a census of millions is never held at once): the same
     labels and export as one list, the view hashes in a Parquet file that export_labels joins, and max_works
     counted over the whole run, not per chunk."""
-    from metacan_pipeline.teachers.core.labelling import discard_view_hashes
+    from metacan_pipeline.teachers.labelling import discard_view_hashes
 
     rows = frame_rows(12)
     chunks = [rows[i : i + 5] for i in range(0, len(rows), 5)]

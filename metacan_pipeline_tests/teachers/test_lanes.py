@@ -17,9 +17,9 @@ import httpx
 
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.calling.archive import read_archive
-from metacan_pipeline.teachers.core.export import export_labels
-from metacan_pipeline.teachers.core.labelling import label_works
 from metacan_pipeline.teachers.core.registry import TeacherSpec
+from metacan_pipeline.teachers.export import export_labels
+from metacan_pipeline.teachers.labelling import label_works
 from metacan_pipeline_tests.builders import frame_rows, spec_for
 from metacan_pipeline_tests.stub_teacher import run_stub
 
@@ -233,7 +233,7 @@ def test_a_lane_answering_503_rests_and_a_lane_refusing_the_key_is_out_the_other
     assert statuses == {"a": [200], "b": [401], "c": [503]}
     con.close()
     # the asset's metadata: one row per endpoint, the calls in flight over all of them
-    from metacan_pipeline.teachers.core.export import direct_labels_metadata
+    from metacan_pipeline.teachers.export import direct_labels_metadata
 
     export_labels(storage, spec, stats.view_hashes)
     md = direct_labels_metadata(spec, storage, stats)
@@ -333,7 +333,7 @@ def test_each_outcome_is_recorded_once_and_a_lost_call_is_recorded_only_when_no_
     the queue while another lane is up, and recorded (the next run asks again) once none is."""
     from metacan_pipeline.teachers.calling.client import LabelOutcome
     from metacan_pipeline.teachers.calling.sending import Lane, LaneRun, Progress
-    from metacan_pipeline.teachers.calling.stats import LabelRunStats
+    from metacan_pipeline.teachers.core.stats import LabelRunStats
 
     recorded: list[str] = []
     lanes = [Lane("a", 1, 30.0), Lane("b", 1, 30.0)]

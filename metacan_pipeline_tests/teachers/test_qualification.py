@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.teachers.core.qualification: the frontier reference set, the test, both outcomes
+"""Tests of metacan_pipeline.teachers.qualification: the frontier reference set, the test, both outcomes
 with a real (stub) teacher endpoint, and what an unqualified teacher may still decide (nothing)."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ import httpx
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from metacan_pipeline.teachers.core.qualification import (
+from metacan_pipeline.teachers.core.reference import R1_ARMS, frame1k_labels
+from metacan_pipeline.teachers.core.views import record_view
+from metacan_pipeline.teachers.qualification import (
     IN_SCOPE,
     NOT_QUALIFIED,
     OUT,
@@ -23,8 +25,6 @@ from metacan_pipeline.teachers.core.qualification import (
     load_qualification,
     qualify,
 )
-from metacan_pipeline.teachers.core.reference import R1_ARMS, frame1k_labels
-from metacan_pipeline.teachers.core.views import record_view
 from metacan_pipeline_tests.builders import PILOT, RUN_LOG, spec_for
 from metacan_pipeline_tests.stub_teacher import run_stub
 

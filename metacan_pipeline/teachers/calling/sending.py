@@ -47,9 +47,9 @@ from tqdm import tqdm
 from ...http import public_url
 from ..core.registry import EMBEDDED_ENDPOINT, MAX_ENDPOINT_BACKOFF_S, TeacherSpec
 from ..core.rubric import Prompt
+from ..core.stats import LabelRunStats, LaneStats
 from ..core.store import NOT_FINAL, UNAVAILABLE
 from .client import CallRecord, EndpointConfigurationError, EndpointUnavailableError, LabelOutcome, TeacherClient
-from .stats import LabelRunStats, LaneStats
 
 
 class Progress:

@@ -20,18 +20,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
-from ...http import mask_secret
-from ...storage import MetacanStorage
-from ...tables.teachers import VIEW_HASH_SCHEMA
-from ...vocab import INSUFFICIENT_PAYLOAD
-from ..calling.archive import LabelWriter, recover
-from ..calling.client import CallRecord, LabelOutcome
-from ..calling.sending import Progress, run_interruptibly, send_batches, structured_modes, teacher_lanes
-from ..calling.stats import LabelRunStats, LaneStats
-from .registry import TeacherSpec
-from .rubric import Prompt, load_prompt
-from .store import append_rows, existing_keys, new_key, now_utc
-from .views import record_view, view_hash
+from ..http import mask_secret
+from ..storage import MetacanStorage
+from ..tables.teachers import VIEW_HASH_SCHEMA
+from ..vocab import INSUFFICIENT_PAYLOAD
+from .calling.archive import LabelWriter, recover
+from .calling.client import CallRecord, LabelOutcome
+from .calling.sending import Progress, run_interruptibly, send_batches, structured_modes, teacher_lanes
+from .core.registry import TeacherSpec
+from .core.rubric import Prompt, load_prompt
+from .core.stats import LabelRunStats, LaneStats
+from .core.store import append_rows, existing_keys, new_key, now_utc
+from .core.views import record_view, view_hash
 
 Abstracts = Callable[[list[dict]], dict[str, str | None]]
 """Loads ``{work id: abstract}`` for frame rows (the ``title_abstract`` view)."""

@@ -37,17 +37,17 @@ import dagster as dg
 import httpx
 import pyarrow as pa
 
-from ...openalex.abstract import markup_to_text
-from ...sampling.design import salted_hash
-from ...storage import MetacanStorage
-from ...tables.teachers import QUALIFICATION_SCHEMA
-from .agreement import kappa
+from ..openalex.abstract import markup_to_text
+from ..sampling.design import salted_hash
+from ..storage import MetacanStorage
+from ..tables.teachers import QUALIFICATION_SCHEMA
+from .core.agreement import kappa
+from .core.reference import R1_ARMS, frame1k_labels
+from .core.registry import TeacherSpec, default_registry_path
+from .core.rubric import load_prompt
+from .core.store import now_utc
 from .export import current_labels
 from .labelling import label_works
-from .reference import R1_ARMS, frame1k_labels
-from .registry import TeacherSpec, default_registry_path
-from .rubric import load_prompt
-from .store import now_utc
 
 QUALIFIED, NOT_QUALIFIED, TOO_FEW = "qualified", "not_qualified", "too_few_cases"
 STATUSES = (QUALIFIED, NOT_QUALIFIED, TOO_FEW)

@@ -11,15 +11,15 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...meta import counts_markdown, table_metadata
-from ...storage import MetacanStorage, scratch_path, sql_literal
-from ...tables.teachers import LABELS_SCHEMA
-from ...vocab import CATEGORIES
-from ..calling.stats import LabelRunStats
+from ..meta import counts_markdown, table_metadata
+from ..storage import MetacanStorage, scratch_path, sql_literal
+from ..tables.teachers import LABELS_SCHEMA
+from ..vocab import CATEGORIES
+from .core.registry import TeacherSpec, direct_labels_table
+from .core.rubric import load_prompt
+from .core.stats import LabelRunStats
+from .core.store import current_labels_sql
 from .labelling import CHUNK_WORKS
-from .registry import TeacherSpec, direct_labels_table
-from .rubric import load_prompt
-from .store import current_labels_sql
 
 
 def current_labels_query(spec: TeacherSpec, view_hashes: "dict[str, str] | Path") -> tuple[str, list, pa.Table | None]:
