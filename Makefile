@@ -68,13 +68,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
-## Run the test suite (real DuckDB, real llama.cpp server, real Dagster executor, `dagster dev` in headless Chromium).
+## Run the test suite (real DuckDB, real llama.cpp server, real Dagster executor, `dagster dev` in headless Chromium),
+## every benchmark at its smallest size included (marker bench: metacan_pipeline_tests/test_benchmarks.py).
 test: $(STAMP) browser lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-## The tests without the browser, LLM and slow ones (markers in pyproject.toml), for a quick loop while editing.
+## The tests without the browser, LLM, slow and benchmark ones (markers in pyproject.toml), for a quick loop while editing.
 test-fast: $(STAMP) lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not browser and not llm and not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not browser and not llm and not slow and not bench"
 
 ## The Dagster UI over workspace.yaml, on the same instance folder as `make run`.
 dev: $(STAMP)

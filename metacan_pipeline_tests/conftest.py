@@ -173,6 +173,7 @@ def pytest_collection_modifyitems(config, items):
 #: Groups whose tests took longest in ``pytest --durations=0 -n 2`` (issue 14), longest first.
 LONGEST_GROUPS = (
     "llm",
+    "metacan_pipeline_tests.test_benchmarks",  # every benchmark at its smallest size, one after the other
     "metacan_pipeline_tests.student.test_training",
     "metacan_pipeline_tests.student.test_pilot_eval_frame1k",
     "metacan_pipeline_tests.integration.test_ui_browser",
