@@ -55,7 +55,7 @@ and ``ru_maxrss`` the parent records as bench_frame.py does:
 
 Targets (printed, not asserted): scoring 1,000,000 works < 120 s with peak RSS flat between
 100,000 and 1,000,000 works; training all heads on 10,000 labelled works < 60 s.
-Output: a table on stdout and ``benchmarks/out/student.json``; ``--smoke``: 2,000 works scored and labelled, from a
+Output: a table on stdout and ``benchmarks/out/student.json``; ``--smoke``: 500 works scored, 300 labelled, from a
 2,000-work scale input. ``--profile`` also writes cProfile stats
 of the largest scoring run to ``benchmarks/out/profile_student_score_<N>.pstats``.
 """
@@ -172,12 +172,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--titles", choices=("synthetic", "repeat"), default="synthetic")
     ap.add_argument("--no-repeat-baseline", action="store_true", help="run each baseline once, not before and after")
     ap.add_argument("--profile", action="store_true", help="cProfile the largest write_predictions run")
-    common.add_smoke_arg(ap, "2,000 works scored, 2,000 labelled, from a 2,000-work scale input")
+    common.add_smoke_arg(ap, "500 works scored, 300 labelled, from a 2,000-work scale input")
     common.add_child_args(ap, ("input", "data", "bundle", "profile_to"))
     args = ap.parse_args(argv)
     source_works = SOURCE_WORKS
     if args.smoke and not args._stage:
-        args.sizes, args.train_works, source_works = [2_000], 2_000, 2_000
+        args.sizes, args.train_works, source_works = [500], 300, 2_000
     if args._stage:
         run_stage_in_child(args)
         return
