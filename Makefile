@@ -90,6 +90,7 @@ serve: $(STAMP)
 ## (train_bundle on 10,000 labelled works; write_predictions on 100,000 and 1,000,000 frame works), the work pages (render_work
 ## on 20,000 records without abstracts, against json.dumps of the same records). The scale inputs (about 5 GB)
 ## go to /tmp/metacan-bench, the student's (about 1 GB) to /tmp/metacan-bench-student; the pages and records (about 300 MB) to a temporary folder, removed after.
+## Each writes its figures, ratios, machine and commit to benchmarks/out/<benchmark>.json (benchmarks/README.md).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_frame.py --sizes 250000 1000000
 	$(BIN)/python benchmarks/bench_api.py

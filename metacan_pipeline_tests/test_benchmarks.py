@@ -75,8 +75,12 @@ SMOKES = {
 
 
 def _params():
+    """One test per script. Under ``make test`` each is an xdist group of its own (``bench:<script>``), so the two
+    workers share them; those that start llama.cpp stay in the ``llm`` group (conftest.pytest_itemcollected)."""
     for script, smoke in sorted(SMOKES.items()):
         marks = [pytest.mark.bench, *(getattr(pytest.mark, m) for m in smoke.marks)]
+        if "llm" not in smoke.marks:
+            marks.append(pytest.mark.xdist_group(f"bench:{script}"))
         yield pytest.param(script, smoke, id=script.removesuffix(".py"), marks=marks)
 
 
