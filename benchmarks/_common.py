@@ -387,7 +387,8 @@ def record(
 ) -> Path:
     """Write a benchmark's result to :func:`result_path` and say where: ``{"benchmark", "run": run_info(),
     "smoke", "ratios", "figures"}``. ``ratios`` are the headline figures against their same-process baseline
-    (``figure / baseline``: below 1 is faster or smaller than the baseline unless the benchmark says otherwise);
+    (``figure / baseline``, named ``<figure>/<baseline>``; which side of 1 is better depends on the figure:
+    seconds and bytes want below 1, rates above);
     ``figures`` is everything the benchmark measured. A ``--smoke`` run is marked so: its figures measure nothing."""
     path = result_path(benchmark, name)
     doc = {

@@ -1,5 +1,5 @@
 """Every benchmark script runs at its smallest size (``--smoke``) and writes its result, so a change that breaks a
-benchmark fails ``make test`` (marker ``bench``; ``make test-fast`` leaves them out).
+benchmark fails ``make test`` (markers ``bench`` and ``slow``; ``make test-fast`` leaves them out).
 
 Each script runs as ``make bench`` runs it: a fresh ``python benchmarks/<script> --smoke`` process, its scratch
 folders under the test's temporary folder and its result (``_common.record``) sent there by
@@ -49,7 +49,7 @@ class Smoke:
 
 
 SMOKES = {
-    "audit_demo.py": Smoke("", ("--data-dir", "{tmp}/demo"), ("slow",), printed="$ metacan summary", smallest=""),
+    "audit_demo.py": Smoke("", ("--data-dir", "{tmp}/demo"), printed="$ metacan summary", smallest=""),
     "audit_figures.py": Smoke("audit_figures.json"),
     "bench_agreement.py": Smoke("agreement.json", ("--scratch", "{tmp}/scratch")),
     "bench_api.py": Smoke("api.json", ratios=True),
@@ -78,7 +78,8 @@ def _params():
     """One test per script. Under ``make test`` each is an xdist group of its own (``bench:<script>``), so the two
     workers share them; those that start llama.cpp stay in the ``llm`` group (conftest.pytest_itemcollected)."""
     for script, smoke in sorted(SMOKES.items()):
-        marks = [pytest.mark.bench, *(getattr(pytest.mark, m) for m in smoke.marks)]
+        # slow too: a subprocess of a few seconds to minutes, so a "not slow" run leaves them out as well
+        marks = [pytest.mark.bench, pytest.mark.slow, *(getattr(pytest.mark, m) for m in smoke.marks)]
         if "llm" not in smoke.marks:
             marks.append(pytest.mark.xdist_group(f"bench:{script}"))
         yield pytest.param(script, smoke, id=script.removesuffix(".py"), marks=marks)
