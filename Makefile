@@ -70,13 +70,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-## Run the test suite (real DuckDB, real llama.cpp server, real Dagster executor, `dagster dev` in headless Chromium).
+## Run the test suite (real DuckDB, real llama.cpp server, real Dagster executor, `dagster dev` in headless Chromium),
+## every benchmark at its smallest size included (marker bench: metacan_pipeline_tests/test_benchmarks.py).
 test: $(STAMP) browser lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-## The tests without the browser, LLM and slow ones (markers in pyproject.toml), for a quick loop while editing.
+## The tests without the browser, LLM, slow and benchmark ones (markers in pyproject.toml), for a quick loop while editing.
 test-fast: $(STAMP) lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not browser and not llm and not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not browser and not llm and not slow and not bench"
 
 ## The Dagster UI over workspace.yaml, on the same instance folder as `make run`.
 dev: $(STAMP)
@@ -91,6 +92,7 @@ serve: $(STAMP)
 ## (train_bundle on 10,000 labelled works; write_predictions on 100,000 and 1,000,000 frame works), the work pages (render_work
 ## on 20,000 records without abstracts, against json.dumps of the same records). The scale inputs (about 5 GB)
 ## go to /tmp/metacan-bench, the student's (about 1 GB) to /tmp/metacan-bench-student; the pages and records (about 300 MB) to a temporary folder, removed after.
+## Each writes its figures, ratios, machine and commit to benchmarks/out/<benchmark>.json (benchmarks/README.md).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_frame.py --sizes 250000 1000000
 	$(BIN)/python benchmarks/bench_api.py

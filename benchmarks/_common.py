@@ -24,13 +24,20 @@ measures the ``metacan_pipeline`` beside it, not the one an editable install poi
 - Synthetic titles (:func:`synthetic_title`): 6-18 words drawn from a fixed list of research-title words,
   the same for the page and teacher benchmarks.
 - Ratios: a figure is always against a baseline measured in the same benchmark run minutes apart, usually
-  before and after (the machine is shared and noisy): :func:`mean` of the baseline runs, :func:`verdict`
-  for a target met or missed.
+  before and after (the machine is shared and noisy): :func:`mean` of the baseline runs, :func:`ratio` of a
+  figure to its baseline, :func:`verdict` for a target met or missed.
+- The result, :func:`record`: every benchmark writes one JSON document, ``benchmarks/out/<benchmark>.json``
+  (``<benchmark>_<name>.json`` with ``--name``), holding its figures, their ratios to the same-process baseline,
+  and :func:`run_info` (date, commit, CPU model, cores, load average at the start and at the end).
+  ``$METACAN_BENCH_OUT`` sends the results to another folder (the smoke tests write to a temporary one).
+- The smallest size: every benchmark takes ``--smoke`` (:func:`add_smoke_arg`), its smallest inputs, which the
+  smoke tests (``metacan_pipeline_tests/test_benchmarks.py``) run inside ``make test`` so a benchmark cannot rot.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import functools
 import json
 import os
@@ -43,7 +50,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-OUT = HERE / "out"
+#: The real records and the pilot beside the checkout (``../shared/data``, as the tests find them);
+#: ``$METACAN_SHARED_DIR`` names another ``shared`` folder.
+SHARED_DATA = Path(os.environ.get("METACAN_SHARED_DIR") or REPO.parent / "shared") / "data"
+#: Where every benchmark writes its result (:func:`record`); ``$METACAN_BENCH_OUT`` overrides it.
+OUT = Path(os.environ.get("METACAN_BENCH_OUT") or HERE / "out")
 for _p in (str(HERE), str(REPO)):  # REPO ends first: this checkout's metacan_pipeline
     if _p in sys.path:
         sys.path.remove(_p)
@@ -309,6 +320,13 @@ def mean(values) -> float:
     return sum(values) / len(values)
 
 
+def ratio(figure: float | None, baseline: float | None) -> float | None:
+    """``figure / baseline`` (rounded to 3 decimals), None when either is missing or the baseline is 0."""
+    if figure is None or not baseline:
+        return None
+    return round(figure / baseline, 3)
+
+
 def verdict(ok: bool, met: str = "MET", missed: str = "MISSED") -> str:
     return met if ok else missed
 
@@ -322,3 +340,64 @@ def write_json(path: Path, doc: dict, indent: int = 2) -> None:
     """A benchmark's figures as JSON (folder made if missing)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=indent, default=str))
+
+
+# ------------------------------------------------------------------------------------------------
+# the result of a benchmark run, in one place
+# ------------------------------------------------------------------------------------------------
+def add_smoke_arg(ap: argparse.ArgumentParser, smallest: str) -> None:
+    """``--smoke``: the benchmark at its smallest size (``smallest`` says what that is, for ``--help``)."""
+    ap.add_argument(
+        "--smoke", action="store_true", help=f"the smallest size ({smallest}): proves it runs, measures nothing"
+    )
+
+
+def run_info(started: dict | None = None) -> dict:
+    """What every figure is recorded with: the date (UTC), the commit and branch measured (and the pipeline files
+    with local edits), the CPU model, the cores and the load average (``load_at_start`` from ``started``, an
+    earlier :func:`run_info`, and ``load_at_end`` now)."""
+    code = git_state()
+    now = loadavg()
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": code["head"],
+        "branch": git_branch(),
+        "dirty_pipeline_files": code["dirty_pipeline_files"],
+        "cpu_model": cpu_model(),
+        "nproc": os.cpu_count(),
+        "load_at_start": (started or {}).get("load_at_start", now),
+        "load_at_end": now,
+        "python": sys.version.split()[0],
+    }
+
+
+def result_path(benchmark: str, name: str = "") -> Path:
+    """``<OUT>/<benchmark>.json``, or ``<OUT>/<benchmark>_<name>.json`` for a named run (before/after a change)."""
+    return OUT / f"{benchmark}{'_' + name if name else ''}.json"
+
+
+def record(
+    benchmark: str,
+    figures,
+    *,
+    ratios: dict[str, float | None] | None = None,
+    name: str = "",
+    started: dict | None = None,
+    smoke: bool = False,
+) -> Path:
+    """Write a benchmark's result to :func:`result_path` and say where: ``{"benchmark", "run": run_info(),
+    "smoke", "ratios", "figures"}``. ``ratios`` are the headline figures against their same-process baseline
+    (``figure / baseline``, named ``<figure>/<baseline>``; which side of 1 is better depends on the figure:
+    seconds and bytes want below 1, rates above);
+    ``figures`` is everything the benchmark measured. A ``--smoke`` run is marked so: its figures measure nothing."""
+    path = result_path(benchmark, name)
+    doc = {
+        "benchmark": benchmark,
+        "run": run_info(started),
+        "smoke": smoke,
+        "ratios": ratios or {},
+        "figures": figures,
+    }
+    write_json(path, doc)
+    say(f"wrote {path}")
+    return path

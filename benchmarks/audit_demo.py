@@ -1,4 +1,4 @@
-"""The audit study end to end on the real frame (issue 16, "Tests and real data"): ``metacan run`` over the default
+"""The audit study end to end on the real frame: ``metacan run`` over the default
 input folders (``../shared/data/openalex`` and ``openalex_more``), the pilot's frame1k verdicts recorded as the MACHINE
 adjudicator ``machine-adjudicator:frame1k`` (``metacan coding import-adjudicator frame1k``), ``metacan run`` again so
 the validation report reads them, then ``metacan summary`` (its audit study section: protocol, sample per stratum,
@@ -12,7 +12,7 @@ packaged registry (the embedded llama.cpp Gemma of ``make run``) instead: real l
 No human code is made: the frame1k verdicts stand in for coders as a machine adjudicator only, and the human gate
 stays "not passed: no coded works" whatever they say.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/audit_demo.py --data-dir /tmp/audit-demo
+    .venv/bin/python benchmarks/audit_demo.py --data-dir /tmp/audit-demo
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _common import REPO, SHARED_DATA
+
 CLI = ("-c", "from metacan_pipeline.cli import app; app()")
 
 
@@ -46,7 +47,12 @@ def main() -> None:
     parser.add_argument("--embedded", action="store_true", help="Label with the embedded llama.cpp teacher.")
     opts = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("METACAN_", "DAGSTER_"))}
-    env.update(METACAN_DATA_DIR=str(opts.data_dir / "data"), PYTHONPATH=str(REPO))
+    env.update(
+        METACAN_DATA_DIR=str(opts.data_dir / "data"),
+        METACAN_OPENALEX_DIR=os.pathsep.join(str(SHARED_DATA / d) for d in ("openalex", "openalex_more")),
+        METACAN_PILOT_DIR=str(SHARED_DATA / "metacan_pilot"),
+        PYTHONPATH=str(REPO),
+    )
     with ExitStack() as stack:
         if not opts.embedded:
             from metacan_pipeline_tests.openalex_stub import StubOpenAlex, real_works

@@ -1,5 +1,5 @@
-"""The ``teacher_agreement`` asset alone at a given frame size (issue 17: the rehearsal's agreement stage grew from 577
-to 930 MiB between 50,000 and 200,000 frame works), without the rest of the chain.
+"""The ``teacher_agreement`` asset alone at a given frame size, without the rest of the chain. The figure: its peak
+RSS and seconds per size; the peak must not grow with the frame (it streams the labels).
 
 For each ``--works N``: writes ``direct_labels_gemma`` (a census teacher: one labelled row per frame work, title
 only, categories and heads drawn from a fixed seed, a 200-character reason), ``direct_labels_codex`` (a sample
@@ -12,7 +12,8 @@ be compared.
 
 Usage (from the checkout to measure):
     nice .venv/bin/python benchmarks/bench_agreement.py --works 50000 200000 [--sample 10000] [--name after]
-Figures go to ``benchmarks/out/agreement_<name>.json``.
+Figures go to ``benchmarks/out/agreement.json`` (``agreement_<name>.json`` with ``--name``); ``--smoke`` runs 2,000
+works.
 """
 
 from __future__ import annotations
@@ -26,8 +27,18 @@ import sys
 import time
 from pathlib import Path
 
-from _common import OUT, REPO, add_child_args, code_label, git_state, machine, run_stage, say, write_child_result
-from _common import write_json as write_out
+from _common import (
+    REPO,
+    add_child_args,
+    add_smoke_arg,
+    code_label,
+    git_state,
+    machine,
+    record,
+    run_stage,
+    say,
+    write_child_result,
+)
 
 REASON = "The title names a survey of how Canadian journals report trials; nothing suggests it studies research. " * 2
 
@@ -146,8 +157,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-agreement"))
     ap.add_argument("--name", default="")
     ap.add_argument("--fresh", action="store_true", help="write the warehouse tables again")
+    add_smoke_arg(ap, "2,000 works, a sample of 200")
     add_child_args(ap, ("data",))
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.works, args.sample, args.fresh = [2_000], 200, True
     if args._stage:
         write_child_result(stage_child(Path(args.data)), args.result)
         return
@@ -170,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{m['cpu_model']}; code {code_label(out['code'])}",
             flush=True,
         )
-    write_out(OUT / f"agreement_{args.name or 'run'}.json", out)
+    record("agreement", out, name=args.name, started=out["machine"], smoke=args.smoke)
 
 
 if __name__ == "__main__":

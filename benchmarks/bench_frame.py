@@ -11,7 +11,7 @@ benchmark process's lifetime (the machines are noisy, so the ratio is always aga
 measured minutes apart on the same parts):
 
 - ``baseline``: ``SELECT count(*) FROM read_json('<parts glob>', format='newline_delimited',
-  compression='gzip')`` -- the issue's "bare DuckDB read_json scan". This is the ratio's denominator.
+  compression='gzip')`` -- the bare DuckDB read_json scan. This is the ratio's denominator.
 - ``arrow`` (optional, ``--variants count,arrow``): ``SELECT * FROM read_json(...)`` pulled as Arrow
   record batches, i.e. every column materialised; reported, not used for the ratio.
 - ``frame``: ``openalex_inventory`` + ``canadian_entities``, then ``frame_parts`` over every partition + ``frame``
@@ -27,8 +27,9 @@ Dagster step times, the samples also give the peak per asset. Stage seconds are 
 child around the work itself (interpreter start and imports excluded); works/s = N / seconds. Load
 average is recorded before and after each stage; the commit measured is recorded too.
 
-Targets (issue): frame works/s >= 0.7 x baseline works/s; frame peak RSS < 2048 MiB at 1,000,000 works
-and not above its 250,000 figure. Output: a table per size on stdout and ``benchmarks/out/frame_<N>.json``.
+Targets: frame works/s >= 0.7 x baseline works/s; frame peak RSS < 2048 MiB at 1,000,000 works
+and not above its 250,000 figure. Output: a table per size on stdout and ``benchmarks/out/frame.json`` (one entry
+per size, kept from earlier runs for the sizes not run again); ``--smoke``: 2,000 works.
 """
 
 from __future__ import annotations
@@ -41,20 +42,22 @@ import time
 from pathlib import Path
 
 from _common import (
-    OUT,
     add_child_args,
+    add_smoke_arg,
     code_label,
     git_state,
     loadavg,
     machine,
     mean,
+    ratio,
+    record,
+    result_path,
     run_stage,
     say,
     step_times,
     thin_samples,
     verdict,
     write_child_result,
-    write_json,
 )
 
 TARGET_RATIO = 0.7
@@ -266,26 +269,43 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="run the count baseline again after the frame build; ratio uses the mean",
     )
+    add_smoke_arg(ap, "2,000 works")
     add_child_args(ap, ("input", "data"))
     args = ap.parse_args(argv)
     if args._stage:
         run_stage_in_child(args)
         return
+    if args.smoke:
+        args.sizes = [2_000]
     args.scratch.mkdir(parents=True, exist_ok=True)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    # the sizes of an earlier run, for "peak RSS not above the smaller size's figure"
+    earlier = result_path("frame")
+    sizes: dict[str, dict] = {} if args.smoke or not earlier.is_file() else json.loads(earlier.read_text())["figures"]
+    started = machine()
     for n in args.sizes:
         r = bench_size(n, args.scratch, variants, args.repeat_baseline)
-        smaller = sorted(p for p in OUT.glob("frame_*.json") if int(p.stem.split("_")[1]) < n)
+        smaller = [int(k) for k in sizes if int(k) < n]
         if smaller:
-            prev = json.loads(max(smaller, key=lambda p: int(p.stem.split("_")[1])).read_text())
+            prev = sizes[str(max(smaller))]
             r["rss_vs_smaller"] = {
                 "size": prev["works"],
                 "mib": prev["frame_peak_rss_mib"],
                 "not_higher": r["frame_peak_rss_mib"] <= prev["frame_peak_rss_mib"],
             }
-        write_json(OUT / f"frame_{n}.json", r)
+        sizes[str(n)] = r
         print_table(r)
-        print(f"wrote {OUT / f'frame_{n}.json'}")
+    ratios = {
+        f"frame_works_s/baseline@{k}": ratio(r["frame_works_per_s"], r["baseline_works_per_s"])
+        for k, r in sizes.items()
+    }
+    record(
+        "frame",
+        dict(sorted(sizes.items(), key=lambda kv: int(kv[0]))),
+        ratios=ratios,
+        started=started,
+        smoke=args.smoke,
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The embedded Gemma teacher's works/s per record view and per batch size (issue 4: choose the defaults).
+"""The embedded Gemma teacher's works/s per record view and per batch size: the figures that choose the
+teacher's defaults (its record view, works per call and reply grammar). No baseline: the figure is works/s.
 
 Builds the frame of the real records in ``../shared/data/openalex`` (into a temporary folder), starts the
 embedded llama.cpp server once, then for each (view, works per call) labels the first ``--works`` works of
@@ -10,10 +11,11 @@ the server uses both cores.
 Each configuration runs once per ``--structured`` mode: ``gbnf`` (the compact reply grammar, the default of
 the embedded teachers), ``json_object_schema`` (the reply schema as a llama.cpp grammar, which lets the
 model pretty-print) and ``none`` (JSON asked for in words, then the
-strict validation; the 270M model then runs to max_tokens without closing the JSON, issue 14).
+strict validation; the 270M model then runs to max_tokens without closing the JSON).
 
 Usage: .venv/bin/python benchmarks/bench_gemma.py [--sizes 1 5 10 25] [--abstract-sizes 1 2 5] [--works 10]
-       [--structured gbnf json_object_schema none] [--prompts v3 v4]
+       [--structured gbnf json_object_schema none] [--prompts v3 v4] [--smoke]
+Writes ``benchmarks/out/gemma.json``; ``--smoke``: one work, one call per view, the compact grammar only.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, machine_line
+from _common import SHARED_DATA, add_smoke_arg, machine, machine_line, record
 
 
 def main() -> None:
@@ -46,8 +48,12 @@ def main() -> None:
     ap.add_argument(
         "--prompts", nargs="+", default=None, help="prompt versions to compare (default: the gemma teacher's)"
     )
-    ap.add_argument("--openalex-dir", default=str(REPO.parent / "shared" / "data" / "openalex"))
+    ap.add_argument("--openalex-dir", default=str(SHARED_DATA / "openalex"))
+    add_smoke_arg(ap, "one work, one call per view, the compact grammar only")
     args = ap.parse_args()
+    if args.smoke:
+        args.sizes, args.abstract_sizes, args.works, args.structured = [1], [1], 1, ["gbnf"]
+    started, rows = machine(), []
 
     import dagster as dg
 
@@ -109,6 +115,22 @@ def main() -> None:
                 )
                 seconds = time.perf_counter() - t0
                 calls = max(stats.calls, 1)
+                rows.append(
+                    {
+                        "prompt": prompt,
+                        "structured": mode,
+                        "view": view,
+                        "works_per_call": n,
+                        "works": len(works),
+                        "calls": stats.calls,
+                        "seconds": round(seconds, 2),
+                        "works_per_s": round(len(works) / seconds, 3),
+                        "prompt_tokens_per_call": round(stats.prompt_tokens / calls),
+                        "completion_tokens_per_call": round(stats.completion_tokens / calls),
+                        "labelled": stats.outcomes["labelled"],
+                        "failed": stats.outcomes["failed"],
+                    }
+                )
                 print(
                     f"{prompt:6s} {mode:18s} {view:15s} {n:8d} {len(works):5d} {stats.calls:5d} {seconds:8.1f} {len(works) / seconds:8.3f} "
                     f"{seconds / len(works):7.2f} {seconds / calls:7.2f} {stats.prompt_tokens / calls:15.0f} "
@@ -117,6 +139,12 @@ def main() -> None:
                 )
         finally:
             server.stop()
+    record(
+        "gemma",
+        {"args": vars(args), "frame_works": len(frame), "configurations": rows},
+        started=started,
+        smoke=args.smoke,
+    )
 
 
 if __name__ == "__main__":

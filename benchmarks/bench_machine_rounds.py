@@ -1,6 +1,6 @@
-"""The frozen-holdout part of ``machine_scores`` at a given holdout size (issue 17: "Nothing may hold a whole table in
-Python memory"): storing one round's holdout scores, and the maturity gate over every stored round, as the code
-before the fix did it (``metacan_pipeline_tests/student/rounds_before.py``: the holdout as a Python set, its texts
+"""The frozen-holdout part of ``machine_scores`` at a given holdout size (nothing may hold a whole table in
+Python memory): storing one round's holdout scores, and the maturity gate over every stored round, as the code
+before the change did it (``metacan_pipeline_tests/student/rounds_before.py``: the holdout as a Python set, its texts
 as a dict, the scores inserted from a list of tuples with ``executemany``, every round read into
 ``{round: {arm: {work_id: score}}}``) against the code now (:mod:`metacan_pipeline.student.rounds`: record batches,
 Parquet staging, one round pair at a time as numpy arrays).
@@ -24,8 +24,9 @@ over the stored rounds: run the score stages once first, so that round ``--round
 Usage (from the checkout to measure; ``--stages`` runs a subset, e.g. the slow ``score_before`` on its own):
     nice .venv/bin/python benchmarks/bench_machine_rounds.py --holdout 400000 [--rounds 6] [--name after]
         [--stages floor,score_before,score_after,gate_before,gate_after]
-Prints one line per stage, a JSON line per stage, the ratios after/before of the pairs run, and writes
-``benchmarks/out/machine_rounds_<name>.json``.
+Prints one line per stage, a JSON line per stage, the ratios after/before of the pairs run (to beat: below 1 for
+peak RSS, the same result), and writes ``benchmarks/out/machine_rounds.json`` (``machine_rounds_<name>.json`` with
+``--name``); ``--smoke``: a holdout of 2,000 works, 3 rounds.
 """
 
 from __future__ import annotations
@@ -40,17 +41,17 @@ import time
 from pathlib import Path
 
 from _common import (
-    OUT,
     REPO,
     add_child_args,
+    add_smoke_arg,
     code_label,
     git_state,
     machine,
+    record,
     run_stage,
     say,
     synthetic_title,
     write_child_result,
-    write_json,
 )
 
 STAGES = ("floor", "score_before", "score_after", "gate_before", "gate_after")
@@ -241,8 +242,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-machine-rounds"))
     ap.add_argument("--name", default="")
     ap.add_argument("--fresh", action="store_true", help="write the input again")
+    add_smoke_arg(ap, "a holdout of 2,000 works, 3 rounds")
     add_child_args(ap, ("data", "rounds_run", "sizes"))
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.holdout, args.extra, args.rounds, args.census_labels, args.sample_labels = 2_000, 1_000, 3, 400, 100
     if args._stage == "prepare":
         sizes = json.loads(args.sizes)
         write_child_result(prepare(Path(args.data), **sizes), args.result)
@@ -310,7 +314,13 @@ def main(argv: list[str] | None = None) -> None:
     for stage, res in out["stages"].items():
         keep = ("seconds", "steps", "peak_rss_mib", "vm_hwm_mib", "load_before", "load_after")
         print(json.dumps({"stage": stage, **{k: res[k] for k in keep}, "cpu_model": m["cpu_model"]}), flush=True)
-    write_json(OUT / f"machine_rounds_{args.name or 'run'}.json", out)
+    ratios = {
+        f"{kind}_{what}/before": out[f"{kind}_ratio"][f"{what}_after_over_before"]
+        for kind in ("score", "gate")
+        if f"{kind}_ratio" in out
+        for what in ("seconds", "peak_rss")
+    }
+    record("machine_rounds", out, ratios=ratios, name=args.name, started=out["machine"], smoke=args.smoke)
 
 
 if __name__ == "__main__":

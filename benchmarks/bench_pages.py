@@ -1,4 +1,4 @@
-"""Work-page rendering throughput (issue 6, "Benchmark: at least 1,000 pages/s rendered without abstracts").
+"""Work-page rendering throughput: at least 1,000 pages/s rendered without abstracts.
 
 Builds ``--works`` synthetic published records (default 20,000) from one real frame row (the first
 work of ../shared/data/openalex/choxos__MetaCan__works_funders_ca_*.json through ``work_row`` and
@@ -29,7 +29,8 @@ the render of the first ``--profile-works`` records (no writes) and prints the t
 time and by cumulative time, and writes ``benchmarks/out/profile_pages.pstats``.
 
 Usage: .venv/bin/python benchmarks/bench_pages.py [--works 20000] [--scratch DIR] [--keep]
-                                                  [--profile] [--profile-works 2000] [--out benchmarks/out/pages.json]
+                                                  [--profile] [--profile-works 2000] [--smoke]
+Writes ``benchmarks/out/pages.json``; ``--smoke``: 200 works.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import OUT, git_state, loadavg, machine, mean, say, verdict, write_json
+from _common import OUT, add_smoke_arg, git_state, loadavg, machine, mean, record, say, verdict
 from pages_records import make_records
 
 TARGET_PAGES_PER_S = 1000.0
@@ -203,8 +204,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder (pages, records, index.html)")
     ap.add_argument("--profile", action="store_true", help="cProfile the render of the first --profile-works records")
     ap.add_argument("--profile-works", type=int, default=2000)
-    ap.add_argument("--out", type=Path, default=OUT / "pages.json")
+    add_smoke_arg(ap, "200 works")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.works, args.profile_works = 200, 50
     import metacan_pipeline
 
     scratch = Path(tempfile.mkdtemp(prefix="metacan-bench-pages-", dir=args.scratch))
@@ -283,8 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.profile:
         print(r["profile"])
-    write_json(args.out, r)
-    print(f"wrote {args.out}")
+    ratios = {"pages_seconds/baseline": round(r["ratio_pages_vs_baseline"], 3)}
+    record("pages", r, ratios=ratios, started=r["machine"], smoke=args.smoke)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """``prevalence`` and ``audit_sample`` alone at a given frame size, the code before a change beside the code now
-(issue 17: both held whole tables as Python rows: every frame id and label, one dict per frame work).
+(the figure: new / old peak RSS and seconds, to beat: below 1 with the same output; neither stage may hold a whole
+table as Python rows).
 
 For each ``--works N`` it writes, into ``<scratch>/works_<N>/data`` (kept for the next run), what a student run
 leaves for the two stages: a frame of N works (route, abstract, language; 2% outside the sampling frame), the sample
@@ -26,7 +27,8 @@ alone (no ratio), for a size at which the old code would take more of the shared
 Usage (from the checkout to measure):
     nice .venv/bin/python benchmarks/bench_prevalence.py --works 1000000 [--sample 10000] [--baseline main]
          [--stages prevalence,audit_sample] [--scratch /tmp/metacan-prevalence] [--name after] [--new-only]
-Figures go to ``benchmarks/out/prevalence_<name>.json``.
+Figures go to ``benchmarks/out/prevalence.json`` (``prevalence_<name>.json`` with ``--name``); ``--smoke``: 2,000
+frame works, a sample of 200, ``HEAD`` as the baseline.
 """
 
 from __future__ import annotations
@@ -41,20 +43,21 @@ import time
 from pathlib import Path
 
 from _common import (
-    OUT,
     REPO,
+    SHARED_DATA,
     add_child_args,
+    add_smoke_arg,
     code_label,
     code_tree,
     git_state,
     machine,
+    record,
     run_stage,
     say,
     synthetic_title,
     use_code,
     write_child_result,
 )
-from _common import write_json as write_out
 
 MV = "metacan-v0-hybrid-0b0e0c0a0d01"
 BUILD = "frame-bench00000000"
@@ -62,7 +65,7 @@ CHUNK = 50_000
 #: Routes with their shares: strata of unequal sizes, as the real frame's.
 ROUTES = (("ca_aff", 0.55), ("ca_aff+ca_fund", 0.2), ("about_ca", 0.1), ("ca_fund", 0.07), ("about_ca+ca_aff", 0.08))
 STAGES = ("prevalence", "audit_sample")
-DEFAULT_PILOT = REPO.parent / "shared" / "data" / "metacan_pilot"
+DEFAULT_PILOT = SHARED_DATA / "metacan_pilot"
 
 
 def _frame_chunk(ids: list[str], rng: random.Random):
@@ -296,8 +299,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--name", default="")
     ap.add_argument("--fresh", action="store_true", help="write the warehouse tables again")
     ap.add_argument("--new-only", action="store_true", help="measure this checkout only (no baseline, no ratio)")
+    add_smoke_arg(ap, "2,000 frame works, a sample of 200, HEAD as the baseline")
     add_child_args(ap, ("data", "code"))
     args = ap.parse_args(argv)
+    if args.smoke and not args._stage:
+        args.works, args.sample, args.baseline, args.fresh = [2_000], 200, "HEAD", True
     if args._stage == "prepare":
         write_child_result(prepare(Path(args.data), args.works[0], args.sample, args.pilot), args.result)
         return
@@ -359,7 +365,14 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
         out["sizes"][str(n)] = figures
-    write_out(OUT / f"prevalence_{args.name or 'run'}.json", out)
+    ratios = {
+        f"{stage}_{what}/old@{n}": figures[stage]["ratio_new_over_old"][what]
+        for n, figures in out["sizes"].items()
+        for stage in figures
+        if "ratio_new_over_old" in figures[stage]
+        for what in ("seconds", "peak_rss")
+    }
+    record("prevalence", out, ratios=ratios, name=args.name, started=out["machine"], smoke=args.smoke)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""How ``work_records`` counts the records changed since its last materialization, at a given size (issue 17): the
+"""How ``work_records`` counts the records changed since its last materialization, at a given size: the
 previous ``{id: record_hash}`` as a Python dict of every work (the code before) against the hashes kept on disk and
 compared in DuckDB (``publish.record_build.keep_previous_hashes`` + ``count_changed``).
 
@@ -8,17 +8,32 @@ seconds inside the child, peak RSS): ``dict`` (building the dict as the old ``pr
 every record of the table up in it, as ``RecordBatches`` did) and ``duckdb`` (keeping the hashes, then counting
 against the same table). Both count 0 changes (the table against itself); the count is printed to show they agree.
 
+The figure: duckdb / dict peak RSS (to beat: below 1, nothing may hold a whole table in Python memory) at a similar
+time. Writes ``benchmarks/out/records_changed.json``.
+
 Usage: nice .venv/bin/python benchmarks/bench_records_changed.py --data DIR
+       .venv/bin/python benchmarks/bench_records_changed.py --smoke   (300 records of pages_records, no --data)
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, add_child_args, machine_line, run_stage, write_child_result
+from _common import (
+    REPO,
+    add_child_args,
+    add_smoke_arg,
+    machine,
+    machine_line,
+    ratio,
+    record,
+    run_stage,
+    write_child_result,
+)
 
 
 def stage_child(stage: str, data: Path) -> dict:
@@ -48,13 +63,25 @@ def stage_child(stage: str, data: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, help="the data folder whose work_records is read (required)")
+    add_smoke_arg(ap, "300 records written to a temporary folder, no --data")
     add_child_args(ap, ("datadir",))
     args = ap.parse_args()
     if args._stage:
         write_child_result(stage_child(args._stage, Path(args.datadir)), args.result)
         return
-    if args.data is None:
-        ap.error("--data is required")
+    with tempfile.TemporaryDirectory(prefix="metacan-records-changed-") as tmp:
+        if args.smoke and args.data is None:
+            from pages_records import write_release_inputs
+
+            args.data = Path(tmp) / "data"
+            write_release_inputs(args.data, 300)
+        if args.data is None:
+            ap.error("--data is required")
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
+    started, results = machine(), {}
     print(machine_line())
     for stage in ("dict", "duckdb"):
         res, _, _ = run_stage(
@@ -65,6 +92,11 @@ def main() -> None:
             f"load {res['load_before']} -> {res['load_after']}",
             flush=True,
         )
+        results[stage] = res
+    ratios = {f"duckdb_{k}/dict": ratio(results["duckdb"][k], results["dict"][k]) for k in ("seconds", "peak_rss_mib")}
+    record(
+        "records_changed", {"data": str(args.data), "stages": results}, ratios=ratios, started=started, smoke=args.smoke
+    )
 
 
 if __name__ == "__main__":

@@ -1,24 +1,41 @@
-"""The blocking checks of ``work_records`` on a large table (issue 17): the code before (every record's JSON parsed
+"""The blocking checks of ``work_records`` on a large table: the code before (every record's JSON parsed
 in the step process by both) against this checkout (``records_human_layers_backed`` parses only the records whose
 text holds a human-layer key; ``records_may_ship`` checks the files in worker processes, parsing with orjson).
 
-Reads the ``work_records`` of a data folder (e.g. a rehearsal's, ``--data /tmp/reh43/run_4300000_admitted/data``)
+Reads the ``work_records`` of a data folder (e.g. one ``rehearsal.py`` wrote, ``--data <scratch>/run_<N>/data``)
 and invokes the two asset checks' functions on it in a fresh child per stage (``_common.run_stage``): ``before`` on
 the code of ``--before`` (unpacked with ``_common.code_tree``), ``after`` on this checkout. Printed per check:
 seconds inside the child, records checked and the verdict (the same in both); the child's peak RSS (its worker
 processes included); the ratios after / before.
 
+The figure: after / before seconds and peak RSS (to beat: below 1, the same verdicts). Writes
+``benchmarks/out/records_check.json``.
+
 Usage: nice .venv/bin/python benchmarks/bench_records_check.py --data DIR --before REV
+       .venv/bin/python benchmarks/bench_records_check.py --smoke   (300 records of pages_records, HEAD as before)
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, add_child_args, code_tree, machine_line, run_stage, use_code, write_child_result
+from _common import (
+    REPO,
+    add_child_args,
+    add_smoke_arg,
+    code_tree,
+    machine,
+    machine_line,
+    ratio,
+    record,
+    run_stage,
+    use_code,
+    write_child_result,
+)
 
 
 def stage_child(data: Path) -> dict:
@@ -43,14 +60,29 @@ def main() -> None:
     ap.add_argument("--data", type=Path, help="the data folder whose work_records is checked (required)")
     ap.add_argument("--before", help="the commit whose code is the baseline (required)")
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-records-check"))
+    add_smoke_arg(ap, "300 records written to a temporary folder, HEAD as the baseline")
     add_child_args(ap, ("code", "datadir"))
     args = ap.parse_args()
     if args._stage:
         use_code(args.code)
         write_child_result(stage_child(Path(args.datadir)), args.result)
         return
-    if args.data is None or args.before is None:
-        ap.error("--data and --before are required")
+    with tempfile.TemporaryDirectory(prefix="metacan-records-check-") as tmp:
+        if args.smoke:
+            from pages_records import write_release_inputs
+
+            args.before = args.before or "HEAD"
+            args.scratch = Path(tmp) / "scratch"
+            if args.data is None:
+                args.data = Path(tmp) / "data"
+                write_release_inputs(args.data, 300)
+        if args.data is None or args.before is None:
+            ap.error("--data and --before are required")
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
+    started = machine()
     print(machine_line())
     args.scratch.mkdir(parents=True, exist_ok=True)
     results = {}
@@ -66,9 +98,15 @@ def main() -> None:
                 flush=True,
             )
         print(f"{stage:<6} peak RSS {res['peak_rss_mib']:,.0f} MiB ({res['max_processes']} processes)", flush=True)
+    ratios = {}
     for check in ("human_layers", "may_ship"):
-        ratio = results["after"][check]["seconds"] / max(results["before"][check]["seconds"], 1e-9)
-        print(f"after / before: {check} seconds {ratio:.4f}")
+        ratios[f"{check}_seconds/before"] = ratio(
+            results["after"][check]["seconds"], results["before"][check]["seconds"]
+        )
+        print(f"after / before: {check} seconds {ratios[f'{check}_seconds/before']}")
+    ratios["peak_rss/before"] = ratio(results["after"]["peak_rss_mib"], results["before"]["peak_rss_mib"])
+    figures = {"data": str(args.data), "before": args.before, "stages": results}
+    record("records_check", figures, ratios=ratios, started=started, smoke=args.smoke)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""The release database build alone at a given size (issue 17: the rehearsal's ``release_db`` stage failed at 50,000
-works on DuckDB's 1 GB limit), without the rest of the chain.
+"""The release database build alone at a given size, without the rest of the chain. The figure: seconds and peak
+RSS per size; the build must stay within DuckDB's 1 GB limit at any size (peak RSS flat as the release grows).
 
-For each ``--works N``: writes the warehouse tables ``build_release`` reads, ``work_records`` (``N`` published records
+For each ``--works N``: writes the warehouse tables ``build_release`` reads (``pages_records.write_release_inputs``),
+``work_records`` (``N`` published records
 of ``pages_records.record_chunks``: one real frame row under ids ``W5<9 digits>``, synthetic titles, years, routes,
 labels, predictions and machine scores), ``frame`` (the frame row of each record, so the name lists agree) and an
 empty ``student_heads``, into ``<scratch>/works_<N>/data`` (kept and reused by the next run: ``--fresh`` writes them
@@ -14,7 +15,8 @@ Usage (from the checkout to measure; its ``metacan_pipeline`` is imported):
     nice .venv/bin/python benchmarks/bench_release_db.py --works 50000 200000 [--scratch /tmp/metacan-release-db]
          [--chunk-works 25000] [--name after] [--fresh]
 ``--chunk-works`` is passed to ``build_release`` (works per work_key range; the code before the chunked build has no
-such parameter). Figures go to ``benchmarks/out/release_db_<name>.json``.
+such parameter). Figures go to ``benchmarks/out/release_db.json`` (``release_db_<name>.json`` with ``--name``);
+``--smoke``: 300 works in ranges of 100. Exits 1 when a build failed (its figures are recorded first).
 """
 
 from __future__ import annotations
@@ -26,51 +28,21 @@ import sys
 import time
 from pathlib import Path
 
-from _common import OUT, REPO, add_child_args, code_label, git_state, machine, run_stage, say, write_child_result
-from _common import write_json as write_out
+from _common import (
+    REPO,
+    add_child_args,
+    add_smoke_arg,
+    code_label,
+    git_state,
+    machine,
+    record,
+    run_stage,
+    say,
+    write_child_result,
+)
+from pages_records import write_release_inputs
 
 CONTEXT = {"n_codex_labels": 10_348, "gated_heads": 9, "total_heads": 14, "frozen_release": None}
-
-
-def prepare(data: Path, works: int, chunk: int = 10_000) -> dict:
-    """Write work_records, frame and an empty student_heads for ``works`` records under ``data``."""
-    import pyarrow as pa
-    from pages_records import record_chunks
-
-    from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.tables.frame import FRAME_SCHEMA
-    from metacan_pipeline.tables.publish import RECORDS_SCHEMA
-    from metacan_pipeline.tables.student import HEADS_SCHEMA
-
-    storage = MetacanStorage(data_dir=str(data))
-    frames: list[pa.Table] = []
-    chars = 0
-
-    def records():
-        nonlocal chars
-        import hashlib
-
-        for pairs in record_chunks(works, chunk):
-            rows = []
-            for record, _ in pairs:
-                text = json.dumps(record, ensure_ascii=False, default=str)
-                chars += len(text)
-                rows.append(
-                    {
-                        "id": record["id"],
-                        "record_json": text,
-                        "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16],
-                    }
-                )
-            frames.append(pa.Table.from_pylist([f for _, f in pairs], schema=FRAME_SCHEMA))
-            yield pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA)
-
-    t0 = time.perf_counter()
-    n = storage.write_table("work_records", records(), schema=RECORDS_SCHEMA)
-    storage.write_table("frame", iter(frames), schema=FRAME_SCHEMA)
-    storage.write_table("student_heads", pa.Table.from_pylist([], schema=HEADS_SCHEMA))
-    (data / ".prepared").write_text(json.dumps({"works": n, "record_chars": chars}))
-    return {"works": n, "record_chars": chars, "seconds": time.perf_counter() - t0}
 
 
 def digests(db: Path) -> dict[str, list]:
@@ -134,8 +106,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--chunk-works", type=int, default=None)
     ap.add_argument("--name", default="")
     ap.add_argument("--fresh", action="store_true", help="write the warehouse tables again")
+    add_smoke_arg(ap, "300 works in ranges of 100")
     add_child_args(ap, ("data", "chunk"))
     args = ap.parse_args(argv)
+    if args.smoke and not args._stage:
+        args.works, args.chunk_works, args.fresh = [300], 100, True
     if args._stage:
         chunk = None if args.chunk in (None, "", "None") else int(args.chunk)
         write_child_result(stage_child(Path(args.data), chunk), args.result)
@@ -150,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
 
             shutil.rmtree(folder, ignore_errors=True)
             say(f"writing {n:,} records under {data} ...")
-            prep = prepare(data, n)
+            prep = write_release_inputs(data, n)
             say(
                 f"  {prep['works']:,} records, {prep['record_chars'] / prep['works']:.0f} chars a record, {prep['seconds']:.0f} s"
             )
@@ -187,7 +162,10 @@ def main(argv: list[str] | None = None) -> None:
             )
         else:
             print(f"works {n:>8,}: FAILED: {res['error']}\n  {' | '.join(res['log_tail'])}", flush=True)
-    write_out(OUT / f"release_db_{args.name or 'run'}.json", out)
+    record("release_db", out, name=args.name, started=out["machine"], smoke=args.smoke)
+    failed = [n for n, res in out["sizes"].items() if not res.get("success")]
+    if failed:
+        raise SystemExit(f"build_release failed at {', '.join(failed)} works (the figures are recorded)")
 
 
 if __name__ == "__main__":

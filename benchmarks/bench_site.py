@@ -1,12 +1,12 @@
-"""The served site at scale (issue 15, Performance): a synthetic release of ``--works`` works (default 4,300,000)
+"""The served site at scale: a synthetic release of ``--works`` works (default 4,300,000)
 in the exact release layout, served on this machine, each figure against the bare DuckDB query of the same
 count in the same process.
 
 The release (``site_synth.py``): a seed release of the real frame works built through Dagster from
 ``../shared/data`` (the project's own ``site_database``), replicated inside DuckDB under fresh keys with the
 value distributions of every real record (years, languages, types, venues, institutions, funders, keywords),
-plus direct labels, classifier decisions and machine scores at set rates; the FTS5 index by ``site/build/build.py``'s
-own code. ``--keep DIR`` keeps (and on a later run reuses) the seed and the release under DIR; without it they
+plus direct labels, classifier decisions and machine scores at set rates; the FTS5 index by ``site/build.py``'s
+own code. ``--keep DIR`` keeps (and on a later run of the same layout reuses) the seed and the release under DIR; without it they
 go to a temporary folder under /tmp, removed at the end.
 
 Measured, one after the other in this process (``Release`` opened as ``metacan serve`` opens it), each
@@ -32,10 +32,12 @@ repetition of the app's call followed by one of the bare query (interleaved: the
   OpenAlex in this process (``METACAN_OPENALEX_API_URL``).
 
 Prints one table (p50, p95, baseline p50, ratio = p50 / baseline p50, target) and one JSON line per
-measurement (``{"measurement": ...}``), and writes them to ``--out`` (default ``benchmarks/out/site.json``).
+measurement (``{"measurement": ...}``), and writes them to ``benchmarks/out/site.json``. Targets: cohort p95 < 500 ms,
+search p95 < 300 ms, exports >= 50,000 rows/s, the server's peak RSS < 2 GiB and a page of results < 100 kB.
 
 Usage: .venv/bin/python benchmarks/bench_site.py [--works 4300000] [--repeats 15] [--keep DIR]
-                                                 [--export-rows 200000] [--out benchmarks/out/site.json]
+                                                 [--export-rows 200000] [--smoke]
+``--smoke``: 2,000 works, 2 repetitions, exports of 200 rows (proves the synthetic release builds and every part runs).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ import urllib.request
 from pathlib import Path
 
 import duckdb
-from _common import OUT, git_state, loadavg, machine, proc_kib, say, write_json
+from _common import add_smoke_arg, git_state, loadavg, machine, proc_kib, record, say
 
 TARGETS = {"cohort": 500.0, "search": 300.0}  # p95 ms
 TARGET_EXPORT_ROWS_S = 50_000
@@ -71,24 +73,28 @@ def release_dirs(scratch: Path, n: int, min_venues: int) -> tuple[Path, dict]:
     ``n`` works is there), and its build figures."""
     import site_synth
 
+    from metacan_pipeline.site.build.build import LAYOUT_VERSION
+
     seed_data, data = scratch / "seed" / "data", scratch / "release" / "data"
     build_file = scratch / "release" / "build.json"
     if build_file.is_file():
         built = json.loads(build_file.read_text())
-        if built.get("rows", {}).get("works") == n and (data / "site" / "releases" / "current.json").is_file():
+        if (
+            built.get("rows", {}).get("works") == n
+            and built.get("layout_version") == LAYOUT_VERSION
+            and (data / "site" / "releases" / "current.json").is_file()
+        ):
             say(f"reusing the release of {n:,} works under {data}")
             built["reused"] = True
-            upgraded = upgrade_release(data)
-            if upgraded is not None:
-                built["added_to_the_kept_release"] = upgraded
-                build_file.write_text(json.dumps(built, indent=1))
             return data, built
     pointer = seed_data / "site" / "releases" / "current.json"
+    seed_layout = scratch / "seed" / "layout_version"
     t0 = time.perf_counter()
-    if not pointer.is_file():
+    if not pointer.is_file() or not seed_layout.is_file() or seed_layout.read_text() != str(LAYOUT_VERSION):
         say("building the seed release from the real records (Dagster: frame, work_records, site_database) ...")
         shutil.rmtree(seed_data, ignore_errors=True)
         site_synth.build_seed(seed_data)
+        seed_layout.write_text(str(LAYOUT_VERSION))
     seed_db = seed_data / "site" / "releases" / json.loads(pointer.read_text())["database"]
     seed_s = time.perf_counter() - t0
     say(f"generating the synthetic release of {n:,} works in DuckDB ...")
@@ -98,45 +104,6 @@ def release_dirs(scratch: Path, n: int, min_venues: int) -> tuple[Path, dict]:
     build_file.write_text(json.dumps(built, indent=1))
     built["reused"] = False
     return data, built
-
-
-def upgrade_release(data: Path) -> dict | None:
-    """Add what a kept release of an earlier build lacks: the layout-5 table ``year_language_counts``, the layout-4
-    table ``cohort_facet_counts`` and the layout-6 FTS5 index in impact order (built again from the release database),
-    then record its manifest again (``metacan serve`` checks the files' sizes against it); returns the seconds each
-    took, None when nothing was added."""
-    import sqlite3
-
-    import site_synth
-
-    from metacan_pipeline.site.build.build import write_index
-    from metacan_pipeline.site.build.release import current_release_id, database_path, index_path, record_manifest
-
-    release_id = current_release_id(data)
-    added = {}
-    cube = site_synth.add_year_language_counts(database_path(data, release_id))
-    if cube is not None:
-        added["year_language_counts"] = cube
-    seconds = site_synth.add_cohort_facet_counts(database_path(data, release_id))
-    if seconds is not None:
-        added["cohort_facet_counts_s"] = round(seconds, 1)
-    index = index_path(data, release_id)
-    con = sqlite3.connect(index)
-    try:
-        impact = con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'work_keys'").fetchone()[0]
-    finally:
-        con.close()
-    if not impact:  # an index of layout 5 or earlier: built again in impact order
-        t0 = time.perf_counter()
-        fresh = index.with_name(index.name + ".new")
-        fresh.unlink(missing_ok=True)
-        write_index(database_path(data, release_id), fresh)
-        os.replace(fresh, index)
-        added["fts_index_in_impact_order_s"] = round(time.perf_counter() - t0, 1)
-    if added:
-        record_manifest(data, release_id)
-        say(f"added to the kept release: {added}")
-    return added or None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -413,7 +380,7 @@ def measure_exports(data: Path, bare, cap: int, repeats: int) -> list[dict]:
 
 
 def measure_figures(data: Path, bare, values: dict, repeats: int) -> list[dict]:
-    """The statistics page, the disagreement dossier and the typeahead (site/build/figures.py), each against the
+    """The statistics page, the disagreement dossier and the typeahead (site/figures.py), each against the
     bare DuckDB query of what it shows (the GROUP BY the stored figure replaces; the dossier's count; the typeahead's
     prefix count over the name table)."""
     from starlette.testclient import TestClient
@@ -571,8 +538,10 @@ def main() -> None:
     ap.add_argument("--min-venues", type=int, default=20_000)
     ap.add_argument("--skip-server", action="store_true")
     ap.add_argument("--only", default="cohorts,searches,work_page,figures,exports,server", help="comma-separated parts")
-    ap.add_argument("--out", type=Path, default=OUT / "site.json")
+    add_smoke_arg(ap, "2,000 works, 2 repetitions, exports of 200 rows")
     args = ap.parse_args()
+    if args.smoke:
+        args.works, args.repeats, args.export_rows, args.min_venues = 2_000, 2, 200, 100
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="metacan-bench-site-", dir="/tmp"))
     scratch.mkdir(parents=True, exist_ok=True)
     head = {
@@ -612,7 +581,9 @@ def main() -> None:
         print(table(rows))
         head["load_at_end"] = loadavg()
         print(f"load at end {head['load_at_end']}")
-        write_json(args.out, {"machine": head, "release": built, "values": values, "rows": rows})
+        ratios = {r["measurement"]: r["ratio"] for r in rows if r.get("ratio") is not None}
+        figures = {"machine": head, "release": built, "values": values, "rows": rows}
+        record("site", figures, ratios=ratios, started=head, smoke=args.smoke)
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)

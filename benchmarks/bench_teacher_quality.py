@@ -1,4 +1,5 @@
-"""Teacher quality before and after a prompt or view change, on the qualification's reference set (issue 14).
+"""Teacher quality before and after a prompt or view change, on the qualification's reference set. The figure:
+the design-weighted kappa against the reference, to beat: the qualification's needed kappa (its verdict).
 
 Labels the frame1k reference set (``[qualification]`` of the packaged registry: every work a frontier model
 put in scope and the drawn negatives, with design weights) with the embedded Gemma for each (prompt version,
@@ -9,9 +10,10 @@ the adjudicated reference (the qualification figure) and its verdict, seconds pe
 configuration the design-weighted kappa between the two teachers (agreement with the sample teacher).
 The same server and model for every configuration: only the prompt, the view and the reply grammar differ
 (``json_object_schema``: llama.cpp's grammar from the reply schema, which lets the model pretty-print;
-``gbnf``: the compact reply grammar, the embedded default since issue 14).
+``gbnf``: the compact reply grammar, the embedded teachers' default).
 
-Usage: .venv/bin/python benchmarks/bench_teacher_quality.py [--configs v2:1:json_object_schema v3:2:gbnf]
+Usage: .venv/bin/python benchmarks/bench_teacher_quality.py [--configs v2:1:json_object_schema v3:2:gbnf] [--works N]
+Writes ``benchmarks/out/teacher_quality.json``; ``--smoke``: the first 4 reference works, one configuration.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, machine_line
+from _common import SHARED_DATA, add_smoke_arg, machine, machine_line, record
 
 
 def main() -> None:
@@ -33,8 +35,13 @@ def main() -> None:
         default=["v2:1:json_object_schema", "v3:2:json_object_schema", "v3:2:gbnf"],
         help="prompt_version:view_version:structured_output (the mode may be left out: gbnf)",
     )
-    ap.add_argument("--pilot-dir", default=str(REPO.parent / "shared" / "data" / "metacan_pilot"))
+    ap.add_argument("--pilot-dir", default=str(SHARED_DATA / "metacan_pilot"))
+    ap.add_argument("--works", type=int, default=None, help="label only the first N reference works (default: all)")
+    add_smoke_arg(ap, "the first 4 reference works, one configuration")
     args = ap.parse_args()
+    if args.smoke:
+        args.configs, args.works = ["v3:2:gbnf"], 4
+    started, results = machine(), []
 
     from metacan_pipeline.storage import MetacanStorage
     from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer
@@ -46,7 +53,7 @@ def main() -> None:
 
     log = logging.getLogger("bench_teacher_quality")
     cfg = load_qualification()
-    works = draw_reference_set(Path(args.pilot_dir), cfg, set())
+    works = draw_reference_set(Path(args.pilot_dir), cfg, set())[: args.works]
     texts = {w.row["id"]: w.abstract for w in works}
     weight = {w.row["id"]: w.weight for w in works}
     registry = load_registry(environ={})
@@ -89,6 +96,18 @@ def main() -> None:
                     }
                     r = judge(works, said[name], cfg)
                     k = "n/a" if r.kappa is None else f"{r.kappa:.3f}"
+                    results.append(
+                        {
+                            "config": config,
+                            "teacher": name,
+                            "valid_rate": r.labelled / len(works),
+                            "positives": r.teacher_positives,
+                            "kappa": r.kappa,
+                            "needed_kappa": r.needed_kappa,
+                            "verdict": r.status,
+                            "seconds_per_label": round(seconds / len(works), 3),
+                        }
+                    )
                     print(
                         f"{prompt:6s} {version:4s} {mode:18s} {name:7s} {r.labelled / len(works):7.1%} {r.teacher_positives:8d} "
                         f"{k:>7s} {r.needed_kappa:7.3f} {r.status:>14s} {seconds / len(works):7.2f}",
@@ -100,8 +119,11 @@ def main() -> None:
                     f"{prompt:6s} {version:4s} {mode:18s} gemma vs codex: weighted kappa {k} on {len(both)} works",
                     flush=True,
                 )
+                results.append({"config": config, "teachers": "gemma vs codex", "kappa": k, "works": len(both)})
         finally:
             server.stop()
+    figures = {"reference_works": len(works), "configurations": results}
+    record("teacher_quality", figures, started=started, smoke=args.smoke)
 
 
 if __name__ == "__main__":

@@ -36,9 +36,9 @@ import time
 import zlib
 from pathlib import Path
 
-from _common import REPO
+from _common import SHARED_DATA
 
-DEFAULT_SOURCE = (REPO / ".." / "shared" / "data" / "openalex").resolve()
+DEFAULT_SOURCE = SHARED_DATA / "openalex"
 SNAPSHOT_SAMPLE = "max-planck-innovation-competition__go-openalex__snapshot_sample"
 UPDATED_DATES = ("2025-10-06", "2025-10-13", "2025-10-20", "2025-10-27")
 ID_PREFIX = "https://openalex.org/W9"

@@ -8,11 +8,13 @@ from __future__ import annotations
 import copy
 import json
 import random
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
-from _common import REPO, synthetic_title
+from _common import SHARED_DATA, synthetic_title
 
-SHARED = REPO.parent / "shared" / "data" / "openalex"
+SHARED = SHARED_DATA / "openalex"
 SOURCE_FILE = "choxos__MetaCan__works_funders_ca_12f7c05bde955270.json"
 VERSIONS = ("metacan-v3-hybrid-931329e0061c", "metacan-v4-hybrid-0123456789ab")
 
@@ -176,3 +178,46 @@ def record_chunks(n: int, chunk: int, seed: int = 20260106) -> Iterator[list[tup
             out = []
     if out:
         yield out
+
+
+def write_release_inputs(data: Path, works: int, chunk: int = 10_000) -> dict:
+    """Write what ``site.build.build_release`` reads, for ``works`` records of :func:`record_chunks` under ``data``:
+    ``work_records``, ``frame`` (each record's frame row, so the name lists agree) and an empty ``student_heads``;
+    marks the folder complete with ``data/.prepared`` (``{"works", "record_chars"}``) and returns those figures and
+    the seconds taken."""
+    import hashlib
+
+    import pyarrow as pa
+
+    from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.tables.frame import FRAME_SCHEMA
+    from metacan_pipeline.tables.publish import RECORDS_SCHEMA
+    from metacan_pipeline.tables.student import HEADS_SCHEMA
+
+    storage = MetacanStorage(data_dir=str(data))
+    frames: list[pa.Table] = []
+    chars = 0
+
+    def records():
+        nonlocal chars
+        for pairs in record_chunks(works, chunk):
+            rows = []
+            for record, _ in pairs:
+                text = json.dumps(record, ensure_ascii=False, default=str)
+                chars += len(text)
+                rows.append(
+                    {
+                        "id": record["id"],
+                        "record_json": text,
+                        "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16],
+                    }
+                )
+            frames.append(pa.Table.from_pylist([f for _, f in pairs], schema=FRAME_SCHEMA))
+            yield pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA)
+
+    t0 = time.perf_counter()
+    n = storage.write_table("work_records", records(), schema=RECORDS_SCHEMA)
+    storage.write_table("frame", iter(frames), schema=FRAME_SCHEMA)
+    storage.write_table("student_heads", pa.Table.from_pylist([], schema=HEADS_SCHEMA))
+    (data / ".prepared").write_text(json.dumps({"works": n, "record_chars": chars}))
+    return {"works": n, "record_chars": chars, "seconds": time.perf_counter() - t0}

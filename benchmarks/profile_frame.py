@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/profile_frame.py [N=50000] [--scratch /tmp/metacan-bench]
+    .venv/bin/python benchmarks/profile_frame.py [N=50000] [--scratch /tmp/metacan-bench] [--smoke]
 
 Makes (or reuses) ``<scratch>/works_<N>`` with make_scale_input.py, builds the Canadian entity lists
 from it, then runs :func:`metacan_pipeline.frame.parts.build_part` on its first works part in this
@@ -10,6 +10,7 @@ process under cProfile (what one ``frame_parts`` worker process does per file; c
 into the worker pool), writes ``benchmarks/out/profile_part_<N>.pstats`` and prints the top functions
 by own time and by cumulative time, plus the CPU seconds of the build (all threads: DuckDB's scan runs
 in a prefetch thread). cProfile adds overhead to every Python call, so read shares, not absolute seconds.
+``--smoke``: 2,000 works.
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ import shutil
 import time
 from pathlib import Path
 
-from _common import OUT
+from _common import OUT, add_smoke_arg
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("n", type=int, nargs="?", default=50_000)
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-bench"))
+    add_smoke_arg(ap, "2,000 works")
     args = ap.parse_args()
+    if args.smoke:
+        args.n = 2_000
     import pyarrow as pa
     from make_scale_input import make_scale_input
 
@@ -75,7 +79,7 @@ def main() -> None:
         f"cProfile; {row['work_records']} works, {row['routed']} routed, read via {row['read_path']}"
     )
     path = OUT / f"profile_part_{args.n}.pstats"
-    path.parent.mkdir(exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     prof.dump_stats(path)
     for key in ("tottime", "cumulative"):
         s = io.StringIO()

@@ -1,4 +1,4 @@
-"""The rehearsal (issue 17): the whole chain over a synthetic snapshot of a given size, stage by stage, on this machine.
+"""The rehearsal: the whole chain over a synthetic snapshot of a given size, stage by stage, on this machine.
 
 Usage::
 
@@ -35,8 +35,9 @@ audit draw: one process over whole tables today). T(N) = serial + parallel / N (
 from the measured seconds, plus a linear extrapolation to ``--project-works`` frame works (seconds per frame
 work at this size x that many: an assumption the table states, to be checked against the next size).
 
-Output: the per-stage table on stdout, ``benchmarks/out/rehearsal_<N>.json`` with every figure, and the
-stage logs under ``<scratch>/run_<N>/logs/``.
+Output: the per-stage table on stdout, ``benchmarks/out/rehearsal_<N>.json`` (``rehearsal_<name>.json`` with
+``--name``) with every figure, written after every stage, and the stage logs under ``<scratch>/run_<N>/logs/``.
+Exits 1 when a stage failed. ``--smoke``: a snapshot of 2,000 works, a sample of 50, 5 works a call.
 """
 
 from __future__ import annotations
@@ -51,18 +52,20 @@ import time
 from pathlib import Path
 
 from _common import (
-    OUT,
     REPO,
+    SHARED_DATA,
     add_child_args,
+    add_smoke_arg,
     code_label,
     git_state,
     machine,
+    record,
+    result_path,
     run_stage,
     say,
     step_times,
     thin_samples,
     write_child_result,
-    write_json,
 )
 
 #: (stage, assets named by one of their keys; every key of the same definition is selected with it, checks
@@ -304,9 +307,9 @@ def rehearse(args: argparse.Namespace) -> dict:
         forget_teacher_labels(data_dir)
     skip = {s for s in args.skip.split(",") if s}
     todo = [s for s, _n, _k in STAGES if s not in skip and (not args.only or s in args.only.split(","))]
-    json_path = OUT / f"rehearsal_{tag}.json"
+    json_path = result_path("rehearsal", tag)
     # A resumed run keeps the figures of the stages it does not run again (each stage names the code it ran).
-    previous_run = json.loads(json_path.read_text()) if args.resume and json_path.exists() else {}
+    previous_run = json.loads(json_path.read_text())["figures"] if args.resume and json_path.exists() else {}
     if {"inventory", "frame"} & set(todo) or not previous_run.get("snapshot"):
         t0 = time.perf_counter()
         snapshot = make_scale_input(n, input_dir, procs=args.procs, keep=keep)
@@ -332,6 +335,7 @@ def rehearse(args: argparse.Namespace) -> dict:
             DAGSTER_HOME=str(home),
             METACAN_DATA_DIR=str(data_dir),
             METACAN_OPENALEX_DIR=str(input_dir),
+            METACAN_PILOT_DIR=os.environ.get("METACAN_PILOT_DIR") or str(SHARED_DATA / "metacan_pilot"),
         )
         sizes = (0, 0)
         if (data_dir / "warehouse" / "frame").exists():  # a resumed run: the frame is already built
@@ -370,12 +374,12 @@ def rehearse(args: argparse.Namespace) -> dict:
                 f"{res['bytes_written'] / 2**20:.0f} MiB, data +{res['data_dir_growth_bytes'] / 2**20:.0f} MiB, "
                 f"success {res['success']} (load {res['load_before']} -> {res['load_after']})"
             )
-            write_json(json_path, out)
+            record("rehearsal", out, name=tag, started=out["machine"], smoke=args.smoke)
             if not res["success"]:
                 say(f"[{n}] stage {stage} FAILED at {res['failed_steps']}: see {res['log']}; stopping")
                 break
     project(out, args.machines, args.project_works)
-    write_json(json_path, out)
+    record("rehearsal", out, name=tag, started=out["machine"], smoke=args.smoke)
     return out
 
 
@@ -501,8 +505,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--machines", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     ap.add_argument("--project-works", type=int, default=4_300_000)
+    add_smoke_arg(ap, "a snapshot of 2,000 works, a sample of 50, 5 works a call")
     add_child_args(ap, ("data", "input", "config"))
     args = ap.parse_args(argv)
+    if args.smoke and not args._stage:
+        args.works, args.sample, args.works_per_call, args.concurrency, args.procs = 2_000, 50, 5, 2, 1
+        args.machines = [1, 2]
     if args._stage:
         res = stage_child(args._stage, Path(args.data), Path(args.input), json.loads(args.config))
         write_child_result(res, args.result)
@@ -511,9 +519,9 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(problem)
     out = rehearse(args)
     print_table(out)
-    print(
-        f"wrote {OUT / ('rehearsal_' + (args.name or str(args.works) + ('_admitted' if args.admitted_only else '')) + '.json')}"
-    )
+    failed = [s for s, r in out["stages"].items() if not r.get("success")]
+    if failed:
+        raise SystemExit(f"stages {', '.join(failed)} failed (the figures are recorded)")
 
 
 if __name__ == "__main__":

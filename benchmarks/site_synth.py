@@ -6,7 +6,7 @@ records.
    ``openalex_more`` (built through Dagster, as the frame tests do), plus direct labels (gemma, codex),
    predictions and machine scores for its works (the test helpers' row shapes, categories varied over the
    whole vocabulary), then ``work_records`` + ``records_may_ship`` + ``site_database`` through Dagster: a
-   release database of the real frame works, written by the project's own build (``site/build/build.py``).
+   release database of the real frame works, written by the project's own build (``site/build.py``).
 2. :func:`value_pools`: from every real work record (``work_row``, about 1,800), the joint rows (title, year,
    language, type, field, topic, keywords, cited_by, has_abstract) and the name pools by real frequency:
    venues (works and the snapshot sample's sources), institutions (every affiliation, Canadian ones
@@ -24,9 +24,11 @@ records.
      decision rows are copied under the new key, and its ``record_json`` is the template's record with
      every changed field patched in (``json_merge_patch``), so the work page renders the row's own values;
    - machine scores (two arms) from hashes, patched into the record too.
-   Keys are fresh (``work_key`` = 9,000,000,000 + i, id ``W<work_key>``). The FTS5 index is built by the
-   project's own code (:func:`metacan_pipeline.site.build.build.write_index`), and ``release_info`` names a
-   release id ``release-<12 hex>`` of N and the seed.
+   Keys are fresh (``work_key`` = 9,000,000,000 + i, id ``W<work_key>``). Once the per-work tables are
+   written, the rest is the project's own build: the whole-release tables by
+   :func:`metacan_pipeline.site.build.build.write_whole_release_tables` (the seed's classifier heads as its ``heads``),
+   the FTS5 index by :func:`metacan_pipeline.site.build.build.write_index`; ``release_info`` names a release id
+   ``release-<12 hex>`` of N, the seed and the layout version.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-from _common import REPO, say
+from _common import SHARED_DATA, say
 
-SHARED = REPO.parent / "shared" / "data"
+SHARED = SHARED_DATA
 OPENALEX_DIRS = (SHARED / "openalex", SHARED / "openalex_more")
 SNAPSHOT = SHARED / "openalex" / "max-planck-innovation-competition__go-openalex__snapshot_sample" / "data"
 KEY_BASE = 9_000_000_000
@@ -49,7 +51,7 @@ KEY_BASE = 9_000_000_000
 CLASS_RATES = (("direct", 0.01), ("consensus", 0.08), ("candidate", 0.20), ("no_category", 0.61), ("none", 0.10))
 MODEL_VERSION = "metacan-v0-hybrid-000000000000"
 #: DuckDB's memory limit while generating: the ``works`` insert of 4.3M works (correlated name lists, JSON patches)
-#: ran out of 6 GB on duckdb 1.5.6 (2026-12-03); ``$METACAN_BENCH_MEMORY`` overrides it.
+#: needs more than 6 GB on duckdb 1.5.6; ``$METACAN_BENCH_MEMORY`` overrides it.
 MEMORY_LIMIT = os.environ.get("METACAN_BENCH_MEMORY", "12GB")
 
 
@@ -208,93 +210,6 @@ def roman(n: int) -> str:
 # ------------------------------------------------------------------------------------------------
 # 3. the synthetic release, generated inside DuckDB
 # ------------------------------------------------------------------------------------------------
-def add_facet_tables(db: Path, threads: int = 2) -> float:
-    """Add ``facet_codes`` and ``work_facets`` (``site/sql/facets.sql``, layout 2) and the later layouts' tables to a
-    release database of layout 1 built by an earlier run of this module; returns the seconds taken."""
-    from metacan_pipeline.site.build import build
-    from metacan_pipeline.site.build.cube import write_year_language_counts
-    from metacan_pipeline.site.build.figures import write_figures
-    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts, write_facet_counts
-    from metacan_pipeline.tables.site import release_tables
-
-    con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
-    con.execute("SET enable_progress_bar = false")
-    try:
-        t0 = time.perf_counter()
-        for name in (
-            "work_facets",
-            "facet_codes",
-            "facet_counts",
-            "release_statistics",
-            "release_prevalence",
-            "work_disagreements",
-            "facet_value_counts",
-            "cohort_facet_counts",
-            "year_language_counts",
-        ):
-            con.execute(f"DROP TABLE IF EXISTS {name}")
-        for table in release_tables():
-            con.execute(table.ddl())
-        con.execute(build.FACETS_SQL)
-        write_facet_counts(con)
-        write_year_language_counts(con)
-        write_cohort_facet_counts(con)
-        write_figures(con, None)
-        con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
-        con.execute("CHECKPOINT")
-        return time.perf_counter() - t0
-    finally:
-        con.close()
-
-
-def add_cohort_facet_counts(db: Path, threads: int = 2) -> float | None:
-    """Add ``cohort_facet_counts`` (``site/query/stored_counts.py``, layout 4) to a release database of layout 3 built by an
-    earlier run of this module (the caller records its manifest again); returns the seconds taken, None when the
-    table is there already."""
-    from metacan_pipeline.site.build import build
-    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts
-    from metacan_pipeline.tables.site import release_tables
-
-    con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
-    con.execute("SET enable_progress_bar = false")
-    try:
-        if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'cohort_facet_counts'").fetchone()[0]:
-            return None
-        t0 = time.perf_counter()
-        con.execute(next(t for t in release_tables() if t.name == "cohort_facet_counts").ddl())
-        write_cohort_facet_counts(con)
-        con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
-        con.execute("CHECKPOINT")
-        return time.perf_counter() - t0
-    finally:
-        con.close()
-
-
-def add_year_language_counts(db: Path, threads: int = 2) -> dict | None:
-    """Add ``year_language_counts`` (``site/build/cube.py``, layout 5) to a release database of layout 4 built by an earlier
-    run of this module (the caller records its manifest again); returns its build seconds, rows and bytes (the
-    database file's growth), None when the table is there already."""
-    from metacan_pipeline.site.build import build
-    from metacan_pipeline.site.build.cube import write_year_language_counts
-    from metacan_pipeline.tables.site import release_tables
-
-    before = db.stat().st_size
-    con = duckdb.connect(str(db), config={"memory_limit": MEMORY_LIMIT, "threads": threads})
-    con.execute("SET enable_progress_bar = false")
-    try:
-        if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'year_language_counts'").fetchone()[0]:
-            return None
-        t0 = time.perf_counter()
-        con.execute(next(t for t in release_tables() if t.name == "year_language_counts").ddl())
-        rows = write_year_language_counts(con)
-        con.execute("UPDATE release_info SET schema_version = ?", [build.LAYOUT_VERSION])
-        con.execute("CHECKPOINT")
-        seconds = time.perf_counter() - t0
-    finally:
-        con.close()
-    return {"seconds": round(seconds, 1), "rows": rows, "file_growth_bytes": db.stat().st_size - before}
-
-
 def _u(salt: int) -> str:
     """A uniform value in [0, 1) from a hash of the row number ``i`` and ``salt`` (SQL)."""
     return f"((hash(i, {salt}) % 1000000007)::DOUBLE / 1000000007)"
@@ -312,10 +227,8 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
     import hashlib
 
     from metacan_pipeline.site.build import build
-    from metacan_pipeline.site.build.cube import write_year_language_counts
-    from metacan_pipeline.site.build.figures import write_figures
     from metacan_pipeline.site.build.release import database_path, index_path, releases_dir, write_pointer
-    from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts, write_facet_counts
+    from metacan_pipeline.site.query.stored_counts import write_stored_counts
     from metacan_pipeline.tables.site import release_tables
 
     pools = value_pools(min_venues)
@@ -484,21 +397,17 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
             "vs FROM (SELECT gt.work_key, gt.score_gemma, gt.score_codex, c.rj->>'$.machine_scores.validation_status' AS vs "
             "FROM gt JOIN tmpl c ON c.work_key = gt.class_key), (VALUES ('codex'), ('gemma')) a(arm) ORDER BY 1, 2"
         )
-        con.execute("INSERT INTO classifier_heads SELECT * FROM seed.classifier_heads")
         timings["labels_decisions_scores_s"] = time.perf_counter() - t0
+        # the heads the seed release kept (its student_heads), as the real build's ``heads`` relation
+        con.execute(
+            "CREATE TEMP VIEW heads AS SELECT model_version, teacher, target, gate_passed, gate_reason "
+            "FROM seed.classifier_heads"
+        )
         t0 = time.perf_counter()
-        con.execute(build.FACETS_SQL)
-        write_facet_counts(con)
-        timings["facet_tables_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        write_year_language_counts(con)
-        timings["year_language_counts_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        write_cohort_facet_counts(con)
-        timings["cohort_facet_counts_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        write_figures(con, None)  # the statistics page, the dossier, the typeahead (no prevalence table here)
-        timings["figures_s"] = time.perf_counter() - t0
+        build.write_whole_release_tables(
+            con, None, write_stored_counts
+        )  # as site_database does after its ranges (no prevalence here)
+        timings["whole_release_tables_s"] = time.perf_counter() - t0
         sha = hashlib.sha256(release_id.encode()).hexdigest()
         con.execute(
             "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), s.frame_build_ids, "
@@ -546,4 +455,5 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
         "database_bytes": db.stat().st_size,
         "fts_index_bytes": index.stat().st_size,
         "build_seconds": {k: round(v, 1) for k, v in timings.items()},
+        "layout_version": build.LAYOUT_VERSION,
     }

@@ -23,17 +23,17 @@ SOURCE_WORKS = 50_000  # scale input of the real frame rows (make_scale_input.py
 RECIPE_VERSION = "bench-student-v2"  # bump when the generator changes: cached inputs are rebuilt
 
 
-def real_frame(scratch: Path) -> Path:
+def real_frame(scratch: Path, source_works: int = SOURCE_WORKS) -> Path:
     """The warehouse folder of a frame built as bench_frame.py builds it (its ``frame`` stage, in a child)
-    from a SOURCE_WORKS scale input."""
+    from a scale input of ``source_works`` works."""
     from make_scale_input import make_scale_input
 
-    data_dir = scratch / f"framesrc_{SOURCE_WORKS}" / "data"
+    data_dir = scratch / f"framesrc_{source_works}" / "data"
     done = data_dir.parent / "DONE.json"
     if done.exists() and (data_dir / "warehouse" / "frame").is_dir():
         return data_dir / "warehouse" / "frame"
-    input_dir = scratch / f"works_{SOURCE_WORKS}"
-    make_scale_input(SOURCE_WORKS, input_dir, quiet=True)
+    input_dir = scratch / f"works_{source_works}"
+    make_scale_input(source_works, input_dir, quiet=True)
     result = data_dir.parent / "frame_result.json"
     t0 = time.perf_counter()
     cmd = [sys.executable, str(HERE / "bench_frame.py"), "--_stage", "frame", "--result", str(result)]
@@ -56,15 +56,18 @@ def _recipe(n_max: int, train_works: int, titles_mode: str, src_rows: int) -> di
     }
 
 
-def prepare(scratch: Path, sizes: list[int], train_works: int, titles_mode: str) -> dict:
-    """Build (or reuse) every scored frame, its gemma labels and the training set."""
+def prepare(
+    scratch: Path, sizes: list[int], train_works: int, titles_mode: str, source_works: int = SOURCE_WORKS
+) -> dict:
+    """Build (or reuse) every scored frame, its gemma labels and the training set (the real frame rows from a scale
+    input of ``source_works`` works)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from metacan_pipeline.storage import MetacanStorage
     from metacan_pipeline.student.scoring import student_texts
 
-    src_dir = real_frame(scratch)
+    src_dir = real_frame(scratch, source_works)
     src = pq.read_table(src_dir)
     n_max = max(sizes)
     recipe = _recipe(n_max, train_works, titles_mode, src.num_rows)

@@ -11,9 +11,9 @@ import json
 import re
 from collections import Counter
 
-from _common import REPO
+from _common import SHARED_DATA
 
-PILOT = (REPO / ".." / "shared" / "data" / "metacan_pilot").resolve()
+PILOT = SHARED_DATA / "metacan_pilot"
 SEED = 20251130
 
 # keyword phrases per binary target and the share of works that carry one (the label truth)

@@ -157,15 +157,15 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The longest xdist groups first (the ``llm`` group, then the modules that run the whole graph, a browser or
-    sentence embeddings): ``--dist loadgroup`` hands out groups in collection order, so a long group collected
+    """The longest xdist groups first (the ``llm`` group, the benchmarks, then the modules that run the whole graph, a
+    browser or sentence embeddings): ``--dist loadgroup`` hands out groups in collection order, so a long group collected
     last would run alone at the end while the other worker idles."""
     first = {name: rank for rank, name in enumerate(LONGEST_GROUPS)}
 
     def rank(item) -> int:
         marker = item.get_closest_marker("xdist_group")
         group = marker.args[0] if marker and marker.args else item.module.__name__
-        return first.get(group, len(first))
+        return first.get(group.split(":", 1)[0], len(first))
 
     items.sort(key=rank)  # stable: within a rank, collection order
 
@@ -173,6 +173,7 @@ def pytest_collection_modifyitems(config, items):
 #: Groups whose tests take longest (``pytest --durations=0 -n 2``), longest first.
 LONGEST_GROUPS = (
     "llm",
+    "bench",  # each benchmark at its smallest size is a group "bench:<script>" (test_benchmarks.py)
     "metacan_pipeline_tests.student.test_training",
     "metacan_pipeline_tests.student.test_pilot_eval_frame1k",
     "metacan_pipeline_tests.integration.test_ui_browser",

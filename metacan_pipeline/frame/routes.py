@@ -1,6 +1,6 @@
 """Routes, admission and sampling-frame flags of SPEC section 2, one work row at a time.
 
-Input rows are typed work rows (:data:`metacan_pipeline.openalex.works.WORKS_SCHEMA`, built by either
+Input rows are typed work rows (:data:`metacan_pipeline.tables.openalex.WORKS_SCHEMA`, built by either
 reader of :mod:`metacan_pipeline.openalex.staging`); output rows are ``frame`` rows
 (:data:`FRAME_SCHEMA`) or None when no route fires (:func:`route_row`) or the work is not admitted.
 """

@@ -242,11 +242,8 @@ def _write_database(
             con.execute("DROP TABLE fr")
         con.execute("RESET checkpoint_threshold")
         _check_inputs(con, mismatch)
-        con.execute(FACETS_SQL)
-        write_year_language_counts(con)
-        stored_counts(con)
         prevalence = storage.table_dir("prevalence") / "*.parquet" if storage.has_table("prevalence") else None
-        write_figures(con, prevalence)
+        write_whole_release_tables(con, prevalence, stored_counts)
         con.execute(
             "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), "
             "(SELECT list(DISTINCT id ORDER BY id) FROM (SELECT unnest(?::VARCHAR[]) AS id)), "
@@ -265,6 +262,20 @@ def _write_database(
         con.execute("CHECKPOINT")
     finally:
         con.close()
+
+
+def write_whole_release_tables(
+    con: duckdb.DuckDBPyConnection, prevalence: Path | None, stored_counts: StoredCounts
+) -> None:
+    """The tables that look at the whole release, written once the per-work tables are complete: the classifier heads
+    of the versions the works carry and the coded facet copy (``sql/facets.sql``, which reads the temporary relation
+    ``heads``: ``model_version, teacher, target, gate_passed, gate_reason`` of ``student_heads``), the year x language
+    cube, the counts the queries read back (``stored_counts``, see :func:`build_release`) and the figures
+    (``prevalence``: the ``prevalence`` table's Parquet glob, None when there is none)."""
+    con.execute(FACETS_SQL)
+    write_year_language_counts(con)
+    stored_counts(con)
+    write_figures(con, prevalence)
 
 
 def work_key_ranges(con: duckdb.DuckDBPyConnection, chunk_works: int) -> list[tuple[int, int | None]]:

@@ -19,7 +19,7 @@ Routes, in English under ``/coding/`` and in French under ``/fr/coding/`` (:func
 - ``adjudication`` (coders with the adjudicator role, ``metacan coders adjudicator NAME``): the disagreements they
   did not code themselves; ``adjudication/<id>`` shows both answers side by side with the evidence and records the
   adjudicated code (:meth:`CodingStore.adjudicate`).
-- ``instructions``: the coder instructions the protocol locked (:func:`metacan_pipeline.audit.protocol.load_instructions`).
+- ``instructions``: the coder instructions the protocol locked (:func:`metacan_pipeline.audit.protocol.locked.load_instructions`).
 
 What a coder sees is the task's evidence and their own answers only: no label, prediction, score, stratum, design
 weight, teacher or release (the pages have their own layout, ``templates/coding/``), and never another coder's

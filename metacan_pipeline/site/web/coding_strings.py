@@ -3,7 +3,7 @@ refusal sentences, and the reading of a submitted form into an answer.
 
 Every string is an English msgid marked with :func:`~metacan_pipeline.i18n.N_` (the French is in the catalogue);
 vocabulary codes come from :mod:`metacan_pipeline.vocab` and travel unchanged (a form value is a code, a label its
-name). The answer's rules are not restated here: :func:`metacan_pipeline.audit.coding.validate_answer` applies them,
+name). The answer's rules are not restated here: :func:`metacan_pipeline.audit.coding.validate.validate_answer` applies them,
 and :data:`FIELD_PROBLEMS` only says, per field it names, what to do in the coder's language.
 """
 
