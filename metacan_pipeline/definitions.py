@@ -13,22 +13,24 @@ from pathlib import Path
 
 import dagster as dg
 
-from .audit.definitions import defs as audit_defs
-from .frame.definitions import defs as frame_defs
+from .audit import definitions as audit
+from .frame import definitions as frame
 from .frame.partitions import all_partitions_run_tags
-from .publish.definitions import defs as publish_defs
-from .release.definitions import defs as release_defs
+from .publish import definitions as publish
+from .release import definitions as release
 from .resources import OpenAlexFiles, default_openalex_dirs
-from .sampling.definitions import defs as sampling_defs
+from .sampling import definitions as sampling
 from .settings import split_dirs
-from .site.definitions import defs as site_defs
+from .site import definitions as site
 from .storage import MetacanStorage, default_data_dir
-from .student.definitions import defs as student_defs
+from .student import definitions as student
 from .tables.checks import schema_checks
+from .teachers import definitions as teachers
 from .teachers.calling.server import EmbeddedLlamaServer
-from .teachers.definitions import defs as teachers_defs
 
-STAGES = [frame_defs, sampling_defs, teachers_defs, student_defs, audit_defs, release_defs, publish_defs, site_defs]
+#: Each stage's ``defs``, in pipeline order. The stages' modules are imported, not their ``defs`` objects: Dagster
+#: refuses a code location with more than one ``Definitions`` at module scope.
+STAGES = [m.defs for m in (frame, sampling, teachers, student, audit, release, publish, site)]
 
 #: The API refresh buys OpenAlex calls: it runs only in its own job (``api_refresh``), never as part
 #: of ``metacan run``, ``make run``, the tests or the offline jobs below.

@@ -1,10 +1,16 @@
 """Tests of metacan_pipeline.definitions: the Definitions load, jobs, schedules and blocking checks."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import dagster as dg
 
 from metacan_pipeline.definitions import ALL_ASSETS, defs
 from metacan_pipeline.tables.checks import CHECK_NAME
 
+REPO = Path(__file__).resolve().parents[1]
 WORK_RECORDS = dg.AssetKey("work_records")
 ALL_KEYS = {k.to_user_string() for a in ALL_ASSETS for k in a.keys}
 
@@ -123,3 +129,18 @@ def test_a_release_is_cut_only_on_request():
     from metacan_pipeline.release.assets import ReleaseConfig
 
     assert ReleaseConfig().cut is False
+
+
+def test_the_workspace_loads_as_dagster_dev_loads_it(tmp_path):
+    """`dagster definitions validate -w workspace.yaml` (the loader of `dagster dev`, which refuses a module with more
+    than one Definitions object at its top level) passes on the project's workspace."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("dagster")), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=REPO,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "All code locations passed validation" in done.stdout + done.stderr
