@@ -31,7 +31,7 @@ STAGES = [frame_defs, sampling_defs, teachers_defs, student_defs, audit_defs, re
 
 #: The API refresh buys OpenAlex calls: it runs only in its own job (``api_refresh``), never as part
 #: of ``metacan run``, ``make run``, the tests or the offline jobs below.
-API_REFRESH = dg.AssetSelection.assets("openalex_api_refresh")
+API_REFRESH = dg.AssetSelection.assets("openalex_api_refresh").required_multi_asset_neighbors()
 
 #: The main job: the whole offline asset graph, checks included (blocking checks stop what is downstream).
 #: Partitioned by ``openalex_partitions`` through ``frame_parts``: run it over the range of every
@@ -45,7 +45,9 @@ metacan_all = dg.define_asset_job(
 #: Everything after ``frame_refresh``, over a range of partitions (what ``metacan run`` runs second).
 metacan_build = dg.define_asset_job(
     "metacan_build",
-    selection=dg.AssetSelection.all() - API_REFRESH - dg.AssetSelection.assets("openalex_inventory", "canadian_entities"),
+    selection=dg.AssetSelection.all()
+    - API_REFRESH
+    - dg.AssetSelection.assets("openalex_inventory", "canadian_entities").required_multi_asset_neighbors(),
     description="Everything downstream of frame_refresh: frame parts, frame, direct labels, student, records and pages.",
 )
 
@@ -78,8 +80,8 @@ defs = dg.Definitions.merge(
 )
 
 #: Every asset and asset check of the graph, in stage order.
-ALL_ASSETS = [a for stage in STAGES for a in stage.assets]
-ALL_CHECKS = [c for stage in STAGES for c in stage.asset_checks]
+ALL_ASSETS = [a for stage in STAGES for a in stage.assets or ()]
+ALL_CHECKS = [c for stage in STAGES for c in stage.asset_checks or ()]
 
 
 def materialize_in_process(

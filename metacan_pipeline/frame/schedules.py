@@ -3,6 +3,8 @@
 Jobs select assets by key, so this module imports no asset definition.
 """
 
+from __future__ import annotations
+
 import dagster as dg
 
 from .partitions import all_partitions_run_tags
@@ -10,21 +12,21 @@ from .partitions import all_partitions_run_tags
 #: The frame refresh: take stock of the inputs (registers new partitions) and rebuild the entity lists.
 frame_refresh = dg.define_asset_job(
     "frame_refresh",
-    selection=dg.AssetSelection.assets("openalex_inventory", "canadian_entities"),
+    selection=dg.AssetSelection.assets("openalex_inventory", "canadian_entities").required_multi_asset_neighbors(),
     description="Take stock of the OpenAlex inputs and rebuild the Canadian entity lists; "
     "the sensor frame_build_after_refresh then builds the new parts and the frame.",
 )
 #: Build the parts of the given partitions (already built ones are skipped unread) and merge the frame.
 frame_build = dg.define_asset_job(
     "frame_build",
-    selection=dg.AssetSelection.assets("frame_parts", "frame"),
+    selection=dg.AssetSelection.assets("frame_parts", "frame").required_multi_asset_neighbors(),
     description="Build unbuilt frame parts and merge the frame (run over a partition range).",
 )
 #: The API refresh: harvest the next updated_date window (needs canadian_entities), then take stock,
 #: which registers the window's partition; the sensor frame_build_after_refresh builds it and merges the frame.
 api_refresh = dg.define_asset_job(
     "api_refresh",
-    selection=dg.AssetSelection.assets("openalex_api_refresh", "openalex_inventory"),
+    selection=dg.AssetSelection.assets("openalex_api_refresh", "openalex_inventory").required_multi_asset_neighbors(),
     description="Harvest the OpenAlex API for the works updated since the last completed window (buys API calls), then "
     "take stock of the inputs; the sensor frame_build_after_refresh then builds the window's parts and merges the frame.",
 )
