@@ -590,5 +590,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("METACAN_LOG_LEVEL", "WARNING")
     main()

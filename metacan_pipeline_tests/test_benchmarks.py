@@ -96,7 +96,7 @@ def _env(out: Path) -> dict[str, str]:
     """The test process's environment without the pipeline's settings (a benchmark sets its own), this checkout
     first on the path, and the results sent to ``out``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("METACAN_", "DAGSTER_"))}
-    env.update(PYTHONPATH=str(REPO), METACAN_BENCH_OUT=str(out), METACAN_LOG_LEVEL="WARNING")
+    env.update(PYTHONPATH=str(REPO), METACAN_BENCH_OUT=str(out))
     # kept: where the shared data is, and one llama.cpp thread under xdist (conftest.pytest_configure)
     env |= {k: os.environ[k] for k in ("METACAN_SHARED_DIR", "METACAN_LLAMA_THREADS") if k in os.environ}
     return env

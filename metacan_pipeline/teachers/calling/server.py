@@ -270,7 +270,7 @@ class EmbeddedLlamaServer(dg.ConfigurableResource):
 def busy_cores_hint(threads: int) -> str | None:
     """A warning when the embedded server starts with several threads on a machine whose cores are already busy (load
     average over the last minute at least the core count): llama.cpp's threads wait for each other by spinning, and a
-    measured call took 2-5 times longer with 2 threads than with 1 on busy cores (README, the two commands)."""
+    measured call took 2-5 times longer with 2 threads than with 1 on busy cores (benchmarks/RESULTS.md)."""
     try:
         load = os.getloadavg()[0]
     except OSError:
