@@ -177,7 +177,8 @@ def real_run(tmp_path_factory, openalex_dir):
     abstracts from the loopback OpenAlex stub: about a minute on a busy 2-core machine."""
     from metacan_pipeline_tests.builders.openalex import SMALL_INPUT_FILES
     from metacan_pipeline_tests.openalex_stub import StubOpenAlex, real_works
-    from metacan_pipeline_tests.stub_teacher import DEFAULT_MODEL, run_stub
+    from metacan_pipeline_tests.stub_teacher.app import DEFAULT_MODEL
+    from metacan_pipeline_tests.stub_teacher.process import run_stub
 
     root = tmp_path_factory.mktemp("real_run")
     (root / "openalex").mkdir()

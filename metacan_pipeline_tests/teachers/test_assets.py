@@ -14,7 +14,7 @@ import duckdb
 import httpx
 import pytest
 
-from metacan_pipeline_tests.stub_teacher import run_stub
+from metacan_pipeline_tests.stub_teacher.process import run_stub
 
 
 def test_the_role_assets_are_the_teachers_the_registry_names_and_depend_on_the_frame_by_key():

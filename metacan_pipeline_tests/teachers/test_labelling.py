@@ -27,7 +27,9 @@ from metacan_pipeline.teachers.core.rubric import load_prompt
 from metacan_pipeline.teachers.export import export_labels
 from metacan_pipeline.teachers.labelling import label_works, select_works
 from metacan_pipeline_tests.builders.teachers import RUN_LOG, frame_rows, spec_for
-from metacan_pipeline_tests.stub_teacher import parse_records, run_stub, stub_label
+from metacan_pipeline_tests.stub_teacher.labels import stub_label
+from metacan_pipeline_tests.stub_teacher.process import run_stub
+from metacan_pipeline_tests.stub_teacher.protocol import parse_records
 
 REPO = Path(__file__).resolve().parents[2]
 
