@@ -773,7 +773,7 @@ def test_the_export_runs_under_its_own_duckdb_memory_limit(tmp_path, monkeypatch
     every label."""
     import duckdb
 
-    from metacan_pipeline.teachers.core import export
+    from metacan_pipeline.teachers import export
 
     storage = MetacanStorage(data_dir=str(tmp_path))
     rows = frame_rows(6, {})
