@@ -23,7 +23,6 @@ def lock_audit_sample(storage: MetacanStorage, frame: list[dict], drawn: list[st
     """Record a small audit protocol (``record_protocol``, coder instructions v1) as the current one and write its
     ``audit_sample``: one row per frame work, ``drawn`` in the sample (pi 0.5) and the rest not (pi 0.5, not drawn).
     What ``audit_protocol`` + ``audit_sample`` leave for the coding step, without a student run. Returns its id."""
-
     instructions = load_instructions("v1")
     protocol = AuditProtocol(
         classifier_version="metacan-v0-hybrid-0a1b2c3d4e5f",
@@ -65,7 +64,6 @@ def audit_draw(states: list[dict], protocol) -> list[dict]:
     """The ``audit_sample`` rows ``metacan_pipeline.audit.protocol.design.draw_audit_sample`` draws under ``protocol`` from
     machine-state rows (dicts of the columns of the ``machine_state`` view: id, language, has_abstract, route_key,
     trained_on, any_consensus, any_candidate, any_near), in its order."""
-
     with duckdb.connect() as con:
         con.register("machine_state", pa.Table.from_pylist(states))
         return [row for batch in draw_audit_sample(con, protocol) for row in batch.to_pylist()]

@@ -45,7 +45,6 @@ def site_world(storage: MetacanStorage, openalex_dir: Path, n: int = 60) -> list
     but one failed, codex on every fifth), predictions (candidate on every fourth work, consensus on every
     eighth) and machine scores; the first work's title and keywords carry injection and XSS payloads.
     Returns the frame rows."""
-
     base = real_frame_row(openalex_dir)
     frame, gemma, codex, preds, machine = [], [], [], [], []
     for i in range(n):
@@ -106,7 +105,6 @@ def site_world(storage: MetacanStorage, openalex_dir: Path, n: int = 60) -> list
 
 def build_site(storage: MetacanStorage) -> dg.ExecuteInProcessResult:
     """Materialize ``work_records`` (with its blocking check) and ``site_database`` over what ``storage`` holds."""
-
     return dg.materialize(
         [work_records, records_may_ship, site_database],
         resources={"storage": storage},

@@ -172,7 +172,6 @@ def record_qualification(storage: MetacanStorage, teacher: str, agree: bool = Tr
     ``metacan_pipeline.teachers.qualification.judge`` on the real frame1k reference set of a teacher
     that gives every reference work its reference label (``agree``: qualified, kappa 1) or calls every
     work not meta-research (not qualified, kappa 0)."""
-
     cfg = load_qualification()
     works = draw_reference_set(PILOT, cfg, set())
     result = judge(works, {w.row["id"]: w.reference if agree else 0 for w in works}, cfg)
