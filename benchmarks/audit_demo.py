@@ -56,7 +56,8 @@ def main() -> None:
     with ExitStack() as stack:
         if not opts.embedded:
             from metacan_pipeline_tests.openalex_stub import StubOpenAlex, real_works
-            from metacan_pipeline_tests.stub_teacher import DEFAULT_MODEL, run_stub
+            from metacan_pipeline_tests.stub_teacher.app import DEFAULT_MODEL
+            from metacan_pipeline_tests.stub_teacher.process import run_stub
 
             url, _ = stack.enter_context(run_stub())
             api = StubOpenAlex(real_works())

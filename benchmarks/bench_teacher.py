@@ -1,4 +1,4 @@
-"""Teacher throughput against the local stub teacher (metacan_pipeline_tests/stub_teacher.py) on loopback.
+"""Teacher throughput against the local stub teacher (metacan_pipeline_tests/stub_teacher/) on loopback.
 
 For each stub latency (simulated model time per call), start the stub as a subprocess, warm it up, then
 measure, one after the other against the same stub in this process run:
@@ -37,7 +37,7 @@ import httpx
 from _common import add_smoke_arg, loadavg, machine, machine_line, ratio, record, self_cpu_seconds, tree_cpu_seconds
 from teacher_loaders import frame_rows, make_works, run_baseline, run_capacity
 
-from metacan_pipeline_tests.stub_teacher import run_stub
+from metacan_pipeline_tests.stub_teacher.process import run_stub
 
 
 # ------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ What it does, in order:
 1. The snapshot: ``make_scale_input.py`` (real OpenAlex work records of ``../shared/data/openalex`` re-emitted
    under fresh ids, snapshot layout; reused when its manifest is complete) at ``<scratch>/snapshot_<N>``. ``N``
    is the number of *snapshot* works: the frame holds the share of them the admission rule keeps (printed).
-2. The teachers: the loopback stub teacher (``metacan_pipeline_tests/stub_teacher.py``, latency 0, one worker)
+2. The teachers: the loopback stub teacher (``metacan_pipeline_tests/stub_teacher/``, latency 0, one worker)
    and a registry ``<scratch>/run_<N>/teachers.toml`` pointing both roles at it: ``gemma`` the census teacher
    (``title_only``, every frame work), ``codex`` the sample teacher (``title_abstract``, the sample), v3 prompt,
    ``--works-per-call`` works a call, ``--concurrency`` calls in flight.
@@ -292,7 +292,8 @@ def forget_teacher_labels(data_dir: Path) -> None:
 def rehearse(args: argparse.Namespace) -> dict:
     from make_scale_input import make_scale_input
 
-    from metacan_pipeline_tests.stub_teacher import DEFAULT_MODEL, run_stub
+    from metacan_pipeline_tests.stub_teacher.app import DEFAULT_MODEL
+    from metacan_pipeline_tests.stub_teacher.process import run_stub
 
     n = args.works
     scratch = args.scratch.resolve()

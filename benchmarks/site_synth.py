@@ -64,7 +64,10 @@ def build_seed(data: Path) -> Path:
     from metacan_pipeline.tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
     from metacan_pipeline.tables.teachers import LABELS_SCHEMA
     from metacan_pipeline.vocab import CATEGORIES
-    from metacan_pipeline_tests.builders import build_frame, build_site, label_row, machine_row, prediction_row
+    from metacan_pipeline_tests.builders.frame import build_frame
+    from metacan_pipeline_tests.builders.site import build_site
+    from metacan_pipeline_tests.builders.student import machine_row, prediction_row
+    from metacan_pipeline_tests.builders.teachers import label_row
 
     _, result = build_frame(data, os.pathsep.join(str(d) for d in OPENALEX_DIRS))
     if not result.success:

@@ -13,15 +13,8 @@ from metacan_pipeline.openalex.ids import short_id
 from metacan_pipeline.openalex.reader import Record, iter_records
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.features import make_features
-from metacan_pipeline_tests.builders import (
-    LME4_ID,
-    OPENALEX,
-    OPENALEX_MORE,
-    PILOT,
-    REPRO_ID,
-    SMALL_INPUT_FILES,
-    is_canadian,
-)
+from metacan_pipeline_tests.builders.common import OPENALEX, OPENALEX_MORE, PILOT
+from metacan_pipeline_tests.builders.openalex import LME4_ID, REPRO_ID, SMALL_INPUT_FILES, is_canadian
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from metacan_pipeline_tests.builders import OPENALEX
+from metacan_pipeline_tests.builders.common import OPENALEX
 
 #: Real files holding every quirk the tests name (ids in the comments of the tests below).
 REAL_FILES = (

@@ -1,4 +1,4 @@
-"""Tests of the stub teacher (metacan_pipeline_tests/stub_teacher.py), run for real as a subprocess over loopback."""
+"""Tests of the stub teacher (metacan_pipeline_tests/stub_teacher/), run for real as a subprocess over loopback."""
 
 import json
 import os
@@ -9,7 +9,9 @@ import httpx
 import pytest
 
 from metacan_pipeline.teachers.core.validate import LABEL_FIELDS, validate_label
-from metacan_pipeline_tests.stub_teacher import FAULT_MODES, JSON_SCHEMA_REJECTED, REFUSAL_TEXT, run_stub, stub_label
+from metacan_pipeline_tests.stub_teacher.labels import stub_label
+from metacan_pipeline_tests.stub_teacher.process import run_stub
+from metacan_pipeline_tests.stub_teacher.protocol import FAULT_MODES, JSON_SCHEMA_REJECTED, REFUSAL_TEXT
 
 
 def batch_body(records: list[dict], **extra) -> dict:

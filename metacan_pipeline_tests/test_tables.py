@@ -18,7 +18,7 @@ from metacan_pipeline.tables.checks import CHECK_NAME, checked_tables, schema_ch
 from metacan_pipeline.tables.fields import FIELDS, column, columns, description
 from metacan_pipeline.tables.migrations import FIRST_LAYOUT_PROMPT_SHAS
 from metacan_pipeline.teachers.core.rubric import prompt_lock
-from metacan_pipeline_tests.builders import build_frame
+from metacan_pipeline_tests.builders.frame import build_frame
 
 PACKAGE = Path(__file__).resolve().parents[1] / "metacan_pipeline"
 

@@ -13,7 +13,7 @@ from metacan_pipeline.audit.coding.adjudicators import frame1k_codes
 from metacan_pipeline.audit.coding.errors import CodingError
 from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.cli import app
-from metacan_pipeline_tests.builders import PILOT
+from metacan_pipeline_tests.builders.common import PILOT
 
 
 def test_frame1k_verdicts_become_machine_metaresearch_codes():

@@ -2,7 +2,7 @@
 
 The store is written with ``storage.write_table``: 40 frame works built from a real OpenAlex record (the choxos
 Canadian-funders file in ../shared/data), with the predictions, thresholds, heads, training set, sample design and
-sample-teacher labels a student run would leave. A real student run (``builders.write_inputs`` + ``run_student``)
+sample-teacher labels a student run would leave. A real student run (``builders.student.write_inputs`` + ``run_student``)
 takes about 40 s on this machine, so these tables are written by hand with the columns the audit reads.
 """
 
@@ -22,14 +22,10 @@ from metacan_pipeline.tables.sampling import DESIGN_SCHEMA
 from metacan_pipeline.tables.student import HEADS_SCHEMA, PRED_SCHEMA, THRESHOLDS_SCHEMA, TRAINING_SET_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.vocab import BINARY_TARGETS, CATEGORIES
-from metacan_pipeline_tests.builders import (
-    check_evaluation,
-    label_row,
-    prediction_row,
-    real_frame_row,
-    root_error,
-    sql,
-)
+from metacan_pipeline_tests.builders.common import check_evaluation, root_error, sql
+from metacan_pipeline_tests.builders.frame import real_frame_row
+from metacan_pipeline_tests.builders.student import prediction_row
+from metacan_pipeline_tests.builders.teachers import label_row
 
 MV = "metacan-v0-hybrid-0a1b2c3d4e5f"
 BUILD = "frame-5e6f7a8b9c0d"

@@ -11,7 +11,7 @@ from metacan_pipeline.audit.checks import sample_problems
 from metacan_pipeline.audit.protocol.design import stratum_plans
 from metacan_pipeline.audit.protocol.locked import AuditProtocol, GateThresholds, HeadUnderTest
 from metacan_pipeline.tables.audit import AUDIT_SAMPLE_SCHEMA
-from metacan_pipeline_tests.builders import audit_draw
+from metacan_pipeline_tests.builders.audit import audit_draw
 
 HEADS = (HeadUnderTest("metaresearch", True, "passed", 0.1, 3, 0.4, "quota"),)
 

@@ -19,7 +19,8 @@ from metacan_pipeline.audit.coding.loading import load_coding_tasks, queue_posit
 from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.cli import app
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
-from metacan_pipeline_tests.builders import lock_audit_sample, real_frame_row
+from metacan_pipeline_tests.builders.audit import lock_audit_sample
+from metacan_pipeline_tests.builders.frame import real_frame_row
 
 N = 12
 

@@ -23,7 +23,8 @@ from metacan_pipeline.audit.protocol.power import power_note
 from metacan_pipeline.sampling.design import salted_hash
 from metacan_pipeline.tables.student import PRED_SCHEMA, THRESHOLDS_SCHEMA
 from metacan_pipeline.vocab import BINARY_TARGETS, CATEGORIES
-from metacan_pipeline_tests.builders import audit_draw, audit_sizes, prediction_row
+from metacan_pipeline_tests.builders.audit import audit_draw, audit_sizes
+from metacan_pipeline_tests.builders.student import prediction_row
 
 MV = "metacan-v0-hybrid-000000000000"
 

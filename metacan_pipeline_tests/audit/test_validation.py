@@ -47,16 +47,11 @@ from metacan_pipeline.tables.student import (
 )
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.vocab import BINARY_TARGETS, CATEGORIES
-from metacan_pipeline_tests.builders import (
-    CTX,
-    PILOT,
-    check_evaluation,
-    label_row,
-    machine_row,
-    prediction_row,
-    real_frame_row,
-    sql,
-)
+from metacan_pipeline_tests.builders.common import PILOT, check_evaluation, sql
+from metacan_pipeline_tests.builders.frame import real_frame_row
+from metacan_pipeline_tests.builders.site import CTX
+from metacan_pipeline_tests.builders.student import machine_row, prediction_row
+from metacan_pipeline_tests.builders.teachers import label_row
 
 MV = "metacan-v0-hybrid-0a1b2c3d4e5f"
 N = 200

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
 from metacan_pipeline.definitions import build_resources, materialize_in_process
-from metacan_pipeline_tests.builders import LoopbackOpenAlex
+from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
 
 
 def test_fetch_archives_routes_and_the_frame_reads_the_archive(tmp_path, openalex_dir):

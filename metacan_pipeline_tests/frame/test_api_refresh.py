@@ -13,7 +13,7 @@ import pytest
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs
 from metacan_pipeline.openalex.windows import Window, next_window
-from metacan_pipeline_tests.builders import LoopbackOpenAlex
+from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
 
 KEY = "sk-test-SECRET-4242"
 FUNDER_FILES = (

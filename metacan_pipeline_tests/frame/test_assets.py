@@ -20,15 +20,14 @@ import pytest
 
 from metacan_pipeline.definitions import build_resources, materialize_in_process
 from metacan_pipeline.frame.parts import part_dir
-from metacan_pipeline_tests.builders import (
+from metacan_pipeline_tests.builders.common import check_evaluation, node_metadata
+from metacan_pipeline_tests.builders.frame import build_frame
+from metacan_pipeline_tests.builders.openalex import (
     LME4_ID,
     REPRO_ID,
-    build_frame,
-    check_evaluation,
     complete_lines,
     copy_funders,
     is_canadian,
-    node_metadata,
     write_manifest,
     write_part,
 )

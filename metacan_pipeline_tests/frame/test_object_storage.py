@@ -34,7 +34,8 @@ from metacan_pipeline.openalex.inventory import take_inventory
 from metacan_pipeline.openalex.lookup import load_abstracts
 from metacan_pipeline.openalex.remote import storage_options
 from metacan_pipeline.settings import split_dirs
-from metacan_pipeline_tests.builders import OPENALEX, copy_funders, is_canadian, node_metadata, root_error, write_part
+from metacan_pipeline_tests.builders.common import OPENALEX, node_metadata, root_error
+from metacan_pipeline_tests.builders.openalex import copy_funders, is_canadian, write_part
 
 SAMPLE = OPENALEX / "max-planck-innovation-competition__go-openalex__snapshot_sample"
 BUCKET = "metacan-snapshot"

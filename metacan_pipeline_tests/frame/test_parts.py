@@ -19,17 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs, materialize_in_process
-from metacan_pipeline_tests.builders import (
+from metacan_pipeline_tests.builders.common import REPO, check_evaluation, failure_messages, node_metadata
+from metacan_pipeline_tests.builders.frame import build_frame
+from metacan_pipeline_tests.builders.openalex import (
     FUNDER_FILES,
-    REPO,
-    build_frame,
     canadian_ids,
-    check_evaluation,
     complete_lines,
     copy_funders,
-    failure_messages,
     is_canadian,
-    node_metadata,
     write_manifest,
     write_part,
 )

@@ -73,7 +73,7 @@ def test_both_teachers_are_tested_and_their_standing_is_published(two_runs):
 def small_input_module(tmp_path_factory, openalex_dir):
     import shutil
 
-    from metacan_pipeline_tests.builders import SMALL_INPUT_FILES
+    from metacan_pipeline_tests.builders.openalex import SMALL_INPUT_FILES
 
     dest = tmp_path_factory.mktemp("input") / "openalex"
     dest.mkdir()

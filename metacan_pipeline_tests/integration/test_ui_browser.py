@@ -18,7 +18,8 @@ import pytest
 
 from metacan_pipeline.instance import DAGSTER_YAML
 from metacan_pipeline_tests.browser import REPO, PageWatch, artifacts_dir
-from metacan_pipeline_tests.stub_teacher import DEFAULT_MODEL, _die_with_parent, run_stub
+from metacan_pipeline_tests.stub_teacher.app import DEFAULT_MODEL
+from metacan_pipeline_tests.stub_teacher.process import die_with_parent, run_stub
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -101,7 +102,7 @@ def dagster_dev(env: dict[str, str], log_path: Path, startup_timeout_s: float = 
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     url = f"http://127.0.0.1:{port}"
     try:

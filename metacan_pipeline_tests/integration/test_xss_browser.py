@@ -13,7 +13,9 @@ from metacan_pipeline.publish.abstracts import Abstract
 from metacan_pipeline.publish.pages import environment, index_row, render_index, render_work, write_static
 from metacan_pipeline.publish.records import build_record
 from metacan_pipeline_tests.browser import PageWatch
-from metacan_pipeline_tests.builders import label_row, machine_row, prediction_row, real_frame_row
+from metacan_pipeline_tests.builders.frame import real_frame_row
+from metacan_pipeline_tests.builders.student import machine_row, prediction_row
+from metacan_pipeline_tests.builders.teachers import label_row
 
 PAYLOADS = (
     "<script>window.__xss=1</script>",

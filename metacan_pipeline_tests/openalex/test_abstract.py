@@ -7,7 +7,7 @@ from pathlib import Path
 
 from metacan_pipeline.openalex.abstract import deinvert, markup_to_text, tidy_abstract
 from metacan_pipeline.openalex.ids import is_work_id, short_id
-from metacan_pipeline_tests.builders import LME4_ABSTRACT
+from metacan_pipeline_tests.builders.openalex import LME4_ABSTRACT
 from metacan_pipeline_tests.openalex_stub import real_index as _index
 
 

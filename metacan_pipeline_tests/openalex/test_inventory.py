@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from metacan_pipeline.definitions import build_resources, materialize_in_process
-from metacan_pipeline_tests.builders import failure_messages
+from metacan_pipeline_tests.builders.common import failure_messages
 
 
 def test_an_empty_input_folder_fails_the_inventory_naming_the_folder(tmp_path):

@@ -15,7 +15,8 @@ from metacan_pipeline.frame.parts import PartJob, build_part, part_dir
 from metacan_pipeline.openalex.reader import Record, iter_records
 from metacan_pipeline.openalex.staging import ReadStats, read_work_batches
 from metacan_pipeline.tables.frame import ENTITY_SCHEMA
-from metacan_pipeline_tests.builders import OPENALEX, canadian_ids
+from metacan_pipeline_tests.builders.common import OPENALEX
+from metacan_pipeline_tests.builders.openalex import canadian_ids
 
 SNAPSHOT = OPENALEX / "max-planck-innovation-competition__go-openalex__snapshot_sample"
 

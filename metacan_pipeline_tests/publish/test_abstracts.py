@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from metacan_pipeline.publish.abstracts import Abstract, AbstractFetcher
-from metacan_pipeline_tests.builders import LME4_ABSTRACT
+from metacan_pipeline_tests.builders.openalex import LME4_ABSTRACT
 from metacan_pipeline_tests.openalex_stub import real_works
 
 

@@ -17,7 +17,9 @@ from metacan_pipeline.tables.frame import FRAME_SCHEMA
 from metacan_pipeline.tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.vocab import SCORE_ONLY_IMMATURE
-from metacan_pipeline_tests.builders import label_row, machine_row, prediction_row, real_frame_row
+from metacan_pipeline_tests.builders.frame import real_frame_row
+from metacan_pipeline_tests.builders.student import machine_row, prediction_row
+from metacan_pipeline_tests.builders.teachers import label_row
 
 
 def _write_world(storage: MetacanStorage, openalex_dir, machine_extra=None):
@@ -206,7 +208,7 @@ def test_the_site_follows_the_frame_and_the_renderer(tmp_path, openalex_dir, ope
 def test_records_changed_counts_the_new_and_changed_records_and_leaves_no_scratch_file(tmp_path, openalex_dir):
     """``records_changed``: every record on the first materialization, none when nothing changed, and exactly the
     works whose label changed (the previous hashes are kept on disk and compared in DuckDB)."""
-    from metacan_pipeline_tests.builders import site_world
+    from metacan_pipeline_tests.builders.site import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
@@ -235,7 +237,7 @@ def test_record_inputs_are_the_same_whatever_the_range_of_ids_joined_at_a_time(t
     """work_records joins the frame range of ids by range (RANGE_WORKS): 30 works in ranges of 7 (five ranges, the
     last one short) give the same rows, in the same id order, as one range; no work is lost or doubled at a bound."""
     from metacan_pipeline.publish import record_inputs as inputs
-    from metacan_pipeline_tests.builders import site_world
+    from metacan_pipeline_tests.builders.site import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
@@ -257,7 +259,7 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
     import pyarrow.parquet as pq
 
     from metacan_pipeline.publish import record_build, records
-    from metacan_pipeline_tests.builders import site_world
+    from metacan_pipeline_tests.builders.site import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
@@ -295,7 +297,7 @@ def test_each_range_of_a_records_build_spills_to_its_own_folder(tmp_path, openal
     (duckdb issue 15173: two processes sorting past their memory_limit in one temp_directory segfault). Each range
     spills to a folder of its own under warehouse/.spill-records, gone after the build."""
     from metacan_pipeline.publish import record_build
-    from metacan_pipeline_tests.builders import site_world
+    from metacan_pipeline_tests.builders.site import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
@@ -372,7 +374,7 @@ def test_record_workers_end_when_the_build_process_is_killed(tmp_path, openalex_
     import signal
     import time
 
-    from metacan_pipeline_tests.builders import site_world
+    from metacan_pipeline_tests.builders.site import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
@@ -411,7 +413,7 @@ def test_a_records_worker_killed_mid_build_stops_the_build_with_what_to_do(tmp_p
 
     import pyarrow.parquet as pq
 
-    from metacan_pipeline_tests.builders import site_world
+    from metacan_pipeline_tests.builders.site import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
@@ -458,7 +460,7 @@ def test_an_interrupted_records_build_stops_its_workers_at_once(tmp_path, openal
 
     import pyarrow.parquet as pq
 
-    from metacan_pipeline_tests.builders import site_world
+    from metacan_pipeline_tests.builders.site import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)
@@ -507,7 +509,7 @@ def test_lineage_built_by_ranges_of_ids_is_the_lineage_built_at_once(tmp_path, o
 
     from metacan_pipeline.publish.assets import label_tables
     from metacan_pipeline.publish.lineage import build_lineage
-    from metacan_pipeline_tests.builders import site_world
+    from metacan_pipeline_tests.builders.site import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     frame = site_world(storage, openalex_dir, n=30)

@@ -16,7 +16,8 @@ from metacan_pipeline import settings
 from metacan_pipeline.publish.manifest import renderer_fingerprint
 from metacan_pipeline.publish.pages import environment, render_work, report_link, run_context
 from metacan_pipeline.publish.records import SCHEMA_PATH, build_record
-from metacan_pipeline_tests.builders import CTX, real_frame_row
+from metacan_pipeline_tests.builders.frame import real_frame_row
+from metacan_pipeline_tests.builders.site import CTX
 
 LME4_AUTHORS = [  # the lme4 record's authorships whose institution is Canadian (the other two are in the US and CH)
     {

@@ -35,7 +35,11 @@ from metacan_pipeline.publish.pages import (
 from metacan_pipeline.publish.records import build_record, record_row
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.publish import PAGE_PLAN_SCHEMA, RECORDS_SCHEMA
-from metacan_pipeline_tests.builders import CTX, XSS, label_row, machine_row, prediction_row, real_frame_row
+from metacan_pipeline_tests.builders.common import XSS
+from metacan_pipeline_tests.builders.frame import real_frame_row
+from metacan_pipeline_tests.builders.site import CTX
+from metacan_pipeline_tests.builders.student import machine_row, prediction_row
+from metacan_pipeline_tests.builders.teachers import label_row
 
 INDEX_JS = Path(__file__).resolve().parents[2] / "metacan_pipeline" / "publish" / "static" / "index.js"
 BREAKOUT = "</script><script>alert(1)</script>"

@@ -17,7 +17,10 @@ from metacan_pipeline.publish.records import (
 )
 from metacan_pipeline.tables.student import PRED_SCHEMA
 from metacan_pipeline.vocab import CATEGORIES, GENRES, SCORE_ONLY_IMMATURE, STUDY_DESIGNS
-from metacan_pipeline_tests.builders import CTX, label_row, machine_row, prediction_row, real_frame_row
+from metacan_pipeline_tests.builders.frame import real_frame_row
+from metacan_pipeline_tests.builders.site import CTX
+from metacan_pipeline_tests.builders.student import machine_row, prediction_row
+from metacan_pipeline_tests.builders.teachers import label_row
 
 
 def test_schema_vocabularies_are_the_spec_vocabularies_and_it_rejects_what_may_not_ship(openalex_dir):
@@ -178,7 +181,7 @@ def test_the_ship_check_gives_the_same_answer_in_worker_processes_as_in_one(tmp_
     from metacan_pipeline.publish.record_check import SHOWN_VIOLATIONS, check_records
     from metacan_pipeline.storage import MetacanStorage
     from metacan_pipeline.tables.publish import RECORDS_SCHEMA
-    from metacan_pipeline_tests.builders import site_world
+    from metacan_pipeline_tests.builders.site import site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=30)

@@ -25,7 +25,8 @@ from metacan_pipeline.release.layer import ROLLING, UNRELEASED, rolling_violatio
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
 from metacan_pipeline.tables.student import PRED_SCHEMA
-from metacan_pipeline_tests.builders import CTX, prediction_row, site_world
+from metacan_pipeline_tests.builders.site import CTX, site_world
+from metacan_pipeline_tests.builders.student import prediction_row
 
 VERSION = "metacan-v0-hybrid-000000000000"
 NEW_ID = "W7999"

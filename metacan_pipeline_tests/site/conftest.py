@@ -1,4 +1,4 @@
-"""Fixtures of the site tests: one release built through Dagster from the site world (builders.site_world), and
+"""Fixtures of the site tests: one release built through Dagster from the site world (builders.site.site_world), and
 the loopback OpenAlex stub every served work page fetches its abstract from (never the public API)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline_tests.builders import build_site, site_world
+from metacan_pipeline_tests.builders.site import build_site, site_world
 
 
 @pytest.fixture(scope="module", autouse=True)

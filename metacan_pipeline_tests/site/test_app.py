@@ -263,7 +263,7 @@ def test_a_link_made_on_an_earlier_release_says_so(tmp_path, openalex_dir):
 
     from metacan_pipeline.storage import MetacanStorage
     from metacan_pipeline.tables.teachers import LABELS_SCHEMA
-    from metacan_pipeline_tests.builders import build_site, site_world
+    from metacan_pipeline_tests.builders.site import build_site, site_world
 
     storage = MetacanStorage(data_dir=str(tmp_path / "data"))
     site_world(storage, openalex_dir, n=9)

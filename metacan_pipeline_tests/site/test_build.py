@@ -17,7 +17,8 @@ from metacan_pipeline.tables.frame import FRAME_SCHEMA
 from metacan_pipeline.tables.site import release_tables
 from metacan_pipeline.tables.student import MACHINE_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
-from metacan_pipeline_tests.builders import build_site, node_metadata, site_world
+from metacan_pipeline_tests.builders.common import node_metadata
+from metacan_pipeline_tests.builders.site import build_site, site_world
 
 
 def _release_sql(storage, query, params=()):

@@ -28,7 +28,8 @@ from metacan_pipeline.publish.abstracts import AbstractFetcher
 from metacan_pipeline.site.build.release import releases_dir
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline_tests.browser import PageWatch, launch_chromium, start_playwright
-from metacan_pipeline_tests.builders import LoopbackOpenAlex, lock_audit_sample
+from metacan_pipeline_tests.builders.audit import lock_audit_sample
+from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
 
 ABSTRACT = "We audited the reporting of 120 surgical trials registered in Canada."
 #: What would betray a machine output (or the release it lives in) on a coder's page.

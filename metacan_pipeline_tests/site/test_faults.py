@@ -24,7 +24,7 @@ from metacan_pipeline.site.build.release import (
 )
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.web.saved import QueryStoreUnavailable
-from metacan_pipeline_tests.builders import build_site
+from metacan_pipeline_tests.builders.site import build_site
 
 ORIGIN = {"Origin": "https://example.org"}
 

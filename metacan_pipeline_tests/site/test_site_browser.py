@@ -175,9 +175,10 @@ def real_run(tmp_path_factory, openalex_dir):
     """``(data dir, env)`` after `metacan run` (a subprocess, so the registry naming the stub teachers is read when
     the definitions load) over a copy of the small real input, with both teachers on the loopback stub and live
     abstracts from the loopback OpenAlex stub: about a minute on a busy 2-core machine."""
-    from metacan_pipeline_tests.builders import SMALL_INPUT_FILES
+    from metacan_pipeline_tests.builders.openalex import SMALL_INPUT_FILES
     from metacan_pipeline_tests.openalex_stub import StubOpenAlex, real_works
-    from metacan_pipeline_tests.stub_teacher import DEFAULT_MODEL, run_stub
+    from metacan_pipeline_tests.stub_teacher.app import DEFAULT_MODEL
+    from metacan_pipeline_tests.stub_teacher.process import run_stub
 
     root = tmp_path_factory.mktemp("real_run")
     (root / "openalex").mkdir()

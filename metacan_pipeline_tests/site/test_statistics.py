@@ -23,7 +23,8 @@ from metacan_pipeline.site.web.dossier import HEADS
 from metacan_pipeline.site.web.openapi import API_ROUTES
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
-from metacan_pipeline_tests.builders import XSS, site_world
+from metacan_pipeline_tests.builders.common import XSS
+from metacan_pipeline_tests.builders.site import site_world
 
 INJECTIONS = ("' OR 1=1 --", "'; DROP TABLE works; --", "%", "_", "<script>alert(1)</script>")
 

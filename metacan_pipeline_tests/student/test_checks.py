@@ -12,7 +12,8 @@ from metacan_pipeline.student.checks import (
 )
 from metacan_pipeline.tables.student import PRED_SCHEMA
 from metacan_pipeline.vocab import CATEGORICAL_TARGETS, CATEGORIES
-from metacan_pipeline_tests.builders import run_student, sql, write_inputs
+from metacan_pipeline_tests.builders.common import sql
+from metacan_pipeline_tests.builders.student import run_student, write_inputs
 
 
 def _pred(wid: str, candidate: list[str], consensus: list[str] | None = None, score: float = 0.4) -> dict:

@@ -11,7 +11,7 @@ import pytest
 
 from metacan_pipeline.student import embeddings
 from metacan_pipeline.student.features import make_features, student_text
-from metacan_pipeline_tests.builders import REPRO, SOIL
+from metacan_pipeline_tests.builders.student import REPRO, SOIL
 
 REPLICATION = {
     "id": "W2",

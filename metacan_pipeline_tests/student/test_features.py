@@ -8,7 +8,7 @@ import pytest
 
 from metacan_pipeline.student.features import FEATURE_KINDS, STUDENT_FIELDS, make_features, student_text
 from metacan_pipeline.student.scoring import student_texts
-from metacan_pipeline_tests.builders import REPRO, SOIL, student_frame_rows
+from metacan_pipeline_tests.builders.student import REPRO, SOIL, student_frame_rows
 
 
 def test_student_text_ignores_every_field_the_frame_cannot_supply():

@@ -6,7 +6,8 @@ import pytest
 from metacan_pipeline.student.assets import student_heads
 from metacan_pipeline.student.holdout import HOLDOUT_FRACTION, freeze_holdout, frozen_among, venue_held_out, venue_key
 from metacan_pipeline.student.training import frame_venues
-from metacan_pipeline_tests.builders import N_WORKS, root_error, run_student, sql, write_inputs
+from metacan_pipeline_tests.builders.common import root_error, sql
+from metacan_pipeline_tests.builders.student import N_WORKS, run_student, write_inputs
 
 
 def test_holdout_venue_rule_applies_to_a_null_venue_work(storage):

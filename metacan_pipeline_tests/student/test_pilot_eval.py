@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from metacan_pipeline.cli import app
 from metacan_pipeline.openalex.abstract import markup_to_text
 from metacan_pipeline.student.pilot_eval import evaluate_pilot, pilot_works
-from metacan_pipeline_tests.builders import SHARED
+from metacan_pipeline_tests.builders.common import SHARED
 
 PILOT = SHARED / "data" / "metacan_pilot"
 

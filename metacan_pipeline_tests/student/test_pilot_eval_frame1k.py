@@ -15,7 +15,7 @@ from metacan_pipeline.student import pilot_frame1k
 from metacan_pipeline.student.features import make_features
 from metacan_pipeline.student.pilot_frame1k import evaluate_frame1k, frame1k_works
 from metacan_pipeline.teachers.core.reference import FRAME1K_ARMS, R1_ARMS
-from metacan_pipeline_tests.builders import SHARED
+from metacan_pipeline_tests.builders.common import SHARED
 
 PILOT = SHARED / "data" / "metacan_pilot"
 FRAME1K = PILOT / "frame1k"

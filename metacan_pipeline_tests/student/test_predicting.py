@@ -5,15 +5,9 @@ import pytest
 
 from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.vocab import CATEGORIES, PREDICTION_STATUS
-from metacan_pipeline_tests.builders import (
-    N_WORKS,
-    labels,
-    record_qualification,
-    run_student,
-    sql,
-    write_inputs,
-    write_labels,
-)
+from metacan_pipeline_tests.builders.common import sql
+from metacan_pipeline_tests.builders.student import N_WORKS, record_qualification, run_student, write_inputs
+from metacan_pipeline_tests.builders.teachers import labels, write_labels
 
 
 def test_absent_about_ca_labels_do_not_deflate_the_quota_rate(storage):

@@ -10,7 +10,7 @@ from metacan_pipeline.student.assets import prevalence
 from metacan_pipeline.student.prevalence import stratified_rate
 from metacan_pipeline.teachers.assets import imported_labels
 from metacan_pipeline.teachers.imports.sources import ImportedLabelsConfig
-from metacan_pipeline_tests.builders import SHARED
+from metacan_pipeline_tests.builders.common import SHARED
 
 
 def test_stratified_rate_by_hand():
@@ -73,7 +73,7 @@ def test_the_pilot_screeners_published_prevalence_and_the_swap_range(tmp_path):
 def test_classify_and_count_is_the_candidate_share_and_is_not_computed_while_a_teacher_is_unqualified(storage):
     from metacan_pipeline.student.assets import predictions, student_heads
     from metacan_pipeline.student.prevalence import classify_and_count_rows
-    from metacan_pipeline_tests.builders import N_WORKS, record_qualification, run_student, write_inputs
+    from metacan_pipeline_tests.builders.student import N_WORKS, record_qualification, run_student, write_inputs
 
     write_inputs(storage)
     run_student(storage, student_heads, predictions)
@@ -214,7 +214,8 @@ def _write_prevalence_world(storage) -> None:
     from metacan_pipeline.tables.student import PRED_SCHEMA
     from metacan_pipeline.tables.teachers import LABELS_SCHEMA
     from metacan_pipeline.vocab import CATEGORIES
-    from metacan_pipeline_tests.builders import label_row, prediction_row, record_qualification
+    from metacan_pipeline_tests.builders.student import prediction_row, record_qualification
+    from metacan_pipeline_tests.builders.teachers import label_row
 
     rng = random.Random(17)
     t0 = dt.datetime(2026, 11, 1)

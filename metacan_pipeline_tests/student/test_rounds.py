@@ -16,17 +16,15 @@ from metacan_pipeline.tables.student import ROUND_SCORES_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.teachers.assets import label_batches
 from metacan_pipeline.vocab import SCORE_ONLY_IMMATURE, SCORE_ONLY_MATURE
-from metacan_pipeline_tests.builders import (
+from metacan_pipeline_tests.builders.common import root_error, sql
+from metacan_pipeline_tests.builders.student import (
     N_WORKS,
-    labels,
     move_holdout_works,
-    root_error,
     run_student,
-    sql,
     student_label,
     write_inputs,
-    write_labels,
 )
+from metacan_pipeline_tests.builders.teachers import labels, write_labels
 from metacan_pipeline_tests.student import rounds_before as before
 
 

@@ -14,16 +14,9 @@ from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.holdout import venue_held_out, venue_key
 from metacan_pipeline.student.models import model_path
 from metacan_pipeline.student.training import TrainingInputs, design_weights
-from metacan_pipeline_tests.builders import (
-    N_WORKS,
-    labels,
-    move_holdout_works,
-    root_error,
-    run_student,
-    sql,
-    write_inputs,
-    write_labels,
-)
+from metacan_pipeline_tests.builders.common import root_error, sql
+from metacan_pipeline_tests.builders.student import N_WORKS, move_holdout_works, run_student, write_inputs
+from metacan_pipeline_tests.builders.teachers import labels, write_labels
 
 
 @pytest.mark.parametrize("bad", [float("nan"), None], ids=["nan", "null"])

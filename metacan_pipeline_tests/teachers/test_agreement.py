@@ -15,7 +15,8 @@ from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.teachers.assets import imported_labels, teacher_agreement
 from metacan_pipeline.teachers.core.agreement import HEADS, agreement, head_values, kappa
 from metacan_pipeline.teachers.core.store import now_utc
-from metacan_pipeline_tests.builders import GOOD_LABEL, PILOT, materialize, metadata
+from metacan_pipeline_tests.builders.common import PILOT, metadata
+from metacan_pipeline_tests.builders.teachers import GOOD_LABEL, materialize
 
 T, F = True, False
 

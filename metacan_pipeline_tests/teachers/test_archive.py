@@ -11,8 +11,8 @@ import pytest
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.calling.archive import ARCHIVE_DIR
 from metacan_pipeline.teachers.labelling import label_works
-from metacan_pipeline_tests.builders import RUN_LOG, frame_rows, spec_for
-from metacan_pipeline_tests.stub_teacher import run_stub
+from metacan_pipeline_tests.builders.teachers import RUN_LOG, frame_rows, spec_for
+from metacan_pipeline_tests.stub_teacher.process import run_stub
 
 
 def _write_archive(storage: MetacanStorage, teacher: str, name: str, payload: bytes) -> Path:

@@ -14,7 +14,7 @@ import duckdb
 import httpx
 import pytest
 
-from metacan_pipeline_tests.stub_teacher import run_stub
+from metacan_pipeline_tests.stub_teacher.process import run_stub
 
 
 def test_the_role_assets_are_the_teachers_the_registry_names_and_depend_on_the_frame_by_key():
@@ -48,7 +48,8 @@ from metacan_pipeline.resources import OpenAlexFiles
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.assets import census_direct_labels
 from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer
-from metacan_pipeline_tests.builders import OPENALEX, site_world
+from metacan_pipeline_tests.builders.common import OPENALEX
+from metacan_pipeline_tests.builders.site import site_world
 url, data, fresh = sys.argv[1], sys.argv[2], sys.argv[3] == "fresh"
 storage = MetacanStorage(data_dir=data)
 if fresh:

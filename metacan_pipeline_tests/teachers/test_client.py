@@ -10,7 +10,7 @@ import pytest
 from metacan_pipeline.teachers.calling.client import EndpointConfigurationError, TeacherClient
 from metacan_pipeline.teachers.core.rubric import load_prompt
 from metacan_pipeline.vocab import LABEL_FIELDS
-from metacan_pipeline_tests.builders import GOOD_REPLY
+from metacan_pipeline_tests.builders.teachers import GOOD_REPLY
 
 VIEW = {
     "id": "W1",

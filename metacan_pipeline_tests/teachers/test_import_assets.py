@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline_tests.builders import GOOD_LABEL, materialize, metadata
+from metacan_pipeline_tests.builders.common import metadata
+from metacan_pipeline_tests.builders.teachers import GOOD_LABEL, materialize
 
 
 def test_imported_labels_asset(tmp_path: Path, pilot_dir: Path):

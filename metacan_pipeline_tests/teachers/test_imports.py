@@ -13,7 +13,7 @@ import pytest
 
 from metacan_pipeline.tables import create_tables
 from metacan_pipeline.teachers.imports.importing import ImportSpec, canonical_json, current_imported_sql, import_file
-from metacan_pipeline_tests.builders import GOOD_LABEL
+from metacan_pipeline_tests.builders.teachers import GOOD_LABEL
 
 IMPORT_SPEC = ImportSpec(teacher="ext", model="m", prompt_version="p1", record_view="title_abstract", source="test")
 

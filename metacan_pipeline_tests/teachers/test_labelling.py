@@ -26,8 +26,10 @@ from metacan_pipeline.teachers.core.registry import TeacherSpec, direct_labels_t
 from metacan_pipeline.teachers.core.rubric import load_prompt
 from metacan_pipeline.teachers.export import export_labels
 from metacan_pipeline.teachers.labelling import label_works, select_works
-from metacan_pipeline_tests.builders import RUN_LOG, frame_rows, spec_for
-from metacan_pipeline_tests.stub_teacher import parse_records, run_stub, stub_label
+from metacan_pipeline_tests.builders.teachers import RUN_LOG, frame_rows, spec_for
+from metacan_pipeline_tests.stub_teacher.labels import stub_label
+from metacan_pipeline_tests.stub_teacher.process import run_stub
+from metacan_pipeline_tests.stub_teacher.protocol import parse_records
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,7 +89,7 @@ import logging, sys, time
 from pathlib import Path
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.labelling import label_works
-from metacan_pipeline_tests.builders import frame_rows, spec_for
+from metacan_pipeline_tests.builders.teachers import frame_rows, spec_for
 url, data, me, other = sys.argv[1:5]
 Path(data, me).touch()
 while not Path(data, other).exists():  # start together (imports take seconds)
@@ -576,7 +578,7 @@ KILL_SCRIPT = """
 import json, logging, sys
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.labelling import label_works
-from metacan_pipeline_tests.builders import frame_rows, spec_for
+from metacan_pipeline_tests.builders.teachers import frame_rows, spec_for
 url, data = sys.argv[1], sys.argv[2]
 label_works(MetacanStorage(data_dir=data), spec_for(url, concurrency=2, works_per_call=2), frame_rows(60), run_id="killed",
             log=logging.getLogger("x"), base_url=lambda: url)

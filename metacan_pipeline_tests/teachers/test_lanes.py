@@ -20,8 +20,8 @@ from metacan_pipeline.teachers.calling.archive import read_archive
 from metacan_pipeline.teachers.core.registry import TeacherSpec
 from metacan_pipeline.teachers.export import export_labels
 from metacan_pipeline.teachers.labelling import label_works
-from metacan_pipeline_tests.builders import frame_rows, spec_for
-from metacan_pipeline_tests.stub_teacher import run_stub
+from metacan_pipeline_tests.builders.teachers import frame_rows, spec_for
+from metacan_pipeline_tests.stub_teacher.process import run_stub
 
 LOG = logging.getLogger("test_lanes")
 

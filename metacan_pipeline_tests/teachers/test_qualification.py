@@ -25,8 +25,9 @@ from metacan_pipeline.teachers.qualification import (
     load_qualification,
     qualify,
 )
-from metacan_pipeline_tests.builders import PILOT, RUN_LOG, spec_for
-from metacan_pipeline_tests.stub_teacher import run_stub
+from metacan_pipeline_tests.builders.common import PILOT
+from metacan_pipeline_tests.builders.teachers import RUN_LOG, spec_for
+from metacan_pipeline_tests.stub_teacher.process import run_stub
 
 CFG = QualificationConfig(negatives=30, min_works=50)  # 34 in scope + 30 drawn negatives
 

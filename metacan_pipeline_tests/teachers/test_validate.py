@@ -8,7 +8,7 @@ import pytest
 
 from metacan_pipeline.teachers.calling.replies import validate_batch
 from metacan_pipeline.teachers.core.validate import InvalidLabel, batch_reply_schema, reply_schema, validate_label
-from metacan_pipeline_tests.builders import GOOD_LABEL, GOOD_REPLY
+from metacan_pipeline_tests.builders.teachers import GOOD_LABEL, GOOD_REPLY
 
 
 def test_absent_fields_are_none_and_must_not_be_given():

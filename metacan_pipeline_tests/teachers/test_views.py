@@ -7,8 +7,8 @@ import pytest
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.teachers.core.views import marked_names, record_view, view_hash
 from metacan_pipeline.teachers.labelling import label_works
-from metacan_pipeline_tests.builders import RUN_LOG, frame_rows, spec_for
-from metacan_pipeline_tests.stub_teacher import run_stub
+from metacan_pipeline_tests.builders.teachers import RUN_LOG, frame_rows, spec_for
+from metacan_pipeline_tests.stub_teacher.process import run_stub
 
 
 def _work(**kw) -> dict:
