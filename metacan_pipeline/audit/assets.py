@@ -43,6 +43,7 @@ from .protocol.locked import (
     load_instructions,
     record_protocol,
 )
+from .protocol.scratch import scratch
 
 
 class AuditProtocolConfig(dg.Config):
@@ -97,7 +98,7 @@ def audit_protocol(
     a stored protocol is never updated. Every run is logged in audit_protocol_runs: its newest row is the current
     protocol, which audit_sample draws."""
     instructions = load_instructions(config.instructions_version)
-    with design.scratch(storage, ["frame", "predictions", "prediction_thresholds", "student_heads"]) as con:
+    with scratch(storage, ["frame", "predictions", "prediction_thresholds", "student_heads"]) as con:
         version = classifier.classifier_version(con)
         heads, notes = classifier.heads_under_test(con, version, config.heads)
         frame_build = classifier.frame_build_id(con)
@@ -165,7 +166,7 @@ def audit_sample(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
     protocol = current_protocol(storage)
     pid = protocol.protocol_id
     names = ["frame", "predictions", "prediction_thresholds", "student_heads", "student_training_set", "sample_design"]
-    with design.scratch(storage, [*names, direct_labels_key(SAMPLE)]) as con:
+    with scratch(storage, [*names, direct_labels_key(SAMPLE)]) as con:
         current = (classifier.classifier_version(con), classifier.frame_build_id(con))
         if current != (protocol.classifier_version, protocol.frame_build_id):
             raise ValueError(

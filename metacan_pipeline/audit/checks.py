@@ -12,8 +12,7 @@ import dagster as dg
 import duckdb
 
 from ..storage import MetacanStorage
-from .protocol.design import EXCLUDED_TRAINED
-from .protocol.locked import current_protocol_id
+from .protocol.locked import EXCLUDED_TRAINED, current_protocol_id
 
 #: Relative tolerance of the float comparisons (pi = n_h / N_h, design_weight = 1 / pi).
 TOLERANCE = 1e-12

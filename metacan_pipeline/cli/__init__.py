@@ -6,7 +6,7 @@ Dagster instance under ``$DAGSTER_HOME`` (default ``<data dir>/dagster_home``), 
 folder shows them.
 
 One module per command group, each only parsing arguments, calling the stages and printing (:data:`COMMANDS`):
-:mod:`.run` (``dev``, ``run``, ``summary``; the summary's text in :mod:`.run_summary`), :mod:`.lineage`,
+:mod:`.run`, :mod:`.summary` (its text in :mod:`.run_summary`), :mod:`.dev`, :mod:`.lineage`,
 :mod:`.serve`, :mod:`.release`, :mod:`.labels` (``import-labels``), :mod:`.fetch` (the OpenAlex API harvest),
 :mod:`.pilot` (``evaluate-pilot``), and the audit study's groups :mod:`.coders` and :mod:`.coding`.
 
@@ -29,11 +29,11 @@ from typer.core import TyperGroup
 #: ``(command, "<module of this package>:<function, or a typer.Typer of a command group>")``, in the order
 #: ``metacan --help`` lists them.
 COMMANDS = (
-    ("dev", "run:dev"),
+    ("dev", "dev:dev"),
     ("run", "run:run"),
     ("lineage", "lineage:lineage"),
     ("serve", "serve:serve"),
-    ("summary", "run:summary"),
+    ("summary", "summary:summary"),
     ("release", "release:release"),
     ("import-labels", "labels:import_labels"),
     ("fetch", "fetch:fetch"),

@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import time
-from pathlib import Path
 
 import typer
 from dagster._utils.interrupts import setup_interrupt_handlers
 
 from .. import settings
 from ..definitions import build_resources, materialize_in_process
-from ..instance import dagster_instance, instance_home
+from ..instance import dagster_instance
 from ..storage import default_data_dir
+from .options import DATA_DIR_HELP
 from .run_summary import summary_text
-
-DATA_DIR_HELP = "Output folder (default $METACAN_DATA_DIR or ./data)."
-
-
-def dev(
-    data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
-    port: int = typer.Option(3000, help="Port of the Dagster UI."),
-) -> None:
-    """Start the Dagster UI (``dagster dev -w workspace.yaml``) on the instance ``metacan run`` uses."""
-    home = instance_home(data_dir or default_data_dir())
-    typer.echo(f"Dagster instance: {home} (the one metacan run uses); UI on http://localhost:{port}")
-    dagster = Path(sys.executable).with_name("dagster")
-    os.execv(str(dagster), [str(dagster), "dev", "-w", "workspace.yaml", "-p", str(port)])
 
 
 def run(
@@ -75,11 +60,3 @@ def interrupt_on_sigterm() -> None:
     server, and marks the run failed; without the handler Python would die at once and leave the teacher server
     running. The handlers are Dagster's own, as its command line installs them."""
     setup_interrupt_handlers()
-
-
-def summary(data_dir: str = typer.Option(None, help=DATA_DIR_HELP)) -> None:
-    """Print what the last run produced (frame, labels, predictions, pages)."""
-    text = summary_text(data_dir or default_data_dir())
-    typer.echo(text)
-    if text.startswith("Nothing to summarise"):
-        raise typer.Exit(1)

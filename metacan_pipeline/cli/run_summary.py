@@ -16,8 +16,7 @@ import duckdb
 
 from ..audit.coding.errors import CodingStoreError
 from ..audit.coding.store import CodingStore
-from ..audit.protocol.design import EXCLUDED_TRAINED
-from ..audit.protocol.locked import STRATA, current_protocol_id, load_protocol
+from ..audit.protocol.locked import EXCLUDED_TRAINED, STRATA, current_protocol_id, load_protocol
 from ..settings import coding_store_path
 from ..site.build.release import ReleaseUnavailable, current_release_id, database_path
 from ..storage import MetacanStorage

@@ -1,8 +1,10 @@
 """Tests of the ``metacan`` group: every command listed from its docstring, its module imported when it runs."""
 
+import os
 import subprocess
 import sys
 
+import pytest
 import typer
 
 from metacan_pipeline.cli import COMMANDS, LazyCommand, app
@@ -32,3 +34,34 @@ def test_metacan_help_lists_every_command_without_loading_dagster_or_the_stages(
     for name, _ in COMMANDS:
         assert f" {name} " in out, name
     assert "LOADED ['metacan_pipeline.cli']" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["summary"], "Nothing to summarise in"),
+        (["coders", "list"], "No coders yet"),
+        (["coding", "backup", "{tmp}/backup.sqlite"], "no coding store at"),
+    ],
+)
+def test_summary_and_coding_commands_answer_whatever_the_registry_and_inputs_hold(tmp_path, args, expected):
+    """`metacan summary`, `coders` and `coding` read neither the teacher registry nor the OpenAlex inputs: with an
+    invalid registry file and an input setting naming no folder they still give their own answer, not a traceback."""
+    registry = tmp_path / "teachers.toml"
+    registry.write_text("not toml [[\n")
+    env = {
+        **os.environ,
+        "METACAN_TEACHERS_FILE": str(registry),
+        "METACAN_OPENALEX_DIR": ":",
+        "METACAN_DATA_DIR": str(tmp_path / "data"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "metacan_pipeline.cli", *(a.replace("{tmp}", str(tmp_path)) for a in args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = done.stdout + done.stderr
+    assert expected in out
+    assert "Traceback" not in out

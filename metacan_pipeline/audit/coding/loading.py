@@ -25,8 +25,8 @@ import logging
 from typing import Any
 
 from ...storage import MetacanStorage
-from ..protocol.design import scratch
 from ..protocol.locked import current_protocol
+from ..protocol.scratch import scratch
 from .store import CodingStore
 
 log = logging.getLogger(__name__)

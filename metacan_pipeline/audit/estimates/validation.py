@@ -34,8 +34,8 @@ from ...teachers.core.registry import load_registry
 from ...vocab import BINARY_TARGETS, CATEGORIES
 from ..coding.store import CodingStore
 from ..protocol.classifier import state_sql
-from ..protocol.design import scratch
 from ..protocol.locked import AuditProtocol
+from ..protocol.scratch import scratch
 from .gate import GateThresholds
 from .report import CODER_CODE_COLUMNS, HUMAN_CODE_COLUMNS, ValidationReport, validation_report
 

@@ -50,9 +50,9 @@ from ...sampling.design import stratum_probability, stratum_sample_size
 from ...storage import MetacanStorage, sql_literal
 from ...tables.audit import AUDIT_PLAN_SCHEMA, AUDIT_SAMPLE_SCHEMA
 from .classifier import score_sql, state_sql
-from .locked import STRATA, AuditProtocol, StratumPlan
+from .locked import EXCLUDED_TRAINED, STRATA, AuditProtocol, StratumPlan
+from .scratch import scratch
 
-EXCLUDED_TRAINED = "excluded:trained_on"
 FRENCH = "fr"
 ABOUT_CA_ONLY_ROUTE = "about_ca"
 
@@ -89,25 +89,6 @@ def stratum_plans(
         )
         for p in DEFAULT_PLANS
     )
-
-
-# --- the audit's private DuckDB ---------------------------------------------------------------------------------------
-
-
-#: The memory of the audit's private DuckDB (:func:`scratch`); past it, DuckDB spills under ``warehouse/.spill-audit``.
-SCRATCH_MEMORY_LIMIT = "1GB"
-
-
-def scratch(storage: MetacanStorage, names: Iterable[str]) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection (2 threads, :data:`SCRATCH_MEMORY_LIMIT`, spilling under
-    ``warehouse/.spill-audit``) with a view over each warehouse table of ``names`` that exists (no lock taken)."""
-    spill = storage.warehouse / ".spill-audit"
-    con = duckdb.connect(config={"threads": 2, "memory_limit": SCRATCH_MEMORY_LIMIT, "temp_directory": str(spill)})
-    for name in names:
-        if storage.has_table(name):
-            pattern = sql_literal(str(storage.table_dir(name) / "*.parquet"))
-            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet({pattern})')
-    return con
 
 
 # --- the machine state of every frame work ----------------------------------------------------------------------------

@@ -58,6 +58,9 @@ STRATA: tuple[str, ...] = (
     "about_ca_only",
     "negative_far",
 )
+#: The stratum of the works that trained or calibrated the classifier under test, when the protocol excludes them:
+#: outside the audited population (selection probability 0, never drawn).
+EXCLUDED_TRAINED = "excluded:trained_on"
 
 
 @dataclass(frozen=True)

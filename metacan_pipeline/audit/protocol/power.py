@@ -15,8 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .design import EXCLUDED_TRAINED
-from .locked import STRATA, AuditProtocol
+from .locked import EXCLUDED_TRAINED, STRATA, AuditProtocol
 
 Z95 = 1.959963984540054
 
