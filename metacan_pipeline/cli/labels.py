@@ -43,8 +43,12 @@ def import_labels(
         source=source,
         absent=frozenset(absent),
     )
-    with MetacanStorage(data_dir=data_dir or default_data_dir()).connect() as con:
-        report = import_file(con, path, spec, run_id=None)
+    try:
+        with MetacanStorage(data_dir=data_dir or default_data_dir()).connect() as con:
+            report = import_file(con, path, spec, run_id=None)
+    except ValueError as exc:  # an unreadable file or option: the message names it and what to give instead
+        typer.echo(f"metacan import-labels: {exc}", err=True)
+        raise typer.Exit(2) from None
     if report.already_imported:
         typer.echo(f"{path}: already imported for {teacher}; nothing added")
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 import uvicorn
 
+from ..audit.coding.errors import CodingStoreError
 from ..site.build.release import ReleaseUnavailable
 from ..site.web.app import create_app
 from ..site.web.saved import QueryStoreUnavailable
@@ -26,7 +27,8 @@ def serve(
     from `metacan coding load-tasks` or the asset coding_tasks)."""
     try:
         asgi = create_app(data_dir or default_data_dir(), row_cap=row_cap)
-    except (ReleaseUnavailable, QueryStoreUnavailable, ValueError) as exc:  # ValueError: METACAN_SITE_RATE_LIMIT
+    # ValueError: METACAN_SITE_RATE_LIMIT; CodingStoreError: the coding pages' store is unreadable
+    except (ReleaseUnavailable, QueryStoreUnavailable, CodingStoreError, ValueError) as exc:
         typer.echo(f"metacan serve: {exc}", err=True)
         raise typer.Exit(1) from None
     info = asgi.state.site.info

@@ -30,3 +30,17 @@ def test_import_labels_refuses_a_registry_teachers_name(tmp_path):
     )
     assert result.exit_code == 2 and "registry teacher's name" in result.output
     assert not (tmp_path / "data" / "metacan.duckdb").exists()
+
+
+def test_import_labels_names_an_unreadable_file_and_what_to_give_instead(tmp_path):
+    labels = tmp_path / "truncated.json"
+    labels.write_text('[{"id": "W1", "categ')
+    result = CliRunner().invoke(
+        app,
+        ["import-labels", str(labels), "--teacher", "ext_x", "--model", "m", "--prompt-version", "p", "--source", "s",
+         "--data-dir", str(tmp_path / "data")],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert f"metacan import-labels: {labels}: not a JSON array" in result.output
+    assert "give a JSON array of label objects" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
