@@ -73,7 +73,8 @@ def ranged_connection(
     """A private in-memory DuckDB (2 GB, spilling under ``spill``, by default ``warehouse/.spill-records``, no catalog
     lock) with the input views of :func:`input_views` as ``<name>__all``; :func:`range_batches` narrows them to one
     range of ids. DuckDB processes spilling to one folder use the same file names and crash or read each other's
-    blocks (duckdb issue 15173): connections that may run side by side each need their own ``spill``."""
+    blocks (two processes sorting past their memory limit in one folder can segfault): connections that may run
+    side by side each need their own ``spill``."""
     spill = spill or storage.warehouse / ".spill-records"
     con = duckdb.connect(config={"memory_limit": "2GB", "temp_directory": str(spill)})
     for statement in input_views(storage, label_tables, release_frame):

@@ -32,8 +32,7 @@ def fit_logreg(X, y, w) -> LogisticRegression:
 
     The lbfgs solver (SciPy's L-BFGS-B) spends most of a fit in BLAS vector operations over the
     coefficients (10^5 to 10^6 of them); OpenBLAS threads them, and on a 2-core machine shared with
-    other work its spinning threads made each fit 2-9x slower (benchmarks/bench_student.py; SciPy
-    issues 22438, 23191, 26137). One thread also makes a fit independent of the machine's core count:
+    other work its spinning threads made each fit 2-9x slower (benchmarks/bench_student.py). One thread also makes a fit independent of the machine's core count:
     a threaded multinomial fit's coefficients change in the last bits with the number of BLAS threads.
     """
     with threadpool_limits(limits=1, user_api="blas"):

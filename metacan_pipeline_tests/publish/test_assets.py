@@ -294,7 +294,7 @@ def test_records_built_by_range_in_two_processes_are_the_table_one_process_write
 def test_each_range_of_a_records_build_spills_to_its_own_folder(tmp_path, openalex_dir, monkeypatch):
     """The ranges of work_records run side by side in worker processes, each with its own DuckDB: DuckDBs spilling to
     one folder write the same file names (duckdb_temp_storage_DEFAULT-0.tmp) and crash or read each other's blocks
-    (duckdb issue 15173: two processes sorting past their memory_limit in one temp_directory segfault). Each range
+    (two processes sorting past their memory_limit in one temp_directory segfault). Each range
     spills to a folder of its own under warehouse/.spill-records, gone after the build."""
     from metacan_pipeline.publish import record_build
     from metacan_pipeline_tests.builders.site import site_world
