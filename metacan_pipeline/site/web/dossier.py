@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...i18n import DEFAULT_LOCALE, N_
-from ...vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
+from ...vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, LABEL_FIELDS
 from ..query.clauses import where_sql
 from ..query.cohort import Cohort, parse_filters
 from ..query.cohort_query import CohortQuery
@@ -33,16 +33,8 @@ from ..query.params import DEFAULT_LIMIT, FILTERS, MAX_LIMIT, CohortError, Param
 #: The heads two labels are compared on (:data:`metacan_pipeline.teachers.core.agreement.HEADS`, spelled from the
 #: vocabulary so that the served site does not import the labelling stage).
 HEADS: tuple[str, ...] = BINARY_TARGETS + tuple(CATEGORICAL_TARGETS) + ("category_set",)
-VERDICT_FIELDS = (
-    "categories",
-    "domain",
-    "study_design",
-    "genre",
-    "about_ca_system",
-    "about_ca_topic",
-    "confidence",
-    "reason",
-)
+#: The fields of each teacher's verdict shown side by side: a direct label's fields.
+VERDICT_FIELDS = LABEL_FIELDS
 DOSSIER_PARAMS = (
     Param("pair", "text", "One pair of teachers, as the counts name it (e.g. 'codex vs gemma').", max_length=200),
     Param("head", "choice", "Only works on which the pair differs on this head.", choices=HEADS),
