@@ -20,6 +20,7 @@ from ..audit.protocol.locked import EXCLUDED_TRAINED, STRATA, current_protocol_i
 from ..settings import coding_store_path
 from ..site.build.release import ReleaseUnavailable, current_release_id, database_path
 from ..storage import MetacanStorage
+from ..student.reference_sets import REFERENCE_GATE_REASON
 from ..teachers.core.registry import load_registry, load_roles
 from ..vocab import SAMPLE_TEACHER
 
@@ -157,12 +158,28 @@ def holdout_lines(con: duckdb.DuckDBPyConnection, tables: set[str]) -> list[str]
     holdout = con.execute("SELECT count(*) FROM student_holdout").fetchone()[0] if "student_holdout" in tables else 0
     metrics = con.execute(
         "SELECT teacher, holdout_n, holdout_positives, ap, auroc FROM student_heads WHERE target = 'metaresearch' "
-        "ORDER BY teacher"
+        "AND gate_reason IS DISTINCT FROM ? ORDER BY teacher",
+        [REFERENCE_GATE_REASON],
     ).fetchall()
-    return [
+    references = con.execute(
+        "SELECT teacher, labels, positives, ap, auroc, metric_note FROM student_heads WHERE target = 'metaresearch' "
+        "AND gate_reason = ? ORDER BY teacher",
+        [REFERENCE_GATE_REASON],
+    ).fetchall()
+    lines = [
         f"Student holdout: {holdout} frame works of held-out venues (frozen); metaresearch heads on its labelled works: "
         + "; ".join(f"{t} n={n} positives={pos} AP {_score(ap)} AUROC {_score(auc)}" for t, n, pos, ap, auc in metrics)
     ]
+    if references:
+        lines.append(
+            "Reference sets the heads also learned from (machine scores only; metaresearch, cross-validated on the set): "
+            + "; ".join(
+                f"{t} {n} works, {pos} positives, AP {_score(ap)} AUROC {_score(auc)} "
+                f"({note.split(':')[0].removeprefix('reference set (').removesuffix(')')})"
+                for t, n, pos, ap, auc, note in references
+            )
+        )
+    return lines
 
 
 def machine_score_lines(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -39,7 +39,7 @@ from .prevalence import metaresearch_markdown, prevalence_rows
 from .roles import CENSUS, SAMPLE, direct_labels_key, teacher_standing
 
 #: The inputs every student asset reads: both student teachers' direct labels and the sample design.
-STUDENT_INPUTS = [direct_labels_key(CENSUS), direct_labels_key(SAMPLE), "sample_design"]
+STUDENT_INPUTS = [direct_labels_key(CENSUS), direct_labels_key(SAMPLE), "sample_design", "imported_labels"]
 
 
 def _spec(key: str, description: str, deps: list[str], kinds: set[str]) -> dg.AssetSpec:
@@ -61,6 +61,12 @@ class StudentConfig(dg.Config):
         default="tfidf",
         description=f"Feature backend of every head: one of {', '.join(FEATURE_KINDS)} "
         "(tfidf: word 1-2 gram TF-IDF; minilm: all-MiniLM-L6-v2 sentence embeddings).",
+    )
+    reference_sets: list[str] | None = Field(
+        default=None,
+        description="Imported teachers whose labels train heads of their own (reference sets: machine scores only, "
+        "never a decision), also for works outside the frame. Default: every imported teacher (e.g. the MetaCan "
+        "pilot's pilot_a and pilot_b); [] for none.",
     )
 
 
@@ -84,8 +90,27 @@ def _heads_metadata(
         **{f"training_labels_{t}": len(ids) for t, ids in bundle.training_ids.items()},
         heads_with_decisions=gated,
         heads_scores_only=len(bundle.gates) - gated,
+        reference_sets=dg.MetadataValue.md(reference_sets_markdown(bundle.reference_sets)),
         **{f"reliability_plot_{t}": png_markdown(p, f"reliability of the {t} heads") for t, p in pngs.items()},
     )
+
+
+def reference_sets_markdown(sets: dict[str, dict]) -> str:
+    """The reference sets a model version learned from, one row per head (machine scores only)."""
+    if not sets:
+        return "_(none: the heads learned from the role teachers only)_"
+    lines = [
+        "| reference set | model | works | weights | head | positives | weighted rate | CV AP | CV AUROC |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in sets.items():
+        for target, m in s["heads"].items():
+            ap, auroc = (f"{v:.3f}" if v is not None else "n/a" for v in (m["cv_ap"], m["cv_auroc"]))
+            lines.append(
+                f"| {name} | {s['model']} | {s['works']} | {'design' if s['weighted'] else 'none'} | {target} | "
+                f"{m['positives']} | {m['weighted_rate']:.4f} | {ap} | {auroc} |"
+            )
+    return "\n".join(lines) + "\n\nReference-set heads give machine scores only: never a decision or a validated label."
 
 
 @dg.multi_asset(
@@ -130,10 +155,10 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     re-materialization with the same labels reuses it and recomputes only the metrics.
     """
     # lazy: both import scikit-learn (about 4 s), which only this asset's step needs
-    from .evaluation import holdout_metric_rows, write_reliability_plots
+    from .evaluation import holdout_metric_rows, reference_head_rows, write_reliability_plots
     from .training import load_training_inputs, train_or_load, training_set_table
 
-    inputs, newly = load_training_inputs(storage, context.run.run_id)
+    inputs, newly = load_training_inputs(storage, context.run.run_id, config.reference_sets)
     if newly:
         context.log.info(
             f"holdout frozen now: {inputs.holdout_works} frame works of held-out venues ({HOLDOUT_VERSION})"
@@ -142,9 +167,10 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     if reused:
         context.log.info(f"model version {bundle.model_version} is already published: loaded, not retrained")
     rows, curves = holdout_metric_rows(bundle, inputs)
+    rows += reference_head_rows(bundle)
     storage.write_table("student_heads", pa.Table.from_pylist(rows, schema=HEADS_SCHEMA))
     n_train = storage.write_table(
-        "student_training_set", training_set_table(bundle, inputs.frame_info), schema=TRAINING_SET_SCHEMA
+        "student_training_set", training_set_table(bundle, inputs), schema=TRAINING_SET_SCHEMA
     )
     pngs = write_reliability_plots(storage, bundle.model_version, curves)
     gated = [t for t, g in bundle.gates.items() if g.passed]
@@ -153,7 +179,8 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
         f"student_heads {bundle.model_version} ({'reused' if reused else 'trained'}, {bundle.feature_kind}): "
         f"{n_ids[CENSUS]} {CENSUS} / {n_ids[SAMPLE]} {SAMPLE} training labels, {inputs.holdout_works} frozen holdout "
         f"works; {len(gated)} of {len(bundle.gates)} codex heads pass the support gate ({gated or 'none'}): "
-        "the others carry scores, no decision"
+        "the others carry scores, no decision; reference sets (machine scores only): "
+        + (", ".join(f"{n} ({s['works']} works)" for n, s in bundle.reference_sets.items()) or "none")
     )
     yield dg.MaterializeResult(
         asset_key="student_heads", metadata=_heads_metadata(storage, bundle, reused, rows, inputs.holdout_works, pngs)

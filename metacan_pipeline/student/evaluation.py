@@ -19,6 +19,7 @@ from ..storage import MetacanStorage
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
 from .heads import kish_ess, weighted_rate
 from .models import StudentBundle
+from .reference_sets import REFERENCE_GATE_REASON
 from .roles import ROLE_TEACHERS, SAMPLE
 from .training import TrainingInputs, target_value
 
@@ -193,6 +194,38 @@ def holdout_metric_rows(bundle: StudentBundle, inputs: TrainingInputs) -> tuple[
                 metrics = _categorical_row(head, target, labels, ev, X, w_ev)
             rows.append({**row, **metrics})
     return rows, curves
+
+
+def reference_head_rows(bundle: StudentBundle) -> list[dict]:
+    """The ``student_heads`` rows of the reference sets' heads: label counts, the set's weighted rate and AP/AUROC
+    under grouped cross-validation on the set (:func:`~.training.reference_summaries`); no holdout metrics (the
+    frame's holdout holds no label of the set) and never the support gate."""
+    rows = []
+    for name, summary in bundle.reference_sets.items():
+        for target, m in summary["heads"].items():
+            head = bundle.heads[name][target]
+            rows.append(
+                {
+                    "model_version": bundle.model_version,
+                    "teacher": name,
+                    "target": target,
+                    "kind": "binary",
+                    "status": head.status_,
+                    "labels": m["labels"],
+                    "positives": m["positives"],
+                    "n_train": head.n_train_,
+                    "train_positives": head.positives_,
+                    "weighted_rate": m["weighted_rate"],
+                    "holdout_n": 0,
+                    "holdout_positives": 0,
+                    "ap": m["cv_ap"],
+                    "auroc": m["cv_auroc"],
+                    "metric_note": f"reference set ({'design-weighted' if summary['weighted'] else 'unweighted'}): {m['cv']}",
+                    "gate_passed": False,
+                    "gate_reason": REFERENCE_GATE_REASON,
+                }
+            )
+    return rows
 
 
 def write_reliability_plots(storage: MetacanStorage, model_version: str, curves: dict[str, dict]) -> dict[str, bytes]:

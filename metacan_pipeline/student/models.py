@@ -41,7 +41,9 @@ class StudentBundle(Scorer):
     """A trained student model version, built once by :func:`~.training.train_bundle` and then only read:
     the scorer, which works trained which teacher's heads (``training_ids``), the support gate of every
     head (``gates``, SPEC section 6) and the design-weighted decision rate of every binary target
-    (``rates``, for quota calibration). :func:`publish` stores it; :func:`load_published` returns it."""
+    (``rates``, for quota calibration), and what each reference set that trained heads of its own is
+    (``reference_sets``, :func:`~.training.reference_summaries`: machine scores only, never a decision).
+    :func:`publish` stores it; :func:`load_published` returns it."""
 
     model_version: str = ""
     feature_kind: str = ""
@@ -49,6 +51,7 @@ class StudentBundle(Scorer):
     training_ids: Mapping[str, list[str]] = field(default_factory=dict)
     gates: Mapping[str, GateResult] = field(default_factory=dict)
     rates: Mapping[str, float] = field(default_factory=dict)
+    reference_sets: Mapping[str, dict] = field(default_factory=dict)
 
 
 class ModelVersionError(RuntimeError):

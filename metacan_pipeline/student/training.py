@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -23,15 +23,16 @@ from ..tables.student import TRAINING_SET_SCHEMA
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, support_gate
 from .features import STUDENT_FIELDS, make_features, transform
-from .heads import PARAMS, BinaryHead, CategoricalHead, Head, kish_ess, run_fits, weighted_rate
+from .heads import PARAMS, BinaryHead, CategoricalHead, Head, grouped_cv_metrics, kish_ess, run_fits, weighted_rate
 from .holdout import HOLDOUT_VERSION, freeze_holdout, frozen_among, venue_held_out, venue_key
 from .models import StudentBundle, load_published, publish
+from .reference_sets import ReferenceSet, load_reference_sets
 from .roles import CENSUS, ROLE_TEACHERS, SAMPLE, direct_labels_key
 from .scoring import scratch_connection, student_texts
 
 #: Part of every model version: bump it when training or the bundle's classes change (a published
-#: version is immutable, so a bundle pickled by older code keeps its own version). v3: estimator heads.
-STUDENT_CODE_VERSION = "student-v3"
+#: version is immutable, so a bundle pickled by older code keeps its own version). v4: reference sets.
+STUDENT_CODE_VERSION = "student-v4"
 MODEL_MAJOR = 0
 
 
@@ -80,9 +81,15 @@ def teacher_call_labels(storage: MetacanStorage, teacher: str, most: int | None 
         return con.execute(sql, [files]).to_arrow_table().to_pylist()
 
 
-def model_version_for(labels: dict[str, list[dict]], weights: dict[str, float], feature_kind: str) -> str:
+def model_version_for(
+    labels: dict[str, list[dict]],
+    weights: dict[str, float],
+    feature_kind: str,
+    references: dict[str, ReferenceSet] | None = None,
+) -> str:
     """``metacan-v<major>-hybrid-<12 hex>``: SHA-256 of the code version, parameters, feature backend,
-    holdout definition, and every label (teacher, work, label id, design weight) (SPEC section 6)."""
+    holdout definition, every label (teacher, work, label id, design weight) (SPEC section 6) and every
+    reference set's labels (set, work, label id, training weight, text)."""
     h = hashlib.sha256()
     h.update(f"{__version__}/{STUDENT_CODE_VERSION}/{feature_kind}/{HOLDOUT_VERSION}".encode())
     h.update(json.dumps(PARAMS, sort_keys=True, default=str).encode())
@@ -91,6 +98,10 @@ def model_version_for(labels: dict[str, list[dict]], weights: dict[str, float], 
             h.update(
                 json.dumps([teacher, r["work_id"], r["label_id"], weights.get(r["work_id"], 1.0)], default=str).encode()
             )
+    for name, ref in sorted((references or {}).items()):
+        for r in ref.labels:
+            wid = r["work_id"]
+            h.update(json.dumps(["reference", name, wid, r["label_id"], ref.weights[wid], ref.texts[wid]]).encode())
     return f"metacan-v{MODEL_MAJOR}-hybrid-{h.hexdigest()[:12]}"
 
 
@@ -164,6 +175,7 @@ class TrainingInputs:
     frame_info: dict[str, dict]
     labelled_holdout: set[str]
     holdout_works: int
+    references: dict[str, ReferenceSet] = field(default_factory=dict)
 
     @cached_property
     def texts(self) -> dict[str, str]:
@@ -176,9 +188,13 @@ class TrainingInputs:
         return np.array([self.weights.get(r["work_id"], 1.0) if teacher == SAMPLE else 1.0 for r in rows])
 
 
-def load_training_inputs(storage: MetacanStorage, run_id: str) -> tuple[TrainingInputs, bool]:
+def load_training_inputs(
+    storage: MetacanStorage, run_id: str, reference_sets: list[str] | None = ()
+) -> tuple[TrainingInputs, bool]:
     """The :class:`TrainingInputs` from the warehouse, freezing the holdout on the first run; returns
-    ``(inputs, holdout newly frozen)``. Raises ValueError as :func:`design_weights`."""
+    ``(inputs, holdout newly frozen)``. ``reference_sets``: the imported teachers whose labels train heads of their
+    own (:mod:`.reference_sets`; None: every imported teacher). Raises ValueError as :func:`design_weights` and
+    :func:`~.reference_sets.load_reference_set`."""
     labels = {t: teacher_call_labels(storage, t, CENSUS_LABELS_MAX if t == CENSUS else None) for t in ROLE_TEACHERS}
     design = design_weights(storage, {r["work_id"] for rows in labels.values() for r in rows})
     labels[SAMPLE] = [r for r in labels[SAMPLE] if design.get(r["work_id"], {}).get("in_sample")]
@@ -186,27 +202,42 @@ def load_training_inputs(storage: MetacanStorage, run_id: str) -> tuple[Training
     labels = {t: [r for r in rows if r["work_id"] in frame_info] for t, rows in labels.items()}
     holdout_works, newly = freeze_holdout(storage, frame_venues(storage), run_id)
     weights = {wid: r["design_weight"] for wid, r in design.items()}
-    return TrainingInputs(labels, weights, frame_info, frozen_among(storage, frame_info), holdout_works), newly
+    references = load_reference_sets(storage, None if reference_sets is None else list(reference_sets))
+    return TrainingInputs(
+        labels, weights, frame_info, frozen_among(storage, frame_info), holdout_works, references
+    ), newly
 
 
 def fit_heads(
-    feature_kind: str, train: dict[str, list[dict]], texts: dict[str, str], weights: dict[str, np.ndarray]
+    feature_kind: str,
+    train: dict[str, list[dict]],
+    texts: dict[str, str],
+    weights: dict[str, np.ndarray],
+    references: dict[str, ReferenceSet] | None = None,
 ) -> tuple[object, dict[str, dict[str, Head]]]:
-    """Fit the feature backend on the training texts and every head of both teachers (the heads side by
-    side in worker processes when the training set is large enough to pay: :func:`~.heads.run_fits`).
+    """Fit the feature backend on the training texts and every head of both teachers and of every reference set
+    (the heads side by side in worker processes when the training set is large enough to pay:
+    :func:`~.heads.run_fits`).
 
     ``train[teacher]``: training label rows (never a holdout work); ``weights[teacher]``: one training
-    weight per row. Returns ``(vectorizer, heads[teacher][target])``; raises ValueError with nothing to train on.
+    weight per row; ``references``: the reference sets, each training one binary head per target it decides
+    (:meth:`~.reference_sets.ReferenceSet.decided_targets`) with its own weights. Returns
+    ``(vectorizer, heads[source][target])``, sources in order: the role teachers, then the reference sets by name;
+    raises ValueError with nothing to train on.
     """
-    train_texts = sorted({texts[r["work_id"]] for t in ROLE_TEACHERS for r in train[t]})
+    references = dict(sorted((references or {}).items()))
+    train_texts = sorted(
+        {texts[r["work_id"]] for t in ROLE_TEACHERS for r in train[t]}
+        | {text for ref in references.values() for text in ref.texts.values()}
+    )
     if not train_texts:
         raise ValueError(
             "student_heads: nothing to train on: no labelled teacher call of a frame work outside the holdout in "
-            f"{', '.join(direct_labels_key(t) for t in ROLE_TEACHERS)} (is the frame empty, or did every call fail?); "
-            "materialize frame and the teachers first"
+            f"{', '.join(direct_labels_key(t) for t in ROLE_TEACHERS)} (is the frame empty, or did every call fail?) "
+            "and no reference set; materialize frame and the teachers first"
         )
     vectorizer = make_features(feature_kind).fit(train_texts)
-    fits: dict[tuple[str, str], tuple] = {}  # (teacher, target) -> (fit method, arguments), in head order
+    fits: dict[tuple[str, str], tuple] = {}  # (source, target) -> (fit method, arguments), in head order
     for teacher in ROLE_TEACHERS:
         rows, w = train[teacher], weights[teacher]
         X = transform(vectorizer, [texts[r["work_id"]] for r in rows])
@@ -216,14 +247,54 @@ def fit_heads(
             fits[teacher, target] = (BinaryHead(target).fit, (X[idx], y, w[idx]))
         for target, classes in CATEGORICAL_TARGETS.items():
             fits[teacher, target] = (CategoricalHead(target, classes).fit, (X, [r.get(target) for r in rows], w))
+    for name, ref in references.items():
+        X = transform(vectorizer, [ref.texts[r["work_id"]] for r in ref.labels])
+        for target in ref.decided_targets():
+            X_t, y, w = reference_arrays(ref, target, X)
+            fits[name, target] = (BinaryHead(target).fit, (X_t, y, w))
     # the multi-class fits take most of the time: hand them out first
     order = sorted(fits, key=lambda k: k[1] not in CATEGORICAL_TARGETS)
-    fitted = dict(
-        zip(order, run_fits([fits[k] for k in order], sum(len(train[t]) for t in ROLE_TEACHERS)), strict=False)
-    )
+    n_rows = sum(len(train[t]) for t in ROLE_TEACHERS) + sum(len(ref.labels) for ref in references.values())
+    fitted = dict(zip(order, run_fits([fits[k] for k in order], n_rows), strict=True))
+    sources = [*ROLE_TEACHERS, *references]
     return vectorizer, {
-        teacher: {target: fitted[teacher, target] for (t, target) in fits if t == teacher} for teacher in ROLE_TEACHERS
+        source: {target: fitted[s, target] for (s, target) in fits if s == source} for source in sources
     }
+
+
+def reference_arrays(ref: ReferenceSet, target: str, X) -> tuple[object, np.ndarray, np.ndarray]:
+    """``(X rows, y, weights)`` of the works of ``ref`` whose label decides ``target`` (``X``: one row per label of
+    ``ref``, in its order)."""
+    idx = [i for i, r in enumerate(ref.labels) if ref.value(r, target) is not None]
+    y = np.array([ref.value(ref.labels[i], target) for i in idx], dtype=int)
+    w = np.array([ref.weights[ref.labels[i]["work_id"]] for i in idx], dtype=float)
+    return X[idx], y, w
+
+
+def reference_summaries(vectorizer, references: dict[str, ReferenceSet], folds: int = 5) -> dict[str, dict]:
+    """What the model version records of each reference set (:meth:`~.reference_sets.ReferenceSet.summary`), with
+    per decided target the positives, the set's weighted rate (what its head is calibrated to) and AP/AUROC under
+    grouped cross-validation on the set (groups: frame venue, else venue name, else title;
+    :func:`~.heads.grouped_cv_metrics`, weighted when the set is)."""
+    out = {}
+    for name, ref in sorted(references.items()):
+        X = transform(vectorizer, [ref.texts[r["work_id"]] for r in ref.labels])
+        groups_all = [ref.groups[r["work_id"]] for r in ref.labels]
+        targets = {}
+        for target in ref.decided_targets():
+            X_t, y, w = reference_arrays(ref, target, X)
+            idx = [i for i, r in enumerate(ref.labels) if ref.value(r, target) is not None]
+            cv = grouped_cv_metrics(X_t, y, [groups_all[i] for i in idx], w, folds, group_name="venue-or-title")
+            targets[target] = {
+                "labels": len(y),
+                "positives": int(y.sum()),
+                "weighted_rate": weighted_rate(y, w),
+                "cv_ap": cv["ap"],
+                "cv_auroc": cv["auroc"],
+                "cv": cv["cv"],
+            }
+        out[name] = {**ref.summary(), "heads": targets}
+    return out
 
 
 def support_gates(
@@ -264,16 +335,20 @@ def train_bundle(model_version: str, feature_kind: str, inputs: TrainingInputs) 
     the support gates and decision rates on all labels; the bundle is complete when returned."""
     train = {t: outside_holdout(inputs.labels[t], inputs.labelled_holdout, inputs.frame_info) for t in ROLE_TEACHERS}
     weights = {t: inputs.row_weights(t, train[t]) for t in ROLE_TEACHERS}
-    vectorizer, heads = fit_heads(feature_kind, train, inputs.texts, weights)
+    vectorizer, heads = fit_heads(feature_kind, train, inputs.texts, weights, inputs.references)
     return StudentBundle(
         vectorizer,
         heads,
         model_version=model_version,
         feature_kind=feature_kind,
         holdout_version=HOLDOUT_VERSION,
-        training_ids={t: [r["work_id"] for r in train[t]] for t in ROLE_TEACHERS},
+        training_ids={
+            **{t: [r["work_id"] for r in train[t]] for t in ROLE_TEACHERS},
+            **{name: [r["work_id"] for r in ref.labels] for name, ref in inputs.references.items()},
+        },
         gates=support_gates(inputs.labels, inputs.weights, heads),
         rates=decision_rates(inputs.labels[SAMPLE], inputs.weights),
+        reference_sets=reference_summaries(vectorizer, inputs.references),
     )
 
 
@@ -283,31 +358,31 @@ def train_or_load(
     """The model version of ``inputs`` (:func:`model_version_for`): loaded when already published (a version
     is immutable: it is never retrained), else trained (:func:`train_bundle`) and published once. Returns
     ``(bundle, reused)``; raises :class:`~.models.ModelVersionError` for an altered or missing model file."""
-    model_version = model_version_for(inputs.labels, inputs.weights, feature_kind)
+    model_version = model_version_for(inputs.labels, inputs.weights, feature_kind, inputs.references)
     bundle = load_published(storage, model_version)
     if bundle is not None:
         return bundle, True
     bundle = train_bundle(model_version, feature_kind, inputs)
     summary = {
         "training_labels": {t: len(v) for t, v in bundle.training_ids.items()},
+        "reference_sets": sorted(bundle.reference_sets),
         "holdout_version": HOLDOUT_VERSION,
     }
     publish(storage, bundle, kind="hybrid", run_id=run_id, feature_kind=feature_kind, summary=summary)
     return bundle, False
 
 
-def training_set_table(bundle: StudentBundle, frame_info: dict[str, dict]) -> pa.Table:
-    """``student_training_set``: which works trained which teacher's heads of ``bundle``, with their venue keys."""
+def training_set_table(bundle: StudentBundle, inputs: TrainingInputs) -> pa.Table:
+    """``student_training_set``: which works trained which source's heads of ``bundle`` (role teachers and reference
+    sets), with their frame venue keys (NULL for a reference work outside the frame: no frame venue holds it out)."""
+    keys = {wid: info["venue_key"] for wid, info in inputs.frame_info.items()}
+    for ref in inputs.references.values():
+        keys.update({wid: ref.groups[wid] for wid in ref.frame_works})
     return pa.Table.from_pylist(
         [
-            {
-                "model_version": bundle.model_version,
-                "teacher": t,
-                "work_id": wid,
-                "venue_key": frame_info[wid]["venue_key"],
-            }
-            for t in ROLE_TEACHERS
-            for wid in bundle.training_ids[t]
+            {"model_version": bundle.model_version, "teacher": t, "work_id": wid, "venue_key": keys.get(wid)}
+            for t, ids in bundle.training_ids.items()
+            for wid in ids
         ],
         schema=TRAINING_SET_SCHEMA,
     )

@@ -31,7 +31,15 @@ HEADS_SCHEMA = columns(
     "gate_reason",
 )
 
-TRAINING_SET_SCHEMA = columns("model_version", "teacher", "work_id", "venue_key")
+TRAINING_SET_SCHEMA = columns(
+    "model_version",
+    column("teacher", description="the source whose heads the work trained: a role teacher or a reference set"),
+    "work_id",
+    column(
+        "venue_key",
+        description="the work's frame venue key (the holdout's group); NULL for a reference-set work outside the frame",
+    ),
+)
 
 PRED_SCHEMA = columns(
     "id",

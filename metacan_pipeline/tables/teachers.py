@@ -96,6 +96,18 @@ IMPORTED_DESIGN_SCHEMA = columns(
     column("design_weight", description="the work's design weight in the imported source's design"),
 )
 
+REFERENCE_TEXTS_SCHEMA = columns(
+    "work_id",
+    "title_text",
+    "venue_name",
+    "topic",
+    "field",
+    "keywords",
+    "language",
+    "type",
+    column("file", description="the file the work's text was read from"),
+)
+
 LABEL_BATCHES_SCHEMA = columns(
     "batch", "work_id", "added_at", column("source", description="what added the work to the batch")
 )
@@ -198,6 +210,14 @@ TABLES = [
         "imported_labels",
         IMPORTED_DESIGN_SCHEMA,
         ("source", "work_id"),
+        store="duckdb",
+    ),
+    Table(
+        "reference_texts",
+        "the student's text fields of an imported work, read from its import (works outside the frame included)",
+        "imported_labels",
+        REFERENCE_TEXTS_SCHEMA,
+        ("work_id",),
         store="duckdb",
     ),
     Table(

@@ -31,9 +31,11 @@ from .imports.sources import (
     ImportedLabelsConfig,
     current_imported,
     import_label_file,
+    import_texts,
     imported_metadata,
     pilot_jobs,
     report_line,
+    resolve_pilot_dirs,
 )
 from .labelling import discard_view_hashes, iter_selected, label_works
 from .qualification import draw_reference_set, load_qualification, qualification_metadata, qualify
@@ -173,15 +175,19 @@ def imported_labels(
     JSON object).
     """
     run_id = context.run.run_id
-    jobs, notes = pilot_jobs(config.pilot_dirs, context.log)
+    folders, notes = resolve_pilot_dirs(config.pilot_dirs, context.log)
+    jobs, pilot_notes = pilot_jobs(folders, context.log)
+    notes += pilot_notes
     with storage.connect() as con:
         reports = [import_records(con, spec, records, run_id) for spec, records in jobs]
         reports += [import_label_file(con, f, run_id) for f in config.files]
+        texts = import_texts(con, folders, config.files)
         table = current_imported(con)
     n = storage.write_table("imported_labels", table, schema=LABELS_SCHEMA)
     for r in reports:
         context.log.info(report_line(r))
-    return dg.MaterializeResult(metadata=imported_metadata(table, n, reports, notes))
+    context.log.info(f"reference_texts: {texts} work texts read from the imports (for the student's reference sets)")
+    return dg.MaterializeResult(metadata={**imported_metadata(table, n, reports, notes), "work_texts_read": texts})
 
 
 #: What the agreement reads: the direct labels of every registry teacher, the imported labels and the sample design.

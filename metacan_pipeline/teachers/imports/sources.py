@@ -20,6 +20,7 @@ from .importing import (
     import_file,
 )
 from .pilot import pilot_imports
+from .texts import label_file_texts, pilot_texts, store_texts
 
 PILOT_DIR_ENV, DEFAULT_PILOT_DIR = settings.PILOT_DIR_ENV, settings.DEFAULT_PILOT_DIR
 
@@ -94,12 +95,9 @@ def _invalid_md(reports: list[ImportReport]) -> dg.MetadataValue:
     return markdown_preview(rows, ["teacher", "file", "index", "work_id", "cause"], limit=50)
 
 
-def pilot_jobs(pilot_dirs: list[str] | None, log) -> tuple[list[tuple[ImportSpec, list]], list[str]]:
-    """The imports of the MetaCan pilot folders (:func:`~.pilot.pilot_imports`) and the notes they give.
-
-    ``pilot_dirs`` None: the default folder (:func:`default_pilot_dir`) when it exists, else none and a
-    note. Raises FileNotFoundError for a named folder that does not exist (before anything is imported).
-    """
+def resolve_pilot_dirs(pilot_dirs: list[str] | None, log) -> tuple[list[str], list[str]]:
+    """``(folders, notes)``: ``pilot_dirs`` as configured, or for None the default folder (:func:`default_pilot_dir`)
+    when it exists, else none and a note. Raises FileNotFoundError for a named folder that does not exist."""
     notes: list[str] = []
     if pilot_dirs is None:
         folder = Path(default_pilot_dir())
@@ -109,14 +107,30 @@ def pilot_jobs(pilot_dirs: list[str] | None, log) -> tuple[list[tuple[ImportSpec
                 f"pilot folder {folder.resolve()} not found (set ${PILOT_DIR_ENV}): the MetaCan pilot labels were not imported"
             )
             log.info(notes[-1])
-    jobs: list[tuple[ImportSpec, list]] = []
     for d in pilot_dirs:
         if not Path(d).is_dir():
             raise FileNotFoundError(f"pilot folder {d!r} (imported_labels config pilot_dirs) does not exist")
+    return pilot_dirs, notes
+
+
+def pilot_jobs(pilot_dirs: list[str], log) -> tuple[list[tuple[ImportSpec, list]], list[str]]:
+    """The imports of the MetaCan pilot folders ``pilot_dirs`` (resolved by :func:`resolve_pilot_dirs`,
+    converted by :func:`~.pilot.pilot_imports`) and the notes they give."""
+    notes: list[str] = []
+    jobs: list[tuple[ImportSpec, list]] = []
+    for d in pilot_dirs:
         for imp in pilot_imports(Path(d)):
             jobs.append((imp.spec, imp.records))
             notes += [f"{imp.spec.teacher}: {n}" for n in imp.notes]
     return jobs, notes
+
+
+def import_texts(con: duckdb.DuckDBPyConnection, pilot_dirs: list[str], files: list[LabelFile]) -> int:
+    """Store the student's text of the imported works (:mod:`.texts`): the pilot folders' work files and the label
+    files' records that carry a title. Returns the rows written."""
+    rows = [row for d in pilot_dirs for row in pilot_texts(Path(d))]
+    rows += [row for f in files for row in label_file_texts(Path(f.path))]
+    return store_texts(con, rows)
 
 
 def import_label_file(con: duckdb.DuckDBPyConnection, f: LabelFile, run_id: str | None) -> ImportReport:
