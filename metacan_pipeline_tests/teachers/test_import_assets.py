@@ -33,7 +33,7 @@ def test_imported_labels_asset(tmp_path: Path, pilot_dir: Path):
     result = materialize(tmp_path, config)
     assert result.success
     md = metadata(result, "imported_labels")
-    assert md["dagster/row_count"] == 1290 + 1928 + 2
+    assert md["dagster/row_count"] == 1290 + 1928 + 3 * 750 + 2
     assert "| pilot_b / labelled | 1928 |" in md["rows_by_teacher_and_status"]
     assert "| ext / failed | 1 |" in md["rows_by_teacher_and_status"]
     assert (
@@ -48,12 +48,13 @@ def test_imported_labels_asset(tmp_path: Path, pilot_dir: Path):
     again = materialize(tmp_path, config)
     md = metadata(again, "imported_labels")
     assert md["labelled_this_run"] == md["failed_this_run"] == 0 and md["files_imported_this_run"] == "_(none)_"
-    assert "external.json" in md["files_already_imported"] and md["dagster/row_count"] == 1290 + 1928 + 2
+    assert "external.json" in md["files_already_imported"] and md["dagster/row_count"] == 1290 + 1928 + 3 * 750 + 2
     with MetacanStorage(data_dir=str(tmp_path / "data")).connect() as con:
-        assert con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 1290 + 1928 + 2
+        assert con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 1290 + 1928 + 3 * 750 + 2
     # A run without sources still publishes every current imported label of the store.
     assert (
-        metadata(materialize(tmp_path, {"pilot_dirs": []}), "imported_labels")["dagster/row_count"] == 1290 + 1928 + 2
+        metadata(materialize(tmp_path, {"pilot_dirs": []}), "imported_labels")["dagster/row_count"]
+        == 1290 + 1928 + 3 * 750 + 2
     )
 
 

@@ -21,11 +21,14 @@ def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):
     imports = pilot_imports(pilot_dir)
     reports = [import_records(con, imp.spec, imp.records, "run-1") for imp in imports]
     # SOURCES.md: 1290 double-screened works; 1435 codex labels of 1432 works (3 works in two files); the
-    # 496 joined works without a codex label take tier_b from labels_joined.
+    # 496 joined works without a codex label take tier_b from labels_joined; each frame1k arm labels 750 works.
     assert [(r.teacher, r.labelled, r.failed, len(r.duplicates)) for r in reports] == [
         ("pilot_a", 1290, 0, 0),
         ("pilot_b", 1432, 0, 3),
         ("pilot_b", 496, 0, 0),
+        ("frame1k_opus", 750, 0, 0),
+        ("frame1k_gpt", 750, 0, 0),
+        ("frame1k_grok", 750, 0, 0),
     ]
     assert sorted(w for w, _, _ in reports[1].duplicates) == ["W1940863920", "W1974733467", "W2902615448"]
     # The duplicate kept is the stratified run's (codex/chunk_16.json pairs with chunks_b/chunk_16.json).
@@ -38,6 +41,12 @@ def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):
         "gpt-5.6-sol"
     }
     assert {r["prompt_version"] for r in rows} == {"pilot-rubric-v1.0"}
+    # frame1k arms: the positives of each arm's own tier (T1/T2), as pilot_frame1k counts them: 28, 20 and 14
+    positives = {
+        t: sum(1 for r in rows if r["teacher"] == t and "metaresearch" in r["categories"])
+        for t in ("frame1k_opus", "frame1k_gpt", "frame1k_grok")
+    }
+    assert positives == {"frame1k_opus": 28, "frame1k_gpt": 20, "frame1k_grok": 14}
 
     # B's tier on the joined works: from the codex file for 794 works, from labels_joined for 496; equal to tier_b.
     from_codex = sum("/codex/" in json.loads(b[r["id"]]["source_ref"])["file"] for r in joined)
@@ -87,4 +96,4 @@ def test_pilot_import_counts(tmp_path: Path, pilot_dir: Path):
 
     again = [import_records(con, imp.spec, imp.records, "run-2") for imp in pilot_imports(pilot_dir)]
     assert all(r.already_imported for r in again)
-    assert con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 1290 + 1432 + 496
+    assert con.execute("SELECT count(*) FROM teacher_labels").fetchone()[0] == 1290 + 1432 + 496 + 3 * 750

@@ -94,6 +94,16 @@ def _spec(teacher: str, model: str, absent: frozenset[str]) -> ImportSpec:
     )
 
 
+FRAME1K_SOURCE = (
+    "MetaCan pilot frame1k (github.com/choxos/MetaCan pilot/screening/frame1k @ 43686d3322e2, see SOURCES.md)"
+)
+#: frame1k arm folder -> (imported teacher, model): three frontier models, each labelling the same 750 works.
+FRAME1K_TEACHERS = {
+    "opus_r1": ("frame1k_opus", "claude-opus-4-8"),
+    "codex_r1": ("frame1k_gpt", "gpt-5.6"),
+    "grok_r1": ("frame1k_grok", "grok-4.5"),
+}
+
 SPEC_A = _spec("pilot_a", MODEL_A, ABSENT_JOINED)
 SPEC_B_CODEX = _spec("pilot_b", MODEL_B, ABSENT_CODEX)
 SPEC_B_JOINED = _spec("pilot_b", MODEL_B, ABSENT_JOINED)
@@ -108,6 +118,19 @@ class PilotImport:
     notes: list[str] = field(default_factory=list)
 
 
+def _frame1k_spec(arm: str) -> ImportSpec:
+    teacher, model = FRAME1K_TEACHERS[arm]
+    return ImportSpec(
+        teacher=teacher,
+        model=model,
+        prompt_version=PROMPT_VERSION,
+        record_view="pilot_frame1k_record",
+        source=FRAME1K_SOURCE,
+        absent=ABSENT_CODEX,
+        undecided_categories=UNDECIDED,
+    )
+
+
 def _convert(rec: dict, tier_key: str, conf_key: str) -> tuple[dict[str, Any], str | None]:
     tier = rec.get(tier_key)
     label: dict[str, Any] = {"id": rec.get("id"), "confidence": rec.get(conf_key)}
@@ -115,6 +138,16 @@ def _convert(rec: dict, tier_key: str, conf_key: str) -> tuple[dict[str, Any], s
         return label, f"{tier_key}={tier!r} has no mapping (pilot tiers: {list(TIER_CATEGORIES)})"
     label["categories"] = list(TIER_CATEGORIES[tier])
     return label, None
+
+
+def _convert_full(rec: dict, reason_key: str) -> tuple[dict[str, Any], str | None]:
+    """A full rubric-v1 label (tier, genre, about_ca, confidence, reason) in our schema, or the cause of failure."""
+    label, error = _convert(rec, "tier", "confidence")
+    genre = rec.get("genre")
+    if error is None and genre not in GENRES_V1:
+        error = f"genre={genre!r} has no mapping (pilot v1 genres: {list(GENRES_V1)})"
+    label.update(genre=GENRES_V1.get(genre), about_ca_system=rec.get("about_ca"), reason=rec.get(reason_key))
+    return label, error
 
 
 def _design(joined: dict | None) -> dict[str, Any]:
@@ -133,9 +166,9 @@ def _read(path: Path) -> tuple[str, list]:
 
 
 def pilot_imports(folder: Path) -> list[PilotImport]:
-    """The pilot's labels as three imports: ``pilot_a`` (labels_joined.json), ``pilot_b`` (codex files, in
-    the order: files pairing with ``chunks_b/``, then the rest, each by name) and ``pilot_b`` (the
-    labels_joined.json works without a codex label). Records carry the original pilot values and the
+    """The pilot's labels as imports: ``pilot_a`` (labels_joined.json), ``pilot_b`` (codex files, in
+    the order: files pairing with ``chunks_b/``, then the rest, each by name), ``pilot_b`` (the
+    labels_joined.json works without a codex label), then the frame1k arms (:func:`frame1k_imports`). Records carry the original pilot values and the
     converted label (module docstring). Raises FileNotFoundError without ``labels_joined.json`` and
     ValueError naming a file that is not JSON.
     """
@@ -178,11 +211,7 @@ def pilot_imports(folder: Path) -> list[PilotImport]:
             if not isinstance(rec, dict):
                 b.records.append(SourceRecord(str(path), sha, i, rec, None, "not a JSON object"))
                 continue
-            label, error = _convert(rec, "tier", "confidence")
-            genre = rec.get("genre")
-            if error is None and genre not in GENRES_V1:
-                error = f"genre={genre!r} has no mapping (pilot v1 genres: {list(GENRES_V1)})"
-            label.update(genre=GENRES_V1.get(genre), about_ca_system=rec.get("about_ca"), reason=rec.get("why"))
+            label, error = _convert_full(rec, "why")
             twin = by_id.get(rec.get("id"))
             if twin is not None and (twin.get("tier_b"), twin.get("conf_b")) != (
                 rec.get("tier"),
@@ -202,4 +231,27 @@ def pilot_imports(folder: Path) -> list[PilotImport]:
             label, error = _convert(rec, "tier_b", "conf_b")
             rest.records.append(SourceRecord(str(joined_path), joined_sha, i, rec, {**label, **_design(rec)}, error))
     rest.notes.append(f"{len(rest.records)} labels_joined works without a codex label take tier_b/conf_b")
-    return [a, b, rest]
+    return [a, b, rest, *frame1k_imports(folder)]
+
+
+def frame1k_imports(folder: Path) -> list[PilotImport]:
+    """The frame1k arms' labels (``frame1k/<arm>/labels_*.json``: ``id, tier, genre, about_ca, confidence, reason``,
+    rubric v1.0, converted as the codex files are) as one import per arm (:data:`FRAME1K_TEACHERS`); none when the
+    folder has no ``frame1k``. The sample's selection probabilities are not in the files, so no design is imported."""
+    imports = []
+    for arm in FRAME1K_TEACHERS:
+        files = sorted((folder / "frame1k" / arm).glob("labels_*.json"))
+        if not files:
+            continue
+        imp = PilotImport(_frame1k_spec(arm), [])
+        for path in files:
+            sha, items = _read(path)
+            for i, rec in enumerate(items):
+                if not isinstance(rec, dict):
+                    imp.records.append(SourceRecord(str(path), sha, i, rec, None, "not a JSON object"))
+                    continue
+                label, error = _convert_full(rec, "reason")
+                imp.records.append(SourceRecord(str(path), sha, i, rec, label, error))
+        imp.notes.append(f"{len(files)} frame1k/{arm} files, {len(imp.records)} labels")
+        imports.append(imp)
+    return imports
