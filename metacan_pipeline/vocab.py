@@ -112,6 +112,8 @@ ROUTES: tuple[str, ...] = ("ca_aff", "ca_fund", "ca_venue", "about_ca")
 PREDICTION_STATUS = "machine_predicted_unvalidated"
 SCORE_ONLY_IMMATURE = "score_only:v0-immature-baseline"
 SCORE_ONLY_MATURE = "score_only:mature"
+#: The status of a reference-set head's score on a record: it ranks, it never asserts a category.
+SCORE_ONLY_REFERENCE = "score_only:reference_set"
 
 #: SPEC section 7: the ``label_batches`` batch of the works machine-score rounds propose to the teachers.
 ACTIVE_LEARNING_BATCH = "active_learning"

@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 
 from ..storage import MetacanStorage, id_ranges, sql_literal
+from ..student.reference_sets import reference_score_columns
 
 #: The query of :func:`record_inputs` (static; the relations it reads are views made per call).
 RECORD_INPUTS_SQL = resources.files("metacan_pipeline.publish").joinpath("record_inputs.sql").read_text("utf-8")
@@ -24,7 +25,9 @@ _OPTIONAL_TABLES = {"human_codes": "NULL::VARCHAR AS id, NULL::VARCHAR AS protoc
 def input_views(storage: MetacanStorage, label_tables: list[str], release_frame: Path | None = None) -> list[str]:
     """The ``CREATE VIEW`` statements :data:`RECORD_INPUTS_SQL` reads: one view per table of
     ``_INPUT_TABLES`` over its Parquet files, and ``direct_labels``, the rows of every table of
-    ``label_tables`` (all must exist), or an empty relation when there is none; ``release_frame``, the ids of the
+    ``label_tables`` (all must exist), or an empty relation when there is none; ``reference_scores``, the
+    reference-set heads' score columns of ``student_scores`` (:func:`~metacan_pipeline.student.reference_sets.reference_score_columns`,
+    none: an empty relation); ``release_frame``, the ids of the
     newest release's frozen frame (``release_frame``: that Parquet file, or none before the first release)."""
 
     def parquet(name: str) -> str:
@@ -43,6 +46,14 @@ def input_views(storage: MetacanStorage, label_tables: list[str], release_frame:
         f"CREATE VIEW direct_labels AS {labels}"
         if labels
         else "CREATE VIEW direct_labels AS SELECT NULL::VARCHAR AS work_id, NULL::VARCHAR AS teacher WHERE false"
+    )
+    columns = reference_score_columns(storage)
+    views.append(
+        "CREATE VIEW reference_scores AS SELECT id, "
+        + ", ".join(f'"{c}"' for c in columns)
+        + f" FROM {parquet('student_scores')}"
+        if columns
+        else "CREATE VIEW reference_scores AS SELECT NULL::VARCHAR AS id WHERE false"
     )
     views.append(
         f"CREATE VIEW release_frame AS SELECT id FROM read_parquet({sql_literal(str(release_frame))})"
@@ -63,6 +74,7 @@ _RANGED = {
     "work_lineage": "id",
     "human_codes": "id",
     "release_frame": "id",
+    "reference_scores": "id",
     "direct_labels": "work_id",
 }
 
@@ -100,7 +112,8 @@ def record_inputs(
 ) -> Iterator[list[dict]]:
     """Everything one record is built from, one dict per frame work in id order, in lists of ``batch_rows``:
     ``{"work": frame row, "labels": [direct label rows], "pred": prediction row or None, "machine": machine
-    score row or None, "lineage": work_lineage row, "in_release": in the newest release's frame}``. One DuckDB query
+    score row or None, "lineage": work_lineage row, "reference": the reference-set scores row or None,
+    "in_release": in the newest release's frame}``. One DuckDB query
     over the Parquet tables (its own in-memory connection, so no catalog lock is held) per range of
     :data:`RANGE_WORKS` frame ids, ranges ascending, each range's views filtered to its ids, streamed: memory stays at
     one range's joins and one batch, whatever the size of the frame (works with a NULL id, if any, come last, as

@@ -6,6 +6,7 @@
 --   machine the machine-score row, or NULL;
 --   lineage the work_lineage row;
 --   human   the work's final human code (human_codes, written by validation_report), or NULL;
+--   reference the reference-set heads' scores (reference_scores: student_scores' <set>__<target> columns), or NULL;
 --   in_release whether the work is in the newest frozen release's frame (release_frame).
 WITH labels AS (
   SELECT work_id, list(l ORDER BY l.teacher) AS labels
@@ -18,6 +19,7 @@ SELECT f AS work,
        CASE WHEN m.id IS NULL THEN NULL ELSE m END AS machine,
        g AS lineage,
        CASE WHEN h.id IS NULL THEN NULL ELSE h END AS human,
+       CASE WHEN r.id IS NULL THEN NULL ELSE r END AS reference,
        rf.id IS NOT NULL AS in_release
 FROM frame f
 LEFT JOIN predictions p ON p.id = f.id
@@ -25,5 +27,6 @@ LEFT JOIN machine_scores m ON m.id = f.id
 LEFT JOIN work_lineage g ON g.id = f.id
 LEFT JOIN labels lb ON lb.work_id = f.id
 LEFT JOIN human_codes h ON h.id = f.id
+LEFT JOIN reference_scores r ON r.id = f.id
 LEFT JOIN release_frame rf ON rf.id = f.id
 ORDER BY f.id

@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..openalex.ids import is_work_id
 from ..release.layer import UNRELEASED, LayerRule
 from ..tables.publish import RECORDS_SCHEMA
-from ..vocab import LABEL_FIELDS, PREDICTION_STATUS
+from ..vocab import LABEL_FIELDS, PREDICTION_STATUS, SCORE_ONLY_REFERENCE
 from .human_layer import human_code_entry, validation_entries
 from .lineage import lineage_record
 
@@ -102,6 +102,7 @@ def build_record(
     qualification: dict[str, str] | None = None,
     human_code: dict | None = None,
     human_validation: list[dict] | None = None,
+    reference: dict | None = None,
 ) -> dict:
     """The published record of one frame work (seed 004 fields, plus route evidence and lineage), and the human
     layers (:mod:`.human_layer`) only where they exist: ``human_code`` (a coded work's final human code) and
@@ -160,7 +161,23 @@ def build_record(
         record["human_code"] = human_code
     if human_validation:
         record["human_validation"] = human_validation
+    scores = reference_score_entries(reference)
+    if scores:
+        record["reference_scores"] = scores
     return record
+
+
+def reference_score_entries(reference: dict | None) -> list[dict]:
+    """The record's ``reference_scores``: per reference-set head (columns ``<set>__<target>`` of ``reference``, the
+    work's row of the reference-set scores) its set, head, score and status :data:`SCORE_ONLY_REFERENCE`, in column
+    order; empty without a row."""
+    if reference is None:
+        return []
+    return [
+        {"set": col.split("__")[0], "head": col.split("__")[1], "score": value, "status": SCORE_ONLY_REFERENCE}
+        for col, value in reference.items()
+        if col != "id" and value is not None
+    ]
 
 
 def ship_violations(record: dict) -> list[str]:
@@ -243,6 +260,7 @@ def record_row(
         qualification,
         human_code_entry(row.get("human")),
         validation_entries(row["pred"], passing or {}),
+        row.get("reference"),
     )
     if layer is not None:
         layer.apply(record, bool(row.get("in_release")))

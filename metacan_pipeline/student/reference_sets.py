@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..storage import MetacanStorage, sql_literal
 from ..vocab import ABOUT_CA_TARGETS, BINARY_TARGETS, CATEGORIES
@@ -86,6 +87,18 @@ class ReferenceSet:
             "targets": self.decided_targets(),
             "notes": list(self.notes),
         }
+
+
+def reference_score_columns(storage: MetacanStorage) -> list[str]:
+    """The ``student_scores`` columns (``<set>__<target>``) of the reference-set heads of the current model version
+    (its ``student_heads`` rows with :data:`REFERENCE_GATE_REASON`) that the scores table holds; empty before both."""
+    if not (storage.has_table("student_heads") and storage.has_table("student_scores")):
+        return []
+    heads = storage.read_table("student_heads", ["teacher", "target", "gate_reason"]).to_pylist()
+    first = min(storage.table_dir("student_scores").glob("*.parquet"), default=None)
+    present = set(pq.read_schema(first).names) if first is not None else set()
+    wanted = [f"{h['teacher']}__{h['target']}" for h in heads if h["gate_reason"] == REFERENCE_GATE_REASON]
+    return [c for c in wanted if c in present]
 
 
 def imported_teachers(storage: MetacanStorage) -> list[str]:

@@ -13,11 +13,13 @@ from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
+import fastjsonschema
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from playwright.sync_api import expect
 
+from metacan_pipeline.i18n import translations
 from metacan_pipeline.publish.abstracts import Abstract
 from metacan_pipeline.publish.manifest import PagePlan
 from metacan_pipeline.publish.page_writer import index_order, stream_records, write_index
@@ -32,7 +34,7 @@ from metacan_pipeline.publish.pages import (
     render_work,
     write_static,
 )
-from metacan_pipeline.publish.records import build_record, record_row
+from metacan_pipeline.publish.records import SCHEMA_PATH, build_record, record_row
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.publish import PAGE_PLAN_SCHEMA, RECORDS_SCHEMA
 from metacan_pipeline_tests.builders.common import XSS
@@ -512,4 +514,25 @@ def test_an_unqualified_teachers_label_says_so_on_the_page_the_record_and_the_in
     assert f"Teacher gemma: {note}." in html and "decides nothing" in html
     assert (
         index_row(record)["classification"] == f"direct label (gemma, direct_label_unvalidated, {note}): Metaresearch"
+    )
+
+
+def test_reference_set_scores_are_a_record_section_and_a_page_table_in_both_languages(openalex_dir):
+    row = real_frame_row(openalex_dir)
+    reference = {"id": row["id"], "pilot_a__metaresearch": 0.0871, "pilot_b__about_ca_system": None}
+    record = build_record(row, [], prediction_row(row["id"]), machine_row(row["id"]), None, reference=reference)
+    assert record["reference_scores"] == [
+        {"set": "pilot_a", "head": "metaresearch", "score": 0.0871, "status": "score_only:reference_set"}
+    ]
+    section = fastjsonschema.compile(json.loads(SCHEMA_PATH.read_text())["properties"]["reference_scores"])
+    assert section(record["reference_scores"]) == record["reference_scores"]
+    with pytest.raises(fastjsonschema.JsonSchemaValueException, match="must be smaller than or equal to 1"):
+        section([{**record["reference_scores"][0], "score": 1.5}])
+    html = render_work(environment(), record, None, CTX)
+    assert "Reference-set scores" in html and "<code>pilot_a</code></td><td>metaresearch</td><td>0.087" in html
+    french = render_work(environment(translations("fr")), record, None, CTX)
+    assert "Scores des ensembles de référence" in french and "ensemble de référence</th>" in french
+    plain = build_record(row, [], prediction_row(row["id"]), machine_row(row["id"]), None)
+    assert "reference_scores" not in plain and "Reference-set scores" not in render_work(
+        environment(), plain, None, CTX
     )

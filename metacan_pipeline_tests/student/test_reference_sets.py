@@ -14,8 +14,9 @@ from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.holdout import venue_held_out, venue_key
 from metacan_pipeline.student.models import load_published
-from metacan_pipeline.student.reference_sets import REFERENCE_GATE_REASON
+from metacan_pipeline.student.reference_sets import REFERENCE_GATE_REASON, reference_score_columns
 from metacan_pipeline.teachers.imports.texts import pilot_texts, text_row
+from metacan_pipeline.vocab import BINARY_TARGETS
 from metacan_pipeline_tests.builders.common import metadata, root_error, sql
 from metacan_pipeline_tests.builders.student import run_student, write_inputs
 from metacan_pipeline_tests.builders.teachers import GOOD_LABEL, materialize
@@ -146,6 +147,14 @@ def test_reference_sets_train_heads_of_their_own_with_their_design(tmp_path: Pat
         "SELECT count(pilot_a__metaresearch), min(pilot_a__metaresearch), max(pilot_a__metaresearch) FROM student_scores",
     )[0]
     assert n == len(frame) and 0 <= lo < hi <= 1
+    # what the records join: the reference-set heads' score columns, and no role teacher's
+    assert set(reference_score_columns(storage)) == {
+        *(f"frame1k_{arm}__{t}" for arm in ("gpt", "grok", "opus") for t in ("metaresearch", "about_ca_system")),
+        "pilot_a__metaresearch",
+        "pilot_b__metaresearch",
+        "pilot_b__about_ca_system",
+        *(f"earlier_study__{t}" for t in BINARY_TARGETS),
+    }
 
     # no reference set: the role teachers' heads only, under another model version
     result = dg.materialize(
