@@ -120,6 +120,6 @@ def test_the_card_is_linked_where_the_model_is_named(client):
     work = client.get("/works/W7001", follow_redirects=True)
     assert (
         work.status_code == 200
-        and f'<a href="/models/{VERSION}" id="model-card">Model card of this version</a>' in work.text
+        and f'<a href="/models/{VERSION}" id="model-card">Model card of this version</a>. Permalink' in work.text
     )
     json.loads(client.get(f"/models/{VERSION}/model_card.json").text)
