@@ -123,3 +123,39 @@ def test_the_card_is_linked_where_the_model_is_named(client):
         and f'<a href="/models/{VERSION}" id="model-card">Model card of this version</a>. Permalink' in work.text
     )
     json.loads(client.get(f"/models/{VERSION}/model_card.json").text)
+
+
+def _tab_to(page, href: str, most: int = 200) -> None:
+    """Press Tab until the link to ``href`` has the keyboard focus (fails when it never does)."""
+    for _ in range(most):
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.getAttribute('href')") == href:
+            return
+    pytest.fail(f"the link {href} never took the keyboard focus")
+
+
+@pytest.mark.browser
+def test_the_card_is_reached_and_read_from_the_keyboard_in_headless_chromium(site_release, card, browser):
+    """From the cohort builder to the card and its Heads section with Tab and Enter only, in French; the reliability
+    plots load."""
+    from metacan_pipeline_tests.site.test_site_browser import served
+
+    with served(site_release[0].root) as base:
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="fr-CA")
+        page = context.new_page()
+        failed = []
+        page.on("response", lambda r: failed.append(r.url) if r.status >= 400 and "/favicon.ico" not in r.url else None)
+        page.goto(base + "/fr/")
+        _tab_to(page, f"/fr/models/{VERSION}")
+        page.keyboard.press("Enter")
+        page.wait_for_url(base + f"/fr/models/{VERSION}")
+        assert page.locator("html").get_attribute("lang") == "fr"
+        assert page.locator("h1").inner_text() == f"Fiche du modèle {VERSION}"
+        _tab_to(page, "#heads")
+        page.keyboard.press("Enter")
+        page.wait_for_url(base + f"/fr/models/{VERSION}#heads")
+        assert page.get_by_role("heading", name="Têtes", exact=True).is_visible()
+        widths = page.eval_on_selector_all("#reliability img", "imgs => imgs.map(i => i.complete && i.naturalWidth)")
+        assert len(widths) == 2 and all(w > 0 for w in widths)
+        context.close()
+    assert failed == [], failed
