@@ -69,6 +69,7 @@ def test_the_card_page_in_english_shows_every_head_with_its_figures_and_claim(cl
     shown = f"{ap['value']:.3f} [{ap['ci_low']:.3f}; {ap['ci_high']:.3f}]"
     assert figure(ap, "en") == shown and shown in html
     row = re.search(r"<tr><th scope=\"row\">codex</th><td>about_ca_topic</td>.*?</tr>", html).group(0)
+    assert f"<td>{head['labels']} ({head['positives']})</td><td>{head['holdout_n']}</td>" in row
     assert shown in row and "Decides: its quota-calibrated decisions" in row and "machine_predicted_unvalidated" in row
     narrow = _head(card, "codex", "metaepi_narrow")
     assert escape(f"Makes no decision; the support gate says: {narrow['support_gate']['reason']}") in html
