@@ -147,7 +147,10 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     Output: table ``student_heads`` (one row per teacher and head, `HEADS_SCHEMA`), table
     ``student_training_set`` (which works trained which teacher's heads), and the model file
     ``data/models/<model_version>.joblib``, published once and immutable (`models`): a
-    re-materialization with the same labels reuses it and recomputes only the metrics.
+    re-materialization with the same labels reuses it and recomputes only the metrics. Every metric carries its 95%
+    bootstrap interval over holdout works (`evaluation.bootstrap_intervals`), also per language (en, fr). The model
+    card (`card`) goes to ``data/reports/<model_version>/model_card.md`` and ``.json`` and into the metadata (the
+    Markdown, and the key figures).
     """
     # lazy: these import scikit-learn (about 4 s), which only this asset's step needs
     from .card import model_card
