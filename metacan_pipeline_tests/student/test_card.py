@@ -116,6 +116,17 @@ def test_card_figures_equal_scikit_learn_on_the_holdout_in_both_languages(storag
         assert got["metrics"]["ap"]["value"] == pytest.approx(average_precision_score(y[m], s[m]), abs=1e-12)
         assert got["metrics"]["auroc"]["value"] == pytest.approx(roc_auc_score(y[m], s[m]), abs=1e-12)
 
+    # a categorical head: top-1 accuracy per language, against the labels by hand
+    genre = next(h for h in card["heads"] if (h["source"], h["target"]) == ("codex", "genre"))
+    cat = bundle.heads["codex"]["genre"]
+    probs = cat.score_samples(bundle.vectorizer.transform([texts[r["work_id"]] for r in codex]))
+    correct = np.array([cat.classes_[k] == r["genre"] for k, r in zip(probs.argmax(axis=1), codex, strict=True)])
+    assert genre["metrics"]["accuracy"]["value"] == pytest.approx(correct.mean(), abs=1e-12)
+    for code in ("en", "fr"):
+        m = np.array([lang[r["work_id"]] == code for r in codex])
+        got = genre["by_language"][code]["metrics"]["accuracy"]
+        assert got["value"] == pytest.approx(correct[m].mean(), abs=1e-12) and got["ci_low"] <= got["value"]
+
     # the same figures in the student_heads table, with the same intervals
     [(t_ap, low, high)] = sql(
         storage,
