@@ -36,8 +36,10 @@ ECE_BINS = 10
 BOOTSTRAP_REPLICATES = 1000
 BOOTSTRAP_SEED = 20_261_207
 CI_LEVEL = 0.95
-#: Replicates computed together (memory: this many x the holdout's works, 8 bytes each, a few arrays at once).
+#: Replicates computed together: at most this many, and at most :data:`_CHUNK_CELLS` (replicates x holdout works)
+#: at once (8 bytes each, a few arrays of that size at a time: about 32 MB each).
 _CHUNK = 100
+_CHUNK_CELLS = 4_000_000
 
 
 def reliability_bins(y: np.ndarray, s: np.ndarray, w: np.ndarray, bins: int = ECE_BINS) -> list[dict]:
@@ -128,30 +130,34 @@ def weighted_metrics(y: np.ndarray, s: np.ndarray, weights: np.ndarray) -> dict[
     if len(s) == 0:
         nan = np.full(len(weights), np.nan)
         return {"ap": nan, "auroc": nan.copy(), "ece": nan.copy()}
-    order = np.argsort(-s, kind="mergesort")
-    ss, ys, ws = s[order], y[order], weights[:, order]
-    ends = np.r_[np.nonzero(np.diff(ss))[0], len(ss) - 1]  # the last work of each distinct score
-    tp = np.cumsum(ws * ys, axis=1)[:, ends]
-    fp = np.cumsum(ws * (1.0 - ys), axis=1)[:, ends]
-    pos, neg = tp[:, -1:], fp[:, -1:]
+    if np.all(s[:-1] >= s[1:]):  # already in descending score order (bootstrap_intervals sorts once)
+        ss, ys, ws = s, y, weights
+    else:
+        order = np.argsort(-s, kind="mergesort")
+        ss, ys, ws = s[order], y[order], weights[:, order]
+    last = np.r_[ss[1:] != ss[:-1], True]  # the last work of each distinct score: the thresholds
+    tp = np.cumsum(ws * ys, axis=1)
+    total = np.cumsum(ws, axis=1)
+    if not last.all():
+        tp, total = tp[:, last], total[:, last]
+    fp = total - tp
+    pos, neg = tp[:, -1], fp[:, -1]
+    defined = (pos > 0) & (neg > 0)
+    dtp = np.diff(tp, axis=1, prepend=0.0)
+    dfp = np.diff(fp, axis=1, prepend=0.0)
+    precision = np.divide(tp, total, out=np.zeros_like(tp), where=total > 0)  # no weight yet: no recall step either
     with np.errstate(invalid="ignore", divide="ignore"):
-        precision = np.where(tp + fp > 0, tp / (tp + fp), 0.0)
-        recall = tp / pos
-        tpr, fpr = recall, fp / neg
-    defined = (pos[:, 0] > 0) & (neg[:, 0] > 0)
-    zero = np.zeros((len(ws), 1))
-    ap = (np.diff(np.hstack([zero, recall]), axis=1) * precision).sum(axis=1)
-    tpr, fpr = np.hstack([zero, tpr]), np.hstack([zero, fpr])
-    auroc = (np.diff(fpr, axis=1) * (tpr[:, 1:] + tpr[:, :-1]) / 2).sum(axis=1)
-    # ECE: per bin, |sum w*s - sum w*y| / total weight (the bins never move: a work keeps its score)
+        ap = (dtp * precision).sum(axis=1) / pos  # sum of recall steps x precision
+        auroc = (dfp * (2 * tp - dtp)).sum(axis=1) / (2 * pos * neg)  # trapezoids: fpr step x mean of the two tpr
+    # ECE: per bin, |sum w*(s - y)| / total weight (the bins never move: a work keeps its score)
     edges = np.linspace(0.0, 1.0, ECE_BINS + 1)
     idx = np.clip(np.digitize(s, edges[1:-1], right=False), 0, ECE_BINS - 1)
     onehot = np.zeros((len(s), ECE_BINS))
     onehot[np.arange(len(s)), idx] = 1.0
-    gap = np.abs(weights @ (onehot * s[:, None]) - weights @ (onehot * y[:, None])).sum(axis=1)
-    total = weights.sum(axis=1)
+    gap = np.abs(weights @ (onehot * (s - y)[:, None])).sum(axis=1)
+    weight = weights.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ece = np.where(total > 0, gap / total, np.nan)
+        ece = np.where(weight > 0, gap / weight, np.nan)
     return {
         "ap": np.where(defined, ap, np.nan),
         "auroc": np.where(defined, auroc, np.nan),
@@ -181,13 +187,17 @@ def bootstrap_intervals(
     n = len(y)
     if n == 0 or replicates <= 0:
         return out
+    order = np.argsort(-s, kind="mergesort")  # once: every replicate is then a weight vector in this order
+    y, s, w = y[order], s[order], w[order]
     rng = np.random.default_rng(seed)
+    chunk = max(1, min(_CHUNK, _CHUNK_CELLS // n))
     figures: dict[str, list[np.ndarray]] = {"ap": [], "auroc": [], "ece": [], "rate": []}
-    for start in range(0, replicates, _CHUNK):
-        size = min(_CHUNK, replicates - start)
-        draws = rng.integers(0, n, size=(size, n))
-        counts = np.stack([np.bincount(row, minlength=n) for row in draws]).astype(float)
-        weights = counts * w
+    for start in range(0, replicates, chunk):
+        size = min(chunk, replicates - start)
+        weights = np.empty((size, n))
+        for i, row in enumerate(rng.integers(0, n, size=(size, n))):
+            weights[i] = np.bincount(row, minlength=n)  # how often the replicate drew each work
+        weights *= w
         m = weighted_metrics(y, s, weights)
         for k in ("ap", "auroc", "ece"):
             figures[k].append(m[k])
