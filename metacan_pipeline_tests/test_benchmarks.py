@@ -53,6 +53,7 @@ SMOKES = {
     "audit_figures.py": Smoke("audit_figures.json"),
     "bench_agreement.py": Smoke("agreement.json", ("--scratch", "{tmp}/scratch")),
     "bench_api.py": Smoke("api.json", ratios=True),
+    "bench_card.py": Smoke("card.json", ratios=True),
     "bench_coding.py": Smoke("coding.json"),
     "bench_frame.py": Smoke("frame.json", ("--scratch", "{tmp}/scratch"), ratios=True),
     "bench_gemma.py": Smoke("gemma.json", marks=("llm",)),

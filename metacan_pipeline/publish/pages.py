@@ -247,7 +247,16 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         alternates=context.get("alternates", ()),
         switch=context.get("switch"),
         served=context.get("served", False),
+        model_card_href=model_card_link(context.get("explore"), model_version_of(record)),
     )
+
+
+def model_card_link(prefix: str | None, model_version: str | None) -> str | None:
+    """The address of a model version's card on the served site (``<prefix>/models/<model_version>``, ``prefix`` as
+    :func:`explore_links` takes it), or None without a served site or a model version."""
+    if prefix is None or not model_version:
+        return None
+    return f"{prefix.rstrip('/')}/models/{model_version}"
 
 
 def index_row(record: dict) -> dict:

@@ -47,7 +47,8 @@ def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: M
 
     Downstream of ``work_records``, so ``records_may_ship`` (blocking) stops it: nothing the check refused is frozen.
     With ``cut: true`` it freezes the frame, every direct label, the predictions, the machine scores, the
-    ``human_validation`` rows as of now and the records into Parquet tables, ``records.jsonl``, ``release.json``
+    ``human_validation`` rows as of now and the records into Parquet tables, ``records.jsonl``, the model cards of the
+    classifier versions (``model_cards/<version>/``), ``release.json``
     (content hashes, counts), ``SHA256SUMS`` and ``CITATION.cff`` (`bundle`); an input already cut reuses its
     release. Works that enter the frame later are the rolling layer (`layer`), on the next ``work_records``.
     Fails (no retry) naming the input when a version is invalid or taken, a table is missing, or CFF does not validate.
@@ -85,5 +86,6 @@ def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: M
             "bytes": sum(f["bytes"] for f in manifest["files"]),
             "dagster/row_count": manifest["counts"]["frame"],
             "rows_by_table": counts_markdown(manifest["counts"], "table", "rows"),
+            "model_cards": dg.MetadataValue.json(manifest.get("model_cards", {})),
         }
     )

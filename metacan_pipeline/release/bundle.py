@@ -13,6 +13,10 @@ A bundle holds:
   ``computed_at``), so a report that says the same freezes to the same bytes;
 - ``records.jsonl``: the ``work_records`` that passed ``records_may_ship``, one JSON record a line in id order,
   byte for byte (their ``layer`` is the one they were published under when the release was cut);
+- ``model_cards/<model_version>/``: the model card of every classifier version the predictions carry
+  (``model_card.md``, ``model_card.json`` and its reliability plots, :mod:`metacan_pipeline.student.card`), copied
+  from ``data/reports/<model_version>/``; ``release.json``'s ``model_cards`` lists them per version (empty: that
+  version's card was never written, e.g. a version trained before cards existed);
 - ``CITATION.cff`` (:mod:`.citation`), ``release.json`` (version, frame build id, classifier version, created at,
   the content hash, every other file's SHA-256 and size, the counts) and ``SHA256SUMS`` (``sha256sum -c`` format,
   every file but itself).
@@ -40,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..storage import MetacanStorage, sql_literal
+from ..student.card import card_files
 from ..tables.audit import HUMAN_VALIDATION_SCHEMA, PROTOCOLS_SCHEMA
 from ..tables.audit import TABLES as AUDIT_CATALOG
 from .citation import citation_text
@@ -51,6 +56,7 @@ RESERVED_VERSIONS = frozenset({"rolling", "unreleased"})
 #: The warehouse tables frozen as they are, with the key they are ordered by.
 WAREHOUSE_TABLES = {"frame": "id", "predictions": "id", "machine_scores": "id"}
 RECORDS_FILE, RELEASE_JSON, SUMS_FILE, CITATION_FILE = "records.jsonl", "release.json", "SHA256SUMS", "CITATION.cff"
+MODEL_CARDS_DIR = "model_cards"
 #: The validation report's warehouse tables frozen when present (module docstring), in their catalog key order.
 VALIDATION_TABLES = (
     "validation_error_rates",
@@ -189,6 +195,21 @@ def file_entries(folder: Path, skip: tuple[str, ...] = (RELEASE_JSON, SUMS_FILE)
     ]
 
 
+def copy_model_cards(root: Path, classifier_versions: str, folder: Path) -> dict[str, list[str]]:
+    """Copy the card files of every version in ``classifier_versions`` (comma-separated, as ``release.json`` names
+    them; ``none``: no version) from the data folder ``root`` into ``folder/model_cards/<version>/``; returns
+    ``{version: [bundle paths]}`` (an empty list: no card was written for that version)."""
+    out: dict[str, list[str]] = {}
+    for version in [v for v in classifier_versions.split(",") if v and v != "none"]:
+        out[version] = []
+        for src in card_files(root, version):
+            dest = folder / MODEL_CARDS_DIR / version / src.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+            out[version].append(dest.relative_to(folder).as_posix())
+    return out
+
+
 def registered(storage: MetacanStorage) -> list[dict]:
     """Every row of ``releases``, oldest first."""
     with storage.connect() as con:
@@ -244,6 +265,7 @@ def cut_release(
             )
         counts["records"] = _write_records(storage, tmp / RECORDS_FILE)
         build, classifier = _frozen_facts(tmp)
+        cards = copy_model_cards(storage.root, classifier, tmp)
         (tmp / CITATION_FILE).write_text(citation_text(version, now.date(), build, classifier, authors), "utf-8")
         manifest = {
             "release_version": version,
@@ -252,6 +274,7 @@ def cut_release(
             "created_at": f"{now:%Y-%m-%dT%H:%M:%SZ}",
             "content_sha256": content,
             "counts": counts,
+            "model_cards": cards,
             "files": file_entries(tmp),
         }
         (tmp / RELEASE_JSON).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -113,6 +113,26 @@ def reference_sets_markdown(sets: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n\nReference-set heads give machine scores only: never a decision or a validated label."
 
 
+def card_metadata(card: dict, markdown: str) -> dict:
+    """The model card in ``student_heads``' metadata: the Markdown, its files, and the key figures (per source, the
+    training works and the AP and AUROC of the metaresearch head with their 95% intervals)."""
+    out: dict = {"model_card": dg.MetadataValue.md(markdown)}
+    for t in card["training_sets"]:
+        out[f"card_training_works_{t['name']}"] = t["training_works"]
+    for h in card["heads"]:
+        if h["target"] != "metaresearch":
+            continue
+        for name in ("ap", "auroc"):
+            f = h["metrics"][name]
+            if f["value"] is not None:
+                low, high = f["ci_low"], f["ci_high"]
+                interval = "" if low is None else f" [{low:.3f}, {high:.3f}]"
+                out[f"card_{name}_{h['source']}_metaresearch"] = f"{f['value']:.3f}{interval}"
+    out["card_heads_that_decide"] = sum(1 for h in card["heads"] if h["claim"]["decides"])
+    out["card_limits"] = dg.MetadataValue.md("\n".join(f"- {x['text']}" for x in card["limits"]))
+    return out
+
+
 @dg.multi_asset(
     specs=[
         _spec(
@@ -152,9 +172,13 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     Output: table ``student_heads`` (one row per teacher and head, `HEADS_SCHEMA`), table
     ``student_training_set`` (which works trained which teacher's heads), and the model file
     ``data/models/<model_version>.joblib``, published once and immutable (`models`): a
-    re-materialization with the same labels reuses it and recomputes only the metrics.
+    re-materialization with the same labels reuses it and recomputes only the metrics. Every metric carries its 95%
+    bootstrap interval over holdout works (`evaluation.bootstrap_intervals`), also per language (en, fr). The model
+    card (`card`) goes to ``data/reports/<model_version>/model_card.md`` and ``.json`` and into the metadata (the
+    Markdown, and the key figures).
     """
-    # lazy: both import scikit-learn (about 4 s), which only this asset's step needs
+    # lazy: these import scikit-learn (about 4 s), which only this asset's step needs
+    from .card import model_card
     from .evaluation import holdout_metric_rows, reference_head_rows, write_reliability_plots
     from .training import load_training_inputs, train_or_load, training_set_table
 
@@ -166,13 +190,14 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     bundle, reused = train_or_load(storage, inputs, config.features, context.run.run_id)
     if reused:
         context.log.info(f"model version {bundle.model_version} is already published: loaded, not retrained")
-    rows, curves = holdout_metric_rows(bundle, inputs)
-    rows += reference_head_rows(bundle)
+    report = holdout_metric_rows(bundle, inputs)
+    rows = [*report.rows, *reference_head_rows(bundle)]
     storage.write_table("student_heads", pa.Table.from_pylist(rows, schema=HEADS_SCHEMA))
     n_train = storage.write_table(
         "student_training_set", training_set_table(bundle, inputs), schema=TRAINING_SET_SCHEMA
     )
-    pngs = write_reliability_plots(storage, bundle.model_version, curves)
+    pngs = write_reliability_plots(storage, bundle.model_version, report.curves)
+    card, markdown, card_paths = model_card(storage, bundle, report, inputs.holdout_works)
     gated = [t for t, g in bundle.gates.items() if g.passed]
     n_ids = {t: len(ids) for t, ids in bundle.training_ids.items()}
     context.log.info(
@@ -182,9 +207,11 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
         "the others carry scores, no decision; reference sets (machine scores only): "
         + (", ".join(f"{n} ({s['works']} works)" for n, s in bundle.reference_sets.items()) or "none")
     )
-    yield dg.MaterializeResult(
-        asset_key="student_heads", metadata=_heads_metadata(storage, bundle, reused, rows, inputs.holdout_works, pngs)
+    metadata = _heads_metadata(storage, bundle, reused, rows, inputs.holdout_works, pngs) | card_metadata(
+        card, markdown
     )
+    metadata["model_card_file"] = dg.MetadataValue.path(str(card_paths[0]))
+    yield dg.MaterializeResult(asset_key="student_heads", metadata=metadata)
     yield dg.MaterializeResult(
         asset_key="student_training_set",
         metadata=table_metadata(TRAINING_SET_SCHEMA, n_train, None, None, model_version=bundle.model_version),

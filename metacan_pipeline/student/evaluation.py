@@ -7,9 +7,17 @@ the figures estimate the frame, not the sample); gemma heads are unweighted (a c
 - ECE (expected calibration error): scores cut into :data:`ECE_BINS` equal-width bins on [0, 1];
   ECE = sum over bins of (bin weight / total weight) x |weighted mean score - weighted positive rate|
   (Naeini, Cooper and Hauskrecht 2015, "Obtaining well calibrated probabilities using Bayesian binning").
+- 95% intervals (:func:`bootstrap_intervals`): percentile bootstrap over holdout works. A replicate draws the
+  holdout's works with replacement (:data:`BOOTSTRAP_REPLICATES` times, :data:`BOOTSTRAP_SEED`), each drawn work
+  keeping its design weight, and recomputes the figure; the interval is the 2.5th and 97.5th percentile of the
+  replicates in which the figure is defined (AP and AUROC need a positive and a negative work).
+  :func:`weighted_metrics` computes a replicate's AP and AUROC exactly as scikit-learn does (distinct scores as
+  thresholds, ties counted together), for many weight vectors at once.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.metrics import average_precision_score, roc_auc_score
@@ -24,6 +32,15 @@ from .roles import ROLE_TEACHERS, SAMPLE
 from .training import TrainingInputs, target_value
 
 ECE_BINS = 10
+#: Bootstrap replicates of every interval, and the seed every interval starts from (the same holdout and scores give
+#: the same interval on every run and machine).
+BOOTSTRAP_REPLICATES = 1000
+BOOTSTRAP_SEED = 20_261_207
+CI_LEVEL = 0.95
+#: Replicates computed together: at most this many, and at most :data:`_CHUNK_CELLS` (replicates x holdout works)
+#: at once (8 bytes each, a few arrays of that size at a time: about 32 MB each).
+_CHUNK = 100
+_CHUNK_CELLS = 4_000_000
 
 
 def reliability_bins(y: np.ndarray, s: np.ndarray, w: np.ndarray, bins: int = ECE_BINS) -> list[dict]:
@@ -99,6 +116,109 @@ def categorical_metrics(
     }
 
 
+def weighted_metrics(y: np.ndarray, s: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
+    """AP, AUROC and ECE of scores ``s`` against 0/1 labels ``y`` under each row of ``weights`` (shape
+    ``(replicates, works)``; a work's weight may be 0): ``{ap, auroc, ece}``, one value per row, NaN where the row
+    has no positive or no negative weight (AP, AUROC) or no weight at all (ECE).
+
+    AP = sum over distinct score thresholds of (recall step) x precision, AUROC = the trapezoidal area under the ROC
+    points at those thresholds: what :func:`sklearn.metrics.average_precision_score` and
+    :func:`sklearn.metrics.roc_auc_score` return with ``sample_weight`` (tested equal); ECE as
+    :func:`expected_calibration_error`. The scores are sorted once for all rows."""
+    y = np.asarray(y, dtype=float)
+    s = np.asarray(s, dtype=float)
+    weights = np.atleast_2d(np.asarray(weights, dtype=float))
+    if len(s) == 0:
+        nan = np.full(len(weights), np.nan)
+        return {"ap": nan, "auroc": nan.copy(), "ece": nan.copy()}
+    if np.all(s[:-1] >= s[1:]):  # already in descending score order (bootstrap_intervals sorts once)
+        ss, ys, ws = s, y, weights
+    else:
+        order = np.argsort(-s, kind="mergesort")
+        ss, ys, ws = s[order], y[order], weights[:, order]
+    last = np.r_[ss[1:] != ss[:-1], True]  # the last work of each distinct score: the thresholds
+    tp = np.cumsum(ws * ys, axis=1)
+    total = np.cumsum(ws, axis=1)
+    if not last.all():
+        tp, total = tp[:, last], total[:, last]
+    fp = total - tp
+    pos, neg = tp[:, -1], fp[:, -1]
+    defined = (pos > 0) & (neg > 0)
+    dtp = np.diff(tp, axis=1, prepend=0.0)
+    dfp = np.diff(fp, axis=1, prepend=0.0)
+    precision = np.divide(tp, total, out=np.zeros_like(tp), where=total > 0)  # no weight yet: no recall step either
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ap = (dtp * precision).sum(axis=1) / pos  # sum of recall steps x precision
+        auroc = (dfp * (2 * tp - dtp)).sum(axis=1) / (2 * pos * neg)  # trapezoids: fpr step x mean of the two tpr
+    # ECE: per bin, |sum w*(s - y)| / total weight (the bins never move: a work keeps its score)
+    edges = np.linspace(0.0, 1.0, ECE_BINS + 1)
+    idx = np.clip(np.digitize(s, edges[1:-1], right=False), 0, ECE_BINS - 1)
+    onehot = np.zeros((len(s), ECE_BINS))
+    onehot[np.arange(len(s)), idx] = 1.0
+    gap = np.abs(weights @ (onehot * (s - y)[:, None])).sum(axis=1)
+    weight = weights.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ece = np.where(weight > 0, gap / weight, np.nan)
+    return {
+        "ap": np.where(defined, ap, np.nan),
+        "auroc": np.where(defined, auroc, np.nan),
+        "ece": ece,
+    }
+
+
+def bootstrap_intervals(
+    y: np.ndarray,
+    s: np.ndarray,
+    w: np.ndarray | None = None,
+    *,
+    replicates: int = BOOTSTRAP_REPLICATES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict:
+    """95% percentile-bootstrap intervals over the works of a holdout (module docstring) of AP, AUROC and ECE, and of
+    the weighted positive rate (for a categorical head's accuracy, ``y`` = top-1 correct): ``{ap, auroc, ece, rate:
+    [low, high] or None, replicates, replicates_defined}``. ``replicates_defined``: how many replicates had both
+    classes (AP/AUROC are None when fewer than half did). Raises ValueError when the arrays' lengths differ."""
+    y = np.asarray(y, dtype=float)
+    s = np.asarray(s, dtype=float)
+    w = np.ones(len(y)) if w is None else np.asarray(w, dtype=float)
+    if not len(y) == len(s) == len(w):
+        raise ValueError(f"bootstrap_intervals: {len(y)} labels, {len(s)} scores and {len(w)} weights: one per work")
+    out: dict = {"ap": None, "auroc": None, "ece": None, "rate": None, "replicates": replicates}
+    out["replicates_defined"] = 0
+    n = len(y)
+    if n == 0 or replicates <= 0:
+        return out
+    order = np.argsort(-s, kind="mergesort")  # once: every replicate is then a weight vector in this order
+    y, s, w = y[order], s[order], w[order]
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(_CHUNK, _CHUNK_CELLS // n))
+    figures: dict[str, list[np.ndarray]] = {"ap": [], "auroc": [], "ece": [], "rate": []}
+    for start in range(0, replicates, chunk):
+        size = min(chunk, replicates - start)
+        weights = np.empty((size, n))
+        for i, row in enumerate(rng.integers(0, n, size=(size, n))):
+            weights[i] = np.bincount(row, minlength=n)  # how often the replicate drew each work
+        weights *= w
+        m = weighted_metrics(y, s, weights)
+        for k in ("ap", "auroc", "ece"):
+            figures[k].append(m[k])
+        total = weights.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            figures["rate"].append(np.where(total > 0, weights @ y / total, np.nan))
+    tail = (1 - CI_LEVEL) / 2 * 100
+    for k, parts in figures.items():
+        values = np.concatenate(parts)
+        values = values[~np.isnan(values)]
+        if k in ("ap", "auroc"):
+            out["replicates_defined"] = len(values)
+            if len(values) < replicates / 2:
+                continue
+        if len(values):
+            low, high = np.percentile(values, [tail, 100 - tail])
+            out[k] = [float(low), float(high)]
+    return out
+
+
 def reliability_png(curves: dict[str, list[dict]], title: str) -> bytes:
     """A PNG reliability diagram: one line per head (mean score vs positive rate per bin, marker size
     by bin weight) and the diagonal of perfect calibration. ``curves`` maps head name -> bins."""
@@ -125,11 +245,49 @@ def reliability_png(curves: dict[str, list[dict]], title: str) -> bytes:
     return png_bytes(fig)
 
 
-def _binary_row(head, target: str, labels: list[dict], ev: list[dict], X, w_ev: np.ndarray, w_all: np.ndarray):
+#: The languages the holdout metrics are broken down by (where the holdout has works in them).
+METRIC_LANGUAGES: tuple[str, ...] = ("en", "fr")
+
+
+def _interval_columns(ci: dict, names: tuple[str, ...]) -> dict:
+    """``{<name>_ci_low, <name>_ci_high}`` of the bootstrap intervals ``ci`` (None where not defined)."""
+    out = {}
+    for name in names:
+        key = "rate" if name == "accuracy" else name
+        low, high = ci[key] if ci.get(key) else (None, None)
+        out[f"{name}_ci_low"], out[f"{name}_ci_high"] = low, high
+    return out
+
+
+def binary_figures(y: np.ndarray, s: np.ndarray, w: np.ndarray) -> dict:
+    """:func:`binary_metrics` and the bootstrap intervals of AP, AUROC and ECE (``ap_ci_low`` ... ``ece_ci_high``);
+    an interval is None where its figure is."""
+    m = binary_metrics(y, s, w)
+    ci = bootstrap_intervals(y, s, w) if m["n"] else {}
+    return {
+        **m,
+        **_interval_columns(
+            {k: ci.get(k) if m[k] is not None else None for k in ("ap", "auroc", "ece")}, ("ap", "auroc", "ece")
+        ),
+    }
+
+
+def categorical_figures(values: list[str], probs: np.ndarray, classes: tuple[str, ...], w: np.ndarray) -> dict:
+    """:func:`categorical_metrics` and the bootstrap intervals of its accuracy and ECE (top-1 correct vs confidence)."""
+    m = categorical_metrics(values, probs, classes, w)
+    if not values:
+        return {**m, **_interval_columns({}, ("accuracy", "ece"))}
+    top = probs.argmax(axis=1)
+    correct = np.array([classes[t] == v for t, v in zip(top, values, strict=True)], dtype=float)
+    return {**m, **_interval_columns(bootstrap_intervals(correct, probs.max(axis=1), w), ("accuracy", "ece"))}
+
+
+def _binary_row(head, target: str, labels: list[dict], ev: list[dict], X, w_ev: np.ndarray, w_all: np.ndarray, langs):
     y_all = np.array([target_value(r, target) or 0 for r in labels])
     keep = [i for i, r in enumerate(ev) if target_value(r, target) is not None]
     y = np.array([target_value(ev[i], target) for i in keep], dtype=int)
-    m = binary_metrics(y, head.score_samples(X[keep]) if keep else np.array([]), w_ev[keep])
+    s = head.score_samples(X[keep]) if keep else np.array([])
+    m = binary_figures(y, s, w_ev[keep])
     row = {
         "kind": "binary",
         "labels": len(y_all),
@@ -143,20 +301,28 @@ def _binary_row(head, target: str, labels: list[dict], ev: list[dict], X, w_ev: 
         "auroc": m["auroc"],
         "ece": m["ece"],
         "metric_note": m["note"],
+        **{k: v for k, v in m.items() if "_ci_" in k},
     }
-    return row, (m["bins"] if m["ap"] is not None else [])
+    lang = np.array([langs[i] for i in keep], dtype=object)
+    by_language = {
+        code: _strip_bins(binary_figures(y[lang == code], s[lang == code], w_ev[keep][lang == code]))
+        for code in METRIC_LANGUAGES
+        if (lang == code).any()
+    }
+    return row, (m["bins"] if m["ap"] is not None else []), by_language
 
 
-def _categorical_row(head, target: str, labels: list[dict], ev: list[dict], X, w_ev: np.ndarray) -> dict:
+def _strip_bins(m: dict) -> dict:
+    return {k: v for k, v in m.items() if k != "bins"}
+
+
+def _categorical_row(head, target: str, labels: list[dict], ev: list[dict], X, w_ev: np.ndarray, langs):
     keep = [i for i, r in enumerate(ev) if r.get(target) is not None]
-    m = categorical_metrics(
-        [ev[i][target] for i in keep],
-        head.score_samples(X[keep]) if keep else np.zeros((0, 1)),
-        head.classes_,
-        w_ev[keep],
-    )
+    values = [ev[i][target] for i in keep]
+    probs = head.score_samples(X[keep]) if keep else np.zeros((0, 1))
+    m = categorical_figures(values, probs, head.classes_, w_ev[keep])
     n_lab = sum(1 for r in labels if r.get(target) is not None)
-    return {
+    row = {
         "kind": "categorical",
         "labels": n_lab,
         "positives": n_lab,
@@ -164,19 +330,41 @@ def _categorical_row(head, target: str, labels: list[dict], ev: list[dict], X, w
         "accuracy": m["accuracy"],
         "ece": m["ece"],
         "metric_note": m["note"],
+        **{k: v for k, v in m.items() if "_ci_" in k},
     }
+    lang = np.array([langs[i] for i in keep], dtype=object)
+    by_language = {}
+    for code in METRIC_LANGUAGES:
+        sel = np.nonzero(lang == code)[0]
+        if len(sel):
+            by_language[code] = categorical_figures(
+                [values[i] for i in sel], probs[sel], head.classes_, w_ev[keep][sel]
+            )
+    return row, by_language
 
 
-def holdout_metric_rows(bundle: StudentBundle, inputs: TrainingInputs) -> tuple[list[dict], dict[str, dict]]:
-    """The ``student_heads`` rows of every head of ``bundle`` (metrics on the frozen holdout's labelled works
-    only, design-weighted for the sample teacher; label counts over all labels) and the reliability curves
-    ``{teacher: {target: bins}}`` of the binary heads with an AP."""
-    rows, curves = [], {t: {} for t in ROLE_TEACHERS}
+@dataclass(frozen=True)
+class HoldoutReport:
+    """The frozen-holdout evaluation of a model version: the ``student_heads`` rows, the reliability curves
+    ``{teacher: {target: bins}}`` of the binary heads with an AP, and the same figures per language
+    ``{(teacher, target): {language: figures}}`` (:data:`METRIC_LANGUAGES` the holdout has works in)."""
+
+    rows: list[dict]
+    curves: dict[str, dict]
+    by_language: dict[tuple[str, str], dict[str, dict]]
+
+
+def holdout_metric_rows(bundle: StudentBundle, inputs: TrainingInputs) -> HoldoutReport:
+    """The :class:`HoldoutReport` of every head of ``bundle``: metrics on the frozen holdout's labelled works only,
+    design-weighted for the sample teacher, with 95% bootstrap intervals (:func:`bootstrap_intervals`); label counts
+    over all labels."""
+    rows, curves, by_language = [], {t: {} for t in ROLE_TEACHERS}, {}
     for teacher in ROLE_TEACHERS:
         labels = inputs.labels[teacher]
         ev = [r for r in labels if r["work_id"] in inputs.labelled_holdout]
         X = bundle.vectorizer.transform([inputs.texts[r["work_id"]] for r in ev]) if ev else None
         w_ev, w_all = inputs.row_weights(teacher, ev), inputs.row_weights(teacher, labels)
+        langs = [inputs.frame_info[r["work_id"]].get("language") for r in ev]
         for target in (*BINARY_TARGETS, *CATEGORICAL_TARGETS):
             head, gate = bundle.heads[teacher][target], bundle.gates[target]
             row = {
@@ -189,11 +377,12 @@ def holdout_metric_rows(bundle: StudentBundle, inputs: TrainingInputs) -> tuple[
                 "gate_reason": gate.reason if teacher == SAMPLE else None,
             }
             if target in BINARY_TARGETS:
-                metrics, curves[teacher][target] = _binary_row(head, target, labels, ev, X, w_ev, w_all)
+                metrics, curves[teacher][target], langs_m = _binary_row(head, target, labels, ev, X, w_ev, w_all, langs)
             else:
-                metrics = _categorical_row(head, target, labels, ev, X, w_ev)
+                metrics, langs_m = _categorical_row(head, target, labels, ev, X, w_ev, langs)
             rows.append({**row, **metrics})
-    return rows, curves
+            by_language[teacher, target] = langs_m
+    return HoldoutReport(rows, curves, by_language)
 
 
 def reference_head_rows(bundle: StudentBundle) -> list[dict]:

@@ -106,18 +106,23 @@ def model_version_for(
 
 
 def frame_rows_for(storage: MetacanStorage, ids: set[str]) -> dict[str, dict]:
-    """``{id: {venue_key, text}}`` of the frame works in ``ids`` (a DuckDB semi join over the frame's files)."""
+    """``{id: {venue_key, text, language}}`` of the frame works in ``ids`` (a DuckDB semi join over the frame's
+    files; ``language``: the frame's ISO 639-1 code or None, for the per-language holdout metrics)."""
     wanted = pa.table({"id": sorted(ids)})  # noqa: F841 (DuckDB replacement scan)
     with scratch_connection(storage) as con:
         table = con.execute(
-            f"SELECT f.id, f.venue_id, {', '.join('f.' + c for c in STUDENT_FIELDS)} "
+            f"SELECT f.id, f.venue_id, f.language AS work_language, {', '.join('f.' + c for c in STUDENT_FIELDS)} "
             "FROM frame f SEMI JOIN wanted USING (id)"
         ).to_arrow_table()
     texts = student_texts(table)
     return {
-        wid: {"venue_key": venue_key(wid, vid), "text": t}
-        for wid, vid, t in zip(
-            table.column("id").to_pylist(), table.column("venue_id").to_pylist(), texts, strict=False
+        wid: {"venue_key": venue_key(wid, vid), "text": t, "language": lang}
+        for wid, vid, t, lang in zip(
+            table.column("id").to_pylist(),
+            table.column("venue_id").to_pylist(),
+            texts,
+            table.column("work_language").to_pylist(),
+            strict=False,
         )
     }
 

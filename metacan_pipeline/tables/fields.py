@@ -270,6 +270,18 @@ FIELDS: dict[str, Field] = {
     "auroc": Field(_F64, "area under the ROC curve on the holdout"),
     "ece": Field(_F64, "expected calibration error on the holdout"),
     "accuracy": Field(_F64, "accuracy on the holdout (categorical heads)"),
+    "ap_ci_low": Field(_F64, "lower bound of the 95% bootstrap interval (holdout works) of the average precision"),
+    "ap_ci_high": Field(_F64, "upper bound of the 95% bootstrap interval (holdout works) of the average precision"),
+    "auroc_ci_low": Field(_F64, "lower bound of the 95% bootstrap interval (holdout works) of the AUROC"),
+    "auroc_ci_high": Field(_F64, "upper bound of the 95% bootstrap interval (holdout works) of the AUROC"),
+    "ece_ci_low": Field(
+        _F64, "lower bound of the 95% bootstrap interval (holdout works) of the expected calibration error"
+    ),
+    "ece_ci_high": Field(
+        _F64, "upper bound of the 95% bootstrap interval (holdout works) of the expected calibration error"
+    ),
+    "accuracy_ci_low": Field(_F64, "lower bound of the 95% bootstrap interval (holdout works) of the accuracy"),
+    "accuracy_ci_high": Field(_F64, "upper bound of the 95% bootstrap interval (holdout works) of the accuracy"),
     "metric_note": Field(_S, "why a holdout metric is missing"),
     "gate_passed": Field(_B, "the head passed the support gate (SPEC section 6): it may decide"),
     "gate_reason": Field(_S, "why the gate passed or failed"),

@@ -29,6 +29,7 @@ HEADS_SCHEMA = columns(
     "metric_note",
     "gate_passed",
     "gate_reason",
+    *(f"{m}_ci_{end}" for m in ("ap", "auroc", "ece", "accuracy") for end in ("low", "high")),
 )
 
 TRAINING_SET_SCHEMA = columns(

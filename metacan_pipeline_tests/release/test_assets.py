@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,10 +20,12 @@ from metacan_pipeline.publish.assets import work_records
 from metacan_pipeline.publish.checks import records_may_ship
 from metacan_pipeline.publish.pages import environment, render_work
 from metacan_pipeline.release.assets import ReleaseConfig, release
+from metacan_pipeline.release.bundle import verify
 from metacan_pipeline.release.checks import release_matches_its_hashes
 from metacan_pipeline.release.citation import CitationError, validate_citation
 from metacan_pipeline.release.layer import ROLLING, UNRELEASED, rolling_violations
 from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.student.card import report_dir
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
 from metacan_pipeline.tables.student import PRED_SCHEMA
 from metacan_pipeline_tests.builders.site import CTX, site_world
@@ -59,11 +62,22 @@ def add_work(storage: MetacanStorage, frame: list[dict]) -> None:
     storage.write_table("predictions", pa.Table.from_pylist([*preds, new], schema=PRED_SCHEMA))
 
 
+def write_card_files(storage: MetacanStorage) -> None:
+    """The model card of the world's classifier version, as student_heads leaves it under data/reports/<version>/
+    (its content does not matter to a release, which copies the files as they are)."""
+    folder = report_dir(storage.root, VERSION)
+    folder.mkdir(parents=True)
+    (folder / "model_card.json").write_text(json.dumps({"model_version": VERSION, "heads": []}) + "\n")
+    (folder / "model_card.md").write_text(f"# Model card: {VERSION}\n")
+    (folder / "reliability_codex.png").write_bytes(b"\x89PNG\r\n\x1a\nnot a real plot")
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, openalex_dir):
     """Two materializations with ``cut: true`` over the 60-work site world: ``(storage, frame, first, second)``."""
     storage = MetacanStorage(data_dir=str(tmp_path_factory.mktemp("release") / "data"))
     frame = site_world(storage, openalex_dir)
+    write_card_files(storage)
     first = run(storage, cut=True, citation_authors=["MetaCan research group"])
     assert first.success, [e.event_specific_data for e in first.all_events if e.is_step_failure]
     before = records(storage)
@@ -72,7 +86,7 @@ def world(tmp_path_factory, openalex_dir):
     return storage, frame, first, second, before
 
 
-def test_release_bundle_holds_the_frozen_tables_records_and_hashes(world):
+def test_release_bundle_holds_the_frozen_tables_records_cards_and_hashes(world, tmp_path):
     storage, frame, first, _, records_before = world
     md = meta(first)
     folder = Path(md["folder"])
@@ -91,9 +105,12 @@ def test_release_bundle_holds_the_frozen_tables_records_and_hashes(world):
         "records": 60,
     }
     listed = {f["path"] for f in manifest["files"]}
+    cards = [f"model_cards/{VERSION}/{name}" for name in ("model_card.json", "model_card.md", "reliability_codex.png")]
+    assert manifest["model_cards"] == {VERSION: cards}
     assert listed == {
         "CITATION.cff",
         "records.jsonl",
+        *cards,
         *(
             f"tables/{t}.parquet"
             for t in ("frame", "direct_labels", "predictions", "machine_scores", "human_validation", "audit_protocols")
@@ -110,6 +127,18 @@ def test_release_bundle_holds_the_frozen_tables_records_and_hashes(world):
     check = subprocess.run(["sha256sum", "-c", "--strict", "SHA256SUMS"], cwd=folder, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.count(": OK") == len(listed) + 1
+    assert f"model_cards/{VERSION}/model_card.json: OK" in check.stdout
+    for path in cards:  # the card as student_heads wrote it, byte for byte
+        assert (folder / path).read_bytes() == (report_dir(storage.root, VERSION) / Path(path).name).read_bytes()
+    assert json.loads((folder / cards[0]).read_text())["model_version"] == VERSION
+    # an altered card in a copy of the bundle no longer verifies
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    (copy / cards[1]).write_text("# Model card: something else\n")
+    assert verify(copy) == [
+        f"{copy / cards[1]}: SHA-256 or size differs from release.json",
+        f"{copy / 'SHA256SUMS'} disagrees with the files of the bundle",
+    ]
     [evaluation] = [e for e in first.get_asset_check_evaluations() if e.check_name == "release_matches_its_hashes"]
     assert evaluation.passed and evaluation.metadata["releases_checked"].value == 1
 

@@ -183,7 +183,7 @@ def test_the_work_page_is_the_static_template_and_escapes_payloads(client, site_
     assert page.text == render_work(environment(), record, abstract, served)
     served_only = (
         r'<link rel="alternate"[^>]*>\n| · <a href="/language/[^"]*"[^>]*>[^<]*</a>'
-        r'|\n<section aria-labelledby="explore">.*?</section>\n'
+        r'|\n<section aria-labelledby="explore">.*?</section>\n| <a href="/models/[^"]*" id="model-card">[^<]*</a>\. '
     )
     assert re.sub(served_only, "", page.text, flags=re.S) == render_work(environment(), record, abstract, ctx)
     assert "<script>alert" not in page.text and "&lt;script&gt;" in page.text

@@ -5,7 +5,8 @@ exact count, facet counts as links, a page of works with the source and status o
 next-page link), ``/q/<12 hex>`` (a saved cohort, re-counted, with a citation sentence naming the release),
 the work page at the static site's own path ``/works/<model_version>/<id>.html`` (the same template,
 :func:`metacan_pipeline.publish.pages.render_work`, with the abstract fetched live from OpenAlex for each request and
-never stored: :meth:`Site.abstract_of`; ``/works/<id>`` redirects there), ``/records/<id>.json``,
+never stored: :meth:`Site.abstract_of`; ``/works/<id>`` redirects there), ``/records/<id>.json``, the model card of the release's classifier version (``/models/<model_version>``, ``/model``,
+and its JSON at ``/models/<model_version>/model_card.json``: :mod:`.model_card`),
 and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` (streamed, capped: :mod:`.export`). Every page is in English and, under
 ``/fr/``, in French (:mod:`.languages`: hreflang links, the switch, the ``Accept-Language`` redirect of ``/``).
 
@@ -63,6 +64,7 @@ from .middleware import (
     client_limiter,
     export_refusal,
 )
+from .model_card import ModelCardEndpoints
 from .openapi import API_ROUTES
 from .saved import QueryStore
 from .statistics import StatisticsEndpoints
@@ -96,11 +98,12 @@ def _lang(request: Request) -> str:
     return getattr(request.state, "lang", None) or languages.split_path(request.url.path)[0]
 
 
-class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoints):
+class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoints, ModelCardEndpoints):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
     def __init__(self, data_dir: str | Path, row_cap: int, abstracts: AbstractFetcher | None = None) -> None:
         self.release = Release(data_dir)
+        self.data_dir = Path(data_dir).resolve()
         self.abstracts = abstracts
         self.info = self.release.info
         self.store = QueryStore(Path(data_dir).resolve() / "site" / "queries.sqlite")
@@ -335,6 +338,8 @@ def page_routes(site: Site, lang: str) -> list[Route]:
         Route(p + "/records/{file}", site.record),
         Route(p + "/statistics", html(site.statistics_page), name=f"statistics_{lang}"),
         Route(p + "/dossier", html(site.dossier_page), name=f"dossier_{lang}"),
+        Route(p + "/model", html(site.model_redirect)),
+        Route(p + "/models/{version}", html(site.model_card_page), name=f"model_card_{lang}"),
     ]
 
 
@@ -362,6 +367,7 @@ def create_app(
         Route("/export.jsonl", site.html(site.export_jsonl, DEFAULT_LOCALE)),
         Route("/export.parquet", site.html(site.export_parquet, DEFAULT_LOCALE)),
         Route("/static/typeahead.js", site.typeahead_script),
+        Route("/models/{version}/{name}", site.html(site.model_card_file, DEFAULT_LOCALE)),
     ]
     routes += [Route(r.path, site.api(r), name=r.endpoint) for r in API_ROUTES]
     # the audit study's coding pages: /coding/ and /fr/coding/, over data/audit/coding.sqlite
