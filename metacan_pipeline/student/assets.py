@@ -16,6 +16,8 @@ that use them: scikit-learn takes about 4 s to import, and every step process of
 imports this module.
 """
 
+import dataclasses
+
 import dagster as dg
 import pyarrow as pa
 from pydantic import Field
@@ -191,7 +193,8 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     if reused:
         context.log.info(f"model version {bundle.model_version} is already published: loaded, not retrained")
     report = holdout_metric_rows(bundle, inputs)
-    rows = [*report.rows, *reference_head_rows(bundle)]
+    report = dataclasses.replace(report, rows=[*report.rows, *reference_head_rows(bundle)])
+    rows = report.rows
     storage.write_table("student_heads", pa.Table.from_pylist(rows, schema=HEADS_SCHEMA))
     n_train = storage.write_table(
         "student_training_set", training_set_table(bundle, inputs), schema=TRAINING_SET_SCHEMA

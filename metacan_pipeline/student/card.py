@@ -7,8 +7,9 @@ is calibrated on the frozen holdout (with 95% intervals, per language), what eac
 ``model_card.json``. The release bundle and the site read those files (:func:`card_files`, :func:`read_card`).
 
 Training sets are the sources of ``bundle.training_ids``: the role teachers, and any *reference set* that
-``bundle.reference_sets`` describes (``{name: {description, works, ...}}``; read with ``getattr`` so a bundle
-without it is a bundle of role teachers only). A reference-set head gives machine scores only.
+``bundle.reference_sets`` describes (:func:`~.training.reference_summaries`: model, source, works, weighted, ...;
+read with ``getattr`` so a bundle without it is a bundle of role teachers only). A reference-set head gives machine
+scores only; its figures are cross-validated on its own set (its ``student_heads`` row says so).
 
 Sentences a reader sees (the claims and the limits) are :func:`~metacan_pipeline.i18n.N_` sentences: the card stores
 the English text with its msgid and values (``{"text", "msgid", "values"}``), so the site says them in French too.
@@ -170,9 +171,9 @@ def _training_sets(bundle: StudentBundle, rows: list[dict], standing: Mapping[st
             entry = {
                 "name": source,
                 "kind": "reference_set",
-                "description": ref.get("description"),
+                "description": f"{ref.get('model')} labels imported from {ref.get('source')}",
                 "works": ref.get("works"),
-                "design_weights": bool(ref.get("design_weights", False)),
+                "design_weights": bool(ref.get("weighted", False)),
                 "qualification": None,
             }
         else:

@@ -182,23 +182,10 @@ def test_a_bundle_with_reference_sets_names_them_and_claims_scores_only(storage)
         {**r, "teacher": "pilot_b", "gate_passed": None, "gate_reason": None} for r in rows if r["teacher"] == "gemma"
     ]
 
-    @dataclasses.dataclass(frozen=True)
-    class WithReferences:
-        vectorizer: object
-        heads: dict
-        model_version: str
-        feature_kind: str
-        holdout_version: str
-        training_ids: dict
-        gates: dict
-        rates: dict
-        reference_sets: dict
-
-    with_refs = WithReferences(
-        **{f.name: getattr(bundle, f.name) for f in dataclasses.fields(bundle)},
-        reference_sets={"pilot_b": {"description": "MetaCan pilot, screener b", "works": 793, "design_weights": True}},
+    summary = {"model": "gpt-5.6-sol", "source": "MetaCan pilot screening", "works": 793, "weighted": True, "heads": {}}
+    with_refs = dataclasses.replace(
+        bundle, reference_sets={"pilot_b": summary}, training_ids={**bundle.training_ids, "pilot_b": ["W1", "W2"]}
     )
-    with_refs = dataclasses.replace(with_refs, training_ids={**bundle.training_ids, "pilot_b": ["W1", "W2"]})
     standing = {t: {"status": "qualified", "kappa": 1.0, "note": "teacher qualified"} for t in ("codex", "gemma")}
     card = build_card(
         with_refs,
@@ -212,6 +199,7 @@ def test_a_bundle_with_reference_sets_names_them_and_claims_scores_only(storage)
     assert ref == {
         **ref,
         "kind": "reference_set",
+        "description": "gpt-5.6-sol labels imported from MetaCan pilot screening",
         "works": 793,
         "design_weights": True,
         "training_works": 2,

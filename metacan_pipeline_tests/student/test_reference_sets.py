@@ -131,6 +131,12 @@ def test_reference_sets_train_heads_of_their_own_with_their_design(tmp_path: Pat
     assert bundle.reference_sets["earlier_study"]["in_holdout_left_out"] == 1
     assert bundle.reference_sets["earlier_study"]["in_frame"] == 2
     assert sorted(bundle.heads["pilot_a"]) == ["metaresearch"]
+    card = json.loads((storage.root / "reports" / version / "model_card.json").read_text())
+    sets = {t["name"]: t for t in card["training_sets"] if t["kind"] == "reference_set"}
+    assert sets["pilot_a"]["design_weights"] is True and sets["pilot_a"]["training_works"] == 793
+    assert sets["pilot_b"]["design_weights"] is False
+    [card_a] = [h for h in card["heads"] if h["source"] == "pilot_a"]
+    assert card_a["claim"]["decides"] is False and card_a["metrics"]["auroc"]["value"] == pytest.approx(a["auroc"])
     md = metadata(result, "student_heads")["reference_sets"]
     assert "| pilot_a | claude-sonnet-4-6 | 793 | design | metaresearch | 58 | 0.0106 |" in md
     with storage.connect() as con:
