@@ -10,7 +10,8 @@ and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` (streamed, capped:
 ``/fr/``, in French (:mod:`.languages`: hreflang links, the switch, the ``Accept-Language`` redirect of ``/``).
 
 The JSON API under ``/api/v1/`` (:data:`.openapi.API_ROUTES`): ``works`` (a page), ``works/<id>``, ``count`` (count,
-facets, coverage), ``export?format=csv|jsonl``, ``queries/<hash>``, ``openapi.json`` and ``docs``. Parameters are
+facets, coverage), ``export?format=csv|jsonl``, ``queries/<hash>``, ``POST score`` (a bounded batch of works scored by the
+student, :mod:`.score_api`), ``openapi.json`` and ``docs``. Parameters are
 parsed strictly (:mod:`..query.cohort`): a refused request is HTTP 400 with one sentence (an HTML page in the page's
 language, or ``{"error": {"status", "message"}}`` in English under ``/api/``). API answers carry CORS headers, an
 ETag and ``Cache-Control`` (a matching ``If-None-Match`` is 304), and each client address has a token bucket
@@ -65,6 +66,7 @@ from .middleware import (
 )
 from .openapi import API_ROUTES
 from .saved import QueryStore
+from .score_api import ScoreEndpoints
 from .statistics import StatisticsEndpoints
 from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints
 
@@ -96,7 +98,7 @@ def _lang(request: Request) -> str:
     return getattr(request.state, "lang", None) or languages.split_path(request.url.path)[0]
 
 
-class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoints):
+class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoints, ScoreEndpoints):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
     def __init__(self, data_dir: str | Path, row_cap: int, abstracts: AbstractFetcher | None = None) -> None:
@@ -363,7 +365,12 @@ def create_app(
         Route("/export.parquet", site.html(site.export_parquet, DEFAULT_LOCALE)),
         Route("/static/typeahead.js", site.typeahead_script),
     ]
-    routes += [Route(r.path, site.api(r), name=r.endpoint) for r in API_ROUTES]
+    routes += [
+        Route(r.path, site.api_post(r), methods=["POST"], name=r.endpoint)
+        if r.method == "POST"
+        else Route(r.path, site.api(r), name=r.endpoint)
+        for r in API_ROUTES
+    ]
     # the audit study's coding pages: /coding/ and /fr/coding/, over data/audit/coding.sqlite
     coding = CodingPages(data_dir, site.envs, fetcher)  # one fetcher: CodingPages.close() closes it
     routes += coding_routes(coding)
