@@ -243,6 +243,7 @@ def main() -> None:
         figures[f"score_{fmt}_s"] = round(seconds, 3)
         figures[f"score_{fmt}_works_per_s"] = round(n / seconds, 1)
         figures[f"score_{fmt}_output_bytes"] = (outs / f"scored.{fmt}").stat().st_size
+        figures[f"score_{fmt}_open_scorer_s"] = info.pop("open_scorer_s")
         figures.update(info)
     fs = stage_featurise_score(data, src)
     figures["featurise_score_s"] = round(fs, 3)
