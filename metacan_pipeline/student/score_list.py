@@ -13,7 +13,7 @@ wrong type, a duplicate id, a mix of list columns and OpenAlex fields), in input
 
 Output (:class:`ListScorer`): one row per work, in input order, with the columns :attr:`ListScorer.columns`:
 
-- ``id``;
+- ``id`` (an OpenAlex work id in its short form, ``W123``; any other id as given);
 - per source of the model version (``bundle.heads``: the role teachers, and reference sets when the version has
   them) and binary head: ``<source>:<head>`` (the head's score in [0, 1]) and ``<source>:<head>:percentile`` (the
   share of the current frame's works, in per cent, whose ``student_scores`` score of that head is at or below this
@@ -38,6 +38,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -47,7 +48,7 @@ import pyarrow.parquet as pq
 from ..openalex.abstract import markup_to_text
 from ..openalex.ids import short_id
 from ..openalex.reader import Quarantined, Record, iter_file, iter_records
-from ..openalex.works import student_view
+from ..openalex.works import student_view, work_types
 from ..storage import MetacanStorage, sql_literal
 from ..tables.frame import FRAME_SCHEMA
 from ..vocab import CATEGORICAL_TARGETS, PREDICTION_STATUS
@@ -174,7 +175,8 @@ def _list_fields(obj: dict) -> tuple[str | None, dict | None, str | None]:
         return None, None, "no id"
     if not isinstance(raw_id, str):
         return None, None, f"id is {_type_name(raw_id)}, not a string"
-    wid = raw_id.strip()
+    sid = short_id(raw_id.strip())
+    wid = sid if sid is not None and sid[0] == "W" else raw_id.strip()
     fields: dict = {}
     for col, target in LIST_COLUMNS.items():
         if col not in obj or (col == "venue_name" and obj.get("venue") is not None):
@@ -191,7 +193,11 @@ def _list_fields(obj: dict) -> tuple[str | None, dict | None, str | None]:
             continue
         if not isinstance(value, str):
             return wid, None, f"{col} is {_type_name(value)}, not a string"
-        fields[target] = markup_to_text(value).strip() if target == "title_text" else (value or None)
+        if target == "title_text":
+            value = markup_to_text(value).strip()
+        elif target == "type":
+            value = work_types({"type": value})[0]
+        fields[target] = value or None
     if not fields.get("title_text"):
         return wid, None, "empty title" if "title" in obj else "no title"
     return wid, fields, None
@@ -419,8 +425,6 @@ def scores_model_version(storage: MetacanStorage) -> str | None:
     for table in ("predictions", "student_heads"):
         if storage.has_table(table):
             path = sql_literal(str(storage.table_dir(table) / "*.parquet"))
-            import duckdb
-
             with duckdb.connect() as con:
                 row = con.execute(
                     f"SELECT model_version FROM read_parquet({path}) WHERE model_version IS NOT NULL LIMIT 1"
@@ -440,15 +444,13 @@ def registered_versions(storage: MetacanStorage) -> list[str]:
                 r[0]
                 for r in con.execute("SELECT model_version FROM model_versions ORDER BY created_at DESC").fetchall()
             ]
-        except Exception:  # a catalog without the table: nothing registered
+        except duckdb.CatalogException:  # a catalog without the table: nothing registered
             return []
 
 
 def frame_quantiles(storage: MetacanStorage, heads: list[HeadColumn]) -> dict[str, np.ndarray]:
     """Per binary head column name, the frame's ``student_scores`` quantiles at :data:`QUANTILE_LEVELS`
     (``quantile_disc``: values the frame holds), in one DuckDB pass; heads without a scores column are left out."""
-    import duckdb
-
     if not storage.has_table("student_scores"):
         return {}
     path = sql_literal(str(storage.table_dir("student_scores") / "*.parquet"))

@@ -181,3 +181,21 @@ def test_the_csv_list_and_the_api_agree_on_percentiles(served, client, tmp_path)
         w["codex:metaresearch:percentile"] for w in body["works"]
     ]
     assert all(w["codex:metaresearch:percentile"] is not None for w in body["works"])
+
+
+def test_a_body_over_the_byte_bound_is_413(client, monkeypatch):
+    from metacan_pipeline.site.web import score_api
+
+    monkeypatch.setattr(score_api, "MAX_BODY_BYTES", 100)
+    body = b'{"works": [' + b" " * 200 + b"]}"
+    r = client.post("/api/v1/score", content=body)
+    assert r.status_code == 413 and r.json()["error"]["message"] == (
+        f"the body holds {len(body)} bytes; at most 100 are accepted."
+    )
+
+    def chunks():  # no Content-Length: the bound holds while reading
+        yield body[:60]
+        yield body[60:]
+
+    r = client.post("/api/v1/score", content=chunks())
+    assert r.status_code == 413 and "more than 100 bytes" in r.json()["error"]["message"]

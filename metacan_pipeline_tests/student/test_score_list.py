@@ -349,3 +349,23 @@ def test_another_registered_version_scores_with_null_percentiles(tmp_path):
     scorer = open_scorer(storage, second)
     X = scorer.bundle.vectorizer.transform([student_text(w.fields) for w in items])
     assert got.column("codex:metaresearch").to_pylist() == expected.score_samples(X).tolist()
+
+
+def test_list_rows_take_the_frame_forms_of_ids_types_and_titles():
+    wid, fields, why = classify_object(
+        {"id": "https://openalex.org/W77", "title": " <b>Bold</b>  title ", "type": "journal-article"}
+    )
+    assert (wid, fields["title_text"], fields["type"], why) == ("W77", "Bold title", "article", None)
+    assert classify_object({"id": "grant-12", "title": "T", "type": "article"})[0:2] == (
+        "grant-12",
+        {"title_text": "T", "type": "article"},
+    )
+
+
+def test_an_empty_input_exits_2(published, tmp_path):
+    storage, _ = published
+    src = tmp_path / "empty.csv"
+    src.write_text("id,title\n")
+    out = tmp_path / "o.csv"
+    result = _invoke(storage, str(src), "--out", str(out))
+    assert result.exit_code == 2 and "holds no usable row (0 rejected" in result.stderr and not out.exists()

@@ -104,10 +104,13 @@ class ScoreEndpoints:
             length = request.headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
                 return _error(413, f"the body holds {int(length):,} bytes; at most {MAX_BODY_BYTES:,} are accepted.")
-            body = await request.body()
-            if len(body) > MAX_BODY_BYTES:
-                return _error(413, f"the body holds {len(body):,} bytes; at most {MAX_BODY_BYTES:,} are accepted.")
-            return await run_in_threadpool(fn, body)
+            chunks, size = [], 0
+            async for chunk in request.stream():  # read no further than the bound, whatever the headers said
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    return _error(413, f"the body holds more than {MAX_BODY_BYTES:,} bytes, the most accepted.")
+                chunks.append(chunk)
+            return await run_in_threadpool(fn, b"".join(chunks))
 
         return endpoint
 
