@@ -28,7 +28,7 @@ Usage::
 - ``featurise_score``: the list's texts held in memory, then the vectorizer and every head alone (no reading or
   writing): what the student itself costs;
 - ``cli``: ``python -m metacan_pipeline.cli score LIST --out OUT.csv`` in a child process, wall time including the
-  interpreter's start and the imports.
+  interpreter's start and the imports, and its peak RSS (``ru_maxrss``: memory stays one batch as the list grows).
 
 Ratios: ``score_<fmt>_works_per_s / baseline_works_per_s`` (the share of the reading-and-writing speed that scoring
 keeps; below 1) and ``cli_works_per_s / 2000`` (the target: at least 2,000 works/s end to end on 2 cores).
@@ -201,20 +201,24 @@ def stage_featurise_score(data: Path, src: Path) -> float:
     return time.perf_counter() - t0
 
 
-def stage_cli(data: Path, src: Path, out: Path) -> float:
+def stage_cli(data: Path, src: Path, out: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MiB) of ``metacan score`` in a child process (``ru_maxrss`` from ``wait4``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("METACAN_DATA")}
     env["PYTHONPATH"] = str(common.REPO)
     t0 = time.perf_counter()
-    done = subprocess.run(
+    child = subprocess.Popen(
         [sys.executable, "-m", "metacan_pipeline.cli", "score", str(src), "--out", str(out), "--data-dir", str(data)],
         env=env,
-        capture_output=True,
-        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
+    stderr = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"metacan score exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return wall
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"metacan score exited {child.returncode}:\n{stderr.decode()[-3000:]}")
+    return wall, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -222,6 +226,7 @@ def main() -> None:
     ap.add_argument("--works", type=int, default=200_000, help="rows of the list scored")
     ap.add_argument("--formats", nargs="+", default=["csv", "parquet", "jsonl"], choices=["csv", "parquet", "jsonl"])
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/metacan-bench-score"))
+    ap.add_argument("--name", default="", help="result file benchmarks/out/score_list_<name>.json")
     common.add_smoke_arg(ap, "2,000 works")
     args = ap.parse_args()
     n = 2_000 if args.smoke else args.works
@@ -248,8 +253,9 @@ def main() -> None:
     fs = stage_featurise_score(data, src)
     figures["featurise_score_s"] = round(fs, 3)
     figures["featurise_score_works_per_s"] = round(n / fs, 1)
-    cli_s = stage_cli(data, src, outs / "cli.csv")
+    cli_s, cli_rss = stage_cli(data, src, outs / "cli.csv")
     figures["cli_s"] = round(cli_s, 3)
+    figures["cli_peak_rss_mib"] = round(cli_rss, 1)
     figures["cli_works_per_s"] = round(n / cli_s, 1)
     baseline_s.append(stage_baseline(src, outs / "baseline.csv"))
     base = common.mean(baseline_s)
@@ -269,12 +275,13 @@ def main() -> None:
         )
     common.say(f"{'featurise+score only':<22}{fs:>10.2f}{n / fs:>12,.0f}")
     common.say(f"{'metacan score (CLI)':<22}{cli_s:>10.2f}{n / cli_s:>12,.0f}")
+    common.say(f"metacan score (CLI) peak RSS: {cli_rss:,.0f} MiB")
     common.say(
         f"\nend to end (CLI, csv): {n / cli_s:,.0f} works/s, target {TARGET_WORKS_PER_S:,.0f}: "
         f"{common.verdict(n / cli_s >= TARGET_WORKS_PER_S)}; feature backend {figures['feature_kind']}; "
         f"CPU {common.cpu_model()}"
     )
-    common.record("score_list", figures, ratios=ratios, started=started, smoke=args.smoke)
+    common.record("score_list", figures, ratios=ratios, name=args.name, started=started, smoke=args.smoke)
 
 
 if __name__ == "__main__":
