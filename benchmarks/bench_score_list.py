@@ -202,23 +202,38 @@ def stage_featurise_score(data: Path, src: Path) -> float:
 
 
 def stage_cli(data: Path, src: Path, out: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB) of ``metacan score`` in a child process (``ru_maxrss`` from ``wait4``)."""
+    """(wall seconds, peak RSS in MiB) of ``metacan score`` in a child process. The peak is the child's own
+    ``VmHWM`` (its memory after ``exec``), read every 0.2 s while it runs: ``ru_maxrss`` would count the parent's
+    pages the child held between ``fork`` and ``exec``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("METACAN_DATA")}
     env["PYTHONPATH"] = str(common.REPO)
+    log = out.with_suffix(".stderr")
     t0 = time.perf_counter()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "metacan_pipeline.cli", "score", str(src), "--out", str(out), "--data-dir", str(data)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    stderr = child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
+    with open(log, "wb") as err:
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "metacan_pipeline.cli",
+                "score",
+                str(src),
+                "--out",
+                str(out),
+                "--data-dir",
+                str(data),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        hwm = 0
+        while child.poll() is None:
+            hwm = max(hwm, common.proc_kib(f"/proc/{child.pid}/status", "VmHWM") or 0)
+            time.sleep(0.2)
     wall = time.perf_counter() - t0
-    child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
-        raise SystemExit(f"metacan score exited {child.returncode}:\n{stderr.decode()[-3000:]}")
-    return wall, usage.ru_maxrss / 1024
+        raise SystemExit(f"metacan score exited {child.returncode}:\n{log.read_text()[-3000:]}")
+    return wall, hwm / 1024
 
 
 def main() -> None:
