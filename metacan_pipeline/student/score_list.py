@@ -318,7 +318,10 @@ def _reader_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
     items: Iterable[Record | Quarantined] = iter_records(path) if path.is_dir() else iter_file(path, source=path.name)
     for item in items:
         if isinstance(item, Quarantined):
-            yield f"{item.source_file} {item.locator}", item.excerpt, item.reason
+            reason = item.reason
+            if reason == "missing id" or reason.startswith("unrecognised id"):
+                reason += " (a record here needs an OpenAlex id; id,title rows go in a CSV or JSON Lines file)"
+            yield f"{item.source_file} {item.locator}", item.excerpt, reason
         else:
             yield f"{item.source_file} {item.locator}", item.data, None
 

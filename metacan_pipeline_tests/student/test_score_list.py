@@ -369,3 +369,49 @@ def test_an_empty_input_exits_2(published, tmp_path):
     out = tmp_path / "o.csv"
     result = _invoke(storage, str(src), "--out", str(out))
     assert result.exit_code == 2 and "holds no usable row (0 rejected" in result.stderr and not out.exists()
+
+
+def test_gzip_csv_tsv_and_a_json_array_of_list_rows(published, tmp_path):
+    """A .csv.gz and a .tsv score like the .csv; a .json array is read as OpenAlex records, so a row without an
+    OpenAlex id is refused with the reason and where id,title rows go."""
+    storage, frame = published
+    rows = _list_rows(frame)[:5]
+    plain = _write_csv(tmp_path / "l.csv", rows, LIST_COLUMNS)
+    with gzip.open(tmp_path / "l.csv.gz", "wb") as fh:
+        fh.write(plain.read_bytes())
+    (tmp_path / "l.tsv").write_text(
+        "\n".join(["\t".join(LIST_COLUMNS)] + ["\t".join(r[c] for c in LIST_COLUMNS) for r in rows]) + "\n"
+    )
+    tables = []
+    for name in ("l.csv", "l.csv.gz", "l.tsv"):
+        out = tmp_path / f"{name}.parquet"
+        assert _invoke(storage, str(tmp_path / name), "--out", str(out)).exit_code == 0
+        tables.append(pq.read_table(out))
+    assert tables[0].num_rows == 5 and tables[0].equals(tables[1]) and tables[0].equals(tables[2])
+    array = tmp_path / "l.json"
+    array.write_text(json.dumps([{"id": "grant-1", "title": "A title"}, {**rows[0]}]))
+    out = tmp_path / "j.csv"
+    result = _invoke(storage, str(array), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "unrecognised id 'grant-1' (a record here needs an OpenAlex id; id,title rows go in a CSV or JSON Lines" in (
+        result.stderr
+    )
+    with open(out, newline="") as fh:
+        assert [r["id"] for r in csv.DictReader(fh)] == [rows[0]["id"]]
+
+
+def test_stderr_names_the_first_100_bad_rows_and_counts_the_rest(published, tmp_path):
+    storage, frame = published
+    src = tmp_path / "l.jsonl"
+    src.write_text("\n".join([json.dumps(_list_rows(frame)[0])] + ['{"id": "x"}'] * 150) + "\n")
+    out = tmp_path / "o.csv"
+    result = _invoke(storage, str(src), "--out", str(out))
+    assert result.exit_code == 0
+    assert result.stderr.count(": no title") == 100
+    assert "... and 50 more rejected rows" in result.stderr and "150 rejected rows written to" in result.stderr
+    with open(rejects_path(out), newline="") as fh:
+        assert len(list(csv.DictReader(fh))) == 150
+    # a later run with no bad row leaves no stale rejects file behind
+    src.write_text(json.dumps(_list_rows(frame)[0]) + "\n")
+    assert _invoke(storage, str(src), "--out", str(out)).exit_code == 0
+    assert not rejects_path(out).exists()
