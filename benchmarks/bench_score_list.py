@@ -20,7 +20,7 @@ Usage::
 
 *Stages*, in this order, in this process (the model's imports are warm for both):
 
-- ``baseline`` (before and after the scoring runs): :func:`~metacan_pipeline.student.score_list.read_list` over the
+- ``baseline`` (before and after the scoring runs): :func:`~metacan_pipeline.student.list_input.read_list` over the
   list and :class:`~metacan_pipeline.student.score_list.TableWriter` writing each batch's ``id, title`` to the same
   output format: reading and writing alone;
 - ``score_<fmt>`` per ``--formats``: ``open_scorer`` (the model loaded and checked against its SHA-256, the frame's
@@ -145,7 +145,8 @@ def write_list(path: Path, works: list[dict], n: int) -> None:
 def stage_baseline(src: Path, out: Path) -> float:
     import pyarrow as pa
 
-    from metacan_pipeline.student.score_list import BATCH_SIZE, TableWriter, batches, read_list
+    from metacan_pipeline.student.list_input import BATCH_SIZE, batches, read_list
+    from metacan_pipeline.student.score_list import TableWriter
 
     schema = pa.schema([("id", pa.string()), ("title", pa.string())])
     t0 = time.perf_counter()
@@ -160,7 +161,8 @@ def stage_baseline(src: Path, out: Path) -> float:
 
 def stage_score(data: Path, src: Path, out: Path) -> tuple[float, dict]:
     from metacan_pipeline.storage import MetacanStorage
-    from metacan_pipeline.student.score_list import open_scorer, read_list, score_file
+    from metacan_pipeline.student.list_input import read_list
+    from metacan_pipeline.student.score_list import open_scorer, score_file
 
     t0 = time.perf_counter()
     scorer = open_scorer(MetacanStorage(data_dir=str(data)))
@@ -183,7 +185,8 @@ def stage_featurise_score(data: Path, src: Path) -> float:
 
     from metacan_pipeline.storage import MetacanStorage
     from metacan_pipeline.student.features import STUDENT_FIELDS
-    from metacan_pipeline.student.score_list import InputWork, open_scorer, read_list
+    from metacan_pipeline.student.list_input import InputWork, read_list
+    from metacan_pipeline.student.score_list import open_scorer
     from metacan_pipeline.student.scoring import student_texts
     from metacan_pipeline.tables.frame import FRAME_SCHEMA
 

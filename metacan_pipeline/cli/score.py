@@ -8,16 +8,8 @@ from typing import Annotated
 import typer
 
 from ..storage import MetacanStorage, default_data_dir
-from ..student.score_list import (
-    BATCH_SIZE,
-    ListInputError,
-    ScoringUnavailable,
-    open_scorer,
-    output_format,
-    read_list,
-    rejects_path,
-    score_file,
-)
+from ..student.list_input import BATCH_SIZE, ListInputError, read_list
+from ..student.score_list import ScoringUnavailable, open_scorer, output_format, rejects_path, score_file
 from .options import DATA_DIR_HELP
 
 #: Rejected rows echoed to stderr one by one; past this, one line counts the rest (all are in the rejects file).

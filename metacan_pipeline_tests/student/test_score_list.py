@@ -1,4 +1,4 @@
-"""Tests of metacan_pipeline.student.score_list and ``metacan score``: any list of works scored by a published model
+"""Tests of metacan_pipeline.student.score_list, list_input and ``metacan score``: any list of works scored by a published model
 version, each bad input row named and kept, and a frame work scored exactly as the frame's ``student_scores``."""
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ from metacan_pipeline.openalex.works import student_view, work_row
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.features import student_text
+from metacan_pipeline.student.list_input import InputWork, classify_object, read_list
 from metacan_pipeline.student.score_list import (
     QUANTILE_LEVELS,
-    InputWork,
     ScoringUnavailable,
-    classify_object,
     open_scorer,
     percentiles,
-    read_list,
     rejects_path,
 )
 from metacan_pipeline.student.scoring import score_column

@@ -3,7 +3,7 @@ mixin of :class:`.app.Site` (:class:`ScoreEndpoints`).
 
 The body is JSON, ``{"works": [...], "model_version": "..."}``: at most :data:`MAX_WORKS` works, each an ``id, title``
 row (optional ``venue``, ``topic``, ``field``, ``type``, ``keywords``, ``language``) or an OpenAlex work record, as
-``metacan score`` reads them (:mod:`metacan_pipeline.student.score_list`); ``model_version`` is needed only when the
+``metacan score`` reads them (:mod:`metacan_pipeline.student.list_input`); ``model_version`` is needed only when the
 release holds several classifier versions. The answer has the columns of ``metacan score``, one object per usable
 work in body order, and a ``rejected`` list naming each refused work (its index in ``works`` and why).
 
@@ -29,15 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...storage import MetacanStorage
-from ...student.score_list import (
-    InputWork,
-    ListScorer,
-    Reject,
-    ScoringUnavailable,
-    iter_objects,
-    open_scorer,
-    read_items,
-)
+from ...student.list_input import InputWork, Reject, iter_objects, read_items
+from ...student.score_list import ListScorer, ScoringUnavailable, open_scorer
 from .middleware import NO_STORE
 
 #: Most works one request scores.
