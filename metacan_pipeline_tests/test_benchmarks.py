@@ -65,6 +65,7 @@ SMOKES = {
     "bench_records_changed.py": Smoke("records_changed.json", ratios=True),
     "bench_records_check.py": Smoke("records_check.json", ratios=True),
     "bench_release_db.py": Smoke("release_db.json", ("--scratch", "{tmp}/scratch")),
+    "bench_score_list.py": Smoke("score_list.json", ("--scratch", "{tmp}/scratch"), ratios=True),
     "bench_site.py": Smoke("site.json", ("--keep", "{tmp}/site"), ratios=True),
     "bench_site_fts.py": Smoke("site_fts.json", ratios=True),
     "bench_student.py": Smoke("student.json", ("--scratch", "{tmp}/scratch"), ratios=True),

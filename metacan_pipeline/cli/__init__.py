@@ -8,7 +8,7 @@ folder shows them.
 One module per command group, each only parsing arguments, calling the stages and printing (:data:`COMMANDS`):
 :mod:`.run`, :mod:`.summary` (its text in :mod:`.run_summary`), :mod:`.dev`, :mod:`.lineage`,
 :mod:`.serve`, :mod:`.release`, :mod:`.labels` (``import-labels``), :mod:`.fetch` (the OpenAlex API harvest),
-:mod:`.pilot` (``evaluate-pilot``), and the audit study's groups :mod:`.coders` and :mod:`.coding`.
+:mod:`.pilot` (``evaluate-pilot``), :mod:`.score` (a list of works scored by the published student), and the audit study's groups :mod:`.coders` and :mod:`.coding`.
 
 A command's module is imported when that command runs or shows its own help: most of them load Dagster and the
 stages (seconds), and ``metacan --help`` lists every command from its docstring, read from the module's source.
@@ -38,6 +38,7 @@ COMMANDS = (
     ("import-labels", "labels:import_labels"),
     ("fetch", "fetch:fetch"),
     ("evaluate-pilot", "pilot:evaluate_pilot"),
+    ("score", "score:score"),
     ("coders", "coders:app"),
     ("coding", "coding:app"),
 )

@@ -142,6 +142,26 @@ def _keywords(w: dict) -> list[str]:
     return [n for n in names if isinstance(n, str) and n]
 
 
+def student_view(w: dict) -> dict:
+    """The fields of a work record the student reads, as the frame row of that work holds them (:func:`work_row`,
+    then the frame's stripped ``title_text``): ``title_text``, ``venue_name``, ``topic``, ``field``, ``type``,
+    ``language``, ``keywords``. Without the authorships, abstract and lexicon work of :func:`work_row`; a test
+    checks both agree on real records."""
+    title = w.get("title") if isinstance(w.get("title"), str) else w.get("display_name")
+    topic = _get(w, "primary_topic", "display_name")
+    field = _get(w, "primary_topic", "field", "display_name")
+    venue = _venue(w)[1]
+    return {
+        "title_text": markup_to_text(title if isinstance(title, str) else None).strip(),
+        "venue_name": venue if isinstance(venue, str) else None,
+        "topic": topic if isinstance(topic, str) else None,
+        "field": field if isinstance(field, str) else None,
+        "type": work_types(w)[0],
+        "language": w.get("language") if isinstance(w.get("language"), str) else None,
+        "keywords": _keywords(w),
+    }
+
+
 def work_row(rec: Record) -> dict:
     """The typed row for one work record (schema :data:`WORKS_SCHEMA`).
 

@@ -11,7 +11,8 @@ and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` (streamed, capped:
 ``/fr/``, in French (:mod:`.languages`: hreflang links, the switch, the ``Accept-Language`` redirect of ``/``).
 
 The JSON API under ``/api/v1/`` (:data:`.openapi.API_ROUTES`): ``works`` (a page), ``works/<id>``, ``count`` (count,
-facets, coverage), ``export?format=csv|jsonl``, ``queries/<hash>``, ``openapi.json`` and ``docs``. Parameters are
+facets, coverage), ``export?format=csv|jsonl``, ``queries/<hash>``, ``POST score`` (a bounded batch of works scored by the
+student, :mod:`.score_api`), ``openapi.json`` and ``docs``. Parameters are
 parsed strictly (:mod:`..query.cohort`): a refused request is HTTP 400 with one sentence (an HTML page in the page's
 language, or ``{"error": {"status", "message"}}`` in English under ``/api/``). API answers carry CORS headers, an
 ETag and ``Cache-Control`` (a matching ``If-None-Match`` is 304), and each client address has a token bucket
@@ -67,6 +68,7 @@ from .middleware import (
 from .model_card import ModelCardEndpoints
 from .openapi import API_ROUTES
 from .saved import QueryStore
+from .score_api import ScoreEndpoints
 from .statistics import StatisticsEndpoints
 from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints
 
@@ -98,7 +100,7 @@ def _lang(request: Request) -> str:
     return getattr(request.state, "lang", None) or languages.split_path(request.url.path)[0]
 
 
-class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoints, ModelCardEndpoints):
+class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoints, ModelCardEndpoints, ScoreEndpoints):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
     def __init__(self, data_dir: str | Path, row_cap: int, abstracts: AbstractFetcher | None = None) -> None:
@@ -369,7 +371,12 @@ def create_app(
         Route("/static/typeahead.js", site.typeahead_script),
         Route("/models/{version}/{name}", site.html(site.model_card_file, DEFAULT_LOCALE)),
     ]
-    routes += [Route(r.path, site.api(r), name=r.endpoint) for r in API_ROUTES]
+    routes += [
+        Route(r.path, site.api_post(r), methods=["POST"], name=r.endpoint)
+        if r.method == "POST"
+        else Route(r.path, site.api(r), name=r.endpoint)
+        for r in API_ROUTES
+    ]
     # the audit study's coding pages: /coding/ and /fr/coding/, over data/audit/coding.sqlite
     coding = CodingPages(data_dir, site.envs, fetcher)  # one fetcher: CodingPages.close() closes it
     routes += coding_routes(coding)

@@ -18,6 +18,7 @@ from ..query.params import FILTERS, LISTING, PARAMS, Param
 from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
+from .score_api import MAX_WORKS, REQUEST_SCHEMA
 from .typeahead import COHORT_FILTERS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
 EXTRA_PARAMS = {
@@ -29,7 +30,7 @@ EXTRA_PARAMS = {
 
 @dataclass(frozen=True)
 class ApiRoute:
-    """One GET route of the API (module docstring)."""
+    """One route of the API (module docstring): GET, or POST with a JSON body."""
 
     path: str
     endpoint: str
@@ -39,6 +40,9 @@ class ApiRoute:
     media_types: tuple[str, ...] = ("application/json",)
     #: parameters of this route only, by name (they take precedence over PARAMS of the same name)
     own: tuple[Param, ...] = ()
+    #: the HTTP method; a POST route takes a JSON body (``body``: its JSON Schema) and no query parameter
+    method: str = "GET"
+    body: dict | None = None
 
 
 API_ROUTES: tuple[ApiRoute, ...] = (
@@ -97,6 +101,17 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         DOSSIER_QUERY,
         own=DOSSIER_PARAMS,
     ),
+    ApiRoute(
+        "/api/v1/score",
+        "api_score",
+        f"Scores a batch of at most {MAX_WORKS:,} works (JSON body) with the student model version the release names, "
+        "as `metacan score` does: per work its id, per source and binary head the score and its percentile within "
+        "the frame, per categorical head the most probable class and its probability, model_version and "
+        "validation_status (machine_predicted_unvalidated: scores rank, they assert nothing); refused works are "
+        "listed in rejected with their index and reason. 413 over the bound.",
+        method="POST",
+        body=REQUEST_SCHEMA,
+    ),
     ApiRoute("/api/v1/openapi.json", "api_openapi", "This document (OpenAPI 3.1)."),
     ApiRoute("/api/v1/docs", "api_docs", "This API described for people (HTML).", media_types=("text/html",)),
 )
@@ -106,7 +121,8 @@ DESCRIPTION = (
     "unknown or repeated parameter, a value outside its vocabulary or bounds, or contradictory filters answer 400 "
     "with one sentence in error.message; an empty value is an unset parameter. The API, its error sentences and "
     "this document are in English only (the HTML pages are also in French, under /fr/). Every answer may be read "
-    "from any origin (CORS, GET only). A release-bound answer carries an ETag (the release id, the path and the "
+    "from any origin (CORS, GET only: POST /api/v1/score, which scores a batch of works and stores nothing, "
+    "answers scripts and this site's own pages). A release-bound answer carries an ETag (the release id, the path and the "
     f"sorted parameters) and Cache-Control: public, max-age={API_MAX_AGE}; send it back in If-None-Match for a "
     "304; errors carry Cache-Control: no-store. Each client address has a token bucket (the server's setting "
     "METACAN_SITE_RATE_LIMIT); an empty bucket answers 429 with Retry-After in seconds."
@@ -138,6 +154,22 @@ def _operation(route: ApiRoute, release: ReleaseInfo) -> dict:
     ]
     ok_schema = {"$ref": "#/components/schemas/Object"}
     content = {m: {"schema": ok_schema if m == "application/json" else {"type": "string"}} for m in route.media_types}
+    if route.method == "POST":
+        responses = {
+            "200": {"description": route.summary, "content": content},
+            "400": {"$ref": "#/components/responses/Refused"},
+            "413": _error("Too large: more works than the bound, or a body over the byte limit.", "Cache-Control"),
+            "429": {"$ref": "#/components/responses/TooManyRequests"},
+            "503": _error("No usable model file for the version on this server.", "Cache-Control"),
+        }
+        operation = {
+            "operationId": route.endpoint,
+            "summary": route.summary,
+            "parameters": params,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": route.body}}},
+            "responses": responses,
+        }
+        return {"post": operation}
     responses = {
         "200": {"description": route.summary, "headers": _header_refs("ETag", "Cache-Control"), "content": content},
         "304": {

@@ -1,0 +1,173 @@
+"""``POST /api/v1/score``: a bounded batch of works scored by the student model version the served release names, a
+mixin of :class:`.app.Site` (:class:`ScoreEndpoints`).
+
+The body is JSON, ``{"works": [...], "model_version": "..."}``: at most :data:`MAX_WORKS` works, each an ``id, title``
+row (optional ``venue``, ``topic``, ``field``, ``type``, ``keywords``, ``language``) or an OpenAlex work record, as
+``metacan score`` reads them (:mod:`metacan_pipeline.student.list_input`); ``model_version`` is needed only when the
+release holds several classifier versions. The answer has the columns of ``metacan score``, one object per usable
+work in body order, and a ``rejected`` list naming each refused work (its index in ``works`` and why).
+
+The model file is the one registered for that version in the data folder's catalog, checked against its registered
+SHA-256 when it is first loaded (:func:`metacan_pipeline.student.models.load_published`); percentiles come from that
+folder's ``student_scores`` when they were written by the same version (else null, and ``percentile_note`` says
+why). A scorer is loaded once per version and kept.
+
+Refusals (JSON, ``{"error": {"status", "message"}}``): 400 for a body that is not JSON, not an object with a
+``works`` list, an empty list, an unknown ``model_version`` or one missing where the release holds several, or works
+none of which is usable (then ``rejected`` is in the answer too); 413 for more than :data:`MAX_WORKS` works or a body
+over :data:`MAX_BODY_BYTES`; 503 when the data folder holds no usable model file for the version. The site's
+per-client rate limit applies (:class:`.middleware.RateLimit`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ...storage import MetacanStorage
+from ...student.list_input import InputWork, Reject, iter_objects, read_items
+from ...student.score_list import ListScorer, ScoringUnavailable, open_scorer
+from .middleware import NO_STORE
+
+#: Most works one request scores.
+MAX_WORKS = 1_000
+#: Largest body accepted (OpenAlex records with long author lists run to tens of kB each).
+MAX_BODY_BYTES = 32 * 1024 * 1024
+#: Body keys: anything else is refused (a misspelt key is an error, not silently ignored).
+BODY_KEYS = ("works", "model_version")
+
+REQUEST_SCHEMA = {
+    "type": "object",
+    "required": ["works"],
+    "additionalProperties": False,
+    "properties": {
+        "works": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_WORKS,
+            "description": "Works to score: id,title objects (optional venue, topic, field, type, keywords, "
+            "language) or OpenAlex work records.",
+            "items": {"type": "object"},
+        },
+        "model_version": {
+            "type": "string",
+            "description": "One of the release's classifier versions (needed when it holds several).",
+        },
+    },
+}
+
+
+def _error(status: int, message: str, **extra) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"status": status, "message": message}, **extra}, status_code=status, headers=NO_STORE
+    )
+
+
+def _rejected(r: Reject) -> dict:
+    return {"index": r.row - 1, "id": r.id, "reason": r.reason}
+
+
+class ScoreEndpoints:
+    """The scoring endpoint (module docstring). Reads the host's ``info`` (the release) and ``release``."""
+
+    _scorers: dict[str, ListScorer]
+    _scorer_lock: threading.Lock
+
+    def scorer(self, version: str) -> ListScorer:
+        """The scorer of ``version``, loaded (and its file checked) once. Raises ScoringUnavailable."""
+        if not hasattr(self, "_scorers"):
+            self._scorers, self._scorer_lock = {}, threading.Lock()
+        with self._scorer_lock:
+            if version not in self._scorers:
+                storage = MetacanStorage(data_dir=str(self.release.data_dir))
+                self._scorers[version] = open_scorer(storage, version)
+            return self._scorers[version]
+
+    def api_post(self, route):
+        """A POST endpoint of the API: no query parameter, no cache, the answer computed in a worker thread."""
+        fn = getattr(self, route.endpoint)
+
+        async def endpoint(request: Request) -> Response:
+            if request.query_params:
+                return _error(400, f"{route.path} takes no query parameter; send the works in the JSON body.")
+            length = request.headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+                return _error(413, f"the body holds {int(length):,} bytes; at most {MAX_BODY_BYTES:,} are accepted.")
+            chunks, size = [], 0
+            async for chunk in request.stream():  # read no further than the bound, whatever the headers said
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    return _error(413, f"the body holds more than {MAX_BODY_BYTES:,} bytes, the most accepted.")
+                chunks.append(chunk)
+            return await run_in_threadpool(fn, b"".join(chunks))
+
+        return endpoint
+
+    def api_score(self, body: bytes) -> Response:
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return _error(400, f'the body is not JSON ({exc}); send {{"works": [...]}}.')
+        if not isinstance(doc, dict) or not isinstance(doc.get("works"), list):
+            return _error(
+                400,
+                'the body must be a JSON object with a "works" list, e.g. {"works": [{"id": "a", "title": "..."}]}.',
+            )
+        unknown = sorted(set(doc) - set(BODY_KEYS))
+        if unknown:
+            return _error(
+                400, f"unknown body keys {', '.join(map(repr, unknown))}; the body takes {', '.join(BODY_KEYS)}."
+            )
+        works = doc["works"]
+        if not works:
+            return _error(400, '"works" is empty: send at least one work.')
+        if len(works) > MAX_WORKS:
+            return _error(
+                413,
+                f'"works" holds {len(works):,} works; at most {MAX_WORKS:,} per request (split the list, or '
+                "use `metacan score` on a copy of the data for a long list).",
+            )
+        versions = self.info.classifier_versions
+        version = doc.get("model_version")
+        if version is not None and (not isinstance(version, str) or version not in versions):
+            return _error(
+                400,
+                f"model_version {str(version)[:80]!r} is not a classifier version of release "
+                f"{self.info.release_id} ({', '.join(versions) or 'none'}).",
+            )
+        if version is None:
+            if not versions:
+                return _error(400, f"release {self.info.release_id} holds no classifier version to score with.")
+            if len(versions) > 1:
+                return _error(
+                    400,
+                    f"release {self.info.release_id} holds {len(versions)} classifier versions: name one in "
+                    f"model_version ({', '.join(versions)}).",
+                )
+            version = versions[0]
+        try:
+            scorer = self.scorer(version)
+        except ScoringUnavailable as exc:
+            return _error(503, f"scoring with {version} is unavailable on this server: {exc}")
+        items = list(read_items(iter_objects(works)))
+        usable = [x for x in items if isinstance(x, InputWork)]
+        rejected = [_rejected(x) for x in items if isinstance(x, Reject)]
+        if not usable:
+            first = "; ".join(f"works[{r['index']}]: {r['reason']}" for r in rejected[:3])
+            return _error(400, f"no work in the body can be scored ({first}).", rejected=rejected)
+        table = scorer.score(usable)
+        return JSONResponse(
+            {
+                "release_id": self.info.release_id,
+                "model_version": scorer.model_version,
+                "columns": scorer.columns,
+                "percentile_note": scorer.percentile_note,
+                "works": table.to_pylist(),
+                "rejected": rejected,
+            },
+            headers=NO_STORE,
+        )
