@@ -131,7 +131,9 @@ def pilot_works(folder: Path) -> tuple[list[PilotWork], dict[str, int]]:
     Raises FileNotFoundError without ``labels_joined.json`` or without any ``chunks*/chunk_*.json`` work
     file, ValueError naming a file that is not JSON.
     """
-    imports = pilot_imports(folder)  # raises for a missing labels_joined.json / a file that is not JSON
+    # the screeners' three imports come first (the frame1k arms follow); raises for a missing labels_joined.json or a
+    # file that is not JSON
+    imports = pilot_imports(folder)[:3]
     a_imp, b_codex, b_rest = imports
     failed = sum(1 for imp in imports for r in imp.records if r.error is not None)
     y_a = {r.label["id"]: _label(r.label["categories"]) for r in a_imp.records if r.error is None}
