@@ -132,8 +132,8 @@ def pilot_works(folder: Path) -> tuple[list[PilotWork], dict[str, int]]:
     file, ValueError naming a file that is not JSON.
     """
     imports = pilot_imports(folder)  # raises for a missing labels_joined.json / a file that is not JSON
-    a_imp, b_codex, b_rest = imports
-    failed = sum(1 for imp in imports for r in imp.records if r.error is not None)
+    a_imp, b_codex, b_rest = imports[:3]  # the screeners; the frame1k arms that follow are read by pilot_frame1k
+    failed = sum(1 for imp in (a_imp, b_codex, b_rest) for r in imp.records if r.error is not None)
     y_a = {r.label["id"]: _label(r.label["categories"]) for r in a_imp.records if r.error is None}
     y_b: dict[str, int] = {}
     for r in (*b_codex.records, *b_rest.records):
