@@ -11,7 +11,7 @@ teacher's 1/0 labels and their design weights, if any):
   negative predictive value (NPV, their negative rate), by the same rule.
 
 Works scored strictly between them are the *uncertainty band*. A call budget ``B`` sizes the teacher's share:
-the ``B`` band works closest to the band's middle go to the teacher; the other band works are "not settled
+the ``B`` band works closest to the band's middle (or, ``order="top"``, its highest scores) go to the teacher; the other band works are "not settled
 within budget" (no decision at all); the works outside the band carry the student's certified decision, which is
 a machine decision, never a validated label.
 
@@ -31,6 +31,8 @@ Scan (fixed-sequence testing): candidate thresholds are the distinct scores, tes
 end (highest score for ``t+``, lowest for ``t-``) towards the middle; a set too small to reach ``target`` even if
 every work in it were of the right class is skipped (that depends on the scores and weights only, not on the
 labels), and the scan stops at the first set that fails. The certified threshold is the last one that passed.
+A ``step`` of ``k`` works tests only the smallest set of at least ``k``, ``2k``, ... works (a grid fixed by the
+scores, not the labels): one error among the very first works then no longer ends the scan.
 Testing in a fixed order and stopping at the first failure controls the chance that the chosen set's true
 precision is below ``target`` at ``1 - confidence`` without a multiplicity correction; taking the lowest
 passing threshold among all of them would not (many sets tried, the luckiest kept).
@@ -49,6 +51,7 @@ from scipy.stats import beta
 
 METHODS = ("clopper-pearson", "jeffreys")
 SCANS = ("fixed-sequence", "lowest")
+ORDERS = ("middle", "top")
 #: The decision of one work in a cascade plan (:func:`plan_cascade`).
 POSITIVE, NEGATIVE, TEACHER, UNSETTLED = "positive", "negative", "teacher", "unsettled"
 
@@ -128,6 +131,7 @@ def certify(
     confidence: float = 0.95,
     method: str = "clopper-pearson",
     scan: str = "fixed-sequence",
+    step: int = 1,
 ) -> Certified:
     """The certified threshold of ``side`` (``positive``: precision of ``{score >= t}``; ``negative``: NPV of
     ``{score <= t}``) on teacher-labelled held-out works, by the fixed-sequence scan of the module docstring.
@@ -135,10 +139,15 @@ def certify(
     ``labels``: the teacher's 1/0 labels; ``weights``: design weights or None; ``target``: the precision (or
     NPV) the lower bound must reach, in (0, 1). ``scan``: ``fixed-sequence`` (default, module docstring) or
     ``lowest``: the lowest threshold whose own bound reaches ``target``, whatever failed above it (each bound
-    holds for its own set; the one kept is selected among many, so its 95% is not a guarantee).
+    holds for its own set; the one kept is selected among many, so its 95% is not a guarantee). ``step``: the
+    sets tested are, for each multiple of ``step`` works, the smallest set holding at least that many (1: every
+    distinct score). The grid depends on the scores only, so the fixed sequence stays valid; a coarser one is less
+    brittle: a negative among the few most confident works no longer ends the scan, as no set that small is tested.
     Raises ValueError for mismatched arrays, a label other than 0/1, a non-positive weight, a side, target,
     confidence, method or scan out of range.
     """
+    if int(step) != step or step < 1:
+        raise ValueError(f"step {step!r}: expected a whole number of works, 1 or more")
     if scan not in SCANS:
         raise ValueError(f"scan {scan!r}: expected one of {', '.join(SCANS)}")
     if side not in ("positive", "negative"):
@@ -158,7 +167,7 @@ def certify(
     rate = swy / sw if len(ends) else np.array([])
     bounds = lower_bound(rate * n_eff, n_eff, confidence, method) if len(ends) else np.array([])
     reachable = lower_bound(n_eff, n_eff, confidence, method) >= target if len(ends) else np.array([], dtype=bool)
-    candidates = np.flatnonzero(reachable)
+    candidates = _grid(np.flatnonzero(reachable), ends, step)
     best, tested, stopped = None, len(candidates), "every set tested passed"
     if not len(candidates):
         stopped = "no set is large enough to reach the target even with every label of the class"
@@ -192,6 +201,16 @@ def certify(
     )
 
 
+def _grid(candidates: np.ndarray, ends: np.ndarray, step: int) -> np.ndarray:
+    """The candidate sets (indices into ``ends``, the last work of each set) tested with a ``step``: for each
+    multiple ``m * step`` of works, the smallest candidate set holding at least that many (each set once)."""
+    if step == 1 or not len(candidates):
+        return candidates
+    sizes = ends[candidates] + 1
+    picks = np.searchsorted(sizes, np.arange(step, sizes[-1] + 1, step), side="left")
+    return candidates[np.unique(picks[picks < len(candidates)])]
+
+
 @dataclass(frozen=True)
 class HeadThresholds:
     """Both certified thresholds of one binary head (:func:`certify_head`)."""
@@ -210,10 +229,11 @@ def certify_head(
     confidence: float = 0.95,
     method: str = "clopper-pearson",
     scan: str = "fixed-sequence",
+    step: int = 1,
 ) -> HeadThresholds:
     """:func:`certify` of both sides: precision at ``target``, NPV at ``negative_target`` (default ``target``);
     raises as :func:`certify`."""
-    kw = {"weights": weights, "confidence": confidence, "method": method, "scan": scan}
+    kw = {"weights": weights, "confidence": confidence, "method": method, "scan": scan, "step": step}
     return HeadThresholds(
         certify(scores, labels, target, side="positive", **kw),
         certify(scores, labels, target if negative_target is None else negative_target, side="negative", **kw),
@@ -246,14 +266,19 @@ def band_mask(scores, thresholds: HeadThresholds) -> tuple[np.ndarray, np.ndarra
     return pos & ~both, neg & ~both, ~(pos | neg) | both
 
 
-def plan_cascade(scores, thresholds: HeadThresholds, budget: int) -> CascadePlan:
+def plan_cascade(scores, thresholds: HeadThresholds, budget: int, order: str = "middle") -> CascadePlan:
     """The cascade of one head over works scored ``scores`` (not those the thresholds were certified on): the
     ``budget`` band works closest to the band's middle go to the teacher (ties: input order), the rest of the
     band stays unsettled. The middle is halfway between the band's edges: ``t-`` and ``t+``, or the lowest or
     highest band score for a side without a threshold. A budget at or above the band sends the whole band.
+    ``order``: ``middle`` (default: the works closest to the band's middle, the most uncertain) or ``top`` (the
+    band's highest scores first: for a rare target whose positive side certifies nothing, the band's top holds
+    most of its positives, which the middle leaves unsettled).
 
-    Raises ValueError for a negative budget or scores that are not finite.
+    Raises ValueError for a negative budget, an unknown order or scores that are not finite.
     """
+    if order not in ORDERS:
+        raise ValueError(f"band order {order!r}: expected one of {', '.join(ORDERS)}")
     if int(budget) != budget or budget < 0:
         raise ValueError(f"call budget {budget!r}: expected a whole number of teacher calls, 0 or more")
     s = np.asarray(scores, dtype=float)
@@ -269,7 +294,8 @@ def plan_cascade(scores, thresholds: HeadThresholds, budget: int) -> CascadePlan
         lo = t_neg if t_neg is not None else float(s[idx].min())
         hi = t_pos if t_pos is not None else float(s[idx].max())
         middle = (lo + hi) / 2
-        closest = idx[np.argsort(np.abs(s[idx] - middle), kind="stable")][: int(budget)]
+        key = np.abs(s[idx] - middle) if order == "middle" else -s[idx]
+        closest = idx[np.argsort(key, kind="stable")][: int(budget)]
         decisions[closest] = TEACHER
     return CascadePlan(
         decisions=decisions,

@@ -185,6 +185,10 @@ def test_budget_sends_the_works_closest_to_the_band_middle():
     assert zero.teacher == 0 and zero.unsettled == 6
     full = plan_cascade(s, th, budget=100)
     assert full.teacher == 6 and full.unsettled == 0
+    # order "top": the band's highest scores first (0.62, 0.55, 0.5)
+    top = plan_cascade(s, th, budget=3, order="top")
+    assert list(np.flatnonzero(top.decisions == TEACHER)) == [4, 6, 8]
+    assert top.middle == pytest.approx(0.5) and top.unsettled == 3
 
 
 def test_band_middle_without_a_positive_threshold_and_with_overlap():
@@ -219,3 +223,22 @@ def test_certify_rejects_a_target_out_of_range_and_plan_a_negative_budget():
         plan_cascade([0.1], _thresholds(None, None), -1)
     with pytest.raises(ValueError, match="finite scores"):
         plan_cascade([np.inf], _thresholds(None, None), 1)
+    with pytest.raises(ValueError, match="band order 'random'"):
+        plan_cascade([0.1], _thresholds(None, None), 1, order="random")
+
+
+def test_step_tests_a_grid_of_set_sizes():
+    """A negative at rank 5: with every set tested (step 1) nothing certifies, as the first set that can reach 0.9,
+    29 works, holds it (28 of 29: bound 0.8466); with a step of 50 the sets tested hold 50, 100 and 150 works
+    (49 of 50: 0.9086, 99 of 100: 0.9534, 144 of 150: 0.9226) and all pass."""
+    labels = [1] * 4 + [0] + [1] * 95 + [0] * 5 + [1] * 45
+    s, y = _ranked(labels)
+    every = certify(s, y, 0.9)
+    assert every.threshold is None and every.tested == 1
+    assert lower_bound(28, 29) == pytest.approx(0.8466, abs=1e-4)
+    grid = certify(s, y, 0.9, step=50)
+    assert grid.tested == 3 and grid.n == 150 and grid.stopped == "every set tested passed"
+    assert grid.bound == pytest.approx(lower_bound(144, 150))
+    assert [round(lower_bound(k, n), 4) for k, n in ((49, 50), (99, 100), (144, 150))] == [0.9086, 0.9534, 0.9226]
+    with pytest.raises(ValueError, match="step 0"):
+        certify(s, y, 0.9, step=0)
