@@ -189,7 +189,7 @@ def main() -> None:
     ap.add_argument(
         "--scans",
         nargs="+",
-        default=["fixed:1", "fixed:25", "lowest"],
+        default=["fixed:25", "fixed:1", "lowest"],
         help="certify's scan: fixed:<step> (fixed sequence, sets every <step> works) or lowest",
     )
     ap.add_argument("--orders", nargs="+", default=["middle", "top"], choices=["middle", "top"], help="band order")

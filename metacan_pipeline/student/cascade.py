@@ -31,8 +31,8 @@ Scan (fixed-sequence testing): candidate thresholds are the distinct scores, tes
 end (highest score for ``t+``, lowest for ``t-``) towards the middle; a set too small to reach ``target`` even if
 every work in it were of the right class is skipped (that depends on the scores and weights only, not on the
 labels), and the scan stops at the first set that fails. The certified threshold is the last one that passed.
-A ``step`` of ``k`` works tests only the smallest set of at least ``k``, ``2k``, ... works (a grid fixed by the
-scores, not the labels): one error among the very first works then no longer ends the scan.
+A ``step`` of ``k`` works tests only the smallest set of at least ``k``, ``2k``, ... works and the largest set (a
+grid fixed by the scores, not the labels): one error among the very first works then no longer ends the scan.
 Testing in a fixed order and stopping at the first failure controls the chance that the chosen set's true
 precision is below ``target`` at ``1 - confidence`` without a multiplicity correction; taking the lowest
 passing threshold among all of them would not (many sets tried, the luckiest kept).
@@ -140,8 +140,8 @@ def certify(
     NPV) the lower bound must reach, in (0, 1). ``scan``: ``fixed-sequence`` (default, module docstring) or
     ``lowest``: the lowest threshold whose own bound reaches ``target``, whatever failed above it (each bound
     holds for its own set; the one kept is selected among many, so its 95% is not a guarantee). ``step``: the
-    sets tested are, for each multiple of ``step`` works, the smallest set holding at least that many (1: every
-    distinct score). The grid depends on the scores only, so the fixed sequence stays valid; a coarser one is less
+    sets tested are, for each multiple of ``step`` works, the smallest set holding at least that many, and the
+    largest set (1: every distinct score). The grid depends on the scores only, so the fixed sequence stays valid; a coarser one is less
     brittle: a negative among the few most confident works no longer ends the scan, as no set that small is tested.
     Raises ValueError for mismatched arrays, a label other than 0/1, a non-positive weight, a side, target,
     confidence, method or scan out of range.
@@ -203,12 +203,13 @@ def certify(
 
 def _grid(candidates: np.ndarray, ends: np.ndarray, step: int) -> np.ndarray:
     """The candidate sets (indices into ``ends``, the last work of each set) tested with a ``step``: for each
-    multiple ``m * step`` of works, the smallest candidate set holding at least that many (each set once)."""
+    multiple ``m * step`` of works, the smallest candidate set holding at least that many, and the largest
+    candidate (each set once), so a grid reaches as far as testing every set does."""
     if step == 1 or not len(candidates):
         return candidates
     sizes = ends[candidates] + 1
     picks = np.searchsorted(sizes, np.arange(step, sizes[-1] + 1, step), side="left")
-    return candidates[np.unique(picks[picks < len(candidates)])]
+    return candidates[np.unique(np.r_[picks[picks < len(candidates)], len(candidates) - 1])]
 
 
 @dataclass(frozen=True)

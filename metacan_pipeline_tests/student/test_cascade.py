@@ -240,5 +240,9 @@ def test_step_tests_a_grid_of_set_sizes():
     assert grid.tested == 3 and grid.n == 150 and grid.stopped == "every set tested passed"
     assert grid.bound == pytest.approx(lower_bound(144, 150))
     assert [round(lower_bound(k, n), 4) for k, n in ((49, 50), (99, 100), (144, 150))] == [0.9086, 0.9534, 0.9226]
+    # 160 works: the grid is 50, 100, 150 and the whole set, 160 (144 of 160: 0.8521 < 0.9 ends the scan)
+    longer = certify(*_ranked(labels + [0] * 10), 0.9, step=50)
+    assert longer.tested == 4 and longer.n == 150
+    assert longer.stopped == "bound 0.852 < 0.9 at the set of the 160 most confident works"
     with pytest.raises(ValueError, match="step 0"):
         certify(s, y, 0.9, step=0)
