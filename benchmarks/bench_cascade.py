@@ -31,7 +31,9 @@ plan sends it.
   on every work); ``prec`` / ``npv``: the census's positive (negative) rate among the certified positives (negatives),
   ``-`` when there are none; ``recall``: the (weighted) share of the census positives of the rest that the cascade
   labels positive (teacher or certified); ``miss``: repeats whose certified positives' or negatives' census rate fell
-  below the target (the 95% bound promises at most about 5% per side, on average over calibration draws).
+  below the target (the 95% bound promises at most about 5% per side, on average over calibration draws);
+  ``+cert`` / ``-cert``: splits with a positive / negative threshold; ``vac``: splits whose negative threshold is
+  vacuous (every calibration work together meets the NPV target: ``Certified.vacuous``).
 
 Ratios: ``<set>_calls/census`` at the first scan, target and order and a 10% budget (teacher calls of the cascade, calibration included,
 over the census's calls: one per work).
@@ -155,6 +157,7 @@ def run_split(ls: LabelSet, scores, cal, rest, targets: str, budget: str, scan: 
     return {
         "t_pos": th.positive.threshold,
         "t_neg": th.negative.threshold,
+        "vacuous_neg": int(th.negative.threshold is not None and th.negative.vacuous),
         "calls": teacher.calls,
         "rest_calls": teacher.calls - calls_before,
         "saved": 1 - (teacher.calls - calls_before) / len(rest),
@@ -240,6 +243,7 @@ def main() -> None:
             summary["miss"] = sum(r["miss"] for r in runs)
             summary["certified_pos_splits"] = sum(r["t_pos"] is not None for r in runs)
             summary["certified_neg_splits"] = sum(r["t_neg"] is not None for r in runs)
+            summary["vacuous_neg"] = sum(r["vacuous_neg"] for r in runs)
             per[f"{scan}/{target}/{order}/{budget}"] = summary
             rows.append((name, scan, target, order, budget, summary))
         figures["sets"][name] = {
@@ -254,7 +258,7 @@ def main() -> None:
         return "-" if v is None else format(v, spec)
 
     head = (
-        f"{'set':<12} {'scan':<8} {'target':>8} {'order':<6} {'budget':>6} {'t-':>6} {'t+':>6} {'+cert':>5} {'-cert':>5} {'calls':>6} {'saved':>6} "
+        f"{'set':<12} {'scan':<8} {'target':>8} {'order':<6} {'budget':>6} {'t-':>6} {'t+':>6} {'+cert':>5} {'-cert':>5} {'vac':>3} {'calls':>6} {'saved':>6} "
         f"{'sv.all':>6} {'settled':>7} {'agree':>6} {'prec':>6} {'npv':>6} {'recall':>6} {'miss':>4}"
     )
     print(f"cascade, features {args.features}, {args.repeats} splits, calibration {args.calibration}: {machine_line()}")
@@ -263,7 +267,7 @@ def main() -> None:
     for name, scan, target, order, budget, s in rows:
         print(
             f"{name:<12} {scan:<8} {target:>8} {order:<6} {budget:>6} {f(s['t_neg']):>6} {f(s['t_pos']):>6} "
-            f"{s['certified_pos_splits']:>5} {s['certified_neg_splits']:>5} {f(s['rest_calls'], '.1f'):>6} {f(s['saved']):>6} {f(s['saved_all']):>6} "
+            f"{s['certified_pos_splits']:>5} {s['certified_neg_splits']:>5} {s['vacuous_neg']:>3} {f(s['rest_calls'], '.1f'):>6} {f(s['saved']):>6} {f(s['saved_all']):>6} "
             f"{f(s['settled']):>7} {f(s['agree']):>6} {f(s['prec']):>6} {f(s['npv']):>6} {f(s['recall']):>6} "
             f"{s['miss']:>4}"
         )

@@ -85,7 +85,8 @@ class Certified:
     above it) or ``t-`` (decide negative at or below it); None when no set certifies. ``n``: works in the
     certified set; ``n_eff``: their Kish effective size; ``rate``: their (weighted) rate of the side's class
     (precision or NPV); ``bound``: its lower confidence bound (None without a threshold). ``tested``: sets
-    tested in the scan; ``stopped``: why the scan ended."""
+    tested in the scan; ``stopped``: why the scan ended. ``base_bound``: the bound of the same rate over every
+    calibration work (the set ``t = -inf`` or ``+inf`` would decide; None without works)."""
 
     side: str
     target: float
@@ -96,6 +97,14 @@ class Certified:
     bound: float | None
     tested: int
     stopped: str
+    base_bound: float | None = None
+
+    @property
+    def vacuous(self) -> bool:
+        """The target is met by the base rate alone: every calibration work together already reaches it, so
+        the certificate says nothing about the head's ranking (a rare target's NPV at a target below its
+        negative rate; raise the target above the base rate, or read recall, before trusting such a side)."""
+        return self.base_bound is not None and self.base_bound >= self.target
 
 
 def _validate(scores, labels, weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -186,8 +195,9 @@ def certify(
         else:
             best = int(candidates[-1])
     sign = -1.0 if side == "negative" else 1.0
+    base = float(bounds[-1]) if len(ends) else None
     if best is None:
-        return Certified(side, target, None, 0, 0.0, None, None, tested, stopped)
+        return Certified(side, target, None, 0, 0.0, None, None, tested, stopped, base)
     return Certified(
         side,
         target,
@@ -198,6 +208,7 @@ def certify(
         float(bounds[best]),
         tested,
         stopped,
+        base,
     )
 
 

@@ -107,6 +107,9 @@ def test_negative_side_is_the_mirror_of_the_positive_side():
     inside = s <= neg.threshold
     assert neg.n == inside.sum() and neg.rate == pytest.approx(1 - y[inside].mean())
     assert neg.bound == pytest.approx(lower_bound((1 - y[inside]).sum(), inside.sum())) and neg.bound >= 0.85
+    # the base rate: every work together, the negative rate of all 300
+    assert neg.base_bound == pytest.approx(lower_bound((1 - y).sum(), 300))
+    assert neg.vacuous == (neg.base_bound >= 0.85)
 
 
 def test_design_weights_enter_through_the_kish_effective_size():
@@ -149,11 +152,25 @@ def test_no_positives_and_all_positives():
     assert set(plan_cascade(s, every, budget=0).decisions) == {POSITIVE}
 
 
+def test_a_side_met_by_the_base_rate_is_vacuous():
+    """2 positives among 200 works, one on top and one in the middle: the NPV of all 200 (198/200) has the bound 0.9689, so an NPV
+    target of 0.9 certifies the whole set whatever the ranking (vacuous); a target of 0.99 is above it."""
+    s, y = _ranked([1] + [0] * 100 + [1] + [0] * 98)
+    low = certify(s, y, 0.9, side="negative")
+    assert low.vacuous and low.n == 200 and low.base_bound == pytest.approx(lower_bound(198, 200))
+    assert low.base_bound == pytest.approx(0.9689, abs=1e-4)
+    high = certify(s, y, 0.99, side="negative")
+    assert not high.vacuous and high.threshold is None
+    # the positive side of the same works: base bound of 2/200, far below any target
+    assert not certify(s, y, 0.9).vacuous
+
+
 def test_too_few_works_certify_nothing():
     got = certify_head(np.linspace(0, 1, 20), np.r_[np.zeros(10, dtype=int), np.ones(10, dtype=int)], 0.9)
     assert got.positive.threshold is None and got.negative.threshold is None
     assert got.positive.tested == 0 and got.positive.stopped.startswith("no set is large enough")
-    assert certify([], [], 0.9).threshold is None
+    empty = certify([], [], 0.9)
+    assert empty.threshold is None and empty.base_bound is None and not empty.vacuous
 
 
 def _thresholds(t_pos: float | None, t_neg: float | None) -> HeadThresholds:
