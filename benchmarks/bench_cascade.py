@@ -35,8 +35,8 @@ plan sends it.
   ``+cert`` / ``-cert``: splits with a positive / negative threshold; ``vac``: splits whose negative threshold is
   vacuous (every calibration work together meets the NPV target: ``Certified.vacuous``).
 
-Ratios: ``<set>_calls/census`` at the first scan, target and order and a 10% budget (teacher calls of the cascade, calibration included,
-over the census's calls: one per work).
+Ratios: ``<set>_calls/census`` at the first scan, target and order and a 10% budget (teacher calls of the cascade,
+calibration included, over the census's calls: one per work).
 
 Usage: ``nice .venv/bin/python benchmarks/bench_cascade.py [--features tfidf] [--repeats 20]``;
 ``--smoke``: frame1k only, one repeat, one target, two budgets. Output: a table on stdout and
@@ -258,8 +258,9 @@ def main() -> None:
         return "-" if v is None else format(v, spec)
 
     head = (
-        f"{'set':<12} {'scan':<8} {'target':>8} {'order':<6} {'budget':>6} {'t-':>6} {'t+':>6} {'+cert':>5} {'-cert':>5} {'vac':>3} {'calls':>6} {'saved':>6} "
-        f"{'sv.all':>6} {'settled':>7} {'agree':>6} {'prec':>6} {'npv':>6} {'recall':>6} {'miss':>4}"
+        f"{'set':<12} {'scan':<8} {'target':>8} {'order':<6} {'budget':>6} {'t-':>6} {'t+':>6} {'+cert':>5} "
+        f"{'-cert':>5} {'vac':>3} {'calls':>6} {'saved':>6} {'sv.all':>6} {'settled':>7} {'agree':>6} {'prec':>6} "
+        f"{'npv':>6} {'recall':>6} {'miss':>4}"
     )
     print(f"cascade, features {args.features}, {args.repeats} splits, calibration {args.calibration}: {machine_line()}")
     print(head)
@@ -267,7 +268,8 @@ def main() -> None:
     for name, scan, target, order, budget, s in rows:
         print(
             f"{name:<12} {scan:<8} {target:>8} {order:<6} {budget:>6} {f(s['t_neg']):>6} {f(s['t_pos']):>6} "
-            f"{s['certified_pos_splits']:>5} {s['certified_neg_splits']:>5} {s['vacuous_neg']:>3} {f(s['rest_calls'], '.1f'):>6} {f(s['saved']):>6} {f(s['saved_all']):>6} "
+            f"{s['certified_pos_splits']:>5} {s['certified_neg_splits']:>5} {s['vacuous_neg']:>3} "
+            f"{f(s['rest_calls'], '.1f'):>6} {f(s['saved']):>6} {f(s['saved_all']):>6} "
             f"{f(s['settled']):>7} {f(s['agree']):>6} {f(s['prec']):>6} {f(s['npv']):>6} {f(s['recall']):>6} "
             f"{s['miss']:>4}"
         )

@@ -11,9 +11,9 @@ teacher's 1/0 labels and their design weights, if any):
   negative predictive value (NPV, their negative rate), by the same rule.
 
 Works scored strictly between them are the *uncertainty band*. A call budget ``B`` sizes the teacher's share:
-the ``B`` band works closest to the band's middle (or, ``order="top"``, its highest scores) go to the teacher; the other band works are "not settled
-within budget" (no decision at all); the works outside the band carry the student's certified decision, which is
-a machine decision, never a validated label.
+the ``B`` band works closest to the band's middle (or, ``order="top"``, its highest scores) go to the teacher;
+the other band works are "not settled within budget" (no decision at all); the works outside the band carry the
+student's certified decision, which is a machine decision, never a validated label.
 
 Bound (``method``):
 
@@ -150,8 +150,9 @@ def certify(
     ``lowest``: the lowest threshold whose own bound reaches ``target``, whatever failed above it (each bound
     holds for its own set; the one kept is selected among many, so its 95% is not a guarantee). ``step``: the
     sets tested are, for each multiple of ``step`` works, the smallest set holding at least that many, and the
-    largest set (1: every distinct score). The grid depends on the scores only, so the fixed sequence stays valid; a coarser one is less
-    brittle: a negative among the few most confident works no longer ends the scan, as no set that small is tested.
+    largest set (1: every distinct score). The grid depends on the scores only, so the fixed sequence stays
+    valid; a coarser one is less brittle: a negative among the few most confident works no longer ends the scan,
+    as no set that small is tested.
     Raises ValueError for mismatched arrays, a label other than 0/1, a non-positive weight, a side, target,
     confidence, method or scan out of range.
     """

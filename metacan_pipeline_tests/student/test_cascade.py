@@ -153,8 +153,8 @@ def test_no_positives_and_all_positives():
 
 
 def test_a_side_met_by_the_base_rate_is_vacuous():
-    """2 positives among 200 works, one on top and one in the middle: the NPV of all 200 (198/200) has the bound 0.9689, so an NPV
-    target of 0.9 certifies the whole set whatever the ranking (vacuous); a target of 0.99 is above it."""
+    """2 positives among 200 works, one on top and one in the middle: the NPV of all 200 (198/200) has the bound
+    0.9689, so an NPV target of 0.9 certifies the whole set whatever the ranking (vacuous); 0.99 is above it."""
     s, y = _ranked([1] + [0] * 100 + [1] + [0] * 98)
     low = certify(s, y, 0.9, side="negative")
     assert low.vacuous and low.n == 200 and low.base_bound == pytest.approx(lower_bound(198, 200))
