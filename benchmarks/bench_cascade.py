@@ -1,14 +1,18 @@
 """The cascade where a teacher is expensive, measured offline on the pilot's frontier labels: how many teacher calls
 certified student decisions save, and how far the cascade's labels agree with a full census by the same teacher.
 
-*The teacher* is a stub (:class:`StubTeacher`) that answers from the pilot's labels and counts its calls. *The head*
-is ``metaresearch``, the one target the pilot's tiers decide (T1/T2 in scope). Label sets (``--sets``):
+*The teacher* is a stub (:class:`StubTeacher`) that answers from the pilot's labels and counts its calls. *The heads*:
+``metaresearch`` (the pilot's tiers, T1/T2 in scope) and ``about_ca_system`` (the frame1k arms' ``about_ca``), the
+two targets the labels decide. Label sets (``--sets``):
 
 - ``screening_a`` / ``screening_b``: the screening set's double-screened works (``labels_joined.json`` with text,
   :func:`metacan_pipeline.student.pilot_eval.pilot_works`), screener a's or b's labels, with their design weights
   (fitting, certification through the Kish effective size, and every rate below is design-weighted);
 - ``frame1k``: the frame1k works' ``adjudicated`` labels (the verdict where the arms disagreed, else their shared
-  scope: :func:`metacan_pipeline.student.pilot_frame1k.frame1k_works`), unweighted (the files carry no weights).
+  scope: :func:`metacan_pipeline.student.pilot_frame1k.frame1k_works`), unweighted (the files carry no weights);
+- ``frame1k_about_ca``: the other head these labels decide, ``about_ca_system``, on the same works, from the
+  ``opus_r1`` arm (the most positives of the three, 12 of 750) as the import converts it
+  (:func:`metacan_pipeline.teachers.imports.pilot.frame1k_imports`); no adjudication covers it.
 
 *Procedure*, per set: the student's title-only texts, one feature backend (``--features``, any kind
 :func:`metacan_pipeline.student.features.make_features` takes; fitted on the set's texts, no labels), then every work
@@ -51,7 +55,7 @@ from dataclasses import dataclass
 
 from _common import SHARED_DATA, add_smoke_arg, machine_line, ratio, record, run_info, say
 
-SETS = ("screening_a", "screening_b", "frame1k")
+SETS = ("screening_a", "screening_b", "frame1k", "frame1k_about_ca")
 
 
 @dataclass
@@ -89,6 +93,15 @@ def load_set(name: str, pilot) -> LabelSet:
     if name == "frame1k":
         works = [w for w in frame1k_works(pilot)[0] if w.labels["adjudicated"] is not None]
         y = np.array([w.labels["adjudicated"] for w in works])
+        return LabelSet(name, [w.id for w in works], [w.text for w in works], [w.group for w in works], y, None)
+    if name == "frame1k_about_ca":
+        from metacan_pipeline.teachers.imports.pilot import FRAME1K_TEACHERS, frame1k_imports
+
+        teacher = FRAME1K_TEACHERS["opus_r1"][0]
+        (imp,) = [i for i in frame1k_imports(pilot) if i.spec.teacher == teacher]
+        flag = {r.label["id"]: r.label["about_ca_system"] for r in imp.records if r.error is None}
+        works = [w for w in frame1k_works(pilot)[0] if isinstance(flag.get(w.id), bool)]
+        y = np.array([int(flag[w.id]) for w in works])
         return LabelSet(name, [w.id for w in works], [w.text for w in works], [w.group for w in works], y, None)
     attr = "y_a" if name == "screening_a" else "y_b"
     works = [w for w in pilot_works(pilot)[0] if w.stratum is not None and getattr(w, attr) is not None]
