@@ -19,9 +19,10 @@ two targets the labels decide. Label sets (``--sets``):
 scored out of fold by a logistic-regression head (``heads.fit_logreg``, the student's, design weights where any) under
 5-fold ``GroupKFold`` (groups as the pilot evaluation's: titles for the screening set, venues for frame1k). Then
 ``--repeats`` random splits of the groups: a *calibration* share (``--calibration``, 0.5) the teacher labels, on which
-:func:`metacan_pipeline.student.cascade.certify_head` certifies both thresholds per precision target (``--targets``;
-Clopper-Pearson; ``--scans``: the fixed sequence at a step of 1 or 25 works, or the lowest passing threshold;
-``--targets`` ``0.9`` or ``0.9:0.99``, precision then NPV, the NPV target the precision's unless given); on the *rest*,
+:func:`metacan_pipeline.student.cascade.certify_head` certifies both thresholds (Clopper-Pearson) per target
+(``--targets``: ``0.9``, or ``0.9:0.99`` for precision then NPV; the NPV target is the precision's unless given) and
+scan (``--scans``: the fixed sequence on a grid of 25 works or on every score, or the lowest passing threshold); on
+the *rest*,
 :func:`metacan_pipeline.student.cascade.plan_cascade` with a call budget per ``--budgets`` (a share of the rest;
 ``band``: the whole band) and band order (``--orders``: ``middle`` or ``top``), the stub teacher labels what the
 plan sends it.
