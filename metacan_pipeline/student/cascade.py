@@ -39,6 +39,10 @@ passing threshold among all of them would not (many sets tried, the luckiest kep
 
 If the two certified sets overlap (``t- >= t+``), the works in both get no student decision: they are in the band.
 
+A rare target's NPV can be certified by its base rate alone (:attr:`Certified.vacuous`): every calibration work
+together is clean enough, whatever the ranking. :func:`certify_recall` (``certify_head(negative_recall=...)``)
+caps ``t-`` so that the works decided negative keep a certified share of the teacher's positives above it.
+
 Pure functions on numpy arrays (SciPy for the beta quantile); nothing is read or written.
 """
 
@@ -226,10 +230,75 @@ def _grid(candidates: np.ndarray, ends: np.ndarray, step: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class HeadThresholds:
-    """Both certified thresholds of one binary head (:func:`certify_head`)."""
+    """The certified thresholds of one binary head (:func:`certify_head`): ``positive`` (precision),
+    ``negative`` (NPV) and, when asked for, ``recall`` (:func:`certify_recall`), which caps the negative side."""
 
     positive: Certified
     negative: Certified
+    recall: Certified | None = None
+
+    @property
+    def negative_threshold(self) -> float | None:
+        """The score at or below which a work is decided negative: ``t-`` of the NPV, capped by the recall
+        side's when there is one; None when either side that applies certified nothing."""
+        t_neg = self.negative.threshold
+        if self.recall is None or t_neg is None:
+            return t_neg
+        return None if self.recall.threshold is None else min(t_neg, self.recall.threshold)
+
+
+def certify_recall(
+    scores,
+    labels,
+    target: float,
+    *,
+    weights=None,
+    confidence: float = 0.95,
+    method: str = "clopper-pearson",
+) -> Certified:
+    """The highest threshold ``t`` such that deciding ``{score <= t}`` negative keeps a certified recall: the
+    lower confidence bound of the (design-weighted) share of the teacher's positives scored above ``t`` is at or
+    above ``target``. It guards the negative side of a rare target, whose NPV the base rate alone can certify
+    (:attr:`Certified.vacuous`): NPV says how clean the negatives are, recall how many positives they swallow.
+
+    The share kept falls as ``t`` rises, and so does its bound: the scan from the lowest score up stops at the
+    first failure and keeps the last pass, a single monotone family, valid without a correction. Weights enter
+    through the Kish effective size of the positives. Returns a :class:`Certified` of side ``recall``: ``n``
+    works at or below the threshold, ``n_eff`` of the positives, ``rate`` the recall kept, ``bound`` its lower
+    bound. Raises as :func:`certify`.
+    """
+    if not 0 < target < 1:
+        raise ValueError(f"recall target {target!r}: expected a share strictly between 0 and 1, such as 0.8")
+    s, y, w = _validate(scores, labels, weights)
+    lower_bound(0, 1, confidence, method)
+    pos = y == 1
+    if not pos.any():
+        return Certified("recall", target, None, 0, 0.0, None, None, 0, "no positive among the works: no recall")
+    wp = w[pos]
+    n_eff = float(wp.sum() ** 2 / (wp**2).sum())
+    values = np.unique(s)  # ascending candidate thresholds
+    lost = np.searchsorted(np.sort(s[pos]), values, side="right")  # positives scored <= each value
+    order = np.argsort(s[pos], kind="stable")
+    cum = np.r_[0.0, np.cumsum(wp[order])]
+    kept = 1.0 - cum[lost] / wp.sum()
+    bounds = lower_bound(kept * n_eff, np.full(len(values), n_eff), confidence, method)
+    failed = np.flatnonzero(bounds < target)
+    last = (failed[0] if len(failed) else len(values)) - 1
+    tested = int(min(len(values), last + 2))
+    if last < 0:
+        return Certified("recall", target, None, 0, n_eff, None, None, tested, f"bound {bounds[0]:.3f} < {target}")
+    stopped = "every threshold passed" if not len(failed) else f"bound {bounds[failed[0]]:.3f} < {target} above it"
+    return Certified(
+        "recall",
+        target,
+        float(values[last]),
+        int((s <= values[last]).sum()),
+        n_eff,
+        float(kept[last]),
+        float(bounds[last]),
+        tested,
+        stopped,
+    )
 
 
 def certify_head(
@@ -243,13 +312,19 @@ def certify_head(
     method: str = "clopper-pearson",
     scan: str = "fixed-sequence",
     step: int = 1,
+    negative_recall: float | None = None,
 ) -> HeadThresholds:
-    """:func:`certify` of both sides: precision at ``target``, NPV at ``negative_target`` (default ``target``);
-    raises as :func:`certify`."""
+    """:func:`certify` of both sides: precision at ``target``, NPV at ``negative_target`` (default ``target``),
+    and with ``negative_recall`` the recall the negative side must keep (:func:`certify_recall`); raises as
+    :func:`certify`."""
     kw = {"weights": weights, "confidence": confidence, "method": method, "scan": scan, "step": step}
+    recall = None
+    if negative_recall is not None:
+        recall = certify_recall(scores, labels, negative_recall, weights=weights, confidence=confidence, method=method)
     return HeadThresholds(
         certify(scores, labels, target, side="positive", **kw),
         certify(scores, labels, target if negative_target is None else negative_target, side="negative", **kw),
+        recall,
     )
 
 
@@ -270,9 +345,10 @@ class CascadePlan:
 
 def band_mask(scores, thresholds: HeadThresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(decided positive, decided negative, in the band) masks of ``scores``: positive at or above ``t+``,
-    negative at or below ``t-``, a work both would decide in the band, every other work in the band."""
+    negative at or below ``t-`` (:attr:`HeadThresholds.negative_threshold`), a work both would decide in the
+    band, every other work in the band."""
     s = np.asarray(scores, dtype=float)
-    t_pos, t_neg = thresholds.positive.threshold, thresholds.negative.threshold
+    t_pos, t_neg = thresholds.positive.threshold, thresholds.negative_threshold
     pos = s >= t_pos if t_pos is not None else np.zeros(len(s), dtype=bool)
     neg = s <= t_neg if t_neg is not None else np.zeros(len(s), dtype=bool)
     both = pos & neg
@@ -303,7 +379,7 @@ def plan_cascade(scores, thresholds: HeadThresholds, budget: int, order: str = "
     idx = np.flatnonzero(band)
     middle = None
     if len(idx):
-        t_pos, t_neg = thresholds.positive.threshold, thresholds.negative.threshold
+        t_pos, t_neg = thresholds.positive.threshold, thresholds.negative_threshold
         lo = t_neg if t_neg is not None else float(s[idx].min())
         hi = t_pos if t_pos is not None else float(s[idx].max())
         middle = (lo + hi) / 2

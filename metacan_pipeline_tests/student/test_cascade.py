@@ -15,6 +15,7 @@ from metacan_pipeline.student.cascade import (
     HeadThresholds,
     certify,
     certify_head,
+    certify_recall,
     lower_bound,
     plan_cascade,
 )
@@ -263,3 +264,54 @@ def test_step_tests_a_grid_of_set_sizes():
     assert longer.stopped == "bound 0.852 < 0.9 at the set of the 160 most confident works"
     with pytest.raises(ValueError, match="step 0"):
         certify(s, y, 0.9, step=0)
+
+
+def test_recall_side_by_hand():
+    """10 positives among 100 works scored 0, 1/99, ..., 1, at ranks 40, 60, 70, ... A recall of 0.7 needs all 10
+    above the threshold (10 of 10: bound 0.7411; 9 of 10: 0.6058), so t = the score just below rank 40; a recall of
+    0.5 lets one go (9 of 10 passes, 8 of 10: 0.4931 fails), so t = the score just below rank 60."""
+    s = np.linspace(0, 1, 100)
+    y = np.zeros(100, dtype=int)
+    y[[40, 60, 70, 80, 85, 90, 92, 95, 97, 99]] = 1
+    strict = certify_recall(s, y, 0.7)
+    assert strict.threshold == pytest.approx(s[39]) and strict.n == 40 and strict.rate == 1.0
+    assert strict.bound == pytest.approx(0.05**0.1) and strict.stopped == "bound 0.606 < 0.7 above it"
+    loose = certify_recall(s, y, 0.5)
+    assert loose.threshold == pytest.approx(s[59]) and loose.n == 60 and loose.rate == pytest.approx(0.9)
+    assert loose.bound == pytest.approx(lower_bound(9, 10)) and lower_bound(8, 10) == pytest.approx(0.4931, abs=1e-4)
+    # too few positives to bound a recall of 0.8 at all (10 of 10: 0.7411 < 0.8); no positive: nothing to keep
+    assert certify_recall(s, y, 0.8).threshold is None
+    assert certify_recall(s, np.zeros(100, dtype=int), 0.5).threshold is None
+
+
+def test_recall_weights_use_the_kish_size_of_the_positives():
+    s = np.linspace(0, 1, 100)
+    y = np.zeros(100, dtype=int)
+    y[[40, 60, 70, 80, 85, 90, 92, 95, 97, 99]] = 1
+    w = np.ones(100)
+    w[40] = 3.0  # the lowest positive weighs 3: 12 of weight, n_eff = 12^2 / 18 = 8
+    got = certify_recall(s, y, 0.5, weights=w)
+    # t below rank 40 keeps 1.0 (bound 0.05^(1/8) = 0.6877); losing the heavy positive keeps 9/12 = 0.75 of n_eff 8
+    assert got.n_eff == pytest.approx(8.0)
+    assert lower_bound(0.75 * 8, 8) < 0.5 and got.threshold == pytest.approx(s[39])
+    assert got.bound == pytest.approx(0.05 ** (1 / 8))
+
+
+def test_recall_caps_the_negative_threshold():
+    """Negatives everywhere below rank 90 but positives spread: the NPV side (0.8) certifies far up, the recall
+    side (0.5) stops below the second positive; the plan decides negative only up to the lower of the two."""
+    s = np.linspace(0, 1, 100)
+    y = np.zeros(100, dtype=int)
+    y[[40, 60, 70, 80, 85, 90, 92, 95, 97, 99]] = 1
+    plain = certify_head(s, y, 0.8)
+    capped = certify_head(s, y, 0.8, negative_recall=0.5)
+    assert plain.recall is None and plain.negative_threshold == plain.negative.threshold
+    assert plain.negative.threshold > s[59]
+    assert capped.negative_threshold == pytest.approx(s[59]) and capped.recall.threshold == pytest.approx(s[59])
+    plan = plan_cascade(s, capped, budget=0)
+    assert plan.negative == 60 and list(plan.decisions[:60]) == [NEGATIVE] * 60
+    # a recall side that certifies nothing leaves no negative decision at all
+    none = certify_head(s, y, 0.8, negative_recall=0.8)
+    assert none.negative_threshold is None and plan_cascade(s, none, budget=0).negative == 0
+    with pytest.raises(ValueError, match="recall target 1.5"):
+        certify_recall(s, y, 1.5)
