@@ -21,7 +21,8 @@ scored out of fold by a logistic-regression head (``heads.fit_logreg``, the stud
 ``--repeats`` random splits of the groups: a *calibration* share (``--calibration``, 0.5) the teacher labels, on which
 :func:`metacan_pipeline.student.cascade.certify_head` certifies both thresholds (Clopper-Pearson) per target
 (``--targets``: ``0.9``, or ``0.9:0.99`` for precision then NPV; the NPV target is the precision's unless given) and
-scan (``--scans``: the fixed sequence on a grid of 25 works or on every score, or the lowest passing threshold); on
+scan (``--scans``: the fixed sequence on a grid of 25 works or on every score, or the lowest passing threshold), the
+negative side capped or not by a certified recall (``--recalls``: ``none`` or a share, ``certify_recall``); on
 the *rest*,
 :func:`metacan_pipeline.student.cascade.plan_cascade` with a call budget per ``--budgets`` (a share of the rest;
 ``band``: the whole band) and band order (``--orders``: ``middle`` or ``top``), the stub teacher labels what the
@@ -37,10 +38,11 @@ plan sends it.
   ``-`` when there are none; ``recall``: the (weighted) share of the census positives of the rest that the cascade
   labels positive (teacher or certified); ``miss``: repeats whose certified positives' or negatives' census rate fell
   below the target (the 95% bound promises at most about 5% per side, on average over calibration draws);
-  ``+cert`` / ``-cert``: splits with a positive / negative threshold; ``vac``: splits whose negative threshold is
-  vacuous (every calibration work together meets the NPV target: ``Certified.vacuous``).
+  ``+cert`` / ``-cert``: splits with a positive / negative threshold (the negative one capped by the recall side when
+  there is one); ``vac``: splits whose negative threshold in effect is the NPV side's and is vacuous (every
+  calibration work together meets the NPV target: ``Certified.vacuous``).
 
-Ratios: ``<set>_calls/census`` at the first scan, target and order and a 10% budget (teacher calls of the cascade,
+Ratios: ``<set>_calls/census`` at the first scan, target, recall and order and a 10% budget (teacher calls of the cascade,
 calibration included, over the census's calls: one per work).
 
 Usage: ``nice .venv/bin/python benchmarks/bench_cascade.py [--features tfidf] [--repeats 20]``;
@@ -134,7 +136,7 @@ def _rate(mask, y, w):
     return None if total == 0 else float((w[mask] * y[mask]).sum() / total)
 
 
-def run_split(ls: LabelSet, scores, cal, rest, targets: str, budget: str, scan: str, order: str) -> dict:
+def run_split(ls: LabelSet, scores, cal, rest, targets: str, budget: str, scan: str, order: str, recall: str) -> dict:
     """Certify on ``cal``, run the cascade on ``rest`` with the stub teacher; the figures of one split."""
     import numpy as np
 
@@ -155,6 +157,7 @@ def run_split(ls: LabelSet, scores, cal, rest, targets: str, budget: str, scan: 
         weights=None if ls.weights is None else w[cal],
         scan="lowest" if kind == "lowest" else "fixed-sequence",
         step=int(step or 1),
+        negative_recall=None if recall == "none" else float(recall),
     )
     calls_before = teacher.calls
     n_budget = len(rest) if budget == "band" else int(round(float(budget) * len(rest)))
@@ -170,8 +173,11 @@ def run_split(ls: LabelSet, scores, cal, rest, targets: str, budget: str, scan: 
     census_pos = yr == 1
     return {
         "t_pos": th.positive.threshold,
-        "t_neg": th.negative.threshold,
-        "vacuous_neg": int(th.negative.threshold is not None and th.negative.vacuous),
+        "t_neg": th.negative_threshold,
+        # the negative threshold in effect is the NPV side's and that side is met by the base rate alone
+        "vacuous_neg": int(
+            th.negative_threshold is not None and th.negative.vacuous and th.negative_threshold == th.negative.threshold
+        ),
         "calls": teacher.calls,
         "rest_calls": teacher.calls - calls_before,
         "saved": 1 - (teacher.calls - calls_before) / len(rest),
@@ -209,6 +215,12 @@ def main() -> None:
         default=["fixed:25", "fixed:1", "lowest"],
         help="certify's scan: fixed:<step> (fixed sequence, sets every <step> works) or lowest",
     )
+    ap.add_argument(
+        "--recalls",
+        nargs="+",
+        default=["none", "0.5"],
+        help="recall the negative side must keep (certify_recall), or none",
+    )
     ap.add_argument("--orders", nargs="+", default=["middle", "top"], choices=["middle", "top"], help="band order")
     ap.add_argument("--calibration", type=float, default=0.5, help="share of the groups the teacher labels first")
     ap.add_argument("--repeats", type=int, default=20, help="random calibration/rest splits")
@@ -218,7 +230,14 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         args.sets, args.repeats, args.targets, args.budgets = ["frame1k"], 1, ["0.9"], ["0", "0.1"]
-        args.scans, args.orders = ["fixed:25"], ["middle"]
+        args.scans, args.orders, args.recalls = ["fixed:25"], ["middle"], ["none", "0.5"]
+    for r in args.recalls:
+        if r != "none":
+            try:
+                if not 0 < float(r) < 1:
+                    raise ValueError
+            except ValueError:
+                raise SystemExit(f"--recalls {r}: expected a share in (0, 1), or none") from None
     for s in args.scans:
         if s != "lowest" and not (s.startswith("fixed:") and s[6:].isdigit() and int(s[6:]) >= 1):
             raise SystemExit(f"--scans {s}: expected fixed:<step> (a whole number of works, 1 or more) or lowest")
@@ -250,16 +269,23 @@ def main() -> None:
             )
         )
         per = {}
-        combos = [(s, t, o, b) for s in args.scans for t in args.targets for o in args.orders for b in args.budgets]
-        for scan, target, order, budget in combos:
-            runs = [run_split(ls, scores, cal, rest, target, budget, scan, order) for cal, rest in splits]
+        combos = [
+            (s, t, r, o, b)
+            for s in args.scans
+            for t in args.targets
+            for r in args.recalls
+            for o in args.orders
+            for b in args.budgets
+        ]
+        for scan, target, recall, order, budget in combos:
+            runs = [run_split(ls, scores, cal, rest, target, budget, scan, order, recall) for cal, rest in splits]
             summary = {k: _mean(runs, k) for k in runs[0]}
             summary["miss"] = sum(r["miss"] for r in runs)
             summary["certified_pos_splits"] = sum(r["t_pos"] is not None for r in runs)
             summary["certified_neg_splits"] = sum(r["t_neg"] is not None for r in runs)
             summary["vacuous_neg"] = sum(r["vacuous_neg"] for r in runs)
-            per[f"{scan}/{target}/{order}/{budget}"] = summary
-            rows.append((name, scan, target, order, budget, summary))
+            per[f"{scan}/{target}/{recall}/{order}/{budget}"] = summary
+            rows.append((name, scan, target, recall, order, budget, summary))
         figures["sets"][name] = {
             "works": len(ls.ids),
             "positives": int(ls.labels.sum()),
@@ -272,16 +298,16 @@ def main() -> None:
         return "-" if v is None else format(v, spec)
 
     head = (
-        f"{'set':<12} {'scan':<8} {'target':>8} {'order':<6} {'budget':>6} {'t-':>6} {'t+':>6} {'+cert':>5} "
+        f"{'set':<12} {'scan':<8} {'target':>8} {'recall':>6} {'order':<6} {'budget':>6} {'t-':>6} {'t+':>6} {'+cert':>5} "
         f"{'-cert':>5} {'vac':>3} {'calls':>6} {'saved':>6} {'sv.all':>6} {'settled':>7} {'agree':>6} {'prec':>6} "
         f"{'npv':>6} {'recall':>6} {'miss':>4}"
     )
     print(f"cascade, features {args.features}, {args.repeats} splits, calibration {args.calibration}: {machine_line()}")
     print(head)
     print("-" * len(head))
-    for name, scan, target, order, budget, s in rows:
+    for name, scan, target, recall, order, budget, s in rows:
         print(
-            f"{name:<12} {scan:<8} {target:>8} {order:<6} {budget:>6} {f(s['t_neg']):>6} {f(s['t_pos']):>6} "
+            f"{name:<12} {scan:<8} {target:>8} {recall:>6} {order:<6} {budget:>6} {f(s['t_neg']):>6} {f(s['t_pos']):>6} "
             f"{s['certified_pos_splits']:>5} {s['certified_neg_splits']:>5} {s['vacuous_neg']:>3} "
             f"{f(s['rest_calls'], '.1f'):>6} {f(s['saved']):>6} {f(s['saved_all']):>6} "
             f"{f(s['settled']):>7} {f(s['agree']):>6} {f(s['prec']):>6} {f(s['npv']):>6} {f(s['recall']):>6} "
@@ -289,7 +315,9 @@ def main() -> None:
         )
     headline = {}
     for name in args.sets:
-        s = figures["sets"][name]["runs"].get(f"{args.scans[0]}/{args.targets[0]}/{args.orders[0]}/0.1")
+        s = figures["sets"][name]["runs"].get(
+            f"{args.scans[0]}/{args.targets[0]}/{args.recalls[0]}/{args.orders[0]}/0.1"
+        )
         if s is not None:
             headline[f"{name}_calls/census"] = ratio(s["calls"], figures["sets"][name]["works"])
     record("cascade", figures, ratios=headline, name=args.name, started=started, smoke=args.smoke)
