@@ -198,6 +198,30 @@ def _mean(rows: list[dict], key: str):
     return None if not vals else sum(vals) / len(vals)
 
 
+def _share(value: str) -> bool:
+    """``value`` is a number strictly between 0 and 1."""
+    try:
+        return 0 < float(value) < 1
+    except ValueError:
+        return False
+
+
+def check_args(args) -> None:
+    """SystemExit naming the first option value the benchmark cannot run."""
+    for r in args.recalls:
+        if r != "none" and not _share(r):
+            raise SystemExit(f"--recalls {r}: expected a share in (0, 1), or none")
+    for s in args.scans:
+        if s != "lowest" and not (s.startswith("fixed:") and s[6:].isdigit() and int(s[6:]) >= 1):
+            raise SystemExit(f"--scans {s}: expected fixed:<step> (a whole number of works, 1 or more) or lowest")
+    for tg in args.targets:
+        if tg.count(":") > 1 or not all(_share(x) for x in tg.split(":")):
+            raise SystemExit(f"--targets {tg}: expected a precision in (0, 1), or <precision>:<npv>")
+    for b in args.budgets:
+        if b != "band" and not (_share(b) or b.strip() in ("0", "0.0", "1", "1.0")):
+            raise SystemExit(f"--budgets {b}: expected a share of the rest between 0 and 1, or 'band'")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--features", default="tfidf", help="feature backend (features.make_features kinds)")
@@ -231,26 +255,7 @@ def main() -> None:
     if args.smoke:
         args.sets, args.repeats, args.targets, args.budgets = ["frame1k"], 1, ["0.9"], ["0", "0.1"]
         args.scans, args.orders, args.recalls = ["fixed:25"], ["middle"], ["none", "0.5"]
-    for r in args.recalls:
-        if r != "none":
-            try:
-                if not 0 < float(r) < 1:
-                    raise ValueError
-            except ValueError:
-                raise SystemExit(f"--recalls {r}: expected a share in (0, 1), or none") from None
-    for s in args.scans:
-        if s != "lowest" and not (s.startswith("fixed:") and s[6:].isdigit() and int(s[6:]) >= 1):
-            raise SystemExit(f"--scans {s}: expected fixed:<step> (a whole number of works, 1 or more) or lowest")
-    for tg in args.targets:
-        try:
-            if not all(0 < float(x) < 1 for x in tg.split(":")) or tg.count(":") > 1:
-                raise ValueError
-        except ValueError:
-            raise SystemExit(f"--targets {tg}: expected a precision in (0, 1), or <precision>:<npv>") from None
-    for b in args.budgets:
-        if b != "band" and not 0 <= float(b) <= 1:
-            raise SystemExit(f"--budgets {b}: expected a share of the rest between 0 and 1, or 'band'")
-
+    check_args(args)
     from pathlib import Path
 
     from sklearn.model_selection import GroupShuffleSplit
