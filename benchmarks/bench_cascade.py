@@ -36,14 +36,17 @@ plan sends it.
 - ``agree``: the (weighted) share of settled rest works whose cascade label equals the census label (the teacher's
   on every work); ``prec`` / ``npv``: the census's positive (negative) rate among the certified positives (negatives),
   ``-`` when there are none; ``recall``: the (weighted) share of the census positives of the rest that the cascade
-  labels positive (teacher or certified); ``miss``: repeats whose certified positives' or negatives' census rate fell
-  below the target (the 95% bound promises at most about 5% per side, on average over calibration draws);
+  labels positive (teacher or certified), which the budget limits too; ``kept``: the (weighted) share of them the
+  negative side does not decide negative (what ``certify_recall`` bounds); ``miss``: repeats whose certified
+  positives' or negatives' census rate, or ``kept``, fell below its target (the 95% bounds promise at most about 5%
+  per side, on average over calibration draws);
   ``+cert`` / ``-cert``: splits with a positive / negative threshold (the negative one capped by the recall side when
   there is one); ``vac``: splits whose negative threshold in effect is the NPV side's and is vacuous (every
   calibration work together meets the NPV target: ``Certified.vacuous``).
 
-Ratios: ``<set>_calls/census`` at the first scan, target, recall and order and a 10% budget (teacher calls of the cascade,
-calibration included, over the census's calls: one per work).
+Ratios: ``<set>_calls/census`` at the first scan, target, recall and order and a 10% budget (teacher calls of the
+cascade, calibration included, over the census's calls: one per work). Columns ``target`` and ``rcl.tg`` are the
+targets asked for; ``recall`` and ``kept`` are measured on the rest.
 
 Usage: ``nice .venv/bin/python benchmarks/bench_cascade.py [--features tfidf] [--repeats 20]``;
 ``--smoke``: frame1k only, one repeat, one target, two budgets. Output: a table on stdout and
@@ -171,6 +174,8 @@ def run_split(ls: LabelSet, scores, cal, rest, targets: str, budget: str, scan: 
     pos, neg = plan.decisions == POSITIVE, plan.decisions == NEGATIVE
     prec, npv = _rate(pos, yr, wr), _rate(neg, 1 - yr, wr)
     census_pos = yr == 1
+    # the census positives of the rest the negative side leaves undecided (teacher, unsettled or positive)
+    kept = None if not census_pos.any() else float(wr[census_pos & ~neg].sum() / wr[census_pos].sum())
     return {
         "t_pos": th.positive.threshold,
         "t_neg": th.negative_threshold,
@@ -189,7 +194,12 @@ def run_split(ls: LabelSet, scores, cal, rest, targets: str, budget: str, scan: 
         "n_pos": int(pos.sum()),
         "n_neg": int(neg.sum()),
         "recall": None if not census_pos.any() else float(wr[census_pos & (label == 1)].sum() / wr[census_pos].sum()),
-        "miss": int((prec is not None and prec < target) or (npv is not None and npv < npv_target)),
+        "kept": kept,
+        "miss": int(
+            (prec is not None and prec < target)
+            or (npv is not None and npv < npv_target)
+            or (recall != "none" and kept is not None and kept < float(recall))
+        ),
     }
 
 
@@ -303,19 +313,22 @@ def main() -> None:
         return "-" if v is None else format(v, spec)
 
     head = (
-        f"{'set':<12} {'scan':<8} {'target':>8} {'recall':>6} {'order':<6} {'budget':>6} {'t-':>6} {'t+':>6} {'+cert':>5} "
+        f"{'set':<12} {'scan':<8} {'target':>8} {'rcl.tg':>6} {'order':<6} {'budget':>6} {'t-':>6} {'t+':>6} "
+        f"{'+cert':>5} "
         f"{'-cert':>5} {'vac':>3} {'calls':>6} {'saved':>6} {'sv.all':>6} {'settled':>7} {'agree':>6} {'prec':>6} "
-        f"{'npv':>6} {'recall':>6} {'miss':>4}"
+        f"{'npv':>6} {'recall':>6} {'kept':>6} {'miss':>4}"
     )
     print(f"cascade, features {args.features}, {args.repeats} splits, calibration {args.calibration}: {machine_line()}")
     print(head)
     print("-" * len(head))
     for name, scan, target, recall, order, budget, s in rows:
         print(
-            f"{name:<12} {scan:<8} {target:>8} {recall:>6} {order:<6} {budget:>6} {f(s['t_neg']):>6} {f(s['t_pos']):>6} "
+            f"{name:<12} {scan:<8} {target:>8} {recall:>6} {order:<6} {budget:>6} {f(s['t_neg']):>6} "
+            f"{f(s['t_pos']):>6} "
             f"{s['certified_pos_splits']:>5} {s['certified_neg_splits']:>5} {s['vacuous_neg']:>3} "
             f"{f(s['rest_calls'], '.1f'):>6} {f(s['saved']):>6} {f(s['saved_all']):>6} "
             f"{f(s['settled']):>7} {f(s['agree']):>6} {f(s['prec']):>6} {f(s['npv']):>6} {f(s['recall']):>6} "
+            f"{f(s['kept']):>6} "
             f"{s['miss']:>4}"
         )
     headline = {}
