@@ -54,6 +54,7 @@ SMOKES = {
     "bench_agreement.py": Smoke("agreement.json", ("--scratch", "{tmp}/scratch")),
     "bench_api.py": Smoke("api.json", ratios=True),
     "bench_card.py": Smoke("card.json", ratios=True),
+    "bench_cascade.py": Smoke("cascade.json", ratios=True),
     "bench_coding.py": Smoke("coding.json"),
     "bench_frame.py": Smoke("frame.json", ("--scratch", "{tmp}/scratch"), ratios=True),
     "bench_gemma.py": Smoke("gemma.json", marks=("llm",)),
