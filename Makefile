@@ -19,9 +19,14 @@ WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-server-$(LLAMA_VERSION)-avx2-n
 ## Test workers (pytest-xdist): a module's tests stay on one worker, and so do the llama.cpp (llm) tests.
 TEST_WORKERS ?= 2
 
-.PHONY: setup browser run test test-fast lint dev serve bench clean messages
+.PHONY: setup encoders browser run test test-fast lint dev serve bench clean messages
 
-setup: $(STAMP) browser
+setup: $(STAMP) encoders browser
+
+## The student's encoders (int8 ONNX MiniLM, model2vec static embedding), built once per machine from the bundled
+## MiniLM weights into $$METACAN_ENCODERS_DIR (default ~/.cache/metacan/encoders); a second run finds them and builds nothing.
+encoders: $(STAMP)
+	$(BIN)/metacan build-encoders
 
 ## Debian's Chromium, which the browser tests drive through Playwright (executable_path /usr/bin/chromium).
 ## Playwright's own browser download (`playwright install`) is never used: its servers are out of reach here.

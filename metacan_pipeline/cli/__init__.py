@@ -38,6 +38,7 @@ COMMANDS = (
     ("import-labels", "labels:import_labels"),
     ("fetch", "fetch:fetch"),
     ("evaluate-pilot", "pilot:evaluate_pilot"),
+    ("build-encoders", "encoders:build_encoders"),
     ("coders", "coders:app"),
     ("coding", "coding:app"),
 )
