@@ -22,6 +22,7 @@ twice or see a half-written one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -74,9 +75,17 @@ def _check_backend(name: str) -> None:
 
 
 def source_sha256() -> str:
-    """SHA-256 of the bundled ``model.safetensors`` (raises as :func:`.embeddings.model_path`)."""
+    """SHA-256 of the bundled ``model.safetensors`` (raises as :func:`.embeddings.model_path`); hashed once per
+    process and file version (path, size, modification time)."""
+    path = model_path() / "model.safetensors"
+    st = path.stat()
+    return _sha256(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
     h = hashlib.sha256()
-    with open(model_path() / "model.safetensors", "rb") as f:
+    with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
