@@ -26,17 +26,17 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from .. import settings
 from .embeddings import model_path
 
 #: Environment variable naming the encoder cache folder.
-ENCODERS_DIR_ENV = "METACAN_ENCODERS_DIR"
+ENCODERS_DIR_ENV = settings.ENCODERS_DIR_ENV
 #: Backends whose files are built here.
 ARTIFACT_BACKENDS = ("minilm-onnx", "static")
 #: Dimensions of the distilled static embedding (model2vec's PCA).
@@ -58,8 +58,7 @@ log = logging.getLogger(__name__)
 
 def encoders_dir() -> Path:
     """The encoder cache folder: ``$METACAN_ENCODERS_DIR``, else ``~/.cache/metacan/encoders``."""
-    env = os.environ.get(ENCODERS_DIR_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "metacan" / "encoders"
+    return settings.encoders_dir()
 
 
 def _version(package: str) -> str:
@@ -120,8 +119,6 @@ def build_info(path: Path) -> dict:
 
 
 def _export_onnx(src: Path, out: Path) -> None:
-    from .. import settings
-
     settings.hub_offline()
     try:
         import onnx  # noqa: F401
@@ -166,8 +163,6 @@ def _export_onnx(src: Path, out: Path) -> None:
 
 
 def _distill_static(src: Path, out: Path) -> None:
-    from .. import settings
-
     settings.hub_offline()
     try:
         import torch
