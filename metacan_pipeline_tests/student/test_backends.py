@@ -93,7 +93,7 @@ def test_meta_one_hot_rows_and_an_unseen_value():
 def test_static_embedding_shape_norm_determinism_and_neighbours(static):
     X = static.fit(TEXTS).transform(TEXTS)
     assert isinstance(X, np.ndarray) and X.dtype == np.float32 and X.shape == (4, encoders.STATIC_PCA_DIMS)
-    np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0, atol=1e-4)  # a float16 table, normalised
     assert np.array_equal(X, static.transform(TEXTS))
     assert np.array_equal(static.transform(TEXTS[2:3])[0], X[2])  # a row depends on its own text only
     sim = X @ X.T
