@@ -378,6 +378,30 @@ def speed_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def combined_tables(paths: list[Path]) -> str:
+    """The quality and speed tables of several earlier results (see ``--combine``), each file's run named."""
+    import json
+
+    results, runs, seen = [], [], set()
+    for path in paths:
+        doc = json.loads(path.read_text())
+        if "figures" in doc:
+            found = doc["figures"]["backends"]
+            r = doc["run"]
+            runs.append(
+                f"{path.name}: {r['date']} commit {r['commit'][:12]} {r['cpu_model']} load {r['load_at_start']}"
+            )
+        else:  # a child's stage result
+            doc["peak_rss_mib"] = doc.get("vm_hwm_mib", doc.get("vm_hwm_kib", 0) / 1024)
+            found = [doc]
+            runs.append(f"{path.name}: a child's result (peak RSS = its VmHWM)")
+        for r in found:
+            if r["backend"] not in seen:
+                seen.add(r["backend"])
+                results.append(r)
+    return "\n".join(runs) + "\n\n" + quality_table(results) + "\n\n" + speed_table(results)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backends", nargs="+", default=None, help=f"default: {' '.join(DEFAULT_BACKENDS)}")
@@ -390,6 +414,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pilot", default=None, help="the pilot folder (default $METACAN_SHARED_DIR/data/metacan_pilot)")
     ap.add_argument("--name", default="", help="result name: out/student_backends_<name>.json")
     ap.add_argument("--quick", action="store_true", help="tfidf, static, static+tfidf+meta; 5,000 texts; 200 resamples")
+    ap.add_argument(
+        "--combine",
+        nargs="+",
+        default=None,
+        help="print the tables of earlier results instead of measuring: out/student_backends*.json files, or a "
+        "child's stage result (its peak RSS is then its own VmHWM); a backend named twice keeps its first",
+    )
     add_smoke_arg(ap, "tfidf and tfidf+meta, 500 texts, 2,000 frame works, 20 resamples")
     add_child_args(ap, ("backend",))
     args = ap.parse_args(argv)
@@ -399,6 +430,9 @@ def main(argv: list[str] | None = None) -> None:
         args.pilot = str(SHARED_DATA / "metacan_pilot")
     if args._stage:
         write_child_result(stage_backend(args), args.result)
+        return
+    if args.combine:
+        print(combined_tables([Path(p) for p in args.combine]))
         return
     if args.smoke:
         backends, args.works, args.frame_works, args.boot = ["tfidf", "tfidf+meta"], 500, 2_000, 20
