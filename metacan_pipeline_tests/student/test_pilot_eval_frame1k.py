@@ -89,7 +89,7 @@ def test_frame1k_works_text_groups_and_labels(pilot, records):
     marked = next(w for w in works if w.id == "W2592716210")
     assert marked.text == (
         "Les droits linguistiques au Canada | Revue de droit Université de Sherbrooke | "
-        "Legal Language and Interpretation | Social Sciences | article | fr"
+        "Legal Language and Interpretation |  | Social Sciences | article | fr"
     )
 
 
