@@ -187,3 +187,13 @@ def test_a_missing_artifact_is_built_once_then_reused(tmp_path, monkeypatch, cap
     with caplog.at_level(logging.WARNING, logger=encoders.__name__):
         assert encoders.ensure("minilm-onnx") == path
     assert caplog.text == ""
+
+
+def test_build_encoders_refuses_an_unknown_backend():
+    from typer.testing import CliRunner
+
+    from metacan_pipeline.cli import app
+
+    res = CliRunner().invoke(app, ["build-encoders", "--backend", "bert"])
+    assert res.exit_code == 2
+    assert "build-encoders: unknown backend bert: expected minilm-onnx, static" in res.output
