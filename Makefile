@@ -19,9 +19,14 @@ WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-server-$(LLAMA_VERSION)-avx2-n
 ## Test workers (pytest-xdist): a module's tests stay on one worker, and so do the llama.cpp (llm) tests.
 TEST_WORKERS ?= 2
 
-.PHONY: setup browser run test test-fast lint dev serve bench clean messages
+.PHONY: setup encoders browser run test test-fast lint dev serve bench clean messages
 
-setup: $(STAMP) browser
+setup: $(STAMP) encoders browser
+
+## The student's encoders (int8 ONNX MiniLM, model2vec static embedding), built once per machine from the bundled
+## MiniLM weights into $$METACAN_ENCODERS_DIR (default ~/.cache/metacan/encoders); a second run finds them and builds nothing.
+encoders: $(STAMP)
+	$(BIN)/metacan build-encoders
 
 ## Debian's Chromium, which the browser tests drive through Playwright (executable_path /usr/bin/chromium).
 ## Playwright's own browser download (`playwright install`) is never used: its servers are out of reach here.
@@ -90,7 +95,8 @@ serve: $(STAMP)
 ## Benchmarks (ratios against a baseline run in the same process): frame build at 250k and 1M works,
 ## OpenAlex API client on loopback, teacher client against a stub server, the embedded Gemma per view and batch size, the student
 ## (train_bundle on 10,000 labelled works; write_predictions on 100,000 and 1,000,000 frame works), the work pages (render_work
-## on 20,000 records without abstracts, against json.dumps of the same records). The scale inputs (about 5 GB)
+## on 20,000 records without abstracts, against json.dumps of the same records), the student's feature backends side by side
+## (pilot quality, works/s against tfidf, end to end on 50,000 works; about 30 minutes with the two MiniLM backends). The scale inputs (about 5 GB)
 ## go to /tmp/metacan-bench, the student's (about 1 GB) to /tmp/metacan-bench-student; the pages and records (about 300 MB) to a temporary folder, removed after.
 ## Each writes its figures, ratios, machine and commit to benchmarks/out/<benchmark>.json (benchmarks/README.md).
 bench: $(STAMP)
@@ -101,6 +107,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_student.py --sizes 100000 1000000
 	$(BIN)/python benchmarks/bench_pages.py --works 20000
 	$(BIN)/python benchmarks/bench_site_fts.py --works 200000
+	$(BIN)/python benchmarks/student_backends.py
 
 clean:
 	rm -rf data/warehouse data/site data/models data/metacan.duckdb data/metacan.duckdb.lock data/logs

@@ -65,6 +65,7 @@ def prepare(
     import pyarrow.parquet as pq
 
     from metacan_pipeline.storage import MetacanStorage
+    from metacan_pipeline.student.features import STUDENT_FIELDS
     from metacan_pipeline.student.scoring import student_texts
 
     src_dir = real_frame(scratch, source_works)
@@ -135,7 +136,7 @@ def prepare(
         storage.iter_batches(
             "frame",
             batch_size=train_works,
-            columns=["id", "venue_id", "title_text", "venue_name", "topic", "field", "type", "language"],
+            columns=["id", "venue_id", *STUDENT_FIELDS],
         )
     )
     texts = dict(zip(head.column("id").to_pylist(), student_texts(head), strict=False))

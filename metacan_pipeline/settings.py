@@ -8,6 +8,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_DATA_DIR`` | warehouse, DuckDB file, site, logs, the coding store ``audit/coding.sqlite`` (:func:`coding_store_path`) | ``data`` |
 | ``METACAN_OPENALEX_DIR`` | the OpenAlex input folder(s): one, or several separated by ``os.pathsep`` (``:``) | ``../shared/data/openalex:../shared/data/openalex_more`` |
 | ``METACAN_PILOT_DIR`` | the MetaCan pilot labels ``imported_labels`` imports | ``../shared/data/metacan_pilot`` |
+| ``METACAN_ENCODERS_DIR`` | the student's encoder files (``minilm-onnx``, ``static``), built once per machine by ``metacan build-encoders`` (``make setup``) | ``~/.cache/metacan/encoders`` |
 | ``METACAN_TEACHERS_FILE`` | the teacher registry | the packaged ``teachers/teachers.toml`` |
 | ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION`` | one teacher's endpoint (``_BASE_URL``: a teacher of one endpoint only, refused for one with ``endpoints``) | the registry's |
 | ``METACAN_OPENALEX_API_URL`` | the OpenAlex API root (harvest and live abstracts) | ``https://api.openalex.org`` |
@@ -37,6 +38,7 @@ from urllib.parse import urlsplit
 DATA_DIR_ENV = "METACAN_DATA_DIR"
 OPENALEX_DIR_ENV = "METACAN_OPENALEX_DIR"
 PILOT_DIR_ENV = "METACAN_PILOT_DIR"
+ENCODERS_DIR_ENV = "METACAN_ENCODERS_DIR"
 TEACHERS_FILE_ENV = "METACAN_TEACHERS_FILE"
 API_URL_ENV = "METACAN_OPENALEX_API_URL"
 OPENALEX_API_KEY_ENV = "OPENALEX_API_KEY"
@@ -344,6 +346,12 @@ def export(name: str, value: str) -> None:
     """Set an environment variable for this process and the processes it starts (``metacan run`` hands
     its folders and instance to Dagster this way)."""
     os.environ[name] = value
+
+
+def encoders_dir() -> Path:
+    """``$METACAN_ENCODERS_DIR``, else ``~/.cache/metacan/encoders``: the student's encoder files, outside the checkout."""
+    env = os.environ.get(ENCODERS_DIR_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "metacan" / "encoders"
 
 
 def hub_offline() -> None:

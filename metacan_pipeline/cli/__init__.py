@@ -39,6 +39,7 @@ COMMANDS = (
     ("fetch", "fetch:fetch"),
     ("evaluate-pilot", "pilot:evaluate_pilot"),
     ("score", "score:score"),
+    ("build-encoders", "encoders:build_encoders"),
     ("coders", "coders:app"),
     ("coding", "coding:app"),
 )

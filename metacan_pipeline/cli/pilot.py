@@ -16,7 +16,11 @@ from ..teachers.core.reference import FRAME1K_ARMS
 
 def evaluate_pilot(
     features: Annotated[
-        list[str] | None, typer.Option(help="Feature backend: tfidf or minilm (repeat for both). Default tfidf.")
+        list[str] | None,
+        typer.Option(
+            help="Feature backend: tfidf, minilm, minilm-onnx, static, meta, or several joined by '+' "
+            "(e.g. static+tfidf+meta); repeat for several. Default tfidf."
+        ),
     ] = None,
     labels: Annotated[
         list[str] | None,

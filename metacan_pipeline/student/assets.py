@@ -33,7 +33,7 @@ from ..tables.student import (
     TRAINING_SET_SCHEMA,
 )
 from ..teachers.core.registry import TeacherSpec, load_registry
-from .features import FEATURE_KINDS
+from .features import DEFAULT_FEATURES, FEATURE_KINDS
 from .holdout import HOLDOUT_VERSION
 from .models import StudentBundle, load_published, model_path
 from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
@@ -60,9 +60,11 @@ class StudentConfig(dg.Config):
     """Launchpad settings of ``student_heads``."""
 
     features: str = Field(
-        default="tfidf",
-        description=f"Feature backend of every head: one of {', '.join(FEATURE_KINDS)} "
-        "(tfidf: word 1-2 gram TF-IDF; minilm: all-MiniLM-L6-v2 sentence embeddings).",
+        default=DEFAULT_FEATURES,
+        description=f"Feature backend of every head: one of {', '.join(FEATURE_KINDS)}, or several joined by '+' "
+        "(tfidf: word 1-2 gram TF-IDF; minilm: all-MiniLM-L6-v2 through PyTorch; minilm-onnx: the same, int8 "
+        "through ONNX Runtime; static: a model2vec embedding distilled from it; meta: one-hot field, type, "
+        f"language). Default {DEFAULT_FEATURES} (benchmarks/RESULTS.md compares them on the pilot labels).",
     )
     reference_sets: list[str] | None = Field(
         default=None,

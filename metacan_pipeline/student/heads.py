@@ -69,16 +69,35 @@ def kish_ess(w: np.ndarray) -> float:
     return float(w.sum() ** 2 / s2) if s2 > 0 else 0.0
 
 
+def grouped_cv_scores(
+    X, y: np.ndarray, groups: list[str], w: np.ndarray, folds: int = 5
+) -> tuple[np.ndarray, list[int]]:
+    """Out-of-fold scores of a :func:`fit_logreg` head under ``GroupKFold`` with ``min(folds, groups)`` folds
+    (every group in one test fold), and the positives of each test fold in fold order. A fold whose training part
+    holds one class scores its test works with the training rate. The folds depend on ``groups`` only, so two
+    feature matrices of the same works get the same folds."""
+    k = min(folds, len(set(groups)))
+    oof = np.full(len(y), np.nan)
+    fold_positives = []
+    for train, test in GroupKFold(n_splits=k).split(X, y, groups):
+        fold_positives.append(int(y[test].sum()))
+        if len(set(y[train])) < 2:
+            oof[test] = weighted_rate(y[train], w[train])
+            continue
+        m = fit_logreg(X[train], y[train], w[train])
+        oof[test] = m.predict_proba(X[test])[:, 1]
+    return oof, fold_positives
+
+
 def grouped_cv_metrics(
     X, y: np.ndarray, groups: list[str], w: np.ndarray, folds: int = 5, *, group_name: str = "venue"
 ) -> dict:
-    """AP and AUROC under grouped cross-validation (``GroupKFold`` with ``min(folds, groups)`` folds), or
-    the reason they are absent (fewer than 2 positives, no negative, fewer than 2 groups).
+    """AP and AUROC of the :func:`grouped_cv_scores` (``min(folds, groups)`` folds), or the reason they are
+    absent (fewer than 2 positives, no negative, fewer than 2 groups).
 
     ``groups`` are the CV groups (every group lies in one test fold), venues unless a caller groups
     otherwise; ``group_name`` names them in the ``cv`` description. ``fold_positives``: positives in
-    each test fold, in fold order (empty when not evaluated). A fold whose training part holds one class
-    scores its test works with the training rate.
+    each test fold, in fold order (empty when not evaluated).
     """
     pos = int(y.sum())
     n_groups = len(set(groups))
@@ -90,15 +109,7 @@ def grouped_cv_metrics(
             "cv": f"not evaluated: {pos} positives of {len(y)} in {n_groups} {group_name} groups",
         }
     k = min(folds, n_groups)
-    oof = np.full(len(y), np.nan)
-    fold_positives = []
-    for train, test in GroupKFold(n_splits=k).split(X, y, groups):
-        fold_positives.append(int(y[test].sum()))
-        if len(set(y[train])) < 2:
-            oof[test] = weighted_rate(y[train], w[train])
-            continue
-        m = fit_logreg(X[train], y[train], w[train])
-        oof[test] = m.predict_proba(X[test])[:, 1]
+    oof, fold_positives = grouped_cv_scores(X, y, groups, w, folds)
     return {
         "ap": float(average_precision_score(y, oof, sample_weight=w)),
         "auroc": float(roc_auc_score(y, oof, sample_weight=w)),

@@ -203,13 +203,13 @@ def evaluate_pilot(
     cross-validation (SPEC section 6; mapping, groups and weights in the module docstring).
 
     ``features``: ``tfidf`` (fitted on the evaluated works' texts, no labels, as the student fits it on
-    the frame's) or ``minilm``. ``screener``: ``a`` or ``b``. ``works``: ``joined`` (the works of
+    the frame's) or any other kind of :func:`.features.make_features` (fitted the same way). ``screener``: ``a`` or ``b``. ``works``: ``joined`` (the works of
     ``labels_joined.json`` with text; both screeners have all of them) or ``all`` (screener ``b`` only:
     every work it labelled that has text). ``weighted``: design weights for fitting and metrics; default
     True for ``joined``, and ``all`` has none. ``folds``: at most this many (fewer if fewer groups).
 
     Raises ValueError for an unknown screener, work set or backend, for ``works="all"`` with screener
-    ``a`` or with weights; ImportError (naming the install command) for ``minilm`` without its packages;
+    ``a`` or with weights; ImportError (naming the install command) for a backend without its packages;
     FileNotFoundError / ValueError for a missing or unreadable pilot file.
     """
     if screener not in SCREENERS:

@@ -176,11 +176,11 @@ def evaluate_frame1k(
     """Train and evaluate the student's ``metaresearch`` head on one frame1k arm's labels under
     cross-validation grouped by venue (mapping in the module docstring, section frame1k).
 
-    ``features``: ``tfidf`` (fitted on the evaluated works' texts, no labels) or ``minilm``. ``arm``: one
+    ``features``: ``tfidf`` (fitted on the evaluated works' texts, no labels) or any other kind of :func:`.features.make_features`. ``arm``: one
     of :data:`FRAME1K_ARMS`. ``folds``: at most this many, fewer when fewer groups, and fewer when fewer
     venue groups hold a positive (each fold can then still test one; said in ``note``). Unweighted.
 
-    Raises ValueError for an unknown arm or backend, ImportError for ``minilm`` without its packages,
+    Raises ValueError for an unknown arm or backend, ImportError for a backend without its packages,
     FileNotFoundError / ValueError for missing or unreadable frame1k files.
     """
     if arm not in FRAME1K_ARMS:

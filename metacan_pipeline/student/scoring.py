@@ -28,7 +28,7 @@ from ..vocab import (
     PREDICTION_STATUS,
 )
 from .calibration import Quota, threshold_uncertainty_sql
-from .features import STUDENT_FIELDS
+from .features import LIST_SEPARATOR, STUDENT_FIELDS
 from .holdout import venue_held_out, venue_key
 from .models import Scorer
 from .roles import CENSUS, SAMPLE, direct_labels_key
@@ -36,10 +36,27 @@ from .roles import CENSUS, SAMPLE, direct_labels_key
 BATCH_SIZE = 50_000
 
 
+def _join_list(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Each list of ``col`` joined by :data:`~.features.LIST_SEPARATOR`, its null entries left out (as
+    :func:`~.features.student_text` does); a null list gives an empty string."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    flat, parents = pc.list_flatten(col), pc.list_parent_indices(col)
+    keep = pc.is_valid(flat)
+    counts = np.bincount(parents.filter(keep).to_numpy(), minlength=len(col))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    return pc.binary_join(pa.ListArray.from_arrays(offsets, pc.cast(flat.filter(keep), pa.string())), LIST_SEPARATOR)
+
+
 def student_texts(batch: pa.RecordBatch | pa.Table) -> list[str]:
     """The title-only text of every row of ``batch`` (columns :data:`~.features.STUDENT_FIELDS`), equal to
     :func:`~.features.student_text` row by row, built by Arrow's string kernels instead of Python."""
-    cols = [pc.fill_null(pc.cast(batch.column(f), pa.string()), "") for f in STUDENT_FIELDS]
+    cols = []
+    for f in STUDENT_FIELDS:
+        col = batch.column(f)
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            col = _join_list(col)
+        cols.append(pc.fill_null(pc.cast(col, pa.string()), ""))
     return pc.binary_join_element_wise(*cols, " | ").to_pylist()
 
 

@@ -22,7 +22,7 @@ from ..storage import MetacanStorage, sql_literal
 from ..tables.student import TRAINING_SET_SCHEMA
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, support_gate
-from .features import STUDENT_FIELDS, make_features, transform
+from .features import STUDENT_FIELDS, feature_params, make_features, transform
 from .heads import PARAMS, BinaryHead, CategoricalHead, Head, grouped_cv_metrics, kish_ess, run_fits, weighted_rate
 from .holdout import HOLDOUT_VERSION, freeze_holdout, frozen_among, venue_held_out, venue_key
 from .models import StudentBundle, load_published, publish
@@ -87,12 +87,14 @@ def model_version_for(
     feature_kind: str,
     references: dict[str, ReferenceSet] | None = None,
 ) -> str:
-    """``metacan-v<major>-hybrid-<12 hex>``: SHA-256 of the code version, parameters, feature backend,
-    holdout definition, every label (teacher, work, label id, design weight) (SPEC section 6) and every
-    reference set's labels (set, work, label id, training weight, text)."""
+    """``metacan-v<major>-hybrid-<12 hex>``: SHA-256 of the code version, parameters, feature backend and its
+    ``params`` (an encoder's source weights, recipe and library versions), holdout definition, every label
+    (teacher, work, label id, design weight) (SPEC section 6) and every reference set's labels (set, work, label id,
+    training weight, text)."""
     h = hashlib.sha256()
     h.update(f"{__version__}/{STUDENT_CODE_VERSION}/{feature_kind}/{HOLDOUT_VERSION}".encode())
     h.update(json.dumps(PARAMS, sort_keys=True, default=str).encode())
+    h.update(json.dumps(feature_params(make_features(feature_kind)), sort_keys=True, default=str).encode())
     for teacher in ROLE_TEACHERS:
         for r in sorted(labels[teacher], key=lambda r: r["work_id"]):
             h.update(

@@ -97,6 +97,7 @@ def student_frame_rows():
                 "venue_id": f"https://openalex.org/S{500 + i % N_VENUES}",
                 "topic": "Topic " + WORDS[(i // 3) % 8],
                 "field": "Medicine" if i % 2 else "Earth Sciences",
+                "keywords": [],  # the frame's column (a student field); no keyword, so the texts stay the titles'
                 "type": "article",
                 "language": "en",
             }

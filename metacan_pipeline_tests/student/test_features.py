@@ -22,6 +22,20 @@ def test_student_text_ignores_every_field_the_frame_cannot_supply():
     ]
 
 
+def test_keywords_enter_the_student_text_joined_and_without_null_entries():
+    """Arrow's batch texts (scoring) equal the row texts (training) for a list column with nulls, empty lists and
+    a null list."""
+    base = student_frame_rows()[0]
+    rows = [
+        {**base, "keywords": ["peer review", None, "open science"]},
+        {**base, "keywords": []},
+        {**base, "keywords": None},
+    ]
+    texts = student_texts(pa.Table.from_pylist(rows))
+    assert texts == [student_text(r) for r in rows]
+    assert texts[0].split(" | ")[3] == "peer review; open science" and texts[1] == texts[2] == student_text(base)
+
+
 def test_unknown_backend_is_refused():
     with pytest.raises(ValueError, match="tfidf, minilm"):
         make_features("bert")
@@ -45,7 +59,7 @@ def test_no_abstract_derived_feature_reaches_the_student(kind, encoder):
     assert (
         text
         == text_with
-        == "Reproducibility of published psychology experiments | Psychological Science |  |  | article | en"
+        == "Reproducibility of published psychology experiments | Psychological Science |  |  |  | article | en"
     )
     assert "replicated" not in text_with and "hundred" not in text_with
     backend = encoder if kind == "minilm" else make_features(kind).fit([text, student_text(SOIL)])

@@ -33,9 +33,9 @@ def test_pilot_works_map_title_only_text_groups_labels_and_weights(pilot):
     assert len(works) == 1431 and dropped == {"no_text_a": 496, "no_text_b": 496, "empty_title": 1, "failed_labels": 0}
     with_abstract = [w for w in works if originals[w.id]["abstract"]]
     assert len(with_abstract) == 611
-    for w in works:  # exactly title | venue | topic | field | type | language: no abstract, no year
+    for w in works:  # exactly title | venue | topic | keywords | field | type | language: no abstract, no year
         rec = originals[w.id]
-        assert w.text == f"{markup_to_text(rec['title'])} |  |  |  | {rec['type']} | {rec['lang']}"
+        assert w.text == f"{markup_to_text(rec['title'])} |  |  |  |  | {rec['type']} | {rec['lang']}"
         assert w.group.startswith("title:")  # no pilot work record names a venue
     assert sum(originals[w.id]["abstract"][-60:] in w.text for w in with_abstract) == 0
     marked = next(w for w in works if w.id == "W1493387337")  # title with <sup>*</sup>, reduced as the frame does

@@ -49,13 +49,14 @@ def records(pilot):
 def test_frame1k_works_text_groups_and_labels(pilot, records):
     works, dropped = frame1k_works(pilot)
     assert len(works) == 750 and set(dropped.values()) == {0}
-    for w in works:  # exactly title | venue | topic | field | type | language: no abstract, year, affiliation, funder
-        rec = records[w.id]
+    for w in works:  # exactly title | venue | topic | keywords | field | type | language: no abstract, year,
+        rec = records[w.id]  # affiliation, funder; the files carry no keywords
         assert w.text == " | ".join(
             [
                 markup_to_text(rec["title"]),
                 rec.get("venue") or "",
                 rec.get("topic") or "",
+                "",
                 rec.get("field") or "",
                 rec["type"],
                 rec["lang"],
@@ -88,7 +89,7 @@ def test_frame1k_works_text_groups_and_labels(pilot, records):
     marked = next(w for w in works if w.id == "W2592716210")
     assert marked.text == (
         "Les droits linguistiques au Canada | Revue de droit Université de Sherbrooke | "
-        "Legal Language and Interpretation | Social Sciences | article | fr"
+        "Legal Language and Interpretation |  | Social Sciences | article | fr"
     )
 
 
