@@ -114,6 +114,8 @@ SCORE_ONLY_IMMATURE = "score_only:v0-immature-baseline"
 SCORE_ONLY_MATURE = "score_only:mature"
 #: The status of a reference-set head's score on a record: it ranks, it never asserts a category.
 SCORE_ONLY_REFERENCE = "score_only:reference_set"
+#: What a reference-set head may claim: its ``gate_reason`` in ``student_heads``.
+REFERENCE_GATE_REASON = "reference set: machine scores only (never a decision, never a validated label)"
 
 #: SPEC section 7: the ``label_batches`` batch of the works machine-score rounds propose to the teachers.
 ACTIVE_LEARNING_BATCH = "active_learning"

@@ -9,6 +9,7 @@ import typer
 from ..storage import MetacanStorage, default_data_dir
 from ..teachers.core.registry import load_registry
 from ..teachers.imports.importing import ImportSpec, import_file
+from ..teachers.imports.texts import label_file_texts, store_texts
 
 
 def import_labels(
@@ -46,9 +47,12 @@ def import_labels(
     try:
         with MetacanStorage(data_dir=data_dir or default_data_dir()).connect() as con:
             report = import_file(con, path, spec, run_id=None)
+            texts = store_texts(con, label_file_texts(path))
     except ValueError as exc:  # an unreadable file or option: the message names it and what to give instead
         typer.echo(f"metacan import-labels: {exc}", err=True)
         raise typer.Exit(2) from None
+    if texts:
+        typer.echo(f"{path}: {texts} work titles stored for the student (reference set {teacher})")
     if report.already_imported:
         typer.echo(f"{path}: already imported for {teacher}; nothing added")
         return

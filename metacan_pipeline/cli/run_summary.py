@@ -20,9 +20,8 @@ from ..audit.protocol.locked import EXCLUDED_TRAINED, STRATA, current_protocol_i
 from ..settings import coding_store_path
 from ..site.build.release import ReleaseUnavailable, current_release_id, database_path
 from ..storage import MetacanStorage
-from ..student.reference_sets import REFERENCE_GATE_REASON
 from ..teachers.core.registry import load_registry, load_roles
-from ..vocab import SAMPLE_TEACHER
+from ..vocab import REFERENCE_GATE_REASON, SAMPLE_TEACHER
 
 
 def _score(value: float | None) -> str:

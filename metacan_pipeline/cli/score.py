@@ -46,6 +46,8 @@ def score(
     """
     try:
         output_format(out)
+        if out.resolve() == input_path.resolve() or rejects_path(out).resolve() == input_path.resolve():
+            raise ValueError(f"--out {out} would overwrite the input {input_path}: give another output file")
         items = read_list(input_path)
     except (ListInputError, ValueError) as exc:
         typer.echo(f"metacan score: {exc}", err=True)
@@ -66,7 +68,11 @@ def score(
         if echoed <= ECHO_REJECTS:
             typer.echo(f"metacan score: {input_path.name}: {r.line()}", err=True)
 
-    result = score_file(scorer, items, out, batch_size, on_reject=on_reject)
+    try:
+        result = score_file(scorer, items, out, batch_size, on_reject=on_reject)
+    except OSError as exc:
+        typer.echo(f"metacan score: cannot write {out} ({exc.strerror or exc}): give a writable --out", err=True)
+        raise typer.Exit(2) from None
     if result.rejects > ECHO_REJECTS:
         typer.echo(f"metacan score: ... and {result.rejects - ECHO_REJECTS} more rejected rows", err=True)
     if result.rejects:

@@ -256,11 +256,11 @@ def _limits(card: dict, holdout_by_source: Mapping[str, int]) -> list[dict]:
     for source, n in holdout_by_source.items():
         if n < SMALL_HOLDOUT:
             out.append(_said(N_(_LIMIT_SMALL, n=n, source=source)))
-    sample_heads = [h for h in card["heads"] if h["support_gate"] is not None]
+    refs = [t["name"] for t in card["training_sets"] if t["kind"] == "reference_set"]
+    sample_heads = [h for h in card["heads"] if h["support_gate"] is not None and h["source"] not in refs]
     failed = [h["target"] for h in sample_heads if not h["support_gate"]["passed"]]
     if failed:
         out.append(_said(N_(_LIMIT_GATE, n=len(failed), total=len(sample_heads), heads=", ".join(failed))))
-    refs = [t["name"] for t in card["training_sets"] if t["kind"] == "reference_set"]
     if refs:
         out.append(_said(N_(_LIMIT_REFERENCE, sources=", ".join(refs))))
     seen = {code for h in card["heads"] for code in h["by_language"]}
@@ -282,7 +282,12 @@ def build_card(
     qualification (:func:`qualification_standing`); ``created_at``: when the version was published (ISO 8601);
     ``code_version``: the student code version the version names; ``holdout_works``: frame works in the frozen
     holdout."""
-    holdout_by_source = {r["teacher"]: r["holdout_n"] for r in report.rows if r["target"] == BINARY_TARGETS[0]}
+    references = getattr(bundle, "reference_sets", None) or {}
+    holdout_by_source = {
+        r["teacher"]: r["holdout_n"]
+        for r in report.rows
+        if r["target"] == BINARY_TARGETS[0] and r["teacher"] not in references
+    }
     card = {
         "card_version": CARD_VERSION,
         "model_version": bundle.model_version,
@@ -346,7 +351,8 @@ def card_markdown(card: dict) -> str:
         "## Heads",
         "",
         "Binary heads: AP, AUROC and ECE on the frozen holdout, 95% interval in brackets; categorical heads: "
-        "accuracy and ECE.",
+        "accuracy and ECE. A reference set's heads: AP and AUROC under 5-fold grouped cross-validation on the set "
+        "itself (holdout n 0: the frame's holdout holds none of its labels).",
         "",
         "| source | head | labels (positives) | holdout n | AP / accuracy | AUROC | ECE | may claim |",
         "|---|---|---|---|---|---|---|---|",

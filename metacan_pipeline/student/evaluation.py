@@ -24,10 +24,9 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 from ..plots import new_figure, png_bytes
 from ..storage import MetacanStorage
-from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS
+from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, REFERENCE_GATE_REASON
 from .heads import kish_ess, weighted_rate
 from .models import StudentBundle
-from .reference_sets import REFERENCE_GATE_REASON
 from .roles import ROLE_TEACHERS, SAMPLE
 from .training import TrainingInputs, target_value
 

@@ -32,14 +32,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..storage import MetacanStorage, sql_literal
-from ..vocab import ABOUT_CA_TARGETS, BINARY_TARGETS, CATEGORIES
+from ..vocab import ABOUT_CA_TARGETS, BINARY_TARGETS, CATEGORIES, REFERENCE_GATE_REASON
 from .features import STUDENT_FIELDS
 from .holdout import frozen_among, venue_held_out, venue_key
 from .roles import ROLE_TEACHERS
 from .scoring import scratch_connection, student_texts
-
-#: What a reference-set head may claim: its ``gate_reason`` in ``student_heads``.
-REFERENCE_GATE_REASON = "reference set: machine scores only (never a decision, never a validated label)"
 
 
 @dataclass(frozen=True)

@@ -190,7 +190,8 @@ class ListScorer:
             else:
                 s = s.astype(np.float64)
                 cols[h.name] = pa.array(s, pa.float64())
-                q = self.quantiles.get(h.name)
+                # a constant head (one class in its labels: its rate) ranks nothing, so it has no percentile
+                q = self.quantiles.get(h.name) if self.bundle.heads[h.source][h.head].status_ == "trained" else None
                 cols[h.second] = pa.array(percentiles(q, s) if q is not None else [None] * n, pa.float64())
         cols["model_version"] = pa.array([self.model_version] * n, pa.string())
         cols["validation_status"] = pa.array([validation_status(self.bundle)] * n, pa.string())

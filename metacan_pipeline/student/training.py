@@ -31,8 +31,8 @@ from .roles import CENSUS, ROLE_TEACHERS, SAMPLE, direct_labels_key
 from .scoring import scratch_connection, student_texts
 
 #: Part of every model version: bump it when training or the bundle's classes change (a published
-#: version is immutable, so a bundle pickled by older code keeps its own version). v4: reference sets.
-STUDENT_CODE_VERSION = "student-v4"
+#: version is immutable, so a bundle pickled by older code keeps its own version). v5: reference sets, keywords in the text.
+STUDENT_CODE_VERSION = "student-v5"
 MODEL_MAJOR = 0
 
 
@@ -92,7 +92,7 @@ def model_version_for(
     (teacher, work, label id, design weight) (SPEC section 6) and every reference set's labels (set, work, label id,
     training weight, text)."""
     h = hashlib.sha256()
-    h.update(f"{__version__}/{STUDENT_CODE_VERSION}/{feature_kind}/{HOLDOUT_VERSION}".encode())
+    h.update(f"{__version__}/{STUDENT_CODE_VERSION}/{feature_kind}/{HOLDOUT_VERSION}/{STUDENT_FIELDS}".encode())
     h.update(json.dumps(PARAMS, sort_keys=True, default=str).encode())
     h.update(json.dumps(feature_params(make_features(feature_kind)), sort_keys=True, default=str).encode())
     for teacher in ROLE_TEACHERS:

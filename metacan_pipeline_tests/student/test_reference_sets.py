@@ -14,9 +14,9 @@ from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.holdout import venue_held_out, venue_key
 from metacan_pipeline.student.models import load_published
-from metacan_pipeline.student.reference_sets import REFERENCE_GATE_REASON, reference_score_columns
+from metacan_pipeline.student.reference_sets import reference_score_columns
 from metacan_pipeline.teachers.imports.texts import pilot_texts, text_row
-from metacan_pipeline.vocab import BINARY_TARGETS
+from metacan_pipeline.vocab import BINARY_TARGETS, REFERENCE_GATE_REASON
 from metacan_pipeline_tests.builders.common import metadata, root_error, sql
 from metacan_pipeline_tests.builders.student import run_student, write_inputs
 from metacan_pipeline_tests.builders.teachers import GOOD_LABEL, materialize
@@ -135,6 +135,8 @@ def test_reference_sets_train_heads_of_their_own_with_their_design(tmp_path: Pat
     sets = {t["name"]: t for t in card["training_sets"] if t["kind"] == "reference_set"}
     assert sets["pilot_a"]["design_weights"] is True and sets["pilot_a"]["training_works"] == 793
     assert sets["pilot_b"]["design_weights"] is False
+    limits = " ".join(x["text"] for x in card["limits"])
+    assert "of pilot_a" not in limits and "about_ca_system, metaresearch" not in limits  # no holdout or gate sentence
     [card_a] = [h for h in card["heads"] if h["source"] == "pilot_a"]
     assert card_a["claim"]["decides"] is False and card_a["metrics"]["auroc"]["value"] == pytest.approx(a["auroc"])
     md = metadata(result, "student_heads")["reference_sets"]

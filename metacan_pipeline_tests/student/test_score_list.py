@@ -266,6 +266,7 @@ def test_openalex_records_score_as_their_frame_fields(published, tmp_path, opena
             "field": w["field"],
             "type": w["type"],
             "language": w["language"],
+            "keywords": w["keywords"],
         }
         for w in by_file
         if (w["title_text"] or "").strip()
@@ -413,3 +414,30 @@ def test_stderr_names_the_first_100_bad_rows_and_counts_the_rest(published, tmp_
     src.write_text(json.dumps(_list_rows(frame)[0]) + "\n")
     assert _invoke(storage, str(src), "--out", str(out)).exit_code == 0
     assert not rejects_path(out).exists()
+
+
+def test_an_output_that_would_overwrite_the_input_or_cannot_be_written_exits_2(published, tmp_path):
+    storage, frame = published
+    src = _write_csv(tmp_path / "list.csv", _list_rows(frame)[:2], LIST_COLUMNS)
+    before = src.read_bytes()
+    result = _invoke(storage, str(src), "--out", str(src))
+    assert result.exit_code == 2 and "would overwrite the input" in result.stderr
+    assert src.read_bytes() == before
+    result = _invoke(storage, str(src), "--out", "/proc/scored.csv")
+    assert result.exit_code == 2 and "cannot write /proc/scored.csv" in result.stderr
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_constant_head_has_no_percentile(published, tmp_path):
+    storage, frame = published
+    src = _write_csv(tmp_path / "list.csv", _list_rows(frame)[:3], LIST_COLUMNS)
+    out = tmp_path / "o.parquet"
+    assert _invoke(storage, str(src), "--out", str(out)).exit_code == 0
+    table = pq.read_table(out).to_pydict()
+    bundle = open_scorer(storage).bundle
+    constant = [(s, t) for s, heads in bundle.heads.items() for t, h in heads.items() if h.status_ != "trained"]
+    trained = [(s, t) for s, heads in bundle.heads.items() for t, h in heads.items() if h.status_ == "trained"]
+    binary = [(s, t) for s, t in constant if t not in CATEGORICAL_TARGETS]
+    assert binary, "the builders' warehouse has heads with one class (about_ca_system is never positive)"
+    assert all(v is None for s, t in binary for v in table[f"{s}:{t}:percentile"])
+    assert any(v is not None for s, t in trained if t not in CATEGORICAL_TARGETS for v in table[f"{s}:{t}:percentile"])
