@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyarrow as pa
 
 from ..openalex.abstract import markup_to_text
 from ..openalex.ids import short_id
 from ..openalex.reader import Quarantined, Record, iter_file, iter_records
 from ..openalex.works import student_view, work_types
+from ..tables.student import SCORE_REJECTS_SCHEMA
 
 #: Works per batch: memory holds one batch of input rows, features and scores.
 BATCH_SIZE = 50_000
@@ -110,15 +110,7 @@ class Reject:
         return f"row {self.row} ({self.location}){who}: {self.reason}"
 
 
-REJECT_SCHEMA = pa.schema(
-    [
-        ("row", pa.int64()),
-        ("location", pa.string()),
-        ("id", pa.string()),
-        ("reason", pa.string()),
-        ("excerpt", pa.string()),
-    ]
-)
+REJECT_SCHEMA = SCORE_REJECTS_SCHEMA
 
 
 def _excerpt(value: Any, n: int = 200) -> str:

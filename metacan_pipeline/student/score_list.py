@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from ..storage import MetacanStorage, sql_literal
 from ..tables.frame import FRAME_SCHEMA
+from ..tables.student import score_list_schema
 from ..vocab import CATEGORICAL_TARGETS, PREDICTION_STATUS
 from .features import STUDENT_FIELDS, transform
 from .list_input import BATCH_SIZE, REJECT_SCHEMA, InputWork, Reject, batches
@@ -161,13 +162,7 @@ class ListScorer:
 
     @property
     def schema(self) -> pa.Schema:
-        fields = [pa.field("id", pa.string())]
-        for h in self.heads:
-            if h.categorical:
-                fields += [pa.field(h.name, pa.string()), pa.field(h.second, pa.float64())]
-            else:
-                fields += [pa.field(h.name, pa.float64()), pa.field(h.second, pa.float64())]
-        return pa.schema([*fields, pa.field("model_version", pa.string()), pa.field("validation_status", pa.string())])
+        return score_list_schema([(h.name, h.categorical) for h in self.heads])
 
     def score(self, works: list[InputWork]) -> pa.Table:
         """The output rows of ``works``, in their order (schema :attr:`schema`)."""

@@ -4,6 +4,8 @@ holdout and the published model versions."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS
 from .fields import PUBLISHED_TEACHERS, column, columns
 from .table import Table
@@ -241,3 +243,35 @@ TABLES = [
         store="duckdb",
     ),
 ]
+
+
+#: The rejects file of ``metacan score`` (``OUT.rejects.csv``): one input row that could not be scored.
+SCORE_REJECTS_SCHEMA = columns(
+    column("row", pa.int64(), "the row's 1-based number among the input's rows"),
+    column("location", pa.string(), "where the row is in the input (line, record index)"),
+    column("id", pa.string(), "the row's id as given, when it has one"),
+    column("reason", pa.string(), "why the row could not be scored"),
+    column("excerpt", pa.string(), "the start of the row as read"),
+)
+
+
+def score_list_schema(heads: list[tuple[str, bool]]) -> pa.Schema:
+    """The output of ``metacan score``: ``id``; per head ``(name, categorical)`` its ``<source>:<head>`` column (a
+    score, or a categorical head's most likely class) and the second column (its percentile within the frame, or
+    the class's probability); then ``model_version`` and ``validation_status``."""
+    fields = [column("id", pa.string(), "the work's id as listed")]
+    for name, categorical in heads:
+        fields.append(
+            column(name, pa.string(), "the head's most likely class")
+            if categorical
+            else column(name, pa.float64(), "the head's score in [0, 1]")
+        )
+        second = "probability" if categorical else "percentile"
+        fields.append(
+            column(
+                f"{name}:{second}",
+                pa.float64(),
+                "that class's probability" if categorical else "the score's percentile among the frame's scores",
+            )
+        )
+    return columns(*fields, "model_version", column("validation_status", pa.string(), "the scores' status, verbatim"))
