@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import encoders
+from .embeddings import LazyModel
 
 #: word pieces per text at most (sentence-transformers' ``max_seq_length`` of all-MiniLM-L6-v2)
 MAX_LENGTH = 256
@@ -49,19 +50,10 @@ def _require(module: str, requirement: str, backend: str) -> None:
         )
 
 
-class _Encoder:
+class _Encoder(LazyModel):
     """Shared pickling and vectorizer plumbing of the two encoder backends."""
 
     name = ""
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_model"] = None
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._model = None
 
     @property
     def params(self) -> dict:

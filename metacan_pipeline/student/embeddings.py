@@ -76,7 +76,22 @@ def model_path() -> Path:
     return path
 
 
-class MiniLMEncoder:
+class LazyModel:
+    """Pickles without its loaded model (``_model``), which the first use after unpickling loads again."""
+
+    _model = None
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_model"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._model = None
+
+
+class MiniLMEncoder(LazyModel):
     """Sentence embeddings as a feature backend, with the scikit-learn vectorizer interface.
 
     ``fit(texts)`` does nothing (the model is pretrained) and returns ``self``; ``transform(texts)``
@@ -111,15 +126,6 @@ class MiniLMEncoder:
 
     def __repr__(self) -> str:
         return f"MiniLMEncoder(batch_size={self.batch_size}, threads={self.threads}, chunk_size={self.chunk_size})"
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_model"] = None
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._model = None
 
     @property
     def params(self) -> dict:
