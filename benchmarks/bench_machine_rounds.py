@@ -74,6 +74,7 @@ def _frame_chunk(ids: list[str], rng: random.Random):
             "field": [rng.choice(("Medicine", "Earth Sciences")) for _ in ids],
             "type": ["article"] * len(ids),
             "language": ["en"] * len(ids),
+            "keywords": pa.array([[] for _ in ids], pa.list_(pa.string())),
         }
     )
 

@@ -93,7 +93,10 @@ def build_warehouse(folder: Path, works: list[dict]) -> Path:
     folder.mkdir(parents=True)
     storage = MetacanStorage(data_dir=str(data))
     frame = [
-        {k: w[k] for k in ("id", "title_text", "venue_name", "venue_id", "topic", "field", "type", "language")}
+        {
+            k: w[k]
+            for k in ("id", "title_text", "venue_name", "venue_id", "topic", "field", "type", "language", "keywords")
+        }
         for w in works
     ]
     storage.write_table("frame", pa.Table.from_pylist(frame))
