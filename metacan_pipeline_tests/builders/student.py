@@ -222,3 +222,19 @@ SOIL = {
     "type": "article",
     "language": "en",
 }
+
+
+def list_rows(frame: list[dict]) -> list[dict]:
+    """Frame rows as the ``id,title,...`` rows of a list that ``metacan score`` reads."""
+    return [
+        {
+            "id": r["id"],
+            "title": r["title_text"],
+            "venue": r["venue_name"],
+            "topic": r["topic"],
+            "field": r["field"],
+            "type": r["type"],
+            "language": r["language"],
+        }
+        for r in frame
+    ]

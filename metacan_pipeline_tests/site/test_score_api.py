@@ -19,7 +19,7 @@ from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.models import load_published, model_path, publish
 from metacan_pipeline.student.predicting import current_model_version
 from metacan_pipeline.vocab import PREDICTION_STATUS
-from metacan_pipeline_tests.builders.student import run_student, write_inputs
+from metacan_pipeline_tests.builders.student import list_rows, run_student, write_inputs
 
 
 @pytest.fixture(scope="module")
@@ -52,18 +52,7 @@ def client(served):
 
 
 def _rows(frame, n=20):
-    return [
-        {
-            "id": r["id"],
-            "title": r["title_text"],
-            "venue": r["venue_name"],
-            "topic": r["topic"],
-            "field": r["field"],
-            "type": r["type"],
-            "language": r["language"],
-        }
-        for r in frame[:n]
-    ]
+    return list_rows(frame[:n])
 
 
 def test_the_api_scores_a_batch_exactly_as_metacan_score_and_the_frame(served, client, tmp_path):

@@ -31,7 +31,7 @@ from metacan_pipeline.student.score_list import (
 )
 from metacan_pipeline.student.scoring import score_column
 from metacan_pipeline.vocab import CATEGORICAL_TARGETS, PREDICTION_STATUS
-from metacan_pipeline_tests.builders.student import run_student, write_inputs
+from metacan_pipeline_tests.builders.student import list_rows, run_student, write_inputs
 
 
 @pytest.fixture(scope="module")
@@ -55,27 +55,12 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str]) -> Path:
     return path
 
 
-def _list_rows(frame: list[dict]) -> list[dict]:
-    return [
-        {
-            "id": r["id"],
-            "title": r["title_text"],
-            "venue": r["venue_name"],
-            "topic": r["topic"],
-            "field": r["field"],
-            "type": r["type"],
-            "language": r["language"],
-        }
-        for r in frame
-    ]
-
-
 LIST_COLUMNS = ["id", "title", "venue", "topic", "field", "type", "language"]
 
 
 def test_a_frame_work_scored_through_metacan_score_gets_exactly_its_student_scores_value(published, tmp_path):
     storage, frame = published
-    rows = _list_rows(frame)[::-1][:120]  # another order and batch composition than the frame's
+    rows = list_rows(frame)[::-1][:120]  # another order and batch composition than the frame's
     src = _write_csv(tmp_path / "list.csv", rows, LIST_COLUMNS)
     out = tmp_path / "scored.parquet"
     result = _invoke(storage, str(src), "--out", str(out), "--batch-size", "50")
@@ -104,7 +89,7 @@ def test_a_frame_work_scored_through_metacan_score_gets_exactly_its_student_scor
 
 def test_percentiles_are_the_share_of_frame_works_at_or_below_the_score(published, tmp_path):
     storage, frame = published
-    src = _write_csv(tmp_path / "list.csv", _list_rows(frame), LIST_COLUMNS)
+    src = _write_csv(tmp_path / "list.csv", list_rows(frame), LIST_COLUMNS)
     out = tmp_path / "scored.csv"
     assert _invoke(storage, str(src), "--out", str(out)).exit_code == 0
     with open(out, newline="") as fh:
@@ -127,7 +112,7 @@ def test_percentiles_function_on_known_quantiles():
 
 def test_every_bad_row_is_named_on_stderr_and_in_the_rejects_file(published, tmp_path):
     storage, frame = published
-    good = _list_rows(frame)[:3]
+    good = list_rows(frame)[:3]
     lines = [
         json.dumps(good[0]),
         json.dumps({"title": "A title without an id"}),  # row 2: no id
@@ -172,7 +157,7 @@ def test_every_bad_row_is_named_on_stderr_and_in_the_rejects_file(published, tmp
 
 def test_csv_bad_rows_wrong_field_count_and_non_utf8_are_rejected(published, tmp_path):
     storage, frame = published
-    r = _list_rows(frame)[0]
+    r = list_rows(frame)[0]
     src = tmp_path / "list.csv"
     src.write_bytes(
         b"id,title,venue\n"
@@ -228,14 +213,14 @@ def test_an_unreadable_input_exits_2_naming_it(published, tmp_path, name, conten
 
 def test_an_unknown_output_suffix_exits_2(published, tmp_path):
     storage, frame = published
-    src = _write_csv(tmp_path / "list.csv", _list_rows(frame)[:2], LIST_COLUMNS)
+    src = _write_csv(tmp_path / "list.csv", list_rows(frame)[:2], LIST_COLUMNS)
     result = _invoke(storage, str(src), "--out", str(tmp_path / "o.xlsx"))
     assert result.exit_code == 2 and "use .csv, .jsonl, .parquet" in result.stderr
 
 
 def test_no_warehouse_or_unknown_model_version_names_make_run(published, tmp_path):
     storage, frame = published
-    src = _write_csv(tmp_path / "list.csv", _list_rows(frame)[:2], LIST_COLUMNS)
+    src = _write_csv(tmp_path / "list.csv", list_rows(frame)[:2], LIST_COLUMNS)
     empty = MetacanStorage(data_dir=str(tmp_path / "nothing"))
     result = _invoke(empty, str(src), "--out", str(tmp_path / "o.csv"))
     assert result.exit_code == 1 and "run `make run` (or `metacan run`)" in result.stderr
@@ -313,7 +298,7 @@ def test_openalex_records_in_json_lines_and_gzip_and_a_snapshot_folder(published
     assert outs[0].column("id").to_pylist() == ids
 
 
-def test_classify_object_tells_records_from_list_rows():
+def test_classify_object_tells_records_fromlist_rows():
     wid, fields, why = classify_object({"id": "https://openalex.org/W12", "display_name": "<i>Hello</i> world"})
     assert (wid, fields["title_text"], why) == ("W12", "Hello world", None)
     wid, fields, why = classify_object({"id": "my-1", "title": "A &amp; B", "keywords": "x; y"})
@@ -334,7 +319,7 @@ def test_another_registered_version_scores_with_null_percentiles(tmp_path):
     run_student(storage, student_heads)
     (second,) = {r["model_version"] for r in storage.read_table("student_heads").to_pylist()}
     assert second != first and open_scorer(storage).model_version == first
-    src = _write_csv(tmp_path / "list.csv", _list_rows(frame)[:5], LIST_COLUMNS)
+    src = _write_csv(tmp_path / "list.csv", list_rows(frame)[:5], LIST_COLUMNS)
     out = tmp_path / "o.parquet"
     result = _invoke(storage, str(src), "--out", str(out), "--model-version", second)
     assert result.exit_code == 0, result.output
@@ -370,11 +355,11 @@ def test_an_empty_input_exits_2(published, tmp_path):
     assert result.exit_code == 2 and "holds no usable row (0 rejected" in result.stderr and not out.exists()
 
 
-def test_gzip_csv_tsv_and_a_json_array_of_list_rows(published, tmp_path):
+def test_gzip_csv_tsv_and_a_json_array_oflist_rows(published, tmp_path):
     """A .csv.gz and a .tsv score like the .csv; a .json array is read as OpenAlex records, so a row without an
     OpenAlex id is refused with the reason and where id,title rows go."""
     storage, frame = published
-    rows = _list_rows(frame)[:5]
+    rows = list_rows(frame)[:5]
     plain = _write_csv(tmp_path / "l.csv", rows, LIST_COLUMNS)
     with gzip.open(tmp_path / "l.csv.gz", "wb") as fh:
         fh.write(plain.read_bytes())
@@ -402,7 +387,7 @@ def test_gzip_csv_tsv_and_a_json_array_of_list_rows(published, tmp_path):
 def test_stderr_names_the_first_100_bad_rows_and_counts_the_rest(published, tmp_path):
     storage, frame = published
     src = tmp_path / "l.jsonl"
-    src.write_text("\n".join([json.dumps(_list_rows(frame)[0])] + ['{"id": "x"}'] * 150) + "\n")
+    src.write_text("\n".join([json.dumps(list_rows(frame)[0])] + ['{"id": "x"}'] * 150) + "\n")
     out = tmp_path / "o.csv"
     result = _invoke(storage, str(src), "--out", str(out))
     assert result.exit_code == 0
@@ -411,14 +396,14 @@ def test_stderr_names_the_first_100_bad_rows_and_counts_the_rest(published, tmp_
     with open(rejects_path(out), newline="") as fh:
         assert len(list(csv.DictReader(fh))) == 150
     # a later run with no bad row leaves no stale rejects file behind
-    src.write_text(json.dumps(_list_rows(frame)[0]) + "\n")
+    src.write_text(json.dumps(list_rows(frame)[0]) + "\n")
     assert _invoke(storage, str(src), "--out", str(out)).exit_code == 0
     assert not rejects_path(out).exists()
 
 
 def test_an_output_that_would_overwrite_the_input_or_cannot_be_written_exits_2(published, tmp_path):
     storage, frame = published
-    src = _write_csv(tmp_path / "list.csv", _list_rows(frame)[:2], LIST_COLUMNS)
+    src = _write_csv(tmp_path / "list.csv", list_rows(frame)[:2], LIST_COLUMNS)
     before = src.read_bytes()
     result = _invoke(storage, str(src), "--out", str(src))
     assert result.exit_code == 2 and "would overwrite the input" in result.stderr
@@ -430,7 +415,7 @@ def test_an_output_that_would_overwrite_the_input_or_cannot_be_written_exits_2(p
 
 def test_a_constant_head_has_no_percentile(published, tmp_path):
     storage, frame = published
-    src = _write_csv(tmp_path / "list.csv", _list_rows(frame)[:3], LIST_COLUMNS)
+    src = _write_csv(tmp_path / "list.csv", list_rows(frame)[:3], LIST_COLUMNS)
     out = tmp_path / "o.parquet"
     assert _invoke(storage, str(src), "--out", str(out)).exit_code == 0
     table = pq.read_table(out).to_pydict()
