@@ -83,7 +83,7 @@ FIELDS: dict[str, Field] = {
     "reason": Field(_S, "why: free text"),
     "error": Field(_S, "the error message of a failed attempt (null: no error)"),
     "sha256": Field(_S, "SHA-256 (hex) of the file"),
-    "file": Field(_S, "path of the file"),
+    "file": Field(_S, "path of the file (relative: under the data folder)"),
     "position": Field(_I64, "the row's position in its list, from 0"),
     "kind": Field(_S, "the kind of thing the row describes"),
     "status": Field(_S, "outcome status of the row"),
