@@ -256,10 +256,13 @@ SCORE_REJECTS_SCHEMA = columns(
 
 
 def score_list_schema(heads: list[tuple[str, bool]]) -> pa.Schema:
-    """The output of ``metacan score``: ``id``; per head ``(name, categorical)`` its ``<source>:<head>`` column (a
+    """The output of ``metacan score``: ``id``, ``title``; per head ``(name, categorical)`` its ``<source>:<head>`` column (a
     score, or a categorical head's most likely class) and the second column (its percentile within the frame, or
     the class's probability); then ``model_version`` and ``validation_status``."""
-    fields = [column("id", pa.string(), "the work's id as listed")]
+    fields = [
+        column("id", pa.string(), "the work's id as listed"),
+        column("title", pa.string(), "the title the scores were computed from, as plain text"),
+    ]
     for name, categorical in heads:
         fields.append(
             column(name, pa.string(), "the head's most likely class")

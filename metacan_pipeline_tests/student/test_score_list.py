@@ -67,6 +67,8 @@ def test_a_frame_work_scored_through_metacan_score_gets_exactly_its_student_scor
     assert result.exit_code == 0, result.output
     got = pq.read_table(out).to_pylist()
     assert [r["id"] for r in got] == [r["id"] for r in rows]  # one row per work, input order
+    titles = {r["id"]: r["title_text"] for r in frame}
+    assert [r["title"] for r in got] == [titles[r["id"]] for r in rows]
     frame_scores = {r["id"]: r for r in storage.read_table("student_scores").to_pylist()}
     version = storage.read_table("predictions", ["model_version"]).column(0)[0].as_py()
     bundle = open_scorer(storage).bundle
