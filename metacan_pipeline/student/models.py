@@ -127,6 +127,14 @@ def publish(
     with storage.connect() as con:
         con.execute(
             "INSERT INTO model_versions VALUES (?, ?, now(), ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [version, kind, run_id, path.relative_to(storage.root).as_posix(), _sha256(path), feature_kind, json.dumps(summary, default=str)],
+            [
+                version,
+                kind,
+                run_id,
+                path.relative_to(storage.root).as_posix(),
+                _sha256(path),
+                feature_kind,
+                json.dumps(summary, default=str),
+            ],
         )
     return path

@@ -159,7 +159,13 @@ class ListScorer:
 
     @property
     def columns(self) -> list[str]:
-        return ["id", "title", *(c for h in self.heads for c in (h.name, h.second)), "model_version", "validation_status"]
+        return [
+            "id",
+            "title",
+            *(c for h in self.heads for c in (h.name, h.second)),
+            "model_version",
+            "validation_status",
+        ]
 
     @property
     def schema(self) -> pa.Schema:

@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.holdout import venue_held_out, venue_key
-from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.models import ModelVersionError, load_published, model_path
 from metacan_pipeline.student.training import TrainingInputs, design_weights
 from metacan_pipeline_tests.builders.common import root_error, sql
