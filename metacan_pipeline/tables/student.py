@@ -152,6 +152,39 @@ PROPOSALS_SCHEMA = columns(
     "score_spread",
 )
 
+CASCADE_THRESHOLDS_SCHEMA = columns(
+    "run_id",
+    "computed_at",
+    "model_version",
+    column("teacher", description="the teacher whose calls the cascade spends (a role teacher)"),
+    "target",
+    "precision_target",
+    "npv_target",
+    "recall_target",
+    "bound_level",
+    "calibration_n",
+    "calibration_positives",
+    "positive_threshold",
+    "positive_bound",
+    "negative_threshold",
+    "negative_bound",
+    "negative_vacuous",
+    "works_planned",
+    "decided_positive",
+    "decided_negative",
+    "sent_to_teacher",
+    "added_to_batch",
+    "unsettled",
+)
+
+CASCADE_DECISIONS_SCHEMA = columns(
+    "id",
+    "model_version",
+    "target",
+    column("score", description="the head's score of the work (student_scores)"),
+    "decision",
+)
+
 TABLES = [
     Table(
         "student_heads",
@@ -218,6 +251,20 @@ TABLES = [
         ("model_version",),
         store="duckdb",
         json_columns=frozenset({"summary"}),
+    ),
+    Table(
+        "cascade_thresholds",
+        "one head's certified cascade thresholds and the plan's counts (the teacher labels only the band)",
+        "cascade_batch",
+        CASCADE_THRESHOLDS_SCHEMA,
+        ("model_version", "target"),
+    ),
+    Table(
+        "cascade_decisions",
+        "one work and head of the cascade's plan: score and decision (certified, teacher or unsettled)",
+        "cascade_batch",
+        CASCADE_DECISIONS_SCHEMA,
+        ("id", "target"),
     ),
     Table(
         "machine_rounds",
