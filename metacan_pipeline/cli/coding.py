@@ -49,7 +49,7 @@ def coding_backup(
     data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
 ) -> None:
     """Back up the coding store (every coder, task and answer, those still in SQLite's write-ahead log included),
-    safely while `metacan serve` is coding. Restore by putting the file back as data/audit/coding.sqlite."""
+    safely while `metacan serve --coding` is serving coders. Restore by putting the file back as data/audit/coding.sqlite."""
     with open_store(data_dir, "coding backup", read_only=True) as store:
         try:
             answers = store.backup(dest)

@@ -26,7 +26,7 @@ def test_coders_add_prints_the_token_once_and_list_never_shows_it(tmp_path, capl
     added = run("coders", "add", "alice", "--data-dir", data)
     assert added.exit_code == 0, added.output
     token = re.search(r"Token of coder alice: (\S+)", added.output).group(1)
-    assert "shown only now" in added.output
+    assert "shown only now" in added.output and "metacan serve --coding" in added.output
     path = coding_store_path(data)
     assert path == tmp_path / "data" / "audit" / "coding.sqlite"
     with CodingStore(path) as store:
