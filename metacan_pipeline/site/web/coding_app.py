@@ -57,14 +57,12 @@ def create_coding_app(data_dir: str | Path, abstracts: AbstractFetcher | None = 
     Raises :class:`metacan_pipeline.audit.coding.errors.CodingStoreError` when the store cannot be opened."""
     pages = CodingPages(data_dir, {lo: site_environment(lo) for lo in LOCALES}, abstracts or default_abstracts())
     routes = coding_routes(pages)
-    for lang in LOCALES:
-        prefix = languages.PREFIXES[lang]
-        routes += [Route(prefix + "/", partial(_home, lang=lang))] + (
-            [Route(prefix, partial(_home, lang=lang))] if prefix else []
-        )
+    for lang in LOCALES:  # "/", "/fr" and "/fr/" go to the coding pages
+        homes = {languages.PREFIXES[lang] + "/", languages.PREFIXES[lang] or "/"}
+        routes += [Route(path, partial(_home, lang=lang)) for path in sorted(homes)]
     routes.append(Route("/language/{lang}", partial(_choose, pages=pages)))
 
-    async def not_found(request: Request, exc: HTTPException) -> Response:
+    def not_found(request: Request, exc: HTTPException) -> Response:  # sync: Starlette runs it in the thread pool
         lang = languages.split_path(request.url.path)[0]
         return not_found_page(request, pages, lang)
 
