@@ -134,9 +134,8 @@ def export_tasks(store: CodingStore, protocol_id: str, abstracts: AbstractSource
     fetched = abstracts([t["id"] for t in tasks]) if abstracts is not None and tasks else {}
     out = []
     for t in tasks:
-        ev = {
-            k: (None if _classifying(v) else v) for k, v in t["evidence"].items()
-        }  # a landing page on openalex.org is not followed
+        # a link to an openalex.org page (a landing page there) is dropped: it shows OpenAlex's topics
+        ev = {k: (None if _classifying(v) else v) for k, v in t["evidence"].items()}
         data = {**ev, "work_id": t["id"], "protocol_id": protocol_id, "evidence_sha256": t["evidence_sha256"]}
         data["title"] = ev["title"] or "(no title)"
         data["abstract"] = _abstract_text(fetched.get(t["id"]))
