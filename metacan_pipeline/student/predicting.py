@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..meta import table_metadata
+from ..settings import dask_scheduler
 from ..storage import MetacanStorage
 from ..tables.student import PRED_SCHEMA, THRESHOLDS_SCHEMA
 from ..vocab import BINARY_TARGETS
@@ -72,11 +73,13 @@ def write_predictions(
     qualification: TeacherStanding | None = None,
 ) -> tuple[int, list[dict]]:
     """Score the frame with ``bundle`` and write ``student_scores``, ``predictions`` and
-    ``prediction_thresholds``; returns (works predicted, threshold rows). Memory: one batch of works.
+    ``prediction_thresholds``; returns (works predicted, threshold rows). Memory: one batch of works. The scoring
+    runs on the Dask scheduler of ``METACAN_DASK_SCHEDULER`` when it is set (:func:`.scoring.score_batches`).
     ``qualification``: which role teachers passed their qualification test (default: both did); a teacher
     that did not decides nothing: no sample-teacher decision, or no census label in candidate and consensus."""
     standing = qualification or TeacherStanding()
-    storage.write_table("student_scores", score_batches(storage, bundle, batch_size, progress=progress, log=log))
+    scores = score_batches(storage, bundle, batch_size, progress=progress, log=log, scheduler=dask_scheduler())
+    storage.write_table("student_scores", scores)
     with scratch_connection(storage) as con:
         quotas, thresholds = threshold_rows(con, bundle, standing.sample_not_qualified)
         gated = {t: g.passed and not standing.sample_not_qualified for t, g in bundle.gates.items()}

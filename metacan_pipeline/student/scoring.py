@@ -70,47 +70,87 @@ def _list_column(probs: np.ndarray) -> pa.Array:
     return pa.FixedSizeListArray.from_arrays(flat, probs.shape[1]).cast(pa.list_(pa.float64()))
 
 
-def score_batches(
-    storage: MetacanStorage, bundle: Scorer, batch_size: int = BATCH_SIZE, progress: bool = True, log=None
-) -> Iterator[pa.RecordBatch]:
-    """Score every frame work with every head of ``bundle`` (``vectorizer``, ``heads`` {teacher: {target: head}}).
+def score_batch(bundle: Scorer, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The scores of one batch of frame rows (columns ``id``, ``venue_id`` and :data:`~.features.STUDENT_FIELDS`):
+    ``id``, ``held_out`` (the work's venue is in the student's holdout, :func:`~.holdout.venue_held_out`), a float64
+    score column per binary head (:func:`score_column`), and per categorical head ``<teacher>__<target>`` (list of
+    class probabilities, vocabulary order) and ``<teacher>__<target>__argmax`` (the most probable class). A pure
+    function of its arguments, so a Dask worker computes exactly what this process would."""
+    X = bundle.vectorizer.transform(student_texts(batch))
+    cols = {
+        "id": batch.column("id"),
+        "held_out": pa.array(
+            [
+                venue_held_out(venue_key(w, v))
+                for w, v in zip(batch.column("id").to_pylist(), batch.column("venue_id").to_pylist(), strict=False)
+            ],
+            pa.bool_(),
+        ),
+    }
+    for teacher, heads in bundle.heads.items():
+        for target, head in heads.items():
+            s = head.score_samples(X)
+            if target in CATEGORICAL_TARGETS:
+                cols[score_column(teacher, target)] = _list_column(s)
+                classes = np.array(CATEGORICAL_TARGETS[target], dtype=object)
+                cols[f"{score_column(teacher, target)}__argmax"] = pa.array(
+                    classes[s.argmax(axis=1)].tolist(), pa.string()
+                )
+            else:
+                cols[score_column(teacher, target)] = pa.array(np.asarray(s, dtype=np.float64))
+    return pa.RecordBatch.from_pydict(cols)
 
-    Yields record batches with ``id``, a float64 score column per binary head (:func:`score_column`),
-    and per categorical head ``<teacher>__<target>`` (list of class probabilities, vocabulary order) and
-    ``<teacher>__<target>__argmax`` (the most probable class), and ``held_out`` (the work's venue is in
-    the student's holdout, :func:`~.holdout.venue_held_out`).
-    """
+
+def _on_cluster(
+    bundle: Scorer, batches: Iterator[pa.RecordBatch], scheduler: str, log=None
+) -> Iterator[pa.RecordBatch]:
+    """:func:`score_batch` of every batch on the workers of the Dask scheduler at ``scheduler``, results in input
+    order. The bundle is sent to every worker once; this process reads the frame and sends each batch (the workers
+    need this package, not the data folder), keeping at most two batches per worker in flight, so its memory stays a
+    few batches. A worker that dies loses its batch to another worker (Dask's retry); an error in a batch is raised
+    here as it was raised there."""
+    from collections import deque
+
+    from ..frame.cluster import dask_client
+
+    with dask_client(0, scheduler) as (client, where):
+        if log is not None:
+            log.info(f"student scoring on {where}")
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        shared = client.scatter(bundle, broadcast=True)
+        pending: deque = deque()
+        for batch in batches:
+            pending.append(client.submit(score_batch, shared, batch, pure=False))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def score_batches(
+    storage: MetacanStorage,
+    bundle: Scorer,
+    batch_size: int = BATCH_SIZE,
+    progress: bool = True,
+    log=None,
+    scheduler: str | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Score every frame work with every head of ``bundle`` (``vectorizer``, ``heads`` {teacher: {target: head}}):
+    one :func:`score_batch` per ``batch_size`` frame rows, in frame order; on the workers of the Dask scheduler at
+    ``scheduler`` when given (``METACAN_DASK_SCHEDULER``, :func:`_on_cluster`), else in this process."""
     n_total = pq_rows(storage, "frame")
     bar = tqdm(total=n_total, unit="works", desc="student scoring", disable=None if progress else True, mininterval=1.0)
     done = 0
-    for batch in storage.iter_batches("frame", batch_size=batch_size, columns=["id", "venue_id", *STUDENT_FIELDS]):
-        X = bundle.vectorizer.transform(student_texts(batch))
-        cols = {
-            "id": batch.column("id"),
-            "held_out": pa.array(
-                [
-                    venue_held_out(venue_key(w, v))
-                    for w, v in zip(batch.column("id").to_pylist(), batch.column("venue_id").to_pylist(), strict=False)
-                ],
-                pa.bool_(),
-            ),
-        }
-        for teacher, heads in bundle.heads.items():
-            for target, head in heads.items():
-                s = head.score_samples(X)
-                if target in CATEGORICAL_TARGETS:
-                    cols[score_column(teacher, target)] = _list_column(s)
-                    classes = np.array(CATEGORICAL_TARGETS[target], dtype=object)
-                    cols[f"{score_column(teacher, target)}__argmax"] = pa.array(
-                        classes[s.argmax(axis=1)].tolist(), pa.string()
-                    )
-                else:
-                    cols[score_column(teacher, target)] = pa.array(np.asarray(s, dtype=np.float64))
-        done += batch.num_rows
-        bar.update(batch.num_rows)
+    frame = storage.iter_batches("frame", batch_size=batch_size, columns=["id", "venue_id", *STUDENT_FIELDS])
+    scored = (
+        _on_cluster(bundle, frame, scheduler, log) if scheduler is not None else (score_batch(bundle, b) for b in frame)
+    )
+    for out in scored:
+        done += out.num_rows
+        bar.update(out.num_rows)
         if log is not None:
             log.info(f"student scoring: {done:,} of {n_total:,} works")
-        yield pa.RecordBatch.from_pydict(cols)
+        yield out
     bar.close()
 
 

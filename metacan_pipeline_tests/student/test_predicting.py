@@ -1,9 +1,13 @@
 """Tests of metacan_pipeline.student.predicting (student/assets.py before the split): the predictions asset."""
 
+import dagster as dg
 import pyarrow as pa
 import pytest
 
 from metacan_pipeline.student.assets import predictions, student_heads
+from metacan_pipeline.student.models import load_published
+from metacan_pipeline.student.predicting import current_model_version
+from metacan_pipeline.student.scoring import score_batches
 from metacan_pipeline.vocab import CATEGORIES, PREDICTION_STATUS
 from metacan_pipeline_tests.builders.common import sql
 from metacan_pipeline_tests.builders.student import N_WORKS, record_qualification, run_student, write_inputs
@@ -167,3 +171,30 @@ def test_an_unqualified_sample_teacher_decides_no_head(storage):
     for p in storage.read_table("predictions").to_pylist():
         assert p["candidate_categories"] == [c for c in CATEGORIES if c in gemma[p["id"]]["categories"]]
         assert p["consensus_categories"] == [] and p["genre_codex"] is None
+
+
+@pytest.mark.slow
+def test_scoring_on_the_dask_scheduler_that_the_setting_names_equals_scoring_here(storage, monkeypatch):
+    """With METACAN_DASK_SCHEDULER set, predictions score the frame on that scheduler's workers: the same
+    student_scores, row for row and in frame order, as scoring in this process; the scheduler is left running."""
+    from distributed import Client, LocalCluster
+
+    write_inputs(storage)
+    run_student(storage, student_heads)
+    bundle = load_published(storage, current_model_version(storage))
+    here = pa.Table.from_batches(list(score_batches(storage, bundle, batch_size=64, progress=False)))
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None
+    ) as cluster:
+        there = pa.Table.from_batches(
+            list(score_batches(storage, bundle, batch_size=64, progress=False, scheduler=cluster.scheduler_address))
+        )
+        monkeypatch.setenv("METACAN_DASK_SCHEDULER", cluster.scheduler_address)
+        instance = dg.DagsterInstance.ephemeral()
+        result = dg.materialize([predictions], resources={"storage": storage}, instance=instance)
+        said = [e.user_message for e in instance.all_logs(result.run_id)]
+        assert f"student scoring on the Dask scheduler at {cluster.scheduler_address} (2 worker(s) now)" in said
+        with Client(cluster.scheduler_address, timeout="10s") as client:  # not closed by the scoring
+            assert len(client.scheduler_info()["workers"]) == 2
+    assert here.num_rows == N_WORKS and there.equals(here)
+    assert storage.read_table("student_scores").equals(here)
