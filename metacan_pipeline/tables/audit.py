@@ -132,6 +132,7 @@ VALIDATION_ERROR_RATES_SCHEMA = columns(
     "n",
     "n_effective",
     "unresolved",
+    "not_yet_coded",
     "note",
     *_RUN,
 )
@@ -160,6 +161,7 @@ VALIDATION_PREVALENCE_SCHEMA = columns(
     "n",
     "n_effective",
     "unresolved",
+    "not_yet_coded",
     "note",
     *_RUN,
 )

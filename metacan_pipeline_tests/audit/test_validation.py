@@ -178,6 +178,8 @@ def study(tmp_path_factory, openalex_dir):
     coded = [r for r in sample if not r["trained_on"]]
     index = {wid(i): i for i in range(N)}
     single = next(r["id"] for r in coded if r["stratum"] == "negative_far")
+    # a far negative bob could not decide: it waits for an adjudication that has not come yet (unresolved)
+    unsure = next(r["id"] for r in coded if r["stratum"] == "negative_far" and r["id"] != single)
     cli = [CliRunner().invoke(app, ["coding", "import-adjudicator", "frame1k", "--pilot-dir", str(PILOT),
                                     "--data-dir", str(storage.root)]) for _ in range(2)]  # fmt: skip
     frame = {r["id"]: r for r in storage.read_table("frame").to_pylist()}
@@ -188,9 +190,11 @@ def study(tmp_path_factory, openalex_dir):
         for r in sample:
             i = index[r["id"]]
             store.submit(pid, r["id"], "alice", answer(truth(i)))
-            if r["id"] != single:
+            if r["id"] == unsure:
+                store.submit(pid, r["id"], "bob", {"unresolved": True, "note": "cannot tell from the title"})
+            elif r["id"] != single:
                 store.submit(pid, r["id"], "bob", answer(truth(i) != (i % 10 == 3)))
-        for d in store.disagreements(pid):
+        for d in (d for d in store.disagreements(pid) if d["id"] != unsure):
             store.submit(pid, d["id"], "carol", answer(truth(index[d["id"]])), role="adjudication")
         store.append_machine_codes(
             [{"protocol_id": pid, "id": r["id"], "head": "metaresearch", "code": 1,
@@ -199,7 +203,7 @@ def study(tmp_path_factory, openalex_dir):
     after = run(storage, instance)
     return {
         "storage": storage, "before": before, "after": after, "before_records": before_records, "pid": pid,
-        "coded": coded, "sample": sample, "single": single, "index": index, "cli": cli,
+        "coded": coded, "sample": sample, "single": single, "unsure": unsure, "index": index, "cli": cli,
     }  # fmt: skip
 
 
@@ -219,7 +223,8 @@ def test_with_no_codes_the_report_materializes_and_no_head_passes(study):
 def test_the_report_matches_the_hajek_ratios_of_the_codes(study):
     storage, coded, index, single = study["storage"], study["coded"], study["index"], study["single"]
     system = f"classifier:{MV}:consensus"
-    both = [r for r in coded if r["id"] != single]  # the single-coded work waits for its second coder
+    # the single-coded work waits for its second coder, the unresolved one for an adjudication
+    both = [r for r in coded if r["id"] not in (single, study["unsure"])]
     w = {r["id"]: r["design_weight"] for r in both}
     y = {r["id"]: truth(index[r["id"]]) for r in both}
     d = {r["id"]: index[r["id"]] < 80 for r in both}
@@ -264,6 +269,25 @@ def test_the_report_matches_the_hajek_ratios_of_the_codes(study):
     assert kappa and all(0 < r["value"] < 1 for r in kappa)
 
 
+def test_unresolved_counts_the_works_coded_unresolved_and_not_yet_coded_the_works_without_a_code(study):
+    """Of the audited sample, one work waits for its second coder (not yet coded) and one was coded unresolved by
+    bob and waits for an adjudication (unresolved): each counted in its own column, never the one for the other."""
+    storage = study["storage"]
+    rates = [
+        r
+        for r in storage.read_table("validation_error_rates").to_pylist()
+        if r["code_source"] == "human" and r["group_by"] == "all"
+    ]
+    assert {(r["unresolved"], r["not_yet_coded"]) for r in rates} == {(1, 1)}
+    prev = [r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"]
+    assert {(r["unresolved"], r["not_yet_coded"]) for r in prev} == {(1, 1)}
+    # the three trained works were all coded by both coders: nothing unresolved or uncoded there
+    apart = [
+        r for r in storage.read_table("validation_error_rates").to_pylist() if r["code_source"] == "human:trained_on"
+    ]
+    assert apart and {(r["unresolved"], r["not_yet_coded"]) for r in apart} == {(0, 0)}
+
+
 def test_the_gate_row_is_the_human_run_and_never_a_machine_adjudicator(study):
     storage, pid = study["storage"], study["pid"]
     run_id = study["after"].run_id
@@ -272,7 +296,7 @@ def test_the_gate_row_is_the_human_run_and_never_a_machine_adjudicator(study):
         "SELECT passed, precision_lower, recall_lower, coded_positives, n_coded, reason FROM human_validation "
         f"WHERE run_id = '{run_id}'",
     )
-    assert n_coded == len(study["coded"]) - 1 and positives >= 30
+    assert n_coded == len(study["coded"]) - 2 and positives >= 30
     assert passed == (precision_lower >= 0.80 and recall_lower >= 0.70) and passed, reason
     gates = storage.read_table("validation_gate").to_pylist()
     machine = [g for g in gates if g["code_source"] == "machine-adjudicator:everything-positive"]
@@ -296,7 +320,7 @@ def test_records_carry_the_human_code_and_the_validated_status_behind_a_passing_
     assert check_evaluation(study["after"], "records_human_layers_backed").passed
     assert check_evaluation(study["after"], "records_may_ship").passed
     recs = records(storage)
-    coded = {r["id"] for r in study["sample"]} - {single}
+    coded = {r["id"] for r in study["sample"]} - {single, study["unsure"]}
     # every work two coders coded, trained ones too (they are left out of the estimates, not of the layer); the
     # single-coded work has no human code yet
     assert {w for w, r in recs.items() if "human_code" in r} == coded
@@ -599,7 +623,7 @@ def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_
         f"  audit sample: {len(sample)} of {N} frame works drawn; by stratum (drawn / N_h): "
         + " | ".join(f"{s} {n}/{big}" for s, (n, big) in strata.items())
     )
-    assert lines[2] == f"  human-coded works (two coders agreed, or adjudicated): {len(sample) - 1}"
+    assert lines[2] == f"  human-coded works (two coders agreed, or adjudicated): {len(sample) - 2}"
     assert lines[3] == (
         f"  machine-adjudicator:everything-positive (MACHINE-ADJUDICATED, never human codes): {len(study['coded'])} "
         f"works coded, {len(study['coded'])} of them in the audit sample"
@@ -609,7 +633,7 @@ def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_
         "audit sample"
     )
     assert lines[5].startswith(f"  gate metaresearch: human_validated:{pid} (precision lower bound ")
-    assert lines[5].endswith(f": passes; {len(study['coded']) - 1} coded works)")
+    assert lines[5].endswith(f": passes; {len(study['coded']) - 2} coded works)")
     assert none == []  # a store from before the audit study: no section
 
 
@@ -621,7 +645,7 @@ def test_the_human_prevalence_is_reported_for_every_category_not_only_the_evalua
     prev = [r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"]
     human = {r["head"]: r for r in prev if r["method"] == "human"}
     assert set(human) == set(BINARY_TARGETS)
-    n = len(study["coded"]) - 1  # the single-coded work waits for its second coder
+    n = len(study["coded"]) - 2  # the single-coded work waits for its second coder, the unresolved one for adjudication
     assert (human["open_science"]["value"], human["open_science"]["n"]) == (0.0, n)
     assert (human["about_ca_topic"]["value"], human["about_ca_topic"]["n"]) == (1.0, n)
     assert 0 < human["metaresearch"]["value"] < 1
