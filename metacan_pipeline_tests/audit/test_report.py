@@ -154,7 +154,8 @@ def test_prevalence_gives_the_human_estimate_and_one_ppi_estimate_per_system(aud
 
 def test_agreement_and_gate_rows(audit_inputs):
     report = audit_inputs["report"]
-    agreement = report.agreement
+    every = report.agreement
+    agreement = every.loc[every["stratum"] == "all"]
     assert list(zip(agreement["statistic"], agreement["weighting"], strict=True)) == [
         ("cohen_kappa", "raw"),
         ("cohen_kappa", "design"),
@@ -162,6 +163,13 @@ def test_agreement_and_gate_rows(audit_inputs):
         ("krippendorff_alpha", "design"),
     ]
     assert (agreement["n"] == len(audit_inputs["sample"])).all() and agreement["value"].between(0, 1).all()
+    assert (agreement["lower"] < agreement["value"]).all() and (agreement["value"] < agreement["upper"]).all()
+    # then one kappa and one alpha per stratum, over its works coded twice
+    sample = audit_inputs["sample"]
+    per = every.loc[every["stratum"] != "all"]
+    assert sorted(set(per["stratum"])) == sorted(set(sample["stratum"].astype(str)))
+    assert per.groupby("stratum")["n"].first().to_dict() == sample["stratum"].astype(str).value_counts().to_dict()
+    assert set(per["weighting"]) == {"raw"} and len(per) == 2 * sample["stratum"].nunique()
     gate = report.gate.set_index("system")
     recall = _rate(report.error_rates, CLASSIFIER, "recall")
     assert gate.loc[CLASSIFIER, "coded_positives"] == recall["n"]

@@ -23,7 +23,9 @@ Inputs (one row each; extra columns are ignored):
 - ``frame_means``: ``system, head, frame_mean`` (optionally ``frame_n``, default the design's frame size): the
   mean decision over every frame work, for the prediction-powered prevalence.
 - ``coder_codes`` (optional): ``id, head, first, second``, the two independent codings before adjudication
-  (0 / 1 / a class / ``"unresolved"``; None when missing), for the agreement table.
+  (0 / 1 / a class / ``"unresolved"``; None when missing), for the agreement table: per head, over every work coded
+  twice (stratum ``"all"``, raw and design-weighted) and per stratum, each with its jackknife interval
+  (:mod:`.agreement`).
 
 Rates are reported per group of :data:`GROUPINGS` beside ``group_by = "all"`` (differential error); each row
 carries ``n`` and the Kish ``n_effective``, and a rate on fewer than ``min_n`` cases has a null value and the note
@@ -61,7 +63,9 @@ PREVALENCE_COLUMNS: tuple[str, ...] = (
     "head", "method", "value", "lower", "upper", "se", "width_ratio", "n", "n_effective", "unresolved",
     "not_yet_coded", "note",
 )  # fmt: skip
-AGREEMENT_COLUMNS: tuple[str, ...] = ("head", "statistic", "weighting", "value", "n", "n_effective")
+AGREEMENT_COLUMNS: tuple[str, ...] = (
+    "head", "stratum", "statistic", "weighting", "value", "lower", "upper", "n", "n_effective",
+)  # fmt: skip
 GATE_COLUMNS: tuple[str, ...] = ("system", "head", "passed", "judged", "reason", "coded_positives", "n_effective")
 
 _METRIC_FUNCTIONS = {"precision": precision, "recall": recall, "f1": f1}
@@ -241,7 +245,9 @@ def _prevalence_rows(
     return rows
 
 
-def _agreement_rows(coder_codes: pd.DataFrame | None, sample_ids: pd.Index, weights: np.ndarray) -> list[dict]:
+def _agreement_rows(
+    coder_codes: pd.DataFrame | None, sample_ids: pd.Index, weights: np.ndarray, strata: np.ndarray, level: float
+) -> list[dict]:
     if coder_codes is None:
         return []
     _require(coder_codes, CODER_CODE_COLUMNS, "coder_codes")
@@ -253,13 +259,20 @@ def _agreement_rows(coder_codes: pd.DataFrame | None, sample_ids: pd.Index, weig
         )
     rows = []
     for head, part in coder_codes.assign(_pos=positions).groupby("head", sort=True):
-        for a in head_agreement(part["first"].tolist(), part["second"].tolist(), weights[part["_pos"].to_numpy()]):
+        pos = part["_pos"].to_numpy()
+        pairs = head_agreement(
+            part["first"].tolist(), part["second"].tolist(), weights[pos], [str(s) for s in strata[pos]], level
+        )
+        for a in pairs:
             rows.append(
                 {
                     "head": head,
+                    "stratum": a.stratum,
                     "statistic": a.statistic,
                     "weighting": a.weighting,
                     "value": a.value,
+                    "lower": a.lower,
+                    "upper": a.upper,
                     "n": a.n,
                     "n_effective": a.n_effective,
                 }
@@ -362,6 +375,8 @@ def validation_report(
         error_rates=_frame(rates, ERROR_RATE_COLUMNS),
         confusion=_frame(cells, CONFUSION_COLUMNS),
         prevalence=_frame(prevalences, PREVALENCE_COLUMNS),
-        agreement=_frame(_agreement_rows(coder_codes, ids, design.weight), AGREEMENT_COLUMNS),
+        agreement=_frame(
+            _agreement_rows(coder_codes, ids, design.weight, sample["stratum"].to_numpy(), level), AGREEMENT_COLUMNS
+        ),
         gate=_frame(gates, GATE_COLUMNS),
     )
