@@ -24,6 +24,7 @@ from metacan_pipeline.audit.assets import audit_protocol, audit_sample, validati
 from metacan_pipeline.audit.checks import audit_sample_partitions_frame
 from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.audit.estimates import summary, validation
+from metacan_pipeline.audit.estimates.agreement import cohen_kappa
 from metacan_pipeline.audit.estimates.report import validation_report as report_of
 from metacan_pipeline.audit.protocol.locked import current_protocol
 from metacan_pipeline.cli import app
@@ -265,7 +266,11 @@ def test_the_report_matches_the_hajek_ratios_of_the_codes(study):
     # codes-only interval is already narrow: PPI's coverage and narrowing are tested on simulated coders, test_ppi.py)
     assert prev[f"ppi:{system}"]["width_ratio"] > 0
     # agreement before adjudication: bob errs on every tenth work, so kappa is below 1
-    kappa = [r for r in storage.read_table("validation_agreement").to_pylist() if r["statistic"] == "cohen_kappa"]
+    kappa = [
+        r
+        for r in storage.read_table("validation_agreement").to_pylist()
+        if (r["statistic"], r["stratum"]) == ("cohen_kappa", "all")
+    ]
     assert kappa and all(0 < r["value"] < 1 for r in kappa)
 
 
@@ -503,17 +508,40 @@ def test_the_dagster_metadata_shows_agreement_prevalence_and_differential_error(
     storage = study["storage"]
     m = meta(study["after"], "validation_report")
     assert m["min_n"] == 30
-    kappa = next(
-        r
+    agreement = {
+        (r["stratum"], r["weighting"], r["statistic"]): r
         for r in storage.read_table("validation_agreement").to_pylist()
-        if r["code_source"] == "human" and (r["statistic"], r["weighting"]) == ("cohen_kappa", "design")
-    )
+        if r["code_source"] == "human"
+    }
+    kappa, alpha = agreement["all", "design", "cohen_kappa"], agreement["all", "design", "krippendorff_alpha"]
     assert (
-        f"| metaresearch | cohen_kappa | design | {kappa['value']:.3f} | {kappa['n']} | {kappa['n_effective']:.1f} |"
+        f"| metaresearch | all (design-weighted) | {kappa['value']:.3f} [{kappa['lower']:.3f}, {kappa['upper']:.3f}] | "
+        f"{alpha['value']:.3f} [{alpha['lower']:.3f}, {alpha['upper']:.3f}] | {kappa['n']} | {kappa['n_effective']:.1f} |"
         in m["agreement"]
     )
     # the design weights are 1 and 2 (half the far negatives drawn): Kish's n is below the works coded twice
     assert kappa["n_effective"] < kappa["n"]
+    # per stratum: the consensus stratum's kappa and alpha, and a stratum whose coders gave one value throughout
+    cons = agreement["consensus", "raw", "cohen_kappa"]
+    assert (
+        f"| metaresearch | consensus | {cons['value']:.3f} [{cons['lower']:.3f}, {cons['upper']:.3f}] | "
+        in (m["agreement"])
+    )
+    assert "| metaresearch | no_abstract | undefined | undefined | 7 | 7.0 |" in m["agreement"]
+    # the same rows as table metadata, one per stratum, statistic and weighting
+    table = [dict(r.data) for r in m["agreement_table"].records]
+    assert (
+        len(table) == len(agreement)
+        and {"stratum": "consensus", "statistic": "cohen_kappa"}.items()
+        <= next(t for t in table if (t["stratum"], t["statistic"]) == ("consensus", "cohen_kappa")).items()
+    )
+    assert next(t for t in table if (t["stratum"], t["statistic"]) == ("consensus", "cohen_kappa"))["value"] == (
+        pytest.approx(cons["value"])
+    )
+    rates = [dict(r.data) for r in m["error_rates_table"].records]
+    assert {(t["system"], t["metric"]) for t in rates} >= {(f"classifier:{MV}:consensus", "f1")}
+    # the coding status says why the estimates' n is what it is
+    assert m["coding"].startswith(f"{len(study['sample'])} drawn works ({len(study['coded'])} of the audited")
     prev = {
         r["method"]: r
         for r in storage.read_table("validation_prevalence").to_pylist()
@@ -623,7 +651,21 @@ def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_
         f"  audit sample: {len(sample)} of {N} frame works drawn; by stratum (drawn / N_h): "
         + " | ".join(f"{s} {n}/{big}" for s, (n, big) in strata.items())
     )
-    assert lines[2] == f"  human-coded works (two coders agreed, or adjudicated): {len(sample) - 2}"
+    coded, index, single, unsure = study["coded"], study["index"], study["single"], study["unsure"]
+    with CodingStore(coding_store_path(str(storage.root))) as store:
+        bases = [c["basis"] for c in store.adjudicated_codes(pid) if c["basis"] != "single_coder"]
+    agreed, adjudicated = bases.count("agreed"), bases.count("adjudicated")
+    # every count named, and they add up: 1 work waits for its second coder, 1 for the adjudication of an
+    # unresolved answer; the final codes are the audited sample's (the gate's n) and the trained works' (apart)
+    assert agreed + adjudicated == len(sample) - 2 and adjudicated > 0
+    assert lines[2] == (
+        f"  coding: {len(sample)} drawn works ({len(coded)} of the audited population, 3 of the trained_on stratum): "
+        f"0 not coded yet, 1 coded by one coder (waiting for the second), {len(sample) - 1} coded by both ({agreed} "
+        f"agreed, {adjudicated} adjudicated, 1 awaiting adjudication); 1 with an unresolved answer and no final code. "
+        f"Final human codes (two coders agreed, or adjudicated): {len(sample) - 2}: {len(coded) - 2} in the audited "
+        "sample (what the estimates and the gate count), 3 of the trained_on stratum (reported apart: those works "
+        "trained or calibrated the classifier)"
+    )
     assert lines[3] == (
         f"  machine-adjudicator:everything-positive (MACHINE-ADJUDICATED, never human codes): {len(study['coded'])} "
         f"works coded, {len(study['coded'])} of them in the audit sample"
@@ -632,8 +674,61 @@ def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_
         "  machine-adjudicator:frame1k (MACHINE-ADJUDICATED, never human codes): 179 works coded, 0 of them in the "
         "audit sample"
     )
-    assert lines[5].startswith(f"  gate metaresearch: human_validated:{pid} (precision lower bound ")
-    assert lines[5].endswith(f": passes; {len(study['coded']) - 2} coded works)")
+    # agreement: kappa of alice (the truth) and bob (wrong on every tenth work) computed here from the answers,
+    # design-weighted over every audited work coded twice, and within the consensus stratum alone, where free
+    # agreement on negatives cannot lift it
+    twice = [r for r in coded if r["id"] != single]
+
+    def bob(r) -> object:
+        i = index[r["id"]]
+        return "unresolved" if r["id"] == unsure else int(truth(i) != (i % 10 == 3))
+
+    alice = [int(truth(index[r["id"]])) for r in twice]
+    pooled = cohen_kappa(alice, [bob(r) for r in twice], [r["design_weight"] for r in twice])
+    inside = [k for k, r in enumerate(twice) if r["stratum"] == "consensus"]
+    consensus = cohen_kappa([alice[k] for k in inside], [bob(twice[k]) for k in inside])
+    assert pooled > consensus + 0.3  # the pooled kappa is mostly the agreement on negatives
+    stored = {
+        (r["stratum"], r["weighting"], r["statistic"]): r
+        for r in storage.read_table("validation_agreement").to_pylist()
+        if r["code_source"] == "human"
+    }
+    design, cons = stored["all", "design", "cohen_kappa"], stored["consensus", "raw", "cohen_kappa"]
+    assert (design["value"], design["n"]) == (pytest.approx(pooled), len(twice))
+    assert (cons["value"], cons["n"]) == (pytest.approx(consensus), len(inside))
+    alpha = stored["all", "design", "krippendorff_alpha"]
+    assert lines[5].startswith(
+        f"  agreement on metaresearch before adjudication (works coded twice): all (design-weighted), n={len(twice)}: "
+        f"kappa {pooled:.3f} [{design['lower']:.3f}, {design['upper']:.3f}], alpha {alpha['value']:.3f} "
+        f"[{alpha['lower']:.3f}, {alpha['upper']:.3f}]; all (raw, unweighted), n={len(twice)}: kappa "
+    )
+    assert f"; consensus, n={len(inside)}: kappa {consensus:.3f} [{cons['lower']:.3f}, {cons['upper']:.3f}]" in lines[5]
+    # precision, recall and F1 of each system, design-weighted, with intervals and n; the human-only prevalence
+    # beside the prediction-powered ones
+    rates = {
+        r["metric"]: r
+        for r in storage.read_table("validation_error_rates").to_pylist()
+        if r["code_source"] == "human" and r["system"] == f"classifier:{MV}:consensus" and r["group_by"] == "all"
+    }
+    p, r, f = (rates[m] for m in ("precision", "recall", "f1"))
+    assert (
+        f"  classifier:{MV}:consensus on metaresearch (design-weighted): precision {p['value']:.3f} "
+        f"[{p['lower']:.3f}, {p['upper']:.3f}] n={p['n']}, recall {r['value']:.3f} [{r['lower']:.3f}, "
+        f"{r['upper']:.3f}] n={r['n']}, f1 {f['value']:.3f} [{f['lower']:.3f}, {f['upper']:.3f}] n={f['n']}"
+    ) in lines
+    assert (p["n"], r["n"]) == (80, sum(truth(index[x["id"]]) for x in twice if x["id"] != unsure))
+    prevalence = next(x for x in lines if x.startswith("  prevalence of metaresearch: human-only "))
+    human = next(
+        x
+        for x in storage.read_table("validation_prevalence").to_pylist()
+        if (x["code_source"], x["head"], x["method"]) == ("human", "metaresearch", "human")
+    )
+    assert prevalence.startswith(
+        f"  prevalence of metaresearch: human-only {human['value']:.4f} [{human['lower']:.4f}, {human['upper']:.4f}] "
+        f"n={len(coded) - 2}; ppi:classifier:{MV}:candidate "
+    )
+    assert lines[-1].startswith(f"  gate metaresearch: human_validated:{pid} (precision lower bound ")
+    assert lines[-1].endswith(f": passes; {len(coded) - 2} final human codes on the head in the audited sample)")
     assert none == []  # a store from before the audit study: no section
 
 

@@ -38,6 +38,7 @@ from ..protocol.locked import AuditProtocol
 from ..protocol.scratch import scratch
 from .gate import GateThresholds
 from .report import CODER_CODE_COLUMNS, HUMAN_CODE_COLUMNS, ValidationReport, validation_report
+from .status import CodingStatus, coding_status
 
 HUMAN = "human"
 #: The code source of the human codes on the works that trained or calibrated the classifier, reported apart.
@@ -72,7 +73,7 @@ class ReportInputs:
     the classifier (the ``trained_on`` stratum), left out of the audited population and reported apart;
     ``trained_left_out``: their count; ``machine_outside``: per adjudicator, codes on works not drawn;
     ``unresolved``: the works with no final human code whose coders' (or adjudicator's) latest answer is
-    unresolved (:func:`unresolved_ids`)."""
+    unresolved (:func:`unresolved_ids`); ``status``: where the coding of the drawn works stands (:mod:`.status`)."""
 
     protocol: AuditProtocol
     sample: pd.DataFrame
@@ -86,6 +87,7 @@ class ReportInputs:
     machine_outside: dict[str, int] = field(default_factory=dict)
     single_coder: int = 0
     unresolved: frozenset[str] = frozenset()
+    status: CodingStatus | None = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,7 @@ def report_inputs(storage: MetacanStorage, store: CodingStore, protocol: AuditPr
         machine_outside=outside,
         single_coder=sum(1 for c in adjudicated if c["basis"] == "single_coder"),
         unresolved=unresolved_ids(answers, human),
+        status=coding_status(answers, human, ids, trained["id"]),
     )
 
 
