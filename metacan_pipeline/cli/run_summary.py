@@ -332,6 +332,11 @@ def report_lines(con: duckdb.DuckDBPyConnection, views: set[str], pid: str, head
     (design-weighted and raw) and per stratum, each system's design-weighted precision, recall and F1 with 95%
     intervals, and the human-only prevalence beside each prediction-powered one. Empty before a report."""
     lines = []
+    if "validation_agreement" in views:
+        columns = {d[0] for d in con.execute("SELECT * FROM validation_agreement LIMIT 0").description}
+        if "stratum" not in columns:  # written before agreement had strata and intervals
+            views = views - {"validation_agreement"}
+            lines.append("  agreement: the stored report predates its strata; re-materialize validation_report")
     for head in heads:
         if "validation_agreement" in views:
             rows = con.execute(
