@@ -4,9 +4,9 @@ with its interval) costs over the point statistics alone (the pooled raw and des
 the report computed before it had strata and intervals), on the same synthetic works coded twice.
 
 Synthetic works: ``--works`` works coded twice on one binary head, in 7 strata of the audit design (design weights
-1, 1, 1, 2, 2, 5, 10), a prevalence of 2 %, each coder wrong on 5 % of the works and unresolved on 1 %. The jackknife
-is quadratic in the works of a stratum (one replicate per work, each over the rest): the figure says how far the
-audit sample can grow before the report notices.
+1, 1, 1, 2, 2, 5, 10), a prevalence of 2 %, each coder wrong on 5 % of the works and unresolved on 1 %. The
+replicates are in closed form (``agreement._replicates``: each the totals less one work's part), so the cost grows
+with the works, not their square: the figure says what the intervals add to the report at the audit sample's size.
 
 Ratio: ``jackknife/point`` (seconds of ``head_agreement`` with strata over the four point statistics).
 

@@ -151,3 +151,32 @@ def test_agreement_per_stratum_and_pooled_with_jackknife_intervals():
     assert design.lower == pytest.approx(max(-1, 104 / 308 - 1.959963985 * math.sqrt(var)))
     assert design.upper == pytest.approx(min(1, 104 / 308 + 1.959963985 * math.sqrt(var)))
     assert design.lower < design.value < design.upper
+
+
+def test_the_closed_form_replicates_are_the_statistic_recomputed_without_each_work():
+    rng = np.random.default_rng(3)
+    n = 60
+    truth = (rng.random(n) < 0.2).astype(int)
+    first = [UNRESOLVED if rng.random() < 0.05 else int(t != (rng.random() < 0.1)) for t in truth]
+    second = [int(t != (rng.random() < 0.15)) for t in truth]
+    strata = [("a", "b", "c")[i % 3] for i in range(n)]
+    weights = [{"a": 1.0, "b": 2.0, "c": 7.0}[s] for s in strata]
+    rows = {(r.stratum, r.statistic, r.weighting): r for r in head_agreement(first, second, weights, strata)}
+    for statistic, function in (("cohen_kappa", cohen_kappa), ("krippendorff_alpha", krippendorff_alpha)):
+        # the design-weighted interval: stratified replicates, each recomputed by the public function
+        reps: dict[str, list[float]] = {}
+        raw = []
+        for i in range(n):
+            m = strata.count(strata[i])
+            w = [wt * (m / (m - 1) if strata[j] == strata[i] else 1.0) for j, wt in enumerate(weights)]
+            keep = [j for j in range(n) if j != i]
+            reps.setdefault(strata[i], []).append(
+                function([first[j] for j in keep], [second[j] for j in keep], [w[j] for j in keep])
+            )
+            raw.append(function([first[j] for j in keep], [second[j] for j in keep]))
+        var = sum((len(r) - 1) / len(r) * sum((x - sum(r) / len(r)) ** 2 for x in r) for r in reps.values())
+        design = rows["all", statistic, "design"]
+        assert design.upper - design.value == pytest.approx(1.959963985 * math.sqrt(var), rel=1e-9)
+        raw_var = (n - 1) / n * sum((x - sum(raw) / n) ** 2 for x in raw)
+        plain = rows["all", statistic, "raw"]
+        assert plain.value - plain.lower == pytest.approx(1.959963985 * math.sqrt(raw_var), rel=1e-9)

@@ -35,7 +35,7 @@ between the first and the second coding of each work, raw and design-weighted.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -172,34 +172,64 @@ def _alpha_codes(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> float | None:
     return float(1 - (n_c.sum() - 1) * (o.sum() - np.trace(o)) / expected)
 
 
-Statistic = Callable[[np.ndarray, np.ndarray, np.ndarray], float | None]
+def _replicates(statistic: str, a: np.ndarray, b: np.ndarray, w: np.ndarray, groups: np.ndarray, reweight: bool):
+    """The delete-one replicates of ``statistic`` (:data:`STATISTICS`) on category indices ``a``, ``b`` with weights
+    ``w``: element ``i`` is the statistic without work ``i`` (nan where undefined), the rest of its group (``groups``)
+    carrying its weight when ``reweight``. In closed form from the sums the statistic is made of (the weight, the
+    agreeing weight and the two coders' weighted margins for kappa; the coincidence margins and the disagreeing
+    weight for alpha), each replicate the total less the work's part: the same values as recomputing the statistic
+    on every replicate, in O(n k) instead of O(n^2)."""
+    n = a.size
+    k = int(max(a.max(), b.max())) + 1
+    rows = np.arange(n)
+    _, g = np.unique(groups, return_inverse=True)
+    m = np.bincount(g)
+    f = np.where(m > 1, m / np.maximum(m - 1, 1), 1.0)[g] if reweight else np.ones(n)
+
+    def rep(x: np.ndarray) -> np.ndarray:
+        group = np.zeros((m.size, *x.shape[1:]))
+        np.add.at(group, g, x)
+        mine = group[g]
+        scale = f.reshape((-1,) + (1,) * (x.ndim - 1))
+        return x.sum(axis=0) - mine + scale * (mine - x)
+
+    first, second = np.zeros((n, k)), np.zeros((n, k))
+    first[rows, a] = w
+    second[rows, b] = w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if statistic == "cohen_kappa":
+            total = rep(w)
+            p_e = (rep(first) * rep(second)).sum(axis=1) / total**2
+            out = (rep(w * (a == b)) / total - p_e) / (1 - p_e)
+            out[~(p_e < 1 - 1e-12)] = np.nan
+        else:
+            n_c = rep(first + second)
+            size = n_c.sum(axis=1)
+            expected = size**2 - np.square(n_c).sum(axis=1)
+            out = 1 - (size - 1) * rep(2 * w * (a != b)) / expected
+            out[~(expected > 1e-12 * size**2)] = np.nan
+    return out
 
 
 def jackknife_se(
-    statistic: Statistic, a: np.ndarray, b: np.ndarray, w: np.ndarray, strata: np.ndarray | None = None
+    statistic: str, a: np.ndarray, b: np.ndarray, w: np.ndarray, strata: np.ndarray | None = None
 ) -> float | None:
-    """The delete-one jackknife standard error of ``statistic(a, b, w)`` (module docstring): stratified, with the
-    deleted work's weight carried by the rest of its stratum, when ``strata`` is given; plain (weights unchanged)
-    otherwise. None when a replicate is undefined or no stratum has two works."""
-    groups = np.zeros(a.size, dtype=int) if strata is None else strata
+    """The delete-one jackknife standard error of ``statistic`` (:data:`STATISTICS`) on category indices ``a``,
+    ``b`` with weights ``w`` (module docstring): stratified, with the deleted work's weight carried by the rest of
+    its stratum, when ``strata`` is given; plain (weights unchanged) otherwise. None when a replicate is undefined
+    or no stratum has two works."""
+    groups = np.zeros(a.size, dtype=int) if strata is None else np.asarray(strata)
+    if a.size < 2:
+        return None
+    reps = _replicates(statistic, a, b, w, groups, strata is not None)
     total, used = 0.0, False
     for g in np.unique(groups):
-        idx = np.flatnonzero(groups == g)
-        m = idx.size
+        r = reps[groups == g]
+        m = r.size
         if m < 2:
             continue
-        ww = w.copy()
-        if strata is not None:
-            ww[idx] *= m / (m - 1)
-        reps = []
-        for i in idx:
-            keep = np.ones(a.size, dtype=bool)
-            keep[i] = False
-            value = statistic(a[keep], b[keep], ww[keep])
-            if value is None:
-                return None
-            reps.append(value)
-        r = np.asarray(reps)
+        if np.isnan(r).any():
+            return None
         total += (m - 1) / m * float(np.square(r - r.mean()).sum())
         used = True
     return math.sqrt(total) if used else None
@@ -211,7 +241,7 @@ def _interval(value: float | None, se: float | None, z: float) -> tuple[float | 
     return max(-1.0, value - z * se), min(1.0, value + z * se)
 
 
-_STATISTICS: dict[str, Statistic] = {"cohen_kappa": _kappa_codes, "krippendorff_alpha": _alpha_codes}
+_STATISTICS = {"cohen_kappa": _kappa_codes, "krippendorff_alpha": _alpha_codes}
 
 
 def head_agreement(
@@ -239,10 +269,10 @@ def head_agreement(
         ones = np.ones(n)
         raw = stat(a, b, ones)
         out.append(
-            Agreement(name, "raw", raw, n, float(n), ALL_STRATA, *_interval(raw, jackknife_se(stat, a, b, ones), z))
+            Agreement(name, "raw", raw, n, float(n), ALL_STRATA, *_interval(raw, jackknife_se(name, a, b, ones), z))
         )
         design = stat(a, b, w)
-        se = jackknife_se(stat, a, b, w, strata_index) if strata is not None else jackknife_se(stat, a, b, w)
+        se = jackknife_se(name, a, b, w, strata_index) if strata is not None else jackknife_se(name, a, b, w)
         out.append(Agreement(name, "design", design, n, kish, ALL_STRATA, *_interval(design, se, z)))
     if strata is None:
         return tuple(out)
@@ -252,7 +282,7 @@ def head_agreement(
         for name, stat in _STATISTICS.items():
             ones = np.ones(m)
             value = stat(sa, sb, ones)
-            lower, upper = _interval(value, jackknife_se(stat, sa, sb, ones), z)
+            lower, upper = _interval(value, jackknife_se(name, sa, sb, ones), z)
             out.append(Agreement(name, "raw", value, m, float(m), stratum, lower, upper))
     return tuple(out)
 
