@@ -317,7 +317,13 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
                 for name, f in inputs.machine.items()
             }
         ),  # fmt: skip
-        "gate": dg.MetadataValue.md(summary.gate_markdown(rows)),
+        "gate": dg.MetadataValue.md(
+            summary.gate_markdown(rows)
+            + "\n"
+            + summary.apart_markdown(
+                inputs.trained_left_out, validation.TRAINED_APART in reports, sorted(inputs.machine)
+            )
+        ),
         "summary": dg.MetadataValue.md(summaries),
         "agreement": dg.MetadataValue.md(summary.agreement_markdown(human)),
         "agreement_table": _table_value(human.agreement),

@@ -540,6 +540,13 @@ def test_the_dagster_metadata_shows_agreement_prevalence_and_differential_error(
     )
     rates = [dict(r.data) for r in m["error_rates_table"].records]
     assert {(t["system"], t["metric"]) for t in rates} >= {(f"classifier:{MV}:consensus", "f1")}
+    # the gate says which works it left out and why
+    assert (
+        "Reported apart: 3 drawn works of the trained_on stratum: they trained or calibrated the classifier under "
+        "test, so they are outside the audited population and never enter the gate (their report is the code source "
+        "human:trained_on)." in m["gate"]
+    )
+    assert "Machine adjudicators (machine-adjudicator:everything-positive, machine-adjudicator:frame1k)" in m["gate"]
     # the coding status says why the estimates' n is what it is
     assert m["coding"].startswith(f"{len(study['sample'])} drawn works ({len(study['coded'])} of the audited")
     prev = {

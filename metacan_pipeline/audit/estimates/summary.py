@@ -162,3 +162,19 @@ def gate_markdown(rows: list[dict]) -> str:
             for r in rows
         )
     )
+
+
+def apart_markdown(trained: int, trained_coded: bool, adjudicators: list[str]) -> str:
+    """What the gate leaves out and why: the drawn works of the ``trained_on`` stratum (``trained``; reported
+    apart when ``trained_coded``) and every machine adjudicator's codes (``adjudicators``)."""
+    parts = [
+        f"Reported apart: {trained} drawn works of the trained_on stratum: they trained or calibrated the classifier "
+        "under test, so they are outside the audited population and never enter the gate"
+        + (f" (their report is the code source {TRAINED_APART})." if trained_coded else " (none coded yet).")
+    ]
+    if adjudicators:
+        parts.append(
+            f"Machine adjudicators ({', '.join(adjudicators)}): reported as their own code sources, MACHINE-"
+            "ADJUDICATED, never human validation and never the gate."
+        )
+    return "\n\n".join(parts)
