@@ -754,3 +754,18 @@ def test_the_human_prevalence_is_reported_for_every_category_not_only_the_evalua
     assert {r["head"] for r in prev if r["method"] != "human"} == {"metaresearch"}
     gates = storage.read_table("validation_gate").to_pylist()
     assert {g["head"] for g in gates if g["code_source"] == "human"} == {"metaresearch"}
+
+
+def test_the_summary_names_an_agreement_table_written_before_strata_instead_of_failing():
+    import duckdb
+
+    from metacan_pipeline.cli.run_summary import report_lines
+
+    con = duckdb.connect()
+    con.execute(
+        "CREATE VIEW validation_agreement AS SELECT 'p1' AS protocol_id, 'human' AS code_source, 'metaresearch' AS head, "
+        "'cohen_kappa' AS statistic, 'raw' AS weighting, 0.5 AS value, 10 AS n, 10.0 AS n_effective"
+    )
+    assert report_lines(con, {"validation_agreement"}, "p1", ["metaresearch"]) == [
+        "  agreement: the stored report predates its strata; re-materialize validation_report"
+    ]
