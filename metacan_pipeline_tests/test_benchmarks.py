@@ -57,6 +57,7 @@ SMOKES = {
     "bench_cascade.py": Smoke("cascade.json", ratios=True),
     "bench_coding.py": Smoke("coding.json"),
     "bench_frame.py": Smoke("frame.json", ("--scratch", "{tmp}/scratch"), ratios=True),
+    "bench_inter_coder.py": Smoke("inter_coder.json", ratios=True),
     "bench_gemma.py": Smoke("gemma.json", marks=("llm",)),
     "bench_label_store.py": Smoke("label_store.json", ("--scratch", "{tmp}/scratch"), ratios=True),
     "bench_machine_rounds.py": Smoke("machine_rounds.json", ("--scratch", "{tmp}/scratch"), ratios=True),

@@ -280,6 +280,19 @@ def _table(frames: list[pd.DataFrame], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables([pa.Table.from_pandas(f, schema=schema, preserve_index=False) for f in frames])
 
 
+def _table_value(frame: pd.DataFrame) -> dg.MetadataValue:
+    """A report table as Dagster table metadata (numbers as numbers, a missing value as null)."""
+    kinds = {"f": "float", "i": "int", "b": "bool"}
+    schema = dg.TableSchema(
+        columns=[dg.TableColumn(c, kinds.get(frame[c].dtype.kind, "string")) for c in frame.columns]
+    )
+    records = [
+        dg.TableRecord({k: None if v is None or (isinstance(v, float) and pd.isna(v)) else v for k, v in r.items()})
+        for r in frame.astype(object).to_dict("records")
+    ]
+    return dg.MetadataValue.table(records=records, schema=schema)
+
+
 def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[dict], appended: bool) -> dict:
     sample = inputs.sample
     summaries = "\n\n".join(summary.summary_markdown(s, r, inputs.protocol) for s, r in reports.items())
@@ -292,6 +305,7 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
         "sampled_works": len(sample),
         "sampled_effective_n": round(float(kish_n_effective(weights)), 2),
         "human_coded_works": len(inputs.human),
+        "coding": dg.MetadataValue.md(summary.coding_markdown(inputs.status)),
         "human_validation_rows_appended": len(rows) if appended else 0,
         "single_coder_works_awaiting_second_coder": inputs.single_coder,
         "trained_works_left_out": inputs.trained_left_out,
@@ -303,9 +317,20 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
                 for name, f in inputs.machine.items()
             }
         ),  # fmt: skip
-        "gate": dg.MetadataValue.md(summary.gate_markdown(rows)),
+        "gate": dg.MetadataValue.md(
+            summary.gate_markdown(rows)
+            + "\n"
+            + summary.apart_markdown(
+                inputs.trained_left_out, validation.TRAINED_APART in reports, sorted(inputs.machine)
+            )
+        ),
         "summary": dg.MetadataValue.md(summaries),
         "agreement": dg.MetadataValue.md(summary.agreement_markdown(human)),
+        "agreement_table": _table_value(human.agreement),
+        "error_rates_table": _table_value(
+            human.error_rates.loc[human.error_rates["group_by"] == "all"].drop(columns=["group_by", "group"])
+        ),
+        "prevalence_table": _table_value(human.prevalence),
         "prevalence": dg.MetadataValue.md(summary.prevalence_markdown(human, min_n)),
         "differential_error": dg.MetadataValue.md(summary.differential_markdown(human, min_n)),
     }

@@ -16,6 +16,8 @@ import duckdb
 
 from ..audit.coding.errors import CodingStoreError
 from ..audit.coding.store import CodingStore
+from ..audit.estimates.status import coding_status, status_sentence
+from ..audit.estimates.summary import stratum_label
 from ..audit.protocol.locked import EXCLUDED_TRAINED, STRATA, current_protocol_id, load_protocol
 from ..settings import coding_store_path
 from ..site.build.release import ReleaseUnavailable, current_release_id, database_path
@@ -245,9 +247,11 @@ SELECT head, passed, reason, n_coded FROM (
 def audit_lines(
     con: duckdb.DuckDBPyConnection, views: set[str], tables: set[str], coding_store: Path | None = None
 ) -> list[str]:
-    """The audit study (SPEC section 10): the current protocol, its audit sample by stratum (drawn / N_h), the
-    human-coded works, each machine adjudicator's codes in and outside the sample (from the coding store, opened
-    read-only, when it exists) and the newest gate row of every evaluated head. Empty before any protocol."""
+    """The audit study (SPEC section 10): the current protocol, its audit sample by stratum (drawn / N_h), where the
+    coding stands (:func:`..audit.estimates.status.status_sentence`: counts that add up, the final codes split by
+    where they count) and each machine adjudicator's codes in and outside the sample (from the coding store, opened
+    read-only, when it exists), the report (:func:`report_lines`) and the newest gate row of every evaluated head.
+    Empty before any protocol."""
     if not {"audit_protocol_runs", "audit_protocols", "human_validation"} <= tables:
         return []
     pid = current_protocol_id(con)
@@ -272,16 +276,29 @@ def audit_lines(
             r[0]
             for r in con.execute("SELECT id FROM audit_sample WHERE protocol_id = ? AND in_sample", [pid]).fetchall()
         }
-    if "human_codes" in views:
+    if "human_codes" in views and (coding_store is None or not coding_store.exists()):
         coded = con.execute("SELECT count(*) FROM human_codes WHERE protocol_id = ?", [pid]).fetchone()[0]
-        lines.append(f"  human-coded works (two coders agreed, or adjudicated): {coded}")
+        lines.append(
+            f"  final human codes (two coders agreed, or adjudicated; sampled or not, trained_on works included): "
+            f"{coded} (no coding store at {coding_store}: how far the coding stands is not shown)"
+        )
     if coding_store is not None and coding_store.exists():
         try:
             with CodingStore(coding_store, read_only=True) as store:
                 machine = store.machine_codes(pid)
+                answers, final = store.latest_answers(pid), store.adjudicated_codes(pid)
         except CodingStoreError as exc:
-            lines.append(f"  machine adjudicators: not read ({exc})")
-            machine = []
+            lines.append(f"  coding and machine adjudicators: not read ({exc})")
+            machine, answers, final = [], None, []
+        if answers is not None and "audit_sample" in views:
+            trained = {
+                r[0]
+                for r in con.execute(
+                    "SELECT id FROM audit_sample WHERE protocol_id = ? AND in_sample AND trained_on", [pid]
+                ).fetchall()
+            }
+            status = coding_status(answers, final, drawn - trained, trained)
+            lines.append(f"  coding: {status_sentence(status)}")
         by: dict[str, set[str]] = {}
         for row in machine:
             by.setdefault(row["adjudicator"], set()).add(row["id"])
@@ -290,11 +307,82 @@ def audit_lines(
                 f"  {name} (MACHINE-ADJUDICATED, never human codes): {len(ids)} works coded, {len(ids & drawn)} of "
                 "them in the audit sample"
             )
+    lines += report_lines(con, views, pid, p.head_names)
     rows = con.execute(_NEWEST_GATE_SQL, [pid, p.classifier_version]).fetchall()
     for head, passed, reason, n_coded in rows:
-        status = f"human_validated:{pid}" if passed else "not passed"
-        lines.append(f"  gate {head}: {status} ({reason}; {n_coded} coded works)")
+        state = f"human_validated:{pid}" if passed else "not passed"
+        lines.append(
+            f"  gate {head}: {state} ({reason}; {n_coded} final human codes on the head in the audited sample)"
+        )
     return lines
+
+
+def _ci(value, lower, upper, digits: int = 3) -> str:
+    """``value [lower, upper]``, the value alone when its interval is missing, ``undefined`` with no value."""
+    if value is None:
+        return "undefined"
+    if lower is None or upper is None:
+        return f"{value:.{digits}f} (no interval)"
+    return f"{value:.{digits}f} [{lower:.{digits}f}, {upper:.{digits}f}]"
+
+
+def report_lines(con: duckdb.DuckDBPyConnection, views: set[str], pid: str, heads: list[str]) -> list[str]:
+    """The human-code report of protocol ``pid`` on each evaluated head (tables ``validation_agreement``,
+    ``validation_error_rates``, ``validation_prevalence``, code source ``human``): the inter-coder agreement pooled
+    (design-weighted and raw) and per stratum, each system's design-weighted precision, recall and F1 with 95%
+    intervals, and the human-only prevalence beside each prediction-powered one. Empty before a report."""
+    lines = []
+    if "validation_agreement" in views:
+        columns = {d[0] for d in con.execute("SELECT * FROM validation_agreement LIMIT 0").description}
+        if "stratum" not in columns:  # written before agreement had strata and intervals
+            views = views - {"validation_agreement"}
+            lines.append("  agreement: the stored report predates its strata; re-materialize validation_report")
+    for head in heads:
+        if "validation_agreement" in views:
+            rows = con.execute(
+                "SELECT stratum, weighting, statistic, value, lower, upper, n FROM validation_agreement "
+                "WHERE protocol_id = ? AND code_source = 'human' AND head = ? "
+                "ORDER BY stratum <> 'all', stratum, weighting = 'raw', statistic",
+                [pid, head],
+            ).fetchall()
+            parts: dict[tuple[str, str], list[str]] = {}
+            for stratum, weighting, statistic, value, lower, upper, n in rows:
+                name = stratum_label(stratum, weighting)
+                parts.setdefault((name, n), []).append(f"{_STAT_NAMES[statistic]} {_ci(value, lower, upper)}")
+            if parts:
+                lines.append(
+                    f"  agreement on {head} before adjudication (works coded twice): "
+                    + "; ".join(f"{name}, n={n}: {', '.join(p)}" for (name, n), p in parts.items())
+                )
+        if "validation_error_rates" in views:
+            rows = con.execute(
+                "SELECT system, metric, value, lower, upper, n FROM validation_error_rates WHERE protocol_id = ? "
+                "AND code_source = 'human' AND head = ? AND group_by = 'all' "
+                "ORDER BY system, list_position(['precision', 'recall', 'f1'], metric)",
+                [pid, head],
+            ).fetchall()
+            by: dict[str, list[str]] = {}
+            for system, metric, value, lower, upper, n in rows:
+                shown = _ci(value, lower, upper) if value is not None else f"not reported (n={n})"
+                by.setdefault(system, []).append(f"{metric} {shown} n={n}")
+            lines += [f"  {system} on {head} (design-weighted): {', '.join(m)}" for system, m in by.items()]
+        if "validation_prevalence" in views:
+            rows = con.execute(
+                "SELECT method, value, lower, upper, n, width_ratio FROM validation_prevalence WHERE protocol_id = ? "
+                "AND code_source = 'human' AND head = ? ORDER BY method <> 'human', method",
+                [pid, head],
+            ).fetchall()
+            shown = [
+                f"{'human-only' if method == 'human' else method} {_ci(value, lower, upper, 4)} n={n}"
+                + (f" ({ratio:.2f}x the human-only width)" if ratio is not None else "")
+                for method, value, lower, upper, n, ratio in rows
+            ]
+            if shown:
+                lines.append(f"  prevalence of {head}: " + "; ".join(shown))
+    return lines
+
+
+_STAT_NAMES = {"cohen_kappa": "kappa", "krippendorff_alpha": "alpha"}
 
 
 def summary_text(data_dir: str, run_id: str | None = None) -> str:

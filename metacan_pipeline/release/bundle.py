@@ -12,7 +12,9 @@ A bundle holds:
   ``human_codes`` (the current protocol's report and final human codes) without their run columns (``run_id``,
   ``computed_at``), so a report that says the same freezes to the same bytes;
 - ``records.jsonl``: the ``work_records`` that passed ``records_may_ship``, one JSON record a line in id order,
-  byte for byte (their ``layer`` is the one they were published under when the release was cut);
+  each as this release freezes it: its ``layer`` is this release's version, and a record published in the rolling
+  layer shows the classifier categories withheld there (:func:`.layer.frozen_record`), so it is byte for byte the
+  record ``work_records`` writes once the release is registered;
 - ``model_cards/<model_version>/``: the model card of every classifier version the predictions carry
   (``model_card.md``, ``model_card.json`` and its reliability plots, :mod:`metacan_pipeline.student.card`), copied
   from ``data/reports/<model_version>/``; ``release.json``'s ``model_cards`` lists them per version (empty: that
@@ -48,7 +50,7 @@ from ..student.card import card_files
 from ..tables.audit import HUMAN_VALIDATION_SCHEMA, PROTOCOLS_SCHEMA
 from ..tables.audit import TABLES as AUDIT_CATALOG
 from .citation import citation_text
-from .layer import TABLES_DIR, releases_root
+from .layer import ROLLING, TABLES_DIR, WITHHELD_FIELDS, frozen_record, releases_root
 
 #: A release version: a folder name and a CFF ``version`` (letters, digits, '.', '_', '-'; at most 64).
 VERSION_PATTERN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,63}$")
@@ -177,12 +179,41 @@ def _frozen_facts(folder: Path) -> tuple[str, str]:
     return build or "none", version or "none"
 
 
-def _write_records(storage: MetacanStorage, path: Path) -> int:
+def _rolling_predictions(storage: MetacanStorage, folder: Path) -> dict[str, dict]:
+    """The frozen prediction fields (:data:`.layer.WITHHELD_FIELDS`) of every work whose record is in the rolling
+    layer, by id (the records are prefiltered on their JSON text, then read exactly by :func:`.layer.frozen_record`)."""
+    if not storage.has_table("work_records"):
+        return {}
+    records = sql_literal(str(storage.table_dir("work_records") / "*.parquet"))
+    predictions = sql_literal(str(folder / TABLES_DIR / "predictions.parquet"))
+    fields = ", ".join(f'p."{f}"' for f in WITHHELD_FIELDS)
+    con = duckdb.connect()
+    try:
+        cur = con.execute(
+            f"SELECT p.id, {fields} FROM read_parquet({predictions}) p JOIN read_parquet({records}, "
+            f"hive_partitioning=false) r USING (id) WHERE contains(r.record_json, ?)",
+            [f'"layer": "{ROLLING}"'],
+        )
+        names = [d[0] for d in cur.description]
+        return {row[0]: dict(zip(names, row, strict=True)) for row in cur.fetchall()}
+    finally:
+        con.close()
+
+
+def _write_records(storage: MetacanStorage, path: Path, version: str) -> int:
+    """Write ``records.jsonl``: every ``work_records`` record in id order as release ``version`` freezes it
+    (:func:`.layer.frozen_record`: its layer is ``version``). Raises :class:`ReleaseError` naming the work when a
+    rolling-layer record has no frozen prediction."""
+    predictions = _rolling_predictions(storage, path.parent)
     n = 0
     with path.open("w", encoding="utf-8", newline="\n") as fh:
         for batch in storage.iter_batches("work_records", columns=["id", "record_json"]):
-            for text in batch.column("record_json").to_pylist():
-                fh.write(text + "\n")
+            for wid, text in zip(batch.column("id").to_pylist(), batch.column("record_json").to_pylist(), strict=True):
+                try:
+                    record = frozen_record(json.loads(text), version, predictions.get(wid))
+                except ValueError as exc:
+                    raise ReleaseError(f"no release can be cut: {exc}") from None
+                fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
                 n += 1
     return n
 
@@ -263,7 +294,7 @@ def cut_release(
                 f"release {version!r} already exists with other content ({root / version}); a release is never "
                 f"rewritten: give the release config a new release_version (or leave it empty for an automatic one)"
             )
-        counts["records"] = _write_records(storage, tmp / RECORDS_FILE)
+        counts["records"] = _write_records(storage, tmp / RECORDS_FILE, version)
         build, classifier = _frozen_facts(tmp)
         cards = copy_model_cards(storage.root, classifier, tmp)
         (tmp / CITATION_FILE).write_text(citation_text(version, now.date(), build, classifier, authors), "utf-8")

@@ -107,6 +107,37 @@ def withhold(pred: dict, passed) -> None:
             pred[f"{t}_candidate"] = pred[f"{t}_consensus"] = pred[f"{t}_codex"] = None
 
 
+#: The prediction fields :func:`withhold` may clear on a rolling-layer record.
+WITHHELD_FIELDS: tuple[str, ...] = (
+    "candidate_categories",
+    "consensus_categories",
+    *(f"{t}_{mode}" for t in ABOUT_CA_TARGETS for mode in ("candidate", "consensus")),
+    *(f"{t}_{mode}" for t in CATEGORICAL_TARGETS for mode in ("candidate", "consensus", "codex")),
+)
+
+
+def frozen_record(record: dict, release_version: str, prediction: dict | None) -> dict:
+    """``record`` as the release ``release_version`` freezes it: every work of the frozen frame is in that release,
+    so its ``layer`` is ``release_version``, and a record published in the rolling layer gets back the classifier
+    categories :func:`withhold` cleared, from ``prediction`` (its row of the frozen predictions). The result is the
+    record ``work_records`` writes once the release is registered. Returns the record (changed in place).
+
+    Raises ValueError naming the work when a rolling-layer record with a prediction has no ``prediction`` row
+    (the predictions changed after ``work_records``: re-materialize it, then cut again)."""
+    if record.get("layer") == ROLLING and record.get("prediction"):
+        if prediction is None:
+            raise ValueError(
+                f"{record.get('id')}: its record is in the rolling layer with a prediction, but the frozen "
+                f"predictions have no row for it: re-materialize work_records, then cut the release again"
+            )
+        for key in WITHHELD_FIELDS:
+            if key in record["prediction"]:
+                value = prediction.get(key)
+                record["prediction"][key] = list(value) if isinstance(value, tuple) else value
+    record["layer"] = release_version
+    return record
+
+
 def rolling_violations(record: dict, passed: frozenset[tuple[str, str]]) -> list[str]:
     """SPEC section 8 on a rolling-layer record: every classifier category from a (version, head) that has not passed
     human validation, as ``"<id>: rolling layer: ..."`` (empty for a record of a release, or before any release)."""

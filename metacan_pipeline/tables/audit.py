@@ -132,6 +132,7 @@ VALIDATION_ERROR_RATES_SCHEMA = columns(
     "n",
     "n_effective",
     "unresolved",
+    "not_yet_coded",
     "note",
     *_RUN,
 )
@@ -160,6 +161,7 @@ VALIDATION_PREVALENCE_SCHEMA = columns(
     "n",
     "n_effective",
     "unresolved",
+    "not_yet_coded",
     "note",
     *_RUN,
 )
@@ -167,9 +169,14 @@ VALIDATION_PREVALENCE_SCHEMA = columns(
 VALIDATION_AGREEMENT_SCHEMA = columns(
     *_REPORT_KEY,
     "head",
+    column(
+        "stratum", description="the stratum of the works coded twice, or 'all' (every one: raw and design-weighted)"
+    ),
     "statistic",
     "weighting",
     "value",
+    "lower",
+    "upper",
     "n",
     "n_effective",
     *_RUN,
@@ -233,10 +240,10 @@ TABLES += [
     Table(
         "validation_agreement",
         "one inter-coder agreement statistic (Cohen's kappa, Krippendorff's alpha; raw or design-weighted) of one head "
-        "before adjudication",
+        "before adjudication, over every work coded twice or in one stratum, with its jackknife interval",
         _REPORT,
         VALIDATION_AGREEMENT_SCHEMA,
-        ("protocol_id", "code_source", "head", "statistic", "weighting"),
+        ("protocol_id", "code_source", "head", "stratum", "statistic", "weighting"),
     ),
     Table(
         "validation_gate",

@@ -417,6 +417,9 @@ FIELDS: dict[str, Field] = {
     "answer_id": Field(_S, "id of the answer"),
     "role": Field(_S, "the coder's role"),
     "unresolved": Field(_I64, "works whose code is unresolved"),
+    "not_yet_coded": Field(
+        _I64, "sampled works with no code yet (never coded, or waiting for a second coder or an adjudication)"
+    ),
     "submitted_at": Field(_S, "when the answer was submitted (ISO 8601, UTC)"),
     "provenance": Field(_S, "for an imported answer: file, task, annotation id, completed_by, times (JSON)"),
     "file_name": Field(_S, "name of the imported file"),

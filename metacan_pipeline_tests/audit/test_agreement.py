@@ -1,6 +1,8 @@
 """Tests of metacan_pipeline.audit.estimates.agreement: kappa and alpha by hand, against sklearn and the krippendorff
 package, raw and design-weighted, with unresolved answers as a value and missing answers left out."""
 
+import math
+
 import krippendorff
 import numpy as np
 import pytest
@@ -101,3 +103,80 @@ def test_agreement_is_undefined_without_pairs_or_with_a_single_value():
     assert cohen_kappa([1, None], [None, 0]) is None and krippendorff_alpha([1], [None]) is None
     with pytest.raises(ValueError, match="lengths differ"):
         cohen_kappa([1, 0], [1])
+
+
+def test_agreement_per_stratum_and_pooled_with_jackknife_intervals():
+    # consensus: 4 works of weight 1, coders disagree once; negative_far: 6 works of weight 5, first always 0
+    first = [1, 1, 0, 0] + [0] * 6
+    second = [1, 1, 1, 0] + [0] * 5 + [1]
+    weights = [1.0] * 4 + [5.0] * 6
+    strata = ["consensus"] * 4 + ["negative_far"] * 6
+    rows = {(r.stratum, r.statistic, r.weighting): r for r in head_agreement(first, second, weights, strata)}
+    assert list(rows) == [
+        ("all", "cohen_kappa", "raw"),
+        ("all", "cohen_kappa", "design"),
+        ("all", "krippendorff_alpha", "raw"),
+        ("all", "krippendorff_alpha", "design"),
+        ("consensus", "cohen_kappa", "raw"),
+        ("consensus", "krippendorff_alpha", "raw"),
+        ("negative_far", "cohen_kappa", "raw"),
+        ("negative_far", "krippendorff_alpha", "raw"),
+    ]
+    # pooled raw: p_o = 8/10, p_e = .2 x .4 + .8 x .6 = .56; design-weighted: p_o = 28/34, p_e = 848/34^2
+    assert rows["all", "cohen_kappa", "raw"].value == pytest.approx(0.24 / 0.44)
+    assert rows["all", "cohen_kappa", "design"].value == pytest.approx(104 / 308)
+    assert rows["all", "krippendorff_alpha", "raw"].value == pytest.approx(krippendorff_alpha(first, second))
+    # consensus: p_o = 3/4, p_e = 1/2, kappa 1/2; the replicates without one work are 0.4, 0.4, 1 and 0
+    consensus = rows["consensus", "cohen_kappa", "raw"]
+    se = math.sqrt(3 / 4 * sum((r - 0.45) ** 2 for r in (0.4, 0.4, 1.0, 0.0)))
+    assert (consensus.value, consensus.n, consensus.n_effective) == (pytest.approx(0.5), 4, 4.0)
+    assert consensus.lower == pytest.approx(0.5 - 1.959963985 * se) and consensus.upper == 1.0  # clipped
+    # negative_far: kappa and alpha 0 (p_o = p_e = 5/6); without its one disagreement a single value is left:
+    # a replicate is undefined, so is the interval
+    far = rows["negative_far", "cohen_kappa", "raw"]
+    assert far.value == pytest.approx(0.0) and far.lower is None and far.upper is None
+    assert rows["negative_far", "krippendorff_alpha", "raw"].value == pytest.approx(0.0)
+    # the design-weighted interval: the stratified jackknife, a deleted work's weight carried by its stratum
+    reps: dict[str, list[float]] = {}
+    for i in range(10):
+        h = strata[i]
+        m = strata.count(h)
+        w = [wt * (m / (m - 1) if strata[j] == h else 1.0) for j, wt in enumerate(weights)]
+        keep = [j for j in range(10) if j != i]
+        reps.setdefault(h, []).append(
+            cohen_kappa([first[j] for j in keep], [second[j] for j in keep], [w[j] for j in keep])
+        )
+    var = sum((len(r) - 1) / len(r) * sum((x - sum(r) / len(r)) ** 2 for x in r) for r in reps.values())
+    design = rows["all", "cohen_kappa", "design"]
+    assert design.lower == pytest.approx(max(-1, 104 / 308 - 1.959963985 * math.sqrt(var)))
+    assert design.upper == pytest.approx(min(1, 104 / 308 + 1.959963985 * math.sqrt(var)))
+    assert design.lower < design.value < design.upper
+
+
+def test_the_closed_form_replicates_are_the_statistic_recomputed_without_each_work():
+    rng = np.random.default_rng(3)
+    n = 60
+    truth = (rng.random(n) < 0.2).astype(int)
+    first = [UNRESOLVED if rng.random() < 0.05 else int(t != (rng.random() < 0.1)) for t in truth]
+    second = [int(t != (rng.random() < 0.15)) for t in truth]
+    strata = [("a", "b", "c")[i % 3] for i in range(n)]
+    weights = [{"a": 1.0, "b": 2.0, "c": 7.0}[s] for s in strata]
+    rows = {(r.stratum, r.statistic, r.weighting): r for r in head_agreement(first, second, weights, strata)}
+    for statistic, function in (("cohen_kappa", cohen_kappa), ("krippendorff_alpha", krippendorff_alpha)):
+        # the design-weighted interval: stratified replicates, each recomputed by the public function
+        reps: dict[str, list[float]] = {}
+        raw = []
+        for i in range(n):
+            m = strata.count(strata[i])
+            w = [wt * (m / (m - 1) if strata[j] == strata[i] else 1.0) for j, wt in enumerate(weights)]
+            keep = [j for j in range(n) if j != i]
+            reps.setdefault(strata[i], []).append(
+                function([first[j] for j in keep], [second[j] for j in keep], [w[j] for j in keep])
+            )
+            raw.append(function([first[j] for j in keep], [second[j] for j in keep]))
+        var = sum((len(r) - 1) / len(r) * sum((x - sum(r) / len(r)) ** 2 for x in r) for r in reps.values())
+        design = rows["all", statistic, "design"]
+        assert design.upper - design.value == pytest.approx(1.959963985 * math.sqrt(var), rel=1e-9)
+        raw_var = (n - 1) / n * sum((x - sum(raw) / n) ** 2 for x in raw)
+        plain = rows["all", statistic, "raw"]
+        assert plain.value - plain.lower == pytest.approx(1.959963985 * math.sqrt(raw_var), rel=1e-9)

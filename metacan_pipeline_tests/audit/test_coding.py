@@ -279,8 +279,16 @@ def test_submit_refuses_unknown_coders_tasks_and_evidence_versions(coded):
         store.submit(P, "W100", "dave", META)
     with pytest.raises(CodingError, match="not a task of protocol"):
         store.submit(P, "W999", "alice", META)
-    with pytest.raises(CodingError, match="not an evidence version of W100"):
+    with pytest.raises(
+        CodingError, match="'0{64}' is a foreign evidence hash: this coding store never showed it for W100"
+    ):
         store.submit(P, "W100", "alice", META, evidence_sha256="0" * 64)
+    other = store.tasks(P)[1]
+    with pytest.raises(
+        CodingError, match=f"'{other['evidence_sha256']}' is the evidence of {other['id']}, not of W100"
+    ):
+        store.submit(P, "W100", "alice", META, evidence_sha256=other["evidence_sha256"])
+    assert store.latest_answers(P) == []  # neither refused answer was stored
     store.revoke_coder("carol")
     with pytest.raises(CodingError, match="revoked"):
         store.next_task(P, "carol")

@@ -50,7 +50,17 @@ def audit_inputs() -> dict:
         }
     )
     code = audit.code[take]
-    human = pd.DataFrame({"id": ids, "head": HEAD, "code": [None if np.isnan(c) else int(c) for c in code]})
+    # of the works without a code, every other one was coded unresolved; the rest are not coded yet
+    missing = np.flatnonzero(np.isnan(code))
+    marked = set(missing[::2])
+    human = pd.DataFrame(
+        {
+            "id": ids,
+            "head": HEAD,
+            "code": ["unresolved" if i in marked else None if np.isnan(c) else int(c) for i, c in enumerate(code)],
+        }
+    )
+    human = human.drop(index=missing[1::4])  # a work never coded has no row at all
     teacher = audit.teacher[take].astype(int)
     decisions = pd.concat(
         [
@@ -70,7 +80,16 @@ def audit_inputs() -> dict:
     first[np.isnan(code)] = "unresolved"
     coders = pd.DataFrame({"id": ids, "head": HEAD, "first": first, "second": second})
     report = validation_report(sample, human, decisions, means, coders)
-    return {"sample": sample, "code": code, "take": take, "audit": audit, "report": report, "human": human}
+    return {
+        "sample": sample,
+        "code": code,
+        "take": take,
+        "audit": audit,
+        "report": report,
+        "human": human,
+        "unresolved": len(marked),
+        "not_yet_coded": len(missing) - len(marked),
+    }
 
 
 def test_every_table_has_its_declared_columns(audit_inputs):
@@ -85,7 +104,7 @@ def test_every_table_has_its_declared_columns(audit_inputs):
         assert tuple(table.columns) == columns and len(table) > 0
 
 
-def test_the_overall_rates_are_the_estimators_and_unresolved_codes_are_counted(audit_inputs):
+def test_the_overall_rates_are_the_estimators_and_unresolved_codes_are_counted_apart_from_uncoded_works(audit_inputs):
     report, audit, take = audit_inputs["report"], audit_inputs["audit"], audit_inputs["take"]
     row = _rate(report.error_rates, CLASSIFIER, "precision")
     expected = E.precision(audit_inputs["code"], audit.classifier[take], audit.design)
@@ -95,7 +114,12 @@ def test_the_overall_rates_are_the_estimators_and_unresolved_codes_are_counted(a
         pytest.approx(expected.upper),
         expected.n,
     )
-    assert row["unresolved"] == int(np.isnan(audit_inputs["code"]).sum()) > 0
+    # the works coded unresolved, and apart the works not coded yet (no code, or no row)
+    assert row["unresolved"] == audit_inputs["unresolved"] > 0
+    assert row["not_yet_coded"] == audit_inputs["not_yet_coded"] > 0
+    assert row["unresolved"] + row["not_yet_coded"] == int(np.isnan(audit_inputs["code"]).sum())
+    human = audit_inputs["report"].prevalence.set_index("method").loc["human"]
+    assert (human["unresolved"], human["not_yet_coded"]) == (audit_inputs["unresolved"], audit_inputs["not_yet_coded"])
     teacher = _rate(report.error_rates, TEACHER, "recall")
     assert "2 sampled works without a decision left out" in teacher["note"]
 
@@ -130,7 +154,8 @@ def test_prevalence_gives_the_human_estimate_and_one_ppi_estimate_per_system(aud
 
 def test_agreement_and_gate_rows(audit_inputs):
     report = audit_inputs["report"]
-    agreement = report.agreement
+    every = report.agreement
+    agreement = every.loc[every["stratum"] == "all"]
     assert list(zip(agreement["statistic"], agreement["weighting"], strict=True)) == [
         ("cohen_kappa", "raw"),
         ("cohen_kappa", "design"),
@@ -138,6 +163,13 @@ def test_agreement_and_gate_rows(audit_inputs):
         ("krippendorff_alpha", "design"),
     ]
     assert (agreement["n"] == len(audit_inputs["sample"])).all() and agreement["value"].between(0, 1).all()
+    assert (agreement["lower"] < agreement["value"]).all() and (agreement["value"] < agreement["upper"]).all()
+    # then one kappa and one alpha per stratum, over its works coded twice
+    sample = audit_inputs["sample"]
+    per = every.loc[every["stratum"] != "all"]
+    assert sorted(set(per["stratum"])) == sorted(set(sample["stratum"].astype(str)))
+    assert per.groupby("stratum")["n"].first().to_dict() == sample["stratum"].astype(str).value_counts().to_dict()
+    assert set(per["weighting"]) == {"raw"} and len(per) == 2 * sample["stratum"].nunique()
     gate = report.gate.set_index("system")
     recall = _rate(report.error_rates, CLASSIFIER, "recall")
     assert gate.loc[CLASSIFIER, "coded_positives"] == recall["n"]

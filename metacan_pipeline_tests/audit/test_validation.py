@@ -24,6 +24,7 @@ from metacan_pipeline.audit.assets import audit_protocol, audit_sample, validati
 from metacan_pipeline.audit.checks import audit_sample_partitions_frame
 from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.audit.estimates import summary, validation
+from metacan_pipeline.audit.estimates.agreement import cohen_kappa
 from metacan_pipeline.audit.estimates.report import validation_report as report_of
 from metacan_pipeline.audit.protocol.locked import current_protocol
 from metacan_pipeline.cli import app
@@ -178,6 +179,8 @@ def study(tmp_path_factory, openalex_dir):
     coded = [r for r in sample if not r["trained_on"]]
     index = {wid(i): i for i in range(N)}
     single = next(r["id"] for r in coded if r["stratum"] == "negative_far")
+    # a far negative bob could not decide: it waits for an adjudication that has not come yet (unresolved)
+    unsure = next(r["id"] for r in coded if r["stratum"] == "negative_far" and r["id"] != single)
     cli = [CliRunner().invoke(app, ["coding", "import-adjudicator", "frame1k", "--pilot-dir", str(PILOT),
                                     "--data-dir", str(storage.root)]) for _ in range(2)]  # fmt: skip
     frame = {r["id"]: r for r in storage.read_table("frame").to_pylist()}
@@ -188,9 +191,11 @@ def study(tmp_path_factory, openalex_dir):
         for r in sample:
             i = index[r["id"]]
             store.submit(pid, r["id"], "alice", answer(truth(i)))
-            if r["id"] != single:
+            if r["id"] == unsure:
+                store.submit(pid, r["id"], "bob", {"unresolved": True, "note": "cannot tell from the title"})
+            elif r["id"] != single:
                 store.submit(pid, r["id"], "bob", answer(truth(i) != (i % 10 == 3)))
-        for d in store.disagreements(pid):
+        for d in (d for d in store.disagreements(pid) if d["id"] != unsure):
             store.submit(pid, d["id"], "carol", answer(truth(index[d["id"]])), role="adjudication")
         store.append_machine_codes(
             [{"protocol_id": pid, "id": r["id"], "head": "metaresearch", "code": 1,
@@ -199,7 +204,7 @@ def study(tmp_path_factory, openalex_dir):
     after = run(storage, instance)
     return {
         "storage": storage, "before": before, "after": after, "before_records": before_records, "pid": pid,
-        "coded": coded, "sample": sample, "single": single, "index": index, "cli": cli,
+        "coded": coded, "sample": sample, "single": single, "unsure": unsure, "index": index, "cli": cli,
     }  # fmt: skip
 
 
@@ -219,7 +224,8 @@ def test_with_no_codes_the_report_materializes_and_no_head_passes(study):
 def test_the_report_matches_the_hajek_ratios_of_the_codes(study):
     storage, coded, index, single = study["storage"], study["coded"], study["index"], study["single"]
     system = f"classifier:{MV}:consensus"
-    both = [r for r in coded if r["id"] != single]  # the single-coded work waits for its second coder
+    # the single-coded work waits for its second coder, the unresolved one for an adjudication
+    both = [r for r in coded if r["id"] not in (single, study["unsure"])]
     w = {r["id"]: r["design_weight"] for r in both}
     y = {r["id"]: truth(index[r["id"]]) for r in both}
     d = {r["id"]: index[r["id"]] < 80 for r in both}
@@ -260,8 +266,31 @@ def test_the_report_matches_the_hajek_ratios_of_the_codes(study):
     # codes-only interval is already narrow: PPI's coverage and narrowing are tested on simulated coders, test_ppi.py)
     assert prev[f"ppi:{system}"]["width_ratio"] > 0
     # agreement before adjudication: bob errs on every tenth work, so kappa is below 1
-    kappa = [r for r in storage.read_table("validation_agreement").to_pylist() if r["statistic"] == "cohen_kappa"]
+    kappa = [
+        r
+        for r in storage.read_table("validation_agreement").to_pylist()
+        if (r["statistic"], r["stratum"]) == ("cohen_kappa", "all")
+    ]
     assert kappa and all(0 < r["value"] < 1 for r in kappa)
+
+
+def test_unresolved_counts_the_works_coded_unresolved_and_not_yet_coded_the_works_without_a_code(study):
+    """Of the audited sample, one work waits for its second coder (not yet coded) and one was coded unresolved by
+    bob and waits for an adjudication (unresolved): each counted in its own column, never the one for the other."""
+    storage = study["storage"]
+    rates = [
+        r
+        for r in storage.read_table("validation_error_rates").to_pylist()
+        if r["code_source"] == "human" and r["group_by"] == "all"
+    ]
+    assert {(r["unresolved"], r["not_yet_coded"]) for r in rates} == {(1, 1)}
+    prev = [r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"]
+    assert {(r["unresolved"], r["not_yet_coded"]) for r in prev} == {(1, 1)}
+    # the three trained works were all coded by both coders: nothing unresolved or uncoded there
+    apart = [
+        r for r in storage.read_table("validation_error_rates").to_pylist() if r["code_source"] == "human:trained_on"
+    ]
+    assert apart and {(r["unresolved"], r["not_yet_coded"]) for r in apart} == {(0, 0)}
 
 
 def test_the_gate_row_is_the_human_run_and_never_a_machine_adjudicator(study):
@@ -272,7 +301,7 @@ def test_the_gate_row_is_the_human_run_and_never_a_machine_adjudicator(study):
         "SELECT passed, precision_lower, recall_lower, coded_positives, n_coded, reason FROM human_validation "
         f"WHERE run_id = '{run_id}'",
     )
-    assert n_coded == len(study["coded"]) - 1 and positives >= 30
+    assert n_coded == len(study["coded"]) - 2 and positives >= 30
     assert passed == (precision_lower >= 0.80 and recall_lower >= 0.70) and passed, reason
     gates = storage.read_table("validation_gate").to_pylist()
     machine = [g for g in gates if g["code_source"] == "machine-adjudicator:everything-positive"]
@@ -296,7 +325,7 @@ def test_records_carry_the_human_code_and_the_validated_status_behind_a_passing_
     assert check_evaluation(study["after"], "records_human_layers_backed").passed
     assert check_evaluation(study["after"], "records_may_ship").passed
     recs = records(storage)
-    coded = {r["id"] for r in study["sample"]} - {single}
+    coded = {r["id"] for r in study["sample"]} - {single, study["unsure"]}
     # every work two coders coded, trained ones too (they are left out of the estimates, not of the layer); the
     # single-coded work has no human code yet
     assert {w for w, r in recs.items() if "human_code" in r} == coded
@@ -479,17 +508,47 @@ def test_the_dagster_metadata_shows_agreement_prevalence_and_differential_error(
     storage = study["storage"]
     m = meta(study["after"], "validation_report")
     assert m["min_n"] == 30
-    kappa = next(
-        r
+    agreement = {
+        (r["stratum"], r["weighting"], r["statistic"]): r
         for r in storage.read_table("validation_agreement").to_pylist()
-        if r["code_source"] == "human" and (r["statistic"], r["weighting"]) == ("cohen_kappa", "design")
-    )
+        if r["code_source"] == "human"
+    }
+    kappa, alpha = agreement["all", "design", "cohen_kappa"], agreement["all", "design", "krippendorff_alpha"]
     assert (
-        f"| metaresearch | cohen_kappa | design | {kappa['value']:.3f} | {kappa['n']} | {kappa['n_effective']:.1f} |"
+        f"| metaresearch | all (design-weighted) | {kappa['value']:.3f} [{kappa['lower']:.3f}, {kappa['upper']:.3f}] | "
+        f"{alpha['value']:.3f} [{alpha['lower']:.3f}, {alpha['upper']:.3f}] | {kappa['n']} | {kappa['n_effective']:.1f} |"
         in m["agreement"]
     )
     # the design weights are 1 and 2 (half the far negatives drawn): Kish's n is below the works coded twice
     assert kappa["n_effective"] < kappa["n"]
+    # per stratum: the consensus stratum's kappa and alpha, and a stratum whose coders gave one value throughout
+    cons = agreement["consensus", "raw", "cohen_kappa"]
+    assert (
+        f"| metaresearch | consensus | {cons['value']:.3f} [{cons['lower']:.3f}, {cons['upper']:.3f}] | "
+        in (m["agreement"])
+    )
+    assert "| metaresearch | no_abstract | undefined | undefined | 7 | 7.0 |" in m["agreement"]
+    # the same rows as table metadata, one per stratum, statistic and weighting
+    table = [dict(r.data) for r in m["agreement_table"].records]
+    assert (
+        len(table) == len(agreement)
+        and {"stratum": "consensus", "statistic": "cohen_kappa"}.items()
+        <= next(t for t in table if (t["stratum"], t["statistic"]) == ("consensus", "cohen_kappa")).items()
+    )
+    assert next(t for t in table if (t["stratum"], t["statistic"]) == ("consensus", "cohen_kappa"))["value"] == (
+        pytest.approx(cons["value"])
+    )
+    rates = [dict(r.data) for r in m["error_rates_table"].records]
+    assert {(t["system"], t["metric"]) for t in rates} >= {(f"classifier:{MV}:consensus", "f1")}
+    # the gate says which works it left out and why
+    assert (
+        "Reported apart: 3 drawn works of the trained_on stratum: they trained or calibrated the classifier under "
+        "test, so they are outside the audited population and never enter the gate (their report is the code source "
+        "human:trained_on)." in m["gate"]
+    )
+    assert "Machine adjudicators (machine-adjudicator:everything-positive, machine-adjudicator:frame1k)" in m["gate"]
+    # the coding status says why the estimates' n is what it is
+    assert m["coding"].startswith(f"{len(study['sample'])} drawn works ({len(study['coded'])} of the audited")
     prev = {
         r["method"]: r
         for r in storage.read_table("validation_prevalence").to_pylist()
@@ -599,7 +658,21 @@ def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_
         f"  audit sample: {len(sample)} of {N} frame works drawn; by stratum (drawn / N_h): "
         + " | ".join(f"{s} {n}/{big}" for s, (n, big) in strata.items())
     )
-    assert lines[2] == f"  human-coded works (two coders agreed, or adjudicated): {len(sample) - 1}"
+    coded, index, single, unsure = study["coded"], study["index"], study["single"], study["unsure"]
+    with CodingStore(coding_store_path(str(storage.root))) as store:
+        bases = [c["basis"] for c in store.adjudicated_codes(pid) if c["basis"] != "single_coder"]
+    agreed, adjudicated = bases.count("agreed"), bases.count("adjudicated")
+    # every count named, and they add up: 1 work waits for its second coder, 1 for the adjudication of an
+    # unresolved answer; the final codes are the audited sample's (the gate's n) and the trained works' (apart)
+    assert agreed + adjudicated == len(sample) - 2 and adjudicated > 0
+    assert lines[2] == (
+        f"  coding: {len(sample)} drawn works ({len(coded)} of the audited population, 3 of the trained_on stratum): "
+        f"0 not coded yet, 1 coded by one coder (waiting for the second), {len(sample) - 1} coded by both ({agreed} "
+        f"agreed, {adjudicated} adjudicated, 1 awaiting adjudication); 1 with an unresolved answer and no final code. "
+        f"Final human codes (two coders agreed, or adjudicated): {len(sample) - 2}: {len(coded) - 2} in the audited "
+        "sample (what the estimates and the gate count), 3 of the trained_on stratum (reported apart: those works "
+        "trained or calibrated the classifier)"
+    )
     assert lines[3] == (
         f"  machine-adjudicator:everything-positive (MACHINE-ADJUDICATED, never human codes): {len(study['coded'])} "
         f"works coded, {len(study['coded'])} of them in the audit sample"
@@ -608,8 +681,61 @@ def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_
         "  machine-adjudicator:frame1k (MACHINE-ADJUDICATED, never human codes): 179 works coded, 0 of them in the "
         "audit sample"
     )
-    assert lines[5].startswith(f"  gate metaresearch: human_validated:{pid} (precision lower bound ")
-    assert lines[5].endswith(f": passes; {len(study['coded']) - 1} coded works)")
+    # agreement: kappa of alice (the truth) and bob (wrong on every tenth work) computed here from the answers,
+    # design-weighted over every audited work coded twice, and within the consensus stratum alone, where free
+    # agreement on negatives cannot lift it
+    twice = [r for r in coded if r["id"] != single]
+
+    def bob(r) -> object:
+        i = index[r["id"]]
+        return "unresolved" if r["id"] == unsure else int(truth(i) != (i % 10 == 3))
+
+    alice = [int(truth(index[r["id"]])) for r in twice]
+    pooled = cohen_kappa(alice, [bob(r) for r in twice], [r["design_weight"] for r in twice])
+    inside = [k for k, r in enumerate(twice) if r["stratum"] == "consensus"]
+    consensus = cohen_kappa([alice[k] for k in inside], [bob(twice[k]) for k in inside])
+    assert pooled > consensus + 0.3  # the pooled kappa is mostly the agreement on negatives
+    stored = {
+        (r["stratum"], r["weighting"], r["statistic"]): r
+        for r in storage.read_table("validation_agreement").to_pylist()
+        if r["code_source"] == "human"
+    }
+    design, cons = stored["all", "design", "cohen_kappa"], stored["consensus", "raw", "cohen_kappa"]
+    assert (design["value"], design["n"]) == (pytest.approx(pooled), len(twice))
+    assert (cons["value"], cons["n"]) == (pytest.approx(consensus), len(inside))
+    alpha = stored["all", "design", "krippendorff_alpha"]
+    assert lines[5].startswith(
+        f"  agreement on metaresearch before adjudication (works coded twice): all (design-weighted), n={len(twice)}: "
+        f"kappa {pooled:.3f} [{design['lower']:.3f}, {design['upper']:.3f}], alpha {alpha['value']:.3f} "
+        f"[{alpha['lower']:.3f}, {alpha['upper']:.3f}]; all (raw, unweighted), n={len(twice)}: kappa "
+    )
+    assert f"; consensus, n={len(inside)}: kappa {consensus:.3f} [{cons['lower']:.3f}, {cons['upper']:.3f}]" in lines[5]
+    # precision, recall and F1 of each system, design-weighted, with intervals and n; the human-only prevalence
+    # beside the prediction-powered ones
+    rates = {
+        r["metric"]: r
+        for r in storage.read_table("validation_error_rates").to_pylist()
+        if r["code_source"] == "human" and r["system"] == f"classifier:{MV}:consensus" and r["group_by"] == "all"
+    }
+    p, r, f = (rates[m] for m in ("precision", "recall", "f1"))
+    assert (
+        f"  classifier:{MV}:consensus on metaresearch (design-weighted): precision {p['value']:.3f} "
+        f"[{p['lower']:.3f}, {p['upper']:.3f}] n={p['n']}, recall {r['value']:.3f} [{r['lower']:.3f}, "
+        f"{r['upper']:.3f}] n={r['n']}, f1 {f['value']:.3f} [{f['lower']:.3f}, {f['upper']:.3f}] n={f['n']}"
+    ) in lines
+    assert (p["n"], r["n"]) == (80, sum(truth(index[x["id"]]) for x in twice if x["id"] != unsure))
+    prevalence = next(x for x in lines if x.startswith("  prevalence of metaresearch: human-only "))
+    human = next(
+        x
+        for x in storage.read_table("validation_prevalence").to_pylist()
+        if (x["code_source"], x["head"], x["method"]) == ("human", "metaresearch", "human")
+    )
+    assert prevalence.startswith(
+        f"  prevalence of metaresearch: human-only {human['value']:.4f} [{human['lower']:.4f}, {human['upper']:.4f}] "
+        f"n={len(coded) - 2}; ppi:classifier:{MV}:candidate "
+    )
+    assert lines[-1].startswith(f"  gate metaresearch: human_validated:{pid} (precision lower bound ")
+    assert lines[-1].endswith(f": passes; {len(coded) - 2} final human codes on the head in the audited sample)")
     assert none == []  # a store from before the audit study: no section
 
 
@@ -621,10 +747,25 @@ def test_the_human_prevalence_is_reported_for_every_category_not_only_the_evalua
     prev = [r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"]
     human = {r["head"]: r for r in prev if r["method"] == "human"}
     assert set(human) == set(BINARY_TARGETS)
-    n = len(study["coded"]) - 1  # the single-coded work waits for its second coder
+    n = len(study["coded"]) - 2  # the single-coded work waits for its second coder, the unresolved one for adjudication
     assert (human["open_science"]["value"], human["open_science"]["n"]) == (0.0, n)
     assert (human["about_ca_topic"]["value"], human["about_ca_topic"]["n"]) == (1.0, n)
     assert 0 < human["metaresearch"]["value"] < 1
     assert {r["head"] for r in prev if r["method"] != "human"} == {"metaresearch"}
     gates = storage.read_table("validation_gate").to_pylist()
     assert {g["head"] for g in gates if g["code_source"] == "human"} == {"metaresearch"}
+
+
+def test_the_summary_names_an_agreement_table_written_before_strata_instead_of_failing():
+    import duckdb
+
+    from metacan_pipeline.cli.run_summary import report_lines
+
+    con = duckdb.connect()
+    con.execute(
+        "CREATE VIEW validation_agreement AS SELECT 'p1' AS protocol_id, 'human' AS code_source, 'metaresearch' AS head, "
+        "'cohen_kappa' AS statistic, 'raw' AS weighting, 0.5 AS value, 10 AS n, 10.0 AS n_effective"
+    )
+    assert report_lines(con, {"validation_agreement"}, "p1", ["metaresearch"]) == [
+        "  agreement: the stored report predates its strata; re-materialize validation_report"
+    ]

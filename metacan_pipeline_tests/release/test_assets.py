@@ -122,7 +122,9 @@ def test_release_bundle_holds_the_frozen_tables_records_cards_and_hashes(world, 
     # the records frozen are the checked work_records, byte for byte, in id order
     lines = (folder / "records.jsonl").read_text().splitlines()
     assert [json.loads(line)["id"] for line in lines] == sorted(records_before)
-    assert all(json.loads(line)["layer"] == UNRELEASED for line in lines)
+    # frozen by this release, each record is in it (work_records built them before the first release: unreleased)
+    assert {r["layer"] for r in records_before.values()} == {UNRELEASED}
+    assert {json.loads(line)["layer"] for line in lines} == {version}
     # sha256sum -c, a real subprocess: every file but SHA256SUMS itself, release.json included
     check = subprocess.run(["sha256sum", "-c", "--strict", "SHA256SUMS"], cwd=folder, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
@@ -252,6 +254,35 @@ def test_rolling_record_with_a_category_that_has_not_passed_is_a_violation():
     ]
     assert rolling_violations(record, frozenset({(VERSION, "sts")})) == []
     assert rolling_violations({**record, "layer": "2026.1"}, frozenset()) == []
+
+
+def test_records_frozen_by_a_release_carry_its_version_and_a_rolling_work_its_withheld_categories(
+    tmp_path, openalex_dir
+):
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    frame = site_world(storage, openalex_dir, n=12)
+
+    def frozen(version: str) -> list[str]:
+        return (storage.root / "releases" / version / "records.jsonl").read_text().splitlines()
+
+    assert run(storage, cut=True, release_version="test-1").success
+    assert {json.loads(line)["layer"] for line in frozen("test-1")} == {"test-1"}
+    add_work(storage, frame)
+    assert run(storage).success  # the new work is in the rolling layer: its classifier categories withheld
+    rolling = records(storage)[NEW_ID]
+    assert rolling["layer"] == ROLLING and rolling["prediction"]["candidate_categories"] == []
+    assert run(storage, cut=True, release_version="test-2").success
+    lines = frozen("test-2")
+    assert {json.loads(line)["layer"] for line in lines} == {"test-2"} and len(lines) == 13
+    pred = next(json.loads(line) for line in lines if json.loads(line)["id"] == NEW_ID)["prediction"]
+    assert pred["candidate_categories"] == ["metaresearch"] and pred["consensus_categories"] == ["metaresearch"]
+    assert pred["about_ca_topic_candidate"] is True and pred["genre_candidate"] == "empirical"
+    assert pred["genre_codex"] == "empirical"
+    # the frozen records are, byte for byte, the records work_records writes once test-2 is registered
+    assert run(storage).success
+    assert lines == [
+        r["record_json"] for r in sorted(storage.read_table("work_records").to_pylist(), key=lambda r: r["id"])
+    ]
 
 
 def test_a_tampered_bundle_fails_the_blocking_check(tmp_path, openalex_dir):

@@ -65,8 +65,19 @@ def check_append(
         raise CodingError("id", f"{shown(work_id)} is not a task of protocol {shown(protocol_id)}")
     shown_sha = shown_sha or task["evidence_sha256"]
     version = con.execute("SELECT id FROM coding_evidence WHERE evidence_sha256 = ?", [shown_sha]).fetchone()
-    if version is None or version["id"] != work_id:
-        raise CodingError("evidence_sha256", f"{shown(shown_sha)} is not an evidence version of {work_id}")
+    if version is None:
+        raise CodingError(
+            "evidence_sha256",
+            f"{shown(shown_sha, 132)} is a foreign evidence hash: this coding store never showed it for {work_id} (nor "
+            f"for any work), so the answer was made on evidence from elsewhere (another coding store, or an edited "
+            f"export); code {work_id} again from its current task (metacan coding, or a fresh Label Studio export)",
+        )
+    if version["id"] != work_id:
+        raise CodingError(
+            "evidence_sha256",
+            f"{shown(shown_sha, 132)} is the evidence of {version['id']}, not of {work_id}: the answer names one work and "
+            f"was made on another's evidence; check the work id of the answer (it must be the task's work_id)",
+        )
     coders = [
         r[0]
         for r in con.execute(

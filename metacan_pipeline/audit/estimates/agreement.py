@@ -22,6 +22,14 @@ between the first and the second coding of each work, raw and design-weighted.
   the frame would give. With integer weights it equals the package's alpha on the data with each work repeated
   ``w`` times (checked in the tests).
 - A statistic is None when undefined: no pair, or a single value throughout (no chance disagreement to compare).
+- Per stratum as well as pooled (:func:`head_agreement` with ``strata``): at a prevalence of 1-2 % a pooled table is
+  dominated by the works both coders call negative (free agreement), so a pooled kappa near 1 can hide poor
+  agreement on the strata where the positives are. Within a stratum every design weight is the same, so a stratum's
+  statistic is its raw one.
+- Intervals: ``value +- z se`` (clipped to [-1, 1]), ``se`` by the delete-one jackknife: for a raw statistic over
+  the works of its rows; for a design-weighted one stratified (JKn: a work is deleted within its stratum, whose other
+  works then carry its weight, ``se^2 = sum_h (n_h - 1) / n_h sum_i (theta_(hi) - mean_h)^2``; a stratum of one
+  work adds nothing). None when the statistic, or one of its replicates, is undefined.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import krippendorff
 import numpy as np
@@ -38,19 +47,26 @@ UNRESOLVED = "unresolved"
 
 STATISTICS: tuple[str, ...] = ("cohen_kappa", "krippendorff_alpha")
 WEIGHTINGS: tuple[str, ...] = ("raw", "design")
+#: The ``stratum`` of the statistics over every work coded twice (raw, and design-weighted for the frame).
+ALL_STRATA = "all"
 
 
 @dataclass(frozen=True)
 class Agreement:
     """One agreement statistic on one head: ``statistic`` (:data:`STATISTICS`), ``weighting`` (:data:`WEIGHTINGS`),
     ``value`` (None when undefined) over ``n`` works coded twice on the head; ``n_effective`` is Kish's
-    ``(sum w)^2 / sum w^2`` of their design weights for a design-weighted statistic, ``n`` for a raw one."""
+    ``(sum w)^2 / sum w^2`` of their design weights for a design-weighted statistic, ``n`` for a raw one;
+    ``stratum`` the stratum of the works (:data:`ALL_STRATA`: every one); ``lower`` / ``upper`` the jackknife
+    interval (module docstring; None when undefined)."""
 
     statistic: str
     weighting: str
     value: float | None
     n: int
     n_effective: float
+    stratum: str = ALL_STRATA
+    lower: float | None = None
+    upper: float | None = None
 
 
 def coder_value(value: object) -> str | None:
@@ -132,15 +148,144 @@ def krippendorff_alpha(first: Sequence, second: Sequence, weights: Sequence[floa
     return float(1 - (n - 1) * observed / expected)
 
 
-def head_agreement(first: Sequence, second: Sequence, weights: Sequence[float]) -> tuple[Agreement, ...]:
-    """The four statistics of one head, in the order (kappa, alpha) x (raw, design): ``first`` and ``second`` the
-    two codings of each work, ``weights`` their design weights."""
-    _, _, w = _pairs(first, second, weights)
+def _kappa_codes(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> float | None:
+    """Cohen's kappa on category indices (:func:`cohen_kappa` after :func:`_pairs`)."""
+    if a.size == 0:
+        return None
+    k = int(max(a.max(), b.max())) + 1
+    total = w.sum()
+    p_e = float((np.bincount(a, weights=w, minlength=k) / total).dot(np.bincount(b, weights=w, minlength=k) / total))
+    if p_e >= 1 - 1e-12:
+        return None
+    return (float(w[a == b].sum() / total) - p_e) / (1 - p_e)
+
+
+def _alpha_codes(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> float | None:
+    """Krippendorff's alpha on category indices with weights ``w`` (ones: the package's raw alpha)."""
+    if a.size == 0 or max(a.max(), b.max()) == 0:
+        return None
+    o = _coincidences(a, b, w)
+    n_c = o.sum(axis=1)
+    expected = n_c.sum() ** 2 - np.square(n_c).sum()
+    if expected <= 0:
+        return None
+    return float(1 - (n_c.sum() - 1) * (o.sum() - np.trace(o)) / expected)
+
+
+def _replicates(statistic: str, a: np.ndarray, b: np.ndarray, w: np.ndarray, groups: np.ndarray, reweight: bool):
+    """The delete-one replicates of ``statistic`` (:data:`STATISTICS`) on category indices ``a``, ``b`` with weights
+    ``w``: element ``i`` is the statistic without work ``i`` (nan where undefined), the rest of its group (``groups``)
+    carrying its weight when ``reweight``. In closed form from the sums the statistic is made of (the weight, the
+    agreeing weight and the two coders' weighted margins for kappa; the coincidence margins and the disagreeing
+    weight for alpha), each replicate the total less the work's part: the same values as recomputing the statistic
+    on every replicate, in O(n k) instead of O(n^2)."""
+    n = a.size
+    k = int(max(a.max(), b.max())) + 1
+    rows = np.arange(n)
+    _, g = np.unique(groups, return_inverse=True)
+    m = np.bincount(g)
+    f = np.where(m > 1, m / np.maximum(m - 1, 1), 1.0)[g] if reweight else np.ones(n)
+
+    def rep(x: np.ndarray) -> np.ndarray:
+        group = np.zeros((m.size, *x.shape[1:]))
+        np.add.at(group, g, x)
+        mine = group[g]
+        scale = f.reshape((-1,) + (1,) * (x.ndim - 1))
+        return x.sum(axis=0) - mine + scale * (mine - x)
+
+    first, second = np.zeros((n, k)), np.zeros((n, k))
+    first[rows, a] = w
+    second[rows, b] = w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if statistic == "cohen_kappa":
+            total = rep(w)
+            p_e = (rep(first) * rep(second)).sum(axis=1) / total**2
+            out = (rep(w * (a == b)) / total - p_e) / (1 - p_e)
+            out[~(p_e < 1 - 1e-12)] = np.nan
+        else:
+            n_c = rep(first + second)
+            size = n_c.sum(axis=1)
+            expected = size**2 - np.square(n_c).sum(axis=1)
+            out = 1 - (size - 1) * rep(2 * w * (a != b)) / expected
+            out[~(expected > 1e-12 * size**2)] = np.nan
+    return out
+
+
+def jackknife_se(
+    statistic: str, a: np.ndarray, b: np.ndarray, w: np.ndarray, strata: np.ndarray | None = None
+) -> float | None:
+    """The delete-one jackknife standard error of ``statistic`` (:data:`STATISTICS`) on category indices ``a``,
+    ``b`` with weights ``w`` (module docstring): stratified, with the deleted work's weight carried by the rest of
+    its stratum, when ``strata`` is given; plain (weights unchanged) otherwise. None when a replicate is undefined
+    or no stratum has two works."""
+    groups = np.zeros(a.size, dtype=int) if strata is None else np.asarray(strata)
+    if a.size < 2:
+        return None
+    reps = _replicates(statistic, a, b, w, groups, strata is not None)
+    total, used = 0.0, False
+    for g in np.unique(groups):
+        r = reps[groups == g]
+        m = r.size
+        if m < 2:
+            continue
+        if np.isnan(r).any():
+            return None
+        total += (m - 1) / m * float(np.square(r - r.mean()).sum())
+        used = True
+    return math.sqrt(total) if used else None
+
+
+def _interval(value: float | None, se: float | None, z: float) -> tuple[float | None, float | None]:
+    if value is None or se is None:
+        return None, None
+    return max(-1.0, value - z * se), min(1.0, value + z * se)
+
+
+_STATISTICS = {"cohen_kappa": _kappa_codes, "krippendorff_alpha": _alpha_codes}
+
+
+def head_agreement(
+    first: Sequence,
+    second: Sequence,
+    weights: Sequence[float],
+    strata: Sequence[str] | None = None,
+    level: float = 0.95,
+) -> tuple[Agreement, ...]:
+    """The statistics of one head: ``first`` and ``second`` the two codings of each work, ``weights`` their design
+    weights, ``strata`` their strata. Over every work (:data:`ALL_STRATA`), in the order (kappa, alpha) x (raw,
+    design); then, with ``strata``, per stratum in name order kappa and alpha (raw: one weight within a stratum).
+    Each with its ``level`` jackknife interval (module docstring)."""
+    if strata is not None and len(strata) != len(first):
+        raise ValueError(f"agreement: lengths differ (first {len(first)}, strata {len(strata)})")
+    a, b, w = _pairs(first, second, weights)
+    kept = [i for i, (x, y) in enumerate(zip(first, second, strict=True)) if _both(x, y)]
+    labels = np.array([str(strata[i]) for i in kept] if strata is not None else [ALL_STRATA] * len(kept), dtype=object)
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     n = int(w.size)
     kish = float(w.sum() ** 2 / np.square(w).sum()) if n else 0.0
-    return (
-        Agreement("cohen_kappa", "raw", cohen_kappa(first, second), n, float(n)),
-        Agreement("cohen_kappa", "design", cohen_kappa(first, second, weights), n, kish),
-        Agreement("krippendorff_alpha", "raw", krippendorff_alpha(first, second), n, float(n)),
-        Agreement("krippendorff_alpha", "design", krippendorff_alpha(first, second, weights), n, kish),
-    )
+    _, strata_index = np.unique(labels, return_inverse=True) if n else (None, np.zeros(0, dtype=int))
+    out = []
+    for name, stat in _STATISTICS.items():
+        ones = np.ones(n)
+        raw = stat(a, b, ones)
+        out.append(
+            Agreement(name, "raw", raw, n, float(n), ALL_STRATA, *_interval(raw, jackknife_se(name, a, b, ones), z))
+        )
+        design = stat(a, b, w)
+        se = jackknife_se(name, a, b, w, strata_index) if strata is not None else jackknife_se(name, a, b, w)
+        out.append(Agreement(name, "design", design, n, kish, ALL_STRATA, *_interval(design, se, z)))
+    if strata is None:
+        return tuple(out)
+    for stratum in sorted(set(labels)):
+        inside = labels == stratum
+        sa, sb, m = a[inside], b[inside], int(inside.sum())
+        for name, stat in _STATISTICS.items():
+            ones = np.ones(m)
+            value = stat(sa, sb, ones)
+            lower, upper = _interval(value, jackknife_se(name, sa, sb, ones), z)
+            out.append(Agreement(name, "raw", value, m, float(m), stratum, lower, upper))
+    return tuple(out)
+
+
+def _both(x: object, y: object) -> bool:
+    return coder_value(x) is not None and coder_value(y) is not None

@@ -11,9 +11,11 @@ Inputs (one row each; extra columns are ignored):
   of :data:`metacan_pipeline.audit.estimates.design_based.DESIGN_COLUMNS`, and the grouping columns :data:`GROUPINGS`). Works
   that trained or calibrated the classifier under test are the caller's to exclude or to report apart (SPEC
   section 10).
-- ``human_codes``: ``id, head, code``, the adjudicated human code per work and head: 0 / 1, or None (or
-  ``"unresolved"``) when unresolved. A sampled work with no code on a head counts as unresolved there. Unresolved
-  works are left out of every rate (the estimand is the rate among resolved works) and counted in ``unresolved``.
+- ``human_codes``: ``id, head, code``, the final human code per work and head: 0 / 1, ``"unresolved"`` when its
+  coders answered unresolved (and no adjudication resolved it), or None when it has none yet. Both are left out of
+  every rate (the estimand is the rate among resolved works) and counted apart: ``unresolved`` counts the sampled
+  works whose code is ``"unresolved"``; ``not_yet_coded`` the sampled works with no code on the head (None, or no
+  row: never coded, or waiting for a second coder or an adjudication).
 - ``decisions``: ``system, id, head, decision`` (0 / 1), e.g. system ``"teacher:gemma"`` or
   ``"classifier:<model_version>:consensus"``; rows for works outside the sample are ignored, and a sampled work
   without a decision is left out of that system's rates (the note counts it: a missing label is unknown, never a
@@ -21,7 +23,9 @@ Inputs (one row each; extra columns are ignored):
 - ``frame_means``: ``system, head, frame_mean`` (optionally ``frame_n``, default the design's frame size): the
   mean decision over every frame work, for the prediction-powered prevalence.
 - ``coder_codes`` (optional): ``id, head, first, second``, the two independent codings before adjudication
-  (0 / 1 / a class / ``"unresolved"``; None when missing), for the agreement table.
+  (0 / 1 / a class / ``"unresolved"``; None when missing), for the agreement table: per head, over every work coded
+  twice (stratum ``"all"``, raw and design-weighted) and per stratum, each with its jackknife interval
+  (:mod:`.agreement`).
 
 Rates are reported per group of :data:`GROUPINGS` beside ``group_by = "all"`` (differential error); each row
 carries ``n`` and the Kish ``n_effective``, and a rate on fewer than ``min_n`` cases has a null value and the note
@@ -52,13 +56,16 @@ METRICS: tuple[str, ...] = ("precision", "recall", "f1")
 
 ERROR_RATE_COLUMNS: tuple[str, ...] = (
     "system", "head", "group_by", "group", "metric",
-    "value", "lower", "upper", "se", "n", "n_effective", "unresolved", "note",
+    "value", "lower", "upper", "se", "n", "n_effective", "unresolved", "not_yet_coded", "note",
 )  # fmt: skip
 CONFUSION_COLUMNS: tuple[str, ...] = ("system", "head", "group_by", "group", "cell", "count", "weighted")
 PREVALENCE_COLUMNS: tuple[str, ...] = (
-    "head", "method", "value", "lower", "upper", "se", "width_ratio", "n", "n_effective", "unresolved", "note",
+    "head", "method", "value", "lower", "upper", "se", "width_ratio", "n", "n_effective", "unresolved",
+    "not_yet_coded", "note",
 )  # fmt: skip
-AGREEMENT_COLUMNS: tuple[str, ...] = ("head", "statistic", "weighting", "value", "n", "n_effective")
+AGREEMENT_COLUMNS: tuple[str, ...] = (
+    "head", "stratum", "statistic", "weighting", "value", "lower", "upper", "n", "n_effective",
+)  # fmt: skip
 GATE_COLUMNS: tuple[str, ...] = ("system", "head", "passed", "judged", "reason", "coded_positives", "n_effective")
 
 _METRIC_FUNCTIONS = {"precision": precision, "recall": recall, "f1": f1}
@@ -153,15 +160,31 @@ def _missing_note(count: int) -> str:
     return f"{count} sampled works without a decision left out" if count else ""
 
 
+def _uncoded(inside: np.ndarray, y: np.ndarray, unresolved: np.ndarray) -> dict[str, int]:
+    """``unresolved`` and ``not_yet_coded`` among the sampled works ``inside`` (module docstring)."""
+    return {
+        "unresolved": int((inside & unresolved).sum()),
+        "not_yet_coded": int((inside & np.isnan(y) & ~unresolved).sum()),
+    }
+
+
 def _system_rows(
-    system: str, head: str, y: np.ndarray, d: np.ndarray, design: Design, sample: pd.DataFrame, options: dict
+    system: str,
+    head: str,
+    y: np.ndarray,
+    unresolved: np.ndarray,
+    d: np.ndarray,
+    design: Design,
+    sample: pd.DataFrame,
+    options: dict,
 ) -> tuple[list[dict], list[dict], dict[str, Estimate]]:
-    """Error-rate and confusion rows of one (system, head), and its overall precision and recall."""
+    """Error-rate and confusion rows of one (system, head), and its overall precision and recall; ``unresolved``
+    marks the sampled works whose code is ``"unresolved"``."""
     rates, cells, overall = [], [], {}
     for group_by, group, mask in _groups(sample):
         inside = np.ones(design.size, dtype=bool) if mask is None else mask
         key = {"system": system, "head": head, "group_by": group_by, "group": group}
-        unresolved = int((inside & np.isnan(y)).sum())
+        uncoded = _uncoded(inside, y, unresolved)
         no_decision = _missing_note(int((inside & ~np.isnan(y) & np.isnan(d)).sum()))
         for metric in METRICS:
             e = _METRIC_FUNCTIONS[metric](y, d, design, within=mask, **options)
@@ -170,7 +193,7 @@ def _system_rows(
                     **key,
                     "metric": metric,
                     **_estimate_row(e),
-                    "unresolved": unresolved,
+                    **uncoded,
                     "note": _join(e.note, no_decision),
                 }
             )
@@ -183,9 +206,15 @@ def _system_rows(
 
 
 def _prevalence_rows(
-    head: str, y: np.ndarray, decisions: dict, means: pd.DataFrame, design: Design, options: dict
+    head: str,
+    y: np.ndarray,
+    unresolved: np.ndarray,
+    decisions: dict,
+    means: pd.DataFrame,
+    design: Design,
+    options: dict,
 ) -> list[dict]:
-    unresolved = int(np.isnan(y).sum())
+    uncoded = _uncoded(np.ones(design.size, dtype=bool), y, unresolved)
     human = prevalence(y, design, **options)
     rows = [
         {
@@ -193,7 +222,7 @@ def _prevalence_rows(
             "method": "human",
             **_estimate_row(human),
             "width_ratio": None,
-            "unresolved": unresolved,
+            **uncoded,
             "note": human.note,
         }
     ]
@@ -209,14 +238,16 @@ def _prevalence_rows(
                 "method": f"ppi:{m['system']}",
                 **_estimate_row(est.ppi),
                 "width_ratio": est.width_ratio,
-                "unresolved": unresolved,
+                **uncoded,
                 "note": _join(est.ppi.note, no_decision),
             }
         )
     return rows
 
 
-def _agreement_rows(coder_codes: pd.DataFrame | None, sample_ids: pd.Index, weights: np.ndarray) -> list[dict]:
+def _agreement_rows(
+    coder_codes: pd.DataFrame | None, sample_ids: pd.Index, weights: np.ndarray, strata: np.ndarray, level: float
+) -> list[dict]:
     if coder_codes is None:
         return []
     _require(coder_codes, CODER_CODE_COLUMNS, "coder_codes")
@@ -228,13 +259,20 @@ def _agreement_rows(coder_codes: pd.DataFrame | None, sample_ids: pd.Index, weig
         )
     rows = []
     for head, part in coder_codes.assign(_pos=positions).groupby("head", sort=True):
-        for a in head_agreement(part["first"].tolist(), part["second"].tolist(), weights[part["_pos"].to_numpy()]):
+        pos = part["_pos"].to_numpy()
+        pairs = head_agreement(
+            part["first"].tolist(), part["second"].tolist(), weights[pos], [str(s) for s in strata[pos]], level
+        )
+        for a in pairs:
             rows.append(
                 {
                     "head": head,
+                    "stratum": a.stratum,
                     "statistic": a.statistic,
                     "weighting": a.weighting,
                     "value": a.value,
+                    "lower": a.lower,
+                    "upper": a.upper,
                     "n": a.n,
                     "n_effective": a.n_effective,
                 }
@@ -300,6 +338,12 @@ def validation_report(
         outside = human_codes["id"].iloc[int(np.argmax(code_pos < 0))]
         raise ValueError(f"validation report: work {outside!r} has a human code but is not in the audit sample")
     codes = _vectors(human_codes, code_pos, ["head"], "code", design.size, "human code")
+    marked = human_codes.assign(_pos=code_pos).loc[lambda f: f["code"].map(lambda c: isinstance(c, str))]
+    unresolved = {}
+    for (head,) in codes:
+        flags = np.zeros(design.size, dtype=bool)
+        flags[marked.loc[marked["head"] == head, "_pos"].to_numpy()] = True
+        unresolved[head] = flags
     decided = _vectors(
         decisions, _positions(ids, decisions, "decisions", keys=("system", "id", "head")), ["system", "head"],
         "decision", design.size, "decision",
@@ -307,11 +351,11 @@ def validation_report(
     options = {"min_n": min_n, "level": level}
     rates, cells, prevalences, gates = [], [], [], []
     for (head,), y in codes.items():
-        prevalences += _prevalence_rows(head, y, decided, frame_means, design, options)
+        prevalences += _prevalence_rows(head, y, unresolved[head], decided, frame_means, design, options)
         for (system, decision_head), d in decided.items():
             if decision_head != head:
                 continue
-            r, c, overall = _system_rows(system, head, y, d, design, sample, options)
+            r, c, overall = _system_rows(system, head, y, unresolved[head], d, design, sample, options)
             rates += r
             cells += c
             positives = overall["recall"].n
@@ -331,6 +375,8 @@ def validation_report(
         error_rates=_frame(rates, ERROR_RATE_COLUMNS),
         confusion=_frame(cells, CONFUSION_COLUMNS),
         prevalence=_frame(prevalences, PREVALENCE_COLUMNS),
-        agreement=_frame(_agreement_rows(coder_codes, ids, design.weight), AGREEMENT_COLUMNS),
+        agreement=_frame(
+            _agreement_rows(coder_codes, ids, design.weight, sample["stratum"].to_numpy(), level), AGREEMENT_COLUMNS
+        ),
         gate=_frame(gates, GATE_COLUMNS),
     )

@@ -1,13 +1,15 @@
 """The validation report as Markdown for the Dagster UI: per code source a table of every system's precision, recall
-and F1 with their gate, the inter-coder agreement, the prevalence (human-only and prediction-powered), the
-differential error by group, and the gate rows the run appended."""
+and F1 with their gate, where the coding stands, the inter-coder agreement (pooled and per stratum), the prevalence
+(human-only and prediction-powered), the differential error by group, and the gate rows the run appended."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from ..protocol.locked import AuditProtocol
+from .agreement import ALL_STRATA
 from .report import ValidationReport
+from .status import CodingStatus, status_sentence
 from .validation import HUMAN, NO_CODES, TRAINED_APART, overall
 
 
@@ -54,20 +56,47 @@ def _number(value, digits: int = 3) -> str:
     return "-" if value is None or pd.isna(value) else f"{float(value):.{digits}f}"
 
 
+def _interval(value, lower, upper, digits: int = 3) -> str:
+    """``value [lower, upper]``; ``undefined`` for no value; the value alone when its interval is undefined."""
+    if value is None or pd.isna(value):
+        return "undefined"
+    if lower is None or pd.isna(lower) or upper is None or pd.isna(upper):
+        return f"{value:.{digits}f} (no interval: a jackknife replicate is undefined)"
+    return f"{value:.{digits}f} [{lower:.{digits}f}, {upper:.{digits}f}]"
+
+
+def stratum_label(stratum: str, weighting: str) -> str:
+    """How a row of ``validation_agreement`` names its works: ``all (design-weighted)``, ``all (raw, unweighted)``
+    or the stratum's name."""
+    if stratum != ALL_STRATA:
+        return stratum
+    return "all (design-weighted)" if weighting == "design" else "all (raw, unweighted)"
+
+
 def agreement_markdown(report: ValidationReport) -> str:
     """The inter-coder agreement table (before adjudication) as Markdown: per head Cohen's kappa and Krippendorff's
-    alpha, raw and design-weighted, on the works coded twice."""
+    alpha with their 95% jackknife intervals, over every work coded twice (design-weighted: the frame's estimate;
+    raw) and per stratum (where the positives are: a pooled table at low prevalence is mostly free agreement)."""
     rows = report.agreement
     if rows.empty:
         return "_(no work coded by two coders yet)_"
     lines = [
-        "| head | statistic | weighting | value | works coded twice | effective n |",
+        "| head | works | Cohen's kappa [95% CI] | Krippendorff's alpha [95% CI] | works coded twice | effective n |",
         "|---|---|---|---|---|---|",
     ]
-    for r in rows.itertuples():
-        value = "undefined" if r.value is None or pd.isna(r.value) else f"{r.value:.3f}"
-        lines.append(f"| {r.head} | {r.statistic} | {r.weighting} | {value} | {r.n} | {_number(r.n_effective, 1)} |")
+    for (head, stratum, weighting), part in rows.groupby(["head", "stratum", "weighting"], sort=False):
+        stat = {r["statistic"]: r for r in part.to_dict("records")}
+        k, a = stat["cohen_kappa"], stat["krippendorff_alpha"]
+        lines.append(
+            f"| {head} | {stratum_label(stratum, weighting)} | {_interval(k['value'], k['lower'], k['upper'])} | "
+            f"{_interval(a['value'], a['lower'], a['upper'])} | {k['n']} | {_number(k['n_effective'], 1)} |"
+        )
     return "\n".join(lines)
+
+
+def coding_markdown(status: CodingStatus | None) -> str:
+    """Where the coding stands (:func:`.status.status_sentence`), or a note when the store was not read."""
+    return "_(coding store not read)_" if status is None else status_sentence(status)
 
 
 def prevalence_markdown(report: ValidationReport, min_n: int) -> str:
@@ -119,8 +148,11 @@ def _fmt(value: float | None) -> str:
 
 
 def gate_markdown(rows: list[dict]) -> str:
-    """The ``human_validation`` rows of one run as a Markdown table (head, passed, lower bounds, counts, reason)."""
-    gate = "| head | passed | precision lower | recall lower | coded positives | coded works | reason |\n"
+    """The ``human_validation`` rows of one run as a Markdown table (head, passed, lower bounds, counts, reason):
+    ``n_coded`` is the final human codes on the head in the audited sample (trained works are reported apart)."""
+    gate = (
+        "| head | passed | precision lower | recall lower | coded positives | final codes (audited sample) | reason |\n"
+    )
     return (
         gate
         + "|---|---|---|---|---|---|---|\n"
@@ -130,3 +162,19 @@ def gate_markdown(rows: list[dict]) -> str:
             for r in rows
         )
     )
+
+
+def apart_markdown(trained: int, trained_coded: bool, adjudicators: list[str]) -> str:
+    """What the gate leaves out and why: the drawn works of the ``trained_on`` stratum (``trained``; reported
+    apart when ``trained_coded``) and every machine adjudicator's codes (``adjudicators``)."""
+    parts = [
+        f"Reported apart: {trained} drawn works of the trained_on stratum: they trained or calibrated the classifier "
+        "under test, so they are outside the audited population and never enter the gate"
+        + (f" (their report is the code source {TRAINED_APART})." if trained_coded else " (none coded yet).")
+    ]
+    if adjudicators:
+        parts.append(
+            f"Machine adjudicators ({', '.join(adjudicators)}): reported as their own code sources, MACHINE-"
+            "ADJUDICATED, never human validation and never the gate."
+        )
+    return "\n\n".join(parts)

@@ -38,6 +38,7 @@ from ..protocol.locked import AuditProtocol
 from ..protocol.scratch import scratch
 from .gate import GateThresholds
 from .report import CODER_CODE_COLUMNS, HUMAN_CODE_COLUMNS, ValidationReport, validation_report
+from .status import CodingStatus, coding_status
 
 HUMAN = "human"
 #: The code source of the human codes on the works that trained or calibrated the classifier, reported apart.
@@ -70,7 +71,9 @@ def head_value(code: Mapping, head: str) -> int | None:
 class ReportInputs:
     """Everything one report run reads (module docstring); ``trained``: the drawn works that trained or calibrated
     the classifier (the ``trained_on`` stratum), left out of the audited population and reported apart;
-    ``trained_left_out``: their count; ``machine_outside``: per adjudicator, codes on works not drawn."""
+    ``trained_left_out``: their count; ``machine_outside``: per adjudicator, codes on works not drawn;
+    ``unresolved``: the works with no final human code whose coders' (or adjudicator's) latest answer is
+    unresolved (:func:`unresolved_ids`); ``status``: where the coding of the drawn works stands (:mod:`.status`)."""
 
     protocol: AuditProtocol
     sample: pd.DataFrame
@@ -83,6 +86,8 @@ class ReportInputs:
     trained_left_out: int = 0
     machine_outside: dict[str, int] = field(default_factory=dict)
     single_coder: int = 0
+    unresolved: frozenset[str] = frozenset()
+    status: CodingStatus | None = None
 
 
 @dataclass(frozen=True)
@@ -118,10 +123,21 @@ def load_sample(storage: MetacanStorage, protocol_id: str) -> SampleParts:
     return SampleParts(part(~trained), part(trained), sorted(rows.loc[rows["trained_on"].astype(bool), "id"]))
 
 
-def code_frame(codes: Iterable[Mapping], heads: list[str], ids: set[str]) -> pd.DataFrame:
-    """``id, head, code`` for every code of a sampled work and every head (code None: says nothing)."""
+def code_frame(
+    codes: Iterable[Mapping], heads: list[str], ids: set[str], unresolved: Iterable[str] = ()
+) -> pd.DataFrame:
+    """``id, head, code`` for every code of a sampled work and every head (code None: says nothing), and
+    ``"unresolved"`` on every head for each sampled work of ``unresolved`` (works with no code, coded unresolved)."""
     rows = [{"id": c["id"], "head": h, "code": head_value(c, h)} for c in codes if c["id"] in ids for h in heads]
+    rows += [{"id": w, "head": h, "code": "unresolved"} for w in sorted(set(unresolved) & ids) for h in heads]
     return pd.DataFrame(rows, columns=list(HUMAN_CODE_COLUMNS))
+
+
+def unresolved_ids(answers: Iterable[Mapping], final: Iterable[Mapping]) -> frozenset[str]:
+    """The works with no ``final`` code of which some latest answer (a coder's or the adjudicator's) is unresolved:
+    their coders could not decide and no adjudication has settled them yet."""
+    settled = {c["id"] for c in final}
+    return frozenset(a["id"] for a in answers if a["unresolved"] and a["id"] not in settled)
 
 
 def coder_frame(answers: Iterable[Mapping], heads: list[str], ids: set[str]) -> pd.DataFrame:
@@ -221,11 +237,12 @@ def report_inputs(storage: MetacanStorage, store: CodingStore, protocol: AuditPr
             [{"id": r["id"], "head": r["head"], "code": r["code"]} for r in inside], columns=list(HUMAN_CODE_COLUMNS)
         )
     decisions, means = decision_frames(storage, protocol, sorted(ids | set(trained["id"])), parts.trained_ids)
+    answers = store.latest_answers(pid)
     return ReportInputs(
         protocol=protocol,
         sample=sample,
         human=human,
-        coder_codes=coder_frame(store.latest_answers(pid), heads, ids),
+        coder_codes=coder_frame(answers, heads, ids),
         machine=frames,
         decisions=decisions,
         frame_means=means,
@@ -233,6 +250,8 @@ def report_inputs(storage: MetacanStorage, store: CodingStore, protocol: AuditPr
         trained_left_out=len(trained),
         machine_outside=outside,
         single_coder=sum(1 for c in adjudicated if c["basis"] == "single_coder"),
+        unresolved=unresolved_ids(answers, human),
+        status=coding_status(answers, human, ids, trained["id"]),
     )
 
 
@@ -251,7 +270,7 @@ def run_report(inputs: ReportInputs) -> dict[str, ValidationReport]:
     out = {
         HUMAN: validation_report(
             inputs.sample,
-            code_frame(inputs.human, list(BINARY_TARGETS), ids),
+            code_frame(inputs.human, list(BINARY_TARGETS), ids, inputs.unresolved),
             inputs.decisions,
             inputs.frame_means,
             inputs.coder_codes,
@@ -260,8 +279,8 @@ def run_report(inputs: ReportInputs) -> dict[str, ValidationReport]:
     }
     trained = inputs.trained
     if trained is not None and not trained.empty:
-        codes = code_frame(inputs.human, list(BINARY_TARGETS), set(trained["id"]))
-        if codes["code"].notna().any():
+        codes = code_frame(inputs.human, list(BINARY_TARGETS), set(trained["id"]), inputs.unresolved)
+        if codes["code"].map(lambda c: c in (0, 1)).any():
             no_means = inputs.frame_means.iloc[:0]
             out[TRAINED_APART] = validation_report(trained, codes, inputs.decisions, no_means, **options)
     for source, codes in sorted(inputs.machine.items()):
