@@ -43,12 +43,17 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..audit.coding.store import CodingStore
+from ..audit.estimates.study import export_study
+from ..audit.protocol.locked import current_protocol
+from ..settings import coding_store_path
 from ..storage import MetacanStorage, sql_literal
 from ..student.card import card_files
 from ..tables.audit import HUMAN_VALIDATION_SCHEMA, PROTOCOLS_SCHEMA
 from ..tables.audit import TABLES as AUDIT_CATALOG
 from .citation import citation_text
 from .layer import TABLES_DIR, releases_root
+from .study import freeze_study, recompute
 
 #: A release version: a folder name and a CFF ``version`` (letters, digits, '.', '_', '-'; at most 64).
 VERSION_PATTERN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,63}$")
@@ -130,7 +135,8 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
             con, f"SELECT * FROM ({labels}) ORDER BY teacher, work_id, label_id", out / "direct_labels.parquet"
         )
         catalog = {t.name: t for t in AUDIT_CATALOG}
-        for name in (t for t in VALIDATION_TABLES if storage.has_table(t)):
+        validated = [t for t in VALIDATION_TABLES if storage.has_table(t)]
+        for name in validated:
             table = catalog[name]
             schema = table.schema  # the catalog's, less its run columns
             for column in RUN_COLUMNS & set(schema.names):
@@ -150,6 +156,24 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
         )
         counts["audit_protocols"] = _write_query(
             con, "SELECT * FROM audit_protocols ORDER BY protocol_id", out / "audit_protocols.parquet", PROTOCOLS_SCHEMA
+        )
+    if validated:
+        counts.update(_freeze_study(storage, folder))
+    return counts
+
+
+def _freeze_study(storage: MetacanStorage, folder: Path) -> dict[str, int]:
+    """Write the study the frozen validation tables rest on (:mod:`.study`) and check that they recompute from it;
+    :class:`ReleaseError` when they do not (the report is older than the codes, the decisions or the protocol)."""
+    protocol = current_protocol(storage)
+    with CodingStore(coding_store_path(str(storage.root))) as store:
+        counts = freeze_study(export_study(storage, store, protocol), folder / TABLES_DIR)
+    result = recompute(folder)
+    if result.differences:
+        raise ReleaseError(
+            f"no release can be cut: the validation tables do not recompute from the study they rest on "
+            f"({len(result.differences)} differences, first: {result.differences[0]}); the codes, decisions or "
+            f"protocol changed since validation_report ran: materialize validation_report, then cut the release"
         )
     return counts
 
