@@ -110,6 +110,9 @@ def test_no_coder_identity_leaves_the_coding_store(world):
     folder, storage = world["folder"], world["storage"]
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     assert any(p.name == "study_answers.parquet" for p in files)
+    readme = (folder / "README.md").read_text()
+    assert "| `tables/study_answers.parquet` | every answer (role code) and adjudication" in readme
+    assert "| `tables/human_codes.parquet` |" in readme and "metacan verify-release" in readme
     for path in files:
         raw = path.read_bytes().lower()
         assert [i for i in IDENTITIES if i.lower().encode() in raw] == [], path
