@@ -170,10 +170,15 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
 def _freeze_study(storage: MetacanStorage, folder: Path) -> dict[str, int]:
     """Write the study the frozen validation tables rest on (:mod:`.study`) and check that they recompute from it;
     :class:`ReleaseError` when they do not (the report is older than the codes, the decisions or the protocol)."""
-    protocol = current_protocol(storage)
-    with CodingStore(coding_store_path(str(storage.root))) as store:
-        counts = freeze_study(export_study(storage, store, protocol), folder / TABLES_DIR)
-    result = recompute(folder)
+    try:
+        protocol = current_protocol(storage)
+        with CodingStore(coding_store_path(str(storage.root))) as store:
+            counts = freeze_study(export_study(storage, store, protocol), folder / TABLES_DIR)
+        result = recompute(folder)
+    except ValueError as exc:  # no protocol or no drawn sample any more: the report's tables rest on nothing shipped
+        raise ReleaseError(
+            f"no release can be cut: the study behind the validation tables cannot be frozen: {exc}"
+        ) from None
     if result.differences:
         raise ReleaseError(
             f"no release can be cut: the validation tables do not recompute from the study they rest on "

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from metacan_pipeline.audit.coding.pseudonyms import coder_pseudonym
 from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.cli import app
-from metacan_pipeline.release.bundle import SUMS_FILE, cut_release, file_entries
+from metacan_pipeline.release.bundle import SUMS_FILE, ReleaseError, cut_release, file_entries
 from metacan_pipeline.settings import coding_store_path
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.roles import CENSUS, SAMPLE
@@ -209,3 +209,18 @@ def test_a_pseudonym_is_stable_per_coder_and_study_and_keyed_by_the_store(world,
     key = world["key"]
     assert coder_pseudonym(key, pid, "alice.tremblay") != coder_pseudonym(key, "another-protocol", "alice.tremblay")
     assert coder_pseudonym(key, pid, "alice.tremblay") != "coder-" + hashlib.sha256(b"alice.tremblay").hexdigest()[:10]
+
+
+def test_a_cut_is_refused_when_the_report_no_longer_recomputes_from_the_study(world, tmp_path):
+    """An answer appended after validation_report ran: the frozen tables would not rest on the study shipped, so no
+    release is cut (and nothing is left behind) until the report runs again."""
+    shutil.copytree(world["storage"].root, tmp_path / "data")
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    before = sorted(p.name for p in (storage.root / "releases").iterdir())
+    with CodingStore(coding_store_path(str(storage.root))) as store:
+        work = next(a for a in store.latest_answers(world["pid"]) if a["coder"] == "alice.tremblay")
+        store.submit(world["pid"], work["id"], "alice.tremblay", coded(not work["categories"], "alice.tremblay"))
+    labels = [f"direct_labels_{CENSUS}", f"direct_labels_{SAMPLE}"]
+    with pytest.raises(ReleaseError, match="do not recompute from the study.*materialize validation_report"):
+        cut_release(storage, labels, "test-2", ["MetaCan research group"], "run-release-2")
+    assert sorted(p.name for p in (storage.root / "releases").iterdir()) == before
