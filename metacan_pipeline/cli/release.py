@@ -6,10 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..definitions import build_resources
-from ..instance import dagster_instance
 from ..release.bundle import ReleaseError, check_version, verify
-from ..release.materialize import ReleaseNotCut, materialize_release
 from ..release.study import recompute
 from ..storage import default_data_dir
 
@@ -34,6 +31,11 @@ def release(
     except ReleaseError as exc:
         typer.echo(f"metacan release: {exc}", err=True)
         raise typer.Exit(2) from None
+    # imported here on purpose: verify-release, in the same module, needs neither Dagster nor the definitions
+    from ..definitions import build_resources
+    from ..instance import dagster_instance
+    from ..release.materialize import ReleaseNotCut, materialize_release
+
     data = data_dir or default_data_dir()
     try:
         out = materialize_release(build_resources(data), dagster_instance(data), version, author)
@@ -77,4 +79,5 @@ def verify_release(
             err=True,
         )
         raise typer.Exit(1)
-    typer.echo(f"verified {result.tables} tables, {result.cells} cells: {folder}")
+    none = "" if result.tables else " (the bundle holds no validation report)"
+    typer.echo(f"verified {result.tables} tables, {result.cells} cells{none}: {folder}")
