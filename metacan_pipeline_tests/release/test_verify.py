@@ -61,7 +61,7 @@ def world(tmp_path_factory, openalex_dir):
     alice, bob, carol = CODERS
     with CodingStore(coding_store_path(str(storage.root))) as store:
         store.load_tasks(pid, [frame[r["id"]] for r in sample])
-        shown = {t["id"]: t["evidence_sha256"] for t in store.released_tasks(pid)}
+        shown = {t["id"]: t["evidence_sha256"] for t in store.tasks(pid)}
         for name in CODERS:
             store.add_coder(name)
         for n, r in enumerate(sorted(sample, key=lambda r: r["id"])):
@@ -79,11 +79,15 @@ def world(tmp_path_factory, openalex_dir):
                 store.submit(pid, r["id"], bob, coded(second, bob))
         for d in store.disagreements(pid):
             store.submit(pid, d["id"], carol, coded(truth(index[d["id"]]), carol), role="adjudication")
-        key = store.pseudonym_key()
     after = run(storage, instance)
     labels = [f"direct_labels_{CENSUS}", f"direct_labels_{SAMPLE}"]
     cut = cut_release(storage, labels, "test-1", ["MetaCan research group"], "run-release")
-    return {"storage": storage, "folder": cut.folder, "after": after, "pid": pid, "key": key}
+    return {"storage": storage, "folder": cut.folder, "after": after, "pid": pid}
+
+
+def store_key(storage: MetacanStorage) -> bytes:
+    with CodingStore(coding_store_path(str(storage.root))) as store:
+        return store.pseudonym_key()
 
 
 def strings(value) -> list[str]:
@@ -109,10 +113,6 @@ def identities_in_parquet(table: pa.Table) -> set[str]:
 def test_no_coder_identity_leaves_the_coding_store(world):
     folder, storage = world["folder"], world["storage"]
     files = sorted(p for p in folder.rglob("*") if p.is_file())
-    assert any(p.name == "study_answers.parquet" for p in files)
-    readme = (folder / "README.md").read_text()
-    assert "| `tables/study_answers.parquet` | every answer (role code) and adjudication" in readme
-    assert "| `tables/human_codes.parquet` |" in readme and "metacan verify-release" in readme
     for path in files:
         raw = path.read_bytes().lower()
         assert [i for i in IDENTITIES if i.lower().encode() in raw] == [], path
@@ -125,8 +125,12 @@ def test_no_coder_identity_leaves_the_coding_store(world):
         text = json.dumps({k: str(v.value) for k, v in m.metadata.items()}).lower()
         assert [i for i in IDENTITIES if i.lower() in text] == [], m.asset_key
     # the coders are there, under their pseudonyms, and every answer a human code rests on is shipped
+    assert any(p.name == "study_answers.parquet" for p in files)
+    readme = (folder / "README.md").read_text()
+    assert "| `tables/study_answers.parquet` | every answer (role code) and adjudication" in readme
+    assert "| `tables/human_codes.parquet` |" in readme and "metacan verify-release" in readme
     answers = pq.read_table(folder / "tables" / "study_answers.parquet").to_pylist()
-    pid, key = world["pid"], world["key"]
+    pid, key = world["pid"], store_key(storage)
     pseudonyms = {coder_pseudonym(key, pid, c) for c in (*CODERS, LS_CODER)}
     assert {a["coder"] for a in answers} == pseudonyms and len(pseudonyms) == 4
     assert {a["role"] for a in answers if a["coder"] == coder_pseudonym(key, pid, "carol.okafor")} == {"adjudication"}
@@ -199,14 +203,14 @@ def test_a_pseudonym_is_stable_per_coder_and_study_and_keyed_by_the_store(world,
     """The same coder has the same pseudonym on every read of the store, another in another study, and another under
     another store's key; nothing in the pseudonym is a hash of the name alone."""
     storage, pid = world["storage"], world["pid"]
+    key = store_key(storage)
     with CodingStore(coding_store_path(str(storage.root))) as store:
         first = {a["answer_id"]: a["coder"] for a in store.released_answers(pid)}
-        assert store.pseudonym_key() == world["key"]
+        assert store.pseudonym_key() == key
     with CodingStore(coding_store_path(str(storage.root))) as store:
         assert {a["answer_id"]: a["coder"] for a in store.released_answers(pid)} == first
     with CodingStore(tmp_path / "other.sqlite") as other:
-        assert other.pseudonym_key() != world["key"]
-    key = world["key"]
+        assert other.pseudonym_key() != key
     assert coder_pseudonym(key, pid, "alice.tremblay") != coder_pseudonym(key, "another-protocol", "alice.tremblay")
     assert coder_pseudonym(key, pid, "alice.tremblay") != "coder-" + hashlib.sha256(b"alice.tremblay").hexdigest()[:10]
 
