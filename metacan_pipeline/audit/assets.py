@@ -9,7 +9,6 @@ from dataclasses import asdict
 
 import dagster as dg
 import pandas as pd
-import pyarrow as pa
 from pydantic import Field
 
 from .. import settings
@@ -18,20 +17,14 @@ from ..storage import MetacanStorage
 from ..student.roles import SAMPLE, direct_labels_key
 from ..tables.audit import (
     AUDIT_SAMPLE_SCHEMA,
-    HUMAN_CODES_SCHEMA,
     HUMAN_VALIDATION_SCHEMA,
     PROTOCOLS_SCHEMA,
     TABLES,
-    VALIDATION_AGREEMENT_SCHEMA,
-    VALIDATION_CONFUSION_SCHEMA,
-    VALIDATION_ERROR_RATES_SCHEMA,
-    VALIDATION_GATE_SCHEMA,
-    VALIDATION_PREVALENCE_SCHEMA,
 )
 from ..tables.coding import CODING_TASKS_SCHEMA
 from .coding.loading import load_coding_tasks
 from .coding.store import CodingStore
-from .estimates import summary, validation
+from .estimates import study, summary, validation
 from .estimates.design_based import kish_n_effective
 from .protocol import classifier, design, power
 from .protocol.locked import (
@@ -210,12 +203,6 @@ def _sample_metadata(
 
 
 TABLE_BY_NAME = {t.name: t for t in TABLES}
-REPORT_TABLES = {
-    "validation_error_rates": ("error_rates", VALIDATION_ERROR_RATES_SCHEMA),
-    "validation_confusion": ("confusion", VALIDATION_CONFUSION_SCHEMA),
-    "validation_prevalence": ("prevalence", VALIDATION_PREVALENCE_SCHEMA),
-    "validation_agreement": ("agreement", VALIDATION_AGREEMENT_SCHEMA),
-}
 _AUDIT = {"group_name": "audit", "code_version": "1", "owners": ["team:metacan"]}
 _REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in validation.REPORT_TEACHERS)]
 
@@ -232,7 +219,7 @@ _REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in v
         ),
         *(
             dg.AssetSpec(name, deps=_REPORT_DEPS, kinds={"python", "parquet"}, description=t.row, **_AUDIT)
-            for name, t in ((n, TABLE_BY_NAME[n]) for n in (*REPORT_TABLES, "validation_gate", "human_codes"))
+            for name, t in ((n, TABLE_BY_NAME[n]) for n in study.VALIDATION_TABLES)
         ),
     ]
 )
@@ -248,21 +235,11 @@ def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage
     protocol = current_protocol(storage)
     run_id, now = context.run.run_id, dt.datetime.now(dt.UTC).replace(tzinfo=None)
     with CodingStore(settings.coding_store_path(str(storage.root))) as store:
-        inputs = validation.report_inputs(storage, store, protocol)
+        inputs = study.report_inputs(storage, store, protocol)  # coders under their pseudonyms from here on
     reports = validation.run_report(inputs)
-    gates = validation.gate_frame(reports, protocol)
-    for name, (attr, schema) in REPORT_TABLES.items():
-        frames = [validation.stamped(getattr(r, attr), protocol, s, run_id, now) for s, r in reports.items()]
-        n = storage.write_table(name, _table(frames, schema))
-        yield dg.MaterializeResult(asset_key=name, metadata=table_metadata(schema, n, None, None))
-    frames = [validation.stamped(g, protocol, s, run_id, now) for s, g in gates.items()]
-    n = storage.write_table("validation_gate", _table(frames, VALIDATION_GATE_SCHEMA))
-    yield dg.MaterializeResult(
-        asset_key="validation_gate", metadata=table_metadata(VALIDATION_GATE_SCHEMA, n, None, None)
-    )
-    codes = validation.human_code_rows(inputs, run_id)
-    n = storage.write_table("human_codes", pa.Table.from_pylist(codes, schema=HUMAN_CODES_SCHEMA))
-    yield dg.MaterializeResult(asset_key="human_codes", metadata=table_metadata(HUMAN_CODES_SCHEMA, n, None, None))
+    for name, table in study.report_tables(inputs, reports, run_id, now).items():
+        n = storage.write_table(name, table)
+        yield dg.MaterializeResult(asset_key=name, metadata=table_metadata(table.schema, n, None, None))
     rows = validation.human_validation_rows(inputs, reports[validation.HUMAN], run_id, now)
     appended = validation.append_human_validation(storage, rows)
     context.log.info(
@@ -273,11 +250,6 @@ def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage
     yield dg.MaterializeResult(
         asset_key="validation_report", metadata=_report_metadata(inputs, reports, rows, appended)
     )
-
-
-def _table(frames: list[pd.DataFrame], schema: pa.Schema) -> pa.Table:
-    """The frames as one Arrow table of ``schema`` (one per code source, in order)."""
-    return pa.concat_tables([pa.Table.from_pandas(f, schema=schema, preserve_index=False) for f in frames])
 
 
 def _table_value(frame: pd.DataFrame) -> dg.MetadataValue:

@@ -35,6 +35,7 @@ COMMANDS = (
     ("serve", "serve:serve"),
     ("summary", "summary:summary"),
     ("release", "release:release"),
+    ("verify-release", "release:verify_release"),
     ("import-labels", "labels:import_labels"),
     ("fetch", "fetch:fetch"),
     ("evaluate-pilot", "pilot:evaluate_pilot"),

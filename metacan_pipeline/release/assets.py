@@ -47,8 +47,10 @@ def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: M
 
     Downstream of ``work_records``, so ``records_may_ship`` (blocking) stops it: nothing the check refused is frozen.
     With ``cut: true`` it freezes the frame, every direct label, the predictions, the machine scores, the
-    ``human_validation`` rows as of now and the records into Parquet tables, ``records.jsonl``, the model cards of the
-    classifier versions (``model_cards/<version>/``), ``release.json``
+    ``human_validation`` rows as of now, the validation report with the study it rests on (audit sample, answers under
+    the coders' pseudonyms, decisions; refused when the report does not recompute from it) and the records into
+    Parquet tables, ``records.jsonl``, the model cards of the classifier versions (``model_cards/<version>/``),
+    ``README.md``, ``release.json``
     (content hashes, counts), ``SHA256SUMS`` and ``CITATION.cff`` (`bundle`); an input already cut reuses its
     release. Works that enter the frame later are the rolling layer (`layer`), on the next ``work_records``.
     Fails (no retry) naming the input when a version is invalid or taken, a table is missing, or CFF does not validate.

@@ -11,6 +11,10 @@ A bundle holds:
   ``validation_confusion``, ``validation_prevalence``, ``validation_agreement``, ``validation_gate`` and
   ``human_codes`` (the current protocol's report and final human codes) without their run columns (``run_id``,
   ``computed_at``), so a report that says the same freezes to the same bytes;
+- with them, the study they rest on (:mod:`.study`): ``tables/study_sample``, ``study_tasks``, ``study_answers`` (every
+  answer and adjudication under the coders' pseudonyms), ``study_machine_codes``, ``study_decisions`` and
+  ``study_frame_means``; a cut whose validation tables do not recompute from it is refused (run validation_report
+  first), so ``metacan verify-release`` passes on every bundle as cut;
 - ``records.jsonl``: the ``work_records`` that passed ``records_may_ship``, one JSON record a line in id order,
   each as this release freezes it: its ``layer`` is this release's version, and a record published in the rolling
   layer shows the classifier categories withheld there (:func:`.layer.frozen_record`), so it is byte for byte the
@@ -19,7 +23,7 @@ A bundle holds:
   (``model_card.md``, ``model_card.json`` and its reliability plots, :mod:`metacan_pipeline.student.card`), copied
   from ``data/reports/<model_version>/``; ``release.json``'s ``model_cards`` lists them per version (empty: that
   version's card was never written, e.g. a version trained before cards existed);
-- ``CITATION.cff`` (:mod:`.citation`), ``release.json`` (version, frame build id, classifier version, created at,
+- ``README.md`` (what each file holds, how to check it), ``CITATION.cff`` (:mod:`.citation`), ``release.json`` (version, frame build id, classifier version, created at,
   the content hash, every other file's SHA-256 and size, the counts) and ``SHA256SUMS`` (``sha256sum -c`` format,
   every file but itself).
 
@@ -45,12 +49,17 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..audit.coding.store import CodingStore
+from ..audit.estimates.study import export_study
+from ..audit.protocol.locked import current_protocol
+from ..settings import coding_store_path
 from ..storage import MetacanStorage, sql_literal
 from ..student.card import card_files
 from ..tables.audit import HUMAN_VALIDATION_SCHEMA, PROTOCOLS_SCHEMA
 from ..tables.audit import TABLES as AUDIT_CATALOG
 from .citation import citation_text
 from .layer import ROLLING, TABLES_DIR, WITHHELD_FIELDS, frozen_record, releases_root
+from .study import STUDY_DESCRIPTIONS, freeze_study, recompute
 
 #: A release version: a folder name and a CFF ``version`` (letters, digits, '.', '_', '-'; at most 64).
 VERSION_PATTERN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,63}$")
@@ -58,6 +67,7 @@ RESERVED_VERSIONS = frozenset({"rolling", "unreleased"})
 #: The warehouse tables frozen as they are, with the key they are ordered by.
 WAREHOUSE_TABLES = {"frame": "id", "predictions": "id", "machine_scores": "id"}
 RECORDS_FILE, RELEASE_JSON, SUMS_FILE, CITATION_FILE = "records.jsonl", "release.json", "SHA256SUMS", "CITATION.cff"
+README_FILE = "README.md"
 MODEL_CARDS_DIR = "model_cards"
 #: The validation report's warehouse tables frozen when present (module docstring), in their catalog key order.
 VALIDATION_TABLES = (
@@ -132,7 +142,8 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
             con, f"SELECT * FROM ({labels}) ORDER BY teacher, work_id, label_id", out / "direct_labels.parquet"
         )
         catalog = {t.name: t for t in AUDIT_CATALOG}
-        for name in (t for t in VALIDATION_TABLES if storage.has_table(t)):
+        validated = [t for t in VALIDATION_TABLES if storage.has_table(t)]
+        for name in validated:
             table = catalog[name]
             schema = table.schema  # the catalog's, less its run columns
             for column in RUN_COLUMNS & set(schema.names):
@@ -152,6 +163,29 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
         )
         counts["audit_protocols"] = _write_query(
             con, "SELECT * FROM audit_protocols ORDER BY protocol_id", out / "audit_protocols.parquet", PROTOCOLS_SCHEMA
+        )
+    if validated:
+        counts.update(_freeze_study(storage, folder))
+    return counts
+
+
+def _freeze_study(storage: MetacanStorage, folder: Path) -> dict[str, int]:
+    """Write the study the frozen validation tables rest on (:mod:`.study`) and check that they recompute from it;
+    :class:`ReleaseError` when they do not (the report is older than the codes, the decisions or the protocol)."""
+    try:
+        protocol = current_protocol(storage)
+        with CodingStore(coding_store_path(str(storage.root))) as store:
+            counts = freeze_study(export_study(storage, store, protocol), folder / TABLES_DIR)
+        result = recompute(folder)
+    except ValueError as exc:  # no protocol or no drawn sample any more: the report's tables rest on nothing shipped
+        raise ReleaseError(
+            f"no release can be cut: the study behind the validation tables cannot be frozen: {exc}"
+        ) from None
+    if result.differences:
+        raise ReleaseError(
+            f"no release can be cut: the validation tables do not recompute from the study they rest on "
+            f"({len(result.differences)} differences, first: {result.differences[0]}); the codes, decisions or "
+            f"protocol changed since validation_report ran: materialize validation_report, then cut the release"
         )
     return counts
 
@@ -298,6 +332,7 @@ def cut_release(
         build, classifier = _frozen_facts(tmp)
         cards = copy_model_cards(storage.root, classifier, tmp)
         (tmp / CITATION_FILE).write_text(citation_text(version, now.date(), build, classifier, authors), "utf-8")
+        (tmp / README_FILE).write_text(readme_text(version, tmp), "utf-8")
         manifest = {
             "release_version": version,
             "frame_build_id": build,
@@ -318,6 +353,49 @@ def cut_release(
     folder = root / version
     _register(storage, manifest, folder, run_id, now)
     return CutRelease(version, folder, False, manifest)
+
+
+#: What each file of a bundle holds, for its README (the study tables' are :data:`.study.STUDY_DESCRIPTIONS`).
+FILE_DESCRIPTIONS = {
+    "tables/frame.parquet": "the frame: every admitted work, its routes and their evidence (no abstract)",
+    "tables/direct_labels.parquet": "every registry teacher's direct labels, failed ones included",
+    "tables/predictions.parquet": "the student's predictions (candidate, consensus, scores) per work",
+    "tables/machine_scores.parquet": "the active-learning student's machine scores (scores rank, they assert nothing)",
+    "tables/human_validation.parquet": "the gate's rows per protocol, classifier version and head (no row: none passed)",
+    "tables/audit_protocols.parquet": "every locked audit protocol: its canonical JSON as locked (protocol_json) and "
+    "its SHA-256 (content_sha256), which the protocol id is made of",
+    RECORDS_FILE: "the published work records, one JSON record a line, in id order",
+    CITATION_FILE: "how to cite this release (CFF 1.2)",
+    RELEASE_JSON: "version, frame build, classifier version, content hash, counts, every file's SHA-256 and size",
+    SUMS_FILE: "every file's SHA-256 (sha256sum -c SHA256SUMS)",
+}
+
+
+def readme_text(version: str, folder: Path) -> str:
+    """The bundle's README.md: what each file holds and how to check it."""
+    catalog = {t.name: t.row for t in AUDIT_CATALOG}
+    described = {
+        **FILE_DESCRIPTIONS,
+        **{f"tables/{n}.parquet": catalog[n] for n in VALIDATION_TABLES},
+        **{f"tables/{n}.parquet": d for n, d in STUDY_DESCRIPTIONS.items()},
+    }
+    paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    paths += [RELEASE_JSON, SUMS_FILE]
+    lines = [f"# metacan release {version}", "", "| file | holds |", "|---|---|"]
+    for path in paths:
+        text = described.get(path) or (
+            "the model card of a classifier version" if path.startswith(MODEL_CARDS_DIR + "/") else "this file"
+        )
+        lines.append(f"| `{path}` | {text} |")
+    lines += [
+        "",
+        "Check the files: `sha256sum -c SHA256SUMS` in this folder. Check the validation tables: `metacan "
+        "verify-release <this folder>` recomputes every `validation_*` table and `human_codes` from the protocol, the "
+        "audit sample, the answers and the decisions of the `study_*` tables alone (no data folder, no network) and "
+        "compares them cell by cell. Coders appear under pseudonyms only (`coder-<10 hex>`, per coder and study).",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def _register(storage: MetacanStorage, manifest: dict, folder: Path, run_id: str, now: dt.datetime) -> None:

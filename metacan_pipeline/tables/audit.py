@@ -3,6 +3,8 @@ each materialization named, and the audit sample of every protocol."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from .fields import column, columns
 from .table import Table
 
@@ -262,3 +264,89 @@ TABLES += [
         ("protocol_id", "id"),
     ),
 ]
+
+# ---- the study as a release holds it: what verify-release recomputes the validation report from ------------------
+#: A release's audit sample: the drawn works of the study (``trained_on``: drawn from the works that trained or
+#: calibrated the classifier, reported apart), with their stratum, N_h, n_h, pi and design weight.
+STUDY_SAMPLE_SCHEMA = columns(
+    "protocol_id",
+    "id",
+    "stratum",
+    "stratum_size",
+    "stratum_sample_size",
+    "selection_probability",
+    "design_weight",
+    "trained_on",
+    "language",
+    "has_abstract",
+    "route_key",
+)
+
+#: A release's coding tasks: queue position and the evidence version current at the cut (no evidence text).
+STUDY_TASKS_SCHEMA = columns(
+    "protocol_id",
+    "id",
+    column("position", pa.int64(), description="the task's position in the coding queue"),
+    column("evidence_sha256", description="SHA-256 of the evidence JSON the task shows"),
+)
+
+#: A release's answers: every answer and adjudication ever appended, under the coder's pseudonym (never a name, an
+#: email or a Label Studio identity; no note, no provenance).
+STUDY_ANSWERS_SCHEMA = columns(
+    "protocol_id",
+    column("answer_id", description="the answer's released id: answer-<16 hex of a keyed hash of its store id>"),
+    column("seq", pa.int64(), description="the answer's append order in the coding store"),
+    "id",
+    column("coder", description="the coder's pseudonym in this study: coder-<10 hex of a keyed hash>"),
+    column("role", description="code (an independent coding) | adjudication (settles a disagreement)"),
+    "categories",
+    "domain",
+    "study_design",
+    "genre",
+    "about_ca_system",
+    "about_ca_topic",
+    column("confidence", description="the coder's confidence: high | medium | low"),
+    column("unresolved", pa.bool_(), description="the coder could not decide"),
+    column("evidence_sha256", description="SHA-256 of the evidence version the coder was shown"),
+    "submitted_at",
+    column("source", description="site | label_studio:<16 hex of the imported file's SHA-256>"),
+)
+
+#: A release's machine adjudicators' codes on the study's works (reported as their own code source).
+STUDY_MACHINE_CODES_SCHEMA = columns(
+    "protocol_id",
+    "adjudicator",
+    "id",
+    column("head", description="the head coded"),
+    column("code", pa.int32(), description="1 | 0: the adjudicator's code on the head (null: no usable verdict)"),
+)
+
+#: A release's decisions of every system on the sampled works, with the classifier's score and threshold.
+STUDY_DECISIONS_SCHEMA = columns(
+    "protocol_id",
+    "system",
+    "id",
+    column("head", description="the head decided"),
+    column("decision", pa.int32(), description="1 | 0: the system's decision on the head"),
+    column("score", pa.float64(), description="the classifier's score on the head (null: a teacher's direct label)"),
+    column("threshold", pa.float64(), description="the head's quota threshold (null: a teacher's direct label)"),
+)
+
+#: A release's frame-wide decision means (the prediction-powered prevalence's other input).
+STUDY_FRAME_MEANS_SCHEMA = columns(
+    "protocol_id",
+    "system",
+    column("head", description="the head decided"),
+    column("frame_mean", pa.float64(), description="the system's mean decision over the audited population"),
+    column("frame_n", pa.int64(), description="works of the audited population the mean is over"),
+)
+
+#: ``{bundle table name: schema}`` of the study tables, in the order a bundle lists them.
+STUDY_TABLES = {
+    "study_sample": STUDY_SAMPLE_SCHEMA,
+    "study_tasks": STUDY_TASKS_SCHEMA,
+    "study_answers": STUDY_ANSWERS_SCHEMA,
+    "study_machine_codes": STUDY_MACHINE_CODES_SCHEMA,
+    "study_decisions": STUDY_DECISIONS_SCHEMA,
+    "study_frame_means": STUDY_FRAME_MEANS_SCHEMA,
+}

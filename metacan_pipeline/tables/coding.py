@@ -219,6 +219,25 @@ def coding_store_ddl() -> list[str]:
     return [t.ddl() for t in TABLES] + list(EXTRA_DDL)
 
 
+#: The coding store's secrets (:mod:`metacan_pipeline.audit.coding.pseudonyms`): one row per name, created once and never
+#: changed; ``pseudonym_key`` keys the coders' pseudonyms of every released table. Never leaves the store.
+CODING_SECRETS_SCHEMA = columns(
+    column("name", pa.string(), description="the secret's name (pseudonym_key)"),
+    column("value", pa.string(), description="the secret, hex (never exported)"),
+    column("created_at", pa.string(), description="when the secret was created (ISO 8601, UTC)"),
+)
+
+TABLES.append(
+    Table(
+        "coding_secrets",
+        "one secret of the coding store (the key of the coders' pseudonyms): created once, never changed or exported",
+        "metacan_pipeline.audit.coding.pseudonyms.PseudonymsMixin",
+        CODING_SECRETS_SCHEMA,
+        ("name",),
+        store="sqlite",
+    )
+)
+
 MACHINE_CODES_SCHEMA = columns(
     "protocol_id",
     "id",

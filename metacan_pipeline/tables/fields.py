@@ -474,8 +474,8 @@ FIELDS: dict[str, Field] = {
     "judged": Field(_B, "the gate could judge the head (enough coded positives)"),
     "human_validation": Field(_B, "the row counts towards human_validation (the protocol's rule on human codes)"),
     "basis": Field(_S, "agreed (two coders agreed) | adjudicated"),
-    "coders": Field(_LS, "the coders whose answers the code rests on"),
-    "answer_ids": Field(_LS, "the answers the code rests on"),
+    "coders": Field(_LS, "the pseudonyms (coder-<10 hex>, per coder and study) of the coders the code rests on"),
+    "answer_ids": Field(_LS, "the released ids (answer-<16 hex>) of the answers the code rests on"),
 }
 
 # The student's published per-target columns (SPEC section 6): one set per about_ca flag and categorical field.

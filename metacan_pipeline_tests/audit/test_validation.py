@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from metacan_pipeline.audit.assets import audit_protocol, audit_sample, validation_report
 from metacan_pipeline.audit.checks import audit_sample_partitions_frame
 from metacan_pipeline.audit.coding.store import CodingStore
+from metacan_pipeline.audit.estimates import study as study_inputs
 from metacan_pipeline.audit.estimates import summary, validation
 from metacan_pipeline.audit.estimates.agreement import cohen_kappa
 from metacan_pipeline.audit.estimates.report import validation_report as report_of
@@ -491,7 +492,7 @@ def test_the_minimum_n_is_the_protocols(study):
     protocol = current_protocol(storage)
     strict = dataclasses.replace(protocol, min_n=150)
     with CodingStore(coding_store_path(str(storage.root))) as store:
-        inputs = validation.report_inputs(storage, store, protocol)
+        inputs = study_inputs.report_inputs(storage, store, protocol)
     report = validation.run_report(dataclasses.replace(inputs, protocol=strict))[validation.HUMAN]
     rates = report.error_rates
     overall = rates.loc[(rates["group_by"] == "all") & (rates["system"] == f"classifier:{MV}:consensus")]

@@ -109,6 +109,7 @@ def test_release_bundle_holds_the_frozen_tables_records_cards_and_hashes(world, 
     assert manifest["model_cards"] == {VERSION: cards}
     assert listed == {
         "CITATION.cff",
+        "README.md",
         "records.jsonl",
         *cards,
         *(

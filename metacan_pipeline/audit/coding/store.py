@@ -11,6 +11,7 @@ and its transactions):
 - :mod:`.imports`: answers made elsewhere (Label Studio, :mod:`.labelstudio_import`), appended once each;
 - :mod:`.adjudication`: agreement, disagreements, adjudication and the final human codes;
 - :mod:`.machine_codes`: machine adjudicators' codes, kept beside the human codes, never as one;
+- :mod:`.pseudonyms`: the coders' pseudonyms and a protocol's answers and tasks as a release holds them;
 - :mod:`.backup`: a consistent copy of the whole store.
 """
 
@@ -23,6 +24,7 @@ from .base import StoreBase
 from .coders import CodersMixin
 from .imports import ImportsMixin
 from .machine_codes import MachineCodesMixin
+from .pseudonyms import PseudonymsMixin
 from .tasks import TasksMixin
 
 
@@ -33,6 +35,7 @@ class CodingStore(
     TasksMixin,
     CodersMixin,
     MachineCodesMixin,
+    PseudonymsMixin,
     BackupMixin,
     StoreBase,
 ):

@@ -1,6 +1,6 @@
 """What the ``validation_report`` asset reads and writes (SPEC section 10).
 
-:func:`report_inputs` gathers, for the current protocol: its audit sample (drawn works; those of the ``trained_on``
+:func:`assemble_inputs` gathers, for the current protocol (from a :class:`.study.Study`, :func:`.study.report_inputs`): its audit sample (drawn works; those of the ``trained_on``
 stratum, which trained or calibrated the classifier, are outside the audited population and reported apart, SPEC
 section 10; the frame-wide means leave every such work out too), the final human codes of the
 coding store (two coders agreed, or an adjudication: a single coder's answer waits for the second and estimates
@@ -32,7 +32,6 @@ from ...student.roles import CENSUS, direct_labels_key
 from ...tables.audit import HUMAN_VALIDATION_SCHEMA
 from ...teachers.core.registry import load_registry
 from ...vocab import BINARY_TARGETS, CATEGORIES
-from ..coding.store import CodingStore
 from ..protocol.classifier import state_sql
 from ..protocol.locked import AuditProtocol
 from ..protocol.scratch import scratch
@@ -49,8 +48,10 @@ RULES = ("consensus", "candidate")
 #: Every registry teacher, in registry order: each one's direct labels are a system of the report, not only the two
 #: the student learns from.
 REPORT_TEACHERS: tuple[str, ...] = tuple(load_registry())
-_SAMPLE_COLUMNS = (
-    "id", "stratum", "design_weight", "stratum_size", "stratum_sample_size", "language", "route_key", "has_abstract",
+#: The columns of a drawn work the report reads (the design and the groups).
+SAMPLE_COLUMNS = (
+    "id", "stratum", "selection_probability", "design_weight", "stratum_size", "stratum_sample_size", "language",
+    "route_key", "has_abstract",
 )  # fmt: skip
 
 
@@ -103,7 +104,7 @@ class SampleParts:
 
 
 def load_sample(storage: MetacanStorage, protocol_id: str) -> SampleParts:
-    """The :class:`SampleParts` of ``protocol_id`` (``_SAMPLE_COLUMNS``, sorted by id). Raises ValueError when the
+    """The :class:`SampleParts` of ``protocol_id`` (``SAMPLE_COLUMNS``, sorted by id). Raises ValueError when the
     protocol has no drawn sample (materialize audit_sample first)."""
     if not storage.has_table("audit_sample"):
         raise ValueError(f"no audit_sample yet: materialize audit_sample for protocol {protocol_id} first")
@@ -118,7 +119,7 @@ def load_sample(storage: MetacanStorage, protocol_id: str) -> SampleParts:
     trained = drawn["trained_on"].astype(bool)
 
     def part(mask) -> pd.DataFrame:
-        return drawn.loc[mask, list(_SAMPLE_COLUMNS)].sort_values("id").reset_index(drop=True)
+        return drawn.loc[mask, list(SAMPLE_COLUMNS)].sort_values("id").reset_index(drop=True)
 
     return SampleParts(part(~trained), part(trained), sorted(rows.loc[rows["trained_on"].astype(bool), "id"]))
 
@@ -215,19 +216,30 @@ def decision_frames(
     return decisions[columns], pd.DataFrame(means, columns=["system", "head", "frame_mean", "frame_n"])
 
 
-def report_inputs(storage: MetacanStorage, store: CodingStore, protocol: AuditProtocol) -> ReportInputs:
-    """Gather the inputs of one report (module docstring). Raises ValueError when the sample is not drawn."""
-    pid, heads = protocol.protocol_id, protocol.head_names
-    parts = load_sample(storage, pid)
-    sample, trained = parts.sample, parts.trained
+def assemble_inputs(
+    protocol: AuditProtocol,
+    sample: pd.DataFrame,
+    trained: pd.DataFrame,
+    adjudicated: list[dict],
+    answers: list[dict],
+    machine_rows: Iterable[Mapping],
+    decisions: pd.DataFrame,
+    means: pd.DataFrame,
+) -> ReportInputs:
+    """The :class:`ReportInputs` of one report (module docstring): ``sample`` and ``trained`` the drawn works of the
+    audited population and of the ``trained_on`` stratum (:data:`SAMPLE_COLUMNS`, sorted by id), ``adjudicated`` and
+    ``answers`` what :meth:`CodingStore.adjudicated_codes` and :meth:`CodingStore.latest_answers` give for the
+    protocol, ``machine_rows`` the machine adjudicators' codes (``adjudicator, id, head, code``), ``decisions`` and
+    ``means`` what :func:`decision_frames` gives. Pure: reads nothing."""
+    heads = protocol.head_names
+    sample, trained = sample.copy(), trained.copy()
     ids = set(sample["id"])
-    adjudicated = store.adjudicated_codes(pid)
     human = [c for c in adjudicated if c["basis"] in HUMAN_BASES]
     genre = {c["id"]: c["genre"] for c in human}
     sample["genre"] = sample["id"].map(genre)
     trained["genre"] = trained["id"].map(genre)
     machine, outside = {}, {}
-    for row in store.machine_codes(pid):
+    for row in machine_rows:
         machine.setdefault(row["adjudicator"], []).append(row)
     frames = {}
     for name, rows in machine.items():
@@ -236,8 +248,6 @@ def report_inputs(storage: MetacanStorage, store: CodingStore, protocol: AuditPr
         frames[name] = pd.DataFrame(
             [{"id": r["id"], "head": r["head"], "code": r["code"]} for r in inside], columns=list(HUMAN_CODE_COLUMNS)
         )
-    decisions, means = decision_frames(storage, protocol, sorted(ids | set(trained["id"])), parts.trained_ids)
-    answers = store.latest_answers(pid)
     return ReportInputs(
         protocol=protocol,
         sample=sample,
