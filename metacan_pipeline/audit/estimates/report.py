@@ -82,6 +82,13 @@ class ValidationReport:
     gate: pd.DataFrame
 
 
+#: The code sources of a report: the human codes, and those on the works that trained or calibrated the classifier
+#: (reported apart); the note of a report without coded works.
+HUMAN = "human"
+TRAINED_APART = "human:trained_on"
+NO_CODES = "no coded works"
+
+
 def _require(frame: pd.DataFrame, columns: tuple[str, ...], name: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
@@ -380,3 +387,10 @@ def validation_report(
         ),
         gate=_frame(gates, GATE_COLUMNS),
     )
+
+
+def overall(report: ValidationReport, system: str, head: str, metric: str) -> dict | None:
+    """The row of ``metric`` of ``system`` on ``head`` over every sampled work (``group_by = "all"``), or None."""
+    r = report.error_rates
+    hit = r.loc[(r["system"] == system) & (r["head"] == head) & (r["group_by"] == "all") & (r["metric"] == metric)]
+    return None if hit.empty else hit.iloc[0].to_dict()

@@ -8,9 +8,8 @@ import pandas as pd
 
 from ..protocol.locked import AuditProtocol
 from .agreement import ALL_STRATA
-from .report import ValidationReport
+from .report import HUMAN, NO_CODES, TRAINED_APART, ValidationReport, overall
 from .status import CodingStatus, status_sentence
-from .validation import HUMAN, NO_CODES, TRAINED_APART, overall
 
 
 def _cell(row: dict | None, min_n: int) -> str:

@@ -36,14 +36,19 @@ from ..protocol.classifier import state_sql
 from ..protocol.locked import AuditProtocol
 from ..protocol.scratch import scratch
 from .gate import GateThresholds
-from .report import CODER_CODE_COLUMNS, HUMAN_CODE_COLUMNS, ValidationReport, validation_report
+from .report import (
+    CODER_CODE_COLUMNS,
+    HUMAN,
+    HUMAN_CODE_COLUMNS,
+    NO_CODES,
+    TRAINED_APART,
+    ValidationReport,
+    overall,
+    validation_report,
+)
 from .status import CodingStatus, coding_status
 
-HUMAN = "human"
-#: The code source of the human codes on the works that trained or calibrated the classifier, reported apart.
-TRAINED_APART = "human:trained_on"
 HUMAN_BASES = ("agreed", "adjudicated")
-NO_CODES = "no coded works"
 RULES = ("consensus", "candidate")
 #: Every registry teacher, in registry order: each one's direct labels are a system of the report, not only the two
 #: the student learns from.
@@ -307,13 +312,6 @@ def stamped(frame: pd.DataFrame, protocol: AuditProtocol, source: str, run_id: s
     out["run_id"] = run_id
     out["computed_at"] = pd.Timestamp(now)
     return out
-
-
-def overall(report: ValidationReport, system: str, head: str, metric: str) -> dict | None:
-    """The row of ``metric`` of ``system`` on ``head`` over every sampled work (``group_by = "all"``), or None."""
-    r = report.error_rates
-    hit = r.loc[(r["system"] == system) & (r["head"] == head) & (r["group_by"] == "all") & (r["metric"] == metric)]
-    return None if hit.empty else hit.iloc[0].to_dict()
 
 
 def _float(row: dict | None, key: str) -> float | None:
