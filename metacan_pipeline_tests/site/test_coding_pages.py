@@ -283,8 +283,22 @@ def test_adjudication_shows_both_answers_and_records_the_adjudicated_code(app, w
     assert f"/coding/adjudication/{wid}" in listing and "Adjudication" in cy.get("/coding/").text
     page = cy.get(f"/coding/adjudication/{wid}").text
     table = re.search(r'<table class="both".*?</table>', page, re.S).group(0)
-    assert '<th scope="col">ann</th>' in table and '<th scope="col">bob</th>' in table
+    # the two coders under pseudonymous labels (in name order: ann is coder A), never their names
+    assert '<th scope="col">coder A</th>' in table and '<th scope="col">coder B</th>' in table
+    assert ">ann<" not in page and ">bob<" not in page
     assert ANSWER["note"] in table and "not about research" in table and 'class="differs"' in table
+    # the form starts from what they agreed on (study design, genre, the two flags) and leaves the rest blank
+    form = re.search(r'<form method="post" action="/coding/adjudication/.*?</form>', page, re.S).group(0)
+    checked = set(re.findall(r'name="(\w+)" value="(\w*)" checked', form))
+    assert checked == {
+        ("study_design", "observational"),
+        ("genre", "empirical"),
+        ("about_ca_system", "no"),
+        ("about_ca_topic", "yes"),
+        ("confidence", ""),
+    }
+    assert 'id="differs-categories"' in form and 'id="differs-domain"' in form
+    assert re.search(r'id="differs-category-metaresearch".*?ticked by coder A only', form, re.S)
     assert_masked(page)
     evidence = re.search(r'name="evidence_sha256" value="([0-9a-f]{64})"', page).group(1)
     r = cy.post(

@@ -142,6 +142,15 @@ class TasksMixin(StoreBase):
             ).fetchall()
         return [task_dict(protocol_id, r) for r in rows]
 
+    def titles(self, protocol_id: str) -> dict[str, str | None]:
+        """The title of each task of a protocol (its current evidence's), by work id."""
+        with self._read() as con:
+            rows = con.execute(
+                "SELECT id, json_extract(evidence_json, '$.title') FROM coding_tasks WHERE protocol_id = ?",
+                [protocol_id],
+            ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
     def evidence(self, evidence_sha256: str) -> dict[str, Any] | None:
         """One evidence version (what an answer naming it was shown), or None."""
         with self._read() as con:
