@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from metacan_pipeline.audit.coding.assignments import draw_pairs
 from metacan_pipeline.audit.coding.errors import CodingError
 from metacan_pipeline.audit.coding.store import CodingStore
-from metacan_pipeline.audit.coding.study import STUDY_COLUMNS, study_progress, study_rows
+from metacan_pipeline.audit.coding.study import STUDY_COLUMNS, study_progress
 from metacan_pipeline.audit.estimates.validation import head_value
 from metacan_pipeline.cli import app
 from metacan_pipeline.settings import coding_store_path
