@@ -40,9 +40,21 @@ WITH coded AS (
 SELECT t.id, t.position, t.evidence_json, t.evidence_sha256
 FROM coding_tasks t LEFT JOIN coded c ON c.id = t.id LEFT JOIN held h ON h.id = t.id
 WHERE t.protocol_id = :pid AND coalesce(c.mine, 0) = 0 AND coalesce(c.n, 0) + coalesce(h.n, 0) < :per_work
-  AND (:paired = 0 OR EXISTS (SELECT 1 FROM coding_assignments a
-                              WHERE a.protocol_id = :pid AND a.id = t.id AND a.coder = :coder))
 ORDER BY t.id IN (SELECT id FROM mine) DESC, t.position, t.id
+LIMIT 1
+"""
+
+
+#: The queue of a protocol with coder pairs: the first work assigned to the coder that they have not answered (their
+#: partner is the only other coder of it, so no claim of anyone else matters; coming back, the coder is handed the
+#: same first unanswered work).
+_PAIRED_QUEUE_SQL = """
+SELECT t.id, t.position, t.evidence_json, t.evidence_sha256
+FROM coding_assignments a JOIN coding_tasks t ON t.protocol_id = a.protocol_id AND t.id = a.id
+WHERE a.protocol_id = :pid AND a.coder = :coder
+  AND NOT EXISTS (SELECT 1 FROM coding_answers c
+                  WHERE c.protocol_id = :pid AND c.id = a.id AND c.role = 'code' AND c.coder = :coder)
+ORDER BY t.position, t.id
 LIMIT 1
 """
 
@@ -171,7 +183,7 @@ class TasksMixin(StoreBase):
         with self._write() as con:
             active_coder(con, coder)
             params = {"pid": protocol_id, "coder": coder, "cutoff": cutoff, "per_work": CODERS_PER_WORK}
-            row = con.execute(_QUEUE_SQL, {**params, "paired": int(paired(con, protocol_id))}).fetchone()
+            row = con.execute(_PAIRED_QUEUE_SQL if paired(con, protocol_id) else _QUEUE_SQL, params).fetchone()
             if row is None:
                 return None
             con.execute(
