@@ -128,7 +128,7 @@ CODING_ASSIGNMENTS_SCHEMA = columns(
     "protocol_id",
     "id",
     "coder",
-    column("assigned_at", pa.string(), description="when the work was assigned to the coder (ISO 8601, UTC)"),
+    "assigned_at",
 )
 
 WRITER = "metacan_pipeline.audit.coding.store.CodingStore (metacan coders / coding commands, the coding pages)"
