@@ -23,8 +23,10 @@ from starlette.testclient import TestClient
 
 from metacan_pipeline import settings
 from metacan_pipeline.audit.assets import coding_tasks
+from metacan_pipeline.audit.coding.assignments import draw_pairs
 from metacan_pipeline.audit.coding.loading import load_coding_tasks
 from metacan_pipeline.audit.coding.store import CodingStore
+from metacan_pipeline.audit.protocol.locked import current_protocol
 from metacan_pipeline.publish.abstracts import AbstractFetcher
 from metacan_pipeline.site.build.release import releases_dir
 from metacan_pipeline.site.web.app import create_app
@@ -463,6 +465,9 @@ def test_a_coder_codes_only_the_works_of_their_pair_and_the_queues_show_titles(s
     pid, pairs = world["pid"], study["pairs"]
     assert study["load"]["pairs"]["assigned"] == 8 and sorted(study["load"]["pairs"]["by_coder"].values()) == [5, 5, 6]
     assert set(pairs) == set(world["drawn"]) and all(len(p) == 2 and "judge" not in p for p in pairs.values())
+    # drawn from the locked protocol's content hash: anyone holding the protocol draws the same pairs again
+    seed = current_protocol(world["storage"]).content_sha256
+    assert {w: tuple(p) for w, p in pairs.items()} == draw_pairs(seed, world["drawn"], ["ann", "bob", "cy"])
     ann = sign_in(study["app"], study["tokens"]["ann"])
     mine = sorted(w for w, p in pairs.items() if "ann" in p)
     with CodingStore(study["path"]) as store:
