@@ -19,7 +19,7 @@ WHEELHOUSE ?= $(HOME)/.cache/metacan/wheels/llama-server-$(LLAMA_VERSION)-avx2-n
 ## Test workers (pytest-xdist): a module's tests stay on one worker, and so do the llama.cpp (llm) tests.
 TEST_WORKERS ?= 2
 
-.PHONY: setup encoders browser run test test-fast lint dev serve bench clean messages
+.PHONY: setup encoders browser run test test-fast lint dev serve serve-coding bench clean messages
 
 setup: $(STAMP) encoders browser
 
@@ -91,6 +91,10 @@ dev: $(STAMP)
 ## The evidence browser on http://127.0.0.1:8000 over the current release database (built by `make run`: asset site_database).
 serve: $(STAMP)
 	$(BIN)/metacan serve $(SERVE_ARGS)
+
+## The audit study's coding pages alone on http://127.0.0.1:8001/coding/ (never beside the public site: coders stay masked).
+serve-coding: $(STAMP)
+	$(BIN)/metacan serve --coding $(SERVE_ARGS)
 
 ## Benchmarks (ratios against a baseline run in the same process): frame build at 250k and 1M works,
 ## OpenAlex API client on loopback, teacher client against a stub server, the embedded Gemma per view and batch size, the student

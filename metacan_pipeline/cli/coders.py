@@ -29,6 +29,9 @@ def coders_add(
             raise typer.Exit(2) from None
     typer.echo(f"Token of coder {name}: {token}")
     typer.echo("It is shown only now: give it to the coder privately; the store keeps only its SHA-256.")
+    typer.echo(
+        "They sign in on the coding server (`metacan serve --coding`, http://127.0.0.1:8001/coding/ by default)."
+    )
 
 
 @app.command("list")

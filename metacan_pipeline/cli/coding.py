@@ -18,6 +18,8 @@ from ..audit.coding.loading import load_coding_tasks
 from ..audit.coding.store import CodingStore
 from ..audit.coding.study import PROGRESS_COLUMNS, sample_strata, study_progress, study_rows, write_study_csv
 from ..audit.protocol.locked import current_protocol_id, load_protocol
+from ..publish.abstracts import AbstractFetcher
+from ..site.web.coding_strings import CHOICES
 from ..storage import MetacanStorage, default_data_dir
 
 app = typer.Typer(
@@ -48,7 +50,7 @@ def coding_backup(
     data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
 ) -> None:
     """Back up the coding store (every coder, task and answer, those still in SQLite's write-ahead log included),
-    safely while `metacan serve` is coding. Restore by putting the file back as data/audit/coding.sqlite."""
+    safely while `metacan serve --coding` is serving coders. Restore by putting the file back as data/audit/coding.sqlite."""
     with open_store(data_dir, "coding backup", read_only=True) as store:
         try:
             answers = store.backup(dest)
@@ -58,21 +60,41 @@ def coding_backup(
     typer.echo(f"Backed up the coding store to {dest}: {answers} answers.")
 
 
+def choice_names() -> dict[str, dict[str, str]]:
+    """Per answer field, code -> the English name the coding page shows (the Label Studio project shows the same)."""
+    return {field: dict(pairs) for field, pairs in CHOICES.items()}
+
+
 @app.command("export-labelstudio")
 def coding_export_labelstudio(
     protocol_id: str = typer.Argument(..., help="The protocol whose coding tasks to export."),
     out_dir: Path = typer.Argument(
         ..., file_okay=False, help="Folder to write the tasks JSON and the labeling config into."
     ),
+    abstracts: bool = typer.Option(
+        True,
+        "--abstracts/--no-abstracts",
+        help="Fetch each task's abstract from OpenAlex ($METACAN_OPENALEX_API_URL) into the tasks file, as the "
+        "coding page shows it; --no-abstracts: each task says the abstract was not fetched.",
+    ),
     data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
 ) -> None:
-    """Write a protocol's coding tasks as Label Studio import JSON (evidence only) and the matching labeling config."""
+    """Write a protocol's coding tasks as Label Studio import JSON (the evidence and abstract the coding page shows,
+    no link to a page with machine classifications) and the matching labeling config (display names, the fields an
+    answer needs required). The tasks file holds abstract text: hand it to the Label Studio project only."""
     with open_store(data_dir, "coding export-labelstudio", read_only=True) as store:
+        fetcher = AbstractFetcher(settings.openalex_api_url()) if abstracts else None
         try:
-            tasks_path, config_path, n = write_export(store, protocol_id, out_dir)
+            source = (lambda ids: fetcher.fetch(ids, progress=True)) if fetcher else None
+            tasks_path, config_path, n = write_export(
+                store, protocol_id, out_dir, abstracts=source, names=choice_names()
+            )
         except (CodingError, OSError) as exc:  # OSError: the output folder cannot be written
             typer.echo(f"metacan coding export-labelstudio: {exc}", err=True)
             raise typer.Exit(1) from None
+        finally:
+            if fetcher is not None:
+                fetcher.close()
     typer.echo(f"{n} tasks: {tasks_path}")
     typer.echo(f"labeling config: {config_path} (paste it under Settings > Labeling Interface > Code)")
 
@@ -93,7 +115,7 @@ def coding_import_labelstudio(
     try:
         mapping = load_coder_map(coder_map) if coder_map else {}
         with open_store(data_dir, "coding import-labelstudio") as store:
-            report = import_export(store, file, mapping)
+            report = import_export(store, file, mapping, names=choice_names())
     except ValueError as exc:
         typer.echo(f"metacan coding import-labelstudio: {exc}", err=True)
         raise typer.Exit(2) from None

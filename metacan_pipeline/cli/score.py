@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -41,14 +42,16 @@ def score(
     `<source>:<head>` (score in [0, 1]) and `<source>:<head>:percentile` (within the current frame's scores of that
     head); per categorical head its most probable class and `:probability`; model_version and validation_status
     (machine_predicted_unvalidated: scores rank, they assert nothing). Rows that cannot be scored (no id, empty
-    title, not JSON, wrong types, duplicate id) are named on stderr and written to OUT.rejects.csv.
+    title, not JSON, wrong types, duplicate id) are named on stderr and written to OUT.rejects.csv; OpenAlex records
+    of other entities (authors, institutions, ... in a folder of records) are counted on stderr as skipped.
     Exit status 2 when the input is unusable or holds no usable row, 1 when there is no model to score with.
     """
     try:
         output_format(out)
         if out.resolve() == input_path.resolve() or rejects_path(out).resolve() == input_path.resolve():
             raise ValueError(f"--out {out} would overwrite the input {input_path}: give another output file")
-        items = read_list(input_path)
+        skipped: Counter = Counter()
+        items = read_list(input_path, skipped)
     except (ListInputError, ValueError) as exc:
         typer.echo(f"metacan score: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -73,6 +76,12 @@ def score(
     except OSError as exc:
         typer.echo(f"metacan score: cannot write {out} ({exc.strerror or exc}): give a writable --out", err=True)
         raise typer.Exit(2) from None
+    if skipped:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(skipped.items()))
+        typer.echo(
+            f"metacan score: skipped {skipped.total()} OpenAlex records of other entities (not works): {kinds}",
+            err=True,
+        )
     if result.rejects > ECHO_REJECTS:
         typer.echo(f"metacan score: ... and {result.rejects - ECHO_REJECTS} more rejected rows", err=True)
     if result.rejects:

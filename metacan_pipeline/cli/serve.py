@@ -1,4 +1,5 @@
-"""``metacan serve``: the evidence browser, its API and the coding pages over the current release database."""
+"""``metacan serve``: the evidence browser and its API over the current release database; ``metacan serve --coding``:
+the audit study's coding pages, alone, over the coding store."""
 
 from __future__ import annotations
 
@@ -6,31 +7,64 @@ import typer
 import uvicorn
 
 from ..audit.coding.errors import CodingStoreError
+from ..settings import coding_store_path
 from ..site.build.release import ReleaseUnavailable
 from ..site.web.app import create_app
+from ..site.web.coding_app import CODING_PORT, create_coding_app
 from ..site.web.saved import QueryStoreUnavailable
 from ..storage import default_data_dir
+
+SITE_PORT = 8000
 
 
 def serve(
     host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0 for every interface)."),
-    port: int = typer.Option(8000, help="Port to listen on."),
+    port: int = typer.Option(
+        None, help=f"Port to listen on (default {SITE_PORT}; with --coding {CODING_PORT}).", show_default=False
+    ),
     data_dir: str = typer.Option(
         None, help="Output folder holding site/releases (default $METACAN_DATA_DIR or ./data)."
     ),
     row_cap: int = typer.Option(100_000, help="Most rows one export returns (the cap is declared in the export)."),
+    coding: bool = typer.Option(
+        False,
+        "--coding",
+        help="Serve the audit study's coding pages only (/coding/, /fr/coding/), over data/audit/coding.sqlite.",
+    ),
 ) -> None:
     """Serve the evidence browser (cohort builder, saved cohorts, work pages, exports, in English and under /fr/ in
     French; JSON API under /api/v1/, documented at /api/v1/docs) over the current release database, which the asset
     site_database builds (uvicorn, read-only DuckDB). The API's per-client rate limit is METACAN_SITE_RATE_LIMIT.
-    The audit study's coding pages are on the same server under /coding/ (coders from `metacan coders add`, tasks
-    from `metacan coding load-tasks` or the asset coding_tasks)."""
+
+    With --coding, serve the audit study's coding pages and nothing else (port 8001 by default): coders sign in
+    there (coders from `metacan coders add`, tasks from `metacan coding load-tasks` or the asset coding_tasks), on a
+    server with no work page, record, API or export, so they stay masked to the machine's outputs. It needs the
+    coding store only, no release."""
+    root = data_dir or default_data_dir()
+    if coding:
+        _serve_coding(root, host, CODING_PORT if port is None else port)
+        return
     try:
-        asgi = create_app(data_dir or default_data_dir(), row_cap=row_cap)
-    # ValueError: METACAN_SITE_RATE_LIMIT; CodingStoreError: the coding pages' store is unreadable
-    except (ReleaseUnavailable, QueryStoreUnavailable, CodingStoreError, ValueError) as exc:
+        asgi = create_app(root, row_cap=row_cap)
+    # ValueError: METACAN_SITE_RATE_LIMIT
+    except (ReleaseUnavailable, QueryStoreUnavailable, ValueError) as exc:
         typer.echo(f"metacan serve: {exc}", err=True)
         raise typer.Exit(1) from None
     info = asgi.state.site.info
+    port = SITE_PORT if port is None else port
     typer.echo(f"Serving release {info.release_id} ({info.n_works} works) on http://{host}:{port}/ (Ctrl-C stops it)")
+    typer.echo(f"(the coding pages are not on this server: `metacan serve --coding` serves them on port {CODING_PORT})")
+    uvicorn.run(asgi, host=host, port=port, log_level="info")
+
+
+def _serve_coding(root: str, host: str, port: int) -> None:
+    try:
+        asgi = create_coding_app(root)
+    except CodingStoreError as exc:  # the store is damaged, read-only or its folder cannot be written
+        typer.echo(f"metacan serve --coding: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(
+        f"Serving the coding pages of {coding_store_path(root)} on http://{host}:{port}/coding/ "
+        "(French: /fr/coding/; nothing else is served here; Ctrl-C stops it)"
+    )
     uvicorn.run(asgi, host=host, port=port, log_level="info")

@@ -17,6 +17,7 @@ imports this module.
 """
 
 import dataclasses
+from collections import Counter
 
 import dagster as dg
 import pyarrow as pa
@@ -429,5 +430,84 @@ def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg
             rows[:10],
             None,
             metaresearch=dg.MetadataValue.md(metaresearch_markdown(rows)),
+        )
+    )
+
+
+class CascadeConfig(dg.Config):
+    """Launchpad settings of ``cascade_batch`` (:mod:`.cascade_batch`)."""
+
+    teacher: str = Field(default=CENSUS, description="The role teacher whose calls the cascade spends.")
+    heads: list[str] = Field(default=["metaresearch"], description="Binary heads whose band the teacher labels.")
+    target: float = Field(default=0.9, gt=0, lt=1, description="Precision the positive threshold certifies.")
+    negative_target: float | None = Field(
+        default=None, gt=0, lt=1, description="NPV the negative threshold certifies (default: target)."
+    )
+    recall: float | None = Field(
+        default=0.9, gt=0, lt=1, description="Recall the negative side must keep, certified (null: no cap)."
+    )
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="Level of the one-sided bounds.")
+    budget: int = Field(default=100, ge=0, description="Teacher calls (band works) one run adds to the batch.")
+
+
+@dg.asset(
+    group_name="scoring",
+    kinds={"python", "duckdb", "parquet"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=["student_scores", *STUDENT_INPUTS],
+)
+def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, storage: MetacanStorage):
+    """The cascade coverage mode (:mod:`.cascade_batch`): certified student thresholds per head on the frozen
+    holdout's teacher labels, and the band's `budget` most uncertain works added to batch `cascade` of
+    `label_batches`. A teacher with `coverage = "sample+batch:cascade"` labels them when its `direct_labels_<name>`
+    asset is next materialized (that edge is not drawn: it would make a cycle). Writes `cascade_thresholds` and
+    `cascade_decisions`; a certified decision is a machine decision, never a validated label."""
+    from ..tables.student import CASCADE_THRESHOLDS_SCHEMA
+    from .cascade_batch import CascadeSettings, decisions_table, run_cascade, thresholds_table
+
+    settings = CascadeSettings(
+        config.teacher,
+        tuple(config.heads),
+        config.target,
+        config.negative_target,
+        config.recall,
+        config.confidence,
+        config.budget,
+    )
+    model_version = current_model_version(storage)
+    results = run_cascade(storage, settings, model_version)
+    thresholds = thresholds_table(results, settings, model_version, context.run.run_id)
+    storage.write_table("cascade_thresholds", thresholds)
+    decisions = decisions_table(results, model_version)
+    storage.write_table("cascade_decisions", decisions)
+    rows = thresholds.to_pylist()
+    for r in rows:
+        context.log.info(
+            f"cascade {r['target']}: {r['calibration_n']} calibration works ({r['calibration_positives']} positive); "
+            f"t+ {r['positive_threshold']}, t- {r['negative_threshold']}; of {r['works_planned']} works "
+            f"{r['decided_positive']} decided positive, {r['decided_negative']} negative, {r['sent_to_teacher']} "
+            f"to the teacher ({r['added_to_batch']} new in the batch), {r['unsettled']} unsettled"
+        )
+    shown = ["target", "calibration_n", "positive_threshold", "negative_threshold", "sent_to_teacher", "unsettled"]
+    return dg.MaterializeResult(
+        metadata=table_metadata(
+            CASCADE_THRESHOLDS_SCHEMA,
+            len(rows),
+            rows,
+            shown,
+            model_version=model_version,
+            teacher=settings.teacher,
+            added_to_batch=sum(r["added_to_batch"] for r in rows),
+            decisions_per_head=counts_markdown(
+                dict(
+                    Counter(
+                        f"{t}: {d}"
+                        for t, d in zip(*decisions.select(["target", "decision"]).to_pydict().values(), strict=True)
+                    )
+                ),
+                "head: decision",
+                "works",
+            ),
         )
     )

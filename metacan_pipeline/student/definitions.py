@@ -2,7 +2,9 @@
 
 import dagster as dg
 
-from .assets import machine_scores, predictions, prevalence, student_heads
+from .assets import cascade_batch, machine_scores, predictions, prevalence, student_heads
 from .checks import PREDICTION_CHECKS
 
-defs = dg.Definitions(assets=[student_heads, predictions, prevalence, machine_scores], asset_checks=PREDICTION_CHECKS)
+defs = dg.Definitions(
+    assets=[student_heads, predictions, prevalence, machine_scores, cascade_batch], asset_checks=PREDICTION_CHECKS
+)

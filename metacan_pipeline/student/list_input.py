@@ -19,6 +19,7 @@ import csv
 import gzip
 import io
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -272,10 +273,30 @@ def _lines_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
         yield f"after line {lineno}", b"", f"file unreadable after line {lineno} ({type(exc).__name__}: {exc})"
 
 
-def _reader_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
-    """``(location, record dict, reason)`` of the OpenAlex reader's records and quarantine rows."""
-    items: Iterable[Record | Quarantined] = iter_records(path) if path.is_dir() else iter_file(path, source=path.name)
+#: Entity letters of OpenAlex ids, for the count of skipped records of other entities.
+ENTITY_NAMES = {
+    "A": "authors",
+    "I": "institutions",
+    "S": "sources",
+    "F": "funders",
+    "P": "publishers",
+    "T": "topics",
+    "C": "concepts",
+    "G": "awards",
+}
+
+
+def _reader_items(path: Path, skipped: Counter | None = None) -> Iterator[tuple[str, Any, str | None]]:
+    """``(location, record dict, reason)`` of the OpenAlex reader's records and quarantine rows. A snapshot folder's
+    parts of other entities (``data/authors/...``) are not read; with ``skipped``, records of other OpenAlex entities
+    (an author, an institution: not works of a list) are counted there by entity instead of being rejected."""
+    items: Iterable[Record | Quarantined] = (
+        iter_records(path, snapshot_entities={"works"}) if path.is_dir() else iter_file(path, source=path.name)
+    )
     for item in items:
+        if skipped is not None and isinstance(item, Record) and item.kind != "W":
+            skipped[ENTITY_NAMES.get(item.kind, f"{item.kind} records")] += 1
+            continue
         if isinstance(item, Quarantined):
             reason = item.reason
             if reason == "missing id" or reason.startswith("unrecognised id"):
@@ -326,17 +347,18 @@ def read_items(items: Iterable[tuple[str, Any, str | None]], is_csv: bool = Fals
         yield InputWork(row, where, wid, fields)
 
 
-def read_list(path: str | Path) -> Iterator[InputWork | Reject]:
+def read_list(path: str | Path, skipped: Counter | None = None) -> Iterator[InputWork | Reject]:
     """Every row of the input file or folder ``path`` (module docstring) as an :class:`InputWork` or a
-    :class:`Reject`. Raises ListInputError (before yielding) for a missing or unsupported input, or a CSV whose
-    header has no id or title column."""
+    :class:`Reject`. OpenAlex records of other entities than works (a folder of mixed records) are rejected, or
+    counted by entity in ``skipped`` when it is given. Raises ListInputError (before yielding) for a missing or
+    unsupported input, or a CSV whose header has no id or title column."""
     path = Path(path)
     kind = input_kind(path)
     if kind == "csv":
         items = _csv_items(path)
         first = next(items, None)  # reads the header now: a CSV without id/title fails here, not half-way
         return read_items(_chain(first, items) if first is not None else iter(()), is_csv=True)
-    return read_items(_lines_items(path) if kind == "lines" else _reader_items(path))
+    return read_items(_lines_items(path) if kind == "lines" else _reader_items(path, skipped))
 
 
 def _chain(first, rest):

@@ -63,6 +63,16 @@ def model_path(storage: MetacanStorage, model_version: str) -> Path:
     return storage.root / "models" / f"{model_version}.joblib"
 
 
+def registered_file(storage: MetacanStorage, model_version: str, file: str) -> Path:
+    """The file a ``model_versions`` row names: a relative path is under the data folder (``models/<version>.joblib``,
+    so a moved or copied data folder keeps its models); an absolute path written by older code is used when it
+    exists, else the version's file under this data folder (the SHA-256 check still decides whether it is the one)."""
+    path = Path(file)
+    if not path.is_absolute():
+        return storage.root / path
+    return path if path.exists() else model_path(storage, model_version)
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -83,7 +93,7 @@ def load_published(storage: MetacanStorage, model_version: str) -> StudentBundle
         ).fetchone()
     if row is None:
         return None
-    path = Path(row[0])
+    path = registered_file(storage, model_version, row[0])
     if not path.exists():
         raise ModelVersionError(
             f"model version {model_version} is registered in model_versions but its file {path} is missing; "
@@ -117,6 +127,14 @@ def publish(
     with storage.connect() as con:
         con.execute(
             "INSERT INTO model_versions VALUES (?, ?, now(), ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [version, kind, run_id, str(path), _sha256(path), feature_kind, json.dumps(summary, default=str)],
+            [
+                version,
+                kind,
+                run_id,
+                path.relative_to(storage.root).as_posix(),
+                _sha256(path),
+                feature_kind,
+                json.dumps(summary, default=str),
+            ],
         )
     return path

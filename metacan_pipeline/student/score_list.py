@@ -6,7 +6,8 @@ work records in any shape the frame's reader takes), every row an :class:`~.list
 
 Output (:class:`ListScorer`): one row per work, in input order, with the columns :attr:`ListScorer.columns`:
 
-- ``id`` (an OpenAlex work id in its short form, ``W123``; any other id as given);
+- ``id`` (an OpenAlex work id in its short form, ``W123``; any other id as given) and ``title`` (the title the
+  scores were computed from, as plain text after the markup-to-text step), so a reader checks the row is the work;
 - per source of the model version (``bundle.heads``: the role teachers, and reference sets when the version has
   them) and binary head: ``<source>:<head>`` (the head's score in [0, 1]) and ``<source>:<head>:percentile`` (the
   share of the current frame's works, in per cent, whose ``student_scores`` score of that head is at or below this
@@ -158,7 +159,13 @@ class ListScorer:
 
     @property
     def columns(self) -> list[str]:
-        return ["id", *(c for h in self.heads for c in (h.name, h.second)), "model_version", "validation_status"]
+        return [
+            "id",
+            "title",
+            *(c for h in self.heads for c in (h.name, h.second)),
+            "model_version",
+            "validation_status",
+        ]
 
     @property
     def schema(self) -> pa.Schema:
@@ -174,7 +181,10 @@ class ListScorer:
             }
         )
         X = transform(self.bundle.vectorizer, student_texts(frame) if n else [])
-        cols: dict[str, pa.Array] = {"id": pa.array([w.id for w in works], pa.string())}
+        cols: dict[str, pa.Array] = {
+            "id": pa.array([w.id for w in works], pa.string()),
+            "title": pa.array([w.fields.get("title_text") for w in works], pa.string()),
+        }
         for h in self.heads:
             s = np.asarray(self.bundle.heads[h.source][h.head].score_samples(X))
             if h.categorical:

@@ -152,6 +152,39 @@ PROPOSALS_SCHEMA = columns(
     "score_spread",
 )
 
+CASCADE_THRESHOLDS_SCHEMA = columns(
+    "run_id",
+    "computed_at",
+    "model_version",
+    column("teacher", description="the teacher whose calls the cascade spends (a role teacher)"),
+    "target",
+    "precision_target",
+    "npv_target",
+    "recall_target",
+    "bound_level",
+    "calibration_n",
+    "calibration_positives",
+    "positive_threshold",
+    "positive_bound",
+    "negative_threshold",
+    "negative_bound",
+    "negative_vacuous",
+    "works_planned",
+    "decided_positive",
+    "decided_negative",
+    "sent_to_teacher",
+    "added_to_batch",
+    "unsettled",
+)
+
+CASCADE_DECISIONS_SCHEMA = columns(
+    "id",
+    "model_version",
+    "target",
+    column("score", description="the head's score of the work (student_scores)"),
+    "decision",
+)
+
 TABLES = [
     Table(
         "student_heads",
@@ -220,6 +253,20 @@ TABLES = [
         json_columns=frozenset({"summary"}),
     ),
     Table(
+        "cascade_thresholds",
+        "one head's certified cascade thresholds and the plan's counts (the teacher labels only the band)",
+        "cascade_batch",
+        CASCADE_THRESHOLDS_SCHEMA,
+        ("model_version", "target"),
+    ),
+    Table(
+        "cascade_decisions",
+        "one work and head of the cascade's plan: score and decision (certified, teacher or unsettled)",
+        "cascade_batch",
+        CASCADE_DECISIONS_SCHEMA,
+        ("id", "target"),
+    ),
+    Table(
         "machine_rounds",
         "one machine-score round: its training signature and labels, holdout metrics, maturity gate",
         "machine_scores",
@@ -256,10 +303,13 @@ SCORE_REJECTS_SCHEMA = columns(
 
 
 def score_list_schema(heads: list[tuple[str, bool]]) -> pa.Schema:
-    """The output of ``metacan score``: ``id``; per head ``(name, categorical)`` its ``<source>:<head>`` column (a
+    """The output of ``metacan score``: ``id``, ``title``; per head ``(name, categorical)`` its ``<source>:<head>`` column (a
     score, or a categorical head's most likely class) and the second column (its percentile within the frame, or
     the class's probability); then ``model_version`` and ``validation_status``."""
-    fields = [column("id", pa.string(), "the work's id as listed")]
+    fields = [
+        column("id", pa.string(), "the work's id as listed"),
+        column("title", pa.string(), "the title the scores were computed from, as plain text"),
+    ]
     for name, categorical in heads:
         fields.append(
             column(name, pa.string(), "the head's most likely class")

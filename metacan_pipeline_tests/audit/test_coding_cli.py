@@ -13,6 +13,7 @@ from metacan_pipeline.cli import app
 from metacan_pipeline.settings import coding_store_path
 from metacan_pipeline_tests.audit.test_coding import P, work_row
 from metacan_pipeline_tests.audit.test_labelstudio import label_studio_export
+from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
 
 
 def run(*args: str):
@@ -25,7 +26,7 @@ def test_coders_add_prints_the_token_once_and_list_never_shows_it(tmp_path, capl
     added = run("coders", "add", "alice", "--data-dir", data)
     assert added.exit_code == 0, added.output
     token = re.search(r"Token of coder alice: (\S+)", added.output).group(1)
-    assert "shown only now" in added.output
+    assert "shown only now" in added.output and "metacan serve --coding" in added.output
     path = coding_store_path(data)
     assert path == tmp_path / "data" / "audit" / "coding.sqlite"
     with CodingStore(path) as store:
@@ -48,15 +49,30 @@ def test_coders_add_prints_the_token_once_and_list_never_shows_it(tmp_path, capl
     assert shouted.exit_code == 0 and "Coder Bob revoked" in shouted.output, shouted.output
 
 
-def test_coding_export_then_import_labelstudio_prints_counts_and_each_refusal(tmp_path):
+def test_coding_export_then_import_labelstudio_prints_counts_and_each_refusal(tmp_path, monkeypatch):
     data = str(tmp_path / "data")
     assert run("coding", "export-labelstudio", P, str(tmp_path / "ls"), "--data-dir", data).exit_code == 1
     with CodingStore(coding_store_path(data)) as store:
         store.load_tasks(P, [work_row(i) for i in range(3)])
-    exported = run("coding", "export-labelstudio", P, str(tmp_path / "ls"), "--data-dir", data)
+    # the abstracts come from OpenAlex ($METACAN_OPENALEX_API_URL): here a loopback one that has W100's
+    index = {w: None for w in ("W101", "W102")} | {"W100": {"Peer": [0], "review": [1], "audited.": [2]}}
+    openalex = LoopbackOpenAlex(
+        lambda path, q: [{"id": w, "abstract_inverted_index": index[w]} for w in q["filter"].split(":")[1].split("|")]
+    )
+    monkeypatch.setenv("METACAN_OPENALEX_API_URL", openalex.base_url)
+    try:
+        exported = run("coding", "export-labelstudio", P, str(tmp_path / "ls"), "--data-dir", data)
+    finally:
+        openalex.shutdown()
     assert exported.exit_code == 0, exported.output
     assert "3 tasks: " in exported.output
     tasks = json.loads((tmp_path / "ls" / f"{P}-tasks.json").read_text())
+    assert [t["data"]["abstract"] for t in tasks][:2] == [
+        "Peer review audited.",
+        "OpenAlex holds no abstract of this work.",
+    ]
+    config = (tmp_path / "ls" / f"{P}-labeling-config.xml").read_text()
+    assert '<Choice value="Reporting (how research is reported)" alias="reporting"' in config
     assert (tmp_path / "ls" / f"{P}-labeling-config.xml").read_text().startswith("<View>")
     export = tmp_path / "export.json"
     export.write_text(json.dumps(label_studio_export(tasks)))
@@ -113,7 +129,8 @@ def test_read_commands_open_the_store_read_only_and_write_nothing(tmp_path):
     folder = coding_store_path(str(data)).parent
     before = _files(folder)
     assert "alice" in run("coders", "list", "--data-dir", str(data)).output
-    assert run("coding", "export-labelstudio", P, str(tmp_path / "ls"), "--data-dir", str(data)).exit_code == 0
+    exported = run("coding", "export-labelstudio", P, str(tmp_path / "ls"), "--no-abstracts", "--data-dir", str(data))
+    assert exported.exit_code == 0, exported.output
     after = _files(folder)
     # the store's bytes are unchanged; a WAL-mode reader leaves only SQLite's shared-memory index and an empty log
     assert after["coding.sqlite"] == before["coding.sqlite"]

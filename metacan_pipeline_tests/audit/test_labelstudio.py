@@ -15,7 +15,10 @@ from metacan_pipeline import vocab
 from metacan_pipeline.audit.coding.labelstudio import NO_CATEGORY, export_tasks, labeling_config, write_export
 from metacan_pipeline.audit.coding.labelstudio_import import answer_from_result, import_export
 from metacan_pipeline.audit.coding.store import CodingStore
+from metacan_pipeline.cli.coding import choice_names
+from metacan_pipeline.publish.abstracts import AbstractFetcher
 from metacan_pipeline_tests.audit.test_coding import MACHINE, P, work_row
+from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
 
 
 @pytest.fixture()
@@ -103,7 +106,7 @@ def test_export_has_evidence_only_and_the_config_every_vocabulary_value(store, t
     groups = {c.get("name"): c for c in root.iter("Choices")}
     want = {
         "categories": [*vocab.CATEGORIES, NO_CATEGORY],
-        "domain": list(vocab.DOMAINS),
+        "domain": [d for d in vocab.DOMAINS if d != "not_metaresearch"],
         "study_design": list(vocab.STUDY_DESIGNS),
         "genre": list(vocab.GENRES),
         "about_ca_system": ["true", "false"],
@@ -111,9 +114,11 @@ def test_export_has_evidence_only_and_the_config_every_vocabulary_value(store, t
         "confidence": list(vocab.CONFIDENCES),
         "unresolved": ["true"],
     }
-    assert {name: [c.get("value") for c in g.iter("Choice")] for name, g in groups.items()} == want
+    # the result of a choice is its alias (the code) when it has one, else its value
+    codes = {name: [c.get("alias") or c.get("value") for c in g.iter("Choice")] for name, g in groups.items()}
+    assert codes == want
     assert groups["categories"].get("choice") == "multiple" and groups["genre"].get("choice") == "single"
-    assert groups["domain"].get("whenChoiceValue") == "metaresearch"
+    assert groups["domain"].get("whenChoiceValue") == "Metaresearch"  # the shown value of the metaresearch choice
     assert [t.get("name") for t in root.iter("TextArea")] == ["note"]
     text_vars = {t.get("value")[1:] for t in root.iter("Text")}
     assert text_vars <= set(data) and {c.get("toName") for c in groups.values()} == {"title"}
@@ -360,3 +365,153 @@ def test_one_person_is_one_coder_across_imports_coder_maps_and_letter_case(store
         load_coder_map(cmap)
     with pytest.raises(ValueError, match=r"two keys name the annotator 'a@x.ca'"):
         import_export(store, later, {"A@x.ca": "a", "a@x.ca ": "b"})
+
+
+# ---- what a Label Studio coder sees: the coding page's evidence and abstract, display names, required fields ----
+
+ABSTRACT = "We compared trial registrations with the published reports of 212 Canadian surgical trials."
+
+
+def _inverted(text: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for i, word in enumerate(text.split(" ")):
+        out.setdefault(word, []).append(i)
+    return out
+
+
+@pytest.fixture()
+def openalex():
+    """A loopback OpenAlex: W100 has the abstract, W101 has none, W102 is unknown to it."""
+
+    def answer(path, query):
+        ids = query["filter"].removeprefix("ids.openalex:").split("|")
+        index = {"W100": _inverted(ABSTRACT), "W101": None}
+        return [{"id": f"https://openalex.org/{w}", "abstract_inverted_index": index[w]} for w in ids if w in index]
+
+    server = LoopbackOpenAlex(answer)
+    yield server
+    server.shutdown()
+
+
+def _config_choices(config: str) -> dict[str, list[ET.Element]]:
+    return {c.get("name"): list(c.iter("Choice")) for c in ET.fromstring(config).iter("Choices")}
+
+
+def test_export_carries_the_abstract_and_the_evidence_of_the_coding_page_and_no_openalex_link(tmp_path, openalex):
+    s = CodingStore(tmp_path / "audit" / "coding.sqlite")
+    try:
+        rows = [work_row(0), work_row(1), work_row(2, doi=None, landing_page_url="https://openalex.org/W102")]
+        s.load_tasks(P, rows)
+        with AbstractFetcher(openalex.base_url) as fetcher:
+            tasks = export_tasks(s, P, fetcher.fetch)
+        hits = [h["filter"] for h in openalex.hits]
+        shown = {t["id"]: t["evidence"] for t in s.tasks(P)}
+    finally:
+        s.close()
+    assert hits == ["ids.openalex:W100|W101|W102"]  # one request for the export
+    data = {t["data"]["work_id"]: t["data"] for t in tasks}
+    assert data["W100"]["abstract"] == ABSTRACT
+    assert data["W101"]["abstract"] == "OpenAlex holds no abstract of this work."
+    assert data["W102"]["abstract"] == "OpenAlex has no record under this id."
+    for wid, d in data.items():  # the coding page's evidence: title, venue, year, ...
+        ev = shown[wid]
+        assert d["title"] == ev["title"] and d["venue"] == ev["venue"] == "Canadian Journal of Meta-Research"
+        assert d["year"] == ev["year"] and str(ev["year"]) in d["line_record"] and ev["venue"] in d["line_record"]
+    assert data["W100"]["line_links"] == "Full text: https://doi.org/10.1234/w0"  # a DOI link is fine
+    assert data["W102"]["landing_url"] is None and data["W102"]["line_links"] == "Full text: (none in the record)"
+    assert "openalex.org" not in json.dumps(tasks)  # OpenAlex's pages show its topic classification
+    assert not {k for t in tasks for k in t["data"]} & set(MACHINE)
+    # without a source of abstracts every task says the abstract was not fetched, and nothing is asked
+    s = CodingStore(tmp_path / "audit" / "coding.sqlite")
+    try:
+        bare = export_tasks(s, P)
+    finally:
+        s.close()
+    assert {t["data"]["abstract"] for t in bare} == {
+        "The abstract was not fetched for this export; follow the full-text link."
+    }
+    config = ET.fromstring(labeling_config())
+    assert ("abstract", "$abstract") in {(t.get("name"), t.get("value")) for t in config.iter("Text")}
+    assert "openalex" not in labeling_config().lower()
+
+
+def test_the_config_shows_display_names_requires_the_fields_an_answer_needs_and_keeps_codes_in_results():
+    names = choice_names()  # the coding page's names, as `metacan coding export-labelstudio` gives them
+    config = labeling_config(names)
+    root = ET.fromstring(config)
+    groups = {c.get("name"): c for c in root.iter("Choices")}
+    choices = _config_choices(config)
+    shown = {name: {c.get("alias") or c.get("value"): c.get("value") for c in cs} for name, cs in choices.items()}
+    assert shown["categories"]["metaresearch"] == "Metaresearch"
+    assert shown["categories"]["insufficient_payload"] == "Insufficient payload (the record is too thin to judge)"
+    assert shown["categories"][NO_CATEGORY] == "None of these: not meta-research"
+    assert shown["domain"]["reporting"] == "Reporting (how research is reported)"
+    assert shown["study_design"]["randomized_trial"] == "Randomized trial" and shown["genre"]["methods"] == "Methods"
+    assert shown["about_ca_system"] == {"true": "Yes", "false": "No"}
+    for name in ("categories", "domain", "study_design", "genre"):  # every vocabulary choice shows its name
+        assert all(text != code for code, text in shown[name].items()), name
+        assert all(shown[name][code] == text for code, text in names[name].items()), name
+    required = {name for name, g in groups.items() if g.get("required") == "true"}
+    assert required == {"categories", "domain", "study_design", "genre", "about_ca_system", "about_ca_topic"}
+    assert groups["confidence"].get("required") is None and groups["unresolved"].get("required") is None
+    for name in required - {"domain"}:  # an unresolved answer may leave them empty: they hide once it is chosen
+        assert (groups[name].get("visibleWhen"), groups[name].get("whenTagName")) == ("choice-unselected", "unresolved")
+    assert groups["domain"].get("whenChoiceValue") == shown["categories"]["metaresearch"]
+
+
+def _ls_result(config: str, name: str, *texts: str) -> dict:
+    """The result Label Studio writes when a coder ticks the choices showing ``texts``: each choice's alias (the
+    code) when it has one, else its value."""
+    by_text = {c.get("value"): c.get("alias") or c.get("value") for c in _config_choices(config)[name]}
+    return choices(name, *(by_text[t] for t in texts))
+
+
+def test_round_trip_through_the_display_names_imports_the_codes(store, tmp_path):
+    names = choice_names()
+    config = labeling_config(names)
+    result = [
+        _ls_result(config, "categories", "Metaresearch", "Research integrity"),
+        _ls_result(config, "domain", "Evaluation (how research is assessed, reviewed or funded)"),
+        _ls_result(config, "study_design", "Observational"),
+        _ls_result(config, "genre", "Empirical"),
+        _ls_result(config, "about_ca_system", "Yes"),
+        _ls_result(config, "about_ca_topic", "No"),
+        _ls_result(config, "confidence", "high"),
+        note("audit of Canadian grant peer review"),
+    ]
+    assert result[0]["value"]["choices"] == ["metaresearch", "research_integrity"]  # the aliases, as LS writes them
+    exported = export_tasks(store, P)
+    tasks = label_studio_export(exported)
+    for t in tasks:
+        t["annotations"] = []
+    tasks[0]["annotations"] = [annotation(9101, {"id": 11, "email": "alice@uni.ca"}, result)]
+    # a project whose config had no aliases writes the shown values: they are read back as codes too
+    shown_values = [
+        choices("categories", "None of these: not meta-research"),
+        choices("study_design", "Randomized trial"),
+        choices("genre", "Methods"),
+        choices("about_ca_system", "No"),
+        choices("about_ca_topic", "Yes"),
+    ]
+    tasks[1]["annotations"] = [annotation(9102, {"id": 11, "email": "alice@uni.ca"}, shown_values)]
+    tasks[2]["annotations"] = [
+        annotation(9103, 11, [choices("genre", "Not a genre"), *shown_values[:2], *shown_values[3:]])
+    ]
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(tasks))
+    store.add_coder("alice")
+    report = import_export(store, path, {"alice@uni.ca": "alice", "11": "alice"}, names=names)
+    assert (report.appended, report.refused) == (2, 1), report.refusals
+    assert report.refusals[0].work_id == "W102" and "Not a genre" in report.refusals[0].reason
+    latest = {a["id"]: a for a in store.latest_answers(P)}
+    assert latest["W100"]["categories"] == ["metaresearch", "research_integrity"]
+    assert (latest["W100"]["domain"], latest["W100"]["about_ca_system"], latest["W100"]["confidence"]) == (
+        "evaluation",
+        True,
+        "high",
+    )
+    assert (latest["W101"]["categories"], latest["W101"]["study_design"], latest["W101"]["genre"]) == (
+        [],
+        "randomized_trial",
+        "methods",
+    )

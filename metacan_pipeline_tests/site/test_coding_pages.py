@@ -1,5 +1,5 @@
-"""Tests of the coding pages (metacan_pipeline/site/web/coding_pages.py) on the site's app: Starlette's TestClient and,
-for keyboard-only coding, headless Chromium on uvicorn over loopback.
+"""Tests of the coding pages (metacan_pipeline/site/web/coding_pages.py) on the coding server (coding_app.py):
+Starlette's TestClient and, for keyboard-only coding, headless Chromium on uvicorn over loopback.
 
 The world is the site tests' release (60 works with direct labels, predictions and machine scores, built through
 Dagster), an audit protocol drawing 8 of its works, the asset ``coding_tasks`` materialized, a real SQLite coding
@@ -29,7 +29,7 @@ from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.audit.protocol.locked import current_protocol
 from metacan_pipeline.publish.abstracts import AbstractFetcher
 from metacan_pipeline.site.build.release import releases_dir
-from metacan_pipeline.site.web.app import create_app
+from metacan_pipeline.site.web.coding_app import create_coding_app
 from metacan_pipeline_tests.browser import PageWatch, launch_chromium, start_playwright
 from metacan_pipeline_tests.builders.audit import lock_audit_sample
 from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
@@ -98,7 +98,7 @@ def world(site_release):
 
 @pytest.fixture(scope="module")
 def app(world):
-    asgi = create_app(world["storage"].root, rate_limit="off", abstracts=AbstractFetcher(world["openalex"].base_url))
+    asgi = create_coding_app(world["storage"].root, abstracts=AbstractFetcher(world["openalex"].base_url))
     yield asgi
     asgi.state.coding.close()
 
@@ -324,7 +324,7 @@ def test_chromium_signs_in_and_codes_two_works_from_the_keyboard_only(world):
         token = store.add_coder("kim")
     # an app of its own: the server's shutdown closes the app's coding store (its lifespan), which the module's other
     # tests still use through the shared app
-    served = create_app(world["storage"].root, rate_limit="off", abstracts=AbstractFetcher(world["openalex"].base_url))
+    served = create_coding_app(world["storage"].root, abstracts=AbstractFetcher(world["openalex"].base_url))
     server = uvicorn.Server(uvicorn.Config(served, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -417,7 +417,7 @@ def test_a_damaged_coding_store_is_a_503_page_in_the_coders_language(world, tmp_
     path.parent.mkdir(parents=True)
     with sqlite3.connect(world["path"]) as src, sqlite3.connect(path) as dst:  # every committed row, WAL included
         src.backup(dst)
-    own = create_app(data, rate_limit="off", abstracts=AbstractFetcher(world["openalex"].base_url))
+    own = create_coding_app(data, abstracts=AbstractFetcher(world["openalex"].base_url))
     try:
         c = sign_in(own, world["tokens"]["ann"])
         assert c.get("/coding/").status_code == 200
@@ -446,17 +446,16 @@ def test_a_damaged_coding_store_is_a_503_page_in_the_coders_language(world, tmp_
 
 @pytest.fixture(scope="module")
 def study(world, tmp_path_factory):
-    """A study with coder pairs: the module's release and protocol in a data folder of its own, whose coding store
-    had three coders and an adjudicator when the tasks were loaded (so the load assigned every work to a pair)."""
+    """A study with coder pairs: the module's protocol loaded into a coding store of its own, which had three coders
+    and an adjudicator when the tasks were loaded (so the load assigned every work to a pair), on a coding server."""
     data = tmp_path_factory.mktemp("study") / "data"
-    shutil.copytree(releases_dir(world["storage"].root), releases_dir(data))
     path = settings.coding_store_path(str(data))
     with CodingStore(path) as store:
         tokens = {name: store.add_coder(name) for name in ("ann", "bob", "cy", "judge")}
         store.grant_role("judge")
         out = load_coding_tasks(world["storage"], store, source="test")
         pairs = store.assignments(world["pid"])
-    asgi = create_app(data, rate_limit="off", abstracts=AbstractFetcher(world["openalex"].base_url))
+    asgi = create_coding_app(data, abstracts=AbstractFetcher(world["openalex"].base_url))
     yield {"app": asgi, "tokens": tokens, "pairs": pairs, "path": path, "load": out}
     asgi.state.coding.close()
 

@@ -82,7 +82,7 @@ def test_the_served_work_page_shows_the_abstract_fetched_live_from_openalex_and_
             en, fr = c.get(f"/{path}"), c.get(f"/fr/{path}")
             none = c.get(f"/{other}")
     finally:
-        app.state.coding.close()
+        app.state.site.abstracts.close()
         stub.shutdown()
     for page in (en, fr):
         assert page.status_code == 200 and str(escape(text)) in page.text
@@ -133,7 +133,7 @@ def test_a_work_page_says_the_abstract_is_unavailable_when_openalex_fails_and_st
             with TestClient(app) as c:
                 en, fr = c.get(f"/{path}"), c.get(f"/fr/{path}")
         finally:
-            app.state.coding.close()
+            app.state.site.abstracts.close()
         assert en.status_code == fr.status_code == 200
         unavailable = re.search(r'<p id="abstract-unavailable"><em>([^<]+)</em></p>', en.text).group(1)
         assert unavailable.startswith("Abstract unavailable: OpenAlex did not answer just now (") and why in unavailable

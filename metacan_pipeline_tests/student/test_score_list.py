@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from metacan_pipeline.openalex.works import student_view, work_row
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.features import student_text
-from metacan_pipeline.student.list_input import InputWork, classify_object, read_list
+from metacan_pipeline.student.list_input import ENTITY_NAMES, InputWork, classify_object, read_list
 from metacan_pipeline.student.score_list import (
     QUANTILE_LEVELS,
     ScoringUnavailable,
@@ -67,6 +68,8 @@ def test_a_frame_work_scored_through_metacan_score_gets_exactly_its_student_scor
     assert result.exit_code == 0, result.output
     got = pq.read_table(out).to_pylist()
     assert [r["id"] for r in got] == [r["id"] for r in rows]  # one row per work, input order
+    titles = {r["id"]: r["title_text"] for r in frame}
+    assert [r["title"] for r in got] == [titles[r["id"]] for r in rows]
     frame_scores = {r["id"]: r for r in storage.read_table("student_scores").to_pylist()}
     version = storage.read_table("predictions", ["model_version"]).column(0)[0].as_py()
     bundle = open_scorer(storage).bundle
@@ -296,6 +299,34 @@ def test_openalex_records_in_json_lines_and_gzip_and_a_snapshot_folder(published
     assert outs[0].equals(outs[1])
     ids = list(dict.fromkeys(short_id(r["id"]) for r in recs if student_view(r)["title_text"]))
     assert outs[0].column("id").to_pylist() == ids
+
+
+def test_records_of_other_entities_are_counted_as_skipped_not_rejected(published, tmp_path, openalex_dir):
+    """A folder of mixed OpenAlex records: its works are scored, its authors, institutions, ... are counted on
+    stderr by entity, not rejected one by one; a snapshot folder's parts of other entities are not read at all."""
+    storage, _ = published
+    records = [r for r in iter_records(openalex_dir, snapshot_entities={"works"}) if isinstance(r, Record)]
+    others = Counter(ENTITY_NAMES.get(r.kind, r.kind) for r in records if r.kind != "W")
+    assert sum(others.values()) > 0  # the real folder mixes entities outside its snapshot sample
+    out = tmp_path / "mixed.csv"
+    result = _invoke(storage, str(openalex_dir), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(others.items()))
+    assert f"skipped {sum(others.values())} OpenAlex records of other entities (not works): {kinds}" in result.output
+    assert "not a work" not in result.output
+    if rejects_path(out).exists():
+        assert "not a work" not in rejects_path(out).read_text()
+    authors = [r.data for r in records if r.kind == "A"][:5]
+    works = [r.data for r in records if r.kind == "W" and student_view(r.data)["title_text"]][:5]
+    for entity, recs in (("authors", authors), ("works", works)):
+        part = tmp_path / "snap" / "data" / entity / "updated_date=2026-01-01" / "part_000.gz"
+        part.parent.mkdir(parents=True)
+        with gzip.open(part, "wb") as fh:
+            fh.write(b"\n".join(orjson.dumps(r) for r in recs))
+    result = _invoke(storage, str(tmp_path / "snap"), "--out", str(tmp_path / "snap.csv"))
+    assert result.exit_code == 0 and "skipped" not in result.output, result.output
+    with open(tmp_path / "snap.csv", newline="") as fh:
+        assert [r["id"] for r in csv.DictReader(fh)] == [short_id(r["id"]) for r in works]
 
 
 def test_classify_object_tells_records_fromlist_rows():

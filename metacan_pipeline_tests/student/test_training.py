@@ -2,6 +2,7 @@
 heads, and the frozen holdout."""
 
 import hashlib
+import shutil
 import uuid
 
 import dagster as dg
@@ -10,9 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.holdout import venue_held_out, venue_key
-from metacan_pipeline.student.models import model_path
+from metacan_pipeline.student.models import ModelVersionError, load_published, model_path
 from metacan_pipeline.student.training import TrainingInputs, design_weights
 from metacan_pipeline_tests.builders.common import root_error, sql
 from metacan_pipeline_tests.builders.student import N_WORKS, move_holdout_works, run_student, write_inputs
@@ -204,6 +206,21 @@ def test_model_version_is_published_once_and_never_altered(storage):
     result = run_student(storage, predictions, raise_on_error=False)
     assert not result.success
     assert "was altered after publication" in str(result.all_events)
+
+
+def test_a_moved_data_folder_keeps_its_model_versions(storage, tmp_path):
+    """model_versions names the file under the data folder, so a moved folder still loads (and checks) its model."""
+    write_inputs(storage)
+    version = run_student(storage, student_heads).asset_materializations_for_node("student_heads")[0].metadata
+    version = version["model_version"].value
+    with storage.connect() as con:
+        assert con.execute("SELECT file FROM model_versions").fetchall() == [(f"models/{version}.joblib",)]
+    moved = MetacanStorage(data_dir=str(tmp_path / "moved"))
+    shutil.move(storage.root, moved.root)
+    assert load_published(moved, version).model_version == version
+    model_path(moved, version).write_bytes(b"not the model")
+    with pytest.raises(ModelVersionError, match="altered after publication"):
+        load_published(moved, version)
 
 
 @pytest.mark.slow

@@ -330,3 +330,16 @@ def test_read_stored_and_record_row_say_what_an_import_would_add(tmp_path: Path)
     assert bad.work_id is None and bad.row["status"] == "failed"
     assert bad.row["error"].startswith(f"{path} record 0: id='A1' is not an OpenAlex work id")
     con.close()
+
+
+def test_label_imports_names_the_file_by_its_absolute_path(tmp_path, monkeypatch):
+    """An import run from another folder with a relative path still names the file it read."""
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "labels" / "a.json").write_text(json.dumps([_label("W1", True)]))
+    con = duckdb.connect(str(tmp_path / "metacan.duckdb"))
+    create_tables(con)
+    monkeypatch.chdir(tmp_path)
+    import_file(con, Path("labels/a.json"), IMPORT_SPEC, "r")
+    files = con.execute("SELECT file FROM label_imports").fetchall()
+    con.close()
+    assert files == [(str(tmp_path / "labels" / "a.json"),)]

@@ -32,7 +32,7 @@ from typing import Any
 
 from ...teachers.core.views import canonical_json
 from .errors import CodingError, shown
-from .labelstudio import BOOLEAN_CONTROLS, CONTROLS, NO_CATEGORY, SINGLE_CHOICE
+from .labelstudio import BOOLEAN_CONTROLS, CONTROLS, NO_CATEGORY, SINGLE_CHOICE, codes_of
 from .rules import IMPORTED_CODER_PREFIX, check_coder_name, now_iso, parse_time, sha256_hex
 from .store import CodingStore
 
@@ -170,9 +170,14 @@ def coder_name(key: str, completed_by: Mapping[str, Any] | None, coder_map: Mapp
     return IMPORTED_CODER_PREFIX + key
 
 
-def answer_from_result(result: object) -> dict[str, Any]:  # noqa: C901 (one check per result shape)
+def answer_from_result(  # noqa: C901 (one check per result shape)
+    result: object, codes: Mapping[str, Mapping[str, str]] | None = None
+) -> dict[str, Any]:
     """The answer an annotation's ``result`` gives (to be validated by ``validate_answer``); LabelStudioError when a
-    result item is not one of :data:`CONTROLS` in its shape."""
+    result item is not one of :data:`CONTROLS` in its shape. A choice is read as its code: the code itself (the
+    ``alias`` the labeling config gives each choice) or its display name (``codes``, :func:`.labelstudio.codes_of`;
+    None: the default names); anything else is kept as given, for ``validate_answer`` to refuse."""
+    codes = codes_of() if codes is None else codes
     if not isinstance(result, list):
         raise LabelStudioError(f"result is a JSON {type(result).__name__}, not a list")
     values: dict[str, list[str]] = {}
@@ -191,7 +196,7 @@ def answer_from_result(result: object) -> dict[str, Any]:  # noqa: C901 (one che
             got = [got]
         if not isinstance(got, list) or not all(isinstance(v, str) for v in got):
             raise LabelStudioError(f"{name}: value {shown(value)} is not a list of strings")
-        values[name] = got
+        values[name] = got if kind == "textarea" else [codes.get(name, {}).get(v, v) for v in got]
     answer: dict[str, Any] = {}
     cats = values.get("categories")
     if cats:
@@ -229,6 +234,7 @@ def _import_annotation(
     ann: object,
     coder_map: Mapping[str, str],
     imported_at: str,
+    codes: Mapping[str, Mapping[str, str]],
 ) -> None:
     task_id = task.get("id")
     ann_id = ann.get("id") if isinstance(ann, Mapping) else None
@@ -261,7 +267,7 @@ def _import_annotation(
         return refuse("annotation has no readable updated_at or created_at")
     try:
         coder = coder_name(key, kept, coder_map)
-        answer = answer_from_result(ann.get("result"))
+        answer = answer_from_result(ann.get("result"), codes)
         answer_id = "ls-" + sha256_hex(canonical_json([protocol_id, work_id, coder, str(ann_id), updated]))[:32]
         provenance = {
             "file": report.file,
@@ -307,9 +313,15 @@ def _json_type(value: object) -> str:
     )
 
 
-def import_export(store: CodingStore, path: Path, coder_map: Mapping[str, str] | None = None) -> ImportReport:
+def import_export(
+    store: CodingStore,
+    path: Path,
+    coder_map: Mapping[str, str] | None = None,
+    names: Mapping[str, Mapping[str, str]] | None = None,
+) -> ImportReport:
     """Import a Label Studio JSON export (see the module docstring); returns the report, also recorded in
-    ``coding_imports``. A file that is not a JSON list of tasks is refused whole (ValueError naming it)."""
+    ``coding_imports``. ``names``: the display names the labeling config showed (:func:`.labelstudio.labeling_config`),
+    read back as codes. A file that is not a JSON list of tasks is refused whole (ValueError naming it)."""
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     try:
@@ -331,6 +343,7 @@ def import_export(store: CodingStore, path: Path, coder_map: Mapping[str, str] |
             f"{path}: a Label Studio JSON export is a list of tasks, this is a JSON {type(tasks).__name__}"
         )
     cmap = normalised_coder_map(coder_map or {}, "coder map")
+    codes = codes_of(names)
     report = ImportReport(file=path.name, file_sha256=digest, source=f"label_studio:{digest[:16]}")
     imported_at = now_iso()
     for i, task in enumerate(tasks):
@@ -353,7 +366,7 @@ def import_export(store: CodingStore, path: Path, coder_map: Mapping[str, str] |
             continue
         for ann in annotations:
             report.annotations += 1
-            _import_annotation(store, report, task, ann, cmap, imported_at)
+            _import_annotation(store, report, task, ann, cmap, imported_at, codes)
     store.record_import(
         {
             "file_sha256": digest,

@@ -51,7 +51,7 @@ from ..query.cohort_query import CohortQuery
 from ..query.params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
 from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
-from .coding_pages import CodingPages, coding_routes, default_abstracts
+from .coding_pages import default_abstracts
 from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
 from .middleware import (
@@ -355,8 +355,11 @@ def create_app(
 
     ``rate_limit``: the per-client token bucket of the API in throttled-py's syntax (``120/m burst 60``; ``off``:
     none); None reads :func:`metacan_pipeline.settings.site_rate_limit`. A value that is not a rate is a
-    ValueError naming it. ``abstracts``: the live-abstract fetcher of the work pages and the coding pages, one
-    in-memory cache for both (None: OpenAlex with short timeouts, :func:`.coding_pages.default_abstracts`)."""
+    ValueError naming it. ``abstracts``: the live-abstract fetcher of the work pages (None: OpenAlex with short
+    timeouts, :func:`.coding_pages.default_abstracts`); the app's shutdown closes it.
+
+    The audit study's coding pages are not served here (``/coding/`` is a 404): they run on their own server,
+    :func:`.coding_app.create_coding_app`, so a coder is never one address away from the machine's outputs."""
     source = settings.SITE_RATE_LIMIT_ENV if rate_limit is None else "rate_limit"
     limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit, source)
     fetcher = abstracts or default_abstracts()
@@ -377,9 +380,6 @@ def create_app(
         else Route(r.path, site.api(r), name=r.endpoint)
         for r in API_ROUTES
     ]
-    # the audit study's coding pages: /coding/ and /fr/coding/, over data/audit/coding.sqlite
-    coding = CodingPages(data_dir, site.envs, fetcher)  # one fetcher: CodingPages.close() closes it
-    routes += coding_routes(coding)
     middleware = [
         Middleware(NoSniff),
         Middleware(ApiCors),
@@ -391,8 +391,8 @@ def create_app(
     async def lifespan(_app):
         try:
             yield
-        finally:  # the coding store and the abstract fetcher (its event loop's thread)
-            coding.close()
+        finally:  # the abstract fetcher (its event loop's thread)
+            fetcher.close()
 
     app = Starlette(
         routes=routes,
@@ -401,5 +401,4 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.site = site
-    app.state.coding = coding
     return app

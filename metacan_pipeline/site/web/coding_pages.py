@@ -1,4 +1,5 @@
-"""The human coding pages of the audit study (SPEC section 10), on the site's server.
+"""The human coding pages of the audit study (SPEC section 10), served by the coding server alone
+(:func:`.coding_app.create_coding_app`, ``metacan serve --coding``), never beside the public site.
 
 Routes, in English under ``/coding/`` and in French under ``/fr/coding/`` (:func:`coding_routes`):
 
@@ -428,7 +429,7 @@ def coding_routes(pages: CodingPages) -> list[Route]:
             Route(b + "/adjudication/{wid}", post(pages.adjudicate), methods=["POST"]),
             Route(b + "/instructions", page(pages.instructions)),
             # any other address under the pages: their own 404, never the site's page (which names the release)
-            Route(b + "/{rest:path}", partial(_not_found, pages=pages, lang=lang), methods=["GET", "POST"]),
+            Route(b + "/{rest:path}", partial(not_found_page, pages=pages, lang=lang), methods=["GET", "POST"]),
         ]
     return routes
 
@@ -437,7 +438,9 @@ def _to_queue(request: Request, base: str) -> Response:
     return RedirectResponse(base + "/", status_code=307)
 
 
-def _not_found(request: Request, pages: CodingPages, lang: str) -> Response:
+def not_found_page(request: Request, pages: CodingPages, lang: str) -> Response:
+    """The coding pages' own 404 page in ``lang`` (their layout; never the public site's page, which names the
+    release)."""
     request.state.lang = lang
     coder = pages._coder(request)
     return pages.refused(request, lang, _Refused(404, N_("There is no coding page at this address.")), coder)

@@ -410,7 +410,9 @@ def import_records(
 def import_file(con: duckdb.DuckDBPyConnection, path: Path, spec: ImportSpec, run_id: str | None) -> ImportReport:
     """Read ``path`` (:func:`~.label_files.read_label_file`; raises ValueError for an empty file or one that is not a JSON
     array or JSON Lines) and import its records (:func:`import_records`); a file without records (``[]``)
-    is recorded in ``label_imports`` with 0 rows."""
+    is recorded in ``label_imports`` with 0 rows. ``label_imports.file`` is the absolute path, so the row names the
+    file whatever folder the import ran from."""
+    path = Path(path).resolve()
     sha, records = read_label_records(path)
     return import_records(con, spec, records, run_id, files=[(str(path), sha)])
 
