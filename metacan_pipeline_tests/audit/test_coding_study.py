@@ -312,10 +312,17 @@ def test_assign_from_the_cli_names_the_counts_and_refuses_one_coder(tmp_path):
         )
     out = CliRunner().invoke(app, ["coding", "assign", "--data-dir", str(data)])
     assert out.exit_code == 2 and "at least 2 coders" in out.output and "metacan coders add" in out.output
-    with CodingStore(coding_store_path(str(data))) as store:
-        store.add_coder("bob")
-        store.add_coder("cy")
+    out = CliRunner().invoke(app, ["coders", "add", "bob", "--data-dir", str(data)])
+    assert f"The works of {P} have no coder pairs yet: `metacan coding assign` pairs them" in out.output
+    CliRunner().invoke(app, ["coders", "add", "cy", "--data-dir", str(data)])
     out = CliRunner().invoke(app, ["coding", "assign", "--data-dir", str(data)])
     assert out.exit_code == 0, out.output
     assert "pairs drawn over ann, bob, cy" in out.output
     assert "6 works assigned now, 0 kept; works per coder: ann 4, bob 4, cy 4" in out.output
+    # a coder who joins later is told how to get works, and --rebalance gives them their share
+    out = CliRunner().invoke(app, ["coders", "add", "dee", "--data-dir", str(data)])
+    assert "dee gets works only from `metacan coding assign --rebalance`" in out.output
+    out = CliRunner().invoke(app, ["coding", "assign", "--rebalance", "--data-dir", str(data)])
+    assert (
+        out.exit_code == 0 and "6 works assigned now, 0 kept; works per coder: ann 3, bob 3, cy 3, dee 3" in out.output
+    )
