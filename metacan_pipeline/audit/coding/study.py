@@ -38,7 +38,7 @@ PROGRESS_COLUMNS: tuple[str, ...] = (
     "final",
 )
 #: The answer fields of each answer in a study row (``unresolved`` and ``note`` for the coders' and the adjudicator's).
-ANSWER_COLUMNS: tuple[str, ...] = (*(f for f in OUTCOME_FIELDS), "confidence", "note", "submitted_at")
+ANSWER_COLUMNS: tuple[str, ...] = (*OUTCOME_FIELDS, "confidence", "note", "submitted_at")
 FINAL_FIELDS: tuple[str, ...] = tuple(f for f in OUTCOME_FIELDS if f != "unresolved")
 STUDY_COLUMNS: tuple[str, ...] = (
     "protocol_id",
