@@ -1,6 +1,9 @@
 """How the coding store's queue answers as a study grows (the coding pages): ``next_task`` (the claim that
 hands a coder their next work), ``coder_progress`` (the queue page's counts) and ``adjudication_queue`` on a store of
-``--works`` tasks, each coded by two of ``--coders`` coders (one disagreement in five), real SQLite in WAL mode.
+``--works`` tasks, each coded by two of ``--coders`` coders (one disagreement in five), real SQLite in WAL mode; then
+the same calls once the works have coder pairs (``assign_works``: the 50 works nobody answered get a pair, the others
+keep the coders who answered them), with the ratio paired / first come, first served measured in this process, and
+the time to draw the pairs of every work (``draw_pairs``).
 
     .venv/bin/python benchmarks/bench_coding.py --works 2000 --coders 6 [--smoke]
 
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from _common import add_smoke_arg, machine, record
 
+from metacan_pipeline.audit.coding.assignments import draw_pairs
 from metacan_pipeline.audit.coding.store import CodingStore
 
 ANSWER = {"categories": [], "study_design": "observational", "genre": "empirical", "about_ca_system": False,
@@ -69,6 +73,26 @@ def main() -> None:
             p50, p95 = timed(fn, args.repeats)
             figures[name] = {"p50_ms": round(p50, 2), "p95_ms": round(p95, 2)}
             print(f"{name}: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+        seed = "0" * 64
+        t = time.perf_counter()
+        pairs = draw_pairs(seed, [r["id"] for r in rows], coders[1:])
+        figures["draw_pairs_all_s"] = round(time.perf_counter() - t, 3)
+        print(f"draw_pairs of {len(pairs)} works over {args.coders - 1} coders: {figures['draw_pairs_all_s']:.2f} s")
+        store.record_study(P, seed, ["metaresearch"])
+        t = time.perf_counter()
+        out = store.assign_works(P)
+        figures["assign_works_s"] = round(time.perf_counter() - t, 3)
+        print(f"assign_works: {out['assigned']} assigned, {out['kept']} kept in {figures['assign_works_s']:.2f} s")
+        for name, fn in (
+            ("next_task", lambda: store.next_task(P, coders[1])),
+            ("coder_progress", lambda: store.coder_progress(P, coders[1])),
+        ):
+            p50, p95 = timed(fn, args.repeats)
+            ratio = p50 / figures[name]["p50_ms"]
+            figures[f"{name}_paired"] = {"p50_ms": round(p50, 2), "p95_ms": round(p95, 2), "ratio_p50": round(ratio, 2)}
+            print(
+                f"{name} with coder pairs: p50 {p50:.1f} ms, p95 {p95:.1f} ms ({ratio:.2f}x first come, first served)"
+            )
     record("coding", figures, started=started, smoke=args.smoke)
 
 

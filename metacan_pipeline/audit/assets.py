@@ -320,8 +320,10 @@ def coding_tasks(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
     task per work the audit sample drew, carrying the protocol id, its queue position (a salted hash: strata
     interleaved) and an evidence version (title, year, language, type, venue, Canadian institutions, funders,
     keywords, DOI and full-text link; never a label, score, prediction, stratum or weight; the abstract is fetched
-    live by the coding page). Idempotent: a re-run adds only works not loaded yet; answers are never touched. Also
-    `metacan coding load-tasks` (the same code). Metadata: added, evidence_changed, moved, unchanged, missing."""
+    live by the coding page). Works without a coder pair are assigned to pairs of the active coders (balanced, seeded
+    by the protocol's hash). Idempotent: a re-run adds only works not loaded yet; answers and pairs are never touched.
+    Also `metacan coding load-tasks` (the same code). Metadata: added, evidence_changed, moved, unchanged, missing,
+    paired_now."""
     with CodingStore(settings.coding_store_path(storage.data_dir)) as store:
         out = load_coding_tasks(storage, store, source=f"asset:{context.run.run_id}")
         progress = store.task_progress(out["protocol_id"])
@@ -343,6 +345,7 @@ def coding_tasks(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
             unchanged=out["unchanged"],
             missing=len(out["missing"]),
             missing_ids=", ".join(out["missing"][:50]) or "(none)",
+            paired_now=0 if out["pairs"] is None else out["pairs"]["assigned"],
             works_with_two_coders=progress["two_coders"],
             answers=progress["answers"],
         )

@@ -27,11 +27,24 @@ def coders_add(
         except CodingError as exc:
             typer.echo(f"metacan coders add: {exc}", err=True)
             raise typer.Exit(2) from None
+        serving = store.serving_protocol()
+        paired = serving is not None and bool(store.assignments(serving["protocol_id"]))
+        can_pair = serving is not None and len(store.pair_coders()) >= 2
     typer.echo(f"Token of coder {name}: {token}")
     typer.echo("It is shown only now: give it to the coder privately; the store keeps only its SHA-256.")
     typer.echo(
         "They sign in on the coding server (`metacan serve --coding`, http://127.0.0.1:8001/coding/ by default)."
     )
+    if paired:
+        typer.echo(
+            f"The works of {serving['protocol_id']} are assigned to coder pairs: {name} gets works only from "
+            "`metacan coding assign --rebalance` (it draws again the pairs of the works nobody has answered)."
+        )
+    elif can_pair:
+        typer.echo(
+            f"The works of {serving['protocol_id']} have no coder pairs yet: `metacan coding assign` pairs them "
+            "(else they go first come, first served)."
+        )
 
 
 @app.command("list")

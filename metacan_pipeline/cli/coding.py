@@ -1,8 +1,9 @@
 """``metacan coding``: the coding store of the audit study: backup, Label Studio export and import, loading the audit
-sample's tasks, and machine adjudicators' codes."""
+sample's tasks, coder pairs, the study's progress and its export, and machine adjudicators' codes."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +16,9 @@ from ..audit.coding.errors import CodingError, CodingStoreError
 from ..audit.coding.labelstudio import write_export
 from ..audit.coding.labelstudio_import import import_export, load_coder_map
 from ..audit.coding.loading import load_coding_tasks
+from ..audit.coding.pseudonyms import coder_pseudonym
 from ..audit.coding.store import CodingStore
+from ..audit.coding.study import PROGRESS_COLUMNS, sample_strata, study_progress, study_rows, write_study_csv
 from ..audit.protocol.locked import current_protocol_id, load_protocol
 from ..publish.abstracts import AbstractFetcher
 from ..site.web.coding_strings import CHOICES
@@ -146,6 +149,121 @@ def coding_load_tasks(data_dir: str = typer.Option(None, help=DATA_DIR_HELP)) ->
     )
     for wid in out["missing"]:
         typer.echo(f"  not in the frame (no new task): {wid}")
+    if out["pairs"] is None:
+        typer.echo(
+            "No coder pairs yet (fewer than two coders without the adjudicator role): works go first come, first "
+            "served until `metacan coding assign` pairs them."
+        )
+    else:
+        _echo_pairs(out["pairs"])
+
+
+def _echo_pairs(pairs: dict) -> None:
+    held = ", ".join(f"{c} {n}" for c, n in pairs["by_coder"].items())
+    typer.echo(f"coder pairs: {pairs['assigned']} works assigned now, {pairs['kept']} kept; works per coder: {held}")
+
+
+def _serving(store: CodingStore, protocol_id: str | None, command: str) -> str:
+    """The protocol a command reads: ``protocol_id``, else the one the coding pages serve (the newest load)."""
+    if protocol_id is not None:
+        return protocol_id
+    serving = store.serving_protocol()
+    if serving is None:
+        typer.echo(f"metacan {command}: no coding tasks loaded yet: run `metacan coding load-tasks` first", err=True)
+        raise typer.Exit(1)
+    return serving["protocol_id"]
+
+
+PROTOCOL_HELP = "The protocol (default: the one the coding pages serve, the newest load)."
+
+
+@app.command("assign")
+def coding_assign(
+    rebalance: bool = typer.Option(
+        False,
+        "--rebalance",
+        help="Also draw again the pairs of the works nobody has answered (after adding or revoking a coder); a work "
+        "with an answer keeps the coders who answered it.",
+    ),
+    coder: list[str] = typer.Option(
+        None, "--coder", help="A coder to pair (repeat; default every active coder without the adjudicator role)."
+    ),
+    protocol_id: str = typer.Option(None, "--protocol", help=PROTOCOL_HELP),
+    data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
+) -> None:
+    """Assign the works of the protocol to coder pairs (balanced, drawn from the protocol's content hash, so the
+    same protocol and coders always give the same pairs): the works without a pair, or with --rebalance every work
+    nobody has answered yet. A coder's queue then holds only their works."""
+    with open_store(data_dir, "coding assign") as store:
+        pid = _serving(store, protocol_id, "coding assign")
+        try:
+            pairs = store.assign_works(pid, coders=coder or None, rebalance=rebalance)
+        except CodingError as exc:
+            typer.echo(f"metacan coding assign: {exc}", err=True)
+            raise typer.Exit(2) from None
+    typer.echo(f"{pid}: pairs drawn over {', '.join(pairs['coders'])}")
+    _echo_pairs(pairs)
+
+
+@app.command("status")
+def coding_status(
+    protocol_id: str = typer.Option(None, "--protocol", help=PROTOCOL_HELP),
+    data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
+) -> None:
+    """The study's progress per stratum of the audit sample: works sampled, coded by 0, 1 or 2 coders, disagreements
+    awaiting adjudication, adjudicated, with a final human code; then each coder's works done and assigned. Reads
+    the coding store read-only and the warehouse's audit_sample (for the strata)."""
+    root = data_dir or default_data_dir()
+    with open_store(root, "coding status", read_only=True) as store:
+        pid = _serving(store, protocol_id, "coding status")
+        strata = sample_strata(MetacanStorage(data_dir=root), pid)
+        rows = study_progress(store, pid, strata)
+        pairs = store.assignments(pid)
+        coders = sorted({c for pair in pairs.values() for c in pair} | set(store.task_progress(pid)["by_coder"]))
+        progress = {c: store.coder_progress(pid, c) for c in coders}
+    typer.echo(f"{pid}: coding progress per stratum" + ("" if strata else " (no audit_sample in the warehouse)"))
+    width = max(len(r["stratum"]) for r in rows)
+    typer.echo("  ".join([f"{'stratum':<{width}}", *(f"{c:>13}" for c in PROGRESS_COLUMNS[1:])]))
+    for r in rows:
+        typer.echo("  ".join([f"{r['stratum']:<{width}}", *(f"{r[c]:>13}" for c in PROGRESS_COLUMNS[1:])]))
+    if not pairs:
+        typer.echo("No coder pairs: works go first come, first served (`metacan coding assign` pairs them).")
+    for c in coders:
+        p = progress[c]
+        of = f" of {p['tasks']} assigned" if pairs else ""
+        typer.echo(f"  {c}: {p['done']} coded{of}")
+
+
+@app.command("export-study")
+def coding_export_study(
+    out: Path = typer.Argument(..., dir_okay=False, help="The CSV file to write (a new file; never overwritten)."),
+    protocol_id: str = typer.Option(None, "--protocol", help=PROTOCOL_HELP),
+    names: bool = typer.Option(
+        False, "--names", help="Name coders as the coding store does and keep their notes (for the coordinator only)."
+    ),
+    data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
+) -> None:
+    """Write the whole study as CSV, one row per sampled work: its stratum and coder pair, both coders' latest
+    answers (coder1_*, coder2_*), the latest adjudication and the final human code with its basis. Coders appear
+    under their pseudonym of the study (coder-<10 hex>, as in a release) and notes are left out, so the file may be
+    shared; --names gives the coding-store names and the notes, for the coordinator's eyes only."""
+    root = data_dir or default_data_dir()
+    with open_store(root, "coding export-study", read_only=names) as store:
+        pid = _serving(store, protocol_id, "coding export-study")
+        label = None
+        if not names:  # the key is created on first use: the store is open for writing then
+            key = store.pseudonym_key()
+            label = functools.partial(coder_pseudonym, key, pid)
+        rows = study_rows(store, pid, sample_strata(MetacanStorage(data_dir=root), pid), coder_label=label)
+    if not names:
+        rows = [{k: (None if k.endswith("_note") else v) for k, v in r.items()} for r in rows]
+    try:
+        n = write_study_csv(rows, out)
+    except OSError as exc:  # FileExistsError included: an export is never overwritten
+        typer.echo(f"metacan coding export-study: cannot write {out}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+    who = "coders named, notes kept: keep this file to the coordinator" if names else "coders under pseudonyms"
+    typer.echo(f"{pid}: {n} works written to {out} ({who})")
 
 
 @app.command("import-adjudicator")

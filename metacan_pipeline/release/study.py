@@ -39,6 +39,8 @@ STUDY_DESCRIPTIONS = {
     "study_decisions": "every system's decision on every drawn work and head (teachers' direct labels, the "
     "classifier's consensus and candidate rules), with the classifier's score and the head's threshold",
     "study_frame_means": "each system's mean decision over the audited population (the prediction-powered prevalence)",
+    "study_coding": "what the coding store kept of the protocol: its content hash (the seed of the coder pairs) and "
+    "the evaluated heads (a pair that differs only on other fields needs no adjudication); no row: every field counts",
 }
 REL_TOL, ABS_TOL = 1e-9, 1e-12
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -77,6 +79,7 @@ def freeze_study(study: audit_study.Study, folder: Path) -> dict[str, int]:
         "study_machine_codes": ["adjudicator", "id", "head"],
         "study_decisions": ["system", "head", "id"],
         "study_frame_means": ["system", "head"],
+        "study_coding": ["protocol_id"],
     }
     counts = {}
     for name, table in study.tables.items():

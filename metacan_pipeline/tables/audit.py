@@ -341,6 +341,13 @@ STUDY_FRAME_MEANS_SCHEMA = columns(
     column("frame_n", pa.int64(), description="works of the audited population the mean is over"),
 )
 
+#: What the coding store kept of the protocol (none, or one row): the heads a coder pair must agree on.
+STUDY_CODING_SCHEMA = columns(
+    "protocol_id",
+    column("content_sha256", description="SHA-256 of the protocol's content: the seed of the coder pairs"),
+    column("heads", description="the evaluated heads: a pair that differs only elsewhere needs no adjudication"),
+)
+
 #: ``{bundle table name: schema}`` of the study tables, in the order a bundle lists them.
 STUDY_TABLES = {
     "study_sample": STUDY_SAMPLE_SCHEMA,
@@ -349,4 +356,5 @@ STUDY_TABLES = {
     "study_machine_codes": STUDY_MACHINE_CODES_SCHEMA,
     "study_decisions": STUDY_DECISIONS_SCHEMA,
     "study_frame_means": STUDY_FRAME_MEANS_SCHEMA,
+    "study_coding": STUDY_CODING_SCHEMA,
 }

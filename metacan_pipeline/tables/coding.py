@@ -113,6 +113,24 @@ CODING_SESSIONS_SCHEMA = columns(
     "ended_at",
 )
 
+CODING_STUDIES_SCHEMA = columns(
+    "protocol_id",
+    column("content_sha256", description="the protocol's content SHA-256: the seed of its coder pairs"),
+    column(
+        "heads",
+        pa.string(),
+        description="the heads the protocol evaluates (JSON list): the fields two coders must agree on",
+    ),
+    "loaded_at",
+)
+
+CODING_ASSIGNMENTS_SCHEMA = columns(
+    "protocol_id",
+    "id",
+    "coder",
+    "assigned_at",
+)
+
 WRITER = "metacan_pipeline.audit.coding.store.CodingStore (metacan coders / coding commands, the coding pages)"
 
 TABLES = [
@@ -195,6 +213,28 @@ TABLES = [
     ),
 ]
 
+TABLES += [
+    Table(
+        "coding_studies",
+        "what the coding store keeps of a protocol it codes: its content hash (the seed of the coder pairs) and the "
+        "heads it evaluates (where two coders must agree)",
+        "metacan_pipeline.audit.coding.loading.load_coding_tasks (asset coding_tasks, metacan coding load-tasks)",
+        CODING_STUDIES_SCHEMA,
+        ("protocol_id",),
+        store="sqlite",
+        json_columns=frozenset({"heads"}),
+    ),
+    Table(
+        "coding_assignments",
+        "one coder of the pair a work of a protocol is assigned to (two rows a work): a coder's queue holds only "
+        "their works; an assignment with an answer is never changed",
+        "metacan_pipeline.audit.coding.assignments.AssignmentsMixin.assign_works (coding_tasks, metacan coding assign)",
+        CODING_ASSIGNMENTS_SCHEMA,
+        ("protocol_id", "id", "coder"),
+        store="sqlite",
+    ),
+]
+
 #: The annotator of an imported answer, from its provenance (SQL): the email in lower case, else the Label Studio user
 #: id as text (the rule of :func:`metacan_pipeline.audit.coding.rules.annotator_of`); indexed, as every import looks it up.
 ANNOTATOR_SQL = (
@@ -206,6 +246,7 @@ ANNOTATOR_SQL = (
 EXTRA_DDL = (
     "CREATE INDEX IF NOT EXISTS coding_answers_work ON coding_answers (protocol_id, id, role, coder)",
     "CREATE INDEX IF NOT EXISTS coding_tasks_queue ON coding_tasks (protocol_id, position, id)",
+    "CREATE INDEX IF NOT EXISTS coding_assignments_coder ON coding_assignments (protocol_id, coder, id)",
     f"CREATE INDEX IF NOT EXISTS coding_answers_annotator ON coding_answers ({ANNOTATOR_SQL})",
     "CREATE TRIGGER IF NOT EXISTS coding_answers_no_update BEFORE UPDATE ON coding_answers "
     "BEGIN SELECT RAISE(ABORT, 'coding_answers is append-only: submit a new answer instead'); END",

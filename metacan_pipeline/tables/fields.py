@@ -438,6 +438,7 @@ FIELDS: dict[str, Field] = {
     "unchanged": Field(_I64, "tasks left unchanged"),
     "missing": Field(_I64, "sampled works the frame no longer holds (their tasks stay)"),
     "granted_at": Field(_S, "when the role was granted (ISO 8601, UTC)"),
+    "assigned_at": Field(_S, "when the work was assigned to the coder (ISO 8601, UTC)"),
     "session_sha256": Field(_S, "SHA-256 of the session cookie's value (never the value)"),
     "expires_at": Field(_S, "when the session expires (ISO 8601, UTC)"),
     "ended_at": Field(_S, "when the coder signed out (ISO 8601, UTC; null: not signed out)"),

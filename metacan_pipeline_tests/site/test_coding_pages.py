@@ -23,7 +23,10 @@ from starlette.testclient import TestClient
 
 from metacan_pipeline import settings
 from metacan_pipeline.audit.assets import coding_tasks
+from metacan_pipeline.audit.coding.assignments import draw_pairs
+from metacan_pipeline.audit.coding.loading import load_coding_tasks
 from metacan_pipeline.audit.coding.store import CodingStore
+from metacan_pipeline.audit.protocol.locked import current_protocol
 from metacan_pipeline.publish.abstracts import AbstractFetcher
 from metacan_pipeline.site.build.release import releases_dir
 from metacan_pipeline.site.web.coding_app import create_coding_app
@@ -283,8 +286,22 @@ def test_adjudication_shows_both_answers_and_records_the_adjudicated_code(app, w
     assert f"/coding/adjudication/{wid}" in listing and "Adjudication" in cy.get("/coding/").text
     page = cy.get(f"/coding/adjudication/{wid}").text
     table = re.search(r'<table class="both".*?</table>', page, re.S).group(0)
-    assert '<th scope="col">ann</th>' in table and '<th scope="col">bob</th>' in table
+    # the two coders under pseudonymous labels (in name order: ann is coder A), never their names
+    assert '<th scope="col">coder A</th>' in table and '<th scope="col">coder B</th>' in table
+    assert ">ann<" not in page and ">bob<" not in page
     assert ANSWER["note"] in table and "not about research" in table and 'class="differs"' in table
+    # the form starts from what they agreed on (study design, genre, the two flags) and leaves the rest blank
+    form = re.search(r'<form method="post" action="/coding/adjudication/.*?</form>', page, re.S).group(0)
+    checked = set(re.findall(r'name="(\w+)" value="(\w*)" checked', form))
+    assert checked == {
+        ("study_design", "observational"),
+        ("genre", "empirical"),
+        ("about_ca_system", "no"),
+        ("about_ca_topic", "yes"),
+        ("confidence", ""),
+    }
+    assert 'id="differs-categories"' in form and 'id="differs-domain"' in form
+    assert re.search(r'id="differs-category-metaresearch".*?ticked by coder A only', form, re.S)
     assert_masked(page)
     evidence = re.search(r'name="evidence_sha256" value="([0-9a-f]{64})"', page).group(1)
     r = cy.post(
@@ -425,3 +442,58 @@ def test_a_damaged_coding_store_is_a_503_page_in_the_coders_language(world, tmp_
         own.state.coding.close()
     with CodingStore(world["path"]) as store:  # the module's store is untouched
         assert store.coder_for_token(world["tokens"]["ann"]) == "ann"
+
+
+@pytest.fixture(scope="module")
+def study(world, tmp_path_factory):
+    """A study with coder pairs: the module's protocol loaded into a coding store of its own, which had three coders
+    and an adjudicator when the tasks were loaded (so the load assigned every work to a pair), on a coding server."""
+    data = tmp_path_factory.mktemp("study") / "data"
+    path = settings.coding_store_path(str(data))
+    with CodingStore(path) as store:
+        tokens = {name: store.add_coder(name) for name in ("ann", "bob", "cy", "judge")}
+        store.grant_role("judge")
+        out = load_coding_tasks(world["storage"], store, source="test")
+        pairs = store.assignments(world["pid"])
+    asgi = create_coding_app(data, abstracts=AbstractFetcher(world["openalex"].base_url))
+    yield {"app": asgi, "tokens": tokens, "pairs": pairs, "path": path, "load": out}
+    asgi.state.coding.close()
+
+
+def test_a_coder_codes_only_the_works_of_their_pair_and_the_queues_show_titles(study, world):
+    pid, pairs = world["pid"], study["pairs"]
+    assert study["load"]["pairs"]["assigned"] == 8 and sorted(study["load"]["pairs"]["by_coder"].values()) == [5, 5, 6]
+    assert set(pairs) == set(world["drawn"]) and all(len(p) == 2 and "judge" not in p for p in pairs.values())
+    # drawn from the locked protocol's content hash: anyone holding the protocol draws the same pairs again
+    seed = current_protocol(world["storage"]).content_sha256
+    assert {w: tuple(p) for w, p in pairs.items()} == draw_pairs(seed, world["drawn"], ["ann", "bob", "cy"])
+    ann = sign_in(study["app"], study["tokens"]["ann"])
+    mine = sorted(w for w, p in pairs.items() if "ann" in p)
+    with CodingStore(study["path"]) as store:
+        titles = store.titles(pid)
+    assert f"To do: {len(mine)}" in ann.get("/coding/").text
+    handed = []
+    for _ in mine:
+        wid, page = next_work(ann)
+        handed.append(wid)
+        assert submit(ann, wid, page, ANSWER).status_code == 303
+    assert sorted(handed) == mine and ann.get("/coding/next").headers["location"] == "/coding/?done=1"
+    queue = ann.get("/coding/").text
+    listed = {w: html.unescape(t) for w, t in re.findall(r'href="/coding/works/(W\d+)">(.*?)</a>', queue)}
+    assert listed == {w: titles[w] for w in mine} and "<script>" not in queue  # each under its title, escaped
+    # a work of another pair can be neither opened nor answered, though nobody holds it
+    other = next(w for w, p in pairs.items() if "ann" not in p)
+    assert ann.get(f"/coding/works/{other}").status_code == 403
+    r = submit(ann, other, page, ANSWER)
+    assert r.status_code == 403 and "not in your queue" in r.text
+    with CodingStore(study["path"]) as store:
+        assert store.my_answer(pid, other, "ann") is None
+        # the partner disagrees on the evaluated head for one shared work: the adjudication queue names it by title
+        shared = mine[0]
+        partner = next(c for c in pairs[shared] if c != "ann")
+    c = sign_in(study["app"], study["tokens"][partner])
+    page = c.get(f"/coding/works/{shared}").text
+    assert submit(c, shared, page, {**ANSWER, "categories": [], "domain": ""}).status_code == 303
+    listing = sign_in(study["app"], study["tokens"]["judge"]).get("/coding/adjudication").text
+    listed = {w: html.unescape(t) for w, t in re.findall(r'href="/coding/adjudication/(W\d+)">(.*?)</a>', listing)}
+    assert listed == {shared: titles[shared]}

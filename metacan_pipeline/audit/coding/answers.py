@@ -17,6 +17,7 @@ from .base import StoreBase
 from .coders import active_coder
 from .errors import CodingError, shown
 from .rules import CODERS_PER_WORK, ROLES, now_iso
+from .tasks import assigned_to, paired
 from .validate import validate_answer
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,8 @@ class AnswersMixin(StoreBase):
 
         ``evidence_sha256`` is the evidence version the page showed (default: the task's current one). Refused
         (:class:`CodingError`): an unknown or revoked coder, a work that is not a task of the protocol, an unknown
-        evidence version, a third coder on a work two others have answered, an adjudication of a work without two
+        evidence version, a code on a work not assigned to the coder (a protocol with coder pairs,
+        :mod:`.assignments`), a third coder on a work two others have answered, an adjudication of a work without two
         coders, an invalid answer. A coder answering again appends a new row: the latest counts.
         """
         clean = validate_answer(answer, work_id)
@@ -156,6 +158,10 @@ class AnswersMixin(StoreBase):
         with self._write() as con:
             active_coder(con, coder)
             shown_sha = check_append(con, protocol_id, work_id, coder, role, evidence_sha256)
+            if role == "code" and paired(con, protocol_id) and not assigned_to(con, protocol_id, work_id, coder):
+                raise CodingError(
+                    "coder", f"{work_id} is not assigned to {coder}: a coder codes the works of their pair"
+                )
             append_answer(con, answer_id, protocol_id, work_id, coder, role, clean, shown_sha, now_iso(), "site", None)
         log.info("answer %s appended: %s (%s) on %s %s", answer_id, coder, role, protocol_id, work_id)
         return answer_id

@@ -13,6 +13,11 @@ changed gets a new evidence version and keeps its answers on the old one). A sam
 counted ``missing`` and named in the log; a task already loaded for it stays, with its answers. Each load appends one
 ``coding_loads`` row, whose newest names the protocol the coding pages serve.
 
+Each load keeps the protocol's content hash and evaluated heads (:meth:`.assignments.AssignmentsMixin.record_study`)
+and assigns the works without a coder pair to pairs of the coders active then (:mod:`.assignments`; nothing is
+assigned while fewer than two coders without the adjudicator role exist: the works are then handed out first come,
+first served until a load or ``metacan coding assign`` finds two).
+
 Queue order (``position``): the first 60 bits of SHA-256(``<protocol id>:<work id>``) as an integer, so a queue
 interleaves the strata and a partly coded sample is a random subsample of each stratum; it depends on the protocol
 and the work only, so a re-run (even one that adds works) never moves a task. Two coders code each work (:data:`.rules.CODERS_PER_WORK`).
@@ -27,6 +32,7 @@ from typing import Any
 from ...storage import MetacanStorage
 from ..protocol.locked import current_protocol
 from ..protocol.scratch import scratch
+from .rules import CODERS_PER_WORK
 from .store import CodingStore
 
 log = logging.getLogger(__name__)
@@ -89,12 +95,24 @@ def sampled_evidence(storage: MetacanStorage, protocol_id: str) -> tuple[list[di
 
 def load_coding_tasks(storage: MetacanStorage, store: CodingStore, source: str) -> dict[str, Any]:
     """Load the current protocol's sampled works into ``store`` (module docstring); returns ``protocol_id``,
-    ``instructions_version``, ``sample_works``, ``missing`` (ids) and the counts of
-    :meth:`.tasks.TasksMixin.load_tasks`. ``source`` says who loaded (``asset:<run id>``, ``cli``)."""
+    ``instructions_version``, ``sample_works``, ``missing`` (ids), the counts of :meth:`.tasks.TasksMixin.load_tasks`
+    and ``pairs`` (what :meth:`.assignments.AssignmentsMixin.assign_works` returned, or None with fewer than two
+    coders to pair). ``source`` says who loaded (``asset:<run id>``, ``cli``)."""
     protocol = current_protocol(storage)
     pid = protocol.protocol_id
     rows, missing, n = sampled_evidence(storage, pid)
     counts = store.load_tasks(pid, rows)
+    store.record_study(pid, protocol.content_sha256, protocol.head_names)
+    pairs = None
+    if len(store.pair_coders()) >= CODERS_PER_WORK:
+        pairs = store.assign_works(pid, protocol.content_sha256)
+    else:
+        log.warning(
+            "coding tasks of %s: fewer than %d coders without the adjudicator role, so no coder pairs yet: works are "
+            "handed out first come, first served until `metacan coding assign` (or the next load) pairs them",
+            pid,
+            CODERS_PER_WORK,
+        )
     store.record_load(
         pid,
         counts,
@@ -116,4 +134,5 @@ def load_coding_tasks(storage: MetacanStorage, store: CodingStore, source: str) 
         "sample_works": n,
         "missing": missing,
         **counts,
+        "pairs": pairs,
     }

@@ -7,6 +7,8 @@ and its transactions):
 
 - :mod:`.coders`: coders, their roles and sign-in sessions (tokens and sessions stored as SHA-256 only);
 - :mod:`.tasks`: tasks (evidence only, :mod:`.evidence`), their loads and the coders' queues and claims;
+- :mod:`.assignments`: the coder pair of each work (balanced, drawn from the protocol's hash) and the protocol's
+  evaluated heads;
 - :mod:`.answers`: answers given on the site (:func:`.validate.validate_answer`), appended, never overwritten;
 - :mod:`.imports`: answers made elsewhere (Label Studio, :mod:`.labelstudio_import`), appended once each;
 - :mod:`.adjudication`: agreement, disagreements, adjudication and the final human codes;
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from .adjudication import AdjudicationMixin
 from .answers import AnswersMixin
+from .assignments import AssignmentsMixin
 from .backup import BackupMixin
 from .base import StoreBase
 from .coders import CodersMixin
@@ -33,6 +36,7 @@ class CodingStore(
     ImportsMixin,
     AnswersMixin,
     TasksMixin,
+    AssignmentsMixin,
     CodersMixin,
     MachineCodesMixin,
     PseudonymsMixin,

@@ -1,9 +1,10 @@
 """Coding tasks and the queues that hand them out. A task carries evidence only (:mod:`.evidence`); each evidence
 version is kept (``coding_evidence``, content-addressed), and an answer names the version it was shown. A queue is
 derived from the answers, not from a cursor: the first task in position order the coder has not answered and fewer
-than two other coders have answered or hold. Handing out a task records a claim (valid ``claim_ttl``), so two coders,
-not three, work on a work at once, and a coder who comes back is handed the task they held first. A coder never sees
-another coder's answer or any machine output."""
+than two other coders have answered or hold. When the protocol's works are assigned to coder pairs
+(:mod:`.assignments`), a coder's queue holds only the works assigned to them. Handing out a task records a claim
+(valid ``claim_ttl``), so two coders, not three, work on a work at once, and a coder who comes back is handed the task
+they held first. A coder never sees another coder's answer or any machine output."""
 
 from __future__ import annotations
 
@@ -42,6 +43,39 @@ WHERE t.protocol_id = :pid AND coalesce(c.mine, 0) = 0 AND coalesce(c.n, 0) + co
 ORDER BY t.id IN (SELECT id FROM mine) DESC, t.position, t.id
 LIMIT 1
 """
+
+
+#: The queue of a protocol with coder pairs: the first work assigned to the coder that they have not answered (their
+#: partner is the only other coder of it, so no claim of anyone else matters; coming back, the coder is handed the
+#: same first unanswered work).
+_PAIRED_QUEUE_SQL = """
+SELECT t.id, t.position, t.evidence_json, t.evidence_sha256
+FROM coding_assignments a JOIN coding_tasks t ON t.protocol_id = a.protocol_id AND t.id = a.id
+WHERE a.protocol_id = :pid AND a.coder = :coder
+  AND NOT EXISTS (SELECT 1 FROM coding_answers c
+                  WHERE c.protocol_id = :pid AND c.id = a.id AND c.role = 'code' AND c.coder = :coder)
+ORDER BY t.position, t.id
+LIMIT 1
+"""
+
+
+def paired(con: sqlite3.Connection, protocol_id: str) -> bool:
+    """True when the protocol's works are assigned to coder pairs (a coder then codes only their own works)."""
+    return (
+        con.execute("SELECT 1 FROM coding_assignments WHERE protocol_id = ? LIMIT 1", [protocol_id]).fetchone()
+        is not None
+    )
+
+
+def assigned_to(con: sqlite3.Connection, protocol_id: str, work_id: str, coder: str) -> bool:
+    """True when ``work_id`` is assigned to ``coder`` under ``protocol_id``."""
+    return (
+        con.execute(
+            "SELECT 1 FROM coding_assignments WHERE protocol_id = ? AND id = ? AND coder = ?",
+            [protocol_id, work_id, coder],
+        ).fetchone()
+        is not None
+    )
 
 
 def task_dict(protocol_id: str, row: sqlite3.Row) -> dict[str, Any]:
@@ -120,6 +154,15 @@ class TasksMixin(StoreBase):
             ).fetchall()
         return [task_dict(protocol_id, r) for r in rows]
 
+    def titles(self, protocol_id: str) -> dict[str, str | None]:
+        """The title of each task of a protocol (its current evidence's), by work id."""
+        with self._read() as con:
+            rows = con.execute(
+                "SELECT id, json_extract(evidence_json, '$.title') FROM coding_tasks WHERE protocol_id = ?",
+                [protocol_id],
+            ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
     def evidence(self, evidence_sha256: str) -> dict[str, Any] | None:
         """One evidence version (what an answer naming it was shown), or None."""
         with self._read() as con:
@@ -132,15 +175,15 @@ class TasksMixin(StoreBase):
         """The coder's next task (as :meth:`tasks` gives it: evidence only), or None when their queue is empty.
 
         The queue is derived from the answers: tasks in position order the coder has not answered, that fewer than
-        two other coders have answered or currently hold. The task returned is claimed for the coder (so a third coder
+        two other coders have answered or currently hold, and, when the protocol has coder pairs, that are assigned to
+        the coder. The task returned is claimed for the coder (so a third coder
         is handed another one), and a coder's own live claim comes first, so stopping and coming back resumes there.
         """
         cutoff = iso(dt.datetime.now(dt.UTC) - self.claim_ttl)
         with self._write() as con:
             active_coder(con, coder)
-            row = con.execute(
-                _QUEUE_SQL, {"pid": protocol_id, "coder": coder, "cutoff": cutoff, "per_work": CODERS_PER_WORK}
-            ).fetchone()
+            params = {"pid": protocol_id, "coder": coder, "cutoff": cutoff, "per_work": CODERS_PER_WORK}
+            row = con.execute(_PAIRED_QUEUE_SQL if paired(con, protocol_id) else _QUEUE_SQL, params).fetchone()
             if row is None:
                 return None
             con.execute(
@@ -196,10 +239,14 @@ class TasksMixin(StoreBase):
         return None if row is None else task_dict(protocol_id, row)
 
     def holds_task(self, protocol_id: str, work_id: str, coder: str) -> bool:
-        """True when ``coder`` has answered ``work_id`` (a code) or holds a live claim on it: the works a coder may
-        open (the queue hands out the others)."""
+        """True when ``coder`` has answered ``work_id`` (a code), or the work is assigned to them (a protocol with
+        coder pairs) or they hold a live claim on it (one without): the works a coder may open."""
         cutoff = iso(dt.datetime.now(dt.UTC) - self.claim_ttl)
         with self._read() as con:
+            if paired(con, protocol_id):
+                if assigned_to(con, protocol_id, work_id, coder):
+                    return True
+                cutoff = "~"  # no claim is live: only an answer opens a work not assigned to the coder
             row = con.execute(
                 "SELECT 1 FROM coding_answers WHERE protocol_id = ? AND id = ? AND coder = ? AND role = 'code' "
                 "UNION ALL SELECT 1 FROM coding_claims WHERE protocol_id = ? AND id = ? AND coder = ? AND claimed_at >= ?",
@@ -209,8 +256,20 @@ class TasksMixin(StoreBase):
 
     def coder_progress(self, protocol_id: str, coder: str) -> dict[str, int]:
         """One coder's queue: ``done`` (works they have coded), ``to_do`` (tasks they have not coded that fewer than
-        two other coders have: what the queue can still hand them, claims aside) and ``tasks``."""
+        two other coders have: what the queue can still hand them, claims aside) and ``tasks``. With coder pairs,
+        ``tasks`` and ``to_do`` count the works assigned to the coder only."""
         with self._read() as con:
+            if paired(con, protocol_id):
+                row = con.execute(
+                    """
+                    SELECT count(*) AS tasks, coalesce(sum(EXISTS (
+                             SELECT 1 FROM coding_answers c WHERE c.protocol_id = a.protocol_id AND c.id = a.id
+                               AND c.coder = a.coder AND c.role = 'code')), 0) AS done
+                    FROM coding_assignments a WHERE a.protocol_id = ? AND a.coder = ?
+                    """,
+                    [protocol_id, coder],
+                ).fetchone()
+                return {"tasks": row["tasks"], "done": row["done"], "to_do": row["tasks"] - row["done"]}
             row = con.execute(
                 """
                 WITH coded AS (

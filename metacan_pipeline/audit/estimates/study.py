@@ -120,6 +120,7 @@ def export_study(storage: MetacanStorage, store: CodingStore, protocol: AuditPro
         "study_machine_codes": _table("study_machine_codes", machine),
         "study_decisions": _table("study_decisions", decisions.assign(protocol_id=pid)),
         "study_frame_means": _table("study_frame_means", means.assign(protocol_id=pid)),
+        "study_coding": _table("study_coding", [{"protocol_id": pid, **kept}] if (kept := store.study(pid)) else []),
     }
     return Study(protocol, tables)
 
@@ -142,10 +143,13 @@ def study_from_tables(protocol: AuditProtocol, tables: Mapping[str, pa.Table]) -
 
 
 @contextmanager
-def scratch_store(tasks: Iterable[Mapping[str, Any]], answers: Iterable[Mapping[str, Any]]) -> Iterator[CodingStore]:
+def scratch_store(
+    tasks: Iterable[Mapping[str, Any]], answers: Iterable[Mapping[str, Any]], coding: Iterable[Mapping[str, Any]] = ()
+) -> Iterator[CodingStore]:
     """A temporary coding store (removed on exit) holding released ``tasks`` and ``answers`` (as
     :meth:`CodingStore.released_tasks` and :meth:`CodingStore.released_answers` give them), the answers appended in
-    ``seq`` order, so the latest answer per coder and role is the one the study's own store counts."""
+    ``seq`` order, so the latest answer per coder and role is the one the study's own store counts, and what the
+    store kept of the protocol (``coding``: its evaluated heads, which decide what needs adjudication)."""
     with tempfile.TemporaryDirectory(prefix="metacan-study-") as tmp, CodingStore(Path(tmp) / "coding.sqlite") as store:
         with store._write() as con:
             con.executemany(
@@ -167,6 +171,8 @@ def scratch_store(tasks: Iterable[Mapping[str, Any]], answers: Iterable[Mapping[
                     for a in sorted(answers, key=lambda a: int(a["seq"]))
                 ],
             )  # fmt: skip
+        for kept in coding:
+            store.record_study(kept["protocol_id"], kept["content_sha256"], list(kept["heads"]))
         yield store
 
 
@@ -181,7 +187,9 @@ def report_inputs_of(study: Study) -> validation.ReportInputs:
         return sample.loc[mask, list(validation.SAMPLE_COLUMNS)].sort_values("id").reset_index(drop=True)
 
     pid = study.protocol.protocol_id
-    with scratch_store(t["study_tasks"].to_pylist(), t["study_answers"].to_pylist()) as store:
+    with scratch_store(
+        t["study_tasks"].to_pylist(), t["study_answers"].to_pylist(), t["study_coding"].to_pylist()
+    ) as store:
         adjudicated, latest = store.adjudicated_codes(pid), store.latest_answers(pid)
     decisions = t["study_decisions"].to_pandas()[["system", "id", "head", "decision"]]
     decisions["decision"] = decisions["decision"].astype("int64")

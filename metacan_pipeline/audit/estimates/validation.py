@@ -32,6 +32,7 @@ from ...student.roles import CENSUS, direct_labels_key
 from ...tables.audit import HUMAN_VALIDATION_SCHEMA
 from ...teachers.core.registry import load_registry
 from ...vocab import BINARY_TARGETS, CATEGORIES
+from ..coding.adjudication import head_of
 from ..protocol.classifier import state_sql
 from ..protocol.locked import AuditProtocol
 from ..protocol.scratch import scratch
@@ -65,12 +66,9 @@ def classifier_system(version: str, rule: str) -> str:
 
 
 def head_value(code: Mapping, head: str) -> int | None:
-    """A code's value on a binary head: 1 / 0, None when the code says nothing (no categories, no boolean)."""
-    if head in CATEGORIES:
-        cats = code.get("categories")
-        return None if cats is None else int(head in cats)
-    value = code.get(head)
-    return None if value is None else int(bool(value))
+    """A code's value on a binary head: 1 / 0, None when the code says nothing (no categories, no boolean, or the
+    head is one the two coders of an agreed code differed on outside the evaluated heads: :func:`head_of`)."""
+    return head_of(code, head)
 
 
 @dataclass

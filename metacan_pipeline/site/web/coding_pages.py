@@ -9,8 +9,9 @@ Routes, in English under ``/coding/`` and in French under ``/fr/coding/`` (:func
   :data:`SESSION_COOKIE`, HttpOnly, SameSite=Strict, Secure over https; only its SHA-256 is stored), so signing out
   (POST ``sign-out``) or revoking the coder ends it at once. The sign-in form itself carries a double-submit token
   (cookie :data:`SIGNIN_COOKIE`), so another site cannot sign a browser in.
-- ``/coding/`` the coder's queue: done and to do (:meth:`CodingStore.coder_progress`), the next work, the works they
-  coded (each can be opened and answered again: a new row, the latest counts).
+- ``/coding/`` the coder's queue: done and to do (:meth:`CodingStore.coder_progress`; with coder pairs, the works
+  assigned to them), the next work, the works they coded, with titles (each can be opened and answered again: a new
+  row, the latest counts).
 - ``next`` hands the next task (:meth:`CodingStore.next_task`, which claims it) and redirects to ``works/<id>``: the
   work's evidence (the task's evidence version; the abstract fetched live through
   :class:`metacan_pipeline.publish.abstracts.AbstractFetcher`, never stored) and the answer form (the SPEC section 3
@@ -18,8 +19,11 @@ Routes, in English under ``/coding/`` and in French under ``/fr/coding/`` (:func
   shown) and goes to ``next``. A refused answer shows the form again with what was entered and one sentence per
   field. The queue derives from the stored answers, so stopping and coming back resumes.
 - ``adjudication`` (coders with the adjudicator role, ``metacan coders adjudicator NAME``): the disagreements they
-  did not code themselves; ``adjudication/<id>`` shows both answers side by side with the evidence and records the
-  adjudicated code (:meth:`CodingStore.adjudicate`).
+  did not code themselves, with titles; ``adjudication/<id>`` shows both answers side by side with the evidence,
+  under the labels "coder A" and "coder B" (coders in name order; never their names), and records the adjudicated
+  code (:meth:`CodingStore.adjudicate`). Its form starts from what the pair agreed: the fields both answers give
+  the same value are pre-filled (the categories both ticked are ticked), the others are blank and marked with both
+  coders' answers.
 - ``instructions``: the coder instructions the protocol locked (:func:`metacan_pipeline.audit.protocol.locked.load_instructions`).
 
 What a coder sees is the task's evidence and their own answers only: no label, prediction, score, stratum, design
@@ -234,6 +238,7 @@ class CodingPages:
             protocol=serving,
             progress=self.store.coder_progress(pid, coder),
             answers=self.store.coder_answers(pid, coder),
+            titles=self.store.titles(pid),
             held_by_others=request.query_params.get("done") == "1",
             **self._who(request, coder),
         )
@@ -329,7 +334,7 @@ class CodingPages:
             400 if problems else 200,
             task=task,
             abstract=self._abstract(wid),
-            values=values or {"categories": []},
+            values=values or words.agreed_values(item["agreed"]),
             problems=problems or [],
             action=f"{self._base(lang)}/adjudication/{wid}",
             answered=False,

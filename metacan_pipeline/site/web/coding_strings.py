@@ -147,6 +147,18 @@ def form_values(answer: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def agreed_values(agreed: dict[str, Any]) -> dict[str, Any]:
+    """What an adjudicator's form starts from: the values a pair agreed on (``agreed`` of
+    :meth:`CodingStore.disagreements`), as :func:`form_values` shows them; never ``unresolved``, which an
+    adjudicator ticks only themselves."""
+    values = form_values({**agreed, "unresolved": None})
+    values["unresolved"] = None
+    return values
+
+
+#: The pseudonymous labels of a work's two coders on the adjudication page (coders in name order).
+CODER_LABELS: tuple[str, ...] = (N_("coder A"), N_("coder B"))
+
 #: The English name of each value, by field (the ``both`` table of the adjudication page).
 NAMES: dict[str, dict[str, str]] = {field: dict(choices) for field, choices in CHOICES.items()}
 #: The rows of the adjudication page's table, in the form's order.
