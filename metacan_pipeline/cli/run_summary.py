@@ -43,16 +43,21 @@ def nothing_to_summarise(root: Path) -> str:
     )
 
 
-def frame_lines(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The frame: works admitted of the records read, the files and quarantine, and the works by route."""
+def frame_lines(con: duckdb.DuckDBPyConnection, names: set[str] | None = None) -> list[str]:
+    """The frame: works admitted of the records read, the files and quarantine, and the works by route. ``names``:
+    the catalog's tables and views (a frame written without a build, e.g. imported, has no manifest or quarantine)."""
     n, aff, fund, venue, about, blind = con.execute(
         "SELECT count(*), count(*) FILTER (ca_aff), count(*) FILTER (ca_fund), count(*) FILTER (ca_venue),"
         " count(*) FILTER (about_ca), count(*) FILTER (invisible_to_affiliation_only) FROM frame"
     ).fetchone()
-    q = con.execute("SELECT count(*) FROM openalex_quarantine").fetchone()[0]
-    parts, w = con.execute("SELECT count(*), sum(work_records) FROM frame_build_manifest").fetchone()
+    if names is not None and not {"openalex_quarantine", "frame_build_manifest"} <= names:
+        read = "(no frame build recorded here)"
+    else:
+        q = con.execute("SELECT count(*) FROM openalex_quarantine").fetchone()[0]
+        parts, w = con.execute("SELECT count(*), sum(work_records) FROM frame_build_manifest").fetchone()
+        read = f"of {w} OpenAlex work records read from {parts} files ({q} records quarantined)"
     return [
-        f"Frame: {n} works admitted of {w} OpenAlex work records read from {parts} files ({q} records quarantined)",
+        f"Frame: {n} works admitted {read}",
         f"  by route: ca_aff {aff} | ca_fund {fund} | ca_venue {venue} | about_ca {about} | invisible to "
         f"affiliation-only {blind}",
     ]
@@ -363,8 +368,8 @@ def report_lines(con: duckdb.DuckDBPyConnection, views: set[str], pid: str, head
             ).fetchall()
             by: dict[str, list[str]] = {}
             for system, metric, value, lower, upper, n in rows:
-                shown = _ci(value, lower, upper) if value is not None else f"not reported (n={n})"
-                by.setdefault(system, []).append(f"{metric} {shown} n={n}")
+                shown = f"{_ci(value, lower, upper)} n={n}" if value is not None else f"not reported (n={n} < min n)"
+                by.setdefault(system, []).append(f"{metric} {shown}")
             lines += [f"  {system} on {head} (design-weighted): {', '.join(m)}" for system, m in by.items()]
         if "validation_prevalence" in views:
             rows = con.execute(
@@ -397,7 +402,7 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         lines = [
-            *frame_lines(con),
+            *frame_lines(con, views | tables),
             *label_lines(con, views),
             *qualification_lines(con, tables),
             *(teacher_call_lines(con, run_id) if run_id else []),

@@ -24,6 +24,7 @@ from metacan_pipeline.audit.coding.loading import load_coding_tasks
 from metacan_pipeline.audit.coding.pseudonyms import coder_pseudonym
 from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.cli import app
+from metacan_pipeline.cli.run_summary import summary_text
 from metacan_pipeline.publish.abstracts import AbstractFetcher
 from metacan_pipeline.release.bundle import cut_release
 from metacan_pipeline.settings import coding_store_path
@@ -112,6 +113,10 @@ def test_a_study_coded_through_the_pages_is_released_and_recomputed_from_the_rel
         key = store.pseudonym_key()
     pseudonym = {c: coder_pseudonym(key, pid, c) for c in (*CODERS, ADJUDICATOR)}
     assert {c for r in codes.values() for c in r["coders"]} == {pseudonym[c] for c in CODERS}
+    said = summary_text(str(storage.root))
+    assert "Frame: 200 works admitted (no frame build recorded here)" in said
+    assert f"{WORKS} coded by both ({WORKS - len(differ)} agreed, {len(differ)} adjudicated, 0 awaiting" in said
+    assert "agreement on metaresearch before adjudication (works coded twice): all (design-weighted), n=40" in said
     cut = cut_release(storage, [f"direct_labels_{CENSUS}", f"direct_labels_{SAMPLE}"], "study-1", ["A group"], "r")
     bundle = tmp_path / "bundle"
     shutil.copytree(cut.folder, bundle)  # the bundle alone, outside any data folder
