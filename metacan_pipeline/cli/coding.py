@@ -164,8 +164,17 @@ def _echo_pairs(pairs: dict) -> None:
 
 
 def _serving(store: CodingStore, protocol_id: str | None, command: str) -> str:
-    """The protocol a command reads: ``protocol_id``, else the one the coding pages serve (the newest load)."""
+    """The protocol a command reads: ``protocol_id`` (one whose tasks the store holds, else exit 1 naming those it
+    holds), else the one the coding pages serve (the newest load)."""
     if protocol_id is not None:
+        known = store.task_protocols()
+        if protocol_id not in known:
+            typer.echo(
+                f"metacan {command}: the coding store has no tasks of protocol {protocol_id!r}; "
+                f"its protocols: {', '.join(known) or 'none (run `metacan coding load-tasks` first)'}",
+                err=True,
+            )
+            raise typer.Exit(1)
         return protocol_id
     serving = store.serving_protocol()
     if serving is None:

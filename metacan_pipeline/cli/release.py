@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
+import pyarrow as pa
 import typer
 
 from ..release.bundle import ReleaseError, check_version, verify
@@ -70,6 +72,14 @@ def verify_release(
         result = recompute(folder)
     except (ValueError, OSError) as exc:
         typer.echo(f"metacan verify-release: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except (TypeError, KeyError, ArithmeticError, pa.ArrowException, sqlite3.Error) as exc:
+        # a study table of the right columns but impossible values (wrong types, duplicate answer ids, ...)
+        typer.echo(
+            f"metacan verify-release: {folder}: the study tables cannot be recomputed ({type(exc).__name__}: {exc}); "
+            f"the bundle is damaged or was altered",
+            err=True,
+        )
         raise typer.Exit(1) from None
     for d in result.differences:
         typer.echo(f"differs: {d}", err=True)

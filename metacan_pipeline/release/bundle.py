@@ -425,18 +425,36 @@ def read_manifest(folder: Path) -> dict:
         raise ReleaseError(f"{path} is missing or unreadable ({exc}): the release bundle is damaged") from None
 
 
+def _table_rows(path: Path) -> int | None:
+    """Rows of a Parquet file from its footer, or None when it is not readable as Parquet."""
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+
+
 def verify(folder: Path, release_json_sha256: str | None = None) -> list[str]:
     """Every way the bundle in ``folder`` differs from its ``release.json`` and ``SHA256SUMS`` (empty: it verifies):
-    a listed file missing or with another SHA-256 or size, a file not listed, ``release.json`` not the registered
-    one (``release_json_sha256``), ``SHA256SUMS`` disagreeing."""
+    a symbolic link anywhere in it (a bundle is read from its own files only), ``release.json`` not an object of the
+    cut's shape, a listed file missing or with another SHA-256 or size, a file not listed, a table whose rows differ
+    from the manifest's ``counts`` (or a counted table missing), a ``content_sha256`` the tables no longer hash to,
+    ``release.json`` not the registered one (``release_json_sha256``), ``SHA256SUMS`` disagreeing (naming the files)."""
+    links = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_symlink())
+    if links:
+        return [f"{folder / p} is a symbolic link: a release bundle holds its own files only" for p in links]
     try:
         manifest = read_manifest(folder)
     except ReleaseError as exc:
         return [str(exc)]
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("path"), str) and {"sha256", "bytes"} <= e.keys() for e in files
+    ):
+        return [f"{folder / RELEASE_JSON} is not a release manifest (no list of files with path, sha256 and bytes)"]
     out: list[str] = []
     if release_json_sha256 and sha256_file(folder / RELEASE_JSON) != release_json_sha256:
         out.append(f"{folder / RELEASE_JSON} is not the release.json registered in releases (it was rewritten)")
-    listed = {e["path"]: e for e in manifest.get("files", [])}
+    listed = {e["path"]: e for e in files}
     actual = {e["path"]: e for e in file_entries(folder)}
     for path, entry in listed.items():
         have = actual.get(path)
@@ -445,12 +463,49 @@ def verify(folder: Path, release_json_sha256: str | None = None) -> list[str]:
         elif (have["sha256"], have["bytes"]) != (entry["sha256"], entry["bytes"]):
             out.append(f"{folder / path}: SHA-256 or size differs from release.json")
     out += [f"{folder / p} is not listed in release.json" for p in actual.keys() - listed.keys()]
+    out += _count_problems(folder, manifest)
+    return out + _sums_problems(folder)
+
+
+def _count_problems(folder: Path, manifest: dict) -> list[str]:
+    """A table (or ``records.jsonl``) whose rows differ from ``release.json``'s ``counts`` or that is missing, and a
+    ``content_sha256`` the tables no longer hash to."""
+    out = []
+    counts = manifest.get("counts") if isinstance(manifest.get("counts"), dict) else {}
+    for name, n in sorted(counts.items()):
+        path = folder / RECORDS_FILE if name == "records" else folder / TABLES_DIR / f"{name}.parquet"
+        if not path.is_file():
+            have_rows = None
+        elif name == "records":
+            with path.open("rb") as fh:
+                have_rows = sum(1 for _ in fh)
+        else:
+            have_rows = _table_rows(path)
+        if have_rows is None:
+            out.append(f"{path} is counted in release.json ({n} rows) but missing or unreadable")
+        elif have_rows != n:
+            out.append(f"{path} holds {have_rows} rows; release.json counts {n}")
+    if "content_sha256" in manifest and content_sha256(folder) != manifest["content_sha256"]:
+        out.append(f"{folder / TABLES_DIR}: the tables no longer hash to release.json's content_sha256")
+    return out
+
+
+def _sums_problems(folder: Path) -> list[str]:
+    """``SHA256SUMS`` unreadable, a line not ``<sha256>  <file>`` (or ``<sha256> *<file>``), or the files whose
+    SHA-256 it gives otherwise than the bundle holds."""
     sums_path = folder / SUMS_FILE
     want = {e["path"]: e["sha256"] for e in file_entries(folder, skip=(SUMS_FILE,))}
     try:
-        sums = dict(reversed(line.split("  ", 1)) for line in sums_path.read_text("utf-8").splitlines() if line)
+        lines = [line for line in sums_path.read_text("utf-8").splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
-        return out + [f"{sums_path} is missing or unreadable ({exc})"]
-    if sums != want:
-        out.append(f"{sums_path} disagrees with the files of the bundle")
-    return out
+        return [f"{sums_path} is missing or unreadable ({exc})"]
+    sums: dict[str, str] = {}
+    for line in lines:
+        digest, sep, name = line.partition("  ")
+        if not sep:  # sha256sum -b writes "<hash> *<name>"
+            digest, sep, name = line.partition(" *")
+        if not sep:
+            return [f"{sums_path}: line {line[:80]!r} is not '<sha256>  <file>'"]
+        sums[name] = digest
+    wrong = sorted(p for p in sums.keys() | want.keys() if sums.get(p) != want.get(p))
+    return [f"{sums_path} disagrees with the files of the bundle: {', '.join(wrong[:5])}"] if wrong else []

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from ..audit.estimates import study as audit_study
 from ..audit.estimates import validation
 from ..audit.protocol.locked import AuditProtocol
-from ..tables.audit import STUDY_TABLES
+from ..tables.audit import HUMAN_VALIDATION_SCHEMA, STUDY_TABLES
 from ..tables.audit import TABLES as AUDIT_CATALOG
 
 #: What each study table of a bundle holds (its README and ``release.json`` say it).
@@ -43,6 +43,8 @@ STUDY_DESCRIPTIONS = {
     "the evaluated heads (a pair that differs only on other fields needs no adjudication); no row: every field counts",
 }
 REL_TOL, ABS_TOL = 1e-9, 1e-12
+#: The gate table a release freezes whole (every run's rows): its newest row per head is compared.
+GATE_TABLE = "human_validation"
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
@@ -116,10 +118,25 @@ def recomputed_tables(tables: Path) -> dict[str, pa.Table]:
     protocol = _protocol(tables, pids.pop())
     study = audit_study.study_from_tables(protocol, read)
     inputs = audit_study.report_inputs_of(study)
-    out = audit_study.report_tables(inputs, validation.run_report(inputs), "", _EPOCH)
+    reports = validation.run_report(inputs)
+    out = audit_study.report_tables(inputs, reports, "", _EPOCH)
+    gate = validation.human_validation_rows(inputs, reports[validation.HUMAN], "", _EPOCH)
+    out[GATE_TABLE] = pa.Table.from_pylist(gate, schema=HUMAN_VALIDATION_SCHEMA)
     return {
         name: t.drop_columns([c for c in ("run_id", "computed_at") if c in t.column_names]) for name, t in out.items()
     }
+
+
+def newest_gate(published: pa.Table, protocol_id: str) -> pa.Table:
+    """The newest ``human_validation`` row per head of ``protocol_id`` (what records and the layer rule read), without
+    its run columns: the published gate that the recomputed one must equal."""
+    rows: dict[tuple, dict] = {}
+    for r in published.to_pylist():
+        k = (r["protocol_id"], r["classifier_version"], r["head"])
+        if r["protocol_id"] == protocol_id and (k not in rows or str(r["computed_at"]) >= str(rows[k]["computed_at"])):
+            rows[k] = r
+    table = pa.Table.from_pylist(list(rows.values()), schema=published.schema)
+    return table.drop_columns([c for c in ("run_id", "computed_at") if c in table.column_names])
 
 
 def _same(a: object, b: object) -> bool:
@@ -134,11 +151,19 @@ def compare(name: str, published: pa.Table, recomputed: pa.Table, key: tuple[str
     if recomputed.column_names != published.column_names:
         return 0, [Difference(name, "(columns)", "(all)", published.column_names, recomputed.column_names)]
 
-    def rows(t: pa.Table) -> dict[tuple, dict]:
-        return {tuple(r[k] for k in key): r for r in t.to_pylist()}
-
-    mine, theirs = rows(published), rows(recomputed)
     out, cells = [], 0
+
+    def rows(t: pa.Table, side: str) -> dict[tuple, dict]:
+        got: dict[tuple, dict] = {}
+        for r in t.to_pylist():
+            k = tuple(r[c] for c in key)
+            if k in got:  # a key twice: one of the two rows would go unchecked
+                label = ", ".join(f"{c}={v}" for c, v in zip(key, k, strict=True))
+                out.append(Difference(name, label, "(row)", f"{side} twice", "once"))
+            got[k] = r
+        return got
+
+    mine, theirs = rows(published, "published"), rows(recomputed, "recomputed")
     for k in sorted(mine.keys() | theirs.keys(), key=repr):
         label = ", ".join(f"{c}={v}" for c, v in zip(key, k, strict=True))
         if k not in theirs or k not in mine:
@@ -159,20 +184,40 @@ def recompute(folder: Path) -> Recomputed:
     tables = folder / "tables"
     frozen = [n for n in audit_study.VALIDATION_TABLES if (tables / f"{n}.parquet").is_file()]
     studied = [n for n in STUDY_TABLES if (tables / f"{n}.parquet").is_file()]
-    if not frozen and not studied:
-        return Recomputed(0, 0, [])
+    if not frozen and not studied:  # no audit study shipped: no head may claim to have passed human validation
+        gate = tables / f"{GATE_TABLE}.parquet"
+        claims = [r for r in pq.read_table(gate).to_pylist() if r["passed"]] if gate.is_file() else []
+        return Recomputed(
+            0,
+            0,
+            [
+                Difference(
+                    GATE_TABLE,
+                    f"protocol_id={r['protocol_id']}, head={r['head']}",
+                    "passed",
+                    True,
+                    "no study in the bundle to recompute it from",
+                )  # fmt: skip
+                for r in claims
+            ],
+        )
     if len(frozen) != len(audit_study.VALIDATION_TABLES):
         missing = sorted(set(audit_study.VALIDATION_TABLES) - set(frozen))
         raise ValueError(f"{tables / (missing[0] + '.parquet')} is missing: the bundle's validation tables are partial")
     ours = recomputed_tables(tables)
-    keys = {t.name: t.primary_key for t in AUDIT_CATALOG}
+    keys = {t.name: t.primary_key for t in AUDIT_CATALOG} | {GATE_TABLE: ("protocol_id", "classifier_version", "head")}
     cells, differences = 0, []
-    for name in frozen:
+    if not (tables / f"{GATE_TABLE}.parquet").is_file():
+        raise ValueError(f"{tables / (GATE_TABLE + '.parquet')} is missing: the published gate cannot be checked")
+    pid = pq.read_table(tables / "study_sample.parquet", columns=["protocol_id"]).column(0)[0].as_py()
+    for name in [*frozen, GATE_TABLE]:
         published = pq.read_table(tables / f"{name}.parquet")
+        if name == GATE_TABLE:
+            published = newest_gate(published, pid)
         recomputed = (
             ours[name].cast(published.schema) if ours[name].schema.names == published.schema.names else ours[name]
         )
         n, diff = compare(name, published, recomputed, keys[name])
         cells += n
         differences += diff
-    return Recomputed(len(frozen), cells, differences)
+    return Recomputed(len(frozen) + 1, cells, differences)

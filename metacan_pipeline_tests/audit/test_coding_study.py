@@ -298,6 +298,13 @@ def test_status_counts_each_stratum_and_export_study_writes_one_row_per_work(tmp
     again = CliRunner().invoke(app, ["coding", "export-study", str(target), "--data-dir", str(data)])
     assert again.exit_code == 1 and "cannot write" in again.output
 
+    for command in (["status"], ["export-study", str(tmp_path / "none.csv")]):
+        bogus = CliRunner().invoke(
+            app, ["coding", *command, "--protocol", "protocol-deadbeef", "--data-dir", str(data)]
+        )
+        assert bogus.exit_code == 1 and f"no tasks of protocol 'protocol-deadbeef'; its protocols: {P}" in bogus.output
+    assert not (tmp_path / "none.csv").exists()
+
     # by default coders are under their pseudonym of the study, as in a release, and notes are left out
     shared = tmp_path / "shared.csv"
     out = CliRunner().invoke(app, ["coding", "export-study", str(shared), "--data-dir", str(data)])

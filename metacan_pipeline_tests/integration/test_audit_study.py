@@ -121,7 +121,7 @@ def test_a_study_coded_through_the_pages_is_released_and_recomputed_from_the_rel
     bundle = tmp_path / "bundle"
     shutil.copytree(cut.folder, bundle)  # the bundle alone, outside any data folder
     ok = CliRunner().invoke(app, ["verify-release", str(bundle)])
-    assert ok.exit_code == 0 and re.search(r"verified 6 tables, \d+ cells", ok.output), ok.output
+    assert ok.exit_code == 0 and re.search(r"verified 7 tables, \d+ cells", ok.output), ok.output
     for name in (*CODERS, ADJUDICATOR):
         assert not any(name.encode() in p.read_bytes() for p in bundle.rglob("*") if p.is_file()), name
     released = pq.read_table(bundle / "tables" / "study_answers.parquet").to_pylist()
@@ -136,7 +136,7 @@ def test_a_study_coded_through_the_pages_is_released_and_recomputed_from_the_rel
     answers = pq.read_table(answers_path)
     rows = answers.to_pylist()
     victim = next(i for i, a in enumerate(rows) if a["role"] == "code" and a["categories"] == ["metaresearch"])
-    rows[victim]["categories"] = []
+    rows[victim]["categories"], rows[victim]["domain"] = [], None
     pq.write_table(pa.Table.from_pylist(rows, schema=answers.schema), answers_path)
     rewrite_checksums(bundle)
     bad = CliRunner().invoke(app, ["verify-release", str(bundle)])

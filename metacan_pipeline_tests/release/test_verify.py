@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from metacan_pipeline.audit.coding.pseudonyms import coder_pseudonym
 from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.cli import app
-from metacan_pipeline.release.bundle import SUMS_FILE, ReleaseError, cut_release, file_entries
+from metacan_pipeline.release.bundle import SUMS_FILE, ReleaseError, content_sha256, cut_release, file_entries
 from metacan_pipeline.settings import coding_store_path
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.roles import CENSUS, SAMPLE
@@ -150,14 +150,22 @@ def test_verify_release_recomputes_every_validation_table_from_the_bundle(world,
     shutil.copytree(world["folder"], copy)
     result = verify_release(copy)
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("verified 6 tables, ")
+    assert result.output.startswith("verified 7 tables, ")
     cells = int(result.output.split("tables, ")[1].split(" cells")[0])
     assert cells > 1000
 
 
 def rewrite_checksums(folder: Path) -> None:
-    """Make ``release.json`` and ``SHA256SUMS`` match the files as they are now (what a forger would do)."""
+    """Make ``release.json`` (files, counts of the tables still there, content hash) and ``SHA256SUMS`` match the
+    files as they are now (what a thorough forger would do)."""
     manifest = json.loads((folder / "release.json").read_text())
+    tables = folder / "tables"
+    manifest["counts"] = {
+        name: pq.ParquetFile(tables / f"{name}.parquet").metadata.num_rows if name != "records" else n
+        for name, n in manifest["counts"].items()
+        if name == "records" or (tables / f"{name}.parquet").is_file()
+    }
+    manifest["content_sha256"] = content_sha256(folder)
     manifest["files"] = file_entries(folder)
     (folder / "release.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     sums = "".join(f"{e['sha256']}  {e['path']}\n" for e in file_entries(folder, skip=(SUMS_FILE,)))
@@ -173,7 +181,7 @@ def test_an_altered_answer_fails_verify_release_naming_the_table_and_cell(world,
     # one coder's answer on a work both coders called meta-research now says it is not
     agreed = {a["id"] for a in rows if a["role"] == "code" and a["categories"] == ["metaresearch"]}
     target = next(i for i, a in enumerate(rows) if a["role"] == "code" and a["id"] in sorted(agreed)[:1])
-    rows[target]["categories"] = []
+    rows[target]["categories"], rows[target]["domain"] = [], None
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path, compression="zstd")
     rewrite_checksums(copy)
     result = verify_release(copy)
@@ -228,3 +236,69 @@ def test_a_cut_is_refused_when_the_report_no_longer_recomputes_from_the_study(wo
     with pytest.raises(ReleaseError, match="do not recompute from the study.*materialize validation_report"):
         cut_release(storage, labels, "test-2", ["MetaCan research group"], "run-release-2")
     assert sorted(p.name for p in (storage.root / "releases").iterdir()) == before
+
+
+def _forge(folder: Path, name: str, change) -> None:
+    """Rewrite the bundle table ``name`` as ``change(rows)`` returns it, then the checksums to match."""
+    path = folder / "tables" / f"{name}.parquet"
+    table = pq.read_table(path)
+    pq.write_table(pa.Table.from_pylist(change(table.to_pylist()), schema=table.schema), path)
+    rewrite_checksums(folder)
+
+
+def test_forged_results_fail_verify_release_even_with_matching_checksums(world, tmp_path):
+    """A duplicated gate row claiming a pass, a forged human_validation, answers outside the coding rules, a bundle
+    whose study was removed but whose gate says passed: each fails, naming what, though every checksum matches."""
+    cases = {
+        "dup": ("validation_gate", lambda rows: [{**rows[0], "passed": not rows[0]["passed"]}, *rows]),
+        "gate": ("human_validation", lambda rows: [{**r, "passed": not r["passed"]} for r in rows]),
+        "vocab": ("study_answers", lambda rows: [{**r, "domain": "astrology"} for r in rows]),
+    }
+    said = {}
+    for case, (name, change) in cases.items():
+        copy = tmp_path / case
+        shutil.copytree(world["folder"], copy)
+        _forge(copy, name, change)
+        result = verify_release(copy)
+        assert result.exit_code == 1, (case, result.output)
+        said[case] = result.output
+    assert "validation_gate [" in said["dup"] and "published twice" in said["dup"]
+    assert "differs: human_validation [" in said["gate"] and "] passed: published " in said["gate"], said["gate"]
+    assert "breaks a rule" in said["vocab"] and "astrology" in said["vocab"] and "Traceback" not in said["vocab"]
+    gone = tmp_path / "gone"
+    shutil.copytree(world["folder"], gone)
+    for p in (gone / "tables").glob("*.parquet"):
+        if p.name.startswith(("study_", "validation_", "human_codes")):
+            p.unlink()
+    _forge(gone, "human_validation", lambda rows: [{**r, "passed": True} for r in rows])
+    result = verify_release(gone)
+    assert result.exit_code == 1 and "no study in the bundle to recompute it from" in result.output, result.output
+
+
+def test_links_counts_and_a_malformed_manifest_are_named_not_a_traceback(world, tmp_path):
+    linked = tmp_path / "linked"
+    shutil.copytree(world["folder"], linked)
+    outside = tmp_path / "frame_elsewhere.parquet"
+    (linked / "tables" / "frame.parquet").rename(outside)
+    (linked / "tables" / "frame.parquet").symlink_to(outside)
+    result = verify_release(linked)
+    assert result.exit_code == 1 and "frame.parquet is a symbolic link" in result.output, result.output
+    cut = tmp_path / "cut"
+    shutil.copytree(world["folder"], cut)
+    frame = pq.read_table(cut / "tables" / "frame.parquet")
+    pq.write_table(frame.slice(0, 10), cut / "tables" / "frame.parquet")
+    manifest = json.loads((cut / "release.json").read_text())
+    manifest["files"] = file_entries(cut)  # files and sums rewritten, counts left as cut
+    (cut / "release.json").write_text(json.dumps(manifest))
+    (cut / SUMS_FILE).write_text("".join(f"{e['sha256']}  {e['path']}\n" for e in file_entries(cut, skip=(SUMS_FILE,))))
+    result = verify_release(cut)
+    assert (
+        result.exit_code == 1 and f"frame.parquet holds 10 rows; release.json counts {frame.num_rows}" in result.output
+    )
+    for bad in ("[1, 2]", '{"files": ["a", "b"]}'):
+        odd = tmp_path / f"odd{len(bad)}"
+        shutil.copytree(world["folder"], odd)
+        (odd / "release.json").write_text(bad)
+        result = verify_release(odd)
+        assert result.exit_code == 1 and "is not a release manifest" in result.output, result.output
+        assert "Traceback" not in result.output

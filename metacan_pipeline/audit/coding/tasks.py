@@ -229,6 +229,11 @@ class TasksMixin(StoreBase):
             row = con.execute("SELECT * FROM coding_loads ORDER BY loaded_at DESC, rowid DESC LIMIT 1").fetchone()
         return None if row is None else dict(row)
 
+    def task_protocols(self) -> list[str]:
+        """Every protocol the store holds tasks of, in id order."""
+        with self._read() as con:
+            return [r[0] for r in con.execute("SELECT DISTINCT protocol_id FROM coding_tasks ORDER BY 1").fetchall()]
+
     def task(self, protocol_id: str, work_id: str) -> dict[str, Any] | None:
         """One task of a protocol (as :meth:`tasks` gives it: evidence only), or None."""
         with self._read() as con:

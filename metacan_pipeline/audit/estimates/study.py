@@ -43,7 +43,10 @@ from ...tables.audit import (
     VALIDATION_GATE_SCHEMA,
     VALIDATION_PREVALENCE_SCHEMA,
 )
+from ..coding.errors import CodingError
+from ..coding.rules import ROLES
 from ..coding.store import CodingStore
+from ..coding.validate import CODE_FIELDS, validate_answer
 from ..protocol.classifier import score_sql
 from ..protocol.locked import AuditProtocol
 from ..protocol.scratch import scratch
@@ -150,6 +153,18 @@ def scratch_store(
     :meth:`CodingStore.released_tasks` and :meth:`CodingStore.released_answers` give them), the answers appended in
     ``seq`` order, so the latest answer per coder and role is the one the study's own store counts, and what the
     store kept of the protocol (``coding``: its evaluated heads, which decide what needs adjudication)."""
+    answers = list(answers)
+    for a in answers:  # the store's own answer rules: a released answer outside them is refused, not recomputed
+        given = {f: a.get(f) for f in (*CODE_FIELDS, "unresolved")}
+        given["categories"] = None if given["categories"] is None else list(given["categories"])
+        try:
+            if a.get("role") not in ROLES:
+                raise CodingError("role", f"role {a.get('role')!r} is not one of {list(ROLES)}")
+            validate_answer(given, str(a.get("id")))
+        except CodingError as exc:
+            raise ValueError(
+                f"study_answers: answer {a.get('answer_id')} on {a.get('id')} breaks a rule: {exc}"
+            ) from None
     with tempfile.TemporaryDirectory(prefix="metacan-study-") as tmp, CodingStore(Path(tmp) / "coding.sqlite") as store:
         with store._write() as con:
             con.executemany(
