@@ -458,9 +458,8 @@ class CascadeConfig(dg.Config):
     deps=["student_scores", *STUDENT_INPUTS],
 )
 def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, storage: MetacanStorage):
-    """The cascade coverage mode (:mod:`.cascade_batch`): certified student thresholds per head on the frozen
-    holdout's teacher labels, and the band's `budget` most uncertain works added to batch `cascade` of
-    `label_batches`. A teacher with `coverage = "sample+batch:cascade"` labels them when its `direct_labels_<name>`
+    """The cascade coverage mode: certified student thresholds per head on the frozen holdout's teacher labels,
+    and the band's `budget` most uncertain works added to batch `cascade` of `label_batches`. A teacher with `coverage = "sample+batch:cascade"` labels them when its `direct_labels_<name>`
     asset is next materialized (that edge is not drawn: it would make a cycle). Writes `cascade_thresholds` and
     `cascade_decisions`; a certified decision is a machine decision, never a validated label."""
     from ..tables.student import CASCADE_THRESHOLDS_SCHEMA
