@@ -151,6 +151,8 @@ def test_the_workspace_loads_as_dagster_dev_loads_it(tmp_path):
 
 #: A Sphinx role (``:class:`x```, ``:data:`x```, ...): the Dagster UI shows it as raw text.
 SPHINX_ROLE = re.compile(r":[a-z]+:`")
+#: A schema constant (`PREVALENCE_SCHEMA`), a class (`ApiRefreshConfig`) or a module's member (`pages.render_index`).
+CODE_NAME = re.compile(r"\b[A-Z][A-Z_]*_SCHEMA\b|(?<!`)`([A-Z][a-z]+[A-Z]\w*|[a-z_]+\.[A-Za-z_]+)`(?!`)")
 
 
 def test_asset_and_check_descriptions_are_plain_markdown_for_users():
@@ -160,6 +162,8 @@ def test_asset_and_check_descriptions_are_plain_markdown_for_users():
     assert len(shown) == len(ALL_KEYS) + len(graph.asset_check_keys)
     assert [name for name, text in shown.items() if not text] == []
     assert {name: SPHINX_ROLE.findall(text) for name, text in shown.items() if SPHINX_ROLE.search(text)} == {}
+    # nor a name only the code knows (a schema constant, a config class, a module's function)
+    assert {name: CODE_NAME.findall(text) for name, text in shown.items() if CODE_NAME.search(text)} == {}
 
 
 def test_every_asset_that_writes_a_catalog_table_shows_its_described_columns():
