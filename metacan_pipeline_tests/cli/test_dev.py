@@ -16,6 +16,7 @@ import httpx
 import psutil
 import pytest
 
+from metacan_pipeline.tables.fields import FIELDS
 from metacan_pipeline_tests.stub_teacher.process import die_with_parent
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,9 +52,9 @@ def _in_groups(pgids: set[int]) -> list[str]:
     return left
 
 
-def _started_ui(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    """``metacan dev`` on a free port over a new data dir, as a background job; returns once the UI answers HTTP
-    and its webserver and daemon are running."""
+def _started_ui(tmp_path: Path) -> tuple[subprocess.Popen, Path, str]:
+    """``metacan dev`` on a free port over a new data dir, as a background job; returns (process, log, URL) once
+    the UI answers HTTP and its webserver and daemon are running."""
     port, log = _free_port(), tmp_path / "dev.log"
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     with open(log, "wb") as out:
@@ -83,16 +84,36 @@ def _started_ui(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
             if httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=2.0).status_code == 200:
                 cmdlines = [" ".join(p.cmdline()) for p in psutil.Process(proc.pid).children(recursive=True)]
                 if any("dagster_webserver" in c for c in cmdlines) and any("dagster._daemon" in c for c in cmdlines):
-                    return proc, log
+                    return proc, log, f"http://127.0.0.1:{port}"
         assert time.monotonic() < deadline, f"the UI did not answer within 240s:\n{log.read_text()}"
         time.sleep(1.0)
 
 
+COLUMNS = """query Columns($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) { __typename
+  ... on AssetNode { metadataEntries { ... on TableSchemaMetadataEntry { label schema { columns { name description } } } } } } }"""
+
+
+def _ui_columns(url: str, asset: str, timeout_s: float = 120.0) -> dict[str, str]:
+    """The column descriptions the UI shows for ``asset`` (its definition's column schema), once its code location
+    has loaded."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        body = httpx.post(f"{url}/graphql", json={"query": COLUMNS, "variables": {"path": [asset]}}, timeout=60).json()
+        node = body["data"]["assetNodeOrError"]
+        if node["__typename"] == "AssetNode":
+            (schema,) = [e["schema"] for e in node["metadataEntries"] if e.get("label") == "dagster/column_schema"]
+            return {c["name"]: c["description"] for c in schema["columns"]}
+        assert time.monotonic() < deadline, f"{asset} not in the UI after {timeout_s:.0f}s: {body}"
+        time.sleep(2.0)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_metacan_dev_started_in_the_background_stops_with_every_process_of_the_ui(tmp_path, signum):
-    proc, log = _started_ui(tmp_path)
+    proc, log, url = _started_ui(tmp_path)
     tree, pgids = [], set()
     try:
+        # the UI it serves shows each catalog column with its description from the field dictionary
+        assert _ui_columns(url, "sample_design")["design_weight"] == FIELDS["design_weight"].description
         tree = psutil.Process(proc.pid).children(recursive=True)
         pgids = {os.getpgid(p.pid) for p in [psutil.Process(proc.pid), *tree]}
         assert len(tree) >= 3  # dagster dev, its webserver and daemon (and code servers)
