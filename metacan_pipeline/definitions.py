@@ -24,6 +24,7 @@ from .settings import split_dirs
 from .site import definitions as site
 from .storage import MetacanStorage, default_data_dir
 from .student import definitions as student
+from .tables.asset_columns import describe_columns
 from .tables.checks import schema_checks
 from .teachers import definitions as teachers
 from .teachers.calling.server import EmbeddedLlamaServer
@@ -84,6 +85,8 @@ defs = dg.Definitions.merge(
         executor=dg.in_process_executor,
     ),
 )
+# Every asset that has a catalog table declares its columns with their descriptions (the UI's column schema).
+defs = describe_columns(defs)
 
 #: Every asset and asset check of the graph, in stage order.
 ALL_ASSETS = list(defs.assets or ())

@@ -1,6 +1,7 @@
 """Tests of metacan_pipeline.definitions: the Definitions load, jobs, schedules and blocking checks."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,7 +9,9 @@ from pathlib import Path
 import dagster as dg
 
 from metacan_pipeline.definitions import ALL_ASSETS, defs
-from metacan_pipeline.tables.checks import CHECK_NAME
+from metacan_pipeline.tables import catalog
+from metacan_pipeline.tables.asset_columns import DESCRIBED_STORES
+from metacan_pipeline.tables.checks import CHECK_NAME, _key_pattern
 
 REPO = Path(__file__).resolve().parents[1]
 WORK_RECORDS = dg.AssetKey("work_records")
@@ -144,3 +147,52 @@ def test_the_workspace_loads_as_dagster_dev_loads_it(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "All code locations passed validation" in done.stdout + done.stderr
+
+
+#: A Sphinx role (``:class:`x```, ``:data:`x```, ...): the Dagster UI shows it as raw text.
+SPHINX_ROLE = re.compile(r":[a-z]+:`")
+#: A schema constant (`PREVALENCE_SCHEMA`), a class (`ApiRefreshConfig`) or a module's member (`pages.render_index`).
+CODE_NAME = re.compile(r"\b[A-Z][A-Z_]*_SCHEMA\b|(?<!`)`([A-Z][a-z]+[A-Z]\w*|[a-z_]+\.[A-Za-z_]+)`(?!`)")
+
+
+def test_asset_and_check_descriptions_are_plain_markdown_for_users():
+    graph = defs.resolve_asset_graph()
+    shown = {f"asset {s.key.to_user_string()}": s.description for s in defs.resolve_all_asset_specs()}
+    shown |= {f"check {k.to_user_string()}": graph.get_check_spec(k).description for k in graph.asset_check_keys}
+    assert len(shown) == len(ALL_KEYS) + len(graph.asset_check_keys)
+    assert [name for name, text in shown.items() if not text] == []
+    assert {name: SPHINX_ROLE.findall(text) for name, text in shown.items() if SPHINX_ROLE.search(text)} == {}
+    # nor a name only the code knows (a schema constant, a config class, a module's function)
+    assert {name: CODE_NAME.findall(text) for name, text in shown.items() if CODE_NAME.search(text)} == {}
+
+
+def test_every_asset_that_writes_a_catalog_table_shows_its_described_columns():
+    """Every column of the catalog has a description, and every asset that writes a stored catalog table (one of its
+    name, or one it is the writer of) declares a column schema: that table's columns, each with its description."""
+    tables = catalog().values()
+    assert [f"{t.name}.{f.name}" for t in tables if t.schema for f in t.schema if not column_description(f)] == []
+    stored = [t for t in tables if t.store in DESCRIBED_STORES and t.schema is not None]
+    declared = {}
+    for spec in defs.resolve_all_asset_specs():
+        key = spec.key.to_user_string()
+        named = [t for t in stored if _key_pattern(t.name).fullmatch(key)]
+        written = named or [t for t in stored if _key_pattern(t.written_by).fullmatch(key)]
+        schema = spec.metadata.get("dagster/column_schema")
+        if not written:
+            assert schema is None, key
+            continue
+        assert schema is not None, f"{key} writes {[t.name for t in written]} but declares no column schema"
+        shown = [(c.name, c.type, c.description) for c in schema.columns]
+        expected = [(f.name, str(f.type), column_description(f)) for f in written[0].schema]
+        assert shown == expected, key
+        declared[key] = written[0].name
+    # the tables whose names differ from their asset's: the first the asset writes, the one its materialization shows
+    assert declared["validation_report"] == "human_validation" and declared["work_pages"] == "page_manifest"
+    assert declared["direct_labels_gemma"] == declared["direct_labels_codex"] == "direct_labels_<teacher>"
+    assert {"frame", "predictions", "prevalence", "work_records", "teacher_qualification", "coding_tasks"} <= set(
+        declared
+    )
+
+
+def column_description(field) -> str:
+    return (field.metadata or {}).get(b"description", b"").decode().strip()

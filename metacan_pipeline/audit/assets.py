@@ -218,7 +218,14 @@ _REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in v
             **_AUDIT,
         ),
         *(
-            dg.AssetSpec(name, deps=_REPORT_DEPS, kinds={"python", "parquet"}, description=t.row, **_AUDIT)
+            dg.AssetSpec(
+                name,
+                deps=_REPORT_DEPS,
+                kinds={"python", "parquet"},
+                description=f"A table of the validation report of the current protocol (SPEC section 10), written "
+                f"by validation_report. A row is {t.row}.",
+                **_AUDIT,
+            )
             for name, t in ((n, TABLE_BY_NAME[n]) for n in study.VALIDATION_TABLES)
         ),
     ]

@@ -101,7 +101,7 @@ def openalex_api_refresh(
     cursor (OpenAlex docs, "Paging"); the API key is sent as ``api_key`` (docs, "Rate limits and
     authentication") and never logged, archived or put in metadata.
 
-    The window: see `ApiRefreshConfig` (default = from the last completed window's ``to`` to
+    The window: the run's config (default: from the last completed window's ``to`` to
     today; an incomplete window is resumed first). When every query is read to its end,
     ``window.json`` (from, to, completed_at, calls made, pages, works, cost_usd) is written atomically:
     without it the window is incomplete and is resumed by the next run.
@@ -157,7 +157,7 @@ def openalex_inventory(
     incomplete: it is still read (nothing is lost) and the ``frame`` check
     ``frame_build_manifest_covers_snapshot`` warns. A listed part whose size is not the manifest's
     ``content_length`` (a cut or replaced download) is logged as a warning and the check warns too. Unsupported files are listed, never skipped
-    silently. Output: ``warehouse/openalex_inventory`` (`INVENTORY_SCHEMA`).
+    silently. Output: ``warehouse/openalex_inventory``.
     """
     try:
         folders = openalex.folders
@@ -242,8 +242,7 @@ def frame_parts(
     context: dg.AssetExecutionContext, config: IngestConfig, storage: MetacanStorage, openalex: OpenAlexFiles
 ) -> dg.MaterializeResult:
     """The frame's parts for the selected partitions: each input file read once into its routed
-    works, its id index, its quarantine rows and its build-manifest row
-    (`frame.parts`).
+    works, its id index, its quarantine rows and its build-manifest row.
 
     A backfill of many partitions runs as one run whose files are built ``workers`` at a time,
     largest first, by a local Dask cluster started for the run (one worker process per core by default), or by

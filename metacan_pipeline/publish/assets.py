@@ -187,14 +187,13 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     Incremental: a page is rendered only when its record's hash differs from the one it was last
     rendered from (table ``page_manifest``), its file is missing, or the config asks for it; a re-run
     with nothing changed writes no page. Abstracts of the works rendered are fetched live from the
-    OpenAlex API in batches of 50 ids (`abstracts.AbstractFetcher`), held in memory only;
+    OpenAlex API in batches of 50 ids, held in memory only;
     the page says whether the work has no abstract or the fetch failed just now. Records are streamed;
     pages are written in chunks of about 2,000 and ``page_manifest`` is updated after each, so an
     interrupted run resumes. Which pages to render is decided in DuckDB and the records are streamed with that
-    plan, so memory does not grow with the frame (`manifest.pages_to_render`).
-    The index (search and filters, `pages.render_index`) is rewritten when its content changed; it lists
-    at most `pages.INDEX_MAX_WORKS` works, the newest, and says so when the frame holds more.
-    Which pages to render: `manifest`; writing them: `page_writer.PageWriter`.
+    plan, so memory does not grow with the frame.
+    The index (search and filters) is rewritten when its content changed; it lists
+    at most 50,000 works, the newest, and says so when the frame holds more.
     """
     started = time.perf_counter()
     try:

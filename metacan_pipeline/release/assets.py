@@ -51,8 +51,8 @@ def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: M
     the coders' pseudonyms, decisions; refused when the report does not recompute from it) and the records into
     Parquet tables, ``records.jsonl``, the model cards of the classifier versions (``model_cards/<version>/``),
     ``README.md``, ``release.json``
-    (content hashes, counts), ``SHA256SUMS`` and ``CITATION.cff`` (`bundle`); an input already cut reuses its
-    release. Works that enter the frame later are the rolling layer (`layer`), on the next ``work_records``.
+    (content hashes, counts), ``SHA256SUMS`` and ``CITATION.cff``; an input already cut reuses its
+    release. Works that enter the frame later are the rolling layer, on the next ``work_records``.
     Fails (no retry) naming the input when a version is invalid or taken, a table is missing, or CFF does not validate.
     """
     newest = registered(storage)[-1:] if not config.cut else []

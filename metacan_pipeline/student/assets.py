@@ -327,14 +327,14 @@ def machine_scores(
 ) -> dg.MaterializeResult:
     """Active-learning student scores; each materialization with new teacher labels is one round (SPEC section 7).
 
-    One TF-IDF + logistic-regression arm per teacher on ``metaresearch`` (`rounds`), trained outside
+    One TF-IDF + logistic-regression arm per teacher on ``metaresearch``, trained outside
     the held-out venues; ``score_<arm>`` per frame work (in batches) and ``score_spread`` = max - min over
     arms. The maturity gate (AP gain < 2% over 5 rounds, churn < 0.05 and Spearman rho > 0.98 for 3 rounds
     running, all on the frozen holdout) sets ``validation_status`` (``score_only:mature`` or
     ``score_only:v0-immature-baseline``) and ``rounds_run``; scores never assert a category. A new round
     proposes the next teacher batch (table ``machine_round_proposals``, recorded with the round; the asset
     ``label_batches`` then adds them to batch ``active_learning``). Tables: ``warehouse/machine_scores``
-    (`MACHINE_SCHEMA`), ``machine_rounds``, ``machine_round_scores`` and ``machine_round_proposals``
+    (one row per frame work), ``machine_rounds``, ``machine_round_scores`` and ``machine_round_proposals``
     in DuckDB.
     """
     # lazy: rounds imports scikit-learn and scipy (about 4 s), which only this asset's step needs
@@ -405,13 +405,12 @@ REGISTRY: dict[str, TeacherSpec] = load_registry()
     deps=["predictions", "imported_labels", *(direct_labels_key(name) for name in REGISTRY)],
 )
 def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
-    """Prevalence per category (SPEC sections 5-6). Rows of table ``prevalence``
-    (`PREVALENCE_SCHEMA`), one per population, category and method (`prevalence.prevalence_rows`):
+    """Prevalence per category (SPEC sections 5-6). Rows of table ``prevalence``, one per population, category
+    and method:
 
-    - ``design_weighted_teacher_rate``: each teacher's rate with a design-based 95% CI
-      (`prevalence.stratified_rate`). Population ``frame``: a teacher covering all works is a census of the
-      frame (weight 1, one stratum, no sampling variance); a sample teacher uses ``sample_design``
-      (stratum, design weight). Population ``import:<source>``: imported teachers with their source's
+    - ``design_weighted_teacher_rate``: each teacher's rate with a design-based 95% CI. Population ``frame``: a
+      teacher covering all works is a census of the frame (weight 1, one stratum, no sampling variance); a sample
+      teacher uses ``sample_design`` (stratum, design weight). Population ``import:<source>``: imported teachers with their source's
       ``imported_design`` (e.g. the MetaCan pilot's strata and weights).
     - ``classify_and_count``: the share of frame works whose ``predictions.candidate_categories`` (and,
       method ``classify_and_count_consensus``, ``consensus_categories``) holds the category; no CI.
@@ -458,9 +457,8 @@ class CascadeConfig(dg.Config):
     deps=["student_scores", *STUDENT_INPUTS],
 )
 def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, storage: MetacanStorage):
-    """The cascade coverage mode (:mod:`.cascade_batch`): certified student thresholds per head on the frozen
-    holdout's teacher labels, and the band's `budget` most uncertain works added to batch `cascade` of
-    `label_batches`. A teacher with `coverage = "sample+batch:cascade"` labels them when its `direct_labels_<name>`
+    """The cascade coverage mode: certified student thresholds per head on the frozen holdout's teacher labels,
+    and the band's `budget` most uncertain works added to batch `cascade` of `label_batches`. A teacher with `coverage = "sample+batch:cascade"` labels them when its `direct_labels_<name>`
     asset is next materialized (that edge is not drawn: it would make a cycle). Writes `cascade_thresholds` and
     `cascade_decisions`; a certified decision is a machine decision, never a validated label."""
     from ..tables.student import CASCADE_THRESHOLDS_SCHEMA

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from ..meta import table_metadata
 from ..settings import dask_scheduler
 from ..storage import MetacanStorage
-from ..tables.student import PRED_SCHEMA, THRESHOLDS_SCHEMA
+from ..tables.student import PRED_SCHEMA, THRESHOLDS_SCHEMA, student_scores_schema
 from ..vocab import BINARY_TARGETS
 from .calibration import quota_calibrate
 from .models import StudentBundle
@@ -102,9 +102,9 @@ def write_predictions(
 
 def scores_metadata(storage: MetacanStorage, model_version: str) -> dict:
     """Metadata of ``student_scores``: row count from the Parquet footers, the written schema (one column
-    per head) and the model version. ``write_table`` always leaves at least one file."""
+    per head, each described) and the model version. ``write_table`` always leaves at least one file."""
     storage.require("student_scores")
-    schema = pq.read_schema(min(storage.table_dir("student_scores").glob("*.parquet")))
+    schema = student_scores_schema(pq.read_schema(min(storage.table_dir("student_scores").glob("*.parquet"))))
     return table_metadata(schema, pq_rows(storage, "student_scores"), None, None, model_version=model_version)
 
 

@@ -226,7 +226,8 @@ TABLES += [
     ),
     Table(
         "validation_confusion",
-        "one cell (tp, fp, fn, tn) of the confusion matrix of one system on one head and group: count and weighted",
+        "one cell (tp, fp, fn, tn) of the confusion matrix of one system on one head and group: its count of coded "
+        "works and its design-weighted count",
         _REPORT,
         VALIDATION_CONFUSION_SCHEMA,
         ("protocol_id", "code_source", "system", "head", "group_by", "group", "cell"),

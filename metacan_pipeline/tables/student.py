@@ -325,3 +325,33 @@ def score_list_schema(heads: list[tuple[str, bool]]) -> pa.Schema:
             )
         )
     return columns(*fields, "model_version", column("validation_status", pa.string(), "the scores' status, verbatim"))
+
+
+def student_scores_schema(written: pa.Schema) -> pa.Schema:
+    """The columns of a written ``student_scores`` table (one per head, so the catalog declares none), each with
+    its type as written and a description: ``id``, ``held_out``, per binary head ``<teacher>__<target>`` (its
+    score), per categorical head ``<teacher>__<target>`` (class probabilities) and ``<teacher>__<target>__argmax``.
+    Raises ValueError naming a column that is none of these (a writer that added a column must describe it here)."""
+    fields = []
+    for f in written:
+        teacher, _, rest = f.name.partition("__")
+        target, _, suffix = rest.partition("__")
+        if f.name == "id":
+            description = "OpenAlex short work id (W123...)"
+        elif f.name == "held_out":
+            description = "the work's venue is one the student holds out of training"
+        elif target in CATEGORICAL_TARGETS and suffix == "argmax":
+            description = f"the most probable class of teacher {teacher}'s head {target}"
+        elif target in CATEGORICAL_TARGETS and not suffix:
+            description = (
+                f"probability of each class of teacher {teacher}'s head {target} "
+                f"({', '.join(CATEGORICAL_TARGETS[target])}, in that order)"
+            )
+        elif teacher and target and not suffix:
+            description = f"the score in [0, 1] of teacher {teacher}'s head {target} (a score, never a category)"
+        else:
+            raise ValueError(
+                f"student_scores column {f.name!r} has no description: describe it in student_scores_schema"
+            )
+        fields.append(column(f.name, f.type, description))
+    return columns(*fields)

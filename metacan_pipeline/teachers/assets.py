@@ -163,8 +163,8 @@ def imported_labels(
 ) -> dg.MaterializeResult:
     """Direct labels produced elsewhere, validated like teacher replies and stored with `source='import'`.
 
-    Sources (`ImportedLabelsConfig`): the MetaCan pilot folder (teachers `pilot_a` and `pilot_b`, mapping in
-    `imports/pilot.py`) and label files in our schema (`imports/importing.py`). Every record becomes a
+    Sources (the run's config): the MetaCan pilot folder (teachers `pilot_a` and `pilot_b`) and label files in
+    our schema. Every record becomes a
     `teacher_labels` row, `failed` with its cause when invalid (an id that is not `W123` or
     `https://openalex.org/W123` included); design information goes to the DuckDB table `imported_design`. A later
     import wins: a record equal to the current imported row of its work adds nothing (so a file imported again adds
@@ -256,7 +256,7 @@ def teacher_agreement(context: dg.AssetExecutionContext, storage: MetacanStorage
     deps=["machine_scores"],
 )
 def label_batches(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
-    """Named batches of works for the teachers (table `label_batches`, `LABEL_BATCHES_SCHEMA`): adds every
+    """Named batches of works for the teachers (table `label_batches`): adds every
     active-learning proposal of `machine_round_proposals` not yet in batch `active_learning` (source
     `machine_scores round <n>: <reason>`), idempotently; batches loaded by hand stay as they are.
 

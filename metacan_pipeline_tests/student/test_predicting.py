@@ -8,6 +8,7 @@ from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.models import load_published
 from metacan_pipeline.student.predicting import current_model_version
 from metacan_pipeline.student.scoring import score_batches
+from metacan_pipeline.tables.student import student_scores_schema
 from metacan_pipeline.vocab import CATEGORIES, PREDICTION_STATUS
 from metacan_pipeline_tests.builders.common import sql
 from metacan_pipeline_tests.builders.student import N_WORKS, record_qualification, run_student, write_inputs
@@ -85,6 +86,14 @@ def test_predictions_follow_spec_section_6(storage):
     write_inputs(storage)
     result = run_student(storage, student_heads, predictions)
     assert all(c.passed for c in result.get_asset_check_evaluations())
+    # the scores' column schema in the UI: every written column, each described (one column per head)
+    written = {
+        e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()
+    }
+    shown = {c.name: c.description for c in written["student_scores"]["dagster/column_schema"].schema.columns}
+    assert list(shown) == storage.read_table("student_scores").column_names and all(shown.values())
+    assert shown["codex__metaresearch"].startswith("the score in [0, 1] of teacher codex's head metaresearch")
+    assert shown["gemma__genre__argmax"] == "the most probable class of teacher gemma's head genre"
     scores = {r["id"]: r for r in storage.read_table("student_scores").to_pylist()}
     preds = {r["id"]: r for r in storage.read_table("predictions").to_pylist()}
     gemma = {r["work_id"]: r for r in storage.read_table("direct_labels_gemma").to_pylist()}
@@ -198,3 +207,14 @@ def test_scoring_on_the_dask_scheduler_that_the_setting_names_equals_scoring_her
             assert len(client.scheduler_info()["workers"]) == 2
     assert here.num_rows == N_WORKS and there.equals(here)
     assert storage.read_table("student_scores").equals(here)
+
+
+def test_a_student_scores_column_nobody_described_is_refused_by_name():
+    written = pa.schema([("id", pa.string()), ("codex__metaresearch", pa.float64()), ("calibrated", pa.float64())])
+    with pytest.raises(ValueError, match="'calibrated' has no description"):
+        student_scores_schema(written)
+    described = student_scores_schema(written.remove(2))
+    assert [f.metadata[b"description"] for f in described] == [
+        b"OpenAlex short work id (W123...)",
+        b"the score in [0, 1] of teacher codex's head metaresearch (a score, never a category)",
+    ]
