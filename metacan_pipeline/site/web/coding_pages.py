@@ -255,6 +255,12 @@ class CodingPages:
             raise _Refused(404, N_("This work is not a coding task of the current protocol."))
         return task
 
+    def _held(self, pid: str, wid: str, coder: str) -> None:
+        """Refuse a work the coder does not hold, with one answer whether it is another coder's, a drawn work of no
+        task yet or no task at all: a coder cannot probe which works the audit sample holds."""
+        if not (is_work_id(wid) and self.store.holds_task(pid, wid, coder)):
+            raise _Refused(403, N_("This work is not in your queue: open your queue to get your next work."))
+
     def _abstract(self, wid: str):
         return None if self.abstracts is None else self.abstracts.fetch([wid])[wid]
 
@@ -263,9 +269,8 @@ class CodingPages:
     ) -> Response:
         pid = self._protocol()["protocol_id"]
         wid = request.path_params["wid"]
+        self._held(pid, wid, coder)
         task = self._task(pid, wid)
-        if not self.store.holds_task(pid, wid, coder):
-            raise _Refused(403, N_("This work is not in your queue: open your queue to get your next work."))
         if values is None:
             values = words.form_values(self.store.my_answer(pid, wid, coder))
         return self.render(
@@ -294,9 +299,8 @@ class CodingPages:
         self._check_csrf(request, pairs, request.cookies.get(SESSION_COOKIE))
         pid = self._protocol()["protocol_id"]
         wid = request.path_params["wid"]
+        self._held(pid, wid, coder)
         task = self._task(pid, wid)
-        if not self.store.holds_task(pid, wid, coder):
-            raise _Refused(403, N_("This work is not in your queue: open your queue to get your next work."))
         answer: dict | None = None
         try:
             answer, extra = words.answer_from_form(pairs)
