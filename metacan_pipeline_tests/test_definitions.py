@@ -32,6 +32,16 @@ def test_definitions_load():
     assert specs["frame_parts"].partitions_def.name == "openalex_partitions"
 
 
+#: The warnings on what the map may claim (a role teacher not qualified, a deciding head not validated), by asset.
+CLAIMS = {
+    "gemma_qualified": "direct_labels_gemma",
+    "codex_qualified": "direct_labels_codex",
+    "predictions_may_claim": "predictions",
+    "prevalence_may_claim": "prevalence",
+    "records_may_claim": "work_records",
+}
+
+
 def test_blocking_checks_guard_what_ships():
     graph = defs.resolve_asset_graph()
     checks = {k.name: graph.get_check_spec(k) for k in graph.asset_check_keys if k.name != CHECK_NAME}
@@ -52,6 +62,7 @@ def test_blocking_checks_guard_what_ships():
         "audit_sample_partitions_frame",
         "release_matches_its_hashes",
         "site_database_matches_records",
+        *CLAIMS,
     }
     assert (
         checks["records_may_ship"].blocking and checks["records_may_ship"].asset_key.to_user_string() == "work_records"
@@ -72,11 +83,14 @@ def test_blocking_checks_guard_what_ships():
     assert {dg.AssetKey("predictions"), dg.AssetKey("prediction_thresholds")} <= graph.get(
         dg.AssetKey("audit_protocol")
     ).parent_keys
-    # every check blocks what is downstream except the manifest coverage warning and the sample teacher's coverage (a budget may defer works)
+    # every check blocks what is downstream except the manifest coverage warning, the sample teacher's coverage (a
+    # budget may defer works) and the warnings on what the map may claim
     assert {n for n, c in checks.items() if not c.blocking} == {
         "frame_build_manifest_covers_snapshot",
         "codex_covers_its_works",
+        *CLAIMS,
     }
+    assert {n: checks[n].asset_key.to_user_string() for n in CLAIMS} == CLAIMS
 
 
 def test_every_stored_table_that_is_an_asset_has_a_schema_check_that_does_not_block():

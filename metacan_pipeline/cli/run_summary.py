@@ -22,6 +22,7 @@ from ..audit.protocol.locked import EXCLUDED_TRAINED, STRATA, current_protocol_i
 from ..settings import coding_store_path
 from ..site.build.release import ReleaseUnavailable, current_release_id, database_path
 from ..storage import MetacanStorage
+from ..student.prevalence import CENSUS_NO_SAMPLING_ERROR, zero_width_census
 from ..teachers.core.registry import load_registry, load_roles
 from ..vocab import REFERENCE_GATE_REASON, SAMPLE_TEACHER
 
@@ -117,16 +118,21 @@ def agreement_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str
 
 
 def prevalence_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:
-    """The prevalence of metaresearch per population and method (with its interval, or the screener swap range)."""
+    """The prevalence of metaresearch per population and method (with its interval, or the screener swap range);
+    a census rate's interval of zero width is marked "(census)" and explained on the next line."""
     if "prevalence" not in views:
         return []
-    parts = []
-    for population, method, teacher, rate, lo, hi in con.execute(
-        "SELECT population, method, teacher, rate, ci_low, ci_high FROM prevalence WHERE category = 'metaresearch' "
-        "AND rate IS NOT NULL ORDER BY population, method, teacher"
+    parts, census = [], False
+    for population, method, teacher, rate, lo, hi, design in con.execute(
+        "SELECT population, method, teacher, rate, ci_low, ci_high, design FROM prevalence "
+        "WHERE category = 'metaresearch' AND rate IS NOT NULL ORDER BY population, method, teacher"
     ).fetchall():
         what = teacher or method.replace("_", " ")
-        if method == "screener_swap_range":
+        row = {"method": method, "design": design, "ci_low": lo, "ci_high": hi}
+        census = census or zero_width_census(row)
+        if zero_width_census(row):
+            parts.append(f"{population} {what} {rate:.4f} [{lo:.4f}, {hi:.4f}] (census)")
+        elif method == "screener_swap_range":
             parts.append(f"{population} screener swap {lo:.4f}-{hi:.4f}")
         elif lo is not None:
             parts.append(f"{population} {what} {rate:.4f} [{lo:.4f}, {hi:.4f}]")
@@ -140,7 +146,7 @@ def prevalence_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[st
         f"{population} {method.replace('_', ' ')} not computed (a teacher is not qualified)"
         for population, method in skipped
     ]
-    return ["Prevalence of metaresearch: " + "; ".join(parts)]
+    return ["Prevalence of metaresearch: " + "; ".join(parts)] + ([f"  {CENSUS_NO_SAMPLING_ERROR}"] if census else [])
 
 
 def prediction_lines(con: duckdb.DuckDBPyConnection, sample_teacher: str) -> list[str]:

@@ -38,7 +38,7 @@ from .features import DEFAULT_FEATURES, FEATURE_KINDS
 from .holdout import HOLDOUT_VERSION
 from .models import StudentBundle, load_published, model_path
 from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
-from .prevalence import metaresearch_markdown, prevalence_rows
+from .prevalence import CENSUS_NO_SAMPLING_ERROR, metaresearch_markdown, prevalence_rows, zero_width_census
 from .roles import CENSUS, SAMPLE, direct_labels_key, teacher_standing
 
 #: The inputs every student asset reads: both student teachers' direct labels and the sample design.
@@ -429,6 +429,7 @@ def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg
             rows[:10],
             None,
             metaresearch=dg.MetadataValue.md(metaresearch_markdown(rows)),
+            **({"census_interval": CENSUS_NO_SAMPLING_ERROR} if any(zero_width_census(r) for r in rows) else {}),
         )
     )
 

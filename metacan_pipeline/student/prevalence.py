@@ -35,6 +35,25 @@ from .roles import direct_labels_key, teacher_standing
 
 Z95 = 1.959963984540054
 
+#: The ``design`` of a census teacher's frame rate (a teacher covering every frame work: weight 1, one stratum).
+CENSUS_DESIGN = "census of the frame"
+#: Shown wherever a census rate's interval of zero width is shown, so it does not read as certainty.
+CENSUS_NO_SAMPLING_ERROR = (
+    "A census has no sampling error: the interval of a census rate is the rate itself. The machine's error "
+    "(how often the teacher is wrong) is not in it: that is the audit's to measure."
+)
+
+
+def zero_width_census(row: dict) -> bool:
+    """True for a census teacher rate (design :data:`CENSUS_DESIGN`) whose 95% CI has zero width."""
+    return (
+        row["method"] == "design_weighted_teacher_rate"
+        and row.get("design") == CENSUS_DESIGN
+        and row["ci_low"] is not None
+        and row["ci_low"] == row["ci_high"]
+    )
+
+
 #: One cell of a teacher's labelled works: (stratum, value of the head, design weight, number of works).
 Cell = tuple[str, bool, float, int]
 
@@ -191,7 +210,7 @@ def frame_teacher_rows(storage: MetacanStorage, registry: dict[str, TeacherSpec]
         for name, spec in registry.items():
             if (spec.coverage != "all" and not spec.covers_sample) or not storage.has_table(direct_labels_key(name)):
                 continue
-            weights, how = (census, "census of the frame") if spec.coverage == "all" else (design, "sample_design")
+            weights, how = (census, CENSUS_DESIGN) if spec.coverage == "all" else (design, "sample_design")
             cells = label_cells(con, _files(storage, direct_labels_key(name)), weights) if weights else {}
             rows += [_rate_row("frame", c, name, stratified_rate(cells.get(c, [])), how) for c in CATEGORIES]
     return rows
@@ -326,9 +345,11 @@ def _fmt(r: dict) -> str:
 
 
 def metaresearch_markdown(rows: list[dict]) -> str:
-    """A markdown table of the ``metaresearch`` rows (population, method, teacher, n, rate [95% CI])."""
-    return "| population | category | method | teacher | n | rate [95% CI] |\n|---|---|---|---|---|---|\n" + "".join(
+    """A markdown table of the ``metaresearch`` rows (population, method, teacher, n, rate [95% CI]); below it,
+    :data:`CENSUS_NO_SAMPLING_ERROR` when a census rate's interval there has zero width."""
+    shown = [r for r in rows if r["category"] == "metaresearch"]
+    table = "| population | category | method | teacher | n | rate [95% CI] |\n|---|---|---|---|---|---|\n" + "".join(
         f"| {r['population']} | {r['category']} | {r['method']} | {r['teacher'] or ''} | {r['n']} | {_fmt(r)} |\n"
-        for r in rows
-        if r["category"] == "metaresearch"
+        for r in shown
     )
+    return table + (f"\n{CENSUS_NO_SAMPLING_ERROR}\n" if any(zero_width_census(r) for r in shown) else "")

@@ -38,7 +38,13 @@ from .imports.sources import (
     resolve_pilot_dirs,
 )
 from .labelling import discard_view_hashes, iter_selected, label_works
-from .qualification import draw_reference_set, load_qualification, qualification_metadata, qualify
+from .qualification import (
+    draw_reference_set,
+    load_qualification,
+    qualification_entry,
+    qualification_metadata,
+    qualify,
+)
 
 _COVERAGE_TEXT = {
     "all": "every frame work",
@@ -105,7 +111,9 @@ def direct_labels_asset(spec: TeacherSpec) -> dg.AssetsDefinition:
                 export_labels(storage, run_spec, stats.view_hashes)
             finally:
                 discard_view_hashes(stats.view_hashes)
-        return dg.MaterializeResult(metadata=direct_labels_metadata(run_spec, storage, stats))
+        return dg.MaterializeResult(
+            metadata=direct_labels_metadata(run_spec, storage, stats) | qualification_entry(storage, run_spec)
+        )
 
     return _asset
 

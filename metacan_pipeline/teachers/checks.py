@@ -1,12 +1,14 @@
-"""The teachers stage's asset checks: ``<name>_covers_its_works`` for every registry teacher (:func:`covers_check`)."""
+"""The teachers stage's asset checks: ``<name>_covers_its_works`` for every registry teacher (:func:`covers_check`)
+and, a warning, ``<name>_qualified`` for the two role teachers (:func:`qualified_check`)."""
 
 import dagster as dg
 import duckdb
 import pyarrow as pa
 
 from ..storage import MetacanStorage, sql_literal
-from .core.registry import TeacherSpec, direct_labels_table, load_registry
+from .core.registry import TeacherSpec, direct_labels_table, load_registry, load_roles
 from .labelling import covered_ids
+from .qualification import TO_QUALIFY, load_qualification, qualification_standing
 
 
 def covers_check(spec: TeacherSpec) -> dg.AssetChecksDefinition:
@@ -58,5 +60,46 @@ def coverage_gaps(storage: MetacanStorage, spec: TeacherSpec) -> dict:
     }
 
 
-#: One coverage check per registry teacher (``METACAN_TEACHERS_FILE`` as read when the definitions load).
-TEACHER_CHECKS = [covers_check(spec) for spec in load_registry().values()]
+def qualification_result(storage: MetacanStorage, spec: TeacherSpec) -> dict:
+    """``passed`` and ``metadata`` of ``<name>_qualified``: passed when the newest ``teacher_qualification`` row of
+    the teacher's current configuration says qualified; the metadata name the teacher, its status, kappa, the kappa
+    needed, when it was tested, and (failing) what would change it."""
+    s = qualification_standing(storage, spec, load_qualification())
+    metadata = {
+        "teacher": spec.name,
+        "status": s["status"],
+        "kappa": s["kappa"] if s["kappa"] is not None else "n/a",
+        "needed_kappa": s["needed_kappa"] if s["needed_kappa"] is not None else "n/a",
+        "tested_at": s["tested_at"] or "never tested",
+        "note": s["note"],
+    }
+    if not s["qualified"]:
+        metadata["what_would_change_it"] = TO_QUALIFY
+    return {"passed": s["qualified"], "metadata": metadata}
+
+
+def qualified_check(spec: TeacherSpec) -> dg.AssetChecksDefinition:
+    """Warning check ``<name>_qualified`` on ``direct_labels_<name>``: fails (severity WARN, never blocking) while the
+    teacher has not passed its qualification test (:func:`qualification_result`). It runs after
+    ``teacher_qualification`` when both are in a run, so it reads that run's result."""
+
+    @dg.asset_check(
+        asset=direct_labels_table(spec.name),
+        name=f"{spec.name}_qualified",
+        blocking=False,
+        additional_deps=["teacher_qualification"],
+        description=f"Teacher {spec.name} passed its qualification test against the frontier reference set. "
+        "A warning while it has not: its direct labels are shown as not qualified and decide nothing. "
+        "The metadata give its kappa, the kappa it needs, when it was tested and what would change it.",
+    )
+    def _check(storage: MetacanStorage) -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(**qualification_result(storage, spec), severity=dg.AssetCheckSeverity.WARN)
+
+    return _check
+
+
+#: One coverage check per registry teacher (``METACAN_TEACHERS_FILE`` as read when the definitions load), and a
+#: qualification warning for each role teacher (the teachers whose labels the predictions and the map show).
+TEACHER_CHECKS = [covers_check(spec) for spec in load_registry().values()] + [
+    qualified_check(load_registry()[name]) for name in sorted(set(load_roles().values()))
+]

@@ -403,3 +403,43 @@ def qualification_metadata(
         **{f"{name}_status": r.status for name, r in results.items()},
         **{f"{name}_note": r.note() for name, r in results.items()},
     }
+
+
+#: What qualifies a teacher that has not: the step an operator takes (shown beside every "not qualified").
+TO_QUALIFY = (
+    "qualify the teacher: materialize teacher_qualification with a configuration (model, prompt, view) that passes "
+    "the test; its labels decide nothing until then"
+)
+
+
+def qualification_standing(storage: MetacanStorage, spec: TeacherSpec, cfg: QualificationConfig) -> dict:
+    """The standing of ``spec``'s current configuration, from its newest ``teacher_qualification`` row under
+    ``cfg``: ``qualified`` (bool), ``status`` (a :data:`STATUSES` value, or ``not_tested`` without a row),
+    ``kappa`` and ``needed_kappa`` (None when not computed), ``tested_at`` (ISO text, None when not tested) and
+    ``note`` (:func:`status_note`)."""
+    row = current_qualification(storage, spec, cfg)
+    return {
+        "qualified": counts(row),
+        "status": "not_tested" if row is None else row["status"],
+        "kappa": None if row is None or row["kappa"] is None else round(row["kappa"], 4),
+        "needed_kappa": None if row is None or row["needed_kappa"] is None else round(row["needed_kappa"], 4),
+        "tested_at": None if row is None else row["computed_at"].isoformat(),
+        "note": status_note(row),
+    }
+
+
+def qualification_entry(storage: MetacanStorage, spec: TeacherSpec) -> dict:
+    """The ``teacher_qualification`` metadata entry of ``direct_labels_<name>``: "qualified" or "not qualified"
+    with kappa, the kappa needed and when it was tested (:func:`qualification_standing` under the registry's
+    ``[qualification]``), and, when not qualified, what would change it (:data:`TO_QUALIFY`)."""
+    s = qualification_standing(storage, spec, load_qualification())
+    word = "qualified" if s["qualified"] else "not qualified"
+    when = f"tested {s['tested_at']}" if s["tested_at"] else "never tested"
+    out = {
+        "teacher_qualification": f"{word}: {s['note']}; {when}",
+        "teacher_qualification_status": s["status"],
+        "teacher_qualification_kappa": dg.MetadataValue.float(s["kappa"]) if s["kappa"] is not None else "n/a",
+    }
+    if not s["qualified"]:
+        out["teacher_qualification_what_changes_it"] = TO_QUALIFY
+    return out

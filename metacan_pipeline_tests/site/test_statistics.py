@@ -142,6 +142,10 @@ def test_the_statistics_api_agrees_with_the_release_and_the_prevalence_table(wor
     page = client.get("/statistics").text
     assert "screener-swap range (lowest to highest teacher rate)" in page
     assert f"{100 * swap['ci_low']:.1f}% – {100 * swap['ci_high']:.1f}%" in page
+    # gemma covers every frame work: its rates are a census, intervals of zero width, explained beside them
+    census = next(r for r in pipeline if r["teacher"] == "gemma" and r["category"] == "metaresearch")
+    assert census["design"] == "census of the frame" and census["ci_low"] == census["ci_high"] == census["rate"]
+    assert "A census has no sampling error: the interval of a census rate is the rate itself." in page
 
 
 def test_the_french_statistics_page_is_french_with_data_values_verbatim(world):
@@ -151,6 +155,7 @@ def test_the_french_statistics_page_is_french_with_data_values_verbatim(world):
     main = _main(r.text)
     assert "Statistiques de l'édition" in main and "Statistics of the release" not in main
     assert "direct_label_unvalidated" in main and "machine_predicted_unvalidated" in main
+    assert "Un recensement n'a pas d'erreur d'échantillonnage" in main.replace("&#39;", "'")
 
 
 # ---- the disagreement dossier ---------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
+from ...student.prevalence import zero_width_census
 from ..query.params import single_values
 from . import strings
 
@@ -66,6 +67,10 @@ SUMMARY_DECISIONS = N_(
 SUMMARY_NO_DECISIONS = N_("The classifier decided no category in this release.")
 SUMMARY_PREVALENCE = N_(
     "%(n)s prevalence rows; %(category)s: %(teacher)s estimates %(rate)s (95%% CI %(low)s to %(high)s)."
+)
+SUMMARY_CENSUS = N_(
+    "A census has no sampling error: the interval of a census rate is the rate itself. The machine's error (how "
+    "often the teacher is wrong) is not in it: that is the audit's to measure."
 )
 SUMMARY_NO_RATE = N_("%(n)s prevalence rows; no teacher rate could be computed.")
 SUMMARY_NO_PREVALENCE = N_(
@@ -407,6 +412,8 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
             "low": pct(first["ci_low"]),
             "high": pct(first["ci_high"]),
         }
+    if any(zero_width_census(r) for r in rated):  # an interval of zero width must not read as certainty
+        summary += " " + _(SUMMARY_CENSUS)
     intervals = [
         {
             "label": f"{strings.category_name(r['category'], locale)} ({r['teacher']}, {r['population']})",
