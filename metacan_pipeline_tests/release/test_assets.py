@@ -140,7 +140,7 @@ def test_release_bundle_holds_the_frozen_tables_records_cards_and_hashes(world, 
     (copy / cards[1]).write_text("# Model card: something else\n")
     assert verify(copy) == [
         f"{copy / cards[1]}: SHA-256 or size differs from release.json",
-        f"{copy / 'SHA256SUMS'} disagrees with the files of the bundle",
+        f"{copy / 'SHA256SUMS'} disagrees with the files of the bundle: {cards[1]}",
     ]
     [evaluation] = [e for e in first.get_asset_check_evaluations() if e.check_name == "release_matches_its_hashes"]
     assert evaluation.passed and evaluation.metadata["releases_checked"].value == 1
