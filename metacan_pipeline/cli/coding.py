@@ -34,10 +34,21 @@ DATA_DIR_HELP = "Output folder holding audit/coding.sqlite (default $METACAN_DAT
 
 
 @contextmanager
-def open_store(data_dir: str | None, command: str, *, read_only: bool = False) -> Iterator[CodingStore]:
-    """The coding store for ``metacan <command>`` (read-only for the read commands: opening writes nothing); a store
-    that cannot be used (missing for a read, corrupt, read-only, busy) ends the command with the store's sentence
-    (the file and what to do) and exit code 1, never a traceback."""
+def open_store(
+    data_dir: str | None, command: str, *, read_only: bool = False, existing: bool = False
+) -> Iterator[CodingStore]:
+    """The coding store for ``metacan <command>`` (read-only for the read commands: opening writes nothing; with
+    ``existing`` a command that writes only to a study already under way, so a mistyped --data-dir creates no empty
+    store); a store that cannot be used (missing for a read, corrupt, read-only, busy) ends the command with the
+    store's sentence (the file and what to do) and exit code 1, never a traceback."""
+    path = settings.coding_store_path(data_dir)
+    if existing and not Path(path).exists():
+        typer.echo(
+            f"metacan {command}: no coding store at {path}: check --data-dir (or METACAN_DATA_DIR), or load the "
+            f"coding tasks first (`metacan coding load-tasks` or the asset coding_tasks)",
+            err=True,
+        )
+        raise typer.Exit(1)
     try:
         with CodingStore(settings.coding_store_path(data_dir), read_only=read_only) as store:
             yield store
@@ -203,7 +214,7 @@ def coding_assign(
     """Assign the works of the protocol to coder pairs (balanced, drawn from the protocol's content hash, so the
     same protocol and coders always give the same pairs): the works without a pair, or with --rebalance every work
     nobody has answered yet. A coder's queue then holds only their works."""
-    with open_store(data_dir, "coding assign") as store:
+    with open_store(data_dir, "coding assign", existing=True) as store:
         pid = _serving(store, protocol_id, "coding assign")
         try:
             pairs = store.assign_works(pid, coders=coder or None, rebalance=rebalance)
@@ -257,7 +268,7 @@ def coding_export_study(
     under their pseudonym of the study (coder-<10 hex>, as in a release) and notes are left out, so the file may be
     shared; --names gives the coding-store names and the notes, for the coordinator's eyes only."""
     root = data_dir or default_data_dir()
-    with open_store(root, "coding export-study", read_only=names) as store:
+    with open_store(root, "coding export-study", read_only=names, existing=True) as store:
         pid = _serving(store, protocol_id, "coding export-study")
         label = None
         if not names:  # the key is created on first use: the store is open for writing then

@@ -48,7 +48,10 @@ def score(
     """
     try:
         output_format(out)
-        if out.resolve() == input_path.resolve() or rejects_path(out).resolve() == input_path.resolve():
+        if any(
+            p.resolve() == input_path.resolve() or (p.exists() and input_path.exists() and p.samefile(input_path))
+            for p in (out, rejects_path(out))
+        ):  # a link of any kind to the input counts as the input
             raise ValueError(f"--out {out} would overwrite the input {input_path}: give another output file")
         skipped: Counter = Counter()
         items = read_list(input_path, skipped)

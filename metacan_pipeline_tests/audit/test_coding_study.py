@@ -304,6 +304,10 @@ def test_status_counts_each_stratum_and_export_study_writes_one_row_per_work(tmp
         )
         assert bogus.exit_code == 1 and f"no tasks of protocol 'protocol-deadbeef'; its protocols: {P}" in bogus.output
     assert not (tmp_path / "none.csv").exists()
+    for command in (["assign"], ["export-study", str(tmp_path / "typo.csv")]):  # a mistyped data folder
+        typo = CliRunner().invoke(app, ["coding", *command, "--data-dir", str(tmp_path / "dta")])
+        assert typo.exit_code == 1 and "no coding store at" in typo.output, typo.output
+    assert not (tmp_path / "dta").exists()
 
     # by default coders are under their pseudonym of the study, as in a release, and notes are left out
     shared = tmp_path / "shared.csv"

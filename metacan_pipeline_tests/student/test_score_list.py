@@ -439,6 +439,9 @@ def test_an_output_that_would_overwrite_the_input_or_cannot_be_written_exits_2(p
     result = _invoke(storage, str(src), "--out", str(src))
     assert result.exit_code == 2 and "would overwrite the input" in result.stderr
     assert src.read_bytes() == before
+    (tmp_path / "hard.csv").hardlink_to(src)  # another name of the same file is the input too
+    result = _invoke(storage, str(src), "--out", str(tmp_path / "hard.csv"))
+    assert result.exit_code == 2 and "would overwrite the input" in result.stderr and src.read_bytes() == before
     result = _invoke(storage, str(src), "--out", "/proc/scored.csv")
     assert result.exit_code == 2 and "cannot write /proc/scored.csv" in result.stderr
     assert result.exception is None or isinstance(result.exception, SystemExit)
