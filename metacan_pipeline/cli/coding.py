@@ -27,7 +27,7 @@ from ..storage import MetacanStorage, default_data_dir
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="Coding tasks and codes of the audit study: Label Studio export and import.",
+    help="The audit study's coding store: tasks, coder pairs, progress, the study as CSV, backups, Label Studio export and import.",
 )
 
 DATA_DIR_HELP = "Output folder holding audit/coding.sqlite (default $METACAN_DATA_DIR or ./data)."

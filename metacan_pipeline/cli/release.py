@@ -62,6 +62,13 @@ def verify_release(
     if not folder.is_dir():
         typer.echo(f"metacan verify-release: {folder} is not a folder: give a release bundle's folder", err=True)
         raise typer.Exit(2)
+    if not (folder / "release.json").exists() and any(p.joinpath("release.json").is_file() for p in folder.iterdir()):
+        typer.echo(
+            f"metacan verify-release: {folder} holds release bundles, not one: give one of them, e.g. "
+            f"{next(p for p in sorted(folder.iterdir()) if p.joinpath('release.json').is_file())}",
+            err=True,
+        )
+        raise typer.Exit(2)
     problems = verify(folder)
     for p in problems:
         typer.echo(f"checksum: {p}", err=True)

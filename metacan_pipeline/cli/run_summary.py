@@ -22,7 +22,7 @@ from ..audit.protocol.locked import EXCLUDED_TRAINED, STRATA, current_protocol_i
 from ..settings import coding_store_path
 from ..site.build.release import ReleaseUnavailable, current_release_id, database_path
 from ..storage import MetacanStorage
-from ..student.prevalence import CENSUS_NO_SAMPLING_ERROR, zero_width_census
+from ..student.census import CENSUS_NO_SAMPLING_ERROR, zero_width_census
 from ..teachers.core.registry import load_registry, load_roles
 from ..vocab import REFERENCE_GATE_REASON, SAMPLE_TEACHER
 

@@ -31,28 +31,10 @@ from ..storage import MetacanStorage, sql_literal
 from ..teachers.core.agreement import head_values
 from ..teachers.core.registry import TeacherSpec
 from ..vocab import CATEGORIES
+from .census import CENSUS_DESIGN, CENSUS_NO_SAMPLING_ERROR, zero_width_census
 from .roles import direct_labels_key, teacher_standing
 
 Z95 = 1.959963984540054
-
-#: The ``design`` of a census teacher's frame rate (a teacher covering every frame work: weight 1, one stratum).
-CENSUS_DESIGN = "census of the frame"
-#: Shown wherever a census rate's interval of zero width is shown, so it does not read as certainty.
-CENSUS_NO_SAMPLING_ERROR = (
-    "A census has no sampling error: the interval of a census rate is the rate itself. The machine's error "
-    "(how often the teacher is wrong) is not in it: that is the audit's to measure."
-)
-
-
-def zero_width_census(row: dict) -> bool:
-    """True for a census teacher rate (design :data:`CENSUS_DESIGN`) whose 95% CI has zero width."""
-    return (
-        row["method"] == "design_weighted_teacher_rate"
-        and row.get("design") == CENSUS_DESIGN
-        and row["ci_low"] is not None
-        and row["ci_low"] == row["ci_high"]
-    )
-
 
 #: One cell of a teacher's labelled works: (stratum, value of the head, design weight, number of works).
 Cell = tuple[str, bool, float, int]

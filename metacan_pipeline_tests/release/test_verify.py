@@ -302,3 +302,8 @@ def test_links_counts_and_a_malformed_manifest_are_named_not_a_traceback(world, 
         result = verify_release(odd)
         assert result.exit_code == 1 and "is not a release manifest" in result.output, result.output
         assert "Traceback" not in result.output
+
+
+def test_the_releases_folder_itself_is_named_as_a_folder_of_bundles(world):
+    result = verify_release(world["folder"].parent)
+    assert result.exit_code == 2 and "holds release bundles, not one: give one of them" in result.output

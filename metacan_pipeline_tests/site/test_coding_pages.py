@@ -287,6 +287,10 @@ def test_adjudication_shows_both_answers_and_records_the_adjudicated_code(app, w
     cy = sign_in(app, world["tokens"]["cy"])
     listing = cy.get("/coding/adjudication").text
     assert f"/coding/adjudication/{wid}" in listing and "Adjudication" in cy.get("/coding/").text
+    # the adjudicator's landing page says how many disagreements wait, in each language
+    n = len(disputed)
+    waiting = f"{n} disagreement is waiting" if n == 1 else f"{n} disagreements are waiting"
+    assert waiting in cy.get("/coding/").text and "votre arbitrage" in cy.get("/fr/coding/").text
     page = cy.get(f"/coding/adjudication/{wid}").text
     table = re.search(r'<table class="both".*?</table>', page, re.S).group(0)
     # the two coders under pseudonymous labels (in name order: ann is coder A), never their names

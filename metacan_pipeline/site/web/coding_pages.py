@@ -240,6 +240,7 @@ class CodingPages:
             answers=self.store.coder_answers(pid, coder),
             titles=self.store.titles(pid),
             held_by_others=request.query_params.get("done") == "1",
+            to_settle=len(self.store.adjudication_queue(pid, coder)[0]) if self.store.has_role(coder) else 0,
             **self._who(request, coder),
         )
 

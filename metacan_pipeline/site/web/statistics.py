@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
-from ...student.prevalence import zero_width_census
+from ...student.census import zero_width_census
 from ..query.params import single_values
 from . import strings
 
