@@ -180,7 +180,12 @@ def holdout_lines(con: duckdb.DuckDBPyConnection, tables: set[str]) -> list[str]
     ).fetchall()
     lines = [
         f"Student holdout: {holdout} frame works of held-out venues (frozen); metaresearch heads on its labelled works: "
-        + "; ".join(f"{t} n={n} positives={pos} AP {_score(ap)} AUROC {_score(auc)}" for t, n, pos, ap, auc in metrics)
+        + "; ".join(
+            f"{t} n={n} positives={pos} AP {_score(ap)} AUROC {_score(auc)}"
+            if n
+            else f"{t}: none of its labelled works is in the holdout (no AP or AUROC)"
+            for t, n, pos, ap, auc in metrics
+        )
     ]
     if references:
         lines.append(

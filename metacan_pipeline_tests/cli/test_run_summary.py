@@ -1,11 +1,13 @@
 """Tests of the run summary (``metacan summary``, and the text ``metacan run`` prints at its end)."""
 
 import duckdb
+import pyarrow as pa
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
-from metacan_pipeline.cli.run_summary import teacher_call_lines
+from metacan_pipeline.cli.run_summary import holdout_lines, teacher_call_lines
 from metacan_pipeline.tables import create_tables
+from metacan_pipeline.tables.student import HEADS_SCHEMA
 from metacan_pipeline.teachers.core.store import append_rows
 
 
@@ -29,3 +31,18 @@ def test_the_run_summary_counts_the_calls_of_each_endpoint_of_a_teacher_on_sever
     assert lines[0].startswith("Teacher calls in this run: 4 (gemma 1 calls sending 2 works (")
     assert ", vllm 3 calls (1 failed) sending 6 works (" in lines[0]
     assert lines[1:] == ["  vllm by endpoint: gpu1 2 calls, gpu2 1 calls (1 failed)"]  # gemma: one endpoint, no line
+
+
+def test_the_holdout_line_says_when_a_head_has_no_labelled_holdout_work():
+    con = duckdb.connect()
+    con.execute("CREATE TABLE student_holdout (work_id VARCHAR)")
+    gemma = {"teacher": "gemma", "target": "metaresearch", "holdout_n": 12, "holdout_positives": 2}
+    codex = {"teacher": "codex", "target": "metaresearch"}  # no labelled work of the holdout: no metrics
+    heads = pa.Table.from_pylist([gemma | {"ap": 0.5, "auroc": 0.75}, codex], schema=HEADS_SCHEMA)  # noqa: F841
+    con.execute("CREATE TABLE student_heads AS SELECT * FROM heads")
+    [line] = holdout_lines(con, {"student_holdout"})
+    assert line.endswith(
+        "codex: none of its labelled works is in the holdout (no AP or AUROC); "
+        "gemma n=12 positives=2 AP 0.500 AUROC 0.750"
+    ), line
+    assert "None" not in line
