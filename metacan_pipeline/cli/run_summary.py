@@ -22,6 +22,7 @@ from ..audit.protocol.locked import EXCLUDED_TRAINED, STRATA, current_protocol_i
 from ..settings import coding_store_path
 from ..site.build.release import ReleaseUnavailable, current_release_id, database_path
 from ..storage import MetacanStorage
+from ..student.calibration import MIN_KISH_ESS, MIN_POSITIVES
 from ..student.census import CENSUS_NO_SAMPLING_ERROR, zero_width_census
 from ..teachers.core.registry import load_registry, load_roles
 from ..vocab import REFERENCE_GATE_REASON, SAMPLE_TEACHER
@@ -161,7 +162,8 @@ def prediction_lines(con: duckdb.DuckDBPyConnection, sample_teacher: str) -> lis
     ).fetchone()
     return [
         f"Predictions: {p} works scored by {mv}; {cand} with a candidate category, {cons} with a consensus category;"
-        f" {gated} of {heads} {sample_teacher} heads pass the support gate (the rest carry scores, no decision)"
+        f" {gated} of {heads} {sample_teacher} heads may decide (the support gate: at least {MIN_POSITIVES} positive "
+        f"direct labels from each teacher, an effective sample size of {MIN_KISH_ESS:.0f}); the others give scores only"
     ]
 
 

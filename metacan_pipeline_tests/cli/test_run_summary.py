@@ -5,7 +5,7 @@ import pyarrow as pa
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
-from metacan_pipeline.cli.run_summary import holdout_lines, teacher_call_lines
+from metacan_pipeline.cli.run_summary import holdout_lines, prediction_lines, teacher_call_lines
 from metacan_pipeline.tables import create_tables
 from metacan_pipeline.tables.student import HEADS_SCHEMA
 from metacan_pipeline.teachers.core.store import append_rows
@@ -46,3 +46,25 @@ def test_the_holdout_line_says_when_a_head_has_no_labelled_holdout_work():
         "gemma n=12 positives=2 AP 0.500 AUROC 0.750"
     ), line
     assert "None" not in line
+
+
+def test_the_predictions_line_says_how_many_heads_may_decide_and_what_the_support_gate_asks():
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE predictions AS SELECT * FROM (VALUES ('W1', ['metaresearch'], ['metaresearch'], 'v1'), "
+        "('W2', ['metaresearch'], []::VARCHAR[], 'v1'), ('W3', []::VARCHAR[], []::VARCHAR[], 'v1')) "
+        "t(id, candidate_categories, consensus_categories, model_version)"
+    )
+    gated = [True, False, False]
+    heads = pa.Table.from_pylist(  # noqa: F841
+        [{"teacher": "codex", "target": t, "gate_passed": g} for t, g in zip(("a", "b", "c"), gated, strict=True)]
+        + [{"teacher": "gemma", "target": "a", "gate_passed": True}],
+        schema=HEADS_SCHEMA,
+    )
+    con.execute("CREATE TABLE student_heads AS SELECT * FROM heads")
+    [line] = prediction_lines(con, "codex")
+    assert line == (
+        "Predictions: 3 works scored by v1; 2 with a candidate category, 1 with a consensus category; 1 of 3 codex "
+        "heads may decide (the support gate: at least 20 positive direct labels from each teacher, an effective "
+        "sample size of 10); the others give scores only"
+    )
