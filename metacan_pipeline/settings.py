@@ -23,7 +23,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_LLAMA_THREADS`` | CPU threads of the embedded llama.cpp teacher server; on a machine whose cores are busy with other work, ``1`` (llama.cpp's threads wait on each other by spinning, so on busy cores one thread answers faster than two) | ``2`` |
 | ``METACAN_RECORD_WORKERS`` | worker processes of a ``work_records`` build (1 to 64; each may use about 2.5 GB) | one per core, at most 4, and at most one per 2.5 GB of the machine's (or container's) memory |
 | ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
-| ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts | unset: static pages have no explore links |
+| ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts; the served site's citations and ``hreflang`` links name it | unset: static pages have no explore links; the served site writes the address it listens on |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 

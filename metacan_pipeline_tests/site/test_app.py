@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import html
 import io
 import json
 import re
@@ -118,6 +119,33 @@ def test_a_query_link_recounts_and_cites_the_release(client, site_release):
     api = client.get(f"/api/v1/queries/{h}").json()
     assert api["release_id"] == rid and api["filters"]["classifier_category"] == "metaresearch"
     assert client.get("/q/0123456789ab").status_code == 404 and client.get("/q/nothex").status_code == 404
+
+
+def test_links_the_site_writes_name_the_configured_site_never_the_requests_host(site_release, monkeypatch):
+    def addresses(client) -> tuple[str, list[str], list[str]]:
+        h = re.search(r"/q/([0-9a-f]{12})", client.get("/", params={"has_abstract": "no"}).text).group(1)
+        page = client.get(f"/q/{h}", headers={"Host": "evil.example"})
+        citation = html.unescape(re.search(r'id="citation">([^<]+)<', page.text).group(1))
+        docs = client.get("/api/v1/docs", headers={"Host": "evil.example"}).text
+        hrefs = re.findall(r'hreflang="[^"]+" href="([^"]+)"', page.text + docs)
+        return citation, hrefs, re.findall(r"https?://[^\s\"<]+/q/[0-9a-f]{12}", citation)
+
+    monkeypatch.delenv(settings.SITE_URL_ENV, raising=False)
+    with TestClient(create_app(site_release[0].root, rate_limit="off")) as client:
+        citation, hrefs, links = addresses(client)
+    assert "evil.example" not in citation + " ".join(hrefs)
+    assert links and all(u.startswith("http://testserver/q/") for u in links)  # where the server listens
+    monkeypatch.setenv(settings.SITE_URL_ENV, "https://metacan.example.org/site/")
+    with TestClient(create_app(site_release[0].root, rate_limit="off")) as client:
+        citation, hrefs, links = addresses(client)
+    assert (
+        "evil.example" not in citation + " ".join(hrefs) and len(hrefs) == 5
+    )  # the page: en, fr, x-default; the docs: en, x-default
+    assert links and all(u.startswith("https://metacan.example.org/site/q/") for u in links)
+    assert all(u.startswith("https://metacan.example.org/site/") for u in hrefs), hrefs
+    monkeypatch.setenv(settings.SITE_URL_ENV, "ftp://x")
+    with pytest.raises(ValueError, match=settings.SITE_URL_ENV):
+        create_app(site_release[0].root, rate_limit="off")
 
 
 def test_exports_stream_every_row_of_the_cohort_and_declare_the_cap(client, site_release):

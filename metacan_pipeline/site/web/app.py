@@ -215,7 +215,7 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
             return self.render(request, "query.html.j2", other=True, **ctx)
         cohort = parse_filters(params, self.info)
         summary = self.summary(cohort, lang=lang)
-        link = str(request.url_for(f"saved_{lang}", query_hash=query_hash))
+        link = languages.site_base(request) + request.app.url_path_for(f"saved_{lang}", query_hash=query_hash)
         citation = strings.citation_sentence(
             summary["count"], query_hash, self.info.release_id, cohort.classifier_version, link, lang
         )
@@ -360,6 +360,7 @@ def create_app(
 
     The audit study's coding pages are not served here (``/coding/`` is a 404): they run on their own server,
     :func:`.coding_app.create_coding_app`, so a coder is never one address away from the machine's outputs."""
+    site_url = settings.site_url()  # the address its links carry (ValueError naming the variable when malformed)
     source = settings.SITE_RATE_LIMIT_ENV if rate_limit is None else "rate_limit"
     limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit, source)
     fetcher = abstracts or default_abstracts()
@@ -401,4 +402,5 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.site = site
+    app.state.site_url = site_url
     return app
