@@ -14,6 +14,7 @@ import shutil
 
 import duckdb
 import fastjsonschema
+import pandas as pd
 import pytest
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
@@ -21,7 +22,7 @@ from typer.testing import CliRunner
 from metacan_pipeline import __version__, settings
 from metacan_pipeline.cli import app as cli
 from metacan_pipeline.publish.pages import environment, render_work
-from metacan_pipeline.site.build.release import ReleaseUnavailable, current_release_id, releases_dir
+from metacan_pipeline.site.build.release import ReleaseUnavailable, current_release_id, manifest_path, releases_dir
 from metacan_pipeline.site.query.params import FILTERS, LISTING
 from metacan_pipeline.site.web.app import DEFAULT_ROW_CAP, create_app
 from metacan_pipeline.site.web.middleware import client_limiter
@@ -154,11 +155,27 @@ def test_exports_stream_every_row_of_the_cohort_and_declare_the_cap(client, site
     r = client.get("/export.csv", params={"has_abstract": "no"})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
     assert r.headers["x-metacan-rows"] == str(want) and r.headers["x-metacan-truncated"] == "false"
-    lines = r.text.splitlines(keepends=True)
-    assert lines[0].startswith(
-        f"# metacan export of cohort {r.headers['x-metacan-query-hash']}: {want} of {want} works"
-    )
-    rows = list(csv.DictReader(io.StringIO("".join(line for line in lines if not line.startswith("#")))))
+    # a header row and the rows, nothing else: pandas reads it with its defaults
+    frame = pd.read_csv(io.StringIO(r.text))
+    assert len(frame) == want and set(frame["has_abstract"]) == {False}
+    assert r.headers["x-metacan-filters"] == '{"has_abstract": "no"}'
+    assert r.headers["x-metacan-classifier-version"] == frame["classifier_version"].iloc[0]
+    sidecar = client.get("/export.csv", params={"has_abstract": "no", "meta": "1"})
+    assert sidecar.headers["content-type"] == "application/json" and "content-disposition" not in sidecar.headers
+    assert sidecar.json()["_export"] == {
+        "query_hash": r.headers["x-metacan-query-hash"],
+        "release_id": current_release_id(storage.root),
+        "classifier_version": r.headers["x-metacan-classifier-version"],
+        "filters": {"has_abstract": "no"},
+        "cohort_count": want,
+        "row_cap": DEFAULT_ROW_CAP,
+        "rows": want,
+        "truncated": False,
+    }
+    assert client.get("/export.csv", params={"meta": "yes"}).status_code == 400
+    empty = client.get("/export.csv", params={"language": "xx"}).text
+    assert empty.splitlines() == [r.text.splitlines()[0]]  # an empty cohort: the header row alone
+    rows = list(csv.DictReader(io.StringIO(r.text)))
     assert len(rows) == want and {row["has_abstract"] for row in rows} == {"false"}
     assert {row["release_id"] for row in rows} == {current_release_id(storage.root)}
     assert {row["validation_status"] for row in rows} == {"score_only:v0-immature-baseline"}
@@ -177,7 +194,7 @@ def test_a_capped_export_says_it_was_cut(site_release):
     with TestClient(create_app(site_release[0].root, row_cap=5)) as c:
         r = c.get("/export.csv")
         assert r.headers["x-metacan-truncated"] == "true" and r.headers["x-metacan-row-cap"] == "5"
-        assert "5 of 60 works (row cap 5; truncated: yes)" in r.text.splitlines()[0]
+        assert r.headers["x-metacan-rows"] == "5" and r.headers["x-metacan-cohort-count"] == "60"
         assert len([line for line in r.text.splitlines() if line.startswith("W")]) == 5
         meta = json.loads(c.get("/export.jsonl").text.splitlines()[0])["_export"]
         assert meta["truncated"] is True and meta["rows"] == 5 and meta["cohort_count"] == 60
@@ -278,8 +295,12 @@ def test_a_missing_or_corrupt_release_is_a_start_up_error_naming_file_and_asset(
     ):
         create_app(copy)
     shutil.copy(releases_dir(site_release[0].root) / f"{rid}.fts.sqlite", copy / "site" / "releases")
-    damaged = copy / "site" / "releases" / f"{rid}.duckdb"  # same size as built: the size check passes, DuckDB refuses
+    damaged = copy / "site" / "releases" / f"{rid}.duckdb"  # same size as built: the size check passes
     damaged.write_bytes((b"not a database" * (damaged.stat().st_size // 14 + 1))[: damaged.stat().st_size])
+    with pytest.raises(ReleaseUnavailable, match=rf"{rid}\.duckdb has SHA-256 .*'site_database' again"):
+        create_app(copy)
+    manifest = json.loads(manifest_path(copy, rid).read_text())  # one that records no checksum: DuckDB refuses
+    manifest_path(copy, rid).write_text(json.dumps({k: v for k, v in manifest.items() if "sha256" not in k}))
     with pytest.raises(ReleaseUnavailable, match=rf"{rid}\.duckdb is not a readable release database.*'site_database'"):
         create_app(copy)
     result = CliRunner().invoke(cli, ["serve", "--data-dir", str(tmp_path / "empty")])
@@ -318,7 +339,7 @@ def test_the_openapi_document_describes_every_route_and_every_cohort_filter(clie
     for path, names in (
         ("/api/v1/works", FILTERS + LISTING),
         ("/api/v1/count", FILTERS),
-        ("/api/v1/export", FILTERS + ("format",)),
+        ("/api/v1/export", FILTERS + ("format", "meta")),
     ):
         assert [p["name"] for p in doc["paths"][path]["get"]["parameters"]] == list(names)
     params = {p["name"]: p for p in doc["paths"]["/api/v1/works"]["get"]["parameters"]}

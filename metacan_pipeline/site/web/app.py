@@ -35,7 +35,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ... import __version__, settings
@@ -291,12 +291,15 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
             response = self.error_page(request, 429, refused[0])
             response.headers.update({**NO_STORE, "Retry-After": refused[1]})
             return response
-        values = single_values(request.query_params.multi_items(), FILTERS + (() if fmt else ("format",)))
+        values = single_values(request.query_params.multi_items(), FILTERS + ("meta",) + (() if fmt else ("format",)))
         fmt = fmt or values.pop("format", "csv")
         if fmt not in FORMATS:
             raise CohortError(
                 N_("format %(format)r is not one of %(formats)s.", format=fmt[:20], formats=", ".join(FORMATS))
             )
+        sidecar = values.pop("meta", "0")
+        if sidecar not in ("0", "1"):
+            raise CohortError(N_("meta %(meta)r is not 0 or 1.", meta=sidecar[:20]))
         cohort = parse_filters(values, self.info)
         query = CohortQuery(self.release, cohort)
         try:
@@ -305,6 +308,10 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
             query.close()
             raise
         self.store.save(cohort)
+        if sidecar == "1":
+            query.close()
+            headers = {k: v for k, v in export_headers(meta, fmt).items() if k != "Content-Disposition"}
+            return JSONResponse({"_export": meta}, headers=headers)
         chunks = {"csv": csv_chunks, "jsonl": jsonl_chunks, "parquet": parquet_chunks}[fmt](query, meta)
         return StreamingResponse(chunks, media_type=FORMATS[fmt], headers=export_headers(meta, fmt))
 
