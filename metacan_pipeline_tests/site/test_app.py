@@ -448,3 +448,15 @@ def test_a_client_over_its_bucket_gets_429_with_retry_after(site_release, monkey
     assert settings.site_rate_limit() == "off" and client_limiter(settings.site_rate_limit()) is None
     monkeypatch.setenv("METACAN_SITE_RATE_LIMIT", "")
     assert settings.site_rate_limit() == "120/m burst 60"
+
+
+def test_a_method_a_route_does_not_take_answers_405_with_the_allow_header(client):
+    for route in API_ROUTES:
+        path = route.path.replace("{id}", "W1").replace("{hash}", "0" * 12).replace("{facet}", "venue")
+        wrong = "GET" if route.method == "POST" else "DELETE"
+        r = client.request(wrong, path)
+        assert r.status_code == 405, (wrong, path)
+        assert set(r.headers["allow"].replace(" ", "").split(",")) >= {route.method}, (path, r.headers)
+        assert r.json()["error"]
+    page = client.delete("/statistics")
+    assert page.status_code == 405 and "GET" in page.headers["allow"] and "<html" in page.text

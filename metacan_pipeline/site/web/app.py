@@ -330,9 +330,14 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
     # ---- API ---------------------------------------------------------------------------------------------
 
     async def http_error(self, request: Request, exc: HTTPException) -> Response:
+        """The error as JSON under ``/api/``, else as a page; the exception's headers kept (a 405's ``Allow``,
+        which RFC 9110 requires)."""
         if request.url.path.startswith("/api/"):
-            return api_error(exc.status_code, str(exc.detail))
-        return self.error_page(request, exc.status_code, exc.detail)
+            response = api_error(exc.status_code, str(exc.detail))
+        else:
+            response = self.error_page(request, exc.status_code, exc.detail)
+        response.headers.update(exc.headers or {})
+        return response
 
 
 def page_routes(site: Site, lang: str) -> list[Route]:
