@@ -460,3 +460,16 @@ def test_a_method_a_route_does_not_take_answers_405_with_the_allow_header(client
         assert r.json()["error"]
     page = client.delete("/statistics")
     assert page.status_code == 405 and "GET" in page.headers["allow"] and "<html" in page.text
+
+
+def test_every_text_box_accepts_exactly_what_the_server_accepts(client):
+    from metacan_pipeline.site.query.params import PARAMS
+
+    for path in ("/", "/fr/", "/dossier"):
+        boxes = dict(re.findall(r'<input name="([a-z_]+)" value="[^"]*" maxlength="(\d+)"', client.get(path).text))
+        assert "q" in boxes and len(boxes) >= 5, path
+        for name, length in boxes.items():
+            limit = PARAMS[name].max_length
+            assert int(length) == limit, (path, name)
+            assert client.get("/api/v1/count", params={name: "a" * limit}).status_code == 200, name
+            assert client.get("/api/v1/count", params={name: "a" * (limit + 1)}).status_code == 400, name

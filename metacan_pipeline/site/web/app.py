@@ -48,7 +48,7 @@ from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
-from ..query.params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
+from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
 from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .coding_pages import default_abstracts
@@ -93,6 +93,8 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     env.filters["combine"] = lambda a, b: {**a, **{k: str(v) for k, v in b.items()}}
     env.globals["category_names"] = {c: strings.category_name(c, locale) for c in CATEGORIES}
     env.globals["colon"] = translations(locale).gettext(strings.COLON)
+    #: a text box accepts what the server accepts (the parameter's own limit), no more
+    env.globals["max_length"] = {name: p.max_length for name, p in PARAMS.items() if p.max_length}
     return env
 
 
