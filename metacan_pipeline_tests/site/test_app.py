@@ -473,3 +473,14 @@ def test_every_text_box_accepts_exactly_what_the_server_accepts(client):
             assert int(length) == limit, (path, name)
             assert client.get("/api/v1/count", params={name: "a" * limit}).status_code == 200, name
             assert client.get("/api/v1/count", params={name: "a" * (limit + 1)}).status_code == 400, name
+
+
+def test_the_site_has_an_icon_every_page_names(client):
+    import xml.etree.ElementTree as ET
+
+    for path in ("/favicon.svg", "/favicon.ico"):
+        r = client.get(path)
+        assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml"
+        assert ET.fromstring(r.content).tag == "{http://www.w3.org/2000/svg}svg"
+    for path in ("/", "/fr/", "/statistics", "/api/v1/docs", "/nowhere"):
+        assert '<link rel="icon" href="/favicon.svg" type="image/svg+xml">' in client.get(path).text, path

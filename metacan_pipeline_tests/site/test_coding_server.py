@@ -25,6 +25,7 @@ from metacan_pipeline.audit.protocol.locked import load_instructions
 from metacan_pipeline.publish.abstracts import AbstractFetcher
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.web.coding_app import create_coding_app
+from metacan_pipeline.site.web.icon import FAVICON
 from metacan_pipeline.vocab import CATEGORIES, CONFIDENCES, DOMAINS, GENRES, STUDY_DESIGNS
 from metacan_pipeline_tests.builders.coding import coding_app as coding_app_of
 from metacan_pipeline_tests.builders.coding import coding_world
@@ -284,6 +285,9 @@ def test_a_coder_on_the_coding_server_reaches_no_machine_output_and_no_other_cod
         else:
             r = me.get(path, follow_redirects=True)
         assert r.status_code in (200, 404), (method, path, r.status_code)
+        if path in ("/favicon.svg", "/favicon.ico"):  # the one thing both servers serve: the icon
+            assert r.content == FAVICON
+            continue
         assert urlsplit(str(r.url)).path.startswith(("/coding/", "/fr/coding/", path)), (path, str(r.url))
         assert r.status_code == 404 or urlsplit(str(r.url)).path.startswith(("/coding/", "/fr/coding/")), path
         # the 404 page's language links repeat the address asked for (a model version in it is the asker's own)

@@ -54,6 +54,7 @@ from .api import ApiEndpoints, api_error, url_with
 from .coding_pages import default_abstracts
 from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
+from .icon import favicon
 from .middleware import (
     HOME_CSP,
     NO_STORE,
@@ -387,6 +388,8 @@ def create_app(
         Route("/export.jsonl", site.html(site.export_jsonl, DEFAULT_LOCALE)),
         Route("/export.parquet", site.html(site.export_parquet, DEFAULT_LOCALE)),
         Route("/static/typeahead.js", site.typeahead_script),
+        Route("/favicon.svg", favicon),
+        Route("/favicon.ico", favicon),  # what a browser asks for when a page names no icon (a JSON file, say)
         Route("/models/{version}/{name}", site.html(site.model_card_file, DEFAULT_LOCALE)),
     ]
     routes += [
