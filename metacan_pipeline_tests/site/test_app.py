@@ -484,3 +484,20 @@ def test_the_site_has_an_icon_every_page_names(client):
         assert ET.fromstring(r.content).tag == "{http://www.w3.org/2000/svg}svg"
     for path in ("/", "/fr/", "/statistics", "/api/v1/docs", "/nowhere"):
         assert '<link rel="icon" href="/favicon.svg" type="image/svg+xml">' in client.get(path).text, path
+
+
+def test_a_refused_cohort_goes_back_to_the_builder_with_the_filters_it_accepts(client):
+    def back(path: str, params: dict) -> str:
+        r = client.get(path, params=params)
+        assert r.status_code == 400
+        return html.unescape(
+            re.search(r'<a href="([^"]*)">(?:Back to the cohort builder|Retour au constructeur)', r.text)[1]
+        )
+
+    # the mode comes before its category: kept once the category is; the bad year is left out
+    asked = {"classifier_mode": "candidate", "year_min": "abc", "classifier_category": "metaresearch", "venue": "X"}
+    assert back("/", asked) == "/?classifier_mode=candidate&classifier_category=metaresearch&venue=X"
+    assert back("/fr/", asked) == "/fr/?classifier_mode=candidate&classifier_category=metaresearch&venue=X"
+    assert back("/export.csv", {"language": "en", "format": "csv", "year_max": "9999"}) == "/?language=en"
+    assert back("/", {"classifier_mode": "candidate"}) == "/"  # nothing it accepts: the builder as it opens
+    assert "(with the filters it accepts)" in client.get("/", params=asked).text

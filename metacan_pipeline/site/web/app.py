@@ -150,7 +150,37 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
         elif status in strings.STATUS_PHRASES and message == HTTPStatus(status).phrase:
             message = tr.gettext(strings.STATUS_PHRASES[status])
         heading = tr.gettext(strings.STATUS_PHRASES[400])
-        return self.render(request, "error.html.j2", status=status, heading=heading, message=message)
+        prefix = languages.PREFIXES[_lang(request)]
+        back = prefix + "/"
+        if status == 400 and request.url.path in (back, *(f"/export.{f}" for f in FORMATS)):  # the cohort builder's
+            back = url_with(back, self.usable_params(request.query_params.multi_items()))
+        return self.render(request, "error.html.j2", status=status, heading=heading, message=message, back=back)
+
+    def usable_params(self, items) -> dict[str, str]:
+        """The most of a refused request's parameters the cohort builder accepts together: a parameter is kept when
+        it parses with those kept so far, else a pair is, when the two need each other (a classifier mode and its
+        category); passes until nothing is added."""
+        kept: dict[str, str] = {}
+        pending = [(k, v) for k, v in dict(items).items() if v and k != "after"]
+
+        def accepts(extra: list[tuple[str, str]]) -> bool:
+            try:
+                parse_request([*kept.items(), *extra], self.info)
+            except CohortError:
+                return False
+            return True
+
+        while True:
+            left = [p for p in pending if p[0] not in kept]
+            found = next((p for p in left if accepts([p])), None)
+            if found is not None:
+                kept[found[0]] = found[1]
+                continue
+            pairs = ((a, b) for i, a in enumerate(left) for b in left[i + 1 :])
+            pair = next((ab for ab in pairs if accepts(list(ab))), None)
+            if pair is None:
+                return {k: v for k, v in pending if k in kept}  # in the request's order
+            kept.update(pair)
 
     # ---- wrappers ------------------------------------------------------------------------------------------
     def html(self, fn, lang: str):
