@@ -27,6 +27,17 @@ def inverted_index(text: str) -> dict[str, list[int]]:
     return out
 
 
+def abstracts_answer(abstract: str):
+    """A :class:`LoopbackOpenAlex` handler answering ``abstract`` for every work a ``filter=ids.openalex:...``
+    request names."""
+
+    def answer(path, query):
+        ids = query["filter"].removeprefix("ids.openalex:").split("|")
+        return [{"id": f"https://openalex.org/{w}", "abstract_inverted_index": inverted_index(abstract)} for w in ids]
+
+    return answer
+
+
 @contextmanager
 def coding_world(
     storage: MetacanStorage,
@@ -50,12 +61,7 @@ def coding_world(
             store.grant_role(name)
         for name in revoked:
             store.revoke_coder(name)
-
-    def answer(path, query):
-        ids = query["filter"].removeprefix("ids.openalex:").split("|")
-        return [{"id": f"https://openalex.org/{w}", "abstract_inverted_index": inverted_index(abstract)} for w in ids]
-
-    openalex = LoopbackOpenAlex(answer)
+    openalex = LoopbackOpenAlex(abstracts_answer(abstract))
     try:
         yield {"storage": storage, "pid": pid, "tokens": tokens, "path": path, "openalex": openalex, "drawn": drawn}
     finally:
