@@ -24,6 +24,7 @@ from metacan_pipeline.audit.instruments.recall import (
     recall_interval,
 )
 from metacan_pipeline.audit.instruments.venues import DEFAULT_VENUES_FILE, load_venue_list
+from metacan_pipeline.cli.run_summary import instrument_lines
 from metacan_pipeline.settings import REFERENCE_VENUES_FILE_ENV
 from metacan_pipeline.tables.audit import FILTER_RECALL_SCHEMA, HUMAN_CODES_SCHEMA, VENUE_RECALL_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
@@ -350,3 +351,22 @@ def test_venue_list_refuses_what_it_cannot_use(tmp_path):
             load_venue_list(bad)
     with pytest.raises(ValueError, match="cannot be read"):
         load_venue_list(tmp_path / "missing.toml")
+
+
+def test_summary_shows_both_instruments_apart(storage):
+    plant(storage)
+    run(storage, filter_recall)
+    run(storage, venue_known_item_recall)
+    with storage.connect(read_only=True) as con:
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        lines = instrument_lines(con, views)
+    gemma = next(line for line in lines if line.startswith("  against teacher:gemma: "))
+    ca_aff = recall_interval(4, 9)
+    assert (
+        gemma.split("; ")[0]
+        == f"  against teacher:gemma: route:ca_aff {ca_aff[0]:.3f} [{ca_aff[1]:.3f}, {ca_aff[2]:.3f}] (4/9)"
+    )
+    assert any(line.startswith("  against human: route:ca_aff 1.000") for line in lines)
+    heading = next(i for i, line in enumerate(lines) if line.startswith("Known-item recall"))
+    assert "reference-venues-v1 (5 frame works" in lines[heading] and "non-probability bound" in lines[heading]
+    assert lines[heading + 1].startswith("  candidate 0.800 [") and "teacher:codex 0.500" in lines[heading + 1]
