@@ -9,6 +9,7 @@ import math
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from scipy.stats import beta
 
@@ -25,6 +26,7 @@ from metacan_pipeline.audit.instruments.recall import (
 )
 from metacan_pipeline.audit.instruments.venues import DEFAULT_VENUES_FILE, load_venue_list
 from metacan_pipeline.cli.run_summary import instrument_lines
+from metacan_pipeline.release.bundle import freeze_tables, readme_text
 from metacan_pipeline.settings import REFERENCE_VENUES_FILE_ENV
 from metacan_pipeline.tables.audit import FILTER_RECALL_SCHEMA, HUMAN_CODES_SCHEMA, VENUE_RECALL_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
@@ -370,3 +372,20 @@ def test_summary_shows_both_instruments_apart(storage):
     heading = next(i for i, line in enumerate(lines) if line.startswith("Known-item recall"))
     assert "reference-venues-v1 (5 frame works" in lines[heading] and "non-probability bound" in lines[heading]
     assert lines[heading + 1].startswith("  candidate 0.800 [") and "teacher:codex 0.500" in lines[heading + 1]
+
+
+def test_a_release_freezes_both_instruments_without_their_run_columns(storage, tmp_path):
+    plant(storage, human=False)  # human codes would need the study they rest on frozen too
+    storage.write_table("machine_scores", pa.table({"id": pa.array([], pa.string())}))
+    run(storage, filter_recall)
+    run(storage, venue_known_item_recall)
+    folder = tmp_path / "bundle"
+    counts = freeze_tables(storage, ["direct_labels_gemma", "direct_labels_codex"], folder)
+    assert counts["filter_recall"] == len(recall_filters()) * len(RECALL_CATEGORIES)  # gemma the only reference
+    frozen = pq.read_table(folder / "tables" / "venue_known_item_recall.parquet")
+    assert frozen.schema.names == [n for n in VENUE_RECALL_SCHEMA.names if n not in ("run_id", "computed_at")]
+    keys = [(r["system"], r["group_by"], r["group"]) for r in frozen.to_pylist()]
+    assert keys == sorted(keys) and len(keys) == counts["venue_known_item_recall"]
+    readme = readme_text("v-test", folder)
+    assert "| `tables/filter_recall.parquet` | the recall of one filter" in readme
+    assert KNOWN_ITEM_MEANS in readme and FILTER_RECALL_MEANS in readme
