@@ -92,8 +92,12 @@ def teacher_reference(teacher: str) -> ReferenceSource:
 HUMAN_REFERENCE = ReferenceSource(HUMAN, "SELECT id, categories FROM human_codes WHERE categories IS NOT NULL")
 
 
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
 def _category_list(categories: Iterable[str]) -> str:
-    return "[" + ", ".join(f"'{c}'" for c in categories) + "]::VARCHAR[]"
+    return "[" + ", ".join(_literal(c) for c in categories) + "]::VARCHAR[]"
 
 
 def filter_counts(
@@ -107,7 +111,8 @@ def filter_counts(
     if not sources:
         return pd.DataFrame(columns=["source", "category", "n", "outside", *(f"kept_{i}" for i in range(len(filters)))])
     refs = " UNION ALL ".join(
-        f"SELECT DISTINCT '{s.name}' AS source, id, unnest(categories) AS category FROM ({s.relation})" for s in sources
+        f"SELECT DISTINCT {_literal(s.name)} AS source, id, unnest(categories) AS category FROM ({s.relation})"
+        for s in sources
     )
     kept = ", ".join(f"count(f.id) FILTER (WHERE {flt.predicate}) AS kept_{i}" for i, flt in enumerate(filters))
     return con.execute(
