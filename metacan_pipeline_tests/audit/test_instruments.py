@@ -26,6 +26,8 @@ from metacan_pipeline.audit.instruments.recall import (
 )
 from metacan_pipeline.audit.instruments.venues import DEFAULT_VENUES_FILE, load_venue_list
 from metacan_pipeline.cli.run_summary import instrument_lines
+from metacan_pipeline.openalex.ids import short_id
+from metacan_pipeline.openalex.reader import Record, iter_records
 from metacan_pipeline.release.bundle import freeze_tables, readme_text
 from metacan_pipeline.settings import REFERENCE_VENUES_FILE_ENV
 from metacan_pipeline.tables.audit import FILTER_RECALL_SCHEMA, HUMAN_CODES_SCHEMA, VENUE_RECALL_SCHEMA
@@ -389,3 +391,16 @@ def test_a_release_freezes_both_instruments_without_their_run_columns(storage, t
     readme = readme_text("v-test", folder)
     assert "| `tables/filter_recall.parquet` | the recall of one filter" in readme
     assert KNOWN_ITEM_MEANS in readme and FILTER_RECALL_MEANS in readme
+
+
+def test_pinned_venue_ids_name_their_venue_in_the_real_records(openalex_dir, openalex_more_dir):
+    """Every real work record whose primary source is a pinned id names that venue (the ids are not invented): the
+    shared records hold Scientometrics, Quantitative Science Studies and JASIST works."""
+    pinned = load_venue_list(DEFAULT_VENUES_FILE).pinned
+    seen: dict[str, set[str]] = {}
+    for folder in (openalex_dir, openalex_more_dir):
+        for r in iter_records(folder, {"works"}):
+            source = (r.data.get("primary_location") or {}).get("source") if isinstance(r, Record) else None
+            if isinstance(source, dict) and short_id(source.get("id")) in pinned:
+                seen.setdefault(short_id(source["id"]), set()).add(source.get("display_name"))
+    assert seen == {sid: {pinned[sid]} for sid in ("S148561398", "S4210195326", "S4210197613")}
