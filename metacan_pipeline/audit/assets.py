@@ -30,7 +30,7 @@ from .estimates import study, summary, validation
 from .estimates.design_based import kish_n_effective
 from .instruments.filters import DEFAULT_TOPICS
 from .instruments.measure import TEACHERS, measure_filter_recall, measure_known_item_recall
-from .instruments.summary import filter_recall_markdown, known_item_markdown
+from .instruments.summary import filter_recall_markdown, instruments_pointer_markdown, known_item_markdown
 from .instruments.venues import load_venue_list
 from .protocol import classifier, design, power
 from .protocol.locked import (
@@ -318,6 +318,7 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
         "prevalence_table": _table_value(human.prevalence),
         "prevalence": dg.MetadataValue.md(summary.prevalence_markdown(human, min_n)),
         "differential_error": dg.MetadataValue.md(summary.differential_markdown(human, min_n)),
+        "recall_instruments": dg.MetadataValue.md(instruments_pointer_markdown()),
     }
 
 

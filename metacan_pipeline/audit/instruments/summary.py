@@ -76,3 +76,13 @@ def known_item_markdown(table: pd.DataFrame, venues: VenueList) -> str:
     if not notes.empty:
         parts.append("Notes: " + "; ".join(f"{r.system}: {r.note}" for r in notes.itertuples()))
     return "\n\n".join(parts)
+
+
+def instruments_pointer_markdown() -> str:
+    """What the validation report says of the two instruments it does not hold: their meaning in the protocol's
+    words and the assets whose tables hold their figures, apart from its design-based estimates."""
+    return (
+        "**Recall without a probability sample** (reported apart from these design-based estimates). Filter recall "
+        f"(asset `filter_recall`, instrument ii): {FILTER_RECALL_MEANS} Known-item recall on the venue reference set "
+        f"(asset `venue_known_item_recall`, instrument iii): {KNOWN_ITEM_MEANS}"
+    )
