@@ -20,6 +20,7 @@ from metacan_pipeline.audit.instruments.recall import (
     KNOWN_ITEM_MEANS,
     NO_POSITIVES,
     NO_REFERENCE,
+    NO_RULE_DECISIONS,
     NON_PROBABILITY,
     RECALL_CATEGORIES,
     recall_interval,
@@ -404,3 +405,15 @@ def test_pinned_venue_ids_name_their_venue_in_the_real_records(openalex_dir, ope
             if isinstance(source, dict) and short_id(source.get("id")) in pinned:
                 seen.setdefault(short_id(source["id"]), set()).add(source.get("display_name"))
     assert seen == {sid: {pinned[sid]} for sid in ("S148561398", "S4210195326", "S4210197613")}
+
+
+def test_a_rule_that_decides_nothing_says_so_beside_its_misses(storage):
+    plant(storage)
+    preds = storage.read_table("predictions").to_pylist()
+    storage.write_table("predictions", pa.Table.from_pylist([{**p, "candidate_categories": []} for p in preds]))
+    run(storage, venue_known_item_recall)
+    rows = {(r["system"], r["group_by"]): r for r in storage.read_table("venue_known_item_recall").to_pylist()}
+    candidate = rows[("candidate", "all")]
+    assert (candidate["n"], candidate["detected"], candidate["missed"]) == (5, 0, 5)
+    assert candidate["note"] == NO_RULE_DECISIONS.format(rule="candidate")
+    assert rows[("consensus", "all")]["note"] is None  # consensus still decides W900 and W906

@@ -46,6 +46,11 @@ NO_REFERENCE = "no reference yet: no qualified teacher's direct labels and no fi
 NO_POSITIVES = "no reference positives in this category"
 NON_PROBABILITY = "known-item recall: a non-probability bound on recall for the hard cases, not a design-based estimate"
 GROUPINGS: tuple[str, ...] = ("all", "language", "has_abstract", "venue")
+#: The note of a decision rule that put no frame work in any category (its misses say so, not the rule's quality).
+NO_RULE_DECISIONS = (
+    "no frame work has a {rule} category: no head decides yet (a role teacher not qualified, or no head passed its "
+    "support gate)"
+)
 UNKNOWN = "(unknown)"
 
 #: What each instrument means, in the original protocol's words (section 6.1), shown with its table.
@@ -180,21 +185,25 @@ _METARESEARCH = f"'{KNOWN_ITEM_CATEGORY}'"
 
 
 def prediction_systems(con: duckdb.DuckDBPyConnection) -> list[KnownItemSystem]:
-    """Candidate, consensus and each published student head's top decile, from ``predictions`` (none without it).
+    """Candidate, consensus and each published student head's top decile, from ``predictions`` (none without it); a
+    rule that put no frame work in any category carries :data:`NO_RULE_DECISIONS`.
 
     Top decile: the ``ceil(N / 10)`` frame works with the highest ``metaresearch`` score of the head (ties broken by
     id), over every scored work of ``predictions``."""
     if not _has_view(con, "predictions"):
         return []
     columns = {r[0] for r in con.execute("DESCRIBE predictions").fetchall()}
-    systems = [
-        KnownItemSystem(
-            rule,
-            f"SELECT id, list_contains(coalesce({rule}_categories, []::VARCHAR[]), {_METARESEARCH}) AS decision "
-            "FROM predictions",
+    systems = []
+    for rule in ("candidate", "consensus"):
+        decided = con.execute(f"SELECT count(*) FROM predictions WHERE len({rule}_categories) > 0").fetchone()[0]
+        systems.append(
+            KnownItemSystem(
+                rule,
+                f"SELECT id, list_contains(coalesce({rule}_categories, []::VARCHAR[]), {_METARESEARCH}) AS decision "
+                "FROM predictions",
+                None if decided else NO_RULE_DECISIONS.format(rule=rule),
+            )
         )
-        for rule in ("candidate", "consensus")
-    ]
     index = CATEGORIES.index(KNOWN_ITEM_CATEGORY) + 1
     for teacher in PUBLISHED_TEACHERS:
         col = f"category_scores_{teacher}"
