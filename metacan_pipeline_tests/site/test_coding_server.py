@@ -70,7 +70,7 @@ MACHINE_WORDS = (
     "candidat",
     "score",
     "teacher",
-    "enseignant",
+    "annotateur",
     "gemma",
     "codex",
     "direct label",

@@ -43,7 +43,7 @@ from ...i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, transl
 from ...openalex.ids import is_work_id
 from ...publish.abstracts import Abstract, AbstractFetcher
 from ...publish.pages import environment as page_environment
-from ...publish.pages import render_work
+from ...publish.pages import qualification_words, render_work
 from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
@@ -92,6 +92,7 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     env.filters["word"] = partial(strings.value_word, locale=locale)
     env.filters["num"] = partial(format_number, locale=locale)
     env.filters["combine"] = lambda a, b: {**a, **{k: str(v) for k, v in b.items()}}
+    env.filters["qualification"] = partial(qualification_words, tr=translations(locale))
     env.globals["category_names"] = {c: strings.category_name(c, locale) for c in CATEGORIES}
     env.globals["colon"] = translations(locale).gettext(strings.COLON)
     #: a text box accepts what the server accepts (the parameter's own limit), no more
