@@ -84,8 +84,9 @@ def test_the_french_home_page_speaks_french_and_keeps_data_values(client):
     for text in ("Exact count", "Download", "Build a cohort", "Direct labels cover", "Next page", "Filters"):
         assert text not in fr.text, text
     assert _count(fr.text) == _count(en.text) > 0
-    # data values stay as they are: statuses, qualification sentences, vocabulary codes, parameter values
-    for text in ("machine_predicted_unvalidated", "teacher not qualified: not tested yet", 'value="not_metaresearch"'):
+    # data values stay as they are: statuses, vocabulary codes, parameter values (a qualification note is said in
+    # French: test_a_teachers_qualification_note_is_said_in_the_pages_language_with_its_figures)
+    for text in ("machine_predicted_unvalidated", 'value="not_metaresearch"'):
         assert text in fr.text, text
     assert 'option value="yes" selected>oui</option>' in fr.text
     # every link stays in French, exports and the API stay where they are
