@@ -9,6 +9,11 @@ import dagster as dg
 
 from .partitions import all_partitions_run_tags
 
+#: The tag of every run that is one step of a whole-graph materialization (``metacan run``, the job ``metacan_all``):
+#: its value names what launched it (``metacan run``, or the ``metacan_all`` run's id). Such a materialization builds
+#: the frame itself, so :func:`frame_build_after_refresh` leaves its inventories alone.
+WHOLE_GRAPH_TAG = "metacan/whole_graph"
+
 #: The frame refresh: take stock of the inputs (registers new partitions) and rebuild the entity lists.
 frame_refresh = dg.define_asset_job(
     "frame_refresh",
@@ -63,9 +68,18 @@ weekly_frame_refresh = monday_schedule(
     job=frame_build,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="After each inventory, build the parts not built yet (all partitions, one run) and merge the frame.",
+    description="After each inventory, build the parts not built yet (all partitions, one run) and merge the frame; "
+    "skips the inventories of a whole-graph run (metacan run, the job metacan_all), which builds the frame itself.",
 )
 def frame_build_after_refresh(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
     """One ``frame_build`` run per ``openalex_inventory`` materialization, over every partition;
-    finished parts are skipped without being read, so only new or changed files cost time."""
-    yield dg.RunRequest(run_key=asset_event.run_id, tags=all_partitions_run_tags(context.instance))
+    finished parts are skipped without being read, so only new or changed files cost time. An inventory taken by
+    a run tagged :data:`WHOLE_GRAPH_TAG` is skipped: the frame build of that whole-graph run follows it."""
+    run = context.instance.get_run_by_id(asset_event.run_id)
+    launcher = run.tags.get(WHOLE_GRAPH_TAG) if run is not None else None
+    if launcher:
+        return dg.SkipReason(
+            f"the inventory of run {asset_event.run_id} is part of a whole-graph materialization ({launcher}), "
+            "which builds the frame itself"
+        )
+    return dg.RunRequest(run_key=asset_event.run_id, tags=all_partitions_run_tags(context.instance))
