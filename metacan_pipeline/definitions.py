@@ -117,7 +117,9 @@ def materialize_whole_graph(context: dg.OpExecutionContext, config: WholeGraphCo
         metadata={
             **links,
             "partitions": dg.MetadataValue.int(len(partitions)),
-            "partition range": dg.MetadataValue.text(f"{partitions[0]} ... {partitions[-1]}"),
+            "partition range": dg.MetadataValue.text(
+                partitions[0] if len(partitions) == 1 else f"{partitions[0]} to {partitions[-1]}"
+            ),
             "api_refresh": dg.MetadataValue.bool(config.api_refresh),
         },
     )

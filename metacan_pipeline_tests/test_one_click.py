@@ -10,6 +10,7 @@ import pytest
 
 from metacan_pipeline import settings
 from metacan_pipeline.definitions import ALL_ASSETS, build_resources, defs, whole_graph_runs
+from metacan_pipeline.frame.api_refresh import API_REFRESH_JOB
 from metacan_pipeline.frame.partitions import openalex_partitions
 from metacan_pipeline.frame.schedules import WHOLE_GRAPH_TAG
 from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
@@ -125,3 +126,33 @@ def test_the_api_refresh_runs_only_when_chosen_and_the_sensor_leaves_a_whole_gra
     assert request.run_key == weekly.run_id and len(keys) == 2
     assert request.tags["dagster/asset_partition_range_start"] == keys[0]
     assert request.tags["dagster/asset_partition_range_end"] == keys[-1]
+
+
+def test_the_api_refresh_buys_nothing_in_a_run_that_selects_more_than_it(
+    tmp_path, small_input, openalex_api, monkeypatch
+):
+    """The lineage view's "Materialize all" (a run selecting the refresh among other assets) harvests nothing and the
+    rest of the run goes on; the refresh materialized on its own, or in its job, harvests."""
+    monkeypatch.setenv("OPENALEX_API_KEY", "sk-test-4242")
+    monkeypatch.setenv(settings.API_URL_ENV, openalex_api.base_url)
+    instance = dg.DagsterInstance.ephemeral()
+    resources = build_resources(str(tmp_path / "data"), str(small_input))
+    keys = [dg.AssetKey(k) for k in ("canadian_entities", "openalex_api_refresh", "openalex_inventory")]
+    wide = dg.materialize(ALL_ASSETS, selection=keys, instance=instance, resources=resources)
+    assert wide.success and openalex_api.hits == [] and not (tmp_path / "data" / "openalex_api").exists()
+    (refresh,) = wide.asset_materializations_for_node("openalex_api_refresh")
+    assert refresh.metadata["harvested"].value is False and refresh.metadata["calls_made"].value == 0
+    assert refresh.metadata["why"].value.startswith(
+        f"openalex_api_refresh: not harvested: run {wide.run_id} materializes 3 assets"
+    )
+    assert "launch the job api_refresh, or materialize openalex_api_refresh on its own" in refresh.metadata["why"].value
+    assert wide.asset_materializations_for_node("openalex_inventory")  # the run went on
+    assert instance.get_dynamic_partitions("openalex_partitions") == ["files"]
+
+    alone = dg.materialize(ALL_ASSETS, selection=keys[1:], instance=instance, resources=resources)
+    assert alone.success and openalex_api.hits
+    (refresh,) = alone.asset_materializations_for_node("openalex_api_refresh")
+    assert "harvested" not in refresh.metadata and refresh.metadata["calls_made"].value == len(openalex_api.hits)
+    (window,) = [k for k in instance.get_dynamic_partitions("openalex_partitions") if k != "files"]
+    assert window == refresh.metadata["window"].value and (tmp_path / "data" / "openalex_api" / window).is_dir()
+    assert defs.resolve_job_def(API_REFRESH_JOB).name == "api_refresh"
