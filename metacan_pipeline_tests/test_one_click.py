@@ -12,7 +12,7 @@ from metacan_pipeline import settings
 from metacan_pipeline.definitions import ALL_ASSETS, build_resources, defs, whole_graph_runs
 from metacan_pipeline.frame.api_refresh import API_REFRESH_JOB
 from metacan_pipeline.frame.partitions import openalex_partitions
-from metacan_pipeline.frame.schedules import WHOLE_GRAPH_TAG
+from metacan_pipeline.frame.schedules import WHOLE_GRAPH_TAG, frame_built_with
 from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
 
 ALL_KEYS = {k.to_user_string() for a in ALL_ASSETS for k in a.keys}
@@ -156,3 +156,21 @@ def test_the_api_refresh_buys_nothing_in_a_run_that_selects_more_than_it(
     (window,) = [k for k in instance.get_dynamic_partitions("openalex_partitions") if k != "files"]
     assert window == refresh.metadata["window"].value and (tmp_path / "data" / "openalex_api" / window).is_dir()
     assert defs.resolve_job_def(API_REFRESH_JOB).name == "api_refresh"
+
+
+def test_the_frame_needs_no_second_build_after_a_run_that_built_it():
+    """The sensor's rule: no frame build after the inventory of a whole-graph run or of a run that also materialized
+    the frame (the lineage view's "Materialize all"); a build after the weekly refresh or an inventory alone."""
+    keys = lambda *names: frozenset(dg.AssetKey(n) for n in names)
+    run = lambda job, selection=None, **tags: dg.DagsterRun(
+        job_name=job, run_id="r-1", asset_selection=selection, tags=tags
+    )
+    assert frame_built_with(run("frame_refresh", **{WHOLE_GRAPH_TAG: "run-9"})) == (
+        "the inventory of run r-1 is part of a whole-graph materialization (run-9), which builds the frame itself"
+    )
+    everything = keys("canadian_entities", "openalex_inventory", "frame_parts", "frame", "work_pages")
+    assert frame_built_with(run("__ASSET_JOB", everything)) == "run r-1 materializes the frame after its inventory"
+    assert frame_built_with(run("frame_refresh")) is None
+    assert frame_built_with(run("api_refresh")) is None
+    assert frame_built_with(run("__ASSET_JOB", keys("openalex_inventory", "frame_parts"))) is None
+    assert frame_built_with(None) is None

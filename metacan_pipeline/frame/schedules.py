@@ -13,6 +13,7 @@ from .partitions import all_partitions_run_tags
 #: its value names what launched it (``metacan run``, or the ``metacan_all`` run's id). Such a materialization builds
 #: the frame itself, so :func:`frame_build_after_refresh` leaves its inventories alone.
 WHOLE_GRAPH_TAG = "metacan/whole_graph"
+FRAME_KEY = dg.AssetKey("frame")
 
 #: The frame refresh: take stock of the inputs (registers new partitions) and rebuild the entity lists.
 frame_refresh = dg.define_asset_job(
@@ -63,23 +64,32 @@ weekly_frame_refresh = monday_schedule(
 )
 
 
+def frame_built_with(run: dg.DagsterRun | None) -> str | None:
+    """Why the frame needs no build after an inventory taken by ``run``: the run is one step of a whole-graph
+    materialization (tagged :data:`WHOLE_GRAPH_TAG`), or it materialized the frame itself (the lineage view's
+    "Materialize all"); None when a build is needed (the weekly refresh, the API refresh, the inventory on its own)."""
+    if run is None:
+        return None
+    if launcher := run.tags.get(WHOLE_GRAPH_TAG):
+        return f"the inventory of run {run.run_id} is part of a whole-graph materialization ({launcher}), which builds the frame itself"
+    if run.asset_selection and FRAME_KEY in run.asset_selection:
+        return f"run {run.run_id} materializes the frame after its inventory"
+    return None
+
+
 @dg.asset_sensor(
     asset_key=dg.AssetKey("openalex_inventory"),
     job=frame_build,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="After each inventory, build the parts not built yet (all partitions, one run) and merge the frame; "
-    "skips the inventories of a whole-graph run (metacan run, the job metacan_all), which builds the frame itself.",
+    "skips the inventory of a run that builds the frame itself (metacan run, the job metacan_all, Materialize all).",
 )
 def frame_build_after_refresh(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
     """One ``frame_build`` run per ``openalex_inventory`` materialization, over every partition;
-    finished parts are skipped without being read, so only new or changed files cost time. An inventory taken by
-    a run tagged :data:`WHOLE_GRAPH_TAG` is skipped: the frame build of that whole-graph run follows it."""
-    run = context.instance.get_run_by_id(asset_event.run_id)
-    launcher = run.tags.get(WHOLE_GRAPH_TAG) if run is not None else None
-    if launcher:
-        return dg.SkipReason(
-            f"the inventory of run {asset_event.run_id} is part of a whole-graph materialization ({launcher}), "
-            "which builds the frame itself"
-        )
+    finished parts are skipped without being read, so only new or changed files cost time. Skipped when the
+    inventory's run builds the frame itself (:func:`frame_built_with`)."""
+    why = frame_built_with(context.instance.get_run_by_id(asset_event.run_id))
+    if why:
+        return dg.SkipReason(why)
     return dg.RunRequest(run_key=asset_event.run_id, tags=all_partitions_run_tags(context.instance))
