@@ -7,6 +7,7 @@ import json
 
 import dagster as dg
 import pytest
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 
 from metacan_pipeline import settings
 from metacan_pipeline.definitions import ALL_ASSETS, build_resources, defs, whole_graph_runs
@@ -159,18 +160,43 @@ def test_the_api_refresh_buys_nothing_in_a_run_that_selects_more_than_it(
 
 
 def test_the_frame_needs_no_second_build_after_a_run_that_built_it():
-    """The sensor's rule: no frame build after the inventory of a whole-graph run or of a run that also materialized
-    the frame (the lineage view's "Materialize all"); a build after the weekly refresh or an inventory alone."""
+    """The sensor's rule: no frame build after the inventory of a whole-graph run, of a run that also materialized the
+    frame or of a backfill that does (the lineage view's "Materialize all"); a build after the weekly refresh, the API
+    refresh or an inventory alone."""
+    instance = dg.DagsterInstance.ephemeral()
     keys = lambda *names: frozenset(dg.AssetKey(n) for n in names)
     run = lambda job, selection=None, **tags: dg.DagsterRun(
         job_name=job, run_id="r-1", asset_selection=selection, tags=tags
     )
-    assert frame_built_with(run("frame_refresh", **{WHOLE_GRAPH_TAG: "run-9"})) == (
+    assert frame_built_with(run("frame_refresh", **{WHOLE_GRAPH_TAG: "run-9"}), instance) == (
         "the inventory of run r-1 is part of a whole-graph materialization (run-9), which builds the frame itself"
     )
     everything = keys("canadian_entities", "openalex_inventory", "frame_parts", "frame", "work_pages")
-    assert frame_built_with(run("__ASSET_JOB", everything)) == "run r-1 materializes the frame after its inventory"
-    assert frame_built_with(run("frame_refresh")) is None
-    assert frame_built_with(run("api_refresh")) is None
-    assert frame_built_with(run("__ASSET_JOB", keys("openalex_inventory", "frame_parts"))) is None
-    assert frame_built_with(None) is None
+    assert frame_built_with(run("__ASSET_JOB", everything), instance) == (
+        "run r-1 materializes the frame after its inventory"
+    )
+    for backfill_id, targets in (("bf-all", everything), ("bf-parts", keys("openalex_inventory", "frame_parts"))):
+        instance.add_backfill(
+            PartitionBackfill(
+                backfill_id=backfill_id,
+                status=BulkActionStatus.REQUESTED,
+                from_failure=False,
+                tags={},
+                backfill_timestamp=0.0,
+                asset_selection=sorted(targets),
+                serialized_asset_backfill_data=None,
+                asset_backfill_data=None,
+            )
+        )
+    first_run = run("__ASSET_JOB", keys("canadian_entities", "openalex_inventory"), **{"dagster/backfill": "bf-all"})
+    assert frame_built_with(first_run, instance) == (
+        "run r-1 belongs to backfill bf-all, which materializes the frame after its inventory"
+    )
+    assert (
+        frame_built_with(run("__ASSET_JOB", keys("openalex_inventory"), **{"dagster/backfill": "bf-parts"}), instance)
+        is None
+    )
+    assert frame_built_with(run("frame_refresh"), instance) is None
+    assert frame_built_with(run("api_refresh"), instance) is None
+    assert frame_built_with(run("__ASSET_JOB", keys("openalex_inventory", "frame_parts")), instance) is None
+    assert frame_built_with(None, instance) is None

@@ -6,6 +6,7 @@ Jobs select assets by key, so this module imports no asset definition.
 from __future__ import annotations
 
 import dagster as dg
+from dagster._core.storage.tags import BACKFILL_ID_TAG
 
 from .partitions import all_partitions_run_tags
 
@@ -64,16 +65,21 @@ weekly_frame_refresh = monday_schedule(
 )
 
 
-def frame_built_with(run: dg.DagsterRun | None) -> str | None:
+def frame_built_with(run: dg.DagsterRun | None, instance: dg.DagsterInstance) -> str | None:
     """Why the frame needs no build after an inventory taken by ``run``: the run is one step of a whole-graph
-    materialization (tagged :data:`WHOLE_GRAPH_TAG`), or it materialized the frame itself (the lineage view's
-    "Materialize all"); None when a build is needed (the weekly refresh, the API refresh, the inventory on its own)."""
+    materialization (tagged :data:`WHOLE_GRAPH_TAG`), or it materializes the frame itself, or it belongs to a backfill
+    that does (the lineage view's "Materialize all", one run or a backfill); None when a build is needed (the weekly
+    refresh, the API refresh, the inventory on its own)."""
     if run is None:
         return None
     if launcher := run.tags.get(WHOLE_GRAPH_TAG):
         return f"the inventory of run {run.run_id} is part of a whole-graph materialization ({launcher}), which builds the frame itself"
     if run.asset_selection and FRAME_KEY in run.asset_selection:
         return f"run {run.run_id} materializes the frame after its inventory"
+    backfill_id = run.tags.get(BACKFILL_ID_TAG)
+    backfill = instance.get_backfill(backfill_id) if backfill_id else None
+    if backfill is not None and FRAME_KEY in (backfill.asset_selection or ()):
+        return f"run {run.run_id} belongs to backfill {backfill_id}, which materializes the frame after its inventory"
     return None
 
 
@@ -89,7 +95,7 @@ def frame_build_after_refresh(context: dg.SensorEvaluationContext, asset_event: 
     """One ``frame_build`` run per ``openalex_inventory`` materialization, over every partition;
     finished parts are skipped without being read, so only new or changed files cost time. Skipped when the
     inventory's run builds the frame itself (:func:`frame_built_with`)."""
-    why = frame_built_with(context.instance.get_run_by_id(asset_event.run_id))
+    why = frame_built_with(context.instance.get_run_by_id(asset_event.run_id), context.instance)
     if why:
         return dg.SkipReason(why)
     return dg.RunRequest(run_key=asset_event.run_id, tags=all_partitions_run_tags(context.instance))
