@@ -34,6 +34,16 @@ DATA_LOCATIONS = ("METACAN_SHARED_DIR", "METACAN_PILOT_DIR")
 LAST_ASSETS = ("work_records", "work_pages", "site_database")
 
 
+REFRESH_METADATA = """
+{ assetNodeOrError(assetKey: {path: ["openalex_api_refresh"]}) { ... on AssetNode { assetMaterializations(limit: 1) {
+  metadataEntries { label ... on BoolMetadataEntry { boolValue } ... on TextMetadataEntry { text } } } } } }"""
+
+
+def _refresh_metadata(gql: GraphQL) -> dict:
+    (materialization,) = gql(REFRESH_METADATA)["assetNodeOrError"]["assetMaterializations"]
+    return {e["label"]: e.get("boolValue", e.get("text")) for e in materialization["metadataEntries"]}
+
+
 def _materialized_by(gql: GraphQL, asset: str) -> str | None:
     node = gql(LAST_MATERIALIZATION, path=[asset])["assetNodeOrError"]
     assert node["__typename"] == "AssetNode", f"{asset}: {node}"
@@ -71,6 +81,14 @@ def test_one_click_in_the_launchpad_runs_the_whole_graph_without_the_api_refresh
                 _follow_the_build_link(page, url, run_id, build, tmp_path)
                 # the whole-graph run's inventory started no second frame build (the sensor skips it)
                 assert gql(RUNS_OF, job="frame_build")["runsOrError"]["results"] == []
+                again = _materialize_all_from_the_lineage_view(page, gql, url, tmp_path)
+                gql.wait(again, "Materialize all", timeout_s=3600.0)
+                assert {a: _materialized_by(gql, a) for a in LAST_ASSETS} == dict.fromkeys(LAST_ASSETS, again)
+                # there the refresh is selected, yet it buys nothing: a materialization that says so, no route query
+                assert _materialized_by(gql, "openalex_api_refresh") == again
+                assert _refresh_metadata(gql)["harvested"] is False
+                assert [h for h in openalex_api.hits if not h.get("filter", "").startswith("ids.openalex")] == []
+                assert not list((data / "openalex_api").glob("window=*"))
             except Exception:
                 with contextlib.suppress(Exception):
                     page.screenshot(path=str(tmp_path / "one_click_failure.png"))
@@ -105,3 +123,25 @@ def _follow_the_build_link(page, url: str, run_id: str, build: str, shots: Path)
     page.wait_for_url(re.compile(rf".*/runs/{build}.*"), timeout=60_000)
     page.get_by_text("RUN_SUCCESS").first.wait_for(timeout=120_000)
     page.screenshot(path=str(shots / "one_click_build_run.png"))
+
+
+def _materialize_all_from_the_lineage_view(page, gql: GraphQL, url: str, shots: Path) -> str:
+    """ "Materialize all" in the global lineage view, "All" partitions (the dialog opens on none), launch; returns the
+    id of the run it launched (one partition: one run of every asset)."""
+    page.goto(f"{url}/asset-groups")
+    page.get_by_text("ingestion").first.wait_for(timeout=60_000)
+    page.get_by_role("button", name="Materialize all").first.click(timeout=60_000)
+    dialog = page.locator("[role=dialog]").first
+    dialog.get_by_text("0 partitions").wait_for(timeout=60_000)  # Dagster's default for dynamic partitions
+    dialog.get_by_role("button", name="All", exact=True).click()
+    dialog.get_by_text("1 partition", exact=True).wait_for(timeout=30_000)
+    launch = dialog.get_by_role("button", name="Launch 1 run")
+    assert launch.is_enabled()
+    page.screenshot(path=str(shots / "materialize_all_dialog.png"))
+    launch.click()
+    deadline = time.monotonic() + 60
+    while not (runs := gql(RUNS_OF, job="__ASSET_JOB")["runsOrError"]["results"]):
+        assert time.monotonic() < deadline, "Materialize all launched no run"
+        time.sleep(1.0)
+    (run,) = runs
+    return run["runId"]
