@@ -501,3 +501,35 @@ def test_a_refused_cohort_goes_back_to_the_builder_with_the_filters_it_accepts(c
     assert back("/export.csv", {"language": "en", "format": "csv", "year_max": "9999"}) == "/?language=en"
     assert back("/", {"classifier_mode": "candidate"}) == "/"  # nothing it accepts: the builder as it opens
     assert "(with the filters it accepts)" in client.get("/", params=asked).text
+
+
+def test_robots_sitemaps_and_cite_as_links_name_every_work_page(client, site_release, monkeypatch):
+    import xml.etree.ElementTree as ET
+
+    from metacan_pipeline.site.web import discovery
+
+    storage = site_release[0]
+    robots = client.get("/robots.txt").text
+    assert "Disallow: /api/\n" in robots and robots.endswith("Sitemap: http://testserver/sitemap.xml\n")
+    ns = {"s": discovery.NS}
+    monkeypatch.setattr(discovery, "SITEMAP_URLS", 25)  # 60 works: three files of 25, 25 and 10 work pages
+    index = ET.fromstring(client.get("/sitemap.xml").content)
+    files = [e.text for e in index.findall("s:sitemap/s:loc", ns)]
+    assert files == [f"http://testserver/sitemaps/{n}.xml" for n in range(3)]
+    urls = []
+    for n in range(3):
+        r = client.get(f"/sitemaps/{n}.xml")
+        assert r.headers["content-type"] == "application/xml; charset=utf-8"
+        urls += [e.text for e in ET.fromstring(r.content).findall("s:url/s:loc", ns)]
+    want = {f"http://testserver/{p}" for (p,) in _sql(storage, "SELECT page_path FROM works")}
+    assert len(want) == 60 and {u for u in urls if "/works/" in u} == want and len(urls) == 60 + 6
+    assert "http://testserver/fr/statistics" in urls
+    assert client.get("/sitemaps/3.xml").status_code == 404
+    # every listed work page answers, and names what to cite: its DOI, else its OpenAlex id
+    wid, doi = _sql(storage, "SELECT id, json_extract_string(record_json, '$.doi') FROM works WHERE doi <> '' LIMIT 1")[
+        0
+    ]
+    page = client.get(next(u for u in urls if u.endswith(f"/{wid}.html")))
+    assert page.status_code == 200 and page.headers["link"] == f'<{doi}>; rel="cite-as"'
+    h = re.search(r"/q/([0-9a-f]{12})", client.get("/", params={"has_abstract": "no"}).text).group(1)
+    assert client.get(f"/q/{h}").headers["link"] == f'<http://testserver/q/{h}>; rel="cite-as"'

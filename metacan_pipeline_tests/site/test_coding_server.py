@@ -202,6 +202,7 @@ def _public_paths(app, wid: str, version: str, query_hash: str) -> list[tuple[st
         "lang": "fr",
         "facet": "venue",
         "name": "model_card.json",
+        "n": "0",
     }
     out = []
     for route in app.routes:

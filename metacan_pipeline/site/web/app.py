@@ -52,6 +52,7 @@ from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single
 from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .coding_pages import default_abstracts
+from .discovery import DiscoveryEndpoints, cite_as, work_cite_as
 from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
 from .icon import favicon
@@ -104,7 +105,15 @@ def _lang(request: Request) -> str:
     return getattr(request.state, "lang", None) or languages.split_path(request.url.path)[0]
 
 
-class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoints, ModelCardEndpoints, ScoreEndpoints):
+class Site(
+    ApiEndpoints,
+    StatisticsEndpoints,
+    TypeaheadEndpoints,
+    DossierEndpoints,
+    ModelCardEndpoints,
+    ScoreEndpoints,
+    DiscoveryEndpoints,
+):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
     def __init__(self, data_dir: str | Path, row_cap: int, abstracts: AbstractFetcher | None = None) -> None:
@@ -253,7 +262,11 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
         citation = strings.citation_sentence(
             summary["count"], query_hash, self.info.release_id, cohort.classifier_version, link, lang
         )
-        return self.render(request, "query.html.j2", other=False, s=summary, citation=citation, cohort=cohort, **ctx)
+        response = self.render(
+            request, "query.html.j2", other=False, s=summary, citation=citation, cohort=cohort, **ctx
+        )
+        response.headers.update(cite_as(link))
+        return response
 
     def work_page(self, request: Request) -> Response:
         lang = _lang(request)
@@ -281,7 +294,7 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
             ctx["rendered_at"] = translations(lang).gettext(N_("served live from the release database"))
         record = json.loads(record_json)
         html = render_work(self.page_envs[lang], record, self.abstract_of(record), ctx)
-        return HTMLResponse(html, headers=SECURITY_HEADERS)
+        return HTMLResponse(html, headers={**SECURITY_HEADERS, **work_cite_as(record)})
 
     def abstract_of(self, record: dict) -> Abstract | None:
         """The abstract a served work page shows, fetched live (SPEC sections 2 and 9: never stored; the fetcher's
@@ -419,6 +432,9 @@ def create_app(
         Route("/export.jsonl", site.html(site.export_jsonl, DEFAULT_LOCALE)),
         Route("/export.parquet", site.html(site.export_parquet, DEFAULT_LOCALE)),
         Route("/static/typeahead.js", site.typeahead_script),
+        Route("/robots.txt", site.robots),
+        Route("/sitemap.xml", site.sitemap_index),
+        Route("/sitemaps/{n:int}.xml", site.html(site.sitemap, DEFAULT_LOCALE)),
         Route("/favicon.svg", favicon),
         Route("/favicon.ico", favicon),  # what a browser asks for when a page names no icon (a JSON file, say)
         Route("/models/{version}/{name}", site.html(site.model_card_file, DEFAULT_LOCALE)),
