@@ -433,7 +433,22 @@ def report_lines(con: duckdb.DuckDBPyConnection, views: set[str], pid: str, head
             ]
             if shown:
                 lines.append(f"  prevalence of {head}: " + "; ".join(shown))
-    return lines
+    return lines + (_estimand_prevalence_lines(con, pid) if "validation_prevalence" in views else [])
+
+
+def _estimand_prevalence_lines(con: duckdb.DuckDBPyConnection, pid: str) -> list[str]:
+    """The human-only prevalence of each estimand (``validation_prevalence`` head ``estimand:<name>``, code source
+    ``human``) with its prediction-powered estimates, one line each; empty when the report has none."""
+    rows = con.execute(
+        "SELECT head, method, value, lower, upper, n FROM validation_prevalence WHERE protocol_id = ? "
+        "AND code_source = 'human' AND starts_with(head, 'estimand:') ORDER BY head, method <> 'human', method",
+        [pid],
+    ).fetchall()
+    by: dict[str, list[str]] = {}
+    for head, method, value, lower, upper, n in rows:
+        shown = "human-only" if method == "human" else method
+        by.setdefault(head.removeprefix("estimand:"), []).append(f"{shown} {_ci(value, lower, upper, 4)} n={n}")
+    return [f"  prevalence of estimand {e.name}: " + "; ".join(by[e.name]) for e in ESTIMANDS if e.name in by]
 
 
 _STAT_NAMES = {"cohen_kappa": "kappa", "krippendorff_alpha": "alpha"}

@@ -735,6 +735,22 @@ def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_
         f"  prevalence of metaresearch: human-only {human['value']:.4f} [{human['lower']:.4f}, {human['upper']:.4f}] "
         f"n={len(coded) - 2}; ppi:classifier:{MV}:candidate "
     )
+    # the estimands: one line each, the human-only estimate first
+    stored = {
+        x["head"]: x
+        for x in storage.read_table("validation_prevalence").to_pylist()
+        if x["code_source"] == "human" and x["method"] == "human" and x["head"].startswith("estimand:")
+    }
+    shown = [x for x in lines if x.startswith("  prevalence of estimand ")]
+    assert [x.split(":")[0] for x in shown] == [
+        f"  prevalence of estimand {e}"
+        for e in ("primary", "primary_ca_aff", "primary_ca_fund", "secondary", "alt1_strict", "alt2_broad")
+    ]
+    primary = stored["estimand:primary"]
+    assert shown[0].startswith(
+        f"  prevalence of estimand primary: human-only {primary['value']:.4f} [{primary['lower']:.4f}, "
+        f"{primary['upper']:.4f}] n={len(coded) - 2}; ppi:classifier:{MV}:candidate "
+    )
     assert lines[-1].startswith(f"  gate metaresearch: human_validated:{pid} (precision lower bound ")
     assert lines[-1].endswith(f": passes; {len(coded) - 2} final human codes on the head in the audited sample)")
     assert none == []  # a store from before the audit study: no section
@@ -747,12 +763,15 @@ def test_the_human_prevalence_is_reported_for_every_category_not_only_the_evalua
     storage = study["storage"]
     prev = [r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"]
     human = {r["head"]: r for r in prev if r["method"] == "human"}
-    assert set(human) == set(BINARY_TARGETS)
+    estimands = {f"estimand:{e}" for e in ("primary", "primary_ca_aff", "primary_ca_fund", "alt1_strict", "alt2_broad")}
+    assert set(human) == set(BINARY_TARGETS) | estimands | {"estimand:secondary"}
     n = len(study["coded"]) - 2  # the single-coded work waits for its second coder, the unresolved one for adjudication
     assert (human["open_science"]["value"], human["open_science"]["n"]) == (0.0, n)
     assert (human["about_ca_topic"]["value"], human["about_ca_topic"]["n"]) == (1.0, n)
     assert 0 < human["metaresearch"]["value"] < 1
-    assert {r["head"] for r in prev if r["method"] != "human"} == {"metaresearch"}
+    # PPI on the gated head and on each estimand the systems decide on every head of (about_ca_system is not gated:
+    # the secondary estimand has its human estimate only)
+    assert {r["head"] for r in prev if r["method"] != "human"} == {"metaresearch"} | estimands
     gates = storage.read_table("validation_gate").to_pylist()
     assert {g["head"] for g in gates if g["code_source"] == "human"} == {"metaresearch"}
 
