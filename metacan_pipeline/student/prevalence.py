@@ -1,6 +1,9 @@
-"""Prevalence per category: design-weighted teacher rates with a design-based 95% CI, classify-and-count,
-and the range obtained by swapping which teacher is called the screener (SPEC sections 5-6). The asset
-``prevalence`` (:mod:`.assets`) writes :func:`prevalence_rows` to the table ``prevalence``.
+"""Prevalence per category and per estimand of the protocol (:mod:`.estimands`, SPEC section 11): design-weighted
+teacher rates with a design-based 95% CI, classify-and-count, and the range obtained by swapping which teacher is
+called the screener (SPEC sections 5-6). The asset ``prevalence`` (:mod:`.assets`) writes :func:`prevalence_rows` to
+the table ``prevalence``; a row's ``estimand`` is ``category`` for a category's rate, else the estimand's name (its
+``category`` is then the in-scope head ``metaresearch``). An estimand's cells are counted as a category's, with the
+frame's route flags joined by work id.
 
 Estimator (SPEC section 5, Hajek): for a teacher's labelled works with design weights ``w`` (1 / selection
 probability) in strata ``h``, ``p = sum w y / sum w``. Its variance is the stratified linearisation
