@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.student.census import zero_width_census
 from metacan_pipeline.student.estimands import (
     ALT1_STRICT,
     ALT2_BROAD,
@@ -107,6 +108,7 @@ def test_each_estimand_of_the_census_and_the_sample_teacher_by_hand(tmp_path):
         r = rate(estimand, "gemma")
         assert (r["n"], r["n_weighted"], r["rate"]) == (8, 8.0, positives / 8), estimand
         assert r["se"] == 0 and r["ci_low"] == r["ci_high"] == positives / 8  # a census: no sampling error
+        assert zero_width_census(r)  # explained wherever it is shown, ALT-2's note after the design too
         assert r["population"] == "frame" and r["category"] == "metaresearch"
 
     # codex, stratum a (W1-W4, weight 2, N_a = 8, f = 1/2) and b (W5, W6, W9, weight 3, N_b = 9, f = 1/3): N = 17.
