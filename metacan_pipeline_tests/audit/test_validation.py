@@ -637,6 +637,31 @@ def test_every_registry_teacher_is_a_system_of_the_report(study, monkeypatch):
     assert set(theirs["decision"]) == {1} and "teacher:opus" not in set(means["system"])
 
 
+def test_each_estimands_frame_mean_is_the_share_of_frame_works_a_system_puts_in_it(study):
+    """The PPI estimate's other input for the estimands, counted here from the frame, the census teacher's labels and
+    the predictions: the primary estimand's mean is the share of works decided metaresearch with a Canadian
+    affiliation or funder; the secondary estimand has no mean where about_ca_system is not a gated head."""
+    from metacan_pipeline.audit.estimates.validation import decision_frames
+
+    storage = study["storage"]
+    frame = {r["id"]: r for r in storage.read_table("frame").to_pylist()}
+    ids = sorted(r["id"] for r in study["coded"])
+    _, means = decision_frames(storage, current_protocol(storage), ids)
+    means = {(m["system"], m["head"]): m for m in means.to_dict("records")}
+    labels = [r for r in storage.read_table(f"direct_labels_{CENSUS}").to_pylist() if r["status"] == "labelled"]
+    primary = [("metaresearch" in r["categories"]) and (frame[r["work_id"]]["ca_aff"] or frame[r["work_id"]]["ca_fund"])
+               for r in labels]  # fmt: skip
+    gemma = means[(f"teacher:{CENSUS}", "estimand:primary")]
+    assert (gemma["frame_mean"], gemma["frame_n"]) == (pytest.approx(sum(primary) / len(primary)), len(primary))
+    assert 0 < gemma["frame_mean"] <= means[(f"teacher:{CENSUS}", "metaresearch")]["frame_mean"]
+    preds = storage.read_table("predictions").to_pylist()
+    venue = [("metaresearch" in p["consensus_categories"]) and any(frame[p["id"]][c] for c in ("ca_aff", "ca_fund",
+             "ca_venue")) for p in preds]  # fmt: skip
+    consensus = means[(f"classifier:{MV}:consensus", "estimand:alt2_broad")]
+    assert (consensus["frame_mean"], consensus["frame_n"]) == (pytest.approx(sum(venue) / len(venue)), len(venue))
+    assert (f"classifier:{MV}:consensus", "estimand:secondary") not in means
+
+
 def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_gate(study):
     """What `metacan run` and `metacan summary` print about the audit study, from the stored tables and the coding
     store (read-only)."""
