@@ -26,6 +26,7 @@ from ..site.build.release import ReleaseUnavailable, current_release_id, databas
 from ..storage import MetacanStorage
 from ..student.calibration import MIN_KISH_ESS, MIN_POSITIVES
 from ..student.census import CENSUS_NO_SAMPLING_ERROR, zero_width_census
+from ..student.estimands import CA_PERSON_NOT_MEASURED, ESTIMANDS
 from ..teachers.core.registry import load_registry, load_roles
 from ..vocab import REFERENCE_GATE_REASON, SAMPLE_TEACHER
 
@@ -120,36 +121,78 @@ def agreement_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str
     ]
 
 
+def _rate_text(population: str | None, what: str, method: str, rate, lo, hi, design) -> tuple[str, bool]:
+    """One rate as the summary shows it, and whether it is a census rate's interval of zero width."""
+    row = {"method": method, "design": design, "ci_low": lo, "ci_high": hi}
+    where = f"{population} " if population else ""
+    if zero_width_census(row):
+        return f"{where}{what} {rate:.4f} [{lo:.4f}, {hi:.4f}] (census)", True
+    if method == "screener_swap_range":
+        return f"{where}screener swap {lo:.4f}-{hi:.4f}", False
+    if lo is not None:
+        return f"{where}{what} {rate:.4f} [{lo:.4f}, {hi:.4f}]", False
+    return f"{where}{what} {rate:.4f}", False
+
+
 def prevalence_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:
-    """The prevalence of metaresearch per population and method (with its interval, or the screener swap range);
-    a census rate's interval of zero width is marked "(census)" and explained on the next line."""
+    """The prevalence of metaresearch per population and method (with its interval, or the screener swap range),
+    then one line per estimand of the protocol (:mod:`metacan_pipeline.student.estimands`) over the frame; a census
+    rate's interval of zero width is marked "(census)" and explained on the next line."""
     if "prevalence" not in views:
         return []
+    columns = {r[0] for r in con.execute("DESCRIBE prevalence").fetchall()}
+    category_only = "estimand = 'category'" if "estimand" in columns else "true"
     parts, census = [], False
     for population, method, teacher, rate, lo, hi, design in con.execute(
         "SELECT population, method, teacher, rate, ci_low, ci_high, design FROM prevalence "
-        "WHERE category = 'metaresearch' AND rate IS NOT NULL ORDER BY population, method, teacher"
+        f"WHERE category = 'metaresearch' AND rate IS NOT NULL AND {category_only} ORDER BY population, method, teacher"
     ).fetchall():
-        what = teacher or method.replace("_", " ")
-        row = {"method": method, "design": design, "ci_low": lo, "ci_high": hi}
-        census = census or zero_width_census(row)
-        if zero_width_census(row):
-            parts.append(f"{population} {what} {rate:.4f} [{lo:.4f}, {hi:.4f}] (census)")
-        elif method == "screener_swap_range":
-            parts.append(f"{population} screener swap {lo:.4f}-{hi:.4f}")
-        elif lo is not None:
-            parts.append(f"{population} {what} {rate:.4f} [{lo:.4f}, {hi:.4f}]")
-        else:
-            parts.append(f"{population} {what} {rate:.4f}")
+        text, zero = _rate_text(population, teacher or method.replace("_", " "), method, rate, lo, hi, design)
+        parts.append(text)
+        census = census or zero
     skipped = con.execute(
         "SELECT DISTINCT population, method FROM prevalence WHERE category = 'metaresearch' AND rate IS NULL "
-        "AND starts_with(design, 'not computed') ORDER BY 1, 2"
+        f"AND starts_with(design, 'not computed: teacher') AND {category_only} ORDER BY 1, 2"
     ).fetchall()
     parts += [
         f"{population} {method.replace('_', ' ')} not computed (a teacher is not qualified)"
         for population, method in skipped
     ]
-    return ["Prevalence of metaresearch: " + "; ".join(parts)] + ([f"  {CENSUS_NO_SAMPLING_ERROR}"] if census else [])
+    lines = ["Prevalence of metaresearch: " + "; ".join(parts)]
+    estimand_lines, zero = _estimand_lines(con) if "estimand" in columns else ([], False)
+    return lines + estimand_lines + ([f"  {CENSUS_NO_SAMPLING_ERROR}"] if census or zero else [])
+
+
+def _estimand_lines(con: duckdb.DuckDBPyConnection) -> tuple[list[str], bool]:
+    """The estimands block of :func:`prevalence_lines` (population ``frame``) and whether it shows a census rate."""
+    rows = con.execute(
+        "SELECT estimand, method, teacher, rate, ci_low, ci_high, design FROM prevalence "
+        "WHERE population = 'frame' AND estimand <> 'category' ORDER BY CASE method WHEN "
+        "'design_weighted_teacher_rate' THEN 0 WHEN 'screener_swap_range' THEN 1 ELSE 2 END, method, teacher"
+    ).fetchall()
+    if not rows:
+        return [], False
+    by: dict[str, list[str]] = {}
+    census, notes = False, []
+    for estimand, method, teacher, rate, lo, hi, design in rows:
+        what = teacher or method.replace("_", " ")
+        if rate is None and not (design or "").startswith("not computed: "):
+            text = f"{what} n/a (no labelled work)"
+        elif rate is None:
+            reason = design.removeprefix("not computed: ")
+            unqualified = reason.startswith("teacher")
+            text = f"{what} not computed" + (" (a teacher is not qualified)" if unqualified else "")
+            notes += [] if reason in notes or unqualified else [reason]
+        else:
+            text, zero = _rate_text(None, what, method, rate, lo, hi, design)
+            census = census or zero
+        by.setdefault(estimand, []).append(text)
+    if all(r[3] is None for r in rows):
+        return ["Estimands (frame): " + ("; ".join(notes) or "not computed (a teacher is not qualified)")], False
+    lines = ["Estimands (frame; in scope = metaresearch; rate of the whole frame):"]
+    lines += [f"  {e.name}: " + "; ".join(by[e.name]) for e in ESTIMANDS if e.name in by]
+    lines += [f"  {CA_PERSON_NOT_MEASURED}"] + [f"  not computed: {n}" for n in notes]
+    return lines, census
 
 
 def prediction_lines(con: duckdb.DuckDBPyConnection, sample_teacher: str) -> list[str]:
@@ -399,7 +442,22 @@ def report_lines(con: duckdb.DuckDBPyConnection, views: set[str], pid: str, head
             ]
             if shown:
                 lines.append(f"  prevalence of {head}: " + "; ".join(shown))
-    return lines
+    return lines + (_estimand_prevalence_lines(con, pid) if "validation_prevalence" in views else [])
+
+
+def _estimand_prevalence_lines(con: duckdb.DuckDBPyConnection, pid: str) -> list[str]:
+    """The human-only prevalence of each estimand (``validation_prevalence`` head ``estimand:<name>``, code source
+    ``human``) with its prediction-powered estimates, one line each; empty when the report has none."""
+    rows = con.execute(
+        "SELECT head, method, value, lower, upper, n FROM validation_prevalence WHERE protocol_id = ? "
+        "AND code_source = 'human' AND starts_with(head, 'estimand:') ORDER BY head, method <> 'human', method",
+        [pid],
+    ).fetchall()
+    by: dict[str, list[str]] = {}
+    for head, method, value, lower, upper, n in rows:
+        shown = "human-only" if method == "human" else method
+        by.setdefault(head.removeprefix("estimand:"), []).append(f"{shown} {_ci(value, lower, upper, 4)} n={n}")
+    return [f"  prevalence of estimand {e.name}: " + "; ".join(by[e.name]) for e in ESTIMANDS if e.name in by]
 
 
 _STAT_NAMES = {"cohen_kappa": "kappa", "krippendorff_alpha": "alpha"}

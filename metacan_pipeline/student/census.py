@@ -13,10 +13,12 @@ CENSUS_NO_SAMPLING_ERROR = (
 
 
 def zero_width_census(row: dict) -> bool:
-    """True for a census teacher rate (design :data:`CENSUS_DESIGN`) whose 95% CI has zero width."""
+    """True for a census teacher rate (design :data:`CENSUS_DESIGN`, possibly followed by a note after ``"; "``) whose
+    95% CI has zero width."""
+    design = row.get("design") or ""
     return (
         row["method"] == "design_weighted_teacher_rate"
-        and row.get("design") == CENSUS_DESIGN
+        and (design == CENSUS_DESIGN or design.startswith(f"{CENSUS_DESIGN}; "))
         and row["ci_low"] is not None
         and row["ci_low"] == row["ci_high"]
     )

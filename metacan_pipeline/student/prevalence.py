@@ -1,6 +1,9 @@
-"""Prevalence per category: design-weighted teacher rates with a design-based 95% CI, classify-and-count,
-and the range obtained by swapping which teacher is called the screener (SPEC sections 5-6). The asset
-``prevalence`` (:mod:`.assets`) writes :func:`prevalence_rows` to the table ``prevalence``.
+"""Prevalence per category and per estimand of the protocol (:mod:`.estimands`, SPEC section 11): design-weighted
+teacher rates with a design-based 95% CI, classify-and-count, and the range obtained by swapping which teacher is
+called the screener (SPEC sections 5-6). The asset ``prevalence`` (:mod:`.assets`) writes :func:`prevalence_rows` to
+the table ``prevalence``; a row's ``estimand`` is ``category`` for a category's rate, else the estimand's name (its
+``category`` is then the in-scope head ``metaresearch``). An estimand's cells are counted as a category's, with the
+frame's route flags joined by work id.
 
 Estimator (SPEC section 5, Hajek): for a teacher's labelled works with design weights ``w`` (1 / selection
 probability) in strata ``h``, ``p = sum w y / sum w``. Its variance is the stratified linearisation
@@ -32,6 +35,7 @@ from ..teachers.core.agreement import head_values
 from ..teachers.core.registry import TeacherSpec
 from ..vocab import CATEGORIES
 from .census import CENSUS_DESIGN, CENSUS_NO_SAMPLING_ERROR, zero_width_census
+from .estimands import CATEGORY_RATE, ESTIMAND_ROUTES, ESTIMANDS, IN_SCOPE
 from .roles import direct_labels_key, teacher_standing
 
 Z95 = 1.959963984540054
@@ -100,6 +104,10 @@ _DUCKDB_MEMORY_LIMIT = "1GB"
 _UNDECIDED = """CASE WHEN json_valid(l.source_ref) THEN
     CASE WHEN json_type(l.source_ref) = 'OBJECT' AND json_type(l.source_ref, '$.undecided_categories') = 'ARRAY'
          THEN json_extract_string(l.source_ref, '$.undecided_categories[*]') END END"""
+#: ``absent`` of a label's ``source_ref`` (the fields its source never provides), read as :data:`_UNDECIDED`.
+_ABSENT = """CASE WHEN json_valid(l.source_ref) THEN
+    CASE WHEN json_type(l.source_ref) = 'OBJECT' AND json_type(l.source_ref, '$.absent') = 'ARRAY'
+         THEN json_extract_string(l.source_ref, '$.absent[*]') END END"""
 
 
 def _connect(storage: MetacanStorage) -> duckdb.DuckDBPyConnection:
@@ -112,6 +120,75 @@ def _files(storage: MetacanStorage, name: str) -> str:
     return sql_literal(str(storage.table_dir(name) / "*.parquet"))
 
 
+def _labelled_groups(
+    con: duckdb.DuckDBPyConnection,
+    labels: str,
+    weights: str,
+    teacher: str | None = None,
+    routes: str | None = None,
+    **params,
+) -> list[tuple]:
+    """The works of the current labelled rows of ``labels`` (module doc of :func:`label_cells`) counted per (stratum,
+    weight, categories, undecided categories, absent fields, ``about_ca_system``, and with ``routes``, a query giving
+    ``(id, ca_aff, ca_fund, ca_venue)``, the routes of :data:`~.estimands.ESTIMAND_ROUTES`): one row per group, the
+    count last. Works without a weight (or, with ``routes``, without a row there) are left out."""
+    if teacher is not None:
+        params["teacher"] = teacher
+    route_cols = "".join(f", r.{c}" for c in ESTIMAND_ROUTES) if routes else ""
+    route_join = f"JOIN ({routes}) r ON r.id = l.work_id" if routes else ""
+    return con.execute(
+        f"""
+        WITH current AS (
+          SELECT work_id, status, categories, about_ca_system, source_ref
+          FROM read_parquet({labels}, filename = true, file_row_number = true, hive_partitioning = false)
+          WHERE work_id IS NOT NULL {"AND teacher = $teacher" if teacher is not None else ""}
+          QUALIFY row_number() OVER (
+            PARTITION BY teacher, model, prompt_version, prompt_sha, work_id
+            ORDER BY created_at IS NOT NULL DESC, created_at DESC, coalesce(label_id, '') DESC,
+                     filename DESC, file_row_number DESC
+          ) = 1
+        )
+        SELECT w.stratum, w.weight, l.categories, {_UNDECIDED} AS undecided, {_ABSENT} AS absent,
+               l.about_ca_system{route_cols}, count(*) AS works
+        FROM current l JOIN ({weights}) w ON w.id = l.work_id {route_join}
+        WHERE l.status = 'labelled'
+        GROUP BY ALL ORDER BY ALL
+        """,
+        params,
+    ).fetchall()
+
+
+def _group_heads(categories, undecided, absent, about_ca_system) -> dict:
+    """:func:`head_values` of a group's label (its categories, undecided categories, absent fields, about_ca_system)."""
+    ref = {"undecided_categories": undecided or [], "absent": absent or []}
+    label = {"status": "labelled", "categories": categories, "source_ref": ref, "about_ca_system": about_ca_system}
+    return head_values(label)
+
+
+def _category_cells(groups: list[tuple]) -> dict[str, list[Cell]]:
+    cells: dict[str, list[Cell]] = {c: [] for c in CATEGORIES}
+    for stratum, weight, categories, undecided, absent, about, *_, works in groups:
+        values = _group_heads(categories, undecided, absent, about)
+        for c in CATEGORIES:
+            if values[c] is not None:
+                cells[c].append((stratum, values[c], weight, works))
+    return cells
+
+
+def _estimand_cells(groups: list[tuple]) -> dict[str, list[Cell]]:
+    """``{estimand: cells}`` of groups counted with their routes: a work is a cell of an estimand when the estimand's
+    membership is known for it (:meth:`~.estimands.Estimand.member`), with that membership as its value."""
+    cells: dict[str, list[Cell]] = {e.name: [] for e in ESTIMANDS}
+    for stratum, weight, categories, undecided, absent, about, *flags, works in groups:
+        values = _group_heads(categories, undecided, absent, about)
+        on = dict(zip(ESTIMAND_ROUTES, flags, strict=True))
+        for e in ESTIMANDS:
+            member = e.member(values, on)
+            if member is not None:
+                cells[e.name].append((stratum, member, weight, works))
+    return cells
+
+
 def label_cells(
     con: duckdb.DuckDBPyConnection, labels: str, weights: str, teacher: str | None = None, **params
 ) -> dict[str, list[Cell]]:
@@ -122,45 +199,38 @@ def label_cells(
     The current label of a work is what :func:`~metacan_pipeline.teachers.core.agreement.current_labelled` keeps: per
     configuration (teacher, model, prompt version and SHA) the newest row (by ``created_at``, none first, then
     ``label_id``, then table order: file, row), if it is labelled. DuckDB counts the works of each (stratum,
-    weight, categories, undecided categories); each count becomes a cell of every category whose head
+    weight, categories, undecided categories, ...); each count becomes a cell of every category whose head
     :func:`~metacan_pipeline.teachers.core.agreement.head_values` gives a value for such a label."""
-    if teacher is not None:
-        params["teacher"] = teacher
-    rows = con.execute(
-        f"""
-        WITH current AS (
-          SELECT work_id, status, categories, source_ref
-          FROM read_parquet({labels}, filename = true, file_row_number = true, hive_partitioning = false)
-          WHERE work_id IS NOT NULL {"AND teacher = $teacher" if teacher is not None else ""}
-          QUALIFY row_number() OVER (
-            PARTITION BY teacher, model, prompt_version, prompt_sha, work_id
-            ORDER BY created_at IS NOT NULL DESC, created_at DESC, coalesce(label_id, '') DESC,
-                     filename DESC, file_row_number DESC
-          ) = 1
+    return _category_cells(_labelled_groups(con, labels, weights, teacher, **params))
+
+
+def frame_routes(storage: MetacanStorage, con: duckdb.DuckDBPyConnection) -> tuple[str | None, str | None]:
+    """A query giving ``(id, ca_aff, ca_fund, ca_venue)`` once per frame work (a route true in any of a work's rows
+    is true), and None; or None and why the estimands cannot be computed when the frame has no such route column (a
+    frame the ``frame`` asset did not build)."""
+    files = _files(storage, "frame")
+    present = {
+        r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet({files}, hive_partitioning = false)").fetchall()
+    }
+    missing = [c for c in ESTIMAND_ROUTES if c not in present]
+    if missing:
+        return None, (
+            f"not computed: the frame has no route column {', '.join(missing)} (SPEC section 2); rebuild the frame "
+            "(materialize frame)"
         )
-        SELECT w.stratum, w.weight, l.categories, {_UNDECIDED} AS undecided, count(*) AS works
-        FROM current l JOIN ({weights}) w ON w.id = l.work_id
-        WHERE l.status = 'labelled'
-        GROUP BY ALL ORDER BY ALL
-        """,
-        params,
-    ).fetchall()
-    cells: dict[str, list[Cell]] = {c: [] for c in CATEGORIES}
-    for stratum, weight, categories, undecided, works in rows:
-        ref = {"undecided_categories": undecided or []}
-        values = head_values({"status": "labelled", "categories": categories, "source_ref": ref})
-        for c in CATEGORIES:
-            if values[c] is not None:
-                cells[c].append((stratum, values[c], weight, works))
-    return cells
+    flags = ", ".join(f"coalesce(bool_or({c}), false) AS {c}" for c in ESTIMAND_ROUTES)
+    return f"SELECT id, {flags} FROM read_parquet({files}, hive_partitioning = false) GROUP BY id", None
 
 
 # ---- the rows, by method ---------------------------------------------------------------------------
 
 
-def _rate_row(population: str, category: str, teacher: str, e: Estimate, design: str) -> dict:
+def _rate_row(
+    population: str, category: str, teacher: str, e: Estimate, design: str, estimand: str = CATEGORY_RATE
+) -> dict:
     return {
         "population": population,
+        "estimand": estimand,
         "category": category,
         "method": "design_weighted_teacher_rate",
         "teacher": teacher,
@@ -169,11 +239,18 @@ def _rate_row(population: str, category: str, teacher: str, e: Estimate, design:
     }
 
 
+def _design_note(design: str, estimand) -> str:
+    return f"{design}; {estimand.note}" if estimand.note else design
+
+
 def frame_teacher_rows(storage: MetacanStorage, registry: dict[str, TeacherSpec]) -> list[dict]:
     """``design_weighted_teacher_rate`` rows of population ``frame``: a teacher covering all works is a census
     (weight 1, one stratum ``census``, the works of the frame), a sample teacher is weighted by ``sample_design``
     (its works ``in_sample``: stratum and design weight; its batch labels, which carry no design weight, are left
-    out); a teacher of neither kind, or without labels, gives no row. Raises FileNotFoundError without a frame."""
+    out); a teacher of neither kind, or without labels, gives no row. Per teacher: one row per category (estimand
+    ``category``), then one per estimand of :data:`~.estimands.ESTIMANDS` (category ``metaresearch``, the in-scope
+    head; the frame's routes joined by work id). Raises FileNotFoundError without a frame, ValueError when the frame
+    has no route columns (:func:`frame_routes`)."""
     storage.require("frame")
     census = (
         "SELECT id, 'census' AS stratum, 1.0::DOUBLE AS weight "
@@ -189,12 +266,23 @@ def frame_teacher_rows(storage: MetacanStorage, registry: dict[str, TeacherSpec]
         )
     rows = []
     with _connect(storage) as con:
+        routes, why_not = frame_routes(storage, con)
         for name, spec in registry.items():
             if (spec.coverage != "all" and not spec.covers_sample) or not storage.has_table(direct_labels_key(name)):
                 continue
             weights, how = (census, CENSUS_DESIGN) if spec.coverage == "all" else (design, "sample_design")
-            cells = label_cells(con, _files(storage, direct_labels_key(name)), weights) if weights else {}
-            rows += [_rate_row("frame", c, name, stratified_rate(cells.get(c, [])), how) for c in CATEGORIES]
+            labels = _files(storage, direct_labels_key(name))
+            groups = _labelled_groups(con, labels, weights, routes=routes) if weights else []
+            cells = _category_cells(groups)
+            rows += [_rate_row("frame", c, name, stratified_rate(cells[c]), how) for c in CATEGORIES]
+            if routes is None:
+                rows += [_rate_row("frame", IN_SCOPE, name, stratified_rate([]), why_not, e.name) for e in ESTIMANDS]
+                continue
+            by_estimand = _estimand_cells(groups)
+            rows += [
+                _rate_row("frame", IN_SCOPE, name, stratified_rate(by_estimand[e.name]), _design_note(how, e), e.name)
+                for e in ESTIMANDS
+            ]
     return rows
 
 
@@ -247,15 +335,27 @@ def imported_teacher_rows(storage: MetacanStorage) -> list[dict]:
     return rows
 
 
-def _unweighted_row(population: str, category: str, method: str, n: int, rate, design: str, **extra) -> dict:
-    row = {"population": population, "category": category, "method": method, "teacher": None, "n": n}
+def _unweighted_row(
+    population: str, category: str, method: str, n: int, rate, design: str, estimand: str = CATEGORY_RATE, **extra
+) -> dict:
+    row = {"population": population, "estimand": estimand, "category": category, "method": method, "teacher": None}
+    row["n"] = n
     row.update(n_weighted=None, rate=rate, se=None, ci_low=None, ci_high=None, strata_single=0, design=design)
     return {**row, **extra}
 
 
+#: The classifier's decision columns counted by classify-and-count, per method: the categories, the about_ca_system flag.
+_DECISION_COLUMNS = {
+    "classify_and_count": ("candidate_categories", "about_ca_system_candidate"),
+    "classify_and_count_consensus": ("consensus_categories", "about_ca_system_consensus"),
+}
+
+
 def classify_and_count_rows(storage: MetacanStorage) -> list[dict]:
     """``classify_and_count`` (and ``classify_and_count_consensus``) rows: the share of frame works whose
-    ``predictions.candidate_categories`` (``consensus_categories``) holds the category; no CI. While a role
+    ``predictions.candidate_categories`` (``consensus_categories``) holds the category, then per estimand the share
+    of frame works the decisions put in it (``metaresearch`` decided, for the secondary estimand also
+    ``about_ca_system_candidate`` / ``_consensus``, and the estimand's routes in the frame); no CI. While a role
     teacher has not passed its qualification test the decisions are not the classifier's to count: the rows
     carry no rate and ``design`` says why (a 0 there would read as a measured prevalence)."""
     if not storage.has_table("predictions"):
@@ -263,51 +363,73 @@ def classify_and_count_rows(storage: MetacanStorage) -> list[dict]:
     standing = teacher_standing(storage)
     unqualified = "; ".join(n for n in (standing.sample_not_qualified, standing.census_not_qualified) if n)
     preds = f"read_parquet({_files(storage, 'predictions')}, hive_partitioning = false)"
+    members: dict[tuple[str, str], int] = defaultdict(int)
     with _connect(storage) as con:
         n_preds = con.execute(f"SELECT count(*) FROM {preds}").fetchone()[0]
         counts = {
             (col, c): k
-            for col in ("candidate_categories", "consensus_categories")
+            for col, _ in _DECISION_COLUMNS.values()
             for c, k in con.execute(
                 f"SELECT c, count(*) FROM (SELECT unnest({col}) c FROM {preds}) GROUP BY c"
             ).fetchall()
         }
-    methods = (("candidate_categories", "classify_and_count"), ("consensus_categories", "classify_and_count_consensus"))
-    return [
-        _unweighted_row(
-            "frame",
-            c,
-            method,
-            n_preds,
-            None if unqualified or not n_preds else counts.get((col, c), 0) / n_preds,
-            f"not computed: {unqualified}" if unqualified else "every frame work scored once",
-            n_weighted=float(n_preds),
-        )
-        for c in CATEGORIES
-        for col, method in methods
+        routes, why_not = frame_routes(storage, con) if storage.has_table("frame") else (None, "not computed: no frame")
+        flags = ", ".join(f"coalesce(r.{c}, false)" for c in ESTIMAND_ROUTES)
+        for method, (col, about) in _DECISION_COLUMNS.items():
+            if routes is None:
+                break
+            groups = con.execute(
+                f"SELECT list_contains(coalesce(p.{col}, []), '{IN_SCOPE}'), coalesce(p.{about}, false), {flags}, "
+                f"count(*) FROM {preds} p LEFT JOIN ({routes}) r ON r.id = p.id GROUP BY ALL"
+            ).fetchall()
+            for in_scope, about_system, *on, works in groups:
+                heads = {IN_SCOPE: in_scope, "about_ca_system": about_system}
+                for e in ESTIMANDS:
+                    if e.member(heads, dict(zip(ESTIMAND_ROUTES, on, strict=True))):
+                        members[(method, e.name)] += works
+
+    def row(category: str, method: str, count: int, estimand: str = CATEGORY_RATE, note: str | None = None) -> dict:
+        if unqualified or (estimand != CATEGORY_RATE and routes is None):
+            rate, design = None, f"not computed: {unqualified}" if unqualified else why_not
+        else:
+            rate, design = (count / n_preds if n_preds else None), "every frame work scored once"
+            design += f"; {note}" if note else ""
+        return _unweighted_row("frame", category, method, n_preds, rate, design, estimand, n_weighted=float(n_preds))
+
+    rows = [
+        row(c, method, counts.get((col, c), 0)) for c in CATEGORIES for method, (col, _) in _DECISION_COLUMNS.items()
+    ]
+    return rows + [
+        row(IN_SCOPE, method, members[(method, e.name)], e.name, e.note)
+        for e in ESTIMANDS
+        for method in _DECISION_COLUMNS
     ]
 
 
 def screener_swap_rows(rows: list[dict]) -> list[dict]:
-    """``screener_swap_range`` rows: per population and category with more than one teacher rate in ``rows``,
-    the lowest and highest (``ci_low`` / ``ci_high``, ``rate`` their midpoint)."""
-    rates: dict[tuple[str, str], list[float]] = defaultdict(list)
+    """``screener_swap_range`` rows: per population, estimand and category with more than one teacher rate in
+    ``rows``, the lowest and highest (``ci_low`` / ``ci_high``, ``rate`` their midpoint)."""
+    rates: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for r in rows:
         if r["method"] == "design_weighted_teacher_rate" and r["rate"] is not None:
-            rates[(r["population"], r["category"])].append(r["rate"])
+            rates[(r["population"], r["estimand"], r["category"])].append(r["rate"])
+    order = {name: i for i, name in enumerate([CATEGORY_RATE, *(e.name for e in ESTIMANDS)])}
+    keys = sorted(rates, key=lambda k: (k[0], order.get(k[1], len(order)), k[1], k[2]))
     return [
         _unweighted_row(
             population,
             c,
             "screener_swap_range",
-            len(values),
-            (min(values) + max(values)) / 2,
+            len(rates[key]),
+            (min(rates[key]) + max(rates[key])) / 2,
             "teacher rates above",
-            ci_low=min(values),
-            ci_high=max(values),
+            estimand,
+            ci_low=min(rates[key]),
+            ci_high=max(rates[key]),
         )
-        for (population, c), values in sorted(rates.items())
-        if len(values) > 1
+        for key in keys
+        if len(rates[key]) > 1
+        for population, estimand, c in [key]
     ]
 
 
@@ -327,11 +449,16 @@ def _fmt(r: dict) -> str:
 
 
 def metaresearch_markdown(rows: list[dict]) -> str:
-    """A markdown table of the ``metaresearch`` rows (population, method, teacher, n, rate [95% CI]); below it,
-    :data:`CENSUS_NO_SAMPLING_ERROR` when a census rate's interval there has zero width."""
+    """A markdown table of the ``metaresearch`` rows (population, estimand, method, teacher, n, rate [95% CI]: the
+    category rate and every estimand); below it, :data:`CENSUS_NO_SAMPLING_ERROR` when a census rate's interval there
+    has zero width."""
     shown = [r for r in rows if r["category"] == "metaresearch"]
-    table = "| population | category | method | teacher | n | rate [95% CI] |\n|---|---|---|---|---|---|\n" + "".join(
-        f"| {r['population']} | {r['category']} | {r['method']} | {r['teacher'] or ''} | {r['n']} | {_fmt(r)} |\n"
+    head = (
+        "| population | estimand | category | method | teacher | n | rate [95% CI] |\n|---|---|---|---|---|---|---|\n"
+    )
+    table = head + "".join(
+        f"| {r['population']} | {r['estimand']} | {r['category']} | {r['method']} | {r['teacher'] or ''} | {r['n']} "
+        f"| {_fmt(r)} |\n"
         for r in shown
     )
     return table + (f"\n{CENSUS_NO_SAMPLING_ERROR}\n" if any(zero_width_census(r) for r in shown) else "")

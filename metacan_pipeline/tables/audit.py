@@ -153,7 +153,11 @@ VALIDATION_CONFUSION_SCHEMA = columns(
 
 VALIDATION_PREVALENCE_SCHEMA = columns(
     *_REPORT_KEY,
-    "head",
+    column(
+        "head",
+        description="the head (a category or about_ca flag) or estimand:<name>, one of the protocol's estimands "
+        "(metacan_pipeline.student.estimands)",
+    ),
     "method",
     "value",
     "lower",
@@ -234,8 +238,8 @@ TABLES += [
     ),
     Table(
         "validation_prevalence",
-        "one prevalence estimate of one head: from the codes alone (method human) or prediction-powered with one "
-        "system's frame-wide decisions (ppi:<system>), with its interval and its width over the codes-only one",
+        "one prevalence estimate of one head or estimand: from the codes alone (method human) or prediction-powered "
+        "with one system's frame-wide decisions (ppi:<system>), with its interval and its width over the codes-only one",
         _REPORT,
         VALIDATION_PREVALENCE_SCHEMA,
         ("protocol_id", "code_source", "head", "method"),

@@ -316,6 +316,7 @@ FIELDS: dict[str, Field] = {
     "unsettled": Field(_I64, "band works beyond the budget: no decision"),
     "decision": Field(_S, "positive | negative (certified student decision) | teacher | unsettled"),
     "population": Field(_S, "the population the rate is of"),
+    "estimand": Field(_S, "the protocol's estimand the rate is of (category: the category's rate, every route)"),
     "category": Field(_S, "the category"),
     "method": Field(_S, "the estimation method"),
     "se": Field(_F64, "standard error"),

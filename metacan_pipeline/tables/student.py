@@ -82,6 +82,11 @@ THRESHOLDS_SCHEMA = columns(
 
 PREVALENCE_SCHEMA = columns(
     column("population", description="the population the rate is of (frame, sampling frame, ...)"),
+    column(
+        "estimand",
+        description="category (the category's rate, every route) or the protocol's estimand the rate is of: primary, "
+        "primary_ca_aff, primary_ca_fund, secondary, alt1_strict, alt2_broad (metacan_pipeline.student.estimands)",
+    ),
     "category",
     column("method", description="design-weighted teacher rate, or classify-and-count"),
     column("teacher", description="the teacher whose labels the rate counts (null: the classifier's rows)"),
@@ -223,10 +228,11 @@ TABLES = [
     ),
     Table(
         "prevalence",
-        "one category rate on one population by one method (design-weighted teacher rate, classify-and-count)",
+        "one category rate, or one estimand's rate, on one population by one method (design-weighted teacher rate, "
+        "classify-and-count, screener-swap range)",
         "prevalence",
         PREVALENCE_SCHEMA,
-        ("population", "category", "method", "teacher"),
+        ("population", "estimand", "category", "method", "teacher"),
     ),
     Table(
         "machine_scores",

@@ -118,7 +118,7 @@ def test_the_overall_rates_are_the_estimators_and_unresolved_codes_are_counted_a
     assert row["unresolved"] == audit_inputs["unresolved"] > 0
     assert row["not_yet_coded"] == audit_inputs["not_yet_coded"] > 0
     assert row["unresolved"] + row["not_yet_coded"] == int(np.isnan(audit_inputs["code"]).sum())
-    human = audit_inputs["report"].prevalence.set_index("method").loc["human"]
+    human = audit_inputs["report"].prevalence.set_index(["head", "method"]).loc[(HEAD, "human")]
     assert (human["unresolved"], human["not_yet_coded"]) == (audit_inputs["unresolved"], audit_inputs["not_yet_coded"])
     teacher = _rate(report.error_rates, TEACHER, "recall")
     assert "2 sampled works without a decision left out" in teacher["note"]
@@ -144,7 +144,8 @@ def test_the_confusion_matrix_counts_every_resolved_decided_work_once(audit_inpu
 
 
 def test_prevalence_gives_the_human_estimate_and_one_ppi_estimate_per_system(audit_inputs):
-    prev = audit_inputs["report"].prevalence.set_index("method")
+    prev = audit_inputs["report"].prevalence
+    prev = prev.loc[prev["head"] == HEAD].set_index("method")
     assert list(prev.index) == ["human", f"ppi:{CLASSIFIER}", f"ppi:{TEACHER}"]
     human = prev.loc["human"]
     assert human["lower"] < human["value"] < human["upper"] and pd.isna(human["width_ratio"])
@@ -255,3 +256,55 @@ def test_a_bias_against_french_or_affiliation_blind_works_is_visible_with_interv
         pytest.approx(expected.upper),
         expected.n,
     )
+
+
+def test_each_estimand_has_its_human_and_ppi_prevalence_from_the_codes_and_the_sampled_routes(audit_inputs):
+    """The estimand rows against the estimators on vectors built here: a work is in the primary estimand (and its
+    CA-AFF component, ALT-1 and ALT-2) when its code is 1 and its ``route_key`` holds ``ca_aff``; none holds ca_fund
+    or ca_venue, so CA-FUND is empty; the secondary estimand needs about_ca_system codes, which this audit has not."""
+    from metacan_pipeline.audit.estimates.ppi import ppi_mean
+
+    sample, human = audit_inputs["sample"], audit_inputs["human"]
+    report = audit_inputs["report"]
+    design = E.Design.from_frame(sample)
+    code = {w: c for w, c in zip(human["id"], human["code"], strict=True)}
+    y = np.array([np.nan if code.get(w) in (None, "unresolved") else float(code[w]) for w in sample["id"]])
+    aff = np.array(["ca_aff" in k.split("+") for k in sample["route_key"]])
+    y_primary = np.where(np.isnan(y), np.nan, (y == 1) & aff)
+    prev = report.prevalence.set_index(["head", "method"])
+    assert sorted({h for h, _ in prev.index}) == [
+        "estimand:alt1_strict",
+        "estimand:alt2_broad",
+        "estimand:primary",
+        "estimand:primary_ca_aff",
+        "estimand:primary_ca_fund",
+        HEAD,
+    ]
+    want = E.prevalence(y_primary, design)
+    for name in ("primary", "primary_ca_aff", "alt1_strict", "alt2_broad"):
+        row = prev.loc[(f"estimand:{name}", "human")]
+        assert (row["value"], row["lower"], row["upper"], row["n"]) == pytest.approx(
+            (want.value, want.lower, want.upper, want.n)
+        )
+        assert row["unresolved"] == audit_inputs["unresolved"]
+    assert 0 < want.value < prev.loc[(HEAD, "human"), "value"]
+    assert prev.loc[("estimand:primary_ca_fund", "human"), "value"] == 0
+    # no frame mean of an estimand: no PPI row; with one, the PPI estimate of the decisions on the estimand
+    assert ("estimand:primary", f"ppi:{CLASSIFIER}") not in prev.index
+    audit, take = audit_inputs["audit"], audit_inputs["take"]
+    means = pd.DataFrame(
+        {
+            "system": [CLASSIFIER, CLASSIFIER],
+            "head": [HEAD, "estimand:primary"],
+            "frame_mean": [audit.classifier.mean(), 0.6 * audit.classifier.mean()],
+        }
+    )
+    decisions = pd.DataFrame(
+        {"system": CLASSIFIER, "id": sample["id"], "head": HEAD, "decision": audit.classifier[take].astype(int)}
+    )
+    again = validation_report(sample, human, decisions, means).prevalence.set_index(["head", "method"])
+    d_primary = (audit.classifier[take] == 1) & aff
+    ppi = ppi_mean(y_primary, d_primary.astype(float), design, 0.6 * audit.classifier.mean()).ppi
+    row = again.loc[("estimand:primary", f"ppi:{CLASSIFIER}")]
+    assert (row["value"], row["lower"], row["upper"]) == pytest.approx((ppi.value, ppi.lower, ppi.upper))
+    assert ("estimand:alt2_broad", f"ppi:{CLASSIFIER}") not in again.index  # its frame mean is not given

@@ -640,6 +640,31 @@ def test_every_registry_teacher_is_a_system_of_the_report(study, monkeypatch):
     assert set(theirs["decision"]) == {1} and "teacher:opus" not in set(means["system"])
 
 
+def test_each_estimands_frame_mean_is_the_share_of_frame_works_a_system_puts_in_it(study):
+    """The PPI estimate's other input for the estimands, counted here from the frame, the census teacher's labels and
+    the predictions: the primary estimand's mean is the share of works decided metaresearch with a Canadian
+    affiliation or funder; the secondary estimand has no mean where about_ca_system is not a gated head."""
+    from metacan_pipeline.audit.estimates.validation import decision_frames
+
+    storage = study["storage"]
+    frame = {r["id"]: r for r in storage.read_table("frame").to_pylist()}
+    ids = sorted(r["id"] for r in study["coded"])
+    _, means = decision_frames(storage, current_protocol(storage), ids)
+    means = {(m["system"], m["head"]): m for m in means.to_dict("records")}
+    labels = [r for r in storage.read_table(f"direct_labels_{CENSUS}").to_pylist() if r["status"] == "labelled"]
+    primary = [("metaresearch" in r["categories"]) and (frame[r["work_id"]]["ca_aff"] or frame[r["work_id"]]["ca_fund"])
+               for r in labels]  # fmt: skip
+    gemma = means[(f"teacher:{CENSUS}", "estimand:primary")]
+    assert (gemma["frame_mean"], gemma["frame_n"]) == (pytest.approx(sum(primary) / len(primary)), len(primary))
+    assert 0 < gemma["frame_mean"] <= means[(f"teacher:{CENSUS}", "metaresearch")]["frame_mean"]
+    preds = storage.read_table("predictions").to_pylist()
+    venue = [("metaresearch" in p["consensus_categories"]) and any(frame[p["id"]][c] for c in ("ca_aff", "ca_fund",
+             "ca_venue")) for p in preds]  # fmt: skip
+    consensus = means[(f"classifier:{MV}:consensus", "estimand:alt2_broad")]
+    assert (consensus["frame_mean"], consensus["frame_n"]) == (pytest.approx(sum(venue) / len(venue)), len(venue))
+    assert (f"classifier:{MV}:consensus", "estimand:secondary") not in means
+
+
 def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_gate(study):
     """What `metacan run` and `metacan summary` print about the audit study, from the stored tables and the coding
     store (read-only)."""
@@ -738,6 +763,22 @@ def test_the_run_summary_names_the_protocol_the_sample_the_adjudicators_and_the_
         f"  prevalence of metaresearch: human-only {human['value']:.4f} [{human['lower']:.4f}, {human['upper']:.4f}] "
         f"n={len(coded) - 2}; ppi:classifier:{MV}:candidate "
     )
+    # the estimands: one line each, the human-only estimate first
+    stored = {
+        x["head"]: x
+        for x in storage.read_table("validation_prevalence").to_pylist()
+        if x["code_source"] == "human" and x["method"] == "human" and x["head"].startswith("estimand:")
+    }
+    shown = [x for x in lines if x.startswith("  prevalence of estimand ")]
+    assert [x.split(":")[0] for x in shown] == [
+        f"  prevalence of estimand {e}"
+        for e in ("primary", "primary_ca_aff", "primary_ca_fund", "secondary", "alt1_strict", "alt2_broad")
+    ]
+    primary = stored["estimand:primary"]
+    assert shown[0].startswith(
+        f"  prevalence of estimand primary: human-only {primary['value']:.4f} [{primary['lower']:.4f}, "
+        f"{primary['upper']:.4f}] n={len(coded) - 2}; ppi:classifier:{MV}:candidate "
+    )
     assert lines[-1].startswith(f"  gate metaresearch: human_validated:{pid} (precision lower bound ")
     assert lines[-1].endswith(f": passes; {len(coded) - 2} final human codes on the head in the audited sample)")
     assert none == []  # a store from before the audit study: no section
@@ -750,12 +791,15 @@ def test_the_human_prevalence_is_reported_for_every_category_not_only_the_evalua
     storage = study["storage"]
     prev = [r for r in storage.read_table("validation_prevalence").to_pylist() if r["code_source"] == "human"]
     human = {r["head"]: r for r in prev if r["method"] == "human"}
-    assert set(human) == set(BINARY_TARGETS)
+    estimands = {f"estimand:{e}" for e in ("primary", "primary_ca_aff", "primary_ca_fund", "alt1_strict", "alt2_broad")}
+    assert set(human) == set(BINARY_TARGETS) | estimands | {"estimand:secondary"}
     n = len(study["coded"]) - 2  # the single-coded work waits for its second coder, the unresolved one for adjudication
     assert (human["open_science"]["value"], human["open_science"]["n"]) == (0.0, n)
     assert (human["about_ca_topic"]["value"], human["about_ca_topic"]["n"]) == (1.0, n)
     assert 0 < human["metaresearch"]["value"] < 1
-    assert {r["head"] for r in prev if r["method"] != "human"} == {"metaresearch"}
+    # PPI on the gated head and on each estimand the systems decide on every head of (about_ca_system is not gated:
+    # the secondary estimand has its human estimate only)
+    assert {r["head"] for r in prev if r["method"] != "human"} == {"metaresearch"} | estimands
     gates = storage.read_table("validation_gate").to_pylist()
     assert {g["head"] for g in gates if g["code_source"] == "human"} == {"metaresearch"}
 

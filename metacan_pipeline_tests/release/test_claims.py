@@ -185,4 +185,8 @@ def test_a_census_interval_of_zero_width_is_explained_in_the_prevalence_metadata
     with storage.connect(read_only=True) as con:  # the summary's prevalence lines (the frame here has no routes)
         lines = prevalence_lines(con, {"prevalence"})
     assert "frame gemma 0.2500 [0.2500, 0.2500] (census)" in lines[0]
-    assert lines[1:] == [f"  {CENSUS_NO_SAMPLING_ERROR}"]
+    assert lines[1:] == [
+        "Estimands (frame): the frame has no route column ca_aff, ca_fund, ca_venue (SPEC section 2); rebuild the frame "
+        "(materialize frame)",
+        f"  {CENSUS_NO_SAMPLING_ERROR}",
+    ]

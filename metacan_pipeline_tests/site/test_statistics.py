@@ -148,6 +148,55 @@ def test_the_statistics_api_agrees_with_the_release_and_the_prevalence_table(wor
     assert "A census has no sampling error: the interval of a census rate is the rate itself." in page
 
 
+def test_the_estimands_figure_defines_each_estimand_and_shows_its_rates(world):
+    storage, client = world
+    # gemma labels every release work: its primary rate is the share of its labelled works (insufficient_payload has
+    # no metaresearch value) that are metaresearch with a Canadian affiliation or funder, counted on the release
+    positives, known = _sql(
+        storage,
+        "SELECT count(*) FILTER (WHERE list_contains(l.categories, 'metaresearch') AND (w.ca_aff OR w.ca_fund)), "
+        "count(*) FROM work_labels l JOIN works w USING (work_key) WHERE l.teacher = 'gemma' AND l.status = 'labelled' "
+        "AND NOT list_contains(l.categories, 'insufficient_payload')",
+    )[0]
+    body = client.get("/api/v1/statistics").json()
+    primary = next(
+        r
+        for r in body["prevalence"]
+        if r["estimand"] == "primary" and r["teacher"] == "gemma" and r["method"] == "design_weighted_teacher_rate"
+    )
+    assert positives > 0 and (primary["n"], primary["rate"]) == (known, positives / known)
+    assert [e["estimand"] for e in body["estimands"]] == [
+        "category",
+        "primary",
+        "primary_ca_aff",
+        "primary_ca_fund",
+        "secondary",
+        "alt1_strict",
+        "alt2_broad",
+    ]
+    assert all(e["definition"].endswith(".") for e in body["estimands"])
+    assert body["ca_person"].startswith("CA-PERSON not measured")
+    main = _main(client.get("/statistics").text)
+    section = main.split('<section id="estimands"')[1].split("</section>")[0]
+    assert (
+        "<dt>Primary: Canadian-produced metaresearch</dt><dd>Works in scope (metaresearch) with a Canadian" in section
+    )
+    assert section.count("<dt>") == 6 and "ALT-2 (broad)" in section and "CA-PERSON is not measured" in section
+    assert (
+        f"Primary: Canadian-produced metaresearch: gemma estimates {100 * positives / known:.1f}% of the frame"
+        in section
+    )
+    # the per-category figure keeps the category rates only
+    prevalence = main.split('<section id="prevalence"')[1].split("</section>")[0]
+    assert "Canadian-produced" not in prevalence and "CA-PERSON" not in prevalence
+    fr = _main(client.get("/fr/statistics").text).replace("&#39;", "'")
+    section = fr.split('<section id="estimands"')[1].split("</section>")[0]
+    assert (
+        "Les estimands du protocole" in section and "<dt>Principal : métarecherche produite au Canada</dt>" in section
+    )
+    assert "CA-PERSON n'est pas mesuré" in section and "Works in scope" not in section
+
+
 def test_the_french_statistics_page_is_french_with_data_values_verbatim(world):
     _, client = world
     r = client.get("/fr/statistics")

@@ -79,10 +79,10 @@ def test_classify_and_count_is_the_candidate_share_and_is_not_computed_while_a_t
     run_student(storage, student_heads, predictions)
     preds = storage.read_table("predictions").to_pylist()
     share = sum("metaresearch" in p["candidate_categories"] for p in preds) / N_WORKS
-    rows = {(r["method"], r["category"]): r for r in classify_and_count_rows(storage)}
+    rows = {(r["method"], r["category"]): r for r in classify_and_count_rows(storage) if r["estimand"] == "category"}
     assert share > 0 and rows[("classify_and_count", "metaresearch")]["rate"] == pytest.approx(share)
     record_qualification(storage, "codex", agree=False)  # the newest result counts
-    rows = {(r["method"], r["category"]): r for r in classify_and_count_rows(storage)}
+    rows = {(r["method"], r["category"]): r for r in classify_and_count_rows(storage) if r["estimand"] == "category"}
     row = rows[("classify_and_count", "metaresearch")]
     assert row["rate"] is None and row["design"].startswith("not computed: teacher not qualified (kappa 0.00")
 
@@ -124,6 +124,7 @@ def _reference_rows(storage, registry) -> list[dict]:
     ``current_labelled``, one term per work."""
     from collections import defaultdict
 
+    from metacan_pipeline.student.estimands import CA_PERSON_NOT_MEASURED
     from metacan_pipeline.student.prevalence import _rate_row, _unweighted_row, screener_swap_rows
     from metacan_pipeline.student.roles import direct_labels_key, teacher_standing
     from metacan_pipeline.teachers.core.agreement import current_labelled, head_values
@@ -140,7 +141,34 @@ def _reference_rows(storage, registry) -> list[dict]:
             out[c] = _reference_rate([k[0] for k in known], [k[2] for k in known], [k[1] for k in known])
         return out
 
-    frame_ids = storage.read_table("frame", ["id"]).column("id").to_pylist()
+    frame = storage.read_table("frame").to_pylist()
+    route = {r["id"]: r for r in frame}
+    # the estimands written out by hand (metacan_pipeline.student.estimands): heads read, membership
+    by_hand = {
+        "primary": (("metaresearch",), lambda v, r: v["metaresearch"] and (r["ca_aff"] or r["ca_fund"])),
+        "primary_ca_aff": (("metaresearch",), lambda v, r: v["metaresearch"] and r["ca_aff"]),
+        "primary_ca_fund": (("metaresearch",), lambda v, r: v["metaresearch"] and r["ca_fund"]),
+        "secondary": (("metaresearch", "about_ca_system"), lambda v, r: v["metaresearch"] and v["about_ca_system"]),
+        "alt1_strict": (("metaresearch",), lambda v, r: v["metaresearch"] and r["ca_aff"]),
+        "alt2_broad": (
+            ("metaresearch",),
+            lambda v, r: v["metaresearch"] and (r["ca_aff"] or r["ca_fund"] or r["ca_venue"]),
+        ),
+    }
+
+    def estimand_rows(labels, weights, teacher, how):
+        values = [
+            (head_values(r), route[r["work_id"]], weights[r["work_id"]]) for r in labels if r["work_id"] in weights
+        ]
+        out = []
+        for name, (heads, member) in by_hand.items():
+            known = [(bool(member(v, r)), s, w) for v, r, (s, w) in values if all(v[h] is not None for h in heads)]
+            e = _reference_rate([k[0] for k in known], [k[2] for k in known], [k[1] for k in known])
+            note = f"{how}; {CA_PERSON_NOT_MEASURED}" if name == "alt2_broad" else how
+            out.append(_rate_row("frame", "metaresearch", teacher, e, note, name))
+        return out
+
+    frame_ids = [r["id"] for r in frame]
     sd = storage.read_table("sample_design", ["id", "stratum", "design_weight", "in_sample"]).to_pylist()
     design = {r["id"]: (r["stratum"], r["design_weight"]) for r in sd if r["in_sample"]}
     census = {wid: ("census", 1.0) for wid in frame_ids}
@@ -151,11 +179,16 @@ def _reference_rows(storage, registry) -> list[dict]:
         weights, how = (census, "census of the frame") if spec.coverage == "all" else (design, "sample_design")
         labels = current(storage.read_table(direct_labels_key(name)).to_pylist())
         rows += [_rate_row("frame", c, name, e, how) for c, e in teacher_rows(labels, weights).items()]
+        rows += estimand_rows(labels, weights, name, how)
     imported = storage.read_table("imported_labels").to_pylist()
     with storage.connect() as con:
         idesign = con.execute("SELECT source, work_id, stratum, design_weight FROM imported_design").fetchall()
         sources = con.execute("SELECT DISTINCT teacher, source FROM label_imports ORDER BY ALL").fetchall()
         n_preds = con.execute("SELECT count(*) FROM predictions").fetchone()[0]
+        decisions = con.execute(
+            "SELECT id, candidate_categories, about_ca_system_candidate, consensus_categories, about_ca_system_consensus "
+            "FROM predictions"
+        ).fetchall()
         counts = {
             (col, c): k
             for col in ("candidate_categories", "consensus_categories")
@@ -193,6 +226,20 @@ def _reference_rows(storage, registry) -> list[dict]:
         for c in CATEGORIES
         for col, method in methods
     ]
+    for name, (_, member) in by_hand.items():
+        for method, (cats, about) in (("classify_and_count", (1, 2)), ("classify_and_count_consensus", (3, 4))):
+            count = sum(
+                bool(
+                    member({"metaresearch": "metaresearch" in d[cats], "about_ca_system": bool(d[about])}, route[d[0]])
+                )
+                for d in decisions
+            )
+            design = "every frame work scored once" + (f"; {CA_PERSON_NOT_MEASURED}" if name == "alt2_broad" else "")
+            rows.append(
+                _unweighted_row(
+                    "frame", "metaresearch", method, n_preds, count / n_preds, design, name, n_weighted=float(n_preds)
+                )
+            )
     return rows + screener_swap_rows(rows)
 
 
@@ -206,6 +253,7 @@ def _write_prevalence_world(storage) -> None:
     consensus categories and both teachers qualified; the MetaCan pilot's labels imported by ``imported_labels``."""
     import datetime as dt
     import random
+    import zlib
 
     import pyarrow as pa
 
@@ -220,7 +268,17 @@ def _write_prevalence_world(storage) -> None:
     rng = random.Random(17)
     t0 = dt.datetime(2026, 11, 1)
     ids = [f"W{700000 + i}" for i in range(3000)]
-    storage.write_table("frame", pa.table({"id": ids}))
+    storage.write_table(
+        "frame",
+        pa.table(
+            {
+                "id": ids,
+                "ca_aff": [i % 5 < 3 for i in range(len(ids))],
+                "ca_fund": [i % 5 == 4 or i % 7 == 0 for i in range(len(ids))],
+                "ca_venue": [i % 11 == 0 for i in range(len(ids))],
+            }
+        ),
+    )
     routes = ["ca_aff", "ca_aff", "ca_aff", "about_ca", "ca_fund"]
     frame = [{"id": w, "route_key": routes[i % 5], "has_abstract": i % 7 != 0} for i, w in enumerate(ids)]
     design = draw_sample(frame, 0.1, 5, "salt-prev", StrataSpec())
@@ -232,9 +290,9 @@ def _write_prevalence_world(storage) -> None:
         r = rng.random()
         cats = ["insufficient_payload"] if r < 0.03 else rng.sample(plain, rng.choice([0, 0, 0, 1, 1, 2, 3]))
         row = {**label_row(wid, teacher, cats), "model": model, "prompt_sha": "sha", "label_id": label_id}
-        row.update(created_at=created, source_ref=None)
+        row.update(created_at=created, source_ref=None, about_ca_system=zlib.crc32(label_id.encode()) % 3 == 0)
         if r > 0.97:
-            row["source_ref"] = '{"undecided_categories":["bibliometrics","sts"],"absent":["domain"]}'
+            row["source_ref"] = '{"undecided_categories":["bibliometrics","sts"],"absent":["domain","about_ca_system"]}'
         elif r > 0.95:
             row["source_ref"] = "not json"
         elif r > 0.9:
@@ -274,6 +332,8 @@ def _write_prevalence_world(storage) -> None:
         p = prediction_row(wid)
         p["candidate_categories"] = rng.sample(plain, rng.choice([0, 0, 1, 2]))
         p["consensus_categories"] = p["candidate_categories"][:1] if rng.random() < 0.5 else []
+        p["about_ca_system_candidate"] = zlib.crc32(wid.encode()) % 4 == 0
+        p["about_ca_system_consensus"] = p["about_ca_system_candidate"] and zlib.crc32(wid.encode()) % 8 == 0
         preds.append(p)
     storage.write_table("predictions", pa.Table.from_pylist(preds, schema=PRED_SCHEMA))
     record_qualification(storage, "gemma")
@@ -323,3 +383,17 @@ def test_the_rates_from_duckdb_cells_are_those_of_the_python_rows(tmp_path):
     pilot_a = by[("import:MetaCan pilot screening", "pilot_a", "metaresearch")]
     assert pilot_a["n"] == 1290 and round(pilot_a["rate"], 4) == 0.0106
     assert any(r["method"] == "classify_and_count" and r["rate"] for r in new)
+    # every estimand has a rate of each teacher, below the category's; the secondary one leaves out the labels whose
+    # source never gives about_ca_system
+    estimands = {
+        (r["teacher"], r["estimand"]): r
+        for r in new
+        if r["method"] == "design_weighted_teacher_rate" and r["category"] == "metaresearch"
+    }
+    for teacher in ("gemma", "codex"):
+        category = estimands[(teacher, "category")]
+        assert category["rate"] > 0
+        for name in ("primary", "primary_ca_aff", "primary_ca_fund", "secondary", "alt1_strict", "alt2_broad"):
+            assert 0 < estimands[(teacher, name)]["rate"] < category["rate"], (teacher, name)
+        assert estimands[(teacher, "secondary")]["n"] < estimands[(teacher, "primary")]["n"] == category["n"]
+    assert any(r["method"] == "screener_swap_range" and r["estimand"] == "alt2_broad" for r in new)

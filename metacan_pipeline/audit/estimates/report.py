@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...student.estimands import ESTIMAND_ROUTES, ESTIMANDS
 from .agreement import head_agreement
 from .design_based import DEFAULT_MIN_N, DESIGN_COLUMNS, Design, Estimate, confusion, f1, precision, prevalence, recall
 from .gate import DEFAULT_THRESHOLDS, GateThresholds, head_gate
@@ -252,6 +253,60 @@ def _prevalence_rows(
     return rows
 
 
+#: The ``head`` of an estimand's prevalence rows: ``estimand:<name>`` (:mod:`metacan_pipeline.student.estimands`).
+ESTIMAND_HEAD = "estimand:{}"
+
+
+def sample_routes(sample: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per route of :data:`~metacan_pipeline.student.estimands.ESTIMAND_ROUTES`, whether each sampled work's
+    ``route_key`` (the frame's ``ca_aff+ca_fund``-style key; ``none`` or missing: no route) holds it."""
+    keys = [set(k.split("+")) if isinstance(k, str) else set() for k in sample["route_key"]]
+    return {r: np.array([r in k for k in keys], dtype=bool) for r in ESTIMAND_ROUTES}
+
+
+def _member(values: list[np.ndarray], on: np.ndarray) -> np.ndarray:
+    """1.0 where every head's value is 1 and ``on``, 0.0 where every head is known and not so, nan where a head is
+    unknown (a work whose membership is unknown is left out, never a negative)."""
+    stacked = np.vstack(values)
+    known = ~np.isnan(stacked).any(axis=0)
+    return np.where(known, ((stacked == 1).all(axis=0) & on).astype(float), np.nan)
+
+
+def _estimand_prevalence_rows(
+    sample: pd.DataFrame,
+    codes: dict,
+    unresolved: dict,
+    decided: dict,
+    means: pd.DataFrame,
+    design: Design,
+    options: dict,
+) -> list[dict]:
+    """Prevalence rows of every estimand whose heads are all coded (head ``estimand:<name>``): the human codes of its
+    heads and the sampled work's routes (``route_key``) give its code; a system deciding on every one of its heads
+    gives its decision, and its frame mean (``frame_means`` row of head ``estimand:<name>``) its PPI estimate."""
+    routes = sample_routes(sample)
+    rows = []
+    for e in ESTIMANDS:
+        if any((h,) not in codes for h in e.heads):
+            continue
+        on = np.zeros(design.size, dtype=bool) if e.routes else np.ones(design.size, dtype=bool)
+        for r in e.routes:
+            on |= routes[r]
+        head = ESTIMAND_HEAD.format(e.name)
+        y = _member([codes[(h,)] for h in e.heads], on)
+        flags = np.zeros(design.size, dtype=bool)
+        for h in e.heads:
+            flags |= unresolved[h]
+        systems = {s for s, _ in decided}
+        mine = {
+            (s, head): _member([decided[(s, h)] for h in e.heads], on)
+            for s in systems
+            if all((s, h) in decided for h in e.heads)
+        }
+        rows += _prevalence_rows(head, y, flags, mine, means, design, options)
+    return rows
+
+
 def _agreement_rows(
     coder_codes: pd.DataFrame | None, sample_ids: pd.Index, weights: np.ndarray, strata: np.ndarray, level: float
 ) -> list[dict]:
@@ -359,6 +414,8 @@ def validation_report(
     rates, cells, prevalences, gates = [], [], [], []
     for (head,), y in codes.items():
         prevalences += _prevalence_rows(head, y, unresolved[head], decided, frame_means, design, options)
+    prevalences += _estimand_prevalence_rows(sample, codes, unresolved, decided, frame_means, design, options)
+    for (head,), y in codes.items():
         for (system, decision_head), d in decided.items():
             if decision_head != head:
                 continue

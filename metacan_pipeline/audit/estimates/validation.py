@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ...storage import MetacanStorage
+from ...student.estimands import ESTIMAND_ROUTES, ESTIMANDS
 from ...student.roles import CENSUS, direct_labels_key
 from ...tables.audit import HUMAN_VALIDATION_SCHEMA
 from ...teachers.core.registry import load_registry
@@ -39,6 +40,7 @@ from ..protocol.scratch import scratch
 from .gate import GateThresholds
 from .report import (
     CODER_CODE_COLUMNS,
+    ESTIMAND_HEAD,
     HUMAN,
     HUMAN_CODE_COLUMNS,
     NO_CODES,
@@ -173,7 +175,7 @@ def decision_frames(
     gated = [h.head for h in protocol.heads if h.gate_passed]
     version = protocol.classifier_version
     parts, means = [], []
-    with scratch(storage, ["predictions", *(direct_labels_key(t) for t in teachers)]) as con:
+    with scratch(storage, ["predictions", "frame", *(direct_labels_key(t) for t in teachers)]) as con:
         # an Arrow table, not SQL text: no quoting, and an audit sample with no coded work yet is an empty table
         con.register("sampled_ids", pa.table({"id": pa.array(ids, pa.string())}))
         con.execute("CREATE TEMP TABLE sampled AS SELECT id FROM sampled_ids")
@@ -213,10 +215,67 @@ def decision_frames(
                     ).fetchone()
                     if n:
                         means.append({"system": f"teacher:{t}", "head": h, "frame_mean": mean, "frame_n": n})
+        means += _estimand_means(con, version, teachers, gated, protocol.head_names)
     columns = ["system", "id", "head", "decision"]
     decisions = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
     decisions = decisions.dropna(subset=["decision"]).drop_duplicates(["system", "id", "head"], keep="last")
     return decisions[columns], pd.DataFrame(means, columns=["system", "head", "frame_mean", "frame_n"])
+
+
+def _estimand_means(con, version: str, teachers: list[str], gated: list[str], head_names: list[str]) -> list[dict]:
+    """``system, head, frame_mean, frame_n`` of every estimand (head ``estimand:<name>``) a system decides on every head
+    of (the classifier rules: the gated heads; the census teacher: the protocol's heads): the share of the frame works
+    it puts in the estimand (its heads decided, and one of the estimand's routes in the frame). None when the frame
+    has no route columns (a frame the ``frame`` asset did not build). ``outside`` works are left out, as above."""
+    present = {"frame", "predictions"} & {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+    if "frame" not in present:
+        return []
+    columns = {r[0] for r in con.execute("DESCRIBE frame").fetchall()}
+    if any(c not in columns for c in ESTIMAND_ROUTES):
+        return []
+    flags = ", ".join(f"coalesce(bool_or({c}), false) AS {c}" for c in ESTIMAND_ROUTES)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE frame_routes AS SELECT id, {flags} FROM frame GROUP BY id")
+    means = []
+
+    def on(e) -> str:
+        return "(" + " OR ".join(f"coalesce(r.{c}, false)" for c in e.routes) + ")" if e.routes else "true"
+
+    if "predictions" in present:
+        for rule in RULES:
+            for e in ESTIMANDS:
+                if not all(h in gated for h in e.heads):
+                    continue
+                decided = " AND ".join([*(f"({state_sql(h, rule)})" for h in e.heads), on(e)])
+                mean, n = con.execute(
+                    f"SELECT avg(CAST({decided} AS INTEGER)), count(*) FROM predictions p "
+                    "LEFT JOIN frame_routes r ON r.id = p.id WHERE p.model_version = ? "
+                    "AND p.id NOT IN (SELECT id FROM outside)",
+                    [version],
+                ).fetchone()
+                system = classifier_system(version, rule)
+                means.append({"system": system, "head": ESTIMAND_HEAD.format(e.name), "frame_mean": mean, "frame_n": n})
+    if CENSUS in teachers:
+        for e in ESTIMANDS:
+            if not all(h in head_names for h in e.heads):
+                continue
+            value = " AND ".join(
+                [*(f"list_contains(l.categories, '{h}')" if h in CATEGORIES else f"l.{h}" for h in e.heads), on(e)]
+            )
+            mean, n = con.execute(
+                f'SELECT avg(CAST({value} AS INTEGER)), count(*) FROM "{direct_labels_key(CENSUS)}" l '
+                "LEFT JOIN frame_routes r ON r.id = l.work_id "
+                "WHERE l.status = 'labelled' AND l.work_id NOT IN (SELECT id FROM outside)"
+            ).fetchone()
+            if n:
+                means.append(
+                    {
+                        "system": f"teacher:{CENSUS}",
+                        "head": ESTIMAND_HEAD.format(e.name),
+                        "frame_mean": mean,
+                        "frame_n": n,
+                    }
+                )
+    return means
 
 
 def assemble_inputs(

@@ -89,7 +89,8 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "The statistics page's figures over the whole release (computed when it was built): the frame by year, "
         "route overlaps, by field and language, the abstract gap, direct labels by teacher, category and study "
         "design with their source and status, classifier decisions by category, teacher pairs, and the pipeline's "
-        "prevalence rows (design-based 95% CI, classify-and-count, screener-swap range).",
+        "prevalence rows (design-based 95% CI, classify-and-count, screener-swap range) per category and per estimand "
+        "of the protocol (column estimand), and each estimand's definition (estimands).",
     ),
     ApiRoute(
         "/api/v1/facets/{facet}",

@@ -1,7 +1,8 @@
 """The statistics page (``/statistics``, ``/fr/statistics``) and ``/api/v1/statistics``: the frame by year
 with the affiliation-blind share, route overlaps, the frame by field and by language, the abstract gap, the
 labelled works by category and study design with their coverage, the classifier's decisions by category, and
-prevalence per category with the design-based 95% CI and the screener-swap range.
+prevalence per category with the design-based 95% CI and the screener-swap range, and the protocol's estimands
+(:mod:`metacan_pipeline.student.estimands`) with a one-sentence definition of each.
 
 Every figure was computed when the release was built (:mod:`..build.figures`: ``release_statistics`` and
 ``release_prevalence``), so a request reads a few small rows at any release size; they are read once per process
@@ -23,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
 from ...publish.pages import qualification_words
 from ...student.census import zero_width_census
+from ...student.estimands import CA_PERSON_NOT_MEASURED, CATEGORY_RATE, ESTIMANDS, estimand_display
 from ..query.params import single_values
 from . import strings
 
@@ -77,6 +79,15 @@ SUMMARY_NO_RATE = N_("%(n)s prevalence rows; no teacher rate could be computed."
 SUMMARY_NO_PREVALENCE = N_(
     "The prevalence table was not materialized when this release was built: materialize the asset prevalence, "
     "then site_database."
+)
+SUMMARY_ESTIMANDS = N_(
+    "%(estimand)s: %(teacher)s estimates %(rate)s of the frame (95%% CI %(low)s to %(high)s); every estimand's rate is "
+    "a share of the whole frame, so the rules compare directly."
+)
+SUMMARY_NO_ESTIMANDS = N_("No estimand's rate could be computed in this release.")
+CA_PERSON_NOTE = N_(
+    "CA-PERSON is not measured: the frame's OpenAlex work records carry no author's last-known institutions, so "
+    "ALT-2's rate is of the primary estimand or CA-VENUE, a lower bound on ALT-2."
 )
 NOT_RECORDED = N_("not recorded")
 METHODS = {
@@ -263,6 +274,7 @@ def view(stats: dict[str, Any], locale: str) -> list[dict]:
         out[-1]["legend"] = [_("Works"), _("Invisible to affiliation-only search")]
     out += _label_figures(stats, locale, total)
     out.append(_prevalence_figure(stats, locale))
+    out.append(_estimand_figure(stats, locale))
     return out
 
 
@@ -383,11 +395,9 @@ def _label_figures(stats: dict[str, Any], locale: str, total: int) -> list[dict]
     return [coverage, category, design, decided]
 
 
-def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
+def _row_source(by_teacher: dict[str, dict], locale: str):
+    """What a prevalence row counts, its source and status, in ``locale``."""
     _ = translations(locale).gettext
-    pct = lambda x: percent(x, locale)  # noqa: E731
-    by_teacher = {r["teacher"]: r for r in stats["labels_by_teacher"]}
-    rows = stats["prevalence"]
 
     def source(r: dict) -> str:
         if r["method"] == "design_weighted_teacher_rate":
@@ -397,6 +407,16 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
             word = _("consensus prediction") if mode == "consensus" else _("candidate prediction")
             return f"{word} (machine_predicted_unvalidated)"
         return _("the teacher rates above")
+
+    return source
+
+
+def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
+    _ = translations(locale).gettext
+    pct = lambda x: percent(x, locale)  # noqa: E731
+    by_teacher = {r["teacher"]: r for r in stats["labels_by_teacher"]}
+    rows = [r for r in stats["prevalence"] if r.get("estimand", CATEGORY_RATE) == CATEGORY_RATE]
+    source = _row_source(by_teacher, locale)
 
     rated = [r for r in rows if r["method"] == "design_weighted_teacher_rate" and r["rate"] is not None]
     first = next((r for r in rated if r["category"] == "metaresearch"), rated[0] if rated else None)
@@ -471,6 +491,86 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
     return fig
 
 
+def _estimand_figure(stats: dict[str, Any], locale: str) -> dict:
+    """The estimands of the protocol over the frame: a definition of each, their teacher rates with the design-based
+    95% CI, the screener-swap range and classify-and-count, in ``locale``."""
+    _ = translations(locale).gettext
+    pct = lambda x: percent(x, locale)  # noqa: E731
+    source = _row_source({r["teacher"]: r for r in stats["labels_by_teacher"]}, locale)
+    order = {e.name: i for i, e in enumerate(ESTIMANDS)}
+    rows = sorted(
+        (r for r in stats["prevalence"] if r.get("estimand", CATEGORY_RATE) in order and r["population"] == "frame"),
+        key=lambda r: order[r["estimand"]],
+    )
+    name = lambda r: _(estimand_display(r["estimand"])[0])  # noqa: E731
+    rated = [r for r in rows if r["method"] == "design_weighted_teacher_rate" and r["rate"] is not None]
+    first = rated[0] if rated else None
+    summary = (
+        _(SUMMARY_ESTIMANDS)
+        % {
+            "estimand": name(first),
+            "teacher": first["teacher"],
+            "rate": pct(first["rate"]),
+            "low": pct(first["ci_low"]),
+            "high": pct(first["ci_high"]),
+        }
+        if first
+        else _(SUMMARY_NO_ESTIMANDS)
+    )
+    summary += " " + _(CA_PERSON_NOTE)
+    if any(zero_width_census(r) for r in rated):
+        summary += " " + _(SUMMARY_CENSUS)
+    intervals = [
+        {
+            "label": f"{name(r)} ({r['teacher']})",
+            "rate": r["rate"],
+            "low": r["ci_low"] if r["ci_low"] is not None else r["rate"],
+            "high": r["ci_high"] if r["ci_high"] is not None else r["rate"],
+            "text": f"{pct(r['rate'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+        }
+        for r in rated
+    ] + [
+        {
+            "label": f"{name(r)} ({_('screener swap')})",
+            "rate": r["rate"],
+            "low": r["ci_low"],
+            "high": r["ci_high"],
+            "text": f"{pct(r['ci_low'])} – {pct(r['ci_high'])}",
+        }
+        for r in rows
+        if r["method"] == "screener_swap_range" and r["ci_low"] is not None
+    ]
+    fig = _figure(
+        "estimands",
+        _("The protocol's estimands: prevalence of metaresearch under each rule"),
+        summary,
+        [],
+        [_("Estimand"), _("Method"), _("Source and status"), "n", _("Rate"), _("95% CI or range"), _("Design")],
+        [
+            [
+                name(r),
+                method_name(r["method"], locale),
+                source(r),
+                format_number(r["n"], locale) if r["n"] is not None else "",
+                pct(r["rate"]) if r["rate"] is not None else _("not computed"),
+                f"{pct(r['ci_low'])} – {pct(r['ci_high'])}" if r["ci_low"] is not None else "",
+                r["design"] or "",
+            ]
+            for r in rows
+        ],
+    )
+    fig["intervals"] = intervals[:INTERVAL_ROWS]
+    fig["definitions"] = [{"name": _(e.display), "definition": _(e.definition)} for e in ESTIMANDS]
+    return fig
+
+
+def estimand_definitions(locale: str) -> list[dict]:
+    """Every estimand's ``estimand`` value, display name and definition in ``locale`` (the API's answer)."""
+    _ = translations(locale).gettext
+    names = [CATEGORY_RATE, *(e.name for e in ESTIMANDS)]
+    return [{"estimand": n, "name": _(estimand_display(n)[0]), "definition": _(estimand_display(n)[1])} for n in names]
+
+
 class StatisticsEndpoints:
     """The statistics page and its API route, a mixin of :class:`.app.Site` (reads ``release``, ``render``)."""
 
@@ -508,4 +608,6 @@ class StatisticsEndpoints:
                 for r in data[name]
             ]
         data["decisions_by_category"] = [{**r, "source": "classifier_decision"} for r in data["decisions_by_category"]]
+        data["estimands"] = estimand_definitions(DEFAULT_LOCALE)
+        data["ca_person"] = CA_PERSON_NOT_MEASURED
         return JSONResponse({"release_id": self.info.release_id, "n_works": self.info.n_works, **data})
