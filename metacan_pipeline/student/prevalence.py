@@ -11,7 +11,10 @@ probability) in strata ``h``, ``p = sum w y / sum w``. Its variance is the strat
 ``var(p) = sum_h (1 - f_h) n_h / (n_h - 1) sum_i (u_hi - mean_h u)^2``, where ``f_h = n_h / N_h`` is the
 sampling fraction (``N_h`` = the stratum's weight total), so a census stratum adds nothing and a stratum
 with one labelled work cannot add (it is counted in ``strata_single``). The 95% CI is ``p +- 1.96 se``,
-clipped to [0, 1]. A head a label leaves unknown (a failed label, insufficient_payload, a category the
+clipped to [0, 1]; when a sample (a stratum with sampling fraction below 1) has ``se = 0`` because every labelled
+work has the same value (``p`` is 0 or 1), that interval would read as certainty, so the CI is then Clopper-Pearson's
+exact interval at the Kish effective sample size ``(sum w)^2 / sum w^2`` of the labelled works (Korn and Graubard's
+interval for a proportion from a complex sample). A census keeps its zero width: it has no sampling error. A head a label leaves unknown (a failed label, insufficient_payload, a category the
 source cannot express: :func:`metacan_pipeline.teachers.core.agreement.head_values`) is left out, never
 counted negative.
 
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
+from scipy.stats import beta
 
 from ..storage import MetacanStorage, sql_literal
 from ..teachers.core.agreement import head_values
@@ -89,7 +93,19 @@ def stratified_rate(cells: Iterable[Cell]) -> Estimate:
         mean = sum(k * u for u, _, k in members) / nh
         var += (1 - fh) * nh / (nh - 1) * sum(k * (u - mean) ** 2 for u, _, k in members)
     se = math.sqrt(var)
+    sampled = any(sum(k for *_, k in members) < sum(k * w for _, w, k in members) - 1e-9 for members in groups.values())
+    if se == 0.0 and sampled and p in (0.0, 1.0):
+        low, high = _exact_bounds(p, total**2 / sum(k * w * w for _, _, w, k in cells))
+        return Estimate(n, total, p, se, low, high, single)
     return Estimate(n, total, p, se, max(0.0, p - Z95 * se), min(1.0, p + Z95 * se), single)
+
+
+def _exact_bounds(p: float, n_eff: float) -> tuple[float, float]:
+    """Clopper-Pearson's 95% interval for ``p`` (0 or 1) observed on ``n_eff`` (possibly fractional) works."""
+    x = p * n_eff
+    low = 0.0 if x == 0 else float(beta.ppf(0.025, x, n_eff - x + 1))
+    high = 1.0 if x == n_eff else float(beta.ppf(0.975, x + 1, n_eff - x))
+    return low, high
 
 
 # ---- the cells, counted in DuckDB ------------------------------------------------------------------

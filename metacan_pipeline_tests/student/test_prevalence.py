@@ -34,6 +34,19 @@ def test_stratified_rate_by_hand():
         stratified_rate([("x", True, None, 2)])
 
 
+def test_a_sample_with_no_positive_gets_an_exact_interval_not_a_zero_width_one():
+    # 30 sampled works of 2 strata, none positive: weights 2 (20 works, N = 40) and 3 (10 works, N = 30)
+    e = stratified_rate([("a", False, 2.0, 20), ("b", False, 3.0, 10)])
+    n_eff = 70**2 / (20 * 4 + 10 * 9)  # Kish: (sum w)^2 / sum w^2 = 4900 / 170
+    assert e.rate == 0 and e.se == 0 and e.ci_low == 0
+    assert e.ci_high == pytest.approx(1 - 0.025 ** (1 / n_eff), rel=1e-9)  # Clopper-Pearson upper bound at x = 0
+    assert 0.1 < e.ci_high < 0.15
+    every = stratified_rate([("a", True, 2.0, 20), ("b", True, 3.0, 10)])
+    assert every.rate == 1 and every.ci_high == 1 and every.ci_low == pytest.approx(0.025 ** (1 / n_eff), rel=1e-9)
+    census = stratified_rate([("all", False, 1.0, 30)])  # a census has no sampling error: its width stays zero
+    assert census.ci_low == census.ci_high == 0
+
+
 def test_the_pilot_screeners_published_prevalence_and_the_swap_range(tmp_path):
     resources = {"storage": MetacanStorage(data_dir=str(tmp_path))}
     storage = resources["storage"]
