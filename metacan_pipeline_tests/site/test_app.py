@@ -499,7 +499,7 @@ def test_a_refused_cohort_goes_back_to_the_builder_with_the_filters_it_accepts(c
     assert back("/", asked) == "/?classifier_mode=candidate&classifier_category=metaresearch&venue=X"
     assert back("/fr/", asked) == "/fr/?classifier_mode=candidate&classifier_category=metaresearch&venue=X"
     assert back("/export.csv", {"language": "en", "format": "csv", "year_max": "9999"}) == "/?language=en"
-    assert back("/", {"classifier_mode": "candidate"}) == "/"  # nothing it accepts: the builder as it opens
+    assert back("/", {"year_min": "abc"}) == "/"  # nothing it accepts: the builder as it opens
     assert "(with the filters it accepts)" in client.get("/", params=asked).text
 
 
@@ -533,3 +533,30 @@ def test_robots_sitemaps_and_cite_as_links_name_every_work_page(client, site_rel
     assert page.status_code == 200 and page.headers["link"] == f'<{doi}>; rel="cite-as"'
     h = re.search(r"/q/([0-9a-f]{12})", client.get("/", params={"has_abstract": "no"}).text).group(1)
     assert client.get(f"/q/{h}").headers["link"] == f'<http://testserver/q/{h}>; rel="cite-as"'
+
+
+def test_the_cohort_form_answers_every_combination_it_offers_and_says_what_it_changed(client, site_release):
+    storage = site_release[0]
+
+    def page(params: dict) -> tuple[int, list[str]]:
+        r = client.get("/", params=params)
+        assert r.status_code == 200, (params, r.text[:300])
+        return _count(r.text), [
+            html.unescape(n) for n in re.findall(r'<p class="notice" role="status">([^<]+)<', r.text)
+        ]
+
+    # relevance without words: sorted by year, said so; the API keeps refusing the same request
+    count, notes = page({"sort": "relevance", "language": "en"})
+    assert notes == ["Relevance sorting needs search words: the works are sorted by year (newest first)."]
+    assert count == _sql(storage, "SELECT count(*) FROM works WHERE language = 'en'")[0][0]
+    assert client.get("/api/v1/count", params={"sort": "relevance"}).status_code == 400
+    # a mode without a category: left out
+    count, notes = page({"classifier_mode": "consensus"})
+    assert count == 60 and notes[0].startswith("A classifier mode or version qualifies a category")
+    # a category without a mode: candidate decisions, said so
+    count, notes = page({"classifier_category": "metaresearch"})
+    want = _sql(storage, "SELECT count(*) FROM work_decisions WHERE mode = 'candidate' AND category = 'metaresearch'")
+    assert count == want[0][0] and notes[0].startswith("Shown: candidate decisions")
+    fr = client.get("/fr/", params={"classifier_category": "metaresearch"}).text
+    assert "Affichées\u00a0: les décisions candidates" in html.unescape(fr)
+    assert page({"language": "en"})[1] == []  # nothing changed: nothing said

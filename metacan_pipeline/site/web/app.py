@@ -221,7 +221,8 @@ class Site(
         if lang == DEFAULT_LOCALE and (redirect := languages.home_redirect(request)) is not None:
             return redirect
         prefix = languages.PREFIXES[lang]
-        cohort, listing = parse_request(request.query_params.multi_items(), self.info)
+        items, notices = forgive_form(request.query_params.multi_items())
+        cohort, listing = parse_request(items, self.info)
         summary = self.summary(cohort, listing, lang)
         params = cohort.params()
         sort_params = {**params, "sort": listing.sort, "limit": str(listing.limit)}
@@ -229,7 +230,8 @@ class Site(
             request,
             "home.html.j2",
             cohort=cohort,
-            form=dict(request.query_params),
+            form=dict(items),
+            notices=[translations(lang).gettext(n) for n in notices],
             listing=listing,
             s=summary,
             params=params,
@@ -385,6 +387,28 @@ class Site(
             response = self.error_page(request, exc.status_code, exc.detail)
         response.headers.update(exc.headers or {})
         return response
+
+
+def forgive_form(items: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The cohort form's request made answerable where the form itself offers a combination the query language
+    refuses (the API stays strict): relevance sorting without search words sorts by year; a classifier mode or
+    version without a category is left out; a category without a mode shows candidate decisions. Returns the
+    items and the msgid of one sentence per change, which the page shows."""
+    given = {k for k, v in items if v}
+    notices: list[str] = []
+    out = list(items)
+    if ("sort", "relevance") in out and "q" not in given:
+        out.remove(("sort", "relevance"))
+        notices.append(N_("Relevance sorting needs search words: the works are sorted by year (newest first)."))
+    if "classifier_category" not in given and given & {"classifier_mode", "classifier_version"}:
+        out = [(k, v) for k, v in out if k not in ("classifier_mode", "classifier_version")]
+        notices.append(N_("A classifier mode or version qualifies a category: choose a category to use it."))
+    elif "classifier_category" in given and "classifier_mode" not in given:
+        out = [(k, v) for k, v in out if k != "classifier_mode"] + [("classifier_mode", "candidate")]
+        notices.append(
+            N_("Shown: candidate decisions (either side called it). Choose consensus for the works both called.")
+        )
+    return out, notices
 
 
 def page_routes(site: Site, lang: str) -> list[Route]:
