@@ -424,3 +424,17 @@ def test_chromium_fills_the_typeahead_and_reads_the_statistics_and_dossier_from_
         playwright.stop()
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_the_year_charts_show_every_year_between_the_first_and_the_last():
+    from metacan_pipeline.site.web.statistics import every_year
+
+    rows = [
+        {"year": 2001, "works": 3, "invisible": 1, "no_abstract": 2},
+        {"year": 2004, "works": 5, "invisible": 0, "no_abstract": 1},
+        {"year": None, "works": 2, "invisible": 2, "no_abstract": 2},
+    ]
+    filled = every_year(rows)
+    assert [r["year"] for r in filled] == [2001, 2002, 2003, 2004, None]
+    assert filled[1] == {"year": 2002, "works": 0, "invisible": 0, "no_abstract": 0} and filled[3] is rows[1]
+    assert every_year([]) == [] and every_year(rows[2:]) == rows[2:]

@@ -112,6 +112,17 @@ def _share(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
+def every_year(rows: list[dict]) -> list[dict]:
+    """The frame-by-year rows with a row of zeros for each year between the first and the last that has no work, so
+    a chart's bars are consecutive years; the row of works without a year stays last."""
+    by_year = {r["year"]: r for r in rows if r["year"] is not None}
+    if not by_year:
+        return rows
+    zero = {k: 0 for k in rows[0] if k != "year"}
+    span = range(min(by_year), max(by_year) + 1)
+    return [by_year.get(y, {"year": y, **zero}) for y in span] + [r for r in rows if r["year"] is None]
+
+
 def load_statistics(con) -> dict[str, Any]:
     """``{figure: rows}`` of ``release_statistics`` and ``prevalence``: the rows of ``release_prevalence``."""
     out = {f: json.loads(items) for f, items in con.execute("SELECT figure, items FROM release_statistics").fetchall()}
@@ -158,7 +169,7 @@ def view(stats: dict[str, Any], locale: str) -> list[dict]:
     num = lambda n: format_number(n, locale)  # noqa: E731
     pct = lambda x: percent(x, locale)  # noqa: E731
     out = []
-    years = stats["frame_by_year"]
+    years = every_year(stats["frame_by_year"])
     total = sum(r["works"] for r in years)
     blind = sum(r["invisible"] for r in years)
     gap = sum(r["no_abstract"] for r in years)
