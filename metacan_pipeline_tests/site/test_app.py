@@ -79,7 +79,7 @@ def test_the_home_page_counts_lists_and_links_without_javascript(client, site_re
     while url:
         page = client.get(url.replace("&amp;", "&"))
         assert page.status_code == 200
-        seen += re.findall(r"<code>(W\d+)</code>\n", page.text)
+        seen += re.findall(r'<a href="https://openalex.org/W\d+"><code>(W\d+)</code></a>', page.text)
         m = re.search(r'href="([^"]+)" rel="next"', page.text)
         url = m.group(1) if m else None
     assert len(seen) == len(set(seen)) == want
@@ -560,3 +560,12 @@ def test_the_cohort_form_answers_every_combination_it_offers_and_says_what_it_ch
     fr = client.get("/fr/", params={"classifier_category": "metaresearch"}).text
     assert "Affichées\u00a0: les décisions candidates" in html.unescape(fr)
     assert page({"language": "en"})[1] == []  # nothing changed: nothing said
+
+
+def test_listed_works_link_their_openalex_id_and_doi(client, site_release):
+    wid, doi = _sql(site_release[0], "SELECT id, doi FROM works WHERE doi <> '' ORDER BY year DESC, work_key LIMIT 1")[
+        0
+    ]
+    assert doi.startswith("https://doi.org/10.")
+    text = client.get("/", params={"limit": "100"}).text
+    assert f'<a href="https://openalex.org/{wid}"><code>{wid}</code></a> · <a href="{html.escape(doi)}">DOI</a>' in text
