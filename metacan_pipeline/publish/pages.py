@@ -425,7 +425,7 @@ def run_context(storage: MetacanStorage, sample_teacher: str, run_id: str, rende
     heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
     builds: dict[str, list[str]] = {}
     if storage.has_table("frame"):
-        with storage.connect(read_only=True) as con:
+        with storage.connect() as con:
             ids = [r[0] for r in con.execute("SELECT DISTINCT frame_build_id FROM frame").fetchall()]
             builds = build_runs(con, ids)
     return {
