@@ -7,6 +7,7 @@ Dagster UI, and the runs that produced the same frame build are named."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -109,7 +110,7 @@ def _print_lineage(db: Path, work_ids: list[str], as_json: bool, ui_url: str | N
         con.close()
 
 
-def lineage_json(row: dict, same_build_runs: list[str] = (), ui_url: str | None = None) -> dict:
+def lineage_json(row: dict, same_build_runs: Sequence[str] = (), ui_url: str | None = None) -> dict:
     """The object ``metacan lineage --json`` prints for a row: the row, with ``same_build_runs`` (every run that
     produced its frame build, the first first, when there are two or more) and ``run_urls`` (each run id's page in
     the Dagster UI, when ``ui_url`` is configured)."""
@@ -127,7 +128,7 @@ def lineage_json(row: dict, same_build_runs: list[str] = (), ui_url: str | None 
     return out
 
 
-def lineage_text(row: dict, same_build_runs: list[str] = (), ui_url: str | None = None) -> str:
+def lineage_text(row: dict, same_build_runs: Sequence[str] = (), ui_url: str | None = None) -> str:
     """A ``work_lineage`` row (see :mod:`metacan_pipeline.publish.lineage`, with its page) as the lines ``metacan
     lineage`` prints; ``same_build_runs``: every run that produced its frame build (:func:`.build_runs`; a line says so
     when there are two or more); ``ui_url``: the Dagster UI's address, after each run id in angle brackets."""
@@ -153,9 +154,7 @@ def lineage_text(row: dict, same_build_runs: list[str] = (), ui_url: str | None 
         ),
         f"  teacher calls      {len(row['teacher_calls'])}",
     ]
-    if (sentence := same_build_sentence(row["frame_build_id"], list(same_build_runs))) is not None:
-        if ui_url:
-            sentence += " " + " ".join(f"<{run_url(ui_url, r)}>" for r in same_build_runs if run_url(ui_url, r))
+    if (sentence := same_build_sentence(row["frame_build_id"], list(same_build_runs), run)) is not None:
         lines.insert(2, f"  same build         {sentence}")
     for c in row["teacher_calls"]:
         lines.append(

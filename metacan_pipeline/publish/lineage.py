@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,7 +212,8 @@ class ResolvedWorks:
 
 def resolve_works(con: duckdb.DuckDBPyConnection, values: list[str]) -> ResolvedWorks:
     """The frame works ``values`` name: OpenAlex work ids in any of their forms (:func:`.short_id`; ``W`` ids only)
-    and DOIs (:func:`doi_of`), each looked up in ``work_lineage`` (ids) or the frame's ``doi`` column (DOIs).
+    and DOIs (:func:`doi_of`), each looked up in ``work_lineage`` (ids) or the frame's ``doi`` column (DOIs; only works
+    that ``work_lineage`` holds count as found).
     Raises :class:`LineageNotBuilt` when ``con`` has no ``work_lineage`` table."""
     present = _relations(con)
     if "work_lineage" not in present:
@@ -229,9 +230,10 @@ def resolve_works(con: duckdb.DuckDBPyConnection, values: list[str]) -> Resolved
             dois[doi] = []
         else:
             out.not_ids.append(value)
-    if dois and "frame" in present:
+    if dois and "frame" in present:  # a work of a newer frame than work_lineage's has no lineage yet: not found
         rows = con.execute(
-            f"SELECT {_FRAME_DOI_SQL} AS d, id FROM frame WHERE doi IS NOT NULL AND d IN (SELECT unnest(?)) ORDER BY id",
+            f"SELECT {_FRAME_DOI_SQL} AS d, id FROM frame WHERE doi IS NOT NULL AND d IN (SELECT unnest(?)) "
+            "AND id IN (SELECT id FROM work_lineage) ORDER BY id",
             [list(dois)],
         ).fetchall()
         for d, wid in rows:
@@ -286,14 +288,15 @@ def build_runs(con: duckdb.DuckDBPyConnection, build_ids: list[str]) -> dict[str
     return runs
 
 
-def same_build_sentence(build_id: str | None, runs: list[str]) -> str | None:
+def same_build_sentence(build_id: str | None, runs: list[str], show: Callable[[str], str] = str) -> str | None:
     """What the lineage says when two runs or more produced the frame build ``build_id`` (None for fewer): which runs,
-    that they made one build, and which one the lineage names."""
+    that they made one build, and which one the lineage names; ``show`` writes a run id (with its link, say)."""
     if not build_id or len(runs) < 2:
         return None
+    shown = [show(r) for r in runs]
     return (
-        f"Runs {', '.join(runs[:-1])} and {runs[-1]} produced the same frame build {build_id} (one build id: the same "
-        f"parts, entity lists, lexicon, admission rule and merged ids); the lineage names the first, {runs[0]}, and "
+        f"Runs {', '.join(shown[:-1])} and {shown[-1]} produced the same frame build {build_id} (one build id: the same "
+        f"parts, entity lists, lexicon, admission rule and merged ids); the lineage names the first, {shown[0]}, and "
         f"the Dagster UI shows each of them materializing frame with data version {build_id}."
     )
 

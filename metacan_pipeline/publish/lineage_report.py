@@ -27,6 +27,9 @@ from .lineage import LineageNotBuilt, build_runs, lineages_with_pages, resolve_w
 #: ``../shared/data/openalex`` and ``openalex_more``) builds.
 EXAMPLE_WORK = "W1491754772"
 JOB_NAME = "work_lineage_report"
+#: The newest ``frame`` materializations the job reads from the instance for the runs of a build (a weekly refresh
+#: makes about 52 a year).
+FRAME_MATERIALIZATIONS_READ = 1000
 #: The job's one op: the Launchpad's config goes under ``ops: write_work_lineage: config:``.
 OP_NAME = "write_work_lineage"
 
@@ -147,22 +150,20 @@ def lineage_markdown(
         "",
         f"The record and this lineage: `work_records` · `work_lineage` (the same as text: `metacan lineage {wid}`).",
     ]
-    if (sentence := same_build_sentence(row.get("frame_build_id"), runs_of_build)) is not None:
-        linked = sentence
-        for run in runs_of_build:
-            linked = linked.replace(run, link(run))
-        lines += ["", linked]
+    if (sentence := same_build_sentence(row.get("frame_build_id"), runs_of_build, link)) is not None:
+        lines += ["", sentence]
     return "\n".join(lines)
 
 
 def frame_runs_in_instance(instance: dg.DagsterInstance, build_ids: set[str]) -> dict[str, list[str]]:
     """The runs of ``instance`` whose ``frame`` materialization carries one of ``build_ids`` as its
-    ``frame_build_id`` metadata, oldest first: what the UI shows for each build."""
+    ``frame_build_id`` metadata, oldest first, among the newest :data:`FRAME_MATERIALIZATIONS_READ`: what the UI shows
+    for each build."""
     out: dict[str, list[str]] = {b: [] for b in build_ids}
     if not build_ids:
         return out
-    result = instance.fetch_materializations(dg.AssetKey("frame"), limit=1000, ascending=True)
-    for record in result.records:
+    result = instance.fetch_materializations(dg.AssetKey("frame"), limit=FRAME_MATERIALIZATIONS_READ)
+    for record in reversed(result.records):
         mat = record.asset_materialization
         value = mat.metadata.get("frame_build_id") if mat is not None else None
         build = getattr(value, "value", value)
@@ -212,7 +213,10 @@ def write_work_lineage(context: dg.OpExecutionContext, config: LineageReportConf
         raise dg.Failure(description=f"no works given: list work ids or DOIs under works, e.g. [{EXAMPLE_WORK}]")
     if not db.exists():
         raise dg.Failure(description=f"no database at {db}: materialize work_records (or `metacan run`) first")
-    ui_url = settings.dagster_ui_url()
+    try:
+        ui_url = settings.dagster_ui_url()
+    except ValueError as exc:
+        raise dg.Failure(description=f"{exc}; no lineage was written") from None
     try:
         con = duckdb.connect(str(db), read_only=True)
     except duckdb.Error as exc:

@@ -179,6 +179,17 @@ def test_after_a_rerun_of_the_same_build_the_lineage_names_both_runs(world, rebu
         f"Runs [`{run1}`]({UI}/runs/{run1}) and [`{run2}`]({UI}/runs/{run2}) produced the same frame build {build} "
     ) in md
     assert f"the lineage names the first, [`{run1}`]({UI}/runs/{run1})" in md
+    # a data folder older than frame_build_runs: the job reads the runs of the build from the instance's materializations
+    with storage.connect() as con:
+        kept = con.execute("SELECT * FROM frame_build_runs").fetchall()
+        con.execute("DELETE FROM frame_build_runs")
+    try:
+        md = _markdown(_report(world, [first]))[first]
+        assert f"Runs [`{run1}`]({UI}/runs/{run1}) and [`{run2}`]({UI}/runs/{run2}) produced the same" in md
+    finally:
+        with storage.connect() as con:
+            con.executemany("INSERT INTO frame_build_runs VALUES (?, ?, ?)", kept)
+    assert len(kept) == 2
 
     monkeypatch.delenv(DAGSTER_UI_URL_ENV)
     text = _cli(world, first)
@@ -215,6 +226,9 @@ def test_the_report_takes_ids_and_dois_as_metacan_lineage_does(world, monkeypatc
     md = _markdown(_report(world, [f"https://openalex.org/{first.lower()}", doi_url]))
     assert list(md) == [first]
     assert md[first].startswith(f"### {first} (asked as `https://openalex.org/{first.lower()}`)")
+    assert _cli(world, doi_url).startswith(f"{first}\n  frame build        {world['build']} ")
+    bad = CliRunner().invoke(app, ["lineage", "10.9999/none", "--data-dir", str(world["data"])])
+    assert bad.exit_code == 1 and f"10.9999/none: not in the frame of {world['storage'].duckdb_path}" in bad.output
 
 
 def test_unknown_works_fail_naming_them_and_what_to_do(world):
