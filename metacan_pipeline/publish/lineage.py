@@ -279,7 +279,8 @@ def build_runs(con: duckdb.DuckDBPyConnection, build_ids: list[str]) -> dict[str
         return runs
     rows = con.execute(
         f"SELECT frame_build_id, run_id FROM ({' UNION ALL '.join(parts)}) "
-        "WHERE frame_build_id IN (SELECT unnest(?)) AND run_id IS NOT NULL ORDER BY frame_build_id, k, built_at, run_id",
+        "WHERE frame_build_id IN (SELECT unnest(?)) AND run_id IS NOT NULL "
+        "ORDER BY frame_build_id, k, built_at, run_id",
         [wanted],
     ).fetchall()
     for build, run in rows:
@@ -295,9 +296,9 @@ def same_build_sentence(build_id: str | None, runs: list[str], show: Callable[[s
         return None
     shown = [show(r) for r in runs]
     return (
-        f"Runs {', '.join(shown[:-1])} and {shown[-1]} produced the same frame build {build_id} (one build id: the same "
-        f"parts, entity lists, lexicon, admission rule and merged ids); the lineage names the first, {shown[0]}, and "
-        f"the Dagster UI shows each of them materializing frame with data version {build_id}."
+        f"Runs {', '.join(shown[:-1])} and {shown[-1]} produced the same frame build {build_id} (one build id: the "
+        f"same parts, entity lists, lexicon, admission rule and merged ids); the lineage names the first, {shown[0]}, "
+        f"and the Dagster UI shows each of them materializing frame with data version {build_id}."
     )
 
 

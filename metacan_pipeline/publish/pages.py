@@ -204,9 +204,9 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
     ``rendered_at`` and ``page_run_id`` (shown in the lineage section), ``dagster_ui`` (the Dagster UI's address,
     :func:`metacan_pipeline.settings.dagster_ui_url`: each run id of the lineage links to its run there; absent or
     None: run ids are text) and ``frame_build_runs`` (``{frame build id: runs that produced it}``,
-    :func:`.lineage.build_runs`: with two runs or more the lineage says they produced the same build). The served site adds ``lang`` (the
-    ``<html lang>``), ``alternates`` (``[{"hreflang", "href"}]``, the page in each language) and ``switch``
-    (``{"href", "lang", "name"}``, the language switch link) and ``served`` (True: a failed live abstract says to
+    :func:`.lineage.build_runs`: with two runs or more the lineage says they produced the same build). The served
+    site adds ``lang`` (the ``<html lang>``), ``alternates`` (``[{"hreflang", "href"}]``, the page in each language)
+    and ``switch`` (``{"href", "lang", "name"}``, the language switch link) and ``served`` (True: a failed live abstract says to
     reload the page, not to render it again); the static site has none of them. ``explore`` (both): where the
     page's cohort links point (:func:`explore_links`: the served language's path prefix, or the served site's
     address on a static page; absent: no links). ``report_url`` (both): the "report a problem with this record"

@@ -14,6 +14,7 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from dagster._core.remote_representation.external_data import active_presets_from_job_def
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
@@ -251,6 +252,9 @@ def test_the_launchpad_is_prefilled_with_the_example_work():
     assert job.graph is work_lineage_report.graph  # the code location's job is the one the tests run
     assert job.run_config == {"ops": {OP_NAME: {"config": {"works": [EXAMPLE_WORK]}}}}
     assert LineageReportConfig().works == [EXAMPLE_WORK]
+    # what the UI receives of the job: its default preset, which the Launchpad opens with
+    [preset] = active_presets_from_job_def(job)
+    assert preset.name == "default" and preset.run_config == job.run_config
     assert set(job.required_resource_keys) - {"io_manager"} == {"storage"}  # nothing but the warehouse
 
 
