@@ -260,7 +260,6 @@ def write_work_lineage(context: dg.OpExecutionContext, config: LineageReportConf
     "example), launch, and read each work's table (what produced each part, and the run, linked) in the run's output "
     "metadata. Reads the warehouse only.",
     config={"ops": {OP_NAME: {"config": {"works": [EXAMPLE_WORK]}}}},
-    tags={"metacan/reads_only": "true"},
 )
 def work_lineage_report():
     write_work_lineage()
