@@ -34,6 +34,7 @@ def run(
         resources["llm_server"].threads()  # METACAN_LLAMA_THREADS, checked before anything runs
         settings.parts_url()  # METACAN_PARTS_URL (read by frame_parts, hours into a run on a large frame)
         settings.record_workers()  # METACAN_RECORD_WORKERS (read by work_records, near the end of a run)
+        settings.dagster_ui_url()  # METACAN_DAGSTER_UI_URL (read by work_pages, at the end of a run)
     except ValueError as exc:
         typer.echo(f"metacan run: {exc}", err=True)
         raise typer.Exit(2) from None
