@@ -7,11 +7,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import shutil
 from pathlib import Path
 
 import dagster as dg
-import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from dagster._core.remote_representation.external_data import active_presets_from_job_def
@@ -20,7 +18,7 @@ from typer.testing import CliRunner
 from metacan_pipeline.cli import app
 from metacan_pipeline.definitions import defs
 from metacan_pipeline.i18n import translations
-from metacan_pipeline.publish.lineage import build_lineage, lineage_record, run_url
+from metacan_pipeline.publish.lineage import lineage_record, run_url
 from metacan_pipeline.publish.lineage_report import (
     EXAMPLE_WORK,
     JOB_NAME,
@@ -32,14 +30,10 @@ from metacan_pipeline.publish.pages import environment, render_work, run_context
 from metacan_pipeline.publish.records import build_record
 from metacan_pipeline.settings import DAGSTER_UI_URL_ENV
 from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline_tests.builders.common import OPENALEX, failure_messages, sql
 from metacan_pipeline_tests.builders.frame import build_frame
-from metacan_pipeline_tests.builders.openalex import SMALL_INPUT_FILES
-from metacan_pipeline_tests.builders.teachers import label_row
+from metacan_pipeline_tests.builders.lineage import FOREIGN_RUN, lineage_world
 
-#: A Dagster run id that no run of the test's instance has (the run of a teacher label planted in the world).
-FOREIGN_RUN = "0f0f0f0f-1111-4222-8333-444455556666"
 #: The run id of the ``work_pages`` run the page tests render as.
 PAGE_RUN = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
 UI = "https://dagster.example.org/prefix"
@@ -72,41 +66,10 @@ def _frame_run_ids(instance: dg.DagsterInstance) -> list[str]:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """A frame built once through Dagster on a temporary instance (``frame_refresh`` then ``frame_build``), its
-    ``work_lineage`` built from it, and one planted direct label (run :data:`FOREIGN_RUN`, not in the instance) on the
-    first work; no second run of the same build yet."""
-    tmp = tmp_path_factory.mktemp("lineage-world")
-    inp = tmp / "openalex"
-    inp.mkdir()
-    for name in SMALL_INPUT_FILES:
-        shutil.copy(OPENALEX / name, inp / name)
-    data = tmp / "data"
-    (tmp / "dagster_home").mkdir()
-    instance = dg.DagsterInstance.local_temp(str(tmp / "dagster_home"))
-    _, result = build_frame(data, inp, instance)
-    assert result.success
-    storage = MetacanStorage(data_dir=str(data))
-    [(first, build, doi)] = sql(
-        storage, "SELECT id, frame_build_id, doi FROM frame WHERE doi IS NOT NULL ORDER BY id LIMIT 1"
-    )
-    label = {
-        **label_row(first, "gemma", ["metaresearch"]),
-        "run_id": FOREIGN_RUN,
-        "call_id": None,
-        "source": "frame_rule",
-    }
-    storage.write_table("direct_labels_gemma", pa.Table.from_pylist([label], schema=LABELS_SCHEMA))
-    build_lineage(storage, ["direct_labels_gemma"])
-    return {
-        "instance": instance,
-        "storage": storage,
-        "data": data,
-        "inp": inp,
-        "first": first,
-        "doi": doi,
-        "build": build,
-        "frame_run": result.run_id,
-    }
+    """A frame built once through Dagster on a temporary instance, its ``work_lineage``, and one planted direct label
+    (run :data:`FOREIGN_RUN`, not in the instance) on the first work (:func:`lineage_world`); no second run of the
+    same build yet."""
+    return lineage_world(tmp_path_factory.mktemp("lineage-world"))
 
 
 @pytest.fixture(scope="module")
