@@ -10,6 +10,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_PILOT_DIR`` | the MetaCan pilot labels ``imported_labels`` imports | ``../shared/data/metacan_pilot`` |
 | ``METACAN_ENCODERS_DIR`` | the student's encoder files (``minilm-onnx``, ``static``), built once per machine by ``metacan build-encoders`` (``make setup``) | ``~/.cache/metacan/encoders`` |
 | ``METACAN_TEACHERS_FILE`` | the teacher registry | the packaged ``teachers/teachers.toml`` |
+| ``METACAN_REFERENCE_VENUES_FILE`` | the venue reference set of known-item recall (a versioned TOML list of OpenAlex source ids) | the packaged ``audit/instruments/reference_venues.toml`` |
 | ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION`` | one teacher's endpoint (``_BASE_URL``: a teacher of one endpoint only, refused for one with ``endpoints``) | the registry's |
 | ``METACAN_OPENALEX_API_URL`` | the OpenAlex API root (harvest and live abstracts) | ``https://api.openalex.org`` |
 | ``OPENALEX_API_KEY`` (or the name ``api_key_env`` gives) and a teacher's ``api_key_env`` | API keys, never logged | unset |
@@ -23,7 +24,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_LLAMA_THREADS`` | CPU threads of the embedded llama.cpp teacher server; on a machine whose cores are busy with other work, ``1`` (llama.cpp's threads wait on each other by spinning, so on busy cores one thread answers faster than two) | ``2`` |
 | ``METACAN_RECORD_WORKERS`` | worker processes of a ``work_records`` build (1 to 64; each may use about 2.5 GB) | one per core, at most 4, and at most one per 2.5 GB of the machine's (or container's) memory |
 | ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
-| ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts | unset: static pages have no explore links |
+| ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts; the served site's citations and ``hreflang`` links name it | unset: static pages have no explore links; the served site writes the address it listens on |
 | ``METACAN_DAGSTER_UI_URL`` | the Dagster UI's address: run ids on work pages and in ``metacan lineage`` link to ``<url>/runs/<run id>`` | unset: run ids are plain text |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
@@ -41,6 +42,7 @@ OPENALEX_DIR_ENV = "METACAN_OPENALEX_DIR"
 PILOT_DIR_ENV = "METACAN_PILOT_DIR"
 ENCODERS_DIR_ENV = "METACAN_ENCODERS_DIR"
 TEACHERS_FILE_ENV = "METACAN_TEACHERS_FILE"
+REFERENCE_VENUES_FILE_ENV = "METACAN_REFERENCE_VENUES_FILE"
 API_URL_ENV = "METACAN_OPENALEX_API_URL"
 OPENALEX_API_KEY_ENV = "OPENALEX_API_KEY"
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
@@ -253,6 +255,11 @@ def pilot_dir() -> str:
 def teachers_file() -> str | None:
     """``$METACAN_TEACHERS_FILE`` when set (else the packaged registry is used)."""
     return os.environ.get(TEACHERS_FILE_ENV) or None
+
+
+def reference_venues_file() -> str | None:
+    """``$METACAN_REFERENCE_VENUES_FILE`` when set (else the packaged venue reference set is used)."""
+    return os.environ.get(REFERENCE_VENUES_FILE_ENV) or None
 
 
 def openalex_api_url(configured: str | None = None) -> str:

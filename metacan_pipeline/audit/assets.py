@@ -17,15 +17,21 @@ from ..storage import MetacanStorage
 from ..student.roles import SAMPLE, direct_labels_key
 from ..tables.audit import (
     AUDIT_SAMPLE_SCHEMA,
+    FILTER_RECALL_SCHEMA,
     HUMAN_VALIDATION_SCHEMA,
     PROTOCOLS_SCHEMA,
     TABLES,
+    VENUE_RECALL_SCHEMA,
 )
 from ..tables.coding import CODING_TASKS_SCHEMA
 from .coding.loading import load_coding_tasks
 from .coding.store import CodingStore
 from .estimates import study, summary, validation
 from .estimates.design_based import kish_n_effective
+from .instruments.filters import DEFAULT_TOPICS
+from .instruments.measure import TEACHERS, measure_filter_recall, measure_known_item_recall
+from .instruments.summary import filter_recall_markdown, instruments_pointer_markdown, known_item_markdown
+from .instruments.venues import load_venue_list
 from .protocol import classifier, design, power
 from .protocol.locked import (
     DECISION_RULES,
@@ -312,6 +318,7 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
         "prevalence_table": _table_value(human.prevalence),
         "prevalence": dg.MetadataValue.md(summary.prevalence_markdown(human, min_n)),
         "differential_error": dg.MetadataValue.md(summary.differential_markdown(human, min_n)),
+        "recall_instruments": dg.MetadataValue.md(instruments_pointer_markdown()),
     }
 
 
@@ -355,5 +362,98 @@ def coding_tasks(context: dg.AssetExecutionContext, storage: MetacanStorage) -> 
             paired_now=0 if out["pairs"] is None else out["pairs"]["assigned"],
             works_with_two_coders=progress["two_coders"],
             answers=progress["answers"],
+        )
+    )
+
+
+class FilterRecallConfig(dg.Config):
+    """The filters of filter recall beyond the routes and the lexicon tiers."""
+
+    topic_filter: list[str] = Field(
+        default=list(DEFAULT_TOPICS),
+        description="The OpenAlex topic filter a user might try instead of screening: the primary-topic display "
+        "names it keeps.",
+    )
+
+
+_LABELS = [direct_labels_key(t) for t in TEACHERS]
+
+
+@dg.asset(
+    group_name="audit",
+    kinds={"python", "duckdb"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=["frame", "human_codes", "teacher_qualification", *_LABELS],
+)
+def filter_recall(
+    context: dg.AssetExecutionContext, config: FilterRecallConfig, storage: MetacanStorage
+) -> dg.MaterializeResult:
+    """Filter recall (the original protocol's instrument ii): every filter that could cut the frame or a cohort (each
+    route, each about_ca lexicon tier, the configured OpenAlex topic filter) run over the reference positives of each
+    category, per reference (each qualified teacher's direct labels, the final human codes), never mixed: positives
+    kept and dropped, recall = kept / positives with a 95% Clopper-Pearson interval. With no reference (no teacher
+    qualified, no human code yet) every filter has its rows with n = 0 and the note "no reference yet"."""
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    measured = measure_filter_recall(storage, config.topic_filter, context.run.run_id, now)
+    n = storage.write_table("filter_recall", measured.table)
+    context.log.info(f"filter_recall: {n} rows against {', '.join(measured.sources) or 'no reference yet'}")
+    frame = measured.table.to_pandas()
+    return dg.MaterializeResult(
+        metadata=table_metadata(
+            FILTER_RECALL_SCHEMA,
+            n,
+            None,
+            None,
+            references=", ".join(measured.sources) or "none: no reference yet",
+            teacher_standing=dg.MetadataValue.json(
+                {t: {"qualified": s["qualified"], "note": s["note"]} for t, s in measured.standings.items()}
+            ),
+            filter_recall=dg.MetadataValue.md(filter_recall_markdown(frame)),
+            filter_recall_table=_table_value(frame.drop(columns=["filter_definition", "run_id", "computed_at"])),
+        )
+    )
+
+
+@dg.asset(
+    group_name="audit",
+    kinds={"python", "duckdb"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=["frame", "predictions", "teacher_qualification", *_LABELS],
+)
+def venue_known_item_recall(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+    """Known-item recall on the venue reference set (the original protocol's instrument iii): the frame's works in the
+    meta-research venues of the versioned list (METACAN_REFERENCE_VENUES_FILE, else the packaged
+    audit/instruments/reference_venues.toml) are the reference set; for candidate and consensus on metaresearch, each
+    registry teacher's direct labels and each student head's top decile, overall and per language, abstract
+    availability and venue: works decided on, detected, missed, undecided, recall with a 95% Clopper-Pearson
+    interval. A non-probability bound on recall for the hard cases, kept apart from the design-based estimates."""
+    venues = load_venue_list()
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    measured = measure_known_item_recall(storage, venues, context.run.run_id, now)
+    n = storage.write_table("venue_known_item_recall", measured.table)
+    context.log.info(
+        f"venue_known_item_recall: {measured.reference_works} frame works in {len(venues.pinned)} pinned venues "
+        f"({venues.version}); {len(venues.not_pinned)} venues not pinned"
+    )
+    frame = measured.table.to_pandas()
+    return dg.MaterializeResult(
+        metadata=table_metadata(
+            VENUE_RECALL_SCHEMA,
+            n,
+            None,
+            None,
+            venue_list_version=venues.version,
+            venue_list_sha256=venues.sha256,
+            venue_list_file=venues.path,
+            reference_works=measured.reference_works,
+            venues_not_pinned=", ".join(venues.not_pinned) or "(none)",
+            known_item_recall=dg.MetadataValue.md(known_item_markdown(frame, venues)),
+            known_item_recall_table=_table_value(
+                frame.drop(
+                    columns=["venue_list_version", "venue_list_sha256", "estimate_kind", "run_id", "computed_at"]
+                )
+            ),
         )
     )

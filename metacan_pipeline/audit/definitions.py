@@ -1,11 +1,19 @@
-"""The audit study's Dagster definitions: protocol, audit sample, coding tasks and validation report."""
+"""The audit study's Dagster definitions: protocol, audit sample, coding tasks, validation report, and the recall
+instruments that need no probability sample (filter recall, known-item venue recall)."""
 
 import dagster as dg
 
-from .assets import audit_protocol, audit_sample, coding_tasks, validation_report
+from .assets import (
+    audit_protocol,
+    audit_sample,
+    coding_tasks,
+    filter_recall,
+    validation_report,
+    venue_known_item_recall,
+)
 from .checks import audit_sample_partitions_frame
 
 defs = dg.Definitions(
-    assets=[audit_protocol, audit_sample, coding_tasks, validation_report],
+    assets=[audit_protocol, audit_sample, coding_tasks, validation_report, filter_recall, venue_known_item_recall],
     asset_checks=[audit_sample_partitions_frame],
 )

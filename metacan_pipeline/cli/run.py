@@ -8,7 +8,7 @@ import typer
 from dagster._utils.interrupts import setup_interrupt_handlers
 
 from .. import settings
-from ..definitions import build_resources, materialize_in_process
+from ..definitions import build_resources, check_run_settings, materialize_in_process
 from ..instance import dagster_instance
 from ..storage import default_data_dir
 from .options import DATA_DIR_HELP
@@ -31,10 +31,7 @@ def run(
     data = default_data_dir()
     try:
         resources = build_resources()
-        resources["llm_server"].threads()  # METACAN_LLAMA_THREADS, checked before anything runs
-        settings.parts_url()  # METACAN_PARTS_URL (read by frame_parts, hours into a run on a large frame)
-        settings.record_workers()  # METACAN_RECORD_WORKERS (read by work_records, near the end of a run)
-        settings.dagster_ui_url()  # METACAN_DAGSTER_UI_URL (read by work_pages, at the end of a run)
+        check_run_settings(resources)  # the settings read late in a run, checked before anything runs
     except ValueError as exc:
         typer.echo(f"metacan run: {exc}", err=True)
         raise typer.Exit(2) from None

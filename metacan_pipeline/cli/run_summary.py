@@ -4,8 +4,8 @@
 over an open DuckDB connection: the frame (:func:`frame_lines`), the direct labels (:func:`label_lines`),
 this run's teacher calls (:func:`teacher_call_lines`), teacher agreement (:func:`agreement_lines`),
 prevalence (:func:`prevalence_lines`), the predictions (:func:`prediction_lines`), the student holdout
-(:func:`holdout_lines`), the machine scores (:func:`machine_score_lines`), the audit study (:func:`audit_lines`)
-the pages (:func:`page_lines`) and the release database (:func:`release_lines`).
+(:func:`holdout_lines`), the machine scores (:func:`machine_score_lines`), the audit study (:func:`audit_lines`),
+filter recall and known-item venue recall (:func:`instrument_lines`), the pages (:func:`page_lines`) and the release database (:func:`release_lines`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ from ..audit.coding.errors import CodingStoreError
 from ..audit.coding.store import CodingStore
 from ..audit.estimates.status import coding_status, status_sentence
 from ..audit.estimates.summary import stratum_label
+from ..audit.instruments.filters import recall_filters
+from ..audit.instruments.recall import KNOWN_ITEM_CATEGORY, NO_REFERENCE, NO_SOURCE
 from ..audit.protocol.locked import EXCLUDED_TRAINED, STRATA, current_protocol_id, load_protocol
 from ..settings import coding_store_path
 from ..site.build.release import ReleaseUnavailable, current_release_id, database_path
 from ..storage import MetacanStorage
+from ..student.calibration import MIN_KISH_ESS, MIN_POSITIVES
 from ..student.census import CENSUS_NO_SAMPLING_ERROR, zero_width_census
 from ..teachers.core.registry import load_registry, load_roles
 from ..vocab import REFERENCE_GATE_REASON, SAMPLE_TEACHER
@@ -161,7 +164,8 @@ def prediction_lines(con: duckdb.DuckDBPyConnection, sample_teacher: str) -> lis
     ).fetchone()
     return [
         f"Predictions: {p} works scored by {mv}; {cand} with a candidate category, {cons} with a consensus category;"
-        f" {gated} of {heads} {sample_teacher} heads pass the support gate (the rest carry scores, no decision)"
+        f" {gated} of {heads} {sample_teacher} heads may decide (the support gate: at least {MIN_POSITIVES} positive "
+        f"direct labels from each teacher, an effective sample size of {MIN_KISH_ESS:.0f}); the others give scores only"
     ]
 
 
@@ -180,7 +184,12 @@ def holdout_lines(con: duckdb.DuckDBPyConnection, tables: set[str]) -> list[str]
     ).fetchall()
     lines = [
         f"Student holdout: {holdout} frame works of held-out venues (frozen); metaresearch heads on its labelled works: "
-        + "; ".join(f"{t} n={n} positives={pos} AP {_score(ap)} AUROC {_score(auc)}" for t, n, pos, ap, auc in metrics)
+        + "; ".join(
+            f"{t} n={n} positives={pos} AP {_score(ap)} AUROC {_score(auc)}"
+            if n
+            else f"{t}: none of its labelled works is in the holdout (no AP or AUROC)"
+            for t, n, pos, ap, auc in metrics
+        )
     ]
     if references:
         lines.append(
@@ -418,6 +427,7 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
             *holdout_lines(con, tables),
             *machine_score_lines(con),
             *audit_lines(con, views, tables, coding_store_path(data_dir)),
+            *instrument_lines(con, views),
         ]
         pages, first = page_facts(con, tables)
     return "\n".join(lines + page_lines(st.site_dir, pages, first) + release_lines(st.root))
@@ -430,3 +440,41 @@ def release_lines(data_dir: Path) -> list[str]:
     except ReleaseUnavailable:
         return []
     return [f"Release database: {database_path(data_dir, release_id)} (serve it: metacan serve, or make serve)"]
+
+
+def _recall(value, lower, upper, hits: int, n: int) -> str:
+    return "n = 0" if not n else f"{_ci(value, lower, upper)} ({hits}/{n})"
+
+
+def instrument_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:
+    """Filter recall on metaresearch per reference (table ``filter_recall``) and known-item recall on the venue
+    reference set overall (table ``venue_known_item_recall``), the latter marked as a non-probability bound. Empty
+    before either asset ran."""
+    lines = []
+    if "filter_recall" in views:
+        rows = con.execute(
+            "SELECT reference_source, filter_name, recall, lower, upper, kept, n FROM filter_recall "
+            "WHERE category = ? ORDER BY reference_source = 'human', reference_source, list_position(?, filter_name)",
+            [KNOWN_ITEM_CATEGORY, [f.name for f in recall_filters()]],
+        ).fetchall()
+        lines.append("Filter recall on metaresearch (instrument ii: reference positives each filter keeps, 95% exact):")
+        by: dict[str, list[str]] = {}
+        for source, name, value, lower, upper, kept, n in rows:
+            by.setdefault(source, []).append(f"{name} {_recall(value, lower, upper, kept, n)}")
+        for source, shown in by.items():
+            if source == NO_SOURCE:
+                lines.append(f"  every filter: n = 0, {NO_REFERENCE}")
+            else:
+                lines.append(f"  against {source}: " + "; ".join(shown))
+    if "venue_known_item_recall" in views:
+        rows = con.execute(
+            "SELECT system, recall, lower, upper, detected, n, reference_works, venue_list_version "
+            "FROM venue_known_item_recall WHERE group_by = 'all' ORDER BY system LIKE 'teacher:%', system"
+        ).fetchall()
+        if rows:
+            lines.append(
+                f"Known-item recall on metaresearch, venue reference set {rows[0][7]} ({rows[0][6]} frame works; "
+                "instrument iii, a non-probability bound on recall, not a design-based estimate):"
+            )
+            lines.append("  " + "; ".join(f"{r[0]} {_recall(r[1], r[2], r[3], r[4], r[5])}" for r in rows))
+    return lines

@@ -8,6 +8,7 @@ parts and windows). See :mod:`metacan_pipeline.openalex.windows` for the layout 
 """
 
 import datetime as dt
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import dagster as dg
@@ -18,6 +19,30 @@ from ..openalex.api import DEFAULT_BASE_URL, Budget, BudgetExhausted, OpenAlexCl
 from ..openalex.windows import Harvest, Window, harvest, next_window
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
+
+#: The job that runs the refresh (schedule ``weekly_api_refresh``): a run of it always chooses to buy API calls.
+API_REFRESH_JOB = "api_refresh"
+#: What a run may select beside ``openalex_api_refresh`` and still choose it: the inventory that takes stock of its
+#: window. A run that selects more (the lineage view's "Materialize all", a backfill of the graph) harvests nothing.
+CHOSEN_WITH = frozenset({dg.AssetKey("openalex_api_refresh"), dg.AssetKey("openalex_inventory")})
+
+
+def chosen_to_buy(job_name: str, selected: AbstractSet[dg.AssetKey]) -> bool:
+    """Whether a run of ``job_name`` materializing the assets ``selected`` chose the API refresh, which buys API calls:
+    a run of the job ``api_refresh``, or a run that materializes the refresh with ``openalex_inventory`` at most (on
+    its own from its page or the lineage view). Any wider selection did not choose it: "Materialize all" buys nothing."""
+    return job_name == API_REFRESH_JOB or selected <= CHOSEN_WITH
+
+
+def not_chosen_metadata(run_id: str, selected: AbstractSet[dg.AssetKey]) -> tuple[str, dict]:
+    """The log line and metadata of a refresh that harvested nothing because its run did not choose it."""
+    line = (
+        f"openalex_api_refresh: not harvested: run {run_id} materializes {len(selected)} assets, and the refresh buys "
+        "OpenAlex API calls only when chosen: launch the job api_refresh, or materialize openalex_api_refresh on its "
+        "own (with openalex_inventory at most). Nothing was bought; the API archive is unchanged."
+    )
+    return line, {"harvested": False, "calls_made": 0, "cost_usd_this_run": 0.0, "why": line}
+
 
 #: Environment override of the API base URL (a mirror, a proxy, or a loopback server in tests).
 API_URL_ENV = settings.API_URL_ENV

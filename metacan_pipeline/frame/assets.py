@@ -31,8 +31,10 @@ from .api_refresh import (
     ApiRefreshConfig,
     archive_root,
     choose_window,
+    chosen_to_buy,
     completed_message,
     harvest_window,
+    not_chosen_metadata,
     pinned_entity_ids,
     refresh_client,
     refresh_metadata,
@@ -118,7 +120,17 @@ def openalex_api_refresh(
     names the window to resume and how); a non-retryable OpenAlex answer (4xx, cursor loop).
     Transient HTTP errors are retried by the client (tenacity, Retry-After honoured).
     Metadata: window, queries, pages, works, calls made, pages from archive, cost.
+
+    Chosen only: the refresh harvests in a run of the job ``api_refresh`` or a run that materializes it on its own
+    (with ``openalex_inventory`` at most). In a run that selects more, such as the lineage view's "Materialize all",
+    it buys nothing: it logs a warning saying how to choose it and records ``harvested: false``, and the rest of the
+    run goes on with the archive as it was.
     """
+    selected = context.job_def.asset_layer.selected_asset_keys  # what this run materializes
+    if not chosen_to_buy(context.run.job_name, selected):
+        line, metadata = not_chosen_metadata(context.run.run_id, selected)
+        context.log.warning(line)
+        return dg.MaterializeResult(metadata=metadata)
     api_root = archive_root(openalex)
     funders, sources = pinned_entity_ids(storage)
     window, why = choose_window(api_root, config)

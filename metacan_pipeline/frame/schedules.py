@@ -6,8 +6,15 @@ Jobs select assets by key, so this module imports no asset definition.
 from __future__ import annotations
 
 import dagster as dg
+from dagster._core.storage.tags import BACKFILL_ID_TAG
 
 from .partitions import all_partitions_run_tags
+
+#: The tag of every run that is one step of a whole-graph materialization (``metacan run``, the job ``metacan_all``):
+#: its value names what launched it (``metacan run``, or the ``metacan_all`` run's id). Such a materialization builds
+#: the frame itself, so :func:`frame_build_after_refresh` leaves its inventories alone.
+WHOLE_GRAPH_TAG = "metacan/whole_graph"
+FRAME_KEY = dg.AssetKey("frame")
 
 #: The frame refresh: take stock of the inputs (registers new partitions) and rebuild the entity lists.
 frame_refresh = dg.define_asset_job(
@@ -58,14 +65,37 @@ weekly_frame_refresh = monday_schedule(
 )
 
 
+def frame_built_with(run: dg.DagsterRun | None, instance: dg.DagsterInstance) -> str | None:
+    """Why the frame needs no build after an inventory taken by ``run``: the run is one step of a whole-graph
+    materialization (tagged :data:`WHOLE_GRAPH_TAG`), or it materializes the frame itself, or it belongs to a backfill
+    that does (the lineage view's "Materialize all", one run or a backfill); None when a build is needed (the weekly
+    refresh, the API refresh, the inventory on its own)."""
+    if run is None:
+        return None
+    if launcher := run.tags.get(WHOLE_GRAPH_TAG):
+        return f"the inventory of run {run.run_id} is part of a whole-graph materialization ({launcher}), which builds the frame itself"
+    if run.asset_selection and FRAME_KEY in run.asset_selection:
+        return f"run {run.run_id} materializes the frame after its inventory"
+    backfill_id = run.tags.get(BACKFILL_ID_TAG)
+    backfill = instance.get_backfill(backfill_id) if backfill_id else None
+    if backfill is not None and FRAME_KEY in (backfill.asset_selection or ()):
+        return f"run {run.run_id} belongs to backfill {backfill_id}, which materializes the frame after its inventory"
+    return None
+
+
 @dg.asset_sensor(
     asset_key=dg.AssetKey("openalex_inventory"),
     job=frame_build,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="After each inventory, build the parts not built yet (all partitions, one run) and merge the frame.",
+    description="After each inventory, build the parts not built yet (all partitions, one run) and merge the frame; "
+    "skips the inventory of a run that builds the frame itself (metacan run, the job metacan_all, Materialize all).",
 )
 def frame_build_after_refresh(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
     """One ``frame_build`` run per ``openalex_inventory`` materialization, over every partition;
-    finished parts are skipped without being read, so only new or changed files cost time."""
-    yield dg.RunRequest(run_key=asset_event.run_id, tags=all_partitions_run_tags(context.instance))
+    finished parts are skipped without being read, so only new or changed files cost time. Skipped when the
+    inventory's run builds the frame itself (:func:`frame_built_with`)."""
+    why = frame_built_with(context.instance.get_run_by_id(asset_event.run_id), context.instance)
+    if why:
+        return dg.SkipReason(why)
+    return dg.RunRequest(run_key=asset_event.run_id, tags=all_partitions_run_tags(context.instance))

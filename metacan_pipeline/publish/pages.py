@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import re
 from collections import Counter
+from functools import partial
 from gettext import NullTranslations
 from importlib import resources
 from pathlib import Path
@@ -120,6 +121,42 @@ def _utc(value) -> str:
     return "" if value is None else str(value)
 
 
+#: The qualification notes the teachers stage writes (``QualificationResult.note``), as interface strings: a page in
+#: another language says them in that language (:func:`qualification_words`), with the note's own figures.
+QUALIFICATION_NOTES = {
+    "qualified": N_(
+        "teacher qualified (kappa %(kappa)s on %(n)s reference works (%(positives)s positive); needs %(needed)s)"
+    ),
+    "not_qualified": N_(
+        "teacher not qualified (kappa %(kappa)s on %(n)s reference works (%(positives)s positive); needs %(needed)s)"
+    ),
+    "too_few": N_(
+        "teacher not qualified: too few cases to judge (kappa %(kappa)s on %(n)s reference works (%(positives)s "
+        "positive); needs %(needed)s)"
+    ),
+    "not_tested": N_("teacher not qualified: not tested yet"),
+}
+_NOTE = re.compile(
+    r"teacher (?P<state>qualified|not qualified(?:: too few cases to judge)?) \(kappa (?P<kappa>\S+) on "
+    r"(?P<n>\d+) reference works \((?P<positives>\d+) positive\); needs (?P<needed>\S+)\)"
+)
+
+
+def qualification_words(note: str | None, tr: NullTranslations) -> str | None:
+    """A teacher's qualification note in the language of ``tr``: one of :data:`QUALIFICATION_NOTES` with its figures,
+    or the note verbatim when it is none of them (an imported set's note, a future wording)."""
+    if not note:
+        return note
+    if note == QUALIFICATION_NOTES["not_tested"]:
+        return tr.gettext(note)
+    m = _NOTE.fullmatch(note)
+    if m is None:
+        return note
+    state = {"qualified": "qualified", "not qualified": "not_qualified"}.get(m["state"], "too_few")
+    values = {k: m[k] for k in ("kappa", "n", "positives", "needed")}
+    return tr.gettext(QUALIFICATION_NOTES[state]) % values
+
+
 def environment(translations: NullTranslations | None = None) -> Environment:
     """The Jinja2 environment (package templates, autoescape on for .j2 HTML templates).
 
@@ -143,6 +180,7 @@ def environment(translations: NullTranslations | None = None) -> Environment:
     env.filters["tr"] = tr.gettext
     env.filters["code"] = lambda value: Markup("<code>%s</code>") % value
     env.filters["code_link"] = lambda text, href: Markup('<a href="%s"><code>%s</code></a>') % (href, text)
+    env.filters["qualification"] = partial(qualification_words, tr=tr)
     env.filters["score"] = _score
     env.filters["utc"] = _utc
     return env

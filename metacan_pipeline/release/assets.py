@@ -36,7 +36,7 @@ class ReleaseConfig(dg.Config):
 
 
 @dg.asset(
-    deps=[dg.AssetKey("work_records")],
+    deps=[dg.AssetKey("work_records"), dg.AssetKey("filter_recall"), dg.AssetKey("venue_known_item_recall")],
     kinds={"parquet", "json"},
     group_name="publishing",
     code_version="1",
@@ -48,7 +48,9 @@ def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: M
     Downstream of ``work_records``, so ``records_may_ship`` (blocking) stops it: nothing the check refused is frozen.
     With ``cut: true`` it freezes the frame, every direct label, the predictions, the machine scores, the
     ``human_validation`` rows as of now, the validation report with the study it rests on (audit sample, answers under
-    the coders' pseudonyms, decisions; refused when the report does not recompute from it) and the records into
+    the coders' pseudonyms, decisions; refused when the report does not recompute from it), filter recall and
+    known-item venue recall (when materialized; a non-probability bound, apart from the design-based estimates) and
+    the records into
     Parquet tables, ``records.jsonl``, the model cards of the classifier versions (``model_cards/<version>/``),
     ``README.md``, ``release.json``
     (content hashes, counts), ``SHA256SUMS`` and ``CITATION.cff``; an input already cut reuses its

@@ -15,6 +15,9 @@ A bundle holds:
   answer and adjudication under the coders' pseudonyms), ``study_machine_codes``, ``study_decisions`` and
   ``study_frame_means``; a cut whose validation tables do not recompute from it is refused (run validation_report
   first), so ``metacan verify-release`` passes on every bundle as cut;
+- the recall instruments measured without a probability sample, once they ran: ``tables/filter_recall`` and
+  ``tables/venue_known_item_recall`` (the latter a non-probability bound, never a design-based estimate), without
+  their run columns; ``metacan verify-release`` does not recompute them (they rest on the teachers' qualification);
 - ``records.jsonl``: the ``work_records`` that passed ``records_may_ship``, one JSON record a line in id order,
   each as this release freezes it: its ``layer`` is this release's version, and a record published in the rolling
   layer shows the classifier categories withheld there (:func:`.layer.frozen_record`), so it is byte for byte the
@@ -51,6 +54,7 @@ import pyarrow.parquet as pq
 
 from ..audit.coding.store import CodingStore
 from ..audit.estimates.study import export_study
+from ..audit.instruments.recall import FILTER_RECALL_MEANS, KNOWN_ITEM_MEANS
 from ..audit.protocol.locked import current_protocol
 from ..settings import coding_store_path
 from ..storage import MetacanStorage, sql_literal
@@ -78,6 +82,8 @@ VALIDATION_TABLES = (
     "validation_gate",
     "human_codes",
 )
+#: The recall instruments' warehouse tables frozen when present (module docstring), in their catalog key order.
+INSTRUMENT_TABLES = ("filter_recall", "venue_known_item_recall")
 RUN_COLUMNS = frozenset({"run_id", "computed_at"})
 _BATCH = 50_000
 
@@ -143,7 +149,7 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
         )
         catalog = {t.name: t for t in AUDIT_CATALOG}
         validated = [t for t in VALIDATION_TABLES if storage.has_table(t)]
-        for name in validated:
+        for name in [*validated, *(t for t in INSTRUMENT_TABLES if storage.has_table(t))]:
             table = catalog[name]
             schema = table.schema  # the catalog's, less its run columns
             for column in RUN_COLUMNS & set(schema.names):
@@ -376,7 +382,7 @@ def readme_text(version: str, folder: Path) -> str:
     catalog = {t.name: t.row for t in AUDIT_CATALOG}
     described = {
         **FILE_DESCRIPTIONS,
-        **{f"tables/{n}.parquet": catalog[n] for n in VALIDATION_TABLES},
+        **{f"tables/{n}.parquet": catalog[n] for n in (*VALIDATION_TABLES, *INSTRUMENT_TABLES)},
         **{f"tables/{n}.parquet": d for n, d in STUDY_DESCRIPTIONS.items()},
     }
     paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
@@ -393,6 +399,11 @@ def readme_text(version: str, folder: Path) -> str:
         "verify-release <this folder>` recomputes every `validation_*` table and `human_codes` from the protocol, the "
         "audit sample, the answers and the decisions of the `study_*` tables alone (no data folder, no network) and "
         "compares them cell by cell. Coders appear under pseudonyms only (`coder-<10 hex>`, per coder and study).",
+        "",
+        "`filter_recall` and `venue_known_item_recall`, when present, are the original protocol's instruments ii and "
+        "iii, measured without a probability sample and kept apart from the design-based estimates. Filter recall: "
+        f'"{FILTER_RECALL_MEANS}" Known-item recall: "{KNOWN_ITEM_MEANS}" Neither is recomputed by '
+        "`verify-release`.",
         "",
     ]
     return "\n".join(lines)

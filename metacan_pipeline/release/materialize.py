@@ -34,7 +34,8 @@ def materialize_release(
         [release, release_matches_its_hashes],
         resources=resources,
         instance=instance,
-        run_config=dg.RunConfig({"release": config}),
+        # the command prints one line; the run's events stay in the instance (and the UI), its warnings on stderr
+        run_config=dg.RunConfig({"release": config}, loggers={"console": {"config": {"log_level": "WARNING"}}}),
         raise_on_error=False,
     )
     if not result.success:

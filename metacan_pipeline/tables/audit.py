@@ -266,6 +266,66 @@ TABLES += [
     ),
 ]
 
+# ---- recall without a probability sample: the original protocol's instruments ii and iii ------------------------
+FILTER_RECALL_SCHEMA = columns(
+    "reference_source",
+    "filter_name",
+    "filter_kind",
+    "filter_definition",
+    column("category", description="the category whose reference positives the filter is run over"),
+    column("n", description="reference positives in the frame (0: nothing to measure, the note says why)"),
+    "kept",
+    "dropped",
+    column("recall", description="kept / n (null when n is 0)"),
+    "lower",
+    "upper",
+    "interval_method",
+    "note",
+    *_RUN,
+)
+
+VENUE_RECALL_SCHEMA = columns(
+    "venue_list_version",
+    "venue_list_sha256",
+    column("system", description="candidate | consensus | teacher:<name> | student:<teacher>:top_decile"),
+    column("category", description="the category the system is judged on (metaresearch)"),
+    column("group_by", description="the grouping: all | language | has_abstract | venue"),
+    "group",
+    column("reference_works", description="frame works published in a pinned venue of the group"),
+    column("n", description="reference works the system decided on"),
+    "detected",
+    "missed",
+    "undecided",
+    column("recall", description="detected / n (null when n is 0): known-item recall, not a design-based estimate"),
+    "lower",
+    "upper",
+    "interval_method",
+    "estimate_kind",
+    column("note", description="the system's standing (a teacher not qualified) or why nothing is measured"),
+    *_RUN,
+)
+
+TABLES += [
+    Table(
+        "filter_recall",
+        "the recall of one filter (a route, a lexicon tier, a topic filter) on one category against one reference "
+        "(a qualified teacher's direct labels or the final human codes): positives kept and dropped, recall, 95% "
+        "interval (instrument ii of the original protocol)",
+        "filter_recall",
+        FILTER_RECALL_SCHEMA,
+        ("reference_source", "filter_name", "category"),
+    ),
+    Table(
+        "venue_known_item_recall",
+        "the known-item recall of one system on metaresearch over the frame's works in the pinned meta-research "
+        "venues, overall or in one group (language, abstract, venue): a non-probability bound (instrument iii of "
+        "the original protocol)",
+        "venue_known_item_recall",
+        VENUE_RECALL_SCHEMA,
+        ("system", "group_by", "group"),
+    ),
+]
+
 # ---- the study as a release holds it: what verify-release recomputes the validation report from ------------------
 #: A release's audit sample: the drawn works of the study (``trained_on``: drawn from the works that trained or
 #: calibrated the classifier, reported apart), with their stratum, N_h, n_h, pi and design weight.

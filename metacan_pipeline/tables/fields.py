@@ -477,6 +477,22 @@ FIELDS: dict[str, Field] = {
     "basis": Field(_S, "agreed (two coders agreed) | adjudicated"),
     "coders": Field(_LS, "the pseudonyms (coder-<10 hex>, per coder and study) of the coders the code rests on"),
     "answer_ids": Field(_LS, "the released ids (answer-<16 hex>) of the answers the code rests on"),
+    # ---- recall without a probability sample (the original protocol's instruments ii and iii) --------------------
+    "reference_source": Field(
+        _S, "the reference: teacher:<name> (a qualified teacher's direct labels) | human (final human codes) | none"
+    ),
+    "filter_name": Field(_S, "the filter: route:<route> | lexicon:tier_<a|b|c> | topic:openalex_primary_topic"),
+    "filter_kind": Field(_S, "route | lexicon_tier | topic"),
+    "filter_definition": Field(_S, "what the filter keeps, in one sentence (the topic filter names its topics)"),
+    "kept": Field(_I64, "reference positives the filter keeps"),
+    "dropped": Field(_I64, "reference positives the filter drops"),
+    "interval_method": Field(_S, "how the 95% interval is computed (clopper-pearson: exact binomial)"),
+    "detected": Field(_I64, "reference works the system put in the category"),
+    "missed": Field(_I64, "reference works the system decided on and left out of the category"),
+    "undecided": Field(_I64, "reference works the system has no decision on (no prediction, no or a failed label)"),
+    "estimate_kind": Field(_S, "what the figure is: a non-probability bound, never a design-based estimate"),
+    "venue_list_version": Field(_S, "version of the venue reference set (its TOML file's version)"),
+    "venue_list_sha256": Field(_S, "SHA-256 of the venue reference set's file"),
 }
 
 # The student's published per-target columns (SPEC section 6): one set per about_ca flag and categorical field.

@@ -583,6 +583,9 @@ def test_the_dagster_metadata_shows_agreement_prevalence_and_differential_error(
             else f"not reported: fewer than the protocol's minimum of 30 (n={r['n']})"
         )
         assert f"| {shown} | {r['n']} ({r['n_effective']:.1f}) |" in line, (metric, line)
+    # the two recall instruments are named, in the protocol's words, as reported apart from these estimates
+    assert "reported apart from these design-based estimates" in m["recall_instruments"]
+    assert "`filter_recall`" in m["recall_instruments"] and "`venue_known_item_recall`" in m["recall_instruments"]
 
 
 def test_a_release_freezes_the_protocol_and_the_validation_report_behind_its_statuses(study, tmp_path):

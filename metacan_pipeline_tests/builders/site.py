@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -15,7 +22,7 @@ from metacan_pipeline.tables.frame import FRAME_SCHEMA
 from metacan_pipeline.tables.student import HEADS_SCHEMA, MACHINE_SCHEMA, PRED_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline.vocab import CATEGORIES
-from metacan_pipeline_tests.builders.common import XSS
+from metacan_pipeline_tests.builders.common import REPO, XSS
 from metacan_pipeline_tests.builders.frame import real_frame_row
 from metacan_pipeline_tests.builders.student import machine_row, prediction_row
 from metacan_pipeline_tests.builders.teachers import label_row
@@ -111,3 +118,52 @@ def build_site(storage: MetacanStorage) -> dg.ExecuteInProcessResult:
         instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=False,
     )
+
+
+#: ``python`` arguments that run the ``metacan`` command line of this checkout.
+CLI = ("-c", "from metacan_pipeline.cli import app; app()")
+
+
+@dataclass
+class Served:
+    """A ``metacan serve`` subprocess: its URL, and once it has stopped, everything it printed."""
+
+    url: str
+    output: str = ""
+
+
+@contextmanager
+def metacan_serve(env: dict, *args: str, ready: str = "/api/v1/") -> Iterator[Served]:
+    """``metacan serve ARGS`` as a subprocess on a free loopback port with ``env``; yields once ``GET ready``
+    answers 200 (the test fails, with the server's output, if it exits or has not answered within 60 s), and stops
+    it after, filling ``output``."""
+    import httpx
+    import pytest
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, *CLI, "serve", *args, "--port", str(port)]
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    served = Served(f"http://127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"metacan serve exited with {proc.returncode}: {proc.stdout.read().decode()[-2000:]}")
+            try:
+                if httpx.get(served.url + ready, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"metacan serve did not answer {ready} with 200 within 60 s")
+            time.sleep(0.2)
+        yield served
+    finally:
+        proc.terminate()
+        try:
+            served.output = proc.communicate(timeout=10)[0].decode()
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            served.output = proc.communicate(timeout=10)[0].decode()

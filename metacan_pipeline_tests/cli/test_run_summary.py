@@ -1,11 +1,13 @@
 """Tests of the run summary (``metacan summary``, and the text ``metacan run`` prints at its end)."""
 
 import duckdb
+import pyarrow as pa
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
-from metacan_pipeline.cli.run_summary import teacher_call_lines
+from metacan_pipeline.cli.run_summary import holdout_lines, prediction_lines, teacher_call_lines
 from metacan_pipeline.tables import create_tables
+from metacan_pipeline.tables.student import HEADS_SCHEMA
 from metacan_pipeline.teachers.core.store import append_rows
 
 
@@ -29,3 +31,40 @@ def test_the_run_summary_counts_the_calls_of_each_endpoint_of_a_teacher_on_sever
     assert lines[0].startswith("Teacher calls in this run: 4 (gemma 1 calls sending 2 works (")
     assert ", vllm 3 calls (1 failed) sending 6 works (" in lines[0]
     assert lines[1:] == ["  vllm by endpoint: gpu1 2 calls, gpu2 1 calls (1 failed)"]  # gemma: one endpoint, no line
+
+
+def test_the_holdout_line_says_when_a_head_has_no_labelled_holdout_work():
+    con = duckdb.connect()
+    con.execute("CREATE TABLE student_holdout (work_id VARCHAR)")
+    gemma = {"teacher": "gemma", "target": "metaresearch", "holdout_n": 12, "holdout_positives": 2}
+    codex = {"teacher": "codex", "target": "metaresearch"}  # no labelled work of the holdout: no metrics
+    heads = pa.Table.from_pylist([gemma | {"ap": 0.5, "auroc": 0.75}, codex], schema=HEADS_SCHEMA)  # noqa: F841
+    con.execute("CREATE TABLE student_heads AS SELECT * FROM heads")
+    [line] = holdout_lines(con, {"student_holdout"})
+    assert line.endswith(
+        "codex: none of its labelled works is in the holdout (no AP or AUROC); "
+        "gemma n=12 positives=2 AP 0.500 AUROC 0.750"
+    ), line
+    assert "None" not in line
+
+
+def test_the_predictions_line_says_how_many_heads_may_decide_and_what_the_support_gate_asks():
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE predictions AS SELECT * FROM (VALUES ('W1', ['metaresearch'], ['metaresearch'], 'v1'), "
+        "('W2', ['metaresearch'], []::VARCHAR[], 'v1'), ('W3', []::VARCHAR[], []::VARCHAR[], 'v1')) "
+        "t(id, candidate_categories, consensus_categories, model_version)"
+    )
+    gated = [True, False, False]
+    heads = pa.Table.from_pylist(  # noqa: F841
+        [{"teacher": "codex", "target": t, "gate_passed": g} for t, g in zip(("a", "b", "c"), gated, strict=True)]
+        + [{"teacher": "gemma", "target": "a", "gate_passed": True}],
+        schema=HEADS_SCHEMA,
+    )
+    con.execute("CREATE TABLE student_heads AS SELECT * FROM heads")
+    [line] = prediction_lines(con, "codex")
+    assert line == (
+        "Predictions: 3 works scored by v1; 2 with a candidate category, 1 with a consensus category; 1 of 3 codex "
+        "heads may decide (the support gate: at least 20 positive direct labels from each teacher, an effective "
+        "sample size of 10); the others give scores only"
+    )

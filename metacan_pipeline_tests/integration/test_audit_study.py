@@ -32,9 +32,10 @@ from metacan_pipeline.site.web.coding_app import create_coding_app
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.roles import CENSUS, SAMPLE
 from metacan_pipeline_tests.audit.test_validation import run, truth, wid, write_world
+from metacan_pipeline_tests.builders.coding import abstracts_answer
 from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
 from metacan_pipeline_tests.release.test_verify import rewrite_checksums
-from metacan_pipeline_tests.site.test_coding_pages import _abstracts, csrf, next_work, sign_in, submit
+from metacan_pipeline_tests.site.test_coding_pages import ABSTRACT, csrf, next_work, sign_in, submit
 
 CODERS = ("alice.tremblay", "bob.nguyen")
 ADJUDICATOR = "carol.okafor"
@@ -77,7 +78,7 @@ def test_a_study_coded_through_the_pages_is_released_and_recomputed_from_the_rel
     assert len(pairs) > WORKS and {tuple(sorted(p)) for p in pairs.values()} == {CODERS}  # two coders: one pair
     index = {wid(i): i for i in range(200)}
 
-    openalex = LoopbackOpenAlex(_abstracts)
+    openalex = LoopbackOpenAlex(abstracts_answer(ABSTRACT))
     server = create_coding_app(storage.root, abstracts=AbstractFetcher(openalex.base_url))
     try:
         alice, bob = (sign_in(server, tokens[c]) for c in CODERS)

@@ -219,10 +219,10 @@ def test_dagster_ui_materializes_the_graph_and_shows_it(tmp_path, small_input, b
             assert keys, "frame_refresh registered no openalex_partitions"
             gql.wait(
                 gql.launch(
-                    "metacan_all",
+                    "metacan_build",
                     {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
                 ),
-                "metacan_all",
+                "metacan_build",
             )
             gql("mutation { setNuxSeen }")  # the first-visit "Join the Dagster community" dialog would cover the page
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import html
 import io
 import json
 import re
@@ -13,6 +14,7 @@ import shutil
 
 import duckdb
 import fastjsonschema
+import pandas as pd
 import pytest
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
@@ -20,7 +22,7 @@ from typer.testing import CliRunner
 from metacan_pipeline import __version__, settings
 from metacan_pipeline.cli import app as cli
 from metacan_pipeline.publish.pages import environment, render_work
-from metacan_pipeline.site.build.release import ReleaseUnavailable, current_release_id, releases_dir
+from metacan_pipeline.site.build.release import ReleaseUnavailable, current_release_id, manifest_path, releases_dir
 from metacan_pipeline.site.query.params import FILTERS, LISTING
 from metacan_pipeline.site.web.app import DEFAULT_ROW_CAP, create_app
 from metacan_pipeline.site.web.middleware import client_limiter
@@ -120,17 +122,60 @@ def test_a_query_link_recounts_and_cites_the_release(client, site_release):
     assert client.get("/q/0123456789ab").status_code == 404 and client.get("/q/nothex").status_code == 404
 
 
+def test_links_the_site_writes_name_the_configured_site_never_the_requests_host(site_release, monkeypatch):
+    def addresses(client) -> tuple[str, list[str], list[str]]:
+        h = re.search(r"/q/([0-9a-f]{12})", client.get("/", params={"has_abstract": "no"}).text).group(1)
+        page = client.get(f"/q/{h}", headers={"Host": "evil.example"})
+        citation = html.unescape(re.search(r'id="citation">([^<]+)<', page.text).group(1))
+        docs = client.get("/api/v1/docs", headers={"Host": "evil.example"}).text
+        hrefs = re.findall(r'hreflang="[^"]+" href="([^"]+)"', page.text + docs)
+        return citation, hrefs, re.findall(r"https?://[^\s\"<]+/q/[0-9a-f]{12}", citation)
+
+    monkeypatch.delenv(settings.SITE_URL_ENV, raising=False)
+    with TestClient(create_app(site_release[0].root, rate_limit="off")) as client:
+        citation, hrefs, links = addresses(client)
+    assert "evil.example" not in citation + " ".join(hrefs)
+    assert links and all(u.startswith("http://testserver/q/") for u in links)  # where the server listens
+    monkeypatch.setenv(settings.SITE_URL_ENV, "https://metacan.example.org/site/")
+    with TestClient(create_app(site_release[0].root, rate_limit="off")) as client:
+        citation, hrefs, links = addresses(client)
+    assert (
+        "evil.example" not in citation + " ".join(hrefs) and len(hrefs) == 5
+    )  # the page: en, fr, x-default; the docs: en, x-default
+    assert links and all(u.startswith("https://metacan.example.org/site/q/") for u in links)
+    assert all(u.startswith("https://metacan.example.org/site/") for u in hrefs), hrefs
+    monkeypatch.setenv(settings.SITE_URL_ENV, "ftp://x")
+    with pytest.raises(ValueError, match=settings.SITE_URL_ENV):
+        create_app(site_release[0].root, rate_limit="off")
+
+
 def test_exports_stream_every_row_of_the_cohort_and_declare_the_cap(client, site_release):
     storage = site_release[0]
     want = _sql(storage, "SELECT count(*) FROM works WHERE NOT has_abstract")[0][0]
     r = client.get("/export.csv", params={"has_abstract": "no"})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
     assert r.headers["x-metacan-rows"] == str(want) and r.headers["x-metacan-truncated"] == "false"
-    lines = r.text.splitlines(keepends=True)
-    assert lines[0].startswith(
-        f"# metacan export of cohort {r.headers['x-metacan-query-hash']}: {want} of {want} works"
-    )
-    rows = list(csv.DictReader(io.StringIO("".join(line for line in lines if not line.startswith("#")))))
+    # a header row and the rows, nothing else: pandas reads it with its defaults
+    frame = pd.read_csv(io.StringIO(r.text))
+    assert len(frame) == want and set(frame["has_abstract"]) == {False}
+    assert r.headers["x-metacan-filters"] == '{"has_abstract": "no"}'
+    assert r.headers["x-metacan-classifier-version"] == frame["classifier_version"].iloc[0]
+    sidecar = client.get("/export.csv", params={"has_abstract": "no", "meta": "1"})
+    assert sidecar.headers["content-type"] == "application/json" and "content-disposition" not in sidecar.headers
+    assert sidecar.json()["_export"] == {
+        "query_hash": r.headers["x-metacan-query-hash"],
+        "release_id": current_release_id(storage.root),
+        "classifier_version": r.headers["x-metacan-classifier-version"],
+        "filters": {"has_abstract": "no"},
+        "cohort_count": want,
+        "row_cap": DEFAULT_ROW_CAP,
+        "rows": want,
+        "truncated": False,
+    }
+    assert client.get("/export.csv", params={"meta": "yes"}).status_code == 400
+    empty = client.get("/export.csv", params={"language": "xx"}).text
+    assert empty.splitlines() == [r.text.splitlines()[0]]  # an empty cohort: the header row alone
+    rows = list(csv.DictReader(io.StringIO(r.text)))
     assert len(rows) == want and {row["has_abstract"] for row in rows} == {"false"}
     assert {row["release_id"] for row in rows} == {current_release_id(storage.root)}
     assert {row["validation_status"] for row in rows} == {"score_only:v0-immature-baseline"}
@@ -149,7 +194,7 @@ def test_a_capped_export_says_it_was_cut(site_release):
     with TestClient(create_app(site_release[0].root, row_cap=5)) as c:
         r = c.get("/export.csv")
         assert r.headers["x-metacan-truncated"] == "true" and r.headers["x-metacan-row-cap"] == "5"
-        assert "5 of 60 works (row cap 5; truncated: yes)" in r.text.splitlines()[0]
+        assert r.headers["x-metacan-rows"] == "5" and r.headers["x-metacan-cohort-count"] == "60"
         assert len([line for line in r.text.splitlines() if line.startswith("W")]) == 5
         meta = json.loads(c.get("/export.jsonl").text.splitlines()[0])["_export"]
         assert meta["truncated"] is True and meta["rows"] == 5 and meta["cohort_count"] == 60
@@ -250,8 +295,12 @@ def test_a_missing_or_corrupt_release_is_a_start_up_error_naming_file_and_asset(
     ):
         create_app(copy)
     shutil.copy(releases_dir(site_release[0].root) / f"{rid}.fts.sqlite", copy / "site" / "releases")
-    damaged = copy / "site" / "releases" / f"{rid}.duckdb"  # same size as built: the size check passes, DuckDB refuses
+    damaged = copy / "site" / "releases" / f"{rid}.duckdb"  # same size as built: the size check passes
     damaged.write_bytes((b"not a database" * (damaged.stat().st_size // 14 + 1))[: damaged.stat().st_size])
+    with pytest.raises(ReleaseUnavailable, match=rf"{rid}\.duckdb has SHA-256 .*'site_database' again"):
+        create_app(copy)
+    manifest = json.loads(manifest_path(copy, rid).read_text())  # one that records no checksum: DuckDB refuses
+    manifest_path(copy, rid).write_text(json.dumps({k: v for k, v in manifest.items() if "sha256" not in k}))
     with pytest.raises(ReleaseUnavailable, match=rf"{rid}\.duckdb is not a readable release database.*'site_database'"):
         create_app(copy)
     result = CliRunner().invoke(cli, ["serve", "--data-dir", str(tmp_path / "empty")])
@@ -290,7 +339,7 @@ def test_the_openapi_document_describes_every_route_and_every_cohort_filter(clie
     for path, names in (
         ("/api/v1/works", FILTERS + LISTING),
         ("/api/v1/count", FILTERS),
-        ("/api/v1/export", FILTERS + ("format",)),
+        ("/api/v1/export", FILTERS + ("format", "meta")),
     ):
         assert [p["name"] for p in doc["paths"][path]["get"]["parameters"]] == list(names)
     params = {p["name"]: p for p in doc["paths"]["/api/v1/works"]["get"]["parameters"]}
@@ -399,3 +448,56 @@ def test_a_client_over_its_bucket_gets_429_with_retry_after(site_release, monkey
     assert settings.site_rate_limit() == "off" and client_limiter(settings.site_rate_limit()) is None
     monkeypatch.setenv("METACAN_SITE_RATE_LIMIT", "")
     assert settings.site_rate_limit() == "120/m burst 60"
+
+
+def test_a_method_a_route_does_not_take_answers_405_with_the_allow_header(client):
+    for route in API_ROUTES:
+        path = route.path.replace("{id}", "W1").replace("{hash}", "0" * 12).replace("{facet}", "venue")
+        wrong = "GET" if route.method == "POST" else "DELETE"
+        r = client.request(wrong, path)
+        assert r.status_code == 405, (wrong, path)
+        assert set(r.headers["allow"].replace(" ", "").split(",")) >= {route.method}, (path, r.headers)
+        assert r.json()["error"]
+    page = client.delete("/statistics")
+    assert page.status_code == 405 and "GET" in page.headers["allow"] and "<html" in page.text
+
+
+def test_every_text_box_accepts_exactly_what_the_server_accepts(client):
+    from metacan_pipeline.site.query.params import PARAMS
+
+    for path in ("/", "/fr/", "/dossier"):
+        boxes = dict(re.findall(r'<input name="([a-z_]+)" value="[^"]*" maxlength="(\d+)"', client.get(path).text))
+        assert "q" in boxes and len(boxes) >= 5, path
+        for name, length in boxes.items():
+            limit = PARAMS[name].max_length
+            assert int(length) == limit, (path, name)
+            assert client.get("/api/v1/count", params={name: "a" * limit}).status_code == 200, name
+            assert client.get("/api/v1/count", params={name: "a" * (limit + 1)}).status_code == 400, name
+
+
+def test_the_site_has_an_icon_every_page_names(client):
+    import xml.etree.ElementTree as ET
+
+    for path in ("/favicon.svg", "/favicon.ico"):
+        r = client.get(path)
+        assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml"
+        assert ET.fromstring(r.content).tag == "{http://www.w3.org/2000/svg}svg"
+    for path in ("/", "/fr/", "/statistics", "/api/v1/docs", "/nowhere"):
+        assert '<link rel="icon" href="/favicon.svg" type="image/svg+xml">' in client.get(path).text, path
+
+
+def test_a_refused_cohort_goes_back_to_the_builder_with_the_filters_it_accepts(client):
+    def back(path: str, params: dict) -> str:
+        r = client.get(path, params=params)
+        assert r.status_code == 400
+        return html.unescape(
+            re.search(r'<a href="([^"]*)">(?:Back to the cohort builder|Retour au constructeur)', r.text)[1]
+        )
+
+    # the mode comes before its category: kept once the category is; the bad year is left out
+    asked = {"classifier_mode": "candidate", "year_min": "abc", "classifier_category": "metaresearch", "venue": "X"}
+    assert back("/", asked) == "/?classifier_mode=candidate&classifier_category=metaresearch&venue=X"
+    assert back("/fr/", asked) == "/fr/?classifier_mode=candidate&classifier_category=metaresearch&venue=X"
+    assert back("/export.csv", {"language": "en", "format": "csv", "year_max": "9999"}) == "/?language=en"
+    assert back("/", {"classifier_mode": "candidate"}) == "/"  # nothing it accepts: the builder as it opens
+    assert "(with the filters it accepts)" in client.get("/", params=asked).text

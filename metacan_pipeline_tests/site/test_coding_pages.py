@@ -16,13 +16,11 @@ import sqlite3
 import threading
 import time
 
-import dagster as dg
 import pytest
 import uvicorn
 from starlette.testclient import TestClient
 
 from metacan_pipeline import settings
-from metacan_pipeline.audit.assets import coding_tasks
 from metacan_pipeline.audit.coding.assignments import draw_pairs
 from metacan_pipeline.audit.coding.loading import load_coding_tasks
 from metacan_pipeline.audit.coding.store import CodingStore
@@ -31,8 +29,7 @@ from metacan_pipeline.publish.abstracts import AbstractFetcher
 from metacan_pipeline.site.build.release import releases_dir
 from metacan_pipeline.site.web.coding_app import create_coding_app
 from metacan_pipeline_tests.browser import PageWatch, launch_chromium, start_playwright
-from metacan_pipeline_tests.builders.audit import lock_audit_sample
-from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
+from metacan_pipeline_tests.builders.coding import coding_app, coding_world
 
 ABSTRACT = "We audited the reporting of 120 surgical trials registered in Canada."
 #: What would betray a machine output (or the release it lives in) on a coder's page.
@@ -67,40 +64,18 @@ ANSWER = {
 }
 
 
-def _abstracts(path, query):
-    ids = query["filter"].removeprefix("ids.openalex:").split("|")
-    return [{"id": f"https://openalex.org/{w}", "abstract_inverted_index": _inverted(ABSTRACT)} for w in ids]
-
-
-def _inverted(text):
-    out: dict[str, list[int]] = {}
-    for i, word in enumerate(text.split(" ")):
-        out.setdefault(word, []).append(i)
-    return out
-
-
 @pytest.fixture(scope="module")
 def world(site_release):
     storage, frame, _ = site_release
-    drawn = [f["id"] for f in frame[:8]]
-    pid = lock_audit_sample(storage, frame, drawn)
-    result = dg.materialize([coding_tasks], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
-    assert result.success
-    path = settings.coding_store_path(storage.data_dir)
-    with CodingStore(path) as store:
-        tokens = {name: store.add_coder(name) for name in ("ann", "bob", "cy", "dan", "eve")}
-        store.grant_role("cy")
-        store.revoke_coder("dan")
-    openalex = LoopbackOpenAlex(_abstracts)
-    yield {"storage": storage, "pid": pid, "tokens": tokens, "path": path, "openalex": openalex, "drawn": drawn}
-    openalex.shutdown()
+    coders = ("ann", "bob", "cy", "dan", "eve")
+    with coding_world(storage, frame, [f["id"] for f in frame[:8]], coders, ABSTRACT, ["cy"], ["dan"]) as w:
+        yield w
 
 
 @pytest.fixture(scope="module")
 def app(world):
-    asgi = create_coding_app(world["storage"].root, abstracts=AbstractFetcher(world["openalex"].base_url))
-    yield asgi
-    asgi.state.coding.close()
+    with coding_app(world) as asgi:
+        yield asgi
 
 
 def client(app) -> TestClient:

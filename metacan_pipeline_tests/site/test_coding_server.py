@@ -10,31 +10,26 @@ from __future__ import annotations
 
 import html
 import re
-import socket
 import sqlite3
-import subprocess
-import sys
-import time
 from collections import deque
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
-import dagster as dg
 import httpx
 import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from metacan_pipeline import settings
-from metacan_pipeline.audit.assets import coding_tasks
-from metacan_pipeline.audit.coding.store import CodingStore
 from metacan_pipeline.audit.protocol.locked import load_instructions
 from metacan_pipeline.publish.abstracts import AbstractFetcher
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.web.coding_app import create_coding_app
+from metacan_pipeline.site.web.icon import FAVICON
 from metacan_pipeline.vocab import CATEGORIES, CONFIDENCES, DOMAINS, GENRES, STUDY_DESIGNS
-from metacan_pipeline_tests.builders.audit import lock_audit_sample
-from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
+from metacan_pipeline_tests.builders.coding import coding_app as coding_app_of
+from metacan_pipeline_tests.builders.coding import coding_world
+from metacan_pipeline_tests.builders.site import metacan_serve
 
 REPO = Path(__file__).resolve().parents[2]
 ABSTRACT = "Trial registrations of Canadian surgical studies were compared with their published reports."
@@ -75,7 +70,7 @@ MACHINE_WORDS = (
     "candidat",
     "score",
     "teacher",
-    "enseignant",
+    "annotateur",
     "gemma",
     "codex",
     "direct label",
@@ -94,38 +89,17 @@ MACHINE_WORDS = (
 )
 
 
-def _inverted(text: str) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for i, word in enumerate(text.split(" ")):
-        out.setdefault(word, []).append(i)
-    return out
-
-
-def _abstracts(path, query):
-    ids = query["filter"].removeprefix("ids.openalex:").split("|")
-    return [{"id": f"https://openalex.org/{w}", "abstract_inverted_index": _inverted(ABSTRACT)} for w in ids]
-
-
 @pytest.fixture(scope="module")
 def world(site_release):
     storage, frame, _ = site_release
-    drawn = [f["id"] for f in frame[1:9]]
-    pid = lock_audit_sample(storage, frame, drawn)
-    result = dg.materialize([coding_tasks], resources={"storage": storage}, instance=dg.DagsterInstance.ephemeral())
-    assert result.success
-    path = settings.coding_store_path(storage.data_dir)
-    with CodingStore(path) as store:
-        tokens = {name: store.add_coder(name) for name in (CODER, OTHER)}
-    openalex = LoopbackOpenAlex(_abstracts)
-    yield {"storage": storage, "pid": pid, "tokens": tokens, "path": path, "openalex": openalex, "drawn": drawn}
-    openalex.shutdown()
+    with coding_world(storage, frame, [f["id"] for f in frame[1:9]], (CODER, OTHER), ABSTRACT) as w:
+        yield w
 
 
 @pytest.fixture(scope="module")
 def coding_app(world):
-    asgi = create_coding_app(world["storage"].root, abstracts=AbstractFetcher(world["openalex"].base_url))
-    yield asgi
-    asgi.state.coding.close()
+    with coding_app_of(world) as asgi:
+        yield asgi
 
 
 @pytest.fixture(scope="module")
@@ -311,6 +285,9 @@ def test_a_coder_on_the_coding_server_reaches_no_machine_output_and_no_other_cod
         else:
             r = me.get(path, follow_redirects=True)
         assert r.status_code in (200, 404), (method, path, r.status_code)
+        if path in ("/favicon.svg", "/favicon.ico"):  # the one thing both servers serve: the icon
+            assert r.content == FAVICON
+            continue
         assert urlsplit(str(r.url)).path.startswith(("/coding/", "/fr/coding/", path)), (path, str(r.url))
         assert r.status_code == 404 or urlsplit(str(r.url)).path.startswith(("/coding/", "/fr/coding/")), path
         # the 404 page's language links repeat the address asked for (a model version in it is the asker's own)
@@ -357,37 +334,13 @@ def test_the_coding_server_needs_the_coding_store_only(world, tmp_path):
 
 
 def test_metacan_serve_coding_starts_the_coding_server_on_a_data_folder_without_a_release(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     data = tmp_path / "data"
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "METACAN_DATA_DIR": str(data), "HOME": str(tmp_path)}
-    cli = ("-c", "from metacan_pipeline.cli import app; app()")
-    proc = subprocess.Popen(
-        [sys.executable, *cli, "serve", "--coding", "--port", str(port)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"metacan serve --coding exited with {proc.returncode}: {proc.stdout.read().decode()}")
-            try:
-                form = httpx.get(url + "/coding/sign-in", timeout=2)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    pytest.fail("metacan serve --coding did not answer within 60 s")
-                time.sleep(0.2)
-        assert form.status_code == 200 and 'type="password"' in form.text
+    with metacan_serve(env, "--coding", ready="/coding/sign-in") as served:
+        form = httpx.get(served.url + "/coding/sign-in", timeout=5)
+        assert 'type="password"' in form.text
         for path in ("/works/W7001", "/records/W7001.json", "/api/v1/works", "/statistics", "/export.csv"):
-            assert httpx.get(url + path, timeout=5).status_code == 404, path
-    finally:
-        proc.terminate()
-        out = proc.communicate(timeout=30)[0].decode()
-    assert f"on http://127.0.0.1:{port}/coding/" in out and str(settings.coding_store_path(str(data))) in out
+            assert httpx.get(served.url + path, timeout=5).status_code == 404, path
+    out = served.output
+    assert f"on {served.url}/coding/" in out and str(settings.coding_store_path(str(data))) in out
     assert settings.coding_store_path(str(data)).exists() and not (data / "site").exists()

@@ -4,6 +4,7 @@ limit that would block everything, and exports over a client's bucket."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from metacan_pipeline.site.build.release import (
     index_path,
     manifest_path,
     releases_dir,
+    verified_path,
 )
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.web.saved import QueryStoreUnavailable
@@ -75,6 +77,32 @@ def test_a_truncated_release_database_is_a_start_up_error_naming_the_file_and_th
         f"in its place?); materialize the asset 'site_database' again."
     )
     assert f"{rid}.duckdb is {built // 2:,} bytes" in _serve(copy)
+
+
+def test_bytes_overwritten_in_place_are_a_start_up_error_and_a_file_is_hashed_again_only_when_it_changed(copy):
+    rid = current_release_id(copy)
+    db, index = database_path(copy, rid), index_path(copy, rid)
+    manifest = json.loads(manifest_path(copy, rid).read_text())
+    assert manifest["database_sha256"] == hashlib.sha256(db.read_bytes()).hexdigest()
+    assert manifest["fts_index_sha256"] == hashlib.sha256(index.read_bytes()).hexdigest()
+    verified_path(copy, rid).unlink(missing_ok=True)
+    with TestClient(create_app(copy, rate_limit="off")) as c:
+        assert c.get("/api/v1/count").json()["count"] == 60
+    stamps = json.loads(verified_path(copy, rid).read_text())
+    for path, key in ((db, "database_sha256"), (index, "fts_index_sha256")):
+        assert stamps[path.name] == [path.stat().st_size, path.stat().st_mtime_ns, manifest[key]]
+    size = db.stat().st_size
+    block = min(200_000, size // 4)
+    with open(db, "r+b") as f:  # near the end, the size unchanged
+        f.seek(size - block - 4096)
+        f.write(b"\xa5" * block)
+    assert db.stat().st_size == size
+    with pytest.raises(ReleaseUnavailable) as info:
+        create_app(copy)
+    message = str(info.value)
+    assert message.startswith(f"{db} has SHA-256 ") and f"but the build of {rid} wrote" in message
+    assert message.endswith("(its bytes were overwritten or damaged); materialize the asset 'site_database' again.")
+    assert "overwritten or damaged" in _serve(copy)
 
 
 def test_a_table_whose_row_count_is_not_the_builds_is_a_start_up_error(copy):

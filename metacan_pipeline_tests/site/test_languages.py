@@ -84,8 +84,9 @@ def test_the_french_home_page_speaks_french_and_keeps_data_values(client):
     for text in ("Exact count", "Download", "Build a cohort", "Direct labels cover", "Next page", "Filters"):
         assert text not in fr.text, text
     assert _count(fr.text) == _count(en.text) > 0
-    # data values stay as they are: statuses, qualification sentences, vocabulary codes, parameter values
-    for text in ("machine_predicted_unvalidated", "teacher not qualified: not tested yet", 'value="not_metaresearch"'):
+    # data values stay as they are: statuses, vocabulary codes, parameter values (a qualification note is said in
+    # French: test_a_teachers_qualification_note_is_said_in_the_pages_language_with_its_figures)
+    for text in ("machine_predicted_unvalidated", 'value="not_metaresearch"'):
         assert text in fr.text, text
     assert 'option value="yes" selected>oui</option>' in fr.text
     # every link stays in French, exports and the API stay where they are
@@ -211,3 +212,29 @@ def test_chromium_switches_the_home_page_to_french_from_the_keyboard(site_releas
         playwright.stop()
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_a_teachers_qualification_note_is_said_in_the_pages_language_with_its_figures(client):
+    from metacan_pipeline.i18n import translations
+    from metacan_pipeline.publish.pages import qualification_words
+    from metacan_pipeline.teachers.qualification import NOT_QUALIFIED, QUALIFIED, TOO_FEW, QualificationResult
+
+    fr, en = translations("fr"), translations("en")
+    said = {}
+    for status in (QUALIFIED, NOT_QUALIFIED, TOO_FEW):
+        note = QualificationResult(status, 0.05, 0.4, 0.5, 80, 78, 2, 12, 9, {}).note()
+        assert qualification_words(note, en) == note  # English: the note as the teachers stage wrote it
+        said[status] = qualification_words(note, fr)
+        assert "teacher" not in said[status] and "0.05" in said[status] and "78" in said[status], said[status]
+    assert said[QUALIFIED].startswith("annotateur qualifié (kappa 0.05 sur 78 publications de référence (12 positives)")
+    assert said[NOT_QUALIFIED].startswith("annotateur non qualifié (kappa 0.05")
+    assert said[TOO_FEW].startswith("annotateur non qualifié\u00a0: trop peu de cas")
+    assert (
+        qualification_words("teacher not qualified: not tested yet", fr)
+        == "annotateur non qualifié\u00a0: pas encore testé"
+    )
+    assert qualification_words("imported from a study", fr) == "imported from a study"  # unknown wording: verbatim
+    # the site's French pages: the world's teachers are "not tested yet"; no English note is left on them
+    for path in ("/fr/", "/fr/statistics"):
+        text = client.get(path).text
+        assert "teacher not qualified" not in text and "annotateur non qualifié : pas encore testé" in text, path

@@ -28,6 +28,7 @@ import uvicorn
 from metacan_pipeline.site.build.release import current_release_id, database_path
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline_tests.browser import REPO, PageWatch
+from metacan_pipeline_tests.builders.site import CLI, metacan_serve
 
 pytestmark = pytest.mark.browser
 
@@ -127,8 +128,8 @@ def test_a_reader_builds_cites_downloads_and_reads_in_both_languages(site_releas
         with page.expect_download() as download:
             page.get_by_role("link", name="CSV", exact=True).click()
         text = Path(download.value.path()).read_text(encoding="utf-8")
-        assert text.startswith(f"# metacan export of cohort {query_url[3:]}: {count} of {count} works")
-        rows = list(csv.DictReader(io.StringIO("".join(line for line in text.splitlines(True) if line[0] != "#"))))
+        assert text.startswith("id,") and f",{query_url[3:]}," in text  # every row names its cohort
+        rows = list(csv.DictReader(io.StringIO(text)))
         assert {row["id"] for row in rows} == want_ids and len(rows) == count
         assert {(row["language"], row["field"]) for row in rows} == {("en", "Medicine")}
 
@@ -166,8 +167,6 @@ def test_a_reader_builds_cites_downloads_and_reads_in_both_languages(site_releas
 
 
 # ---- the real frame: `metacan run` on the small real input through the stub teachers, then `metacan serve` ----------
-
-CLI = ("-c", "from metacan_pipeline.cli import app; app()")
 
 
 @pytest.fixture(scope="module")
@@ -210,52 +209,14 @@ def real_run(tmp_path_factory, openalex_dir):
     return root / "data", env
 
 
-@contextmanager
-def metacan_serve(env: dict) -> Iterator[str]:
-    """`metacan serve` (a subprocess on a free loopback port); yields its URL once it answers, stops it after."""
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, *CLI, "serve", "--port", str(port)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"metacan serve exited with {proc.returncode}: {proc.stdout.read().decode()[-2000:]}")
-            try:
-                if httpx.get(url + "/api/v1/", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("metacan serve did not answer within 60 s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 @pytest.mark.slow
 def test_metacan_serve_after_metacan_run_shows_the_real_frame_and_its_canadian_authors(real_run, browser, screenshots):
     data, env = real_run
     with duckdb.connect(str(data / "metacan.duckdb"), read_only=True) as con:
         frame = {r[0] for r in con.execute("SELECT id FROM frame").fetchall()}
     assert "W1951724000" in frame
-    with metacan_serve(env) as base:
+    with metacan_serve(env) as served:
+        base = served.url
         context = browser.new_context(viewport={"width": 1280, "height": 1000})
         page = context.new_page()
         page.goto(base + "/")

@@ -291,7 +291,7 @@ def test_the_parquet_export_has_the_csv_columns_and_rows_and_declares_the_cap(wo
     assert meta["query_hash"] == r.headers["x-metacan-query-hash"]
     table = f.read()
     csv = client.get("/export.csv", params={"has_abstract": "no"}).text
-    lines = [line for line in csv.splitlines() if not line.startswith("#")]
+    lines = csv.splitlines()
     assert table.schema.names == lines[0].split(",")
     assert table.column("id").to_pylist() == [line.split(",")[0] for line in lines[1:]]
     assert table.schema.field("candidate_categories").type == pa.list_(pa.string())

@@ -4,10 +4,12 @@ Layout under ``<data dir>/site/releases/``:
 
 - ``<release_id>.duckdb``: the release database (tables of :mod:`metacan_pipeline.tables.site`);
 - ``<release_id>.fts.sqlite``: its full-text index (:mod:`.fts`);
-- ``<release_id>.manifest.json``: what the build wrote (both files' sizes in bytes, every release table's row
-  count), written once when the release first becomes current; start-up verifies the files against it
-  (:func:`verify_release`), so a truncated or replaced file is a start-up error, not a site that counts 60 works
-  and exports none;
+- ``<release_id>.manifest.json``: what the build wrote (both files' sizes in bytes and SHA-256, every release
+  table's row count), written once when the release first becomes current; start-up verifies the files against it
+  (:func:`verify_release`), so a truncated, replaced or overwritten file is a start-up error, not a site that
+  counts 60 works and exports none;
+- ``<release_id>.verified.json``: each file's size, modification time and SHA-256 when its checksum last matched,
+  so a restart hashes only a file that changed since (a 4.3M-work release database is tens of GB);
 - ``current.json``: ``{"release_id", "database", "fts_index"}``, the release the site serves, replaced atomically
   (temporary sibling + rename) after both files are complete.
 
@@ -18,6 +20,7 @@ re-run rewrites nothing, and a citation naming a release names exactly one set o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -61,6 +64,16 @@ def manifest_path(data_dir: str | Path, release_id: str) -> Path:
     return releases_dir(data_dir) / f"{release_id}.manifest.json"
 
 
+def verified_path(data_dir: str | Path, release_id: str) -> Path:
+    return releases_dir(data_dir) / f"{release_id}.verified.json"
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hex."""
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
 def shorten(value: object, limit: int = ECHO_CHARS) -> str:
     """``repr(value)`` when short, else the repr of its first ``limit`` characters and how long it was: an error
     never echoes a long value back in full."""
@@ -94,6 +107,8 @@ def record_manifest(data_dir: str | Path, release_id: str) -> Path:
         "release_id": release_id,
         "database_bytes": db.stat().st_size,
         "fts_index_bytes": index.stat().st_size,
+        "database_sha256": file_sha256(db),
+        "fts_index_sha256": file_sha256(index),
         "row_counts": counts,
     }
     path = manifest_path(data_dir, release_id)
@@ -137,6 +152,43 @@ def verify_sizes(data_dir: str | Path, release_id: str, manifest: dict) -> None:
             )
 
 
+def verify_checksums(data_dir: str | Path, release_id: str, manifest: dict) -> None:
+    """Raise :class:`ReleaseUnavailable` naming the file when its SHA-256 is not the one the build recorded (bytes
+    overwritten in place keep the size, and the tables may still count right). A file whose size and modification
+    time are those of its last matching check (``<release_id>.verified.json``) is not hashed again; a manifest that
+    records no checksum (written before they were recorded) leaves the content unchecked."""
+    stamp_path = verified_path(data_dir, release_id)
+    try:
+        stamps = json.loads(stamp_path.read_text(encoding="utf-8"))
+        stamps = stamps if isinstance(stamps, dict) else {}
+    except (OSError, ValueError):
+        stamps = {}
+    changed = False
+    for path, key in (
+        (database_path(data_dir, release_id), "database_sha256"),
+        (index_path(data_dir, release_id), "fts_index_sha256"),
+    ):
+        want = manifest.get(key)
+        if want is None:
+            continue
+        st = path.stat()
+        seen = [st.st_size, st.st_mtime_ns, want]
+        if stamps.get(path.name) == seen:
+            continue
+        got = file_sha256(path)
+        if got != want:
+            raise ReleaseUnavailable(
+                f"{path} has SHA-256 {got[:16]}..., but the build of {release_id} wrote {str(want)[:16]}... (its "
+                f"bytes were overwritten or damaged); materialize the asset {ASSET!r} again."
+            )
+        stamps[path.name], changed = seen, True
+    if changed:
+        try:  # a read-only data folder only costs the next start-up another hash
+            _write_json(stamp_path, stamps)
+        except OSError:
+            pass
+
+
 def verify_counts(path: Path, counts: dict[str, int], manifest: dict) -> None:
     """Raise :class:`ReleaseUnavailable` naming the file and the table when a table's row count differs from the
     build's (the file is damaged)."""
@@ -149,10 +201,11 @@ def verify_counts(path: Path, counts: dict[str, int], manifest: dict) -> None:
 
 
 def verify_release(data_dir: str | Path, release_id: str) -> None:
-    """Check a release's files against its manifest (sizes, then every table's row count); raises
+    """Check a release's files against its manifest (sizes, checksums, then every table's row count); raises
     :class:`ReleaseUnavailable` naming the file and the asset when they disagree or cannot be read."""
     manifest = read_manifest(data_dir, release_id)
     verify_sizes(data_dir, release_id, manifest)
+    verify_checksums(data_dir, release_id, manifest)
     db = database_path(data_dir, release_id)
     con = open_database(db)
     try:
@@ -253,7 +306,7 @@ class Release:
     thread), the FTS5 index (:meth:`search`) and ``info``.
 
     Raises :class:`ReleaseUnavailable` naming the file and the asset ``site_database`` when the pointer, the
-    database, the index or the manifest is missing, when a file's size or a table's row count is not what the build
+    database, the index or the manifest is missing, when a file's size, checksum or a table's row count is not what the build
     wrote (:func:`verify_release`), when the database is in use by a writing process, or when it is not a release
     database (corrupt, or of another layout).
     """
@@ -274,6 +327,7 @@ class Release:
                 )
         manifest = read_manifest(self.data_dir, self.release_id)
         verify_sizes(self.data_dir, self.release_id, manifest)
+        verify_checksums(self.data_dir, self.release_id, manifest)
         self.duckdb = open_database(self.db_path)
         try:
             self.info = _read_info(self.duckdb)

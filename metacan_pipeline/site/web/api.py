@@ -19,6 +19,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from ...i18n import DEFAULT_LOCALE
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.params import FILTERS, CohortError, single_values
+from . import languages
 from .middleware import NO_STORE, SECURITY_HEADERS, cache_headers, etag, not_modified
 from .openapi import API_ROUTES, ApiRoute, openapi_document, response_text, schema_text
 
@@ -102,7 +103,7 @@ class ApiEndpoints:
         return JSONResponse(openapi_document(self.info))
 
     def api_docs(self, request: Request) -> Response:
-        base = str(request.base_url).rstrip("/")
+        base = languages.site_base(request)
         links = [{"hreflang": h, "href": base + "/api/v1/docs"} for h in ("en", "x-default")]
         doc = openapi_document(self.info)
         template = self.envs[DEFAULT_LOCALE].get_template("api_docs.html.j2")

@@ -35,7 +35,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ... import __version__, settings
@@ -43,17 +43,18 @@ from ...i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, transl
 from ...openalex.ids import is_work_id
 from ...publish.abstracts import Abstract, AbstractFetcher
 from ...publish.pages import environment as page_environment
-from ...publish.pages import render_work
+from ...publish.pages import qualification_words, render_work
 from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
-from ..query.params import BOOLEAN_FILTERS, FILTERS, CohortError, single_values
+from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
 from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .coding_pages import default_abstracts
 from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
+from .icon import favicon
 from .middleware import (
     HOME_CSP,
     NO_STORE,
@@ -91,8 +92,11 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     env.filters["word"] = partial(strings.value_word, locale=locale)
     env.filters["num"] = partial(format_number, locale=locale)
     env.filters["combine"] = lambda a, b: {**a, **{k: str(v) for k, v in b.items()}}
+    env.filters["qualification"] = partial(qualification_words, tr=translations(locale))
     env.globals["category_names"] = {c: strings.category_name(c, locale) for c in CATEGORIES}
     env.globals["colon"] = translations(locale).gettext(strings.COLON)
+    #: a text box accepts what the server accepts (the parameter's own limit), no more
+    env.globals["max_length"] = {name: p.max_length for name, p in PARAMS.items() if p.max_length}
     return env
 
 
@@ -148,7 +152,37 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
         elif status in strings.STATUS_PHRASES and message == HTTPStatus(status).phrase:
             message = tr.gettext(strings.STATUS_PHRASES[status])
         heading = tr.gettext(strings.STATUS_PHRASES[400])
-        return self.render(request, "error.html.j2", status=status, heading=heading, message=message)
+        prefix = languages.PREFIXES[_lang(request)]
+        back = prefix + "/"
+        if status == 400 and request.url.path in (back, *(f"/export.{f}" for f in FORMATS)):  # the cohort builder's
+            back = url_with(back, self.usable_params(request.query_params.multi_items()))
+        return self.render(request, "error.html.j2", status=status, heading=heading, message=message, back=back)
+
+    def usable_params(self, items) -> dict[str, str]:
+        """The most of a refused request's parameters the cohort builder accepts together: a parameter is kept when
+        it parses with those kept so far, else a pair is, when the two need each other (a classifier mode and its
+        category); passes until nothing is added."""
+        kept: dict[str, str] = {}
+        pending = [(k, v) for k, v in dict(items).items() if v and k != "after"]
+
+        def accepts(extra: list[tuple[str, str]]) -> bool:
+            try:
+                parse_request([*kept.items(), *extra], self.info)
+            except CohortError:
+                return False
+            return True
+
+        while True:
+            left = [p for p in pending if p[0] not in kept]
+            found = next((p for p in left if accepts([p])), None)
+            if found is not None:
+                kept[found[0]] = found[1]
+                continue
+            pairs = ((a, b) for i, a in enumerate(left) for b in left[i + 1 :])
+            pair = next((ab for ab in pairs if accepts(list(ab))), None)
+            if pair is None:
+                return {k: v for k, v in pending if k in kept}  # in the request's order
+            kept.update(pair)
 
     # ---- wrappers ------------------------------------------------------------------------------------------
     def html(self, fn, lang: str):
@@ -216,7 +250,7 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
             return self.render(request, "query.html.j2", other=True, **ctx)
         cohort = parse_filters(params, self.info)
         summary = self.summary(cohort, lang=lang)
-        link = str(request.url_for(f"saved_{lang}", query_hash=query_hash))
+        link = languages.site_base(request) + request.app.url_path_for(f"saved_{lang}", query_hash=query_hash)
         citation = strings.citation_sentence(
             summary["count"], query_hash, self.info.release_id, cohort.classifier_version, link, lang
         )
@@ -292,12 +326,15 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
             response = self.error_page(request, 429, refused[0])
             response.headers.update({**NO_STORE, "Retry-After": refused[1]})
             return response
-        values = single_values(request.query_params.multi_items(), FILTERS + (() if fmt else ("format",)))
+        values = single_values(request.query_params.multi_items(), FILTERS + ("meta",) + (() if fmt else ("format",)))
         fmt = fmt or values.pop("format", "csv")
         if fmt not in FORMATS:
             raise CohortError(
                 N_("format %(format)r is not one of %(formats)s.", format=fmt[:20], formats=", ".join(FORMATS))
             )
+        sidecar = values.pop("meta", "0")
+        if sidecar not in ("0", "1"):
+            raise CohortError(N_("meta %(meta)r is not 0 or 1.", meta=sidecar[:20]))
         cohort = parse_filters(values, self.info)
         query = CohortQuery(self.release, cohort)
         try:
@@ -306,6 +343,10 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
             query.close()
             raise
         self.store.save(cohort)
+        if sidecar == "1":
+            query.close()
+            headers = {k: v for k, v in export_headers(meta, fmt).items() if k != "Content-Disposition"}
+            return JSONResponse({"_export": meta}, headers=headers)
         chunks = {"csv": csv_chunks, "jsonl": jsonl_chunks, "parquet": parquet_chunks}[fmt](query, meta)
         return StreamingResponse(chunks, media_type=FORMATS[fmt], headers=export_headers(meta, fmt))
 
@@ -324,9 +365,14 @@ class Site(ApiEndpoints, StatisticsEndpoints, TypeaheadEndpoints, DossierEndpoin
     # ---- API ---------------------------------------------------------------------------------------------
 
     async def http_error(self, request: Request, exc: HTTPException) -> Response:
+        """The error as JSON under ``/api/``, else as a page; the exception's headers kept (a 405's ``Allow``,
+        which RFC 9110 requires)."""
         if request.url.path.startswith("/api/"):
-            return api_error(exc.status_code, str(exc.detail))
-        return self.error_page(request, exc.status_code, exc.detail)
+            response = api_error(exc.status_code, str(exc.detail))
+        else:
+            response = self.error_page(request, exc.status_code, exc.detail)
+        response.headers.update(exc.headers or {})
+        return response
 
 
 def page_routes(site: Site, lang: str) -> list[Route]:
@@ -361,6 +407,7 @@ def create_app(
 
     The audit study's coding pages are not served here (``/coding/`` is a 404): they run on their own server,
     :func:`.coding_app.create_coding_app`, so a coder is never one address away from the machine's outputs."""
+    site_url = settings.site_url()  # the address its links carry (ValueError naming the variable when malformed)
     source = settings.SITE_RATE_LIMIT_ENV if rate_limit is None else "rate_limit"
     limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit, source)
     fetcher = abstracts or default_abstracts()
@@ -373,6 +420,8 @@ def create_app(
         Route("/export.jsonl", site.html(site.export_jsonl, DEFAULT_LOCALE)),
         Route("/export.parquet", site.html(site.export_parquet, DEFAULT_LOCALE)),
         Route("/static/typeahead.js", site.typeahead_script),
+        Route("/favicon.svg", favicon),
+        Route("/favicon.ico", favicon),  # what a browser asks for when a page names no icon (a JSON file, say)
         Route("/models/{version}/{name}", site.html(site.model_card_file, DEFAULT_LOCALE)),
     ]
     routes += [
@@ -402,4 +451,5 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.site = site
+    app.state.site_url = site_url
     return app

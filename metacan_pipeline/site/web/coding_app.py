@@ -31,6 +31,7 @@ from ..query.params import CohortError
 from . import languages
 from .app import site_environment
 from .coding_pages import HEADERS, CodingPages, coding_routes, default_abstracts, not_found_page
+from .icon import favicon
 from .middleware import NoSniff
 
 #: The port ``metacan serve --coding`` listens on unless told otherwise (the public site's is 8000).
@@ -61,6 +62,7 @@ def create_coding_app(data_dir: str | Path, abstracts: AbstractFetcher | None = 
         homes = {languages.PREFIXES[lang] + "/", languages.PREFIXES[lang] or "/"}
         routes += [Route(path, partial(_home, lang=lang)) for path in sorted(homes)]
     routes.append(Route("/language/{lang}", partial(_choose, pages=pages)))
+    routes += [Route("/favicon.svg", favicon), Route("/favicon.ico", favicon)]
 
     def not_found(request: Request, exc: HTTPException) -> Response:  # sync: Starlette runs it in the thread pool
         lang = languages.split_path(request.url.path)[0]

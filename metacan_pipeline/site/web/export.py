@@ -1,13 +1,14 @@
 """Streamed exports of a cohort: CSV, JSON Lines and Parquet.
 
-All declare the row cap and whether it cut the cohort, in the response headers (:func:`export_headers`) and in
-the body: CSV opens with ``#`` comment lines (every data row starts with a work id, so a comment line is never a
-row; skip lines starting with ``#``, e.g. pandas ``comment="#"``), JSON Lines with one ``{"_export": ...}`` object,
-Parquet in its file metadata (key ``metacan_export``, the same JSON object: ``pyarrow.parquet.read_schema(f).
-metadata[b"metacan_export"]``). Every row carries the query hash, release id and classifier version. The Parquet file
-is written by pyarrow's ``ParquetWriter`` one row group per batch of :data:`PARQUET_BATCH_ROWS`, each sent as it is
-written (the footer last), so the server holds one row group at a time; its columns are the CSV's, with the
-category lists as lists of strings and ``direct_labels`` / ``machine_scores`` as JSON text.
+All declare the export (query hash, release, classifier version, filters, cohort count, row cap and whether it cut
+the cohort) in the response headers (:func:`export_headers`) and, with ``meta=1``, as a JSON sidecar in place of the
+rows (:func:`export_meta`, the same object). The CSV is a header row and the rows, nothing else, so pandas, R and
+spreadsheets read it with their defaults; JSON Lines opens with one ``{"_export": ...}`` object; Parquet carries it
+in its file metadata (key ``metacan_export``: ``pyarrow.parquet.read_schema(f).metadata[b"metacan_export"]``).
+Every row carries the query hash, release id and classifier version. The Parquet file is written by pyarrow's
+``ParquetWriter`` one row group per batch of :data:`PARQUET_BATCH_ROWS`, each sent as it is written (the footer
+last), so the server holds one row group at a time; its columns are the CSV's, with the category lists as lists of
+strings and ``direct_labels`` / ``machine_scores`` as JSON text.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def export_headers(meta: dict, fmt: str) -> dict[str, str]:
         "Content-Disposition": f'attachment; filename="metacan-{meta["query_hash"]}.{fmt}"',
         "X-Metacan-Query-Hash": meta["query_hash"],
         "X-Metacan-Release": meta["release_id"],
+        "X-Metacan-Classifier-Version": meta["classifier_version"],
+        "X-Metacan-Filters": json.dumps(meta["filters"], sort_keys=True, ensure_ascii=True),
         "X-Metacan-Cohort-Count": str(meta["cohort_count"]),
         "X-Metacan-Row-Cap": str(meta["row_cap"]),
         "X-Metacan-Rows": str(meta["rows"]),
@@ -147,22 +150,15 @@ def _csv_lines(batch: pa.RecordBatch) -> bytes:
 
 
 def csv_chunks(query: CohortQuery, meta: dict) -> Iterator[bytes]:
-    """The CSV body: comment lines, the header, then the rows, one chunk per batch. Closes ``query`` at the end."""
+    """The CSV body: the header row (also for an empty cohort), then the rows, one chunk per batch. Closes
+    ``query`` at the end."""
     try:
-        yield (
-            f"# metacan export of cohort {meta['query_hash']}: {meta['rows']} of {meta['cohort_count']} works "
-            f"(row cap {meta['row_cap']}; truncated: {'yes' if meta['truncated'] else 'no'}); "
-            f"release {meta['release_id']}; classifier version {meta['classifier_version']}\n"
-            f"# filters: {json.dumps(meta['filters'], sort_keys=True, ensure_ascii=False)}\n"
-        ).encode()
-        header_done = False
-        for batch in query.export_batches(meta["row_cap"]):
-            buf = io.StringIO()
-            writer = csv.writer(buf, lineterminator="\n")
-            if not header_done:
-                writer.writerow(batch.schema.names)
-                header_done = True
-            yield buf.getvalue().encode() + _csv_lines(batch)
+        reader = query.export_reader(meta["row_cap"])
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow(reader.schema.names)
+        yield buf.getvalue().encode()
+        for batch in reader:
+            yield _csv_lines(batch)
     finally:
         query.close()
 

@@ -42,9 +42,23 @@ def twin(request: Request, lang: str) -> str:
     return PREFIXES[lang] + rest + (f"?{query}" if query else "")
 
 
+def site_base(request: Request) -> str:
+    """The absolute address the site writes into its pages (citations, ``hreflang`` alternates, the API's docs):
+    the app's ``site_url`` (``$METACAN_SITE_URL``, read when the app was created) when set, else the address the
+    server listens on. Never the request's ``Host`` header, which any client chooses."""
+    configured = getattr(request.app.state, "site_url", None)
+    if configured:
+        return configured.rstrip("/")
+    host, port = request.scope.get("server") or ("127.0.0.1", None)
+    host = f"[{host}]" if ":" in host else host
+    scheme = request.url.scheme
+    default = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{host}" + ("" if port in (None, default) else f":{port}") + request.scope.get("root_path", "")
+
+
 def alternates(request: Request) -> list[dict[str, str]]:
     """The ``hreflang`` links of a page: one absolute address per language, and ``x-default`` (English)."""
-    base = str(request.base_url).rstrip("/")
+    base = site_base(request)
     links = [{"hreflang": lang, "href": base + twin(request, lang)} for lang in LOCALES]
     return links + [{"hreflang": "x-default", "href": base + twin(request, DEFAULT_LOCALE)}]
 

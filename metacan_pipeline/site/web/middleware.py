@@ -51,6 +51,8 @@ EXPOSED_HEADERS = (
     "Content-Disposition",
     "X-Metacan-Query-Hash",
     "X-Metacan-Release",
+    "X-Metacan-Classifier-Version",
+    "X-Metacan-Filters",
     "X-Metacan-Cohort-Count",
     "X-Metacan-Row-Cap",
     "X-Metacan-Rows",

@@ -24,7 +24,15 @@ from .typeahead import COHORT_FILTERS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 EXTRA_PARAMS = {
     "format": Param(
         "format", "choice", "The export's format (CSV, JSON Lines or Parquet).", choices=tuple(FORMATS), default="csv"
-    )
+    ),
+    "meta": Param(
+        "meta",
+        "choice",
+        "1: the export's description (query hash, release, classifier version, filters, cohort count, row cap, "
+        "rows, truncated) as JSON, in place of the rows: the sidecar of a CSV download.",
+        choices=("0", "1"),
+        default="0",
+    ),
 }
 
 
@@ -65,8 +73,8 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "/api/v1/export",
         "api_export",
         "The cohort streamed, every record column, at most the server's row cap (declared in the X-Metacan-* "
-        "headers and at the top of the body).",
-        FILTERS + ("format",),
+        "headers; meta=1 gives that description as JSON instead of the rows).",
+        FILTERS + ("format", "meta"),
         media_types=tuple(FORMATS.values()),
     ),
     ApiRoute(

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
+from ...publish.pages import qualification_words
 from ...student.census import zero_width_census
 from ..query.params import single_values
 from . import strings
@@ -113,7 +114,7 @@ def label_source(teacher: str, by_teacher: dict[str, dict], locale: str) -> str:
     """ "direct label (teacher, label_status; qualification)": the source and status of a teacher's categories."""
     t = by_teacher.get(teacher, {})
     tr = translations(locale)
-    qualification = t.get("qualification") or tr.gettext(N_("imported"))
+    qualification = qualification_words(t.get("qualification"), tr) or tr.gettext(N_("imported"))
     return tr.gettext(N_("direct label (%(teacher)s, %(status)s; %(qualification)s)")) % {
         "teacher": teacher,
         "status": t.get("label_status") or "direct_label_unvalidated",
