@@ -1,10 +1,9 @@
 """Integration: a work's lineage from the Dagster UI in headless Chromium: the Launchpad of ``work_lineage_report``
 opens pre-filled, the run writes the work's table, and its run link opens the run that built the frame.
 
-``dagster dev`` runs the sensor ``frame_build_after_refresh``, which may build the same frame again before the job
-runs (as after ``make run``): the table then also says which runs made the same build (screenshot
-``lineage_markdown.png``); the runs queue one at a time (``max_concurrent_runs: 1``), so the job never reads the
-warehouse while that run writes it."""
+The world's frame was built as ``metacan run`` builds it, so the sensor ``frame_build_after_refresh`` of ``dagster
+dev`` leaves its inventory alone; any run it did start would queue before the job (``max_concurrent_runs: 1``), so
+the job never reads the warehouse while a run writes it."""
 
 from __future__ import annotations
 
