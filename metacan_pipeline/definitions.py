@@ -157,11 +157,13 @@ ALL_CHECKS = list(defs.asset_checks or ())
 
 def check_run_settings(resources: dict) -> None:
     """Read the settings a whole-graph run reads late, before anything runs: ``METACAN_LLAMA_THREADS`` (the teachers'
-    server), ``METACAN_PARTS_URL`` (``frame_parts``, hours into a run on a large frame) and ``METACAN_RECORD_WORKERS``
-    (``work_records``, near the end). Raises ValueError naming the bad one."""
+    server), ``METACAN_PARTS_URL`` (``frame_parts``, hours into a run on a large frame), ``METACAN_RECORD_WORKERS``
+    (``work_records``, near the end) and ``METACAN_DAGSTER_UI_URL`` (``work_pages``, at the end). Raises ValueError
+    naming the bad one."""
     resources["llm_server"].threads()
     settings.parts_url()
     settings.record_workers()
+    settings.dagster_ui_url()
 
 
 def whole_graph_runs(

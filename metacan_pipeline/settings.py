@@ -25,6 +25,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_RECORD_WORKERS`` | worker processes of a ``work_records`` build (1 to 64; each may use about 2.5 GB) | one per core, at most 4, and at most one per 2.5 GB of the machine's (or container's) memory |
 | ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
 | ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts; the served site's citations and ``hreflang`` links name it | unset: static pages have no explore links; the served site writes the address it listens on |
+| ``METACAN_DAGSTER_UI_URL`` | the Dagster UI's address: run ids on work pages and in ``metacan lineage`` link to ``<url>/runs/<run id>`` | unset: run ids are plain text |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -63,6 +64,7 @@ LLAMA_THREADS_ENV = "METACAN_LLAMA_THREADS"
 RECORD_WORKERS_ENV = "METACAN_RECORD_WORKERS"
 DEFAULT_LLAMA_THREADS = 2
 SITE_URL_ENV = "METACAN_SITE_URL"
+DAGSTER_UI_URL_ENV = "METACAN_DAGSTER_UI_URL"
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
@@ -295,6 +297,24 @@ def site_url() -> str | None:
         raise ValueError(
             f"{SITE_URL_ENV}={_shown(value)} carries a query string or a fragment; give the site's address only, "
             "e.g. 'https://metacan.example.org' (the explore links add the cohort's filters)"
+        )
+    return value.rstrip("/")
+
+
+def dagster_ui_url() -> str | None:
+    """``$METACAN_DAGSTER_UI_URL``: the address of the Dagster UI that holds the pipeline's runs (``metacan dev``'s
+    webserver, or a deployed one), without a trailing slash; a run id on a work page or in ``metacan lineage`` links
+    to ``<url>/runs/<run id>``. Unset or empty: run ids are plain text (nothing points a published page at a UI no
+    reader can reach). Raises ValueError naming the variable when it is not an absolute ``http(s)`` URL or carries
+    a query string or a fragment (the run's path is appended)."""
+    value = _http_url(DAGSTER_UI_URL_ENV, "'http://127.0.0.1:3000', or unset it for plain run ids")
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise ValueError(
+            f"{DAGSTER_UI_URL_ENV}={_shown(value)} carries a query string or a fragment; give the UI's address only, "
+            "e.g. 'https://dagster.example.org' (run links add /runs/<run id>)"
         )
     return value.rstrip("/")
 

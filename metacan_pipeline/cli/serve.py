@@ -46,7 +46,7 @@ def serve(
         return
     try:
         asgi = create_app(root, row_cap=row_cap)
-    # ValueError: METACAN_SITE_RATE_LIMIT or METACAN_SITE_URL
+    # ValueError: METACAN_SITE_RATE_LIMIT, METACAN_SITE_URL, METACAN_REPORT_URL or METACAN_DAGSTER_UI_URL
     except (ReleaseUnavailable, QueryStoreUnavailable, ValueError) as exc:
         typer.echo(f"metacan serve: {exc}", err=True)
         raise typer.Exit(1) from None

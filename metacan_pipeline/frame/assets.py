@@ -373,5 +373,6 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
     summary = record_frame_build(storage, build_id, context.run.run_id, merged.admitted, len(manifest))
     context.log.info(ingest.frame_log_line(merged, summary, len(manifest), by_reason, len(removed)))
     metadata = ingest.frame_metadata(merged, summary, manifest, by_reason, len(removed), entities, build_id)
-    yield dg.MaterializeResult(asset_key="frame", metadata=metadata)
+    # the build id is the frame's data version: two runs that produced the same build show the same version in the UI
+    yield dg.MaterializeResult(asset_key="frame", metadata=metadata, data_version=dg.DataVersion(build_id))
     yield from ingest.side_table_results(quarantine, build_manifest)

@@ -216,13 +216,15 @@ PREVIEW_COLUMNS = ["id", "title_text", "publication_year", "route_key", "in_samp
 
 def record_frame_build(storage: MetacanStorage, build_id: str, run_id: str, works: int, parts: int) -> FrameSummary:
     """Record the run that first produced ``build_id`` in ``frame_builds`` (a re-run over unchanged
-    parts yields the same id and keeps the first run) and read the frame's summary figures."""
+    parts yields the same id and keeps the first run), every run that produced it in ``frame_build_runs``
+    (the lineage says which runs made the same build), and read the frame's summary figures."""
     by_route_sql = ", ".join(f"count(*) FILTER ({r})" for r in ROUTES)
     with storage.connect() as con:
         con.execute(
             "INSERT INTO frame_builds VALUES (?, ?, now(), ?, ?) ON CONFLICT DO NOTHING",
             [build_id, run_id, works, parts],
         )
+        con.execute("INSERT INTO frame_build_runs VALUES (?, ?, now()) ON CONFLICT DO NOTHING", [build_id, run_id])
         *routes, blind, sampling, abstract = con.execute(
             f"SELECT {by_route_sql}, count(*) FILTER (invisible_to_affiliation_only), "
             "count(*) FILTER (in_sampling_frame), count(*) FILTER (has_abstract) FROM frame"

@@ -197,7 +197,7 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     """
     started = time.perf_counter()
     try:
-        renderer = renderer_fingerprint()  # reads METACAN_SITE_URL and METACAN_REPORT_URL
+        renderer = renderer_fingerprint()  # reads METACAN_SITE_URL, METACAN_REPORT_URL and METACAN_DAGSTER_UI_URL
     except ValueError as exc:
         raise dg.Failure(
             description=f"{exc}; no page was rendered: correct it and materialize work_pages again"

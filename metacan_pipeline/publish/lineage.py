@@ -16,18 +16,28 @@ DuckDB from tables the pipeline already keeps:
 - the machine-score round shown and the run that computed it (``machine_rounds``).
 
 Run ids name the run that produced the content, not the last run that re-materialized an unchanged asset,
-so an unchanged work keeps an unchanged lineage (and its page is not rewritten).
+so an unchanged work keeps an unchanged lineage (and its page is not rewritten). Which other runs produced the same
+frame build (a re-run over unchanged inputs, such as the sensor's ``frame_build`` run after a ``metacan run``) is
+read when the lineage is shown (:func:`build_runs`, from ``frame_build_runs``), never stored in it.
+
+Works are named as ``metacan lineage`` and the ``work_lineage_report`` job take them (:func:`resolve_works`): an
+OpenAlex work id (``W2741809807``, ``w2741809807`` or ``https://openalex.org/W2741809807``) or a DOI (``10.x/y``,
+``doi:10.x/y`` or ``https://doi.org/10.x/y``, any case), looked up in the frame. A run id links to the run in the
+Dagster UI (:func:`run_url`) only when a UI address is configured (``METACAN_DAGSTER_UI_URL``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 
+from ..openalex.ids import short_id
 from ..storage import MetacanStorage, id_ranges, scratch_path, sql_literal
 
 #: Empty stand-ins for tables an older or partial data folder may not have yet (DuckDB catalog tables).
@@ -167,3 +177,141 @@ def lineage_record(row: dict[str, Any] | None) -> dict[str, Any] | None:
     out = {k: v for k, v in row.items() if k != "id"}
     out["teacher_calls"] = [dict(c) for c in out.get("teacher_calls") or []]
     return json.loads(json.dumps(out, default=str))
+
+
+# ---- naming works: OpenAlex ids and DOIs --------------------------------------------------------------------------
+
+#: A DOI as a reader pastes it: bare (``10.1234/abc``), ``doi:``-prefixed or as a doi.org URL.
+_DOI_RE = re.compile(r"(?:doi:\s*|https?://(?:dx\.)?doi\.org/)?(10\.[0-9]{4,9}/\S+)", re.IGNORECASE)
+#: The SQL that turns the frame's ``doi`` (OpenAlex's ``https://doi.org/...``) into :func:`doi_of`'s form.
+_FRAME_DOI_SQL = r"lower(regexp_replace(doi, '^https?://(dx\.)?doi\.org/', ''))"
+
+
+def doi_of(value: str) -> str | None:
+    """The DOI ``value`` names, lower case (DOIs are case-insensitive): ``"https://doi.org/10.1234/ABC"`` ->
+    ``"10.1234/abc"``; None when ``value`` is not a DOI."""
+    m = _DOI_RE.fullmatch(value.strip()) if isinstance(value, str) else None
+    return m.group(1).lower() if m else None
+
+
+@dataclass
+class ResolvedWorks:
+    """What :func:`resolve_works` made of the values given: ``works``, ``(value, work id)`` in the order given (a DOI
+    that several frame works carry gives each); ``not_ids``, values that are neither a work id nor a DOI;
+    ``not_in_frame``, values whose work is not in the frame."""
+
+    works: list[tuple[str, str]] = field(default_factory=list)
+    not_ids: list[str] = field(default_factory=list)
+    not_in_frame: list[str] = field(default_factory=list)
+
+    @property
+    def unknown(self) -> list[str]:
+        """Every value that names no frame work, in the order given."""
+        return self.not_ids + self.not_in_frame
+
+
+def resolve_works(con: duckdb.DuckDBPyConnection, values: list[str]) -> ResolvedWorks:
+    """The frame works ``values`` name: OpenAlex work ids in any of their forms (:func:`.short_id`; ``W`` ids only)
+    and DOIs (:func:`doi_of`), each looked up in ``work_lineage`` (ids) or the frame's ``doi`` column (DOIs; only works
+    that ``work_lineage`` holds count as found).
+    Raises :class:`LineageNotBuilt` when ``con`` has no ``work_lineage`` table."""
+    present = _relations(con)
+    if "work_lineage" not in present:
+        raise LineageNotBuilt("no work_lineage table")
+    out = ResolvedWorks()
+    dois: dict[str, list[str]] = {}
+    named: list[tuple[str, str, str]] = []  # (value, kind, key)
+    for value in values:
+        sid = short_id(value)
+        if sid is not None and sid.startswith("W"):
+            named.append((value, "id", sid))
+        elif (doi := doi_of(value)) is not None:
+            named.append((value, "doi", doi))
+            dois[doi] = []
+        else:
+            out.not_ids.append(value)
+    if dois and "frame" in present:  # a work of a newer frame than work_lineage's has no lineage yet: not found
+        rows = con.execute(
+            f"SELECT {_FRAME_DOI_SQL} AS d, id FROM frame WHERE doi IS NOT NULL AND d IN (SELECT unnest(?)) "
+            "AND id IN (SELECT id FROM work_lineage) ORDER BY id",
+            [list(dois)],
+        ).fetchall()
+        for d, wid in rows:
+            dois[d].append(wid)
+    ids = [key for _, kind, key in named if kind == "id"]
+    known = (
+        {r[0] for r in con.execute("SELECT id FROM work_lineage WHERE id IN (SELECT unnest(?))", [ids]).fetchall()}
+        if ids
+        else set()
+    )
+    for value, kind, key in named:
+        found = [key] if kind == "id" and key in known else dois.get(key, []) if kind == "doi" else []
+        if found:
+            out.works.extend((value, wid) for wid in found)
+        else:
+            out.not_in_frame.append(value)
+    return out
+
+
+def _relations(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+# ---- runs: which produced the same build, and their address in the Dagster UI -------------------------------------
+
+
+def build_runs(con: duckdb.DuckDBPyConnection, build_ids: list[str]) -> dict[str, list[str]]:
+    """Every run that produced each of ``build_ids`` (a frame build id), the first first: the run ``frame_builds``
+    names, then the others of ``frame_build_runs`` in the order they built it. Two runs or more: they produced the same
+    build (a build id hashes every input of the merge, :func:`metacan_pipeline.frame.merge.frame_build_id`). A build
+    of a data folder older than ``frame_build_runs`` lists its first run only."""
+    present = _relations(con)
+    wanted = sorted({b for b in build_ids if b})
+    runs: dict[str, list[str]] = {b: [] for b in wanted}
+    if not wanted:
+        return runs
+    parts = []
+    if "frame_builds" in present:
+        parts.append("SELECT frame_build_id, run_id, 0 AS k, built_at FROM frame_builds")
+    if "frame_build_runs" in present:
+        parts.append("SELECT frame_build_id, run_id, 1 AS k, built_at FROM frame_build_runs")
+    if not parts:
+        return runs
+    rows = con.execute(
+        f"SELECT frame_build_id, run_id FROM ({' UNION ALL '.join(parts)}) "
+        "WHERE frame_build_id IN (SELECT unnest(?)) AND run_id IS NOT NULL "
+        "ORDER BY frame_build_id, k, built_at, run_id",
+        [wanted],
+    ).fetchall()
+    for build, run in rows:
+        if run not in runs[build]:
+            runs[build].append(run)
+    return runs
+
+
+def same_build_sentence(build_id: str | None, runs: list[str], show: Callable[[str], str] = str) -> str | None:
+    """What the lineage says when two runs or more produced the frame build ``build_id`` (None for fewer): which runs,
+    that they made one build, and which one the lineage names; ``show`` writes a run id (with its link, say)."""
+    if not build_id or len(runs) < 2:
+        return None
+    shown = [show(r) for r in runs]
+    return (
+        f"Runs {', '.join(shown[:-1])} and {shown[-1]} produced the same frame build {build_id} (one build id: the "
+        f"same parts, entity lists, lexicon, admission rule and merged ids); the lineage names the first, {shown[0]}, "
+        f"and the Dagster UI shows each of them materializing frame with data version {build_id}."
+    )
+
+
+#: What a run id must be to become a link: a Dagster run id (a UUID); anything else (a placeholder, a run id of
+#: another orchestrator) stays text.
+_RUN_ID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def run_url(ui_url: str | None, run_id: str | None) -> str | None:
+    """The run's page in the Dagster UI, ``<ui_url>/runs/<run_id>`` (``ui_url``:
+    :func:`metacan_pipeline.settings.dagster_ui_url`, or ``""`` for a link relative to the UI's root, used where the
+    link is shown inside the UI); None when no UI address is configured (``ui_url`` None) or ``run_id`` is not a
+    Dagster run id (a UUID)."""
+    if ui_url is None or not isinstance(run_id, str) or not _RUN_ID_RE.fullmatch(run_id):
+        return None
+    return f"{ui_url.rstrip('/')}/runs/{run_id}"

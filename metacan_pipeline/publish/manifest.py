@@ -46,13 +46,15 @@ class PagePlan(NamedTuple):
 
 def renderer_fingerprint() -> str:
     """SHA-256 (16 hex) of what turns a record into a page: the templates, the static files, the package
-    version, the configured report URL (:func:`metacan_pipeline.settings.report_url`) and the served site's address
-    (:func:`metacan_pipeline.settings.site_url`). Stored with each page, so a changed template or setting re-renders
-    every page without being asked."""
+    version, the configured report URL (:func:`metacan_pipeline.settings.report_url`), the served site's address
+    (:func:`metacan_pipeline.settings.site_url`) and the Dagster UI's (:func:`metacan_pipeline.settings.dagster_ui_url`).
+    Stored with each page, so a changed template or setting re-renders every page without being asked."""
     digest = hashlib.sha256(__version__.encode())
     digest.update(f"\0report_url={settings.report_url() or ''}\0".encode())  # the pages' "report a problem" link
     if site := settings.site_url():  # the static pages' explore links (unset: the fingerprint of before)
         digest.update(f"site_url={site}\0".encode())
+    if ui := settings.dagster_ui_url():  # the lineage's run links (unset: the fingerprint of before)
+        digest.update(f"dagster_ui_url={ui}\0".encode())
     for folder in (_HERE / "templates", _HERE / "static"):
         for path in sorted(folder.iterdir()):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())

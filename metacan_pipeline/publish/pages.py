@@ -31,6 +31,7 @@ from ..openalex.ids import is_work_id
 from ..storage import MetacanStorage
 from ..vocab import CATEGORIES, CATEGORY_DISPLAY, PREDICTION_STATUS
 from .abstracts import Abstract
+from .lineage import build_runs, run_url
 from .records import classification_card
 
 _NOT_FETCHED = {"status": "off"}
@@ -238,9 +239,12 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
     ``abstract`` is the live fetch result (:class:`.abstracts.Abstract`; None = fetching is off).
     ``context`` holds build-level facts: ``n_codex_labels``, ``gated_heads``, ``total_heads``,
     ``constant_heads`` (a set of ``(teacher, target)`` whose head could not be fitted), and optionally
-    ``rendered_at`` and ``page_run_id`` (shown in the lineage section). The served site adds ``lang`` (the
-    ``<html lang>``), ``alternates`` (``[{"hreflang", "href"}]``, the page in each language) and ``switch``
-    (``{"href", "lang", "name"}``, the language switch link) and ``served`` (True: a failed live abstract says to
+    ``rendered_at`` and ``page_run_id`` (shown in the lineage section), ``dagster_ui`` (the Dagster UI's address,
+    :func:`metacan_pipeline.settings.dagster_ui_url`: each run id of the lineage links to its run there; absent or
+    None: run ids are text) and ``frame_build_runs`` (``{frame build id: runs that produced it}``,
+    :func:`.lineage.build_runs`: with two runs or more the lineage says they produced the same build). The served
+    site adds ``lang`` (the ``<html lang>``), ``alternates`` (``[{"hreflang", "href"}]``, the page in each language)
+    and ``switch`` (``{"href", "lang", "name"}``, the language switch link) and ``served`` (True: a failed live abstract says to
     reload the page, not to render it again); the static site has none of them. ``explore`` (both): where the
     page's cohort links point (:func:`explore_links`: the served language's path prefix, or the served site's
     address on a static page; absent: no links). ``report_url`` (both): the "report a problem with this record"
@@ -250,7 +254,22 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
     """
     permalink = page_path(record)
     card = classification_card(record)
+    ui_url = context.get("dagster_ui")
+
+    def run_code(run_id: str | None) -> Markup:
+        """A run id as code, linked to its run in the Dagster UI when a UI address is configured."""
+        url = run_url(ui_url, run_id)
+        return (
+            (Markup('<a href="%s"><code>%s</code></a>') % (url, run_id))
+            if url
+            else Markup("<code>%s</code>") % (run_id or "")
+        )
+
+    build = (record.get("lineage") or {}).get("frame_build_id")
+    same_build = (context.get("frame_build_runs") or {}).get(build, [])
     return env.get_template("work.html.j2").render(
+        run_code=run_code,
+        same_build_runs=Markup(", ").join(run_code(r) for r in same_build) if len(same_build) > 1 else None,
         r=record,
         abstract=abstract or _NOT_FETCHED,
         abstract_reason=ABSTRACT_REASON,
@@ -437,12 +456,22 @@ def run_context(storage: MetacanStorage, sample_teacher: str, run_id: str, rende
     """:func:`page_context` of the current ``student_heads`` (none yet: no heads) plus the run's facts the
     lineage section shows: ``page_run_id`` and ``rendered_at`` (``YYYY-MM-DD HH:MM UTC``), the configured
     ``report_url`` (:func:`metacan_pipeline.settings.report_url`; None: no report link) and ``explore``, the served
-    site's address (:func:`metacan_pipeline.settings.site_url`; None: no explore links)."""
+    site's address (:func:`metacan_pipeline.settings.site_url`; None: no explore links), ``dagster_ui``
+    (:func:`metacan_pipeline.settings.dagster_ui_url`; None: run ids are not links) and ``frame_build_runs``, every run
+    that produced the current frame's builds (:func:`.lineage.build_runs`; a page rendered later than a re-run of the
+    same build names that run too, a page left unchanged keeps what it said)."""
     heads = storage.read_table("student_heads").to_pylist() if storage.has_table("student_heads") else []
+    builds: dict[str, list[str]] = {}
+    if storage.has_table("frame"):
+        with storage.connect() as con:
+            ids = [r[0] for r in con.execute("SELECT DISTINCT frame_build_id FROM frame").fetchall()]
+            builds = build_runs(con, ids)
     return {
         **page_context(heads, sample_teacher),
         "page_run_id": run_id,
         "rendered_at": f"{rendered_at:%Y-%m-%d %H:%M} UTC",
         "report_url": settings.report_url(),
         "explore": settings.site_url(),
+        "dagster_ui": settings.dagster_ui_url(),
+        "frame_build_runs": builds,
     }

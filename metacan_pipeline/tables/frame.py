@@ -110,6 +110,12 @@ FRAME_BUILDS_SCHEMA = columns(
     "parts",
 )
 
+FRAME_BUILD_RUNS_SCHEMA = columns(
+    "frame_build_id",
+    "run_id",
+    "built_at",
+)
+
 TABLES = [
     Table(
         "canadian_entities",
@@ -167,6 +173,14 @@ TABLES = [
         "frame",
         FRAME_BUILDS_SCHEMA,
         ("frame_build_id",),
+        store="duckdb",
+    ),
+    Table(
+        "frame_build_runs",
+        "one run that produced a frame build (a re-run over unchanged inputs produces the same build again)",
+        "frame",
+        FRAME_BUILD_RUNS_SCHEMA,
+        ("frame_build_id", "run_id"),
         store="duckdb",
     ),
 ]

@@ -38,4 +38,4 @@ def test_lineage_before_work_records_says_what_to_materialize(tmp_path):
     result = CliRunner().invoke(app, ["lineage", "W1", "--data-dir", str(data)])
     assert result.exit_code == 1 and "has no work_lineage table yet: materialize work_records" in result.output
     result = CliRunner().invoke(app, ["lineage", "X1", "--data-dir", str(data)])
-    assert result.exit_code == 2 and "not a work id: 'X1'" in result.output
+    assert result.exit_code == 2 and "not a work id or DOI: 'X1'" in result.output

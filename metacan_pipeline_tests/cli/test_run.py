@@ -41,6 +41,13 @@ def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_r
         "metacan run: METACAN_RECORD_WORKERS='0' must be a whole number from 1 to 64 (worker processes)"
     )
     assert not (tmp_path / "data").exists()
+    monkeypatch.delenv(settings.RECORD_WORKERS_ENV)
+    monkeypatch.setenv(settings.DAGSTER_UI_URL_ENV, "https://ui.example.org/?x=1")  # read by work_pages, at the end
+    res = CliRunner().invoke(app, ["run", "--data-dir", str(tmp_path / "data")])
+    assert res.exit_code == 2 and res.output.startswith(
+        "metacan run: METACAN_DAGSTER_UI_URL='https://ui.example.org/?x=1' carries a query string or a fragment"
+    )
+    assert not (tmp_path / "data").exists()
 
 
 def test_the_busy_cores_hint_names_the_setting_only_when_the_cores_are_busy(monkeypatch):

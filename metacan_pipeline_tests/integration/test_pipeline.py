@@ -171,7 +171,7 @@ def row_count(con, table: str) -> int:
 
 
 def test_lineage_names_every_teacher_call_and_stage_run(two_runs, capsys):
-    data, first, _ = two_runs
+    data, first, second = two_runs
     con = duckdb.connect(str(data / "metacan.duckdb"), read_only=True)
     row = lineage_of(con, "W1951724000")
     calls = {c["teacher"]: c for c in row["teacher_calls"]}
@@ -203,6 +203,11 @@ def test_lineage_names_every_teacher_call_and_stage_run(two_runs, capsys):
         f"request {gemma_call[1]}" in out.output
         and row["frame_build_id"] in out.output
         and "page               works/" in out.output
+    )
+    # the second run made the same frame build: the lineage names the first and says both made it
+    assert (
+        f"  same build         Runs {first.run_id} and {second.run_id} produced the same frame build "
+        f"{row['frame_build_id']} " in out.output
     )
     bad = runner.invoke(app, ["lineage", "W1/../../etc", "--data-dir", str(data)])
     assert bad.exit_code == 2 and "not a work id" in bad.output

@@ -133,6 +133,7 @@ class Site(
             "rendered_at": "served live from the release database",
             "page_run_id": "none",
             "report_url": settings.report_url(),
+            "dagster_ui": settings.dagster_ui_url(),
             "served": True,
         }
 
