@@ -1,6 +1,7 @@
 """Integration: in `dagster dev`, one click on "Launch Run" in the Launchpad of ``metacan_all`` (headless Chromium, no
 partition chosen, no config written) materializes the whole default graph with stub registry teachers, and the API
-refresh, which buys OpenAlex calls, does not run."""
+refresh, which buys OpenAlex calls, does not run; the labels' asset page then shows the warning check that says their
+teacher is not qualified."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ DATA_LOCATIONS = ("METACAN_SHARED_DIR", "METACAN_PILOT_DIR")
 LAST_ASSETS = ("work_records", "work_pages", "site_database")
 
 
+CHECKS = """
+query Checks($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) { ... on AssetNode {
+  assetChecksOrError { ... on AssetChecks { checks { name
+    executionForLatestMaterialization { status evaluation { severity success } } } } } } } }"""
 SENSOR_SKIPS = """
 { sensorOrError(sensorSelector: {repositoryName: "__repository__", repositoryLocationName: "metacan_pipeline",
   sensorName: "frame_build_after_refresh"}) { __typename
@@ -97,6 +102,7 @@ def test_one_click_in_the_launchpad_runs_the_whole_graph_without_the_api_refresh
                 assert [h for h in openalex_api.hits if not h.get("filter", "").startswith("ids.openalex")] == []
                 assert not list((data / "openalex_api").glob("window=*"))
                 _follow_the_build_link(page, url, run_id, build, tmp_path)
+                _see_the_qualification_warning(page, gql, url, tmp_path)
                 again = _materialize_all_from_the_lineage_view(page, gql, url, tmp_path)
                 gql.wait(again, "Materialize all", timeout_s=3600.0)
                 assert {a: _materialized_by(gql, a) for a in LAST_ASSETS} == dict.fromkeys(LAST_ASSETS, again)
@@ -143,6 +149,20 @@ def _follow_the_build_link(page, url: str, run_id: str, build: str, shots: Path)
     page.wait_for_url(re.compile(rf".*/runs/{build}.*"), timeout=60_000)
     page.get_by_text("RUN_SUCCESS").first.wait_for(timeout=120_000)
     page.screenshot(path=str(shots / "one_click_build_run.png"))
+
+
+def _see_the_qualification_warning(page, gql: GraphQL, url: str, shots: Path) -> None:
+    """The stub teachers are not qualified (too few reference cases): each one's direct labels carry a failed
+    WARN-severity check ``<teacher>_qualified``, in GraphQL and on the asset's checks tab."""
+    for teacher in ("gemma", "codex"):
+        node = gql(CHECKS, path=[f"direct_labels_{teacher}"])["assetNodeOrError"]
+        checks = {c["name"]: c["executionForLatestMaterialization"] for c in node["assetChecksOrError"]["checks"]}
+        execution = checks[f"{teacher}_qualified"]
+        assert execution["status"] == "FAILED", execution
+        assert execution["evaluation"] == {"severity": "WARN", "success": False}, execution
+    page.goto(f"{url}/assets/direct_labels_gemma?view=checks")
+    page.get_by_text("gemma_qualified").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(shots / "qualification_warning.png"))
 
 
 def _materialize_all_from_the_lineage_view(page, gql: GraphQL, url: str, shots: Path) -> str:
