@@ -178,9 +178,16 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
 def _freeze_study(storage: MetacanStorage, folder: Path) -> dict[str, int]:
     """Write the study the frozen validation tables rest on (:mod:`.study`) and check that they recompute from it;
     :class:`ReleaseError` when they do not (the report is older than the codes, the decisions or the protocol)."""
+    path = Path(coding_store_path(str(storage.root)))
+    if not path.exists():  # opening it would create an empty store, and the release would ship an empty study
+        raise ReleaseError(
+            f"no release can be cut: the coding store {path} is missing, yet validation_report's tables rest on the "
+            "study it held; it holds human work that nothing rebuilds: restore it there from your backup (`metacan "
+            "coding backup` writes one), then cut the release"
+        )
     try:
         protocol = current_protocol(storage)
-        with CodingStore(coding_store_path(str(storage.root))) as store:
+        with CodingStore(path) as store:
             counts = freeze_study(export_study(storage, store, protocol), folder / TABLES_DIR)
         result = recompute(folder)
     except ValueError as exc:  # no protocol or no drawn sample any more: the report's tables rest on nothing shipped

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -236,6 +237,20 @@ def test_a_cut_is_refused_when_the_report_no_longer_recomputes_from_the_study(wo
     with pytest.raises(ReleaseError, match="do not recompute from the study.*materialize validation_report"):
         cut_release(storage, labels, "test-2", ["MetaCan research group"], "run-release-2")
     assert sorted(p.name for p in (storage.root / "releases").iterdir()) == before
+
+
+def test_a_cut_is_refused_when_the_coding_store_behind_the_validation_tables_is_missing(world, tmp_path):
+    """A data folder moved without ``audit/``: opening the store would create an empty one and the release would ship
+    an empty study behind the validation tables; the cut is refused, naming the file, and creates nothing."""
+    shutil.copytree(world["storage"].root, tmp_path / "data")
+    storage = MetacanStorage(data_dir=str(tmp_path / "data"))
+    before = sorted(p.name for p in (storage.root / "releases").iterdir())
+    path = coding_store_path(str(storage.root))
+    path.unlink()
+    labels = [f"direct_labels_{CENSUS}", f"direct_labels_{SAMPLE}"]
+    with pytest.raises(ReleaseError, match=rf"the coding store {re.escape(str(path))} is missing.*restore it"):
+        cut_release(storage, labels, "test-3", ["MetaCan research group"], "run-release-3")
+    assert not path.exists() and sorted(p.name for p in (storage.root / "releases").iterdir()) == before
 
 
 def _forge(folder: Path, name: str, change) -> None:
