@@ -27,7 +27,7 @@ from ..i18n import N_, Sentence
 from ..storage import MetacanStorage
 from ..teachers.core.registry import load_registry
 from ..teachers.qualification import current_qualification, load_qualification, status_note
-from ..vocab import BINARY_TARGETS, PREDICTION_STATUS
+from ..vocab import BINARY_TARGETS, CONSTANT_HEAD_STATUS, PREDICTION_STATUS
 from .evaluation import BOOTSTRAP_REPLICATES, BOOTSTRAP_SEED, CI_LEVEL, METRIC_LANGUAGES, HoldoutReport
 from .features import STUDENT_FIELDS
 from .models import StudentBundle
@@ -45,6 +45,7 @@ _CLAIM_DECIDES = N_(
 _CLAIM_GATE = N_("Makes no decision; the support gate says: %(reason)s")
 _CLAIM_CENSUS = N_("Scores only: the census teacher's direct labels, not this head, enter candidate and consensus.")
 _CLAIM_REFERENCE = N_("Machine scores only, never a validated label: it learned from the reference set %(source)s.")
+_CLAIM_NO_SCORE = N_("No score: %(reason)s; a head that saw one class ranks nothing, so it writes no score.")
 _LIMIT_TEXT = N_(
     "The student reads only %(fields)s of a work, never its abstract or full text: a title that does not say what a "
     "work is about cannot be ranked well."
@@ -192,6 +193,8 @@ def _training_sets(bundle: StudentBundle, rows: list[dict], standing: Mapping[st
 
 def _claim(source: str, row: Mapping, references: Mapping, standing: Mapping[str, dict]) -> dict:
     """What one head may claim: ``{decides, status, sentence}``."""
+    if no_score(row):
+        return {"decides": False, "status": None, **_said(N_(_CLAIM_NO_SCORE, reason=no_score(row)))}
     if source in references:
         return {"decides": False, "status": None, **_said(N_(_CLAIM_REFERENCE, source=source))}
     if source != SAMPLE:
@@ -205,6 +208,14 @@ def _claim(source: str, row: Mapping, references: Mapping, standing: Mapping[str
     if row.get("gate_passed"):
         return {"decides": True, "status": PREDICTION_STATUS, **_said(N_(_CLAIM_DECIDES, status=PREDICTION_STATUS))}
     return {"decides": False, "status": None, **_said(N_(_CLAIM_GATE, reason=row.get("gate_reason") or "no gate"))}
+
+
+def no_score(row: Mapping) -> str | None:
+    """Why the binary head of a ``student_heads`` row gives no score (its status ``constant: <reason>``), else None."""
+    status = row.get("status") or ""
+    if row.get("kind", "binary") != "binary" or not status.startswith(CONSTANT_HEAD_STATUS):
+        return None
+    return status.removeprefix(CONSTANT_HEAD_STATUS)
 
 
 def _heads(bundle: StudentBundle, report: HoldoutReport, standing: Mapping[str, dict]) -> list[dict]:
@@ -238,6 +249,7 @@ def _heads(bundle: StudentBundle, report: HoldoutReport, standing: Mapping[str, 
                 "support_gate": None
                 if r.get("gate_passed") is None
                 else {"passed": bool(r["gate_passed"]), "reason": r.get("gate_reason")},
+                "no_score": no_score(r),
                 "claim": _claim(source, r, references, standing),
             }
         )

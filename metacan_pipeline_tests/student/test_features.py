@@ -37,8 +37,25 @@ def test_keywords_enter_the_student_text_joined_and_without_null_entries():
 
 
 def test_unknown_backend_is_refused():
-    with pytest.raises(ValueError, match="tfidf, minilm"):
+    with pytest.raises(ValueError, match="tfidf, tfidf-char, minilm"):
         make_features("bert")
+
+
+def test_the_character_tfidf_reads_word_forms_the_word_tfidf_splits():
+    from metacan_pipeline.student.features import CHAR_TFIDF_PARAMS, TFIDF_PARAMS, feature_params
+
+    texts = ["Replication of trials", "Replications in psychology", "Soil nitrogen"]
+    words, chars = make_features("tfidf").fit(texts), make_features("tfidf-char").fit(texts)
+    # "replication" and "replications" share no word feature, but most of their character n-grams
+    assert (words.transform(texts[:1]) @ words.transform(texts[1:2]).T).toarray()[0, 0] == 0
+    assert (chars.transform(texts[:1]) @ chars.transform(texts[1:2]).T).toarray()[0, 0] > 0.3
+    assert (chars.transform(texts[:1]) @ chars.transform(texts[2:3]).T).toarray()[0, 0] < 0.1
+    assert feature_params(chars) == {"tfidf-char": CHAR_TFIDF_PARAMS} and feature_params(words) == {
+        "tfidf": TFIDF_PARAMS
+    }
+    both = make_features("tfidf+tfidf-char").fit(texts)
+    assert both.transform(texts).shape[1] == len(words.vocabulary_) + len(chars.vocabulary_)
+    assert both.params["tfidf-char"]["analyzer"] == "char_wb"
 
 
 @pytest.mark.slow
