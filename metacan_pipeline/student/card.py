@@ -30,6 +30,7 @@ from ..teachers.qualification import current_qualification, load_qualification, 
 from ..vocab import BINARY_TARGETS, CONSTANT_HEAD_STATUS, PREDICTION_STATUS
 from .evaluation import BOOTSTRAP_REPLICATES, BOOTSTRAP_SEED, CI_LEVEL, METRIC_LANGUAGES, HoldoutReport
 from .features import STUDENT_FIELDS
+from .heads import INNER_FOLDS
 from .models import StudentBundle
 from .roles import CENSUS, SAMPLE
 from .training import STUDENT_CODE_VERSION
@@ -146,6 +147,14 @@ def feature_description(bundle: StudentBundle) -> dict:
     return {"kind": bundle.feature_kind, "params": params, "text_fields": list(STUDENT_FIELDS)}
 
 
+def regularisation(bundle: StudentBundle) -> dict:
+    """``{c_grid, inner_folds}`` of the binary heads: the C values each head chose from by inner grouped
+    cross-validation (one value: that C, fixed); the categorical heads keep ``PARAMS["logreg"]["C"]``."""
+    binary = [h for heads in bundle.heads.values() for h in heads.values() if hasattr(h, "c_grid")]
+    grid = sorted({float(c) for h in binary[:1] for c in h.c_grid})
+    return {"c_grid": grid, "inner_folds": INNER_FOLDS if len(grid) > 1 else 0}
+
+
 def qualification_standing(storage: MetacanStorage) -> dict[str, dict]:
     """``{teacher: {status, kappa, note}}`` of the two role teachers (newest ``teacher_qualification`` row of their
     current configuration; ``status`` None when never tested)."""
@@ -250,6 +259,9 @@ def _heads(bundle: StudentBundle, report: HoldoutReport, standing: Mapping[str, 
                 if r.get("gate_passed") is None
                 else {"passed": bool(r["gate_passed"]), "reason": r.get("gate_reason")},
                 "no_score": no_score(r),
+                "regularisation": (getattr(bundle.heads.get(source, {}).get(target), "c_choice_", None) or {}).get(
+                    "how"
+                ),
                 "claim": _claim(source, r, references, standing),
             }
         )
@@ -319,6 +331,7 @@ def build_card(
         },
         "training_sets": _training_sets(bundle, report.rows, standing),
         "features": feature_description(bundle),
+        "regularisation": regularisation(bundle),
         "heads": _heads(bundle, report, standing),
         "reliability_plots": {t: f"reliability_{t}.png" for t in report.curves},
     }
@@ -343,6 +356,15 @@ def card_markdown(card: dict) -> str:
         f"- Code version: metacan_pipeline {card['code_version']['package']}, {card['code_version']['student']}",
         f"- Features: `{card['features']['kind']}` on {', '.join(card['features']['text_fields'])}; parameters "
         f"`{json.dumps(card['features']['params'], sort_keys=True)}`",
+        "- Binary heads: logistic regression, "
+        + (
+            f"C chosen per head among {', '.join(f'{c:g}' for c in card['regularisation']['c_grid'])} by "
+            f"{card['regularisation']['inner_folds']}-fold grouped cross-validation on its training works"
+            if len(card["regularisation"]["c_grid"]) > 1
+            else f"C = {card['regularisation']['c_grid'][0]:g}"
+            if card["regularisation"]["c_grid"]
+            else "none"
+        ),
         f"- Frozen holdout {card['holdout']['version']}: {card['holdout']['frame_works']} frame works; labelled: "
         + ", ".join(f"{s} {n}" for s, n in card["holdout"]["labelled_works"].items()),
         f"- Intervals: {card['holdout']['interval']['level']:.0%} {card['holdout']['interval']['method']} "
