@@ -63,7 +63,7 @@ class StudentConfig(dg.Config):
     features: str = Field(
         default=DEFAULT_FEATURES,
         description=f"Feature backend of every head: one of {', '.join(FEATURE_KINDS)}, or several joined by '+' "
-        "(tfidf: word 1-2 gram TF-IDF; tfidf-char: character 2-5 gram TF-IDF; minilm: all-MiniLM-L6-v2 through PyTorch; minilm-onnx: the same, int8 "
+        "(tfidf: word 1-2 gram TF-IDF; tfidf-char: character 2-5 gram TF-IDF; title-char: the title's character 3-5 gram TF-IDF; minilm: all-MiniLM-L6-v2 through PyTorch; minilm-onnx: the same, int8 "
         "through ONNX Runtime; static: a model2vec embedding distilled from it; meta: one-hot field, type, "
         f"language). Default {DEFAULT_FEATURES} (benchmarks/RESULTS.md compares them on the pilot labels).",
     )

@@ -19,8 +19,8 @@ A *feature backend* turns those texts into a matrix, with the scikit-learn vecto
 - a stack: kinds joined by ``+`` (e.g. ``static+tfidf+meta``), their matrices side by side
   (:class:`.backends.StackedFeatures`); each kind at most once.
 
-The default (:data:`DEFAULT_FEATURES`) is the best-ranking kind that scores at least 2,000 works a second
-on 2 cores (benchmarks/student_backends.py, benchmarks/RESULTS.md).
+The default (:data:`DEFAULT_FEATURES`, with the heads' C grid :data:`DEFAULT_C_GRID`) is the best-ranking kind that
+scores at least 2,000 works a second on 2 cores (benchmarks/student_backends.py, benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ TITLE_CHAR_TFIDF_PARAMS = {**CHAR_TFIDF_PARAMS, "ngram_range": (3, 5), "preproce
 #: The single kinds; a stack joins two or more of them with ``+``.
 FEATURE_KINDS = ("tfidf", "tfidf-char", "title-char", "minilm", "minilm-onnx", "static", "meta")
 #: The kind ``student_heads`` and ``make_features`` use unless told otherwise.
-DEFAULT_FEATURES = "tfidf"
+DEFAULT_FEATURES = "tfidf+title-char"
 #: The binary heads' logistic-regression C unless told otherwise (``student_heads: head_c``): one value fixes it,
 #: two or more are a grid each head chooses from by inner grouped cross-validation (:func:`.heads.choose_c`). Chosen
 #: with :data:`DEFAULT_FEATURES` on the benchmark of benchmarks/student_backends.py.
-DEFAULT_C_GRID: tuple[float, ...] = (4.0,)
+DEFAULT_C_GRID: tuple[float, ...] = (4.0, 8.0, 16.0, 32.0)
 
 
 def _part(value) -> str:

@@ -24,13 +24,14 @@ from sklearn.model_selection import GroupKFold
 from threadpoolctl import threadpool_limits
 
 from ..vocab import CONSTANT_HEAD_STATUS
-from .features import DEFAULT_C_GRID, TFIDF_PARAMS
+from .features import TFIDF_PARAMS
 
 PARAMS = {"tfidf": TFIDF_PARAMS, "logreg": {"C": 4.0, "max_iter": 2000}}
 
-#: The inverse regularisation strengths a binary head chooses among by inner grouped cross-validation
-#: (:func:`choose_c`) unless told otherwise (:data:`.features.DEFAULT_C_GRID`). A grid of one value is that C, fixed.
-C_GRID = DEFAULT_C_GRID
+#: A head's C grid unless told otherwise: ``PARAMS["logreg"]["C"]``, fixed (a grid of one value is that C). The
+#: student's ``student_heads`` passes its configured grid (default :data:`.features.DEFAULT_C_GRID`), which each
+#: binary head chooses among by inner grouped cross-validation (:func:`choose_c`).
+C_GRID = (PARAMS["logreg"]["C"],)
 #: Folds of the inner cross-validation that chooses a binary head's C (fewer when its training works have
 #: fewer groups, or fewer groups with a positive).
 INNER_FOLDS = 3

@@ -22,9 +22,8 @@ from ..storage import MetacanStorage, sql_literal
 from ..tables.student import TRAINING_SET_SCHEMA
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, support_gate
-from .features import STUDENT_FIELDS, feature_params, make_features, transform
+from .features import DEFAULT_C_GRID, STUDENT_FIELDS, feature_params, make_features, transform
 from .heads import (
-    C_GRID,
     PARAMS,
     BinaryHead,
     CategoricalHead,
@@ -98,7 +97,7 @@ def model_version_for(
     weights: dict[str, float],
     feature_kind: str,
     references: dict[str, ReferenceSet] | None = None,
-    c_grid: tuple[float, ...] = C_GRID,
+    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
 ) -> str:
     """``metacan-v<major>-hybrid-<12 hex>``: SHA-256 of the code version, parameters, the binary heads' C grid
     (``c_grid``), feature backend and its ``params`` (an encoder's source weights, recipe and library versions),
@@ -238,7 +237,7 @@ def fit_heads(
     weights: dict[str, np.ndarray],
     references: dict[str, ReferenceSet] | None = None,
     groups: dict[str, str] | None = None,
-    c_grid: tuple[float, ...] = C_GRID,
+    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
 ) -> tuple[object, dict[str, dict[str, Head]]]:
     """Fit the feature backend on the training texts and every head of both teachers and of every reference set
     (the heads side by side in worker processes when the training set is large enough to pay:
@@ -303,7 +302,7 @@ def reference_arrays(ref: ReferenceSet, target: str, X) -> tuple[object, np.ndar
 
 
 def reference_summaries(
-    vectorizer, references: dict[str, ReferenceSet], folds: int = 5, c_grid: tuple[float, ...] = C_GRID
+    vectorizer, references: dict[str, ReferenceSet], folds: int = 5, c_grid: tuple[float, ...] = DEFAULT_C_GRID
 ) -> dict[str, dict]:
     """What the model version records of each reference set (:meth:`~.reference_sets.ReferenceSet.summary`), with
     per decided target the positives, the set's weighted rate (what its head is calibrated to) and AP/AUROC under
@@ -366,7 +365,7 @@ def decision_rates(sample_labels: list[dict], weights: dict[str, float]) -> dict
 
 
 def train_bundle(
-    model_version: str, feature_kind: str, inputs: TrainingInputs, c_grid: tuple[float, ...] = C_GRID
+    model_version: str, feature_kind: str, inputs: TrainingInputs, c_grid: tuple[float, ...] = DEFAULT_C_GRID
 ) -> StudentBundle:
     """Train ``model_version`` on ``inputs``: the heads on the labels outside the holdout (:func:`fit_heads`, the
     binary heads' C from ``c_grid``), the support gates and decision rates on all labels; the bundle is complete
@@ -396,7 +395,7 @@ def train_or_load(
     inputs: TrainingInputs,
     feature_kind: str,
     run_id: str,
-    c_grid: tuple[float, ...] = C_GRID,
+    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
 ) -> tuple[StudentBundle, bool]:
     """The model version of ``inputs`` (:func:`model_version_for`): loaded when already published (a version
     is immutable: it is never retrained), else trained (:func:`train_bundle`) and published once. Returns

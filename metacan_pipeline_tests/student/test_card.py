@@ -84,7 +84,7 @@ def test_card_figures_equal_scikit_learn_on_the_holdout_in_both_languages(storag
     md = run_student(storage, student_heads).asset_materializations_for_node("student_heads")[0].metadata
     version = md["model_version"].value
     card = read_card(storage.root, version)
-    assert card["model_version"] == version and card["features"]["kind"] == "tfidf"
+    assert card["model_version"] == version and card["features"]["kind"] == "tfidf+title-char"
     assert {t["name"]: (t["kind"], t["design_weights"]) for t in card["training_sets"]} == {
         "codex": ("sample_teacher", True),
         "gemma": ("census_teacher", False),
