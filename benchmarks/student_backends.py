@@ -207,7 +207,7 @@ def with_intervals(y, s, w, boot: int, seed: int) -> dict:
 # ------------------------------------------------------------------------------------------------
 # the child: one backend
 # ------------------------------------------------------------------------------------------------
-def _fit_bundle(kind: str, sets: list[dict]):
+def _fit_bundle(kind: str, sets: list[dict], c_grid):
     """A Scorer-like bundle: the backend fitted on the frame1k texts, and 2 teachers x (11 binary + 3
     categorical) heads fitted on them (binary heads on the adjudicated metaresearch labels, categorical heads on
     classes drawn with a fixed seed): the head count and kinds of a real bundle."""
@@ -226,14 +226,16 @@ def _fit_bundle(kind: str, sets: list[dict]):
     rng = np.random.default_rng(SEED)
     heads = {}
     for teacher in ROLE_TEACHERS:
-        heads[teacher] = {t: BinaryHead(t).fit(X, f1k["y"], f1k["w"]) for t in BINARY_TARGETS}
+        heads[teacher] = {
+            t: BinaryHead(t, c_grid).fit(X, f1k["y"], f1k["w"], groups=f1k["groups"]) for t in BINARY_TARGETS
+        }
         for t, classes in CATEGORICAL_TARGETS.items():
             labels = [classes[i] for i in rng.integers(0, len(classes), len(f1k["y"]))]
             heads[teacher][t] = CategoricalHead(t, classes).fit(X, labels, f1k["w"])
     return SimpleNamespace(vectorizer=vec, heads=heads)
 
 
-def end_to_end(kind: str, sets: list[dict], rows: list[dict], n: int) -> dict:
+def end_to_end(kind: str, sets: list[dict], rows: list[dict], n: int, c_grid) -> dict:
     """Works/s of ``write_table("student_scores", score_batches(...))`` over a synthetic frame of ``n`` works."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -241,7 +243,7 @@ def end_to_end(kind: str, sets: list[dict], rows: list[dict], n: int) -> dict:
     from metacan_pipeline.storage import MetacanStorage
     from metacan_pipeline.student.scoring import BATCH_SIZE, score_batches
 
-    bundle = _fit_bundle(kind, sets)
+    bundle = _fit_bundle(kind, sets, c_grid)
     with tempfile.TemporaryDirectory(prefix="student-backends-") as tmp:
         storage = MetacanStorage(data_dir=tmp)
         frame_dir = storage.table_dir("frame")
@@ -262,9 +264,10 @@ def stage_backend(args) -> dict:
     """The child: quality, speed and (when fast enough) end to end for one backend."""
 
     from metacan_pipeline.student.features import make_features
-    from metacan_pipeline.student.heads import fit_logreg, grouped_cv_scores
+    from metacan_pipeline.student.heads import choose_c, fit_logreg, grouped_cv_scores
 
     kind = args.backend
+    apply_variants(args)
     sets = pilot_sets(Path(args.pilot))
     quality = {}
     feat_seconds = 0.0
@@ -272,8 +275,9 @@ def stage_backend(args) -> dict:
         t0 = time.perf_counter()
         X = make_features(kind).fit(s["texts"]).transform(s["texts"])
         feat_seconds += time.perf_counter() - t0
-        oof, fold_pos = grouped_cv_scores(X, s["y"], s["groups"], s["w"], s["folds"])
+        oof, fold_pos = grouped_cv_scores(X, s["y"], s["groups"], s["w"], s["folds"], args.c_grid)
         row = {
+            "c_grid": list(args.c_grid),
             "folds": len(fold_pos),
             "fold_positives": fold_pos,
             "all": with_intervals(s["y"], oof, s["w"], args.boot, SEED),
@@ -305,7 +309,9 @@ def stage_backend(args) -> dict:
     feat_rate = len(texts) / (time.perf_counter() - t0)
     tfidf_rates = [before, tfidf_rate()]  # the baseline before and after the backend, averaged
     tfidf_rate = sum(tfidf_rates) / 2
-    head = fit_logreg(vec.transform(f1k["texts"]), f1k["y"], f1k["w"])
+    X_f1k = vec.transform(f1k["texts"])
+    c, _ = choose_c(X_f1k, f1k["y"], f1k["w"], f1k["groups"], args.c_grid)
+    head = fit_logreg(X_f1k, f1k["y"], f1k["w"], C=c)
     t0 = time.perf_counter()
     head.predict_proba(X)
     score_rate = len(texts) / (time.perf_counter() - t0)
@@ -322,8 +328,35 @@ def stage_backend(args) -> dict:
     }
     e2e = None
     if feat_rate >= args.e2e_from:
-        e2e = end_to_end(kind, sets, rows, args.frame_works)
-    return {"backend": kind, "quality": quality, "speed": speed, "end_to_end": e2e}
+        e2e = end_to_end(kind, sets, rows, args.frame_works, args.c_grid)
+    return {"backend": label(args), "quality": quality, "speed": speed, "end_to_end": e2e}
+
+
+def apply_variants(args) -> None:
+    """The child's head and TF-IDF variants (``--logreg``, ``--tfidf``): merged into ``heads.PARAMS["logreg"]`` and
+    ``features.TFIDF_PARAMS`` in this process before anything is fitted (a variant under test, not the default)."""
+    import json
+
+    from metacan_pipeline.student import features, heads
+
+    if args.logreg:
+        heads.PARAMS["logreg"] = {**heads.PARAMS["logreg"], **json.loads(args.logreg)}
+    if args.tfidf:
+        features.TFIDF_PARAMS.update(json.loads(args.tfidf))
+        heads.PARAMS["tfidf"] = features.TFIDF_PARAMS
+
+
+def label(args) -> str:
+    """The row's name: the backend, its C grid when searched or not the default, and any variant."""
+    from metacan_pipeline.student.heads import C_GRID
+
+    out = args.backend
+    if tuple(args.c_grid) != tuple(C_GRID):
+        out += " C=" + ("/".join(f"{c:g}" for c in args.c_grid) if len(args.c_grid) > 1 else f"{args.c_grid[0]:g}")
+    for k in ("logreg", "tfidf"):
+        if getattr(args, k):
+            out += f" {k}={getattr(args, k)}"
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -413,6 +446,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--boot", type=int, default=1000, help="bootstrap resamples per interval (default 1,000)")
     ap.add_argument("--pilot", default=None, help="the pilot folder (default $METACAN_SHARED_DIR/data/metacan_pilot)")
     ap.add_argument("--name", default="", help="result name: out/student_backends_<name>.json")
+    ap.add_argument(
+        "--c-grid",
+        type=float,
+        nargs="+",
+        default=None,
+        help="the heads' C grid: one value fixes C, several are chosen among by inner grouped CV within each outer "
+        "fold (heads.choose_c; default heads.C_GRID)",
+    )
+    ap.add_argument(
+        "--logreg", default="", help='JSON merged into heads.PARAMS["logreg"], e.g. \'{"class_weight": "balanced"}\''
+    )
+    ap.add_argument(
+        "--tfidf", default="", help="JSON merged into features.TFIDF_PARAMS, e.g. '{\"sublinear_tf\": false}'"
+    )
     ap.add_argument("--quick", action="store_true", help="tfidf, static, static+tfidf+meta; 5,000 texts; 200 resamples")
     ap.add_argument(
         "--combine",
@@ -424,6 +471,10 @@ def main(argv: list[str] | None = None) -> None:
     add_smoke_arg(ap, "tfidf and tfidf+meta, 500 texts, 2,000 frame works, 20 resamples")
     add_child_args(ap, ("backend",))
     args = ap.parse_args(argv)
+    if args.c_grid is None:
+        from metacan_pipeline.student.heads import C_GRID
+
+        args.c_grid = list(C_GRID)
     os.environ.setdefault("OMP_NUM_THREADS", THREADS)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", THREADS)
     if args.pilot is None:
@@ -461,7 +512,8 @@ def main(argv: list[str] | None = None) -> None:
             "--frame-works",
             str(args.frame_works),
         ]
-        extra += ["--boot", str(args.boot), "--e2e-from", str(args.e2e_from)]
+        extra += ["--boot", str(args.boot), "--e2e-from", str(args.e2e_from), "--c-grid", *map(str, args.c_grid)]
+        extra += ["--logreg", args.logreg, "--tfidf", args.tfidf]
         res, _, _ = run_stage(Path(__file__), "backend", b.replace("+", "_"), scratch, extra, scratch / f"{b}.log")
         results.append(res)
         s = res["speed"]

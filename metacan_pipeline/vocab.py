@@ -116,6 +116,12 @@ SCORE_ONLY_MATURE = "score_only:mature"
 SCORE_ONLY_REFERENCE = "score_only:reference_set"
 #: What a reference-set head may claim: its ``gate_reason`` in ``student_heads``.
 REFERENCE_GATE_REASON = "reference set: machine scores only (never a decision, never a validated label)"
+#: The suffix of the column beside a reference-set head's scores that holds why the head gives no score (its training
+#: labels held one class): ``<set>__<target>:no_score`` in the records' input, ``no_score`` in a record's entry.
+NO_SCORE_SUFFIX = ":no_score"
+#: The start of a ``student_heads`` status of a head that could not be fitted (its labels held one class or none);
+#: a binary one gives no score, and the reason follows this prefix.
+CONSTANT_HEAD_STATUS = "constant: "
 
 #: SPEC section 7: the ``label_batches`` batch of the works machine-score rounds propose to the teachers.
 ACTIVE_LEARNING_BATCH = "active_learning"

@@ -40,7 +40,7 @@ def score(
 
     Writes one row per usable input work, in input order: id; per source (teacher or reference set) and binary head
     `<source>:<head>` (score in [0, 1]) and `<source>:<head>:percentile` (within the current frame's scores of that
-    head); per categorical head its most probable class and `:probability`; model_version and validation_status
+    head; both empty for a head that gives no score, its reason on stderr); per categorical head its most probable class and `:probability`; model_version and validation_status
     (machine_predicted_unvalidated: scores rank, they assert nothing). Rows that cannot be scored (no id, empty
     title, not JSON, wrong types, duplicate id) are named on stderr and written to OUT.rejects.csv; OpenAlex records
     of other entities (authors, institutions, ... in a folder of records) are counted on stderr as skipped.
@@ -66,6 +66,8 @@ def score(
         raise typer.Exit(1) from None
     if scorer.percentile_note:
         typer.echo(f"metacan score: {scorer.percentile_note}", err=True)
+    for line in scorer.no_score_lines():
+        typer.echo(f"metacan score: {line}", err=True)
     echoed = 0
 
     def on_reject(r) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 import duckdb
 
 from ..storage import MetacanStorage, id_ranges, sql_literal
-from ..student.reference_sets import reference_score_columns
+from ..student.reference_sets import reference_no_score, reference_score_columns
+from ..vocab import NO_SCORE_SUFFIX
 
 #: The query of :func:`record_inputs` (static; the relations it reads are views made per call).
 RECORD_INPUTS_SQL = resources.files("metacan_pipeline.publish").joinpath("record_inputs.sql").read_text("utf-8")
@@ -27,7 +28,7 @@ def input_views(storage: MetacanStorage, label_tables: list[str], release_frame:
     ``_INPUT_TABLES`` over its Parquet files, and ``direct_labels``, the rows of every table of
     ``label_tables`` (all must exist), or an empty relation when there is none; ``reference_scores``, the
     reference-set heads' score columns of ``student_scores`` (:func:`~metacan_pipeline.student.reference_sets.reference_score_columns`,
-    none: an empty relation); ``release_frame``, the ids of the
+    none: an empty relation), and for a head that gives no score its reason in column ``<column>:no_score``; ``release_frame``, the ids of the
     newest release's frozen frame (``release_frame``: that Parquet file, or none before the first release)."""
 
     def parquet(name: str) -> str:
@@ -48,9 +49,13 @@ def input_views(storage: MetacanStorage, label_tables: list[str], release_frame:
         else "CREATE VIEW direct_labels AS SELECT NULL::VARCHAR AS work_id, NULL::VARCHAR AS teacher WHERE false"
     )
     columns = reference_score_columns(storage)
+    no_score = reference_no_score(storage)
     views.append(
         "CREATE VIEW reference_scores AS SELECT id, "
-        + ", ".join(f'"{c}"' for c in columns)
+        + ", ".join(
+            [f'"{c}"' for c in columns]
+            + [f'{sql_literal(no_score[c])} AS "{c}{NO_SCORE_SUFFIX}"' for c in columns if c in no_score]
+        )
         + f" FROM {parquet('student_scores')}"
         if columns
         else "CREATE VIEW reference_scores AS SELECT NULL::VARCHAR AS id WHERE false"

@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..openalex.ids import is_work_id
 from ..release.layer import UNRELEASED, LayerRule
 from ..tables.publish import RECORDS_SCHEMA
-from ..vocab import LABEL_FIELDS, PREDICTION_STATUS, SCORE_ONLY_REFERENCE
+from ..vocab import LABEL_FIELDS, NO_SCORE_SUFFIX, PREDICTION_STATUS, SCORE_ONLY_REFERENCE
 from .human_layer import human_code_entry, validation_entries
 from .lineage import lineage_record
 
@@ -170,14 +170,22 @@ def build_record(
 def reference_score_entries(reference: dict | None) -> list[dict]:
     """The record's ``reference_scores``: per reference-set head (columns ``<set>__<target>`` of ``reference``, the
     work's row of the reference-set scores) its set, head, score and status :data:`SCORE_ONLY_REFERENCE`, in column
-    order; empty without a row."""
+    order; a head that gives no score (its reason in column ``<set>__<target>:no_score``) has score null and
+    ``no_score``, the reason; empty without a row."""
     if reference is None:
         return []
-    return [
-        {"set": col.split("__")[0], "head": col.split("__")[1], "score": value, "status": SCORE_ONLY_REFERENCE}
-        for col, value in reference.items()
-        if col != "id" and value is not None
-    ]
+    out = []
+    for col, value in reference.items():
+        if col == "id" or col.endswith(NO_SCORE_SUFFIX):
+            continue
+        reason = reference.get(col + NO_SCORE_SUFFIX)
+        if value is None and reason is None:
+            continue
+        entry = {"set": col.split("__")[0], "head": col.split("__")[1], "score": value, "status": SCORE_ONLY_REFERENCE}
+        if reason is not None:
+            entry.update(score=None, no_score=reason)
+        out.append(entry)
+    return out
 
 
 def ship_violations(record: dict) -> list[str]:

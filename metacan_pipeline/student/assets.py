@@ -34,7 +34,7 @@ from ..tables.student import (
     TRAINING_SET_SCHEMA,
 )
 from ..teachers.core.registry import TeacherSpec, load_registry
-from .features import DEFAULT_FEATURES, FEATURE_KINDS
+from .features import DEFAULT_C_GRID, DEFAULT_FEATURES, FEATURE_KINDS
 from .holdout import HOLDOUT_VERSION
 from .models import StudentBundle, load_published, model_path
 from .predicting import category_counts, current_model_version, scores_metadata, write_predictions
@@ -63,9 +63,16 @@ class StudentConfig(dg.Config):
     features: str = Field(
         default=DEFAULT_FEATURES,
         description=f"Feature backend of every head: one of {', '.join(FEATURE_KINDS)}, or several joined by '+' "
-        "(tfidf: word 1-2 gram TF-IDF; minilm: all-MiniLM-L6-v2 through PyTorch; minilm-onnx: the same, int8 "
+        "(tfidf: word 1-2 gram TF-IDF; tfidf-char: character 2-5 gram TF-IDF; title-char: the title's character 3-5 gram TF-IDF; minilm: all-MiniLM-L6-v2 through PyTorch; minilm-onnx: the same, int8 "
         "through ONNX Runtime; static: a model2vec embedding distilled from it; meta: one-hot field, type, "
         f"language). Default {DEFAULT_FEATURES} (benchmarks/RESULTS.md compares them on the pilot labels).",
+    )
+    head_c: list[float] = Field(
+        default=list(DEFAULT_C_GRID),
+        description="The binary heads' logistic-regression C (inverse regularisation strength): one value fixes it; "
+        "two or more are a grid each head chooses from by inner grouped cross-validation on its own training works "
+        f"(folds grouped by venue, or by a reference set's groups; the best average precision wins). Default "
+        f"{list(DEFAULT_C_GRID)} (benchmarks/RESULTS.md measures the choices).",
     )
     reference_sets: list[str] | None = Field(
         default=None,
@@ -192,7 +199,7 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
         context.log.info(
             f"holdout frozen now: {inputs.holdout_works} frame works of held-out venues ({HOLDOUT_VERSION})"
         )
-    bundle, reused = train_or_load(storage, inputs, config.features, context.run.run_id)
+    bundle, reused = train_or_load(storage, inputs, config.features, context.run.run_id, tuple(config.head_c))
     if reused:
         context.log.info(f"model version {bundle.model_version} is already published: loaded, not retrained")
     report = holdout_metric_rows(bundle, inputs)
@@ -475,7 +482,10 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
         config.budget,
     )
     model_version = current_model_version(storage)
-    results = run_cascade(storage, settings, model_version)
+    skipped: dict[str, str] = {}
+    results = run_cascade(storage, settings, model_version, skipped)
+    for head, reason in skipped.items():
+        context.log.info(f"cascade {head}: left out, the {settings.teacher} head gives no score ({reason})")
     thresholds = thresholds_table(results, settings, model_version, context.run.run_id)
     storage.write_table("cascade_thresholds", thresholds)
     decisions = decisions_table(results, model_version)
@@ -498,6 +508,7 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
             model_version=model_version,
             teacher=settings.teacher,
             added_to_batch=sum(r["added_to_batch"] for r in rows),
+            heads_without_score=dg.MetadataValue.json(skipped),
             decisions_per_head=counts_markdown(
                 dict(
                     Counter(

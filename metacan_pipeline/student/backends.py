@@ -21,6 +21,7 @@ first use when the bundled weights are installed.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 import numpy as np
@@ -224,9 +225,14 @@ class StackedFeatures:
 
     @property
     def params(self) -> dict:
-        """Each part's ``params``; a part without them (scikit-learn's TF-IDF) by its ``get_params()``."""
+        """Each part's ``params``; a part without them (scikit-learn's TF-IDF) by its ``get_params()`` (a function,
+        such as ``title-char``'s preprocessor, by its module and name: its ``str`` holds a memory address)."""
+
+        def text(v) -> str:
+            return f"{v.__module__}.{v.__qualname__}" if inspect.isfunction(v) else str(v)
+
         return {
-            k: b.params if hasattr(b, "params") else {p: str(v) for p, v in sorted(b.get_params().items())}
+            k: b.params if hasattr(b, "params") else {p: text(v) for p, v in sorted(b.get_params().items())}
             for k, b in self.parts
         }
 

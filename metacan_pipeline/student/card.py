@@ -27,9 +27,10 @@ from ..i18n import N_, Sentence
 from ..storage import MetacanStorage
 from ..teachers.core.registry import load_registry
 from ..teachers.qualification import current_qualification, load_qualification, status_note
-from ..vocab import BINARY_TARGETS, PREDICTION_STATUS
+from ..vocab import BINARY_TARGETS, CONSTANT_HEAD_STATUS, PREDICTION_STATUS
 from .evaluation import BOOTSTRAP_REPLICATES, BOOTSTRAP_SEED, CI_LEVEL, METRIC_LANGUAGES, HoldoutReport
 from .features import STUDENT_FIELDS
+from .heads import INNER_FOLDS
 from .models import StudentBundle
 from .roles import CENSUS, SAMPLE
 from .training import STUDENT_CODE_VERSION
@@ -45,6 +46,7 @@ _CLAIM_DECIDES = N_(
 _CLAIM_GATE = N_("Makes no decision; the support gate says: %(reason)s")
 _CLAIM_CENSUS = N_("Scores only: the census teacher's direct labels, not this head, enter candidate and consensus.")
 _CLAIM_REFERENCE = N_("Machine scores only, never a validated label: it learned from the reference set %(source)s.")
+_CLAIM_NO_SCORE = N_("No score: %(reason)s; a head that saw one class ranks nothing, so it writes no score.")
 _LIMIT_TEXT = N_(
     "The student reads only %(fields)s of a work, never its abstract or full text: a title that does not say what a "
     "work is about cannot be ranked well."
@@ -145,6 +147,14 @@ def feature_description(bundle: StudentBundle) -> dict:
     return {"kind": bundle.feature_kind, "params": params, "text_fields": list(STUDENT_FIELDS)}
 
 
+def regularisation(bundle: StudentBundle) -> dict:
+    """``{c_grid, inner_folds}`` of the binary heads: the C values each head chose from by inner grouped
+    cross-validation (one value: that C, fixed); the categorical heads keep ``PARAMS["logreg"]["C"]``."""
+    binary = [h for heads in bundle.heads.values() for h in heads.values() if hasattr(h, "c_grid")]
+    grid = sorted({float(c) for h in binary[:1] for c in h.c_grid})
+    return {"c_grid": grid, "inner_folds": INNER_FOLDS if len(grid) > 1 else 0}
+
+
 def qualification_standing(storage: MetacanStorage) -> dict[str, dict]:
     """``{teacher: {status, kappa, note}}`` of the two role teachers (newest ``teacher_qualification`` row of their
     current configuration; ``status`` None when never tested)."""
@@ -192,6 +202,8 @@ def _training_sets(bundle: StudentBundle, rows: list[dict], standing: Mapping[st
 
 def _claim(source: str, row: Mapping, references: Mapping, standing: Mapping[str, dict]) -> dict:
     """What one head may claim: ``{decides, status, sentence}``."""
+    if no_score(row):
+        return {"decides": False, "status": None, **_said(N_(_CLAIM_NO_SCORE, reason=no_score(row)))}
     if source in references:
         return {"decides": False, "status": None, **_said(N_(_CLAIM_REFERENCE, source=source))}
     if source != SAMPLE:
@@ -205,6 +217,14 @@ def _claim(source: str, row: Mapping, references: Mapping, standing: Mapping[str
     if row.get("gate_passed"):
         return {"decides": True, "status": PREDICTION_STATUS, **_said(N_(_CLAIM_DECIDES, status=PREDICTION_STATUS))}
     return {"decides": False, "status": None, **_said(N_(_CLAIM_GATE, reason=row.get("gate_reason") or "no gate"))}
+
+
+def no_score(row: Mapping) -> str | None:
+    """Why the binary head of a ``student_heads`` row gives no score (its status ``constant: <reason>``), else None."""
+    status = row.get("status") or ""
+    if row.get("kind", "binary") != "binary" or not status.startswith(CONSTANT_HEAD_STATUS):
+        return None
+    return status.removeprefix(CONSTANT_HEAD_STATUS)
 
 
 def _heads(bundle: StudentBundle, report: HoldoutReport, standing: Mapping[str, dict]) -> list[dict]:
@@ -238,6 +258,10 @@ def _heads(bundle: StudentBundle, report: HoldoutReport, standing: Mapping[str, 
                 "support_gate": None
                 if r.get("gate_passed") is None
                 else {"passed": bool(r["gate_passed"]), "reason": r.get("gate_reason")},
+                "no_score": no_score(r),
+                "regularisation": (getattr(bundle.heads.get(source, {}).get(target), "c_choice_", None) or {}).get(
+                    "how"
+                ),
                 "claim": _claim(source, r, references, standing),
             }
         )
@@ -307,6 +331,7 @@ def build_card(
         },
         "training_sets": _training_sets(bundle, report.rows, standing),
         "features": feature_description(bundle),
+        "regularisation": regularisation(bundle),
         "heads": _heads(bundle, report, standing),
         "reliability_plots": {t: f"reliability_{t}.png" for t in report.curves},
     }
@@ -331,6 +356,15 @@ def card_markdown(card: dict) -> str:
         f"- Code version: metacan_pipeline {card['code_version']['package']}, {card['code_version']['student']}",
         f"- Features: `{card['features']['kind']}` on {', '.join(card['features']['text_fields'])}; parameters "
         f"`{json.dumps(card['features']['params'], sort_keys=True)}`",
+        "- Binary heads: logistic regression, "
+        + (
+            f"C chosen per head among {', '.join(f'{c:g}' for c in card['regularisation']['c_grid'])} by "
+            f"{card['regularisation']['inner_folds']}-fold grouped cross-validation on its training works"
+            if len(card["regularisation"]["c_grid"]) > 1
+            else f"C = {card['regularisation']['c_grid'][0]:g}"
+            if card["regularisation"]["c_grid"]
+            else "none"
+        ),
         f"- Frozen holdout {card['holdout']['version']}: {card['holdout']['frame_works']} frame works; labelled: "
         + ", ".join(f"{s} {n}" for s, n in card["holdout"]["labelled_works"].items()),
         f"- Intervals: {card['holdout']['interval']['level']:.0%} {card['holdout']['interval']['method']} "

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from ..storage import MetacanStorage, sql_literal
 from ..tables.student import CASCADE_DECISIONS_SCHEMA, CASCADE_THRESHOLDS_SCHEMA
-from ..vocab import BINARY_TARGETS
+from ..vocab import BINARY_TARGETS, CONSTANT_HEAD_STATUS
 from .cascade import HeadThresholds, certify_head, plan_cascade
 from .roles import ROLE_TEACHERS, SAMPLE
 from .scoring import score_column
@@ -101,8 +101,25 @@ def _batched(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {r[0] for r in con.execute("SELECT work_id FROM label_batches WHERE batch = ?", [CASCADE_BATCH]).fetchall()}
 
 
-def run_cascade(storage: MetacanStorage, settings: CascadeSettings, model_version: str) -> list[HeadCascade]:
+def no_score_heads(storage: MetacanStorage, teacher: str, heads: tuple[str, ...]) -> dict[str, str]:
+    """``{head: reason}`` of the heads of ``teacher`` among ``heads`` that give no score (``student_heads`` status
+    ``constant: <reason>``): their ``student_scores`` column is null, so they can certify and plan nothing."""
+    if not storage.has_table("student_heads"):
+        return {}
+    rows = storage.read_table("student_heads", ["teacher", "target", "status"]).to_pylist()
+    return {
+        r["target"]: r["status"].removeprefix(CONSTANT_HEAD_STATUS)
+        for r in rows
+        if r["teacher"] == teacher and r["target"] in heads and (r["status"] or "").startswith(CONSTANT_HEAD_STATUS)
+    }
+
+
+def run_cascade(
+    storage: MetacanStorage, settings: CascadeSettings, model_version: str, skipped: dict[str, str] | None = None
+) -> list[HeadCascade]:
     """Certify and plan every head of ``settings`` (module docstring) and add the teacher's works to the batch.
+    A head that gives no score (:func:`no_score_heads`) is left out: nothing is certified, planned or sent for it,
+    and ``skipped`` (when given) receives ``{head: reason}``.
     Raises ValueError for bad settings or when ``student_scores`` lacks a head's column."""
     settings.check()
     storage.require("student_scores")
@@ -111,6 +128,7 @@ def run_cascade(storage: MetacanStorage, settings: CascadeSettings, model_versio
     missing = [c for c in columns if c not in scores.column_names]
     if missing:
         raise ValueError(f"student_scores has no column {', '.join(missing)}: materialize predictions first")
+    without_score = no_score_heads(storage, settings.teacher, settings.heads)
     labels = {r["work_id"]: r for r in teacher_call_labels(storage, settings.teacher)}
     holdout = _holdout(storage)
     ids = scores.column("id").to_pylist()
@@ -124,6 +142,10 @@ def run_cascade(storage: MetacanStorage, settings: CascadeSettings, model_versio
     with storage.connect() as con:
         batched = _batched(con)
         for head, col in zip(settings.heads, columns, strict=True):
+            if head in without_score:
+                if skipped is not None:
+                    skipped[head] = without_score[head]
+                continue
             s = scores.column(col).to_numpy(zero_copy_only=False).astype(float)
             known = [(k, target_value(labels[ids[i]], head)) for k, i in enumerate(calib)]
             known = [(k, y) for k, y in known if y is not None]

@@ -15,9 +15,10 @@ from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .holdout import venue_held_out
 from .roles import CENSUS, SAMPLE, direct_labels_key
 
-_LIST_SCORES = ["category_scores_codex", "category_scores_gemma"] + [
-    f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in PUBLISHED_TEACHERS
-]
+#: Lists of binary heads' scores (one per category): an element is NULL where its head gives no score.
+_HEAD_SCORE_LISTS = ["category_scores_codex", "category_scores_gemma"]
+#: Lists of a categorical head's class probabilities: never NULL.
+_LIST_SCORES = [f"{t}_scores_{s}" for t in CATEGORICAL_TARGETS for s in PUBLISHED_TEACHERS]
 _SCALAR_SCORES = [f"{t}_score_{s}" for t in ABOUT_CA_TARGETS for s in PUBLISHED_TEACHERS] + [
     "teacher_disagreement_score",
     "threshold_uncertainty_score",
@@ -26,11 +27,17 @@ _SCALAR_SCORES = [f"{t}_score_{s}" for t in ABOUT_CA_TARGETS for s in PUBLISHED_
 
 def scores_out_of_range(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """``{column: rows with a score outside [0, 1] or NaN}`` for every score column of ``predictions``
-    (lists: any element); columns with none are left out. NULL scalars are allowed (a head with no score)."""
+    (lists: any element); columns with none are left out. NULL scalars and NULL elements of the category score
+    lists are allowed (a binary head with no score); a categorical head's probabilities are never NULL."""
     bad = {}
-    out_of_range = [
-        (col, f"len(list_filter({col}, x -> x IS NULL OR isnan(x) OR x < 0 OR x > 1)) > 0") for col in _LIST_SCORES
-    ] + [(col, f"{col} IS NOT NULL AND (isnan({col}) OR {col} < 0 OR {col} > 1)") for col in _SCALAR_SCORES]
+    out_of_range = (
+        [(col, f"len(list_filter({col}, x -> x IS NULL OR isnan(x) OR x < 0 OR x > 1)) > 0") for col in _LIST_SCORES]
+        + [
+            (col, f"len(list_filter({col}, x -> x IS NOT NULL AND (isnan(x) OR x < 0 OR x > 1))) > 0")
+            for col in _HEAD_SCORE_LISTS
+        ]
+        + [(col, f"{col} IS NOT NULL AND (isnan({col}) OR {col} < 0 OR {col} > 1)") for col in _SCALAR_SCORES]
+    )
     for col, condition in out_of_range:
         n = con.execute(f"SELECT count(*) FROM predictions WHERE {condition}").fetchone()[0]
         if n:

@@ -287,6 +287,10 @@ def _binary_row(head, target: str, labels: list[dict], ev: list[dict], X, w_ev: 
     y = np.array([target_value(ev[i], target) for i in keep], dtype=int)
     s = head.score_samples(X[keep]) if keep else np.array([])
     m = binary_figures(y, s, w_ev[keep])
+    reason = getattr(head, "no_score_reason", None)
+    if reason is not None:  # a head that gives no score has no figure: its constant rate ranks nothing
+        m = {k: (None if k in ("ap", "auroc", "ece", "bins") or "_ci_" in k else v) for k, v in m.items()}
+        m["note"] = f"no score: {reason}"
     row = {
         "kind": "binary",
         "labels": len(y_all),
@@ -306,7 +310,7 @@ def _binary_row(head, target: str, labels: list[dict], ev: list[dict], X, w_ev: 
     by_language = {
         code: _strip_bins(binary_figures(y[lang == code], s[lang == code], w_ev[keep][lang == code]))
         for code in METRIC_LANGUAGES
-        if (lang == code).any()
+        if (lang == code).any() and reason is None
     }
     return row, (m["bins"] if m["ap"] is not None else []), by_language
 

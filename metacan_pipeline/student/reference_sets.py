@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..storage import MetacanStorage, sql_literal
-from ..vocab import ABOUT_CA_TARGETS, BINARY_TARGETS, CATEGORIES, REFERENCE_GATE_REASON
+from ..vocab import ABOUT_CA_TARGETS, BINARY_TARGETS, CATEGORIES, CONSTANT_HEAD_STATUS, REFERENCE_GATE_REASON
 from .features import STUDENT_FIELDS
 from .holdout import frozen_among, venue_held_out, venue_key
 from .roles import ROLE_TEACHERS
@@ -96,6 +96,20 @@ def reference_score_columns(storage: MetacanStorage) -> list[str]:
     present = set(pq.read_schema(first).names) if first is not None else set()
     wanted = [f"{h['teacher']}__{h['target']}" for h in heads if h["gate_reason"] == REFERENCE_GATE_REASON]
     return [c for c in wanted if c in present]
+
+
+def reference_no_score(storage: MetacanStorage) -> dict[str, str]:
+    """``{<set>__<target>: reason}`` of the current model version's reference-set heads that give no score (their
+    ``student_heads`` status is ``constant: <reason>``, e.g. "no positive direct label to learn from (0 positives
+    of 12 labels)"); empty before ``student_heads``."""
+    if not storage.has_table("student_heads"):
+        return {}
+    heads = storage.read_table("student_heads", ["teacher", "target", "gate_reason", "status"]).to_pylist()
+    return {
+        f"{h['teacher']}__{h['target']}": h["status"].removeprefix(CONSTANT_HEAD_STATUS)
+        for h in heads
+        if h["gate_reason"] == REFERENCE_GATE_REASON and (h["status"] or "").startswith(CONSTANT_HEAD_STATUS)
+    }
 
 
 def imported_teachers(storage: MetacanStorage) -> list[str]:

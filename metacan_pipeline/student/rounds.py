@@ -231,7 +231,7 @@ def machine_batches(
                 "id": b.column("id"),
                 "score_gemma": g,
                 "score_codex": c,
-                "score_spread": pa.array(np.abs(np.asarray(g) - np.asarray(c))),
+                "score_spread": pc.abs(pc.subtract(g, c)),  # null where an arm gives no score
                 "validation_status": pa.array([status] * n, pa.string()),
                 "provisional": pa.array([not gate_passed] * n),
                 "baseline": pa.array([not gate_passed] * n),
@@ -379,8 +379,13 @@ def propose_next_batch(
     n_spread, n_uncertain, n_sentinel = sizes
     picked: list[tuple] = []
     queries = [
-        ("largest arm spread", f"ORDER BY score_spread DESC, id LIMIT {n_spread}"),
-        ("closest to 0.5", f"ORDER BY abs((score_codex + score_gemma) / 2 - 0.5), id LIMIT {n_uncertain}"),
+        # an arm that gives no score (null) leaves the spread unknown (last) and the mean to the other arm
+        ("largest arm spread", f"ORDER BY score_spread DESC NULLS LAST, id LIMIT {n_spread}"),
+        (
+            "closest to 0.5",
+            "ORDER BY abs(coalesce((score_codex + score_gemma) / 2, score_codex, score_gemma) - 0.5) NULLS LAST, id "
+            f"LIMIT {n_uncertain}",
+        ),
         ("random sentinel", f"ORDER BY sha256('{salt}:{round_no}:' || id) LIMIT {n_sentinel}"),
     ]
     for reason, order in queries:
@@ -475,11 +480,16 @@ def rounds_markdown(storage: MetacanStorage) -> str:
 
 
 def proposals_markdown(proposed: list[tuple]) -> str:
-    """A markdown table of one round's proposals (work, reason, scores), or a note that there are none."""
+    """A markdown table of one round's proposals (work, reason, scores; "no score" where an arm gives none), or a
+    note that there are none."""
     if not proposed:
         return "_(none this run)_"
+
+    def f(x) -> str:
+        return "no score" if x is None else f"{x:.3f}"
+
     return "| work | reason | codex | gemma | spread |\n|---|---|---|---|---|\n" + "".join(
-        f"| {w} | {why} | {c:.3f} | {g:.3f} | {s:.3f} |\n" for w, why, c, g, s in proposed
+        f"| {w} | {why} | {f(c)} | {f(g)} | {f(s)} |\n" for w, why, c, g, s in proposed
     )
 
 

@@ -12,7 +12,8 @@ Output (:class:`ListScorer`): one row per work, in input order, with the columns
   them) and binary head: ``<source>:<head>`` (the head's score in [0, 1]) and ``<source>:<head>:percentile`` (the
   share of the current frame's works, in per cent, whose ``student_scores`` score of that head is at or below this
   score, to 0.1 point: the highest of 1,001 quantile levels whose frame quantile is at or below it; null when the
-  frame's scores are of another model version or absent);
+  frame's scores are of another model version or absent); both null in every row for a head that gives no score
+  (its training labels held one class: :attr:`ListScorer.no_score` says why);
 - per source and categorical head: ``<source>:<head>`` (the most probable class) and ``<source>:<head>:probability``;
 - ``model_version`` and ``validation_status`` (:func:`validation_status`).
 
@@ -158,6 +159,22 @@ class ListScorer:
         ]
 
     @property
+    def no_score(self) -> dict[str, str]:
+        """``{<source>:<head>: reason}`` of the binary heads that give no score (null score and percentile in every
+        row): heads whose training labels held one class or none, e.g. "no positive direct label to learn from
+        (0 positives of 81 labels)" (:attr:`~.heads.BinaryHead.no_score_reason`)."""
+        out = {}
+        for h in self.heads:
+            reason = getattr(self.bundle.heads[h.source][h.head], "no_score_reason", None)
+            if not h.categorical and reason is not None:
+                out[h.name] = reason
+        return out
+
+    def no_score_lines(self) -> list[str]:
+        """One line per head of :attr:`no_score`: ``<source>:<head>: no score: <reason>``."""
+        return [f"{name}: no score: {reason}" for name, reason in self.no_score.items()]
+
+    @property
     def columns(self) -> list[str]:
         return [
             "id",
@@ -192,11 +209,14 @@ class ListScorer:
                 best = s.argmax(axis=1) if n else np.zeros(0, dtype=int)
                 cols[h.name] = pa.array(classes[best].tolist(), pa.string())
                 cols[h.second] = pa.array(s[np.arange(n), best] if n else [], pa.float64())
+            elif h.name in self.no_score:
+                # a head that never saw both classes ranks nothing: no score and no percentile, never its rate
+                cols[h.name] = pa.nulls(n, pa.float64())
+                cols[h.second] = pa.nulls(n, pa.float64())
             else:
                 s = s.astype(np.float64)
                 cols[h.name] = pa.array(s, pa.float64())
-                # a constant head (one class in its labels: its rate) ranks nothing, so it has no percentile
-                q = self.quantiles.get(h.name) if self.bundle.heads[h.source][h.head].status_ == "trained" else None
+                q = self.quantiles.get(h.name)
                 cols[h.second] = pa.array(percentiles(q, s) if q is not None else [None] * n, pa.float64())
         cols["model_version"] = pa.array([self.model_version] * n, pa.string())
         cols["validation_status"] = pa.array([validation_status(self.bundle)] * n, pa.string())

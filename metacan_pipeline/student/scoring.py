@@ -73,7 +73,8 @@ def _list_column(probs: np.ndarray) -> pa.Array:
 def score_batch(bundle: Scorer, batch: pa.RecordBatch) -> pa.RecordBatch:
     """The scores of one batch of frame rows (columns ``id``, ``venue_id`` and :data:`~.features.STUDENT_FIELDS`):
     ``id``, ``held_out`` (the work's venue is in the student's holdout, :func:`~.holdout.venue_held_out`), a float64
-    score column per binary head (:func:`score_column`), and per categorical head ``<teacher>__<target>`` (list of
+    score column per binary head (:func:`score_column`; null for a head that gives no score,
+    :attr:`~.heads.BinaryHead.no_score_reason`), and per categorical head ``<teacher>__<target>`` (list of
     class probabilities, vocabulary order) and ``<teacher>__<target>__argmax`` (the most probable class). A pure
     function of its arguments, so a Dask worker computes exactly what this process would."""
     X = bundle.vectorizer.transform(student_texts(batch))
@@ -96,6 +97,9 @@ def score_batch(bundle: Scorer, batch: pa.RecordBatch) -> pa.RecordBatch:
                 cols[f"{score_column(teacher, target)}__argmax"] = pa.array(
                     classes[s.argmax(axis=1)].tolist(), pa.string()
                 )
+            elif getattr(head, "no_score_reason", None) is not None:
+                # a head that never saw both classes ranks nothing: no score (null), never its training rate
+                cols[score_column(teacher, target)] = pa.nulls(len(s), pa.float64())
             else:
                 cols[score_column(teacher, target)] = pa.array(np.asarray(s, dtype=np.float64))
     return pa.RecordBatch.from_pydict(cols)

@@ -22,8 +22,18 @@ from ..storage import MetacanStorage, sql_literal
 from ..tables.student import TRAINING_SET_SCHEMA
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, support_gate
-from .features import STUDENT_FIELDS, feature_params, make_features, transform
-from .heads import PARAMS, BinaryHead, CategoricalHead, Head, grouped_cv_metrics, kish_ess, run_fits, weighted_rate
+from .features import DEFAULT_C_GRID, STUDENT_FIELDS, feature_params, make_features, transform
+from .heads import (
+    PARAMS,
+    BinaryHead,
+    CategoricalHead,
+    Head,
+    check_c_grid,
+    grouped_cv_metrics,
+    kish_ess,
+    run_fits,
+    weighted_rate,
+)
 from .holdout import HOLDOUT_VERSION, freeze_holdout, frozen_among, venue_held_out, venue_key
 from .models import StudentBundle, load_published, publish
 from .reference_sets import ReferenceSet, load_reference_sets
@@ -32,7 +42,8 @@ from .scoring import scratch_connection, student_texts
 
 #: Part of every model version: bump it when training or the bundle's classes change (a published
 #: version is immutable, so a bundle pickled by older code keeps its own version). v5: reference sets, keywords in the text.
-STUDENT_CODE_VERSION = "student-v5"
+#: v6: a head that saw one class gives no score (its status names why); binary heads carry their C grid.
+STUDENT_CODE_VERSION = "student-v6"
 MODEL_MAJOR = 0
 
 
@@ -86,14 +97,18 @@ def model_version_for(
     weights: dict[str, float],
     feature_kind: str,
     references: dict[str, ReferenceSet] | None = None,
+    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
 ) -> str:
-    """``metacan-v<major>-hybrid-<12 hex>``: SHA-256 of the code version, parameters, feature backend and its
-    ``params`` (an encoder's source weights, recipe and library versions), holdout definition, every label
+    """``metacan-v<major>-hybrid-<12 hex>``: SHA-256 of the code version, parameters, the binary heads' C grid
+    (``c_grid``), feature backend and its ``params`` (an encoder's source weights, recipe and library versions),
+    holdout definition, every label
     (teacher, work, label id, design weight) (SPEC section 6) and every reference set's labels (set, work, label id,
     training weight, text)."""
     h = hashlib.sha256()
     h.update(f"{__version__}/{STUDENT_CODE_VERSION}/{feature_kind}/{HOLDOUT_VERSION}/{STUDENT_FIELDS}".encode())
     h.update(json.dumps(PARAMS, sort_keys=True, default=str).encode())
+    if tuple(c_grid) != (PARAMS["logreg"]["C"],):  # the fixed default C hashes as before
+        h.update(json.dumps({"c_grid": list(check_c_grid(c_grid))}).encode())
     h.update(json.dumps(feature_params(make_features(feature_kind)), sort_keys=True, default=str).encode())
     for teacher in ROLE_TEACHERS:
         for r in sorted(labels[teacher], key=lambda r: r["work_id"]):
@@ -221,6 +236,8 @@ def fit_heads(
     texts: dict[str, str],
     weights: dict[str, np.ndarray],
     references: dict[str, ReferenceSet] | None = None,
+    groups: dict[str, str] | None = None,
+    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
 ) -> tuple[object, dict[str, dict[str, Head]]]:
     """Fit the feature backend on the training texts and every head of both teachers and of every reference set
     (the heads side by side in worker processes when the training set is large enough to pay:
@@ -228,7 +245,10 @@ def fit_heads(
 
     ``train[teacher]``: training label rows (never a holdout work); ``weights[teacher]``: one training
     weight per row; ``references``: the reference sets, each training one binary head per target it decides
-    (:meth:`~.reference_sets.ReferenceSet.decided_targets`) with its own weights. Returns
+    (:meth:`~.reference_sets.ReferenceSet.decided_targets`) with its own weights. ``c_grid``: the binary heads'
+    C values (:class:`~.heads.BinaryHead`; two or more are chosen among by inner cross-validation grouped by
+    ``groups``, ``{work id: venue key}`` of the role teachers' works, and by each set's own groups); the
+    categorical heads keep ``PARAMS["logreg"]["C"]``. Returns
     ``(vectorizer, heads[source][target])``, sources in order: the role teachers, then the reference sets by name;
     raises ValueError with nothing to train on.
     """
@@ -248,17 +268,20 @@ def fit_heads(
     for teacher in ROLE_TEACHERS:
         rows, w = train[teacher], weights[teacher]
         X = transform(vectorizer, [texts[r["work_id"]] for r in rows])
+        row_groups = [(groups or {}).get(r["work_id"], r["work_id"]) for r in rows]
         for target in BINARY_TARGETS:
             idx = [i for i, r in enumerate(rows) if target_value(r, target) is not None]
             y = np.array([target_value(rows[i], target) for i in idx], dtype=int)
-            fits[teacher, target] = (BinaryHead(target).fit, (X[idx], y, w[idx]))
+            g = [row_groups[i] for i in idx]
+            fits[teacher, target] = (BinaryHead(target, c_grid).fit, (X[idx], y, w[idx], g))
         for target, classes in CATEGORICAL_TARGETS.items():
             fits[teacher, target] = (CategoricalHead(target, classes).fit, (X, [r.get(target) for r in rows], w))
     for name, ref in references.items():
         X = transform(vectorizer, [ref.texts[r["work_id"]] for r in ref.labels])
         for target in ref.decided_targets():
             X_t, y, w = reference_arrays(ref, target, X)
-            fits[name, target] = (BinaryHead(target).fit, (X_t, y, w))
+            g = [ref.groups[r["work_id"]] for r in ref.labels if ref.value(r, target) is not None]
+            fits[name, target] = (BinaryHead(target, c_grid).fit, (X_t, y, w, g))
     # the multi-class fits take most of the time: hand them out first
     order = sorted(fits, key=lambda k: k[1] not in CATEGORICAL_TARGETS)
     n_rows = sum(len(train[t]) for t in ROLE_TEACHERS) + sum(len(ref.labels) for ref in references.values())
@@ -278,11 +301,13 @@ def reference_arrays(ref: ReferenceSet, target: str, X) -> tuple[object, np.ndar
     return X[idx], y, w
 
 
-def reference_summaries(vectorizer, references: dict[str, ReferenceSet], folds: int = 5) -> dict[str, dict]:
+def reference_summaries(
+    vectorizer, references: dict[str, ReferenceSet], folds: int = 5, c_grid: tuple[float, ...] = DEFAULT_C_GRID
+) -> dict[str, dict]:
     """What the model version records of each reference set (:meth:`~.reference_sets.ReferenceSet.summary`), with
     per decided target the positives, the set's weighted rate (what its head is calibrated to) and AP/AUROC under
     grouped cross-validation on the set (groups: frame venue, else venue name, else title;
-    :func:`~.heads.grouped_cv_metrics`, weighted when the set is)."""
+    :func:`~.heads.grouped_cv_metrics`, weighted when the set is; a C grid is searched inside each fold)."""
     out = {}
     for name, ref in sorted(references.items()):
         X = transform(vectorizer, [ref.texts[r["work_id"]] for r in ref.labels])
@@ -291,7 +316,9 @@ def reference_summaries(vectorizer, references: dict[str, ReferenceSet], folds: 
         for target in ref.decided_targets():
             X_t, y, w = reference_arrays(ref, target, X)
             idx = [i for i, r in enumerate(ref.labels) if ref.value(r, target) is not None]
-            cv = grouped_cv_metrics(X_t, y, [groups_all[i] for i in idx], w, folds, group_name="venue-or-title")
+            cv = grouped_cv_metrics(
+                X_t, y, [groups_all[i] for i in idx], w, folds, group_name="venue-or-title", c_grid=c_grid
+            )
             targets[target] = {
                 "labels": len(y),
                 "positives": int(y.sum()),
@@ -337,12 +364,16 @@ def decision_rates(sample_labels: list[dict], weights: dict[str, float]) -> dict
     }
 
 
-def train_bundle(model_version: str, feature_kind: str, inputs: TrainingInputs) -> StudentBundle:
-    """Train ``model_version`` on ``inputs``: the heads on the labels outside the holdout (:func:`fit_heads`),
-    the support gates and decision rates on all labels; the bundle is complete when returned."""
+def train_bundle(
+    model_version: str, feature_kind: str, inputs: TrainingInputs, c_grid: tuple[float, ...] = DEFAULT_C_GRID
+) -> StudentBundle:
+    """Train ``model_version`` on ``inputs``: the heads on the labels outside the holdout (:func:`fit_heads`, the
+    binary heads' C from ``c_grid``), the support gates and decision rates on all labels; the bundle is complete
+    when returned."""
     train = {t: outside_holdout(inputs.labels[t], inputs.labelled_holdout, inputs.frame_info) for t in ROLE_TEACHERS}
     weights = {t: inputs.row_weights(t, train[t]) for t in ROLE_TEACHERS}
-    vectorizer, heads = fit_heads(feature_kind, train, inputs.texts, weights, inputs.references)
+    venues = {wid: info["venue_key"] for wid, info in inputs.frame_info.items()}
+    vectorizer, heads = fit_heads(feature_kind, train, inputs.texts, weights, inputs.references, venues, c_grid)
     return StudentBundle(
         vectorizer,
         heads,
@@ -355,21 +386,26 @@ def train_bundle(model_version: str, feature_kind: str, inputs: TrainingInputs) 
         },
         gates=support_gates(inputs.labels, inputs.weights, heads),
         rates=decision_rates(inputs.labels[SAMPLE], inputs.weights),
-        reference_sets=reference_summaries(vectorizer, inputs.references),
+        reference_sets=reference_summaries(vectorizer, inputs.references, c_grid=c_grid),
     )
 
 
 def train_or_load(
-    storage: MetacanStorage, inputs: TrainingInputs, feature_kind: str, run_id: str
+    storage: MetacanStorage,
+    inputs: TrainingInputs,
+    feature_kind: str,
+    run_id: str,
+    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
 ) -> tuple[StudentBundle, bool]:
     """The model version of ``inputs`` (:func:`model_version_for`): loaded when already published (a version
     is immutable: it is never retrained), else trained (:func:`train_bundle`) and published once. Returns
     ``(bundle, reused)``; raises :class:`~.models.ModelVersionError` for an altered or missing model file."""
-    model_version = model_version_for(inputs.labels, inputs.weights, feature_kind, inputs.references)
+    c_grid = check_c_grid(c_grid)
+    model_version = model_version_for(inputs.labels, inputs.weights, feature_kind, inputs.references, c_grid)
     bundle = load_published(storage, model_version)
     if bundle is not None:
         return bundle, True
-    bundle = train_bundle(model_version, feature_kind, inputs)
+    bundle = train_bundle(model_version, feature_kind, inputs, c_grid)
     summary = {
         "training_labels": {t: len(v) for t, v in bundle.training_ids.items()},
         "reference_sets": sorted(bundle.reference_sets),

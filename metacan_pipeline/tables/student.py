@@ -354,7 +354,10 @@ def student_scores_schema(written: pa.Schema) -> pa.Schema:
                 f"({', '.join(CATEGORICAL_TARGETS[target])}, in that order)"
             )
         elif teacher and target and not suffix:
-            description = f"the score in [0, 1] of teacher {teacher}'s head {target} (a score, never a category)"
+            description = (
+                f"the score in [0, 1] of teacher {teacher}'s head {target} (a score, never a category; null when the "
+                "head gives no score: its training labels held one class)"
+            )
         else:
             raise ValueError(
                 f"student_scores column {f.name!r} has no description: describe it in student_scores_schema"

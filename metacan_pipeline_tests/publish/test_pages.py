@@ -532,6 +532,21 @@ def test_reference_set_scores_are_a_record_section_and_a_page_table_in_both_lang
     assert "Reference-set scores" in html and "<code>pilot_a</code></td><td>metaresearch</td><td>0.087" in html
     french = render_work(environment(translations("fr")), record, None, CTX)
     assert "Scores des ensembles de référence" in french and "ensemble de référence</th>" in french
+    # a head that gives no score: its entry says why, with a null score, never the training rate
+    reason = "no positive direct label to learn from (0 positives of 793 labels)"
+    reference = {**reference, "pilot_b__about_ca_system:no_score": reason}
+    record = build_record(row, [], prediction_row(row["id"]), machine_row(row["id"]), None, reference=reference)
+    assert record["reference_scores"][1] == {
+        "set": "pilot_b",
+        "head": "about_ca_system",
+        "score": None,
+        "status": "score_only:reference_set",
+        "no_score": reason,
+    }
+    assert section(record["reference_scores"]) == record["reference_scores"]
+    assert "<code>pilot_b</code></td><td>about_ca_system</td><td>n/a</td>" in render_work(
+        environment(), record, None, CTX
+    )
     plain = build_record(row, [], prediction_row(row["id"]), machine_row(row["id"]), None)
     assert "reference_scores" not in plain and "Reference-set scores" not in render_work(
         environment(), plain, None, CTX

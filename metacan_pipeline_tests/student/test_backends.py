@@ -64,7 +64,7 @@ def test_kinds_parse_and_a_bad_kind_is_named():
         make_features("tfidf+tfidf")
     with pytest.raises(ValueError, match="unknown ''"):
         make_features("static+")
-    assert DEFAULT_FEATURES == "tfidf" and set(parse_kind(DEFAULT_FEATURES)) <= set(FEATURE_KINDS)
+    assert DEFAULT_FEATURES == "tfidf+title-char" and set(parse_kind(DEFAULT_FEATURES)) <= set(FEATURE_KINDS)
 
 
 def test_meta_values_are_the_last_three_parts_of_the_student_text():

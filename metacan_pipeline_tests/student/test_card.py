@@ -84,7 +84,7 @@ def test_card_figures_equal_scikit_learn_on_the_holdout_in_both_languages(storag
     md = run_student(storage, student_heads).asset_materializations_for_node("student_heads")[0].metadata
     version = md["model_version"].value
     card = read_card(storage.root, version)
-    assert card["model_version"] == version and card["features"]["kind"] == "tfidf"
+    assert card["model_version"] == version and card["features"]["kind"] == "tfidf+title-char"
     assert {t["name"]: (t["kind"], t["design_weights"]) for t in card["training_sets"]} == {
         "codex": ("sample_teacher", True),
         "gemma": ("census_teacher", False),
@@ -140,8 +140,22 @@ def test_card_figures_equal_scikit_learn_on_the_holdout_in_both_languages(storag
     # what each head may claim, verbatim
     assert head["claim"]["decides"] is True and head["claim"]["status"] == PREDICTION_STATUS
     narrow = next(h for h in card["heads"] if (h["source"], h["target"]) == ("codex", "metaepi_narrow"))
-    assert narrow["claim"]["decides"] is False and narrow["support_gate"]["reason"] in narrow["claim"]["text"]
+    # no positive in its labels: it fails the support gate and, more basically, gives no score
+    assert narrow["claim"]["decides"] is False and narrow["support_gate"]["reason"].startswith("scores only")
+    assert narrow["claim"]["text"].startswith("No score: no positive direct label to learn from")
     assert not any(h["claim"]["decides"] for h in card["heads"] if h["source"] == "gemma")
+    # a head whose training labels are all negative gives no score, and the card says why
+    for source in ("codex", "gemma"):
+        silent = next(h for h in card["heads"] if (h["source"], h["target"]) == (source, "about_ca_system"))
+        n = bundle.heads[source]["about_ca_system"].n_train_
+        assert n > 0 and bundle.heads[source]["about_ca_system"].positives_ == 0
+        reason = f"no positive direct label to learn from (0 positives of {n} labels)"
+        assert silent["no_score"] == reason and silent["claim"]["decides"] is False
+        assert (
+            silent["claim"]["text"]
+            == f"No score: {reason}; a head that saw one class ranks nothing, so it writes no score."
+        )
+    assert head["no_score"] is None and genre["no_score"] is None
     limits = " ".join(x["text"] for x in card["limits"])
     assert "never its abstract" in limits and "failed the support gate" in limits
     assert "no labelled work in fr" not in limits  # both languages are in the holdout
@@ -205,7 +219,9 @@ def test_a_bundle_with_reference_sets_names_them_and_claims_scores_only(storage)
         "training_works": 2,
         "qualification": None,
     }
-    claims = {h["claim"]["text"] for h in card["heads"] if h["source"] == "pilot_b"}
+    claims = {h["claim"]["text"] for h in card["heads"] if h["source"] == "pilot_b" and h["no_score"] is None}
     assert claims == {"Machine scores only, never a validated label: it learned from the reference set pilot_b."}
+    silent = {h["claim"]["text"] for h in card["heads"] if h["source"] == "pilot_b" and h["no_score"] is not None}
+    assert silent and all(c.startswith("No score: no positive direct label to learn from") for c in silent)
     assert any("reference set (pilot_b)" in x["text"] for x in card["limits"])
     json.dumps(card, allow_nan=False)  # JSON as it is

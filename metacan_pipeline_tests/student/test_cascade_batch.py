@@ -122,3 +122,20 @@ def test_a_teacher_that_labelled_every_work_leaves_nothing_to_plan(scored):
     assert (row["works_planned"], row["sent_to_teacher"], row["added_to_batch"]) == (0, 0, 0)
     assert row["calibration_n"] > 40  # every labelled holdout work certifies
     assert scored.read_table("cascade_decisions").num_rows == 0 and _batch(scored) == []
+
+
+def test_a_head_that_gives_no_score_is_left_out_of_the_cascade_and_says_why(scored):
+    """The builders' teachers never call a work about_ca_system: that head learned from negatives only, its scores
+    are null, so it certifies and sends nothing while the other head is planned as usual."""
+    result = _cascade(scored, **{**CONFIG, "heads": ["about_ca_system", "metaresearch"]})
+    assert result.success, root_error(result)
+    heads = {
+        r["teacher"]: r for r in scored.read_table("student_heads").to_pylist() if r["target"] == "about_ca_system"
+    }
+    n = heads["codex"]["n_train"]
+    assert [r["target"] for r in scored.read_table("cascade_thresholds").to_pylist()] == ["metaresearch"]
+    assert {r["target"] for r in scored.read_table("cascade_decisions").to_pylist()} == {"metaresearch"}
+    md = result.asset_materializations_for_node("cascade_batch")[0].metadata
+    assert md["heads_without_score"].value == {
+        "about_ca_system": f"no positive direct label to learn from (0 positives of {n} labels)"
+    }

@@ -37,8 +37,25 @@ def test_keywords_enter_the_student_text_joined_and_without_null_entries():
 
 
 def test_unknown_backend_is_refused():
-    with pytest.raises(ValueError, match="tfidf, minilm"):
+    with pytest.raises(ValueError, match="tfidf, tfidf-char, title-char, minilm"):
         make_features("bert")
+
+
+def test_the_character_tfidf_reads_word_forms_the_word_tfidf_splits():
+    from metacan_pipeline.student.features import CHAR_TFIDF_PARAMS, TFIDF_PARAMS, feature_params
+
+    texts = ["Replication of trials", "Replications in psychology", "Soil nitrogen"]
+    words, chars = make_features("tfidf").fit(texts), make_features("tfidf-char").fit(texts)
+    # "replication" and "replications" share no word feature, but most of their character n-grams
+    assert (words.transform(texts[:1]) @ words.transform(texts[1:2]).T).toarray()[0, 0] == 0
+    assert (chars.transform(texts[:1]) @ chars.transform(texts[1:2]).T).toarray()[0, 0] > 0.3
+    assert (chars.transform(texts[:1]) @ chars.transform(texts[2:3]).T).toarray()[0, 0] < 0.1
+    assert feature_params(chars) == {"tfidf-char": CHAR_TFIDF_PARAMS} and feature_params(words) == {
+        "tfidf": TFIDF_PARAMS
+    }
+    both = make_features("tfidf+tfidf-char").fit(texts)
+    assert both.transform(texts).shape[1] == len(words.vocabulary_) + len(chars.vocabulary_)
+    assert both.params["tfidf-char"]["analyzer"] == "char_wb"
 
 
 @pytest.mark.slow
@@ -66,3 +83,30 @@ def test_no_abstract_derived_feature_reaches_the_student(kind, encoder):
     a, b = backend.transform([text]), backend.transform([text_with])
     a, b = (a.toarray(), b.toarray()) if hasattr(a, "toarray") else (a, b)
     assert np.array_equal(a, b)
+
+
+def test_the_title_character_tfidf_reads_the_title_alone_and_pickles_with_a_stable_hash():
+    import io
+
+    import joblib
+
+    from metacan_pipeline.student.backends import StackedFeatures
+    from metacan_pipeline.student.features import TITLE_CHAR_TFIDF_PARAMS, feature_params, title_of
+
+    a = "Replication of Trials | Journal of Soil | Soil Science | nitrogen | Agricultural | article | en"
+    b = "Replication of Trials | Revue de droit | Law | | Social Sciences | article | fr"
+    assert title_of(a) == "replication of trials"
+    chars = make_features("title-char").fit([a, b, "Soil nitrogen | x | y | | z | article | en"])
+    # the same title under another venue, topic and language: the same features; only 3-5 grams of the title
+    assert (chars.transform([a]) != chars.transform([b])).nnz == 0
+    assert "journ" not in chars.vocabulary_ and "revue" not in chars.vocabulary_  # venues are not read
+    assert {len(g) for g in chars.vocabulary_} <= {3, 4, 5} and " tr" in chars.vocabulary_
+    assert feature_params(chars) == {"title-char": TITLE_CHAR_TFIDF_PARAMS}
+    stack = make_features("tfidf+title-char").fit([a, b])
+    assert isinstance(stack, StackedFeatures)
+    # the model version hashes the preprocessor by name, never by a memory address
+    assert stack.params["title-char"]["preprocessor"] == "metacan_pipeline.student.features.title_of"
+    buf = io.BytesIO()
+    joblib.dump(stack, buf)
+    buf.seek(0)
+    assert (joblib.load(buf).transform([a]) != stack.transform([a])).nnz == 0

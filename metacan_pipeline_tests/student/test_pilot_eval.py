@@ -99,7 +99,7 @@ def test_bad_arguments_are_refused(pilot, tmp_path):
         evaluate_pilot(pilot, screener="a", works="all")
     with pytest.raises(ValueError, match="no design weights"):
         evaluate_pilot(pilot, screener="b", works="all", weighted=True)
-    with pytest.raises(ValueError, match="tfidf, minilm"):
+    with pytest.raises(ValueError, match="tfidf, tfidf-char, title-char, minilm"):
         evaluate_pilot(pilot, features="bert")
     with pytest.raises(FileNotFoundError, match="labels_joined.json"):
         evaluate_pilot(tmp_path)

@@ -178,7 +178,7 @@ def test_fewer_folds_when_fewer_venue_groups_hold_a_positive(pilot):
 def test_bad_arguments_are_refused(pilot, tmp_path):
     with pytest.raises(ValueError, match="opus_r1, codex_r1, grok_r1, adjudicated"):
         evaluate_frame1k(pilot, arm="a")
-    with pytest.raises(ValueError, match="tfidf, minilm"):
+    with pytest.raises(ValueError, match="tfidf, tfidf-char, title-char, minilm"):
         evaluate_frame1k(pilot, features="bert", arm="grok_r1")
     with pytest.raises(FileNotFoundError, match="chunk_"):
         evaluate_frame1k(tmp_path, arm="grok_r1")

@@ -14,7 +14,7 @@ from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import predictions, student_heads
 from metacan_pipeline.student.holdout import venue_held_out, venue_key
 from metacan_pipeline.student.models import load_published
-from metacan_pipeline.student.reference_sets import reference_score_columns
+from metacan_pipeline.student.reference_sets import reference_no_score, reference_score_columns
 from metacan_pipeline.teachers.imports.texts import pilot_texts, text_row
 from metacan_pipeline.vocab import BINARY_TARGETS, REFERENCE_GATE_REASON
 from metacan_pipeline_tests.builders.common import metadata, root_error, sql
@@ -163,6 +163,22 @@ def test_reference_sets_train_heads_of_their_own_with_their_design(tmp_path: Pat
         "pilot_b__about_ca_system",
         *(f"earlier_study__{t}" for t in BINARY_TARGETS),
     }
+    # the earlier study's heads whose training works are all negative (or all positive) give no score, and say why
+    rows = [r for r in storage.read_table("student_heads").to_pylist() if r["teacher"] == "earlier_study"]
+    silent = {
+        f"earlier_study__{r['target']}": (
+            f"no positive direct label to learn from (0 positives of {r['n_train']} labels)"
+            if r["train_positives"] == 0
+            else f"no negative direct label to learn from ({r['n_train']} positives of {r['n_train']} labels)"
+        )
+        for r in rows
+        if r["train_positives"] in (0, r["n_train"])
+    }
+    assert len(silent) < len(rows) and any("no negative" in v for v in silent.values())
+    assert any("no positive" in v for v in silent.values())
+    assert reference_no_score(storage) == silent
+    for c in silent:
+        assert sql(storage, f"SELECT count({c}), count(*) FROM student_scores")[0] == (0, len(frame))
 
     # no reference set: the role teachers' heads only, under another model version
     result = dg.materialize(

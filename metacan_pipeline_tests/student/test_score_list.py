@@ -447,16 +447,31 @@ def test_an_output_that_would_overwrite_the_input_or_cannot_be_written_exits_2(p
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
-def test_a_constant_head_has_no_percentile(published, tmp_path):
+def test_a_head_without_positives_gives_no_score_and_says_why_in_the_list_and_the_frame(published, tmp_path):
     storage, frame = published
     src = _write_csv(tmp_path / "list.csv", list_rows(frame)[:3], LIST_COLUMNS)
     out = tmp_path / "o.parquet"
-    assert _invoke(storage, str(src), "--out", str(out)).exit_code == 0
+    result = _invoke(storage, str(src), "--out", str(out))
+    assert result.exit_code == 0, result.output
     table = pq.read_table(out).to_pydict()
     bundle = open_scorer(storage).bundle
-    constant = [(s, t) for s, heads in bundle.heads.items() for t, h in heads.items() if h.status_ != "trained"]
     trained = [(s, t) for s, heads in bundle.heads.items() for t, h in heads.items() if h.status_ == "trained"]
-    binary = [(s, t) for s, t in constant if t not in CATEGORICAL_TARGETS]
-    assert binary, "the builders' warehouse has heads with one class (about_ca_system is never positive)"
-    assert all(v is None for s, t in binary for v in table[f"{s}:{t}:percentile"])
+    # the builders' teachers never call a work about_ca_system: those heads learned from negatives only
+    no_positive = {
+        source: heads["about_ca_system"].n_train_
+        for source, heads in bundle.heads.items()
+        if source in ("codex", "gemma")
+    }
+    assert set(no_positive) == {"codex", "gemma"} and all(n > 0 for n in no_positive.values())
+    for source, n in no_positive.items():
+        column = f"{source}:about_ca_system"
+        assert table[column] == [None] * 3 and table[f"{column}:percentile"] == [None] * 3
+        reason = f"no positive direct label to learn from (0 positives of {n} labels)"
+        assert f"metacan score: {column}: no score: {reason}" in result.stderr
+    assert any(v is not None for s, t in trained if t not in CATEGORICAL_TARGETS for v in table[f"{s}:{t}"])
     assert any(v is not None for s, t in trained if t not in CATEGORICAL_TARGETS for v in table[f"{s}:{t}:percentile"])
+    # the frame's student_scores hold null for those heads too, never the training rate 0
+    frame_scores = storage.read_table("student_scores").to_pydict()
+    for source in no_positive:
+        assert set(frame_scores[score_column(source, "about_ca_system")]) == {None}
+    assert all(v is not None for v in frame_scores[score_column(*trained[0])])

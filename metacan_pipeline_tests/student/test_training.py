@@ -301,3 +301,62 @@ def test_teacher_call_labels_keeps_the_newest_label_of_each_work_and_caps_by_a_s
     with pytest.raises(ValueError, match="most must be 0 or more"):
         teacher_call_labels(storage, "gemma", most=-1)
     run_student(storage, student_heads)  # a label without a work id does not stop the fit
+
+
+def test_a_c_grid_is_chosen_per_head_on_its_own_training_works_and_makes_another_version(storage):
+    """``head_c`` with two values: every trained binary head fits the C its inner grouped CV (by venue) picks, the
+    version differs from the fixed default's, and the model card says how each C was chosen."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import average_precision_score
+    from sklearn.model_selection import GroupKFold
+
+    from metacan_pipeline.student.card import read_card
+    from metacan_pipeline.student.training import outside_holdout, target_value
+
+    write_inputs(storage)
+    run_student(storage, student_heads)
+    default = sql(storage, "SELECT DISTINCT model_version FROM student_heads")[0][0]
+    result = dg.materialize(
+        [student_heads],
+        resources={"storage": storage},
+        run_config={"ops": {"student_heads": {"config": {"head_c": [0.01, 100.0]}}}},
+    )
+    assert result.success
+    version = sql(storage, "SELECT DISTINCT model_version FROM student_heads")[0][0]
+    assert version != default
+    bundle = load_published(storage, version)
+    head = bundle.heads["codex"]["metaresearch"]
+    assert head.status_ == "trained" and head.estimator_.C == head.C_ and head.c_choice_["folds"] == 3
+    # the same choice, written out: 3 GroupKFold folds over the training works' venues, design-weighted AP
+    from metacan_pipeline.student.training import load_training_inputs
+
+    inputs, _ = load_training_inputs(storage, "test")
+    rows = outside_holdout(inputs.labels["codex"], inputs.labelled_holdout, inputs.frame_info)
+    X = bundle.vectorizer.transform([inputs.texts[r["work_id"]] for r in rows])
+    y = np.array([target_value(r, "metaresearch") for r in rows])
+    w = inputs.row_weights("codex", rows)
+    groups = [inputs.frame_info[r["work_id"]]["venue_key"] for r in rows]
+    aps = {}
+    for c in (0.01, 100.0):
+        oof = np.empty(len(y))
+        for train, test in GroupKFold(n_splits=3).split(X, y, groups):
+            m = LogisticRegression(C=c, max_iter=2000).fit(X[train], y[train], sample_weight=w[train])
+            oof[test] = m.predict_proba(X[test])[:, 1]
+        aps[c] = average_precision_score(y, oof, sample_weight=w)
+    assert head.c_choice_["C"] == pytest.approx(aps) and head.C_ == max(aps, key=lambda c: (aps[c], -c))
+    card = read_card(storage.root, version)
+    assert card["regularisation"] == {"c_grid": [0.01, 100.0], "inner_folds": 3}
+    shown = next(h for h in card["heads"] if (h["source"], h["target"]) == ("codex", "metaresearch"))
+    assert shown["regularisation"] == head.c_choice_["how"] and shown["regularisation"].startswith(
+        f"C = {head.C_:g} by 3"
+    )
+    text = (storage.root / "reports" / version / "model_card.md").read_text()
+    assert "- Binary heads: logistic regression, C chosen per head among 0.01, 100 by 3-fold grouped" in text
+    # a bad grid is refused naming the setting
+    bad = dg.materialize(
+        [student_heads],
+        resources={"storage": storage},
+        run_config={"ops": {"student_heads": {"config": {"head_c": [0.0]}}}},
+        raise_on_error=False,
+    )
+    assert not bad.success and "head regularisation grid [0.0]" in root_error(bad)

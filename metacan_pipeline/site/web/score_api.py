@@ -10,7 +10,9 @@ work in body order, and a ``rejected`` list naming each refused work (its index 
 The model file is the one registered for that version in the data folder's catalog, checked against its registered
 SHA-256 when it is first loaded (:func:`metacan_pipeline.student.models.load_published`); percentiles come from that
 folder's ``student_scores`` when they were written by the same version (else null, and ``percentile_note`` says
-why). A scorer is loaded once per version and kept.
+why). ``no_score`` maps each binary head that gives no score (null in every work) to the reason (its training
+labels held one class, e.g. "no positive direct label to learn from (0 positives of 81 labels)"). A scorer is
+loaded once per version and kept.
 
 Refusals (JSON, ``{"error": {"status", "message"}}``): 400 for a body that is not JSON, not an object with a
 ``works`` list, an empty list, an unknown ``model_version`` or one missing where the release holds several, or works
@@ -166,6 +168,7 @@ class ScoreEndpoints:
                 "model_version": scorer.model_version,
                 "columns": scorer.columns,
                 "percentile_note": scorer.percentile_note,
+                "no_score": scorer.no_score,
                 "works": table.to_pylist(),
                 "rejected": rejected,
             },
