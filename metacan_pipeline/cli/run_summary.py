@@ -195,9 +195,9 @@ def _estimand_lines(con: duckdb.DuckDBPyConnection) -> tuple[list[str], bool]:
     return lines, census
 
 
-def prediction_lines(con: duckdb.DuckDBPyConnection, sample_teacher: str) -> list[str]:
-    """The predictions: works scored, with a candidate or consensus category, and the sample teacher's heads
-    that pass the support gate."""
+def prediction_lines(con: duckdb.DuckDBPyConnection, sample_teacher: str, tables: set[str] | None = None) -> list[str]:
+    """The predictions: works scored, with a candidate or consensus category, the sample teacher's heads that pass the
+    support gate, and how many of them decide in this run (none while the sample teacher is not qualified)."""
     p, cand, cons, mv = con.execute(
         "SELECT count(*), count(*) FILTER (len(candidate_categories) > 0), count(*) FILTER (len(consensus_categories) "
         "> 0), any_value(model_version) FROM predictions"
@@ -205,11 +205,19 @@ def prediction_lines(con: duckdb.DuckDBPyConnection, sample_teacher: str) -> lis
     gated, heads = con.execute(
         "SELECT count(*) FILTER (gate_passed), count(*) FROM student_heads WHERE teacher = ?", [sample_teacher]
     ).fetchone()
-    return [
+    line = (
         f"Predictions: {p} works scored by {mv}; {cand} with a candidate category, {cons} with a consensus category;"
-        f" {gated} of {heads} {sample_teacher} heads may decide (the support gate: at least {MIN_POSITIVES} positive "
-        f"direct labels from each teacher, an effective sample size of {MIN_KISH_ESS:.0f}); the others give scores only"
-    ]
+        f" {gated} of {heads} {sample_teacher} heads pass the support gate (at least {MIN_POSITIVES} positive direct "
+        f"labels from each teacher, an effective sample size of {MIN_KISH_ESS:.0f})"
+    )
+    if tables is None or "prediction_thresholds" in tables:
+        deciding, why = con.execute(
+            "SELECT count(*) FILTER (gate_passed), any_value(gate_reason) FILTER (NOT gate_passed) "
+            "FROM prediction_thresholds WHERE model_version = ?",
+            [mv],
+        ).fetchone()
+        line += f"; {deciding} decide in this run" + (f" ({why})" if deciding == 0 and why else "")
+    return [line]
 
 
 def holdout_lines(con: duckdb.DuckDBPyConnection, tables: set[str]) -> list[str]:
@@ -481,7 +489,7 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
             *(teacher_call_lines(con, run_id) if run_id else []),
             *agreement_lines(con, views),
             *prevalence_lines(con, views),
-            *prediction_lines(con, sample_teacher),
+            *prediction_lines(con, sample_teacher, views | tables),
             *holdout_lines(con, tables),
             *machine_score_lines(con),
             *audit_lines(con, views, tables, coding_store_path(data_dir)),

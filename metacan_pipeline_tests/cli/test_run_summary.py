@@ -48,7 +48,7 @@ def test_the_holdout_line_says_when_a_head_has_no_labelled_holdout_work():
     assert "None" not in line
 
 
-def test_the_predictions_line_says_how_many_heads_may_decide_and_what_the_support_gate_asks():
+def test_the_predictions_line_says_which_heads_pass_the_support_gate_and_how_many_decide():
     con = duckdb.connect()
     con.execute(
         "CREATE TABLE predictions AS SELECT * FROM (VALUES ('W1', ['metaresearch'], ['metaresearch'], 'v1'), "
@@ -62,9 +62,17 @@ def test_the_predictions_line_says_how_many_heads_may_decide_and_what_the_suppor
         schema=HEADS_SCHEMA,
     )
     con.execute("CREATE TABLE student_heads AS SELECT * FROM heads")
+    why = "sample teacher not qualified (kappa 0.00 on 50 reference works (16 positive); needs 0.37)"
+    con.execute(
+        "CREATE TABLE prediction_thresholds AS SELECT * FROM (VALUES ('v1', 'a', false, ?), ('v1', 'b', false, ?), "
+        "('v0', 'a', true, NULL)) t(model_version, target, gate_passed, gate_reason)",
+        [why, why],
+    )
     [line] = prediction_lines(con, "codex")
     assert line == (
         "Predictions: 3 works scored by v1; 2 with a candidate category, 1 with a consensus category; 1 of 3 codex "
-        "heads may decide (the support gate: at least 20 positive direct labels from each teacher, an effective "
-        "sample size of 10); the others give scores only"
+        "heads pass the support gate (at least 20 positive direct labels from each teacher, an effective sample size "
+        f"of 10); 0 decide in this run ({why})"
     )
+    con.execute("UPDATE prediction_thresholds SET gate_passed = true, gate_reason = NULL WHERE target = 'a'")
+    assert prediction_lines(con, "codex")[0].endswith("; 1 decide in this run")
