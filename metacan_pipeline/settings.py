@@ -344,7 +344,7 @@ def _http_url(env: str, example: str) -> str | None:
             and bool(parts.hostname)
             and bool(parts.hostname.encode("idna"))  # UnicodeError: a label over 63 characters
             and (parts.port is None or parts.port > 0)
-            and not re.search(r"[\x00-\x20\x7f\u202a-\u202e\u2066-\u2069]", value)
+            and not re.search(r"[\x00-\x20\x7f\u202a-\u202e\u2066-\u2069\"<>\\^`{|}]", value)  # none a URL may hold raw
             and len(value) <= 2000
         )
     except ValueError:  # a port that is not a number or out of range; UnicodeError, a host no resolver takes

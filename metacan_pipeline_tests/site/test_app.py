@@ -144,9 +144,10 @@ def test_links_the_site_writes_name_the_configured_site_never_the_requests_host(
     )  # the page: en, fr, x-default; the docs: en, x-default
     assert links and all(u.startswith("https://metacan.example.org/site/q/") for u in links)
     assert all(u.startswith("https://metacan.example.org/site/") for u in hrefs), hrefs
-    monkeypatch.setenv(settings.SITE_URL_ENV, "ftp://x")
-    with pytest.raises(ValueError, match=settings.SITE_URL_ENV):
-        create_app(site_release[0].root, rate_limit="off")
+    for bad in ("ftp://x", 'https://exa"mple.org/p>a<th', "https://x.org/{a}"):  # not a URL, or one a header breaks on
+        monkeypatch.setenv(settings.SITE_URL_ENV, bad)
+        with pytest.raises(ValueError, match=settings.SITE_URL_ENV):
+            create_app(site_release[0].root, rate_limit="off")
 
 
 def test_exports_stream_every_row_of_the_cohort_and_declare_the_cap(client, site_release):
@@ -500,6 +501,8 @@ def test_a_refused_cohort_goes_back_to_the_builder_with_the_filters_it_accepts(c
     assert back("/fr/", asked) == "/fr/?classifier_mode=candidate&classifier_category=metaresearch&venue=X"
     assert back("/export.csv", {"language": "en", "format": "csv", "year_max": "9999"}) == "/?language=en"
     assert back("/", {"year_min": "abc"}) == "/"  # nothing it accepts: the builder as it opens
+    repeated = client.get("/export.csv?language=en&language=fr&venue=X")  # which language? neither is kept
+    assert repeated.status_code == 400 and 'href="/?venue=X"' in repeated.text
     assert "(with the filters it accepts)" in client.get("/", params=asked).text
 
 

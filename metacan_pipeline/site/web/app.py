@@ -172,7 +172,9 @@ class Site(
         it parses with those kept so far, else a pair is, when the two need each other (a classifier mode and its
         category); passes until nothing is added."""
         kept: dict[str, str] = {}
-        pending = [(k, v) for k, v in dict(items).items() if v and k != "after"]
+        items = list(items)
+        repeated = {k for k in dict(items) if sum(1 for n, v in items if n == k and v) > 1}  # refused: which one?
+        pending = [(k, v) for k, v in dict(items).items() if v and k != "after" and k not in repeated]
 
         def accepts(extra: list[tuple[str, str]]) -> bool:
             try:
