@@ -572,3 +572,10 @@ def test_listed_works_link_their_openalex_id_and_doi(client, site_release):
     assert doi.startswith("https://doi.org/10.")
     text = client.get("/", params={"limit": "100"}).text
     assert f'<a href="https://openalex.org/{wid}"><code>{wid}</code></a> · <a href="{html.escape(doi)}">DOI</a>' in text
+
+
+def test_a_trailing_slash_redirect_never_names_the_host_a_client_sent(client):
+    for path, to in (("/fr", "/fr/"), ("/statistics/", "/statistics"), ("/api/v1/works/", "/api/v1/works")):
+        r = client.get(path, headers={"Host": "evil.example"}, follow_redirects=False)
+        assert r.status_code in (301, 302, 307, 308) and r.headers["location"] == to, (path, r.headers)
+    assert client.get("/fr", follow_redirects=True).status_code == 200  # the relative redirect still leads there

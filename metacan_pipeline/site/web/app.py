@@ -64,6 +64,7 @@ from .middleware import (
     ApiErrors,
     NoSniff,
     RateLimit,
+    RelativeRedirects,
     client_limiter,
     export_refusal,
 )
@@ -473,6 +474,7 @@ def create_app(
         for r in API_ROUTES
     ]
     middleware = [
+        Middleware(RelativeRedirects),
         Middleware(NoSniff),
         Middleware(ApiCors),
         Middleware(ApiErrors),

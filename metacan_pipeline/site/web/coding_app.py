@@ -32,7 +32,7 @@ from . import languages
 from .app import site_environment
 from .coding_pages import HEADERS, CodingPages, coding_routes, default_abstracts, not_found_page
 from .icon import favicon
-from .middleware import NoSniff
+from .middleware import NoSniff, RelativeRedirects
 
 #: The port ``metacan serve --coding`` listens on unless told otherwise (the public site's is 8000).
 CODING_PORT = 8001
@@ -78,7 +78,7 @@ def create_coding_app(data_dir: str | Path, abstracts: AbstractFetcher | None = 
     app = Starlette(
         routes=routes,
         exception_handlers={404: not_found},
-        middleware=[Middleware(NoSniff)],
+        middleware=[Middleware(RelativeRedirects), Middleware(NoSniff)],
         lifespan=lifespan,
     )
     app.state.coding = pages

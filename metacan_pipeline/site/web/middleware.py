@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -76,6 +76,35 @@ class NoSniff:
             await send(message)
 
         await self.app(scope, receive, send_nosniff if scope["type"] == "http" else send)
+
+
+class RelativeRedirects:
+    """ASGI middleware: a redirect whose ``Location`` names the request's own ``Host`` (Starlette's trailing-slash
+    redirect builds it from that header, which any client sets) says the path alone, so no client can make the
+    site send a visitor to another host."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = next((v for k, v in scope.get("headers", []) if k == b"host"), b"").decode("latin-1").lower()
+
+        async def send_relative(message) -> None:
+            if message["type"] == "http.response.start" and 300 <= message["status"] < 400:
+                headers = []
+                for k, v in message.get("headers", []):
+                    if k.lower() == b"location":
+                        parts = urlsplit(v.decode("latin-1"))
+                        if parts.netloc and parts.netloc.lower() == host:
+                            v = urlunsplit(("", "", parts.path or "/", parts.query, parts.fragment)).encode("latin-1")
+                    headers.append((k, v))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_relative)
 
 
 def _is_api(scope) -> bool:
