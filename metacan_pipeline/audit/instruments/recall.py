@@ -28,7 +28,6 @@ import duckdb
 import pandas as pd
 from scipy.stats import binomtest
 
-from ...student.roles import direct_labels_key
 from ...tables.fields import PUBLISHED_TEACHERS
 from ...vocab import CATEGORIES, INSUFFICIENT_PAYLOAD
 from .filters import Filter
@@ -87,6 +86,8 @@ class ReferenceSource:
 
 def teacher_reference(teacher: str) -> ReferenceSource:
     """A qualified teacher's direct labels as a reference (labelled works only: a failed label is unknown)."""
+    from ...student.roles import direct_labels_key  # here: the roles module loads the teacher registry on import
+
     return ReferenceSource(
         f"teacher:{teacher}",
         f"SELECT work_id AS id, categories FROM \"{direct_labels_key(teacher)}\" WHERE status = 'labelled'",
@@ -222,6 +223,8 @@ def prediction_systems(con: duckdb.DuckDBPyConnection) -> list[KnownItemSystem]:
 
 def teacher_system(teacher: str, note: str | None) -> KnownItemSystem:
     """A registry teacher's direct labels on ``metaresearch`` (labelled works only)."""
+    from ...student.roles import direct_labels_key  # here: the roles module loads the teacher registry on import
+
     return KnownItemSystem(
         f"teacher:{teacher}",
         f"SELECT work_id AS id, list_contains(coalesce(categories, []::VARCHAR[]), {_METARESEARCH}) AS decision "
