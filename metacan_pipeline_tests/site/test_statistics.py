@@ -5,6 +5,7 @@ on three works; every count checked against a direct DuckDB query on the same re
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -186,8 +187,15 @@ def test_the_estimands_figure_defines_each_estimand_and_shows_its_rates(world):
         f"Primary: Canadian-produced metaresearch: gemma estimates {100 * positives / known:.1f}% of the frame"
         in section
     )
+    # the headline's teacher is not qualified here (not tested yet): the sentence after the rate says what it is worth
+    unqualified = (
+        "gemma is not qualified (teacher not qualified: not tested yet): its labels decide nothing, and its rates are "
+        "machine outputs to read, not estimates to cite."
+    )
+    assert unqualified in html.unescape(section)
     # the per-category figure keeps the category rates only
     prevalence = main.split('<section id="prevalence"')[1].split("</section>")[0]
+    assert "gemma is not qualified" in html.unescape(prevalence)
     assert "Canadian-produced" not in prevalence and "CA-PERSON" not in prevalence
     fr = _main(client.get("/fr/statistics").text).replace("&#39;", "'")
     section = fr.split('<section id="estimands"')[1].split("</section>")[0]
@@ -195,6 +203,7 @@ def test_the_estimands_figure_defines_each_estimand_and_shows_its_rates(world):
         "Les estimands du protocole" in section and "<dt>Principal : métarecherche produite au Canada</dt>" in section
     )
     assert "CA-PERSON n'est pas mesuré" in section and "Works in scope" not in section
+    assert "gemma n'est pas qualifié (annotateur non qualifié\u00a0: pas encore testé)" in html.unescape(section)
 
 
 def test_the_french_statistics_page_is_french_with_data_values_verbatim(world):

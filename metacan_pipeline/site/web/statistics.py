@@ -85,6 +85,10 @@ SUMMARY_ESTIMANDS = N_(
     "a share of the whole frame, so the rules compare directly."
 )
 SUMMARY_NO_ESTIMANDS = N_("No estimand's rate could be computed in this release.")
+SUMMARY_UNQUALIFIED = N_(
+    "%(teacher)s is not qualified (%(note)s): its labels decide nothing, and its rates are machine outputs to read, "
+    "not estimates to cite."
+)
 CA_PERSON_NOTE = N_(
     "CA-PERSON is not measured: the frame's OpenAlex work records carry no author's last-known institutions, so "
     "ALT-2's rate is of the primary estimand or CA-VENUE, a lower bound on ALT-2."
@@ -443,7 +447,7 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
             "rate": pct(first["rate"]),
             "low": pct(first["ci_low"]),
             "high": pct(first["ci_high"]),
-        }
+        } + _unqualified(first["teacher"], by_teacher, locale)
     if any(zero_width_census(r) for r in rated):  # an interval of zero width must not read as certainty
         summary += " " + _(SUMMARY_CENSUS)
     intervals = [
@@ -502,6 +506,15 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
     return fig
 
 
+def _unqualified(teacher: str, by_teacher: dict[str, dict], locale: str) -> str:
+    """The sentence that follows a headline rate whose teacher is not qualified (empty when it is, or is imported)."""
+    note = by_teacher.get(teacher, {}).get("qualification")
+    if not note or note.startswith("teacher qualified"):
+        return ""
+    tr = translations(locale)
+    return " " + tr.gettext(SUMMARY_UNQUALIFIED) % {"teacher": teacher, "note": qualification_words(note, tr)}
+
+
 def _estimand_figure(stats: dict[str, Any], locale: str) -> dict:
     """The estimands of the protocol over the frame: a definition of each, their teacher rates with the design-based
     95% CI, the screener-swap range and classify-and-count, in ``locale``."""
@@ -528,6 +541,8 @@ def _estimand_figure(stats: dict[str, Any], locale: str) -> dict:
         if first
         else _(SUMMARY_NO_ESTIMANDS)
     )
+    if first:
+        summary += _unqualified(first["teacher"], {r["teacher"]: r for r in stats["labels_by_teacher"]}, locale)
     summary += " " + _(CA_PERSON_NOTE)
     if any(zero_width_census(r) for r in rated):
         summary += " " + _(SUMMARY_CENSUS)
