@@ -157,6 +157,13 @@ def qualification_words(note: str | None, tr: NullTranslations) -> str | None:
     return tr.gettext(QUALIFICATION_NOTES[state]) % values
 
 
+def qualification_notes_in(text: str, tr: NullTranslations) -> str:
+    """``text`` with every qualification note in it (:data:`QUALIFICATION_NOTES`) said in the language of ``tr``."""
+    text = _NOTE.sub(lambda m: qualification_words(m.group(0), tr), text)
+    untested = QUALIFICATION_NOTES["not_tested"]
+    return text.replace(untested, qualification_words(untested, tr))
+
+
 def environment(translations: NullTranslations | None = None) -> Environment:
     """The Jinja2 environment (package templates, autoescape on for .j2 HTML templates).
 

@@ -447,3 +447,20 @@ def test_the_year_charts_show_every_year_between_the_first_and_the_last():
     assert [r["year"] for r in filled] == [2001, 2002, 2003, 2004, None]
     assert filled[1] == {"year": 2002, "works": 0, "invisible": 0, "no_abstract": 0} and filled[3] is rows[1]
     assert every_year([]) == [] and every_year(rows[2:]) == rows[2:]
+
+
+def test_every_design_of_the_prevalence_rows_is_said_in_french(world):
+    from metacan_pipeline.site.web.statistics import design_words
+    from metacan_pipeline.student.census import CENSUS_DESIGN
+    from metacan_pipeline.student.estimands import CA_PERSON_NOT_MEASURED
+
+    storage, client = world
+    designs = {r[0] for r in _sql(storage, "SELECT DISTINCT design FROM release_prevalence WHERE design IS NOT NULL")}
+    assert CENSUS_DESIGN in designs and any(CA_PERSON_NOT_MEASURED in d for d in designs)
+    english = ("census", "scored once", "teacher", "not computed", "not measured", "lower bound", "needs")
+    for design in designs:
+        said = design_words(design, "fr")
+        assert design_words(design, "en") == design
+        assert not [w for w in english if w in said], (design, said)
+    page = html.unescape(_main(client.get("/fr/statistics").text))
+    assert "recensement du cadre" in page and "census of the frame" not in page

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
-from ...publish.pages import qualification_words
+from ...publish.pages import qualification_notes_in, qualification_words
 from ...student.census import zero_width_census
 from ...student.estimands import CA_PERSON_NOT_MEASURED, CATEGORY_RATE, ESTIMANDS, estimand_display
 from ..query.params import single_values
@@ -94,6 +94,17 @@ CA_PERSON_NOTE = N_(
     "ALT-2's rate is of the primary estimand or CA-VENUE, a lower bound on ALT-2."
 )
 NOT_RECORDED = N_("not recorded")
+#: The phrases of the prevalence rows' ``design`` (student/prevalence.py, student/census.py, student/estimands.py), as
+#: interface strings: :func:`design_words` says them in the page's language.
+DESIGN_PHRASES = (
+    N_("census of the frame"),
+    N_("every frame work scored once"),
+    N_("teacher rates above"),
+    N_(
+        "CA-PERSON not measured: the frame's OpenAlex work records carry no author's last-known institutions, so this "
+        "is primary ∪ CA-VENUE, a lower bound on ALT-2"
+    ),
+)
 METHODS = {
     "design_weighted_teacher_rate": N_("design-weighted rate of a teacher's direct labels"),
     "classify_and_count": N_("classify and count (candidate predictions)"),
@@ -497,13 +508,26 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
                 format_number(r["n"], locale) if r["n"] is not None else "",
                 pct(r["rate"]) if r["rate"] is not None else _("not computed"),
                 f"{pct(r['ci_low'])} – {pct(r['ci_high'])}" if r["ci_low"] is not None else "",
-                r["design"] or "",
+                design_words(r["design"], locale),
             ]
             for r in rows
         ],
     )
     fig["intervals"] = intervals[:INTERVAL_ROWS]
     return fig
+
+
+def design_words(design: str | None, locale: str) -> str:
+    """A prevalence row's ``design`` in ``locale``: its known phrases (:data:`DESIGN_PHRASES`), "not computed" and
+    every teacher's qualification note translated; codes (``sample_design``) and figures as they are."""
+    if not design:
+        return ""
+    tr = translations(locale)
+    for phrase in DESIGN_PHRASES:
+        design = design.replace(phrase, tr.gettext(phrase))
+    if design.startswith("not computed: "):
+        design = tr.gettext(N_("not computed")) + tr.gettext(strings.COLON) + design.removeprefix("not computed: ")
+    return qualification_notes_in(design, tr)
 
 
 def _unqualified(teacher: str, by_teacher: dict[str, dict], locale: str) -> str:
@@ -580,7 +604,7 @@ def _estimand_figure(stats: dict[str, Any], locale: str) -> dict:
                 format_number(r["n"], locale) if r["n"] is not None else "",
                 pct(r["rate"]) if r["rate"] is not None else _("not computed"),
                 f"{pct(r['ci_low'])} – {pct(r['ci_high'])}" if r["ci_low"] is not None else "",
-                r["design"] or "",
+                design_words(r["design"], locale),
             ]
             for r in rows
         ],
