@@ -115,6 +115,10 @@ def _create_tables_once(con: duckdb.DuckDBPyConnection) -> None:
         create_tables(con)
 
 
+#: The source of a table view as :meth:`MetacanStorage.refresh_view` writes it: ``<warehouse>/<name>/*.parquet``.
+_VIEW_SOURCE = re.compile(r"read_parquet\('(?P<warehouse>.+)/(?P<name>[^/']+)/\*\.parquet'")
+
+
 class MetacanStorage(dg.ConfigurableResource):
     """Parquet tables and the DuckDB catalog under one data folder (ARCHITECTURE "Storage").
 
@@ -246,9 +250,29 @@ class MetacanStorage(dg.ConfigurableResource):
             try:
                 if not read_only:
                     _create_tables_once(con)
+                self._repoint_views(con, read_only)
                 yield con
             finally:
                 con.close()
+
+    def _repoint_views(self, con: duckdb.DuckDBPyConnection, read_only: bool) -> None:
+        """Point every table view that reads another folder's warehouse (this data folder was copied or moved: a view
+        holds an absolute path) at this folder's: replaced in the catalog when writing, shadowed by a temporary view
+        of the same name in a read-only connection. Without it, a copy of ``data/`` would read the original's tables."""
+        here = str(self.warehouse)
+        rows = con.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND NOT temporary AND schema_name = 'main' "
+            "AND contains(sql, 'read_parquet(')"
+        ).fetchall()
+        for name, sql in rows:
+            m = _VIEW_SOURCE.search(sql)
+            if m is None or m.group("name") != name or m.group("warehouse") == here:
+                continue
+            pattern = sql_literal(str(self.table_dir(name) / "*.parquet"))
+            kind = "TEMP VIEW" if read_only else "VIEW"
+            con.execute(
+                f'CREATE OR REPLACE {kind} "{name}" AS SELECT * FROM read_parquet({pattern}, hive_partitioning=false)'
+            )
 
     def refresh_view(self, name: str) -> None:
         """(Re)create the DuckDB view ``<name>`` over ``warehouse/<name>/*.parquet``."""

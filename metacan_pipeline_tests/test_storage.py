@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401  (pa.parquet)
 
 from metacan_pipeline.storage import MetacanStorage, process_tag, scratch_path, sweep_dead
 
@@ -67,3 +68,34 @@ def test_a_name_whose_pid_is_no_pid_stops_no_write_and_is_left_alone(tmp_path):
     assert storage.read_table("frame_sample")["id"].to_pylist() == ["W1", "W2"]
     assert all(p.is_dir() for p in odd) and not dead.exists()
     assert sweep_dead(storage.warehouse, ".frame_sample.tmp-") == 0
+
+
+def test_a_copied_or_moved_data_folder_reads_its_own_tables_not_the_originals(tmp_path):
+    import shutil
+
+    original = MetacanStorage(data_dir=str(tmp_path / "original"))
+    original.write_table("frame", pa.table({"id": ["W1", "W2"]}))
+    copy = MetacanStorage(data_dir=str(tmp_path / "copy"))
+    shutil.copytree(original.root, copy.root)
+    for old in copy.table_dir("frame").glob("*.parquet"):  # the copy's frame changes, by files alone
+        old.unlink()
+    pa.parquet.write_table(pa.table({"id": ["W1", "W2", "W3"]}), copy.table_dir("frame") / "part-0.parquet")
+
+    def ids(storage: MetacanStorage, read_only: bool) -> list[str]:
+        with storage.connect(read_only=read_only) as con:
+            return sorted(r[0] for r in con.execute("SELECT id FROM frame").fetchall())
+
+    def stored(storage: MetacanStorage) -> str:
+        with storage.connect(read_only=True) as con:
+            return con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'frame' AND NOT temporary").fetchone()[
+                0
+            ]
+
+    # the copy's catalog holds the original's absolute path: a read-only connection shadows it, a writing one replaces it
+    assert str(original.warehouse) in stored(copy)
+    assert ids(copy, read_only=True) == ["W1", "W2", "W3"] and ids(original, read_only=True) == ["W1", "W2"]
+    assert str(original.warehouse) in stored(copy)  # read-only: the catalog is left as it is
+    assert ids(copy, read_only=False) == ["W1", "W2", "W3"]
+    assert str(copy.warehouse) in stored(copy) and str(original.warehouse) not in stored(copy)
+    shutil.rmtree(original.root)  # moved: the original is gone, the copy still answers
+    assert ids(copy, read_only=True) == ["W1", "W2", "W3"]
