@@ -300,9 +300,15 @@ def test_a_missing_or_corrupt_release_is_a_start_up_error_naming_file_and_asset(
     damaged.write_bytes((b"not a database" * (damaged.stat().st_size // 14 + 1))[: damaged.stat().st_size])
     with pytest.raises(ReleaseUnavailable, match=rf"{rid}\.duckdb has SHA-256 .*'site_database' again"):
         create_app(copy)
-    manifest = json.loads(manifest_path(copy, rid).read_text())  # one that records no checksum: DuckDB refuses
+    shutil.copy(releases_dir(site_release[0].root) / f"{rid}.duckdb", damaged)  # whole again
+    manifest = json.loads(manifest_path(copy, rid).read_text())  # one that records no checksum checks nothing
+    for key in ("database_sha256", "fts_index_sha256"):
+        for value in (None, "x"):
+            manifest_path(copy, rid).write_text(json.dumps({**manifest, key: value}))
+            with pytest.raises(ReleaseUnavailable, match=rf"records no SHA-256 of {rid}\..*'site_database' again"):
+                create_app(copy)
     manifest_path(copy, rid).write_text(json.dumps({k: v for k, v in manifest.items() if "sha256" not in k}))
-    with pytest.raises(ReleaseUnavailable, match=rf"{rid}\.duckdb is not a readable release database.*'site_database'"):
+    with pytest.raises(ReleaseUnavailable, match=rf"records no SHA-256 of {rid}\.duckdb \(written by an older"):
         create_app(copy)
     result = CliRunner().invoke(cli, ["serve", "--data-dir", str(tmp_path / "empty")])
     assert result.exit_code == 1 and "site_database" in result.output and "current.json" in result.output

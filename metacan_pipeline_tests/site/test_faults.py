@@ -137,6 +137,19 @@ def test_a_damaged_release_is_built_again_not_reused(site_release):
         assert c.get("/api/v1/count").json()["count"] == 60
 
 
+def test_a_release_whose_manifest_records_no_checksum_is_built_again_with_them(site_release):
+    storage = site_release[0]
+    rid = current_release_id(storage.root)
+    manifest = json.loads(manifest_path(storage.root, rid).read_text())
+    old = {k: v for k, v in manifest.items() if not k.endswith("_sha256")}
+    manifest_path(storage.root, rid).write_text(json.dumps(old))  # as a build before checksums wrote it
+    result = build_site(storage)
+    assert result.success
+    assert result.asset_materializations_for_node("site_database")[0].metadata["reused"].value is False
+    rebuilt = json.loads(manifest_path(storage.root, rid).read_text())
+    assert rebuilt["database_sha256"] == hashlib.sha256(database_path(storage.root, rid).read_bytes()).hexdigest()
+
+
 def test_a_release_held_open_by_a_writing_process_is_said_to_be_in_use(copy):
     db = database_path(copy, current_release_id(copy))
     holder = subprocess.Popen(

@@ -155,8 +155,9 @@ def verify_sizes(data_dir: str | Path, release_id: str, manifest: dict) -> None:
 def verify_checksums(data_dir: str | Path, release_id: str, manifest: dict) -> None:
     """Raise :class:`ReleaseUnavailable` naming the file when its SHA-256 is not the one the build recorded (bytes
     overwritten in place keep the size, and the tables may still count right). A file whose size and modification
-    time are those of its last matching check (``<release_id>.verified.json``) is not hashed again; a manifest that
-    records no checksum (written before they were recorded) leaves the content unchecked."""
+    time are those of its last matching check (``<release_id>.verified.json``) is not hashed again. A manifest that
+    records no checksum (written before they were recorded) is refused too: nothing could tell damaged bytes from the
+    build's, so the release is built again (``site_database`` does so when it finds one)."""
     stamp_path = verified_path(data_dir, release_id)
     try:
         stamps = json.loads(stamp_path.read_text(encoding="utf-8"))
@@ -169,8 +170,12 @@ def verify_checksums(data_dir: str | Path, release_id: str, manifest: dict) -> N
         (index_path(data_dir, release_id), "fts_index_sha256"),
     ):
         want = manifest.get(key)
-        if want is None:
-            continue
+        if not isinstance(want, str) or len(want) != 64:
+            raise ReleaseUnavailable(
+                f"the release manifest {manifest_path(data_dir, release_id)} records no SHA-256 of {path.name} "
+                f"(written by an older version), so its bytes cannot be checked; materialize the asset {ASSET!r} "
+                "again to build the release with checksums."
+            )
         st = path.stat()
         seen = [st.st_size, st.st_mtime_ns, want]
         if stamps.get(path.name) == seen:
