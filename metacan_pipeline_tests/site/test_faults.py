@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from metacan_pipeline.site.build.release import (
 )
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.web.saved import QueryStoreUnavailable
+from metacan_pipeline_tests.builders.common import REPO
 from metacan_pipeline_tests.builders.site import build_site
 
 ORIGIN = {"Origin": "https://example.org"}
@@ -241,3 +243,35 @@ def test_exports_take_from_the_same_bucket_as_the_api(copy):
         assert c.get("/").status_code == 200  # pages are not limited
     with TestClient(create_app(copy, rate_limit="off")) as c:
         assert all(c.get("/export.csv").status_code == 200 for _ in range(5))
+
+
+def test_a_data_folder_the_server_cannot_write_is_a_start_up_error(copy):
+    """Mounted read-only (a bind mount in a mount namespace of its own: as root, file modes do not stop a write),
+    the saved-cohorts store refuses at start-up, naming the file, instead of answering every cohort with a 500."""
+    script = (
+        "from metacan_pipeline.site.web.app import create_app\n"
+        "from metacan_pipeline.site.web.saved import QueryStoreUnavailable\n"
+        f"try:\n    create_app({str(copy)!r}, rate_limit='off')\n    print('STARTED')\n"
+        "except QueryStoreUnavailable as exc:\n    print('REFUSED', exc)\n"
+    )
+    site = copy / "site"
+    shell = (
+        f"mount --bind {site} {site} && mount -o remount,ro,bind {site} && "
+        f'PYTHONPATH={REPO} {sys.executable} -c "$PROBE"'
+    )
+    try:
+        done = subprocess.run(
+            ["unshare", "-m", "sh", "-c", shell], capture_output=True, text=True, env={**os.environ, "PROBE": script}
+        )
+    except FileNotFoundError:
+        pytest.skip("no unshare on this machine")
+    if "mount:" in done.stderr or "unshare:" in done.stderr:
+        pytest.skip(f"no read-only bind mount here: {done.stderr.strip()[:200]}")
+    assert done.stdout.startswith("REFUSED cannot open the saved cohorts file"), done.stdout + done.stderr
+    assert "Serve a data folder this process may write to" in done.stdout  # no store yet: it cannot be created
+    with TestClient(create_app(copy, rate_limit="off")) as c:  # the store exists now, and holds a cohort
+        assert c.get("/api/v1/count").status_code == 200
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", shell], capture_output=True, text=True, env={**os.environ, "PROBE": script}
+    )
+    assert f"REFUSED {site / 'queries.sqlite'} cannot be written (attempt to write a readonly database)" in done.stdout

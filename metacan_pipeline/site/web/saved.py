@@ -37,7 +37,11 @@ class QueryStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._con = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
-            raise QueryStoreUnavailable(f"cannot open the saved cohorts file {path} ({exc}).") from None
+            raise QueryStoreUnavailable(
+                f"cannot open the saved cohorts file {path} ({exc}): the site saves every cohort it shows there, so "
+                f"that its /q/ link resolves. Serve a data folder this process may write to (a read-only one: serve a "
+                f"copy)."
+            ) from None
         try:
             problems = [r[0] for r in self._con.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
             if problems:
@@ -50,6 +54,16 @@ class QueryStore:
                 f"{path} is not a readable store of saved cohorts ({exc}). It holds the cohorts the /q/ links name: "
                 f"restore it from a backup, or move it aside to start an empty one (links made before then answer 404 "
                 f"until their cohort is shown again)."
+            ) from None
+        try:  # every cohort shown is saved: a store that cannot be written would answer every cohort with an error
+            self._con.execute("BEGIN IMMEDIATE")
+            self._con.execute("DELETE FROM saved_queries WHERE query_hash = 'write-probe'")
+            self._con.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            self._con.close()
+            raise QueryStoreUnavailable(
+                f"{path} cannot be written ({exc}): the site saves every cohort it shows there, so that its /q/ link "
+                f"resolves. Serve a data folder this process may write to (a read-only one: serve a copy)."
             ) from None
 
     def save(self, cohort: Cohort) -> str:
