@@ -15,6 +15,7 @@ from pydantic import Field
 
 from . import settings
 from .audit import definitions as audit
+from .audit.instruments.venues import load_venue_list
 from .frame import definitions as frame
 from .frame.partitions import all_partitions_run_tags, openalex_partitions
 from .frame.schedules import WHOLE_GRAPH_TAG
@@ -158,12 +159,14 @@ ALL_CHECKS = list(defs.asset_checks or ())
 def check_run_settings(resources: dict) -> None:
     """Read the settings a whole-graph run reads late, before anything runs: ``METACAN_LLAMA_THREADS`` (the teachers'
     server), ``METACAN_PARTS_URL`` (``frame_parts``, hours into a run on a large frame), ``METACAN_RECORD_WORKERS``
-    (``work_records``, near the end) and ``METACAN_DAGSTER_UI_URL`` (``work_pages``, at the end). Raises ValueError
+    (``work_records``, near the end), ``METACAN_DAGSTER_UI_URL`` (``work_pages``, at the end) and the venue reference
+    set of ``METACAN_REFERENCE_VENUES_FILE`` (``venue_known_item_recall``, in the audit stage). Raises ValueError
     naming the bad one."""
     resources["llm_server"].threads()
     settings.parts_url()
     settings.record_workers()
     settings.dagster_ui_url()
+    load_venue_list()
 
 
 def whole_graph_runs(

@@ -48,6 +48,12 @@ def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_r
         "metacan run: METACAN_DAGSTER_UI_URL='https://ui.example.org/?x=1' carries a query string or a fragment"
     )
     assert not (tmp_path / "data").exists()
+    monkeypatch.delenv(settings.DAGSTER_UI_URL_ENV)
+    missing = tmp_path / "venues.toml"  # read by venue_known_item_recall, in the audit stage
+    monkeypatch.setenv(settings.REFERENCE_VENUES_FILE_ENV, str(missing))
+    res = CliRunner().invoke(app, ["run", "--data-dir", str(tmp_path / "data")])
+    assert res.exit_code == 2 and res.output.startswith(f"metacan run: venue reference set {missing}: cannot be read")
+    assert not (tmp_path / "data").exists()
 
 
 def test_the_busy_cores_hint_names_the_setting_only_when_the_cores_are_busy(monkeypatch):
