@@ -533,7 +533,7 @@ def test_robots_sitemaps_and_cite_as_links_name_every_work_page(client, site_rel
     want = {f"http://testserver/{p}" for (p,) in _sql(storage, "SELECT page_path FROM works")}
     assert len(want) == 60 and {u for u in urls if "/works/" in u} == want and len(urls) == 60 + 6
     assert "http://testserver/fr/statistics" in urls
-    assert client.get("/sitemaps/3.xml").status_code == 404
+    assert client.get("/sitemaps/3.xml").status_code == 404 and client.get("/sitemaps/00.xml").status_code == 404
     # every listed work page answers, and names what to cite: its DOI, else its OpenAlex id
     wid, doi = _sql(storage, "SELECT id, json_extract_string(record_json, '$.doi') FROM works WHERE doi <> '' LIMIT 1")[
         0

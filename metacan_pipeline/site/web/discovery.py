@@ -54,7 +54,7 @@ class DiscoveryEndpoints:
 
     def sitemap(self, request: Request) -> Response:
         n = request.path_params["n"]
-        if n >= max(1, -(-self.info.n_works // SITEMAP_URLS)):
+        if n >= max(1, -(-self.info.n_works // SITEMAP_URLS)) or request.url.path != f"/sitemaps/{n}.xml":  # no "00"
             raise HTTPException(404, N_("no sitemap %(n)s on this site", n=n))
         base = languages.site_base(request)
         con = self.release.cursor()
