@@ -275,3 +275,19 @@ def test_a_data_folder_the_server_cannot_write_is_a_start_up_error(copy):
         ["unshare", "-m", "sh", "-c", shell], capture_output=True, text=True, env={**os.environ, "PROBE": script}
     )
     assert f"REFUSED {site / 'queries.sqlite'} cannot be written (attempt to write a readonly database)" in done.stdout
+
+
+def test_an_unexpected_error_on_a_page_is_the_sites_error_page_in_its_language(copy, monkeypatch, caplog):
+    from metacan_pipeline.site.web.app import Site
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("a fault inside the release database")
+
+    monkeypatch.setattr(Site, "summary", broken)
+    with TestClient(create_app(copy, rate_limit="off"), raise_server_exceptions=False) as c:
+        for path, words in (("/", "Something went wrong on the server"), ("/fr/", "Une erreur est survenue")):
+            r = c.get(path)
+            assert r.status_code == 500 and r.headers["content-type"].startswith("text/html"), path
+            assert words in r.text and "RuntimeError" not in r.text and "fault inside" not in r.text
+        api = c.get("/api/v1/count")
+        assert api.status_code == 500 and api.json()["error"]  # the API keeps answering JSON

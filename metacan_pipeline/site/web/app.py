@@ -35,7 +35,14 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 
 from ... import __version__, settings
@@ -76,6 +83,9 @@ from .statistics import StatisticsEndpoints
 from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints
 
 DEFAULT_ROW_CAP = 100_000
+SERVER_ERROR = N_(
+    "Something went wrong on the server while answering this request; it is logged. Try again, or report the address."
+)
 
 
 def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
@@ -382,6 +392,15 @@ class Site(
 
     # ---- API ---------------------------------------------------------------------------------------------
 
+    def server_error(self, request: Request, exc: Exception) -> Response:
+        """An unexpected error outside the API (the API answers JSON, :class:`.middleware.ApiErrors`): the site's
+        error page with status 500 in the page's language (the traceback goes to the server's log, never the page),
+        or plain text when even that page cannot be drawn."""
+        try:
+            return self.error_page(request, 500, translations(_lang(request)).gettext(SERVER_ERROR))
+        except Exception:
+            return PlainTextResponse("Internal Server Error", status_code=500)
+
     async def http_error(self, request: Request, exc: HTTPException) -> Response:
         """The error as JSON under ``/api/``, else as a page; the exception's headers kept (a 405's ``Allow``,
         which RFC 9110 requires)."""
@@ -490,7 +509,7 @@ def create_app(
 
     app = Starlette(
         routes=routes,
-        exception_handlers={HTTPException: site.http_error},
+        exception_handlers={HTTPException: site.http_error, Exception: site.server_error},
         middleware=middleware,
         lifespan=lifespan,
     )
