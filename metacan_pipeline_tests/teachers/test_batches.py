@@ -22,3 +22,17 @@ def test_label_batches_adds_every_round_proposal_once_and_leaves_other_batches(s
         (ACTIVE_BATCH, "W3", "machine_scores round 2: closest to 0.5"),
         ("by_hand", "W1", "loaded by hand"),
     ]
+
+
+def test_the_newest_round_table_says_no_score_for_a_head_that_gives_none(storage):
+    from metacan_pipeline.teachers.core.batches import newest_round_markdown
+
+    with storage.connect() as con:
+        assert newest_round_markdown(con) == "_(no round has proposed a work yet)_"
+        con.execute(
+            "INSERT INTO machine_round_proposals VALUES (1, 'W1', 'old round', 0.5, 0.5, 0.0), "
+            "(2, 'W2', 'closest to 0.5', 0.4123, NULL, NULL)"
+        )
+        table = newest_round_markdown(con)
+    assert table.startswith("round 2\n\n| work | reason | codex | gemma | spread |")
+    assert table.endswith("| W2 | closest to 0.5 | 0.412 | no score | no score |\n") and "W1" not in table

@@ -39,8 +39,12 @@ def newest_round_markdown(con: duckdb.DuckDBPyConnection) -> str:
     ).fetchall()
     if not rows:
         return "_(no round has proposed a work yet)_"
+
+    def score(value: float | None) -> str:  # a head trained on one class gives no score
+        return "no score" if value is None else f"{value:.3f}"
+
     return f"round {rows[0][0]}\n\n| work | reason | codex | gemma | spread |\n|---|---|---|---|---|\n" + "".join(
-        f"| {w} | {why} | {c:.3f} | {g:.3f} | {s:.3f} |\n" for _, w, why, c, g, s in rows
+        f"| {w} | {why} | {score(c)} | {score(g)} | {score(s)} |\n" for _, w, why, c, g, s in rows
     )
 
 
