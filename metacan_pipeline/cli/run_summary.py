@@ -291,15 +291,16 @@ def qualification_lines(con, tables: set[str]) -> list[str]:
     if "teacher_qualification" not in tables:
         return []
     rows = con.execute(
-        """SELECT teacher, prompt_version, record_view, status, note FROM (
+        """SELECT teacher, model, prompt_version, record_view, status, note FROM (
              SELECT *, row_number() OVER (PARTITION BY teacher, model, prompt_version, prompt_sha, record_view, config_hash
                                           ORDER BY computed_at DESC) rn FROM teacher_qualification) WHERE rn = 1
-           ORDER BY teacher, prompt_version, record_view"""
+           ORDER BY teacher, model, prompt_version, record_view"""
     ).fetchall()
     if not rows:
         return []
     lines = ["Qualification (against the frame1k frontier reference; a teacher that fails decides nothing):"]
-    lines += [f"  {t} (prompt {p}, {v}): {status}: {note}" for t, p, v, status, note in rows]
+    # the model by name: a role's name ("codex") says nothing of the model that answers as it
+    lines += [f"  {t} (model {m}, prompt {p}, {v}): {status}: {note}" for t, m, p, v, status, note in rows]
     return lines
 
 

@@ -5,7 +5,7 @@ import pyarrow as pa
 from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app
-from metacan_pipeline.cli.run_summary import holdout_lines, prediction_lines, teacher_call_lines
+from metacan_pipeline.cli.run_summary import holdout_lines, prediction_lines, qualification_lines, teacher_call_lines
 from metacan_pipeline.tables import create_tables
 from metacan_pipeline.tables.student import HEADS_SCHEMA
 from metacan_pipeline.teachers.core.store import append_rows
@@ -76,3 +76,25 @@ def test_the_predictions_line_says_which_heads_pass_the_support_gate_and_how_man
     )
     con.execute("UPDATE prediction_thresholds SET gate_passed = true, gate_reason = NULL WHERE target = 'a'")
     assert prediction_lines(con, "codex")[0].endswith("; 1 decide in this run")
+
+
+def test_the_qualification_lines_name_the_model_behind_each_teacher():
+    con = duckdb.connect()
+    create_tables(con)
+    note = "teacher not qualified (kappa 0.00 on 50 reference works (16 positive); needs 0.37)"
+    rows = [
+        ("codex", "gemma-3-270m-it-q4_k_m", "title_abstract@v2", "2026-12-01"),
+        ("codex", "gpt-4.1", "title_abstract@v2", "2026-12-02"),
+    ]
+    for teacher, model, view, day in rows:
+        con.execute(
+            "INSERT INTO teacher_qualification BY NAME SELECT ? AS teacher, ? AS model, 'v4' AS prompt_version, "
+            "'sha' AS prompt_sha, ? AS record_view, 'c' AS config_hash, 'not_qualified' AS status, ? AS note, "
+            "?::TIMESTAMP AS computed_at",
+            [teacher, model, view, note, day],
+        )
+    lines = qualification_lines(con, {"teacher_qualification"})
+    assert lines[1:] == [
+        f"  codex (model gemma-3-270m-it-q4_k_m, prompt v4, title_abstract@v2): not_qualified: {note}",
+        f"  codex (model gpt-4.1, prompt v4, title_abstract@v2): not_qualified: {note}",
+    ]
