@@ -437,6 +437,31 @@ def _row_source(by_teacher: dict[str, dict], locale: str):
     return source
 
 
+def _intervals(rated: list[dict], rows: list[dict], rate_label, swap_label, pct) -> list[dict]:
+    """The interval chart's rows: each teacher rate with its 95% CI (the rate itself when it has none), then each
+    screener-swap range, labelled by ``rate_label`` / ``swap_label``."""
+    return [
+        {
+            "label": rate_label(r),
+            "rate": r["rate"],
+            "low": r["ci_low"] if r["ci_low"] is not None else r["rate"],
+            "high": r["ci_high"] if r["ci_high"] is not None else r["rate"],
+            "text": f"{pct(r['rate'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+        }
+        for r in rated
+    ] + [
+        {
+            "label": swap_label(r),
+            "rate": r["rate"],
+            "low": r["ci_low"],
+            "high": r["ci_high"],
+            "text": f"{pct(r['ci_low'])} – {pct(r['ci_high'])}",
+        }
+        for r in rows
+        if r["method"] == "screener_swap_range" and r["ci_low"] is not None
+    ]
+
+
 def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
     _ = translations(locale).gettext
     pct = lambda x: percent(x, locale)  # noqa: E731
@@ -461,28 +486,15 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
         } + _unqualified(first["teacher"], by_teacher, locale)
     if any(zero_width_census(r) for r in rated):  # an interval of zero width must not read as certainty
         summary += " " + _(SUMMARY_CENSUS)
-    intervals = [
-        {
-            "label": f"{strings.category_name(r['category'], locale)} ({r['teacher']}, {r['population']})",
-            "rate": r["rate"],
-            "low": r["ci_low"] if r["ci_low"] is not None else r["rate"],
-            "high": r["ci_high"] if r["ci_high"] is not None else r["rate"],
-            "text": f"{pct(r['rate'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
-        }
-        for r in rated
-    ]
+    category = lambda r: strings.category_name(r["category"], locale)  # noqa: E731
     swap_word = _("screener swap")
-    intervals += [
-        {
-            "label": f"{strings.category_name(r['category'], locale)} ({swap_word}, {r['population']})",
-            "rate": r["rate"],
-            "low": r["ci_low"],
-            "high": r["ci_high"],
-            "text": f"{pct(r['ci_low'])} – {pct(r['ci_high'])}",
-        }
-        for r in rows
-        if r["method"] == "screener_swap_range" and r["ci_low"] is not None
-    ]
+    intervals = _intervals(
+        rated,
+        rows,
+        lambda r: f"{category(r)} ({r['teacher']}, {r['population']})",
+        lambda r: f"{category(r)} ({swap_word}, {r['population']})",
+        pct,
+    )
     intervals.sort(key=lambda r: r["label"])
     fig = _figure(
         "prevalence",
@@ -570,26 +582,9 @@ def _estimand_figure(stats: dict[str, Any], locale: str) -> dict:
     summary += " " + _(CA_PERSON_NOTE)
     if any(zero_width_census(r) for r in rated):
         summary += " " + _(SUMMARY_CENSUS)
-    intervals = [
-        {
-            "label": f"{name(r)} ({r['teacher']})",
-            "rate": r["rate"],
-            "low": r["ci_low"] if r["ci_low"] is not None else r["rate"],
-            "high": r["ci_high"] if r["ci_high"] is not None else r["rate"],
-            "text": f"{pct(r['rate'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
-        }
-        for r in rated
-    ] + [
-        {
-            "label": f"{name(r)} ({_('screener swap')})",
-            "rate": r["rate"],
-            "low": r["ci_low"],
-            "high": r["ci_high"],
-            "text": f"{pct(r['ci_low'])} – {pct(r['ci_high'])}",
-        }
-        for r in rows
-        if r["method"] == "screener_swap_range" and r["ci_low"] is not None
-    ]
+    intervals = _intervals(
+        rated, rows, lambda r: f"{name(r)} ({r['teacher']})", lambda r: f"{name(r)} ({_('screener swap')})", pct
+    )
     fig = _figure(
         "estimands",
         _("The protocol's estimands: prevalence of metaresearch under each rule"),
