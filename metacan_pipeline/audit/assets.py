@@ -16,6 +16,7 @@ from ..meta import counts_markdown, table_metadata
 from ..storage import MetacanStorage
 from ..student.roles import SAMPLE, direct_labels_key
 from ..tables.audit import (
+    AUDIT_INPUTS_SCHEMA,
     AUDIT_SAMPLE_SCHEMA,
     FILTER_RECALL_SCHEMA,
     HUMAN_VALIDATION_SCHEMA,
@@ -28,8 +29,9 @@ from .coding.loading import load_coding_tasks
 from .coding.store import CodingStore
 from .estimates import study, summary, validation
 from .estimates.design_based import kish_n_effective
+from .inputs import AUDIT_INPUTS, data_version, fingerprint_inputs
 from .instruments.filters import DEFAULT_TOPICS
-from .instruments.measure import TEACHERS, measure_filter_recall, measure_known_item_recall
+from .instruments.measure import measure_filter_recall, measure_known_item_recall
 from .instruments.summary import filter_recall_markdown, instruments_pointer_markdown, known_item_markdown
 from .instruments.venues import load_venue_list
 from .protocol import classifier, design, power
@@ -84,7 +86,41 @@ class AuditProtocolConfig(dg.Config):
     kinds={"python", "duckdb"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["frame", "predictions", "prediction_thresholds", "student_heads"],
+    deps=list(AUDIT_INPUTS),
+)
+def audit_inputs(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
+    """What the audit study reads, in one place: the frame, the sample design, the teachers' qualification and direct
+    labels, the student's training set and heads, the decisions and their thresholds. A row per input table with its
+    row count and a content fingerprint (run bookkeeping left out). Every audit asset depends on this one, so the
+    graph shows one edge into the audit group; its data version changes only when an input's content does, and the
+    audit assets are marked stale exactly then. Look at: which inputs changed since the audit last ran."""
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    table = fingerprint_inputs(storage, context.run.run_id, now)
+    previous = storage.read_table("audit_inputs").to_pylist() if storage.has_table("audit_inputs") else []
+    before = {r["input"]: (r["rows"], r["fingerprint"]) for r in previous}
+    changed = [r["input"] for r in table.to_pylist() if before.get(r["input"]) != (r["rows"], r["fingerprint"])]
+    n = storage.write_table("audit_inputs", table)
+    frame = table.to_pandas()
+    context.log.info(f"audit_inputs: {n} inputs, changed since the last run: {', '.join(changed) or 'none'}")
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(data_version(table)),
+        metadata=table_metadata(
+            AUDIT_INPUTS_SCHEMA,
+            n,
+            None,
+            None,
+            changed_since_last_run=", ".join(changed) if previous else "(first run)",
+            inputs=_table_value(frame.drop(columns=["run_id", "computed_at"])),
+        ),
+    )
+
+
+@dg.asset(
+    group_name="audit",
+    kinds={"python", "duckdb"},
+    code_version="1",
+    owners=["team:metacan"],
+    deps=["audit_inputs"],
 )
 def audit_protocol(
     context: dg.AssetExecutionContext, config: AuditProtocolConfig, storage: MetacanStorage
@@ -153,7 +189,7 @@ def _protocol_metadata(protocol: AuditProtocol, created: bool, notes: list[str])
     kinds={"python", "parquet"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["audit_protocol", "frame", "predictions", "student_training_set", "sample_design", direct_labels_key(SAMPLE)],
+    deps=["audit_protocol", "audit_inputs"],
 )
 def audit_sample(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """The audit sample of the current protocol (SPEC section 10): one row per frame work with its stratum (by the
@@ -210,7 +246,7 @@ def _sample_metadata(
 
 TABLE_BY_NAME = {t.name: t for t in TABLES}
 _AUDIT = {"group_name": "audit", "code_version": "1", "owners": ["team:metacan"]}
-_REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in validation.REPORT_TEACHERS)]
+_REPORT_DEPS = ["audit_sample", "audit_inputs"]
 
 
 @dg.multi_asset(
@@ -327,7 +363,7 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
     kinds={"python", "sqlite"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["audit_sample", "frame"],
+    deps=["audit_sample", "audit_inputs"],
 )
 def coding_tasks(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """The coding tasks of the current protocol in the coding store data/audit/coding.sqlite (SPEC section 10): one
@@ -376,15 +412,12 @@ class FilterRecallConfig(dg.Config):
     )
 
 
-_LABELS = [direct_labels_key(t) for t in TEACHERS]
-
-
 @dg.asset(
     group_name="audit",
     kinds={"python", "duckdb"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["frame", "human_codes", "teacher_qualification", *_LABELS],
+    deps=["human_codes", "audit_inputs"],
 )
 def filter_recall(
     context: dg.AssetExecutionContext, config: FilterRecallConfig, storage: MetacanStorage
@@ -420,7 +453,7 @@ def filter_recall(
     kinds={"python", "duckdb"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["frame", "predictions", "teacher_qualification", *_LABELS],
+    deps=["audit_inputs"],
 )
 def venue_known_item_recall(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """Known-item recall on the venue reference set (the original protocol's instrument iii): the frame's works in the

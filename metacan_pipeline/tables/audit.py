@@ -270,6 +270,25 @@ TABLES += [
     ),
 ]
 
+# ---- what the audit reads ---------------------------------------------------------------------------------------
+AUDIT_INPUTS_SCHEMA = columns(
+    "input",
+    column("rows", description="rows of the input table (0: not materialized yet)"),
+    "fingerprint",
+    "note",
+    *_RUN,
+)
+
+TABLES += [
+    Table(
+        "audit_inputs",
+        "one input table of the audit study with its row count and content fingerprint at the audit's last run",
+        "audit_inputs",
+        AUDIT_INPUTS_SCHEMA,
+        ("input",),
+    ),
+]
+
 # ---- recall without a probability sample: the original protocol's instruments ii and iii ------------------------
 FILTER_RECALL_SCHEMA = columns(
     "reference_source",

@@ -80,6 +80,10 @@ FIELDS: dict[str, Field] = {
     "created_at": Field(_TS, "when the row was written (UTC)"),
     "computed_at": Field(_TS, "when the row was computed (UTC)"),
     "note": Field(_S, "free-text remark on the row (null: none)"),
+    "input": Field(_S, "an input table of the audit study (frame, direct labels, student, decisions)"),
+    "fingerprint": Field(
+        _S, "sum of DuckDB hash() over the rows, run bookkeeping left out: equal when the content is (same DuckDB)"
+    ),
     "reason": Field(_S, "why: free text"),
     "error": Field(_S, "the error message of a failed attempt (null: no error)"),
     "sha256": Field(_S, "SHA-256 (hex) of the file"),
