@@ -16,7 +16,6 @@ from ..meta import counts_markdown, table_metadata
 from ..storage import MetacanStorage
 from ..student.roles import SAMPLE, direct_labels_key
 from ..tables.audit import (
-    AUDIT_INPUTS_SCHEMA,
     AUDIT_SAMPLE_SCHEMA,
     FILTER_RECALL_SCHEMA,
     HUMAN_VALIDATION_SCHEMA,
@@ -29,7 +28,6 @@ from .coding.loading import load_coding_tasks
 from .coding.store import CodingStore
 from .estimates import study, summary, validation
 from .estimates.design_based import kish_n_effective
-from .inputs import AUDIT_INPUTS, data_version, fingerprint_inputs
 from .instruments.filters import DEFAULT_TOPICS
 from .instruments.measure import measure_filter_recall, measure_known_item_recall
 from .instruments.summary import filter_recall_markdown, instruments_pointer_markdown, known_item_markdown
@@ -78,40 +76,6 @@ class AuditProtocolConfig(dg.Config):
     instructions_version: str = Field(default="v1", description="Coder instructions: audit/instructions/<version>.md.")
     trained_works: str = Field(
         default="own_stratum", description=f"Works that trained or calibrated the classifier: one of {TRAINED_WORKS}."
-    )
-
-
-@dg.asset(
-    group_name="audit",
-    kinds={"python", "duckdb"},
-    code_version="1",
-    owners=["team:metacan"],
-    deps=list(AUDIT_INPUTS),
-)
-def audit_inputs(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
-    """What the audit study reads, in one place: the frame, the sample design, the teachers' qualification and direct
-    labels, the student's training set and heads, the decisions and their thresholds. A row per input table with its
-    row count and a content fingerprint (run bookkeeping left out). Every audit asset depends on this one, so the
-    graph shows one edge into the audit group; its data version changes only when an input's content does, and the
-    audit assets are marked stale exactly then. Look at: which inputs changed since the audit last ran."""
-    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    table = fingerprint_inputs(storage, context.run.run_id, now)
-    previous = storage.read_table("audit_inputs").to_pylist() if storage.has_table("audit_inputs") else []
-    before = {r["input"]: (r["rows"], r["fingerprint"]) for r in previous}
-    changed = [r["input"] for r in table.to_pylist() if before.get(r["input"]) != (r["rows"], r["fingerprint"])]
-    n = storage.write_table("audit_inputs", table)
-    frame = table.to_pandas()
-    context.log.info(f"audit_inputs: {n} inputs, changed since the last run: {', '.join(changed) or 'none'}")
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(data_version(table)),
-        metadata=table_metadata(
-            AUDIT_INPUTS_SCHEMA,
-            n,
-            None,
-            None,
-            changed_since_last_run=", ".join(changed) if previous else "(first run)",
-            inputs=_table_value(frame.drop(columns=["run_id", "computed_at"])),
-        ),
     )
 
 

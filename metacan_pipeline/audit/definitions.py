@@ -4,7 +4,6 @@ instruments that need no probability sample (filter recall, known-item venue rec
 import dagster as dg
 
 from .assets import (
-    audit_inputs,
     audit_protocol,
     audit_sample,
     coding_tasks,
@@ -13,6 +12,7 @@ from .assets import (
     venue_known_item_recall,
 )
 from .checks import audit_sample_partitions_frame
+from .inputs import audit_inputs
 
 defs = dg.Definitions(
     assets=[

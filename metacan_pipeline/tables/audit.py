@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .fields import column, columns
+from .student import INPUTS_SCHEMA
 from .table import Table
 
 PROTOCOLS_SCHEMA = columns(
@@ -271,20 +272,12 @@ TABLES += [
 ]
 
 # ---- what the audit reads ---------------------------------------------------------------------------------------
-AUDIT_INPUTS_SCHEMA = columns(
-    "input",
-    column("rows", description="rows of the input table (0: not materialized yet)"),
-    "fingerprint",
-    "note",
-    *_RUN,
-)
-
 TABLES += [
     Table(
         "audit_inputs",
         "one input table of the audit study with its row count and content fingerprint at the audit's last run",
         "audit_inputs",
-        AUDIT_INPUTS_SCHEMA,
+        INPUTS_SCHEMA,
         ("input",),
     ),
 ]

@@ -1,4 +1,5 @@
-"""The asset ``audit_inputs``: one named edge into the audit group, a fingerprint per input table that ignores run
+"""The assets ``audit_inputs`` and ``scoring_inputs`` (:mod:`metacan_pipeline.fingerprints`): one named edge per input
+into their group, a fingerprint per input table that ignores run
 bookkeeping and follows content, and a data version that changes exactly when an input does. Materialized through
 Dagster on a real warehouse; the fingerprint is recomputed here from the rows with DuckDB's hash()."""
 
@@ -8,9 +9,9 @@ import dagster as dg
 import duckdb
 import pyarrow as pa
 
-from metacan_pipeline.audit.assets import audit_inputs
-from metacan_pipeline.audit.inputs import AUDIT_INPUTS
+from metacan_pipeline.audit.inputs import AUDIT_INPUTS, audit_inputs
 from metacan_pipeline.definitions import defs
+from metacan_pipeline.student.assets import SCORING_INPUTS
 from metacan_pipeline.student.roles import direct_labels_key
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline_tests.builders.teachers import label_row
@@ -65,11 +66,20 @@ def test_fingerprints_follow_content_not_run_bookkeeping(storage):
     assert third.metadata["changed_since_last_run"].value == CODEX
 
 
-def test_the_audit_group_reads_the_other_stages_through_audit_inputs():
+def edges_into(group: str) -> set[tuple[str, str]]:
     graph = defs.resolve_asset_graph()
-    audit = {k for k in graph.get_all_asset_keys() if graph.get(k).group_name == "audit"}
-    into = {(p.to_user_string(), k.to_user_string()) for k in audit for p in graph.get(k).parent_keys if p not in audit}
-    # every edge from another stage into the audit group ends at audit_inputs, one per input table
-    assert into == {(name, "audit_inputs") for name in AUDIT_INPUTS}
+    inside = {k for k in graph.get_all_asset_keys() if graph.get(k).group_name == group}
+    return {
+        (p.to_user_string(), k.to_user_string()) for k in inside for p in graph.get(k).parent_keys if p not in inside
+    }
+
+
+def test_the_audit_and_scoring_groups_read_the_other_stages_through_their_inputs_asset():
+    # every edge from another stage into the group ends at its inputs asset, one per input table
+    assert edges_into("audit") == {(name, "audit_inputs") for name in AUDIT_INPUTS}
+    assert edges_into("scoring") == {(name, "scoring_inputs") for name in SCORING_INPUTS}
+    graph = defs.resolve_asset_graph()
+    for asset in ("student_heads", "student_training_set", "predictions", "machine_scores", "prevalence"):
+        assert dg.AssetKey("scoring_inputs") in graph.get(dg.AssetKey(asset)).parent_keys
     for asset in ("audit_protocol", "audit_sample", "coding_tasks", "filter_recall", "validation_report"):
         assert dg.AssetKey("audit_inputs") in graph.get(dg.AssetKey(asset)).parent_keys
