@@ -8,7 +8,6 @@ digest; the release's SHA-256 checksums are). A table not materialized yet has 0
 asset's data version is the SHA-256 of the rows, so Dagster marks the stage stale only when what it reads changed.
 """
 
-
 import datetime as dt
 import hashlib
 from collections.abc import Sequence
