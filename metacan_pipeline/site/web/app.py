@@ -7,7 +7,8 @@ the work page at the static site's own path ``/works/<model_version>/<id>.html``
 :func:`metacan_pipeline.publish.pages.render_work`, with the abstract fetched live from OpenAlex for each request and
 never stored: :meth:`Site.abstract_of`; ``/works/<id>`` redirects there), ``/records/<id>.json``, the model card of the release's classifier version (``/models/<model_version>``, ``/model``,
 and its JSON at ``/models/<model_version>/model_card.json``: :mod:`.model_card`),
-and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` (streamed, capped: :mod:`.export`). Every page is in English and, under
+and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` / ``/export.ris`` / ``/export.bib`` (streamed, capped:
+:mod:`.export`, :mod:`.citations`). Every page is in English and, under
 ``/fr/``, in French (:mod:`.languages`: hreflang links, the switch, the ``Accept-Language`` redirect of ``/``).
 
 The JSON API under ``/api/v1/`` (:data:`.openapi.API_ROUTES`): ``works`` (a page), ``works/<id>``, ``count`` (count,
@@ -58,6 +59,7 @@ from ..query.cohort_query import CohortQuery
 from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
 from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
+from .citations import bibtex_chunks, ris_chunks
 from .coding_pages import default_abstracts
 from .discovery import DiscoveryEndpoints, cite_as, work_cite_as
 from .dossier import DossierEndpoints
@@ -375,7 +377,14 @@ class Site(
             query.close()
             headers = {k: v for k, v in export_headers(meta, fmt).items() if k != "Content-Disposition"}
             return JSONResponse({"_export": meta}, headers=headers)
-        chunks = {"csv": csv_chunks, "jsonl": jsonl_chunks, "parquet": parquet_chunks}[fmt](query, meta)
+        writers = {
+            "csv": csv_chunks,
+            "jsonl": jsonl_chunks,
+            "parquet": parquet_chunks,
+            "ris": ris_chunks,
+            "bib": bibtex_chunks,
+        }
+        chunks = writers[fmt](query, meta)
         return StreamingResponse(chunks, media_type=FORMATS[fmt], headers=export_headers(meta, fmt))
 
     def export_csv(self, request: Request) -> Response:
@@ -386,6 +395,12 @@ class Site(
 
     def export_parquet(self, request: Request) -> Response:
         return self.export(request, "parquet")
+
+    def export_ris(self, request: Request) -> Response:
+        return self.export(request, "ris")
+
+    def export_bibtex(self, request: Request) -> Response:
+        return self.export(request, "bib")
 
     def index_redirect(self, request: Request) -> Response:
         return RedirectResponse(f"{languages.PREFIXES[_lang(request)]}/", status_code=307)
@@ -478,6 +493,8 @@ def create_app(
         Route("/export.csv", site.html(site.export_csv, DEFAULT_LOCALE)),
         Route("/export.jsonl", site.html(site.export_jsonl, DEFAULT_LOCALE)),
         Route("/export.parquet", site.html(site.export_parquet, DEFAULT_LOCALE)),
+        Route("/export.ris", site.html(site.export_ris, DEFAULT_LOCALE)),
+        Route("/export.bib", site.html(site.export_bibtex, DEFAULT_LOCALE)),
         Route("/static/typeahead.js", site.typeahead_script),
         Route("/robots.txt", site.robots),
         Route("/sitemap.xml", site.sitemap_index),
