@@ -39,6 +39,7 @@ import datetime as dt
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote
@@ -291,7 +292,10 @@ class AbstractCascade:
             "europepmc": europepmc_url or settings.europepmc_api_url(),
             "crossref": crossref_url or settings.crossref_api_url(),
         }
-        self._loop = _Loop()
+        # one event loop thread per cascade: OpenAlex's fetcher's, shared by the later sources' clients
+        self._loop = self.openalex._loop if self.openalex is not None else _Loop()
+        if self.openalex is None:  # never closed: the loop's thread ends with the cascade
+            weakref.finalize(self, self._loop.stop)
         self._later: dict[str, _Source] = {}
         for name in names:
             if name in _SOURCE_CLASSES:
@@ -313,11 +317,12 @@ class AbstractCascade:
 
     def close(self) -> None:
         """Closes every client and the event loops (a later :meth:`fetch` is a RuntimeError)."""
-        if self.openalex is not None:
-            self.openalex.close()
         if not self._loop.loop.is_closed():
             for src in self._later.values():
                 self._loop.run(src.http.aclose())
+        if self.openalex is not None:
+            self.openalex.close()  # stops the shared loop
+        else:
             self._loop.stop()
 
     def __enter__(self) -> AbstractCascade:
@@ -342,7 +347,7 @@ class AbstractCascade:
                 raise ValueError(f"not a short OpenAlex work id (W followed by digits): {wid!r}")
             if wid not in given:
                 ids = w if isinstance(w, WorkIds) else WorkIds(wid)
-                given[wid] = WorkIds(wid, bare_doi(ids.doi), bare_pmid(ids.pmid))
+                given[wid] = WorkIds(wid, bare_doi(ids.doi), bare_pmid(ids.pmid), ids.has_abstract)
         started = self.clock()
         out: dict[str, Abstract] = {}
         with self._lock:
@@ -377,11 +382,18 @@ class AbstractCascade:
         return {wid: out[wid] for wid in given}
 
     # ---- the steps -------------------------------------------------------------------------------------------------
+    def _needs_openalex(self, w: WorkIds) -> bool:
+        """False for a work the frame saw without an OpenAlex abstract, unless OpenAlex's ids are needed: no DOI or
+        PMID is known and Europe PMC is to be asked (by the PMID OpenAlex may hold)."""
+        return w.has_abstract is not False or (not w.doi and not w.pmid and "europepmc" in self._later)
+
     def _ask_openalex(self, todo, asked, errors, first, out, progress) -> list[WorkIds]:
-        answers = self.openalex.fetch([w.work_id for w in todo], progress=progress)
+        wanted = [w.work_id for w in todo if self._needs_openalex(w)]
+        answers = self.openalex.fetch(wanted, progress=progress) if wanted else {}
         rest = []
         for w in todo:
-            a = answers[w.work_id]
+            # the frame's record had none: OpenAlex's answer is known without a request
+            a = answers.get(w.work_id) or Abstract(w.work_id, "none", None, None, None)
             first[w.work_id] = a
             outcome = a.status
             if a.status == "failed":
@@ -393,7 +405,7 @@ class AbstractCascade:
                     a, source="openalex", sections=((None, a.text),), asked=tuple(asked[w.work_id])
                 )
             else:
-                rest.append(WorkIds(w.work_id, w.doi or a.doi, w.pmid or a.pmid))
+                rest.append(WorkIds(w.work_id, w.doi or a.doi, w.pmid or a.pmid, w.has_abstract))
         return rest
 
     def _ask_later(self, src: _Source, todo, asked, errors, out) -> list[WorkIds]:
@@ -431,8 +443,8 @@ class AbstractCascade:
         (``error`` says which and why), ``missing`` when OpenAlex had no record and no other source could be asked or
         had one, else ``none``."""
         outcomes = [o for _, o in asked]
-        when = openalex.fetched_at if openalex is not None else None
-        when = when or dt.datetime.now(dt.UTC)
+        # OpenAlex's time when it alone was asked (None: known from the frame, no request), else when the last answered
+        when = openalex.fetched_at if openalex is not None and len(asked) == 1 else dt.datetime.now(dt.UTC)
         if any(o in ("failed", "not_attempted") for o in outcomes):
             status = "failed"
         elif outcomes and outcomes[0] == "missing" and all(o in ("missing", "no_id") for o in outcomes[1:]):

@@ -91,11 +91,14 @@ OUTCOMES = ("ok", "none", "missing", "failed", "not_attempted", "no_id")
 @dataclass(frozen=True)
 class WorkIds:
     """A work and the ids the abstract sources are asked by: the short OpenAlex id, and its DOI (bare ``10.x/y`` or
-    as a ``https://doi.org/`` URL) and PMID (digits) when known. OpenAlex's answer adds the ids its record holds."""
+    as a ``https://doi.org/`` URL) and PMID (digits) when known. OpenAlex's answer adds the ids its record holds.
+    ``has_abstract``: what the frame saw (False: its OpenAlex record had no abstract, so the cascade does not ask
+    OpenAlex again, unless it needs OpenAlex's ids: no DOI or PMID is known and Europe PMC is to be asked)."""
 
     work_id: str
     doi: str | None = None
     pmid: str | None = None
+    has_abstract: bool | None = None
 
 
 def work_id_of(work: str | WorkIds) -> str:

@@ -26,6 +26,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ...i18n import DEFAULT_LOCALE, LOCALES
+from ...publish.abstract_cascade import AbstractCascade
 from ...publish.abstracts import AbstractFetcher
 from ..query.params import CohortError
 from . import languages
@@ -52,7 +53,7 @@ def _choose(request: Request, pages: CodingPages) -> Response:
     return response
 
 
-def create_coding_app(data_dir: str | Path, abstracts: AbstractFetcher | None = None) -> Starlette:
+def create_coding_app(data_dir: str | Path, abstracts: AbstractCascade | AbstractFetcher | None = None) -> Starlette:
     """The coding server over the coding store of ``data_dir`` (module docstring). ``abstracts``: the live-abstract
     fetcher of the work pages (None: OpenAlex with short timeouts); the app's shutdown closes it and the store.
     Raises :class:`metacan_pipeline.audit.coding.errors.CodingStoreError` when the store cannot be opened."""
