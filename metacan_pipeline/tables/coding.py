@@ -72,7 +72,6 @@ CODING_ANSWERS_SCHEMA = columns(
     "provenance",
     column(
         "abstract_sha256",
-        pa.string(),
         description="SHA-256 of the abstract text the coder was shown (a coding_abstracts row); null: none was shown",
     ),
 )
@@ -243,21 +242,13 @@ TABLES += [
 #: The abstracts the coding study showed its coders (the original protocol's "best ascertainable evidence", archived
 #: with its hash): content-addressed, appended once, never changed (triggers refuse UPDATE and DELETE).
 CODING_ABSTRACTS_SCHEMA = columns(
-    column("abstract_sha256", pa.string(), description="SHA-256 (hex) of the abstract text as shown, UTF-8"),
+    column("abstract_sha256", description="SHA-256 (hex) of the abstract text as shown, UTF-8"),
     "id",
     column("source", description="the source that gave the abstract: openalex | europepmc | crossref"),
-    column(
-        "sections_json",
-        pa.string(),
-        description="the abstract's sections as shown, a JSON list of [heading or null, text]",
-    ),
-    column(
-        "text",
-        pa.string(),
-        description="the abstract text as shown: the sections joined, each heading on a line above its text",
-    ),
-    column("fetched_at", pa.string(), description="when the source gave the abstract (ISO 8601, UTC)"),
-    column("first_shown_at", pa.string(), description="when a coder was first shown it (ISO 8601, UTC)"),
+    "abstract_sections",
+    "abstract_text",
+    column("fetched_at", description="when the source gave the abstract (ISO 8601, UTC)"),
+    "first_shown_at",
 )
 
 TABLES.append(
@@ -270,7 +261,7 @@ TABLES.append(
         CODING_ABSTRACTS_SCHEMA,
         ("abstract_sha256", "id"),
         store="sqlite",
-        json_columns=frozenset({"sections_json"}),
+        json_columns=frozenset({"abstract_sections"}),
     )
 )
 

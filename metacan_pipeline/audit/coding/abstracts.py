@@ -74,8 +74,8 @@ class AbstractsMixin(StoreBase):
         return digest
 
     def archived_abstract(self, abstract_sha256: str, work_id: str) -> dict[str, Any] | None:
-        """The archived abstract under this hash for this work (``sections`` a list of ``(heading, text)``), or
-        None."""
+        """The archived abstract under this hash for this work (every column of ``coding_abstracts``,
+        ``abstract_sections`` a list of ``(heading, text)``), or None."""
         with self._read() as con:
             row = con.execute(
                 "SELECT * FROM coding_abstracts WHERE abstract_sha256 = ? AND id = ?", [abstract_sha256, work_id]
@@ -83,5 +83,5 @@ class AbstractsMixin(StoreBase):
         if row is None:
             return None
         out = dict(row)
-        out["sections"] = [tuple(s) for s in json.loads(out.pop("sections_json"))]
+        out["abstract_sections"] = [tuple(s) for s in json.loads(out["abstract_sections"])]
         return out
