@@ -25,7 +25,8 @@ Bounds, per source: every request is bounded in all (``timeout_s``, headers and 
 :data:`.abstracts.MAX_ANSWER_BYTES`); transport errors, timeouts, 429 and 5xx are retried (tenacity, at most
 ``max_attempts`` requests, Retry-After honoured up to ``retry_after_max_s``); another 4xx or an answer that is not the
 expected JSON fails that work's ask at once; after ``breaker_after`` consecutive failed asks a source is asked nothing
-more by this cascade (its works say "not attempted"). Europe PMC and Crossref are asked for at most ``concurrency``
+more by this cascade (its works say "not attempted"; asks already started finish, so at most ``breaker_after +
+concurrency - 1`` asks fail before it opens). Europe PMC and Crossref are asked for at most ``concurrency``
 works at once. ``budget_s`` (served pages) bounds one :meth:`AbstractCascade.fetch`: a source whose turn comes after it
 is spent is not attempted. With no network (the default ``make run``) OpenAlex's breaker opens after two failed
 batches, as the fetcher always did, and each later source's after ``breaker_after`` failed asks.
