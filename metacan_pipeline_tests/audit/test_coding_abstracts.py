@@ -90,3 +90,54 @@ def test_a_store_written_before_the_archive_gets_it_in_place_and_keeps_every_ans
         assert json.loads(s._con.execute("SELECT abstract_sections FROM coding_abstracts").fetchone()[0]) == [
             [None, TEXT]
         ]
+
+
+def test_a_label_studio_export_archives_the_abstract_it_shows_and_the_import_records_its_hash(store, tmp_path):
+    import datetime as dt
+
+    from metacan_pipeline.audit.coding.labelstudio import export_tasks, labeling_config
+    from metacan_pipeline.audit.coding.labelstudio_import import import_export
+    from metacan_pipeline.publish.abstracts import Abstract
+    from metacan_pipeline_tests.audit.test_labelstudio import label_studio_export
+
+    when = dt.datetime(2026, 12, 7, 12, 0, tzinfo=dt.UTC)
+    answers = {
+        "W100": Abstract(
+            "W100",
+            "ok",
+            TEXT,
+            None,
+            when,
+            "crossref",
+            tuple(SECTIONS),
+            asked=(("openalex", "none"), ("crossref", "ok")),
+        ),
+        "W101": Abstract("W101", "none", None, None, when, asked=(("openalex", "none"), ("europepmc", "no_id"))),
+    }
+    asked_for: list[list[str]] = []
+    tasks = export_tasks(store, P, lambda ids: asked_for.append(ids) or answers)
+    assert asked_for == [["W100", "W101"]]
+    data = {t["data"]["work_id"]: t["data"] for t in tasks}
+    digest = hashlib.sha256(TEXT.encode("utf-8")).hexdigest()
+    assert (data["W100"]["abstract"], data["W100"]["abstract_sha256"]) == (TEXT, digest)
+    assert data["W100"]["abstract_source"] == "Abstract from Crossref, fetched when these tasks were exported."
+    assert data["W101"]["abstract"].startswith("No abstract: OpenAlex has none, and the work has no DOI or PMID")
+    assert data["W101"]["abstract_sha256"] is None
+    assert store.archived_abstract(digest, "W100")["source"] == "crossref"
+    assert '<Text name="abstract_source" value="$abstract_source"/>' in labeling_config()
+    export = tmp_path / "project-7.json"
+    export.write_text(json.dumps(label_studio_export(tasks)))
+    report = import_export(store, export, {"alice@uni.ca": "alice"})
+    assert report.appended == 3  # W100 by alice and by annotator 12, W101 by alice (label_studio_export's codes)
+    got = {(a["id"], a["coder"]): a["abstract_sha256"] for a in store.latest_answers(P)}
+    assert got == {("W100", "alice"): digest, ("W100", "labelstudio:12"): digest, ("W101", "alice"): None}
+    # an export whose abstract hash was edited: the annotation is refused, naming the hash
+    forged = label_studio_export(tasks)
+    forged[0]["data"]["abstract_sha256"] = "0" * 64
+    for t in forged:
+        for a in t["annotations"]:
+            a["id"] += 100
+            a["updated_at"] = "2026-03-10T08:00:00.000000Z"
+    export.write_text(json.dumps(forged))
+    refused = [r.reason for r in import_export(store, export, {"alice@uni.ca": "alice"}).refusals]
+    assert sum("is not an abstract this coding store showed for W100" in r for r in refused) == 2
