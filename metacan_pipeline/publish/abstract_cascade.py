@@ -95,7 +95,7 @@ class _Source:
 
     # ---- asking ----------------------------------------------------------------------------------------------------
     @property
-    def open(self) -> bool:
+    def tripped(self) -> bool:
         """True when the breaker is open: this source is asked nothing more."""
         limit = self.cascade.breaker_after
         return bool(limit) and self.failed_in_a_row >= limit
@@ -106,7 +106,7 @@ class _Source:
         if req is None:
             return "no_id", [], None
         async with gate:
-            if self.open:
+            if self.tripped:
                 why = f"not attempted: {SOURCE_NAMES[self.name]} unreachable ({self.failed_in_a_row} asks failed in a row)"
                 return "not_attempted", [], why
             try:
@@ -388,7 +388,17 @@ class AbstractCascade:
         PMID is known and Europe PMC is to be asked (by the PMID OpenAlex may hold)."""
         return w.has_abstract is not False or (not w.doi and not w.pmid and "europepmc" in self._later)
 
-    def _ask_openalex(self, todo, asked, errors, first, out, progress) -> list[WorkIds]:
+    def _ask_openalex(
+        self,
+        todo: list[WorkIds],
+        asked: dict[str, list[tuple[str, str]]],
+        errors: dict[str, list[str]],
+        first: dict[str, Abstract],
+        out: dict[str, Abstract],
+        progress: bool,
+    ) -> list[WorkIds]:
+        """OpenAlex's turn: its answers (an abstract ends a work's cascade) and the ids its records give; returns the
+        works still without an abstract, with those ids."""
         wanted = [w.work_id for w in todo if self._needs_openalex(w)]
         answers = self.openalex.fetch(wanted, progress=progress) if wanted else {}
         rest = []
@@ -409,7 +419,17 @@ class AbstractCascade:
                 rest.append(WorkIds(w.work_id, w.doi or a.doi, w.pmid or a.pmid, w.has_abstract))
         return rest
 
-    def _ask_later(self, src: _Source, todo, asked, errors, out) -> list[WorkIds]:
+    def _ask_later(
+        self,
+        src: _Source,
+        todo: list[WorkIds],
+        asked: dict[str, list[tuple[str, str]]],
+        errors: dict[str, list[str]],
+        out: dict[str, Abstract],
+    ) -> list[WorkIds]:
+        """A later source's turn: every work still without an abstract asked at once (``concurrency`` at a time);
+        returns those still without one."""
+
         async def all_of() -> list[tuple[str, list[Section], str | None]]:
             gate = asyncio.Semaphore(self.concurrency)
             return await asyncio.gather(*(src.ask(w, gate) for w in todo))
