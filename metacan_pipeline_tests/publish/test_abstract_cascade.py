@@ -265,3 +265,48 @@ def test_medline_inline_labels_become_sections_only_at_the_start_and_after_a_sen
         (None, "We studied HIV: cohorts. RESULTS: none")
     ]
     assert markup_sections("OBJECTIVE: To test. DESIGN: Cohort.") == [("Objective", "To test."), ("Design", "Cohort.")]
+
+
+def test_work_pages_through_dagster_show_europe_pmc_for_a_work_openalex_has_none_of(
+    tmp_path, openalex_dir, openalex_api, sources, monkeypatch
+):
+    import dagster as dg
+    import pyarrow as pa
+
+    from metacan_pipeline.definitions import build_resources
+    from metacan_pipeline.publish.assets import PagesConfig, work_pages, work_records
+    from metacan_pipeline.publish.checks import records_may_ship
+    from metacan_pipeline_tests.publish.test_assets import _write_world
+
+    sources.europepmc['DOI:"10.1038/227680a0"'] = sources.europepmc["EXT_ID:5432063 AND SRC:MED"]
+    monkeypatch.setenv("METACAN_EUROPEPMC_API_URL", sources.europepmc_url)
+    resources = build_resources(str(tmp_path / "data"), str(openalex_dir))
+    storage = resources["storage"]
+    wid = _write_world(storage, openalex_dir)
+    frame = storage.read_table("frame").to_pylist()
+    frame[0].update(has_abstract=False, doi="https://doi.org/10.1038/227680A0")  # the frame saw no abstract
+    storage.write_table("frame", pa.Table.from_pylist(frame, schema=storage.read_table("frame").schema))
+    config = PagesConfig(openalex_api_url=openalex_api.base_url, abstract_sources="openalex,europepmc")
+    result = dg.materialize(
+        [work_records, records_may_ship, work_pages],
+        resources=resources,
+        run_config=dg.RunConfig({"work_pages": config}),
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    page = next((storage.site_dir / "works").glob(f"*/{wid}.html")).read_text()
+    for heading, text in EPMC_SECTIONS:
+        assert f'<h3 class="abstract-section">{heading}</h3><p>{text.replace("&", "&amp;")}</p>' in page
+    assert "Abstract from Europe PMC" in page and "OpenAlex: no abstract; Europe PMC: abstract" in page
+    assert openalex_api.hits == [] and sources.asked("europepmc") == ['DOI:"10.1038/227680a0"']
+    md = result.asset_materializations_for_node("work_pages")[0].metadata
+    assert md["abstract_calls_by_source"].value == {"openalex": 0, "europepmc": 1}
+    assert "europepmc" in md["abstracts_by_source"].value
+    with storage.connect(read_only=True) as con:
+        assert con.execute("SELECT abstract_status FROM page_manifest").fetchall() == [("ok",)]
+        tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+        assert "page_manifest" in tables
+        for table in tables:  # the abstract is in no table of the warehouse
+            text = con.execute(f'SELECT CAST(COLUMNS(*) AS VARCHAR) FROM "{table}"').fetchall()
+            assert not any("bacteriophage T4" in (v or "") for row in text for v in row), table
+    assert "bacteriophage T4" not in (storage.site_dir / "records" / f"{wid}.json").read_text()
