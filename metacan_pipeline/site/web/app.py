@@ -327,9 +327,8 @@ class Site(
         wid = record["id"]
         if not record.get("has_abstract") and not isinstance(self.abstracts, AbstractCascade):
             return Abstract(wid, "none", None, None, None)
-        return self.abstracts.fetch([WorkIds(wid, record.get("doi") or None, None, bool(record.get("has_abstract")))])[
-            wid
-        ]
+        ids = WorkIds(wid, record.get("doi") or None, None, bool(record.get("has_abstract")))
+        return self.abstracts.fetch([ids])[wid]
 
     def work_redirect(self, request: Request) -> Response:
         _, path = self._record(request.path_params["wid"])
