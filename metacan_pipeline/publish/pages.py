@@ -28,6 +28,7 @@ from markupsafe import Markup
 from .. import __version__, settings
 from ..i18n import N_
 from ..openalex.ids import is_work_id
+from ..release.release_layers import layer_basis
 from ..storage import MetacanStorage
 from ..vocab import CATEGORIES, CATEGORY_DISPLAY, PREDICTION_STATUS
 from .abstract_cascade import SOURCE_NAMES
@@ -305,6 +306,7 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         abstract=abstract or _NOT_FETCHED,
         abstract_reason=ABSTRACT_REASON,
         card=card,
+        release_layer=layer_basis(record),
         authors=[
             {
                 "name": a["name"],

@@ -22,6 +22,8 @@ import pyarrow as pa
 
 from ..openalex.ids import is_work_id
 from ..release.layer import UNRELEASED, LayerRule
+from ..release.release_layers import FIELD as RELEASE_LAYER
+from ..release.release_layers import release_layer
 from ..tables.publish import RECORDS_SCHEMA
 from ..vocab import LABEL_FIELDS, NO_SCORE_SUFFIX, PREDICTION_STATUS, SCORE_ONLY_REFERENCE
 from .human_layer import human_code_entry, validation_entries
@@ -106,7 +108,8 @@ def build_record(
 ) -> dict:
     """The published record of one frame work (seed 004 fields, plus route evidence and lineage), and the human
     layers (:mod:`.human_layer`) only where they exist: ``human_code`` (a coded work's final human code) and
-    ``human_validation`` (the passing heads of its classifier version)."""
+    ``human_validation`` (the passing heads of its classifier version); ``release_layer``, the protocol's layer
+    (:func:`metacan_pipeline.release.release_layers.release_layer`)."""
     pred = None
     if prediction is not None:
         pred = {k: v for k, v in prediction.items() if k not in ("id", "gemma_label_status")}
@@ -156,6 +159,7 @@ def build_record(
         "machine_scores": ms,
         "lineage": lineage,
         "layer": UNRELEASED,  # set by release.layer.LayerRule.apply (record_row)
+        RELEASE_LAYER: None,  # set below, once the human layers are in
     }
     if human_code is not None:
         record["human_code"] = human_code
@@ -164,6 +168,7 @@ def build_record(
     scores = reference_score_entries(reference)
     if scores:
         record["reference_scores"] = scores
+    record[RELEASE_LAYER] = release_layer(record)
     return record
 
 
@@ -272,6 +277,7 @@ def record_row(
     )
     if layer is not None:
         layer.apply(record, bool(row.get("in_release")))
+        record[RELEASE_LAYER] = release_layer(record)  # the record as published: withheld categories claim nothing
     text = json.dumps(record, ensure_ascii=False, default=str)
     return {"id": record["id"], "record_json": text, "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
 

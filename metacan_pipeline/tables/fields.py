@@ -385,6 +385,9 @@ FIELDS: dict[str, Field] = {
     "venue": Field(_S, "name of the work's primary source"),
     "cited_by": Field(_I64, "citations OpenAlex counts for the work"),
     "classification_kind": Field(_S, "which kind of classification the work's card shows"),
+    "release_layer": Field(
+        _S, "the original protocol's release layer: human_verified | high_precision | provisional | contested"
+    ),
     "name": Field(_S, "the institution's, funder's or keyword's name"),
     "label_status": Field(_S, "the direct label's status as its record publishes it"),
     "qualification": Field(_S, "the teacher's qualification, as a sentence the site shows"),

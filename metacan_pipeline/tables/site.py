@@ -51,6 +51,7 @@ SITE_WORKS_SCHEMA = columns(
     "invisible_to_affiliation_only",
     "in_sampling_frame",
     "classification_kind",
+    "release_layer",
     column("model_version", description="the classifier version of the work's decisions (null: none)"),
     "prediction_status",
     "candidate_categories",
@@ -118,7 +119,7 @@ WORK_FACETS_SCHEMA = columns(
     "year",
     *(
         column(name, pa.int32(), f"facet_codes code of the work's {name}")
-        for name in ("language", "type", "field", "topic", "venue", "classification_kind")
+        for name in ("language", "type", "field", "topic", "venue", "classification_kind", "release_layer")
     ),
     "ca_aff",
     "ca_fund",

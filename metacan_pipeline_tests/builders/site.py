@@ -15,7 +15,7 @@ import dagster as dg
 import pyarrow as pa
 
 from metacan_pipeline.publish.assets import work_records
-from metacan_pipeline.publish.checks import records_may_ship
+from metacan_pipeline.publish.checks import records_in_one_release_layer, records_may_ship
 from metacan_pipeline.site.assets import site_database
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
@@ -111,9 +111,9 @@ def site_world(storage: MetacanStorage, openalex_dir: Path, n: int = 60) -> list
 
 
 def build_site(storage: MetacanStorage) -> dg.ExecuteInProcessResult:
-    """Materialize ``work_records`` (with its blocking check) and ``site_database`` over what ``storage`` holds."""
+    """Materialize ``work_records`` (with its blocking checks) and ``site_database`` over what ``storage`` holds."""
     return dg.materialize(
-        [work_records, records_may_ship, site_database],
+        [work_records, records_may_ship, records_in_one_release_layer, site_database],
         resources={"storage": storage},
         instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=False,

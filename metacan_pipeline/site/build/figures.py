@@ -8,8 +8,10 @@ served pages read a few small rows whatever the release's size.
   counts per value), ``labels_by_teacher`` (per teacher: labelled and failed direct labels, coverage of the release,
   qualification sentence), ``labels_by_category`` and ``labels_by_study_design`` (works per teacher and value among
   its labelled direct labels), ``decisions_by_category`` (works per classifier version, mode and category, with
-  ``prediction_status``) and ``teacher_pairs`` (per pair of teachers: works both labelled, works they disagree on,
-  per head).
+  ``prediction_status``), ``teacher_pairs`` (per pair of teachers: works both labelled, works they disagree on,
+  per head) and ``release_layers`` (works per release layer of the original protocol, every layer listed); and, when
+  the pipeline materialized them, ``filter_recall`` and ``venue_known_item_recall`` (the protocol's instruments ii and
+  iii, their rows copied from the warehouse).
 - ``release_prevalence``: the pipeline's ``prevalence`` rows (design-weighted teacher rates with their design-based
   95% CI, classify-and-count, the screener-swap range; :mod:`metacan_pipeline.student.prevalence`) copied verbatim,
   or none when that asset was never materialized (the page says so).
@@ -31,6 +33,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from ...release.release_layers import RELEASE_LAYERS
 from ...tables.site import DISAGREEMENT_SCHEMA, RELEASE_PREVALENCE_SCHEMA, catalog_schema
 from ...teachers.core.agreement import HEADS, head_values  # the pipeline's rule of which heads a label gives
 
@@ -88,6 +91,12 @@ def statistics(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict]]:
         con,
         "SELECT model_version, mode, category, any_value(prediction_status) AS prediction_status, "
         "count(DISTINCT work_key) AS works FROM work_decisions GROUP BY 1, 2, 3 ORDER BY 1, 2, 5 DESC, 3",
+    )
+    out["release_layers"] = _rows(
+        con,
+        "SELECT l.layer, count(w.work_key) AS works FROM unnest(?::VARCHAR[]) WITH ORDINALITY AS l(layer, pos) "
+        "LEFT JOIN works w ON w.release_layer = l.layer GROUP BY l.layer, l.pos ORDER BY l.pos",
+        [list(RELEASE_LAYERS)],
     )
     return out
 
@@ -170,10 +179,32 @@ def copy_prevalence(con: duckdb.DuckDBPyConnection, prevalence_files: Path | Non
     return con.execute("SELECT count(*) FROM release_prevalence").fetchone()[0]
 
 
-def write_figures(con: duckdb.DuckDBPyConnection, prevalence_files: Path | None) -> dict[str, int]:
+#: The original protocol's instruments ii and iii (tables of :mod:`metacan_pipeline.tables.audit`), copied into
+#: ``release_statistics`` under their table names, each in its key order.
+INSTRUMENT_ORDER = {
+    "filter_recall": "reference_source, filter_name, category",
+    "venue_known_item_recall": 'system, group_by, "group"',
+}
+
+
+def instrument_rows(con: duckdb.DuckDBPyConnection, files: Path) -> list[dict]:
+    """The rows of one instrument table (its Parquet glob ``files``; the table's name is its folder's), in key order,
+    without the run columns (``run_id``, ``computed_at``: when, not what)."""
+    order = INSTRUMENT_ORDER[files.parent.name]
+    rows = _rows(con, f"SELECT * FROM read_parquet(?, hive_partitioning=false) ORDER BY {order}", [str(files)])
+    return [{k: v for k, v in r.items() if k not in ("run_id", "computed_at")} for r in rows]
+
+
+def write_figures(
+    con: duckdb.DuckDBPyConnection, prevalence_files: Path | None, instrument_files: dict[str, Path] | None = None
+) -> dict[str, int]:
     """Write ``release_statistics``, ``release_prevalence``, ``work_disagreements`` and ``facet_value_counts`` (the
-    build, after ``facet_codes`` and ``work_facets``); returns their row counts."""
+    build, after ``facet_codes`` and ``work_facets``); returns their row counts. ``instrument_files``: the Parquet
+    glob of each instrument table the pipeline materialized (:data:`INSTRUMENT_ORDER`; a table not given has no
+    figure, and the statistics page says it did not run)."""
     figures = statistics(con)
+    for name, files in (instrument_files or {}).items():
+        figures[name] = instrument_rows(con, files)
     table, dossier, figures["teacher_pairs"] = disagreements(con)
     con.register("disagreement_rows", table)
     con.execute("INSERT INTO work_disagreements SELECT * FROM disagreement_rows ORDER BY work_key, pair")

@@ -48,6 +48,9 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
     for name, column in BOOLEAN_COLUMNS.items():
         if name in f:
             out.append(Clause(name, f"w.{column} = ?", (f[name] == "yes",)))
+    if "release_layer" in f:
+        code = "(SELECT code FROM facet_codes WHERE facet = 'release_layer' AND value = ?)"
+        out.append(Clause("release_layer", f"w.release_layer = {code if coded else '?'}", (f["release_layer"],)))
     if label := _label_clause(cohort):
         out.append(label)
     if "classifier_category" in f:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...i18n import N_, Sentence
+from ...release.release_layers import RELEASE_LAYERS
 from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
 from ..build import fts
 from ..build.facet_columns import BOOLEAN_COLUMNS
@@ -133,6 +134,10 @@ PARAMS: dict[str, Param] = {
         Param("year_max", "integer", "Latest publication year (not before year_min).", bounds=YEAR_RANGE),
         *(Param(n, "text", _TEXT_DOCS[n], max_length=MAX_TEXT) for n in TEXT_FILTERS),
         *(Param(n, "choice", _BOOLEAN_DOCS[n], choices=TRISTATE, default="any") for n in BOOLEAN_FILTERS),
+        Param("release_layer", "choice", "The original protocol's release layer: human_verified (an adjudicated human "
+              "code), high_precision (every positive classifier decision on a head that passed human validation), "
+              "provisional (machine output no audit validated, or nothing yet) or contested (the teachers split).",
+              choices=RELEASE_LAYERS),
         *(
             Param(n, "choice", f"A direct label carrying this {n.removeprefix('label_').replace('_', ' ')}.", choices=v)
             for n, v in LABEL_VALUES.items()

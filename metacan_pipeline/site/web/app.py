@@ -53,6 +53,7 @@ from ...publish.abstract_cascade import AbstractCascade
 from ...publish.abstracts import Abstract, AbstractFetcher, WorkIds
 from ...publish.pages import environment as page_environment
 from ...publish.pages import qualification_words, render_work
+from ...release.release_layers import RELEASE_LAYERS
 from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
@@ -259,6 +260,7 @@ class Site(
             first_url=url_with(prefix + "/", sort_params) if listing.after else None,
             vocab={"category": CATEGORIES, "domain": DOMAINS, "study_design": STUDY_DESIGNS, "genre": GENRES},
             booleans=BOOLEAN_FILTERS,
+            release_layers=RELEASE_LAYERS,
             query_url=f"{prefix}/q/{summary['query_hash']}",
             typeahead=TYPEAHEAD_FACETS,
         )

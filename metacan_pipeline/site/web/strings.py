@@ -34,6 +34,7 @@ LABELS: dict[str, str] = {
     "invisible_to_affiliation_only": N_("Invisible to affiliation-only search"),
     "has_abstract": N_("Has an abstract"),
     "retracted": N_("Retracted"),
+    "release_layer": N_("Release layer"),
     "label_category": N_("Category"),
     "label_domain": N_("Domain"),
     "label_study_design": N_("Study design"),
@@ -56,6 +57,11 @@ VALUE_WORDS: dict[str, str] = {
     "any": N_("any"),
     "candidate": N_("candidate"),
     "consensus": N_("consensus"),
+    # the original protocol's release layers (metacan_pipeline.release.release_layers)
+    "human_verified": N_("human-verified"),
+    "high_precision": N_("high-precision"),
+    "provisional": N_("provisional"),
+    "contested": N_("contested"),
 }
 
 #: The heading of an error page, by HTTP status (other statuses show the status phrase untranslated).
