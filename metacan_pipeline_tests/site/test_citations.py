@@ -26,6 +26,7 @@ ROW = {
     "language": "fr",
     "keywords": "peer review; open science",
     "validation_status": "machine_predicted_unvalidated",
+    "release_layer": "provisional",
     "candidate_categories": ["metaresearch"],
     "consensus_categories": [],
     "model_version": "student-v6-abc",
@@ -59,7 +60,7 @@ def test_ris_export_is_one_reference_per_work_of_the_cohort(client, site_release
         assert ref["title"] == row["title"] and ref["urls"] == [f"https://openalex.org/{row['id']}"]
         assert ref.get("year") == (str(row["year"]) if row["year"] is not None else None)
         assert ref.get("doi") == row["doi"]
-        assert "validation_status" in ref["notes"][0]
+        assert "validation_status" in ref["notes"][0] and "release layer " in ref["notes"][0]
 
 
 def test_bibtex_export_reads_back_with_every_title_intact(client, site_release):
@@ -85,7 +86,8 @@ def test_a_reference_keeps_its_type_venue_and_status_and_escapes_latex():
     assert ref["type_of_reference"] == "JOUR" and ref["journal_name"] == "Scientometrics"
     assert ref["keywords"] == ["peer review", "open science"] and ref["language"] == "fr"
     assert ref["notes"] == [
-        "metacan release r1, query q1: validation_status machine_predicted_unvalidated; candidate categories "
+        "metacan release r1, query q1: release layer provisional; validation_status machine_predicted_unvalidated; "
+        "candidate categories "
         "metaresearch; consensus categories none (classifier student-v6-abc)"
     ]
     text = bibtex_text([ROW])

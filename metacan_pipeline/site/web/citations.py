@@ -82,8 +82,8 @@ def _note(row: dict) -> str:
         return ", ".join(value) if value else "none"
 
     return (
-        f"metacan release {row['release_id']}, query {row['query_hash']}: validation_status "
-        f"{row['validation_status']}; candidate categories {cats(row['candidate_categories'])}; consensus categories "
+        f"metacan release {row['release_id']}, query {row['query_hash']}: release layer "
+        f"{row.get('release_layer') or 'none'}; validation_status {row['validation_status']}; candidate categories {cats(row['candidate_categories'])}; consensus categories "
         f"{cats(row['consensus_categories'])} (classifier {row['model_version'] or 'none'})"
     )
 
