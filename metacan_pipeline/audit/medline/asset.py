@@ -1,7 +1,6 @@
 """The ``medline_study_design`` asset (group ``audit``): study design against MEDLINE, the one external reference of
 the study-design labels (SPEC section 11; the original protocol, section 5.5)."""
 
-
 import datetime as dt
 
 import dagster as dg

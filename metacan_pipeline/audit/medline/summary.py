@@ -46,7 +46,7 @@ def medline_markdown(table: pd.DataFrame, note: str | None = None) -> str:
             h = by[HAND]
             tp, fp, fn, tn = (int(h[k]) for k in ("true_positive", "false_positive", "false_negative", "true_negative"))
             n = tp + fp + fn + tn
-            gate = ("passed: " if h["passed"] else "failed: ") + str(h["gate"])
+            gate = ("passed: " if _passed(h["passed"]) else "failed: ") + str(h["gate"])
             machine = [
                 _cell(
                     by[g]["agreement"],
@@ -65,6 +65,10 @@ def medline_markdown(table: pd.DataFrame, note: str | None = None) -> str:
     return "\n\n".join(parts)
 
 
+def _passed(value) -> bool:
+    return value is not None and not pd.isna(value) and bool(value)
+
+
 def medline_line(table: pd.DataFrame) -> str | None:
     """One compact line: per class the sources that passed the MEDLINE gate, and how many failed; None without
     rows."""
@@ -74,7 +78,7 @@ def medline_line(table: pd.DataFrame) -> str | None:
     n = int(hand.groupby("design")["n"].max().max() or 0)
     cells = []
     for design, rows in hand.groupby("design", sort=False):
-        passed = rows[rows["passed"].fillna(False).astype(bool)]["source"].tolist()
+        passed = rows.loc[rows["passed"].map(_passed), "source"].tolist()
         cells.append(f"{design} {'+'.join(passed) if passed else 'unvalidated'}")
     notes = [g for g in hand["gate"].dropna().unique() if g.startswith("no MEDLINE answers")]
     tail = f" ({notes[0].split(';')[0]})" if notes else ""
