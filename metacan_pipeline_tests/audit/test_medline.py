@@ -33,6 +33,7 @@ from metacan_pipeline.audit.medline.nlm import (
     parse_efetch,
 )
 from metacan_pipeline.audit.medline.summary import medline_line, medline_markdown
+from metacan_pipeline.cli.run_summary import medline_lines
 from metacan_pipeline.openalex.reader import Record, iter_file
 from metacan_pipeline.resources import OpenAlexFiles
 from metacan_pipeline.tables.medline import MEDLINE_AGREEMENT_SCHEMA, MEDLINE_RECORDS_SCHEMA
@@ -335,7 +336,14 @@ def test_asset_measures_each_class_against_hand_indexed_records(storage, tmp_pat
     assert md["mode"].value == "fetch" and md["medline_records"].value == 35
     assert md["records_by_indexing"].value == dict(Counter(group_of(i) for i in range(35)))
     assert '*case_report* (NLM: "Case Reports"; eligible every year)' in md["study_design_medline"].value
-    assert "study design vs MEDLINE" in medline_line(table.to_pandas())
+    passing = {d: [s for s in SOURCES if rows[(d, s, HAND)]["passed"]] for d in MEDLINE_CLASSES}
+    top = max(r["n"] for r in rows.values() if r["indexing"] == HAND)
+    with storage.connect(read_only=True) as con:
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        assert medline_lines(con, views) == [
+            f"study design vs MEDLINE (hand-indexed, up to n = {top}): "
+            + ", ".join(f"{d} {'+'.join(passing[d]) or 'unvalidated'}" for d in MEDLINE_CLASSES)
+        ]
     assert "agrees with MEDLINE on" in medline_report_markdown(storage)
 
 
