@@ -34,11 +34,17 @@ from metacan_pipeline.audit.medline.nlm import (
 )
 from metacan_pipeline.audit.medline.summary import medline_line, medline_markdown
 from metacan_pipeline.cli.run_summary import medline_lines
+from metacan_pipeline.i18n import translations
 from metacan_pipeline.openalex.reader import Record, iter_file
+from metacan_pipeline.publish.medline_layer import read_medline_verdicts
+from metacan_pipeline.publish.pages import environment, render_work
+from metacan_pipeline.publish.records import record_row, schema_violation, ship_violations
 from metacan_pipeline.resources import OpenAlexFiles
 from metacan_pipeline.tables.medline import MEDLINE_AGREEMENT_SCHEMA, MEDLINE_RECORDS_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
+from metacan_pipeline_tests.builders.frame import real_frame_row
 from metacan_pipeline_tests.builders.medline import PT_UI, Citation, LoopbackEutils, efetch_xml
+from metacan_pipeline_tests.builders.site import CTX
 from metacan_pipeline_tests.builders.teachers import label_row
 
 # ---- the planted world ------------------------------------------------------------------------------------------
@@ -499,3 +505,68 @@ def test_markdown_names_the_reference_and_the_machines():
     table = pa.Table.from_pylist([], schema=MEDLINE_AGREEMENT_SCHEMA).to_pandas()
     assert "_(nothing measured)_" in medline_markdown(table, OFFLINE)
     assert medline_line(table) is None
+
+
+# ---- records and pages ------------------------------------------------------------------------------------------
+
+
+def test_records_mark_study_design_labels_by_the_medline_gate_and_never_validate_them(
+    storage, tmp_path, monkeypatch, eutils, openalex_dir
+):
+    openalex = plant(storage, tmp_path)
+    monkeypatch.setenv("METACAN_MEDLINE", "fetch")
+    assert run(storage, openalex).success
+    verdicts = read_medline_verdicts(storage)
+    assert set(verdicts) == {(d, s) for d in MEDLINE_CLASSES for s in SOURCES}
+    hand = {
+        (r["design"], r["source"]): r
+        for r in storage.read_table("medline_study_design").to_pylist()
+        if r["indexing"] == HAND
+    }
+    assert verdicts[("case_report", "teacher:gemma")]["passed"] is True
+    assert verdicts[("qualitative", "teacher:gemma")]["passed"] is False
+
+    work = real_frame_row(openalex_dir)
+    labels = [
+        {**label_row(work["id"], "gemma", ["metaresearch"]), "study_design": "case_report"},
+        {**label_row(work["id"], "codex", []), "study_design": "qualitative"},
+    ]
+    row = {"work": work, "labels": labels, "pred": None, "machine": None, "lineage": {}}
+    record = json.loads(record_row(row, medline=verdicts)["record_json"])
+    lineage = {
+        **dict.fromkeys(("frame_build_id", "frame_run_id", "part_run_id", "student_run_id"), "r"),
+        **{"input_kind": "input_file", "source_file": "f.json", "source_locator": "payload.results[0]"},
+        **{"entity_list_versions": "funder=f", "lexicon_version": "l", "teacher_calls": []},
+        **{"model_version": "metacan-v0-hybrid-000000000000", "machine_round": 1, "machine_scores_run_id": "r"},
+        "machine_validation_status": "score_only:mature",
+    }
+    shipped = json.loads(json.dumps({**record, "lineage": lineage}))
+    assert schema_violation(shipped) is None and ship_violations(shipped) == []
+    by_teacher = {label["teacher"]: label for label in record["direct_labels"]}
+    cr = hand[("case_report", "teacher:gemma")]
+    assert by_teacher["gemma"]["study_design_medline"] == {
+        "status": "agrees_with_medline",
+        "n": cr["n"],
+        "precision_lower": cr["precision_lower"],
+        "recall_lower": cr["recall_lower"],
+    }
+    assert by_teacher["codex"]["study_design_medline"] == {
+        "status": "unvalidated",
+        "reason": hand[("qualitative", "teacher:codex")]["gate"],
+    }
+    # the MEDLINE gate only takes a claim away: every label stays an unvalidated direct label
+    assert {label["label_status"] for label in record["direct_labels"]} == {"direct_label_unvalidated"}
+    assert "human_validation" not in record
+    # no MEDLINE measurement: the record is the one built before (byte-identical)
+    assert record_row(row, medline={})["record_json"] == record_row(row)["record_json"]
+    assert "study_design_medline" not in record_row(row)["record_json"]
+
+    html = render_work(environment(), record, None, CTX)
+    assert (
+        f"Study design <code>case_report</code>: agrees with MEDLINE on {cr['n']} hand-indexed records "
+        f"(lower bound {cr['precision_lower']:.3f})." in html
+    )
+    assert "unvalidated against MEDLINE (no reference: NLM has no publication type for this class)" in html
+    html_fr = render_work(environment(translations("fr")), record, None, CTX)
+    assert f"concorde avec MEDLINE sur {cr['n']} notices indexées à la main" in html_fr
+    assert "non validé par MEDLINE" in html_fr
