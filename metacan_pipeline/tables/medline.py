@@ -26,7 +26,7 @@ MEDLINE_RECORDS_SCHEMA = columns(
         _S,
         "hand (the reference) | curated | automated (machine: agreement with another machine) | not_indexed",
     ),
-    column("year", _I64, "the year NLM completed indexing the record (DateCompleted), else its publication year"),
+    column("year", pa.int32(), "the year NLM completed indexing the record (DateCompleted), else its publication year"),
     column("publication_types", _LS, "the record's NLM publication type names, as NLM spells them"),
     column("publication_type_uis", _LS, "their MeSH unique ids (PublicationType UI), in the same order"),
     "run_id",
