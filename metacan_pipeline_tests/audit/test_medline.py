@@ -16,6 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from scipy.stats import beta
 
@@ -39,6 +40,7 @@ from metacan_pipeline.openalex.reader import Record, iter_file
 from metacan_pipeline.publish.medline_layer import read_medline_verdicts
 from metacan_pipeline.publish.pages import environment, render_work
 from metacan_pipeline.publish.records import record_row, schema_violation, ship_violations
+from metacan_pipeline.release.bundle import freeze_tables, readme_text
 from metacan_pipeline.resources import OpenAlexFiles
 from metacan_pipeline.tables.medline import MEDLINE_AGREEMENT_SCHEMA, MEDLINE_RECORDS_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
@@ -570,3 +572,20 @@ def test_records_mark_study_design_labels_by_the_medline_gate_and_never_validate
     html_fr = render_work(environment(translations("fr")), record, None, CTX)
     assert f"concorde avec MEDLINE sur {cr['n']} notices indexées à la main" in html_fr
     assert "non validé par MEDLINE" in html_fr
+
+
+def test_a_release_freezes_the_medline_table_without_its_run_columns(storage, tmp_path, monkeypatch, eutils):
+    openalex = plant(storage, tmp_path)
+    monkeypatch.setenv("METACAN_MEDLINE", "fetch")
+    assert run(storage, openalex).success
+    storage.write_table("machine_scores", pa.table({"id": pa.array([], pa.string())}))
+    folder = tmp_path / "bundle"
+    counts = freeze_tables(storage, ["direct_labels_gemma", "direct_labels_codex"], folder)
+    frozen = pq.read_table(folder / "tables" / "medline_study_design.parquet")
+    assert frozen.schema.names == [n for n in MEDLINE_AGREEMENT_SCHEMA.names if n not in ("run_id", "computed_at")]
+    assert counts["medline_study_design"] == len(MEDLINE_CLASSES) * len(SOURCES) * 3
+    keys = [(r["design"], r["source"], r["indexing"]) for r in frozen.to_pylist()]
+    assert keys == sorted(keys)
+    readme = readme_text("v-test", folder)
+    assert "| `tables/medline_study_design.parquet` | one study_design class" in readme
+    assert "the reference being the records NLM indexed by hand" in readme
