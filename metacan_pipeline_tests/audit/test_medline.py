@@ -23,6 +23,7 @@ from scipy.stats import beta
 from metacan_pipeline.audit.medline.agreement import OFFLINE, MedlineGate, gate_verdict
 from metacan_pipeline.audit.medline.asset import medline_report_markdown, medline_study_design
 from metacan_pipeline.audit.medline.eutils import EutilsClient, MedlineArchive, normalize_pmid
+from metacan_pipeline.audit.medline.measure import frame_pmids, source_pmids
 from metacan_pipeline.audit.medline.nlm import (
     AUTOMATED,
     CURATED,
@@ -589,3 +590,20 @@ def test_a_release_freezes_the_medline_table_without_its_run_columns(storage, tm
     readme = readme_text("v-test", folder)
     assert "| `tables/medline_study_design.parquet` | one study_design class" in readme
     assert "the reference being the records NLM indexed by hand" in readme
+
+
+def test_pmids_come_from_the_source_records_or_a_pmid_column(storage, tmp_path):
+    folder = tmp_path / "openalex"
+    write_openalex(folder)
+    files = OpenAlexFiles(input_dirs=[str(folder)])
+    locator = next(i.locator for i in iter_file(folder / "works.json", source="works.json") if isinstance(i, Record))
+    pointers = [(wid(0), "works.json", locator), (wid(1), "gone.json", locator)]
+    assert source_pmids(files.path_of, pointers) == {wid(0): pmid(0)}  # a file gone since ingestion gives none
+
+    def never(source_file):
+        raise AssertionError(f"{source_file} read although the frame has a pmid column")
+
+    storage.write_table(
+        "frame", pa.table({"id": ["W1", "W2", "W3"], "pmid": ["https://pubmed.ncbi.nlm.nih.gov/7", None, "x"]})
+    )
+    assert frame_pmids(storage, never) == {"W1": "7"}

@@ -59,17 +59,15 @@ def source_pmids(path_of: Callable[[str], Path | str], pointers: Iterable[tuple[
 
 
 def frame_pmids(storage: MetacanStorage, path_of: Callable[[str], Path | str]) -> dict[str, str]:
-    """``{work_id: pmid}`` of every frame work with a PMID (module docstring)."""
+    """``{work_id: pmid}`` of every frame work with a PMID (module docstring); only the columns needed are read."""
     storage.require("frame")
-    frame = storage.read_table("frame")
-    if "pmid" in frame.schema.names:
-        return {
-            w: p
-            for w, raw in zip(frame["id"].to_pylist(), frame["pmid"].to_pylist(), strict=True)
-            if (p := normalize_pmid(raw))
-        }
-    cols = frame.select(["id", "source_file", "source_locator"]).to_pylist()
-    return source_pmids(path_of, [(r["id"], r["source_file"], r["source_locator"]) for r in cols])
+    with scratch(storage, ["frame"]) as con:
+        columns = {r[0] for r in con.execute("DESCRIBE frame").fetchall()}
+        if "pmid" in columns:
+            rows = con.execute("SELECT id, pmid FROM frame WHERE pmid IS NOT NULL").fetchall()
+            return {w: p for w, raw in rows if (p := normalize_pmid(raw))}
+        pointers = con.execute("SELECT id, source_file, source_locator FROM frame").fetchall()
+    return source_pmids(path_of, pointers)
 
 
 def study_design_decisions(storage: MetacanStorage, teachers: Iterable[str]) -> dict[str, dict[str, str]]:
