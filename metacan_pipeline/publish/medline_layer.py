@@ -79,3 +79,21 @@ def apply_medline(record: dict, verdicts: Mapping[tuple[str, str], dict] | None)
         entry = study_design_entry(label, verdicts)
         if entry is not None:
             label["study_design_medline"] = entry
+
+
+def medline_violations(record: Mapping, verdicts: Mapping[tuple[str, str], dict]) -> list[str]:
+    """Every ``agrees_with_medline`` of ``record`` without a passing newest MEDLINE row of its class and teacher (a
+    claim the gate did not make); ``unvalidated`` takes no claim and is never a violation."""
+    out = []
+    for label in record.get("direct_labels") or []:
+        entry = label.get("study_design_medline") or {}
+        if entry.get("status") != AGREES:
+            continue
+        design, source = label.get("study_design"), f"teacher:{label.get('teacher')}"
+        verdict = verdicts.get((design, source))
+        if verdict is None or not verdict["passed"]:
+            out.append(
+                f"{record.get('id')}: {source}'s study design {design} says it agrees with MEDLINE, but the newest "
+                "MEDLINE gate row of that class and teacher did not pass"
+            )
+    return out

@@ -38,12 +38,14 @@ from metacan_pipeline.audit.medline.summary import medline_line, medline_markdow
 from metacan_pipeline.cli.run_summary import medline_lines
 from metacan_pipeline.i18n import translations
 from metacan_pipeline.openalex.reader import Record, iter_file
-from metacan_pipeline.publish.medline_layer import read_medline_verdicts
+from metacan_pipeline.publish.checks import human_layer_problems
+from metacan_pipeline.publish.medline_layer import medline_violations, read_medline_verdicts
 from metacan_pipeline.publish.pages import environment, render_work
 from metacan_pipeline.publish.records import record_row, schema_violation, ship_violations
 from metacan_pipeline.release.bundle import freeze_tables, readme_text
 from metacan_pipeline.resources import OpenAlexFiles
 from metacan_pipeline.tables.medline import MEDLINE_AGREEMENT_SCHEMA, MEDLINE_RECORDS_SCHEMA
+from metacan_pipeline.tables.publish import RECORDS_SCHEMA
 from metacan_pipeline.tables.teachers import LABELS_SCHEMA
 from metacan_pipeline_tests.builders.frame import real_frame_row
 from metacan_pipeline_tests.builders.medline import PT_UI, Citation, LoopbackEutils, efetch_xml
@@ -557,6 +559,19 @@ def test_records_mark_study_design_labels_by_the_medline_gate_and_never_validate
         "status": "unvalidated",
         "reason": hand[("qualitative", "teacher:codex")]["gate"],
     }
+    # the blocking check refuses an "agrees" that no passing MEDLINE row stands behind; "unvalidated" claims nothing
+    assert medline_violations(record, verdicts) == []
+    forged = json.loads(json.dumps(record))
+    forged["direct_labels"][0]["study_design_medline"] = {"status": "agrees_with_medline", "n": 99}
+    assert forged["direct_labels"][0]["teacher"] == "codex"
+    problem = (
+        f"{work['id']}: teacher:codex's study design qualitative says it agrees with MEDLINE, but the newest MEDLINE "
+        "gate row of that class and teacher did not pass"
+    )
+    assert medline_violations(forged, verdicts) == [problem]
+    rows = [{"id": r["id"], "record_json": json.dumps(r), "record_hash": "h"} for r in (forged,)]
+    storage.write_table("work_records", pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA))
+    assert human_layer_problems(storage) == (1, [problem])
     # the MEDLINE gate only takes a claim away: every label stays an unvalidated direct label
     assert {label["label_status"] for label in record["direct_labels"]} == {"direct_label_unvalidated"}
     assert "human_validation" not in record
