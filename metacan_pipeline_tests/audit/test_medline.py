@@ -622,3 +622,20 @@ def test_pmids_come_from_the_source_records_or_a_pmid_column(storage, tmp_path):
         "frame", pa.table({"id": ["W1", "W2", "W3"], "pmid": ["https://pubmed.ncbi.nlm.nih.gov/7", None, "x"]})
     )
     assert frame_pmids(storage, never) == {"W1": "7"}
+
+
+def test_fetch_with_ncbi_unreachable_finishes_and_says_so(storage, tmp_path, monkeypatch):
+    openalex = plant(storage, tmp_path)
+    server = LoopbackEutils(CITATIONS)
+    server.shutdown()  # the port is closed: every connection is refused
+    monkeypatch.setenv("METACAN_EUTILS_URL", server.base_url)
+    monkeypatch.setenv("METACAN_MEDLINE", "fetch")
+    started = time.monotonic()
+    result = run(storage, openalex)
+    assert result.success and time.monotonic() - started < 60
+    md = result.asset_materializations_for_node("medline_study_design")[0].metadata
+    errors = md["efetch_errors"].value
+    assert md["efetch_requests_this_run"].value == 8  # two batches of four attempts, then the breaker
+    assert "ConnectError" in errors[0] and "E-utilities unreachable" in errors[-1] and len(errors) == 4
+    assert md["status"].value.startswith("no MEDLINE answers (fetch failed: 10 PMIDs from 31000: ConnectError")
+    assert MedlineArchive(storage.root / "medline_archive").answers() == {}
