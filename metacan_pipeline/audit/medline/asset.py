@@ -10,7 +10,6 @@ from ... import settings
 from ...meta import table_metadata
 from ...resources import OpenAlexFiles
 from ...storage import MetacanStorage
-from ...student.roles import direct_labels_key
 from ...tables.medline import MEDLINE_AGREEMENT_SCHEMA
 from ..instruments.measure import TEACHERS
 from .agreement import MedlineGate
@@ -52,7 +51,7 @@ def _client_factory(batch_size: int, log):
     kinds={"python", "duckdb"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["frame", "predictions", *(direct_labels_key(t) for t in TEACHERS)],
+    deps=["audit_inputs"],  # the frame, the predictions and every direct_labels_<teacher> (audit/inputs.py)
 )
 def medline_study_design(
     context: dg.AssetExecutionContext, config: MedlineConfig, storage: MetacanStorage, openalex: OpenAlexFiles
