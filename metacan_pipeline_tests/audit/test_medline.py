@@ -414,11 +414,28 @@ def test_off_measures_nothing(storage, tmp_path, monkeypatch, eutils):
     assert storage.read_table("medline_study_design").num_rows == 0 and eutils.hits == []
 
 
-def test_a_bad_mode_fails_naming_the_variable(storage, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("env", "config", "message"),
+    [
+        ({"METACAN_MEDLINE": "sometimes"}, {}, "METACAN_MEDLINE='sometimes' must be one of replay, fetch, off"),
+        ({"METACAN_MEDLINE_MAX_PMIDS": "-1"}, {}, "METACAN_MEDLINE_MAX_PMIDS='-1' must be a whole number"),
+        (
+            {"METACAN_MEDLINE": "fetch", "METACAN_EUTILS_URL": "eutils.local"},
+            {},
+            "METACAN_EUTILS_URL='eutils.local' is not an absolute http(s) URL",
+        ),
+        ({}, {"precision_lower": 1.5}, "MEDLINE gate: precision_lower must lie in [0, 1], got 1.5"),
+        ({}, {"batch_size": 500}, "batch_size must be 1..200 PMIDs per efetch request, got 500"),
+    ],
+)
+def test_a_bad_setting_fails_before_any_request_naming_it(storage, tmp_path, monkeypatch, env, config, message):
     openalex = plant(storage, tmp_path)
-    monkeypatch.setenv("METACAN_MEDLINE", "sometimes")
-    with pytest.raises(dg.Failure, match="METACAN_MEDLINE='sometimes' must be one of replay, fetch, off"):
-        run(storage, openalex)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(dg.Failure) as raised:
+        run(storage, openalex, {**GATE, **config})
+    assert message in raised.value.description
+    assert not storage.has_table("medline_study_design")
 
 
 # ---- the client: retries, pace, the key -------------------------------------------------------------------------

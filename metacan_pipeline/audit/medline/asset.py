@@ -30,18 +30,12 @@ class MedlineConfig(dg.Config):
 
 
 def _client_factory(batch_size: int, log):
-    email, tool = settings.ncbi_contact()
+    """What builds the efetch client on the archive, its settings read (and a bad one refused) now."""
+    url, (email, tool) = settings.eutils_url(), settings.ncbi_contact()
+    key = settings.secret(settings.NCBI_API_KEY_ENV)
 
     def build(archive: MedlineArchive) -> EutilsClient:
-        return EutilsClient(
-            settings.eutils_url(),
-            archive,
-            api_key=settings.secret(settings.NCBI_API_KEY_ENV),
-            email=email,
-            tool=tool,
-            batch_size=batch_size,
-            logger=log,
-        )
+        return EutilsClient(url, archive, api_key=key, email=email, tool=tool, batch_size=batch_size, logger=log)
 
     return build
 
