@@ -32,6 +32,7 @@ from .instruments.filters import DEFAULT_TOPICS
 from .instruments.measure import measure_filter_recall, measure_known_item_recall
 from .instruments.summary import filter_recall_markdown, instruments_pointer_markdown, known_item_markdown
 from .instruments.venues import load_venue_list
+from .medline.asset import medline_report_markdown
 from .protocol import classifier, design, power
 from .protocol.locked import (
     DECISION_RULES,
@@ -260,9 +261,9 @@ def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage
         f"{sum(r['passed'] for r in rows)} of {len(rows)} heads passed"
         + ("" if appended else " (the gate says what it said last run: human_validation unchanged)")
     )
-    yield dg.MaterializeResult(
-        asset_key="validation_report", metadata=_report_metadata(inputs, reports, rows, appended)
-    )
+    metadata = _report_metadata(inputs, reports, rows, appended)
+    metadata["study_design_medline"] = dg.MetadataValue.md(medline_report_markdown(storage))
+    yield dg.MaterializeResult(asset_key="validation_report", metadata=metadata)
 
 
 def _table_value(frame: pd.DataFrame) -> dg.MetadataValue:

@@ -5,8 +5,9 @@ over an open DuckDB connection: the frame (:func:`frame_lines`), the direct labe
 this run's teacher calls (:func:`teacher_call_lines`), teacher agreement (:func:`agreement_lines`),
 prevalence (:func:`prevalence_lines`), the predictions (:func:`prediction_lines`), the student holdout
 (:func:`holdout_lines`), the machine scores (:func:`machine_score_lines`), the audit study (:func:`audit_lines`),
-filter recall and known-item venue recall (:func:`instrument_lines`), the works per release layer
-(:func:`release_layer_lines`), the pages (:func:`page_lines`) and the release database (:func:`release_lines`).
+filter recall and known-item venue recall (:func:`instrument_lines`), study design against MEDLINE
+(:func:`medline_lines`), the works per release layer (:func:`release_layer_lines`), the pages (:func:`page_lines`)
+and the release database (:func:`release_lines`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..audit.estimates.status import coding_status, status_sentence
 from ..audit.estimates.summary import stratum_label
 from ..audit.instruments.filters import recall_filters
 from ..audit.instruments.recall import KNOWN_ITEM_CATEGORY, NO_REFERENCE, NO_SOURCE
+from ..audit.medline.summary import medline_line
 from ..audit.protocol.locked import EXCLUDED_TRAINED, STRATA, current_protocol_id, load_protocol
 from ..release.release_layers import FIELD as RELEASE_LAYER
 from ..release.release_layers import RELEASE_LAYERS
@@ -498,6 +500,7 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
             *machine_score_lines(con),
             *audit_lines(con, views, tables, coding_store_path(data_dir)),
             *instrument_lines(con, views),
+            *medline_lines(con, views),
             *release_layer_lines(con, views),
         ]
         pages, first = page_facts(con, tables)
@@ -569,3 +572,12 @@ def instrument_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[st
             )
             lines.append("  " + "; ".join(f"{r[0]} {_recall(r[1], r[2], r[3], r[4], r[5])}" for r in rows))
     return lines
+
+
+def medline_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:
+    """Study design against MEDLINE in one line (table ``medline_study_design``): per class the sources that passed
+    the gate on hand-indexed records, else ``unvalidated``. Empty before the asset ran or when it measured nothing."""
+    if "medline_study_design" not in views:
+        return []
+    line = medline_line(con.execute("SELECT * FROM medline_study_design").df())
+    return [line] if line else []

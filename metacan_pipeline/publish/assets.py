@@ -36,6 +36,7 @@ from .manifest import (
     withdraw,
     works_gone,
 )
+from .medline_layer import read_medline_verdicts
 from .page_writer import PageWriter, SiteIndex, stream_records, write_index
 from .pages import environment, run_context
 from .record_build import (
@@ -69,6 +70,7 @@ def label_tables() -> list[str]:
                 WORK_LINEAGE,
                 "human_codes",
                 "validation_report",
+                "medline_study_design",
             ],
             kinds={"python", "json"},
             description="One JSON record per frame work with the field names of seeds/004 (SPEC section 9): routes and "
@@ -110,7 +112,15 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     notes = qualification_notes(storage, load_registry(), load_qualification())
     rule = layer_rule(storage)  # the newest frozen release and the heads that passed human validation
     present = tuple(t for t in tables if storage.has_table(t))
-    build = RecordBuild(storage.data_dir, present, rule.release_frame, notes, read_passing_heads(storage), rule)
+    build = RecordBuild(
+        storage.data_dir,
+        present,
+        rule.release_frame,
+        notes,
+        read_passing_heads(storage),
+        rule,
+        medline=read_medline_verdicts(storage),
+    )
     previous = keep_previous_hashes(storage)  # (id, record_hash) of the last materialization, on disk
     try:
         built = write_records(storage, build, record_workers())

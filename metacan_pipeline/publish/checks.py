@@ -6,7 +6,8 @@
   (:func:`release_layer_counts`, in DuckDB over the record JSON: the works per layer, and the works with none or
   another value); that the layer is the one the rule gives is part of ``records_may_ship``'s per-record scan.
 - ``records_human_layers_backed``: no ``human_code`` without the stored final human code behind it, no
-  ``human_validated:<protocol>`` status without a passing newest ``human_validation`` row.
+  ``human_validated:<protocol>`` status without a passing newest ``human_validation`` row, no study-design label
+  that "agrees with MEDLINE" without a passing newest ``medline_study_design`` row (:mod:`.medline_layer`).
   :func:`human_layer_problems` is a plain function (tested alone); the asset check wraps it.
 """
 
@@ -29,6 +30,7 @@ from ..release.release_layers import RELEASE_LAYERS
 from ..settings import coding_store_path
 from ..storage import MetacanStorage, sql_literal
 from .human_layer import human_layer_violations
+from .medline_layer import medline_violations, read_medline_verdicts
 from .record_build import RecordWorkerDied, record_workers
 from .record_check import check_records
 
@@ -44,7 +46,8 @@ def stored_human_codes(store: CodingStore, protocol_ids: set[str]) -> dict[tuple
 
 
 def human_layer_problems(storage: MetacanStorage) -> tuple[int, list[str]]:
-    """Records checked and every violation of :func:`.human_layer.human_layer_violations` over ``work_records``,
+    """Records checked and every violation of :func:`.human_layer.human_layer_violations` and
+    :func:`.medline_layer.medline_violations` over ``work_records``,
     in record order. A record carries the keys ``human_code`` and ``human_validation`` only when it has that layer
     (:func:`.records.build_record`), and json.dumps writes a key as ``"<key>"`` where a string value's quotes would
     be escaped: only the records whose JSON text holds one of them are parsed (Arrow's substring match); the others
@@ -62,10 +65,12 @@ def human_layer_problems(storage: MetacanStorage) -> tuple[int, list[str]]:
         with CodingStore(codes) as store:
             stored = stored_human_codes(store, {p for p in pids if p})
     passing = read_passing_heads(storage)
+    medline = read_medline_verdicts(storage)
     checked, violations = 0, []
-    for rows, batch in _record_batches(storage, ('"human_code"', '"human_validation"')):
+    for rows, batch in _record_batches(storage, ('"human_code"', '"human_validation"', '"study_design_medline"')):
         checked += rows
         violations += [v for r in batch for v in human_layer_violations(r, stored, passing)]
+        violations += [v for r in batch for v in medline_violations(r, medline)]
     return checked, violations
 
 

@@ -508,6 +508,22 @@ FIELDS: dict[str, Field] = {
     "estimate_kind": Field(_S, "what the figure is: a non-probability bound, never a design-based estimate"),
     "venue_list_version": Field(_S, "version of the venue reference set (its TOML file's version)"),
     "venue_list_sha256": Field(_S, "SHA-256 of the venue reference set's file"),
+    # ---- study design against MEDLINE (tables/medline.py) -------------------------------------------------------
+    "pmid": Field(_S, "the work's PubMed id (digits)"),
+    "answer": Field(_S, "what the archived efetch answers say of the PMID: record | no_record | not_asked"),
+    "medline_status": Field(_S, "MedlineCitation Status as NLM gives it"),
+    "indexing_method": Field(_S, "MedlineCitation IndexingMethod as NLM gives it (null: absent, indexed by hand)"),
+    "indexing": Field(_S, "how NLM indexed the record: hand | curated | automated | not_indexed"),
+    "publication_types": Field(_LS, "NLM publication type names, as NLM spells them"),
+    "publication_type_uis": Field(_LS, "MeSH unique ids of the publication types, in the same order"),
+    "reference_kind": Field(_S, "reference (hand-indexed) | agreement with another machine"),
+    "eligible_from": Field(_I64, "the first year a class's NLM publication type could be assigned (null: always)"),
+    "true_positive": Field(_I64, "the system and the reference both say the class"),
+    "false_positive": Field(_I64, "the system says the class, the reference does not"),
+    "false_negative": Field(_I64, "the reference says the class, the system does not"),
+    "true_negative": Field(_I64, "neither says the class"),
+    "agreement_lower": Field(_F64, "lower bound of agreement's 95% interval"),
+    "gate": Field(_S, "why the gate passed or failed, or why nothing is measured"),
 }
 
 # The student's published per-target columns (SPEC section 6): one set per about_ca flag and categorical field.
