@@ -52,9 +52,9 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from .. import __version__, settings
 from ..http import retry_after_seconds
 from ..openalex.api import TransientHTTPError
-from ..openalex.ids import is_work_id
+from ..openalex.ids import bare_pmid, is_work_id
 from .abstract_text import Section, joined, markup_sections
-from .abstracts import Abstract, AbstractFetcher, WorkIds, _Loop, bare_doi, bare_pmid, capped_get
+from .abstracts import Abstract, AbstractFetcher, WorkIds, _Loop, bare_doi, capped_get
 
 log = logging.getLogger(__name__)
 

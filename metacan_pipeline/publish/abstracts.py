@@ -64,7 +64,7 @@ from .. import settings
 from ..http import mask_secret, retry_after_seconds
 from ..openalex.abstract import deinvert, tidy_abstract
 from ..openalex.api import TransientHTTPError
-from ..openalex.ids import is_work_id, short_id
+from ..openalex.ids import bare_pmid, is_work_id, short_id
 from .abstract_text import Section
 
 log = logging.getLogger(__name__)
@@ -576,16 +576,6 @@ def bare_doi(value: object) -> str | None:
             break
     doi = doi.strip().lower()
     return doi if doi.startswith("10.") and "/" in doi and not any(c.isspace() for c in doi) else None
-
-
-def bare_pmid(value: object) -> str | None:
-    """A PMID as digits, from digits or a ``pubmed.ncbi.nlm.nih.gov`` URL; None for anything else."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return str(value)
-    if not isinstance(value, str):
-        return None
-    tail = value.strip().rstrip("/").rsplit("/", 1)[-1]
-    return tail if tail.isascii() and tail.isdigit() and 0 < len(tail) <= 12 and int(tail) > 0 else None
 
 
 def record_ids(rec: dict) -> tuple[str | None, str | None]:

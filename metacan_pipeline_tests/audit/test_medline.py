@@ -22,7 +22,7 @@ from scipy.stats import beta
 
 from metacan_pipeline.audit.medline.agreement import OFFLINE, MedlineGate, gate_verdict
 from metacan_pipeline.audit.medline.asset import medline_report_markdown, medline_study_design
-from metacan_pipeline.audit.medline.eutils import EutilsClient, MedlineArchive, normalize_pmid
+from metacan_pipeline.audit.medline.eutils import EutilsClient, MedlineArchive
 from metacan_pipeline.audit.medline.measure import frame_pmids, source_pmids
 from metacan_pipeline.audit.medline.nlm import (
     AUTOMATED,
@@ -37,6 +37,7 @@ from metacan_pipeline.audit.medline.nlm import (
 from metacan_pipeline.audit.medline.summary import medline_line, medline_markdown
 from metacan_pipeline.cli.run_summary import medline_lines
 from metacan_pipeline.i18n import translations
+from metacan_pipeline.openalex.ids import bare_pmid
 from metacan_pipeline.openalex.reader import Record, iter_file
 from metacan_pipeline.publish.checks import human_layer_problems
 from metacan_pipeline.publish.medline_layer import medline_violations, read_medline_verdicts
@@ -254,10 +255,11 @@ def test_calendar_eligibility(design, year, is_data):
     assert eligible(design, year) is is_data
 
 
-def test_normalize_pmid():
-    assert normalize_pmid("https://pubmed.ncbi.nlm.nih.gov/31000") == "31000"
-    assert normalize_pmid(31000) == "31000"
-    assert [normalize_pmid(v) for v in ("", "pmid", None, True, "12a")] == [None] * 5
+def test_bare_pmid():
+    assert bare_pmid("https://pubmed.ncbi.nlm.nih.gov/31000") == "31000"
+    assert bare_pmid(31000) == "31000"
+    assert [bare_pmid(v) for v in ("", "pmid", None, True, "12a", 0, "000", "١٢٣")] == [None] * 8
+    assert bare_pmid("  00123/ ") == bare_pmid("00123") == "123"
 
 
 # ---- the gate ---------------------------------------------------------------------------------------------------

@@ -66,17 +66,6 @@ class _BatchFailed(Exception):
     """A batch that will not succeed now (retries spent, another 4xx, a body that is not the answer)."""
 
 
-def normalize_pmid(value: object) -> str | None:
-    """A PMID as digits (``"123"``) from ``123``, ``"123"`` or ``"https://pubmed.ncbi.nlm.nih.gov/123"``; None for
-    anything else."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str):
-        return None
-    text = value.strip().rstrip("/").rsplit("/", 1)[-1]
-    return text.lstrip("0") or None if text.isdigit() and len(text) <= 12 else None
-
-
 class MedlineArchive:
     """The archived efetch answers under ``root`` (``<root>/efetch/*.json.gz``)."""
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ...openalex.ids import bare_pmid
 from ...openalex.reader import Record, iter_file
 from ...openalex.remote import is_url, readable
 from ...openalex.remote import stat as remote_stat
@@ -27,7 +28,7 @@ from ...tables.fields import PUBLISHED_TEACHERS
 from ...tables.medline import MEDLINE_AGREEMENT_SCHEMA, MEDLINE_RECORDS_SCHEMA
 from ..protocol.scratch import scratch
 from .agreement import OFFLINE, MedlineGate, agreement_rows
-from .eutils import EutilsClient, FetchOutcome, MedlineArchive, normalize_pmid
+from .eutils import EutilsClient, FetchOutcome, MedlineArchive
 from .nlm import MedlineRecord
 
 #: The archive of efetch answers under the data folder.
@@ -50,7 +51,7 @@ def source_pmids(path_of: Callable[[str], Path | str], pointers: Iterable[tuple[
             with readable(path) as local:
                 for item in iter_file(local, source=source_file):
                     if isinstance(item, Record) and item.locator in by_locator:
-                        pmid = normalize_pmid((item.data.get("ids") or {}).get("pmid"))
+                        pmid = bare_pmid((item.data.get("ids") or {}).get("pmid"))
                         if pmid:
                             out[by_locator[item.locator]] = pmid
         except OSError:  # unreadable now: its works have no PMID this run
@@ -65,7 +66,7 @@ def frame_pmids(storage: MetacanStorage, path_of: Callable[[str], Path | str]) -
         columns = {r[0] for r in con.execute("DESCRIBE frame").fetchall()}
         if "pmid" in columns:
             rows = con.execute("SELECT id, pmid FROM frame WHERE pmid IS NOT NULL").fetchall()
-            return {w: p for w, raw in rows if (p := normalize_pmid(raw))}
+            return {w: p for w, raw in rows if (p := bare_pmid(raw))}
         pointers = con.execute("SELECT id, source_file, source_locator FROM frame").fetchall()
     return source_pmids(path_of, pointers)
 
