@@ -109,6 +109,11 @@ FACET_CODES_SCHEMA = columns(
     column("model_version", description="for a classifier decision: its classifier version"),
     column("mode", description="for a classifier decision: candidate | consensus"),
     column("prediction_status", description="for a classifier decision: its prediction_status"),
+    column(
+        "norm",
+        pa.string(),
+        "the value folded as a text filter compares it: lower(strip_accents(value)) (null for a classifier decision)",
+    ),
 )
 
 #: The facet and filter columns of ``works`` (text values as ``facet_codes`` codes) and the name lists and
