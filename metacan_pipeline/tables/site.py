@@ -340,16 +340,18 @@ TABLES += [
     ),
     Table(
         "facet_value_counts",
-        "one value of a typeahead facet (venue, institution, funder, topic) with its facet_codes code and its "
-        "number of works in the whole release",
+        "one folded value of a text filter (what the filter matches: case and accents ignored) with its most "
+        "frequent spelling, that spelling's facet_codes code and the number of works with any spelling of it in "
+        "the whole release",
         "site_database",
         columns(
             "facet",
             "code",
-            column("value", pa.string(), "the facet's value"),
-            column("n", description="works of the release with the value"),
+            column("value", pa.string(), "the value's most frequent spelling"),
+            column("norm", pa.string(), "the folded value: lower(strip_accents(value))"),
+            column("n", description="works of the release with any spelling of the value"),
         ),
-        ("facet", "code"),
+        ("facet", "norm"),
         store="release",
     ),
 ]

@@ -77,6 +77,8 @@ class Param:
     bounds: tuple[float, float] | None = None
     max_length: int | None = None
     default: str | None = None
+    #: the OpenAPI document marks the parameter required (the route refuses a request without it)
+    required: bool = False
 
     def allowed(self, release: ReleaseInfo | None) -> tuple[str, ...] | None:
         if self.choices is not None:
@@ -251,9 +253,9 @@ def _text(name: str, value: str, max_len: int) -> str:
 
 
 def fold(value: str) -> str:
-    """``value`` as a text filter compares it: accents stripped (Unicode NFKD without its combining marks) and
+    """``value`` as a text filter compares it: accents stripped (Unicode NFD without its combining marks) and
     lower-cased, as DuckDB's ``lower(strip_accents(value))`` folds a release's values (``facet_codes.norm``)."""
-    decomposed = unicodedata.normalize("NFKD", value)
+    decomposed = unicodedata.normalize("NFD", value)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
 
 
