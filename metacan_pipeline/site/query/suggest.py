@@ -38,7 +38,7 @@ def prefix_values(con, facet: str, prefix: str, limit: int, coded: list[Clause])
     if where == "true":
         rows = con.execute(
             "SELECT value, n FROM facet_value_counts WHERE facet = ? AND n > 0 "
-            "AND starts_with(norm, lower(strip_accents(?))) ORDER BY n DESC, value LIMIT ?",
+            "AND starts_with(norm, lower(strip_accents(?))) ORDER BY n DESC, norm LIMIT ?",
             [facet, prefix, limit],
         ).fetchall()
         return [{"value": v, "count": n} for v, n in rows]
@@ -51,7 +51,7 @@ def prefix_values(con, facet: str, prefix: str, limit: int, coded: list[Clause])
         f"g AS (SELECT m.norm, {n} AS n FROM (SELECT w.work_key, {codes} AS code FROM work_facets w WHERE {where}) x "
         "JOIN m ON m.code = x.code GROUP BY m.norm) "
         "SELECT v.value, g.n FROM g JOIN facet_value_counts v ON v.facet = ? AND v.norm = g.norm "
-        "ORDER BY g.n DESC, v.value LIMIT ?",
+        "ORDER BY g.n DESC, g.norm LIMIT ?",
         [facet, prefix, *params, facet, limit],
     ).fetchall()
     return [{"value": v, "count": n} for v, n in rows]
