@@ -256,12 +256,13 @@ def _table(rows: list[tuple[int, float]]) -> pa.Table:
 
 
 def search(con: sqlite3.Connection, words: Sequence[str] | TextQuery) -> pa.Table:
-    """Every work matching all ``words``: ``work_key`` (int64) and ``rank`` (FTS5 BM25, lower = better)."""
+    """Every work matching ``words`` (every word, or every group of a :data:`TextQuery`): ``work_key`` (int64) and
+    ``rank`` (FTS5 BM25, lower = better)."""
     return _table(con.execute(_matches_sql(_impact_ordered(con)), [match_expression(words)]).fetchall())
 
 
 def count(con: sqlite3.Connection, words: Sequence[str] | TextQuery) -> int:
-    """The number of works matching all ``words`` (no ranking: FTS5 walks the posting lists only)."""
+    """The number of works matching ``words`` as :func:`search` does (no ranking: FTS5 walks the posting lists only)."""
     return con.execute("SELECT count(*) FROM work_text WHERE work_text MATCH ?", [match_expression(words)]).fetchone()[
         0
     ]
@@ -294,7 +295,7 @@ def impact_top(
 ) -> pa.Table | None:
     """:func:`top` read in impact order (module docstring): the matches by rowid, each with its BM25, until the
     ``limit``-th best after ``after`` beats the bound of every match not read. None when a word is not one stored
-    term (a rare term or a split word: FTS5 ranks it in full) or the page needs more than :data:`SCAN_MAX` reads."""
+    term (a rare term, a split word or a phrase of several words: FTS5 ranks it in full) or the page needs more than :data:`SCAN_MAX` reads."""
     # BM25 sums over every phrase of the expression (an alternative that does not match adds 0), so the sum of all
     # phrases' idfs bounds it under OR as under AND; a phrase of several words is left to FTS5's full ranking.
     terms = [term_of(p[0]) if len(p) == 1 else None for g in _groups(words) for p in g]
