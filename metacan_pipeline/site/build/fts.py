@@ -295,7 +295,8 @@ def impact_top(
 ) -> pa.Table | None:
     """:func:`top` read in impact order (module docstring): the matches by rowid, each with its BM25, until the
     ``limit``-th best after ``after`` beats the bound of every match not read. None when a word is not one stored
-    term (a rare term, a split word or a phrase of several words: FTS5 ranks it in full) or the page needs more than :data:`SCAN_MAX` reads."""
+    term (a rare term, a split word or a phrase of several words: FTS5 ranks it in full) or the page needs more
+    than :data:`SCAN_MAX` reads."""
     # BM25 sums over every phrase of the expression (an alternative that does not match adds 0), so the sum of all
     # phrases' idfs bounds it under OR as under AND; a phrase of several words is left to FTS5's full ranking.
     terms = [term_of(p[0]) if len(p) == 1 else None for g in _groups(words) for p in g]

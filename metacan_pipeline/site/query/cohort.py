@@ -8,9 +8,9 @@ field); an unknown name, a repeated name, a value outside its vocabulary or cont
 
 The parameters (``FILTERS``): ``year_min``/``year_max``; ``language``, ``type``, ``field``, ``topic``, ``venue``,
 ``institution`` (a Canadian institution), ``funder``, ``keyword`` (whole values, case and accents ignored;
-``a|b`` matches either), and the exclusion of each, ``not_language`` ... ``not_keyword`` (the same values, left out;
-works without the field are kept); ``ca_aff``, ``ca_fund``,
-``ca_venue``, ``about_ca``, ``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``
+``a|b`` matches either), and the exclusion of each, ``not_language`` ... ``not_keyword`` (the same values, left
+out; works without the field are kept); ``ca_aff``, ``ca_fund``, ``ca_venue``, ``about_ca``,
+``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``
 (``yes``/``no``/``any``); direct labels: ``label_category``, ``label_domain``, ``label_study_design``,
 ``label_genre`` (one labelled direct label must carry all that are given), ``label_teacher`` (that teacher's
 label) or ``label_agreement=all`` (every teacher of the release labelled the work so; default ``any``: at
@@ -25,8 +25,9 @@ vocabulary, one line of documentation): the parser checks every value through it
 the HTML pages can say them in French; the API says them in English.
 
 The query hash (:meth:`Cohort.query_hash`) is the first 12 hex of SHA-256 over the canonical filters (set
-fields only, in name order, normalised: a text filter's values folded and sorted, :func:`.params.text_values`; the
-text query's words lower-cased, :func:`..build.fts.query_text`), the release id and the classifier version: sort and page are not in it.
+fields only, in name order, normalised: a text filter's values folded and sorted, :func:`.params.text_values`;
+the text query's words lower-cased, :func:`..build.fts.query_text`), the release id and the classifier version:
+sort and page are not in it.
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ def prefix_values(con, facet: str, prefix: str, limit: int, coded: list[Clause])
     else:
         codes, n = f"w.{facet}", "count(*)"
     rows = con.execute(
-        "WITH m AS (SELECT code, norm FROM facet_codes WHERE facet = ? AND starts_with(norm, lower(strip_accents(?)))), "
+        "WITH m AS (SELECT code, norm FROM facet_codes WHERE facet = ? "
+        "AND starts_with(norm, lower(strip_accents(?)))), "
         f"g AS (SELECT m.norm, {n} AS n FROM (SELECT w.work_key, {codes} AS code FROM work_facets w WHERE {where}) x "
         "JOIN m ON m.code = x.code GROUP BY m.norm) "
         "SELECT v.value, g.n FROM g JOIN facet_value_counts v ON v.facet = ? AND v.norm = g.norm "
