@@ -7,6 +7,7 @@ count is computed here from the release's own rows, folding values in Python."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import duckdb
@@ -311,6 +312,11 @@ def test_the_openapi_document_describes_or_not_and_suggest(client):
         f"not_{n}" for n in ("language", "type", "field", "topic", "venue", "institution", "funder", "keyword")
     } <= set(count)
     assert "Leave out" in count["not_venue"]["description"] and "OR" in count["q"]["description"]
+    # the schema's pattern accepts exactly the values the server accepts
+    pattern = count["not_venue"]["schema"]["pattern"]
+    for value in ("a", "a|", "|", " | ", "x|y", "||", "  "):
+        accepted = client.get("/api/v1/count", params={"not_venue": value}).status_code == 200
+        assert accepted == bool(re.search(pattern, value)), value
     suggest = {p["name"]: p for p in doc["paths"]["/api/v1/suggest"]["get"]["parameters"]}
     assert suggest["facet"]["required"] is True and "keyword" in suggest["facet"]["schema"]["enum"]
     assert suggest["prefix"]["schema"]["maxLength"] == 300 and "not_venue" in suggest

@@ -32,6 +32,9 @@ EXCLUSION_FILTERS = tuple(EXCLUSION_PREFIX + n for n in TEXT_FILTERS)
 #: Separates the values of one text filter that match any (OR): ``venue=Nature|Science``.
 OR_SEPARATOR = "|"
 MAX_VALUES = 20
+#: A text filter's value as JSON Schema says it (:func:`text_values`): no separator, or a character besides the
+#: separators and spaces (``|`` alone holds no value).
+TEXT_FILTER_PATTERN = r"^[^|]*$|[^\s|]"
 LABEL_VALUES = {
     "label_category": CATEGORIES,
     "label_domain": DOMAINS,
@@ -79,6 +82,8 @@ class Param:
     default: str | None = None
     #: the OpenAPI document marks the parameter required (the route refuses a request without it)
     required: bool = False
+    #: a regular expression the value matches (JSON Schema ``pattern``), as the parser's own rules for the kind have it
+    pattern: str | None = None
 
     def allowed(self, release: ReleaseInfo | None) -> tuple[str, ...] | None:
         if self.choices is not None:
@@ -111,6 +116,8 @@ class Param:
             out["minimum"], out["maximum"] = self.bounds
         if self.max_length is not None:
             out["maxLength"] = self.max_length
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
         if self.default is not None:
             out["default"] = int(self.default) if self.kind == "integer" else self.default
         return out
@@ -145,10 +152,13 @@ PARAMS: dict[str, Param] = {
     for p in (
         Param("year_min", "integer", "Earliest publication year.", bounds=YEAR_RANGE),
         Param("year_max", "integer", "Latest publication year (not before year_min).", bounds=YEAR_RANGE),
-        *(Param(n, "text", f"{_TEXT_DOCS[n]}: {_MATCHING}", max_length=MAX_TEXT) for n in TEXT_FILTERS),
+        *(
+            Param(n, "text", f"{_TEXT_DOCS[n]}: {_MATCHING}", max_length=MAX_TEXT, pattern=TEXT_FILTER_PATTERN)
+            for n in TEXT_FILTERS
+        ),
         *(
             Param(EXCLUSION_PREFIX + n, "text", f"Leave out the works with this {n} (works without one are kept): "
-                  f"{_MATCHING}", max_length=MAX_TEXT)
+                  f"{_MATCHING}", max_length=MAX_TEXT, pattern=TEXT_FILTER_PATTERN)
             for n in TEXT_FILTERS
         ),
         *(Param(n, "choice", _BOOLEAN_DOCS[n], choices=TRISTATE, default="any") for n in BOOLEAN_FILTERS),
