@@ -20,8 +20,11 @@ served pages read a few small rows whatever the release's size.
   unknown is not a disagreement). Pairs are ``<a> vs <b>`` in name order, as ``teacher_disagreements`` names them.
 - ``dossier_works``: what the dossier lists of each of those works, with its record's ``direct_labels`` (every
   teacher's verdict and reason, source and status), so a dossier page never reads ``works``.
-- ``facet_value_counts``: every venue, institution, funder and topic with its ``facet_codes`` code and its number of
-  works in the release (what the typeahead answers without a cohort).
+- ``facet_value_counts``: every folded value (``facet_codes.norm``: what a text filter matches) of each text filter
+  (language, type, field, topic, venue, institution, funder, keyword) with its most frequent spelling, that
+  spelling's ``facet_codes`` code and the number of works with any spelling of it in the release (what the
+  suggestions answer without a cohort, the home page's choices of language, type and field, and the values
+  "did you mean" compares an unknown one with).
 """
 
 from __future__ import annotations
@@ -36,11 +39,13 @@ import pyarrow as pa
 from ...release.release_layers import RELEASE_LAYERS
 from ...tables.site import DISAGREEMENT_SCHEMA, RELEASE_PREVALENCE_SCHEMA, catalog_schema
 from ...teachers.core.agreement import HEADS, head_values  # the pipeline's rule of which heads a label gives
+from .facet_columns import NAME_TABLES
 
 DOSSIER_SCHEMA = catalog_schema("dossier_works")
 
-#: The facets the typeahead completes (:mod:`..web.typeahead`): name facets are code lists of ``work_facets``.
-TYPEAHEAD_FACETS = ("venue", "institution", "funder", "topic")
+#: The facets the typeahead completes (:mod:`..web.typeahead`): every text filter; name facets are code lists of
+#: ``work_facets``.
+TYPEAHEAD_FACETS = ("language", "type", "field", "topic", "venue", "institution", "funder", "keyword")
 ROUTES = ("ca_aff", "ca_fund", "ca_venue", "about_ca")
 
 _COUNTS = (
@@ -216,11 +221,20 @@ def write_figures(
         "INSERT INTO release_statistics VALUES (?, ?)", [(k, json.dumps(v, default=str)) for k, v in figures.items()]
     )
     for facet in TYPEAHEAD_FACETS:
-        values = f"unnest(w.{facet})" if facet in ("institution", "funder") else f"w.{facet}"
+        codes = f"unnest(w.{facet})" if facet in NAME_TABLES else f"w.{facet}"
+        # per code its works, then per folded value: the works with any of its spellings (a work counted once
+        # when two of its names fold alike) and its most frequent spelling
         con.execute(
-            f"INSERT INTO facet_value_counts SELECT '{facet}', k.code, k.value, coalesce(g.n, 0) FROM facet_codes k "
-            f"LEFT JOIN (SELECT code, count(*) AS n FROM (SELECT {values} AS code FROM work_facets w) GROUP BY 1) g "
-            f"ON g.code = k.code WHERE k.facet = '{facet}' ORDER BY k.code"
+            f"INSERT INTO facet_value_counts WITH x AS (SELECT DISTINCT w.work_key, k.norm, k.code FROM "
+            f"(SELECT w.work_key, {codes} AS code FROM work_facets w) w "
+            f"JOIN facet_codes k ON k.facet = '{facet}' AND k.code = w.code), "
+            "per_code AS (SELECT norm, code, count(*) AS n FROM x GROUP BY ALL), "
+            "per_norm AS (SELECT norm, count(DISTINCT work_key) AS n FROM x GROUP BY norm) "
+            f"SELECT '{facet}', k.code, k.value, k.norm, coalesce(m.n, 0) FROM "
+            "(SELECT k.norm, arg_min(k.code, (-coalesce(c.n, 0), k.value)) AS code FROM facet_codes k "
+            f"LEFT JOIN per_code c ON c.code = k.code WHERE k.facet = '{facet}' GROUP BY k.norm) b "
+            f"JOIN facet_codes k ON k.facet = '{facet}' AND k.code = b.code LEFT JOIN per_norm m ON m.norm = b.norm "
+            "ORDER BY k.norm"
         )
     return {
         "release_statistics": len(figures),

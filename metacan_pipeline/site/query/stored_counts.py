@@ -32,15 +32,16 @@ COLUMN_FILTERS = ("language", "type", "field", "topic", "venue", "release_layer"
 
 
 def frequent_filters(con, min_works: int) -> list[dict[str, str]]:
-    """The filters (as :func:`.cohort.parse_filters` gives them) of every one-filter cohort of at least ``min_works``
-    works, largest first within each filter."""
+    """The filters (as :func:`.cohort.parse_filters` gives them: a text filter's value folded) of every one-filter
+    cohort of at least ``min_works`` works, largest first within each filter."""
     out: list[dict[str, str]] = []
     for name in (*COLUMN_FILTERS, *NAME_TABLES):
         codes = f"unnest(w.{name})" if name in NAME_TABLES else f"w.{name}"
+        # by folded value: the cohort of a filter is every value that folds alike (.clauses._text_clause)
         rows = con.execute(
-            f"SELECT k.value FROM (SELECT {codes} AS code FROM work_facets w) x "
+            f"SELECT k.norm FROM (SELECT {codes} AS code FROM work_facets w) x "
             f"JOIN facet_codes k ON k.facet = '{name}' AND k.code = x.code "
-            "GROUP BY k.value HAVING count(*) >= ? ORDER BY count(*) DESC, k.value",
+            "GROUP BY k.norm HAVING count(*) >= ? ORDER BY count(*) DESC, k.norm",
             [min_works],
         ).fetchall()
         out += [{name: value} for (value,) in rows]

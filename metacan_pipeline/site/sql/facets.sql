@@ -6,12 +6,14 @@ WHERE model_version IN (SELECT DISTINCT model_version FROM works WHERE model_ver
 
 -- The narrow, coded copy of the cohort columns (metacan_pipeline.site.build, after release.sql): facet_codes
 -- numbers every value of a text facet column, every name and every classifier decision (model_version, mode,
--- category); work_facets holds one row per work with those codes, the boolean filters, the coverage flags and
--- the name and decision code lists. Counts and facets scan it instead of works (benchmarks/bench_site.py:
+-- category), with the folded form of each value (norm: what a text filter compares, query/clauses.py);
+-- work_facets holds one row per work with those codes, the boolean filters, the coverage flags and the name and
+-- decision code lists. Counts and facets scan it instead of works (benchmarks/bench_site.py:
 -- grouping 4.3M integer codes is several times faster than grouping the text, and a name facet is an unnest
 -- of the cohort's own rows, not a join of a name table with the cohort).
 INSERT INTO facet_codes
-SELECT facet, row_number() OVER (PARTITION BY facet ORDER BY value), value, NULL, NULL, NULL FROM (
+SELECT facet, row_number() OVER (PARTITION BY facet ORDER BY value), value, NULL, NULL, NULL,
+       lower(strip_accents(value)) FROM (
   SELECT DISTINCT 'language' AS facet, language AS value FROM works WHERE language IS NOT NULL
   UNION ALL SELECT DISTINCT 'type', type FROM works WHERE type IS NOT NULL
   UNION ALL SELECT DISTINCT 'field', field FROM works WHERE field IS NOT NULL
@@ -26,7 +28,7 @@ SELECT facet, row_number() OVER (PARTITION BY facet ORDER BY value), value, NULL
 
 INSERT INTO facet_codes
 SELECT 'classifier', row_number() OVER (ORDER BY model_version, mode, category), category, model_version, mode,
-       any_value(prediction_status)
+       any_value(prediction_status), NULL
 FROM work_decisions GROUP BY model_version, mode, category;
 
 CREATE TEMP TABLE names_coded AS

@@ -141,6 +141,7 @@ def _api_head(site: ApiEndpoints, cohort: Cohort, s: dict) -> dict:
         "count": s["count"],
         "coverage": s["coverage"],
         "coverage_sentence": s["coverage_sentence"],
+        "did_you_mean": s["did_you_mean"],
     }
 
 

@@ -59,6 +59,7 @@ from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
 from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
+from ..query.suggest import did_you_mean, replaced
 from . import languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .citations import bibtex_chunks, ris_chunks
@@ -116,6 +117,11 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     return env
 
 
+#: The text filters the home page offers as a choice of the release's values (the others are text boxes with
+#: suggestions).
+CHOICE_FILTERS = ("language", "type", "field")
+
+
 def _lang(request: Request) -> str:
     return getattr(request.state, "lang", None) or languages.split_path(request.url.path)[0]
 
@@ -143,6 +149,7 @@ class Site(
         self.page_envs = {lo: page_environment(None if lo == DEFAULT_LOCALE else translations(lo)) for lo in LOCALES}
         self.row_cap = row_cap
         self.limiter = None
+        self._choices: dict[str, list[dict]] | None = None
         ctx = dict(self.info.page_context)
         ctx["constant_heads"] = {tuple(h) for h in ctx.get("constant_heads", [])}
         self.page_context = {
@@ -153,6 +160,24 @@ class Site(
             "dagster_ui": settings.dagster_ui_url(),
             "served": True,
         }
+
+    def choices(self) -> dict[str, list[dict]]:
+        """The values the home page offers for each filter of :data:`CHOICE_FILTERS`, with their works in the
+        release, most first (``facet_value_counts``: one per folded value, in its most frequent spelling); read once."""
+        if self._choices is None:
+            con = self.release.cursor()
+            try:
+                rows = con.execute(
+                    "SELECT facet, value, n FROM facet_value_counts WHERE facet IN (SELECT unnest(?::VARCHAR[])) "
+                    "AND n > 0 ORDER BY facet, n DESC, value",
+                    [list(CHOICE_FILTERS)],
+                ).fetchall()
+            finally:
+                con.close()
+            self._choices = {name: [] for name in CHOICE_FILTERS}
+            for facet, value, n in rows:
+                self._choices[facet].append({"value": value, "count": n})
+        return self._choices
 
     def render(self, request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
         lang = _lang(request)
@@ -231,6 +256,8 @@ class Site(
             out = {"count": q.count(), "coverage": q.coverage(), "facets": q.facets()}
             if listing is not None:
                 out["works"], out["next"] = q.page(listing)
+            # no work: the nearest values of the release to each text filter value no work holds
+            out["did_you_mean"] = did_you_mean(q.con, cohort) if out["count"] == 0 else {}
         out["coverage_sentence"] = strings.coverage_sentence(out["coverage"], cohort.classifier_version, lang)
         out["query_hash"] = self.store.save(cohort)
         return out
@@ -263,6 +290,8 @@ class Site(
             release_layers=RELEASE_LAYERS,
             query_url=f"{prefix}/q/{summary['query_hash']}",
             typeahead=TYPEAHEAD_FACETS,
+            choices=self.choices(),
+            replaced=partial(replaced, cohort),
         )
         response.headers["Content-Security-Policy"] = HOME_CSP  # the typeahead script, from this site only
         if lang == DEFAULT_LOCALE:
