@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -145,7 +146,8 @@ class Served:
 def metacan_serve(env: dict, *args: str, ready: str = "/api/v1/") -> Iterator[Served]:
     """``metacan serve ARGS`` as a subprocess on a free loopback port with ``env``; yields once ``GET ready``
     answers 200 (the test fails, with the server's output, if it exits or has not answered within 60 s), and stops
-    it after, filling ``output``."""
+    it after, filling ``output``. The server writes to a temporary file, never to a pipe nobody reads while it runs
+    (a full pipe would stop the server at its next log line)."""
     import httpx
     import pytest
 
@@ -153,26 +155,33 @@ def metacan_serve(env: dict, *args: str, ready: str = "/api/v1/") -> Iterator[Se
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     command = [sys.executable, *CLI, "serve", *args, "--port", str(port)]
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    served = Served(f"http://127.0.0.1:{port}")
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"metacan serve exited with {proc.returncode}: {proc.stdout.read().decode()[-2000:]}")
-            try:
-                if httpx.get(served.url + ready, timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"metacan serve did not answer {ready} with 200 within 60 s")
-            time.sleep(0.2)
-        yield served
-    finally:
-        proc.terminate()
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        served = Served(f"http://127.0.0.1:{port}")
+
+        def printed() -> str:
+            log.seek(0)
+            return log.read().decode(errors="replace")
+
         try:
-            served.output = proc.communicate(timeout=10)[0].decode()
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            served.output = proc.communicate(timeout=10)[0].decode()
+            deadline = time.monotonic() + 60
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(f"metacan serve exited with {proc.returncode}: {printed()[-2000:]}")
+                try:
+                    if httpx.get(served.url + ready, timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail(f"metacan serve did not answer {ready} with 200 within 60 s")
+                time.sleep(0.2)
+            yield served
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+            served.output = printed()

@@ -1,12 +1,22 @@
-"""Fixtures of the site tests: one release built through Dagster from the site world (builders.site.site_world), and
-the loopback OpenAlex stub every served work page fetches its abstract from (never the public API)."""
+"""Fixtures of the site tests: one release built through Dagster from the site world (builders.site.site_world), the
+same release with its classifier version published as a student model (``scoring_release``, for ``POST
+/api/v1/score``), and the loopback OpenAlex stub every served work page fetches its abstract from (never the public
+API)."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
 
+import pytest
+from starlette.testclient import TestClient
+
+from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline.student.assets import predictions, student_heads
+from metacan_pipeline.student.models import load_published, publish
+from metacan_pipeline.student.predicting import current_model_version
 from metacan_pipeline_tests.builders.site import build_site, site_world
+from metacan_pipeline_tests.builders.student import run_student, write_inputs
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,3 +50,26 @@ def release(site_release):
     rel = Release(site_release[0].root)
     yield rel
     rel.close()
+
+
+@pytest.fixture(scope="module")
+def scoring_release(site_release, tmp_path_factory):
+    """The site world's release, whose classifier version is published in its data folder as a model trained on
+    the student builders' warehouse (``models.publish``), with that warehouse's ``student_scores`` as the frame's."""
+    storage = site_release[0]
+    trained = MetacanStorage(data_dir=str(tmp_path_factory.mktemp("trained") / "data"))
+    frame = write_inputs(trained)
+    run_student(trained, student_heads, predictions)
+    bundle = load_published(trained, current_model_version(trained))
+    with TestClient(create_app(storage.root, rate_limit="off")) as c:
+        (version,) = c.get("/api/v1/").json()["classifier_versions"]
+    publish(
+        storage,
+        dataclasses.replace(bundle, model_version=version),
+        kind="hybrid",
+        run_id="test",
+        feature_kind=bundle.feature_kind,
+        summary={},
+    )
+    storage.write_table("student_scores", trained.read_table("student_scores"))
+    return storage, trained, frame, version

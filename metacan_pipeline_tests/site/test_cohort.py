@@ -51,7 +51,6 @@ def _hash(params, info=INFO):
         ([("label_category", "astrology")], "label_category 'astrology' is not one of"),
         ([("label_category", "sts"), ("label_teacher", "opus")], "label_teacher 'opus' is not one of codex, gemma"),
         ([("score_min", "0.5")], "score_min needs score_arm"),
-        ([("score_arm", "gemma")], "score_arm needs score_min or score_max"),
         ([("score_arm", "gemma"), ("score_min", "0.8"), ("score_max", "0.2")], "score_min 0.8 is above score_max 0.2"),
         ([("score_arm", "gemma"), ("score_min", "nan")], "not a number in [0.0, 1.0]"),
         ([("q", "*** --")], "holds no word to search for"),
@@ -126,3 +125,8 @@ def test_a_release_with_two_classifier_versions_needs_one_named():
         [("classifier_category", "sts"), ("classifier_mode", "candidate"), ("classifier_version", "v-b")], info
     )
     assert cohort.classifier_version == "v-b"
+
+
+def test_a_score_arm_alone_keeps_the_works_with_a_score_from_it():
+    cohort, _ = parse_request([("score_arm", "gemma")], INFO)
+    assert cohort.filters["score_arm"] == "gemma" and "score_min" not in cohort.filters

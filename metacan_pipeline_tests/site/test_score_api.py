@@ -4,7 +4,6 @@ the served release names, with the columns and values of ``metacan score``, and 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 
 import pytest
@@ -14,35 +13,14 @@ from typer.testing import CliRunner
 from metacan_pipeline.cli import app as cli
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.site.web.score_api import MAX_WORKS
-from metacan_pipeline.storage import MetacanStorage
-from metacan_pipeline.student.assets import predictions, student_heads
-from metacan_pipeline.student.models import load_published, model_path, publish
-from metacan_pipeline.student.predicting import current_model_version
+from metacan_pipeline.student.models import model_path
 from metacan_pipeline.vocab import PREDICTION_STATUS
-from metacan_pipeline_tests.builders.student import list_rows, run_student, write_inputs
+from metacan_pipeline_tests.builders.student import list_rows
 
 
 @pytest.fixture(scope="module")
-def served(site_release, tmp_path_factory):
-    """The site world's release, whose classifier version is published in its data folder as a model trained on
-    the student builders' warehouse (``models.publish``), with that warehouse's ``student_scores`` as the frame's."""
-    storage = site_release[0]
-    trained = MetacanStorage(data_dir=str(tmp_path_factory.mktemp("trained") / "data"))
-    frame = write_inputs(trained)
-    run_student(trained, student_heads, predictions)
-    bundle = load_published(trained, current_model_version(trained))
-    with TestClient(create_app(storage.root, rate_limit="off")) as c:
-        (version,) = c.get("/api/v1/").json()["classifier_versions"]
-    publish(
-        storage,
-        dataclasses.replace(bundle, model_version=version),
-        kind="hybrid",
-        run_id="test",
-        feature_kind=bundle.feature_kind,
-        summary={},
-    )
-    storage.write_table("student_scores", trained.read_table("student_scores"))
-    return storage, trained, frame, version
+def served(scoring_release):
+    return scoring_release
 
 
 @pytest.fixture()
@@ -102,9 +80,9 @@ def test_refused_works_are_listed_with_their_index_and_the_rest_scored(served, c
         (b'{"works": {}}', 400, 'a JSON object with a "works" list'),
         (b'{"works": []}', 400, '"works" is empty'),
         (b'{"works": [{"id": "a", "title": "x"}], "colour": 1}', 400, "unknown body keys 'colour'"),
-        (b'{"works": [{"id": "a", "title": "x"}], "model_version": "v9"}', 400, "'v9' is not a classifier version"),
-        (b'{"works": [{"id": "a"}, {"title": "b"}]}', 400, "no work in the body can be scored (works[0]: no title;"),
-        (json.dumps({"works": [{"id": str(i), "title": "t"} for i in range(MAX_WORKS + 1)]}).encode(), 413, "at most"),
+        (b'{"works": [{"id": "a", "title": "x"}], "model_version": "v9"}', 400, '"v9" is not a classifier version'),
+        (b'{"works": [{"id": "a", "title": "x"}], "model_version": null}', 400, "null is not a classifier version"),
+        (json.dumps({"works": [{"id": str(i), "title": "t"} for i in range(MAX_WORKS + 1)]}).encode(), 400, "at most"),
     ],
 )
 def test_a_bad_body_is_refused_with_one_clear_sentence(served, client, body, status, message):
@@ -112,6 +90,15 @@ def test_a_bad_body_is_refused_with_one_clear_sentence(served, client, body, sta
     assert r.status_code == status, r.text
     assert message in r.json()["error"]["message"]
     assert r.json()["error"]["status"] == status and r.headers["cache-control"] == "no-store"
+
+
+def test_a_body_none_of_whose_works_can_be_scored_answers_each_refusal(served, client):
+    r = client.post("/api/v1/score", json={"works": [{"id": "a"}, {"title": "b"}]})
+    assert r.status_code == 200 and r.json()["works"] == []
+    assert r.json()["rejected"] == [
+        {"index": 0, "id": "a", "reason": "no title"},
+        {"index": 1, "id": None, "reason": "no id"},
+    ]
 
 
 def test_query_parameters_and_get_are_refused(client):
@@ -146,6 +133,8 @@ def test_the_openapi_document_describes_the_post_route(client):
     op = doc["paths"]["/api/v1/score"]["post"]
     schema = op["requestBody"]["content"]["application/json"]["schema"]
     assert schema["properties"]["works"]["maxItems"] == MAX_WORKS and schema["required"] == ["works"]
+    release = client.get("/api/v1/").json()
+    assert schema["properties"]["model_version"]["enum"] == release["classifier_versions"]
     assert {"200", "400", "413", "429", "503"} == set(op["responses"])
     docs = client.get("/api/v1/docs").text
     assert "<code>POST /api/v1/score</code>" in docs and "JSON body of" in docs

@@ -9,6 +9,7 @@ import html
 import io
 import json
 import re
+from itertools import combinations
 
 import dagster as dg
 import duckdb
@@ -271,6 +272,16 @@ def test_the_dossier_is_filtered_like_a_cohort_and_by_pair_and_head(world):
         url = m.group(1) if m else None
     assert seen == ["W7015", "W7030", "W7045"]
     assert client.get("/api/v1/dossier", params={"q": "reproducibility"}).status_code == 200
+
+
+def test_the_dossier_pair_is_one_of_the_release_teacher_pairs_in_the_openapi_document(world):
+    storage, client = world
+    doc = client.get("/api/v1/openapi.json").json()
+    (param,) = [p for p in doc["paths"]["/api/v1/dossier"]["get"]["parameters"] if p["name"] == "pair"]
+    teachers = [r[0] for r in _sql(storage, "SELECT DISTINCT teacher FROM work_labels ORDER BY 1")]
+    assert param["schema"]["enum"] == [f"{a} vs {b}" for a, b in combinations(teachers, 2)] == ["codex vs gemma"]
+    r = client.get("/api/v1/dossier", params={"pair": "gemma vs codex"})
+    assert r.status_code == 400 and "codex vs gemma" in r.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("payload", INJECTIONS)

@@ -28,6 +28,7 @@ import sqlite3
 import threading
 import uuid
 from dataclasses import dataclass, field
+from itertools import combinations
 from pathlib import Path
 
 import duckdb
@@ -299,6 +300,11 @@ class ReleaseInfo:
     page_context: dict
     #: classifier version -> the categories none of whose heads passed the support gate (SPEC section 6)
     ungated: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def teacher_pairs(self) -> tuple[str, ...]:
+        """Every pair of the release's teachers as the dossier names it (``"a vs b"``, names sorted)."""
+        return tuple(f"{a} vs {b}" for a, b in combinations(sorted(self.teachers), 2))
 
     @property
     def classifier_version(self) -> str:

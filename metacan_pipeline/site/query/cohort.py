@@ -228,8 +228,6 @@ def _score_filters(values: dict[str, str], release: ReleaseInfo, f: dict[str, An
         if bounds:
             raise CohortError(N_("%(name)s needs score_arm: name the machine-score arm it bounds.", name=bounds[0]))
         return
-    if not bounds:
-        raise CohortError(N_("score_arm needs score_min or score_max: a range to keep."))
     if not release.score_arms:
         raise CohortError(N_("this release holds no machine score, so no score range can be filtered."))
     f["score_arm"] = _given(values, "score_arm", release)

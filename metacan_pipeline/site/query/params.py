@@ -185,7 +185,12 @@ PARAMS: dict[str, Param] = {
               "classifier_category.", choices=CLASSIFIER_MODES),
         Param("classifier_version", "choice", "The classifier version the decision is read under (required when the "
               "release holds several).", release_choices="classifier_versions"),
-        Param("score_arm", "choice", "The machine-score arm score_min / score_max bound.", release_choices="score_arms"),
+        Param(
+            "score_arm",
+            "choice",
+            "Works with a machine score from this arm (within score_min / score_max when given).",
+            release_choices="score_arms",
+        ),
         Param("score_min", "number", "Lowest machine score kept (needs score_arm).", bounds=(0.0, 1.0)),
         Param("score_max", "number", "Highest machine score kept (needs score_arm).", bounds=(0.0, 1.0)),
         Param("q", "text", "Words that must all occur in the title or keywords (full-text, case and accents ignored, "

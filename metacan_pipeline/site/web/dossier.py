@@ -36,7 +36,12 @@ HEADS: tuple[str, ...] = BINARY_TARGETS + tuple(CATEGORICAL_TARGETS) + ("categor
 #: The fields of each teacher's verdict shown side by side: a direct label's fields.
 VERDICT_FIELDS = LABEL_FIELDS
 DOSSIER_PARAMS = (
-    Param("pair", "text", "One pair of teachers, as the counts name it (e.g. 'codex vs gemma').", max_length=200),
+    Param(
+        "pair",
+        "choice",
+        "One pair of the release's teachers, as the counts name it (e.g. 'codex vs gemma').",
+        release_choices="teacher_pairs",
+    ),
     Param("head", "choice", "Only works on which the pair differs on this head.", choices=HEADS),
     Param("after", "cursor", "The work_key the previous page ended on (its next field)."),
     Param("limit", "integer", "Works per page.", bounds=(1, MAX_LIMIT), default=str(DEFAULT_LIMIT)),
@@ -149,28 +154,16 @@ class DossierEndpoints:
     """The dossier's page and API route, a mixin of :class:`.app.Site` (reads ``release``, ``info``, ``render``,
     ``statistics_data``)."""
 
-    def dossier_pairs(self) -> list[str]:
-        return [p["pair"] for p in self.statistics_data().get("teacher_pairs", [])]
-
     def dossier(self, request: Request) -> tuple[Cohort, dict[str, Any]]:
         values = single_values(request.query_params.multi_items(), DOSSIER_QUERY)
         own = {k: values.pop(k) for k in list(values) if k in _OWN and k not in FILTERS}
-        pairs = self.dossier_pairs()
-        pair = own.get("pair")
-        if pair is not None and pair not in pairs:
-            raise CohortError(
-                N_(
-                    "pair %(pair)r is not a pair of teachers of this release: %(pairs)s.",
-                    pair=pair[:60],
-                    pairs=", ".join(pairs) or "none",
-                )
-            )
+        pair = _OWN["pair"].check(own["pair"], self.info) if "pair" in own else None
         head = _OWN["head"].check(own["head"], self.info) if "head" in own else None
         after = _after(own["after"]) if "after" in own else None
         limit = _OWN["limit"].check(own["limit"], self.info) if "limit" in own else DEFAULT_LIMIT
         cohort = parse_filters(values, self.info)
         with DossierQuery(self.release, cohort) as q:
-            counts = q.pair_counts(pairs)
+            counts = q.pair_counts(list(self.info.teacher_pairs))
             total, works, cursor = q.works(pair, head, after, limit)
         chosen = {k: v for k, v in (("pair", pair), ("head", head)) if v is not None}
         params = {**cohort.params(), **chosen, **({"limit": str(limit)} if "limit" in own else {})}

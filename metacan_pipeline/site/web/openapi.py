@@ -10,6 +10,7 @@ own vocabularies for teachers, classifier versions and score arms, so the docume
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ... import __version__
@@ -18,7 +19,7 @@ from ..query.params import FILTERS, LISTING, PARAMS, Param
 from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
-from .score_api import MAX_WORKS, REQUEST_SCHEMA
+from .score_api import MAX_WORKS, request_schema
 from .typeahead import COHORT_FILTERS, SUGGEST_PARAMS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
 EXTRA_PARAMS = {
@@ -52,9 +53,10 @@ class ApiRoute:
     media_types: tuple[str, ...] = ("application/json",)
     #: parameters of this route only, by name (they take precedence over PARAMS of the same name)
     own: tuple[Param, ...] = ()
-    #: the HTTP method; a POST route takes a JSON body (``body``: its JSON Schema) and no query parameter
+    #: the HTTP method; a POST route takes a JSON body and no query parameter
     method: str = "GET"
-    body: dict | None = None
+    #: a POST route's body: its JSON Schema for the served release
+    body: Callable[[ReleaseInfo], dict] | None = None
 
 
 API_ROUTES: tuple[ApiRoute, ...] = (
@@ -79,7 +81,7 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "The cohort streamed, every record column, at most the server's row cap (declared in the X-Metacan-* "
         "headers; meta=1 gives that description as JSON instead of the rows).",
         FILTERS + ("format", "meta"),
-        media_types=tuple(FORMATS.values()),
+        media_types=(*FORMATS.values(), "application/json"),  # application/json: the meta=1 description
     ),
     ApiRoute(
         "/api/v1/queries/{hash}",
@@ -133,7 +135,7 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "validation_status (machine_predicted_unvalidated: scores rank, they assert nothing); refused works are "
         "listed in rejected with their index and reason. 413 over the bound.",
         method="POST",
-        body=REQUEST_SCHEMA,
+        body=request_schema,
     ),
     ApiRoute("/api/v1/openapi.json", "api_openapi", "This document (OpenAPI 3.1)."),
     ApiRoute("/api/v1/docs", "api_docs", "This API described for people (HTML).", media_types=("text/html",)),
@@ -181,7 +183,7 @@ def _operation(route: ApiRoute, release: ReleaseInfo) -> dict:
         responses = {
             "200": {"description": route.summary, "content": content},
             "400": {"$ref": "#/components/responses/Refused"},
-            "413": _error("Too large: more works than the bound, or a body over the byte limit.", "Cache-Control"),
+            "413": _error("Too large: a body over the byte limit.", "Cache-Control"),
             "429": {"$ref": "#/components/responses/TooManyRequests"},
             "503": _error("No usable model file for the version on this server.", "Cache-Control"),
         }
@@ -189,7 +191,7 @@ def _operation(route: ApiRoute, release: ReleaseInfo) -> dict:
             "operationId": route.endpoint,
             "summary": route.summary,
             "parameters": params,
-            "requestBody": {"required": True, "content": {"application/json": {"schema": route.body}}},
+            "requestBody": {"required": True, "content": {"application/json": {"schema": route.body(release)}}},
             "responses": responses,
         }
         return {"post": operation}

@@ -15,9 +15,9 @@ labels held one class, e.g. "no positive direct label to learn from (0 positives
 loaded once per version and kept.
 
 Refusals (JSON, ``{"error": {"status", "message"}}``): 400 for a body that is not JSON, not an object with a
-``works`` list, an empty list, an unknown ``model_version`` or one missing where the release holds several, or works
-none of which is usable (then ``rejected`` is in the answer too); 413 for more than :data:`MAX_WORKS` works or a body
-over :data:`MAX_BODY_BYTES`; 503 when the data folder holds no usable model file for the version. The site's
+``works`` list, an empty list, more than :data:`MAX_WORKS` works, an unknown ``model_version`` or one missing where
+the release holds several; 413 for a body over :data:`MAX_BODY_BYTES`. A body whose works are all refused is answered
+200 with an empty ``works`` list and every refusal in ``rejected``, like a body of which some are; 503 when the data folder holds no usable model file for the version. The site's
 per-client rate limit applies (:class:`.middleware.RateLimit`).
 """
 
@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse, Response
 from ...storage import MetacanStorage
 from ...student.list_input import InputWork, Reject, iter_objects, read_items
 from ...student.score_list import ListScorer, ScoringUnavailable, open_scorer
+from ..build.release import ReleaseInfo
 from .middleware import NO_STORE
 
 #: Most works one request scores.
@@ -42,25 +43,35 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 #: Body keys: anything else is refused (a misspelt key is an error, not silently ignored).
 BODY_KEYS = ("works", "model_version")
 
-REQUEST_SCHEMA = {
-    "type": "object",
-    "required": ["works"],
-    "additionalProperties": False,
-    "properties": {
-        "works": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": MAX_WORKS,
-            "description": "Works to score: id,title objects (optional venue, topic, field, type, keywords, "
-            "language) or OpenAlex work records.",
-            "items": {"type": "object"},
+
+def request_schema(release: ReleaseInfo | None = None) -> dict:
+    """The JSON Schema of the body; with a release, ``model_version`` is one of its classifier versions."""
+    version: dict = {
+        "type": "string",
+        "description": "One of the release's classifier versions (needed when it holds several).",
+    }
+    if release is not None:
+        version["enum"] = list(release.classifier_versions)
+    return {
+        "type": "object",
+        "required": ["works"],
+        "additionalProperties": False,
+        "properties": {
+            "works": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_WORKS,
+                "description": "Works to score: id,title objects (optional venue, topic, field, type, keywords, "
+                "language) or OpenAlex work records. A work that cannot be scored is listed in the answer's rejected "
+                "list with its index and why; the others are scored.",
+                "items": {
+                    "description": "An object (an id,title row or an OpenAlex work record); any other value is "
+                    "answered in rejected, like an object that cannot be scored."
+                },
+            },
+            "model_version": version,
         },
-        "model_version": {
-            "type": "string",
-            "description": "One of the release's classifier versions (needed when it holds several).",
-        },
-    },
-}
+    }
 
 
 def _error(status: int, message: str, **extra) -> JSONResponse:
@@ -129,16 +140,16 @@ class ScoreEndpoints:
             return _error(400, '"works" is empty: send at least one work.')
         if len(works) > MAX_WORKS:
             return _error(
-                413,
+                400,
                 f'"works" holds {len(works):,} works; at most {MAX_WORKS:,} per request (split the list, or '
                 "use `metacan score` on a copy of the data for a long list).",
             )
         versions = self.info.classifier_versions
         version = doc.get("model_version")
-        if version is not None and (not isinstance(version, str) or version not in versions):
+        if "model_version" in doc and (not isinstance(version, str) or version not in versions):
             return _error(
                 400,
-                f"model_version {str(version)[:80]!r} is not a classifier version of release "
+                f"model_version {orjson.dumps(version).decode()[:80]} is not a classifier version of release "
                 f"{self.info.release_id} ({', '.join(versions) or 'none'}).",
             )
         if version is None:
@@ -158,10 +169,7 @@ class ScoreEndpoints:
         items = list(read_items(iter_objects(works)))
         usable = [x for x in items if isinstance(x, InputWork)]
         rejected = [_rejected(x) for x in items if isinstance(x, Reject)]
-        if not usable:
-            first = "; ".join(f"works[{r['index']}]: {r['reason']}" for r in rejected[:3])
-            return _error(400, f"no work in the body can be scored ({first}).", rejected=rejected)
-        table = scorer.score(usable)
+        table = scorer.score(usable) if usable else None
         return JSONResponse(
             {
                 "release_id": self.info.release_id,
@@ -169,7 +177,7 @@ class ScoreEndpoints:
                 "columns": scorer.columns,
                 "percentile_note": scorer.percentile_note,
                 "no_score": scorer.no_score,
-                "works": table.to_pylist(),
+                "works": table.to_pylist() if table is not None else [],
                 "rejected": rejected,
             },
             headers=NO_STORE,
