@@ -26,6 +26,8 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
 | ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts; the served site's citations and ``hreflang`` links name it | unset: static pages have no explore links; the served site writes the address it listens on |
 | ``METACAN_DAGSTER_UI_URL`` | the Dagster UI's address: run ids on work pages and in ``metacan lineage`` link to ``<url>/runs/<run id>`` | unset: run ids are plain text |
+| ``METACAN_RETRACTION_WATCH_FILE`` | a local copy of the Crossref Labs Retraction Watch CSV that ``retraction_watch`` reads (archived by content hash under ``<data dir>/retraction_watch/``) | unset |
+| ``METACAN_RETRACTION_WATCH_URL`` | where ``retraction_watch`` downloads the Retraction Watch CSV on each materialization (``https://api.labs.crossref.org/data/retractionwatch?<your e-mail>``); ignored when the file is set | unset: no download; with neither, every work is "not checked" |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -65,6 +67,8 @@ RECORD_WORKERS_ENV = "METACAN_RECORD_WORKERS"
 DEFAULT_LLAMA_THREADS = 2
 SITE_URL_ENV = "METACAN_SITE_URL"
 DAGSTER_UI_URL_ENV = "METACAN_DAGSTER_UI_URL"
+RETRACTION_WATCH_FILE_ENV = "METACAN_RETRACTION_WATCH_FILE"
+RETRACTION_WATCH_URL_ENV = "METACAN_RETRACTION_WATCH_URL"
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
@@ -317,6 +321,30 @@ def dagster_ui_url() -> str | None:
             "e.g. 'https://dagster.example.org' (run links add /runs/<run id>)"
         )
     return value.rstrip("/")
+
+
+def retraction_watch_file() -> Path | None:
+    """``$METACAN_RETRACTION_WATCH_FILE``: a local Retraction Watch CSV (the Crossref Labs export); unset or empty:
+    None. Raises ValueError naming the variable when the file does not exist."""
+    value = os.environ.get(RETRACTION_WATCH_FILE_ENV, "").strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ValueError(
+            f"{RETRACTION_WATCH_FILE_ENV}={_shown(value)} is not a file; give the path of a Retraction Watch CSV "
+            "(the Crossref Labs export, retraction_watch.csv), or unset it"
+        )
+    return path
+
+
+def retraction_watch_url() -> str | None:
+    """``$METACAN_RETRACTION_WATCH_URL``: where the Retraction Watch CSV is downloaded from (an absolute http(s)
+    URL; Crossref Labs asks for an e-mail address as its query string); unset or empty: None (no download). Raises
+    ValueError naming the variable when it is not such a URL."""
+    return _http_url(
+        RETRACTION_WATCH_URL_ENV, "'https://api.labs.crossref.org/data/retractionwatch?you@example.org', or unset it"
+    )
 
 
 def _shown(value: str) -> str:

@@ -31,3 +31,23 @@ def entity_kind(value: object) -> str | None:
 def is_work_id(value: str) -> bool:
     """True for a short work id (``W`` + 1-19 ASCII digits); used before an id becomes a file name or URL."""
     return isinstance(value, str) and WORK_ID_RE.fullmatch(value) is not None
+
+
+_PMID_RE = re.compile(
+    r"(?:https?://(?:www\.)?(?:pubmed\.ncbi\.nlm\.nih\.gov|ncbi\.nlm\.nih\.gov/pubmed)/)?([0-9]{1,9})/?"
+)
+
+
+def pubmed_id(value: object) -> str | None:
+    """OpenAlex's ``ids.pmid`` (``"https://pubmed.ncbi.nlm.nih.gov/29456894"``) or bare digits -> ``"29456894"``;
+    None for anything else, and for ``0`` (Retraction Watch writes 0 where a record has no PubMed id).
+
+    Source: OpenAlex docs, "Work object: ids" (``pmid`` is the PubMed URL of the work)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return None
+    m = _PMID_RE.fullmatch(value.strip())
+    if not m or int(m.group(1)) == 0:
+        return None
+    return str(int(m.group(1)))

@@ -69,6 +69,7 @@ def label_tables() -> list[str]:
                 WORK_LINEAGE,
                 "human_codes",
                 "validation_report",
+                "work_retractions",
             ],
             kinds={"python", "json"},
             description="One JSON record per frame work with the field names of seeds/004 (SPEC section 9): routes and "
