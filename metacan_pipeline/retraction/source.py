@@ -66,11 +66,13 @@ def _now() -> str:
 
 
 def archive(src: Path, archive_dir: Path, source: str, retrieved_at: str, file_date: str | None) -> ArchivedFile:
-    """Archive the file ``src`` under ``archive_dir`` by its content hash (gzip, plus a JSON sidecar) and return what
-    was archived; a file already archived keeps its first sidecar (its first retrieval)."""
+    """Archive the file ``src`` (plain CSV, or gzip: then its content is what is hashed) under ``archive_dir`` by its
+    content hash (gzip, plus a JSON sidecar) and return what was archived; a file already archived keeps its first
+    sidecar (its first retrieval)."""
+    compressed = _is_gzip(src)
     digest = hashlib.sha256()
     size = 0
-    with open(src, "rb") as fh:
+    with gzip.open(src, "rb") if compressed else open(src, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
             size += len(chunk)
@@ -82,8 +84,11 @@ def archive(src: Path, archive_dir: Path, source: str, retrieved_at: str, file_d
     if target.exists() and sidecar.exists():
         return ArchivedFile(**{**json.loads(sidecar.read_text("utf-8")), "file": str(target)})
     tmp = scratch_path(archive_dir, f".{version}.tmp-")
-    with open(src, "rb") as fin, gzip.open(tmp, "wb", compresslevel=6) as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
+    if compressed:  # an archived copy given back (METACAN_RETRACTION_WATCH_FILE=<archive>/rw-....csv.gz)
+        shutil.copyfile(src, tmp)
+    else:
+        with open(src, "rb") as fin, gzip.open(tmp, "wb", compresslevel=6) as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
     tmp.rename(target)
     entry = ArchivedFile(version, source, str(target), sha, size, retrieved_at, file_date)
     meta = {k: v for k, v in asdict(entry).items() if k != "file"}
@@ -91,6 +96,11 @@ def archive(src: Path, archive_dir: Path, source: str, retrieved_at: str, file_d
     tmp_meta.write_text(json.dumps(meta, indent=2, sort_keys=True), "utf-8")
     tmp_meta.rename(sidecar)
     return entry
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
 
 
 def from_file(path: Path, archive_dir: Path) -> ArchivedFile:

@@ -11,6 +11,7 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
+from metacan_pipeline.cli.retraction_summary import NOT_CHECKED_LINE, retraction_lines
 from metacan_pipeline.retraction.assets import NOT_CONFIGURED_MESSAGE, retraction_watch, work_retractions
 from metacan_pipeline.retraction.checks import work_retractions_within_frame, works_outside_frame
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
@@ -95,6 +96,11 @@ def test_joined_by_doi_and_pubmed_id_with_states_and_missed(storage, openalex_di
     assert metadata(result, "work_retractions")["openalex_missed_works"] == 1
     with storage.connect() as con:
         assert works_outside_frame(con) == 0
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        assert retraction_lines(con, views) == [
+            f"Retraction Watch {source[1]} (notices through 2023-08-16; 6 notices, 1 rows quarantined): frame works "
+            "retraction 2 (OpenAlex missed 1) | expression of concern 1 | correction 0 | reinstatement 1"
+        ]
     assert sql(storage, "SELECT count(*) FROM retraction_watch WHERE original_pmid = '40000000'") == [(1,)]
 
 
@@ -108,6 +114,10 @@ def test_no_file_configured_means_not_checked_and_no_download(storage, openalex_
     assert sql(storage, "SELECT count(*) FROM work_retractions") == [(0,)]
     assert metadata(result, "retraction_watch")["note"] == NOT_CONFIGURED_MESSAGE
     assert not (storage.root / "retraction_watch").exists()
+    with storage.connect() as con:
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        assert retraction_lines(con, views) == [NOT_CHECKED_LINE]
+        assert retraction_lines(con, set()) == [NOT_CHECKED_LINE]
 
 
 def test_a_file_that_is_not_the_export_fails_the_asset_naming_the_variable(storage, tmp_path, monkeypatch):

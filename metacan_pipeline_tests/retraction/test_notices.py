@@ -124,3 +124,29 @@ def test_archive_is_named_by_content_hash_and_kept_once(tmp_path):
 )
 def test_work_state(states, expected):
     assert work_state([{"retraction_state": s} for s in states]) == expected
+
+
+def test_an_archived_copy_given_back_is_the_same_version(tmp_path):
+    src = quirky_file(tmp_path)
+    first = from_file(src, tmp_path / "archive")
+    again = from_file(first.path, tmp_path / "elsewhere")
+    assert again.rw_version == first.rw_version and again.sha256 == first.sha256 and again.bytes == first.bytes
+    assert again.path.read_bytes() == first.path.read_bytes()
+    assert read_notices(again.path, "v")[0].equals(read_notices(src, "v")[0])
+
+
+def test_the_fetch_command_archives_a_local_copy_and_says_how_to_read_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from metacan_pipeline.cli import app
+
+    src = quirky_file(tmp_path)
+    result = CliRunner().invoke(app, ["fetch-retraction-watch", "--file", str(src), "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    version = "rw-" + hashlib.sha256(src.read_bytes()).hexdigest()[:12]
+    assert f"{version}: 3 notices, 3 rows quarantined, from {src}" in result.output
+    assert f"METACAN_RETRACTION_WATCH_FILE={tmp_path / 'd' / 'retraction_watch' / version}.csv.gz" in result.output
+    missing = CliRunner(env={"METACAN_RETRACTION_WATCH_URL": ""}).invoke(
+        app, ["fetch-retraction-watch", "--data-dir", str(tmp_path / "d")]
+    )
+    assert missing.exit_code == 2 and "give --url, --file or METACAN_RETRACTION_WATCH_URL" in missing.output

@@ -48,6 +48,10 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
     for name, column in BOOLEAN_COLUMNS.items():
         if name in f:
             out.append(Clause(name, f"w.{column} = ?", (f[name] == "yes",)))
+    if "retraction_state" in f:
+        code = "(SELECT code FROM facet_codes WHERE facet = 'retraction_state' AND value = ?)"
+        sql = f"w.retraction_state = {code}" if coded else "w.retraction_state = ?"
+        out.append(Clause("retraction_state", sql, (f["retraction_state"],)))
     if label := _label_clause(cohort):
         out.append(label)
     if "classifier_category" in f:

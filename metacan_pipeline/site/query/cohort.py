@@ -8,8 +8,8 @@ field); an unknown name, a repeated name, a value outside its vocabulary or cont
 
 The parameters (``FILTERS``): ``year_min``/``year_max``; ``language``, ``type``, ``field``, ``topic``, ``venue``,
 ``institution`` (a Canadian institution), ``funder``, ``keyword`` (exact values); ``ca_aff``, ``ca_fund``,
-``ca_venue``, ``about_ca``, ``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``
-(``yes``/``no``/``any``); direct labels: ``label_category``, ``label_domain``, ``label_study_design``,
+``ca_venue``, ``about_ca``, ``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``, ``openalex_missed``
+(``yes``/``no``/``any``); ``retraction_state`` (a Retraction Watch state, ``none`` or ``not_checked``); direct labels: ``label_category``, ``label_domain``, ``label_study_design``,
 ``label_genre`` (one labelled direct label must carry all that are given), ``label_teacher`` (that teacher's
 label) or ``label_agreement=all`` (every teacher of the release labelled the work so; default ``any``: at
 least one); classifier decisions: ``classifier_category`` with ``classifier_mode`` (``candidate`` or
@@ -125,6 +125,8 @@ def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
             v = _given(values, name, release)
             if v != "any":
                 f[name] = v
+    if "retraction_state" in values:
+        f["retraction_state"] = _given(values, "retraction_state", release)
     _label_filters(values, release, f)
     _classifier_filters(values, release, f)
     _score_filters(values, release, f)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...i18n import N_, Sentence
-from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
+from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS
 from ..build import fts
 from ..build.facet_columns import BOOLEAN_COLUMNS
 from ..build.release import ReleaseInfo
@@ -124,6 +124,7 @@ _BOOLEAN_DOCS = {
     "invisible_to_affiliation_only": "Canadian, but invisible to an affiliation-only search.",
     "has_abstract": "OpenAlex has an abstract for the work.",
     "retracted": "OpenAlex marks the work as retracted.",
+    "openalex_missed": "Retraction Watch lists a retraction that OpenAlex does not mark (is_retracted false).",
 }
 
 PARAMS: dict[str, Param] = {
@@ -133,6 +134,9 @@ PARAMS: dict[str, Param] = {
         Param("year_max", "integer", "Latest publication year (not before year_min).", bounds=YEAR_RANGE),
         *(Param(n, "text", _TEXT_DOCS[n], max_length=MAX_TEXT) for n in TEXT_FILTERS),
         *(Param(n, "choice", _BOOLEAN_DOCS[n], choices=TRISTATE, default="any") for n in BOOLEAN_FILTERS),
+        Param("retraction_state", "choice", "The work's state in Retraction Watch (retraction, expression of concern, "
+              "correction, reinstatement); none: checked, no notice; not_checked: the release read no Retraction "
+              "Watch file (not a statement that the work is not retracted).", choices=RETRACTION_STATES),
         *(
             Param(n, "choice", f"A direct label carrying this {n.removeprefix('label_').replace('_', ' ')}.", choices=v)
             for n, v in LABEL_VALUES.items()

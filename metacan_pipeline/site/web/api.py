@@ -115,7 +115,18 @@ class ApiEndpoints:
 
 def _work_item(row: dict) -> dict:
     """A listed work for the API: what the page lists, with source and status on every category."""
-    keep = ("id", "title", "year", "venue", "cited_by", "language", "type", "page_path", "classification_kind")
+    keep = (
+        "id",
+        "title",
+        "year",
+        "venue",
+        "cited_by",
+        "language",
+        "type",
+        "page_path",
+        "classification_kind",
+        "retraction_state",
+    )
     return {
         **{k: row[k] for k in keep},
         "direct_labels": row["labels"],

@@ -51,7 +51,7 @@ from ...openalex.ids import is_work_id
 from ...publish.abstracts import Abstract, AbstractFetcher
 from ...publish.pages import environment as page_environment
 from ...publish.pages import qualification_words, render_work
-from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
+from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
@@ -252,7 +252,13 @@ class Site(
             url=url_with,
             next_url=url_with(prefix + "/", {**sort_params, "after": summary["next"]}) if summary["next"] else None,
             first_url=url_with(prefix + "/", sort_params) if listing.after else None,
-            vocab={"category": CATEGORIES, "domain": DOMAINS, "study_design": STUDY_DESIGNS, "genre": GENRES},
+            vocab={
+                "category": CATEGORIES,
+                "domain": DOMAINS,
+                "study_design": STUDY_DESIGNS,
+                "genre": GENRES,
+                "retraction_state": RETRACTION_STATES,
+            },
             booleans=BOOLEAN_FILTERS,
             query_url=f"{prefix}/q/{summary['query_hash']}",
             typeahead=TYPEAHEAD_FACETS,

@@ -34,6 +34,8 @@ LABELS: dict[str, str] = {
     "invisible_to_affiliation_only": N_("Invisible to affiliation-only search"),
     "has_abstract": N_("Has an abstract"),
     "retracted": N_("Retracted"),
+    "retraction_state": N_("Retraction Watch"),
+    "openalex_missed": N_("Retraction missed by OpenAlex"),
     "label_category": N_("Category"),
     "label_domain": N_("Domain"),
     "label_study_design": N_("Study design"),
@@ -56,6 +58,13 @@ VALUE_WORDS: dict[str, str] = {
     "any": N_("any"),
     "candidate": N_("candidate"),
     "consensus": N_("consensus"),
+    # Retraction Watch states (retraction_state): not_checked is never "not retracted"
+    "retraction": N_("retraction"),
+    "expression_of_concern": N_("expression of concern"),
+    "correction": N_("correction"),
+    "reinstatement": N_("reinstatement"),
+    "none": N_("no notice"),
+    "not_checked": N_("not checked (no Retraction Watch file)"),
 }
 
 #: The heading of an error page, by HTTP status (other statuses show the status phrase untranslated).
