@@ -13,8 +13,8 @@ Measured, one after the other in this process (``Release`` opened as ``metacan s
 repetition of the app's call followed by one of the bare query (interleaved: the machine is shared):
 
 - ``cohort:<name>``: ``CohortQuery.count()`` + ``coverage()`` + ``facets()`` (what ``/api/v1/count`` and the
-  cohort page compute before listing) for no filter, year range + language, funder + label category, and
-  classifier category; baseline: the bare ``SELECT count(*)`` of the same cohort, written by hand here.
+  cohort page compute before listing) for no filter, year range + language, funder + label category,
+  classifier category, and the release's most frequent Retraction Watch state + language; baseline: the bare ``SELECT count(*)`` of the same cohort, written by hand here.
 - ``search:<name>``: ``CohortQuery`` with ``q`` (the FTS5 lookup) ``count()`` + the first page by relevance,
   for a common term, two terms, two and three common terms, a rare term; baseline: DuckDB ``count(*)`` of titles/keywords ``ILIKE`` every
   term (no stemming, so its count differs a little; printed beside).
@@ -158,6 +158,7 @@ def pick_values(con: duckdb.DuckDBPyConnection) -> dict:
             "SELECT category FROM work_decisions WHERE mode = 'candidate' GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"
         ),
         "classifier_version": one("SELECT min(model_version) FROM work_decisions"),
+        "retraction_state": one("SELECT retraction_state FROM works GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"),
         "work_ids": [r[0] for r in con.execute("SELECT id FROM works USING SAMPLE 20 ROWS (reservoir, 15)").fetchall()],
     }
 
@@ -182,6 +183,11 @@ def cohorts(v: dict) -> dict[str, tuple[dict, str, list]]:
             "SELECT count(*) FROM works WHERE work_key IN (SELECT work_key FROM work_decisions "
             "WHERE model_version = ? AND mode = 'candidate' AND category = ?)",
             [v["classifier_version"], v["classifier_category"]],
+        ),
+        "retraction_language": (
+            {"retraction_state": v["retraction_state"], "language": "en"},
+            "SELECT count(*) FROM works WHERE retraction_state = ? AND language = 'en'",
+            [v["retraction_state"]],
         ),
     }
 
