@@ -10,7 +10,7 @@ import pyarrow as pa
 from ..meta import counts_markdown, table_metadata
 from ..storage import MetacanStorage
 from ..tables.retraction import NOTICES_SCHEMA, QUARANTINE_SCHEMA, SOURCE_SCHEMA, WORK_RETRACTIONS_SCHEMA
-from .join import RETRACTION, join_frame, work_state
+from .join import RETRACTION, FrameWithoutPubmedIds, join_frame, work_state
 from .notices import RetractionWatchFileError, read_notices
 from .source import LOADED, NOT_CONFIGURED, RetractionWatchDownloadError, configured_file
 
@@ -135,9 +135,12 @@ def work_retractions(context: dg.AssetExecutionContext, storage: MetacanStorage)
     OpenAlex's ``is_retracted`` misses."""
     for name in ("frame", "retraction_watch"):
         storage.require(name)
-    table = join_frame(
-        Path(storage.table_dir("frame")) / "*.parquet", Path(storage.table_dir("retraction_watch")) / "*.parquet"
-    )
+    try:
+        table = join_frame(
+            Path(storage.table_dir("frame")) / "*.parquet", Path(storage.table_dir("retraction_watch")) / "*.parquet"
+        )
+    except FrameWithoutPubmedIds as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
     n = storage.write_table("work_retractions", table, schema=WORK_RETRACTIONS_SCHEMA)
     by_work: dict[str, list[dict]] = {}
     for r in table.select(["id", "retraction_state", "is_retracted"]).to_pylist():

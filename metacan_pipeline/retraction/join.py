@@ -42,13 +42,24 @@ ORDER BY m.id, n.retraction_date NULLS FIRST, n.rw_record_id
 """
 
 
+class FrameWithoutPubmedIds(ValueError):
+    """The frame predates its ``pmid`` column."""
+
+
 def join_frame(frame_files: str | Path, notice_files: str | Path) -> pa.Table:
     """``work_retractions``: every notice of the Parquet files ``notice_files`` joined to a work of the frame's
     Parquet files ``frame_files`` (globs), in work id order, each work's notices by date (undated first), then
-    Record ID. Runs in a private DuckDB (1 GB)."""
+    Record ID. Runs in a private DuckDB (1 GB). Raises :class:`FrameWithoutPubmedIds` for a frame built before it
+    kept PubMed ids."""
     con = duckdb.connect(config={"memory_limit": "1GB"})
     try:
         con.execute(f"CREATE VIEW frame AS SELECT * FROM read_parquet({sql_literal(str(frame_files))})")
+        if "pmid" not in {d[0] for d in con.execute("SELECT * FROM frame LIMIT 0").description}:
+            raise FrameWithoutPubmedIds(
+                "the frame was built before it kept PubMed ids (column pmid), so Retraction Watch cannot be joined by "
+                "PubMed id: rebuild the frame (`metacan run`, or materialize frame_parts and frame), then "
+                "work_retractions"
+            )
         con.execute(f"CREATE VIEW notices AS SELECT * FROM read_parquet({sql_literal(str(notice_files))})")
         table = con.execute(_JOIN_SQL.format(frame_doi=doi_sql("doi"))).to_arrow_table()
     finally:

@@ -23,6 +23,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from ..storage import sql_literal
 from ..tables.retraction import NOTICES_SCHEMA, QUARANTINE_SCHEMA
 from ..vocab import RETRACTION_NATURES
 
@@ -107,7 +108,8 @@ def read_columns(names: list[str], path: Path) -> dict[str, str]:
 
 
 def _read_sql(columns: dict[str, str]) -> str:
-    spec = "{" + ", ".join(f"'{name}': '{typ}'" for name, typ in columns.items()) + "}"
+    # a header name is the file's text: quoted as a SQL string literal (the types are this module's own)
+    spec = "{" + ", ".join(f"{sql_literal(name)}: '{typ}'" for name, typ in columns.items()) + "}"
     return (
         "read_csv($path, header=true, auto_detect=false, delim=',', quote='\"', escape='\"', strict_mode=true, "
         f"columns={spec}, timestampformat='{DATE_FORMAT}', store_rejects=true, max_line_size={MAX_LINE_BYTES})"

@@ -176,3 +176,15 @@ def test_a_url_that_gives_no_file_fails_naming_it(storage, loopback_files, monke
     assert not result.success
     msg = root_error(result)
     assert f"{base}/missing.csv" in msg and "HTTP 404" in msg and "METACAN_RETRACTION_WATCH_FILE" in msg
+
+
+def test_a_frame_built_before_it_kept_pubmed_ids_is_refused_saying_to_rebuild_it(
+    storage, openalex_dir, tmp_path, monkeypatch
+):
+    base = real_frame_row(openalex_dir)
+    old = pa.Table.from_pylist([{**base, "id": "W1"}], schema=FRAME_SCHEMA).drop_columns(["pmid"])
+    storage.write_table("frame", old)
+    monkeypatch.setenv("METACAN_RETRACTION_WATCH_FILE", str(write_notices(tmp_path / "retraction_watch.csv")))
+    result = materialize(storage)
+    assert not result.success
+    assert "built before it kept PubMed ids" in root_error(result) and "rebuild the frame" in root_error(result)

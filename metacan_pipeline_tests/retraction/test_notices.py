@@ -150,3 +150,13 @@ def test_the_fetch_command_archives_a_local_copy_and_says_how_to_read_it(tmp_pat
         app, ["fetch-retraction-watch", "--data-dir", str(tmp_path / "d")]
     )
     assert missing.exit_code == 2 and "give --url, --file or METACAN_RETRACTION_WATCH_URL" in missing.output
+
+
+def test_a_header_name_with_a_quote_is_read_as_a_name(tmp_path):
+    path = write_rw(tmp_path / "rw.csv", [rw_row(1, "Retraction", "10.1/a")])
+    text = path.read_bytes().decode("utf-8").split("\r\n")
+    text[0] += ",Editor's note"
+    text[1] += ",x"
+    path.write_bytes("\r\n".join(text).encode("utf-8"))
+    notices, quarantine = read_notices(path, "v")
+    assert notices.column("rw_record_id").to_pylist() == [1] and quarantine.num_rows == 0
