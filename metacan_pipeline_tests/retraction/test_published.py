@@ -24,7 +24,7 @@ from metacan_pipeline.site.query.cohort_query import CohortQuery
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
-from metacan_pipeline_tests.builders.common import root_error
+from metacan_pipeline_tests.builders.common import XSS, root_error
 from metacan_pipeline_tests.builders.site import site_world
 from metacan_pipeline_tests.retraction.rw_files import rw_row, write_rw
 
@@ -44,7 +44,7 @@ def rw_file(path):
         path,
         [
             rw_row(1, "Retraction", "HTTPS://DOI.ORG/10.1016/J.CELL.2019.01.001", "0"),
-            rw_row(2, "Expression of concern", "unavailable", "31234567", date="1/2/2020 0:00"),
+            rw_row(2, "Expression of concern", "unavailable", "31234567", date="1/2/2020 0:00", Reason=f"+{XSS};"),
             rw_row(3, "Retraction", "10.1000/KNOWN.3"),
             rw_row(4, "Retraction", "10.1000/reinstated.4", date="3/1/2019 0:00"),
             rw_row(5, "Reinstatement", "10.1000/reinstated.4", date="6/30/2020 0:00", Reason=""),
@@ -192,6 +192,8 @@ def test_statistics_api_and_work_page_in_english_and_french(checked):
         assert "OpenAlex missed it" in en and "OpenAlex l'a manquée" in fr
         assert "Concerns/Issues About Data; Unreliable Results" in en  # reasons are data: the same in French
         assert "Retraction, dated 2023-08-16" in en and "Rétractation, datée du 2023-08-16" in fr
+        concern = c.get("/" + release_sql(storage, "SELECT page_path FROM works WHERE id = 'W7002'")[0][0]).text
+        assert "<script>" not in concern and "&lt;script&gt;alert" in concern  # a reason is data, escaped
         home = c.get("/", params={"retraction_state": "retraction"}).text
         assert 'id="facet-retraction-state"' in home and "expression of concern" in home
         assert "expression de préoccupation" in c.get("/fr/", params={"retraction_state": "retraction"}).text
