@@ -419,3 +419,60 @@ def hub_offline() -> None:
 def dagster_home(data: str) -> str:
     """``$DAGSTER_HOME``, else ``<data>/dagster_home`` (absolute)."""
     return os.environ.get(DAGSTER_HOME_ENV) or str(Path(data, "dagster_home").resolve())
+
+
+# ---- the abstract cascade (metacan_pipeline/publish/abstract_cascade.py) ------------------------------------------
+ABSTRACT_SOURCES_ENV = "METACAN_ABSTRACT_SOURCES"
+EUROPEPMC_API_URL_ENV = "METACAN_EUROPEPMC_API_URL"
+CROSSREF_API_URL_ENV = "METACAN_CROSSREF_API_URL"
+ABSTRACT_MAILTO_ENV = "METACAN_ABSTRACT_MAILTO"
+#: The abstract sources, in the order they are asked.
+ABSTRACT_SOURCE_NAMES = ("openalex", "europepmc", "crossref")
+DEFAULT_EUROPEPMC_API_URL = "https://www.ebi.ac.uk/europepmc/webservices/rest"
+DEFAULT_CROSSREF_API_URL = "https://api.crossref.org"
+
+
+def abstract_sources(value: str | None = None) -> tuple[str, ...]:
+    """The abstract sources the cascade asks, in order: ``value`` (run config) when given, else
+    ``$METACAN_ABSTRACT_SOURCES``, a comma-separated list of ``openalex``, ``europepmc`` and ``crossref`` (each at
+    most once, asked in the order written); unset or empty: all three in that order. Raises ValueError naming the
+    variable and the unknown or repeated name."""
+    given = value if value is not None else os.environ.get(ABSTRACT_SOURCES_ENV, "")
+    names = [n.strip().lower() for n in given.split(",") if n.strip()]
+    if not names:
+        return ABSTRACT_SOURCE_NAMES
+    for n in names:
+        if n not in ABSTRACT_SOURCE_NAMES:
+            raise ValueError(
+                f"{ABSTRACT_SOURCES_ENV}={_shown(given)}: {n!r} is not an abstract source; give a comma-separated list "
+                f"of {', '.join(ABSTRACT_SOURCE_NAMES)} in the order to ask them"
+            )
+    if len(set(names)) != len(names):
+        raise ValueError(f"{ABSTRACT_SOURCES_ENV}={_shown(given)} names a source twice; name each at most once")
+    return tuple(names)
+
+
+def europepmc_api_url() -> str:
+    """The Europe PMC REST root: ``$METACAN_EUROPEPMC_API_URL`` or the public service. Raises ValueError naming the
+    variable when its value is not an http(s) URL."""
+    return (
+        _http_url(EUROPEPMC_API_URL_ENV, "'https://www.ebi.ac.uk/europepmc/webservices/rest'")
+        or DEFAULT_EUROPEPMC_API_URL
+    )
+
+
+def crossref_api_url() -> str:
+    """The Crossref REST root: ``$METACAN_CROSSREF_API_URL`` or the public API. Raises ValueError naming the
+    variable when its value is not an http(s) URL."""
+    return _http_url(CROSSREF_API_URL_ENV, "'https://api.crossref.org'") or DEFAULT_CROSSREF_API_URL
+
+
+def abstract_mailto() -> str | None:
+    """``$METACAN_ABSTRACT_MAILTO``: the address sent to OpenAlex and Crossref as ``mailto`` (their polite pools ask
+    for one); unset or empty: none sent. Raises ValueError naming the variable when it is not one e-mail address."""
+    value = os.environ.get(ABSTRACT_MAILTO_ENV, "").strip()
+    if not value:
+        return None
+    if not re.fullmatch(r"[^@\s,;<>\"]+@[^@\s,;<>\"]+\.[^@\s,;<>\"]+", value) or len(value) > 254:
+        raise ValueError(f"{ABSTRACT_MAILTO_ENV}={_shown(value)} is not one e-mail address; give e.g. 'me@example.org'")
+    return value

@@ -85,8 +85,10 @@ def test_blocking_checks_guard_what_ships():
     assert checks["work_retractions_within_frame"].blocking
     assert checks["records_human_layers_backed"].asset_key == WORK_RECORDS
     assert checks["site_database_matches_records"].asset_key == dg.AssetKey("site_database")
+    # the protocol locks the classifier under test: it reads the decisions through the audit's inputs
+    assert dg.AssetKey("audit_inputs") in graph.get(dg.AssetKey("audit_protocol")).parent_keys
     assert {dg.AssetKey("predictions"), dg.AssetKey("prediction_thresholds")} <= graph.get(
-        dg.AssetKey("audit_protocol")
+        dg.AssetKey("audit_inputs")
     ).parent_keys
     # every check blocks what is downstream except the manifest coverage warning, the sample teacher's coverage (a
     # budget may defer works) and the warnings on what the map may claim

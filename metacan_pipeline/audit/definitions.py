@@ -1,4 +1,4 @@
-"""The audit study's Dagster definitions: protocol, audit sample, coding tasks, validation report, and the recall
+"""The audit study's Dagster definitions: its inputs fingerprinted, protocol, audit sample, coding tasks, validation report, and the recall
 instruments that need no probability sample (filter recall, known-item venue recall)."""
 
 import dagster as dg
@@ -12,8 +12,17 @@ from .assets import (
     venue_known_item_recall,
 )
 from .checks import audit_sample_partitions_frame
+from .inputs import audit_inputs
 
 defs = dg.Definitions(
-    assets=[audit_protocol, audit_sample, coding_tasks, validation_report, filter_recall, venue_known_item_recall],
+    assets=[
+        audit_inputs,
+        audit_protocol,
+        audit_sample,
+        coding_tasks,
+        validation_report,
+        filter_recall,
+        venue_known_item_recall,
+    ],
     asset_checks=[audit_sample_partitions_frame],
 )

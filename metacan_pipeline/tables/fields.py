@@ -80,6 +80,10 @@ FIELDS: dict[str, Field] = {
     "created_at": Field(_TS, "when the row was written (UTC)"),
     "computed_at": Field(_TS, "when the row was computed (UTC)"),
     "note": Field(_S, "free-text remark on the row (null: none)"),
+    "input": Field(_S, "an input table of the stage (an asset it reads)"),
+    "fingerprint": Field(
+        _S, "sum of DuckDB hash() over the rows, run bookkeeping left out: equal when the content is (same DuckDB)"
+    ),
     "reason": Field(_S, "why: free text"),
     "error": Field(_S, "the error message of a failed attempt (null: no error)"),
     "sha256": Field(_S, "SHA-256 (hex) of the file"),
@@ -415,6 +419,13 @@ FIELDS: dict[str, Field] = {
     "loaded_at": Field(_S, "when it was loaded (ISO 8601, UTC)"),
     "evidence_changed_at": Field(_S, "when the task's evidence last changed (ISO 8601, UTC)"),
     "first_loaded_at": Field(_S, "when the evidence version was first shown (ISO 8601, UTC)"),
+    "abstract_sha256": Field(_S, "SHA-256 (hex) of the abstract text a coder was shown, UTF-8 (null: none was shown)"),
+    "abstract_text": Field(
+        _S, "an abstract as a coder was shown it: its sections, each heading on a line above its text"
+    ),
+    "abstract_sections": Field(_S, "an abstract's sections as shown: a JSON list of [heading or null, text]"),
+    "fetched_at": Field(_S, "when the source gave it (ISO 8601, UTC)"),
+    "first_shown_at": Field(_S, "when a coder was first shown it (ISO 8601, UTC)"),
     "claimed_at": Field(_S, "when the coder was handed the task (ISO 8601, UTC)"),
     "answer_id": Field(_S, "id of the answer"),
     "role": Field(_S, "the coder's role"),

@@ -23,7 +23,11 @@ from .typeahead import COHORT_FILTERS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
 EXTRA_PARAMS = {
     "format": Param(
-        "format", "choice", "The export's format (CSV, JSON Lines or Parquet).", choices=tuple(FORMATS), default="csv"
+        "format",
+        "choice",
+        "The export's format (CSV, JSON Lines, Parquet, or references: RIS, BibTeX).",
+        choices=tuple(FORMATS),
+        default="csv",
     ),
     "meta": Param(
         "meta",
