@@ -14,9 +14,10 @@ repetition of the app's call followed by one of the bare query (interleaved: the
 
 - ``cohort:<name>``: ``CohortQuery.count()`` + ``coverage()`` + ``facets()`` (what ``/api/v1/count`` and the
   cohort page compute before listing) for no filter, year range + language, funder + label category,
-  classifier category, and the forgiving filters (the funder in upper case + label category; two venues in other
-  cases, OR, less an institution, NOT); baseline: the bare ``SELECT count(*)`` of the same cohort, written by hand
-  here (folding with ``lower(strip_accents())`` on every row where the app reads the folded values stored).
+  classifier category, the forgiving filters (the funder in upper case + label category; two venues in other
+  cases, OR, less an institution, NOT) and the release's most frequent Retraction Watch state + language;
+  baseline: the bare ``SELECT count(*)`` of the same cohort, written by hand here (folding with
+  ``lower(strip_accents())`` on every row where the app reads the folded values stored).
 - ``search:<name>``: ``CohortQuery`` with ``q`` (the FTS5 lookup) ``count()`` + the first page by relevance,
   for a common term, two terms, two and three common terms, a rare term, a quoted phrase OR a word; baseline: DuckDB ``count(*)`` of titles/keywords ``ILIKE`` every
   term (no stemming, so its count differs a little; printed beside).
@@ -164,6 +165,7 @@ def pick_values(con: duckdb.DuckDBPyConnection) -> dict:
             r[0] for r in con.execute("SELECT venue FROM works GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 2").fetchall()
         ],
         "institution": one("SELECT name FROM work_institutions GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"),
+        "retraction_state": one("SELECT retraction_state FROM works GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"),
         "work_ids": [r[0] for r in con.execute("SELECT id FROM works USING SAMPLE 20 ROWS (reservoir, 15)").fetchall()],
     }
 
@@ -206,6 +208,11 @@ def cohorts(v: dict) -> dict[str, tuple[dict, str, list]]:
             "lower(strip_accents(?))) AND work_key NOT IN (SELECT work_key FROM work_institutions "
             "WHERE lower(strip_accents(name)) = lower(strip_accents(?)))",
             [*v["venues"], v["institution"]],
+        ),
+        "retraction_language": (
+            {"retraction_state": v["retraction_state"], "language": "en"},
+            "SELECT count(*) FROM works WHERE retraction_state = ? AND language = 'en'",
+            [v["retraction_state"]],
         ),
     }
 

@@ -357,7 +357,8 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
                      pv.name AS venue,
                      c.rj AS crj, c.classification_kind, c.release_layer, c.model_version, c.prediction_status, c.candidate_categories,
                      c.consensus_categories, c.validation_status,
-                     rt.rj AS rrj, rt.is_retracted, rt.ca_aff, rt.ca_fund, rt.ca_venue, rt.about_ca,
+                     rt.rj AS rrj, rt.is_retracted, rt.retraction_state, rt.openalex_missed, rt.ca_aff, rt.ca_fund,
+                     rt.ca_venue, rt.about_ca,
                      rt.invisible_to_affiliation_only, rt.in_sampling_frame,
                      'W' || gt.work_key AS id,
                      CASE WHEN a.has_doi THEN 'https://doi.org/10.99999/metacan.bench.' || gt.work_key END AS doi
@@ -367,9 +368,9 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
               JOIN tmpl c ON c.work_key = gt.class_key JOIN tmpl rt ON rt.work_key = gt.route_key
             )
             SELECT work_key, id, title, year, language, type, venue, field, topic, doi, cited_by, has_abstract,
-                   is_retracted, ca_aff, ca_fund, ca_venue, about_ca, invisible_to_affiliation_only, in_sampling_frame,
-                   classification_kind, release_layer, model_version, prediction_status, candidate_categories,
-                   consensus_categories,
+                   is_retracted, retraction_state, openalex_missed, ca_aff, ca_fund, ca_venue, about_ca,
+                   invisible_to_affiliation_only, in_sampling_frame, classification_kind, release_layer, model_version,
+                   prediction_status, candidate_categories, consensus_categories,
                    abs(score_gemma - score_codex), validation_status,
                    'works/' || coalesce(model_version, 'unscored') || '/' || id || '.html',
                    CAST(json_merge_patch(crj, json_object(
@@ -379,7 +380,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
                      'has_abstract', has_abstract, 'ca_institutions', coalesce(inst, ''),
                      'funders', coalesce(fund, ''), 'keywords', coalesce(kw, ''),
                      'routes', rrj->'$.routes', 'route_evidence', rrj->'$.route_evidence',
-                     'sampling_frame', rrj->'$.sampling_frame',
+                     'sampling_frame', rrj->'$.sampling_frame', 'retraction_watch', rrj->'$.retraction_watch',
                      'machine_scores', json_object('score_gemma', score_gemma, 'score_codex', score_codex,
                                                    'score_spread', abs(score_gemma - score_codex))
                    )) AS VARCHAR)

@@ -22,6 +22,7 @@ from .frame.schedules import WHOLE_GRAPH_TAG
 from .publish import definitions as publish
 from .release import definitions as release
 from .resources import OpenAlexFiles, default_openalex_dirs
+from .retraction import definitions as retraction
 from .sampling import definitions as sampling
 from .settings import split_dirs
 from .site import definitions as site
@@ -34,7 +35,7 @@ from .teachers.calling.server import EmbeddedLlamaServer
 
 #: Each stage's ``defs``, in pipeline order. The stages' modules are imported, not their ``defs`` objects: Dagster
 #: refuses a code location with more than one ``Definitions`` at module scope.
-STAGES = [m.defs for m in (frame, sampling, teachers, student, audit, release, publish, site)]
+STAGES = [m.defs for m in (frame, retraction, sampling, teachers, student, audit, release, publish, site)]
 
 #: The API refresh buys OpenAlex calls: it runs only in its own job (``api_refresh``), never as part
 #: of ``metacan run``, ``make run``, the tests or the offline jobs below.

@@ -31,6 +31,8 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_EUTILS_URL`` | the NCBI E-utilities root | ``https://eutils.ncbi.nlm.nih.gov/entrez/eutils`` |
 | ``METACAN_NCBI_EMAIL`` / ``METACAN_NCBI_TOOL`` | the ``email`` and ``tool`` parameters NCBI asks every E-utilities client to send | unset / ``metacan_pipeline`` |
 | ``NCBI_API_KEY`` | the NCBI API key (10 requests a second instead of 3), sent, never logged | unset |
+| ``METACAN_RETRACTION_WATCH_FILE`` | a local copy of the Crossref Labs Retraction Watch CSV that ``retraction_watch`` reads (archived by content hash under ``<data dir>/retraction_watch/``) | unset |
+| ``METACAN_RETRACTION_WATCH_URL`` | where ``retraction_watch`` downloads the Retraction Watch CSV on each materialization (``https://api.labs.crossref.org/data/retractionwatch?<your e-mail>``); ignored when the file is set | unset: no download; with neither, every work is "not checked" |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -81,6 +83,8 @@ MEDLINE_MODES = ("replay", "fetch", "off")
 DEFAULT_MEDLINE_MAX_PMIDS = 2000
 DEFAULT_EUTILS_URL = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils"
 DEFAULT_NCBI_TOOL = "metacan_pipeline"
+RETRACTION_WATCH_FILE_ENV = "METACAN_RETRACTION_WATCH_FILE"
+RETRACTION_WATCH_URL_ENV = "METACAN_RETRACTION_WATCH_URL"
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
@@ -333,6 +337,30 @@ def dagster_ui_url() -> str | None:
             "e.g. 'https://dagster.example.org' (run links add /runs/<run id>)"
         )
     return value.rstrip("/")
+
+
+def retraction_watch_file() -> Path | None:
+    """``$METACAN_RETRACTION_WATCH_FILE``: a local Retraction Watch CSV (the Crossref Labs export); unset or empty:
+    None. Raises ValueError naming the variable when the file does not exist."""
+    value = os.environ.get(RETRACTION_WATCH_FILE_ENV, "").strip()
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ValueError(
+            f"{RETRACTION_WATCH_FILE_ENV}={_shown(value)} is not a file; give the path of a Retraction Watch CSV "
+            "(the Crossref Labs export, retraction_watch.csv), or unset it"
+        )
+    return path
+
+
+def retraction_watch_url() -> str | None:
+    """``$METACAN_RETRACTION_WATCH_URL``: where the Retraction Watch CSV is downloaded from (an absolute http(s)
+    URL; Crossref Labs asks for an e-mail address as its query string); unset or empty: None (no download). Raises
+    ValueError naming the variable when it is not such a URL."""
+    return _http_url(
+        RETRACTION_WATCH_URL_ENV, "'https://api.labs.crossref.org/data/retractionwatch?you@example.org', or unset it"
+    )
 
 
 def _shown(value: str) -> str:

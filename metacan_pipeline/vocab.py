@@ -125,3 +125,20 @@ CONSTANT_HEAD_STATUS = "constant: "
 
 #: SPEC section 7: the ``label_batches`` batch of the works machine-score rounds propose to the teachers.
 ACTIVE_LEARNING_BATCH = "active_learning"
+
+#: Retraction Watch's ``RetractionNature`` values (the Crossref Labs export), each with the state name records,
+#: filters and facets use. A work's state is one of these, ``none`` (checked, no notice) or ``not_checked`` (no
+#: Retraction Watch file was configured): absence of a file is never "not retracted".
+RETRACTION_NATURES: dict[str, str] = {
+    "Retraction": "retraction",
+    "Expression of concern": "expression_of_concern",
+    "Correction": "correction",
+    "Reinstatement": "reinstatement",
+}
+RETRACTION_NOT_CHECKED = "not_checked"
+RETRACTION_NONE = "none"
+RETRACTION_STATES: tuple[str, ...] = (
+    *RETRACTION_NATURES.values(),
+    RETRACTION_NONE,
+    RETRACTION_NOT_CHECKED,
+)

@@ -63,6 +63,7 @@ def test_blocking_checks_guard_what_ships():
         "audit_sample_partitions_frame",
         "release_matches_its_hashes",
         "site_database_matches_records",
+        "work_retractions_within_frame",
         *CLAIMS,
     }
     assert (
@@ -79,6 +80,10 @@ def test_blocking_checks_guard_what_ships():
     assert dg.AssetKey("audit_sample") in graph.get(dg.AssetKey("validation_report")).parent_keys
     assert {dg.AssetKey("validation_report"), dg.AssetKey("human_codes")} <= graph.get(WORK_RECORDS).parent_keys
     assert checks["records_human_layers_backed"].blocking
+    # Retraction Watch reaches the records, and its join may not name a work outside the frame
+    assert dg.AssetKey("work_retractions") in graph.get(WORK_RECORDS).parent_keys
+    assert dg.AssetKey("frame") in graph.get(dg.AssetKey("work_retractions")).parent_keys
+    assert checks["work_retractions_within_frame"].blocking
     assert checks["records_human_layers_backed"].asset_key == WORK_RECORDS
     assert checks["records_in_one_release_layer"].blocking
     assert checks["records_in_one_release_layer"].asset_key == WORK_RECORDS

@@ -1,7 +1,8 @@
 """The run summary ``metacan run`` and ``metacan summary`` print.
 
 :func:`summary_text` reads the catalog read-only and joins one section per stage, each a named function
-over an open DuckDB connection: the frame (:func:`frame_lines`), the direct labels (:func:`label_lines`),
+over an open DuckDB connection: the frame (:func:`frame_lines`), Retraction Watch
+(:func:`.retraction_summary.retraction_lines`), the direct labels (:func:`label_lines`),
 this run's teacher calls (:func:`teacher_call_lines`), teacher agreement (:func:`agreement_lines`),
 prevalence (:func:`prevalence_lines`), the predictions (:func:`prediction_lines`), the student holdout
 (:func:`holdout_lines`), the machine scores (:func:`machine_score_lines`), the audit study (:func:`audit_lines`),
@@ -34,6 +35,7 @@ from ..student.census import CENSUS_NO_SAMPLING_ERROR, zero_width_census
 from ..student.estimands import CA_PERSON_NOT_MEASURED, ESTIMANDS
 from ..teachers.core.registry import load_registry, load_roles
 from ..vocab import REFERENCE_GATE_REASON, SAMPLE_TEACHER
+from .retraction_summary import retraction_lines
 
 
 def _score(value: float | None) -> str:
@@ -490,6 +492,7 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         lines = [
             *frame_lines(con, views | tables),
+            *retraction_lines(con, views),
             *label_lines(con, views),
             *qualification_lines(con, tables),
             *(teacher_call_lines(con, run_id) if run_id else []),

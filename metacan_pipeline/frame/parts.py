@@ -58,7 +58,8 @@ from .entities import EntityLists
 from .routes import route_row
 
 PART_CODE_VERSION = (
-    "part-v5"  # v3: host_venue, Crossref types, tar members; v4: other_institutions, ca_funder_names; v5: ca_authors
+    "part-v6"  # v3: host_venue, Crossref types, tar members; v4: other_institutions, ca_funder_names; v5: ca_authors;
+    # v6: pmid
 )
 
 #: Frame rows before admission (no ``frame_build_id`` yet: the merge stamps it).

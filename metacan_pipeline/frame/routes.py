@@ -129,6 +129,7 @@ def route_row(work: dict, entities: EntityLists) -> dict | None:
         {
             "id": work["id"],
             "doi": work["doi"],
+            "pmid": work.get("pmid"),
             "title": work["title"],
             "title_text": title_text,
             "publication_year": work["publication_year"],

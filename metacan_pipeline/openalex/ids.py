@@ -33,14 +33,21 @@ def is_work_id(value: str) -> bool:
     return isinstance(value, str) and WORK_ID_RE.fullmatch(value) is not None
 
 
+_PMID_RE = re.compile(
+    r"(?:https?://(?:www\.)?(?:pubmed\.ncbi\.nlm\.nih\.gov|ncbi\.nlm\.nih\.gov/pubmed)/)?([0-9]{1,9})/?"
+)
+
+
 def bare_pmid(value: object) -> str | None:
-    """A PubMed id as its digits without leading zeros (``"123"``), from ``123``, ``"00123"`` or an OpenAlex
-    ``ids.pmid`` URL (``https://pubmed.ncbi.nlm.nih.gov/123``); None for anything else (0, a bool, other text)."""
+    """A PubMed id as its digits without leading zeros (``"7863852"``), from ``7863852``, ``"007863852"`` or a
+    PubMed URL (OpenAlex's ``ids.pmid``: ``https://pubmed.ncbi.nlm.nih.gov/29456894``; the older
+    ``https://www.ncbi.nlm.nih.gov/pubmed/29456894``); None for anything else, and for 0 (Retraction Watch writes 0
+    where a record has no PubMed id)."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):
         return None
-    tail = value.strip().rstrip("/").rsplit("/", 1)[-1]
-    if not (tail.isascii() and tail.isdigit() and len(tail) <= 12):
+    m = _PMID_RE.fullmatch(value.strip())
+    if not m or int(m.group(1)) == 0:
         return None
-    return tail.lstrip("0") or None
+    return str(int(m.group(1)))

@@ -43,6 +43,7 @@ from .works import types_sql, work_row
 FAST_COLUMNS = {
     "id": "VARCHAR",
     "doi": "VARCHAR",
+    "ids": "STRUCT(pmid VARCHAR)",
     "title": "JSON",
     "display_name": "JSON",
     "publication_year": "DOUBLE",
@@ -111,6 +112,8 @@ WITH raw AS (
 SELECT
   _sid AS id, _line,
   doi,
+  nullif(CAST(TRY_CAST(nullif(regexp_extract(trim(ids.pmid),
+    '^(https?://(www[.])?(pubmed[.]ncbi[.]nlm[.]nih[.]gov|ncbi[.]nlm[.]nih[.]gov/pubmed)/)?([0-9]{1,9})/?$', 4), '') AS BIGINT) AS VARCHAR), '0') AS pmid,
   CASE WHEN json_type(title) = 'VARCHAR' THEN title ->> '$' WHEN json_type(display_name) = 'VARCHAR' THEN display_name ->> '$' END AS title,
   CASE WHEN publication_year = floor(publication_year) AND abs(publication_year) < 100000 THEN CAST(publication_year AS INTEGER) END AS publication_year,
   publication_date, updated_date, language, TYPE_SQL AS type, TYPE_CROSSREF_SQL AS type_crossref,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .abstract import deinvert, markup_to_text
-from .ids import short_id
+from .ids import bare_pmid, short_id
 from .lexicon import evidence_hits, find_hits
 from .reader import Record
 
@@ -221,6 +221,7 @@ def work_row(rec: Record) -> dict:
     return {
         "id": short_id(w.get("id")),
         "doi": doi,
+        "pmid": bare_pmid(_get(w, "ids", "pmid")),
         "title": title,
         "title_text": title_text,
         "publication_year": _as_int(w.get("publication_year"), limit=100_000),

@@ -71,6 +71,7 @@ def label_tables() -> list[str]:
                 "human_codes",
                 "validation_report",
                 "medline_study_design",
+                "work_retractions",
             ],
             kinds={"python", "json"},
             description="One JSON record per frame work with the field names of seeds/004 (SPEC section 9): routes and "

@@ -20,7 +20,12 @@ RECORD_INPUTS_SQL = resources.files("metacan_pipeline.publish").joinpath("record
 #: The warehouse tables a record joins to the frame (besides the direct-label tables).
 _INPUT_TABLES = ("frame", "predictions", "machine_scores", "work_lineage")
 #: Joined when present (an empty relation of the same name otherwise): the human codes validation_report writes.
-_OPTIONAL_TABLES = {"human_codes": "NULL::VARCHAR AS id, NULL::VARCHAR AS protocol_id"}
+_OPTIONAL_TABLES = {
+    "human_codes": "NULL::VARCHAR AS id, NULL::VARCHAR AS protocol_id",
+    # Retraction Watch (metacan_pipeline.retraction): absent before its assets ran, then a work is "not checked"
+    "work_retractions": "NULL::VARCHAR AS id, NULL::BIGINT AS rw_record_id, NULL::VARCHAR AS retraction_date",
+    "retraction_watch_source": "NULL::VARCHAR AS rw_version, NULL::VARCHAR AS status",
+}
 
 
 def input_views(storage: MetacanStorage, label_tables: list[str], release_frame: Path | None = None) -> list[str]:
@@ -78,6 +83,7 @@ _RANGED = {
     "machine_scores": "id",
     "work_lineage": "id",
     "human_codes": "id",
+    "work_retractions": "id",
     "release_frame": "id",
     "reference_scores": "id",
     "direct_labels": "work_id",
@@ -105,9 +111,15 @@ def record_ranges(con: duckdb.DuckDBPyConnection, range_works: int) -> list[str]
     return id_ranges(con, "frame__all", range_works)
 
 
+#: The relations :data:`RECORD_INPUTS_SQL` reads whole in every range (one row, not one per work).
+_WHOLE = ("retraction_watch_source",)
+
+
 def range_batches(con: duckdb.DuckDBPyConnection, where: str, batch_rows: int) -> Iterator[list[dict]]:
     for name, key in _RANGED.items():
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {name}__all WHERE {where.replace('{key}', key)}")
+    for name in _WHOLE:
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {name}__all")
     for batch in con.execute(RECORD_INPUTS_SQL).to_arrow_reader(batch_rows):
         yield batch.to_pylist()
 
@@ -118,7 +130,8 @@ def record_inputs(
     """Everything one record is built from, one dict per frame work in id order, in lists of ``batch_rows``:
     ``{"work": frame row, "labels": [direct label rows], "pred": prediction row or None, "machine": machine
     score row or None, "lineage": work_lineage row, "reference": the reference-set scores row or None,
-    "in_release": in the newest release's frame}``. One DuckDB query
+    "in_release": in the newest release's frame, "rw_notices": the work's Retraction Watch notices (``work_retractions``
+    rows), "rw_version": the Retraction Watch file read or None}``. One DuckDB query
     over the Parquet tables (its own in-memory connection, so no catalog lock is held) per range of
     :data:`RANGE_WORKS` frame ids, ranges ascending, each range's views filtered to its ids, streamed: memory stays at
     one range's joins and one batch, whatever the size of the frame (works with a NULL id, if any, come last, as

@@ -7,11 +7,19 @@
 --   lineage the work_lineage row;
 --   human   the work's final human code (human_codes, written by validation_report), or NULL;
 --   reference the reference-set heads' scores (reference_scores: student_scores' <set>__<target> columns), or NULL;
---   in_release whether the work is in the newest frozen release's frame (release_frame).
+--   in_release whether the work is in the newest frozen release's frame (release_frame);
+--   rw_notices the work's Retraction Watch notices (work_retractions), by date, undated first;
+--   rw_version the Retraction Watch file read (retraction_watch_source), NULL when none is configured.
 WITH labels AS (
   SELECT work_id, list(l ORDER BY l.teacher) AS labels
   FROM direct_labels l
   GROUP BY work_id
+), rw AS (
+  SELECT id, list(n ORDER BY n.retraction_date NULLS FIRST, n.rw_record_id) AS notices
+  FROM work_retractions n
+  GROUP BY id
+), rws AS (
+  SELECT max(rw_version) AS rw_version FROM retraction_watch_source WHERE status = 'loaded'
 )
 SELECT f AS work,
        coalesce(lb.labels, []) AS labels,
@@ -20,8 +28,11 @@ SELECT f AS work,
        g AS lineage,
        CASE WHEN h.id IS NULL THEN NULL ELSE h END AS human,
        CASE WHEN r.id IS NULL THEN NULL ELSE r END AS reference,
-       rf.id IS NOT NULL AS in_release
+       rf.id IS NOT NULL AS in_release,
+       coalesce(rw.notices, []) AS rw_notices,
+       rws.rw_version
 FROM frame f
+CROSS JOIN rws
 LEFT JOIN predictions p ON p.id = f.id
 LEFT JOIN machine_scores m ON m.id = f.id
 LEFT JOIN work_lineage g ON g.id = f.id
@@ -29,4 +40,5 @@ LEFT JOIN labels lb ON lb.work_id = f.id
 LEFT JOIN human_codes h ON h.id = f.id
 LEFT JOIN reference_scores r ON r.id = f.id
 LEFT JOIN release_frame rf ON rf.id = f.id
+LEFT JOIN rw ON rw.id = f.id
 ORDER BY f.id

@@ -29,6 +29,7 @@ from ..vocab import LABEL_FIELDS, NO_SCORE_SUFFIX, PREDICTION_STATUS, SCORE_ONLY
 from .human_layer import human_code_entry, validation_entries
 from .lineage import lineage_record
 from .medline_layer import apply_medline
+from .retraction_record import retraction_watch_entry
 
 #: JSON Schema (draft-07) of a published record: the seed 004 fields, route evidence, lineage.
 SCHEMA_PATH = Path(__file__).with_name("work_record.schema.json")
@@ -106,11 +107,13 @@ def build_record(
     human_code: dict | None = None,
     human_validation: list[dict] | None = None,
     reference: dict | None = None,
+    retraction_watch: dict | None = None,
 ) -> dict:
     """The published record of one frame work (seed 004 fields, plus route evidence and lineage), and the human
     layers (:mod:`.human_layer`) only where they exist: ``human_code`` (a coded work's final human code) and
     ``human_validation`` (the passing heads of its classifier version); ``release_layer``, the protocol's layer
-    (:func:`metacan_pipeline.release.release_layers.release_layer`)."""
+    (:func:`metacan_pipeline.release.release_layers.release_layer`); ``retraction_watch``: the work's
+    :func:`.retraction_record.retraction_watch_entry` (None: not checked)."""
     pred = None
     if prediction is not None:
         pred = {k: v for k, v in prediction.items() if k not in ("id", "gemma_label_status")}
@@ -148,6 +151,7 @@ def build_record(
             "about_ca": list(work["about_ca_evidence"] or []),
         },
         "retraction": {"is_retracted": True, "source": "OpenAlex is_retracted"} if work["is_retracted"] else None,
+        "retraction_watch": retraction_watch or retraction_watch_entry(None, None, bool(work["is_retracted"])),
         "screen": None,
         "sampling_frame": {
             "in_sampling_frame": work["in_sampling_frame"],
@@ -277,6 +281,7 @@ def record_row(
         human_code_entry(row.get("human")),
         validation_entries(row["pred"], passing or {}),
         row.get("reference"),
+        retraction_watch_entry(row.get("rw_notices"), row.get("rw_version"), bool(row["work"]["is_retracted"])),
     )
     apply_medline(record, medline)
     if layer is not None:

@@ -130,6 +130,7 @@ FIELDS: dict[str, Field] = {
     "list_version": Field(_S, "version of the pinned entity list the row belongs to"),
     # ---- bibliographic columns ---------------------------------------------------------------------------------
     "doi": Field(_S, "the work's DOI (null: none)"),
+    "pmid": Field(_S, "the work's PubMed id, digits only (OpenAlex ids.pmid; null: none)"),
     "title": Field(_S, "the work's title as OpenAlex has it, inline markup included"),
     "title_text": Field(_S, "the work's title with its markup reduced to text"),
     "publication_year": Field(_I32, "year of publication"),
@@ -509,7 +510,6 @@ FIELDS: dict[str, Field] = {
     "venue_list_version": Field(_S, "version of the venue reference set (its TOML file's version)"),
     "venue_list_sha256": Field(_S, "SHA-256 of the venue reference set's file"),
     # ---- study design against MEDLINE (tables/medline.py) -------------------------------------------------------
-    "pmid": Field(_S, "the work's PubMed id (digits)"),
     "answer": Field(_S, "what the archived efetch answers say of the PMID: record | no_record | not_asked"),
     "medline_status": Field(_S, "MedlineCitation Status as NLM gives it"),
     "indexing_method": Field(_S, "MedlineCitation IndexingMethod as NLM gives it (null: absent, indexed by hand)"),
@@ -524,6 +524,34 @@ FIELDS: dict[str, Field] = {
     "true_negative": Field(_I64, "neither says the class"),
     "agreement_lower": Field(_F64, "lower bound of agreement's 95% interval"),
     "gate": Field(_S, "why the gate passed or failed, or why nothing is measured"),
+    # ---- Retraction Watch -------------------------------------------------------------------------------------
+    "rw_record_id": Field(_I64, "Retraction Watch's Record ID of the notice"),
+    "rw_version": Field(_S, "version of the Retraction Watch file read: rw-<12 hex of its SHA-256>"),
+    "retraction_nature": Field(
+        _S,
+        "Retraction Watch's RetractionNature, as given (Retraction, Expression of concern, Correction, Reinstatement)",
+    ),
+    "retraction_state": Field(
+        _S,
+        "retraction | expression_of_concern | correction | reinstatement (of one notice); for a work, also none "
+        "(checked, no notice) or not_checked (no Retraction Watch file)",
+    ),
+    "retraction_reasons": Field(_LS, "the notice's reasons, each without its leading '+', in the file's order"),
+    "retraction_date": Field(_S, "the date of the notice (ISO 8601; null: none given)"),
+    "notice_doi": Field(_S, "the DOI of the notice (RetractionDOI), normalised: lower case, no URL prefix"),
+    "notice_pmid": Field(_S, "the PubMed id of the notice (RetractionPubMedID; null: none, Retraction Watch's 0)"),
+    "original_date": Field(_S, "the publication date of the original paper (ISO 8601; null: none given)"),
+    "original_doi": Field(
+        _S, "the DOI of the original paper (OriginalPaperDOI), normalised: lower case, no URL prefix"
+    ),
+    "original_pmid": Field(_S, "the PubMed id of the original paper (OriginalPaperPubMedID; null: none)"),
+    "journal": Field(_S, "the journal as Retraction Watch names it"),
+    "publisher": Field(_S, "the publisher as Retraction Watch names it"),
+    "matched_by": Field(_S, "how the notice was joined to the frame work: doi, pmid or doi+pmid"),
+    "openalex_missed": Field(_B, "Retraction Watch says Retraction while OpenAlex's is_retracted is false"),
+    "retrieved_at": Field(_S, "when the file was read or downloaded (ISO 8601, UTC)"),
+    "file_date": Field(_S, "the file's own date: the server's Last-Modified, else the local file's modification time"),
+    "data_through": Field(_S, "the latest notice date in the file (ISO 8601)"),
 }
 
 # The student's published per-target columns (SPEC section 6): one set per about_ca flag and categorical field.

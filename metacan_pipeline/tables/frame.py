@@ -11,6 +11,7 @@ from .table import Table
 BIBLIOGRAPHIC_COLUMNS = (
     "id",
     "doi",
+    "pmid",
     "title",
     "title_text",
     "publication_year",

@@ -22,6 +22,7 @@ INVENTORY_SCHEMA = columns(
 WORKS_SCHEMA = columns(
     "id",
     "doi",
+    "pmid",
     "title",
     "title_text",
     "publication_year",

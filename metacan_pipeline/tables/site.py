@@ -44,6 +44,8 @@ SITE_WORKS_SCHEMA = columns(
     "cited_by",
     "has_abstract",
     "is_retracted",
+    "retraction_state",
+    "openalex_missed",
     "ca_aff",
     "ca_fund",
     "ca_venue",
@@ -124,7 +126,16 @@ WORK_FACETS_SCHEMA = columns(
     "year",
     *(
         column(name, pa.int32(), f"facet_codes code of the work's {name}")
-        for name in ("language", "type", "field", "topic", "venue", "classification_kind", "release_layer")
+        for name in (
+            "language",
+            "type",
+            "field",
+            "topic",
+            "venue",
+            "classification_kind",
+            "release_layer",
+            "retraction_state",
+        )
     ),
     "ca_aff",
     "ca_fund",
@@ -133,6 +144,7 @@ WORK_FACETS_SCHEMA = columns(
     "invisible_to_affiliation_only",
     "has_abstract",
     "is_retracted",
+    "openalex_missed",
     "scored",
     column("labelled", pa.bool_(), "a teacher labelled the work"),
     "decided",

@@ -149,6 +149,10 @@ def test_fast_and_exact_paths_agree_on_every_real_work_record(
     routes = lambda rows: {k: sum(r[k] for r in rows) for k in ("ca_aff", "ca_fund", "ca_venue", "about_ca")}  # noqa: E731
     # every route the data supports fires on both paths (duplicates of a work are still separate records here)
     assert routes(fast[1]) == routes(exact[1]) and routes(fast[1])["ca_aff"] > 0 and routes(fast[1])["about_ca"] > 0
+    # the PubMed id (ids.pmid as digits) that joins Retraction Watch: both paths read it, and real records carry it
+    assert [r["pmid"] for r in fast[1]] == [r["pmid"] for r in exact[1]]
+    assert all(p is None or (p.isdigit() and p[0] != "0") for p in (r["pmid"] for r in exact[1]))
+    assert sum(r["pmid"] is not None for r in exact[1]) > 0
 
 
 def test_blank_lines_do_not_shift_abstract_pointers(tmp_path, openalex_dir, entities):

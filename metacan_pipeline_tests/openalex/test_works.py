@@ -115,3 +115,13 @@ def test_the_5103_author_work_has_only_funders_to_link_it_to_canada(rows):
         "Experiments"
     )
     assert (work["publication_year"], work["type"], work["type_crossref"]) == (2015, "article", "journal-article")
+
+
+def test_pubmed_id_from_openalex_and_retraction_watch_forms():
+    from metacan_pipeline.openalex.ids import bare_pmid
+
+    assert bare_pmid("https://pubmed.ncbi.nlm.nih.gov/29456894") == "29456894"
+    assert bare_pmid("https://www.ncbi.nlm.nih.gov/pubmed/7863852/") == "7863852"
+    assert bare_pmid(" 007863852 ") == "7863852" and bare_pmid(31234567) == "31234567"
+    for none in (0, "0", "", None, "pmid", "https://example.org/123", True, "1234567890"):
+        assert bare_pmid(none) is None, none

@@ -7,7 +7,7 @@ each facet is a sum over a few cells of a table counted once per release, ``year
 ``work_facets``:
 
 - every column facet (``language``, ``type``, ``field``, ``topic``, ``venue``, ``classification_kind``,
-  ``release_layer``: their
+  ``release_layer``, ``retraction_state``: their
   ``facet_codes`` codes, NULL for a work without a value), ``year`` (code = the year) and every boolean facet
   (code 1 = yes, 0 = no);
 - every name facet and the classifier facet (one row per code of the works' code lists);
@@ -37,7 +37,16 @@ from .facet_columns import BOOLEAN_COLUMNS, COLUMN_FACETS, LIST_FACETS, NAME_TAB
 #: The filter groups the table is keyed by: a facet is read from it when its other filters are among these.
 CUBE_GROUPS = frozenset({"year", "language"})
 #: The column facets listed by their first ``TOP_N`` values (``year`` lists every year).
-TOP_N_FACETS = ("language", "type", "field", "topic", "venue", "classification_kind", "release_layer")
+TOP_N_FACETS = (
+    "language",
+    "type",
+    "field",
+    "topic",
+    "venue",
+    "classification_kind",
+    "release_layer",
+    "retraction_state",
+)
 #: The coverage counts stored under facet ``_coverage``, by code.
 COVERAGE = ("works", "direct", "scored", "decided")
 

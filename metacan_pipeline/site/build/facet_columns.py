@@ -12,10 +12,21 @@ BOOLEAN_COLUMNS = {
     "invisible_to_affiliation_only": "invisible_to_affiliation_only",
     "has_abstract": "has_abstract",
     "retracted": "is_retracted",
+    "openalex_missed": "openalex_missed",
 }
 #: The one-to-many table of a name filter.
 NAME_TABLES = {"institution": "work_institutions", "funder": "work_funders", "keyword": "work_keywords"}
-COLUMN_FACETS = ("year", "language", "type", "field", "topic", "venue", "classification_kind", "release_layer")
+COLUMN_FACETS = (
+    "year",
+    "language",
+    "type",
+    "field",
+    "topic",
+    "venue",
+    "classification_kind",
+    "release_layer",
+    "retraction_state",
+)
 #: The facets counted from ``work_facets``' code lists.
 LIST_FACETS = ("institution", "funder", "keyword", "classifier")
 #: Values listed per column or name facet (``year`` lists every year).

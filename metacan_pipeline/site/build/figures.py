@@ -5,7 +5,8 @@ served pages read a few small rows whatever the release's size.
 - ``release_statistics`` (one JSON row list per figure, the rows of the page's data table): ``frame_by_year``
   (works, invisible to an affiliation-only search, without an abstract, per publication year), ``route_overlaps``
   (works per combination of the four routes, SPEC section 2), ``by_field`` and ``by_language`` (the same three
-  counts per value), ``labels_by_teacher`` (per teacher: labelled and failed direct labels, coverage of the release,
+  counts per value), ``retraction_states`` (works per Retraction Watch state, with OpenAlex's ``is_retracted`` and the
+  retractions OpenAlex misses, and the Retraction Watch file's version), ``labels_by_teacher`` (per teacher: labelled and failed direct labels, coverage of the release,
   qualification sentence), ``labels_by_category`` and ``labels_by_study_design`` (works per teacher and value among
   its labelled direct labels), ``decisions_by_category`` (works per classifier version, mode and category, with
   ``prediction_status``), ``teacher_pairs`` (per pair of teachers: works both labelled, works they disagree on,
@@ -74,6 +75,13 @@ def statistics(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict]]:
             f"SELECT k.value, {_COUNTS} FROM work_facets w LEFT JOIN facet_codes k ON k.facet = '{facet}' "
             f"AND k.code = w.{facet} GROUP BY 1 ORDER BY works DESC, 1 NULLS LAST",
         )
+    out["retraction_states"] = _rows(
+        con,
+        "SELECT retraction_state AS state, count(*) AS works, count(*) FILTER (WHERE is_retracted) AS "
+        "openalex_retracted, count(*) FILTER (WHERE openalex_missed) AS openalex_missed, (SELECT "
+        "record_json->>'$.retraction_watch.version' FROM works WHERE retraction_state <> 'not_checked' LIMIT 1) "
+        "AS version FROM works GROUP BY 1 ORDER BY works DESC, 1",
+    )
     out["labels_by_teacher"] = _rows(
         con,
         "SELECT teacher, count(*) FILTER (WHERE status = 'labelled') AS labelled, "

@@ -45,6 +45,10 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
     if "release_layer" in f:
         code = "(SELECT code FROM facet_codes WHERE facet = 'release_layer' AND value = ?)"
         out.append(Clause("release_layer", f"w.release_layer = {code if coded else '?'}", (f["release_layer"],)))
+    if "retraction_state" in f:
+        code = "(SELECT code FROM facet_codes WHERE facet = 'retraction_state' AND value = ?)"
+        sql = f"w.retraction_state = {code}" if coded else "w.retraction_state = ?"
+        out.append(Clause("retraction_state", sql, (f["retraction_state"],)))
     if label := _label_clause(cohort):
         out.append(label)
     if "classifier_category" in f:

@@ -10,8 +10,9 @@ The parameters (``FILTERS``): ``year_min``/``year_max``; ``language``, ``type``,
 ``institution`` (a Canadian institution), ``funder``, ``keyword`` (whole values, case and accents ignored;
 ``a|b`` matches either), and the exclusion of each, ``not_language`` ... ``not_keyword`` (the same values, left
 out; works without the field are kept); ``ca_aff``, ``ca_fund``, ``ca_venue``, ``about_ca``,
-``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``
-(``yes``/``no``/``any``); ``release_layer`` (``human_verified``, ``high_precision``, ``provisional``,
+``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``, ``openalex_missed``
+(``yes``/``no``/``any``); ``retraction_state`` (a Retraction Watch state, ``none`` or ``not_checked``);
+``release_layer`` (``human_verified``, ``high_precision``, ``provisional``,
 ``contested``); direct labels: ``label_category``, ``label_domain``, ``label_study_design``,
 ``label_genre`` (one labelled direct label must carry all that are given), ``label_teacher`` (that teacher's
 label) or ``label_agreement=all`` (every teacher of the release labelled the work so; default ``any``: at
@@ -139,6 +140,8 @@ def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
                 f[name] = v
     if "release_layer" in values:
         f["release_layer"] = _given(values, "release_layer", release)
+    if "retraction_state" in values:
+        f["retraction_state"] = _given(values, "retraction_state", release)
     _label_filters(values, release, f)
     _classifier_filters(values, release, f)
     _score_filters(values, release, f)

@@ -17,7 +17,7 @@ from typing import Any
 
 from ...i18n import N_, Sentence
 from ...release.release_layers import RELEASE_LAYERS
-from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
+from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS
 from ..build import fts
 from ..build.facet_columns import BOOLEAN_COLUMNS
 from ..build.release import ReleaseInfo
@@ -146,6 +146,7 @@ _BOOLEAN_DOCS = {
     "invisible_to_affiliation_only": "Canadian, but invisible to an affiliation-only search.",
     "has_abstract": "OpenAlex has an abstract for the work.",
     "retracted": "OpenAlex marks the work as retracted.",
+    "openalex_missed": "Retraction Watch lists a retraction that OpenAlex does not mark (is_retracted false).",
 }
 
 PARAMS: dict[str, Param] = {
@@ -167,6 +168,9 @@ PARAMS: dict[str, Param] = {
               "code), high_precision (every positive classifier decision on a head that passed human validation), "
               "provisional (machine output no audit validated, or nothing yet) or contested (the teachers split).",
               choices=RELEASE_LAYERS),
+        Param("retraction_state", "choice", "The work's state in Retraction Watch (retraction, expression of concern, "
+              "correction, reinstatement); none: checked, no notice; not_checked: the release read no Retraction "
+              "Watch file (not a statement that the work is not retracted).", choices=RETRACTION_STATES),
         *(
             Param(n, "choice", f"A direct label carrying this {n.removeprefix('label_').replace('_', ' ')}.", choices=v)
             for n, v in LABEL_VALUES.items()

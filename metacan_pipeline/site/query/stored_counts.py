@@ -5,7 +5,7 @@ of the two facets, the counts of a one-filter cohort (year 2015-2022 + language 
 facet of language en alone); when that cohort holds a large share of the release, each such statement scans most of
 ``work_facets``. :func:`write_cohort_facet_counts` counts, once per release, every one-filter cohort of at least
 :data:`STORE_MIN_WORKS` works: each value of ``language``, ``type``, ``field``, ``topic``, ``venue``, ``release_layer``, each name of
-``institution``, ``funder``, ``keyword``, ``yes`` and ``no`` of each boolean filter, and each classifier decision
+``institution``, ``funder``, ``keyword``, each Retraction Watch state, ``yes`` and ``no`` of each boolean filter, and each classifier decision
 (version, mode, category). It writes ``cohort_facet_counts``: per cohort (:func:`.clauses.cohort_key` of its coded
 clauses) its ``_count``, ``_coverage`` and every facet as :class:`.facets.FacetCounter` gives it, so a stored answer
 is the computed one, byte for byte. :class:`.cohort_query.CohortQuery` reads them for a one-filter cohort, and
@@ -28,7 +28,7 @@ from .facets import FacetCounter
 #: counted there: :attr:`.facets.FacetCounter.MATERIALIZE_MAX`).
 STORE_MIN_WORKS = 100_000
 #: The text filters counted per value (a column of ``work_facets`` each); the name filters are code lists.
-COLUMN_FILTERS = ("language", "type", "field", "topic", "venue", "release_layer")
+COLUMN_FILTERS = ("language", "type", "field", "topic", "venue", "release_layer", "retraction_state")
 
 
 def frequent_filters(con, min_works: int) -> list[dict[str, str]]:

@@ -54,7 +54,7 @@ from ...publish.abstracts import Abstract, AbstractFetcher, WorkIds
 from ...publish.pages import environment as page_environment
 from ...publish.pages import qualification_words, render_work
 from ...release.release_layers import RELEASE_LAYERS
-from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
+from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
@@ -285,7 +285,13 @@ class Site(
             url=url_with,
             next_url=url_with(prefix + "/", {**sort_params, "after": summary["next"]}) if summary["next"] else None,
             first_url=url_with(prefix + "/", sort_params) if listing.after else None,
-            vocab={"category": CATEGORIES, "domain": DOMAINS, "study_design": STUDY_DESIGNS, "genre": GENRES},
+            vocab={
+                "category": CATEGORIES,
+                "domain": DOMAINS,
+                "study_design": STUDY_DESIGNS,
+                "genre": GENRES,
+                "retraction_state": RETRACTION_STATES,
+            },
             booleans=BOOLEAN_FILTERS,
             release_layers=RELEASE_LAYERS,
             query_url=f"{prefix}/q/{summary['query_hash']}",

@@ -41,6 +41,7 @@ FIGURES = (
     "route_overlaps",
     "by_field",
     "by_language",
+    "retraction_states",
     "labels_by_teacher",
     "labels_by_category",
     "labels_by_study_design",
@@ -65,6 +66,15 @@ SUMMARY_ROUTES = N_(
     "were admitted by one route only."
 )
 SUMMARY_FACET = N_("%(n)s values; the largest is %(top)s with %(works)s works (%(share)s).")
+SUMMARY_RETRACTION = N_(
+    "Retraction Watch (file %(version)s) lists %(retracted)s works of the release as retracted, %(concern)s with an "
+    "expression of concern, %(corrected)s as corrected and %(reinstated)s as reinstated; OpenAlex does not mark "
+    "%(missed)s of the retracted works as retracted."
+)
+SUMMARY_NOT_CHECKED = N_(
+    "No Retraction Watch file was read for this release: its %(works)s works are not checked, which does not mean "
+    "that they are not retracted (OpenAlex marks %(openalex)s as retracted)."
+)
 SUMMARY_LABELS = N_(
     "%(teacher)s labelled %(labelled)s of %(works)s works (%(share)s coverage; %(failed)s failed); the most frequent "
     "category among its direct labels is %(top)s (%(top_n)s works). Absence of a label is not a negative."
@@ -360,6 +370,8 @@ def view(stats: dict[str, Any], locale: str) -> list[dict]:
             )
         )
         out[-1]["legend"] = [_("Works"), _("Invisible to affiliation-only search")]
+    if "retraction_states" in stats:  # a release of an earlier layout has no such figure
+        out.append(_retraction_figure(stats["retraction_states"], locale))
     out += _label_figures(stats, locale, total)
     out.append(_prevalence_figure(stats, locale))
     out.append(_estimand_figure(stats, locale))
@@ -524,6 +536,54 @@ def _known_item_figure(rows: list[dict] | None, locale: str) -> dict:
     fig["means"] = _(KNOWN_ITEM_MEANS)
     fig["intervals"] = [_recall_interval(r["system"], r, pct) for r in overall if r["recall"] is not None]
     return fig
+
+
+def _retraction_figure(rows: list[dict], locale: str) -> dict:
+    """Works per Retraction Watch state, with OpenAlex's own mark and the retractions OpenAlex misses."""
+    version = next((r.get("version") for r in rows if r.get("version")), None)
+    _ = translations(locale).gettext
+    num = lambda n: format_number(n, locale)  # noqa: E731
+    by = {r["state"]: r for r in rows}
+    total = sum(r["works"] for r in rows)
+    works = lambda s: by.get(s, {}).get("works", 0)  # noqa: E731
+    if set(by) <= {"not_checked"}:
+        summary = _(SUMMARY_NOT_CHECKED) % {
+            "works": num(total),
+            "openalex": num(sum(r["openalex_retracted"] for r in rows)),
+        }
+    else:
+        summary = _(SUMMARY_RETRACTION) % {
+            "version": version or "-",
+            "retracted": num(works("retraction")),
+            "concern": num(works("expression_of_concern")),
+            "corrected": num(works("correction")),
+            "reinstated": num(works("reinstatement")),
+            "missed": num(sum(r["openalex_missed"] for r in rows)),
+        }
+    state = lambda s: strings.value_word(s, locale)  # noqa: E731
+    return _figure(
+        "retraction-watch",
+        _("After publication: Retraction Watch states"),
+        summary,
+        _bars([(state(r["state"]), r["works"], r["openalex_missed"] or None) for r in rows], num),
+        [
+            strings.label("retraction_state", locale),
+            _("Works"),
+            _("Share"),
+            _("Marked retracted by OpenAlex"),
+            _("Retraction missed by OpenAlex"),
+        ],
+        [
+            [
+                state(r["state"]),
+                num(r["works"]),
+                percent(_share(r["works"], total), locale),
+                num(r["openalex_retracted"]),
+                num(r["openalex_missed"]),
+            ]
+            for r in rows
+        ],
+    )
 
 
 def _label_figures(stats: dict[str, Any], locale: str, total: int) -> list[dict]:

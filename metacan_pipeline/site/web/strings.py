@@ -43,6 +43,8 @@ LABELS: dict[str, str] = {
     "has_abstract": N_("Has an abstract"),
     "retracted": N_("Retracted"),
     "release_layer": N_("Release layer"),
+    "retraction_state": N_("Retraction Watch"),
+    "openalex_missed": N_("Retraction missed by OpenAlex"),
     "label_category": N_("Category"),
     "label_domain": N_("Domain"),
     "label_study_design": N_("Study design"),
@@ -70,6 +72,13 @@ VALUE_WORDS: dict[str, str] = {
     "high_precision": N_("high-precision"),
     "provisional": N_("provisional"),
     "contested": N_("contested"),
+    # Retraction Watch states (retraction_state): not_checked is never "not retracted"
+    "retraction": N_("retraction"),
+    "expression_of_concern": N_("expression of concern"),
+    "correction": N_("correction"),
+    "reinstatement": N_("reinstatement"),
+    "none": N_("no notice"),
+    "not_checked": N_("not checked (no Retraction Watch file)"),
 }
 
 #: The heading of an error page, by HTTP status (other statuses show the status phrase untranslated).

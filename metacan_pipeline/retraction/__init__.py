@@ -1,0 +1,1 @@
+"""Retraction Watch: the Crossref Labs export read, archived and joined to the frame."""
