@@ -22,7 +22,7 @@ ROW = {
     "year": 2021,
     "type": "article",
     "venue": "Scientometrics",
-    "doi": "10.1007/s11192-021-0",
+    "doi": "https://doi.org/10.1007/S11192-021-0",
     "language": "fr",
     "keywords": "peer review; open science",
     "validation_status": "machine_predicted_unvalidated",
@@ -32,6 +32,9 @@ ROW = {
     "model_version": "student-v6-abc",
     "release_id": "r1",
     "query_hash": "q1",
+    "direct_labels": '[{"teacher": "gemma", "status": "labelled", "categories": ["metaresearch"], '
+    '"label_status": "direct_label_unvalidated", "qualification": "teacher not qualified (kappa 0.00)"}, '
+    '{"teacher": "codex", "status": "failed", "categories": null, "label_status": null, "qualification": null}]',
 }
 
 
@@ -59,7 +62,7 @@ def test_ris_export_is_one_reference_per_work_of_the_cohort(client, site_release
         row = want[ref["id"]]
         assert ref["title"] == row["title"] and ref["urls"] == [f"https://openalex.org/{row['id']}"]
         assert ref.get("year") == (str(row["year"]) if row["year"] is not None else None)
-        assert ref.get("doi") == row["doi"]
+        assert ref.get("doi") == (row["doi"].removeprefix("https://doi.org/").lower() if row["doi"] else None)
         assert "validation_status" in ref["notes"][0] and "release layer " in ref["notes"][0]
 
 
@@ -87,14 +90,16 @@ def test_a_reference_keeps_its_type_venue_and_status_and_escapes_latex():
     assert ref["keywords"] == ["peer review", "open science"] and ref["language"] == "fr"
     assert ref["notes"] == [
         "metacan release r1, query q1: release layer provisional; validation_status machine_predicted_unvalidated; "
-        "candidate categories "
-        "metaresearch; consensus categories none (classifier student-v6-abc)"
+        "candidate categories metaresearch; consensus categories none (classifier student-v6-abc); direct labels: "
+        "gemma: metaresearch [direct_label_unvalidated; teacher not qualified (kappa 0.00)]; codex: failed [no "
+        "status; qualification not recorded]"
     ]
+    assert ref["doi"] == "10.1007/s11192-021-0"
     text = bibtex_text([ROW])
     assert r"Montr\'eal \& 50\% of \{curly\} papers\_2 \#1" in text
     (entry,) = bibtexparser.parse_string(text, append_middleware=[LatexDecodingMiddleware()]).entries
     assert entry.entry_type == "article" and entry.key == "W42" and entry["journal"] == "Scientometrics"
-    assert entry["title"] == ROW["title"] and entry["year"] == "2021" and entry["doi"] == ROW["doi"]
+    assert entry["title"] == ROW["title"] and entry["year"] == "2021" and entry["doi"] == "10.1007/s11192-021-0"
 
     chapter = {**ROW, "type": "book-chapter", "year": None, "doi": None, "keywords": None, "title": "A chapter"}
     (ref,) = rispy.loads(ris_text([chapter]))

@@ -5,15 +5,18 @@ a straight double quote stays one).
 
 One reference per work of the capped cohort, in the export's order, from the columns of the CSV export: the title,
 year, venue (as the journal of an article), DOI, the OpenAlex work URL, language and keywords, the OpenAlex id as the
-reference's id and BibTeX key, and a note saying where the reference came from (release, query hash) and the work's
-classification status verbatim (``validation_status``, candidate and consensus categories), so a reference read out
-of context still says how (un)validated its classification is. The release keeps no full author list (only the
+reference's id and BibTeX key (the DOI bare, ``10.x/y``, as both formats expect it), and a note saying where the
+reference came from (release, query hash) and the work's classification status verbatim (release layer,
+``validation_status``, candidate and consensus categories, each teacher's direct label with its status and the
+teacher's qualification), so a reference read out of context still says why it is on the list and how (un)validated
+that is. The release keeps no full author list (only the
 Canadian authors of a work), so references carry no authors: a reference manager completes them from the DOI
 (Zotero: "Retrieve Metadata"; EndNote: "Find Reference Updates").
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 
@@ -24,6 +27,7 @@ from bibtexparser.middlewares import LatexEncodingMiddleware
 from bibtexparser.model import Entry, Field
 from pylatexenc.latexencode import RULE_REGEX, UnicodeToLatexConversionRule, UnicodeToLatexEncoder
 
+from ...publish.abstracts import bare_doi
 from ..query.cohort_query import CohortQuery
 
 #: OpenAlex work type -> RIS reference type (RIS specification type codes); anything else is GEN.
@@ -77,14 +81,28 @@ class _RisWriter(rispy.RisWriter):
         return ""
 
 
-def _note(row: dict) -> str:
-    def cats(value) -> str:
-        return ", ".join(value) if value else "none"
+def _cats(value) -> str:
+    return ", ".join(value) if value else "none"
 
+
+def _labels(row: dict) -> str:
+    """Each teacher's direct label: its categories, status and the teacher's qualification, as the record says."""
+    labels = json.loads(row["direct_labels"]) if row.get("direct_labels") else []
+    parts = [
+        f"{x['teacher']}: {_cats(x.get('categories')) if x.get('status') == 'labelled' else x.get('status')} "
+        f"[{x.get('label_status') or 'no status'}; {x.get('qualification') or 'qualification not recorded'}]"
+        for x in labels
+    ]
+    return "; ".join(parts) or "none"
+
+
+def _note(row: dict) -> str:
     return (
         f"metacan release {row['release_id']}, query {row['query_hash']}: release layer "
-        f"{row.get('release_layer') or 'none'}; validation_status {row['validation_status']}; candidate categories {cats(row['candidate_categories'])}; consensus categories "
-        f"{cats(row['consensus_categories'])} (classifier {row['model_version'] or 'none'})"
+        f"{row.get('release_layer') or 'none'}; validation_status {row['validation_status']}; candidate categories "
+        f"{_cats(row['candidate_categories'])}; consensus categories "
+        f"{_cats(row['consensus_categories'])} (classifier {row['model_version'] or 'none'}); direct labels: "
+        f"{_labels(row)}"
     )
 
 
@@ -104,8 +122,8 @@ def ris_reference(row: dict) -> dict:
         ref["year"] = str(row["year"])
     if row["venue"]:
         ref["journal_name" if kind == "JOUR" else "secondary_title"] = row["venue"]
-    if row["doi"]:
-        ref["doi"] = row["doi"]
+    if doi := bare_doi(row["doi"]):
+        ref["doi"] = doi
     if row["language"]:
         ref["language"] = row["language"]
     if keywords := _keywords(row):
@@ -125,8 +143,8 @@ def bibtex_entry(row: dict) -> Entry:
         fields.append(
             Field({"article": "journal", "incollection": "booktitle"}.get(kind, "howpublished"), row["venue"])
         )
-    if row["doi"]:
-        fields.append(Field("doi", row["doi"]))
+    if doi := bare_doi(row["doi"]):
+        fields.append(Field("doi", doi))
     fields.append(Field("url", _url(row)))
     if row["language"]:
         fields.append(Field("language", row["language"]))
