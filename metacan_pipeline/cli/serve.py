@@ -3,6 +3,9 @@ the audit study's coding pages, alone, over the coding store."""
 
 from __future__ import annotations
 
+import errno
+import socket
+
 import typer
 import uvicorn
 
@@ -53,9 +56,31 @@ def serve(
         raise typer.Exit(1) from None
     info = asgi.state.site.info
     port = SITE_PORT if port is None else port
+    sock = _listen("metacan serve", host, port)
     typer.echo(f"Serving release {info.release_id} ({info.n_works} works) on http://{host}:{port}/ (Ctrl-C stops it)")
     typer.echo(f"(the coding pages are not on this server: `metacan serve --coding` serves them on port {CODING_PORT})")
-    uvicorn.run(asgi, host=host, port=port, log_level="info")
+    uvicorn.Server(uvicorn.Config(asgi, log_level="info")).run(sockets=[sock])
+
+
+def _listen(command: str, host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``, bound before the server says where it serves; exits 1 with what to do
+    when the port is taken or the address cannot be used."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        why = "is in use (another server is listening there)" if exc.errno == errno.EADDRINUSE else f"failed: {exc}"
+        typer.echo(
+            f"{command}: listening on {host}:{port} {why}; stop that server, or choose another port with --port "
+            f'(make serve SERVE_ARGS="--port 8080")',
+            err=True,
+        )
+        raise typer.Exit(1) from None
+    return sock
 
 
 def _serve_coding(root: str, host: str, port: int) -> None:
@@ -65,8 +90,9 @@ def _serve_coding(root: str, host: str, port: int) -> None:
     except (CodingStoreError, ValueError) as exc:
         typer.echo(f"metacan serve --coding: {exc}", err=True)
         raise typer.Exit(1) from None
+    sock = _listen("metacan serve --coding", host, port)
     typer.echo(
         f"Serving the coding pages of {coding_store_path(root)} on http://{host}:{port}/coding/ "
         "(French: /fr/coding/; nothing else is served here; Ctrl-C stops it)"
     )
-    uvicorn.run(asgi, host=host, port=port, log_level="info")
+    uvicorn.Server(uvicorn.Config(asgi, log_level="info")).run(sockets=[sock])

@@ -11,6 +11,7 @@ import io
 import json
 import re
 import shutil
+import socket
 
 import duckdb
 import fastjsonschema
@@ -312,6 +313,19 @@ def test_a_missing_or_corrupt_release_is_a_start_up_error_naming_file_and_asset(
         create_app(copy)
     result = CliRunner().invoke(cli, ["serve", "--data-dir", str(tmp_path / "empty")])
     assert result.exit_code == 1 and "site_database" in result.output and "current.json" in result.output
+
+
+def test_serve_on_a_port_in_use_says_so_before_announcing_an_address(site_release):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        for args in ([], ["--coding"]):
+            result = CliRunner().invoke(
+                cli, ["serve", *args, "--data-dir", str(site_release[0].root), "--port", str(port)]
+            )
+            assert result.exit_code == 1 and "Serving" not in result.output, result.output
+            assert f"listening on 127.0.0.1:{port} is in use" in result.output and "--port" in result.output
 
 
 def test_a_link_made_on_an_earlier_release_says_so(tmp_path, openalex_dir):
