@@ -531,8 +531,10 @@ def test_robots_sitemaps_and_cite_as_links_name_every_work_page(client, site_rel
         assert r.headers["content-type"] == "application/xml; charset=utf-8"
         urls += [e.text for e in ET.fromstring(r.content).findall("s:url/s:loc", ns)]
     want = {f"http://testserver/{p}" for (p,) in _sql(storage, "SELECT page_path FROM works")}
-    assert len(want) == 60 and {u for u in urls if "/works/" in u} == want and len(urls) == 60 + 6
+    assert len(want) == 60 and {u for u in urls if "/works/" in u} == want and len(urls) == 60 + 12
     assert "http://testserver/fr/statistics" in urls
+    for page in ("/about", "/methods", "/glossary"):  # the plain-words pages, in both languages
+        assert {f"http://testserver{page}", f"http://testserver/fr{page}"} <= set(urls)
     assert client.get("/sitemaps/3.xml").status_code == 404 and client.get("/sitemaps/00.xml").status_code == 404
     # every listed work page answers, and names what to cite: its DOI, else its OpenAlex id
     wid, doi = _sql(storage, "SELECT id, json_extract_string(record_json, '$.doi') FROM works WHERE doi <> '' LIMIT 1")[
@@ -550,8 +552,9 @@ def test_the_cohort_form_answers_every_combination_it_offers_and_says_what_it_ch
     def page(params: dict) -> tuple[int, list[str]]:
         r = client.get("/", params=params)
         assert r.status_code == 200, (params, r.text[:300])
-        return _count(r.text), [
-            html.unescape(n) for n in re.findall(r'<p class="notice" role="status">([^<]+)<', r.text)
+        return _count(r.text), [  # a notice's text (a glossary term in it is a link)
+            html.unescape(re.sub(r"<[^>]+>", "", n))
+            for n in re.findall(r'<p class="notice" role="status">(.+?)</p>', r.text)
         ]
 
     # relevance without words: sorted by year, said so; the API keeps refusing the same request
@@ -567,7 +570,7 @@ def test_the_cohort_form_answers_every_combination_it_offers_and_says_what_it_ch
     want = _sql(storage, "SELECT count(*) FROM work_decisions WHERE mode = 'candidate' AND category = 'metaresearch'")
     assert count == want[0][0] and notes[0].startswith("Shown: candidate decisions")
     fr = client.get("/fr/", params={"classifier_category": "metaresearch"}).text
-    assert "Affichées\u00a0: les décisions candidates" in html.unescape(fr)
+    assert "Affichées\u00a0: les décisions candidates" in html.unescape(re.sub(r"<[^>]+>", "", fr))
     assert page({"language": "en"})[1] == []  # nothing changed: nothing said
 
 

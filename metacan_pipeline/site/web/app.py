@@ -31,6 +31,7 @@ from http import HTTPStatus
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -51,17 +52,18 @@ from ...openalex.ids import is_work_id
 from ...publish.abstracts import Abstract, AbstractFetcher
 from ...publish.pages import environment as page_environment
 from ...publish.pages import qualification_words, render_work
-from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
+from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS, display_name
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
 from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
-from . import languages, strings
+from . import guide, languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .coding_pages import default_abstracts
 from .discovery import DiscoveryEndpoints, cite_as, work_cite_as
 from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
+from .guide import GuideEndpoints, link_first_uses
 from .icon import favicon
 from .middleware import (
     HOME_CSP,
@@ -100,16 +102,30 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     )
     env.install_gettext_translations(translations(locale), newstyle=True)
     env.filters["category"] = partial(strings.category_name, locale=locale)
+    env.filters["named"] = partial(strings.vocab_name, locale=locale)
+    env.filters["head"] = partial(strings.head_name, locale=locale)
+    env.filters["status"] = partial(status_link, locale=locale)
     env.filters["label"] = partial(strings.label, locale=locale)
     env.filters["word"] = partial(strings.value_word, locale=locale)
     env.filters["num"] = partial(format_number, locale=locale)
     env.filters["combine"] = lambda a, b: {**a, **{k: str(v) for k, v in b.items()}}
     env.filters["qualification"] = partial(qualification_words, tr=translations(locale))
     env.globals["category_names"] = {c: strings.category_name(c, locale) for c in CATEGORIES}
+    env.globals["names"] = strings.vocab_names(locale)  # {vocabulary: {code: display name}}, for the choices
     env.globals["colon"] = translations(locale).gettext(strings.COLON)
     #: a text box accepts what the server accepts (the parameter's own limit), no more
     env.globals["max_length"] = {name: p.max_length for name, p in PARAMS.items() if p.max_length}
     return env
+
+
+def status_link(status: str | None, locale: str = DEFAULT_LOCALE) -> Markup:
+    """A status as pages show it: the code verbatim (statuses ship verbatim, SPEC section 8), linked to its
+    explanation on the methods page, with its display name in ``locale`` as the link's title."""
+    if not status:
+        return Markup("")
+    name = display_name("status", status, locale)
+    href = f"{languages.PREFIXES[locale]}/methods#{guide.status_anchor(status)}"
+    return Markup('<a class="status" href="{}" title="{}"><code>{}</code></a>').format(href, name, status)
 
 
 def _lang(request: Request) -> str:
@@ -124,6 +140,7 @@ class Site(
     ModelCardEndpoints,
     ScoreEndpoints,
     DiscoveryEndpoints,
+    GuideEndpoints,
 ):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
@@ -149,6 +166,8 @@ class Site(
         }
 
     def render(self, request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
+        """A page of the site in the request's language, the first use of each glossary term in its ``<main>``
+        linked to the glossary (:func:`.guide.link_first_uses`; not on the glossary itself)."""
         lang = _lang(request)
         html = (
             self.envs[lang]
@@ -163,6 +182,8 @@ class Site(
                 **ctx,
             )
         )
+        if name != "glossary.html.j2":
+            html = link_first_uses(html, lang)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
     def error_page(self, request: Request, status: int, message: str) -> HTMLResponse:
@@ -448,6 +469,9 @@ def page_routes(site: Site, lang: str) -> list[Route]:
         Route(p + "/dossier", html(site.dossier_page), name=f"dossier_{lang}"),
         Route(p + "/model", html(site.model_redirect)),
         Route(p + "/models/{version}", html(site.model_card_page), name=f"model_card_{lang}"),
+        Route(p + "/about", html(site.about_page), name=f"about_{lang}"),
+        Route(p + "/methods", html(site.methods_page), name=f"methods_{lang}"),
+        Route(p + "/glossary", html(site.glossary_page), name=f"glossary_{lang}"),
     ]
 
 
