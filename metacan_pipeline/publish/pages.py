@@ -251,8 +251,9 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
     None: run ids are text) and ``frame_build_runs`` (``{frame build id: runs that produced it}``,
     :func:`.lineage.build_runs`: with two runs or more the lineage says they produced the same build). The served
     site adds ``lang`` (the ``<html lang>``), ``alternates`` (``[{"hreflang", "href"}]``, the page in each language)
-    and ``switch`` (``{"href", "lang", "name"}``, the language switch link) and ``served`` (True: a failed live abstract says to
-    reload the page, not to render it again); the static site has none of them. ``explore`` (both): where the
+    and ``switch`` (``{"href", "lang", "name"}``, the language switch link), ``served`` (True: a failed live abstract says to
+    reload the page, not to render it again) and ``guide`` (``{"about", "methods", "glossary"}``: the addresses of the
+    site's plain-words pages, linked from the footer); the static site has none of them. ``explore`` (both): where the
     page's cohort links point (:func:`explore_links`: the served language's path prefix, or the served site's
     address on a static page; absent: no links). ``report_url`` (both): the "report a problem with this record"
     link's base (:func:`report_link`). The page's
@@ -311,6 +312,7 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         alternates=context.get("alternates", ()),
         switch=context.get("switch"),
         served=context.get("served", False),
+        guide=context.get("guide"),
         model_card_href=model_card_link(context.get("explore"), model_version_of(record)),
     )
 

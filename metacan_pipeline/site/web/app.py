@@ -63,7 +63,7 @@ from .coding_pages import default_abstracts
 from .discovery import DiscoveryEndpoints, cite_as, work_cite_as
 from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
-from .guide import GuideEndpoints, link_first_uses
+from .guide import GuideEndpoints, guide_links, link_first_uses
 from .icon import favicon
 from .middleware import (
     HOME_CSP,
@@ -326,11 +326,14 @@ class Site(
             "alternates": languages.alternates(request),
             "switch": languages.switch(request, lang),
             "explore": languages.PREFIXES[lang],
+            "guide": guide_links(lang),
         }
         if lang != DEFAULT_LOCALE:
             ctx["rendered_at"] = translations(lang).gettext(N_("served live from the release database"))
         record = json.loads(record_json)
-        html = render_work(self.page_envs[lang], record, self.abstract_of(record), ctx)
+        html = link_first_uses(
+            render_work(self.page_envs[lang], record, self.abstract_of(record), ctx), lang, "article"
+        )
         return HTMLResponse(html, headers={**SECURITY_HEADERS, **work_cite_as(record)})
 
     def abstract_of(self, record: dict) -> Abstract | None:

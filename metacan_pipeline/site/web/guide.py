@@ -311,15 +311,15 @@ def _titles(lang: str) -> dict[str, str]:
     return {t.key: tr.gettext(t.definition) for t in GLOSSARY}
 
 
-def link_first_uses(html: str, lang: str, exclude: frozenset[str] = frozenset()) -> str:
-    """``html`` with the first use of each glossary term in its ``<main>`` linked to the term's anchor on the
-    glossary of ``lang`` (terms in ``exclude`` left alone). Only text between tags is read, never inside the
-    elements of :data:`_SKIP`; a term is linked where it first appears in reading order, once; the rest of the page is
-    unchanged byte for byte."""
-    start, end = html.find("<main"), html.rfind("</main>")
+def link_first_uses(html: str, lang: str, region: str = "main") -> str:
+    """``html`` with the first use of each glossary term in its ``region`` (the first ``<main>``, or the first
+    ``<article>`` of a work page) linked to the term's anchor on the glossary of ``lang``. Only text between tags is
+    read, never inside the elements of :data:`_SKIP`; a term is linked where it first appears in reading order, once;
+    the rest of the page is unchanged byte for byte (a page without the region is returned as it is)."""
+    start, end = html.find(f"<{region}"), html.find(f"</{region}>")
     if start < 0 or end < start:
         return html
-    pending = [(key, rx) for key, rx in _patterns(lang) if key not in exclude]
+    pending = list(_patterns(lang))
     href = f"{languages.PREFIXES[lang]}/glossary#"
     titles = _titles(lang)
     out: list[str] = [html[:start]]
