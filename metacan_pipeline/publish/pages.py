@@ -32,6 +32,7 @@ from ..storage import MetacanStorage
 from ..vocab import CATEGORIES, CATEGORY_DISPLAY, PREDICTION_STATUS
 from .abstracts import Abstract
 from .lineage import build_runs, run_url
+from .notes import machine_note_words
 from .records import classification_card
 
 _NOT_FETCHED = {"status": "off"}
@@ -188,6 +189,7 @@ def environment(translations: NullTranslations | None = None) -> Environment:
     env.filters["code"] = lambda value: Markup("<code>%s</code>") % value
     env.filters["code_link"] = lambda text, href: Markup('<a href="%s"><code>%s</code></a>') % (href, text)
     env.filters["qualification"] = partial(qualification_words, tr=tr)
+    env.filters["machine_note"] = partial(machine_note_words, tr=tr)
     env.filters["score"] = _score
     env.filters["utc"] = _utc
     return env

@@ -6,10 +6,12 @@ keyboard."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import socket
 import threading
 import time
+from html.parser import HTMLParser
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -238,3 +240,156 @@ def test_a_teachers_qualification_note_is_said_in_the_pages_language_with_its_fi
     for path in ("/fr/", "/fr/statistics"):
         text = client.get(path).text
         assert "teacher not qualified" not in text and "annotateur non qualifié : pas encore testé" in text, path
+
+
+# ---- no English left on a French page ------------------------------------------------------------------------
+
+#: Words that mark an English sentence (a French page's text may hold them only inside data values).
+ENGLISH_WORDS = re.compile(
+    r"\b(the|of|and|is|are|not|with|from|this|that|which|has|have|its|their|was|were|any|every|only|than|when|"
+    r"works?|teachers?|yes|none|labelled|failed|predictions?|label|unknown|called)\b",
+    re.IGNORECASE,
+)
+#: A record's fields that hold an interface sentence (said in the page's language), not a data value.
+SENTENCE_FIELDS = {"note", "qualification"}
+
+
+class _Text(HTMLParser):
+    """The text a reader sees (and the titles and labels assistive technology reads), outside ``<code>``."""
+
+    SKIP = {"script", "style", "code", "title"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth, self.parts = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        self.depth += tag in self.SKIP
+        self.parts += [v for k, v in attrs if k in ("title", "aria-label", "alt") and v]
+
+    def handle_endtag(self, tag):
+        self.depth -= tag in self.SKIP and self.depth > 0
+
+    def handle_data(self, data):
+        if not self.depth and data.strip():
+            self.parts.append(" ".join(data.split()))
+
+
+def _segments(page: str) -> list[str]:
+    parser = _Text()
+    parser.feed(page)
+    return parser.parts
+
+
+def _release_values(client) -> set[str]:
+    """Every data value the release can show: the strings of every record (but its sentences) and the names of the
+    facet tables."""
+    values: set[str] = set()
+
+    def walk(v, key=None):
+        if isinstance(v, str) and key not in SENTENCE_FIELDS:
+            values.add(" ".join(v.split()))
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, k)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, key)
+
+    con = client.app.state.site.release.cursor()
+    try:
+        for (record,) in con.execute("SELECT record_json FROM works").fetchall():
+            walk(json.loads(record))
+        for table in ("work_institutions", "work_funders", "work_keywords"):
+            values |= {n for (n,) in con.execute(f"SELECT DISTINCT name FROM {table}").fetchall()}
+    finally:
+        con.close()
+    return values
+
+
+def _french_pages(client) -> list[str]:
+    """Every kind of page, by its path in the English site (``/fr`` + path is its French twin)."""
+    h = re.search(r"/q/([0-9a-f]{12})", client.get("/").text).group(1)
+    work = client.get("/works/W7000", follow_redirects=False).headers["location"]
+    return [
+        "/",
+        "/?classifier_category=metaresearch",
+        "/?label_category=metaresearch&label_teacher=gemma&sort=cited_by",
+        "/?sort=relevance",
+        "/?classifier_mode=consensus",
+        f"/q/{h}",
+        work,
+        "/statistics",
+        "/dossier",
+        "/dossier?head=metaresearch",
+        "/about",
+        "/methods",
+        "/glossary",
+        "/?score_min=0.4",
+        "/?year_min=3000",
+        "/nowhere",
+        "/works/W99999999",
+    ]
+
+
+def test_no_french_page_leaves_an_interface_sentence_in_english(client):
+    """Every page rendered in French: no sentence of the catalogue is left in its English (a string marked for
+    translation but shown untranslated), and no text is the English page's own words (the same text in both
+    languages, with English words in it) unless it is a data value of the release (a title, a name, a reason)."""
+    with catalog_path("fr").open("rb") as fh:
+        catalog = read_po(fh, locale="fr")
+    fragments = set()
+    for m in catalog:
+        if m.id and m.string and m.string != m.id:
+            for msgid in [m.id] if isinstance(m.id, str) else m.id:
+                for part in re.split(r"%\(\w+\)[sdr]|%%", msgid):
+                    if len(part.split()) >= 4:
+                        fragments.add(" ".join(part.split()))
+    assert len(fragments) > 300
+    data = _release_values(client)
+    left: list[tuple[str, str]] = []
+    for path in _french_pages(client):
+        fr, en = client.get("/fr" + path), client.get(path)
+        assert '<html lang="fr">' in fr.text, path
+        text = " ".join(html.unescape(s) for s in _segments(fr.text))
+        left += [(path, f) for f in fragments if f in text]
+        english = set(_segments(en.text))
+        for segment in _segments(fr.text):
+            words = html.unescape(segment)
+            if (
+                segment in english
+                and ENGLISH_WORDS.search(words)
+                and not any(d and d in words for d in data if len(d) > 3 or d == words)
+            ):
+                left.append((path, words))
+    assert left == []
+
+
+def test_the_machine_scores_note_is_said_in_the_pages_language_with_its_figures():
+    from metacan_pipeline.i18n import translations
+    from metacan_pipeline.publish.notes import machine_note_words
+    from metacan_pipeline.student.rounds import NOTE_IMMATURE, NOTE_MATURE, _arm_fails
+
+    fr, en = translations("fr"), translations("en")
+    # the gate's own reasons, from planted series: too few rounds; then a gain, churn and rho that all fail
+    few = _arm_fails("codex", {"ap": [0.4, 0.5], "churn": [0.3], "rho": [0.5]}, 2)
+    moving = _arm_fails("gemma", {"ap": [0.2, 0.3, 0.4, 0.5, 0.6], "churn": [0.3] * 4, "rho": [0.5] * 4}, 5)
+    assert len(few) == 1 and len(moving) == 3
+    immature = NOTE_IMMATURE.format(rounds=5, s="s", reason="; ".join(few + moving))
+    mature = NOTE_MATURE.format(rounds=7)
+    for note in (immature, mature, "Scores rank; they never assert a category."):
+        assert machine_note_words(note, en) == note  # English (and so every static page): the note as written
+    said = machine_note_words(immature, fr)
+    assert said.startswith("Scores de départ d'un modèle immature (seuil de maturité non franchi après 5 cycle(s)")
+    assert "codex\u00a0: 2 cycle(s) sur les 5 qu'exige la règle de la précision moyenne" in said
+    assert "gemma\u00a0: gain de précision moyenne de 200.0% sur les 5 derniers cycles >= 2%" in said
+    assert "renouvellement de l'ensemble positif non < 0.05 pendant 3 cycles consécutifs" in said
+    assert "rho de Spearman non > 0.98 pendant 3 cycles consécutifs" in said
+    assert said.endswith("Les scores ordonnent; ils n'affirment jamais une catégorie.") and not ENGLISH_WORDS.search(
+        said
+    )
+    assert machine_note_words(mature, fr).startswith("Le seuil de maturité a été franchi après 7 cycles")
+    # a reason worded otherwise stays as written; the rest of the note is still French
+    odd = machine_note_words(NOTE_IMMATURE.format(rounds=1, s="", reason="codex: a new rule"), fr)
+    assert "après 1 cycle(s) d'entraînement\u00a0: codex: a new rule)." in odd
+    assert machine_note_words(None, fr) is None and machine_note_words("", fr) == ""
