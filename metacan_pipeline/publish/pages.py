@@ -29,7 +29,7 @@ from .. import __version__, settings
 from ..i18n import N_
 from ..openalex.ids import is_work_id
 from ..storage import MetacanStorage
-from ..vocab import CATEGORIES, CATEGORY_DISPLAY, PREDICTION_STATUS
+from ..vocab import CATEGORIES, CATEGORY_DISPLAY, DISPLAY_NAMES, PREDICTION_STATUS
 from .abstracts import Abstract
 from .lineage import build_runs, run_url
 from .notes import machine_note_words
@@ -190,6 +190,10 @@ def environment(translations: NullTranslations | None = None) -> Environment:
     env.filters["code_link"] = lambda text, href: Markup('<a href="%s"><code>%s</code></a>') % (href, text)
     env.filters["qualification"] = partial(qualification_words, tr=tr)
     env.filters["machine_note"] = partial(machine_note_words, tr=tr)
+    #: a vocabulary code by its display name (``{{ l.confidence | named("confidence") }}``; an unknown code as it is)
+    env.filters["named"] = lambda code, vocabulary: (
+        tr.gettext(DISPLAY_NAMES[vocabulary][code]) if code in DISPLAY_NAMES[vocabulary] else code
+    )
     env.filters["score"] = _score
     env.filters["utc"] = _utc
     return env

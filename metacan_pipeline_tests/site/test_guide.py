@@ -334,3 +334,16 @@ def test_forms_and_facets_show_display_names_while_links_and_the_api_keep_the_co
     assert {r["study_design"] for r in api["labels_by_study_design"]} <= set(vocab.STUDY_DESIGNS) | {None}
     facets = client.get("/api/v1/count").json()["facets"]
     assert {f["value"] for f in facets["direct_label"]} <= set(vocab.CATEGORIES)
+
+
+def test_the_work_page_names_a_labels_confidence_in_the_pages_language(client, site_release):
+    (confidence,) = _sql(
+        site_release[0],
+        "SELECT confidence FROM work_labels l JOIN works w USING (work_key) WHERE w.id = 'W7000' LIMIT 1",
+    )[0]
+    assert confidence in vocab.CONFIDENCES
+    work = client.get("/works/W7000", follow_redirects=False).headers["location"]
+    en, fr = _text(client.get(work).text), _text(client.get("/fr" + work).text)
+    assert f"; confidence {confidence}." in en  # English: the word is the code
+    said = vocab.display_name("confidence", confidence, "fr")
+    assert said != confidence and f"; confiance {said}." in fr and f"confiance {confidence}." not in fr
