@@ -25,6 +25,7 @@ from metacan_pipeline.publish.pages import environment, render_work
 from metacan_pipeline.site.build.release import ReleaseUnavailable, current_release_id, manifest_path, releases_dir
 from metacan_pipeline.site.query.params import FILTERS, LISTING
 from metacan_pipeline.site.web.app import DEFAULT_ROW_CAP, create_app
+from metacan_pipeline.site.web.guide import link_first_uses
 from metacan_pipeline.site.web.middleware import client_limiter
 from metacan_pipeline.site.web.openapi import API_ROUTES
 from metacan_pipeline.vocab import CATEGORIES
@@ -221,17 +222,23 @@ def test_the_work_page_is_the_static_template_and_escapes_payloads(client, site_
         for lang, prefix in (("en", ""), ("fr", "/fr"), ("x-default", ""))
     ]
     switch = {"href": f"/language/fr?next=/fr/{path}", "lang": "fr", "name": "Français"}
+    guide = {"about": "/about", "methods": "/methods", "glossary": "/glossary"}
     served = {**ctx, "lang": "en", "alternates": alternates, "switch": switch, "explore": "", "served": True}
+    served["guide"] = guide
     # the abstract was fetched live from the loopback OpenAlex (conftest; it holds no W7000: "missing"), kept in the
     # fetcher's memory, so asking again gives the same answer without a request
     abstract = client.app.state.site.abstract_of(record)
     assert abstract.status == "missing" and "OpenAlex returned no record for this id" in page.text
-    assert page.text == render_work(environment(), record, abstract, served)
+    # ... with the first use of each glossary term in its article linked to the glossary
+    assert page.text == link_first_uses(render_work(environment(), record, abstract, served), "en", "article")
+    assert page.text.count('<a class="term" href="/glossary#') >= 5
     served_only = (
         r'<link rel="alternate"[^>]*>\n| · <a href="/language/[^"]*"[^>]*>[^<]*</a>'
         r'|\n<section aria-labelledby="explore">.*?</section>\n| <a href="/models/[^"]*" id="model-card">[^<]*</a>\. '
+        r'| · <a href="/(?:about|methods|glossary)">[^<]*</a>'
     )
-    assert re.sub(served_only, "", page.text, flags=re.S) == render_work(environment(), record, abstract, ctx)
+    unlinked = re.sub(r'<a class="term" href="/glossary#[^"]+" title="[^"]*">([^<]*)</a>', r"\1", page.text)
+    assert re.sub(served_only, "", unlinked, flags=re.S) == render_work(environment(), record, abstract, ctx)
     assert "<script>alert" not in page.text and "&lt;script&gt;" in page.text
     assert "<script>alert" not in client.get("/", params={"q": "drop"}).text
     assert client.get("/records/W7000.json").json() == record

@@ -271,10 +271,6 @@ STATUSES: tuple[tuple[str, str], ...] = (
     ),
 )
 
-ABOUT_TITLE = N_("About the metacan evidence browser")
-METHODS_TITLE = N_("Methods: how the map is made")
-GLOSSARY_TITLE = N_("Glossary")
-
 
 def status_anchor(status: str) -> str:
     """The anchor of a status's explanation on the Methods page: ``status-`` and the code (a human layer's status
