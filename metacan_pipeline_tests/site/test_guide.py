@@ -252,6 +252,13 @@ def test_the_header_and_footer_of_every_page_link_the_guide_in_the_pages_languag
                     assert f'<a href="{prefix}/{slug}">{word}</a>' in section, (prefix + path, part, slug)
 
 
+def test_the_api_docs_page_links_the_guide_in_its_header(client):
+    header = client.get("/api/v1/docs").text.split("<header>")[1].split("</header>")[0]
+    for slug, word in (("about", "About"), ("methods", "Methods"), ("glossary", "Glossary")):
+        assert f'<a href="/{slug}">{word}</a>' in header
+        assert client.get(f"/{slug}").status_code == 200
+
+
 def test_every_vocabulary_code_has_a_display_name_in_english_and_french():
     for vocabulary, codes in (
         ("category", vocab.CATEGORIES),
