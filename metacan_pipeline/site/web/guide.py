@@ -293,12 +293,11 @@ _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)\b[^>]*?(/?)>|<!--.*?-->", re.S)
 
 
 @cache
-def _patterns(lang: str) -> list[tuple[str, re.Pattern]]:
-    return [
-        (t.key, re.compile(rf"(?<![\w-])(?:{t.patterns[lang]})(?![\w-])", re.IGNORECASE))
-        for t in GLOSSARY
-        if t.patterns
-    ]
+def _any_term(lang: str, keys: tuple[str, ...]) -> re.Pattern:
+    """One expression finding any of the terms ``keys`` in ``lang``'s text (case-insensitive, on word boundaries): a
+    text node is searched once for every term still to link. Group ``g<i>`` is the term ``keys[i]``."""
+    forms = "|".join(f"(?P<g{i}>{TERMS[k].patterns[lang]})" for i, k in enumerate(keys))
+    return re.compile(rf"(?<![\w-])(?:{forms})(?![\w-])", re.IGNORECASE)
 
 
 @cache
@@ -315,39 +314,35 @@ def link_first_uses(html: str, lang: str, region: str = "main") -> str:
     start, end = html.find(f"<{region}"), html.find(f"</{region}>")
     if start < 0 or end < start:
         return html
-    pending = list(_patterns(lang))
+    pending = [t.key for t in GLOSSARY if t.patterns]
     href = f"{languages.PREFIXES[lang]}/glossary#"
     titles = _titles(lang)
     out: list[str] = [html[:start]]
-    pos, skip = start, 0
+    pos, skip, left = start, 0, len(pending)
     for m in _TAG.finditer(html, start, end):
+        if len(pending) != left or pos == start:  # nothing left to find in the rest: stop reading it
+            left = len(pending)
+            if not pending or not _any_term(lang, tuple(pending)).search(html, pos, end):
+                break
         if m.start() > pos:
             text = html[pos : m.start()]
-            out.append(_link_text(text, pending, href, titles) if skip == 0 and pending else text)
+            out.append(_link_text(text, pending, lang, href, titles) if skip == 0 and pending else text)
         out.append(m.group(0))
         pos = m.end()
         name = (m.group(2) or "").lower()
         if name in _SKIP and not m.group(3):
             skip += -1 if m.group(1) else 1
             skip = max(skip, 0)
-        if not pending:
-            break
     out.append(html[pos:])
     return "".join(out)
 
 
-def _link_text(text: str, pending: list[tuple[str, re.Pattern]], href: str, titles: dict[str, str]) -> str:
-    """``text`` with the first match of each pending term linked (earliest first; at one position the longest);
-    linked terms are removed from ``pending``."""
+def _link_text(text: str, pending: list[str], lang: str, href: str, titles: dict[str, str]) -> str:
+    """``text`` with the first match of each term in ``pending`` linked, in reading order; the linked terms are
+    removed from ``pending``."""
     out, cursor = [], 0
-    while pending:
-        found = [
-            (m.start(), -len(m.group(0)), i, m) for i, (_, rx) in enumerate(pending) if (m := rx.search(text, cursor))
-        ]
-        if not found:
-            break
-        _, _, i, m = min(found, key=lambda f: f[:3])
-        key, _ = pending.pop(i)
+    while pending and (m := _any_term(lang, tuple(pending)).search(text, cursor)):
+        key = pending.pop(int(m.lastgroup[1:]))
         out.append(text[cursor : m.start()])
         out.append(f'<a class="term" href="{href}{key}" title="{escape(titles[key])}">{m.group(0)}</a>')
         cursor = m.end()
