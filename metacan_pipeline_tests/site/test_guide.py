@@ -98,7 +98,7 @@ def test_the_about_methods_and_glossary_pages_answer_in_both_languages_with_the_
         "/about": (
             "About the metacan evidence browser",
             "À propos du navigateur de données probantes metacan",
-            [f"Release {rid}, built ", f"holds {n} works", f"They were published from {first} to {last}."],
+            [f"Release {rid}, built ", f"holds {n} works. They were published from {first} to {last}. Classifier"],
             [f"L'édition {rid}, produite le", f"compte {n} publications", f"publiées de {first} à {last}."],
         ),
         "/methods": (
