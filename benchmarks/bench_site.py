@@ -13,10 +13,12 @@ Measured, one after the other in this process (``Release`` opened as ``metacan s
 repetition of the app's call followed by one of the bare query (interleaved: the machine is shared):
 
 - ``cohort:<name>``: ``CohortQuery.count()`` + ``coverage()`` + ``facets()`` (what ``/api/v1/count`` and the
-  cohort page compute before listing) for no filter, year range + language, funder + label category, and
-  classifier category; baseline: the bare ``SELECT count(*)`` of the same cohort, written by hand here.
+  cohort page compute before listing) for no filter, year range + language, funder + label category,
+  classifier category, and the forgiving filters (the funder in upper case + label category; two venues in other
+  cases, OR, less an institution, NOT); baseline: the bare ``SELECT count(*)`` of the same cohort, written by hand
+  here (folding with ``lower(strip_accents())`` on every row where the app reads the folded values stored).
 - ``search:<name>``: ``CohortQuery`` with ``q`` (the FTS5 lookup) ``count()`` + the first page by relevance,
-  for a common term, two terms, two and three common terms, a rare term; baseline: DuckDB ``count(*)`` of titles/keywords ``ILIKE`` every
+  for a common term, two terms, two and three common terms, a rare term, a quoted phrase OR a word; baseline: DuckDB ``count(*)`` of titles/keywords ``ILIKE`` every
   term (no stemming, so its count differs a little; printed beside).
 - ``work_page``: ``GET /works/<version>/<id>.html`` through Starlette's ``TestClient`` (in process, no
   socket), random works; baseline: the bare ``SELECT record_json, page_path FROM works WHERE work_key = ? AND id = ?``
@@ -158,6 +160,10 @@ def pick_values(con: duckdb.DuckDBPyConnection) -> dict:
             "SELECT category FROM work_decisions WHERE mode = 'candidate' GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"
         ),
         "classifier_version": one("SELECT min(model_version) FROM work_decisions"),
+        "venues": [
+            r[0] for r in con.execute("SELECT venue FROM works GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 2").fetchall()
+        ],
+        "institution": one("SELECT name FROM work_institutions GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"),
         "work_ids": [r[0] for r in con.execute("SELECT id FROM works USING SAMPLE 20 ROWS (reservoir, 15)").fetchall()],
     }
 
@@ -183,6 +189,24 @@ def cohorts(v: dict) -> dict[str, tuple[dict, str, list]]:
             "WHERE model_version = ? AND mode = 'candidate' AND category = ?)",
             [v["classifier_version"], v["classifier_category"]],
         ),
+        # the forgiving filters: another spelling of the funder; two venues (OR) less an institution (NOT)
+        "funder_upper_label": (
+            {"funder": v["funder"].upper(), "label_category": v["label_category"]},
+            "SELECT count(*) FROM works WHERE work_key IN (SELECT work_key FROM work_funders "
+            "WHERE lower(strip_accents(name)) = lower(strip_accents(?))) AND work_key IN (SELECT work_key FROM "
+            "work_labels WHERE status = 'labelled' AND list_contains(categories, ?))",
+            [v["funder"], v["label_category"]],
+        ),
+        "venues_or_not_institution": (
+            {
+                "venue": f"{v['venues'][0].upper()}|{v['venues'][1].lower()}",
+                "not_institution": v["institution"].lower(),
+            },
+            "SELECT count(*) FROM works WHERE lower(strip_accents(venue)) IN (lower(strip_accents(?)), "
+            "lower(strip_accents(?))) AND work_key NOT IN (SELECT work_key FROM work_institutions "
+            "WHERE lower(strip_accents(name)) = lower(strip_accents(?)))",
+            [*v["venues"], v["institution"]],
+        ),
     }
 
 
@@ -194,6 +218,8 @@ SEARCHES = {
     "common_two": "science management",
     "common_three": "natural resource management",
     "rare": "bibliometric",
+    # a quoted phrase or a word (the ILIKE baseline reads the phrase as its words, each required)
+    "phrase_or": '"machine learning" OR bibliometric',
 }
 
 
@@ -234,18 +260,19 @@ def measure_cohorts(release, bare, values: dict, repeats: int) -> list[dict]:
 
 
 def measure_searches(release, bare, repeats: int) -> list[dict]:
+    from metacan_pipeline.site.build.fts import parse_query
     from metacan_pipeline.site.query.cohort import Listing, parse_filters
     from metacan_pipeline.site.query.cohort_query import CohortQuery
 
     out = []
     for name, text in SEARCHES.items():
         cohort = parse_filters({"q": text}, release.info)
-        words = text.split()
-        where = " AND ".join(
-            "(title ILIKE ? OR work_key IN (SELECT work_key FROM work_keywords WHERE name ILIKE ?))" for _ in words
-        )
+        # every group of the query (a word, or alternatives joined by OR) ILIKE in the title or a keyword
+        one = "(title ILIKE ? OR work_key IN (SELECT work_key FROM work_keywords WHERE name ILIKE ?))"
+        groups = parse_query(text)
+        where = " AND ".join("(" + " OR ".join(one for _ in g) + ")" for g in groups)
         sql = f"SELECT count(*) FROM works WHERE {where}"
-        params = [p for w in words for p in (f"%{w}%", f"%{w}%")]
+        params = [x for g in groups for p in g for x in (f"%{' '.join(p)}%",) * 2]
         got: dict = {}
 
         def app(cohort=cohort, got=got):
@@ -380,9 +407,9 @@ def measure_exports(data: Path, bare, cap: int, repeats: int) -> list[dict]:
 
 
 def measure_figures(data: Path, bare, values: dict, repeats: int) -> list[dict]:
-    """The statistics page, the disagreement dossier and the typeahead (site/figures.py), each against the
-    bare DuckDB query of what it shows (the GROUP BY the stored figure replaces; the dossier's count; the typeahead's
-    prefix count over the name table)."""
+    """The statistics page, the disagreement dossier, the typeahead and suggestions (site/figures.py), and "did you
+    mean" on a count of nothing, each against the bare DuckDB query of what it shows (the GROUP BY the stored figure
+    replaces; the dossier's count; the typeahead's prefix count over the name table; the nearest keywords)."""
     from starlette.testclient import TestClient
 
     from metacan_pipeline.site.web.app import create_app
@@ -403,6 +430,13 @@ def measure_figures(data: Path, bare, values: dict, repeats: int) -> list[dict]:
         (f"typeahead_institution_uni_language_{lang}", "/api/v1/facets/institution", {"q": "uni", "language": lang},
          "SELECT name, count(*) FROM work_institutions x JOIN works w USING (work_key) WHERE w.language = ? AND "
          "starts_with(lower(name), 'uni') GROUP BY 1 ORDER BY 2 DESC LIMIT 10", [lang]),
+        ("suggest_keyword_da", "/api/v1/suggest", {"facet": "keyword", "prefix": "DA"},
+         "SELECT name, count(*) FROM work_keywords WHERE starts_with(lower(strip_accents(name)), 'da') GROUP BY 1 "
+         "ORDER BY 2 DESC LIMIT 10", []),
+        # nothing matches: the count, then the nearest keywords and venues to the unknown values ("did you mean")
+        ("did_you_mean_keyword_venue", "/api/v1/count", {"keyword": "daat sharing", "venue": "natre"},
+         "SELECT name, jaro_winkler_similarity(lower(name), 'daat sharing') AS s FROM (SELECT DISTINCT name FROM "
+         "work_keywords) ORDER BY s DESC LIMIT 3", []),
     ]  # fmt: skip
     out = []
     with TestClient(create_app(data, rate_limit="off")) as client:

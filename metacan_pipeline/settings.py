@@ -26,6 +26,11 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_REPORT_URL`` | the "report a problem with this record" link of every work page (``http(s)://...``; the page adds ``work=<id>`` to its query string) | unset: no link |
 | ``METACAN_SITE_URL`` | where the served site (``metacan serve``) is published (``http(s)://host[/path]``): the static work pages' "explore" links open its cohorts; the served site's citations and ``hreflang`` links name it | unset: static pages have no explore links; the served site writes the address it listens on |
 | ``METACAN_DAGSTER_UI_URL`` | the Dagster UI's address: run ids on work pages and in ``metacan lineage`` link to ``<url>/runs/<run id>`` | unset: run ids are plain text |
+| ``METACAN_MEDLINE`` | study design against MEDLINE: ``replay`` reads only the archived E-utilities answers (no network), ``fetch`` asks NCBI for the PMIDs not yet answered, ``off`` skips it | ``replay`` |
+| ``METACAN_MEDLINE_MAX_PMIDS`` | the most PMIDs one run asks NCBI for (PMIDs already answered cost nothing) | ``2000`` |
+| ``METACAN_EUTILS_URL`` | the NCBI E-utilities root | ``https://eutils.ncbi.nlm.nih.gov/entrez/eutils`` |
+| ``METACAN_NCBI_EMAIL`` / ``METACAN_NCBI_TOOL`` | the ``email`` and ``tool`` parameters NCBI asks every E-utilities client to send | unset / ``metacan_pipeline`` |
+| ``NCBI_API_KEY`` | the NCBI API key (10 requests a second instead of 3), sent, never logged | unset |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -65,6 +70,17 @@ RECORD_WORKERS_ENV = "METACAN_RECORD_WORKERS"
 DEFAULT_LLAMA_THREADS = 2
 SITE_URL_ENV = "METACAN_SITE_URL"
 DAGSTER_UI_URL_ENV = "METACAN_DAGSTER_UI_URL"
+MEDLINE_ENV = "METACAN_MEDLINE"
+MEDLINE_MAX_PMIDS_ENV = "METACAN_MEDLINE_MAX_PMIDS"
+EUTILS_URL_ENV = "METACAN_EUTILS_URL"
+NCBI_EMAIL_ENV = "METACAN_NCBI_EMAIL"
+NCBI_TOOL_ENV = "METACAN_NCBI_TOOL"
+NCBI_API_KEY_ENV = "NCBI_API_KEY"
+#: The modes of study design against MEDLINE (``METACAN_MEDLINE``), the default first.
+MEDLINE_MODES = ("replay", "fetch", "off")
+DEFAULT_MEDLINE_MAX_PMIDS = 2000
+DEFAULT_EUTILS_URL = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils"
+DEFAULT_NCBI_TOOL = "metacan_pipeline"
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
@@ -356,6 +372,40 @@ def _http_url(env: str, example: str) -> str | None:
     return value
 
 
+def medline_mode() -> str:
+    """``$METACAN_MEDLINE``: ``replay`` (default: the archived E-utilities answers only, no request), ``fetch``
+    (NCBI is asked for the PMIDs not answered yet) or ``off``. Raises ValueError naming a value that is none of these."""
+    value = os.environ.get(MEDLINE_ENV, "").strip().lower() or MEDLINE_MODES[0]
+    if value not in MEDLINE_MODES:
+        raise ValueError(f"{MEDLINE_ENV}={_shown(value)} must be one of {', '.join(MEDLINE_MODES)}")
+    return value
+
+
+def medline_max_pmids() -> int:
+    """``$METACAN_MEDLINE_MAX_PMIDS`` (a whole number, 0 asks for none), else 2000: the most PMIDs one run asks
+    NCBI for. Raises ValueError naming a bad value."""
+    value = os.environ.get(MEDLINE_MAX_PMIDS_ENV, "").strip()
+    if not value:
+        return DEFAULT_MEDLINE_MAX_PMIDS
+    if not value.isdigit():
+        raise ValueError(f"{MEDLINE_MAX_PMIDS_ENV}={_shown(value)} must be a whole number of at least 0")
+    return int(value)
+
+
+def eutils_url() -> str:
+    """``$METACAN_EUTILS_URL`` (an http(s) URL, without trailing slash), else NCBI's E-utilities root."""
+    value = _http_url(EUTILS_URL_ENV, f"'{DEFAULT_EUTILS_URL}'") or DEFAULT_EUTILS_URL
+    return value.rstrip("/")
+
+
+def ncbi_contact() -> tuple[str, str]:
+    """``(email, tool)`` sent with every E-utilities request: ``$METACAN_NCBI_EMAIL`` (empty: none) and
+    ``$METACAN_NCBI_TOOL`` (default ``metacan_pipeline``)."""
+    email = os.environ.get(NCBI_EMAIL_ENV, "").strip()
+    tool = os.environ.get(NCBI_TOOL_ENV, "").strip() or DEFAULT_NCBI_TOOL
+    return email, tool
+
+
 def secret(env_name: str | None) -> str:
     """The value of the environment variable ``env_name`` (an API key), ``""`` when unset or unnamed.
     Callers must never log it (:func:`metacan_pipeline.http.mask_secret`)."""
@@ -391,3 +441,60 @@ def hub_offline() -> None:
 def dagster_home(data: str) -> str:
     """``$DAGSTER_HOME``, else ``<data>/dagster_home`` (absolute)."""
     return os.environ.get(DAGSTER_HOME_ENV) or str(Path(data, "dagster_home").resolve())
+
+
+# ---- the abstract cascade (metacan_pipeline/publish/abstract_cascade.py) ------------------------------------------
+ABSTRACT_SOURCES_ENV = "METACAN_ABSTRACT_SOURCES"
+EUROPEPMC_API_URL_ENV = "METACAN_EUROPEPMC_API_URL"
+CROSSREF_API_URL_ENV = "METACAN_CROSSREF_API_URL"
+ABSTRACT_MAILTO_ENV = "METACAN_ABSTRACT_MAILTO"
+#: The abstract sources, in the order they are asked.
+ABSTRACT_SOURCE_NAMES = ("openalex", "europepmc", "crossref")
+DEFAULT_EUROPEPMC_API_URL = "https://www.ebi.ac.uk/europepmc/webservices/rest"
+DEFAULT_CROSSREF_API_URL = "https://api.crossref.org"
+
+
+def abstract_sources(value: str | None = None) -> tuple[str, ...]:
+    """The abstract sources the cascade asks, in order: ``value`` (run config) when given, else
+    ``$METACAN_ABSTRACT_SOURCES``, a comma-separated list of ``openalex``, ``europepmc`` and ``crossref`` (each at
+    most once, asked in the order written); unset or empty: all three in that order. Raises ValueError naming the
+    variable and the unknown or repeated name."""
+    given = value if value is not None else os.environ.get(ABSTRACT_SOURCES_ENV, "")
+    names = [n.strip().lower() for n in given.split(",") if n.strip()]
+    if not names:
+        return ABSTRACT_SOURCE_NAMES
+    for n in names:
+        if n not in ABSTRACT_SOURCE_NAMES:
+            raise ValueError(
+                f"{ABSTRACT_SOURCES_ENV}={_shown(given)}: {n!r} is not an abstract source; give a comma-separated list "
+                f"of {', '.join(ABSTRACT_SOURCE_NAMES)} in the order to ask them"
+            )
+    if len(set(names)) != len(names):
+        raise ValueError(f"{ABSTRACT_SOURCES_ENV}={_shown(given)} names a source twice; name each at most once")
+    return tuple(names)
+
+
+def europepmc_api_url() -> str:
+    """The Europe PMC REST root: ``$METACAN_EUROPEPMC_API_URL`` or the public service. Raises ValueError naming the
+    variable when its value is not an http(s) URL."""
+    return (
+        _http_url(EUROPEPMC_API_URL_ENV, "'https://www.ebi.ac.uk/europepmc/webservices/rest'")
+        or DEFAULT_EUROPEPMC_API_URL
+    )
+
+
+def crossref_api_url() -> str:
+    """The Crossref REST root: ``$METACAN_CROSSREF_API_URL`` or the public API. Raises ValueError naming the
+    variable when its value is not an http(s) URL."""
+    return _http_url(CROSSREF_API_URL_ENV, "'https://api.crossref.org'") or DEFAULT_CROSSREF_API_URL
+
+
+def abstract_mailto() -> str | None:
+    """``$METACAN_ABSTRACT_MAILTO``: the address sent to OpenAlex and Crossref as ``mailto`` (their polite pools ask
+    for one); unset or empty: none sent. Raises ValueError naming the variable when it is not one e-mail address."""
+    value = os.environ.get(ABSTRACT_MAILTO_ENV, "").strip()
+    if not value:
+        return None
+    if not re.fullmatch(r"[^@\s,;<>\"]+@[^@\s,;<>\"]+\.[^@\s,;<>\"]+", value) or len(value) > 254:
+        raise ValueError(f"{ABSTRACT_MAILTO_ENV}={_shown(value)} is not one e-mail address; give e.g. 'me@example.org'")
+    return value

@@ -17,6 +17,16 @@ from metacan_pipeline_tests.builders.common import OPENALEX, OPENALEX_MORE, PILO
 from metacan_pipeline_tests.builders.openalex import LME4_ID, REPRO_ID, SMALL_INPUT_FILES, is_canadian
 
 
+@pytest.fixture(scope="session", autouse=True)
+def abstracts_from_openalex_only():
+    """``$METACAN_ABSTRACT_SOURCES=openalex`` for the session: the abstract cascade asks only OpenAlex (a loopback stub
+    in the tests that fetch), so no test reaches the public Europe PMC or Crossref; a test of the cascade names its
+    sources and their loopback addresses itself."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("METACAN_ABSTRACT_SOURCES", "openalex")
+        yield
+
+
 @pytest.fixture(scope="session")
 def openalex_dir() -> Path:
     if not OPENALEX.exists():

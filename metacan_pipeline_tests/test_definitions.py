@@ -55,6 +55,7 @@ def test_blocking_checks_guard_what_ships():
         "codex_covers_its_works",
         "records_may_ship",
         "records_human_layers_backed",
+        "records_in_one_release_layer",
         "predictions_scores_in_unit_interval",
         "predictions_score_every_frame_work_once",
         "predictions_no_decision_without_gate",
@@ -79,9 +80,17 @@ def test_blocking_checks_guard_what_ships():
     assert {dg.AssetKey("validation_report"), dg.AssetKey("human_codes")} <= graph.get(WORK_RECORDS).parent_keys
     assert checks["records_human_layers_backed"].blocking
     assert checks["records_human_layers_backed"].asset_key == WORK_RECORDS
+    assert checks["records_in_one_release_layer"].blocking
+    assert checks["records_in_one_release_layer"].asset_key == WORK_RECORDS
+    # the statistics page's instruments are built into the release database after they ran
+    assert {dg.AssetKey("filter_recall"), dg.AssetKey("venue_known_item_recall")} <= graph.get(
+        dg.AssetKey("site_database")
+    ).parent_keys
     assert checks["site_database_matches_records"].asset_key == dg.AssetKey("site_database")
+    # the protocol locks the classifier under test: it reads the decisions through the audit's inputs
+    assert dg.AssetKey("audit_inputs") in graph.get(dg.AssetKey("audit_protocol")).parent_keys
     assert {dg.AssetKey("predictions"), dg.AssetKey("prediction_thresholds")} <= graph.get(
-        dg.AssetKey("audit_protocol")
+        dg.AssetKey("audit_inputs")
     ).parent_keys
     # every check blocks what is downstream except the manifest coverage warning, the sample teacher's coverage (a
     # budget may defer works) and the warnings on what the map may claim

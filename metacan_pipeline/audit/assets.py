@@ -29,9 +29,10 @@ from .coding.store import CodingStore
 from .estimates import study, summary, validation
 from .estimates.design_based import kish_n_effective
 from .instruments.filters import DEFAULT_TOPICS
-from .instruments.measure import TEACHERS, measure_filter_recall, measure_known_item_recall
+from .instruments.measure import measure_filter_recall, measure_known_item_recall
 from .instruments.summary import filter_recall_markdown, instruments_pointer_markdown, known_item_markdown
 from .instruments.venues import load_venue_list
+from .medline.asset import medline_report_markdown
 from .protocol import classifier, design, power
 from .protocol.locked import (
     DECISION_RULES,
@@ -84,7 +85,7 @@ class AuditProtocolConfig(dg.Config):
     kinds={"python", "duckdb"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["frame", "predictions", "prediction_thresholds", "student_heads"],
+    deps=["audit_inputs"],
 )
 def audit_protocol(
     context: dg.AssetExecutionContext, config: AuditProtocolConfig, storage: MetacanStorage
@@ -153,7 +154,7 @@ def _protocol_metadata(protocol: AuditProtocol, created: bool, notes: list[str])
     kinds={"python", "parquet"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["audit_protocol", "frame", "predictions", "student_training_set", "sample_design", direct_labels_key(SAMPLE)],
+    deps=["audit_protocol", "audit_inputs"],
 )
 def audit_sample(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """The audit sample of the current protocol (SPEC section 10): one row per frame work with its stratum (by the
@@ -210,7 +211,7 @@ def _sample_metadata(
 
 TABLE_BY_NAME = {t.name: t for t in TABLES}
 _AUDIT = {"group_name": "audit", "code_version": "1", "owners": ["team:metacan"]}
-_REPORT_DEPS = ["audit_sample", "predictions", *(direct_labels_key(t) for t in validation.REPORT_TEACHERS)]
+_REPORT_DEPS = ["audit_sample", "audit_inputs"]
 
 
 @dg.multi_asset(
@@ -260,9 +261,9 @@ def validation_report(context: dg.AssetExecutionContext, storage: MetacanStorage
         f"{sum(r['passed'] for r in rows)} of {len(rows)} heads passed"
         + ("" if appended else " (the gate says what it said last run: human_validation unchanged)")
     )
-    yield dg.MaterializeResult(
-        asset_key="validation_report", metadata=_report_metadata(inputs, reports, rows, appended)
-    )
+    metadata = _report_metadata(inputs, reports, rows, appended)
+    metadata["study_design_medline"] = dg.MetadataValue.md(medline_report_markdown(storage))
+    yield dg.MaterializeResult(asset_key="validation_report", metadata=metadata)
 
 
 def _table_value(frame: pd.DataFrame) -> dg.MetadataValue:
@@ -327,7 +328,7 @@ def _report_metadata(inputs: validation.ReportInputs, reports: dict, rows: list[
     kinds={"python", "sqlite"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["audit_sample", "frame"],
+    deps=["audit_sample", "audit_inputs"],
 )
 def coding_tasks(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """The coding tasks of the current protocol in the coding store data/audit/coding.sqlite (SPEC section 10): one
@@ -376,15 +377,12 @@ class FilterRecallConfig(dg.Config):
     )
 
 
-_LABELS = [direct_labels_key(t) for t in TEACHERS]
-
-
 @dg.asset(
     group_name="audit",
     kinds={"python", "duckdb"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["frame", "human_codes", "teacher_qualification", *_LABELS],
+    deps=["human_codes", "audit_inputs"],
 )
 def filter_recall(
     context: dg.AssetExecutionContext, config: FilterRecallConfig, storage: MetacanStorage
@@ -420,7 +418,7 @@ def filter_recall(
     kinds={"python", "duckdb"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["frame", "predictions", "teacher_qualification", *_LABELS],
+    deps=["audit_inputs"],
 )
 def venue_known_item_recall(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """Known-item recall on the venue reference set (the original protocol's instrument iii): the frame's works in the

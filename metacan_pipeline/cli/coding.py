@@ -20,7 +20,8 @@ from ..audit.coding.pseudonyms import coder_pseudonym
 from ..audit.coding.store import CodingStore
 from ..audit.coding.study import PROGRESS_COLUMNS, sample_strata, study_progress, study_rows, write_study_csv
 from ..audit.protocol.locked import current_protocol_id, load_protocol
-from ..publish.abstracts import AbstractFetcher
+from ..publish.abstract_cascade import AbstractCascade
+from ..publish.abstracts import WorkIds
 from ..site.web.coding_strings import CHOICES
 from ..storage import MetacanStorage, default_data_dir
 
@@ -87,18 +88,22 @@ def coding_export_labelstudio(
     abstracts: bool = typer.Option(
         True,
         "--abstracts/--no-abstracts",
-        help="Fetch each task's abstract from OpenAlex ($METACAN_OPENALEX_API_URL) into the tasks file, as the "
-        "coding page shows it; --no-abstracts: each task says the abstract was not fetched.",
+        help="Fetch each task's abstract through the abstract cascade (OpenAlex, Europe PMC, Crossref: "
+        "$METACAN_ABSTRACT_SOURCES) into the tasks file, as the coding page shows it, and archive it in the coding "
+        "store; --no-abstracts: each task says the abstract was not fetched (the store is then only read).",
     ),
     data_dir: str = typer.Option(None, help=DATA_DIR_HELP),
 ) -> None:
     """Write a protocol's coding tasks as Label Studio import JSON (the evidence and abstract the coding page shows,
     no link to a page with machine classifications) and the matching labeling config (display names, the fields an
     answer needs required). The tasks file holds abstract text: hand it to the Label Studio project only."""
-    with open_store(data_dir, "coding export-labelstudio", read_only=True) as store:
-        fetcher = AbstractFetcher(settings.openalex_api_url()) if abstracts else None
+    with open_store(data_dir, "coding export-labelstudio", read_only=not abstracts, existing=True) as store:
+        fetcher = AbstractCascade(openalex_url=settings.openalex_api_url()) if abstracts else None
         try:
-            source = (lambda ids: fetcher.fetch(ids, progress=True)) if fetcher else None
+            source = None
+            if fetcher is not None:
+                dois = {t["id"]: t["evidence"].get("doi") for t in store.tasks(protocol_id)}
+                source = lambda ids: fetcher.fetch([WorkIds(i, dois.get(i)) for i in ids], progress=True)  # noqa: E731
             tasks_path, config_path, n = write_export(
                 store, protocol_id, out_dir, abstracts=source, names=choice_names()
             )

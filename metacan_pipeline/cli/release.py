@@ -10,6 +10,7 @@ import typer
 
 from ..release.bundle import ReleaseError, check_version, verify
 from ..release.study import recompute
+from ..release.verify_layers import recompute_layers
 from ..storage import default_data_dir
 
 
@@ -56,8 +57,10 @@ def verify_release(
     Checks every file against ``release.json`` and ``SHA256SUMS``, then recomputes every validation table (error
     rates, confusion, prevalence, agreement, gate, human codes) from the bundle's protocol, audit sample, answers
     under pseudonyms, decisions and frame means, with the estimator code of ``validation_report``, and compares them
-    cell by cell (floats within a relative 1e-9). Reads nothing outside FOLDER and needs no network. Exits 1 naming
-    each file or cell that differs, 0 after "verified N tables, M cells".
+    cell by cell (floats within a relative 1e-9); then every record's release layer, by the rule over the record, a
+    human-verified one's human code among the bundle's human codes. Reads nothing outside FOLDER and needs no
+    network. Exits 1 naming each file or cell that differs, 0 after "verified N tables, M cells, and the release layer
+    of K records".
     """
     if not folder.is_dir():
         typer.echo(f"metacan verify-release: {folder} is not a folder: give a release bundle's folder", err=True)
@@ -77,6 +80,7 @@ def verify_release(
         raise typer.Exit(1)
     try:
         result = recompute(folder)
+        records, layer_differences = recompute_layers(folder)
     except (ValueError, OSError) as exc:
         typer.echo(f"metacan verify-release: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -88,13 +92,17 @@ def verify_release(
             err=True,
         )
         raise typer.Exit(1) from None
-    for d in result.differences:
+    differences = result.differences + layer_differences
+    for d in differences:
         typer.echo(f"differs: {d}", err=True)
-    if result.differences:
+    if differences:
         typer.echo(
-            f"{folder}: {len(result.differences)} difference(s) between the published and the recomputed tables",
+            f"{folder}: {len(differences)} difference(s) between the published and the recomputed tables",
             err=True,
         )
         raise typer.Exit(1)
     none = "" if result.tables else " (the bundle holds no validation report)"
-    typer.echo(f"verified {result.tables} tables, {result.cells} cells{none}: {folder}")
+    typer.echo(
+        f"verified {result.tables} tables, {result.cells} cells{none}, and the release layer of {records} records: "
+        f"{folder}"
+    )

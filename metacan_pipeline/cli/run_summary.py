@@ -5,7 +5,9 @@ over an open DuckDB connection: the frame (:func:`frame_lines`), the direct labe
 this run's teacher calls (:func:`teacher_call_lines`), teacher agreement (:func:`agreement_lines`),
 prevalence (:func:`prevalence_lines`), the predictions (:func:`prediction_lines`), the student holdout
 (:func:`holdout_lines`), the machine scores (:func:`machine_score_lines`), the audit study (:func:`audit_lines`),
-filter recall and known-item venue recall (:func:`instrument_lines`), the pages (:func:`page_lines`) and the release database (:func:`release_lines`).
+filter recall and known-item venue recall (:func:`instrument_lines`), study design against MEDLINE
+(:func:`medline_lines`), the works per release layer (:func:`release_layer_lines`), the pages (:func:`page_lines`)
+and the release database (:func:`release_lines`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from ..audit.estimates.status import coding_status, status_sentence
 from ..audit.estimates.summary import stratum_label
 from ..audit.instruments.filters import recall_filters
 from ..audit.instruments.recall import KNOWN_ITEM_CATEGORY, NO_REFERENCE, NO_SOURCE
+from ..audit.medline.summary import medline_line
 from ..audit.protocol.locked import EXCLUDED_TRAINED, STRATA, current_protocol_id, load_protocol
+from ..release.release_layers import FIELD as RELEASE_LAYER
+from ..release.release_layers import RELEASE_LAYERS
 from ..settings import coding_store_path
 from ..site.build.release import ReleaseUnavailable, current_release_id, database_path
 from ..storage import MetacanStorage
@@ -495,9 +500,31 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
             *machine_score_lines(con),
             *audit_lines(con, views, tables, coding_store_path(data_dir)),
             *instrument_lines(con, views),
+            *medline_lines(con, views),
+            *release_layer_lines(con, views),
         ]
         pages, first = page_facts(con, tables)
     return "\n".join(lines + page_lines(st.site_dir, pages, first) + release_lines(st.root))
+
+
+def release_layer_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:
+    """The published works per release layer of the original protocol (``work_records``' ``release_layer``; every
+    layer listed, 0 included, and the works in none, which the blocking check refuses), or nothing before any record."""
+    if "work_records" not in views:
+        return []
+    counts = dict(
+        con.execute(
+            f"SELECT json_extract_string(record_json, '$.{RELEASE_LAYER}') AS layer, count(*) FROM work_records "
+            "GROUP BY layer"
+        ).fetchall()
+    )
+    shown = [f"{layer.replace('_', '-')} {counts.get(layer, 0)}" for layer in RELEASE_LAYERS]
+    none = sum(n for layer, n in counts.items() if layer not in RELEASE_LAYERS)
+    return [
+        "Release layers (the protocol's; every work in one): "
+        + " | ".join(shown)
+        + (f" | in no layer {none} (re-materialize work_records)" if none else "")
+    ]
 
 
 def release_lines(data_dir: Path) -> list[str]:
@@ -545,3 +572,12 @@ def instrument_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[st
             )
             lines.append("  " + "; ".join(f"{r[0]} {_recall(r[1], r[2], r[3], r[4], r[5])}" for r in rows))
     return lines
+
+
+def medline_lines(con: duckdb.DuckDBPyConnection, views: set[str]) -> list[str]:
+    """Study design against MEDLINE in one line (table ``medline_study_design``): per class the sources that passed
+    the gate on hand-indexed records, else ``unvalidated``. Empty before the asset ran or when it measured nothing."""
+    if "medline_study_design" not in views:
+        return []
+    line = medline_line(con.execute("SELECT * FROM medline_study_design").df())
+    return [line] if line else []

@@ -46,7 +46,8 @@ def serve(
         return
     try:
         asgi = create_app(root, row_cap=row_cap)
-    # ValueError: METACAN_SITE_RATE_LIMIT, METACAN_SITE_URL, METACAN_REPORT_URL or METACAN_DAGSTER_UI_URL
+    # ValueError: METACAN_SITE_RATE_LIMIT, METACAN_SITE_URL, METACAN_REPORT_URL, METACAN_DAGSTER_UI_URL or a setting
+    # of the abstract cascade (METACAN_ABSTRACT_SOURCES, an API root, METACAN_ABSTRACT_MAILTO)
     except (ReleaseUnavailable, QueryStoreUnavailable, ValueError) as exc:
         typer.echo(f"metacan serve: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -60,7 +61,8 @@ def serve(
 def _serve_coding(root: str, host: str, port: int) -> None:
     try:
         asgi = create_coding_app(root)
-    except CodingStoreError as exc:  # the store is damaged, read-only or its folder cannot be written
+    # the store is damaged, read-only or its folder cannot be written; ValueError: a setting of the abstract cascade
+    except (CodingStoreError, ValueError) as exc:
         typer.echo(f"metacan serve --coding: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(

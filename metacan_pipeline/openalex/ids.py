@@ -31,3 +31,16 @@ def entity_kind(value: object) -> str | None:
 def is_work_id(value: str) -> bool:
     """True for a short work id (``W`` + 1-19 ASCII digits); used before an id becomes a file name or URL."""
     return isinstance(value, str) and WORK_ID_RE.fullmatch(value) is not None
+
+
+def bare_pmid(value: object) -> str | None:
+    """A PubMed id as its digits without leading zeros (``"123"``), from ``123``, ``"00123"`` or an OpenAlex
+    ``ids.pmid`` URL (``https://pubmed.ncbi.nlm.nih.gov/123``); None for anything else (0, a bool, other text)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return None
+    tail = value.strip().rstrip("/").rsplit("/", 1)[-1]
+    if not (tail.isascii() and tail.isdigit() and len(tail) <= 12):
+        return None
+    return tail.lstrip("0") or None

@@ -8,8 +8,11 @@ this work", "OpenAlex returned no record for this id", or "the fetch failed just
 
 One request per batch of at most 50 work ids::
 
-    GET {base_url}/works?filter=ids.openalex:W1|W2|...&select=id,abstract_inverted_index&per_page=50
+    GET {base_url}/works?filter=ids.openalex:W1|W2|...&select=id,abstract_inverted_index,ids&per_page=50
         [&api_key=...][&mailto=...]
+
+The answer's ``ids`` (the work's PMID and DOI) are kept on each :class:`Abstract`, so the abstract cascade
+(:mod:`.abstract_cascade`) can ask Europe PMC and Crossref for a work OpenAlex has no abstract of.
 
 OpenAlex docs used:
 
@@ -21,11 +24,12 @@ OpenAlex docs used:
   "You can combine up to 50 values for a given filter in this way" (the newer guide at
   developers.openalex.org/guides/filtering allows 100; 50 is within both).
 - "Select fields" (docs.openalex.org/how-to-use-the-api/get-lists-of-entities/select-fields):
-  ``select`` limits the returned root-level fields, here to ``id`` and ``abstract_inverted_index``.
+  ``select`` limits the returned root-level fields, here to ``id``, ``abstract_inverted_index`` and ``ids``.
 - "Page through results" (developers.openalex.org/guides/page-through-results): ``per_page``
   defaults to 25 and ranges 1-100, so a 50-id batch without ``per_page`` would come back half empty.
 - "Work object", ``abstract_inverted_index``: the abstract as ``{token: [positions]}``, or null when
-  OpenAlex has no abstract; rebuilt by :func:`metacan_pipeline.openalex.abstract.deinvert`.
+  OpenAlex has no abstract; rebuilt by :func:`metacan_pipeline.openalex.abstract.deinvert`. ``ids``: the work's
+  external ids, ``pmid`` as ``https://pubmed.ncbi.nlm.nih.gov/<digits>`` and ``doi`` as ``https://doi.org/10...``.
 - "Rate limits and authentication": ``api_key`` parameter; 429 with ``Retry-After``.
 
 Failures: transport errors, timeouts, 429 and 5xx are retried (tenacity, at most ``max_attempts``
@@ -49,6 +53,7 @@ import weakref
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from hashlib import sha256
 
 import httpx
 from cachetools import TTLCache
@@ -59,7 +64,8 @@ from .. import settings
 from ..http import mask_secret, retry_after_seconds
 from ..openalex.abstract import deinvert, tidy_abstract
 from ..openalex.api import TransientHTTPError
-from ..openalex.ids import is_work_id, short_id
+from ..openalex.ids import bare_pmid, is_work_id, short_id
+from .abstract_text import Section
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +76,40 @@ MAX_BATCH = 50
 #: piece at a time (:class:`_CappedBody`), so a small gzip body that expands to gigabytes stops at the cap too.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 #: The only fields asked for (OpenAlex docs, "Select fields").
-SELECT = "id,abstract_inverted_index"
+SELECT = "id,abstract_inverted_index,ids"
 #: The filter that matches works by OpenAlex id (OpenAlex docs, "Filter works": ``ids.openalex``).
 ID_FILTER = "ids.openalex"
 
 STATUSES = ("ok", "none", "missing", "failed")
+#: Where an abstract can come from, in the cascade's default order (:mod:`.abstract_cascade`).
+SOURCES = ("openalex", "europepmc", "crossref")
+#: What a source said when asked for one work (``Abstract.asked``): an abstract, a record without one, no record, a
+#: failed fetch, not attempted (its breaker is open or its time ran out), or not asked (no PMID or DOI to ask it by).
+OUTCOMES = ("ok", "none", "missing", "failed", "not_attempted", "no_id")
+
+
+@dataclass(frozen=True)
+class WorkIds:
+    """A work and the ids the abstract sources are asked by: the short OpenAlex id, and its DOI (bare ``10.x/y`` or
+    as a ``https://doi.org/`` URL) and PMID (digits) when known. OpenAlex's answer adds the ids its record holds.
+    ``has_abstract``: what the frame saw (False: its OpenAlex record had no abstract, so the cascade does not ask
+    OpenAlex again, unless it needs OpenAlex's ids: no DOI or PMID is known and Europe PMC is to be asked)."""
+
+    work_id: str
+    doi: str | None = None
+    pmid: str | None = None
+    has_abstract: bool | None = None
+
+
+def work_id_of(work: str | WorkIds) -> str:
+    """The short work id of ``work`` (a short id, or :class:`WorkIds`)."""
+    return work.work_id if isinstance(work, WorkIds) else work
 
 
 @dataclass(frozen=True)
 class Abstract:
-    """What OpenAlex said about one work's abstract.
+    """What the abstract sources said about one work's abstract (:class:`AbstractFetcher`: OpenAlex alone;
+    :class:`.abstract_cascade.AbstractCascade`: OpenAlex, then Europe PMC, then Crossref).
 
     ``status``:
       - ``"ok"``: ``text`` holds the de-inverted abstract (plain text, markup removed; escape it when
@@ -91,6 +121,13 @@ class Abstract:
 
     ``text`` is set only for ``"ok"`` and ``error`` only for ``"failed"``. ``fetched_at`` is the UTC
     time the answer arrived (or the failure happened); a cached answer keeps its original time.
+
+    ``source``: with ``"ok"``, the source that answered (one of :data:`SOURCES`; None is OpenAlex, for an answer
+    made before sources were named). ``sections``: the abstract as ``(heading, text)`` sections (heading None for an
+    unstructured one); ``text`` is their canonical join (:func:`.abstract_text.joined`), what a page and a coder are
+    shown. ``pmid`` and ``doi``: the work's ids as OpenAlex's record gives them (None when it gave none or was not
+    asked). ``asked``: ``(source, outcome)`` for each source asked, in order (:data:`OUTCOMES`); empty for an
+    answer of OpenAlex alone.
     """
 
     work_id: str
@@ -98,6 +135,37 @@ class Abstract:
     text: str | None
     error: str | None
     fetched_at: dt.datetime
+    source: str | None = None
+    sections: tuple[Section, ...] = ()
+    pmid: str | None = None
+    doi: str | None = None
+    asked: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def shown_sections(self) -> tuple[Section, ...]:
+        """The sections a page shows: ``sections``, or the text as one section without a heading."""
+        return self.sections or (((None, self.text),) if self.text else ())
+
+    @property
+    def sha256(self) -> str | None:
+        """SHA-256 (hex) of ``text`` in UTF-8: what the coding study archives as the abstract it showed; None
+        without text."""
+        return sha256(self.text.encode("utf-8")).hexdigest() if self.text else None
+
+    @property
+    def why_none(self) -> str | None:
+        """Why no source gave an abstract (None with one): ``fetch_failed`` (a source failed or was not attempted),
+        ``no_ids`` (the sources beyond OpenAlex had no PMID or DOI to be asked by), or ``none_had_one`` (every source
+        asked answered without one)."""
+        if self.status == "ok":
+            return None
+        outcomes = dict(self.asked)
+        if self.status == "failed" or any(o in ("failed", "not_attempted") for o in outcomes.values()):
+            return "fetch_failed"
+        later = [o for s, o in self.asked if s != "openalex"]
+        if later and all(o == "no_id" for o in later):
+            return "no_ids"
+        return "none_had_one"
 
 
 class _BatchFailed(Exception):
@@ -188,10 +256,11 @@ class AbstractFetcher:
         self.close()
 
     # ---- public ------------------------------------------------------------------------------
-    def fetch(self, work_ids: Iterable[str], progress: bool = False) -> dict[str, Abstract]:
+    def fetch(self, work_ids: Iterable[str | WorkIds], progress: bool = False) -> dict[str, Abstract]:
         """``{work_id: Abstract}`` with one entry per distinct id, in first-seen order.
 
-        ``work_ids``: short work ids (``W123``); every one is checked before any request and a bad one
+        ``work_ids``: short work ids (``W123``) or :class:`WorkIds` (only the work id is used: OpenAlex is asked by
+        it); every one is checked before any request and a bad one
         (a full URL, an empty string, anything but ``W`` and 1-19 ASCII digits) raises ValueError
         naming it; a bare string raises TypeError. Cached answers cost no request; the others go in
         batches of ``batch_size``, one GET each (retries aside). Never raises for network or server
@@ -200,7 +269,7 @@ class AbstractFetcher:
         """
         if isinstance(work_ids, (str, bytes)):
             raise TypeError("work_ids must be an iterable of work ids, not a single string")
-        ids = list(dict.fromkeys(work_ids))
+        ids = list(dict.fromkeys(work_id_of(w) for w in work_ids))
         for wid in ids:
             if not is_work_id(wid):
                 raise ValueError(f"not a short OpenAlex work id (W followed by digits): {wid!r}")
@@ -281,7 +350,12 @@ class AbstractFetcher:
                 )
                 continue
             text = tidy_abstract(deinvert(index))
-            out[wid] = Abstract(wid, "ok", text, None, now) if text else Abstract(wid, "none", None, None, now)
+            pmid, doi = record_ids(rec)
+            out[wid] = (
+                Abstract(wid, "ok", text, None, now, "openalex", pmid=pmid, doi=doi)
+                if text
+                else Abstract(wid, "none", None, None, now, pmid=pmid, doi=doi)
+            )
         return out
 
     def _params(self, batch: list[str]) -> dict[str, str | int]:
@@ -369,29 +443,39 @@ class AbstractFetcher:
         return self._loop.run(self._aget(params))
 
     async def _aget(self, params: dict) -> httpx.Response:
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                async with self.http.stream("GET", "/works", params=params, headers=ACCEPT) as resp:
-                    if resp.is_stream_consumed:  # read by an in-process transport (httpx.MockTransport): decoded
+        return await capped_get(self.http, "/works", params, self.timeout_s)
+
+
+async def capped_get(
+    client: httpx.AsyncClient, path: str, params: dict, timeout_s: float, headers: dict | None = None
+) -> httpx.Response:
+    """GET ``path`` on ``client``, the answer read whole within ``timeout_s`` seconds in all, headers and body
+    (``httpx.ReadTimeout`` after that), its body decoded and capped at :data:`MAX_ANSWER_BYTES` (:class:`_CappedBody`;
+    ``httpx.DecodingError`` for a larger or undecodable successful answer). An error answer keeps its status even when
+    its body cannot be read. Run it on the loop that owns ``client`` (:class:`_Loop`)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with client.stream("GET", path, params=params, headers={**ACCEPT, **(headers or {})}) as resp:
+                if resp.is_stream_consumed:  # read by an in-process transport (httpx.MockTransport): decoded
+                    body = _CappedBody("", resp.request)
+                    body.feed(resp.content)
+                else:
+                    try:
+                        body = _CappedBody(resp.headers.get("content-encoding", ""), resp.request)
+                        async with contextlib.aclosing(resp.aiter_raw()) as chunks:
+                            async for chunk in chunks:
+                                body.feed(chunk)
+                        body.finish()
+                    except httpx.DecodingError as exc:
+                        if resp.is_success:
+                            raise
+                        # an error answer keeps its status (a 5xx is retried) and says why its body is not shown
                         body = _CappedBody("", resp.request)
-                        body.feed(resp.content)
-                    else:
-                        try:
-                            body = _CappedBody(resp.headers.get("content-encoding", ""), resp.request)
-                            async with contextlib.aclosing(resp.aiter_raw()) as chunks:
-                                async for chunk in chunks:
-                                    body.feed(chunk)
-                            body.finish()
-                        except httpx.DecodingError as exc:
-                            if resp.is_success:
-                                raise
-                            # an error answer keeps its status (a 5xx is retried) and says why its body is not shown
-                            body = _CappedBody("", resp.request)
-                            body.feed(f"(body not read: {exc})".encode())
-        except TimeoutError:
-            raise httpx.ReadTimeout(f"the answer took longer than {self.timeout_s:g} s in all") from None
-        headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in ("content-encoding", "content-length")]
-        return httpx.Response(resp.status_code, headers=headers, content=bytes(body.data), request=resp.request)
+                        body.feed(f"(body not read: {exc})".encode())
+    except TimeoutError:
+        raise httpx.ReadTimeout(f"the answer took longer than {timeout_s:g} s in all") from None
+    kept = [(k, v) for k, v in resp.headers.items() if k.lower() not in ("content-encoding", "content-length")]
+    return httpx.Response(resp.status_code, headers=kept, content=bytes(body.data), request=resp.request)
 
 
 #: The encodings the fetcher accepts: gzip (what OpenAlex sends) or none.
@@ -478,6 +562,26 @@ class _Loop:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()
+
+
+def bare_doi(value: object) -> str | None:
+    """A DOI as ``10.x/y`` in lower case (DOIs are case-insensitive), from a bare DOI or a ``doi.org`` URL; None
+    for anything else."""
+    if not isinstance(value, str):
+        return None
+    doi = value.strip()
+    for prefix in ("https://doi.org/", "http://doi.org/", "https://dx.doi.org/", "http://dx.doi.org/", "doi:"):
+        if doi.lower().startswith(prefix):
+            doi = doi[len(prefix) :]
+            break
+    doi = doi.strip().lower()
+    return doi if doi.startswith("10.") and "/" in doi and not any(c.isspace() for c in doi) else None
+
+
+def record_ids(rec: dict) -> tuple[str | None, str | None]:
+    """``(pmid, doi)`` of an OpenAlex work record (``ids.pmid``, ``ids.doi``, else ``doi``), bare."""
+    ids = rec.get("ids") if isinstance(rec.get("ids"), dict) else {}
+    return bare_pmid(ids.get("pmid")), bare_doi(ids.get("doi")) or bare_doi(rec.get("doi"))
 
 
 def _readable(index: object) -> bool:

@@ -20,13 +20,13 @@ from ..meta import counts_markdown, table_metadata
 from ..openalex.api import DEFAULT_BASE_URL
 from ..release.gate import read_passing_heads
 from ..release.layer import layer_rule
-from ..settings import API_URL_ENV
+from ..settings import ABSTRACT_SOURCES_ENV, API_URL_ENV
 from ..storage import MetacanStorage, process_tag, sweep_dead
 from ..tables.publish import LINEAGE_SCHEMA, PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
 from ..teachers.core.registry import load_registry, load_roles
 from ..teachers.qualification import load_qualification, qualification_notes
 from ..vocab import SAMPLE_TEACHER
-from .abstracts import AbstractFetcher
+from .abstract_cascade import AbstractCascade
 from .lineage import build_lineage
 from .manifest import (
     newest_render,
@@ -36,6 +36,7 @@ from .manifest import (
     withdraw,
     works_gone,
 )
+from .medline_layer import read_medline_verdicts
 from .page_writer import PageWriter, SiteIndex, stream_records, write_index
 from .pages import environment, run_context
 from .record_build import (
@@ -69,6 +70,7 @@ def label_tables() -> list[str]:
                 WORK_LINEAGE,
                 "human_codes",
                 "validation_report",
+                "medline_study_design",
             ],
             kinds={"python", "json"},
             description="One JSON record per frame work with the field names of seeds/004 (SPEC section 9): routes and "
@@ -110,7 +112,15 @@ def work_records(context: dg.AssetExecutionContext, storage: MetacanStorage):
     notes = qualification_notes(storage, load_registry(), load_qualification())
     rule = layer_rule(storage)  # the newest frozen release and the heads that passed human validation
     present = tuple(t for t in tables if storage.has_table(t))
-    build = RecordBuild(storage.data_dir, present, rule.release_frame, notes, read_passing_heads(storage), rule)
+    build = RecordBuild(
+        storage.data_dir,
+        present,
+        rule.release_frame,
+        notes,
+        read_passing_heads(storage),
+        rule,
+        medline=read_medline_verdicts(storage),
+    )
     previous = keep_previous_hashes(storage)  # (id, record_hash) of the last materialization, on disk
     try:
         built = write_records(storage, build, record_workers())
@@ -160,8 +170,15 @@ class PagesConfig(dg.Config):
     fetch_abstracts: bool = Field(
         default=True,
         description=(
-            "Fetch abstracts live from the OpenAlex API while rendering (batched, cached in memory, never stored). "
-            "False: pages say abstracts were not fetched."
+            "Fetch abstracts live while rendering, through the abstract cascade (OpenAlex, then Europe PMC, then "
+            "Crossref; cached in memory, never stored). False: pages say abstracts were not fetched."
+        ),
+    )
+    abstract_sources: str = Field(
+        default="",
+        description=(
+            f"The abstract sources asked, in order, comma-separated (openalex, europepmc, crossref). Empty: "
+            f"${ABSTRACT_SOURCES_ENV} or all three."
         ),
     )
     openalex_api_url: str = Field(
@@ -205,7 +222,20 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     env, run_id = environment(), context.run.run_id
     rendered_at = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)  # UTC, as page_manifest stores it
     page_ctx = run_context(storage, load_roles()[SAMPLE_TEACHER], run_id, rendered_at)
-    fetcher = AbstractFetcher(config.openalex_api_url or None, logger=context.log) if config.fetch_abstracts else None
+    try:
+        fetcher = (
+            AbstractCascade(
+                config.abstract_sources.split(",") if config.abstract_sources.strip() else None,
+                openalex_url=config.openalex_api_url or None,
+                logger=context.log,
+            )
+            if config.fetch_abstracts
+            else None
+        )
+    except ValueError as exc:  # a source or an API root that cannot be one
+        raise dg.Failure(
+            description=f"{exc}; no page was rendered: correct it and materialize work_pages again"
+        ) from None
     writer = PageWriter(storage, env, page_ctx, fetcher, renderer=renderer, run_id=run_id, rendered_at=rendered_at)
     storage.warehouse.mkdir(parents=True, exist_ok=True)
     sweep_dead(storage.warehouse, ".pages-")  # a killed run's manifest snapshot
@@ -224,11 +254,12 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
             index = stream_records(storage, plan, writer.write)
     index_written = write_index(storage.site_dir, env, index, newest_render(storage))
     seconds = time.perf_counter() - started
-    calls = fetcher.calls if fetcher is not None else 0
+    calls = fetcher.calls if fetcher is not None else {}
     index_path = storage.site_dir / "index.html"
     context.log.info(
         f"work_pages: {plan.to_render} of {plan.works} pages rendered ({plan.works - plan.to_render} unchanged) in "
-        f"{seconds:.1f}s; abstracts {dict(writer.statuses)} with {calls} OpenAlex call(s); index {index_path}"
+        f"{seconds:.1f}s; abstracts {dict(writer.statuses)} from {dict(writer.sources)} with {calls} call(s) per "
+        f"source; index {index_path}"
     )
     return dg.MaterializeResult(
         metadata=_pages_metadata(storage, writer, index, plan.works, plan.to_render, withdrawn, calls)
@@ -243,7 +274,7 @@ def _pages_metadata(
     n: int,
     rendered: int,
     withdrawn: int,
-    calls: int,
+    calls: dict[str, int],
 ) -> dict:
     """The metadata of a ``work_pages`` materialization (row count, preview, counts, where to look)."""
     kinds, versions = index.counts()
@@ -259,7 +290,9 @@ def _pages_metadata(
         "index": dg.MetadataValue.path(str(index_path)),
         "example_page": dg.MetadataValue.path(str(example)),
         "abstracts_by_status": counts_markdown(dict(writer.statuses), "abstract"),
-        "openalex_abstract_calls": calls,
+        "abstracts_by_source": counts_markdown(dict(writer.sources), "source"),
+        "openalex_abstract_calls": calls.get("openalex", 0),
+        "abstract_calls_by_source": dg.MetadataValue.json(calls),
         "works_by_classification_source": counts_markdown(dict(kinds), "source"),
         "model_versions": counts_markdown(dict(versions), "model_version"),
     }

@@ -4,11 +4,11 @@ writes a work's lineage from the UI."""
 import dagster as dg
 
 from .assets import work_pages, work_records
-from .checks import records_human_layers_backed, records_may_ship
+from .checks import records_human_layers_backed, records_in_one_release_layer, records_may_ship
 from .lineage_report import work_lineage_report
 
 defs = dg.Definitions(
     assets=[work_records, work_pages],
-    asset_checks=[records_may_ship, records_human_layers_backed],
+    asset_checks=[records_may_ship, records_human_layers_backed, records_in_one_release_layer],
     jobs=[work_lineage_report],
 )

@@ -18,7 +18,8 @@ from tqdm import tqdm
 
 from ..storage import MetacanStorage
 from ..tables.publish import PAGE_MANIFEST_SCHEMA
-from .abstracts import Abstract, AbstractFetcher
+from .abstract_cascade import AbstractCascade
+from .abstracts import Abstract, WorkIds
 from .manifest import PagePlan, note_rendered
 from .pages import INDEX_MAX_WORKS, UNSCORED, index_row, page_path, render_index, render_work, write_static
 
@@ -51,11 +52,12 @@ class PageWriter:
     """Writes the record files and pages of one ``work_pages`` run, chunk by chunk, and notes each chunk
     in ``page_manifest``.
 
-    ``fetcher``: the live abstract fetcher (None: fetching is off, pages say so and the status is ``off``);
+    ``fetcher``: the abstract cascade (None: fetching is off, pages say so and the status is ``off``);
     ``context``: :func:`.pages.page_context` plus ``rendered_at`` and ``page_run_id``; ``renderer``: the
     fingerprint stored with each page (:func:`.manifest.renderer_fingerprint`); ``rendered_at``: the UTC
     time (naive, seconds) stored in the manifest. After writing, ``statuses`` counts the pages by abstract
-    status and ``preview`` holds the first ten manifest rows written.
+    status, ``sources`` the pages with an abstract by the source that gave it, and ``preview`` holds the first ten
+    manifest rows written.
     """
 
     def __init__(
@@ -63,7 +65,7 @@ class PageWriter:
         storage: MetacanStorage,
         env: Environment,
         context: dict,
-        fetcher: AbstractFetcher | None,
+        fetcher: AbstractCascade | None,
         *,
         renderer: str,
         run_id: str,
@@ -72,19 +74,21 @@ class PageWriter:
         self.storage, self.env, self.context, self.fetcher = storage, env, context, fetcher
         self.renderer, self.run_id, self.rendered_at = renderer, run_id, rendered_at
         self.statuses: Counter[str] = Counter()
+        self.sources: Counter[str] = Counter()
         self.preview: list[dict] = []
 
     def abstract_of(self, wid: str, abstracts: dict[str, Abstract]) -> Abstract | None:
-        """The abstract a page shows: the fetched one, ``none`` for a work the frame saw without one (no call
-        for it), or None when fetching is off."""
+        """The abstract a page shows: the cascade's answer, or None when fetching is off."""
         if self.fetcher is None:
             return None
         return abstracts.get(wid) or Abstract(wid, "none", None, None, None)
 
     def write(self, chunk: list[tuple[str, dict, str, str]]) -> list[dict]:
-        """Fetch the chunk's abstracts (batches of 50), write its records and pages, then note them in
-        ``page_manifest``. ``chunk``: ``(id, record, record JSON text, record hash)``; returns the manifest rows."""
-        wanted = [wid for wid, rec, _, _ in chunk if rec["has_abstract"]]
+        """Fetch the chunk's abstracts through the cascade (OpenAlex in batches of 50, not asked again for a work the
+        frame saw without one unless its ids are needed; then Europe PMC and Crossref by PMID or DOI), write its
+        records and pages, then note them in ``page_manifest``. ``chunk``: ``(id, record, record JSON text, record
+        hash)``; returns the manifest rows."""
+        wanted = [WorkIds(wid, rec.get("doi") or None, None, bool(rec.get("has_abstract"))) for wid, rec, _, _ in chunk]
         abstracts = self.fetcher.fetch(wanted) if self.fetcher is not None else {}
         site, rows = self.storage.site_dir, []
         for wid, rec, text, digest in chunk:
@@ -94,6 +98,8 @@ class PageWriter:
             write_atomic(site / path, render_work(self.env, rec, abstract, self.context))
             status = abstract.status if abstract is not None else "off"
             self.statuses[status] += 1
+            if abstract is not None and abstract.status == "ok":
+                self.sources[abstract.source or "openalex"] += 1
             values = (wid, digest, self.renderer, path, status, self.rendered_at, self.run_id)
             rows.append(dict(zip(PAGE_MANIFEST_SCHEMA.names, values, strict=True)))
         self.preview.extend(rows[: max(0, 10 - len(self.preview))])

@@ -28,8 +28,10 @@ from markupsafe import Markup
 from .. import __version__, settings
 from ..i18n import N_
 from ..openalex.ids import is_work_id
+from ..release.release_layers import layer_basis
 from ..storage import MetacanStorage
 from ..vocab import CATEGORIES, CATEGORY_DISPLAY, DISPLAY_NAMES, PREDICTION_STATUS
+from .abstract_cascade import SOURCE_NAMES
 from .abstracts import Abstract
 from .lineage import build_runs, run_url
 from .notes import machine_note_words
@@ -49,6 +51,27 @@ ABSTRACT_REASON = N_(
     "Abstracts are not stored in this database: the inverted indexes are most of the bytes of an OpenAlex "
     "work record, and a page needs the text only when it is rendered."
 )
+
+
+#: What a source said of a work's abstract (:data:`.abstracts.OUTCOMES`), as the abstract's source line says it.
+ABSTRACT_OUTCOMES = {
+    "ok": N_("abstract"),
+    "none": N_("no abstract"),
+    "missing": N_("no record"),
+    "failed": N_("fetch failed"),
+    "not_attempted": N_("not attempted"),
+    "no_id": N_("not asked, no DOI or PMID"),
+}
+
+
+def asked_line(abstract: Abstract, gettext=lambda s: s) -> str:
+    """What each source said, in the order asked (``OpenAlex: no abstract; Europe PMC: abstract``), in the language of
+    ``gettext``; source names are proper names, never translated."""
+    pattern = gettext(N_("%(source)s: %(outcome)s"))
+    return "; ".join(
+        pattern % {"source": SOURCE_NAMES.get(s, s), "outcome": gettext(ABSTRACT_OUTCOMES.get(o, o))}
+        for s, o in getattr(abstract, "asked", ())
+    )
 
 
 #: What an ORCID or a ROR id must be to become a link (anything else is shown as text: a link never carries a
@@ -196,6 +219,8 @@ def environment(translations: NullTranslations | None = None) -> Environment:
     )
     env.filters["score"] = _score
     env.filters["utc"] = _utc
+    env.filters["asked"] = partial(asked_line, gettext=tr.gettext)
+    env.filters["source_name"] = lambda source: SOURCE_NAMES.get(source, source)
     return env
 
 
@@ -288,6 +313,7 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         abstract=abstract or _NOT_FETCHED,
         abstract_reason=ABSTRACT_REASON,
         card=card,
+        release_layer=layer_basis(record),
         authors=[
             {
                 "name": a["name"],

@@ -42,6 +42,8 @@ class RecordBuild:
     passing: dict[str, list[dict]] | None
     layer: LayerRule | None
     batch_rows: int = 5000
+    #: the MEDLINE gate's verdicts on study-design classes (:func:`.medline_layer.read_medline_verdicts`)
+    medline: dict[tuple[str, str], dict] | None = None
 
 
 def build_range(build: RecordBuild, where: str, index: int, folder: Path) -> tuple[int, int, int, list[dict]]:
@@ -49,7 +51,7 @@ def build_range(build: RecordBuild, where: str, index: int, folder: Path) -> tup
     returns ``(records, human-coded, human-validated, the first ten rows)``. Raises :class:`RecordInputError`
     as :class:`.records.RecordBatches`. DuckDB spills under ``.spill-records/<folder name>-<index>``, this range's own."""
     storage = MetacanStorage(data_dir=build.data_dir)
-    batches = RecordBatches({}, build.qualification, build.passing, build.layer)
+    batches = RecordBatches({}, build.qualification, build.passing, build.layer, build.medline)
     spill = _range_spill(folder, index)
     spill.mkdir(parents=True, exist_ok=True)
     con = ranged_connection(storage, list(build.label_tables), build.release_frame, spill)

@@ -1,6 +1,8 @@
 """The scan behind the blocking check ``records_may_ship``: every ``work_records`` file checked against the JSON Schema,
-SPEC section 8 (:func:`.records.ship_violations`) and the rolling layer's rule
-(:func:`metacan_pipeline.release.layer.rolling_violations`), file by file in worker processes.
+SPEC section 8 (:func:`.records.ship_violations`), the rolling layer's rule
+(:func:`metacan_pipeline.release.layer.rolling_violations`) and the release layer's
+(:func:`metacan_pipeline.release.release_layers.layer_violations`: the layer a record carries is the one the rule gives),
+file by file in worker processes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import orjson
 import pyarrow.parquet as pq
 
 from ..release.layer import rolling_violations
+from ..release.release_layers import layer_violations
 from ..storage import MetacanStorage
 from .record_build import worker_pool
 from .records import schema_violation, ship_violations
@@ -20,14 +23,14 @@ from .records import schema_violation, ship_violations
 def check_file(path: str, passed: frozenset[tuple[str, str]]) -> tuple[int, int, list[str]]:
     """Records checked, records violating and the first :data:`SHOWN_VIOLATIONS` violations of one ``work_records``
     file: the JSON Schema (:func:`.records.schema_violation`), :func:`.records.ship_violations` and
-    :func:`metacan_pipeline.release.layer.rolling_violations`
+    :func:`metacan_pipeline.release.layer.rolling_violations`, :func:`metacan_pipeline.release.release_layers.layer_violations`
     (``passed``: the (classifier version, head) pairs that passed human validation)."""
     checked = bad = 0
     shown: list[str] = []
     for batch in pq.ParquetFile(path).iter_batches(batch_size=5000, columns=["record_json"]):
         for text in batch.column(0).to_pylist():
             record = _loads(text)
-            v = ship_violations(record) + rolling_violations(record, passed)
+            v = ship_violations(record) + rolling_violations(record, passed) + layer_violations(record)
             v += [e for e in [schema_violation(record)] if e]
             checked += 1
             bad += bool(v)

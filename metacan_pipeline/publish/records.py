@@ -22,10 +22,13 @@ import pyarrow as pa
 
 from ..openalex.ids import is_work_id
 from ..release.layer import UNRELEASED, LayerRule
+from ..release.release_layers import FIELD as RELEASE_LAYER
+from ..release.release_layers import release_layer
 from ..tables.publish import RECORDS_SCHEMA
 from ..vocab import LABEL_FIELDS, NO_SCORE_SUFFIX, PREDICTION_STATUS, SCORE_ONLY_REFERENCE
 from .human_layer import human_code_entry, validation_entries
 from .lineage import lineage_record
+from .medline_layer import apply_medline
 
 #: JSON Schema (draft-07) of a published record: the seed 004 fields, route evidence, lineage.
 SCHEMA_PATH = Path(__file__).with_name("work_record.schema.json")
@@ -106,7 +109,8 @@ def build_record(
 ) -> dict:
     """The published record of one frame work (seed 004 fields, plus route evidence and lineage), and the human
     layers (:mod:`.human_layer`) only where they exist: ``human_code`` (a coded work's final human code) and
-    ``human_validation`` (the passing heads of its classifier version)."""
+    ``human_validation`` (the passing heads of its classifier version); ``release_layer``, the protocol's layer
+    (:func:`metacan_pipeline.release.release_layers.release_layer`)."""
     pred = None
     if prediction is not None:
         pred = {k: v for k, v in prediction.items() if k not in ("id", "gemma_label_status")}
@@ -156,6 +160,7 @@ def build_record(
         "machine_scores": ms,
         "lineage": lineage,
         "layer": UNRELEASED,  # set by release.layer.LayerRule.apply (record_row)
+        RELEASE_LAYER: None,  # set below, once the human layers are in
     }
     if human_code is not None:
         record["human_code"] = human_code
@@ -164,6 +169,7 @@ def build_record(
     scores = reference_score_entries(reference)
     if scores:
         record["reference_scores"] = scores
+    record[RELEASE_LAYER] = release_layer(record)
     return record
 
 
@@ -255,10 +261,12 @@ def record_row(
     qualification: dict[str, str] | None = None,
     passing: dict[str, list[dict]] | None = None,
     layer: LayerRule | None = None,
+    medline: dict[tuple[str, str], dict] | None = None,
 ) -> dict:
     """The ``work_records`` row of one :func:`.record_inputs.record_inputs` row: ``{"id", "record_json", "record_hash"}``,
     the hash being SHA-256 (16 hex) of the JSON text. ``qualification``: teacher -> qualification sentence;
-    ``layer``: the release layer rule (:mod:`metacan_pipeline.release.layer`; None: ``unreleased``)."""
+    ``layer``: the release layer rule (:mod:`metacan_pipeline.release.layer`; None: ``unreleased``); ``medline``: the
+    MEDLINE gate's verdicts (:func:`.medline_layer.read_medline_verdicts`; None: none)."""
     record = build_record(
         row["work"],
         row["labels"],
@@ -270,8 +278,10 @@ def record_row(
         validation_entries(row["pred"], passing or {}),
         row.get("reference"),
     )
+    apply_medline(record, medline)
     if layer is not None:
         layer.apply(record, bool(row.get("in_release")))
+        record[RELEASE_LAYER] = release_layer(record)  # the record as published: withheld categories claim nothing
     text = json.dumps(record, ensure_ascii=False, default=str)
     return {"id": record["id"], "record_json": text, "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
@@ -292,8 +302,10 @@ class RecordBatches:
         qualification: dict[str, str] | None = None,
         passing: dict[str, list[dict]] | None = None,
         layer: LayerRule | None = None,
+        medline: dict[tuple[str, str], dict] | None = None,
     ) -> None:
         self.previous = previous
+        self.medline = medline
         self.qualification = qualification
         self.passing = passing
         self.layer = layer
@@ -323,7 +335,7 @@ class RecordBatches:
         out = []
         for row in rows:
             self.check_id(row["work"]["id"])
-            out.append(record_row(row, self.qualification, self.passing, self.layer))
+            out.append(record_row(row, self.qualification, self.passing, self.layer, self.medline))
             self.human_coded += row.get("human") is not None
             self.human_validated += bool(self.passing and (row["pred"] or {}).get("model_version") in self.passing)
             self.changed += self.previous.get(out[-1]["id"]) != out[-1]["record_hash"]

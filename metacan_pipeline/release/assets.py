@@ -36,7 +36,12 @@ class ReleaseConfig(dg.Config):
 
 
 @dg.asset(
-    deps=[dg.AssetKey("work_records"), dg.AssetKey("filter_recall"), dg.AssetKey("venue_known_item_recall")],
+    deps=[
+        dg.AssetKey("work_records"),
+        dg.AssetKey("filter_recall"),
+        dg.AssetKey("venue_known_item_recall"),
+        dg.AssetKey("medline_study_design"),
+    ],
     kinds={"parquet", "json"},
     group_name="publishing",
     code_version="1",

@@ -18,6 +18,8 @@ A bundle holds:
 - the recall instruments measured without a probability sample, once they ran: ``tables/filter_recall`` and
   ``tables/venue_known_item_recall`` (the latter a non-probability bound, never a design-based estimate), without
   their run columns; ``metacan verify-release`` does not recompute them (they rest on the teachers' qualification);
+- study design against MEDLINE, once it ran: ``tables/medline_study_design`` without its run columns (not recomputed
+  by ``metacan verify-release`` either);
 - ``records.jsonl``: the ``work_records`` that passed ``records_may_ship``, one JSON record a line in id order,
   each as this release freezes it: its ``layer`` is this release's version, and a record published in the rolling
   layer shows the classifier categories withheld there (:func:`.layer.frozen_record`), so it is byte for byte the
@@ -61,6 +63,7 @@ from ..storage import MetacanStorage, sql_literal
 from ..student.card import card_files
 from ..tables.audit import HUMAN_VALIDATION_SCHEMA, PROTOCOLS_SCHEMA
 from ..tables.audit import TABLES as AUDIT_CATALOG
+from ..tables.medline import TABLES as MEDLINE_CATALOG
 from .citation import citation_text
 from .layer import ROLLING, TABLES_DIR, WITHHELD_FIELDS, frozen_record, releases_root
 from .study import STUDY_DESCRIPTIONS, freeze_study, recompute
@@ -83,7 +86,7 @@ VALIDATION_TABLES = (
     "human_codes",
 )
 #: The recall instruments' warehouse tables frozen when present (module docstring), in their catalog key order.
-INSTRUMENT_TABLES = ("filter_recall", "venue_known_item_recall")
+INSTRUMENT_TABLES = ("filter_recall", "venue_known_item_recall", "medline_study_design")
 RUN_COLUMNS = frozenset({"run_id", "computed_at"})
 _BATCH = 50_000
 
@@ -147,7 +150,7 @@ def freeze_tables(storage: MetacanStorage, label_tables: list[str], folder: Path
         counts["direct_labels"] = _write_query(
             con, f"SELECT * FROM ({labels}) ORDER BY teacher, work_id, label_id", out / "direct_labels.parquet"
         )
-        catalog = {t.name: t for t in AUDIT_CATALOG}
+        catalog = {t.name: t for t in (*AUDIT_CATALOG, *MEDLINE_CATALOG)}
         validated = [t for t in VALIDATION_TABLES if storage.has_table(t)]
         for name in [*validated, *(t for t in INSTRUMENT_TABLES if storage.has_table(t))]:
             table = catalog[name]
@@ -386,7 +389,7 @@ FILE_DESCRIPTIONS = {
 
 def readme_text(version: str, folder: Path) -> str:
     """The bundle's README.md: what each file holds and how to check it."""
-    catalog = {t.name: t.row for t in AUDIT_CATALOG}
+    catalog = {t.name: t.row for t in (*AUDIT_CATALOG, *MEDLINE_CATALOG)}
     described = {
         **FILE_DESCRIPTIONS,
         **{f"tables/{n}.parquet": catalog[n] for n in (*VALIDATION_TABLES, *INSTRUMENT_TABLES)},
@@ -411,6 +414,10 @@ def readme_text(version: str, folder: Path) -> str:
         "iii, measured without a probability sample and kept apart from the design-based estimates. Filter recall: "
         f'"{FILTER_RECALL_MEANS}" Known-item recall: "{KNOWN_ITEM_MEANS}" Neither is recomputed by '
         "`verify-release`.",
+        "",
+        "`medline_study_design`, when present, is study design against MEDLINE: agreement, precision and recall of each "
+        "study-design class against NLM's publication types, the reference being the records NLM indexed by hand "
+        "(Curated and Automated records: agreement with another machine), with the gate on the lower 95% bounds.",
         "",
     ]
     return "\n".join(lines)

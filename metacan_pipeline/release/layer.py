@@ -23,6 +23,8 @@ import duckdb
 from ..storage import MetacanStorage
 from ..vocab import ABOUT_CA_TARGETS, CATEGORICAL_TARGETS
 from .gate import passing_heads
+from .release_layers import FIELD as RELEASE_LAYER
+from .release_layers import release_layer
 
 UNRELEASED = "unreleased"
 ROLLING = "rolling"
@@ -119,7 +121,8 @@ WITHHELD_FIELDS: tuple[str, ...] = (
 def frozen_record(record: dict, release_version: str, prediction: dict | None) -> dict:
     """``record`` as the release ``release_version`` freezes it: every work of the frozen frame is in that release,
     so its ``layer`` is ``release_version``, and a record published in the rolling layer gets back the classifier
-    categories :func:`withhold` cleared, from ``prediction`` (its row of the frozen predictions). The result is the
+    categories :func:`withhold` cleared, from ``prediction`` (its row of the frozen predictions), and its
+    ``release_layer`` is computed again over what it now shows (:mod:`.release_layers`). The result is the
     record ``work_records`` writes once the release is registered. Returns the record (changed in place).
 
     Raises ValueError naming the work when a rolling-layer record with a prediction has no ``prediction`` row
@@ -135,6 +138,7 @@ def frozen_record(record: dict, release_version: str, prediction: dict | None) -
                 value = prediction.get(key)
                 record["prediction"][key] = list(value) if isinstance(value, tuple) else value
     record["layer"] = release_version
+    record[RELEASE_LAYER] = release_layer(record)
     return record
 
 

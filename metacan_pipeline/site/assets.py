@@ -17,7 +17,14 @@ from .query.stored_counts import write_stored_counts
 
 
 @dg.asset(
-    deps=[dg.AssetKey("work_records"), dg.AssetKey("student_heads"), dg.AssetKey("prevalence"), dg.AssetKey("release")],
+    deps=[
+        dg.AssetKey("work_records"),
+        dg.AssetKey("student_heads"),
+        dg.AssetKey("prevalence"),
+        dg.AssetKey("release"),
+        dg.AssetKey("filter_recall"),
+        dg.AssetKey("venue_known_item_recall"),
+    ],
     kinds={"duckdb", "sqlite"},
     group_name="publishing",
     code_version="1",
@@ -31,7 +38,8 @@ def site_database(context: dg.AssetExecutionContext, storage: MetacanStorage) ->
     funders and keywords one row per value, direct labels per teacher with status and qualification, classifier
     decisions per mode with both scores and ``prediction_status``, machine scores with ``validation_status``
     verbatim, the classifier heads' support gates, and ``release_info``; the statistics page's figures, the
-    pipeline's ``prevalence`` rows, the teachers' disagreements and the typeahead counts (``site/build/figures.py``). No abstract text. The release id is a
+    pipeline's ``prevalence`` rows, filter recall and known-item venue recall when they ran, the works per release
+    layer, the teachers' disagreements and the typeahead counts (``site/build/figures.py``). No abstract text. The release id is a
     content hash of the records, so an unchanged re-run reuses the files. ``metacan serve`` serves the current one.
     Fails naming the work when the frame's name lists disagree with the records (re-materialize work_records).
     """

@@ -23,6 +23,7 @@ import dagster as dg
 import pyarrow as pa
 from pydantic import Field
 
+from ..fingerprints import inputs_asset
 from ..meta import counts_markdown, png_markdown, table_metadata
 from ..storage import MetacanStorage
 from ..tables.student import (
@@ -41,8 +42,31 @@ from .predicting import category_counts, current_model_version, scores_metadata,
 from .prevalence import CENSUS_NO_SAMPLING_ERROR, metaresearch_markdown, prevalence_rows, zero_width_census
 from .roles import CENSUS, SAMPLE, direct_labels_key, teacher_standing
 
-#: The inputs every student asset reads: both student teachers' direct labels and the sample design.
-STUDENT_INPUTS = [direct_labels_key(CENSUS), direct_labels_key(SAMPLE), "sample_design", "imported_labels"]
+#: The teacher registry (one ``direct_labels_<name>`` asset per teacher).
+REGISTRY: dict[str, TeacherSpec] = load_registry()
+
+#: What the scoring stage reads from the stages before it: every registry teacher's direct labels, the imported
+#: labels (reference sets), the sample design and the teachers' qualification.
+SCORING_INPUTS: tuple[str, ...] = (
+    *(direct_labels_key(name) for name in REGISTRY),
+    "imported_labels",
+    "sample_design",
+    "teacher_qualification",
+)
+
+scoring_inputs = inputs_asset(
+    "scoring_inputs",
+    "scoring",
+    SCORING_INPUTS,
+    "What the scoring stage reads, in one place: every teacher's direct labels, the imported labels (reference sets), "
+    "the sample design and the teachers' qualification. A row per input table with its row count and a content "
+    "fingerprint (run bookkeeping left out). The student, the decisions, the machine scores, the cascade and the "
+    "prevalence depend on this one, so the graph shows one edge per input into the scoring group; its data version "
+    "changes only when an input's content does. Look at: which inputs changed since the student last trained.",
+)
+
+#: The inputs every student asset reads, through :data:`scoring_inputs`.
+STUDENT_INPUTS = ["scoring_inputs"]
 
 
 def _spec(key: str, description: str, deps: list[str], kinds: set[str]) -> dg.AssetSpec:
@@ -252,7 +276,7 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
             "predictions",
             "Hybrid predictions for every frame work (SPEC section 6): codex decisions by quota calibration on gated "
             "heads, candidate = codex OR gemma, consensus = AND, scores per head; always machine_predicted_unvalidated.",
-            ["student_scores", "prediction_thresholds", direct_labels_key(CENSUS), "teacher_qualification"],
+            ["student_scores", "prediction_thresholds", "scoring_inputs"],
             {"python", "duckdb", "parquet"},
         ),
     ]
@@ -400,16 +424,12 @@ def machine_scores(
     )
 
 
-#: The teacher registry the rates read (one ``direct_labels_<name>`` asset per teacher).
-REGISTRY: dict[str, TeacherSpec] = load_registry()
-
-
 @dg.asset(
     group_name="scoring",
     kinds={"python", "parquet"},
     code_version="1",
     owners=["team:metacan"],
-    deps=["predictions", "imported_labels", *(direct_labels_key(name) for name in REGISTRY)],
+    deps=["predictions", "scoring_inputs"],
 )
 def prevalence(context: dg.AssetExecutionContext, storage: MetacanStorage) -> dg.MaterializeResult:
     """Prevalence per category (SPEC sections 5-6). Rows of table ``prevalence``, one per population, category

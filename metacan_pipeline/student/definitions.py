@@ -2,9 +2,10 @@
 
 import dagster as dg
 
-from .assets import cascade_batch, machine_scores, predictions, prevalence, student_heads
+from .assets import cascade_batch, machine_scores, predictions, prevalence, scoring_inputs, student_heads
 from .checks import PREDICTION_CHECKS
 
 defs = dg.Definitions(
-    assets=[student_heads, predictions, prevalence, machine_scores, cascade_batch], asset_checks=PREDICTION_CHECKS
+    assets=[scoring_inputs, student_heads, predictions, prevalence, machine_scores, cascade_batch],
+    asset_checks=PREDICTION_CHECKS,
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .fields import column, columns
+from .student import INPUTS_SCHEMA
 from .table import Table
 
 PROTOCOLS_SCHEMA = columns(
@@ -267,6 +268,17 @@ TABLES += [
         _REPORT,
         HUMAN_CODES_SCHEMA,
         ("protocol_id", "id"),
+    ),
+]
+
+# ---- what the audit reads ---------------------------------------------------------------------------------------
+TABLES += [
+    Table(
+        "audit_inputs",
+        "one input table of the audit study with its row count and content fingerprint at the audit's last run",
+        "audit_inputs",
+        INPUTS_SCHEMA,
+        ("input",),
     ),
 ]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import duckdb
 
-from . import audit, coding, frame, openalex, publish, release, sampling, site, student, teachers
+from . import audit, coding, frame, medline, openalex, publish, release, sampling, site, student, teachers
 from .migrations import migrate
 from .table import Table
 
 #: The stage modules of the catalog, in stage order (each declares its tables in ``TABLES``).
-STAGE_MODULES = (openalex, frame, sampling, teachers, student, publish, site, coding, audit, release)
+STAGE_MODULES = (openalex, frame, sampling, teachers, student, publish, site, coding, audit, medline, release)
 
 
 def _assemble() -> dict[str, Table]:

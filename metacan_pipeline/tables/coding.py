@@ -70,6 +70,10 @@ CODING_ANSWERS_SCHEMA = columns(
     "submitted_at",
     column("source", description="site | label_studio:<16 hex of the imported file's SHA-256>"),
     "provenance",
+    column(
+        "abstract_sha256",
+        description="SHA-256 of the abstract text the coder was shown (a coding_abstracts row); null: none was shown",
+    ),
 )
 
 CODING_IMPORTS_SCHEMA = columns(
@@ -235,6 +239,32 @@ TABLES += [
     ),
 ]
 
+#: The abstracts the coding study showed its coders (the original protocol's "best ascertainable evidence", archived
+#: with its hash): content-addressed, appended once, never changed (triggers refuse UPDATE and DELETE).
+CODING_ABSTRACTS_SCHEMA = columns(
+    column("abstract_sha256", description="SHA-256 (hex) of the abstract text as shown, UTF-8"),
+    "id",
+    column("source", description="the source that gave the abstract: openalex | europepmc | crossref"),
+    "abstract_sections",
+    "abstract_text",
+    column("fetched_at", description="when the source gave the abstract (ISO 8601, UTC)"),
+    "first_shown_at",
+)
+
+TABLES.append(
+    Table(
+        "coding_abstracts",
+        "one abstract the coding study showed a coder of a work (text, sections, the source that gave it), under the "
+        "SHA-256 of its text, so every answer's abstract_sha256 resolves; appended once, never changed",
+        "metacan_pipeline.audit.coding.abstracts.AbstractsMixin.archive_abstract (the coding pages, the Label Studio "
+        "export)",
+        CODING_ABSTRACTS_SCHEMA,
+        ("abstract_sha256", "id"),
+        store="sqlite",
+        json_columns=frozenset({"abstract_sections"}),
+    )
+)
+
 #: The annotator of an imported answer, from its provenance (SQL): the email in lower case, else the Label Studio user
 #: id as text (the rule of :func:`metacan_pipeline.audit.coding.rules.annotator_of`); indexed, as every import looks it up.
 ANNOTATOR_SQL = (
@@ -252,11 +282,21 @@ EXTRA_DDL = (
     "BEGIN SELECT RAISE(ABORT, 'coding_answers is append-only: submit a new answer instead'); END",
     "CREATE TRIGGER IF NOT EXISTS coding_answers_no_delete BEFORE DELETE ON coding_answers "
     "BEGIN SELECT RAISE(ABORT, 'coding_answers is append-only: nothing is deleted'); END",
+    "CREATE TRIGGER IF NOT EXISTS coding_abstracts_no_update BEFORE UPDATE ON coding_abstracts "
+    "BEGIN SELECT RAISE(ABORT, 'coding_abstracts is append-only: an abstract shown is never changed'); END",
+    "CREATE TRIGGER IF NOT EXISTS coding_abstracts_no_delete BEFORE DELETE ON coding_abstracts "
+    "BEGIN SELECT RAISE(ABORT, 'coding_abstracts is append-only: nothing is deleted'); END",
 )
+
+#: Columns added to a table after stores were written without them: ``(table, column, SQL type)``, added last in place
+#: (``ALTER TABLE ... ADD COLUMN``, every row kept, null in the rows written before) when a store is opened for writing.
+ADDED_COLUMNS = (("coding_answers", "abstract_sha256", "VARCHAR"),)
 
 
 def coding_store_ddl() -> list[str]:
-    """Every statement that creates the coding store: each table's catalog DDL, then :data:`EXTRA_DDL`. Idempotent."""
+    """Every statement that creates the coding store: each table's catalog DDL, then :data:`EXTRA_DDL`. Idempotent.
+    A store written before a column of :data:`ADDED_COLUMNS` existed gets it from
+    :func:`metacan_pipeline.audit.coding.base.add_missing_columns`."""
     return [t.ddl() for t in TABLES] + list(EXTRA_DDL)
 
 

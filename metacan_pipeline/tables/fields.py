@@ -80,6 +80,10 @@ FIELDS: dict[str, Field] = {
     "created_at": Field(_TS, "when the row was written (UTC)"),
     "computed_at": Field(_TS, "when the row was computed (UTC)"),
     "note": Field(_S, "free-text remark on the row (null: none)"),
+    "input": Field(_S, "an input table of the stage (an asset it reads)"),
+    "fingerprint": Field(
+        _S, "sum of DuckDB hash() over the rows, run bookkeeping left out: equal when the content is (same DuckDB)"
+    ),
     "reason": Field(_S, "why: free text"),
     "error": Field(_S, "the error message of a failed attempt (null: no error)"),
     "sha256": Field(_S, "SHA-256 (hex) of the file"),
@@ -381,6 +385,9 @@ FIELDS: dict[str, Field] = {
     "venue": Field(_S, "name of the work's primary source"),
     "cited_by": Field(_I64, "citations OpenAlex counts for the work"),
     "classification_kind": Field(_S, "which kind of classification the work's card shows"),
+    "release_layer": Field(
+        _S, "the original protocol's release layer: human_verified | high_precision | provisional | contested"
+    ),
     "name": Field(_S, "the institution's, funder's or keyword's name"),
     "label_status": Field(_S, "the direct label's status as its record publishes it"),
     "qualification": Field(_S, "the teacher's qualification, as a sentence the site shows"),
@@ -414,6 +421,13 @@ FIELDS: dict[str, Field] = {
     "loaded_at": Field(_S, "when it was loaded (ISO 8601, UTC)"),
     "evidence_changed_at": Field(_S, "when the task's evidence last changed (ISO 8601, UTC)"),
     "first_loaded_at": Field(_S, "when the evidence version was first shown (ISO 8601, UTC)"),
+    "abstract_sha256": Field(_S, "SHA-256 (hex) of the abstract text a coder was shown, UTF-8 (null: none was shown)"),
+    "abstract_text": Field(
+        _S, "an abstract as a coder was shown it: its sections, each heading on a line above its text"
+    ),
+    "abstract_sections": Field(_S, "an abstract's sections as shown: a JSON list of [heading or null, text]"),
+    "fetched_at": Field(_S, "when the source gave it (ISO 8601, UTC)"),
+    "first_shown_at": Field(_S, "when a coder was first shown it (ISO 8601, UTC)"),
     "claimed_at": Field(_S, "when the coder was handed the task (ISO 8601, UTC)"),
     "answer_id": Field(_S, "id of the answer"),
     "role": Field(_S, "the coder's role"),
@@ -494,6 +508,22 @@ FIELDS: dict[str, Field] = {
     "estimate_kind": Field(_S, "what the figure is: a non-probability bound, never a design-based estimate"),
     "venue_list_version": Field(_S, "version of the venue reference set (its TOML file's version)"),
     "venue_list_sha256": Field(_S, "SHA-256 of the venue reference set's file"),
+    # ---- study design against MEDLINE (tables/medline.py) -------------------------------------------------------
+    "pmid": Field(_S, "the work's PubMed id (digits)"),
+    "answer": Field(_S, "what the archived efetch answers say of the PMID: record | no_record | not_asked"),
+    "medline_status": Field(_S, "MedlineCitation Status as NLM gives it"),
+    "indexing_method": Field(_S, "MedlineCitation IndexingMethod as NLM gives it (null: absent, indexed by hand)"),
+    "indexing": Field(_S, "how NLM indexed the record: hand | curated | automated | not_indexed"),
+    "publication_types": Field(_LS, "NLM publication type names, as NLM spells them"),
+    "publication_type_uis": Field(_LS, "MeSH unique ids of the publication types, in the same order"),
+    "reference_kind": Field(_S, "reference (hand-indexed) | agreement with another machine"),
+    "eligible_from": Field(_I64, "the first year a class's NLM publication type could be assigned (null: always)"),
+    "true_positive": Field(_I64, "the system and the reference both say the class"),
+    "false_positive": Field(_I64, "the system says the class, the reference does not"),
+    "false_negative": Field(_I64, "the reference says the class, the system does not"),
+    "true_negative": Field(_I64, "neither says the class"),
+    "agreement_lower": Field(_F64, "lower bound of agreement's 95% interval"),
+    "gate": Field(_S, "why the gate passed or failed, or why nothing is measured"),
 }
 
 # The student's published per-target columns (SPEC section 6): one set per about_ca flag and categorical field.

@@ -51,6 +51,7 @@ SITE_WORKS_SCHEMA = columns(
     "invisible_to_affiliation_only",
     "in_sampling_frame",
     "classification_kind",
+    "release_layer",
     column("model_version", description="the classifier version of the work's decisions (null: none)"),
     "prediction_status",
     "candidate_categories",
@@ -109,6 +110,11 @@ FACET_CODES_SCHEMA = columns(
     column("model_version", description="for a classifier decision: its classifier version"),
     column("mode", description="for a classifier decision: candidate | consensus"),
     column("prediction_status", description="for a classifier decision: its prediction_status"),
+    column(
+        "norm",
+        pa.string(),
+        "the value folded as a text filter compares it: lower(strip_accents(value)) (null for a classifier decision)",
+    ),
 )
 
 #: The facet and filter columns of ``works`` (text values as ``facet_codes`` codes) and the name lists and
@@ -118,7 +124,7 @@ WORK_FACETS_SCHEMA = columns(
     "year",
     *(
         column(name, pa.int32(), f"facet_codes code of the work's {name}")
-        for name in ("language", "type", "field", "topic", "venue", "classification_kind")
+        for name in ("language", "type", "field", "topic", "venue", "classification_kind", "release_layer")
     ),
     "ca_aff",
     "ca_fund",
@@ -335,16 +341,18 @@ TABLES += [
     ),
     Table(
         "facet_value_counts",
-        "one value of a typeahead facet (venue, institution, funder, topic) with its facet_codes code and its "
-        "number of works in the whole release",
+        "one folded value of a text filter (what the filter matches: case and accents ignored) with its most "
+        "frequent spelling, that spelling's facet_codes code and the number of works with any spelling of it in "
+        "the whole release",
         "site_database",
         columns(
             "facet",
             "code",
-            column("value", pa.string(), "the facet's value"),
-            column("n", description="works of the release with the value"),
+            column("value", pa.string(), "the value's most frequent spelling"),
+            column("norm", pa.string(), "the folded value: lower(strip_accents(value))"),
+            column("n", description="works of the release with any spelling of the value"),
         ),
-        ("facet", "code"),
+        ("facet", "norm"),
         store="release",
     ),
 ]

@@ -364,3 +364,25 @@ def student_scores_schema(written: pa.Schema) -> pa.Schema:
             )
         fields.append(column(f.name, f.type, description))
     return columns(*fields)
+
+
+#: What a stage reads, fingerprinted (:mod:`metacan_pipeline.fingerprints`): one row per input table.
+INPUTS_SCHEMA = columns(
+    "input",
+    column("rows", description="rows of the input table (0: not materialized yet)"),
+    "fingerprint",
+    "note",
+    "run_id",
+    "computed_at",
+)
+
+TABLES += [
+    Table(
+        "scoring_inputs",
+        "one input table of the scoring stage (direct labels, imported labels, sample design, teacher qualification) "
+        "with its row count and content fingerprint at the stage's last run",
+        "scoring_inputs",
+        INPUTS_SCHEMA,
+        ("input",),
+    ),
+]

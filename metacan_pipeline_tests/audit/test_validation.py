@@ -31,7 +31,7 @@ from metacan_pipeline.audit.protocol.locked import current_protocol
 from metacan_pipeline.cli import app
 from metacan_pipeline.i18n import translations
 from metacan_pipeline.publish.assets import work_records
-from metacan_pipeline.publish.checks import records_human_layers_backed, records_may_ship
+from metacan_pipeline.publish.checks import records_human_layers_backed, records_in_one_release_layer, records_may_ship
 from metacan_pipeline.publish.human_layer import human_layer_violations
 from metacan_pipeline.publish.pages import environment, render_work
 from metacan_pipeline.settings import coding_store_path
@@ -71,6 +71,7 @@ ASSETS = [
     work_records,
     records_may_ship,
     records_human_layers_backed,
+    records_in_one_release_layer,
 ]
 
 

@@ -15,7 +15,7 @@ import dagster as dg
 import pyarrow as pa
 
 from metacan_pipeline.publish.assets import work_records
-from metacan_pipeline.publish.checks import records_may_ship
+from metacan_pipeline.publish.checks import records_in_one_release_layer, records_may_ship
 from metacan_pipeline.site.assets import site_database
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
@@ -46,6 +46,15 @@ SITE_TITLES = (
 SITE_WORDS = ("cardiology", "oncology", "ecology", "physics", "nursing", "surgery", "economics")
 
 
+def site_venue(i: int) -> str:
+    """The venue of the site world's ``i``-th work: ``Journal <i % 6>``, but ``Revue de Montréal`` (an accent) for
+    ``i % 6 == 5`` and ``JOURNAL 1`` (a second spelling of ``Journal 1``) for ``i % 12 == 1``, so that case- and
+    accent-insensitive filters have values to fold together."""
+    if i % 6 == 5:
+        return "Revue de Montréal"
+    return "JOURNAL 1" if i % 12 == 1 else f"Journal {i % 6}"
+
+
 def site_world(storage: MetacanStorage, openalex_dir: Path, n: int = 60) -> list[dict]:
     """Write the warehouse tables ``work_records`` reads for ``n`` frame works with varied years, languages,
     types, fields, venues, routes, institutions, funders, keywords, direct labels (gemma on every third work
@@ -65,7 +74,7 @@ def site_world(storage: MetacanStorage, openalex_dir: Path, n: int = 60) -> list
             "publication_year": 2005 + (i * 7) % 20,
             "language": SITE_LANGUAGES[i % len(SITE_LANGUAGES)],
             "type": SITE_TYPES[i % len(SITE_TYPES)],
-            "venue_name": f"Journal {i % 6}",
+            "venue_name": site_venue(i),
             "field": SITE_FIELDS[i % len(SITE_FIELDS)],
             "topic": f"Topic {i % 9}",
             "cited_by_count": (i * 37) % 101,
@@ -111,9 +120,9 @@ def site_world(storage: MetacanStorage, openalex_dir: Path, n: int = 60) -> list
 
 
 def build_site(storage: MetacanStorage) -> dg.ExecuteInProcessResult:
-    """Materialize ``work_records`` (with its blocking check) and ``site_database`` over what ``storage`` holds."""
+    """Materialize ``work_records`` (with its blocking checks) and ``site_database`` over what ``storage`` holds."""
     return dg.materialize(
-        [work_records, records_may_ship, site_database],
+        [work_records, records_may_ship, records_in_one_release_layer, site_database],
         resources={"storage": storage},
         instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=False,

@@ -3,6 +3,7 @@ hostile answers)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 import time
@@ -45,13 +46,14 @@ def test_120_ids_cost_3_calls_with_the_documented_query(stub):
     for q in stub.hits:
         name, _, values = q["filter"].partition(":")
         assert name == "ids.openalex" and 1 <= len(values.split("|")) <= 50
-        assert q["select"] == "id,abstract_inverted_index"
+        assert q["select"] == "id,abstract_inverted_index,ids"
         assert int(q["per_page"]) >= 50
         assert "api_key" not in q and "mailto" not in q
     assert [len(q["filter"].split("|")) for q in stub.hits] == [50, 50, 20]
     assert sorted(w for q in stub.hits for w in q["filter"].partition(":")[2].split("|")) == sorted(ids)
     assert list(got) == ids  # one entry per id, in order
-    assert got["W1951724000"] == Abstract("W1951724000", "ok", LME4_ABSTRACT, None, got["W1951724000"].fetched_at)
+    lme4 = Abstract("W1951724000", "ok", LME4_ABSTRACT, None, got["W1951724000"].fetched_at, "openalex")
+    assert got["W1951724000"] == dataclasses.replace(lme4, doi="10.18637/jss.v067.i01")  # its record's ids.doi, bare
     assert got["W1951724000"].fetched_at.tzinfo == dt.UTC
     assert got["W2612755892"].status == "none" and got["W2612755892"].text is None  # real record, index null
     assert got["W9999999999999"] == Abstract("W9999999999999", "missing", None, None, got["W9999999999999"].fetched_at)

@@ -139,7 +139,7 @@ def test_pages_ask_openalex_once_per_50_works(tmp_path, openalex_dir, openalex_a
     result = _pages_run(resources, openalex_api)
     assert result.success
     sizes = [len(h["filter"].split(":", 1)[1].split("|")) for h in openalex_api.hits]
-    assert sizes == [50, 50, 20] and all(h["select"] == "id,abstract_inverted_index" for h in openalex_api.hits)
+    assert sizes == [50, 50, 20] and all(h["select"] == "id,abstract_inverted_index,ids" for h in openalex_api.hits)
     md = result.asset_materializations_for_node("work_pages")[0].metadata
     assert md["pages_rendered"].value == 120 and md["openalex_abstract_calls"].value == 3
     with storage.connect(read_only=True) as con:

@@ -191,6 +191,43 @@ def test_an_altered_answer_fails_verify_release_naming_the_table_and_cell(world,
     assert "published" in result.output and "recomputed" in result.output
 
 
+def _records(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def _write_records(folder: Path, records: list[dict]) -> None:
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    (folder / "records.jsonl").write_text(text, encoding="utf-8")
+
+
+def test_verify_release_recomputes_every_records_release_layer_from_the_bundle(world, tmp_path):
+    copy = tmp_path / "bundle"
+    shutil.copytree(world["folder"], copy)
+    records = _records(copy)
+    codes = {(c["protocol_id"], c["id"]) for c in pq.read_table(copy / "tables" / "human_codes.parquet").to_pylist()}
+    verified = {r["id"] for r in records if r["release_layer"] == "human_verified"}
+    # every human-verified work is a work the study's final codes cover, and every coded work is human-verified
+    assert verified and verified == {wid for pid, wid in codes if pid == world["pid"]}
+    assert {r["release_layer"] for r in records} - {"human_verified"}  # the others are in other layers
+    ok = verify_release(copy)
+    assert ok.exit_code == 0 and f"and the release layer of {len(records)} records" in ok.output, ok.output
+    first, second = sorted(verified)[:2]
+    for r in records:
+        if r["id"] == first:  # a layer the rule does not give
+            r["release_layer"] = "high_precision"
+        elif r["id"] == second:  # a human code the bundle's codes do not hold
+            r["human_code"]["protocol_id"] = "protocol-ffffffffffff"
+    _write_records(copy, records)
+    rewrite_checksums(copy)
+    result = verify_release(copy)
+    assert result.exit_code == 1, result.output
+    assert (
+        f"differs: release_layer [id={first}] release_layer: published 'high_precision', recomputed 'human_verified'"
+        in result.output
+    )
+    assert f"differs: release_layer [id={second}] human_code: published 'protocol-ffffffffffff'" in result.output
+
+
 def test_a_missing_or_altered_file_fails_verify_release_naming_the_file(world, tmp_path):
     copy = tmp_path / "bundle"
     shutil.copytree(world["folder"], copy)

@@ -162,6 +162,32 @@ def test_pages_read_in_impact_order_are_fts5s_pages(index, words, monkeypatch):
     assert _rows(fts.impact_top(index, words, None, 20)) == _ranked(index, words, None, 20)
 
 
+OR_QUERIES = ["science OR learning", "management OR data health", '"data science" OR learning']
+
+
+@pytest.mark.parametrize("text", OR_QUERIES)
+def test_or_and_phrase_queries_match_the_union_and_page_as_fts5_ranks_them(index, text):
+    query = fts.parse_query(text)
+    keys = lambda q: set(fts.search(index, q).column("work_key").to_pylist())  # noqa: E731
+    # a group of alternatives matches the union of its alternatives; groups intersect
+    want = set.intersection(
+        *(set.union(*(keys([" ".join(p)]) if len(p) == 1 else keys((((p),),)) for p in g)) for g in query)
+    )
+    assert keys(query) == want and fts.count(index, query) == len(want) > 20
+    phrase = next((p for g in query for p in g if len(p) > 1), None)
+    if phrase:  # a phrase is its words in order: fewer works than the words anywhere
+        assert keys(((phrase,),)) < keys(list(phrase))
+    after = None
+    for limit in (1, 7, 20):
+        page = fts.impact_top(index, query, after, limit)
+        assert (page is None) == (phrase is not None)  # a phrase is ranked by FTS5 in full
+        rows = _rows(fts.top(index, query, after, limit))
+        assert rows == _ranked(index, query, after, limit) and len(rows) == limit
+        if page is not None:
+            assert _rows(page) == rows
+        after = rows[-1][1], rows[-1][0]
+
+
 def test_deep_pages_rare_terms_and_split_words_are_ranked_by_fts5(index, monkeypatch):
     monkeypatch.setattr(fts, "SCAN_MAX", 100)
     words = ["science"]

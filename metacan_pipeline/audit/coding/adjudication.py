@@ -218,10 +218,18 @@ class AdjudicationMixin(AnswersMixin, AssignmentsMixin, CodersMixin):
         return mine, len(items) - len(mine)
 
     def adjudicate(
-        self, protocol_id: str, work_id: str, adjudicator: str, answer: Mapping[str, Any], *, evidence_sha256: str
+        self,
+        protocol_id: str,
+        work_id: str,
+        adjudicator: str,
+        answer: Mapping[str, Any],
+        *,
+        evidence_sha256: str,
+        abstract_sha256: str | None = None,
     ) -> str:
-        """Append an adjudication (:meth:`submit` with role ``adjudication``) by a coder holding the adjudicator
-        role who did not code the work; returns its ``answer_id``. Refused (:class:`CodingError`) otherwise."""
+        """Append an adjudication (:meth:`submit` with role ``adjudication``, ``abstract_sha256`` the abstract the
+        page showed) by a coder holding the adjudicator role who did not code the work; returns its ``answer_id``.
+        Refused (:class:`CodingError`) otherwise."""
         if not self.has_role(adjudicator, ADJUDICATOR):
             raise CodingError("coder", f"coder {adjudicator!r} is not an adjudicator")
         with self._read() as con:
@@ -237,5 +245,11 @@ class AdjudicationMixin(AnswersMixin, AssignmentsMixin, CodersMixin):
         if len(codes) < CODERS_PER_WORK or not self._differing(codes, self._evaluated(protocol_id)):
             raise CodingError("id", f"{work_id} has no disagreement to settle: its two coders have not disagreed")
         return self.submit(
-            protocol_id, work_id, adjudicator, answer, role="adjudication", evidence_sha256=evidence_sha256
+            protocol_id,
+            work_id,
+            adjudicator,
+            answer,
+            role="adjudication",
+            evidence_sha256=evidence_sha256,
+            abstract_sha256=abstract_sha256,
         )

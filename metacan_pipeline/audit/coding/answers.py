@@ -1,5 +1,6 @@
 """Answers given on the site, appended and never overwritten. Every answer is validated (:func:`.validate.validate_answer`)
-and appended with coder, role (``code`` | ``adjudication``), time, protocol, the evidence version shown and its source;
+and appended with coder, role (``code`` | ``adjudication``), time, protocol, the evidence version shown, the abstract shown
+(its SHA-256, archived in ``coding_abstracts``) and its source;
 triggers refuse UPDATE and DELETE, and the latest answer per (work, coder, role) counts, by ``submitted_at`` (then
 append order)."""
 
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...teachers.core.views import canonical_json
+from .abstracts import check_abstract
 from .base import StoreBase
 from .coders import active_coder
 from .errors import CodingError, shown
@@ -105,10 +107,12 @@ def append_answer(
     submitted_at: str,
     source: str,
     provenance: Mapping[str, Any] | None,
+    abstract_sha256: str | None = None,
 ) -> None:
+    """Append one checked answer (:func:`check_append`; ``abstract_sha256``: :func:`.abstracts.check_abstract`)."""
     categories = None if clean["categories"] is None else json.dumps(clean["categories"])
     con.execute(
-        "INSERT INTO coding_answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO coding_answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             answer_id,
             protocol_id,
@@ -128,6 +132,7 @@ def append_answer(
             submitted_at,
             source,
             None if provenance is None else canonical_json(provenance),
+            abstract_sha256,
         ],
     )
 
@@ -144,10 +149,13 @@ class AnswersMixin(StoreBase):
         role: str = "code",
         *,
         evidence_sha256: str | None = None,
+        abstract_sha256: str | None = None,
     ) -> str:
         """Append a coder's answer given on the site (validated by :func:`validate_answer`); returns its ``answer_id``.
 
-        ``evidence_sha256`` is the evidence version the page showed (default: the task's current one). Refused
+        ``evidence_sha256`` is the evidence version the page showed (default: the task's current one);
+        ``abstract_sha256`` the abstract it showed (:meth:`.abstracts.AbstractsMixin.archive_abstract`; None: no
+        abstract was shown; a hash this store did not archive for the work is refused). Refused
         (:class:`CodingError`): an unknown or revoked coder, a work that is not a task of the protocol, an unknown
         evidence version, a code on a work not assigned to the coder (a protocol with coder pairs,
         :mod:`.assignments`), a third coder on a work two others have answered, an adjudication of a work without two
@@ -158,11 +166,25 @@ class AnswersMixin(StoreBase):
         with self._write() as con:
             active_coder(con, coder)
             shown_sha = check_append(con, protocol_id, work_id, coder, role, evidence_sha256)
+            abstract_sha = check_abstract(con, work_id, abstract_sha256)
             if role == "code" and paired(con, protocol_id) and not assigned_to(con, protocol_id, work_id, coder):
                 raise CodingError(
                     "coder", f"{work_id} is not assigned to {coder}: a coder codes the works of their pair"
                 )
-            append_answer(con, answer_id, protocol_id, work_id, coder, role, clean, shown_sha, now_iso(), "site", None)
+            append_answer(
+                con,
+                answer_id,
+                protocol_id,
+                work_id,
+                coder,
+                role,
+                clean,
+                shown_sha,
+                now_iso(),
+                "site",
+                None,
+                abstract_sha,
+            )
         log.info("answer %s appended: %s (%s) on %s %s", answer_id, coder, role, protocol_id, work_id)
         return answer_id
 

@@ -13,9 +13,18 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import quote
 
-from ...tables.coding import TABLES, coding_store_ddl
+from ...tables.coding import ADDED_COLUMNS, TABLES, coding_store_ddl
 from .errors import CodingStoreError, store_error
 from .rules import CLAIM_TTL
+
+
+def add_missing_columns(con: sqlite3.Connection) -> None:
+    """Add each column of :data:`metacan_pipeline.tables.coding.ADDED_COLUMNS` a store written before it lacks, last,
+    in place (every row kept; null in the rows written before it). Inside the caller's transaction."""
+    for table, column, sql_type in ADDED_COLUMNS:
+        present = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        if present and column not in present:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
 
 
 class StoreBase:
@@ -46,6 +55,7 @@ class StoreBase:
             con.execute("BEGIN IMMEDIATE")
             for statement in coding_store_ddl():
                 con.execute(statement)
+            add_missing_columns(con)
             con.execute("COMMIT")
         except BaseException:
             con.close()

@@ -12,6 +12,7 @@ from typing import Any
 
 from ...tables.coding import ANNOTATOR_SQL
 from ...teachers.core.views import canonical_json
+from .abstracts import check_abstract
 from .answers import append_answer, check_append
 from .base import StoreBase
 from .errors import CodingError, shown
@@ -34,6 +35,7 @@ class ImportsMixin(StoreBase):
         submitted_at: str,
         source: str,
         provenance: Mapping[str, Any],
+        abstract_sha256: str | None = None,
     ) -> bool:
         """Append a ``code`` answer made elsewhere (a Label Studio annotation, :mod:`.labelstudio_import`), validated like a
         site answer; ``answer_id`` is derived from the annotation, so the same annotation is appended once. Returns
@@ -42,7 +44,9 @@ class ImportsMixin(StoreBase):
         the store knows in another letter case (registered, or with answers), and an annotator whose earlier
         annotations were imported as another coder is refused (CodingError) rather than made a second coder. The coder need not be registered (they never sign in here), but a
         registered coder who was revoked is refused (CodingError), like their sign-in, and so is a ``submitted_at``
-        more than :data:`MAX_CLOCK_SKEW` in the future (the latest answer counts by time: it would hide later ones)."""
+        more than :data:`MAX_CLOCK_SKEW` in the future (the latest answer counts by time: it would hide later ones).
+        ``abstract_sha256``: the abstract the export showed (archived by the export; a hash this store did not archive
+        for the work is refused)."""
         check_coder_name(coder, imported=True)
         clean = validate_answer(answer, work_id)
         when = parse_time(submitted_at)
@@ -75,8 +79,20 @@ class ImportsMixin(StoreBase):
                     "accepted; map this annotator to an active coder (or add a new one) if their codes should count",
                 )
             shown_sha = check_append(con, protocol_id, work_id, coder, "code", evidence_sha256)
+            abstract_sha = check_abstract(con, work_id, abstract_sha256)
             append_answer(
-                con, answer_id, protocol_id, work_id, coder, "code", clean, shown_sha, submitted_at, source, provenance
+                con,
+                answer_id,
+                protocol_id,
+                work_id,
+                coder,
+                "code",
+                clean,
+                shown_sha,
+                submitted_at,
+                source,
+                provenance,
+                abstract_sha,
             )
         return True
 

@@ -7,8 +7,10 @@ Formats followed (HumanSignal/label-studio documentation, ``docs/source/``):
   config's object tags read ``data`` keys (``<Text value="$key">`` shows plain text). :func:`export_tasks` puts the
   task's evidence (only what :func:`metacan_pipeline.audit.coding.evidence.task_evidence` keeps) and ``work_id``,
   ``protocol_id`` and ``evidence_sha256`` in ``data``, one-line display strings of it (``line_*``), and the abstract
-  the coding page shows (``abstract``: fetched from OpenAlex when the export is written, by the ``abstracts``
-  callable the caller gives, or a sentence saying why there is none). No prediction, score or label is exported
+  the coding page shows (``abstract``: fetched through the abstract cascade when the export is written, by the
+  ``abstracts`` callable the caller gives, or a sentence saying why there is none; ``abstract_source``: the line naming
+  the source that gave it; ``abstract_sha256``: the SHA-256 under which the store archived it, which the import
+  records with each answer). No prediction, score or label is exported
   (Label Studio's ``predictions`` key is never written), and no link to a page that shows a machine classification
   (no openalex.org address: OpenAlex's work pages show its topics), so coders stay masked as on the coding pages.
 - Labeling config (``tags/choices.md``, ``tags/choice.md``, ``tags/textarea.md``, ``tags/header.md``):
@@ -87,18 +89,25 @@ _LINES: dict[str, tuple[str, tuple[str, ...]]] = {
     "line_keywords": ("Keywords", ("keywords",)),
     "line_links": ("Full text", ("full_text_url",)),
 }
-#: What a task's ``abstract`` says when there is no abstract text, by the fetcher's status (the coding page's words).
+#: What a task's ``abstract`` says when there is no abstract text, by the fetcher's status, or, for an answer of the
+#: abstract cascade that asked more than OpenAlex, by why no source gave one (the coding page's words).
 ABSTRACT_SENTENCES: dict[str, str] = {
     "none": "OpenAlex holds no abstract of this work.",
     "missing": "OpenAlex has no record under this id.",
     "failed": "The abstract could not be fetched when these tasks were exported; follow the full-text link.",
     "not_fetched": "The abstract was not fetched for this export; follow the full-text link.",
+    "no_ids": "No abstract: OpenAlex has none, and the work has no DOI or PMID by which to ask Europe PMC or Crossref. "
+    "Follow the full-text link.",
+    "none_had_one": "No abstract: none of the sources asked has one. Follow the full-text link.",
 }
+#: The sources' names, as a task's ``abstract_source`` line gives them.
+SOURCE_NAMES = {"openalex": "OpenAlex", "europepmc": "Europe PMC", "crossref": "Crossref"}
 #: Hosts whose pages show machine classifications of a work (OpenAlex's topics, concepts): never linked.
 CLASSIFYING_HOSTS = ("openalex.org",)
 
 #: ``abstracts(work ids)`` -> ``{work id: answer}``, an answer having ``status`` (``ok``, ``none``, ``missing``,
-#: ``failed``) and ``text`` (:meth:`metacan_pipeline.publish.abstracts.AbstractFetcher.fetch`).
+#: ``failed``) and ``text``, and from the abstract cascade ``source``, ``sections``, ``asked`` and ``why_none``
+#: (:meth:`metacan_pipeline.publish.abstract_cascade.AbstractCascade.fetch`).
 AbstractSource = Callable[[list[str]], Mapping[str, Any]]
 
 
@@ -124,7 +133,27 @@ def _abstract_text(answer: Any) -> str:
         return ABSTRACT_SENTENCES["not_fetched"]
     if answer.status == "ok" and answer.text:
         return answer.text
+    if answer.status != "failed" and len(getattr(answer, "asked", ())) > 1:
+        return ABSTRACT_SENTENCES[answer.why_none]
     return ABSTRACT_SENTENCES.get(answer.status, ABSTRACT_SENTENCES["failed"])
+
+
+def _abstract_shown(store: CodingStore, wid: str, answer: Any) -> dict[str, str | None]:
+    """The task's ``abstract_source`` line and ``abstract_sha256``: the abstract archived as shown
+    (:meth:`CodingStore.archive_abstract`, so an imported answer records it), when there is one and the store is
+    writable (a read-only store exports the abstract without a hash)."""
+    if answer is None or answer.status != "ok" or not answer.text:
+        return {"abstract_source": "", "abstract_sha256": None}
+    source = getattr(answer, "source", None) or "openalex"
+    line = f"Abstract from {SOURCE_NAMES.get(source, source)}, fetched when these tasks were exported."
+    if store.read_only:
+        return {"abstract_source": line, "abstract_sha256": None}
+    when = answer.fetched_at.isoformat(timespec="seconds") if answer.fetched_at else None
+    sections = getattr(answer, "sections", ()) or ((None, answer.text),)
+    return {
+        "abstract_source": line,
+        "abstract_sha256": store.archive_abstract(wid, answer.text, source, sections, when),
+    }
 
 
 def export_tasks(store: CodingStore, protocol_id: str, abstracts: AbstractSource | None = None) -> list[dict[str, Any]]:
@@ -139,6 +168,7 @@ def export_tasks(store: CodingStore, protocol_id: str, abstracts: AbstractSource
         data = {**ev, "work_id": t["id"], "protocol_id": protocol_id, "evidence_sha256": t["evidence_sha256"]}
         data["title"] = ev["title"] or "(no title)"
         data["abstract"] = _abstract_text(fetched.get(t["id"]))
+        data.update(_abstract_shown(store, t["id"], fetched.get(t["id"])))
         data.update({key: _line(label, ev, keys) for key, (label, keys) in _LINES.items()})
         out.append({"data": data})
     return out
@@ -183,6 +213,7 @@ def labeling_config(names: Mapping[str, Mapping[str, str]] | None = None) -> str
     lines += [f'  <Text name="{key}" value="${key}"/>' for key in _LINES]
     lines.append('  <Header value="Abstract"/>')
     lines.append('  <Text name="abstract" value="$abstract"/>')
+    lines.append('  <Text name="abstract_source" value="$abstract_source"/>')
     lines.append(f"  <Header value={quoteattr(_HEADERS['unresolved'])}/>")
     lines.append(f'  <Choices name="unresolved" toName="{OBJECT_TAG}" choice="single">')
     lines += _choices("unresolved", shown["unresolved"])

@@ -227,6 +227,17 @@ def _task_fields(task: Mapping[str, Any]) -> tuple[str, str, str]:
     return got[0], got[1], got[2]
 
 
+def _abstract_sha256(task: Mapping[str, Any]) -> str | None:
+    """The SHA-256 of the abstract the export showed with the task (``data.abstract_sha256``), None when it showed
+    none; anything but text is refused with the annotation (:func:`.abstracts.check_abstract` then checks it)."""
+    value = task["data"].get("abstract_sha256")
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > 128:
+        raise LabelStudioError("task data's abstract_sha256 is not a SHA-256: the tasks file was edited")
+    return value
+
+
 def _import_annotation(
     store: CodingStore,
     report: ImportReport,
@@ -286,6 +297,7 @@ def _import_annotation(
             answer,
             answer_id=answer_id,
             evidence_sha256=shown,
+            abstract_sha256=_abstract_sha256(task),
             submitted_at=updated,
             source=report.source,
             provenance=provenance,

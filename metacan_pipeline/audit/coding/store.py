@@ -14,11 +14,13 @@ and its transactions):
 - :mod:`.adjudication`: agreement, disagreements, adjudication and the final human codes;
 - :mod:`.machine_codes`: machine adjudicators' codes, kept beside the human codes, never as one;
 - :mod:`.pseudonyms`: the coders' pseudonyms and a protocol's answers and tasks as a release holds them;
+- :mod:`.abstracts`: the abstracts shown to coders, archived under the SHA-256 of their text;
 - :mod:`.backup`: a consistent copy of the whole store.
 """
 
 from __future__ import annotations
 
+from .abstracts import AbstractsMixin
 from .adjudication import AdjudicationMixin
 from .answers import AnswersMixin
 from .assignments import AssignmentsMixin
@@ -41,6 +43,7 @@ class CodingStore(
     MachineCodesMixin,
     PseudonymsMixin,
     BackupMixin,
+    AbstractsMixin,
     StoreBase,
 ):
     """The coding store: one SQLite connection (WAL mode), guarded by a lock, as site requests run on threads.

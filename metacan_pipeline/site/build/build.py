@@ -36,7 +36,7 @@ from ...tables.site import release_tables
 from ...vocab import CATEGORIES
 from . import fts
 from .cube import write_year_language_counts
-from .figures import write_figures
+from .figures import INSTRUMENT_ORDER, write_figures
 from .release import (
     ReleaseUnavailable,
     database_path,
@@ -49,7 +49,9 @@ from .release import (
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
 #: 4: cohort_facet_counts (query.stored_counts); 5: year_language_counts (.cube); 6: the FTS5 index in impact order (.fts)
-LAYOUT_VERSION = 6  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: 7: works.release_layer and its facet (the original protocol's release layers), and facet_codes.norm (the
+#: folded values that case- and accent-insensitive text filters match)
+LAYOUT_VERSION = 7  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 #: Works per range of work keys that ``sql/release.sql`` turns into rows at a time: what DuckDB holds
@@ -104,11 +106,23 @@ def release_id_of(storage: MetacanStorage, page_context: dict, prevalence_sha: s
 
 
 def _prevalence_sha(storage: MetacanStorage) -> str:
-    """SHA-256 of the ``prevalence`` table's rows (empty when the asset was never materialized)."""
-    if not storage.has_table("prevalence"):
-        return ""
-    rows = storage.read_table("prevalence").to_pylist()
-    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+    """SHA-256 of the ``prevalence`` table's rows (empty when the asset was never materialized), and of each instrument
+    table the statistics page shows (:data:`.figures.INSTRUMENT_ORDER`) that was materialized, so a release whose
+    figures would differ has another id (a release without them keeps the id it had)."""
+    digest = hashlib.sha256()
+    if storage.has_table("prevalence"):
+        rows = storage.read_table("prevalence").to_pylist()
+        digest.update(json.dumps(rows, sort_keys=True, default=str).encode())
+    instruments = [n for n in INSTRUMENT_ORDER if storage.has_table(n)]
+    for name in instruments:
+        rows = storage.read_table(name).drop_columns(["run_id", "computed_at"]).to_pylist()
+        digest.update(f"\n{name}:".encode() + json.dumps(rows, sort_keys=True, default=str).encode())
+    return digest.hexdigest() if storage.has_table("prevalence") or instruments else ""
+
+
+def _instrument_files(storage: MetacanStorage) -> dict[str, Path]:
+    """The Parquet glob of each instrument table the statistics page shows, when materialized."""
+    return {n: storage.table_dir(n) / "*.parquet" for n in INSTRUMENT_ORDER if storage.has_table(n)}
 
 
 def build_release(
@@ -243,7 +257,7 @@ def _write_database(
         con.execute("RESET checkpoint_threshold")
         _check_inputs(con, mismatch)
         prevalence = storage.table_dir("prevalence") / "*.parquet" if storage.has_table("prevalence") else None
-        write_whole_release_tables(con, prevalence, stored_counts)
+        write_whole_release_tables(con, prevalence, stored_counts, _instrument_files(storage))
         con.execute(
             "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), "
             "(SELECT list(DISTINCT id ORDER BY id) FROM (SELECT unnest(?::VARCHAR[]) AS id)), "
@@ -265,17 +279,21 @@ def _write_database(
 
 
 def write_whole_release_tables(
-    con: duckdb.DuckDBPyConnection, prevalence: Path | None, stored_counts: StoredCounts
+    con: duckdb.DuckDBPyConnection,
+    prevalence: Path | None,
+    stored_counts: StoredCounts,
+    instruments: dict[str, Path] | None = None,
 ) -> None:
     """The tables that look at the whole release, written once the per-work tables are complete: the classifier heads
     of the versions the works carry and the coded facet copy (``sql/facets.sql``, which reads the temporary relation
     ``heads``: ``model_version, teacher, target, gate_passed, gate_reason`` of ``student_heads``), the year x language
     cube, the counts the queries read back (``stored_counts``, see :func:`build_release`) and the figures
-    (``prevalence``: the ``prevalence`` table's Parquet glob, None when there is none)."""
+    (``prevalence``: the ``prevalence`` table's Parquet glob, None when there is none; ``instruments``: each
+    instrument table's, :func:`.figures.write_figures`)."""
     con.execute(FACETS_SQL)
     write_year_language_counts(con)
     stored_counts(con)
-    write_figures(con, prevalence)
+    write_figures(con, prevalence, instruments)
 
 
 def work_key_ranges(con: duckdb.DuckDBPyConnection, chunk_works: int) -> list[tuple[int, int | None]]:

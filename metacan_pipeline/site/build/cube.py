@@ -6,7 +6,8 @@ each facet is a sum over a few cells of a table counted once per release, ``year
 (year, language code, facet, code) with its number of works, written by :func:`write_year_language_counts` from
 ``work_facets``:
 
-- every column facet (``language``, ``type``, ``field``, ``topic``, ``venue``, ``classification_kind``: their
+- every column facet (``language``, ``type``, ``field``, ``topic``, ``venue``, ``classification_kind``,
+  ``release_layer``: their
   ``facet_codes`` codes, NULL for a work without a value), ``year`` (code = the year) and every boolean facet
   (code 1 = yes, 0 = no);
 - every name facet and the classifier facet (one row per code of the works' code lists);
@@ -36,7 +37,7 @@ from .facet_columns import BOOLEAN_COLUMNS, COLUMN_FACETS, LIST_FACETS, NAME_TAB
 #: The filter groups the table is keyed by: a facet is read from it when its other filters are among these.
 CUBE_GROUPS = frozenset({"year", "language"})
 #: The column facets listed by their first ``TOP_N`` values (``year`` lists every year).
-TOP_N_FACETS = ("language", "type", "field", "topic", "venue", "classification_kind")
+TOP_N_FACETS = ("language", "type", "field", "topic", "venue", "classification_kind", "release_layer")
 #: The coverage counts stored under facet ``_coverage``, by code.
 COVERAGE = ("works", "direct", "scored", "decided")
 

@@ -15,7 +15,7 @@ BOOLEAN_COLUMNS = {
 }
 #: The one-to-many table of a name filter.
 NAME_TABLES = {"institution": "work_institutions", "funder": "work_funders", "keyword": "work_keywords"}
-COLUMN_FACETS = ("year", "language", "type", "field", "topic", "venue", "classification_kind")
+COLUMN_FACETS = ("year", "language", "type", "field", "topic", "venue", "classification_kind", "release_layer")
 #: The facets counted from ``work_facets``' code lists.
 LIST_FACETS = ("institution", "funder", "keyword", "classifier")
 #: Values listed per column or name facet (``year`` lists every year).

@@ -8,8 +8,10 @@ served pages read a few small rows whatever the release's size.
   counts per value), ``labels_by_teacher`` (per teacher: labelled and failed direct labels, coverage of the release,
   qualification sentence), ``labels_by_category`` and ``labels_by_study_design`` (works per teacher and value among
   its labelled direct labels), ``decisions_by_category`` (works per classifier version, mode and category, with
-  ``prediction_status``) and ``teacher_pairs`` (per pair of teachers: works both labelled, works they disagree on,
-  per head).
+  ``prediction_status``), ``teacher_pairs`` (per pair of teachers: works both labelled, works they disagree on,
+  per head) and ``release_layers`` (works per release layer of the original protocol, every layer listed); and, when
+  the pipeline materialized them, ``filter_recall`` and ``venue_known_item_recall`` (the protocol's instruments ii and
+  iii, their rows copied from the warehouse).
 - ``release_prevalence``: the pipeline's ``prevalence`` rows (design-weighted teacher rates with their design-based
   95% CI, classify-and-count, the screener-swap range; :mod:`metacan_pipeline.student.prevalence`) copied verbatim,
   or none when that asset was never materialized (the page says so).
@@ -18,8 +20,11 @@ served pages read a few small rows whatever the release's size.
   unknown is not a disagreement). Pairs are ``<a> vs <b>`` in name order, as ``teacher_disagreements`` names them.
 - ``dossier_works``: what the dossier lists of each of those works, with its record's ``direct_labels`` (every
   teacher's verdict and reason, source and status), so a dossier page never reads ``works``.
-- ``facet_value_counts``: every venue, institution, funder and topic with its ``facet_codes`` code and its number of
-  works in the release (what the typeahead answers without a cohort).
+- ``facet_value_counts``: every folded value (``facet_codes.norm``: what a text filter matches) of each text filter
+  (language, type, field, topic, venue, institution, funder, keyword) with its most frequent spelling, that
+  spelling's ``facet_codes`` code and the number of works with any spelling of it in the release (what the
+  suggestions answer without a cohort, the home page's choices of language, type and field, and the values
+  "did you mean" compares an unknown one with).
 """
 
 from __future__ import annotations
@@ -31,13 +36,16 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from ...release.release_layers import RELEASE_LAYERS
 from ...tables.site import DISAGREEMENT_SCHEMA, RELEASE_PREVALENCE_SCHEMA, catalog_schema
 from ...teachers.core.agreement import HEADS, head_values  # the pipeline's rule of which heads a label gives
+from .facet_columns import NAME_TABLES
 
 DOSSIER_SCHEMA = catalog_schema("dossier_works")
 
-#: The facets the typeahead completes (:mod:`..web.typeahead`): name facets are code lists of ``work_facets``.
-TYPEAHEAD_FACETS = ("venue", "institution", "funder", "topic")
+#: The facets the typeahead completes (:mod:`..web.typeahead`): every text filter; name facets are code lists of
+#: ``work_facets``.
+TYPEAHEAD_FACETS = ("language", "type", "field", "topic", "venue", "institution", "funder", "keyword")
 ROUTES = ("ca_aff", "ca_fund", "ca_venue", "about_ca")
 
 _COUNTS = (
@@ -88,6 +96,12 @@ def statistics(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict]]:
         con,
         "SELECT model_version, mode, category, any_value(prediction_status) AS prediction_status, "
         "count(DISTINCT work_key) AS works FROM work_decisions GROUP BY 1, 2, 3 ORDER BY 1, 2, 5 DESC, 3",
+    )
+    out["release_layers"] = _rows(
+        con,
+        "SELECT l.layer, count(w.work_key) AS works FROM unnest(?::VARCHAR[]) WITH ORDINALITY AS l(layer, pos) "
+        "LEFT JOIN works w ON w.release_layer = l.layer GROUP BY l.layer, l.pos ORDER BY l.pos",
+        [list(RELEASE_LAYERS)],
     )
     return out
 
@@ -170,10 +184,32 @@ def copy_prevalence(con: duckdb.DuckDBPyConnection, prevalence_files: Path | Non
     return con.execute("SELECT count(*) FROM release_prevalence").fetchone()[0]
 
 
-def write_figures(con: duckdb.DuckDBPyConnection, prevalence_files: Path | None) -> dict[str, int]:
+#: The original protocol's instruments ii and iii (tables of :mod:`metacan_pipeline.tables.audit`), copied into
+#: ``release_statistics`` under their table names, each in its key order.
+INSTRUMENT_ORDER = {
+    "filter_recall": "reference_source, filter_name, category",
+    "venue_known_item_recall": 'system, group_by, "group"',
+}
+
+
+def instrument_rows(con: duckdb.DuckDBPyConnection, files: Path) -> list[dict]:
+    """The rows of one instrument table (its Parquet glob ``files``; the table's name is its folder's), in key order,
+    without the run columns (``run_id``, ``computed_at``: when, not what)."""
+    order = INSTRUMENT_ORDER[files.parent.name]
+    rows = _rows(con, f"SELECT * FROM read_parquet(?, hive_partitioning=false) ORDER BY {order}", [str(files)])
+    return [{k: v for k, v in r.items() if k not in ("run_id", "computed_at")} for r in rows]
+
+
+def write_figures(
+    con: duckdb.DuckDBPyConnection, prevalence_files: Path | None, instrument_files: dict[str, Path] | None = None
+) -> dict[str, int]:
     """Write ``release_statistics``, ``release_prevalence``, ``work_disagreements`` and ``facet_value_counts`` (the
-    build, after ``facet_codes`` and ``work_facets``); returns their row counts."""
+    build, after ``facet_codes`` and ``work_facets``); returns their row counts. ``instrument_files``: the Parquet
+    glob of each instrument table the pipeline materialized (:data:`INSTRUMENT_ORDER`; a table not given has no
+    figure, and the statistics page says it did not run)."""
     figures = statistics(con)
+    for name, files in (instrument_files or {}).items():
+        figures[name] = instrument_rows(con, files)
     table, dossier, figures["teacher_pairs"] = disagreements(con)
     con.register("disagreement_rows", table)
     con.execute("INSERT INTO work_disagreements SELECT * FROM disagreement_rows ORDER BY work_key, pair")
@@ -185,11 +221,20 @@ def write_figures(con: duckdb.DuckDBPyConnection, prevalence_files: Path | None)
         "INSERT INTO release_statistics VALUES (?, ?)", [(k, json.dumps(v, default=str)) for k, v in figures.items()]
     )
     for facet in TYPEAHEAD_FACETS:
-        values = f"unnest(w.{facet})" if facet in ("institution", "funder") else f"w.{facet}"
+        codes = f"unnest(w.{facet})" if facet in NAME_TABLES else f"w.{facet}"
+        # per code its works, then per folded value: the works with any of its spellings (a work counted once
+        # when two of its names fold alike) and its most frequent spelling
         con.execute(
-            f"INSERT INTO facet_value_counts SELECT '{facet}', k.code, k.value, coalesce(g.n, 0) FROM facet_codes k "
-            f"LEFT JOIN (SELECT code, count(*) AS n FROM (SELECT {values} AS code FROM work_facets w) GROUP BY 1) g "
-            f"ON g.code = k.code WHERE k.facet = '{facet}' ORDER BY k.code"
+            f"INSERT INTO facet_value_counts WITH x AS (SELECT DISTINCT w.work_key, k.norm, k.code FROM "
+            f"(SELECT w.work_key, {codes} AS code FROM work_facets w) w "
+            f"JOIN facet_codes k ON k.facet = '{facet}' AND k.code = w.code), "
+            "per_code AS (SELECT norm, code, count(*) AS n FROM x GROUP BY ALL), "
+            "per_norm AS (SELECT norm, count(DISTINCT work_key) AS n FROM x GROUP BY norm) "
+            f"SELECT '{facet}', k.code, k.value, k.norm, coalesce(m.n, 0) FROM "
+            "(SELECT k.norm, arg_min(k.code, (-coalesce(c.n, 0), k.value)) AS code FROM facet_codes k "
+            f"LEFT JOIN per_code c ON c.code = k.code WHERE k.facet = '{facet}' GROUP BY k.norm) b "
+            f"JOIN facet_codes k ON k.facet = '{facet}' AND k.code = b.code LEFT JOIN per_norm m ON m.norm = b.norm "
+            "ORDER BY k.norm"
         )
     return {
         "release_statistics": len(figures),

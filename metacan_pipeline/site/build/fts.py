@@ -19,8 +19,10 @@ scratch venv with duckdb 1.5.5. SQLite FTS5 ships with Python, builds 6x faster 
 (its ``match_bm25`` scans every row; FTS5 walks posting lists). So: FTS5, ``tokenize='porter unicode61
 remove_diacritics 2'`` (English stems, French accents folded), the rowid being the work's ``work_key``.
 
-A user's text never reaches FTS5's query syntax: :func:`match_expression` keeps its word tokens only and
-quotes each one (``"word"``), joined by ``AND``; the expression is bound as a parameter.
+A user's text never reaches FTS5's query syntax: :func:`parse_query` keeps its word tokens, its double-quoted
+phrases and its ``OR`` (or ``|``) between two of them, and :func:`match_expression` writes each phrase quoted
+(``"peer review"``), the alternatives of a group joined by ``OR`` in parentheses, the groups by ``AND``; the
+expression is bound as a parameter.
 
 Frequent terms: FTS5 computes BM25 for every match before it can give the first page, about
 1 us a match on an idle Intel Xeon, so "science management" (230,639 matches at 4.3M works) took 246 ms to rank
@@ -46,7 +48,7 @@ import heapq
 import math
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -80,9 +82,61 @@ def tokens(text: str) -> list[str]:
     return [t.lower() for t in TOKEN_RE.findall(text or "")]
 
 
-def match_expression(words: list[str]) -> str:
-    """The FTS5 MATCH expression for ``words``: every token quoted (a quote inside doubled), all required."""
-    return " AND ".join('"' + w.replace('"', '""') + '"' for w in words)
+#: A parsed text query: groups that must all match, each a tuple of alternatives (phrases: word tokens in order).
+TextQuery = tuple[tuple[tuple[str, ...], ...], ...]
+#: What a text query is read as: a double-quoted phrase (an unclosed quote runs to the end), ``|``, or a word.
+_QUERY_RE = re.compile(r'"([^"]*)"?|(\|)|(\w+)', re.UNICODE)
+OR_WORD = "OR"
+
+
+def parse_query(text: str) -> TextQuery:
+    """The groups of a text query (:data:`TextQuery`): every word (lower-cased :func:`tokens`) is a group of its own,
+    a double-quoted phrase one group of its words in order, and ``OR`` (upper case) or ``|`` between two of them
+    puts them in one group of alternatives (``"peer review" OR replication open`` is two groups: the phrase or the
+    word, and the word open). An ``OR`` with nothing on one side is ignored, and so is any other character."""
+    groups: list[list[tuple[str, ...]]] = []
+    joined = False
+    for m in _QUERY_RE.finditer(text or ""):
+        phrase, bar, word = m.groups()
+        if bar or word == OR_WORD:
+            joined = bool(groups)
+            continue
+        found = tuple(tokens(phrase if phrase is not None else word))
+        if not found:
+            continue
+        if joined:
+            groups[-1].append(found)
+        else:
+            groups.append([found])
+        joined = False
+    return tuple(tuple(sorted(set(g))) for g in groups)
+
+
+def query_text(query: TextQuery) -> str:
+    """The canonical text of a parsed query (what :func:`parse_query` reads back as the same query): alternatives in
+    sorted order joined by ``OR``, a phrase of several words in double quotes."""
+    return " ".join(
+        f" {OR_WORD} ".join(phrase[0] if len(phrase) == 1 else '"' + " ".join(phrase) + '"' for phrase in group)
+        for group in query
+    )
+
+
+def _groups(words: Sequence[str] | TextQuery) -> TextQuery:
+    """``words`` as a :data:`TextQuery`: a plain word (a ``str``) is a group of one one-word phrase."""
+    return tuple(((w,),) if isinstance(w, str) else w for w in words)
+
+
+def match_expression(words: Sequence[str] | TextQuery) -> str:
+    """The FTS5 MATCH expression for ``words`` (word tokens, or a :data:`TextQuery`): every phrase quoted (a quote
+    inside doubled), a group's alternatives joined by ``OR`` in parentheses, every group required."""
+
+    def phrase(p: tuple[str, ...]) -> str:
+        return '"' + " ".join(p).replace('"', '""') + '"'
+
+    def group(g: tuple[tuple[str, ...], ...]) -> str:
+        return phrase(g[0]) if len(g) == 1 else "(" + " OR ".join(phrase(p) for p in g) + ")"
+
+    return " AND ".join(group(g) for g in _groups(words))
 
 
 def build_index(path: Path, rows: Iterable[pa.RecordBatch]) -> int:
@@ -201,19 +255,22 @@ def _table(rows: list[tuple[int, float]]) -> pa.Table:
     return pa.table({"work_key": pa.array(keys, pa.int64()), "rank": pa.array(ranks, pa.float64())})
 
 
-def search(con: sqlite3.Connection, words: list[str]) -> pa.Table:
-    """Every work matching all ``words``: ``work_key`` (int64) and ``rank`` (FTS5 BM25, lower = better)."""
+def search(con: sqlite3.Connection, words: Sequence[str] | TextQuery) -> pa.Table:
+    """Every work matching ``words`` (every word, or every group of a :data:`TextQuery`): ``work_key`` (int64) and
+    ``rank`` (FTS5 BM25, lower = better)."""
     return _table(con.execute(_matches_sql(_impact_ordered(con)), [match_expression(words)]).fetchall())
 
 
-def count(con: sqlite3.Connection, words: list[str]) -> int:
-    """The number of works matching all ``words`` (no ranking: FTS5 walks the posting lists only)."""
+def count(con: sqlite3.Connection, words: Sequence[str] | TextQuery) -> int:
+    """The number of works matching ``words`` as :func:`search` does (no ranking: FTS5 walks the posting lists only)."""
     return con.execute("SELECT count(*) FROM work_text WHERE work_text MATCH ?", [match_expression(words)]).fetchone()[
         0
     ]
 
 
-def top(con: sqlite3.Connection, words: list[str], after: tuple[float, int] | None, limit: int) -> pa.Table:
+def top(
+    con: sqlite3.Connection, words: Sequence[str] | TextQuery, after: tuple[float, int] | None, limit: int
+) -> pa.Table:
     """The first ``limit`` matches of ``words`` by ``(rank, work_key)`` after the keyset ``after``, as
     :func:`search` gives them. Read in impact order while that proves the page (:func:`impact_top`), else ranked
     inside SQLite in full; only the page's rows reach Python."""
@@ -234,12 +291,15 @@ def idf(works: int, docs: int) -> float:
 
 
 def impact_top(
-    con: sqlite3.Connection, words: list[str], after: tuple[float, int] | None, limit: int
+    con: sqlite3.Connection, words: Sequence[str] | TextQuery, after: tuple[float, int] | None, limit: int
 ) -> pa.Table | None:
     """:func:`top` read in impact order (module docstring): the matches by rowid, each with its BM25, until the
     ``limit``-th best after ``after`` beats the bound of every match not read. None when a word is not one stored
-    term (a rare term or a split word: FTS5 ranks it in full) or the page needs more than :data:`SCAN_MAX` reads."""
-    terms = [term_of(w) for w in words]
+    term (a rare term, a split word or a phrase of several words: FTS5 ranks it in full) or the page needs more
+    than :data:`SCAN_MAX` reads."""
+    # BM25 sums over every phrase of the expression (an alternative that does not match adds 0), so the sum of all
+    # phrases' idfs bounds it under OR as under AND; a phrase of several words is left to FTS5's full ranking.
+    terms = [term_of(p[0]) if len(p) == 1 else None for g in _groups(words) for p in g]
     if limit < 1 or None in terms:
         return None
     marks = ", ".join("?" * len(set(terms)))

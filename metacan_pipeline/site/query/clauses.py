@@ -13,7 +13,7 @@ import duckdb
 
 from ..build.facet_columns import BOOLEAN_COLUMNS, NAME_TABLES
 from .cohort import Cohort
-from .params import TEXT_FILTERS
+from .params import EXCLUSION_PREFIX, OR_SEPARATOR, TEXT_FILTERS
 
 _LABEL_COLUMNS = {"label_domain": "domain", "label_study_design": "study_design", "label_genre": "genre"}
 
@@ -27,27 +27,24 @@ class Clause:
 
 def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
     """The WHERE clauses of a cohort over ``works w`` (and ``fts_hits`` when it has a text query); with
-    ``coded``, over ``work_facets w`` instead: a text value or a name is looked up in ``facet_codes`` once (a
-    value the release does not hold has no code and matches nothing, as over ``works``)."""
+    ``coded``, over ``work_facets w`` instead: a text value or a name is looked up in ``facet_codes`` by its folded
+    form (:func:`_text_clause`: a value the release does not hold has no code and matches nothing, as over
+    ``works``)."""
     f, out = cohort.filters, []
     if "year_min" in f:
         out.append(Clause("year", "w.year >= ?", (f["year_min"],)))
     if "year_max" in f:
         out.append(Clause("year", "w.year <= ?", (f["year_max"],)))
     for name in TEXT_FILTERS:
-        if name not in f:
-            continue
-        code = f"(SELECT code FROM facet_codes WHERE facet = '{name}' AND value = ?)"
-        if coded:
-            sql = f"list_contains(w.{name}, {code})" if name in NAME_TABLES else f"w.{name} = {code}"
-        elif name in NAME_TABLES:
-            sql = f"w.work_key IN (SELECT x.work_key FROM {NAME_TABLES[name]} x WHERE x.name = ?)"
-        else:
-            sql = f"w.{name} = ?"
-        out.append(Clause(name, sql, (f[name],)))
+        for negated in (False, True):
+            if (value := f.get(EXCLUSION_PREFIX + name if negated else name)) is not None:
+                out.append(_text_clause(name, value.split(OR_SEPARATOR), negated, coded))
     for name, column in BOOLEAN_COLUMNS.items():
         if name in f:
             out.append(Clause(name, f"w.{column} = ?", (f[name] == "yes",)))
+    if "release_layer" in f:
+        code = "(SELECT code FROM facet_codes WHERE facet = 'release_layer' AND value = ?)"
+        out.append(Clause("release_layer", f"w.release_layer = {code if coded else '?'}", (f["release_layer"],)))
     if label := _label_clause(cohort):
         out.append(label)
     if "classifier_category" in f:
@@ -66,6 +63,42 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
     if "q" in f:
         out.append(Clause("q", "w.work_key IN (SELECT work_key FROM fts_hits)", ()))
     return out
+
+
+#: The codes of a text facet's values that fold (``facet_codes.norm``, written by the build as
+#: ``lower(strip_accents(value))``) to one of the given values, folded the same way here, so that the match is
+#: DuckDB's own folding on both sides; the facet name is this module's own text.
+_FOLDED = (
+    "SELECT {col} FROM facet_codes WHERE facet = '{facet}' "
+    "AND norm IN (SELECT lower(strip_accents(unnest(?::VARCHAR[]))))"
+)
+
+
+def _text_clause(name: str, values: list[str], negated: bool, coded: bool) -> Clause:
+    """A text filter (``negated``: its exclusion) over ``work_facets`` codes or over ``works``: the works with a
+    value (a name, for a name facet) that folds to one of ``values``; negated, every other work, including those
+    without any value. Both are in the facet's group, so the facet's counts list the alternatives to both."""
+    params: tuple = (values,)
+    if coded and name in NAME_TABLES:
+        # list_contains of the one code most values fold from: list_has_any of a list took twice as long a row
+        # (benchmarks/bench_site.py's venues_or_not_institution at 200,000 works)
+        one, codes, n = (
+            _FOLDED.format(col=c, facet=name) for c in ("min(code)", "coalesce(list(code), [])", "count(*)")
+        )
+        sql = f"CASE WHEN ({n}) = 1 THEN list_contains(w.{name}, ({one})) ELSE list_has_any(w.{name}, ({codes})) END"
+        params = (values, values, values)
+    elif coded:
+        sql = f"w.{name} IN ({_FOLDED.format(col='code', facet=name)})"
+    elif name in NAME_TABLES:
+        sql = (
+            f"w.work_key IN (SELECT x.work_key FROM {NAME_TABLES[name]} x WHERE x.name IN "
+            f"({_FOLDED.format(col='value', facet=name)}))"
+        )
+    else:
+        sql = f"w.{name} IN ({_FOLDED.format(col='value', facet=name)})"
+    if negated:
+        sql = f"NOT coalesce({sql}, false)"
+    return Clause(name, sql, params)
 
 
 def _label_clause(cohort: Cohort) -> Clause | None:

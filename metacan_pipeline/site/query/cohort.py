@@ -7,14 +7,18 @@
 field); an unknown name, a repeated name, a value outside its vocabulary or contradictory filters are errors.
 
 The parameters (``FILTERS``): ``year_min``/``year_max``; ``language``, ``type``, ``field``, ``topic``, ``venue``,
-``institution`` (a Canadian institution), ``funder``, ``keyword`` (exact values); ``ca_aff``, ``ca_fund``,
-``ca_venue``, ``about_ca``, ``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``
-(``yes``/``no``/``any``); direct labels: ``label_category``, ``label_domain``, ``label_study_design``,
+``institution`` (a Canadian institution), ``funder``, ``keyword`` (whole values, case and accents ignored;
+``a|b`` matches either), and the exclusion of each, ``not_language`` ... ``not_keyword`` (the same values, left
+out; works without the field are kept); ``ca_aff``, ``ca_fund``, ``ca_venue``, ``about_ca``,
+``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``
+(``yes``/``no``/``any``); ``release_layer`` (``human_verified``, ``high_precision``, ``provisional``,
+``contested``); direct labels: ``label_category``, ``label_domain``, ``label_study_design``,
 ``label_genre`` (one labelled direct label must carry all that are given), ``label_teacher`` (that teacher's
 label) or ``label_agreement=all`` (every teacher of the release labelled the work so; default ``any``: at
 least one); classifier decisions: ``classifier_category`` with ``classifier_mode`` (``candidate`` or
 ``consensus``) and optionally ``classifier_version``; machine scores: ``score_arm`` with ``score_min`` and/or
-``score_max`` (in [0, 1]); ``q``: words that must all occur in the title or keywords. Listing (``LISTING``):
+``score_max`` (in [0, 1]); ``q``: words that must all occur in the title or keywords (``"a phrase"`` as written,
+``a OR b`` either; :func:`..build.fts.parse_query`). Listing (``LISTING``):
 ``sort`` (``relevance`` with ``q`` only, ``year``, ``cited_by``), ``after`` (the cursor of the previous page),
 ``limit`` (1-100, default 20). Each parameter is declared once in :data:`.params.PARAMS` (kind, bounds or
 vocabulary, one line of documentation): the parser checks every value through it, and the OpenAPI document
@@ -22,7 +26,9 @@ vocabulary, one line of documentation): the parser checks every value through it
 the HTML pages can say them in French; the API says them in English.
 
 The query hash (:meth:`Cohort.query_hash`) is the first 12 hex of SHA-256 over the canonical filters (set
-fields only, in name order, normalised), the release id and the classifier version: sort and page are not in it.
+fields only, in name order, normalised: a text filter's values folded and sorted, :func:`.params.text_values`;
+the text query's words lower-cased, :func:`..build.fts.query_text`), the release id and the classifier version:
+sort and page are not in it.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from ..build.release import ReleaseInfo
 from .params import (
     BOOLEAN_FILTERS,
     DEFAULT_LIMIT,
+    EXCLUSION_FILTERS,
     FILTERS,
     LABEL_VALUES,
     LISTING,
@@ -49,6 +56,7 @@ from .params import (
     TEXT_FILTERS,
     CohortError,
     single_values,
+    text_values,
 )
 
 
@@ -60,8 +68,9 @@ class Cohort:
     release: ReleaseInfo
 
     @property
-    def words(self) -> list[str]:
-        return fts.tokens(self.filters.get("q", ""))
+    def words(self) -> fts.TextQuery:
+        """The text query's groups of phrases (:func:`..build.fts.parse_query`); empty without ``q``."""
+        return fts.parse_query(self.filters.get("q", ""))
 
     @property
     def classifier_version(self) -> str:
@@ -113,9 +122,12 @@ def _given(values: dict[str, str], name: str, release: ReleaseInfo) -> Any:
 def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
     """A :class:`Cohort` from ``{name: non-empty value}`` (names must be in ``FILTERS``)."""
     f: dict[str, Any] = {}
-    for name in ("year_min", "year_max", *TEXT_FILTERS):
+    for name in ("year_min", "year_max"):
         if name in values:
             f[name] = _given(values, name, release)
+    for name in (*TEXT_FILTERS, *EXCLUSION_FILTERS):
+        if name in values:
+            f[name] = text_values(name, _given(values, name, release))
     if "year_min" in f and "year_max" in f and f["year_min"] > f["year_max"]:
         raise CohortError(
             N_("year_min %(lo)s is after year_max %(hi)s: no work can match.", lo=f["year_min"], hi=f["year_max"])
@@ -125,22 +137,25 @@ def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
             v = _given(values, name, release)
             if v != "any":
                 f[name] = v
+    if "release_layer" in values:
+        f["release_layer"] = _given(values, "release_layer", release)
     _label_filters(values, release, f)
     _classifier_filters(values, release, f)
     _score_filters(values, release, f)
     if "q" in values:
-        words = fts.tokens(_given(values, "q", release))
-        if not words:
+        query = fts.parse_query(_given(values, "q", release))
+        n = sum(len(phrase) for group in query for phrase in group)
+        if not n:
             raise CohortError(N_("the text query q holds no word to search for (letters or digits)."))
-        if len(words) > fts.MAX_TOKENS:
+        if n > fts.MAX_TOKENS:
             raise CohortError(
                 N_(
                     "the text query q holds %(n)s words; at most %(most)s are searched.",
-                    n=len(words),
+                    n=n,
                     most=fts.MAX_TOKENS,
                 )
             )
-        f["q"] = " ".join(words)
+        f["q"] = fts.query_text(query)
     return Cohort(f, release)
 
 

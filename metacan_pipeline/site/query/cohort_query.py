@@ -176,7 +176,7 @@ class CohortQuery:
             params += [listing.after[0], listing.after[0], listing.after[1]]
         rows = self.con.execute(
             "SELECT w.work_key, w.id, w.title, w.year, w.venue, w.cited_by, w.language, w.type, w.page_path, w.doi, "
-            "w.classification_kind, w.model_version, w.prediction_status, w.validation_status, "
+            "w.classification_kind, w.release_layer, w.model_version, w.prediction_status, w.validation_status, "
             f"{key} AS sort_value FROM works w {join} WHERE {where} ORDER BY {key} {direction}, w.work_key LIMIT ?",
             [*params, listing.limit + 1],
         ).to_arrow_table()
@@ -275,7 +275,7 @@ SELECT w.id, w.title, w.year, w.language, w.type, w.venue, w.field, w.topic, w.d
        w.ca_aff, w.ca_fund, w.ca_venue, w.about_ca, w.invisible_to_affiliation_only, w.has_abstract,
        w.is_retracted, w.in_sampling_frame,
        inst.v AS ca_institutions, fund.v AS funders, kw.v AS keywords,
-       w.classification_kind,
+       w.classification_kind, w.release_layer,
        lab.v AS direct_labels,
        w.model_version, w.prediction_status, w.candidate_categories, w.consensus_categories,
        sc.v AS machine_scores,

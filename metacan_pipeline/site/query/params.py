@@ -10,11 +10,13 @@ of every request (an unknown or repeated name is refused). Refusals are :class:`
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ...i18n import N_, Sentence
+from ...release.release_layers import RELEASE_LAYERS
 from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS
 from ..build import fts
 from ..build.facet_columns import BOOLEAN_COLUMNS
@@ -24,6 +26,16 @@ TRISTATE = ("yes", "no", "any")
 #: The yes/no/any filters, one per boolean column of ``works`` (:data:`..build.facet_columns.BOOLEAN_COLUMNS`).
 BOOLEAN_FILTERS = tuple(BOOLEAN_COLUMNS)
 TEXT_FILTERS = ("language", "type", "field", "topic", "venue", "institution", "funder", "keyword")
+#: The exclusion of each text filter: ``not_venue=Nature`` keeps the works whose venue is not Nature (nor any other
+#: value of the list), works without a venue included.
+EXCLUSION_PREFIX = "not_"
+EXCLUSION_FILTERS = tuple(EXCLUSION_PREFIX + n for n in TEXT_FILTERS)
+#: Separates the values of one text filter that match any (OR): ``venue=Nature|Science``.
+OR_SEPARATOR = "|"
+MAX_VALUES = 20
+#: A text filter's value as JSON Schema says it (:func:`text_values`): no separator, or a character besides the
+#: separators and spaces (``|`` alone holds no value).
+TEXT_FILTER_PATTERN = r"^[^|]*$|[^\s|]"
 LABEL_VALUES = {
     "label_category": CATEGORIES,
     "label_domain": DOMAINS,
@@ -69,6 +81,10 @@ class Param:
     bounds: tuple[float, float] | None = None
     max_length: int | None = None
     default: str | None = None
+    #: the OpenAPI document marks the parameter required (the route refuses a request without it)
+    required: bool = False
+    #: a regular expression the value matches (JSON Schema ``pattern``), as the parser's own rules for the kind have it
+    pattern: str | None = None
 
     def allowed(self, release: ReleaseInfo | None) -> tuple[str, ...] | None:
         if self.choices is not None:
@@ -101,21 +117,27 @@ class Param:
             out["minimum"], out["maximum"] = self.bounds
         if self.max_length is not None:
             out["maxLength"] = self.max_length
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
         if self.default is not None:
             out["default"] = int(self.default) if self.kind == "integer" else self.default
         return out
 
 
 _TEXT_DOCS = {
-    "language": "Language code, exactly as OpenAlex gives it (e.g. en, fr).",
-    "type": "Work type, exactly as OpenAlex gives it (e.g. article, review).",
-    "field": "OpenAlex field of the primary topic, exact value.",
-    "topic": "OpenAlex primary topic, exact value.",
-    "venue": "Venue name, exact value.",
-    "institution": "A Canadian institution among the work's affiliations, exact name.",
-    "funder": "A funder of the work, exact name.",
-    "keyword": "A keyword of the work, exact value.",
+    "language": "Language code as OpenAlex gives it (e.g. en, fr)",
+    "type": "Work type as OpenAlex gives it (e.g. article, review)",
+    "field": "OpenAlex field of the primary topic",
+    "topic": "OpenAlex primary topic",
+    "venue": "Venue name",
+    "institution": "A Canadian institution among the work's affiliations",
+    "funder": "A funder of the work",
+    "keyword": "A keyword of the work",
 }
+_MATCHING = (
+    f"whole value, case and accents ignored (montreal finds Montréal); several values separated by "
+    f"{OR_SEPARATOR} match any of them (at most {MAX_VALUES})."
+)
 _BOOLEAN_DOCS = {
     "ca_aff": "Admitted through a Canadian affiliation (SPEC section 2).",
     "ca_fund": "Admitted through a Canadian funder.",
@@ -131,8 +153,20 @@ PARAMS: dict[str, Param] = {
     for p in (
         Param("year_min", "integer", "Earliest publication year.", bounds=YEAR_RANGE),
         Param("year_max", "integer", "Latest publication year (not before year_min).", bounds=YEAR_RANGE),
-        *(Param(n, "text", _TEXT_DOCS[n], max_length=MAX_TEXT) for n in TEXT_FILTERS),
+        *(
+            Param(n, "text", f"{_TEXT_DOCS[n]}: {_MATCHING}", max_length=MAX_TEXT, pattern=TEXT_FILTER_PATTERN)
+            for n in TEXT_FILTERS
+        ),
+        *(
+            Param(EXCLUSION_PREFIX + n, "text", f"Leave out the works with this {n} (works without one are kept): "
+                  f"{_MATCHING}", max_length=MAX_TEXT, pattern=TEXT_FILTER_PATTERN)
+            for n in TEXT_FILTERS
+        ),
         *(Param(n, "choice", _BOOLEAN_DOCS[n], choices=TRISTATE, default="any") for n in BOOLEAN_FILTERS),
+        Param("release_layer", "choice", "The original protocol's release layer: human_verified (an adjudicated human "
+              "code), high_precision (every positive classifier decision on a head that passed human validation), "
+              "provisional (machine output no audit validated, or nothing yet) or contested (the teachers split).",
+              choices=RELEASE_LAYERS),
         *(
             Param(n, "choice", f"A direct label carrying this {n.removeprefix('label_').replace('_', ' ')}.", choices=v)
             for n, v in LABEL_VALUES.items()
@@ -154,8 +188,9 @@ PARAMS: dict[str, Param] = {
         Param("score_arm", "choice", "The machine-score arm score_min / score_max bound.", release_choices="score_arms"),
         Param("score_min", "number", "Lowest machine score kept (needs score_arm).", bounds=(0.0, 1.0)),
         Param("score_max", "number", "Highest machine score kept (needs score_arm).", bounds=(0.0, 1.0)),
-        Param("q", "text", "Words that must all occur in the title or keywords (full-text, at most "
-              f"{fts.MAX_TOKENS} words).", max_length=MAX_QUERY),
+        Param("q", "text", "Words that must all occur in the title or keywords (full-text, case and accents ignored, "
+              f"at most {fts.MAX_TOKENS} words); \"a phrase\" in double quotes must occur as written, and OR (or "
+              f"{OR_SEPARATOR}) between two words or phrases asks for either.", max_length=MAX_QUERY),
         Param("sort", "choice", "relevance (with q only; the default then), year (newest first; the default "
               "otherwise) or cited_by (most first).", choices=SORTS),
         Param("after", "cursor", "The cursor of the previous page (its next field); sort must be the same."),
@@ -230,3 +265,29 @@ def _text(name: str, value: str, max_len: int) -> str:
     if any(ord(c) < 32 or c == "\x7f" for c in value):
         raise CohortError(N_("%(name)s holds a control character.", name=name))
     return value
+
+
+def fold(value: str) -> str:
+    """``value`` as a text filter compares it: accents stripped (Unicode NFD without its combining marks) and
+    lower-cased, as DuckDB's ``lower(strip_accents(value))`` folds a release's values (``facet_codes.norm``)."""
+    decomposed = unicodedata.normalize("NFD", value)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+def text_values(name: str, value: str) -> str:
+    """The canonical text of a text filter's value: its values (split on :data:`OR_SEPARATOR`) folded (:func:`fold`),
+    without repeats, sorted, joined by the separator, so that two spellings of one filter are one query hash;
+    :class:`CohortError` when it holds no value or more than :data:`MAX_VALUES`."""
+    values = sorted({fold(v.strip()) for v in value.split(OR_SEPARATOR)} - {""})
+    if not values:
+        raise CohortError(N_("%(name)s holds no value between its %(sep)s separators.", name=name, sep=OR_SEPARATOR))
+    if len(values) > MAX_VALUES:
+        raise CohortError(
+            N_(
+                "%(name)s holds %(n)s values; at most %(most)s are accepted.",
+                name=name,
+                n=len(values),
+                most=MAX_VALUES,
+            )
+        )
+    return OR_SEPARATOR.join(values)

@@ -4,7 +4,7 @@ A cohort's facets are counted under every filter but the facet's own, so a cohor
 of the two facets, the counts of a one-filter cohort (year 2015-2022 + language en: its year facet is the year
 facet of language en alone); when that cohort holds a large share of the release, each such statement scans most of
 ``work_facets``. :func:`write_cohort_facet_counts` counts, once per release, every one-filter cohort of at least
-:data:`STORE_MIN_WORKS` works: each value of ``language``, ``type``, ``field``, ``topic``, ``venue``, each name of
+:data:`STORE_MIN_WORKS` works: each value of ``language``, ``type``, ``field``, ``topic``, ``venue``, ``release_layer``, each name of
 ``institution``, ``funder``, ``keyword``, ``yes`` and ``no`` of each boolean filter, and each classifier decision
 (version, mode, category). It writes ``cohort_facet_counts``: per cohort (:func:`.clauses.cohort_key` of its coded
 clauses) its ``_count``, ``_coverage`` and every facet as :class:`.facets.FacetCounter` gives it, so a stored answer
@@ -28,19 +28,20 @@ from .facets import FacetCounter
 #: counted there: :attr:`.facets.FacetCounter.MATERIALIZE_MAX`).
 STORE_MIN_WORKS = 100_000
 #: The text filters counted per value (a column of ``work_facets`` each); the name filters are code lists.
-COLUMN_FILTERS = ("language", "type", "field", "topic", "venue")
+COLUMN_FILTERS = ("language", "type", "field", "topic", "venue", "release_layer")
 
 
 def frequent_filters(con, min_works: int) -> list[dict[str, str]]:
-    """The filters (as :func:`.cohort.parse_filters` gives them) of every one-filter cohort of at least ``min_works``
-    works, largest first within each filter."""
+    """The filters (as :func:`.cohort.parse_filters` gives them: a text filter's value folded) of every one-filter
+    cohort of at least ``min_works`` works, largest first within each filter."""
     out: list[dict[str, str]] = []
     for name in (*COLUMN_FILTERS, *NAME_TABLES):
         codes = f"unnest(w.{name})" if name in NAME_TABLES else f"w.{name}"
+        # by folded value: the cohort of a filter is every value that folds alike (.clauses._text_clause)
         rows = con.execute(
-            f"SELECT k.value FROM (SELECT {codes} AS code FROM work_facets w) x "
+            f"SELECT k.norm FROM (SELECT {codes} AS code FROM work_facets w) x "
             f"JOIN facet_codes k ON k.facet = '{name}' AND k.code = x.code "
-            "GROUP BY k.value HAVING count(*) >= ? ORDER BY count(*) DESC, k.value",
+            "GROUP BY k.norm HAVING count(*) >= ? ORDER BY count(*) DESC, k.norm",
             [min_works],
         ).fetchall()
         out += [{name: value} for (value,) in rows]

@@ -16,7 +16,7 @@ SELECT work_key, id, record_json, from_json(record_json, '{
   "is_retracted": "VARCHAR", "ca_institutions": "VARCHAR", "funders": "VARCHAR", "keywords": "VARCHAR",
   "routes": {"ca_aff": "VARCHAR", "ca_fund": "VARCHAR", "ca_venue": "VARCHAR", "about_ca": "VARCHAR",
              "invisible_to_affiliation_only": "VARCHAR"},
-  "sampling_frame": {"in_sampling_frame": "VARCHAR"},
+  "sampling_frame": {"in_sampling_frame": "VARCHAR"}, "release_layer": "VARCHAR",
   "lineage": {"frame_build_id": "VARCHAR"},
   "direct_labels": [{"teacher": "VARCHAR", "model": "VARCHAR", "prompt_version": "VARCHAR", "record_view": "VARCHAR",
                      "status": "VARCHAR", "label_status": "VARCHAR", "qualification": "VARCHAR",
@@ -59,6 +59,7 @@ SELECT work_key, id,
          WHEN s.prediction IS NOT NULL THEN 'no_category'
          ELSE 'none'
        END,
+       s.release_layer,
        s.prediction.model_version,
        s.prediction.prediction_status,
        coalesce(s.prediction.candidate_categories, []),

@@ -1,9 +1,10 @@
-// Facet typeahead of the home page: fills the <datalist> of each facet input
-// (data-facet="venue|institution|funder|topic") from /api/v1/facets/<facet>?q=<prefix>, counted under the
-// form's other filters. An enhancement only: without it the inputs are plain fields of the GET form.
+// Value suggestions of the home page: fills the <datalist> of each text filter input (data-facet="<filter>", its
+// exclusion included) from /api/v1/suggest?facet=<filter>&prefix=<beginning>, counted under the form's other
+// filters. In a list of values separated by |, the last one is completed and the others kept. An enhancement
+// only: without it the inputs are plain fields of the GET form.
 "use strict";
 (function () {
-  var SKIP = { q: 1, sort: 1, after: 1, limit: 1 };
+  var SKIP = { sort: 1, after: 1, limit: 1 };
   function cohort(form, own) {
     var params = new URLSearchParams();
     new FormData(form).forEach(function (value, name) {
@@ -18,10 +19,13 @@
     input.addEventListener("input", function () {
       clearTimeout(timer);
       timer = setTimeout(function () {
+        var cut = input.value.lastIndexOf("|");
+        var kept = cut < 0 ? "" : input.value.slice(0, cut + 1);
         var params = cohort(input.form, input.name);
-        params.set("q", input.value);
+        params.set("facet", input.dataset.facet);
+        params.set("prefix", input.value.slice(cut + 1).trim());
         params.set("limit", "10");
-        var url = "/api/v1/facets/" + input.dataset.facet + "?" + params.toString();
+        var url = "/api/v1/suggest?" + params.toString();
         if (url === asked) return;
         asked = url;
         fetch(url, { headers: { Accept: "application/json" } })
@@ -31,7 +35,7 @@
             while (list.firstChild) list.removeChild(list.firstChild);
             body.values.forEach(function (v) {
               var option = document.createElement("option");
-              option.value = v.value;
+              option.value = kept + v.value;
               option.label = v.value + " (" + v.count.toLocaleString(document.documentElement.lang) + ")";
               list.appendChild(option);
             });

@@ -115,7 +115,10 @@ class ApiEndpoints:
 
 def _work_item(row: dict) -> dict:
     """A listed work for the API: what the page lists, with source and status on every category."""
-    keep = ("id", "title", "year", "venue", "cited_by", "language", "type", "page_path", "classification_kind")
+    keep = (
+        "id", "title", "year", "venue", "cited_by", "language", "type", "page_path", "classification_kind",
+        "release_layer",
+    )  # fmt: skip
     return {
         **{k: row[k] for k in keep},
         "direct_labels": row["labels"],
@@ -138,6 +141,7 @@ def _api_head(site: ApiEndpoints, cohort: Cohort, s: dict) -> dict:
         "count": s["count"],
         "coverage": s["coverage"],
         "coverage_sentence": s["coverage_sentence"],
+        "did_you_mean": s["did_you_mean"],
     }
 
 

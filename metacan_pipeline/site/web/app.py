@@ -7,7 +7,8 @@ the work page at the static site's own path ``/works/<model_version>/<id>.html``
 :func:`metacan_pipeline.publish.pages.render_work`, with the abstract fetched live from OpenAlex for each request and
 never stored: :meth:`Site.abstract_of`; ``/works/<id>`` redirects there), ``/records/<id>.json``, the model card of the release's classifier version (``/models/<model_version>``, ``/model``,
 and its JSON at ``/models/<model_version>/model_card.json``: :mod:`.model_card`),
-and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` (streamed, capped: :mod:`.export`). Every page is in English and, under
+and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` / ``/export.ris`` / ``/export.bib`` (streamed, capped:
+:mod:`.export`, :mod:`.citations`). Every page is in English and, under
 ``/fr/``, in French (:mod:`.languages`: hreflang links, the switch, the ``Accept-Language`` redirect of ``/``).
 
 The JSON API under ``/api/v1/`` (:data:`.openapi.API_ROUTES`): ``works`` (a page), ``works/<id>``, ``count`` (count,
@@ -49,16 +50,20 @@ from starlette.routing import Route
 from ... import __version__, settings
 from ...i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, translations
 from ...openalex.ids import is_work_id
-from ...publish.abstracts import Abstract, AbstractFetcher
+from ...publish.abstract_cascade import AbstractCascade
+from ...publish.abstracts import Abstract, AbstractFetcher, WorkIds
 from ...publish.pages import environment as page_environment
 from ...publish.pages import qualification_words, render_work
+from ...release.release_layers import RELEASE_LAYERS
 from ...vocab import CATEGORIES, DOMAINS, GENRES, STUDY_DESIGNS, display_name
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
 from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
+from ..query.suggest import did_you_mean, replaced
 from . import guide, languages, strings
 from .api import ApiEndpoints, api_error, url_with
+from .citations import bibtex_chunks, ris_chunks
 from .coding_pages import default_abstracts
 from .discovery import DiscoveryEndpoints, cite_as, work_cite_as
 from .dossier import DossierEndpoints
@@ -118,6 +123,11 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     return env
 
 
+#: The text filters the home page offers as a choice of the release's values (the others are text boxes with
+#: suggestions).
+CHOICE_FILTERS = ("language", "type", "field")
+
+
 def status_link(status: str | None, locale: str = DEFAULT_LOCALE) -> Markup:
     """A status as pages show it: the code verbatim (statuses ship verbatim, SPEC section 8), linked to its
     explanation on the methods page, with its display name in ``locale`` as the link's title."""
@@ -144,7 +154,9 @@ class Site(
 ):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
-    def __init__(self, data_dir: str | Path, row_cap: int, abstracts: AbstractFetcher | None = None) -> None:
+    def __init__(
+        self, data_dir: str | Path, row_cap: int, abstracts: AbstractCascade | AbstractFetcher | None = None
+    ) -> None:
         self.release = Release(data_dir)
         self.data_dir = Path(data_dir).resolve()
         self.abstracts = abstracts
@@ -154,6 +166,7 @@ class Site(
         self.page_envs = {lo: page_environment(None if lo == DEFAULT_LOCALE else translations(lo)) for lo in LOCALES}
         self.row_cap = row_cap
         self.limiter = None
+        self._choices: dict[str, list[dict]] | None = None
         ctx = dict(self.info.page_context)
         ctx["constant_heads"] = {tuple(h) for h in ctx.get("constant_heads", [])}
         self.page_context = {
@@ -164,6 +177,24 @@ class Site(
             "dagster_ui": settings.dagster_ui_url(),
             "served": True,
         }
+
+    def choices(self) -> dict[str, list[dict]]:
+        """The values the home page offers for each filter of :data:`CHOICE_FILTERS`, with their works in the
+        release, most first (``facet_value_counts``: one per folded value, in its most frequent spelling); read once."""
+        if self._choices is None:
+            con = self.release.cursor()
+            try:
+                rows = con.execute(
+                    "SELECT facet, value, n FROM facet_value_counts WHERE facet IN (SELECT unnest(?::VARCHAR[])) "
+                    "AND n > 0 ORDER BY facet, n DESC, value",
+                    [list(CHOICE_FILTERS)],
+                ).fetchall()
+            finally:
+                con.close()
+            self._choices = {name: [] for name in CHOICE_FILTERS}
+            for facet, value, n in rows:
+                self._choices[facet].append({"value": value, "count": n})
+        return self._choices
 
     def render(self, request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
         """A page of the site in the request's language, the first use of each glossary term in its ``<main>``
@@ -246,6 +277,8 @@ class Site(
             out = {"count": q.count(), "coverage": q.coverage(), "facets": q.facets()}
             if listing is not None:
                 out["works"], out["next"] = q.page(listing)
+            # no work: the nearest values of the release to each text filter value no work holds
+            out["did_you_mean"] = did_you_mean(q.con, cohort) if out["count"] == 0 else {}
         out["coverage_sentence"] = strings.coverage_sentence(out["coverage"], cohort.classifier_version, lang)
         out["query_hash"] = self.store.save(cohort)
         return out
@@ -275,8 +308,11 @@ class Site(
             first_url=url_with(prefix + "/", sort_params) if listing.after else None,
             vocab={"category": CATEGORIES, "domain": DOMAINS, "study_design": STUDY_DESIGNS, "genre": GENRES},
             booleans=BOOLEAN_FILTERS,
+            release_layers=RELEASE_LAYERS,
             query_url=f"{prefix}/q/{summary['query_hash']}",
             typeahead=TYPEAHEAD_FACETS,
+            choices=self.choices(),
+            replaced=partial(replaced, cohort),
         )
         response.headers["Content-Security-Policy"] = HOME_CSP  # the typeahead script, from this site only
         if lang == DEFAULT_LOCALE:
@@ -337,17 +373,19 @@ class Site(
         return HTMLResponse(html, headers={**SECURITY_HEADERS, **work_cite_as(record)})
 
     def abstract_of(self, record: dict) -> Abstract | None:
-        """The abstract a served work page shows, fetched live (SPEC sections 2 and 9: never stored; the fetcher's
-        answers live in its bounded in-memory cache only): ``none`` without a request for a work the frame saw
-        without an abstract (as the static pages), the fetcher's answer otherwise (``failed`` when OpenAlex does
-        not answer within its short timeouts: the page says the abstract is unavailable), None when the site has
-        no fetcher."""
+        """The abstract a served work page shows, fetched live through the abstract cascade (SPEC sections 2 and 9:
+        never stored; the answers live in its bounded in-memory cache only): OpenAlex is not asked again for a work
+        the frame saw without an abstract (the later sources are, by its DOI); ``failed`` when no source gave one and
+        one did not answer within its short timeouts (the page says the abstract is unavailable), None when the site
+        has no fetcher. A plain OpenAlex fetcher (:class:`.abstracts.AbstractFetcher`) answers ``none`` without a
+        request for such a work."""
         if self.abstracts is None:
             return None
         wid = record["id"]
-        if not record.get("has_abstract"):
+        if not record.get("has_abstract") and not isinstance(self.abstracts, AbstractCascade):
             return Abstract(wid, "none", None, None, None)
-        return self.abstracts.fetch([wid])[wid]
+        ids = WorkIds(wid, record.get("doi") or None, None, bool(record.get("has_abstract")))
+        return self.abstracts.fetch([ids])[wid]
 
     def work_redirect(self, request: Request) -> Response:
         _, path = self._record(request.path_params["wid"])
@@ -399,7 +437,14 @@ class Site(
             query.close()
             headers = {k: v for k, v in export_headers(meta, fmt).items() if k != "Content-Disposition"}
             return JSONResponse({"_export": meta}, headers=headers)
-        chunks = {"csv": csv_chunks, "jsonl": jsonl_chunks, "parquet": parquet_chunks}[fmt](query, meta)
+        writers = {
+            "csv": csv_chunks,
+            "jsonl": jsonl_chunks,
+            "parquet": parquet_chunks,
+            "ris": ris_chunks,
+            "bib": bibtex_chunks,
+        }
+        chunks = writers[fmt](query, meta)
         return StreamingResponse(chunks, media_type=FORMATS[fmt], headers=export_headers(meta, fmt))
 
     def export_csv(self, request: Request) -> Response:
@@ -410,6 +455,12 @@ class Site(
 
     def export_parquet(self, request: Request) -> Response:
         return self.export(request, "parquet")
+
+    def export_ris(self, request: Request) -> Response:
+        return self.export(request, "ris")
+
+    def export_bibtex(self, request: Request) -> Response:
+        return self.export(request, "bib")
 
     def index_redirect(self, request: Request) -> Response:
         return RedirectResponse(f"{languages.PREFIXES[_lang(request)]}/", status_code=307)
@@ -482,13 +533,13 @@ def create_app(
     data_dir: str | Path,
     row_cap: int = DEFAULT_ROW_CAP,
     rate_limit: str | None = None,
-    abstracts: AbstractFetcher | None = None,
+    abstracts: AbstractCascade | AbstractFetcher | None = None,
 ) -> Starlette:
     """The ASGI app over the current release under ``data_dir``. Raises :class:`..build.release.ReleaseUnavailable`.
 
     ``rate_limit``: the per-client token bucket of the API in throttled-py's syntax (``120/m burst 60``; ``off``:
     none); None reads :func:`metacan_pipeline.settings.site_rate_limit`. A value that is not a rate is a
-    ValueError naming it. ``abstracts``: the live-abstract fetcher of the work pages (None: OpenAlex with short
+    ValueError naming it. ``abstracts``: the live abstracts of the work pages (None: the abstract cascade with short
     timeouts, :func:`.coding_pages.default_abstracts`); the app's shutdown closes it.
 
     The audit study's coding pages are not served here (``/coding/`` is a 404): they run on their own server,
@@ -505,6 +556,8 @@ def create_app(
         Route("/export.csv", site.html(site.export_csv, DEFAULT_LOCALE)),
         Route("/export.jsonl", site.html(site.export_jsonl, DEFAULT_LOCALE)),
         Route("/export.parquet", site.html(site.export_parquet, DEFAULT_LOCALE)),
+        Route("/export.ris", site.html(site.export_ris, DEFAULT_LOCALE)),
+        Route("/export.bib", site.html(site.export_bibtex, DEFAULT_LOCALE)),
         Route("/static/typeahead.js", site.typeahead_script),
         Route("/robots.txt", site.robots),
         Route("/sitemap.xml", site.sitemap_index),

@@ -9,7 +9,9 @@ pages' own 404 page: no work page, record, API, statistics, model card or export
 never one address away from a label, prediction or score of the work they code.
 
 It reads the coding store ``<data_dir>/audit/coding.sqlite`` only (created when missing): no release database, no
-warehouse. The abstracts of the work pages are fetched live (:func:`.coding_pages.default_abstracts`) and never stored.
+warehouse. The abstracts of the work pages are fetched live through the abstract cascade
+(:func:`.coding_pages.default_abstracts`), never stored in the frame; the coding store archives the one each coder was
+shown (``coding_abstracts``), as the audit protocol requires.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ...i18n import DEFAULT_LOCALE, LOCALES
+from ...publish.abstract_cascade import AbstractCascade
 from ...publish.abstracts import AbstractFetcher
 from ..query.params import CohortError
 from . import languages
@@ -52,10 +55,11 @@ def _choose(request: Request, pages: CodingPages) -> Response:
     return response
 
 
-def create_coding_app(data_dir: str | Path, abstracts: AbstractFetcher | None = None) -> Starlette:
-    """The coding server over the coding store of ``data_dir`` (module docstring). ``abstracts``: the live-abstract
-    fetcher of the work pages (None: OpenAlex with short timeouts); the app's shutdown closes it and the store.
-    Raises :class:`metacan_pipeline.audit.coding.errors.CodingStoreError` when the store cannot be opened."""
+def create_coding_app(data_dir: str | Path, abstracts: AbstractCascade | AbstractFetcher | None = None) -> Starlette:
+    """The coding server over the coding store of ``data_dir`` (module docstring). ``abstracts``: the live abstracts
+    of the work pages (None: the abstract cascade with short timeouts); the app's shutdown closes it and the store.
+    Raises :class:`metacan_pipeline.audit.coding.errors.CodingStoreError` when the store cannot be opened, ValueError
+    naming a setting of the abstract cascade that cannot be used."""
     pages = CodingPages(data_dir, {lo: site_environment(lo) for lo in LOCALES}, abstracts or default_abstracts())
     routes = coding_routes(pages)
     for lang in LOCALES:  # "/", "/fr" and "/fr/" go to the coding pages

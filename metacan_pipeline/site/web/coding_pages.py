@@ -13,10 +13,11 @@ Routes, in English under ``/coding/`` and in French under ``/fr/coding/`` (:func
   assigned to them), the next work, the works they coded, with titles (each can be opened and answered again: a new
   row, the latest counts).
 - ``next`` hands the next task (:meth:`CodingStore.next_task`, which claims it) and redirects to ``works/<id>``: the
-  work's evidence (the task's evidence version; the abstract fetched live through
-  :class:`metacan_pipeline.publish.abstracts.AbstractFetcher`, never stored) and the answer form (the SPEC section 3
-  fields, ``unresolved``, a note). POST appends the answer (:meth:`CodingStore.submit`, with the evidence version
-  shown) and goes to ``next``. A refused answer shows the form again with what was entered and one sentence per
+  work's evidence (the task's evidence version; the best abstract that can be ascertained, fetched live through the
+  abstract cascade, :class:`metacan_pipeline.publish.abstract_cascade.AbstractCascade`, with its sections and a line
+  naming its source, and archived in the coding store as shown, :meth:`CodingStore.archive_abstract`) and the answer
+  form (the SPEC section 3 fields, ``unresolved``, a note). POST appends the answer (:meth:`CodingStore.submit`,
+  with the evidence version and the SHA-256 of the abstract shown) and goes to ``next``. A refused answer shows the form again with what was entered and one sentence per
   field. The queue derives from the stored answers, so stopping and coming back resumes.
 - ``adjudication`` (coders with the adjudicator role, ``metacan coders adjudicator NAME``): the disagreements they
   did not code themselves, with titles; ``adjudication/<id>`` shows both answers side by side with the evidence,
@@ -58,7 +59,9 @@ from ...audit.coding.store import CodingStore
 from ...audit.protocol.locked import load_instructions
 from ...i18n import LOCALES, N_, Sentence, translations
 from ...openalex.ids import is_work_id
-from ...publish.abstracts import AbstractFetcher
+from ...publish.abstract_cascade import SOURCE_NAMES, AbstractCascade
+from ...publish.abstracts import AbstractFetcher, WorkIds
+from ...publish.pages import asked_line
 from . import coding_strings as words
 from . import languages
 from .middleware import SECURITY_HEADERS
@@ -98,7 +101,9 @@ class _Refused(Exception):
 class CodingPages:
     """The coding pages over the coding store of ``data_dir``; templates from the site's environments."""
 
-    def __init__(self, data_dir: str | Path, envs: dict[str, Environment], abstracts: AbstractFetcher | None) -> None:
+    def __init__(
+        self, data_dir: str | Path, envs: dict[str, Environment], abstracts: AbstractCascade | AbstractFetcher | None
+    ) -> None:
         self.store = CodingStore(settings.coding_store_path(str(data_dir)))
         self.envs = envs
         self.abstracts = abstracts
@@ -116,6 +121,8 @@ class CodingPages:
                 switch=languages.switch(request, lang),
                 t=tr.gettext,
                 words=words,
+                asked=partial(asked_line, gettext=tr.gettext),
+                source_name=lambda source: SOURCE_NAMES.get(source or "openalex", source),
                 **ctx,
             )
         )
@@ -262,8 +269,21 @@ class CodingPages:
         if not (is_work_id(wid) and self.store.holds_task(pid, wid, coder)):
             raise _Refused(403, N_("This work is not in your queue: open your queue to get your next work."))
 
-    def _abstract(self, wid: str):
-        return None if self.abstracts is None else self.abstracts.fetch([wid])[wid]
+    def _abstract(self, task: dict[str, Any]) -> dict[str, Any]:
+        """The abstract a work's page shows (the cascade's answer, by the work's id and the DOI of its evidence; None
+        when this server fetches none) and, when it shows one, the SHA-256 under which the store archived it
+        (:meth:`CodingStore.archive_abstract`), which the answer form carries back."""
+        if self.abstracts is None:
+            return {"abstract": None, "abstract_sha256": None}
+        wid = task["id"]
+        abstract = self.abstracts.fetch([WorkIds(wid, task["evidence"].get("doi"))])[wid]
+        digest = None
+        if abstract.status == "ok" and abstract.text:
+            when = abstract.fetched_at.isoformat(timespec="seconds") if abstract.fetched_at else None
+            digest = self.store.archive_abstract(
+                wid, abstract.text, abstract.source or "openalex", abstract.shown_sections, when
+            )
+        return {"abstract": abstract, "abstract_sha256": digest}
 
     def work(
         self, request: Request, lang: str, coder: str, values: dict | None = None, problems: list | None = None
@@ -280,7 +300,7 @@ class CodingPages:
             "work.html.j2",
             400 if problems else 200,
             task=task,
-            abstract=self._abstract(wid),
+            **self._abstract(task),
             values=values,
             problems=problems or [],
             action=f"{self._base(lang)}/works/{wid}",
@@ -305,7 +325,14 @@ class CodingPages:
         answer: dict | None = None
         try:
             answer, extra = words.answer_from_form(pairs)
-            self.store.submit(pid, task["id"], coder, answer, evidence_sha256=extra.get("evidence_sha256") or None)
+            self.store.submit(
+                pid,
+                task["id"],
+                coder,
+                answer,
+                evidence_sha256=extra.get("evidence_sha256") or None,
+                abstract_sha256=extra.get("abstract_sha256") or None,
+            )
         except CodingError as exc:
             values = words.form_values(answer) if answer is not None else None
             return self.work(request, lang, coder, values=values, problems=self._problems(lang, exc))
@@ -338,7 +365,7 @@ class CodingPages:
             "work.html.j2",
             400 if problems else 200,
             task=task,
-            abstract=self._abstract(wid),
+            **self._abstract(task),
             values=values or words.agreed_values(item["agreed"]),
             problems=problems or [],
             action=f"{self._base(lang)}/adjudication/{wid}",
@@ -357,7 +384,14 @@ class CodingPages:
         try:
             answer, extra = words.answer_from_form(pairs)
             shown = extra.get("evidence_sha256") or task["evidence_sha256"]
-            self.store.adjudicate(pid, task["id"], coder, answer, evidence_sha256=shown)
+            self.store.adjudicate(
+                pid,
+                task["id"],
+                coder,
+                answer,
+                evidence_sha256=shown,
+                abstract_sha256=extra.get("abstract_sha256") or None,
+            )
         except CodingError as exc:
             values = words.form_values(answer) if answer is not None else None
             return self.adjudication_work(request, lang, coder, values=values, problems=self._problems(lang, exc))
@@ -458,16 +492,19 @@ def _sign_in_page(request: Request, pages: CodingPages, lang: str) -> Response:
     return pages.sign_in_form(request, lang)
 
 
-def default_abstracts() -> AbstractFetcher:
-    """The live-abstract fetcher of a long-running server (the served work pages and the coding pages): short
-    timeouts (3 s a request in all, two attempts at most, at most 0.5 s between them and 1 s for a Retry-After: a
-    page waits about 7 s at worst before it says the abstract is unavailable), no breaker (it would stay open for the
-    server's life), ``$METACAN_OPENALEX_API_URL`` or the public API."""
-    return AbstractFetcher(
-        settings.openalex_api_url(),
+def default_abstracts() -> AbstractCascade:
+    """The abstract cascade of a long-running server (the served work pages and the coding pages): short timeouts
+    (3 s a request in all, two attempts at most, at most 0.5 s between them and 1 s for a Retry-After: one source
+    takes about 7 s at worst), a budget of 6 s per page (a later source whose turn comes after it is not attempted, so
+    a page waits about 14 s at worst before it says the abstract is unavailable), no breaker (it would stay open for
+    the server's life); the sources and API roots of the settings (``$METACAN_ABSTRACT_SOURCES``,
+    ``$METACAN_OPENALEX_API_URL``, ``$METACAN_EUROPEPMC_API_URL``, ``$METACAN_CROSSREF_API_URL``)."""
+    return AbstractCascade(
+        openalex_url=settings.openalex_api_url(),
         timeout_s=3.0,
         max_attempts=2,
         breaker_after=0,
         retry_wait_max_s=0.5,
         retry_after_max_s=1.0,
+        budget_s=6.0,
     )

@@ -80,7 +80,7 @@ FIELD_PROBLEMS: dict[str, str] = {
 }
 
 #: The form's fields besides the answer's.
-FORM_FIELDS = ("csrf_token", "evidence_sha256")
+FORM_FIELDS = ("csrf_token", "evidence_sha256", "abstract_sha256")
 _SINGLE = ("domain", "study_design", "genre", "confidence", "about_ca_system", "about_ca_topic", "unresolved", "note")
 _YES_NO = {"yes": True, "no": False}
 

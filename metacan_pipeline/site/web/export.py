@@ -1,4 +1,4 @@
-"""Streamed exports of a cohort: CSV, JSON Lines and Parquet.
+"""Streamed exports of a cohort: CSV, JSON Lines and Parquet, and the references of :mod:`.citations` (RIS, BibTeX).
 
 All declare the export (query hash, release, classifier version, filters, cohort count, row cap and whether it cut
 the cohort) in the response headers (:func:`export_headers`) and, with ``meta=1``, as a JSON sidecar in place of the
@@ -28,6 +28,8 @@ FORMATS = {
     "csv": "text/csv; charset=utf-8",
     "jsonl": "application/x-ndjson; charset=utf-8",
     "parquet": "application/vnd.apache.parquet",
+    "ris": "application/x-research-info-systems; charset=utf-8",
+    "bib": "application/x-bibtex; charset=utf-8",
 }
 #: Rows per Parquet row group (one streamed chunk each).
 PARQUET_BATCH_ROWS = 50_000

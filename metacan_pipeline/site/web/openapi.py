@@ -19,11 +19,15 @@ from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
 from .score_api import MAX_WORKS, REQUEST_SCHEMA
-from .typeahead import COHORT_FILTERS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
+from .typeahead import COHORT_FILTERS, SUGGEST_PARAMS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
 EXTRA_PARAMS = {
     "format": Param(
-        "format", "choice", "The export's format (CSV, JSON Lines or Parquet).", choices=tuple(FORMATS), default="csv"
+        "format",
+        "choice",
+        "The export's format (CSV, JSON Lines, Parquet, or references: RIS, BibTeX).",
+        choices=tuple(FORMATS),
+        default="csv",
     ),
     "meta": Param(
         "meta",
@@ -102,6 +106,16 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         own=TYPEAHEAD_PARAMS,
     ),
     ApiRoute(
+        "/api/v1/suggest",
+        "api_suggest",
+        "Suggestions: the values of a text filter (facet) whose folded form (case and accents ignored) begins with "
+        "prefix, each in its most frequent spelling, with the works the filter with that value would select, most "
+        "first, counted under the cohort's filters (the facet's own filter and its exclusion left out; none: the "
+        "whole release).",
+        ("facet", "prefix", "limit", *FILTERS),
+        own=SUGGEST_PARAMS,
+    ),
+    ApiRoute(
         "/api/v1/dossier",
         "api_dossier",
         "The disagreement dossier: per teacher pair, the cohort's works both labelled and those they disagree on "
@@ -142,7 +156,7 @@ def _parameter(param: Param, release: ReleaseInfo) -> dict:
     return {
         "name": param.name,
         "in": "query",
-        "required": False,
+        "required": param.required,
         "description": param.doc,
         "schema": param.schema(release),
     }

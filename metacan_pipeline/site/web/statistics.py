@@ -1,8 +1,13 @@
 """The statistics page (``/statistics``, ``/fr/statistics``) and ``/api/v1/statistics``: the frame by year
 with the affiliation-blind share, route overlaps, the frame by field and by language, the abstract gap, the
 labelled works by category and study design with their coverage, the classifier's decisions by category, and
-prevalence per category with the design-based 95% CI and the screener-swap range, and the protocol's estimands
-(:mod:`metacan_pipeline.student.estimands`) with a one-sentence definition of each.
+prevalence per category with the design-based 95% CI and the screener-swap range, the protocol's estimands
+(:mod:`metacan_pipeline.student.estimands`) with a one-sentence definition of each, the works per release layer
+(:mod:`metacan_pipeline.release.release_layers`), and the original protocol's instruments ii and iii, each marked for
+what it is: the recall of each filter against the works with a qualified teacher's direct label or an adjudicated
+human code, and known-item recall on the venue reference set, a non-probability bound kept apart from the
+design-based estimates (:mod:`metacan_pipeline.audit.instruments`). A reference that does not exist yet is shown as
+"no reference yet", and an instrument that never ran says so.
 
 Every figure was computed when the release was built (:mod:`..build.figures`: ``release_statistics`` and
 ``release_prevalence``), so a request reads a few small rows at any release size; they are read once per process
@@ -21,8 +26,10 @@ from babel.numbers import format_percent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ...audit.instruments.recall import HUMAN, KNOWN_ITEM_CATEGORY, NO_SOURCE
 from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
 from ...publish.pages import qualification_notes_in, qualification_words
+from ...release.release_layers import RELEASE_LAYERS
 from ...student.census import zero_width_census
 from ...student.estimands import CA_PERSON_NOT_MEASURED, CATEGORY_RATE, ESTIMANDS, estimand_display
 from ...vocab import display_name
@@ -95,6 +102,61 @@ CA_PERSON_NOTE = N_(
     "ALT-2's rate is of the primary estimand or CA-VENUE, a lower bound on ALT-2."
 )
 NOT_RECORDED = N_("not recorded")
+SUMMARY_LAYERS = N_(
+    "Every work of the release is in exactly one of the original protocol's release layers, so that no layer borrows "
+    "another's authority: %(human_verified)s human-verified, %(high_precision)s high-precision, %(provisional)s "
+    "provisional and %(contested)s contested, of %(works)s works."
+)
+#: What puts a work in each release layer (:mod:`metacan_pipeline.release.release_layers`).
+LAYER_MEANINGS = {
+    "human_verified": N_("an adjudicated human code from the audit study"),
+    "high_precision": N_("every positive classifier decision is on a head that passed human validation"),
+    "provisional": N_("machine output no human audit validated, or nothing yet"),
+    "contested": N_("the teachers, or the classifier's two sides, split on a category or an about-Canada head"),
+}
+NOT_RUN = N_(
+    "The asset %(asset)s was not materialized when this release was built: materialize it, then site_database."
+)
+NO_REFERENCE_YET = N_("no reference yet")
+SUMMARY_FILTER_RECALL = N_(
+    "Instrument ii of the original protocol, on metaresearch: each filter (a route, a lexicon tier, a topic filter) is "
+    "run over the works that already carry a qualified teacher's direct label or an adjudicated human code, and what "
+    "it drops is counted, with an exact 95%% interval; %(filters)s filters against %(references)s references. It "
+    "measures a filter against labelled works, not the frame: it is not a design-based estimate."
+)
+SUMMARY_FILTER_NO_REFERENCE = N_(
+    "Instrument ii of the original protocol: no reference yet. No teacher is qualified and no human code is final, so "
+    "no filter's recall can be measured; the rows say so rather than show a number."
+)
+SUMMARY_KNOWN_ITEM = N_(
+    "Instrument iii of the original protocol: %(works)s frame works were published in the pinned meta-research "
+    "venues (list %(version)s). Each system's recall on them is known-item recall, a non-probability bound on recall "
+    "for the hard cases, kept apart from the design-based estimates on this page and never a replacement for them."
+)
+SUMMARY_KNOWN_ITEM_NONE = N_(
+    "Instrument iii of the original protocol: no reference yet. No frame work was published in a pinned "
+    "meta-research venue (list %(version)s), so there is nothing to measure recall on."
+)
+#: The original protocol's words on each instrument (section 6.1), as the pipeline's
+#: ``audit.instruments.recall.FILTER_RECALL_MEANS`` and ``KNOWN_ITEM_MEANS`` hold them.
+FILTER_RECALL_MEANS = N_(
+    "Any filter's recall is measured directly against the works that already carry full-rubric labels: run the "
+    "filter over them and count what it drops. No filter enters the pipeline without its recall measured this way "
+    "first."
+)
+KNOWN_ITEM_MEANS = N_(
+    "Known-item recall on a venue reference set is a non-probability estimate. It bounds and diagnoses recall on the "
+    "hard cases; it does not replace the design-weighted population estimate. Both are reported, separately, and "
+    "neither is presented as the other."
+)
+#: The instrument tables' notes the page says in its language (other notes are data, shown as they are).
+INSTRUMENT_NOTES = (
+    N_("no reference yet: no qualified teacher's direct labels and no final human code"),
+    N_("no reference positives in this category"),
+    N_("no frame work in a pinned venue"),
+    N_("known-item recall: a non-probability bound on recall for the hard cases, not a design-based estimate"),
+)
+GROUPINGS = {"all": N_("all"), "language": N_("language"), "has_abstract": N_("abstract"), "venue": N_("venue")}
 #: The phrases of the prevalence rows' ``design`` (student/prevalence.py, student/census.py, student/estimands.py), as
 #: interface strings: :func:`design_words` says them in the page's language.
 DESIGN_PHRASES = (
@@ -302,7 +364,167 @@ def view(stats: dict[str, Any], locale: str) -> list[dict]:
     out += _label_figures(stats, locale, total)
     out.append(_prevalence_figure(stats, locale))
     out.append(_estimand_figure(stats, locale))
+    if "release_layers" in stats:  # a release of an earlier layout has no layer
+        out.append(_layer_figure(stats["release_layers"], locale))
+    out.append(_filter_recall_figure(stats.get("filter_recall"), locale))
+    out.append(_known_item_figure(stats.get("venue_known_item_recall"), locale))
     return out
+
+
+def _layer_figure(rows: list[dict], locale: str) -> dict:
+    """The works per release layer (every layer, 0 included) and what puts a work in each."""
+    _ = translations(locale).gettext
+    num = lambda n: format_number(n, locale)  # noqa: E731
+    total = sum(r["works"] for r in rows)
+    counts = {r["layer"]: r["works"] for r in rows}
+    name = lambda layer: strings.value_word(layer, locale)  # noqa: E731
+    return _figure(
+        "release-layers",
+        _("Release layers: every work in exactly one"),
+        _(SUMMARY_LAYERS) % {"works": num(total), **{k: num(counts.get(k, 0)) for k in RELEASE_LAYERS}},
+        _bars([(name(k), counts.get(k, 0), None) for k in RELEASE_LAYERS], num),
+        [_("Release layer"), _("Works"), _("Share of the release"), _("What puts a work there")],
+        [
+            [name(k), num(counts.get(k, 0)), percent(_share(counts.get(k, 0), total), locale), _(LAYER_MEANINGS[k])]
+            for k in RELEASE_LAYERS
+        ],
+    )
+
+
+def instrument_note(note: str | None, locale: str) -> str:
+    """An instrument row's note in ``locale``: each known part (:data:`INSTRUMENT_NOTES`) translated, qualification
+    notes said in the language, anything else as it is."""
+    if not note:
+        return ""
+    tr = translations(locale)
+    parts = [tr.gettext(p) if p in INSTRUMENT_NOTES else p for p in note.split("; ")]
+    return qualification_notes_in("; ".join(parts), tr)
+
+
+def _reference_name(source: str, locale: str) -> str:
+    _ = translations(locale).gettext
+    if source == HUMAN:
+        return _("adjudicated human codes")
+    if source == NO_SOURCE:
+        return _(NO_REFERENCE_YET)
+    return _("direct labels of %(teacher)s (qualified)") % {"teacher": source.removeprefix("teacher:")}
+
+
+def _recall_cells(r: dict, n_key: str, hits_key: str, locale: str) -> list[str]:
+    """``hits / n``, the recall and its 95% interval, "no reference yet" where there is nothing to measure."""
+    _ = translations(locale).gettext
+    pct = lambda x: percent(x, locale)  # noqa: E731
+    if not r[n_key]:
+        return [f"0 / {format_number(r[n_key] or 0, locale)}", _(NO_REFERENCE_YET), ""]
+    return [
+        f"{format_number(r[hits_key], locale)} / {format_number(r[n_key], locale)}",
+        pct(r["recall"]),
+        f"{pct(r['lower'])} – {pct(r['upper'])}",
+    ]
+
+
+def _recall_interval(label: str, r: dict, pct) -> dict:
+    return {
+        "label": label,
+        "rate": r["recall"],
+        "low": r["lower"],
+        "high": r["upper"],
+        "text": f"{pct(r['recall'])} [{pct(r['lower'])}, {pct(r['upper'])}]",
+    }
+
+
+def _not_run(fid: str, title: str, asset: str, locale: str) -> dict:
+    """The figure of an instrument whose table was not materialized: the sentence, and a one-row table saying so."""
+    _ = translations(locale).gettext
+    fig = _figure(fid, title, _(NOT_RUN) % {"asset": asset}, [], [_("Asset"), _("Status")], [[asset, _("not run")]])
+    fig["intervals"] = []
+    return fig
+
+
+def _filter_recall_figure(rows: list[dict] | None, locale: str) -> dict:
+    """Instrument ii on metaresearch (the table's other categories are in the API and the release bundle)."""
+    _ = translations(locale).gettext
+    pct = lambda x: percent(x, locale)  # noqa: E731
+    title = _("Instrument ii: the recall of each filter against qualified labels and human codes")
+    if rows is None:
+        return _not_run("filter-recall", title, "filter_recall", locale)
+    shown = [r for r in rows if r["category"] == KNOWN_ITEM_CATEGORY]
+    measured = [r for r in shown if r["reference_source"] != NO_SOURCE]
+    summary = (
+        _(SUMMARY_FILTER_RECALL)
+        % {
+            "filters": format_number(len({r["filter_name"] for r in measured}), locale),
+            "references": format_number(len({r["reference_source"] for r in measured}), locale),
+        }
+        if measured
+        else _(SUMMARY_FILTER_NO_REFERENCE)
+    )
+    fig = _figure(
+        "filter-recall",
+        title,
+        summary,
+        [],
+        [_("Filter"), _("Reference"), _("Kept / reference positives"), _("Recall"), _("95% CI"), _("Note")],
+        [
+            [
+                r["filter_name"],
+                _reference_name(r["reference_source"], locale),
+                *_recall_cells(r, "n", "kept", locale),
+                instrument_note(r["note"], locale),
+            ]
+            for r in shown
+        ],
+    )
+    fig["means"] = _(FILTER_RECALL_MEANS)
+    fig["intervals"] = [
+        _recall_interval(f"{r['filter_name']} ({_reference_name(r['reference_source'], locale)})", r, pct)
+        for r in measured
+        if r["recall"] is not None
+    ][:INTERVAL_ROWS]
+    return fig
+
+
+def _known_item_figure(rows: list[dict] | None, locale: str) -> dict:
+    """Instrument iii: each system's known-item recall on the venue reference set, overall, by language and by
+    abstract availability (the per-venue rows are in the API and the release bundle)."""
+    _ = translations(locale).gettext
+    pct = lambda x: percent(x, locale)  # noqa: E731
+    title = _("Instrument iii: known-item recall on the venue reference set (a non-probability bound)")
+    if rows is None:
+        return _not_run("venue-known-item-recall", title, "venue_known_item_recall", locale)
+    shown = [r for r in rows if r["group_by"] != "venue"]
+    overall = [r for r in shown if r["group_by"] == "all"]
+    works = max((r["reference_works"] for r in overall), default=0)
+    version = rows[0]["venue_list_version"] if rows else ""
+    summary = (_(SUMMARY_KNOWN_ITEM) if works else _(SUMMARY_KNOWN_ITEM_NONE)) % {
+        "works": format_number(works, locale),
+        "version": version,
+    }
+
+    def group(r: dict) -> str:
+        word = _(GROUPINGS.get(r["group_by"], r["group_by"]))
+        return word if r["group_by"] == "all" else f"{word}{_(strings.COLON)}{r['group']}"
+
+    fig = _figure(
+        "venue-known-item-recall",
+        title,
+        summary,
+        [],
+        [_("System"), _("Group"), _("Reference works"), _("Detected / decided"), _("Recall"), _("95% CI"), _("Note")],
+        [
+            [
+                r["system"],
+                group(r),
+                format_number(r["reference_works"], locale),
+                *_recall_cells(r, "n", "detected", locale),
+                instrument_note(r["note"], locale),
+            ]
+            for r in shown
+        ],
+    )
+    fig["means"] = _(KNOWN_ITEM_MEANS)
+    fig["intervals"] = [_recall_interval(r["system"], r, pct) for r in overall if r["recall"] is not None]
+    return fig
 
 
 def _label_figures(stats: dict[str, Any], locale: str, total: int) -> list[dict]:

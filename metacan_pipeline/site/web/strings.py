@@ -27,6 +27,14 @@ LABELS: dict[str, str] = {
     "institution": N_("Canadian institution"),
     "funder": N_("Funder"),
     "keyword": N_("Keyword"),
+    "not_language": N_("Not in the language"),
+    "not_type": N_("Not of the type"),
+    "not_field": N_("Not in the field"),
+    "not_topic": N_("Not on the topic"),
+    "not_venue": N_("Not in the venue"),
+    "not_institution": N_("Not from the institution"),
+    "not_funder": N_("Not funded by"),
+    "not_keyword": N_("Not with the keyword"),
     "q": N_("Words in title or keywords"),
     "ca_aff": N_("Canadian affiliation"),
     "ca_fund": N_("Canadian funder"),
@@ -35,6 +43,7 @@ LABELS: dict[str, str] = {
     "invisible_to_affiliation_only": N_("Invisible to affiliation-only search"),
     "has_abstract": N_("Has an abstract"),
     "retracted": N_("Retracted"),
+    "release_layer": N_("Release layer"),
     "label_category": N_("Category"),
     "label_domain": N_("Domain"),
     "label_study_design": N_("Study design"),
@@ -57,6 +66,11 @@ VALUE_WORDS: dict[str, str] = {
     "any": N_("any"),
     "candidate": N_("candidate"),
     "consensus": N_("consensus"),
+    # the original protocol's release layers (metacan_pipeline.release.release_layers)
+    "human_verified": N_("human-verified"),
+    "high_precision": N_("high-precision"),
+    "provisional": N_("provisional"),
+    "contested": N_("contested"),
 }
 
 #: The heading of an error page, by HTTP status (other statuses show the status phrase untranslated).
