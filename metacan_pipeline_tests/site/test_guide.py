@@ -219,6 +219,8 @@ def test_link_first_uses_skips_links_controls_code_and_headings_and_keeps_the_re
     fr = link_first_uses("<main><p>l&#39;échantillon d&#39;audit et ses strates</p></main>", "fr")
     assert '/fr/glossary#audit-sample" title="' in fr and '">échantillon d&#39;audit</a>' in fr and '#stratum"' in fr
     assert link_first_uses("<p>no main here: frame</p>", "en") == "<p>no main here: frame</p>"
+    layer = "<main><p>strate de diffusion · contestée; une strate du plan</p></main>"  # a release layer is no stratum
+    assert link_first_uses(layer, "fr").startswith('<main><p>strate de diffusion · contestée; une <a class="term"')
 
 
 def test_every_status_a_page_shows_links_to_its_explanation_on_the_methods_page(client):

@@ -135,7 +135,7 @@ GLOSSARY: tuple[Term, ...] = (
             "One part of a sample design (plural: strata). The strata split the frame so that every work is in exactly "
             "one, and each stratum's works are drawn in a fixed, salted order."
         ),
-        {"en": r"strat(?:um|a)", "fr": r"strates?"},
+        {"en": r"strat(?:um|a)", "fr": r"strates?(?!\s+de\s+diffusion)"},  # a release layer is a strate de diffusion
     ),
     Term(
         "design-weight",
