@@ -6,7 +6,7 @@ spell a category, domain, study design or genre by hand.
 
 from __future__ import annotations
 
-from .i18n import N_
+from .i18n import DEFAULT_LOCALE, N_, translations
 
 CATEGORIES: tuple[str, ...] = (
     "metaresearch",
@@ -142,3 +142,104 @@ RETRACTION_STATES: tuple[str, ...] = (
     RETRACTION_NONE,
     RETRACTION_NOT_CHECKED,
 )
+
+#: SPEC section 8: the status every direct label carries on a record (a machine output no human has checked).
+DIRECT_LABEL_STATUS = "direct_label_unvalidated"
+#: The prefixes of the human layers' statuses (SPEC section 8): ``<prefix>:<protocol id>``.
+HUMAN_CODED_PREFIX = "human_coded"
+HUMAN_VALIDATED_PREFIX = "human_validated"
+
+# ---- display names -------------------------------------------------------------------------------------------
+# Interface strings (English msgids; the served site says them in French through the catalogue, site/locale). A code
+# travels unchanged in links, forms' values, records and the API; people read its display name.
+
+DOMAIN_DISPLAY: dict[str, str] = {
+    "not_metaresearch": N_("Not meta-research"),
+    "methods": N_("Methods (how research is designed and analysed)"),
+    "reporting": N_("Reporting (how research is reported)"),
+    "reproducibility": N_("Reproducibility (whether results reproduce or replicate)"),
+    "evaluation": N_("Evaluation (how research is assessed, reviewed or funded)"),
+    "incentives": N_("Incentives (rewards, careers, metrics)"),
+}
+STUDY_DESIGN_DISPLAY: dict[str, str] = {
+    "randomized_trial": N_("Randomized trial"),
+    "nonrandomized_trial": N_("Non-randomized trial"),
+    "observational": N_("Observational"),
+    "systematic_review": N_("Systematic review"),
+    "meta_analysis": N_("Meta-analysis"),
+    "case_report": N_("Case report"),
+    "qualitative": N_("Qualitative"),
+    "simulation_or_modeling": N_("Simulation or modelling"),
+    "bench_or_experimental": N_("Bench or experimental"),
+    "theoretical_or_conceptual": N_("Theoretical or conceptual"),
+    "not_applicable": N_("Not applicable (no study in the work)"),
+    "design_other": N_("Another design"),
+}
+GENRE_DISPLAY: dict[str, str] = {
+    "empirical": N_("Empirical"),
+    "review": N_("Review"),
+    "methods": N_("Methods"),
+    "commentary": N_("Commentary"),
+    "editorial": N_("Editorial"),
+    "protocol": N_("Protocol"),
+    "dataset": N_("Dataset"),
+    "software": N_("Software"),
+    "other": N_("Other"),
+}
+CONFIDENCE_DISPLAY: dict[str, str] = {"high": N_("high"), "medium": N_("medium"), "low": N_("low")}
+ABOUT_CA_DISPLAY: dict[str, str] = {
+    "about_ca_system": N_("About the Canadian research system"),
+    "about_ca_topic": N_("Canada as a subject"),
+}
+ROUTE_DISPLAY: dict[str, str] = {
+    "ca_aff": N_("Canadian affiliation"),
+    "ca_fund": N_("Canadian funder"),
+    "ca_venue": N_("Canadian venue"),
+    "about_ca": N_("About Canada"),
+}
+TEACHER_ROLE_DISPLAY: dict[str, str] = {CENSUS_TEACHER: N_("census teacher"), SAMPLE_TEACHER: N_("sample teacher")}
+#: Every status a page shows beside a label, a decision or a score; a human layer's status is its prefix and a
+#: protocol id (:func:`display_name` names the protocol).
+STATUS_DISPLAY: dict[str, str] = {
+    DIRECT_LABEL_STATUS: N_("direct label, not validated by a human"),
+    PREDICTION_STATUS: N_("machine prediction, not validated by a human"),
+    SCORE_ONLY_IMMATURE: N_("score only, from a model that has not passed its maturity gate"),
+    SCORE_ONLY_MATURE: N_("score only, from a model whose scores stopped moving"),
+    SCORE_ONLY_REFERENCE: N_("score only, from a reference set"),
+    "labelled": N_("labelled"),
+    "failed": N_("label failed"),
+    HUMAN_CODED_PREFIX: N_("coded by humans under audit protocol %(protocol)s"),
+    HUMAN_VALIDATED_PREFIX: N_("validated by humans under audit protocol %(protocol)s"),
+}
+
+#: The display names of each vocabulary, by the name its field carries.
+DISPLAY_NAMES: dict[str, dict[str, str]] = {
+    "category": CATEGORY_DISPLAY,
+    "domain": DOMAIN_DISPLAY,
+    "study_design": STUDY_DESIGN_DISPLAY,
+    "genre": GENRE_DISPLAY,
+    "confidence": CONFIDENCE_DISPLAY,
+    "about_ca": ABOUT_CA_DISPLAY,
+    "route": ROUTE_DISPLAY,
+    "teacher_role": TEACHER_ROLE_DISPLAY,
+    "status": STATUS_DISPLAY,
+}
+
+
+def display_name(vocabulary: str, code: str | None, locale: str = DEFAULT_LOCALE) -> str | None:
+    """The name people read for ``code`` of ``vocabulary`` (a key of :data:`DISPLAY_NAMES`) in ``locale``, through the
+    catalogue: ``display_name("study_design", "randomized_trial", "fr")`` is ``"Essai randomisé"``. A human layer's
+    status names its protocol (``human_validated:protocol-...``). A code the vocabulary does not hold (a future
+    value, an imported set's) is returned as it is, and None stays None; a vocabulary that does not exist is a
+    KeyError naming the vocabularies."""
+    if vocabulary not in DISPLAY_NAMES:
+        raise KeyError(f"no vocabulary {vocabulary!r}: the vocabularies are {', '.join(DISPLAY_NAMES)}")
+    if code is None:
+        return None
+    names, tr = DISPLAY_NAMES[vocabulary], translations(locale)
+    if code in names:
+        return tr.gettext(names[code])
+    prefix, sep, protocol = code.partition(":")
+    if vocabulary == "status" and sep and prefix in (HUMAN_CODED_PREFIX, HUMAN_VALIDATED_PREFIX):
+        return tr.gettext(names[prefix]) % {"protocol": protocol}
+    return code

@@ -30,10 +30,11 @@ from ..i18n import N_
 from ..openalex.ids import is_work_id
 from ..release.release_layers import layer_basis
 from ..storage import MetacanStorage
-from ..vocab import CATEGORIES, CATEGORY_DISPLAY, PREDICTION_STATUS
+from ..vocab import CATEGORIES, CATEGORY_DISPLAY, DISPLAY_NAMES, PREDICTION_STATUS
 from .abstract_cascade import SOURCE_NAMES
 from .abstracts import Abstract
 from .lineage import build_runs, run_url
+from .notes import machine_note_words
 from .records import classification_card
 
 _NOT_FETCHED = {"status": "off"}
@@ -211,6 +212,11 @@ def environment(translations: NullTranslations | None = None) -> Environment:
     env.filters["code"] = lambda value: Markup("<code>%s</code>") % value
     env.filters["code_link"] = lambda text, href: Markup('<a href="%s"><code>%s</code></a>') % (href, text)
     env.filters["qualification"] = partial(qualification_words, tr=tr)
+    env.filters["machine_note"] = partial(machine_note_words, tr=tr)
+    #: a vocabulary code by its display name (``{{ l.confidence | named("confidence") }}``; an unknown code as it is)
+    env.filters["named"] = lambda code, vocabulary: (
+        tr.gettext(DISPLAY_NAMES[vocabulary][code]) if code in DISPLAY_NAMES[vocabulary] else code
+    )
     env.filters["score"] = _score
     env.filters["utc"] = _utc
     env.filters["asked"] = partial(asked_line, gettext=tr.gettext)
@@ -276,8 +282,9 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
     None: run ids are text) and ``frame_build_runs`` (``{frame build id: runs that produced it}``,
     :func:`.lineage.build_runs`: with two runs or more the lineage says they produced the same build). The served
     site adds ``lang`` (the ``<html lang>``), ``alternates`` (``[{"hreflang", "href"}]``, the page in each language)
-    and ``switch`` (``{"href", "lang", "name"}``, the language switch link) and ``served`` (True: a failed live abstract says to
-    reload the page, not to render it again); the static site has none of them. ``explore`` (both): where the
+    and ``switch`` (``{"href", "lang", "name"}``, the language switch link), ``served`` (True: a failed live abstract says to
+    reload the page, not to render it again) and ``guide`` (``{"about", "methods", "glossary"}``: the addresses of the
+    site's plain-words pages, linked from the footer); the static site has none of them. ``explore`` (both): where the
     page's cohort links point (:func:`explore_links`: the served language's path prefix, or the served site's
     address on a static page; absent: no links). ``report_url`` (both): the "report a problem with this record"
     link's base (:func:`report_link`). The page's
@@ -337,6 +344,7 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         alternates=context.get("alternates", ()),
         switch=context.get("switch"),
         served=context.get("served", False),
+        guide=context.get("guide"),
         model_card_href=model_card_link(context.get("explore"), model_version_of(record)),
     )
 

@@ -26,6 +26,7 @@ from metacan_pipeline.publish.pages import environment, render_work
 from metacan_pipeline.site.build.release import ReleaseUnavailable, current_release_id, manifest_path, releases_dir
 from metacan_pipeline.site.query.params import FILTERS, LISTING
 from metacan_pipeline.site.web.app import DEFAULT_ROW_CAP, create_app
+from metacan_pipeline.site.web.guide import link_first_uses
 from metacan_pipeline.site.web.middleware import client_limiter
 from metacan_pipeline.site.web.openapi import API_ROUTES
 from metacan_pipeline.vocab import CATEGORIES
@@ -222,17 +223,23 @@ def test_the_work_page_is_the_static_template_and_escapes_payloads(client, site_
         for lang, prefix in (("en", ""), ("fr", "/fr"), ("x-default", ""))
     ]
     switch = {"href": f"/language/fr?next=/fr/{path}", "lang": "fr", "name": "Français"}
+    guide = {"about": "/about", "methods": "/methods", "glossary": "/glossary"}
     served = {**ctx, "lang": "en", "alternates": alternates, "switch": switch, "explore": "", "served": True}
+    served["guide"] = guide
     # the abstract was fetched live from the loopback OpenAlex (conftest; it holds no W7000: "missing"), kept in the
     # fetcher's memory, so asking again gives the same answer without a request
     abstract = client.app.state.site.abstract_of(record)
     assert abstract.status == "missing" and "OpenAlex returned no record for this id" in page.text
-    assert page.text == render_work(environment(), record, abstract, served)
+    # ... with the first use of each glossary term in its article linked to the glossary
+    assert page.text == link_first_uses(render_work(environment(), record, abstract, served), "en", "article")
+    assert page.text.count('<a class="term" href="/glossary#') >= 5
     served_only = (
         r'<link rel="alternate"[^>]*>\n| · <a href="/language/[^"]*"[^>]*>[^<]*</a>'
         r'|\n<section aria-labelledby="explore">.*?</section>\n| <a href="/models/[^"]*" id="model-card">[^<]*</a>\. '
+        r'| · <a href="/(?:about|methods|glossary)">[^<]*</a>'
     )
-    assert re.sub(served_only, "", page.text, flags=re.S) == render_work(environment(), record, abstract, ctx)
+    unlinked = re.sub(r'<a class="term" href="/glossary#[^"]+" title="[^"]*">([^<]*)</a>', r"\1", page.text)
+    assert re.sub(served_only, "", unlinked, flags=re.S) == render_work(environment(), record, abstract, ctx)
     assert "<script>alert" not in page.text and "&lt;script&gt;" in page.text
     assert "<script>alert" not in client.get("/", params={"q": "drop"}).text
     assert client.get("/records/W7000.json").json() == record
@@ -545,8 +552,10 @@ def test_robots_sitemaps_and_cite_as_links_name_every_work_page(client, site_rel
         assert r.headers["content-type"] == "application/xml; charset=utf-8"
         urls += [e.text for e in ET.fromstring(r.content).findall("s:url/s:loc", ns)]
     want = {f"http://testserver/{p}" for (p,) in _sql(storage, "SELECT page_path FROM works")}
-    assert len(want) == 60 and {u for u in urls if "/works/" in u} == want and len(urls) == 60 + 6
+    assert len(want) == 60 and {u for u in urls if "/works/" in u} == want and len(urls) == 60 + 12
     assert "http://testserver/fr/statistics" in urls
+    for page in ("/about", "/methods", "/glossary"):  # the plain-words pages, in both languages
+        assert {f"http://testserver{page}", f"http://testserver/fr{page}"} <= set(urls)
     assert client.get("/sitemaps/3.xml").status_code == 404 and client.get("/sitemaps/00.xml").status_code == 404
     # every listed work page answers, and names what to cite: its DOI, else its OpenAlex id
     wid, doi = _sql(storage, "SELECT id, json_extract_string(record_json, '$.doi') FROM works WHERE doi <> '' LIMIT 1")[
@@ -564,8 +573,9 @@ def test_the_cohort_form_answers_every_combination_it_offers_and_says_what_it_ch
     def page(params: dict) -> tuple[int, list[str]]:
         r = client.get("/", params=params)
         assert r.status_code == 200, (params, r.text[:300])
-        return _count(r.text), [
-            html.unescape(n) for n in re.findall(r'<p class="notice" role="status">([^<]+)<', r.text)
+        return _count(r.text), [  # a notice's text (a glossary term in it is a link)
+            html.unescape(re.sub(r"<[^>]+>", "", n))
+            for n in re.findall(r'<p class="notice" role="status">(.+?)</p>', r.text)
         ]
 
     # relevance without words: sorted by year, said so; the API keeps refusing the same request
@@ -581,7 +591,7 @@ def test_the_cohort_form_answers_every_combination_it_offers_and_says_what_it_ch
     want = _sql(storage, "SELECT count(*) FROM work_decisions WHERE mode = 'candidate' AND category = 'metaresearch'")
     assert count == want[0][0] and notes[0].startswith("Shown: candidate decisions")
     fr = client.get("/fr/", params={"classifier_category": "metaresearch"}).text
-    assert "Affichées\u00a0: les décisions candidates" in html.unescape(fr)
+    assert "Affichées\u00a0: les décisions candidates" in html.unescape(re.sub(r"<[^>]+>", "", fr))
     assert page({"language": "en"})[1] == []  # nothing changed: nothing said
 
 

@@ -23,6 +23,7 @@ from metacan_pipeline.i18n import accept_language_tags, catalog_path, negotiate
 from metacan_pipeline.site.build.release import current_release_id
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline_tests.browser import REPO, PageWatch, launch_chromium, start_playwright
+from metacan_pipeline_tests.site.french import ENGLISH_WORDS, english_left
 
 BASE = "http://testserver"
 
@@ -238,3 +239,69 @@ def test_a_teachers_qualification_note_is_said_in_the_pages_language_with_its_fi
     for path in ("/fr/", "/fr/statistics"):
         text = client.get(path).text
         assert "teacher not qualified" not in text and "annotateur non qualifié : pas encore testé" in text, path
+
+
+# ---- no English left on a French page ------------------------------------------------------------------------
+
+
+def _french_pages(client) -> list[str]:
+    """Every kind of page, by its path in the English site (``/fr`` + path is its French twin)."""
+    h = re.search(r"/q/([0-9a-f]{12})", client.get("/").text).group(1)
+    work = client.get("/works/W7000", follow_redirects=False).headers["location"]
+    return [
+        "/",
+        "/?classifier_category=metaresearch",
+        "/?label_category=metaresearch&label_teacher=gemma&sort=cited_by",
+        "/?sort=relevance",
+        "/?classifier_mode=consensus",
+        f"/q/{h}",
+        work,
+        "/statistics",
+        "/dossier",
+        "/dossier?head=metaresearch",
+        "/about",
+        "/methods",
+        "/glossary",
+        "/?score_min=0.4",
+        "/?year_min=3000",
+        "/nowhere",
+        "/works/W99999999",
+    ]
+
+
+def test_no_french_page_leaves_an_interface_sentence_in_english(client):
+    """Every page rendered in French: no sentence of the catalogue is left in its English (a string marked for
+    translation but shown untranslated), and no text is the English page's own words (the same text in both
+    languages, with English words in it) unless it is a data value of the release (a title, a name, a reason)."""
+    left = english_left(client, _french_pages(client))
+    assert left == []
+
+
+def test_the_machine_scores_note_is_said_in_the_pages_language_with_its_figures():
+    from metacan_pipeline.i18n import translations
+    from metacan_pipeline.publish.notes import machine_note_words
+    from metacan_pipeline.student.rounds import NOTE_IMMATURE, NOTE_MATURE, _arm_fails
+
+    fr, en = translations("fr"), translations("en")
+    # the gate's own reasons, from planted series: too few rounds; then a gain, churn and rho that all fail
+    few = _arm_fails("codex", {"ap": [0.4, 0.5], "churn": [0.3], "rho": [0.5]}, 2)
+    moving = _arm_fails("gemma", {"ap": [0.2, 0.3, 0.4, 0.5, 0.6], "churn": [0.3] * 4, "rho": [0.5] * 4}, 5)
+    assert len(few) == 1 and len(moving) == 3
+    immature = NOTE_IMMATURE.format(rounds=5, s="s", reason="; ".join(few + moving))
+    mature = NOTE_MATURE.format(rounds=7)
+    for note in (immature, mature, "Scores rank; they never assert a category."):
+        assert machine_note_words(note, en) == note  # English (and so every static page): the note as written
+    said = machine_note_words(immature, fr)
+    assert said.startswith("Scores de départ d'un modèle immature (seuil de maturité non franchi après 5 cycle(s)")
+    assert "codex\u00a0: 2 cycle(s) sur les 5 qu'exige la règle de la précision moyenne" in said
+    assert "gemma\u00a0: gain de précision moyenne de 200.0% sur les 5 derniers cycles >= 2%" in said
+    assert "renouvellement de l'ensemble positif non < 0.05 pendant 3 cycles consécutifs" in said
+    assert "rho de Spearman non > 0.98 pendant 3 cycles consécutifs" in said
+    assert said.endswith("Les scores ordonnent; ils n'affirment jamais une catégorie.") and not ENGLISH_WORDS.search(
+        said
+    )
+    assert machine_note_words(mature, fr).startswith("Le seuil de maturité a été franchi après 7 cycles")
+    # a reason worded otherwise stays as written; the rest of the note is still French
+    odd = machine_note_words(NOTE_IMMATURE.format(rounds=1, s="", reason="codex: a new rule"), fr)
+    assert "après 1 cycle(s) d'entraînement\u00a0: codex: a new rule)." in odd
+    assert machine_note_words(None, fr) is None and machine_note_words("", fr) == ""

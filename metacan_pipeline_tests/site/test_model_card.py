@@ -20,6 +20,7 @@ from metacan_pipeline.student.evaluation import holdout_metric_rows, write_relia
 from metacan_pipeline.student.models import load_published
 from metacan_pipeline.student.training import load_training_inputs
 from metacan_pipeline_tests.builders.student import run_student, write_inputs
+from metacan_pipeline_tests.site.french import english_left
 
 VERSION = "metacan-v0-hybrid-000000000000"  # the site world's classifier version
 
@@ -96,6 +97,7 @@ def test_the_card_page_in_french_says_the_sentences_and_figures_in_french(client
     assert "Scores seulement : ce sont les étiquettes directes" in html
     assert "jamais son résumé ni son texte intégral" in html and "never its abstract" not in html
     assert "Métarecherche" in html  # a category head by its display name, in French
+    assert english_left(client, [f"/models/{VERSION}"]) == []  # no English sentence left on the French card
 
 
 def test_the_card_json_and_markdown_are_at_stable_addresses(client, card, site_release):

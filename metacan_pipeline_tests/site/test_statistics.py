@@ -229,8 +229,13 @@ def test_the_dossier_shows_every_teachers_verdict_and_reason_and_counts_per_pair
     assert "codex: it audits trials" in main and "codex: interviews &lt;script&gt;" in main
     assert "<script>alert" not in main and main.count("because &lt;script&gt;") >= 3  # gemma's reasons
     w15 = main.split('<article id="W7015">')[1].split("</article>")[0]
-    assert "codex vs gemma differ on: Metaresearch, domain, category_set" in w15  # methods vs not_metaresearch
-    assert "direct label</span> codex (direct_label_unvalidated; teacher not qualified" in w15
+    # methods vs not_metaresearch; heads by their names
+    assert "codex vs gemma differ on: Metaresearch, Domain, Set of categories" in w15
+    status = (  # the status verbatim, linked to its explanation, its display name as the link's title
+        '<a class="status" href="/methods#status-direct_label_unvalidated" title="direct label, not validated by a '
+        'human"><code>direct_label_unvalidated</code></a>'
+    )
+    assert f"direct label</span> codex ({status}; teacher not qualified" in w15
     compared = _sql(
         storage,
         "SELECT count(*) FROM work_labels a JOIN work_labels b USING (work_key) WHERE a.teacher = 'codex' AND "

@@ -97,7 +97,9 @@ def served(tmp_path_factory, openalex_dir):
 
 
 def section(page: str, fid: str) -> str:
-    return html.unescape(page.split(f'<section id="{fid}"')[1].split("</section>")[0])
+    """A figure's section, its glossary links (a term's first use on the page) read as their words."""
+    block = page.split(f'<section id="{fid}"')[1].split("</section>")[0]
+    return html.unescape(re.sub(r'<a class="term" href="[^"]*" title="[^"]*">([^<]*)</a>', r"\1", block))
 
 
 def cells(block: str) -> list[list[str]]:

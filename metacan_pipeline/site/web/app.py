@@ -32,6 +32,7 @@ from http import HTTPStatus
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -54,19 +55,20 @@ from ...publish.abstracts import Abstract, AbstractFetcher, WorkIds
 from ...publish.pages import environment as page_environment
 from ...publish.pages import qualification_words, render_work
 from ...release.release_layers import RELEASE_LAYERS
-from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS
+from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS, display_name
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
 from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
 from ..query.suggest import did_you_mean, replaced
-from . import languages, strings
+from . import guide, languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .citations import bibtex_chunks, ris_chunks
 from .coding_pages import default_abstracts
 from .discovery import DiscoveryEndpoints, cite_as, work_cite_as
 from .dossier import DossierEndpoints
 from .export import FORMATS, csv_chunks, export_headers, export_meta, jsonl_chunks, parquet_chunks
+from .guide import GuideEndpoints, guide_links, link_first_uses
 from .icon import favicon
 from .middleware import (
     HOME_CSP,
@@ -105,12 +107,16 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     )
     env.install_gettext_translations(translations(locale), newstyle=True)
     env.filters["category"] = partial(strings.category_name, locale=locale)
+    env.filters["named"] = partial(strings.vocab_name, locale=locale)
+    env.filters["head"] = partial(strings.head_name, locale=locale)
+    env.filters["status"] = partial(status_link, locale=locale)
     env.filters["label"] = partial(strings.label, locale=locale)
     env.filters["word"] = partial(strings.value_word, locale=locale)
     env.filters["num"] = partial(format_number, locale=locale)
     env.filters["combine"] = lambda a, b: {**a, **{k: str(v) for k, v in b.items()}}
     env.filters["qualification"] = partial(qualification_words, tr=translations(locale))
     env.globals["category_names"] = {c: strings.category_name(c, locale) for c in CATEGORIES}
+    env.globals["names"] = strings.vocab_names(locale)  # {vocabulary: {code: display name}}, for the choices
     env.globals["colon"] = translations(locale).gettext(strings.COLON)
     #: a text box accepts what the server accepts (the parameter's own limit), no more
     env.globals["max_length"] = {name: p.max_length for name, p in PARAMS.items() if p.max_length}
@@ -120,6 +126,16 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
 #: The text filters the home page offers as a choice of the release's values (the others are text boxes with
 #: suggestions).
 CHOICE_FILTERS = ("language", "type", "field")
+
+
+def status_link(status: str | None, locale: str = DEFAULT_LOCALE) -> Markup:
+    """A status as pages show it: the code verbatim (statuses ship verbatim, SPEC section 8), linked to its
+    explanation on the methods page, with its display name in ``locale`` as the link's title."""
+    if not status:
+        return Markup("")
+    name = display_name("status", status, locale)
+    href = f"{languages.PREFIXES[locale]}/methods#{guide.status_anchor(status)}"
+    return Markup('<a class="status" href="{}" title="{}"><code>{}</code></a>').format(href, name, status)
 
 
 def _lang(request: Request) -> str:
@@ -134,6 +150,7 @@ class Site(
     ModelCardEndpoints,
     ScoreEndpoints,
     DiscoveryEndpoints,
+    GuideEndpoints,
 ):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
@@ -180,6 +197,8 @@ class Site(
         return self._choices
 
     def render(self, request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
+        """A page of the site in the request's language, the first use of each glossary term in its ``<main>``
+        linked to the glossary (:func:`.guide.link_first_uses`; not on the glossary itself)."""
         lang = _lang(request)
         html = (
             self.envs[lang]
@@ -194,6 +213,8 @@ class Site(
                 **ctx,
             )
         )
+        if name != "glossary.html.j2":
+            html = link_first_uses(html, lang)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
     def error_page(self, request: Request, status: int, message: str) -> HTMLResponse:
@@ -347,11 +368,14 @@ class Site(
             "alternates": languages.alternates(request),
             "switch": languages.switch(request, lang),
             "explore": languages.PREFIXES[lang],
+            "guide": guide_links(lang),
         }
         if lang != DEFAULT_LOCALE:
             ctx["rendered_at"] = translations(lang).gettext(N_("served live from the release database"))
         record = json.loads(record_json)
-        html = render_work(self.page_envs[lang], record, self.abstract_of(record), ctx)
+        html = link_first_uses(
+            render_work(self.page_envs[lang], record, self.abstract_of(record), ctx), lang, "article"
+        )
         return HTMLResponse(html, headers={**SECURITY_HEADERS, **work_cite_as(record)})
 
     def abstract_of(self, record: dict) -> Abstract | None:
@@ -505,6 +529,9 @@ def page_routes(site: Site, lang: str) -> list[Route]:
         Route(p + "/dossier", html(site.dossier_page), name=f"dossier_{lang}"),
         Route(p + "/model", html(site.model_redirect)),
         Route(p + "/models/{version}", html(site.model_card_page), name=f"model_card_{lang}"),
+        Route(p + "/about", html(site.about_page), name=f"about_{lang}"),
+        Route(p + "/methods", html(site.methods_page), name=f"methods_{lang}"),
+        Route(p + "/glossary", html(site.glossary_page), name=f"glossary_{lang}"),
     ]
 
 

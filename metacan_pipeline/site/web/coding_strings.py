@@ -14,7 +14,18 @@ from typing import Any
 
 from ...audit.coding.errors import CodingError
 from ...i18n import N_
-from ...vocab import CATEGORIES, CATEGORY_DISPLAY, CONFIDENCES, DOMAINS, GENRES, STUDY_DESIGNS
+from ...vocab import (
+    CATEGORIES,
+    CATEGORY_DISPLAY,
+    CONFIDENCE_DISPLAY,
+    CONFIDENCES,
+    DOMAIN_DISPLAY,
+    DOMAINS,
+    GENRE_DISPLAY,
+    GENRES,
+    STUDY_DESIGN_DISPLAY,
+    STUDY_DESIGNS,
+)
 
 #: The label of each answer field (the legend of its fieldset).
 FIELD_LABELS: dict[str, str] = {
@@ -29,39 +40,9 @@ FIELD_LABELS: dict[str, str] = {
     "note": N_("Note"),
 }
 
-DOMAIN_NAMES: dict[str, str] = {
-    "methods": N_("Methods (how research is designed and analysed)"),
-    "reporting": N_("Reporting (how research is reported)"),
-    "reproducibility": N_("Reproducibility (whether results reproduce or replicate)"),
-    "evaluation": N_("Evaluation (how research is assessed, reviewed or funded)"),
-    "incentives": N_("Incentives (rewards, careers, metrics)"),
-}
-STUDY_DESIGN_NAMES: dict[str, str] = {
-    "randomized_trial": N_("Randomized trial"),
-    "nonrandomized_trial": N_("Non-randomized trial"),
-    "observational": N_("Observational"),
-    "systematic_review": N_("Systematic review"),
-    "meta_analysis": N_("Meta-analysis"),
-    "case_report": N_("Case report"),
-    "qualitative": N_("Qualitative"),
-    "simulation_or_modeling": N_("Simulation or modelling"),
-    "bench_or_experimental": N_("Bench or experimental"),
-    "theoretical_or_conceptual": N_("Theoretical or conceptual"),
-    "not_applicable": N_("Not applicable (no study in the work)"),
-    "design_other": N_("Another design"),
-}
-GENRE_NAMES: dict[str, str] = {
-    "empirical": N_("Empirical"),
-    "review": N_("Review"),
-    "methods": N_("Methods"),
-    "commentary": N_("Commentary"),
-    "editorial": N_("Editorial"),
-    "protocol": N_("Protocol"),
-    "dataset": N_("Dataset"),
-    "software": N_("Software"),
-    "other": N_("Other"),
-}
-CONFIDENCE_NAMES: dict[str, str] = {"high": N_("high"), "medium": N_("medium"), "low": N_("low")}
+#: The names of the values a coder chooses: the vocabularies' display names (:data:`metacan_pipeline.vocab.DISPLAY_NAMES`).
+DOMAIN_NAMES, STUDY_DESIGN_NAMES, GENRE_NAMES = DOMAIN_DISPLAY, STUDY_DESIGN_DISPLAY, GENRE_DISPLAY
+CONFIDENCE_NAMES = CONFIDENCE_DISPLAY
 
 #: A category's name where the site's display name speaks of a machine (a coder declines, not a model).
 CODER_CATEGORY_NAMES: dict[str, str] = {

@@ -32,6 +32,7 @@ from ...publish.pages import qualification_notes_in, qualification_words
 from ...release.release_layers import RELEASE_LAYERS
 from ...student.census import zero_width_census
 from ...student.estimands import CA_PERSON_NOT_MEASURED, CATEGORY_RATE, ESTIMANDS, estimand_display
+from ...vocab import display_name
 from ..query.params import single_values
 from . import strings
 
@@ -646,11 +647,12 @@ def _label_figures(stats: dict[str, Any], locale: str, total: int) -> list[dict]
         ],
     )
     designs = stats["labels_by_study_design"]
+    design_name = lambda d: display_name("study_design", d["study_design"], locale) or _(NOT_RECORDED)  # noqa: E731
     design = _figure(
         "labels-by-study-design",
         _("Labelled works by study design (direct labels)"),
         summary,
-        _bars([(f"{d['study_design'] or _(NOT_RECORDED)} ({d['teacher']})", d["works"], None) for d in designs], num),
+        _bars([(f"{design_name(d)} ({d['teacher']})", d["works"], None) for d in designs], num),
         [
             _("Study design"),
             _("Teacher"),
@@ -660,7 +662,7 @@ def _label_figures(stats: dict[str, Any], locale: str, total: int) -> list[dict]
         ],
         [
             [
-                d["study_design"] or _(NOT_RECORDED),
+                design_name(d),
                 d["teacher"],
                 num(d["works"]),
                 pct(_share(d["works"], by_teacher[d["teacher"]]["labelled"])),

@@ -4,14 +4,15 @@ and the sentences built from counts, each said in the request's language (:mod:`
 Templates write their own strings inline through ``_()``; what lives here is what code looks up by name: the label
 of every form field and facet group (by parameter name, ``LABELS``), the words shown for parameter values
 (``VALUE_WORDS``), the status phrases of error pages, and the coverage and citation sentences. Data values (titles,
-names, vocabulary codes, statuses) are never translated; category codes are shown by their SPEC section 3 display
-names, which the catalogue translates.
+names, vocabulary codes, statuses) are never translated: a vocabulary code is shown by its display name
+(:func:`metacan_pipeline.vocab.display_name`, which the catalogue translates) and travels unchanged in links, form
+values and the API.
 """
 
 from __future__ import annotations
 
 from ...i18n import DEFAULT_LOCALE, N_, format_number, translations
-from ...vocab import CATEGORY_DISPLAY
+from ...vocab import DISPLAY_NAMES, display_name
 
 #: The label of each form field and facet group, by parameter (or facet) name.
 LABELS: dict[str, str] = {
@@ -122,4 +123,35 @@ def citation_sentence(
 
 def category_name(category: str, locale: str = DEFAULT_LOCALE) -> str:
     """A category's SPEC section 3 display name in ``locale`` (an unknown code as it is)."""
-    return translations(locale).gettext(CATEGORY_DISPLAY[category]) if category in CATEGORY_DISPLAY else category
+    return display_name("category", category, locale)
+
+
+def vocab_name(code: str | None, vocabulary: str, locale: str = DEFAULT_LOCALE) -> str | None:
+    """``code``'s display name in ``vocabulary`` (a key of :data:`metacan_pipeline.vocab.DISPLAY_NAMES`), said in
+    ``locale``: the templates' ``named`` filter (``{{ d.study_design | named("study_design") }}``)."""
+    return display_name(vocabulary, code, locale)
+
+
+def vocab_names(locale: str = DEFAULT_LOCALE) -> dict[str, dict[str, str]]:
+    """Every vocabulary's ``{code: display name}`` in ``locale``, for the forms' choices."""
+    return {v: {c: display_name(v, c, locale) for c in names} for v, names in DISPLAY_NAMES.items()}
+
+
+#: What a head of the disagreement dossier compares, for the heads that are not a category: the vocabulary of a
+#: categorical head, the display name of a flag, and the whole category list.
+HEAD_NAMES: dict[str, str] = {
+    "domain": LABELS["label_domain"],
+    "study_design": LABELS["label_study_design"],
+    "genre": LABELS["label_genre"],
+    "category_set": N_("Set of categories"),
+}
+
+
+def head_name(head: str, locale: str = DEFAULT_LOCALE) -> str:
+    """A head's name in ``locale``: a category's or flag's display name, a categorical target's field label."""
+    if head in HEAD_NAMES:
+        return translations(locale).gettext(HEAD_NAMES[head])
+    for vocabulary in ("category", "about_ca"):
+        if head in DISPLAY_NAMES[vocabulary]:
+            return display_name(vocabulary, head, locale)
+    return head
