@@ -80,6 +80,7 @@ FIELDS: dict[str, Field] = {
     "created_at": Field(_TS, "when the row was written (UTC)"),
     "computed_at": Field(_TS, "when the row was computed (UTC)"),
     "note": Field(_S, "free-text remark on the row (null: none)"),
+    "norm": Field(_S, "a text value folded as a text filter compares it: lower(strip_accents(value))"),
     "input": Field(_S, "an input table of the stage (an asset it reads)"),
     "fingerprint": Field(
         _S, "sum of DuckDB hash() over the rows, run bookkeeping left out: equal when the content is (same DuckDB)"
