@@ -186,7 +186,9 @@ def test_statistics_api_and_work_page_in_english_and_french(checked):
             for p in spec["paths"]["/api/v1/works"]["get"]["parameters"]
             if p["name"] == "retraction_state"
         ]
-        assert enum == [["retraction", "expression_of_concern", "correction", "reinstatement", "none", "not_checked"]]
+        assert enum == [
+            ["retraction", "expression_of_concern", "correction", "reinstatement", "none", "not_checked", ""]
+        ]
         en, fr = html.unescape(c.get(f"/{path}").text), html.unescape(c.get(f"/fr/{path}").text)
         assert 'data-state="retraction"' in en and 'data-state="retraction"' in fr
         assert "OpenAlex missed it" in en and "OpenAlex l'a manquée" in fr

@@ -372,9 +372,9 @@ def test_the_openapi_document_describes_every_route_and_every_cohort_filter(clie
         assert [p["name"] for p in doc["paths"][path]["get"]["parameters"]] == list(names)
     params = {p["name"]: p for p in doc["paths"]["/api/v1/works"]["get"]["parameters"]}
     assert params["year_min"]["schema"] == {"type": "integer", "minimum": 1000, "maximum": 2100}
-    assert params["ca_aff"]["schema"] == {"type": "string", "enum": ["yes", "no", "any"], "default": "any"}
-    assert params["label_category"]["schema"]["enum"] == list(CATEGORIES)
-    assert params["label_teacher"]["schema"]["enum"] == ["codex", "gemma"]  # the served release's own vocabulary
+    assert params["ca_aff"]["schema"] == {"type": "string", "enum": ["yes", "no", "any", ""], "default": "any"}
+    assert params["label_category"]["schema"]["enum"] == [*CATEGORIES, ""]  # "": an empty value is unset
+    assert params["label_teacher"]["schema"]["enum"] == ["codex", "gemma", ""]  # the served release's own vocabulary
     assert params["limit"]["schema"]["default"] == 20 and all(p["description"] for p in params.values())
     for p in params.values():  # every schema is JSON Schema, and its enum and default satisfy it
         check = fastjsonschema.compile(p["schema"])

@@ -111,8 +111,8 @@ class Param:
             "type": "integer" if self.kind == "integer" else "number" if self.kind == "number" else "string"
         }
         allowed = self.allowed(release)
-        if allowed is not None:
-            out["enum"] = list(allowed)
+        if allowed is not None:  # an empty value is an unset parameter, so an optional choice also takes ""
+            out["enum"] = list(allowed) if self.required else [*allowed, ""]
         if self.bounds is not None:
             out["minimum"], out["maximum"] = self.bounds
         if self.max_length is not None:

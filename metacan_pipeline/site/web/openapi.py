@@ -271,7 +271,8 @@ def schema_text(schema: dict) -> str:
     """A parameter's schema in one line for the HTML page: type, allowed values or bounds, default."""
     parts = [schema.get("type", "string")]
     if "enum" in schema:
-        parts.append("one of " + ", ".join(map(str, schema["enum"])) if schema["enum"] else "none in this release")
+        values = [str(v) for v in schema["enum"] if v != ""]  # "": an optional parameter left empty is unset
+        parts.append("one of " + ", ".join(values) if values else "none in this release")
     if "minimum" in schema:
         parts.append(f"{schema['minimum']} to {schema['maximum']}")
     if "maxLength" in schema:
