@@ -166,7 +166,8 @@ PARAMS: dict[str, Param] = {
         *(Param(n, "choice", _BOOLEAN_DOCS[n], choices=TRISTATE, default="any") for n in BOOLEAN_FILTERS),
         Param("release_layer", "choice", "The original protocol's release layer: human_verified (an adjudicated human "
               "code), high_precision (every positive classifier decision on a head that passed human validation), "
-              "provisional (machine output no audit validated, or nothing yet) or contested (the teachers split).",
+              "provisional (machine output no audit validated, or nothing yet) or contested (the qualified or imported "
+              "teachers, or the classifier's two sides, split; an unqualified teacher splits nothing).",
               choices=RELEASE_LAYERS),
         Param("retraction_state", "choice", "The work's state in Retraction Watch (retraction, expression of concern, "
               "correction, reinstatement); none: checked, no notice; not_checked: the release read no Retraction "

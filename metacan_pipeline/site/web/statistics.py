@@ -122,7 +122,10 @@ LAYER_MEANINGS = {
     "human_verified": N_("an adjudicated human code from the audit study"),
     "high_precision": N_("every positive classifier decision is on a head that passed human validation"),
     "provisional": N_("machine output no human audit validated, or nothing yet"),
-    "contested": N_("the teachers, or the classifier's two sides, split on a category or an about-Canada head"),
+    "contested": N_(
+        "the qualified or imported teachers, or the classifier's two sides, split on a category or an about-Canada "
+        "head (an unqualified teacher's labels split nothing)"
+    ),
 }
 NOT_RUN = N_(
     "The asset %(asset)s was not materialized when this release was built: materialize it, then site_database."
