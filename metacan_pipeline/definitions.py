@@ -160,13 +160,20 @@ ALL_CHECKS = list(defs.asset_checks or ())
 def check_run_settings(resources: dict) -> None:
     """Read the settings a whole-graph run reads late, before anything runs: ``METACAN_LLAMA_THREADS`` (the teachers'
     server), ``METACAN_PARTS_URL`` (``frame_parts``, hours into a run on a large frame), ``METACAN_RECORD_WORKERS``
-    (``work_records``, near the end), ``METACAN_DAGSTER_UI_URL`` (``work_pages``, at the end) and the venue reference
+    (``work_records``, near the end), ``METACAN_DAGSTER_UI_URL`` and the abstract cascade's settings
+    (``METACAN_ABSTRACT_SOURCES``, ``METACAN_OPENALEX_API_URL``, ``METACAN_EUROPEPMC_API_URL``,
+    ``METACAN_CROSSREF_API_URL``, ``METACAN_ABSTRACT_MAILTO``: ``work_pages``, at the end) and the venue reference
     set of ``METACAN_REFERENCE_VENUES_FILE`` (``venue_known_item_recall``, in the audit stage). Raises ValueError
     naming the bad one."""
     resources["llm_server"].threads()
     settings.parts_url()
     settings.record_workers()
     settings.dagster_ui_url()
+    settings.abstract_sources()
+    settings.openalex_api_url()
+    settings.europepmc_api_url()
+    settings.crossref_api_url()
+    settings.abstract_mailto()
     load_venue_list()
 
 

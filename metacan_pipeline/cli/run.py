@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 
 import typer
 from dagster._utils.interrupts import setup_interrupt_handlers
@@ -35,6 +37,13 @@ def run(
     except ValueError as exc:
         typer.echo(f"metacan run: {exc}", err=True)
         raise typer.Exit(2) from None
+    if (why := unwritable(Path(data))) is not None:
+        typer.echo(
+            f"metacan run: the data folder {data} {why}: choose a folder this user can write with --data-dir or "
+            f"{settings.DATA_DIR_ENV}",
+            err=True,
+        )
+        raise typer.Exit(2)
     instance = dagster_instance(data)
     interrupt_on_sigterm()
     t0 = time.monotonic()
@@ -50,6 +59,20 @@ def run(
         raise typer.Exit(1)
     typer.echo(f"\nRun {result.run_id} succeeded in {elapsed:.0f}s.")
     typer.echo(summary_text(data, result.run_id))
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why a run could not write under ``folder`` (created when missing), or None: it is a file, or creating it or a
+    file in it failed (a read-only mount, no permission)."""
+    if folder.exists() and not folder.is_dir():
+        return "is a file, not a folder"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return f"cannot be written ({exc.strerror or exc})"
+    return None
 
 
 def interrupt_on_sigterm() -> None:

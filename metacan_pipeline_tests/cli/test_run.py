@@ -1,9 +1,12 @@
 """Tests of ``metacan run``: the settings it checks before anything runs."""
 
+from pathlib import Path
+
 from typer.testing import CliRunner
 
 from metacan_pipeline import settings
 from metacan_pipeline.cli import app
+from metacan_pipeline.cli.run import unwritable
 from metacan_pipeline.definitions import build_resources
 from metacan_pipeline.teachers.calling import server
 from metacan_pipeline.teachers.calling.server import EmbeddedLlamaServer
@@ -54,6 +57,25 @@ def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_r
     res = CliRunner().invoke(app, ["run", "--data-dir", str(tmp_path / "data")])
     assert res.exit_code == 2 and res.output.startswith(f"metacan run: venue reference set {missing}: cannot be read")
     assert not (tmp_path / "data").exists()
+    monkeypatch.delenv(settings.REFERENCE_VENUES_FILE_ENV)
+    monkeypatch.setenv("METACAN_ABSTRACT_SOURCES", "openalex,bogus")  # read by work_pages, at the end
+    res = CliRunner().invoke(app, ["run", "--data-dir", str(tmp_path / "data")])
+    assert (
+        res.exit_code == 2 and res.output.startswith("metacan run: METACAN_ABSTRACT_SOURCES") and "bogus" in res.output
+    )
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_data_folder_that_cannot_be_written_stops_metacan_run_in_one_sentence(tmp_path):
+    a_file = tmp_path / "data.json"
+    a_file.write_text("{}")
+    res = CliRunner().invoke(app, ["run", "--data-dir", str(a_file)])
+    assert res.exit_code == 2 and res.output.strip() == (
+        f"metacan run: the data folder {a_file} is a file, not a folder: choose a folder this user can write with "
+        "--data-dir or METACAN_DATA_DIR"
+    )
+    assert unwritable(tmp_path / "new" / "data") is None and (tmp_path / "new" / "data").is_dir()
+    assert unwritable(Path("/proc/metacan-data")).startswith("cannot be written (")  # /proc takes no new folder
 
 
 def test_the_busy_cores_hint_names_the_setting_only_when_the_cores_are_busy(monkeypatch):

@@ -241,6 +241,9 @@ def test_exports_take_from_the_same_bucket_as_the_api(copy):
         )
         assert c.get("/api/v1/count").status_code == 429  # the bucket is the API's
         assert c.get("/").status_code == 200  # pages are not limited
+    for fmt in ("parquet", "ris", "bib"):  # every export format, not only the first two
+        with TestClient(create_app(copy, rate_limit="1/m burst 1")) as c:
+            assert [c.get(f"/export.{fmt}").status_code, c.get(f"/export.{fmt}").status_code] == [200, 429]
     with TestClient(create_app(copy, rate_limit="off")) as c:
         assert all(c.get("/export.csv").status_code == 200 for _ in range(5))
 

@@ -154,3 +154,27 @@ def test_the_eta_is_the_pace_since_the_first_answer_not_since_a_cold_start():
     progress.update(10)  # 10 more works...
     assert progress.eta(start + 20) == "160s"  # ...in 20 s: 80 left at 0.5 works/s, not 80 x 300 s / 20
     progress.close()
+
+
+def test_an_error_an_interrupt_caused_stops_the_step_instead_of_retrying_it():
+    """A signal during a DuckDB query can surface as ``RuntimeError('Query interrupted')`` whose context is Dagster's
+    interrupt: retrying it would go on labelling after Ctrl-C."""
+    import dagster as dg
+    from dagster._core.errors import DagsterExecutionInterruptedError
+
+    from metacan_pipeline.teachers.calling.retry import retried_unless_interrupted
+
+    def query_interrupted_by_dagster():
+        try:
+            raise DagsterExecutionInterruptedError()
+        except DagsterExecutionInterruptedError:
+            raise RuntimeError("Query interrupted") from None  # no cause: the interrupt stays its context
+
+    for body in (query_interrupted_by_dagster, lambda: (_ for _ in ()).throw(RuntimeError("Query interrupted"))):
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            with retried_unless_interrupted(0):
+                body()
+        assert isinstance(stopped.value.__cause__, RuntimeError)
+    with pytest.raises(dg.RetryRequested):  # another RuntimeError is still a failure to retry
+        with retried_unless_interrupted(0):
+            raise RuntimeError("Query failed: disk I/O error")

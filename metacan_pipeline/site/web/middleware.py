@@ -30,6 +30,7 @@ from throttled.rate_limiter.quota_parser import parse as parse_quota
 from ... import __version__
 from ...i18n import N_
 from ..build.release import shorten
+from .export import FORMATS
 
 API_PREFIX = "/api/"
 LOG = logging.getLogger(__name__)
@@ -233,7 +234,7 @@ class RateLimit:
 
 
 #: The exports served outside ``/api/`` (their API twin ``/api/v1/export`` is limited with the rest of the API).
-EXPORT_PATHS = ("/export.csv", "/export.jsonl")
+EXPORT_PATHS = tuple(f"/export.{fmt}" for fmt in FORMATS)
 EXPORT_REFUSAL = N_(
     "Too many requests from %(client)s: exports and the API answer %(limit)s requests per %(period)s s per client, "
     "in bursts of at most %(burst)s; retry in %(wait)s s."

@@ -28,9 +28,29 @@ def retried_unless_interrupted(retry_number: int) -> Iterator[None]:
     except dg.Failure as failure:
         if not failure.allow_retries:
             raise
+        if _interrupted(failure):
+            raise KeyboardInterrupt from failure
         raise _retry(retry_number) from failure
     except Exception as exc:
+        if _interrupted(exc):
+            raise KeyboardInterrupt from exc
         raise _retry(retry_number) from exc
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether an exception was caused by an interrupt: one in its chain of causes and contexts (DuckDB turns an
+    interrupt during a query into ``RuntimeError('Query interrupted')`` whose context is the interrupt), or DuckDB's
+    own sentence for it."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (KeyboardInterrupt, dg.DagsterExecutionInterruptedError, duckdb.InterruptException)):
+            return True
+        if isinstance(current, RuntimeError) and str(current) == "Query interrupted":
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _retry(retry_number: int) -> dg.RetryRequested:
