@@ -119,24 +119,25 @@ FACET_CODES_SCHEMA = columns(
     ),
 )
 
+#: The text columns of ``works`` that ``facet_codes`` numbers and ``work_facets`` holds as codes (site/sql/facets.sql
+#: joins them in this order, as ``k1`` ... ``k8``).
+CODED_FACETS: tuple[str, ...] = (
+    "language",
+    "type",
+    "field",
+    "topic",
+    "venue",
+    "classification_kind",
+    "release_layer",
+    "retraction_state",
+)
+
 #: The facet and filter columns of ``works`` (text values as ``facet_codes`` codes) and the name lists and
 #: classifier decisions as code lists, one narrow row per work: what a cohort's count, coverage and facets read.
 WORK_FACETS_SCHEMA = columns(
     "work_key",
     "year",
-    *(
-        column(name, pa.int32(), f"facet_codes code of the work's {name}")
-        for name in (
-            "language",
-            "type",
-            "field",
-            "topic",
-            "venue",
-            "classification_kind",
-            "release_layer",
-            "retraction_state",
-        )
-    ),
+    *(column(name, pa.int32(), f"facet_codes code of the work's {name}") for name in CODED_FACETS),
     "ca_aff",
     "ca_fund",
     "ca_venue",

@@ -32,21 +32,13 @@ from typing import Any
 
 import duckdb
 
+from ...tables.site import CODED_FACETS
 from .facet_columns import BOOLEAN_COLUMNS, COLUMN_FACETS, LIST_FACETS, NAME_TABLES, TOP_N
 
 #: The filter groups the table is keyed by: a facet is read from it when its other filters are among these.
 CUBE_GROUPS = frozenset({"year", "language"})
 #: The column facets listed by their first ``TOP_N`` values (``year`` lists every year).
-TOP_N_FACETS = (
-    "language",
-    "type",
-    "field",
-    "topic",
-    "venue",
-    "classification_kind",
-    "release_layer",
-    "retraction_state",
-)
+TOP_N_FACETS = CODED_FACETS
 #: The coverage counts stored under facet ``_coverage``, by code.
 COVERAGE = ("works", "direct", "scored", "decided")
 

@@ -3,6 +3,8 @@ build counts (:mod:`.cube`) and the facet counts of a cohort (:mod:`..query.face
 
 from __future__ import annotations
 
+from ...tables.site import CODED_FACETS
+
 #: ``works`` / ``work_facets`` column of each boolean filter, by filter name (the filters' order on the page).
 BOOLEAN_COLUMNS = {
     "ca_aff": "ca_aff",
@@ -16,17 +18,7 @@ BOOLEAN_COLUMNS = {
 }
 #: The one-to-many table of a name filter.
 NAME_TABLES = {"institution": "work_institutions", "funder": "work_funders", "keyword": "work_keywords"}
-COLUMN_FACETS = (
-    "year",
-    "language",
-    "type",
-    "field",
-    "topic",
-    "venue",
-    "classification_kind",
-    "release_layer",
-    "retraction_state",
-)
+COLUMN_FACETS = ("year", *CODED_FACETS)
 #: The facets counted from ``work_facets``' code lists.
 LIST_FACETS = ("institution", "funder", "keyword", "classifier")
 #: Values listed per column or name facet (``year`` lists every year).
