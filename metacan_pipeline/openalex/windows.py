@@ -93,6 +93,31 @@ def windows_on_disk(api_root: Path) -> tuple[list[dict], list[Window]]:
     return sorted(done, key=lambda m: (m["to"], m["from"])), sorted(open_, key=lambda w: (w.from_date, w.to_date))
 
 
+def sync_windows(api_root: Path) -> list[dict]:
+    """Every window folder under ``api_root`` of either kind, newest end first: ``name``, ``by`` (:data:`UPDATED` or
+    :data:`PUBLISHED`), ``from``, ``to``, ``complete`` (its ``window.json`` is there) and, for a complete one, the
+    marker's ``completed_at``, ``works``, ``pages``, ``calls_made`` and ``cost_usd`` (None otherwise). An incomplete
+    window is a harvest stopped by the day's budget or an error (the next run resumes an ``updated_date`` one).
+    Folders whose name is not a window's are ignored; a missing ``api_root`` has none."""
+    root = Path(api_root)
+    if not root.is_dir():
+        return []
+    out = []
+    for folder in (p for p in root.iterdir() if p.is_dir() and p.name.startswith(WINDOW_PREFIX)):
+        rest = folder.name[len(WINDOW_PREFIX) :]
+        by = PUBLISHED if rest.startswith(PUBLISHED_TAG) else UPDATED
+        try:
+            f, t = rest.removeprefix(PUBLISHED_TAG).split("_")
+            frm, to = parse_date(f, "from").isoformat(), parse_date(t, "to").isoformat()
+        except ValueError:
+            continue
+        marker = read_marker(folder) or {}
+        row = {"name": folder.name, "by": by, "from": frm, "to": to, "complete": bool(marker)}
+        row |= {k: marker.get(k) for k in ("completed_at", "works", "pages", "calls_made", "cost_usd")}
+        out.append(row)
+    return sorted(out, key=lambda w: (w["to"], w["from"], w["name"]), reverse=True)
+
+
 def next_window(
     api_root: Path, today: dt.date, from_date: str | None = None, to_date: str | None = None
 ) -> tuple[Window, str]:

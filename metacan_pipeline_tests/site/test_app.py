@@ -552,7 +552,7 @@ def test_robots_sitemaps_and_cite_as_links_name_every_work_page(client, site_rel
         assert r.headers["content-type"] == "application/xml; charset=utf-8"
         urls += [e.text for e in ET.fromstring(r.content).findall("s:url/s:loc", ns)]
     want = {f"http://testserver/{p}" for (p,) in _sql(storage, "SELECT page_path FROM works")}
-    assert len(want) == 60 and {u for u in urls if "/works/" in u} == want and len(urls) == 60 + 12
+    assert len(want) == 60 and {u for u in urls if "/works/" in u} == want and len(urls) == 60 + 14
     assert "http://testserver/fr/statistics" in urls
     for page in ("/about", "/methods", "/glossary"):  # the plain-words pages, in both languages
         assert {f"http://testserver{page}", f"http://testserver/fr{page}"} <= set(urls)

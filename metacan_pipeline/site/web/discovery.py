@@ -17,7 +17,7 @@ from . import languages
 #: URLs per sitemap file (the protocol's limit is 50,000).
 SITEMAP_URLS = 50_000
 #: The pages besides the works that a sitemap lists, in each language.
-SITE_PAGES = ("/", "/statistics", "/dossier", "/about", "/methods", "/glossary")
+SITE_PAGES = ("/", "/statistics", "/dossier", "/recent", "/about", "/methods", "/glossary")
 XML = "application/xml; charset=utf-8"
 
 
