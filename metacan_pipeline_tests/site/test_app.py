@@ -567,6 +567,31 @@ def test_robots_sitemaps_and_cite_as_links_name_every_work_page(client, site_rel
     assert client.get(f"/q/{h}").headers["link"] == f'<http://testserver/q/{h}>; rel="cite-as"'
 
 
+def test_cite_as_links_and_sitemaps_never_take_their_host_from_the_request(site_release, monkeypatch):
+    """A client chooses the Host header: the addresses the site writes (cite-as, sitemaps, robots.txt) come from
+    METACAN_SITE_URL, else from the address the server listens on, never from that header."""
+    storage = site_release[0]
+    forged = {"Host": "attacker.example"}
+    monkeypatch.setenv("METACAN_SITE_URL", "https://metacan.example.org/map")
+    with TestClient(create_app(storage.root, rate_limit="off")) as configured:
+        h = re.search(r"/q/([0-9a-f]{12})", configured.get("/", params={"has_abstract": "yes"}).text).group(1)
+        assert configured.get(f"/q/{h}", headers=forged).headers["link"] == (
+            f'<https://metacan.example.org/map/q/{h}>; rel="cite-as"'
+        )
+        assert configured.get(f"/fr/q/{h}", headers=forged).headers["link"] == (
+            f'<https://metacan.example.org/map/fr/q/{h}>; rel="cite-as"'
+        )
+        robots = configured.get("/robots.txt", headers=forged).text
+        assert robots.endswith("Sitemap: https://metacan.example.org/map/sitemap.xml\n")
+        index = configured.get("/sitemap.xml", headers=forged).text
+        assert "https://metacan.example.org/map/sitemaps/0.xml" in index and "attacker" not in index
+        assert "attacker" not in configured.get("/sitemaps/0.xml", headers=forged).text
+    monkeypatch.delenv("METACAN_SITE_URL")
+    with TestClient(create_app(storage.root, rate_limit="off")) as unconfigured:
+        link = unconfigured.get(f"/q/{h}", headers=forged).headers["link"]
+        assert link == f'<http://testserver/q/{h}>; rel="cite-as"'  # the server's own address
+
+
 def test_the_cohort_form_answers_every_combination_it_offers_and_says_what_it_changed(client, site_release):
     storage = site_release[0]
 
