@@ -192,12 +192,7 @@ DISAGREEMENT_SCHEMA = columns(
 #: work_key order, with the input they arrived through (``site/sql/recent.sql``).
 RECENT_WORKS_SCHEMA = columns(
     "work_key",
-    column(
-        "arrived_in",
-        pa.string(),
-        "the frame partition the work's newest version was read from: an API refresh window (window=<from>_<to>, "
-        "window=published-<from>_<to>), a snapshot folder (updated_date=<date>) or files",
-    ),
+    "arrived_in",
     "updated_date",
 )
 
