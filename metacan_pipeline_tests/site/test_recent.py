@@ -104,6 +104,7 @@ def test_recent_lists_exactly_the_rolling_works_with_their_categories_withheld(r
     assert (sync["last_window"]["from"], sync["last_window"]["to"]) == ("2026-11-30", "2026-12-07")
     assert {w["name"]: w["added"] for w in sync["windows"]} == {STOPPED: 0, WEEKLY: 2, DAILY: 1}
     assert [w["name"] for w in sync["failures"]] == [STOPPED] and sync["added_outside_windows"] == 1
+    assert sync["windows_total"] == 3
     assert {w["name"]: w["by"] for w in sync["windows"]}[DAILY] == "publication_date"
 
 
@@ -130,7 +131,9 @@ def test_recent_page_in_english_and_french(rolling):
     assert client.get("/recent?page=0").status_code == 400 and client.get("/recent?x=1").status_code == 400
 
 
-def test_the_recent_api_is_not_answered_304_once_a_window_changed(rolling):
+def test_the_recent_api_is_not_answered_304_once_a_window_changed(rolling, monkeypatch):
+    from metacan_pipeline.site.web import recent
+
     storage, _, client = rolling
     first = client.get("/api/v1/recent")
     tag = first.headers["etag"]
@@ -138,3 +141,13 @@ def test_the_recent_api_is_not_answered_304_once_a_window_changed(rolling):
     _window(storage.root / "openalex_api", "window=2026-12-08_2026-12-08", 5)
     again = client.get("/api/v1/recent", headers={"If-None-Match": tag})
     assert again.status_code == 200 and again.json()["sync"]["last_window"]["name"] == "window=2026-12-08_2026-12-08"
+    # a long archive: the newest windows are listed, and the page says how many there are
+    monkeypatch.setattr(recent, "SHOWN_WINDOWS", 2)
+    sync = client.get("/api/v1/recent").json()["sync"]
+    assert sync["windows_total"] == 4 and [w["name"] for w in sync["windows"]] == [
+        "window=2026-12-08_2026-12-08",
+        STOPPED,
+    ]
+    assert [w["name"] for w in sync["failures"]] == [STOPPED]
+    assert "The 2 newest of 4 windows." in client.get("/recent").text
+    assert "Les 2 fenêtres les plus récentes sur 4." in client.get("/fr/recent").text

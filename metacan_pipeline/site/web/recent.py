@@ -36,6 +36,8 @@ PAGE_WORKS = 100
 PAGE_PARAM = Param(
     "page", "integer", "The page of the rolling layer's works, from 1.", bounds=(1, 1_000_000), default="1"
 )
+#: The newest windows the sync status lists (a year of daily refreshes is 365; every incomplete one is listed).
+SHOWN_WINDOWS = 50
 #: Where ``openalex_api_refresh`` archives its windows, under the data folder (``definitions.build_resources``).
 API_ARCHIVE = "openalex_api"
 
@@ -45,15 +47,17 @@ class RecentEndpoints:
     ``page_context`` and ``render``)."""
 
     def sync_status(self) -> dict:
-        """The API refresh's windows (newest first) with the rolling works each added, the last complete window and
-        the incomplete ones (module docstring)."""
+        """The API refresh's :data:`SHOWN_WINDOWS` newest windows (newest end first) with the rolling works each
+        added, how many there are, the last complete window, every incomplete one (module docstring), and the rolling
+        works that arrived through no window (a snapshot folder, other files)."""
         windows = sync_windows(Path(self.data_dir) / API_ARCHIVE)
         added = dict(self._query("SELECT arrived_in, count(*) FROM recent_works GROUP BY arrived_in"))
         for w in windows:
             w["added"] = added.get(w["name"], 0)
         complete = [w for w in windows if w["complete"]]
         return {
-            "windows": windows,
+            "windows": windows[:SHOWN_WINDOWS],
+            "windows_total": len(windows),
             "last_window": complete[0] if complete else None,
             "failures": [w for w in windows if not w["complete"]],
             "added_outside_windows": sum(n for k, n in added.items() if not k.startswith("window=")),
