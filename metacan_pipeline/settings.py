@@ -34,7 +34,7 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_RETRACTION_WATCH_FILE`` | a local copy of the Crossref Labs Retraction Watch CSV that ``retraction_watch`` reads (archived by content hash under ``<data dir>/retraction_watch/``) | unset |
 | ``METACAN_RETRACTION_WATCH_URL`` | where ``retraction_watch`` downloads the Retraction Watch CSV on each materialization (``https://api.labs.crossref.org/data/retractionwatch?<your e-mail>``); ignored when the file is set | unset: no download; with neither, every work is "not checked" |
 | ``METACAN_PUBLICATION_REFRESH`` | ``on`` starts the schedule ``daily_publication_refresh`` (the OpenAlex API harvested daily by publication date; it buys API calls) when the definitions load; ``off`` leaves it stopped (it can still be started in the UI) | ``off`` |
-| ``METACAN_PUBLICATION_WINDOW_DAYS`` | the days of publication a daily refresh window covers, ending on its day (1 to 366) | ``30`` |
+| ``METACAN_PUBLICATION_WINDOW_DAYS`` | how far back a daily refresh window reaches: from this many days before its day to that day, both inclusive (1 to 366) | ``30`` |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -89,7 +89,7 @@ RETRACTION_WATCH_FILE_ENV = "METACAN_RETRACTION_WATCH_FILE"
 RETRACTION_WATCH_URL_ENV = "METACAN_RETRACTION_WATCH_URL"
 PUBLICATION_REFRESH_ENV = "METACAN_PUBLICATION_REFRESH"
 PUBLICATION_WINDOW_DAYS_ENV = "METACAN_PUBLICATION_WINDOW_DAYS"
-#: The daily refresh's window: the original site's synced the 15 to 30 days of publication before each day.
+#: How far back the daily refresh's window reaches: the original site synced the 15 to 30 days of publication before each day.
 DEFAULT_PUBLICATION_WINDOW_DAYS = 30
 
 DEFAULT_DATA_DIR = "data"
@@ -436,8 +436,8 @@ def publication_refresh() -> bool:
 
 
 def publication_window_days() -> int:
-    """``$METACAN_PUBLICATION_WINDOW_DAYS`` (1 to 366), else 30: the days of publication a daily refresh window
-    covers, ending on its day. Raises ValueError naming a bad value."""
+    """``$METACAN_PUBLICATION_WINDOW_DAYS`` (1 to 366), else 30: how far back a daily refresh window reaches,
+    from this many days before its day to that day, both inclusive. Raises ValueError naming a bad value."""
     value = os.environ.get(PUBLICATION_WINDOW_DAYS_ENV, "").strip()
     if not value:
         return DEFAULT_PUBLICATION_WINDOW_DAYS

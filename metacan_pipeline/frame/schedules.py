@@ -75,8 +75,8 @@ DAILY_TIMEZONE, DAILY_HOUR = "America/Toronto", 5
 
 
 def publication_run_config(day: dt.date, days: int) -> dict:
-    """The ``api_refresh`` run config of the daily refresh on ``day``: the ``days`` days of publication before it,
-    ``day`` included (:func:`metacan_pipeline.openalex.windows.publication_window` with both dates given)."""
+    """The ``api_refresh`` run config of the daily refresh on ``day``: publication dates from ``days`` days before it
+    to ``day``, both inclusive (:func:`metacan_pipeline.openalex.windows.publication_window` with both dates given)."""
     return {
         "ops": {
             "openalex_api_refresh": {

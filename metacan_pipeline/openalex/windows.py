@@ -169,7 +169,7 @@ def publication_window(
     if from_date:
         frm, why = parse_date(from_date, "from_publication_date"), "from_publication_date as configured"
     else:
-        frm, why = to - dt.timedelta(days=days), f"the {days} days of publication before {to}"
+        frm, why = to - dt.timedelta(days=days), f"publication dates from {days} days before {to} to {to}"
     if frm > to:
         raise ValueError(f"from_publication_date {frm} is after to_publication_date {to}: a window needs from <= to")
     return Window(frm.isoformat(), to.isoformat(), PUBLISHED), why
