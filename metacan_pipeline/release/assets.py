@@ -63,7 +63,7 @@ def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: M
     known-item venue recall (when materialized; a non-probability bound, apart from the design-based estimates) and
     the records into
     Parquet tables, ``records.jsonl``, the model cards of the classifier versions (``model_cards/<version>/``),
-    ``README.md``, ``codemeta.json`` and ``ro-crate-metadata.json`` (:mod:`.fair`), ``release.json``
+    ``README.md``, ``codemeta.json`` and ``ro-crate-metadata.json`` (RO-Crate 1.1), ``release.json``
     (content hashes, counts), ``SHA256SUMS`` and ``CITATION.cff``; an input already cut reuses its
     release. Works that enter the frame later are the rolling layer, on the next ``work_records``.
     Fails (no retry) naming the input when a version is invalid or taken, a table is missing, or CFF does not validate.
