@@ -474,6 +474,10 @@ class CascadeConfig(dg.Config):
         default=0.9, gt=0, lt=1, description="Recall the negative side must keep, certified (null: no cap)."
     )
     confidence: float = Field(default=0.95, gt=0, lt=1, description="Level of the one-sided bounds.")
+    method: str = Field(
+        default="clopper-pearson",
+        description="The lower bound: clopper-pearson (coverage at least the level for every rate) or jeffreys.",
+    )
     budget: int = Field(default=100, ge=0, description="Teacher calls (band works) one run adds to the batch.")
 
 
@@ -500,6 +504,7 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
         config.recall,
         config.confidence,
         config.budget,
+        config.method,
     )
     model_version = current_model_version(storage)
     skipped: dict[str, str] = {}
