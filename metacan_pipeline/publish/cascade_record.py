@@ -27,6 +27,8 @@ WITHHELD = "withheld"
 #: What the certificate of each certified decision bounds: the precision of the works decided positive, the negative
 #: predictive value (the share truly negative) of the works decided negative.
 MEASURES = {"positive": "precision", "negative": "negative_predictive_value"}
+#: The bounds' names as pages write them (proper names: the same in every language).
+BOUND_METHOD_NAMES = {"clopper-pearson": "Clopper-Pearson", "jeffreys": "Jeffreys"}
 #: The keys of an entry that say something about the work's category; a record never ships any of them on a cascade entry.
 _CLAIM_KEYS = ("categories", "category", "label", "human_validation")
 

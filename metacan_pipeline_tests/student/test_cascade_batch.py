@@ -67,6 +67,7 @@ def test_the_band_goes_to_the_teacher_once_and_the_thresholds_are_certified_on_t
             negative_recall=0.9,
         )
         assert (row["calibration_n"], row["calibration_positives"]) == (len(ys), sum(y for _, y in ys))
+        assert row["bound_method"] == "clopper-pearson"
         assert row["positive_threshold"] == want.positive.threshold
         assert row["negative_threshold"] == want.negative_threshold
         if head == "metaresearch":  # separable titles: 11 of 25 calibration works positive, a certified top
@@ -106,12 +107,36 @@ def test_the_band_goes_to_the_teacher_once_and_the_thresholds_are_certified_on_t
     [
         ({"heads": ["genre"]}, "cascade heads ['genre']: expected one or more binary heads"),
         ({"teacher": "opus"}, "cascade teacher 'opus': expected one of"),
+        ({"method": "wilson"}, "cascade method 'wilson': expected one of clopper-pearson, jeffreys"),
     ],
 )
 def test_bad_settings_name_the_setting(scored, config, message):
     result = _cascade(scored, **config)
     assert not result.success
     assert message in root_error(result)
+
+
+def test_the_jeffreys_bound_certifies_when_asked_and_the_thresholds_say_so(scored):
+    """The records say which bound certified a decision: the method is a setting and a column, and the thresholds are
+    Jeffreys' (tighter than Clopper-Pearson's, so the positive side of the separable head certifies lower)."""
+    storage = scored
+    result = _cascade(storage, **{**CONFIG, "heads": ["metaresearch"], "method": "jeffreys"})
+    assert result.success, root_error(result)
+    (row,) = storage.read_table("cascade_thresholds").to_pylist()
+    scores = {r["id"]: r["codex__metaresearch"] for r in storage.read_table("student_scores").to_pylist()}
+    labels = {r["work_id"]: r for r in teacher_call_labels(storage, "codex")}
+    with storage.connect(read_only=True) as con:
+        holdout = {r[0] for r in con.execute("SELECT work_id FROM student_holdout").fetchall()}
+    ys = [(w, target_value(labels[w], "metaresearch")) for w in sorted(holdout) if w in labels]
+    ys = [(w, y) for w, y in ys if y is not None]
+    weights = design_weights(storage, {w for w, _ in ys})
+    args = (np.array([scores[w] for w, _ in ys]), np.array([y for _, y in ys]), 0.7)
+    kw = {"weights": np.array([weights[w]["design_weight"] for w, _ in ys]), "negative_recall": 0.9}
+    jeffreys, exact = certify_head(*args, method="jeffreys", **kw), certify_head(*args, **kw)
+    assert row["bound_method"] == "jeffreys"
+    assert (row["positive_threshold"], row["positive_bound"]) == (jeffreys.positive.threshold, jeffreys.positive.bound)
+    assert row["negative_bound"] == jeffreys.negative.bound
+    assert jeffreys.positive.bound > exact.positive.bound  # a different bound, not the default under another name
 
 
 def test_a_teacher_that_labelled_every_work_leaves_nothing_to_plan(scored):
