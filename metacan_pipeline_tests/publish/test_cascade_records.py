@@ -220,6 +220,12 @@ def test_the_work_page_says_each_heads_decision_in_a_plain_sentence_in_english_a
         f"(lower bound {npv_lower}, Jeffreys, n = 140 held-out teacher labels)." in en["W2"]
     )
     assert "at least 0.90 of the teacher's positives" in en["W2"]
+    assert "says little about the ranking" not in en["W2"]
+    vacuous = json.loads(json.dumps(records["W2"]))
+    vacuous["cascade"][0]["certificate"]["vacuous"] = True
+    assert "The held-out works together already meet this target" in render_work(environment(), vacuous, None, CTX)
+    fr_vacuous = render_work(environment(translations("fr")), vacuous, None, CTX)
+    assert "la borne dit peu de chose du classement" in fr_vacuous
     assert "(score 0.500, between its certified thresholds): it is sent to teacher gemma." in en["W3"]
     assert "(score 0.550, between its certified thresholds), and the teacher's call budget" in en["W4"]
     assert "did not settle this work as Research integrity or not (score 0.400" in en["W1"]
