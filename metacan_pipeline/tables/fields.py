@@ -533,6 +533,11 @@ FIELDS: dict[str, Field] = {
         _S,
         "Retraction Watch's RetractionNature, as given (Retraction, Expression of concern, Correction, Reinstatement)",
     ),
+    "cascade_decision": Field(
+        _S,
+        "the cascade's decision on the metaresearch head: positive | negative (certified student decisions, "
+        "machine_predicted_unvalidated) | teacher | unsettled | withheld | not_planned",
+    ),
     "retraction_state": Field(
         _S,
         "retraction | expression_of_concern | correction | reinstatement (of one notice); for a work, also none "

@@ -46,6 +46,7 @@ LABELS: dict[str, str] = {
     "release_layer": N_("Release layer"),
     "retraction_state": N_("Retraction Watch"),
     "openalex_missed": N_("Retraction missed by OpenAlex"),
+    "cascade_decision": N_("Cascade decision (meta-research)"),
     "label_category": N_("Category"),
     "label_domain": N_("Domain"),
     "label_study_design": N_("Study design"),
@@ -80,6 +81,13 @@ VALUE_WORDS: dict[str, str] = {
     "reinstatement": N_("reinstatement"),
     "none": N_("no notice"),
     "not_checked": N_("not checked (no Retraction Watch file)"),
+    # the cascade's decisions on the metaresearch head (cascade_decision): certified ones are machine decisions
+    "positive": N_("certified positive (machine decision)"),
+    "negative": N_("certified negative (machine decision)"),
+    "teacher": N_("sent to the teacher"),
+    "unsettled": N_("unsettled (beyond the call budget)"),
+    "withheld": N_("withheld (rolling layer)"),
+    "not_planned": N_("no cascade decision"),
 }
 
 #: The heading of an error page, by HTTP status (other statuses show the status phrase untranslated).
