@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 
 from ..storage import MetacanStorage, id_ranges, sql_literal
 from ..student.reference_sets import reference_no_score, reference_score_columns
@@ -100,11 +101,9 @@ def cascade_view(storage: MetacanStorage, parquet) -> str:
     it had ``bound_method`` was certified by the only bound there was then, Clopper-Pearson."""
     if not (storage.has_table("cascade_decisions") and storage.has_table("cascade_thresholds")):
         return "CREATE VIEW cascade_decisions AS SELECT NULL::VARCHAR AS id, NULL::VARCHAR AS target WHERE false"
-    present = set(storage.read_table("cascade_thresholds").schema.names)
-    picked = ", ".join(
-        f"t.{c}" if c in present or c != "bound_method" else "'clopper-pearson' AS bound_method"
-        for c in CASCADE_THRESHOLD_COLUMNS
-    )
+    present = set(pq.read_schema(next(storage.table_dir("cascade_thresholds").glob("*.parquet"))).names)
+    defaults = {"bound_method": "'clopper-pearson'"}
+    picked = ", ".join(f"t.{c}" if c in present else f"{defaults[c]} AS {c}" for c in CASCADE_THRESHOLD_COLUMNS)
     return (
         f"CREATE VIEW cascade_decisions AS SELECT d.id, d.target, d.model_version, d.score, d.decision, {picked} "
         f"FROM {parquet('cascade_decisions')} d JOIN {parquet('cascade_thresholds')} t USING (model_version, target)"

@@ -315,3 +315,16 @@ def test_a_rolling_layer_work_withholds_the_certified_decision_of_a_head_not_val
         "which has not passed human validation"
     ]
     assert not cascade_violations(record, rolling=True, passed=lambda v, h: (v, h) == (VERSION, "metaresearch"))
+
+
+def test_thresholds_written_before_the_method_column_read_as_clopper_pearson(planted):
+    """A cascade_thresholds table of an earlier run has no bound_method: its bounds were Clopper-Pearson's, the only
+    bound the asset computed then, and the records say so."""
+    resources, *_ = planted
+    storage = resources["storage"]
+    old = storage.read_table("cascade_thresholds").drop_columns(["bound_method"])
+    storage.write_table("cascade_thresholds", old)
+    assert _materialize(resources).success
+    records = {r["id"]: json.loads(r["record_json"]) for r in storage.read_table("work_records").to_pylist()}
+    assert records["W1"]["cascade"][0]["certificate"]["method"] == "clopper-pearson"
+    assert records["W2"]["cascade"][0]["certificate"]["method"] == "clopper-pearson"
