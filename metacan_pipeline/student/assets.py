@@ -474,6 +474,10 @@ class CascadeConfig(dg.Config):
         default=0.9, gt=0, lt=1, description="Recall the negative side must keep, certified (null: no cap)."
     )
     confidence: float = Field(default=0.95, gt=0, lt=1, description="Level of the one-sided bounds.")
+    method: str = Field(
+        default="clopper-pearson",
+        description="The lower bound: clopper-pearson (coverage at least the level for every rate) or jeffreys.",
+    )
     budget: int = Field(default=100, ge=0, description="Teacher calls (band works) one run adds to the batch.")
 
 
@@ -488,8 +492,10 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
     """The cascade coverage mode: certified student thresholds per head on the frozen holdout's teacher labels,
     and the band's `budget` most uncertain works added to batch `cascade` of `label_batches`. A teacher with `coverage = "sample+batch:cascade"` labels them when its `direct_labels_<name>`
     asset is next materialized (that edge is not drawn: it would make a cycle). Writes `cascade_thresholds` and
-    `cascade_decisions`; a certified decision is a machine decision, never a validated label."""
+    `cascade_decisions`, and the thresholds into the model version's card (section "Cascade"); a certified decision is a
+    machine decision, never a validated label."""
     from ..tables.student import CASCADE_THRESHOLDS_SCHEMA
+    from .card import add_cascade
     from .cascade_batch import CascadeSettings, decisions_table, run_cascade, thresholds_table
 
     settings = CascadeSettings(
@@ -500,6 +506,7 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
         config.recall,
         config.confidence,
         config.budget,
+        config.method,
     )
     model_version = current_model_version(storage)
     skipped: dict[str, str] = {}
@@ -511,6 +518,7 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
     decisions = decisions_table(results, model_version)
     storage.write_table("cascade_decisions", decisions)
     rows = thresholds.to_pylist()
+    card_paths = add_cascade(storage.root, model_version, rows)
     for r in rows:
         context.log.info(
             f"cascade {r['target']}: {r['calibration_n']} calibration works ({r['calibration_positives']} positive); "
@@ -529,6 +537,7 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
             teacher=settings.teacher,
             added_to_batch=sum(r["added_to_batch"] for r in rows),
             heads_without_score=dg.MetadataValue.json(skipped),
+            model_card_cascade=str(card_paths[1]) if card_paths else "no model card for this version",
             decisions_per_head=counts_markdown(
                 dict(
                     Counter(

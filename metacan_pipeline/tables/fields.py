@@ -311,7 +311,8 @@ FIELDS: dict[str, Field] = {
     "precision_target": Field(_F64, "the precision the positive threshold certifies"),
     "npv_target": Field(_F64, "the negative predictive value the negative threshold certifies"),
     "recall_target": Field(_F64, "the recall the negative side must keep (certified); NULL: no cap"),
-    "bound_level": Field(_F64, "the one-sided confidence level of the Clopper-Pearson bounds"),
+    "bound_level": Field(_F64, "the one-sided confidence level of the bounds"),
+    "bound_method": Field(_S, "the lower bound's method: clopper-pearson or jeffreys (student/cascade.py)"),
     "calibration_n": Field(_I64, "held-out works the teacher labelled on the target (the certificate's works)"),
     "calibration_positives": Field(_I64, "of them, the teacher's positives"),
     "positive_threshold": Field(_F64, "scores at or above it are decided positive; NULL: nothing certified"),
@@ -536,6 +537,11 @@ FIELDS: dict[str, Field] = {
     "retraction_nature": Field(
         _S,
         "Retraction Watch's RetractionNature, as given (Retraction, Expression of concern, Correction, Reinstatement)",
+    ),
+    "cascade_decision": Field(
+        _S,
+        "the cascade's decision on the metaresearch head: positive | negative (certified student decisions, "
+        "machine_predicted_unvalidated) | teacher | unsettled | withheld | not_planned",
     ),
     "retraction_state": Field(
         _S,

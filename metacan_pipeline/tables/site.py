@@ -54,6 +54,7 @@ SITE_WORKS_SCHEMA = columns(
     "in_sampling_frame",
     "classification_kind",
     "release_layer",
+    "cascade_decision",
     column("model_version", description="the classifier version of the work's decisions (null: none)"),
     "prediction_status",
     "candidate_categories",
@@ -120,7 +121,7 @@ FACET_CODES_SCHEMA = columns(
 )
 
 #: The text columns of ``works`` that ``facet_codes`` numbers and ``work_facets`` holds as codes (site/sql/facets.sql
-#: joins them in this order, as ``k1`` ... ``k8``).
+#: joins them in this order, as ``k1`` ... ``k9``).
 CODED_FACETS: tuple[str, ...] = (
     "language",
     "type",
@@ -130,6 +131,7 @@ CODED_FACETS: tuple[str, ...] = (
     "classification_kind",
     "release_layer",
     "retraction_state",
+    "cascade_decision",
 )
 
 #: The facet and filter columns of ``works`` (text values as ``facet_codes`` codes) and the name lists and

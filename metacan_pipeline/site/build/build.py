@@ -53,7 +53,8 @@ from .release import (
 #: values that case- and accent-insensitive text filters match), and the Retraction Watch state and OpenAlex-missed
 #: flag of works and work_facets
 #: 8: recent_works (the rolling layer and the input each of its works arrived through, sql/recent.sql)
-LAYOUT_VERSION = 8  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: 9: the cascade's decision of works and work_facets
+LAYOUT_VERSION = 9  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 RECENT_SQL = resources.files("metacan_pipeline.site").joinpath("sql/recent.sql").read_text("utf-8")

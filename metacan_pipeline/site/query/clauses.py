@@ -49,6 +49,10 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
         code = "(SELECT code FROM facet_codes WHERE facet = 'retraction_state' AND value = ?)"
         sql = f"w.retraction_state = {code}" if coded else "w.retraction_state = ?"
         out.append(Clause("retraction_state", sql, (f["retraction_state"],)))
+    if "cascade_decision" in f:
+        code = "(SELECT code FROM facet_codes WHERE facet = 'cascade_decision' AND value = ?)"
+        sql = f"w.cascade_decision = {code}" if coded else "w.cascade_decision = ?"
+        out.append(Clause("cascade_decision", sql, (f["cascade_decision"],)))
     if label := _label_clause(cohort):
         out.append(label)
     if "classifier_category" in f:

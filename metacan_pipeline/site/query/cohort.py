@@ -12,6 +12,7 @@ The parameters (``FILTERS``): ``year_min``/``year_max``; ``language``, ``type``,
 out; works without the field are kept); ``ca_aff``, ``ca_fund``, ``ca_venue``, ``about_ca``,
 ``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``, ``openalex_missed``
 (``yes``/``no``/``any``); ``retraction_state`` (a Retraction Watch state, ``none`` or ``not_checked``);
+``cascade_decision`` (the cascade's decision on the metaresearch head, ``not_planned`` without one);
 ``release_layer`` (``human_verified``, ``high_precision``, ``provisional``,
 ``contested``); direct labels: ``label_category``, ``label_domain``, ``label_study_design``,
 ``label_genre`` (one labelled direct label must carry all that are given), ``label_teacher`` (that teacher's
@@ -142,6 +143,8 @@ def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
         f["release_layer"] = _given(values, "release_layer", release)
     if "retraction_state" in values:
         f["retraction_state"] = _given(values, "retraction_state", release)
+    if "cascade_decision" in values:
+        f["cascade_decision"] = _given(values, "cascade_decision", release)
     _label_filters(values, release, f)
     _classifier_filters(values, release, f)
     _score_filters(values, release, f)

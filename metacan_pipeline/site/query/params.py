@@ -17,7 +17,7 @@ from typing import Any
 
 from ...i18n import N_, Sentence
 from ...release.release_layers import RELEASE_LAYERS
-from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS
+from ...vocab import CASCADE_DECISIONS, CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS
 from ..build import fts
 from ..build.facet_columns import BOOLEAN_COLUMNS
 from ..build.release import ReleaseInfo
@@ -172,6 +172,10 @@ PARAMS: dict[str, Param] = {
         Param("retraction_state", "choice", "The work's state in Retraction Watch (retraction, expression of concern, "
               "correction, reinstatement); none: checked, no notice; not_checked: the release read no Retraction "
               "Watch file (not a statement that the work is not retracted).", choices=RETRACTION_STATES),
+        Param("cascade_decision", "choice", "The cascade's decision on the metaresearch head: positive or negative "
+              "(the student's certified decision, a machine decision never validated by a human), teacher (sent to "
+              "the teacher), unsettled (beyond the call budget), withheld (a rolling-layer work whose head is not "
+              "validated), not_planned (no cascade decision).", choices=CASCADE_DECISIONS),
         *(
             Param(n, "choice", f"A direct label carrying this {n.removeprefix('label_').replace('_', ' ')}.", choices=v)
             for n, v in LABEL_VALUES.items()

@@ -55,7 +55,7 @@ from ...publish.abstracts import Abstract, AbstractFetcher, WorkIds
 from ...publish.pages import environment as page_environment
 from ...publish.pages import qualification_words, render_work
 from ...release.release_layers import RELEASE_LAYERS
-from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS, display_name
+from ...vocab import CASCADE_DECISIONS, CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS, display_name
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
@@ -314,6 +314,7 @@ class Site(
                 "study_design": STUDY_DESIGNS,
                 "genre": GENRES,
                 "retraction_state": RETRACTION_STATES,
+                "cascade_decision": CASCADE_DECISIONS,
             },
             booleans=BOOLEAN_FILTERS,
             release_layers=RELEASE_LAYERS,
