@@ -35,6 +35,7 @@ from ..tables.student import (
     TRAINING_SET_SCHEMA,
 )
 from ..teachers.core.registry import TeacherSpec, load_registry
+from .distill import DISTILL_ENCODER, TRANSFER_WORKS
 from .features import DEFAULT_C_GRID, DEFAULT_FEATURES, FEATURE_KINDS
 from .holdout import HOLDOUT_VERSION
 from .models import StudentBundle, load_published, model_path
@@ -104,6 +105,20 @@ class StudentConfig(dg.Config):
         "never a decision), also for works outside the frame. Default: every imported teacher (e.g. the MetaCan "
         "pilot's pilot_a and pilot_b); [] for none.",
     )
+    distill: bool = Field(
+        default=True,
+        description=f"Distil every binary head from a head on the {DISTILL_ENCODER} sentence embedding (same labels) "
+        "through a transfer set of unlabelled texts: the fast features then rank works they never saw about as the "
+        "encoder does, at the fast features' scoring speed (benchmarks/RESULTS.md). False: heads learn from their "
+        "labels alone.",
+    )
+    transfer_works: int = Field(
+        default=TRANSFER_WORKS,
+        ge=0,
+        description="Frame works in the distillation's transfer set besides the training texts: a stable sample by "
+        "salted hash of the id, without holdout works. Each is encoded once per model version (about 600 works/s "
+        "on 2 cores).",
+    )
 
 
 def _heads_metadata(
@@ -164,6 +179,9 @@ def card_metadata(card: dict, markdown: str) -> dict:
                 low, high = f["ci_low"], f["ci_high"]
                 interval = "" if low is None else f" [{low:.3f}, {high:.3f}]"
                 out[f"card_{name}_{h['source']}_metaresearch"] = f"{f['value']:.3f}{interval}"
+    from .card import distillation_line  # lazy: the card imports scikit-learn
+
+    out["card_distillation"] = distillation_line(card.get("distillation") or {})
     out["card_heads_that_decide"] = sum(1 for h in card["heads"] if h["claim"]["decides"])
     out["card_limits"] = dg.MetadataValue.md("\n".join(f"- {x['text']}" for x in card["limits"]))
     return out
@@ -215,15 +233,21 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     """
     # lazy: these import scikit-learn (about 4 s), which only this asset's step needs
     from .card import model_card
+    from .distill import Distiller
     from .evaluation import holdout_metric_rows, reference_head_rows, write_reliability_plots
     from .training import load_training_inputs, train_or_load, training_set_table
 
-    inputs, newly = load_training_inputs(storage, context.run.run_id, config.reference_sets)
+    inputs, newly = load_training_inputs(
+        storage, context.run.run_id, config.reference_sets, config.transfer_works if config.distill else 0
+    )
     if newly:
         context.log.info(
             f"holdout frozen now: {inputs.holdout_works} frame works of held-out venues ({HOLDOUT_VERSION})"
         )
-    bundle, reused = train_or_load(storage, inputs, config.features, context.run.run_id, tuple(config.head_c))
+    distiller = Distiller() if config.distill else None
+    bundle, reused = train_or_load(
+        storage, inputs, config.features, context.run.run_id, tuple(config.head_c), distiller
+    )
     if reused:
         context.log.info(f"model version {bundle.model_version} is already published: loaded, not retrained")
     report = holdout_metric_rows(bundle, inputs)

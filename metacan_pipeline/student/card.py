@@ -333,6 +333,7 @@ def build_card(
         "training_sets": _training_sets(bundle, report.rows, standing),
         "features": feature_description(bundle),
         "regularisation": regularisation(bundle),
+        "distillation": dict(getattr(bundle, "distillation", {}) or {}),
         "heads": _heads(bundle, report, standing),
         "reliability_plots": {t: f"reliability_{t}.png" for t in report.curves},
     }
@@ -346,6 +347,17 @@ def _fmt(f: Mapping | None) -> str:
     if f.get("ci_low") is None:
         return f"{f['value']:.3f}"
     return f"{f['value']:.3f} [{f['ci_low']:.3f}, {f['ci_high']:.3f}]"
+
+
+def distillation_line(d: dict) -> str:
+    """The card's line on how the binary heads were distilled (:mod:`.distill`), or that they were not."""
+    if not d:
+        return "- Distillation: none (every head learned from its labels alone)"
+    return (
+        f"- Distillation: each trained binary head is the mean of its label fit and a ridge regression (alpha "
+        f"{d['ridge_alpha']:g}) of a `{d['encoder']}` head's log-odds (same labels) over {d['transfer_works']} "
+        f"unlabelled transfer texts ({d['frame_transfer_works']} of them a sample of the frame)"
+    )
 
 
 def card_markdown(card: dict) -> str:
@@ -366,6 +378,7 @@ def card_markdown(card: dict) -> str:
             if card["regularisation"]["c_grid"]
             else "none"
         ),
+        distillation_line(card.get("distillation") or {}),
         f"- Frozen holdout {card['holdout']['version']}: {card['holdout']['frame_works']} frame works; labelled: "
         + ", ".join(f"{s} {n}" for s, n in card["holdout"]["labelled_works"].items()),
         f"- Intervals: {card['holdout']['interval']['level']:.0%} {card['holdout']['interval']['method']} "
