@@ -84,6 +84,7 @@ from .middleware import (
 )
 from .model_card import ModelCardEndpoints
 from .openapi import API_ROUTES
+from .people import PeopleEndpoints
 from .saved import QueryStore
 from .score_api import ScoreEndpoints
 from .statistics import StatisticsEndpoints
@@ -151,6 +152,7 @@ class Site(
     ScoreEndpoints,
     DiscoveryEndpoints,
     GuideEndpoints,
+    PeopleEndpoints,
 ):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
@@ -532,6 +534,9 @@ def page_routes(site: Site, lang: str) -> list[Route]:
         Route(p + "/about", html(site.about_page), name=f"about_{lang}"),
         Route(p + "/methods", html(site.methods_page), name=f"methods_{lang}"),
         Route(p + "/glossary", html(site.glossary_page), name=f"glossary_{lang}"),
+        Route(p + "/authors/{author_id}", html(site.author_page), name=f"author_{lang}"),
+        Route(p + "/institutions/{institution_id}", html(site.institution_page), name=f"institution_{lang}"),
+        Route(p + "/network", html(site.network_page), name=f"network_{lang}"),
     ]
 
 
@@ -564,6 +569,8 @@ def create_app(
         Route("/export.parquet", site.html(site.export_parquet, DEFAULT_LOCALE)),
         Route("/export.ris", site.html(site.export_ris, DEFAULT_LOCALE)),
         Route("/export.bib", site.html(site.export_bibtex, DEFAULT_LOCALE)),
+        Route("/network.graphml", site.html(site.network_graphml, DEFAULT_LOCALE)),
+        Route("/network.csv", site.html(site.network_csv, DEFAULT_LOCALE)),
         Route("/static/typeahead.js", site.typeahead_script),
         Route("/robots.txt", site.robots),
         Route("/sitemap.xml", site.sitemap_index),
