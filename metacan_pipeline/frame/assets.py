@@ -398,21 +398,24 @@ _AUTHOR_SPEC = {"group_name": "ingestion", "kinds": {"duckdb", "parquet"}, "owne
             "authors",
             code_version="1",
             deps=["work_authors"],
-            description="The frame's OpenAlex authors: ORCID, name as OpenAlex gives it, works and years.",
+            description="The frame's OpenAlex authors (authorships with a valid author id): ORCID and name as OpenAlex "
+            "gives them on their newest work, whether any authorship is Canadian, works and years.",
             **_AUTHOR_SPEC,
         ),
         dg.AssetSpec(
             "institutions",
             code_version="1",
             deps=["frame"],
-            description="The institutions of the frame's authorships: ROR, name, country, works and years.",
+            description="The institutions of the frame's authorships that have an OpenAlex id: ROR, name and country as "
+            "OpenAlex gives them on their newest work, works and years.",
             **_AUTHOR_SPEC,
         ),
         dg.AssetSpec(
             "author_institution_years",
             code_version="1",
             deps=["frame", "canadian_entities"],
-            description="Each author's Canadian institutions by publication year, from their Canadian authorships.",
+            description="Each author's Canadian institutions (country code CA or pinned) by publication year, from their "
+            "Canadian authorships, with the works that list each.",
             **_AUTHOR_SPEC,
         ),
     ],
