@@ -134,6 +134,13 @@ def test_the_author_and_institution_id_filters_select_their_works(client, people
     assert n(author="A100", year_max="2010") == sum(
         r["publication_year"] <= 2010 and any(a["author_id"] == "A100" for a in r["authorships"]) for r in frame
     )
+    # the cohort builder's id boxes take what the server takes: ids up to the parameter's length, checked in the
+    # browser by their pattern too
+    home = client.get("/").text
+    assert 'pattern="[Aa][0-9]{1,19}(\\|[Aa][0-9]{1,19})*" maxlength="300"' in home
+    assert n(author="|".join(["A100"] * 60)) == 30  # 299 characters, one id
+    assert n(author=" A100 ") == 30  # spaces around a value are dropped, as of every value
+    assert client.get("/api/v1/count", params={"author": "A100 |A200"}).status_code == 400
     bad = client.get("/api/v1/count", params={"author": "I10"})
     assert bad.status_code == 400
     assert "is not an OpenAlex id" in bad.json()["error"]["message"]

@@ -59,7 +59,7 @@ from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIG
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
-from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
+from ..query.params import BOOLEAN_FILTERS, FILTERS, ID_PATTERNS, PARAMS, CohortError, single_values
 from ..query.suggest import did_you_mean, replaced
 from . import guide, languages, strings
 from .api import ApiEndpoints, api_error, url_with
@@ -121,6 +121,7 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     env.globals["colon"] = translations(locale).gettext(strings.COLON)
     #: a text box accepts what the server accepts (the parameter's own limit), no more
     env.globals["max_length"] = {name: p.max_length for name, p in PARAMS.items() if p.max_length}
+    env.globals["id_patterns"] = ID_PATTERNS  # the id filters' boxes check their ids in the browser too
     return env
 
 
