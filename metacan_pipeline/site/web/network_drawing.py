@@ -12,6 +12,7 @@ from ..query.people import Network
 
 SVG_SIZE = 640
 _MARGIN = 40
+_LABEL_ROOM = 120  # right of the square: the labels of the rightmost nodes
 
 
 def _graph(net: Network):
@@ -26,46 +27,67 @@ def _graph(net: Network):
 
 
 def layout(net: Network) -> dict[str, tuple[float, float]]:
-    """Node positions in the SVG's pixels: networkx's spring layout weighted by shared works, seed 0."""
+    """Node positions in the drawing's pixels, the same for the same network: each connected component laid out on
+    its own (a dense one, such as the authors of one consortium paper, on a circle; the others by networkx's spring
+    layout weighted by shared works, seed 0), the components in a grid of equal cells, largest first."""
+    import math
+
     import networkx as nx  # only the network's pages and downloads need it
 
     if not net.nodes:
         return {}
-    pos = nx.spring_layout(_graph(net), weight="weight", seed=0)
-    xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
-    span = max(max(xs) - min(xs), max(ys) - min(ys)) or 1.0
-    inner = SVG_SIZE - 2 * _MARGIN
-    return {
-        k: (_MARGIN + (x - min(xs)) / span * inner, _MARGIN + (y - min(ys)) / span * inner) for k, (x, y) in pos.items()
-    }
+    g = _graph(net)
+    comps = sorted(nx.connected_components(g), key=lambda c: (-len(c), min(c)))
+    cols = math.ceil(math.sqrt(len(comps)))
+    cell = (SVG_SIZE - 2 * _MARGIN) / cols
+    out: dict[str, tuple[float, float]] = {}
+    for k, comp in enumerate(comps):
+        sub = g.subgraph(sorted(comp))
+        if len(comp) == 1:
+            pos = {next(iter(comp)): (0.0, 0.0)}
+        elif nx.density(sub) > 0.5:
+            pos = nx.circular_layout(sub)
+        else:
+            pos = nx.spring_layout(sub, weight="weight", seed=0, iterations=100)
+        cx, cy = _MARGIN + (k % cols + 0.5) * cell, _MARGIN + (k // cols + 0.5) * cell
+        for node, (x, y) in pos.items():
+            out[node] = (cx + float(x) * cell * 0.38, cy + float(y) * cell * 0.38)
+    return out
+
+
+def _short(name: str, most: int = 22) -> str:
+    """A node's label in the drawing: its name, cut to ``most`` characters (the tables beside it have it whole)."""
+    return name if len(name) <= most else name[: most - 1] + "…"
 
 
 def svg(net: Network, title: str, href: dict[str, str]) -> str:
-    """The network as one ``<svg>`` element (``role="img"``, labelled by ``title``; the page's data table beside it
-    says the same for screen readers): edges as lines as thick as their weight's square root, nodes as circles
-    as large as their works' square root, each linked to its page (``href``: node id -> URL) with its name and
-    counts in a ``<title>``."""
+    """The network as one ``<svg>`` element (``role="img"``, labelled by ``title``; the page's data tables beside it
+    say the same for screen readers): edges as lines as thick as their weight's square root, nodes as circles as
+    large as their works' square root with their (shortened) name beside, each linked to its page (``href``: node
+    id -> URL) with its whole name and works in a ``<title>``."""
     pos = layout(net)
+    width = SVG_SIZE + _LABEL_ROOM
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {SVG_SIZE} {SVG_SIZE}" width="{SVG_SIZE}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {SVG_SIZE}" width="{width}" '
         f'height="{SVG_SIZE}" role="img" aria-labelledby="network-title" class="network">',
         f'<title id="network-title">{escape(title)}</title>',
     ]
     names = {n["id"]: n["name"] or n["id"] for n in net.nodes}
     for e in net.edges:
         (x1, y1), (x2, y2) = pos[e["source"]], pos[e["target"]]
-        width = round(0.5 + e["weight"] ** 0.5, 2)
+        stroke = round(0.5 + e["weight"] ** 0.5, 2)
         out.append(
-            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="#888" stroke-width="{width}">'
+            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="#999" stroke-width="{stroke}">'
             f"<title>{escape(names[e['source']])} – {escape(names[e['target']])}: {e['weight']}</title></line>"
         )
     for n in net.nodes:
         x, y = pos[n["id"]]
-        r = round(3 + 2 * n["works"] ** 0.5, 2)
-        label = escape(names[n["id"]])
+        r = round(3 + 1.5 * n["works"] ** 0.5, 2)
         out.append(
             f'<a href={quoteattr(href[n["id"]])}><circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="#36c">'
-            f"<title>{label}: {n['works']}</title></circle></a>"
+            f"<title>{escape(names[n['id']])}: {n['works']}</title></circle>"
+            f'<text x="{x + r + 2:.1f}" y="{y + 3:.1f}" font-size="9" fill="#1a1a1a">'
+            f"{escape(_short(names[n['id']]))}</text></a>"
         )
     out.append("</svg>")
     return "\n".join(out)
