@@ -184,3 +184,18 @@ def test_the_institution_page_and_the_api_twins(client):
     assert [(c["id"], c["works"]) for c in i["top_collaborators"]] == [("I10", 15), ("I20", 5)]
     assert client.get("/api/v1/authors/A999").status_code == 404
     assert client.get("/api/v1/authors/A999").json()["error"]["status"] == 404
+
+
+def test_the_id_boxes_suggest_names_with_their_ids(client):
+    found = client.get("/api/v1/people", params={"kind": "authors", "prefix": "tremb"}).json()
+    assert found["values"] == [{"id": "A200", "name": "Jean Tremblay", "works": 20}]
+    # a word of the name, accents and case ignored
+    assert [
+        v["id"] for v in client.get("/api/v1/people", params={"kind": "authors", "prefix": "NUNEZ"}).json()["values"]
+    ] == ["A400"]
+    largest = client.get("/api/v1/people", params={"kind": "institutions", "limit": "2"}).json()["values"]
+    # McGill: Ada's 30 even works and Solo's 12 (the works nobody else wrote)
+    assert [(v["id"], v["works"]) for v in largest] == [("I10", 42), ("I20", 20)]
+    assert client.get("/api/v1/people", params={"prefix": "a"}).status_code == 400
+    home = client.get("/").text
+    assert 'data-people="authors" list="suggest-author"' in home and '<datalist id="suggest-author">' in home

@@ -166,3 +166,21 @@ def work_authors(con, work_keys: list[int]) -> dict[int, list[dict[str, Any]]]:
     ):
         out[r.pop("work_key")].append(r)
     return out
+
+
+def suggest_people(con, kind: str, prefix: str, limit: int) -> list[dict[str, Any]]:
+    """``[{"id", "name", "works"}]``: the release's authors or institutions (``kind``) whose name, or a word of it,
+    begins with ``prefix`` (case and accents ignored; empty: the largest), most works in the release first, ties by
+    id, at most ``limit``."""
+    table, key = ("site_authors", "author_id") if kind == "authors" else ("site_institutions", "institution_id")
+    return (
+        con.execute(
+            f"SELECT {key} AS id, display_name AS name, works_in_frame AS works FROM {table} "
+            "WHERE starts_with(lower(strip_accents(coalesce(display_name, ''))), lower(strip_accents(?))) "
+            "OR contains(lower(strip_accents(coalesce(display_name, ''))), ' ' || lower(strip_accents(?))) "
+            "ORDER BY works DESC, id LIMIT ?",
+            [prefix, prefix, limit],
+        )
+        .to_arrow_table()
+        .to_pylist()
+    )

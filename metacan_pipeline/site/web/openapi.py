@@ -19,7 +19,7 @@ from ..query.params import FILTERS, LISTING, PARAMS, Param
 from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
-from .people import NETWORK_PARAMS, NETWORK_QUERY
+from .people import NETWORK_PARAMS, NETWORK_QUERY, PEOPLE_SUGGEST_PARAMS
 from .score_api import MAX_WORKS, request_schema
 from .typeahead import COHORT_FILTERS, SUGGEST_PARAMS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
@@ -143,6 +143,15 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "release, counts by year and by category, the Canadian institutions sharing most works with it, and the "
         "newest works with the source and status of every category; works_url lists them all.",
         path_params=(("id", r"^I\d{1,19}$", "An OpenAlex institution id: I followed by digits."),),
+    ),
+    ApiRoute(
+        "/api/v1/people",
+        "api_people_suggest",
+        "Suggestions for the author and institution_id filters: the release's authors or institutions whose name, or a "
+        "word of it, begins with prefix (case and accents ignored), with their OpenAlex id and works in the release, "
+        "most first.",
+        tuple(p.name for p in PEOPLE_SUGGEST_PARAMS),
+        own=PEOPLE_SUGGEST_PARAMS,
     ),
     ApiRoute(
         "/api/v1/network",

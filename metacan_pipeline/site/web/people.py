@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from ...i18n import DEFAULT_LOCALE, N_, translations
 from ..query.cohort import parse_filters, parse_request
-from ..query.params import FILTERS, MAX_LIMIT, Param, single_values
+from ..query.params import FILTERS, MAX_LIMIT, MAX_TEXT, CohortError, Param, single_values
 from ..query.people import (
     DEFAULT_NODES,
     MAX_NODES,
@@ -29,6 +29,7 @@ from ..query.people import (
     author_institution_years,
     author_row,
     institution_row,
+    suggest_people,
 )
 from . import languages
 from .dossier import url_with
@@ -53,6 +54,17 @@ NETWORK_PARAMS = (
 )
 _NET = {p.name: p for p in NETWORK_PARAMS}
 NETWORK_QUERY = (*FILTERS, *_NET)
+PEOPLE_SUGGEST_PARAMS = (
+    Param("kind", "choice", "authors or institutions.", choices=NETWORK_KINDS, required=True),
+    Param(
+        "prefix",
+        "text",
+        "The beginning of the name or of one of its words (case and accents ignored); empty: the largest.",
+        max_length=MAX_TEXT,
+    ),
+    Param("limit", "integer", "Names returned, most works first.", bounds=(1, 50), default="10"),
+)
+_SUGGEST = {p.name: p for p in PEOPLE_SUGGEST_PARAMS}
 #: Works an author or institution page lists (newest first); the rest are a link to the cohort builder away.
 PAGE_WORKS = MAX_LIMIT
 
@@ -212,6 +224,24 @@ class PeopleEndpoints:
 
     def api_institution(self, request: Request) -> Response:
         return self._api_person("institutions", request.path_params["id"])
+
+    def api_people_suggest(self, request: Request) -> Response:
+        """``/api/v1/people?kind=authors|institutions&prefix=<beginning>``: the names the id boxes of the cohort
+        builder suggest, with their OpenAlex ids and works in the release (:func:`..query.people.suggest_people`)."""
+        values = single_values(request.query_params.multi_items(), tuple(_SUGGEST))
+        if "kind" not in values:
+            raise CohortError(N_("kind is required: authors or institutions."))
+        kind = _SUGGEST["kind"].check(values["kind"], self.info)
+        prefix = _SUGGEST["prefix"].check(values.get("prefix", ""), self.info)
+        limit = _SUGGEST["limit"].check(values["limit"], self.info) if "limit" in values else 10
+        con = self.release.cursor()
+        try:
+            found = suggest_people(con, kind, prefix, limit)
+        finally:
+            con.close()
+        return JSONResponse(
+            {"kind": kind, "prefix": prefix, "limit": limit, "release_id": self.info.release_id, "values": found}
+        )
 
     def api_network(self, request: Request) -> Response:
         cohort, net = self.network_of(request)
