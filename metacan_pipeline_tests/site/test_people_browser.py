@@ -49,3 +49,18 @@ def test_from_the_network_to_an_author_page_and_a_collaborator_by_keyboard(peopl
         page.wait_for_url(base + "/authors/A200")
         assert page.locator("h1").inner_text() == "Jean Tremblay"
         page.close()
+
+
+def test_the_author_box_offers_ids_for_a_typed_name(people_data, browser):
+    with served(people_data) as base:
+        page = browser.new_page()
+        page.goto(base + "/")
+        page.locator('input[name="author"]').press_sequentially("trembl", delay=20)
+        option = page.locator('#suggest-author option[value="A200"]')
+        option.wait_for(state="attached", timeout=5000)
+        assert option.get_attribute("label") == "Jean Tremblay (20)"
+        page.locator('input[name="author"]').fill("A200")
+        page.locator('input[name="author"]').press("Enter")
+        page.wait_for_url(lambda url: "author=A200" in url)
+        assert page.locator(".count").first.inner_text().startswith("20")
+        page.close()
