@@ -99,6 +99,21 @@ class PeopleQuery(CohortQuery):
         self.con.execute("DROP TABLE net_links")
         return Network(kind, nodes, edges, candidates, limit)
 
+    def top_authors(self, limit: int = TOP_COLLABORATORS) -> list[dict[str, Any]]:
+        """The Canadian authors with the most works in the cohort (id, name, works), most first, ties by id."""
+        cohort, params = self._cohort()
+        return (
+            self.con.execute(
+                "SELECT a.author_id AS id, n.display_name AS name, count(DISTINCT a.work_key) AS works "
+                "FROM site_work_authors a LEFT JOIN site_authors n USING (author_id) "
+                f"WHERE a.is_canadian AND a.author_id IS NOT NULL AND a.work_key IN ({cohort}) "
+                "GROUP BY ALL ORDER BY works DESC, id LIMIT ?",
+                [*params, limit],
+            )
+            .to_arrow_table()
+            .to_pylist()
+        )
+
     def collaborators(self, kind: str, node_id: str, limit: int = TOP_COLLABORATORS) -> list[dict[str, Any]]:
         """The Canadian authors or institutions of ``kind`` sharing most works of the cohort with ``node_id``
         (id, name, works shared), most first, ties by id."""

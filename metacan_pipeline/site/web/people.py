@@ -101,6 +101,7 @@ class PeopleEndpoints:
             facets = q.facets()
             works, _ = q.page(listing)
             collaborators = q.collaborators(kind, node_id)
+            authors = q.top_authors() if kind == "institutions" else []
         return {
             "kind": kind,
             "id": node_id,
@@ -112,6 +113,7 @@ class PeopleEndpoints:
             "works": works,
             "institution_years": years,
             "collaborators": collaborators,
+            "authors": authors,
             "params": cohort.params(),
         }
 
@@ -214,6 +216,7 @@ class PeopleEndpoints:
                 "classifier_decisions_by_category": d["classifier"],
                 "canadian_institutions_by_year": d["institution_years"],
                 "top_collaborators": d["collaborators"],
+                **({"top_canadian_authors": d["authors"]} if kind == "institutions" else {}),
                 "works": d["works"],
                 "works_url": url_with("/api/v1/works", d["params"]),
             }
