@@ -27,9 +27,10 @@ def _graph(net: Network):
 
 
 def layout(net: Network) -> dict[str, tuple[float, float]]:
-    """Node positions in the drawing's pixels, the same for the same network: each connected component laid out on
-    its own (a dense one, such as the authors of one consortium paper, on a circle; the others by networkx's spring
-    layout weighted by shared works, seed 0), the components in a grid of equal cells, largest first."""
+    """Node positions in the drawing's pixels, the same for the same network. Each connected component is laid out on
+    its own: a dense one (such as the authors of one consortium paper) on a circle, the others by networkx's
+    Kamada-Kawai layout (shared works as closeness). The largest component takes the left three quarters of the
+    square; the others share a grid in the right quarter, largest first (one component: the whole square)."""
     import math
 
     import networkx as nx  # only the network's pages and downloads need it
@@ -38,21 +39,39 @@ def layout(net: Network) -> dict[str, tuple[float, float]]:
         return {}
     g = _graph(net)
     comps = sorted(nx.connected_components(g), key=lambda c: (-len(c), min(c)))
-    cols = math.ceil(math.sqrt(len(comps)))
-    cell = (SVG_SIZE - 2 * _MARGIN) / cols
+    inner = SVG_SIZE - 2 * _MARGIN
+    main_w = inner if len(comps) == 1 else inner * 0.75
+    cells = [(_MARGIN, _MARGIN, main_w, inner)]  # (left, top, width, height) of each component's cell
+    rest = comps[1:]
+    if rest:
+        cols = max(1, math.ceil(math.sqrt(len(rest) / 3)))
+        rows = math.ceil(len(rest) / cols)
+        w, h = (inner - main_w) / cols, inner / rows
+        cells += [(_MARGIN + main_w + (k % cols) * w, _MARGIN + (k // cols) * h, w, h) for k in range(len(rest))]
     out: dict[str, tuple[float, float]] = {}
-    for k, comp in enumerate(comps):
+    for comp, (left, top, w, h) in zip(comps, cells, strict=True):
         sub = g.subgraph(sorted(comp))
         if len(comp) == 1:
             pos = {next(iter(comp)): (0.0, 0.0)}
-        elif nx.density(sub) > 0.5:
+        elif len(comp) > 2 and nx.density(sub) > 0.5:
             pos = nx.circular_layout(sub)
         else:
-            pos = nx.spring_layout(sub, weight="weight", seed=0, iterations=100)
-        cx, cy = _MARGIN + (k % cols + 0.5) * cell, _MARGIN + (k // cols + 0.5) * cell
+            dist = {a: {b: 1 / d["weight"] for b, d in sub[a].items()} for a in sub}
+            pos = nx.kamada_kawai_layout(sub, dist=_all_pairs(sub, dist))
+        radius = 0.42 * min(w, h)
         for node, (x, y) in pos.items():
-            out[node] = (cx + float(x) * cell * 0.38, cy + float(y) * cell * 0.38)
+            out[node] = (left + w / 2 + float(x) * radius, top + h / 2 + float(y) * radius)
     return out
+
+
+def _all_pairs(sub, dist: dict) -> dict:
+    """Shortest-path lengths of a connected component with ``1 / shared works`` as each edge's length (the
+    Kamada-Kawai layout's target distances: two nodes sharing many works sit close)."""
+    import networkx as nx  # only the network's pages and downloads need it
+
+    for a, b, d in sub.edges(data=True):
+        d["length"] = dist[a][b]
+    return dict(nx.all_pairs_dijkstra_path_length(sub, weight="length"))
 
 
 def _short(name: str, most: int = 22) -> str:
