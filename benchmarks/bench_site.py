@@ -29,7 +29,8 @@ repetition of the app's call followed by one of the bare query (interleaved: the
 - ``author_page``: ``GET /authors/<id>`` through ``TestClient`` for the 5 most prolific authors and 40 random ones
   (target p95 < 2 s); baseline: the bare count of the author's authorships. ``network:authors`` /
   ``network:institutions``: ``GET /api/v1/network`` (50 nodes) of the newest years' cohort of about 10,000 works
-  (target p95 < 2 s); baseline: the bare count of that cohort's Canadian authorships. The synthetic authorships
+  (target p95 < 2 s), and ``network_page:authors``, the same network drawn (``GET /network``: the SVG and its
+  tables); baseline: the bare count of that cohort's Canadian authorships. The synthetic authorships
   (``site_synth.write_synthetic_authorships``): 1-6 per work from a pool of one author per 3 works, 1/rank density.
 - ``export_csv`` / ``export_jsonl``: the app's streamed ``/export.csv`` / ``/export.jsonl`` through
   ``TestClient`` for the whole release capped at ``--export-rows`` (rows/s, whole body read); baseline:
@@ -423,14 +424,18 @@ def measure_people(data: Path, bare, repeats: int) -> list[dict]:
                     "target_p95_ms": TARGETS_PEOPLE["author_page"], "met": r["p95_ms"] < TARGETS_PEOPLE["author_page"],
                     **r})  # fmt: skip
         say("author_page", r)
-        for kind in ("authors", "institutions"):
+        for kind, path in (
+            ("authors", "/api/v1/network"),
+            ("institutions", "/api/v1/network"),
+            ("authors", "/network"),
+        ):
             got: dict = {}
 
-            def app(kind=kind, got=got):
-                r = client.get("/api/v1/network", params={**filters, "kind": kind})
+            def app(kind=kind, got=got, path=path):
+                r = client.get(path, params={**filters, "kind": kind})
                 if r.status_code != 200:
                     raise SystemExit(f"GET /api/v1/network: HTTP {r.status_code}")
-                got["edges"] = len(r.json()["edges"])
+                got["edges"] = len(r.json()["edges"]) if path.startswith("/api/") else r.text.count("<line ")
 
             where = f"year >= {int(filters['year_min'])}" if filters else "true"
             table = "site_work_authors" if kind == "authors" else "site_work_institution_ids"
@@ -442,12 +447,13 @@ def measure_people(data: Path, bare, repeats: int) -> list[dict]:
                 ).fetchone()
 
             r = interleaved(app, base, repeats)
-            row = {"measurement": f"network:{kind}", "what": f"GET /api/v1/network?kind={kind} (50 nodes)",
+            name = f"network:{kind}" if path.startswith("/api/") else f"network_page:{kind}"
+            row = {"measurement": name, "what": f"GET {path}?kind={kind} (50 nodes)",
                    "cohort": filters, "cohort_works": size, "edges": got.get("edges"),
                    "figure": f"cohort {size:,} works, {got.get('edges', 0):,} edges",
                    "target_p95_ms": TARGETS_PEOPLE["network"], "met": r["p95_ms"] < TARGETS_PEOPLE["network"], **r}  # fmt: skip
             out.append(row)
-            say(f"network:{kind} ({size:,} works)", r)
+            say(f"{name} ({size:,} works)", r)
     return out
 
 
