@@ -52,11 +52,13 @@ from .release import (
 #: 7: works.release_layer and its facet (the original protocol's release layers), facet_codes.norm (the folded
 #: values that case- and accent-insensitive text filters match), and the Retraction Watch state and OpenAlex-missed
 #: flag of works and work_facets
-#: 8: the authorships of works (site_work_authors, site_work_institution_ids) and the release's authors and
+#: 8: recent_works (the rolling layer and the input each of its works arrived through, sql/recent.sql)
+#: 9: the authorships of works (site_work_authors, site_work_institution_ids) and the release's authors and
 #: institutions (site_authors, site_institutions)
-LAYOUT_VERSION = 8  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+LAYOUT_VERSION = 9  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
+RECENT_SQL = resources.files("metacan_pipeline.site").joinpath("sql/recent.sql").read_text("utf-8")
 AUTHORS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/authors.sql").read_text("utf-8")
 AUTHOR_TOTALS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/author_totals.sql").read_text("utf-8")
 #: Works per range of work keys that ``sql/release.sql`` turns into rows at a time: what DuckDB holds
@@ -225,6 +227,10 @@ def _write_database(
             f"funder_names, keywords, authorships FROM {_parquet(storage, 'frame')}"
         )
         _register_pinned_institutions(con, storage)
+        con.execute(
+            "CREATE TEMP VIEW arrival AS SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, source_file, "
+            f"updated_date FROM {_parquet(storage, 'frame')}"
+        )
         heads = (
             f"SELECT model_version, teacher, target, gate_passed, gate_reason FROM {_parquet(storage, 'student_heads')}"
             if storage.has_table("student_heads")
@@ -254,8 +260,10 @@ def _write_database(
             within = f"work_key >= {lo}" + ("" if hi is None else f" AND work_key < {hi}")
             con.execute(f"CREATE OR REPLACE TEMP VIEW chunk AS SELECT * FROM records WHERE {within}")
             con.execute(f"CREATE OR REPLACE TEMP VIEW chunk_frame AS SELECT * FROM frame WHERE {within}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW chunk_arrival AS SELECT * FROM arrival WHERE {within}")
             con.execute(RELEASE_SQL)
             con.execute(AUTHORS_SQL)
+            con.execute(RECENT_SQL)
             bad = _frame_mismatch(con)
             if bad is not None and (mismatch is None or bad[0] < mismatch[0]):
                 mismatch = bad

@@ -85,6 +85,7 @@ from .middleware import (
 from .model_card import ModelCardEndpoints
 from .openapi import API_ROUTES
 from .people import PeopleEndpoints
+from .recent import RecentEndpoints
 from .saved import QueryStore
 from .score_api import ScoreEndpoints
 from .statistics import StatisticsEndpoints
@@ -154,6 +155,7 @@ class Site(
     DiscoveryEndpoints,
     GuideEndpoints,
     PeopleEndpoints,
+    RecentEndpoints,
 ):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
@@ -538,6 +540,7 @@ def page_routes(site: Site, lang: str) -> list[Route]:
         Route(p + "/authors/{author_id}", html(site.author_page), name=f"author_{lang}"),
         Route(p + "/institutions/{institution_id}", html(site.institution_page), name=f"institution_{lang}"),
         Route(p + "/network", html(site.network_page), name=f"network_{lang}"),
+        Route(p + "/recent", html(site.recent_page), name=f"recent_{lang}"),
     ]
 
 
