@@ -52,11 +52,13 @@ from .params import (
     DEFAULT_LIMIT,
     EXCLUSION_FILTERS,
     FILTERS,
+    ID_FILTERS,
     LABEL_VALUES,
     LISTING,
     PARAMS,
     TEXT_FILTERS,
     CohortError,
+    id_values,
     single_values,
     text_values,
 )
@@ -130,6 +132,7 @@ def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
     for name in (*TEXT_FILTERS, *EXCLUSION_FILTERS):
         if name in values:
             f[name] = text_values(name, _given(values, name, release))
+    f.update({name: id_values(name, _given(values, name, release)) for name in ID_FILTERS if name in values})
     if "year_min" in f and "year_max" in f and f["year_min"] > f["year_max"]:
         raise CohortError(
             N_("year_min %(lo)s is after year_max %(hi)s: no work can match.", lo=f["year_min"], hi=f["year_max"])

@@ -25,6 +25,8 @@ LABELS: dict[str, str] = {
     "topic": N_("Topic"),
     "venue": N_("Venue"),
     "institution": N_("Canadian institution"),
+    "author": N_("Author (OpenAlex id)"),
+    "institution_id": N_("Institution (OpenAlex id)"),
     "funder": N_("Funder"),
     "keyword": N_("Keyword"),
     "not_language": N_("Not in the language"),
