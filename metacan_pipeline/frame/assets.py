@@ -208,7 +208,7 @@ def canadian_entities(
     Every funder (``F``), source (``S``) and institution (``I``) record under the input folders whose
     ``country_code`` is ``CA``: funder files and archived funder responses, snapshot
     ``data/funders|sources|institutions/updated_date=*/part_*.gz``. A kind the input folders hold no record of
-    comes from the shipped list (:mod:`.shipped`: the packaged ``frame/data/ca_entities-<date>.csv.gz``, or the
+    comes from the shipped list (``frame/shipped.py``: the packaged ``frame/data/ca_entities-<date>.csv.gz``, or the
     file ``METACAN_ENTITY_LIST_FILE`` names), so a frame built from work records alone routes ``ca_fund`` and
     ``ca_venue``. Each list carries a version ``<kind>s@<data date>#<hash of its ids>``; the frame records the
     versions it used. Output: ``warehouse/canadian_entities`` (kind, id, display_name, country_code, updated_date,
