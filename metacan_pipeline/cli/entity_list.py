@@ -19,7 +19,9 @@ def entity_list(
         "parts are read), an API archive, or single funder/source/institution files. Repeat for several.",
     ),
     out: Path = typer.Option(
-        PACKAGED_DIR, help="Folder of the list file; point METACAN_ENTITY_LIST_FILE at the file written there."
+        ...,
+        help="Folder of the list file; point METACAN_ENTITY_LIST_FILE at the file written there (the package's own "
+        f"lists are in {PACKAGED_DIR}).",
     ),
     pinned_on: str = typer.Option(None, help="The list's date (YYYY-MM-DD) in its file name; default today."),
     provenance: str = typer.Option(None, help="Where the records came from, for the sidecar; default the folders."),

@@ -298,9 +298,15 @@ def test_entity_list_refreshes_from_a_snapshots_entity_parts(tmp_path, openalex_
         app, ["entity-list", "--from", str(snap), "--out", str(tmp_path), "--pinned-on", "2026-01-31"]
     )
     assert again.exit_code == 0 and path.read_bytes() == before  # byte-stable: an unchanged list is an unchanged file
-    # a frame pointed at the refreshed file uses it for the kinds its input lacks
     side = json.loads(sidecar_of(path).read_text())
     assert side["counts"] == {"funder": 0, "source": 3, "institution": 35}
+    # a folder of work records only has nothing to pin: refused, nothing written
+    works = snap / "data" / "works"
+    res = CliRunner().invoke(app, ["entity-list", "--from", str(works), "--out", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "no funder, source or institution record with country_code CA" in res.output
+    assert not (tmp_path / "none").exists()
+    res = CliRunner().invoke(app, ["entity-list", "--from", str(tmp_path / "missing"), "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "not a folder" in res.output
 
 
 def test_fetch_writes_the_entity_list_from_the_live_api(tmp_path, openalex_dir, monkeypatch):
