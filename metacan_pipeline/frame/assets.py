@@ -199,7 +199,7 @@ def openalex_inventory(
     return dg.MaterializeResult(metadata=ingest.inventory_metadata(inv, rows, keys, new, gone))
 
 
-@dg.asset(group_name="ingestion", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"])
+@dg.asset(group_name="ingestion", kinds={"python", "parquet"}, code_version="2", owners=["team:metacan"])
 def canadian_entities(
     context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles
 ) -> dg.MaterializeResult:
