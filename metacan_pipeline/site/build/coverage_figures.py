@@ -18,15 +18,13 @@ import duckdb
 
 #: Values listed per top figure.
 TOP = 25
-#: The works of ``work_facets w`` with a labelled direct label whose category list is not empty.
-_LABEL_CATEGORY = "w.work_key IN (SELECT work_key FROM work_labels WHERE status = 'labelled' AND len(categories) > 0)"
 _COUNTS = (
     "count(*) AS works, count(*) FILTER (WHERE w.labelled) AS labelled, "
     "count(*) FILTER (WHERE NOT coalesce(w.has_abstract, false)) AS no_abstract"
 )
 _COVERAGE = (
     "count(*) AS works, count(*) FILTER (WHERE w.labelled) AS labelled, "
-    f"count(*) FILTER (WHERE w.decided OR {_LABEL_CATEGORY}) AS classified"
+    "count(*) FILTER (WHERE w.classified) AS classified"
 )
 
 

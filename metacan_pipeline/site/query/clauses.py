@@ -70,29 +70,28 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
     return out
 
 
-#: The works with a labelled direct label, and those whose record ships a category (a labelled direct label's
-#: category, or a classifier decision): what the ``labelled`` and ``classified`` filters ask. Over ``work_facets``,
-#: ``labelled`` and ``decided`` are columns already.
+#: Over ``works``: the works with a labelled direct label, and those whose record ships a category (a labelled direct
+#: label's category, or a classifier decision). ``work_facets`` holds both as the columns ``labelled`` and
+#: ``classified`` (``sql/facets.sql``), and the citation count as ``cited_by``.
 _LABELLED = "w.work_key IN (SELECT l.work_key FROM work_labels l WHERE l.status = 'labelled')"
-_LABEL_CATEGORY = (
-    "w.work_key IN (SELECT l.work_key FROM work_labels l WHERE l.status = 'labelled' AND len(l.categories) > 0)"
+_CLASSIFIED = (
+    "(w.work_key IN (SELECT l.work_key FROM work_labels l WHERE l.status = 'labelled' AND len(l.categories) > 0) "
+    "OR w.work_key IN (SELECT d.work_key FROM work_decisions d))"
 )
-_DECIDED = "w.work_key IN (SELECT d.work_key FROM work_decisions d)"
 
 
 def _coverage_clauses(f: dict, coded: bool) -> list[Clause]:
     """The clauses of ``labelled``, ``classified`` (``yes``/``no``) and ``cited_by_min``, over ``work_facets``
-    (``coded``) or ``works``."""
+    (``coded``: its columns) or ``works``."""
     out = []
     if "labelled" in f:
         out.append(Clause("labelled", f"({'w.labelled' if coded else _LABELLED}) = ?", (f["labelled"] == "yes",)))
     if "classified" in f:
-        sql = f"({_LABEL_CATEGORY} OR {'w.decided' if coded else _DECIDED}) = ?"
-        out.append(Clause("classified", sql, (f["classified"] == "yes",)))
+        out.append(
+            Clause("classified", f"({'w.classified' if coded else _CLASSIFIED}) = ?", (f["classified"] == "yes",))
+        )
     if "cited_by_min" in f:
-        # work_facets holds no citation count: the works' own column, by key
-        sql = "w.work_key IN (SELECT c.work_key FROM works c WHERE c.cited_by >= ?)" if coded else "w.cited_by >= ?"
-        out.append(Clause("cited_by", sql, (f["cited_by_min"],)))
+        out.append(Clause("cited_by", "w.cited_by >= ?", (f["cited_by_min"],)))
     return out
 
 
