@@ -35,6 +35,8 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``NCBI_API_KEY`` | the NCBI API key (10 requests a second instead of 3), sent, never logged | unset |
 | ``METACAN_RETRACTION_WATCH_FILE`` | a local copy of the Crossref Labs Retraction Watch CSV that ``retraction_watch`` reads (archived by content hash under ``<data dir>/retraction_watch/``) | unset |
 | ``METACAN_RETRACTION_WATCH_URL`` | where ``retraction_watch`` downloads the Retraction Watch CSV on each materialization (``https://api.labs.crossref.org/data/retractionwatch?<your e-mail>``); ignored when the file is set | unset: no download; with neither, every work is "not checked" |
+| ``METACAN_PUBLICATION_REFRESH`` | ``on`` starts the schedule ``daily_publication_refresh`` (the OpenAlex API harvested daily by publication date; it buys API calls) when the definitions load; ``off`` leaves it stopped (it can still be started in the UI) | ``off`` |
+| ``METACAN_PUBLICATION_WINDOW_DAYS`` | how far back a daily refresh window reaches: from this many days before its day to that day, both inclusive (1 to 366) | ``30`` |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -87,6 +89,10 @@ DEFAULT_EUTILS_URL = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils"
 DEFAULT_NCBI_TOOL = "metacan_pipeline"
 RETRACTION_WATCH_FILE_ENV = "METACAN_RETRACTION_WATCH_FILE"
 RETRACTION_WATCH_URL_ENV = "METACAN_RETRACTION_WATCH_URL"
+PUBLICATION_REFRESH_ENV = "METACAN_PUBLICATION_REFRESH"
+PUBLICATION_WINDOW_DAYS_ENV = "METACAN_PUBLICATION_WINDOW_DAYS"
+#: How far back the daily refresh's window reaches: the original site synced the 15 to 30 days of publication before each day.
+DEFAULT_PUBLICATION_WINDOW_DAYS = 30
 ENTITY_LIST_FILE_ENV = "METACAN_ENTITY_LIST_FILE"
 EMPTY_ENTITY_KINDS_ENV = "METACAN_EMPTY_ENTITY_KINDS"
 #: The entity kinds of the pinned Canadian lists (``METACAN_EMPTY_ENTITY_KINDS`` names some of them).
@@ -442,6 +448,26 @@ def medline_max_pmids() -> int:
         return DEFAULT_MEDLINE_MAX_PMIDS
     if not value.isdigit():
         raise ValueError(f"{MEDLINE_MAX_PMIDS_ENV}={_shown(value)} must be a whole number of at least 0")
+    return int(value)
+
+
+def publication_refresh() -> bool:
+    """``$METACAN_PUBLICATION_REFRESH``: ``on`` starts the schedule ``daily_publication_refresh`` when the
+    definitions load, ``off`` (default) leaves it stopped. Raises ValueError naming any other value."""
+    value = os.environ.get(PUBLICATION_REFRESH_ENV, "").strip().lower() or "off"
+    if value not in ("on", "off"):
+        raise ValueError(f"{PUBLICATION_REFRESH_ENV}={_shown(value)} must be on or off")
+    return value == "on"
+
+
+def publication_window_days() -> int:
+    """``$METACAN_PUBLICATION_WINDOW_DAYS`` (1 to 366), else 30: how far back a daily refresh window reaches,
+    from this many days before its day to that day, both inclusive. Raises ValueError naming a bad value."""
+    value = os.environ.get(PUBLICATION_WINDOW_DAYS_ENV, "").strip()
+    if not value:
+        return DEFAULT_PUBLICATION_WINDOW_DAYS
+    if not value.isdigit() or not 1 <= int(value) <= 366:
+        raise ValueError(f"{PUBLICATION_WINDOW_DAYS_ENV}={_shown(value)} must be a whole number of days from 1 to 366")
     return int(value)
 
 

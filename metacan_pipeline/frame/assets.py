@@ -137,7 +137,7 @@ def openalex_api_refresh(
     window, why = choose_window(api_root, config)
     folder = window.folder(api_root)
     already = read_marker(folder)
-    filters = route_filters(funders, sources, window.from_date, window.to_date)
+    filters = route_filters(funders, sources, window.from_date, window.to_date, window.by)
     context.log.info(
         f"openalex_api_refresh: window {window.name} ({why}){'; already complete, replaying its archive' if already else ''}; "
         f"{len(filters)} queries over {len(funders)} funders and {len(sources)} sources"

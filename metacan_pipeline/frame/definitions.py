@@ -11,6 +11,7 @@ from .checks import (
 )
 from .schedules import (
     api_refresh,
+    daily_publication_refresh,
     frame_build,
     frame_build_after_refresh,
     frame_refresh,
@@ -27,6 +28,6 @@ defs = dg.Definitions(
         frame_build_manifest_covers_snapshot,
     ],
     jobs=[frame_refresh, frame_build, api_refresh],
-    schedules=[weekly_frame_refresh, weekly_api_refresh],
+    schedules=[weekly_frame_refresh, weekly_api_refresh, daily_publication_refresh],
     sensors=[frame_build_after_refresh],
 )

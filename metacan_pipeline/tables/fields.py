@@ -77,6 +77,11 @@ FIELDS: dict[str, Field] = {
     "source_file": Field(_S, "the input file the record was read from, relative to its input folder"),
     "source_locator": Field(_S, "where the record is in its input file (line number or byte offset)"),
     "partition_key": Field(_S, "the openalex_partitions partition (one input file) the row belongs to"),
+    "arrived_in": Field(
+        _S,
+        "the frame partition a rolling-layer work's newest version was read from: an API refresh window "
+        "(window=<from>_<to>, window=published-<from>_<to>), a snapshot folder (updated_date=<date>) or files",
+    ),
     "created_at": Field(_TS, "when the row was written (UTC)"),
     "computed_at": Field(_TS, "when the row was computed (UTC)"),
     "note": Field(_S, "free-text remark on the row (null: none)"),

@@ -190,6 +190,14 @@ DISAGREEMENT_SCHEMA = columns(
     column("heads", description="the heads the two teachers' labels differ on"),
 )
 
+#: The works of the rolling layer (SPEC section 8: in the frame after the newest frozen release), one row each, in
+#: work_key order, with the input they arrived through (``site/sql/recent.sql``).
+RECENT_WORKS_SCHEMA = columns(
+    "work_key",
+    "arrived_in",
+    "updated_date",
+)
+
 SAVED_QUERIES_SCHEMA = columns(
     "query_hash",
     "filters",
@@ -311,6 +319,15 @@ TABLES = [
 
 # The statistics page, the disagreement dossier and the facet typeahead (site/build/figures.py, at build time).
 TABLES += [
+    Table(
+        "recent_works",
+        "one work of the rolling layer (after the newest frozen release) and the input it arrived through: the "
+        "/recent page",
+        "site_database",
+        RECENT_WORKS_SCHEMA,
+        ("work_key",),
+        store="release",
+    ),
     Table(
         "release_statistics",
         "one figure of the statistics page over the whole release (JSON items: the rows of its data table)",

@@ -51,10 +51,13 @@ from .release import (
 #: 4: cohort_facet_counts (query.stored_counts); 5: year_language_counts (.cube); 6: the FTS5 index in impact order (.fts)
 #: 7: works.release_layer and its facet (the original protocol's release layers), facet_codes.norm (the folded
 #: values that case- and accent-insensitive text filters match), and the Retraction Watch state and OpenAlex-missed
-#: flag of works and work_facets; 8: the coverage figures of release_statistics (.coverage_figures)
-LAYOUT_VERSION = 8  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: flag of works and work_facets
+#: 8: recent_works (the rolling layer and the input each of its works arrived through, sql/recent.sql)
+#: 9: the coverage figures of release_statistics (.coverage_figures), work_facets.classified and .cited_by
+LAYOUT_VERSION = 9  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
+RECENT_SQL = resources.files("metacan_pipeline.site").joinpath("sql/recent.sql").read_text("utf-8")
 #: Works per range of work keys that ``sql/release.sql`` turns into rows at a time: what DuckDB holds
 #: at once is one range's records, parsed, and its sort, so memory does not grow with the release. At 5 KB of record
 #: JSON a work, 20,000 works are about 100 MB of records (``benchmarks/bench_release_db.py``).
@@ -219,6 +222,10 @@ def _write_database(
             "CREATE TEMP VIEW frame AS SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, ca_institutions, "
             f"funder_names, keywords FROM {_parquet(storage, 'frame')}"
         )
+        con.execute(
+            "CREATE TEMP VIEW arrival AS SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, source_file, "
+            f"updated_date FROM {_parquet(storage, 'frame')}"
+        )
         heads = (
             f"SELECT model_version, teacher, target, gate_passed, gate_reason FROM {_parquet(storage, 'student_heads')}"
             if storage.has_table("student_heads")
@@ -248,7 +255,9 @@ def _write_database(
             within = f"work_key >= {lo}" + ("" if hi is None else f" AND work_key < {hi}")
             con.execute(f"CREATE OR REPLACE TEMP VIEW chunk AS SELECT * FROM records WHERE {within}")
             con.execute(f"CREATE OR REPLACE TEMP VIEW chunk_frame AS SELECT * FROM frame WHERE {within}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW chunk_arrival AS SELECT * FROM arrival WHERE {within}")
             con.execute(RELEASE_SQL)
+            con.execute(RECENT_SQL)
             bad = _frame_mismatch(con)
             if bad is not None and (mismatch is None or bad[0] < mismatch[0]):
                 mismatch = bad

@@ -17,7 +17,7 @@ SELECT work_key, id, record_json, from_json(record_json, '{
   "retraction_watch": {"state": "VARCHAR", "openalex_missed": "VARCHAR"},
   "routes": {"ca_aff": "VARCHAR", "ca_fund": "VARCHAR", "ca_venue": "VARCHAR", "about_ca": "VARCHAR",
              "invisible_to_affiliation_only": "VARCHAR"},
-  "sampling_frame": {"in_sampling_frame": "VARCHAR"}, "release_layer": "VARCHAR",
+  "sampling_frame": {"in_sampling_frame": "VARCHAR"}, "release_layer": "VARCHAR", "layer": "VARCHAR",
   "lineage": {"frame_build_id": "VARCHAR"},
   "direct_labels": [{"teacher": "VARCHAR", "model": "VARCHAR", "prompt_version": "VARCHAR", "record_view": "VARCHAR",
                      "status": "VARCHAR", "label_status": "VARCHAR", "qualification": "VARCHAR",

@@ -84,6 +84,7 @@ from .middleware import (
 )
 from .model_card import ModelCardEndpoints
 from .openapi import API_ROUTES
+from .recent import RecentEndpoints
 from .saved import QueryStore
 from .score_api import ScoreEndpoints
 from .statistics import StatisticsEndpoints
@@ -151,6 +152,7 @@ class Site(
     ScoreEndpoints,
     DiscoveryEndpoints,
     GuideEndpoints,
+    RecentEndpoints,
 ):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
@@ -532,6 +534,7 @@ def page_routes(site: Site, lang: str) -> list[Route]:
         Route(p + "/about", html(site.about_page), name=f"about_{lang}"),
         Route(p + "/methods", html(site.methods_page), name=f"methods_{lang}"),
         Route(p + "/glossary", html(site.glossary_page), name=f"glossary_{lang}"),
+        Route(p + "/recent", html(site.recent_page), name=f"recent_{lang}"),
     ]
 
 

@@ -19,6 +19,7 @@ from ..query.params import FILTERS, LISTING, PARAMS, Param
 from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
+from .recent import PAGE_PARAM as RECENT_PAGE
 from .score_api import MAX_WORKS, request_schema
 from .typeahead import COHORT_FILTERS, SUGGEST_PARAMS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
@@ -139,6 +140,17 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "listed in rejected with their index and reason. 413 over the bound.",
         method="POST",
         body=request_schema,
+    ),
+    ApiRoute(
+        "/api/v1/recent",
+        "api_recent",
+        "The rolling layer: the release's works that arrived after the newest frozen release, newest updated_date "
+        "first, 100 a page, each with the input it arrived through, its direct labels and the classifier categories "
+        "it may show (a rolling work shows none until that classifier version passes human validation); and the "
+        "OpenAlex API refresh's sync status (every window, its dates, works harvested and added, the windows that did "
+        "not complete).",
+        ("page",),
+        own=(RECENT_PAGE,),
     ),
     ApiRoute("/api/v1/openapi.json", "api_openapi", "This document (OpenAPI 3.1)."),
     ApiRoute("/api/v1/docs", "api_docs", "This API described for people (HTML).", media_types=("text/html",)),

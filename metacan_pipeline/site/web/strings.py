@@ -83,6 +83,9 @@ VALUE_WORDS: dict[str, str] = {
     "reinstatement": N_("reinstatement"),
     "none": N_("no notice"),
     "not_checked": N_("not checked (no Retraction Watch file)"),
+    # the date an OpenAlex API refresh window is taken over (/recent)
+    "updated_date": N_("by updated date"),
+    "publication_date": N_("by publication date"),
 }
 
 #: The heading of an error page, by HTTP status (other statuses show the status phrase untranslated).
