@@ -15,7 +15,8 @@ repetition of the app's call followed by one of the bare query (interleaved: the
 - ``cohort:<name>``: ``CohortQuery.count()`` + ``coverage()`` + ``facets()`` (what ``/api/v1/count`` and the
   cohort page compute before listing) for no filter, year range + language, funder + label category,
   classifier category, the forgiving filters (the funder in upper case + label category; two venues in other
-  cases, OR, less an institution, NOT) and the release's most frequent Retraction Watch state + language;
+  cases, OR, less an institution, NOT), the release's most frequent Retraction Watch state + language, and the
+  coverage filters (unlabelled, classified, cited at least 10 times);
   baseline: the bare ``SELECT count(*)`` of the same cohort, written by hand here (folding with
   ``lower(strip_accents())`` on every row where the app reads the folded values stored).
 - ``search:<name>``: ``CohortQuery`` with ``q`` (the FTS5 lookup) ``count()`` + the first page by relevance,
@@ -219,6 +220,14 @@ def cohorts(v: dict) -> dict[str, tuple[dict, str, list]]:
             {"retraction_state": v["retraction_state"], "language": "en"},
             "SELECT count(*) FROM works WHERE retraction_state = ? AND language = 'en'",
             [v["retraction_state"]],
+        ),
+        # coverage: unlabelled works that ship a category (a classifier decision), cited at least 10 times
+        "coverage_cited": (
+            {"labelled": "no", "classified": "yes", "cited_by_min": "10"},
+            "SELECT count(*) FROM works WHERE work_key NOT IN (SELECT work_key FROM work_labels WHERE status = "
+            "'labelled') AND (work_key IN (SELECT work_key FROM work_labels WHERE status = 'labelled' AND "
+            "len(categories) > 0) OR work_key IN (SELECT work_key FROM work_decisions)) AND cited_by >= 10",
+            [],
         ),
     }
 

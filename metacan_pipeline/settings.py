@@ -12,6 +12,8 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_TEACHERS_FILE`` | the teacher registry | the packaged ``teachers/teachers.toml`` |
 | ``METACAN_REFERENCE_VENUES_FILE`` | the venue reference set of known-item recall (a versioned TOML list of OpenAlex source ids) | the packaged ``audit/instruments/reference_venues.toml`` |
 | ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION`` | one teacher's endpoint (``_BASE_URL``: a teacher of one endpoint only, refused for one with ``endpoints``) | the registry's |
+| ``METACAN_ENTITY_LIST_FILE`` | the Canadian funders, sources and institutions used for a kind the input folders hold no entity record of (a ``ca_entities-<date>.csv.gz`` written by ``metacan entity-list`` or ``metacan fetch --entity-list-out``), or ``none`` for the input's records only | the newest packaged ``frame/data/ca_entities-<date>.csv.gz`` |
+| ``METACAN_EMPTY_ENTITY_KINDS`` | the entity kinds (``funder``, ``source``, ``institution``, comma-separated) whose list may come out empty; any other empty kind fails ``canadian_entities`` | unset: none |
 | ``METACAN_OPENALEX_API_URL`` | the OpenAlex API root (harvest and live abstracts) | ``https://api.openalex.org`` |
 | ``OPENALEX_API_KEY`` (or the name ``api_key_env`` gives) and a teacher's ``api_key_env`` | API keys, never logged | unset |
 | ``METACAN_SITE_RATE_LIMIT`` | the served site's per-client token bucket on ``/api/`` (``<n>/<s|m|h|d> [burst <n>]``, or ``off``) | ``120/m burst 60`` |
@@ -91,6 +93,10 @@ PUBLICATION_REFRESH_ENV = "METACAN_PUBLICATION_REFRESH"
 PUBLICATION_WINDOW_DAYS_ENV = "METACAN_PUBLICATION_WINDOW_DAYS"
 #: How far back the daily refresh's window reaches: the original site synced the 15 to 30 days of publication before each day.
 DEFAULT_PUBLICATION_WINDOW_DAYS = 30
+ENTITY_LIST_FILE_ENV = "METACAN_ENTITY_LIST_FILE"
+EMPTY_ENTITY_KINDS_ENV = "METACAN_EMPTY_ENTITY_KINDS"
+#: The entity kinds of the pinned Canadian lists (``METACAN_EMPTY_ENTITY_KINDS`` names some of them).
+ENTITY_KINDS = ("funder", "source", "institution")
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
@@ -286,6 +292,25 @@ def teachers_file() -> str | None:
 def reference_venues_file() -> str | None:
     """``$METACAN_REFERENCE_VENUES_FILE`` when set (else the packaged venue reference set is used)."""
     return os.environ.get(REFERENCE_VENUES_FILE_ENV) or None
+
+
+def entity_list_file() -> str | None:
+    """``$METACAN_ENTITY_LIST_FILE``: a path, or ``none`` (no shipped list: the input's entity records only);
+    unset or empty: None (the newest packaged list)."""
+    return os.environ.get(ENTITY_LIST_FILE_ENV, "").strip() or None
+
+
+def empty_entity_kinds() -> frozenset[str]:
+    """``$METACAN_EMPTY_ENTITY_KINDS``: the kinds whose Canadian list may be empty. Raises ValueError naming the
+    variable for a word that is not a kind."""
+    words = {w.strip().lower() for w in os.environ.get(EMPTY_ENTITY_KINDS_ENV, "").split(",") if w.strip()}
+    bad = sorted(words - set(ENTITY_KINDS))
+    if bad:
+        raise ValueError(
+            f"{EMPTY_ENTITY_KINDS_ENV}={_shown(os.environ[EMPTY_ENTITY_KINDS_ENV])}: {', '.join(bad)} is not an entity "
+            f"kind; use a comma-separated list of {', '.join(ENTITY_KINDS)}"
+        )
+    return frozenset(words)
 
 
 def openalex_api_url(configured: str | None = None) -> str:

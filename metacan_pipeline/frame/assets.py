@@ -41,7 +41,7 @@ from .api_refresh import (
 )
 from .authors import build_author_tables
 from .cluster import default_workers
-from .entities import EntityLists, canadian_entity_rows
+from .entities import EntityLists
 from .merge import (
     build_manifest_table,
     frame_build_id,
@@ -53,6 +53,7 @@ from .merge import (
 from .partitions import openalex_partitions, sync_partitions
 from .parts import part_jobs, quarantine_reasons, readable_parts, reason_class, split_finished
 from .routes import AdmissionRule
+from .shipped import EntityListError, configured_file, pinned_lists
 
 __all__ = [
     "canadian_entities",
@@ -200,7 +201,7 @@ def openalex_inventory(
     return dg.MaterializeResult(metadata=ingest.inventory_metadata(inv, rows, keys, new, gone))
 
 
-@dg.asset(group_name="ingestion", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"])
+@dg.asset(group_name="ingestion", kinds={"python", "parquet"}, code_version="2", owners=["team:metacan"])
 def canadian_entities(
     context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles
 ) -> dg.MaterializeResult:
@@ -208,10 +209,15 @@ def canadian_entities(
 
     Every funder (``F``), source (``S``) and institution (``I``) record under the input folders whose
     ``country_code`` is ``CA``: funder files and archived funder responses, snapshot
-    ``data/funders|sources|institutions/updated_date=*/part_*.gz``. Each list carries a version
-    ``<kind>s@<build date>#<hash of its ids>``; the frame records the versions it used.
-    Output: ``warehouse/canadian_entities`` (kind, id, display_name, country_code, updated_date,
+    ``data/funders|sources|institutions/updated_date=*/part_*.gz``. A kind the input folders hold no record of
+    comes from the shipped list (``frame/shipped.py``: the packaged ``frame/data/ca_entities-<date>.csv.gz``, or the
+    file ``METACAN_ENTITY_LIST_FILE`` names), so a frame built from work records alone routes ``ca_fund`` and
+    ``ca_venue``. Each list carries a version ``<kind>s@<data date>#<hash of its ids>``; the frame records the
+    versions it used. Output: ``warehouse/canadian_entities`` (kind, id, display_name, country_code, updated_date,
     source_file, list_version).
+
+    Raises dg.Failure (not retried) when a kind comes out empty, naming the kind, the route it silences and how to
+    get its records, unless ``METACAN_EMPTY_ENTITY_KINDS`` lists it; and for a bad ``METACAN_ENTITY_LIST_FILE``.
     """
     built_on = dt.date.today().isoformat()
     snapshot_dirs = {"funders", "sources", "institutions"}
@@ -221,13 +227,20 @@ def canadian_entities(
         for r in iter_records(f.root, snapshot_dirs, f.prefix)
         if isinstance(r, Record) and r.kind != "W"
     )
-    rows = canadian_entity_rows(records, built_on)
+    try:
+        list_file = configured_file(settings.entity_list_file())
+        rows, origin = pinned_lists(records, built_on, list_file, settings.empty_entity_kinds())
+    except (EntityListError, ValueError) as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
     n = storage.write_table("canadian_entities", pa.Table.from_pylist(rows, schema=ENTITY_SCHEMA))
     by_kind = Counter(r["kind"] for r in rows)
     versions = {r["kind"]: r["list_version"] for r in rows}
-    context.log.info(f"canadian_entities: {dict(by_kind)}; versions {versions}")
-    if not by_kind.get("funder"):
-        context.log.warning("no Canadian funder records found: the ca_fund route cannot fire")
+    context.log.info(f"canadian_entities: {dict(by_kind)}; from {origin}; versions {versions}")
+    for kind, where in origin.items():
+        if where == "none":
+            context.log.warning(f"no Canadian {kind} records (allowed by METACAN_EMPTY_ENTITY_KINDS)")
+        elif where == "shipped":
+            context.log.info(f"{kind}s: the input folders hold no {kind} record; using {list_file}")
     return dg.MaterializeResult(
         metadata=table_metadata(
             ENTITY_SCHEMA,
@@ -239,6 +252,8 @@ def canadian_entities(
             sources=by_kind.get("source", 0),
             institutions=by_kind.get("institution", 0),
             list_versions=dg.MetadataValue.json(versions),
+            list_origin=dg.MetadataValue.json(origin),
+            shipped_list_file=str(list_file) if list_file is not None else "none",
         )
     )
 

@@ -450,6 +450,9 @@ FIELDS: dict[str, Field] = {
     "value": Field(_F64, "the estimate"),
     "scored": Field(_B, "the work has machine scores"),
     "decided": Field(_B, "the classifier decided a category for the work"),
+    "classified": Field(
+        _B, "the work's record ships a category: a labelled direct label's category or a classifier decision"
+    ),
     "institution": Field(pa.list_(_I32), "facet_codes codes of the work's Canadian institutions"),
     "funder": Field(pa.list_(_I32), "facet_codes codes of the work's funders"),
     "keyword": Field(pa.list_(_I32), "facet_codes codes of the work's keywords"),

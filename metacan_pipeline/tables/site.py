@@ -151,6 +151,8 @@ WORK_FACETS_SCHEMA = columns(
     "scored",
     column("labelled", pa.bool_(), "a teacher labelled the work"),
     "decided",
+    "classified",
+    "cited_by",
     "institution",
     "funder",
     "keyword",

@@ -52,8 +52,11 @@ def api():
 
 @pytest.fixture()
 def setup(tmp_path, openalex_dir, monkeypatch):
-    """Entity lists only in the input folder (the frame's works all come from the API), entities built."""
+    """Entity lists only in the input folder (the frame's works all come from the API), entities built: its four
+    funders, no shipped list, and no source or institution on purpose (so the refresh asks no venue query)."""
     monkeypatch.setenv("OPENALEX_API_KEY", KEY)
+    monkeypatch.setenv("METACAN_ENTITY_LIST_FILE", "none")
+    monkeypatch.setenv("METACAN_EMPTY_ENTITY_KINDS", "source,institution")
     inp = tmp_path / "openalex"
     inp.mkdir()
     for name in FUNDER_FILES:

@@ -56,7 +56,8 @@ from .release import (
 #: 9: the cascade's decision of works and work_facets
 #: 10: the authorships of works (site_work_authors, site_work_institution_ids) and the release's authors and
 #: institutions (site_authors, site_institutions)
-LAYOUT_VERSION = 10  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: 11: the coverage figures of release_statistics (.coverage_figures), work_facets.classified and .cited_by
+LAYOUT_VERSION = 11  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 RECENT_SQL = resources.files("metacan_pipeline.site").joinpath("sql/recent.sql").read_text("utf-8")

@@ -43,6 +43,7 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
     for name, column in BOOLEAN_COLUMNS.items():
         if name in f:
             out.append(Clause(name, f"w.{column} = ?", (f[name] == "yes",)))
+    out += _coverage_clauses(f, coded)
     if "release_layer" in f:
         code = "(SELECT code FROM facet_codes WHERE facet = 'release_layer' AND value = ?)"
         out.append(Clause("release_layer", f"w.release_layer = {code if coded else '?'}", (f["release_layer"],)))
@@ -71,6 +72,31 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
         out.append(Clause("score", sql, (f["score_arm"], f.get("score_min", 0.0), f.get("score_max", 1.0))))
     if "q" in f:
         out.append(Clause("q", "w.work_key IN (SELECT work_key FROM fts_hits)", ()))
+    return out
+
+
+#: Over ``works``: the works with a labelled direct label, and those whose record ships a category (a labelled direct
+#: label's category, or a classifier decision). ``work_facets`` holds both as the columns ``labelled`` and
+#: ``classified`` (``sql/facets.sql``), and the citation count as ``cited_by``.
+_LABELLED = "w.work_key IN (SELECT l.work_key FROM work_labels l WHERE l.status = 'labelled')"
+_CLASSIFIED = (
+    "(w.work_key IN (SELECT l.work_key FROM work_labels l WHERE l.status = 'labelled' AND len(l.categories) > 0) "
+    "OR w.work_key IN (SELECT d.work_key FROM work_decisions d))"
+)
+
+
+def _coverage_clauses(f: dict, coded: bool) -> list[Clause]:
+    """The clauses of ``labelled``, ``classified`` (``yes``/``no``) and ``cited_by_min``, over ``work_facets``
+    (``coded``: its columns) or ``works``."""
+    out = []
+    if "labelled" in f:
+        out.append(Clause("labelled", f"({'w.labelled' if coded else _LABELLED}) = ?", (f["labelled"] == "yes",)))
+    if "classified" in f:
+        out.append(
+            Clause("classified", f"({'w.classified' if coded else _CLASSIFIED}) = ?", (f["classified"] == "yes",))
+        )
+    if "cited_by_min" in f:
+        out.append(Clause("cited_by", "w.cited_by >= ?", (f["cited_by_min"],)))
     return out
 
 

@@ -11,7 +11,8 @@ The parameters (``FILTERS``): ``year_min``/``year_max``; ``language``, ``type``,
 ``a|b`` matches either), and the exclusion of each, ``not_language`` ... ``not_keyword`` (the same values, left
 out; works without the field are kept); ``ca_aff``, ``ca_fund``, ``ca_venue``, ``about_ca``,
 ``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``, ``openalex_missed``
-(``yes``/``no``/``any``); ``retraction_state`` (a Retraction Watch state, ``none`` or ``not_checked``);
+(``yes``/``no``/``any``); coverage: ``labelled`` (a teacher's direct label is in the record) and ``classified`` (the
+record ships a category) (``yes``/``no``/``any``), ``cited_by_min`` (fewest citations); ``retraction_state`` (a Retraction Watch state, ``none`` or ``not_checked``);
 ``cascade_decision`` (the cascade's decision on the metaresearch head, ``not_planned`` without one);
 ``release_layer`` (``human_verified``, ``high_precision``, ``provisional``,
 ``contested``); direct labels: ``label_category``, ``label_domain``, ``label_study_design``,
@@ -49,6 +50,7 @@ from ..build import fts
 from ..build.release import ReleaseInfo
 from .params import (
     BOOLEAN_FILTERS,
+    COVERAGE_FILTERS,
     DEFAULT_LIMIT,
     EXCLUSION_FILTERS,
     FILTERS,
@@ -142,6 +144,7 @@ def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
             v = _given(values, name, release)
             if v != "any":
                 f[name] = v
+    _coverage_filters(values, release, f)
     if "release_layer" in values:
         f["release_layer"] = _given(values, "release_layer", release)
     if "retraction_state" in values:
@@ -166,6 +169,15 @@ def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
             )
         f["q"] = fts.query_text(query)
     return Cohort(f, release)
+
+
+def _coverage_filters(values: dict[str, str], release: ReleaseInfo, f: dict[str, Any]) -> None:
+    """``labelled`` and ``classified`` (``any`` is no filter) and ``cited_by_min`` (0 keeps every work: no filter)."""
+    for name in COVERAGE_FILTERS:
+        if name in values and (v := _given(values, name, release)) != "any":
+            f[name] = v
+    if "cited_by_min" in values and (n := _given(values, "cited_by_min", release)) > 0:
+        f["cited_by_min"] = n
 
 
 def _label_filters(values: dict[str, str], release: ReleaseInfo, f: dict[str, Any]) -> None:

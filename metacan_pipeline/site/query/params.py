@@ -54,6 +54,10 @@ LABEL_VALUES = {
 CLASSIFIER_MODES = ("candidate", "consensus")
 AGREEMENTS = ("any", "all")
 SORTS = ("relevance", "year", "cited_by")
+#: The yes/no/any filters of coverage: what the record ships, not a column of ``works``.
+COVERAGE_FILTERS = ("labelled", "classified")
+#: The most citations ``cited_by_min`` takes (six digits, as every integer parameter).
+MAX_CITATIONS = 999_999
 MAX_TEXT = 300
 MAX_QUERY = 200
 YEAR_RANGE = (1000, 2100)
@@ -178,6 +182,13 @@ PARAMS: dict[str, Param] = {
               f"authorship at any of them, separated by {OR_SEPARATOR}.", max_length=MAX_TEXT,
               pattern=ID_FILTER_PATTERNS["institution_id"]),
         *(Param(n, "choice", _BOOLEAN_DOCS[n], choices=TRISTATE, default="any") for n in BOOLEAN_FILTERS),
+        Param("labelled", "choice", "yes: at least one teacher's direct label (status labelled) is in the record; "
+              "no: none is (not labelled yet, which is not a negative).", choices=TRISTATE, default="any"),
+        Param("classified", "choice", "yes: the record ships at least one category (a category of a labelled direct "
+              "label, or a candidate or consensus decision of the classifier); no: it ships none (not classified "
+              "yet, or every label found no category).", choices=TRISTATE, default="any"),
+        Param("cited_by_min", "integer", "Fewest citations (OpenAlex cited_by_count) a work has.",
+              bounds=(0, MAX_CITATIONS)),
         Param("release_layer", "choice", "The original protocol's release layer: human_verified (an adjudicated human "
               "code), high_precision (every positive classifier decision on a head that passed human validation), "
               "provisional (machine output no audit validated, or nothing yet) or contested (the qualified or imported "

@@ -7,7 +7,8 @@ WHERE model_version IN (SELECT DISTINCT model_version FROM works WHERE model_ver
 -- The narrow, coded copy of the cohort columns (metacan_pipeline.site.build, after release.sql): facet_codes
 -- numbers every value of a text facet column, every name and every classifier decision (model_version, mode,
 -- category), with the folded form of each value (norm: what a text filter compares, query/clauses.py);
--- work_facets holds one row per work with those codes, the boolean filters, the coverage flags and the name and
+-- work_facets holds one row per work with those codes, the boolean filters, the coverage flags (labelled, decided,
+-- classified: a labelled direct label's category or a decision), the citation count and the name and
 -- decision code lists. Counts and facets scan it instead of works (benchmarks/bench_site.py:
 -- grouping 4.3M integer codes is several times faster than grouping the text, and a name facet is an unnest
 -- of the cohort's own rows, not a join of a name table with the cohort).
@@ -55,6 +56,9 @@ SELECT w.work_key, w.year, k1.code, k2.code, k3.code, k4.code, k5.code, k6.code,
        w.model_version IS NOT NULL,
        w.work_key IN (SELECT work_key FROM work_labels WHERE status = 'labelled'),
        w.work_key IN (SELECT work_key FROM work_decisions),
+       w.work_key IN (SELECT work_key FROM work_decisions)
+         OR w.work_key IN (SELECT work_key FROM work_labels WHERE status = 'labelled' AND len(categories) > 0),
+       w.cited_by,
        coalesce(n.institution, []), coalesce(n.funder, []), coalesce(n.keyword, []), coalesce(n.classifier, [])
 FROM works w
 LEFT JOIN facet_codes k1 ON k1.facet = 'language' AND k1.value = w.language

@@ -95,7 +95,10 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "/api/v1/statistics",
         "api_statistics",
         "The statistics page's figures over the whole release (computed when it was built): the frame by year, "
-        "route overlaps, by field and language, the abstract gap, direct labels by teacher, category and study "
+        "route overlaps, by field and language, the abstract gap, the top venues, funders and institutions "
+        "(top_venues, top_funders, top_institutions: works, labelled works, works without an abstract), the abstract "
+        "gap by work type (abstract_gap_by_type), labelled works by year and by language (labelled_by_year, "
+        "labelled_by_language: works, labelled, classified), direct labels by teacher, category and study "
         "design with their source and status, classifier decisions by category, teacher pairs, and the pipeline's "
         "prevalence rows (design-based 95% CI, classify-and-count, screener-swap range) per category and per estimand "
         "of the protocol (column estimand), and each estimand's definition (estimands).",
