@@ -29,6 +29,12 @@ def serve(
         None, help="Output folder holding site/releases (default $METACAN_DATA_DIR or ./data)."
     ),
     row_cap: int = typer.Option(100_000, help="Most rows one export returns (the cap is declared in the export)."),
+    work_pages: str = typer.Option(
+        "live",
+        help="Work pages (English): live, rendered from the release database on request; static, the files the "
+        "asset work_pages wrote under <data>/site (.html.gz sent with Content-Encoding: gzip to clients that accept "
+        "it, decompressed to others), live where a work has none.",
+    ),
     coding: bool = typer.Option(
         False,
         "--coding",
@@ -48,8 +54,8 @@ def serve(
         _serve_coding(root, host, CODING_PORT if port is None else port)
         return
     try:
-        asgi = create_app(root, row_cap=row_cap)
-    # ValueError: METACAN_SITE_RATE_LIMIT, METACAN_SITE_URL, METACAN_REPORT_URL, METACAN_DAGSTER_UI_URL or a setting
+        asgi = create_app(root, row_cap=row_cap, work_pages=work_pages.strip().lower())
+    # ValueError: --work-pages, METACAN_SITE_RATE_LIMIT, METACAN_SITE_URL, METACAN_REPORT_URL, METACAN_DAGSTER_UI_URL or a setting
     # of the abstract cascade (METACAN_ABSTRACT_SOURCES, an API root, METACAN_ABSTRACT_MAILTO)
     except (ReleaseUnavailable, QueryStoreUnavailable, ValueError) as exc:
         typer.echo(f"metacan serve: {exc}", err=True)
