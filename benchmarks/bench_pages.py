@@ -27,7 +27,8 @@ process (nothing else in between):
   allocates) plain and gzip, and the same for the record files; then the projection of both to 4,300,000 works
   (pages plus record files) against the free disk of the scratch folder (``shutil.disk_usage``).
 - ``--serve-works N`` (0: skipped): the synthetic release of N works (``bench_site.release_dirs``, reused under
-  ``--serve-keep``), every work page written from its stored record as ``.html.gz`` (pages/s), then
+  ``--serve-keep``), the pages of ``--serve-repeats`` random works of it written from their stored records as
+  ``.html.gz`` (the pages a whole site takes: ``pages_gzip``), then
   ``GET /works/<version>/<id>.html`` through Starlette's ``TestClient`` on the same random works, alternated: the
   stored gzip page (``work_pages="static"``, ``Accept-Encoding: gzip``, raw bytes read) against the page rendered on
   demand from the release database (abstracts answered at once in memory); p50 / p95 of both, ratio static / live.
@@ -166,7 +167,7 @@ def disk_projection(r: dict, n: int, scratch: Path) -> dict:
 
 
 def run_served(n: int, keep: Path | None, scratch: Path, repeats: int) -> dict:
-    """The synthetic release of ``n`` works, each work page stored as ``.html.gz`` from its record, then the
+    """The synthetic release of ``n`` works, the pages of ``repeats`` random works stored as ``.html.gz``, then the
     stored gzip page against the page rendered on demand, alternated on the same random works (see the docstring)."""
     import duckdb
     from bench_site import interleaved, no_record_fetcher, release_dirs
@@ -179,26 +180,22 @@ def run_served(n: int, keep: Path | None, scratch: Path, repeats: int) -> dict:
 
     data, built = release_dirs(keep or scratch / "serve", n, 20_000 if n >= 100_000 else 100)
     db = duckdb.connect(str(releases_dir(data) / f"{current_release_id(data)}.duckdb"), read_only=True)
-    site = data / "site"
-    env = environment()
-    written = disk = 0
-    t0 = time.perf_counter()
-    reader = db.execute("SELECT id, record_json, page_path FROM works ORDER BY work_key").to_arrow_reader(20_000)
-    for batch in reader:
-        for _wid, text, path in zip(
-            *(batch.column(c).to_pylist() for c in ("id", "record_json", "page_path")), strict=True
-        ):
-            stored = write_site_file(site, path, render_work(env, json.loads(text), None, CONTEXT), "gzip")
-            disk += (site / stored).stat().st_size
-            written += 1
-    write_s = time.perf_counter() - t0
-    say(f"served: {written:,} gzip pages written in {write_s:.1f} s (load {loadavg()})")
     rng = random.Random(37)
-    keys = [9_000_000_000 + rng.randrange(n) for _ in range(repeats + 1)]
+    keys = sorted({9_000_000_000 + rng.randrange(n) for _ in range(repeats + 1)})
     rows = db.execute(
-        "SELECT id, page_path FROM works WHERE work_key IN (SELECT unnest(?::BIGINT[]))", [keys]
+        "SELECT id, record_json, page_path FROM works WHERE work_key IN (SELECT unnest(?::BIGINT[]))", [keys]
     ).fetchall()
     db.close()
+    site, env = data / "site", environment()
+    written = disk = 0
+    t0 = time.perf_counter()
+    for _, text, path in rows:  # the works requested (pages/s of a whole site: the pages_gzip part)
+        stored = write_site_file(site, path, render_work(env, json.loads(text), None, CONTEXT), "gzip")
+        disk += (site / stored).stat().st_size
+        written += 1
+    write_s = time.perf_counter() - t0
+    say(f"served: {written:,} gzip pages written in {write_s:.1f} s (load {loadavg()})")
+    rows = [(wid, path) for wid, _, path in rows]
     it = {"i": 0, "static_bytes": [], "live_bytes": []}
     with (
         TestClient(create_app(data, abstracts=no_record_fetcher(), work_pages="static")) as static,
