@@ -15,6 +15,7 @@ from ..site.build.release import ReleaseUnavailable
 from ..site.web.app import create_app
 from ..site.web.coding_app import CODING_PORT, create_coding_app
 from ..site.web.saved import QueryStoreUnavailable
+from ..site.web.static_pages import WORK_PAGE_SOURCES
 from ..storage import default_data_dir
 
 SITE_PORT = 8000
@@ -53,9 +54,15 @@ def serve(
     if coding:
         _serve_coding(root, host, CODING_PORT if port is None else port)
         return
+    source = work_pages.strip().lower()
+    if source not in WORK_PAGE_SOURCES:
+        typer.echo(
+            f"metacan serve: --work-pages {work_pages!r} must be one of {', '.join(WORK_PAGE_SOURCES)}", err=True
+        )
+        raise typer.Exit(1)
     try:
-        asgi = create_app(root, row_cap=row_cap, work_pages=work_pages.strip().lower())
-    # ValueError: --work-pages, METACAN_SITE_RATE_LIMIT, METACAN_SITE_URL, METACAN_REPORT_URL, METACAN_DAGSTER_UI_URL or a setting
+        asgi = create_app(root, row_cap=row_cap, work_pages=source)
+    # ValueError: METACAN_SITE_RATE_LIMIT, METACAN_SITE_URL, METACAN_REPORT_URL, METACAN_DAGSTER_UI_URL or a setting
     # of the abstract cascade (METACAN_ABSTRACT_SOURCES, an API root, METACAN_ABSTRACT_MAILTO)
     except (ReleaseUnavailable, QueryStoreUnavailable, ValueError) as exc:
         typer.echo(f"metacan serve: {exc}", err=True)

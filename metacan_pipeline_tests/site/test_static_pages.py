@@ -10,7 +10,9 @@ import dagster as dg
 import duckdb
 import pytest
 from starlette.testclient import TestClient
+from typer.testing import CliRunner
 
+from metacan_pipeline.cli import app as cli
 from metacan_pipeline.publish.assets import PagesConfig, work_pages
 from metacan_pipeline.site.build.release import current_release_id, releases_dir
 from metacan_pipeline.site.web.app import create_app
@@ -114,3 +116,9 @@ def test_the_live_app_ignores_stored_files_and_a_bad_source_is_refused(gzip_site
         assert r.status_code == 200 and "content-encoding" not in r.headers and "/language/fr" in r.text
     with pytest.raises(ValueError, match=r"work_pages='gz' must be one of live, static"):
         create_app(storage.root, rate_limit="off", work_pages="gz")
+
+
+def test_metacan_serve_names_a_bad_work_pages_value_before_opening_anything(gzip_site):
+    result = CliRunner().invoke(cli, ["serve", "--data-dir", str(gzip_site[0].root), "--work-pages", "gz"])
+    assert result.exit_code == 1 and "Serving" not in result.output
+    assert "metacan serve: --work-pages 'gz' must be one of live, static" in result.output
