@@ -39,6 +39,7 @@ from .api_refresh import (
     refresh_client,
     refresh_metadata,
 )
+from .authors import build_author_tables
 from .cluster import default_workers
 from .entities import EntityLists, canadian_entity_rows
 from .merge import (
@@ -56,6 +57,7 @@ from .routes import AdmissionRule
 __all__ = [
     "canadian_entities",
     "frame",
+    "frame_authors",
     "frame_parts",
     "openalex_api_refresh",
     "openalex_inventory",
@@ -376,3 +378,71 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
     # the build id is the frame's data version: two runs that produced the same build show the same version in the UI
     yield dg.MaterializeResult(asset_key="frame", metadata=metadata, data_version=dg.DataVersion(build_id))
     yield from ingest.side_table_results(quarantine, build_manifest)
+
+
+_AUTHOR_SPEC = {"group_name": "ingestion", "kinds": {"duckdb", "parquet"}, "owners": ["team:metacan"]}
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            "work_authors",
+            code_version="1",
+            deps=["frame", "canadian_entities"],
+            description="Every authorship of every frame work in the record's order: OpenAlex author id (or why "
+            "there is none: missing or invalid; the authorship is kept by name), ORCID and name as OpenAlex gives "
+            "them, whether it is Canadian, its institutions.",
+            **_AUTHOR_SPEC,
+        ),
+        dg.AssetSpec(
+            "authors",
+            code_version="1",
+            deps=["work_authors"],
+            description="The frame's OpenAlex authors (authorships with a valid author id): ORCID and name as OpenAlex "
+            "gives them on their newest work, whether any authorship is Canadian, works and years.",
+            **_AUTHOR_SPEC,
+        ),
+        dg.AssetSpec(
+            "institutions",
+            code_version="1",
+            deps=["frame"],
+            description="The institutions of the frame's authorships that have an OpenAlex id: ROR, name and country as "
+            "OpenAlex gives them on their newest work, works and years.",
+            **_AUTHOR_SPEC,
+        ),
+        dg.AssetSpec(
+            "author_institution_years",
+            code_version="1",
+            deps=["frame", "canadian_entities"],
+            description="Each author's Canadian institutions (country code CA or pinned) by publication year, from their "
+            "Canadian authorships, with the works that list each.",
+            **_AUTHOR_SPEC,
+        ),
+    ],
+)
+def frame_authors(context: dg.AssetExecutionContext, storage: MetacanStorage):
+    """The frame's authors and institutions (:func:`.authors.build_author_tables`): ``work_authors`` (every
+    authorship, none dropped), ``authors``, ``institutions`` and ``author_institution_years``. Names are data:
+    copied as OpenAlex gives them, never inferred. Logs a warning counting the authorships kept without an author
+    id."""
+    pinned = storage.read_table("canadian_entities", filters=[("kind", "=", "institution")]).column("id").to_pylist()
+    built = build_author_tables(storage, pinned)
+    no_id = built.missing_author_id + built.invalid_author_id
+    if no_id:
+        context.log.warning(
+            f"work_authors: {no_id} authorship(s) kept by name only: {built.missing_author_id} without an author id, "
+            f"{built.invalid_author_id} with an author id that is not one (author_id_status says which)"
+        )
+    yield dg.MaterializeResult(
+        asset_key="work_authors",
+        metadata={
+            "dagster/row_count": built.work_authors,
+            "missing_author_id": built.missing_author_id,
+            "invalid_author_id": built.invalid_author_id,
+        },
+    )
+    yield dg.MaterializeResult(asset_key="authors", metadata={"dagster/row_count": built.authors})
+    yield dg.MaterializeResult(asset_key="institutions", metadata={"dagster/row_count": built.institutions})
+    yield dg.MaterializeResult(
+        asset_key="author_institution_years", metadata={"dagster/row_count": built.author_institution_years}
+    )

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from .assets import canadian_entities, frame, frame_parts, openalex_api_refresh, openalex_inventory
+from .assets import canadian_entities, frame, frame_authors, frame_parts, openalex_api_refresh, openalex_inventory
 from .checks import (
     frame_build_manifest_covers_snapshot,
     frame_ids_unique,
@@ -20,7 +20,7 @@ from .schedules import (
 )
 
 defs = dg.Definitions(
-    assets=[openalex_api_refresh, openalex_inventory, canadian_entities, frame_parts, frame],
+    assets=[openalex_api_refresh, openalex_inventory, canadian_entities, frame_parts, frame, frame_authors],
     asset_checks=[
         frame_ids_unique,
         frame_routes_have_evidence,

@@ -39,6 +39,7 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
         for negated in (False, True):
             if (value := f.get(EXCLUSION_PREFIX + name if negated else name)) is not None:
                 out.append(_text_clause(name, value.split(OR_SEPARATOR), negated, coded))
+    out.extend(_id_clauses(f))
     for name, column in BOOLEAN_COLUMNS.items():
         if name in f:
             out.append(Clause(name, f"w.{column} = ?", (f[name] == "yes",)))
@@ -49,6 +50,10 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
         code = "(SELECT code FROM facet_codes WHERE facet = 'retraction_state' AND value = ?)"
         sql = f"w.retraction_state = {code}" if coded else "w.retraction_state = ?"
         out.append(Clause("retraction_state", sql, (f["retraction_state"],)))
+    if "cascade_decision" in f:
+        code = "(SELECT code FROM facet_codes WHERE facet = 'cascade_decision' AND value = ?)"
+        sql = f"w.cascade_decision = {code}" if coded else "w.cascade_decision = ?"
+        out.append(Clause("cascade_decision", sql, (f["cascade_decision"],)))
     if label := _label_clause(cohort):
         out.append(label)
     if "classifier_category" in f:
@@ -76,6 +81,20 @@ _FOLDED = (
     "SELECT {col} FROM facet_codes WHERE facet = '{facet}' "
     "AND norm IN (SELECT lower(strip_accents(unnest(?::VARCHAR[]))))"
 )
+
+
+#: The works of an id filter (:data:`.params.ID_FILTERS`): the same SQL over ``works`` and over ``work_facets``.
+_ID_SQL = {
+    "author": "w.work_key IN (SELECT a.work_key FROM site_work_authors a WHERE a.author_id IN "
+    "(SELECT unnest(?::VARCHAR[])))",
+    "institution_id": "w.work_key IN (SELECT i.work_key FROM site_work_institution_ids i WHERE i.institution_id IN "
+    "(SELECT unnest(?::VARCHAR[])))",
+}
+
+
+def _id_clauses(f: dict) -> list[Clause]:
+    """The clauses of the id filters set (``author``, ``institution_id``), each in a group of its own."""
+    return [Clause(name, sql, (f[name].split(OR_SEPARATOR),)) for name, sql in _ID_SQL.items() if name in f]
 
 
 def _text_clause(name: str, values: list[str], negated: bool, coded: bool) -> Clause:

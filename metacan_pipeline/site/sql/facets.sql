@@ -22,6 +22,7 @@ SELECT facet, row_number() OVER (PARTITION BY facet ORDER BY value), value, NULL
   UNION ALL SELECT DISTINCT 'classification_kind', classification_kind FROM works WHERE classification_kind IS NOT NULL
   UNION ALL SELECT DISTINCT 'release_layer', release_layer FROM works WHERE release_layer IS NOT NULL
   UNION ALL SELECT DISTINCT 'retraction_state', retraction_state FROM works WHERE retraction_state IS NOT NULL
+  UNION ALL SELECT DISTINCT 'cascade_decision', cascade_decision FROM works WHERE cascade_decision IS NOT NULL
   UNION ALL SELECT DISTINCT 'institution', name FROM work_institutions
   UNION ALL SELECT DISTINCT 'funder', name FROM work_funders
   UNION ALL SELECT DISTINCT 'keyword', name FROM work_keywords
@@ -48,7 +49,7 @@ SELECT work_key,
 FROM names_coded GROUP BY work_key;
 
 INSERT INTO work_facets
-SELECT w.work_key, w.year, k1.code, k2.code, k3.code, k4.code, k5.code, k6.code, k7.code, k8.code,
+SELECT w.work_key, w.year, k1.code, k2.code, k3.code, k4.code, k5.code, k6.code, k7.code, k8.code, k9.code,
        w.ca_aff, w.ca_fund, w.ca_venue, w.about_ca, w.invisible_to_affiliation_only, w.has_abstract, w.is_retracted,
        w.openalex_missed,
        w.model_version IS NOT NULL,
@@ -64,6 +65,7 @@ LEFT JOIN facet_codes k5 ON k5.facet = 'venue' AND k5.value = w.venue
 LEFT JOIN facet_codes k6 ON k6.facet = 'classification_kind' AND k6.value = w.classification_kind
 LEFT JOIN facet_codes k7 ON k7.facet = 'release_layer' AND k7.value = w.release_layer
 LEFT JOIN facet_codes k8 ON k8.facet = 'retraction_state' AND k8.value = w.retraction_state
+LEFT JOIN facet_codes k9 ON k9.facet = 'cascade_decision' AND k9.value = w.cascade_decision
 LEFT JOIN lists_coded n ON n.work_key = w.work_key
 ORDER BY w.work_key;
 

@@ -119,7 +119,7 @@ def _work_item(row: dict) -> dict:
     """A listed work for the API: what the page lists, with source and status on every category."""
     keep = (
         "id", "title", "year", "venue", "cited_by", "language", "type", "page_path", "classification_kind",
-        "release_layer", "retraction_state",
+        "release_layer", "retraction_state", "cascade_decision",
     )  # fmt: skip
     return {
         **{k: row[k] for k in keep},

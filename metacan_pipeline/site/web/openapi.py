@@ -19,6 +19,7 @@ from ..query.params import FILTERS, LISTING, PARAMS, Param
 from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
+from .people import NETWORK_PARAMS, NETWORK_QUERY, PEOPLE_SUGGEST_PARAMS
 from .recent import PAGE_PARAM as RECENT_PAGE
 from .score_api import MAX_WORKS, request_schema
 from .typeahead import COHORT_FILTERS, SUGGEST_PARAMS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
@@ -126,6 +127,41 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "and status; next_url gives the next page.",
         DOSSIER_QUERY,
         own=DOSSIER_PARAMS,
+    ),
+    ApiRoute(
+        "/api/v1/authors/{id}",
+        "api_author",
+        "One author of the release: OpenAlex id, ORCID and name as OpenAlex gives them (never inferred), works in the "
+        "release, counts by year and by category (direct labels and classifier decisions with their source and "
+        "status), Canadian institutions by year, top Canadian co-authors, and the newest works with the source and "
+        "status of every category; works_url lists them all.",
+        path_params=(("id", r"^A\d{1,19}$", "An OpenAlex author id: A followed by digits."),),
+    ),
+    ApiRoute(
+        "/api/v1/institutions/{id}",
+        "api_institution",
+        "One institution of the release: OpenAlex id, ROR, name and country as OpenAlex gives them, works in the "
+        "release, counts by year and by category, the Canadian institutions sharing most works with it, and the "
+        "newest works with the source and status of every category; works_url lists them all.",
+        path_params=(("id", r"^I\d{1,19}$", "An OpenAlex institution id: I followed by digits."),),
+    ),
+    ApiRoute(
+        "/api/v1/people",
+        "api_people_suggest",
+        "Suggestions for the author and institution_id filters: the release's authors or institutions whose name, or a "
+        "word of it, begins with prefix (case and accents ignored), with their OpenAlex id and works in the release, "
+        "most first.",
+        tuple(p.name for p in PEOPLE_SUGGEST_PARAMS),
+        own=PEOPLE_SUGGEST_PARAMS,
+    ),
+    ApiRoute(
+        "/api/v1/network",
+        "api_network",
+        "The cohort's co-authorship network among Canadian authors (kind=authors) or Canadian institutions "
+        "(kind=institutions): the nodes (at most nodes, most works in the cohort first; candidates: how many the cohort "
+        "holds) and the edges between them, weighted by the works they share.",
+        NETWORK_QUERY,
+        own=NETWORK_PARAMS,
     ),
     ApiRoute(
         "/api/v1/score",
