@@ -84,6 +84,9 @@ NCBI_TOOL_ENV = "METACAN_NCBI_TOOL"
 NCBI_API_KEY_ENV = "NCBI_API_KEY"
 #: The modes of study design against MEDLINE (``METACAN_MEDLINE``), the default first.
 MEDLINE_MODES = ("replay", "fetch", "off")
+PAGE_ENCODING_ENV = "METACAN_PAGE_ENCODING"
+#: How ``work_pages`` stores a page and a record file: as written, or precompressed (``.gz`` beside the URL's name).
+PAGE_ENCODINGS = ("plain", "gzip")
 DEFAULT_MEDLINE_MAX_PMIDS = 2000
 DEFAULT_EUTILS_URL = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils"
 DEFAULT_NCBI_TOOL = "metacan_pipeline"
@@ -437,6 +440,19 @@ def medline_mode() -> str:
     value = os.environ.get(MEDLINE_ENV, "").strip().lower() or MEDLINE_MODES[0]
     if value not in MEDLINE_MODES:
         raise ValueError(f"{MEDLINE_ENV}={_shown(value)} must be one of {', '.join(MEDLINE_MODES)}")
+    return value
+
+
+def page_encoding(configured: str | None = None) -> str:
+    """How ``work_pages`` stores pages and record files: ``configured`` (the asset's ``page_encoding``) when given,
+    else ``$METACAN_PAGE_ENCODING``, else ``plain``; ``gzip`` stores ``<name>.gz`` only. Raises ValueError naming a
+    value that is none of :data:`PAGE_ENCODINGS`."""
+    source, value = (
+        ("page_encoding", configured) if configured else (PAGE_ENCODING_ENV, os.environ.get(PAGE_ENCODING_ENV, ""))
+    )
+    value = value.strip().lower() or PAGE_ENCODINGS[0]
+    if value not in PAGE_ENCODINGS:
+        raise ValueError(f"{source}={_shown(value)} must be one of {', '.join(PAGE_ENCODINGS)}")
     return value
 
 

@@ -15,6 +15,7 @@ from ..site.build.release import ReleaseUnavailable
 from ..site.web.app import create_app
 from ..site.web.coding_app import CODING_PORT, create_coding_app
 from ..site.web.saved import QueryStoreUnavailable
+from ..site.web.static_pages import WORK_PAGE_SOURCES
 from ..storage import default_data_dir
 
 SITE_PORT = 8000
@@ -29,6 +30,12 @@ def serve(
         None, help="Output folder holding site/releases (default $METACAN_DATA_DIR or ./data)."
     ),
     row_cap: int = typer.Option(100_000, help="Most rows one export returns (the cap is declared in the export)."),
+    work_pages: str = typer.Option(
+        "live",
+        help="Work pages (English): live, rendered from the release database on request; static, the files the "
+        "asset work_pages wrote under <data>/site (.html.gz sent with Content-Encoding: gzip to clients that accept "
+        "it, decompressed to others), live where a work has none.",
+    ),
     coding: bool = typer.Option(
         False,
         "--coding",
@@ -47,8 +54,14 @@ def serve(
     if coding:
         _serve_coding(root, host, CODING_PORT if port is None else port)
         return
+    source = work_pages.strip().lower()
+    if source not in WORK_PAGE_SOURCES:
+        typer.echo(
+            f"metacan serve: --work-pages {work_pages!r} must be one of {', '.join(WORK_PAGE_SOURCES)}", err=True
+        )
+        raise typer.Exit(1)
     try:
-        asgi = create_app(root, row_cap=row_cap)
+        asgi = create_app(root, row_cap=row_cap, work_pages=source)
     # ValueError: METACAN_SITE_RATE_LIMIT, METACAN_SITE_URL, METACAN_REPORT_URL, METACAN_DAGSTER_UI_URL or a setting
     # of the abstract cascade (METACAN_ABSTRACT_SOURCES, an API root, METACAN_ABSTRACT_MAILTO)
     except (ReleaseUnavailable, QueryStoreUnavailable, ValueError) as exc:

@@ -20,7 +20,7 @@ from ..meta import counts_markdown, table_metadata
 from ..openalex.api import DEFAULT_BASE_URL
 from ..release.gate import read_passing_heads
 from ..release.layer import layer_rule
-from ..settings import ABSTRACT_SOURCES_ENV, API_URL_ENV
+from ..settings import ABSTRACT_SOURCES_ENV, API_URL_ENV, PAGE_ENCODING_ENV, page_encoding
 from ..storage import MetacanStorage, process_tag, sweep_dead
 from ..tables.publish import LINEAGE_SCHEMA, PAGE_MANIFEST_SCHEMA, RECORDS_SCHEMA
 from ..teachers.core.registry import load_registry, load_roles
@@ -196,11 +196,21 @@ class PagesConfig(dg.Config):
     rerender_all: bool = Field(
         default=False, description="Render every page, changed or not (e.g. after a template change)."
     )
+    page_encoding: str = Field(
+        default="",
+        description=(
+            "How pages and record files are stored: plain (works/<version>/<id>.html, records/<id>.json) or gzip "
+            "(the same names plus .gz only, about a quarter of the disk; served with Content-Encoding by metacan serve "
+            f"--work-pages static, nginx gzip_static). Empty: ${PAGE_ENCODING_ENV} or plain. Switching renders every "
+            "page once and removes the files of the other encoding."
+        ),
+    )
 
 
 @dg.asset(kinds={"python", "html"}, deps=[WORK_RECORDS], **_PUBLISHING)
 def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: MetacanStorage) -> dg.MaterializeResult:
-    """One HTML page per frame work at ``data/site/works/<model_version>/<id>.html``, plus ``data/site/index.html``.
+    """One HTML page per frame work at ``data/site/works/<model_version>/<id>.html``, plus ``data/site/index.html``;
+    with ``page_encoding: gzip`` each page and record file is stored precompressed as ``<name>.gz`` only.
 
     SPEC section 9, the sections of seeds/000 (Jinja2 with autoescape; no script on work pages).
     Incremental: a page is rendered only when its record's hash differs from the one it was last
@@ -217,6 +227,12 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     started = time.perf_counter()
     try:
         renderer = renderer_fingerprint()  # reads METACAN_SITE_URL, METACAN_REPORT_URL and METACAN_DAGSTER_UI_URL
+    except ValueError as exc:
+        raise dg.Failure(
+            description=f"{exc}; no page was rendered: correct it and materialize work_pages again"
+        ) from None
+    try:
+        encoding = page_encoding(config.page_encoding or None)
     except ValueError as exc:
         raise dg.Failure(
             description=f"{exc}; no page was rendered: correct it and materialize work_pages again"
@@ -238,7 +254,9 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
         raise dg.Failure(
             description=f"{exc}; no page was rendered: correct it and materialize work_pages again"
         ) from None
-    writer = PageWriter(storage, env, page_ctx, fetcher, renderer=renderer, run_id=run_id, rendered_at=rendered_at)
+    writer = PageWriter(
+        storage, env, page_ctx, fetcher, renderer=renderer, run_id=run_id, rendered_at=rendered_at, encoding=encoding
+    )
     storage.warehouse.mkdir(parents=True, exist_ok=True)
     sweep_dead(storage.warehouse, ".pages-")  # a killed run's manifest snapshot
     with tempfile.TemporaryDirectory(prefix=f".pages-{process_tag()}-", dir=storage.warehouse) as scratch:
@@ -250,6 +268,7 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
             Path(scratch) / "plan.parquet",
             rerender_all=config.rerender_all,
             retry_abstracts=config.retry_failed_abstracts and config.fetch_abstracts,
+            encoding=encoding,
         )
         withdrawn = withdraw(storage, works_gone(storage, manifest))
         with fetcher if fetcher is not None else contextlib.nullcontext():  # streamed: one batch, one chunk in memory
@@ -265,7 +284,13 @@ def work_pages(context: dg.AssetExecutionContext, config: PagesConfig, storage: 
     )
     return dg.MaterializeResult(
         metadata=_pages_metadata(storage, writer, index, plan.works, plan.to_render, withdrawn, calls)
-        | {"renderer": renderer, "seconds": round(seconds, 2), "index_rewritten": index_written}
+        | {
+            "renderer": renderer,
+            "seconds": round(seconds, 2),
+            "index_rewritten": index_written,
+            "page_encoding": encoding,
+            "page_bytes_written": writer.bytes_written,
+        }
     )
 
 

@@ -29,6 +29,7 @@ from .. import __version__, settings
 from ..openalex.ids import is_work_id
 from ..storage import MetacanStorage, sql_literal
 from ..tables.publish import PAGE_MANIFEST_SCHEMA, PAGE_PLAN_SCHEMA
+from .page_files import GZ, remove_site_file, url_name
 
 _HERE = Path(__file__).resolve().parent
 
@@ -69,14 +70,21 @@ def safe_id(work_id: str) -> str:
 
 
 def page_path_ok(wid: str, page: str | None) -> bool:
-    """True when a stored page path is what :func:`.pages.page_path` makes: ``works/<version>/<id>.html``."""
-    return bool(page) and re.fullmatch(rf"works/[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}/{wid}\.html", page) is not None
+    """True when a stored page path is what :func:`.pages.page_path` makes, ``works/<version>/<id>.html``, or its
+    precompressed file (``.html.gz``, :mod:`.page_files`)."""
+    return (
+        bool(page) and re.fullmatch(rf"works/[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}/{wid}\.html(?:\.gz)?", page) is not None
+    )
 
 
 def is_published(site_dir: Path, wid: str, page: str | None) -> bool:
-    """True when the work's record file and the page the manifest names both exist under ``site_dir``; a
+    """True when the page the manifest names and the work's record file in the same encoding (``records/<id>.json``
+    beside a ``.html`` page, ``records/<id>.json.gz`` beside a ``.html.gz`` one) both exist under ``site_dir``; a
     manifest path that :func:`page_path_ok` refuses counts as missing (the page is rendered again)."""
-    return page_path_ok(wid, page) and (site_dir / page).exists() and (site_dir / "records" / f"{wid}.json").exists()
+    if not page_path_ok(wid, page):
+        return False
+    record = f"records/{wid}.json" + (GZ if page.endswith(GZ) else "")
+    return (site_dir / page).exists() and (site_dir / record).exists()
 
 
 #: The plan's private DuckDB: bounded memory, spilling beside the warehouse (a frame of 4.3M works sorts
@@ -116,14 +124,16 @@ def pages_to_render(
     *,
     rerender_all: bool = False,
     retry_abstracts: bool = False,
+    encoding: str = "plain",
 ) -> PagePlan:
     """Decide which works' pages are rendered this run and write the plan to ``out`` (:class:`PagePlan`).
 
     ``manifest``: the Parquet snapshot of ``page_manifest`` (:func:`snapshot_manifest`). A page is rendered
     when ``rerender_all``, when the manifest has no row for it, when its record hash or the renderer
     fingerprint differs from the ones it was rendered from, when its record file or page under
-    ``storage.site_dir`` is missing (:func:`is_published`), or, with ``retry_abstracts``, when its abstract
-    was not shown last time (status ``failed`` or ``off``). DuckDB joins ``work_records`` with the manifest
+    ``storage.site_dir`` is missing (:func:`is_published`), when it is stored in another encoding than ``encoding``
+    (``plain`` or ``gzip``, :mod:`.page_files`: switching renders every page once), or, with ``retry_abstracts``,
+    when its abstract was not shown last time (status ``failed`` or ``off``). DuckDB joins ``work_records`` with the manifest
     (bounded memory, spilling to disk) and puts the rows back in the table's file order; the file checks
     run in Python over the streamed Arrow batches, and the plan is written batch by batch, so memory does
     not grow with the frame. Raises ValueError naming an id that is not ``^W\\d+$`` (:func:`safe_id`).
@@ -133,7 +143,8 @@ def pages_to_render(
         SELECT r.id, m.page_path,
                coalesce($rerender_all OR m.id IS NULL OR m.record_hash IS DISTINCT FROM r.record_hash
                         OR m.renderer IS DISTINCT FROM $renderer
-                        OR ($retry AND m.abstract_status IN ('failed', 'off')), false) AS stale
+                        OR ($retry AND m.abstract_status IN ('failed', 'off'))
+                        OR ends_with(m.page_path, '{GZ}') IS DISTINCT FROM $gzip, false) AS stale
         FROM read_parquet({_records_glob(storage)}, filename = true, file_row_number = true,
                           hive_partitioning = false) r
         LEFT JOIN read_parquet({sql_literal(str(manifest))}) m ON m.id = r.id
@@ -142,7 +153,12 @@ def pages_to_render(
     works = to_render = 0
     con = _scratch_duckdb(storage)
     try:
-        params = {"rerender_all": rerender_all, "renderer": renderer, "retry": retry_abstracts}
+        params = {
+            "rerender_all": rerender_all,
+            "renderer": renderer,
+            "retry": retry_abstracts,
+            "gzip": encoding == "gzip",
+        }
         reader = con.execute(sql, params).to_arrow_reader(_BATCH)
         with pq.ParquetWriter(out, PAGE_PLAN_SCHEMA) as writer:
             for batch in reader:
@@ -177,7 +193,7 @@ def works_gone(storage: MetacanStorage, manifest: Path) -> Iterator[tuple[str, s
 
 
 def withdraw(storage: MetacanStorage, gone: Iterable[tuple[str, str | None]], chunk: int = 10_000) -> int:
-    """Remove the record file and current page of works that left the frame, and their manifest rows;
+    """Remove the record file and current page of works that left the frame (plain or ``.gz``), and their manifest rows;
     ``gone``: ``(work id, page path)`` pairs (:func:`works_gone`), handled ``chunk`` at a time (the files, then
     one DELETE). Returns how many works were withdrawn. Pages of earlier model versions stay where they are:
     their permalinks were published. Paths that :func:`page_path_ok` refuses are never deleted."""
@@ -186,9 +202,9 @@ def withdraw(storage: MetacanStorage, gone: Iterable[tuple[str, str | None]], ch
     while batch := list(itertools.islice(pairs, chunk)):
         for wid, page in batch:
             if is_work_id(wid):
-                (storage.site_dir / "records" / f"{wid}.json").unlink(missing_ok=True)
+                remove_site_file(storage.site_dir, f"records/{wid}.json")
                 if page_path_ok(wid, page):
-                    (storage.site_dir / page).unlink(missing_ok=True)
+                    remove_site_file(storage.site_dir, url_name(page))
         with storage.connect() as con:
             con.register("gone", pa.table({"id": [wid for wid, _ in batch]}))
             con.execute("DELETE FROM page_manifest WHERE id IN (SELECT id FROM gone)")

@@ -21,6 +21,7 @@ from ..tables.publish import PAGE_MANIFEST_SCHEMA
 from .abstract_cascade import AbstractCascade
 from .abstracts import Abstract, WorkIds
 from .manifest import PagePlan, note_rendered
+from .page_files import write_site_file
 from .pages import INDEX_MAX_WORKS, UNSCORED, index_row, page_path, render_index, render_work, write_static
 
 #: Pages are written, and ``page_manifest`` updated, in chunks of about this many works (an interrupted run resumes).
@@ -56,8 +57,9 @@ class PageWriter:
     ``context``: :func:`.pages.page_context` plus ``rendered_at`` and ``page_run_id``; ``renderer``: the
     fingerprint stored with each page (:func:`.manifest.renderer_fingerprint`); ``rendered_at``: the UTC
     time (naive, seconds) stored in the manifest. After writing, ``statuses`` counts the pages by abstract
-    status, ``sources`` the pages with an abstract by the source that gave it, and ``preview`` holds the first ten
-    manifest rows written.
+    status, ``sources`` the pages with an abstract by the source that gave it, ``bytes_written`` the bytes of the
+    pages written (as stored), and ``preview`` holds the first ten manifest rows written. ``encoding``: how pages and
+    record files are stored (``plain`` or ``gzip``, :mod:`.page_files`); the manifest names the stored page file.
     """
 
     def __init__(
@@ -70,9 +72,11 @@ class PageWriter:
         renderer: str,
         run_id: str,
         rendered_at: dt.datetime,
+        encoding: str = "plain",
     ) -> None:
         self.storage, self.env, self.context, self.fetcher = storage, env, context, fetcher
-        self.renderer, self.run_id, self.rendered_at = renderer, run_id, rendered_at
+        self.renderer, self.run_id, self.rendered_at, self.encoding = renderer, run_id, rendered_at, encoding
+        self.bytes_written = 0
         self.statuses: Counter[str] = Counter()
         self.sources: Counter[str] = Counter()
         self.preview: list[dict] = []
@@ -93,9 +97,11 @@ class PageWriter:
         site, rows = self.storage.site_dir, []
         for wid, rec, text, digest in chunk:
             abstract = self.abstract_of(wid, abstracts)
-            path = page_path(rec)
-            write_atomic(site / "records" / f"{wid}.json", text)
-            write_atomic(site / path, render_work(self.env, rec, abstract, self.context))
+            write_site_file(site, f"records/{wid}.json", text, self.encoding)
+            path = write_site_file(
+                site, page_path(rec), render_work(self.env, rec, abstract, self.context), self.encoding
+            )
+            self.bytes_written += (site / path).stat().st_size
             status = abstract.status if abstract is not None else "off"
             self.statuses[status] += 1
             if abstract is not None and abstract.status == "ok":

@@ -5,7 +5,8 @@ exact count, facet counts as links, a page of works with the source and status o
 next-page link), ``/q/<12 hex>`` (a saved cohort, re-counted, with a citation sentence naming the release),
 the work page at the static site's own path ``/works/<model_version>/<id>.html`` (the same template,
 :func:`metacan_pipeline.publish.pages.render_work`, with the abstract fetched live from OpenAlex for each request and
-never stored: :meth:`Site.abstract_of`; ``/works/<id>`` redirects there), ``/records/<id>.json``, the model card of the release's classifier version (``/models/<model_version>``, ``/model``,
+never stored: :meth:`Site.abstract_of`; or, with ``work_pages="static"``, the English page ``work_pages`` stored,
+precompressed or not: :mod:`.static_pages`; ``/works/<id>`` redirects there), ``/records/<id>.json``, the model card of the release's classifier version (``/models/<model_version>``, ``/model``,
 and its JSON at ``/models/<model_version>/model_card.json``: :mod:`.model_card`),
 and ``/export.csv`` / ``/export.jsonl`` / ``/export.parquet`` / ``/export.ris`` / ``/export.bib`` (streamed, capped:
 :mod:`.export`, :mod:`.citations`). Every page is in English and, under
@@ -88,6 +89,7 @@ from .people import PeopleEndpoints
 from .recent import RecentEndpoints
 from .saved import QueryStore
 from .score_api import ScoreEndpoints
+from .static_pages import WORK_PAGE_SOURCES, static_page
 from .statistics import StatisticsEndpoints
 from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints
 
@@ -160,10 +162,16 @@ class Site(
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
     def __init__(
-        self, data_dir: str | Path, row_cap: int, abstracts: AbstractCascade | AbstractFetcher | None = None
+        self,
+        data_dir: str | Path,
+        row_cap: int,
+        abstracts: AbstractCascade | AbstractFetcher | None = None,
+        work_pages: str = "live",
     ) -> None:
         self.release = Release(data_dir)
         self.data_dir = Path(data_dir).resolve()
+        #: the static site's folder when English work pages are the files work_pages wrote (None: rendered live)
+        self.static_site = self.data_dir / "site" if work_pages == "static" else None
         self.abstracts = abstracts
         self.info = self.release.info
         self.store = QueryStore(Path(data_dir).resolve() / "site" / "queries.sqlite")
@@ -368,6 +376,11 @@ class Site(
                     path=f"{languages.PREFIXES[lang]}/{path}",
                 ),
             )
+        if self.static_site is not None and lang == DEFAULT_LOCALE:
+            headers = {**SECURITY_HEADERS, **work_cite_as(json.loads(record_json))}
+            stored = static_page(self.static_site, path, request.headers.get("accept-encoding"), headers)
+            if stored is not None:
+                return stored
         ctx = {
             **self.page_context,
             "lang": lang,
@@ -550,6 +563,7 @@ def create_app(
     row_cap: int = DEFAULT_ROW_CAP,
     rate_limit: str | None = None,
     abstracts: AbstractCascade | AbstractFetcher | None = None,
+    work_pages: str = "live",
 ) -> Starlette:
     """The ASGI app over the current release under ``data_dir``. Raises :class:`..build.release.ReleaseUnavailable`.
 
@@ -559,12 +573,19 @@ def create_app(
     timeouts, :func:`.coding_pages.default_abstracts`); the app's shutdown closes it.
 
     The audit study's coding pages are not served here (``/coding/`` is a 404): they run on their own server,
-    :func:`.coding_app.create_coding_app`, so a coder is never one address away from the machine's outputs."""
+    :func:`.coding_app.create_coding_app`, so a coder is never one address away from the machine's outputs.
+
+    ``work_pages``: ``live`` renders every work page from the release database on request; ``static`` answers an
+    English work page with the file ``work_pages`` wrote under ``<data_dir>/site`` (plain, or precompressed and sent
+    with ``Content-Encoding: gzip`` to a client that accepts it: :mod:`.static_pages`), rendering live a page with no
+    file and every French page. Another value is a ValueError naming it."""
+    if work_pages not in WORK_PAGE_SOURCES:
+        raise ValueError(f"work_pages={work_pages!r} must be one of {', '.join(WORK_PAGE_SOURCES)}")
     site_url = settings.site_url()  # the address its links carry (ValueError naming the variable when malformed)
     source = settings.SITE_RATE_LIMIT_ENV if rate_limit is None else "rate_limit"
     limiter = client_limiter(settings.site_rate_limit() if rate_limit is None else rate_limit, source)
     fetcher = abstracts or default_abstracts()
-    site = Site(data_dir, row_cap, fetcher)
+    site = Site(data_dir, row_cap, fetcher, work_pages)
     site.limiter = limiter  # the API's bucket; the exports outside /api/ take from it too
     routes = [r for lang in LOCALES for r in page_routes(site, lang)]
     routes += [
