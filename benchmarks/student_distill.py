@@ -9,7 +9,8 @@ Variants, for the fast features ``--features`` (default: the student's default):
   student.distill`), the vocabulary fitted on the training and transfer texts.
 
 **Pilot sets** (screening a and b, design-weighted, 5 folds grouped by title; frame1k adjudicated, folds grouped by
-venue: ``student_backends.pilot_sets``): out-of-fold AP and AUROC with 95% bootstrap intervals. The transfer set of a
+venue: ``student_backends.pilot_sets``): out-of-fold AP and AUROC with 95% bootstrap intervals, over all works and
+per language (``en``, ``fr``; a language with fewer than 2 positives is left out). The transfer set of a
 fold is every pilot text and every shared OpenAlex work's text except the fold's test texts (the texts a frame
 sample would give; no test work enters a head in any way).
 
@@ -77,18 +78,22 @@ def pilot_cv(features: str, distiller, s: dict, pool: list[str], boot: int, c_gr
         )
         for v, score in heads.items():
             oof[v][test] = score([texts[i] for i in test])
-    m = ~np.isnan(oof["label"])
+    scored = ~np.isnan(oof["label"])
     out = []
-    for v in VARIANTS:
-        r = with_intervals(y[m], oof[v][m], w[m], boot, SEED)
-        out.append(
-            {
-                "part": "pilot",
-                "set": s["name"],
-                "variant": v,
-                **{k: r[k] for k in ("n", "positives", "ap", "ap_ci", "auroc", "auroc_ci")},
-            }
-        )
+    for lang in ("all", "en", "fr"):
+        m = scored & (s["lang"] == lang) if lang != "all" else scored
+        if y[m].sum() < 2 or y[m].sum() == m.sum():
+            continue
+        for v in VARIANTS:
+            r = with_intervals(y[m], oof[v][m], w[m], boot, SEED)
+            out.append(
+                {
+                    "part": "pilot" if lang == "all" else f"pilot {lang}",
+                    "set": s["name"],
+                    "variant": v,
+                    **{k: r[k] for k in ("n", "positives", "ap", "ap_ci", "auroc", "auroc_ci")},
+                }
+            )
     return out
 
 
