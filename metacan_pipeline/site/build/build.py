@@ -51,8 +51,9 @@ from .release import (
 #: 4: cohort_facet_counts (query.stored_counts); 5: year_language_counts (.cube); 6: the FTS5 index in impact order (.fts)
 #: 7: works.release_layer and its facet (the original protocol's release layers), facet_codes.norm (the folded
 #: values that case- and accent-insensitive text filters match), and the Retraction Watch state and OpenAlex-missed
-#: flag of works and work_facets
-LAYOUT_VERSION = 7  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: flag of works and work_facets; 8: works.scored (at least one category score: a prediction whose heads give none
+#: is not counted as scored)
+LAYOUT_VERSION = 8  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 #: Works per range of work keys that ``sql/release.sql`` turns into rows at a time: what DuckDB holds

@@ -129,7 +129,7 @@ class CohortQuery:
         return self._rows or None
 
     def coverage(self) -> dict[str, int]:
-        """``works``, ``direct`` (with a labelled direct label), ``scored`` (with a prediction), ``decided`` (a
+        """``works``, ``direct`` (with a labelled direct label), ``scored`` (with at least one category score), ``decided`` (a
         classifier decision in any mode) in the cohort (the flags of ``work_facets``; stored for the release)."""
         if not self.coded:
             return json.loads(self._one("SELECT items FROM facet_counts WHERE facet = '_coverage'", [])[0])
