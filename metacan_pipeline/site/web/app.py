@@ -48,7 +48,7 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from ... import __version__, settings
-from ...i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, translations
+from ...i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, language_name, translations
 from ...openalex.ids import is_work_id
 from ...publish.abstract_cascade import AbstractCascade
 from ...publish.abstracts import Abstract, AbstractFetcher, WorkIds
@@ -113,6 +113,7 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     env.filters["label"] = partial(strings.label, locale=locale)
     env.filters["word"] = partial(strings.value_word, locale=locale)
     env.filters["num"] = partial(format_number, locale=locale)
+    env.filters["language"] = partial(language_name, locale=locale)
     env.filters["combine"] = lambda a, b: {**a, **{k: str(v) for k, v in b.items()}}
     env.filters["qualification"] = partial(qualification_words, tr=translations(locale))
     env.globals["category_names"] = {c: strings.category_name(c, locale) for c in CATEGORIES}
@@ -163,7 +164,9 @@ class Site(
         self.info = self.release.info
         self.store = QueryStore(Path(data_dir).resolve() / "site" / "queries.sqlite")
         self.envs = {lo: site_environment(lo) for lo in LOCALES}
-        self.page_envs = {lo: page_environment(None if lo == DEFAULT_LOCALE else translations(lo)) for lo in LOCALES}
+        self.page_envs = {
+            lo: page_environment(None if lo == DEFAULT_LOCALE else translations(lo), locale=lo) for lo in LOCALES
+        }
         self.row_cap = row_cap
         self.limiter = None
         self._choices: dict[str, list[dict]] | None = None

@@ -20,6 +20,7 @@ version and ``prediction_status``; a prevalence row's method and what it counts.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from babel.numbers import format_percent
@@ -27,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...audit.instruments.recall import HUMAN, KNOWN_ITEM_CATEGORY, NO_SOURCE
-from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
+from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, language_name, translations
 from ...publish.pages import qualification_notes_in, qualification_words
 from ...release.release_layers import RELEASE_LAYERS
 from ...student.census import zero_width_census
@@ -341,7 +342,8 @@ def view(stats: dict[str, Any], locale: str) -> list[dict]:
         ("by-language", "by_language", _("The frame by language")),
     ):
         rows = stats[name]
-        label = lambda v: v if v is not None else _(NOT_RECORDED)  # noqa: E731
+        by_language = name == "by_language"
+        label = partial(_facet_value_name, by_language=by_language, locale=locale)
         summary = (
             _(SUMMARY_FACET)
             % {
@@ -384,6 +386,14 @@ def view(stats: dict[str, Any], locale: str) -> list[dict]:
     out.append(_filter_recall_figure(stats.get("filter_recall"), locale))
     out.append(_known_item_figure(stats.get("venue_known_item_recall"), locale))
     return out
+
+
+def _facet_value_name(value: str | None, by_language: bool, locale: str) -> str:
+    """A value of the by-field or by-language figure as the page shows it: a language by its name in ``locale``, a
+    field as it is, no value as "not recorded"."""
+    if value is None:
+        return translations(locale).gettext(NOT_RECORDED)
+    return language_name(value, locale) if by_language else value
 
 
 def _layer_figure(rows: list[dict], locale: str) -> dict:
