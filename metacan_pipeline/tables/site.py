@@ -160,6 +160,18 @@ WORK_FACETS_SCHEMA = columns(
     "classifier",
 )
 
+#: Another OpenAlex id of the same work (site/build/versions.py): one row per ordered pair of works grouped together.
+WORK_VERSIONS_SCHEMA = columns(
+    "work_key",
+    column("other_key", pa.int64(), "the work_key of another OpenAlex work that is the same work"),
+    column(
+        "basis",
+        pa.string(),
+        "why they are grouped: doi (the same DOI) or title_year (the same normalised title and year); both, "
+        "comma-separated, when both hold",
+    ),
+)
+
 FACET_COUNTS_SCHEMA = columns("facet", "items")
 COHORT_FACET_COUNTS_SCHEMA = columns("cohort_key", "filters", "facet", "items")
 
@@ -272,6 +284,15 @@ TABLES = [
         "site_database",
         WORK_FACETS_SCHEMA,
         ("work_key",),
+        store="release",
+    ),
+    Table(
+        "work_versions",
+        "another OpenAlex id of the same work (the same DOI, or the same normalised title and year), for the search "
+        "results to list the versions together: site/build/versions.py; counts never read it",
+        "site_database",
+        WORK_VERSIONS_SCHEMA,
+        ("work_key", "other_key"),
         store="release",
     ),
     Table(

@@ -78,3 +78,27 @@ def test_the_coverage_sentence_counts_only_works_with_a_category_score(client, s
     )
     french = html.unescape(re.sub(r"<[^>]+>", "", client.get("/fr/").text.split('id="coverage"')[1].split("</p>")[0]))
     assert f"a donné un score de catégorie à {scored} d'entre elles" in french
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_search_form_and_the_methods_page_say_words_match_by_their_english_stem(client, lang):
+    prefix = "" if lang == "en" else "/fr"
+    hint = {"en": "Words are matched by their English stem (Porter's stemmer), inside a quoted phrase too: integrity "
+                  "also finds integrated and integration. There is no exact-word match.",
+            "fr": "Les mots sont comparés par leur radical anglais (algorithme de Porter), aussi dans une expression entre "
+                  "guillemets : integrity trouve aussi integrated et integration."}[lang]  # fmt: skip
+    home = html.unescape(client.get(f"{prefix}/").text)
+    assert hint in home and f'<a href="{prefix}/methods#search">' in home
+    methods = html.unescape(client.get(f"{prefix}/methods").text)
+    section = methods.split('<section id="search"')[1].split("</section>")[0]
+    assert ("Porter's stemmer" if lang == "en" else "l'algorithme de Porter") in section
+    assert '<section id="versions"' in methods and 'href="#versions"' in methods and 'href="#search"' in methods
+
+
+def test_what_the_hint_promises_is_what_the_search_does(client):
+    """Stemming, measured on the served search: "integrity" finds the site world's titles holding "integrity" (the
+    Peer review titles) and any title with another word of the stem "integr"."""
+    titles = [w["title"] for w in client.get("/api/v1/works?q=integrity&limit=100").json()["works"]]
+    stems = [w["title"] for w in client.get("/api/v1/works?q=integrated&limit=100").json()["works"]]
+    assert titles and sorted(titles) == sorted(stems)
+    assert all(re.search(r"\bintegr\w*", t, re.IGNORECASE) for t in titles)

@@ -61,6 +61,7 @@ from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
 from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
 from ..query.suggest import did_you_mean, replaced
+from ..query.versions import group_versions
 from . import guide, languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .citations import bibtex_chunks, ris_chunks
@@ -275,11 +276,15 @@ class Site(
         return endpoint
 
     # ---- helpers -------------------------------------------------------------------------------------------
-    def summary(self, cohort: Cohort, listing=None, lang: str = DEFAULT_LOCALE) -> dict:
+    def summary(self, cohort: Cohort, listing=None, lang: str = DEFAULT_LOCALE, grouped: bool = False) -> dict:
+        """The cohort's count, coverage, facets and (with ``listing``) a page of its works; ``grouped``: the page's
+        works with their other OpenAlex ids, each work once (:func:`..query.versions.group_versions`)."""
         with CohortQuery(self.release, cohort) as q:
             out = {"count": q.count(), "coverage": q.coverage(), "facets": q.facets()}
             if listing is not None:
                 out["works"], out["next"] = q.page(listing)
+                if grouped:
+                    out["works"] = group_versions(q.con, out["works"])
             # no work: the nearest values of the release to each text filter value no work holds
             out["did_you_mean"] = did_you_mean(q.con, cohort) if out["count"] == 0 else {}
         out["coverage_sentence"] = strings.coverage_sentence(out["coverage"], cohort.classifier_version, lang)
@@ -294,7 +299,7 @@ class Site(
         prefix = languages.PREFIXES[lang]
         items, notices = forgive_form(request.query_params.multi_items())
         cohort, listing = parse_request(items, self.info)
-        summary = self.summary(cohort, listing, lang)
+        summary = self.summary(cohort, listing, lang, grouped=True)
         params = cohort.params()
         sort_params = {**params, "sort": listing.sort, "limit": str(listing.limit)}
         response = self.render(
