@@ -36,6 +36,7 @@ from ...student.estimands import CA_PERSON_NOT_MEASURED, CATEGORY_RATE, ESTIMAND
 from ...vocab import display_name
 from ..query.params import single_values
 from . import strings
+from .api import url_with
 
 #: The figures of ``release_statistics`` the page shows, in order.
 FIGURES = (
@@ -749,7 +750,7 @@ def _intervals(rated: list[dict], rows: list[dict], rate_label, swap_label, pct)
     ] + [
         {
             "label": swap_label(r),
-            "rate": r["rate"],
+            "rate": None,  # a range, no point: its stored midpoint is no estimate
             "low": r["ci_low"],
             "high": r["ci_high"],
             "text": f"{pct(r['ci_low'])} – {pct(r['ci_high'])}",
@@ -757,6 +758,14 @@ def _intervals(rated: list[dict], rows: list[dict], rate_label, swap_label, pct)
         for r in rows
         if r["method"] == "screener_swap_range" and r["ci_low"] is not None
     ]
+
+
+def _rate_cell(r: dict, locale: str) -> str:
+    """A prevalence row's rate cell: the rate; for a screener-swap range nothing (the range has no point estimate:
+    the ``rate`` the pipeline stores is its midpoint, which would read as an estimate; the range column says it)."""
+    if r["method"] == "screener_swap_range":
+        return ""
+    return percent(r["rate"], locale) if r["rate"] is not None else translations(locale).gettext("not computed")
 
 
 def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
@@ -815,7 +824,7 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
                 method_name(r["method"], locale),
                 source(r),
                 format_number(r["n"], locale) if r["n"] is not None else "",
-                pct(r["rate"]) if r["rate"] is not None else _("not computed"),
+                _rate_cell(r, locale),
                 f"{pct(r['ci_low'])} – {pct(r['ci_high'])}" if r["ci_low"] is not None else "",
                 design_words(r["design"], locale),
             ]
@@ -894,7 +903,7 @@ def _estimand_figure(stats: dict[str, Any], locale: str) -> dict:
                 method_name(r["method"], locale),
                 source(r),
                 format_number(r["n"], locale) if r["n"] is not None else "",
-                pct(r["rate"]) if r["rate"] is not None else _("not computed"),
+                _rate_cell(r, locale),
                 f"{pct(r['ci_low'])} – {pct(r['ci_high'])}" if r["ci_low"] is not None else "",
                 design_words(r["design"], locale),
             ]
@@ -913,10 +922,52 @@ def estimand_definitions(locale: str) -> list[dict]:
     return [{"estimand": n, "name": _(estimand_display(n)[0]), "definition": _(estimand_display(n)[1])} for n in names]
 
 
+#: Works of each reference venue the statistics page names (the rest: the venue's cohort, linked).
+REFERENCE_WORKS_SHOWN = 10
+
+
+def reference_venues(stats: dict[str, Any]) -> list[str]:
+    """The venues of instrument iii's reference set that hold frame works (its per-venue rows), in name order."""
+    rows = stats.get("venue_known_item_recall") or []
+    return sorted({r["group"] for r in rows if r["group_by"] == "venue" and r["reference_works"]})
+
+
+def reference_works(con, venues: list[str]) -> list[dict[str, Any]]:
+    """Each reference venue with the release's works in it (the venue compared as the venue filter compares it: case
+    and accents ignored): ``{"venue", "count", "works": [{"id", "title", "page_path"}, ...]}``, the first
+    :data:`REFERENCE_WORKS_SHOWN` works by id."""
+    if not venues:
+        return []
+    rows = con.execute(
+        "SELECT v.venue, w.id, w.title, w.page_path, count(*) OVER (PARTITION BY v.venue) AS n "
+        "FROM works w JOIN (SELECT unnest(?::VARCHAR[]) AS venue) v "
+        "ON lower(strip_accents(w.venue)) = lower(strip_accents(v.venue)) "
+        f"QUALIFY row_number() OVER (PARTITION BY v.venue ORDER BY w.id) <= {REFERENCE_WORKS_SHOWN} "
+        "ORDER BY v.venue, w.id",
+        [venues],
+    ).fetchall()
+    out = {v: {"venue": v, "count": 0, "works": []} for v in venues}
+    for venue, wid, title, path, n in rows:
+        out[venue]["count"] = n
+        out[venue]["works"].append({"id": wid, "title": title, "page_path": path})
+    return list(out.values())
+
+
 class StatisticsEndpoints:
     """The statistics page and its API route, a mixin of :class:`.app.Site` (reads ``release``, ``render``)."""
 
     _statistics: dict[str, Any] | None = None
+    _reference: list[dict[str, Any]] | None = None
+
+    def reference_data(self) -> list[dict[str, Any]]:
+        """Instrument iii's reference venues and their works in the release (:func:`reference_works`), read once."""
+        if self._reference is None:
+            con = self.release.cursor()
+            try:
+                self._reference = reference_works(con, reference_venues(self.statistics_data()))
+            finally:
+                con.close()
+        return self._reference
 
     def statistics_data(self) -> dict[str, Any]:
         """The release's figures, read once (module docstring)."""
@@ -934,7 +985,9 @@ class StatisticsEndpoints:
         views = self.__dict__.setdefault("_statistics_views", {})  # per language: the release never changes
         if lang not in views:
             views[lang] = view(self.statistics_data(), lang)
-        return self.render(request, "statistics.html.j2", figures=views[lang])
+        return self.render(
+            request, "statistics.html.j2", figures=views[lang], reference=self.reference_data(), url=url_with
+        )
 
     def api_statistics(self, request: Request) -> Response:
         data = dict(self.statistics_data())
