@@ -61,6 +61,7 @@ from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
 from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
 from ..query.suggest import did_you_mean, replaced
+from ..query.trend import cohort_trend
 from ..query.versions import group_versions
 from . import guide, languages, strings
 from .api import ApiEndpoints, api_error, url_with
@@ -88,6 +89,7 @@ from .openapi import API_ROUTES
 from .saved import QueryStore
 from .score_api import ScoreEndpoints
 from .statistics import StatisticsEndpoints
+from .trend_view import trend_figure
 from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints
 
 DEFAULT_ROW_CAP = 100_000
@@ -277,14 +279,16 @@ class Site(
 
     # ---- helpers -------------------------------------------------------------------------------------------
     def summary(self, cohort: Cohort, listing=None, lang: str = DEFAULT_LOCALE, grouped: bool = False) -> dict:
-        """The cohort's count, coverage, facets and (with ``listing``) a page of its works; ``grouped``: the page's
-        works with their other OpenAlex ids, each work once (:func:`..query.versions.group_versions`)."""
+        """The cohort's count, coverage, facets and (with ``listing``) a page of its works; ``grouped`` (the home
+        page): the page's works with their other OpenAlex ids, each work once
+        (:func:`..query.versions.group_versions`), and the cohort's trend (:func:`..query.trend.cohort_trend`)."""
         with CohortQuery(self.release, cohort) as q:
             out = {"count": q.count(), "coverage": q.coverage(), "facets": q.facets()}
             if listing is not None:
                 out["works"], out["next"] = q.page(listing)
                 if grouped:
                     out["works"] = group_versions(q.con, out["works"])
+                    out["trend"] = cohort_trend(q)
             # no work: the nearest values of the release to each text filter value no work holds
             out["did_you_mean"] = did_you_mean(q.con, cohort) if out["count"] == 0 else {}
         out["coverage_sentence"] = strings.coverage_sentence(out["coverage"], cohort.classifier_version, lang)
@@ -327,6 +331,7 @@ class Site(
             typeahead=TYPEAHEAD_FACETS,
             choices=self.choices(),
             replaced=partial(replaced, cohort),
+            trend=trend_figure(summary["trend"], summary["count"], lang),
         )
         response.headers["Content-Security-Policy"] = HOME_CSP  # the typeahead script, from this site only
         if lang == DEFAULT_LOCALE:

@@ -35,7 +35,7 @@ from ...student.census import zero_width_census
 from ...student.estimands import CA_PERSON_NOT_MEASURED, CATEGORY_RATE, ESTIMANDS, estimand_display
 from ...vocab import display_name
 from ..query.params import single_values
-from . import strings
+from . import charts, strings
 from .api import url_with
 
 #: The figures of ``release_statistics`` the page shows, in order.
@@ -256,7 +256,8 @@ def _bars(items: list[tuple[str, float, float | None]], fmt) -> list[dict]:
 
 
 def view(stats: dict[str, Any], locale: str) -> list[dict]:
-    """The page's figures in ``locale``: id, title, summary, bars, data table columns and rows."""
+    """The page's figures in ``locale``: id, title, summary, bars or intervals, the chart drawn from them (``svg``,
+    :mod:`.charts`), data table columns and rows."""
     tr = translations(locale)
     _ = tr.gettext
     num = lambda n: format_number(n, locale)  # noqa: E731
@@ -386,6 +387,11 @@ def view(stats: dict[str, Any], locale: str) -> list[dict]:
         out.append(_layer_figure(stats["release_layers"], locale))
     out.append(_filter_recall_figure(stats.get("filter_recall"), locale))
     out.append(_known_item_figure(stats.get("venue_known_item_recall"), locale))
+    for fig in out:  # drawn once per language: the page caches its view
+        if fig.get("intervals"):
+            fig["svg"] = charts.interval_chart(fig)
+        elif "intervals" not in fig and fig["bars"]:
+            fig["svg"] = charts.bar_chart(fig)
     return out
 
 
