@@ -94,3 +94,13 @@ def test_a_cohort_above_the_bound_is_not_drawn_and_says_so(client, monkeypatch):
     block = page.split('<section id="trend"')[1].split("</section>")[0]
     assert "The trend is drawn for cohorts of at most 10 works; this one holds 60. Add a filter to see it." in block
     assert "<svg" not in block
+
+
+def test_a_word_search_has_its_trend_too(client):
+    works = client.get("/api/v1/works?q=integrity&limit=100").json()["works"]
+    by_year: dict[int, int] = defaultdict(int)
+    for w in works:
+        by_year[w["year"]] += 1
+    _, rows = _table(html.unescape(client.get("/?q=integrity").text))
+    years = list(range(min(by_year), max(by_year) + 1))
+    assert works and [(int(r[0]), int(r[1])) for r in rows] == [(y, by_year.get(y, 0)) for y in years]

@@ -50,6 +50,12 @@ class CohortQuery:
             self.con.register("fts_hits", self._fts(fts.search))
             self._hits = True
 
+    def coded_where(self) -> tuple[str, list]:
+        """The cohort's coded clauses over ``work_facets w`` as SQL and its parameters, the text query's matches
+        registered as ``fts_hits`` first (what a query of the cohort's rows outside this class filters by)."""
+        self._need_hits()
+        return where_sql(self.coded)
+
     def __enter__(self) -> CohortQuery:
         return self
 

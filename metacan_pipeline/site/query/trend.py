@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...vocab import CATEGORIES
-from .clauses import where_sql
 from .cohort_query import CohortQuery
 
 #: Most works whose trend is counted on a page view.
@@ -37,8 +36,7 @@ def cohort_trend(q: CohortQuery) -> Trend | None:
     """The cohort's trend (module docstring); None when it holds more than :data:`TREND_MAX_WORKS` works."""
     if q.count() > TREND_MAX_WORKS:
         return None
-    q._need_hits()
-    where, params = where_sql(q.coded)
+    where, params = q.coded_where()
     totals = dict(
         q.con.execute(
             f"SELECT w.year, count(*) FROM work_facets w WHERE ({where}) AND w.year IS NOT NULL GROUP BY 1", params

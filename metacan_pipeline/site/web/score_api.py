@@ -15,8 +15,8 @@ labels held one class, e.g. "no positive direct label to learn from (0 positives
 loaded once per version and kept.
 
 Refusals (JSON, ``{"error": {"status", "message"}}``): 400 for a body that is not JSON, not an object with a
-``works`` list, an empty list, more than :data:`MAX_WORKS` works, a title over :data:`MAX_TITLE_CHARS` characters (the
-message names the work's index in ``works`` and its id), an unknown ``model_version`` or one missing where
+``works`` list, an empty list, more than :data:`MAX_WORKS` works, a ``title`` or ``display_name`` over
+:data:`MAX_TITLE_CHARS` characters as sent (the message names the work's index in ``works`` and its id), an unknown ``model_version`` or one missing where
 the release holds several; 413 for a body over :data:`MAX_BODY_BYTES`. A body whose works are all refused is answered
 200 with an empty ``works`` list and every refusal in ``rejected``, like a body of which some are; 503 when the data folder holds no usable model file for the version. The site's
 per-client rate limit applies (:class:`.middleware.RateLimit`).
@@ -87,6 +87,26 @@ def _error(status: int, message: str, **extra) -> JSONResponse:
     return JSONResponse(
         {"error": {"status": status, "message": message}, **extra}, status_code=status, headers=NO_STORE
     )
+
+
+def _long_title(works: list) -> JSONResponse | None:
+    """The 400 refusing the first work whose ``title`` or ``display_name`` is a string over :data:`MAX_TITLE_CHARS`
+    characters as sent (what the request schema bounds, so a request the schema accepts is never refused for it),
+    naming its index in ``works`` and its id; None when every title is within the bound."""
+    for i, work in enumerate(works):
+        if not isinstance(work, dict):
+            continue
+        for key in ("title", "display_name"):
+            value = work.get(key)
+            if isinstance(value, str) and len(value) > MAX_TITLE_CHARS:
+                wid = work.get("id")
+                who = f" (id {wid!r})" if isinstance(wid, str) else ""
+                return _error(
+                    400,
+                    f"the {key} of works[{i}]{who} holds {len(value):,} characters; at most {MAX_TITLE_CHARS:,} are "
+                    "scored: send the title alone, without the abstract or body text.",
+                )
+    return None
 
 
 def _rejected(r: Reject) -> dict:
@@ -175,15 +195,10 @@ class ScoreEndpoints:
             scorer = self.scorer(version)
         except ScoringUnavailable as exc:
             return _error(503, f"scoring with {version} is unavailable on this server: {exc}")
+        if (long := _long_title(works)) is not None:
+            return long
         items = list(read_items(iter_objects(works)))
         usable = [x for x in items if isinstance(x, InputWork)]
-        for x in usable:
-            if len(x.fields["title_text"]) > MAX_TITLE_CHARS:
-                return _error(
-                    400,
-                    f"the title of works[{x.row - 1}] (id {x.id!r}) holds {len(x.fields['title_text']):,} characters; "
-                    f"at most {MAX_TITLE_CHARS:,} are scored: send the title alone, without the abstract or body text.",
-                )
         rejected = [_rejected(x) for x in items if isinstance(x, Reject)]
         table = scorer.score(usable) if usable else None
         return JSONResponse(
