@@ -26,10 +26,11 @@ ALL_WORKS = ""
 
 @dataclass(frozen=True)
 class Trend:
-    """Years in order, and each series as ``(category code or ALL_WORKS, works per year)``."""
+    """Years in order, and each series as ``(category code or ALL_WORKS, works per year)`` (tuples: a trend is a
+    value, so a drawn chart can be kept for it)."""
 
-    years: list[int]
-    series: list[tuple[str, list[int]]]
+    years: tuple[int, ...]
+    series: tuple[tuple[str, tuple[int, ...]], ...]
 
 
 def cohort_trend(q: CohortQuery) -> Trend | None:
@@ -50,16 +51,16 @@ def cohort_trend(q: CohortQuery) -> Trend | None:
     ).fetchall()
     known = sorted(totals)
     if not known:
-        return Trend([], [])
+        return Trend((), ())
     first = q.cohort.filters.get("year_min", known[0])
     last = q.cohort.filters.get("year_max", known[-1])
     if last - first > MAX_YEARS:  # a range far wider than the works: their own span
         first, last = known[0], known[-1]
-    years = list(range(first, last + 1))
+    years = tuple(range(first, last + 1))
     counts: dict[str, dict[int, int]] = {}
     for year, category, n in per:
         counts.setdefault(category, {})[year] = n
     order = [c for c in CATEGORIES if c in counts] + sorted(c for c in counts if c not in CATEGORIES)
-    series = [(ALL_WORKS, [totals.get(y, 0) for y in years])]
-    series += [(c, [counts[c].get(y, 0) for y in years]) for c in order]
-    return Trend(years, series)
+    series = [(ALL_WORKS, tuple(totals.get(y, 0) for y in years))]
+    series += [(c, tuple(counts[c].get(y, 0) for y in years)) for c in order]
+    return Trend(years, tuple(series))

@@ -44,6 +44,11 @@ RC = {
     "axes.spines.top": False,
     "axes.spines.right": False,
 }
+#: A text's font family in matplotlib's style attribute (the chart's root sets one for all).
+_FONT = re.compile(r"font-family: [^;\"]*(; )?")
+#: Geometry attributes, whose numbers are rounded to two decimals (matplotlib writes six: a third of the bytes).
+_GEOMETRY = re.compile(r'(\s(?:d|x|y|x1|x2|y1|y2|transform|points)=")([^"]*)"')
+_DECIMALS = re.compile(r"(\d+\.\d\d)\d+")
 #: Inches per row of a bar or interval chart, and the width of its plotting area.
 ROW_INCHES, PLOT_INCHES = 0.28, 4.6
 
@@ -79,13 +84,15 @@ def _svg(figure, fid: str, title: str, desc: str) -> Markup:
         )
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
+    svg = _FONT.sub("", svg)  # one font family for the chart (on its root below), not one copy per text
+    svg = _GEOMETRY.sub(lambda m: m.group(1) + _DECIMALS.sub(r"\1", m.group(2)) + '"', svg)
     svg = re.sub(r'\bid="([^"]+)"', rf'id="{fid}-\1"', svg)
     svg = re.sub(r"url\(#([^)]+)\)", rf"url(#{fid}-\1)", svg)
     svg = re.sub(r'href="#([^"]+)"', rf'href="#{fid}-\1"', svg)
     head = re.match(r'<svg ([^>]*)width="([\d.]+)pt" height="([\d.]+)pt"([^>]*)>', svg)
     width = float(head.group(2))
     opening = (
-        f'<svg {head.group(1)}{head.group(4).strip()} width="100%" style="max-width:{width:.0f}pt" role="img" '
+        f'<svg {head.group(1)}{head.group(4).strip()} width="100%" style="max-width:{width:.0f}pt;font-family:sans-serif" role="img" '
         f'aria-labelledby="{fid}-title {fid}-desc">'
         f'<title id="{fid}-title">{escape(title)}</title><desc id="{fid}-desc">{escape(desc)}</desc>'
     )

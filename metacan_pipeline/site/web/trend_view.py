@@ -4,6 +4,7 @@ reader who does not see the chart."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ...i18n import N_, format_number, translations
@@ -24,9 +25,12 @@ NO_YEAR = N_("No work of this cohort has a publication year: there is no trend t
 ALL_WORKS_NAME = N_("All works of the cohort")
 
 
+@functools.lru_cache(maxsize=256)
 def trend_figure(trend: Trend | None, count: int, locale: str) -> dict[str, Any]:
     """``{"title", "summary", "svg" (None without a chart), "columns", "rows"}`` of the cohort's trend; ``trend`` None
-    (too large a cohort) gives the sentence saying so."""
+    (too large a cohort) gives the sentence saying so. Kept for the last 256 trends drawn (a chart takes tens of
+    milliseconds; the same cohort asked again, a next page, a language switch of the same counts, costs nothing);
+    read-only for its callers."""
     _ = translations(locale).gettext
     num = lambda n: format_number(n, locale)  # noqa: E731
     out: dict[str, Any] = {"title": _(TITLE), "svg": None, "columns": [], "rows": []}
