@@ -171,7 +171,7 @@ def trend_chart(
             ax.plot(
                 list(years),
                 list(counts),
-                marker="o",
+                marker="o" if i == 0 else None,  # the first series' points only: a marker per point is bytes
                 markersize=3,
                 linewidth=2 if i == 0 else 1.4,
                 color=SERIES[i % len(SERIES)],
