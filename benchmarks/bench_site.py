@@ -15,7 +15,8 @@ repetition of the app's call followed by one of the bare query (interleaved: the
 - ``cohort:<name>``: ``CohortQuery.count()`` + ``coverage()`` + ``facets()`` (what ``/api/v1/count`` and the
   cohort page compute before listing) for no filter, year range + language, funder + label category,
   classifier category, the forgiving filters (the funder in upper case + label category; two venues in other
-  cases, OR, less an institution, NOT) and the release's most frequent Retraction Watch state + language;
+  cases, OR, less an institution, NOT), the release's most frequent Retraction Watch state + language, and the
+  coverage filters (unlabelled, classified, cited at least 10 times);
   baseline: the bare ``SELECT count(*)`` of the same cohort, written by hand here (folding with
   ``lower(strip_accents())`` on every row where the app reads the folded values stored).
 - ``search:<name>``: ``CohortQuery`` with ``q`` (the FTS5 lookup) ``count()`` + the first page by relevance,
@@ -26,6 +27,12 @@ repetition of the app's call followed by one of the bare query (interleaved: the
   (the app's own lookup). The live abstract of a work with one goes through the app's fetcher to an httpx
   ``MockTransport`` answering at once that OpenAlex has no such record (the synthetic ids are not OpenAlex's), with
   its cache off: the fetch path is measured, OpenAlex's own latency is not.
+- ``author_page``: ``GET /authors/<id>`` through ``TestClient`` for the 5 most prolific authors and 40 random ones
+  (target p95 < 2 s); baseline: the bare count of the author's authorships. ``network:authors`` /
+  ``network:institutions``: ``GET /api/v1/network`` (50 nodes) of the newest years' cohort of about 10,000 works
+  (target p95 < 2 s), and ``network_page:authors``, the same network drawn (``GET /network``: the SVG and its
+  tables); baseline: the bare count of that cohort's Canadian authorships. The synthetic authorships
+  (``site_synth.write_synthetic_authorships``): 1-6 per work from a pool of one author per 3 works, 1/rank density.
 - ``export_csv`` / ``export_jsonl``: the app's streamed ``/export.csv`` / ``/export.jsonl`` through
   ``TestClient`` for the whole release capped at ``--export-rows`` (rows/s, whole body read); baseline:
   DuckDB's own ``COPY (<the export query>) TO <file> (FORMAT csv)`` of the same rows.
@@ -214,6 +221,14 @@ def cohorts(v: dict) -> dict[str, tuple[dict, str, list]]:
             "SELECT count(*) FROM works WHERE retraction_state = ? AND language = 'en'",
             [v["retraction_state"]],
         ),
+        # coverage: unlabelled works that ship a category (a classifier decision), cited at least 10 times
+        "coverage_cited": (
+            {"labelled": "no", "classified": "yes", "cited_by_min": "10"},
+            "SELECT count(*) FROM works WHERE work_key NOT IN (SELECT work_key FROM work_labels WHERE status = "
+            "'labelled') AND (work_key IN (SELECT work_key FROM work_labels WHERE status = 'labelled' AND "
+            "len(categories) > 0) OR work_key IN (SELECT work_key FROM work_decisions)) AND cited_by >= 10",
+            [],
+        ),
     }
 
 
@@ -359,6 +374,95 @@ def measure_work_page(data: Path, bare, n: int, repeats: int) -> dict:
         **r,
     }
     say("work_page", r)
+    return out
+
+
+#: The network's cohort: works near this size (the issue's "cohort of 10,000 works").
+NETWORK_COHORT_WORKS = 10_000
+TARGETS_PEOPLE = {"author_page": 2000.0, "network": 2000.0}  # p95 ms
+
+
+def network_cohort(bare) -> tuple[dict, int]:
+    """The filters of a cohort of about :data:`NETWORK_COHORT_WORKS` works: the newest publication years, from the
+    year whose works, with every later year's, first reach that many (the whole release when it is smaller), and
+    its count."""
+    total = 0
+    for year, n in bare.execute(
+        "SELECT year, count(*) FROM works WHERE year IS NOT NULL GROUP BY 1 ORDER BY 1 DESC"
+    ).fetchall():
+        total += n
+        if total >= NETWORK_COHORT_WORKS:
+            return {"year_min": str(year)}, total
+    return {}, bare.execute("SELECT count(*) FROM works").fetchone()[0]
+
+
+def measure_people(data: Path, bare, repeats: int) -> list[dict]:
+    """``author_page``: GET /authors/<id> through TestClient for random authors (prolific and not), baseline the bare
+    count of their authorships; ``network:<kind>``: GET /api/v1/network (50 nodes) of a cohort of about 10,000 works,
+    baseline the bare count of the cohort's Canadian authorships."""
+    from starlette.testclient import TestClient
+
+    from metacan_pipeline.site.web.app import create_app
+
+    ids = [r[0] for r in bare.execute(
+        "SELECT author_id FROM site_authors USING SAMPLE 40 ROWS (reservoir, 15) ORDER BY 1"
+    ).fetchall()]  # fmt: skip
+    top = bare.execute(
+        "SELECT author_id, works_in_frame FROM site_authors ORDER BY works_in_frame DESC, 1 LIMIT 5"
+    ).fetchall()
+    ids = [t[0] for t in top] + ids
+    filters, size = network_cohort(bare)
+    out: list[dict] = []
+    it = {"i": 0}
+    with TestClient(create_app(data, abstracts=no_record_fetcher(), rate_limit="off")) as client:
+
+        def app():
+            r = client.get(f"/authors/{ids[it['i'] % len(ids)]}")
+            if r.status_code != 200:
+                raise SystemExit(f"GET /authors/{ids[it['i'] % len(ids)]}: HTTP {r.status_code}")
+
+        def base():
+            bare.execute(
+                "SELECT count(*) FROM site_work_authors WHERE author_id = ?", [ids[it["i"] % len(ids)]]
+            ).fetchone()
+            it["i"] += 1
+
+        r = interleaved(app, base, repeats)
+        out.append({"measurement": "author_page", "what": "GET /authors/<id> (TestClient, in process)",
+                    "figure": f"{len(ids)} authors, the most prolific with {top[0][1]:,} works",
+                    "target_p95_ms": TARGETS_PEOPLE["author_page"], "met": r["p95_ms"] < TARGETS_PEOPLE["author_page"],
+                    **r})  # fmt: skip
+        say("author_page", r)
+        for kind, path in (
+            ("authors", "/api/v1/network"),
+            ("institutions", "/api/v1/network"),
+            ("authors", "/network"),
+        ):
+            got: dict = {}
+
+            def app(kind=kind, got=got, path=path):
+                r = client.get(path, params={**filters, "kind": kind})
+                if r.status_code != 200:
+                    raise SystemExit(f"GET /api/v1/network: HTTP {r.status_code}")
+                got["edges"] = len(r.json()["edges"]) if path.startswith("/api/") else r.text.count("<line ")
+
+            where = f"year >= {int(filters['year_min'])}" if filters else "true"
+            table = "site_work_authors" if kind == "authors" else "site_work_institution_ids"
+
+            def base(table=table, where=where):
+                bare.execute(
+                    f"SELECT count(*) FROM {table} WHERE is_canadian AND work_key IN (SELECT work_key FROM works "
+                    f"WHERE {where})"
+                ).fetchone()
+
+            r = interleaved(app, base, repeats)
+            name = f"network:{kind}" if path.startswith("/api/") else f"network_page:{kind}"
+            row = {"measurement": name, "what": f"GET {path}?kind={kind} (50 nodes)",
+                   "cohort": filters, "cohort_works": size, "edges": got.get("edges"),
+                   "figure": f"cohort {size:,} works, {got.get('edges', 0):,} edges",
+                   "target_p95_ms": TARGETS_PEOPLE["network"], "met": r["p95_ms"] < TARGETS_PEOPLE["network"], **r}  # fmt: skip
+            out.append(row)
+            say(f"{name} ({size:,} works)", r)
     return out
 
 
@@ -559,7 +663,7 @@ def table(rows: list[dict]) -> str:
             figure = f"{r['rows_per_s']:,} rows/s ({r['rows']:,} rows; DuckDB COPY {r['baseline_rows_per_s']:,})"
         elif "target_p95_ms" in r:
             target = f"p95<{r['target_p95_ms']:.0f} ms"
-            figure = f"count {r['count']:,}"
+            figure = r["figure"] if "figure" in r else f"count {r['count']:,}"
         else:
             target, figure = "", f"page {r.get('page_bytes_p50', 0):,} B"
         verdict = "" if "met" not in r else (" MET" if r["met"] else " MISSED")
@@ -578,7 +682,9 @@ def main() -> None:
     ap.add_argument("--export-rows", type=int, default=200_000, help="the export's row cap")
     ap.add_argument("--min-venues", type=int, default=20_000)
     ap.add_argument("--skip-server", action="store_true")
-    ap.add_argument("--only", default="cohorts,searches,work_page,figures,exports,server", help="comma-separated parts")
+    ap.add_argument(
+        "--only", default="cohorts,searches,work_page,people,figures,exports,server", help="comma-separated parts"
+    )
     add_smoke_arg(ap, "2,000 works, 2 repetitions, exports of 200 rows")
     args = ap.parse_args()
     if args.smoke:
@@ -609,6 +715,8 @@ def main() -> None:
             rows.append(measure_work_page(data, bare, args.works, args.repeats))
         if "figures" in only:
             rows += measure_figures(data, bare, values, args.repeats)
+        if "people" in only:
+            rows += measure_people(data, bare, args.repeats)
         if "exports" in only:
             rows += measure_exports(data, bare, min(args.export_rows, args.works), args.repeats)
         bare.close()

@@ -223,6 +223,37 @@ def _zipf(salt: int, size: str) -> str:
     return f"least({size} - 1, CAST(floor(exp({_u(salt)} * ln({size} + 1))) AS INTEGER) - 1)"
 
 
+#: Synthetic authorships: 1-6 per work, drawn from a pool of one author per AUTHOR_POOL_WORKS works with the 1/rank
+#: density of _zipf (a few prolific authors, a long tail), 70% of authorships Canadian; each authorship lists the
+#: work's first institution (the pool's index as its id).
+AUTHOR_POOL_WORKS = 3
+
+
+def write_synthetic_authorships(con: duckdb.DuckDBPyConnection, n: int) -> None:
+    """Fill ``site_work_institution_ids`` and ``site_work_authors`` from ``gt`` and ``work_institutions``, then
+    ``site_authors`` and ``site_institutions`` with the build's own SQL (``sql/author_totals.sql``)."""
+    from metacan_pipeline.site.build import build
+
+    con.execute(
+        "INSERT INTO site_work_institution_ids SELECT DISTINCT x.work_key, 'I' || p.idx, p.name, NULL, 'CA', true "
+        "FROM work_institutions x JOIN pool_institutions p ON p.name = x.name ORDER BY 1, 2"
+    )
+    pool = max(1, n // AUTHOR_POOL_WORKS)
+    zipf = _zipf(12, str(pool)).replace("hash(i, 12)", "hash(i, 12, k)")
+    con.execute(
+        f"""
+        INSERT INTO site_work_authors
+        SELECT a.work_key, a.k + 1, 'A' || a.idx, 'ok', NULL, 'Author ' || a.idx, (hash(a.idx, 13) % 10) < 7,
+               coalesce(f.ids, [])
+        FROM (SELECT work_key, k, {zipf} AS idx FROM gt, range(6) r(k) WHERE k < 1 + hash(i, 14) % 6) a
+        LEFT JOIN (SELECT work_key, [min(institution_id)] AS ids FROM site_work_institution_ids GROUP BY 1) f
+          USING (work_key)
+        ORDER BY 1, 2
+        """
+    )
+    con.execute(build.AUTHOR_TOTALS_SQL)
+
+
 def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000, threads: int = 2) -> dict:
     """Write the synthetic release of ``n`` works under ``data/site/releases/`` and make it current; returns
     the build's figures (seconds per step, rows per table, file sizes, pool sizes)."""
@@ -403,6 +434,9 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
             "FROM gt JOIN tmpl c ON c.work_key = gt.class_key), (VALUES ('codex'), ('gemma')) a(arm) ORDER BY 1, 2"
         )
         timings["labels_decisions_scores_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        write_synthetic_authorships(con, n)
+        timings["authorships_s"] = time.perf_counter() - t0
         # the heads the seed release kept (its student_heads), as the real build's ``heads`` relation
         con.execute(
             "CREATE TEMP VIEW heads AS SELECT model_version, teacher, target, gate_passed, gate_reason "

@@ -75,7 +75,7 @@ def stage_train(train_file: Path, bundle_file: Path) -> dict:
     )
     model_version = model_version_for(labels, weights, "tfidf")
     t0 = time.perf_counter()
-    vectorizer, heads = fit_heads("tfidf", labels, texts, train_w)
+    vectorizer, heads, _ = fit_heads("tfidf", labels, texts, train_w)
     res["train_bundle_seconds"] = time.perf_counter() - t0
     say(f"  train_bundle: {res['train_bundle_seconds']:.1f} s")
     res["baseline_after"] = _sklearn_heads(labels, texts, train_w)

@@ -12,6 +12,8 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``METACAN_TEACHERS_FILE`` | the teacher registry | the packaged ``teachers/teachers.toml`` |
 | ``METACAN_REFERENCE_VENUES_FILE`` | the venue reference set of known-item recall (a versioned TOML list of OpenAlex source ids) | the packaged ``audit/instruments/reference_venues.toml`` |
 | ``METACAN_<NAME>_BASE_URL`` / ``_MODEL`` / ``_API_KEY_ENV`` / ``_PROMPT_VERSION`` | one teacher's endpoint (``_BASE_URL``: a teacher of one endpoint only, refused for one with ``endpoints``) | the registry's |
+| ``METACAN_ENTITY_LIST_FILE`` | the Canadian funders, sources and institutions used for a kind the input folders hold no entity record of (a ``ca_entities-<date>.csv.gz`` written by ``metacan entity-list`` or ``metacan fetch --entity-list-out``), or ``none`` for the input's records only | the newest packaged ``frame/data/ca_entities-<date>.csv.gz`` |
+| ``METACAN_EMPTY_ENTITY_KINDS`` | the entity kinds (``funder``, ``source``, ``institution``, comma-separated) whose list may come out empty; any other empty kind fails ``canadian_entities`` | unset: none |
 | ``METACAN_OPENALEX_API_URL`` | the OpenAlex API root (harvest and live abstracts) | ``https://api.openalex.org`` |
 | ``OPENALEX_API_KEY`` (or the name ``api_key_env`` gives) and a teacher's ``api_key_env`` | API keys, never logged | unset |
 | ``METACAN_SITE_RATE_LIMIT`` | the served site's per-client token bucket on ``/api/`` (``<n>/<s|m|h|d> [burst <n>]``, or ``off``) | ``120/m burst 60`` |
@@ -33,6 +35,8 @@ suit a clone of the repository with ``../shared`` beside it.
 | ``NCBI_API_KEY`` | the NCBI API key (10 requests a second instead of 3), sent, never logged | unset |
 | ``METACAN_RETRACTION_WATCH_FILE`` | a local copy of the Crossref Labs Retraction Watch CSV that ``retraction_watch`` reads (archived by content hash under ``<data dir>/retraction_watch/``) | unset |
 | ``METACAN_RETRACTION_WATCH_URL`` | where ``retraction_watch`` downloads the Retraction Watch CSV on each materialization (``https://api.labs.crossref.org/data/retractionwatch?<your e-mail>``); ignored when the file is set | unset: no download; with neither, every work is "not checked" |
+| ``METACAN_PUBLICATION_REFRESH`` | ``on`` starts the schedule ``daily_publication_refresh`` (the OpenAlex API harvested daily by publication date; it buys API calls) when the definitions load; ``off`` leaves it stopped (it can still be started in the UI) | ``off`` |
+| ``METACAN_PUBLICATION_WINDOW_DAYS`` | how far back a daily refresh window reaches: from this many days before its day to that day, both inclusive (1 to 366) | ``30`` |
 | ``DAGSTER_HOME`` | the Dagster instance folder of ``metacan run`` / ``metacan dev`` | ``<data dir>/dagster_home`` |
 """
 
@@ -85,6 +89,14 @@ DEFAULT_EUTILS_URL = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils"
 DEFAULT_NCBI_TOOL = "metacan_pipeline"
 RETRACTION_WATCH_FILE_ENV = "METACAN_RETRACTION_WATCH_FILE"
 RETRACTION_WATCH_URL_ENV = "METACAN_RETRACTION_WATCH_URL"
+PUBLICATION_REFRESH_ENV = "METACAN_PUBLICATION_REFRESH"
+PUBLICATION_WINDOW_DAYS_ENV = "METACAN_PUBLICATION_WINDOW_DAYS"
+#: How far back the daily refresh's window reaches: the original site synced the 15 to 30 days of publication before each day.
+DEFAULT_PUBLICATION_WINDOW_DAYS = 30
+ENTITY_LIST_FILE_ENV = "METACAN_ENTITY_LIST_FILE"
+EMPTY_ENTITY_KINDS_ENV = "METACAN_EMPTY_ENTITY_KINDS"
+#: The entity kinds of the pinned Canadian lists (``METACAN_EMPTY_ENTITY_KINDS`` names some of them).
+ENTITY_KINDS = ("funder", "source", "institution")
 
 DEFAULT_DATA_DIR = "data"
 DEFAULT_OPENALEX_DIRS = ("../shared/data/openalex", "../shared/data/openalex_more")
@@ -282,6 +294,25 @@ def reference_venues_file() -> str | None:
     return os.environ.get(REFERENCE_VENUES_FILE_ENV) or None
 
 
+def entity_list_file() -> str | None:
+    """``$METACAN_ENTITY_LIST_FILE``: a path, or ``none`` (no shipped list: the input's entity records only);
+    unset or empty: None (the newest packaged list)."""
+    return os.environ.get(ENTITY_LIST_FILE_ENV, "").strip() or None
+
+
+def empty_entity_kinds() -> frozenset[str]:
+    """``$METACAN_EMPTY_ENTITY_KINDS``: the kinds whose Canadian list may be empty. Raises ValueError naming the
+    variable for a word that is not a kind."""
+    words = {w.strip().lower() for w in os.environ.get(EMPTY_ENTITY_KINDS_ENV, "").split(",") if w.strip()}
+    bad = sorted(words - set(ENTITY_KINDS))
+    if bad:
+        raise ValueError(
+            f"{EMPTY_ENTITY_KINDS_ENV}={_shown(os.environ[EMPTY_ENTITY_KINDS_ENV])}: {', '.join(bad)} is not an entity "
+            f"kind; use a comma-separated list of {', '.join(ENTITY_KINDS)}"
+        )
+    return frozenset(words)
+
+
 def openalex_api_url(configured: str | None = None) -> str:
     """The OpenAlex API root: ``configured`` (run config) when given, else ``$METACAN_OPENALEX_API_URL``,
     else the public API. Raises ValueError naming the variable when its value is not an http(s) URL."""
@@ -417,6 +448,26 @@ def medline_max_pmids() -> int:
         return DEFAULT_MEDLINE_MAX_PMIDS
     if not value.isdigit():
         raise ValueError(f"{MEDLINE_MAX_PMIDS_ENV}={_shown(value)} must be a whole number of at least 0")
+    return int(value)
+
+
+def publication_refresh() -> bool:
+    """``$METACAN_PUBLICATION_REFRESH``: ``on`` starts the schedule ``daily_publication_refresh`` when the
+    definitions load, ``off`` (default) leaves it stopped. Raises ValueError naming any other value."""
+    value = os.environ.get(PUBLICATION_REFRESH_ENV, "").strip().lower() or "off"
+    if value not in ("on", "off"):
+        raise ValueError(f"{PUBLICATION_REFRESH_ENV}={_shown(value)} must be on or off")
+    return value == "on"
+
+
+def publication_window_days() -> int:
+    """``$METACAN_PUBLICATION_WINDOW_DAYS`` (1 to 366), else 30: how far back a daily refresh window reaches,
+    from this many days before its day to that day, both inclusive. Raises ValueError naming a bad value."""
+    value = os.environ.get(PUBLICATION_WINDOW_DAYS_ENV, "").strip()
+    if not value:
+        return DEFAULT_PUBLICATION_WINDOW_DAYS
+    if not value.isdigit() or not 1 <= int(value) <= 366:
+        raise ValueError(f"{PUBLICATION_WINDOW_DAYS_ENV}={_shown(value)} must be a whole number of days from 1 to 366")
     return int(value)
 
 

@@ -123,6 +123,13 @@ NO_SCORE_SUFFIX = ":no_score"
 #: a binary one gives no score, and the reason follows this prefix.
 CONSTANT_HEAD_STATUS = "constant: "
 
+#: The cascade's decision a work carries on the site (``works.cascade_decision``: on :data:`CASCADE_SITE_HEAD`, the
+#: head every estimand reads): certified ``positive`` / ``negative``, ``teacher`` (sent to the teacher), ``unsettled``
+#: (beyond the call budget), ``withheld`` (a rolling-layer work, head not validated), ``not_planned`` (no cascade
+#: decision: the cascade did not run, or the work is in the holdout or already labelled by its teacher).
+CASCADE_SITE_HEAD = "metaresearch"
+CASCADE_DECISIONS: tuple[str, ...] = ("positive", "negative", "teacher", "unsettled", "withheld", "not_planned")
+
 #: SPEC section 7: the ``label_batches`` batch of the works machine-score rounds propose to the teachers.
 ACTIVE_LEARNING_BATCH = "active_learning"
 

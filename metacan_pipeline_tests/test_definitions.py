@@ -83,6 +83,8 @@ def test_blocking_checks_guard_what_ships():
     # Retraction Watch reaches the records, and its join may not name a work outside the frame
     assert dg.AssetKey("work_retractions") in graph.get(WORK_RECORDS).parent_keys
     assert dg.AssetKey("frame") in graph.get(dg.AssetKey("work_retractions")).parent_keys
+    # the cascade's certified decisions reach the records in the run that certified them
+    assert dg.AssetKey("cascade_batch") in graph.get(WORK_RECORDS).parent_keys
     assert checks["work_retractions_within_frame"].blocking
     assert checks["records_human_layers_backed"].asset_key == WORK_RECORDS
     assert checks["records_in_one_release_layer"].blocking

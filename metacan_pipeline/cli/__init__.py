@@ -8,6 +8,7 @@ folder shows them.
 One module per command group, each only parsing arguments, calling the stages and printing (:data:`COMMANDS`):
 :mod:`.run`, :mod:`.summary` (its text in :mod:`.run_summary`), :mod:`.dev`, :mod:`.lineage`,
 :mod:`.serve`, :mod:`.release`, :mod:`.labels` (``import-labels``), :mod:`.fetch` (the OpenAlex API harvest),
+:mod:`.entity_list` (the pinned Canadian entity lists),
 :mod:`.retraction` (``fetch-retraction-watch``),
 :mod:`.pilot` (``evaluate-pilot``), :mod:`.score` (a list of works scored by the published student), and the audit study's groups :mod:`.coders` and :mod:`.coding`.
 
@@ -39,6 +40,7 @@ COMMANDS = (
     ("verify-release", "release:verify_release"),
     ("import-labels", "labels:import_labels"),
     ("fetch", "fetch:fetch"),
+    ("entity-list", "entity_list:entity_list"),
     ("fetch-retraction-watch", "retraction:fetch_retraction_watch"),
     ("evaluate-pilot", "pilot:evaluate_pilot"),
     ("score", "score:score"),

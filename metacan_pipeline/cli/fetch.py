@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import typer
 
+from ..frame.shipped import EntityListError, api_entity_records, write_list_file
 from ..openalex.api import (
     CANADIAN_ENTITIES,
     Budget,
     BudgetExhausted,
     OpenAlexClient,
     OpenAlexError,
-    canadian_ids,
     count_works,
     route_filters,
 )
+from ..openalex.ids import short_id
+
+#: The coverage a list harvested from the live API states in its sidecar.
+COMPLETE = "complete: every record the OpenAlex API answered to country_code:ca on the date in the file name"
 
 
 def fetch(
@@ -30,6 +35,11 @@ def fetch(
     per_page: int = typer.Option(200, help="Results per page (100 is used if the server refuses 200)."),
     max_calls: int = typer.Option(10_000, help="Per-day call budget, shared by all runs on this archive."),
     max_cost_usd: float = typer.Option(5.0, help="Per-day cost budget in USD (meta.cost_usd)."),
+    entity_list_out: Path = typer.Option(
+        None,
+        help="Also write the harvested Canadian entity lists as ca_entities-<today>.csv.gz (and its sidecar) in this "
+        "folder; point METACAN_ENTITY_LIST_FILE at it.",
+    ),
 ) -> None:
     """Harvest the Canadian entity lists and one query per route from the OpenAlex API into an archive.
 
@@ -46,9 +56,15 @@ def fetch(
     )
     try:
         ids: dict[str, list[str]] = {}
+        records = []
         for entity in CANADIAN_ENTITIES:
-            ids[entity] = canadian_ids(client, entity)
+            records += (found := list(api_entity_records(client, entity)))
+            ids[entity] = [short_id(r.data["id"]) for r in found]
             typer.echo(f"{entity}: {len(ids[entity])} Canadian")
+        if entity_list_out is not None:
+            provenance = f"OpenAlex API {base_url} /funders, /sources, /institutions with filter=country_code:ca"
+            path, _ = write_list_file(records, entity_list_out, dt.date.today().isoformat(), provenance, COMPLETE)
+            typer.echo(f"entity list: {path}")
         for f in route_filters(ids["funders"], ids["sources"], from_updated_date):
             n = count_works(client, f)
             typer.echo(f"{f[:90]}{'...' if len(f) > 90 else ''}: {n} works")
@@ -58,6 +74,9 @@ def fetch(
     except OpenAlexError as exc:
         typer.echo(f"OpenAlex harvest stopped: {exc}", err=True)
         raise typer.Exit(4) from None
+    except EntityListError as exc:
+        typer.echo(f"entity list not written: {exc}", err=True)
+        raise typer.Exit(5) from None
     finally:
         client.close()
     typer.echo(f"{client.calls_made} calls made, {client.pages_from_archive} pages read back from the archive {out}")

@@ -10,13 +10,14 @@ parts and windows). See :mod:`metacan_pipeline.openalex.windows` for the layout 
 import datetime as dt
 from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import Literal
 
 import dagster as dg
 from pydantic import Field
 
 from .. import settings
 from ..openalex.api import DEFAULT_BASE_URL, Budget, BudgetExhausted, OpenAlexClient, OpenAlexError
-from ..openalex.windows import Harvest, Window, harvest, next_window
+from ..openalex.windows import PUBLISHED, UPDATED, Harvest, Window, harvest, next_window, publication_window
 from ..resources import OpenAlexFiles
 from ..storage import MetacanStorage
 
@@ -49,8 +50,24 @@ API_URL_ENV = settings.API_URL_ENV
 
 
 class ApiRefreshConfig(dg.Config):
-    """One refresh window and its limits. Dates are ``YYYY-MM-DD`` (UTC days, both ends inclusive)."""
+    """One refresh window and its limits. Dates are ``YYYY-MM-DD`` (UTC days, both ends inclusive). ``window_by``
+    chooses the date the window is taken over: ``updated_date`` (the weekly refresh, resumable windows) or
+    ``publication_date`` (the daily refresh, schedule ``daily_publication_refresh``: ``from_publication_date`` and
+    ``to_publication_date``, the ``*_updated_date`` fields unused)."""
 
+    window_by: Literal["updated_date", "publication_date"] = Field(
+        default=UPDATED,
+        description="updated_date: the works OpenAlex updated in the window (weekly); publication_date: the works "
+        "published in it (daily).",
+    )
+    from_publication_date: str | None = Field(
+        default=None,
+        description=f"Start of a publication_date window. Default: publication_window_days before its end "
+        f"(${settings.PUBLICATION_WINDOW_DAYS_ENV}, default {settings.DEFAULT_PUBLICATION_WINDOW_DAYS}).",
+    )
+    to_publication_date: str | None = Field(
+        default=None, description="End of a publication_date window. Default: today (UTC)."
+    )
     from_updated_date: str | None = Field(
         default=None,
         description=(
@@ -102,9 +119,16 @@ def archive_root(openalex: OpenAlexFiles) -> Path:
 
 
 def choose_window(api_root: Path, config: ApiRefreshConfig) -> tuple[Window, str]:
-    """The window to harvest and why (:func:`.next_window` with today's UTC date); dg.Failure on a bad config."""
+    """The window to harvest and why, with today's UTC date: :func:`.next_window` for an ``updated_date`` window,
+    :func:`.publication_window` (``$METACAN_PUBLICATION_WINDOW_DAYS`` long by default) for a ``publication_date``
+    one; dg.Failure on a bad config or setting."""
+    today = dt.datetime.now(dt.UTC).date()
     try:
-        return next_window(api_root, dt.datetime.now(dt.UTC).date(), config.from_updated_date, config.to_updated_date)
+        if config.window_by == PUBLISHED:
+            return publication_window(
+                today, settings.publication_window_days(), config.from_publication_date, config.to_publication_date
+            )
+        return next_window(api_root, today, config.from_updated_date, config.to_updated_date)
     except ValueError as exc:
         raise dg.Failure(description=f"openalex_api_refresh config: {exc}", allow_retries=False) from None
 
@@ -170,8 +194,9 @@ def refresh_metadata(
     """The metadata of a completed window: its dates, why it was chosen, queries, pages, works, calls, cost."""
     return {
         "window": window.name,
-        "from_updated_date": window.from_date,
-        "to_updated_date": window.to_date,
+        "window_by": window.by,
+        f"from_{window.by}": window.from_date,
+        f"to_{window.by}": window.to_date,
         "window_choice": why,
         "queries": queries,
         "pages": got.pages,

@@ -39,8 +39,9 @@ from .api_refresh import (
     refresh_client,
     refresh_metadata,
 )
+from .authors import build_author_tables
 from .cluster import default_workers
-from .entities import EntityLists, canadian_entity_rows
+from .entities import EntityLists
 from .merge import (
     build_manifest_table,
     frame_build_id,
@@ -52,10 +53,12 @@ from .merge import (
 from .partitions import openalex_partitions, sync_partitions
 from .parts import part_jobs, quarantine_reasons, readable_parts, reason_class, split_finished
 from .routes import AdmissionRule
+from .shipped import EntityListError, configured_file, pinned_lists
 
 __all__ = [
     "canadian_entities",
     "frame",
+    "frame_authors",
     "frame_parts",
     "openalex_api_refresh",
     "openalex_inventory",
@@ -136,7 +139,7 @@ def openalex_api_refresh(
     window, why = choose_window(api_root, config)
     folder = window.folder(api_root)
     already = read_marker(folder)
-    filters = route_filters(funders, sources, window.from_date, window.to_date)
+    filters = route_filters(funders, sources, window.from_date, window.to_date, window.by)
     context.log.info(
         f"openalex_api_refresh: window {window.name} ({why}){'; already complete, replaying its archive' if already else ''}; "
         f"{len(filters)} queries over {len(funders)} funders and {len(sources)} sources"
@@ -198,7 +201,7 @@ def openalex_inventory(
     return dg.MaterializeResult(metadata=ingest.inventory_metadata(inv, rows, keys, new, gone))
 
 
-@dg.asset(group_name="ingestion", kinds={"python", "parquet"}, code_version="1", owners=["team:metacan"])
+@dg.asset(group_name="ingestion", kinds={"python", "parquet"}, code_version="2", owners=["team:metacan"])
 def canadian_entities(
     context: dg.AssetExecutionContext, storage: MetacanStorage, openalex: OpenAlexFiles
 ) -> dg.MaterializeResult:
@@ -206,10 +209,15 @@ def canadian_entities(
 
     Every funder (``F``), source (``S``) and institution (``I``) record under the input folders whose
     ``country_code`` is ``CA``: funder files and archived funder responses, snapshot
-    ``data/funders|sources|institutions/updated_date=*/part_*.gz``. Each list carries a version
-    ``<kind>s@<build date>#<hash of its ids>``; the frame records the versions it used.
-    Output: ``warehouse/canadian_entities`` (kind, id, display_name, country_code, updated_date,
+    ``data/funders|sources|institutions/updated_date=*/part_*.gz``. A kind the input folders hold no record of
+    comes from the shipped list (``frame/shipped.py``: the packaged ``frame/data/ca_entities-<date>.csv.gz``, or the
+    file ``METACAN_ENTITY_LIST_FILE`` names), so a frame built from work records alone routes ``ca_fund`` and
+    ``ca_venue``. Each list carries a version ``<kind>s@<data date>#<hash of its ids>``; the frame records the
+    versions it used. Output: ``warehouse/canadian_entities`` (kind, id, display_name, country_code, updated_date,
     source_file, list_version).
+
+    Raises dg.Failure (not retried) when a kind comes out empty, naming the kind, the route it silences and how to
+    get its records, unless ``METACAN_EMPTY_ENTITY_KINDS`` lists it; and for a bad ``METACAN_ENTITY_LIST_FILE``.
     """
     built_on = dt.date.today().isoformat()
     snapshot_dirs = {"funders", "sources", "institutions"}
@@ -219,13 +227,20 @@ def canadian_entities(
         for r in iter_records(f.root, snapshot_dirs, f.prefix)
         if isinstance(r, Record) and r.kind != "W"
     )
-    rows = canadian_entity_rows(records, built_on)
+    try:
+        list_file = configured_file(settings.entity_list_file())
+        rows, origin = pinned_lists(records, built_on, list_file, settings.empty_entity_kinds())
+    except (EntityListError, ValueError) as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
     n = storage.write_table("canadian_entities", pa.Table.from_pylist(rows, schema=ENTITY_SCHEMA))
     by_kind = Counter(r["kind"] for r in rows)
     versions = {r["kind"]: r["list_version"] for r in rows}
-    context.log.info(f"canadian_entities: {dict(by_kind)}; versions {versions}")
-    if not by_kind.get("funder"):
-        context.log.warning("no Canadian funder records found: the ca_fund route cannot fire")
+    context.log.info(f"canadian_entities: {dict(by_kind)}; from {origin}; versions {versions}")
+    for kind, where in origin.items():
+        if where == "none":
+            context.log.warning(f"no Canadian {kind} records (allowed by METACAN_EMPTY_ENTITY_KINDS)")
+        elif where == "shipped":
+            context.log.info(f"{kind}s: the input folders hold no {kind} record; using {list_file}")
     return dg.MaterializeResult(
         metadata=table_metadata(
             ENTITY_SCHEMA,
@@ -237,6 +252,8 @@ def canadian_entities(
             sources=by_kind.get("source", 0),
             institutions=by_kind.get("institution", 0),
             list_versions=dg.MetadataValue.json(versions),
+            list_origin=dg.MetadataValue.json(origin),
+            shipped_list_file=str(list_file) if list_file is not None else "none",
         )
     )
 
@@ -376,3 +393,71 @@ def frame(context: dg.AssetExecutionContext, config: FrameConfig, storage: Metac
     # the build id is the frame's data version: two runs that produced the same build show the same version in the UI
     yield dg.MaterializeResult(asset_key="frame", metadata=metadata, data_version=dg.DataVersion(build_id))
     yield from ingest.side_table_results(quarantine, build_manifest)
+
+
+_AUTHOR_SPEC = {"group_name": "ingestion", "kinds": {"duckdb", "parquet"}, "owners": ["team:metacan"]}
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            "work_authors",
+            code_version="1",
+            deps=["frame", "canadian_entities"],
+            description="Every authorship of every frame work in the record's order: OpenAlex author id (or why "
+            "there is none: missing or invalid; the authorship is kept by name), ORCID and name as OpenAlex gives "
+            "them, whether it is Canadian, its institutions.",
+            **_AUTHOR_SPEC,
+        ),
+        dg.AssetSpec(
+            "authors",
+            code_version="1",
+            deps=["work_authors"],
+            description="The frame's OpenAlex authors (authorships with a valid author id): ORCID and name as OpenAlex "
+            "gives them on their newest work, whether any authorship is Canadian, works and years.",
+            **_AUTHOR_SPEC,
+        ),
+        dg.AssetSpec(
+            "institutions",
+            code_version="1",
+            deps=["frame"],
+            description="The institutions of the frame's authorships that have an OpenAlex id: ROR, name and country as "
+            "OpenAlex gives them on their newest work, works and years.",
+            **_AUTHOR_SPEC,
+        ),
+        dg.AssetSpec(
+            "author_institution_years",
+            code_version="1",
+            deps=["frame", "canadian_entities"],
+            description="Each author's Canadian institutions (country code CA or pinned) by publication year, from their "
+            "Canadian authorships, with the works that list each.",
+            **_AUTHOR_SPEC,
+        ),
+    ],
+)
+def frame_authors(context: dg.AssetExecutionContext, storage: MetacanStorage):
+    """The frame's authors and institutions (:func:`.authors.build_author_tables`): ``work_authors`` (every
+    authorship, none dropped), ``authors``, ``institutions`` and ``author_institution_years``. Names are data:
+    copied as OpenAlex gives them, never inferred. Logs a warning counting the authorships kept without an author
+    id."""
+    pinned = storage.read_table("canadian_entities", filters=[("kind", "=", "institution")]).column("id").to_pylist()
+    built = build_author_tables(storage, pinned)
+    no_id = built.missing_author_id + built.invalid_author_id
+    if no_id:
+        context.log.warning(
+            f"work_authors: {no_id} authorship(s) kept by name only: {built.missing_author_id} without an author id, "
+            f"{built.invalid_author_id} with an author id that is not one (author_id_status says which)"
+        )
+    yield dg.MaterializeResult(
+        asset_key="work_authors",
+        metadata={
+            "dagster/row_count": built.work_authors,
+            "missing_author_id": built.missing_author_id,
+            "invalid_author_id": built.invalid_author_id,
+        },
+    )
+    yield dg.MaterializeResult(asset_key="authors", metadata={"dagster/row_count": built.authors})
+    yield dg.MaterializeResult(asset_key="institutions", metadata={"dagster/row_count": built.institutions})
+    yield dg.MaterializeResult(
+        asset_key="author_institution_years", metadata={"dagster/row_count": built.author_institution_years}
+    )

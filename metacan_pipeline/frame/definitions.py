@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from .assets import canadian_entities, frame, frame_parts, openalex_api_refresh, openalex_inventory
+from .assets import canadian_entities, frame, frame_authors, frame_parts, openalex_api_refresh, openalex_inventory
 from .checks import (
     frame_build_manifest_covers_snapshot,
     frame_ids_unique,
@@ -11,6 +11,7 @@ from .checks import (
 )
 from .schedules import (
     api_refresh,
+    daily_publication_refresh,
     frame_build,
     frame_build_after_refresh,
     frame_refresh,
@@ -19,7 +20,7 @@ from .schedules import (
 )
 
 defs = dg.Definitions(
-    assets=[openalex_api_refresh, openalex_inventory, canadian_entities, frame_parts, frame],
+    assets=[openalex_api_refresh, openalex_inventory, canadian_entities, frame_parts, frame, frame_authors],
     asset_checks=[
         frame_ids_unique,
         frame_routes_have_evidence,
@@ -27,6 +28,6 @@ defs = dg.Definitions(
         frame_build_manifest_covers_snapshot,
     ],
     jobs=[frame_refresh, frame_build, api_refresh],
-    schedules=[weekly_frame_refresh, weekly_api_refresh],
+    schedules=[weekly_frame_refresh, weekly_api_refresh, daily_publication_refresh],
     sensors=[frame_build_after_refresh],
 )

@@ -58,8 +58,8 @@ from .entities import EntityLists
 from .routes import route_row
 
 PART_CODE_VERSION = (
-    "part-v6"  # v3: host_venue, Crossref types, tar members; v4: other_institutions, ca_funder_names; v5: ca_authors;
-    # v6: pmid
+    "part-v7"  # v3: host_venue, Crossref types, tar members; v4: other_institutions, ca_funder_names; v5: ca_authors;
+    # v6: pmid; v7: authorships (every authorship with its author id and institutions)
 )
 
 #: Frame rows before admission (no ``frame_build_id`` yet: the merge stamps it).

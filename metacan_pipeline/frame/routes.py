@@ -74,6 +74,42 @@ def canadian_authors(work: dict, entities: EntityLists) -> list[dict]:
     return out
 
 
+def authorships(work: dict, entities: EntityLists) -> list[dict]:
+    """Every authorship of the work in the record's order (``AUTHORSHIP_TYPE``): its 1-based position, the OpenAlex
+    author id with its status (``ok``; ``missing`` when the record names none; ``invalid`` when its ``author.id``
+    is not an author id: the authorship is kept with its name), ORCID and name as OpenAlex gives them (never
+    inferred), whether it is Canadian (a Canadian institution, :func:`is_canadian_institution`, or CA among its
+    countries: the test of :func:`canadian_authors`) and its institutions (``id``, ``name``, ``country_code``,
+    ``ror``; an affiliation that never resolved to an institution has a null id)."""
+    by_key = {inst.get("id") or f"unresolved:{inst.get('name')}": inst for inst in work["institutions"] or []}
+    out = []
+    for position, a in enumerate(work.get("authors") or [], start=1):
+        insts = [by_key[k] for k in a["institution_keys"] or [] if k in by_key]
+        author_id = a.get("author_id")
+        status = "ok" if author_id else ("invalid" if a.get("bad_author_id") else "missing")
+        out.append(
+            {
+                "position": position,
+                "author_id": author_id,
+                "author_id_status": status,
+                "orcid": a["orcid"],
+                "name": a["name"],
+                "is_canadian": any(is_canadian_institution(i, entities) for i in insts)
+                or "CA" in (a["countries"] or []),
+                "institutions": [
+                    {
+                        "id": i.get("id"),
+                        "name": i.get("name"),
+                        "country_code": i.get("country_code"),
+                        "ror": i.get("ror"),
+                    }
+                    for i in insts
+                ],
+            }
+        )
+    return out
+
+
 def route_row(work: dict, entities: EntityLists) -> dict | None:
     """The routed row for one work (``FRAME_SCHEMA`` without ``frame_build_id``), or None when no
     route fires. Admission (title, year range) is not applied here: see :func:`admission_outcome`.
@@ -160,6 +196,7 @@ def route_row(work: dict, entities: EntityLists) -> dict | None:
                 f.get("name") or f["id"] for f in (work["funders"] or []) if f["id"] in entities.funders
             ],
             "ca_authors": canadian_authors(work, entities),
+            "authorships": authorships(work, entities),
             "keywords": work["keywords"],
             "source_file": work["source_file"],
             "source_locator": work["source_locator"],

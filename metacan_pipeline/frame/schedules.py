@@ -1,13 +1,19 @@
-"""The frame's refresh jobs, their weekly schedules and the sensor that builds the frame after each inventory.
+"""The frame's refresh jobs, their weekly schedules, the optional daily refresh by publication date and the sensor
+that builds the frame after each inventory.
 
 Jobs select assets by key, so this module imports no asset definition.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+from zoneinfo import ZoneInfo
+
 import dagster as dg
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 
+from .. import settings
+from ..openalex.windows import PUBLISHED
 from .partitions import all_partitions_run_tags
 
 #: The tag of every run that is one step of a whole-graph materialization (``metacan run``, the job ``metacan_all``):
@@ -63,6 +69,55 @@ weekly_frame_refresh = monday_schedule(
     description="Weekly frame refresh, Mondays 03:00 Toronto time: takes stock of the input folders (offline, free); the sensor "
     "frame_build_after_refresh then builds the new parts and merges the frame. Runs while the Dagster daemon runs.",
 )
+
+#: The daily refresh's time zone and hour (after the weekly refreshes' Monday hours, so they never start together).
+DAILY_TIMEZONE, DAILY_HOUR = "America/Toronto", 5
+
+
+def publication_run_config(day: dt.date, days: int) -> dict:
+    """The ``api_refresh`` run config of the daily refresh on ``day``: publication dates from ``days`` days before it
+    to ``day``, both inclusive (:func:`metacan_pipeline.openalex.windows.publication_window` with both dates given)."""
+    return {
+        "ops": {
+            "openalex_api_refresh": {
+                "config": {
+                    "window_by": PUBLISHED,
+                    "from_publication_date": (day - dt.timedelta(days=days)).isoformat(),
+                    "to_publication_date": day.isoformat(),
+                }
+            }
+        }
+    }
+
+
+@dg.schedule(
+    name="daily_publication_refresh",
+    job=api_refresh,
+    cron_schedule=f"0 {DAILY_HOUR} * * *",
+    execution_timezone=DAILY_TIMEZONE,
+    default_status=(
+        dg.DefaultScheduleStatus.RUNNING if settings.publication_refresh() else dg.DefaultScheduleStatus.STOPPED
+    ),
+    description="Daily OpenAlex API refresh by publication date, 05:00 Toronto time: the works published in the "
+    f"${settings.PUBLICATION_WINDOW_DAYS_ENV} days (default {settings.DEFAULT_PUBLICATION_WINDOW_DAYS}) before the "
+    "day, besides the weekly refresh by updated date. Stopped unless METACAN_PUBLICATION_REFRESH=on, because it buys "
+    "API calls every day (the day's budget is shared with the weekly refresh).",
+)
+def daily_publication_refresh(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+    """One ``api_refresh`` run per day over the publication window ending on the tick's day in Toronto (never after
+    the UTC day, which the window's end may not pass); the run key is the day, so a tick evaluated twice launches one
+    run. A bad ``$METACAN_PUBLICATION_WINDOW_DAYS`` skips the tick, naming the variable."""
+    tick = context.scheduled_execution_time or dt.datetime.now(dt.UTC)
+    day = tick.astimezone(ZoneInfo(DAILY_TIMEZONE)).date()
+    try:
+        days = settings.publication_window_days()
+    except ValueError as exc:
+        return dg.SkipReason(f"{exc}; no refresh was launched")
+    return dg.RunRequest(
+        run_key=f"published-{day.isoformat()}",
+        run_config=publication_run_config(day, days),
+        tags={"metacan/window_by": PUBLISHED},
+    )
 
 
 def frame_built_with(run: dg.DagsterRun | None, instance: dg.DagsterInstance) -> str | None:

@@ -275,17 +275,21 @@ def route_filters(
     source_ids: list[str],
     from_updated_date: str | None = None,
     to_updated_date: str | None = None,
+    date_field: str = "updated_date",
 ) -> list[str]:
     """One filter per route (SPEC section 2): affiliation by institution country and by author country,
     funders (current ``funders.id`` and ``awards.funder_id``) and venues in OR-groups of 100, optionally
     restricted to an incremental window of ``updated_date`` (OpenAlex docs, "Filter works":
-    ``from_updated_date`` and ``to_updated_date``, ``YYYY-MM-DD``, both ends inclusive)."""
+    ``from_updated_date`` and ``to_updated_date``, ``YYYY-MM-DD``, both ends inclusive), or of ``publication_date``
+    with ``date_field="publication_date"`` (``from_publication_date`` and ``to_publication_date``)."""
+    if date_field not in ("updated_date", "publication_date"):
+        raise ValueError(f"date_field must be updated_date or publication_date, got {date_field!r}")
     filters = ["authorships.institutions.country_code:ca", "authorships.countries:ca"]
     filters += [f"funders.id:{g}" for g in or_groups(funder_ids)]
     filters += [f"awards.funder_id:{g}" for g in or_groups(funder_ids)]
     filters += [f"primary_location.source.id:{g}" for g in or_groups(source_ids)]
     if from_updated_date:
-        filters = [f"{f},from_updated_date:{from_updated_date}" for f in filters]
+        filters = [f"{f},from_{date_field}:{from_updated_date}" for f in filters]
     if to_updated_date:
-        filters = [f"{f},to_updated_date:{to_updated_date}" for f in filters]
+        filters = [f"{f},to_{date_field}:{to_updated_date}" for f in filters]
     return filters

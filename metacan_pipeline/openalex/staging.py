@@ -58,7 +58,7 @@ FAST_COLUMNS = {
     "primary_location": "STRUCT(source STRUCT(id VARCHAR, display_name VARCHAR))",
     "host_venue": "STRUCT(id VARCHAR, display_name VARCHAR)",  # the 2022 schema's venue
     "primary_topic": "STRUCT(display_name VARCHAR, field STRUCT(display_name VARCHAR))",
-    "authorships": "STRUCT(author STRUCT(display_name VARCHAR, orcid VARCHAR), raw_author_name VARCHAR, countries VARCHAR[], "
+    "authorships": "STRUCT(author STRUCT(id VARCHAR, display_name VARCHAR, orcid VARCHAR), raw_author_name VARCHAR, countries VARCHAR[], "
     "institutions STRUCT(id VARCHAR, display_name VARCHAR, country_code VARCHAR, ror VARCHAR)[])[]",
     "funders": "STRUCT(id VARCHAR, display_name VARCHAR)[]",
     "awards": "STRUCT(funder_id VARCHAR, funder_display_name VARCHAR)[]",
@@ -131,7 +131,11 @@ SELECT
     'countries': list_transform(list_filter(coalesce(a.countries, []), lambda c: c IS NOT NULL), lambda c: upper(c)),
     'institution_keys': list_transform(coalesce(a.institutions, []), lambda i: coalesce(
       nullif(upper(regexp_extract(trim(i.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)), ''),
-      'unresolved:' || coalesce(i.display_name, 'None')))}) AS authors,
+      'unresolved:' || coalesce(i.display_name, 'None'))),
+    'author_id': CASE WHEN upper(regexp_extract(trim(a.author.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)) LIKE 'A%'
+                      THEN upper(regexp_extract(trim(a.author.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)) END,
+    'bad_author_id': CASE WHEN a.author.id IS NOT NULL AND NOT (upper(regexp_extract(trim(a.author.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)) LIKE 'A%')
+                          THEN a.author.id END}) AS authors,
   list_filter(_funds_ok, lambda x, i: list_position(list_transform(_funds_ok, lambda y: y.id), x.id) = i) AS funders,
   _kw AS keywords,
   coalesce(is_authors_truncated, false) AS is_authors_truncated,

@@ -12,6 +12,11 @@ day on purpose: a work updated on day ``to`` after the harvest ran is picked up 
 the overlap costs nothing but a few duplicate records (the frame keeps the newest version of a work).
 A window folder without ``window.json`` is incomplete (a harvest stopped by the budget or an error):
 it is resumed, never skipped.
+
+A *publication-date* window (the optional daily refresh, schedule ``daily_publication_refresh``) covers the works
+whose ``publication_date`` is in ``[from, to]`` (OpenAlex filters ``from_publication_date`` /
+``to_publication_date``) and lives in ``window=published-<from>_<to>/``: a partition of its own, never taken for an
+``updated_date`` window when the next one is chosen (:func:`windows_on_disk` skips it); its dates are always given.
 """
 
 from __future__ import annotations
@@ -26,21 +31,28 @@ from pathlib import Path
 
 WINDOW_PREFIX = "window="
 MARKER = "window.json"
+#: The date a window is taken over: OpenAlex's ``updated_date`` (the weekly refresh) or ``publication_date``.
+UPDATED, PUBLISHED = "updated_date", "publication_date"
+#: What a publication-date window's folder name carries after ``window=``.
+PUBLISHED_TAG = "published-"
 #: The first window, when no window is complete yet, reaches this many days back.
 FIRST_WINDOW_DAYS = 7
 
 
 @dataclass(frozen=True)
 class Window:
-    """An inclusive ``updated_date`` window (ISO dates ``YYYY-MM-DD``)."""
+    """An inclusive window of ISO dates ``YYYY-MM-DD`` over ``by`` (:data:`UPDATED` or :data:`PUBLISHED`)."""
 
     from_date: str
     to_date: str
+    by: str = UPDATED
 
     @property
     def name(self) -> str:
-        """The folder name and the frame's partition key: ``window=<from>_<to>``."""
-        return f"{WINDOW_PREFIX}{self.from_date}_{self.to_date}"
+        """The folder name and the frame's partition key: ``window=<from>_<to>``, or ``window=published-<from>_<to>``
+        for a publication-date window."""
+        tag = PUBLISHED_TAG if self.by == PUBLISHED else ""
+        return f"{WINDOW_PREFIX}{tag}{self.from_date}_{self.to_date}"
 
     def folder(self, api_root: Path) -> Path:
         return Path(api_root) / self.name
@@ -81,6 +93,31 @@ def windows_on_disk(api_root: Path) -> tuple[list[dict], list[Window]]:
     return sorted(done, key=lambda m: (m["to"], m["from"])), sorted(open_, key=lambda w: (w.from_date, w.to_date))
 
 
+def sync_windows(api_root: Path) -> list[dict]:
+    """Every window folder under ``api_root`` of either kind, newest end first: ``name``, ``by`` (:data:`UPDATED` or
+    :data:`PUBLISHED`), ``from``, ``to``, ``complete`` (its ``window.json`` is there) and, for a complete one, the
+    marker's ``completed_at``, ``works``, ``pages``, ``calls_made`` and ``cost_usd`` (None otherwise). An incomplete
+    window is a harvest stopped by the day's budget or an error (the next run resumes an ``updated_date`` one).
+    Folders whose name is not a window's are ignored; a missing ``api_root`` has none."""
+    root = Path(api_root)
+    if not root.is_dir():
+        return []
+    out = []
+    for folder in (p for p in root.iterdir() if p.is_dir() and p.name.startswith(WINDOW_PREFIX)):
+        rest = folder.name[len(WINDOW_PREFIX) :]
+        by = PUBLISHED if rest.startswith(PUBLISHED_TAG) else UPDATED
+        try:
+            f, t = rest.removeprefix(PUBLISHED_TAG).split("_")
+            frm, to = parse_date(f, "from").isoformat(), parse_date(t, "to").isoformat()
+        except ValueError:
+            continue
+        marker = read_marker(folder) or {}
+        row = {"name": folder.name, "by": by, "from": frm, "to": to, "complete": bool(marker)}
+        row |= {k: marker.get(k) for k in ("completed_at", "works", "pages", "calls_made", "cost_usd")}
+        out.append(row)
+    return sorted(out, key=lambda w: (w["to"], w["from"], w["name"]), reverse=True)
+
+
 def next_window(
     api_root: Path, today: dt.date, from_date: str | None = None, to_date: str | None = None
 ) -> tuple[Window, str]:
@@ -116,6 +153,26 @@ def next_window(
     if frm > to:
         raise ValueError(f"from_updated_date {frm} is after to_updated_date {to}: a window needs from <= to")
     return Window(frm.isoformat(), to.isoformat()), why
+
+
+def publication_window(
+    today: dt.date, days: int, from_date: str | None = None, to_date: str | None = None
+) -> tuple[Window, str]:
+    """The publication-date window to harvest and why: given dates win; otherwise it ends on ``to_date`` or ``today``
+    and starts ``days`` days before. Raises ValueError for a malformed date, ``from > to``, ``to`` after ``today`` or
+    ``days`` below 1."""
+    if days < 1:
+        raise ValueError(f"a publication-date window needs at least 1 day, got {days}")
+    to = parse_date(to_date, "to_publication_date") if to_date else today
+    if to > today:
+        raise ValueError(f"to_publication_date {to} is after today ({today}, UTC): a window cannot end in the future")
+    if from_date:
+        frm, why = parse_date(from_date, "from_publication_date"), "from_publication_date as configured"
+    else:
+        frm, why = to - dt.timedelta(days=days), f"publication dates from {days} days before {to} to {to}"
+    if frm > to:
+        raise ValueError(f"from_publication_date {frm} is after to_publication_date {to}: a window needs from <= to")
+    return Window(frm.isoformat(), to.isoformat(), PUBLISHED), why
 
 
 def write_marker(folder: Path, doc: dict) -> Path:
@@ -171,4 +228,5 @@ def completion_marker(window: Window, calls_made: int, harvested: Harvest, queri
         "works": len(harvested.works),
         "cost_usd": round(harvested.cost_usd, 6),
         "queries": queries,
+        "by": window.by,
     }

@@ -100,6 +100,15 @@ def _str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
+def _author_id(raw: Any) -> dict:
+    """``author_id`` (the short id of an OpenAlex author, ``A123``) and ``bad_author_id`` (the record's text when it
+    is there but not an author id: a string that is not one, or another entity's id) of one authorship."""
+    sid = short_id(raw)
+    if sid is not None and sid.startswith("A"):
+        return {"author_id": sid, "bad_author_id": None}
+    return {"author_id": None, "bad_author_id": None if raw is None else (raw if isinstance(raw, str) else str(raw))}
+
+
 def _as_int(v: Any, limit: int = 2**62) -> int | None:
     """An integral number (or a string of one) within +-limit, else None: 2025.5, "2020abc", True
     and 10**30 are not years or counts."""
@@ -206,6 +215,7 @@ def work_row(rec: Record) -> dict:
                 "orcid": _str(_get(a, "author", "orcid")),
                 "countries": author_countries,
                 "institution_keys": keys,
+                **_author_id(_get(a, "author", "id")),
             }
         )
     venue_id, venue_name = _venue(w)

@@ -72,6 +72,7 @@ def label_tables() -> list[str]:
                 "validation_report",
                 "medline_study_design",
                 "work_retractions",
+                "cascade_batch",
             ],
             kinds={"python", "json"},
             description="One JSON record per frame work with the field names of seeds/004 (SPEC section 9): routes and "

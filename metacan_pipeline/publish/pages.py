@@ -33,6 +33,7 @@ from ..storage import MetacanStorage
 from ..vocab import CATEGORIES, CATEGORY_DISPLAY, DISPLAY_NAMES, PREDICTION_STATUS
 from .abstract_cascade import SOURCE_NAMES
 from .abstracts import Abstract
+from .cascade_record import BOUND_METHOD_NAMES
 from .lineage import build_runs, run_url
 from .notes import machine_note_words
 from .records import classification_card
@@ -330,6 +331,7 @@ def render_work(env: Environment, record: dict, abstract: Abstract | None, conte
         routes=ROUTE_LABELS,
         categories=CATEGORIES,
         prediction_status=PREDICTION_STATUS,
+        bound_methods=BOUND_METHOD_NAMES,
         version=__version__,
         built_at=None,
         n_codex_labels=context["n_codex_labels"],

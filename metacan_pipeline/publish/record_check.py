@@ -1,5 +1,6 @@
 """The scan behind the blocking check ``records_may_ship``: every ``work_records`` file checked against the JSON Schema,
-SPEC section 8 (:func:`.records.ship_violations`), the rolling layer's rule
+SPEC section 8 (:func:`.records.ship_violations`, and :func:`.cascade_record.cascade_violations` for the cascade's
+certified decisions), the rolling layer's rule
 (:func:`metacan_pipeline.release.layer.rolling_violations`) and the release layer's
 (:func:`metacan_pipeline.release.release_layers.layer_violations`: the layer a record carries is the one the rule gives),
 file by file in worker processes.
@@ -13,16 +14,18 @@ from typing import Any
 import orjson
 import pyarrow.parquet as pq
 
-from ..release.layer import rolling_violations
+from ..release.layer import ROLLING, rolling_violations
 from ..release.release_layers import layer_violations
 from ..storage import MetacanStorage
+from .cascade_record import cascade_violations
 from .record_build import worker_pool
 from .records import schema_violation, ship_violations
 
 
 def check_file(path: str, passed: frozenset[tuple[str, str]]) -> tuple[int, int, list[str]]:
     """Records checked, records violating and the first :data:`SHOWN_VIOLATIONS` violations of one ``work_records``
-    file: the JSON Schema (:func:`.records.schema_violation`), :func:`.records.ship_violations` and
+    file: the JSON Schema (:func:`.records.schema_violation`), :func:`.records.ship_violations`,
+    :func:`.cascade_record.cascade_violations` (a certified decision ships as a machine decision only),
     :func:`metacan_pipeline.release.layer.rolling_violations`, :func:`metacan_pipeline.release.release_layers.layer_violations`
     (``passed``: the (classifier version, head) pairs that passed human validation)."""
     checked = bad = 0
@@ -31,6 +34,7 @@ def check_file(path: str, passed: frozenset[tuple[str, str]]) -> tuple[int, int,
         for text in batch.column(0).to_pylist():
             record = _loads(text)
             v = ship_violations(record) + rolling_violations(record, passed) + layer_violations(record)
+            v += cascade_violations(record, record.get("layer") == ROLLING, lambda ver, head: (ver, head) in passed)
             v += [e for e in [schema_violation(record)] if e]
             checked += 1
             bad += bool(v)

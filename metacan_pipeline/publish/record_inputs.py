@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 
 from ..storage import MetacanStorage, id_ranges, sql_literal
 from ..student.reference_sets import reference_no_score, reference_score_columns
@@ -34,7 +35,8 @@ def input_views(storage: MetacanStorage, label_tables: list[str], release_frame:
     ``label_tables`` (all must exist), or an empty relation when there is none; ``reference_scores``, the
     reference-set heads' score columns of ``student_scores`` (:func:`~metacan_pipeline.student.reference_sets.reference_score_columns`,
     none: an empty relation), and for a head that gives no score its reason in column ``<column>:no_score``; ``release_frame``, the ids of the
-    newest release's frozen frame (``release_frame``: that Parquet file, or none before the first release)."""
+    newest release's frozen frame (``release_frame``: that Parquet file, or none before the first release);
+    ``cascade_decisions`` (:func:`cascade_view`)."""
 
     def parquet(name: str) -> str:
         return f"read_parquet({sql_literal(str(storage.table_dir(name) / '*.parquet'))}, hive_partitioning=false)"
@@ -65,12 +67,47 @@ def input_views(storage: MetacanStorage, label_tables: list[str], release_frame:
         if columns
         else "CREATE VIEW reference_scores AS SELECT NULL::VARCHAR AS id WHERE false"
     )
+    views.append(cascade_view(storage, parquet))
     views.append(
         f"CREATE VIEW release_frame AS SELECT id FROM read_parquet({sql_literal(str(release_frame))})"
         if release_frame is not None
         else "CREATE VIEW release_frame AS SELECT NULL::VARCHAR AS id WHERE false"
     )
     return views
+
+
+#: The ``cascade_thresholds`` columns each cascade decision of a record carries (:mod:`.cascade_record`).
+CASCADE_THRESHOLD_COLUMNS = (
+    "teacher",
+    "precision_target",
+    "npv_target",
+    "recall_target",
+    "bound_level",
+    "bound_method",
+    "calibration_n",
+    "calibration_positives",
+    "positive_threshold",
+    "positive_bound",
+    "negative_threshold",
+    "negative_bound",
+    "negative_vacuous",
+)
+
+
+def cascade_view(storage: MetacanStorage, parquet) -> str:
+    """The ``CREATE VIEW cascade_decisions`` statement: each row of ``cascade_decisions`` (id, head, score, decision,
+    model version) with its head's ``cascade_thresholds`` row of the same model version (``parquet(name)``: the
+    relation of a table's files); an empty relation before ``cascade_batch`` ran. A thresholds table written before
+    it had ``bound_method`` was certified by the only bound there was then, Clopper-Pearson."""
+    if not (storage.has_table("cascade_decisions") and storage.has_table("cascade_thresholds")):
+        return "CREATE VIEW cascade_decisions AS SELECT NULL::VARCHAR AS id, NULL::VARCHAR AS target WHERE false"
+    present = set(pq.read_schema(next(storage.table_dir("cascade_thresholds").glob("*.parquet"))).names)
+    defaults = {"bound_method": "'clopper-pearson'"}
+    picked = ", ".join(f"t.{c}" if c in present else f"{defaults[c]} AS {c}" for c in CASCADE_THRESHOLD_COLUMNS)
+    return (
+        f"CREATE VIEW cascade_decisions AS SELECT d.id, d.target, d.model_version, d.score, d.decision, {picked} "
+        f"FROM {parquet('cascade_decisions')} d JOIN {parquet('cascade_thresholds')} t USING (model_version, target)"
+    )
 
 
 #: Frame works per range of ids that :func:`record_inputs` joins at a time: one query over the whole frame ran out of
@@ -86,6 +123,7 @@ _RANGED = {
     "work_retractions": "id",
     "release_frame": "id",
     "reference_scores": "id",
+    "cascade_decisions": "id",
     "direct_labels": "work_id",
 }
 
@@ -130,7 +168,7 @@ def record_inputs(
     """Everything one record is built from, one dict per frame work in id order, in lists of ``batch_rows``:
     ``{"work": frame row, "labels": [direct label rows], "pred": prediction row or None, "machine": machine
     score row or None, "lineage": work_lineage row, "reference": the reference-set scores row or None,
-    "in_release": in the newest release's frame, "rw_notices": the work's Retraction Watch notices (``work_retractions``
+    "in_release": in the newest release's frame, "cascade": the work's cascade decisions (:func:`cascade_view`), "rw_notices": the work's Retraction Watch notices (``work_retractions``
     rows), "rw_version": the Retraction Watch file read or None}``. One DuckDB query
     over the Parquet tables (its own in-memory connection, so no catalog lock is held) per range of
     :data:`RANGE_WORKS` frame ids, ranges ascending, each range's views filtered to its ids, streamed: memory stays at

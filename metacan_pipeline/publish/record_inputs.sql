@@ -9,7 +9,8 @@
 --   reference the reference-set heads' scores (reference_scores: student_scores' <set>__<target> columns), or NULL;
 --   in_release whether the work is in the newest frozen release's frame (release_frame);
 --   rw_notices the work's Retraction Watch notices (work_retractions), by date, undated first;
---   rw_version the Retraction Watch file read (retraction_watch_source), NULL when none is configured.
+--   rw_version the Retraction Watch file read (retraction_watch_source), NULL when none is configured;
+--   cascade the cascade's decisions of the work, one per head, each with its head's thresholds (cascade_decisions).
 WITH labels AS (
   SELECT work_id, list(l ORDER BY l.teacher) AS labels
   FROM direct_labels l
@@ -17,6 +18,10 @@ WITH labels AS (
 ), rw AS (
   SELECT id, list(n ORDER BY n.retraction_date NULLS FIRST, n.rw_record_id) AS notices
   FROM work_retractions n
+  GROUP BY id
+), cd AS (
+  SELECT id, list(c ORDER BY c.target) AS decisions
+  FROM cascade_decisions c
   GROUP BY id
 ), rws AS (
   SELECT max(rw_version) AS rw_version FROM retraction_watch_source WHERE status = 'loaded'
@@ -30,7 +35,8 @@ SELECT f AS work,
        CASE WHEN r.id IS NULL THEN NULL ELSE r END AS reference,
        rf.id IS NOT NULL AS in_release,
        coalesce(rw.notices, []) AS rw_notices,
-       rws.rw_version
+       rws.rw_version,
+       coalesce(cd.decisions, []) AS cascade
 FROM frame f
 CROSS JOIN rws
 LEFT JOIN predictions p ON p.id = f.id
@@ -41,4 +47,5 @@ LEFT JOIN human_codes h ON h.id = f.id
 LEFT JOIN reference_scores r ON r.id = f.id
 LEFT JOIN release_frame rf ON rf.id = f.id
 LEFT JOIN rw ON rw.id = f.id
+LEFT JOIN cd ON cd.id = f.id
 ORDER BY f.id

@@ -21,11 +21,13 @@ import fastjsonschema
 import pyarrow as pa
 
 from ..openalex.ids import is_work_id
-from ..release.layer import UNRELEASED, LayerRule
+from ..release.layer import ROLLING, UNRELEASED, LayerRule
 from ..release.release_layers import FIELD as RELEASE_LAYER
 from ..release.release_layers import release_layer
 from ..tables.publish import RECORDS_SCHEMA
 from ..vocab import LABEL_FIELDS, NO_SCORE_SUFFIX, PREDICTION_STATUS, SCORE_ONLY_REFERENCE
+from .cascade_record import FIELD as CASCADE
+from .cascade_record import cascade_entries, withhold_cascade
 from .human_layer import human_code_entry, validation_entries
 from .lineage import lineage_record
 from .medline_layer import apply_medline
@@ -108,12 +110,14 @@ def build_record(
     human_validation: list[dict] | None = None,
     reference: dict | None = None,
     retraction_watch: dict | None = None,
+    cascade: list[dict] | None = None,
 ) -> dict:
     """The published record of one frame work (seed 004 fields, plus route evidence and lineage), and the human
     layers (:mod:`.human_layer`) only where they exist: ``human_code`` (a coded work's final human code) and
     ``human_validation`` (the passing heads of its classifier version); ``release_layer``, the protocol's layer
     (:func:`metacan_pipeline.release.release_layers.release_layer`); ``retraction_watch``: the work's
-    :func:`.retraction_record.retraction_watch_entry` (None: not checked)."""
+    :func:`.retraction_record.retraction_watch_entry` (None: not checked); ``cascade``: the work's rows of the cascade's
+    decisions with their head's thresholds (:func:`.cascade_record.cascade_entries`; the field only where there is one)."""
     pred = None
     if prediction is not None:
         pred = {k: v for k, v in prediction.items() if k not in ("id", "gemma_label_status")}
@@ -173,6 +177,9 @@ def build_record(
     scores = reference_score_entries(reference)
     if scores:
         record["reference_scores"] = scores
+    decisions = cascade_entries(cascade)
+    if decisions:
+        record[CASCADE] = decisions
     record[RELEASE_LAYER] = release_layer(record)
     return record
 
@@ -282,10 +289,13 @@ def record_row(
         validation_entries(row["pred"], passing or {}),
         row.get("reference"),
         retraction_watch_entry(row.get("rw_notices"), row.get("rw_version"), bool(row["work"]["is_retracted"])),
+        row.get("cascade"),
     )
     apply_medline(record, medline)
     if layer is not None:
         layer.apply(record, bool(row.get("in_release")))
+        if record["layer"] == ROLLING:
+            withhold_cascade(record, lambda version, head: (version, head) in layer.passed)
         record[RELEASE_LAYER] = release_layer(record)  # the record as published: withheld categories claim nothing
     text = json.dumps(record, ensure_ascii=False, default=str)
     return {"id": record["id"], "record_json": text, "record_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}

@@ -14,6 +14,7 @@ from ..storage import MetacanStorage
 from ..teachers.core.registry import load_registry
 from .bundle import ReleaseError, cut_release, registered
 from .citation import CitationError
+from .fair import DEFAULT_LICENSE
 
 
 class ReleaseConfig(dg.Config):
@@ -32,6 +33,11 @@ class ReleaseConfig(dg.Config):
     citation_authors: list[str] = Field(
         default=["metacan_pipeline contributors"],
         description="The authors CITATION.cff names (entity names: a research group, a project).",
+    )
+    license: str = Field(
+        default=DEFAULT_LICENSE,
+        description="The licence ro-crate-metadata.json gives the release, as a URL. Default: CC0 1.0, as the "
+        "OpenAlex records it is built from.",
     )
 
 
@@ -57,7 +63,7 @@ def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: M
     known-item venue recall (when materialized; a non-probability bound, apart from the design-based estimates) and
     the records into
     Parquet tables, ``records.jsonl``, the model cards of the classifier versions (``model_cards/<version>/``),
-    ``README.md``, ``release.json``
+    ``README.md``, ``codemeta.json`` and ``ro-crate-metadata.json`` (RO-Crate 1.1), ``release.json``
     (content hashes, counts), ``SHA256SUMS`` and ``CITATION.cff``; an input already cut reuses its
     release. Works that enter the frame later are the rolling layer, on the next ``work_records``.
     Fails (no retry) naming the input when a version is invalid or taken, a table is missing, or CFF does not validate.
@@ -76,6 +82,7 @@ def release(context: dg.AssetExecutionContext, config: ReleaseConfig, storage: M
             config.release_version,
             config.citation_authors,
             context.run.run_id,
+            license_url=config.license,
         )
     except (ReleaseError, CitationError) as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None

@@ -28,6 +28,8 @@ A bundle holds:
   (``model_card.md``, ``model_card.json`` and its reliability plots, :mod:`metacan_pipeline.student.card`), copied
   from ``data/reports/<model_version>/``; ``release.json``'s ``model_cards`` lists them per version (empty: that
   version's card was never written, e.g. a version trained before cards existed);
+- ``codemeta.json`` (CodeMeta 3.0: the software that cut it) and ``ro-crate-metadata.json`` (RO-Crate 1.1: the
+  bundle as a research object, every file listed with its size and media type), :mod:`.fair`;
 - ``README.md`` (what each file holds, how to check it), ``CITATION.cff`` (:mod:`.citation`), ``release.json`` (version, frame build id, classifier version, created at,
   the content hash, every other file's SHA-256 and size, the counts) and ``SHA256SUMS`` (``sha256sum -c`` format,
   every file but itself).
@@ -65,6 +67,7 @@ from ..tables.audit import HUMAN_VALIDATION_SCHEMA, PROTOCOLS_SCHEMA
 from ..tables.audit import TABLES as AUDIT_CATALOG
 from ..tables.medline import TABLES as MEDLINE_CATALOG
 from .citation import citation_text
+from .fair import CODEMETA_FILE, CRATE_FILE, DEFAULT_LICENSE, codemeta_document, crate_document, write_json
 from .layer import ROLLING, TABLES_DIR, WITHHELD_FIELDS, frozen_record, releases_root
 from .study import STUDY_DESCRIPTIONS, freeze_study, recompute
 
@@ -317,10 +320,12 @@ def cut_release(
     authors: list[str],
     run_id: str,
     now: dt.datetime | None = None,
+    license_url: str = DEFAULT_LICENSE,
 ) -> CutRelease:
     """Cut a release of what ``storage`` holds (module docstring), or reuse the one of the same content.
 
     ``version``: the release version to give a new release ('' for ``<YYYY.MM.DD>-<8 hex of the content>``).
+    ``license_url``: the licence the RO-Crate metadata gives the release (a URL).
     Raises :class:`ReleaseError` when ``version`` is not a valid name, already names a release of other content, or
     an input table is missing; nothing is left behind (the temporary folder is removed).
     """
@@ -348,7 +353,14 @@ def cut_release(
         build, classifier = _frozen_facts(tmp)
         cards = copy_model_cards(storage.root, classifier, tmp)
         (tmp / CITATION_FILE).write_text(citation_text(version, now.date(), build, classifier, authors), "utf-8")
+        write_json(tmp / CODEMETA_FILE, codemeta_document(now.date()))
         (tmp / README_FILE).write_text(readme_text(version, tmp), "utf-8")
+        later = {p: FILE_DESCRIPTIONS[p] for p in (RELEASE_JSON, SUMS_FILE)}
+        try:
+            crate = crate_document(version, now.date(), authors, license_url, file_entries(tmp), later, describe(tmp))
+        except ValueError as exc:
+            raise ReleaseError(f"{exc}: check the release config license (a URL)") from None
+        write_json(tmp / CRATE_FILE, crate)
         manifest = {
             "release_version": version,
             "frame_build_id": build,
@@ -382,27 +394,38 @@ FILE_DESCRIPTIONS = {
     "its SHA-256 (content_sha256), which the protocol id is made of",
     RECORDS_FILE: "the published work records, one JSON record a line, in id order",
     CITATION_FILE: "how to cite this release (CFF 1.2)",
+    CODEMETA_FILE: "the software that cut this release (CodeMeta 3.0)",
+    CRATE_FILE: "this release as a research object: every file, its size and media type (RO-Crate 1.1)",
     RELEASE_JSON: "version, frame build, classifier version, content hash, counts, every file's SHA-256 and size",
     SUMS_FILE: "every file's SHA-256 (sha256sum -c SHA256SUMS)",
 }
 
 
-def readme_text(version: str, folder: Path) -> str:
-    """The bundle's README.md: what each file holds and how to check it."""
+def describe(folder: Path):
+    """``describe(path)``: what the file ``path`` of a bundle holds, for its README and its RO-Crate metadata."""
     catalog = {t.name: t.row for t in (*AUDIT_CATALOG, *MEDLINE_CATALOG)}
     described = {
         **FILE_DESCRIPTIONS,
         **{f"tables/{n}.parquet": catalog[n] for n in (*VALIDATION_TABLES, *INSTRUMENT_TABLES)},
         **{f"tables/{n}.parquet": d for n, d in STUDY_DESCRIPTIONS.items()},
     }
-    paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    paths += [RELEASE_JSON, SUMS_FILE]
-    lines = [f"# metacan release {version}", "", "| file | holds |", "|---|---|"]
-    for path in paths:
-        text = described.get(path) or (
+
+    def text(path: str) -> str:
+        return described.get(path) or (
             "the model card of a classifier version" if path.startswith(MODEL_CARDS_DIR + "/") else "this file"
         )
-        lines.append(f"| `{path}` | {text} |")
+
+    return text
+
+
+def readme_text(version: str, folder: Path) -> str:
+    """The bundle's README.md: what each file holds and how to check it."""
+    text = describe(folder)
+    paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    paths += [p for p in (CRATE_FILE, RELEASE_JSON, SUMS_FILE) if p not in paths]
+    lines = [f"# metacan release {version}", "", "| file | holds |", "|---|---|"]
+    for path in paths:
+        lines.append(f"| `{path}` | {text(path)} |")
     lines += [
         "",
         "Check the files: `sha256sum -c SHA256SUMS` in this folder. Check the validation tables: `metacan "

@@ -35,6 +35,7 @@ from ..tables.student import (
     TRAINING_SET_SCHEMA,
 )
 from ..teachers.core.registry import TeacherSpec, load_registry
+from .distill import DISTILL_ENCODER, TRANSFER_WORKS
 from .features import DEFAULT_C_GRID, DEFAULT_FEATURES, FEATURE_KINDS
 from .holdout import HOLDOUT_VERSION
 from .models import StudentBundle, load_published, model_path
@@ -104,6 +105,20 @@ class StudentConfig(dg.Config):
         "never a decision), also for works outside the frame. Default: every imported teacher (e.g. the MetaCan "
         "pilot's pilot_a and pilot_b); [] for none.",
     )
+    distill: bool = Field(
+        default=True,
+        description=f"Distil every binary head from a head on the {DISTILL_ENCODER} sentence embedding (same labels) "
+        "through a transfer set of unlabelled texts: the fast features then rank works they never saw about as the "
+        "encoder does, at the fast features' scoring speed (benchmarks/RESULTS.md). False: heads learn from their "
+        "labels alone.",
+    )
+    transfer_works: int = Field(
+        default=TRANSFER_WORKS,
+        ge=0,
+        description="Frame works in the distillation's transfer set besides the training texts: a stable sample by "
+        "salted hash of the id, without holdout works. Each is encoded once per model version (about 600 works/s "
+        "on 2 cores).",
+    )
 
 
 def _heads_metadata(
@@ -164,6 +179,9 @@ def card_metadata(card: dict, markdown: str) -> dict:
                 low, high = f["ci_low"], f["ci_high"]
                 interval = "" if low is None else f" [{low:.3f}, {high:.3f}]"
                 out[f"card_{name}_{h['source']}_metaresearch"] = f"{f['value']:.3f}{interval}"
+    from .card import distillation_line  # lazy: the card imports scikit-learn
+
+    out["card_distillation"] = distillation_line(card.get("distillation") or {})
     out["card_heads_that_decide"] = sum(1 for h in card["heads"] if h["claim"]["decides"])
     out["card_limits"] = dg.MetadataValue.md("\n".join(f"- {x['text']}" for x in card["limits"]))
     return out
@@ -215,15 +233,21 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
     """
     # lazy: these import scikit-learn (about 4 s), which only this asset's step needs
     from .card import model_card
+    from .distill import Distiller
     from .evaluation import holdout_metric_rows, reference_head_rows, write_reliability_plots
     from .training import load_training_inputs, train_or_load, training_set_table
 
-    inputs, newly = load_training_inputs(storage, context.run.run_id, config.reference_sets)
+    inputs, newly = load_training_inputs(
+        storage, context.run.run_id, config.reference_sets, config.transfer_works if config.distill else 0
+    )
     if newly:
         context.log.info(
             f"holdout frozen now: {inputs.holdout_works} frame works of held-out venues ({HOLDOUT_VERSION})"
         )
-    bundle, reused = train_or_load(storage, inputs, config.features, context.run.run_id, tuple(config.head_c))
+    distiller = Distiller() if config.distill else None
+    bundle, reused = train_or_load(
+        storage, inputs, config.features, context.run.run_id, tuple(config.head_c), distiller
+    )
     if reused:
         context.log.info(f"model version {bundle.model_version} is already published: loaded, not retrained")
     report = holdout_metric_rows(bundle, inputs)
@@ -474,6 +498,10 @@ class CascadeConfig(dg.Config):
         default=0.9, gt=0, lt=1, description="Recall the negative side must keep, certified (null: no cap)."
     )
     confidence: float = Field(default=0.95, gt=0, lt=1, description="Level of the one-sided bounds.")
+    method: str = Field(
+        default="clopper-pearson",
+        description="The lower bound: clopper-pearson (coverage at least the level for every rate) or jeffreys.",
+    )
     budget: int = Field(default=100, ge=0, description="Teacher calls (band works) one run adds to the batch.")
 
 
@@ -488,8 +516,10 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
     """The cascade coverage mode: certified student thresholds per head on the frozen holdout's teacher labels,
     and the band's `budget` most uncertain works added to batch `cascade` of `label_batches`. A teacher with `coverage = "sample+batch:cascade"` labels them when its `direct_labels_<name>`
     asset is next materialized (that edge is not drawn: it would make a cycle). Writes `cascade_thresholds` and
-    `cascade_decisions`; a certified decision is a machine decision, never a validated label."""
+    `cascade_decisions`, and the thresholds into the model version's card (section "Cascade"); a certified decision is a
+    machine decision, never a validated label."""
     from ..tables.student import CASCADE_THRESHOLDS_SCHEMA
+    from .card import add_cascade
     from .cascade_batch import CascadeSettings, decisions_table, run_cascade, thresholds_table
 
     settings = CascadeSettings(
@@ -500,6 +530,7 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
         config.recall,
         config.confidence,
         config.budget,
+        config.method,
     )
     model_version = current_model_version(storage)
     skipped: dict[str, str] = {}
@@ -511,6 +542,7 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
     decisions = decisions_table(results, model_version)
     storage.write_table("cascade_decisions", decisions)
     rows = thresholds.to_pylist()
+    card_paths = add_cascade(storage.root, model_version, rows)
     for r in rows:
         context.log.info(
             f"cascade {r['target']}: {r['calibration_n']} calibration works ({r['calibration_positives']} positive); "
@@ -529,6 +561,7 @@ def cascade_batch(context: dg.AssetExecutionContext, config: CascadeConfig, stor
             teacher=settings.teacher,
             added_to_batch=sum(r["added_to_batch"] for r in rows),
             heads_without_score=dg.MetadataValue.json(skipped),
+            model_card_cascade=str(card_paths[1]) if card_paths else "no model card for this version",
             decisions_per_head=counts_markdown(
                 dict(
                     Counter(

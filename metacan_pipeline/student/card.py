@@ -28,6 +28,7 @@ from ..storage import MetacanStorage
 from ..teachers.core.registry import load_registry
 from ..teachers.qualification import current_qualification, load_qualification, status_note
 from ..vocab import BINARY_TARGETS, CONSTANT_HEAD_STATUS, PREDICTION_STATUS
+from .cascade_card import card_cascade, cascade_markdown
 from .evaluation import BOOTSTRAP_REPLICATES, BOOTSTRAP_SEED, CI_LEVEL, METRIC_LANGUAGES, HoldoutReport
 from .features import STUDENT_FIELDS
 from .heads import INNER_FOLDS
@@ -332,6 +333,7 @@ def build_card(
         "training_sets": _training_sets(bundle, report.rows, standing),
         "features": feature_description(bundle),
         "regularisation": regularisation(bundle),
+        "distillation": dict(getattr(bundle, "distillation", {}) or {}),
         "heads": _heads(bundle, report, standing),
         "reliability_plots": {t: f"reliability_{t}.png" for t in report.curves},
     }
@@ -345,6 +347,17 @@ def _fmt(f: Mapping | None) -> str:
     if f.get("ci_low") is None:
         return f"{f['value']:.3f}"
     return f"{f['value']:.3f} [{f['ci_low']:.3f}, {f['ci_high']:.3f}]"
+
+
+def distillation_line(d: dict) -> str:
+    """The card's line on how the binary heads were distilled (:mod:`.distill`), or that they were not."""
+    if not d:
+        return "- Distillation: none (every head learned from its labels alone)"
+    return (
+        f"- Distillation: each trained binary head is the mean of its label fit and a ridge regression (alpha "
+        f"{d['ridge_alpha']:g}) of a `{d['encoder']}` head's log-odds (same labels) over {d['transfer_works']} "
+        f"unlabelled transfer texts ({d['frame_transfer_works']} of them a sample of the frame)"
+    )
 
 
 def card_markdown(card: dict) -> str:
@@ -365,6 +378,7 @@ def card_markdown(card: dict) -> str:
             if card["regularisation"]["c_grid"]
             else "none"
         ),
+        distillation_line(card.get("distillation") or {}),
         f"- Frozen holdout {card['holdout']['version']}: {card['holdout']['frame_works']} frame works; labelled: "
         + ", ".join(f"{s} {n}" for s, n in card["holdout"]["labelled_works"].items()),
         f"- Intervals: {card['holdout']['interval']['level']:.0%} {card['holdout']['interval']['method']} "
@@ -417,6 +431,7 @@ def card_markdown(card: dict) -> str:
             )
     lines += ["", "## Reliability", ""]
     lines += [f"![reliability of the {t} heads]({name})" for t, name in card["reliability_plots"].items()]
+    lines += cascade_markdown(card.get("cascade") or [])
     lines += ["", "## Known limits", ""]
     lines += [f"- {limit['text']}" for limit in card["limits"]]
     return "\n".join(lines) + "\n"
@@ -438,6 +453,19 @@ def write_card(root: Path, card: dict) -> tuple[Path, Path]:
         tmp.replace(path)
         out.append(path)
     return out[0], out[1]
+
+
+def add_cascade(root: Path, model_version: str, rows: list[dict]) -> tuple[Path, Path] | None:
+    """Write the cascade's certified thresholds (``cascade_thresholds`` rows of one run, :func:`.cascade_card.card_cascade`)
+    into the card of ``model_version`` as its ``cascade`` (JSON) and "## Cascade" section (Markdown), replacing the
+    last run's; returns the card's paths, or None when the version has no card (trained before cards existed). The
+    card's other content is untouched; ``student_heads`` writing the card again drops the section until the cascade
+    runs again."""
+    card = read_card(root, model_version)
+    if card is None:
+        return None
+    card["cascade"] = card_cascade(rows)
+    return write_card(root, card)
 
 
 def published_at(storage: MetacanStorage, model_version: str) -> str | None:

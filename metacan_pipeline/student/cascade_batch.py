@@ -31,7 +31,7 @@ import pyarrow as pa
 from ..storage import MetacanStorage, sql_literal
 from ..tables.student import CASCADE_DECISIONS_SCHEMA, CASCADE_THRESHOLDS_SCHEMA
 from ..vocab import BINARY_TARGETS, CONSTANT_HEAD_STATUS
-from .cascade import HeadThresholds, certify_head, plan_cascade
+from .cascade import METHODS, HeadThresholds, certify_head, plan_cascade
 from .roles import ROLE_TEACHERS, SAMPLE
 from .scoring import score_column
 from .training import design_weights, target_value, teacher_call_labels
@@ -44,7 +44,8 @@ CASCADE_BATCH = "cascade"
 class CascadeSettings:
     """What the cascade certifies and spends: the teacher (a role teacher's name), its binary heads, the precision
     ``target`` (and ``negative_target`` for NPV, default the same), the certified ``recall`` the negative side must
-    keep (None: no cap), the bound's ``confidence`` and the ``budget`` of teacher calls one run adds."""
+    keep (None: no cap), the bound's ``confidence`` and ``method`` (:data:`.cascade.METHODS`) and the ``budget`` of
+    teacher calls one run adds."""
 
     teacher: str
     heads: tuple[str, ...]
@@ -53,6 +54,7 @@ class CascadeSettings:
     recall: float | None = 0.9
     confidence: float = 0.95
     budget: int = 100
+    method: str = "clopper-pearson"
 
     def check(self) -> None:
         """Raises ValueError naming the bad setting and what it may be."""
@@ -67,6 +69,8 @@ class CascadeSettings:
             value = getattr(self, name)
             if value is not None and not 0.0 < value < 1.0:
                 raise ValueError(f"cascade {name} {value!r}: expected a share strictly between 0 and 1")
+        if self.method not in METHODS:
+            raise ValueError(f"cascade method {self.method!r}: expected one of {', '.join(METHODS)}")
         if self.budget < 0:
             raise ValueError(f"cascade budget {self.budget!r}: expected a whole number of teacher calls, 0 or more")
 
@@ -159,6 +163,7 @@ def run_cascade(
                 weights=w,
                 negative_target=settings.negative_target,
                 confidence=settings.confidence,
+                method=settings.method,
                 negative_recall=settings.recall,
             )
             plan = plan_cascade(s[rest], thresholds, settings.budget)
@@ -199,6 +204,7 @@ def thresholds_table(
                 "npv_target": settings.negative_target if settings.negative_target is not None else settings.target,
                 "recall_target": settings.recall,
                 "bound_level": settings.confidence,
+                "bound_method": settings.method,
                 "calibration_n": r.calibration_n,
                 "calibration_positives": r.calibration_positives,
                 "positive_threshold": t.positive.threshold,

@@ -134,7 +134,13 @@ def kish_ess(w: np.ndarray) -> float:
 
 
 def grouped_cv_scores(
-    X, y: np.ndarray, groups: list[str], w: np.ndarray, folds: int = 5, c_grid: Sequence[float] = C_GRID
+    X,
+    y: np.ndarray,
+    groups: list[str],
+    w: np.ndarray,
+    folds: int = 5,
+    c_grid: Sequence[float] = C_GRID,
+    distil: Callable | None = None,
 ) -> tuple[np.ndarray, list[int]]:
     """Out-of-fold scores of a :class:`BinaryHead` (regularisation ``c_grid``) under ``GroupKFold`` with
     ``min(folds, groups)`` folds (every group in one test fold), and the positives of each test fold in fold order.
@@ -152,6 +158,8 @@ def grouped_cv_scores(
             oof[test] = weighted_rate(y[train], w[train])
             continue
         head = BinaryHead(c_grid=c_grid).fit(X[train], y[train], w[train], groups=groups_arr[train])
+        if distil is not None:
+            distil(head, y, w, list(groups_arr), train, test)
         oof[test] = head.score_samples(X[test])
     return oof, fold_positives
 
@@ -165,6 +173,7 @@ def grouped_cv_metrics(
     *,
     group_name: str = "venue",
     c_grid: Sequence[float] = C_GRID,
+    distil: Callable | None = None,
 ) -> dict:
     """AP and AUROC of the :func:`grouped_cv_scores` (``min(folds, groups)`` folds), or the reason they are
     absent (fewer than 2 positives, no negative, fewer than 2 groups).
@@ -183,7 +192,7 @@ def grouped_cv_metrics(
             "cv": f"not evaluated: {pos} positives of {len(y)} in {n_groups} {group_name} groups",
         }
     k = min(folds, n_groups)
-    oof, fold_positives = grouped_cv_scores(X, y, groups, w, folds, c_grid)
+    oof, fold_positives = grouped_cv_scores(X, y, groups, w, folds, c_grid, distil)
     return {
         "ap": float(average_precision_score(y, oof, sample_weight=w)),
         "auroc": float(roc_auc_score(y, oof, sample_weight=w)),

@@ -42,7 +42,9 @@ class StudentBundle(Scorer):
     the scorer, which works trained which teacher's heads (``training_ids``), the support gate of every
     head (``gates``, SPEC section 6) and the design-weighted decision rate of every binary target
     (``rates``, for quota calibration), and what each reference set that trained heads of its own is
-    (``reference_sets``, :func:`~.training.reference_summaries`: machine scores only, never a decision).
+    (``reference_sets``, :func:`~.training.reference_summaries`: machine scores only, never a decision), and how
+    its binary heads were distilled (``distillation``: encoder, ridge penalty, transfer works; empty: not distilled,
+    :mod:`.distill`).
     :func:`publish` stores it; :func:`load_published` returns it."""
 
     model_version: str = ""
@@ -52,6 +54,7 @@ class StudentBundle(Scorer):
     gates: Mapping[str, GateResult] = field(default_factory=dict)
     rates: Mapping[str, float] = field(default_factory=dict)
     reference_sets: Mapping[str, dict] = field(default_factory=dict)
+    distillation: Mapping[str, object] = field(default_factory=dict)
 
 
 class ModelVersionError(RuntimeError):

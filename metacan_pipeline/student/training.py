@@ -22,6 +22,7 @@ from ..storage import MetacanStorage, sql_literal
 from ..tables.student import TRAINING_SET_SCHEMA
 from ..vocab import BINARY_TARGETS, CATEGORICAL_TARGETS, CATEGORIES
 from .calibration import GateResult, support_gate
+from .distill import DistilJob, Distiller, TransferSet, distilled_cv_hook, transfer_digest, transfer_sample_sql
 from .features import DEFAULT_C_GRID, STUDENT_FIELDS, feature_params, make_features, transform
 from .heads import (
     PARAMS,
@@ -43,7 +44,8 @@ from .scoring import scratch_connection, student_texts
 #: Part of every model version: bump it when training or the bundle's classes change (a published
 #: version is immutable, so a bundle pickled by older code keeps its own version). v5: reference sets, keywords in the text.
 #: v6: a head that saw one class gives no score (its status names why); binary heads carry their C grid.
-STUDENT_CODE_VERSION = "student-v6"
+#: v7: binary heads distilled from the encoder's heads through a transfer set (:mod:`.distill`).
+STUDENT_CODE_VERSION = "student-v7"
 MODEL_MAJOR = 0
 
 
@@ -98,18 +100,22 @@ def model_version_for(
     feature_kind: str,
     references: dict[str, ReferenceSet] | None = None,
     c_grid: tuple[float, ...] = DEFAULT_C_GRID,
+    distillation: dict | None = None,
 ) -> str:
     """``metacan-v<major>-hybrid-<12 hex>``: SHA-256 of the code version, parameters, the binary heads' C grid
     (``c_grid``), feature backend and its ``params`` (an encoder's source weights, recipe and library versions),
     holdout definition, every label
-    (teacher, work, label id, design weight) (SPEC section 6) and every reference set's labels (set, work, label id,
-    training weight, text)."""
+    (teacher, work, label id, design weight) (SPEC section 6), every reference set's labels (set, work, label id,
+    training weight, text) and the distillation (``distillation``: the :attr:`.distill.Distiller.params` and the
+    transfer sample's digest; None: no distillation)."""
     h = hashlib.sha256()
     h.update(f"{__version__}/{STUDENT_CODE_VERSION}/{feature_kind}/{HOLDOUT_VERSION}/{STUDENT_FIELDS}".encode())
     h.update(json.dumps(PARAMS, sort_keys=True, default=str).encode())
     if tuple(c_grid) != (PARAMS["logreg"]["C"],):  # the fixed default C hashes as before
         h.update(json.dumps({"c_grid": list(check_c_grid(c_grid))}).encode())
     h.update(json.dumps(feature_params(make_features(feature_kind)), sort_keys=True, default=str).encode())
+    if distillation is not None:
+        h.update(json.dumps({"distillation": distillation}, sort_keys=True, default=str).encode())
     for teacher in ROLE_TEACHERS:
         for r in sorted(labels[teacher], key=lambda r: r["work_id"]):
             h.update(
@@ -142,6 +148,26 @@ def frame_rows_for(storage: MetacanStorage, ids: set[str]) -> dict[str, dict]:
             strict=False,
         )
     }
+
+
+def transfer_texts(storage: MetacanStorage, works: int) -> list[str]:
+    """The student texts of the frame's transfer sample (:func:`.distill.transfer_sample_sql`: the ``works`` works
+    whose salted SHA-256 of the id sorts first), without the works of the frozen holdout or of a held-out venue (so
+    no holdout work shapes a head, even unlabelled): at most ``works`` texts, in sample order."""
+    if works <= 0:
+        return []
+    with scratch_connection(storage) as con:
+        table = con.execute(
+            f"SELECT id, venue_id, {', '.join(STUDENT_FIELDS)} FROM frame {transfer_sample_sql(works)}"
+        ).to_arrow_table()
+    ids = table.column("id").to_pylist()
+    frozen = frozen_among(storage, ids)
+    keep = [
+        i
+        for i, (wid, vid) in enumerate(zip(ids, table.column("venue_id").to_pylist(), strict=True))
+        if wid not in frozen and not venue_held_out(venue_key(wid, vid))
+    ]
+    return student_texts(table.take(keep)) if keep else []
 
 
 def frame_venues(storage: MetacanStorage) -> Iterator[pa.RecordBatch]:
@@ -198,6 +224,7 @@ class TrainingInputs:
     labelled_holdout: set[str]
     holdout_works: int
     references: dict[str, ReferenceSet] = field(default_factory=dict)
+    transfer_texts: list[str] = field(default_factory=list)
 
     @cached_property
     def texts(self) -> dict[str, str]:
@@ -211,12 +238,13 @@ class TrainingInputs:
 
 
 def load_training_inputs(
-    storage: MetacanStorage, run_id: str, reference_sets: list[str] | None = ()
+    storage: MetacanStorage, run_id: str, reference_sets: list[str] | None = (), transfer_works: int = 0
 ) -> tuple[TrainingInputs, bool]:
     """The :class:`TrainingInputs` from the warehouse, freezing the holdout on the first run; returns
     ``(inputs, holdout newly frozen)``. ``reference_sets``: the imported teachers whose labels train heads of their
-    own (:mod:`.reference_sets`; None: every imported teacher). Raises ValueError as :func:`design_weights` and
-    :func:`~.reference_sets.load_reference_set`."""
+    own (:mod:`.reference_sets`; None: every imported teacher); ``transfer_works``: the frame works of the
+    distillation's transfer sample (:func:`transfer_texts`; 0: none). Raises ValueError as :func:`design_weights`
+    and :func:`~.reference_sets.load_reference_set`."""
     labels = {t: teacher_call_labels(storage, t, CENSUS_LABELS_MAX if t == CENSUS else None) for t in ROLE_TEACHERS}
     design = design_weights(storage, {r["work_id"] for rows in labels.values() for r in rows})
     labels[SAMPLE] = [r for r in labels[SAMPLE] if design.get(r["work_id"], {}).get("in_sample")]
@@ -225,8 +253,9 @@ def load_training_inputs(
     holdout_works, newly = freeze_holdout(storage, frame_venues(storage), run_id)
     weights = {wid: r["design_weight"] for wid, r in design.items()}
     references = load_reference_sets(storage, None if reference_sets is None else list(reference_sets))
+    transfer = transfer_texts(storage, transfer_works)
     return TrainingInputs(
-        labels, weights, frame_info, frozen_among(storage, frame_info), holdout_works, references
+        labels, weights, frame_info, frozen_among(storage, frame_info), holdout_works, references, transfer
     ), newly
 
 
@@ -238,7 +267,9 @@ def fit_heads(
     references: dict[str, ReferenceSet] | None = None,
     groups: dict[str, str] | None = None,
     c_grid: tuple[float, ...] = DEFAULT_C_GRID,
-) -> tuple[object, dict[str, dict[str, Head]]]:
+    distiller: Distiller | None = None,
+    transfer: list[str] | tuple[str, ...] = (),
+) -> tuple[object, dict[str, dict[str, Head]], TransferSet | None]:
     """Fit the feature backend on the training texts and every head of both teachers and of every reference set
     (the heads side by side in worker processes when the training set is large enough to pay:
     :func:`~.heads.run_fits`).
@@ -248,9 +279,11 @@ def fit_heads(
     (:meth:`~.reference_sets.ReferenceSet.decided_targets`) with its own weights. ``c_grid``: the binary heads'
     C values (:class:`~.heads.BinaryHead`; two or more are chosen among by inner cross-validation grouped by
     ``groups``, ``{work id: venue key}`` of the role teachers' works, and by each set's own groups); the
-    categorical heads keep ``PARAMS["logreg"]["C"]``. Returns
-    ``(vectorizer, heads[source][target])``, sources in order: the role teachers, then the reference sets by name;
-    raises ValueError with nothing to train on.
+    categorical heads keep ``PARAMS["logreg"]["C"]``. ``distiller``: when given, every trained binary head is
+    distilled from the encoder's head on the same labels (:mod:`.distill`) through the transfer set of the training
+    texts and ``transfer`` (unlabelled texts, e.g. the frame's transfer sample). Returns
+    ``(vectorizer, heads[source][target], transfer set or None)``, sources in order: the role teachers, then the
+    reference sets by name; raises ValueError with nothing to train on.
     """
     references = dict(sorted((references or {}).items()))
     train_texts = sorted(
@@ -263,33 +296,42 @@ def fit_heads(
             f"{', '.join(direct_labels_key(t) for t in ROLE_TEACHERS)} (is the frame empty, or did every call fail?) "
             "and no reference set; materialize frame and the teachers first"
         )
-    vectorizer = make_features(feature_kind).fit(train_texts)
+    # distillation regresses on the transfer texts' features: their words must be in the vocabulary
+    vectorizer = make_features(feature_kind).fit([*train_texts, *transfer] if distiller is not None else train_texts)
     fits: dict[tuple[str, str], tuple] = {}  # (source, target) -> (fit method, arguments), in head order
+    jobs: dict[tuple[str, str], tuple] = {}  # (source, target) -> (texts, y, w, groups) of each binary head
     for teacher in ROLE_TEACHERS:
         rows, w = train[teacher], weights[teacher]
-        X = transform(vectorizer, [texts[r["work_id"]] for r in rows])
+        row_texts = [texts[r["work_id"]] for r in rows]
+        X = transform(vectorizer, row_texts)
         row_groups = [(groups or {}).get(r["work_id"], r["work_id"]) for r in rows]
         for target in BINARY_TARGETS:
             idx = [i for i, r in enumerate(rows) if target_value(r, target) is not None]
             y = np.array([target_value(rows[i], target) for i in idx], dtype=int)
             g = [row_groups[i] for i in idx]
             fits[teacher, target] = (BinaryHead(target, c_grid).fit, (X[idx], y, w[idx], g))
+            jobs[teacher, target] = ([row_texts[i] for i in idx], y, w[idx], g)
         for target, classes in CATEGORICAL_TARGETS.items():
             fits[teacher, target] = (CategoricalHead(target, classes).fit, (X, [r.get(target) for r in rows], w))
     for name, ref in references.items():
         X = transform(vectorizer, [ref.texts[r["work_id"]] for r in ref.labels])
         for target in ref.decided_targets():
             X_t, y, w = reference_arrays(ref, target, X)
-            g = [ref.groups[r["work_id"]] for r in ref.labels if ref.value(r, target) is not None]
+            decided = [r for r in ref.labels if ref.value(r, target) is not None]
+            g = [ref.groups[r["work_id"]] for r in decided]
             fits[name, target] = (BinaryHead(target, c_grid).fit, (X_t, y, w, g))
+            jobs[name, target] = ([ref.texts[r["work_id"]] for r in decided], y, w, g)
     # the multi-class fits take most of the time: hand them out first
     order = sorted(fits, key=lambda k: k[1] not in CATEGORICAL_TARGETS)
     n_rows = sum(len(train[t]) for t in ROLE_TEACHERS) + sum(len(ref.labels) for ref in references.values())
     fitted = dict(zip(order, run_fits([fits[k] for k in order], n_rows), strict=True))
+    transfer_set = None
+    if distiller is not None:
+        transfer_set = distiller.transfer(vectorizer, [*train_texts, *transfer])
+        distiller.distil([DistilJob(fitted[k], *jobs[k]) for k in jobs], transfer_set)
     sources = [*ROLE_TEACHERS, *references]
-    return vectorizer, {
-        source: {target: fitted[s, target] for (s, target) in fits if s == source} for source in sources
-    }
+    heads = {source: {target: fitted[s, target] for (s, target) in fits if s == source} for source in sources}
+    return vectorizer, heads, transfer_set
 
 
 def reference_arrays(ref: ReferenceSet, target: str, X) -> tuple[object, np.ndarray, np.ndarray]:
@@ -302,12 +344,19 @@ def reference_arrays(ref: ReferenceSet, target: str, X) -> tuple[object, np.ndar
 
 
 def reference_summaries(
-    vectorizer, references: dict[str, ReferenceSet], folds: int = 5, c_grid: tuple[float, ...] = DEFAULT_C_GRID
+    vectorizer,
+    references: dict[str, ReferenceSet],
+    folds: int = 5,
+    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
+    distiller: Distiller | None = None,
+    transfer: TransferSet | None = None,
 ) -> dict[str, dict]:
     """What the model version records of each reference set (:meth:`~.reference_sets.ReferenceSet.summary`), with
     per decided target the positives, the set's weighted rate (what its head is calibrated to) and AP/AUROC under
     grouped cross-validation on the set (groups: frame venue, else venue name, else title;
-    :func:`~.heads.grouped_cv_metrics`, weighted when the set is; a C grid is searched inside each fold)."""
+    :func:`~.heads.grouped_cv_metrics`, weighted when the set is; a C grid is searched inside each fold; with a
+    ``distiller``, each fold's head is distilled as the shipped head is, through ``transfer`` without the fold's
+    test texts: :func:`~.distill.distilled_cv_hook`)."""
     out = {}
     for name, ref in sorted(references.items()):
         X = transform(vectorizer, [ref.texts[r["work_id"]] for r in ref.labels])
@@ -316,8 +365,11 @@ def reference_summaries(
         for target in ref.decided_targets():
             X_t, y, w = reference_arrays(ref, target, X)
             idx = [i for i, r in enumerate(ref.labels) if ref.value(r, target) is not None]
+            hook = None
+            if distiller is not None and transfer is not None:
+                hook = distilled_cv_hook(distiller, [ref.texts[ref.labels[i]["work_id"]] for i in idx], transfer)
             cv = grouped_cv_metrics(
-                X_t, y, [groups_all[i] for i in idx], w, folds, group_name="venue-or-title", c_grid=c_grid
+                X_t, y, [groups_all[i] for i in idx], w, folds, group_name="venue-or-title", c_grid=c_grid, distil=hook
             )
             targets[target] = {
                 "labels": len(y),
@@ -365,15 +417,22 @@ def decision_rates(sample_labels: list[dict], weights: dict[str, float]) -> dict
 
 
 def train_bundle(
-    model_version: str, feature_kind: str, inputs: TrainingInputs, c_grid: tuple[float, ...] = DEFAULT_C_GRID
+    model_version: str,
+    feature_kind: str,
+    inputs: TrainingInputs,
+    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
+    distiller: Distiller | None = None,
 ) -> StudentBundle:
     """Train ``model_version`` on ``inputs``: the heads on the labels outside the holdout (:func:`fit_heads`, the
-    binary heads' C from ``c_grid``), the support gates and decision rates on all labels; the bundle is complete
-    when returned."""
+    binary heads' C from ``c_grid``; distilled through the training texts and ``inputs.transfer_texts`` when a
+    ``distiller`` is given), the support gates and decision rates on all labels; the bundle is complete when
+    returned."""
     train = {t: outside_holdout(inputs.labels[t], inputs.labelled_holdout, inputs.frame_info) for t in ROLE_TEACHERS}
     weights = {t: inputs.row_weights(t, train[t]) for t in ROLE_TEACHERS}
     venues = {wid: info["venue_key"] for wid, info in inputs.frame_info.items()}
-    vectorizer, heads = fit_heads(feature_kind, train, inputs.texts, weights, inputs.references, venues, c_grid)
+    vectorizer, heads, transfer = fit_heads(
+        feature_kind, train, inputs.texts, weights, inputs.references, venues, c_grid, distiller, inputs.transfer_texts
+    )
     return StudentBundle(
         vectorizer,
         heads,
@@ -386,7 +445,17 @@ def train_bundle(
         },
         gates=support_gates(inputs.labels, inputs.weights, heads),
         rates=decision_rates(inputs.labels[SAMPLE], inputs.weights),
-        reference_sets=reference_summaries(vectorizer, inputs.references, c_grid=c_grid),
+        reference_sets=reference_summaries(
+            vectorizer, inputs.references, c_grid=c_grid, distiller=distiller, transfer=transfer
+        ),
+        distillation={}
+        if transfer is None
+        else {
+            "encoder": distiller.encoder_kind,
+            "ridge_alpha": distiller.alpha,
+            "transfer_works": len(transfer.texts),
+            "frame_transfer_works": len(inputs.transfer_texts),
+        },
     )
 
 
@@ -396,20 +465,28 @@ def train_or_load(
     feature_kind: str,
     run_id: str,
     c_grid: tuple[float, ...] = DEFAULT_C_GRID,
+    distiller: Distiller | None = None,
 ) -> tuple[StudentBundle, bool]:
-    """The model version of ``inputs`` (:func:`model_version_for`): loaded when already published (a version
+    """The model version of ``inputs`` (:func:`model_version_for`; with a ``distiller``, its parameters and the
+    transfer texts' digest enter it): loaded when already published (a version
     is immutable: it is never retrained), else trained (:func:`train_bundle`) and published once. Returns
     ``(bundle, reused)``; raises :class:`~.models.ModelVersionError` for an altered or missing model file."""
     c_grid = check_c_grid(c_grid)
-    model_version = model_version_for(inputs.labels, inputs.weights, feature_kind, inputs.references, c_grid)
+    distillation = None
+    if distiller is not None:
+        distillation = {**distiller.params, "transfer": transfer_digest(inputs.transfer_texts)}
+    model_version = model_version_for(
+        inputs.labels, inputs.weights, feature_kind, inputs.references, c_grid, distillation
+    )
     bundle = load_published(storage, model_version)
     if bundle is not None:
         return bundle, True
-    bundle = train_bundle(model_version, feature_kind, inputs, c_grid)
+    bundle = train_bundle(model_version, feature_kind, inputs, c_grid, distiller)
     summary = {
         "training_labels": {t: len(v) for t, v in bundle.training_ids.items()},
         "reference_sets": sorted(bundle.reference_sets),
         "holdout_version": HOLDOUT_VERSION,
+        "distillation": dict(bundle.distillation),
     }
     publish(storage, bundle, kind="hybrid", run_id=run_id, feature_kind=feature_kind, summary=summary)
     return bundle, False

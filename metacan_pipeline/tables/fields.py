@@ -44,8 +44,32 @@ PUBLISHED_TEACHERS = ("codex", "gemma")
 
 INSTITUTION_TYPE = pa.struct([("id", _S), ("name", _S), ("country_code", _S), ("ror", _S)])
 #: One authorship as listed (order kept): the author's name and ORCID as OpenAlex gives them, the authorship's
-#: countries (upper case) and the keys of its institutions in ``institutions`` (short id, or ``unresolved:<name>``).
-AUTHOR_TYPE = pa.struct([("name", _S), ("orcid", _S), ("countries", _LS), ("institution_keys", _LS)])
+#: countries (upper case), the keys of its institutions in ``institutions`` (short id, or ``unresolved:<name>``),
+#: the author's OpenAlex short id (null when the record has none or one that is not an author id) and the record's
+#: own ``author.id`` text when it is not a valid author id (null otherwise), so a bad id is said, never lost.
+AUTHOR_TYPE = pa.struct(
+    [
+        ("name", _S),
+        ("orcid", _S),
+        ("countries", _LS),
+        ("institution_keys", _LS),
+        ("author_id", _S),
+        ("bad_author_id", _S),
+    ]
+)
+#: One authorship of a frame work (order kept, ``position`` 1-based): the author's OpenAlex id (null: missing or
+#: invalid, see ``author_id_status``), ORCID and name as OpenAlex gives them, and every institution of the authorship.
+AUTHORSHIP_TYPE = pa.struct(
+    [
+        ("position", _I32),
+        ("author_id", _S),
+        ("author_id_status", _S),
+        ("orcid", _S),
+        ("name", _S),
+        ("is_canadian", _B),
+        ("institutions", pa.list_(INSTITUTION_TYPE)),
+    ]
+)
 FUNDER_TYPE = pa.struct([("id", _S), ("name", _S), ("via", _S)])
 LEXICON_HIT_TYPE = pa.struct([("term", _S), ("tier", _S), ("field", _S)])
 CA_AUTHOR_TYPE = pa.struct(
@@ -77,6 +101,11 @@ FIELDS: dict[str, Field] = {
     "source_file": Field(_S, "the input file the record was read from, relative to its input folder"),
     "source_locator": Field(_S, "where the record is in its input file (line number or byte offset)"),
     "partition_key": Field(_S, "the openalex_partitions partition (one input file) the row belongs to"),
+    "arrived_in": Field(
+        _S,
+        "the frame partition a rolling-layer work's newest version was read from: an API refresh window "
+        "(window=<from>_<to>, window=published-<from>_<to>), a snapshot folder (updated_date=<date>) or files",
+    ),
     "created_at": Field(_TS, "when the row was written (UTC)"),
     "computed_at": Field(_TS, "when the row was computed (UTC)"),
     "note": Field(_S, "free-text remark on the row (null: none)"),
@@ -177,6 +206,26 @@ FIELDS: dict[str, Field] = {
         pa.list_(CA_AUTHOR_TYPE),
         "the Canadian authorships in the record's order: name, ORCID, Canadian institutions with their ROR ids",
     ),
+    "authorships": Field(
+        pa.list_(AUTHORSHIP_TYPE),
+        "every authorship in the record's order: position, OpenAlex author id and its status (ok | missing | "
+        "invalid), ORCID, name as OpenAlex gives it, whether it is Canadian, and its institutions",
+    ),
+    # ---- authors and institutions of the frame -----------------------------------------------------------------
+    "author_id": Field(_S, "OpenAlex short author id (A123...; null: the authorship has no valid author id)"),
+    "author_id_status": Field(
+        _S, "ok | missing (the record names no author id) | invalid (the record's author id is not one)"
+    ),
+    "author_position": Field(_I32, "the authorship's position in the work's author list (1-based, record order)"),
+    "author_name": Field(_S, "the author's name exactly as OpenAlex gives it on the work (never inferred)"),
+    "orcid": Field(_S, "the author's ORCID as OpenAlex gives it (a URL; null: none)"),
+    "is_canadian": Field(_B, "the authorship has a Canadian institution or CA among its countries (SPEC section 2)"),
+    "institution_id": Field(_S, "OpenAlex short institution id (I123...)"),
+    "institution_ids": Field(_LS, "OpenAlex short ids of the authorship's institutions, in the record's order"),
+    "ror": Field(_S, "the institution's ROR id as OpenAlex gives it (a URL; null: none)"),
+    "works_in_frame": Field(_I64, "frame works of the author or institution"),
+    "first_year": Field(_I32, "earliest publication year of those works"),
+    "last_year": Field(_I32, "latest publication year of those works"),
     "entity_list_versions": Field(_S, "versions of the pinned entity lists the row was built with (JSON)"),
     "lexicon_version": Field(_S, "version of the about_ca lexicon the row was built with"),
     "frame_build_id": Field(_S, "id of the frame build (hash of the parts it merged)"),
@@ -306,7 +355,8 @@ FIELDS: dict[str, Field] = {
     "precision_target": Field(_F64, "the precision the positive threshold certifies"),
     "npv_target": Field(_F64, "the negative predictive value the negative threshold certifies"),
     "recall_target": Field(_F64, "the recall the negative side must keep (certified); NULL: no cap"),
-    "bound_level": Field(_F64, "the one-sided confidence level of the Clopper-Pearson bounds"),
+    "bound_level": Field(_F64, "the one-sided confidence level of the bounds"),
+    "bound_method": Field(_S, "the lower bound's method: clopper-pearson or jeffreys (student/cascade.py)"),
     "calibration_n": Field(_I64, "held-out works the teacher labelled on the target (the certificate's works)"),
     "calibration_positives": Field(_I64, "of them, the teacher's positives"),
     "positive_threshold": Field(_F64, "scores at or above it are decided positive; NULL: nothing certified"),
@@ -400,6 +450,9 @@ FIELDS: dict[str, Field] = {
     "value": Field(_F64, "the estimate"),
     "scored": Field(_B, "the work has machine scores"),
     "decided": Field(_B, "the classifier decided a category for the work"),
+    "classified": Field(
+        _B, "the work's record ships a category: a labelled direct label's category or a classifier decision"
+    ),
     "institution": Field(pa.list_(_I32), "facet_codes codes of the work's Canadian institutions"),
     "funder": Field(pa.list_(_I32), "facet_codes codes of the work's funders"),
     "keyword": Field(pa.list_(_I32), "facet_codes codes of the work's keywords"),
@@ -531,6 +584,11 @@ FIELDS: dict[str, Field] = {
     "retraction_nature": Field(
         _S,
         "Retraction Watch's RetractionNature, as given (Retraction, Expression of concern, Correction, Reinstatement)",
+    ),
+    "cascade_decision": Field(
+        _S,
+        "the cascade's decision on the metaresearch head: positive | negative (certified student decisions, "
+        "machine_predicted_unvalidated) | teacher | unsettled | withheld | not_planned",
     ),
     "retraction_state": Field(
         _S,

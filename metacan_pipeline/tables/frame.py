@@ -60,6 +60,7 @@ FRAME_SCHEMA = columns(
     "other_institutions",
     "ca_funder_names",
     "ca_authors",
+    "authorships",
     "keywords",
     "source_file",
     "source_locator",
@@ -183,5 +184,79 @@ TABLES = [
         FRAME_BUILD_RUNS_SCHEMA,
         ("frame_build_id", "run_id"),
         store="duckdb",
+    ),
+]
+
+#: One authorship of one frame work (every authorship, Canadian or not, in the record's order).
+WORK_AUTHORS_SCHEMA = columns(
+    "work_id",
+    "author_position",
+    "author_id",
+    "author_id_status",
+    "orcid",
+    "author_name",
+    "is_canadian",
+    "institution_ids",
+    "publication_year",
+)
+
+#: One OpenAlex author of the frame's works (authorships with a valid author id only).
+AUTHORS_SCHEMA = columns(
+    "author_id",
+    "orcid",
+    column("display_name", description="the author's name as OpenAlex gives it on their newest work in the frame"),
+    column("is_canadian", description="at least one of the author's authorships in the frame is Canadian"),
+    "works_in_frame",
+    "first_year",
+    "last_year",
+)
+
+#: One OpenAlex institution of the frame's authorships (resolved institutions only: an id).
+INSTITUTIONS_SCHEMA = columns(
+    "institution_id",
+    "ror",
+    column("display_name", description="the institution's name as OpenAlex gives it on its newest work in the frame"),
+    "country_code",
+    "works_in_frame",
+    "first_year",
+    "last_year",
+)
+
+#: An author's Canadian institution in one publication year, from their Canadian authorships of that year.
+AUTHOR_INSTITUTION_YEARS_SCHEMA = columns(
+    "author_id",
+    "institution_id",
+    "publication_year",
+    column("works_in_frame", description="frame works of that year on which the author lists the institution"),
+)
+
+TABLES += [
+    Table(
+        "work_authors",
+        "one authorship of one frame work, in the record's order, with its author id (or why there is none)",
+        "frame_authors",
+        WORK_AUTHORS_SCHEMA,
+        ("work_id", "author_position"),
+    ),
+    Table(
+        "authors",
+        "one OpenAlex author of the frame's works: ids and name as OpenAlex gives them, works and years",
+        "frame_authors",
+        AUTHORS_SCHEMA,
+        ("author_id",),
+    ),
+    Table(
+        "institutions",
+        "one OpenAlex institution of the frame's authorships: ROR, name, country, works and years",
+        "frame_authors",
+        INSTITUTIONS_SCHEMA,
+        ("institution_id",),
+    ),
+    Table(
+        "author_institution_years",
+        "one author's Canadian institution in one publication year, with the frame works that list it",
+        "frame_authors",
+        AUTHOR_INSTITUTION_YEARS_SCHEMA,
+        ("author_id", "institution_id", "publication_year"),
     ),
 ]

@@ -54,6 +54,7 @@ SITE_WORKS_SCHEMA = columns(
     "in_sampling_frame",
     "classification_kind",
     "release_layer",
+    "cascade_decision",
     column("model_version", description="the classifier version of the work's decisions (null: none)"),
     "prediction_status",
     "candidate_categories",
@@ -125,7 +126,7 @@ FACET_CODES_SCHEMA = columns(
 )
 
 #: The text columns of ``works`` that ``facet_codes`` numbers and ``work_facets`` holds as codes (site/sql/facets.sql
-#: joins them in this order, as ``k1`` ... ``k8``).
+#: joins them in this order, as ``k1`` ... ``k9``).
 CODED_FACETS: tuple[str, ...] = (
     "language",
     "type",
@@ -135,6 +136,7 @@ CODED_FACETS: tuple[str, ...] = (
     "classification_kind",
     "release_layer",
     "retraction_state",
+    "cascade_decision",
 )
 
 #: The facet and filter columns of ``works`` (text values as ``facet_codes`` codes) and the name lists and
@@ -154,6 +156,8 @@ WORK_FACETS_SCHEMA = columns(
     column("scored", pa.bool_(), "the classifier gave the work at least one category score (works.scored)"),
     column("labelled", pa.bool_(), "a teacher labelled the work"),
     "decided",
+    "classified",
+    "cited_by",
     "institution",
     "funder",
     "keyword",
@@ -205,6 +209,14 @@ DISAGREEMENT_SCHEMA = columns(
     column("heads", description="the heads the two teachers' labels differ on"),
 )
 
+#: The works of the rolling layer (SPEC section 8: in the frame after the newest frozen release), one row each, in
+#: work_key order, with the input they arrived through (``site/sql/recent.sql``).
+RECENT_WORKS_SCHEMA = columns(
+    "work_key",
+    "arrived_in",
+    "updated_date",
+)
+
 SAVED_QUERIES_SCHEMA = columns(
     "query_hash",
     "filters",
@@ -213,8 +225,84 @@ SAVED_QUERIES_SCHEMA = columns(
     column("created_at", pa.string(), description="when the link was first made (ISO 8601, UTC)"),
 )
 
+#: One authorship of a released work (the frame's ``authorships``, every one, in the record's order).
+SITE_WORK_AUTHORS_SCHEMA = columns(
+    "work_key",
+    "author_position",
+    "author_id",
+    "author_id_status",
+    "orcid",
+    "author_name",
+    "is_canadian",
+    "institution_ids",
+)
+#: One institution (with an OpenAlex id) of a released work's authorships.
+SITE_WORK_INSTITUTION_IDS_SCHEMA = columns(
+    "work_key",
+    "institution_id",
+    column("display_name", description="the institution's name as OpenAlex gives it on the work"),
+    "ror",
+    "country_code",
+    column("is_canadian", description="the institution is Canadian: country code CA or on the pinned list"),
+)
+#: One author of the release's works (authorships with a valid author id).
+SITE_AUTHORS_SCHEMA = columns(
+    "author_id",
+    "orcid",
+    column("display_name", description="the author's name as OpenAlex gives it on their newest work in the release"),
+    column("is_canadian", description="at least one of the author's authorships in the release is Canadian"),
+    column("works_in_frame", description="works of the release listing the author"),
+    "first_year",
+    "last_year",
+)
+#: One institution of the release's works.
+SITE_INSTITUTIONS_SCHEMA = columns(
+    "institution_id",
+    "ror",
+    column("display_name", description="the institution's name as OpenAlex gives it on its newest work in the release"),
+    "country_code",
+    column("is_canadian", description="the institution is Canadian: country code CA or on the pinned list"),
+    column("works_in_frame", description="works of the release listing the institution"),
+    "first_year",
+    "last_year",
+)
+
 #: Written by the asset ``site_database``; ``store="release"``: a table of each release database file.
 TABLES = [
+    Table(
+        "site_work_authors",
+        "one authorship of a work, in the record's order: author id (or why none), ORCID, name, Canadian or not",
+        "site_database",
+        SITE_WORK_AUTHORS_SCHEMA,
+        ("work_key", "author_position"),
+        store="release",
+        key_index=False,
+    ),
+    Table(
+        "site_work_institution_ids",
+        "one institution of a work's authorships, by its OpenAlex id, with its ROR, name and country",
+        "site_database",
+        SITE_WORK_INSTITUTION_IDS_SCHEMA,
+        ("work_key", "institution_id"),
+        store="release",
+        key_index=False,
+    ),
+    Table(
+        "site_authors",
+        "one author of the release's works: ORCID, name as OpenAlex gives it, works and years",
+        "site_database",
+        SITE_AUTHORS_SCHEMA,
+        ("author_id",),
+        store="release",
+    ),
+    Table(
+        "site_institutions",
+        "one institution of the release's works: ROR, name, country, works and years",
+        "site_database",
+        SITE_INSTITUTIONS_SCHEMA,
+        ("institution_id",),
+        store="release",
+    ),
     Table(
         "release_info",
         "the release itself (one row): id, build time, SHA-256 of the records, classifier versions",
@@ -335,6 +423,15 @@ TABLES = [
 
 # The statistics page, the disagreement dossier and the facet typeahead (site/build/figures.py, at build time).
 TABLES += [
+    Table(
+        "recent_works",
+        "one work of the rolling layer (after the newest frozen release) and the input it arrived through: the "
+        "/recent page",
+        "site_database",
+        RECENT_WORKS_SCHEMA,
+        ("work_key",),
+        store="release",
+    ),
     Table(
         "release_statistics",
         "one figure of the statistics page over the whole release (JSON items: the rows of its data table)",

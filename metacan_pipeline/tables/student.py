@@ -167,6 +167,7 @@ CASCADE_THRESHOLDS_SCHEMA = columns(
     "npv_target",
     "recall_target",
     "bound_level",
+    "bound_method",
     "calibration_n",
     "calibration_positives",
     "positive_threshold",

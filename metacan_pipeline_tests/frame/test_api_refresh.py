@@ -52,8 +52,11 @@ def api():
 
 @pytest.fixture()
 def setup(tmp_path, openalex_dir, monkeypatch):
-    """Entity lists only in the input folder (the frame's works all come from the API), entities built."""
+    """Entity lists only in the input folder (the frame's works all come from the API), entities built: its four
+    funders, no shipped list, and no source or institution on purpose (so the refresh asks no venue query)."""
     monkeypatch.setenv("OPENALEX_API_KEY", KEY)
+    monkeypatch.setenv("METACAN_ENTITY_LIST_FILE", "none")
+    monkeypatch.setenv("METACAN_EMPTY_ENTITY_KINDS", "source,institution")
     inp = tmp_path / "openalex"
     inp.mkdir()
     for name in FUNDER_FILES:
@@ -227,3 +230,57 @@ def test_refresh_without_entity_lists_names_the_asset_to_materialize(tmp_path):
     resources = build_resources(str(tmp_path / "data"), str(tmp_path))
     res = _refresh(dg.DagsterInstance.ephemeral(), resources, "http://127.0.0.1:9")
     assert not res.success and "materialize the asset canadian_entities first" in _failure_message(res)
+
+
+def test_the_daily_schedule_asks_for_the_publication_window_ending_on_its_day(monkeypatch):
+    from zoneinfo import ZoneInfo
+
+    schedule = defs.resolve_schedule_def("daily_publication_refresh")
+    assert schedule.job_name == "api_refresh" and schedule.cron_schedule == "0 5 * * *"
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED and "buys API calls" in schedule.description
+    # 05:00 in Toronto on 2026-03-01 is 10:00 UTC the same day; the window is the 30 days before it, the day included
+    tick = dt.datetime(2026, 3, 1, 5, 0, tzinfo=ZoneInfo("America/Toronto"))
+    [request] = schedule.evaluate_tick(dg.build_schedule_context(scheduled_execution_time=tick)).run_requests
+    want = {"window_by": "publication_date", "from_publication_date": "2026-01-30", "to_publication_date": "2026-03-01"}
+    assert request.run_config == {"ops": {"openalex_api_refresh": {"config": want}}}
+    assert request.run_key == "published-2026-03-01"
+    # 23:30 in Toronto on 2026-12-31 is already 2027-01-01 in UTC: the Toronto day counts
+    monkeypatch.setenv("METACAN_PUBLICATION_WINDOW_DAYS", "15")
+    late = dt.datetime(2026, 12, 31, 23, 30, tzinfo=ZoneInfo("America/Toronto"))
+    [request] = schedule.evaluate_tick(dg.build_schedule_context(scheduled_execution_time=late)).run_requests
+    config = request.run_config["ops"]["openalex_api_refresh"]["config"]
+    assert (config["from_publication_date"], config["to_publication_date"]) == ("2026-12-16", "2026-12-31")
+    monkeypatch.setenv("METACAN_PUBLICATION_WINDOW_DAYS", "0")
+    skipped = schedule.evaluate_tick(dg.build_schedule_context(scheduled_execution_time=late))
+    assert not skipped.run_requests
+    assert skipped.skip_message.startswith("METACAN_PUBLICATION_WINDOW_DAYS='0' must be a whole number of days")
+
+
+@pytest.mark.slow
+def test_a_publication_window_is_harvested_apart_from_the_updated_date_windows(setup, api, openalex_dir):
+    instance, resources, data = setup
+    lme4, repro = _works(openalex_dir)
+    api.served[("authorships.countries", "")] = [repro]  # a publication-date query carries no from_updated_date
+    config = defs.resolve_schedule_def("daily_publication_refresh").evaluate_tick(
+        dg.build_schedule_context(scheduled_execution_time=dt.datetime.now(dt.UTC))
+    )
+    [request] = config.run_requests
+    pub = request.run_config["ops"]["openalex_api_refresh"]["config"]
+    frm, to = pub["from_publication_date"], pub["to_publication_date"]
+    assert dt.date.fromisoformat(to) - dt.date.fromisoformat(frm) == dt.timedelta(days=30)
+    r = _refresh(instance, resources, api.base_url, **pub)
+    assert r.success, _failure_message(r)
+    name = f"window=published-{frm}_{to}"
+    m = _meta(r)
+    assert m["window"] == name and m["window_by"] == "publication_date" and m["works"] == 1 and m["queries"] == 4
+    assert (m["from_publication_date"], m["to_publication_date"]) == (frm, to)
+    assert all(f"from_publication_date:{frm},to_publication_date:{to}" in h["filter"] for h in api.hits)
+    assert not any("updated_date" in h["filter"] for h in api.hits)
+    marker = json.loads((data / "openalex_api" / name / "window.json").read_text())
+    assert (marker["from"], marker["to"], marker["by"], marker["works"]) == (frm, to, "publication_date", 1)
+    assert name in instance.get_dynamic_partitions("openalex_partitions")
+    _build(instance, resources)
+    assert [row[0] for row in _frame(data)] == [repro["id"].rsplit("/", 1)[-1]]
+    # the weekly refresh's next window does not take the publication window for one of its own
+    window, why = next_window(data / "openalex_api", TODAY)
+    assert window == Window(_day(-7), _day(0)) and "no completed window yet" in why

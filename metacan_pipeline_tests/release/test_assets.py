@@ -110,6 +110,8 @@ def test_release_bundle_holds_the_frozen_tables_records_cards_and_hashes(world, 
     assert listed == {
         "CITATION.cff",
         "README.md",
+        "codemeta.json",
+        "ro-crate-metadata.json",
         "records.jsonl",
         *cards,
         *(
@@ -166,6 +168,64 @@ def test_citation_cff_is_valid_cff_1_2(world):
         with pytest.raises(CitationError, match=why):
             validate_citation(broken)
     assert "MetaCan research group" in text and f"version: {meta(world[2])['release_version']}" in text.replace("'", "")
+
+
+def test_ro_crate_and_codemeta_describe_every_file_of_the_bundle(world):
+    """ro-crate-metadata.json against RO-Crate 1.1's required entities, read independently of the writer: the
+    metadata descriptor, the root data entity with its required properties, one File per bundle file with its real
+    size, every reference described; codemeta.json names the installed software."""
+    from importlib import metadata
+
+    from metacan_pipeline.release.fair import crate_problems
+
+    folder = Path(meta(world[2])["folder"])
+    manifest = json.loads((folder / "release.json").read_text())
+    crate = json.loads((folder / "ro-crate-metadata.json").read_text())
+    assert crate["@context"] == "https://w3id.org/ro/crate/1.1/context"
+    graph = {e["@id"]: e for e in crate["@graph"]}
+    assert len(graph) == len(crate["@graph"])  # flat: each entity once
+    descriptor = graph["ro-crate-metadata.json"]
+    assert descriptor["@type"] == "CreativeWork" and descriptor["about"] == {"@id": "./"}
+    assert descriptor["conformsTo"] == {"@id": "https://w3id.org/ro/crate/1.1"}
+    root = graph["./"]
+    assert root["@type"] == "Dataset" and root["name"] and root["description"]
+    assert root["datePublished"] == manifest["created_at"][:10] and root["version"] == manifest["release_version"]
+    assert graph[root["license"]["@id"]]["@type"] == "CreativeWork"
+    assert root["license"]["@id"] == "https://creativecommons.org/publicdomain/zero/1.0/"
+    assert [graph[a["@id"]]["name"] for a in root["author"]] == ["MetaCan research group"]
+    on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    parts = {p["@id"] for p in root["hasPart"]}
+    assert parts == on_disk - {"ro-crate-metadata.json"} and len(parts) == len(manifest["files"]) + 1
+    sizes = {e["path"]: e["bytes"] for e in manifest["files"]}
+    for path in parts:
+        entity = graph[path]
+        assert entity["@type"] == "File" and entity["encodingFormat"], path
+        if path in sizes and path != "ro-crate-metadata.json":
+            assert int(entity["contentSize"]) == sizes[path] == (folder / path).stat().st_size, path
+    assert graph["tables/frame.parquet"]["encodingFormat"] == "application/vnd.apache.parquet"
+    assert "contentSize" not in graph["release.json"]  # written after the crate, which it hashes
+    for entity in crate["@graph"]:  # every reference is to an entity of the graph (or the spec itself)
+        for value in entity.values():
+            for ref in value if isinstance(value, list) else [value]:
+                if isinstance(ref, dict):
+                    assert set(ref) == {"@id"} and (
+                        ref["@id"] in graph or ref["@id"].startswith("https://w3id.org/ro/")
+                    ), ref
+    code = json.loads((folder / "codemeta.json").read_text())
+    assert code["@context"] == "https://w3id.org/codemeta/3.0" and code["@type"] == "SoftwareSourceCode"
+    assert (code["name"], code["version"]) == ("metacan_pipeline", metadata.version("metacan_pipeline"))
+    assert "duckdb==1.5.6" in code["softwareRequirements"]
+    assert graph["#metacan_pipeline"]["subjectOf"] == {"@id": "codemeta.json"}
+    # the checker the writer runs refuses what breaks the rules
+    assert crate_problems(crate, sorted(on_disk)) == []
+    broken = json.loads(json.dumps(crate))
+    broken["@graph"][1].pop("datePublished")
+    broken["@graph"][1]["hasPart"].pop()
+    broken["@graph"][0]["conformsTo"] = {"@id": "https://w3id.org/ro/crate/1.0"}
+    problems = crate_problems(broken, sorted(on_disk))
+    assert "the root data entity has no datePublished" in problems
+    assert "the metadata descriptor does not conform to https://w3id.org/ro/crate/1.1" in problems
+    assert any(p.startswith("hasPart lists") for p in problems)
 
 
 def test_a_second_materialization_reuses_the_release(world):

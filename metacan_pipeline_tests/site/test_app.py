@@ -542,7 +542,7 @@ def test_robots_sitemaps_and_cite_as_links_name_every_work_page(client, site_rel
     robots = client.get("/robots.txt").text
     assert "Disallow: /api/\n" in robots and robots.endswith("Sitemap: http://testserver/sitemap.xml\n")
     ns = {"s": discovery.NS}
-    monkeypatch.setattr(discovery, "SITEMAP_URLS", 25)  # 60 works: three files of 25, 25 and 10 work pages
+    monkeypatch.setattr(discovery, "SITEMAP_URLS", 25)  # 14 pages and 60 works: files of 25, 25 and 24 URLs
     index = ET.fromstring(client.get("/sitemap.xml").content)
     files = [e.text for e in index.findall("s:sitemap/s:loc", ns)]
     assert files == [f"http://testserver/sitemaps/{n}.xml" for n in range(3)]
@@ -550,9 +550,11 @@ def test_robots_sitemaps_and_cite_as_links_name_every_work_page(client, site_rel
     for n in range(3):
         r = client.get(f"/sitemaps/{n}.xml")
         assert r.headers["content-type"] == "application/xml; charset=utf-8"
-        urls += [e.text for e in ET.fromstring(r.content).findall("s:url/s:loc", ns)]
+        listed = [e.text for e in ET.fromstring(r.content).findall("s:url/s:loc", ns)]
+        assert len(listed) == [25, 25, 24][n]  # never past the protocol's limit per file
+        urls += listed
     want = {f"http://testserver/{p}" for (p,) in _sql(storage, "SELECT page_path FROM works")}
-    assert len(want) == 60 and {u for u in urls if "/works/" in u} == want and len(urls) == 60 + 12
+    assert len(want) == 60 and {u for u in urls if "/works/" in u} == want and len(urls) == len(set(urls)) == 60 + 14
     assert "http://testserver/fr/statistics" in urls
     for page in ("/about", "/methods", "/glossary"):  # the plain-words pages, in both languages
         assert {f"http://testserver{page}", f"http://testserver/fr{page}"} <= set(urls)
@@ -565,6 +567,31 @@ def test_robots_sitemaps_and_cite_as_links_name_every_work_page(client, site_rel
     assert page.status_code == 200 and page.headers["link"] == f'<{doi}>; rel="cite-as"'
     h = re.search(r"/q/([0-9a-f]{12})", client.get("/", params={"has_abstract": "no"}).text).group(1)
     assert client.get(f"/q/{h}").headers["link"] == f'<http://testserver/q/{h}>; rel="cite-as"'
+
+
+def test_cite_as_links_and_sitemaps_never_take_their_host_from_the_request(site_release, monkeypatch):
+    """A client chooses the Host header: the addresses the site writes (cite-as, sitemaps, robots.txt) come from
+    METACAN_SITE_URL, else from the address the server listens on, never from that header."""
+    storage = site_release[0]
+    forged = {"Host": "attacker.example"}
+    monkeypatch.setenv("METACAN_SITE_URL", "https://metacan.example.org/map")
+    with TestClient(create_app(storage.root, rate_limit="off")) as configured:
+        h = re.search(r"/q/([0-9a-f]{12})", configured.get("/", params={"has_abstract": "yes"}).text).group(1)
+        assert configured.get(f"/q/{h}", headers=forged).headers["link"] == (
+            f'<https://metacan.example.org/map/q/{h}>; rel="cite-as"'
+        )
+        assert configured.get(f"/fr/q/{h}", headers=forged).headers["link"] == (
+            f'<https://metacan.example.org/map/fr/q/{h}>; rel="cite-as"'
+        )
+        robots = configured.get("/robots.txt", headers=forged).text
+        assert robots.endswith("Sitemap: https://metacan.example.org/map/sitemap.xml\n")
+        index = configured.get("/sitemap.xml", headers=forged).text
+        assert "https://metacan.example.org/map/sitemaps/0.xml" in index and "attacker" not in index
+        assert "attacker" not in configured.get("/sitemaps/0.xml", headers=forged).text
+    monkeypatch.delenv("METACAN_SITE_URL")
+    with TestClient(create_app(storage.root, rate_limit="off")) as unconfigured:
+        link = unconfigured.get(f"/q/{h}", headers=forged).headers["link"]
+        assert link == f'<http://testserver/q/{h}>; rel="cite-as"'  # the server's own address
 
 
 def test_the_cohort_form_answers_every_combination_it_offers_and_says_what_it_changed(client, site_release):

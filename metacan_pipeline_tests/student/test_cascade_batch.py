@@ -5,9 +5,12 @@ import dagster as dg
 import numpy as np
 import pytest
 
+from metacan_pipeline.release.bundle import copy_model_cards
 from metacan_pipeline.student.assets import cascade_batch, predictions, student_heads
+from metacan_pipeline.student.card import read_card, report_dir
 from metacan_pipeline.student.cascade import certify_head
 from metacan_pipeline.student.cascade_batch import CASCADE_BATCH
+from metacan_pipeline.student.cascade_card import CARD_COLUMNS
 from metacan_pipeline.student.training import design_weights, target_value, teacher_call_labels
 from metacan_pipeline.teachers.core.registry import load_registry
 from metacan_pipeline.teachers.labelling import select_works
@@ -67,6 +70,7 @@ def test_the_band_goes_to_the_teacher_once_and_the_thresholds_are_certified_on_t
             negative_recall=0.9,
         )
         assert (row["calibration_n"], row["calibration_positives"]) == (len(ys), sum(y for _, y in ys))
+        assert row["bound_method"] == "clopper-pearson"
         assert row["positive_threshold"] == want.positive.threshold
         assert row["negative_threshold"] == want.negative_threshold
         if head == "metaresearch":  # separable titles: 11 of 25 calibration works positive, a certified top
@@ -106,12 +110,48 @@ def test_the_band_goes_to_the_teacher_once_and_the_thresholds_are_certified_on_t
     [
         ({"heads": ["genre"]}, "cascade heads ['genre']: expected one or more binary heads"),
         ({"teacher": "opus"}, "cascade teacher 'opus': expected one of"),
+        ({"method": "wilson"}, "cascade method 'wilson': expected one of clopper-pearson, jeffreys"),
     ],
 )
 def test_bad_settings_name_the_setting(scored, config, message):
     result = _cascade(scored, **config)
     assert not result.success
     assert message in root_error(result)
+
+
+def test_the_jeffreys_bound_certifies_when_asked_and_the_thresholds_say_so(scored, tmp_path):
+    """The records say which bound certified a decision: the method is a setting and a column, and the thresholds are
+    Jeffreys' (tighter than Clopper-Pearson's, so the positive side of the separable head certifies lower)."""
+    storage = scored
+    result = _cascade(storage, **{**CONFIG, "heads": ["metaresearch"], "method": "jeffreys"})
+    assert result.success, root_error(result)
+    (row,) = storage.read_table("cascade_thresholds").to_pylist()
+    scores = {r["id"]: r["codex__metaresearch"] for r in storage.read_table("student_scores").to_pylist()}
+    labels = {r["work_id"]: r for r in teacher_call_labels(storage, "codex")}
+    with storage.connect(read_only=True) as con:
+        holdout = {r[0] for r in con.execute("SELECT work_id FROM student_holdout").fetchall()}
+    ys = [(w, target_value(labels[w], "metaresearch")) for w in sorted(holdout) if w in labels]
+    ys = [(w, y) for w, y in ys if y is not None]
+    weights = design_weights(storage, {w for w, _ in ys})
+    args = (np.array([scores[w] for w, _ in ys]), np.array([y for _, y in ys]), 0.7)
+    kw = {"weights": np.array([weights[w]["design_weight"] for w, _ in ys]), "negative_recall": 0.9}
+    jeffreys, exact = certify_head(*args, method="jeffreys", **kw), certify_head(*args, **kw)
+    assert row["bound_method"] == "jeffreys"
+    assert (row["positive_threshold"], row["positive_bound"]) == (jeffreys.positive.threshold, jeffreys.positive.bound)
+    assert row["negative_bound"] == jeffreys.negative.bound
+    assert jeffreys.positive.bound > exact.positive.bound  # a different bound, not the default under another name
+    # the model card names the thresholds (JSON and Markdown), and a release bundle's copy of the card does too
+    card = read_card(storage.root, row["model_version"])
+    assert card["cascade"] == [{c: row[c] for c in CARD_COLUMNS}]
+    markdown = (report_dir(storage.root, row["model_version"]) / "model_card.md").read_text()
+    assert "## Cascade" in markdown and "one-sided 95% lower bound (jeffreys)" in markdown
+    assert (
+        f"| metaresearch | codex | jeffreys, 95% | {len(ys)} ({sum(y for _, y in ys)}) | "
+        f"0.7: {jeffreys.positive.threshold:.3f} (lower bound {jeffreys.positive.bound:.3f}) |"
+    ) in markdown
+    bundle = tmp_path / "bundle"
+    copy_model_cards(storage.root, row["model_version"], bundle)
+    assert (bundle / "model_cards" / row["model_version"] / "model_card.md").read_text() == markdown
 
 
 def test_a_teacher_that_labelled_every_work_leaves_nothing_to_plan(scored):

@@ -52,11 +52,20 @@ from .versions import write_work_versions
 #: 4: cohort_facet_counts (query.stored_counts); 5: year_language_counts (.cube); 6: the FTS5 index in impact order (.fts)
 #: 7: works.release_layer and its facet (the original protocol's release layers), facet_codes.norm (the folded
 #: values that case- and accent-insensitive text filters match), and the Retraction Watch state and OpenAlex-missed
-#: flag of works and work_facets; 8: works.scored (at least one category score: a prediction whose heads give none
-#: is not counted as scored), work_versions (the other OpenAlex ids of the same work)
-LAYOUT_VERSION = 8  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: flag of works and work_facets
+#: 8: recent_works (the rolling layer and the input each of its works arrived through, sql/recent.sql)
+#: 9: the cascade's decision of works and work_facets
+#: 10: the authorships of works (site_work_authors, site_work_institution_ids) and the release's authors and
+#: institutions (site_authors, site_institutions)
+#: 11: the coverage figures of release_statistics (.coverage_figures), work_facets.classified and .cited_by
+#: 12: works.scored (at least one category score: a prediction whose heads give none is not counted as scored),
+#: work_versions (the other OpenAlex ids of the same work)
+LAYOUT_VERSION = 12  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
+RECENT_SQL = resources.files("metacan_pipeline.site").joinpath("sql/recent.sql").read_text("utf-8")
+AUTHORS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/authors.sql").read_text("utf-8")
+AUTHOR_TOTALS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/author_totals.sql").read_text("utf-8")
 #: Works per range of work keys that ``sql/release.sql`` turns into rows at a time: what DuckDB holds
 #: at once is one range's records, parsed, and its sort, so memory does not grow with the release. At 5 KB of record
 #: JSON a work, 20,000 works are about 100 MB of records (``benchmarks/bench_release_db.py``).
@@ -217,9 +226,15 @@ def _write_database(
             "CREATE TEMP VIEW records AS SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, record_json "
             f"FROM {_parquet(storage, 'work_records')}"
         )
+        _require_authorships(con, storage)
         con.execute(
             "CREATE TEMP VIEW frame AS SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, ca_institutions, "
-            f"funder_names, keywords FROM {_parquet(storage, 'frame')}"
+            f"funder_names, keywords, authorships FROM {_parquet(storage, 'frame')}"
+        )
+        _register_pinned_institutions(con, storage)
+        con.execute(
+            "CREATE TEMP VIEW arrival AS SELECT CAST(substr(id, 2) AS BIGINT) AS work_key, id, source_file, "
+            f"updated_date FROM {_parquet(storage, 'frame')}"
         )
         heads = (
             f"SELECT model_version, teacher, target, gate_passed, gate_reason FROM {_parquet(storage, 'student_heads')}"
@@ -250,7 +265,10 @@ def _write_database(
             within = f"work_key >= {lo}" + ("" if hi is None else f" AND work_key < {hi}")
             con.execute(f"CREATE OR REPLACE TEMP VIEW chunk AS SELECT * FROM records WHERE {within}")
             con.execute(f"CREATE OR REPLACE TEMP VIEW chunk_frame AS SELECT * FROM frame WHERE {within}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW chunk_arrival AS SELECT * FROM arrival WHERE {within}")
             con.execute(RELEASE_SQL)
+            con.execute(AUTHORS_SQL)
+            con.execute(RECENT_SQL)
             bad = _frame_mismatch(con)
             if bad is not None and (mismatch is None or bad[0] < mismatch[0]):
                 mismatch = bad
@@ -260,6 +278,7 @@ def _write_database(
         con.execute("RESET checkpoint_threshold")
         _check_inputs(con, mismatch)
         prevalence = storage.table_dir("prevalence") / "*.parquet" if storage.has_table("prevalence") else None
+        con.execute(AUTHOR_TOTALS_SQL)
         write_whole_release_tables(con, prevalence, stored_counts, _instrument_files(storage))
         con.execute(
             "INSERT INTO release_info SELECT ?, ?, ?, ?, (SELECT count(*) FROM works), "
@@ -279,6 +298,27 @@ def _write_database(
         con.execute("CHECKPOINT")
     finally:
         con.close()
+
+
+def _require_authorships(con: duckdb.DuckDBPyConnection, storage: MetacanStorage) -> None:
+    """Refuse a frame built before it kept every authorship (no ``authorships`` column), naming what to do."""
+    cols = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {_parquet(storage, 'frame')}").fetchall()}
+    if "authorships" not in cols:
+        raise ReleaseInputError(
+            "the frame has no authorships column (it was built by an older version): materialize frame_parts and "
+            "frame again, then work_records and site_database"
+        )
+
+
+def _register_pinned_institutions(con: duckdb.DuckDBPyConnection, storage: MetacanStorage) -> None:
+    """The temporary table ``pinned_institutions`` (``id``): the pinned Canadian institutions of ``canadian_entities``
+    (none when it was never materialized: then only a country code CA makes an institution Canadian)."""
+    ids: list[str] = []
+    if storage.has_table("canadian_entities"):
+        ids = storage.read_table("canadian_entities", filters=[("kind", "=", "institution")]).column("id").to_pylist()
+    con.register("pinned_source", pa.table({"id": pa.array(ids, pa.string())}))
+    con.execute("CREATE TEMP TABLE pinned_institutions AS SELECT * FROM pinned_source")
+    con.unregister("pinned_source")
 
 
 def write_whole_release_tables(

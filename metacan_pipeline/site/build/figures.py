@@ -12,7 +12,8 @@ served pages read a few small rows whatever the release's size.
   ``prediction_status``), ``teacher_pairs`` (per pair of teachers: works both labelled, works they disagree on,
   per head) and ``release_layers`` (works per release layer of the original protocol, every layer listed); and, when
   the pipeline materialized them, ``filter_recall`` and ``venue_known_item_recall`` (the protocol's instruments ii and
-  iii, their rows copied from the warehouse).
+  iii, their rows copied from the warehouse); and the coverage figures of :mod:`.coverage_figures` (top venues,
+  funders and institutions, the abstract gap by work type, labelled works by year and by language).
 - ``release_prevalence``: the pipeline's ``prevalence`` rows (design-weighted teacher rates with their design-based
   95% CI, classify-and-count, the screener-swap range; :mod:`metacan_pipeline.student.prevalence`) copied verbatim,
   or none when that asset was never materialized (the page says so).
@@ -40,6 +41,7 @@ import pyarrow as pa
 from ...release.release_layers import RELEASE_LAYERS
 from ...tables.site import DISAGREEMENT_SCHEMA, RELEASE_PREVALENCE_SCHEMA, catalog_schema
 from ...teachers.core.agreement import HEADS, head_values  # the pipeline's rule of which heads a label gives
+from .coverage_figures import coverage_statistics
 from .facet_columns import NAME_TABLES
 
 DOSSIER_SCHEMA = catalog_schema("dossier_works")
@@ -111,6 +113,7 @@ def statistics(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict]]:
         "LEFT JOIN works w ON w.release_layer = l.layer GROUP BY l.layer, l.pos ORDER BY l.pos",
         [list(RELEASE_LAYERS)],
     )
+    out.update(coverage_statistics(con))
     return out
 
 

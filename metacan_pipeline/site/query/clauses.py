@@ -39,9 +39,11 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
         for negated in (False, True):
             if (value := f.get(EXCLUSION_PREFIX + name if negated else name)) is not None:
                 out.append(_text_clause(name, value.split(OR_SEPARATOR), negated, coded))
+    out.extend(_id_clauses(f))
     for name, column in BOOLEAN_COLUMNS.items():
         if name in f:
             out.append(Clause(name, f"w.{column} = ?", (f[name] == "yes",)))
+    out += _coverage_clauses(f, coded)
     if "release_layer" in f:
         code = "(SELECT code FROM facet_codes WHERE facet = 'release_layer' AND value = ?)"
         out.append(Clause("release_layer", f"w.release_layer = {code if coded else '?'}", (f["release_layer"],)))
@@ -49,6 +51,10 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
         code = "(SELECT code FROM facet_codes WHERE facet = 'retraction_state' AND value = ?)"
         sql = f"w.retraction_state = {code}" if coded else "w.retraction_state = ?"
         out.append(Clause("retraction_state", sql, (f["retraction_state"],)))
+    if "cascade_decision" in f:
+        code = "(SELECT code FROM facet_codes WHERE facet = 'cascade_decision' AND value = ?)"
+        sql = f"w.cascade_decision = {code}" if coded else "w.cascade_decision = ?"
+        out.append(Clause("cascade_decision", sql, (f["cascade_decision"],)))
     if label := _label_clause(cohort):
         out.append(label)
     if "classifier_category" in f:
@@ -69,6 +75,31 @@ def clauses(cohort: Cohort, coded: bool = False) -> list[Clause]:
     return out
 
 
+#: Over ``works``: the works with a labelled direct label, and those whose record ships a category (a labelled direct
+#: label's category, or a classifier decision). ``work_facets`` holds both as the columns ``labelled`` and
+#: ``classified`` (``sql/facets.sql``), and the citation count as ``cited_by``.
+_LABELLED = "w.work_key IN (SELECT l.work_key FROM work_labels l WHERE l.status = 'labelled')"
+_CLASSIFIED = (
+    "(w.work_key IN (SELECT l.work_key FROM work_labels l WHERE l.status = 'labelled' AND len(l.categories) > 0) "
+    "OR w.work_key IN (SELECT d.work_key FROM work_decisions d))"
+)
+
+
+def _coverage_clauses(f: dict, coded: bool) -> list[Clause]:
+    """The clauses of ``labelled``, ``classified`` (``yes``/``no``) and ``cited_by_min``, over ``work_facets``
+    (``coded``: its columns) or ``works``."""
+    out = []
+    if "labelled" in f:
+        out.append(Clause("labelled", f"({'w.labelled' if coded else _LABELLED}) = ?", (f["labelled"] == "yes",)))
+    if "classified" in f:
+        out.append(
+            Clause("classified", f"({'w.classified' if coded else _CLASSIFIED}) = ?", (f["classified"] == "yes",))
+        )
+    if "cited_by_min" in f:
+        out.append(Clause("cited_by", "w.cited_by >= ?", (f["cited_by_min"],)))
+    return out
+
+
 #: The codes of a text facet's values that fold (``facet_codes.norm``, written by the build as
 #: ``lower(strip_accents(value))``) to one of the given values, folded the same way here, so that the match is
 #: DuckDB's own folding on both sides; the facet name is this module's own text.
@@ -76,6 +107,20 @@ _FOLDED = (
     "SELECT {col} FROM facet_codes WHERE facet = '{facet}' "
     "AND norm IN (SELECT lower(strip_accents(unnest(?::VARCHAR[]))))"
 )
+
+
+#: The works of an id filter (:data:`.params.ID_FILTERS`): the same SQL over ``works`` and over ``work_facets``.
+_ID_SQL = {
+    "author": "w.work_key IN (SELECT a.work_key FROM site_work_authors a WHERE a.author_id IN "
+    "(SELECT unnest(?::VARCHAR[])))",
+    "institution_id": "w.work_key IN (SELECT i.work_key FROM site_work_institution_ids i WHERE i.institution_id IN "
+    "(SELECT unnest(?::VARCHAR[])))",
+}
+
+
+def _id_clauses(f: dict) -> list[Clause]:
+    """The clauses of the id filters set (``author``, ``institution_id``), each in a group of its own."""
+    return [Clause(name, sql, (f[name].split(OR_SEPARATOR),)) for name, sql in _ID_SQL.items() if name in f]
 
 
 def _text_clause(name: str, values: list[str], negated: bool, coded: bool) -> Clause:

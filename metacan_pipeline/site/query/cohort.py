@@ -11,7 +11,9 @@ The parameters (``FILTERS``): ``year_min``/``year_max``; ``language``, ``type``,
 ``a|b`` matches either), and the exclusion of each, ``not_language`` ... ``not_keyword`` (the same values, left
 out; works without the field are kept); ``ca_aff``, ``ca_fund``, ``ca_venue``, ``about_ca``,
 ``invisible_to_affiliation_only``, ``has_abstract``, ``retracted``, ``openalex_missed``
-(``yes``/``no``/``any``); ``retraction_state`` (a Retraction Watch state, ``none`` or ``not_checked``);
+(``yes``/``no``/``any``); coverage: ``labelled`` (a teacher's direct label is in the record) and ``classified`` (the
+record ships a category) (``yes``/``no``/``any``), ``cited_by_min`` (fewest citations); ``retraction_state`` (a Retraction Watch state, ``none`` or ``not_checked``);
+``cascade_decision`` (the cascade's decision on the metaresearch head, ``not_planned`` without one);
 ``release_layer`` (``human_verified``, ``high_precision``, ``provisional``,
 ``contested``); direct labels: ``label_category``, ``label_domain``, ``label_study_design``,
 ``label_genre`` (one labelled direct label must carry all that are given), ``label_teacher`` (that teacher's
@@ -48,14 +50,17 @@ from ..build import fts
 from ..build.release import ReleaseInfo
 from .params import (
     BOOLEAN_FILTERS,
+    COVERAGE_FILTERS,
     DEFAULT_LIMIT,
     EXCLUSION_FILTERS,
     FILTERS,
+    ID_FILTERS,
     LABEL_VALUES,
     LISTING,
     PARAMS,
     TEXT_FILTERS,
     CohortError,
+    id_values,
     single_values,
     text_values,
 )
@@ -129,6 +134,7 @@ def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
     for name in (*TEXT_FILTERS, *EXCLUSION_FILTERS):
         if name in values:
             f[name] = text_values(name, _given(values, name, release))
+    f.update({name: id_values(name, _given(values, name, release)) for name in ID_FILTERS if name in values})
     if "year_min" in f and "year_max" in f and f["year_min"] > f["year_max"]:
         raise CohortError(
             N_("year_min %(lo)s is after year_max %(hi)s: no work can match.", lo=f["year_min"], hi=f["year_max"])
@@ -138,10 +144,13 @@ def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
             v = _given(values, name, release)
             if v != "any":
                 f[name] = v
+    _coverage_filters(values, release, f)
     if "release_layer" in values:
         f["release_layer"] = _given(values, "release_layer", release)
     if "retraction_state" in values:
         f["retraction_state"] = _given(values, "retraction_state", release)
+    if "cascade_decision" in values:
+        f["cascade_decision"] = _given(values, "cascade_decision", release)
     _label_filters(values, release, f)
     _classifier_filters(values, release, f)
     _score_filters(values, release, f)
@@ -160,6 +169,15 @@ def parse_filters(values: dict[str, str], release: ReleaseInfo) -> Cohort:
             )
         f["q"] = fts.query_text(query)
     return Cohort(f, release)
+
+
+def _coverage_filters(values: dict[str, str], release: ReleaseInfo, f: dict[str, Any]) -> None:
+    """``labelled`` and ``classified`` (``any`` is no filter) and ``cited_by_min`` (0 keeps every work: no filter)."""
+    for name in COVERAGE_FILTERS:
+        if name in values and (v := _given(values, name, release)) != "any":
+            f[name] = v
+    if "cited_by_min" in values and (n := _given(values, "cited_by_min", release)) > 0:
+        f["cited_by_min"] = n
 
 
 def _label_filters(values: dict[str, str], release: ReleaseInfo, f: dict[str, Any]) -> None:

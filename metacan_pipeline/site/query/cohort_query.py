@@ -182,7 +182,8 @@ class CohortQuery:
             params += [listing.after[0], listing.after[0], listing.after[1]]
         rows = self.con.execute(
             "SELECT w.work_key, w.id, w.title, w.year, w.venue, w.cited_by, w.language, w.type, w.page_path, w.doi, "
-            "w.classification_kind, w.release_layer, w.retraction_state, w.model_version, w.prediction_status, w.validation_status, "
+            "w.classification_kind, w.release_layer, w.retraction_state, w.cascade_decision, w.model_version, "
+            "w.prediction_status, w.validation_status, "
             f"{key} AS sort_value FROM works w {join} WHERE {where} ORDER BY {key} {direction}, w.work_key LIMIT ?",
             [*params, listing.limit + 1],
         ).to_arrow_table()

@@ -10,6 +10,7 @@ of every request (an unknown or repeated name is refused). Refusals are :class:`
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 
 from ...i18n import N_, Sentence
 from ...release.release_layers import RELEASE_LAYERS
-from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS
+from ...vocab import CASCADE_DECISIONS, CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS
 from ..build import fts
 from ..build.facet_columns import BOOLEAN_COLUMNS
 from ..build.release import ReleaseInfo
@@ -36,6 +37,14 @@ MAX_VALUES = 20
 #: A text filter's value as JSON Schema says it (:func:`text_values`): no separator, or a character besides the
 #: separators and spaces (``|`` alone holds no value).
 TEXT_FILTER_PATTERN = r"^[^|]*$|[^\s|]"
+#: The filters by OpenAlex id (:func:`id_values`): ``author=A1|A2`` keeps the works listing any of these authors,
+#: ``institution_id=I1`` those with an authorship at this institution; the letter of each id kind.
+ID_FILTERS = {"author": "A", "institution_id": "I"}
+#: One id of each id filter, as the parser takes it (the letter in either case, ASCII digits), and the value as
+#: JSON Schema says it: empty (unset) or ids separated by ``|``, nothing else (spaces around the whole value are
+#: dropped, as of every value: :func:`single_values`).
+ID_PATTERNS = {name: f"[{letter}{letter.lower()}][0-9]{{1,19}}" for name, letter in ID_FILTERS.items()}
+ID_FILTER_PATTERNS = {name: rf"^\s*$|^\s*{one}(\|{one})*\s*$" for name, one in ID_PATTERNS.items()}
 LABEL_VALUES = {
     "label_category": CATEGORIES,
     "label_domain": DOMAINS,
@@ -45,6 +54,10 @@ LABEL_VALUES = {
 CLASSIFIER_MODES = ("candidate", "consensus")
 AGREEMENTS = ("any", "all")
 SORTS = ("relevance", "year", "cited_by")
+#: The yes/no/any filters of coverage: what the record ships, not a column of ``works``.
+COVERAGE_FILTERS = ("labelled", "classified")
+#: The most citations ``cited_by_min`` takes (six digits, as every integer parameter).
+MAX_CITATIONS = 999_999
 MAX_TEXT = 300
 MAX_QUERY = 200
 YEAR_RANGE = (1000, 2100)
@@ -163,7 +176,19 @@ PARAMS: dict[str, Param] = {
                   f"{_MATCHING}", max_length=MAX_TEXT, pattern=TEXT_FILTER_PATTERN)
             for n in TEXT_FILTERS
         ),
+        Param("author", "text", f"OpenAlex author ids (A followed by digits): the works listing any of them, "
+              f"separated by {OR_SEPARATOR}.", max_length=MAX_TEXT, pattern=ID_FILTER_PATTERNS["author"]),
+        Param("institution_id", "text", f"OpenAlex institution ids (I followed by digits): the works with an "
+              f"authorship at any of them, separated by {OR_SEPARATOR}.", max_length=MAX_TEXT,
+              pattern=ID_FILTER_PATTERNS["institution_id"]),
         *(Param(n, "choice", _BOOLEAN_DOCS[n], choices=TRISTATE, default="any") for n in BOOLEAN_FILTERS),
+        Param("labelled", "choice", "yes: at least one teacher's direct label (status labelled) is in the record; "
+              "no: none is (not labelled yet, which is not a negative).", choices=TRISTATE, default="any"),
+        Param("classified", "choice", "yes: the record ships at least one category (a category of a labelled direct "
+              "label, or a candidate or consensus decision of the classifier); no: it ships none (not classified "
+              "yet, or every label found no category).", choices=TRISTATE, default="any"),
+        Param("cited_by_min", "integer", "Fewest citations (OpenAlex cited_by_count) a work has.",
+              bounds=(0, MAX_CITATIONS)),
         Param("release_layer", "choice", "The original protocol's release layer: human_verified (an adjudicated human "
               "code), high_precision (every positive classifier decision on a head that passed human validation), "
               "provisional (machine output no audit validated, or nothing yet) or contested (the qualified or imported "
@@ -172,6 +197,10 @@ PARAMS: dict[str, Param] = {
         Param("retraction_state", "choice", "The work's state in Retraction Watch (retraction, expression of concern, "
               "correction, reinstatement); none: checked, no notice; not_checked: the release read no Retraction "
               "Watch file (not a statement that the work is not retracted).", choices=RETRACTION_STATES),
+        Param("cascade_decision", "choice", "The cascade's decision on the metaresearch head: positive or negative "
+              "(the student's certified decision, a machine decision never validated by a human), teacher (sent to "
+              "the teacher), unsettled (beyond the call budget), withheld (a rolling-layer work whose head is not "
+              "validated), not_planned (no cascade decision).", choices=CASCADE_DECISIONS),
         *(
             Param(n, "choice", f"A direct label carrying this {n.removeprefix('label_').replace('_', ' ')}.", choices=v)
             for n, v in LABEL_VALUES.items()
@@ -209,6 +238,27 @@ PARAMS: dict[str, Param] = {
 }  # fmt: skip
 LISTING = ("sort", "after", "limit")
 FILTERS = tuple(name for name in PARAMS if name not in LISTING)
+
+
+def id_values(name: str, value: str) -> str:
+    """An id filter's value (:data:`ID_FILTERS`) in canonical form: its ids upper-cased, in the given order, each once,
+    joined by ``|``; :class:`CohortError` naming the filter for a value that is not ids of its kind
+    (:data:`ID_PATTERNS`: no space, ASCII digits)."""
+    letter = ID_FILTERS[name]
+    ids: list[str] = []
+    for part in value.split(OR_SEPARATOR):
+        if re.fullmatch(ID_PATTERNS[name], part, flags=re.ASCII) is None:
+            raise CohortError(
+                N_(
+                    "%(name)s: %(value)r is not an OpenAlex id (%(letter)s followed by digits, e.g. %(letter)s123).",
+                    name=name,
+                    value=part[:40],
+                    letter=letter,
+                )
+            )
+        if part.upper() not in ids:
+            ids.append(part.upper())
+    return OR_SEPARATOR.join(ids)
 
 
 def single_values(items: Iterable[tuple[str, str]], allowed: Iterable[str]) -> dict[str, str]:

@@ -28,7 +28,16 @@ from .facets import FacetCounter
 #: counted there: :attr:`.facets.FacetCounter.MATERIALIZE_MAX`).
 STORE_MIN_WORKS = 100_000
 #: The text filters counted per value (a column of ``work_facets`` each); the name filters are code lists.
-COLUMN_FILTERS = ("language", "type", "field", "topic", "venue", "release_layer", "retraction_state")
+COLUMN_FILTERS = (
+    "language",
+    "type",
+    "field",
+    "topic",
+    "venue",
+    "release_layer",
+    "retraction_state",
+    "cascade_decision",
+)
 
 
 def frequent_filters(con, min_works: int) -> list[dict[str, str]]:

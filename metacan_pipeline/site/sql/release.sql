@@ -17,7 +17,8 @@ SELECT work_key, id, record_json, from_json(record_json, '{
   "retraction_watch": {"state": "VARCHAR", "openalex_missed": "VARCHAR"},
   "routes": {"ca_aff": "VARCHAR", "ca_fund": "VARCHAR", "ca_venue": "VARCHAR", "about_ca": "VARCHAR",
              "invisible_to_affiliation_only": "VARCHAR"},
-  "sampling_frame": {"in_sampling_frame": "VARCHAR"}, "release_layer": "VARCHAR",
+  "sampling_frame": {"in_sampling_frame": "VARCHAR"}, "release_layer": "VARCHAR", "layer": "VARCHAR",
+  "cascade": [{"head": "VARCHAR", "decision": "VARCHAR"}],
   "lineage": {"frame_build_id": "VARCHAR"},
   "direct_labels": [{"teacher": "VARCHAR", "model": "VARCHAR", "prompt_version": "VARCHAR", "record_view": "VARCHAR",
                      "status": "VARCHAR", "label_status": "VARCHAR", "qualification": "VARCHAR",
@@ -64,6 +65,8 @@ SELECT work_key, id,
          ELSE 'none'
        END,
        s.release_layer,
+       -- the cascade's decision on the metaresearch head (vocab.CASCADE_SITE_HEAD); no entry: not planned
+       coalesce(list_filter(s.cascade, x -> x.head = 'metaresearch')[1].decision, 'not_planned'),
        s.prediction.model_version,
        s.prediction.prediction_status,
        coalesce(s.prediction.candidate_categories, []),

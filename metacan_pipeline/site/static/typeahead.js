@@ -45,3 +45,39 @@
     });
   });
 })();
+// Names for the id filters (data-people="authors|institutions"): /api/v1/people offers the release's authors or
+// institutions whose name, or a word of it, begins with what was typed; an option's value is the OpenAlex id, its
+// label the name and works. In a list of ids separated by |, the last one is completed and the others kept.
+(function () {
+  document.querySelectorAll("input[data-people]").forEach(function (input) {
+    var list = document.getElementById(input.getAttribute("list"));
+    var timer = null, asked = null;
+    if (!list) return;
+    input.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () {
+        var cut = input.value.lastIndexOf("|");
+        var kept = cut < 0 ? "" : input.value.slice(0, cut + 1);
+        var typed = input.value.slice(cut + 1).trim();
+        if (!typed || /^[AaIi][0-9]+$/.test(typed)) return;  // an id is being typed: nothing to look up
+        var params = new URLSearchParams({ kind: input.dataset.people, prefix: typed, limit: "10" });
+        var url = "/api/v1/people?" + params.toString();
+        if (url === asked) return;
+        asked = url;
+        fetch(url, { headers: { Accept: "application/json" } })
+          .then(function (r) { return r.ok ? r.json() : null; })
+          .then(function (body) {
+            if (!body || url !== asked) return;
+            while (list.firstChild) list.removeChild(list.firstChild);
+            body.values.forEach(function (v) {
+              var option = document.createElement("option");
+              option.value = kept + v.id;
+              option.label = (v.name || v.id) + " (" + v.works.toLocaleString(document.documentElement.lang) + ")";
+              list.appendChild(option);
+            });
+          })
+          .catch(function () {});
+      }, 150);
+    });
+  });
+})();

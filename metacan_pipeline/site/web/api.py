@@ -30,9 +30,11 @@ class ApiEndpoints:
     def api(self, route: ApiRoute):
         """An API endpoint: strict parameter names, the ETag (304 on a match), cache headers, JSON errors."""
         fn = getattr(self, route.endpoint)
+        #: an answer that depends on more than the release names it in ``<endpoint>_etag()`` (``api_recent``)
+        extra = getattr(self, f"{route.endpoint}_etag", None)
 
         def endpoint(request: Request) -> Response:
-            tag = etag(request, self.info.release_id, self.row_cap)
+            tag = etag(request, self.info.release_id + (f"+{extra()}" if extra else ""), self.row_cap)
             try:
                 single_values(request.query_params.multi_items(), route.query)
                 if not_modified(request, tag):
@@ -117,7 +119,7 @@ def _work_item(row: dict) -> dict:
     """A listed work for the API: what the page lists, with source and status on every category."""
     keep = (
         "id", "title", "year", "venue", "cited_by", "language", "type", "page_path", "classification_kind",
-        "release_layer", "retraction_state",
+        "release_layer", "retraction_state", "cascade_decision",
     )  # fmt: skip
     return {
         **{k: row[k] for k in keep},

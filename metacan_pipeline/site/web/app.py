@@ -55,11 +55,11 @@ from ...publish.abstracts import Abstract, AbstractFetcher, WorkIds
 from ...publish.pages import environment as page_environment
 from ...publish.pages import qualification_words, render_work
 from ...release.release_layers import RELEASE_LAYERS
-from ...vocab import CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS, display_name
+from ...vocab import CASCADE_DECISIONS, CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS, display_name
 from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
-from ..query.params import BOOLEAN_FILTERS, FILTERS, PARAMS, CohortError, single_values
+from ..query.params import BOOLEAN_FILTERS, FILTERS, ID_PATTERNS, PARAMS, CohortError, single_values
 from ..query.suggest import did_you_mean, replaced
 from ..query.trend import cohort_trend
 from ..query.versions import group_versions
@@ -86,6 +86,8 @@ from .middleware import (
 )
 from .model_card import ModelCardEndpoints
 from .openapi import API_ROUTES
+from .people import PeopleEndpoints
+from .recent import RecentEndpoints
 from .saved import QueryStore
 from .score_api import ScoreEndpoints
 from .statistics import StatisticsEndpoints
@@ -124,6 +126,7 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     env.globals["colon"] = translations(locale).gettext(strings.COLON)
     #: a text box accepts what the server accepts (the parameter's own limit), no more
     env.globals["max_length"] = {name: p.max_length for name, p in PARAMS.items() if p.max_length}
+    env.globals["id_patterns"] = ID_PATTERNS  # the id filters' boxes check their ids in the browser too
     return env
 
 
@@ -155,6 +158,8 @@ class Site(
     ScoreEndpoints,
     DiscoveryEndpoints,
     GuideEndpoints,
+    PeopleEndpoints,
+    RecentEndpoints,
 ):
     """The app's state: the release, the saved cohorts, the templates per language, the export row cap."""
 
@@ -324,6 +329,7 @@ class Site(
                 "study_design": STUDY_DESIGNS,
                 "genre": GENRES,
                 "retraction_state": RETRACTION_STATES,
+                "cascade_decision": CASCADE_DECISIONS,
             },
             booleans=BOOLEAN_FILTERS,
             release_layers=RELEASE_LAYERS,
@@ -545,6 +551,10 @@ def page_routes(site: Site, lang: str) -> list[Route]:
         Route(p + "/about", html(site.about_page), name=f"about_{lang}"),
         Route(p + "/methods", html(site.methods_page), name=f"methods_{lang}"),
         Route(p + "/glossary", html(site.glossary_page), name=f"glossary_{lang}"),
+        Route(p + "/authors/{author_id}", html(site.author_page), name=f"author_{lang}"),
+        Route(p + "/institutions/{institution_id}", html(site.institution_page), name=f"institution_{lang}"),
+        Route(p + "/network", html(site.network_page), name=f"network_{lang}"),
+        Route(p + "/recent", html(site.recent_page), name=f"recent_{lang}"),
     ]
 
 
@@ -577,6 +587,8 @@ def create_app(
         Route("/export.parquet", site.html(site.export_parquet, DEFAULT_LOCALE)),
         Route("/export.ris", site.html(site.export_ris, DEFAULT_LOCALE)),
         Route("/export.bib", site.html(site.export_bibtex, DEFAULT_LOCALE)),
+        Route("/network.graphml", site.html(site.network_graphml, DEFAULT_LOCALE)),
+        Route("/network.csv", site.html(site.network_csv, DEFAULT_LOCALE)),
         Route("/static/typeahead.js", site.typeahead_script),
         Route("/robots.txt", site.robots),
         Route("/sitemap.xml", site.sitemap_index),

@@ -234,7 +234,7 @@ class RateLimit:
 
 
 #: The exports served outside ``/api/`` (their API twin ``/api/v1/export`` is limited with the rest of the API).
-EXPORT_PATHS = tuple(f"/export.{fmt}" for fmt in FORMATS)
+EXPORT_PATHS = (*(f"/export.{fmt}" for fmt in FORMATS), "/network.graphml", "/network.csv")
 EXPORT_REFUSAL = N_(
     "Too many requests from %(client)s: exports and the API answer %(limit)s requests per %(period)s s per client, "
     "in bursts of at most %(burst)s; retry in %(wait)s s."

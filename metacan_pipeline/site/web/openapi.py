@@ -19,6 +19,8 @@ from ..query.params import FILTERS, LISTING, PARAMS, Param
 from .dossier import DOSSIER_PARAMS, DOSSIER_QUERY
 from .export import FORMATS
 from .middleware import API_MAX_AGE
+from .people import NETWORK_PARAMS, NETWORK_QUERY, PEOPLE_SUGGEST_PARAMS
+from .recent import PAGE_PARAM as RECENT_PAGE
 from .score_api import MAX_WORKS, request_schema
 from .typeahead import COHORT_FILTERS, SUGGEST_PARAMS, TYPEAHEAD_FACETS, TYPEAHEAD_PARAMS
 
@@ -93,7 +95,10 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "/api/v1/statistics",
         "api_statistics",
         "The statistics page's figures over the whole release (computed when it was built): the frame by year, "
-        "route overlaps, by field and language, the abstract gap, direct labels by teacher, category and study "
+        "route overlaps, by field and language, the abstract gap, the top venues, funders and institutions "
+        "(top_venues, top_funders, top_institutions: works, labelled works, works without an abstract), the abstract "
+        "gap by work type (abstract_gap_by_type), labelled works by year and by language (labelled_by_year, "
+        "labelled_by_language: works, labelled, classified), direct labels by teacher, category and study "
         "design with their source and status, classifier decisions by category, teacher pairs, and the pipeline's "
         "prevalence rows (design-based 95% CI, classify-and-count, screener-swap range) per category and per estimand "
         "of the protocol (column estimand), and each estimand's definition (estimands).",
@@ -127,6 +132,41 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         own=DOSSIER_PARAMS,
     ),
     ApiRoute(
+        "/api/v1/authors/{id}",
+        "api_author",
+        "One author of the release: OpenAlex id, ORCID and name as OpenAlex gives them (never inferred), works in the "
+        "release, counts by year and by category (direct labels and classifier decisions with their source and "
+        "status), Canadian institutions by year, top Canadian co-authors, and the newest works with the source and "
+        "status of every category; works_url lists them all.",
+        path_params=(("id", r"^A\d{1,19}$", "An OpenAlex author id: A followed by digits."),),
+    ),
+    ApiRoute(
+        "/api/v1/institutions/{id}",
+        "api_institution",
+        "One institution of the release: OpenAlex id, ROR, name and country as OpenAlex gives them, works in the "
+        "release, counts by year and by category, the Canadian institutions sharing most works with it, and the "
+        "newest works with the source and status of every category; works_url lists them all.",
+        path_params=(("id", r"^I\d{1,19}$", "An OpenAlex institution id: I followed by digits."),),
+    ),
+    ApiRoute(
+        "/api/v1/people",
+        "api_people_suggest",
+        "Suggestions for the author and institution_id filters: the release's authors or institutions whose name, or a "
+        "word of it, begins with prefix (case and accents ignored), with their OpenAlex id and works in the release, "
+        "most first.",
+        tuple(p.name for p in PEOPLE_SUGGEST_PARAMS),
+        own=PEOPLE_SUGGEST_PARAMS,
+    ),
+    ApiRoute(
+        "/api/v1/network",
+        "api_network",
+        "The cohort's co-authorship network among Canadian authors (kind=authors) or Canadian institutions "
+        "(kind=institutions): the nodes (at most nodes, most works in the cohort first; candidates: how many the cohort "
+        "holds) and the edges between them, weighted by the works they share.",
+        NETWORK_QUERY,
+        own=NETWORK_PARAMS,
+    ),
+    ApiRoute(
         "/api/v1/score",
         "api_score",
         f"Scores a batch of at most {MAX_WORKS:,} works (JSON body) with the student model version the release names, "
@@ -136,6 +176,17 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         "listed in rejected with their index and reason. 413 over the bound.",
         method="POST",
         body=request_schema,
+    ),
+    ApiRoute(
+        "/api/v1/recent",
+        "api_recent",
+        "The rolling layer: the release's works that arrived after the newest frozen release, newest updated_date "
+        "first, 100 a page, each with the input it arrived through, its direct labels and the classifier categories "
+        "it may show (a rolling work shows none until that classifier version passes human validation); and the "
+        "OpenAlex API refresh's sync status (every window, its dates, works harvested and added, the windows that did "
+        "not complete).",
+        ("page",),
+        own=(RECENT_PAGE,),
     ),
     ApiRoute("/api/v1/openapi.json", "api_openapi", "This document (OpenAPI 3.1)."),
     ApiRoute("/api/v1/docs", "api_docs", "This API described for people (HTML).", media_types=("text/html",)),

@@ -1,6 +1,7 @@
 """The statistics page (``/statistics``, ``/fr/statistics``) and ``/api/v1/statistics``: the frame by year
 with the affiliation-blind share, route overlaps, the frame by field and by language, the abstract gap, the
-labelled works by category and study design with their coverage, the classifier's decisions by category, and
+coverage figures (:mod:`.coverage_figures`: top venues, funders and institutions, the abstract gap by work type,
+labelled works by year and by language), the labelled works by category and study design with their coverage, the classifier's decisions by category, and
 prevalence per category with the design-based 95% CI and the screener-swap range, the protocol's estimands
 (:mod:`metacan_pipeline.student.estimands`) with a one-sentence definition of each, the works per release layer
 (:mod:`metacan_pipeline.release.release_layers`), and the original protocol's instruments ii and iii, each marked for
@@ -37,6 +38,7 @@ from ...vocab import display_name
 from ..query.params import single_values
 from . import charts, strings
 from .api import url_with
+from .coverage_figures import coverage_figures
 
 #: The figures of ``release_statistics`` the page shows, in order.
 FIGURES = (
@@ -378,6 +380,7 @@ def view(stats: dict[str, Any], locale: str) -> list[dict]:
             )
         )
         out[-1]["legend"] = [_("Works"), _("Invisible to affiliation-only search")]
+    out += coverage_figures(stats, locale)  # top venues, funders, institutions; abstract gap by type; labelled works
     if "retraction_states" in stats:  # a release of an earlier layout has no such figure
         out.append(_retraction_figure(stats["retraction_states"], locale))
     out += _label_figures(stats, locale, total)

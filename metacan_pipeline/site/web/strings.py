@@ -25,6 +25,8 @@ LABELS: dict[str, str] = {
     "topic": N_("Topic"),
     "venue": N_("Venue"),
     "institution": N_("Canadian institution"),
+    "author": N_("Author (OpenAlex id)"),
+    "institution_id": N_("Institution (OpenAlex id)"),
     "funder": N_("Funder"),
     "keyword": N_("Keyword"),
     "not_language": N_("Not in the language"),
@@ -43,9 +45,13 @@ LABELS: dict[str, str] = {
     "invisible_to_affiliation_only": N_("Invisible to affiliation-only search"),
     "has_abstract": N_("Has an abstract"),
     "retracted": N_("Retracted"),
+    "labelled": N_("Labelled by a teacher"),
+    "classified": N_("Ships a category"),
+    "cited_by_min": N_("Cited at least"),
     "release_layer": N_("Release layer"),
     "retraction_state": N_("Retraction Watch"),
     "openalex_missed": N_("Retraction missed by OpenAlex"),
+    "cascade_decision": N_("Cascade decision (meta-research)"),
     "label_category": N_("Category"),
     "label_domain": N_("Domain"),
     "label_study_design": N_("Study design"),
@@ -80,6 +86,16 @@ VALUE_WORDS: dict[str, str] = {
     "reinstatement": N_("reinstatement"),
     "none": N_("no notice"),
     "not_checked": N_("not checked (no Retraction Watch file)"),
+    # the date an OpenAlex API refresh window is taken over (/recent)
+    "updated_date": N_("by updated date"),
+    "publication_date": N_("by publication date"),
+    # the cascade's decisions on the metaresearch head (cascade_decision): certified ones are machine decisions
+    "positive": N_("certified positive (machine decision)"),
+    "negative": N_("certified negative (machine decision)"),
+    "teacher": N_("sent to the teacher"),
+    "unsettled": N_("unsettled (beyond the call budget)"),
+    "withheld": N_("withheld (rolling layer)"),
+    "not_planned": N_("no cascade decision"),
 }
 
 #: The heading of an error page, by HTTP status (other statuses show the status phrase untranslated).

@@ -1,0 +1,205 @@
+"""Author and institution pages, the author and institution_id filters, and the collaboration network, on a release
+built through Dagster from the people world (builders.people: the site world with planted authorships)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+from collections import Counter
+
+import networkx as nx
+import pytest
+from starlette.testclient import TestClient
+
+from metacan_pipeline.site.web.app import create_app
+from metacan_pipeline.storage import MetacanStorage
+from metacan_pipeline_tests.builders.common import XSS
+from metacan_pipeline_tests.builders.people import people_world
+from metacan_pipeline_tests.builders.site import build_site
+
+
+@pytest.fixture(scope="module")
+def people(tmp_path_factory, openalex_dir):
+    """``(storage, frame rows)`` of the people world whose ``site_database`` was materialized."""
+    storage = MetacanStorage(data_dir=str(tmp_path_factory.mktemp("people") / "data"))
+    frame = people_world(storage, openalex_dir)
+    assert build_site(storage).success
+    return storage, frame
+
+
+@pytest.fixture(scope="module")
+def client(people):
+    with TestClient(create_app(people[0].root, rate_limit="off")) as c:
+        yield c
+
+
+def _pairs(frame: list[dict], key) -> Counter:
+    """Shared works per pair of Canadian nodes, counted from the frame rows (``key``: an authorship's node ids)."""
+    out: Counter = Counter()
+    for row in frame:
+        nodes = sorted({n for a in row["authorships"] for n in key(a)})
+        out.update(itertools.combinations(nodes, 2))
+    return out
+
+
+def _author_key(a: dict) -> list[str]:
+    return [a["author_id"]] if a["is_canadian"] and a["author_id"] else []
+
+
+def _institution_key(a: dict) -> list[str]:
+    return [i["id"] for i in a["institutions"] if i["country_code"] == "CA"]
+
+
+def test_the_planted_pair_and_every_edge_weigh_the_works_they_share(client, people):
+    frame = people[1]
+    net = client.get("/api/v1/network").json()
+    edges = {(e["source"], e["target"]): e["weight"] for e in net["edges"]}
+    # by hand: Ada writes the even works, Jean every third: they share i % 6 == 0, 10 of the 60 works
+    assert edges[("A100", "A200")] == 10
+    # José (Canadian by country, i % 10 == 1) meets Jean on i = 21 and 51; Noor (Oxford) is in no Canadian network
+    assert edges[("A200", "A400")] == 2 and not any("A300" in pair for pair in edges)
+    assert edges == dict(_pairs(frame, _author_key))
+    works = {n["id"]: n["works"] for n in net["nodes"]}
+    assert works == {"A100": 30, "A200": 20, "A400": 6, "A500": 12} and net["candidates"] == 4
+    inst = client.get("/api/v1/network", params={"kind": "institutions"}).json()
+    assert {(e["source"], e["target"]): e["weight"] for e in inst["edges"]} == {("I10", "I20"): 10}
+    assert {(e["source"], e["target"]): e["weight"] for e in inst["edges"]} == dict(_pairs(frame, _institution_key))
+    # the cohort's filters narrow it: 2005-2010 holds the works with (i * 7) % 20 < 6
+    years = client.get("/api/v1/network", params={"year_max": "2010"}).json()
+    kept = [r for r in frame if r["publication_year"] <= 2010]
+    assert {(e["source"], e["target"]): e["weight"] for e in years["edges"]} == dict(_pairs(kept, _author_key))
+
+
+def test_the_network_is_bounded_and_says_so(client):
+    one = client.get("/api/v1/network", params={"nodes": "1"}).json()
+    assert [n["id"] for n in one["nodes"]] == ["A100"] and one["edges"] == [] and one["candidates"] == 4
+    page = client.get("/network", params={"nodes": "2"})
+    assert page.status_code == 200
+    assert "Shown: the 2 of 4 with the most works in this cohort" in page.text
+    assert client.get("/api/v1/network", params={"nodes": "0"}).status_code == 400
+    assert client.get("/api/v1/network", params={"kind": "funders"}).status_code == 400
+
+
+def test_the_network_page_draws_an_svg_with_its_data_table(client):
+    page = client.get("/network").text
+    svg = page[page.index("<svg") : page.index("</svg>")]
+    assert 'role="img"' in svg and "Co-authorship among Canadian authors" in svg
+    assert svg.count("<circle") == 4 and svg.count("<line") == 2
+    assert '<a href="/authors/A100">' in svg
+    assert XSS not in page and "&lt;script&gt;" in page  # a name is data, escaped in the drawing and the table
+    table = page[page.index('id="network-data"') :]
+    assert "<caption>" in table and "Ada Lovelace" in table and "Jean Tremblay" in table
+    fr = client.get("/fr/network").text
+    assert "Cosignature entre auteurs canadiens" in fr and '<a href="/fr/authors/A100">' in fr
+
+
+def test_graphml_parses_back_and_csv_lists_the_edges(client, people):
+    g = nx.read_graphml(io.BytesIO(client.get("/network.graphml").content))
+    assert set(g.nodes) == {"A100", "A200", "A400", "A500"}
+    assert g.edges["A100", "A200"]["weight"] == 10 and g.nodes["A100"]["name"] == "Ada Lovelace"
+    assert g.nodes["A100"]["works"] == 30 and g.nodes["A100"]["ref"] == "https://orcid.org/0000-0001-0000-0100"
+    res = client.get("/network.csv", params={"kind": "institutions"})
+    assert res.headers["content-type"].startswith("text/csv") and "attachment" in res.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(res.text)))
+    assert rows == [
+        {
+            "source": "I10",
+            "source_name": "McGill University",
+            "source_works": str(
+                sum(any(i["id"] == "I10" for a in r["authorships"] for i in a["institutions"]) for r in people[1])
+            ),
+            "target": "I20",
+            "target_name": "Université Laval",
+            "target_works": "20",
+            "shared_works": "10",
+        }
+    ]
+
+
+def test_network_downloads_are_rate_limited_like_every_export(people):
+    with TestClient(create_app(people[0].root, rate_limit="1/m burst 1")) as c:
+        assert c.get("/network.csv").status_code == 200
+        refused = c.get("/network.graphml")
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+
+
+def test_the_author_and_institution_id_filters_select_their_works(client, people):
+    frame = people[1]
+    n = lambda **p: client.get("/api/v1/count", params=p).json()["count"]  # noqa: E731
+    assert n(author="A100") == sum(i % 2 == 0 for i in range(60)) == 30
+    assert n(author="a100|A200") == sum(i % 2 == 0 or i % 3 == 0 for i in range(60)) == 40
+    assert n(institution_id="I30") == 15  # Oxford, through Noor on i % 4 == 0
+    assert n(author="A100", institution_id="I20") == 10
+    assert n(author="A100", year_max="2010") == sum(
+        r["publication_year"] <= 2010 and any(a["author_id"] == "A100" for a in r["authorships"]) for r in frame
+    )
+    # the cohort builder's id boxes take what the server takes: ids up to the parameter's length, checked in the
+    # browser by their pattern too
+    home = client.get("/").text
+    assert 'pattern="[Aa][0-9]{1,19}(\\|[Aa][0-9]{1,19})*" maxlength="300"' in home
+    assert n(author="|".join(["A100"] * 60)) == 30  # 299 characters, one id
+    assert n(author=" A100 ") == 30  # spaces around a value are dropped, as of every value
+    assert client.get("/api/v1/count", params={"author": "A100 |A200"}).status_code == 400
+    bad = client.get("/api/v1/count", params={"author": "I10"})
+    assert bad.status_code == 400
+    assert "is not an OpenAlex id" in bad.json()["error"]["message"]
+    fr = client.get("/fr/", params={"author": "W1"})
+    assert fr.status_code == 400 and "n&#39;est pas un identifiant OpenAlex" in fr.text
+
+
+def test_the_author_page_in_english_and_french(client):
+    en = client.get("/authors/A100")
+    assert en.status_code == 200
+    t = en.text
+    assert "<h1>Ada Lovelace</h1>" in t and "https://orcid.org/0000-0001-0000-0100" in t
+    assert '<p class="count">30 works</p>' in t
+    # Canadian institutions by year: McGill on every year Ada published (the site world's years of the even works)
+    assert t.count('<a href="/institutions/I10">McGill University</a>') == 10
+    collab = t[t.index("Top collaborators") : t.index("Counts by year")]
+    assert '<a href="/authors/A200">Jean Tremblay</a></td><td>10</td>' in collab and "A300" not in collab
+    assert t.count('<li><a href="/works/') == 30 and "direct label" in t  # each work with its labels' source and status
+    fr = client.get("/fr/authors/A100").text
+    assert '<p class="count">30 publications</p>' in fr and "Principaux collaborateurs" in fr and 'lang="fr"' in fr
+    assert client.get("/authors/a100").status_code == 200  # the id's case is forgiven
+    assert client.get("/authors/A999").status_code == 404 and client.get("/authors/W1").status_code == 404
+    solo = client.get("/authors/A500").text
+    assert XSS not in solo and "Solo &lt;b&gt;&lt;script&gt;" in solo
+
+
+def test_the_institution_page_and_the_api_twins(client):
+    page = client.get("/institutions/I20")
+    assert page.status_code == 200 and "<h1>Université Laval</h1>" in page.text
+    assert "https://ror.org/04sjchr03" in page.text
+    assert '<a href="/institutions/I10">McGill University</a></td><td>10</td>' in page.text
+    # Laval's Canadian authors: Jean (every third work) and José on the two of them he shares with Jean
+    authors = page.text[page.text.index("Canadian authors with the most works") : page.text.index("Top collaborators")]
+    assert '<a href="/authors/A200">Jean Tremblay</a></td><td>20</td>' in authors
+    assert '<a href="/authors/A400">José Núñez</a></td><td>2</td>' in authors and "A300" not in authors
+    assert "Établissement" in client.get("/fr/institutions/I20").text
+    a = client.get("/api/v1/authors/A200").json()
+    assert a["author_id"] == "A200" and a["display_name"] == "Jean Tremblay" and a["works_in_release"] == 20
+    assert a["top_collaborators"][0] == {"id": "A100", "name": "Ada Lovelace", "works": 10}
+    assert sum(y["count"] for y in a["by_year"]) == 20 and a["works_url"] == "/api/v1/works?author=A200"
+    assert {y["institution_id"] for y in a["canadian_institutions_by_year"]} == {"I20"}
+    i = client.get("/api/v1/institutions/I30").json()
+    assert i["country_code"] == "GB" and i["works_in_release"] == 15
+    # Oxford's works (i % 4 == 0) are all even (Ada, McGill); Laval is on those that are also i % 3 == 0
+    assert [(c["id"], c["works"]) for c in i["top_collaborators"]] == [("I10", 15), ("I20", 5)]
+    assert client.get("/api/v1/authors/A999").status_code == 404
+    assert client.get("/api/v1/authors/A999").json()["error"]["status"] == 404
+
+
+def test_the_id_boxes_suggest_names_with_their_ids(client):
+    found = client.get("/api/v1/people", params={"kind": "authors", "prefix": "tremb"}).json()
+    assert found["values"] == [{"id": "A200", "name": "Jean Tremblay", "works": 20}]
+    # a word of the name, accents and case ignored
+    assert [
+        v["id"] for v in client.get("/api/v1/people", params={"kind": "authors", "prefix": "NUNEZ"}).json()["values"]
+    ] == ["A400"]
+    largest = client.get("/api/v1/people", params={"kind": "institutions", "limit": "2"}).json()["values"]
+    # McGill: Ada's 30 even works and Solo's 12 (the works nobody else wrote)
+    assert [(v["id"], v["works"]) for v in largest] == [("I10", 42), ("I20", 20)]
+    assert client.get("/api/v1/people", params={"prefix": "a"}).status_code == 400
+    home = client.get("/").text
+    assert 'data-people="authors" list="suggest-author"' in home and '<datalist id="suggest-author">' in home
