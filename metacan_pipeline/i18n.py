@@ -116,6 +116,30 @@ def negotiate(header: str | None) -> str | None:
     return negotiate_locale([t.lower() for t in accept_language_tags(header)], LOCALES, sep="-")
 
 
+@functools.cache
+def language_name(code: str | None, locale: str = DEFAULT_LOCALE) -> str | None:
+    """The name of the language whose ISO 639 code (or BCP 47 tag: ``zh-cn``, ``sr_Latn``) OpenAlex gives, said in
+    the interface language ``locale``, from CLDR through Babel: ``en`` is "English" in English and "anglais" in
+    French. A tag with a script or region names them ("chinois (simplifié, Chine)"). A value CLDR does not know
+    (not a language code) is returned as it is, and so are None and the empty string: a data value is never
+    hidden."""
+    if not code:
+        return code
+    from babel.core import Locale, UnknownLocaleError  # lazily, as above
+
+    ui = Locale.parse(NUMBER_LOCALES[locale].split("_")[0])
+    tag = code.strip().replace("_", "-").lower()
+    if tag in ui.languages:  # the CLDR name of the code itself ("und": "langue indéterminée"), never a guess
+        return ui.languages[tag]
+    try:
+        parsed = Locale.parse(tag, sep="-")
+    except (ValueError, UnknownLocaleError):
+        return code
+    if parsed.language != tag.split("-")[0]:  # Babel filled in a likely language: not what the data says
+        return code
+    return parsed.get_display_name(ui) or code
+
+
 def format_number(n: int | float, locale: str) -> str:
     """A count as written in ``locale`` (``1,234`` in English, ``1 234`` in French)."""
     from babel.numbers import format_decimal  # lazily, as above

@@ -26,7 +26,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from .. import __version__, settings
-from ..i18n import N_
+from ..i18n import DEFAULT_LOCALE, N_, language_name
 from ..openalex.ids import is_work_id
 from ..release.release_layers import layer_basis
 from ..storage import MetacanStorage
@@ -189,13 +189,13 @@ def qualification_notes_in(text: str, tr: NullTranslations) -> str:
     return text.replace(untested, qualification_words(untested, tr))
 
 
-def environment(translations: NullTranslations | None = None) -> Environment:
+def environment(translations: NullTranslations | None = None, locale: str = DEFAULT_LOCALE) -> Environment:
     """The Jinja2 environment (package templates, autoescape on for .j2 HTML templates).
 
     Templates write interface strings through gettext (``_()``, ``ngettext``; :mod:`metacan_pipeline.i18n`).
     ``translations`` None (the static site) renders them in English, as written; the served site passes a
     language's translations for its ``/fr/`` pages. Category display names and route labels are translated
-    through the same translations."""
+    through the same translations; ``locale`` (the language of ``translations``) names a work's language in it."""
     env = Environment(
         loader=PackageLoader("metacan_pipeline.publish", "templates"),
         autoescape=select_autoescape(enabled_extensions=("html", "j2"), default_for_string=True, default=True),
@@ -222,6 +222,7 @@ def environment(translations: NullTranslations | None = None) -> Environment:
     env.filters["utc"] = _utc
     env.filters["asked"] = partial(asked_line, gettext=tr.gettext)
     env.filters["source_name"] = lambda source: SOURCE_NAMES.get(source, source)
+    env.filters["language"] = partial(language_name, locale=locale)
     return env
 
 

@@ -59,6 +59,11 @@ SITE_WORKS_SCHEMA = columns(
     "prediction_status",
     "candidate_categories",
     "consensus_categories",
+    column(
+        "scored",
+        pa.bool_(),
+        "the classifier gave the work at least one category score (a head trained on one class gives none: null)",
+    ),
     "score_spread",
     "validation_status",
     "page_path",
@@ -148,7 +153,7 @@ WORK_FACETS_SCHEMA = columns(
     "has_abstract",
     "is_retracted",
     "openalex_missed",
-    "scored",
+    column("scored", pa.bool_(), "the classifier gave the work at least one category score (works.scored)"),
     column("labelled", pa.bool_(), "a teacher labelled the work"),
     "decided",
     "classified",
@@ -157,6 +162,18 @@ WORK_FACETS_SCHEMA = columns(
     "funder",
     "keyword",
     "classifier",
+)
+
+#: Another OpenAlex id of the same work (site/build/versions.py): one row per ordered pair of works grouped together.
+WORK_VERSIONS_SCHEMA = columns(
+    "work_key",
+    column("other_key", pa.int64(), "the work_key of another OpenAlex work that is the same work"),
+    column(
+        "basis",
+        pa.string(),
+        "why they are grouped: doi (the same DOI) or title_year (the same normalised title and year); both, "
+        "comma-separated, when both hold",
+    ),
 )
 
 FACET_COUNTS_SCHEMA = columns("facet", "items")
@@ -355,6 +372,15 @@ TABLES = [
         "site_database",
         WORK_FACETS_SCHEMA,
         ("work_key",),
+        store="release",
+    ),
+    Table(
+        "work_versions",
+        "another OpenAlex id of the same work (the same DOI, or the same normalised title and year), for the search "
+        "results to list the versions together: site/build/versions.py; counts never read it",
+        "site_database",
+        WORK_VERSIONS_SCHEMA,
+        ("work_key", "other_key"),
         store="release",
     ),
     Table(

@@ -60,7 +60,8 @@ def site_world(storage: MetacanStorage, openalex_dir: Path, n: int = 60) -> list
     """Write the warehouse tables ``work_records`` reads for ``n`` frame works with varied years, languages,
     types, fields, venues, routes, institutions, funders, keywords, direct labels (gemma on every third work
     but one failed, codex on every fifth), predictions (candidate on every fourth work, consensus on every
-    eighth) and machine scores; the first work's title and keywords carry injection and XSS payloads.
+    eighth; none on every eleventh; without any category score on works 3, 17, 31, 38, 45 and 59, as heads
+    trained on one class give) and machine scores; W7059 is W7039 again (its title in capitals, the same year); the first work's title and keywords carry injection and XSS payloads.
     Returns the frame rows."""
     base = real_frame_row(openalex_dir)
     frame, gemma, codex, preds, machine = [], [], [], [], []
@@ -68,6 +69,8 @@ def site_world(storage: MetacanStorage, openalex_dir: Path, n: int = 60) -> list
         wid = f"W{7000 + i}"
         ca_aff = i % 3 != 1
         title = SITE_TITLES[i % len(SITE_TITLES)].format(SITE_WORDS[i % len(SITE_WORDS)])
+        if i == 59:  # the same work as W7039 (same year), its title in capitals: one work under two OpenAlex ids
+            title = SITE_TITLES[39 % len(SITE_TITLES)].format(SITE_WORDS[39 % len(SITE_WORDS)]).upper()
         row = {
             **base,
             "id": wid,
@@ -102,6 +105,8 @@ def site_world(storage: MetacanStorage, openalex_dir: Path, n: int = 60) -> list
         pred["candidate_categories"] = [CATEGORIES[i % 3]] if i % 4 == 0 else []
         pred["consensus_categories"] = [CATEGORIES[i % 3]] if i % 8 == 0 else []
         pred["category_scores_codex"] = [round((i % 10) / 10 + k / 100, 3) for k in range(9)]
+        if i % 7 == 3 and i % 4 != 0:  # heads trained on one class: a prediction without any score (and no decision)
+            pred["category_scores_codex"] = pred["category_scores_gemma"] = [None] * 9
         if i % 11 != 10:  # every eleventh work has no prediction at all
             preds.append(pred)
         m = machine_row(wid)

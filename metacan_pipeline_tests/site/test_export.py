@@ -47,3 +47,20 @@ def test_lines_join_every_value_with_a_newline_each_also_for_a_sliced_array():
     assert _lines(values) == "".join(v + "\n" for v in values.to_pylist()).encode()
     assert _lines(values.slice(1, 2)) == "é\n\n".encode()
     assert _lines(values.slice(0, 0)) == b""
+
+
+def test_csv_text_cells_a_spreadsheet_would_run_as_formulas_start_with_a_quote_and_numbers_stay_numbers():
+    batch = pa.record_batch(
+        {
+            "title": ['=HYPERLINK("http://x","y")', "+1 and more", "-dash", "@SUM(A1)", "\ttab", "\rcr", "a=b", None],
+            "delta": pa.array([-0.5, 1.0, -2.0, None, 0.0, -1e-05, 3.0, -7.0], pa.float64()),
+            "n": pa.array([-3, 4, -5, 0, None, 1, 2, -1], pa.int64()),
+            "names": pa.array([["=cmd|' /C calc'!A0"], ["ok", "-x"], [], None, ["@a"], ["b"], ["c"], ["+"]]),
+        }
+    )
+    got = list(csv.reader(io.StringIO(_csv_lines(batch).decode())))
+    assert [r[0] for r in got] == ["'=HYPERLINK(\"http://x\",\"y\")", "'+1 and more", "'-dash", "'@SUM(A1)", "'\ttab",
+                                   "'\rcr", "a=b", ""]  # fmt: skip
+    assert [r[1] for r in got] == ["-0.5", "1.0", "-2.0", "", "0.0", "-1e-05", "3.0", "-7.0"]
+    assert [r[2] for r in got] == ["-3", "4", "-5", "0", "", "1", "2", "-1"]
+    assert [r[3] for r in got] == ["'=cmd|' /C calc'!A0", "ok; -x", "", "", "'@a", "b", "c", "'+"]

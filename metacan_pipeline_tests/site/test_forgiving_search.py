@@ -327,7 +327,7 @@ def test_the_home_form_offers_choices_with_counts_exclusions_and_a_skip_link(cli
     assert page.index('class="skip" href="#results"') < page.index("<form")
     assert 'id="results" tabindex="-1"' in page
     n_en = _sql(release, "SELECT count(*) FROM works WHERE language = 'en'")[0][0]
-    assert f'<option value="en">en ({n_en})</option>' in page
+    assert f'<option value="en">English ({n_en})</option>' in page  # the code chosen, its name shown
     assert '<option value="EN" selected>EN</option>' in page  # a value typed in the URL stays chosen
     assert 'name="not_venue" value="journal 1"' in page
     for name in ("type", "field"):

@@ -142,7 +142,13 @@ def test_count_facets_and_coverage_equal_direct_duckdb_queries(release, params, 
             release,
             f"SELECT count(*) FROM works WHERE {where} AND work_key IN (SELECT work_key FROM work_labels WHERE status = 'labelled')",
         )[0][0],
-        "scored": _sql(release, f"SELECT count(*) FROM works WHERE {where} AND model_version IS NOT NULL")[0][0],
+        # a category score is a number in either score list of the record (a list of nulls holds no digit)
+        "scored": _sql(
+            release,
+            f"SELECT count(*) FROM works WHERE {where} AND (regexp_matches(coalesce(record_json->>'$.prediction."
+            "category_scores_codex', ''), '[0-9]') OR regexp_matches(coalesce(record_json->>'$.prediction."
+            "category_scores_gemma', ''), '[0-9]'))",
+        )[0][0],
         "decided": _sql(
             release, f"SELECT count(*) FROM works WHERE {where} AND work_key IN (SELECT work_key FROM work_decisions)"
         )[0][0],
@@ -164,6 +170,23 @@ def test_counts_agree_with_the_inputs_themselves(release, site_release):
         cohort, _ = parse_request(list(params), release.info)
         with CohortQuery(release, cohort) as q:
             assert q.count() == len(rows) > 0, params
+
+
+def test_coverage_counts_as_scored_only_works_with_a_category_score(release, site_release):
+    """The site world predicts every work but each eleventh, and gives works 3, 17, 31, 38, 45 and 59 a prediction
+    with every category score null (heads trained on one class): those are predicted, not scored."""
+    n = len(site_release[1])
+    predicted = [i for i in range(n) if i % 11 != 10]
+    without_score = [i for i in predicted if i % 7 == 3 and i % 4 != 0]
+    assert without_score == [3, 17, 31, 38, 45, 59]
+    cohorts = {(): range(n), (("language", "fr"),): [i for i in range(n) if site_release[1][i]["language"] == "fr"]}
+    for params, members in cohorts.items():
+        cohort, _ = parse_request(list(params), release.info)
+        with CohortQuery(release, cohort) as q:
+            cov = q.coverage()
+        assert cov["works"] == len(members), params
+        want = len([i for i in members if i in predicted and i not in without_score])
+        assert cov["scored"] == want < len([i for i in members if i in predicted]), params
 
 
 def _all_pages(release, params, sort, limit=7):

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app as cli
 from metacan_pipeline.site.web.app import create_app
-from metacan_pipeline.site.web.score_api import MAX_WORKS
+from metacan_pipeline.site.web.score_api import MAX_TITLE_CHARS, MAX_WORKS
 from metacan_pipeline.student.models import model_path
 from metacan_pipeline.vocab import PREDICTION_STATUS
 from metacan_pipeline_tests.builders.student import list_rows
@@ -99,6 +99,23 @@ def test_a_body_none_of_whose_works_can_be_scored_answers_each_refusal(served, c
         {"index": 0, "id": "a", "reason": "no title"},
         {"index": 1, "id": None, "reason": "no id"},
     ]
+
+
+def test_a_title_over_the_bound_is_refused_naming_its_work(served, client):
+    works = [{"id": "ok", "title": "A title"}, {"id": "long", "title": "é" * (MAX_TITLE_CHARS + 1)}]
+    r = client.post("/api/v1/score", json={"works": works})
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]["message"]
+    assert "the title of works[1] (id 'long') holds 2,001 characters" in message and "at most 2,000" in message
+    at_bound = [{"id": "edge", "title": "é" * MAX_TITLE_CHARS}]
+    assert client.post("/api/v1/score", json={"works": at_bound}).status_code == 200
+    # what the request schema bounds, whether or not the object could be scored: an OpenAlex record's display_name,
+    # an object without an id
+    record = {"id": "https://openalex.org/W1", "display_name": "x" * (MAX_TITLE_CHARS + 1)}
+    r = client.post("/api/v1/score", json={"works": [record]})
+    assert r.status_code == 400 and "the display_name of works[0] (id 'https://openalex.org/W1')" in r.text
+    r = client.post("/api/v1/score", json={"works": [{"title": None, "display_name": "0" * 2500}]})
+    assert r.status_code == 400 and "the display_name of works[0] holds 2,500 characters" in r.text
 
 
 def test_query_parameters_and_get_are_refused(client):

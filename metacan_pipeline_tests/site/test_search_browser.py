@@ -83,7 +83,7 @@ def test_a_reader_types_lower_case_uses_or_and_not_and_reaches_the_first_result_
         page.locator('input[name="not_institution"]').fill("mcgill university")
         language = page.locator('select[name="language"]')
         fr = _sql(data, "SELECT count(*) FROM works WHERE language = 'fr'")[0][0]
-        assert language.locator("option", has_text=f"fr ({fr})").count() == 1
+        assert language.locator("option", has_text=f"French ({fr})").count() == 1
         language.select_option("fr")
         page.get_by_role("button", name="Count and list").click()
         page.wait_for_url(re.compile(r"not_institution=mcgill"))

@@ -99,7 +99,7 @@ def test_a_reader_builds_cites_downloads_and_reads_in_both_languages(site_releas
         page.get_by_role("button", name="Count and list").click()
         page.wait_for_url(re.compile(r"ca_aff=yes"))
         language = page.locator("section", has=page.get_by_role("heading", name="Language", exact=True))
-        language.get_by_role("link", name="en", exact=True).click()
+        language.get_by_role("link", name="English", exact=True).click()
         page.wait_for_url(re.compile(r"language=en"))
         field = page.locator("section", has=page.get_by_role("heading", name="Field", exact=True))
         facet = field.locator("li", has=page.get_by_role("link", name="Medicine", exact=True))

@@ -487,3 +487,19 @@ def test_every_design_of_the_prevalence_rows_is_said_in_french(world):
         assert not [w for w in english if w in said], (design, said)
     page = html.unescape(_main(client.get("/fr/statistics").text))
     assert "recensement du cadre" in page and "census of the frame" not in page
+
+
+def test_a_screener_swap_range_shows_its_range_and_no_rate(world):
+    """The pipeline stores a swap range's midpoint as its ``rate``; the page shows the range only (table and chart)."""
+    storage, client = world
+    swaps = [r for r in storage.read_table("prevalence").to_pylist() if r["method"] == "screener_swap_range"]
+    assert any(r["rate"] is not None and r["ci_low"] < r["rate"] < r["ci_high"] for r in swaps)  # a midpoint to hide
+    for fid in ("prevalence", "estimands"):
+        block = _main(client.get("/statistics").text).split(f'<section id="{fid}"')[1].split("</section>")[0]
+        rows = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r) for r in block.split("<tbody>")[1].split("</tr>")[:-1]]
+        header = re.findall(r'<th scope="col">(.*?)</th>', block)
+        rate, interval, method = header.index("Rate"), header.index("95% CI or range"), header.index("Method")
+        swap_rows = [r for r in rows if "screener-swap range" in r[method]]
+        assert swap_rows, fid
+        for r in swap_rows:
+            assert r[rate] == "" and re.fullmatch(r"(\d+\.\d% – \d+\.\d%)?", r[interval]), (fid, r)

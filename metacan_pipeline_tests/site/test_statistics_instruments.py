@@ -23,7 +23,7 @@ from metacan_pipeline.site.web import statistics
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.audit import FILTER_RECALL_SCHEMA, VENUE_RECALL_SCHEMA
-from metacan_pipeline_tests.builders.site import build_site, site_world
+from metacan_pipeline_tests.builders.site import build_site, site_venue, site_world
 
 RUN = {"run_id": "run-1", "computed_at": None}
 
@@ -82,6 +82,11 @@ VENUE_ROWS = [
     venue_row("candidate", "all", "all", 12, 10, 4, 0.4, 0.1216, 0.7376),
     venue_row("consensus", "language", "fr", 3, 0, 0),
     venue_row("candidate", "venue", "Scientometrics", 5, 5, 2, 0.4, 0.05, 0.85),  # per venue: API only
+    # reference venues named as the venue list names them: the release's "Journal 1" and "JOURNAL 1", "Revue de Montréal"
+    venue_row("candidate", "venue", "journal 1", 10, 8, 3, 0.375, 0.085, 0.755),
+    venue_row("consensus", "venue", "journal 1", 10, 0, 0),
+    venue_row("candidate", "venue", "Revue de Montreal", 10, 0, 0),
+    venue_row("candidate", "venue", "Venue without frame works", 0, 0, 0),
 ]
 
 
@@ -179,3 +184,51 @@ def test_the_page_quotes_the_protocol_as_the_pipeline_does():
     assert statistics.FILTER_RECALL_MEANS == FILTER_RECALL_MEANS
     assert statistics.KNOWN_ITEM_MEANS == KNOWN_ITEM_MEANS
     assert {NO_REFERENCE, NO_POSITIVES, NON_PROBABILITY} <= set(statistics.INSTRUMENT_NOTES)
+
+
+def _release_ids(venue_folded: str) -> list[str]:
+    """The site world's works in a venue (builders.site.site_venue), compared case- and accent-insensitively."""
+    fold = lambda v: v.lower().replace("é", "e")  # noqa: E731
+    return sorted(f"W{7000 + i}" for i in range(60) if fold(site_venue(i)) == venue_folded)
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_instrument_iii_names_its_reference_works_with_links(served, lang):
+    prefix = "" if lang == "en" else "/fr"
+    iii = section(served.get(f"{prefix}/statistics").text, "venue-known-item-recall")
+    assert ("The reference works: the release's works in the pinned venues" if lang == "en" else
+            "Les publications de référence : les publications de l'édition dans les lieux de publication épinglés") in iii  # fmt: skip
+    items = re.findall(r"<li>(.*?)</li>", iii.split('<ul class="reference-works">')[1].split("</ul>")[0])
+    venues = [re.match(r'<a href="([^"]+)">([^<]+)</a>', i).groups() for i in items]
+    assert venues == [
+        (f"{prefix}/?venue=Revue+de+Montreal", "Revue de Montreal"),
+        (f"{prefix}/?venue=Scientometrics", "Scientometrics"),
+        (f"{prefix}/?venue=journal+1", "journal 1"),
+    ]
+    for item, folded in zip(items, ("revue de montreal", None, "journal 1"), strict=True):
+        want = _release_ids(folded) if folded else []
+        assert re.findall(r"<code>(W\d+)</code>", item) == want[: statistics.REFERENCE_WORKS_SHOWN]
+        assert (
+            re.findall(r'<a href="[^"]*/works/[^"]+/(W\d+)\.html">', item) == want[: statistics.REFERENCE_WORKS_SHOWN]
+        )
+    assert len(_release_ids("journal 1")) == 10 and "Venue without frame works" not in iii
+    # the venue's link opens the cohort of exactly those works
+    count = served.get("/api/v1/count?venue=journal+1").json()["count"]
+    assert count == len(_release_ids("journal 1"))
+
+
+def test_more_reference_works_than_shown_are_counted_and_linked(served, monkeypatch):
+    monkeypatch.setattr(statistics, "REFERENCE_WORKS_SHOWN", 3)
+    con = served.app.state.site.release.cursor()
+    try:
+        (journal,) = statistics.reference_works(con, ["journal 1"])
+    finally:
+        con.close()
+    assert journal["count"] == 10 and [w["id"] for w in journal["works"]] == _release_ids("journal 1")[:3]
+    env = served.app.state.site.envs["en"]
+    page = env.get_template("statistics.html.j2").render(
+        figures=[{"id": "venue-known-item-recall", "title": "t", "summary": "", "bars": [], "rows": []}],
+        reference=[journal], prefix="", url=statistics.url_with, release=served.app.state.site.info, lang="en",
+        alternates=[], switch={"href": "/fr/", "lang": "fr", "name": "Français"},
+    )  # fmt: skip
+    assert '<a href="/?venue=journal+1">and 7 more</a>' in page

@@ -46,6 +46,7 @@ from .release import (
     verify_release,
     write_pointer,
 )
+from .versions import write_work_versions
 
 #: Bump when the release tables or what goes into them change: a new layout is a new release id.
 #: 4: cohort_facet_counts (query.stored_counts); 5: year_language_counts (.cube); 6: the FTS5 index in impact order (.fts)
@@ -57,7 +58,9 @@ from .release import (
 #: 10: the authorships of works (site_work_authors, site_work_institution_ids) and the release's authors and
 #: institutions (site_authors, site_institutions)
 #: 11: the coverage figures of release_statistics (.coverage_figures), work_facets.classified and .cited_by
-LAYOUT_VERSION = 11  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: 12: works.scored (at least one category score: a prediction whose heads give none is not counted as scored),
+#: work_versions (the other OpenAlex ids of the same work)
+LAYOUT_VERSION = 12  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 RECENT_SQL = resources.files("metacan_pipeline.site").joinpath("sql/recent.sql").read_text("utf-8")
@@ -327,10 +330,11 @@ def write_whole_release_tables(
     """The tables that look at the whole release, written once the per-work tables are complete: the classifier heads
     of the versions the works carry and the coded facet copy (``sql/facets.sql``, which reads the temporary relation
     ``heads``: ``model_version, teacher, target, gate_passed, gate_reason`` of ``student_heads``), the year x language
-    cube, the counts the queries read back (``stored_counts``, see :func:`build_release`) and the figures
+    cube, the other OpenAlex ids of the same work (:func:`.versions.write_work_versions`), the counts the queries read back (``stored_counts``, see :func:`build_release`) and the figures
     (``prevalence``: the ``prevalence`` table's Parquet glob, None when there is none; ``instruments``: each
     instrument table's, :func:`.figures.write_figures`)."""
     con.execute(FACETS_SQL)
+    write_work_versions(con)
     write_year_language_counts(con)
     stored_counts(con)
     write_figures(con, prevalence, instruments)

@@ -50,6 +50,12 @@ class CohortQuery:
             self.con.register("fts_hits", self._fts(fts.search))
             self._hits = True
 
+    def coded_where(self) -> tuple[str, list]:
+        """The cohort's coded clauses over ``work_facets w`` as SQL and its parameters, the text query's matches
+        registered as ``fts_hits`` first (what a query of the cohort's rows outside this class filters by)."""
+        self._need_hits()
+        return where_sql(self.coded)
+
     def __enter__(self) -> CohortQuery:
         return self
 
@@ -129,7 +135,7 @@ class CohortQuery:
         return self._rows or None
 
     def coverage(self) -> dict[str, int]:
-        """``works``, ``direct`` (with a labelled direct label), ``scored`` (with a prediction), ``decided`` (a
+        """``works``, ``direct`` (with a labelled direct label), ``scored`` (with at least one category score), ``decided`` (a
         classifier decision in any mode) in the cohort (the flags of ``work_facets``; stored for the release)."""
         if not self.coded:
             return json.loads(self._one("SELECT items FROM facet_counts WHERE facet = '_coverage'", [])[0])

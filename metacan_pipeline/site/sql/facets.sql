@@ -53,7 +53,7 @@ INSERT INTO work_facets
 SELECT w.work_key, w.year, k1.code, k2.code, k3.code, k4.code, k5.code, k6.code, k7.code, k8.code, k9.code,
        w.ca_aff, w.ca_fund, w.ca_venue, w.about_ca, w.invisible_to_affiliation_only, w.has_abstract, w.is_retracted,
        w.openalex_missed,
-       w.model_version IS NOT NULL,
+       w.scored,
        w.work_key IN (SELECT work_key FROM work_labels WHERE status = 'labelled'),
        w.work_key IN (SELECT work_key FROM work_decisions),
        w.work_key IN (SELECT work_key FROM work_decisions)

@@ -49,7 +49,7 @@ from starlette.responses import (
 from starlette.routing import Route
 
 from ... import __version__, settings
-from ...i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, translations
+from ...i18n import DEFAULT_LOCALE, LOCALES, N_, Sentence, format_number, language_name, translations
 from ...openalex.ids import is_work_id
 from ...publish.abstract_cascade import AbstractCascade
 from ...publish.abstracts import Abstract, AbstractFetcher, WorkIds
@@ -62,6 +62,8 @@ from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
 from ..query.params import BOOLEAN_FILTERS, FILTERS, ID_PATTERNS, PARAMS, CohortError, single_values
 from ..query.suggest import did_you_mean, replaced
+from ..query.trend import cohort_trend
+from ..query.versions import group_versions
 from . import guide, languages, strings
 from .api import ApiEndpoints, api_error, url_with
 from .citations import bibtex_chunks, ris_chunks
@@ -91,6 +93,7 @@ from .saved import QueryStore
 from .score_api import ScoreEndpoints
 from .static_pages import WORK_PAGE_SOURCES, static_page
 from .statistics import StatisticsEndpoints
+from .trend_view import trend_figure
 from .typeahead import TYPEAHEAD_FACETS, TypeaheadEndpoints
 
 DEFAULT_ROW_CAP = 100_000
@@ -117,6 +120,7 @@ def site_environment(locale: str = DEFAULT_LOCALE) -> Environment:
     env.filters["label"] = partial(strings.label, locale=locale)
     env.filters["word"] = partial(strings.value_word, locale=locale)
     env.filters["num"] = partial(format_number, locale=locale)
+    env.filters["language"] = partial(language_name, locale=locale)
     env.filters["combine"] = lambda a, b: {**a, **{k: str(v) for k, v in b.items()}}
     env.filters["qualification"] = partial(qualification_words, tr=translations(locale))
     env.globals["category_names"] = {c: strings.category_name(c, locale) for c in CATEGORIES}
@@ -176,7 +180,9 @@ class Site(
         self.info = self.release.info
         self.store = QueryStore(Path(data_dir).resolve() / "site" / "queries.sqlite")
         self.envs = {lo: site_environment(lo) for lo in LOCALES}
-        self.page_envs = {lo: page_environment(None if lo == DEFAULT_LOCALE else translations(lo)) for lo in LOCALES}
+        self.page_envs = {
+            lo: page_environment(None if lo == DEFAULT_LOCALE else translations(lo), locale=lo) for lo in LOCALES
+        }
         self.row_cap = row_cap
         self.limiter = None
         self._choices: dict[str, list[dict]] | None = None
@@ -285,11 +291,17 @@ class Site(
         return endpoint
 
     # ---- helpers -------------------------------------------------------------------------------------------
-    def summary(self, cohort: Cohort, listing=None, lang: str = DEFAULT_LOCALE) -> dict:
+    def summary(self, cohort: Cohort, listing=None, lang: str = DEFAULT_LOCALE, grouped: bool = False) -> dict:
+        """The cohort's count, coverage, facets and (with ``listing``) a page of its works; ``grouped`` (the home
+        page): the page's works with their other OpenAlex ids, each work once
+        (:func:`..query.versions.group_versions`), and the cohort's trend (:func:`..query.trend.cohort_trend`)."""
         with CohortQuery(self.release, cohort) as q:
             out = {"count": q.count(), "coverage": q.coverage(), "facets": q.facets()}
             if listing is not None:
                 out["works"], out["next"] = q.page(listing)
+                if grouped:
+                    out["works"] = group_versions(q.con, out["works"])
+                    out["trend"] = cohort_trend(q)
             # no work: the nearest values of the release to each text filter value no work holds
             out["did_you_mean"] = did_you_mean(q.con, cohort) if out["count"] == 0 else {}
         out["coverage_sentence"] = strings.coverage_sentence(out["coverage"], cohort.classifier_version, lang)
@@ -304,7 +316,7 @@ class Site(
         prefix = languages.PREFIXES[lang]
         items, notices = forgive_form(request.query_params.multi_items())
         cohort, listing = parse_request(items, self.info)
-        summary = self.summary(cohort, listing, lang)
+        summary = self.summary(cohort, listing, lang, grouped=True)
         params = cohort.params()
         sort_params = {**params, "sort": listing.sort, "limit": str(listing.limit)}
         response = self.render(
@@ -333,6 +345,7 @@ class Site(
             typeahead=TYPEAHEAD_FACETS,
             choices=self.choices(),
             replaced=partial(replaced, cohort),
+            trend=trend_figure(summary["trend"], summary["count"], lang),
         )
         response.headers["Content-Security-Policy"] = HOME_CSP  # the typeahead script, from this site only
         if lang == DEFAULT_LOCALE:

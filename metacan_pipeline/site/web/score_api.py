@@ -15,7 +15,8 @@ labels held one class, e.g. "no positive direct label to learn from (0 positives
 loaded once per version and kept.
 
 Refusals (JSON, ``{"error": {"status", "message"}}``): 400 for a body that is not JSON, not an object with a
-``works`` list, an empty list, more than :data:`MAX_WORKS` works, an unknown ``model_version`` or one missing where
+``works`` list, an empty list, more than :data:`MAX_WORKS` works, a ``title`` or ``display_name`` over
+:data:`MAX_TITLE_CHARS` characters as sent (the message names the work's index in ``works`` and its id), an unknown ``model_version`` or one missing where
 the release holds several; 413 for a body over :data:`MAX_BODY_BYTES`. A body whose works are all refused is answered
 200 with an empty ``works`` list and every refusal in ``rejected``, like a body of which some are; 503 when the data folder holds no usable model file for the version. The site's
 per-client rate limit applies (:class:`.middleware.RateLimit`).
@@ -40,6 +41,9 @@ from .middleware import NO_STORE
 MAX_WORKS = 1_000
 #: Largest body accepted (OpenAlex records with long author lists run to tens of kB each).
 MAX_BODY_BYTES = 32 * 1024 * 1024
+#: Longest title scored, in characters after the markup-to-text step (the longest OpenAlex titles run to about a
+#: thousand; a longer one is not a title, and scoring it only costs the server).
+MAX_TITLE_CHARS = 2_000
 #: Body keys: anything else is refused (a misspelt key is an error, not silently ignored).
 BODY_KEYS = ("works", "model_version")
 
@@ -66,7 +70,12 @@ def request_schema(release: ReleaseInfo | None = None) -> dict:
                 "list with its index and why; the others are scored.",
                 "items": {
                     "description": "An object (an id,title row or an OpenAlex work record); any other value is "
-                    "answered in rejected, like an object that cannot be scored."
+                    "answered in rejected, like an object that cannot be scored. A title (an OpenAlex record's title "
+                    f"or display_name) holds at most {MAX_TITLE_CHARS:,} characters: a longer one refuses the request.",
+                    "properties": {
+                        "title": {"maxLength": MAX_TITLE_CHARS},
+                        "display_name": {"maxLength": MAX_TITLE_CHARS},
+                    },
                 },
             },
             "model_version": version,
@@ -78,6 +87,26 @@ def _error(status: int, message: str, **extra) -> JSONResponse:
     return JSONResponse(
         {"error": {"status": status, "message": message}, **extra}, status_code=status, headers=NO_STORE
     )
+
+
+def _long_title(works: list) -> JSONResponse | None:
+    """The 400 refusing the first work whose ``title`` or ``display_name`` is a string over :data:`MAX_TITLE_CHARS`
+    characters as sent (what the request schema bounds, so a request the schema accepts is never refused for it),
+    naming its index in ``works`` and its id; None when every title is within the bound."""
+    for i, work in enumerate(works):
+        if not isinstance(work, dict):
+            continue
+        for key in ("title", "display_name"):
+            value = work.get(key)
+            if isinstance(value, str) and len(value) > MAX_TITLE_CHARS:
+                wid = work.get("id")
+                who = f" (id {wid!r})" if isinstance(wid, str) else ""
+                return _error(
+                    400,
+                    f"the {key} of works[{i}]{who} holds {len(value):,} characters; at most {MAX_TITLE_CHARS:,} are "
+                    "scored: send the title alone, without the abstract or body text.",
+                )
+    return None
 
 
 def _rejected(r: Reject) -> dict:
@@ -166,6 +195,8 @@ class ScoreEndpoints:
             scorer = self.scorer(version)
         except ScoringUnavailable as exc:
             return _error(503, f"scoring with {version} is unavailable on this server: {exc}")
+        if (long := _long_title(works)) is not None:
+            return long
         items = list(read_items(iter_objects(works)))
         usable = [x for x in items if isinstance(x, InputWork)]
         rejected = [_rejected(x) for x in items if isinstance(x, Reject)]

@@ -21,6 +21,7 @@ version and ``prediction_status``; a prevalence row's method and what it counts.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from babel.numbers import format_percent
@@ -28,14 +29,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...audit.instruments.recall import HUMAN, KNOWN_ITEM_CATEGORY, NO_SOURCE
-from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, translations
+from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, format_number, language_name, translations
 from ...publish.pages import qualification_notes_in, qualification_words
 from ...release.release_layers import RELEASE_LAYERS
 from ...student.census import zero_width_census
 from ...student.estimands import CA_PERSON_NOT_MEASURED, CATEGORY_RATE, ESTIMANDS, estimand_display
 from ...vocab import display_name
 from ..query.params import single_values
-from . import strings
+from . import charts, strings
+from .api import url_with
 from .coverage_figures import coverage_figures
 
 #: The figures of ``release_statistics`` the page shows, in order.
@@ -256,7 +258,8 @@ def _bars(items: list[tuple[str, float, float | None]], fmt) -> list[dict]:
 
 
 def view(stats: dict[str, Any], locale: str) -> list[dict]:
-    """The page's figures in ``locale``: id, title, summary, bars, data table columns and rows."""
+    """The page's figures in ``locale``: id, title, summary, bars or intervals, the chart drawn from them (``svg``,
+    :mod:`.charts`), data table columns and rows."""
     tr = translations(locale)
     _ = tr.gettext
     num = lambda n: format_number(n, locale)  # noqa: E731
@@ -343,7 +346,8 @@ def view(stats: dict[str, Any], locale: str) -> list[dict]:
         ("by-language", "by_language", _("The frame by language")),
     ):
         rows = stats[name]
-        label = lambda v: v if v is not None else _(NOT_RECORDED)  # noqa: E731
+        by_language = name == "by_language"
+        label = partial(_facet_value_name, by_language=by_language, locale=locale)
         summary = (
             _(SUMMARY_FACET)
             % {
@@ -386,7 +390,20 @@ def view(stats: dict[str, Any], locale: str) -> list[dict]:
         out.append(_layer_figure(stats["release_layers"], locale))
     out.append(_filter_recall_figure(stats.get("filter_recall"), locale))
     out.append(_known_item_figure(stats.get("venue_known_item_recall"), locale))
+    for fig in out:  # drawn once per language: the page caches its view
+        if fig.get("intervals"):
+            fig["svg"] = charts.interval_chart(fig)
+        elif "intervals" not in fig and fig["bars"]:
+            fig["svg"] = charts.bar_chart(fig)
     return out
+
+
+def _facet_value_name(value: str | None, by_language: bool, locale: str) -> str:
+    """A value of the by-field or by-language figure as the page shows it: a language by its name in ``locale``, a
+    field as it is, no value as "not recorded"."""
+    if value is None:
+        return translations(locale).gettext(NOT_RECORDED)
+    return language_name(value, locale) if by_language else value
 
 
 def _layer_figure(rows: list[dict], locale: str) -> dict:
@@ -742,7 +759,7 @@ def _intervals(rated: list[dict], rows: list[dict], rate_label, swap_label, pct)
     ] + [
         {
             "label": swap_label(r),
-            "rate": r["rate"],
+            "rate": None,  # a range, no point: its stored midpoint is no estimate
             "low": r["ci_low"],
             "high": r["ci_high"],
             "text": f"{pct(r['ci_low'])} – {pct(r['ci_high'])}",
@@ -750,6 +767,14 @@ def _intervals(rated: list[dict], rows: list[dict], rate_label, swap_label, pct)
         for r in rows
         if r["method"] == "screener_swap_range" and r["ci_low"] is not None
     ]
+
+
+def _rate_cell(r: dict, locale: str) -> str:
+    """A prevalence row's rate cell: the rate; for a screener-swap range nothing (the range has no point estimate:
+    the ``rate`` the pipeline stores is its midpoint, which would read as an estimate; the range column says it)."""
+    if r["method"] == "screener_swap_range":
+        return ""
+    return percent(r["rate"], locale) if r["rate"] is not None else translations(locale).gettext("not computed")
 
 
 def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
@@ -808,7 +833,7 @@ def _prevalence_figure(stats: dict[str, Any], locale: str) -> dict:
                 method_name(r["method"], locale),
                 source(r),
                 format_number(r["n"], locale) if r["n"] is not None else "",
-                pct(r["rate"]) if r["rate"] is not None else _("not computed"),
+                _rate_cell(r, locale),
                 f"{pct(r['ci_low'])} – {pct(r['ci_high'])}" if r["ci_low"] is not None else "",
                 design_words(r["design"], locale),
             ]
@@ -887,7 +912,7 @@ def _estimand_figure(stats: dict[str, Any], locale: str) -> dict:
                 method_name(r["method"], locale),
                 source(r),
                 format_number(r["n"], locale) if r["n"] is not None else "",
-                pct(r["rate"]) if r["rate"] is not None else _("not computed"),
+                _rate_cell(r, locale),
                 f"{pct(r['ci_low'])} – {pct(r['ci_high'])}" if r["ci_low"] is not None else "",
                 design_words(r["design"], locale),
             ]
@@ -906,10 +931,52 @@ def estimand_definitions(locale: str) -> list[dict]:
     return [{"estimand": n, "name": _(estimand_display(n)[0]), "definition": _(estimand_display(n)[1])} for n in names]
 
 
+#: Works of each reference venue the statistics page names (the rest: the venue's cohort, linked).
+REFERENCE_WORKS_SHOWN = 10
+
+
+def reference_venues(stats: dict[str, Any]) -> list[str]:
+    """The venues of instrument iii's reference set that hold frame works (its per-venue rows), in name order."""
+    rows = stats.get("venue_known_item_recall") or []
+    return sorted({r["group"] for r in rows if r["group_by"] == "venue" and r["reference_works"]})
+
+
+def reference_works(con, venues: list[str]) -> list[dict[str, Any]]:
+    """Each reference venue with the release's works in it (the venue compared as the venue filter compares it: case
+    and accents ignored): ``{"venue", "count", "works": [{"id", "title", "page_path"}, ...]}``, the first
+    :data:`REFERENCE_WORKS_SHOWN` works by id."""
+    if not venues:
+        return []
+    rows = con.execute(
+        "SELECT v.venue, w.id, w.title, w.page_path, count(*) OVER (PARTITION BY v.venue) AS n "
+        "FROM works w JOIN (SELECT unnest(?::VARCHAR[]) AS venue) v "
+        "ON lower(strip_accents(w.venue)) = lower(strip_accents(v.venue)) "
+        f"QUALIFY row_number() OVER (PARTITION BY v.venue ORDER BY w.id) <= {REFERENCE_WORKS_SHOWN} "
+        "ORDER BY v.venue, w.id",
+        [venues],
+    ).fetchall()
+    out = {v: {"venue": v, "count": 0, "works": []} for v in venues}
+    for venue, wid, title, path, n in rows:
+        out[venue]["count"] = n
+        out[venue]["works"].append({"id": wid, "title": title, "page_path": path})
+    return list(out.values())
+
+
 class StatisticsEndpoints:
     """The statistics page and its API route, a mixin of :class:`.app.Site` (reads ``release``, ``render``)."""
 
     _statistics: dict[str, Any] | None = None
+    _reference: list[dict[str, Any]] | None = None
+
+    def reference_data(self) -> list[dict[str, Any]]:
+        """Instrument iii's reference venues and their works in the release (:func:`reference_works`), read once."""
+        if self._reference is None:
+            con = self.release.cursor()
+            try:
+                self._reference = reference_works(con, reference_venues(self.statistics_data()))
+            finally:
+                con.close()
+        return self._reference
 
     def statistics_data(self) -> dict[str, Any]:
         """The release's figures, read once (module docstring)."""
@@ -927,7 +994,9 @@ class StatisticsEndpoints:
         views = self.__dict__.setdefault("_statistics_views", {})  # per language: the release never changes
         if lang not in views:
             views[lang] = view(self.statistics_data(), lang)
-        return self.render(request, "statistics.html.j2", figures=views[lang])
+        return self.render(
+            request, "statistics.html.j2", figures=views[lang], reference=self.reference_data(), url=url_with
+        )
 
     def api_statistics(self, request: Request) -> Response:
         data = dict(self.statistics_data())

@@ -108,8 +108,9 @@ STATUS_PHRASES: dict[int, str] = {
 #: Between a label and its value ("2024: 3"); French puts a no-break space before the colon.
 COLON = N_(": ")
 COVERAGE = N_(
-    "Direct labels cover %(direct)s of %(works)s works; the classifier (%(version)s) scored %(scored)s and its "
-    "decisions cover %(decided)s; absence of a label or a decision is not a negative."
+    "Direct labels cover %(direct)s of %(works)s works; the classifier (%(version)s) gave a category score to "
+    "%(scored)s (a work without one was not scored, or only by heads trained on a single class, which give no score) "
+    "and its decisions cover %(decided)s; absence of a label or a decision is not a negative."
 )
 CITATION = N_("metacan cohort %(hash)s (%(count)s works), release %(release)s, classifier version %(version)s: %(url)s")
 
@@ -124,7 +125,9 @@ def value_word(value: str, locale: str = DEFAULT_LOCALE) -> str:
 
 
 def coverage_sentence(cov: dict[str, int], classifier_version: str, locale: str = DEFAULT_LOCALE) -> str:
-    """The sentence that travels with every result: what the labels and decisions cover."""
+    """The sentence that travels with every result: what the labels, the scores and the decisions cover. ``scored``
+    counts only works with at least one non-null category score (``works.scored``): a head whose training labels held
+    one class ranks nothing and gives null, so a prediction from such heads alone is not a score."""
     n = {k: format_number(cov[k], locale) for k in ("direct", "works", "scored", "decided")}
     return translations(locale).gettext(COVERAGE) % {**n, "version": classifier_version}
 
