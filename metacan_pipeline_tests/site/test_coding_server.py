@@ -203,6 +203,8 @@ def _public_paths(app, wid: str, version: str, query_hash: str) -> list[tuple[st
         "facet": "venue",
         "name": "model_card.json",
         "n": "0",
+        "author_id": "A5017898742",
+        "institution_id": "I4210116052",
     }
     out = []
     for route in app.routes:
