@@ -177,8 +177,9 @@ GLOSSARY: tuple[Term, ...] = (
         "qualification",
         N_("Qualification"),
         N_(
-            "A prespecified agreement test of a teacher against the sample teacher on reference works. A teacher not "
-            "qualified, or not tested yet, is shown as such and decides nothing."
+            "A prespecified agreement test of a teacher against a reference set that frontier models labelled "
+            "(design-weighted Cohen's kappa on metaresearch, against a threshold fixed before the test). Both "
+            "teachers take it. A teacher not qualified, or not tested yet, is shown as such and decides nothing."
         ),
     ),
     Term(
@@ -205,6 +206,43 @@ GLOSSARY: tuple[Term, ...] = (
             "The audit study's plan, locked before any coding: the sample design, the classifier version and decision "
             "rule under test, the heads evaluated, the gate's thresholds and the coder instructions, with a content "
             "hash. A change is a new protocol."
+        ),
+    ),
+    Term(
+        "release-layer",
+        N_("Release layer"),
+        N_(
+            "Where a work stands in a release, by one rule of the original protocol: human-verified (a human code), "
+            "high-precision (a validated head decided it), contested (qualified teachers split) or provisional "
+            "(everything else: machine output only). Every work is in exactly one."
+        ),
+    ),
+    Term(
+        "estimand",
+        N_("Estimand"),
+        N_(
+            "The quantity a prevalence estimates, fixed in advance: the primary one is the share of frame works in "
+            "scope (the metaresearch category) with a Canadian affiliation or funder; the secondary, strict and broad "
+            "ones change the route or the scope. A category's own rate (e.g. research integrity) is not an estimand "
+            "and does not require metaresearch."
+        ),
+    ),
+    Term(
+        "filter-recall",
+        N_("Filter recall"),
+        N_(
+            "Of the works a qualified teacher or a human put in a category, the share a filter (a route, a lexicon "
+            "tier, a topic) would keep: what a search instead of a census would lose. Without such a reference it "
+            "reads no reference yet."
+        ),
+    ),
+    Term(
+        "known-item-recall",
+        N_("Known-item recall"),
+        N_(
+            "The share of the frame's works in a list of meta-research venues that a method (candidate, consensus, "
+            "a teacher, the student's top decile) puts in scope: a bound from a convenience set, never a "
+            "design-based estimate."
         ),
     ),
     Term(
