@@ -244,7 +244,7 @@ def student_heads(context: dg.AssetExecutionContext, config: StudentConfig, stor
         context.log.info(
             f"holdout frozen now: {inputs.holdout_works} frame works of held-out venues ({HOLDOUT_VERSION})"
         )
-    distiller = Distiller() if config.distill else None
+    distiller = Distiller(log=context.log.info) if config.distill else None
     bundle, reused = train_or_load(
         storage, inputs, config.features, context.run.run_id, tuple(config.head_c), distiller
     )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -41,6 +42,10 @@ DISTILL_ENCODER = "minilm-onnx"
 RIDGE_ALPHA = 0.3
 #: Frame works in the transfer set unless told otherwise (``student_heads: transfer_works``).
 TRANSFER_WORKS = 20_000
+#: Texts encoded at a time (a progress line may follow each chunk).
+ENCODE_CHUNK = 2_000
+#: Seconds between two progress lines of a :class:`Distiller`.
+PROGRESS_SECONDS = 30.0
 #: The salt of the transfer sample's hash (a new salt is a new sample, hence a new model version).
 TRANSFER_SALT = "metacan-student-transfer-v1"
 
@@ -70,12 +75,27 @@ class Distiller:
     """Encodes texts with the encoder (each distinct text once per process) and distils heads.
 
     ``encoder``: a fitted feature backend with ``transform(texts) -> (n, d)``; built lazily from
-    :data:`DISTILL_ENCODER` (ImportError naming ``make setup`` when its packages or artifact are missing)."""
+    :data:`DISTILL_ENCODER` (ImportError naming ``make setup`` when its packages or artifact are missing). ``log``:
+    where progress lines go while it works (None: nowhere)."""
 
     encoder_kind: str = DISTILL_ENCODER
     alpha: float = RIDGE_ALPHA
     encoder: object | None = None
+    log: Callable[[str], None] | None = None
     _cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _heads: int = field(default=0, repr=False)
+    _said_at: float = field(default_factory=time.monotonic, repr=False)
+
+    def _progress(self, force: bool = False) -> None:
+        """A progress line through ``log`` (e.g. the asset's ``context.log.info``) at most every
+        :data:`PROGRESS_SECONDS`: heads distilled and texts encoded so far."""
+        now = time.monotonic()
+        if self.log is not None and (force or now - self._said_at >= PROGRESS_SECONDS):
+            self._said_at = now
+            self.log(
+                f"distillation: {self._heads} head fit(s) distilled, {len(self._cache)} texts encoded by "
+                f"{self.encoder_kind} so far"
+            )
 
     @property
     def params(self) -> dict:
@@ -97,9 +117,11 @@ class Distiller:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``float32 (len(texts), d)``: each text's embedding (a text met before is not encoded again)."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if missing:
-            for t, row in zip(missing, np.asarray(self._encoder().transform(missing), dtype=np.float32), strict=True):
+        for start in range(0, len(missing), ENCODE_CHUNK):
+            chunk = missing[start : start + ENCODE_CHUNK]
+            for t, row in zip(chunk, np.asarray(self._encoder().transform(chunk), dtype=np.float32), strict=True):
                 self._cache[t] = row
+            self._progress()
         if not texts:
             return np.empty((0, 0), dtype=np.float32)
         return np.vstack([self._cache[t] for t in texts])
@@ -113,6 +135,8 @@ class Distiller:
         """Distil every trained head of ``jobs`` through ``transfer`` (one multi-output ridge fit), in place:
         :func:`distil_heads`."""
         distil_heads(jobs, transfer, self.embed, self.alpha)
+        self._heads += len(jobs)
+        self._progress(force=len(jobs) > 1)
 
 
 @dataclass

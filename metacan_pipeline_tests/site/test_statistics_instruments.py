@@ -127,11 +127,11 @@ def test_each_instrument_has_its_section_marked_for_what_it_is(served):
     ]
     assert "<svg" in ii and "route:ca_aff (direct labels of codex (qualified))" in ii  # the interval chart
     assert "Instrument iii: known-item recall on the venue reference set (a non-probability bound)" in iii
-    assert "12 frame works were published in the pinned meta-research venues (list venues-v1)" in iii
+    assert "frame works published in the pinned meta-research venues (list venues-v1): 12." in iii
     assert "kept apart from the design-based estimates" in iii and KNOWN_ITEM_MEANS in iii
     assert cells(iii) == [
         ["candidate", "all", "12", "4 / 10", pct(0.4), f"{pct(0.1216)} – {pct(0.7376)}", NON_PROBABILITY],
-        ["consensus", "language: fr", "3", "0 / 0", "no reference yet", "", NON_PROBABILITY],
+        ["consensus", "language: French", "3", "0 / 0", "no reference yet", "", NON_PROBABILITY],
     ]
     api = served.get("/api/v1/statistics").json()
     assert [r["category"] for r in api["filter_recall"]] == ["metaresearch", "metaresearch", "metaresearch", "sts"]
@@ -153,7 +153,7 @@ def test_the_french_sections_are_french_and_no_reference_yet_is_said_so(served):
     assert "Instrument ii : le rappel de chaque filtre contre les étiquettes qualifiées et les codes humains" in ii
     assert "pas encore de référence" in ii and "codes humains arbitrés" in ii
     assert "Le protocole d'origine, section 6.1" in ii and "aucun positif de référence dans cette catégorie" in ii
-    assert "une borne non probabiliste" in iii and "langue : fr" in iii.replace("\u202f", " ").replace("\xa0", " ")
+    assert "une borne non probabiliste" in iii and "langue : français" in iii.replace("\u202f", " ").replace("\xa0", " ")
     assert "Strates de diffusion : chaque publication dans exactement une" in section(page, "release-layers")
 
 

@@ -146,8 +146,8 @@ SUMMARY_FILTER_NO_REFERENCE = N_(
     "no filter's recall can be measured; the rows say so rather than show a number."
 )
 SUMMARY_KNOWN_ITEM = N_(
-    "Instrument iii of the original protocol: %(works)s frame works were published in the pinned meta-research "
-    "venues (list %(version)s). Each system's recall on them is known-item recall, a non-probability bound on recall "
+    "Instrument iii of the original protocol: frame works published in the pinned meta-research venues (list "
+    "%(version)s): %(works)s. Each system's recall on them is known-item recall, a non-probability bound on recall "
     "for the hard cases, kept apart from the design-based estimates on this page and never a replacement for them."
 )
 SUMMARY_KNOWN_ITEM_NONE = N_(
@@ -538,7 +538,14 @@ def _known_item_figure(rows: list[dict] | None, locale: str) -> dict:
 
     def group(r: dict) -> str:
         word = _(GROUPINGS.get(r["group_by"], r["group_by"]))
-        return word if r["group_by"] == "all" else f"{word}{_(strings.COLON)}{r['group']}"
+        if r["group_by"] == "all":
+            return word
+        value = r["group"]
+        if r["group_by"] == "has_abstract" and value in ("true", "false"):
+            value = _("yes") if value == "true" else _("no")
+        elif r["group_by"] == "language":
+            value = language_name(value, locale) or value
+        return f"{word}{_(strings.COLON)}{value}"
 
     fig = _figure(
         "venue-known-item-recall",
