@@ -86,7 +86,7 @@ test-fast: $(STAMP) lint
 
 ## The Dagster UI over workspace.yaml, on the same instance folder as `make run`.
 dev: $(STAMP)
-	$(BIN)/metacan dev
+	$(BIN)/metacan dev $(DEV_ARGS)
 
 ## The evidence browser on http://127.0.0.1:8000 over the current release database (built by `make run`: asset site_database).
 serve: $(STAMP)

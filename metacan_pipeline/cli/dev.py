@@ -10,8 +10,10 @@ has, so on its own it would ignore both; here both stop it, and ``dagster dev`` 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +27,8 @@ from ..instance import instance_home
 from ..storage import default_data_dir
 from .options import DATA_DIR_HELP
 
+#: Where ``dagster dev`` serves the UI (its default host).
+UI_HOST = "127.0.0.1"
 #: The signals that stop ``metacan dev`` (and, forwarded as SIGTERM, every process of the UI).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -38,10 +42,30 @@ def dev(
 ) -> None:
     """Start the Dagster UI (``dagster dev -w workspace.yaml``) on the instance ``metacan run`` uses; Ctrl-C,
     SIGTERM or SIGHUP stops it with its webserver, daemon and code servers."""
+    if port_in_use(UI_HOST, port):
+        typer.echo(
+            f"metacan dev: port {port} on {UI_HOST} is in use (another server, perhaps another Dagster UI on this "
+            "instance, is listening there); stop it, or choose another port with --port "
+            '(make dev DEV_ARGS="--port 3001")',
+            err=True,
+        )
+        raise typer.Exit(1)
     home = instance_home(data_dir or default_data_dir())
     typer.echo(f"Dagster instance: {home} (the one metacan run uses); UI on http://localhost:{port}")
     dagster = Path(sys.executable).with_name("dagster")
     raise typer.Exit(run_until_stopped([str(dagster), "dev", "-w", "workspace.yaml", "-p", str(port)]))
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when ``host:port`` cannot be bound because a server listens there (checked by binding and closing a
+    socket, as the webserver will bind it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
 
 
 def run_until_stopped(argv: Sequence[str], grace_s: float = STOP_GRACE_S) -> int:

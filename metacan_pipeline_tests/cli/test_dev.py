@@ -132,3 +132,22 @@ def test_metacan_dev_started_in_the_background_stops_with_every_process_of_the_u
         for p in tree:
             with contextlib.suppress(psutil.Error):
                 p.kill()
+
+
+def test_metacan_dev_on_a_port_in_use_says_what_to_do_and_starts_nothing(tmp_path):
+    """A port already listened on stops ``metacan dev`` before any Dagster process starts (a second UI on one
+    instance would run a second daemon)."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "metacan_pipeline.cli", "dev", "--port", str(port), "--data-dir", str(tmp_path)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert out.returncode == 1
+    assert f"metacan dev: port {port} on 127.0.0.1 is in use" in out.stderr and "--port" in out.stderr
+    assert "Dagster instance" not in out.stdout and not (tmp_path / "dagster_home").exists()
