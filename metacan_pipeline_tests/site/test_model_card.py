@@ -69,7 +69,7 @@ def test_the_card_page_in_english_shows_every_head_with_its_figures_and_claim(cl
     ap = head["metrics"]["ap"]
     shown = f"{ap['value']:.3f} [{ap['ci_low']:.3f}; {ap['ci_high']:.3f}]"
     assert figure(ap, "en") == shown and shown in html
-    row = re.search(r"<tr><th scope=\"row\">codex</th><td>about_ca_topic</td>.*?</tr>", html).group(0)
+    row = re.search(r"<tr><th scope=\"row\">codex</th><td>Canada as a subject</td>.*?</tr>", html).group(0)
     assert f"<td>{head['labels']} ({head['positives']})</td><td>{head['holdout_n']}</td>" in row
     assert shown in row and "Decides: its quota-calibrated decisions" in row and "machine_predicted_unvalidated" in row
     narrow = _head(card, "codex", "metaepi_narrow")  # no positive to learn from: no score, whatever the gate
@@ -165,3 +165,31 @@ def test_the_card_is_reached_and_read_from_the_keyboard_in_headless_chromium(sit
         assert len(widths) == 2 and all(w > 0 for w in widths)
         context.close()
     assert failed == [], failed
+
+
+def test_the_french_card_says_why_a_head_gives_no_score_and_names_every_head():
+    from metacan_pipeline.site.web.model_card import head_name, said, value_in
+
+    claim = {
+        "text": "No score: no positive direct label to learn from (0 positives of 24 labels); ...",
+        "msgid": "No score: %(reason)s; a head that saw one class ranks nothing, so it writes no score.",
+        "values": {"reason": "no positive direct label to learn from (0 positives of 24 labels)"},
+    }
+    assert said(claim, "fr").replace("\xa0", " ").startswith(
+        "Aucun score : aucune étiquette directe positive dont apprendre (0 positif sur 24"
+    )
+    gate = "codex positives 0 < 20; sample teacher not qualified (kappa 0.00 on 50 reference works (16 positive); needs 0.37)"
+    fr = value_in(gate, "fr").replace("\xa0", " ")
+    assert fr.startswith("positifs de codex : 0 < 20; annotateur d'échantillon : annotateur non qualifié (kappa")
+    assert "sample" not in fr and "not qualified" not in fr
+    assert value_in(gate, "en") == gate  # English stays the card's own text
+    assert value_in("no negative direct label to learn from (3 positives of 3 labels)", "fr") == (
+        "aucune étiquette directe négative dont apprendre (3 positifs sur 3 étiquettes)"
+    )
+    assert [head_name(t, "fr") for t in ("study_design", "domain", "genre", "about_ca_system")] == [
+        "Devis d'étude",
+        "Domaine",
+        "Genre",
+        "Porte sur le système de recherche canadien",
+    ]
+    assert head_name("a_future_head", "fr") == "a_future_head"

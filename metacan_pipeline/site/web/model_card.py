@@ -6,11 +6,12 @@ A card is the one ``student_heads`` wrote under ``<data dir>/reports/<model_vers
 (:mod:`metacan_pipeline.student.card`); only a classifier version of the served release has a page (any other is
 404, so no other file is ever served). The page says the card's sentences (claims, limits) in the page's language
 from the msgid and values the card stores; figures are written as the language writes decimals, each with its 95%
-interval; statuses, teacher names and vocabulary codes are shown as they are.
+interval; head names in the language; statuses, teacher names and training-set notes (data) are shown as they are.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from starlette.exceptions import HTTPException
@@ -18,8 +19,9 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 
 from ...i18n import DEFAULT_LOCALE, N_, NUMBER_LOCALES, translations
+from ...publish.pages import qualification_notes_in
 from ...student.card import CARD_JSON, CARD_MD, read_card, report_dir
-from ...vocab import CATEGORIES
+from ...vocab import ABOUT_CA_DISPLAY, CATEGORIES
 from . import strings
 from .languages import PREFIXES
 
@@ -34,13 +36,65 @@ SET_KINDS = {
 MEDIA = {CARD_JSON: "application/json", CARD_MD: "text/markdown; charset=utf-8", ".png": "image/png"}
 
 
+#: Why a head gives no score (:func:`metacan_pipeline.student.heads.no_score_reason`), as the page says it.
+NO_SCORE_REASONS = (
+    (re.compile(r"no direct label to learn from"), N_("no direct label to learn from")),
+    (
+        re.compile(r"no positive direct label to learn from \(0 positives of (?P<labels>\d+) labels\)"),
+        N_("no positive direct label to learn from (0 positives of %(labels)s labels)"),
+    ),
+    (
+        re.compile(
+            r"no negative direct label to learn from \((?P<positives>\d+) positives of (?P<labels>\d+) labels\)"
+        ),
+        N_("no negative direct label to learn from (%(positives)s positives of %(labels)s labels)"),
+    ),
+)
+
+
+#: The parts of a support gate's reason (:func:`metacan_pipeline.student.calibration.support_gate`), as the page
+#: says them.
+GATE_REASONS = (
+    (
+        re.compile(r"(?P<teacher>\w+) positives (?P<n>\d+) < (?P<min>\d+)"),
+        N_("%(teacher)s positives %(n)s < %(min)s"),
+    ),
+    (
+        re.compile(r"Kish ESS of positive weights (?P<ess>[\d.]+) < (?P<min>\d+)"),
+        N_("Kish ESS of positive weights %(ess)s < %(min)s"),
+    ),
+)
+
+
+def value_in(value, locale: str):
+    """A card sentence's value in ``locale``: a no-score reason and qualification notes said in the language
+    (:data:`NO_SCORE_REASONS`, :func:`~metacan_pipeline.publish.pages.qualification_notes_in`); any other value
+    as it is."""
+    if not isinstance(value, str) or locale == DEFAULT_LOCALE:
+        return value
+    tr = translations(locale)
+    for pattern, msgid in NO_SCORE_REASONS:
+        m = pattern.fullmatch(value)
+        if m:
+            return tr.gettext(msgid) % m.groupdict() if m.groupdict() else tr.gettext(msgid)
+    for pattern, msgid in GATE_REASONS:
+        value = pattern.sub(lambda m, msgid=msgid: tr.gettext(msgid) % m.groupdict(), value)
+    for role in ("sample teacher", "census teacher"):
+        value = value.replace(
+            f"{role} not qualified", f"{tr.gettext(role)}{tr.gettext(strings.COLON)}teacher not qualified"
+        )
+    return qualification_notes_in(value, tr)
+
+
 def said(entry: dict, locale: str) -> str:
-    """A card sentence (``{"text", "msgid", "values"}``) in ``locale``: the translated msgid with its values."""
+    """A card sentence (``{"text", "msgid", "values"}``) in ``locale``: the translated msgid with its values (each
+    said in the language where it can be: :func:`value_in`)."""
     msgid = entry.get("msgid")
     if locale == DEFAULT_LOCALE or not msgid:
         return entry["text"]
     msg = translations(locale).gettext(msgid)
-    return msg % entry["values"] if entry.get("values") else msg
+    values = {k: value_in(v, locale) for k, v in (entry.get("values") or {}).items()}
+    return msg % values if entry.get("values") else msg
 
 
 def figure(f: dict | None, locale: str) -> str:
@@ -58,9 +112,22 @@ def figure(f: dict | None, locale: str) -> str:
     return f"{num(f['value'])} [{num(f['ci_low'])}; {num(f['ci_high'])}]"
 
 
+#: The names of the heads that are not categories.
+HEAD_NAMES = {
+    "about_ca_system": ABOUT_CA_DISPLAY["about_ca_system"],
+    "about_ca_topic": ABOUT_CA_DISPLAY["about_ca_topic"],
+    "domain": N_("Domain"),
+    "study_design": N_("Study design"),
+    "genre": N_("Genre"),
+}
+
+
 def head_name(target: str, locale: str) -> str:
-    """A head's target as the page shows it: a category by its display name, another target by its code."""
-    return strings.category_name(target, locale) if target in CATEGORIES else target
+    """A head's target as the page shows it: a category by its display name, another head by its name
+    (:data:`HEAD_NAMES`), an unknown one by its code."""
+    if target in CATEGORIES:
+        return strings.category_name(target, locale)
+    return translations(locale).gettext(HEAD_NAMES[target]) if target in HEAD_NAMES else target
 
 
 def card_view(card: dict, locale: str) -> dict:
