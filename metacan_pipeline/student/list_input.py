@@ -201,6 +201,14 @@ def _open_text(path: Path):
     return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
 
 
+def _looks_like_rows(value: str, delimiter: str, fields: int) -> bool:
+    """True when ``value`` (one parsed field) holds a line break followed by a line with the header's number of
+    fields: rows swallowed by an unclosed quote, not a title that wraps."""
+    if fields < 2 or "\n" not in value:
+        return False
+    return any(line.count(delimiter) == fields - 1 for line in value.splitlines()[1:])
+
+
 def _csv_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
     """``(location, row dict or None, reason)`` per data row of a CSV/TSV (``reason`` set for a row that is not one)."""
     delimiter = "\t" if ".tsv" in path.name.lower() else ","
@@ -226,6 +234,7 @@ def _csv_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
             )
         keep = [(i, n) for i, n in enumerate(names) if n in LIST_COLUMNS or n == "id"]
         while True:
+            first = reader.line_num + 1
             try:
                 values = next(reader)
             except StopIteration:
@@ -236,6 +245,14 @@ def _csv_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
             where = f"line {reader.line_num}"
             if not any(v.strip() for v in values):
                 continue  # a blank line is no row
+            if reader.line_num > first and any(_looks_like_rows(v, delimiter, len(names)) for v in values):
+                yield (
+                    f"lines {first}-{reader.line_num}",
+                    None,
+                    f"a quoted field runs over {reader.line_num - first + 1} lines that look like rows of their own: "
+                    "an unclosed quote? Close it (or double a quote inside a field) and score the list again",
+                )
+                continue
             if len(values) != len(names):
                 yield where, values, f"has {len(values)} fields, the header has {len(names)}"
                 continue

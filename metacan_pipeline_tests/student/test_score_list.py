@@ -475,3 +475,20 @@ def test_a_head_without_positives_gives_no_score_and_says_why_in_the_list_and_th
     for source in no_positive:
         assert set(frame_scores[score_column(source, "about_ca_system")]) == {None}
     assert all(v is not None for v in frame_scores[score_column(*trained[0])])
+
+
+def test_an_unclosed_quote_that_swallows_rows_is_a_reject_naming_its_lines_and_a_wrapped_title_is_not(tmp_path):
+    src = tmp_path / "q.csv"
+    src.write_text(
+        'id,title\nW1,ok\nW2,"Open science, a review\n' + "".join(f"W{i},Title {i}\n" for i in range(3, 8)),
+        encoding="utf-8",
+    )
+    items = list(read_list(src))
+    assert [x.id for x in items if isinstance(x, InputWork)] == ["W1"]
+    (bad,) = [x for x in items if not isinstance(x, InputWork)]
+    assert "lines 3-8" in bad.line() and "a quoted field runs over 6 lines" in bad.line()
+    assert "an unclosed quote?" in bad.line()
+    wrapped = tmp_path / "wrap.csv"
+    wrapped.write_text('id,title\nW1,"A title that\nwraps over two lines"\nW2,x\n', encoding="utf-8")
+    got = list(read_list(wrapped))
+    assert [(x.id, x.fields["title_text"]) for x in got] == [("W1", "A title that wraps over two lines"), ("W2", "x")]
