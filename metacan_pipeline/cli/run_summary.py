@@ -13,6 +13,7 @@ and the release database (:func:`release_lines`).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -479,6 +480,17 @@ def _estimand_prevalence_lines(con: duckdb.DuckDBPyConnection, pid: str) -> list
 _STAT_NAMES = {"cohen_kappa": "kappa", "krippendorff_alpha": "alpha"}
 
 
+def _or_not_yet(name: str, section) -> list[str]:
+    """``section()``, or one line saying the stage is not there yet when a table it reads was never written (a run
+    stopped before that stage, e.g. by Ctrl-C)."""
+    try:
+        return section()
+    except duckdb.CatalogException as exc:
+        table = re.search(r"with name (\w+) does not exist", str(exc))
+        what = f"no table {table.group(1)}" if table else "a table it reads is missing"
+        return [f"{name[:1].upper()}{name[1:]}: not yet ({what}: the run stopped before that stage; run again)"]
+
+
 def summary_text(data_dir: str, run_id: str | None = None) -> str:
     """The post-run summary: frame by route, labels by teacher and status, predictions, pages (one section
     per function above); with ``run_id``, also that run's teacher calls. :func:`nothing_to_summarise` when
@@ -490,22 +502,23 @@ def summary_text(data_dir: str, run_id: str | None = None) -> str:
     with st.connect(read_only=True) as con:
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        lines = [
-            *frame_lines(con, views | tables),
-            *retraction_lines(con, views),
-            *label_lines(con, views),
-            *qualification_lines(con, tables),
-            *(teacher_call_lines(con, run_id) if run_id else []),
-            *agreement_lines(con, views),
-            *prevalence_lines(con, views),
-            *prediction_lines(con, sample_teacher, views | tables),
-            *holdout_lines(con, tables),
-            *machine_score_lines(con),
-            *audit_lines(con, views, tables, coding_store_path(data_dir)),
-            *instrument_lines(con, views),
-            *medline_lines(con, views),
-            *release_layer_lines(con, views),
+        sections = [
+            ("frame", lambda: frame_lines(con, views | tables)),
+            ("retraction", lambda: retraction_lines(con, views)),
+            ("labels", lambda: label_lines(con, views)),
+            ("qualification", lambda: qualification_lines(con, tables)),
+            ("teacher calls", lambda: teacher_call_lines(con, run_id) if run_id else []),
+            ("agreement", lambda: agreement_lines(con, views)),
+            ("prevalence", lambda: prevalence_lines(con, views)),
+            ("predictions", lambda: prediction_lines(con, sample_teacher, views | tables)),
+            ("student holdout", lambda: holdout_lines(con, tables)),
+            ("machine scores", lambda: machine_score_lines(con)),
+            ("audit", lambda: audit_lines(con, views, tables, coding_store_path(data_dir))),
+            ("instruments", lambda: instrument_lines(con, views)),
+            ("MEDLINE", lambda: medline_lines(con, views)),
+            ("release layers", lambda: release_layer_lines(con, views)),
         ]
+        lines = [line for name, section in sections for line in _or_not_yet(name, section)]
         pages, first = page_facts(con, tables)
     return "\n".join(lines + page_lines(st.site_dir, pages, first) + release_lines(st.root))
 

@@ -98,3 +98,19 @@ def test_the_qualification_lines_name_the_model_behind_each_teacher():
         f"  codex (model gemma-3-270m-it-q4_k_m, prompt v4, title_abstract@v2): not_qualified: {note}",
         f"  codex (model gpt-4.1, prompt v4, title_abstract@v2): not_qualified: {note}",
     ]
+
+
+def test_the_summary_of_a_run_stopped_after_the_frame_says_what_is_not_there_yet(storage):
+    """A data folder with a frame and nothing after it (a run stopped by Ctrl-C while the teachers labelled): the
+    summary gives the frame and one line per missing stage, never a traceback."""
+    from metacan_pipeline.cli.run_summary import summary_text
+    from metacan_pipeline.tables.frame import FRAME_SCHEMA
+    from metacan_pipeline_tests.builders.student import student_frame_rows
+
+    routes = {"ca_aff": True, "ca_fund": False, "ca_venue": False, "about_ca": False}
+    rows = [{k: v for k, v in {**r, **routes}.items() if k in FRAME_SCHEMA.names} for r in student_frame_rows()]
+    storage.write_table("frame", pa.Table.from_pylist(rows, schema=FRAME_SCHEMA))
+    text = summary_text(str(storage.root))
+    assert text.startswith("Frame:") or "Frame" in text.splitlines()[0]
+    assert "Predictions: not yet (no table predictions: the run stopped before that stage; run again)" in text
+    assert "Traceback" not in text
