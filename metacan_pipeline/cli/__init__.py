@@ -113,5 +113,17 @@ def _group() -> None:
     pass
 
 
+#: How a bad setting's error begins (settings.py and the teacher registry name the variable or the file): said in
+#: one sentence, never a traceback, wherever the definitions read it.
+SETTING_ERRORS = ("METACAN_", "teacher registry ")
+
+
 def main() -> None:  # pragma: no cover - console entry
-    app()
+    try:
+        app()
+    except ValueError as exc:
+        if not str(exc).startswith(SETTING_ERRORS):
+            raise
+        hint = " (the file $METACAN_TEACHERS_FILE names)" if str(exc).startswith("teacher registry ") else ""
+        typer.echo(f"metacan: {exc}{hint}; fix the setting (docs/configuration.md) and run again", err=True)
+        raise SystemExit(2) from None

@@ -65,3 +65,23 @@ def test_summary_and_coding_commands_answer_whatever_the_registry_and_inputs_hol
     out = done.stdout + done.stderr
     assert expected in out
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"METACAN_PUBLICATION_REFRESH": "maybe"}, "metacan: METACAN_PUBLICATION_REFRESH='maybe' must be on or off"),
+        ({"METACAN_TEACHERS_FILE": "/etc/passwd"}, "metacan: teacher registry /etc/passwd: not valid TOML"),
+    ],
+    ids=["publication-refresh", "teachers-file"],
+)
+def test_a_bad_setting_read_when_the_definitions_load_is_one_sentence_and_exit_2(env, said):
+    out = subprocess.run(
+        [sys.executable, "-m", "metacan_pipeline.cli", "run", "--help"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith(said) and "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1

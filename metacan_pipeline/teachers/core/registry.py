@@ -350,7 +350,7 @@ def load_registry(path: str | Path | None = None, environ: dict[str, str] | None
         )
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"teacher registry {path}: not valid TOML ({exc})") from exc
     unknown = [k for k in doc if k not in REGISTRY_TABLES]
     if unknown:
@@ -492,7 +492,10 @@ def load_roles(path: str | Path | None = None) -> dict[str, str]:
     ``[roles]`` table (default: census = gemma, sample = codex). Raises ValueError as :func:`load_registry`."""
     path = Path(path) if path else default_registry_path()
     teachers = load_registry(path)
-    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"teacher registry {path}: not valid TOML ({exc})") from exc
     roles = _roles(path, doc)
     _check_roles(path, roles, teachers)
     return roles
