@@ -162,9 +162,9 @@ def check_run_settings(resources: dict) -> None:
     server), ``METACAN_PARTS_URL`` (``frame_parts``, hours into a run on a large frame), ``METACAN_RECORD_WORKERS``
     (``work_records``, near the end), ``METACAN_DAGSTER_UI_URL`` and the abstract cascade's settings
     (``METACAN_ABSTRACT_SOURCES``, ``METACAN_OPENALEX_API_URL``, ``METACAN_EUROPEPMC_API_URL``,
-    ``METACAN_CROSSREF_API_URL``, ``METACAN_ABSTRACT_MAILTO``: ``work_pages``, at the end) and the venue reference
-    set of ``METACAN_REFERENCE_VENUES_FILE`` (``venue_known_item_recall``, in the audit stage). Raises ValueError
-    naming the bad one."""
+    ``METACAN_CROSSREF_API_URL``, ``METACAN_ABSTRACT_MAILTO``, ``METACAN_PAGE_ENCODING``, ``METACAN_REPORT_URL``:
+    ``work_pages``, at the end) and the venue reference set of ``METACAN_REFERENCE_VENUES_FILE``
+    (``venue_known_item_recall``, in the audit stage). Raises ValueError naming the bad one."""
     resources["llm_server"].threads()
     settings.parts_url()
     settings.record_workers()
@@ -174,6 +174,8 @@ def check_run_settings(resources: dict) -> None:
     settings.europepmc_api_url()
     settings.crossref_api_url()
     settings.abstract_mailto()
+    settings.page_encoding()
+    settings.report_url()
     load_venue_list()
 
 

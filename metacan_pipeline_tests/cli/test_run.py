@@ -64,6 +64,13 @@ def test_llama_threads_come_from_the_environment_and_a_bad_value_stops_metacan_r
         res.exit_code == 2 and res.output.startswith("metacan run: METACAN_ABSTRACT_SOURCES") and "bogus" in res.output
     )
     assert not (tmp_path / "data").exists()
+    monkeypatch.delenv("METACAN_ABSTRACT_SOURCES")
+    for name, bad in (("METACAN_PAGE_ENCODING", "zip"), ("METACAN_REPORT_URL", "javascript:alert(1)")):
+        monkeypatch.setenv(name, bad)  # read by work_pages, at the end
+        res = CliRunner().invoke(app, ["run", "--data-dir", str(tmp_path / "data")])
+        assert res.exit_code == 2 and res.output.startswith(f"metacan run: {name}"), res.output
+        assert not (tmp_path / "data").exists()
+        monkeypatch.delenv(name)
 
 
 def test_a_data_folder_that_cannot_be_written_stops_metacan_run_in_one_sentence(tmp_path):
