@@ -141,6 +141,7 @@ def test_an_altered_model_file_is_refused_with_503(served):
             r = c.post("/api/v1/score", json={"works": _rows(frame, 1)})
         assert r.status_code == 503
         assert "was altered after publication" in r.json()["error"]["message"]
+        assert str(storage.root) not in r.text and "<data folder>" in r.json()["error"]["message"]
     finally:
         path.write_bytes(original)
 

@@ -25,6 +25,7 @@ per-client rate limit applies (:class:`.middleware.RateLimit`).
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import orjson
 from starlette.concurrency import run_in_threadpool
@@ -194,7 +195,13 @@ class ScoreEndpoints:
         try:
             scorer = self.scorer(version)
         except ScoringUnavailable as exc:
-            return _error(503, f"scoring with {version} is unavailable on this server: {exc}")
+            # the reason names files under the data folder: said without the server's paths
+            why = (
+                str(exc)
+                .replace(str(Path(self.data_dir).resolve()), "<data folder>")
+                .replace(str(self.data_dir), "<data folder>")
+            )
+            return _error(503, f"scoring with {version} is unavailable on this server: {why}")
         if (long := _long_title(works)) is not None:
             return long
         items = list(read_items(iter_objects(works)))
