@@ -74,6 +74,7 @@ SMOKES = {
     "bench_teacher.py": Smoke("teacher.json", ratios=True),
     "student_backends.py": Smoke("student_backends.json", ratios=True),
     "student_known_items.py": Smoke("student_known_items.json"),
+    "student_distill.py": Smoke("student_distill.json", ratios=True),
     "student_rerank.py": Smoke("student_rerank.json", ratios=True),
     "bench_teacher_quality.py": Smoke("teacher_quality.json", marks=("llm",)),
     "profile_frame.py": Smoke("profile_part_2000.pstats", ("--scratch", "{tmp}/scratch")),
