@@ -175,8 +175,10 @@ def test_the_french_card_says_why_a_head_gives_no_score_and_names_every_head():
         "msgid": "No score: %(reason)s; a head that saw one class ranks nothing, so it writes no score.",
         "values": {"reason": "no positive direct label to learn from (0 positives of 24 labels)"},
     }
-    assert said(claim, "fr").replace("\xa0", " ").startswith(
-        "Aucun score : aucune étiquette directe positive dont apprendre (0 positif sur 24"
+    assert (
+        said(claim, "fr")
+        .replace("\xa0", " ")
+        .startswith("Aucun score : aucune étiquette directe positive dont apprendre (0 positif sur 24")
     )
     gate = "codex positives 0 < 20; sample teacher not qualified (kappa 0.00 on 50 reference works (16 positive); needs 0.37)"
     fr = value_in(gate, "fr").replace("\xa0", " ")

@@ -153,7 +153,9 @@ def test_the_french_sections_are_french_and_no_reference_yet_is_said_so(served):
     assert "Instrument ii : le rappel de chaque filtre contre les étiquettes qualifiées et les codes humains" in ii
     assert "pas encore de référence" in ii and "codes humains arbitrés" in ii
     assert "Le protocole d'origine, section 6.1" in ii and "aucun positif de référence dans cette catégorie" in ii
-    assert "une borne non probabiliste" in iii and "langue : français" in iii.replace("\u202f", " ").replace("\xa0", " ")
+    assert "une borne non probabiliste" in iii and "langue : français" in iii.replace("\u202f", " ").replace(
+        "\xa0", " "
+    )
     assert "Strates de diffusion : chaque publication dans exactement une" in section(page, "release-layers")
 
 
