@@ -394,6 +394,15 @@ def iter_file(path: Path, root: Path | None = None, source: str | None = None) -
     except (OSError, EOFError, zlib.error) as exc:
         yield Quarantined(source, "document", None, f"cannot read file: {exc}; re-download it", "")
         return
+    if not path.name.lower().endswith(".gz") and not raw.strip():  # a gzip of nothing is an empty part
+        yield Quarantined(
+            source,
+            "document",
+            None,
+            f"empty file ({len(raw)} bytes, no JSON): an interrupted download? re-download it, or remove it",
+            "",
+        )
+        return
     yield from _iter_bytes(raw, source)
 
 

@@ -203,3 +203,14 @@ def _tar_members(path: Path) -> dict[str, bytes]:
 
     with tarfile.open(path) as tar:
         return {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+
+
+def test_an_empty_json_file_is_quarantined_as_a_file_not_read_as_no_records(tmp_path):
+    from metacan_pipeline.openalex.reader import is_file_error
+
+    for name, body in (("empty.json", b""), ("blank.json", b"  \n\n")):
+        path = tmp_path / name
+        path.write_bytes(body)
+        [q] = list(iter_file(path, source=name))
+        assert isinstance(q, Quarantined) and is_file_error(q)
+        assert q.reason.startswith(f"empty file ({len(body)} bytes, no JSON)") and "re-download" in q.reason
