@@ -12,6 +12,7 @@ Layout under ``data_dir`` (default ``data/``, or ``$METACAN_DATA_DIR``), ARCHITE
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
@@ -237,15 +238,25 @@ class MetacanStorage(dg.ConfigurableResource):
     # ---- DuckDB ------------------------------------------------------------------------------
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A DuckDB connection to ``metacan.duckdb`` under a cross-process file lock.
+        """A DuckDB connection to ``metacan.duckdb`` under a cross-process file lock (a read-only connection to a
+        folder where the lock file cannot be created, such as a read-only mount, goes on without it).
 
         Keep the ``with`` block short: it serialises every writer of the catalog. The first writing
         connection of this process to a database file creates every DuckDB table of the catalog
         (:func:`metacan_pipeline.tables.create_tables`).
         """
         self.root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.duckdb_path) + ".lock"):
-            read_only = read_only and self.duckdb_path.exists()
+        read_only = read_only and self.duckdb_path.exists()
+        lock = FileLock(str(self.duckdb_path) + ".lock")
+        try:
+            lock.acquire()
+            locked = True
+        except OSError as exc:
+            # a folder this user may only read (a read-only mount, a shared copy): readers go on without the lock
+            if not (read_only and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)):
+                raise
+            locked = False
+        try:
             con = duckdb.connect(str(self.duckdb_path), read_only=read_only)
             try:
                 if not read_only:
@@ -254,6 +265,9 @@ class MetacanStorage(dg.ConfigurableResource):
                 yield con
             finally:
                 con.close()
+        finally:
+            if locked:
+                lock.release()
 
     def _repoint_views(self, con: duckdb.DuckDBPyConnection, read_only: bool) -> None:
         """Point every table view that reads another folder's warehouse (this data folder was copied or moved: a view

@@ -99,3 +99,31 @@ def test_a_copied_or_moved_data_folder_reads_its_own_tables_not_the_originals(tm
     assert str(copy.warehouse) in stored(copy) and str(original.warehouse) not in stored(copy)
     shutil.rmtree(original.root)  # moved: the original is gone, the copy still answers
     assert ids(copy, read_only=True) == ["W1", "W2", "W3"]
+
+
+def test_a_reader_of_a_folder_where_no_lock_file_can_be_made_reads_without_it(storage, monkeypatch):
+    """A read-only mount refuses the lock file (EROFS; as root the test cannot make a folder unwritable, so the lock's
+    own refusal is what is planted): reading still works, writing still refuses."""
+    import errno
+
+    import pytest
+
+    from metacan_pipeline import storage as storage_module
+
+    storage.write_table("frame", pa.Table.from_pylist([{"id": "W1"}, {"id": "W2"}]))
+
+    class ReadOnlyMountLock:
+        def __init__(self, path):
+            self.path = path
+
+        def acquire(self):
+            raise OSError(errno.EROFS, "Read-only file system", self.path)
+
+        def release(self):  # pragma: no cover - never acquired
+            raise AssertionError("released a lock never acquired")
+
+    monkeypatch.setattr(storage_module, "FileLock", ReadOnlyMountLock)
+    with storage.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM frame").fetchone() == (2,)
+    with pytest.raises(OSError, match="Read-only file system"), storage.connect() as con:
+        pass
