@@ -97,6 +97,7 @@ FIELDS: dict[str, Field] = {
     "id": Field(_S, "OpenAlex short work id (W123...)"),
     "work_id": Field(_S, "OpenAlex short work id (W123...)"),
     "work_key": Field(_I64, "the digits of the work's OpenAlex id as an integer (the full-text index's rowid too)"),
+    "other_key": Field(_I64, "the work_key of another OpenAlex work that is the same work"),
     "run_id": Field(_S, "Dagster run id of the run that wrote the row"),
     "source_file": Field(_S, "the input file the record was read from, relative to its input folder"),
     "source_locator": Field(_S, "where the record is in its input file (line number or byte offset)"),
