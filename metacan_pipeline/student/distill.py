@@ -153,9 +153,9 @@ class DistilJob:
 def encoder_head(E: np.ndarray, y: np.ndarray, w: np.ndarray, groups: Sequence[str], c_grid: Sequence[float]):
     """The encoder head: :func:`.heads.fit_logreg` on the embeddings, C by :func:`.heads.choose_c` as the fast head's
     (same labels, weights, groups and grid)."""
-    from .heads import check_c_grid, choose_c, fit_logreg
+    from .heads import choose_c, fit_logreg
 
-    c, _ = choose_c(E, y, w, list(groups), check_c_grid(c_grid))
+    c, _ = choose_c(E, y, w, list(groups), c_grid)
     return fit_logreg(E, y, w, C=c)
 
 
@@ -185,7 +185,7 @@ def distil_heads(
     fitted = np.asarray(transfer.X @ coef.T) + intercept
     for k, (job, enc) in enumerate(zip(trained, encoders_, strict=True)):
         label = job.head.estimator_
-        blended = copy.deepcopy(label)
+        blended = copy.copy(label)  # its coef_ and intercept_ are replaced, not changed in place
         blended.coef_ = ((label.coef_ + coef[k]) / 2).astype(label.coef_.dtype)
         blended.intercept_ = (label.intercept_ + intercept[k]) / 2
         job.head.estimator_ = blended

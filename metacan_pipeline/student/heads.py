@@ -240,7 +240,8 @@ class BinaryHead(ClassifierMixin, BaseEstimator):
     label at all a constant head of rate 0 (nothing to fit, not even a prior). Fitted attributes:
     ``classes_`` (0, 1), ``estimator_`` (the LogisticRegression, the DummyClassifier or None), ``status_``
     (``trained`` or ``constant: ...``), ``n_train_``, ``positives_``, ``rate_`` (:func:`weighted_rate`), ``C_``
-    (the C fitted; None for a constant head) and ``c_choice_`` (how it was chosen: :func:`choose_c`).
+    (the C fitted; None for a constant head) and ``c_choice_`` (how it was chosen: :func:`choose_c`); a head
+    distilled from the encoder's (:func:`.distill.distil_heads`) also has ``distilled_``.
     """
 
     def __init__(self, target: str = "", c_grid: Sequence[float] = C_GRID):
