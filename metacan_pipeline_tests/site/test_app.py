@@ -235,7 +235,7 @@ def test_the_work_page_is_the_static_template_and_escapes_payloads(client, site_
     assert page.text.count('<a class="term" href="/glossary#') >= 5
     served_only = (
         r'<link rel="alternate"[^>]*>\n| · <a href="/language/[^"]*"[^>]*>[^<]*</a>'
-        r'|\n<section aria-labelledby="explore">.*?</section>\n| <a href="/models/[^"]*" id="model-card">[^<]*</a>\. '
+        r'|\n<section aria-labelledby="explore">.*?</section>\n| <a href="/models/[^"]*" id="model-card">[^<]*</a>\.'
         r'| · <a href="/(?:about|methods|glossary)">[^<]*</a>'
     )
     unlinked = re.sub(r'<a class="term" href="/glossary#[^"]+" title="[^"]*">([^<]*)</a>', r"\1", page.text)
