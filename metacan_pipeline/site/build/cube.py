@@ -28,6 +28,7 @@ layout has no such table: its cohorts are counted as before.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import duckdb
@@ -43,63 +44,108 @@ TOP_N_FACETS = CODED_FACETS
 COVERAGE = ("works", "direct", "scored", "decided")
 
 
+def facet_count_sql(source: str, keys: tuple[str, ...] = (), facets: Sequence[str] | None = None) -> str:
+    """SQL of the rows ``(*keys, facet, code, teacher, category, qualification, n)``: every facet's count over the
+    ``work_facets`` rows of ``source`` (a table name or a parenthesised query), grouped by ``keys`` (columns of
+    ``work_facets``) besides; ``facets``: only these (default all, with ``label`` and ``_coverage``). The cells of
+    ``year_language_counts`` are these rows over ``work_facets`` keyed by year and language; the same counts over any
+    other rows (:func:`cube_minus_rows`'s complement) are comparable with them cell for cell. Zero counts are left out."""
+    want = set(facets) if facets is not None else None
+    key = "".join(f"w.{k}, " for k in keys)
+    by = f"GROUP BY {', '.join(f'w.{k}' for k in keys)}, facet, code" if keys else "GROUP BY facet, code"
+    parts = []
+    for c in COLUMN_FACETS:
+        if want is None or c in want:
+            parts.append(
+                f"SELECT {key}'{c}' AS facet, CAST(w.{c} AS INTEGER) AS code, count(*) AS n FROM {source} w {by}"
+            )
+    for name, column in BOOLEAN_COLUMNS.items():
+        if want is None or name in want:
+            parts.append(
+                f"SELECT {key}'{name}' AS facet, CAST(w.{column} AS INTEGER) AS code, count(*) AS n FROM {source} w "
+                f"WHERE w.{column} IS NOT NULL {by}"
+            )
+    for name in LIST_FACETS:
+        if want is None or name in want:
+            parts.append(
+                f"SELECT {key}'{name}' AS facet, code, count(*) AS n FROM "
+                f"(SELECT {key}unnest(w.{name}) AS code FROM {source} w) w {by}"
+            )
+    if want is None or "_coverage" in want:
+        flags = ("count(*)", *(f"count(*) FILTER (WHERE w.{flag})" for flag in ("labelled", "scored", "decided")))
+        parts.append(
+            f"SELECT {key}'_coverage' AS facet, unnest([0, 1, 2, 3]) AS code, unnest([c0, c1, c2, c3]) AS n FROM "
+            f"(SELECT {key}{', '.join(f'{f} AS c{i}' for i, f in enumerate(flags))} FROM {source} w"
+            f"{' GROUP BY ALL' if keys else ''}) w"
+        )
+    counts = " UNION ALL ".join(f"SELECT * FROM ({p})" for p in parts)
+    out = f"SELECT {key}facet, code, NULL AS teacher, NULL AS category, NULL AS qualification, n FROM ({counts}) w WHERE n > 0"
+    if want is None or "label" in want:
+        # the direct-label facet: teacher and category, works counted distinct (FacetCounter._label)
+        label_by = "".join(f"w.{k}, " for k in keys)
+        out += (
+            f" UNION ALL SELECT {key}'label', NULL, l.teacher, l.category, any_value(l.qualification), "
+            "count(DISTINCT l.work_key) FROM (SELECT work_key, teacher, qualification, unnest(categories) AS category "
+            f"FROM work_labels WHERE status = 'labelled') l JOIN {source} w ON w.work_key = l.work_key AND w.labelled "
+            f"GROUP BY {label_by}l.teacher, l.category"
+        )
+    return out
+
+
 def write_year_language_counts(con) -> int:
     """Count every facet of ``work_facets`` per year and language into ``year_language_counts`` (the build, after
     ``sql/facets.sql``), in (facet, language, year) order so a language's or a year range's cells are found by zone
     maps; returns the rows written."""
-    columns = [c for c in COLUMN_FACETS if c != "year"]
-    parts = [
-        f"SELECT w.year, w.language, '{c}' AS facet, w.{c} AS code, count(*) AS n FROM work_facets w GROUP BY ALL"
-        for c in columns
-    ]
-    parts.append("SELECT w.year, w.language, 'year', w.year, count(*) FROM work_facets w GROUP BY ALL")
-    parts += [
-        f"SELECT w.year, w.language, '{name}', CAST(w.{column} AS INTEGER), count(*) FROM work_facets w "
-        f"WHERE w.{column} IS NOT NULL GROUP BY ALL"
-        for name, column in BOOLEAN_COLUMNS.items()
-    ]
-    parts += [
-        f"SELECT year, language, '{name}', code, count(*) FROM "
-        f"(SELECT w.year, w.language, unnest(w.{name}) AS code FROM work_facets w) GROUP BY ALL"
-        for name in LIST_FACETS
-    ]
-    flags = ("count(*)", *(f"count(*) FILTER (WHERE w.{flag})" for flag in ("labelled", "scored", "decided")))
-    parts.append(
-        "SELECT year, language, '_coverage', unnest([0, 1, 2, 3]), unnest([c0, c1, c2, c3]) FROM (SELECT w.year, "
-        f"w.language, {', '.join(f'{f} AS c{i}' for i, f in enumerate(flags))} FROM work_facets w GROUP BY ALL)"
-    )
-    counts = " UNION ALL ".join(f"SELECT * FROM ({p})" for p in parts)
     con.execute(
         "INSERT INTO year_language_counts "
-        f"SELECT year, language, facet, code, NULL, NULL, NULL, n FROM ({counts}) WHERE n > 0 "
-        # the direct-label facet: teacher and category, works counted distinct (FacetCounter._label)
-        "UNION ALL SELECT w.year, w.language, 'label', NULL, l.teacher, l.category, any_value(l.qualification), "
-        "count(DISTINCT l.work_key) FROM (SELECT work_key, teacher, qualification, unnest(categories) AS category "
-        "FROM work_labels WHERE status = 'labelled') l JOIN work_facets w ON w.work_key = l.work_key AND w.labelled "
-        "GROUP BY w.year, w.language, l.teacher, l.category "
+        f"SELECT * FROM ({facet_count_sql('work_facets', ('year', 'language'))}) "
         "ORDER BY facet, language NULLS LAST, year NULLS LAST, code NULLS LAST, teacher, category"
     )
     return con.execute("SELECT count(*) FROM year_language_counts").fetchone()[0]
 
 
-def cube_rows(con, selections: list[tuple[list[str], str, list]]) -> list[tuple] | None:
+def cube_rows(
+    con, selections: list[tuple[list[str], str, list]], minus: tuple[str, list] | None = None
+) -> list[tuple] | None:
     """The summed cells of ``year_language_counts`` for each ``(facets, where over w, params)``: rows ``(facet, code,
     value, model_version, mode, prediction_status, teacher, category, qualification, n)``, codes decoded through
-    ``facet_codes``; None for a release without the table (an earlier layout)."""
+    ``facet_codes``; None for a release without the table (an earlier layout).
+
+    ``minus``: ``(where over w, params)`` of a complement, works of ``work_facets`` that the summed cells hold and the
+    cohort does not (the cells' filters and NOT the cohort's other filter): their counts (:func:`facet_count_sql`)
+    are taken off each facet's sums, so the rows are the cohort's own, exactly, at the cost of counting the
+    complement. With ``minus``, ``selections`` holds one selection (the cells the complement is part of)."""
     if not selections:
         return []
     conds, params = [], []
     for facets, where, p in selections:
         conds.append(f"(w.facet IN ({', '.join(repr(f) for f in facets)}) AND ({where}))")
         params += p
+    summed = (
+        "SELECT w.facet, w.code, w.teacher, w.category, any_value(w.qualification) AS qualification, "
+        f"CAST(sum(w.n) AS BIGINT) AS n FROM year_language_counts w WHERE {' OR '.join(conds)} "
+        "GROUP BY w.facet, w.code, w.teacher, w.category"
+    )
+    first = ""
+    if minus is not None:
+        if len(selections) != 1:
+            raise ValueError("a complement is taken off one selection of cells")
+        where, p = minus
+        first = f"complement AS MATERIALIZED (SELECT * FROM work_facets w WHERE {where}), "
+        params = [*p, *params]
+        comp = facet_count_sql("complement", facets=selections[0][0])
+        summed = (
+            f"SELECT s.facet, s.code, s.teacher, s.category, s.qualification, s.n - coalesce(c.n, 0) AS n "
+            f"FROM ({summed}) s LEFT JOIN ({comp}) c ON c.facet = s.facet AND c.code IS NOT DISTINCT FROM s.code "
+            "AND c.teacher IS NOT DISTINCT FROM s.teacher AND c.category IS NOT DISTINCT FROM s.category "
+            "WHERE s.n > coalesce(c.n, 0)"
+        )
     # the listed facets keep their first TOP_N values here already (the order facet_items gives), not all of a venue's
     # thousands: fetching and sorting them in Python took longer than the sum itself at 4.3M works
     listed = ", ".join(repr(f) for f in (*TOP_N_FACETS, *NAME_TABLES))
     try:
         return con.execute(
-            "WITH g AS (SELECT w.facet, w.code, w.teacher, w.category, any_value(w.qualification) AS qualification, "
-            f"CAST(sum(w.n) AS BIGINT) AS n FROM year_language_counts w WHERE {' OR '.join(conds)} "
-            "GROUP BY w.facet, w.code, w.teacher, w.category) "
+            f"WITH {first}g AS ({summed}) "
             "SELECT g.facet, g.code, k.value, k.model_version, k.mode, k.prediction_status, g.teacher, g.category, "
             "g.qualification, g.n FROM g LEFT JOIN facet_codes k ON k.facet = g.facet AND k.code = g.code "
             f"QUALIFY g.facet NOT IN ({listed}) "

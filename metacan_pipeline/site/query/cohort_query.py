@@ -18,7 +18,7 @@ from ..build.facet_columns import BOOLEAN_COLUMNS
 from ..build.release import Release
 from .clauses import clauses, cohort_key, stored_items, where_sql
 from .cohort import Cohort, Listing, encode_cursor
-from .facets import FacetCounter
+from .facets import FacetCounter, cells_less_complement, plan_key
 
 
 class CohortQuery:
@@ -32,6 +32,7 @@ class CohortQuery:
         self._hits, self._index, self._count, self._rows = False, None, None, None
         self._coverage: dict[str, int] | None = None
         self._booleans: dict[str, list[dict[str, Any]]] = {}
+        self._plans: dict[str, tuple | None] = {}  # .facets.cells_less_complement by plan_key, made once each
         #: a text query and no other filter: the count and a page by relevance come from FTS5 alone
         self.text_only = bool(cohort.words) and all(c.group == "q" for c in self.clauses)
         #: a one-filter cohort whose count, coverage and facets the build stored (None: not stored)
@@ -82,7 +83,7 @@ class CohortQuery:
                 self._count = self._fts(fts.count)
             elif not self.coded:  # the whole release: its stored coverage (a scan would cost 0.6 s at 4.3M works)
                 self._count = self.coverage()["works"]
-            elif (got := self._cube_coverage()) is not None:
+            elif (got := self._cube_coverage()) is not None or (got := self._coverage_less_complement()) is not None:
                 self._coverage = got
                 self._count = got["works"]
             else:
@@ -100,6 +101,22 @@ class CohortQuery:
         where, params = where_sql(self.coded)
         rows = cube.cube_rows(self.con, [(["_coverage"], where, params)])
         return None if rows is None else cube.coverage_of(rows)
+
+    def _coverage_less_complement(self) -> dict[str, int] | None:
+        """The coverage (and the boolean facets whose filter is not set, kept for :meth:`facets`) of a large cohort
+        filtered by year and/or language and one filter that leaves out few of their works, as cells of
+        ``year_language_counts`` less the complement (:func:`.facets.cells_less_complement`); None for any other."""
+        key = plan_key(self.coded)
+        if key not in self._plans:
+            self._plans[key] = cells_less_complement(self.con, self.coded)
+        if (plan := self._plans[key]) is None:
+            return None
+        where, params, comp, comp_params = plan
+        names = [n for n in BOOLEAN_COLUMNS if n not in {c.group for c in self.coded}]
+        rows = cube.cube_rows(self.con, [(["_coverage", *names], where, params)], minus=(comp, comp_params)) or []
+        by = cube.by_facet(rows)
+        self._booleans = {n: cube.facet_items(n, by.get(n, [])) for n in names}
+        return cube.coverage_of(rows)
 
     def _coverage_of(self, table: str, where: str, params: list, booleans: bool = False) -> dict[str, int]:
         """The coverage counts of the cohort's rows in ``table``; with ``booleans``, also the yes and no counts of
@@ -157,7 +174,9 @@ class CohortQuery:
         ``direct_label`` gives teacher, category and the teacher's qualification; ``classifier`` gives mode,
         category, classifier version and ``prediction_status`` (:class:`FacetCounter`)."""
         self._need_hits()
-        counter = FacetCounter(self.con, self.coded, stored=True, cohort_table=self._cohort_rows, known=self._booleans)
+        counter = FacetCounter(
+            self.con, self.coded, stored=True, cohort_table=self._cohort_rows, known=self._booleans, plans=self._plans
+        )
         return counter.facets()
 
     # ---- lists ---------------------------------------------------------------------------------------------

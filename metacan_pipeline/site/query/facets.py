@@ -23,6 +23,38 @@ FACET_OUTPUT = (*COLUMN_FACETS, *NAME_TABLES, *BOOLEAN_COLUMNS, "direct_label", 
 _OUT_NAME = {"label": "direct_label"}
 
 
+def plan_key(items: list[Clause]) -> str:
+    """A key naming exactly the rows ``items`` select (their groups, SQL and parameters)."""
+    return json.dumps([[c.group, c.sql, list(c.params)] for c in items], default=str)
+
+
+def cells_less_complement(con, others: list[Clause]) -> tuple[str, list, str, list] | None:
+    """How to count a large cohort (the clauses ``others``: a year range and/or a language, and the clauses of one
+    other filter group) as cells of ``year_language_counts`` less a complement: ``(cells' where, params, complement's
+    where, params)``, the complement being the works of those cells that the other filter leaves out. Only when the
+    cohort holds more than ``FacetCounter.MATERIALIZE_MAX`` works and the complement fewer works than the cohort (its
+    counts then cost less than the cohort's); None otherwise, for a text query, or a release without the table. Costs
+    one count of the complement (a filtered scan of ``work_facets``, no aggregation)."""
+    cells = [c for c in others if c.group in cube.CUBE_GROUPS]
+    rest = [c for c in others if c.group not in cube.CUBE_GROUPS]
+    if len({c.group for c in rest}) != 1 or rest[0].group == "q":
+        return None
+    where, params = where_sql(cells)
+    rows = cube.cube_rows(con, [(["_coverage"], where, params)])
+    if rows is None:
+        return None
+    base = cube.coverage_of(rows)["works"]
+    if base <= FacetCounter.MATERIALIZE_MAX:
+        return None
+    other, other_params = where_sql(rest)
+    comp = f"({where}) AND NOT coalesce(({other}), false)"
+    comp_params = [*params, *other_params]
+    (left_out,) = con.execute(f"SELECT count(*) FROM work_facets w WHERE {comp}", comp_params).fetchone()
+    if base - left_out <= FacetCounter.MATERIALIZE_MAX or left_out >= base - left_out:
+        return None
+    return where, params, comp, comp_params
+
+
 class FacetCounter:
     """The facets of a cohort (its ``coded`` clauses over ``work_facets w``) on a connection.
 
@@ -50,8 +82,11 @@ class FacetCounter:
         stored: bool,
         cohort_table: Callable[[], str | None] | None = None,
         known: dict[str, list[dict[str, Any]]] | None = None,
+        plans: dict[str, tuple | None] | None = None,
     ) -> None:
         self.con, self.coded, self.stored, self.cohort_table = con, coded, stored, cohort_table
+        #: :func:`cells_less_complement` by :func:`plan_key` of its clauses (shared with the caller's, made once each)
+        self.plans = {} if plans is None else plans
         self.groups = {c.group for c in coded}
         #: facets already counted under the whole cohort (the booleans of CohortQuery.count's scan)
         self.known = {n: v for n, v in (known or {}).items() if n not in self.groups}
@@ -78,6 +113,9 @@ class FacetCounter:
         if self.stored and todo:  # facets whose other filters are only year and language: year_language_counts
             got = self._cube([n for n in todo if self.groups - {n} <= cube.CUBE_GROUPS])
             out.update(got)
+            todo = [n for n in todo if _OUT_NAME.get(n, n) not in out]
+        if self.stored and todo:  # large cohorts: year and language cells less a complement
+            out.update(self._cells_less_complement(todo))
             todo = [n for n in todo if _OUT_NAME.get(n, n) not in out]
         shared = [n for n in todo if n not in self.groups]
         grouped = [n for n in shared if n in COLUMN_FACETS or n in BOOLEAN_COLUMNS]
@@ -113,6 +151,26 @@ class FacetCounter:
             return {}
         by = cube.by_facet(rows)
         return {_OUT_NAME.get(n, n): cube.facet_items(n, by.get(n, [])) for n in names}
+
+    def _cells_less_complement(self, names: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """The facets in ``names`` whose other filters are a year range and/or a language and one other filter that
+        leaves out few of their works (:func:`cells_less_complement`), each as the cells' sums less the complement's
+        counts; the others are left out (counted otherwise)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        todo: dict[str, list[str]] = {}
+        for n in names:
+            others = [c for c in self.coded if c.group != n]
+            key = plan_key(others)
+            if key not in self.plans:
+                self.plans[key] = cells_less_complement(self.con, others)
+            if self.plans[key] is not None:
+                todo.setdefault(key, []).append(n)
+        for key, names_ in todo.items():
+            where, params, comp, comp_params = self.plans[key]
+            rows = cube.cube_rows(self.con, [(names_, where, params)], minus=(comp, comp_params))
+            by = cube.by_facet(rows or [])
+            out.update({_OUT_NAME.get(n, n): cube.facet_items(n, by.get(n, [])) for n in names_})
+        return out
 
     def _lists(self, names: list[str]) -> dict[str, list[dict[str, Any]]]:
         """The name and classifier facets in ``names`` under the whole cohort, in one scan: each list's codes are moved
