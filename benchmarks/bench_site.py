@@ -12,7 +12,7 @@ go to a temporary folder under /tmp, removed at the end.
 Measured, one after the other in this process (``Release`` opened as ``metacan serve`` opens it), each
 repetition of the app's call followed by one of the bare query (interleaved: the machine is shared):
 
-- ``cohort:<name>``: ``CohortQuery.count()`` + ``coverage()`` + ``facets()`` (what ``/api/v1/count`` and the
+- ``cohort:<name>``: ``CohortQuery.count()`` + ``coverage()`` + ``facets()`` + ``people.author_facet`` (what ``/api/v1/count`` and the
   cohort page compute before listing) for no filter, year range + language, funder + label category,
   classifier category, the forgiving filters (the funder in upper case + label category; two venues in other
   cases, OR, less an institution, NOT), the release's most frequent Retraction Watch state + language, and the
@@ -248,6 +248,7 @@ SEARCHES = {
 def measure_cohorts(release, bare, values: dict, repeats: int) -> list[dict]:
     from metacan_pipeline.site.query.cohort import parse_filters
     from metacan_pipeline.site.query.cohort_query import CohortQuery
+    from metacan_pipeline.site.query.people import author_facet
 
     out = []
     for name, (filters, sql, params) in cohorts(values).items():
@@ -257,6 +258,7 @@ def measure_cohorts(release, bare, values: dict, repeats: int) -> list[dict]:
         def app(cohort=cohort, got=got):
             with CohortQuery(release, cohort) as q:
                 got["count"], got["coverage"], got["facets"] = q.count(), q.coverage(), q.facets()
+                got["facets"]["author"] = author_facet(q) or []
 
         def base(sql=sql, params=params, got=got):
             got["bare_count"] = bare.execute(sql, params).fetchone()[0]
@@ -267,7 +269,7 @@ def measure_cohorts(release, bare, values: dict, repeats: int) -> list[dict]:
         out.append(
             {
                 "measurement": f"cohort:{name}",
-                "what": "count + coverage + every facet (CohortQuery)",
+                "what": "count + coverage + every facet (CohortQuery) + the author facet",
                 "filters": filters,
                 "count": got["count"],
                 "facets": len(got["facets"]),

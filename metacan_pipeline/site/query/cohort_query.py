@@ -138,7 +138,7 @@ class CohortQuery:
             }
         return dict(zip(("works", "direct", "scored", "decided"), row[:4], strict=True))
 
-    def _cohort_rows(self) -> str | None:
+    def cohort_rows(self) -> str | None:
         """The temporary table holding the cohort's ``work_facets`` rows when it is filtered and holds at most
         ``FacetCounter.MATERIALIZE_MAX`` works (made once: coverage and facets then read it instead of evaluating
         the filters again in every statement); None otherwise."""
@@ -163,7 +163,7 @@ class CohortQuery:
         if self._coverage is not None:
             return dict(self._coverage)
         self._need_hits()
-        table = self._cohort_rows()
+        table = self.cohort_rows()
         where, params = ("true", []) if table else where_sql(self.coded)
         self._coverage = self._coverage_of(table or "work_facets", where, params)
         return dict(self._coverage)
@@ -175,7 +175,7 @@ class CohortQuery:
         category, classifier version and ``prediction_status`` (:class:`FacetCounter`)."""
         self._need_hits()
         counter = FacetCounter(
-            self.con, self.coded, stored=True, cohort_table=self._cohort_rows, known=self._booleans, plans=self._plans
+            self.con, self.coded, stored=True, cohort_table=self.cohort_rows, known=self._booleans, plans=self._plans
         )
         return counter.facets()
 

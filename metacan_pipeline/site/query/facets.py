@@ -71,7 +71,7 @@ class FacetCounter:
     over the cohort's labelled works; a facet whose filter is set is counted without it. When the cohort holds
     at most ``MATERIALIZE_MAX`` works, its rows are copied once into a temporary table that the statements read
     instead of evaluating the filters again each (``cohort_table``: a function that makes it when a statement first
-    needs it, :meth:`CohortQuery._cohort_rows`)."""
+    needs it, :meth:`CohortQuery.cohort_rows`)."""
 
     MATERIALIZE_MAX = 300_000
 

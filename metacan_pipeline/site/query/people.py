@@ -16,10 +16,14 @@ from typing import Any
 
 from .clauses import where_sql
 from .cohort_query import CohortQuery
+from .facets import TOP_N, FacetCounter
 
 NETWORK_KINDS = ("authors", "institutions")
 DEFAULT_NODES, MAX_NODES = 50, 200
 TOP_COLLABORATORS = 10
+#: The largest filtered cohort whose author facet is counted (the authorships of a larger one are too many to count
+#: within a page's time at 4.3M works; the page says to narrow the filters). The whole release's is stored.
+AUTHOR_FACET_MAX = FacetCounter.MATERIALIZE_MAX
 
 #: Per kind: the link table, its id column, the Canadian test, and the table of names.
 _KIND = {
@@ -199,3 +203,35 @@ def suggest_people(con, kind: str, prefix: str, limit: int) -> list[dict[str, An
         .to_arrow_table()
         .to_pylist()
     )
+
+
+def author_facet(q: CohortQuery) -> list[dict[str, Any]] | None:
+    """The authors (with an OpenAlex author id, Canadian or not) listing the most works of the cohort under every
+    filter but the author filter: ``[{"value": author id, "name", "count"}]``, at most :data:`TOP_N`, most works first,
+    ties by id. The whole release's from ``site_authors.works_in_frame``; a filtered cohort's counted over its
+    authorships when it holds at most :data:`AUTHOR_FACET_MAX` works; None for a larger one."""
+    others = [c for c in q.coded if c.group != "author"]
+    if not others:
+        rows = q.con.execute(
+            "SELECT author_id, display_name, works_in_frame FROM site_authors "
+            f"ORDER BY works_in_frame DESC, author_id LIMIT {TOP_N}"
+        ).fetchall()
+    else:
+        q.coded_where()  # the text query's matches registered first
+        if len(others) == len(q.coded) and q.count() > AUTHOR_FACET_MAX:
+            return None
+        if len(others) == len(q.coded) and (table := q.cohort_rows()):
+            cohort, params = f"SELECT work_key FROM {table}", []
+        else:
+            where, params = where_sql(others)
+            cohort = f"SELECT w.work_key FROM work_facets w WHERE {where}"
+            if q.con.execute(f"SELECT count(*) FROM ({cohort})", params).fetchone()[0] > AUTHOR_FACET_MAX:
+                return None
+        rows = q.con.execute(
+            "SELECT a.author_id, any_value(n.display_name), count(DISTINCT a.work_key) AS works "
+            "FROM site_work_authors a LEFT JOIN site_authors n USING (author_id) "
+            f"WHERE a.author_id IS NOT NULL AND a.work_key IN ({cohort}) "
+            f"GROUP BY a.author_id ORDER BY works DESC, a.author_id LIMIT {TOP_N}",
+            params,
+        ).fetchall()
+    return [{"value": a, "name": name, "count": n} for a, name, n in rows]

@@ -61,6 +61,7 @@ from ..build.release import Release
 from ..query.cohort import Cohort, parse_filters, parse_request
 from ..query.cohort_query import CohortQuery
 from ..query.params import BOOLEAN_FILTERS, FILTERS, ID_PATTERNS, PARAMS, CohortError, single_values
+from ..query.people import AUTHOR_FACET_MAX, author_facet
 from ..query.suggest import did_you_mean, replaced
 from ..query.trend import cohort_trend
 from ..query.versions import group_versions
@@ -297,6 +298,7 @@ class Site(
         (:func:`..query.versions.group_versions`), and the cohort's trend (:func:`..query.trend.cohort_trend`)."""
         with CohortQuery(self.release, cohort) as q:
             out = {"count": q.count(), "coverage": q.coverage(), "facets": q.facets()}
+            out["facets"]["author"] = author_facet(q)
             if listing is not None:
                 out["works"], out["next"] = q.page(listing)
                 if grouped:
@@ -340,6 +342,7 @@ class Site(
                 "cascade_decision": CASCADE_DECISIONS,
             },
             booleans=BOOLEAN_FILTERS,
+            author_facet_max=AUTHOR_FACET_MAX,
             release_layers=RELEASE_LAYERS,
             query_url=f"{prefix}/q/{summary['query_hash']}",
             typeahead=TYPEAHEAD_FACETS,
