@@ -39,7 +39,7 @@ VARIANTS = ("label", "encoder", "distilled")
 SETS = ("screening_a", "screening_b", "frame1k_adjudicated")
 
 
-def _heads(features: str, distiller, texts, y, w, groups, transfer_texts, c_grid):
+def _heads(features: str, distiller, texts, y, w, groups, transfer_texts, c_grid, ridge_weights=()):
     """``{variant: score(texts) -> np.ndarray}`` of heads trained on ``texts`` (labels ``y``, weights ``w``)."""
     from metacan_pipeline.student.distill import DistilJob, encoder_head
     from metacan_pipeline.student.features import make_features
@@ -50,31 +50,49 @@ def _heads(features: str, distiller, texts, y, w, groups, transfer_texts, c_grid
     enc = encoder_head(distiller.embed(texts), y, w, groups, c_grid)
     vec = make_features(features).fit([*texts, *transfer_texts])
     head = BinaryHead("metaresearch", c_grid).fit(vec.transform(texts), y, w, groups=groups)
+    undistilled = head.estimator_
     distiller.distil(
         [DistilJob(head, list(texts), y, w, list(groups))], distiller.transfer(vec, [*texts, *transfer_texts])
     )
-    return {
+    out = {
         "label": lambda t: label.estimator_.decision_function(label_vec.transform(t)),
         "encoder": lambda t: enc.decision_function(distiller.embed(t)),
         "distilled": lambda t: head.estimator_.decision_function(vec.transform(t)),
     }
+    # the regression's weight b in the blend (1 - b) * label fit + b * regression: the shipped head is b = 1/2, so
+    # the blend is (1 - 2b) * label fit (on the transfer vocabulary) + 2b * shipped
+    for b in ridge_weights:
+        out[f"blend {b:g}"] = lambda t, b=b: (
+            (1 - 2 * b) * undistilled.decision_function(vec.transform(t))
+            + 2 * b * head.estimator_.decision_function(vec.transform(t))
+        )
+    return out
 
 
-def pilot_cv(features: str, distiller, s: dict, pool: list[str], boot: int, c_grid) -> list[dict]:
+def pilot_cv(features: str, distiller, s: dict, pool: list[str], boot: int, c_grid, ridge_weights=()) -> list[dict]:
     import numpy as np
     from sklearn.model_selection import GroupKFold
 
     texts, y, w = s["texts"], s["y"], s["w"]
     groups = np.asarray(s["groups"], dtype=object)
     k = min(s["folds"], len(set(s["groups"])))
-    oof = {v: np.full(len(y), np.nan) for v in VARIANTS}
+    variants = (*VARIANTS, *(f"blend {b:g}" for b in ridge_weights))
+    oof = {v: np.full(len(y), np.nan) for v in variants}
     for train, test in GroupKFold(n_splits=k).split(texts, y, s["groups"]):
         if len(set(y[train])) < 2:
             continue
         test_texts = {texts[i] for i in test}
         transfer = [t for t in pool if t not in test_texts]
         heads = _heads(
-            features, distiller, [texts[i] for i in train], y[train], w[train], list(groups[train]), transfer, c_grid
+            features,
+            distiller,
+            [texts[i] for i in train],
+            y[train],
+            w[train],
+            list(groups[train]),
+            transfer,
+            c_grid,
+            ridge_weights,
         )
         for v, score in heads.items():
             oof[v][test] = score([texts[i] for i in test])
@@ -84,7 +102,7 @@ def pilot_cv(features: str, distiller, s: dict, pool: list[str], boot: int, c_gr
         m = scored & (s["lang"] == lang) if lang != "all" else scored
         if y[m].sum() < 2 or y[m].sum() == m.sum():
             continue
-        for v in VARIANTS:
+        for v in variants:
             r = with_intervals(y[m], oof[v][m], w[m], boot, SEED)
             out.append(
                 {
@@ -153,6 +171,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sets", nargs="+", default=list(SETS), help="pilot sets")
     ap.add_argument("--boot", type=int, default=1000, help="bootstrap resamples of each interval")
     ap.add_argument("--name", default="", help="result name: out/student_distill_<name>.json")
+    ap.add_argument(
+        "--ridge-weights",
+        default="",
+        help="also the pilot figures of blends giving the regression these weights (comma-separated, e.g. "
+        "0.25,0.75,1; the shipped head is 0.5)",
+    )
+    ap.add_argument("--no-known-items", action="store_true", help="the pilot sets only")
     add_smoke_arg(ap, "screening_a, 50 resamples")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", THREADS)
@@ -172,9 +197,11 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for name in args.sets:
         say(f"{features}: pilot cross-validation on {name} ...")
-        results += pilot_cv(features, distiller, sets[name], pool, args.boot, DEFAULT_C_GRID)
-        say(f"{features}: known items, heads trained on {name} ...")
-        results += known_items(features, distiller, sets[name], pilot_texts, args.boot, DEFAULT_C_GRID)
+        weights = [float(b) for b in args.ridge_weights.split(",") if b]
+        results += pilot_cv(features, distiller, sets[name], pool, args.boot, DEFAULT_C_GRID, weights)
+        if not args.no_known_items:
+            say(f"{features}: known items, heads trained on {name} ...")
+            results += known_items(features, distiller, sets[name], pilot_texts, args.boot, DEFAULT_C_GRID)
     print(machine_line())
     print(f"fast features {features}; transfer pool {len(pool)} texts; encoder {distiller.encoder_kind}")
     print(table(results))

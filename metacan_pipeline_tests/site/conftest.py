@@ -6,10 +6,14 @@ API)."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
+import duckdb
 import pytest
 from starlette.testclient import TestClient
 
+from metacan_pipeline.site.build.release import Release, current_release_id, database_path, record_manifest
+from metacan_pipeline.site.query.stored_counts import write_cohort_facet_counts
 from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.student.assets import predictions, student_heads
@@ -73,3 +77,25 @@ def scoring_release(site_release, tmp_path_factory):
     )
     storage.write_table("student_scores", trained.read_table("student_scores"))
     return storage, trained, frame, version
+
+
+MIN_WORKS = 5  # of the site world's 60 works: languages, types, booleans, names and decisions reach it
+
+
+@pytest.fixture(scope="module")
+def stored(site_release, tmp_path_factory):
+    """A copy of the site release whose ``cohort_facet_counts`` holds every one-filter cohort of >= MIN_WORKS works."""
+    data = tmp_path_factory.mktemp("stored") / "data"
+    shutil.copytree(site_release[0].root / "site", data / "site")
+    release_id = current_release_id(data)
+    con = duckdb.connect(str(database_path(data, release_id)))
+    try:
+        assert con.execute("SELECT count(*) FROM cohort_facet_counts").fetchone()[0] == 0  # 60 works: none by default
+        n = write_cohort_facet_counts(con, min_works=MIN_WORKS)
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    record_manifest(data, release_id)
+    release = Release(data)
+    yield release, n
+    release.close()

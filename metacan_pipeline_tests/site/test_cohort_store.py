@@ -5,39 +5,16 @@ stored) answers exactly what it answers without them; counts checked against dir
 from __future__ import annotations
 
 import json
-import shutil
 
-import duckdb
 import pytest
 
-from metacan_pipeline.site.build.release import Release, current_release_id, database_path, record_manifest
 from metacan_pipeline.site.query import cohort_query, facets
 from metacan_pipeline.site.query.clauses import clauses, cohort_key, stored_items
 from metacan_pipeline.site.query.cohort import Cohort, parse_filters
 from metacan_pipeline.site.query.cohort_query import CohortQuery
 from metacan_pipeline.site.query.facets import FacetCounter
-from metacan_pipeline.site.query.stored_counts import frequent_filters, write_cohort_facet_counts
-
-MIN_WORKS = 5  # of the site world's 60 works: languages, types, booleans, names and decisions reach it
-
-
-@pytest.fixture(scope="module")
-def stored(site_release, tmp_path_factory):
-    """A copy of the site release whose ``cohort_facet_counts`` holds every one-filter cohort of >= MIN_WORKS works."""
-    data = tmp_path_factory.mktemp("stored") / "data"
-    shutil.copytree(site_release[0].root / "site", data / "site")
-    release_id = current_release_id(data)
-    con = duckdb.connect(str(database_path(data, release_id)))
-    try:
-        assert con.execute("SELECT count(*) FROM cohort_facet_counts").fetchone()[0] == 0  # 60 works: none by default
-        n = write_cohort_facet_counts(con, min_works=MIN_WORKS)
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
-    record_manifest(data, release_id)
-    release = Release(data)
-    yield release, n
-    release.close()
+from metacan_pipeline.site.query.stored_counts import frequent_filters
+from metacan_pipeline_tests.site.conftest import MIN_WORKS
 
 
 def _computed(release, cohort):

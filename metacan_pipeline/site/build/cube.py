@@ -104,17 +104,15 @@ def write_year_language_counts(con) -> int:
     return con.execute("SELECT count(*) FROM year_language_counts").fetchone()[0]
 
 
-def cube_rows(
-    con, selections: list[tuple[list[str], str, list]], minus: tuple[str, list] | None = None
-) -> list[tuple] | None:
+def cube_rows(con, selections: list[tuple[list[str], str, list]], minus: str | None = None) -> list[tuple] | None:
     """The summed cells of ``year_language_counts`` for each ``(facets, where over w, params)``: rows ``(facet, code,
     value, model_version, mode, prediction_status, teacher, category, qualification, n)``, codes decoded through
     ``facet_codes``; None for a release without the table (an earlier layout).
 
-    ``minus``: ``(where over w, params)`` of a complement, works of ``work_facets`` that the summed cells hold and the
-    cohort does not (the cells' filters and NOT the cohort's other filter): their counts (:func:`facet_count_sql`)
-    are taken off each facet's sums, so the rows are the cohort's own, exactly, at the cost of counting the
-    complement. With ``minus``, ``selections`` holds one selection (the cells the complement is part of)."""
+    ``minus``: a table of a complement's ``work_facets`` rows, works that the summed cells hold and the cohort does
+    not (the cells' filters and NOT the cohort's other filter): their counts (:func:`facet_count_sql`) are taken off
+    each facet's sums, so the rows are the cohort's own, exactly, at the cost of counting the complement. With
+    ``minus``, ``selections`` holds one selection (the cells the complement is part of)."""
     if not selections:
         return []
     conds, params = [], []
@@ -126,14 +124,10 @@ def cube_rows(
         f"CAST(sum(w.n) AS BIGINT) AS n FROM year_language_counts w WHERE {' OR '.join(conds)} "
         "GROUP BY w.facet, w.code, w.teacher, w.category"
     )
-    first = ""
     if minus is not None:
         if len(selections) != 1:
             raise ValueError("a complement is taken off one selection of cells")
-        where, p = minus
-        first = f"complement AS MATERIALIZED (SELECT * FROM work_facets w WHERE {where}), "
-        params = [*p, *params]
-        comp = facet_count_sql("complement", facets=selections[0][0])
+        comp = facet_count_sql(minus, facets=selections[0][0])
         summed = (
             f"SELECT s.facet, s.code, s.teacher, s.category, s.qualification, s.n - coalesce(c.n, 0) AS n "
             f"FROM ({summed}) s LEFT JOIN ({comp}) c ON c.facet = s.facet AND c.code IS NOT DISTINCT FROM s.code "
@@ -145,7 +139,7 @@ def cube_rows(
     listed = ", ".join(repr(f) for f in (*TOP_N_FACETS, *NAME_TABLES))
     try:
         return con.execute(
-            f"WITH {first}g AS ({summed}) "
+            f"WITH g AS ({summed}) "
             "SELECT g.facet, g.code, k.value, k.model_version, k.mode, k.prediction_status, g.teacher, g.category, "
             "g.qualification, g.n FROM g LEFT JOIN facet_codes k ON k.facet = g.facet AND k.code = g.code "
             f"QUALIFY g.facet NOT IN ({listed}) "

@@ -18,7 +18,7 @@ from ..build.facet_columns import BOOLEAN_COLUMNS
 from ..build.release import Release
 from .clauses import clauses, cohort_key, stored_items, where_sql
 from .cohort import Cohort, Listing, encode_cursor
-from .facets import FacetCounter, cells_less_complement, plan_key
+from .facets import FACETS, OUTPUT_NAME, FacetCounter, cells_less_complement, plan_key
 
 
 class CohortQuery:
@@ -31,7 +31,7 @@ class CohortQuery:
         self.coded = clauses(cohort, coded=True)
         self._hits, self._index, self._count, self._rows = False, None, None, None
         self._coverage: dict[str, int] | None = None
-        self._booleans: dict[str, list[dict[str, Any]]] = {}
+        self._known: dict[str, list[dict[str, Any]]] = {}
         self._plans: dict[str, tuple | None] = {}  # .facets.cells_less_complement by plan_key, made once each
         #: a text query and no other filter: the count and a page by relevance come from FTS5 alone
         self.text_only = bool(cohort.words) and all(c.group == "q" for c in self.clauses)
@@ -66,6 +66,9 @@ class CohortQuery:
     def close(self) -> None:
         if self._rows:
             self.con.execute("DROP TABLE IF EXISTS cohort_rows")
+        for plan in self._plans.values():
+            if plan is not None:
+                self.con.execute(f"DROP TABLE IF EXISTS {plan[2]}")
         self.con.close()
         if self._index is not None:
             self._index.close()
@@ -103,19 +106,20 @@ class CohortQuery:
         return None if rows is None else cube.coverage_of(rows)
 
     def _coverage_less_complement(self) -> dict[str, int] | None:
-        """The coverage (and the boolean facets whose filter is not set, kept for :meth:`facets`) of a large cohort
-        filtered by year and/or language and one filter that leaves out few of their works, as cells of
-        ``year_language_counts`` less the complement (:func:`.facets.cells_less_complement`); None for any other."""
+        """The coverage of a large cohort filtered by year and/or language and one filter that leaves out few of their
+        works, as cells of ``year_language_counts`` less the complement (:func:`.facets.cells_less_complement`), and
+        in the same statement every facet whose filter is not set (kept for :meth:`facets`); None for any other."""
         key = plan_key(self.coded)
         if key not in self._plans:
-            self._plans[key] = cells_less_complement(self.con, self.coded)
+            self._plans[key] = cells_less_complement(self.con, self.coded, f"complement_{len(self._plans)}")
         if (plan := self._plans[key]) is None:
             return None
-        where, params, comp, comp_params = plan
-        names = [n for n in BOOLEAN_COLUMNS if n not in {c.group for c in self.coded}]
-        rows = cube.cube_rows(self.con, [(["_coverage", *names], where, params)], minus=(comp, comp_params)) or []
+        where, params, table = plan
+        groups = {c.group for c in self.coded}
+        names = [n for n in FACETS if n not in groups]
+        rows = cube.cube_rows(self.con, [(["_coverage", *names], where, params)], minus=table) or []
         by = cube.by_facet(rows)
-        self._booleans = {n: cube.facet_items(n, by.get(n, [])) for n in names}
+        self._known = {OUTPUT_NAME.get(n, n): cube.facet_items(n, by.get(n, [])) for n in names}
         return cube.coverage_of(rows)
 
     def _coverage_of(self, table: str, where: str, params: list, booleans: bool = False) -> dict[str, int]:
@@ -132,7 +136,7 @@ class CohortQuery:
             params,
         )
         if names:
-            self._booleans = {
+            self._known = {
                 n: [{"value": "yes", "count": row[4 + 2 * i]}, {"value": "no", "count": row[5 + 2 * i]}]
                 for i, n in enumerate(names)
             }
@@ -175,7 +179,7 @@ class CohortQuery:
         category, classifier version and ``prediction_status`` (:class:`FacetCounter`)."""
         self._need_hits()
         counter = FacetCounter(
-            self.con, self.coded, stored=True, cohort_table=self.cohort_rows, known=self._booleans, plans=self._plans
+            self.con, self.coded, stored=True, cohort_table=self.cohort_rows, known=self._known, plans=self._plans
         )
         return counter.facets()
 

@@ -227,11 +227,13 @@ def author_facet(q: CohortQuery) -> list[dict[str, Any]] | None:
             cohort = f"SELECT w.work_key FROM work_facets w WHERE {where}"
             if q.con.execute(f"SELECT count(*) FROM ({cohort})", params).fetchone()[0] > AUTHOR_FACET_MAX:
                 return None
+        # the names joined to the first TOP_N only: joined before the count, they cost 8 times the count at 4.3M
         rows = q.con.execute(
-            "SELECT a.author_id, any_value(n.display_name), count(DISTINCT a.work_key) AS works "
-            "FROM site_work_authors a LEFT JOIN site_authors n USING (author_id) "
+            "WITH c AS (SELECT a.author_id, count(DISTINCT a.work_key) AS works FROM site_work_authors a "
             f"WHERE a.author_id IS NOT NULL AND a.work_key IN ({cohort}) "
-            f"GROUP BY a.author_id ORDER BY works DESC, a.author_id LIMIT {TOP_N}",
+            f"GROUP BY a.author_id ORDER BY works DESC, a.author_id LIMIT {TOP_N}) "
+            "SELECT c.author_id, n.display_name, c.works FROM c LEFT JOIN site_authors n USING (author_id) "
+            "ORDER BY c.works DESC, c.author_id",
             params,
         ).fetchall()
     return [{"value": a, "name": name, "count": n} for a, name, n in rows]
