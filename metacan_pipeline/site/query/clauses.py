@@ -109,18 +109,22 @@ _FOLDED = (
 )
 
 
-#: The works of an id filter (:data:`.params.ID_FILTERS`): the same SQL over ``works`` and over ``work_facets``.
-_ID_SQL = {
-    "author": "w.work_key IN (SELECT a.work_key FROM site_work_authors a WHERE a.author_id IN "
-    "(SELECT unnest(?::VARCHAR[])))",
-    "institution_id": "w.work_key IN (SELECT i.work_key FROM site_work_institution_ids i WHERE i.institution_id IN "
-    "(SELECT unnest(?::VARCHAR[])))",
+#: The work keys of an id filter's works (:data:`.params.ID_FILTERS`), its ids the one parameter.
+ID_WORKS_SQL = {
+    "author": "SELECT a.work_key FROM site_work_authors a WHERE a.author_id IN (SELECT unnest(?::VARCHAR[]))",
+    "institution_id": "SELECT i.work_key FROM site_work_institution_ids i WHERE i.institution_id IN "
+    "(SELECT unnest(?::VARCHAR[]))",
 }
 
 
 def _id_clauses(f: dict) -> list[Clause]:
-    """The clauses of the id filters set (``author``, ``institution_id``), each in a group of its own."""
-    return [Clause(name, sql, (f[name].split(OR_SEPARATOR),)) for name, sql in _ID_SQL.items() if name in f]
+    """The clauses of the id filters set (``author``, ``institution_id``), each in a group of its own: the same SQL
+    over ``works`` and over ``work_facets``."""
+    return [
+        Clause(name, f"w.work_key IN ({sql})", (f[name].split(OR_SEPARATOR),))
+        for name, sql in ID_WORKS_SQL.items()
+        if name in f
+    ]
 
 
 def _text_clause(name: str, values: list[str], negated: bool, coded: bool) -> Clause:

@@ -16,7 +16,7 @@ import pyarrow as pa
 from ..build import cube, fts
 from ..build.facet_columns import BOOLEAN_COLUMNS
 from ..build.release import Release
-from .clauses import clauses, cohort_key, stored_items, where_sql
+from .clauses import ID_WORKS_SQL, Clause, clauses, cohort_key, stored_items, where_sql
 from .cohort import Cohort, Listing, encode_cursor
 from .facets import FACETS, OUTPUT_NAME, FacetCounter, cells_less_complement, plan_key
 
@@ -27,8 +27,9 @@ class CohortQuery:
     def __init__(self, release: Release, cohort: Cohort) -> None:
         self.release, self.cohort = release, cohort
         self.con = release.cursor()
-        self.clauses = clauses(cohort)
-        self.coded = clauses(cohort, coded=True)
+        self._id_tables: list[str] = []
+        self.clauses = self._id_works(clauses(cohort))
+        self.coded = self._id_works(clauses(cohort, coded=True))
         self._hits, self._index, self._count, self._rows = False, None, None, None
         self._coverage: dict[str, int] | None = None
         self._known: dict[str, list[dict[str, Any]]] = {}
@@ -38,6 +39,21 @@ class CohortQuery:
         #: a one-filter cohort whose count, coverage and facets the build stored (None: not stored)
         key = cohort_key(self.coded)
         self.stored = stored_items(self.con, {key}).get(key) if key else None
+
+    def _id_works(self, items: list[Clause]) -> list[Clause]:
+        """``items`` with each id filter (author, institution) reading its works' keys from a temporary table made
+        once per request (a lookup by id scans every authorship: at 4.3M works, 15 million rows each time a
+        statement evaluated the filter)."""
+        out = []
+        for c in items:
+            if c.group in ID_WORKS_SQL:
+                table = f"id_works_{c.group}"
+                if table not in self._id_tables:
+                    self.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {ID_WORKS_SQL[c.group]}", list(c.params))
+                    self._id_tables.append(table)
+                c = Clause(c.group, f"w.work_key IN (SELECT work_key FROM {table})", ())
+            out.append(c)
+        return out
 
     def _fts(self, fn, *args):
         """``fn(index, words, *args)`` on this request's connection to the full-text index."""
@@ -66,6 +82,8 @@ class CohortQuery:
     def close(self) -> None:
         if self._rows:
             self.con.execute("DROP TABLE IF EXISTS cohort_rows")
+        for table in self._id_tables:
+            self.con.execute(f"DROP TABLE IF EXISTS {table}")
         for plan in self._plans.values():
             if plan is not None:
                 self.con.execute(f"DROP TABLE IF EXISTS {plan[2]}")

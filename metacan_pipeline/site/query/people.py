@@ -108,10 +108,11 @@ class PeopleQuery(CohortQuery):
         cohort, params = self._cohort()
         return (
             self.con.execute(
-                "SELECT a.author_id AS id, n.display_name AS name, count(DISTINCT a.work_key) AS works "
-                "FROM site_work_authors a LEFT JOIN site_authors n USING (author_id) "
+                "WITH c AS (SELECT a.author_id AS id, count(DISTINCT a.work_key) AS works FROM site_work_authors a "
                 f"WHERE a.is_canadian AND a.author_id IS NOT NULL AND a.work_key IN ({cohort}) "
-                "GROUP BY ALL ORDER BY works DESC, id LIMIT ?",
+                "GROUP BY 1 ORDER BY works DESC, id LIMIT ?) "
+                "SELECT c.id, n.display_name AS name, c.works FROM c LEFT JOIN site_authors n ON n.author_id = c.id "
+                "ORDER BY c.works DESC, c.id",
                 [*params, limit],
             )
             .to_arrow_table()
@@ -125,11 +126,12 @@ class PeopleQuery(CohortQuery):
         cohort, params = self._cohort()
         return (
             self.con.execute(
-                f"WITH mine AS (SELECT DISTINCT work_key FROM {table} WHERE {col} = ? AND work_key IN ({cohort})) "
-                f"SELECT l.{col} AS id, n.display_name AS name, count(DISTINCT l.work_key) AS works "
-                f"FROM {table} l SEMI JOIN mine USING (work_key) LEFT JOIN {names} n ON n.{name_key} = l.{col} "
-                f"WHERE {canadian.format(t='l.')} "
-                f"AND l.{col} <> ? GROUP BY ALL ORDER BY works DESC, id LIMIT ?",
+                f"WITH mine AS (SELECT DISTINCT work_key FROM {table} WHERE {col} = ? AND work_key IN ({cohort})), "
+                f"c AS (SELECT l.{col} AS id, count(DISTINCT l.work_key) AS works "
+                f"FROM {table} l SEMI JOIN mine USING (work_key) WHERE {canadian.format(t='l.')} "
+                f"AND l.{col} <> ? GROUP BY 1 ORDER BY works DESC, id LIMIT ?) "
+                f"SELECT c.id, n.display_name AS name, c.works FROM c LEFT JOIN {names} n ON n.{name_key} = c.id "
+                "ORDER BY c.works DESC, c.id",
                 [node_id, *params, node_id, limit],
             )
             .to_arrow_table()
