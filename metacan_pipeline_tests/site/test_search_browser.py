@@ -1,22 +1,31 @@
 """Forgiving search in headless Chromium: the site served by uvicorn on loopback over the site world's release; a
 venue typed in lower case (with a suggestion offered as it is typed), two venues in one box (OR) and an institution
-left out (NOT) give the count DuckDB gives; the first result is reached in at most 3 Tab presses through the skip
+left out (NOT) give the count DuckDB gives; its CSV (read by pandas with its defaults), RIS and BibTeX downloads hold
+every work of it, and its French twin, reached through the language switch, says no interface sentence in English;
+the first result is reached in at most 3 Tab presses through the skip
 link; at 390 px wide no page scrolls sideways. Screenshots at 1,280 and 390 px go to a folder under the test's tmp
 path (printed) and, when ``$METACAN_TEST_ARTIFACTS`` is set, are kept under ``$METACAN_TEST_ARTIFACTS/site_search/``."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 import unicodedata
 from pathlib import Path
 
+import bibtexparser
 import duckdb
+import pandas as pd
 import pytest
+import rispy
+from starlette.testclient import TestClient
 
 from metacan_pipeline.site.build.release import current_release_id, database_path
+from metacan_pipeline.site.web.app import create_app
 from metacan_pipeline_tests.browser import PageWatch
+from metacan_pipeline_tests.site.french import english_left
 from metacan_pipeline_tests.site.test_site_browser import served
 
 pytestmark = pytest.mark.browser
@@ -91,6 +100,27 @@ def test_a_reader_types_lower_case_uses_or_and_not_and_reaches_the_first_result_
         listed = page.locator("ol.works > li").count()
         assert listed == min(len(want), 20)
         page.screenshot(path=str(shots / "search_1280.png"), full_page=True)
+
+        # the cohort's downloads, as a reader's tools read them: CSV with pandas' defaults, RIS, BibTeX
+        got = {}
+        for name in ("CSV", "RIS", "BibTeX"):
+            with page.expect_download() as download:
+                page.get_by_role("link", name=name, exact=True).click()
+            got[name] = download.value.path().read_text(encoding="utf-8")
+        frame = pd.read_csv(io.StringIO(got["CSV"]))
+        ids = {i for k, i in _sql(data, "SELECT work_key, id FROM works") if k in want}
+        assert len(frame) == len(want) and {str(i).rsplit("/", 1)[-1] for i in frame["id"]} == ids
+        assert len(rispy.loads(got["RIS"])) == len(want)
+        assert len(bibtexparser.parse_string(got["BibTeX"]).entries) == len(want)
+
+        # the same cohort in French, through the page's language switch: no interface sentence left in English
+        page.get_by_role("link", name="Français", exact=True).click()
+        page.wait_for_url(re.compile(r"/fr/\?"))
+        assert _count(page) == len(want)
+        path = page.url.removeprefix(base).removeprefix("/fr")
+        with TestClient(create_app(data, rate_limit="off")) as client:
+            assert english_left(client, [path]) == []
+        page.screenshot(path=str(shots / "search_1280_fr.png"), full_page=True)
 
         # from the top of the page: Tab to the skip link, Enter, Tab to the first result
         page.reload()
