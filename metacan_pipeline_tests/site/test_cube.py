@@ -210,3 +210,16 @@ def test_a_large_cohort_counted_as_cells_less_its_complement_is_the_computed_one
     want = _computed(release, cohort)
     assert json.dumps(got) == json.dumps(want)
     assert got[0] > 0
+
+
+@pytest.mark.parametrize(
+    "params", [{}, COHORTS[7], {"language": "en", "funder": "NSERC"}], ids=["none", "both", "funder"]
+)
+def test_a_few_facets_asked_for_are_those_of_every_facet(release, params):
+    cohort = parse_filters(params, release.info)
+    with CohortQuery(release, cohort) as q:
+        every = q.facets()
+    with CohortQuery(release, cohort) as q:
+        few = q.facets(only=("year", "direct_label", "classifier"))
+    assert list(few) == ["year", "direct_label", "classifier"]
+    assert few == {k: every[k] for k in few} and few["year"]

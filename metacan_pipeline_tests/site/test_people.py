@@ -8,6 +8,7 @@ import io
 import itertools
 from collections import Counter
 
+import duckdb
 import networkx as nx
 import pytest
 from starlette.testclient import TestClient
@@ -235,3 +236,56 @@ def test_the_author_facet_counts_the_cohort_under_its_other_filters(client, peop
     assert facet() == whole  # the whole release's is stored
     assert "narrow the filters to see who wrote them" in client.get("/", params={"year_max": "2010"}).text
     assert "restreignez les filtres pour voir qui les a écrites" in client.get("/fr/", params={"year_max": "2010"}).text
+
+
+def test_an_author_page_lists_a_few_institutions_a_year_and_counts_the_others(people, monkeypatch):
+    """With one institution a year, each year's row is its institution with the most works, and ``more`` is the
+    number of that year's other Canadian institutions, counted here from the release's authorships."""
+    from metacan_pipeline.site.build.release import Release
+    from metacan_pipeline.site.query import people as people_query
+
+    monkeypatch.setattr(people_query, "INSTITUTIONS_PER_YEAR", 1)
+    release = Release(people[0].root)
+    con = release.cursor()
+    try:
+        authors = [a for (a,) in con.execute("SELECT author_id FROM site_authors ORDER BY 1").fetchall()]
+        want = dict(
+            ((a, y), n)
+            for a, y, n in con.execute(
+                "SELECT a.author_id, w.year, count(DISTINCT i.institution_id) FROM site_work_authors a, "
+                "unnest(a.institution_ids) AS u(institution_id) JOIN site_work_institution_ids i "
+                "ON i.work_key = a.work_key AND i.institution_id = u.institution_id JOIN works w ON w.work_key = a.work_key "
+                "WHERE a.is_canadian AND i.is_canadian GROUP BY ALL"
+            ).fetchall()
+        )
+        got = {}
+        for a in authors:
+            rows = people_query.author_institution_years(con, a)
+            assert len({r["year"] for r in rows}) == len(rows)  # one a year
+            got.update({(a, r["year"]): r["more"] + 1 for r in rows})
+    finally:
+        con.close()
+        release.close()
+    assert got == want
+    # the people world's authors have one Canadian institution a year; one with three in 2020 and one in 2021
+    mem = duckdb.connect()
+    mem.execute(
+        "CREATE TABLE site_work_authors AS SELECT * FROM (VALUES (1, 'A1', true, ['I1', 'I2']), "
+        "(2, 'A1', true, ['I1', 'I3']), (3, 'A1', true, ['I2']), (4, 'A1', true, ['I4'])) "
+        "t(work_key, author_id, is_canadian, institution_ids)"
+    )
+    mem.execute(
+        "CREATE TABLE site_work_institution_ids AS SELECT work_key, institution_id, 'Inst ' || institution_id AS "
+        "display_name, true AS is_canadian FROM (SELECT work_key, unnest(institution_ids) AS institution_id "
+        "FROM site_work_authors)"
+    )
+    mem.execute(
+        "CREATE TABLE works AS SELECT * FROM (VALUES (1, 2020), (2, 2020), (3, 2020), (4, 2021)) t(work_key, year)"
+    )
+    rows = [
+        (r["year"], r["institution_id"], r["works"], r["more"])
+        for r in people_query.author_institution_years(mem, "A1")
+    ]
+    assert rows == [(2021, "I4", 1, 0), (2020, "I1", 2, 2)]  # I1 and I2 tie on 2 works: the smaller id first
+    monkeypatch.setattr(people_query, "INSTITUTIONS_PER_YEAR", 5)
+    assert [r["more"] for r in people_query.author_institution_years(mem, "A1")] == [0, 0, 0, 0]

@@ -8,7 +8,7 @@ A text query is answered by the release's FTS5 index first (:mod:`..build.fts`):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -190,16 +190,16 @@ class CohortQuery:
         self._coverage = self._coverage_of(table or "work_facets", where, params)
         return dict(self._coverage)
 
-    def facets(self) -> dict[str, list[dict[str, Any]]]:
+    def facets(self, only: Sequence[str] | None = None) -> dict[str, list[dict[str, Any]]]:
         """``{facet: [{"value", "count", ...}]}`` under the current filters but the facet's own (module docstring).
         Column and name facets list at most ``TOP_N`` values (all years), largest first; booleans give yes/no;
         ``direct_label`` gives teacher, category and the teacher's qualification; ``classifier`` gives mode,
-        category, classifier version and ``prediction_status`` (:class:`FacetCounter`)."""
+        category, classifier version and ``prediction_status`` (:class:`FacetCounter`). ``only``: these facets alone."""
         self._need_hits()
         counter = FacetCounter(
             self.con, self.coded, stored=True, cohort_table=self.cohort_rows, known=self._known, plans=self._plans
         )
-        return counter.facets()
+        return counter.facets(only)
 
     # ---- lists ---------------------------------------------------------------------------------------------
     def page(self, listing: Listing) -> tuple[list[dict[str, Any]], str | None]:

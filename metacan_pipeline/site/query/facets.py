@@ -5,7 +5,7 @@ equals the cohort's count."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..build import cube
@@ -103,9 +103,11 @@ class FacetCounter:
         #: facet of a cohort counted as cells less a complement)
         self.known = {n: v for n, v in (known or {}).items() if n not in self.groups}
 
-    def facets(self) -> dict[str, list[dict[str, Any]]]:
+    def facets(self, only: Sequence[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Every facet (:data:`FACET_OUTPUT`), or those named in ``only`` (output names)."""
+        wanted = [n for n in FACETS if only is None or OUTPUT_NAME.get(n, n) in only]
         out: dict[str, list[dict[str, Any]]] = {}
-        free = [n for n in FACETS if self.groups <= {n}] if self.stored else []
+        free = [n for n in wanted if self.groups <= {n}] if self.stored else []
         if free:
             names = [OUTPUT_NAME.get(n, n) for n in free]
             rows = self.con.execute(
@@ -113,7 +115,7 @@ class FacetCounter:
             ).fetchall()
             out.update({f: json.loads(items) for f, items in rows})
         out.update({n: v for n, v in self.known.items() if n not in free})
-        todo = [n for n in FACETS if n not in free and OUTPUT_NAME.get(n, n) not in out]
+        todo = [n for n in wanted if n not in free and OUTPUT_NAME.get(n, n) not in out]
         if self.stored and todo:  # facets whose filters but their own are one stored frequent filter
             sources = {n: cohort_key([c for c in self.coded if c.group != n]) for n in todo}
             found = stored_items(self.con, {k for k in sources.values() if k})
@@ -147,7 +149,7 @@ class FacetCounter:
                 out["direct_label"] = self._label()
             elif name == "classifier":
                 out["classifier"] = self._classifier()
-        return {name: out[name] for name in FACET_OUTPUT}
+        return {name: out[name] for name in FACET_OUTPUT if only is None or name in only}
 
     def _cube(self, names: list[str]) -> dict[str, list[dict[str, Any]]]:
         """The facets in ``names`` (each one's other filters only year and language) summed over the cells of

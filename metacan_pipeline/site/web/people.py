@@ -98,7 +98,7 @@ class PeopleEndpoints:
         cohort, listing = parse_request([(name, node_id), ("sort", "year"), ("limit", str(PAGE_WORKS))], self.info)
         with PeopleQuery(self.release, cohort) as q:
             count = q.count()
-            facets = q.facets()
+            facets = q.facets(only=("year", "direct_label", "classifier"))
             works, _ = q.page(listing)
             collaborators = q.collaborators(kind, node_id)
             authors = q.top_authors() if kind == "institutions" else []
