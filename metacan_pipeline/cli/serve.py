@@ -72,7 +72,9 @@ def serve(
     sock = _listen("metacan serve", host, port)
     typer.echo(f"Serving release {info.release_id} ({info.n_works} works) on http://{host}:{port}/ (Ctrl-C stops it)")
     typer.echo(f"(the coding pages are not on this server: `metacan serve --coding` serves them on port {CODING_PORT})")
-    uvicorn.Server(uvicorn.Config(asgi, log_level="info")).run(sockets=[sock])
+    # no X-Forwarded-For trusted (uvicorn trusts it from 127.0.0.1 by default): a local client could reset its rate
+    # limit with a made-up address; behind a proxy, run uvicorn itself with --proxy-headers
+    uvicorn.Server(uvicorn.Config(asgi, log_level="info", proxy_headers=False)).run(sockets=[sock])
 
 
 def _listen(command: str, host: str, port: int) -> socket.socket:
@@ -108,4 +110,6 @@ def _serve_coding(root: str, host: str, port: int) -> None:
         f"Serving the coding pages of {coding_store_path(root)} on http://{host}:{port}/coding/ "
         "(French: /fr/coding/; nothing else is served here; Ctrl-C stops it)"
     )
-    uvicorn.Server(uvicorn.Config(asgi, log_level="info")).run(sockets=[sock])
+    # no X-Forwarded-For trusted (uvicorn trusts it from 127.0.0.1 by default): a local client could reset its rate
+    # limit with a made-up address; behind a proxy, run uvicorn itself with --proxy-headers
+    uvicorn.Server(uvicorn.Config(asgi, log_level="info", proxy_headers=False)).run(sockets=[sock])

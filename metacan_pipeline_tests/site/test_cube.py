@@ -177,6 +177,8 @@ LARGE = [
     ({"retraction_state": "not_checked", "language": "en"}, True),
     ({"year_min": "2008", "language": "en", "not_funder": "sshrc"}, True),
     ({"language": "en", "type": "article"}, False),
+    # the cohort is not subtracted (three groups), its direct-label facet is: language less a venue
+    ({"language": "en", "not_venue": "Journal 3", "label_category": "metaepi_broad"}, True),
 ]
 
 

@@ -252,3 +252,12 @@ def test_a_page_boundary_inside_a_run_of_tied_ranks_breaks_the_tie_by_work_key(t
         assert len(seen) == 70
     finally:
         con.close()
+
+
+def test_a_hyphenated_word_is_the_phrase_of_its_parts_and_or_takes_it_whole():
+    assert fts.parse_query("meta-analysis") == fts.parse_query('"meta analysis"') == ((("meta", "analysis"),),)
+    assert fts.parse_query("meta\u2010analysis") == fts.parse_query("meta-analysis")  # the Unicode hyphen too
+    got = fts.parse_query("systematic review OR meta-analysis")
+    assert got == ((("systematic",),), (("meta", "analysis"), ("review",)))
+    assert fts.query_text(got) == 'systematic "meta analysis" OR review'
+    assert fts.parse_query("a - b") == ((("a",),), (("b",),))  # a hyphen between spaces joins nothing

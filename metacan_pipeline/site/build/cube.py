@@ -78,18 +78,25 @@ def facet_count_sql(source: str, keys: tuple[str, ...] = (), facets: Sequence[st
             f"(SELECT {key}{', '.join(f'{f} AS c{i}' for i, f in enumerate(flags))} FROM {source} w"
             f"{' GROUP BY ALL' if keys else ''}) w"
         )
-    counts = " UNION ALL ".join(f"SELECT * FROM ({p})" for p in parts)
-    out = f"SELECT {key}facet, code, NULL AS teacher, NULL AS category, NULL AS qualification, n FROM ({counts}) w WHERE n > 0"
+    pieces = []
+    if parts:
+        counts = " UNION ALL ".join(f"SELECT * FROM ({p})" for p in parts)
+        pieces.append(
+            f"SELECT {key}facet, code, NULL AS teacher, NULL AS category, NULL AS qualification, n FROM ({counts}) w "
+            "WHERE n > 0"
+        )
     if want is None or "label" in want:
         # the direct-label facet: teacher and category, works counted distinct (FacetCounter._label)
         label_by = "".join(f"w.{k}, " for k in keys)
-        out += (
-            f" UNION ALL SELECT {key}'label', NULL, l.teacher, l.category, any_value(l.qualification), "
-            "count(DISTINCT l.work_key) FROM (SELECT work_key, teacher, qualification, unnest(categories) AS category "
+        pieces.append(
+            f"SELECT {key}'label' AS facet, NULL AS code, l.teacher, l.category, "
+            "any_value(l.qualification) AS qualification, count(DISTINCT l.work_key) AS n FROM (SELECT work_key, teacher, qualification, unnest(categories) AS category "
             f"FROM work_labels WHERE status = 'labelled') l JOIN {source} w ON w.work_key = l.work_key AND w.labelled "
             f"GROUP BY {label_by}l.teacher, l.category"
         )
-    return out
+    if not pieces:
+        raise ValueError(f"no facet to count among {sorted(want or [])}")
+    return " UNION ALL ".join(pieces)
 
 
 def write_year_language_counts(con) -> int:

@@ -84,14 +84,16 @@ def tokens(text: str) -> list[str]:
 
 #: A parsed text query: groups that must all match, each a tuple of alternatives (phrases: word tokens in order).
 TextQuery = tuple[tuple[tuple[str, ...], ...], ...]
-#: What a text query is read as: a double-quoted phrase (an unclosed quote runs to the end), ``|``, or a word.
-_QUERY_RE = re.compile(r'"([^"]*)"?|(\|)|(\w+)', re.UNICODE)
+#: What a text query is read as: a double-quoted phrase (an unclosed quote runs to the end), ``|``, or a word (word
+#: characters joined by hyphens or apostrophes: "meta-analysis" is the phrase "meta analysis", as titles index it).
+_QUERY_RE = re.compile(r'"([^"]*)"?|(\|)|(\w+(?:[-\u2010\u2011\'\u2019]\w+)*)', re.UNICODE)
 OR_WORD = "OR"
 
 
 def parse_query(text: str) -> TextQuery:
     """The groups of a text query (:data:`TextQuery`): every word (lower-cased :func:`tokens`) is a group of its own,
-    a double-quoted phrase one group of its words in order, and ``OR`` (upper case) or ``|`` between two of them
+    a double-quoted phrase or a hyphenated word one group of its words in order, and ``OR`` (upper case) or ``|``
+    between two of them
     puts them in one group of alternatives (``"peer review" OR replication open`` is two groups: the phrase or the
     word, and the word open). An ``OR`` with nothing on one side is ignored, and so is any other character."""
     groups: list[list[tuple[str, ...]]] = []

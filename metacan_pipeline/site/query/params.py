@@ -241,8 +241,9 @@ FILTERS = tuple(name for name in PARAMS if name not in LISTING)
 
 
 def id_values(name: str, value: str) -> str:
-    """An id filter's value (:data:`ID_FILTERS`) in canonical form: its ids upper-cased, in the given order, each once,
-    joined by ``|``; :class:`CohortError` naming the filter for a value that is not ids of its kind
+    """An id filter's value (:data:`ID_FILTERS`) in canonical form: its ids upper-cased, each once, sorted (as a text
+    filter's values are: one set of ids is one query hash), joined by ``|``; :class:`CohortError` naming the filter
+    for a value that is not ids of its kind
     (:data:`ID_PATTERNS`: no space, ASCII digits)."""
     letter = ID_FILTERS[name]
     ids: list[str] = []
@@ -258,7 +259,7 @@ def id_values(name: str, value: str) -> str:
             )
         if part.upper() not in ids:
             ids.append(part.upper())
-    return OR_SEPARATOR.join(ids)
+    return OR_SEPARATOR.join(sorted(ids))
 
 
 def single_values(items: Iterable[tuple[str, str]], allowed: Iterable[str]) -> dict[str, str]:
