@@ -9,6 +9,7 @@ import hashlib
 import html
 import io
 import json
+import os
 import re
 import shutil
 import socket
@@ -30,6 +31,7 @@ from metacan_pipeline.site.web.guide import link_first_uses
 from metacan_pipeline.site.web.middleware import client_limiter
 from metacan_pipeline.site.web.openapi import API_ROUTES
 from metacan_pipeline.vocab import CATEGORIES
+from metacan_pipeline_tests.builders.site import metacan_serve
 
 
 @pytest.fixture(scope="module")
@@ -636,3 +638,16 @@ def test_a_trailing_slash_redirect_never_names_the_host_a_client_sent(client):
         r = client.get(path, headers={"Host": "evil.example"}, follow_redirects=False)
         assert r.status_code in (301, 302, 307, 308) and r.headers["location"] == to, (path, r.headers)
     assert client.get("/fr", follow_redirects=True).status_code == 200  # the relative redirect still leads there
+
+
+def test_metacan_serve_rate_limits_a_local_client_whatever_address_it_forwards(site_release):
+    """``metacan serve`` keys the rate limit on the connection's address: an ``X-Forwarded-For`` a local client makes
+    up is not trusted (uvicorn would trust it from 127.0.0.1 by default), so it cannot buy a fresh bucket."""
+    import httpx
+
+    env = {**os.environ, "METACAN_DATA_DIR": str(site_release[0].root), "METACAN_SITE_RATE_LIMIT": "3/m burst 3"}
+    with metacan_serve(env, ready="/") as served:
+        statuses = [httpx.get(served.url + "/api/v1/").status_code for _ in range(4)]
+        assert statuses[:3] == [200] * 3 and statuses[3] == 429
+        forged = httpx.get(served.url + "/api/v1/", headers={"X-Forwarded-For": "10.0.0.1"})
+        assert forged.status_code == 429 and "10.0.0.1" not in forged.text
