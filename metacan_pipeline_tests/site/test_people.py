@@ -167,6 +167,8 @@ def test_the_author_page_in_english_and_french(client):
     assert '<p class="count">30 publications</p>' in fr and "Principaux collaborateurs" in fr and 'lang="fr"' in fr
     assert client.get("/authors/a100").status_code == 200  # the id's case is forgiven
     assert client.get("/authors/A999").status_code == 404 and client.get("/authors/W1").status_code == 404
+    odd = client.get("/api/v1/authors/A100", params={"x": "1"})
+    assert odd.status_code == 400 and "'x': this address takes no parameters" in odd.json()["error"]["message"]
     solo = client.get("/authors/A500").text
     assert XSS not in solo and "Solo &lt;b&gt;&lt;script&gt;" in solo
 
@@ -289,9 +291,13 @@ def test_an_author_page_lists_a_few_institutions_a_year_and_counts_the_others(pe
         "t(work_key, author_id, is_canadian, institution_ids)"
     )
     mem.execute(
-        "CREATE TABLE site_work_institution_ids AS SELECT work_key, institution_id, 'Inst ' || institution_id AS "
-        "display_name, true AS is_canadian FROM (SELECT work_key, unnest(institution_ids) AS institution_id "
-        "FROM site_work_authors)"
+        "CREATE TABLE site_work_institution_ids AS SELECT work_key, institution_id, 'Inst ' || institution_id || "
+        "work_key AS display_name, true AS is_canadian FROM (SELECT work_key, unnest(institution_ids) AS "
+        "institution_id FROM site_work_authors)"
+    )  # a name per work: the page names an institution once, as site_institutions does
+    mem.execute(
+        "CREATE TABLE site_institutions AS SELECT DISTINCT institution_id, 'Inst ' || institution_id AS display_name "
+        "FROM site_work_institution_ids"
     )
     mem.execute(
         "CREATE TABLE works AS SELECT * FROM (VALUES (1, 2020), (2, 2020), (3, 2020), (4, 2021)) t(work_key, year)"
@@ -301,5 +307,6 @@ def test_an_author_page_lists_a_few_institutions_a_year_and_counts_the_others(pe
         for r in people_query.author_institution_years(mem, "A1")
     ]
     assert rows == [(2021, "I4", 1, 0), (2020, "I1", 2, 2)]  # I1 and I2 tie on 2 works: the smaller id first
+    assert [r["name"] for r in people_query.author_institution_years(mem, "A1")] == ["Inst I4", "Inst I1"]
     monkeypatch.setattr(people_query, "INSTITUTIONS_PER_YEAR", 5)
     assert [r["more"] for r in people_query.author_institution_years(mem, "A1")] == [0, 0, 0, 0]

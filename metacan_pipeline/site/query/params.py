@@ -267,6 +267,8 @@ def single_values(items: Iterable[tuple[str, str]], allowed: Iterable[str]) -> d
     allowed = tuple(allowed)
     out: dict[str, str] = {}
     for name, value in items:
+        if name not in allowed and not allowed:
+            raise CohortError(N_("unknown parameter %(name)r: this address takes no parameters.", name=name[:40]))
         if name not in allowed:
             raise CohortError(
                 N_(

@@ -158,20 +158,22 @@ def institution_row(con, institution_id: str) -> dict[str, Any] | None:
 
 
 def author_institution_years(con, author_id: str) -> list[dict[str, Any]]:
-    """The author's Canadian institutions by publication year (year, institution id, name, works, ``more``), from
-    their Canadian authorships in the release; newest year first, at most :data:`INSTITUTIONS_PER_YEAR` a year (most
+    """The author's Canadian institutions by publication year (year, institution id, its ``site_institutions`` name,
+    works, ``more``), from their Canadian authorships in the release, one row per institution id; newest year first, at most :data:`INSTITUTIONS_PER_YEAR` a year (most
     works first, ties by id), the last of a year saying in ``more`` how many others that year has (0 otherwise)."""
     return (
         con.execute(
-            "WITH g AS (SELECT w.year, i.institution_id, i.display_name AS name, count(DISTINCT a.work_key) AS works "
+            "WITH g AS (SELECT w.year, i.institution_id, count(DISTINCT a.work_key) AS works "
             "FROM (SELECT work_key, unnest(institution_ids) AS institution_id FROM site_work_authors "
             "      WHERE author_id = ? AND is_canadian) a "
             "JOIN site_work_institution_ids i ON i.work_key = a.work_key AND i.institution_id = a.institution_id "
             "JOIN works w ON w.work_key = a.work_key WHERE i.is_canadian GROUP BY ALL), "
             "r AS (SELECT *, row_number() OVER (PARTITION BY year ORDER BY works DESC, institution_id) AS rank, "
             "count(*) OVER (PARTITION BY year) AS n FROM g) "
-            "SELECT year, institution_id, name, works, CASE WHEN rank = least(n, ?) THEN n - rank ELSE 0 END AS more "
-            "FROM r WHERE rank <= ? ORDER BY year DESC NULLS LAST, works DESC, institution_id",
+            "SELECT r.year, r.institution_id, s.display_name AS name, r.works, "
+            "CASE WHEN r.rank = least(r.n, ?) THEN r.n - r.rank ELSE 0 END AS more "
+            "FROM r LEFT JOIN site_institutions s ON s.institution_id = r.institution_id WHERE r.rank <= ? "
+            "ORDER BY r.year DESC NULLS LAST, r.works DESC, r.institution_id",
             [author_id, INSTITUTIONS_PER_YEAR, INSTITUTIONS_PER_YEAR],
         )
         .to_arrow_table()
