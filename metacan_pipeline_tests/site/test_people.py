@@ -91,8 +91,10 @@ def test_the_network_page_draws_an_svg_with_its_data_table(client):
     assert XSS not in page and "&lt;script&gt;" in page  # a name is data, escaped in the drawing and the table
     table = page[page.index('id="network-data"') :]
     assert "<caption>" in table and "Ada Lovelace" in table and "Jean Tremblay" in table
+    assert "<title>Ada Lovelace: 30</title>" in svg  # a node's whole name and works
     fr = client.get("/fr/network").text
     assert "Cosignature entre auteurs canadiens" in fr and '<a href="/fr/authors/A100">' in fr
+    assert "<title>Ada Lovelace\u00a0: 30</title>" in fr  # French typography: a (no-break) space before the colon
 
 
 def test_graphml_parses_back_and_csv_lists_the_edges(client, people):

@@ -79,11 +79,11 @@ def _short(name: str, most: int = 22) -> str:
     return name if len(name) <= most else name[: most - 1] + "…"
 
 
-def svg(net: Network, title: str, href: dict[str, str]) -> str:
+def svg(net: Network, title: str, href: dict[str, str], colon: str = ": ") -> str:
     """The network as one ``<svg>`` element (``role="img"``, labelled by ``title``; the page's data tables beside it
     say the same for screen readers): edges as lines as thick as their weight's square root, nodes as circles as
     large as their works' square root with their (shortened) name beside, each linked to its page (``href``: node
-    id -> URL) with its whole name and works in a ``<title>``."""
+    id -> URL) with its whole name and works in a ``<title>`` (``colon``: the page language's, " : " in French)."""
     pos = layout(net)
     width = SVG_SIZE + _LABEL_ROOM
     out = [
@@ -97,14 +97,14 @@ def svg(net: Network, title: str, href: dict[str, str]) -> str:
         stroke = round(0.5 + e["weight"] ** 0.5, 2)
         out.append(
             f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="#999" stroke-width="{stroke}">'
-            f"<title>{escape(names[e['source']])} – {escape(names[e['target']])}: {e['weight']}</title></line>"
+            f"<title>{escape(names[e['source']])} – {escape(names[e['target']])}{escape(colon)}{e['weight']}</title></line>"
         )
     for n in net.nodes:
         x, y = pos[n["id"]]
         r = round(3 + 1.5 * n["works"] ** 0.5, 2)
         out.append(
             f'<a href={quoteattr(href[n["id"]])}><circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="#36c">'
-            f"<title>{escape(names[n['id']])}: {n['works']}</title></circle>"
+            f"<title>{escape(names[n['id']])}{escape(colon)}{n['works']}</title></circle>"
             f'<text x="{x + r + 2:.1f}" y="{y + 3:.1f}" font-size="9" fill="#1a1a1a">'
             f"{escape(_short(names[n['id']]))}</text></a>"
         )

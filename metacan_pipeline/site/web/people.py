@@ -31,7 +31,7 @@ from ..query.people import (
     institution_row,
     suggest_people,
 )
-from . import languages
+from . import languages, strings
 from .dossier import url_with
 from .middleware import NO_STORE, export_refusal
 from .network_drawing import csv_text, graphml, svg
@@ -164,7 +164,7 @@ class PeopleEndpoints:
             net=net,
             cohort=cohort,
             title=title,
-            drawing=svg(net, title, href),
+            drawing=svg(net, title, href, tr.gettext(strings.COLON)),
             href=href,
             names={n["id"]: n["name"] or n["id"] for n in net.nodes},
             params=params,
