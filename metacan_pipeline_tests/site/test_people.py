@@ -135,6 +135,11 @@ def test_the_author_and_institution_id_filters_select_their_works(client, people
     # one set of ids is one cohort: one query hash whatever their order and case
     h = lambda **p: client.get("/api/v1/count", params=p).json()["query_hash"]  # noqa: E731
     assert h(author="A100|A200") == h(author="a200|A100|A200") != h(author="A100")
+    # the saved cohort's page links each id to its page
+    saved = client.get(f"/q/{h(author='A200|A100', institution_id='I20')}").text
+    assert '<a href="/authors/A100"><code>A100</code></a> | <a href="/authors/A200"><code>A200</code></a>' in saved
+    assert '<a href="/institutions/I20"><code>I20</code></a>' in saved
+    assert '<a href="/fr/authors/A100">' in client.get(f"/fr/q/{h(author='A100')}").text
     assert n(institution_id="I30") == 15  # Oxford, through Noor on i % 4 == 0
     assert n(author="A100", institution_id="I20") == 10
     assert n(author="A100", year_max="2010") == sum(
