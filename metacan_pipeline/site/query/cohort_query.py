@@ -142,7 +142,7 @@ class CohortQuery:
 
     def _coverage_of(self, table: str, where: str, params: list, booleans: bool = False) -> dict[str, int]:
         """The coverage counts of the cohort's rows in ``table``; with ``booleans``, also the yes and no counts of
-        every boolean facet whose filter is not set (kept in ``_booleans`` for :meth:`facets`: the same scan)."""
+        every boolean facet whose filter is not set (kept in ``_known`` for :meth:`facets`: the same scan)."""
         names = [n for n in BOOLEAN_COLUMNS if booleans and n not in {c.group for c in self.coded}]
         extra = "".join(
             f", count(*) FILTER (WHERE w.{BOOLEAN_COLUMNS[n]}), count(*) FILTER (WHERE NOT w.{BOOLEAN_COLUMNS[n]})"

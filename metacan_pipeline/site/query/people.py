@@ -159,8 +159,9 @@ def institution_row(con, institution_id: str) -> dict[str, Any] | None:
 
 def author_institution_years(con, author_id: str) -> list[dict[str, Any]]:
     """The author's Canadian institutions by publication year (year, institution id, its ``site_institutions`` name,
-    works, ``more``), from their Canadian authorships in the release, one row per institution id; newest year first, at most :data:`INSTITUTIONS_PER_YEAR` a year (most
-    works first, ties by id), the last of a year saying in ``more`` how many others that year has (0 otherwise)."""
+    works, ``more``), from their Canadian authorships in the release, one row per institution id; newest year first,
+    at most :data:`INSTITUTIONS_PER_YEAR` a year (most works first, ties by id), the last of a year saying in
+    ``more`` how many others that year has (0 otherwise)."""
     return (
         con.execute(
             "WITH g AS (SELECT w.year, i.institution_id, count(DISTINCT a.work_key) AS works "
