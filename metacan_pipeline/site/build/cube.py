@@ -49,7 +49,7 @@ def facet_count_sql(source: str, keys: tuple[str, ...] = (), facets: Sequence[st
     ``work_facets`` rows of ``source`` (a table name or a parenthesised query), grouped by ``keys`` (columns of
     ``work_facets``) besides; ``facets``: only these (default all, with ``label`` and ``_coverage``). The cells of
     ``year_language_counts`` are these rows over ``work_facets`` keyed by year and language; the same counts over any
-    other rows (:func:`cube_minus_rows`'s complement) are comparable with them cell for cell. Zero counts are left out."""
+    other rows (:func:`cube_rows`' complement) are comparable with them cell for cell. Zero counts are left out."""
     want = set(facets) if facets is not None else None
     key = "".join(f"w.{k}, " for k in keys)
     by = f"GROUP BY {', '.join(f'w.{k}' for k in keys)}, facet, code" if keys else "GROUP BY facet, code"
@@ -90,7 +90,8 @@ def facet_count_sql(source: str, keys: tuple[str, ...] = (), facets: Sequence[st
         label_by = "".join(f"w.{k}, " for k in keys)
         pieces.append(
             f"SELECT {key}'label' AS facet, NULL AS code, l.teacher, l.category, "
-            "any_value(l.qualification) AS qualification, count(DISTINCT l.work_key) AS n FROM (SELECT work_key, teacher, qualification, unnest(categories) AS category "
+            "any_value(l.qualification) AS qualification, count(DISTINCT l.work_key) AS n "
+            "FROM (SELECT work_key, teacher, qualification, unnest(categories) AS category "
             f"FROM work_labels WHERE status = 'labelled') l JOIN {source} w ON w.work_key = l.work_key AND w.labelled "
             f"GROUP BY {label_by}l.teacher, l.category"
         )
