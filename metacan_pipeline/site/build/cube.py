@@ -87,13 +87,12 @@ def facet_count_sql(source: str, keys: tuple[str, ...] = (), facets: Sequence[st
         )
     if want is None or "label" in want:
         # the direct-label facet: teacher and category, works counted distinct (FacetCounter._label)
-        label_by = "".join(f"w.{k}, " for k in keys)
         pieces.append(
             f"SELECT {key}'label' AS facet, NULL AS code, l.teacher, l.category, "
             "any_value(l.qualification) AS qualification, count(DISTINCT l.work_key) AS n "
             "FROM (SELECT work_key, teacher, qualification, unnest(categories) AS category "
             f"FROM work_labels WHERE status = 'labelled') l JOIN {source} w ON w.work_key = l.work_key AND w.labelled "
-            f"GROUP BY {label_by}l.teacher, l.category"
+            f"GROUP BY {key}l.teacher, l.category"
         )
     if not pieces:
         raise ValueError(f"no facet to count among {sorted(want or [])}")

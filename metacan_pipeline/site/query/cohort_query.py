@@ -18,7 +18,7 @@ from ..build.facet_columns import BOOLEAN_COLUMNS
 from ..build.release import Release
 from .clauses import ID_WORKS_SQL, Clause, clauses, cohort_key, stored_items, where_sql
 from .cohort import Cohort, Listing, encode_cursor
-from .facets import FACETS, OUTPUT_NAME, FacetCounter, cells_less_complement, plan_key
+from .facets import FACETS, OUTPUT_NAME, FacetCounter, planned
 
 
 class CohortQuery:
@@ -127,10 +127,7 @@ class CohortQuery:
         """The coverage of a large cohort filtered by year and/or language and one filter that leaves out few of their
         works, as cells of ``year_language_counts`` less the complement (:func:`.facets.cells_less_complement`), and
         in the same statement every facet whose filter is not set (kept for :meth:`facets`); None for any other."""
-        key = plan_key(self.coded)
-        if key not in self._plans:
-            self._plans[key] = cells_less_complement(self.con, self.coded, f"complement_{len(self._plans)}")
-        if (plan := self._plans[key]) is None:
+        if (plan := planned(self.con, self._plans, self.coded)) is None:
             return None
         where, params, table = plan
         groups = {c.group for c in self.coded}

@@ -28,6 +28,15 @@ def plan_key(items: list[Clause]) -> str:
     return json.dumps([[c.group, c.sql, list(c.params)] for c in items], default=str)
 
 
+def planned(con, plans: dict[str, tuple | None], others: list[Clause]) -> tuple[str, list, str] | None:
+    """:func:`cells_less_complement` of ``others``, made once per request: ``plans`` keeps each by :func:`plan_key`
+    (its complement table named by its place in ``plans``)."""
+    key = plan_key(others)
+    if key not in plans:
+        plans[key] = cells_less_complement(con, others, f"complement_{len(plans)}")
+    return plans[key]
+
+
 def cells_less_complement(con, others: list[Clause], table: str) -> tuple[str, list, str] | None:
     """How to count a large cohort (the clauses ``others``: a year range and/or a language, and the clauses of one
     other filter group) as cells of ``year_language_counts`` less a complement: ``(cells' where, params, table)``,
@@ -171,16 +180,11 @@ class FacetCounter:
         leaves out few of their works (:func:`cells_less_complement`), each as the cells' sums less the complement's
         counts; the others are left out (counted otherwise)."""
         out: dict[str, list[dict[str, Any]]] = {}
-        todo: dict[str, list[str]] = {}
+        todo: dict[str, tuple[tuple, list[str]]] = {}  # by complement table: the plan and its facets
         for n in names:
-            others = [c for c in self.coded if c.group != n]
-            key = plan_key(others)
-            if key not in self.plans:
-                self.plans[key] = cells_less_complement(self.con, others, f"complement_{len(self.plans)}")
-            if self.plans[key] is not None:
-                todo.setdefault(key, []).append(n)
-        for key, names_ in todo.items():
-            where, params, table = self.plans[key]
+            if (plan := planned(self.con, self.plans, [c for c in self.coded if c.group != n])) is not None:
+                todo.setdefault(plan[2], (plan, []))[1].append(n)
+        for (where, params, table), names_ in todo.values():
             rows = cube.cube_rows(self.con, [(names_, where, params)], minus=table)
             by = cube.by_facet(rows or [])
             out.update({OUTPUT_NAME.get(n, n): cube.facet_items(n, by.get(n, [])) for n in names_})
