@@ -285,6 +285,7 @@ def build_synthetic(seed_db: Path, data: Path, n: int, min_venues: int = 20_000,
             "memory_limit": MEMORY_LIMIT,
             "threads": threads,
             "temp_directory": str(db) + ".spill",
+            "storage_compatibility_version": build.RELEASE_STORAGE_VERSION,
         },
     )
     # a session setting: as a connect() option duckdb 1.5.6 refuses it once the process holds another database

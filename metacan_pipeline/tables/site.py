@@ -267,7 +267,10 @@ SITE_INSTITUTIONS_SCHEMA = columns(
     "last_year",
 )
 
-#: Written by the asset ``site_database``; ``store="release"``: a table of each release database file.
+#: Written by the asset ``site_database``; ``store="release"``: a table of each release database file. None keeps its
+#: primary key as an index (``key_index=False``): the ART indexes were about 6 times the size of the tables' data,
+#: and every read is a scan or a lookup by work_key, which the tables' work_key order makes cheap without one. The
+#: build writes each key once (metacan_pipeline_tests/site/test_build.py checks every table).
 TABLES = [
     Table(
         "site_work_authors",
@@ -294,6 +297,7 @@ TABLES = [
         SITE_AUTHORS_SCHEMA,
         ("author_id",),
         store="release",
+        key_index=False,
     ),
     Table(
         "site_institutions",
@@ -302,6 +306,7 @@ TABLES = [
         SITE_INSTITUTIONS_SCHEMA,
         ("institution_id",),
         store="release",
+        key_index=False,
     ),
     Table(
         "release_info",
@@ -310,6 +315,7 @@ TABLES = [
         RELEASE_INFO_SCHEMA,
         ("release_id",),
         store="release",
+        key_index=False,
         json_columns=frozenset({"page_context"}),
     ),
     Table(
@@ -319,6 +325,8 @@ TABLES = [
         SITE_WORKS_SCHEMA,
         ("work_key",),
         store="release",
+        key_index=False,
+        zstd_columns=frozenset({"record_json"}),
     ),
     Table(
         "work_institutions",
@@ -327,10 +335,25 @@ TABLES = [
         NAMES_SCHEMA,
         ("work_key", "name"),
         store="release",
+        key_index=False,
     ),
-    Table("work_funders", "one funder of a work", "site_database", NAMES_SCHEMA, ("work_key", "name"), store="release"),
     Table(
-        "work_keywords", "one keyword of a work", "site_database", NAMES_SCHEMA, ("work_key", "name"), store="release"
+        "work_funders",
+        "one funder of a work",
+        "site_database",
+        NAMES_SCHEMA,
+        ("work_key", "name"),
+        store="release",
+        key_index=False,
+    ),
+    Table(
+        "work_keywords",
+        "one keyword of a work",
+        "site_database",
+        NAMES_SCHEMA,
+        ("work_key", "name"),
+        store="release",
+        key_index=False,
     ),
     Table(
         "work_labels",
@@ -339,6 +362,7 @@ TABLES = [
         SITE_LABELS_SCHEMA,
         ("work_key", "teacher"),
         store="release",
+        key_index=False,
     ),
     Table(
         "work_decisions",
@@ -347,6 +371,7 @@ TABLES = [
         DECISIONS_SCHEMA,
         ("work_key", "model_version", "mode", "category"),
         store="release",
+        key_index=False,
     ),
     Table(
         "work_scores",
@@ -355,6 +380,7 @@ TABLES = [
         MACHINE_LONG_SCHEMA,
         ("work_key", "arm"),
         store="release",
+        key_index=False,
     ),
     Table(
         "facet_codes",
@@ -364,6 +390,7 @@ TABLES = [
         FACET_CODES_SCHEMA,
         ("facet", "code"),
         store="release",
+        key_index=False,
     ),
     Table(
         "work_facets",
@@ -373,6 +400,7 @@ TABLES = [
         WORK_FACETS_SCHEMA,
         ("work_key",),
         store="release",
+        key_index=False,
     ),
     Table(
         "work_versions",
@@ -382,6 +410,7 @@ TABLES = [
         WORK_VERSIONS_SCHEMA,
         ("work_key", "other_key"),
         store="release",
+        key_index=False,
     ),
     Table(
         "facet_counts",
@@ -390,6 +419,7 @@ TABLES = [
         FACET_COUNTS_SCHEMA,
         ("facet",),
         store="release",
+        key_index=False,
         json_columns=frozenset({"items"}),
     ),
     Table(
@@ -400,6 +430,7 @@ TABLES = [
         COHORT_FACET_COUNTS_SCHEMA,
         ("cohort_key", "facet"),
         store="release",
+        key_index=False,
         json_columns=frozenset({"filters", "items"}),
     ),
     Table(
@@ -410,6 +441,7 @@ TABLES = [
         YEAR_LANGUAGE_COUNTS_SCHEMA,
         (),  # no key constraint: year, language, code and teacher may be NULL (unique per the six columns)
         store="release",
+        key_index=False,
     ),
     Table(
         "classifier_heads",
@@ -418,6 +450,7 @@ TABLES = [
         CLASSIFIER_HEADS_SCHEMA,
         ("model_version", "teacher", "target"),
         store="release",
+        key_index=False,
     ),
 ]
 
@@ -431,6 +464,7 @@ TABLES += [
         RECENT_WORKS_SCHEMA,
         ("work_key",),
         store="release",
+        key_index=False,
     ),
     Table(
         "release_statistics",
@@ -439,6 +473,7 @@ TABLES += [
         STATISTICS_SCHEMA,
         ("figure",),
         store="release",
+        key_index=False,
         json_columns=frozenset({"items"}),
     ),
     Table(
@@ -448,6 +483,7 @@ TABLES += [
         RELEASE_PREVALENCE_SCHEMA,
         ("position",),
         store="release",
+        key_index=False,
     ),
     Table(
         "work_disagreements",
@@ -456,6 +492,7 @@ TABLES += [
         DISAGREEMENT_SCHEMA,
         ("work_key", "pair"),
         store="release",
+        key_index=False,
     ),
     Table(
         "dossier_works",
@@ -473,6 +510,7 @@ TABLES += [
         ),
         ("work_key",),
         store="release",
+        key_index=False,
         json_columns=frozenset({"direct_labels"}),
     ),
     Table(
@@ -490,6 +528,7 @@ TABLES += [
         ),
         ("facet", "norm"),
         store="release",
+        key_index=False,
     ),
 ]
 

@@ -41,7 +41,10 @@ class Table:
     ``schema``: the Arrow schema; ``None`` for a table whose columns depend on configuration
     (``student_scores``: one column per head). ``json_columns``: DuckDB ``JSON`` columns (Arrow strings); in a
     SQLite table they are ``TEXT`` (a ``JSON`` type name would give them NUMERIC affinity, which turns a JSON
-    number into a number). ``key_index``: the primary key is declared in the DDL (an index DuckDB keeps);
+    number into a number). ``zstd_columns``: columns the DDL asks DuckDB to store ZSTD-compressed (``USING
+    COMPRESSION zstd``: long text read one row at a time, e.g. a work's record JSON, which DuckDB's own choice stored
+    dictionary + FSST-compressed at about ten times ZSTD's size; a file in a storage format before v1.2.0 ignores it).
+    ``key_index``: the primary key is declared in the DDL (an index DuckDB keeps);
     ``False`` for a table with a row per frame work written by many short transactions, whose writer keeps
     the key itself: each transaction's checkpoint would write the changed parts of an index of millions of
     keys (:func:`metacan_pipeline.teachers.core.store.append_rows`).
@@ -54,6 +57,7 @@ class Table:
     primary_key: tuple[str, ...] = ()
     store: Store = "warehouse"
     json_columns: frozenset[str] = field(default_factory=frozenset)
+    zstd_columns: frozenset[str] = field(default_factory=frozenset)
     key_index: bool = True
 
     def ddl(self) -> str:
@@ -61,7 +65,11 @@ class Table:
         if self.store not in ("duckdb", "release", "sqlite") or self.schema is None:
             raise ValueError(f"table {self.name!r} is not a DuckDB table of the catalog")
         json_type = "TEXT" if self.store == "sqlite" else "JSON"
-        cols = [f"{f.name} {json_type if f.name in self.json_columns else SQL_TYPES[f.type]}" for f in self.schema]
+        cols = [
+            f"{f.name} {json_type if f.name in self.json_columns else SQL_TYPES[f.type]}"
+            + (" USING COMPRESSION zstd" if f.name in self.zstd_columns else "")
+            for f in self.schema
+        ]
         key = self.primary_key if self.key_index else ()
         if len(key) == 1:
             cols = [c + " PRIMARY KEY" if c.split(" ")[0] == key[0] else c for c in cols]

@@ -11,6 +11,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from metacan_pipeline.site.build.build import RELEASE_STORAGE_VERSION
 from metacan_pipeline.site.build.release import Release, ReleaseUnavailable, current_release_id, releases_dir
 from metacan_pipeline.storage import MetacanStorage
 from metacan_pipeline.tables.frame import FRAME_SCHEMA
@@ -127,6 +128,35 @@ def test_no_abstract_text_reaches_the_release(site_release):
         storage,
         "SELECT count(*) FROM works WHERE record_json ILIKE '%abstract_inverted_index%' OR record_json ILIKE '%restricted maximum likelihood%'",
     ) == [(0,)]
+
+
+def test_the_release_stores_the_record_json_zstd_compressed(site_release):
+    storage, _, _ = site_release
+    assert _release_sql(storage, "SELECT tags['storage_version'] FROM duckdb_databases() WHERE NOT internal") == [
+        (f"{RELEASE_STORAGE_VERSION}+",)
+    ]
+    kinds = _release_sql(
+        storage,
+        "SELECT DISTINCT compression FROM pragma_storage_info('works') WHERE column_name = 'record_json' "
+        "AND segment_type = 'VARCHAR'",
+    )
+    assert kinds == [("ZSTD",)]
+
+
+def test_every_release_table_holds_each_primary_key_once(site_release):
+    storage, _, _ = site_release
+    keyed = [t for t in release_tables() if t.primary_key]
+    assert len(keyed) >= 20
+    for table in keyed:
+        key = ", ".join(table.primary_key)
+        total, distinct = _release_sql(
+            storage,
+            f"SELECT count(*), (SELECT count(*) FROM (SELECT DISTINCT {key} FROM {table.name})) FROM {table.name}",
+        )[0]
+        assert total == distinct, table.name
+    assert _release_sql(storage, "SELECT count(*) FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'") == [
+        (0,)
+    ]
 
 
 def test_the_fts_index_answers_titles_and_keywords(site_release):

@@ -60,7 +60,8 @@ from .versions import write_work_versions
 #: 11: the coverage figures of release_statistics (.coverage_figures), work_facets.classified and .cited_by
 #: 12: works.scored (at least one category score: a prediction whose heads give none is not counted as scored),
 #: work_versions (the other OpenAlex ids of the same work)
-LAYOUT_VERSION = 12  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
+#: 13: the file in DuckDB's storage format RELEASE_STORAGE_VERSION, works.record_json ZSTD-compressed
+LAYOUT_VERSION = 13  # 2: facet_codes, work_facets (sql/facets.sql) and facet_counts; 3: the tables of .figures
 RELEASE_SQL = resources.files("metacan_pipeline.site").joinpath("sql/release.sql").read_text("utf-8")
 FACETS_SQL = resources.files("metacan_pipeline.site").joinpath("sql/facets.sql").read_text("utf-8")
 RECENT_SQL = resources.files("metacan_pipeline.site").joinpath("sql/recent.sql").read_text("utf-8")
@@ -73,6 +74,10 @@ CHUNK_WORKS = 20_000
 #: The release database is checkpointed after about this many works (whole ranges): the most a build without any
 #: checkpoint held without running out of its 1 GB (bench_release_db.py at 400,000 works).
 CHECKPOINT_WORKS = 400_000
+#: DuckDB's storage format of a release database (``storage_compatibility_version``). From v1.2.0 on, DuckDB compresses
+#: long strings: the record JSON (``works.record_json``, stored ZSTD-compressed), 4-8 KB a work, is most of the file
+#: and was stored uncompressed in the default format. A file in this format opens with DuckDB 1.5 or later.
+RELEASE_STORAGE_VERSION = "v1.5.0"
 #: The step that writes the counts the queries read back into the database being built (``build_release``).
 StoredCounts = Callable[[duckdb.DuckDBPyConnection], object]
 COUNTED_TABLES = ("works", "work_institutions", "work_funders", "work_keywords", "work_labels", "work_decisions")
@@ -218,7 +223,14 @@ def _write_database(
     chunk_works: int,
     checkpoint_works: int = CHECKPOINT_WORKS,
 ) -> None:
-    con = duckdb.connect(str(path), config={"memory_limit": "1GB", "temp_directory": str(path) + ".spill"})
+    con = duckdb.connect(
+        str(path),
+        config={
+            "memory_limit": "1GB",
+            "temp_directory": str(path) + ".spill",
+            "storage_compatibility_version": RELEASE_STORAGE_VERSION,
+        },
+    )
     try:
         for table in release_tables():
             con.execute(table.ddl())
