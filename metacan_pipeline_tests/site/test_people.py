@@ -118,6 +118,11 @@ def test_graphml_parses_back_and_csv_lists_the_edges(client, people):
             "shared_works": "10",
         }
     ]
+    authors = list(csv.DictReader(io.StringIO(client.get("/network.csv").text)))
+    alone = [r for r in authors if not r["target"]]  # a node without an edge is a row of its own
+    assert {r["source"] for r in alone} == set(g.nodes) - {n for e in g.edges for n in e} and alone
+    assert all(r["shared_works"] == "" and r["source_works"] == str(g.nodes[r["source"]]["works"]) for r in alone)
+    assert len(authors) - len(alone) == g.number_of_edges()
 
 
 def test_network_downloads_are_rate_limited_like_every_export(people):
@@ -172,7 +177,12 @@ def test_the_author_page_in_english_and_french(client):
     assert t.count('<li><a href="/works/') == 30 and "direct label" in t  # each work with its labels' source and status
     fr = client.get("/fr/authors/A100").text
     assert '<p class="count">30 publications</p>' in fr and "Principaux collaborateurs" in fr and 'lang="fr"' in fr
-    assert client.get("/authors/a100").status_code == 200  # the id's case is forgiven
+    lower = client.get("/fr/authors/a100?sort=year", follow_redirects=False)  # the id's case is forgiven, once
+    assert lower.status_code == 308 and lower.headers["location"] == "/fr/authors/A100?sort=year"
+    assert client.get("/institutions/i20", follow_redirects=False).headers["location"] == "/institutions/I20"
+    long = client.get("/authors/A" + "9" * 400)
+    assert long.status_code == 404 and long.text.count("9" * 39) == 1 and "9" * 40 not in long.text  # cut, not linked
+    assert 'hreflang="fr" href="http://testserver/fr/"' in long.text
     assert client.get("/authors/A999").status_code == 404 and client.get("/authors/W1").status_code == 404
     odd = client.get("/api/v1/authors/A100", params={"x": "1"})
     assert odd.status_code == 400 and "'x': this address takes no parameters" in odd.json()["error"]["message"]

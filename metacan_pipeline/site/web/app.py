@@ -246,6 +246,7 @@ class Site(
         heading = tr.gettext(strings.STATUS_PHRASES[400])
         prefix = languages.PREFIXES[_lang(request)]
         back = prefix + "/"
+        request.state.not_found = status == 404  # its language links go to the homes, not to the address asked for
         if status == 400 and request.url.path in (back, *(f"/export.{f}" for f in FORMATS)):  # the cohort builder's
             back = url_with(back, self.usable_params(request.query_params.multi_items()))
         return self.render(request, "error.html.j2", status=status, heading=heading, message=message, back=back)
@@ -429,11 +430,18 @@ class Site(
         return self.abstracts.fetch([ids])[wid]
 
     def work_redirect(self, request: Request) -> Response:
-        _, path = self._record(request.path_params["wid"])
+        wid = request.path_params["wid"]
+        if is_work_id(wid.upper()) and (to := languages.canonical_redirect(request, wid, wid.upper())) is not None:
+            return to
+        _, path = self._record(wid)
         return RedirectResponse(f"{languages.PREFIXES[_lang(request)]}/{path}", status_code=307)
 
     def record(self, request: Request) -> Response:
-        record_json, _ = self._record(request.path_params["file"].removesuffix(".json"))
+        file = request.path_params["file"]
+        wid = file.removesuffix(".json")
+        if is_work_id(wid.upper()) and (to := languages.canonical_redirect(request, file, wid.upper() + ".json")):
+            return to
+        record_json, _ = self._record(wid)
         return Response(record_json, media_type="application/json", headers={"X-Content-Type-Options": "nosniff"})
 
     def _record(self, wid: str) -> tuple[str, str]:

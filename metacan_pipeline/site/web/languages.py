@@ -35,8 +35,20 @@ def split_path(path: str) -> tuple[str, str]:
     return DEFAULT_LOCALE, path
 
 
+def canonical_redirect(request: Request, raw: str, canonical: str) -> Response | None:
+    """A permanent redirect (308) to this address with its last path segment ``raw`` written ``canonical`` (an
+    OpenAlex id in upper case), the query string kept; None when it already is."""
+    if raw == canonical:
+        return None
+    path = request.url.path.removesuffix(raw) + canonical
+    query = request.url.query
+    return RedirectResponse(path + (f"?{query}" if query else ""), status_code=308)
+
+
 def twin(request: Request, lang: str) -> str:
-    """The path and query string of this page in ``lang``."""
+    """The path and query string of this page in ``lang``; a page not found has no twin, so its ``lang`` home."""
+    if getattr(request.state, "not_found", False):
+        return PREFIXES[lang] + "/"
     _, rest = split_path(request.url.path)
     query = request.url.query
     return PREFIXES[lang] + rest + (f"?{query}" if query else "")

@@ -124,12 +124,17 @@ def graphml(net: Network) -> bytes:
 
 def csv_text(net: Network) -> str:
     """The network's edges as CSV, heaviest first: each end's id, name and works in the cohort, and the works they
-    share (a node without an edge is in the GraphML and on the page only)."""
+    share; then each node without an edge, as a row whose target and shared works are empty."""
     nodes = {n["id"]: n for n in net.nodes}
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["source", "source_name", "source_works", "target", "target_name", "target_works", "shared_works"])
+    linked = set()
     for e in net.edges:
         a, b = nodes[e["source"]], nodes[e["target"]]
+        linked.update((a["id"], b["id"]))
         w.writerow([a["id"], a["name"] or "", a["works"], b["id"], b["name"] or "", b["works"], e["weight"]])
+    for n in net.nodes:
+        if n["id"] not in linked:
+            w.writerow([n["id"], n["name"] or "", n["works"], "", "", "", ""])
     return buf.getvalue()

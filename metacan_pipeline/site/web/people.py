@@ -128,7 +128,11 @@ class PeopleEndpoints:
     # ---- pages ---------------------------------------------------------------------------------------------
     def _person_page(self, request: Request, kind: str, path_id: str) -> Response:
         lang = getattr(request.state, "lang", DEFAULT_LOCALE)
-        d = self.person(kind, request.path_params[path_id])
+        raw = request.path_params[path_id]
+        letter, what = ("A", "author") if kind == "authors" else ("I", "institution")
+        if (to := languages.canonical_redirect(request, raw, _id(raw, letter, what))) is not None:
+            return to
+        d = self.person(kind, raw)
         prefix = languages.PREFIXES[lang]
         return self.render(
             request,
