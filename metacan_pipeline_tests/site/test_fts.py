@@ -261,3 +261,26 @@ def test_a_hyphenated_word_is_the_phrase_of_its_parts_and_or_takes_it_whole():
     assert got == ((("systematic",),), (("meta", "analysis"), ("review",)))
     assert fts.query_text(got) == 'systematic "meta analysis" OR review'
     assert fts.parse_query("a - b") == ((("a",),), (("b",),))  # a hyphen between spaces joins nothing
+
+
+def test_a_word_of_the_sis_declension_finds_its_other_number(tmp_path):
+    """The Porter stems of analysis and analyses differ (analysi, analys); the query matches both numbers, in a
+    phrase too, and a word that merely ends in -ses gets a form that matches nothing more."""
+    con = _build(
+        tmp_path / "greek.fts.sqlite",
+        [
+            (1, "A meta-analysis of peer review", ""),
+            (2, "Meta-analyses of reporting guidelines", ""),
+            (3, "Hypotheses in the analysis of courses", ""),
+            (4, "Unrelated", "courses"),
+        ],
+    )
+    try:
+        count = lambda q: fts.count(con, fts.parse_query(q))  # noqa: E731
+        assert count("meta-analysis") == count("meta-analyses") == 2
+        assert count("analyses") == 3 and count("hypothesis") == 1 and count("courses") == 2
+        assert count('"meta analyses" OR hypothesis') == 3
+        assert fts.match_expression(fts.parse_query("courses")) == '("courses" OR "coursis")'
+        assert fts.match_expression(fts.parse_query("review")) == '"review"'
+    finally:
+        con.close()

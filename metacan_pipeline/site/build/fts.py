@@ -128,15 +128,29 @@ def _groups(words: Sequence[str] | TextQuery) -> TextQuery:
     return tuple(((w,),) if isinstance(w, str) else w for w in words)
 
 
+def greek_plural(word: str) -> str:
+    """The other number of a word of the Greek ``-sis``/``-ses`` declension (analysis and analyses, synthesis and
+    syntheses, hypothesis and hypotheses), whose Porter stems differ (``analysi``, ``analys``); ``word`` itself
+    otherwise. A word merely ending in ``-ses`` (courses) gets a form no title holds, which matches nothing."""
+    if len(word) >= 5 and word.endswith("sis"):
+        return word[:-3] + "ses"
+    if len(word) >= 5 and word.endswith("ses"):
+        return word[:-3] + "sis"
+    return word
+
+
 def match_expression(words: Sequence[str] | TextQuery) -> str:
     """The FTS5 MATCH expression for ``words`` (word tokens, or a :data:`TextQuery`): every phrase quoted (a quote
-    inside doubled), a group's alternatives joined by ``OR`` in parentheses, every group required."""
+    inside doubled), a group's alternatives joined by ``OR`` in parentheses, every group required. A phrase with a
+    word of the ``-sis``/``-ses`` declension matches its other number too (:func:`greek_plural`: meta-analysis finds
+    meta-analyses)."""
 
     def phrase(p: tuple[str, ...]) -> str:
         return '"' + " ".join(p).replace('"', '""') + '"'
 
     def group(g: tuple[tuple[str, ...], ...]) -> str:
-        return phrase(g[0]) if len(g) == 1 else "(" + " OR ".join(phrase(p) for p in g) + ")"
+        forms = list(dict.fromkeys(f for p in g for f in (p, tuple(greek_plural(w) for w in p))))
+        return phrase(forms[0]) if len(forms) == 1 else "(" + " OR ".join(phrase(p) for p in forms) + ")"
 
     return " AND ".join(group(g) for g in _groups(words))
 

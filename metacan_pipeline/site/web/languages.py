@@ -25,6 +25,8 @@ COOKIE = "metacan_lang"
 COOKIE_MAX_AGE = 365 * 24 * 3600
 #: Responses of ``/`` depend on these request headers (the redirect), so caches must key on them.
 HOME_VARY = "Accept-Language, Cookie"
+#: The longest path and query string a page not found links its twins to (longer: the language homes).
+MAX_TWIN = 300
 
 
 def split_path(path: str) -> tuple[str, str]:
@@ -46,8 +48,9 @@ def canonical_redirect(request: Request, raw: str, canonical: str) -> Response |
 
 
 def twin(request: Request, lang: str) -> str:
-    """The path and query string of this page in ``lang``; a page not found has no twin, so its ``lang`` home."""
-    if getattr(request.state, "not_found", False):
+    """The path and query string of this page in ``lang``; ``lang``'s home for a page marked ``no_twin`` (a page not
+    found at an address over :data:`MAX_TWIN` characters, which is not echoed into links)."""
+    if getattr(request.state, "no_twin", False):
         return PREFIXES[lang] + "/"
     _, rest = split_path(request.url.path)
     query = request.url.query
