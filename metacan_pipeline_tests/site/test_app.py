@@ -249,6 +249,7 @@ def test_the_work_page_is_the_static_template_and_escapes_payloads(client, site_
     assert client.get("/records/w7000.json", follow_redirects=False).headers["location"] == "/records/W7000.json"
     assert client.get("/works/wx7000", follow_redirects=False).status_code == 404
     assert client.get("/api/v1/works/W7000").json()["record"] == record
+    assert client.get("/api/v1/works/w7000").json()["record"] == record  # the letter's case is forgiven, as by authors
     assert client.get("/works/other-version/W7000.html").status_code == 404
     assert client.get("/works/W99999999").status_code == 404 and client.get("/works/x'--").status_code == 404
     assert client.get("/index.html", follow_redirects=False).headers["location"] == "/"

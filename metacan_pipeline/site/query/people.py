@@ -105,17 +105,19 @@ class PeopleQuery(CohortQuery):
         self.con.execute("DROP TABLE net_links")
         return Network(kind, nodes, edges, candidates, limit)
 
-    def top_authors(self, limit: int = TOP_COLLABORATORS) -> list[dict[str, Any]]:
-        """The Canadian authors with the most works in the cohort (id, name, works), most first, ties by id."""
+    def top_authors(self, limit: int = TOP_COLLABORATORS, at: str | None = None) -> list[dict[str, Any]]:
+        """The Canadian authors with the most works in the cohort (id, name, works), most first, ties by id; with
+        ``at`` (an institution id), only their works on which the authorship names that institution."""
         cohort, params = self._cohort()
         return (
             self.con.execute(
                 "WITH c AS (SELECT a.author_id AS id, count(DISTINCT a.work_key) AS works FROM site_work_authors a "
                 f"WHERE a.is_canadian AND a.author_id IS NOT NULL AND a.work_key IN ({cohort}) "
+                "AND (?::VARCHAR IS NULL OR list_contains(a.institution_ids, ?::VARCHAR)) "
                 "GROUP BY 1 ORDER BY works DESC, id LIMIT ?) "
                 "SELECT c.id, n.display_name AS name, c.works FROM c LEFT JOIN site_authors n ON n.author_id = c.id "
                 "ORDER BY c.works DESC, c.id",
-                [*params, limit],
+                [*params, at, at, limit],
             )
             .to_arrow_table()
             .to_pylist()

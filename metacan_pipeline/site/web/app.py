@@ -446,6 +446,8 @@ class Site(
         return Response(record_json, media_type="application/json", headers={"X-Content-Type-Options": "nosniff"})
 
     def _record(self, wid: str) -> tuple[str, str]:
+        """``(record JSON, page path)`` of a work id, its letter in either case; 404 naming the id otherwise."""
+        wid = wid.upper() if is_work_id(wid.upper()) else wid
         if not is_work_id(wid):
             raise HTTPException(404, N_("%(id)r is not a work id (W followed by digits)", id=wid[:40]))
         con = self.release.cursor()

@@ -101,7 +101,7 @@ class PeopleEndpoints:
             facets = q.facets(only=("year", "direct_label", "classifier"))
             works, _ = q.page(listing)
             collaborators = q.collaborators(kind, node_id)
-            authors = q.top_authors() if kind == "institutions" else []
+            authors = q.top_authors(at=node_id) if kind == "institutions" else []
         return {
             "kind": kind,
             "id": node_id,
