@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import json
 from collections import Counter
 
 import duckdb
@@ -328,3 +329,20 @@ def test_an_author_page_lists_a_few_institutions_a_year_and_counts_the_others(pe
     assert [r["name"] for r in people_query.author_institution_years(mem, "A1")] == ["Inst I4", "Inst I1"]
     monkeypatch.setattr(people_query, "INSTITUTIONS_PER_YEAR", 5)
     assert [r["more"] for r in people_query.author_institution_years(mem, "A1")] == [0, 0, 0, 0]
+
+
+def test_the_export_names_each_works_canadian_authors_in_record_order(client, people):
+    rows = list(csv.DictReader(io.StringIO(client.get("/export.csv").text)))
+    got = {r["id"]: r["ca_authors"] for r in rows}
+    expected = {
+        row["id"]: "; ".join(
+            a["name"] + (f" ({a['author_id']})" if a["author_id"] else "")
+            for a in sorted(row["authorships"], key=lambda a: a["position"])
+            if a["is_canadian"]
+        )
+        for row in people[1]
+    }
+    assert len(got) == len(expected) == 60 and got == expected
+    assert "Ada Lovelace (A100); Jean Tremblay (A200)" in got.values() and "Noor" not in "".join(got.values())
+    jsonl = [json.loads(line) for line in client.get("/export.jsonl").text.splitlines()[1:]]
+    assert {r["id"]: r["ca_authors"] or "" for r in jsonl} == expected

@@ -305,6 +305,11 @@ WITH c AS MATERIALIZED (
   SELECT x.work_key, array_to_string(list_sort(list(x.name)), '; ') AS v FROM work_funders x SEMI JOIN c USING (work_key) GROUP BY 1
 ), kw AS (
   SELECT x.work_key, array_to_string(list_sort(list(x.name)), '; ') AS v FROM work_keywords x SEMI JOIN c USING (work_key) GROUP BY 1
+), auth AS (
+  SELECT x.work_key,
+         array_to_string(list_transform(list_sort(list({'p': x.author_position,
+                         'v': coalesce(x.author_name, '') || coalesce(' (' || x.author_id || ')', '')})), a -> a.v), '; ') AS v
+  FROM site_work_authors x SEMI JOIN c USING (work_key) WHERE x.is_canadian GROUP BY 1
 ), lab AS (
   SELECT l.work_key,
          CAST(to_json(list_sort(list({'teacher': l.teacher, 'model': l.model, 'prompt_version': l.prompt_version,
@@ -319,7 +324,7 @@ WITH c AS MATERIALIZED (
 SELECT w.id, w.title, w.year, w.language, w.type, w.venue, w.field, w.topic, w.doi, w.cited_by,
        w.ca_aff, w.ca_fund, w.ca_venue, w.about_ca, w.invisible_to_affiliation_only, w.has_abstract,
        w.is_retracted, w.retraction_state, w.openalex_missed, w.in_sampling_frame,
-       inst.v AS ca_institutions, fund.v AS funders, kw.v AS keywords,
+       inst.v AS ca_institutions, auth.v AS ca_authors, fund.v AS funders, kw.v AS keywords,
        w.classification_kind, w.release_layer,
        lab.v AS direct_labels,
        w.model_version, w.prediction_status, w.candidate_categories, w.consensus_categories,
@@ -327,7 +332,8 @@ SELECT w.id, w.title, w.year, w.language, w.type, w.venue, w.field, w.topic, w.d
        w.score_spread, w.validation_status, w.page_path,
        ?::VARCHAR AS query_hash, ?::VARCHAR AS release_id, ?::VARCHAR AS classifier_version
 FROM c JOIN works w USING (work_key)
-LEFT JOIN inst USING (work_key) LEFT JOIN fund USING (work_key) LEFT JOIN kw USING (work_key)
+LEFT JOIN inst USING (work_key) LEFT JOIN auth USING (work_key) LEFT JOIN fund USING (work_key)
+LEFT JOIN kw USING (work_key)
 LEFT JOIN lab USING (work_key) LEFT JOIN sc USING (work_key)
 ORDER BY w.work_key
 """
