@@ -25,6 +25,7 @@ from metacan_pipeline import __version__, settings
 from metacan_pipeline.cli import app as cli
 from metacan_pipeline.publish.pages import environment, render_work
 from metacan_pipeline.site.build.release import ReleaseUnavailable, current_release_id, manifest_path, releases_dir
+from metacan_pipeline.site.query.cohort import encode_cursor
 from metacan_pipeline.site.query.params import FILTERS, LISTING
 from metacan_pipeline.site.web.app import DEFAULT_ROW_CAP, create_app
 from metacan_pipeline.site.web.guide import link_first_uses
@@ -250,6 +251,8 @@ def test_the_work_page_is_the_static_template_and_escapes_payloads(client, site_
     assert client.get("/works/wx7000", follow_redirects=False).status_code == 404
     assert client.get("/api/v1/works/W7000").json()["record"] == record
     assert client.get("/api/v1/works/w7000").json()["record"] == record  # the letter's case is forgiven, as by authors
+    forged = encode_cursor("relevance", 10**26, 1)  # a huge number in a relevance cursor: a page, not a 500
+    assert client.get("/api/v1/works", params={"q": "drop", "sort": "relevance", "after": forged}).status_code == 200
     assert client.get("/works/other-version/W7000.html").status_code == 404
     assert client.get("/works/W99999999").status_code == 404 and client.get("/works/x'--").status_code == 404
     assert client.get("/index.html", follow_redirects=False).headers["location"] == "/"

@@ -64,6 +64,7 @@ def _hash(params, info=INFO):
         ([("q", "research"), ("after", encode_cursor("relevance", -1.0, 2**63))], "the after cursor is not one"),
         ([("q", "research"), ("after", encode_cursor("relevance", -1.0, -(2**63) - 1))], "the after cursor is not one"),
         ([("after", encode_cursor("year", 2**64, 7001))], "the after cursor is not one this site gave"),
+        ([("q", "research"), ("after", encode_cursor("relevance", 10**400, 7))], "the after cursor is not one"),
     ],
 )
 def test_a_refused_request_says_why_in_one_sentence(params, says):
@@ -71,6 +72,11 @@ def test_a_refused_request_says_why_in_one_sentence(params, says):
         parse_request(params, INFO)
     message = str(exc.value)
     assert says in message and message.endswith(".") and "\n" not in message
+
+
+def test_a_relevance_cursor_holding_a_huge_integer_is_a_float_for_sqlite():
+    _, listing = parse_request([("q", "research"), ("after", encode_cursor("relevance", 10**26, 7))], INFO)
+    assert listing.after == (1e26, 7) and isinstance(listing.after[0], float)
 
 
 def test_empty_fields_are_unset_and_any_is_the_default():

@@ -184,6 +184,8 @@ def test_the_author_page_in_english_and_french(client):
     long = client.get("/authors/A" + "9" * 400)
     assert long.status_code == 404 and long.text.count("9" * 39) == 1 and "9" * 40 not in long.text  # cut, not linked
     assert 'hreflang="fr" href="http://testserver/fr/"' in long.text
+    refused = client.get("/fr/network", params={"year_min": "9" * 5000})  # a refused long query: no twin either
+    assert refused.status_code == 400 and "9" * 41 not in refused.text and 'href="http://testserver/"' in refused.text
     assert client.get("/authors/A999").status_code == 404 and client.get("/authors/W1").status_code == 404
     odd = client.get("/api/v1/authors/A100", params={"x": "1"})
     assert odd.status_code == 400 and "'x': this address takes no parameters" in odd.json()["error"]["message"]

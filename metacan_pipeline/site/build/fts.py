@@ -48,6 +48,7 @@ import heapq
 import math
 import re
 import sqlite3
+import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -128,14 +129,21 @@ def _groups(words: Sequence[str] | TextQuery) -> TextQuery:
     return tuple(((w,),) if isinstance(w, str) else w for w in words)
 
 
+#: The shortest word :func:`greek_plural` gives another number: basis and thesis would add bases and theses, whose
+#: Porter stems are base and these.
+GREEK_PLURAL_MIN = 8
+
+
 def greek_plural(word: str) -> str:
-    """The other number of a word of the Greek ``-sis``/``-ses`` declension (analysis and analyses, synthesis and
-    syntheses, hypothesis and hypotheses), whose Porter stems differ (``analysi``, ``analys``); ``word`` itself
-    otherwise. A word merely ending in ``-ses`` (courses) gets a form no title holds, which matches nothing."""
-    if len(word) >= 5 and word.endswith("sis"):
-        return word[:-3] + "ses"
-    if len(word) >= 5 and word.endswith("ses"):
-        return word[:-3] + "sis"
+    """The other number of a word of the Greek ``-sis``/``-ses`` declension of at least :data:`GREEK_PLURAL_MIN`
+    letters (analysis and analyses, synthesis and syntheses, hypothesis and hypotheses), whose Porter stems differ
+    (``analysi``, ``analys``); ``word`` itself otherwise. Accents are dropped first, as the index drops them. A word
+    merely ending in ``-ses`` (diseases) gets a form no title holds, which matches nothing more."""
+    folded = "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.combining(c))
+    if len(folded) >= GREEK_PLURAL_MIN and folded.endswith("sis"):
+        return folded[:-3] + "ses"
+    if len(folded) >= GREEK_PLURAL_MIN and folded.endswith("ses"):
+        return folded[:-3] + "sis"
     return word
 
 

@@ -295,8 +295,12 @@ def decode_cursor(token: str, sort: str) -> tuple[Any, int]:
     if not (isinstance(body, list) and len(body) == 3 and body[0] == sort and _int64(body[2])):
         raise bad
     value = body[1]
-    if sort == "relevance":
-        ok = isinstance(value, float | int) and not isinstance(value, bool) and math.isfinite(value)
+    if sort == "relevance":  # a BM25 score: a float to SQLite, whatever size of number the token held
+        try:
+            ok = isinstance(value, float | int) and not isinstance(value, bool) and math.isfinite(float(value))
+        except OverflowError:
+            ok = False
+        value = float(value) if ok else value
     else:
         ok = _int64(value)
     if not ok:

@@ -246,8 +246,8 @@ class Site(
         heading = tr.gettext(strings.STATUS_PHRASES[400])
         prefix = languages.PREFIXES[_lang(request)]
         back = prefix + "/"
-        # a page not found at an address longer than any of the site's links to the language homes, not to its twins
-        request.state.no_twin = status == 404 and len(request.url.path) + len(request.url.query) > languages.MAX_TWIN
+        # a refused address longer than any of the site's links to the language homes, not to its twins
+        request.state.no_twin = len(request.url.path) + len(request.url.query) > languages.MAX_TWIN
         if status == 400 and request.url.path in (back, *(f"/export.{f}" for f in FORMATS)):  # the cohort builder's
             back = url_with(back, self.usable_params(request.query_params.multi_items()))
         return self.render(request, "error.html.j2", status=status, heading=heading, message=message, back=back)

@@ -25,7 +25,7 @@ COOKIE = "metacan_lang"
 COOKIE_MAX_AGE = 365 * 24 * 3600
 #: Responses of ``/`` depend on these request headers (the redirect), so caches must key on them.
 HOME_VARY = "Accept-Language, Cookie"
-#: The longest path and query string a page not found links its twins to (longer: the language homes).
+#: The longest path and query string an error page links its twins to (longer: the language homes).
 MAX_TWIN = 300
 
 
@@ -48,8 +48,8 @@ def canonical_redirect(request: Request, raw: str, canonical: str) -> Response |
 
 
 def twin(request: Request, lang: str) -> str:
-    """The path and query string of this page in ``lang``; ``lang``'s home for a page marked ``no_twin`` (a page not
-    found at an address over :data:`MAX_TWIN` characters, which is not echoed into links)."""
+    """The path and query string of this page in ``lang``; ``lang``'s home for a page marked ``no_twin`` (an error
+    page at an address over :data:`MAX_TWIN` characters, which is not echoed into links)."""
     if getattr(request.state, "no_twin", False):
         return PREFIXES[lang] + "/"
     _, rest = split_path(request.url.path)
