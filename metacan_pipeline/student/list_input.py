@@ -19,6 +19,7 @@ import csv
 import gzip
 import io
 import sys
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -79,6 +80,11 @@ INPUT_TYPES = (
     "a CSV (.csv, .tsv, optionally .gz) or JSON Lines (.jsonl, .ndjson, .gz) of id,title rows, or OpenAlex work "
     "records (.json, .json.gz, .jsonl, .gz, a .tar/.tgz of these, or a snapshot folder)"
 )
+
+
+#: Longest title scored, in characters after the markup-to-text step (the longest OpenAlex titles run to about a
+#: thousand; a longer one is not a title, and featurising it only costs memory: an 18 MB one took 3.2 GB).
+MAX_TITLE_CHARS = 2_000
 
 
 class ListInputError(ValueError):
@@ -210,7 +216,21 @@ def _looks_like_rows(value: str, delimiter: str, fields: int) -> bool:
 
 
 def _csv_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
-    """``(location, row dict or None, reason)`` per data row of a CSV/TSV (``reason`` set for a row that is not one)."""
+    """``(location, row dict or None, reason)`` per data row of a CSV/TSV (``reason`` set for a row that is not one);
+    a file that cannot be read on (a cut or damaged gzip stream) ends with a row saying after which line. Raises
+    ListInputError when not even its header can be read."""
+    read = [0]  # the last line read
+    try:
+        yield from _csv_rows(path, read)
+    except (EOFError, OSError, zlib.error) as exc:
+        why = f"{type(exc).__name__}: {exc}"
+        if read[0] == 0:
+            raise ListInputError(f"{path}: cannot be read ({why}); is it a whole gzip file?") from None
+        yield f"after line {read[0]}", None, f"file unreadable after line {read[0]} ({why})"
+
+
+def _csv_rows(path: Path, read: list[int]) -> Iterator[tuple[str, Any, str | None]]:
+    """:func:`_csv_items` without the unreadable-file handling; ``read[0]``: the last line read so far."""
     delimiter = "\t" if ".tsv" in path.name.lower() else ","
     with _open_text(path) as fh:
         reader = csv.reader(fh, delimiter=delimiter)
@@ -221,6 +241,11 @@ def _csv_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
         except csv.Error as exc:
             raise ListInputError(f"{path}: its header line is not CSV ({exc})") from None
         names = [h.strip().lower() for h in header]
+        twice = sorted({n for n in names if n and names.count(n) > 1})
+        if twice:
+            raise ListInputError(
+                f"{path}: the header names {', '.join(map(repr, twice))} more than once; keep one column of each name"
+            )
         missing = [c for c in ("id", "title") if c not in names]
         if missing:
             raise ListInputError(
@@ -234,6 +259,7 @@ def _csv_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
             )
         keep = [(i, n) for i, n in enumerate(names) if n in LIST_COLUMNS or n == "id"]
         while True:
+            read[0] = reader.line_num
             first = reader.line_num + 1
             try:
                 values = next(reader)
@@ -243,8 +269,11 @@ def _csv_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
                 yield f"line {reader.line_num}", None, f"not a CSV row: {exc}"
                 continue
             where = f"line {reader.line_num}"
-            if not any(v.strip() for v in values):
+            if not values:
                 continue  # a blank line is no row
+            if not any(v.strip() for v in values):
+                yield where, values, "every field is blank"
+                continue
             if reader.line_num > first and any(_looks_like_rows(v, delimiter, len(names)) for v in values):
                 yield (
                     f"lines {first}-{reader.line_num}",
@@ -354,6 +383,8 @@ def read_items(items: Iterable[tuple[str, Any, str | None]], is_csv: bool = Fals
             yield Reject(row, where, None, reason, _excerpt(value if not isinstance(value, list) else ",".join(value)))
             continue
         wid, fields, why = _list_fields(value) if is_csv else classify_object(value)
+        if why is None and len(fields.get("title_text") or "") > MAX_TITLE_CHARS:
+            why = f"a title of {len(fields['title_text']):,} characters: at most {MAX_TITLE_CHARS:,} are scored"
         if why is None and wid in seen:
             why = f"duplicate id (first at row {seen[wid]})"
         if why is not None:

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from metacan_pipeline.cli import app as cli
 from metacan_pipeline.site.web.app import create_app
-from metacan_pipeline.site.web.score_api import MAX_TITLE_CHARS, MAX_WORKS
+from metacan_pipeline.site.web.score_api import MAX_WORKS
+from metacan_pipeline.student.list_input import MAX_TITLE_CHARS
 from metacan_pipeline.student.models import model_path
 from metacan_pipeline.vocab import PREDICTION_STATUS
 from metacan_pipeline_tests.builders.student import list_rows

@@ -169,6 +169,10 @@ def test_csv_bad_rows_wrong_field_count_and_non_utf8_are_rejected(published, tmp
         + b"x-2,Caf\xe9 latin-1 title,J\n"
         + b",Title without id,J\n"
         + b"x-3,,J\n"
+        + b",,\n"
+        + b"x-4,"
+        + b"t" * 2001
+        + b",J\n"
     )
     out = tmp_path / "scored.csv"
     result = _invoke(storage, str(src), "--out", str(out))
@@ -180,6 +184,8 @@ def test_csv_bad_rows_wrong_field_count_and_non_utf8_are_rejected(published, tmp
         ("3", "line 4"): "not UTF-8 text",
         ("4", "line 5"): "no id",
         ("5", "line 6"): "empty title",
+        ("6", "line 7"): "every field is blank",
+        ("7", "line 8"): "a title of 2,001 characters: at most 2,000 are scored",
     }
 
 
@@ -200,6 +206,8 @@ def test_an_input_with_no_usable_row_exits_2_and_writes_no_output(published, tmp
     [
         ("list.csv", "identifier,name\nW1,A title\n", "has no id and no title column"),
         ("list.csv", "id,name\nW1,A title\n", "has no title column"),
+        ("list.csv", "id,title,title\nW1,A,B\n", "the header names 'title' more than once"),
+        ("list.csv.gz", "id,title\nW1,not gzip at all\n", "cannot be read (BadGzipFile"),
         ("list.xlsx", "x", "unsupported type (.xlsx)"),
         ("missing.csv", None, "does not exist"),
     ],
@@ -212,6 +220,29 @@ def test_an_unreadable_input_exits_2_naming_it(published, tmp_path, name, conten
     result = _invoke(storage, str(src), "--out", str(tmp_path / "o.csv"))
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_a_cut_gzip_csv_keeps_the_rows_before_the_cut_and_names_where_it_ends(published, tmp_path):
+    storage, frame = published
+    rows = list_rows(frame)
+    body = (
+        "id,title\n"
+        + "".join(f"{r['id']},{r['title']}\n" for r in rows)
+        + "".join(f"x-{i},Filler title number {i} about research assessment\n" for i in range(20_000))
+    )
+    whole = gzip.compress(body.encode())
+    src = tmp_path / "cut.csv.gz"
+    src.write_bytes(whole[: len(whole) // 2])
+    out = tmp_path / "scored.csv"
+    result = _invoke(storage, str(src), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    with open(out, newline="") as fh:
+        scored = [x["id"] for x in csv.DictReader(fh)]
+    with open(rejects_path(out), newline="") as fh:
+        rejects = list(csv.DictReader(fh))
+    assert scored[: len(rows)] == [r["id"] for r in rows] and len(scored) > len(rows)
+    assert len(rejects) == 1 and rejects[0]["location"] == f"after line {len(scored) + 1}"
+    assert "file unreadable after line" in rejects[0]["reason"] and "EOFError" in rejects[0]["reason"]
 
 
 def test_an_unknown_output_suffix_exits_2(published, tmp_path):

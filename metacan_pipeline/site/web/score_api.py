@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...storage import MetacanStorage
-from ...student.list_input import InputWork, Reject, iter_objects, read_items
+from ...student.list_input import MAX_TITLE_CHARS, InputWork, Reject, iter_objects, read_items
 from ...student.score_list import ListScorer, ScoringUnavailable, open_scorer
 from ..build.release import ReleaseInfo
 from .middleware import NO_STORE
@@ -42,9 +42,6 @@ from .middleware import NO_STORE
 MAX_WORKS = 1_000
 #: Largest body accepted (OpenAlex records with long author lists run to tens of kB each).
 MAX_BODY_BYTES = 32 * 1024 * 1024
-#: Longest title scored, in characters after the markup-to-text step (the longest OpenAlex titles run to about a
-#: thousand; a longer one is not a title, and scoring it only costs the server).
-MAX_TITLE_CHARS = 2_000
 #: Body keys: anything else is refused (a misspelt key is an error, not silently ignored).
 BODY_KEYS = ("works", "model_version")
 
