@@ -26,6 +26,7 @@ finished or absent too, and the same resume rule holds against the bucket.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import hashlib
 import json
 import os
@@ -329,6 +330,20 @@ def _unreadable_row(job: PartJob, reason: str) -> tuple[dict, dict]:
     return quarantine, {"read_path": "failed", "fallback_reason": reason[:300], "sha256": None}
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off inside the block, back as it was after. A part's rows are dicts and lists
+    without reference cycles, freed by reference counting as each batch is written; with the collector on, its
+    passes over the live rows took about a fifth of a part's Python time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _write_rows(
     job: PartJob, source: Path, entities: EntityLists, stats: ReadStats, tmp: Path, batch_rows: int, fast: bool
 ) -> int:
@@ -350,21 +365,22 @@ def _write_rows(
     batches = read_work_batches(
         source, job.source_file, entity_ids, stats, batch_rows, fast, expected_records=job.manifest_record_count
     )
-    for batch in batches:
-        if batch is None:  # the fast path gave up part-way: start the file again on the exact path
-            for w in writers.values():
-                w.close()
-            writers.clear()
-            for f in tmp.glob("*.parquet"):
-                f.unlink()
-            routed = 0
-            continue
-        if batch.index.num_rows:  # the later candidate slices of one read batch carry no index rows
-            write("index", batch.index.cast(INDEX_SCHEMA))
-        rows = [r for r in (route_row(w, entities) for w in batch.candidates) if r is not None]
-        if rows:
-            write("routed", pa.Table.from_pylist(rows, schema=ROUTED_SCHEMA))
-            routed += len(rows)
+    with _gc_paused():
+        for batch in batches:
+            if batch is None:  # the fast path gave up part-way: start the file again on the exact path
+                for w in writers.values():
+                    w.close()
+                writers.clear()
+                for f in tmp.glob("*.parquet"):
+                    f.unlink()
+                routed = 0
+                continue
+            if batch.index.num_rows:  # the later candidate slices of one read batch carry no index rows
+                write("index", batch.index.cast(INDEX_SCHEMA))
+            rows = [r for r in (route_row(w, entities) for w in batch.candidates) if r is not None]
+            if rows:
+                write("routed", pa.Table.from_pylist(rows, schema=ROUTED_SCHEMA))
+                routed += len(rows)
     for w in writers.values():
         w.close()
     return routed

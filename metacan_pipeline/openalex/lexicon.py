@@ -221,6 +221,18 @@ _COMMON = {
 }
 
 
+#: Function words of multi-word terms that the abstract pre-scan takes as present instead of looking for them: they
+#: occur dozens of times in most abstracts, so finding them all costs far more than the few needless de-inversions
+#: saved.
+_FUNCTION_WORDS = {"of", "s", "de", "du", "et", "for", "st"}
+
+
+def _scanned_words(term: tuple[str, ...]) -> list[str]:
+    """The words of a lexicon term that the abstract pre-scan looks for: its words but the
+    :data:`_FUNCTION_WORDS` (all of its words when it has no other)."""
+    return sorted(set(term) - _FUNCTION_WORDS or set(term))
+
+
 def prefilter_pattern() -> str:
     """An RE2 pattern (DuckDB) with at least one word of every lexicon term (its uncommon words): a
     text with no match holds no lexicon hit. Word boundaries are Unicode letters and digits (RE2's
@@ -251,9 +263,10 @@ def _sql_lists(lists) -> str:
 
 
 def _prescan_parts() -> tuple[str, list[str], list[list[str]], list[list[str]]]:
-    """(RE2 alternation of every lexicon word, one-word A/B terms, multi-word A/B terms, tier C
-    terms), the words folded as :func:`abstract_words_sql` folds the text."""
-    tiers = {tier: [sorted(set(k)) for k, (t, _) in _INDEX.items() if t == tier] for tier in "ABC"}
+    """(RE2 alternation of every scanned lexicon word, A/B terms of one scanned word, A/B terms of several, tier C
+    terms), each term as its scanned words (:func:`_scanned_words`), folded as :func:`abstract_words_sql` folds the
+    text."""
+    tiers = {tier: [_scanned_words(k) for k, (t, _) in _INDEX.items() if t == tier] for tier in "ABC"}
     words = sorted({w for reqs in tiers.values() for req in reqs for w in req}, key=lambda w: (-len(w), w))
     alternation = "|".join(
         "".join(f"[{re.escape(c)}{_UNKNOWN}]" if ord(c) >= 128 else re.escape(c) for c in w) for w in words
@@ -266,12 +279,13 @@ def _prescan_parts() -> tuple[str, list[str], list[list[str]], list[list[str]]]:
 
 def abstract_words_sql(raw: str) -> str:
     """A DuckDB expression over the raw text ``raw`` (a SQL expression, e.g. an abstract's
-    inverted-index JSON as VARCHAR): the distinct lexicon words that start a word of the text,
+    inverted-index JSON as VARCHAR): the distinct scanned lexicon words (:func:`_scanned_words`: a function
+    word such as "of" is not looked for) that start a word of the text,
     folded (every non-ASCII letter and every character reference becomes one placeholder letter),
     or NULL when the text cannot hold a lexicon hit at all (no :func:`prefilter_pattern` match and no
     character reference).
 
-    A superset of the lexicon words present as whole words: word starts follow what is not a Unicode
+    A superset of the scanned words present as whole words: word starts follow what is not a Unicode
     letter, digit or "_" (as Python's ``\\w``), and the words are tried longest first, so a word
     present whole is always found (a longer alternative cannot match inside it); a word that merely
     starts a longer one ("canadianism") is found too, which costs a needless de-inversion, never a
@@ -300,9 +314,9 @@ def abstract_may_count_sql(words: str, context: str) -> str:
     """A DuckDB boolean over ``words`` (the column computed by :func:`abstract_words_sql`) and the
     title and keywords in ``context``: may the text hold a hit that counts as evidence
     (:func:`evidence_hits`)? A superset test, so that Python de-inverts only the abstracts that may
-    count: a one-word tier A/B term needs its word, a multi-word term all its words (in any order: an
-    inverted index keeps no adjacency in its JSON), a tier C term its words plus a tier A word (or any
-    markup) in ``context``.
+    count: a tier A/B term needs its scanned words (:func:`_scanned_words`; its function words are taken as present),
+    in any order (an inverted index keeps no adjacency in its JSON), a tier C term its scanned words plus a tier A
+    word (or any markup) in ``context``.
     """
     _, single, multi, tier_c = _prescan_parts()
     tier_a = "|".join(sorted(re.escape(t) for t in _TIER_A_WORDS))

@@ -8,10 +8,11 @@ JSON Lines files (snapshot parts) take a fast path: DuckDB's ``read_json`` with 
 list parses only the fields the frame needs (the rest of a record, most of its bytes, is skipped in
 C++), decides in SQL which works can be on a structural route (affiliation, funder, venue against the
 pinned entity lists), and an RE2 pre-scan of title, keywords and raw abstract index decides which
-works need the lexicon at all. Python sees only those candidates (a few percent of a snapshot). A
-file the fast path cannot take whole (a parse error, a truncated gzip, a record without an id, a value
-of the wrong type) is re-read on the exact Python path, which quarantines the bad records with their
-line numbers. Both paths produce identical rows (a test proves it on every real work record).
+works need the lexicon at all. Python sees only those candidates (a few percent of a snapshot); SQL
+computes the typed columns of candidates only (NULL for the other works, of which only the id index
+is read). A file the fast path cannot take whole (a parse error, a truncated gzip, a record without
+an id, a value of the wrong type) is re-read on the exact Python path, which quarantines the bad
+records with their line numbers. Both paths produce identical rows (a test proves it on every real work record).
 """
 
 from __future__ import annotations
@@ -101,32 +102,50 @@ WITH raw AS (
   FROM raw
 ), keyed AS (
   SELECT *,
-    list_transform(_insts, lambda x: coalesce(x.id, 'unresolved:' || coalesce(x.name, 'None'))) AS _ikeys,
     list_filter(_funds, lambda x: x.id IS NOT NULL) AS _funds_ok,
     list_transform(list_filter(flatten(list_transform(coalesce(authorships, []), lambda a: coalesce(a.countries, []))),
                                lambda c: c IS NOT NULL), lambda c: upper(c)) AS author_countries_raw,
     coalesce(title ->> '$', '') || ' ' || coalesce(display_name ->> '$', '') || ' ' || array_to_string(_kw, '; ') AS _context,
     CASE WHEN starts_with(abstract_inverted_index::VARCHAR, '{') THEN ABSTRACT_WORDS END AS _abs_words
   FROM typed
+), flagged AS (
+  SELECT *,
+    (list_contains(author_countries_raw, 'CA')
+     OR len(list_filter(_insts, lambda i: upper(i.country_code) = 'CA' OR list_contains($inst, i.id))) > 0
+     OR len(list_filter(_funds_ok, lambda f: list_contains($funders, f.id))) > 0
+     OR list_contains($sources, _venue_id)) AS _structural,
+    regexp_matches(lower(_context), $pattern) OR regexp_matches(_context, '&[#a-zA-Z0-9]+;') AS _text_flag,
+    CASE WHEN starts_with(abstract_inverted_index::VARCHAR, '{') AND ABSTRACT_MAY_COUNT THEN abstract_inverted_index::VARCHAR END AS _abstract_json
+  FROM keyed
+), candidate AS (
+  SELECT *,
+    coalesce(_structural, true) OR coalesce(_text_flag, true) OR _abstract_json IS NOT NULL AS _candidate,
+    CASE WHEN _candidate THEN list_transform(_insts, lambda x: coalesce(x.id, 'unresolved:' || coalesce(x.name, 'None'))) END AS _ikeys
+  FROM flagged
 )
 SELECT
   _sid AS id, _line,
-  doi,
-  nullif(CAST(TRY_CAST(nullif(regexp_extract(trim(ids.pmid),
-    '^(https?://(www[.])?(pubmed[.]ncbi[.]nlm[.]nih[.]gov|ncbi[.]nlm[.]nih[.]gov/pubmed)/)?([0-9]{1,9})/?$', 4), '') AS BIGINT) AS VARCHAR), '0') AS pmid,
-  CASE WHEN json_type(title) = 'VARCHAR' THEN title ->> '$' WHEN json_type(display_name) = 'VARCHAR' THEN display_name ->> '$' END AS title,
-  CASE WHEN publication_year = floor(publication_year) AND abs(publication_year) < 100000 THEN CAST(publication_year AS INTEGER) END AS publication_year,
-  publication_date, updated_date, language, TYPE_SQL AS type, TYPE_CROSSREF_SQL AS type_crossref,
-  coalesce(is_paratext, false) AS is_paratext,
-  coalesce(is_retracted, false) AS is_retracted,
-  cited_by_count,
-  _venue_id AS venue_id,
-  _venue_name AS venue_name,
-  primary_topic.display_name AS topic,
-  primary_topic.field.display_name AS field,
-  list_filter(_insts, lambda x, i: list_position(_ikeys, _ikeys[i]) = i) AS institutions,
-  list_sort(list_distinct(author_countries_raw)) AS author_countries,
-  list_transform(coalesce(authorships, []), lambda a: {
+  CASE WHEN _candidate THEN doi END AS doi,
+  CASE WHEN _candidate THEN nullif(CAST(TRY_CAST(nullif(regexp_extract(trim(ids.pmid),
+    '^(https?://(www[.])?(pubmed[.]ncbi[.]nlm[.]nih[.]gov|ncbi[.]nlm[.]nih[.]gov/pubmed)/)?([0-9]{1,9})/?$', 4), '') AS BIGINT) AS VARCHAR), '0') END AS pmid,
+  CASE WHEN NOT _candidate THEN NULL
+       WHEN json_type(title) = 'VARCHAR' THEN title ->> '$' WHEN json_type(display_name) = 'VARCHAR' THEN display_name ->> '$' END AS title,
+  CASE WHEN _candidate AND publication_year = floor(publication_year) AND abs(publication_year) < 100000 THEN CAST(publication_year AS INTEGER) END AS publication_year,
+  CASE WHEN _candidate THEN publication_date END AS publication_date,
+  updated_date,
+  CASE WHEN _candidate THEN language END AS language,
+  CASE WHEN _candidate THEN TYPE_SQL END AS type,
+  CASE WHEN _candidate THEN TYPE_CROSSREF_SQL END AS type_crossref,
+  CASE WHEN _candidate THEN coalesce(is_paratext, false) END AS is_paratext,
+  CASE WHEN _candidate THEN coalesce(is_retracted, false) END AS is_retracted,
+  CASE WHEN _candidate THEN cited_by_count END AS cited_by_count,
+  CASE WHEN _candidate THEN _venue_id END AS venue_id,
+  CASE WHEN _candidate THEN _venue_name END AS venue_name,
+  CASE WHEN _candidate THEN primary_topic.display_name END AS topic,
+  CASE WHEN _candidate THEN primary_topic.field.display_name END AS field,
+  CASE WHEN _candidate THEN list_filter(_insts, lambda x, i: list_position(_ikeys, _ikeys[i]) = i) END AS institutions,
+  CASE WHEN _candidate THEN list_sort(list_distinct(author_countries_raw)) END AS author_countries,
+  CASE WHEN _candidate THEN list_transform(coalesce(authorships, []), lambda a: {
     'name': coalesce(a.author.display_name, a.raw_author_name), 'orcid': a.author.orcid,
     'countries': list_transform(list_filter(coalesce(a.countries, []), lambda c: c IS NOT NULL), lambda c: upper(c)),
     'institution_keys': list_transform(coalesce(a.institutions, []), lambda i: coalesce(
@@ -135,19 +154,14 @@ SELECT
     'author_id': CASE WHEN upper(regexp_extract(trim(a.author.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)) LIKE 'A%'
                       THEN upper(regexp_extract(trim(a.author.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)) END,
     'bad_author_id': CASE WHEN a.author.id IS NOT NULL AND NOT (upper(regexp_extract(trim(a.author.id), '^(https?://openalex[.]org/)?([A-Za-z][0-9]{1,19})$', 2)) LIKE 'A%')
-                          THEN a.author.id END}) AS authors,
-  list_filter(_funds_ok, lambda x, i: list_position(list_transform(_funds_ok, lambda y: y.id), x.id) = i) AS funders,
-  _kw AS keywords,
-  coalesce(is_authors_truncated, false) AS is_authors_truncated,
-  CAST(len(coalesce(authorships, [])) AS INTEGER) AS n_authorships,
-  coalesce(starts_with(abstract_inverted_index::VARCHAR, '{') AND abstract_inverted_index::VARCHAR <> '{}', false) AS has_abstract,
-  (list_contains(author_countries_raw, 'CA')
-   OR len(list_filter(_insts, lambda i: upper(i.country_code) = 'CA' OR list_contains($inst, i.id))) > 0
-   OR len(list_filter(_funds_ok, lambda f: list_contains($funders, f.id))) > 0
-   OR list_contains($sources, _venue_id)) AS _structural,
-  regexp_matches(lower(_context), $pattern) OR regexp_matches(_context, '&[#a-zA-Z0-9]+;') AS _text_flag,
-  CASE WHEN starts_with(abstract_inverted_index::VARCHAR, '{') AND ABSTRACT_MAY_COUNT THEN abstract_inverted_index::VARCHAR END AS _abstract_json
-FROM keyed
+                          THEN a.author.id END}) END AS authors,
+  CASE WHEN _candidate THEN list_filter(_funds_ok, lambda x, i: list_position(list_transform(_funds_ok, lambda y: y.id), x.id) = i) END AS funders,
+  CASE WHEN _candidate THEN _kw END AS keywords,
+  CASE WHEN _candidate THEN coalesce(is_authors_truncated, false) END AS is_authors_truncated,
+  CASE WHEN _candidate THEN CAST(len(coalesce(authorships, [])) AS INTEGER) END AS n_authorships,
+  CASE WHEN _candidate THEN coalesce(starts_with(abstract_inverted_index::VARCHAR, '{') AND abstract_inverted_index::VARCHAR <> '{}', false) END AS has_abstract,
+  _structural, _text_flag, _abstract_json, _candidate
+FROM candidate
 """
 
 
@@ -276,11 +290,7 @@ def _fast_batches(
                     "ordinal": pc.cast(lines, pa.int64()),
                 }
             )
-            keep = pc.or_(
-                pc.or_(table.column("_structural"), table.column("_text_flag")),
-                pc.is_valid(table.column("_abstract_json")),
-            )
-            chosen = table.filter(pc.fill_null(keep, True))
+            chosen = table.filter(table.column("_candidate")).drop_columns(["_candidate"])
             for start in range(0, max(chosen.num_rows, 1), CANDIDATE_ROWS):
                 cand = chosen.slice(start, CANDIDATE_ROWS).to_pylist()
                 yield WorkBatch(index if start == 0 else index.slice(0, 0), _typed_candidates(cand, source))
