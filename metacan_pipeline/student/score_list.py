@@ -35,6 +35,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..storage import MetacanStorage, sql_literal
+from ..tables.cells import defused_table
 from ..tables.frame import FRAME_SCHEMA
 from ..tables.student import score_list_schema
 from ..vocab import CATEGORICAL_TARGETS, PREDICTION_STATUS
@@ -301,8 +302,10 @@ class TableWriter:
                 self._writer.write(
                     orjson.dumps(dict(zip(names, values, strict=True)), option=orjson.OPT_APPEND_NEWLINE)
                 )
-        else:
-            self._writer.write_table(table) if self.fmt == "parquet" else self._writer.write(table)
+        elif self.fmt == "parquet":
+            self._writer.write_table(table)
+        else:  # a spreadsheet opens it: a title starting with "=" stays text (tables.cells)
+            self._writer.write(defused_table(table))
         self.rows += table.num_rows
 
     def close(self) -> None:

@@ -248,6 +248,7 @@ def test_the_work_page_is_the_static_template_and_escapes_payloads(client, site_
     assert client.get("/records/W7000.json").json() == record
     assert client.get("/fr/works/w7000", follow_redirects=False).headers["location"] == "/fr/works/W7000"
     assert client.get("/records/w7000.json", follow_redirects=False).headers["location"] == "/records/W7000.json"
+    assert client.get("/records/W7000.JSON", follow_redirects=False).headers["location"] == "/records/W7000.json"
     assert client.get("/works/wx7000", follow_redirects=False).status_code == 404
     assert client.get("/api/v1/works/W7000").json()["record"] == record
     assert client.get("/api/v1/works/w7000").json()["record"] == record  # the letter's case is forgiven, as by authors

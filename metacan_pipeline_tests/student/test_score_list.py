@@ -523,3 +523,17 @@ def test_an_unclosed_quote_that_swallows_rows_is_a_reject_naming_its_lines_and_a
     wrapped.write_text('id,title\nW1,"A title that\nwraps over two lines"\nW2,x\n', encoding="utf-8")
     got = list(read_list(wrapped))
     assert [(x.id, x.fields["title_text"]) for x in got] == [("W1", "A title that wraps over two lines"), ("W2", "x")]
+
+
+def test_a_title_a_spreadsheet_would_run_is_text_in_the_csv_and_verbatim_elsewhere(published, tmp_path):
+    storage, _ = published
+    src = tmp_path / "list.jsonl"
+    title = '=HYPERLINK("http://example.org","Peer review of grant applications")'
+    src.write_text(json.dumps({"id": "x-1", "title": title}) + "\n")
+    out_csv, out_parquet = tmp_path / "scored.csv", tmp_path / "scored.parquet"
+    for out in (out_csv, out_parquet):
+        assert _invoke(storage, str(src), "--out", str(out)).exit_code == 0
+    with open(out_csv, newline="") as fh:
+        row = next(csv.DictReader(fh))
+    assert row["title"] == "'" + title
+    assert pq.read_table(out_parquet).column("title").to_pylist() == [title]

@@ -439,7 +439,7 @@ class Site(
 
     def record(self, request: Request) -> Response:
         file = request.path_params["file"]
-        wid = file.removesuffix(".json")
+        wid = file[:-5] if file.lower().endswith(".json") else file
         if is_work_id(wid.upper()) and (to := languages.canonical_redirect(request, file, wid.upper() + ".json")):
             return to
         record_json, _ = self._record(wid)

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ...tables.cells import defused, is_text
 from ..query.cohort_query import CohortQuery
 
 FORMATS = {
@@ -117,30 +118,6 @@ def _lines(strings: pa.Array) -> bytes:
     return _text_bytes(pc.binary_join_element_wise(strings.cast(pa.string()), "\n", ""))
 
 
-#: The first characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection"): a text cell starting
-#: with one of them is written with ``'`` before it, so Excel, LibreOffice and Google Sheets show it as text.
-FORMULA_STARTS = "=+-@\t\r"
-_FORMULA_START = "^[=+\\-@\t\r]"
-
-
-def _is_text(t: pa.DataType) -> bool:
-    """A column whose cells are text a reader typed (titles, names, lists of names), not numbers or booleans."""
-    return (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or (pa.types.is_list(t) and pa.types.is_string(t.value_type))
-    )
-
-
-def _defused(cells: pa.Array) -> pa.Array:
-    """The cells of a text column with ``'`` before every one starting with a character of :data:`FORMULA_STARTS`
-    (the others, and every number, unchanged)."""
-    risky = pc.match_substring_regex(cells, _FORMULA_START)
-    if not pc.any(risky).as_py():
-        return cells
-    return pc.if_else(risky, pc.binary_join_element_wise("'", cells, ""), cells)
-
-
 #: The bytes that make ``csv.writer`` (QUOTE_MINIMAL) quote a cell.
 _STRUCTURAL = (b'"', b",", b"\r", b"\n")
 
@@ -164,14 +141,14 @@ def _csv_lines(batch: pa.RecordBatch) -> bytes:
     where :func:`_may_need_quotes` finds one are searched cell by cell), then each row's cells are joined with commas
     and a newline, and the rows are the joined array's data buffer (:func:`_text_bytes`). About 6x faster than
     ``csv.writer.writerows`` (benchmarks/bench_site.py). A text cell that a spreadsheet would run as a formula is
-    defused first (:func:`_defused`); numbers and booleans are written as they are (``-0.5`` stays a number)."""
+    defused first (:func:`~metacan_pipeline.tables.cells.defused`); numbers and booleans are written as they are (``-0.5`` stays a number)."""
     if batch.num_rows == 0:
         return b""
     cols = []
     for i in range(batch.num_columns):
         col = _cells(batch.column(i))
-        if _is_text(batch.column(i).type):
-            col = _defused(col)
+        if is_text(batch.column(i).type):
+            col = defused(col)
         if _may_need_quotes(batch.column(i).type, col):
             quoted = pc.binary_join_element_wise('"', pc.replace_substring(col, '"', '""'), '"', "")
             col = pc.if_else(pc.match_substring_regex(col, '[",\r\n]'), quoted, col)
