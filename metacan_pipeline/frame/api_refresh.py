@@ -118,11 +118,16 @@ def archive_root(openalex: OpenAlexFiles) -> Path:
     return openalex.api_root
 
 
+def utc_today() -> dt.date:
+    """Today's date in UTC, where a default window ends (one function, so that a test can hold the date still)."""
+    return dt.datetime.now(dt.UTC).date()
+
+
 def choose_window(api_root: Path, config: ApiRefreshConfig) -> tuple[Window, str]:
     """The window to harvest and why, with today's UTC date: :func:`.next_window` for an ``updated_date`` window,
     :func:`.publication_window` (``$METACAN_PUBLICATION_WINDOW_DAYS`` long by default) for a ``publication_date``
     one; dg.Failure on a bad config or setting."""
-    today = dt.datetime.now(dt.UTC).date()
+    today = utc_today()
     try:
         if config.window_by == PUBLISHED:
             return publication_window(

@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from metacan_pipeline.definitions import all_partitions_run_tags, build_resources, defs
+from metacan_pipeline.frame import api_refresh
 from metacan_pipeline.openalex.windows import Window, next_window
 from metacan_pipeline_tests.builders.openalex import LoopbackOpenAlex
 
@@ -23,6 +24,12 @@ FUNDER_FILES = (
     "choxos__MetaCan__funder_CFI_F4320319952.json",
 )
 TODAY = dt.datetime.now(dt.UTC).date()
+
+
+@pytest.fixture(autouse=True)
+def _today_held_still(monkeypatch):
+    """The refresh's today is the tests' TODAY, so a run across midnight (UTC) expects the same windows."""
+    monkeypatch.setattr(api_refresh, "utc_today", lambda: TODAY)
 
 
 def _day(offset: int) -> str:
