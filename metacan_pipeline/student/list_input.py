@@ -83,7 +83,7 @@ INPUT_TYPES = (
 
 
 #: Longest title scored, in characters after the markup-to-text step (the longest OpenAlex titles run to about a
-#: thousand; a longer one is not a title, and featurising it only costs memory: an 18 MB one took 3.2 GB).
+#: thousand; a longer one is not a title, and featurising it costs memory in proportion to its length).
 MAX_TITLE_CHARS = 2_000
 
 
