@@ -267,234 +267,196 @@ SITE_INSTITUTIONS_SCHEMA = columns(
     "last_year",
 )
 
+
 #: Written by the asset ``site_database``; ``store="release"``: a table of each release database file. Only ``works``
 #: keeps its primary key as an index: a page of results joins its few works by work_key, which DuckDB answers from
 #: the index (a scan of every work otherwise, 0.15-0.39 s at 4.3M works against 0.03-0.15 s). The other tables'
-#: indexes (``key_index=False``) were about 6 times the size of their data, and their reads are scans or lookups by
+#: indexes (:func:`_release`'s default) were about 6 times the size of their data, and their reads are scans or lookups by
 #: work_key, which their work_key order makes cheap. The build writes each key once (site/test_build.py checks it).
+def _release(*args, key_index: bool = False, **kwargs) -> Table:
+    """A table of each release database (``store="release"``), without its primary key as an index unless told."""
+    return Table(*args, store="release", key_index=key_index, **kwargs)
+
+
 TABLES = [
-    Table(
+    _release(
         "site_work_authors",
         "one authorship of a work, in the record's order: author id (or why none), ORCID, name, Canadian or not",
         "site_database",
         SITE_WORK_AUTHORS_SCHEMA,
         ("work_key", "author_position"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "site_work_institution_ids",
         "one institution of a work's authorships, by its OpenAlex id, with its ROR, name and country",
         "site_database",
         SITE_WORK_INSTITUTION_IDS_SCHEMA,
         ("work_key", "institution_id"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "site_authors",
         "one author of the release's works: ORCID, name as OpenAlex gives it, works and years",
         "site_database",
         SITE_AUTHORS_SCHEMA,
         ("author_id",),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "site_institutions",
         "one institution of the release's works: ROR, name, country, works and years",
         "site_database",
         SITE_INSTITUTIONS_SCHEMA,
         ("institution_id",),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "release_info",
         "the release itself (one row): id, build time, SHA-256 of the records, classifier versions",
         "site_database",
         RELEASE_INFO_SCHEMA,
         ("release_id",),
-        store="release",
-        key_index=False,
         json_columns=frozenset({"page_context"}),
     ),
-    Table(
+    _release(
         "works",
         "one published work: the bibliographic columns a cohort filters on, routes, card kind, its record JSON",
         "site_database",
         SITE_WORKS_SCHEMA,
         ("work_key",),
-        store="release",
+        key_index=True,
         zstd_columns=frozenset({"record_json"}),
     ),
-    Table(
+    _release(
         "work_institutions",
         "one Canadian institution of a work",
         "site_database",
         NAMES_SCHEMA,
         ("work_key", "name"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "work_funders",
         "one funder of a work",
         "site_database",
         NAMES_SCHEMA,
         ("work_key", "name"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "work_keywords",
         "one keyword of a work",
         "site_database",
         NAMES_SCHEMA,
         ("work_key", "name"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "work_labels",
         "one teacher's direct label of a work (labelled or failed), with its status and qualification sentence",
         "site_database",
         SITE_LABELS_SCHEMA,
         ("work_key", "teacher"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "work_decisions",
         "one category the classifier called for a work in one mode (candidate or consensus), with both scores",
         "site_database",
         DECISIONS_SCHEMA,
         ("work_key", "model_version", "mode", "category"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "work_scores",
         "one machine-score arm's score of a work, with the validation_status the record carries",
         "site_database",
         MACHINE_LONG_SCHEMA,
         ("work_key", "arm"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "facet_codes",
         "one value of a facet as a small integer: a text column's value, a name, or a classifier decision "
         "(model_version, mode, category, with its prediction_status)",
         "site_database",
         FACET_CODES_SCHEMA,
         ("facet", "code"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "work_facets",
         "one work's filter and facet values in codes (flags scored, labelled, decided; names and decisions as "
         "code lists): what cohort counts, coverage and facets scan",
         "site_database",
         WORK_FACETS_SCHEMA,
         ("work_key",),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "work_versions",
         "another OpenAlex id of the same work (the same DOI, or the same normalised title and year), for the search "
         "results to list the versions together: site/build/versions.py; counts never read it",
         "site_database",
         WORK_VERSIONS_SCHEMA,
         ("work_key", "other_key"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "facet_counts",
         "one facet of the whole release, as the site lists it (JSON items): the facets of the cohort with no filter",
         "site_database",
         FACET_COUNTS_SCHEMA,
         ("facet",),
-        store="release",
-        key_index=False,
         json_columns=frozenset({"items"}),
     ),
-    Table(
+    _release(
         "cohort_facet_counts",
         "one facet (or _count, _coverage) of a frequent one-filter cohort (its filters as JSON; the key hashes its "
         "coded clauses), counted at build time: site/query/stored_counts.py",
         "site_database",
         COHORT_FACET_COUNTS_SCHEMA,
         ("cohort_key", "facet"),
-        store="release",
-        key_index=False,
         json_columns=frozenset({"filters", "items"}),
     ),
-    Table(
+    _release(
         "year_language_counts",
         "the works of one year and language code (either may be NULL) with one facet code (or one teacher and "
         "category of the direct-label facet, or one coverage count), counted at build time: site/build/cube.py",
         "site_database",
         YEAR_LANGUAGE_COUNTS_SCHEMA,
         (),  # no key constraint: year, language, code and teacher may be NULL (unique per the six columns)
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "classifier_heads",
         "one student head of a classifier version: whether it passed the support gate",
         "site_database",
         CLASSIFIER_HEADS_SCHEMA,
         ("model_version", "teacher", "target"),
-        store="release",
-        key_index=False,
     ),
 ]
 
 # The statistics page, the disagreement dossier and the facet typeahead (site/build/figures.py, at build time).
 TABLES += [
-    Table(
+    _release(
         "recent_works",
         "one work of the rolling layer (after the newest frozen release) and the input it arrived through: the "
         "/recent page",
         "site_database",
         RECENT_WORKS_SCHEMA,
         ("work_key",),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "release_statistics",
         "one figure of the statistics page over the whole release (JSON items: the rows of its data table)",
         "site_database",
         STATISTICS_SCHEMA,
         ("figure",),
-        store="release",
-        key_index=False,
         json_columns=frozenset({"items"}),
     ),
-    Table(
+    _release(
         "release_prevalence",
         "one row of the pipeline's prevalence table (population, category, method, teacher), copied at build time",
         "site_database",
         RELEASE_PREVALENCE_SCHEMA,
         ("position",),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "work_disagreements",
         "one work on which a pair of teachers' labelled direct labels differ, with the heads they differ on",
         "site_database",
         DISAGREEMENT_SCHEMA,
         ("work_key", "pair"),
-        store="release",
-        key_index=False,
     ),
-    Table(
+    _release(
         "dossier_works",
         "one work of work_disagreements: what the dossier lists of it (id, title, year, venue, page path) and every "
         "teacher's direct label as its record publishes it (JSON: verdict, reason, source and status)",
@@ -509,11 +471,9 @@ TABLES += [
             "direct_labels",
         ),
         ("work_key",),
-        store="release",
-        key_index=False,
         json_columns=frozenset({"direct_labels"}),
     ),
-    Table(
+    _release(
         "facet_value_counts",
         "one folded value of a text filter (what the filter matches: case and accents ignored) with its most "
         "frequent spelling, that spelling's facet_codes code and the number of works with any spelling of it in "
@@ -527,8 +487,6 @@ TABLES += [
             column("n", description="works of the release with any spelling of the value"),
         ),
         ("facet", "norm"),
-        store="release",
-        key_index=False,
     ),
 ]
 
