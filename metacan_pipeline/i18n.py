@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import io
+import unicodedata
 from gettext import NullTranslations
 from pathlib import Path
 
@@ -145,3 +146,11 @@ def format_number(n: int | float, locale: str) -> str:
     from babel.numbers import format_decimal  # lazily, as above
 
     return format_decimal(n, locale=NUMBER_LOCALES[locale])
+
+
+def fold(value: str) -> str:
+    """``value`` as the site compares text: accents stripped (Unicode NFD without its combining marks) and
+    lower-cased, as DuckDB's ``lower(strip_accents(value))`` folds a release's values (``facet_codes.norm``) and
+    FTS5's ``remove_diacritics`` its index."""
+    decomposed = unicodedata.normalize("NFD", value)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()

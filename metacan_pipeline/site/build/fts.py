@@ -48,12 +48,12 @@ import heapq
 import math
 import re
 import sqlite3
-import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
+from ...i18n import fold
 from ...tables.site import FTS_STAGE_DDL, FTS_TABLES_DDL
 
 #: Word tokens of a text query (letters, digits, underscore in any script), at most this many.
@@ -139,7 +139,7 @@ def greek_plural(word: str) -> str:
     letters (analysis and analyses, synthesis and syntheses, hypothesis and hypotheses), whose Porter stems differ
     (``analysi``, ``analys``); ``word`` itself otherwise. Accents are dropped first, as the index drops them. A word
     merely ending in ``-ses`` (diseases) gets a form no title holds, which matches nothing more."""
-    folded = "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.combining(c))
+    folded = fold(word)
     if len(folded) >= GREEK_PLURAL_MIN and folded.endswith("sis"):
         return folded[:-3] + "ses"
     if len(folded) >= GREEK_PLURAL_MIN and folded.endswith("ses"):

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ...i18n import N_, Sentence
+from ...i18n import N_, Sentence, fold
 from ...release.release_layers import RELEASE_LAYERS
 from ...vocab import CASCADE_DECISIONS, CATEGORIES, DOMAINS, GENRES, RETRACTION_STATES, STUDY_DESIGNS
 from ..build import fts
@@ -328,13 +327,6 @@ def _text(name: str, value: str, max_len: int) -> str:
     if any(ord(c) < 32 or c == "\x7f" for c in value):
         raise CohortError(N_("%(name)s holds a control character.", name=name))
     return value
-
-
-def fold(value: str) -> str:
-    """``value`` as a text filter compares it: accents stripped (Unicode NFD without its combining marks) and
-    lower-cased, as DuckDB's ``lower(strip_accents(value))`` folds a release's values (``facet_codes.norm``)."""
-    decomposed = unicodedata.normalize("NFD", value)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
 
 
 def text_values(name: str, value: str) -> str:
