@@ -215,6 +215,15 @@ def _looks_like_rows(value: str, delimiter: str, fields: int) -> bool:
     return any(line.count(delimiter) == fields - 1 for line in value.splitlines()[1:])
 
 
+#: What reading a file on may raise when it is cut or damaged (a gzip stream: EOFError, BadGzipFile, zlib.error).
+UNREADABLE = (EOFError, OSError, zlib.error)
+
+
+def _cut_off(line: int, value: Any, exc: BaseException) -> tuple[str, Any, str]:
+    """The last item of a file that cannot be read on after ``line``: where, ``value`` and why."""
+    return f"after line {line}", value, f"file unreadable after line {line} ({type(exc).__name__}: {exc})"
+
+
 def _csv_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
     """``(location, row dict or None, reason)`` per data row of a CSV/TSV (``reason`` set for a row that is not one);
     a file that cannot be read on (a cut or damaged gzip stream) ends with a row saying after which line. Raises
@@ -222,11 +231,12 @@ def _csv_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
     read = [0]  # the last line read
     try:
         yield from _csv_rows(path, read)
-    except (EOFError, OSError, zlib.error) as exc:
-        why = f"{type(exc).__name__}: {exc}"
+    except UNREADABLE as exc:
         if read[0] == 0:
-            raise ListInputError(f"{path}: cannot be read ({why}); is it a whole gzip file?") from None
-        yield f"after line {read[0]}", None, f"file unreadable after line {read[0]} ({why})"
+            raise ListInputError(
+                f"{path}: cannot be read ({type(exc).__name__}: {exc}); is it a whole gzip file?"
+            ) from None
+        yield _cut_off(read[0], None, exc)
 
 
 def _csv_rows(path: Path, read: list[int]) -> Iterator[tuple[str, Any, str | None]]:
@@ -315,8 +325,8 @@ def _lines_items(path: Path) -> Iterator[tuple[str, Any, str | None]]:
                         yield f"line {lineno} results[{i}]", item, None
                     continue
                 yield f"line {lineno}", obj, None
-    except (EOFError, OSError) as exc:
-        yield f"after line {lineno}", b"", f"file unreadable after line {lineno} ({type(exc).__name__}: {exc})"
+    except UNREADABLE as exc:
+        yield _cut_off(lineno, b"", exc)
 
 
 #: Entity letters of OpenAlex ids, for the count of skipped records of other entities.
